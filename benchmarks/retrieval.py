@@ -1,0 +1,50 @@
+"""Retrieval quality and latency per mode on the shared BEIR sets (dev splits).
+
+    python benchmarks/retrieval.py scifact train      # SciFact, train queries
+    python benchmarks/retrieval.py cmrc2018 trial     # CMRC 2018 (Chinese), trial queries
+
+Builds (or incrementally refreshes) the KB under /tmp/mcp-kb-bench/<set>, then prints
+recall@10, MRR@10, nDCG@10 and p50/p95 latency for each mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _beir import EVAL, kb_config, progress, use_offline_model, write_corpus  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("dataset", choices=["scifact", "cmrc2018"])
+    parser.add_argument("split")
+    parser.add_argument("--modes", default="keyword,vector,hybrid")
+    parser.add_argument("--work", default="/tmp/mcp-kb-bench")
+    args = parser.parse_args()
+    use_offline_model()
+    from mcp_kb.app import App
+    from mcp_kb.evaluation import evaluate, format_table, load_qrels, load_queries
+
+    work = Path(args.work) / args.dataset
+    write_corpus(args.dataset, work / "docs")
+    app = App(kb_config(work / "docs", work / "index", args.dataset))
+    started = time.perf_counter()
+    report = app.sync(progress=progress)[0]
+    print(f"\n{report.summary()}\nsync {time.perf_counter() - started:.1f}s", file=sys.stderr)
+    queries = load_queries(EVAL / args.dataset / "queries.jsonl")
+    qrels = load_qrels(EVAL / args.dataset / "qrels" / f"{args.split}.tsv")
+    app.embedder.embed_query("warm up")
+    scores = []
+    for mode in args.modes.split(","):
+        def run(query: str, mode: str = mode) -> list[str]:
+            return [hit.source for hit in app.search(args.dataset, query, mode=mode, top_k=20).hits]
+        scores.append(evaluate(run, queries, qrels, mode))
+    print(format_table(scores, 10))
+
+
+if __name__ == "__main__":
+    main()

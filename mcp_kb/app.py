@@ -1,0 +1,77 @@
+"""The library object the CLI and the MCP server share: config, models and store, loaded lazily."""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+from typing import Any
+
+from .chunking import TokenCounter
+from .config import Config
+from .embedding import Embedder, FastEmbedder, FastEmbedReranker, load_tokenizer
+from .search import SearchResult, Searcher
+from .store import Store
+from .sync import ProgressCallback, SyncReport, sync_all
+
+
+class App:
+    """Everything a command or a tool needs; heavy parts load on first use."""
+
+    def __init__(self, config: Config, embedder: Embedder | None = None):
+        self.config = config
+        self._embedder = embedder
+        self._lock = threading.Lock()
+
+    @property
+    def embedder(self) -> Embedder:
+        with self._lock:
+            if self._embedder is None:
+                self._embedder = FastEmbedder(self.config.embedding)
+            return self._embedder
+
+    @cached_property
+    def tokenizer(self) -> TokenCounter:
+        return load_tokenizer(self.config.embedding)
+
+    @cached_property
+    def store(self) -> Store:
+        return Store(self.config.storage)
+
+    @cached_property
+    def searcher(self) -> Searcher:
+        rerank = self.config.rerank
+        reranker = FastEmbedReranker(rerank) if rerank.enabled else None
+        return Searcher(self.store, self.embedder, self.tokenizer, reranker, rerank.candidates)
+
+    def search(self, kb: str, query: str, **options: Any) -> SearchResult:
+        """Search one KB; options: top_k, mode, filters, min_score, context."""
+        kb_config = self.config.get_kb(kb)
+        return self.searcher.search(kb_config, self.searcher.request(kb_config, query, **options))
+
+    def sync(self, kb: str | None = None, full: bool = False, progress: ProgressCallback | None = None,
+             wait: bool = True) -> list[SyncReport]:
+        return sync_all(self.config, self.embedder, self.tokenizer, kb, full=full, progress=progress, wait=wait)
+
+    def status(self, kb: str | None = None) -> list[dict[str, Any]]:
+        """Per KB: files, chunks, last sync, model, index state, failed files."""
+        return [self._kb_status(k.name) for k in self.config.select(kb)]
+
+    def _kb_status(self, name: str) -> dict[str, Any]:
+        kb = self.config.get_kb(name)
+        state = self.store.read_state(name)
+        files = self.store.read_files(name)
+        last = state.get("last_sync", {})
+        return {
+            "name": name,
+            "description": kb.description,
+            "tool": kb.search_tool_name,
+            "files": sum(1 for r in files.values() if r.status == "indexed"),
+            "chunks": self.store.count_chunks(name),
+            "index_version": self.store.version(name),
+            "last_sync": last.get("finished_at"),
+            "last_outcome": last.get("outcome", "never synced"),
+            "last_error": last.get("error", ""),
+            "model": state.get("model"),
+            "index_state": last.get("report", {}).get("index_state", ""),
+            "failed": [{"path": p, "reason": r.reason} for p, r in files.items() if r.status == "failed"],
+        }

@@ -1,0 +1,217 @@
+"""Cut documents into chunks that fit the embedding model, keeping structure and context.
+
+Sections (same heading path and page) are packed block by block; a block too long for a chunk
+is split at paragraphs, then lines, then sentences (English and Chinese), then words, and last
+by token count. Consecutive chunks of one section overlap; tiny neighbours are merged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from .config import ChunkingConfig
+from .document import Block, Document
+
+HEADING_SEPARATOR = " › "
+# Split points, coarse to fine; each keeps its separator with the piece before it.
+_SPLIT_LEVELS = [
+    re.compile(r"(?<=\n\n)"),
+    re.compile(r"(?<=\n)"),
+    re.compile(r"(?<=[。！？；!?])|(?<=[.;:])(?=\s)"),
+    re.compile(r"(?<=[，、,\s])"),
+]
+
+
+class TokenCounter(Protocol):
+    """The embedding model's tokenizer, as far as chunking needs it."""
+
+    max_tokens: int
+
+    def count(self, texts: list[str]) -> list[int]: ...
+
+    def tail(self, text: str, n_tokens: int) -> str: ...
+
+    def head(self, text: str, n_tokens: int) -> str: ...
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A piece of a document, ready to embed and index."""
+
+    doc_id: str
+    chunk_index: int
+    text: str
+    heading_path: tuple[str, ...]
+    title: str
+    page: int | None
+    line_start: int | None
+    line_end: int | None
+    n_tokens: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def heading(self) -> str:
+        return HEADING_SEPARATOR.join(self.heading_path)
+
+    @property
+    def embed_text(self) -> str:
+        """What is embedded and keyword-indexed: the heading path gives the text its context."""
+        return f"{self.heading}\n{self.text}" if self.heading_path else self.text
+
+    @property
+    def content_hash(self) -> str:
+        return hashlib.sha256(self.embed_text.encode("utf-8")).hexdigest()
+
+
+def effective_max_tokens(settings: ChunkingConfig, counter: TokenCounter) -> int:
+    """The configured size, never more than the model reads (less its [CLS]/[SEP] tokens)."""
+    return min(settings.max_tokens, counter.max_tokens - 2)
+
+
+def chunk_document(document: Document, settings: ChunkingConfig, counter: TokenCounter) -> list[Chunk]:
+    """All chunks of a document, numbered in reading order."""
+    max_tokens = effective_max_tokens(settings, counter)
+    overlap = min(settings.overlap, max_tokens // 4)
+    chunks: list[Chunk] = []
+    for section in _sections(document, settings):
+        chunks.extend(_chunk_section(document, section, max_tokens, overlap, counter))
+    if not document.one_chunk_per_block:
+        chunks = _merge_small(chunks, settings.min_tokens, max_tokens, counter)
+    return [replace(chunk, chunk_index=index) for index, chunk in enumerate(chunks)]
+
+
+def _sections(document: Document, settings: ChunkingConfig) -> list[list[Block]]:
+    """Runs of blocks that share a heading path and page (or single records)."""
+    if document.one_chunk_per_block:
+        return [[block] for block in document.blocks]
+    structural = settings.strategy in ("auto", "markdown")
+    sections: list[list[Block]] = []
+    for block in document.blocks:
+        key = (block.heading_path, block.page) if structural else (block.page,)
+        if sections:
+            last = sections[-1][-1]
+            last_key = (last.heading_path, last.page) if structural else (last.page,)
+            if key == last_key:
+                sections[-1].append(block)
+                continue
+        sections.append([block])
+    return sections
+
+
+def _chunk_section(document: Document, blocks: list[Block], max_tokens: int, overlap: int,
+                   counter: TokenCounter) -> list[Chunk]:
+    heading_path = blocks[0].heading_path
+    prefix_tokens = counter.count([HEADING_SEPARATOR.join(heading_path)])[0] + 1 if heading_path else 0
+    budget = max(max_tokens - prefix_tokens - overlap, max_tokens // 2)
+    pieces: list[tuple[Block, int]] = []
+    for block, size in zip(blocks, counter.count([block.text for block in blocks])):
+        if size <= budget:
+            pieces.append((block, size))
+        else:
+            texts = split_text(block.text, budget, counter)
+            pieces.extend((replace(block, text=text), n) for text, n in zip(texts, counter.count(texts)))
+    chunks = []
+    previous_text = None
+    for group in _pack(pieces, budget):
+        text = "\n\n".join(piece.text for piece in group)
+        body = text
+        if previous_text is not None and overlap:
+            text = counter.tail(previous_text, overlap) + "\n" + text
+        previous_text = body
+        chunks.append(Chunk(document.doc_id, 0, text, heading_path, document.title, group[0].page,
+                            group[0].line_start, group[-1].line_end, 0, document.metadata))
+    sizes = counter.count([chunk.embed_text for chunk in chunks])
+    return [replace(chunk, n_tokens=size) for chunk, size in zip(chunks, sizes)]
+
+
+def split_text(text: str, budget: int, counter: TokenCounter, level: int = 0) -> list[str]:
+    """Split text longer than `budget` tokens into pieces that fit, at the coarsest boundary that works."""
+    while level < len(_SPLIT_LEVELS):
+        parts = [part for part in _SPLIT_LEVELS[level].split(text) if part]
+        level += 1
+        if len(parts) > 1:
+            return _pack_strings(parts, budget, counter, level)
+    return _hard_cut(text, budget, counter)
+
+
+def _pack_strings(parts: list[str], budget: int, counter: TokenCounter, next_level: int) -> list[str]:
+    sizes = counter.count(parts)
+    pieces: list[str] = []
+    current, current_size = "", 0
+    for part, size in zip(parts, sizes):
+        if size > budget:
+            if current.strip():
+                pieces.append(current.strip())
+            current, current_size = "", 0
+            pieces.extend(split_text(part, budget, counter, next_level))
+        elif current_size + size > budget:
+            if current.strip():
+                pieces.append(current.strip())
+            current, current_size = part, size
+        else:
+            current, current_size = current + part, current_size + size
+    if current.strip():
+        pieces.append(current.strip())
+    return pieces
+
+
+def _hard_cut(text: str, budget: int, counter: TokenCounter) -> list[str]:
+    pieces = []
+    rest = text.strip()
+    while rest:
+        head = counter.head(rest, budget) or rest[:1]
+        pieces.append(head.strip())
+        rest = rest[len(head):].strip()
+    return [piece for piece in pieces if piece]
+
+
+def _pack(pieces: list[tuple[Block, int]], budget: int) -> list[list[Block]]:
+    """Greedy packing of whole blocks (with their token counts) into groups of at most `budget` tokens."""
+    groups: list[list[Block]] = []
+    size_of_group = 0
+    for piece, size in pieces:
+        if groups and size_of_group + size <= budget:
+            groups[-1].append(piece)
+            size_of_group += size
+        else:
+            groups.append([piece])
+            size_of_group = size
+    return groups
+
+
+def _merge_small(chunks: list[Chunk], min_tokens: int, max_tokens: int, counter: TokenCounter) -> list[Chunk]:
+    """Fold a chunk under `min_tokens` into its next neighbour on the same page when both fit."""
+    merged: list[Chunk] = []
+    for chunk in chunks:
+        if merged and merged[-1].n_tokens < min_tokens and merged[-1].page == chunk.page:
+            candidate = _join(merged[-1], chunk)
+            size = counter.count([candidate.embed_text])[0]
+            if size <= max_tokens:
+                merged[-1] = replace(candidate, n_tokens=size)
+                continue
+        merged.append(chunk)
+    return merged
+
+
+def _join(first: Chunk, second: Chunk) -> Chunk:
+    """One chunk from two neighbours; the path is what they share, the rest stays in the text."""
+    shared = _common_prefix(first.heading_path, second.heading_path)
+    first_text = _with_local_heading(first, shared)
+    second_text = _with_local_heading(second, shared)
+    return replace(first, text=f"{first_text}\n\n{second_text}", heading_path=shared,
+                   line_end=second.line_end)
+
+
+def _with_local_heading(chunk: Chunk, shared: tuple[str, ...]) -> str:
+    local = chunk.heading_path[len(shared):]
+    return f"{HEADING_SEPARATOR.join(local)}\n{chunk.text}" if local else chunk.text
+
+
+def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    length = 0
+    while length < min(len(a), len(b)) and a[length] == b[length]:
+        length += 1
+    return a[:length]

@@ -1,0 +1,378 @@
+"""The `mcp-kb` command line: each command parses options, calls the library, prints."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import click
+
+from . import __version__
+from .config import Config, build_config, config_for_folder, load_config
+from .errors import KBError
+
+CONFIG_HELP = "kb.toml to use, or a folder to serve with defaults (default: ./kb.toml, or $MCP_KB_CONFIG)"
+
+
+def _load(config_path: str | None) -> Config:
+    """A config file, or a zero-config KB for a folder."""
+    target = config_path or os.environ.get("MCP_KB_CONFIG") or "kb.toml"
+    path = Path(target).expanduser()
+    if path.is_dir():
+        config = config_for_folder(path)
+        if os.environ.get("MCP_KB_STORAGE"):
+            return config
+        # Each zero-config folder gets its own index, so two folders named `docs` never meet.
+        key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]
+        return config.model_copy(update={"storage": str(Path(config.storage).parent / "folders" / f"{config.kb[0].name}-{key}")})
+    if not path.exists() and config_path is None:
+        raise KBError("no kb.toml here: pass --config FILE, or a folder (mcp-kb serve ./docs); "
+                      "kb.toml.example shows every setting")
+    return load_config(path)
+
+
+def _app(config_path: str | None):
+    from .app import App
+
+    return App(_load(config_path))
+
+
+def _run(work):
+    """Known errors become one `Error:` line and exit status 1."""
+    try:
+        return work()
+    except KBError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+config_option = click.option("--config", "-c", "config_path", metavar="PATH", help=CONFIG_HELP)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+
+
+@click.group()
+@click.version_option(__version__, prog_name="mcp-kb")
+@click.option("--verbose", "-v", is_flag=True, help="Log progress details to stderr.")
+def main(verbose: bool) -> None:
+    """Serve folders of your documents as searchable knowledge bases over MCP.
+
+    Example:
+
+        mcp-kb serve ./docs            # one folder, no config
+
+        mcp-kb sync -c kb.toml         # index every configured KB
+    """
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
+    from .embedding import quiet_model_logs
+
+    quiet_model_logs()
+
+
+@main.command()
+@config_option
+@json_option
+def check(config_path: str | None, as_json: bool) -> None:
+    """Validate the config and show per KB what would be indexed.
+
+    Example:
+
+        mcp-kb check -c kb.toml
+    """
+    def work():
+        from .chunking import chunk_document
+        from .embedding import load_tokenizer
+        from .errors import ParseError
+        from .parsers import parse_file
+        from .sources import scan_sources
+
+        config = _load(config_path)
+        tokenizer = load_tokenizer(config.embedding)
+        summary = []
+        for kb in config.kb:
+            scan = scan_sources(kb)
+            kinds: Counter[str] = Counter()
+            chunks_by_file: dict[str, int] = {}
+            failed = []
+            for source in scan.files:
+                try:
+                    chunks_by_file[source.doc_id] = len(chunk_document(parse_file(source.path, source.doc_id), kb.chunking, tokenizer))
+                    kinds[source.path.suffix.lower()] += 1
+                except ParseError as exc:
+                    failed.append({"path": source.doc_id, "reason": str(exc)})
+            skipped = [{"path": s.doc_id, "reason": s.reason} for s in scan.skipped] + failed
+            summary.append({"kb": kb.name, "tool": kb.search_tool_name, "files": len(chunks_by_file),
+                            "by_type": dict(kinds), "chunks": sum(chunks_by_file.values()),
+                            "chunks_by_file": chunks_by_file, "skipped": skipped})
+        if as_json:
+            click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
+            return
+        click.echo(f"config OK: {len(config.kb)} knowledge base(s); index at {config.storage}")
+        for item in summary:
+            types = ", ".join(f"{n} {suffix}" for suffix, n in sorted(item["by_type"].items()))
+            click.echo(f"\n{item['kb']} (tool {item['tool']}): {item['files']} files ({types or 'none'}), "
+                       f"{item['chunks']} chunks")
+            for path, count in item["chunks_by_file"].items():
+                click.echo(f"  {count:5d}  {path}")
+            for skip in item["skipped"]:
+                click.echo(f"  skipped {skip['path']}: {skip['reason']}")
+
+    _run(work)
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@config_option
+@json_option
+def chunks(file: Path, config_path: str | None, as_json: bool) -> None:
+    """Print the chunks FILE yields, with heading paths and token counts.
+
+    Uses the chunking settings of the first KB in the config (or the defaults).
+
+    Example:
+
+        mcp-kb chunks docs/guide.md
+    """
+    def work():
+        from .chunking import chunk_document
+        from .config import ChunkingConfig
+        from .embedding import load_tokenizer
+        from .parsers import parse_file
+
+        config = _load(config_path) if (config_path or Path("kb.toml").exists()) else build_config({}, Path.cwd(), None)
+        settings = config.kb[0].chunking if config.kb else ChunkingConfig()
+        document = parse_file(file, file.name)
+        result = chunk_document(document, settings, load_tokenizer(config.embedding))
+        if as_json:
+            click.echo(json.dumps([{**c.__dict__, "heading": c.heading} for c in result], indent=2,
+                                  ensure_ascii=False, default=str))
+            return
+        for note in document.notes:
+            click.echo(f"note: {note}")
+        for chunk in result:
+            where = f"page {chunk.page}" if chunk.page else f"lines {chunk.line_start}-{chunk.line_end}"
+            click.echo(f"--- chunk {chunk.chunk_index} · {chunk.n_tokens} tokens · {where} · {chunk.heading or '(no heading)'}")
+            click.echo(chunk.text)
+
+    _run(work)
+
+
+@main.command()
+@click.argument("kb", required=False)
+@click.option("--full", is_flag=True, help="Rebuild from scratch instead of syncing changes.")
+@click.option("--no-wait", is_flag=True, help="Fail at once if another sync is running.")
+@config_option
+@json_option
+def sync(kb: str | None, full: bool, no_wait: bool, config_path: str | None, as_json: bool) -> None:
+    """Index new and changed files of KB (or all KBs); remove deleted ones.
+
+    Example:
+
+        mcp-kb sync policies
+    """
+    def work():
+        app = _app(config_path)
+        bar = _ProgressBar() if sys.stderr.isatty() and not as_json else None
+        reports = app.sync(kb, full=full, progress=bar, wait=not no_wait)
+        if bar:
+            bar.close()
+        if as_json:
+            click.echo(json.dumps([r.to_dict() for r in reports], indent=2, ensure_ascii=False))
+        else:
+            for report in reports:
+                click.echo(report.summary())
+
+    _run(work)
+
+
+@main.command()
+@click.argument("kb", required=False)
+@config_option
+@json_option
+def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
+    """Show files, chunks, last sync, model and failures per KB.
+
+    Example:
+
+        mcp-kb status
+    """
+    def work():
+        statuses = _app(config_path).status(kb)
+        if as_json:
+            click.echo(json.dumps(statuses, indent=2, ensure_ascii=False))
+            return
+        for item in statuses:
+            model = item["model"]["name"] if item["model"] else "-"
+            click.echo(f"{item['name']}: {item['files']} files, {item['chunks']} chunks; last sync "
+                       f"{item['last_sync'] or 'never'} ({item['last_outcome']}); model {model}; "
+                       f"index {item['index_state'] or '-'}")
+            if item["last_error"]:
+                click.echo(f"  last error: {item['last_error']}")
+            for failure in item["failed"]:
+                click.echo(f"  failed {failure['path']}: {failure['reason']}")
+
+    _run(work)
+
+
+@main.command()
+@click.argument("kb")
+@click.argument("query")
+@click.option("--mode", type=click.Choice(["hybrid", "vector", "keyword", "filter"]), help="Default: the KB's.")
+@click.option("--top-k", type=int, help="Number of results (default: the KB's).")
+@click.option("--min-score", type=float, help="Drop results below this score.")
+@click.option("--filter", "filters", multiple=True, metavar="FIELD=VALUE",
+              help="Metadata filter: field=value, field>=n, field<=n, path^=prefix, path~=glob. Repeatable.")
+@click.option("--context", type=int, default=0, help="Neighbouring chunks to show around each hit.")
+@config_option
+@json_option
+def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: float | None,
+           filters: tuple[str, ...], context: int, config_path: str | None, as_json: bool) -> None:
+    """Search KB for QUERY and print cited results.
+
+    Example:
+
+        mcp-kb search policies "how do I apply for annual leave" --filter doc_type=policy
+    """
+    def work():
+        result = _app(config_path).search(kb, query, mode=mode, top_k=top_k, min_score=min_score,
+                                          filters=parse_filters(filters), context=context)
+        if as_json:
+            click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+            return
+        for note in result.notes:
+            click.echo(f"note: {note}")
+        if not result.hits:
+            click.echo("no results")
+        for number, hit in enumerate(result.hits, start=1):
+            click.echo(f"[{number}] {hit.citation()}  (score {hit.score:.3f})")
+            click.echo("    " + hit.text[:400].replace("\n", "\n    "))
+
+    _run(work)
+
+
+_FILTER_PATTERN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|\^=|~=|=|>|<)\s*(.*)$", re.S)
+_FILTER_OPERATORS = {">=": "gte", "<=": "lte", ">": "gt", "<": "lt", "^=": "prefix", "~=": "glob"}
+
+
+def parse_filters(items: tuple[str, ...]) -> dict[str, Any] | None:
+    """`--filter` strings into the filter object search takes."""
+    filters: dict[str, Any] = {}
+    for item in items:
+        match = _FILTER_PATTERN.match(item)
+        if not match:
+            raise KBError(f"--filter {item!r}: expected FIELD=VALUE (or >=, <=, >, <, ^= prefix, ~= glob)")
+        field, operator, raw = match.groups()
+        value = raw if operator in ("^=", "~=") else _typed(raw)
+        if operator == "=":
+            filters[field] = value
+        else:
+            existing = filters.get(field) if isinstance(filters.get(field), dict) else {}
+            filters[field] = {**existing, _FILTER_OPERATORS[operator]: value}
+    return filters or None
+
+
+def _typed(raw: str) -> Any:
+    """Numbers and true/false as such; a,b,c as one-of; anything else as text."""
+    if "," in raw:
+        return [_typed(part.strip()) for part in raw.split(",")]
+    try:
+        value = json.loads(raw)
+        return value if isinstance(value, (int, float, bool)) else raw
+    except ValueError:
+        return raw
+
+
+@main.command(name="eval")
+@click.argument("kb")
+@click.option("--queries", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="JSONL with _id and text per line.")
+@click.option("--qrels", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="TSV with header: query-id, corpus-id, score.")
+@click.option("--mode", default="all", type=click.Choice(["all", "hybrid", "vector", "keyword"]))
+@click.option("--k", default=10, show_default=True, help="Cut-off for recall@k.")
+@config_option
+@json_option
+def evaluate(kb: str, queries: Path, qrels: Path, mode: str, k: int, config_path: str | None, as_json: bool) -> None:
+    """Measure retrieval quality of KB: recall@k, MRR@10, nDCG@10, latency.
+
+    Hits count for document X when their source file is named X.<ext>.
+
+    Example:
+
+        mcp-kb eval docs --queries q.jsonl --qrels qrels.tsv --mode all
+    """
+    def work():
+        from .evaluation import evaluate as score_mode
+        from .evaluation import format_table, load_qrels, load_queries
+
+        app = _app(config_path)
+        query_by_id, judgements = load_queries(queries), load_qrels(qrels)
+        modes = ["keyword", "vector", "hybrid"] if mode == "all" else [mode]
+        top_k = max(k, 10)
+        results = []
+        for each in modes:
+            def run(text: str, each: str = each) -> list[str]:
+                return [hit.source for hit in app.search(kb, text, mode=each, top_k=top_k).hits]
+            results.append(score_mode(run, query_by_id, judgements, each, k))
+        if as_json:
+            click.echo(json.dumps([r.__dict__ for r in results], indent=2))
+        else:
+            click.echo(format_table(results, k))
+
+    _run(work)
+
+
+@main.command()
+@click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
+@config_option
+@click.option("--transport", type=click.Choice(["stdio", "sse", "http"]), help="Default: the config's (stdio).")
+@click.option("--host", help="Address for sse/http (default 127.0.0.1).")
+@click.option("--port", type=int, help="Port for sse/http (default 8765).")
+@click.option("--read-only", is_flag=True, default=None, help="Hide the sync tool.")
+def serve(folder: str | None, config_path: str | None, transport: str | None, host: str | None,
+          port: int | None, read_only: bool | None) -> None:
+    """Run the MCP server (stdio by default) for FOLDER or the configured KBs.
+
+    Example:
+
+        mcp-kb serve ./docs
+
+        mcp-kb serve -c kb.toml --transport http --port 8765
+    """
+    def work():
+        from .app import App
+        from .server import run_server
+
+        config = _load(folder or config_path)
+        settings = config.server
+        if read_only is not None:
+            settings = settings.model_copy(update={"read_only": read_only})
+        config = config.model_copy(update={"server": settings})
+        token = os.environ.get("MCP_KB_TOKEN") or settings.token
+        run_server(App(config), transport or settings.transport, host or settings.host, port or settings.port, token)
+
+    _run(work)
+
+
+class _ProgressBar:
+    """A one-line progress bar on stderr for long syncs."""
+
+    def __init__(self):
+        self._shown = False
+
+    def __call__(self, done: int, total: int, message: str) -> None:
+        width = 30
+        filled = int(width * done / total) if total else width
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {message[:60]:60}")
+        sys.stderr.flush()
+        self._shown = True
+
+    def close(self) -> None:
+        if self._shown:
+            sys.stderr.write("\n")

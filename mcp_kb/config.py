@@ -1,0 +1,345 @@
+"""kb.toml: load, validate and give defaults for every setting.
+
+Every validation problem becomes one ConfigError naming the file, the key and the fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ConfigError
+
+# MCP's rule for tool names (spec 2025-11-25); the SDK only warns on a bad one.
+TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+KB_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# Column names the store owns; a metadata field may not shadow them.
+RESERVED_FIELDS = frozenset(
+    {"id", "path", "chunk_index", "heading", "title", "page", "text", "vector", "file_hash",
+     "content_hash", "line_start", "line_end", "search_text", "n_tokens"}
+)
+# Built-in fields every KB can filter on.
+BUILTIN_FILTER_FIELDS = {
+    "path": "string",
+    "title": "string",
+    "heading": "string",
+    "page": "integer",
+    "chunk_index": "integer",
+}
+
+DEFAULT_MODEL = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"
+ENV_MODEL = "MCP_KB_EMBEDDING_MODEL"
+ENV_MODEL_PATH = "MCP_KB_EMBEDDING_MODEL_PATH"
+ENV_STORAGE = "MCP_KB_STORAGE"
+ENV_TOKEN = "MCP_KB_TOKEN"
+
+
+def default_storage() -> str:
+    """Per-user data directory, e.g. ~/.local/share/mcp-kb on Linux."""
+    return str(Path(platformdirs.user_data_dir("mcp-kb", appauthor=False)) / "index")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EmbeddingConfig(_Strict):
+    """Which fastembed model embeds chunks and queries, and how."""
+
+    model: str = DEFAULT_MODEL
+    model_path: str | None = None  # local folder with model.onnx + tokenizer files (air-gapped use)
+    batch_size: int = Field(32, ge=1, le=1024)
+    threads: int | None = Field(None, ge=1)  # None: onnxruntime decides
+    cache_dir: str | None = None
+
+
+class RerankConfig(_Strict):
+    """Optional cross-encoder reranking of the top candidates."""
+
+    enabled: bool = False
+    model: str = "Xenova/ms-marco-MiniLM-L-6-v2"
+    model_path: str | None = None
+    candidates: int = Field(30, ge=1, le=500)
+
+
+class ServerConfig(_Strict):
+    """Defaults for `mcp-kb serve`."""
+
+    transport: Literal["stdio", "sse", "http"] = "stdio"
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=1, le=65535)
+    read_only: bool = False  # hides the sync tool
+    token: str | None = None  # bearer token for HTTP transports; MCP_KB_TOKEN overrides
+
+
+class ChunkingConfig(_Strict):
+    """How documents are cut into chunks; sizes are in the embedding model's tokens."""
+
+    strategy: Literal["auto", "markdown", "recursive", "fixed"] = "auto"
+    max_tokens: int = Field(256, ge=16, le=8192)
+    overlap: int = Field(32, ge=0)
+    min_tokens: int = Field(40, ge=0)
+
+    @model_validator(mode="after")
+    def _overlap_smaller_than_chunk(self) -> ChunkingConfig:
+        if self.overlap >= self.max_tokens // 2:
+            raise ValueError(f"overlap ({self.overlap}) must be less than half of max_tokens ({self.max_tokens})")
+        if self.min_tokens >= self.max_tokens:
+            raise ValueError(f"min_tokens ({self.min_tokens}) must be less than max_tokens ({self.max_tokens})")
+        return self
+
+
+class SearchConfig(_Strict):
+    """Defaults for one KB's searches."""
+
+    mode: Literal["hybrid", "vector", "keyword", "filter"] = "hybrid"
+    top_k: int = Field(5, ge=1, le=100)
+    min_score: float = Field(0.0, ge=0.0)
+    candidates: int = Field(50, ge=1, le=1000)  # per side, before fusion
+    filter: dict[str, Any] = Field(default_factory=dict)  # applied to every search, AND-ed with the caller's
+
+
+class SyncConfig(_Strict):
+    """When a served KB syncs by itself."""
+
+    on_start: bool = False
+    interval: float = Field(0, ge=0)  # seconds; 0 = never
+    watch: bool = False
+    debounce: float = Field(1.0, ge=0.05, le=60)
+
+
+FieldType = Literal["string", "integer", "number", "boolean", "date", "string[]"]
+
+
+class FilterableField(_Strict):
+    """A metadata field callers may filter on."""
+
+    type: FieldType = "string"
+    description: str = ""
+
+
+class KBConfig(_Strict):
+    """One knowledge base."""
+
+    name: str
+    description: str
+    paths: list[Path] = Field(min_length=1)
+    include: list[str] = Field(default_factory=list)  # empty: every supported file
+    exclude: list[str] = Field(default_factory=list)
+    respect_gitignore: bool = True
+    max_file_size_mb: float = Field(50, gt=0)
+    tool_name: str | None = None
+    metadata: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    filterable: dict[str, FilterableField] = Field(default_factory=dict)
+    chunking: ChunkingConfig = ChunkingConfig()
+    search: SearchConfig = SearchConfig()
+    sync: SyncConfig = SyncConfig()
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_identifier(cls, value: str) -> str:
+        if not KB_NAME_PATTERN.match(value):
+            raise ValueError(f"{value!r} must be 1-64 letters, digits, '_' or '-'")
+        return value
+
+    @field_validator("tool_name")
+    @classmethod
+    def _tool_name_is_valid(cls, value: str | None) -> str | None:
+        if value is not None and not TOOL_NAME_PATTERN.match(value):
+            raise ValueError(f"{value!r} breaks MCP's tool-name rule: 1-128 of A-Z a-z 0-9 _ - .")
+        return value
+
+    @model_validator(mode="after")
+    def _fields_do_not_shadow_columns(self) -> KBConfig:
+        for field in [*self.metadata, *self.filterable]:
+            if field in RESERVED_FIELDS:
+                raise ValueError(f"metadata field {field!r} is reserved; rename it")
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", field):
+                raise ValueError(f"metadata field {field!r} must be a letters/digits/_ identifier")
+        return self
+
+    @property
+    def search_tool_name(self) -> str:
+        return self.tool_name or f"search_{self.name}"
+
+    @property
+    def max_file_bytes(self) -> int:
+        return int(self.max_file_size_mb * 1024 * 1024)
+
+    def filter_field_types(self) -> dict[str, str]:
+        """Every field a search may filter on, with its type: built-ins, static metadata, declared."""
+        types = dict(BUILTIN_FILTER_FIELDS)
+        types.update({key: _type_of(value) for key, value in self.metadata.items()})
+        types.update({key: spec.type for key, spec in self.filterable.items()})
+        return types
+
+
+class Config(_Strict):
+    """The whole kb.toml."""
+
+    storage: str = Field(default_factory=default_storage)
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    rerank: RerankConfig = RerankConfig()
+    server: ServerConfig = ServerConfig()
+    kb: list[KBConfig] = Field(default_factory=list)
+    source: Path | None = None  # the file this came from, for messages
+
+    @model_validator(mode="after")
+    def _names_are_unique(self) -> Config:
+        for what, names in (("KB name", [k.name for k in self.kb]),
+                            ("tool name", [k.search_tool_name for k in self.kb] + ["sync_knowledge_base"])):
+            seen: set[str] = set()
+            for name in names:
+                if name in seen:
+                    raise ValueError(f"duplicate {what} {name!r}: every knowledge base needs its own")
+                seen.add(name)
+        return self
+
+    def get_kb(self, name: str) -> KBConfig:
+        for kb in self.kb:
+            if kb.name == name:
+                return kb
+        known = ", ".join(k.name for k in self.kb) or "(none)"
+        raise ConfigError(f"unknown knowledge base {name!r}; configured: {known}")
+
+    def select(self, name: str | None) -> list[KBConfig]:
+        """One KB by name, or all when name is None."""
+        return list(self.kb) if name is None else [self.get_kb(name)]
+
+
+def _type_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return "string"
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Read and validate a kb.toml; relative paths are relative to the file's folder."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found (create one from kb.toml.example)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    return build_config(raw, base_dir=path.parent.resolve(), source=path)
+
+
+def config_for_folder(folder: str | os.PathLike[str]) -> Config:
+    """Zero-config: one KB serving a single folder with every default."""
+    folder = Path(folder).resolve()
+    if not folder.is_dir():
+        raise ConfigError(f"{folder}: not a folder")
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", folder.name)[:64] or "docs"
+    raw = {"kb": [{"name": name, "description": f"Documents in the folder {folder.name}", "paths": [str(folder)]}]}
+    return build_config(raw, base_dir=folder, source=None)
+
+
+def build_config(raw: dict[str, Any], base_dir: Path, source: Path | None) -> Config:
+    """Validate a parsed TOML mapping; environment variables override model and storage."""
+    raw = _apply_environment(raw)
+    where = str(source) if source else "config"
+    try:
+        config = Config.model_validate({**raw, "source": source})
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, raw, where)) from None
+    config = _resolve_paths(config, base_dir)
+    for kb in config.kb:
+        for folder in kb.paths:
+            if not folder.exists():
+                raise ConfigError(f"{where}: kb {kb.name!r}: path {str(folder)!r} does not exist; fix `paths`")
+    return config
+
+
+def _apply_environment(raw: dict[str, Any]) -> dict[str, Any]:
+    raw = dict(raw)
+    embedding = dict(raw.get("embedding", {}))
+    if os.environ.get(ENV_MODEL):
+        embedding["model"] = os.environ[ENV_MODEL]
+    if os.environ.get(ENV_MODEL_PATH):
+        embedding["model_path"] = os.environ[ENV_MODEL_PATH]
+    if embedding:
+        raw["embedding"] = embedding
+    if os.environ.get(ENV_STORAGE):
+        raw["storage"] = os.environ[ENV_STORAGE]
+    return raw
+
+
+def _resolve_paths(config: Config, base_dir: Path) -> Config:
+    def absolute(value: str | Path) -> Path:
+        return (base_dir / Path(value).expanduser()).resolve()
+
+    kbs = [kb.model_copy(update={"paths": [absolute(p) for p in kb.paths]}) for kb in config.kb]
+    storage = config.storage if "://" in config.storage else str(absolute(config.storage))
+    embedding = config.embedding
+    if embedding.model_path:
+        embedding = embedding.model_copy(update={"model_path": str(absolute(embedding.model_path))})
+    rerank = config.rerank
+    if rerank.model_path:
+        rerank = rerank.model_copy(update={"model_path": str(absolute(rerank.model_path))})
+    return config.model_copy(update={"kb": kbs, "storage": storage, "embedding": embedding, "rerank": rerank})
+
+
+def _explain(exc: ValidationError, raw: dict[str, Any], where: str) -> str:
+    """Turn pydantic's errors into lines that name the key and the fix."""
+    lines = []
+    for error in exc.errors():
+        location = [part for part in error["loc"] if not str(part).startswith("function-after")]
+        key = _key_name(location, raw)
+        if error["type"] == "extra_forbidden":
+            lines.append(f"{where}: unknown key {key!r}{_did_you_mean(location, raw)}")
+        elif error["type"] == "missing":
+            lines.append(f"{where}: missing required key {key!r}")
+        else:
+            message = error["msg"].removeprefix("Value error, ")
+            lines.append(f"{where}: {key}: {message} (got {error.get('input')!r})")
+    return "\n".join(lines)
+
+
+def _key_name(location: list[Any], raw: dict[str, Any]) -> str:
+    """Dotted key such as kb[policy].chunking.max_tokens."""
+    parts: list[str] = []
+    node: Any = raw
+    for part in location:
+        if isinstance(part, int) and isinstance(node, list) and part < len(node):
+            node = node[part]
+            label = node.get("name", part) if isinstance(node, dict) else part
+            parts[-1] = f"{parts[-1]}[{label}]"
+            continue
+        parts.append(str(part))
+        node = node.get(part) if isinstance(node, dict) else None
+    return ".".join(parts)
+
+
+def _did_you_mean(location: list[Any], raw: dict[str, Any]) -> str:
+    model: type[BaseModel] | None = Config
+    for part in location[:-1]:
+        if isinstance(part, int) or model is None:
+            continue
+        annotation = model.model_fields[str(part)].annotation if str(part) in model.model_fields else None
+        model = _model_in(annotation)
+    if model is None:
+        return ""
+    match = difflib.get_close_matches(str(location[-1]), list(model.model_fields), n=1)
+    return f"; did you mean {match[0]!r}?" if match else f"; valid keys: {', '.join(model.model_fields)}"
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found:
+            return found
+    return None

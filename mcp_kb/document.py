@@ -1,0 +1,31 @@
+"""The shared document model every parser returns and the chunker reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Block:
+    """A unit of text in reading order: a paragraph, list, code fence, table, page paragraph or record."""
+
+    text: str
+    heading_path: tuple[str, ...] = ()
+    page: int | None = None  # 1-based, PDFs only
+    line_start: int | None = None  # 1-based, inclusive
+    line_end: int | None = None
+    atomic: bool = False  # code fences and tables: never split inside unless larger than a whole chunk
+
+
+@dataclass(frozen=True)
+class Document:
+    """A parsed file: its title, blocks and metadata (front matter, PDF info)."""
+
+    doc_id: str
+    kind: str  # markdown, pdf, text, html, json
+    title: str
+    blocks: tuple[Block, ...]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    one_chunk_per_block: bool = False  # JSON records are never packed together
+    notes: tuple[str, ...] = ()  # non-fatal problems worth reporting (e.g. scanned pages)

@@ -1,0 +1,243 @@
+"""Embedding models (fastembed) and their tokenizers. The only module that loads models."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .config import EmbeddingConfig, RerankConfig
+from .errors import ModelError
+
+log = logging.getLogger(__name__)
+
+_FIX = ("set [embedding] model_path (or MCP_KB_EMBEDDING_MODEL_PATH) to a local folder holding "
+        "model.onnx, tokenizer.json and tokenizer_config.json, or give this machine access to the "
+        "model hub so fastembed can download it")
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """What an index's vectors depend on; a change means the index must be rebuilt."""
+
+    name: str
+    dimension: int
+    file_hash: str  # sha256 of model.onnx, or "" when unknown
+
+    def fingerprint(self) -> str:
+        return f"{self.name}|{self.dimension}|{self.file_hash}"
+
+
+class Embedder(ABC):
+    """Turns texts into unit-length float32 vectors. Subclasses implement `embed_batch`."""
+
+    calls: int = 0  # texts embedded so far, for sync reports and tests
+
+    @property
+    @abstractmethod
+    def identity(self) -> ModelIdentity: ...
+
+    @abstractmethod
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        """Vectors for passages, shape (len(texts), dimension)."""
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_batch([text])[0]
+
+
+class FastEmbedder(Embedder):
+    """A fastembed TextEmbedding, loaded once on first use (thread-safe)."""
+
+    def __init__(self, config: EmbeddingConfig):
+        self.config = config
+        self._model = None
+        self._identity: ModelIdentity | None = None
+        self._lock = threading.Lock()
+        self.calls = 0
+
+    @property
+    def model(self):
+        with self._lock:
+            if self._model is None:
+                self._model = _load_text_embedding(self.config)
+            return self._model
+
+    def is_loaded(self) -> bool:
+        return self._model is not None
+
+    @property
+    def identity(self) -> ModelIdentity:
+        if self._identity is None:
+            inner = self.model.model  # TextEmbedding wraps the model class that knows its files
+            onnx_file = Path(inner._model_dir) / inner.model_description.model_file
+            self._identity = ModelIdentity(self.config.model, int(self.model.embedding_size), _file_sha256(onnx_file))
+        return self._identity
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.identity.dimension), dtype=np.float32)
+        try:
+            vectors = list(self.model.embed(texts, batch_size=self.config.batch_size))
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise ModelError(f"embedding failed with model {self.config.model}: {exc}") from exc
+        self.calls += len(texts)
+        return np.asarray(vectors, dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        try:
+            vector = next(iter(self.model.query_embed(text)))
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise ModelError(f"query embedding failed with model {self.config.model}: {exc}") from exc
+        return np.asarray(vector, dtype=np.float32)
+
+
+class Reranker(ABC):
+    """Scores (query, passage) pairs; higher is more relevant."""
+
+    @abstractmethod
+    def score(self, query: str, passages: list[str]) -> list[float]: ...
+
+
+class FastEmbedReranker(Reranker):
+    """fastembed's TextCrossEncoder, loaded once on first use."""
+
+    def __init__(self, config: RerankConfig):
+        self.config = config
+        self._model = None
+        self._lock = threading.Lock()
+
+    def score(self, query: str, passages: list[str]) -> list[float]:
+        with self._lock:
+            if self._model is None:
+                self._model = _load_cross_encoder(self.config)
+        try:
+            return [float(s) for s in self._model.rerank(query, passages)]
+        except Exception as exc:
+            raise ModelError(f"reranking failed with model {self.config.model}: {exc}") from exc
+
+
+def _load_cross_encoder(config: RerankConfig):
+    from fastembed.rerank.cross_encoder import TextCrossEncoder
+
+    fix = _FIX.replace("[embedding]", "[rerank]").replace("MCP_KB_EMBEDDING_MODEL_PATH", "rerank.model_path")
+    if config.model_path and not Path(config.model_path, "model.onnx").is_file():
+        raise ModelError(f"reranking model folder {config.model_path} has no model.onnx; {fix}")
+    try:
+        return TextCrossEncoder(config.model, specific_model_path=config.model_path)
+    except Exception as exc:
+        raise ModelError(f"cannot load reranking model {config.model!r}: {type(exc).__name__}: {exc}; "
+                         f"{fix}, or set [rerank] enabled = false") from exc
+
+
+def _load_text_embedding(config: EmbeddingConfig, lazy: bool = False):
+    """Load fastembed's model from the local folder or the hub; one clear error on failure."""
+    from fastembed import TextEmbedding
+
+    if config.model_path and not Path(config.model_path, "model.onnx").is_file():
+        raise ModelError(f"embedding model folder {config.model_path} has no model.onnx; {_FIX}")
+    try:
+        return TextEmbedding(
+            config.model,
+            cache_dir=config.cache_dir,
+            threads=config.threads,
+            specific_model_path=config.model_path,
+            lazy_load=lazy,
+        )
+    except ValueError as exc:
+        if "not supported" in str(exc):
+            raise ModelError(f"unknown embedding model {config.model!r}: {exc}") from exc
+        raise ModelError(f"cannot load embedding model {config.model!r}: {exc}; {_FIX}") from exc
+    except Exception as exc:
+        raise ModelError(f"cannot load embedding model {config.model!r}: {type(exc).__name__}: {exc}; {_FIX}") from exc
+
+
+def _file_sha256(path: Path) -> str:
+    if not path.is_file():
+        return ""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class ModelTokenizer:
+    """The embedding model's own tokenizer, untruncated: chunk sizes are measured with it."""
+
+    def __init__(self, model_dir: Path):
+        from tokenizers import Tokenizer
+
+        try:
+            self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+            settings = json.loads((model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+        except Exception as exc:
+            raise ModelError(f"cannot read the tokenizer in {model_dir}: {exc}; {_FIX}") from exc
+        self._tokenizer.no_truncation()
+        self._tokenizer.no_padding()
+        limit = settings.get("model_max_length") or 512
+        self.max_tokens = int(limit) if int(limit) < 100_000 else 512
+        self.unknown_token = settings.get("unk_token") or "[UNK]"
+
+    def count(self, texts: list[str]) -> list[int]:
+        if len(texts) == 1:  # encode_batch's thread hand-off costs more than one text takes
+            return [len(self._tokenizer.encode(texts[0], add_special_tokens=False).ids)]
+        encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
+        return [len(encoding.ids) for encoding in encodings]
+
+    def head(self, text: str, n_tokens: int) -> str:
+        """The longest prefix of `text` holding at most n_tokens tokens."""
+        offsets = self._tokenizer.encode(text, add_special_tokens=False).offsets
+        if len(offsets) <= n_tokens:
+            return text
+        return text[:offsets[n_tokens][0]]
+
+    def tail(self, text: str, n_tokens: int) -> str:
+        """About the last n_tokens tokens of `text`, starting at a word boundary."""
+        text = text[-n_tokens * 12:]  # a token is rarely longer than 12 characters; spare the encoder
+        offsets = self._tokenizer.encode(text, add_special_tokens=False).offsets
+        if len(offsets) <= n_tokens:
+            return text
+        start = offsets[-n_tokens][0]
+        while start > 0 and not text[start - 1].isspace() and text[start - 1].isascii() and text[start - 1].isalnum():
+            start -= 1  # do not begin in the middle of an English word
+        return text[start:].strip()
+
+    def unknown_share(self, text: str) -> float:
+        """Share of tokens the model cannot read (e.g. Chinese for an English-only model)."""
+        tokens = self._tokenizer.encode(text, add_special_tokens=False).tokens
+        return sum(token == self.unknown_token for token in tokens) / len(tokens) if tokens else 0.0
+
+
+def model_dir(config: EmbeddingConfig) -> Path:
+    """The folder holding the model's files, downloading them if needed (no ONNX session)."""
+    if config.model_path:
+        return Path(config.model_path)
+    return Path(_load_text_embedding(config, lazy=True).model._model_dir)
+
+
+_TOKENIZERS: dict[EmbeddingConfig, ModelTokenizer] = {}
+
+
+def load_tokenizer(config: EmbeddingConfig) -> ModelTokenizer:
+    """The tokenizer of the configured model, cached per config."""
+    if config not in _TOKENIZERS:
+        _TOKENIZERS[config] = ModelTokenizer(model_dir(config))
+    return _TOKENIZERS[config]
+
+
+def quiet_model_logs() -> None:
+    """onnxruntime and huggingface_hub warn on stderr per call; a server's stderr stays clean."""
+    os.environ.setdefault("ORT_LOG_SEVERITY_LEVEL", "3")
+    for name in ("huggingface_hub", "fastembed", "onnxruntime"):
+        logging.getLogger(name).setLevel(logging.ERROR)

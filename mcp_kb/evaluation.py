@@ -1,0 +1,108 @@
+"""Retrieval evaluation: recall@k, MRR@10, nDCG@10 and latency per mode, from BEIR-style files.
+
+Hits are mapped to documents by source path: a file `<doc id>.<ext>` (anywhere in the KB)
+counts as document `<doc id>`; the first hit of a document is its rank.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from .errors import KBError
+
+
+@dataclass(frozen=True)
+class ModeScores:
+    mode: str
+    queries: int
+    recall_at_k: float
+    mrr_at_10: float
+    ndcg_at_10: float
+    p50_ms: float
+    p95_ms: float
+
+
+def load_queries(path: Path) -> dict[str, str]:
+    """`{"_id": ..., "text": ...}` per line (BEIR queries.jsonl)."""
+    try:
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return {str(row["_id"]): row["text"] for row in rows}
+    except (OSError, ValueError, KeyError) as exc:
+        raise KBError(f"{path}: cannot read queries (one JSON object with _id and text per line): {exc}") from exc
+
+
+def load_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """BEIR qrels TSV with a header: query-id, corpus-id, score."""
+    qrels: dict[str, dict[str, int]] = {}
+    try:
+        with path.open(encoding="utf-8") as handle:
+            reader = csv.reader(handle, delimiter="\t")
+            next(reader, None)
+            for row in reader:
+                if len(row) >= 3 and int(row[2]) > 0:
+                    qrels.setdefault(row[0], {})[row[1]] = int(row[2])
+    except (OSError, ValueError) as exc:
+        raise KBError(f"{path}: cannot read qrels (TSV: query-id, corpus-id, score): {exc}") from exc
+    return qrels
+
+
+def doc_id_of(source: str) -> str:
+    return PurePosixPath(source).stem
+
+
+def ranked_documents(sources: list[str]) -> list[str]:
+    """Documents in the order of their first hit."""
+    seen: dict[str, None] = {}
+    for source in sources:
+        seen.setdefault(doc_id_of(source), None)
+    return list(seen)
+
+
+def ndcg_at_10(ranked: list[str], relevant: dict[str, int]) -> float:
+    dcg = sum(relevant.get(doc, 0) / math.log2(rank + 2) for rank, doc in enumerate(ranked[:10]))
+    ideal = sum(grade / math.log2(rank + 2) for rank, grade in enumerate(sorted(relevant.values(), reverse=True)[:10]))
+    return dcg / ideal if ideal else 0.0
+
+
+def mrr_at_10(ranked: list[str], relevant: dict[str, int]) -> float:
+    return next((1.0 / (rank + 1) for rank, doc in enumerate(ranked[:10]) if doc in relevant), 0.0)
+
+
+def recall_at_k(ranked: list[str], relevant: dict[str, int], k: int) -> float:
+    return len(set(ranked[:k]) & set(relevant)) / len(relevant) if relevant else 0.0
+
+
+def evaluate(run_query: Callable[[str], list[str]], queries: dict[str, str], qrels: dict[str, dict[str, int]],
+             mode: str, k: int = 10) -> ModeScores:
+    """Score one mode; `run_query` returns the source paths of the hits, best first."""
+    judged = [qid for qid in queries if qid in qrels]
+    if not judged:
+        raise KBError("no query has relevance judgements: check that query ids match the qrels file")
+    ndcg, mrr, recall, latencies = [], [], [], []
+    for qid in judged:
+        start = time.perf_counter()
+        try:
+            ranked = ranked_documents(run_query(queries[qid]))
+        except KBError:  # e.g. an empty query in the set: it simply finds nothing
+            ranked = []
+        latencies.append((time.perf_counter() - start) * 1000)
+        ndcg.append(ndcg_at_10(ranked, qrels[qid]))
+        mrr.append(mrr_at_10(ranked, qrels[qid]))
+        recall.append(recall_at_k(ranked, qrels[qid], k))
+    latencies.sort()
+    return ModeScores(mode, len(judged), statistics.fmean(recall), statistics.fmean(mrr), statistics.fmean(ndcg),
+                      latencies[len(latencies) // 2], latencies[min(len(latencies) - 1, int(len(latencies) * 0.95))])
+
+
+def format_table(scores: list[ModeScores], k: int) -> str:
+    lines = [f"{'mode':8} {'queries':>7} {'recall@' + str(k):>9} {'MRR@10':>7} {'nDCG@10':>8} {'p50 ms':>7} {'p95 ms':>7}"]
+    lines += [f"{s.mode:8} {s.queries:7d} {s.recall_at_k:9.3f} {s.mrr_at_10:7.3f} {s.ndcg_at_10:8.3f} "
+              f"{s.p50_ms:7.1f} {s.p95_ms:7.1f}" for s in scores]
+    return "\n".join(lines)

@@ -1,0 +1,111 @@
+"""Metadata filters → a safe SQL predicate for LanceDB.
+
+A filter maps a field to a condition:
+    {"doc_type": "policy"}                       equality
+    {"doc_type": ["policy", "faq"]}              one of
+    {"year": {"gte": 2020, "lt": 2025}}          numeric or date range (gt, gte, lt, lte)
+    {"path": {"prefix": "hr/"}} / {"path": {"glob": "hr/**/*.md"}}
+    {"tags": "remote"} / {"tags": ["a", "b"]}    string[] fields: has any of
+Field names are checked against the KB's known fields; values are always bound as literals.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from .errors import SearchError
+
+_RANGE_OPERATORS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+_TEXT_OPERATORS = {"prefix", "glob"}
+_REGEX_META = set(".^$*+?()[]{}|\\")
+
+
+def build_where(filters: dict[str, Any] | None, types: dict[str, str]) -> str | None:
+    """AND of one predicate per field, or None when there is nothing to filter."""
+    if not filters:
+        return None
+    if not isinstance(filters, dict):
+        raise SearchError("filters must be an object mapping field names to values")
+    clauses = [_clause(field, condition, types) for field, condition in filters.items()]
+    return " AND ".join(f"({clause})" for clause in clauses)
+
+
+def and_where(*predicates: str | None) -> str | None:
+    """AND-merge predicates (a KB's static filter and the caller's), skipping empty ones."""
+    present = [p for p in predicates if p]
+    return " AND ".join(f"({p})" for p in present) if present else None
+
+
+def _clause(field: str, condition: Any, types: dict[str, str]) -> str:
+    if field not in types:
+        raise SearchError(f"unknown filter field {field!r}; valid fields: {', '.join(sorted(types))}")
+    kind = types[field]
+    if isinstance(condition, dict):
+        return _operator_clause(field, kind, condition)
+    if isinstance(condition, list):
+        if not condition:
+            raise SearchError(f"filter {field!r}: an empty list matches nothing; give at least one value")
+        if kind == "string[]":
+            return f"array_has_any({field}, [{', '.join(_literal(v, 'string', field) for v in condition)}])"
+        return f"{field} IN ({', '.join(_literal(v, kind, field) for v in condition)})"
+    if kind == "string[]":
+        return f"array_has({field}, {_literal(condition, 'string', field)})"
+    return f"{field} = {_literal(condition, kind, field)}"
+
+
+def _operator_clause(field: str, kind: str, condition: dict[str, Any]) -> str:
+    unknown = set(condition) - set(_RANGE_OPERATORS) - _TEXT_OPERATORS
+    if unknown or not condition:
+        raise SearchError(f"filter {field!r}: unknown operator(s) {sorted(unknown)}; "
+                          f"use gt, gte, lt, lte (numbers, dates) or prefix, glob (text)")
+    clauses = []
+    for operator, value in condition.items():
+        if operator in _RANGE_OPERATORS:
+            if kind not in ("integer", "number", "date"):
+                raise SearchError(f"filter {field!r}: {operator} needs a number or date field, {field} is {kind}")
+            clauses.append(f"{field} {_RANGE_OPERATORS[operator]} {_literal(value, kind, field)}")
+        elif kind != "string":
+            raise SearchError(f"filter {field!r}: {operator} works on text fields only")
+        elif operator == "prefix":
+            clauses.append(f"starts_with({field}, {_literal(value, 'string', field)})")
+        else:
+            clauses.append(f"regexp_like({field}, {_literal(glob_to_regex(str(value)), 'string', field)})")
+    return " AND ".join(clauses)
+
+
+def _literal(value: Any, kind: str, field: str) -> str:
+    """A SQL literal of the field's type; anything that does not fit is an error, never SQL."""
+    if kind in ("integer", "number"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SearchError(f"filter {field!r}: expected a number, got {value!r}")
+        return str(int(value)) if kind == "integer" and float(value).is_integer() else repr(float(value))
+    if kind == "boolean":
+        if not isinstance(value, bool):
+            raise SearchError(f"filter {field!r}: expected true or false, got {value!r}")
+        return "true" if value else "false"
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        raise SearchError(f"filter {field!r}: expected text, got {value!r}")
+    if kind == "date" and not re.fullmatch(r"\d{4}(-\d{2}(-\d{2})?)?", str(value)):
+        raise SearchError(f"filter {field!r}: expected a date as YYYY-MM-DD, got {value!r}")
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def glob_to_regex(pattern: str) -> str:
+    """`**` any folders, `*` within one folder, `?` one character; anchored at both ends."""
+    out = []
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if pattern.startswith("**/", index):
+            out.append("(?:.*/)?")
+            index += 3
+            continue
+        if pattern.startswith("**", index):
+            out.append(".*")
+            index += 2
+            continue
+        out.append("[^/]*" if char == "*" else "[^/]" if char == "?" else ("\\" + char if char in _REGEX_META else char))
+        index += 1
+    return "^" + "".join(out) + "$"

@@ -1,0 +1,256 @@
+"""Search one KB: vector, keyword (BM25), hybrid (weighted rank fusion) and filter-only modes.
+
+Scores by mode (what `min_score` is compared with):
+- vector:  cosine similarity, -1..1 (useful cut-offs are around 0.3-0.5);
+- keyword: BM25, 0..unbounded, comparable only within one KB;
+- hybrid:  weighted reciprocal-rank fusion scaled to 0..1 (1 = first on both sides);
+- filter:  no similarity; every hit scores 1 and `min_score` is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from .config import KBConfig
+from .embedding import Embedder, ModelTokenizer, Reranker
+from .errors import ModelError, SearchError
+from .filters import and_where, build_where
+from .keywords import query_terms
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+MODES = ("hybrid", "vector", "keyword", "filter")
+RRF_K = 60
+_COLUMNS = ["id", "path", "chunk_index", "heading", "title", "page", "line_start", "line_end", "text"]
+_CACHE_SIZE = 256
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved chunk with its citation."""
+
+    text: str
+    source: str
+    title: str
+    heading: str
+    page: int | None
+    chunk_index: int
+    score: float
+    line_start: int | None = None
+    line_end: int | None = None
+    vector_rank: int | None = None  # 1-based rank on each side of a hybrid search
+    keyword_rank: int | None = None
+    context_before: str = ""
+    context_after: str = ""
+
+    def citation(self) -> str:
+        parts = [self.source, *([self.heading] if self.heading else [])]
+        label = " › ".join(parts)
+        return f"{label} (page {self.page})" if self.page else label
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    hits: list[Hit]
+    mode: str  # the mode that produced the hits (keyword when hybrid had to degrade)
+    notes: list[str] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "notes": self.notes, "results": [asdict(h) for h in self.hits]}
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    query: str
+    top_k: int
+    mode: str
+    filters: dict[str, Any] | None
+    min_score: float
+    context: int  # neighbouring chunks to add on each side of a hit
+
+    def cache_key(self, kb: str, version: int) -> str:
+        return json.dumps([kb, version, asdict(self)], sort_keys=True, ensure_ascii=False, default=str)
+
+
+class Searcher:
+    """Runs searches against a store; results are cached per table version."""
+
+    def __init__(self, store: Store, embedder: Embedder, tokenizer: ModelTokenizer | None = None,
+                 reranker: Reranker | None = None, rerank_candidates: int = 30):
+        self.store = store
+        self.embedder = embedder
+        self.tokenizer = tokenizer
+        self.reranker = reranker
+        self.rerank_candidates = rerank_candidates
+        self._cache: OrderedDict[str, SearchResult] = OrderedDict()
+
+    def request(self, kb: KBConfig, query: str, top_k: int | None = None, mode: str | None = None,
+                filters: dict[str, Any] | None = None, min_score: float | None = None,
+                context: int = 0) -> SearchRequest:
+        """Validate arguments against the KB's defaults; errors say how to fix the call."""
+        mode = mode or kb.search.mode
+        if mode not in MODES:
+            raise SearchError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+        query = (query or "").strip()
+        if not query and mode != "filter":
+            raise SearchError("query is empty; give the words to search for (or use mode 'filter' with filters)")
+        top_k = kb.search.top_k if top_k is None else top_k
+        if not 1 <= top_k <= 100:
+            raise SearchError(f"top_k must be between 1 and 100, got {top_k}")
+        if not 0 <= context <= 5:
+            raise SearchError(f"context must be between 0 and 5 neighbouring chunks, got {context}")
+        min_score = kb.search.min_score if min_score is None else min_score
+        return SearchRequest(query, top_k, mode, filters or None, float(min_score), context)
+
+    def search(self, kb: KBConfig, request: SearchRequest) -> SearchResult:
+        table = self.store.chunk_table(kb.name)
+        if table is None:
+            raise SearchError(f"knowledge base {kb.name!r} has not been synced yet; run `mcp-kb sync {kb.name}`")
+        key = request.cache_key(kb.name, table.version)
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return replace(self._cache[key], cached=True)
+        where = and_where(build_where(kb.search.filter, kb.filter_field_types()),
+                          build_where(request.filters, kb.filter_field_types()))
+        result = self._run(kb, table, request, where)
+        self._cache[key] = result
+        if len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return result
+
+    def _run(self, kb: KBConfig, table, request: SearchRequest, where: str | None) -> SearchResult:
+        timings: dict[str, float] = {}
+        notes: list[str] = []
+        mode = request.mode
+        depth = max(kb.search.candidates, request.top_k)
+        if self.reranker:
+            depth = max(depth, self.rerank_candidates)
+        if mode == "filter":
+            hits = _timed(timings, "filter", lambda: self._filter(table, where, request.top_k))
+        else:
+            vector_rows: list[dict[str, Any]] = []
+            if mode in ("vector", "hybrid"):
+                try:
+                    vector_rows = _timed(timings, "vector", lambda: self._vector(table, request.query, where, depth))
+                except ModelError as exc:
+                    notes.append(f"vector search unavailable ({exc}); answered from keyword search")
+                    log.warning("%s: %s", kb.name, notes[-1])
+                    mode = "keyword"
+            keyword_rows = []
+            if mode in ("keyword", "hybrid"):
+                keyword_rows = _timed(timings, "keyword", lambda: self._keyword(table, request.query, where, depth, notes))
+            hits = self._combine(mode, request.query, vector_rows, keyword_rows)
+            if self.reranker and hits:
+                hits = _timed(timings, "rerank", lambda: self._rerank(request.query, hits[:self.rerank_candidates]))
+            hits = [h for h in hits if h.score >= request.min_score][:request.top_k]
+        if request.context and hits:
+            hits = _timed(timings, "context", lambda: self._with_context(table, hits, request.context))
+        return SearchResult(hits, mode, notes, timings)
+
+    # ---- the two sides ---------------------------------------------------------------------
+    def _vector(self, table, query: str, where: str | None, depth: int) -> list[dict[str, Any]]:
+        vector = self.embedder.embed_query(query)
+        search = table.search(vector, vector_column_name="vector").distance_type("cosine")
+        if where:
+            search = search.where(where, prefilter=True)
+        return search.select([*_COLUMNS, "_distance"]).limit(depth).to_list()
+
+    def _keyword(self, table, query: str, where: str | None, depth: int, notes: list[str]) -> list[dict[str, Any]]:
+        terms = query_terms(query)
+        if not terms:
+            return []
+        try:
+            search = table.search(terms, query_type="fts", fts_columns="search_text")
+            if where:
+                search = search.where(where, prefilter=True)
+            return search.select([*_COLUMNS, "_score"]).limit(depth).to_list()
+        except (ValueError, RuntimeError) as exc:
+            if "index" not in str(exc).lower():
+                raise
+            notes.append("keyword index not built yet; run a sync")
+            return []
+
+    def _filter(self, table, where: str | None, limit: int) -> list[Hit]:
+        if not where:
+            raise SearchError("mode 'filter' needs filters, e.g. {\"path\": \"docs/leave.md\"}")
+        rows = table.search().where(where).select(_COLUMNS).limit(None).to_list()
+        rows.sort(key=lambda r: (r["path"], r["chunk_index"]))
+        return [_hit(row, 1.0) for row in rows[:limit]]
+
+    # ---- fusion ----------------------------------------------------------------------------
+    def _combine(self, mode: str, query: str, vector_rows: list[dict], keyword_rows: list[dict]) -> list[Hit]:
+        if mode == "vector":
+            return [_hit(row, 1.0 - row["_distance"], vector_rank=rank)
+                    for rank, row in enumerate(vector_rows, start=1)]
+        if mode == "keyword":
+            return [_hit(row, row["_score"], keyword_rank=rank) for rank, row in enumerate(keyword_rows, start=1)]
+        return fuse(vector_rows, keyword_rows, self.vector_weight(query))
+
+    def vector_weight(self, query: str) -> float:
+        """How much to trust the vector side for this query, 0..1.
+
+        An embedding model that cannot read the query (e.g. Chinese for an English-only model,
+        seen as [UNK] tokens) gives near-random neighbours: its vote then counts for little.
+        """
+        if self.tokenizer is None:
+            return 1.0
+        unknown = self.tokenizer.unknown_share(query)
+        return max(0.0, 1.0 - 4.0 * unknown)
+
+    def _rerank(self, query: str, hits: list[Hit]) -> list[Hit]:
+        scores = self.reranker.score(query, [h.text for h in hits])
+        ranked = sorted(zip(scores, hits), key=lambda pair: pair[0], reverse=True)
+        return [replace(hit, score=float(score)) for score, hit in ranked]
+
+    def _with_context(self, table, hits: list[Hit], n: int) -> list[Hit]:
+        clauses = [f"(path = '{h.source.replace(chr(39), chr(39) * 2)}' AND chunk_index BETWEEN "
+                   f"{h.chunk_index - n} AND {h.chunk_index + n})" for h in hits]
+        rows = table.search().where(" OR ".join(clauses)).select(["path", "chunk_index", "text"]).limit(None).to_list()
+        text_by_position = {(r["path"], r["chunk_index"]): r["text"] for r in rows}
+
+        def around(hit: Hit, offsets: range) -> str:
+            return "\n\n".join(text_by_position[(hit.source, hit.chunk_index + o)] for o in offsets
+                               if (hit.source, hit.chunk_index + o) in text_by_position)
+
+        return [replace(h, context_before=around(h, range(-n, 0)), context_after=around(h, range(1, n + 1)))
+                for h in hits]
+
+
+def fuse(vector_rows: list[dict], keyword_rows: list[dict], vector_weight: float, k: int = RRF_K) -> list[Hit]:
+    """Weighted reciprocal-rank fusion, scaled so that first place on both sides scores 1."""
+    keyword_weight = 1.0
+    scores: dict[str, float] = {}
+    rows: dict[str, dict] = {}
+    ranks: dict[str, dict[str, int]] = {}
+    for side, side_rows, weight in (("vector", vector_rows, vector_weight), ("keyword", keyword_rows, keyword_weight)):
+        for rank, row in enumerate(side_rows, start=1):
+            scores[row["id"]] = scores.get(row["id"], 0.0) + weight / (k + rank)
+            rows.setdefault(row["id"], row)
+            ranks.setdefault(row["id"], {})[side] = rank
+    best = (vector_weight + keyword_weight) / (k + 1)
+    ordered = sorted(scores, key=lambda chunk_id: scores[chunk_id], reverse=True)
+    return [_hit(rows[c], scores[c] / best, vector_rank=ranks[c].get("vector"), keyword_rank=ranks[c].get("keyword"))
+            for c in ordered]
+
+
+def _hit(row: dict[str, Any], score: float, **ranks: int | None) -> Hit:
+    return Hit(text=row["text"], source=row["path"], title=row["title"] or "", heading=row["heading"] or "",
+               page=row["page"], chunk_index=row["chunk_index"], score=round(float(score), 6),
+               line_start=row["line_start"], line_end=row["line_end"], **ranks)
+
+
+def _timed(timings: dict[str, float], stage: str, work):
+    start = time.perf_counter()
+    try:
+        return work()
+    finally:
+        timings[stage] = round((time.perf_counter() - start) * 1000, 2)
+

@@ -1,0 +1,371 @@
+"""The MCP server: one search tool per KB, a sync tool, status resources and a citation prompt.
+
+Tool bodies validate, call the App (in a worker thread, so a long sync or a model load never
+blocks other requests) and format. Known errors come back as `isError` results that say how to
+fix the call; the server keeps serving.
+"""
+
+# No `from __future__ import annotations`: tool signatures are built at run time from per-KB
+# filter models, and the SDK reads the evaluated annotations.
+
+import hmac
+import json
+import logging
+import threading
+from collections import Counter
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal, Optional, Union
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.prompts.base import UserMessage
+from mcp.server.subscriptions import InMemorySubscriptionBus
+from mcp_types import CallToolResult, ResourceUpdated, TextContent, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from . import __version__
+from .app import App
+from .config import KBConfig
+from .errors import KBError
+from .search import MODES, SearchResult
+from .sources import resolve_document
+
+log = logging.getLogger(__name__)
+
+SYNC_TOOL = "sync_knowledge_base"
+LIST_URI = "kb://knowledge-bases"
+
+
+def status_uri(kb: str) -> str:
+    return f"kb://{kb}/status"
+
+
+# ---- tool output schema ----------------------------------------------------------------------
+
+class SearchHit(BaseModel):
+    source: str = Field(description="File path relative to the knowledge base root")
+    title: str
+    heading: str = Field(description="Heading path, e.g. 'Install › Linux'")
+    page: Optional[int] = Field(description="PDF page number, if any")
+    chunk_index: int
+    score: float
+    line_start: Optional[int] = None
+    line_end: Optional[int] = None
+    vector_rank: Optional[int] = None
+    keyword_rank: Optional[int] = None
+    text: str
+    context_before: str = ""
+    context_after: str = ""
+
+
+class SearchOutput(BaseModel):
+    results: list[SearchHit]
+    mode: str = Field(description="Mode that produced the results")
+    notes: list[str] = Field(default_factory=list)
+
+
+# ---- per-KB filter schema --------------------------------------------------------------------
+
+class _Range(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    gt: Optional[float] = None
+    gte: Optional[float] = None
+    lt: Optional[float] = None
+    lte: Optional[float] = None
+
+
+class _DateRange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    gt: Optional[str] = None
+    gte: Optional[str] = None
+    lt: Optional[str] = None
+    lte: Optional[str] = None
+
+
+class _TextMatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    prefix: Optional[str] = Field(None, description="Value starts with this text")
+    glob: Optional[str] = Field(None, description="Glob pattern: ** any folders, * within a folder")
+
+
+_FILTER_TYPES: dict[str, Any] = {
+    "string": Union[str, list[str], _TextMatch],
+    "integer": Union[int, list[int], _Range],
+    "number": Union[float, list[float], _Range],
+    "date": Union[str, list[str], _DateRange],
+    "boolean": bool,
+    "string[]": Union[str, list[str]],
+}
+_BUILTIN_DESCRIPTIONS = {
+    "path": "Source file path relative to the KB root; a value, a list (one of), or {prefix} / {glob}",
+    "title": "Document title",
+    "heading": "Heading path of the chunk (e.g. 'Install › Linux')",
+    "page": "PDF page number; a value, a list, or a range {gte, lte}",
+    "chunk_index": "Position of the chunk in its document",
+}
+
+
+def filters_model(kb: KBConfig) -> type[BaseModel]:
+    """A model whose fields are exactly the KB's filterable fields, with types and descriptions."""
+    fields: dict[str, Any] = {}
+    for name, kind in kb.filter_field_types().items():
+        declared = kb.filterable.get(name)
+        description = (declared.description if declared and declared.description
+                       else _BUILTIN_DESCRIPTIONS.get(name) or f"Metadata field {name} ({kind})")
+        fields[name] = (Optional[_FILTER_TYPES[kind]], Field(None, description=description))
+    return create_model(f"{kb.name}_filters", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+def _filters_dict(filters: Optional[BaseModel]) -> Optional[dict[str, Any]]:
+    return filters.model_dump(exclude_none=True) if filters is not None else None
+
+
+# ---- server ----------------------------------------------------------------------------------
+
+class _Notifier:
+    """Resource-updated events for both protocol eras: listen streams and resources/subscribe."""
+
+    def __init__(self, bus: InMemorySubscriptionBus):
+        self.bus = bus
+        self.sessions: dict[str, set[Any]] = {}  # uri -> sessions that subscribed (2025-era clients)
+
+    async def updated(self, uri: str) -> None:
+        await self.bus.publish(ResourceUpdated(uri=uri))
+        for session in list(self.sessions.get(uri, ())):
+            try:
+                await session.send_resource_updated(uri)
+            except Exception:  # a closed session: forget it
+                self.sessions[uri].discard(session)
+
+
+def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
+    """An MCP server for every KB in the app's config."""
+    read_only = app.config.server.read_only if read_only is None else read_only
+    bus = InMemorySubscriptionBus()
+    notifier = _Notifier(bus)
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer):
+        # Load the embedding model after the handshake, so tools/list answers at once.
+        threading.Thread(target=_warm_up, args=(app,), name="mcp-kb-warm-up", daemon=True).start()
+        yield {}
+
+    server = MCPServer(
+        name="mcp-kb",
+        version=__version__,
+        instructions=_instructions(app),
+        subscriptions=bus,
+        lifespan=lifespan,
+        log_level="WARNING",
+    )
+    for kb in app.config.kb:
+        _add_search_tool(server, app, kb)
+    if not read_only:
+        _add_sync_tool(server, app, notifier)
+    _add_resources(server, app)
+    _add_prompt(server, app)
+    _add_legacy_subscriptions(server, notifier)
+    server.notifier = notifier  # for background syncs (live KBs)
+    return server
+
+
+def _warm_up(app: App) -> None:
+    try:
+        app.embedder.embed_query("warm up")
+    except Exception as exc:  # reported again, with its fix, on the first search that needs it
+        log.warning("embedding model not loaded: %s", exc)
+
+
+def _instructions(app: App) -> str:
+    lines = ["Search tools, one per knowledge base; cite results as [n] with their source."]
+    lines += [f"- {kb.search_tool_name}: {kb.description}" for kb in app.config.kb]
+    return "\n".join(lines)
+
+
+def _tool_description(app: App, kb: KBConfig) -> str:
+    """The KB's own description plus what it holds, so the model picks the right tool."""
+    try:
+        files = app.store.read_files(kb.name)
+    except Exception:  # an unreadable index must not stop the server from starting
+        files = {}
+    kinds = Counter(path.rsplit(".", 1)[-1].lower() for path, record in files.items() if record.status == "indexed")
+    holdings = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common(5))
+    summary = f" Holds {sum(kinds.values())} documents ({holdings})." if kinds else " Not indexed yet."
+    return (f"{kb.description.strip()}{summary} Returns passages with numbered citations "
+            f"(file › heading, page). Modes: hybrid (default), vector, keyword (exact terms, codes, names), "
+            f"filter (list by metadata only).")
+
+
+def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> None:
+    Filters = filters_model(kb)
+    Mode = Literal[MODES]  # type: ignore[valid-type]
+
+    async def search_tool(
+        query: Annotated[str, Field(description="What to look for, in the user's words (any language)")],
+        ctx: Context,
+        top_k: Annotated[int, Field(description="Number of passages to return", ge=1, le=100)] = kb.search.top_k,
+        mode: Annotated[Mode, Field(description="hybrid, vector, keyword or filter")] = kb.search.mode,
+        min_score: Annotated[Optional[float], Field(description="Drop passages scoring below this")] = None,
+        filters: Annotated[Optional[Filters], Field(description="Metadata filters, all must match")] = None,
+        context: Annotated[int, Field(description="Neighbouring chunks to add around each hit", ge=0, le=5)] = 0,
+    ) -> Annotated[CallToolResult, SearchOutput]:
+        def run() -> SearchResult:
+            return app.search(kb.name, query, top_k=top_k, mode=mode, min_score=min_score,
+                              filters=_filters_dict(filters), context=context)
+
+        result = await _call(run)
+        output = SearchOutput(results=[SearchHit(**_hit_fields(h)) for h in result.hits], mode=result.mode,
+                              notes=result.notes)
+        return CallToolResult(content=[TextContent(type="text", text=_cited_text(result))],
+                              structured_content=output.model_dump(mode="json"))
+
+    server.add_tool(search_tool, name=kb.search_tool_name, title=f"Search {kb.name}",
+                    description=_tool_description(app, kb),
+                    annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+
+
+def _hit_fields(hit) -> dict[str, Any]:
+    return {name: getattr(hit, name) for name in SearchHit.model_fields}
+
+
+def _cited_text(result: SearchResult) -> str:
+    lines = [f"Note: {note}" for note in result.notes]
+    if not result.hits:
+        lines.append("No passages found. Try other words, mode 'keyword' for exact terms, or fewer filters.")
+    for number, hit in enumerate(result.hits, start=1):
+        lines.append(f"[{number}] {hit.citation()} (score {hit.score:.3f})")
+        body = "\n\n".join(part for part in (hit.context_before, hit.text, hit.context_after) if part)
+        lines.append(body.strip() + "\n")
+    return "\n".join(lines).strip()
+
+
+async def _call(work):
+    """Run blocking work in a thread; known errors become tool errors with their message."""
+    try:
+        return await anyio.to_thread.run_sync(work)
+    except KBError as exc:
+        raise ToolError(str(exc)) from exc
+    except Exception as exc:
+        log.exception("tool failed")
+        raise ToolError(f"internal error ({type(exc).__name__}: {exc}); the server is still running") from exc
+
+
+def _add_sync_tool(server: MCPServer, app: App, notifier: _Notifier) -> None:
+    names = [kb.name for kb in app.config.kb]
+
+    async def sync_tool(
+        ctx: Context,
+        kb: Annotated[Optional[str], Field(description=f"Knowledge base to sync: one of {names}; omit for all")] = None,
+        full: Annotated[bool, Field(description="Rebuild from scratch instead of syncing changes")] = False,
+    ) -> dict[str, Any]:
+        def progress(done: int, total: int, message: str) -> None:
+            anyio.from_thread.run(ctx.report_progress, done, total, message)
+
+        reports = await _call(lambda: app.sync(kb, full=full, progress=progress, wait=False))
+        for report in reports:
+            await notifier.updated(status_uri(report.kb))
+        await notifier.updated(LIST_URI)
+        return {"reports": [r.to_dict() for r in reports], "summary": "\n".join(r.summary() for r in reports)}
+
+    server.add_tool(sync_tool, name=SYNC_TOOL, title="Sync knowledge bases",
+                    description="Index new and changed files and remove deleted ones (incremental; only changed "
+                                "content is embedded). Returns a report per knowledge base.",
+                    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                                open_world_hint=False))
+
+
+def _add_resources(server: MCPServer, app: App) -> None:
+    @server.resource(LIST_URI, name="knowledge-bases", mime_type="application/json",
+                     description="Every knowledge base with its sync status")
+    async def list_kbs() -> str:
+        return json.dumps(await _call(app.status), indent=2, ensure_ascii=False)
+
+    @server.resource("kb://{name}/status", name="kb-status", mime_type="application/json",
+                     description="Sync status of one knowledge base: last sync, counts, failures, model, index version")
+    async def kb_status(name: str) -> str:
+        return json.dumps((await _call(lambda: app.status(name)))[0], indent=2, ensure_ascii=False)
+
+    @server.resource("kb://{name}/documents/{+path}", name="kb-document", mime_type="text/plain",
+                     description="Extracted text of one source document of a knowledge base")
+    async def kb_document(name: str, path: str) -> str:
+        def read() -> str:
+            document = resolve_document(app.config.get_kb(name), path)
+            return "\n\n".join(block.text for block in document.blocks)
+
+        return await _call(read)
+
+
+def _add_prompt(server: MCPServer, app: App) -> None:
+    tools = ", ".join(kb.search_tool_name for kb in app.config.kb)
+
+    @server.prompt(name="answer_with_citations", title="Answer with citations",
+                   description="Answer a question only from passages retrieved from the knowledge bases, citing them as [n]")
+    def answer_with_citations(question: str, kb: Optional[str] = None) -> list[UserMessage]:
+        tool = app.config.get_kb(kb).search_tool_name if kb else f"the right one of: {tools}"
+        return [UserMessage(
+            "Answer the question below using only passages retrieved with the knowledge-base search "
+            f"tool ({tool}).\n"
+            "Rules:\n"
+            "1. Search first; search again with other words if the passages do not answer it.\n"
+            "2. Use only what the passages say. If they do not contain the answer, say so plainly "
+            "instead of guessing.\n"
+            "3. Cite every claim with the passage number in square brackets, e.g. [1] or [2][3], and end "
+            "with a list of the cited sources (file › heading, page).\n"
+            "4. Answer in the language of the question.\n\n"
+            f"Question: {question}"
+        )]
+
+
+def _add_legacy_subscriptions(server: MCPServer, notifier: _Notifier) -> None:
+    """resources/subscribe for 2025-era clients (the 2026 protocol uses subscriptions/listen)."""
+    from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+
+    async def subscribe(ctx, params: SubscribeRequestParams) -> EmptyResult:
+        notifier.sessions.setdefault(str(params.uri), set()).add(ctx.session)
+        return EmptyResult()
+
+    async def unsubscribe(ctx, params: UnsubscribeRequestParams) -> EmptyResult:
+        notifier.sessions.get(str(params.uri), set()).discard(ctx.session)
+        return EmptyResult()
+
+    lowlevel = server._lowlevel_server  # the SDK's MCPServer exposes no hook for these two methods
+    lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
+    lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
+
+
+# ---- transports ------------------------------------------------------------------------------
+
+def run_server(app: App, transport: str, host: str, port: int, token: Optional[str]) -> None:
+    """Serve until interrupted: stdio, or SSE / streamable HTTP with an optional bearer token."""
+    server = build_server(app)
+    if transport == "stdio":
+        server.run()
+        return
+    asgi = server.sse_app(host=host) if transport == "sse" else server.streamable_http_app(host=host)
+    if token:
+        asgi = BearerTokenMiddleware(asgi, token)
+    import uvicorn
+
+    anyio.run(uvicorn.Server(uvicorn.Config(asgi, host=host, port=port, log_level="warning")).serve)
+
+
+class BearerTokenMiddleware:
+    """Rejects every HTTP request without `Authorization: Bearer <token>`."""
+
+    def __init__(self, app, token: str):
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body",
+                            "body": b'{"error": "missing or wrong bearer token (set MCP_KB_TOKEN on the client)"}'})
+                return
+        await self.app(scope, receive, send)

@@ -1,0 +1,461 @@
+"""Content-hash incremental sync: plan what changed, then apply it file batch by file batch.
+
+Only new or changed files are parsed; only chunks whose content has no stored vector are
+embedded; each batch of files is swapped in one commit; the manifest is written after the
+chunks, so a crash at any point is repaired by the next sync.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+import pyarrow as pa
+
+from .chunking import Chunk, TokenCounter, chunk_document, effective_max_tokens
+from .config import BUILTIN_FILTER_FIELDS, Config, KBConfig
+from .embedding import Embedder
+from .errors import KBError, ParseError, SyncBusyError
+from .keywords import index_terms
+from .parsers import parse_file
+from .sources import SourceFile, scan_sources
+from .store import FileRecord, Store, chunk_schema
+
+log = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[int, int, str], None]
+_BATCH_FILES = 32
+_BATCH_CHUNKS = 512
+
+
+@dataclass(frozen=True)
+class SyncPlan:
+    """What a sync must do, by path."""
+
+    added: list[str]
+    changed: list[str]
+    deleted: list[str]
+    unchanged: list[str]
+
+
+def plan_sync(disk_hash_by_path: dict[str, str], indexed_hash_by_path: dict[str, str]) -> SyncPlan:
+    """Compare content hashes on disk with those in the index."""
+    added = sorted(p for p in disk_hash_by_path if p not in indexed_hash_by_path)
+    changed = sorted(p for p, h in disk_hash_by_path.items() if p in indexed_hash_by_path and indexed_hash_by_path[p] != h)
+    unchanged = sorted(p for p, h in disk_hash_by_path.items() if indexed_hash_by_path.get(p) == h)
+    deleted = sorted(p for p in indexed_hash_by_path if p not in disk_hash_by_path)
+    return SyncPlan(added, changed, deleted, unchanged)
+
+
+@dataclass
+class SyncReport:
+    """The outcome of one KB's sync, shown by the CLI and returned by the sync tool."""
+
+    kb: str
+    rebuilt: str = ""  # why the KB was rebuilt from scratch, if it was
+    files_added: int = 0
+    files_changed: int = 0
+    files_deleted: int = 0
+    files_unchanged: int = 0
+    files_failed: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    chunks_deleted: int = 0
+    chunks_total: int = 0
+    failures: list[dict[str, str]] = field(default_factory=list)  # {"path", "reason"}
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    index_state: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        parts = [f"{self.kb}: {self.files_added} added, {self.files_changed} changed, "
+                 f"{self.files_deleted} deleted, {self.files_unchanged} unchanged, {self.files_failed} failed; "
+                 f"chunks {self.chunks_embedded} embedded, {self.chunks_reused} reused, "
+                 f"{self.chunks_deleted} deleted, {self.chunks_total} in index; "
+                 f"{self.seconds.get('total', 0.0):.1f}s"]
+        if self.rebuilt:
+            parts.insert(0, f"{self.kb}: rebuilt from scratch: {self.rebuilt}")
+        parts += [f"  failed {f['path']}: {f['reason']}" for f in self.failures]
+        return "\n".join(parts)
+
+
+def sync_all(config: Config, embedder: Embedder, counter: TokenCounter, kb_name: str | None = None,
+             full: bool = False, progress: ProgressCallback | None = None, wait: bool = True) -> list[SyncReport]:
+    """Sync one KB or all of them, holding the storage's writer lock."""
+    store = Store(config.storage)
+    with sync_lock(config.storage, wait=wait):
+        return [sync_kb(store, kb, embedder, counter, full=full, progress=progress)
+                for kb in config.select(kb_name)]
+
+
+def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounter, full: bool = False,
+            progress: ProgressCallback | None = None) -> SyncReport:
+    """Bring one KB's tables in step with its files; the caller holds the sync lock."""
+    report = SyncReport(kb.name)
+    started = _now()
+    wall_start = time.perf_counter()
+    timer = _Timer(report)
+    try:
+        with timer("scan"):
+            scan = scan_sources(kb)
+            report.skipped = [{"path": s.doc_id, "reason": s.reason} for s in scan.skipped]
+        with timer("prepare"):
+            fingerprints = _fingerprints(kb, embedder, counter)
+            reusable = _prepare_tables(store, kb, embedder, fingerprints, full, report)
+            indexed = store.read_files(kb.name)
+        with timer("hash"):
+            disk_hash_by_path, touched = _hash_files(scan.files, indexed)
+        plan = plan_sync(disk_hash_by_path, {p: r.file_hash for p, r in indexed.items()})
+        report.files_added, report.files_changed = len(plan.added), len(plan.changed)
+        report.files_deleted, report.files_unchanged = len(plan.deleted), len(plan.unchanged)
+        files_by_path = {f.doc_id: f for f in scan.files}
+        _apply_changes(store, kb, embedder, counter, plan, files_by_path, disk_hash_by_path, reusable, report,
+                       timer, progress)
+        with timer("delete"):
+            report.chunks_deleted += _remove_deleted(store, kb.name, plan, set(disk_hash_by_path))
+            store.write_files(kb.name, [_refreshed(indexed[p], files_by_path[p]) for p in touched])
+        with timer("index"):
+            report.index_state = store.refresh_indexes(kb.name)
+        report.chunks_total = store.count_chunks(kb.name)
+        report.failures += [{"path": p, "reason": r.reason} for p, r in store.read_files(kb.name).items()
+                            if r.status == "failed" and p in plan.unchanged]
+        report.files_failed = len(report.failures)
+        report.seconds["total"] = round(time.perf_counter() - wall_start, 3)
+        store.write_state(kb.name, {**fingerprints, "last_sync": _last_sync(started, "ok", report)})
+        return report
+    except KBError as exc:
+        _record_failure(store, kb.name, started, str(exc), report)
+        raise
+    except Exception as exc:
+        _record_failure(store, kb.name, started, f"{type(exc).__name__}: {exc}", report)
+        raise
+
+
+# ---- preparation ---------------------------------------------------------------------------
+
+def _fingerprints(kb: KBConfig, embedder: Embedder, counter: TokenCounter) -> dict[str, Any]:
+    """What the stored chunks depend on; a change in any of them means a rebuild."""
+    chunking = {**kb.chunking.model_dump(), "effective_max_tokens": effective_max_tokens(kb.chunking, counter)}
+    identity = embedder.identity
+    return {
+        "model": {"name": identity.name, "dimension": identity.dimension, "file_hash": identity.file_hash},
+        "chunking": chunking,
+        "metadata": {"static": kb.metadata, "types": _metadata_types(kb)},
+    }
+
+
+def _metadata_types(kb: KBConfig) -> dict[str, str]:
+    return {k: v for k, v in kb.filter_field_types().items() if k not in BUILTIN_FILTER_FIELDS}
+
+
+def _prepare_tables(store: Store, kb: KBConfig, embedder: Embedder, fingerprints: dict[str, Any], full: bool,
+                    report: SyncReport) -> dict[str, list[float]]:
+    """Create or rebuild the KB's tables when needed; returns vectors worth keeping across a rebuild."""
+    state = store.read_state(kb.name)
+    reason = _rebuild_reason(state, fingerprints, full, store.chunk_table(kb.name) is None)
+    if not reason:
+        return {}
+    reusable = {}
+    if state.get("model") == fingerprints["model"] and store.chunk_table(kb.name) is not None:
+        reusable = _all_vectors(store, kb.name)  # same model: settings changed, vectors still valid
+    if "model" in state:
+        report.rebuilt = reason
+        log.warning("%s: rebuilding the index: %s", kb.name, reason)
+    schema = chunk_schema(embedder.identity.dimension, _metadata_types(kb))
+    store.create_kb_tables(kb.name, schema)
+    return reusable
+
+
+def _rebuild_reason(state: dict[str, Any], fingerprints: dict[str, Any], full: bool, missing: bool) -> str:
+    if "model" not in state:
+        return "first sync"
+    if missing:
+        return "the index tables were missing"
+    if full:
+        return "--full requested"
+    for key, what in (("model", "embedding model"), ("chunking", "chunking settings"),
+                      ("metadata", "metadata settings")):
+        if state.get(key) != fingerprints[key]:
+            return f"{what} changed ({_describe(state.get(key))} → {_describe(fingerprints[key])})"
+    return ""
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, dict) and "name" in value:
+        return f"{value['name']}, {value['dimension']}-d"
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)[:120]
+
+
+def _all_vectors(store: Store, kb: str) -> dict[str, list[float]]:
+    table = store.chunk_table(kb)
+    data = table.to_arrow().select(["content_hash", "vector"])
+    return dict(zip(data["content_hash"].to_pylist(), data["vector"].to_pylist()))
+
+
+def _hash_files(files: list[SourceFile], indexed: dict[str, FileRecord]) -> tuple[dict[str, str], list[str]]:
+    """SHA-256 per file, re-using the stored hash when size and mtime are unchanged.
+
+    Returns the hashes and the paths whose bytes are unchanged but whose mtime moved (touched).
+    """
+    hash_by_path = {}
+    touched = []
+    for source in files:
+        record = indexed.get(source.doc_id)
+        if record and record.size == source.size and record.mtime_ns == source.mtime_ns:
+            hash_by_path[source.doc_id] = record.file_hash
+            continue
+        try:
+            hash_by_path[source.doc_id] = file_sha256(source.path)
+        except OSError:
+            continue  # vanished or unreadable since the scan: treated as absent this time
+        if record and record.file_hash == hash_by_path[source.doc_id]:
+            touched.append(source.doc_id)
+    return hash_by_path, touched
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _refreshed(record: FileRecord, source: SourceFile) -> FileRecord:
+    return FileRecord(record.path, record.file_hash, source.size, source.mtime_ns, record.n_chunks,
+                      record.status, record.reason)
+
+
+# ---- applying changes ----------------------------------------------------------------------
+
+@dataclass
+class _ParsedFile:
+    source: SourceFile
+    file_hash: str
+    chunks: list[Chunk]
+    error: str = ""
+
+
+def _apply_changes(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounter, plan: SyncPlan,
+                   files_by_path: dict[str, SourceFile], hash_by_path: dict[str, str],
+                   reusable: dict[str, list[float]], report: SyncReport, timer: _Timer,
+                   progress: ProgressCallback | None) -> None:
+    """Parse, embed and write new and changed files, one batch per commit; parsing runs ahead."""
+    todo = [files_by_path[p] for p in plan.added + plan.changed]
+    batches = [todo[i:i + _BATCH_FILES] for i in range(0, len(todo), _BATCH_FILES)]
+    done = 0
+    if progress:
+        progress(0, len(todo), f"{kb.name}: {len(todo)} files to index")
+
+    def parse_batch(batch: list[SourceFile]) -> tuple[list[_ParsedFile], float]:
+        start = time.perf_counter()
+        parsed = [_parse(source, hash_by_path[source.doc_id], kb, counter) for source in batch]
+        return parsed, time.perf_counter() - start
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-kb-parse") as pool:
+        pending = pool.submit(parse_batch, batches[0]) if batches else None
+        for index in range(len(batches)):
+            parsed, parse_seconds = pending.result()
+            timer.add("parse", parse_seconds)
+            pending = pool.submit(parse_batch, batches[index + 1]) if index + 1 < len(batches) else None
+            _write_batch(store, kb, embedder, parsed, reusable, report, timer)
+            done += len(parsed)
+            if progress:
+                progress(done, len(todo), f"{kb.name}: indexed {done}/{len(todo)} files")
+
+
+def _parse(source: SourceFile, file_hash: str, kb: KBConfig, counter: TokenCounter) -> _ParsedFile:
+    try:
+        document = parse_file(source.path, source.doc_id)
+        return _ParsedFile(source, file_hash, chunk_document(document, kb.chunking, counter))
+    except ParseError as exc:
+        return _ParsedFile(source, file_hash, [], str(exc))
+
+
+def _write_batch(store: Store, kb: KBConfig, embedder: Embedder, parsed: list[_ParsedFile],
+                 reusable: dict[str, list[float]], report: SyncReport, timer: _Timer) -> None:
+    chunks = [(item, chunk) for item in parsed for chunk in item.chunks]
+    with timer("embed"):
+        vectors = _vectors_for(store, kb.name, embedder, [chunk for _, chunk in chunks], reusable, report)
+    with timer("write"):
+        rows = [_chunk_row(kb, item.file_hash, chunk, vectors[chunk.content_hash]) for item, chunk in chunks]
+        table = pa.Table.from_pylist(rows, schema=store.chunk_table(kb.name).schema)
+        store.replace_documents(kb.name, [item.source.doc_id for item in parsed], table)
+        store.write_files(kb.name, [_file_record(item) for item in parsed])
+    for item in parsed:
+        if item.error:
+            report.failures.append({"path": item.source.doc_id, "reason": item.error})
+            log.warning("%s: skipped %s: %s", kb.name, item.source.doc_id, item.error)
+
+
+def _vectors_for(store: Store, kb: str, embedder: Embedder, chunks: list[Chunk], reusable: dict[str, list[float]],
+                 report: SyncReport) -> dict[str, Any]:
+    """A vector per content hash: stored ones reused, the rest embedded in batches."""
+    wanted = {chunk.content_hash: chunk.embed_text for chunk in chunks}
+    vectors: dict[str, Any] = {h: reusable[h] for h in wanted if h in reusable}
+    vectors.update(store.vectors_by_content_hash(kb, [h for h in wanted if h not in vectors]))
+    missing = [h for h in wanted if h not in vectors]
+    if missing:
+        embedded = embedder.embed_batch([wanted[h] for h in missing])
+        vectors.update(zip(missing, embedded))
+    report.chunks_embedded += len(missing)
+    report.chunks_reused += len(chunks) - len(missing)
+    return vectors
+
+
+def chunk_id(kb: str, chunk: Chunk) -> str:
+    """Stable id: the same KB, path, position and content give the same id."""
+    key = f"{kb}\x00{chunk.doc_id}\x00{chunk.chunk_index}\x00{chunk.content_hash}"
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+
+
+def _chunk_row(kb: KBConfig, file_hash: str, chunk: Chunk, vector: Any) -> dict[str, Any]:
+    row = {
+        "id": chunk_id(kb.name, chunk),
+        "path": chunk.doc_id,
+        "chunk_index": chunk.chunk_index,
+        "heading": chunk.heading,
+        "title": chunk.title,
+        "page": chunk.page,
+        "line_start": chunk.line_start,
+        "line_end": chunk.line_end,
+        "text": chunk.text,
+        "search_text": index_terms(f"{chunk.title}\n{chunk.embed_text}"),
+        "content_hash": chunk.content_hash,
+        "file_hash": file_hash,
+        "n_tokens": chunk.n_tokens,
+        "vector": vector,
+    }
+    for name, kind in _metadata_types(kb).items():
+        row[name] = _coerce(chunk.metadata.get(name, kb.metadata.get(name)), kind)
+    return row
+
+
+def _coerce(value: Any, kind: str) -> Any:
+    """A front-matter or static value in the column's type; None when it does not fit."""
+    if value is None:
+        return None
+    try:
+        if kind == "string[]":
+            return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+        if kind == "date":
+            return value.isoformat()[:10] if isinstance(value, (dt.date, dt.datetime)) else str(value)[:10]
+        if kind == "integer":
+            return int(value)
+        if kind == "number":
+            return float(value)
+        if kind == "boolean":
+            return value if isinstance(value, bool) else str(value).lower() in ("true", "yes", "1")
+        return ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _file_record(item: _ParsedFile) -> FileRecord:
+    status = "failed" if item.error else "indexed"
+    return FileRecord(item.source.doc_id, item.file_hash, item.source.size, item.source.mtime_ns,
+                      len(item.chunks), status, item.error)
+
+
+def _remove_deleted(store: Store, kb: str, plan: SyncPlan, on_disk: set[str]) -> int:
+    """Delete chunks of deleted files and orphans (chunks whose file the manifest lost)."""
+    orphans = store.indexed_paths(kb) - on_disk
+    deleted = store.delete_documents(kb, sorted(orphans | set(plan.deleted)))
+    store.delete_files(kb, plan.deleted)
+    return deleted
+
+
+# ---- bookkeeping ---------------------------------------------------------------------------
+
+class _Timer:
+    """Adds up seconds per stage into the report."""
+
+    def __init__(self, report: SyncReport):
+        self.report = report
+
+    def add(self, stage: str, seconds: float) -> None:
+        self.report.seconds[stage] = round(self.report.seconds.get(stage, 0.0) + seconds, 3)
+
+    @contextlib.contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(stage, time.perf_counter() - start)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _last_sync(started: str, outcome: str, report: SyncReport, error: str = "") -> dict[str, Any]:
+    return {"started_at": started, "finished_at": _now(), "outcome": outcome, "error": error,
+            "report": report.to_dict()}
+
+
+def _record_failure(store: Store, kb: str, started: str, error: str, report: SyncReport) -> None:
+    """Keep the fingerprints of the last good build; record the failed attempt for `status`."""
+    try:
+        state = store.read_state(kb)
+        store.write_state(kb, {**state, "last_sync": _last_sync(started, "failed", report, error)})
+    except Exception:  # the store itself may be what failed; the original error is what matters
+        log.debug("could not record the failed sync of %s", kb, exc_info=True)
+
+
+@contextlib.contextmanager
+def sync_lock(storage: str, wait: bool = True, poll_seconds: float = 0.2) -> Iterator[None]:
+    """One writer per storage location across processes (an flock on a file beside the index)."""
+    path = _lock_path(storage)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as handle:
+        announced = False
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = _read_holder(path)
+                if not wait:
+                    raise SyncBusyError(f"a sync is already running on {storage} ({holder}); try again when it ends") from None
+                if not announced:
+                    log.warning("waiting for another sync on %s (%s)", storage, holder)
+                    announced = True
+                time.sleep(poll_seconds)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _lock_path(storage: str) -> Path:
+    if "://" in storage:  # remote storage: lock per machine, keyed by the URI
+        key = hashlib.sha256(storage.encode()).hexdigest()[:16]
+        return Path(platformdirs.user_cache_dir("mcp-kb", appauthor=False)) / f"sync-{key}.lock"
+    return Path(storage) / ".sync.lock"
+
+
+def _read_holder(path: Path) -> str:
+    try:
+        return path.read_text().strip() or "another process"
+    except OSError:
+        return "another process"

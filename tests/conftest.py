@@ -1,0 +1,74 @@
+"""Shared fixtures: the real offline model, real LanceDB folders, real files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+OFFLINE_MODEL = SHARED / "models" / "all-MiniLM-L6-v2-onnx"
+
+# On machines without internet the shared ONNX export stands in for the hub download.
+if OFFLINE_MODEL.is_dir() and not os.environ.get("MCP_KB_EMBEDDING_MODEL_PATH"):
+    os.environ["MCP_KB_EMBEDDING_MODEL"] = "sentence-transformers/all-MiniLM-L6-v2"
+    os.environ["MCP_KB_EMBEDDING_MODEL_PATH"] = str(OFFLINE_MODEL)
+elif not os.environ.get("MCP_KB_EMBEDDING_MODEL"):
+    os.environ["MCP_KB_EMBEDDING_MODEL"] = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def embedding_config():
+    from mcp_kb.config import build_config
+
+    return build_config({}, Path.cwd(), None).embedding
+
+
+@pytest.fixture(scope="session")
+def tokenizer(embedding_config):
+    from mcp_kb.embedding import load_tokenizer
+
+    return load_tokenizer(embedding_config)
+
+
+@pytest.fixture(scope="session")
+def embedder(embedding_config):
+    """The real fastembed model, loaded once per test session; `.calls` counts embedded texts."""
+    from mcp_kb.embedding import FastEmbedder
+
+    return FastEmbedder(embedding_config)
+
+
+@pytest.fixture
+def make_config(tmp_path):
+    """Build a validated Config from kb tables, with the index in a temporary folder."""
+    from mcp_kb.config import build_config
+
+    def make(*kbs: dict, **top) -> object:
+        raw = {"storage": str(tmp_path / "index"), "kb": list(kbs), **top}
+        return build_config(raw, base_dir=tmp_path, source=None)
+
+    return make
+
+
+@pytest.fixture
+def make_app(make_config, embedder):
+    """An App over real LanceDB in tmp_path, sharing the session's loaded model."""
+    from mcp_kb.app import App
+
+    def make(*kbs: dict, **top):
+        return App(make_config(*kbs, **top), embedder=embedder)
+
+    return make
+
+
+def write(path: Path, text: str, encoding: str = "utf-8") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode(encoding))
+    return path

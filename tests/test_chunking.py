@@ -1,0 +1,94 @@
+from conftest import write
+
+from mcp_kb.chunking import chunk_document
+from mcp_kb.config import ChunkingConfig
+from mcp_kb.document import Block, Document
+from mcp_kb.parsers import parse_file
+
+LONG_SECTION = "\n\n".join(
+    f"Paragraph {i} explains step {i} of the deployment in detail, with enough words to take space. "
+    f"It mentions configuration option opt_{i} and the error code E{5000 + i}." for i in range(40)
+)
+
+
+def _markdown(tmp_path, text: str):
+    return parse_file(write(tmp_path / "doc.md", text), "doc.md")
+
+
+def test_chunks_carry_heading_paths_and_are_embedded_with_them(tmp_path, tokenizer):
+    text = "# Guide\n\n## Errors\n\n### Auth\n\nE002: auth failed because the token expired. Renew it.\n"
+    chunks = chunk_document(_markdown(tmp_path, text), ChunkingConfig(), tokenizer)
+    assert chunks[0].heading == "Guide › Errors › Auth"
+    assert chunks[0].embed_text.startswith("Guide › Errors › Auth\n")
+    assert "E002" in chunks[0].embed_text
+
+
+def test_no_chunk_exceeds_the_token_limit(tmp_path, tokenizer):
+    settings = ChunkingConfig(max_tokens=128, overlap=16)
+    chunks = chunk_document(_markdown(tmp_path, "# Deploy\n\n" + LONG_SECTION), settings, tokenizer)
+    assert len(chunks) > 5
+    assert all(chunk.n_tokens <= 128 for chunk in chunks)
+    assert [c.chunk_index for c in chunks] == list(range(len(chunks)))
+
+
+def test_limit_is_capped_at_what_the_model_reads(tmp_path, tokenizer):
+    chunks = chunk_document(_markdown(tmp_path, "# Deploy\n\n" + LONG_SECTION), ChunkingConfig(max_tokens=4096, overlap=32), tokenizer)
+    assert max(c.n_tokens for c in chunks) <= tokenizer.max_tokens - 2
+
+
+def test_consecutive_chunks_of_a_section_overlap(tmp_path, tokenizer):
+    chunks = chunk_document(_markdown(tmp_path, "# Deploy\n\n" + LONG_SECTION), ChunkingConfig(max_tokens=128, overlap=24), tokenizer)
+    first, second = chunks[0], chunks[1]
+    tail_words = first.text.split()[-5:]
+    assert " ".join(tail_words) in second.text
+
+
+def test_code_fence_is_never_split(tmp_path, tokenizer):
+    fence = "```python\n" + "\n".join(f"# step {i}\nvalue_{i} = compute({i})" for i in range(12)) + "\n```"
+    text = "# Code\n\n" + LONG_SECTION[:1500] + "\n\n" + fence + "\n\nAfter the code.\n"
+    chunks = chunk_document(_markdown(tmp_path, text), ChunkingConfig(max_tokens=200, overlap=16), tokenizer)
+    holding = [c for c in chunks if "```python" in c.text]
+    assert len(holding) == 1 and fence in holding[0].text
+
+
+def test_tiny_sections_are_merged_up_to_the_floor(tmp_path, tokenizer):
+    text = "# FAQ\n\n## One\n\nYes.\n\n## Two\n\nNo.\n\n## Three\n\nMaybe.\n"
+    chunks = chunk_document(_markdown(tmp_path, text), ChunkingConfig(min_tokens=40), tokenizer)
+    assert len(chunks) == 1
+    assert chunks[0].heading_path == ("FAQ",)
+    assert "One\nYes." in chunks[0].text and "Three\nMaybe." in chunks[0].text
+
+
+def test_chinese_text_splits_at_sentence_punctuation(tokenizer):
+    sentence = "员工每年享有十五天带薪年假，须提前两周在系统中提交申请。"
+    document = Document("zh.txt", "text", "zh", (Block(sentence * 30),))
+    chunks = chunk_document(document, ChunkingConfig(max_tokens=100, overlap=0, min_tokens=0), tokenizer)
+    assert len(chunks) > 1
+    assert all(c.text.endswith("。") for c in chunks[:-1])
+    assert all(c.n_tokens <= 100 for c in chunks)
+
+
+def test_text_without_any_boundary_is_hard_cut(tokenizer):
+    document = Document("x.txt", "text", "x", (Block("数据库索引同步" * 100),))  # no spaces, no punctuation
+    chunks = chunk_document(document, ChunkingConfig(max_tokens=64, overlap=0, min_tokens=0), tokenizer)
+    assert len(chunks) > 1 and all(c.n_tokens <= 64 for c in chunks)
+
+
+def test_json_records_are_never_packed_together(tokenizer):
+    blocks = tuple(Block(f"question: q{i}\nanswer: a{i}", heading_path=(f"q{i}",)) for i in range(3))
+    document = Document("faq.json", "json", "faq", blocks, one_chunk_per_block=True)
+    chunks = chunk_document(document, ChunkingConfig(), tokenizer)
+    assert [c.heading for c in chunks] == ["q0", "q1", "q2"]
+
+
+def test_pdf_chunks_keep_their_page(tokenizer):
+    blocks = (Block("Page one text about setup.", page=1), Block("Page two text about errors.", page=2))
+    chunks = chunk_document(Document("m.pdf", "pdf", "m", blocks), ChunkingConfig(min_tokens=0), tokenizer)
+    assert [c.page for c in chunks] == [1, 2]
+
+
+def test_content_hash_changes_only_with_embedded_text(tmp_path, tokenizer):
+    a = chunk_document(_markdown(tmp_path, "# A\n\nSame text here.\n"), ChunkingConfig(), tokenizer)[0]
+    b = chunk_document(_markdown(tmp_path, "# A\n\nSame text here.\n"), ChunkingConfig(), tokenizer)[0]
+    c = chunk_document(_markdown(tmp_path, "# B\n\nSame text here.\n"), ChunkingConfig(), tokenizer)[0]
+    assert a.content_hash == b.content_hash != c.content_hash

@@ -1,0 +1,120 @@
+from pathlib import Path
+
+import pytest
+
+from mcp_kb.config import build_config, config_for_folder, load_config
+from mcp_kb.errors import ConfigError
+
+
+def _write_toml(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "docs").mkdir(exist_ok=True)
+    path = tmp_path / "kb.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_minimal_config_gets_defaults(tmp_path):
+    config = load_config(_write_toml(tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n'))
+    kb = config.kb[0]
+    assert kb.search_tool_name == "search_docs"
+    assert kb.paths == [(tmp_path / "docs").resolve()]
+    assert kb.chunking.max_tokens == 256 and kb.search.mode == "hybrid"
+
+
+def test_unknown_key_names_file_key_and_suggestion(tmp_path):
+    path = _write_toml(tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n'
+                                 '[kb.chunking]\nmax_token = 100\n')
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    message = str(error.value)
+    assert str(path) in message
+    assert "kb[docs].chunking.max_token" in message
+    assert "did you mean 'max_tokens'" in message
+
+
+def test_wrong_type_is_reported_with_key(tmp_path):
+    path = _write_toml(tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n'
+                                 '[kb.search]\ntop_k = "five"\n')
+    with pytest.raises(ConfigError, match=r"kb\[docs\]\.search\.top_k"):
+        load_config(path)
+
+
+def test_missing_path_is_reported(tmp_path):
+    path = _write_toml(tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["nowhere"]\n')
+    with pytest.raises(ConfigError, match="path .*nowhere.* does not exist"):
+        load_config(path)
+
+
+def test_duplicate_kb_names_are_refused(tmp_path):
+    kb = '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n'
+    with pytest.raises(ConfigError, match="duplicate KB name 'docs'"):
+        load_config(_write_toml(tmp_path, kb + kb))
+
+
+def test_duplicate_tool_names_are_refused(tmp_path):
+    text = ('[[kb]]\nname = "a"\ndescription = "d"\npaths = ["docs"]\ntool_name = "search_b"\n'
+            '[[kb]]\nname = "b"\ndescription = "d"\npaths = ["docs"]\n')
+    with pytest.raises(ConfigError, match="duplicate tool name 'search_b'"):
+        load_config(_write_toml(tmp_path, text))
+
+
+def test_tool_name_breaking_mcp_rules_is_refused(tmp_path):
+    text = '[[kb]]\nname = "a"\ndescription = "d"\npaths = ["docs"]\ntool_name = "search docs!"\n'
+    with pytest.raises(ConfigError, match="tool-name rule"):
+        load_config(_write_toml(tmp_path, text))
+
+
+def test_invalid_toml_names_the_file(tmp_path):
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(_write_toml(tmp_path, "[[kb]\nname="))
+
+
+def test_missing_config_file_says_how_to_start(tmp_path):
+    with pytest.raises(ConfigError, match="kb.toml.example"):
+        load_config(tmp_path / "absent.toml")
+
+
+def test_metadata_field_may_not_shadow_a_column(tmp_path):
+    text = '[[kb]]\nname = "a"\ndescription = "d"\npaths = ["docs"]\n[kb.metadata]\npath = "x"\n'
+    with pytest.raises(ConfigError, match="reserved"):
+        load_config(_write_toml(tmp_path, text))
+
+
+def test_filter_fields_combine_builtins_static_and_declared(tmp_path):
+    text = ('[[kb]]\nname = "a"\ndescription = "d"\npaths = ["docs"]\n[kb.metadata]\ndoc_type = "policy"\n'
+            '[kb.filterable.year]\ntype = "integer"\ndescription = "Year"\n')
+    types = load_config(_write_toml(tmp_path, text)).kb[0].filter_field_types()
+    assert types["doc_type"] == "string" and types["year"] == "integer" and types["path"] == "string"
+
+
+def test_environment_overrides_model_and_storage(tmp_path, monkeypatch):
+    monkeypatch.setenv("MCP_KB_EMBEDDING_MODEL", "BAAI/bge-small-en-v1.5")
+    monkeypatch.setenv("MCP_KB_EMBEDDING_MODEL_PATH", str(tmp_path))
+    monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "elsewhere"))
+    config = build_config({}, tmp_path, None)
+    assert config.embedding.model == "BAAI/bge-small-en-v1.5"
+    assert config.embedding.model_path == str(tmp_path)
+    assert config.storage == str(tmp_path / "elsewhere")
+
+
+def test_lancedb_uri_storage_is_kept_as_is(tmp_path, monkeypatch):
+    monkeypatch.delenv("MCP_KB_STORAGE", raising=False)
+    assert build_config({"storage": "s3://bucket/kb"}, tmp_path, None).storage == "s3://bucket/kb"
+
+
+def test_zero_config_serves_one_folder(tmp_path):
+    (tmp_path / "My Docs").mkdir()
+    config = config_for_folder(tmp_path / "My Docs")
+    assert [kb.name for kb in config.kb] == ["My_Docs"]
+    assert config.kb[0].paths == [(tmp_path / "My Docs").resolve()]
+
+
+def test_example_config_is_valid(monkeypatch, tmp_path):
+    example = Path(__file__).resolve().parents[1] / "kb.toml.example"
+    text = example.read_text(encoding="utf-8")
+    # The example points at ./docs and ./policies; give them a home.
+    for folder in ("docs", "policies"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "kb.toml").write_text(text, encoding="utf-8")
+    config = load_config(tmp_path / "kb.toml")
+    assert len(config.kb) >= 2
