@@ -1,0 +1,233 @@
+import pytest
+from conftest import write
+
+from mcp_kb.errors import ModelError, SearchError
+
+DOCS = {
+    "leave.md": """---
+doc_type: policy
+year: 2024
+tags: [hr, leave]
+---
+# Leave policy
+
+## Annual leave
+
+### How to apply
+
+Employees apply for annual leave in the HR portal at least two weeks ahead. Your manager approves it,
+and the days are deducted from your yearly allowance. Unused days carry over until the end of March.
+
+## 2024年年假申请流程
+
+员工需要提前两周在人事系统中提交年假申请，经直属经理审批后生效。
+""",
+    "errors.md": """---
+doc_type: reference
+year: 2021
+tags: [api]
+---
+# Error codes
+
+## Authentication
+
+E5021: the access token expired. Request a new token from the auth service and retry.
+
+## Client SDK
+
+Call getUserInfo to read the profile; use snake_case_names for every field. Endpoints live under API-V2.1.
+""",
+    "stack.md": """---
+doc_type: guide
+year: 2023
+---
+# 前端开发
+
+我们使用TypeScript开发所有前端项目，并用严格模式编译。
+""",
+    "travel.md": """---
+doc_type: policy
+year: 2019
+---
+# Travel
+
+## Booking trips
+
+Book flights through the travel desk; economy class for trips shorter than six hours.
+""",
+}
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory, embedder):
+    from mcp_kb.app import App
+    from mcp_kb.config import build_config
+
+    root = tmp_path_factory.mktemp("search")
+    for name, text in DOCS.items():
+        write(root / "docs" / name, text)
+    config = build_config({"storage": str(root / "index"), "kb": [{
+        "name": "docs", "description": "d", "paths": [str(root / "docs")],
+        "filterable": {"doc_type": {"type": "string"}, "year": {"type": "integer"}, "tags": {"type": "string[]"}},
+    }]}, root, None)
+    app = App(config, embedder=embedder)
+    app.sync()
+    return app
+
+
+def _sources(result):
+    return [hit.source for hit in result.hits]
+
+
+@pytest.mark.parametrize("mode", ["vector", "keyword", "hybrid"])
+def test_each_mode_finds_the_leave_policy(app, mode):
+    result = app.search("docs", "how do employees apply for annual leave", mode=mode, top_k=3)
+    assert result.mode == mode
+    assert result.hits[0].source == "leave.md"
+    assert result.hits[0].heading == "Leave policy › Annual leave › How to apply"
+
+
+def test_vector_finds_a_paraphrase_keyword_misses(app):
+    query = "reserving aeroplane tickets for business journeys"
+    assert _sources(app.search("docs", query, mode="vector", top_k=1)) == ["travel.md"]
+
+
+@pytest.mark.parametrize("query", ["E5021", "getUserInfo", "snake_case_names", "API-V2.1"])
+def test_keyword_finds_exact_technical_tokens(app, query):
+    assert _sources(app.search("docs", query, mode="keyword", top_k=1)) == ["errors.md"]
+
+
+def test_keyword_finds_chinese_word_inside_a_sentence(app):
+    hit = app.search("docs", "年假", mode="keyword", top_k=1).hits[0]
+    assert hit.source == "leave.md" and "年假申请" in hit.text
+
+
+def test_keyword_finds_english_word_inside_chinese(app):
+    assert _sources(app.search("docs", "TypeScript", mode="keyword", top_k=1)) == ["stack.md"]
+
+
+def test_hybrid_reports_both_ranks(app):
+    hit = app.search("docs", "access token expired E5021", mode="hybrid", top_k=1).hits[0]
+    assert hit.source == "errors.md" and hit.vector_rank and hit.keyword_rank
+    assert 0 < hit.score <= 1
+
+
+def test_hybrid_keeps_chinese_keyword_quality_with_an_english_model(app):
+    # The offline model cannot read Chinese: its vote must not push the keyword match down.
+    assert _sources(app.search("docs", "年假申请", mode="hybrid", top_k=1)) == ["leave.md"]
+
+
+def test_filter_mode_lists_chunks_by_metadata_without_a_query(app):
+    result = app.search("docs", "", mode="filter", filters={"doc_type": "policy"}, top_k=50)
+    assert sorted(set(_sources(result))) == ["leave.md", "travel.md"]
+    every = app.search("docs", "", mode="filter", filters={"path": "leave.md"}, top_k=50)
+    assert [h.chunk_index for h in every.hits] == list(range(len(every.hits)))
+
+
+def test_filters_restrict_similarity_search(app):
+    result = app.search("docs", "policy", mode="hybrid", filters={"year": {"gte": 2020}, "doc_type": ["policy", "guide"]})
+    assert set(_sources(result)) <= {"leave.md", "stack.md"} and result.hits
+    assert _sources(app.search("docs", "token", mode="keyword", filters={"tags": "api"})) == ["errors.md"]
+    assert set(_sources(app.search("docs", "leave", filters={"path": {"glob": "*.md"}}))) <= set(DOCS)
+
+
+def test_injection_string_matches_nothing(app):
+    result = app.search("docs", "leave", filters={"doc_type": "x' OR 1=1 --"})
+    assert result.hits == []
+
+
+def test_unknown_filter_field_lists_valid_fields(app):
+    with pytest.raises(SearchError, match="valid fields: chunk_index, doc_type, heading, page, path, tags, title, year"):
+        app.search("docs", "leave", filters={"colour": "red"})
+
+
+def test_static_filter_is_and_merged_with_the_callers(app):
+    from mcp_kb.search import Searcher
+
+    kb = app.config.kb[0].model_copy(update={"search": app.config.kb[0].search.model_copy(update={"filter": {"doc_type": "policy"}})})
+    searcher = Searcher(app.store, app.embedder, app.tokenizer)
+    both = searcher.search(kb, searcher.request(kb, "leave trips", mode="keyword", filters={"year": {"lt": 2020}}))
+    assert _sources(both) == ["travel.md"]  # leave.md is a policy too, but from 2024
+    assert searcher.search(kb, searcher.request(kb, "E5021", mode="keyword")).hits == []  # a reference, not a policy
+
+
+def test_min_score_cuts_weak_hits(app):
+    everything = app.search("docs", "annual leave", mode="vector", top_k=10)
+    cut = everything.hits[1].score
+    kept = app.search("docs", "annual leave", mode="vector", top_k=10, min_score=cut)
+    assert len(kept.hits) == 2 and all(h.score >= cut for h in kept.hits)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"mode": "fuzzy"}, "unknown mode 'fuzzy'"),
+    ({"top_k": 0}, "top_k must be between 1 and 100"),
+])
+def test_bad_arguments_say_what_to_fix(app, options, message):
+    with pytest.raises(SearchError, match=message):
+        app.search("docs", "leave", **options)
+
+
+def test_empty_query_is_refused(app):
+    with pytest.raises(SearchError, match="query is empty"):
+        app.search("docs", "   ")
+
+
+def test_context_adds_neighbouring_chunks(app):
+    hit = app.search("docs", "E5021", mode="keyword", top_k=1, context=1).hits[0]
+    assert hit.context_before or hit.context_after or hit.chunk_index == 0
+
+
+class _BrokenEmbedder:
+    """Stands in for a model that fails at query time (the degradation path)."""
+
+    calls = 0
+    identity = None
+
+    def embed_query(self, text):
+        raise ModelError("model file unreadable")
+
+
+def test_failing_embedder_degrades_to_keyword_and_says_so(app):
+    from mcp_kb.search import Searcher
+
+    kb = app.config.kb[0]
+    searcher = Searcher(app.store, _BrokenEmbedder(), app.tokenizer)
+    result = searcher.search(kb, searcher.request(kb, "E5021", mode="hybrid"))
+    assert result.mode == "keyword" and result.hits[0].source == "errors.md"
+    assert "vector search unavailable" in result.notes[0]
+
+
+def test_results_are_cached_until_a_sync_changes_the_table(app, tmp_path):
+    first = app.search("docs", "booking flights")
+    assert app.search("docs", "booking flights").cached
+    write(app.config.kb[0].paths[0] / "travel.md", DOCS["travel.md"].replace("economy", "premium economy"))
+    app.sync()
+    after = app.search("docs", "booking flights")
+    assert not after.cached and "premium economy" in after.hits[0].text and first.hits
+
+
+class _ReversingReranker:
+    """A stand-in cross-encoder (none can be downloaded here): scores by reversed order."""
+
+    def score(self, query, passages):
+        return [float(i) for i in range(len(passages))]
+
+
+def test_reranker_reorders_the_fused_candidates(app):
+    from mcp_kb.search import Searcher
+
+    kb = app.config.kb[0]
+    plain = Searcher(app.store, app.embedder, app.tokenizer)
+    reranked = Searcher(app.store, app.embedder, app.tokenizer, reranker=_ReversingReranker(), rerank_candidates=3)
+    order = _sources(plain.search(kb, plain.request(kb, "leave policy", mode="keyword", top_k=3)))
+    again = _sources(reranked.search(kb, reranked.request(kb, "leave policy", mode="keyword", top_k=3)))
+    assert again == list(reversed(order))
+
+
+def test_unloadable_reranker_model_gives_a_clear_error(tmp_path):
+    from mcp_kb.config import RerankConfig
+    from mcp_kb.embedding import FastEmbedReranker
+
+    reranker = FastEmbedReranker(RerankConfig(enabled=True, model_path=str(tmp_path)))
+    with pytest.raises(ModelError, match="has no model.onnx.*enabled = false|has no model.onnx"):
+        reranker.score("q", ["p"])

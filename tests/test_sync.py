@@ -1,0 +1,266 @@
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import SHARED, write
+from pdfs import text_pdf
+
+from mcp_kb.errors import SyncBusyError
+from mcp_kb.sync import plan_sync, sync_lock
+
+SECTIONS = 6
+
+
+def _long_markdown(edited: int | None = None) -> str:
+    parts = ["# Handbook"]
+    for i in range(SECTIONS):
+        body = (f"Section {i} describes procedure number {i} for the operations team. It lists the steps, "
+                f"the owners and the checks to run before and after the change window. ") * 3
+        if i == edited:
+            body = body.replace("the owners", "the named owners and their deputies")
+        parts.append(f"## Part {i}\n\n{body}")
+    return "\n\n".join(parts) + "\n"
+
+
+@pytest.fixture
+def kb_dir(tmp_path):
+    folder = tmp_path / "docs"
+    write(folder / "handbook.md", _long_markdown())
+    write(folder / "faq.md", "# FAQ\n\n## Reset password\n\nUse the self-service portal to reset a password.\n")
+    write(folder / "notes.txt", "Plain notes about the release train and its calendar.")
+    return folder
+
+
+@pytest.fixture
+def app(make_app, kb_dir):
+    return make_app({"name": "docs", "description": "d", "paths": [str(kb_dir)]})
+
+
+def _embedded_during(embedder, work):
+    before = embedder.calls
+    result = work()
+    return embedder.calls - before, result
+
+
+def _rows(app, kb="docs"):
+    table = app.store.chunk_table(kb)
+    return sorted((r["id"], r["path"], r["text"], tuple(round(v, 5) for v in r["vector"]))
+                  for r in table.to_arrow().to_pylist())
+
+
+def test_plan_sync_is_a_pure_comparison():
+    plan = plan_sync({"a": "1", "b": "2", "c": "3"}, {"a": "1", "b": "x", "d": "4"})
+    assert (plan.added, plan.changed, plan.deleted, plan.unchanged) == (["c"], ["b"], ["d"], ["a"])
+
+
+def test_first_load_embeds_every_chunk(app, embedder):
+    embedded, reports = _embedded_during(embedder, app.sync)
+    report = reports[0]
+    assert report.files_added == 3 and report.files_failed == 0
+    assert embedded == report.chunks_embedded == report.chunks_total == app.store.count_chunks("docs")
+    assert report.chunks_total >= SECTIONS
+
+
+def test_resync_without_changes_embeds_nothing(app, embedder):
+    app.sync()
+    embedded, reports = _embedded_during(embedder, app.sync)
+    assert embedded == 0 and reports[0].files_unchanged == 3 and reports[0].files_changed == 0
+
+
+def test_touched_but_unchanged_file_is_not_reembedded(app, embedder, kb_dir):
+    app.sync()
+    future = time.time() + 100
+    os.utime(kb_dir / "handbook.md", (future, future))
+    embedded, reports = _embedded_during(embedder, app.sync)
+    assert embedded == 0 and reports[0].files_unchanged == 3
+    # The new mtime is recorded, so the next sync takes the fast path again.
+    assert app.store.read_files("docs")["handbook.md"].mtime_ns == (kb_dir / "handbook.md").stat().st_mtime_ns
+
+
+def test_editing_one_paragraph_reembeds_only_its_chunk(app, embedder, kb_dir):
+    app.sync()
+    total = app.store.count_chunks("docs")
+    write(kb_dir / "handbook.md", _long_markdown(edited=3))
+    embedded, reports = _embedded_during(embedder, app.sync)
+    assert reports[0].files_changed == 1
+    assert embedded == 1
+    assert app.store.count_chunks("docs") == total
+    texts = [h.text for h in app.search("docs", "deputies", mode="keyword").hits]
+    assert any("named owners and their deputies" in t for t in texts)
+
+
+def test_added_file_is_embedded_alone(app, embedder, kb_dir):
+    app.sync()
+    write(kb_dir / "new.md", "# New\n\nA brand new page about quarterly budget planning.\n")
+    embedded, reports = _embedded_during(embedder, app.sync)
+    assert reports[0].files_added == 1 and embedded == 1
+
+
+def test_deleted_file_loses_all_its_chunks(app, kb_dir):
+    app.sync()
+    before = app.store.count_chunks("docs")
+    handbook_chunks = app.store.chunk_table("docs").count_rows("path = 'handbook.md'")
+    (kb_dir / "handbook.md").unlink()
+    report = app.sync()[0]
+    assert report.files_deleted == 1 and report.chunks_deleted == handbook_chunks
+    assert app.store.count_chunks("docs") == before - handbook_chunks
+    assert "handbook.md" not in app.store.read_files("docs")
+
+
+def test_renamed_file_reuses_its_vectors(app, embedder, kb_dir):
+    app.sync()
+    (kb_dir / "faq.md").rename(kb_dir / "help.md")
+    embedded, reports = _embedded_during(embedder, app.sync)
+    assert embedded == 0 and reports[0].chunks_reused >= 1
+    assert {r[1] for r in _rows(app)} == {"handbook.md", "help.md", "notes.txt"}
+
+
+def test_changing_chunk_size_rebuilds_and_says_why(make_app, kb_dir, embedder):
+    kb = {"name": "docs", "description": "d", "paths": [str(kb_dir)]}
+    make_app(kb).sync()
+    small = make_app({**kb, "chunking": {"max_tokens": 64, "overlap": 8, "min_tokens": 10}})
+    report = small.sync()[0]
+    assert "chunking settings changed" in report.rebuilt
+    assert report.chunks_total > SECTIONS and report.files_added == 3
+    assert all(row["n_tokens"] <= 64 for row in small.store.chunk_table("docs").to_arrow().to_pylist())
+
+
+INT8_MODEL = SHARED / "models" / "all-MiniLM-L6-v2-onnx-int8"
+
+
+@pytest.mark.skipif(not INT8_MODEL.is_dir(), reason="needs a second local model folder (../shared/models/...-int8)")
+def test_changing_the_model_folder_rebuilds(make_config, kb_dir, app):
+    from mcp_kb.app import App
+    from mcp_kb.embedding import FastEmbedder
+
+    app.sync()
+    config = make_config({"name": "docs", "description": "d", "paths": [str(kb_dir)]})
+    other = config.embedding.model_copy(update={"model_path": str(INT8_MODEL)})
+    rebuilt = App(config.model_copy(update={"embedding": other}), embedder=FastEmbedder(other)).sync()[0]
+    assert "embedding model changed" in rebuilt.rebuilt
+    assert rebuilt.chunks_embedded == rebuilt.chunks_total
+
+
+def test_bad_files_are_reported_and_the_rest_is_indexed(app, kb_dir):
+    (kb_dir / "corrupt.pdf").write_bytes(b"%PDF-1.4\nthis is not really a pdf")
+    (kb_dir / "fake.md").write_bytes(b"\x00\x01\x02binary" * 50)
+    write(kb_dir / "bad.json", "{not json")
+    text_pdf(kb_dir / "good.pdf", ["A valid PDF page about onboarding."])
+    report = app.sync()[0]
+    failed = {f["path"]: f["reason"] for f in report.failures}
+    assert set(failed) == {"corrupt.pdf", "bad.json"}
+    assert any(s["path"] == "fake.md" and "binary" in s["reason"] for s in report.skipped)
+    assert report.files_added == 6 and "good.pdf" in {r[1] for r in _rows(app)}
+    assert {f["path"] for f in app.status("docs")[0]["failed"]} == {"corrupt.pdf", "bad.json"}
+    # Still failing and unchanged: reported again, not re-parsed.
+    again = app.sync()[0]
+    assert {f["path"] for f in again.failures} == {"corrupt.pdf", "bad.json"} and again.files_changed == 0
+
+
+def test_file_that_becomes_unparsable_loses_its_old_chunks(app, kb_dir):
+    app.sync()
+    write(kb_dir / "faq.json", '[{"q": "a"}]')
+    app.sync()
+    write(kb_dir / "faq.json", "{broken")
+    report = app.sync()[0]
+    assert report.failures[0]["path"] == "faq.json"
+    assert "faq.json" not in {r[1] for r in _rows(app)}
+
+
+def test_second_sync_says_clearly_that_one_is_running(app):
+    with sync_lock(app.config.storage):
+        with pytest.raises(SyncBusyError, match="already running"):
+            app.sync(wait=False)
+
+
+# ---- processes: crash and concurrency ----------------------------------------------------------
+
+def _many_files(folder: Path, count: int) -> None:
+    for i in range(count):
+        write(folder / f"page{i:03d}.md", f"# Page {i}\n\nTopic {i}: notes on subject number {i} and its details.\n")
+
+
+def _config_file(tmp_path: Path, folder: Path, storage: Path) -> Path:
+    path = tmp_path / f"kb-{storage.name}.toml"
+    path.write_text(f'storage = "{storage}"\n[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{folder}"]\n')
+    return path
+
+
+def _sync_process(config: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync", "-c", str(config)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
+
+
+def _clean_build_rows(make_app, folder: Path):
+    clean = make_app({"name": "docs", "description": "d", "paths": [str(folder)]}, storage=str(folder.parent / "clean"))
+    clean.sync()
+    return _rows(clean)
+
+
+def test_sigkill_mid_sync_is_repaired_by_the_next_sync(tmp_path, make_app):
+    folder = tmp_path / "many"
+    _many_files(folder, 160)
+    storage = tmp_path / "crash"
+    config = _config_file(tmp_path, folder, storage)
+    process = _sync_process(config)
+    app = make_app({"name": "docs", "description": "d", "paths": [str(folder)]}, storage=str(storage))
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        table = app.store.chunk_table("docs") if storage.exists() else None
+        if table is not None and 0 < table.count_rows() < 160:
+            break
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert app.store.count_chunks("docs") < 160, "the sync finished before it could be killed"
+    report = app.sync()[0]
+    assert report.files_failed == 0
+    assert _rows(app) == _clean_build_rows(make_app, folder)
+
+
+def test_two_sync_processes_at_once_leave_no_duplicates(tmp_path, make_app):
+    folder = tmp_path / "many"
+    _many_files(folder, 60)
+    storage = tmp_path / "shared-index"
+    config = _config_file(tmp_path, folder, storage)
+    first, second = _sync_process(config), _sync_process(config)
+    assert first.wait(timeout=300) == 0 and second.wait(timeout=300) == 0, second.stderr.read().decode()
+    app = make_app({"name": "docs", "description": "d", "paths": [str(folder)]}, storage=str(storage))
+    rows = _rows(app)
+    assert len({r[0] for r in rows}) == len(rows) == 60
+    assert rows == _clean_build_rows(make_app, folder)
+
+
+def test_searches_during_a_sync_see_one_consistent_version(tmp_path, make_app):
+    folder = tmp_path / "live"
+    _many_files(folder, 40)
+    app = make_app({"name": "docs", "description": "d", "paths": [str(folder)]})
+    app.sync()
+    for i in range(40):  # change every file: the sync rewrites them batch by batch
+        write(folder / f"page{i:03d}.md", f"# Page {i}\n\nRevised topic {i}: updated notes on subject {i}.\n")
+    errors: list[BaseException] = []
+    sync_thread = threading.Thread(target=lambda: errors.extend(_catch(app.sync)))
+    sync_thread.start()
+    reads = 0
+    while sync_thread.is_alive() or reads == 0:
+        hits = app.search("docs", "notes on subject", mode="keyword", top_k=50).hits
+        assert len({h.source for h in hits}) == len(hits)  # one chunk per file: never old and new together
+        table = app.store.chunk_table("docs")
+        paths = table.to_arrow().column("path").to_pylist()
+        assert len(paths) == len(set(paths)) == 40  # never a file twice, never a file missing
+        reads += 1
+    sync_thread.join()
+    assert not errors and reads > 1
+
+
+def _catch(work):
+    try:
+        work()
+        return []
+    except BaseException as exc:  # surfaced by the test's assertion
+        return [exc]
