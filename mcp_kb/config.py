@@ -85,7 +85,7 @@ class ChunkingConfig(_Strict):
     strategy: Literal["auto", "markdown", "recursive", "fixed"] = "auto"
     max_tokens: int = Field(256, ge=16, le=8192)
     overlap: int = Field(32, ge=0)
-    min_tokens: int = Field(40, ge=0)
+    min_tokens: int = Field(12, ge=0)  # merges "FAQ › One\nYes." but keeps "Errors\nE002: auth failed"
 
     @model_validator(mode="after")
     def _overlap_smaller_than_chunk(self) -> ChunkingConfig:

@@ -12,7 +12,6 @@ import hmac
 import json
 import logging
 import threading
-from collections import Counter
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal, Optional, Union
 
@@ -23,7 +22,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.server.subscriptions import InMemorySubscriptionBus
-from mcp_types import CallToolResult, ResourceUpdated, TextContent, ToolAnnotations
+from mcp.shared.subscriptions import ResourceUpdated
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from . import __version__
@@ -32,6 +32,7 @@ from .config import KBConfig
 from .errors import KBError
 from .search import MODES, SearchResult
 from .sources import resolve_document
+from .store import read_summary
 
 log = logging.getLogger(__name__)
 
@@ -187,14 +188,10 @@ def _instructions(app: App) -> str:
 
 def _tool_description(app: App, kb: KBConfig) -> str:
     """The KB's own description plus what it holds, so the model picks the right tool."""
-    try:
-        files = app.store.read_files(kb.name)
-    except Exception:  # an unreadable index must not stop the server from starting
-        files = {}
-    kinds = Counter(path.rsplit(".", 1)[-1].lower() for path, record in files.items() if record.status == "indexed")
-    holdings = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common(5))
-    summary = f" Holds {sum(kinds.values())} documents ({holdings})." if kinds else " Not indexed yet."
-    return (f"{kb.description.strip()}{summary} Returns passages with numbered citations "
+    summary = read_summary(app.config.storage, kb.name)
+    kinds = ", ".join(f"{n} {kind}" for kind, n in list(summary.get("kinds", {}).items())[:5])
+    holds = f" Holds {summary['documents']} documents ({kinds})." if summary.get("documents") else " Not indexed yet."
+    return (f"{kb.description.strip()}{holds} Returns passages with numbered citations "
             f"(file › heading, page). Modes: hybrid (default), vector, keyword (exact terms, codes, names), "
             f"filter (list by metadata only).")
 

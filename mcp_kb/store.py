@@ -6,17 +6,18 @@ merge_insert commit, so readers see a file's old chunks or its new ones, never a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
-import lancedb
+import platformdirs
 import pyarrow as pa
 import pyarrow.compute as pc
-from lancedb.index import FTS, HnswSq
 
 from .errors import StoreError
 
@@ -93,6 +94,8 @@ class Store:
 
     def __init__(self, uri: str):
         self.uri = uri
+        import lancedb  # imported here: it takes a second, and a server must answer tools/list before that
+
         try:
             # interval 0: every read checks for a newer version, so searches see finished syncs.
             self.db = lancedb.connect(uri, read_consistency_interval=timedelta(0))
@@ -218,6 +221,8 @@ class Store:
         table = self.chunk_table(kb)
         if table is None or table.count_rows() == 0:
             return "empty"
+        from lancedb.index import FTS, HnswSq
+
         indexed = {index.columns[0]: index for index in table.list_indices()}
         if "search_text" not in indexed:
             # Analysis happens in keywords.py; the index only splits on spaces, stems and drops stop words.
@@ -230,6 +235,29 @@ class Store:
             table.create_index("vector", config=HnswSq(distance_type="cosine"))
         state = "full-text + vector (HNSW)" if "vector" in indexed or rows >= VECTOR_INDEX_MIN_ROWS else "full-text + exact vector"
         return state
+
+
+def _summary_path(storage: str, kb: str) -> Path:
+    if "://" in storage:  # remote index: keep the summary in this machine's cache
+        key = hashlib.sha256(storage.encode()).hexdigest()[:16]
+        return Path(platformdirs.user_cache_dir("mcp-kb", appauthor=False)) / key / f"{kb}.summary.json"
+    return Path(storage) / f"{kb}.summary.json"
+
+
+def write_summary(storage: str, kb: str, summary: dict[str, Any]) -> None:
+    """A few counts about a KB, readable without opening LanceDB (servers describe tools with it)."""
+    path = _summary_path(storage, kb)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(summary), encoding="utf-8")
+    temporary.replace(path)
+
+
+def read_summary(storage: str, kb: str) -> dict[str, Any]:
+    try:
+        return json.loads(_summary_path(storage, kb).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
 
 
 def _batches(items: list[Any], size: int) -> Iterable[list[Any]]:

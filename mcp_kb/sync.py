@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -31,7 +32,7 @@ from .errors import KBError, ParseError, SyncBusyError
 from .keywords import index_terms
 from .parsers import parse_file
 from .sources import SourceFile, scan_sources
-from .store import FileRecord, Store, chunk_schema
+from .store import FileRecord, Store, chunk_schema, write_summary
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounte
                             if r.status == "failed" and p in plan.unchanged]
         report.files_failed = len(report.failures)
         report.seconds["total"] = round(time.perf_counter() - wall_start, 3)
+        write_summary(store.uri, kb.name, _summary(store.read_files(kb.name), report))
         store.write_state(kb.name, {**fingerprints, "last_sync": _last_sync(started, "ok", report)})
         return report
     except KBError as exc:
@@ -171,7 +173,7 @@ def _prepare_tables(store: Store, kb: KBConfig, embedder: Embedder, fingerprints
     if not reason:
         return {}
     reusable = {}
-    if state.get("model") == fingerprints["model"] and store.chunk_table(kb.name) is not None:
+    if not full and state.get("model") == fingerprints["model"] and store.chunk_table(kb.name) is not None:
         reusable = _all_vectors(store, kb.name)  # same model: settings changed, vectors still valid
     if "model" in state:
         report.rebuilt = reason
@@ -407,6 +409,12 @@ def _now() -> str:
 def _last_sync(started: str, outcome: str, report: SyncReport, error: str = "") -> dict[str, Any]:
     return {"started_at": started, "finished_at": _now(), "outcome": outcome, "error": error,
             "report": report.to_dict()}
+
+
+def _summary(files: dict[str, FileRecord], report: SyncReport) -> dict[str, Any]:
+    kinds = Counter(Path(path).suffix.lower().lstrip(".") or "other" for path, record in files.items()
+                    if record.status == "indexed")
+    return {"documents": sum(kinds.values()), "kinds": dict(kinds.most_common()), "chunks": report.chunks_total}
 
 
 def _record_failure(store: Store, kb: str, started: str, error: str, report: SyncReport) -> None:

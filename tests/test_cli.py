@@ -1,0 +1,104 @@
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import write
+
+from mcp_kb.cli import main, parse_filters
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    write(tmp_path / "docs" / "guide.md", "# Guide\n\n## Install\n\nRun pip install mcp-kb to install the package.\n\n"
+                                          "## Errors\n\nE5021 means the access token expired; log in again to renew it, then retry the request.\n")
+    write(tmp_path / "docs" / "notes.txt", "Release notes for version two.")
+    (tmp_path / "docs" / "fake.md").write_bytes(b"\x00\x01binary" * 20)
+    (tmp_path / "kb.toml").write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\n'
+                                      'description = "Guides"\npaths = ["docs"]\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _run(*args):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_check_reports_files_chunks_and_skipped_reasons(project):
+    result = _run("check")
+    assert result.exit_code == 0, result.output
+    assert "docs (tool search_docs): 2 files (1 .md, 1 .txt)" in result.output
+    assert "skipped fake.md: binary content" in result.output
+
+
+def test_chunks_shows_heading_paths_and_token_counts(project):
+    result = _run("chunks", "docs/guide.md")
+    assert result.exit_code == 0
+    assert re.search(r"--- chunk 0 · \d+ tokens · lines \d+-\d+ · Guide", result.output)
+    assert "E5021" in result.output
+
+
+def test_sync_status_and_search_round_trip(project):
+    sync = _run("sync", "--json")
+    assert sync.exit_code == 0, sync.output
+    assert json.loads(sync.output)[0]["files_added"] == 2
+    status = _run("status")
+    assert "docs: 2 files" in status.output and "(ok)" in status.output
+    assert "failed" not in status.output
+    search = _run("search", "docs", "E5021", "--mode", "keyword", "--json")
+    assert json.loads(search.output)["results"][0]["heading"] == "Guide › Errors"
+    text = _run("search", "docs", "how to install", "--top-k", "1")
+    assert text.output.startswith("[1] guide.md › Guide")
+
+
+def test_known_errors_are_one_line_and_exit_1(project):
+    result = CliRunner().invoke(main, ["search", "nope", "x"])
+    assert result.exit_code == 1
+    assert result.output.strip() == "Error: unknown knowledge base 'nope'; configured: docs"
+
+
+def test_missing_config_explains_how_to_start(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MCP_KB_CONFIG", raising=False)
+    result = CliRunner().invoke(main, ["status"])
+    assert result.exit_code == 1 and "no kb.toml here" in result.output
+
+
+def test_zero_config_folder(project, monkeypatch):
+    monkeypatch.setenv("MCP_KB_STORAGE", str(project / "zero-index"))
+    result = _run("sync", "-c", str(project / "docs"))
+    assert result.exit_code == 0 and "docs: 2 added" in result.output
+
+
+def test_filter_options_parse_into_filter_objects():
+    assert parse_filters(("doc_type=policy", "year>=2020", "year<2025", "page=1,2", "path^=hr/", "draft=true")) == {
+        "doc_type": "policy", "year": {"gte": 2020, "lt": 2025}, "page": [1, 2], "path": {"prefix": "hr/"},
+        "draft": True}
+
+
+COMMANDS = ["check", "chunks", "sync", "status", "search", "eval", "serve"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_and_is_in_the_readme(command):
+    result = _run(command, "--help")
+    assert result.exit_code == 0 and "Example:" in result.output
+    assert f"mcp-kb {command}" in README.read_text(encoding="utf-8")
+
+
+def test_every_command_is_listed_here():
+    assert sorted(main.commands) == sorted(COMMANDS)
+
+
+def test_quick_start_on_the_bundled_examples(tmp_path, monkeypatch):
+    """The README's first command: sync kb.toml.example and search both example KBs."""
+    monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
+    example = str(Path(__file__).resolve().parents[1] / "kb.toml.example")
+    assert _run("sync", "-c", example).exit_code == 0
+    policy = json.loads(_run("search", "-c", example, "policy_docs", "年假怎么申请？", "--json").output)
+    assert policy["results"][0]["source"] == "annual-leave.md"
+    product = json.loads(_run("search", "-c", example, "product_docs", "E5021", "--mode", "keyword", "--json").output)
+    assert product["results"][0]["heading"] == "Error codes › Authentication › E5021"

@@ -1,0 +1,255 @@
+"""The MCP server through real client sessions: in-memory, stdio subprocess, streamable HTTP."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from contextlib import asynccontextmanager
+
+import httpx
+import pytest
+from conftest import write
+from mcp import Client, StdioServerParameters
+
+from mcp_kb.server import build_server
+
+pytestmark = pytest.mark.anyio
+
+POLICY = """---
+doc_type: policy
+year: 2024
+---
+# Leave
+
+## Annual leave
+
+Apply for annual leave in the HR portal two weeks ahead; your manager approves the request
+and the days come off your yearly allowance. Unused days carry over until the end of March.
+"""
+API = """# API reference
+
+## getUserInfo
+
+getUserInfo returns the profile of the signed-in user. Error E5021 means the access token expired:
+request a new token from the auth service and retry the call with it.
+"""
+
+
+@pytest.fixture
+def folders(tmp_path):
+    write(tmp_path / "policies" / "leave.md", POLICY)
+    write(tmp_path / "api" / "users.md", API)
+    return tmp_path
+
+
+def _kbs(folders):
+    return [
+        {"name": "policy_docs", "description": "HR policies: leave, travel. 人事制度", "paths": [str(folders / "policies")],
+         "filterable": {"doc_type": {"type": "string", "description": "Kind of document"},
+                        "year": {"type": "integer", "description": "Year it took effect"}}},
+        {"name": "api_docs", "description": "API reference for developers", "paths": [str(folders / "api")]},
+    ]
+
+
+@pytest.fixture
+def app(make_app, folders):
+    app = make_app(*_kbs(folders))
+    app.sync()
+    return app
+
+
+@asynccontextmanager
+async def _client(app, **options):
+    async with Client(build_server(app, **options)) as client:
+        yield client
+
+
+async def test_one_search_tool_per_kb_with_its_filter_schema(app):
+    async with _client(app) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert set(tools) == {"search_policy_docs", "search_api_docs", "sync_knowledge_base"}
+    policy = tools["search_policy_docs"]
+    assert policy.description.startswith("HR policies: leave, travel.") and "Holds 1 documents (1 md)" in policy.description
+    schema = policy.input_schema
+    assert schema["required"] == ["query"]
+    filters_ref = schema["properties"]["filters"]["anyOf"][0]["$ref"].split("/")[-1]
+    filter_fields = schema["$defs"][filters_ref]["properties"]
+    assert {"doc_type", "year", "path", "title", "page"} <= set(filter_fields)
+    assert filter_fields["year"]["description"] == "Year it took effect"
+    assert policy.output_schema["properties"]["results"]["type"] == "array"
+    assert policy.annotations.read_only_hint is True
+
+
+async def test_search_returns_structured_results_and_cited_text(app):
+    async with _client(app) as client:
+        result = await client.call_tool("search_policy_docs", {"query": "how to apply for annual leave", "top_k": 2})
+    assert not result.is_error
+    first = result.structured_content["results"][0]
+    assert first["source"] == "leave.md" and first["heading"] == "Leave › Annual leave"
+    assert {"source", "title", "heading", "page", "chunk_index", "score", "text"} <= set(first)
+    assert result.content[0].text.startswith("[1] leave.md › Leave › Annual leave")
+
+
+async def test_search_with_filters_through_the_tool(app):
+    async with _client(app) as client:
+        hit = await client.call_tool("search_policy_docs", {"query": "leave", "filters": {"year": {"gte": 2024}}})
+        miss = await client.call_tool("search_policy_docs", {"query": "leave", "filters": {"year": {"lt": 2000}}})
+    assert hit.structured_content["results"] and miss.structured_content["results"] == []
+    assert "No passages found" in miss.content[0].text
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"query": "leave", "mode": "fuzzy"}, "mode"),
+    ({"query": "leave", "filters": {"colour": "red"}}, "colour"),
+    ({"query": ""}, "query is empty"),
+    ({"query": "leave", "top_k": 500}, "top_k"),
+])
+async def test_bad_arguments_are_tool_errors_and_the_server_keeps_serving(app, arguments, message):
+    async with _client(app) as client:
+        bad = await client.call_tool("search_policy_docs", arguments)
+        good = await client.call_tool("search_policy_docs", {"query": "annual leave"})
+    assert bad.is_error and message in bad.content[0].text
+    assert not good.is_error and good.structured_content["results"]
+
+
+async def test_unsynced_kb_says_how_to_fix_it(make_app, folders):
+    app = make_app(*_kbs(folders))
+    async with _client(app) as client:
+        result = await client.call_tool("search_api_docs", {"query": "token"})
+    assert result.is_error and "mcp-kb sync api_docs" in result.content[0].text
+
+
+async def test_sync_tool_sends_progress_and_returns_the_report(app, folders):
+    write(folders / "api" / "errors.md", "# Errors\n\nE7001 means the quota is exhausted; wait an hour before retrying.\n")
+    progress = []
+
+    async def on_progress(done, total, message):
+        progress.append((done, total, message))
+
+    async with _client(app) as client:
+        result = await client.call_tool("sync_knowledge_base", {"kb": "api_docs"}, progress_callback=on_progress)
+        found = await client.call_tool("search_api_docs", {"query": "E7001", "mode": "keyword"})
+    assert not result.is_error
+    report = result.structured_content["reports"][0]
+    assert report["kb"] == "api_docs" and report["files_added"] == 1 and report["chunks_embedded"] == 1
+    assert progress and progress[-1][0] == progress[-1][1] == 1
+    assert found.structured_content["results"][0]["source"] == "errors.md"
+
+
+async def test_read_only_hides_the_sync_tool(app):
+    async with _client(app, read_only=True) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+    assert "sync_knowledge_base" not in names
+
+
+async def test_status_resources(app):
+    async with _client(app) as client:
+        listing = json.loads((await client.read_resource("kb://knowledge-bases")).contents[0].text)
+        status = json.loads((await client.read_resource("kb://policy_docs/status")).contents[0].text)
+    assert [kb["name"] for kb in listing] == ["policy_docs", "api_docs"]
+    assert status["files"] == 1 and status["chunks"] >= 1 and status["last_outcome"] == "ok"
+    assert status["model"]["dimension"] == 384 and status["index_version"] > 0
+
+
+async def test_document_resource_and_traversal_refused(app):
+    async with _client(app) as client:
+        text = (await client.read_resource("kb://api_docs/documents/users.md")).contents[0].text
+        assert "getUserInfo returns the profile" in text
+        for uri in ("kb://api_docs/documents/../policies/leave.md", "kb://api_docs/documents/%2Fetc%2Fpasswd",
+                    "kb://api_docs/documents/missing.md"):
+            with pytest.raises(Exception):
+                await client.read_resource(uri)
+
+
+async def test_answer_with_citations_prompt(app):
+    async with _client(app) as client:
+        prompt = await client.get_prompt("answer_with_citations", {"question": "年假怎么请？", "kb": "policy_docs"})
+    text = prompt.messages[0].content.text
+    assert "search_policy_docs" in text and "[1]" in text and "年假怎么请？" in text
+    assert "say so" in text
+
+
+async def test_status_subscribers_are_notified_after_a_sync(app):
+    async with _client(app) as client:
+        async with client.listen(resource_subscriptions=["kb://api_docs/status"]) as subscription:
+            await client.call_tool("sync_knowledge_base", {"kb": "api_docs"})
+            with anyio_fail_after(10):
+                event = await subscription.__anext__()
+    assert getattr(event, "uri", None) == "kb://api_docs/status"
+
+
+def anyio_fail_after(seconds):
+    import anyio
+
+    return anyio.fail_after(seconds)
+
+
+# ---- subprocess transports ----------------------------------------------------------------------
+
+def _config_file(folders, storage):
+    path = folders / "kb.toml"
+    lines = [f'storage = "{storage}"']
+    for kb in _kbs(folders):
+        lines += ["[[kb]]", f'name = "{kb["name"]}"', f'description = "{kb["description"]}"', f'paths = ["{kb["paths"][0]}"]']
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+async def test_stdio_subprocess_session(app, folders):
+    config = _config_file(folders, app.config.storage)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)],
+                                   env=os.environ.copy())
+    async with Client(params) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        result = await client.call_tool("search_api_docs", {"query": "E5021 token expired"})
+        status = json.loads((await client.read_resource("kb://api_docs/status")).contents[0].text)
+    assert {"search_policy_docs", "search_api_docs", "sync_knowledge_base"} == names
+    assert result.structured_content["results"][0]["source"] == "users.md"
+    assert status["files"] == 1
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def http_server(app, folders):
+    """`mcp-kb serve --transport http` in a subprocess, with a bearer token."""
+    port = _free_port()
+    config = _config_file(folders, app.config.storage)
+    env = {**os.environ, "MCP_KB_TOKEN": "s3cret-token"}
+    process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config), "--transport", "http",
+                                "--port", str(port)], env=env, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            assert process.poll() is None, process.stderr.read().decode()
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/mcp"
+    process.terminate()
+    process.wait(timeout=20)
+
+
+async def test_http_rejects_requests_without_the_token(http_server):
+    async with httpx.AsyncClient() as http:
+        response = await http.post(http_server, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        wrong = await http.post(http_server, json={}, headers={"Authorization": "Bearer nope"})
+    assert response.status_code == 401 and wrong.status_code == 401
+
+
+async def test_http_session_with_the_token(http_server):
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    http = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret-token"}, timeout=60)
+    async with Client(streamable_http_client(http_server, http_client=http)) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        result = await client.call_tool("search_policy_docs", {"query": "annual leave"})
+    assert "search_policy_docs" in names and result.structured_content["results"][0]["source"] == "leave.md"
