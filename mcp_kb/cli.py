@@ -360,6 +360,38 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
     _run(work)
 
 
+@main.command()
+@click.argument("kb", required=False)
+@config_option
+def watch(kb: str | None, config_path: str | None) -> None:
+    """Keep KB (or all KBs) in sync with their files, without serving.
+
+    Syncs once, then again whenever files change (and on each KB's schedule). For a team
+    that shares one index: run this next to the documents, serve the index elsewhere.
+
+    Example:
+
+        mcp-kb watch -c kb.toml
+    """
+    def work():
+        import anyio
+
+        from .app import App
+        from .live import LiveSync, SyncRunner
+
+        app = App(_load(config_path))
+        kbs = [k.model_copy(update={"sync": k.sync.model_copy(update={"on_start": True, "watch": True})})
+               for k in app.config.select(kb)]
+        logging.getLogger("mcp_kb").setLevel(logging.INFO)
+        click.echo(f"watching {', '.join(k.name for k in kbs)}; Ctrl-C to stop", err=True)
+        try:
+            anyio.run(LiveSync(SyncRunner(app), kbs).run)
+        except KeyboardInterrupt:
+            pass
+
+    _run(work)
+
+
 class _ProgressBar:
     """A one-line progress bar on stderr for long syncs."""
 

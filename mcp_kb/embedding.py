@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import threading
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,8 @@ from .config import EmbeddingConfig, RerankConfig
 from .errors import ModelError
 
 log = logging.getLogger(__name__)
+
+_RETRY_LOAD_AFTER_SECONDS = 300
 
 _FIX = ("set [embedding] model_path (or MCP_KB_EMBEDDING_MODEL_PATH) to a local folder holding "
         "model.onnx, tokenizer.json and tokenizer_config.json, or give this machine access to the "
@@ -60,13 +63,21 @@ class FastEmbedder(Embedder):
         self._model = None
         self._identity: ModelIdentity | None = None
         self._lock = threading.Lock()
+        self._failure: tuple[float, ModelError] | None = None
         self.calls = 0
 
     @property
     def model(self):
         with self._lock:
             if self._model is None:
-                self._model = _load_text_embedding(self.config)
+                # A failed load (e.g. ~40 s of download retries) is not retried on every request.
+                if self._failure and time.monotonic() - self._failure[0] < _RETRY_LOAD_AFTER_SECONDS:
+                    raise self._failure[1]
+                try:
+                    self._model = _load_text_embedding(self.config)
+                except ModelError as exc:
+                    self._failure = (time.monotonic(), exc)
+                    raise
             return self._model
 
     def is_loaded(self) -> bool:

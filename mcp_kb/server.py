@@ -30,6 +30,7 @@ from . import __version__
 from .app import App
 from .config import KBConfig
 from .errors import KBError
+from .live import LiveSync, SyncRunner
 from .search import MODES, SearchResult
 from .sources import resolve_document
 from .store import read_summary
@@ -148,11 +149,20 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
     bus = InMemorySubscriptionBus()
     notifier = _Notifier(bus)
 
+    async def kb_synced(name: str) -> None:
+        await notifier.updated(status_uri(name))
+        await notifier.updated(LIST_URI)
+
+    runner = SyncRunner(app, notify=kb_synced)
+
     @asynccontextmanager
     async def lifespan(_server: MCPServer):
         # Load the embedding model after the handshake, so tools/list answers at once.
         threading.Thread(target=_warm_up, args=(app,), name="mcp-kb-warm-up", daemon=True).start()
-        yield {}
+        async with anyio.create_task_group() as group:
+            group.start_soon(LiveSync(runner, app.config.kb).run)  # start-up, schedule, file changes
+            yield {}
+            group.cancel_scope.cancel()
 
     server = MCPServer(
         name="mcp-kb",
@@ -165,11 +175,10 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
     for kb in app.config.kb:
         _add_search_tool(server, app, kb)
     if not read_only:
-        _add_sync_tool(server, app, notifier)
+        _add_sync_tool(server, app, runner)
     _add_resources(server, app)
     _add_prompt(server, app)
     _add_legacy_subscriptions(server, notifier)
-    server.notifier = notifier  # for background syncs (live KBs)
     return server
 
 
@@ -250,7 +259,7 @@ async def _call(work):
         raise ToolError(f"internal error ({type(exc).__name__}: {exc}); the server is still running") from exc
 
 
-def _add_sync_tool(server: MCPServer, app: App, notifier: _Notifier) -> None:
+def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner) -> None:
     names = [kb.name for kb in app.config.kb]
 
     async def sync_tool(
@@ -261,10 +270,10 @@ def _add_sync_tool(server: MCPServer, app: App, notifier: _Notifier) -> None:
         def progress(done: int, total: int, message: str) -> None:
             anyio.from_thread.run(ctx.report_progress, done, total, message)
 
-        reports = await _call(lambda: app.sync(kb, full=full, progress=progress, wait=False))
-        for report in reports:
-            await notifier.updated(status_uri(report.kb))
-        await notifier.updated(LIST_URI)
+        try:
+            reports = await runner.sync(kb, full=full, progress=progress, wait=False)
+        except KBError as exc:
+            raise ToolError(str(exc)) from exc
         return {"reports": [r.to_dict() for r in reports], "summary": "\n".join(r.summary() for r in reports)}
 
     server.add_tool(sync_tool, name=SYNC_TOOL, title="Sync knowledge bases",

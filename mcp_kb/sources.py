@@ -48,13 +48,29 @@ def scan_sources(kb: KBConfig) -> SourceScan:
     files: dict[str, SourceFile] = {}
     skipped: list[SkippedFile] = []
     for root in kb.paths:
+        _check_readable(root, kb)
         if root.is_file():
             _consider(root, root.name, kb, files, skipped)
             continue
         prefix = f"{root.name}/" if len(kb.paths) > 1 else ""
-        for path, rel in _walk(root, kb.respect_gitignore):
+        for path, rel in _walk(root, kb.respect_gitignore, skipped):
             _consider(path, prefix + rel, kb, files, skipped)
     return SourceScan(sorted(files.values(), key=lambda f: f.doc_id), skipped)
+
+
+def _check_readable(root: Path, kb: KBConfig) -> None:
+    """A missing or unreadable root is an error, never an empty KB: that would delete its index."""
+    try:
+        if root.is_dir():
+            with os.scandir(root):
+                pass
+        elif root.is_file():
+            root.open("rb").close()
+        else:
+            raise FileNotFoundError(2, "not found")
+    except OSError as exc:
+        raise KBError(f"knowledge base {kb.name!r}: cannot read {root} ({exc.strerror}); "
+                      f"the index keeps its last good version until the path is back") from exc
 
 
 def _consider(path: Path, doc_id: str, kb: KBConfig, files: dict[str, SourceFile],
@@ -95,7 +111,7 @@ def _glob_spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
     return _SPEC_CACHE[patterns]
 
 
-def _walk(root: Path, respect_gitignore: bool):
+def _walk(root: Path, respect_gitignore: bool, skipped: list[SkippedFile]):
     """Yield (path, relative posix path); hidden entries skipped, each real folder visited once."""
     seen_dirs: set[tuple[int, int]] = set()
     # Each level carries the .gitignore specs that apply to it, with the folder they came from.
@@ -115,7 +131,8 @@ def _walk(root: Path, respect_gitignore: bool):
             ignores = [*ignores, (rel_folder, spec)]
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
+        except OSError as exc:
+            skipped.append(SkippedFile(rel_folder + "/", f"unreadable folder: {exc.strerror}"))
             continue
         for entry in entries:
             if entry.name.startswith("."):
@@ -155,6 +172,21 @@ def _binary_reason(path: Path) -> str | None:
     if head and controls / len(head) > 0.05:
         return "binary content (control characters) despite a text extension"
     return None
+
+
+def is_candidate_path(kb: KBConfig, path: Path) -> bool:
+    """Whether a change at `path` (which may no longer exist) can matter to the KB's index."""
+    for root in kb.paths:
+        if path == root:
+            return True
+        if root.is_dir() and path.is_relative_to(root):
+            rel = path.relative_to(root).as_posix()
+            if any(part.startswith(".") for part in rel.split("/")):
+                return False
+            if not path.suffix:  # a folder (renamed or deleted ones included) may hold documents
+                return True
+            return path.suffix.lower() in supported_suffixes() and _matches_globs(rel, kb.include, kb.exclude)
+    return False
 
 
 def document_path(kb: KBConfig, doc_id: str) -> Path:

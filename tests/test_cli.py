@@ -79,7 +79,7 @@ def test_filter_options_parse_into_filter_objects():
         "draft": True}
 
 
-COMMANDS = ["check", "chunks", "sync", "status", "search", "eval", "serve"]
+COMMANDS = ["check", "chunks", "sync", "status", "search", "eval", "serve", "watch"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -1,0 +1,87 @@
+"""Compare fusion rules for hybrid search on cached candidate lists (dev splits only).
+
+    python benchmarks/fusion.py scifact train
+    python benchmarks/fusion.py cmrc2018 trial
+
+Needs the KB built by benchmarks/retrieval.py. Fetches each query's vector and keyword candidates
+once, then scores every fusion rule offline: this is how the shipped rule was chosen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _beir import EVAL, kb_config, use_offline_model  # noqa: E402
+
+
+def rrf(vector, keyword, wv=1.0, wk=1.0, k=60):
+    scores = {}
+    for weight, rows in ((wv, vector), (wk, keyword)):
+        for rank, (doc, _) in enumerate(rows, start=1):
+            scores[doc] = scores.get(doc, 0.0) + weight / (k + rank)
+    return sorted(scores, key=scores.get, reverse=True)
+
+
+def minmax(vector, keyword, alpha=0.5):
+    def norm(rows):
+        if not rows:
+            return {}
+        values = [s for _, s in rows]
+        low, high = min(values), max(values)
+        return {doc: (s - low) / (high - low) if high > low else 1.0 for doc, s in rows}
+    v, kw = norm(vector), norm(keyword)
+    scores = {doc: alpha * v.get(doc, 0.0) + (1 - alpha) * kw.get(doc, 0.0) for doc in set(v) | set(kw)}
+    return sorted(scores, key=scores.get, reverse=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("dataset")
+    parser.add_argument("split")
+    parser.add_argument("--depth", type=int, default=50)
+    args = parser.parse_args()
+    use_offline_model()
+    from mcp_kb.app import App
+    from mcp_kb.evaluation import load_qrels, load_queries, ndcg_at_10, ranked_documents
+
+    work = Path("/tmp/mcp-kb-bench") / args.dataset
+    app = App(kb_config(work / "docs", work / "index", args.dataset))
+    kb = app.config.kb[0]
+    table = app.store.chunk_table(args.dataset)
+    searcher = app.searcher
+    queries = load_queries(EVAL / args.dataset / "queries.jsonl")
+    qrels = load_qrels(EVAL / args.dataset / "qrels" / f"{args.split}.tsv")
+    cached = []
+    for qid, text in queries.items():
+        if qid not in qrels or not text.strip():
+            continue
+        # Candidates are chunks (path#index): fusion works on chunks, evaluation maps them to documents.
+        vector = [(f"{r['path']}#{r['chunk_index']}", 1 - r["_distance"])
+                  for r in searcher._vector(table, text, None, args.depth)]
+        keyword = [(f"{r['path']}#{r['chunk_index']}", r["_score"])
+                   for r in searcher._keyword(table, text, None, args.depth, [])]
+        cached.append((qrels[qid], vector, keyword, searcher.vector_weight(text)))
+    rules = {
+        "keyword": lambda v, k, w: [d for d, _ in k],
+        "vector": lambda v, k, w: [d for d, _ in v],
+        "rrf k=60": lambda v, k, w: rrf(v, k),
+        "rrf k=60 weighted by readability": lambda v, k, w: rrf(v, k, wv=w),
+    }
+    for alpha in (0.3, 0.4, 0.5, 0.6):
+        rules[f"minmax alpha={alpha}"] = lambda v, k, w, a=alpha: minmax(v, k, a)
+        shipped = " (shipped)" if alpha == 0.4 else ""
+        rules[f"minmax alpha={alpha} x readability{shipped}"] = lambda v, k, w, a=alpha: minmax(v, k, a * w)
+    for k_value in (10, 20, 40):
+        rules[f"rrf k={k_value} weighted"] = lambda v, k, w, kv=k_value: rrf(v, k, wv=w, k=kv)
+    for name, rule in rules.items():
+        score = statistics.fmean(ndcg_at_10(ranked_documents([c.split("#")[0] for c in rule(v, k, w)]), rel)
+                                 for rel, v, k, w in cached)
+        print(f"{name:45} nDCG@10 {score:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""Sync speed and memory, run by hand; prints figures.
+
+    python benchmarks/sync_speed.py scifact     # full SciFact sync vs raw fastembed throughput, peak RSS
+    python benchmarks/sync_speed.py noop        # 10,000 files: no-op resync and one changed file
+
+Everything is written under /tmp/mcp-kb-bench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import resource
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _beir import kb_config, progress, use_offline_model, write_corpus  # noqa: E402
+
+WORK = Path("/tmp/mcp-kb-bench")
+
+
+def scifact() -> None:
+    from mcp_kb.app import App
+
+    folder = WORK / "scifact-speed"
+    shutil.rmtree(folder / "index", ignore_errors=True)
+    count = write_corpus("scifact", folder / "docs")
+    app = App(kb_config(folder / "docs", folder / "index", "scifact"))
+    app.embedder.embed_query("load the model before timing")
+    started = time.perf_counter()
+    report = app.sync(progress=progress)[0]
+    seconds = time.perf_counter() - started
+    print(f"\n{report.summary()}", file=sys.stderr)
+    pipeline_rate = report.chunks_embedded / seconds
+    texts = [f"{r['heading']}\n{r['text']}" if r["heading"] else r["text"]
+             for r in app.store.chunk_table("scifact").to_arrow().select(["heading", "text"]).to_pylist()]
+    sample = random.Random(0).sample(texts, min(1500, len(texts)))
+    started = time.perf_counter()
+    app.embedder.embed_batch(sample)
+    raw_rate = len(sample) / (time.perf_counter() - started)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"files {count}, chunks {report.chunks_embedded}, sync {seconds:.1f}s")
+    print(f"end-to-end {pipeline_rate:.1f} chunks/s; raw fastembed {raw_rate:.1f} chunks/s on {len(sample)} of the "
+          f"same chunk texts; ratio {pipeline_rate / raw_rate:.1%}")
+    print(f"stages (s): {report.seconds}")
+    print(f"peak RSS of the whole process: {peak_mb:.0f} MB")
+
+
+def noop() -> None:
+    from mcp_kb.app import App
+
+    folder = WORK / "tenk"
+    shutil.rmtree(folder, ignore_errors=True)
+    for i in range(10_000):
+        path = folder / "docs" / f"d{i // 1000}" / f"note{i:05d}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"# Note {i}\n\nShort note number {i} about topic {i % 97}.\n", encoding="utf-8")
+    app = App(kb_config(folder / "docs", folder / "index", "tenk"))
+    started = time.perf_counter()
+    first = app.sync(progress=progress)[0]
+    print(f"\ninitial sync of 10,000 files: {time.perf_counter() - started:.1f}s, {first.chunks_embedded} embedded")
+    timings = []
+    for _ in range(3):
+        before = app.embedder.calls
+        started = time.perf_counter()
+        report = app.sync()[0]
+        timings.append(time.perf_counter() - started)
+        assert app.embedder.calls == before and report.files_unchanged == 10_000
+    print(f"no-op resync of 10,000 files: best {min(timings):.2f}s, median {sorted(timings)[1]:.2f}s, 0 embedded "
+          f"({10_000 / min(timings):.0f} files/s)")
+    target = folder / "docs" / "d5" / "note05000.md"
+    target.write_text("# Note 5000\n\nThis note was edited: it now covers release planning.\n", encoding="utf-8")
+    before = app.embedder.calls
+    started = time.perf_counter()
+    report = app.sync()[0]
+    total = time.perf_counter() - started
+    embed_seconds = report.seconds.get("embed", 0.0)
+    print(f"one changed file among 10,000: {total:.2f}s total, {app.embedder.calls - before} chunk embedded "
+          f"({embed_seconds:.2f}s in the embed stage); stages {report.seconds}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("scenario", choices=["scifact", "noop"])
+    args = parser.parse_args()
+    use_offline_model()
+    {"scifact": scifact, "noop": noop}[args.scenario]()
+
+
+if __name__ == "__main__":
+    main()

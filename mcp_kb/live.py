@@ -1,0 +1,113 @@
+"""Live knowledge bases: every sync trigger (start-up, timer, file change, the sync tool) goes
+through one SyncRunner, so they share locking, error handling and status notifications."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+from watchfiles import Change, awatch
+
+from .app import App
+from .config import KBConfig
+from .errors import KBError, SyncBusyError
+from .sources import is_candidate_path
+from .sync import ProgressCallback, SyncReport
+
+log = logging.getLogger(__name__)
+
+Notify = Callable[[str], Awaitable[None]]  # called with a KB name after each of its syncs
+
+
+class SyncRunner:
+    """Runs syncs in a worker thread (searches go on), then tells subscribers."""
+
+    def __init__(self, app: App, notify: Notify | None = None):
+        self.app = app
+        self.notify = notify
+        self.syncs_started = 0  # for tests and status: how many syncs the triggers caused
+
+    async def sync(self, kb: str | None = None, full: bool = False, progress: ProgressCallback | None = None,
+                   wait: bool = True) -> list[SyncReport]:
+        """Sync one KB or all; raises KBError (the failure is also recorded in the KB's status)."""
+        self.syncs_started += 1
+        names = [k.name for k in self.app.config.select(kb)]
+        try:
+            return await anyio.to_thread.run_sync(lambda: self.app.sync(kb, full=full, progress=progress, wait=wait))
+        finally:
+            if self.notify:
+                for name in names:
+                    await self.notify(name)
+
+    async def sync_in_background(self, kb: str, reason: str) -> None:
+        """A trigger's sync: failures are logged and shown in status; the next trigger tries again."""
+        log.info("%s: sync (%s)", kb, reason)
+        try:
+            reports = await self.sync(kb)
+            log.info("%s", reports[0].summary())
+        except SyncBusyError as exc:
+            log.info("%s: %s", kb, exc)
+        except KBError as exc:
+            log.warning("%s: sync (%s) failed: %s", kb, reason, exc)
+        except Exception:
+            log.exception("%s: sync (%s) failed", kb, reason)
+
+
+class LiveSync:
+    """Start-up, scheduled and file-change syncs for the KBs that ask for them."""
+
+    def __init__(self, runner: SyncRunner, kbs: list[KBConfig]):
+        self.runner = runner
+        self.kbs = kbs
+        self._pending: dict[str, anyio.Event] = {}
+        self._reasons: dict[str, set[str]] = {}
+
+    async def run(self) -> None:
+        """Run every configured trigger until cancelled."""
+        async with anyio.create_task_group() as group:
+            for kb in self.kbs:
+                if kb.sync.on_start or kb.sync.watch or kb.sync.interval:
+                    group.start_soon(self._worker, kb)
+                if kb.sync.on_start:
+                    self.request(kb.name, "start-up")
+                if kb.sync.interval:
+                    group.start_soon(self._every, kb)
+                if kb.sync.watch:
+                    group.start_soon(self._watch, kb)
+
+    def request(self, kb: str, reason: str) -> None:
+        """Ask for a sync of `kb`; requests made while one runs fold into one more sync."""
+        self._reasons.setdefault(kb, set()).add(reason)
+        self._pending.setdefault(kb, anyio.Event()).set()
+
+    async def _worker(self, kb: KBConfig) -> None:
+        while True:
+            await self._pending.setdefault(kb.name, anyio.Event()).wait()
+            self._pending[kb.name] = anyio.Event()  # requests during this sync set the next round's event
+            reasons = ", ".join(sorted(self._reasons.pop(kb.name, {"request"})))
+            await self.runner.sync_in_background(kb.name, reasons)
+
+    async def _every(self, kb: KBConfig) -> None:
+        while True:
+            await anyio.sleep(kb.sync.interval)
+            self.request(kb.name, "schedule")
+
+    async def _watch(self, kb: KBConfig) -> None:
+        roots = [str(path if path.is_dir() else path.parent) for path in kb.paths]
+
+        def relevant(change: Change, path: str) -> bool:
+            return is_candidate_path(kb, Path(path))
+
+        quiet_ms = max(50, math.ceil(kb.sync.debounce * 1000))
+        try:
+            # watchfiles yields once no event came for `step` ms (our debounce), or after `debounce` ms
+            # of continuous events, so a burst of saves becomes one sync.
+            async for _changes in awatch(*roots, watch_filter=relevant, step=quiet_ms,
+                                         debounce=max(10 * quiet_ms, 5000), recursive=True):
+                self.request(kb.name, "file change")
+        except FileNotFoundError as exc:
+            log.warning("%s: cannot watch %s: %s; file-change syncs are off", kb.name, roots, exc)

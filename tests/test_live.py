@@ -1,0 +1,128 @@
+"""Live KBs: start-up, schedule and file-change syncs through one SyncRunner."""
+
+import shutil
+import time
+
+import anyio
+import pytest
+from conftest import write
+from mcp import Client
+
+from mcp_kb.live import LiveSync, SyncRunner
+from mcp_kb.server import build_server
+
+pytestmark = pytest.mark.anyio
+
+
+def _kb(folder, **sync):
+    return {"name": "docs", "description": "d", "paths": [str(folder)], "sync": {"debounce": 0.2, **sync}}
+
+
+async def _eventually(check, seconds=20.0):
+    """Poll `check` until it is true or the deadline passes (no fixed sleeps)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if await check():
+            return
+        await anyio.sleep(0.1)
+    raise AssertionError("condition not met before the deadline")
+
+
+async def _sources(client, query):
+    result = await client.call_tool("search_docs", {"query": query, "mode": "keyword"})
+    return {hit["source"] for hit in result.structured_content["results"]} if not result.is_error else set()
+
+
+async def test_served_kb_follows_edits_creations_and_deletions(make_app, tmp_path):
+    folder = tmp_path / "docs"
+    write(folder / "a.md", "# A\n\nThe launch checklist lives here.\n")
+    app = make_app(_kb(folder, watch=True, on_start=True))
+    async with Client(build_server(app)) as client:
+        async def indexed(query, source, present=True):
+            return (source in await _sources(client, query)) == present
+
+        await _eventually(lambda: indexed("checklist", "a.md"))
+        write(folder / "b.md", "# B\n\nQuarterly budget planning notes.\n")
+        await _eventually(lambda: indexed("budget", "b.md"))
+        write(folder / "a.md", "# A\n\nThe rollback runbook lives here now.\n")
+        await _eventually(lambda: indexed("rollback", "a.md"))
+        await _eventually(lambda: indexed("checklist", "a.md", present=False))
+        (folder / "b.md").unlink()
+        await _eventually(lambda: indexed("budget", "b.md", present=False))
+
+
+async def test_save_by_rename_is_seen(make_app, tmp_path):
+    folder = tmp_path / "docs"
+    write(folder / "a.md", "# A\n\nOriginal wording.\n")
+    app = make_app(_kb(folder, watch=True))
+    app.sync()
+    async with Client(build_server(app)) as client:
+        await anyio.sleep(0.5)  # let the watcher start
+        write(folder / "a.md.tmp", "# A\n\nRewritten by an editor that saves atomically.\n")
+        (folder / "a.md.tmp").replace(folder / "a.md")
+        await _eventually(lambda: _has(client, "atomically", "a.md"))
+
+
+async def _has(client, query, source):
+    return source in await _sources(client, query)
+
+
+async def test_a_burst_of_saves_gives_at_most_two_syncs(make_app, tmp_path):
+    folder = tmp_path / "docs"
+    write(folder / "a.md", "# A\n\nversion 0\n")
+    app = make_app(_kb(folder, watch=True, debounce=0.5))
+    app.sync()
+    runner = SyncRunner(app)
+    async with anyio.create_task_group() as group:
+        group.start_soon(LiveSync(runner, app.config.kb).run)
+        await anyio.sleep(0.5)  # watcher up
+        for version in range(1, 51):
+            write(folder / "a.md", f"# A\n\nversion {version} of the burst test\n")
+            await anyio.sleep(0.005)
+        await _eventually(lambda: _synced_text(app, "version 50"))
+        await anyio.sleep(1.5)  # any late sync would have started by now
+        group.cancel_scope.cancel()
+    assert 1 <= runner.syncs_started <= 2
+
+
+async def _synced_text(app, text):
+    rows = app.store.chunk_table("docs").to_arrow().column("text").to_pylist()
+    return any(text in row for row in rows)
+
+
+async def test_schedule_syncs_again(make_app, tmp_path):
+    folder = tmp_path / "docs"
+    write(folder / "a.md", "# A\n\nfirst\n")
+    app = make_app(_kb(folder, interval=0.3))
+    runner = SyncRunner(app)
+    async with anyio.create_task_group() as group:
+        group.start_soon(LiveSync(runner, app.config.kb).run)
+        await _eventually(lambda: _at_least(runner, 2))
+        group.cancel_scope.cancel()
+
+
+async def _at_least(runner, count):
+    return runner.syncs_started >= count
+
+
+async def test_failed_sync_keeps_the_last_good_version_and_shows_in_status(make_app, tmp_path):
+    folder = tmp_path / "docs"
+    write(folder / "a.md", "# A\n\nThe incident response plan.\n")
+    app = make_app(_kb(folder, interval=0.3))
+    app.sync()
+    hidden = tmp_path / "moved-away"
+    shutil.move(folder, hidden)  # the folder disappears (unmounted share, moved folder)
+    async with Client(build_server(app)) as client:
+        async def failed():
+            return app.status("docs")[0]["last_outcome"] == "failed"
+
+        await _eventually(failed)
+        assert "cannot read" in app.status("docs")[0]["last_error"]
+        assert await _sources(client, "incident") == {"a.md"}  # still answering from the last good version
+        shutil.move(hidden, folder)
+
+        async def recovered():
+            return app.status("docs")[0]["last_outcome"] == "ok"
+
+        await _eventually(recovered)
+        assert await _sources(client, "incident") == {"a.md"}
