@@ -43,7 +43,7 @@ def build(app, source_rows, size: int) -> None:
         store.replace_documents("lat", sorted({r["path"] for r in rows}), table)
         written += len(rows)
         copy += 1
-    print(f"built {written} chunks; index: {store.refresh_indexes('lat')}", file=sys.stderr)
+    print(f"built {written} chunks; index: {store.refresh_indexes('lat', changed=True)}", file=sys.stderr)
 
 
 def main() -> None:

@@ -1,3 +1,35 @@
-"""mcp-kb: folders of documents as knowledge bases for any MCP client."""
+"""mcp-kb: folders of documents as knowledge bases for any MCP client.
+
+The public names load lazily, so `mcp-kb --help` and server start-up stay fast.
+"""
+
+from importlib import import_module
+from typing import Any
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "App": "app",
+    "Config": "config",
+    "KBConfig": "config",
+    "load_config": "config",
+    "config_for_folder": "config",
+    "KBError": "errors",
+    "ConfigError": "errors",
+    "ParseError": "errors",
+    "ModelError": "errors",
+    "StoreError": "errors",
+    "SyncBusyError": "errors",
+    "SearchError": "errors",
+    "SyncReport": "sync",
+    "SearchResult": "search",
+    "Hit": "search",
+    "build_server": "server",
+}
+__all__ = [*_EXPORTS, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module 'mcp_kb' has no attribute {name!r}")

@@ -101,6 +101,7 @@ class Store:
             self.db = lancedb.connect(uri, read_consistency_interval=timedelta(0))
         except Exception as exc:
             raise StoreError(f"cannot open the index at {uri}: {exc}") from exc
+        self._open: dict[str, Any] = {}  # table handles; they follow new versions by themselves
 
     # ---- tables -------------------------------------------------------------------------
     def _names(self) -> set[str]:
@@ -117,7 +118,11 @@ class Store:
     def chunk_table(self, kb: str):
         """The KB's chunk table, or None before its first sync."""
         name = self.chunk_table_name(kb)
-        return self.db.open_table(name) if name in self._names() else None
+        if name not in self._open:
+            if name not in self._names():
+                return None
+            self._open[name] = self.db.open_table(name)
+        return self._open[name]
 
     def create_kb_tables(self, kb: str, schema: pa.Schema) -> None:
         """(Re)create a KB's tables empty, dropping any previous ones."""
@@ -126,6 +131,7 @@ class Store:
         self.db.create_table(self.file_table_name(kb), schema=_FILE_SCHEMA)
 
     def drop_kb(self, kb: str) -> None:
+        self._open.clear()
         names = self._names()
         for name in (self.chunk_table_name(kb), self.file_table_name(kb)):
             if name in names:
@@ -216,25 +222,28 @@ class Store:
         return table.version if table is not None else 0
 
     # ---- indexes -------------------------------------------------------------------------
-    def refresh_indexes(self, kb: str) -> str:
-        """Fold new rows into the full-text index and add a vector index once the table is large."""
+    def refresh_indexes(self, kb: str, changed: bool) -> str:
+        """Create missing indexes; after changes, fold new rows in (and add HNSW once the table is large)."""
+        from lancedb.index import FTS, BTree, HnswSq
+
         table = self.chunk_table(kb)
         if table is None or table.count_rows() == 0:
             return "empty"
-        from lancedb.index import FTS, HnswSq
-
-        indexed = {index.columns[0]: index for index in table.list_indices()}
+        indexed = {index.columns[0] for index in table.list_indices()}
         if "search_text" not in indexed:
             # Analysis happens in keywords.py; the index only splits on spaces, stems and drops stop words.
             table.create_index("search_text", config=FTS(base_tokenizer="whitespace", with_position=False,
                                                          max_token_length=64))
-        else:
+        for column in ("path", "content_hash"):  # filters by file, vector reuse look-ups
+            if column not in indexed:
+                table.create_index(column, config=BTree())
+        if changed:
             table.optimize(cleanup_older_than=timedelta(hours=1))
         rows = table.count_rows()
         if rows >= VECTOR_INDEX_MIN_ROWS and "vector" not in indexed:
             table.create_index("vector", config=HnswSq(distance_type="cosine"))
-        state = "full-text + vector (HNSW)" if "vector" in indexed or rows >= VECTOR_INDEX_MIN_ROWS else "full-text + exact vector"
-        return state
+            indexed.add("vector")
+        return "full-text + HNSW vector index" if "vector" in indexed else "full-text + exact vector search"
 
 
 def _summary_path(storage: str, kb: str) -> Path:

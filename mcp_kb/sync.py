@@ -131,7 +131,8 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounte
             report.chunks_deleted += _remove_deleted(store, kb.name, plan, set(disk_hash_by_path))
             store.write_files(kb.name, [_refreshed(indexed[p], files_by_path[p]) for p in touched])
         with timer("index"):
-            report.index_state = store.refresh_indexes(kb.name)
+            changed = bool(plan.added or plan.changed or report.chunks_deleted or report.rebuilt)
+            report.index_state = store.refresh_indexes(kb.name, changed)
         report.chunks_total = store.count_chunks(kb.name)
         report.failures += [{"path": p, "reason": r.reason} for p, r in store.read_files(kb.name).items()
                             if r.status == "failed" and p in plan.unchanged]

@@ -102,3 +102,19 @@ def test_quick_start_on_the_bundled_examples(tmp_path, monkeypatch):
     assert policy["results"][0]["source"] == "annual-leave.md"
     product = json.loads(_run("search", "-c", example, "product_docs", "E5021", "--mode", "keyword", "--json").output)
     assert product["results"][0]["heading"] == "Error codes › Authentication › E5021"
+
+
+def test_eval_reports_quality_per_mode(tmp_path, monkeypatch):
+    monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
+    example = str(Path(__file__).resolve().parents[1] / "kb.toml.example")
+    _run("sync", "-c", example, "product_docs")
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"_id": "q1", "text": "E5021 token expired"}\n{"_id": "q2", "text": "install with homebrew"}\n'
+                       '{"_id": "q3", "text": "getUserInfo profile fields"}\n', encoding="utf-8")
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\terrors\t1\nq2\tinstall\t1\nq3\tsdk\t1\n", encoding="utf-8")
+    result = _run("eval", "-c", example, "product_docs", "--queries", str(queries), "--qrels", str(qrels), "--json")
+    scores = {row["mode"]: row for row in json.loads(result.output)}
+    assert set(scores) == {"keyword", "vector", "hybrid"}
+    assert scores["hybrid"]["queries"] == 3 and scores["hybrid"]["mrr_at_10"] == 1.0
+    assert scores["keyword"]["recall_at_k"] == 1.0

@@ -8,6 +8,7 @@ import sys
 import time
 from contextlib import asynccontextmanager
 
+import anyio
 import httpx
 import pytest
 from conftest import write
@@ -175,15 +176,9 @@ async def test_status_subscribers_are_notified_after_a_sync(app):
     async with _client(app) as client:
         async with client.listen(resource_subscriptions=["kb://api_docs/status"]) as subscription:
             await client.call_tool("sync_knowledge_base", {"kb": "api_docs"})
-            with anyio_fail_after(10):
+            with anyio.fail_after(10):
                 event = await subscription.__anext__()
     assert getattr(event, "uri", None) == "kb://api_docs/status"
-
-
-def anyio_fail_after(seconds):
-    import anyio
-
-    return anyio.fail_after(seconds)
 
 
 # ---- subprocess transports ----------------------------------------------------------------------
@@ -253,3 +248,25 @@ async def test_http_session_with_the_token(http_server):
         names = {tool.name for tool in (await client.list_tools()).tools}
         result = await client.call_tool("search_policy_docs", {"query": "annual leave"})
     assert "search_policy_docs" in names and result.structured_content["results"][0]["source"] == "leave.md"
+
+
+async def test_2025_era_clients_subscribe_with_resources_subscribe(app):
+    import warnings
+
+    updated = []
+    arrived = anyio.Event()
+
+    async def on_message(message):
+        uri = getattr(getattr(message, "params", None), "uri", None)
+        if uri is not None:
+            updated.append(str(uri))
+            arrived.set()
+
+    async with Client(build_server(app), mode="legacy", message_handler=on_message) as client:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the SDK marks resources/subscribe deprecated for 2026 clients
+            await client.subscribe_resource("kb://policy_docs/status")
+        await client.call_tool("sync_knowledge_base", {"kb": "policy_docs"})
+        with anyio.fail_after(10):
+            await arrived.wait()
+    assert updated == ["kb://policy_docs/status"]

@@ -264,3 +264,15 @@ def _catch(work):
         return []
     except BaseException as exc:  # surfaced by the test's assertion
         return [exc]
+
+
+def test_a_reader_keeps_working_when_another_process_rebuilds(make_app, kb_dir):
+    kb = {"name": "docs", "description": "d", "paths": [str(kb_dir)]}
+    reader, writer = make_app(kb), make_app(kb)  # separate Store handles, as two processes have
+    writer.sync()
+    assert reader.search("docs", "password portal", mode="keyword").hits
+    writer.sync(full=True)
+    write(kb_dir / "faq.md", "# FAQ\n\n## Reset password\n\nAsk the helpdesk to reset a password.\n")
+    writer.sync()
+    hits = reader.search("docs", "helpdesk password", mode="keyword").hits
+    assert hits and "helpdesk" in hits[0].text
