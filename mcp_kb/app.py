@@ -50,7 +50,8 @@ class App:
 
     def sync(self, kb: str | None = None, full: bool = False, progress: ProgressCallback | None = None,
              wait: bool = True) -> list[SyncReport]:
-        return sync_all(self.config, self.embedder, self.tokenizer, kb, full=full, progress=progress, wait=wait)
+        return sync_all(self.config, self.store, self.embedder, self.tokenizer, kb, full=full, progress=progress,
+                        wait=wait)
 
     def status(self, kb: str | None = None) -> list[dict[str, Any]]:
         """Per KB: files, chunks, last sync, model, index state, failed files."""

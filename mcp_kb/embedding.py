@@ -85,10 +85,12 @@ class FastEmbedder(Embedder):
 
     @property
     def identity(self) -> ModelIdentity:
+        """Name, dimension and file hash, read without starting an inference session."""
         if self._identity is None:
-            inner = self.model.model  # TextEmbedding wraps the model class that knows its files
+            described = self._model or _load_text_embedding(self.config, lazy=True)
+            inner = described.model  # TextEmbedding wraps the model class that knows its files
             onnx_file = Path(inner._model_dir) / inner.model_description.model_file
-            self._identity = ModelIdentity(self.config.model, int(self.model.embedding_size), _file_sha256(onnx_file))
+            self._identity = ModelIdentity(self.config.model, int(described.embedding_size), _file_sha256(onnx_file))
         return self._identity
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:

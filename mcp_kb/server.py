@@ -71,20 +71,14 @@ class SearchOutput(BaseModel):
 
 # ---- per-KB filter schema --------------------------------------------------------------------
 
-class _Range(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    gt: Optional[float] = None
-    gte: Optional[float] = None
-    lt: Optional[float] = None
-    lte: Optional[float] = None
+def _range_model(name: str, value_type: type) -> type[BaseModel]:
+    """{gt, gte, lt, lte} bounds of one type."""
+    bounds = {op: (Optional[value_type], Field(None, description=f"{op} bound")) for op in ("gt", "gte", "lt", "lte")}
+    return create_model(name, __config__=ConfigDict(extra="forbid"), **bounds)
 
 
-class _DateRange(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    gt: Optional[str] = None
-    gte: Optional[str] = None
-    lt: Optional[str] = None
-    lte: Optional[str] = None
+_Range = _range_model("Range", float)
+_DateRange = _range_model("DateRange", str)
 
 
 class _TextMatch(BaseModel):

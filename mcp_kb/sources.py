@@ -43,18 +43,23 @@ class SourceScan:
     skipped: list[SkippedFile]
 
 
-def scan_sources(kb: KBConfig) -> SourceScan:
-    """Walk every path of the KB; each file is either listed or skipped with a reason."""
+def scan_sources(kb: KBConfig, known: dict[str, tuple[int, int]] | None = None) -> SourceScan:
+    """Walk every path of the KB; each file is either listed or skipped with a reason.
+
+    `known` maps document ids to the (size, mtime_ns) the index saw: those files were judged
+    text then and are not sniffed again, so a no-op scan opens no file.
+    """
     files: dict[str, SourceFile] = {}
     skipped: list[SkippedFile] = []
+    known = known or {}
     for root in kb.paths:
         _check_readable(root, kb)
         if root.is_file():
-            _consider(root, root.name, kb, files, skipped)
+            _consider(root, root.name, kb, files, skipped, known)
             continue
         prefix = f"{root.name}/" if len(kb.paths) > 1 else ""
         for path, rel in _walk(root, kb.respect_gitignore, skipped):
-            _consider(path, prefix + rel, kb, files, skipped)
+            _consider(path, prefix + rel, kb, files, skipped, known)
     return SourceScan(sorted(files.values(), key=lambda f: f.doc_id), skipped)
 
 
@@ -74,7 +79,7 @@ def _check_readable(root: Path, kb: KBConfig) -> None:
 
 
 def _consider(path: Path, doc_id: str, kb: KBConfig, files: dict[str, SourceFile],
-              skipped: list[SkippedFile]) -> None:
+              skipped: list[SkippedFile], known: dict[str, tuple[int, int]]) -> None:
     if not _matches_globs(doc_id, kb.include, kb.exclude):
         return
     if path.suffix.lower() not in supported_suffixes():
@@ -89,7 +94,7 @@ def _consider(path: Path, doc_id: str, kb: KBConfig, files: dict[str, SourceFile
     if stat.st_size > kb.max_file_bytes:
         skipped.append(SkippedFile(doc_id, f"too large: {stat.st_size / 1e6:.1f} MB > max_file_size_mb"))
         return
-    reason = _binary_reason(path)
+    reason = None if known.get(doc_id) == (stat.st_size, stat.st_mtime_ns) else _binary_reason(path)
     if reason:
         skipped.append(SkippedFile(doc_id, reason))
         return

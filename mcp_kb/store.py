@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 # Below this many rows exact vector search is fast enough and exact; above it an ANN index pays off.
 VECTOR_INDEX_MIN_ROWS = 20_000
+_MAX_SMALL_FRAGMENTS = 16
+_MAX_UNINDEXED_ROWS = 2_000
 _ARROW_TYPES = {
     "string": pa.string(),
     "integer": pa.int64(),
@@ -238,12 +240,25 @@ class Store:
             if column not in indexed:
                 table.create_index(column, config=BTree())
         if changed:
-            table.optimize(cleanup_older_than=timedelta(hours=1))
+            _compact_when_worth_it(table, unindexed=table.index_stats("search_text_idx").num_unindexed_rows)
+            _compact_when_worth_it(self.db.open_table(self.file_table_name(kb)), unindexed=0)
         rows = table.count_rows()
         if rows >= VECTOR_INDEX_MIN_ROWS and "vector" not in indexed:
             table.create_index("vector", config=HnswSq(distance_type="cosine"))
             indexed.add("vector")
         return "full-text + HNSW vector index" if "vector" in indexed else "full-text + exact vector search"
+
+
+def _compact_when_worth_it(table, unindexed: int) -> None:
+    """Merge small fragments and fold new rows into the indexes, but not after every small edit.
+
+    Each sync commit adds a fragment; hundreds of them make reads slow (0.3 s to read a 10k-row
+    manifest), while compacting costs about as much: do it once enough has piled up. Rows not yet
+    in the full-text index are still found (by a flat scan), so waiting is safe.
+    """
+    small_fragments = table.stats()["fragment_stats"]["num_small_fragments"]
+    if small_fragments > _MAX_SMALL_FRAGMENTS or unindexed > _MAX_UNINDEXED_ROWS:
+        table.optimize(cleanup_older_than=timedelta(hours=1))
 
 
 def _summary_path(storage: str, kb: str) -> Path:

@@ -95,10 +95,9 @@ class SyncReport:
         return "\n".join(parts)
 
 
-def sync_all(config: Config, embedder: Embedder, counter: TokenCounter, kb_name: str | None = None,
+def sync_all(config: Config, store: Store, embedder: Embedder, counter: TokenCounter, kb_name: str | None = None,
              full: bool = False, progress: ProgressCallback | None = None, wait: bool = True) -> list[SyncReport]:
     """Sync one KB or all of them, holding the storage's writer lock."""
-    store = Store(config.storage)
     with sync_lock(config.storage, wait=wait):
         return [sync_kb(store, kb, embedder, counter, full=full, progress=progress)
                 for kb in config.select(kb_name)]
@@ -112,13 +111,13 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounte
     wall_start = time.perf_counter()
     timer = _Timer(report)
     try:
-        with timer("scan"):
-            scan = scan_sources(kb)
-            report.skipped = [{"path": s.doc_id, "reason": s.reason} for s in scan.skipped]
         with timer("prepare"):
             fingerprints = _fingerprints(kb, embedder, counter)
             reusable = _prepare_tables(store, kb, embedder, fingerprints, full, report)
             indexed = store.read_files(kb.name)
+        with timer("scan"):
+            scan = scan_sources(kb, known={p: (r.size, r.mtime_ns) for p, r in indexed.items()})
+            report.skipped = [{"path": s.doc_id, "reason": s.reason} for s in scan.skipped]
         with timer("hash"):
             disk_hash_by_path, touched = _hash_files(scan.files, indexed)
         plan = plan_sync(disk_hash_by_path, {p: r.file_hash for p, r in indexed.items()})
@@ -134,18 +133,18 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounte
             changed = bool(plan.added or plan.changed or report.chunks_deleted or report.rebuilt)
             report.index_state = store.refresh_indexes(kb.name, changed)
         report.chunks_total = store.count_chunks(kb.name)
-        report.failures += [{"path": p, "reason": r.reason} for p, r in store.read_files(kb.name).items()
-                            if r.status == "failed" and p in plan.unchanged]
+        files = store.read_files(kb.name)
+        unchanged = set(plan.unchanged)
+        report.failures += [{"path": p, "reason": r.reason} for p, r in files.items()
+                            if r.status == "failed" and p in unchanged]
         report.files_failed = len(report.failures)
         report.seconds["total"] = round(time.perf_counter() - wall_start, 3)
-        write_summary(store.uri, kb.name, _summary(store.read_files(kb.name), report))
+        write_summary(store.uri, kb.name, _summary(files, report))
         store.write_state(kb.name, {**fingerprints, "last_sync": _last_sync(started, "ok", report)})
         return report
-    except KBError as exc:
-        _record_failure(store, kb.name, started, str(exc), report)
-        raise
     except Exception as exc:
-        _record_failure(store, kb.name, started, f"{type(exc).__name__}: {exc}", report)
+        error = str(exc) if isinstance(exc, KBError) else f"{type(exc).__name__}: {exc}"
+        _record_failure(store, kb.name, started, error, report)
         raise
 
 
