@@ -22,7 +22,7 @@ from .config import KBConfig
 from .embedding import Embedder, ModelTokenizer, Reranker
 from .errors import ModelError, SearchError
 from .filters import and_where, build_where
-from .keywords import query_terms
+from .keywords import keyword_terms
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -180,7 +180,7 @@ class Searcher:
         return search.select([*_COLUMNS, "_distance"]).limit(depth).to_list()
 
     def _keyword(self, table, query: str, where: str | None, depth: int, notes: list[str]) -> list[dict[str, Any]]:
-        terms = query_terms(query)
+        terms = keyword_terms(query)
         if not terms:
             return []
         try:

@@ -29,7 +29,7 @@ from .chunking import Chunk, TokenCounter, chunk_document, effective_max_tokens
 from .config import BUILTIN_FILTER_FIELDS, Config, KBConfig
 from .embedding import Embedder
 from .errors import KBError, ParseError, SyncBusyError
-from .keywords import index_terms
+from .keywords import ANALYZER_VERSION, keyword_terms
 from .parsers import parse_file
 from .sources import SourceFile, scan_sources
 from .store import FileRecord, Store, chunk_schema, write_summary
@@ -158,6 +158,7 @@ def _fingerprints(kb: KBConfig, embedder: Embedder, counter: TokenCounter) -> di
         "model": {"name": identity.name, "dimension": identity.dimension, "file_hash": identity.file_hash},
         "chunking": chunking,
         "metadata": {"static": kb.metadata, "types": _metadata_types(kb)},
+        "keyword_analysis": ANALYZER_VERSION,
     }
 
 
@@ -177,7 +178,7 @@ def _prepare_tables(store: Store, kb: KBConfig, embedder: Embedder, fingerprints
         reusable = _all_vectors(store, kb.name)  # same model: settings changed, vectors still valid
     if "model" in state:
         report.rebuilt = reason
-        log.warning("%s: rebuilding the index: %s", kb.name, reason)
+        log.info("%s: rebuilding the index: %s", kb.name, reason)
     schema = chunk_schema(embedder.identity.dimension, _metadata_types(kb))
     store.create_kb_tables(kb.name, schema)
     return reusable
@@ -191,7 +192,7 @@ def _rebuild_reason(state: dict[str, Any], fingerprints: dict[str, Any], full: b
     if full:
         return "--full requested"
     for key, what in (("model", "embedding model"), ("chunking", "chunking settings"),
-                      ("metadata", "metadata settings")):
+                      ("metadata", "metadata settings"), ("keyword_analysis", "keyword analysis")):
         if state.get(key) != fingerprints[key]:
             return f"{what} changed ({_describe(state.get(key))} → {_describe(fingerprints[key])})"
     return ""
@@ -337,7 +338,7 @@ def _chunk_row(kb: KBConfig, file_hash: str, chunk: Chunk, vector: Any) -> dict[
         "line_start": chunk.line_start,
         "line_end": chunk.line_end,
         "text": chunk.text,
-        "search_text": index_terms(f"{chunk.title}\n{chunk.embed_text}"),
+        "search_text": keyword_terms(f"{chunk.title}\n{chunk.embed_text}"),
         "content_hash": chunk.content_hash,
         "file_hash": file_hash,
         "n_tokens": chunk.n_tokens,
