@@ -50,7 +50,6 @@ def main() -> None:
 
     work = Path("/tmp/mcp-kb-bench") / args.dataset
     app = App(kb_config(work / "docs", work / "index", args.dataset))
-    kb = app.config.kb[0]
     table = app.store.chunk_table(args.dataset)
     searcher = app.searcher
     queries = load_queries(EVAL / args.dataset / "queries.jsonl")

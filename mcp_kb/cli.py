@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from . import __version__
-from .config import Config, build_config, config_for_folder, load_config
+from .config import ENV_TOKEN, Config, build_config, config_for_folder, load_config
 from .errors import KBError
 
 CONFIG_HELP = "kb.toml to use, or a folder to serve with defaults (default: ./kb.toml, or $MCP_KB_CONFIG)"
@@ -354,7 +354,7 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
         if read_only is not None:
             settings = settings.model_copy(update={"read_only": read_only})
         config = config.model_copy(update={"server": settings})
-        token = os.environ.get("MCP_KB_TOKEN") or settings.token
+        token = os.environ.get(ENV_TOKEN) or settings.token
         run_server(App(config), transport or settings.transport, host or settings.host, port or settings.port, token)
 
     _run(work)

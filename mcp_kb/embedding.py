@@ -34,9 +34,6 @@ class ModelIdentity:
     dimension: int
     file_hash: str  # sha256 of model.onnx, or "" when unknown
 
-    def fingerprint(self) -> str:
-        return f"{self.name}|{self.dimension}|{self.file_hash}"
-
 
 class Embedder(ABC):
     """Turns texts into unit-length float32 vectors. Subclasses implement `embed_batch`."""
@@ -79,9 +76,6 @@ class FastEmbedder(Embedder):
                     self._failure = (time.monotonic(), exc)
                     raise
             return self._model
-
-    def is_loaded(self) -> bool:
-        return self._model is not None
 
     @property
     def identity(self) -> ModelIdentity:

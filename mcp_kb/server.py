@@ -19,7 +19,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.subscriptions import ResourceUpdated
@@ -242,15 +242,15 @@ def _cited_text(result: SearchResult) -> str:
     return "\n".join(lines).strip()
 
 
-async def _call(work):
-    """Run blocking work in a thread; known errors become tool errors with their message."""
+async def _call(work, error: type[Exception] = ToolError):
+    """Run blocking work in a thread; failures reach the client as `error` with a useful message."""
     try:
         return await anyio.to_thread.run_sync(work)
     except KBError as exc:
-        raise ToolError(str(exc)) from exc
+        raise error(str(exc)) from exc
     except Exception as exc:
-        log.exception("tool failed")
-        raise ToolError(f"internal error ({type(exc).__name__}: {exc}); the server is still running") from exc
+        log.exception("request failed")
+        raise error(f"internal error ({type(exc).__name__}: {exc}); the server is still running") from exc
 
 
 def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner) -> None:
@@ -281,12 +281,12 @@ def _add_resources(server: MCPServer, app: App) -> None:
     @server.resource(LIST_URI, name="knowledge-bases", mime_type="application/json",
                      description="Every knowledge base with its sync status")
     async def list_kbs() -> str:
-        return json.dumps(await _call(app.status), indent=2, ensure_ascii=False)
+        return json.dumps(await _call(app.status, ResourceError), indent=2, ensure_ascii=False)
 
     @server.resource("kb://{name}/status", name="kb-status", mime_type="application/json",
                      description="Sync status of one knowledge base: last sync, counts, failures, model, index version")
     async def kb_status(name: str) -> str:
-        return json.dumps((await _call(lambda: app.status(name)))[0], indent=2, ensure_ascii=False)
+        return json.dumps((await _call(lambda: app.status(name), ResourceError))[0], indent=2, ensure_ascii=False)
 
     @server.resource("kb://{name}/documents/{+path}", name="kb-document", mime_type="text/plain",
                      description="Extracted text of one source document of a knowledge base")
@@ -295,7 +295,7 @@ def _add_resources(server: MCPServer, app: App) -> None:
             document = resolve_document(app.config.get_kb(name), path)
             return "\n\n".join(block.text for block in document.blocks)
 
-        return await _call(read)
+        return await _call(read, ResourceError)
 
 
 def _add_prompt(server: MCPServer, app: App) -> None:

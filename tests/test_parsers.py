@@ -1,5 +1,3 @@
-from pathlib import Path
-
 import pytest
 from conftest import SHARED, write
 from pdfs import encrypted_pdf, image_only_pdf, text_pdf

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from conftest import write
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
 from mcp_kb.server import build_server
 
@@ -158,10 +159,13 @@ async def test_document_resource_and_traversal_refused(app):
     async with _client(app) as client:
         text = (await client.read_resource("kb://api_docs/documents/users.md")).contents[0].text
         assert "getUserInfo returns the profile" in text
-        for uri in ("kb://api_docs/documents/../policies/leave.md", "kb://api_docs/documents/%2Fetc%2Fpasswd",
-                    "kb://api_docs/documents/missing.md"):
-            with pytest.raises(Exception):
+        for uri in ("kb://api_docs/documents/../policies/leave.md", "kb://api_docs/documents/%2Fetc%2Fpasswd"):
+            with pytest.raises(MCPError):
                 await client.read_resource(uri)
+        with pytest.raises(MCPError, match="not a document of knowledge base 'api_docs'"):
+            await client.read_resource("kb://api_docs/documents/missing.md")
+        with pytest.raises(MCPError, match="unknown knowledge base 'nope'"):
+            await client.read_resource("kb://nope/status")
 
 
 async def test_answer_with_citations_prompt(app):
