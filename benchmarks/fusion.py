@@ -59,7 +59,7 @@ def main() -> None:
         if qid not in qrels or not text.strip():
             continue
         # Candidates are chunks (path#index): fusion works on chunks, evaluation maps them to documents.
-        vector = [(f"{r['path']}#{r['chunk_index']}", 1 - r["_distance"])
+        vector = [(f"{r['path']}#{r['chunk_index']}", r["similarity"])
                   for r in searcher._vector(table, text, None, args.depth)]
         keyword = [(f"{r['path']}#{r['chunk_index']}", r["_score"])
                    for r in searcher._keyword(table, text, None, args.depth, [])]

@@ -18,6 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from .config import KBConfig
 from .embedding import Embedder, ModelTokenizer, Reranker
 from .errors import ModelError, SearchError
@@ -173,11 +175,24 @@ class Searcher:
         return mode, vector_rows, keyword_rows
 
     def _vector(self, table, query: str, where: str | None, depth: int) -> list[dict[str, Any]]:
-        vector = self.embedder.embed_query(query)
-        search = table.search(vector, vector_column_name="vector").distance_type("cosine")
+        """Nearest chunks, each with `similarity`: the exact cosine of query and chunk vectors.
+
+        LanceDB's `_distance` is the cosine distance without an index but twice that (squared L2
+        of normalized, quantized vectors) with the HNSW-SQ index, so it is recomputed here: scores
+        mean the same at any table size, and the candidates are re-ranked exactly.
+        """
+        query_vector = self.embedder.embed_query(query)
+        search = table.search(query_vector, vector_column_name="vector").distance_type("cosine")
         if where:
             search = search.where(where, prefilter=True)
-        return search.select([*_COLUMNS, "_distance"]).limit(depth).to_list()
+        rows = search.select([*_COLUMNS, "vector", "_distance"]).limit(depth).to_list()
+        if not rows:
+            return rows
+        vectors = np.asarray([row.pop("vector") for row in rows], dtype=np.float32)
+        similarities = vectors @ query_vector / (np.linalg.norm(vectors, axis=1) * np.linalg.norm(query_vector) + 1e-12)
+        for row, similarity in zip(rows, similarities.tolist()):
+            row["similarity"] = similarity
+        return sorted(rows, key=lambda row: row["similarity"], reverse=True)
 
     def _keyword(self, table, query: str, where: str | None, depth: int, notes: list[str]) -> list[dict[str, Any]]:
         terms = keyword_terms(query)
@@ -204,7 +219,7 @@ class Searcher:
     # ---- fusion ----------------------------------------------------------------------------
     def _combine(self, mode: str, query: str, vector_rows: list[dict], keyword_rows: list[dict]) -> list[Hit]:
         if mode == "vector":
-            return [_hit(row, 1.0 - row["_distance"], vector_rank=rank)
+            return [_hit(row, row["similarity"], vector_rank=rank)
                     for rank, row in enumerate(vector_rows, start=1)]
         if mode == "keyword":
             return [_hit(row, row["_score"], keyword_rank=rank) for rank, row in enumerate(keyword_rows, start=1)]
@@ -248,7 +263,7 @@ def fuse(vector_rows: list[dict], keyword_rows: list[dict], vector_weight: float
     (benchmarks/fusion.py). The vector share is VECTOR_SHARE scaled by how well the model reads the query.
     """
     alpha = VECTOR_SHARE * vector_weight
-    vector_scores = _normalized({row["id"]: 1.0 - row["_distance"] for row in vector_rows})
+    vector_scores = _normalized({row["id"]: row["similarity"] for row in vector_rows})
     keyword_scores = _normalized({row["id"]: row["_score"] for row in keyword_rows})
     rows = {row["id"]: row for row in keyword_rows}
     rows.update({row["id"]: row for row in vector_rows})

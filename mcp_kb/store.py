@@ -23,8 +23,9 @@ from .errors import StoreError
 
 log = logging.getLogger(__name__)
 
-# Below this many rows exact vector search is fast enough and exact; above it an ANN index pays off.
-VECTOR_INDEX_MIN_ROWS = 20_000
+# Below this many rows exact vector search is fast enough; above it HNSW pays off (SciFact, 11k
+# chunks: vector p50 20 ms exact vs 7 ms HNSW, nDCG@10 0.686 vs 0.684 after exact re-scoring).
+VECTOR_INDEX_MIN_ROWS = 10_000
 _MAX_SMALL_FRAGMENTS = 16
 _MAX_UNINDEXED_ROWS = 2_000
 _ARROW_TYPES = {

@@ -231,3 +231,27 @@ def test_unloadable_reranker_model_gives_a_clear_error(tmp_path):
     reranker = FastEmbedReranker(RerankConfig(enabled=True, model_path=str(tmp_path)))
     with pytest.raises(ModelError, match="has no model.onnx.*enabled = false|has no model.onnx"):
         reranker.score("q", ["p"])
+
+
+def test_vector_scores_mean_the_same_with_the_ann_index(tmp_path, embedder, monkeypatch):
+    """With the HNSW-SQ index LanceDB reports twice the cosine distance; scores must not change."""
+    import numpy as np
+
+    from mcp_kb import store
+    from mcp_kb.app import App
+    from mcp_kb.config import build_config
+
+    for i in range(60):
+        write(tmp_path / "docs" / f"n{i}.md", f"# Note {i}\n\nA note about topic {i} and the weather in month {i % 12}.\n")
+    config = build_config({"storage": str(tmp_path / "index"), "kb": [{"name": "notes", "description": "d",
+                                                                       "paths": [str(tmp_path / "docs")]}]}, tmp_path, None)
+    app = App(config, embedder=embedder)
+    app.sync()
+    exact = app.search("notes", "weather in month 3", mode="vector", top_k=5)
+    monkeypatch.setattr(store, "VECTOR_INDEX_MIN_ROWS", 50)
+    write(tmp_path / "docs" / "extra.md", "# Extra\n\nOne more note so the sync builds the vector index.\n")
+    assert "HNSW" in app.sync()[0].index_state
+    indexed = app.search("notes", "weather in month 3", mode="vector", top_k=5)
+    assert [h.source for h in indexed.hits][:3] == [h.source for h in exact.hits][:3]
+    assert np.allclose([h.score for h in indexed.hits][:3], [h.score for h in exact.hits][:3], atol=1e-5)
+    assert all(0 < h.score <= 1 for h in indexed.hits)
