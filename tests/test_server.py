@@ -274,3 +274,16 @@ async def test_2025_era_clients_subscribe_with_resources_subscribe(app):
         with anyio.fail_after(10):
             await arrived.wait()
     assert updated == ["kb://policy_docs/status"]
+
+
+async def test_http_refuses_foreign_host_headers(http_server):
+    """DNS-rebinding protection: a page on another origin cannot drive the local server."""
+    headers = {"Authorization": "Bearer s3cret-token", "Host": "attacker.example",
+               "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient() as http:
+        response = await http.post(http_server, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=headers)
+        evil_origin = await http.post(http_server, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                      headers={**headers, "Host": httpx.URL(http_server).netloc.decode(),
+                                               "Origin": "http://attacker.example"})
+    assert response.status_code in (400, 403, 421)
+    assert evil_origin.status_code in (400, 403)
