@@ -54,15 +54,15 @@ def main() -> None:
     searcher = app.searcher
     queries = load_queries(EVAL / args.dataset / "queries.jsonl")
     qrels = load_qrels(EVAL / args.dataset / "qrels" / f"{args.split}.tsv")
+    ids = table.to_arrow().select(["id", "path"])
+    path_by_id = dict(zip(ids["id"].to_pylist(), ids["path"].to_pylist()))
     cached = []
     for qid, text in queries.items():
         if qid not in qrels or not text.strip():
             continue
-        # Candidates are chunks (path#index): fusion works on chunks, evaluation maps them to documents.
-        vector = [(f"{r['path']}#{r['chunk_index']}", r["similarity"])
-                  for r in searcher._vector(table, text, None, args.depth)]
-        keyword = [(f"{r['path']}#{r['chunk_index']}", r["_score"])
-                   for r in searcher._keyword(table, text, None, args.depth, [])]
+        # Candidates are chunks: fusion works on chunks, evaluation maps them to documents.
+        vector = [(c.id, c.score) for c in searcher._vector(table, text, None, args.depth)]
+        keyword = [(c.id, c.score) for c in searcher._keyword(table, text, None, args.depth, [])]
         cached.append((qrels[qid], vector, keyword, searcher.vector_weight(text)))
     rules = {
         "keyword": lambda v, k, w: [d for d, _ in k],
@@ -77,7 +77,7 @@ def main() -> None:
     for k_value in (10, 20, 40):
         rules[f"rrf k={k_value} weighted"] = lambda v, k, w, kv=k_value: rrf(v, k, wv=w, k=kv)
     for name, rule in rules.items():
-        score = statistics.fmean(ndcg_at_10(ranked_documents([c.split("#")[0] for c in rule(v, k, w)]), rel)
+        score = statistics.fmean(ndcg_at_10(ranked_documents([path_by_id[c] for c in rule(v, k, w)]), rel)
                                  for rel, v, k, w in cached)
         print(f"{name:45} nDCG@10 {score:.3f}")
 

@@ -237,7 +237,7 @@ class Store:
             # Analysis happens in keywords.py; the index only splits on spaces, stems and drops stop words.
             table.create_index("search_text", config=FTS(base_tokenizer="whitespace", with_position=False,
                                                          max_token_length=64))
-        for column in ("path", "content_hash"):  # filters by file, vector reuse look-ups
+        for column in ("id", "path", "content_hash"):  # hit look-ups, filters by file, vector reuse
             if column not in indexed:
                 table.create_index(column, config=BTree())
         if changed:
