@@ -183,18 +183,21 @@ class ModelTokenizer:
     """The embedding model's own tokenizer, untruncated: chunk sizes are measured with it."""
 
     def __init__(self, model_dir: Path):
+        from fastembed.common.preprocessor_utils import load_tokenizer as load_fastembed_tokenizer
         from tokenizers import Tokenizer
 
         try:
+            # fastembed's own loader tells where it will cut a text, so chunks never exceed it.
+            truncating, _ = load_fastembed_tokenizer(model_dir)
             self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
             settings = json.loads((model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
         except Exception as exc:
             raise ModelError(f"cannot read the tokenizer in {model_dir}: {exc}; {_FIX}") from exc
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
-        limit = settings.get("model_max_length") or 512
-        self.max_tokens = int(limit) if int(limit) < 100_000 else 512
-        self.unknown_token = settings.get("unk_token") or "[UNK]"
+        self.max_tokens = int(truncating.truncation["max_length"])
+        unknown = settings.get("unk_token") or "[UNK]"
+        self.unknown_token = unknown["content"] if isinstance(unknown, dict) else unknown  # AddedToken form
 
     def count(self, texts: list[str]) -> list[int]:
         if len(texts) == 1:  # encode_batch's thread hand-off costs more than one text takes
