@@ -331,8 +331,9 @@ def _did_you_mean(location: list[Any], raw: dict[str, Any]) -> str:
         model = _model_in(annotation)
     if model is None:
         return ""
-    match = difflib.get_close_matches(str(location[-1]), list(model.model_fields), n=1)
-    return f"; did you mean {match[0]!r}?" if match else f"; valid keys: {', '.join(model.model_fields)}"
+    keys = [key for key in model.model_fields if key != "source"]  # `source` is set by the loader
+    match = difflib.get_close_matches(str(location[-1]), keys, n=1)
+    return f"; did you mean {match[0]!r}?" if match else f"; valid keys: {', '.join(keys)}"
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:

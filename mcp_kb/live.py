@@ -14,7 +14,7 @@ from watchfiles import Change, awatch
 
 from .app import App
 from .config import KBConfig
-from .errors import KBError, SyncBusyError
+from .errors import KBError
 from .sources import is_candidate_path
 from .sync import ProgressCallback, SyncReport
 
@@ -44,13 +44,12 @@ class SyncRunner:
                     await self.notify(name)
 
     async def sync_in_background(self, kb: str, reason: str) -> None:
-        """A trigger's sync: failures are logged and shown in status; the next trigger tries again."""
+        """A trigger's sync (it waits for a running one): failures are logged and shown in status;
+        the next trigger tries again."""
         log.info("%s: sync (%s)", kb, reason)
         try:
             reports = await self.sync(kb)
             log.info("%s", reports[0].summary())
-        except SyncBusyError as exc:
-            log.info("%s: %s", kb, exc)
         except KBError as exc:
             log.warning("%s: sync (%s) failed: %s", kb, reason, exc)
         except Exception:

@@ -37,8 +37,7 @@ from .store import FileRecord, Store, chunk_schema, write_summary
 log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[int, int, str], None]
-_BATCH_FILES = 32
-_BATCH_CHUNKS = 512
+_BATCH_FILES = 32  # files per commit: small enough to lose little to a crash, large enough to amortize commits
 
 
 @dataclass(frozen=True)
