@@ -22,7 +22,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.server.subscriptions import InMemorySubscriptionBus
-from mcp.shared.subscriptions import ResourceUpdated
+from mcp.shared.subscriptions import ResourceUpdated, ToolsListChanged
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -146,6 +146,12 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
     async def kb_synced(name: str) -> None:
         await notifier.updated(status_uri(name))
         await notifier.updated(LIST_URI)
+        kb = app.config.get_kb(name)
+        if descriptions[name] != _tool_description(app, kb):
+            # The description says what the KB holds: re-register it and tell clients to re-list.
+            server.remove_tool(kb.search_tool_name)
+            descriptions[name] = _add_search_tool(server, app, kb)
+            await bus.publish(ToolsListChanged())
 
     runner = SyncRunner(app, notify=kb_synced)
 
@@ -166,8 +172,7 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
         lifespan=lifespan,
         log_level="WARNING",
     )
-    for kb in app.config.kb:
-        _add_search_tool(server, app, kb)
+    descriptions = {kb.name: _add_search_tool(server, app, kb) for kb in app.config.kb}
     if not read_only:
         _add_sync_tool(server, app, runner)
     _add_resources(server, app)
@@ -199,7 +204,8 @@ def _tool_description(app: App, kb: KBConfig) -> str:
             f"filter (list by metadata only).")
 
 
-def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> None:
+def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
+    """Register the KB's search tool; returns the description it was given."""
     Filters = filters_model(kb)
     Mode = Literal[MODES]  # type: ignore[valid-type]
 
@@ -222,9 +228,10 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> None:
         return CallToolResult(content=[TextContent(type="text", text=_cited_text(result))],
                               structured_content=output.model_dump(mode="json"))
 
-    server.add_tool(search_tool, name=kb.search_tool_name, title=f"Search {kb.name}",
-                    description=_tool_description(app, kb),
+    description = _tool_description(app, kb)
+    server.add_tool(search_tool, name=kb.search_tool_name, title=f"Search {kb.name}", description=description,
                     annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    return description
 
 
 def _hit_fields(hit) -> dict[str, Any]:

@@ -215,13 +215,12 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture
-def http_server(app, folders):
-    """`mcp-kb serve --transport http` in a subprocess, with a bearer token."""
+def _serve(app, folders, transport):
+    """`mcp-kb serve --transport TRANSPORT` in a subprocess, with a bearer token; yields its port."""
     port = _free_port()
     config = _config_file(folders, app.config.storage)
     env = {**os.environ, "MCP_KB_TOKEN": "s3cret-token"}
-    process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config), "--transport", "http",
+    process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config), "--transport", transport,
                                 "--port", str(port)], env=env, stderr=subprocess.PIPE)
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -231,9 +230,21 @@ def http_server(app, folders):
         except OSError:
             assert process.poll() is None, process.stderr.read().decode()
             time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/mcp"
+    yield port
     process.terminate()
     process.wait(timeout=20)
+
+
+@pytest.fixture
+def http_server(app, folders):
+    for port in _serve(app, folders, "http"):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.fixture
+def sse_server(app, folders):
+    for port in _serve(app, folders, "sse"):
+        yield f"http://127.0.0.1:{port}/sse"
 
 
 async def test_http_rejects_requests_without_the_token(http_server):
@@ -287,3 +298,25 @@ async def test_http_refuses_foreign_host_headers(http_server):
                                                "Origin": "http://attacker.example"})
     assert response.status_code in (400, 403, 421)
     assert evil_origin.status_code in (400, 403)
+
+
+async def test_sse_session_with_the_token(sse_server):
+    from mcp.client.sse import sse_client
+
+    async with httpx.AsyncClient() as http:
+        refused = await http.get(sse_server)
+    assert refused.status_code == 401
+    async with Client(sse_client(sse_server, headers={"Authorization": "Bearer s3cret-token"})) as client:
+        result = await client.call_tool("search_api_docs", {"query": "getUserInfo"})
+    assert result.structured_content["results"][0]["source"] == "users.md"
+
+
+async def test_tool_description_follows_what_the_kb_holds(app, folders):
+    write(folders / "api" / "more.md", "# More\n\nAnother page about webhooks and their retry policy.\n")
+    async with Client(build_server(app)) as client:
+        async with client.listen(tools_list_changed=True) as subscription:
+            await client.call_tool("sync_knowledge_base", {"kb": "api_docs"})
+            with anyio.fail_after(10):
+                await subscription.__anext__()
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert "Holds 2 documents (2 md)" in tools["search_api_docs"].description
