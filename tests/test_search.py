@@ -255,3 +255,9 @@ def test_vector_scores_mean_the_same_with_the_ann_index(tmp_path, embedder, monk
     assert [h.source for h in indexed.hits][:3] == [h.source for h in exact.hits][:3]
     assert np.allclose([h.score for h in indexed.hits][:3], [h.score for h in exact.hits][:3], atol=1e-5)
     assert all(0 < h.score <= 1 for h in indexed.hits)
+
+
+def test_hybrid_shows_no_zero_weight_vector_guesses_for_unreadable_queries(app):
+    # The English-only test model reads no Chinese: hybrid gives keyword matches only, not vector noise.
+    result = app.search("docs", "年假申请", mode="hybrid", top_k=10)
+    assert result.hits and all(h.keyword_rank for h in result.hits)
