@@ -11,7 +11,7 @@ import pathspec
 from .config import KBConfig
 from .document import Document
 from .errors import KBError
-from .parsers import parse_file, supported_suffixes
+from .parsers import is_supported, parse_file
 
 # Bytes that occur in text encodings only as NUL-free sequences; a NUL or a high share of
 # control characters in the first block means binary, whatever the extension says.
@@ -82,7 +82,7 @@ def _consider(path: Path, doc_id: str, kb: KBConfig, files: dict[str, SourceFile
               skipped: list[SkippedFile], known: dict[str, tuple[int, int]]) -> None:
     if not _matches_globs(doc_id, kb.include, kb.exclude):
         return
-    if path.suffix.lower() not in supported_suffixes():
+    if not is_supported(path.suffix.lower()):
         if kb.include:  # the user asked for it explicitly, so say why it is left out
             skipped.append(SkippedFile(doc_id, f"unsupported file type {path.suffix or '(none)'}"))
         return
@@ -190,7 +190,7 @@ def is_candidate_path(kb: KBConfig, path: Path) -> bool:
                 return False
             if not path.suffix:  # a folder (renamed or deleted ones included) may hold documents
                 return True
-            return path.suffix.lower() in supported_suffixes() and _matches_globs(rel, kb.include, kb.exclude)
+            return is_supported(path.suffix.lower()) and _matches_globs(rel, kb.include, kb.exclude)
     return False
 
 

@@ -1,11 +1,13 @@
 """Parsers by file suffix: each turns a file into a Document or raises ParseError.
 
-Built-ins register through the same `register` call a plugin would use.
+Built-in parser modules are imported on first use (pypdf and BeautifulSoup cost a third of a
+second that a starting server should not pay); a plugin registers with `register`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import import_module
 from pathlib import Path
 
 from ..document import Document
@@ -13,6 +15,14 @@ from ..errors import ParseError
 
 Parser = Callable[[Path, str], Document]
 _PARSERS: dict[str, Parser] = {}
+# suffix -> built-in module (in this package) whose `parse` reads it
+_BUILTIN = {
+    **dict.fromkeys([".md", ".markdown", ".mdx"], "markdown"),
+    ".pdf": "pdf",
+    **dict.fromkeys([".txt", ".text", ".rst", ".log", ".csv", ".tsv", ".org", ".adoc"], "text"),
+    **dict.fromkeys([".html", ".htm", ".xhtml"], "html"),
+    **dict.fromkeys([".json", ".jsonl", ".ndjson"], "json"),
+}
 
 
 def register(suffixes: list[str], parser: Parser) -> None:
@@ -21,13 +31,14 @@ def register(suffixes: list[str], parser: Parser) -> None:
         _PARSERS[suffix] = parser
 
 
-def supported_suffixes() -> frozenset[str]:
-    return frozenset(_PARSERS)
+def is_supported(suffix: str) -> bool:
+    """Whether some parser reads files with this suffix (lower case, with the dot)."""
+    return suffix in _PARSERS or suffix in _BUILTIN
 
 
 def parse_file(path: Path, doc_id: str) -> Document:
     """Parse one file; any failure becomes a ParseError naming the reason."""
-    parser = _PARSERS.get(path.suffix.lower())
+    parser = _parser_for(path.suffix.lower())
     if parser is None:
         raise ParseError(f"unsupported file type {path.suffix or '(none)'}")
     try:
@@ -40,14 +51,7 @@ def parse_file(path: Path, doc_id: str) -> Document:
         raise ParseError(f"parse error: {type(exc).__name__}: {exc}") from exc
 
 
-def _register_builtins() -> None:
-    from . import html, json, markdown, pdf, text
-
-    register(markdown.SUFFIXES, markdown.parse)
-    register(pdf.SUFFIXES, pdf.parse)
-    register(text.SUFFIXES, text.parse)
-    register(html.SUFFIXES, html.parse)
-    register(json.SUFFIXES, json.parse)
-
-
-_register_builtins()
+def _parser_for(suffix: str) -> Parser | None:
+    if suffix not in _PARSERS and suffix in _BUILTIN:
+        _PARSERS[suffix] = import_module(f".{_BUILTIN[suffix]}", __name__).parse
+    return _PARSERS.get(suffix)

@@ -9,7 +9,6 @@ from bs4 import BeautifulSoup, Tag
 from ..document import Block, Document
 from .text import read_text
 
-SUFFIXES = [".html", ".htm", ".xhtml"]
 _DROP = ["script", "style", "nav", "header", "footer", "aside", "noscript", "template", "form", "svg"]
 _HEADINGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
 _BLOCKS = {"p", "pre", "li", "table", "blockquote", "dd", "dt", "figcaption"}

@@ -10,7 +10,6 @@ from ..document import Block, Document
 from ..errors import ParseError
 from .text import read_text
 
-SUFFIXES = [".json", ".jsonl", ".ndjson"]
 _TITLE_KEYS = ("title", "name", "question", "id", "_id")
 
 

@@ -12,7 +12,6 @@ from markdown_it import MarkdownIt
 from ..document import Block, Document
 from .text import read_text
 
-SUFFIXES = [".md", ".markdown", ".mdx"]
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)---[ \t]*(?:\n|\Z)", re.S)
 _ATOMIC = {"fence", "code_block", "table_open"}
 # `{ #anchor }` ids (as in the FastAPI docs) are noise in a heading path.

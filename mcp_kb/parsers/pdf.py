@@ -12,7 +12,6 @@ from ..document import Document
 from ..errors import ParseError
 from .text import paragraph_blocks
 
-SUFFIXES = [".pdf"]
 
 
 def parse(path: Path, doc_id: str) -> Document:

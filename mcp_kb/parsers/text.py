@@ -10,7 +10,6 @@ import charset_normalizer
 from ..document import Block, Document
 from ..errors import ParseError
 
-SUFFIXES = [".txt", ".text", ".rst", ".log", ".csv", ".tsv", ".org", ".adoc"]
 _BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
 # Encodings worth trying on non-UTF-8 files, most likely first for this tool's users.
 _LEGACY = ["gb18030", "big5", "shift_jis", "euc_kr", "cp1252", "latin_1"]
