@@ -11,7 +11,7 @@ from .config import Config
 from .embedding import Embedder, FastEmbedder, FastEmbedReranker, load_tokenizer
 from .search import SearchResult, Searcher
 from .store import Store
-from .sync import ProgressCallback, SyncReport, sync_all
+from .sync import ProgressCallback, SyncReport, is_sync_running, sync_all
 
 
 class App:
@@ -69,6 +69,7 @@ class App:
             "files": sum(1 for r in files.values() if r.status == "indexed"),
             "chunks": self.store.count_chunks(name),
             "index_version": self.store.version(name),
+            "sync_running": is_sync_running(self.config.storage),
             "last_sync": last.get("finished_at"),
             "last_outcome": last.get("outcome", "never synced"),
             "last_error": last.get("error", ""),

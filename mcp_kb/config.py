@@ -237,12 +237,13 @@ def load_config(path: str | os.PathLike[str]) -> Config:
 
 
 def config_for_folder(folder: str | os.PathLike[str]) -> Config:
-    """Zero-config: one KB serving a single folder with every default."""
+    """Zero-config: one KB for a single folder, synced at start and on every change."""
     folder = Path(folder).resolve()
     if not folder.is_dir():
         raise ConfigError(f"{folder}: not a folder")
     name = re.sub(r"[^A-Za-z0-9_-]", "_", folder.name)[:64] or "docs"
-    raw = {"kb": [{"name": name, "description": f"Documents in the folder {folder.name}", "paths": [str(folder)]}]}
+    raw = {"kb": [{"name": name, "description": f"Documents in the folder {folder.name}", "paths": [str(folder)],
+                   "sync": {"on_start": True, "watch": True}}]}
     return build_config(raw, base_dir=folder, source=None)
 
 

@@ -25,6 +25,7 @@ from .errors import ModelError, SearchError
 from .filters import and_where, build_where
 from .keywords import keyword_terms
 from .store import Store, sql_in
+from .sync import is_sync_running
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +129,11 @@ class Searcher:
     def search(self, kb: KBConfig, request: SearchRequest) -> SearchResult:
         table = self.store.chunk_table(kb.name)
         if table is None:
-            raise SearchError(f"knowledge base {kb.name!r} has not been synced yet; run `mcp-kb sync {kb.name}`")
+            if is_sync_running(self.store.uri):
+                raise SearchError(f"knowledge base {kb.name!r} is being indexed for the first time; "
+                                  f"try again in a moment (kb://{kb.name}/status says when it is done)")
+            raise SearchError(f"knowledge base {kb.name!r} has not been synced yet; run `mcp-kb sync {kb.name}` "
+                              f"(or call the sync_knowledge_base tool)")
         key = request.cache_key(kb.name, table.version)
         if key in self._cache:
             self._cache.move_to_end(key)

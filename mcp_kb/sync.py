@@ -455,6 +455,20 @@ def sync_lock(storage: str, wait: bool = True, poll_seconds: float = 0.2) -> Ite
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def is_sync_running(storage: str) -> bool:
+    """Whether some process holds the sync lock of this storage right now."""
+    path = _lock_path(storage)
+    if not path.exists():
+        return False
+    with path.open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
 def _lock_path(storage: str) -> Path:
     if "://" in storage:  # remote storage: lock per machine, keyed by the URI
         key = hashlib.sha256(storage.encode()).hexdigest()[:16]

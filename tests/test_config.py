@@ -107,6 +107,7 @@ def test_zero_config_serves_one_folder(tmp_path):
     config = config_for_folder(tmp_path / "My Docs")
     assert [kb.name for kb in config.kb] == ["My_Docs"]
     assert config.kb[0].paths == [(tmp_path / "My Docs").resolve()]
+    assert config.kb[0].sync.on_start and config.kb[0].sync.watch  # serving a folder needs no sync step
 
 
 def test_example_config_is_valid_and_points_at_the_bundled_examples():

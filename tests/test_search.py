@@ -261,3 +261,15 @@ def test_hybrid_shows_no_zero_weight_vector_guesses_for_unreadable_queries(app):
     # The English-only test model reads no Chinese: hybrid gives keyword matches only, not vector noise.
     result = app.search("docs", "年假申请", mode="hybrid", top_k=10)
     assert result.hits and all(h.keyword_rank for h in result.hits)
+
+
+def test_search_during_a_first_sync_says_to_wait(make_app, tmp_path):
+    from mcp_kb.sync import sync_lock
+
+    write(tmp_path / "fresh" / "a.md", "# A\n\ntext\n")
+    app = make_app({"name": "fresh", "description": "d", "paths": [str(tmp_path / "fresh")]})
+    with pytest.raises(SearchError, match="has not been synced yet"):
+        app.search("fresh", "text")
+    with sync_lock(app.config.storage):
+        with pytest.raises(SearchError, match="being indexed for the first time"):
+            app.search("fresh", "text")

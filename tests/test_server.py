@@ -152,6 +152,7 @@ async def test_status_resources(app):
         status = json.loads((await client.read_resource("kb://policy_docs/status")).contents[0].text)
     assert [kb["name"] for kb in listing] == ["policy_docs", "api_docs"]
     assert status["files"] == 1 and status["chunks"] >= 1 and status["last_outcome"] == "ok"
+    assert status["sync_running"] is False
     assert status["model"]["dimension"] == 384 and status["index_version"] > 0
 
 
