@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import tomllib
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +16,11 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
 
 # MCP's rule for tool names (spec 2025-11-25); the SDK only warns on a bad one.
 TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
