@@ -20,6 +20,10 @@ from .errors import ModelError
 log = logging.getLogger(__name__)
 
 _RETRY_LOAD_AFTER_SECONDS = 300
+# fastembed imports modules lazily (some on the first embed call); two threads doing that at once
+# can deadlock in Python's import machinery (seen: a warm-up thread and a search thread). Every
+# first touch of fastembed happens under this lock.
+_FASTEMBED_LOCK = threading.RLock()
 
 _FIX = ("set [embedding] model_path (or MCP_KB_EMBEDDING_MODEL_PATH) to a local folder holding "
         "model.onnx, tokenizer.json and tokenizer_config.json, or give this machine access to the "
@@ -59,22 +63,25 @@ class FastEmbedder(Embedder):
         self.config = config
         self._model = None
         self._identity: ModelIdentity | None = None
-        self._lock = threading.Lock()
         self._failure: tuple[float, ModelError] | None = None
         self.calls = 0
 
     @property
     def model(self):
-        with self._lock:
+        with _FASTEMBED_LOCK:
             if self._model is None:
                 # A failed load (e.g. ~40 s of download retries) is not retried on every request.
                 if self._failure and time.monotonic() - self._failure[0] < _RETRY_LOAD_AFTER_SECONDS:
                     raise self._failure[1]
                 try:
-                    self._model = _load_text_embedding(self.config)
+                    model = _load_text_embedding(self.config)
+                    list(model.query_embed("warm up"))  # triggers fastembed's remaining lazy imports
                 except ModelError as exc:
                     self._failure = (time.monotonic(), exc)
                     raise
+                except Exception as exc:
+                    raise ModelError(f"embedding model {self.config.model} failed its first run: {exc}") from exc
+                self._model = model
             return self._model
 
     @property
@@ -122,10 +129,9 @@ class FastEmbedReranker(Reranker):
     def __init__(self, config: RerankConfig):
         self.config = config
         self._model = None
-        self._lock = threading.Lock()
 
     def score(self, query: str, passages: list[str]) -> list[float]:
-        with self._lock:
+        with _FASTEMBED_LOCK:
             if self._model is None:
                 self._model = _load_cross_encoder(self.config)
         try:
@@ -135,38 +141,36 @@ class FastEmbedReranker(Reranker):
 
 
 def _load_cross_encoder(config: RerankConfig):
-    from fastembed.rerank.cross_encoder import TextCrossEncoder
-
     fix = _FIX.replace("[embedding]", "[rerank]").replace("MCP_KB_EMBEDDING_MODEL_PATH", "rerank.model_path")
     if config.model_path and not Path(config.model_path, "model.onnx").is_file():
         raise ModelError(f"reranking model folder {config.model_path} has no model.onnx; {fix}")
-    try:
-        return TextCrossEncoder(config.model, specific_model_path=config.model_path)
-    except Exception as exc:
-        raise ModelError(f"cannot load reranking model {config.model!r}: {type(exc).__name__}: {exc}; "
-                         f"{fix}, or set [rerank] enabled = false") from exc
+    with _FASTEMBED_LOCK:
+        from fastembed.rerank.cross_encoder import TextCrossEncoder
+
+        try:
+            return TextCrossEncoder(config.model, specific_model_path=config.model_path)
+        except Exception as exc:
+            raise ModelError(f"cannot load reranking model {config.model!r}: {type(exc).__name__}: {exc}; "
+                             f"{fix}, or set [rerank] enabled = false") from exc
 
 
 def _load_text_embedding(config: EmbeddingConfig, lazy: bool = False):
     """Load fastembed's model from the local folder or the hub; one clear error on failure."""
-    from fastembed import TextEmbedding
-
     if config.model_path and not Path(config.model_path, "model.onnx").is_file():
         raise ModelError(f"embedding model folder {config.model_path} has no model.onnx; {_FIX}")
-    try:
-        return TextEmbedding(
-            config.model,
-            cache_dir=config.cache_dir,
-            threads=config.threads,
-            specific_model_path=config.model_path,
-            lazy_load=lazy,
-        )
-    except ValueError as exc:
-        if "not supported" in str(exc):
-            raise ModelError(f"unknown embedding model {config.model!r}: {exc}") from exc
-        raise ModelError(f"cannot load embedding model {config.model!r}: {exc}; {_FIX}") from exc
-    except Exception as exc:
-        raise ModelError(f"cannot load embedding model {config.model!r}: {type(exc).__name__}: {exc}; {_FIX}") from exc
+    with _FASTEMBED_LOCK:
+        from fastembed import TextEmbedding
+
+        try:
+            return TextEmbedding(config.model, cache_dir=config.cache_dir, threads=config.threads,
+                                 specific_model_path=config.model_path, lazy_load=lazy)
+        except ValueError as exc:
+            if "not supported" in str(exc):
+                raise ModelError(f"unknown embedding model {config.model!r}: {exc}") from exc
+            raise ModelError(f"cannot load embedding model {config.model!r}: {exc}; {_FIX}") from exc
+        except Exception as exc:
+            raise ModelError(f"cannot load embedding model {config.model!r}: {type(exc).__name__}: {exc}; "
+                             f"{_FIX}") from exc
 
 
 def _file_sha256(path: Path) -> str:
@@ -183,7 +187,8 @@ class ModelTokenizer:
     """The embedding model's own tokenizer, untruncated: chunk sizes are measured with it."""
 
     def __init__(self, model_dir: Path):
-        from fastembed.common.preprocessor_utils import load_tokenizer as load_fastembed_tokenizer
+        with _FASTEMBED_LOCK:
+            from fastembed.common.preprocessor_utils import load_tokenizer as load_fastembed_tokenizer
         from tokenizers import Tokenizer
 
         try:
@@ -241,9 +246,10 @@ _TOKENIZERS: dict[EmbeddingConfig, ModelTokenizer] = {}
 
 def load_tokenizer(config: EmbeddingConfig) -> ModelTokenizer:
     """The tokenizer of the configured model, cached per config."""
-    if config not in _TOKENIZERS:
-        _TOKENIZERS[config] = ModelTokenizer(model_dir(config))
-    return _TOKENIZERS[config]
+    with _FASTEMBED_LOCK:
+        if config not in _TOKENIZERS:
+            _TOKENIZERS[config] = ModelTokenizer(model_dir(config))
+        return _TOKENIZERS[config]
 
 
 def quiet_model_logs() -> None:

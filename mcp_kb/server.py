@@ -183,7 +183,7 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
 
 def _warm_up(app: App) -> None:
     try:
-        app.embedder.embed_query("warm up")
+        app.searcher.embedder.embed_query("warm up")  # tokenizer, store and model, before the first search
     except Exception as exc:  # reported again, with its fix, on the first search that needs it
         log.warning("embedding model not loaded: %s", exc)
 

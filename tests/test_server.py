@@ -206,6 +206,7 @@ async def test_stdio_subprocess_session(app, folders):
         result = await client.call_tool("search_api_docs", {"query": "E5021 token expired"})
         status = json.loads((await client.read_resource("kb://api_docs/status")).contents[0].text)
     assert {"search_policy_docs", "search_api_docs", "sync_knowledge_base"} == names
+    assert not result.is_error, result.content[0].text
     assert result.structured_content["results"][0]["source"] == "users.md"
     assert status["files"] == 1
 
