@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from functools import cached_property
 from typing import Any
 
 from .chunking import TokenCounter
-from .config import Config
+from .config import Config, KBConfig
 from .embedding import Embedder, FastEmbedder, FastEmbedReranker, load_tokenizer
-from .search import SearchResult, Searcher
+from .errors import ParseError
+from .search import Searcher, SearchResult
+from .sources import scan_sources
 from .store import Store
-from .sync import ProgressCallback, SyncReport, is_sync_running, sync_all
+from .sync import ProgressCallback, SyncReport, file_chunks, is_sync_running, sync_all
 
 
 class App:
@@ -52,6 +55,24 @@ class App:
              wait: bool = True) -> list[SyncReport]:
         return sync_all(self.config, self.store, self.embedder, self.tokenizer, kb, full=full, progress=progress,
                         wait=wait)
+
+    def check(self, kb: str | None = None) -> list[dict[str, Any]]:
+        """Per KB, what a sync would index: files by type, chunks per file, skipped files with reasons."""
+        return [self._kb_check(k) for k in self.config.select(kb)]
+
+    def _kb_check(self, kb: KBConfig) -> dict[str, Any]:
+        scan = scan_sources(kb)
+        kinds: Counter[str] = Counter()
+        chunks_by_file: dict[str, int] = {}
+        skipped = [{"path": s.doc_id, "reason": s.reason} for s in scan.skipped]
+        for source in scan.files:
+            try:
+                chunks_by_file[source.doc_id] = len(file_chunks(source, kb, self.tokenizer))
+                kinds[source.path.suffix.lower()] += 1
+            except ParseError as exc:
+                skipped.append({"path": source.doc_id, "reason": str(exc)})
+        return {"kb": kb.name, "tool": kb.search_tool_name, "files": len(chunks_by_file), "by_type": dict(kinds),
+                "chunks": sum(chunks_by_file.values()), "chunks_by_file": chunks_by_file, "skipped": skipped}
 
     def status(self, kb: str | None = None) -> list[dict[str, Any]]:
         """Per KB: files, chunks, last sync, model, index state, failed files."""

@@ -8,7 +8,6 @@ import logging
 import os
 import re
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -86,30 +85,9 @@ def check(config_path: str | None, as_json: bool) -> None:
         mcp-kb check -c kb.toml
     """
     def work():
-        from .chunking import chunk_document
-        from .embedding import load_tokenizer
-        from .errors import ParseError
-        from .parsers import parse_file
-        from .sources import scan_sources
-
-        config = _load(config_path)
-        tokenizer = load_tokenizer(config.embedding)
-        summary = []
-        for kb in config.kb:
-            scan = scan_sources(kb)
-            kinds: Counter[str] = Counter()
-            chunks_by_file: dict[str, int] = {}
-            failed = []
-            for source in scan.files:
-                try:
-                    chunks_by_file[source.doc_id] = len(chunk_document(parse_file(source.path, source.doc_id), kb.chunking, tokenizer))
-                    kinds[source.path.suffix.lower()] += 1
-                except ParseError as exc:
-                    failed.append({"path": source.doc_id, "reason": str(exc)})
-            skipped = [{"path": s.doc_id, "reason": s.reason} for s in scan.skipped] + failed
-            summary.append({"kb": kb.name, "tool": kb.search_tool_name, "files": len(chunks_by_file),
-                            "by_type": dict(kinds), "chunks": sum(chunks_by_file.values()),
-                            "chunks_by_file": chunks_by_file, "skipped": skipped})
+        app = _app(config_path)
+        summary = app.check()
+        config = app.config
         if as_json:
             click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
             return

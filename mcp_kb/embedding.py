@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -16,6 +15,7 @@ import numpy as np
 
 from .config import EmbeddingConfig, RerankConfig
 from .errors import ModelError
+from .sources import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,8 @@ class FastEmbedder(Embedder):
             described = self._model or _load_text_embedding(self.config, lazy=True)
             inner = described.model  # TextEmbedding wraps the model class that knows its files
             onnx_file = Path(inner._model_dir) / inner.model_description.model_file
-            self._identity = ModelIdentity(self.config.model, int(described.embedding_size), _file_sha256(onnx_file))
+            self._identity = ModelIdentity(self.config.model, int(described.embedding_size),
+                                           file_sha256(onnx_file) if onnx_file.is_file() else "")
         return self._identity
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
@@ -171,16 +172,6 @@ def _load_text_embedding(config: EmbeddingConfig, lazy: bool = False):
         except Exception as exc:
             raise ModelError(f"cannot load embedding model {config.model!r}: {type(exc).__name__}: {exc}; "
                              f"{_FIX}") from exc
-
-
-def _file_sha256(path: Path) -> str:
-    if not path.is_file():
-        return ""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class ModelTokenizer:

@@ -29,7 +29,7 @@ class SyncRunner:
     def __init__(self, app: App, notify: Notify | None = None):
         self.app = app
         self.notify = notify
-        self.syncs_started = 0  # for tests and status: how many syncs the triggers caused
+        self.syncs_started = 0  # how many syncs were asked for (the debounce tests count them)
 
     async def sync(self, kb: str | None = None, full: bool = False, progress: ProgressCallback | None = None,
                    wait: bool = True) -> list[SyncReport]:

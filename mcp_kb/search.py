@@ -141,9 +141,10 @@ class Searcher:
         where = and_where(build_where(kb.search.filter, kb.filter_field_types()),
                           build_where(request.filters, kb.filter_field_types()))
         result = self._run(kb, table, request, where)
-        self._cache[key] = result
-        if len(self._cache) > _CACHE_SIZE:
-            self._cache.popitem(last=False)
+        if not result.notes:  # a degraded answer (model down, index missing) must not outlive the cause
+            self._cache[key] = result
+            if len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
         return result
 
     def _run(self, kb: KBConfig, table, request: SearchRequest, where: str | None) -> SearchResult:

@@ -12,7 +12,7 @@ import hmac
 import json
 import logging
 import threading
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from typing import Annotated, Any, Literal, Optional, Union
 
 import anyio
@@ -249,15 +249,22 @@ def _cited_text(result: SearchResult) -> str:
     return "\n".join(lines).strip()
 
 
-async def _call(work, error: type[Exception] = ToolError):
-    """Run blocking work in a thread; failures reach the client as `error` with a useful message."""
+@contextmanager
+def _client_errors(error: type[Exception] = ToolError):
+    """Failures reach the client as `error` (the SDK hides other exceptions' text) with a useful message."""
     try:
-        return await anyio.to_thread.run_sync(work)
+        yield
     except KBError as exc:
         raise error(str(exc)) from exc
     except Exception as exc:
         log.exception("request failed")
         raise error(f"internal error ({type(exc).__name__}: {exc}); the server is still running") from exc
+
+
+async def _call(work, error: type[Exception] = ToolError):
+    """Run blocking work in a thread, translating its failures for the client."""
+    with _client_errors(error):
+        return await anyio.to_thread.run_sync(work)
 
 
 def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner) -> None:
@@ -271,10 +278,8 @@ def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner) -> None:
         def progress(done: int, total: int, message: str) -> None:
             anyio.from_thread.run(ctx.report_progress, done, total, message)
 
-        try:
+        with _client_errors():
             reports = await runner.sync(kb, full=full, progress=progress, wait=False)
-        except KBError as exc:
-            raise ToolError(str(exc)) from exc
         return {"reports": [r.to_dict() for r in reports], "summary": "\n".join(r.summary() for r in reports)}
 
     server.add_tool(sync_tool, name=SYNC_TOOL, title="Sync knowledge bases",

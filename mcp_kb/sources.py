@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,6 +178,15 @@ def _binary_reason(path: Path) -> str | None:
     if head and controls / len(head) > 0.05:
         return "binary content (control characters) despite a text extension"
     return None
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def is_candidate_path(kb: KBConfig, path: Path) -> bool:

@@ -262,11 +262,17 @@ def _compact_when_worth_it(table, unindexed: int) -> None:
         table.optimize(cleanup_older_than=timedelta(hours=1))
 
 
-def _summary_path(storage: str, kb: str) -> Path:
-    if "://" in storage:  # remote index: keep the summary in this machine's cache
+def local_state_dir(storage: str) -> Path:
+    """Where small local files about an index live (sync lock, summaries): the index folder itself,
+    or for a remote LanceDB URI a folder in this machine's cache keyed by the URI."""
+    if "://" in storage:
         key = hashlib.sha256(storage.encode()).hexdigest()[:16]
-        return Path(platformdirs.user_cache_dir("mcp-kb", appauthor=False)) / key / f"{kb}.summary.json"
-    return Path(storage) / f"{kb}.summary.json"
+        return Path(platformdirs.user_cache_dir("mcp-kb", appauthor=False)) / key
+    return Path(storage)
+
+
+def _summary_path(storage: str, kb: str) -> Path:
+    return local_state_dir(storage) / f"{kb}.summary.json"
 
 
 def write_summary(storage: str, kb: str, summary: dict[str, Any]) -> None:

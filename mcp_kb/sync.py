@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 import pyarrow as pa
 
 from .chunking import Chunk, TokenCounter, chunk_document, effective_max_tokens
@@ -31,8 +30,8 @@ from .embedding import Embedder
 from .errors import KBError, ParseError, SyncBusyError
 from .keywords import ANALYZER_VERSION, keyword_terms
 from .parsers import parse_file
-from .sources import SourceFile, scan_sources
-from .store import FileRecord, Store, chunk_schema, write_summary
+from .sources import SourceFile, file_sha256, scan_sources
+from .store import FileRecord, Store, chunk_schema, local_state_dir, write_summary
 
 log = logging.getLogger(__name__)
 
@@ -230,14 +229,6 @@ def _hash_files(files: list[SourceFile], indexed: dict[str, FileRecord]) -> tupl
     return hash_by_path, touched
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _refreshed(record: FileRecord, source: SourceFile) -> FileRecord:
     return FileRecord(record.path, record.file_hash, source.size, source.mtime_ns, record.n_chunks,
                       record.status, record.reason)
@@ -281,10 +272,14 @@ def _apply_changes(store: Store, kb: KBConfig, embedder: Embedder, counter: Toke
                 progress(done, len(todo), f"{kb.name}: indexed {done}/{len(todo)} files")
 
 
+def file_chunks(source: SourceFile, kb: KBConfig, counter: TokenCounter) -> list[Chunk]:
+    """Parse and chunk one file with the KB's settings; raises ParseError with the reason."""
+    return chunk_document(parse_file(source.path, source.doc_id), kb.chunking, counter)
+
+
 def _parse(source: SourceFile, file_hash: str, kb: KBConfig, counter: TokenCounter) -> _ParsedFile:
     try:
-        document = parse_file(source.path, source.doc_id)
-        return _ParsedFile(source, file_hash, chunk_document(document, kb.chunking, counter))
+        return _ParsedFile(source, file_hash, file_chunks(source, kb, counter))
     except ParseError as exc:
         return _ParsedFile(source, file_hash, [], str(exc))
 
@@ -295,7 +290,9 @@ def _write_batch(store: Store, kb: KBConfig, embedder: Embedder, parsed: list[_P
     with timer("embed"):
         vectors = _vectors_for(store, kb.name, embedder, [chunk for _, chunk in chunks], reusable, report)
     with timer("write"):
-        rows = [_chunk_row(kb, item.file_hash, chunk, vectors[chunk.content_hash]) for item, chunk in chunks]
+        metadata_types = _metadata_types(kb)
+        rows = [_chunk_row(kb, metadata_types, item.file_hash, chunk, vectors[chunk.content_hash])
+                for item, chunk in chunks]
         table = pa.Table.from_pylist(rows, schema=store.chunk_table(kb.name).schema)
         store.replace_documents(kb.name, [item.source.doc_id for item in parsed], table)
         store.write_files(kb.name, [_file_record(item) for item in parsed])
@@ -326,7 +323,8 @@ def chunk_id(kb: str, chunk: Chunk) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
 
-def _chunk_row(kb: KBConfig, file_hash: str, chunk: Chunk, vector: Any) -> dict[str, Any]:
+def _chunk_row(kb: KBConfig, metadata_types: dict[str, str], file_hash: str, chunk: Chunk,
+               vector: Any) -> dict[str, Any]:
     row = {
         "id": chunk_id(kb.name, chunk),
         "path": chunk.doc_id,
@@ -343,7 +341,7 @@ def _chunk_row(kb: KBConfig, file_hash: str, chunk: Chunk, vector: Any) -> dict[
         "n_tokens": chunk.n_tokens,
         "vector": vector,
     }
-    for name, kind in _metadata_types(kb).items():
+    for name, kind in metadata_types.items():
         row[name] = _coerce(chunk.metadata.get(name, kb.metadata.get(name)), kind)
     return row
 
@@ -470,10 +468,7 @@ def is_sync_running(storage: str) -> bool:
 
 
 def _lock_path(storage: str) -> Path:
-    if "://" in storage:  # remote storage: lock per machine, keyed by the URI
-        key = hashlib.sha256(storage.encode()).hexdigest()[:16]
-        return Path(platformdirs.user_cache_dir("mcp-kb", appauthor=False)) / f"sync-{key}.lock"
-    return Path(storage) / ".sync.lock"
+    return local_state_dir(storage) / ".sync.lock"  # for a remote URI: a lock per machine only
 
 
 def _read_holder(path: Path) -> str:

@@ -273,3 +273,15 @@ def test_search_during_a_first_sync_says_to_wait(make_app, tmp_path):
     with sync_lock(app.config.storage):
         with pytest.raises(SearchError, match="being indexed for the first time"):
             app.search("fresh", "text")
+
+
+def test_a_degraded_answer_is_not_served_from_cache_once_the_model_is_back(app):
+    from mcp_kb.search import Searcher
+
+    kb = app.config.kb[0]
+    searcher = Searcher(app.store, _BrokenEmbedder(), app.tokenizer)
+    request = searcher.request(kb, "E5021 access token", mode="hybrid")
+    assert searcher.search(kb, request).mode == "keyword"
+    searcher.embedder = app.embedder  # the model recovers
+    again = searcher.search(kb, request)
+    assert again.mode == "hybrid" and not again.cached and not again.notes
