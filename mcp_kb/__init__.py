@@ -20,6 +20,7 @@ _EXPORTS = {
     "ModelError": "errors",
     "StoreError": "errors",
     "SyncBusyError": "errors",
+    "MassDeleteError": "errors",
     "SearchError": "errors",
     "SyncReport": "sync",
     "SearchResult": "search",

@@ -10,7 +10,7 @@ from typing import Any
 from .chunking import TokenCounter
 from .config import Config, KBConfig
 from .embedding import Embedder, FastEmbedder, FastEmbedReranker, load_tokenizer
-from .errors import ParseError
+from .errors import KBError, ParseError
 from .search import Searcher, SearchResult
 from .sources import scan_sources
 from .store import Store
@@ -52,16 +52,19 @@ class App:
         return self.searcher.search(kb_config, self.searcher.request(kb_config, query, **options))
 
     def sync(self, kb: str | None = None, full: bool = False, progress: ProgressCallback | None = None,
-             wait: bool = True) -> list[SyncReport]:
+             wait: bool = True, allow_mass_delete: bool = False) -> list[SyncReport]:
         return sync_all(self.config, self.store, self.embedder, self.tokenizer, kb, full=full, progress=progress,
-                        wait=wait)
+                        wait=wait, allow_mass_delete=allow_mass_delete)
 
     def check(self, kb: str | None = None) -> list[dict[str, Any]]:
         """Per KB, what a sync would index: files by type, chunks per file, skipped files with reasons."""
         return [self._kb_check(k) for k in self.config.select(kb)]
 
     def _kb_check(self, kb: KBConfig) -> dict[str, Any]:
-        scan = scan_sources(kb)
+        try:
+            scan = scan_sources(kb)
+        except KBError as exc:  # e.g. a path that does not exist: the other KBs are still checked
+            return {"kb": kb.name, "tool": kb.search_tool_name, "error": str(exc)}
         kinds: Counter[str] = Counter()
         chunks_by_file: dict[str, int] = {}
         skipped = [{"path": s.doc_id, "reason": s.reason} for s in scan.skipped]
@@ -90,6 +93,7 @@ class App:
             "files": sum(1 for r in files.values() if r.status == "indexed"),
             "chunks": self.store.count_chunks(name),
             "index_version": self.store.version(name),
+            "generation": self.store.active_generation(name),
             "sync_running": is_sync_running(self.config.storage),
             "last_sync": last.get("finished_at"),
             "last_outcome": last.get("outcome", "never synced"),

@@ -93,6 +93,9 @@ def check(config_path: str | None, as_json: bool) -> None:
             return
         click.echo(f"config OK: {len(config.kb)} knowledge base(s); index at {config.storage}")
         for item in summary:
+            if "error" in item:
+                click.echo(f"\n{item['kb']} (tool {item['tool']}): {item['error']}")
+                continue
             types = ", ".join(f"{n} {suffix}" for suffix, n in sorted(item["by_type"].items()))
             click.echo(f"\n{item['kb']} (tool {item['tool']}): {item['files']} files ({types or 'none'}), "
                        f"{item['chunks']} chunks")
@@ -100,6 +103,9 @@ def check(config_path: str | None, as_json: bool) -> None:
                 click.echo(f"  {count:5d}  {path}")
             for skip in item["skipped"]:
                 click.echo(f"  skipped {skip['path']}: {skip['reason']}")
+        failed = [item["kb"] for item in summary if "error" in item]
+        if failed:
+            raise KBError(f"cannot read the sources of {', '.join(failed)} (see above)")
 
     _run(work)
 
@@ -145,9 +151,12 @@ def chunks(file: Path, config_path: str | None, as_json: bool) -> None:
 @click.argument("kb", required=False)
 @click.option("--full", is_flag=True, help="Rebuild from scratch instead of syncing changes.")
 @click.option("--no-wait", is_flag=True, help="Fail at once if another sync is running.")
+@click.option("--allow-mass-delete", is_flag=True,
+              help="Let this sync delete all or most of a KB (refused by default: an unmounted share looks empty).")
 @config_option
 @json_option
-def sync(kb: str | None, full: bool, no_wait: bool, config_path: str | None, as_json: bool) -> None:
+def sync(kb: str | None, full: bool, no_wait: bool, allow_mass_delete: bool, config_path: str | None,
+         as_json: bool) -> None:
     """Index new and changed files of KB (or all KBs); remove deleted ones.
 
     Example:
@@ -157,7 +166,7 @@ def sync(kb: str | None, full: bool, no_wait: bool, config_path: str | None, as_
     def work():
         app = _app(config_path)
         bar = _ProgressBar() if sys.stderr.isatty() and not as_json else None
-        reports = app.sync(kb, full=full, progress=bar, wait=not no_wait)
+        reports = app.sync(kb, full=full, progress=bar, wait=not no_wait, allow_mass_delete=allow_mass_delete)
         if bar:
             bar.close()
         if as_json:

@@ -39,6 +39,9 @@ BUILTIN_FILTER_FIELDS = {
     "chunk_index": "integer",
 }
 
+# Integer columns (metadata and built-in) are int64: values outside this range can not be stored or compared.
+INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
 DEFAULT_MODEL = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"
 ENV_MODEL = "MCP_KB_EMBEDDING_MODEL"
 ENV_MODEL_PATH = "MCP_KB_EMBEDDING_MODEL_PATH"
@@ -82,6 +85,7 @@ class ServerConfig(_Strict):
     port: int = Field(8765, ge=1, le=65535)
     read_only: bool = False  # hides the sync tool
     token: str | None = None  # bearer token for HTTP transports; MCP_KB_TOKEN overrides
+    allowed_hosts: list[str] = Field(default_factory=list)  # Host names clients may use, besides loopback
 
 
 class ChunkingConfig(_Strict):
@@ -118,6 +122,8 @@ class SyncConfig(_Strict):
     interval: float = Field(0, ge=0)  # seconds; 0 = never
     watch: bool = False
     debounce: float = Field(1.0, ge=0.05, le=60)
+    # A sync deleting more than this share of the KB (and 20+ documents) is refused without --allow-mass-delete.
+    max_delete_share: float = Field(0.5, ge=0, le=1)
 
 
 FieldType = Literal["string", "integer", "number", "boolean", "date", "string[]"]
@@ -260,12 +266,9 @@ def build_config(raw: dict[str, Any], base_dir: Path, source: Path | None) -> Co
         config = Config.model_validate({**raw, "source": source})
     except ValidationError as exc:
         raise ConfigError(_explain(exc, raw, where)) from None
-    config = _resolve_paths(config, base_dir)
-    for kb in config.kb:
-        for folder in kb.paths:
-            if not folder.exists():
-                raise ConfigError(f"{where}: kb {kb.name!r}: path {str(folder)!r} does not exist; fix `paths`")
-    return config
+    # A path that does not exist is not an error here: an unmounted share must not stop the server
+    # from serving the index it has. Syncs report it (and keep the index); `mcp-kb check` shows it.
+    return _resolve_paths(config, base_dir)
 
 
 def _apply_environment(raw: dict[str, Any]) -> dict[str, Any]:

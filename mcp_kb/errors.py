@@ -6,6 +6,7 @@ KBError                 anything mcp-kb reports to a user as one clear message
 ├── ModelError          the embedding or reranking model cannot be loaded or run
 ├── StoreError          the index cannot be opened, read or written
 ├── SyncBusyError       another process holds the sync lock for this storage
+├── MassDeleteError     a sync would delete most of a KB (an unmounted share?) and was refused
 └── SearchError         a search request is invalid (bad mode, unknown filter field, ...)
 """
 
@@ -32,6 +33,10 @@ class StoreError(KBError):
 
 class SyncBusyError(KBError):
     """Another sync holds the lock on this storage location."""
+
+
+class MassDeleteError(KBError):
+    """A sync would delete all or most of a KB's documents; nothing was changed."""
 
 
 class SearchError(KBError):

@@ -15,8 +15,12 @@ import math
 import re
 from typing import Any
 
+from .config import INT64_MAX, INT64_MIN
 from .errors import SearchError
 
+# Limits on what a caller may send: values beyond them are errors, never queries the engine chokes on.
+MAX_TEXT_LENGTH = 1_000  # characters of one text value (a prefix, a glob, a title)
+MAX_LIST_VALUES = 200  # values of one one-of list
 _RANGE_OPERATORS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 _TEXT_OPERATORS = {"prefix", "glob"}
 _REGEX_META = set(".^$*+?()[]{}|\\")
@@ -28,6 +32,8 @@ def build_where(filters: dict[str, Any] | None, types: dict[str, str]) -> str | 
         return None
     if not isinstance(filters, dict):
         raise SearchError("filters must be an object mapping field names to values")
+    if not all(isinstance(field, str) for field in filters):
+        raise SearchError("filter field names must be text")
     clauses = [_clause(field, condition, types) for field, condition in filters.items()]
     return " AND ".join(f"({clause})" for clause in clauses)
 
@@ -47,6 +53,8 @@ def _clause(field: str, condition: Any, types: dict[str, str]) -> str:
     if isinstance(condition, list):
         if not condition:
             raise SearchError(f"filter {field!r}: an empty list matches nothing; give at least one value")
+        if len(condition) > MAX_LIST_VALUES:
+            raise SearchError(f"filter {field!r}: {len(condition)} values are too many (at most {MAX_LIST_VALUES})")
         if kind == "string[]":
             return f"array_has_any({field}, [{', '.join(_literal(v, 'string', field) for v in condition)}])"
         return f"{field} IN ({', '.join(_literal(v, kind, field) for v in condition)})"
@@ -77,19 +85,48 @@ def _operator_clause(field: str, kind: str, condition: dict[str, Any]) -> str:
 
 def _literal(value: Any, kind: str, field: str) -> str:
     """A SQL literal of the field's type; anything that does not fit is an error, never SQL."""
-    if kind in ("integer", "number"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise SearchError(f"filter {field!r}: expected a number, got {value!r}")
-        return str(int(value)) if kind == "integer" and float(value).is_integer() else repr(float(value))
+    if kind == "integer":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not _is_whole(value):
+            raise SearchError(f"filter {field!r}: expected a whole number, got {_shown(value)}")
+        if not INT64_MIN <= int(value) <= INT64_MAX:
+            raise SearchError(f"filter {field!r}: {_shown(value)} is out of range ({INT64_MIN}..{INT64_MAX})")
+        return str(int(value))
+    if kind == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not _is_finite(value):
+            raise SearchError(f"filter {field!r}: expected a finite number, got {_shown(value)}")
+        return repr(float(value))
     if kind == "boolean":
         if not isinstance(value, bool):
-            raise SearchError(f"filter {field!r}: expected true or false, got {value!r}")
+            raise SearchError(f"filter {field!r}: expected true or false, got {_shown(value)}")
         return "true" if value else "false"
     if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-        raise SearchError(f"filter {field!r}: expected text, got {value!r}")
-    if kind == "date" and not re.fullmatch(r"\d{4}(-\d{2}(-\d{2})?)?", str(value)):
-        raise SearchError(f"filter {field!r}: expected a date as YYYY-MM-DD, got {value!r}")
-    return "'" + str(value).replace("'", "''") + "'"
+        raise SearchError(f"filter {field!r}: expected text, got {_shown(value)}")
+    text = str(value)
+    if len(text) > MAX_TEXT_LENGTH:
+        raise SearchError(f"filter {field!r}: a value of {len(text)} characters is too long "
+                          f"(at most {MAX_TEXT_LENGTH})")
+    if "\x00" in text:
+        raise SearchError(f"filter {field!r}: a value may not contain NUL characters")
+    if kind == "date" and not re.fullmatch(r"\d{4}(-\d{2}(-\d{2})?)?", text):
+        raise SearchError(f"filter {field!r}: expected a date as YYYY-MM-DD, got {_shown(value)}")
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _is_finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def _is_whole(value: int | float) -> bool:
+    return isinstance(value, int) or (_is_finite(value) and float(value).is_integer())
+
+
+def _shown(value: Any) -> str:
+    """The value for an error message, cut short: a caller may send megabytes."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def glob_to_regex(pattern: str) -> str:

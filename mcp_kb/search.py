@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
@@ -21,7 +22,7 @@ import numpy as np
 
 from .config import KBConfig
 from .embedding import Embedder, ModelTokenizer, Reranker
-from .errors import ModelError, SearchError
+from .errors import KBError, ModelError, SearchError
 from .filters import and_where, build_where
 from .keywords import keyword_terms
 from .store import Store, sql_in
@@ -34,6 +35,7 @@ MODES = ("hybrid", "vector", "keyword", "filter")
 VECTOR_SHARE = 0.4
 _COLUMNS = ["id", "path", "chunk_index", "heading", "title", "page", "line_start", "line_end", "text"]
 _CACHE_SIZE = 256
+MAX_QUERY_LENGTH = 4_000  # characters; longer texts make slow searches and are never a real question
 
 
 @dataclass(frozen=True)
@@ -92,8 +94,8 @@ class SearchRequest:
     min_score: float
     context: int  # neighbouring chunks to add on each side of a hit
 
-    def cache_key(self, kb: str, version: int) -> str:
-        return json.dumps([kb, version, asdict(self)], sort_keys=True, ensure_ascii=False, default=str)
+    def cache_key(self, kb: str, generation: str, version: int) -> str:
+        return json.dumps([kb, generation, version, asdict(self)], sort_keys=True, ensure_ascii=False, default=str)
 
 
 class Searcher:
@@ -118,23 +120,42 @@ class Searcher:
         query = (query or "").strip()
         if not query and mode != "filter":
             raise SearchError("query is empty; give the words to search for (or use mode 'filter' with filters)")
+        if len(query) > MAX_QUERY_LENGTH:
+            raise SearchError(f"query is {len(query)} characters long; use at most {MAX_QUERY_LENGTH} "
+                              f"(the key words or a sentence, not a whole document)")
         top_k = kb.search.top_k if top_k is None else top_k
         if not 1 <= top_k <= 100:
             raise SearchError(f"top_k must be between 1 and 100, got {top_k}")
         if not 0 <= context <= 5:
             raise SearchError(f"context must be between 0 and 5 neighbouring chunks, got {context}")
         min_score = kb.search.min_score if min_score is None else min_score
+        if not math.isfinite(min_score):
+            raise SearchError(f"min_score must be a finite number, got {min_score}")
         return SearchRequest(query, top_k, mode, filters or None, float(min_score), context)
 
     def search(self, kb: KBConfig, request: SearchRequest) -> SearchResult:
-        table = self.store.chunk_table(kb.name)
+        generation = self.store.active_generation(kb.name)
+        try:
+            return self._search(kb, request, generation)
+        except KBError:
+            raise
+        except Exception:
+            # A rebuild (maybe in another process) switched generations and dropped the tables
+            # this search was reading: answer from the new generation.
+            if self.store.active_generation(kb.name) == generation:
+                raise
+            return self._search(kb, request, self.store.active_generation(kb.name))
+
+    def _search(self, kb: KBConfig, request: SearchRequest, generation: str | None) -> SearchResult:
+        table = self.store.chunk_table(kb.name, generation) if generation is not None else None
         if table is None:
             if is_sync_running(self.store.uri):
                 raise SearchError(f"knowledge base {kb.name!r} is being indexed for the first time; "
                                   f"try again in a moment (kb://{kb.name}/status says when it is done)")
             raise SearchError(f"knowledge base {kb.name!r} has not been synced yet; run `mcp-kb sync {kb.name}` "
                               f"(or call the sync_knowledge_base tool)")
-        key = request.cache_key(kb.name, table.version)
+        # Generation ids never repeat, so a rebuilt index never meets the answers of the old one.
+        key = request.cache_key(kb.name, generation, table.version)
         if key in self._cache:
             self._cache.move_to_end(key)
             return replace(self._cache[key], cached=True)

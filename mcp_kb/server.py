@@ -8,7 +8,6 @@ fix the call; the server keeps serving.
 # No `from __future__ import annotations`: tool signatures are built at run time from per-KB
 # filter models, and the SDK reads the evaluated annotations.
 
-import hmac
 import json
 import logging
 import threading
@@ -30,6 +29,7 @@ from . import __version__
 from .app import App
 from .config import KBConfig
 from .errors import KBError
+from .http_security import BearerTokenMiddleware, rebinding_protection, warn_if_exposed
 from .live import LiveSync, SyncRunner
 from .search import MODES, SearchResult
 from .sources import resolve_document
@@ -274,12 +274,16 @@ def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner) -> None:
         ctx: Context,
         kb: Annotated[Optional[str], Field(description=f"Knowledge base to sync: one of {names}; omit for all")] = None,
         full: Annotated[bool, Field(description="Rebuild from scratch instead of syncing changes")] = False,
+        allow_mass_delete: Annotated[bool, Field(
+            description="Let the sync delete all or most of a knowledge base. Only when the user confirms the files "
+                        "were really removed: an unmounted drive or share looks the same")] = False,
     ) -> dict[str, Any]:
         def progress(done: int, total: int, message: str) -> None:
             anyio.from_thread.run(ctx.report_progress, done, total, message)
 
         with _client_errors():
-            reports = await runner.sync(kb, full=full, progress=progress, wait=False)
+            reports = await runner.sync(kb, full=full, progress=progress, wait=False,
+                                        allow_mass_delete=allow_mass_delete)
         return {"reports": [r.to_dict() for r in reports], "summary": "\n".join(r.summary() for r in reports)}
 
     server.add_tool(sync_tool, name=SYNC_TOOL, title="Sync knowledge bases",
@@ -356,28 +360,13 @@ def run_server(app: App, transport: str, host: str, port: int, token: Optional[s
     if transport == "stdio":
         server.run()
         return
-    asgi = server.sse_app(host=host) if transport == "sse" else server.streamable_http_app(host=host)
+    allowed_hosts = app.config.server.allowed_hosts
+    warn_if_exposed(host, token, allowed_hosts)
+    security = rebinding_protection(host, allowed_hosts)
+    asgi = (server.sse_app(host=host, transport_security=security) if transport == "sse"
+            else server.streamable_http_app(host=host, transport_security=security))
     if token:
         asgi = BearerTokenMiddleware(asgi, token)
     import uvicorn
 
     anyio.run(uvicorn.Server(uvicorn.Config(asgi, host=host, port=port, log_level="warning")).serve)
-
-
-class BearerTokenMiddleware:
-    """Rejects every HTTP request without `Authorization: Bearer <token>`."""
-
-    def __init__(self, app, token: str):
-        self.app = app
-        self.expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
-                await send({"type": "http.response.body",
-                            "body": b'{"error": "missing or wrong bearer token (set MCP_KB_TOKEN on the client)"}'})
-                return
-        await self.app(scope, receive, send)

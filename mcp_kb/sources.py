@@ -1,9 +1,18 @@
-"""Find the files of a knowledge base: globs, .gitignore, hidden folders, binaries, size limits."""
+"""Find the files of a knowledge base: globs, .gitignore, hidden entries, links, binaries, size limits.
+
+One set of rules decides what belongs to a KB: `scan_sources` applies it while walking, and
+`find_source` applies the same rules to one document id (the document resource), so a file the
+scan leaves out can never be read through the KB either. Symbolic links are followed only when
+they point inside the KB's root. A problem with one entry (a link loop, a name that is not
+UTF-8, an unreadable file) is reported for that entry and never stops the walk.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,10 +23,13 @@ from .document import Document
 from .errors import KBError
 from .parsers import is_supported, parse_file
 
-# Bytes that occur in text encodings only as NUL-free sequences; a NUL or a high share of
-# control characters in the first block means binary, whatever the extension says.
+# A NUL or a high share of control characters in the first block means binary, whatever the
+# extension says.
 _SNIFF_BYTES = 8192
 _TEXT_CONTROL = {7, 8, 9, 10, 12, 13, 27}
+_ESCAPED_BYTE = re.compile(rb"\\x([0-9a-f]{2})")
+
+Ignores = list[tuple[str, pathspec.PathSpec]]  # .gitignore specs in force, with the folder they came from
 
 
 @dataclass(frozen=True)
@@ -32,10 +44,17 @@ class SourceFile:
 
 @dataclass(frozen=True)
 class SkippedFile:
-    """A file left out, with the reason shown to the user."""
+    """A file (or folder, id ending in "/") left out, with the reason shown to the user.
+
+    `unreadable` marks a read error rather than a rule: what the index holds for it is kept.
+    """
 
     doc_id: str
     reason: str
+    unreadable: bool = False
+
+    def covers(self, doc_id: str) -> bool:
+        return doc_id == self.doc_id or (self.doc_id.endswith("/") and doc_id.startswith(self.doc_id))
 
 
 @dataclass(frozen=True)
@@ -52,16 +71,43 @@ def scan_sources(kb: KBConfig, known: dict[str, tuple[int, int]] | None = None) 
     """
     files: dict[str, SourceFile] = {}
     skipped: list[SkippedFile] = []
-    known = known or {}
-    for root in kb.paths:
+    for root, prefix in _roots(kb):
         _check_readable(root, kb)
-        if root.is_file():
-            _consider(root, root.name, kb, files, skipped, known)
-            continue
-        prefix = f"{root.name}/" if len(kb.paths) > 1 else ""
-        for path, rel in _walk(root, kb.respect_gitignore, skipped):
-            _consider(path, prefix + rel, kb, files, skipped, known)
+        rules = _Rules(kb, root, prefix, known or {})
+        outcomes = [rules.root_file()] if root.is_file() else rules.walk()
+        for outcome in outcomes:
+            if isinstance(outcome, SourceFile):
+                files[outcome.doc_id] = outcome
+            elif isinstance(outcome, SkippedFile):
+                skipped.append(outcome)
     return SourceScan(sorted(files.values(), key=lambda f: f.doc_id), skipped)
+
+
+def find_source(kb: KBConfig, doc_id: str) -> SourceFile:
+    """The file behind a document id, judged by the same rules as a scan; anything else is refused."""
+    for root, prefix in _roots(kb):
+        if root.is_file():
+            found = _Rules(kb, root, prefix, {}).root_file() if doc_id == root.name else None
+        elif doc_id.startswith(prefix):
+            found = _Rules(kb, root, prefix, {}).locate(doc_id[len(prefix):])
+        else:
+            continue
+        if isinstance(found, SourceFile) and found.doc_id == doc_id:
+            return found
+    raise KBError(f"{doc_id!r} is not a document of knowledge base {kb.name!r}; "
+                  f"read kb://{kb.name}/status or search it to find document paths")
+
+
+def resolve_document(kb: KBConfig, doc_id: str) -> Document:
+    """Parse one document of the KB by its id."""
+    source = find_source(kb, doc_id)
+    return parse_file(source.path, source.doc_id)
+
+
+def _roots(kb: KBConfig) -> list[tuple[Path, str]]:
+    """Each KB path with the prefix its document ids get (its name, when a KB has several paths)."""
+    several = len(kb.paths) > 1
+    return [(root, f"{root.name}/" if several and not root.is_file() else "") for root in kb.paths]
 
 
 def _check_readable(root: Path, kb: KBConfig) -> None:
@@ -79,27 +125,160 @@ def _check_readable(root: Path, kb: KBConfig) -> None:
                       f"the index keeps its last good version until the path is back") from exc
 
 
-def _consider(path: Path, doc_id: str, kb: KBConfig, files: dict[str, SourceFile],
-              skipped: list[SkippedFile], known: dict[str, tuple[int, int]]) -> None:
-    if not _matches_globs(doc_id, kb.include, kb.exclude):
-        return
-    if not is_supported(path.suffix.lower()):
-        if kb.include:  # the user asked for it explicitly, so say why it is left out
-            skipped.append(SkippedFile(doc_id, f"unsupported file type {path.suffix or '(none)'}"))
-        return
+class _Rules:
+    """Membership rules for the entries below one KB root."""
+
+    def __init__(self, kb: KBConfig, root: Path, prefix: str, known: dict[str, tuple[int, int]]):
+        self.kb = kb
+        self.root = root
+        self.prefix = prefix
+        self.known = known
+        self.real_root = os.path.realpath(root)
+
+    def root_file(self) -> SourceFile | SkippedFile | None:
+        """A KB path that is a single file."""
+        try:
+            info = os.stat(self.root)
+        except OSError as exc:
+            return SkippedFile(self.root.name, f"unreadable: {exc.strerror}", unreadable=True)
+        return self._file(str(self.root), self.root.name, info)
+
+    def walk(self):
+        """Yield a SourceFile or SkippedFile per entry that is not silently left out."""
+        seen_dirs: set[tuple[int, int]] = set()
+        stack: list[tuple[str, str, Ignores]] = [(str(self.root), "", [])]
+        while stack:
+            folder, rel_folder, ignores = stack.pop()
+            try:
+                info = os.stat(folder)
+                if (info.st_dev, info.st_ino) in seen_dirs:  # a folder linked twice, or a loop
+                    continue
+                seen_dirs.add((info.st_dev, info.st_ino))
+                ignores = self._with_gitignore(folder, rel_folder, ignores)
+                entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            except (OSError, ValueError) as exc:
+                yield SkippedFile(self._doc_id(rel_folder) + "/", f"unreadable folder: {_why(exc)}", unreadable=True)
+                continue
+            subfolders = []
+            for entry in entries:
+                rel = f"{rel_folder}/{entry.name}" if rel_folder else entry.name
+                outcome = self._entry(entry.path, rel, _is_link(entry), ignores)
+                if outcome == "dir":
+                    subfolders.append((entry.path, rel, ignores))
+                elif outcome is not None:
+                    yield outcome
+            stack.extend(reversed(subfolders))
+
+    def locate(self, rel_id: str) -> SourceFile | SkippedFile | None:
+        """Judge one document id below the root, folder by folder, as the walk would have."""
+        parts = rel_id.split("/")
+        if any(part in ("", ".", "..") for part in parts):
+            return None
+        folder, rel_folder, ignores = str(self.root), "", []
+        for index, part in enumerate(parts):
+            try:
+                ignores = self._with_gitignore(folder, rel_folder, ignores)
+            except (OSError, ValueError):
+                return None
+            name = _real_name(folder, part)
+            path = os.path.join(folder, name)
+            rel = f"{rel_folder}/{name}" if rel_folder else name
+            outcome = self._entry(path, rel, os.path.islink(path), ignores)
+            if index == len(parts) - 1:
+                return outcome if isinstance(outcome, SourceFile) else None
+            if outcome != "dir":
+                return None
+            folder, rel_folder = path, rel
+        return None
+
+    def _entry(self, path: str, rel: str, is_link: bool, ignores: Ignores) -> SourceFile | SkippedFile | str | None:
+        """"dir" to descend into, a file, a reported skip, or None for entries left out silently."""
+        if rel.rsplit("/", 1)[-1].startswith("."):
+            return None
+        doc_id = self._doc_id(rel)
+        if is_link:
+            reason = self._link_reason(path)
+            if reason:
+                return SkippedFile(doc_id, reason)
+        try:
+            info = os.stat(path)
+        except OSError as exc:
+            return SkippedFile(doc_id, f"unreadable: {exc.strerror}", unreadable=True)
+        is_dir = stat.S_ISDIR(info.st_mode)
+        if _ignored(rel, is_dir, ignores):
+            return None
+        if is_dir:
+            return "dir"
+        if not stat.S_ISREG(info.st_mode):
+            return None  # pipes, sockets, devices: opening one could block or never end
+        return self._file(path, doc_id, info)
+
+    def _file(self, path: str, doc_id: str, info: os.stat_result) -> SourceFile | SkippedFile | None:
+        if not _matches_globs(doc_id, self.kb.include, self.kb.exclude):
+            return None
+        suffix = os.path.splitext(path)[1].lower()
+        if not is_supported(suffix):
+            if self.kb.include:  # the user asked for it explicitly, so say why it is left out
+                return SkippedFile(doc_id, f"unsupported file type {_id_text(suffix) or '(none)'}")
+            return None
+        if info.st_size > self.kb.max_file_bytes:
+            return SkippedFile(doc_id, f"too large: {info.st_size / 1e6:.1f} MB > max_file_size_mb")
+        if self.known.get(doc_id) != (info.st_size, info.st_mtime_ns):
+            reason = _binary_reason(path, suffix)
+            if reason:
+                return SkippedFile(doc_id, reason, unreadable=reason.startswith("unreadable"))
+        return SourceFile(Path(path), doc_id, info.st_size, info.st_mtime_ns)
+
+    def _link_reason(self, path: str) -> str | None:
+        """Why a symbolic link is not followed: it leads outside the root, nowhere, or in a circle."""
+        try:
+            target = os.path.realpath(path, strict=True)
+        except OSError as exc:
+            return f"broken symbolic link ({exc.strerror})"
+        if target != self.real_root and not target.startswith(self.real_root.rstrip(os.sep) + os.sep):
+            return "symbolic link to a place outside the knowledge base: not followed"
+        return None
+
+    def _with_gitignore(self, folder: str, rel_folder: str, ignores: Ignores) -> Ignores:
+        """The specs in force below `folder`; an unreadable .gitignore raises (its folder is then skipped,
+        since indexing what it may hide would be worse than waiting)."""
+        path = os.path.join(folder, ".gitignore")
+        if not self.kb.respect_gitignore or not os.path.isfile(path):
+            return ignores
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            spec = pathspec.PathSpec.from_lines("gitignore", handle.read().splitlines())
+        return [*ignores, (rel_folder, spec)]
+
+    def _doc_id(self, rel: str) -> str:
+        return self.prefix + _id_text(rel)
+
+
+def _is_link(entry: os.DirEntry) -> bool:
     try:
-        stat = path.stat()
-    except OSError as exc:
-        skipped.append(SkippedFile(doc_id, f"unreadable: {exc.strerror}"))
-        return
-    if stat.st_size > kb.max_file_bytes:
-        skipped.append(SkippedFile(doc_id, f"too large: {stat.st_size / 1e6:.1f} MB > max_file_size_mb"))
-        return
-    reason = None if known.get(doc_id) == (stat.st_size, stat.st_mtime_ns) else _binary_reason(path)
-    if reason:
-        skipped.append(SkippedFile(doc_id, reason))
-        return
-    files[doc_id] = SourceFile(path, doc_id, stat.st_size, stat.st_mtime_ns)
+        return entry.is_symlink()
+    except OSError:
+        return True  # judged (and reported) by the link rules
+
+
+def _why(exc: Exception) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else f".gitignore: {exc}"
+
+
+def _id_text(name: str) -> str:
+    """A file name as valid text: bytes that are not UTF-8 (Python keeps them as surrogates) become \\xNN."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _real_name(folder: str, part: str) -> str:
+    """The name on disk behind one part of a document id (see _id_text)."""
+    if "\\x" not in part or os.path.lexists(os.path.join(folder, part)):
+        return part
+    raw = _ESCAPED_BYTE.sub(lambda match: bytes([int(match[1], 16)]), part.encode("utf-8"))
+    return raw.decode("utf-8", "surrogateescape")
 
 
 def _matches_globs(doc_id: str, include: list[str], exclude: list[str]) -> bool:
@@ -117,43 +296,7 @@ def _glob_spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
     return _SPEC_CACHE[patterns]
 
 
-def _walk(root: Path, respect_gitignore: bool, skipped: list[SkippedFile]):
-    """Yield (path, relative posix path); hidden entries skipped, each real folder visited once."""
-    seen_dirs: set[tuple[int, int]] = set()
-    # Each level carries the .gitignore specs that apply to it, with the folder they came from.
-    stack: list[tuple[Path, list[tuple[str, pathspec.PathSpec]]]] = [(root, [])]
-    while stack:
-        folder, ignores = stack.pop()
-        try:
-            stat = folder.stat()
-        except OSError:
-            continue
-        if (stat.st_dev, stat.st_ino) in seen_dirs:  # symlink loop or a folder linked twice
-            continue
-        seen_dirs.add((stat.st_dev, stat.st_ino))
-        rel_folder = folder.relative_to(root).as_posix() if folder != root else ""
-        if respect_gitignore and (folder / ".gitignore").is_file():
-            spec = pathspec.PathSpec.from_lines("gitignore", (folder / ".gitignore").read_text(errors="replace").splitlines())
-            ignores = [*ignores, (rel_folder, spec)]
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError as exc:
-            skipped.append(SkippedFile(rel_folder + "/", f"unreadable folder: {exc.strerror}"))
-            continue
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            rel = f"{rel_folder}/{entry.name}" if rel_folder else entry.name
-            is_dir = entry.is_dir()  # follows symlinks; loops are cut by seen_dirs
-            if _ignored(rel, is_dir, ignores):
-                continue
-            if is_dir:
-                stack.append((Path(entry.path), ignores))
-            elif entry.is_file():
-                yield Path(entry.path), rel
-
-
-def _ignored(rel: str, is_dir: bool, ignores: list[tuple[str, pathspec.PathSpec]]) -> bool:
+def _ignored(rel: str, is_dir: bool, ignores: Ignores) -> bool:
     for base, spec in ignores:
         local = rel[len(base) + 1:] if base else rel
         if spec.match_file(local + ("/" if is_dir else "")):
@@ -161,12 +304,12 @@ def _ignored(rel: str, is_dir: bool, ignores: list[tuple[str, pathspec.PathSpec]
     return False
 
 
-def _binary_reason(path: Path) -> str | None:
+def _binary_reason(path: str, suffix: str) -> str | None:
     """A reason to skip the file as binary, judged by its first bytes, or None."""
-    if path.suffix.lower() == ".pdf":
+    if suffix == ".pdf":
         return None  # PDFs are binary by nature; the PDF parser judges them
     try:
-        with path.open("rb") as handle:
+        with open(path, "rb") as handle:
             head = handle.read(_SNIFF_BYTES)
     except OSError as exc:
         return f"unreadable: {exc.strerror}"
@@ -202,25 +345,3 @@ def is_candidate_path(kb: KBConfig, path: Path) -> bool:
                 return True
             return is_supported(path.suffix.lower()) and _matches_globs(rel, kb.include, kb.exclude)
     return False
-
-
-def document_path(kb: KBConfig, doc_id: str) -> Path:
-    """The file behind a document id; ids that point outside the KB's paths are refused."""
-    for root in kb.paths:
-        if root.is_file():
-            if doc_id == root.name:
-                return root
-            continue
-        prefix = f"{root.name}/" if len(kb.paths) > 1 else ""
-        if not doc_id.startswith(prefix):
-            continue
-        candidate = (root / doc_id[len(prefix):]).resolve()
-        if candidate.is_relative_to(root.resolve()) and candidate.is_file():
-            return candidate
-    raise KBError(f"{doc_id!r} is not a document of knowledge base {kb.name!r}; "
-                  f"read kb://{kb.name}/status or search it to find document paths")
-
-
-def resolve_document(kb: KBConfig, doc_id: str) -> Document:
-    """Parse one document of the KB by its id."""
-    return parse_file(document_path(kb, doc_id), doc_id)

@@ -1,7 +1,8 @@
-"""LanceDB storage: one chunk table and one file manifest per KB, plus a state table.
+"""LanceDB storage: per KB a chunk table and a file manifest (one pair per generation), plus a state table.
 
 The only module that imports lancedb. Writes that replace a document's chunks happen in one
-merge_insert commit, so readers see a file's old chunks or its new ones, never a mix.
+merge_insert commit, so readers see a file's old chunks or its new ones, never a mix; a rebuild
+fills a new generation and switches to it in one commit of the state row.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -36,6 +39,9 @@ _ARROW_TYPES = {
     "date": pa.string(),  # ISO dates compare correctly as text
     "string[]": pa.list_(pa.string()),
 }
+_STATE_TABLE = "_state"
+# Tables of one generation: `<kb>__chunks__<id>`, `<kb>__files__<id>` (no id: made before generations).
+_GENERATION_TABLE = re.compile(r"^(?P<kb>[A-Za-z0-9_-]+?)__(?:chunks|files)(?:__(?P<generation>[0-9a-f]{12}))?$")
 _STATE_SCHEMA = pa.schema([("kb", pa.string()), ("state", pa.string())])
 _FILE_SCHEMA = pa.schema([
     ("path", pa.string()),
@@ -53,12 +59,12 @@ def chunk_schema(dimension: int, metadata_types: dict[str, str]) -> pa.Schema:
     fields = [
         ("id", pa.string()),
         ("path", pa.string()),
-        ("chunk_index", pa.int32()),
+        ("chunk_index", pa.int64()),
         ("heading", pa.string()),
         ("title", pa.string()),
-        ("page", pa.int32()),
-        ("line_start", pa.int32()),
-        ("line_end", pa.int32()),
+        ("page", pa.int64()),
+        ("line_start", pa.int64()),
+        ("line_end", pa.int64()),
         ("text", pa.string()),
         ("search_text", pa.string()),
         ("content_hash", pa.string()),
@@ -83,17 +89,25 @@ class FileRecord:
     reason: str = ""
 
 
-def _sql_string(value: str) -> str:
+def sql_string(value: str) -> str:
+    """A SQL text literal; the value can never end the literal early."""
     return "'" + value.replace("'", "''") + "'"
 
 
 def sql_in(column: str, values: Iterable[str]) -> str:
     """`column IN ('a', 'b')` with values quoted safely."""
-    return f"{column} IN ({', '.join(_sql_string(v) for v in values)})"
+    return f"{column} IN ({', '.join(sql_string(v) for v in values)})"
 
 
 class Store:
-    """All tables at one storage location (a folder or a LanceDB URI)."""
+    """All tables at one storage location (a folder or a LanceDB URI).
+
+    A KB's chunks and manifest live in one *generation* of tables, named by an id that never
+    repeats. The KB's state row names the active generation; a rebuild fills a new generation
+    beside it and switches by rewriting that one row (one commit), so readers see the old
+    version or the new one, never an empty or half-built index. Methods that take
+    `generation=None` use the active one.
+    """
 
     def __init__(self, uri: str):
         self.uri = uri
@@ -105,86 +119,105 @@ class Store:
         except Exception as exc:
             raise StoreError(f"cannot open the index at {uri}: {exc}") from exc
         self._open: dict[str, Any] = {}  # table handles; they follow new versions by themselves
+        self._state_by_kb: dict[str, tuple[int, dict[str, Any]]] = {}  # (state table version, state)
 
     # ---- tables -------------------------------------------------------------------------
     def _names(self) -> set[str]:
         return set(self.db.list_tables().tables)
 
-    @staticmethod
-    def chunk_table_name(kb: str) -> str:
-        return f"{kb}__chunks"
-
-    @staticmethod
-    def file_table_name(kb: str) -> str:
-        return f"{kb}__files"
-
-    def chunk_table(self, kb: str):
-        """The KB's chunk table, or None before its first sync."""
-        name = self.chunk_table_name(kb)
+    def _table(self, name: str):
+        """An open handle, or None when the table does not exist."""
         if name not in self._open:
             if name not in self._names():
                 return None
             self._open[name] = self.db.open_table(name)
         return self._open[name]
 
-    def create_kb_tables(self, kb: str, schema: pa.Schema) -> None:
-        """(Re)create a KB's tables empty, dropping any previous ones."""
-        self.drop_kb(kb)
-        self.db.create_table(self.chunk_table_name(kb), schema=schema)
-        self.db.create_table(self.file_table_name(kb), schema=_FILE_SCHEMA)
+    def active_generation(self, kb: str) -> str | None:
+        """The generation searches read, or None before the KB's first sync."""
+        return generation_of(self.read_state(kb))
 
-    def drop_kb(self, kb: str) -> None:
-        self._open.clear()
-        names = self._names()
-        for name in (self.chunk_table_name(kb), self.file_table_name(kb)):
-            if name in names:
+    def chunk_table(self, kb: str, generation: str | None = None):
+        """The KB's chunk table (of the active generation by default), or None if there is none."""
+        generation = self.active_generation(kb) if generation is None else generation
+        return None if generation is None else self._table(chunk_table_name(kb, generation))
+
+    def _file_table(self, kb: str, generation: str | None):
+        generation = self.active_generation(kb) if generation is None else generation
+        return None if generation is None else self._table(file_table_name(kb, generation))
+
+    def create_generation(self, kb: str, generation: str, schema: pa.Schema) -> None:
+        """Empty tables for a generation; tables that already exist (a build being resumed) are kept."""
+        self.db.create_table(chunk_table_name(kb, generation), schema=schema, exist_ok=True)
+        self.db.create_table(file_table_name(kb, generation), schema=_FILE_SCHEMA, exist_ok=True)
+
+    def drop_generations(self, kb: str, keep: set[str]) -> list[str]:
+        """Drop every table generation of the KB except `keep`; returns the dropped generations."""
+        dropped = set()
+        for name in sorted(self._names()):
+            match = _GENERATION_TABLE.match(name)
+            if match and match["kb"] == kb and (match["generation"] or "") not in keep:
+                self._open.pop(name, None)
                 self.db.drop_table(name)
+                dropped.add(match["generation"] or "")
+        return sorted(dropped)
 
-    # ---- KB state (model identity, settings, last sync) -----------------------------------
+    # ---- KB state (active generation, model identity, settings, last sync) ----------------
     def read_state(self, kb: str) -> dict[str, Any]:
-        if "_state" not in self._names():
+        """The KB's state row; cached until the state table gets a new version (a cheap check)."""
+        table = self._table(_STATE_TABLE)
+        if table is None:
             return {}
-        rows = self.db.open_table("_state").search().where(f"kb = {_sql_string(kb)}").limit(1).to_list()
-        return json.loads(rows[0]["state"]) if rows else {}
+        version = table.version
+        cached = self._state_by_kb.get(kb)
+        if cached and cached[0] == version:
+            return cached[1]
+        rows = table.search().where(f"kb = {sql_string(kb)}").limit(1).to_list()
+        state = json.loads(rows[0]["state"]) if rows else {}
+        self._state_by_kb[kb] = (version, state)
+        return state
 
     def write_state(self, kb: str, state: dict[str, Any]) -> None:
+        """Replace the KB's state row in one commit (this is what switches generations)."""
         row = pa.table({"kb": [kb], "state": [json.dumps(state, ensure_ascii=False)]}, schema=_STATE_SCHEMA)
-        if "_state" not in self._names():
-            self.db.create_table("_state", schema=_STATE_SCHEMA, exist_ok=True)
-        table = self.db.open_table("_state")
+        if self._table(_STATE_TABLE) is None:
+            self.db.create_table(_STATE_TABLE, schema=_STATE_SCHEMA, exist_ok=True)
+        table = self._table(_STATE_TABLE)
         table.merge_insert("kb").when_matched_update_all().when_not_matched_insert_all().execute(row)
+        _compact_when_worth_it(table, unindexed=0)  # every sync rewrites the row: keep the table one read
 
     # ---- manifest ------------------------------------------------------------------------
-    def read_files(self, kb: str) -> dict[str, FileRecord]:
-        name = self.file_table_name(kb)
-        if name not in self._names():
+    def read_files(self, kb: str, generation: str | None = None) -> dict[str, FileRecord]:
+        table = self._file_table(kb, generation)
+        if table is None:
             return {}
-        rows = self.db.open_table(name).to_arrow().to_pylist()
+        rows = table.to_arrow().to_pylist()
         return {row["path"]: FileRecord(**row) for row in rows}
 
-    def write_files(self, kb: str, records: Sequence[FileRecord]) -> None:
+    def write_files(self, kb: str, generation: str, records: Sequence[FileRecord]) -> None:
         if not records:
             return
         data = pa.Table.from_pylist([record.__dict__ for record in records], schema=_FILE_SCHEMA)
-        table = self.db.open_table(self.file_table_name(kb))
+        table = self._file_table(kb, generation)
         table.merge_insert("path").when_matched_update_all().when_not_matched_insert_all().execute(data)
 
-    def delete_files(self, kb: str, paths: Sequence[str]) -> None:
+    def delete_files(self, kb: str, generation: str, paths: Sequence[str]) -> None:
+        table = self._file_table(kb, generation)
         for batch in _batches(list(paths), 500):
-            self.db.open_table(self.file_table_name(kb)).delete(sql_in("path", batch))
+            table.delete(sql_in("path", batch))
 
     # ---- chunks --------------------------------------------------------------------------
-    def replace_documents(self, kb: str, paths: Sequence[str], rows: pa.Table) -> None:
+    def replace_documents(self, kb: str, generation: str, paths: Sequence[str], rows: pa.Table) -> None:
         """Make `rows` the only chunks of `paths`, in one commit (old chunks of those paths go)."""
-        table = self.db.open_table(self.chunk_table_name(kb))
+        table = self.chunk_table(kb, generation)
         (table.merge_insert("id")
          .when_matched_update_all()
          .when_not_matched_insert_all()
          .when_not_matched_by_source_delete(sql_in("path", paths))
          .execute(rows))
 
-    def delete_documents(self, kb: str, paths: Sequence[str]) -> int:
-        table = self.chunk_table(kb)
+    def delete_documents(self, kb: str, generation: str, paths: Sequence[str]) -> int:
+        table = self.chunk_table(kb, generation)
         if table is None or not paths:
             return 0
         deleted = 0
@@ -194,17 +227,17 @@ class Store:
             table.delete(condition)
         return deleted
 
-    def indexed_paths(self, kb: str) -> set[str]:
+    def indexed_paths(self, kb: str, generation: str) -> set[str]:
         """Every path that has chunks: the truth when looking for orphans."""
-        table = self.chunk_table(kb)
+        table = self.chunk_table(kb, generation)
         if table is None:
             return set()
         paths = table.search().select(["path"]).limit(None).to_arrow()["path"]
         return set(pc.unique(paths).to_pylist())
 
-    def vectors_by_content_hash(self, kb: str, hashes: Sequence[str]) -> dict[str, list[float]]:
+    def vectors_by_content_hash(self, kb: str, generation: str, hashes: Sequence[str]) -> dict[str, list[float]]:
         """Stored vectors for any of these chunk contents, to reuse instead of re-embedding."""
-        table = self.chunk_table(kb)
+        table = self.chunk_table(kb, generation)
         found: dict[str, list[float]] = {}
         if table is None or not hashes:
             return found
@@ -216,8 +249,8 @@ class Store:
                 found[content_hash] = vector
         return found
 
-    def count_chunks(self, kb: str) -> int:
-        table = self.chunk_table(kb)
+    def count_chunks(self, kb: str, generation: str | None = None) -> int:
+        table = self.chunk_table(kb, generation)
         return table.count_rows() if table is not None else 0
 
     def version(self, kb: str) -> int:
@@ -225,11 +258,11 @@ class Store:
         return table.version if table is not None else 0
 
     # ---- indexes -------------------------------------------------------------------------
-    def refresh_indexes(self, kb: str, changed: bool) -> str:
+    def refresh_indexes(self, kb: str, generation: str, changed: bool) -> str:
         """Create missing indexes; after changes, fold new rows in (and add HNSW once the table is large)."""
         from lancedb.index import FTS, BTree, HnswSq
 
-        table = self.chunk_table(kb)
+        table = self.chunk_table(kb, generation)
         if table is None or table.count_rows() == 0:
             return "empty"
         indexed = {index.columns[0] for index in table.list_indices()}
@@ -242,12 +275,32 @@ class Store:
                 table.create_index(column, config=BTree())
         if changed:
             _compact_when_worth_it(table, unindexed=table.index_stats("search_text_idx").num_unindexed_rows)
-            _compact_when_worth_it(self.db.open_table(self.file_table_name(kb)), unindexed=0)
+            _compact_when_worth_it(self._file_table(kb, generation), unindexed=0)
         rows = table.count_rows()
         if rows >= VECTOR_INDEX_MIN_ROWS and "vector" not in indexed:
             table.create_index("vector", config=HnswSq(distance_type="cosine"))
             indexed.add("vector")
         return "full-text + HNSW vector index" if "vector" in indexed else "full-text + exact vector search"
+
+
+def new_generation() -> str:
+    """A generation id that never repeats, so nothing keyed by it (caches) can outlive a rebuild."""
+    return uuid.uuid4().hex[:12]
+
+
+def generation_of(state: dict[str, Any]) -> str | None:
+    """The active generation named by a state row; "" for an index made before generations existed."""
+    if "generation" in state:
+        return state["generation"]
+    return "" if "model" in state else None
+
+
+def chunk_table_name(kb: str, generation: str) -> str:
+    return f"{kb}__chunks__{generation}" if generation else f"{kb}__chunks"
+
+
+def file_table_name(kb: str, generation: str) -> str:
+    return f"{kb}__files__{generation}" if generation else f"{kb}__files"
 
 
 def _compact_when_worth_it(table, unindexed: int) -> None:

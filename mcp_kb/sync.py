@@ -18,25 +18,31 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from .chunking import Chunk, TokenCounter, chunk_document, effective_max_tokens
-from .config import BUILTIN_FILTER_FIELDS, Config, KBConfig
+from .config import BUILTIN_FILTER_FIELDS, INT64_MAX, INT64_MIN, Config, KBConfig
 from .embedding import Embedder
-from .errors import KBError, ParseError, SyncBusyError
+from .errors import KBError, MassDeleteError, ModelError, ParseError, SyncBusyError
 from .keywords import ANALYZER_VERSION, keyword_terms
 from .parsers import parse_file
-from .sources import SourceFile, file_sha256, scan_sources
-from .store import FileRecord, Store, chunk_schema, local_state_dir, write_summary
+from .sources import SkippedFile, SourceFile, file_sha256, scan_sources
+from .store import FileRecord, Store, chunk_schema, generation_of, local_state_dir, new_generation, write_summary
 
 log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[int, int, str], None]
 _BATCH_FILES = 32  # files per commit: small enough to lose little to a crash, large enough to amortize commits
+# Bump when the tables' layout changes: the next sync rebuilds each KB (beside the old index) by itself.
+LAYOUT_VERSION = 2
+# A sync that would delete at least this many documents, and more than [kb.sync] max_delete_share of
+# a KB, is refused without --allow-mass-delete (as is any sync whose paths yield no file at all).
+MASS_DELETE_MIN_FILES = 20
 
 
 @dataclass(frozen=True)
@@ -94,16 +100,23 @@ class SyncReport:
 
 
 def sync_all(config: Config, store: Store, embedder: Embedder, counter: TokenCounter, kb_name: str | None = None,
-             full: bool = False, progress: ProgressCallback | None = None, wait: bool = True) -> list[SyncReport]:
+             full: bool = False, progress: ProgressCallback | None = None, wait: bool = True,
+             allow_mass_delete: bool = False) -> list[SyncReport]:
     """Sync one KB or all of them, holding the storage's writer lock."""
     with sync_lock(config.storage, wait=wait):
-        return [sync_kb(store, kb, embedder, counter, full=full, progress=progress)
+        return [sync_kb(store, kb, embedder, counter, full=full, progress=progress,
+                        allow_mass_delete=allow_mass_delete)
                 for kb in config.select(kb_name)]
 
 
 def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounter, full: bool = False,
-            progress: ProgressCallback | None = None) -> SyncReport:
-    """Bring one KB's tables in step with its files; the caller holds the sync lock."""
+            progress: ProgressCallback | None = None, allow_mass_delete: bool = False) -> SyncReport:
+    """Bring one KB's tables in step with its files; the caller holds the sync lock.
+
+    Nothing destructive happens before its preconditions hold: the sources were read (a missing
+    root raises, a mass deletion is refused), and for a rebuild the model has embedded a test
+    text. A rebuild fills a new generation and switches to it only when it is complete.
+    """
     report = SyncReport(kb.name)
     started = _now()
     wall_start = time.perf_counter()
@@ -111,34 +124,44 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounte
     try:
         with timer("prepare"):
             fingerprints = _fingerprints(kb, embedder, counter)
-            reusable = _prepare_tables(store, kb, embedder, fingerprints, full, report)
-            indexed = store.read_files(kb.name)
+            state = store.read_state(kb.name)
+            active = generation_of(state)
+            active_files = store.read_files(kb.name, active) if active is not None else {}
         with timer("scan"):
-            scan = scan_sources(kb, known={p: (r.size, r.mtime_ns) for p, r in indexed.items()})
+            scan = scan_sources(kb, known={p: (r.size, r.mtime_ns) for p, r in active_files.items()})
             report.skipped = [{"path": s.doc_id, "reason": s.reason} for s in scan.skipped]
+            unreadable = [s for s in scan.skipped if s.unreadable]
+            _refuse_mass_delete(kb, active_files, {f.doc_id for f in scan.files}, unreadable, allow_mass_delete)
+        with timer("prepare"):
+            target, reuse_from = _target_generation(store, kb, embedder, state, fingerprints, full, report)
+            indexed = active_files if target == active else store.read_files(kb.name, target)
         with timer("hash"):
-            disk_hash_by_path, touched = _hash_files(scan.files, indexed)
-        plan = plan_sync(disk_hash_by_path, {p: r.file_hash for p, r in indexed.items()})
+            hash_by_path, hash_failures = _hash_files(scan.files, {**active_files, **indexed})
+        _keep_unreadable(indexed, hash_by_path, unreadable, hash_failures, report)
+        plan = plan_sync(hash_by_path, {p: r.file_hash for p, r in indexed.items()})
         report.files_added, report.files_changed = len(plan.added), len(plan.changed)
         report.files_deleted, report.files_unchanged = len(plan.deleted), len(plan.unchanged)
         files_by_path = {f.doc_id: f for f in scan.files}
-        _apply_changes(store, kb, embedder, counter, plan, files_by_path, disk_hash_by_path, reusable, report,
+        _apply_changes(store, kb, target, reuse_from, embedder, counter, plan, files_by_path, hash_by_path, report,
                        timer, progress)
         with timer("delete"):
-            report.chunks_deleted += _remove_deleted(store, kb.name, plan, set(disk_hash_by_path))
-            store.write_files(kb.name, [_refreshed(indexed[p], files_by_path[p]) for p in touched])
+            report.chunks_deleted += _remove_deleted(store, kb.name, target, plan, set(hash_by_path))
+            store.write_files(kb.name, target, _touched(indexed, files_by_path, hash_by_path))
         with timer("index"):
             changed = bool(plan.added or plan.changed or report.chunks_deleted or report.rebuilt)
-            report.index_state = store.refresh_indexes(kb.name, changed)
-        report.chunks_total = store.count_chunks(kb.name)
-        files = store.read_files(kb.name)
+            report.index_state = store.refresh_indexes(kb.name, target, changed)
+        report.chunks_total = store.count_chunks(kb.name, target)
+        files = store.read_files(kb.name, target)
         unchanged = set(plan.unchanged)
         report.failures += [{"path": p, "reason": r.reason} for p, r in files.items()
                             if r.status == "failed" and p in unchanged]
         report.files_failed = len(report.failures)
         report.seconds["total"] = round(time.perf_counter() - wall_start, 3)
         write_summary(store.uri, kb.name, _summary(files, report))
-        store.write_state(kb.name, {**fingerprints, "last_sync": _last_sync(started, "ok", report)})
+        # One commit makes this generation the one searches read (the switch, after a rebuild).
+        store.write_state(kb.name, {**fingerprints, "generation": target,
+                                    "last_sync": _last_sync(started, "ok", report)})
+        store.drop_generations(kb.name, keep={target})
         return report
     except Exception as exc:
         error = str(exc) if isinstance(exc, KBError) else f"{type(exc).__name__}: {exc}"
@@ -157,6 +180,7 @@ def _fingerprints(kb: KBConfig, embedder: Embedder, counter: TokenCounter) -> di
         "chunking": chunking,
         "metadata": {"static": kb.metadata, "types": _metadata_types(kb)},
         "keyword_analysis": ANALYZER_VERSION,
+        "layout": LAYOUT_VERSION,
     }
 
 
@@ -164,22 +188,66 @@ def _metadata_types(kb: KBConfig) -> dict[str, str]:
     return {k: v for k, v in kb.filter_field_types().items() if k not in BUILTIN_FILTER_FIELDS}
 
 
-def _prepare_tables(store: Store, kb: KBConfig, embedder: Embedder, fingerprints: dict[str, Any], full: bool,
-                    report: SyncReport) -> dict[str, list[float]]:
-    """Create or rebuild the KB's tables when needed; returns vectors worth keeping across a rebuild."""
-    state = store.read_state(kb.name)
-    reason = _rebuild_reason(state, fingerprints, full, store.chunk_table(kb.name) is None)
+def _refuse_mass_delete(kb: KBConfig, active_files: dict[str, FileRecord], present: set[str],
+                        unreadable: list[SkippedFile], allowed: bool) -> None:
+    """A source that suddenly yields no files (or far fewer) is more likely unmounted than emptied."""
+    doomed = [p for p in active_files if p not in present and not any(s.covers(p) for s in unreadable)]
+    if allowed or not doomed:
+        return
+    mass = len(doomed) >= MASS_DELETE_MIN_FILES and len(doomed) > kb.sync.max_delete_share * len(active_files)
+    if present and not mass:
+        return
+    why = "its paths yield no files" if not present else f"more than {kb.sync.max_delete_share:.0%} of it is gone"
+    raise MassDeleteError(
+        f"knowledge base {kb.name!r}: this sync would delete {len(doomed)} of its {len(active_files)} documents "
+        f"({why}); nothing was changed. If a drive or share is not mounted, mount it and sync again; if the "
+        f"files were really removed, run `mcp-kb sync {kb.name} --allow-mass-delete`.")
+
+
+def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: dict[str, Any],
+                       fingerprints: dict[str, Any], full: bool, report: SyncReport) -> tuple[str, str | None]:
+    """The generation this sync writes, and the one whose vectors it may reuse.
+
+    Normally the active one. A first sync builds in place (searchable as it fills); a rebuild
+    builds a new generation (or resumes an interrupted one with the same settings) while
+    searches keep reading the active one.
+    """
+    active = generation_of(state)
+    missing = active is not None and store.chunk_table(kb.name, active) is None
+    reason = _rebuild_reason(state, fingerprints, full, missing)
     if not reason:
-        return {}
-    reusable = {}
-    if not full and state.get("model") == fingerprints["model"] and store.chunk_table(kb.name) is not None:
-        reusable = _all_vectors(store, kb.name)  # same model: settings changed, vectors still valid
-    if "model" in state:
-        report.rebuilt = reason
-        log.info("%s: rebuilding the index: %s", kb.name, reason)
+        if "building" in state:  # an interrupted rebuild that is no longer wanted
+            store.write_state(kb.name, {k: v for k, v in state.items() if k != "building"})
+        store.drop_generations(kb.name, keep={active})
+        return active, None
+    _check_model(embedder)  # before anything is created, switched or dropped
     schema = chunk_schema(embedder.identity.dimension, _metadata_types(kb))
-    store.create_kb_tables(kb.name, schema)
-    return reusable
+    building = state.get("building") or {}
+    if active is None:
+        target = new_generation()
+        store.drop_generations(kb.name, keep=set())
+        store.create_generation(kb.name, target, schema)
+        store.write_state(kb.name, {**fingerprints, "generation": target})
+        return target, None
+    report.rebuilt = reason
+    log.info("%s: rebuilding the index beside the current one: %s", kb.name, reason)
+    if building.get("fingerprints") == fingerprints and store.chunk_table(kb.name, building["generation"]) is not None:
+        target = building["generation"]  # resume: its manifest says what is done
+    else:
+        target = new_generation()
+        store.write_state(kb.name, {**state, "building": {"generation": target, "fingerprints": fingerprints}})
+    store.drop_generations(kb.name, keep={active, target})
+    store.create_generation(kb.name, target, schema)
+    same_model = state.get("model") == fingerprints["model"] and not missing
+    return target, active if same_model and not full else None
+
+
+def _check_model(embedder: Embedder) -> None:
+    """The model must load and embed a test text before a rebuild starts."""
+    vector = np.asarray(embedder.embed_query("mcp-kb model check"))
+    if vector.shape != (embedder.identity.dimension,) or not np.isfinite(vector).all():
+        raise ModelError(f"the embedding model {embedder.identity.name} returned a vector of shape {vector.shape} "
+                         f"(expected {embedder.identity.dimension} finite numbers); the index was left as it was")
 
 
 def _rebuild_reason(state: dict[str, Any], fingerprints: dict[str, Any], full: bool, missing: bool) -> str:
@@ -190,7 +258,8 @@ def _rebuild_reason(state: dict[str, Any], fingerprints: dict[str, Any], full: b
     if full:
         return "--full requested"
     for key, what in (("model", "embedding model"), ("chunking", "chunking settings"),
-                      ("metadata", "metadata settings"), ("keyword_analysis", "keyword analysis")):
+                      ("metadata", "metadata settings"), ("keyword_analysis", "keyword analysis"),
+                      ("layout", "index layout")):
         if state.get(key) != fingerprints[key]:
             return f"{what} changed ({_describe(state.get(key))} → {_describe(fingerprints[key])})"
     return ""
@@ -202,36 +271,46 @@ def _describe(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)[:120]
 
 
-def _all_vectors(store: Store, kb: str) -> dict[str, list[float]]:
-    table = store.chunk_table(kb)
-    data = table.to_arrow().select(["content_hash", "vector"])
-    return dict(zip(data["content_hash"].to_pylist(), data["vector"].to_pylist()))
+def _hash_files(files: list[SourceFile], known: dict[str, FileRecord]) -> tuple[dict[str, str], dict[str, str]]:
+    """SHA-256 per file, re-using a stored hash when size and mtime are unchanged.
 
-
-def _hash_files(files: list[SourceFile], indexed: dict[str, FileRecord]) -> tuple[dict[str, str], list[str]]:
-    """SHA-256 per file, re-using the stored hash when size and mtime are unchanged.
-
-    Returns the hashes and the paths whose bytes are unchanged but whose mtime moved (touched).
+    Returns the hashes and, for files that could not be read, the reason.
     """
     hash_by_path = {}
-    touched = []
+    failures = {}
     for source in files:
-        record = indexed.get(source.doc_id)
-        if record and record.size == source.size and record.mtime_ns == source.mtime_ns:
+        record = known.get(source.doc_id)
+        if record and record.file_hash and record.size == source.size and record.mtime_ns == source.mtime_ns:
             hash_by_path[source.doc_id] = record.file_hash
             continue
         try:
             hash_by_path[source.doc_id] = file_sha256(source.path)
-        except OSError:
-            continue  # vanished or unreadable since the scan: treated as absent this time
-        if record and record.file_hash == hash_by_path[source.doc_id]:
-            touched.append(source.doc_id)
-    return hash_by_path, touched
+        except OSError as exc:
+            failures[source.doc_id] = f"unreadable: {exc.strerror or exc}"
+    return hash_by_path, failures
 
 
-def _refreshed(record: FileRecord, source: SourceFile) -> FileRecord:
-    return FileRecord(record.path, record.file_hash, source.size, source.mtime_ns, record.n_chunks,
-                      record.status, record.reason)
+def _keep_unreadable(indexed: dict[str, FileRecord], hash_by_path: dict[str, str], unreadable: list[SkippedFile],
+                     hash_failures: dict[str, str], report: SyncReport) -> None:
+    """A file (or folder) that cannot be read right now keeps what the index holds for it."""
+    for path, record in indexed.items():
+        reason = hash_failures.get(path) or next((s.reason for s in unreadable if s.covers(path)), None)
+        if reason and path not in hash_by_path:
+            hash_by_path[path] = record.file_hash
+            report.failures.append({"path": path, "reason": f"{reason}; the indexed version is kept"})
+    report.failures += [{"path": p, "reason": r} for p, r in hash_failures.items() if p not in indexed]
+
+
+def _touched(indexed: dict[str, FileRecord], files_by_path: dict[str, SourceFile],
+             hash_by_path: dict[str, str]) -> list[FileRecord]:
+    """Records of files whose bytes are unchanged but whose size/mtime moved, with the new values."""
+    touched = []
+    for path, record in indexed.items():
+        source = files_by_path.get(path)
+        if source and hash_by_path.get(path) == record.file_hash and \
+                (record.size, record.mtime_ns) != (source.size, source.mtime_ns):
+            touched.append(replace(record, size=source.size, mtime_ns=source.mtime_ns))
+    return touched
 
 
 # ---- applying changes ----------------------------------------------------------------------
@@ -244,9 +323,9 @@ class _ParsedFile:
     error: str = ""
 
 
-def _apply_changes(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounter, plan: SyncPlan,
-                   files_by_path: dict[str, SourceFile], hash_by_path: dict[str, str],
-                   reusable: dict[str, list[float]], report: SyncReport, timer: _Timer,
+def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
+                   counter: TokenCounter, plan: SyncPlan, files_by_path: dict[str, SourceFile],
+                   hash_by_path: dict[str, str], report: SyncReport, timer: _Timer,
                    progress: ProgressCallback | None) -> None:
     """Parse, embed and write new and changed files, one batch per commit; parsing runs ahead."""
     todo = [files_by_path[p] for p in plan.added + plan.changed]
@@ -266,7 +345,7 @@ def _apply_changes(store: Store, kb: KBConfig, embedder: Embedder, counter: Toke
             parsed, parse_seconds = pending.result()
             timer.add("parse", parse_seconds)
             pending = pool.submit(parse_batch, batches[index + 1]) if index + 1 < len(batches) else None
-            _write_batch(store, kb, embedder, parsed, reusable, report, timer)
+            _write_batch(store, kb, target, reuse_from, embedder, parsed, report, timer)
             done += len(parsed)
             if progress:
                 progress(done, len(todo), f"{kb.name}: indexed {done}/{len(todo)} files")
@@ -274,7 +353,14 @@ def _apply_changes(store: Store, kb: KBConfig, embedder: Embedder, counter: Toke
 
 def file_chunks(source: SourceFile, kb: KBConfig, counter: TokenCounter) -> list[Chunk]:
     """Parse and chunk one file with the KB's settings; raises ParseError with the reason."""
-    return chunk_document(parse_file(source.path, source.doc_id), kb.chunking, counter)
+    document = parse_file(source.path, source.doc_id)
+    try:
+        chunks = chunk_document(document, kb.chunking, counter)
+    except Exception as exc:  # a chunker bug on odd input fails this file, not the sync
+        raise ParseError(f"chunking failed: {type(exc).__name__}: {exc}") from exc
+    if not chunks:
+        raise ParseError("nothing to index: the file has no text (it is empty or holds only headings)")
+    return chunks
 
 
 def _parse(source: SourceFile, file_hash: str, kb: KBConfig, counter: TokenCounter) -> _ParsedFile:
@@ -284,30 +370,40 @@ def _parse(source: SourceFile, file_hash: str, kb: KBConfig, counter: TokenCount
         return _ParsedFile(source, file_hash, [], str(exc))
 
 
-def _write_batch(store: Store, kb: KBConfig, embedder: Embedder, parsed: list[_ParsedFile],
-                 reusable: dict[str, list[float]], report: SyncReport, timer: _Timer) -> None:
-    chunks = [(item, chunk) for item in parsed for chunk in item.chunks]
+def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
+                 parsed: list[_ParsedFile], report: SyncReport, timer: _Timer) -> None:
+    chunks = [chunk for item in parsed for chunk in item.chunks]
     with timer("embed"):
-        vectors = _vectors_for(store, kb.name, embedder, [chunk for _, chunk in chunks], reusable, report)
+        vectors = _vectors_for(store, kb.name, target, reuse_from, embedder, chunks, report)
     with timer("write"):
-        metadata_types = _metadata_types(kb)
-        rows = [_chunk_row(kb, metadata_types, item.file_hash, chunk, vectors[chunk.content_hash])
-                for item, chunk in chunks]
-        table = pa.Table.from_pylist(rows, schema=store.chunk_table(kb.name).schema)
-        store.replace_documents(kb.name, [item.source.doc_id for item in parsed], table)
-        store.write_files(kb.name, [_file_record(item) for item in parsed])
+        schema = store.chunk_table(kb.name, target).schema
+        rows = pa.concat_tables([_rows_of(kb, schema, item, vectors) for item in parsed])
+        store.replace_documents(kb.name, target, [item.source.doc_id for item in parsed], rows)
+        store.write_files(kb.name, target, [_file_record(item) for item in parsed])
     for item in parsed:
         if item.error:
             report.failures.append({"path": item.source.doc_id, "reason": item.error})
             log.warning("%s: skipped %s: %s", kb.name, item.source.doc_id, item.error)
 
 
-def _vectors_for(store: Store, kb: str, embedder: Embedder, chunks: list[Chunk], reusable: dict[str, list[float]],
-                 report: SyncReport) -> dict[str, Any]:
-    """A vector per content hash: stored ones reused, the rest embedded in batches."""
+def _rows_of(kb: KBConfig, schema: pa.Schema, item: _ParsedFile, vectors: dict[str, Any]) -> pa.Table:
+    """One file's chunk rows; a value that does not fit its column fails this file only."""
+    metadata_types = _metadata_types(kb)
+    try:
+        return pa.Table.from_pylist([_chunk_row(kb, metadata_types, item.file_hash, chunk,
+                                                vectors[chunk.content_hash]) for chunk in item.chunks], schema=schema)
+    except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
+        item.error, item.chunks = f"cannot store its chunks: {exc}", []
+        return schema.empty_table()
+
+
+def _vectors_for(store: Store, kb: str, target: str, reuse_from: str | None, embedder: Embedder,
+                 chunks: list[Chunk], report: SyncReport) -> dict[str, Any]:
+    """A vector per content hash: stored ones reused (also from the generation being replaced), the rest embedded."""
     wanted = {chunk.content_hash: chunk.embed_text for chunk in chunks}
-    vectors: dict[str, Any] = {h: reusable[h] for h in wanted if h in reusable}
-    vectors.update(store.vectors_by_content_hash(kb, [h for h in wanted if h not in vectors]))
+    vectors: dict[str, Any] = store.vectors_by_content_hash(kb, target, list(wanted))
+    if reuse_from is not None:
+        vectors.update(store.vectors_by_content_hash(kb, reuse_from, [h for h in wanted if h not in vectors]))
     missing = [h for h in wanted if h not in vectors]
     if missing:
         embedded = embedder.embed_batch([wanted[h] for h in missing])
@@ -356,13 +452,14 @@ def _coerce(value: Any, kind: str) -> Any:
         if kind == "date":
             return value.isoformat()[:10] if isinstance(value, (dt.date, dt.datetime)) else str(value)[:10]
         if kind == "integer":
-            return int(value)
+            number = int(value)
+            return number if INT64_MIN <= number <= INT64_MAX else None
         if kind == "number":
             return float(value)
         if kind == "boolean":
             return value if isinstance(value, bool) else str(value).lower() in ("true", "yes", "1")
         return ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
@@ -372,11 +469,11 @@ def _file_record(item: _ParsedFile) -> FileRecord:
                       len(item.chunks), status, item.error)
 
 
-def _remove_deleted(store: Store, kb: str, plan: SyncPlan, on_disk: set[str]) -> int:
+def _remove_deleted(store: Store, kb: str, target: str, plan: SyncPlan, on_disk: set[str]) -> int:
     """Delete chunks of deleted files and orphans (chunks whose file the manifest lost)."""
-    orphans = store.indexed_paths(kb) - on_disk
-    deleted = store.delete_documents(kb, sorted(orphans | set(plan.deleted)))
-    store.delete_files(kb, plan.deleted)
+    orphans = store.indexed_paths(kb, target) - on_disk
+    deleted = store.delete_documents(kb, target, sorted(orphans | set(plan.deleted)))
+    store.delete_files(kb, target, plan.deleted)
     return deleted
 
 

@@ -39,10 +39,9 @@ def test_wrong_type_is_reported_with_key(tmp_path):
         load_config(path)
 
 
-def test_missing_path_is_reported(tmp_path):
+def test_missing_path_loads_so_an_existing_index_can_still_be_served(tmp_path):
     path = _write_toml(tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["nowhere"]\n')
-    with pytest.raises(ConfigError, match="path .*nowhere.* does not exist"):
-        load_config(path)
+    assert load_config(path).kb[0].paths == [tmp_path / "nowhere"]
 
 
 def test_duplicate_kb_names_are_refused(tmp_path):

@@ -1,8 +1,12 @@
 import os
 
+import pytest
 from conftest import write
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from mcp_kb.sources import scan_sources
+from mcp_kb.errors import KBError
+from mcp_kb.sources import find_source, scan_sources
 
 
 def _kb(make_config, tmp_path, **options):
@@ -74,3 +78,104 @@ def test_several_paths_prefix_ids_with_their_folder(make_config, tmp_path):
     write(tmp_path / "more/a.md", "# A")
     kb = make_config({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs"), str(tmp_path / "more")]}).kb[0]
     assert [f.doc_id for f in scan_sources(kb).files] == ["docs/a.md", "more/a.md"]
+
+
+# ---- links, odd names and membership (one set of rules for the scan and the document resource) ----
+
+def test_symlink_to_itself_is_reported_and_the_walk_goes_on(make_config, tmp_path):
+    write(tmp_path / "docs/a.md", "# A")
+    os.symlink("self.md", tmp_path / "docs/self.md")
+    scan = scan_sources(_kb(make_config, tmp_path))
+    assert [f.doc_id for f in scan.files] == ["a.md"]
+    assert [(s.doc_id, "broken symbolic link" in s.reason) for s in scan.skipped] == [("self.md", True)]
+
+
+def test_symlinks_leading_outside_the_kb_are_not_followed(make_config, tmp_path):
+    write(tmp_path / "secret/passwords.txt", "root:hunter2")
+    write(tmp_path / "docs/inside.md", "# Inside")
+    os.symlink(tmp_path / "secret/passwords.txt", tmp_path / "docs/passwd.txt")
+    os.symlink(tmp_path / "secret", tmp_path / "docs/secret-folder")
+    os.symlink("inside.md", tmp_path / "docs/alias.md")  # inside the root: followed
+    scan = scan_sources(_kb(make_config, tmp_path))
+    assert [f.doc_id for f in scan.files] == ["alias.md", "inside.md"]
+    reasons = {s.doc_id: s.reason for s in scan.skipped}
+    assert set(reasons) == {"passwd.txt", "secret-folder"}
+    assert all("outside the knowledge base" in reason for reason in reasons.values())
+
+
+def test_file_names_that_are_not_utf8_get_escaped_ids_that_lead_back_to_the_file(make_config, tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    with open(os.fsencode(folder) + b"/caf\xe9.md", "wb") as handle:
+        handle.write(b"# Cafe\n\nA Latin-1 file name.")
+    kb = _kb(make_config, tmp_path)
+    [source] = scan_sources(kb).files
+    assert source.doc_id == "caf\\xe9.md"
+    source.doc_id.encode("utf-8")  # valid text everywhere an id is written
+    assert find_source(kb, source.doc_id).path == source.path
+
+
+def test_fifo_is_never_opened(make_config, tmp_path):
+    write(tmp_path / "docs/a.md", "# A")
+    os.mkfifo(tmp_path / "docs/pipe.md")  # reading it would block the sync for ever
+    assert [f.doc_id for f in scan_sources(_kb(make_config, tmp_path)).files] == ["a.md"]
+
+
+def test_a_gitignore_that_cannot_be_read_skips_its_folder_instead_of_indexing_what_it_hides(make_config, tmp_path):
+    write(tmp_path / "docs/a.md", "# A")
+    write(tmp_path / "docs/sub/secret.md", "# secret")
+    write(tmp_path / "docs/sub/.gitignore", "secret.md\n!\n")  # "!" alone is not a valid pattern
+    scan = scan_sources(_kb(make_config, tmp_path))
+    assert [f.doc_id for f in scan.files] == ["a.md"]
+    [skipped] = scan.skipped
+    assert skipped.doc_id == "sub/" and skipped.unreadable and ".gitignore" in skipped.reason
+
+
+@pytest.mark.parametrize("doc_id", [
+    "drafts/plan.md",      # excluded by the KB's globs
+    ".private/notes.md",   # hidden folder
+    ".env.md",             # hidden file
+    "build/out.md",        # .gitignored
+    "big.txt",             # over the size limit
+    "passwd.txt",          # link to a file outside the KB
+    "../outside.md",       # traversal
+    "/etc/passwd",
+    "",
+])
+def test_find_source_refuses_what_a_scan_leaves_out(make_config, tmp_path, doc_id):
+    write(tmp_path / "docs/ok.md", "# OK")
+    write(tmp_path / "docs/drafts/plan.md", "# Plan")
+    write(tmp_path / "docs/.private/notes.md", "# Notes")
+    write(tmp_path / "docs/.env.md", "TOKEN=1")
+    write(tmp_path / "docs/.gitignore", "build/\n")
+    write(tmp_path / "docs/build/out.md", "# Out")
+    write(tmp_path / "docs/big.txt", "x" * 2_000_000)
+    write(tmp_path / "outside.md", "# Outside")
+    os.symlink("/etc/passwd", tmp_path / "docs/passwd.txt")
+    kb = _kb(make_config, tmp_path, exclude=["drafts/"], max_file_size_mb=1)
+    assert [f.doc_id for f in scan_sources(kb).files] == ["ok.md"]
+    assert find_source(kb, "ok.md").doc_id == "ok.md"
+    with pytest.raises(KBError, match="is not a document of knowledge base 'docs'"):
+        find_source(kb, doc_id)
+
+
+name_bytes = st.binary(min_size=1, max_size=40).filter(lambda b: b"/" not in b and b"\x00" not in b
+                                                      and b not in (b".", b".."))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=st.lists(name_bytes, min_size=1, max_size=6, unique=True))
+def test_any_file_name_is_scanned_and_found_again_by_its_id(make_config, tmp_path_factory, names):
+    root = tmp_path_factory.mktemp("names")
+    folder = root / "docs"
+    folder.mkdir()
+    for name in names:
+        with open(os.fsencode(folder) + b"/" + name + b".md", "wb") as handle:
+            handle.write(b"# Title\n\nSome text.")
+    kb = make_config({"name": "docs", "description": "d", "paths": [str(folder)]}).kb[0]
+    scan = scan_sources(kb)
+    visible = [n for n in names if not n.startswith(b".")]
+    assert len(scan.files) == len(visible)
+    for source in scan.files:
+        source.doc_id.encode("utf-8")
+        assert find_source(kb, source.doc_id).path == source.path

@@ -10,7 +10,7 @@ import pytest
 from conftest import SHARED, write
 from pdfs import text_pdf
 
-from mcp_kb.errors import SyncBusyError
+from mcp_kb.errors import KBError, ModelError, SyncBusyError
 from mcp_kb.sync import plan_sync, sync_lock
 
 SECTIONS = 6
@@ -196,8 +196,9 @@ def _sync_process(config: Path) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
 
 
-def _clean_build_rows(make_app, folder: Path):
-    clean = make_app({"name": "docs", "description": "d", "paths": [str(folder)]}, storage=str(folder.parent / "clean"))
+def _clean_build_rows(make_app, folder: Path, kb: dict | None = None):
+    kb = kb or {"name": "docs", "description": "d", "paths": [str(folder)]}
+    clean = make_app(kb, storage=str(folder.parent / "clean"))
     clean.sync()
     return _rows(clean)
 
@@ -276,3 +277,222 @@ def test_a_reader_keeps_working_when_another_process_rebuilds(make_app, kb_dir):
     writer.sync()
     hits = reader.search("docs", "helpdesk password", mode="keyword").hits
     assert hits and "helpdesk" in hits[0].text
+
+
+# ---- trust: rebuilds, models, unavailable sources, odd files -----------------------------------
+
+class _FailingEmbedder:
+    """The real model, failing after `batches` passage batches (a model that dies mid-rebuild)."""
+
+    def __init__(self, real, batches: int):
+        self.real, self.batches_left = real, batches
+        self.identity = real.identity
+
+    def embed_batch(self, texts):
+        if self.batches_left == 0:
+            raise ModelError("the model stopped answering")
+        self.batches_left -= 1
+        return self.real.embed_batch(texts)
+
+    def embed_query(self, text):
+        return self.real.embed_query(text)
+
+
+def test_full_rebuild_keeps_answering_searches_from_the_old_index(make_app, tmp_path):
+    folder = tmp_path / "many"
+    _many_files(folder, 80)
+    app = make_app({"name": "docs", "description": "d", "paths": [str(folder)]})
+    app.sync()
+    errors: list[BaseException] = []
+    rebuild = threading.Thread(target=lambda: errors.extend(_catch(lambda: app.sync(full=True))))
+    rebuild.start()
+    answers = []
+    while rebuild.is_alive() or not answers:
+        answers.append(len(app.search("docs", "notes on subject", mode="keyword", top_k=10).hits))
+    rebuild.join()
+    assert not errors and len(answers) > 1
+    assert min(answers) == 10, f"{answers.count(0)} of {len(answers)} searches came back empty"
+    assert app.store.count_chunks("docs") == 80
+
+
+def test_an_interrupted_rebuild_leaves_the_old_index_and_the_next_sync_resumes_it(make_app, make_config, kb_dir,
+                                                                                  embedder, tmp_path):
+    from mcp_kb.app import App
+
+    folder = tmp_path / "many"
+    for i in range(100):  # long enough that smaller chunks mean new chunk texts (nothing to reuse)
+        write(folder / f"page{i:03d}.md", f"# Page {i}\n\n" + f"Topic {i}: notes on subject number {i}. " * 12)
+    kb = {"name": "docs", "description": "d", "paths": [str(folder)]}
+    first = make_app(kb)
+    first.sync()
+    before = _rows(first)
+    small = {**kb, "chunking": {"max_tokens": 64, "overlap": 8, "min_tokens": 10}}
+    dying = App(make_config(small), embedder=_FailingEmbedder(embedder, batches=1))
+    old_generation = dying.store.active_generation("docs")
+    with pytest.raises(ModelError):
+        dying.sync()
+    reader = make_app(kb)
+    assert reader.store.active_generation("docs") == old_generation and _rows(reader) == before
+    assert reader.search("docs", "subject number 7", mode="keyword").hits
+    assert reader.status("docs")[0]["last_outcome"] == "failed"
+    resumed = make_app(small)
+    embedded, reports = _embedded_during(embedder, resumed.sync)
+    assert "chunking settings changed" in reports[0].rebuilt
+    assert reports[0].files_added == 100 - 32  # the batch written before the failure is kept
+    assert resumed.store.active_generation("docs") != old_generation
+    assert _rows(resumed) == _clean_build_rows(make_app, folder, small)
+    assert {name for name in resumed.store.db.list_tables().tables if name.startswith("docs__")} == {
+        f"docs__chunks__{resumed.store.active_generation('docs')}", f"docs__files__{resumed.store.active_generation('docs')}"}
+
+
+def test_cached_answers_never_outlive_a_full_rebuild(app, kb_dir):
+    app.sync()
+    assert [h.source for h in app.search("docs", "release train calendar", mode="keyword").hits] == ["notes.txt"]
+    (kb_dir / "notes.txt").unlink()
+    app.sync(full=True)
+    assert app.search("docs", "release train calendar", mode="keyword").hits == []
+
+
+def test_a_corrupt_model_file_is_refused_before_anything_is_dropped(app, make_config, kb_dir, tmp_path):
+    from mcp_kb.app import App
+    from mcp_kb.embedding import FastEmbedder
+    from mcp_kb.errors import ModelError
+
+    app.sync()
+    before = _rows(app)
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    source = Path(app.config.embedding.model_path)
+    for item in source.iterdir():
+        if item.name != "model.onnx":
+            (broken / item.name).symlink_to(item)
+    (broken / "model.onnx").write_bytes((source / "model.onnx").read_bytes()[:1_000_000])  # truncated
+    config = make_config({"name": "docs", "description": "d", "paths": [str(kb_dir)]})
+    embedding = config.embedding.model_copy(update={"model_path": str(broken)})
+    with pytest.raises(ModelError):
+        App(config.model_copy(update={"embedding": embedding}), embedder=FastEmbedder(embedding)).sync()
+    assert _rows(app) == before
+    assert app.search("docs", "password portal").hits
+
+
+def test_an_empty_folder_is_an_unavailable_source_not_a_deletion(app, kb_dir):
+    from mcp_kb.errors import MassDeleteError
+
+    app.sync()
+    chunks = app.store.count_chunks("docs")
+    for path in kb_dir.iterdir():
+        path.unlink()  # what an unmounted share looks like: an empty mount point
+    with pytest.raises(MassDeleteError, match=r"would delete 3 of its 3 documents .*--allow-mass-delete"):
+        app.sync()
+    assert app.store.count_chunks("docs") == chunks
+    assert "would delete 3" in app.status("docs")[0]["last_error"]
+    report = app.sync(allow_mass_delete=True)[0]
+    assert report.files_deleted == 3 and app.store.count_chunks("docs") == 0
+
+
+def test_deleting_most_of_a_large_kb_at_once_is_refused(make_app, tmp_path):
+    from mcp_kb.errors import MassDeleteError
+
+    folder = tmp_path / "many"
+    _many_files(folder, 50)
+    app = make_app({"name": "docs", "description": "d", "paths": [str(folder)], "sync": {"max_delete_share": 0.5}})
+    app.sync()
+    for i in range(30):  # a subfolder's share went away, say: 30 of 50 is more than half
+        (folder / f"page{i:03d}.md").unlink()
+    with pytest.raises(MassDeleteError, match="more than 50% of it is gone"):
+        app.sync()
+    for i in range(30, 35):
+        (folder / f"page{i:03d}.md").unlink()
+    assert app.sync(allow_mass_delete=True)[0].files_deleted == 35
+
+
+def test_deleting_a_few_files_of_a_small_kb_needs_no_permission(app, kb_dir):
+    app.sync()
+    (kb_dir / "faq.md").unlink()
+    (kb_dir / "notes.txt").unlink()
+    assert app.sync()[0].files_deleted == 2
+
+
+def test_a_missing_folder_keeps_the_index_searchable_and_its_status_readable(make_app, tmp_path):
+    folder = tmp_path / "share"
+    write(folder / "guide.md", "# Guide\n\nThe deployment guide explains rollbacks.\n")
+    kb = {"name": "docs", "description": "d", "paths": [str(folder)]}
+    make_app(kb).sync()
+    folder.rename(tmp_path / "unmounted")
+    app = make_app(kb)  # the config loads although the path is gone
+    assert app.search("docs", "rollbacks", mode="keyword").hits[0].source == "guide.md"
+    with pytest.raises(KBError, match="cannot read .*share.*keeps its last good version"):
+        app.sync()
+    status = app.status("docs")[0]
+    assert status["files"] == 1 and status["last_outcome"] == "failed" and "cannot read" in status["last_error"]
+
+
+def test_an_unreadable_file_keeps_its_indexed_version(app, kb_dir, monkeypatch):
+    import mcp_kb.sync
+
+    app.sync()
+    write(kb_dir / "faq.md", "# FAQ\n\n## Reset password\n\nA new answer that cannot be read yet.\n")
+    real_hash = mcp_kb.sync.file_sha256
+
+    def flaky(path):
+        if path.name == "faq.md":
+            raise PermissionError(13, "Permission denied")
+        return real_hash(path)
+
+    monkeypatch.setattr(mcp_kb.sync, "file_sha256", flaky)
+    report = app.sync()[0]
+    assert report.files_deleted == 0 and report.files_unchanged == 3
+    assert [f["path"] for f in report.failures] == ["faq.md"] and "indexed version is kept" in report.failures[0]["reason"]
+    assert app.search("docs", "self-service portal", mode="keyword").hits[0].source == "faq.md"
+
+
+def test_odd_files_never_stop_a_sync(app, kb_dir, tmp_path):
+    os.symlink("loop.md", kb_dir / "loop.md")
+    with open(os.fsencode(kb_dir) + b"/caf\xe9.md", "wb") as handle:
+        handle.write(b"# Cafe\n\nEspresso machines are descaled every Friday.\n")
+    write(kb_dir / "only-heading.md", "# Just a title\n")
+    write(tmp_path / "secret.txt", "the launch codes are 0000")
+    os.symlink(tmp_path / "secret.txt", kb_dir / "secret.txt")
+    write(kb_dir / "front.md", "---\nyear: .inf\nsize: 1e400\n---\n# Front\n\nFront matter with odd numbers.\n")
+    report = app.sync()[0]
+    assert report.files_added == 6  # handbook, faq, notes, café, only-heading, front
+    assert {f["path"]: f["reason"] for f in report.failures} == {
+        "only-heading.md": "nothing to index: the file has no text (it is empty or holds only headings)"}
+    skipped = {s["path"]: s["reason"] for s in report.skipped}
+    assert "broken symbolic link" in skipped["loop.md"] and "outside the knowledge base" in skipped["secret.txt"]
+    assert app.search("docs", "espresso descaled", mode="keyword").hits[0].source == "caf\\xe9.md"
+    assert app.search("docs", "launch codes", mode="keyword").hits == []
+    assert app.sync()[0].files_unchanged == 6
+
+
+def test_odd_front_matter_values_fail_nothing(make_app, tmp_path):
+    folder = tmp_path / "docs"
+    write(folder / "a.md", "---\nyear: .inf\n---\n# A\n\nFirst page.\n")
+    write(folder / "b.md", "---\nyear: 100000000000000000000000000\n---\n# B\n\nSecond page.\n")
+    write(folder / "c.md", "---\nyear: 2024\n---\n# C\n\nThird page.\n")
+    app = make_app({"name": "docs", "description": "d", "paths": [str(folder)],
+                    "filterable": {"year": {"type": "integer"}}})
+    report = app.sync()[0]
+    assert report.files_added == 3 and report.files_failed == 0
+    hits = app.search("docs", "page", mode="filter", filters={"year": 2024}).hits
+    assert [h.source for h in hits] == ["c.md"]
+
+
+def test_an_index_in_the_layout_before_generations_is_served_then_rebuilt_beside_itself(app, embedder):
+    import shutil
+
+    app.sync()
+    storage = Path(app.config.storage)
+    generation = app.store.active_generation("docs")
+    for kind in ("chunks", "files"):  # lay the tables out as the previous version named them
+        shutil.copytree(storage / f"docs__{kind}__{generation}.lance", storage / f"docs__{kind}.lance")
+    state = {k: v for k, v in app.store.read_state("docs").items() if k not in ("generation", "layout")}
+    app.store.write_state("docs", state)
+    app.store.drop_generations("docs", keep={""})
+    legacy = type(app)(app.config, embedder=embedder)
+    assert legacy.store.active_generation("docs") == ""
+    assert legacy.search("docs", "password portal", mode="keyword").hits
+    embedded, reports = _embedded_during(embedder, legacy.sync)
+    assert "index layout changed" in reports[0].rebuilt and embedded == 0
+    assert not (storage / "docs__chunks.lance").exists()
+    assert legacy.search("docs", "password portal", mode="keyword").hits

@@ -1,0 +1,72 @@
+"""HTTP transport protection: Host/Origin checks against DNS rebinding on every bind, and bearer tokens."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+
+from mcp.server.transport_security import TransportSecuritySettings
+
+log = logging.getLogger(__name__)
+
+_LOOPBACK_NAMES = ["127.0.0.1", "localhost", "[::1]"]
+_WILDCARD_BINDS = {"0.0.0.0", "::", ""}
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def rebinding_protection(host: str, allowed_hosts: list[str]) -> TransportSecuritySettings:
+    """Requests must name this server in Host (and, from a browser, in Origin), whatever address it binds.
+
+    Allowed: the loopback names, the bound address itself (unless it is a wildcard) and
+    `[server] allowed_hosts` (the names clients use to reach a server on the network).
+    """
+    names = [*_LOOPBACK_NAMES, *allowed_hosts]
+    if host not in _WILDCARD_BINDS and not is_loopback(host):
+        names.append(f"[{host}]" if ":" in host else host)
+    hosts = [pattern for name in names for pattern in (name, f"{name}:*")]
+    origins = [f"{scheme}://{pattern}" for scheme in ("http", "https") for pattern in hosts]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                     allowed_origins=origins)
+
+
+def warn_if_exposed(host: str, token: str | None, allowed_hosts: list[str]) -> None:
+    """Serving beyond this machine without a token lets anyone on the network read the KBs: say so loudly."""
+    if is_loopback(host) or token:
+        return
+    log.warning("serving on %s WITHOUT A TOKEN: anyone who can reach this address can search every knowledge "
+                "base. Set MCP_KB_TOKEN (or [server] token) so clients must send `Authorization: Bearer <token>`.",
+                host)
+    if host in _WILDCARD_BINDS and not allowed_hosts:
+        log.warning("requests must name 127.0.0.1 or localhost in their Host header; add the names clients use "
+                    "to reach this server to [server] allowed_hosts")
+
+
+class BearerTokenMiddleware:
+    """Rejects every HTTP request without `Authorization: Bearer <token>` (the scheme in any case)."""
+
+    def __init__(self, app, token: str):
+        self.app = app
+        self.expected = token.encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and not self._authorized(dict(scope.get("headers") or [])):
+            await send({"type": "http.response.start", "status": 401,
+                        "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+            await send({"type": "http.response.body",
+                        "body": b'{"error": "missing or wrong token: send the header Authorization: Bearer <token> '
+                                b'with the token the server was started with (MCP_KB_TOKEN)"}'})
+            return
+        await self.app(scope, receive, send)
+
+    def _authorized(self, headers: dict[bytes, bytes]) -> bool:
+        scheme, _, credentials = headers.get(b"authorization", b"").strip().partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self.expected)
