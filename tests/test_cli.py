@@ -118,3 +118,28 @@ def test_eval_reports_quality_per_mode(tmp_path, monkeypatch):
     assert set(scores) == {"keyword", "vector", "hybrid"}
     assert scores["hybrid"]["queries"] == 3 and scores["hybrid"]["mrr_at_10"] == 1.0
     assert scores["keyword"]["recall_at_k"] == 1.0
+
+
+def test_status_search_and_check_work_while_a_kb_folder_is_missing(project):
+    assert _run("sync").exit_code == 0
+    (project / "docs").rename(project / "unmounted")
+    status = _run("status")
+    assert status.exit_code == 0 and "docs: 2 files" in status.output
+    search = _run("search", "docs", "E5021", "--mode", "keyword")
+    assert search.exit_code == 0 and search.output.startswith("[1] guide.md")
+    check = CliRunner().invoke(main, ["check"])
+    assert check.exit_code == 1 and "cannot read" in check.output and "unmounted" not in check.output
+    sync = CliRunner().invoke(main, ["sync"])
+    assert sync.exit_code == 1 and "keeps its last good version" in sync.output
+    assert "docs: 2 files" in _run("status").output
+
+
+def test_sync_refuses_to_empty_a_kb_without_allow_mass_delete(project):
+    assert _run("sync").exit_code == 0
+    for path in (project / "docs").iterdir():
+        path.unlink()
+    refused = CliRunner().invoke(main, ["sync"])
+    assert refused.exit_code == 1 and "--allow-mass-delete" in refused.output
+    assert "docs: 2 files" in _run("status").output
+    allowed = _run("sync", "--allow-mass-delete", "--json")
+    assert json.loads(allowed.output)[0]["files_deleted"] == 2

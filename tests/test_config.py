@@ -114,3 +114,35 @@ def test_example_config_is_valid_and_points_at_the_bundled_examples():
     config = load_config(example)
     assert [kb.name for kb in config.kb] == ["product_docs", "policy_docs"]
     assert all(path.is_dir() for kb in config.kb for path in kb.paths)
+
+
+# ---- properties: any value for any key is either accepted or one ConfigError naming the key ----------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_values = st.one_of(st.none(), st.booleans(), st.integers(min_value=-10**30, max_value=10**30),
+                    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
+                    st.lists(st.text(max_size=5), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
+_keys = st.sampled_from([
+    ("storage",), ("embedding", "batch_size"), ("embedding", "threads"), ("server", "port"), ("server", "transport"),
+    ("server", "allowed_hosts"), ("kb", "name"), ("kb", "description"), ("kb", "paths"), ("kb", "include"),
+    ("kb", "max_file_size_mb"), ("kb", "tool_name"), ("kb", "metadata"), ("kb", "filterable"),
+    ("kb", "chunking", "max_tokens"), ("kb", "chunking", "overlap"), ("kb", "search", "top_k"),
+    ("kb", "search", "mode"), ("kb", "search", "min_score"), ("kb", "sync", "interval"),
+    ("kb", "sync", "max_delete_share"), ("kb", "sync", "debounce"), ("kb", "unknown_key"),
+])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=_keys, value=_values)
+def test_any_value_is_accepted_or_refused_with_the_key_named(tmp_path, key, value):
+    raw = {"kb": [{"name": "docs", "description": "d", "paths": ["docs"]}]}
+    node = raw["kb"][0] if key[0] == "kb" else raw
+    for part in key[1 if key[0] == "kb" else 0:-1]:
+        node = node.setdefault(part, {})
+    node[key[-1]] = value
+    try:
+        build_config(raw, base_dir=tmp_path, source=None)
+    except ConfigError as error:
+        assert key[-1] in str(error), str(error)

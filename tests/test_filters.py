@@ -57,3 +57,46 @@ def test_glob_regex_semantics():
     pattern = re.compile(glob_to_regex("docs/**/*.md"))
     assert pattern.match("docs/a.md") and pattern.match("docs/x/y/a.md")
     assert not pattern.match("docs/a.txt") and not pattern.match("other/docs/a.md")
+
+
+# ---- property: any value is either a clear SearchError or a predicate the engine runs ----------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(min_value=-2**80, max_value=2**80),
+                     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=30),
+                     st.sampled_from(["2024-01-31", "2024", "' OR 1=1 --", "**/*.md", "\\\\", "%", "\x00"]))
+_conditions = st.one_of(
+    _scalars,
+    st.lists(_scalars, max_size=4),
+    st.dictionaries(st.sampled_from(["gt", "gte", "lt", "lte", "prefix", "glob", "eq"]), _scalars, max_size=3),
+)
+_filters = st.dictionaries(st.sampled_from(sorted(TYPES)), _conditions, max_size=3)
+
+
+@pytest.fixture(scope="module")
+def typed_table(tmp_path_factory):
+    """A real LanceDB table with a column of every filter type."""
+    import lancedb
+    import pyarrow as pa
+
+    db = lancedb.connect(str(tmp_path_factory.mktemp("filters")))
+    data = pa.table({
+        "path": ["hr/a.md", "b.md"], "page": pa.array([1, 2], pa.int64()), "doc_type": ["policy", "faq"],
+        "year": pa.array([2020, 2024], pa.int64()), "score": [0.5, 1.5], "draft": [True, False],
+        "tags": [["a"], ["b", "c"]], "published": ["2024-01-01", "2023-05-06"],
+    })
+    return db.create_table("typed", data)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(filters=_filters)
+def test_any_filter_is_refused_clearly_or_runs(typed_table, filters):
+    try:
+        where = build_where(filters, TYPES)
+    except SearchError as error:
+        assert len(str(error)) < 400  # a message, not an echo of a huge value
+        return
+    if where:
+        typed_table.search().where(where).limit(None).to_list()

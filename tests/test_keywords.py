@@ -26,3 +26,31 @@ def test_technical_tokens_stay_whole_and_split_into_parts():
 
 def test_punctuation_alone_gives_no_terms():
     assert keyword_terms("?? -- !!") == ""
+
+
+# ---- properties -----------------------------------------------------------------------------------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+# Latin, CJK, digits, punctuation and separators, mixed the way real documents mix them.
+_pieces = st.sampled_from(list("aZ09_-.,;:!?()'\" \n\t") + list("年假申请流程日本語한국어")
+                         + ["getUser", "API-V2", "E5021", "snake_case", "中文", "\u00e9", "\u2014"])
+_texts = st.lists(_pieces, max_size=30).map("".join)
+
+
+@given(_texts)
+def test_analysis_gives_whitespace_free_nonempty_terms(text):
+    terms = keyword_terms(text).split(" ") if keyword_terms(text) else []
+    assert all(term and not any(ch.isspace() for ch in term) for term in terms)
+
+
+@given(_texts, _texts)
+def test_a_text_keeps_its_terms_inside_a_longer_text(first, second):
+    """What a query finds in a passage, it still finds once the passage goes on (no context bleeds in)."""
+    assert set(_terms(first)) <= set(_terms(first + "\n" + second))
+
+
+@given(st.text(max_size=200))
+def test_any_unicode_is_analysed_without_error(text):
+    keyword_terms(text)

@@ -6,7 +6,7 @@ import socket
 import subprocess
 import sys
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 import httpx
@@ -217,35 +217,40 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _serve(app, folders, transport):
-    """`mcp-kb serve --transport TRANSPORT` in a subprocess, with a bearer token; yields its port."""
+@contextmanager
+def _served(app, folders, transport, host="127.0.0.1", token="s3cret-token"):
+    """`mcp-kb serve --transport TRANSPORT` in a subprocess; yields its port and a function reading its stderr."""
     port = _free_port()
     config = _config_file(folders, app.config.storage)
-    env = {**os.environ, "MCP_KB_TOKEN": "s3cret-token"}
-    process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config), "--transport", transport,
-                                "--port", str(port)], env=env, stderr=subprocess.PIPE)
+    env = {**os.environ, "MCP_KB_TOKEN": token} if token else {k: v for k, v in os.environ.items() if k != "MCP_KB_TOKEN"}
+    log = folders / f"serve-{port}.log"
+    with log.open("wb") as stderr:
+        process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config), "--transport",
+                                    transport, "--host", host, "--port", str(port)], env=env, stderr=stderr)
     deadline = time.time() + 60
     while time.time() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             break
         except OSError:
-            assert process.poll() is None, process.stderr.read().decode()
+            assert process.poll() is None, log.read_text()
             time.sleep(0.1)
-    yield port
-    process.terminate()
-    process.wait(timeout=20)
+    try:
+        yield port, log.read_text
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
 
 
 @pytest.fixture
 def http_server(app, folders):
-    for port in _serve(app, folders, "http"):
+    with _served(app, folders, "http") as (port, _stderr):
         yield f"http://127.0.0.1:{port}/mcp"
 
 
 @pytest.fixture
 def sse_server(app, folders):
-    for port in _serve(app, folders, "sse"):
+    with _served(app, folders, "sse") as (port, _stderr):
         yield f"http://127.0.0.1:{port}/sse"
 
 
@@ -322,3 +327,72 @@ async def test_tool_description_follows_what_the_kb_holds(app, folders):
                 await subscription.__anext__()
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert "Holds 2 documents (2 md)" in tools["search_api_docs"].description
+
+
+_PING = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+_JSON = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+async def test_http_accepts_the_bearer_scheme_in_any_case(http_server):
+    async with httpx.AsyncClient() as http:
+        lower = await http.post(http_server, json=_PING, headers={**_JSON, "Authorization": "bearer s3cret-token"})
+        upper = await http.post(http_server, json=_PING, headers={**_JSON, "Authorization": "BEARER s3cret-token"})
+        refused = await http.post(http_server, json=_PING)
+    assert lower.status_code == upper.status_code == 200
+    assert refused.status_code == 401 and "Authorization: Bearer" in refused.text
+
+
+async def test_binding_every_address_keeps_rebinding_protection_and_warns_without_a_token(app, folders):
+    with _served(app, folders, "http", host="0.0.0.0", token=None) as (port, stderr):
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with httpx.AsyncClient() as http:
+            foreign = await http.post(url, json=_PING, headers={**_JSON, "Host": "attacker.example"})
+            origin = await http.post(url, json=_PING, headers={**_JSON, "Origin": "http://attacker.example"})
+            local = await http.post(url, json=_PING, headers=_JSON)
+        warning = stderr()
+    assert foreign.status_code == 421 and origin.status_code == 403
+    assert local.status_code == 200
+    assert "WITHOUT A TOKEN" in warning and "MCP_KB_TOKEN" in warning
+
+
+def test_allowed_hosts_let_a_network_name_through():
+    from mcp_kb.http_security import rebinding_protection
+
+    settings = rebinding_protection("0.0.0.0", ["kb.internal"])
+    assert {"kb.internal", "kb.internal:*", "127.0.0.1:*"} <= set(settings.allowed_hosts)
+    assert "http://kb.internal:*" in settings.allowed_origins and settings.enable_dns_rebinding_protection
+
+
+@pytest.mark.parametrize("filters, message", [
+    ({"year": 1e23}, "filters.year"),  # refused by the tool's schema (a whole number is expected)
+    ({"page": 2 ** 70}, "out of range"),
+    ({"year": {"gte": 1e300}}, "out of range"),
+    ({"path": {"glob": "*" * 1_000_000}}, "too long"),
+    ({"doc_type": ["x"] * 1000}, "too many"),
+])
+async def test_out_of_range_filter_values_are_clear_tool_errors(app, filters, message):
+    async with _client(app) as client:
+        bad = await client.call_tool("search_policy_docs", {"query": "leave", "filters": filters})
+        good = await client.call_tool("search_policy_docs", {"query": "annual leave"})
+    assert bad.is_error and message in bad.content[0].text
+    assert "internal error" not in bad.content[0].text and "lance" not in bad.content[0].text
+    assert not good.is_error
+
+
+@pytest.mark.parametrize("path", ["drafts/plan.md", ".hidden/notes.md", ".env.md", "build/out.md", "big.md", "passwd.md"])
+async def test_document_resource_obeys_the_kbs_rules(make_app, folders, tmp_path, path):
+    root = folders / "api"
+    write(root / "drafts" / "plan.md", "# Plan")
+    write(root / ".hidden" / "notes.md", "# Notes")
+    write(root / ".env.md", "TOKEN=1")
+    write(root / ".gitignore", "build/\n")
+    write(root / "build" / "out.md", "# Out")
+    write(root / "big.md", "# Big\n\n" + "x" * 2_000_000)
+    os.symlink("/etc/passwd", root / "passwd.md")
+    kbs = _kbs(folders)
+    kbs[1] = {**kbs[1], "exclude": ["drafts/"], "max_file_size_mb": 1}
+    async with _client(make_app(*kbs)) as client:
+        assert "getUserInfo" in (await client.read_resource("kb://api_docs/documents/users.md")).contents[0].text
+        with pytest.raises(MCPError, match="not a document of knowledge base 'api_docs'"):
+            await client.read_resource(f"kb://api_docs/documents/{path}")

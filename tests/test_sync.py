@@ -205,7 +205,7 @@ def _clean_build_rows(make_app, folder: Path, kb: dict | None = None):
 
 def test_sigkill_mid_sync_is_repaired_by_the_next_sync(tmp_path, make_app):
     folder = tmp_path / "many"
-    _many_files(folder, 160)
+    _many_files(folder, 320)  # ten commits: a window wide enough to land a kill in
     storage = tmp_path / "crash"
     config = _config_file(tmp_path, folder, storage)
     process = _sync_process(config)
@@ -213,12 +213,12 @@ def test_sigkill_mid_sync_is_repaired_by_the_next_sync(tmp_path, make_app):
     deadline = time.time() + 120
     while time.time() < deadline:
         table = app.store.chunk_table("docs") if storage.exists() else None
-        if table is not None and 0 < table.count_rows() < 160:
+        if table is not None and 0 < table.count_rows() < 320:
             break
-        time.sleep(0.02)
+        time.sleep(0.005)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    assert app.store.count_chunks("docs") < 160, "the sync finished before it could be killed"
+    assert app.store.count_chunks("docs") < 320, "the sync finished before it could be killed"
     report = app.sync()[0]
     assert report.files_failed == 0
     assert _rows(app) == _clean_build_rows(make_app, folder)
