@@ -10,10 +10,10 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 
@@ -54,6 +54,17 @@ def default_storage() -> str:
     return str(Path(platformdirs.user_data_dir("mcp-kb", appauthor=False)) / "index")
 
 
+def _without_nul(value: Any) -> Any:
+    if "\x00" in str(value):
+        raise ValueError("a path may not contain a NUL character")
+    return value
+
+
+# A file-system path as written in kb.toml (no file system accepts NUL in a name).
+PathText = Annotated[str, AfterValidator(_without_nul)]
+PathValue = Annotated[Path, AfterValidator(_without_nul)]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -62,10 +73,10 @@ class EmbeddingConfig(_Strict):
     """Which fastembed model embeds chunks and queries, and how."""
 
     model: str = DEFAULT_MODEL
-    model_path: str | None = None  # local folder with model.onnx + tokenizer files (air-gapped use)
+    model_path: PathText | None = None  # local folder with model.onnx + tokenizer files (air-gapped use)
     batch_size: int = Field(32, ge=1, le=1024)
     threads: int | None = Field(None, ge=1)  # None: onnxruntime decides
-    cache_dir: str | None = None
+    cache_dir: PathText | None = None
 
 
 class RerankConfig(_Strict):
@@ -73,7 +84,7 @@ class RerankConfig(_Strict):
 
     enabled: bool = False
     model: str = "Xenova/ms-marco-MiniLM-L-6-v2"
-    model_path: str | None = None
+    model_path: PathText | None = None
     candidates: int = Field(30, ge=1, le=500)
 
 
@@ -141,7 +152,7 @@ class KBConfig(_Strict):
 
     name: str
     description: str
-    paths: list[Path] = Field(min_length=1)
+    paths: list[PathValue] = Field(min_length=1)
     include: list[str] = Field(default_factory=list)  # empty: every supported file
     exclude: list[str] = Field(default_factory=list)
     respect_gitignore: bool = True
@@ -195,7 +206,7 @@ class KBConfig(_Strict):
 class Config(_Strict):
     """The whole kb.toml."""
 
-    storage: str = Field(default_factory=default_storage)
+    storage: PathText = Field(default_factory=default_storage)
     embedding: EmbeddingConfig = EmbeddingConfig()
     rerank: RerankConfig = RerankConfig()
     server: ServerConfig = ServerConfig()

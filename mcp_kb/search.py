@@ -149,6 +149,9 @@ class Searcher:
     def _search(self, kb: KBConfig, request: SearchRequest, generation: str | None) -> SearchResult:
         table = self.store.chunk_table(kb.name, generation) if generation is not None else None
         if table is None:
+            if generation is not None:
+                raise SearchError(f"the index of knowledge base {kb.name!r} has lost its tables; run "
+                                  f"`mcp-kb sync {kb.name}` to rebuild it")
             if is_sync_running(self.store.uri):
                 raise SearchError(f"knowledge base {kb.name!r} is being indexed for the first time; "
                                   f"try again in a moment (kb://{kb.name}/status says when it is done)")

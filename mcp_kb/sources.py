@@ -54,6 +54,9 @@ class SkippedFile:
     unreadable: bool = False
 
     def covers(self, doc_id: str) -> bool:
+        """Whether this entry is `doc_id` or a folder holding it ("/" is a whole KB root)."""
+        if self.doc_id == "/":
+            return True
         return doc_id == self.doc_id or (self.doc_id.endswith("/") and doc_id.startswith(self.doc_id))
 
 
@@ -157,7 +160,7 @@ class _Rules:
                 ignores = self._with_gitignore(folder, rel_folder, ignores)
                 entries = sorted(os.scandir(folder), key=lambda e: e.name)
             except (OSError, ValueError) as exc:
-                yield SkippedFile(self._doc_id(rel_folder) + "/", f"unreadable folder: {_why(exc)}", unreadable=True)
+                yield SkippedFile(self._folder_id(rel_folder), f"unreadable folder: {_why(exc)}", unreadable=True)
                 continue
             subfolders = []
             for entry in entries:
@@ -251,6 +254,10 @@ class _Rules:
 
     def _doc_id(self, rel: str) -> str:
         return self.prefix + _id_text(rel)
+
+    def _folder_id(self, rel_folder: str) -> str:
+        """A folder's id ends in "/"; the root's is its prefix, or "/" for a KB's only root."""
+        return self._doc_id(rel_folder) + "/" if rel_folder else self.prefix or "/"
 
 
 def _is_link(entry: os.DirEntry) -> bool:

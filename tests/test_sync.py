@@ -496,3 +496,12 @@ def test_an_index_in_the_layout_before_generations_is_served_then_rebuilt_beside
     assert "index layout changed" in reports[0].rebuilt and embedded == 0
     assert not (storage / "docs__chunks.lance").exists()
     assert legacy.search("docs", "password portal", mode="keyword").hits
+
+
+def test_a_root_gitignore_that_cannot_be_read_keeps_the_whole_kb(app, kb_dir):
+    app.sync()
+    write(kb_dir / ".gitignore", "!\n")  # an invalid pattern: what it meant to hide is unknown
+    report = app.sync()[0]
+    assert report.files_deleted == 0 and report.files_unchanged == 3 and app.store.count_chunks("docs") > 0
+    assert report.skipped == [{"path": "/", "reason": report.skipped[0]["reason"]}]
+    assert report.skipped[0]["reason"].startswith("unreadable folder")

@@ -1,0 +1,298 @@
+"""Crash and fault harness: SIGKILLs at random moments, searches during syncs, hostile file trees.
+
+Slow (a few minutes); CI runs it, `pytest -m "not slow"` skips it locally. Each test prints its
+figures. MCP_KB_HARNESS_KILLS sets the kills per scenario (default 11, so 33 in all) and
+MCP_KB_HARNESS_SEED the random seed (printed, so a failure can be replayed).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import write
+
+from mcp_kb.errors import SearchError
+
+pytestmark = pytest.mark.slow
+
+KILLS = int(os.environ.get("MCP_KB_HARNESS_KILLS", "11"))
+SEED = int(os.environ.get("MCP_KB_HARNESS_SEED", str(random.SystemRandom().randrange(10**6))))
+FILES = 96  # three commits of 32 files, two chunks each
+QUERY = "notes on subject"  # every file of both corpus versions matches it
+
+
+def _query(n: int) -> str:
+    """A new query each time, so the result cache never answers in place of the index."""
+    return f"{QUERY} number {n}"
+
+
+def _corpus(folder: Path, version: str) -> None:
+    """Version "a", or "b": 24 files edited, 12 deleted, 12 added."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    numbers = range(FILES) if version == "a" else [*range(12, FILES), *range(FILES, FILES + 12)]
+    for i in numbers:
+        edited = version == "b" and i < 36
+        detail = "revised procedure and its owners" if edited else "procedure and its owners"
+        body = (f"Topic {i}: notes on subject number {i}, the {detail}, and the checks run before and after "
+                f"the change window of team {i % 7}. ") * 4
+        write(folder / f"page{i:03d}.md", f"# Page {i}\n\n## Overview\n\n{body}\n\n## Details\n\n{body}\n")
+
+
+def _config(base: Path, folder: Path, storage: Path) -> Path:
+    path = base / f"{storage.name}.toml"
+    path.write_text(f'storage = "{storage}"\n[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{folder}"]\n',
+                    encoding="utf-8")
+    return path
+
+
+def _app(make_app, folder: Path, storage: Path):
+    return make_app({"name": "docs", "description": "d", "paths": [str(folder)]}, storage=str(storage))
+
+
+def _ids(app) -> list[str]:
+    table = app.store.chunk_table("docs")
+    return sorted(table.to_arrow().column("id").to_pylist()) if table is not None else []
+
+
+class _Child:
+    """`mcp-kb sync` in its own process; `started()` waits until it holds the writer lock."""
+
+    def __init__(self, config: Path, storage: Path, full: bool):
+        self.lock = storage / ".sync.lock"
+        args = [sys.executable, "-m", "mcp_kb", "sync", "-c", str(config), *(["--full"] if full else [])]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
+
+    def started(self, timeout: float = 120) -> float:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if self.lock.read_text().strip() == f"pid {self.process.pid}":
+                    return time.monotonic()
+            except OSError:
+                pass
+            assert self.process.poll() is None, self.process.stderr.read().decode()
+            time.sleep(0.005)
+        raise AssertionError("the sync never took the writer lock")
+
+    def finish(self) -> None:
+        assert self.process.wait(timeout=300) == 0, self.process.stderr.read().decode()
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
+    """Corpus folders and, per corpus version, a clean build to compare with and to start from."""
+    return {"base": tmp_path_factory.mktemp("harness"), "figures": {}}
+
+
+def _template(harness, make_app, version: str) -> tuple[Path, list[str]]:
+    """A complete index of one corpus version (built once per module), and its chunk ids."""
+    key = f"template-{version}"
+    if key not in harness:
+        base = harness["base"]
+        folder = base / f"corpus-{version}"
+        _corpus(folder, version)
+        storage = base / f"index-{version}"
+        app = _app(make_app, folder, storage)
+        app.sync()
+        harness[key] = (storage, _ids(app))
+    return harness[key]
+
+
+def _run_scenario(harness, make_app, scenario: str) -> dict[str, int]:
+    """KILLS syncs killed at random moments of their work, each checked and repaired."""
+    rng = random.Random(f"{SEED}-{scenario}")
+    base = harness["base"]
+    start_from, corpus, full = {"first sync": (None, "a", False), "incremental": ("a", "b", False),
+                                "full rebuild": ("a", "a", True)}[scenario]
+    reference_ids = _template(harness, make_app, corpus)[1]
+    folder = base / f"scenario-{scenario.replace(' ', '-')}"
+    _corpus(folder, corpus)
+    figures = {"kills": 0, "landed mid-sync": 0, "broken indexes": 0, "empty answers after a kill": 0,
+               "repairs unequal to a clean build": 0}
+    work_seconds = None
+    for attempt in range(KILLS + 1):  # the first run is not killed: it measures how long the work takes
+        storage = base / f"{scenario.replace(' ', '-')}-{attempt}"
+        if start_from:
+            shutil.copytree(_template(harness, make_app, start_from)[0], storage)
+        else:
+            storage.mkdir()
+        child = _Child(_config(base, folder, storage), storage, full)
+        began = child.started()
+        if work_seconds is None:
+            child.finish()
+            work_seconds = time.monotonic() - began
+            continue
+        time.sleep(rng.uniform(0, 0.9 * work_seconds))  # a later kill could miss a faster run
+        figures["landed mid-sync"] += child.process.poll() is None
+        child.process.send_signal(signal.SIGKILL)
+        child.process.wait()
+        figures["kills"] += 1
+        app = _app(make_app, folder, storage)
+        try:
+            app.status("docs")
+            hits = app.search("docs", QUERY, mode="keyword").hits
+            figures["empty answers after a kill"] += bool(start_from) and not hits
+        except SearchError as exc:  # only a first sync killed before its tables existed may say this
+            figures["broken indexes"] += bool(start_from) or "has not been synced yet" not in str(exc)
+        except Exception:
+            figures["broken indexes"] += 1
+        app.sync()
+        ids = _ids(app)
+        leftovers = [n for n in app.store.db.list_tables().tables if n.startswith("docs__")]
+        figures["repairs unequal to a clean build"] += ids != reference_ids or len(set(ids)) != len(ids) \
+            or len(leftovers) != 2
+        shutil.rmtree(storage)
+    figures["work seconds (unkilled run)"] = round(work_seconds, 2)
+    return figures
+
+
+def _report(capsys, title: str, figures: dict) -> None:
+    with capsys.disabled():
+        print(f"\n[harness seed {SEED}] {title}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+
+
+@pytest.mark.parametrize("scenario", ["first sync", "incremental", "full rebuild"])
+def test_sigkill_at_random_moments_never_breaks_the_index(harness, make_app, capsys, scenario):
+    figures = _run_scenario(harness, make_app, scenario)
+    _report(capsys, f"SIGKILL during {scenario}", figures)
+    assert figures["kills"] == KILLS and figures["landed mid-sync"] >= KILLS * 0.7
+    assert figures["broken indexes"] == figures["empty answers after a kill"] == 0
+    assert figures["repairs unequal to a clean build"] == 0
+
+
+@pytest.mark.parametrize("scenario", ["incremental", "full rebuild"])
+def test_searches_during_a_sync_in_another_process_always_answer(harness, make_app, capsys, scenario):
+    base = harness["base"]
+    corpus = "b" if scenario == "incremental" else "a"
+    folder = base / f"loop-{scenario.replace(' ', '-')}"
+    _corpus(folder, corpus)
+    storage = base / f"loop-index-{scenario.replace(' ', '-')}"
+    shutil.copytree(_template(harness, make_app, "a")[0], storage)
+    reader = _app(make_app, folder, storage)
+    child = _Child(_config(base, folder, storage), storage, full=scenario == "full rebuild")
+    child.started()
+    figures = {"searches": 0, "errors": 0, "empty answers": 0}
+    while child.process.poll() is None or figures["searches"] < 20:
+        for mode in ("keyword", "hybrid"):
+            try:
+                figures["empty answers"] += not reader.search("docs", _query(figures["searches"]), mode=mode,
+                                                              top_k=5).hits
+            except Exception:
+                figures["errors"] += 1
+            figures["searches"] += 1
+    child.finish()
+    _report(capsys, f"searches during the {scenario} (other process)", figures)
+    assert figures["errors"] == figures["empty answers"] == 0 and figures["searches"] >= 20
+    assert _ids(reader) == _template(harness, make_app, corpus)[1]
+
+
+def _hostile_tree(root: Path, outside: Path) -> None:
+    """Links, loops, odd names, encodings, sizes and special files a real share can hold."""
+    write(outside / "secret.md", "# Secret\n\nThe vault combination is 1234-5678.\n")
+    (outside / "dir").mkdir()
+    write(outside / "dir" / "leak.md", "# Leak\n\nThe vault combination is 1234-5678.\n")
+    write(root / "good.md", "# Good\n\nThe onboarding guide explains the first week.\n")
+    links = {"out-file.md": outside / "secret.md", "out-dir": outside / "dir", "dangling.md": root / "missing.md",
+             "self.md": root / "self.md", "ping.md": root / "pong.md", "pong.md": root / "ping.md",
+             "parent-loop": root, "in-file.md": root / "good.md", "etc-passwd.txt": Path("/etc/passwd")}
+    for name, target in links.items():
+        os.symlink(target, root / name)
+    odd = [b"caf\xe9.md", b"\xff\xfe.md", b"new\nline.md", b"tab\tname.md", b"quote'\".md", b"back\\slash.md",
+           b"-dash.md", b"100%.md", b"glob*?[x].md", b"emoji \xf0\x9f\x93\x84.md", "e\u0301cole.md".encode(),
+           b"x" * 250 + b".md", b"\xe4\xb8\xad\xe6\x96\x87\xe6\x96\x87\xe4\xbb\xb6.md"]
+    for name in odd:
+        with open(os.fsencode(root) + b"/" + name, "wb") as handle:
+            handle.write(b"# Odd name\n\nA file whose name is unusual, about badges.\n")
+    encodings = {"gb18030.txt": ("年假申请流程：提前两周提交。", "gb18030"), "big5.txt": ("年假申請流程", "big5"),
+                 "utf16le.txt": ("\ufeffUTF-16 text about badges", "utf-16-le"),
+                 "utf16be.txt": ("\ufeffUTF-16 text about badges", "utf-16-be"), "latin1.txt": ("Caf\xe9 cr\xe8me", "latin-1"),
+                 "sjis.txt": ("日本語のテキスト", "shift_jis")}
+    for name, (text, encoding) in encodings.items():
+        (root / name).write_bytes(text.encode(encoding))
+    (root / "bad-utf16.txt").write_bytes(b"\xff\xfe" + b"\x00\xd8" * 10)  # BOM, then lone surrogates
+    (root / "empty.md").write_bytes(b"")
+    write(root / "headings.md", "# Only\n\n## Headings\n")
+    write(root / "one-line.txt", "word " * 600_000)  # 3 MB, no line break
+    write(root / "huge.txt", "x" * 60_000_000)  # over the default 50 MB limit
+    (root / "binary.md").write_bytes(bytes(range(256)) * 10)
+    (root / "truncated.pdf").write_bytes(b"%PDF-1.7\n1 0 obj << /Type /Catalog")
+    (root / "empty.pdf").write_bytes(b"")
+    deep = root.joinpath(*[f"d{i}" for i in range(40)])
+    write(deep / "deep.md", "# Deep\n\nA file forty folders down, about badges.\n")
+    (root / "folder.md").mkdir()
+    write(root / "folder.md" / "inner.md", "# Inner\n\nInside a folder named like a file.\n")
+    write(root / "sub" / ".gitignore", "!\n")  # invalid pattern: the folder is skipped, not exposed
+    write(root / "sub" / "hidden-by-rules.md", "# Hidden\n")
+    os.mkfifo(root / "pipe.md")
+    write(root / "locked.md", "# Locked\n\nPermissions 000.\n")
+    os.chmod(root / "locked.md", 0)
+    (root / "locked-dir").mkdir()
+    write(root / "locked-dir" / "x.md", "# X\n\nIn a locked folder.\n")
+    os.chmod(root / "locked-dir", 0)
+
+
+def test_a_hostile_tree_never_aborts_a_sync(make_app, tmp_path, capsys):
+    root, outside = tmp_path / "share", tmp_path / "outside"
+    _hostile_tree(root, outside)
+    app = _app(make_app, root, tmp_path / "index")
+    try:
+        report = app.sync()[0]
+        again = app.sync()[0]
+        checked = app.check("docs")[0]
+    finally:  # let pytest clean up
+        os.chmod(root / "locked-dir", 0o755)
+    indexed = app.store.read_files("docs")
+    figures = {"files indexed": sum(r.status == "indexed" for r in indexed.values()),
+               "failed with a reason": report.files_failed, "skipped with a reason": len(report.skipped),
+               "changes on a resync": again.files_added + again.files_changed + again.files_deleted}
+    _report(capsys, "hostile tree", figures)
+    assert all(f["reason"] for f in report.failures) and all(s["reason"] for s in report.skipped)
+    assert figures["changes on a resync"] == 0 and checked["files"] == figures["files indexed"]
+    assert app.search("docs", "vault combination", mode="keyword").hits == []
+    assert not any("root:x:0:0" in h.text for h in app.search("docs", "root bin bash", mode="keyword").hits)
+    assert {h.source for h in app.search("docs", "badges", mode="keyword", top_k=30).hits} >= {
+        "caf\\xe9.md", "new\nline.md", "d0/d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/d11/d12/d13/d14/d15/d16/d17/d18/d19/d20/d21/"
+        "d22/d23/d24/d25/d26/d27/d28/d29/d30/d31/d32/d33/d34/d35/d36/d37/d38/d39/deep.md"}
+    skipped = {s["path"]: s["reason"] for s in report.skipped}
+    assert "outside the knowledge base" in skipped["out-file.md"] and "outside" in skipped["out-dir"]
+    assert "broken symbolic link" in skipped["self.md"] and "too large" in skipped["huge.txt"]
+    assert skipped["sub/"].startswith("unreadable folder")
+
+
+def test_a_search_loop_in_the_same_process_during_a_full_rebuild(harness, make_app, capsys):
+    """The server's case: the sync runs in a thread beside the searches, sharing one store."""
+    base = harness["base"]
+    storage = base / "same-process"
+    shutil.copytree(_template(harness, make_app, "a")[0], storage)
+    app = _app(make_app, base / "corpus-a", storage)
+    errors: list[BaseException] = []
+    rebuild = threading.Thread(target=lambda: _capture(errors, lambda: app.sync(full=True)))
+    rebuild.start()
+    figures = {"searches": 0, "errors": 0, "empty answers": 0}
+    while rebuild.is_alive() or figures["searches"] < 20:
+        try:
+            figures["empty answers"] += not app.search("docs", _query(figures["searches"]), mode="hybrid",
+                                                       top_k=5).hits
+        except Exception:
+            figures["errors"] += 1
+        figures["searches"] += 1
+    rebuild.join()
+    _report(capsys, "searches during a full rebuild (same process)", figures)
+    assert not errors and figures["errors"] == figures["empty answers"] == 0
+
+
+def _capture(errors: list[BaseException], work) -> None:
+    try:
+        work()
+    except BaseException as exc:  # surfaced by the test's assertion
+        errors.append(exc)
