@@ -159,6 +159,7 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
     async def lifespan(_server: MCPServer):
         # Load the embedding model after the handshake, so tools/list answers at once.
         threading.Thread(target=_warm_up, args=(app,), name="mcp-kb-warm-up", daemon=True).start()
+        _warn_about_missing_paths(app)
         async with anyio.create_task_group() as group:
             group.start_soon(LiveSync(runner, app.config.kb).run)  # start-up, schedule, file changes
             yield {}
@@ -186,6 +187,14 @@ def _warm_up(app: App) -> None:
         app.searcher.embedder.embed_query("warm up")  # tokenizer, store and model, before the first search
     except Exception as exc:  # reported again, with its fix, on the first search that needs it
         log.warning("embedding model not loaded: %s", exc)
+
+
+def _warn_about_missing_paths(app: App) -> None:
+    """A KB whose folder is gone is still served from its index; say so once at start."""
+    for kb in app.config.kb:
+        for path in kb.paths:
+            if not path.exists():
+                log.warning("%s: %s does not exist (not mounted?); serving the index as last synced", kb.name, path)
 
 
 def _instructions(app: App) -> str:

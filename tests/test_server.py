@@ -396,3 +396,17 @@ async def test_document_resource_obeys_the_kbs_rules(make_app, folders, tmp_path
         assert "getUserInfo" in (await client.read_resource("kb://api_docs/documents/users.md")).contents[0].text
         with pytest.raises(MCPError, match="not a document of knowledge base 'api_docs'"):
             await client.read_resource(f"kb://api_docs/documents/{path}")
+
+
+async def test_a_kb_whose_folder_is_gone_is_still_served(app, folders, make_app, caplog):
+    (folders / "api").rename(folders / "api-unmounted")
+    served = make_app(*_kbs(folders))
+    async with _client(served) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        result = await client.call_tool("search_api_docs", {"query": "E5021 token expired"})
+        status = json.loads((await client.read_resource("kb://api_docs/status")).contents[0].text)
+        synced = await client.call_tool("sync_knowledge_base", {"kb": "api_docs"})
+    assert "search_api_docs" in names and result.structured_content["results"][0]["source"] == "users.md"
+    assert status["files"] == 1
+    assert synced.is_error and "keeps its last good version" in synced.content[0].text
+    assert any("does not exist" in record.getMessage() for record in caplog.records)
