@@ -25,7 +25,7 @@ _EXPORTS = {
     "SyncReport": "sync",
     "SearchResult": "search",
     "Hit": "search",
-    "build_server": "server",
+    "build_server": "mcp.server",
 }
 __all__ = [*_EXPORTS, "__version__"]
 

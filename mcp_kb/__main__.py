@@ -1,3 +1,5 @@
+"""`python -m mcp_kb`: the command line."""
+
 from .cli import main
 
 main()

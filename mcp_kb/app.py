@@ -7,13 +7,13 @@ from collections import Counter
 from functools import cached_property
 from typing import Any
 
-from .chunking import TokenCounter
+from .ingest.chunking import TokenCounter
 from .config import Config, KBConfig
-from .embedding import Embedder, FastEmbedder, FastEmbedReranker, load_tokenizer
+from .models.fastembed import Embedder, FastEmbedder, FastEmbedReranker, load_tokenizer
 from .errors import KBError, ParseError
 from .search import Searcher, SearchResult
-from .sources import scan_sources
-from .store import Store
+from .ingest.sources import scan_sources
+from .index.store import Store
 from .sync import ProgressCallback, SyncReport, file_chunks, is_sync_running, sync_all
 
 

@@ -69,7 +69,7 @@ def main(verbose: bool) -> None:
     """
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
-    from .embedding import quiet_model_logs
+    from .models.fastembed import quiet_model_logs
 
     quiet_model_logs()
 
@@ -124,10 +124,10 @@ def chunks(file: Path, config_path: str | None, as_json: bool) -> None:
         mcp-kb chunks docs/guide.md
     """
     def work():
-        from .chunking import chunk_document
+        from .ingest.chunking import chunk_document
         from .config import ChunkingConfig
-        from .embedding import load_tokenizer
-        from .parsers import parse_file
+        from .models.fastembed import load_tokenizer
+        from .ingest.parsers import parse_file
 
         config = _load(config_path) if (config_path or Path("kb.toml").exists()) else build_config({}, Path.cwd(), None)
         settings = config.kb[0].chunking if config.kb else ChunkingConfig()
@@ -334,7 +334,7 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
     """
     def work():
         from .app import App
-        from .server import run_server
+        from .mcp.server import run_server
 
         config = _load(folder or config_path)
         settings = config.server

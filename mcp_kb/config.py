@@ -16,6 +16,7 @@ import platformdirs
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
+from .index.schema import BUILTIN_FILTER_FIELDS, RESERVED_FIELDS, FieldTypeName
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -25,22 +26,6 @@ else:  # Python 3.10
 # MCP's rule for tool names (spec 2025-11-25); the SDK only warns on a bad one.
 TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 KB_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-# Column names the store owns; a metadata field may not shadow them.
-RESERVED_FIELDS = frozenset(
-    {"id", "path", "chunk_index", "heading", "title", "page", "text", "vector", "file_hash",
-     "content_hash", "line_start", "line_end", "search_text", "n_tokens"}
-)
-# Built-in fields every KB can filter on.
-BUILTIN_FILTER_FIELDS = {
-    "path": "string",
-    "title": "string",
-    "heading": "string",
-    "page": "integer",
-    "chunk_index": "integer",
-}
-
-# Integer columns (metadata and built-in) are int64: values outside this range can not be stored or compared.
-INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
 DEFAULT_MODEL = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"
 ENV_MODEL = "MCP_KB_EMBEDDING_MODEL"
@@ -137,13 +122,10 @@ class SyncConfig(_Strict):
     max_delete_share: float = Field(0.5, ge=0, le=1)
 
 
-FieldType = Literal["string", "integer", "number", "boolean", "date", "string[]"]
-
-
 class FilterableField(_Strict):
     """A metadata field callers may filter on."""
 
-    type: FieldType = "string"
+    type: FieldTypeName = "string"
     description: str = ""
 
 
@@ -197,8 +179,11 @@ class KBConfig(_Strict):
 
     def filter_field_types(self) -> dict[str, str]:
         """Every field a search may filter on, with its type: built-ins, static metadata, declared."""
-        types = dict(BUILTIN_FILTER_FIELDS)
-        types.update({key: _type_of(value) for key, value in self.metadata.items()})
+        return {**BUILTIN_FILTER_FIELDS, **self.metadata_types()}
+
+    def metadata_types(self) -> dict[str, str]:
+        """The KB's own columns (static metadata and declared fields), with their types."""
+        types = {key: _type_of(value) for key, value in self.metadata.items()}
         types.update({key: spec.type for key, spec in self.filterable.items()})
         return types
 

@@ -15,7 +15,7 @@ from watchfiles import Change, awatch
 from .app import App
 from .config import KBConfig
 from .errors import KBError
-from .sources import is_candidate_path
+from .ingest.sources import is_candidate_path
 from .sync import ProgressCallback, SyncReport
 
 log = logging.getLogger(__name__)

@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 
 from .config import KBConfig
-from .embedding import Embedder, ModelTokenizer, Reranker
+from .models.fastembed import Embedder, ModelTokenizer, Reranker
 from .errors import KBError, ModelError, SearchError
-from .filters import and_where, build_where
-from .keywords import keyword_terms
-from .store import Store, sql_in
+from .index.filters import and_where, build_where
+from .index.keywords import keyword_terms
+from .index.store import Store, sql_in
 from .sync import is_sync_running
 
 log = logging.getLogger(__name__)

@@ -25,14 +25,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .chunking import Chunk, TokenCounter, chunk_document, effective_max_tokens
-from .config import BUILTIN_FILTER_FIELDS, INT64_MAX, INT64_MIN, Config, KBConfig
-from .embedding import Embedder
+from .ingest.chunking import Chunk, TokenCounter, chunk_document, effective_max_tokens
+from .config import Config, KBConfig
+from .models.fastembed import Embedder
 from .errors import KBError, MassDeleteError, ModelError, ParseError, SyncBusyError
-from .keywords import ANALYZER_VERSION, keyword_terms
-from .parsers import parse_file
-from .sources import SkippedFile, SourceFile, file_sha256, scan_sources
-from .store import FileRecord, Store, chunk_schema, generation_of, local_state_dir, new_generation, write_summary
+from .index.keywords import ANALYZER_VERSION, keyword_terms
+from .ingest.parsers import parse_file
+from .ingest.sources import SkippedFile, SourceFile, file_sha256, scan_sources
+from .index.schema import ChunkRow, chunk_schema, coerce
+from .index.store import FileRecord, Store, generation_of, local_state_dir, new_generation, write_summary
 
 log = logging.getLogger(__name__)
 
@@ -178,14 +179,10 @@ def _fingerprints(kb: KBConfig, embedder: Embedder, counter: TokenCounter) -> di
     return {
         "model": {"name": identity.name, "dimension": identity.dimension, "file_hash": identity.file_hash},
         "chunking": chunking,
-        "metadata": {"static": kb.metadata, "types": _metadata_types(kb)},
+        "metadata": {"static": kb.metadata, "types": kb.metadata_types()},
         "keyword_analysis": ANALYZER_VERSION,
         "layout": LAYOUT_VERSION,
     }
-
-
-def _metadata_types(kb: KBConfig) -> dict[str, str]:
-    return {k: v for k, v in kb.filter_field_types().items() if k not in BUILTIN_FILTER_FIELDS}
 
 
 def _refuse_mass_delete(kb: KBConfig, active_files: dict[str, FileRecord], present: set[str],
@@ -221,7 +218,7 @@ def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: di
         store.drop_generations(kb.name, keep={active})
         return active, None
     _check_model(embedder)  # before anything is created, switched or dropped
-    schema = chunk_schema(embedder.identity.dimension, _metadata_types(kb))
+    schema = chunk_schema(embedder.identity.dimension, kb.metadata_types())
     building = state.get("building") or {}
     if active is None:
         target = new_generation()
@@ -388,7 +385,7 @@ def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None
 
 def _rows_of(kb: KBConfig, schema: pa.Schema, item: _ParsedFile, vectors: dict[str, Any]) -> pa.Table:
     """One file's chunk rows; a value that does not fit its column fails this file only."""
-    metadata_types = _metadata_types(kb)
+    metadata_types = kb.metadata_types()
     try:
         return pa.Table.from_pylist([_chunk_row(kb, metadata_types, item.file_hash, chunk,
                                                 vectors[chunk.content_hash]) for chunk in item.chunks], schema=schema)
@@ -421,46 +418,25 @@ def chunk_id(kb: str, chunk: Chunk) -> str:
 
 def _chunk_row(kb: KBConfig, metadata_types: dict[str, str], file_hash: str, chunk: Chunk,
                vector: Any) -> dict[str, Any]:
-    row = {
-        "id": chunk_id(kb.name, chunk),
-        "path": chunk.doc_id,
-        "chunk_index": chunk.chunk_index,
-        "heading": chunk.heading,
-        "title": chunk.title,
-        "page": chunk.page,
-        "line_start": chunk.line_start,
-        "line_end": chunk.line_end,
-        "text": chunk.text,
-        "search_text": keyword_terms(f"{chunk.title}\n{chunk.embed_text}"),
-        "content_hash": chunk.content_hash,
-        "file_hash": file_hash,
-        "n_tokens": chunk.n_tokens,
-        "vector": vector,
-    }
+    row = ChunkRow(
+        id=chunk_id(kb.name, chunk),
+        path=chunk.doc_id,
+        chunk_index=chunk.chunk_index,
+        heading=chunk.heading,
+        title=chunk.title,
+        page=chunk.page,
+        line_start=chunk.line_start,
+        line_end=chunk.line_end,
+        text=chunk.text,
+        search_text=keyword_terms(f"{chunk.title}\n{chunk.embed_text}"),
+        content_hash=chunk.content_hash,
+        file_hash=file_hash,
+        n_tokens=chunk.n_tokens,
+        vector=vector,
+    ).as_dict()
     for name, kind in metadata_types.items():
-        row[name] = _coerce(chunk.metadata.get(name, kb.metadata.get(name)), kind)
+        row[name] = coerce(chunk.metadata.get(name, kb.metadata.get(name)), kind)
     return row
-
-
-def _coerce(value: Any, kind: str) -> Any:
-    """A front-matter or static value in the column's type; None when it does not fit."""
-    if value is None:
-        return None
-    try:
-        if kind == "string[]":
-            return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
-        if kind == "date":
-            return value.isoformat()[:10] if isinstance(value, (dt.date, dt.datetime)) else str(value)[:10]
-        if kind == "integer":
-            number = int(value)
-            return number if INT64_MIN <= number <= INT64_MAX else None
-        if kind == "number":
-            return float(value)
-        if kind == "boolean":
-            return value if isinstance(value, bool) else str(value).lower() in ("true", "yes", "1")
-        return ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
 
 
 def _file_record(item: _ParsedFile) -> FileRecord:

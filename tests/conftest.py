@@ -32,7 +32,7 @@ def embedding_config():
 
 @pytest.fixture(scope="session")
 def tokenizer(embedding_config):
-    from mcp_kb.embedding import load_tokenizer
+    from mcp_kb.models.fastembed import load_tokenizer
 
     return load_tokenizer(embedding_config)
 
@@ -40,7 +40,7 @@ def tokenizer(embedding_config):
 @pytest.fixture(scope="session")
 def embedder(embedding_config):
     """The real fastembed model, loaded once per test session; `.calls` counts embedded texts."""
-    from mcp_kb.embedding import FastEmbedder
+    from mcp_kb.models.fastembed import FastEmbedder
 
     return FastEmbedder(embedding_config)
 

@@ -1,5 +1,9 @@
-"""Module boundaries: only store.py touches LanceDB, only embedding.py loads models,
-and the server never reaches into the CLI (the CLI's `serve` only starts the server)."""
+"""Layering: faces → service → operations → foundation → base, never upward.
+
+faces (cli, mcp) → service (app, live) → operations (sync, search, evaluation, present)
+→ foundation (ingest, models, index) → base (config, errors, digest, index.schema).
+Search never imports sync; only the index package imports lancedb; only models.fastembed loads models.
+"""
 
 import ast
 from pathlib import Path
@@ -8,37 +12,75 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mcp_kb"
 MODULES = sorted(PACKAGE.rglob("*.py"))
+TIERS = {  # the most specific prefix decides a module's tier
+    "mcp_kb.cli": 4, "mcp_kb.mcp": 4, "mcp_kb.__main__": 4,
+    "mcp_kb.app": 3, "mcp_kb.live": 3,
+    "mcp_kb.sync": 2, "mcp_kb.search": 2, "mcp_kb.evaluation": 2, "mcp_kb.present": 2,
+    "mcp_kb.ingest": 1, "mcp_kb.models": 1, "mcp_kb.index": 1,
+    "mcp_kb.config": 0, "mcp_kb.errors": 0, "mcp_kb.digest": 0, "mcp_kb.index.schema": 0,
+}
+
+
+def _name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _imports(path: Path) -> set[str]:
+    """Absolute names of every module the file imports (relative imports resolved)."""
+    package = _name(path).split(".") if path.name == "__init__.py" else _name(path).split(".")[:-1]
     names = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            prefix = "." * node.level
-            names.add(prefix + (node.module or ""))
+            base = ".".join(package[:len(package) - node.level + 1]) if node.level else ""
+            module = ".".join(part for part in (base, node.module or "") if part)
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)  # `from . import x` names a module
     return names
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
-def test_only_store_imports_lancedb(path):
-    if path.name != "store.py":
+def _tier(module: str) -> int | None:
+    matches = [prefix for prefix in TIERS if module == prefix or module.startswith(prefix + ".")]
+    return TIERS[max(matches, key=len)] if matches else None
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_every_module_has_a_tier_and_imports_only_its_own_tier_or_below(path):
+    module = _name(path)
+    if module == "mcp_kb":
+        return  # the package's lazy exports name every layer on purpose
+    tier = _tier(module)
+    assert tier is not None, f"{module} is in no tier: add it to TIERS"
+    upward = sorted(name for name in _imports(path) if (_tier(name) or -1) > tier)
+    assert not upward, f"{module} (tier {tier}) imports {upward}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_only_the_index_package_imports_lancedb(path):
+    if not _name(path).startswith("mcp_kb.index"):
         assert not any(name.split(".")[0] == "lancedb" for name in _imports(path))
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
-def test_only_embedding_imports_fastembed(path):
-    if path.name != "embedding.py":
-        assert not any(name.split(".")[0] in ("fastembed", "onnxruntime") for name in _imports(path))
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_only_the_fastembed_provider_imports_model_runtimes(path):
+    if _name(path) != "mcp_kb.models.fastembed":
+        assert not any(name.split(".")[0] in ("fastembed", "onnxruntime", "tokenizers") for name in _imports(path))
 
 
-def test_server_does_not_import_the_cli():
-    assert ".cli" not in _imports(PACKAGE / "server.py")
+def test_search_never_imports_sync():
+    assert not {name for name in _imports(PACKAGE / "search.py") if name.startswith("mcp_kb.sync")}
 
 
-def test_core_modules_do_not_import_front_ends():
-    front_ends = {".cli", ".server"}
-    for path in MODULES:
-        if path.name not in ("cli.py", "server.py", "__main__.py"):
-            assert not front_ends & _imports(path), path.name
+def test_the_two_faces_do_not_import_each_other():
+    """The CLI's `serve` only starts the server; the server never reaches into the CLI."""
+    reached = {name for name in _imports(PACKAGE / "cli.py") if name.startswith("mcp_kb.mcp")}
+    assert reached <= {"mcp_kb.mcp.server", "mcp_kb.mcp.server.run_server"}
+    for path in (PACKAGE / "mcp").glob("*.py"):
+        assert "mcp_kb.cli" not in _imports(path)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_every_module_says_its_concern_in_a_docstring(path):
+    assert ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))), f"{_name(path)} has no module docstring"

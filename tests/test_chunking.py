@@ -1,9 +1,9 @@
 from conftest import write
 
-from mcp_kb.chunking import chunk_document
+from mcp_kb.ingest.chunking import chunk_document
 from mcp_kb.config import ChunkingConfig
-from mcp_kb.document import Block, Document
-from mcp_kb.parsers import parse_file
+from mcp_kb.ingest.document import Block, Document
+from mcp_kb.ingest.parsers import parse_file
 
 LONG_SECTION = "\n\n".join(
     f"Paragraph {i} explains step {i} of the deployment in detail, with enough words to take space. "

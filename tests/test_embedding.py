@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from mcp_kb.config import EmbeddingConfig
-from mcp_kb.embedding import FastEmbedder, load_tokenizer
+from mcp_kb.models.fastembed import FastEmbedder, load_tokenizer
 from mcp_kb.errors import ModelError
 
 

@@ -1,7 +1,7 @@
 import pytest
 
 from mcp_kb.errors import SearchError
-from mcp_kb.filters import and_where, build_where, glob_to_regex
+from mcp_kb.index.filters import and_where, build_where, glob_to_regex
 
 TYPES = {"path": "string", "page": "integer", "doc_type": "string", "year": "integer", "score": "number",
          "draft": "boolean", "tags": "string[]", "published": "date"}

@@ -1,4 +1,4 @@
-from mcp_kb.keywords import keyword_terms
+from mcp_kb.index.keywords import keyword_terms
 
 
 def _terms(text):

@@ -9,7 +9,7 @@ from conftest import write
 from mcp import Client
 
 from mcp_kb.live import LiveSync, SyncRunner
-from mcp_kb.server import build_server
+from mcp_kb.mcp.server import build_server
 
 pytestmark = pytest.mark.anyio
 

@@ -3,7 +3,7 @@ from conftest import SHARED, write
 from pdfs import encrypted_pdf, image_only_pdf, text_pdf
 
 from mcp_kb.errors import ParseError
-from mcp_kb.parsers import parse_file
+from mcp_kb.ingest.parsers import parse_file
 
 MARKDOWN = """---
 title: Leave policy

@@ -226,7 +226,7 @@ def test_reranker_reorders_the_fused_candidates(app):
 
 def test_unloadable_reranker_model_gives_a_clear_error(tmp_path):
     from mcp_kb.config import RerankConfig
-    from mcp_kb.embedding import FastEmbedReranker
+    from mcp_kb.models.fastembed import FastEmbedReranker
 
     reranker = FastEmbedReranker(RerankConfig(enabled=True, model_path=str(tmp_path)))
     with pytest.raises(ModelError, match="has no model.onnx.*enabled = false|has no model.onnx"):
@@ -237,7 +237,7 @@ def test_vector_scores_mean_the_same_with_the_ann_index(tmp_path, embedder, monk
     """With the HNSW-SQ index LanceDB reports twice the cosine distance; scores must not change."""
     import numpy as np
 
-    from mcp_kb import store
+    from mcp_kb.index import store
     from mcp_kb.app import App
     from mcp_kb.config import build_config
 

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_kb.errors import KBError
-from mcp_kb.sources import find_source, scan_sources
+from mcp_kb.ingest.sources import find_source, scan_sources
 
 
 def _kb(make_config, tmp_path, **options):

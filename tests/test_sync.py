@@ -136,7 +136,7 @@ INT8_MODEL = SHARED / "models" / "all-MiniLM-L6-v2-onnx-int8"
 @pytest.mark.skipif(not INT8_MODEL.is_dir(), reason="needs a second local model folder (../shared/models/...-int8)")
 def test_changing_the_model_folder_rebuilds(make_config, kb_dir, app):
     from mcp_kb.app import App
-    from mcp_kb.embedding import FastEmbedder
+    from mcp_kb.models.fastembed import FastEmbedder
 
     app.sync()
     config = make_config({"name": "docs", "description": "d", "paths": [str(kb_dir)]})
@@ -355,7 +355,7 @@ def test_cached_answers_never_outlive_a_full_rebuild(app, kb_dir):
 
 def test_a_corrupt_model_file_is_refused_before_anything_is_dropped(app, make_config, kb_dir, tmp_path):
     from mcp_kb.app import App
-    from mcp_kb.embedding import FastEmbedder
+    from mcp_kb.models.fastembed import FastEmbedder
     from mcp_kb.errors import ModelError
 
     app.sync()

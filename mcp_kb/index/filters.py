@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from typing import Any
 
-from .config import INT64_MAX, INT64_MIN
-from .errors import SearchError
+from ..errors import SearchError
+from .schema import FIELD_TYPES, INT64_MAX, INT64_MIN, FieldType
 
 # Limits on what a caller may send: values beyond them are errors, never queries the engine chokes on.
 MAX_TEXT_LENGTH = 1_000  # characters of one text value (a prefix, a glob, a title)
@@ -47,23 +48,23 @@ def and_where(*predicates: str | None) -> str | None:
 def _clause(field: str, condition: Any, types: dict[str, str]) -> str:
     if field not in types:
         raise SearchError(f"unknown filter field {field!r}; valid fields: {', '.join(sorted(types))}")
-    kind = types[field]
+    kind = FIELD_TYPES[types[field]]
     if isinstance(condition, dict):
-        return _operator_clause(field, kind, condition)
+        return _operator_clause(field, types[field], condition)
     if isinstance(condition, list):
         if not condition:
             raise SearchError(f"filter {field!r}: an empty list matches nothing; give at least one value")
         if len(condition) > MAX_LIST_VALUES:
             raise SearchError(f"filter {field!r}: {len(condition)} values are too many (at most {MAX_LIST_VALUES})")
-        if kind == "string[]":
-            return f"array_has_any({field}, [{', '.join(_literal(v, 'string', field) for v in condition)}])"
-        return f"{field} IN ({', '.join(_literal(v, kind, field) for v in condition)})"
-    if kind == "string[]":
-        return f"array_has({field}, {_literal(condition, 'string', field)})"
+        values = ", ".join(_literal(v, kind, field) for v in condition)
+        return f"array_has_any({field}, [{values}])" if kind.many else f"{field} IN ({values})"
+    if kind.many:
+        return f"array_has({field}, {_literal(condition, kind, field)})"
     return f"{field} = {_literal(condition, kind, field)}"
 
 
-def _operator_clause(field: str, kind: str, condition: dict[str, Any]) -> str:
+def _operator_clause(field: str, type_name: str, condition: dict[str, Any]) -> str:
+    kind = FIELD_TYPES[type_name]
     unknown = set(condition) - set(_RANGE_OPERATORS) - _TEXT_OPERATORS
     if unknown or not condition:
         raise SearchError(f"filter {field!r}: unknown operator(s) {sorted(unknown)}; "
@@ -71,31 +72,31 @@ def _operator_clause(field: str, kind: str, condition: dict[str, Any]) -> str:
     clauses = []
     for operator, value in condition.items():
         if operator in _RANGE_OPERATORS:
-            if kind not in ("integer", "number", "date"):
-                raise SearchError(f"filter {field!r}: {operator} needs a number or date field, {field} is {kind}")
+            if not kind.ranges:
+                raise SearchError(f"filter {field!r}: {operator} needs a number or date field, {field} is {type_name}")
             clauses.append(f"{field} {_RANGE_OPERATORS[operator]} {_literal(value, kind, field)}")
-        elif kind != "string":
+        elif not kind.text_match:
             raise SearchError(f"filter {field!r}: {operator} works on text fields only")
         elif operator == "prefix":
-            clauses.append(f"starts_with({field}, {_literal(value, 'string', field)})")
+            clauses.append(f"starts_with({field}, {_literal(value, kind, field)})")
         else:
-            clauses.append(f"regexp_like({field}, {_literal(glob_to_regex(str(value)), 'string', field)})")
+            clauses.append(f"regexp_like({field}, {_literal(glob_to_regex(str(value)), kind, field)})")
     return " AND ".join(clauses)
 
 
-def _literal(value: Any, kind: str, field: str) -> str:
+def _literal(value: Any, kind: FieldType, field: str) -> str:
     """A SQL literal of the field's type; anything that does not fit is an error, never SQL."""
-    if kind == "integer":
+    if kind.python is int:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not _is_whole(value):
             raise SearchError(f"filter {field!r}: expected a whole number, got {_shown(value)}")
         if not INT64_MIN <= int(value) <= INT64_MAX:
             raise SearchError(f"filter {field!r}: {_shown(value)} is out of range ({INT64_MIN}..{INT64_MAX})")
         return str(int(value))
-    if kind == "number":
+    if kind.python is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not _is_finite(value):
             raise SearchError(f"filter {field!r}: expected a finite number, got {_shown(value)}")
         return repr(float(value))
-    if kind == "boolean":
+    if kind.python is bool:
         if not isinstance(value, bool):
             raise SearchError(f"filter {field!r}: expected true or false, got {_shown(value)}")
         return "true" if value else "false"
@@ -107,9 +108,19 @@ def _literal(value: Any, kind: str, field: str) -> str:
                           f"(at most {MAX_TEXT_LENGTH})")
     if "\x00" in text:
         raise SearchError(f"filter {field!r}: a value may not contain NUL characters")
-    if kind == "date" and not re.fullmatch(r"\d{4}(-\d{2}(-\d{2})?)?", text):
-        raise SearchError(f"filter {field!r}: expected a date as YYYY-MM-DD, got {_shown(value)}")
-    return "'" + text.replace("'", "''") + "'"
+    if kind.pattern and not re.fullmatch(kind.pattern, text):
+        raise SearchError(f"filter {field!r}: expected {kind.hint}, got {_shown(value)}")
+    return sql_string(text)
+
+
+def sql_string(value: str) -> str:
+    """A SQL text literal; the value can never end the literal early. The one place SQL text is quoted."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_in(column: str, values: Iterable[str]) -> str:
+    """`column IN ('a', 'b')` with values quoted safely."""
+    return f"{column} IN ({', '.join(sql_string(v) for v in values)})"
 
 
 def _is_finite(value: int | float) -> bool:

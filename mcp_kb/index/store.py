@@ -22,7 +22,8 @@ import platformdirs
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import StoreError
+from ..errors import StoreError
+from .filters import sql_in, sql_string
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +32,6 @@ log = logging.getLogger(__name__)
 VECTOR_INDEX_MIN_ROWS = 10_000
 _MAX_SMALL_FRAGMENTS = 16
 _MAX_UNINDEXED_ROWS = 2_000
-_ARROW_TYPES = {
-    "string": pa.string(),
-    "integer": pa.int64(),
-    "number": pa.float64(),
-    "boolean": pa.bool_(),
-    "date": pa.string(),  # ISO dates compare correctly as text
-    "string[]": pa.list_(pa.string()),
-}
 _STATE_TABLE = "_state"
 # Tables of one generation: `<kb>__chunks__<id>`, `<kb>__files__<id>` (no id: made before generations).
 _GENERATION_TABLE = re.compile(r"^(?P<kb>[A-Za-z0-9_-]+?)__(?:chunks|files)(?:__(?P<generation>[0-9a-f]{12}))?$")
@@ -54,28 +47,6 @@ _FILE_SCHEMA = pa.schema([
 ])
 
 
-def chunk_schema(dimension: int, metadata_types: dict[str, str]) -> pa.Schema:
-    """Columns of a KB's chunk table; metadata fields become typed columns usable in filters."""
-    fields = [
-        ("id", pa.string()),
-        ("path", pa.string()),
-        ("chunk_index", pa.int64()),
-        ("heading", pa.string()),
-        ("title", pa.string()),
-        ("page", pa.int64()),
-        ("line_start", pa.int64()),
-        ("line_end", pa.int64()),
-        ("text", pa.string()),
-        ("search_text", pa.string()),
-        ("content_hash", pa.string()),
-        ("file_hash", pa.string()),
-        ("n_tokens", pa.int32()),
-        ("vector", pa.list_(pa.float32(), dimension)),
-    ]
-    fields += [(name, _ARROW_TYPES[kind]) for name, kind in sorted(metadata_types.items())]
-    return pa.schema(fields)
-
-
 @dataclass(frozen=True)
 class FileRecord:
     """A row of the manifest: what the index holds for one source file."""
@@ -87,16 +58,6 @@ class FileRecord:
     n_chunks: int
     status: str
     reason: str = ""
-
-
-def sql_string(value: str) -> str:
-    """A SQL text literal; the value can never end the literal early."""
-    return "'" + value.replace("'", "''") + "'"
-
-
-def sql_in(column: str, values: Iterable[str]) -> str:
-    """`column IN ('a', 'b')` with values quoted safely."""
-    return f"{column} IN ({', '.join(sql_string(v) for v in values)})"
 
 
 class Store:

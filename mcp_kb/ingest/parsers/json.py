@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..document import Block, Document
-from ..errors import ParseError
+from ...errors import ParseError
 from .text import read_text
 
 _TITLE_KEYS = ("title", "name", "question", "id", "_id")

@@ -11,7 +11,7 @@ from importlib import import_module
 from pathlib import Path
 
 from ..document import Document
-from ..errors import ParseError
+from ...errors import ParseError
 
 Parser = Callable[[Path, str], Document]
 _PARSERS: dict[str, Parser] = {}

@@ -8,7 +8,7 @@ from pathlib import Path
 import charset_normalizer
 
 from ..document import Block, Document
-from ..errors import ParseError
+from ...errors import ParseError
 
 _BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
 # Encodings worth trying on non-UTF-8 files, most likely first for this tool's users.

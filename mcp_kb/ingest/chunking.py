@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from .config import ChunkingConfig
+from ..config import ChunkingConfig
 from .document import Block, Document
 
 HEADING_SEPARATOR = " › "

@@ -12,7 +12,7 @@ import json
 import logging
 import threading
 from contextlib import asynccontextmanager, contextmanager
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional
 
 import anyio
 import anyio.from_thread
@@ -23,17 +23,18 @@ from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.subscriptions import ResourceUpdated, ToolsListChanged
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, Field
 
-from . import __version__
-from .app import App
-from .config import KBConfig
-from .errors import KBError
+from .. import __version__
+from ..app import App
+from ..config import KBConfig
+from ..errors import KBError
 from .http_security import BearerTokenMiddleware, rebinding_protection, warn_if_exposed
-from .live import LiveSync, SyncRunner
-from .search import MODES, SearchResult
-from .sources import resolve_document
-from .store import read_summary
+from ..live import LiveSync, SyncRunner
+from ..search import MODES, SearchResult
+from .schemas import SearchHit, SearchOutput, filters_model
+from ..ingest.sources import resolve_document
+from ..index.store import read_summary
 
 log = logging.getLogger(__name__)
 
@@ -43,76 +44,6 @@ LIST_URI = "kb://knowledge-bases"
 
 def status_uri(kb: str) -> str:
     return f"kb://{kb}/status"
-
-
-# ---- tool output schema ----------------------------------------------------------------------
-
-class SearchHit(BaseModel):
-    source: str = Field(description="File path relative to the knowledge base root")
-    title: str
-    heading: str = Field(description="Heading path, e.g. 'Install › Linux'")
-    page: Optional[int] = Field(description="PDF page number, if any")
-    chunk_index: int
-    score: float
-    line_start: Optional[int] = None
-    line_end: Optional[int] = None
-    vector_rank: Optional[int] = None
-    keyword_rank: Optional[int] = None
-    text: str
-    context_before: str = ""
-    context_after: str = ""
-
-
-class SearchOutput(BaseModel):
-    results: list[SearchHit]
-    mode: str = Field(description="Mode that produced the results")
-    notes: list[str] = Field(default_factory=list)
-
-
-# ---- per-KB filter schema --------------------------------------------------------------------
-
-def _range_model(name: str, value_type: type) -> type[BaseModel]:
-    """{gt, gte, lt, lte} bounds of one type."""
-    bounds = {op: (Optional[value_type], Field(None, description=f"{op} bound")) for op in ("gt", "gte", "lt", "lte")}
-    return create_model(name, __config__=ConfigDict(extra="forbid"), **bounds)
-
-
-_Range = _range_model("Range", float)
-_DateRange = _range_model("DateRange", str)
-
-
-class _TextMatch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    prefix: Optional[str] = Field(None, description="Value starts with this text")
-    glob: Optional[str] = Field(None, description="Glob pattern: ** any folders, * within a folder")
-
-
-_FILTER_TYPES: dict[str, Any] = {
-    "string": Union[str, list[str], _TextMatch],
-    "integer": Union[int, list[int], _Range],
-    "number": Union[float, list[float], _Range],
-    "date": Union[str, list[str], _DateRange],
-    "boolean": bool,
-    "string[]": Union[str, list[str]],
-}
-_BUILTIN_DESCRIPTIONS = {
-    "path": "Source file path relative to the KB root; a value, a list (one of), or {prefix} / {glob}",
-    "title": "Document title",
-    "heading": "Heading path of the chunk (e.g. 'Install › Linux')",
-    "page": "PDF page number; a value, a list, or a range {gte, lte}",
-    "chunk_index": "Position of the chunk in its document",
-}
-
-
-def filters_model(kb: KBConfig) -> type[BaseModel]:
-    """A model whose fields are exactly the KB's filterable fields, with types and descriptions."""
-    fields: dict[str, Any] = {}
-    for name, kind in kb.filter_field_types().items():
-        declared = kb.filterable.get(name)
-        description = (declared.description if declared and declared.description
-                       else _BUILTIN_DESCRIPTIONS.get(name) or f"Metadata field {name} ({kind})")
-        fields[name] = (Optional[_FILTER_TYPES[kind]], Field(None, description=description))
-    return create_model(f"{kb.name}_filters", __config__=ConfigDict(extra="forbid"), **fields)
 
 
 def _filters_dict(filters: Optional[BaseModel]) -> Optional[dict[str, Any]]:

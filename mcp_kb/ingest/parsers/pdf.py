@@ -9,7 +9,7 @@ from pypdf import PdfReader
 from pypdf.errors import FileNotDecryptedError, PdfReadError, PyPdfError
 
 from ..document import Document
-from ..errors import ParseError
+from ...errors import ParseError
 from .text import paragraph_blocks
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pathspec
 
-from .config import KBConfig
+from ..config import KBConfig
 from .document import Document
-from .errors import KBError
+from ..errors import KBError
 from .parsers import is_supported, parse_file
 
 # A NUL or a high share of control characters in the first block means binary, whatever the

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import EmbeddingConfig, RerankConfig
-from .errors import ModelError
-from .sources import file_sha256
+from ..config import EmbeddingConfig, RerankConfig
+from ..errors import ModelError
+from ..ingest.sources import file_sha256
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""Ingest: find a KB's files (sources), turn each into a Document (parsers) and cut it into chunks."""

@@ -1,0 +1,73 @@
+"""The search tool's schemas: its output, and per KB a filter model of exactly that KB's fields.
+
+Filter types come from the one schema (index/schema.py): what a type takes there (ranges,
+prefix/glob, lists) is what the tool's JSON schema offers.
+"""
+
+# No `from __future__ import annotations`: pydantic builds these models from evaluated types.
+
+from typing import Any, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from ..config import KBConfig
+from ..index.schema import BUILTIN_FILTERS, FIELD_TYPES, FieldType
+
+
+class SearchHit(BaseModel):
+    source: str = Field(description="File path relative to the knowledge base root")
+    title: str
+    heading: str = Field(description="Heading path, e.g. 'Install › Linux'")
+    page: Optional[int] = Field(description="PDF page number, if any")
+    chunk_index: int
+    score: float
+    line_start: Optional[int] = None
+    line_end: Optional[int] = None
+    vector_rank: Optional[int] = None
+    keyword_rank: Optional[int] = None
+    text: str
+    context_before: str = ""
+    context_after: str = ""
+
+
+class SearchOutput(BaseModel):
+    results: list[SearchHit]
+    mode: str = Field(description="Mode that produced the results")
+    notes: list[str] = Field(default_factory=list)
+
+
+class _TextMatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    prefix: Optional[str] = Field(None, description="Value starts with this text")
+    glob: Optional[str] = Field(None, description="Glob pattern: ** any folders, * within a folder")
+
+
+def _range_model(value_type: type) -> type[BaseModel]:
+    """{gt, gte, lt, lte} bounds; numbers are sent as JSON numbers of either kind."""
+    bound = float if value_type in (int, float) else value_type
+    bounds = {op: (Optional[bound], Field(None, description=f"{op} bound")) for op in ("gt", "gte", "lt", "lte")}
+    return create_model(f"{bound.__name__.capitalize()}Range", __config__=ConfigDict(extra="forbid"), **bounds)
+
+
+_RANGES = {python: _range_model(python) for python in {kind.python for kind in FIELD_TYPES.values() if kind.ranges}}
+
+
+def _condition(kind: FieldType) -> Any:
+    """What a caller may send for a field of this type: a value, a list (one of / any of), a range, a text match."""
+    options: list[Any] = [kind.python, list[kind.python]]
+    if kind.ranges:
+        options.append(_RANGES[kind.python])
+    if kind.text_match:
+        options.append(_TextMatch)
+    return Union[tuple(options)]
+
+
+def filters_model(kb: KBConfig) -> type[BaseModel]:
+    """A model whose fields are exactly the KB's filterable fields, with types and descriptions."""
+    fields: dict[str, Any] = {}
+    for name, kind in kb.filter_field_types().items():
+        declared = kb.filterable.get(name)
+        description = (declared.description if declared and declared.description
+                       else BUILTIN_FILTERS.get(name) or f"Metadata field {name} ({kind})")
+        fields[name] = (Optional[_condition(FIELD_TYPES[kind])], Field(None, description=description))
+    return create_model(f"{kb.name}_filters", __config__=ConfigDict(extra="forbid"), **fields)

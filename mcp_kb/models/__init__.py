@@ -1,0 +1,1 @@
+"""Models: embedders, rerankers and token counters behind small interfaces; fastembed implements them."""
