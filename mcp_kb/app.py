@@ -14,7 +14,8 @@ from .errors import KBError, ParseError
 from .search import Searcher, SearchResult
 from .ingest.sources import scan_sources
 from .index.store import Store
-from .sync import ProgressCallback, SyncReport, file_chunks, is_sync_running, sync_all
+from .index.state import is_sync_running, read_summary
+from .sync import ProgressCallback, SyncReport, file_chunks, sync_all
 
 
 class App:
@@ -80,6 +81,10 @@ class App:
     def status(self, kb: str | None = None) -> list[dict[str, Any]]:
         """Per KB: files, chunks, last sync, model, index state, failed files."""
         return [self._kb_status(k.name) for k in self.config.select(kb)]
+
+    def summary(self, kb: str) -> dict[str, Any]:
+        """What a KB holds (documents, their kinds, chunks) as of its last sync, read without LanceDB."""
+        return read_summary(self.config.storage, kb)
 
     def _kb_status(self, name: str) -> dict[str, Any]:
         kb = self.config.get_kb(name)

@@ -18,22 +18,19 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
 from .config import KBConfig
 from .models.fastembed import Embedder, ModelTokenizer, Reranker
 from .errors import KBError, ModelError, SearchError
 from .index.filters import and_where, build_where
 from .index.keywords import keyword_terms
-from .index.store import Store, sql_in
-from .sync import is_sync_running
+from .index.state import is_sync_running
+from .index.store import Candidate, ChunkView, Store
 
 log = logging.getLogger(__name__)
 
 MODES = ("hybrid", "vector", "keyword", "filter")
 # Share of the vector side in hybrid scores, chosen on the dev splits (benchmarks/fusion.py).
 VECTOR_SHARE = 0.4
-_COLUMNS = ["id", "path", "chunk_index", "heading", "title", "page", "line_start", "line_end", "text"]
 _CACHE_SIZE = 256
 MAX_QUERY_LENGTH = 4_000  # characters; longer texts make slow searches and are never a real question
 
@@ -72,17 +69,6 @@ class SearchResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "notes": self.notes, "results": [asdict(h) for h in self.hits]}
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A chunk found by one side (or both, after fusion): its id, score and row address."""
-
-    id: str
-    score: float
-    row_id: int
-    vector_rank: int | None = None
-    keyword_rank: int | None = None
 
 
 @dataclass(frozen=True)
@@ -147,8 +133,8 @@ class Searcher:
             return self._search(kb, request, self.store.active_generation(kb.name))
 
     def _search(self, kb: KBConfig, request: SearchRequest, generation: str | None) -> SearchResult:
-        table = self.store.chunk_table(kb.name, generation) if generation is not None else None
-        if table is None:
+        view = self.store.view(kb.name, generation) if generation is not None else None
+        if view is None:
             if generation is not None:
                 raise SearchError(f"the index of knowledge base {kb.name!r} has lost its tables; run "
                                   f"`mcp-kb sync {kb.name}` to rebuild it")
@@ -158,38 +144,41 @@ class Searcher:
             raise SearchError(f"knowledge base {kb.name!r} has not been synced yet; run `mcp-kb sync {kb.name}` "
                               f"(or call the sync_knowledge_base tool)")
         # Generation ids never repeat, so a rebuilt index never meets the answers of the old one.
-        key = request.cache_key(kb.name, generation, table.version)
+        key = request.cache_key(kb.name, view.generation, view.version)
         if key in self._cache:
             self._cache.move_to_end(key)
             return replace(self._cache[key], cached=True)
         where = and_where(build_where(kb.search.filter, kb.filter_field_types()),
                           build_where(request.filters, kb.filter_field_types()))
-        result = self._run(kb, table, request, where)
+        result = self._run(kb, view, request, where)
         if not result.notes:  # a degraded answer (model down, index missing) must not outlive the cause
             self._cache[key] = result
             if len(self._cache) > _CACHE_SIZE:
                 self._cache.popitem(last=False)
         return result
 
-    def _run(self, kb: KBConfig, table, request: SearchRequest, where: str | None) -> SearchResult:
+    def _run(self, kb: KBConfig, view: ChunkView, request: SearchRequest, where: str | None) -> SearchResult:
         timings: dict[str, float] = {}
         notes: list[str] = []
         if request.mode == "filter":
-            hits = _timed(timings, "filter", lambda: self._filter(table, where, request.top_k))
+            if not where:
+                raise SearchError("mode 'filter' needs filters, e.g. {\"path\": \"docs/leave.md\"}")
+            rows = _timed(timings, "filter", lambda: view.scan(where))
+            hits = [_hit(row, 1.0) for row in rows[:request.top_k]]
             mode = "filter"
         else:
-            mode, candidates = self._candidates(kb, table, request, where, timings, notes)
+            mode, candidates = self._candidates(kb, view, request, where, timings, notes)
             shortlist = candidates[:self.rerank_candidates if self.reranker else request.top_k]
-            hits = _timed(timings, "fetch", lambda: self._hits(table, shortlist))
+            hits = _timed(timings, "fetch", lambda: _hits(view.rows(shortlist), shortlist))
             if self.reranker and hits:
                 hits = _timed(timings, "rerank", lambda: self._rerank(request.query, hits))
             hits = [h for h in hits if h.score >= request.min_score][:request.top_k]
         if request.context and hits:
-            hits = _timed(timings, "context", lambda: self._with_context(table, hits, request.context))
+            hits = _timed(timings, "context", lambda: _with_context(view, hits, request.context))
         return SearchResult(hits, mode, notes, timings)
 
     # ---- the two sides ---------------------------------------------------------------------
-    def _candidates(self, kb: KBConfig, table, request: SearchRequest, where: str | None,
+    def _candidates(self, kb: KBConfig, view: ChunkView, request: SearchRequest, where: str | None,
                     timings: dict[str, float], notes: list[str]) -> tuple[str, list[Candidate]]:
         """Ranked chunk ids with scores. Sides run one after the other: on two cores, running them
         in parallel was slower (hybrid p50 44.6 ms vs 36 ms at 100k chunks), as LanceDB uses both."""
@@ -199,81 +188,28 @@ class Searcher:
         vector: list[Candidate] = []
         if mode == "vector" or (mode == "hybrid" and vector_weight > 0):  # no vote, no vector search
             try:
-                vector = _timed(timings, "vector", lambda: self._vector(table, request.query, where, depth))
+                query_vector = _timed(timings, "embed", lambda: self.embedder.embed_query(request.query))
+                vector = _timed(timings, "vector", lambda: view.nearest(query_vector, where, depth))
             except ModelError as exc:
                 notes.append(f"vector search unavailable ({exc}); answered from keyword search")
                 log.warning("%s: %s", kb.name, notes[-1])
                 mode = "keyword"
         keyword: list[Candidate] = []
         if mode in ("keyword", "hybrid"):
-            keyword = _timed(timings, "keyword", lambda: self._keyword(table, request.query, where, depth, notes))
+            keyword = _timed(timings, "keyword", lambda: self._keyword(view, request.query, where, depth, notes))
         if mode == "hybrid":
             return mode, fuse(vector, keyword, vector_weight)
         return mode, vector or keyword
 
-    def _vector(self, table, query: str, where: str | None, depth: int) -> list[Candidate]:
-        """Nearest chunks scored by the exact cosine of query and chunk vectors.
-
-        LanceDB's `_distance` is the cosine distance without an index but twice that (squared L2
-        of normalized, quantized vectors) with the HNSW-SQ index, so it is recomputed here: scores
-        mean the same at any table size, and the candidates are re-ranked exactly.
-        """
-        query_vector = self.embedder.embed_query(query)
-        search = table.search(query_vector, vector_column_name="vector").distance_type("cosine")
-        if where:
-            search = search.where(where, prefilter=True)
-        rows = search.select(["id", "vector", "_distance"]).with_row_id(True).limit(depth).to_arrow()
-        if rows.num_rows == 0:
-            return []
-        vectors = np.asarray(rows["vector"].to_pylist(), dtype=np.float32)
-        norms = np.linalg.norm(vectors, axis=1) * np.linalg.norm(query_vector) + 1e-12
-        similarities = (vectors @ query_vector / norms).tolist()
-        found = zip(rows["id"].to_pylist(), similarities, rows["_rowid"].to_pylist())
-        ranked = sorted(found, key=lambda item: item[1], reverse=True)
-        return [Candidate(chunk, score, row_id, vector_rank=rank)
-                for rank, (chunk, score, row_id) in enumerate(ranked, start=1)]
-
-    def _keyword(self, table, query: str, where: str | None, depth: int, notes: list[str]) -> list[Candidate]:
+    @staticmethod
+    def _keyword(view: ChunkView, query: str, where: str | None, depth: int, notes: list[str]) -> list[Candidate]:
         terms = keyword_terms(query)
         if not terms:
             return []
-        try:
-            search = table.search(terms, query_type="fts", fts_columns="search_text")
-            if where:
-                search = search.where(where, prefilter=True)
-            rows = search.select(["id", "_score"]).with_row_id(True).limit(depth).to_arrow()
-        except (ValueError, RuntimeError) as exc:
-            if "index" not in str(exc).lower():
-                raise
+        found = view.keyword(terms, where, depth)
+        if found is None:
             notes.append("keyword index not built yet; run a sync")
-            return []
-        found = zip(rows["id"].to_pylist(), rows["_score"].to_pylist(), rows["_rowid"].to_pylist())
-        return [Candidate(chunk, score, row_id, keyword_rank=rank)
-                for rank, (chunk, score, row_id) in enumerate(found, start=1)]
-
-    def _hits(self, table, candidates: list[Candidate]) -> list[Hit]:
-        """Text and citation fields of the candidates that made the cut, read by row address.
-
-        Candidates carry only ids and scores: reading the fields of the few winners afterwards is
-        cheaper than reading them for every candidate of both sides (hybrid p50 at 100k chunks
-        33 ms vs 41 ms). A row that a sync rewrote in between no longer matches its id and is skipped.
-        """
-        if not candidates:
-            return []
-        try:
-            rows = table.take_row_ids([c.row_id for c in candidates]).select(_COLUMNS).to_list()
-        except Exception:  # addresses moved (a compaction ran in between): look the ids up instead
-            rows = table.search().where(sql_in("id", [c.id for c in candidates])).select(_COLUMNS).limit(None).to_list()
-        row_by_id = {row["id"]: row for row in rows}
-        return [_hit(row_by_id[c.id], c.score, vector_rank=c.vector_rank, keyword_rank=c.keyword_rank)
-                for c in candidates if c.id in row_by_id]
-
-    def _filter(self, table, where: str | None, limit: int) -> list[Hit]:
-        if not where:
-            raise SearchError("mode 'filter' needs filters, e.g. {\"path\": \"docs/leave.md\"}")
-        rows = table.search().where(where).select(_COLUMNS).limit(None).to_list()
-        rows.sort(key=lambda r: (r["path"], r["chunk_index"]))
-        return [_hit(row, 1.0) for row in rows[:limit]]
+        return found or []
 
     # ---- fusion and reranking -------------------------------------------------------------
     def vector_weight(self, query: str) -> float:
@@ -291,19 +227,6 @@ class Searcher:
         scores = self.reranker.score(query, [h.text for h in hits])
         ranked = sorted(zip(scores, hits), key=lambda pair: pair[0], reverse=True)
         return [replace(hit, score=float(score)) for score, hit in ranked]
-
-    def _with_context(self, table, hits: list[Hit], n: int) -> list[Hit]:
-        clauses = [f"(path = '{h.source.replace(chr(39), chr(39) * 2)}' AND chunk_index BETWEEN "
-                   f"{h.chunk_index - n} AND {h.chunk_index + n})" for h in hits]
-        rows = table.search().where(" OR ".join(clauses)).select(["path", "chunk_index", "text"]).limit(None).to_list()
-        text_by_position = {(r["path"], r["chunk_index"]): r["text"] for r in rows}
-
-        def around(hit: Hit, offsets: range) -> str:
-            return "\n\n".join(text_by_position[(hit.source, hit.chunk_index + o)] for o in offsets
-                               if (hit.source, hit.chunk_index + o) in text_by_position)
-
-        return [replace(h, context_before=around(h, range(-n, 0)), context_after=around(h, range(1, n + 1)))
-                for h in hits]
 
 
 def fuse(vector: list[Candidate], keyword: list[Candidate], vector_weight: float) -> list[Candidate]:
@@ -334,6 +257,22 @@ def _normalized(scores: dict[str, float]) -> dict[str, float]:
         return {}
     low, high = min(scores.values()), max(scores.values())
     return {key: (value - low) / (high - low) if high > low else 1.0 for key, value in scores.items()}
+
+
+def _hits(row_by_id: dict[str, dict[str, Any]], candidates: list[Candidate]) -> list[Hit]:
+    return [_hit(row_by_id[c.id], c.score, vector_rank=c.vector_rank, keyword_rank=c.keyword_rank)
+            for c in candidates if c.id in row_by_id]
+
+
+def _with_context(view: ChunkView, hits: list[Hit], n: int) -> list[Hit]:
+    text_by_position = view.neighbours([(h.source, h.chunk_index) for h in hits], n)
+
+    def around(hit: Hit, offsets: range) -> str:
+        return "\n\n".join(text_by_position[(hit.source, hit.chunk_index + o)] for o in offsets
+                           if (hit.source, hit.chunk_index + o) in text_by_position)
+
+    return [replace(h, context_before=around(h, range(-n, 0)), context_after=around(h, range(1, n + 1)))
+            for h in hits]
 
 
 def _hit(row: dict[str, Any], score: float, **ranks: int | None) -> Hit:

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import hashlib
 import json
 import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -28,12 +26,13 @@ import pyarrow as pa
 from .ingest.chunking import Chunk, TokenCounter, chunk_document, effective_max_tokens
 from .config import Config, KBConfig
 from .models.fastembed import Embedder
-from .errors import KBError, MassDeleteError, ModelError, ParseError, SyncBusyError
+from .errors import KBError, MassDeleteError, ModelError, ParseError
 from .index.keywords import ANALYZER_VERSION, keyword_terms
 from .ingest.parsers import parse_file
 from .ingest.sources import SkippedFile, SourceFile, file_sha256, scan_sources
 from .index.schema import ChunkRow, chunk_schema, coerce
-from .index.store import FileRecord, Store, generation_of, local_state_dir, new_generation, write_summary
+from .index.state import sync_lock, write_summary
+from .index.store import FileRecord, Store, generation_of, new_generation
 
 log = logging.getLogger(__name__)
 
@@ -495,57 +494,3 @@ def _record_failure(store: Store, kb: str, started: str, error: str, report: Syn
         store.write_state(kb, {**state, "last_sync": _last_sync(started, "failed", report, error)})
     except Exception:  # the store itself may be what failed; the original error is what matters
         log.debug("could not record the failed sync of %s", kb, exc_info=True)
-
-
-@contextlib.contextmanager
-def sync_lock(storage: str, wait: bool = True, poll_seconds: float = 0.2) -> Iterator[None]:
-    """One writer per storage location across processes (an flock on a file beside the index)."""
-    path = _lock_path(storage)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+") as handle:
-        announced = False
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                holder = _read_holder(path)
-                if not wait:
-                    raise SyncBusyError(f"a sync is already running on {storage} ({holder}); try again when it ends") from None
-                if not announced:
-                    log.warning("waiting for another sync on %s (%s)", storage, holder)
-                    announced = True
-                time.sleep(poll_seconds)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()}")
-        handle.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def is_sync_running(storage: str) -> bool:
-    """Whether some process holds the sync lock of this storage right now."""
-    path = _lock_path(storage)
-    if not path.exists():
-        return False
-    with path.open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        return False
-
-
-def _lock_path(storage: str) -> Path:
-    return local_state_dir(storage) / ".sync.lock"  # for a remote URI: a lock per machine only
-
-
-def _read_holder(path: Path) -> str:
-    try:
-        return path.read_text().strip() or "another process"
-    except OSError:
-        return "another process"

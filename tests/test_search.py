@@ -264,7 +264,7 @@ def test_hybrid_shows_no_zero_weight_vector_guesses_for_unreadable_queries(app):
 
 
 def test_search_during_a_first_sync_says_to_wait(make_app, tmp_path):
-    from mcp_kb.sync import sync_lock
+    from mcp_kb.index.state import sync_lock
 
     write(tmp_path / "fresh" / "a.md", "# A\n\ntext\n")
     app = make_app({"name": "fresh", "description": "d", "paths": [str(tmp_path / "fresh")]})

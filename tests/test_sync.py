@@ -11,7 +11,8 @@ from conftest import SHARED, write
 from pdfs import text_pdf
 
 from mcp_kb.errors import KBError, ModelError, SyncBusyError
-from mcp_kb.sync import plan_sync, sync_lock
+from mcp_kb.index.state import sync_lock
+from mcp_kb.sync import plan_sync
 
 SECTIONS = 6
 

@@ -7,7 +7,6 @@ fills a new generation and switches to it in one commit of the state row.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -15,15 +14,15 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-import platformdirs
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import StoreError
 from .filters import sql_in, sql_string
+from .schema import HIT_COLUMNS, VECTOR_COLUMN
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +217,11 @@ class Store:
         table = self.chunk_table(kb)
         return table.version if table is not None else 0
 
+    def view(self, kb: str, generation: str) -> ChunkView | None:
+        """Read queries on a generation's chunks, or None when its table does not exist."""
+        table = self.chunk_table(kb, generation)
+        return None if table is None else ChunkView(table, generation)
+
     # ---- indexes -------------------------------------------------------------------------
     def refresh_indexes(self, kb: str, generation: str, changed: bool) -> str:
         """Create missing indexes; after changes, fold new rows in (and add HNSW once the table is large)."""
@@ -242,6 +246,96 @@ class Store:
             table.create_index("vector", config=HnswSq(distance_type="cosine"))
             indexed.add("vector")
         return "full-text + HNSW vector index" if "vector" in indexed else "full-text + exact vector search"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A chunk found by one side of a search (or both, after fusion): its id, score and row address."""
+
+    id: str
+    score: float
+    row_id: int
+    vector_rank: int | None = None
+    keyword_rank: int | None = None
+
+
+class ChunkView:
+    """Read queries on one generation of a KB's chunks. Callers get plain candidates and rows;
+    LanceDB's queries, its `_distance`/`_score`/`_rowid` columns and their quirks stay here."""
+
+    def __init__(self, table, generation: str):
+        self._table = table
+        self.generation = generation
+
+    @property
+    def version(self) -> int:
+        return self._table.version
+
+    def nearest(self, vector: np.ndarray, where: str | None, depth: int) -> list[Candidate]:
+        """Nearest chunks scored by the exact cosine of query and chunk vectors.
+
+        LanceDB's `_distance` is the cosine distance without an index but twice that (squared L2
+        of normalized, quantized vectors) with the HNSW-SQ index, so it is recomputed here: scores
+        mean the same at any table size, and the candidates are re-ranked exactly.
+        """
+        search = self._table.search(vector, vector_column_name=VECTOR_COLUMN).distance_type("cosine")
+        if where:
+            search = search.where(where, prefilter=True)
+        rows = search.select(["id", VECTOR_COLUMN, "_distance"]).with_row_id(True).limit(depth).to_arrow()
+        if rows.num_rows == 0:
+            return []
+        vectors = np.asarray(rows[VECTOR_COLUMN].to_pylist(), dtype=np.float32)
+        norms = np.linalg.norm(vectors, axis=1) * np.linalg.norm(vector) + 1e-12
+        similarities = (vectors @ vector / norms).tolist()
+        found = sorted(zip(rows["id"].to_pylist(), similarities, rows["_rowid"].to_pylist()),
+                       key=lambda item: item[1], reverse=True)
+        return [Candidate(chunk, score, row_id, vector_rank=rank)
+                for rank, (chunk, score, row_id) in enumerate(found, start=1)]
+
+    def keyword(self, terms: str, where: str | None, depth: int) -> list[Candidate] | None:
+        """BM25 matches of analysed terms (keywords.py), or None when the full-text index is not built yet."""
+        try:
+            search = self._table.search(terms, query_type="fts", fts_columns="search_text")
+            if where:
+                search = search.where(where, prefilter=True)
+            rows = search.select(["id", "_score"]).with_row_id(True).limit(depth).to_arrow()
+        except (ValueError, RuntimeError) as exc:
+            if "index" not in str(exc).lower():
+                raise
+            return None
+        found = zip(rows["id"].to_pylist(), rows["_score"].to_pylist(), rows["_rowid"].to_pylist())
+        return [Candidate(chunk, score, row_id, keyword_rank=rank)
+                for rank, (chunk, score, row_id) in enumerate(found, start=1)]
+
+    def rows(self, candidates: list[Candidate]) -> dict[str, dict[str, Any]]:
+        """The hit columns of these candidates by id, read by row address.
+
+        Reading the fields of the few winners afterwards is cheaper than reading them for every
+        candidate of both sides (hybrid p50 at 100k chunks 33 ms vs 41 ms). A row a sync rewrote in
+        between no longer matches its id and is left out.
+        """
+        if not candidates:
+            return {}
+        try:
+            rows = self._table.take_row_ids([c.row_id for c in candidates]).select(HIT_COLUMNS).to_list()
+        except Exception:  # addresses moved (a compaction ran in between): look the ids up instead
+            rows = self._scan(sql_in("id", [c.id for c in candidates]), HIT_COLUMNS)
+        return {row["id"]: row for row in rows}
+
+    def scan(self, where: str) -> list[dict[str, Any]]:
+        """Every chunk matching a predicate, in document order."""
+        rows = self._scan(where, HIT_COLUMNS)
+        return sorted(rows, key=lambda row: (row["path"], row["chunk_index"]))
+
+    def neighbours(self, spots: list[tuple[str, int]], n: int) -> dict[tuple[str, int], str]:
+        """Text of the chunks within `n` positions of each (path, chunk_index)."""
+        clauses = [f"(path = {sql_string(path)} AND chunk_index BETWEEN {index - n} AND {index + n})"
+                   for path, index in spots]
+        rows = self._scan(" OR ".join(clauses), ["path", "chunk_index", "text"])
+        return {(row["path"], row["chunk_index"]): row["text"] for row in rows}
+
+    def _scan(self, where: str, columns: list[str]) -> list[dict[str, Any]]:
+        return self._table.search().where(where).select(columns).limit(None).to_list()
 
 
 def new_generation() -> str:
@@ -274,35 +368,6 @@ def _compact_when_worth_it(table, unindexed: int) -> None:
     small_fragments = table.stats()["fragment_stats"]["num_small_fragments"]
     if small_fragments > _MAX_SMALL_FRAGMENTS or unindexed > _MAX_UNINDEXED_ROWS:
         table.optimize(cleanup_older_than=timedelta(hours=1))
-
-
-def local_state_dir(storage: str) -> Path:
-    """Where small local files about an index live (sync lock, summaries): the index folder itself,
-    or for a remote LanceDB URI a folder in this machine's cache keyed by the URI."""
-    if "://" in storage:
-        key = hashlib.sha256(storage.encode()).hexdigest()[:16]
-        return Path(platformdirs.user_cache_dir("mcp-kb", appauthor=False)) / key
-    return Path(storage)
-
-
-def _summary_path(storage: str, kb: str) -> Path:
-    return local_state_dir(storage) / f"{kb}.summary.json"
-
-
-def write_summary(storage: str, kb: str, summary: dict[str, Any]) -> None:
-    """A few counts about a KB, readable without opening LanceDB (servers describe tools with it)."""
-    path = _summary_path(storage, kb)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(summary), encoding="utf-8")
-    temporary.replace(path)
-
-
-def read_summary(storage: str, kb: str) -> dict[str, Any]:
-    try:
-        return json.loads(_summary_path(storage, kb).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
 
 
 def _batches(items: list[Any], size: int) -> Iterable[list[Any]]:

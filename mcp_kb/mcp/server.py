@@ -34,7 +34,6 @@ from ..live import LiveSync, SyncRunner
 from ..search import MODES, SearchResult
 from .schemas import SearchHit, SearchOutput, filters_model
 from ..ingest.sources import resolve_document
-from ..index.store import read_summary
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +135,7 @@ def _instructions(app: App) -> str:
 
 def _tool_description(app: App, kb: KBConfig) -> str:
     """The KB's own description plus what it holds, so the model picks the right tool."""
-    summary = read_summary(app.config.storage, kb.name)
+    summary = app.summary(kb.name)
     kinds = ", ".join(f"{n} {kind}" for kind, n in list(summary.get("kinds", {}).items())[:5])
     holds = f" Holds {summary['documents']} documents ({kinds})." if summary.get("documents") else " Not indexed yet."
     return (f"{kb.description.strip()}{holds} Returns passages with numbered citations "
