@@ -7,9 +7,9 @@ from collections import Counter
 from functools import cached_property
 from typing import Any
 
-from .ingest.chunking import TokenCounter
 from .config import Config, KBConfig
-from .models.fastembed import Embedder, FastEmbedder, FastEmbedReranker, load_tokenizer
+from .models import create_embedder, create_reranker, load_token_counter
+from .models.base import Embedder, TokenCounter
 from .errors import KBError, ParseError
 from .search import Searcher, SearchResult
 from .ingest.sources import scan_sources
@@ -30,12 +30,12 @@ class App:
     def embedder(self) -> Embedder:
         with self._lock:
             if self._embedder is None:
-                self._embedder = FastEmbedder(self.config.embedding)
+                self._embedder = create_embedder(self.config.embedding)
             return self._embedder
 
     @cached_property
     def tokenizer(self) -> TokenCounter:
-        return load_tokenizer(self.config.embedding)
+        return load_token_counter(self.config.embedding)
 
     @cached_property
     def store(self) -> Store:
@@ -44,8 +44,7 @@ class App:
     @cached_property
     def searcher(self) -> Searcher:
         rerank = self.config.rerank
-        reranker = FastEmbedReranker(rerank) if rerank.enabled else None
-        return Searcher(self.store, self.embedder, self.tokenizer, reranker, rerank.candidates)
+        return Searcher(self.store, self.embedder, self.tokenizer, create_reranker(rerank), rerank.candidates)
 
     def search(self, kb: str, query: str, **options: Any) -> SearchResult:
         """Search one KB; options: top_k, mode, filters, min_score, context."""

@@ -69,7 +69,7 @@ def main(verbose: bool) -> None:
     """
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
-    from .models.fastembed import quiet_model_logs
+    from .models import quiet_model_logs
 
     quiet_model_logs()
 
@@ -126,13 +126,13 @@ def chunks(file: Path, config_path: str | None, as_json: bool) -> None:
     def work():
         from .ingest.chunking import chunk_document
         from .config import ChunkingConfig
-        from .models.fastembed import load_tokenizer
+        from .models import load_token_counter
         from .ingest.parsers import parse_file
 
         config = _load(config_path) if (config_path or Path("kb.toml").exists()) else build_config({}, Path.cwd(), None)
         settings = config.kb[0].chunking if config.kb else ChunkingConfig()
         document = parse_file(file, file.name)
-        result = chunk_document(document, settings, load_tokenizer(config.embedding))
+        result = chunk_document(document, settings, load_token_counter(config.embedding))
         if as_json:
             click.echo(json.dumps([{**c.__dict__, "heading": c.heading} for c in result], indent=2,
                                   ensure_ascii=False, default=str))

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from .config import KBConfig
-from .models.fastembed import Embedder, ModelTokenizer, Reranker
+from .models.base import Embedder, Reranker, TokenCounter
 from .errors import KBError, ModelError, SearchError
 from .index.filters import and_where, build_where
 from .index.keywords import keyword_terms
@@ -87,7 +87,7 @@ class SearchRequest:
 class Searcher:
     """Runs searches against a store; results are cached per table version."""
 
-    def __init__(self, store: Store, embedder: Embedder, tokenizer: ModelTokenizer | None = None,
+    def __init__(self, store: Store, embedder: Embedder, tokenizer: TokenCounter | None = None,
                  reranker: Reranker | None = None, rerank_candidates: int = 30):
         self.store = store
         self.embedder = embedder

@@ -23,13 +23,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .ingest.chunking import Chunk, TokenCounter, chunk_document, effective_max_tokens
+from .ingest.chunking import Chunk, chunk_document, effective_max_tokens
 from .config import Config, KBConfig
-from .models.fastembed import Embedder
+from .digest import file_sha256
+from .models.base import Embedder, TokenCounter
 from .errors import KBError, MassDeleteError, ModelError, ParseError
 from .index.keywords import ANALYZER_VERSION, keyword_terms
 from .ingest.parsers import parse_file
-from .ingest.sources import SkippedFile, SourceFile, file_sha256, scan_sources
+from .ingest.sources import SkippedFile, SourceFile, scan_sources
 from .index.schema import ChunkRow, chunk_schema, coerce
 from .index.state import sync_lock, write_summary
 from .index.store import FileRecord, Store, generation_of, new_generation

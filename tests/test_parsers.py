@@ -167,3 +167,24 @@ def test_known_shared_pdf_outcomes():
         parse_file(by_name["libreoffice-writer-password.pdf"], "x.pdf")
     with pytest.raises(ParseError, match="parse error"):
         parse_file(by_name["unreadablemetadata.pdf"], "x.pdf")
+
+
+def test_a_parser_that_declares_a_binary_format_gets_binary_files(make_config, tmp_path, monkeypatch):
+    from mcp_kb.ingest import parsers
+    from mcp_kb.ingest.document import Block, Document
+    from mcp_kb.ingest.sources import scan_sources
+
+    monkeypatch.setattr(parsers, "_PARSERS", dict(parsers._PARSERS))  # registrations end with the test
+    monkeypatch.setattr(parsers, "_BINARY", set(parsers._BINARY))
+
+    def parse_blob(path, doc_id):
+        return Document(doc_id, "blob", path.stem, (Block(f"{len(path.read_bytes())} bytes"),))
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "data.blob").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "docs" / "data.tblob").write_bytes(bytes(range(256)) * 4)
+    parsers.register([".blob"], parse_blob, binary=True)
+    parsers.register([".tblob"], parse_blob)  # a text format: binary bytes are refused before parsing
+    scan = scan_sources(make_config({"name": "d", "description": "d", "paths": [str(tmp_path / "docs")]}).kb[0])
+    assert [f.doc_id for f in scan.files] == ["data.blob"]
+    assert [s.doc_id for s in scan.skipped] == ["data.tblob"] and "binary" in scan.skipped[0].reason

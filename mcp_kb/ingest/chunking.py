@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
 from ..config import ChunkingConfig
+from ..models.base import TokenCounter
 from .document import Block, Document
 
 HEADING_SEPARATOR = " › "
@@ -23,18 +24,6 @@ _SPLIT_LEVELS = [
     re.compile(r"(?<=[。！？；!?])|(?<=[.;:])(?=\s)"),
     re.compile(r"(?<=[，、,\s])"),
 ]
-
-
-class TokenCounter(Protocol):
-    """The embedding model's tokenizer, as far as chunking needs it."""
-
-    max_tokens: int
-
-    def count(self, texts: list[str]) -> list[int]: ...
-
-    def tail(self, text: str, n_tokens: int) -> str: ...
-
-    def head(self, text: str, n_tokens: int) -> str: ...
 
 
 @dataclass(frozen=True)

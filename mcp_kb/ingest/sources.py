@@ -9,7 +9,6 @@ UTF-8, an unreadable file) is reported for that entry and never stops the walk.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
@@ -21,7 +20,7 @@ import pathspec
 from ..config import KBConfig
 from .document import Document
 from ..errors import KBError
-from .parsers import is_supported, parse_file
+from .parsers import is_binary_format, is_supported, parse_file
 
 # A NUL or a high share of control characters in the first block means binary, whatever the
 # extension says.
@@ -312,9 +311,9 @@ def _ignored(rel: str, is_dir: bool, ignores: Ignores) -> bool:
 
 
 def _binary_reason(path: str, suffix: str) -> str | None:
-    """A reason to skip the file as binary, judged by its first bytes, or None."""
-    if suffix == ".pdf":
-        return None  # PDFs are binary by nature; the PDF parser judges them
+    """A reason to skip a text-format file as binary, judged by its first bytes, or None."""
+    if is_binary_format(suffix):
+        return None  # its parser reads bytes and judges them itself
     try:
         with open(path, "rb") as handle:
             head = handle.read(_SNIFF_BYTES)
@@ -328,15 +327,6 @@ def _binary_reason(path: str, suffix: str) -> str | None:
     if head and controls / len(head) > 0.05:
         return "binary content (control characters) despite a text extension"
     return None
-
-
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def is_candidate_path(kb: KBConfig, path: Path) -> bool:

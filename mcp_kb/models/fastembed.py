@@ -1,4 +1,5 @@
-"""Embedding models (fastembed) and their tokenizers. The only module that loads models."""
+"""The fastembed provider: embedder, cross-encoder reranker and tokenizer. The only module that loads models
+or reads fastembed's internals."""
 
 from __future__ import annotations
 
@@ -7,15 +8,14 @@ import logging
 import os
 import threading
 import time
-from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..config import EmbeddingConfig, RerankConfig
+from ..digest import file_sha256
 from ..errors import ModelError
-from ..ingest.sources import file_sha256
+from .base import Embedder, ModelIdentity, Reranker
 
 log = logging.getLogger(__name__)
 
@@ -28,32 +28,6 @@ _FASTEMBED_LOCK = threading.RLock()
 _FIX = ("set [embedding] model_path (or MCP_KB_EMBEDDING_MODEL_PATH) to a local folder holding "
         "model.onnx, tokenizer.json and tokenizer_config.json, or give this machine access to the "
         "model hub so fastembed can download it")
-
-
-@dataclass(frozen=True)
-class ModelIdentity:
-    """What an index's vectors depend on; a change means the index must be rebuilt."""
-
-    name: str
-    dimension: int
-    file_hash: str  # sha256 of model.onnx, or "" when unknown
-
-
-class Embedder(ABC):
-    """Turns texts into unit-length float32 vectors. Subclasses implement `embed_batch`."""
-
-    calls: int = 0  # texts embedded so far, for sync reports and tests
-
-    @property
-    @abstractmethod
-    def identity(self) -> ModelIdentity: ...
-
-    @abstractmethod
-    def embed_batch(self, texts: list[str]) -> np.ndarray:
-        """Vectors for passages, shape (len(texts), dimension)."""
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self.embed_batch([text])[0]
 
 
 class FastEmbedder(Embedder):
@@ -115,13 +89,6 @@ class FastEmbedder(Embedder):
         except Exception as exc:
             raise ModelError(f"query embedding failed with model {self.config.model}: {exc}") from exc
         return np.asarray(vector, dtype=np.float32)
-
-
-class Reranker(ABC):
-    """Scores (query, passage) pairs; higher is more relevant."""
-
-    @abstractmethod
-    def score(self, query: str, passages: list[str]) -> list[float]: ...
 
 
 class FastEmbedReranker(Reranker):

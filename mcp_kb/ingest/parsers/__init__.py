@@ -15,25 +15,41 @@ from ...errors import ParseError
 
 Parser = Callable[[Path, str], Document]
 _PARSERS: dict[str, Parser] = {}
-# suffix -> built-in module (in this package) whose `parse` reads it
+_BINARY: set[str] = set()  # suffixes whose parser reads bytes, not text: the text sniffing leaves them alone
+# suffix -> (built-in module in this package whose `parse` reads it, whether the format is binary)
 _BUILTIN = {
-    **dict.fromkeys([".md", ".markdown", ".mdx"], "markdown"),
-    ".pdf": "pdf",
-    **dict.fromkeys([".txt", ".text", ".rst", ".log", ".csv", ".tsv", ".org", ".adoc"], "text"),
-    **dict.fromkeys([".html", ".htm", ".xhtml"], "html"),
-    **dict.fromkeys([".json", ".jsonl", ".ndjson"], "json"),
+    **dict.fromkeys([".md", ".markdown", ".mdx"], ("markdown", False)),
+    ".pdf": ("pdf", True),
+    **dict.fromkeys([".txt", ".text", ".rst", ".log", ".csv", ".tsv", ".org", ".adoc"], ("text", False)),
+    **dict.fromkeys([".html", ".htm", ".xhtml"], ("html", False)),
+    **dict.fromkeys([".json", ".jsonl", ".ndjson"], ("json", False)),
 }
 
 
-def register(suffixes: list[str], parser: Parser) -> None:
-    """Make `parser` handle files with these suffixes (lower case, with the dot)."""
+def register(suffixes: list[str], parser: Parser, binary: bool = False) -> None:
+    """Make `parser` handle files with these suffixes (lower case, with the dot).
+
+    `binary`: the format is not text (PDF, Office, images), so files are not judged by their bytes
+    before the parser sees them.
+    """
     for suffix in suffixes:
         _PARSERS[suffix] = parser
+        if binary:
+            _BINARY.add(suffix)
+        else:
+            _BINARY.discard(suffix)
 
 
 def is_supported(suffix: str) -> bool:
     """Whether some parser reads files with this suffix (lower case, with the dot)."""
     return suffix in _PARSERS or suffix in _BUILTIN
+
+
+def is_binary_format(suffix: str) -> bool:
+    """Whether the parser for this suffix reads a binary format (it judges the bytes itself)."""
+    if suffix in _PARSERS:
+        return suffix in _BINARY
+    return _BUILTIN.get(suffix, ("", False))[1]
 
 
 def parse_file(path: Path, doc_id: str) -> Document:
@@ -53,5 +69,6 @@ def parse_file(path: Path, doc_id: str) -> Document:
 
 def _parser_for(suffix: str) -> Parser | None:
     if suffix not in _PARSERS and suffix in _BUILTIN:
-        _PARSERS[suffix] = import_module(f".{_BUILTIN[suffix]}", __name__).parse
+        module, binary = _BUILTIN[suffix]
+        register([suffix], import_module(f".{module}", __name__).parse, binary)
     return _PARSERS.get(suffix)

@@ -1,0 +1,56 @@
+"""The interfaces every model provider implements: embedder, reranker, token counter."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """What an index's vectors depend on; a change means the index must be rebuilt."""
+
+    name: str
+    dimension: int
+    file_hash: str  # sha256 of the model's weights, or "" when unknown
+
+
+class Embedder(ABC):
+    """Turns texts into unit-length float32 vectors. Subclasses implement `identity` and `embed_batch`."""
+
+    calls: int = 0  # texts embedded so far, for sync reports and tests
+
+    @property
+    @abstractmethod
+    def identity(self) -> ModelIdentity: ...
+
+    @abstractmethod
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        """Vectors for passages, shape (len(texts), dimension)."""
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_batch([text])[0]
+
+
+class Reranker(ABC):
+    """Scores (query, passage) pairs; higher is more relevant."""
+
+    @abstractmethod
+    def score(self, query: str, passages: list[str]) -> list[float]: ...
+
+
+class TokenCounter(Protocol):
+    """The embedding model's tokenizer, as far as chunking and search need it."""
+
+    max_tokens: int  # where the model truncates its input
+
+    def count(self, texts: list[str]) -> list[int]: ...
+
+    def head(self, text: str, n_tokens: int) -> str: ...
+
+    def tail(self, text: str, n_tokens: int) -> str: ...
+
+    def unknown_share(self, text: str) -> float: ...
