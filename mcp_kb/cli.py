@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
 import re
 import sys
 from pathlib import Path
@@ -14,7 +12,7 @@ from typing import Any
 import click
 
 from . import __version__
-from .config import ENV_TOKEN, Config, build_config, config_for_folder, load_config
+from .config import MODES, Config, build_config, config_for_folder, config_target, load_config
 from .errors import KBError
 
 CONFIG_HELP = "kb.toml to use, or a folder to serve with defaults (default: ./kb.toml, or $MCP_KB_CONFIG)"
@@ -22,16 +20,10 @@ CONFIG_HELP = "kb.toml to use, or a folder to serve with defaults (default: ./kb
 
 def _load(config_path: str | None) -> Config:
     """A config file, or a zero-config KB for a folder."""
-    target = config_path or os.environ.get("MCP_KB_CONFIG") or "kb.toml"
-    path = Path(target).expanduser()
+    path, named = config_target(config_path)
     if path.is_dir():
-        config = config_for_folder(path)
-        if os.environ.get("MCP_KB_STORAGE"):
-            return config
-        # Each zero-config folder gets its own index, so two folders named `docs` never meet.
-        key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]
-        return config.model_copy(update={"storage": str(Path(config.storage).parent / "folders" / f"{config.kb[0].name}-{key}")})
-    if not path.exists() and config_path is None:
+        return config_for_folder(path)
+    if not path.exists() and not named:
         raise KBError("no kb.toml here: pass --config FILE, or a folder (mcp-kb serve ./docs); "
                       "kb.toml.example shows every setting")
     return load_config(path)
@@ -210,7 +202,7 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
 @main.command()
 @click.argument("kb")
 @click.argument("query")
-@click.option("--mode", type=click.Choice(["hybrid", "vector", "keyword", "filter"]), help="Default: the KB's.")
+@click.option("--mode", type=click.Choice(MODES), help="Default: the KB's.")
 @click.option("--top-k", type=int, help="Number of results (default: the KB's).")
 @click.option("--min-score", type=float, help="Drop results below this score.")
 @click.option("--filter", "filters", multiple=True, metavar="FIELD=VALUE",
@@ -341,8 +333,8 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
         if read_only is not None:
             settings = settings.model_copy(update={"read_only": read_only})
         config = config.model_copy(update={"server": settings})
-        token = os.environ.get(ENV_TOKEN) or settings.token
-        run_server(App(config), transport or settings.transport, host or settings.host, port or settings.port, token)
+        run_server(App(config), transport or settings.transport, host or settings.host,
+                   settings.port if port is None else port, settings.token)
 
     _run(work)
 

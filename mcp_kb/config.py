@@ -6,11 +6,12 @@ Every validation problem becomes one ConfigError naming the file, the key and th
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import platformdirs
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -28,10 +29,19 @@ TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 KB_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 DEFAULT_MODEL = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"
+# Every environment variable mcp-kb reads is read in this module (the README's table lists them).
+ENV_CONFIG = "MCP_KB_CONFIG"  # the kb.toml (or folder) commands use when -c is not given
 ENV_MODEL = "MCP_KB_EMBEDDING_MODEL"
 ENV_MODEL_PATH = "MCP_KB_EMBEDDING_MODEL_PATH"
 ENV_STORAGE = "MCP_KB_STORAGE"
 ENV_TOKEN = "MCP_KB_TOKEN"
+
+# Limits of a search request, shared by config validation, the tool schema and search.
+SearchMode = Literal["hybrid", "vector", "keyword", "filter"]
+MODES: tuple[str, ...] = get_args(SearchMode)
+TOP_K_MIN, TOP_K_MAX = 1, 100
+CONTEXT_MAX = 5  # neighbouring chunks on each side of a hit
+MAX_QUERY_LENGTH = 4_000  # characters; longer texts make slow searches and are never a real question
 
 
 def default_storage() -> str:
@@ -104,8 +114,8 @@ class ChunkingConfig(_Strict):
 class SearchConfig(_Strict):
     """Defaults for one KB's searches."""
 
-    mode: Literal["hybrid", "vector", "keyword", "filter"] = "hybrid"
-    top_k: int = Field(5, ge=1, le=100)
+    mode: SearchMode = "hybrid"
+    top_k: int = Field(5, ge=TOP_K_MIN, le=TOP_K_MAX)
     min_score: float = Field(0.0, ge=0.0)
     candidates: int = Field(50, ge=1, le=1000)  # per side, before fusion
     filter: dict[str, Any] = Field(default_factory=dict)  # applied to every search, AND-ed with the caller's
@@ -244,14 +254,27 @@ def load_config(path: str | os.PathLike[str]) -> Config:
 
 
 def config_for_folder(folder: str | os.PathLike[str]) -> Config:
-    """Zero-config: one KB for a single folder, synced at start and on every change."""
+    """Zero-config: one KB for a single folder, synced at start and on every change.
+
+    Each folder gets its own index (unless MCP_KB_STORAGE names one), so two folders named
+    `docs` never meet.
+    """
     folder = Path(folder).resolve()
     if not folder.is_dir():
         raise ConfigError(f"{folder}: not a folder")
     name = re.sub(r"[^A-Za-z0-9_-]", "_", folder.name)[:64] or "docs"
-    raw = {"kb": [{"name": name, "description": f"Documents in the folder {folder.name}", "paths": [str(folder)],
+    key = hashlib.sha256(str(folder).encode()).hexdigest()[:8]
+    raw = {"storage": str(Path(default_storage()).parent / "folders" / f"{name}-{key}"),
+           "kb": [{"name": name, "description": f"Documents in the folder {folder.name}", "paths": [str(folder)],
                    "sync": {"on_start": True, "watch": True}}]}
     return build_config(raw, base_dir=folder, source=None)
+
+
+def config_target(given: str | None) -> tuple[Path, bool]:
+    """The kb.toml or folder a command uses: the one given, else $MCP_KB_CONFIG, else ./kb.toml.
+    Returns the path and whether it was named (by the option or the variable)."""
+    named = given or os.environ.get(ENV_CONFIG)
+    return Path(named or "kb.toml").expanduser(), bool(named)
 
 
 def build_config(raw: dict[str, Any], base_dir: Path, source: Path | None) -> Config:
@@ -268,16 +291,17 @@ def build_config(raw: dict[str, Any], base_dir: Path, source: Path | None) -> Co
 
 
 def _apply_environment(raw: dict[str, Any]) -> dict[str, Any]:
+    """Environment variables override the file: (section, key) <- variable."""
     raw = dict(raw)
-    embedding = dict(raw.get("embedding", {}))
-    if os.environ.get(ENV_MODEL):
-        embedding["model"] = os.environ[ENV_MODEL]
-    if os.environ.get(ENV_MODEL_PATH):
-        embedding["model_path"] = os.environ[ENV_MODEL_PATH]
-    if embedding:
-        raw["embedding"] = embedding
-    if os.environ.get(ENV_STORAGE):
-        raw["storage"] = os.environ[ENV_STORAGE]
+    for section, key, variable in ((None, "storage", ENV_STORAGE), ("embedding", "model", ENV_MODEL),
+                                   ("embedding", "model_path", ENV_MODEL_PATH), ("server", "token", ENV_TOKEN)):
+        value = os.environ.get(variable)
+        if not value:
+            continue
+        if section is None:
+            raw[key] = value
+        elif isinstance(raw.get(section, {}), dict):  # a malformed section is reported by validation
+            raw[section] = {**raw.get(section, {}), key: value}
     return raw
 
 

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .config import KBConfig
+from .config import CONTEXT_MAX, MAX_QUERY_LENGTH, MODES, TOP_K_MAX, TOP_K_MIN, KBConfig
 from .models.base import Embedder, Reranker, TokenCounter
 from .errors import KBError, ModelError, SearchError
 from .index.filters import and_where, build_where
@@ -28,11 +28,9 @@ from .index.store import Candidate, ChunkView, Store
 
 log = logging.getLogger(__name__)
 
-MODES = ("hybrid", "vector", "keyword", "filter")
 # Share of the vector side in hybrid scores, chosen on the dev splits (benchmarks/fusion.py).
 VECTOR_SHARE = 0.4
 _CACHE_SIZE = 256
-MAX_QUERY_LENGTH = 4_000  # characters; longer texts make slow searches and are never a real question
 
 
 @dataclass(frozen=True)
@@ -110,10 +108,10 @@ class Searcher:
             raise SearchError(f"query is {len(query)} characters long; use at most {MAX_QUERY_LENGTH} "
                               f"(the key words or a sentence, not a whole document)")
         top_k = kb.search.top_k if top_k is None else top_k
-        if not 1 <= top_k <= 100:
-            raise SearchError(f"top_k must be between 1 and 100, got {top_k}")
-        if not 0 <= context <= 5:
-            raise SearchError(f"context must be between 0 and 5 neighbouring chunks, got {context}")
+        if not TOP_K_MIN <= top_k <= TOP_K_MAX:
+            raise SearchError(f"top_k must be between {TOP_K_MIN} and {TOP_K_MAX}, got {top_k}")
+        if not 0 <= context <= CONTEXT_MAX:
+            raise SearchError(f"context must be between 0 and {CONTEXT_MAX} neighbouring chunks, got {context}")
         min_score = kb.search.min_score if min_score is None else min_score
         if not math.isfinite(min_score):
             raise SearchError(f"min_score must be a finite number, got {min_score}")

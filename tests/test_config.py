@@ -146,3 +146,22 @@ def test_any_value_is_accepted_or_refused_with_the_key_named(tmp_path, key, valu
         build_config(raw, base_dir=tmp_path, source=None)
     except ConfigError as error:
         assert key[-1] in str(error), str(error)
+
+
+def test_environment_variables_override_the_file(tmp_path, monkeypatch):
+    path = _write_toml(tmp_path, 'storage = "from-file"\n[server]\ntoken = "file-token"\n'
+                                 '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n')
+    monkeypatch.setenv("MCP_KB_TOKEN", "env-token")
+    monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "env-index"))
+    config = load_config(path)
+    assert config.server.token == "env-token" and config.storage == str(tmp_path / "env-index")
+
+
+def test_mcp_kb_config_names_the_config_commands_use(tmp_path, monkeypatch):
+    from mcp_kb.config import config_target
+
+    monkeypatch.delenv("MCP_KB_CONFIG", raising=False)
+    assert config_target(None) == (Path("kb.toml"), False)
+    monkeypatch.setenv("MCP_KB_CONFIG", str(tmp_path / "team.toml"))
+    assert config_target(None) == (tmp_path / "team.toml", True)
+    assert config_target("other.toml") == (Path("other.toml"), True)

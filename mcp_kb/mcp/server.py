@@ -12,7 +12,7 @@ import json
 import logging
 import threading
 from contextlib import asynccontextmanager, contextmanager
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Optional
 
 import anyio
 import anyio.from_thread
@@ -27,11 +27,11 @@ from pydantic import BaseModel, Field
 
 from .. import __version__
 from ..app import App
-from ..config import KBConfig
+from ..config import CONTEXT_MAX, TOP_K_MAX, TOP_K_MIN, KBConfig, SearchMode
 from ..errors import KBError
 from .http_security import BearerTokenMiddleware, rebinding_protection, warn_if_exposed
 from ..live import LiveSync, SyncRunner
-from ..search import MODES, SearchResult
+from ..search import SearchResult
 from .schemas import SearchHit, SearchOutput, filters_model
 from ..ingest.sources import resolve_document
 
@@ -146,16 +146,17 @@ def _tool_description(app: App, kb: KBConfig) -> str:
 def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
     """Register the KB's search tool; returns the description it was given."""
     Filters = filters_model(kb)
-    Mode = Literal[MODES]  # type: ignore[valid-type]
 
     async def search_tool(
         query: Annotated[str, Field(description="What to look for, in the user's words (any language)")],
         ctx: Context,
-        top_k: Annotated[int, Field(description="Number of passages to return", ge=1, le=100)] = kb.search.top_k,
-        mode: Annotated[Mode, Field(description="hybrid, vector, keyword or filter")] = kb.search.mode,
+        top_k: Annotated[int, Field(description="Number of passages to return", ge=TOP_K_MIN,
+                                    le=TOP_K_MAX)] = kb.search.top_k,
+        mode: Annotated[SearchMode, Field(description="hybrid, vector, keyword or filter")] = kb.search.mode,
         min_score: Annotated[Optional[float], Field(description="Drop passages scoring below this")] = None,
         filters: Annotated[Optional[Filters], Field(description="Metadata filters, all must match")] = None,
-        context: Annotated[int, Field(description="Neighbouring chunks to add around each hit", ge=0, le=5)] = 0,
+        context: Annotated[int, Field(description="Neighbouring chunks to add around each hit", ge=0,
+                                      le=CONTEXT_MAX)] = 0,
     ) -> Annotated[CallToolResult, SearchOutput]:
         def run() -> SearchResult:
             return app.search(kb.name, query, top_k=top_k, mode=mode, min_score=min_score,
