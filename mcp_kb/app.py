@@ -5,17 +5,20 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
-from .config import Config, KBConfig
+from .config import ChunkingConfig, Config, KBConfig
+from .errors import KBError, ParseError
+from .index.state import is_sync_running, read_summary
+from .index.store import Store
+from .ingest.chunking import Chunk
+from .ingest.parsers import parse_file
+from .ingest.sources import resolve_document, scan_sources
 from .models import create_embedder, create_reranker, load_token_counter
 from .models.base import Embedder, TokenCounter
-from .errors import KBError, ParseError
 from .search import Searcher, SearchResult
-from .ingest.sources import scan_sources
-from .index.store import Store
-from .index.state import is_sync_running, read_summary
-from .sync import ProgressCallback, SyncReport, file_chunks, sync_all
+from .sync import ProgressCallback, SyncReport, document_chunks, file_chunks, sync_all
 
 
 class App:
@@ -55,6 +58,18 @@ class App:
              wait: bool = True, allow_mass_delete: bool = False) -> list[SyncReport]:
         return sync_all(self.config, self.store, self.embedder, self.tokenizer, kb, full=full, progress=progress,
                         wait=wait, allow_mass_delete=allow_mass_delete)
+
+    def document_text(self, kb: str, doc_id: str) -> str:
+        """The extracted text of one document of a KB (the same membership rules as a sync)."""
+        document = resolve_document(self.config.get_kb(kb), doc_id)
+        return "\n\n".join(block.text for block in document.blocks)
+
+    def chunks(self, file: Path) -> tuple[list[Chunk], tuple[str, ...]]:
+        """The chunks a file yields with the first KB's chunking settings (or the defaults), and the
+        parser's notes; the same parsing and chunking as a sync, and only the model's tokenizer."""
+        settings = self.config.kb[0].chunking if self.config.kb else ChunkingConfig()
+        document = parse_file(file, file.name)
+        return document_chunks(document, settings, self.tokenizer), document.notes
 
     def check(self, kb: str | None = None) -> list[dict[str, Any]]:
         """Per KB, what a sync would index: files by type, chunks per file, skipped files with reasons."""

@@ -15,6 +15,7 @@ from . import __version__
 from .config import MODES, Config, build_config, config_for_folder, config_target, load_config
 from .errors import KBError
 
+_SHOWN_CHARACTERS = 600  # of each passage in `search`'s text output (--json shows all)
 CONFIG_HELP = "kb.toml to use, or a folder to serve with defaults (default: ./kb.toml, or $MCP_KB_CONFIG)"
 
 
@@ -116,20 +117,15 @@ def chunks(file: Path, config_path: str | None, as_json: bool) -> None:
         mcp-kb chunks docs/guide.md
     """
     def work():
-        from .ingest.chunking import chunk_document
-        from .config import ChunkingConfig
-        from .models import load_token_counter
-        from .ingest.parsers import parse_file
+        from .app import App
 
         config = _load(config_path) if (config_path or Path("kb.toml").exists()) else build_config({}, Path.cwd(), None)
-        settings = config.kb[0].chunking if config.kb else ChunkingConfig()
-        document = parse_file(file, file.name)
-        result = chunk_document(document, settings, load_token_counter(config.embedding))
+        result, notes = App(config).chunks(file)
         if as_json:
             click.echo(json.dumps([{**c.__dict__, "heading": c.heading} for c in result], indent=2,
                                   ensure_ascii=False, default=str))
             return
-        for note in document.notes:
+        for note in notes:
             click.echo(f"note: {note}")
         for chunk in result:
             where = f"page {chunk.page}" if chunk.page else f"lines {chunk.line_start}-{chunk.line_end}"
@@ -224,13 +220,9 @@ def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: 
         if as_json:
             click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
             return
-        for note in result.notes:
-            click.echo(f"note: {note}")
-        if not result.hits:
-            click.echo("no results")
-        for number, hit in enumerate(result.hits, start=1):
-            click.echo(f"[{number}] {hit.citation()}  (score {hit.score:.3f})")
-            click.echo("    " + hit.text[:400].replace("\n", "\n    "))
+        from .present import cited_text
+
+        click.echo(cited_text(result, max_chars=_SHOWN_CHARACTERS))
 
     _run(work)
 

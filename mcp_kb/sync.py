@@ -24,7 +24,8 @@ import numpy as np
 import pyarrow as pa
 
 from .ingest.chunking import Chunk, chunk_document, effective_max_tokens
-from .config import Config, KBConfig
+from .ingest.document import Document
+from .config import ChunkingConfig, Config, KBConfig
 from .digest import file_sha256
 from .models.base import Embedder, TokenCounter
 from .errors import KBError, MassDeleteError, ModelError, ParseError
@@ -350,9 +351,13 @@ def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | No
 
 def file_chunks(source: SourceFile, kb: KBConfig, counter: TokenCounter) -> list[Chunk]:
     """Parse and chunk one file with the KB's settings; raises ParseError with the reason."""
-    document = parse_file(source.path, source.doc_id)
+    return document_chunks(parse_file(source.path, source.doc_id), kb.chunking, counter)
+
+
+def document_chunks(document: Document, settings: ChunkingConfig, counter: TokenCounter) -> list[Chunk]:
+    """A parsed document's chunks; a chunker failure or an empty result is a ParseError for that file."""
     try:
-        chunks = chunk_document(document, kb.chunking, counter)
+        chunks = chunk_document(document, settings, counter)
     except Exception as exc:  # a chunker bug on odd input fails this file, not the sync
         raise ParseError(f"chunking failed: {type(exc).__name__}: {exc}") from exc
     if not chunks:

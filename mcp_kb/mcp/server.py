@@ -31,9 +31,9 @@ from ..config import CONTEXT_MAX, TOP_K_MAX, TOP_K_MIN, KBConfig, SearchMode
 from ..errors import KBError
 from .http_security import BearerTokenMiddleware, rebinding_protection, warn_if_exposed
 from ..live import LiveSync, SyncRunner
+from ..present import cited_text
 from ..search import SearchResult
 from .schemas import SearchHit, SearchOutput, filters_model
-from ..ingest.sources import resolve_document
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
         result = await _call(run)
         output = SearchOutput(results=[SearchHit(**_hit_fields(h)) for h in result.hits], mode=result.mode,
                               notes=result.notes)
-        return CallToolResult(content=[TextContent(type="text", text=_cited_text(result))],
+        return CallToolResult(content=[TextContent(type="text", text=cited_text(result))],
                               structured_content=output.model_dump(mode="json"))
 
     description = _tool_description(app, kb)
@@ -176,17 +176,6 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
 
 def _hit_fields(hit) -> dict[str, Any]:
     return {name: getattr(hit, name) for name in SearchHit.model_fields}
-
-
-def _cited_text(result: SearchResult) -> str:
-    lines = [f"Note: {note}" for note in result.notes]
-    if not result.hits:
-        lines.append("No passages found. Try other words, mode 'keyword' for exact terms, or fewer filters.")
-    for number, hit in enumerate(result.hits, start=1):
-        lines.append(f"[{number}] {hit.citation()} (score {hit.score:.3f})")
-        body = "\n\n".join(part for part in (hit.context_before, hit.text, hit.context_after) if part)
-        lines.append(body.strip() + "\n")
-    return "\n".join(lines).strip()
 
 
 @contextmanager
@@ -248,8 +237,7 @@ def _add_resources(server: MCPServer, app: App) -> None:
                      description="Extracted text of one source document of a knowledge base")
     async def kb_document(name: str, path: str) -> str:
         def read() -> str:
-            document = resolve_document(app.config.get_kb(name), path)
-            return "\n\n".join(block.text for block in document.blocks)
+            return app.document_text(name, path)
 
         return await _call(read, ResourceError)
 
