@@ -6,9 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import OFFLINE_MODEL
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-OFFLINE_MODEL = SHARED / "models" / "all-MiniLM-L6-v2-onnx"
 
 # On machines without internet the shared ONNX export stands in for the hub download.
 if OFFLINE_MODEL.is_dir() and not os.environ.get("MCP_KB_EMBEDDING_MODEL_PATH"):
@@ -66,9 +65,3 @@ def make_app(make_config, embedder):
         return App(make_config(*kbs, **top), embedder=embedder)
 
     return make
-
-
-def write(path: Path, text: str, encoding: str = "utf-8") -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(text.encode(encoding))
-    return path

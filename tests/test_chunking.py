@@ -1,4 +1,4 @@
-from conftest import write
+from helpers import write
 
 from mcp_kb.ingest.chunking import chunk_document
 from mcp_kb.config import ChunkingConfig

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import write
+from helpers import write
 
 from mcp_kb.cli import main, parse_filters
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import write
+from helpers import write
 
 from mcp_kb.errors import SearchError
 

@@ -5,7 +5,7 @@ import time
 
 import anyio
 import pytest
-from conftest import write
+from helpers import write
 from mcp import Client
 
 from mcp_kb.live import LiveSync, SyncRunner
@@ -57,10 +57,25 @@ async def test_save_by_rename_is_seen(make_app, tmp_path):
     app = make_app(_kb(folder, watch=True))
     app.sync()
     async with Client(build_server(app)) as client:
-        await anyio.sleep(0.5)  # let the watcher start
-        write(folder / "a.md.tmp", "# A\n\nRewritten by an editor that saves atomically.\n")
-        (folder / "a.md.tmp").replace(folder / "a.md")
-        await _eventually(lambda: _has(client, "atomically", "a.md"))
+        def save_atomically():
+            write(folder / "a.md.tmp", "# A\n\nRewritten by an editor that saves atomically.\n")
+            (folder / "a.md.tmp").replace(folder / "a.md")
+
+        # Saved again until seen: the watcher may not be up yet when the server starts.
+        await _eventually_after(save_atomically, lambda: _has(client, "atomically", "a.md"))
+
+
+async def _eventually_after(action, check, seconds=20.0, every=2.0):
+    """Do `action`, then poll `check`; repeat the action every `every` seconds until the deadline."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        action()
+        retry = time.monotonic() + every
+        while time.monotonic() < min(retry, deadline):
+            if await check():
+                return
+            await anyio.sleep(0.05)
+    raise AssertionError("condition not met before the deadline")
 
 
 async def _has(client, query, source):
@@ -70,19 +85,23 @@ async def _has(client, query, source):
 async def test_a_burst_of_saves_gives_at_most_two_syncs(make_app, tmp_path):
     folder = tmp_path / "docs"
     write(folder / "a.md", "# A\n\nversion 0\n")
-    app = make_app(_kb(folder, watch=True, debounce=0.5))
+    debounce = 0.5
+    app = make_app(_kb(folder, watch=True, debounce=debounce))
     app.sync()
     runner = SyncRunner(app)
     async with anyio.create_task_group() as group:
         group.start_soon(LiveSync(runner, app.config.kb).run)
-        await anyio.sleep(0.5)  # watcher up
+        # The watcher is up once a save of ours has caused a sync.
+        await _eventually_after(lambda: write(folder / "a.md", "# A\n\nprobe\n"),
+                                lambda: _synced_text(app, "probe"))
+        before = runner.syncs_started
         for version in range(1, 51):
             write(folder / "a.md", f"# A\n\nversion {version} of the burst test\n")
             await anyio.sleep(0.005)
         await _eventually(lambda: _synced_text(app, "version 50"))
-        await anyio.sleep(1.5)  # any late sync would have started by now
+        await anyio.sleep(4 * debounce)  # the property under test: no further sync follows a quiet period
         group.cancel_scope.cancel()
-    assert 1 <= runner.syncs_started <= 2
+    assert 1 <= runner.syncs_started - before <= 2
 
 
 async def _synced_text(app, text):

@@ -1,5 +1,5 @@
 import pytest
-from conftest import SHARED, write
+from helpers import SHARED, write
 from pdfs import encrypted_pdf, image_only_pdf, text_pdf
 
 from mcp_kb.errors import ParseError

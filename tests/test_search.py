@@ -1,5 +1,5 @@
 import pytest
-from conftest import write
+from helpers import write
 
 from mcp_kb.errors import ModelError, SearchError
 
@@ -128,7 +128,9 @@ def test_filters_restrict_similarity_search(app):
     result = app.search("docs", "policy", mode="hybrid", filters={"year": {"gte": 2020}, "doc_type": ["policy", "guide"]})
     assert set(_sources(result)) <= {"leave.md", "stack.md"} and result.hits
     assert _sources(app.search("docs", "token", mode="keyword", filters={"tags": "api"})) == ["errors.md"]
-    assert set(_sources(app.search("docs", "leave", filters={"path": {"glob": "*.md"}}))) <= set(DOCS)
+    globbed = _sources(app.search("docs", "leave", filters={"path": {"glob": "*.md"}}))
+    assert globbed and set(globbed) <= set(DOCS)
+    assert _sources(app.search("docs", "leave", filters={"path": {"glob": "*.txt"}})) == []
 
 
 def test_injection_string_matches_nothing(app):
@@ -173,8 +175,11 @@ def test_empty_query_is_refused(app):
 
 
 def test_context_adds_neighbouring_chunks(app):
-    hit = app.search("docs", "E5021", mode="keyword", top_k=1, context=1).hits[0]
-    assert hit.context_before or hit.context_after or hit.chunk_index == 0
+    first = app.search("docs", "E5021", mode="keyword", top_k=1, context=1).hits[0]
+    assert (first.source, first.chunk_index, first.context_before) == ("errors.md", 0, "")
+    assert "getUserInfo" in first.context_after  # the next chunk: Client SDK
+    last = app.search("docs", "getUserInfo", mode="keyword", top_k=1, context=1).hits[0]
+    assert last.chunk_index == 1 and "E5021" in last.context_before and last.context_after == ""
 
 
 class _BrokenEmbedder:
@@ -197,10 +202,14 @@ def test_failing_embedder_degrades_to_keyword_and_says_so(app):
     assert "vector search unavailable" in result.notes[0]
 
 
-def test_results_are_cached_until_a_sync_changes_the_table(app, tmp_path):
+def test_results_are_cached_until_a_sync_changes_the_table(make_app, tmp_path):
+    for name, text in DOCS.items():
+        write(tmp_path / "docs" / name, text)
+    app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})  # its own: it edits a file
+    app.sync()
     first = app.search("docs", "booking flights")
     assert app.search("docs", "booking flights").cached
-    write(app.config.kb[0].paths[0] / "travel.md", DOCS["travel.md"].replace("economy", "premium economy"))
+    write(tmp_path / "docs" / "travel.md", DOCS["travel.md"].replace("economy", "premium economy"))
     app.sync()
     after = app.search("docs", "booking flights")
     assert not after.cached and "premium economy" in after.hits[0].text and first.hits
@@ -229,7 +238,7 @@ def test_unloadable_reranker_model_gives_a_clear_error(tmp_path):
     from mcp_kb.models.fastembed import FastEmbedReranker
 
     reranker = FastEmbedReranker(RerankConfig(enabled=True, model_path=str(tmp_path)))
-    with pytest.raises(ModelError, match="has no model.onnx.*enabled = false|has no model.onnx"):
+    with pytest.raises(ModelError, match="has no model.onnx.*set \\[rerank\\] enabled = false"):
         reranker.score("q", ["p"])
 
 

@@ -2,7 +2,7 @@
 
 import json
 import os
-import socket
+import re
 import subprocess
 import sys
 import time
@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager, contextmanager
 import anyio
 import httpx
 import pytest
-from conftest import write
+from helpers import write
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
@@ -211,32 +211,22 @@ async def test_stdio_subprocess_session(app, folders):
     assert status["files"] == 1
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextmanager
 def _served(app, folders, transport, host="127.0.0.1", token="s3cret-token"):
-    """`mcp-kb serve --transport TRANSPORT` in a subprocess; yields its port and a function reading its stderr."""
-    port = _free_port()
+    """`mcp-kb serve --transport TRANSPORT --port 0` in a subprocess; yields the port it printed and a
+    function reading its stderr."""
     config = _config_file(folders, app.config.storage)
     env = {**os.environ, "MCP_KB_TOKEN": token} if token else {k: v for k, v in os.environ.items() if k != "MCP_KB_TOKEN"}
-    log = folders / f"serve-{port}.log"
+    log = folders / f"serve-{transport}-{time.monotonic_ns()}.log"
     with log.open("wb") as stderr:
         process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config), "--transport",
-                                    transport, "--host", host, "--port", str(port)], env=env, stderr=stderr)
+                                    transport, "--host", host, "--port", "0"], env=env, stderr=stderr)
     deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            assert process.poll() is None, log.read_text()
-            time.sleep(0.1)
+    while not (match := re.search(r"serving .* at http://[^:]+:(\d+)/", log.read_text())):
+        assert process.poll() is None and time.time() < deadline, log.read_text()
+        time.sleep(0.05)
     try:
-        yield port, log.read_text
+        yield int(match.group(1)), log.read_text
     finally:
         process.terminate()
         process.wait(timeout=20)
@@ -410,3 +400,15 @@ async def test_a_kb_whose_folder_is_gone_is_still_served(app, folders, make_app,
     assert status["files"] == 1
     assert synced.is_error and "keeps its last good version" in synced.content[0].text
     assert any("does not exist" in record.getMessage() for record in caplog.records)
+
+
+async def test_http_serve_prints_its_url_and_a_busy_port_is_one_clear_error(app, folders):
+    from click.testing import CliRunner
+
+    from mcp_kb.cli import main
+
+    with _served(app, folders, "http") as (port, stderr):
+        assert f"serving streamable HTTP at http://127.0.0.1:{port}/mcp (bearer token required)" in stderr()
+        config = _config_file(folders, app.config.storage)
+        busy = CliRunner().invoke(main, ["serve", "-c", str(config), "--transport", "http", "--port", str(port)])
+    assert busy.exit_code == 1 and busy.output.startswith(f"Error: cannot listen on 127.0.0.1:{port}")

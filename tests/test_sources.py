@@ -1,7 +1,7 @@
 import os
 
 import pytest
-from conftest import write
+from helpers import write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SHARED, write
+from helpers import SHARED, write
 from pdfs import text_pdf
 
 from mcp_kb.errors import KBError, ModelError, SyncBusyError

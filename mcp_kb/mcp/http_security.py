@@ -1,12 +1,16 @@
-"""HTTP transport protection: Host/Origin checks against DNS rebinding on every bind, and bearer tokens."""
+"""HTTP transport concerns: the listening socket, Host/Origin checks against DNS rebinding on every bind,
+and bearer tokens."""
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
 import logging
+import socket
 
 from mcp.server.transport_security import TransportSecuritySettings
+
+from ..errors import KBError
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +25,26 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port (0: any free port); a port in use is one clear error."""
+    try:
+        family, kind, protocol, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                                                flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, protocol)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        raise KBError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port "
+                      f"or stop what is using it") from exc
+    sock.listen(2048)
+    return sock
+
+
+def server_url(host: str, port: int, path: str) -> str:
+    shown = "127.0.0.1" if host in _WILDCARD_BINDS else (f"[{host}]" if ":" in host else host)
+    return f"http://{shown}:{port}{path}"
 
 
 def rebinding_protection(host: str, allowed_hosts: list[str]) -> TransportSecuritySettings:

@@ -10,6 +10,7 @@ fix the call; the server keeps serving.
 
 import json
 import logging
+import sys
 import threading
 from contextlib import asynccontextmanager, contextmanager
 from typing import Annotated, Any, Optional
@@ -29,7 +30,7 @@ from .. import __version__
 from ..app import App
 from ..config import CONTEXT_MAX, TOP_K_MAX, TOP_K_MIN, KBConfig, SearchMode
 from ..errors import KBError
-from .http_security import BearerTokenMiddleware, rebinding_protection, warn_if_exposed
+from .http_security import BearerTokenMiddleware, listening_socket, rebinding_protection, server_url, warn_if_exposed
 from ..live import LiveSync, SyncRunner
 from ..present import cited_text
 from ..search import SearchResult
@@ -283,7 +284,11 @@ def _add_legacy_subscriptions(server: MCPServer, notifier: _Notifier) -> None:
 # ---- transports ------------------------------------------------------------------------------
 
 def run_server(app: App, transport: str, host: str, port: int, token: Optional[str]) -> None:
-    """Serve until interrupted: stdio, or SSE / streamable HTTP with an optional bearer token."""
+    """Serve until interrupted: stdio, or SSE / streamable HTTP with an optional bearer token.
+
+    For HTTP the socket is bound first, so a busy port is one clear error and `--port 0` picks a
+    free one; the URL is printed to stderr.
+    """
     server = build_server(app)
     if transport == "stdio":
         server.run()
@@ -295,6 +300,11 @@ def run_server(app: App, transport: str, host: str, port: int, token: Optional[s
             else server.streamable_http_app(host=host, transport_security=security))
     if token:
         asgi = BearerTokenMiddleware(asgi, token)
+    sock = listening_socket(host, port)
+    path = "/sse" if transport == "sse" else "/mcp"
+    print(f"mcp-kb: serving {'SSE' if transport == 'sse' else 'streamable HTTP'} at "
+          f"{server_url(host, sock.getsockname()[1], path)} "
+          f"({'bearer token required' if token else 'no token'})", file=sys.stderr, flush=True)
     import uvicorn
 
-    anyio.run(uvicorn.Server(uvicorn.Config(asgi, host=host, port=port, log_level="warning")).serve)
+    anyio.run(uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).serve, [sock])

@@ -111,7 +111,8 @@ class FastEmbedReranker(Reranker):
 def _load_cross_encoder(config: RerankConfig):
     fix = _FIX.replace("[embedding]", "[rerank]").replace("MCP_KB_EMBEDDING_MODEL_PATH", "rerank.model_path")
     if config.model_path and not Path(config.model_path, "model.onnx").is_file():
-        raise ModelError(f"reranking model folder {config.model_path} has no model.onnx; {fix}")
+        raise ModelError(f"reranking model folder {config.model_path} has no model.onnx; {fix}, "
+                         f"or set [rerank] enabled = false")
     with _FASTEMBED_LOCK:
         from fastembed.rerank.cross_encoder import TextCrossEncoder
 

@@ -1,0 +1,49 @@
+"""The app through its public functions: status, check, documents, chunk previews, summaries."""
+
+import pytest
+from helpers import write
+
+from mcp_kb.errors import KBError, ParseError
+
+
+@pytest.fixture
+def app(make_app, tmp_path):
+    write(tmp_path / "docs" / "guide.md", "# Guide\n\n## Install\n\nRun the installer, then sign in.\n")
+    write(tmp_path / "docs" / "notes.txt", "Release notes for the spring release.")
+    return make_app({"name": "docs", "description": "Guides", "paths": [str(tmp_path / "docs")]})
+
+
+def test_status_before_and_after_the_first_sync(app):
+    [never] = app.status()
+    assert never["last_outcome"] == "never synced" and never["files"] == 0 and never["generation"] is None
+    app.sync()
+    [status] = app.status("docs")
+    assert status["last_outcome"] == "ok" and status["files"] == 2 and status["chunks"] >= 2
+    assert status["model"]["dimension"] == 384 and status["generation"] and status["failed"] == []
+
+
+def test_summary_says_what_the_kb_holds(app):
+    app.sync()
+    assert app.summary("docs") == {"documents": 2, "kinds": {"md": 1, "txt": 1}, "chunks": app.status()[0]["chunks"]}
+
+
+def test_check_counts_files_and_chunks_and_reports_an_unreadable_path(app, tmp_path):
+    [report] = app.check()
+    assert report["files"] == 2 and report["by_type"] == {".md": 1, ".txt": 1} and report["chunks"] >= 2
+    (tmp_path / "docs").rename(tmp_path / "gone")
+    assert "cannot read" in app.check("docs")[0]["error"]
+
+
+def test_document_text_is_served_for_members_only(app, tmp_path):
+    assert "Run the installer" in app.document_text("docs", "guide.md")
+    write(tmp_path / "docs" / ".secret.md", "# Secret\n")
+    with pytest.raises(KBError, match="not a document of knowledge base 'docs'"):
+        app.document_text("docs", ".secret.md")
+
+
+def test_chunks_preview_uses_the_sync_pipeline(app, tmp_path):
+    chunks, notes = app.chunks(tmp_path / "docs" / "guide.md")
+    assert [c.heading for c in chunks] == ["Guide › Install"] and notes == ()
+    write(tmp_path / "headings.md", "# Only a title\n")
+    with pytest.raises(ParseError, match="nothing to index"):
+        app.chunks(tmp_path / "headings.md")
