@@ -213,10 +213,7 @@ def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: di
     active = generation_of(state)
     missing = active is not None and store.chunk_table(kb.name, active) is None
     reason = _rebuild_reason(state, fingerprints, full, missing)
-    if not reason:
-        if "building" in state:  # an interrupted rebuild that is no longer wanted
-            store.write_state(kb.name, {k: v for k, v in state.items() if k != "building"})
-        store.drop_generations(kb.name, keep={active})
+    if not reason:  # an interrupted rebuild no longer wanted goes when this sync switches state and drops
         return active, None
     _check_model(embedder)  # before anything is created, switched or dropped
     schema = chunk_schema(embedder.identity.dimension, kb.metadata_types())
@@ -290,7 +287,9 @@ def _hash_files(files: list[SourceFile], known: dict[str, FileRecord]) -> tuple[
 
 def _keep_unreadable(indexed: dict[str, FileRecord], hash_by_path: dict[str, str], unreadable: list[SkippedFile],
                      hash_failures: dict[str, str], report: SyncReport) -> None:
-    """A file (or folder) that cannot be read right now keeps what the index holds for it."""
+    """A file (or folder) that cannot be read right now keeps what the generation being written holds
+    for it. A rebuild's new generation holds nothing yet (old vectors may not fit a new model), so
+    there such a file is reported and left out until it can be read."""
     for path, record in indexed.items():
         reason = hash_failures.get(path) or next((s.reason for s in unreadable if s.covers(path)), None)
         if reason and path not in hash_by_path:
