@@ -51,6 +51,7 @@ def main() -> None:
     work = Path("/tmp/mcp-kb-bench") / args.dataset
     app = App(kb_config(work / "docs", work / "index", args.dataset))
     table = app.store.chunk_table(args.dataset)
+    view = app.store.view(args.dataset, app.store.active_generation(args.dataset))
     searcher = app.searcher
     queries = load_queries(EVAL / args.dataset / "queries.jsonl")
     qrels = load_qrels(EVAL / args.dataset / "qrels" / f"{args.split}.tsv")
@@ -61,8 +62,8 @@ def main() -> None:
         if qid not in qrels or not text.strip():
             continue
         # Candidates are chunks: fusion works on chunks, evaluation maps them to documents.
-        vector = [(c.id, c.score) for c in searcher._vector(table, text, None, args.depth)]
-        keyword = [(c.id, c.score) for c in searcher._keyword(table, text, None, args.depth, [])]
+        vector = [(c.id, c.score) for c in view.nearest(searcher.embedder.embed_query(text), None, args.depth)]
+        keyword = [(c.id, c.score) for c in searcher._keyword(view, text, None, args.depth, [])]
         cached.append((qrels[qid], vector, keyword, searcher.vector_weight(text)))
     rules = {
         "keyword": lambda v, k, w: [d for d, _ in k],

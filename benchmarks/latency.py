@@ -25,9 +25,14 @@ WORK = Path("/tmp/mcp-kb-bench")
 def build(app, source_rows, size: int) -> None:
     import pyarrow as pa
 
+    from mcp_kb.index.store import new_generation
+
     store = app.store
     schema = app.store.chunk_table("scifact").schema
-    store.create_kb_tables("lat", schema)
+    store.drop_generations("lat", keep=set())
+    generation = new_generation()
+    store.create_generation("lat", generation, schema)
+    store.write_state("lat", {**store.read_state("scifact"), "generation": generation})
     rng = np.random.default_rng(0)
     written = 0
     copy = 0
@@ -40,10 +45,10 @@ def build(app, source_rows, size: int) -> None:
         rows = [{**row, "id": f"{copy}-{row['id']}", "path": f"copy{copy}/{row['path']}", "vector": vector}
                 for row, vector in zip(batch, vectors.tolist())]
         table = pa.Table.from_pylist(rows, schema=schema)
-        store.replace_documents("lat", sorted({r["path"] for r in rows}), table)
+        store.replace_documents("lat", generation, sorted({r["path"] for r in rows}), table)
         written += len(rows)
         copy += 1
-    print(f"built {written} chunks; index: {store.refresh_indexes('lat', changed=True)}", file=sys.stderr)
+    print(f"built {written} chunks; index: {store.refresh_indexes('lat', generation, changed=True)}", file=sys.stderr)
 
 
 def main() -> None:
@@ -71,7 +76,7 @@ def main() -> None:
                 times.append((time.perf_counter() - started) * 1000)
             times.sort()
             print(f"{size:7d} {mode:8} {statistics.median(times):7.1f} {times[int(len(times) * 0.95)]:7.1f}")
-    app.store.drop_kb("lat")
+    app.store.drop_generations("lat", keep=set())
 
 
 if __name__ == "__main__":
