@@ -10,7 +10,7 @@ from typing import Any
 
 from .config import ChunkingConfig, Config, KBConfig
 from .errors import KBError, ParseError
-from .index.state import is_sync_running, read_summary
+from .index.state import is_sync_running, read_progress, read_summary
 from .index.store import Store
 from .ingest.chunking import Chunk
 from .ingest.parsers import parse_file
@@ -114,6 +114,7 @@ class App:
             "index_version": self.store.version(name),
             "generation": self.store.active_generation(name),
             "sync_running": is_sync_running(self.config.storage),
+            "progress": read_progress(self.config.storage, name),  # files done / total of a running sync
             "last_sync": last.get("finished_at"),
             "last_outcome": last.get("outcome", "never synced"),
             "last_error": last.get("error", ""),

@@ -23,8 +23,8 @@ from .models.base import Embedder, Reranker, TokenCounter
 from .errors import KBError, ModelError, SearchError
 from .index.filters import and_where, build_where
 from .index.keywords import keyword_terms
-from .index.state import is_sync_running
-from .index.store import Candidate, ChunkView, Store
+from .index.state import is_sync_running, read_progress
+from .index.store import Candidate, ChunkView, Store, is_complete
 
 log = logging.getLogger(__name__)
 
@@ -149,11 +149,23 @@ class Searcher:
         where = and_where(build_where(kb.search.filter, kb.filter_field_types()),
                           build_where(request.filters, kb.filter_field_types()))
         result = self._run(kb, view, request, where)
+        result.notes.extend(self._incomplete_index_notes(kb.name))
         if not result.notes:  # a degraded answer (model down, index missing) must not outlive the cause
             self._cache[key] = result
             if len(self._cache) > _CACHE_SIZE:
                 self._cache.popitem(last=False)
         return result
+
+    def _incomplete_index_notes(self, kb: str) -> list[str]:
+        """Until a KB's first sync has finished, every answer says the index is incomplete, and how far it is."""
+        if is_complete(self.store.read_state(kb)):
+            return []
+        progress = read_progress(self.store.uri, kb)
+        if progress:
+            return [f"indexing in progress: {progress['done']} of {progress['total']} files indexed so far; these "
+                    f"results may be incomplete, search again when it is done (kb://{kb}/status)"]
+        return [f"the first sync of this knowledge base did not finish; results may be incomplete "
+                f"(run `mcp-kb sync {kb}` or the sync tool)"]
 
     def _run(self, kb: KBConfig, view: ChunkView, request: SearchRequest, where: str | None) -> SearchResult:
         timings: dict[str, float] = {}

@@ -33,7 +33,7 @@ from .index.keywords import ANALYZER_VERSION, keyword_terms
 from .ingest.parsers import parse_file
 from .ingest.sources import SkippedFile, SourceFile, scan_sources
 from .index.schema import ChunkRow, chunk_schema, coerce
-from .index.state import sync_lock, write_summary
+from .index.state import clear_progress, sync_lock, write_progress, write_summary
 from .index.store import FileRecord, Store, generation_of, new_generation
 
 log = logging.getLogger(__name__)
@@ -123,6 +123,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounte
     started = _now()
     wall_start = time.perf_counter()
     timer = _Timer(report)
+    progress = _recording_progress(store.uri, kb.name, progress)
     try:
         with timer("prepare"):
             fingerprints = _fingerprints(kb, embedder, counter)
@@ -161,7 +162,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounte
         report.seconds["total"] = round(time.perf_counter() - wall_start, 3)
         write_summary(store.uri, kb.name, _summary(files, report))
         # One commit makes this generation the one searches read (the switch, after a rebuild).
-        store.write_state(kb.name, {**fingerprints, "generation": target,
+        store.write_state(kb.name, {**fingerprints, "generation": target, "complete": True,
                                     "last_sync": _last_sync(started, "ok", report)})
         store.drop_generations(kb.name, keep={target})
         return report
@@ -169,6 +170,18 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounte
         error = str(exc) if isinstance(exc, KBError) else f"{type(exc).__name__}: {exc}"
         _record_failure(store, kb.name, started, error, report)
         raise
+    finally:
+        clear_progress(store.uri, kb.name)
+
+
+def _recording_progress(storage: str, kb: str, progress: ProgressCallback | None) -> ProgressCallback:
+    """The caller's progress callback, also writing how far the sync is where searches can read it."""
+    def report(done: int, total: int, message: str) -> None:
+        write_progress(storage, kb, done, total)
+        if progress:
+            progress(done, total, message)
+
+    return report
 
 
 # ---- preparation ---------------------------------------------------------------------------
@@ -323,13 +336,12 @@ class _ParsedFile:
 def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
                    counter: TokenCounter, plan: SyncPlan, files_by_path: dict[str, SourceFile],
                    hash_by_path: dict[str, str], report: SyncReport, timer: _Timer,
-                   progress: ProgressCallback | None) -> None:
+                   progress: ProgressCallback) -> None:
     """Parse, embed and write new and changed files, one batch per commit; parsing runs ahead."""
     todo = [files_by_path[p] for p in plan.added + plan.changed]
     batches = [todo[i:i + _BATCH_FILES] for i in range(0, len(todo), _BATCH_FILES)]
     done = 0
-    if progress:
-        progress(0, len(todo), f"{kb.name}: {len(todo)} files to index")
+    progress(0, len(todo), f"{kb.name}: {len(todo)} files to index")
 
     def parse_batch(batch: list[SourceFile]) -> tuple[list[_ParsedFile], float]:
         start = time.perf_counter()
@@ -344,8 +356,7 @@ def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | No
             pending = pool.submit(parse_batch, batches[index + 1]) if index + 1 < len(batches) else None
             _write_batch(store, kb, target, reuse_from, embedder, parsed, report, timer)
             done += len(parsed)
-            if progress:
-                progress(done, len(todo), f"{kb.name}: indexed {done}/{len(todo)} files")
+            progress(done, len(todo), f"{kb.name}: indexed {done}/{len(todo)} files")
 
 
 def file_chunks(source: SourceFile, kb: KBConfig, counter: TokenCounter) -> list[Chunk]:

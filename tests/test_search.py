@@ -294,3 +294,45 @@ def test_a_degraded_answer_is_not_served_from_cache_once_the_model_is_back(app):
     searcher.embedder = app.embedder  # the model recovers
     again = searcher.search(kb, request)
     assert again.mode == "hybrid" and not again.cached and not again.notes
+
+
+def test_searches_during_a_first_sync_say_the_index_is_incomplete_and_how_far_it_is(make_app, tmp_path):
+    import threading
+
+    from mcp_kb.index.store import is_complete
+
+    for i in range(200):
+        write(tmp_path / "many" / f"p{i:03d}.md", f"# Page {i}\n\nNotes on subject {i} for the planning team.\n")
+    app = make_app({"name": "many", "description": "d", "paths": [str(tmp_path / "many")]})
+    first_sync = threading.Thread(target=app.sync)
+    first_sync.start()
+    noted, answers = [], 0
+    while first_sync.is_alive():
+        try:
+            result = app.search("many", "planning notes", mode="keyword")
+        except SearchError as exc:  # before the first commit: the error says so
+            assert "being indexed for the first time" in str(exc)
+            continue
+        answers += 1
+        noted += [note for note in result.notes if note.startswith("indexing in progress")]
+        # Only an answer given once the sync has marked the index complete may come without the note.
+        assert result.notes or is_complete(app.store.read_state("many")), "an incomplete index must say so"
+    first_sync.join()
+    assert noted and " of 200 files indexed so far" in noted[-1]
+    assert app.search("many", "planning notes", mode="keyword").notes == []
+
+
+def test_an_unfinished_first_sync_is_said_in_every_answer(make_app, tmp_path, embedder):
+    from mcp_kb.errors import ModelError
+
+    write(tmp_path / "docs" / "a.md", "# A\n\nAlpha notes.\n")
+    app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
+    real = embedder.embed_batch
+    embedder.embed_batch = lambda texts: (_ for _ in ()).throw(ModelError("model died"))
+    try:
+        with pytest.raises(ModelError):
+            app.sync()
+    finally:
+        embedder.embed_batch = real
+    result = app.search("docs", "alpha", mode="keyword")
+    assert result.hits == [] and "first sync of this knowledge base did not finish" in result.notes[0]

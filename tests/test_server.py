@@ -412,3 +412,25 @@ async def test_http_serve_prints_its_url_and_a_busy_port_is_one_clear_error(app,
         config = _config_file(folders, app.config.storage)
         busy = CliRunner().invoke(main, ["serve", "-c", str(config), "--transport", "http", "--port", str(port)])
     assert busy.exit_code == 1 and busy.output.startswith(f"Error: cannot listen on 127.0.0.1:{port}")
+
+
+async def test_a_client_searching_during_the_first_sync_is_told_indexing_is_in_progress(make_app, tmp_path):
+    for i in range(200):
+        write(tmp_path / "many" / f"p{i:03d}.md", f"# Page {i}\n\nNotes on subject {i} for the planning team.\n")
+    app = make_app({"name": "many", "description": "Planning notes", "paths": [str(tmp_path / "many")],
+                    "sync": {"on_start": True}})
+    told = []
+    async with _client(app) as client:
+        with anyio.fail_after(120):
+            while app.status("many")[0]["last_outcome"] != "ok":
+                result = await client.call_tool("search_many", {"query": "planning notes", "mode": "keyword"})
+                text = result.content[0].text
+                if result.is_error:
+                    assert "being indexed for the first time" in text
+                elif app.status("many")[0]["last_outcome"] != "ok":  # still incomplete after answering
+                    assert text.startswith("Note: indexing in progress: ") and "of 200 files" in text
+                    told.append(result.structured_content["notes"][0])
+                await anyio.sleep(0.01)
+        done = await client.call_tool("search_many", {"query": "planning notes", "mode": "keyword"})
+    assert told, "no search landed during the first sync"
+    assert done.structured_content["notes"] == [] and done.structured_content["results"]

@@ -33,22 +33,40 @@ def local_state_dir(storage: str) -> Path:
     return Path(storage)
 
 
-def _summary_path(storage: str, kb: str) -> Path:
-    return local_state_dir(storage) / f"{kb}.summary.json"
-
-
 def write_summary(storage: str, kb: str, summary: dict[str, Any]) -> None:
     """A few counts about a KB, readable without opening LanceDB (servers describe tools with it)."""
-    path = _summary_path(storage, kb)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(summary), encoding="utf-8")
-    temporary.replace(path)
+    _write_json(local_state_dir(storage) / f"{kb}.summary.json", summary)
 
 
 def read_summary(storage: str, kb: str) -> dict[str, Any]:
+    return _read_json(local_state_dir(storage) / f"{kb}.summary.json")
+
+
+def write_progress(storage: str, kb: str, done: int, total: int) -> None:
+    """How far the running sync of a KB is (files done of files to index), for searches and status."""
+    _write_json(local_state_dir(storage) / f"{kb}.progress.json", {"done": done, "total": total})
+
+
+def clear_progress(storage: str, kb: str) -> None:
+    (local_state_dir(storage) / f"{kb}.progress.json").unlink(missing_ok=True)
+
+
+def read_progress(storage: str, kb: str) -> dict[str, Any]:
+    """The running sync's progress, or {} when no sync of this KB runs (a killed one's file is ignored)."""
+    return _read_json(local_state_dir(storage) / f"{kb}.progress.json") if is_sync_running(storage) else {}
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Replace the file in one step, so a reader never sees half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(data), encoding="utf-8")
+    temporary.replace(path)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(_summary_path(storage, kb).read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
 

@@ -90,7 +90,10 @@ class Store:
         if name not in self._open:
             if name not in self._names():
                 return None
-            self._open[name] = self.db.open_table(name)
+            try:
+                self._open[name] = self.db.open_table(name)
+            except ValueError:  # listed while another writer is still creating (or dropping) it
+                return None
         return self._open[name]
 
     def active_generation(self, kb: str) -> str | None:
@@ -348,6 +351,11 @@ def generation_of(state: dict[str, Any]) -> str | None:
     if "generation" in state:
         return state["generation"]
     return "" if "model" in state else None
+
+
+def is_complete(state: dict[str, Any]) -> bool:
+    """Whether the active generation holds a finished sync (not a first sync still filling it)."""
+    return bool(state.get("complete")) or state.get("last_sync", {}).get("outcome") == "ok"
 
 
 def chunk_table_name(kb: str, generation: str) -> str:
