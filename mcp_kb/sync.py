@@ -105,10 +105,11 @@ def sync_all(config: Config, store: Store, embedder: Embedder, counter: TokenCou
              full: bool = False, progress: ProgressCallback | None = None, wait: bool = True,
              allow_mass_delete: bool = False) -> list[SyncReport]:
     """Sync one KB or all of them, holding the storage's writer lock."""
-    with sync_lock(config.storage, wait=wait):
+    kbs = config.select(kb_name)
+    with sync_lock(config.storage, [kb.name for kb in kbs], wait=wait):
         return [sync_kb(store, kb, embedder, counter, full=full, progress=progress,
                         allow_mass_delete=allow_mass_delete)
-                for kb in config.select(kb_name)]
+                for kb in kbs]
 
 
 def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounter, full: bool = False,

@@ -7,6 +7,7 @@ MCP_KB_HARNESS_SEED the random seed (printed, so a failure can be replayed).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -68,7 +69,7 @@ class _Child:
     """`mcp-kb sync` in its own process; `started()` waits until it holds the writer lock."""
 
     def __init__(self, config: Path, storage: Path, full: bool):
-        self.lock = storage / ".sync.lock"
+        self.holder = storage / ".sync.holder.json"  # written once the child holds the writer lock
         args = [sys.executable, "-m", "mcp_kb", "sync", "-c", str(config), *(["--full"] if full else [])]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
 
@@ -76,9 +77,9 @@ class _Child:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                if self.lock.read_text().strip() == f"pid {self.process.pid}":
+                if json.loads(self.holder.read_text())["pid"] == self.process.pid:
                     return time.monotonic()
-            except OSError:
+            except (OSError, ValueError, KeyError):
                 pass
             assert self.process.poll() is None, self.process.stderr.read().decode()
             time.sleep(0.005)

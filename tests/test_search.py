@@ -279,7 +279,7 @@ def test_search_during_a_first_sync_says_to_wait(make_app, tmp_path):
     app = make_app({"name": "fresh", "description": "d", "paths": [str(tmp_path / "fresh")]})
     with pytest.raises(SearchError, match="has not been synced yet"):
         app.search("fresh", "text")
-    with sync_lock(app.config.storage):
+    with sync_lock(app.config.storage, ["docs"]):
         with pytest.raises(SearchError, match="being indexed for the first time"):
             app.search("fresh", "text")
 

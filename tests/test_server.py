@@ -434,3 +434,34 @@ async def test_a_client_searching_during_the_first_sync_is_told_indexing_is_in_p
         done = await client.call_tool("search_many", {"query": "planning notes", "mode": "keyword"})
     assert told, "no search landed during the first sync"
     assert done.structured_content["notes"] == [] and done.structured_content["results"]
+
+
+async def test_the_sync_tool_says_who_is_syncing_and_can_wait_for_it(app):
+    import threading
+
+    from mcp_kb.index.state import sync_lock, write_progress
+
+    held, release = threading.Event(), threading.Event()
+
+    def other_sync():
+        with sync_lock(app.config.storage, ["api_docs"]):
+            write_progress(app.config.storage, "api_docs", 3, 10)
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=other_sync)
+    holder.start()
+    held.wait(10)
+    try:
+        async with _client(app) as client:
+            busy = await client.call_tool("sync_knowledge_base", {"kb": "api_docs"})
+            text = busy.content[0].text
+            assert busy.is_error and "a sync of api_docs is already running (started " in text
+            assert f"by process {os.getpid()}" in text and "api_docs: 3 of 10 files" in text and "wait" in text
+            assert app.config.storage not in text  # no internal paths
+            threading.Timer(0.5, release.set).start()
+            waited = await client.call_tool("sync_knowledge_base", {"kb": "api_docs", "wait": True})
+        assert not waited.is_error and waited.structured_content["reports"][0]["kb"] == "api_docs"
+    finally:
+        release.set()
+        holder.join()

@@ -174,7 +174,7 @@ def test_file_that_becomes_unparsable_loses_its_old_chunks(app, kb_dir):
 
 
 def test_second_sync_says_clearly_that_one_is_running(app):
-    with sync_lock(app.config.storage):
+    with sync_lock(app.config.storage, ["docs"]):
         with pytest.raises(SyncBusyError, match="already running"):
             app.sync(wait=False)
 

@@ -7,16 +7,17 @@ imports the write path.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
 import os
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import filelock
 import platformdirs
 
 from ..errors import SyncBusyError
@@ -72,32 +73,32 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def sync_lock(storage: str, wait: bool = True, poll_seconds: float = 0.2) -> Iterator[None]:
-    """One writer per storage location across processes (an flock on a file beside the index)."""
+def sync_lock(storage: str, kbs: list[str], wait: bool = True,
+              poll_seconds: float = 0.2) -> Iterator[None]:
+    """One writer per storage location across processes (an OS file lock beside the index, on every
+    platform); the holder is described in a file beside it, for the message a second writer gets."""
     path = _lock_path(storage)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+") as handle:
-        announced = False
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                holder = _read_holder(path)
-                if not wait:
-                    raise SyncBusyError(f"a sync is already running on {storage} ({holder}); try again when it ends") from None
-                if not announced:
-                    log.warning("waiting for another sync on %s (%s)", storage, holder)
-                    announced = True
-                time.sleep(poll_seconds)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()}")
-        handle.flush()
+    lock = filelock.FileLock(str(path), thread_local=False)
+    announced = False
+    while True:
         try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            lock.acquire(timeout=0)
+            break
+        except filelock.Timeout:
+            if not wait:
+                raise SyncBusyError(f"{running_sync(storage)}; try again when it ends, or wait for it "
+                                    f"(the sync tool's `wait`, or `mcp-kb sync` without --no-wait)") from None
+            if not announced:
+                log.warning("waiting: %s", running_sync(storage))
+                announced = True
+            time.sleep(poll_seconds)
+    try:
+        _write_json(_holder_path(storage), {"pid": os.getpid(), "host": socket.gethostname(), "kbs": kbs,
+                                            "started_at": time.strftime("%Y-%m-%d %H:%M:%S %Z")})
+        yield
+    finally:
+        lock.release()
 
 
 def is_sync_running(storage: str) -> bool:
@@ -105,21 +106,30 @@ def is_sync_running(storage: str) -> bool:
     path = _lock_path(storage)
     if not path.exists():
         return False
-    with path.open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        return False
+    lock = filelock.FileLock(str(path), thread_local=False)
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        return True
+    lock.release()
+    return False
+
+
+def running_sync(storage: str) -> str:
+    """A sentence about the sync holding the lock: since when, which process, how far each KB is."""
+    holder = _read_json(_holder_path(storage))
+    if not holder:
+        return "a sync is already running on this index"
+    done = [f"{kb}: {p['done']} of {p['total']} files" for kb in holder.get("kbs", [])
+            if (p := _read_json(local_state_dir(storage) / f"{kb}.progress.json"))]
+    return (f"a sync of {', '.join(holder.get('kbs', [])) or 'this index'} is already running (started "
+            f"{holder.get('started_at', '?')} by process {holder.get('pid', '?')} on {holder.get('host', '?')}"
+            f"{'; ' + ', '.join(done) if done else ''})")
 
 
 def _lock_path(storage: str) -> Path:
     return local_state_dir(storage) / ".sync.lock"  # for a remote URI: a lock per machine only
 
 
-def _read_holder(path: Path) -> str:
-    try:
-        return path.read_text().strip() or "another process"
-    except OSError:
-        return "another process"
+def _holder_path(storage: str) -> Path:
+    return local_state_dir(storage) / ".sync.holder.json"

@@ -207,12 +207,14 @@ def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner) -> None:
         allow_mass_delete: Annotated[bool, Field(
             description="Let the sync delete all or most of a knowledge base. Only when the user confirms the files "
                         "were really removed: an unmounted drive or share looks the same")] = False,
+        wait: Annotated[bool, Field(description="If another sync is running, wait for it to end and then sync, "
+                                                "instead of answering at once that one is running")] = False,
     ) -> dict[str, Any]:
         def progress(done: int, total: int, message: str) -> None:
             anyio.from_thread.run(ctx.report_progress, done, total, message)
 
         with _client_errors():
-            reports = await runner.sync(kb, full=full, progress=progress, wait=False,
+            reports = await runner.sync(kb, full=full, progress=progress, wait=wait,
                                         allow_mass_delete=allow_mass_delete)
         return {"reports": [r.to_dict() for r in reports], "summary": "\n".join(r.summary() for r in reports)}
 
