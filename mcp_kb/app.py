@@ -17,6 +17,7 @@ from .ingest.parsers import parse_file
 from .ingest.sources import resolve_document, scan_sources
 from .models import create_embedder, create_reranker, load_token_counter
 from .models.base import Embedder, TokenCounter
+from .present import document_text
 from .search import Searcher, SearchResult
 from .sync import ProgressCallback, SyncReport, document_chunks, file_chunks, sync_all
 
@@ -61,8 +62,7 @@ class App:
 
     def document_text(self, kb: str, doc_id: str) -> str:
         """The extracted text of one document of a KB (the same membership rules as a sync)."""
-        document = resolve_document(self.config.get_kb(kb), doc_id)
-        return "\n\n".join(block.text for block in document.blocks)
+        return document_text(resolve_document(self.config.get_kb(kb), doc_id))
 
     def chunks(self, file: Path) -> tuple[list[Chunk], tuple[str, ...]]:
         """The chunks a file yields with the first KB's chunking settings (or the defaults), and the

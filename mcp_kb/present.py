@@ -1,10 +1,12 @@
-"""Search results as text a person or an LLM reads: numbered citations with their passages.
+"""Text a person or an LLM reads: search results as numbered citations with their passages, and a
+parsed document as its reader would see it.
 
-The CLI's text output and the search tool's text block are both rendered here.
+The CLI's text output, the search tool's text block and the document resource are rendered here.
 """
 
 from __future__ import annotations
 
+from .ingest.document import Document
 from .search import SearchResult
 
 NO_RESULTS = "No passages found. Try other words, mode 'keyword' for exact terms, or fewer filters."
@@ -25,3 +27,22 @@ def cited_text(result: SearchResult, max_chars: int | None = None) -> str:
             body = f"{body[:max_chars].rstrip()} […{len(body) - max_chars} more characters]"
         lines.append(body + "\n")
     return "\n".join(lines).strip()
+
+
+def document_text(document: Document) -> str:
+    """The document's text with its headings (Markdown `#` by depth) and, for PDFs, page markers."""
+    parts: list[str] = []
+    path: tuple[str, ...] = ()
+    page = None
+    for block in document.blocks:
+        if block.page is not None and block.page != page:
+            page = block.page
+            parts.append(f"--- page {page} ---")
+        shared = 0
+        while shared < min(len(path), len(block.heading_path)) and path[shared] == block.heading_path[shared]:
+            shared += 1
+        parts += [f"{'#' * (depth + 1)} {heading}" for depth, heading in enumerate(block.heading_path)
+                  if depth >= shared]
+        path = block.heading_path
+        parts.append(block.text)
+    return "\n\n".join(parts)

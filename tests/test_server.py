@@ -159,7 +159,7 @@ async def test_status_resources(app):
 async def test_document_resource_and_traversal_refused(app):
     async with _client(app) as client:
         text = (await client.read_resource("kb://api_docs/documents/users.md")).contents[0].text
-        assert "getUserInfo returns the profile" in text
+        assert text.startswith("# API reference\n\n## getUserInfo\n\ngetUserInfo returns the profile")
         for uri in ("kb://api_docs/documents/../policies/leave.md", "kb://api_docs/documents/%2Fetc%2Fpasswd"):
             with pytest.raises(MCPError):
                 await client.read_resource(uri)
