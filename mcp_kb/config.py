@@ -57,11 +57,12 @@ def _without_nul(value: Any) -> Any:
 
 # A file-system path as written in kb.toml (no file system accepts NUL in a name).
 PathText = Annotated[str, AfterValidator(_without_nul)]
-PathValue = Annotated[Path, AfterValidator(_without_nul)]
+PathValue = Annotated[Path, AfterValidator(_without_nul), Field(strict=False)]  # written as text in TOML
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: `top_k = "5"` or `watch = "yes"` is a mistake to report, not a value to guess at.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class EmbeddingConfig(_Strict):
@@ -354,10 +355,9 @@ def _key_name(location: list[Any], raw: dict[str, Any]) -> str:
 def _did_you_mean(location: list[Any], raw: dict[str, Any]) -> str:
     model: type[BaseModel] | None = Config
     for part in location[:-1]:
-        if isinstance(part, int) or model is None:
-            continue
-        annotation = model.model_fields[str(part)].annotation if str(part) in model.model_fields else None
-        model = _model_in(annotation)
+        if isinstance(part, int) or model is None or str(part) not in model.model_fields:
+            continue  # a list index, or a key of a mapping (e.g. a filterable field's name): same model
+        model = _model_in(model.model_fields[str(part)].annotation)
     if model is None:
         return ""
     keys = [key for key in model.model_fields if key != "source"]  # `source` is set by the loader

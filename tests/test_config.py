@@ -165,3 +165,21 @@ def test_mcp_kb_config_names_the_config_commands_use(tmp_path, monkeypatch):
     monkeypatch.setenv("MCP_KB_CONFIG", str(tmp_path / "team.toml"))
     assert config_target(None) == (tmp_path / "team.toml", True)
     assert config_target("other.toml") == (Path("other.toml"), True)
+
+
+@pytest.mark.parametrize("setting, key", [
+    ('[kb.search]\ntop_k = "5"\n', r"kb\[docs\]\.search\.top_k: Input should be a valid integer \(got '5'\)"),
+    ('[kb.sync]\nwatch = "yes"\n', r"kb\[docs\]\.sync\.watch: Input should be a valid boolean \(got 'yes'\)"),
+    ("[kb.sync]\nwatch = 1\n", r"kb\[docs\]\.sync\.watch: Input should be a valid boolean \(got 1\)"),
+])
+def test_values_of_the_wrong_type_are_refused_not_guessed(tmp_path, setting, key):
+    path = _write_toml(tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n' + setting)
+    with pytest.raises(ConfigError, match=key):
+        load_config(path)
+
+
+def test_nested_keys_get_a_suggestion_too(tmp_path):
+    path = _write_toml(tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n'
+                                 '[kb.filterable.year]\ntyp = "integer"\n')
+    with pytest.raises(ConfigError, match=r"unknown key 'kb\[docs\]\.filterable\.year\.typ'; did you mean 'type'\?"):
+        load_config(path)
