@@ -355,7 +355,7 @@ def test_allowed_hosts_let_a_network_name_through():
 
 
 @pytest.mark.parametrize("filters, message", [
-    ({"year": 1e23}, "filters.year"),  # refused by the tool's schema (a whole number is expected)
+    ({"year": 1e23}, "filter 'year' expects a whole number"),  # refused by the tool's schema
     ({"page": 2 ** 70}, "out of range"),
     ({"year": {"gte": 1e300}}, "out of range"),
     ({"path": {"glob": "*" * 1_000_000}}, "too long"),
@@ -465,3 +465,18 @@ async def test_the_sync_tool_says_who_is_syncing_and_can_wait_for_it(app):
     finally:
         release.set()
         holder.join()
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"query": "leave", "mode": "fuzzy"}, "unknown mode 'fuzzy'; use one of hybrid, vector, keyword, filter"),
+    ({"query": "leave", "filters": {"year": "recent"}},
+     "filter 'year' expects a whole number, a list of them (any of) or a range like {\"gte\": 2020}"),
+    ({"query": "leave", "filters": {"colour": "red"}}, "unknown filter field 'colour'; valid fields: chunk_index"),
+    ({"top_k": 3}, "query is required"),
+])
+async def test_rejected_arguments_say_what_to_send_instead(app, arguments, message):
+    async with _client(app) as client:
+        result = await client.call_tool("search_policy_docs", arguments)
+    text = result.content[0].text
+    assert result.is_error and message in text
+    assert "pydantic" not in text and "validation error" not in text

@@ -8,9 +8,9 @@ prefix/glob, lists) is what the tool's JSON schema offers.
 
 from typing import Any, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from ..config import KBConfig
+from ..config import MODES, KBConfig
 from ..index.schema import BUILTIN_FILTERS, FIELD_TYPES, FieldType
 
 
@@ -71,3 +71,42 @@ def filters_model(kb: KBConfig) -> type[BaseModel]:
                        else BUILTIN_FILTERS.get(name) or f"Metadata field {name} ({kind})")
         fields[name] = (Optional[_condition(FIELD_TYPES[kind])], Field(None, description=description))
     return create_model(f"{kb.name}_filters", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+_VALUE_NAMES = {int: "a whole number", float: "a number", bool: "true or false", str: "text"}
+
+
+def expected_condition(kind: FieldType) -> str:
+    """How to write a condition on a field of this type, for error messages."""
+    shapes = [kind.hint or _VALUE_NAMES[kind.python]]
+    if kind.python is not bool:
+        shapes.append("a list of them (any of)")
+    if kind.ranges:
+        example = '"2024-01-01"' if kind.python is str else "2020"
+        shapes.append(f'a range like {{"gte": {example}}}')
+    if kind.text_match:
+        shapes.append('{"prefix": "..."} or {"glob": "docs/**/*.md"}')
+    return ", ".join(shapes[:-1]) + f" or {shapes[-1]}" if len(shapes) > 1 else shapes[0]
+
+
+def argument_errors(error: ValidationError, kb: KBConfig | None) -> str:
+    """A search or sync tool's rejected arguments, said the way the CLI says them: what to send instead."""
+    messages: dict[str, str] = {}
+    for item in error.errors():
+        location = [str(part) for part in item["loc"]]
+        name = location[0] if location else "arguments"
+        if name == "filters" and len(location) > 1 and kb is not None:
+            field = location[1]
+            types = kb.filter_field_types()
+            messages[f"filters.{field}"] = (
+                f"filter {field!r} expects {expected_condition(FIELD_TYPES[types[field]])}" if field in types
+                else f"unknown filter field {field!r}; valid fields: {', '.join(sorted(types))}")
+        elif name == "mode":
+            messages[name] = f"unknown mode {item.get('input')!r}; use one of {', '.join(MODES)}"
+        elif item["type"] == "missing":
+            messages[name] = f"{name} is required"
+        elif item["type"] == "extra_forbidden":
+            messages[name] = f"unknown argument {name!r}"
+        else:
+            messages.setdefault(name, f"{name}: {item['msg'].removeprefix('Value error, ')} (got {item.get('input')!r})")
+    return "; ".join(messages.values())

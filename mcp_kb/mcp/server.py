@@ -24,7 +24,7 @@ from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.subscriptions import ResourceUpdated, ToolsListChanged
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from .. import __version__
 from ..app import App
@@ -34,7 +34,7 @@ from .http_security import BearerTokenMiddleware, listening_socket, rebinding_pr
 from ..live import LiveSync, SyncRunner
 from ..present import cited_text
 from ..search import SearchResult
-from .schemas import SearchHit, SearchOutput, filters_model
+from .schemas import SearchHit, SearchOutput, argument_errors, filters_model
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,22 @@ class _Notifier:
                 self.sessions[uri].discard(session)
 
 
+class _KBServer(MCPServer):
+    """An MCPServer whose rejected tool arguments read like the CLI's errors, not pydantic's."""
+
+    def __init__(self, app: App, **settings: Any):
+        super().__init__(**settings)
+        self.kb_by_tool = {kb.search_tool_name: kb for kb in app.config.kb}
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            raise ToolError(argument_errors(exc.__cause__, self.kb_by_tool.get(name))) from exc.__cause__
+
+
 def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
     """An MCP server for every KB in the app's config."""
     read_only = app.config.server.read_only if read_only is None else read_only
@@ -96,7 +112,8 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
             yield {}
             group.cancel_scope.cancel()
 
-    server = MCPServer(
+    server = _KBServer(
+        app,
         name="mcp-kb",
         version=__version__,
         instructions=_instructions(app),
