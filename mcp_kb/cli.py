@@ -36,6 +36,18 @@ def _app(config_path: str | None):
     return App(_load(config_path))
 
 
+def _kb_or_folder(kb: str | None, config_path: str | None) -> tuple[str | None, str | None]:
+    """Every command names what to work on the same way: a KB argument that is an existing folder, and
+    not a KB of the config in use, is that folder with defaults (as `serve FOLDER`), so
+    `mcp-kb sync ./docs` works. Returns (kb, config)."""
+    if kb is None or config_path or not Path(kb).expanduser().is_dir():
+        return kb, config_path
+    target, _named = config_target(None)
+    if target.is_file() and kb in {k.name for k in load_config(target).kb}:
+        return kb, None
+    return None, kb
+
+
 def _run(work):
     """Known errors become one `Error:` line and exit status 1."""
     try:
@@ -152,9 +164,10 @@ def sync(kb: str | None, full: bool, no_wait: bool, allow_mass_delete: bool, con
         mcp-kb sync policies
     """
     def work():
-        app = _app(config_path)
+        name, config = _kb_or_folder(kb, config_path)
+        app = _app(config)
         bar = _ProgressBar() if sys.stderr.isatty() and not as_json else None
-        reports = app.sync(kb, full=full, progress=bar, wait=not no_wait, allow_mass_delete=allow_mass_delete)
+        reports = app.sync(name, full=full, progress=bar, wait=not no_wait, allow_mass_delete=allow_mass_delete)
         if bar:
             bar.close()
         if as_json:
@@ -178,7 +191,8 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
         mcp-kb status
     """
     def work():
-        statuses = _app(config_path).status(kb)
+        name, config = _kb_or_folder(kb, config_path)
+        statuses = _app(config).status(name)
         if as_json:
             click.echo(json.dumps(statuses, indent=2, ensure_ascii=False))
             return
@@ -215,7 +229,9 @@ def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: 
         mcp-kb search policies "how do I apply for annual leave" --filter doc_type=policy
     """
     def work():
-        result = _app(config_path).search(kb, query, mode=mode, top_k=top_k, min_score=min_score,
+        name, config = _kb_or_folder(kb, config_path)
+        app = _app(config)
+        result = app.search(name or app.config.kb[0].name, query, mode=mode, top_k=top_k, min_score=min_score,
                                           filters=parse_filters(filters), context=context)
         if as_json:
             click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
@@ -320,6 +336,8 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
         from .app import App
         from .mcp.server import run_server
 
+        if folder and config_path:
+            raise KBError(f"{folder} is a folder and --config names {config_path}: give one of them, not both")
         config = _load(folder or config_path)
         settings = config.server
         if read_only is not None:
@@ -350,9 +368,10 @@ def watch(kb: str | None, config_path: str | None) -> None:
         from .app import App
         from .live import LiveSync, SyncRunner
 
-        app = App(_load(config_path))
+        name, config = _kb_or_folder(kb, config_path)
+        app = App(_load(config))
         kbs = [k.model_copy(update={"sync": k.sync.model_copy(update={"on_start": True, "watch": True})})
-               for k in app.config.select(kb)]
+               for k in app.config.select(name)]
         logging.getLogger("mcp_kb").setLevel(logging.INFO)
         click.echo(f"watching {', '.join(k.name for k in kbs)}; Ctrl-C to stop", err=True)
         try:

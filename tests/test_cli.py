@@ -143,3 +143,14 @@ def test_sync_refuses_to_empty_a_kb_without_allow_mass_delete(project):
     assert "docs: 2 files" in _run("status").output
     allowed = _run("sync", "--allow-mass-delete", "--json")
     assert json.loads(allowed.output)[0]["files_deleted"] == 2
+
+
+def test_every_command_takes_a_folder_the_way_serve_does(tmp_path, monkeypatch):
+    monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
+    write(tmp_path / "notes" / "deploy.md", "# Deploy\n\nRoll back with the release tool when a canary fails.\n")
+    folder = str(tmp_path / "notes")
+    assert _run("sync", folder).exit_code == 0
+    assert "notes: 1 files" in _run("status", folder).output
+    assert _run("search", folder, "canary rollback", "--mode", "keyword").output.startswith("[1] deploy.md › Deploy")
+    both = CliRunner().invoke(main, ["serve", folder, "-c", str(tmp_path / "kb.toml")])
+    assert both.exit_code == 1 and "give one of them, not both" in both.output
