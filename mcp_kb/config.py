@@ -266,7 +266,7 @@ def config_for_folder(folder: str | os.PathLike[str]) -> Config:
     name = re.sub(r"[^A-Za-z0-9_-]", "_", folder.name)[:64] or "docs"
     key = hashlib.sha256(str(folder).encode()).hexdigest()[:8]
     raw = {"storage": str(Path(default_storage()).parent / "folders" / f"{name}-{key}"),
-           "kb": [{"name": name, "description": f"Documents in the folder {folder.name}", "paths": [str(folder)],
+           "kb": [{"name": name, "description": f"Documents from the folder '{folder.name}'", "paths": [str(folder)],
                    "sync": {"on_start": True, "watch": True}}]}
     return build_config(raw, base_dir=folder, source=None)
 

@@ -45,6 +45,7 @@ LAYOUT_VERSION = 2
 # A sync that would delete at least this many documents, and more than [kb.sync] max_delete_share of
 # a KB, is refused without --allow-mass-delete (as is any sync whose paths yield no file at all).
 MASS_DELETE_MIN_FILES = 20
+_TITLES_IN_SUMMARY = 6  # document titles a tool description names, so an LLM can tell what the KB holds
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,8 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounte
                             if r.status == "failed" and p in unchanged]
         report.files_failed = len(report.failures)
         report.seconds["total"] = round(time.perf_counter() - wall_start, 3)
-        write_summary(store.uri, kb.name, _summary(files, report))
+        titles = store.view(kb.name, target).document_titles(_TITLES_IN_SUMMARY)
+        write_summary(store.uri, kb.name, _summary(files, report, titles))
         # One commit makes this generation the one searches read (the switch, after a rebuild).
         store.write_state(kb.name, {**fingerprints, "generation": target, "complete": True,
                                     "last_sync": _last_sync(started, "ok", report)})
@@ -498,10 +500,12 @@ def _last_sync(started: str, outcome: str, report: SyncReport, error: str = "") 
             "report": report.to_dict()}
 
 
-def _summary(files: dict[str, FileRecord], report: SyncReport) -> dict[str, Any]:
+def _summary(files: dict[str, FileRecord], report: SyncReport, titles: list[str]) -> dict[str, Any]:
+    """What the KB holds, for tool descriptions: counts by kind and a few document titles."""
     kinds = Counter(Path(path).suffix.lower().lstrip(".") or "other" for path, record in files.items()
                     if record.status == "indexed")
-    return {"documents": sum(kinds.values()), "kinds": dict(kinds.most_common()), "chunks": report.chunks_total}
+    return {"documents": sum(kinds.values()), "kinds": dict(kinds.most_common()), "chunks": report.chunks_total,
+            "titles": titles}
 
 
 def _record_failure(store: Store, kb: str, started: str, error: str, report: SyncReport) -> None:

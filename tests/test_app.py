@@ -24,7 +24,8 @@ def test_status_before_and_after_the_first_sync(app):
 
 def test_summary_says_what_the_kb_holds(app):
     app.sync()
-    assert app.summary("docs") == {"documents": 2, "kinds": {"md": 1, "txt": 1}, "chunks": app.status()[0]["chunks"]}
+    assert app.summary("docs") == {"documents": 2, "kinds": {"md": 1, "txt": 1}, "chunks": app.status()[0]["chunks"],
+                                   "titles": ["Guide", "notes"]}
 
 
 def test_check_counts_files_and_chunks_and_reports_an_unreadable_path(app, tmp_path):

@@ -480,3 +480,20 @@ async def test_rejected_arguments_say_what_to_send_instead(app, arguments, messa
     text = result.content[0].text
     assert result.is_error and message in text
     assert "pydantic" not in text and "validation error" not in text
+
+
+async def test_a_zero_config_tool_says_what_the_folder_holds(make_app, tmp_path):
+    from mcp_kb.config import config_for_folder
+
+    write(tmp_path / "notes" / "deploy.md", "# Deploy runbook\n\nRoll back with the release tool.\n")
+    write(tmp_path / "notes" / "oncall.md", "# On-call rota\n\nWho answers the pager this week.\n")
+    config = config_for_folder(tmp_path / "notes")
+    app = make_app(*[kb.model_dump() for kb in config.kb])
+    async with _client(app) as client:
+        before = (await client.list_tools()).tools[0].description
+    app.sync()
+    async with _client(app) as client:
+        after = (await client.list_tools()).tools[0].description
+    assert before.startswith("Documents from the folder 'notes'. Not indexed yet: its first sync has not finished.")
+    assert after.startswith("Documents from the folder 'notes'. Holds 2 documents (2 md), among them: "
+                            "Deploy runbook; On-call rota.")

@@ -337,6 +337,11 @@ class ChunkView:
         rows = self._scan(" OR ".join(clauses), ["path", "chunk_index", "text"])
         return {(row["path"], row["chunk_index"]): row["text"] for row in rows}
 
+    def document_titles(self, limit: int) -> list[str]:
+        """Up to `limit` distinct document titles (from first chunks), sorted so the text is stable."""
+        rows = self._table.search().where("chunk_index = 0").select(["title"]).limit(limit * 4).to_list()
+        return sorted({row["title"] for row in rows if row["title"]})[:limit]
+
     def _scan(self, where: str, columns: list[str]) -> list[dict[str, Any]]:
         return self._table.search().where(where).select(columns).limit(None).to_list()
 

@@ -155,8 +155,12 @@ def _tool_description(app: App, kb: KBConfig) -> str:
     """The KB's own description plus what it holds, so the model picks the right tool."""
     summary = app.summary(kb.name)
     kinds = ", ".join(f"{n} {kind}" for kind, n in list(summary.get("kinds", {}).items())[:5])
-    holds = f" Holds {summary['documents']} documents ({kinds})." if summary.get("documents") else " Not indexed yet."
-    return (f"{kb.description.strip()}{holds} Returns passages with numbered citations "
+    titles = "; ".join(summary.get("titles", []))
+    if summary.get("documents"):
+        holds = f" Holds {summary['documents']} documents ({kinds}){f', among them: {titles}' if titles else ''}."
+    else:
+        holds = " Not indexed yet: its first sync has not finished."
+    return (f"{kb.description.strip().rstrip('.')}.{holds} Returns passages with numbered citations "
             f"(file › heading, page). Modes: hybrid (default), vector, keyword (exact terms, codes, names), "
             f"filter (list by metadata only).")
 
