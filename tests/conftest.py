@@ -36,12 +36,24 @@ def tokenizer(embedding_config):
     return load_tokenizer(embedding_config)
 
 
-@pytest.fixture(scope="session")
-def embedder(embedding_config):
-    """The real fastembed model, loaded once per test session; `.calls` counts embedded texts."""
+@pytest.fixture(scope="session", autouse=True)
+def embedder():
+    """The real fastembed model, loaded once per test session; `.calls` counts embedded texts.
+
+    Autouse, so the first test loads it: without a model the suite stops there, in seconds, with one
+    message, instead of failing test after test.
+    """
+    from mcp_kb.config import build_config
+    from mcp_kb.errors import ModelError
     from mcp_kb.models.fastembed import FastEmbedder
 
-    return FastEmbedder(embedding_config)
+    model = FastEmbedder(build_config({}, Path.cwd(), None).embedding)
+    try:
+        model.embed_query("model check")
+    except ModelError as exc:
+        pytest.exit(f"no embedding model for the tests: {exc}\nPut the offline model at {OFFLINE_MODEL}, or set "
+                    f"MCP_KB_EMBEDDING_MODEL and MCP_KB_EMBEDDING_MODEL_PATH to a local model folder.", returncode=1)
+    return model
 
 
 @pytest.fixture

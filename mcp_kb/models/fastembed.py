@@ -124,22 +124,59 @@ def _load_cross_encoder(config: RerankConfig):
 
 
 def _load_text_embedding(config: EmbeddingConfig, lazy: bool = False):
-    """Load fastembed's model from the local folder or the hub; one clear error on failure."""
+    """Load fastembed's model from the local folder, the cache, or (one attempt) the hub; one clear error.
+
+    fastembed on its own retries a download three times with pauses (about 40 s without a network,
+    on every search); here the cache is tried first (no network at all), then one download.
+    """
     if config.model_path and not Path(config.model_path, "model.onnx").is_file():
         raise ModelError(f"embedding model folder {config.model_path} has no model.onnx; {_FIX}")
     with _FASTEMBED_LOCK:
         from fastembed import TextEmbedding
 
         try:
-            return TextEmbedding(config.model, cache_dir=config.cache_dir, threads=config.threads,
-                                 specific_model_path=config.model_path, lazy_load=lazy)
-        except ValueError as exc:
-            if "not supported" in str(exc):
-                raise ModelError(f"unknown embedding model {config.model!r}: {exc}") from exc
-            raise ModelError(f"cannot load embedding model {config.model!r}: {exc}; {_FIX}") from exc
-        except Exception as exc:
-            raise ModelError(f"cannot load embedding model {config.model!r}: {type(exc).__name__}: {exc}; "
-                             f"{_FIX}") from exc
+            return _text_embedding(TextEmbedding, config, lazy)
+        except UnknownModelError:
+            raise
+        except ModelError:
+            if config.model_path:
+                raise
+        _download_once(TextEmbedding, config)
+        return _text_embedding(TextEmbedding, config, lazy)
+
+
+def _text_embedding(text_embedding_class, config: EmbeddingConfig, lazy: bool):
+    """The model from the configured folder or fastembed's cache, never from the network."""
+    try:
+        return text_embedding_class(config.model, cache_dir=config.cache_dir, threads=config.threads,
+                                    specific_model_path=config.model_path, lazy_load=lazy, local_files_only=True)
+    except ValueError as exc:
+        if "not supported" in str(exc):
+            raise UnknownModelError(f"unknown embedding model {config.model!r}: {exc}") from exc
+        raise ModelError(f"cannot load embedding model {config.model!r}: {exc}; {_FIX}") from exc
+    except Exception as exc:
+        raise ModelError(f"cannot load embedding model {config.model!r}: {type(exc).__name__}: {exc}; "
+                         f"{_FIX}") from exc
+
+
+def _download_once(text_embedding_class, config: EmbeddingConfig) -> None:
+    """One download attempt of the model's files into fastembed's cache."""
+    from fastembed.common.utils import define_cache_dir
+
+    for model_class in text_embedding_class.EMBEDDINGS_REGISTRY:
+        for description in model_class._list_supported_models():
+            if description.model.lower() == config.model.lower():
+                try:
+                    model_class.download_model(description, str(define_cache_dir(config.cache_dir)), retries=1)
+                    return
+                except Exception as exc:
+                    raise ModelError(f"cannot download embedding model {config.model!r} (one attempt: "
+                                     f"{type(exc).__name__}: {exc}); {_FIX}") from exc
+    raise UnknownModelError(f"unknown embedding model {config.model!r}; fastembed lists the supported names")
+
+
+class UnknownModelError(ModelError):
+    """The model name is not one fastembed knows: no download can help."""
 
 
 class ModelTokenizer:
@@ -212,7 +249,13 @@ def load_tokenizer(config: EmbeddingConfig) -> ModelTokenizer:
 
 
 def quiet_model_logs() -> None:
-    """onnxruntime and huggingface_hub warn on stderr per call; a server's stderr stays clean."""
+    """onnxruntime and huggingface_hub warn on stderr per call, and fastembed logs each failed download
+    step; a server's stderr stays clean, and a failed load is said once, in our own error."""
     os.environ.setdefault("ORT_LOG_SEVERITY_LEVEL", "3")
     for name in ("huggingface_hub", "fastembed", "onnxruntime"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    try:
+        from loguru import logger  # fastembed logs through loguru, not the logging module
+    except ImportError:  # a fastembed that no longer uses it
+        return
+    logger.disable("fastembed")
