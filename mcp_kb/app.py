@@ -96,6 +96,10 @@ class App:
         """Per KB: files, chunks, last sync, model, index state, failed files."""
         return [self._kb_status(k.name) for k in self.config.select(kb)]
 
+    def document_ids(self, kb: str) -> list[str]:
+        """The ids (paths) of every document the KB's index holds."""
+        return list(self.store.read_files(self.config.get_kb(kb).name))
+
     def summary(self, kb: str) -> dict[str, Any]:
         """What a KB holds (documents, their kinds, chunks) as of its last sync, read without LanceDB."""
         return read_summary(self.config.storage, kb)

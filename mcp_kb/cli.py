@@ -295,11 +295,14 @@ def evaluate(kb: str, queries: Path, qrels: Path, mode: str, k: int, config_path
         mcp-kb eval docs --queries q.jsonl --qrels qrels.tsv --mode all
     """
     def work():
+        from .evaluation import doc_id_of, format_table, load_qrels, load_queries, unmatched_documents
         from .evaluation import evaluate as score_mode
-        from .evaluation import format_table, load_qrels, load_queries
 
         app = _app(config_path)
         query_by_id, judgements = load_queries(queries), load_qrels(qrels)
+        warning = unmatched_documents(judgements, {doc_id_of(path) for path in app.document_ids(kb)})
+        if warning:
+            click.echo(f"warning: {warning}", err=True)
         modes = ["keyword", "vector", "hybrid"] if mode == "all" else [mode]
         top_k = max(k, 10)
         results = []

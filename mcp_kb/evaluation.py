@@ -39,18 +39,35 @@ def load_queries(path: Path) -> dict[str, str]:
 
 
 def load_qrels(path: Path) -> dict[str, dict[str, int]]:
-    """BEIR qrels TSV with a header: query-id, corpus-id, score."""
+    """BEIR qrels TSV: query-id, corpus-id, score; a header row is recognised (its score is not a number)."""
     qrels: dict[str, dict[str, int]] = {}
     try:
         with path.open(encoding="utf-8") as handle:
-            reader = csv.reader(handle, delimiter="\t")
-            next(reader, None)
-            for row in reader:
+            for number, row in enumerate(csv.reader(handle, delimiter="\t")):
+                if number == 0 and len(row) >= 3 and not row[2].strip().lstrip("-").isdigit():
+                    continue  # the header
                 if len(row) >= 3 and int(row[2]) > 0:
                     qrels.setdefault(row[0], {})[row[1]] = int(row[2])
     except (OSError, ValueError) as exc:
         raise KBError(f"{path}: cannot read qrels (TSV: query-id, corpus-id, score): {exc}") from exc
     return qrels
+
+
+def unmatched_documents(qrels: dict[str, dict[str, int]], documents: set[str]) -> str:
+    """A warning when judged documents are not in the KB (nothing can find them); "" when all are.
+
+    Raises when none is: every score would be 0, which says nothing about retrieval.
+    """
+    judged = {doc for relevant in qrels.values() for doc in relevant}
+    missing = sorted(judged - documents)
+    if not missing:
+        return ""
+    hint = (f"a hit counts for document X when its file is named X.<ext> (e.g. {missing[0]!r} needs a file "
+            f"{missing[0]}.md); ids that carry an extension or a folder never match")
+    if len(missing) == len(judged):
+        raise KBError(f"none of the {len(judged)} judged documents is in the knowledge base; {hint}")
+    return f"{len(missing)} of {len(judged)} judged documents are not in the knowledge base (e.g. " \
+           f"{', '.join(map(repr, missing[:3]))}); their queries score lower than retrieval deserves. {hint}"
 
 
 def doc_id_of(source: str) -> str:
@@ -86,6 +103,7 @@ def evaluate(run_query: Callable[[str], list[str]], queries: dict[str, str], qre
     if not judged:
         raise KBError("no query has relevance judgements: check that query ids match the qrels file")
     ndcg, mrr, recall, latencies = [], [], [], []
+    _run_quietly(run_query, queries[judged[0]])  # warm up (caches, lazy imports): the first call is not timed
     for qid in judged:
         start = time.perf_counter()
         try:
@@ -99,6 +117,13 @@ def evaluate(run_query: Callable[[str], list[str]], queries: dict[str, str], qre
     latencies.sort()
     return ModeScores(mode, len(judged), statistics.fmean(recall), statistics.fmean(mrr), statistics.fmean(ndcg),
                       latencies[len(latencies) // 2], latencies[min(len(latencies) - 1, int(len(latencies) * 0.95))])
+
+
+def _run_quietly(run_query: Callable[[str], list[str]], query: str) -> None:
+    try:
+        run_query(query)
+    except KBError:
+        pass
 
 
 def format_table(scores: list[ModeScores], k: int) -> str:

@@ -154,3 +154,17 @@ def test_every_command_takes_a_folder_the_way_serve_does(tmp_path, monkeypatch):
     assert _run("search", folder, "canary rollback", "--mode", "keyword").output.startswith("[1] deploy.md › Deploy")
     both = CliRunner().invoke(main, ["serve", folder, "-c", str(tmp_path / "kb.toml")])
     assert both.exit_code == 1 and "give one of them, not both" in both.output
+
+
+def test_eval_warns_about_judged_documents_the_kb_does_not_hold(tmp_path, monkeypatch):
+    monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
+    example = str(Path(__file__).resolve().parents[1] / "kb.toml.example")
+    _run("sync", "-c", example, "product_docs")
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"_id": "q1", "text": "E5021 token expired"}\n', encoding="utf-8")
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("q1\terrors\t1\nq1\terrors.md\t1\n", encoding="utf-8")  # no header; one id with its extension
+    result = CliRunner().invoke(main, ["eval", "-c", example, "product_docs", "--queries", str(queries),
+                                       "--qrels", str(qrels), "--mode", "keyword"])
+    assert result.exit_code == 0
+    assert "warning: 1 of 2 judged documents are not in the knowledge base (e.g. 'errors.md')" in result.stderr
