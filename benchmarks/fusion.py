@@ -26,12 +26,13 @@ def rrf(vector, keyword, wv=1.0, wk=1.0, k=60):
     return sorted(scores, key=scores.get, reverse=True)
 
 
-def minmax(vector, keyword, alpha=0.5):
+def minmax(vector, keyword, alpha=0.5, floor=True):
+    """floor=True: (s - min) / (max - min), the worst candidate scores 0; False: s / max."""
     def norm(rows):
         if not rows:
             return {}
         values = [s for _, s in rows]
-        low, high = min(values), max(values)
+        low, high = (min(values) if floor else 0.0), max(values)
         return {doc: (s - low) / (high - low) if high > low else 1.0 for doc, s in rows}
     v, kw = norm(vector), norm(keyword)
     scores = {doc: alpha * v.get(doc, 0.0) + (1 - alpha) * kw.get(doc, 0.0) for doc in set(v) | set(kw)}
@@ -75,6 +76,8 @@ def main() -> None:
         rules[f"minmax alpha={alpha}"] = lambda v, k, w, a=alpha: minmax(v, k, a)
         shipped = " (shipped)" if alpha == 0.4 else ""
         rules[f"minmax alpha={alpha} x readability{shipped}"] = lambda v, k, w, a=alpha: minmax(v, k, a * w)
+    for alpha in (0.3, 0.4, 0.5):
+        rules[f"max-scaled alpha={alpha} x readability"] = lambda v, k, w, a=alpha: minmax(v, k, a * w, floor=False)
     for k_value in (10, 20, 40):
         rules[f"rrf k={k_value} weighted"] = lambda v, k, w, kv=k_value: rrf(v, k, wv=w, k=kv)
     for name, rule in rules.items():
