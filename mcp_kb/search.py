@@ -160,10 +160,11 @@ class Searcher:
         """Until a KB's first sync has finished, every answer says the index is incomplete, and how far it is."""
         if is_complete(self.store.read_state(kb)):
             return []
-        progress = read_progress(self.store.uri, kb)
-        if progress:
-            return [f"indexing in progress: {progress['done']} of {progress['total']} files indexed so far; these "
-                    f"results may be incomplete, search again when it is done (kb://{kb}/status)"]
+        if is_sync_running(self.store.uri):
+            progress = read_progress(self.store.uri, kb)  # written per batch; not yet at the very start
+            done = f": {progress['done']} of {progress['total']} files indexed so far" if progress else ""
+            return [f"indexing in progress{done}; these results may be incomplete, search again when it is done "
+                    f"(kb://{kb}/status)"]
         return [f"the first sync of this knowledge base did not finish; results may be incomplete "
                 f"(run `mcp-kb sync {kb}` or the sync tool)"]
 

@@ -336,3 +336,8 @@ def test_an_unfinished_first_sync_is_said_in_every_answer(make_app, tmp_path, em
         embedder.embed_batch = real
     result = app.search("docs", "alpha", mode="keyword")
     assert result.hits == [] and "first sync of this knowledge base did not finish" in result.notes[0]
+    from mcp_kb.index.state import sync_lock
+
+    with sync_lock(app.config.storage, ["docs"]):  # a sync has started but written no progress yet
+        running = app.search("docs", "alpha", mode="keyword")
+    assert running.notes[0].startswith("indexing in progress; these results may be incomplete")

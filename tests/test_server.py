@@ -428,11 +428,11 @@ async def test_a_client_searching_during_the_first_sync_is_told_indexing_is_in_p
                 if result.is_error:  # before the first commit, or before the start-up sync took its lock
                     assert "being indexed for the first time" in text or "has not been synced yet" in text
                 elif app.status("many")[0]["last_outcome"] != "ok":  # still incomplete after answering
-                    assert text.startswith("Note: indexing in progress: ") and "of 200 files" in text
+                    assert text.startswith("Note: indexing in progress")
                     told.append(result.structured_content["notes"][0])
                 await anyio.sleep(0.01)
         done = await client.call_tool("search_many", {"query": "planning notes", "mode": "keyword"})
-    assert told, "no search landed during the first sync"
+    assert any("of 200 files indexed so far" in note for note in told), told
     assert done.structured_content["notes"] == [] and done.structured_content["results"]
 
 
@@ -497,3 +497,23 @@ async def test_a_zero_config_tool_says_what_the_folder_holds(make_app, tmp_path)
     assert before.startswith("Documents from the folder 'notes'. Not indexed yet: its first sync has not finished.")
     assert after.startswith("Documents from the folder 'notes'. Holds 2 documents (2 md), among them: "
                             "Deploy runbook; On-call rota.")
+
+
+async def test_2025_era_clients_are_told_when_a_tool_description_changes(app, folders):
+    import mcp_types
+
+    changed = anyio.Event()
+
+    async def on_message(message):
+        if isinstance(getattr(message, "root", message), mcp_types.ToolListChangedNotification):
+            changed.set()
+
+    async with Client(build_server(app), mode="legacy", message_handler=on_message) as client:
+        assert client.server_capabilities.tools.list_changed is True
+        await client.call_tool("search_api_docs", {"query": "token"})  # the server now knows this session
+        write(folders / "api" / "more.md", "# More\n\nAnother page about webhooks and their retry policy.\n")
+        await client.call_tool("sync_knowledge_base", {"kb": "api_docs"})
+        with anyio.fail_after(10):
+            await changed.wait()
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert "Holds 2 documents (2 md)" in tools["search_api_docs"].description

@@ -23,6 +23,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.subscriptions import ResourceUpdated, ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
@@ -53,11 +54,26 @@ def _filters_dict(filters: Optional[BaseModel]) -> Optional[dict[str, Any]]:
 # ---- server ----------------------------------------------------------------------------------
 
 class _Notifier:
-    """Resource-updated events for both protocol eras: listen streams and resources/subscribe."""
+    """Change notifications for both protocol eras: listen streams (2026) and, for 2025-era clients,
+    resources/subscribe and a tools list_changed sent on each session that has called a tool."""
 
     def __init__(self, bus: InMemorySubscriptionBus):
         self.bus = bus
         self.sessions: dict[str, set[Any]] = {}  # uri -> sessions that subscribed (2025-era clients)
+        self.legacy_sessions: set[Any] = set()  # 2025-era sessions seen calling a tool
+
+    def seen(self, session: Any) -> None:
+        """Remember a 2025-era session, which only hears of tool changes on its own connection."""
+        if session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            self.legacy_sessions.add(session)
+
+    async def tools_changed(self) -> None:
+        await self.bus.publish(ToolsListChanged())
+        for session in list(self.legacy_sessions):
+            try:
+                await session.send_tool_list_changed()
+            except Exception:  # a closed session: forget it
+                self.legacy_sessions.discard(session)
 
     async def updated(self, uri: str) -> None:
         await self.bus.publish(ResourceUpdated(uri=uri))
@@ -71,11 +87,14 @@ class _Notifier:
 class _KBServer(MCPServer):
     """An MCPServer whose rejected tool arguments read like the CLI's errors, not pydantic's."""
 
-    def __init__(self, app: App, **settings: Any):
+    def __init__(self, app: App, notifier: _Notifier, **settings: Any):
         super().__init__(**settings)
         self.kb_by_tool = {kb.search_tool_name: kb for kb in app.config.kb}
+        self.notifier = notifier
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if context is not None:
+            self.notifier.seen(context.session)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -98,7 +117,7 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
             # The description says what the KB holds: re-register it and tell clients to re-list.
             server.remove_tool(kb.search_tool_name)
             descriptions[name] = _add_search_tool(server, app, kb)
-            await bus.publish(ToolsListChanged())
+            await notifier.tools_changed()
 
     runner = SyncRunner(app, notify=kb_synced)
 
@@ -114,6 +133,7 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
 
     server = _KBServer(
         app,
+        notifier,
         name="mcp-kb",
         version=__version__,
         instructions=_instructions(app),
@@ -126,7 +146,7 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
         _add_sync_tool(server, app, runner)
     _add_resources(server, app)
     _add_prompt(server, app)
-    _add_legacy_subscriptions(server, notifier)
+    _support_2025_clients(server, notifier)
     return server
 
 
@@ -287,8 +307,10 @@ def _add_prompt(server: MCPServer, app: App) -> None:
         )]
 
 
-def _add_legacy_subscriptions(server: MCPServer, notifier: _Notifier) -> None:
-    """resources/subscribe for 2025-era clients (the 2026 protocol uses subscriptions/listen)."""
+def _support_2025_clients(server: MCPServer, notifier: _Notifier) -> None:
+    """resources/subscribe, and tools.listChanged advertised, for 2025-era clients (the 2026 protocol
+    uses subscriptions/listen, which the SDK serves and advertises by itself)."""
+    from mcp.server.lowlevel.server import NotificationOptions
     from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
     async def subscribe(ctx, params: SubscribeRequestParams) -> EmptyResult:
@@ -299,9 +321,17 @@ def _add_legacy_subscriptions(server: MCPServer, notifier: _Notifier) -> None:
         notifier.sessions.get(str(params.uri), set()).discard(ctx.session)
         return EmptyResult()
 
-    lowlevel = server._lowlevel_server  # the SDK's MCPServer exposes no hook for these two methods
+    lowlevel = server._lowlevel_server  # the SDK's MCPServer exposes no hook for these
     lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
     lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
+    # MCPServer builds the handshake's capabilities with default options (listChanged false) although a
+    # tool description changes after each sync: say so, and _Notifier sends the notification.
+    create_options = lowlevel.create_initialization_options
+
+    def with_tools_changed(notification_options=None, *args, **kwargs):
+        return create_options(notification_options or NotificationOptions(tools_changed=True), *args, **kwargs)
+
+    lowlevel.create_initialization_options = with_tools_changed
 
 
 # ---- transports ------------------------------------------------------------------------------
