@@ -517,3 +517,25 @@ async def test_2025_era_clients_are_told_when_a_tool_description_changes(app, fo
             await changed.wait()
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert "Holds 2 documents (2 md)" in tools["search_api_docs"].description
+
+
+def test_a_client_that_leaves_at_once_leaves_a_clean_exit(app, folders):
+    """Closing stdin right after tools/list used to abort the interpreter's shutdown while the model
+    loaded ("Fatal Python error: PyGILState_Release"), about two launches in five."""
+    config = _config_file(folders, app.config.storage)
+    handshake = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    for _ in range(4):
+        process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy(),
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        process.stdin.write("".join(json.dumps(message) + "\n" for message in handshake).encode())
+        process.stdin.flush()
+        assert b'"id":1' in process.stdout.readline().replace(b" ", b"")
+        assert b"search_api_docs" in process.stdout.readline()
+        process.stdin.close()
+        stderr = process.stderr.read().decode()
+        assert process.wait(timeout=60) == 0 and "Fatal Python error" not in stderr, stderr

@@ -40,6 +40,7 @@ from .schemas import SearchHit, SearchOutput, argument_errors, filters_model
 log = logging.getLogger(__name__)
 
 SYNC_TOOL = "sync_knowledge_base"
+_WARM_UP_GRACE_SECONDS = 30  # how long a closing server waits for the model load it started
 LIST_URI = "kb://knowledge-bases"
 
 
@@ -124,12 +125,16 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
     @asynccontextmanager
     async def lifespan(_server: MCPServer):
         # Load the embedding model after the handshake, so tools/list answers at once.
-        threading.Thread(target=_warm_up, args=(app,), name="mcp-kb-warm-up", daemon=True).start()
+        warm_up = threading.Thread(target=_warm_up, args=(app,), name="mcp-kb-warm-up", daemon=True)
+        warm_up.start()
         _warn_about_missing_paths(app)
         async with anyio.create_task_group() as group:
             group.start_soon(LiveSync(runner, app.config.kb).run)  # start-up, schedule, file changes
             yield {}
             group.cancel_scope.cancel()
+        # A client that leaves at once would otherwise end the process while the model loads in native
+        # code, which aborts the interpreter's shutdown ("Fatal Python error: PyGILState_Release").
+        await anyio.to_thread.run_sync(warm_up.join, _WARM_UP_GRACE_SECONDS)
 
     server = _KBServer(
         app,
