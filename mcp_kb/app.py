@@ -107,6 +107,7 @@ class App:
     def _kb_status(self, name: str) -> dict[str, Any]:
         kb = self.config.get_kb(name)
         state = self.store.read_state(name)
+        running = is_sync_running(self.config.storage)
         files = self.store.read_files(name)
         last = state.get("last_sync", {})
         return {
@@ -117,8 +118,8 @@ class App:
             "chunks": self.store.count_chunks(name),
             "index_version": self.store.version(name),
             "generation": self.store.active_generation(name),
-            "sync_running": is_sync_running(self.config.storage),
-            "progress": read_progress(self.config.storage, name),  # files done / total of a running sync
+            "sync_running": running,
+            "progress": read_progress(self.config.storage, name, running),  # files done / total of a running sync
             "last_sync": last.get("finished_at"),
             "last_outcome": last.get("outcome", "never synced"),
             "last_error": last.get("error", ""),

@@ -36,25 +36,31 @@ def local_state_dir(storage: str) -> Path:
 
 def write_summary(storage: str, kb: str, summary: dict[str, Any]) -> None:
     """A few counts about a KB, readable without opening LanceDB (servers describe tools with it)."""
-    _write_json(local_state_dir(storage) / f"{kb}.summary.json", summary)
+    _write_json(_kb_file(storage, kb, "summary"), summary)
 
 
 def read_summary(storage: str, kb: str) -> dict[str, Any]:
-    return _read_json(local_state_dir(storage) / f"{kb}.summary.json")
+    return _read_json(_kb_file(storage, kb, "summary"))
 
 
 def write_progress(storage: str, kb: str, done: int, total: int) -> None:
     """How far the running sync of a KB is (files done of files to index), for searches and status."""
-    _write_json(local_state_dir(storage) / f"{kb}.progress.json", {"done": done, "total": total})
+    _write_json(_kb_file(storage, kb, "progress"), {"done": done, "total": total})
 
 
 def clear_progress(storage: str, kb: str) -> None:
-    (local_state_dir(storage) / f"{kb}.progress.json").unlink(missing_ok=True)
+    _kb_file(storage, kb, "progress").unlink(missing_ok=True)
 
 
-def read_progress(storage: str, kb: str) -> dict[str, Any]:
-    """The running sync's progress, or {} when no sync of this KB runs (a killed one's file is ignored)."""
-    return _read_json(local_state_dir(storage) / f"{kb}.progress.json") if is_sync_running(storage) else {}
+def read_progress(storage: str, kb: str, running: bool | None = None) -> dict[str, Any]:
+    """The running sync's progress, or {} when no sync runs (a killed one's file is ignored).
+    `running`: what the caller already knows of the lock, to spare a second look."""
+    running = is_sync_running(storage) if running is None else running
+    return _read_json(_kb_file(storage, kb, "progress")) if running else {}
+
+
+def _kb_file(storage: str, kb: str, kind: str) -> Path:
+    return local_state_dir(storage) / f"{kb}.{kind}.json"
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -121,7 +127,7 @@ def running_sync(storage: str) -> str:
     if not holder:
         return "a sync is already running on this index"
     done = [f"{kb}: {p['done']} of {p['total']} files" for kb in holder.get("kbs", [])
-            if (p := _read_json(local_state_dir(storage) / f"{kb}.progress.json"))]
+            if (p := read_progress(storage, kb, running=True))]
     return (f"a sync of {', '.join(holder.get('kbs', [])) or 'this index'} is already running (started "
             f"{holder.get('started_at', '?')} by process {holder.get('pid', '?')} on {holder.get('host', '?')}"
             f"{'; ' + ', '.join(done) if done else ''})")
