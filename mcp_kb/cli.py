@@ -30,6 +30,12 @@ def _load(config_path: str | None) -> Config:
     return load_config(path)
 
 
+def _load_or_defaults(config_path: str | None) -> Config:
+    """The config in use, or the default settings when there is none (for commands that need no KB)."""
+    path, named = config_target(config_path)
+    return _load(config_path) if named or path.exists() else build_config({}, Path.cwd(), None)
+
+
 def _app(config_path: str | None):
     from .app import App
 
@@ -131,8 +137,7 @@ def chunks(file: Path, config_path: str | None, as_json: bool) -> None:
     def work():
         from .app import App
 
-        config = _load(config_path) if (config_path or Path("kb.toml").exists()) else build_config({}, Path.cwd(), None)
-        result, notes = App(config).chunks(file)
+        result, notes = App(_load_or_defaults(config_path)).chunks(file)
         if as_json:
             click.echo(json.dumps([{**c.__dict__, "heading": c.heading} for c in result], indent=2,
                                   ensure_ascii=False, default=str))
@@ -191,11 +196,17 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
         mcp-kb status
     """
     def work():
+        from .models import model_source
+
         name, config = _kb_or_folder(kb, config_path)
-        statuses = _app(config).status(name)
+        app = _app(config)
+        statuses = app.status(name)
+        source = model_source(app.config.embedding)
         if as_json:
-            click.echo(json.dumps(statuses, indent=2, ensure_ascii=False))
+            click.echo(json.dumps([{**item, "model_source": source} for item in statuses], indent=2,
+                                  ensure_ascii=False))
             return
+        click.echo(f"embedding model {app.config.embedding.model}: {source}")
         for item in statuses:
             model = item["model"]["name"] if item["model"] else "-"
             click.echo(f"{item['name']}: {item['files']} files, {item['chunks']} chunks; last sync "
@@ -381,6 +392,47 @@ def watch(kb: str | None, config_path: str | None) -> None:
             anyio.run(LiveSync(SyncRunner(app), kbs).run)
         except KeyboardInterrupt:
             pass
+
+    _run(work)
+
+
+@main.group()
+def model() -> None:
+    """Get the models ready before the first sync or search.
+
+    Example:
+
+        mcp-kb model fetch
+    """
+
+
+@model.command()
+@click.option("--to", "target", type=click.Path(file_okay=False, path_type=Path),
+              help="Also copy the embedding model's files into this folder, for machines without network.")
+@config_option
+def fetch(target: Path | None, config_path: str | None) -> None:
+    """Download the configured embedding (and reranking) model now.
+
+    Example:
+
+        mcp-kb model fetch --to ./models/embedding
+    """
+    def work():
+        import shutil
+
+        from .models import fetch_models
+
+        config = _load_or_defaults(config_path)
+        folders = fetch_models(config.embedding, config.rerank)
+        for role, folder in folders.items():
+            click.echo(f"{role} model ready in {folder}")
+        if target:
+            try:
+                shutil.copytree(folders["embedding"], target, dirs_exist_ok=True)  # copies what links point at
+            except OSError as exc:
+                raise KBError(f"cannot copy the model into {target}: {exc}") from exc
+            click.echo(f"copied to {target}; on a machine without network set [embedding] model_path = "
+                       f"\"{target.resolve()}\" (or MCP_KB_EMBEDDING_MODEL_PATH)")
 
     _run(work)
 

@@ -1,8 +1,14 @@
 """Embedding: loading the real model, identity, tokenizer, and clear errors."""
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
-from helpers import write
+from fake_hub import FakeHub, serve_hub
+from helpers import OFFLINE_MODEL, write
 
 from mcp_kb.config import EmbeddingConfig
 from mcp_kb.errors import ModelError
@@ -36,9 +42,6 @@ def test_tokenizer_knows_where_the_model_truncates(embedding_config):
 
 def test_without_a_model_and_without_network_a_command_fails_fast_with_its_fix(tmp_path):
     """fastembed alone retried for about 40 s; one attempt at a hub that refuses (loopback) must be quick."""
-    import os
-    import subprocess
-    import sys
     import time
 
     write(tmp_path / "docs" / "a.md", "# A\n\nSome text.\n")
@@ -54,5 +57,65 @@ def test_without_a_model_and_without_network_a_command_fails_fast_with_its_fix(t
     elapsed = time.monotonic() - started
     assert result.returncode == 1
     [error] = result.stderr.strip().splitlines()  # one line: fastembed's own download log is silenced
-    assert error.startswith("Error: cannot download embedding model") and "model_path" in error
+    assert error.startswith("Error: ") and "paraphrase-multilingual-MiniLM-L12-v2" in error and "model_path" in error
     assert elapsed < 15, f"took {elapsed:.1f} s"
+
+
+HUB_REPO = "Qdrant/all-MiniLM-L6-v2-onnx"  # where fastembed downloads all-MiniLM-L6-v2 from
+HUB_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "model.onnx"]
+
+
+@pytest.fixture
+def hub():
+    """The offline model served as a model hub on 127.0.0.1: downloads run for real."""
+    with serve_hub(FakeHub(HUB_REPO, OFFLINE_MODEL, HUB_FILES)) as served:
+        yield served
+
+
+def _mcp_kb(tmp_path, hub_url: str, *args: str, **variables: str) -> subprocess.CompletedProcess:
+    """The command in a fresh process with an empty model cache and the hub at hub_url."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_KB_")}
+    env.update({"MCP_KB_EMBEDDING_MODEL": "sentence-transformers/all-MiniLM-L6-v2", "HF_ENDPOINT": hub_url,
+                "FASTEMBED_CACHE_PATH": str(tmp_path / "cache"), **variables})
+    return subprocess.run([sys.executable, "-m", "mcp_kb", *args], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_chunks_fetches_only_the_tokenizer(tmp_path, hub):
+    write(tmp_path / "guide.md", "# Guide\n\n## Install\n\nRun the installer, then restart.\n")
+    result = _mcp_kb(tmp_path, hub.url, "chunks", "guide.md")
+    assert result.returncode == 0, result.stderr
+    assert "Guide › Install" in result.stdout
+    assert "model.onnx" not in hub.fetched and "tokenizer.json" in hub.fetched
+    hub.fetched.clear()
+    assert _mcp_kb(tmp_path, hub.url, "chunks", "guide.md").returncode == 0
+    assert hub.fetched == []  # kept in the cache
+
+
+def test_chunks_without_tokenizer_or_network_says_what_is_missing(tmp_path):
+    write(tmp_path / "guide.md", "# Guide\n\nText.\n")
+    result = _mcp_kb(tmp_path, "http://127.0.0.1:9", "chunks", "guide.md")
+    assert result.returncode == 1
+    [error] = result.stderr.strip().splitlines()
+    assert "the tokenizer of embedding model" in error and "needed to size chunks" in error and "model_path" in error
+
+
+def test_model_fetch_then_status_names_the_source_and_the_copy_serves_offline(tmp_path, hub):
+    write(tmp_path / "docs" / "leave.md", "# Leave\n\nAnnual leave is requested in the HR portal.\n")
+    before = _mcp_kb(tmp_path, hub.url, "status", "docs")
+    assert "not on this machine yet" in before.stdout and "mcp-kb model fetch" in before.stdout
+
+    fetched = _mcp_kb(tmp_path, hub.url, "model", "fetch", "--to", "models/minilm")
+    assert fetched.returncode == 0, fetched.stderr
+    assert "copied to" in fetched.stdout and "model_path" in fetched.stdout
+    assert "model.onnx" in hub.fetched
+    assert "fastembed cache" in _mcp_kb(tmp_path, hub.url, "status", "docs").stdout
+
+    offline = {"MCP_KB_EMBEDDING_MODEL_PATH": str(tmp_path / "models" / "minilm"),
+               "FASTEMBED_CACHE_PATH": str(tmp_path / "other-cache")}
+    assert _mcp_kb(tmp_path, "http://127.0.0.1:9", "sync", "docs", **offline).returncode == 0
+    found = _mcp_kb(tmp_path, "http://127.0.0.1:9", "search", "docs", "where do I request annual leave",
+                    "--json", **offline)
+    assert json.loads(found.stdout)["results"][0]["source"] == "leave.md"
+    status = _mcp_kb(tmp_path, "http://127.0.0.1:9", "status", "docs", **offline).stdout
+    assert f"folder {tmp_path / 'models' / 'minilm'}" in status

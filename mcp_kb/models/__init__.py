@@ -6,6 +6,7 @@ only when used (fastembed takes a second to import). Today fastembed is the only
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -34,6 +35,23 @@ def load_token_counter(config: EmbeddingConfig) -> TokenCounter:
     from .fastembed import load_tokenizer
 
     return load_tokenizer(config)
+
+
+def fetch_models(embedding: EmbeddingConfig, rerank: RerankConfig) -> dict[str, Path]:
+    """Download the configured models ahead of time; the folder of each, by role."""
+    from .fastembed import fetch_model, fetch_reranker
+
+    folders = {"embedding": fetch_model(embedding)}
+    if rerank.enabled:
+        folders["rerank"] = fetch_reranker(rerank)
+    return folders
+
+
+def model_source(config: EmbeddingConfig) -> str:
+    """Where the embedding model is read from (a folder, a cache, or not yet on this machine)."""
+    from .fastembed import model_source as source
+
+    return source(config)
 
 
 def quiet_model_logs() -> None:

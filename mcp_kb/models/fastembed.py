@@ -163,15 +163,20 @@ def _download_once(text_embedding_class, config: EmbeddingConfig) -> None:
     """One download attempt of the model's files into fastembed's cache."""
     from fastembed.common.utils import define_cache_dir
 
+    model_class, description = _description(text_embedding_class, config)
+    try:
+        model_class.download_model(description, str(define_cache_dir(config.cache_dir)), retries=1)
+    except Exception as exc:
+        raise ModelError(f"cannot download embedding model {config.model!r} (one attempt: "
+                         f"{type(exc).__name__}: {exc}); {_FIX}") from exc
+
+
+def _description(text_embedding_class, config: EmbeddingConfig):
+    """fastembed's model class and description of the configured model."""
     for model_class in text_embedding_class.EMBEDDINGS_REGISTRY:
         for description in model_class._list_supported_models():
             if description.model.lower() == config.model.lower():
-                try:
-                    model_class.download_model(description, str(define_cache_dir(config.cache_dir)), retries=1)
-                    return
-                except Exception as exc:
-                    raise ModelError(f"cannot download embedding model {config.model!r} (one attempt: "
-                                     f"{type(exc).__name__}: {exc}); {_FIX}") from exc
+                return model_class, description
     raise UnknownModelError(f"unknown embedding model {config.model!r}; fastembed lists the supported names")
 
 
@@ -230,11 +235,86 @@ class ModelTokenizer:
         return sum(token == self.unknown_token for token in tokens) / len(tokens) if tokens else 0.0
 
 
-def model_dir(config: EmbeddingConfig) -> Path:
-    """The folder holding the model's files, downloading them if needed (no ONNX session)."""
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # what ModelTokenizer must have
+_OPTIONAL_TOKENIZER_FILES = ("config.json", "special_tokens_map.json")
+
+
+def tokenizer_dir(config: EmbeddingConfig) -> Path:
+    """A folder holding the model's tokenizer: the configured model folder, the model in fastembed's
+    cache, or else its tokenizer files alone (downloaded once, under a megabyte: chunking a file
+    must not wait for the whole model)."""
     if config.model_path:
         return Path(config.model_path)
+    with _FASTEMBED_LOCK:
+        from fastembed import TextEmbedding
+
+        cached = _cached_model_dir(TextEmbedding, config)
+        if cached:
+            return cached
+        _, description = _description(TextEmbedding, config)
+        if not description.sources.hf:  # served as an archive only: the tokenizer comes with the model
+            return fetch_model(config)
+        return _download_tokenizer(description.sources.hf, config)
+
+
+def _cached_model_dir(text_embedding_class, config: EmbeddingConfig) -> Path | None:
+    """The model's folder in fastembed's cache, or None when it was never downloaded."""
+    try:
+        return Path(_text_embedding(text_embedding_class, config, lazy=True).model._model_dir)
+    except UnknownModelError:
+        raise
+    except ModelError:
+        return None
+
+
+def _download_tokenizer(repo: str, config: EmbeddingConfig) -> Path:
+    """The tokenizer files of the model's hub repository, in a folder of fastembed's cache."""
+    from fastembed.common.utils import define_cache_dir
+    from huggingface_hub import constants, hf_hub_download, model_info
+    from huggingface_hub.errors import EntryNotFoundError
+
+    folder = Path(define_cache_dir(config.cache_dir), "tokenizers", repo.replace("/", "--"))
+    if all((folder / name).is_file() for name in _TOKENIZER_FILES):
+        return folder
+    try:
+        # One request first: a file download retries a refused connection for about 25 s.
+        revision = model_info(repo, timeout=constants.HF_HUB_ETAG_TIMEOUT).sha
+        for name in _TOKENIZER_FILES + _OPTIONAL_TOKENIZER_FILES:
+            try:
+                hf_hub_download(repo, name, revision=revision, local_dir=folder)
+            except EntryNotFoundError:
+                if name in _TOKENIZER_FILES:
+                    raise
+    except Exception as exc:
+        raise ModelError(f"the tokenizer of embedding model {config.model!r} (needed to size chunks) is not on "
+                         f"this machine and downloading it failed ({type(exc).__name__}: {exc}); {_FIX}") from exc
+    return folder
+
+
+def fetch_model(config: EmbeddingConfig) -> Path:
+    """Download the embedding model into fastembed's cache unless it is there; its folder."""
     return Path(_load_text_embedding(config, lazy=True).model._model_dir)
+
+
+def fetch_reranker(config: RerankConfig) -> Path:
+    """Download the reranking model into fastembed's cache unless it is there; its folder."""
+    return Path(_load_cross_encoder(config).model._model_dir)
+
+
+def model_source(config: EmbeddingConfig) -> str:
+    """Where the embedding model is read from, found without the network."""
+    if config.model_path:
+        return f"folder {config.model_path}"
+    with _FASTEMBED_LOCK:
+        from fastembed import TextEmbedding
+
+        try:
+            cached = _cached_model_dir(TextEmbedding, config)
+        except UnknownModelError as exc:
+            return str(exc)
+    if cached:
+        return f"fastembed cache {cached}"
+    return "not on this machine yet (`mcp-kb model fetch` downloads it)"
 
 
 _TOKENIZERS: dict[EmbeddingConfig, ModelTokenizer] = {}
@@ -244,7 +324,7 @@ def load_tokenizer(config: EmbeddingConfig) -> ModelTokenizer:
     """The tokenizer of the configured model, cached per config."""
     with _FASTEMBED_LOCK:
         if config not in _TOKENIZERS:
-            _TOKENIZERS[config] = ModelTokenizer(model_dir(config))
+            _TOKENIZERS[config] = ModelTokenizer(tokenizer_dir(config))
         return _TOKENIZERS[config]
 
 
