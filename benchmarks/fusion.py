@@ -39,6 +39,41 @@ def minmax(vector, keyword, alpha=0.5, floor=True):
     return sorted(scores, key=scores.get, reverse=True)
 
 
+def mixed(vector, keyword, alpha, vector_floor, keyword_floor):
+    """Per side: floor "min" (min-max), "zero" (s / max) or a number m (min-max with the floor m
+    ranges below the minimum, so the last candidate keeps m / (1 + m))."""
+    def norm(rows, floor):
+        if not rows:
+            return {}
+        values = [s for _, s in rows]
+        high, low = max(values), min(values)
+        if floor == "zero":
+            low = 0.0
+        elif floor != "min":
+            low -= floor * (high - low)
+        return {doc: (s - low) / (high - low) if high > low else 1.0 for doc, s in rows}
+    v, kw = norm(vector, vector_floor), norm(keyword, keyword_floor)
+    scores = {doc: alpha * v.get(doc, 0.0) + (1 - alpha) * kw.get(doc, 0.0) for doc in set(v) | set(kw)}
+    return sorted(scores, key=scores.get, reverse=True)
+
+
+def dbsf(vector, keyword, alpha=0.5, spread=3.0):
+    """Distribution-based: (s - (mean - spread*sd)) / (2*spread*sd), clipped to 0..1 per side, so the
+    worst candidate keeps a score that says how far it is from the crowd, not 0."""
+    def norm(rows):
+        if not rows:
+            return {}
+        values = [s for _, s in rows]
+        mean, sd = statistics.fmean(values), statistics.pstdev(values)
+        if sd == 0:
+            return {doc: 1.0 for doc, _ in rows}
+        low = mean - spread * sd
+        return {doc: min(1.0, max(0.0, (s - low) / (2 * spread * sd))) for doc, s in rows}
+    v, kw = norm(vector), norm(keyword)
+    scores = {doc: alpha * v.get(doc, 0.0) + (1 - alpha) * kw.get(doc, 0.0) for doc in set(v) | set(kw)}
+    return sorted(scores, key=scores.get, reverse=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("dataset")
@@ -74,10 +109,18 @@ def main() -> None:
     }
     for alpha in (0.3, 0.4, 0.5, 0.6):
         rules[f"minmax alpha={alpha}"] = lambda v, k, w, a=alpha: minmax(v, k, a)
-        shipped = " (shipped)" if alpha == 0.4 else ""
-        rules[f"minmax alpha={alpha} x readability{shipped}"] = lambda v, k, w, a=alpha: minmax(v, k, a * w)
+        rules[f"minmax alpha={alpha} x readability"] = lambda v, k, w, a=alpha: minmax(v, k, a * w)
     for alpha in (0.3, 0.4, 0.5):
         rules[f"max-scaled alpha={alpha} x readability"] = lambda v, k, w, a=alpha: minmax(v, k, a * w, floor=False)
+    for alpha in (0.3, 0.4, 0.5):
+        for spread in (2.0, 3.0):
+            rules[f"dbsf {spread:g}sd alpha={alpha} x readability"] = (
+                lambda v, k, w, a=alpha, sp=spread: dbsf(v, k, a * w, sp))
+    for alpha in (0.4, 0.5):
+        for floors in (("min", "zero"), (0.1, 0.1), (0.25, 0.25), (0.1, "zero"), (0.25, "zero")):
+            shipped = " (shipped)" if (alpha, floors) == (0.4, (0.1, "zero")) else ""
+            rules[f"mixed {floors} alpha={alpha} x readability{shipped}"] = (
+                lambda v, k, w, a=alpha, f=floors: mixed(v, k, a * w, *f))
     for k_value in (10, 20, 40):
         rules[f"rrf k={k_value} weighted"] = lambda v, k, w, kv=k_value: rrf(v, k, wv=w, k=kv)
     for name, rule in rules.items():

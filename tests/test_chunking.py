@@ -1,6 +1,8 @@
 from helpers import write
 
-from mcp_kb.ingest.chunking import chunk_document
+import re
+
+from mcp_kb.ingest.chunking import chunk_document, overlap_text
 from mcp_kb.config import ChunkingConfig
 from mcp_kb.ingest.document import Block, Document
 from mcp_kb.ingest.parsers import parse_file
@@ -41,6 +43,34 @@ def test_consecutive_chunks_of_a_section_overlap(tmp_path, tokenizer):
     first, second = chunks[0], chunks[1]
     tail_words = first.text.split()[-5:]
     assert " ".join(tail_words) in second.text
+
+
+def test_overlap_begins_at_a_sentence(tmp_path, tokenizer):
+    chunks = chunk_document(_markdown(tmp_path, "# Deploy\n\n" + LONG_SECTION), ChunkingConfig(max_tokens=128, overlap=24), tokenizer)
+    for chunk in chunks[1:]:
+        assert re.match(r"(Paragraph \d+ explains|It mentions) ", chunk.text), chunk.text[:60]
+
+
+def test_overlap_without_sentences_begins_at_a_word(tokenizer):
+    previous = "see docs_src/query_params/tutorial001_py310.py hl[2,6:11,13:19] *} and the `:80`-backend options here"
+    overlap = overlap_text(previous, 12, tokenizer)
+    assert previous.endswith(overlap) and overlap
+    assert previous[len(previous) - len(overlap) - 1] == " "  # the character before it ends a word
+
+
+def test_chinese_overlap_begins_after_a_sentence_or_clause_mark(tokenizer):
+    previous = "所有的请求都会被转发到后端服务。然后由后端服务处理请求，并返回结果给客户端。" * 3
+    overlap = overlap_text(previous, 16, tokenizer)
+    assert previous.endswith(overlap) and overlap
+    assert previous[len(previous) - len(overlap) - 1] in "。，"
+
+
+def test_overlap_keeps_a_useful_length_when_the_sentence_starts_late(tokenizer):
+    """A sentence beginning in the last words loses to a word start that keeps most of the overlap."""
+    previous = ("The gateway forwards every request to the backend service which answers it and logs the "
+                "outcome for auditing purposes. Done.")
+    overlap = overlap_text(previous, 16, tokenizer)
+    assert overlap != "Done." and len(overlap.split()) > 5
 
 
 def test_code_fence_is_never_split(tmp_path, tokenizer):

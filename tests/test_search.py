@@ -112,6 +112,27 @@ def test_hybrid_reports_both_ranks(app):
     assert 0 < hit.score <= 1
 
 
+def test_hybrid_never_scores_a_passage_found_on_one_side_as_zero(app):
+    """Min-max put the last candidate at 0.000 whatever it matched; now each side's part stays."""
+    hits = app.search("docs", "annual leave request", mode="hybrid", top_k=20).hits
+    assert len(hits) >= 5
+    assert all(hit.score > 0.02 for hit in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_fused_scores_keep_each_sides_evidence():
+    from mcp_kb.index.store import Candidate
+    from mcp_kb.search import VECTOR_SHARE, fuse
+
+    vector = [Candidate("a", 0.9, 1), Candidate("b", 0.5, 2), Candidate("c", 0.2, 3)]
+    keyword = [Candidate("c", 10.0, 3), Candidate("d", 2.0, 4)]
+    scores = {c.id: c.score for c in fuse(vector, keyword, vector_weight=1.0)}
+    assert scores["a"] == pytest.approx(VECTOR_SHARE)  # best vector, no keyword match
+    assert scores["d"] == pytest.approx((1 - VECTOR_SHARE) * 0.2)  # a fifth of the best BM25
+    assert 0 < scores["c"] - (1 - VECTOR_SHARE) < 0.1  # best keyword, last vector candidate: not 0
+    assert scores["c"] > scores["a"] > scores["b"] > scores["d"] > 0
+
+
 def test_hybrid_keeps_chinese_keyword_quality_with_an_english_model(app):
     # The offline model cannot read Chinese: its vote must not push the keyword match down.
     assert _sources(app.search("docs", "年假申请", mode="hybrid", top_k=1)) == ["leave.md"]

@@ -24,6 +24,13 @@ _SPLIT_LEVELS = [
     re.compile(r"(?<=[。！？；!?])|(?<=[.;:])(?=\s)"),
     re.compile(r"(?<=[，、,\s])"),
 ]
+# Where an overlap may begin, best first: after a sentence end or a line break, then after a clause
+# mark or a space. Never inside a word if it can be helped.
+_SENTENCE_END = re.compile(r"(?:[。！？；!?]|[.;:](?=\s)|\n)\s*")
+_WORD_END = re.compile(r"[，、]|,?\s+")
+_SENTENCE_ENDS_BEFORE = re.compile(r"(?:[。！？；!?]|[.;:]\s|\n)\s*$")
+_WORD_ENDS_BEFORE = re.compile(r"[，、\s]$")
+_MIN_OVERLAP_SHARE = 3  # a sentence start that keeps less than 1/3 of the overlap loses to a word start
 
 
 @dataclass(frozen=True)
@@ -108,12 +115,30 @@ def _chunk_section(document: Document, blocks: list[Block], max_tokens: int, ove
         text = "\n\n".join(piece.text for piece in group)
         body = text
         if previous_text is not None and overlap:
-            text = counter.tail(previous_text, overlap) + "\n" + text
+            text = overlap_text(previous_text, overlap, counter) + "\n" + text
         previous_text = body
         chunks.append(Chunk(document.doc_id, 0, text, heading_path, document.title, group[0].page,
                             group[0].line_start, group[-1].line_end, 0, document.metadata))
     sizes = counter.count([chunk.embed_text for chunk in chunks])
     return [replace(chunk, n_tokens=size) for chunk, size in zip(chunks, sizes)]
+
+
+def overlap_text(previous: str, overlap: int, counter: TokenCounter) -> str:
+    """The end of the previous chunk, repeated at the start of the next: about `overlap` tokens,
+    beginning at a sentence when one begins early enough in that span, else at a word."""
+    tail = counter.tail(previous, overlap)
+    before = previous[max(0, len(previous) - len(tail) - 8):len(previous) - len(tail)]
+    if len(tail) == len(previous) or _SENTENCE_ENDS_BEFORE.search(before):
+        return tail.strip()
+    sentence = _SENTENCE_END.search(tail)
+    if sentence and len(tail) - sentence.end() >= len(tail) // _MIN_OVERLAP_SHARE:
+        return tail[sentence.end():].strip()
+    if _WORD_ENDS_BEFORE.search(before):
+        return tail.strip()
+    word = _WORD_END.search(tail)
+    if word and word.end() < len(tail):
+        return tail[word.end():].strip()
+    return tail.strip()  # one unbroken run (e.g. Chinese without punctuation): any character starts a word
 
 
 def split_text(text: str, budget: int, counter: TokenCounter, level: int = 0) -> list[str]:

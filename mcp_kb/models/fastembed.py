@@ -219,15 +219,12 @@ class ModelTokenizer:
         return text[:offsets[n_tokens][0]]
 
     def tail(self, text: str, n_tokens: int) -> str:
-        """About the last n_tokens tokens of `text`, starting at a word boundary."""
+        """About the last n_tokens tokens of `text` (a suffix; it may begin inside a word)."""
         text = text[-n_tokens * 12:]  # a token is rarely longer than 12 characters; spare the encoder
         offsets = self._tokenizer.encode(text, add_special_tokens=False).offsets
         if len(offsets) <= n_tokens:
             return text
-        start = offsets[-n_tokens][0]
-        while start > 0 and not text[start - 1].isspace() and text[start - 1].isascii() and text[start - 1].isalnum():
-            start -= 1  # do not begin in the middle of an English word
-        return text[start:].strip()
+        return text[offsets[-n_tokens][0]:]
 
     def unknown_share(self, text: str) -> float:
         """Share of tokens the model cannot read (e.g. Chinese for an English-only model)."""
