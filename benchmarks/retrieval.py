@@ -4,7 +4,9 @@
     python benchmarks/retrieval.py cmrc2018 trial     # CMRC 2018 (Chinese), trial queries
 
 Builds (or incrementally refreshes) the KB under /tmp/mcp-kb-bench/<set>, then prints
-recall@10, MRR@10, nDCG@10 and p50/p95 latency for each mode.
+recall@10, MRR@10, nDCG@10, p50/p95 latency and the average tokens returned per call for each mode,
+through the same search path the tools use (`--top-k`, default 10: what clients ask for; hits are
+mapped to documents, the first hit of a document is its rank).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ def main() -> None:
     parser.add_argument("split")
     parser.add_argument("--modes", default="keyword,vector,hybrid")
     parser.add_argument("--work", default="/tmp/mcp-kb-bench")
+    parser.add_argument("--top-k", type=int, default=10)
     args = parser.parse_args()
     use_offline_model()
     from mcp_kb.app import App
@@ -38,12 +41,19 @@ def main() -> None:
     queries = load_queries(EVAL / args.dataset / "queries.jsonl")
     qrels = load_qrels(EVAL / args.dataset / "qrels" / f"{args.split}.tsv")
     app.embedder.embed_query("warm up")
-    scores = []
+    scores, tokens = [], {}
     for mode in args.modes.split(","):
-        def run(query: str, mode: str = mode) -> list[str]:
-            return [hit.source for hit in app.search(args.dataset, query, mode=mode, top_k=20).hits]
+        returned: list[int] = []
+
+        def run(query: str, mode: str = mode, returned: list[int] = returned) -> list[str]:
+            hits = app.search(args.dataset, query, mode=mode, top_k=args.top_k).hits
+            returned.append(sum(app.tokenizer.count([hit.text])[0] for hit in hits))
+            return [hit.source for hit in hits]
         scores.append(evaluate(run, queries, qrels, mode))
+        tokens[mode] = sum(returned) / len(returned)
+    print(f"top_k {args.top_k}")
     print(format_table(scores, 10))
+    print("tokens/call " + "  ".join(f"{mode} {value:.0f}" for mode, value in tokens.items()))
 
 
 if __name__ == "__main__":

@@ -228,11 +228,14 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
 @click.option("--min-score", type=float, help="Drop results below this score.")
 @click.option("--filter", "filters", multiple=True, metavar="FIELD=VALUE",
               help="Metadata filter: field=value, field>=n, field<=n, path^=prefix, path~=glob. Repeatable.")
-@click.option("--context", type=int, default=0, help="Neighbouring chunks to show around each hit.")
+@click.option("--context", type=int, default=0, help="Neighbouring chunks to show around each passage.")
+@click.option("--max-per-document", type=int, help="Passages from one document at most (default: the KB's).")
+@click.option("--max-tokens", type=int, help="Token budget for all passages (default: the KB's).")
 @config_option
 @json_option
 def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: float | None,
-           filters: tuple[str, ...], context: int, config_path: str | None, as_json: bool) -> None:
+           filters: tuple[str, ...], context: int, max_per_document: int | None, max_tokens: int | None,
+           config_path: str | None, as_json: bool) -> None:
     """Search KB for QUERY and print cited results.
 
     Example:
@@ -243,7 +246,8 @@ def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: 
         name, config = _kb_or_folder(kb, config_path)
         app = _app(config)
         result = app.search(name or app.config.kb[0].name, query, mode=mode, top_k=top_k, min_score=min_score,
-                                          filters=parse_filters(filters), context=context)
+                            filters=parse_filters(filters), context=context, max_per_document=max_per_document,
+                            max_tokens=max_tokens)
         if as_json:
             click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
             return

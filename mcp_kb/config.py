@@ -41,6 +41,7 @@ SearchMode = Literal["hybrid", "vector", "keyword", "filter"]
 MODES: tuple[str, ...] = get_args(SearchMode)
 TOP_K_MIN, TOP_K_MAX = 1, 100
 CONTEXT_MAX = 5  # neighbouring chunks on each side of a hit
+MAX_TOKENS_MIN, MAX_TOKENS_MAX = 100, 100_000  # an answer's token budget
 MAX_QUERY_LENGTH = 4_000  # characters; longer texts make slow searches and are never a real question
 
 
@@ -119,6 +120,8 @@ class SearchConfig(_Strict):
     top_k: int = Field(5, ge=TOP_K_MIN, le=TOP_K_MAX)
     min_score: float = Field(0.0, ge=0.0)
     candidates: int = Field(50, ge=1, le=1000)  # per side, before fusion
+    max_per_document: int = Field(2, ge=TOP_K_MIN, le=TOP_K_MAX)  # passages from one document per answer
+    max_tokens: int = Field(4000, ge=MAX_TOKENS_MIN, le=MAX_TOKENS_MAX)  # all passages of one answer
     filter: dict[str, Any] = Field(default_factory=dict)  # applied to every search, AND-ed with the caller's
 
 

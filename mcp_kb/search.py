@@ -16,16 +16,19 @@ import logging
 import math
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .config import CONTEXT_MAX, MAX_QUERY_LENGTH, MODES, TOP_K_MAX, TOP_K_MIN, KBConfig
-from .models.base import Embedder, Reranker, TokenCounter
+from .config import (CONTEXT_MAX, MAX_QUERY_LENGTH, MAX_TOKENS_MAX, MAX_TOKENS_MIN, MODES, TOP_K_MAX, TOP_K_MIN,
+                     KBConfig)
 from .errors import KBError, ModelError, SearchError
 from .index.filters import and_where, build_where
 from .index.keywords import keyword_terms
 from .index.state import is_sync_running, read_progress
 from .index.store import Candidate, ChunkView, Store, is_complete
+from .models.base import Embedder, Reranker, TokenCounter
+from .passages import Hit, add_context, assemble, fit_budget
 
 log = logging.getLogger(__name__)
 
@@ -33,30 +36,7 @@ log = logging.getLogger(__name__)
 VECTOR_SHARE = 0.4
 _VECTOR_FLOOR = 0.1  # the last vector candidate keeps 0.1 / 1.1 of its side (benchmarks/fusion.py)
 _CACHE_SIZE = 256
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One retrieved chunk with its citation."""
-
-    text: str
-    source: str
-    title: str
-    heading: str
-    page: int | None
-    chunk_index: int
-    score: float
-    line_start: int | None = None
-    line_end: int | None = None
-    vector_rank: int | None = None  # 1-based rank on each side of a hybrid search
-    keyword_rank: int | None = None
-    context_before: str = ""
-    context_after: str = ""
-
-    def citation(self) -> str:
-        parts = [self.source, *([self.heading] if self.heading else [])]
-        label = " › ".join(parts)
-        return f"{label} (page {self.page})" if self.page else label
+_MAX_DEPTH = 1_000  # candidates per side when over-fetching for distinct passages
 
 
 @dataclass(frozen=True)
@@ -78,7 +58,9 @@ class SearchRequest:
     mode: str
     filters: dict[str, Any] | None
     min_score: float
-    context: int  # neighbouring chunks to add on each side of a hit
+    context: int  # neighbouring chunks to add on each side of a passage
+    max_per_document: int
+    max_tokens: int  # for all passages of the answer, context included
 
     def cache_key(self, kb: str, generation: str, version: int) -> str:
         return json.dumps([kb, generation, version, asdict(self)], sort_keys=True, ensure_ascii=False, default=str)
@@ -87,7 +69,7 @@ class SearchRequest:
 class Searcher:
     """Runs searches against a store; results are cached per table version."""
 
-    def __init__(self, store: Store, embedder: Embedder, tokenizer: TokenCounter | None = None,
+    def __init__(self, store: Store, embedder: Embedder, tokenizer: TokenCounter,
                  reranker: Reranker | None = None, rerank_candidates: int = 30):
         self.store = store
         self.embedder = embedder
@@ -98,7 +80,8 @@ class Searcher:
 
     def request(self, kb: KBConfig, query: str, top_k: int | None = None, mode: str | None = None,
                 filters: dict[str, Any] | None = None, min_score: float | None = None,
-                context: int = 0) -> SearchRequest:
+                context: int = 0, max_per_document: int | None = None,
+                max_tokens: int | None = None) -> SearchRequest:
         """Validate arguments against the KB's defaults; errors say how to fix the call."""
         mode = mode or kb.search.mode
         if mode not in MODES:
@@ -117,7 +100,14 @@ class Searcher:
         min_score = kb.search.min_score if min_score is None else min_score
         if not math.isfinite(min_score):
             raise SearchError(f"min_score must be a finite number, got {min_score}")
-        return SearchRequest(query, top_k, mode, filters or None, float(min_score), context)
+        max_per_document = kb.search.max_per_document if max_per_document is None else max_per_document
+        if not TOP_K_MIN <= max_per_document <= TOP_K_MAX:
+            raise SearchError(f"max_per_document must be between {TOP_K_MIN} and {TOP_K_MAX}, got {max_per_document}")
+        max_tokens = kb.search.max_tokens if max_tokens is None else max_tokens
+        if not MAX_TOKENS_MIN <= max_tokens <= MAX_TOKENS_MAX:
+            raise SearchError(f"max_tokens must be between {MAX_TOKENS_MIN} and {MAX_TOKENS_MAX}, got {max_tokens}")
+        return SearchRequest(query, top_k, mode, filters or None, float(min_score), context, max_per_document,
+                             max_tokens)
 
     def search(self, kb: KBConfig, request: SearchRequest) -> SearchResult:
         generation = self.store.active_generation(kb.name)
@@ -172,31 +162,52 @@ class Searcher:
 
     def _run(self, kb: KBConfig, view: ChunkView, request: SearchRequest, where: str | None) -> SearchResult:
         timings: dict[str, float] = {}
-        notes: list[str] = []
         if request.mode == "filter":
             if not where:
                 raise SearchError("mode 'filter' needs filters, e.g. {\"path\": \"docs/leave.md\"}")
-            rows = _timed(timings, "filter", lambda: view.scan(where))
-            hits = [_hit(row, 1.0) for row in rows[:request.top_k]]
-            mode = "filter"
+            rows = _timed(timings, "filter", lambda: view.scan(where))  # in document order
+            mode, notes = "filter", []
+            hits = assemble((_hit(row, 1.0) for row in rows), request.top_k, max_per_document=None)
         else:
-            mode, candidates = self._candidates(kb, view, request, where, timings, notes)
-            shortlist = candidates[:self.rerank_candidates if self.reranker else request.top_k]
-            hits = _timed(timings, "fetch", lambda: _hits(view.rows(shortlist), shortlist))
-            if self.reranker and hits:
-                hits = _timed(timings, "rerank", lambda: self._rerank(request.query, hits))
-            hits = [h for h in hits if h.score >= request.min_score][:request.top_k]
+            mode, hits, notes = self._passages(kb, view, request, where, timings)
         if request.context and hits:
-            hits = _timed(timings, "context", lambda: _with_context(view, hits, request.context))
-        return SearchResult(hits, mode, notes, timings)
+            spots = [(h.source, i) for h in hits for i in (h.chunk_index, h.last_chunk_index)]
+            hits = _timed(timings, "context",
+                          lambda: add_context(hits, view.neighbours(spots, request.context), request.context))
+        hits, left_out = _timed(timings, "budget",
+                                lambda: fit_budget(hits, request.max_tokens, self.tokenizer, request.query))
+        return SearchResult(hits, mode, notes + left_out, timings)
+
+    def _passages(self, kb: KBConfig, view: ChunkView, request: SearchRequest, where: str | None,
+                  timings: dict[str, float]) -> tuple[str, list[Hit], list[str]]:
+        """`top_k` distinct passages: when the candidates run out first (e.g. all from one document
+        over its cap) and a side had more to give, ask both sides for four times as many."""
+        depth = max(kb.search.candidates, request.top_k, self.rerank_candidates if self.reranker else 0)
+        while True:
+            notes: list[str] = []
+            mode, candidates, more = self._candidates(kb, view, request, where, depth, timings, notes)
+            if self.reranker:
+                shortlist = candidates[:self.rerank_candidates]
+                ranked = _timed(timings, "fetch", lambda: _hits(view.rows(shortlist), shortlist))
+                if ranked:
+                    ranked = _timed(timings, "rerank", lambda: self._rerank(request.query, ranked))
+                more = False  # cross-encoder scores cannot be mixed with fused ones further down
+            else:
+                ranked = _hits_in_batches(view, candidates, batch=max(2 * request.top_k, 10))
+            above = (hit for hit in ranked if hit.score >= request.min_score)
+            passages = _timed(timings, "assemble",
+                              lambda: assemble(above, request.top_k, request.max_per_document))
+            if len(passages) == request.top_k or not more or depth >= _MAX_DEPTH:
+                return mode, passages, notes
+            depth = min(depth * 4, _MAX_DEPTH)
 
     # ---- the two sides ---------------------------------------------------------------------
-    def _candidates(self, kb: KBConfig, view: ChunkView, request: SearchRequest, where: str | None,
-                    timings: dict[str, float], notes: list[str]) -> tuple[str, list[Candidate]]:
-        """Ranked chunk ids with scores. Sides run one after the other: on two cores, running them
-        in parallel was slower (hybrid p50 44.6 ms vs 36 ms at 100k chunks), as LanceDB uses both."""
+    def _candidates(self, kb: KBConfig, view: ChunkView, request: SearchRequest, where: str | None, depth: int,
+                    timings: dict[str, float], notes: list[str]) -> tuple[str, list[Candidate], bool]:
+        """Ranked chunk ids with scores, and whether a side stopped at `depth` (it may have more).
+        Sides run one after the other: on two cores, running them in parallel was slower (hybrid p50
+        44.6 ms vs 36 ms at 100k chunks), as LanceDB uses both."""
         mode = request.mode
-        depth = max(kb.search.candidates, request.top_k, self.rerank_candidates if self.reranker else 0)
         vector_weight = self.vector_weight(request.query) if mode == "hybrid" else 1.0
         vector: list[Candidate] = []
         if mode == "vector" or (mode == "hybrid" and vector_weight > 0):  # no vote, no vector search
@@ -210,9 +221,10 @@ class Searcher:
         keyword: list[Candidate] = []
         if mode in ("keyword", "hybrid"):
             keyword = _timed(timings, "keyword", lambda: self._keyword(view, request.query, where, depth, notes))
+        more = depth in (len(vector), len(keyword))
         if mode == "hybrid":
-            return mode, fuse(vector, keyword, vector_weight)
-        return mode, vector or keyword
+            return mode, fuse(vector, keyword, vector_weight), more
+        return mode, vector or keyword, more
 
     @staticmethod
     def _keyword(view: ChunkView, query: str, where: str | None, depth: int, notes: list[str]) -> list[Candidate]:
@@ -231,8 +243,6 @@ class Searcher:
         An embedding model that cannot read the query (e.g. Chinese for an English-only model,
         seen as [UNK] tokens) gives near-random neighbours: its vote then counts for little.
         """
-        if self.tokenizer is None:
-            return 1.0
         unknown = self.tokenizer.unknown_share(query)
         return max(0.0, 1.0 - 4.0 * unknown)
 
@@ -283,15 +293,11 @@ def _hits(row_by_id: dict[str, dict[str, Any]], candidates: list[Candidate]) -> 
             for c in candidates if c.id in row_by_id]
 
 
-def _with_context(view: ChunkView, hits: list[Hit], n: int) -> list[Hit]:
-    text_by_position = view.neighbours([(h.source, h.chunk_index) for h in hits], n)
-
-    def around(hit: Hit, offsets: range) -> str:
-        return "\n\n".join(text_by_position[(hit.source, hit.chunk_index + o)] for o in offsets
-                           if (hit.source, hit.chunk_index + o) in text_by_position)
-
-    return [replace(h, context_before=around(h, range(-n, 0)), context_after=around(h, range(1, n + 1)))
-            for h in hits]
+def _hits_in_batches(view: ChunkView, candidates: list[Candidate], batch: int) -> Iterator[Hit]:
+    """The candidates' rows, read a batch at a time as assembly asks for more."""
+    for start in range(0, len(candidates), batch):
+        part = candidates[start:start + batch]
+        yield from _hits(view.rows(part), part)
 
 
 def _hit(row: dict[str, Any], score: float, **ranks: int | None) -> Hit:

@@ -1,5 +1,6 @@
 from mcp_kb.present import NO_RESULTS, cited_text
-from mcp_kb.search import Hit, SearchResult
+from mcp_kb.passages import Hit
+from mcp_kb.search import SearchResult
 
 
 def _hit(text, **fields):

@@ -80,6 +80,10 @@ async def test_one_search_tool_per_kb_with_its_filter_schema(app):
     filter_fields = schema["$defs"][filters_ref]["properties"]
     assert {"doc_type", "year", "path", "title", "page"} <= set(filter_fields)
     assert filter_fields["year"]["description"] == "Year it took effect"
+    arguments = schema["properties"]
+    assert arguments["max_per_document"]["default"] == 2 and arguments["max_tokens"]["default"] == 4000
+    assert "budget" in arguments["max_tokens"]["description"]
+    assert {"chunk_count", "page_end", "trimmed"} <= set(policy.output_schema["$defs"]["SearchHit"]["properties"])
     assert policy.output_schema["properties"]["results"]["type"] == "array"
     assert policy.annotations.read_only_hint is True
 

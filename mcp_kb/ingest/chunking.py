@@ -123,6 +123,16 @@ def _chunk_section(document: Document, blocks: list[Block], max_tokens: int, ove
     return [replace(chunk, n_tokens=size) for chunk, size in zip(chunks, sizes)]
 
 
+def sentences(text: str) -> list[str]:
+    """`text` cut after each sentence end and line break (English and Chinese); joined, they are `text`."""
+    pieces, start = [], 0
+    for match in _SENTENCE_END.finditer(text):
+        if match.end() > start:
+            pieces.append(text[start:match.end()])
+            start = match.end()
+    return pieces + [text[start:]] if start < len(text) else pieces
+
+
 def overlap_text(previous: str, overlap: int, counter: TokenCounter) -> str:
     """The end of the previous chunk, repeated at the start of the next: about `overlap` tokens,
     beginning at a sentence when one begins early enough in that span, else at a word."""

@@ -18,8 +18,10 @@ class SearchHit(BaseModel):
     source: str = Field(description="File path relative to the knowledge base root")
     title: str
     heading: str = Field(description="Heading path, e.g. 'Install › Linux'")
-    page: Optional[int] = Field(description="PDF page number, if any")
-    chunk_index: int
+    page: Optional[int] = Field(description="PDF page number, if any (the first, when page_end is set)")
+    page_end: Optional[int] = Field(None, description="Last page, when the passage runs over pages")
+    chunk_index: int = Field(description="First chunk of the passage")
+    chunk_count: int = Field(1, description="Adjacent chunks of the document merged into this passage")
     score: float
     line_start: Optional[int] = None
     line_end: Optional[int] = None
@@ -28,6 +30,7 @@ class SearchHit(BaseModel):
     text: str
     context_before: str = ""
     context_after: str = ""
+    trimmed: bool = Field(False, description="Cut to fit max_tokens; '…' marks where text was left out")
 
 
 class SearchOutput(BaseModel):

@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from .. import __version__
 from ..app import App
-from ..config import CONTEXT_MAX, TOP_K_MAX, TOP_K_MIN, KBConfig, SearchMode
+from ..config import CONTEXT_MAX, MAX_TOKENS_MAX, MAX_TOKENS_MIN, TOP_K_MAX, TOP_K_MIN, KBConfig, SearchMode
 from ..errors import KBError
 from .http_security import BearerTokenMiddleware, listening_socket, rebinding_protection, server_url, warn_if_exposed
 from ..live import LiveSync, SyncRunner
@@ -202,12 +202,18 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
         mode: Annotated[SearchMode, Field(description="hybrid, vector, keyword or filter")] = kb.search.mode,
         min_score: Annotated[Optional[float], Field(description="Drop passages scoring below this")] = None,
         filters: Annotated[Optional[Filters], Field(description="Metadata filters, all must match")] = None,
-        context: Annotated[int, Field(description="Neighbouring chunks to add around each hit", ge=0,
+        context: Annotated[int, Field(description="Neighbouring chunks to add around each passage", ge=0,
                                       le=CONTEXT_MAX)] = 0,
+        max_per_document: Annotated[int, Field(description="At most this many passages from one document",
+                                               ge=TOP_K_MIN, le=TOP_K_MAX)] = kb.search.max_per_document,
+        max_tokens: Annotated[int, Field(description="Token budget for all passages, context included; longer "
+                                                     "passages are cut around their best-matching sentences",
+                                         ge=MAX_TOKENS_MIN, le=MAX_TOKENS_MAX)] = kb.search.max_tokens,
     ) -> Annotated[CallToolResult, SearchOutput]:
         def run() -> SearchResult:
             return app.search(kb.name, query, top_k=top_k, mode=mode, min_score=min_score,
-                              filters=_filters_dict(filters), context=context)
+                              filters=_filters_dict(filters), context=context,
+                              max_per_document=max_per_document, max_tokens=max_tokens)
 
         result = await _call(run)
         output = SearchOutput(results=[SearchHit(**_hit_fields(h)) for h in result.hits], mode=result.mode,

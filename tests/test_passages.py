@@ -1,0 +1,127 @@
+"""Passages: merging adjacent hits, the per-document cap, over-fetch, and the token budget."""
+
+import pytest
+from helpers import write
+
+from mcp_kb.config import ChunkingConfig
+from mcp_kb.ingest.chunking import chunk_document
+from mcp_kb.ingest.parsers import parse_file
+from mcp_kb.passages import ELLIPSIS, Hit, add_context, assemble, fit_budget
+
+STEPS = "\n\n".join(
+    f"Step {i} of the rollout updates service s{i}. It drains traffic, swaps the binary and checks health "
+    f"probe p{i} before moving on." for i in range(30))
+
+
+@pytest.fixture
+def chunks(tmp_path, tokenizer):
+    """Real chunks of one document, with the real overlap between neighbours."""
+    document = parse_file(write(tmp_path / "rollout.md", "# Rollout\n\n" + STEPS), "rollout.md")
+    found = chunk_document(document, ChunkingConfig(max_tokens=64, overlap=16), tokenizer)
+    assert len(found) > 8
+    return found
+
+
+def _hit(chunk, score=1.0, source=None) -> Hit:
+    return Hit(text=chunk.text, source=source or chunk.doc_id, title=chunk.title, heading=chunk.heading,
+               page=chunk.page, chunk_index=chunk.chunk_index, score=score, line_start=chunk.line_start,
+               line_end=chunk.line_end)
+
+
+def _size(hit, tokenizer) -> int:
+    return sum(tokenizer.count([part])[0] for part in (hit.context_before, hit.text, hit.context_after) if part)
+
+
+def test_adjacent_hits_merge_into_one_passage_with_the_overlap_once(chunks):
+    [passage] = assemble([_hit(chunks[4], 0.9), _hit(chunks[3], 0.8)], top_k=5, max_per_document=2)
+    assert (passage.chunk_index, passage.chunk_count, passage.score) == (3, 2, 0.9)
+    assert (passage.line_start, passage.line_end) == (chunks[3].line_start, chunks[4].line_end)
+    overlap = chunks[4].text.split("\n")[0]
+    assert overlap and chunks[3].text.rstrip().endswith(overlap)  # the chunker repeated it
+    assert passage.text.count(overlap) == 1
+    assert passage.text.startswith(chunks[3].text) and passage.text.endswith(chunks[4].text.split("\n", 1)[1])
+
+
+def test_a_hit_between_two_passages_joins_them(chunks):
+    hits = [_hit(chunks[2]), _hit(chunks[4]), _hit(chunks[3]), _hit(chunks[8])]
+    passages = assemble(hits, top_k=5, max_per_document=2)
+    assert [(p.chunk_index, p.chunk_count) for p in passages] == [(2, 3), (8, 1)]
+
+
+def test_non_adjacent_hits_stay_apart_and_the_cap_leaves_the_rest_out(chunks, tmp_path):
+    other = Hit(text="Another source.", source="other.md", title="", heading="", page=None, chunk_index=0, score=0.1)
+    hits = [_hit(chunks[1]), _hit(chunks[5]), _hit(chunks[8]), other]
+    passages = assemble(hits, top_k=5, max_per_document=2)
+    assert [(p.source, p.chunk_index) for p in passages] == [("rollout.md", 1), ("rollout.md", 5), ("other.md", 0)]
+    assert len(assemble(hits, top_k=2, max_per_document=3)) == 2
+
+
+def test_assembly_reads_only_as_many_hits_as_it_needs(chunks):
+    read = []
+
+    def ranked():
+        for chunk in chunks:
+            read.append(chunk.chunk_index)
+            yield _hit(chunk, source=f"doc{chunk.chunk_index}.md")
+
+    assert len(assemble(ranked(), top_k=3, max_per_document=1)) == 3
+    assert len(read) == 4  # the fourth showed the list was full
+
+
+def test_budget_is_never_exceeded_and_trimming_is_marked(chunks, tokenizer):
+    passages = assemble([_hit(chunks[i]) for i in range(0, 9, 2)], top_k=5, max_per_document=5)
+    assert len(passages) == 5
+    for budget in (100, 150, 300, 1000):
+        fitted, notes = fit_budget(passages, budget, tokenizer, "health probe p4")
+        assert sum(_size(hit, tokenizer) for hit in fitted) <= budget
+        assert fitted and all(hit.trimmed == (ELLIPSIS in hit.text) for hit in fitted)
+    fitted, notes = fit_budget(passages, 100, tokenizer, "health probe p4")
+    assert len(fitted) == 2 and "left out" in notes[0]  # 100 tokens make two readable passages, not five stubs
+
+
+def test_trimming_keeps_the_best_matching_sentence(chunks, tokenizer):
+    [passage] = assemble([_hit(chunks[i]) for i in range(0, 9)], top_k=1, max_per_document=1)
+    assert passage.chunk_count == 9
+    [fitted], _ = fit_budget([passage], 100, tokenizer, "which probe does step 5 check")
+    assert "probe p5" in fitted.text and fitted.trimmed
+    assert fitted.text.startswith(ELLIPSIS) and fitted.text.endswith(ELLIPSIS)
+
+
+def test_chinese_passages_are_counted_by_tokens(tokenizer):
+    text = "".join(f"第{i}步：系统先检查服务状态，然后切换流量，最后确认健康检查通过。" for i in range(60))
+    hit = Hit(text=text, source="上线.md", title="", heading="", page=None, chunk_index=0, score=1.0)
+    assert tokenizer.count([text])[0] > 1000
+    [fitted], _ = fit_budget([hit], 200, tokenizer, "第7步")
+    assert 150 < tokenizer.count([fitted.text])[0] <= 200
+    assert "第7步" in fitted.text
+
+
+def test_context_counts_against_the_budget_and_gives_way_first(chunks, tokenizer):
+    [passage] = assemble([_hit(chunks[5])], top_k=1, max_per_document=1)
+    neighbours = {(c.doc_id, c.chunk_index): c.text for c in chunks}
+    [with_context] = add_context([passage], neighbours, 2)
+    assert with_context.context_before and with_context.context_after
+    overlap = chunks[5].text.split("\n")[0]
+    joined = with_context.context_before + with_context.text
+    assert joined.count(overlap) == 1  # the neighbour's end is not repeated by the passage
+    size = _size(with_context, tokenizer)
+    [fitted], _ = fit_budget([with_context], size - 30, tokenizer, "rollout")
+    assert _size(fitted, tokenizer) <= size - 30 and fitted.trimmed
+    assert fitted.text == with_context.text  # the passage itself is whole; its context was cut
+
+
+def test_search_over_fetches_until_top_k_distinct_passages(make_app, tmp_path):
+    """One long document matches first on every candidate; the others still come back."""
+    parts = [f"The quasar beacon setting number {i} is described here in full." if i % 2 == 0 else
+             f"Nothing to see in part {i}, only filler words." for i in range(160)]  # no two matches adjacent
+    write(tmp_path / "docs" / "manual.md", "# Manual\n\n" + "\n\n".join(
+        f"## Part {i}\n\n{text}" for i, text in enumerate(parts)))
+    for name in ("alpha", "beta", "gamma", "delta"):
+        write(tmp_path / "docs" / f"{name}.md", f"# {name}\n\nA note on {name}: it mentions the quasar beacon once.")
+    app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")],
+                    "search": {"candidates": 10}, "chunking": {"min_tokens": 0}})
+    app.sync()
+    result = app.search("docs", "quasar beacon setting", mode="keyword", top_k=5, max_per_document=1)
+    assert len(result.hits) == 5 and len({hit.source for hit in result.hits}) == 5
+    capped = app.search("docs", "quasar beacon setting", mode="keyword", top_k=5, max_per_document=2)
+    assert [hit.source for hit in capped.hits].count("manual.md") == 2 and len(capped.hits) == 5
