@@ -97,7 +97,7 @@ def test_chunks_without_tokenizer_or_network_says_what_is_missing(tmp_path):
     result = _mcp_kb(tmp_path, "http://127.0.0.1:9", "chunks", "guide.md")
     assert result.returncode == 1
     [error] = result.stderr.strip().splitlines()
-    assert "the tokenizer of embedding model" in error and "needed to size chunks" in error and "model_path" in error
+    assert "the tokenizer of embedding model" in error and "is not on this machine" in error and "model_path" in error
 
 
 def test_model_fetch_then_status_names_the_source_and_the_copy_serves_offline(tmp_path, hub):

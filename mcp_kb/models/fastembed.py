@@ -283,7 +283,7 @@ def _download_tokenizer(repo: str, config: EmbeddingConfig) -> Path:
                 if name in _TOKENIZER_FILES:
                     raise
     except Exception as exc:
-        raise ModelError(f"the tokenizer of embedding model {config.model!r} (needed to size chunks) is not on "
+        raise ModelError(f"the tokenizer of embedding model {config.model!r} (it sizes chunks and answers) is not on "
                          f"this machine and downloading it failed ({type(exc).__name__}: {exc}); {_FIX}") from exc
     return folder
 
