@@ -1,6 +1,7 @@
 """Sync speed and memory, run by hand; prints figures.
 
     python benchmarks/sync_speed.py scifact     # full SciFact sync vs raw fastembed throughput, peak RSS
+    python benchmarks/sync_speed.py scifact --limit 1000 --model-path ../shared/models/all-MiniLM-L6-v2-onnx-int8
     python benchmarks/sync_speed.py noop        # 10,000 files: no-op resync and one changed file
 
 Everything is written under /tmp/mcp-kb-bench.
@@ -9,6 +10,7 @@ Everything is written under /tmp/mcp-kb-bench.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import resource
 import shutil
@@ -22,12 +24,12 @@ from _beir import kb_config, progress, use_offline_model, write_corpus  # noqa: 
 WORK = Path("/tmp/mcp-kb-bench")
 
 
-def scifact() -> None:
+def scifact(limit: int | None) -> None:
     from mcp_kb.app import App
 
-    folder = WORK / "scifact-speed"
+    folder = WORK / f"scifact-speed-{limit or 'all'}"
     shutil.rmtree(folder / "index", ignore_errors=True)
-    count = write_corpus("scifact", folder / "docs")
+    count = write_corpus("scifact", folder / "docs", limit=limit)
     app = App(kb_config(folder / "docs", folder / "index", "scifact"))
     app.embedder.embed_query("load the model before timing")
     started = time.perf_counter()
@@ -49,7 +51,7 @@ def scifact() -> None:
     print(f"peak RSS of the whole process: {peak_mb:.0f} MB")
 
 
-def noop() -> None:
+def noop(limit: int | None) -> None:
     from mcp_kb.app import App
 
     folder = WORK / "tenk"
@@ -85,9 +87,14 @@ def noop() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario", choices=["scifact", "noop"])
+    parser.add_argument("--limit", type=int, help="scifact: the first N documents only")
+    parser.add_argument("--model-path", help="another local model folder, e.g. the int8 export")
     args = parser.parse_args()
+    if args.model_path:
+        os.environ["MCP_KB_EMBEDDING_MODEL_PATH"] = str(Path(args.model_path).resolve())
     use_offline_model()
-    {"scifact": scifact, "noop": noop}[args.scenario]()
+    print(f"model: {os.environ.get('MCP_KB_EMBEDDING_MODEL_PATH')}")
+    {"scifact": scifact, "noop": noop}[args.scenario](args.limit)
 
 
 if __name__ == "__main__":

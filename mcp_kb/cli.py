@@ -427,9 +427,14 @@ def fetch(target: Path | None, config_path: str | None) -> None:
         from .models import fetch_models
 
         config = _load_or_defaults(config_path)
+        if target and config.embedding.provider != "fastembed":
+            raise KBError(f"--to copies a local model, but [embedding] provider is {config.embedding.provider!r}: "
+                          f"the service holds the model")
         folders = fetch_models(config.embedding, config.rerank)
         for role, folder in folders.items():
             click.echo(f"{role} model ready in {folder}")
+        if "embedding" not in folders:
+            click.echo(f"embedding model {config.embedding.model}: served by the embedding service, nothing to fetch")
         if target:
             try:
                 shutil.copytree(folders["embedding"], target, dirs_exist_ok=True)  # copies what links point at

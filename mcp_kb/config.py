@@ -67,13 +67,44 @@ class _Strict(BaseModel):
 
 
 class EmbeddingConfig(_Strict):
-    """Which fastembed model embeds chunks and queries, and how."""
+    """Which model embeds chunks and queries, where it runs, and how.
 
+    provider "fastembed" runs an ONNX model in this process (the default); "openai" calls any
+    service speaking the OpenAI embeddings API (OpenAI, Azure, Ollama, vLLM, TEI, LM Studio, LiteLLM).
+    """
+
+    provider: Literal["fastembed", "openai"] = "fastembed"
     model: str = DEFAULT_MODEL
+    batch_size: int = Field(32, ge=1, le=2048)
+    # fastembed
     model_path: PathText | None = None  # local folder with model.onnx + tokenizer files (air-gapped use)
-    batch_size: int = Field(32, ge=1, le=1024)
     threads: int | None = Field(None, ge=1)  # None: onnxruntime decides
     cache_dir: PathText | None = None
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    # openai: the service
+    base_url: str | None = None  # e.g. https://api.openai.com/v1 or http://localhost:11434/v1
+    api_key_env: str | None = None  # the NAME of the variable holding the key; the key is never stored
+    dimensions: int | None = Field(None, ge=1)  # ask for shortened vectors (models that support it)
+    max_concurrency: int = Field(2, ge=1, le=64)
+    timeout: float = Field(30.0, gt=0, le=600)  # seconds per request
+    max_retries: int = Field(5, ge=0, le=20)
+    headers: dict[str, str] = Field(default_factory=dict)
+    tokenizer_path: PathText | None = None  # folder with the model's tokenizer.json + tokenizer_config.json
+    max_input_tokens: int = Field(512, ge=16, le=1_000_000)  # what the service's model reads
+
+    @model_validator(mode="after")
+    def _provider_settings(self) -> EmbeddingConfig:
+        if self.provider == "openai":
+            if not self.base_url:
+                raise ValueError('provider "openai" needs base_url, e.g. "https://api.openai.com/v1" or '
+                                 '"http://localhost:11434/v1" (Ollama)')
+            if "model" not in self.model_fields_set:
+                raise ValueError('provider "openai" needs model: the name the service knows the model by, '
+                                 'e.g. "text-embedding-3-small" or "nomic-embed-text"')
+        return self
+
+    def __hash__(self) -> int:  # a frozen model with a dict field: hash what identifies the settings
+        return hash(self.model_dump_json())
 
 
 class RerankConfig(_Strict):
@@ -300,13 +331,18 @@ def _apply_environment(raw: dict[str, Any]) -> dict[str, Any]:
     for section, key, variable in ((None, "storage", ENV_STORAGE), ("embedding", "model", ENV_MODEL),
                                    ("embedding", "model_path", ENV_MODEL_PATH), ("server", "token", ENV_TOKEN)):
         value = os.environ.get(variable)
-        if not value:
-            continue
+        if not value or (key == "model_path" and _embedding_provider(raw) != "fastembed"):
+            continue  # a local model folder means nothing to an embedding service
         if section is None:
             raw[key] = value
         elif isinstance(raw.get(section, {}), dict):  # a malformed section is reported by validation
             raw[section] = {**raw.get(section, {}), key: value}
     return raw
+
+
+def _embedding_provider(raw: dict[str, Any]) -> Any:
+    section = raw.get("embedding")
+    return section.get("provider", "fastembed") if isinstance(section, dict) else "fastembed"
 
 
 def _resolve_paths(config: Config, base_dir: Path) -> Config:
@@ -316,8 +352,9 @@ def _resolve_paths(config: Config, base_dir: Path) -> Config:
     kbs = [kb.model_copy(update={"paths": [absolute(p) for p in kb.paths]}) for kb in config.kb]
     storage = config.storage if "://" in config.storage else str(absolute(config.storage))
     embedding = config.embedding
-    if embedding.model_path:
-        embedding = embedding.model_copy(update={"model_path": str(absolute(embedding.model_path))})
+    for key in ("model_path", "tokenizer_path"):
+        if getattr(embedding, key):
+            embedding = embedding.model_copy(update={key: str(absolute(getattr(embedding, key)))})
     rerank = config.rerank
     if rerank.model_path:
         rerank = rerank.model_copy(update={"model_path": str(absolute(rerank.model_path))})

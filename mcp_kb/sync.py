@@ -388,8 +388,19 @@ def _parse(source: SourceFile, file_hash: str, kb: KBConfig, counter: TokenCount
 def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
                  parsed: list[_ParsedFile], report: SyncReport, timer: _Timer) -> None:
     chunks = [chunk for item in parsed for chunk in item.chunks]
-    with timer("embed"):
-        vectors = _vectors_for(store, kb.name, target, reuse_from, embedder, chunks, report)
+    try:
+        with timer("embed"):
+            vectors = _vectors_for(store, kb.name, target, reuse_from, embedder, chunks, report)
+    except ModelError as exc:
+        if report.rebuilt:  # a rebuild switches only when whole; the next sync resumes it
+            raise
+        # Nothing of this batch is written: its files keep what the index had, and having no new
+        # record they count as new or changed again, so the next sync retries them.
+        report.failures += [{"path": item.source.doc_id,
+                             "reason": item.error or f"not indexed, retried on the next sync: {exc}"}
+                            for item in parsed]
+        log.warning("%s: %d files not indexed: %s", kb.name, len(parsed), exc)
+        return
     with timer("write"):
         schema = store.chunk_table(kb.name, target).schema
         rows = pa.concat_tables([_rows_of(kb, schema, item, vectors) for item in parsed])

@@ -183,3 +183,21 @@ def test_nested_keys_get_a_suggestion_too(tmp_path):
                                  '[kb.filterable.year]\ntyp = "integer"\n')
     with pytest.raises(ConfigError, match=r"unknown key 'kb\[docs\]\.filterable\.year\.typ'; did you mean 'type'\?"):
         load_config(path)
+
+
+def test_an_embedding_service_needs_its_address_and_model_name(tmp_path, monkeypatch):
+    monkeypatch.delenv("MCP_KB_EMBEDDING_MODEL", raising=False)
+    with pytest.raises(ConfigError, match='provider "openai" needs base_url'):
+        build_config({"embedding": {"provider": "openai", "model": "text-embedding-3-small"}}, tmp_path, None)
+    with pytest.raises(ConfigError, match='provider "openai" needs model'):
+        build_config({"embedding": {"provider": "openai", "base_url": "http://localhost:11434/v1"}}, tmp_path, None)
+    with pytest.raises(ConfigError, match="provider"):
+        build_config({"embedding": {"provider": "cohere"}}, tmp_path, None)
+
+
+def test_the_local_model_folder_variable_leaves_an_embedding_service_alone(tmp_path, monkeypatch):
+    monkeypatch.setenv("MCP_KB_EMBEDDING_MODEL_PATH", str(tmp_path))
+    service = build_config({"embedding": {"provider": "openai", "base_url": "http://localhost:11434/v1",
+                                          "model": "nomic-embed-text"}}, tmp_path, None).embedding
+    assert service.model_path is None
+    assert build_config({}, tmp_path, None).embedding.model_path == str(tmp_path.resolve())

@@ -119,3 +119,20 @@ def test_model_fetch_then_status_names_the_source_and_the_copy_serves_offline(tm
     assert json.loads(found.stdout)["results"][0]["source"] == "leave.md"
     status = _mcp_kb(tmp_path, "http://127.0.0.1:9", "status", "docs", **offline).stdout
     assert f"folder {tmp_path / 'models' / 'minilm'}" in status
+
+
+def test_device_cuda_without_a_gpu_warns_and_runs_on_the_cpu(embedding_config, caplog):
+    import logging
+
+    cuda = FastEmbedder(embedding_config.model_copy(update={"device": "cuda"}))
+    with caplog.at_level(logging.WARNING, logger="mcp_kb.models.fastembed"):
+        vector = cuda.embed_query("annual leave")
+    assert "no CUDA provider" in caplog.text and "running on the CPU" in caplog.text
+    assert vector.shape == (384,)
+
+
+def test_texts_sorted_by_length_for_batching_come_back_in_input_order(embedder):
+    texts = ["a much longer passage about annual leave, approvals and the HR portal", "E5021", "leave policy"]
+    together = embedder.embed_batch(texts)
+    for text, vector in zip(texts, together):
+        assert np.allclose(vector, embedder.embed_batch([text])[0], atol=1e-5)

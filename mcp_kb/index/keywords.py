@@ -15,9 +15,9 @@ import re
 
 # Bump when indexed terms change: the next sync then rebuilds the full-text column by itself.
 ANALYZER_VERSION = 1
-_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_TOKEN = re.compile(rf"[{_CJK}]+|[^\s{_CJK}]+")
-_IS_CJK = re.compile(rf"[{_CJK}]")
+CJK_CHARACTERS = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_TOKEN = re.compile(rf"[{CJK_CHARACTERS}]+|[^\s{CJK_CHARACTERS}]+")
+_IS_CJK = re.compile(rf"[{CJK_CHARACTERS}]")
 _WORD_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_]+", re.UNICODE)
 _EDGE_PUNCTUATION = "\"'`.,;:!?()[]{}<>«»“”‘’「」『』（），。；：！？、…*#|=~^"
 

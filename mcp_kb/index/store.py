@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import StoreError
+from ..errors import ModelError, StoreError
 from .filters import sql_in, sql_string
 from .schema import HIT_COLUMNS, VECTOR_COLUMN
 
@@ -281,6 +281,10 @@ class ChunkView:
         of normalized, quantized vectors) with the HNSW-SQ index, so it is recomputed here: scores
         mean the same at any table size, and the candidates are re-ranked exactly.
         """
+        stored = self._table.schema.field(VECTOR_COLUMN).type.list_size
+        if len(vector) != stored:  # the model (or a service behind the same name) changed since the last sync
+            raise ModelError(f"the query vector has {len(vector)} dimensions but this index holds {stored}-dimensional "
+                             f"ones; the next sync rebuilds the index for the model now configured")
         search = self._table.search(vector, vector_column_name=VECTOR_COLUMN).distance_type("cosine")
         if where:
             search = search.where(where, prefilter=True)

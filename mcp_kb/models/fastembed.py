@@ -72,14 +72,18 @@ class FastEmbedder(Embedder):
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.identity.dimension), dtype=np.float32)
+        # Texts of similar length share a batch: each batch is padded to its longest text.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         try:
-            vectors = list(self.model.embed(texts, batch_size=self.config.batch_size))
+            vectors = list(self.model.embed([texts[i] for i in order], batch_size=self.config.batch_size))
         except ModelError:
             raise
         except Exception as exc:
             raise ModelError(f"embedding failed with model {self.config.model}: {exc}") from exc
         self.calls += len(texts)
-        return np.asarray(vectors, dtype=np.float32)
+        result = np.empty((len(texts), len(vectors[0])), dtype=np.float32)
+        result[order] = vectors
+        return result
 
     def embed_query(self, text: str) -> np.ndarray:
         try:
@@ -149,7 +153,8 @@ def _text_embedding(text_embedding_class, config: EmbeddingConfig, lazy: bool):
     """The model from the configured folder or fastembed's cache, never from the network."""
     try:
         return text_embedding_class(config.model, cache_dir=config.cache_dir, threads=config.threads,
-                                    specific_model_path=config.model_path, lazy_load=lazy, local_files_only=True)
+                                    specific_model_path=config.model_path, lazy_load=lazy, local_files_only=True,
+                                    cuda=_use_cuda(config))
     except ValueError as exc:
         if "not supported" in str(exc):
             raise UnknownModelError(f"unknown embedding model {config.model!r}: {exc}") from exc
@@ -157,6 +162,20 @@ def _text_embedding(text_embedding_class, config: EmbeddingConfig, lazy: bool):
     except Exception as exc:
         raise ModelError(f"cannot load embedding model {config.model!r}: {type(exc).__name__}: {exc}; "
                          f"{_FIX}") from exc
+
+
+def _use_cuda(config: EmbeddingConfig) -> bool:
+    """Whether to run on the GPU: `auto` when onnxruntime offers CUDA, `cuda` with a warning if not."""
+    if config.device == "cpu":
+        return False
+    import onnxruntime
+
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        return True
+    if config.device == "cuda":
+        log.warning("[embedding] device = \"cuda\", but onnxruntime offers no CUDA provider (replace onnxruntime "
+                    "with onnxruntime-gpu and install a CUDA runtime; see the README); running on the CPU")
+    return False
 
 
 def _download_once(text_embedding_class, config: EmbeddingConfig) -> None:
@@ -187,7 +206,7 @@ class UnknownModelError(ModelError):
 class ModelTokenizer:
     """The embedding model's own tokenizer, untruncated: chunk sizes are measured with it."""
 
-    def __init__(self, model_dir: Path):
+    def __init__(self, model_dir: Path, max_tokens: int | None = None):
         with _FASTEMBED_LOCK:
             from fastembed.common.preprocessor_utils import load_tokenizer as load_fastembed_tokenizer
         from tokenizers import Tokenizer
@@ -202,6 +221,8 @@ class ModelTokenizer:
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
         self.max_tokens = int(truncating.truncation["max_length"])
+        if max_tokens is not None:  # a service may read fewer tokens than the tokenizer's own limit
+            self.max_tokens = min(self.max_tokens, max_tokens)
         unknown = settings.get("unk_token") or "[UNK]"
         self.unknown_token = unknown["content"] if isinstance(unknown, dict) else unknown  # AddedToken form
 

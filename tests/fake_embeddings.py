@@ -1,0 +1,95 @@
+"""An OpenAI-compatible embeddings service on 127.0.0.1: a small ASGI app (Starlette under uvicorn)
+answering POST /v1/embeddings with vectors from the offline model, with switches to inject faults.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import anyio
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+
+@dataclass
+class Faults:
+    """What the next requests get instead of vectors; counts go down as they are used."""
+
+    status: int = 0  # answer this status...
+    status_count: int = 0  # ...to this many requests
+    retry_after: str | None = None
+    delay: float = 0.0  # seconds before answering queries of one text (searches)
+    dimension: int | None = None  # cut vectors to this many numbers
+    malformed: bool = False
+    api_key: str | None = None  # when set, other keys get 401
+
+
+@dataclass
+class EmbeddingService:
+    embedder: object  # the offline model (tests' session embedder)
+    model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    faults: Faults = field(default_factory=Faults)
+    requests: list[tuple[float, int, int]] = field(default_factory=list)  # (time, texts, status)
+    url: str = ""
+
+    async def embeddings(self, request: Request) -> Response:
+        body = await request.json()
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        status = self._fault_status(request)
+        self.requests.append((time.monotonic(), len(texts), status))
+        if status == 401:
+            return JSONResponse({"error": {"message": "Incorrect API key provided"}}, status_code=401)
+        if status:
+            headers = {"Retry-After": self.faults.retry_after} if self.faults.retry_after else {}
+            return JSONResponse({"error": {"message": "injected"}}, status_code=status, headers=headers)
+        if body.get("model") != self.model:
+            return JSONResponse({"error": {"message": f"model {body.get('model')} not found"}}, status_code=404)
+        if self.faults.delay and len(texts) == 1:
+            await anyio.sleep(self.faults.delay)
+        if self.faults.malformed:
+            return Response("<html>502 Bad Gateway</html>", media_type="text/html")
+        vectors = await anyio.to_thread.run_sync(self.embedder.embed_batch, texts)
+        if self.faults.dimension:
+            vectors = vectors[:, :self.faults.dimension]
+        data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
+        data.reverse()  # services may answer out of order; `index` says which is which
+        return JSONResponse({"object": "list", "data": data, "model": self.model,
+                             "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+
+    def _fault_status(self, request: Request) -> int:
+        if self.faults.api_key and request.headers.get("authorization") != f"Bearer {self.faults.api_key}":
+            return 401
+        if self.faults.status_count > 0:
+            self.faults.status_count -= 1
+            return self.faults.status
+        return 0
+
+    def embedded_texts(self) -> int:
+        return sum(texts for _, texts, status in self.requests if not status)
+
+
+@contextmanager
+def serve_embeddings(service: EmbeddingService) -> Iterator[EmbeddingService]:
+    app = Starlette(routes=[Route("/v1/embeddings", service.embeddings, methods=["POST"])])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="error"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    service.url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    try:
+        yield service
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
