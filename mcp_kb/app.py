@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
+from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from .config import ChunkingConfig, Config, KBConfig
 from .errors import KBError, ParseError
-from .index.state import is_sync_running, read_progress, read_summary
+from .evaluation import SelfCheck, self_check, self_query
+from .index.state import (is_sync_running, query_log_path, read_health, read_metrics, read_progress, read_summary,
+                          write_health, write_metrics)
 from .index.store import Store
 from .ingest.chunking import Chunk
 from .ingest.parsers import parse_file
 from .ingest.sources import resolve_document, scan_sources
+from .metrics import Metrics, QueryLog
 from .models import create_embedder, create_reranker, load_token_counter
 from .models.base import Embedder, TokenCounter
 from .present import document_text
@@ -29,6 +34,9 @@ class App:
         self.config = config
         self._embedder = embedder
         self._lock = threading.Lock()
+        self.metrics = Metrics()
+        self.saves_metrics = False  # servers save their figures now and then; a one-off command does not
+        self._query_logs: dict[str, QueryLog] = {}
 
     @property
     def embedder(self) -> Embedder:
@@ -51,14 +59,57 @@ class App:
         return Searcher(self.store, self.embedder, self.tokenizer, create_reranker(rerank), rerank.candidates)
 
     def search(self, kb: str, query: str, **options: Any) -> SearchResult:
-        """Search one KB; options: top_k, mode, filters, min_score, context."""
+        """Search one KB; options: top_k, mode, filters, min_score, context, max_per_document, max_tokens."""
         kb_config = self.config.get_kb(kb)
-        return self.searcher.search(kb_config, self.searcher.request(kb_config, query, **options))
+        started = time.perf_counter()
+        result = self.searcher.search(kb_config, self.searcher.request(kb_config, query, **options))
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        self.metrics.record(kb_config.name, result, elapsed_ms, self.tokenizer.count([query])[0])
+        if self.saves_metrics and self.metrics.due(kb_config.name):
+            write_metrics(self.config.storage, kb_config.name, self.metrics.snapshot(kb_config.name))
+        if kb_config.search.query_log:
+            self._query_log(kb_config).write(query, options.get("mode") or kb_config.search.mode,
+                                             options.get("filters"), result, elapsed_ms)
+        return result
+
+    def _query_log(self, kb: KBConfig) -> QueryLog:
+        with self._lock:
+            if kb.name not in self._query_logs:
+                self._query_logs[kb.name] = QueryLog(query_log_path(self.config.storage, kb.name),
+                                                     int(kb.search.query_log_max_mb * 1024 * 1024))
+            return self._query_logs[kb.name]
+
+    def search_metrics(self, kb: str) -> dict[str, Any]:
+        """This process's search metrics for a KB (also saved for `mcp-kb stats`)."""
+        name = self.config.get_kb(kb).name
+        snapshot = self.metrics.snapshot(name)
+        write_metrics(self.config.storage, name, snapshot)
+        return snapshot
+
+    def stats(self, kb: str | None = None) -> list[dict[str, Any]]:
+        """Per KB: the saved search metrics of the last process that answered, the last sync's
+        figures and the latest health check, read without opening a model."""
+        return [self._kb_stats(k.name) for k in self.config.select(kb)]
+
+    def _kb_stats(self, name: str) -> dict[str, Any]:
+        state = self.store.read_state(name)
+        report = state.get("last_sync", {}).get("report", {})
+        return {"name": name, "search": read_metrics(self.config.storage, name),
+                "health": read_health(self.config.storage, name),
+                "last_sync": {"finished_at": state.get("last_sync", {}).get("finished_at"),
+                              "chunks_embedded": report.get("chunks_embedded", 0),
+                              "tokens_embedded": report.get("tokens_embedded", 0),
+                              "seconds": report.get("seconds", {})}}
 
     def sync(self, kb: str | None = None, full: bool = False, progress: ProgressCallback | None = None,
              wait: bool = True, allow_mass_delete: bool = False) -> list[SyncReport]:
-        return sync_all(self.config, self.store, self.embedder, self.tokenizer, kb, full=full, progress=progress,
-                        wait=wait, allow_mass_delete=allow_mass_delete)
+        reports = sync_all(self.config, self.store, self.embedder, self.tokenizer, kb, full=full, progress=progress,
+                           wait=wait, allow_mass_delete=allow_mass_delete)
+        for report in reports:  # a model or chunking change that hurts retrieval shows at once
+            sample = self.config.get_kb(report.kb).sync.self_check_sample
+            if report.rebuilt and sample:
+                self.self_check(report.kb, ["hybrid"], sample=sample)
+        return reports
 
     def document_text(self, kb: str, doc_id: str) -> str:
         """The extracted text of one document of a KB (the same membership rules as a sync)."""
@@ -70,6 +121,25 @@ class App:
         settings = self.config.kb[0].chunking if self.config.kb else ChunkingConfig()
         document = parse_file(file, file.name)
         return document_chunks(document, settings, self.tokenizer), document.notes
+
+    def self_check(self, kb: str, modes: list[str], sample: int = 100, k: int = 10, seed: int = 0) -> list[SelfCheck]:
+        """Label-free hit rate per mode: queries made from `sample` random chunks (evaluation.py says how)."""
+        name = self.config.get_kb(kb).name
+        generation = self.store.active_generation(name)
+        view = self.store.view(name, generation) if generation else None
+        if view is None:
+            raise KBError(f"knowledge base {name!r} has not been synced yet; run `mcp-kb sync {name}`")
+        asked = [(query, row["path"]) for row in view.sample(sample, seed)
+                 if (query := self_query(row["heading"] or "", row["text"]))]
+
+        def run(mode: str):
+            return lambda text: [hit.source for hit in self.search(name, text, mode=mode, top_k=k,
+                                                                   max_per_document=1).hits]
+        checks = [self_check(run(mode), asked, mode, k) for mode in modes]
+        write_health(self.config.storage, name, {
+            "checked_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "k": k, "queries": len(asked),
+            "hit_rate": {check.mode: round(check.hit_rate, 4) for check in checks}})
+        return checks
 
     def check(self, kb: str | None = None) -> list[dict[str, Any]]:
         """Per KB, what a sync would index: files by type, chunks per file, skipped files with reasons."""
@@ -125,5 +195,6 @@ class App:
             "last_error": last.get("error", ""),
             "model": state.get("model"),
             "index_state": last.get("report", {}).get("index_state", ""),
+            "health": read_health(self.config.storage, name),  # the latest label-free hit rates
             "failed": [{"path": p, "reason": r.reason} for p, r in files.items() if r.status == "failed"],
         }

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from . import __version__
-from .config import MODES, Config, build_config, config_for_folder, config_target, load_config
+from .config import HEALTHY_HIT_RATE, MODES, Config, build_config, config_for_folder, config_target, load_config
 from .errors import KBError
 
 _SHOWN_CHARACTERS = 600  # of each passage in `search`'s text output (--json shows all)
@@ -212,12 +212,67 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
             click.echo(f"{item['name']}: {item['files']} files, {item['chunks']} chunks; last sync "
                        f"{item['last_sync'] or 'never'} ({item['last_outcome']}); model {model}; "
                        f"index {item['index_state'] or '-'}")
+            if item["health"]:
+                click.echo(f"  {_hit_rates(item['health'])}")
             if item["last_error"]:
                 click.echo(f"  last error: {item['last_error']}")
             for failure in item["failed"]:
                 click.echo(f"  failed {failure['path']}: {failure['reason']}")
 
     _run(work)
+
+
+@main.command()
+@click.argument("kb", required=False)
+@config_option
+@json_option
+def stats(kb: str | None, config_path: str | None, as_json: bool) -> None:
+    """Show how KB (or every KB) is doing: searches, latency per stage, cache hits, degraded and
+    empty answers, tokens embedded, the latest label-free hit rate.
+
+    Search figures are those of the last server that answered for the KB.
+
+    Example:
+
+        mcp-kb stats policies
+    """
+    def work():
+        name, config = _kb_or_folder(kb, config_path)
+        figures = _app(config).stats(name)
+        if as_json:
+            click.echo(json.dumps(figures, indent=2, ensure_ascii=False))
+            return
+        for item in figures:
+            click.echo(format_stats(item))
+
+    _run(work)
+
+
+def format_stats(item: dict[str, Any]) -> str:
+    """One KB's stats as a few lines of text."""
+    search, sync, health = item["search"], item["last_sync"], item["health"]
+    lines = [f"{item['name']}:"]
+    if search:
+        lines.append(f"  searches {search['searches']} since {search['since']}; cache hits "
+                     f"{search['cache_hit_rate']:.0%}; degraded {search['degraded_answers']}; no results "
+                     f"{search['zero_result_queries']}; query tokens {search['query_embedding_tokens']}; "
+                     f"rerank calls {search['rerank_calls']}")
+        lines.append(f"  {'stage':10} {'count':>6} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
+        lines += [f"  {stage:10} {s['count']:6d} {s['p50']:8.1f} {s['p95']:8.1f} {s['max']:8.1f}"
+                  for stage, s in search["latency_ms"].items()]
+    else:
+        lines.append("  no searches recorded yet")
+    if sync["finished_at"]:
+        lines.append(f"  last sync {sync['finished_at']}: {sync['chunks_embedded']} chunks "
+                     f"({sync['tokens_embedded']} tokens) embedded in {sync['seconds'].get('total', 0):.1f}s")
+    if health:
+        lines.append(f"  {_hit_rates(health)}")
+    return "\n".join(lines)
+
+
+def _hit_rates(health: dict[str, Any]) -> str:
+    rates = ", ".join(f"{mode} {rate:.2f}" for mode, rate in health["hit_rate"].items())
+    return f"hit@{health['k']} without labels ({health['queries']} queries, {health['checked_at']}): {rates}"
 
 
 @main.command()
@@ -292,33 +347,60 @@ def _typed(raw: str) -> Any:
 
 @main.command(name="eval")
 @click.argument("kb")
-@click.option("--queries", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+@click.option("--queries", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="JSONL with _id and text per line.")
-@click.option("--qrels", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+@click.option("--qrels", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="TSV with header: query-id, corpus-id, score.")
+@click.option("--log", "reviewed_log", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A query log whose entries you marked with \"relevant\": [files]: its queries become the labelled set.")
+@click.option("--self", "self_made", is_flag=True,
+              help="No labels: ask queries made from the KB's own chunks; report how often their document comes back.")
+@click.option("--sample", default=100, show_default=True, help="With --self: chunks to make queries from.")
+@click.option("--threshold", default=HEALTHY_HIT_RATE, show_default=True,
+              help="With --self: warn when a mode's hit rate is below this.")
 @click.option("--mode", default="all", type=click.Choice(["all", "hybrid", "vector", "keyword"]))
-@click.option("--k", default=10, show_default=True, help="Cut-off for recall@k.")
+@click.option("--k", default=10, show_default=True, help="Cut-off for recall@k (with --self: hit@k).")
 @config_option
 @json_option
-def evaluate(kb: str, queries: Path, qrels: Path, mode: str, k: int, config_path: str | None, as_json: bool) -> None:
-    """Measure retrieval quality of KB: recall@k, MRR@10, nDCG@10, latency.
+def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Path | None, self_made: bool,
+             sample: int, threshold: float, mode: str, k: int, config_path: str | None, as_json: bool) -> None:
+    """Measure retrieval quality of KB: recall@k, MRR@10, nDCG@10, latency; or, with --self,
+    a label-free hit rate.
 
     Hits count for document X when their source file is named X.<ext>.
 
     Example:
 
         mcp-kb eval docs --queries q.jsonl --qrels qrels.tsv --mode all
+
+        mcp-kb eval docs --self --sample 200
+
+        mcp-kb eval docs --log reviewed.queries.jsonl
     """
     def work():
-        from .evaluation import doc_id_of, format_table, load_qrels, load_queries, unmatched_documents
+        from .evaluation import doc_id_of, format_self_checks, format_table, load_qrels, load_queries
         from .evaluation import evaluate as score_mode
+        from .evaluation import load_reviewed_log, unmatched_documents
 
         app = _app(config_path)
-        query_by_id, judgements = load_queries(queries), load_qrels(qrels)
+        modes = ["keyword", "vector", "hybrid"] if mode == "all" else [mode]
+        if self_made:
+            checks = app.self_check(kb, modes, sample=sample, k=k)
+            if as_json:
+                click.echo(json.dumps([c.__dict__ for c in checks], indent=2, ensure_ascii=False))
+            else:
+                click.echo(format_self_checks(checks, threshold))
+            return
+        if reviewed_log:
+            query_by_id, judgements = load_reviewed_log(reviewed_log)
+        elif queries and qrels:
+            query_by_id, judgements = load_queries(queries), load_qrels(qrels)
+        else:
+            raise KBError("give --queries and --qrels (labelled queries), --log (a reviewed query log), or --self "
+                          "(queries made from the KB itself)")
         warning = unmatched_documents(judgements, {doc_id_of(path) for path in app.document_ids(kb)})
         if warning:
             click.echo(f"warning: {warning}", err=True)
-        modes = ["keyword", "vector", "hybrid"] if mode == "all" else [mode]
         top_k = max(k, 10)
         results = []
         for each in modes:

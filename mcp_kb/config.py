@@ -42,6 +42,7 @@ MODES: tuple[str, ...] = get_args(SearchMode)
 TOP_K_MIN, TOP_K_MAX = 1, 100
 CONTEXT_MAX = 5  # neighbouring chunks on each side of a hit
 MAX_TOKENS_MIN, MAX_TOKENS_MAX = 100, 100_000  # an answer's token budget
+HEALTHY_HIT_RATE = 0.8  # a label-free hit rate below this means chunking or embedding is wrong
 MAX_QUERY_LENGTH = 4_000  # characters; longer texts make slow searches and are never a real question
 
 
@@ -153,6 +154,8 @@ class SearchConfig(_Strict):
     candidates: int = Field(50, ge=1, le=1000)  # per side, before fusion
     max_per_document: int = Field(2, ge=TOP_K_MIN, le=TOP_K_MAX)  # passages from one document per answer
     max_tokens: int = Field(4000, ge=MAX_TOKENS_MIN, le=MAX_TOKENS_MAX)  # all passages of one answer
+    query_log: bool = False  # one JSON line per search, next to the index: it holds what users asked
+    query_log_max_mb: float = Field(10, gt=0)  # then the log is rotated
     filter: dict[str, Any] = Field(default_factory=dict)  # applied to every search, AND-ed with the caller's
 
 
@@ -165,6 +168,8 @@ class SyncConfig(_Strict):
     debounce: float = Field(1.0, ge=0.05, le=60)
     # A sync deleting more than this share of the KB (and 20+ documents) is refused without --allow-mass-delete.
     max_delete_share: float = Field(0.5, ge=0, le=1)
+    # After a rebuild, measure the label-free hit rate on this many chunks (0: off); status shows it.
+    self_check_sample: int = Field(0, ge=0, le=10_000)
 
 
 class FilterableField(_Strict):

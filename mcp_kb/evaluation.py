@@ -1,7 +1,13 @@
-"""Retrieval evaluation: recall@k, MRR@10, nDCG@10 and latency per mode, from BEIR-style files.
+"""Retrieval evaluation: recall@k, MRR@10, nDCG@10 and latency per mode, from BEIR-style files;
+and a label-free hit rate, from queries made out of the KB's own chunks.
 
 Hits are mapped to documents by source path: a file `<doc id>.<ext>` (anywhere in the KB)
 counts as document `<doc id>`; the first hit of a document is its rank.
+
+Self-check queries are asked the way a user would: a chunk's longest sentence among its first
+three with at least five words, the chunk's heading words removed and cut to its first
+SELF_QUERY_WORDS words; a chunk without such a sentence is asked for by its heading path. A query
+is served when the chunk's document is among the top k results.
 """
 
 from __future__ import annotations
@@ -16,6 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .errors import KBError
+from .ingest.chunking import HEADING_SEPARATOR, sentences
+
+SELF_QUERY_WORDS = 16
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,25 @@ def load_qrels(path: Path) -> dict[str, dict[str, int]]:
     except (OSError, ValueError) as exc:
         raise KBError(f"{path}: cannot read qrels (TSV: query-id, corpus-id, score): {exc}") from exc
     return qrels
+
+
+def load_reviewed_log(path: Path) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """Queries and judgements from a query log whose reviewer added `"relevant": ["file.md", ...]` to the
+    entries they judged (the files that answer the query); entries without it are left out."""
+    queries: dict[str, str] = {}
+    qrels: dict[str, dict[str, int]] = {}
+    try:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            entry = json.loads(line) if line.strip() else {}
+            if entry.get("relevant"):
+                queries[str(number)] = entry["query"]
+                qrels[str(number)] = {doc_id_of(source): 1 for source in entry["relevant"]}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise KBError(f"{path}: cannot read the query log (JSON lines, as mcp-kb writes them): {exc}") from exc
+    if not qrels:
+        raise KBError(f"{path}: no entry has a \"relevant\" list yet; add the files that answer each query you "
+                      f"reviewed, e.g. \"relevant\": [\"leave.md\"]")
+    return queries, qrels
 
 
 def unmatched_documents(qrels: dict[str, dict[str, int]], documents: set[str]) -> str:
@@ -130,4 +158,57 @@ def format_table(scores: list[ModeScores], k: int) -> str:
     lines = [f"{'mode':8} {'queries':>7} {'recall@' + str(k):>9} {'MRR@10':>7} {'nDCG@10':>8} {'p50 ms':>7} {'p95 ms':>7}"]
     lines += [f"{s.mode:8} {s.queries:7d} {s.recall_at_k:9.3f} {s.mrr_at_10:7.3f} {s.ndcg_at_10:8.3f} "
               f"{s.p50_ms:7.1f} {s.p95_ms:7.1f}" for s in scores]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class SelfCheck:
+    mode: str
+    queries: int
+    k: int
+    hit_rate: float
+    least_served: list[tuple[str, int, int]]  # (document, queries served, queries asked), worst first
+
+
+def self_query(heading: str, text: str) -> str:
+    """What a user might type to find this chunk (see the module docstring); "" when nothing fits."""
+    heading_words = {word.lower() for word in heading.replace(HEADING_SEPARATOR, " ").split()}
+    candidates = []
+    for sentence in sentences(text)[:3]:
+        words = [w for w in sentence.split() if w.lower() not in heading_words and not w.startswith("#")]
+        if len(words) >= 5 or (words and len("".join(words)) >= 12 and not sentence.isascii()):  # CJK: no spaces
+            candidates.append(" ".join(words[:SELF_QUERY_WORDS]))
+    if candidates:
+        return max(candidates, key=len)
+    return heading.replace(HEADING_SEPARATOR, " ")
+
+
+def self_check(run_query: Callable[[str], list[str]], asked: list[tuple[str, str]], mode: str, k: int) -> SelfCheck:
+    """How often the document each query was made from comes back in the top k; `asked` holds
+    (query, source path) pairs and `run_query` returns the hits' source paths, best first."""
+    if not asked:
+        raise KBError("no chunk to make a query from: sync the knowledge base first")
+    served: dict[str, int] = {}
+    asked_of: dict[str, int] = {}
+    for query, source in asked:
+        asked_of[source] = asked_of.get(source, 0) + 1
+        try:
+            found = source in run_query(query)[:k]
+        except KBError:
+            found = False
+        served[source] = served.get(source, 0) + found
+    least = sorted(((doc, served[doc], n) for doc, n in asked_of.items()), key=lambda item: (item[1] / item[2], item[0]))
+    return SelfCheck(mode, len(asked), k, sum(served.values()) / len(asked), least)
+
+
+def format_self_checks(checks: list[SelfCheck], threshold: float, shown: int = 5) -> str:
+    lines = [f"{'mode':8} {'queries':>7} {'hit@' + str(checks[0].k):>7}"]
+    lines += [f"{c.mode:8} {c.queries:7d} {c.hit_rate:7.3f}" for c in checks]
+    for check in checks:
+        lines.append(f"least served ({check.mode}): " + ", ".join(
+            f"{doc} {served}/{asked}" for doc, served, asked in check.least_served[:shown]))
+    for check in checks:
+        if check.hit_rate < threshold:
+            lines.append(f"warning: {check.mode} hit rate {check.hit_rate:.2f} is below {threshold:.2f}: check the "
+                         f"chunking settings (`mcp-kb chunks FILE`) and the embedding model")
     return "\n".join(lines)

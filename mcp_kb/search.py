@@ -46,6 +46,7 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
     cached: bool = False
+    degraded: bool = False  # answered from keyword search because the vector side failed
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "notes": self.notes, "results": [asdict(h) for h in self.hits]}
@@ -176,7 +177,7 @@ class Searcher:
                           lambda: add_context(hits, view.neighbours(spots, request.context), request.context))
         hits, left_out = _timed(timings, "budget",
                                 lambda: fit_budget(hits, request.max_tokens, self.tokenizer, request.query))
-        return SearchResult(hits, mode, notes + left_out, timings)
+        return SearchResult(hits, mode, notes + left_out, timings, degraded=mode != request.mode)
 
     def _passages(self, kb: KBConfig, view: ChunkView, request: SearchRequest, where: str | None,
                   timings: dict[str, float]) -> tuple[str, list[Hit], list[str]]:

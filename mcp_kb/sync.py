@@ -79,6 +79,7 @@ class SyncReport:
     files_unchanged: int = 0
     files_failed: int = 0
     chunks_embedded: int = 0
+    tokens_embedded: int = 0  # model tokens sent to the embedder
     chunks_reused: int = 0
     chunks_deleted: int = 0
     chunks_total: int = 0
@@ -435,6 +436,8 @@ def _vectors_for(store: Store, kb: str, target: str, reuse_from: str | None, emb
         embedded = embedder.embed_batch([wanted[h] for h in missing])
         vectors.update(zip(missing, embedded))
     report.chunks_embedded += len(missing)
+    tokens = {chunk.content_hash: chunk.n_tokens for chunk in chunks}
+    report.tokens_embedded += sum(tokens[h] for h in missing)
     report.chunks_reused += len(chunks) - len(missing)
     return vectors
 

@@ -79,7 +79,7 @@ def test_filter_options_parse_into_filter_objects():
         "draft": True}
 
 
-COMMANDS = ["check", "chunks", "sync", "status", "search", "eval", "serve", "watch", "model", "model fetch"]
+COMMANDS = ["check", "chunks", "sync", "status", "stats", "search", "eval", "serve", "watch", "model", "model fetch"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -118,6 +118,20 @@ def test_eval_reports_quality_per_mode(tmp_path, monkeypatch):
     assert set(scores) == {"keyword", "vector", "hybrid"}
     assert scores["hybrid"]["queries"] == 3 and scores["hybrid"]["mrr_at_10"] == 1.0
     assert scores["keyword"]["recall_at_k"] == 1.0
+
+
+def test_eval_self_reports_a_hit_rate_without_labels(tmp_path, monkeypatch):
+    monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
+    example = str(Path(__file__).resolve().parents[1] / "kb.toml.example")
+    _run("sync", "-c", example, "product_docs")
+    text = _run("eval", "-c", example, "product_docs", "--self", "--k", "1").output
+    assert re.search(r"^hybrid +\d+ +[01]\.\d{3}$", text, re.M)
+    assert re.search(r"least served \(hybrid\): \S+\.md \d+/\d+", text)
+    checks = json.loads(_run("eval", "-c", example, "product_docs", "--self", "--json").output)
+    assert {c["mode"] for c in checks} == {"keyword", "vector", "hybrid"} and all(c["hit_rate"] > 0.5 for c in checks)
+    warned = _run("eval", "-c", example, "product_docs", "--self", "--threshold", "1.01").output
+    assert "warning: hybrid hit rate" in warned
+    assert "--self" in _run("eval", "-c", example, "product_docs").output  # without labels: how to ask
 
 
 def test_status_search_and_check_work_while_a_kb_folder_is_missing(project):

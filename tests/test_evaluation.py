@@ -1,6 +1,9 @@
 import math
+import random
 
-from mcp_kb.evaluation import mrr_at_10, ndcg_at_10, ranked_documents, recall_at_k
+from helpers import write
+
+from mcp_kb.evaluation import mrr_at_10, ndcg_at_10, ranked_documents, recall_at_k, self_check, self_query
 
 
 def test_hits_map_to_documents_by_file_stem_first_hit_wins():
@@ -49,3 +52,38 @@ def test_the_first_query_is_run_once_untimed_to_warm_up():
     scores = evaluate(lambda text: calls.append(text) or ["d1.md"], {"q1": "first", "q2": "second"},
                       {"q1": {"d1": 1}, "q2": {"d1": 1}}, "keyword")
     assert calls == ["first", "first", "second"] and scores.queries == 2 and scores.ndcg_at_10 == 1.0
+
+
+def test_self_queries_drop_the_heading_and_read_like_a_question():
+    query = self_query("Deploy › Rollback", "Short. To roll back a deploy, run the rollback job and watch the "
+                                            "error rate for ten minutes before closing the incident ticket.")
+    assert query.startswith("To roll back a deploy") and "Rollback" not in query and len(query.split()) == 16
+    assert self_query("发布 › 回滚", "回滚时先运行回滚任务，然后观察十分钟的错误率，再关闭故障单。").startswith("回滚时先运行")
+    assert self_query("FAQ › Billing", "Yes.") == "FAQ Billing"  # nothing to quote: the heading path
+
+
+def test_self_check_counts_hits_and_lists_the_least_served_document():
+    answers = {"q1": ["a.md", "b.md"], "q2": ["b.md"], "q3": ["c.md", "a.md"]}
+    check = self_check(lambda query: answers[query], [("q1", "a.md"), ("q2", "a.md"), ("q3", "c.md")], "hybrid", 1)
+    assert check.hit_rate == 2 / 3
+    assert check.least_served[0] == ("a.md", 1, 2)
+
+
+def test_self_check_hit_rate_drops_when_chunks_are_too_small(make_app, tmp_path):
+    """The figure is meant to catch a broken chunking setting: tiny chunks must score lower."""
+    rng = random.Random(1)
+    stores = ["Postgres", "Redis", "the object store", "Kafka", "SQLite", "the shared volume"]
+    for i in range(40):
+        sentences = [f"The {rng.choice(['primary', 'backup', 'regional', 'nightly'])} svc{i:02d} worker keeps "
+                     f"{rng.choice(['invoices', 'user sessions', 'audit events', 'payment tokens', 'thumbnails'])} in "
+                     f"{rng.choice(stores)} and retries failed {rng.choice(['uploads', 'writes', 'exports'])} after "
+                     f"{rng.randint(2, 90)} seconds when {rng.choice(stores)} is slow." for _ in range(8)]
+        write(tmp_path / "docs" / f"svc{i:02d}.md", f"# Svc{i:02d}\n\n" + " ".join(sentences) + "\n")
+    rates = {}
+    for label, chunking in (("default", {}), ("tiny", {"max_tokens": 16, "overlap": 0, "min_tokens": 0})):
+        app = make_app({"name": "k", "description": "d", "paths": [str(tmp_path / "docs")], "chunking": chunking},
+                       storage=str(tmp_path / f"index-{label}"))
+        app.sync()
+        [check] = app.self_check("k", ["hybrid"], sample=60, k=3)
+        rates[label] = check.hit_rate
+    assert rates["tiny"] < rates["default"]

@@ -160,6 +160,17 @@ async def test_status_resources(app):
     assert status["model"]["dimension"] == 384 and status["index_version"] > 0
 
 
+async def test_metrics_resource_counts_tool_searches_and_matches_the_saved_stats(app):
+    async with _client(app) as client:
+        for query in ("annual leave", "annual leave", "quarterly yak shaving"):
+            await client.call_tool("search_policy_docs", {"query": query, "mode": "keyword"})
+        metrics = json.loads((await client.read_resource("kb://policy_docs/metrics")).contents[0].text)
+    search = metrics["search"]
+    assert search["searches"] == 3 and search["cache_hit_rate"] > 0 and search["zero_result_queries"] == 1
+    assert search["latency_ms"]["keyword"]["count"] == 2 and metrics["last_sync"]["chunks_embedded"] >= 1
+    assert app.stats("policy_docs")[0] == metrics  # what `mcp-kb stats` shows
+
+
 async def test_document_resource_and_traversal_refused(app):
     async with _client(app) as client:
         text = (await client.read_resource("kb://api_docs/documents/users.md")).contents[0].text

@@ -43,6 +43,29 @@ def read_summary(storage: str, kb: str) -> dict[str, Any]:
     return _read_json(_kb_file(storage, kb, "summary"))
 
 
+def write_metrics(storage: str, kb: str, metrics: dict[str, Any]) -> None:
+    """The search metrics of the process that last answered for a KB, for `mcp-kb stats`."""
+    _write_json(_kb_file(storage, kb, "metrics"), metrics)
+
+
+def read_metrics(storage: str, kb: str) -> dict[str, Any]:
+    return _read_json(_kb_file(storage, kb, "metrics"))
+
+
+def write_health(storage: str, kb: str, health: dict[str, Any]) -> None:
+    """The latest label-free hit rates of a KB (`mcp-kb eval --self`, or the check after a rebuild)."""
+    _write_json(_kb_file(storage, kb, "health"), health)
+
+
+def read_health(storage: str, kb: str) -> dict[str, Any]:
+    return _read_json(_kb_file(storage, kb, "health"))
+
+
+def query_log_path(storage: str, kb: str) -> Path:
+    """Where a KB's query log goes when it is on (`[kb.search] query_log`)."""
+    return local_state_dir(storage) / f"{kb}.queries.jsonl"
+
+
 def write_progress(storage: str, kb: str, done: int, total: int) -> None:
     """How far the running sync of a KB is (files done of files to index), for searches and status."""
     _write_json(_kb_file(storage, kb, "progress"), {"done": done, "total": total})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import re
 import uuid
 from collections.abc import Iterable, Sequence
@@ -340,6 +341,12 @@ class ChunkView:
                    for path, index in spots]
         rows = self._scan(" OR ".join(clauses), ["path", "chunk_index", "text"])
         return {(row["path"], row["chunk_index"]): row["text"] for row in rows}
+
+    def sample(self, n: int, seed: int) -> list[dict[str, Any]]:
+        """Up to `n` chunks drawn at random (the same ones for the same seed and table)."""
+        total = self._table.count_rows()
+        offsets = sorted(random.Random(seed).sample(range(total), min(n, total)))
+        return self._table.take_offsets(offsets).select(HIT_COLUMNS).to_list() if offsets else []
 
     def document_titles(self, limit: int) -> list[str]:
         """Up to `limit` distinct document titles (from first chunks), sorted so the text is stable."""

@@ -107,6 +107,7 @@ class _KBServer(MCPServer):
 def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
     """An MCP server for every KB in the app's config."""
     read_only = app.config.server.read_only if read_only is None else read_only
+    app.saves_metrics = True  # a server's figures are the ones `mcp-kb stats` shows
     bus = InMemorySubscriptionBus()
     notifier = _Notifier(bus)
 
@@ -287,6 +288,16 @@ def _add_resources(server: MCPServer, app: App) -> None:
                      description="Sync status of one knowledge base: last sync, counts, failures, model, index version")
     async def kb_status(name: str) -> str:
         return json.dumps((await _call(lambda: app.status(name), ResourceError))[0], indent=2, ensure_ascii=False)
+
+    @server.resource("kb://{name}/metrics", name="kb-metrics", mime_type="application/json",
+                     description="Health of one knowledge base: searches, latency per stage (p50/p95/max), cache "
+                                 "hits, degraded and empty answers, tokens embedded, the latest hit rate")
+    async def kb_metrics(name: str) -> str:
+        def read() -> dict[str, Any]:
+            app.search_metrics(name)  # saves this process's figures, which stats reads back
+            return app.stats(name)[0]
+
+        return json.dumps(await _call(read, ResourceError), indent=2, ensure_ascii=False)
 
     @server.resource("kb://{name}/documents/{+path}", name="kb-document", mime_type="text/plain",
                      description="Extracted text of one source document of a knowledge base")

@@ -1,0 +1,107 @@
+"""Search metrics per knowledge base, kept in the process that answers: counts, latency per stage,
+cache hits, degraded and empty answers, query embedding tokens, rerank calls. Nothing is sent
+anywhere; a snapshot is written next to the index now and then, for `mcp-kb stats`. And the query
+log, off by default: one JSON line per search, rotated by size.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .search import SearchResult
+
+_SAMPLES = 2_000  # latencies kept per stage: percentiles over the most recent searches
+
+
+class KBMetrics:
+    def __init__(self) -> None:
+        self.since = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.searches = self.cache_hits = self.degraded = self.zero_results = 0
+        self.query_tokens = self.rerank_calls = 0
+        self.latencies: dict[str, deque[float]] = {}
+
+    def record(self, result: SearchResult, total_ms: float, query_tokens: int) -> None:
+        self.searches += 1
+        self.cache_hits += result.cached
+        self.degraded += result.degraded
+        self.zero_results += not result.hits
+        if not result.cached:  # a cached answer ran no stage
+            self.query_tokens += query_tokens if "embed" in result.timings_ms else 0
+            self.rerank_calls += "rerank" in result.timings_ms
+            for stage, ms in result.timings_ms.items():
+                self.latencies.setdefault(stage, deque(maxlen=_SAMPLES)).append(ms)
+        self.latencies.setdefault("total", deque(maxlen=_SAMPLES)).append(total_ms)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "since": self.since,
+            "searches": self.searches,
+            "cache_hit_rate": round(self.cache_hits / self.searches, 4) if self.searches else 0.0,
+            "degraded_answers": self.degraded,
+            "zero_result_queries": self.zero_results,
+            "query_embedding_tokens": self.query_tokens,
+            "rerank_calls": self.rerank_calls,
+            "latency_ms": {stage: _percentiles(samples) for stage, samples in sorted(self.latencies.items())},
+        }
+
+
+class Metrics:
+    """KBMetrics by KB name, safe to share between threads; `due` says when to save a snapshot."""
+
+    def __init__(self, save_every: float = 5.0):
+        self._by_kb: dict[str, KBMetrics] = {}
+        self._lock = threading.Lock()
+        self._save_every = save_every
+        self._saved_at: dict[str, float] = {}
+
+    def record(self, kb: str, result: SearchResult, total_ms: float, query_tokens: int) -> None:
+        with self._lock:
+            self._by_kb.setdefault(kb, KBMetrics()).record(result, total_ms, query_tokens)
+
+    def due(self, kb: str) -> bool:
+        """True (once per `save_every` seconds) when this KB's snapshot should be saved."""
+        with self._lock:
+            now = time.monotonic()
+            if now - self._saved_at.get(kb, -self._save_every) < self._save_every:
+                return False
+            self._saved_at[kb] = now
+            return True
+
+    def snapshot(self, kb: str) -> dict[str, Any]:
+        with self._lock:
+            return self._by_kb.setdefault(kb, KBMetrics()).snapshot()
+
+
+def _percentiles(samples: deque[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {"count": len(ordered), "p50": ordered[len(ordered) // 2],
+            "p95": ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], "max": ordered[-1]}
+
+
+class QueryLog:
+    """JSON lines of searches (time, query, mode, filters, top hits, latency) in one file per KB;
+    past `max_bytes` the file becomes `<name>.1` (the one before is dropped) and a new one starts."""
+
+    def __init__(self, path: Path, max_bytes: int):
+        self.path = path
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+
+    def write(self, query: str, mode: str, filters: dict[str, Any] | None, result: SearchResult,
+              total_ms: float) -> None:
+        entry = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), "query": query,
+                 "mode": mode, "answered_by": result.mode, "filters": filters, "latency_ms": round(total_ms, 2),
+                 "hits": [{"source": h.source, "chunk_index": h.chunk_index, "score": h.score} for h in result.hits]}
+        line = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
+        with self._lock:
+            if self.path.exists() and self.path.stat().st_size + len(line.encode()) > self.max_bytes:
+                self.path.replace(self.path.with_name(self.path.name + ".1"))
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(line)
