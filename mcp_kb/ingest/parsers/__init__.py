@@ -16,13 +16,17 @@ from ...errors import ParseError
 Parser = Callable[[Path, str], Document]
 _PARSERS: dict[str, Parser] = {}
 _BINARY: set[str] = set()  # suffixes whose parser reads bytes, not text: the text sniffing leaves them alone
-# suffix -> (built-in module in this package whose `parse` reads it, whether the format is binary)
+# suffix -> (module.function in this package that reads it, whether the format is binary)
 _BUILTIN = {
-    **dict.fromkeys([".md", ".markdown", ".mdx"], ("markdown", False)),
-    ".pdf": ("pdf", True),
-    **dict.fromkeys([".txt", ".text", ".rst", ".log", ".csv", ".tsv", ".org", ".adoc"], ("text", False)),
-    **dict.fromkeys([".html", ".htm", ".xhtml"], ("html", False)),
-    **dict.fromkeys([".json", ".jsonl", ".ndjson"], ("json", False)),
+    **dict.fromkeys([".md", ".markdown", ".mdx"], ("markdown.parse", False)),
+    ".pdf": ("pdf.parse", True),
+    **dict.fromkeys([".txt", ".text", ".rst", ".log", ".org", ".adoc"], ("text.parse", False)),
+    **dict.fromkeys([".html", ".htm", ".xhtml"], ("html.parse", False)),
+    **dict.fromkeys([".json", ".jsonl", ".ndjson"], ("json.parse", False)),
+    **dict.fromkeys([".docx", ".doc"], ("office.parse_docx", True)),
+    **dict.fromkeys([".pptx", ".ppt"], ("office.parse_pptx", True)),
+    **dict.fromkeys([".xlsx", ".xls"], ("sheets.parse_xlsx", True)),
+    **dict.fromkeys([".csv", ".tsv"], ("sheets.parse_delimited", False)),
 }
 
 
@@ -69,6 +73,7 @@ def parse_file(path: Path, doc_id: str) -> Document:
 
 def _parser_for(suffix: str) -> Parser | None:
     if suffix not in _PARSERS and suffix in _BUILTIN:
-        module, binary = _BUILTIN[suffix]
-        register([suffix], import_module(f".{module}", __name__).parse, binary)
+        target, binary = _BUILTIN[suffix]
+        module, function = target.split(".")
+        register([suffix], getattr(import_module(f".{module}", __name__), function), binary)
     return _PARSERS.get(suffix)

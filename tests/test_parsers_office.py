@@ -1,0 +1,198 @@
+"""Word, PowerPoint and spreadsheets: files made here with the same libraries, parsed, chunked, synced."""
+
+from datetime import date, datetime
+
+import pytest
+from helpers import write
+
+from mcp_kb.config import ChunkingConfig
+from mcp_kb.errors import ParseError
+from mcp_kb.ingest.chunking import chunk_document
+from mcp_kb.ingest.parsers import parse_file
+
+
+def make_docx(path, extra: str = ""):
+    from docx import Document
+
+    document = Document()
+    document.core_properties.title = "Quarterly report"
+    document.core_properties.author = "Finance team"
+    document.core_properties.created = datetime(2024, 3, 1, 9, 30)
+    document.add_heading("Results", level=1)
+    document.add_paragraph("Revenue grew in every region this year, led by subscriptions and services." + extra)
+    document.add_heading("Q3", level=2)
+    document.add_paragraph("The third quarter closed with record orders from Asia.")
+    table = document.add_table(rows=3, cols=2)
+    for row, (region, revenue) in zip(table.rows, [("Region", "Revenue"), ("Asia", "120"), ("Europe", "95")]):
+        row.cells[0].text, row.cells[1].text = region, revenue
+    document.add_paragraph("Hire two analysts", style="List Bullet")
+    document.add_paragraph("Open the Osaka office", style="List Bullet")
+    document.add_heading("中文部分", level=1)
+    document.add_paragraph("第三季度亚洲订单创下新高。")
+    document.sections[0].header.paragraphs[0].text = "CONFIDENTIAL HEADER"
+    document.save(path)
+    return path
+
+
+def make_pptx(path):
+    from pptx import Presentation
+
+    deck = Presentation()
+    for title, body, notes in [("Roadmap", "Ship search v2 in May", "Mention the beta users"),
+                               ("Risks", "Hiring is slow", ""), ("Budget", "Twelve engineers", "Ask for two more")]:
+        slide = deck.slides.add_slide(deck.slide_layouts[1])
+        slide.shapes.title.text = title
+        slide.placeholders[1].text = body
+        if notes:
+            slide.notes_slide.notes_text_frame.text = notes
+    deck.save(path)
+    return path
+
+
+def make_xlsx(path):
+    from openpyxl import Workbook
+
+    workbook = Workbook()
+    orders = workbook.active
+    orders.title = "Orders"
+    orders.append(["Customer", "Amount", "Date", "Total"])
+    orders.append(["Acme", 120.5, date(2024, 5, 2), "=B2*2"])
+    orders.append(["Globex", 80, date(2024, 6, 1), "=B3*2"])
+    people = workbook.create_sheet("People")
+    people.append(["Name", "Role"])
+    people.append(["Ada", "Engineer"])
+    workbook.create_sheet("Empty")
+    hidden = workbook.create_sheet("Secret")
+    hidden.append(["key", "value"])
+    hidden.append(["password", "hunter2"])
+    hidden.sheet_state = "hidden"
+    workbook.save(path)
+    return path
+
+
+def test_word_headings_tables_lists_and_properties(tmp_path, tokenizer):
+    document = parse_file(make_docx(tmp_path / "report.docx"), "report.docx")
+    assert document.title == "Quarterly report"
+    assert document.metadata == {"author": "Finance team", "created": "2024-03-01", "modified": document.metadata["modified"]}
+    paths = {block.heading_path for block in document.blocks}
+    assert ("Results", "Q3") in paths and ("中文部分",) in paths
+    table = next(b for b in document.blocks if b.text.startswith("| Region"))
+    assert table.atomic and "| Asia | 120 |" in table.text and table.heading_path == ("Results", "Q3")
+    assert any(b.text == "- Hire two analysts\n- Open the Osaka office" for b in document.blocks)
+    assert not any("CONFIDENTIAL" in b.text for b in document.blocks)  # headers are left out
+    chunks = chunk_document(document, ChunkingConfig(), tokenizer)
+    assert any(c.heading == "Results › Q3" and "record orders" in c.text for c in chunks)
+
+
+def test_slides_are_sections_with_their_number_as_page_and_notes(tmp_path):
+    document = parse_file(make_pptx(tmp_path / "plan.pptx"), "plan.pptx")
+    by_page = {}
+    for block in document.blocks:
+        by_page.setdefault(block.page, []).append(block)
+    assert sorted(by_page) == [1, 2, 3]
+    assert by_page[1][0].heading_path == ("Roadmap",) and by_page[1][0].text == "Ship search v2 in May"
+    assert "Speaker notes: Mention the beta users" in [b.text for b in by_page[1]]
+    assert [b.text for b in by_page[2]] == ["Hiring is slow"]
+
+
+def test_sheets_become_records_with_their_header_and_cached_formula_values(tmp_path, tokenizer):
+    path = make_xlsx(tmp_path / "book.xlsx")
+    document = parse_file(path, "book.xlsx")
+    orders = [b for b in document.blocks if b.heading_path == ("Orders",)]
+    assert orders[0].text.startswith("Customer: Acme\nAmount: 120.5\nDate: 2024-05-02")
+    assert orders[0].line_start == 2  # the row number
+    assert any(b.heading_path == ("People",) and b.text == "Name: Ada\nRole: Engineer" for b in document.blocks)
+    assert not any("hunter2" in b.text for b in document.blocks)
+    assert any("'Secret' skipped: hidden" in note for note in document.notes)
+    assert any("'Empty' skipped: empty" in note for note in document.notes)
+    chunks = chunk_document(document, ChunkingConfig(max_tokens=32, overlap=0, min_tokens=0), tokenizer)
+    assert all(chunk.text.count("Customer:") == chunk.text.count("Amount:") for chunk in chunks)  # rows whole
+
+
+def test_formulas_give_the_value_excel_saved(tmp_path):
+    """openpyxl cannot compute formulas; a workbook saved by Excel carries the results, which are used."""
+    from openpyxl import load_workbook
+
+    path = make_xlsx(tmp_path / "book.xlsx")
+    workbook = load_workbook(path)
+    workbook["Orders"]["D2"] = 241  # what Excel would have cached for =B2*2
+    workbook.save(path)
+    document = parse_file(path, "book.xlsx")
+    assert "Total: 241" in document.blocks[0].text
+
+
+def test_csv_in_gb18030_and_tsv(tmp_path):
+    rows = "".join(f"{name},{price},{note}\n" for name, price, note in [
+        ("年卡", 199, "全年不限次数使用，适合经常出差的员工"), ("月卡", 29, "一个月内有效，到期后自动续费"),
+        ("季卡", 79, "三个月内有效，可以随时申请退款")])
+    csv_path = write(tmp_path / "价格.csv", "产品,价格,说明\n" + rows, encoding="gb18030")
+    document = parse_file(csv_path, "价格.csv")
+    assert document.blocks[1].text == "产品: 月卡\n价格: 29\n说明: 一个月内有效，到期后自动续费"
+    assert document.blocks[0].heading_path == ("价格",)
+    tsv = parse_file(write(tmp_path / "codes.tsv", "code\tmeaning\nE5021\ttoken expired\n"), "codes.tsv")
+    assert tsv.blocks[0].text == "code: E5021\nmeaning: token expired"
+
+
+def _zip_of(files: dict[str, str]) -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("name, content, reason", [
+    ("old.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 100, "old binary Word format"),
+    ("locked.docx", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 100, "password-protected"),
+    ("fake.docx", b"this is plain text, not a zip package", "must be a zip package"),
+    ("truncated.pptx", b"PK\x03\x04" + b"\0" * 50, "must be a zip package"),
+    ("other.pptx", _zip_of({"hello.txt": "a zip, but not a slide deck"}), "parse error"),
+    ("old.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 100, "old binary Excel format"),
+])
+def test_bad_office_files_get_one_line_reasons(tmp_path, name, content, reason):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(ParseError, match=reason) as caught:
+        parse_file(path, name)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_sheet_stretched_by_formatting_ends_at_its_data(tmp_path):
+    from openpyxl import Workbook
+
+    workbook = Workbook()
+    sheet = workbook.active
+    sheet.append(["item", "count"])
+    sheet.append(["bolts", 12])
+    sheet.cell(row=200_000, column=1).value = None  # formatting-only rows reach far down
+    sheet.cell(row=200_000, column=1).number_format = "0.00"
+    workbook.save(tmp_path / "wide.xlsx")
+    document = parse_file(tmp_path / "wide.xlsx", "wide.xlsx")
+    assert [b.text for b in document.blocks] == ["item: bolts\ncount: 12"]
+
+
+def test_office_files_sync_search_and_resync_when_one_changes(make_app, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    make_docx(docs / "report.docx")
+    make_pptx(docs / "plan.pptx")
+    make_xlsx(docs / "book.xlsx")
+    write(docs / "codes.csv", "code,meaning\nE5021,token expired\n")
+    app = make_app({"name": "docs", "description": "d", "paths": [str(docs)],
+                    "filterable": {"author": {"type": "string"}}})
+    [report] = app.sync()
+    assert report.files_added == 4 and not report.failures
+    hit = app.search("docs", "record orders from Asia", mode="keyword", top_k=1).hits[0]
+    assert hit.citation() == "report.docx › Results › Q3"
+    slide = app.search("docs", "Twelve engineers budget", mode="keyword", top_k=1).hits[0]
+    assert (slide.source, slide.page, slide.heading) == ("plan.pptx", 3, "Budget")
+    row = app.search("docs", "Globex", mode="keyword", top_k=1).hits[0]
+    assert row.source == "book.xlsx" and "Amount: 80" in row.text
+    by_author = app.search("docs", "revenue", filters={"author": "Finance team"}, top_k=5).hits
+    assert by_author and {h.source for h in by_author} == {"report.docx"}
+    make_docx(docs / "report.docx", extra=" Margins improved too.")
+    [again] = app.sync()
+    assert (again.files_changed, again.files_unchanged) == (1, 3)
