@@ -64,7 +64,8 @@ class App:
         started = time.perf_counter()
         result = self.searcher.search(kb_config, self.searcher.request(kb_config, query, **options))
         elapsed_ms = (time.perf_counter() - started) * 1000
-        self.metrics.record(kb_config.name, result, elapsed_ms, self.tokenizer.count([query])[0])
+        embedded = "embed" in result.timings_ms and not result.cached
+        self.metrics.record(kb_config.name, result, elapsed_ms, self.tokenizer.count([query])[0] if embedded else 0)
         if self.saves_metrics and self.metrics.due(kb_config.name):
             write_metrics(self.config.storage, kb_config.name, self.metrics.snapshot(kb_config.name))
         if kb_config.search.query_log:

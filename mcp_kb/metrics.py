@@ -32,7 +32,7 @@ class KBMetrics:
         self.degraded += result.degraded
         self.zero_results += not result.hits
         if not result.cached:  # a cached answer ran no stage
-            self.query_tokens += query_tokens if "embed" in result.timings_ms else 0
+            self.query_tokens += query_tokens
             self.rerank_calls += "rerank" in result.timings_ms
             for stage, ms in result.timings_ms.items():
                 self.latencies.setdefault(stage, deque(maxlen=_SAMPLES)).append(ms)

@@ -164,7 +164,7 @@ def fit_budget(hits: list[Hit], max_tokens: int, counter: TokenCounter, query: s
 
 
 def _size(hit: Hit, counter: TokenCounter) -> int:
-    return sum(counter.count([part])[0] for part in (hit.context_before, hit.text, hit.context_after) if part)
+    return sum(counter.count([part for part in (hit.context_before, hit.text, hit.context_after) if part]))
 
 
 def _shares(sizes: list[int], budget: int) -> list[int]:
