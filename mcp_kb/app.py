@@ -120,7 +120,7 @@ class App:
         """The chunks a file yields with the first KB's chunking settings (or the defaults), and the
         parser's notes; the same parsing and chunking as a sync, and only the model's tokenizer."""
         settings = self.config.kb[0].chunking if self.config.kb else ChunkingConfig()
-        document = parse_file(file, file.name)
+        document = parse_file(file, file.name, ocr=not self.config.kb or self.config.kb[0].ocr != "off")
         return document_chunks(document, settings, self.tokenizer), document.notes
 
     def self_check(self, kb: str, modes: list[str], sample: int = 100, k: int = 10, seed: int = 0) -> list[SelfCheck]:

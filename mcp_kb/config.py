@@ -189,6 +189,7 @@ class KBConfig(_Strict):
     exclude: list[str] = Field(default_factory=list)
     respect_gitignore: bool = True
     max_file_size_mb: float = Field(50, gt=0)
+    ocr: Literal["auto", "off"] = "auto"  # read images and scanned PDF pages (auto: when the ocr extra is installed)
     tool_name: str | None = None
     metadata: dict[str, str | int | float | bool] = Field(default_factory=dict)
     filterable: dict[str, FilterableField] = Field(default_factory=dict)
@@ -351,18 +352,22 @@ def _embedding_provider(raw: dict[str, Any]) -> Any:
 
 
 def _resolve_paths(config: Config, base_dir: Path) -> Config:
-    def absolute(value: str | Path) -> Path:
-        return (base_dir / Path(value).expanduser()).resolve()
+    def absolute(value: str | Path, key: str) -> Path:
+        try:
+            return (base_dir / Path(value).expanduser()).resolve()
+        except RuntimeError as exc:  # "~name" of a user this machine does not have
+            raise ConfigError(f"{key} = {str(value)!r}: cannot expand '~' ({exc}); write the folder out in full") from exc
 
-    kbs = [kb.model_copy(update={"paths": [absolute(p) for p in kb.paths]}) for kb in config.kb]
-    storage = config.storage if "://" in config.storage else str(absolute(config.storage))
+    kbs = [kb.model_copy(update={"paths": [absolute(p, f"[[kb]] {kb.name}: paths") for p in kb.paths]})
+           for kb in config.kb]
+    storage = config.storage if "://" in config.storage else str(absolute(config.storage, "storage"))
     embedding = config.embedding
     for key in ("model_path", "tokenizer_path"):
         if getattr(embedding, key):
-            embedding = embedding.model_copy(update={key: str(absolute(getattr(embedding, key)))})
+            embedding = embedding.model_copy(update={key: str(absolute(getattr(embedding, key), f"embedding.{key}"))})
     rerank = config.rerank
     if rerank.model_path:
-        rerank = rerank.model_copy(update={"model_path": str(absolute(rerank.model_path))})
+        rerank = rerank.model_copy(update={"model_path": str(absolute(rerank.model_path, "rerank.model_path"))})
     return config.model_copy(update={"kb": kbs, "storage": storage, "embedding": embedding, "rerank": rerank})
 
 

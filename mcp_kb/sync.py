@@ -30,8 +30,8 @@ from .digest import file_sha256
 from .models.base import Embedder, TokenCounter
 from .errors import KBError, MassDeleteError, ModelError, ParseError
 from .index.keywords import ANALYZER_VERSION, keyword_terms
-from .ingest.parsers import parse_file
-from .ingest.sources import SkippedFile, SourceFile, scan_sources
+from .ingest.ocr import available as ocr_available
+from .ingest.sources import SkippedFile, SourceFile, parse_source, scan_sources
 from .index.schema import ChunkRow, chunk_schema, coerce
 from .index.state import clear_progress, sync_lock, write_progress, write_summary
 from .index.store import FileRecord, Store, generation_of, new_generation
@@ -80,6 +80,7 @@ class SyncReport:
     files_failed: int = 0
     chunks_embedded: int = 0
     tokens_embedded: int = 0  # model tokens sent to the embedder
+    pages_ocr: int = 0  # pages and images whose text was read by OCR
     chunks_reused: int = 0
     chunks_deleted: int = 0
     chunks_total: int = 0
@@ -96,7 +97,7 @@ class SyncReport:
                  f"{self.files_deleted} deleted, {self.files_unchanged} unchanged, {self.files_failed} failed; "
                  f"chunks {self.chunks_embedded} embedded, {self.chunks_reused} reused, "
                  f"{self.chunks_deleted} deleted, {self.chunks_total} in index; "
-                 f"{self.seconds.get('total', 0.0):.1f}s"]
+                 f"{self.seconds.get('total', 0.0):.1f}s" + (f"; {self.pages_ocr} pages read by OCR" if self.pages_ocr else "")]
         if self.rebuilt:
             parts.insert(0, f"{self.kb}: rebuilt from scratch: {self.rebuilt}")
         parts += [f"  failed {f['path']}: {f['reason']}" for f in self.failures]
@@ -194,13 +195,16 @@ def _fingerprints(kb: KBConfig, embedder: Embedder, counter: TokenCounter) -> di
     """What the stored chunks depend on; a change in any of them means a rebuild."""
     chunking = {**kb.chunking.model_dump(), "effective_max_tokens": effective_max_tokens(kb.chunking, counter)}
     identity = embedder.identity
-    return {
+    fingerprints = {
         "model": {"name": identity.name, "dimension": identity.dimension, "file_hash": identity.file_hash},
         "chunking": chunking,
         "metadata": {"static": kb.metadata, "types": kb.metadata_types()},
         "keyword_analysis": ANALYZER_VERSION,
         "layout": LAYOUT_VERSION,
     }
+    if reads_images(kb):  # installing the OCR extra re-reads files (a scan failed before); vectors are reused
+        fingerprints["ocr"] = True
+    return fingerprints
 
 
 def _refuse_mass_delete(kb: KBConfig, active_files: dict[str, FileRecord], present: set[str],
@@ -271,9 +275,9 @@ def _rebuild_reason(state: dict[str, Any], fingerprints: dict[str, Any], full: b
         return "--full requested"
     for key, what in (("model", "embedding model"), ("chunking", "chunking settings"),
                       ("metadata", "metadata settings"), ("keyword_analysis", "keyword analysis"),
-                      ("layout", "index layout")):
-        if state.get(key) != fingerprints[key]:
-            return f"{what} changed ({_describe(state.get(key))} → {_describe(fingerprints[key])})"
+                      ("layout", "index layout"), ("ocr", "reading images (OCR)")):
+        if state.get(key) != fingerprints.get(key):
+            return f"{what} changed ({_describe(state.get(key))} → {_describe(fingerprints.get(key))})"
     return ""
 
 
@@ -335,6 +339,7 @@ class _ParsedFile:
     file_hash: str
     chunks: list[Chunk]
     error: str = ""
+    ocr_pages: int = 0
 
 
 def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
@@ -365,7 +370,12 @@ def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | No
 
 def file_chunks(source: SourceFile, kb: KBConfig, counter: TokenCounter) -> list[Chunk]:
     """Parse and chunk one file with the KB's settings; raises ParseError with the reason."""
-    return document_chunks(parse_file(source.path, source.doc_id), kb.chunking, counter)
+    return document_chunks(parse_source(source, kb), kb.chunking, counter)
+
+
+def reads_images(kb: KBConfig) -> bool:
+    """Whether this KB's syncs read text from images: OCR is not off and its engine is installed."""
+    return kb.ocr != "off" and ocr_available()
 
 
 def document_chunks(document: Document, settings: ChunkingConfig, counter: TokenCounter) -> list[Chunk]:
@@ -381,7 +391,9 @@ def document_chunks(document: Document, settings: ChunkingConfig, counter: Token
 
 def _parse(source: SourceFile, file_hash: str, kb: KBConfig, counter: TokenCounter) -> _ParsedFile:
     try:
-        return _ParsedFile(source, file_hash, file_chunks(source, kb, counter))
+        document = parse_source(source, kb)
+        return _ParsedFile(source, file_hash, document_chunks(document, kb.chunking, counter),
+                           ocr_pages=document.ocr_pages)
     except ParseError as exc:
         return _ParsedFile(source, file_hash, [], str(exc))
 
@@ -407,6 +419,7 @@ def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None
         rows = pa.concat_tables([_rows_of(kb, schema, item, vectors) for item in parsed])
         store.replace_documents(kb.name, target, [item.source.doc_id for item in parsed], rows)
         store.write_files(kb.name, target, [_file_record(item) for item in parsed])
+    report.pages_ocr += sum(item.ocr_pages for item in parsed)
     for item in parsed:
         if item.error:
             report.failures.append({"path": item.source.doc_id, "reason": item.error})

@@ -122,3 +122,16 @@ def test_content_hash_changes_only_with_embedded_text(tmp_path, tokenizer):
     b = chunk_document(_markdown(tmp_path, "# A\n\nSame text here.\n"), ChunkingConfig(), tokenizer)[0]
     c = chunk_document(_markdown(tmp_path, "# B\n\nSame text here.\n"), ChunkingConfig(), tokenizer)[0]
     assert a.content_hash == b.content_hash != c.content_hash
+
+
+def test_a_table_larger_than_a_chunk_is_cut_between_rows_under_its_header(tmp_path, tokenizer):
+    rows = "\n".join(f"| service-{i} | owner team {i} | runs on cluster c{i % 3} |" for i in range(40))
+    text = "# Services\n\n| Service | Owner | Where |\n| --- | --- | --- |\n" + rows + "\n"
+    chunks = chunk_document(_markdown(tmp_path, text), ChunkingConfig(max_tokens=96, overlap=0), tokenizer)
+    assert len(chunks) > 3
+    for chunk in chunks:
+        body = chunk.text.split("\n")
+        assert body[0] == "| Service | Owner | Where |" and body[1] == "| --- | --- | --- |"
+        assert all(line.startswith("| service-") and line.endswith("|") for line in body[2:])
+        assert chunk.n_tokens <= 96
+    assert sum(chunk.text.count("| service-") for chunk in chunks) == 40  # every row once

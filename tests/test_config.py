@@ -201,3 +201,10 @@ def test_the_local_model_folder_variable_leaves_an_embedding_service_alone(tmp_p
                                           "model": "nomic-embed-text"}}, tmp_path, None).embedding
     assert service.model_path is None
     assert build_config({}, tmp_path, None).embedding.model_path == str(tmp_path.resolve())
+
+
+def test_a_home_folder_of_an_unknown_user_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match=r"storage = '~no-such-user-x9/index': cannot expand '~'"):
+        build_config({"storage": "~no-such-user-x9/index"}, tmp_path, None)
+    with pytest.raises(ConfigError, match=r"\[\[kb\]\] docs: paths"):
+        build_config({"kb": [{"name": "docs", "description": "d", "paths": ["~no-such-user-x9/docs"]}]}, tmp_path, None)

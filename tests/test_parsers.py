@@ -148,7 +148,7 @@ def test_every_real_pdf_ends_as_text_or_a_clear_reason():
     outcomes = {"text": 0, "encrypted": 0, "no text layer": 0, "parse error": 0}
     for path in SHARED_PDFS:
         try:
-            document = parse_file(path, path.name)
+            document = parse_file(path, path.name, ocr=False)  # the text layer alone (OCR: test_ocr.py)
             assert document.blocks, path
             outcomes["text"] += 1
         except ParseError as exc:

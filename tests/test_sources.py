@@ -16,7 +16,7 @@ def _kb(make_config, tmp_path, **options):
 def test_walk_lists_supported_files_with_posix_ids(make_config, tmp_path):
     write(tmp_path / "docs/a.md", "# A")
     write(tmp_path / "docs/sub/b.txt", "b")
-    write(tmp_path / "docs/image.png", "not indexed")
+    write(tmp_path / "docs/program.exe", "not indexed")
     scan = scan_sources(_kb(make_config, tmp_path))
     assert [f.doc_id for f in scan.files] == ["a.md", "sub/b.txt"]
 

@@ -30,6 +30,7 @@ _SENTENCE_END = re.compile(r"(?:[。！？；!?]|[.;:](?=\s)|\n)\s*")
 _WORD_END = re.compile(r"[，、]|,?\s+")
 _SENTENCE_ENDS_BEFORE = re.compile(r"(?:[。！？；!?]|[.;:]\s|\n)\s*$")
 _WORD_ENDS_BEFORE = re.compile(r"[，、\s]$")
+_TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")  # the line under a Markdown table's header
 _MIN_OVERLAP_SHARE = 3  # a sentence start that keeps less than 1/3 of the overlap loses to a word start
 
 
@@ -107,7 +108,7 @@ def _chunk_section(document: Document, blocks: list[Block], max_tokens: int, ove
         if size <= budget:
             pieces.append((block, size))
         else:
-            texts = split_text(block.text, budget, counter)
+            texts = _split_table(block.text, budget, counter) or split_text(block.text, budget, counter)
             pieces.extend((replace(block, text=text), n) for text, n in zip(texts, counter.count(texts)))
     chunks = []
     previous_text = None
@@ -180,6 +181,18 @@ def _pack_strings(parts: list[str], budget: int, counter: TokenCounter, next_lev
     if current.strip():
         pieces.append(current.strip())
     return pieces
+
+
+def _split_table(text: str, budget: int, counter: TokenCounter) -> list[str]:
+    """A Markdown table too large for one chunk, cut between rows, each piece under the header
+    (so every chunk knows its columns); [] when `text` is not a table."""
+    lines = text.split("\n")
+    if len(lines) < 3 or not lines[0].startswith("|") or not _TABLE_RULE.match(lines[1]):
+        return []
+    header = "\n".join(lines[:2])
+    room = max(budget - counter.count([header])[0] - 1, budget // 4)
+    rows = _pack_strings([line + "\n" for line in lines[2:]], room, counter, next_level=2)
+    return [f"{header}\n{piece}" for piece in rows]
 
 
 def _hard_cut(text: str, budget: int, counter: TokenCounter) -> list[str]:

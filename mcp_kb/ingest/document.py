@@ -29,3 +29,4 @@ class Document:
     metadata: dict[str, Any] = field(default_factory=dict)
     one_chunk_per_block: bool = False  # JSON records are never packed together
     notes: tuple[str, ...] = ()  # non-fatal problems worth reporting (e.g. scanned pages)
+    ocr_pages: int = 0  # pages (or images) whose text came from OCR

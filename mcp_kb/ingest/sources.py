@@ -102,8 +102,12 @@ def find_source(kb: KBConfig, doc_id: str) -> SourceFile:
 
 def resolve_document(kb: KBConfig, doc_id: str) -> Document:
     """Parse one document of the KB by its id."""
-    source = find_source(kb, doc_id)
-    return parse_file(source.path, source.doc_id)
+    return parse_source(find_source(kb, doc_id), kb)
+
+
+def parse_source(source: SourceFile, kb: KBConfig) -> Document:
+    """Parse one file of a KB with its settings (OCR on or off)."""
+    return parse_file(source.path, source.doc_id, ocr=kb.ocr != "off")
 
 
 def _roots(kb: KBConfig) -> list[tuple[Path, str]]:

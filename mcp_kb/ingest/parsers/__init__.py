@@ -13,13 +13,16 @@ from pathlib import Path
 from ..document import Document
 from ...errors import ParseError
 
-Parser = Callable[[Path, str], Document]
+Parser = Callable[..., Document]  # (path, doc_id) -> Document; OCR-capable parsers also take `ocr: bool`
 _PARSERS: dict[str, Parser] = {}
 _BINARY: set[str] = set()  # suffixes whose parser reads bytes, not text: the text sniffing leaves them alone
+_OCR: set[str] = set()  # suffixes whose parser takes `ocr` (whether it may read text from images)
+_READ_IMAGES = ("pdf", "images")  # built-in modules whose parser takes `ocr`
 # suffix -> (module.function in this package that reads it, whether the format is binary)
 _BUILTIN = {
     **dict.fromkeys([".md", ".markdown", ".mdx"], ("markdown.parse", False)),
     ".pdf": ("pdf.parse", True),
+    **dict.fromkeys([".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp"], ("images.parse", True)),
     **dict.fromkeys([".txt", ".text", ".rst", ".log", ".org", ".adoc"], ("text.parse", False)),
     **dict.fromkeys([".html", ".htm", ".xhtml"], ("html.parse", False)),
     **dict.fromkeys([".json", ".jsonl", ".ndjson"], ("json.parse", False)),
@@ -30,18 +33,19 @@ _BUILTIN = {
 }
 
 
-def register(suffixes: list[str], parser: Parser, binary: bool = False) -> None:
+def register(suffixes: list[str], parser: Parser, binary: bool = False, ocr: bool = False) -> None:
     """Make `parser` handle files with these suffixes (lower case, with the dot).
 
     `binary`: the format is not text (PDF, Office, images), so files are not judged by their bytes
-    before the parser sees them.
+    before the parser sees them. `ocr`: the parser takes an `ocr` keyword (may it read images).
     """
     for suffix in suffixes:
         _PARSERS[suffix] = parser
-        if binary:
-            _BINARY.add(suffix)
-        else:
-            _BINARY.discard(suffix)
+        for flag, kinds in ((binary, _BINARY), (ocr, _OCR)):
+            if flag:
+                kinds.add(suffix)
+            else:
+                kinds.discard(suffix)
 
 
 def is_supported(suffix: str) -> bool:
@@ -56,13 +60,14 @@ def is_binary_format(suffix: str) -> bool:
     return _BUILTIN.get(suffix, ("", False))[1]
 
 
-def parse_file(path: Path, doc_id: str) -> Document:
-    """Parse one file; any failure becomes a ParseError naming the reason."""
-    parser = _parser_for(path.suffix.lower())
+def parse_file(path: Path, doc_id: str, ocr: bool = True) -> Document:
+    """Parse one file (`ocr`: may text be read from images); any failure becomes a ParseError naming the reason."""
+    suffix = path.suffix.lower()
+    parser = _parser_for(suffix)
     if parser is None:
         raise ParseError(f"unsupported file type {path.suffix or '(none)'}")
     try:
-        return parser(path, doc_id)
+        return parser(path, doc_id, ocr=ocr) if suffix in _OCR else parser(path, doc_id)
     except ParseError:
         raise
     except OSError as exc:
@@ -75,5 +80,6 @@ def _parser_for(suffix: str) -> Parser | None:
     if suffix not in _PARSERS and suffix in _BUILTIN:
         target, binary = _BUILTIN[suffix]
         module, function = target.split(".")
-        register([suffix], getattr(import_module(f".{module}", __name__), function), binary)
+        register([suffix], getattr(import_module(f".{module}", __name__), function), binary,
+                 ocr=module in _READ_IMAGES)
     return _PARSERS.get(suffix)

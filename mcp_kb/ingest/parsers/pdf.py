@@ -8,19 +8,24 @@ from pathlib import Path
 from pypdf import PdfReader
 from pypdf.errors import FileNotDecryptedError, PdfReadError, PyPdfError
 
+from .. import ocr as engine
 from ..document import Document
 from ...errors import ParseError
 from .text import paragraph_blocks
 
 
 
-def parse(path: Path, doc_id: str) -> Document:
+MAX_OCR_PAGES = 500  # scanned pages read per document; a scan longer than this is cut, with a note
+
+
+def parse(path: Path, doc_id: str, ocr: bool = True) -> Document:
+    """Text per page; a page without a text layer is read by OCR when it is on and installed."""
     # pypdf logs every oddity of real-world files as a warning; the outcome is what we report.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     reader = _open(path)
+    read_images = ocr and engine.available()
     blocks = []
-    empty_pages = []
-    failed_pages = []
+    empty_pages, failed_pages, ocr_pages = [], [], []
     for number, page in enumerate(reader.pages, start=1):
         try:
             text = page.extract_text() or ""
@@ -28,19 +33,46 @@ def parse(path: Path, doc_id: str) -> Document:
             failed_pages.append(number)
             continue
         page_blocks = paragraph_blocks(text.replace("\r\n", "\n"), page=number)
+        if not page_blocks and read_images and len(ocr_pages) < MAX_OCR_PAGES:
+            page_blocks = paragraph_blocks(_page_image_text(page), page=number)
+            ocr_pages += [number] if page_blocks else []
         if not page_blocks:
             empty_pages.append(number)
         blocks.extend(page_blocks)
     if not blocks:
         if failed_pages and not empty_pages:
             raise ParseError("parse error: no page's text could be extracted (malformed PDF)")
-        raise ParseError("no text layer (scanned or image-only PDF): run OCR first to index it")
+        raise ParseError(f"no text layer (scanned or image-only PDF){_why_unread(ocr, read_images)}")
     notes = []
+    if ocr_pages:
+        notes.append(f"pages read by OCR: {_ranges(ocr_pages)}")
     if empty_pages:
-        notes.append(f"pages without a text layer: {_ranges(empty_pages)}")
+        notes.append(f"pages without a text layer: {_ranges(empty_pages)}{_why_unread(ocr, read_images)}")
     if failed_pages:
         notes.append(f"pages that could not be read: {_ranges(failed_pages)}")
-    return Document(doc_id, "pdf", _title(reader, path), tuple(blocks), {}, notes=tuple(notes))
+    return Document(doc_id, "pdf", _title(reader, path), tuple(blocks), {"ocr": True} if ocr_pages else {},
+                    notes=tuple(notes), ocr_pages=len(ocr_pages))
+
+
+def _page_image_text(page) -> str:
+    """OCR of the images on a page (a scanned page is one image); "" when it has none or they fail."""
+    texts = []
+    try:
+        images = list(page.images)
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, OSError):
+        return ""
+    for image in images:
+        try:
+            texts.append(engine.image_text(image.data))
+        except ParseError:
+            continue
+    return "\n\n".join(text for text in texts if text.strip())
+
+
+def _why_unread(ocr: bool, read_images: bool) -> str:
+    if read_images:
+        return ""  # OCR ran and found nothing (or the scan was longer than MAX_OCR_PAGES)
+    return ": OCR is off for this knowledge base" if not ocr else f": {engine.INSTALL_HINT}"
 
 
 def _open(path: Path) -> PdfReader:
