@@ -243,12 +243,12 @@ def stats(kb: str | None, config_path: str | None, as_json: bool) -> None:
             click.echo(json.dumps(figures, indent=2, ensure_ascii=False))
             return
         for item in figures:
-            click.echo(format_stats(item))
+            click.echo(_format_stats(item))
 
     _run(work)
 
 
-def format_stats(item: dict[str, Any]) -> str:
+def _format_stats(item: dict[str, Any]) -> str:
     """One KB's stats as a few lines of text."""
     search, sync, health = item["search"], item["last_sync"], item["health"]
     lines = [f"{item['name']}:"]
@@ -405,7 +405,7 @@ def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Pa
         results = []
         for each in modes:
             def run(text: str, each: str = each) -> list[str]:
-                return [hit.source for hit in app.search(kb, text, mode=each, top_k=top_k).hits]
+                return [hit.source for hit in app.search(kb, text, record=False, mode=each, top_k=top_k).hits]
             results.append(score_mode(run, query_by_id, judgements, each, k))
         if as_json:
             click.echo(json.dumps([r.__dict__ for r in results], indent=2))

@@ -140,3 +140,22 @@ def test_one_off_searches_leave_the_servers_saved_figures_alone(app):
     app.saves_metrics = True
     app.search("docs", "E5021", mode="keyword")
     assert read_metrics(app.config.storage, "docs")["searches"] == 2
+
+
+def test_evaluation_queries_stay_out_of_the_metrics_and_the_query_log(make_app, tmp_path):
+    from mcp_kb.index.state import query_log_path
+
+    app = _log_app(make_app, tmp_path, query_log=True)
+    app.self_check("docs", ["keyword", "hybrid"], sample=10, k=3)
+    assert app.search_metrics("docs")["searches"] == 0
+    assert not query_log_path(app.config.storage, "docs").exists()
+
+
+def test_a_rebuild_with_nothing_to_ask_about_still_syncs(make_app, tmp_path):
+    write(tmp_path / "docs" / "a.md", "# A\n\nOnly note.\n")
+    settings = {"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]}
+    make_app(settings).sync()
+    (tmp_path / "docs" / "a.md").unlink()
+    rebuilt = {**settings, "chunking": {"max_tokens": 200}, "sync": {"self_check_sample": 5}}
+    [report] = make_app(rebuilt).sync(allow_mass_delete=True)  # empty now: no query can be made, yet it syncs
+    assert report.rebuilt and report.chunks_total == 0
