@@ -15,11 +15,12 @@ from .config import ChunkingConfig, Config, KBConfig
 from .errors import KBError, ParseError
 from .evaluation import SelfCheck, self_check, self_query
 from .index.state import (is_sync_running, query_log_path, read_health, read_metrics, read_progress, read_summary,
-                          write_health, write_metrics)
+                          web_cache_dir, write_health, write_metrics)
 from .index.store import Store
 from .ingest.chunking import Chunk
 from .ingest.parsers import parse_file
-from .ingest.sources import resolve_document, scan_sources
+from .ingest.sources import parse_source, resolve_document, scan_sources
+from .ingest.web import find_page, is_url
 from .metrics import Metrics, QueryLog
 from .models import create_embedder, create_reranker, load_token_counter
 from .models.base import Embedder, TokenCounter
@@ -127,7 +128,11 @@ class App:
 
     def document_text(self, kb: str, doc_id: str) -> str:
         """The extracted text of one document of a KB (the same membership rules as a sync)."""
-        return document_text(resolve_document(self.config.get_kb(kb), doc_id))
+        kb_config = self.config.get_kb(kb)
+        if is_url(doc_id):
+            page = find_page(kb_config, web_cache_dir(self.config.storage, kb_config.name), doc_id)
+            return document_text(parse_source(page, kb_config))
+        return document_text(resolve_document(kb_config, doc_id))
 
     def chunks(self, file: Path) -> tuple[list[Chunk], tuple[str, ...]]:
         """The chunks a file yields with the first KB's chunking settings (or the defaults), and the

@@ -172,6 +172,35 @@ class SyncConfig(_Strict):
     self_check_sample: int = Field(0, ge=0, le=10_000)
 
 
+class WebSourceConfig(_Strict):
+    """A documentation site (or part of one) crawled into a KB; `urls = ["https://…"]` is short for
+    `urls = [{url = "https://…"}]`."""
+
+    url: str
+    # URL globs (fnmatch on the whole normalized URL, `*` crosses "/"); the scope is always within
+    # the start URL's folder on its host.
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+    max_pages: int = Field(1000, ge=1, le=1_000_000)
+    max_depth: int = Field(10, ge=0, le=100)  # links followed from the start URL (sitemap entries are depth 0)
+    sitemap: Literal["auto", "off"] = "auto"  # auto: robots.txt's Sitemap lines, else /sitemap.xml
+    keep_query: list[str] = Field(default_factory=list)  # query parameters that name a page; others are dropped
+    concurrency: int = Field(2, ge=1, le=16)
+    delay: float = Field(0.1, ge=0, le=60)  # seconds each worker waits before a request (robots' Crawl-delay wins)
+    user_agent: str = "mcp-kb (knowledge-base indexer)"
+    # Extra request headers; "${NAME}" in a value is read from the environment at crawl time, so a
+    # wiki token is never written to kb.toml or the index.
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(20, gt=0, le=600)  # seconds for one page, body included
+
+    @field_validator("url")
+    @classmethod
+    def _url_is_http(cls, value: str) -> str:
+        if not re.match(r"^https?://[^/?#\s]+", value):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+
 class FilterableField(_Strict):
     """A metadata field callers may filter on."""
 
@@ -184,7 +213,8 @@ class KBConfig(_Strict):
 
     name: str
     description: str
-    paths: list[PathValue] = Field(min_length=1)
+    paths: list[PathValue] = Field(default_factory=list)
+    urls: list[WebSourceConfig] = Field(default_factory=list)
     include: list[str] = Field(default_factory=list)  # empty: every supported file
     exclude: list[str] = Field(default_factory=list)
     respect_gitignore: bool = True
@@ -210,6 +240,19 @@ class KBConfig(_Strict):
         if value is not None and not TOOL_NAME_PATTERN.match(value):
             raise ValueError(f"{value!r} breaks MCP's tool-name rule: 1-128 of A-Z a-z 0-9 _ - .")
         return value
+
+    @field_validator("urls", mode="before")
+    @classmethod
+    def _url_shorthand(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [{"url": item} if isinstance(item, str) else item for item in value]
+        return value
+
+    @model_validator(mode="after")
+    def _has_sources(self) -> KBConfig:
+        if not self.paths and not self.urls:
+            raise ValueError('a knowledge base needs `paths` (folders or files), `urls` (web sites), or both')
+        return self
 
     @model_validator(mode="after")
     def _fields_do_not_shadow_columns(self) -> KBConfig:

@@ -17,7 +17,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,9 +30,10 @@ from .models.base import Embedder, TokenCounter
 from .errors import KBError, MassDeleteError, ModelError, ParseError
 from .index.keywords import ANALYZER_VERSION, keyword_terms
 from .ingest.ocr import available as ocr_available
-from .ingest.sources import SkippedFile, SourceFile, parse_source, scan_sources
+from .ingest.sources import SkippedFile, SourceFile, SourceScan, parse_source, scan_sources
+from .ingest.web import crawl_kb, document_kind, is_url
 from .index.schema import ChunkRow, chunk_schema, coerce
-from .index.state import clear_progress, sync_lock, write_progress, write_summary
+from .index.state import clear_progress, sync_lock, web_cache_dir, write_progress, write_summary
 from .index.store import FileRecord, Store, generation_of, new_generation
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,7 @@ class SyncReport:
     chunks_embedded: int = 0
     tokens_embedded: int = 0  # model tokens sent to the embedder
     pages_ocr: int = 0  # pages and images whose text was read by OCR
+    crawl: dict[str, int] = field(default_factory=dict)  # web sources: requests, downloaded, not_modified, ...
     chunks_reused: int = 0
     chunks_deleted: int = 0
     chunks_total: int = 0
@@ -98,6 +99,11 @@ class SyncReport:
                  f"chunks {self.chunks_embedded} embedded, {self.chunks_reused} reused, "
                  f"{self.chunks_deleted} deleted, {self.chunks_total} in index; "
                  f"{self.seconds.get('total', 0.0):.1f}s" + (f"; {self.pages_ocr} pages read by OCR" if self.pages_ocr else "")]
+        if self.crawl:
+            parts.append(f"  web: {self.crawl['requests']} requests, {self.crawl['downloaded']} pages downloaded, "
+                         f"{self.crawl['not_modified']} not modified"
+                         + (f"; stopped at max_pages with {self.crawl['stopped_at_max_pages']} links left"
+                            if self.crawl['stopped_at_max_pages'] else ""))
         if self.rebuilt:
             parts.insert(0, f"{self.kb}: rebuilt from scratch: {self.rebuilt}")
         parts += [f"  failed {f['path']}: {f['reason']}" for f in self.failures]
@@ -136,6 +142,8 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounte
             active_files = store.read_files(kb.name, active) if active is not None else {}
         with timer("scan"):
             scan = scan_sources(kb, known={p: (r.size, r.mtime_ns) for p, r in active_files.items()})
+            if kb.urls:
+                scan = _with_crawl(store, kb, scan, [p for p in active_files if is_url(p)], report, progress)
             report.skipped = [{"path": s.doc_id, "reason": s.reason} for s in scan.skipped]
             unreadable = [s for s in scan.skipped if s.unreadable]
             _refuse_mass_delete(kb, active_files, {f.doc_id for f in scan.files}, unreadable, allow_mass_delete)
@@ -177,6 +185,14 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounte
         raise
     finally:
         clear_progress(store.uri, kb.name)
+
+
+def _with_crawl(store: Store, kb: KBConfig, scan: SourceScan, known: list[str], report: SyncReport,
+                progress: ProgressCallback) -> SourceScan:
+    """The KB's files and the pages its web sources reach, as one scan."""
+    crawl = crawl_kb(kb, web_cache_dir(store.uri, kb.name), known, progress)
+    report.crawl = asdict(crawl.stats)
+    return SourceScan(scan.files + crawl.files, scan.skipped + crawl.skipped)
 
 
 def _recording_progress(storage: str, kb: str, progress: ProgressCallback | None) -> ProgressCallback:
@@ -529,8 +545,7 @@ def _last_sync(started: str, outcome: str, report: SyncReport, error: str = "") 
 
 def _summary(files: dict[str, FileRecord], report: SyncReport, titles: list[str]) -> dict[str, Any]:
     """What the KB holds, for tool descriptions: counts by kind and a few document titles."""
-    kinds = Counter(Path(path).suffix.lower().lstrip(".") or "other" for path, record in files.items()
-                    if record.status == "indexed")
+    kinds = Counter(document_kind(path) for path, record in files.items() if record.status == "indexed")
     return {"documents": sum(kinds.values()), "kinds": dict(kinds.most_common()), "chunks": report.chunks_total,
             "titles": titles}
 

@@ -66,6 +66,12 @@ def query_log_path(storage: str, kb: str) -> Path:
     return local_state_dir(storage) / f"{kb}.queries.jsonl"
 
 
+def web_cache_dir(storage: str, kb: str) -> Path:
+    """Where the pages a KB's web sources crawled are kept (bodies and validators for conditional
+    requests); a cache: without it each page is downloaded once more, never re-embedded."""
+    return local_state_dir(storage) / "web" / kb
+
+
 def write_progress(storage: str, kb: str, done: int, total: int) -> None:
     """How far the running sync of a KB is (files done of files to index), for searches and status."""
     _write_json(_kb_file(storage, kb, "progress"), {"done": done, "total": total})

@@ -1,8 +1,11 @@
-"""HTML via BeautifulSoup: main content only, headings as the heading path."""
+"""HTML: the main content only (trafilatura drops navigation, sidebars, footers, cookie banners),
+read by BeautifulSoup with headings as the heading path and code blocks whole."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import Any
 
 from bs4 import BeautifulSoup, Tag
 
@@ -15,34 +18,73 @@ _BLOCKS = {"p", "pre", "li", "table", "blockquote", "dd", "dt", "figcaption"}
 
 
 def parse(path: Path, doc_id: str) -> Document:
-    soup = BeautifulSoup(read_text(path), "html.parser")
-    title = soup.title.get_text(" ", strip=True) if soup.title else ""
-    for tag in soup.find_all(_DROP):
-        tag.decompose()
-    root = soup.find("main") or soup.find("article") or soup.body or soup
-    blocks = _blocks(root)
-    if not blocks:
-        text = root.get_text("\n", strip=True)
-        blocks = [Block(text)] if text else []
+    html = read_text(path)
+    page = BeautifulSoup(html, "html.parser")
+    title = page.title.get_text(" ", strip=True) if page.title else ""
+    blocks = _blocks(_main_content(html) or _fallback_root(page))
     first_heading = next((b.heading_path[0] for b in blocks if b.heading_path), None)
     return Document(doc_id, "html", title or first_heading or path.stem, tuple(blocks))
+
+
+def _main_content(html: str) -> Tag | None:
+    """The page's main content as trafilatura sees it (None when it finds none)."""
+    import trafilatura  # imported on first HTML file: it costs a starting server half a second
+
+    extracted = trafilatura.extract(html, output_format="html", include_formatting=True, include_tables=True,
+                                    include_links=False, include_images=False, include_comments=False,
+                                    favor_recall=True, config=_trafilatura_settings())
+    if not extracted:
+        return None
+    return BeautifulSoup(extracted, "html.parser").body
+
+
+@functools.cache
+def _trafilatura_settings() -> Any:
+    from trafilatura.settings import use_config
+
+    settings = use_config()
+    # By default a main text under 250 characters is replaced by a flat dump of the whole page
+    # (navigation included, headings lost); a short page's own structure is worth more.
+    settings.set("DEFAULT", "MIN_EXTRACTED_SIZE", "1")
+    return settings
+
+
+def _fallback_root(page: BeautifulSoup) -> Tag:
+    for tag in page.find_all(_DROP):
+        tag.decompose()
+    return page.find("main") or page.find("article") or page.body or page
 
 
 def _blocks(root: Tag) -> list[Block]:
     headings: list[tuple[int, str]] = []
     blocks = []
     for element in root.find_all(_HEADINGS | _BLOCKS):
-        if element.find_parent(_BLOCKS):  # a <p> inside an <li>: its parent already holds the text
+        # A <p> inside an <li>, or inline code (trafilatura writes it as <pre>) inside a paragraph
+        # or heading: the enclosing element already holds the text.
+        if element.find_parent(_BLOCKS | _HEADINGS):
             continue
         if element.name in _HEADINGS:
             level = int(element.name[1])
             headings = [h for h in headings if h[0] < level] + [(level, element.get_text(" ", strip=True))]
             continue
-        text = _table_text(element) if element.name == "table" else element.get_text(" ", strip=True)
+        text = _element_text(element)
         if text:
             atomic = element.name in ("pre", "table")
             blocks.append(Block(text, heading_path=tuple(h[1] for h in headings), atomic=atomic))
+    if not blocks:
+        text = root.get_text("\n", strip=True)
+        blocks = [Block(text)] if text else []
     return blocks
+
+
+def _element_text(element: Tag) -> str:
+    if element.name == "table":
+        return _table_text(element)
+    if element.name == "pre":  # code: its own line breaks and indentation, as written
+        while element.pre:  # trafilatura nests a code block's <pre> in another, indented for display
+            element = element.pre
+        return element.get_text().strip("\n").rstrip()
+    return element.get_text(" ", strip=True)
 
 
 def _table_text(table: Tag) -> str:

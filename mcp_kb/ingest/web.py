@@ -1,0 +1,614 @@
+"""Web sources: crawl a documentation site within its scope into a local page cache.
+
+A crawl starts from the configured URL, the site's sitemaps and the pages the index already holds,
+follows links breadth first within the scope (same host, below the start URL's folder, the
+include/exclude globs, robots.txt), and stops at `max_pages` and `max_depth`. Every page is bounded
+in bytes (also after decompression) and time. Pages the cache holds are asked for with their ETag /
+Last-Modified, so an unchanged site answers 304 and costs no download, parse or embedding.
+
+What the sync sees is the same as for folders: a SourceFile per page (its id the normalized URL,
+its path the cached body) and a SkippedFile per page that was not read, marked `unreadable` when
+the failure is transient (timeout, 5xx, 429, 401/403), so the index keeps that page's last version.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import logging
+import os
+import posixpath
+import re
+import threading
+import time
+import urllib.robotparser
+import zlib
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
+
+import httpx
+
+from ..config import KBConfig, WebSourceConfig
+from ..errors import ConfigError, KBError
+from .parsers import is_supported
+from .sources import SkippedFile, SourceFile
+
+log = logging.getLogger(__name__)
+
+_MAX_REDIRECTS = 5
+_MAX_SITEMAPS = 20  # sitemap files read per source (an index may name many)
+_SITEMAP_BYTES = 50 * 1024 * 1024  # the sitemap protocol's own limit per file
+_ROBOTS_BYTES = 512 * 1024
+_TRANSIENT = {408, 425, 429, 500, 502, 503, 504, 401, 403}  # keep what the index has; try again next sync
+_GONE = {404, 410}
+# Content types that say what a body is when its URL has no telling suffix.
+_SUFFIX_BY_TYPE = {
+    "text/html": ".html", "application/xhtml+xml": ".html", "application/pdf": ".pdf",
+    "text/markdown": ".md", "text/x-markdown": ".md", "text/plain": ".txt", "application/json": ".json",
+    "text/csv": ".csv",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ".docx",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": ".pptx",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx",
+}
+_PAGE_SUFFIXES = {".html", ".htm", ".xhtml", ".php", ".asp", ".aspx", ".jsp", ""}  # served as HTML, whatever the name
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+Progress = Callable[[int, int, str], None]
+
+
+def is_url(doc_id: str) -> bool:
+    """Whether a document id names a web page rather than a file."""
+    return doc_id.startswith(("http://", "https://"))
+
+
+def document_kind(doc_id: str) -> str:
+    """What a document is, for summaries: a file's suffix, or "web page" for an HTML page."""
+    suffix = posixpath.splitext(urlsplit(doc_id).path if is_url(doc_id) else doc_id)[1].lower()
+    if is_url(doc_id) and (suffix in _PAGE_SUFFIXES or not is_supported(suffix)):
+        return "web page"
+    return suffix.lstrip(".") or "other"
+
+
+# ---- URLs and scope ---------------------------------------------------------------------------
+
+def normalize_url(url: str, keep_query: Iterable[str] = ()) -> str | None:
+    """One spelling per page: lower-case scheme and host, no default port, no fragment, dot segments
+    resolved, only the query parameters that name a page (sorted). None for what is not http(s)."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        return None
+    host = parts.hostname.lower()
+    if ":" in host:
+        host = f"[{host}]"
+    if port and port != {"http": 80, "https": 443}[scheme]:
+        host = f"{host}:{port}"
+    path = parts.path or "/"
+    resolved = posixpath.normpath(path)
+    if path.endswith("/") and not resolved.endswith("/"):
+        resolved += "/"
+    resolved = "/" + resolved.lstrip("/")  # normpath keeps a leading "//"
+    keep = set(keep_query)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if "*" in keep or k in keep]
+    return urlunsplit((scheme, host, resolved, urlencode(sorted(query)), ""))
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which URLs a source may request: its start URL's host and folder, its globs, robots.txt."""
+
+    source: WebSourceConfig
+    start: str
+    prefix: str  # the start URL up to the last "/" of its path
+
+    @classmethod
+    def of(cls, source: WebSourceConfig) -> Scope:
+        start = normalize_url(source.url, source.keep_query)
+        if start is None:
+            raise ConfigError(f"urls: {source.url!r} is not an http(s) URL")
+        parts = urlsplit(start)
+        folder = parts.path[:parts.path.rfind("/") + 1]
+        return cls(source, start, urlunsplit((parts.scheme, parts.netloc, folder, "", "")))
+
+    @property
+    def origin(self) -> str:
+        parts = urlsplit(self.start)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    def contains(self, url: str) -> bool:
+        if not url.startswith(self.prefix):
+            return False
+        if self.source.include and not any(fnmatch.fnmatchcase(url, g) for g in self.source.include):
+            return False
+        return not any(fnmatch.fnmatchcase(url, g) for g in self.source.exclude)
+
+    def normalize(self, url: str, base: str = "") -> str | None:
+        return normalize_url(urljoin(base, url) if base else url, self.source.keep_query)
+
+
+# ---- the page cache ---------------------------------------------------------------------------
+
+@dataclass
+class CachedPage:
+    """What the cache keeps about one requested URL: its body file and validators."""
+
+    url: str  # as requested
+    doc_id: str  # the page's id: the final URL after redirects, or its canonical link
+    file: str  # body file name in the cache folder; its suffix picks the parser
+    etag: str = ""
+    last_modified: str = ""
+    links: list[str] = field(default_factory=list)  # in-scope links found on it (for 304 answers)
+    indexable: bool = True  # false for pages marked noindex or duplicates of another id
+
+
+class PageCache:
+    """Bodies and validators of fetched pages, in a folder per KB; a cache, so losing it costs
+    one full download of each page (never a re-embedding: the content hashes decide that)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self._lock = threading.Lock()
+        self.pages: dict[str, CachedPage] = {}
+        try:
+            raw = json.loads((folder / "pages.json").read_text(encoding="utf-8"))
+            self.pages = {url: CachedPage(**entry) for url, entry in raw.items()}
+        except (OSError, ValueError, TypeError):
+            self.pages = {}
+
+    def get(self, url: str) -> CachedPage | None:
+        page = self.pages.get(url)
+        return page if page and (self.folder / page.file).is_file() else None
+
+    def body_path(self, page: CachedPage) -> Path:
+        return self.folder / page.file
+
+    def by_doc_id(self, doc_id: str) -> CachedPage | None:
+        return next((p for p in self.pages.values() if p.doc_id == doc_id and p.indexable
+                     and (self.folder / p.file).is_file()), None)
+
+    def put(self, page: CachedPage, body: bytes) -> None:
+        """Keep a body; an unchanged body keeps its file (and mtime), so its hash is not recomputed."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / page.file
+        old = self.pages.get(page.url)
+        if not (old and old.file == page.file and path.is_file() and path.read_bytes() == body):
+            temporary = path.with_suffix(path.suffix + ".tmp")
+            temporary.write_bytes(body)
+            os.replace(temporary, path)
+        with self._lock:
+            self.pages[page.url] = page
+
+    def update(self, page: CachedPage) -> None:
+        with self._lock:
+            self.pages[page.url] = page
+
+    def forget(self, url: str) -> None:
+        with self._lock:
+            page = self.pages.pop(url, None)
+        if page:
+            (self.folder / page.file).unlink(missing_ok=True)
+
+    def save(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        temporary = self.folder / "pages.json.tmp"
+        temporary.write_text(json.dumps({u: asdict(p) for u, p in self.pages.items()}), encoding="utf-8")
+        os.replace(temporary, self.folder / "pages.json")
+
+
+def body_file_name(url: str, suffix: str) -> str:
+    return hashlib.sha256(url.encode("utf-8")).hexdigest()[:32] + suffix
+
+
+# ---- fetching ---------------------------------------------------------------------------------
+
+@dataclass
+class Fetched:
+    """The outcome of one page request."""
+
+    url: str  # as requested
+    final_url: str = ""
+    status: int = 0
+    body: bytes = b""
+    content_type: str = ""
+    etag: str = ""
+    last_modified: str = ""
+    error: str = ""  # why there is no usable answer
+    transient: bool = False  # the failure may pass: keep the indexed version
+
+    @property
+    def not_modified(self) -> bool:
+        return self.status == 304
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _TooSlow(Exception):
+    pass
+
+
+class Fetcher:
+    """HTTP for one source: its headers, limits and manners; it requests nothing outside the scope."""
+
+    def __init__(self, scope: Scope, max_bytes: int):
+        self.scope = scope
+        self.source = scope.source
+        self.max_bytes = max_bytes
+        self.requests = 0
+        self.delay = self.source.delay
+        self._count_lock = threading.Lock()
+        self.client = httpx.Client(
+            timeout=httpx.Timeout(self.source.timeout), follow_redirects=False,
+            headers={"User-Agent": self.source.user_agent, "Accept-Encoding": "gzip, deflate",
+                     **_expanded(self.source.headers)},
+            limits=httpx.Limits(max_connections=self.source.concurrency))
+
+    def close(self) -> None:
+        self.client.close()
+
+    def get(self, url: str, cached: CachedPage | None = None, limit: int | None = None,
+            allowed: Callable[[str], bool] | None = None) -> Fetched:
+        """GET a URL, following redirects that stay `allowed` (in scope by default)."""
+        allowed = allowed or self.scope.contains
+        headers = {}
+        if cached and cached.etag:
+            headers["If-None-Match"] = cached.etag
+        if cached and cached.last_modified:
+            headers["If-Modified-Since"] = cached.last_modified
+        current, seen = url, {url}
+        for _ in range(_MAX_REDIRECTS + 1):
+            result = self._request(current, headers, limit or self.max_bytes)
+            if result.status not in (301, 302, 303, 307, 308):
+                result.url, result.final_url = url, current
+                return result
+            target = self.scope.normalize(result.error, current)  # `error` carries the Location here
+            if target is None or not allowed(target):
+                return Fetched(url, error=f"redirects out of scope to {result.error[:200]}")
+            if target in seen:
+                return Fetched(url, error="redirect loop")
+            seen.add(target)
+            current = target
+        return Fetched(url, error=f"more than {_MAX_REDIRECTS} redirects")
+
+    def _request(self, url: str, headers: dict[str, str], limit: int) -> Fetched:
+        if self.delay:
+            time.sleep(self.delay)
+        with self._count_lock:
+            self.requests += 1
+        deadline = time.monotonic() + self.source.timeout
+        try:
+            with self.client.stream("GET", url, headers=headers) as response:
+                status = response.status_code
+                if status in (301, 302, 303, 307, 308):
+                    return Fetched(url, status=status, error=response.headers.get("location", ""))
+                if status == 304:
+                    return Fetched(url, status=304)
+                if status in _GONE:
+                    return Fetched(url, status=status, error=f"HTTP {status}: gone")
+                if status >= 400:
+                    return Fetched(url, status=status, error=f"HTTP {status}", transient=status in _TRANSIENT
+                                   or status >= 500)
+                declared = int(response.headers.get("content-length") or 0)
+                if declared > limit and "content-encoding" not in response.headers:
+                    raise _TooLarge
+                body = _read_body(response, limit, deadline)
+                return Fetched(url, status=status, body=body,
+                               content_type=response.headers.get("content-type", "").split(";")[0].strip().lower(),
+                               etag=response.headers.get("etag", ""),
+                               last_modified=response.headers.get("last-modified", ""))
+        except _TooLarge:
+            return Fetched(url, error=f"too large: more than {limit / 1e6:.1f} MB (max_file_size_mb)")
+        except (_TooSlow, httpx.TimeoutException):
+            return Fetched(url, error=f"no complete answer within {self.source.timeout:g} s", transient=True)
+        except (httpx.HTTPError, zlib.error, OSError) as exc:
+            return Fetched(url, error=f"request failed: {type(exc).__name__}: {exc}"[:300], transient=True)
+
+
+def _expanded(headers: dict[str, str]) -> dict[str, str]:
+    """Header values with ${NAME} read from the environment (tokens stay out of kb.toml)."""
+    def value(match: re.Match[str]) -> str:
+        name = match[1]
+        if name not in os.environ:
+            raise ConfigError(f"urls.headers: the environment variable {name} is not set")
+        return os.environ[name]
+
+    return {key: _ENV_REFERENCE.sub(value, text) for key, text in headers.items()}
+
+
+def _read_body(response: httpx.Response, limit: int, deadline: float) -> bytes:
+    """The body, decompressed here with a bound on the output (a gzip bomb stops at `limit`)."""
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("identity", "gzip", "deflate", "x-gzip", ""):
+        raise httpx.DecodingError(f"unsupported content-encoding {encoding!r}")
+    decoder = zlib.decompressobj(47) if encoding not in ("identity", "") else None  # 47: gzip or zlib header
+    body = bytearray()
+    for raw in response.iter_raw(65536):
+        if time.monotonic() > deadline:
+            raise _TooSlow
+        pending = raw
+        while pending:
+            data = decoder.decompress(pending, limit + 1 - len(body)) if decoder else pending
+            pending = decoder.unconsumed_tail if decoder else b""
+            body += data
+            if len(body) > limit:
+                raise _TooLarge
+    return bytes(body)
+
+
+# ---- robots.txt and sitemaps ------------------------------------------------------------------
+
+def read_robots(fetcher: Fetcher) -> tuple[urllib.robotparser.RobotFileParser, list[str]]:
+    """The host's robots.txt rules and sitemap URLs; a missing file allows everything.
+
+    A robots.txt that cannot be read for a transient reason stops the crawl (RFC 9309: assume
+    everything is disallowed), which the sync reports and survives by keeping its pages.
+    """
+    robots = urllib.robotparser.RobotFileParser()
+    url = fetcher.scope.origin + "/robots.txt"
+    answer = fetcher.get(url, limit=_ROBOTS_BYTES, allowed=lambda u: u.startswith(fetcher.scope.origin + "/"))
+    if answer.transient:
+        raise KBError(f"{url}: {answer.error}")
+    lines = answer.body.decode("utf-8", "replace").splitlines() if answer.status == 200 else []
+    robots.parse(lines)
+    return robots, list(robots.site_maps() or [])
+
+
+def sitemap_urls(fetcher: Fetcher, listed: list[str]) -> tuple[list[str], list[str]]:
+    """Page URLs from the site's sitemaps (index files followed, .gz read), and problems met."""
+    scope = fetcher.scope
+    on_host = [u for u in (scope.normalize(x) for x in listed) if u and u.startswith(scope.origin + "/")]
+    queue = on_host or [scope.origin + "/sitemap.xml"]
+    pages, problems, seen = [], [], set()
+    while queue and len(seen) < _MAX_SITEMAPS:
+        url = queue.pop(0)
+        if url in seen:
+            continue
+        seen.add(url)
+        answer = fetcher.get(url, limit=_SITEMAP_BYTES, allowed=lambda u: u.startswith(scope.origin + "/"))
+        if answer.status != 200:
+            if on_host:  # a sitemap robots.txt names should be there; /sitemap.xml is only a guess
+                problems.append(f"sitemap {url}: {answer.error or answer.status}")
+            continue
+        body = answer.body
+        if body[:2] == b"\x1f\x8b":
+            try:
+                body = zlib.decompressobj(47).decompress(body, _SITEMAP_BYTES)
+            except zlib.error as exc:
+                problems.append(f"sitemap {url}: not valid gzip ({exc})")
+                continue
+        text = body.decode("utf-8", "replace")
+        locations = [_xml_unescape(m) for m in re.findall(r"<loc>\s*(.*?)\s*</loc>", text, flags=re.S)]
+        if re.search(r"<sitemapindex[\s>]", text):
+            queue += [u for u in (scope.normalize(x) for x in locations) if u and u.startswith(scope.origin + "/")]
+        else:
+            pages += locations
+    return pages, problems
+
+
+def _xml_unescape(text: str) -> str:
+    for entity, char in (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&apos;", "'"), ("&amp;", "&")):
+        text = text.replace(entity, char)
+    return text
+
+
+# ---- links ------------------------------------------------------------------------------------
+
+def page_links(body: bytes, url: str, scope: Scope) -> tuple[list[str], str | None, bool, bool]:
+    """In-scope links of an HTML page, its canonical URL (if in scope), and whether robots meta
+    says noindex / nofollow."""
+    from bs4 import BeautifulSoup  # imported on first crawl, not at server start
+
+    from .parsers.text import decode_bytes
+    try:
+        soup = BeautifulSoup(decode_bytes(body), "html.parser")
+    except Exception:  # an undecodable or broken page has no links to follow
+        return [], None, False, False
+    base_tag = soup.find("base", href=True)
+    base = urljoin(url, base_tag["href"]) if base_tag else url
+    robots_meta = " ".join(m.get("content", "") for m in soup.find_all("meta", attrs={"name": re.compile("^robots$", re.I)}))
+    noindex, nofollow = "noindex" in robots_meta.lower(), "nofollow" in robots_meta.lower()
+    canonical = None
+    for link in soup.find_all("link", href=True):
+        if "canonical" in [r.lower() for r in (link.get("rel") or [])]:
+            candidate = scope.normalize(link["href"], base)
+            canonical = candidate if candidate and scope.contains(candidate) else None
+    links: list[str] = []
+    if not nofollow:
+        for anchor in soup.find_all("a", href=True):
+            target = scope.normalize(anchor["href"], base)
+            if target and scope.contains(target) and target not in links:
+                links.append(target)
+    return links, canonical, noindex, nofollow
+
+
+def suffix_for(url: str, content_type: str) -> str | None:
+    """The parser suffix for a body: HTML by its content type, else the URL's suffix when a parser
+    reads it (a README.md served as text/plain), else the content type's."""
+    if _SUFFIX_BY_TYPE.get(content_type) == ".html":
+        return ".html"
+    suffix = posixpath.splitext(urlsplit(url).path)[1].lower()
+    if suffix not in _PAGE_SUFFIXES and is_supported(suffix):
+        return suffix
+    return _SUFFIX_BY_TYPE.get(content_type)
+
+
+# ---- the crawl --------------------------------------------------------------------------------
+
+@dataclass
+class CrawlStats:
+    """What a crawl cost, for the sync report."""
+
+    requests: int = 0
+    downloaded: int = 0  # pages whose body came (200)
+    not_modified: int = 0  # pages answered 304
+    stopped_at_max_pages: int = 0  # links in scope left unfetched, when max_pages was reached
+
+    def add(self, other: CrawlStats) -> None:
+        for name in ("requests", "downloaded", "not_modified", "stopped_at_max_pages"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass
+class Crawl:
+    files: list[SourceFile] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
+    stats: CrawlStats = field(default_factory=CrawlStats)
+
+
+def crawl_kb(kb: KBConfig, cache_folder: Path, known: Iterable[str] = (), progress: Progress | None = None) -> Crawl:
+    """Crawl every URL source of a KB; `known` are the page ids its index holds (each is asked
+    for again, so a page leaves the index only when its site says it is gone)."""
+    cache = PageCache(cache_folder)
+    crawl = Crawl()
+    try:
+        for source in kb.urls:
+            _crawl_source(kb, source, cache, set(known), crawl, progress)
+    finally:
+        cache.save()
+    crawl.files = list({f.doc_id: f for f in crawl.files}.values())  # two sources may reach one page
+    return crawl
+
+
+def find_page(kb: KBConfig, cache_folder: Path, doc_id: str) -> SourceFile:
+    """The cached page behind a URL id of the KB (the document resource); anything else is refused."""
+    for source in kb.urls:
+        if Scope.of(source).contains(doc_id):
+            cache = PageCache(cache_folder)
+            page = cache.by_doc_id(doc_id)
+            if page:
+                return _source_file(cache, page)
+    raise KBError(f"{doc_id!r} is not a page of knowledge base {kb.name!r} (or it was not crawled on this machine "
+                  f"yet: run `mcp-kb sync {kb.name}`)")
+
+
+def _crawl_source(kb: KBConfig, source: WebSourceConfig, cache: PageCache, known: set[str], crawl: Crawl,
+                  progress: Progress | None) -> None:
+    scope = Scope.of(source)
+    fetcher = Fetcher(scope, kb.max_file_bytes)
+    try:
+        try:
+            robots, listed = read_robots(fetcher)
+        except KBError as exc:
+            crawl.skipped.append(SkippedFile(scope.prefix, f"site unreachable ({exc}); its pages keep their "
+                                             f"indexed version", unreadable=True))
+            return
+        crawl_delay = robots.crawl_delay(source.user_agent)
+        if crawl_delay:
+            fetcher.delay = max(fetcher.delay, min(float(crawl_delay), 60.0))
+        seeds = [scope.start, *sorted(k for k in known if scope.contains(k))]
+        if source.sitemap == "auto":
+            listed_pages, problems = sitemap_urls(fetcher, listed)
+            seeds += [u for u in (scope.normalize(x) for x in listed_pages) if u and scope.contains(u)]
+            crawl.skipped += [SkippedFile(scope.start, problem) for problem in problems]
+        _Walk(kb, scope, fetcher, robots, cache, crawl, progress).run(seeds)
+    finally:
+        crawl.stats.requests += fetcher.requests
+        fetcher.close()
+
+
+class _Walk:
+    """Breadth-first fetching of one source, a wave of links per depth, `concurrency` at a time."""
+
+    def __init__(self, kb: KBConfig, scope: Scope, fetcher: Fetcher, robots: urllib.robotparser.RobotFileParser,
+                 cache: PageCache, crawl: Crawl, progress: Progress | None):
+        self.kb, self.scope, self.fetcher, self.robots = kb, scope, fetcher, robots
+        self.cache, self.crawl, self.progress = cache, crawl, progress
+        self.source = scope.source
+        self.requested: set[str] = set()
+        self.ids: set[str] = {f.doc_id for f in crawl.files}
+
+    def allowed(self, url: str) -> bool:
+        return self.scope.contains(url) and self.robots.can_fetch(self.source.user_agent, url)
+
+    def run(self, seeds: list[str]) -> None:
+        frontier = list(dict.fromkeys(seeds))
+        with ThreadPoolExecutor(self.source.concurrency, thread_name_prefix="mcp-kb-crawl") as pool:
+            for depth in range(self.source.max_depth + 1):
+                wave = self._admit(frontier)
+                if not wave:
+                    return
+                found: list[str] = []
+                for url, answer in zip(wave, pool.map(self._fetch, wave)):
+                    found += self._take(url, answer)
+                frontier = found if depth < self.source.max_depth else []
+                if self.progress:
+                    self.progress(len(self.requested), len(self.requested) + len(frontier),
+                                  f"{self.kb.name}: crawled {len(self.requested)} pages of {self.scope.start}")
+
+    def _admit(self, frontier: list[str]) -> list[str]:
+        """The next wave: new URLs the rules allow, up to max_pages in all."""
+        wave = []
+        for url in dict.fromkeys(frontier):
+            if url in self.requested:
+                continue
+            if not self.robots.can_fetch(self.source.user_agent, url):
+                self.crawl.skipped.append(SkippedFile(url, "disallowed by robots.txt"))
+                self.requested.add(url)
+                continue
+            if len(self.requested) >= self.source.max_pages:
+                left = len([u for u in frontier if u not in self.requested])
+                self.crawl.stats.stopped_at_max_pages += left
+                self.crawl.skipped.append(SkippedFile(
+                    self.scope.start, f"crawl stopped at max_pages = {self.source.max_pages}: "
+                                      f"{left} more links in scope were not fetched"))
+                break
+            self.requested.add(url)
+            wave.append(url)
+        return wave
+
+    def _fetch(self, url: str) -> Fetched:
+        return self.fetcher.get(url, self.cache.get(url), allowed=self.allowed)
+
+    def _take(self, url: str, answer: Fetched) -> list[str]:
+        """Record one answer; returns the links to follow from it."""
+        cached = self.cache.get(url)
+        if answer.final_url:
+            self.requested.add(answer.final_url)
+        if answer.not_modified and cached:
+            self.crawl.stats.not_modified += 1
+            return self._keep(cached)
+        if answer.status == 200:
+            self.crawl.stats.downloaded += 1
+            return self._store(url, answer)
+        if answer.status in _GONE:
+            self.cache.forget(url)
+        if answer.transient and cached:  # the indexed version stays; its links still lead on
+            self.crawl.skipped.append(SkippedFile(cached.doc_id, answer.error, unreadable=True))
+            return cached.links
+        self.crawl.skipped.append(SkippedFile(url, answer.error or f"HTTP {answer.status}", unreadable=answer.transient))
+        return []
+
+    def _store(self, url: str, answer: Fetched) -> list[str]:
+        suffix = suffix_for(answer.final_url, answer.content_type)
+        if suffix is None:
+            self.crawl.skipped.append(SkippedFile(answer.final_url, f"unsupported content type "
+                                                                    f"{answer.content_type or '(none)'}"))
+            return []
+        links, canonical, noindex = [], None, False
+        if suffix == ".html":
+            links, canonical, noindex, _ = page_links(answer.body, answer.final_url, self.scope)
+        page = CachedPage(url, canonical or answer.final_url, body_file_name(url, suffix), answer.etag,
+                          answer.last_modified, links, indexable=not noindex)
+        self.cache.put(page, answer.body)
+        return self._keep(page)
+
+    def _keep(self, page: CachedPage) -> list[str]:
+        if page.indexable and page.doc_id not in self.ids:
+            self.ids.add(page.doc_id)
+            self.crawl.files.append(_source_file(self.cache, page))
+        return page.links
+
+
+def _source_file(cache: PageCache, page: CachedPage) -> SourceFile:
+    path = cache.body_path(page)
+    info = path.stat()
+    return SourceFile(path, page.doc_id, info.st_size, info.st_mtime_ns)

@@ -1,0 +1,250 @@
+"""Web sources: a real site on 127.0.0.1 crawled into a real index with the real model."""
+
+from __future__ import annotations
+
+import pytest
+
+from fake_site import Page, Site, gzip_bomb, serve_site
+from mcp_kb.config import WebSourceConfig
+from mcp_kb.ingest.web import Scope, normalize_url, suffix_for
+from pdfs import text_pdf
+
+QUERY_PARAMS = """<h1>Query Parameters</h1>
+<p>When you declare function parameters that are not part of the path, they are read from the query string.</p>
+<h2>Defaults</h2><p>Query parameters can have default values such as skip=0 and limit=10.</p>
+<h2>Optional parameters</h2>
+<p>Declare an optional query parameter by setting its default to None; FastAPI then treats q as optional.</p>
+<pre><code>from fastapi import FastAPI
+
+app = FastAPI()
+
+@app.get("/items/{item_id}")
+async def read_item(item_id: str, q: str | None = None):
+    if q:
+        return {"item_id": item_id, "q": q}
+    return {"item_id": item_id}
+</code></pre>
+<p>Links: <a href="/guide/old-install/">the old install page</a>, <a href="/guide/missing/">a broken link</a>,
+<a href="/outside/secret/">a page outside the guide</a>, <a href="http://127.0.0.2:9/guide/">another host</a>,
+<a href="/guide/private/notes/">private notes</a>, <a href="/guide/manual.pdf">the manual</a>,
+<a href="/guide/query-params/?utm_source=nav#optional">this page again</a>.</p>"""
+
+
+def build_site(tmp_path) -> Site:
+    site = Site()
+    site.html("/guide/", "Introduction - Example Docs",
+              "<h1>Introduction</h1><p>Example Docs explain how to build web APIs with typed Python functions. "
+              "Start with <a href='/guide/install/'>installation</a>, then read about "
+              "<a href='query-params/'>query parameters</a>.</p>")
+    site.html("/guide/install/", "Installation - Example Docs",
+              "<h1>Installation</h1><p>Install the package with pip install example-docs inside a virtual "
+              "environment, then run the development server with uvicorn.</p>")
+    site.html("/guide/query-params/", "Query Parameters - Example Docs", QUERY_PARAMS)
+    site.html("/guide/from-sitemap/", "Deployment - Example Docs",
+              "<h1>Deployment</h1><p>Deploy behind a reverse proxy such as nginx with several worker processes; "
+              "no page links here, only the sitemap names it.</p>")
+    site.html("/guide/private/notes/", "Private", "<h1>Private</h1><p>Internal salary bands are listed here.</p>")
+    site.html("/outside/secret/", "Secret", "<h1>Secret</h1><p>The launch codes live outside the guide.</p>")
+    site.pages["/guide/old-install/"] = Page(b"", status=301, location="/guide/install/")
+    manual = text_pdf(tmp_path / "manual.pdf", ["The printed manual covers rate limiting with a token bucket."])
+    site.pages["/guide/manual.pdf"] = Page(manual.read_bytes(), content_type="application/pdf")
+    site.pages["/robots.txt"] = Page(b"User-agent: *\nDisallow: /guide/private/\n", content_type="text/plain")
+    site.pages["/sitemap.xml"] = Page(
+        b'<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        b"<url><loc>URL/guide/from-sitemap/</loc></url><url><loc>URL/outside/secret/</loc></url></urlset>",
+        content_type="application/xml")
+    return site
+
+
+@pytest.fixture
+def site(tmp_path):
+    site = build_site(tmp_path)
+    with serve_site(site):
+        sitemap = site.pages["/sitemap.xml"]
+        sitemap.body = sitemap.body.replace(b"URL", site.url.encode())
+        yield site
+
+
+def web_kb(site: Site, **source) -> dict:
+    return {"name": "docs", "description": "Example Docs web site",
+            "urls": [{"url": f"{site.url}/guide/", "delay": 0, **source}]}
+
+
+def indexed(app) -> set[str]:
+    return {path.removeprefix(app.config.kb[0].urls[0].url.rsplit("/guide/", 1)[0]) for path in app.document_ids("docs")}
+
+
+# ---- URLs -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("raw, expected", [
+    ("HTTP://Docs.Example.COM:80/a/b/../c/#frag", "http://docs.example.com/a/c/"),
+    ("https://docs.example.com:443", "https://docs.example.com/"),
+    ("https://docs.example.com:8443/x?utm=1&b=2", "https://docs.example.com:8443/x"),
+    ("https://docs.example.com/./a//b", "https://docs.example.com/a/b"),
+    ("mailto:someone@example.com", None),
+    ("javascript:alert(1)", None),
+    ("https://[::1]:8000/a", "https://[::1]:8000/a"),
+])
+def test_urls_are_normalized_to_one_spelling(raw, expected):
+    assert normalize_url(raw) == expected
+
+
+def test_query_parameters_that_name_a_page_are_kept_sorted():
+    assert normalize_url("https://w.example/index.php?title=Main&action=view&oldid=3", ["title", "oldid"]) == \
+        "https://w.example/index.php?oldid=3&title=Main"
+
+
+def test_scope_is_the_start_folder_on_its_host_within_the_globs():
+    scope = Scope.of(WebSourceConfig(url="https://docs.example.com/guide/index.html", exclude=["*/changelog/*"]))
+    assert scope.prefix == "https://docs.example.com/guide/"
+    assert scope.contains("https://docs.example.com/guide/tutorial/")
+    assert not scope.contains("https://docs.example.com/guide/changelog/2024/")
+    assert not scope.contains("https://docs.example.com/blog/")
+    assert not scope.contains("https://evil.example/guide/")
+    assert not scope.contains("https://docs.example.com.evil.example/guide/")
+
+
+def test_a_body_is_parsed_by_its_content_type_or_telling_suffix():
+    assert suffix_for("https://x/guide/", "text/html") == ".html"
+    assert suffix_for("https://x/README.md", "text/plain") == ".md"
+    assert suffix_for("https://x/download?id=3", "application/pdf") == ".pdf"
+    assert suffix_for("https://x/logo.svg", "image/svg+xml") is None
+
+
+# ---- crawling a site --------------------------------------------------------------------------
+
+def test_a_site_is_crawled_within_its_scope_and_searched_with_url_citations(site, make_app):
+    kb = web_kb(site, concurrency=2)
+    kb["chunking"] = {"max_tokens": 128, "overlap": 12}  # a section a chunk, so citations name sections
+    app = make_app(kb)
+    report = app.sync("docs")[0]
+
+    assert indexed(app) == {"/guide/", "/guide/install/", "/guide/query-params/", "/guide/from-sitemap/",
+                            "/guide/manual.pdf"}
+    assert report.crawl["downloaded"] == 6  # five documents and the redirect's target reached once more
+    skipped = {s["path"].removeprefix(site.url): s["reason"] for s in report.skipped}
+    assert "gone" in skipped["/guide/missing/"]
+    assert "robots.txt" in skipped["/guide/private/notes/"]
+    # Nothing outside the scope was requested, nor more at once than allowed.
+    assert all(p.startswith("/guide/") or p in ("/robots.txt", "/sitemap.xml") for p in site.paths())
+    assert "/guide/private/notes/" not in site.paths() and site.max_in_flight <= 2
+
+    hit = app.search("docs", "how do I make a query parameter optional", top_k=1).hits[0]
+    assert hit.source == f"{site.url}/guide/query-params/" and "Optional parameters" in hit.text
+    chunks = app.store.chunk_table("docs").to_arrow().to_pylist()
+    code = next(c for c in chunks if "async def read_item" in c["text"])
+    assert code["heading"] == "Query Parameters › Optional parameters" and code["title"].startswith("Query Parameters")
+    assert "    if q:\n        return {\"item_id\": item_id, \"q\": q}" in code["text"]  # code, indentation kept
+    text = " ".join(h.text for h in app.search("docs", "cookies copyright sidebar", top_k=20, mode="keyword").hits)
+    assert "cookies" not in text and "Copyright" not in text  # banners and footers are not content
+    assert app.search("docs", "token bucket rate limiting", top_k=1).hits[0].source.endswith("/guide/manual.pdf")
+    assert app.summary("docs")["kinds"] == {"web page": 4, "pdf": 1}
+
+
+def test_an_unchanged_site_costs_one_conditional_request_a_page_and_no_embedding(site, make_app):
+    app = make_app(web_kb(site))
+    app.sync("docs")
+    site.clear_log()
+    report = app.sync("docs")[0]
+
+    assert report.chunks_embedded == 0 and report.files_unchanged == 5
+    pages = [r for r in site.requests if r.path.startswith("/guide/") and r.status != 404]
+    assert pages and all("If-None-Match" in r.headers for r in pages if r.status != 301)
+    assert {r.status for r in pages} <= {304, 301}
+    # five pages, and the old address that redirects to one of them
+    assert report.crawl["not_modified"] == 6 and report.crawl["downloaded"] == 0
+
+
+def test_changed_removed_and_failing_pages(site, make_app):
+    app = make_app(web_kb(site))
+    app.sync("docs")
+    site.html("/guide/install/", "Installation - Example Docs",
+              "<h1>Installation</h1><p>Install the package with conda from the community channel instead.</p>")
+    del site.pages["/guide/from-sitemap/"]
+    site.pages["/sitemap.xml"].body = site.pages["/sitemap.xml"].body.replace(b"from-sitemap", b"gone-page")
+    query_page = site.pages["/guide/query-params/"]
+    site.pages["/guide/query-params/"] = Page(b"<html><body>Internal Server Error</body></html>", status=500)
+    report = app.sync("docs")[0]
+
+    assert report.files_changed == 1 and report.files_deleted == 1
+    assert 0 < report.chunks_embedded <= 2  # only the changed page
+    assert "/guide/from-sitemap/" not in indexed(app)
+    assert "/guide/query-params/" in indexed(app)  # a 500 keeps the old version...
+    assert any("HTTP 500" in f["reason"] and f["path"].endswith("/guide/query-params/") for f in report.failures)
+    assert app.search("docs", "optional query parameter None", top_k=1).hits[0].source.endswith("/query-params/")
+    assert app.search("docs", "conda community channel", top_k=1).hits[0].source.endswith("/guide/install/")
+
+    site.pages["/guide/query-params/"] = query_page  # ...until the page is back: nothing to embed then
+    assert app.sync("docs")[0].chunks_embedded == 0
+
+
+def test_an_unreachable_site_keeps_its_index(site, make_app, tmp_path):
+    app = make_app(web_kb(site))
+    app.sync("docs")
+    before = indexed(app)
+    site.pages["/robots.txt"] = Page(b"", status=503)
+    report = app.sync("docs")[0]
+    assert report.files_deleted == 0 and indexed(app) == before
+    assert any("unreachable" in f["reason"] for f in report.failures)
+
+
+# ---- bad input and manners --------------------------------------------------------------------
+
+def test_hostile_pages_are_bounded_and_reported(site, make_app):
+    site.trap_prefix = "/guide/calendar/"
+    site.pages["/guide/bomb/"] = Page(gzip_bomb(64), headers={"Content-Encoding": "gzip"})
+    site.pages["/guide/huge/"] = Page(b"<html><body><p>" + b"word " * 500_000 + b"</p></body></html>")
+    site.pages["/guide/slow/"] = Page(b"<html><body><p>late</p></body></html>", delay=3)
+    site.pages["/guide/loop-a/"] = Page(b"", status=302, location="/guide/loop-b/")
+    site.pages["/guide/loop-b/"] = Page(b"", status=302, location="/guide/loop-a/")
+    site.pages["/guide/away/"] = Page(b"", status=301, location="http://127.0.0.2:9/elsewhere/")
+    site.pages["/guide/broken/"] = Page(b"<html><body><div><p>Unclosed <b>tags <table><tr><td>cell")
+    site.pages["/guide/latin/"] = Page("<html><body><h1>编码</h1><p>这页用 UTF-8 写成，服务器却声称是 Latin-1 编码。</p>"
+                                       "</body></html>".encode("utf-8"), content_type="text/html; charset=iso-8859-1")
+    links = "".join(f'<a href="/guide/{p}/">{p}</a> ' for p in
+                    ("calendar/1", "bomb", "huge", "slow", "loop-a", "away", "broken", "latin"))
+    site.html("/guide/", "Introduction", f"<h1>Introduction</h1><p>Every odd page: {links}</p>")
+    kb = web_kb(site, max_pages=40, max_depth=100, timeout=1)
+    kb["max_file_size_mb"] = 1
+    app = make_app(kb)
+    report = app.sync("docs")[0]
+
+    reasons = {s["path"].removeprefix(site.url): s["reason"] for s in report.skipped + report.failures}
+    assert "too large" in reasons["/guide/bomb/"] and "too large" in reasons["/guide/huge/"]
+    assert "within 1 s" in reasons["/guide/slow/"]
+    assert "redirect loop" in reasons["/guide/loop-a/"]
+    assert "out of scope" in reasons["/guide/away/"]
+    assert "max_pages = 40" in reasons["/guide/"]
+    assert len([p for p in site.paths() if p.startswith("/guide/")]) <= 40 + 2  # + the loop's second hop
+    assert all(p.startswith("/guide/") or p in ("/robots.txt", "/sitemap.xml") for p in site.paths())
+    assert app.search("docs", "服务器 编码", top_k=1, mode="keyword").hits[0].source.endswith("/guide/latin/")
+    assert "/guide/broken/" in indexed(app)
+
+
+def test_robots_txt_disallowing_everything_fetches_nothing(site, make_app):
+    site.pages["/robots.txt"] = Page(b"User-agent: *\nDisallow: /\n", content_type="text/plain")
+    app = make_app(web_kb(site, sitemap="off"))
+    report = app.sync("docs")[0]
+    assert site.paths() == ["/robots.txt"]
+    assert report.files_added == 0 and any("robots.txt" in s["reason"] for s in report.skipped)
+
+
+def test_header_tokens_come_from_the_environment_and_never_reach_the_index(site, make_app, monkeypatch, tmp_path):
+    monkeypatch.setenv("WIKI_TOKEN", "s3cr3t-wiki-token")
+    app = make_app(web_kb(site, headers={"Authorization": "Bearer ${WIKI_TOKEN}"}))
+    app.sync("docs")
+    assert all(r.headers.get("Authorization") == "Bearer s3cr3t-wiki-token" for r in site.requests)
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "index").rglob("*") if p.is_file())
+    assert b"s3cr3t-wiki-token" not in stored
+    monkeypatch.delenv("WIKI_TOKEN")
+    with pytest.raises(Exception, match="WIKI_TOKEN is not set"):
+        app.sync("docs")
+
+
+def test_the_document_resource_returns_a_pages_text_and_refuses_others(site, make_app):
+    app = make_app(web_kb(site))
+    app.sync("docs")
+    text = app.document_text("docs", f"{site.url}/guide/query-params/")
+    assert "Optional parameters" in text and "Copyright" not in text
+    with pytest.raises(Exception, match="not a page"):
+        app.document_text("docs", f"{site.url}/outside/secret/")
