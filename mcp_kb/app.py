@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import tempfile
 import threading
 import time
 from collections import Counter
+from dataclasses import asdict
 from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
@@ -19,8 +21,8 @@ from .index.state import (is_sync_running, query_log_path, read_health, read_met
 from .index.store import Store
 from .ingest.chunking import Chunk
 from .ingest.parsers import parse_file
-from .ingest.sources import parse_source, resolve_document, scan_sources
-from .ingest.web import find_page, is_url
+from .ingest.sources import SourceScan, parse_source, resolve_document, scan_sources
+from .ingest.web import crawl_kb, find_page, is_url
 from .metrics import Metrics, QueryLog
 from .models import create_embedder, create_reranker, load_token_counter
 from .models.base import Embedder, TokenCounter
@@ -169,6 +171,17 @@ class App:
             scan = scan_sources(kb)
         except KBError as exc:  # e.g. a path that does not exist: the other KBs are still checked
             return {"kb": kb.name, "tool": kb.search_tool_name, "error": str(exc)}
+        if not kb.urls:
+            return self._chunk_counts(kb, scan)
+        with tempfile.TemporaryDirectory(prefix="mcp-kb-check-") as cache:  # a check leaves the sync's cache alone
+            try:
+                crawl = crawl_kb(kb, Path(cache))
+            except KBError as exc:  # e.g. a header naming an unset variable
+                return {"kb": kb.name, "tool": kb.search_tool_name, "error": str(exc)}
+            scan = SourceScan(scan.files + crawl.files, scan.skipped + crawl.skipped)
+            return {**self._chunk_counts(kb, scan), "crawl": asdict(crawl.stats)}
+
+    def _chunk_counts(self, kb: KBConfig, scan: SourceScan) -> dict[str, Any]:
         kinds: Counter[str] = Counter()
         chunks_by_file: dict[str, int] = {}
         skipped = [{"path": s.doc_id, "reason": s.reason} for s in scan.skipped]

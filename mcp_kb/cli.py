@@ -110,15 +110,25 @@ def check(config_path: str | None, as_json: bool) -> None:
             types = ", ".join(f"{n} {suffix}" for suffix, n in sorted(item["by_type"].items()))
             click.echo(f"\n{item['kb']} (tool {item['tool']}): {item['files']} files ({types or 'none'}), "
                        f"{item['chunks']} chunks")
-            for path, count in item["chunks_by_file"].items():
-                click.echo(f"  {count:5d}  {path}")
-            for skip in item["skipped"]:
-                click.echo(f"  skipped {skip['path']}: {skip['reason']}")
+            if "crawl" in item:
+                click.echo(f"  web: {item['crawl']['requests']} requests to crawl the sites")
+            _echo_first([f"  {count:5d}  {path}" for path, count in item["chunks_by_file"].items()], "files")
+            _echo_first([f"  skipped {skip['path']}: {skip['reason']}" for skip in item["skipped"]], "skipped")
         failed = [item["kb"] for item in summary if "error" in item]
         if failed:
             raise KBError(f"cannot read the sources of {', '.join(failed)} (see above)")
 
     _run(work)
+
+
+_LISTED = 50  # lines of one list `check` prints; --json has them all
+
+
+def _echo_first(lines: list[str], what: str) -> None:
+    for line in lines[:_LISTED]:
+        click.echo(line)
+    if len(lines) > _LISTED:
+        click.echo(f"  ... and {len(lines) - _LISTED} more {what} (--json lists them all)")
 
 
 @main.command()

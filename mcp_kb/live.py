@@ -21,6 +21,9 @@ from .sync import ProgressCallback, SyncReport
 log = logging.getLogger(__name__)
 
 Notify = Callable[[str], Awaitable[None]]  # called with a KB name after each of its syncs
+# A web site cannot be watched for changes: `watch` re-crawls a KB's URL sources this often
+# (seconds) unless [kb.sync] interval says otherwise.
+WEB_WATCH_INTERVAL = 3600.0
 
 
 class SyncRunner:
@@ -74,9 +77,9 @@ class LiveSync:
                     group.start_soon(self._worker, kb)
                 if kb.sync.on_start:
                     self.request(kb.name, "start-up")
-                if kb.sync.interval:
+                if kb.sync.interval or (kb.sync.watch and kb.urls):
                     group.start_soon(self._every, kb)
-                if kb.sync.watch:
+                if kb.sync.watch and kb.paths:
                     group.start_soon(self._watch, kb)
 
     def request(self, kb: str, reason: str) -> None:
@@ -93,7 +96,7 @@ class LiveSync:
 
     async def _every(self, kb: KBConfig) -> None:
         while True:
-            await anyio.sleep(kb.sync.interval)
+            await anyio.sleep(kb.sync.interval or WEB_WATCH_INTERVAL)
             self.request(kb.name, "schedule")
 
     async def _watch(self, kb: KBConfig) -> None:

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import time
+
+import anyio
 import pytest
+from mcp import Client
 
 from fake_site import Page, Site, gzip_bomb, serve_site
+from mcp_kb import live
 from mcp_kb.config import WebSourceConfig
+from mcp_kb.errors import KBError
+from mcp_kb.mcp.server import build_server
 from mcp_kb.ingest.web import Scope, normalize_url, suffix_for
 from pdfs import text_pdf
 
@@ -248,3 +255,58 @@ def test_the_document_resource_returns_a_pages_text_and_refuses_others(site, mak
     assert "Optional parameters" in text and "Copyright" not in text
     with pytest.raises(Exception, match="not a page"):
         app.document_text("docs", f"{site.url}/outside/secret/")
+
+
+# ---- through the MCP server and the live triggers ---------------------------------------------
+
+@pytest.mark.anyio
+async def test_mcp_clients_search_pages_and_read_them_by_url(site, make_app):
+    app = make_app(web_kb(site))
+    app.sync("docs")
+    url = f"{site.url}/guide/query-params/"
+    async with Client(build_server(app)) as client:
+        tool = next(t for t in (await client.list_tools()).tools if t.name == "search_docs")
+        assert "web page" in tool.description
+        result = await client.call_tool("search_docs", {"query": "optional query parameter", "top_k": 1})
+        assert result.structured_content["results"][0]["source"] == url
+        text = (await client.read_resource(f"kb://docs/documents/{url}")).contents[0].text
+        assert "Optional parameters" in text
+        with pytest.raises(Exception, match="not a page"):
+            await client.read_resource(f"kb://docs/documents/{site.url}/outside/secret/")
+
+
+@pytest.mark.anyio
+async def test_watching_a_web_kb_recrawls_it_on_a_schedule(site, make_app, monkeypatch):
+    monkeypatch.setattr(live, "WEB_WATCH_INTERVAL", 0.3)
+    kb = web_kb(site)
+    kb["sync"] = {"on_start": True, "watch": True}
+    app = make_app(kb)
+    runner = live.SyncRunner(app)
+    async with anyio.create_task_group() as group:
+        group.start_soon(live.LiveSync(runner, app.config.kb).run)
+        await _eventually(lambda: "/guide/install/" in indexed(app))
+        site.html("/guide/install/", "Installation", "<h1>Installation</h1><p>Use the zipapp installer now.</p>")
+        await _eventually(lambda: app.search("docs", "zipapp installer", top_k=1, mode="keyword").hits)
+        group.cancel_scope.cancel()
+
+
+async def _eventually(check, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except KBError:  # not synced yet
+            pass
+        await anyio.sleep(0.1)
+    raise AssertionError("condition not met before the deadline")
+
+
+def test_path_filters_match_url_paths_on_any_host(site, make_app):
+    app = make_app(web_kb(site))
+    app.sync("docs")
+    for condition in ({"prefix": "/guide/install"}, {"glob": "/guide/install/"}, {"glob": "/guide/inst*/"},
+                      {"prefix": f"{site.url}/guide/install/"}):
+        hits = app.search("docs", "install", mode="filter", top_k=10, filters={"path": condition}).hits
+        assert {h.source for h in hits} == {f"{site.url}/guide/install/"}, condition
+    assert not app.search("docs", "x", mode="filter", filters={"path": {"prefix": "/outside/"}}).hits

@@ -5,6 +5,7 @@ A filter maps a field to a condition:
     {"doc_type": ["policy", "faq"]}              one of
     {"year": {"gte": 2020, "lt": 2025}}          numeric or date range (gt, gte, lt, lte)
     {"path": {"prefix": "hr/"}} / {"path": {"glob": "hr/**/*.md"}}
+    {"path": {"prefix": "/tutorial/"}}          a leading "/": web pages by URL path, on any host
     {"tags": "remote"} / {"tags": ["a", "b"]}    string[] fields: has any of
 Field names are checked against the KB's known fields; values are always bound as literals.
 """
@@ -25,6 +26,7 @@ MAX_LIST_VALUES = 200  # values of one one-of list
 _RANGE_OPERATORS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 _TEXT_OPERATORS = {"prefix", "glob"}
 _REGEX_META = set(".^$*+?()[]{}|\\")
+_URL_ORIGIN = "^https?://[^/]+"  # what a `path` pattern starting with "/" may follow: a web page's origin
 
 
 def build_where(filters: dict[str, Any] | None, types: dict[str, str]) -> str | None:
@@ -77,11 +79,19 @@ def _operator_clause(field: str, type_name: str, condition: dict[str, Any]) -> s
             clauses.append(f"{field} {_RANGE_OPERATORS[operator]} {_literal(value, kind, field)}")
         elif not kind.text_match:
             raise SearchError(f"filter {field!r}: {operator} works on text fields only")
-        elif operator == "prefix":
-            clauses.append(f"starts_with({field}, {_literal(value, kind, field)})")
         else:
-            clauses.append(f"regexp_like({field}, {_literal(glob_to_regex(str(value)), kind, field)})")
+            clauses.append(_text_clause(field, operator, value, kind))
     return " AND ".join(clauses)
+
+
+def _text_clause(field: str, operator: str, value: Any, kind: FieldType) -> str:
+    literal = _literal(value, kind, field)  # checks the value's type and size
+    if field == "path" and str(value).startswith("/"):  # a web page's URL path (file ids never start with "/")
+        pattern = _escaped(str(value)) + ".*$" if operator == "prefix" else glob_to_regex(str(value))[1:]
+        return f"regexp_like(path, {sql_string(_URL_ORIGIN + pattern)})"
+    if operator == "prefix":
+        return f"starts_with({field}, {literal})"
+    return f"regexp_like({field}, {_literal(glob_to_regex(str(value)), kind, field)})"
 
 
 def _literal(value: Any, kind: FieldType, field: str) -> str:
@@ -154,6 +164,11 @@ def glob_to_regex(pattern: str) -> str:
             out.append(".*")
             index += 2
             continue
-        out.append("[^/]*" if char == "*" else "[^/]" if char == "?" else ("\\" + char if char in _REGEX_META else char))
+        out.append("[^/]*" if char == "*" else "[^/]" if char == "?" else _escaped(char))
         index += 1
     return "^" + "".join(out) + "$"
+
+
+def _escaped(text: str) -> str:
+    """Text as a regular expression matching itself."""
+    return "".join("\\" + char if char in _REGEX_META else char for char in text)
