@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 from _beir import progress, use_offline_model  # noqa: E402
-from fake_site import Page, Site, page_html, serve_site  # noqa: E402
+from fake_site import Page, Site, serve_site  # noqa: E402
 
 DOCS = ROOT.parent / "shared" / "eval" / "fastapi-docs" / "docs"
 WORK = Path("/tmp/mcp-kb-bench/web")

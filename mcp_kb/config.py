@@ -35,6 +35,7 @@ ENV_MODEL = "MCP_KB_EMBEDDING_MODEL"
 ENV_MODEL_PATH = "MCP_KB_EMBEDDING_MODEL_PATH"
 ENV_STORAGE = "MCP_KB_STORAGE"
 ENV_TOKEN = "MCP_KB_TOKEN"
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # "${NAME}" in a web source's header values
 
 # Limits of a search request, shared by config validation, the tool schema and search.
 SearchMode = Literal["hybrid", "vector", "keyword", "filter"]
@@ -192,6 +193,7 @@ class WebSourceConfig(_Strict):
     # wiki token is never written to kb.toml or the index.
     headers: dict[str, str] = Field(default_factory=dict)
     timeout: float = Field(20, gt=0, le=600)  # seconds for one page, body included
+    max_page_mb: float = Field(10, gt=0)  # larger pages (after decompression) are skipped and reported
 
     @field_validator("url")
     @classmethod
@@ -199,6 +201,16 @@ class WebSourceConfig(_Strict):
         if not re.match(r"^https?://[^/?#\s]+", value):
             raise ValueError("must be an http:// or https:// URL")
         return value
+
+    def request_headers(self) -> dict[str, str]:
+        """`headers` with each ${NAME} read from the environment now (tokens stay out of kb.toml)."""
+        def value(match: re.Match[str]) -> str:
+            if match[1] not in os.environ:
+                raise ConfigError(f"urls: the header value for {self.url} names the environment variable "
+                                  f"{match[1]}, which is not set")
+            return os.environ[match[1]]
+
+        return {key: _ENV_REFERENCE.sub(value, text) for key, text in self.headers.items()}
 
 
 class FilterableField(_Strict):

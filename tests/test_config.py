@@ -39,6 +39,20 @@ def test_wrong_type_is_reported_with_key(tmp_path):
         load_config(path)
 
 
+def test_web_sources_are_urls_or_tables_and_a_kb_needs_some_source(tmp_path):
+    config = load_config(_write_toml(tmp_path, '[[kb]]\nname = "site"\ndescription = "d"\n'
+                                               'urls = ["https://docs.example.com/guide/", '
+                                               '{url = "https://wiki.example/", max_pages = 50}]\n'))
+    first, second = config.kb[0].urls
+    assert first.url == "https://docs.example.com/guide/" and first.max_pages == 1000 and first.sitemap == "auto"
+    assert second.max_pages == 50 and config.kb[0].paths == []
+    for body, key in (('', "a knowledge base needs `paths`"),
+                      ('urls = ["ftp://files.example/"]', r"kb\[site\]\.urls\[0\]\.url: must be an http"),
+                      ('urls = [{url = "https://x.example/", max_page = 3}]', "did you mean 'max_pages'")):
+        with pytest.raises(ConfigError, match=key):
+            load_config(_write_toml(tmp_path, f'[[kb]]\nname = "site"\ndescription = "d"\n{body}\n'))
+
+
 def test_missing_path_loads_so_an_existing_index_can_still_be_served(tmp_path):
     path = _write_toml(tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["nowhere"]\n')
     assert load_config(path).kb[0].paths == [tmp_path / "nowhere"]

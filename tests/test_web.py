@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 
 import anyio
@@ -13,7 +14,7 @@ from mcp_kb import live
 from mcp_kb.config import WebSourceConfig
 from mcp_kb.errors import KBError
 from mcp_kb.mcp.server import build_server
-from mcp_kb.ingest.web import Scope, normalize_url, suffix_for
+from mcp_kb.ingest.web import PageCache, Scope, normalize_url, suffix_for
 from pdfs import text_pdf
 
 QUERY_PARAMS = """<h1>Query Parameters</h1>
@@ -211,9 +212,7 @@ def test_hostile_pages_are_bounded_and_reported(site, make_app):
     links = "".join(f'<a href="/guide/{p}/">{p}</a> ' for p in
                     ("calendar/1", "bomb", "huge", "slow", "loop-a", "away", "broken", "latin"))
     site.html("/guide/", "Introduction", f"<h1>Introduction</h1><p>Every odd page: {links}</p>")
-    kb = web_kb(site, max_pages=40, max_depth=100, timeout=1)
-    kb["max_file_size_mb"] = 1
-    app = make_app(kb)
+    app = make_app(web_kb(site, max_pages=40, max_depth=100, timeout=1, max_page_mb=1))
     report = app.sync("docs")[0]
 
     reasons = {s["path"].removeprefix(site.url): s["reason"] for s in report.skipped + report.failures}
@@ -244,7 +243,7 @@ def test_header_tokens_come_from_the_environment_and_never_reach_the_index(site,
     stored = b"".join(p.read_bytes() for p in (tmp_path / "index").rglob("*") if p.is_file())
     assert b"s3cr3t-wiki-token" not in stored
     monkeypatch.delenv("WIKI_TOKEN")
-    with pytest.raises(Exception, match="WIKI_TOKEN is not set"):
+    with pytest.raises(Exception, match="WIKI_TOKEN, which is not set"):
         app.sync("docs")
 
 
@@ -310,3 +309,29 @@ def test_path_filters_match_url_paths_on_any_host(site, make_app):
         hits = app.search("docs", "install", mode="filter", top_k=10, filters={"path": condition}).hits
         assert {h.source for h in hits} == {f"{site.url}/guide/install/"}, condition
     assert not app.search("docs", "x", mode="filter", filters={"path": {"prefix": "/outside/"}}).hits
+
+
+def test_a_lost_page_cache_costs_downloads_never_embeddings(site, make_app, tmp_path):
+    app = make_app(web_kb(site))
+    app.sync("docs")
+    shutil.rmtree(tmp_path / "index" / "web")
+    report = app.sync("docs")[0]
+    assert report.crawl["downloaded"] == 6 and report.crawl["not_modified"] == 0
+    assert report.chunks_embedded == 0 and report.files_unchanged == 5
+
+
+def test_a_crawl_cut_short_never_pairs_a_body_with_another_bodys_etag(site, make_app, monkeypatch):
+    """Killed after a new body was written but before the page list was saved, then the page
+    reverts: the old ETag answers 304, and the index must hold the reverted text, not the new one."""
+    app = make_app(web_kb(site))
+    app.sync("docs")
+    original = site.pages["/guide/install/"]
+    site.html("/guide/install/", "Installation", "<h1>Installation</h1><p>Install from the nightly tarball.</p>")
+    monkeypatch.setattr(PageCache, "save", lambda self: (_ for _ in ()).throw(SystemExit("killed")))
+    with pytest.raises(SystemExit):
+        app.sync("docs")
+    monkeypatch.undo()
+    site.pages["/guide/install/"] = original
+    app.sync("docs")
+    assert not app.search("docs", "nightly tarball", mode="keyword").hits
+    assert app.search("docs", "pip install virtual environment", top_k=1).hits[0].source.endswith("/guide/install/")

@@ -55,7 +55,6 @@ _SUFFIX_BY_TYPE = {
     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx",
 }
 _PAGE_SUFFIXES = {".html", ".htm", ".xhtml", ".php", ".asp", ".aspx", ".jsp", ""}  # served as HTML, whatever the name
-_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 Progress = Callable[[int, int, str], None]
 
@@ -151,11 +150,14 @@ class CachedPage:
 
 class PageCache:
     """Bodies and validators of fetched pages, in a folder per KB; a cache, so losing it costs
-    one full download of each page (never a re-embedding: the content hashes decide that)."""
+    one full download of each page (never a re-embedding: the content hashes decide that).
+
+    A body's file is named by its URL and content, so the validators in pages.json always
+    describe the body they name, even after a crash between writing a body and saving the list.
+    """
 
     def __init__(self, folder: Path):
         self.folder = folder
-        self._lock = threading.Lock()
         self.pages: dict[str, CachedPage] = {}
         try:
             raw = json.loads((folder / "pages.json").read_text(encoding="utf-8"))
@@ -178,33 +180,33 @@ class PageCache:
         """Keep a body; an unchanged body keeps its file (and mtime), so its hash is not recomputed."""
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / page.file
-        old = self.pages.get(page.url)
-        if not (old and old.file == page.file and path.is_file() and path.read_bytes() == body):
-            temporary = path.with_suffix(path.suffix + ".tmp")
+        if not path.is_file():
+            temporary = path.with_name(path.name + ".tmp")
             temporary.write_bytes(body)
             os.replace(temporary, path)
-        with self._lock:
-            self.pages[page.url] = page
-
-    def update(self, page: CachedPage) -> None:
-        with self._lock:
-            self.pages[page.url] = page
+        self.pages[page.url] = page
 
     def forget(self, url: str) -> None:
-        with self._lock:
-            page = self.pages.pop(url, None)
-        if page:
-            (self.folder / page.file).unlink(missing_ok=True)
+        self.pages.pop(url, None)
 
     def save(self) -> None:
+        """Write the list of pages, then remove bodies no page names any more."""
         self.folder.mkdir(parents=True, exist_ok=True)
         temporary = self.folder / "pages.json.tmp"
         temporary.write_text(json.dumps({u: asdict(p) for u, p in self.pages.items()}), encoding="utf-8")
         os.replace(temporary, self.folder / "pages.json")
+        named = {page.file for page in self.pages.values()} | {"pages.json"}
+        for entry in os.scandir(self.folder):
+            if entry.name not in named:
+                Path(entry.path).unlink(missing_ok=True)
 
 
-def body_file_name(url: str, suffix: str) -> str:
-    return hashlib.sha256(url.encode("utf-8")).hexdigest()[:32] + suffix
+def body_file_name(url: str, body: bytes, suffix: str) -> str:
+    return f"{_digest(url.encode('utf-8'))[:24]}-{_digest(body)[:16]}{suffix}"
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 # ---- fetching ---------------------------------------------------------------------------------
@@ -220,6 +222,7 @@ class Fetched:
     content_type: str = ""
     etag: str = ""
     last_modified: str = ""
+    location: str = ""  # where a redirect points
     error: str = ""  # why there is no usable answer
     transient: bool = False  # the failure may pass: keep the indexed version
 
@@ -249,7 +252,7 @@ class Fetcher:
         self.client = httpx.Client(
             timeout=httpx.Timeout(self.source.timeout), follow_redirects=False,
             headers={"User-Agent": self.source.user_agent, "Accept-Encoding": "gzip, deflate",
-                     **_expanded(self.source.headers)},
+                     **self.source.request_headers()},
             limits=httpx.Limits(max_connections=self.source.concurrency))
 
     def close(self) -> None:
@@ -270,9 +273,9 @@ class Fetcher:
             if result.status not in (301, 302, 303, 307, 308):
                 result.url, result.final_url = url, current
                 return result
-            target = self.scope.normalize(result.error, current)  # `error` carries the Location here
+            target = self.scope.normalize(result.location, current)
             if target is None or not allowed(target):
-                return Fetched(url, error=f"redirects out of scope to {result.error[:200]}")
+                return Fetched(url, error=f"redirects out of scope to {result.location[:200]}")
             if target in seen:
                 return Fetched(url, error="redirect loop")
             seen.add(target)
@@ -289,7 +292,7 @@ class Fetcher:
             with self.client.stream("GET", url, headers=headers) as response:
                 status = response.status_code
                 if status in (301, 302, 303, 307, 308):
-                    return Fetched(url, status=status, error=response.headers.get("location", ""))
+                    return Fetched(url, status=status, location=response.headers.get("location", ""))
                 if status == 304:
                     return Fetched(url, status=304)
                 if status in _GONE:
@@ -306,22 +309,11 @@ class Fetcher:
                                etag=response.headers.get("etag", ""),
                                last_modified=response.headers.get("last-modified", ""))
         except _TooLarge:
-            return Fetched(url, error=f"too large: more than {limit / 1e6:.1f} MB (max_file_size_mb)")
+            return Fetched(url, error=f"too large: more than {limit / 1024 / 1024:g} MB (max_page_mb)")
         except (_TooSlow, httpx.TimeoutException):
             return Fetched(url, error=f"no complete answer within {self.source.timeout:g} s", transient=True)
         except (httpx.HTTPError, zlib.error, OSError) as exc:
             return Fetched(url, error=f"request failed: {type(exc).__name__}: {exc}"[:300], transient=True)
-
-
-def _expanded(headers: dict[str, str]) -> dict[str, str]:
-    """Header values with ${NAME} read from the environment (tokens stay out of kb.toml)."""
-    def value(match: re.Match[str]) -> str:
-        name = match[1]
-        if name not in os.environ:
-            raise ConfigError(f"urls.headers: the environment variable {name} is not set")
-        return os.environ[name]
-
-    return {key: _ENV_REFERENCE.sub(value, text) for key, text in headers.items()}
 
 
 def _read_body(response: httpx.Response, limit: int, deadline: float) -> bytes:
@@ -493,7 +485,7 @@ def find_page(kb: KBConfig, cache_folder: Path, doc_id: str) -> SourceFile:
 def _crawl_source(kb: KBConfig, source: WebSourceConfig, cache: PageCache, known: set[str], crawl: Crawl,
                   progress: Progress | None) -> None:
     scope = Scope.of(source)
-    fetcher = Fetcher(scope, kb.max_file_bytes)
+    fetcher = Fetcher(scope, int(source.max_page_mb * 1024 * 1024))
     try:
         try:
             robots, listed = read_robots(fetcher)
@@ -524,6 +516,8 @@ class _Walk:
         self.cache, self.crawl, self.progress = cache, crawl, progress
         self.source = scope.source
         self.requested: set[str] = set()
+        self.disallowed: set[str] = set()  # by robots.txt: reported once, never requested
+        self.answered = 0
         self.ids: set[str] = {f.doc_id for f in crawl.files}
 
     def allowed(self, url: str) -> bool:
@@ -534,36 +528,40 @@ class _Walk:
         with ThreadPoolExecutor(self.source.concurrency, thread_name_prefix="mcp-kb-crawl") as pool:
             for depth in range(self.source.max_depth + 1):
                 wave = self._admit(frontier)
-                if not wave:
-                    return
                 found: list[str] = []
                 for url, answer in zip(wave, pool.map(self._fetch, wave)):
                     found += self._take(url, answer)
+                    self.answered += 1
+                    if self.progress:
+                        self.progress(self.answered, len(self.requested),
+                                      f"{self.kb.name}: crawled {self.answered} pages of {self.scope.start}")
                 frontier = found if depth < self.source.max_depth else []
-                if self.progress:
-                    self.progress(len(self.requested), len(self.requested) + len(frontier),
-                                  f"{self.kb.name}: crawled {len(self.requested)} pages of {self.scope.start}")
+                if len(self.requested) >= self.source.max_pages:
+                    self._stop_at_max_pages(frontier + found)
+                    return
+                if not frontier:
+                    return
 
     def _admit(self, frontier: list[str]) -> list[str]:
-        """The next wave: new URLs the rules allow, up to max_pages in all."""
+        """The next wave: new URLs that robots.txt allows, up to max_pages in all."""
         wave = []
         for url in dict.fromkeys(frontier):
-            if url in self.requested:
+            if url in self.requested or url in self.disallowed or len(self.requested) >= self.source.max_pages:
                 continue
-            if not self.robots.can_fetch(self.source.user_agent, url):
-                self.crawl.skipped.append(SkippedFile(url, "disallowed by robots.txt"))
+            if self.robots.can_fetch(self.source.user_agent, url):
                 self.requested.add(url)
-                continue
-            if len(self.requested) >= self.source.max_pages:
-                left = len([u for u in frontier if u not in self.requested])
-                self.crawl.stats.stopped_at_max_pages += left
-                self.crawl.skipped.append(SkippedFile(
-                    self.scope.start, f"crawl stopped at max_pages = {self.source.max_pages}: "
-                                      f"{left} more links in scope were not fetched"))
-                break
-            self.requested.add(url)
-            wave.append(url)
+                wave.append(url)
+            else:
+                self.disallowed.add(url)
+                self.crawl.skipped.append(SkippedFile(url, "disallowed by robots.txt"))
         return wave
+
+    def _stop_at_max_pages(self, links: list[str]) -> None:
+        left = len({url for url in links if url not in self.requested and url not in self.disallowed})
+        if left:
+            self.crawl.stats.stopped_at_max_pages += left
+            self.crawl.skipped.append(SkippedFile(self.scope.start, f"crawl stopped at max_pages = "
+                                                  f"{self.source.max_pages}: {left} more links in scope not fetched"))
 
     def _fetch(self, url: str) -> Fetched:
         return self.fetcher.get(url, self.cache.get(url), allowed=self.allowed)
@@ -596,7 +594,7 @@ class _Walk:
         links, canonical, noindex = [], None, False
         if suffix == ".html":
             links, canonical, noindex, _ = page_links(answer.body, answer.final_url, self.scope)
-        page = CachedPage(url, canonical or answer.final_url, body_file_name(url, suffix), answer.etag,
+        page = CachedPage(url, canonical or answer.final_url, body_file_name(url, answer.body, suffix), answer.etag,
                           answer.last_modified, links, indexable=not noindex)
         self.cache.put(page, answer.body)
         return self._keep(page)
