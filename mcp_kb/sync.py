@@ -235,8 +235,8 @@ def _refuse_mass_delete(kb: KBConfig, active_files: dict[str, FileRecord], prese
     why = "its paths yield no files" if not present else f"more than {kb.sync.max_delete_share:.0%} of it is gone"
     raise MassDeleteError(
         f"knowledge base {kb.name!r}: this sync would delete {len(doomed)} of its {len(active_files)} documents "
-        f"({why}); nothing was changed. If a drive or share is not mounted, mount it and sync again; if the "
-        f"files were really removed, run `mcp-kb sync {kb.name} --allow-mass-delete`.")
+        f"({why}); nothing was changed. If a drive or share is not mounted (or a site is down), fix that and sync "
+        f"again; if the documents were really removed, run `mcp-kb sync {kb.name} --allow-mass-delete`.")
 
 
 def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: dict[str, Any],

@@ -21,6 +21,7 @@ class Page:
     location: str = ""  # for redirects
     delay: float = 0.0  # seconds before answering
     etag: bool = True  # answer with an ETag (and honour If-None-Match)
+    last_modified: str = ""  # answer with this Last-Modified (and honour If-Modified-Since)
     headers: dict[str, str] = field(default_factory=dict)
 
 
@@ -77,6 +78,10 @@ class Site:
             return _send(handler, page.status, b"", {**headers, "Location": page.location})
         if page.status != 200:
             return _send(handler, page.status, page.body, headers)
+        if page.last_modified:
+            headers["Last-Modified"] = page.last_modified
+            if handler.headers.get("If-Modified-Since") == page.last_modified:
+                return _send(handler, 304, b"", {})
         if page.etag:
             etag = '"' + hashlib.sha256(page.body).hexdigest()[:16] + '"'
             headers["ETag"] = etag

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import gzip
 import shutil
 import time
 
 import anyio
 import pytest
+from click.testing import CliRunner
 from mcp import Client
 
 from fake_site import Page, Site, gzip_bomb, serve_site
-from mcp_kb import live
+from mcp_kb import cli, live
 from mcp_kb.config import WebSourceConfig
-from mcp_kb.errors import KBError
+from mcp_kb.errors import KBError, MassDeleteError
 from mcp_kb.mcp.server import build_server
 from mcp_kb.ingest.web import PageCache, Scope, normalize_url, suffix_for
 from pdfs import text_pdf
@@ -92,6 +94,8 @@ def indexed(app) -> set[str]:
     ("mailto:someone@example.com", None),
     ("javascript:alert(1)", None),
     ("https://[::1]:8000/a", "https://[::1]:8000/a"),
+    ("https://x.org/docs/café page/", "https://x.org/docs/caf%C3%A9%20page/"),
+    ("https://x.org/docs/caf%c3%a9%20page/", "https://x.org/docs/caf%C3%A9%20page/"),
 ])
 def test_urls_are_normalized_to_one_spelling(raw, expected):
     assert normalize_url(raw) == expected
@@ -335,3 +339,54 @@ def test_a_crawl_cut_short_never_pairs_a_body_with_another_bodys_etag(site, make
     app.sync("docs")
     assert not app.search("docs", "nightly tarball", mode="keyword").hits
     assert app.search("docs", "pip install virtual environment", top_k=1).hits[0].source.endswith("/guide/install/")
+
+
+def test_sitemap_indexes_canonical_links_noindex_and_last_modified(site, make_app):
+    sitemap = (f'<urlset><url><loc>{site.url}/guide/listed/</loc></url></urlset>').encode()
+    site.pages["/robots.txt"] = Page(f"User-agent: *\nSitemap: {site.url}/maps/index.xml\n".encode(),
+                                     content_type="text/plain")
+    site.pages["/maps/index.xml"] = Page(f"<sitemapindex><sitemap><loc>{site.url}/maps/pages.xml.gz</loc>"
+                                         f"</sitemap></sitemapindex>".encode(), content_type="application/xml")
+    site.pages["/maps/pages.xml.gz"] = Page(gzip.compress(sitemap), content_type="application/gzip")
+    site.pages["/guide/listed/"] = Page(
+        b'<html><head><title>Listed</title><link rel="canonical" href="/guide/listed/page.html"></head><body>'
+        b"<h1>Listed</h1><p>Only the gzipped sitemap behind the sitemap index names this page.</p></body></html>",
+        etag=False, last_modified="Wed, 21 Oct 2026 07:28:00 GMT")
+    site.pages["/guide/hidden/"] = Page(b'<html><head><meta name="robots" content="noindex"></head><body>'
+                                        b"<p>Draft notes nobody should find.</p></body></html>")
+    site.html("/guide/install/", "Installation", "<h1>Installation</h1><p>See <a href='/guide/hidden/'>drafts</a>.</p>")
+    app = make_app(web_kb(site))
+    app.sync("docs")
+    assert "/guide/listed/page.html" in indexed(app)  # its canonical URL is its id
+    assert "/guide/hidden/" not in indexed(app) and "/guide/hidden/" in site.paths()
+    site.clear_log()
+    app.sync("docs")
+    listed = next(r for r in site.requests if r.path == "/guide/listed/")
+    assert listed.headers.get("If-Modified-Since") == "Wed, 21 Oct 2026 07:28:00 GMT" and listed.status == 304
+
+
+def test_check_lists_the_pages_a_sync_would_index_without_indexing(site, tmp_path):
+    path = tmp_path / "kb.toml"
+    path.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+                    f'urls = ["{site.url}/guide/"]\n', encoding="utf-8")
+    result = CliRunner().invoke(cli.main, ["check", "-c", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "docs (tool search_docs): 5 files" in result.output and f"{site.url}/guide/query-params/" in result.output
+    assert "skipped " + f"{site.url}/guide/missing/: HTTP 404" in result.output
+    assert not (tmp_path / "index").exists()  # nothing indexed, no page cache left behind
+
+
+def test_a_site_that_suddenly_loses_most_pages_is_refused_as_a_mass_deletion(site, make_app):
+    links = "".join(f"<a href='/guide/p{i}/'>page {i}</a> " for i in range(24))
+    site.html("/guide/", "Introduction", f"<h1>Introduction</h1><p>All pages: {links}</p>")
+    for i in range(24):
+        site.html(f"/guide/p{i}/", f"Page {i}", f"<h1>Page {i}</h1><p>Topic number {i} of the guide.</p>")
+    app = make_app(web_kb(site))
+    app.sync("docs")
+    before = indexed(app)
+    for i in range(24):
+        del site.pages[f"/guide/p{i}/"]  # a restructured site: every old address answers 404
+    with pytest.raises(MassDeleteError, match="--allow-mass-delete"):
+        app.sync("docs")
+    assert indexed(app) == before
+    assert app.sync("docs", allow_mass_delete=True)[0].files_deleted == 24

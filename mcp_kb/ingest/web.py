@@ -7,8 +7,9 @@ in bytes (also after decompression) and time. Pages the cache holds are asked fo
 Last-Modified, so an unchanged site answers 304 and costs no download, parse or embedding.
 
 What the sync sees is the same as for folders: a SourceFile per page (its id the normalized URL,
-its path the cached body) and a SkippedFile per page that was not read, marked `unreadable` when
-the failure is transient (timeout, 5xx, 429, 401/403), so the index keeps that page's last version.
+its path the cached body) and a SkippedFile per page that was not read, marked `unreadable` unless
+its site said it is gone (404/410): after a timeout, a 5xx, a 429 or a 401/403 the index keeps that
+page's last version.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
-import logging
 import os
 import posixpath
 import re
@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urljoin, urlsplit, urlunsplit
 
 import httpx
 
@@ -37,14 +37,11 @@ from ..errors import ConfigError, KBError
 from .parsers import is_supported
 from .sources import SkippedFile, SourceFile
 
-log = logging.getLogger(__name__)
-
 _MAX_REDIRECTS = 5
 _MAX_SITEMAPS = 20  # sitemap files read per source (an index may name many)
 _SITEMAP_BYTES = 50 * 1024 * 1024  # the sitemap protocol's own limit per file
 _ROBOTS_BYTES = 512 * 1024
-_TRANSIENT = {408, 425, 429, 500, 502, 503, 504, 401, 403}  # keep what the index has; try again next sync
-_GONE = {404, 410}
+_GONE = {404, 410}  # the only answers that remove a page; any other error keeps its indexed version
 # Content types that say what a body is when its URL has no telling suffix.
 _SUFFIX_BY_TYPE = {
     "text/html": ".html", "application/xhtml+xml": ".html", "application/pdf": ".pdf",
@@ -55,6 +52,9 @@ _SUFFIX_BY_TYPE = {
     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx",
 }
 _PAGE_SUFFIXES = {".html", ".htm", ".xhtml", ".php", ".asp", ".aspx", ".jsp", ""}  # served as HTML, whatever the name
+
+_PATH_SAFE = "/%:@!$&'()*+,;=~"  # what stays as it is in a path; spaces and non-ASCII become %XX
+_PERCENT_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}")
 
 Progress = Callable[[int, int, str], None]
 
@@ -90,7 +90,7 @@ def normalize_url(url: str, keep_query: Iterable[str] = ()) -> str | None:
         host = f"[{host}]"
     if port and port != {"http": 80, "https": 443}[scheme]:
         host = f"{host}:{port}"
-    path = parts.path or "/"
+    path = _PERCENT_ESCAPE.sub(lambda m: m[0].upper(), quote(parts.path or "/", safe=_PATH_SAFE))
     resolved = posixpath.normpath(path)
     if path.endswith("/") and not resolved.endswith("/"):
         resolved += "/"
@@ -145,7 +145,7 @@ class CachedPage:
     etag: str = ""
     last_modified: str = ""
     links: list[str] = field(default_factory=list)  # in-scope links found on it (for 304 answers)
-    indexable: bool = True  # false for pages marked noindex or duplicates of another id
+    indexable: bool = True  # false for pages marked noindex (their links are still followed)
 
 
 class PageCache:
@@ -297,9 +297,8 @@ class Fetcher:
                     return Fetched(url, status=304)
                 if status in _GONE:
                     return Fetched(url, status=status, error=f"HTTP {status}: gone")
-                if status >= 400:
-                    return Fetched(url, status=status, error=f"HTTP {status}", transient=status in _TRANSIENT
-                                   or status >= 500)
+                if status >= 400:  # 5xx, 429, and 401/403 (an expired token must not empty a wiki's KB)
+                    return Fetched(url, status=status, error=f"HTTP {status}", transient=True)
                 declared = int(response.headers.get("content-length") or 0)
                 if declared > limit and "content-encoding" not in response.headers:
                     raise _TooLarge
