@@ -393,16 +393,16 @@ def _xml_unescape(text: str) -> str:
 
 # ---- links ------------------------------------------------------------------------------------
 
-def page_links(body: bytes, url: str, scope: Scope) -> tuple[list[str], str | None, bool, bool]:
-    """In-scope links of an HTML page, its canonical URL (if in scope), and whether robots meta
-    says noindex / nofollow."""
+def page_links(body: bytes, url: str, scope: Scope) -> tuple[list[str], str | None, bool]:
+    """In-scope links of an HTML page (none when its robots meta says nofollow), its canonical URL
+    (if in scope), and whether its robots meta says noindex."""
     from bs4 import BeautifulSoup  # imported on first crawl, not at server start
 
     from .parsers.text import decode_bytes
     try:
         soup = BeautifulSoup(decode_bytes(body), "html.parser")
     except Exception:  # an undecodable or broken page has no links to follow
-        return [], None, False, False
+        return [], None, False
     base_tag = soup.find("base", href=True)
     base = urljoin(url, base_tag["href"]) if base_tag else url
     robots_meta = " ".join(m.get("content", "") for m in soup.find_all("meta", attrs={"name": re.compile("^robots$", re.I)}))
@@ -412,13 +412,13 @@ def page_links(body: bytes, url: str, scope: Scope) -> tuple[list[str], str | No
         if "canonical" in [r.lower() for r in (link.get("rel") or [])]:
             candidate = scope.normalize(link["href"], base)
             canonical = candidate if candidate and scope.contains(candidate) else None
-    links: list[str] = []
+    links: dict[str, None] = {}  # in page order, once each
     if not nofollow:
         for anchor in soup.find_all("a", href=True):
             target = scope.normalize(anchor["href"], base)
-            if target and scope.contains(target) and target not in links:
-                links.append(target)
-    return links, canonical, noindex, nofollow
+            if target and scope.contains(target):
+                links[target] = None
+    return list(links), canonical, noindex
 
 
 def suffix_for(url: str, content_type: str) -> str | None:
@@ -592,7 +592,7 @@ class _Walk:
             return []
         links, canonical, noindex = [], None, False
         if suffix == ".html":
-            links, canonical, noindex, _ = page_links(answer.body, answer.final_url, self.scope)
+            links, canonical, noindex = page_links(answer.body, answer.final_url, self.scope)
         page = CachedPage(url, canonical or answer.final_url, body_file_name(url, answer.body, suffix), answer.etag,
                           answer.last_modified, links, indexable=not noindex)
         self.cache.put(page, answer.body)
