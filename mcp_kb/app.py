@@ -58,7 +58,7 @@ class App:
 
     @cached_property
     def store(self) -> Store:
-        return Store(self.config.storage)
+        return Store.of(self.config.storage)
 
     @cached_property
     def searcher(self) -> Searcher:
@@ -80,7 +80,7 @@ class App:
         embedded = "embed" in result.timings_ms and not result.cached
         self.metrics.record(kb_config.name, result, elapsed_ms, self.tokenizer.count([query])[0] if embedded else 0)
         if self.saves_metrics and self.metrics.due(kb_config.name):
-            write_metrics(self.config.storage, kb_config.name, self.metrics.snapshot(kb_config.name))
+            write_metrics(self.config.storage.uri, kb_config.name, self.metrics.snapshot(kb_config.name))
         if kb_config.search.query_log:
             self._query_log(kb_config).write(query, options.get("mode") or kb_config.search.mode,
                                              options.get("filters"), result, elapsed_ms)
@@ -89,7 +89,7 @@ class App:
     def _query_log(self, kb: KBConfig) -> QueryLog:
         with self._lock:
             if kb.name not in self._query_logs:
-                self._query_logs[kb.name] = QueryLog(query_log_path(self.config.storage, kb.name),
+                self._query_logs[kb.name] = QueryLog(query_log_path(self.config.storage.uri, kb.name),
                                                      int(kb.search.query_log_max_mb * 1024 * 1024))
             return self._query_logs[kb.name]
 
@@ -97,7 +97,7 @@ class App:
         """This process's search metrics for a KB (also saved for `mcp-kb stats`)."""
         name = self.config.get_kb(kb).name
         snapshot = self.metrics.snapshot(name)
-        write_metrics(self.config.storage, name, snapshot)
+        write_metrics(self.config.storage.uri, name, snapshot)
         return snapshot
 
     def stats(self, kb: str | None = None) -> list[dict[str, Any]]:
@@ -108,8 +108,8 @@ class App:
     def _kb_stats(self, name: str) -> dict[str, Any]:
         state = self.store.read_state(name)
         report = state.get("last_sync", {}).get("report", {})
-        return {"name": name, "search": read_metrics(self.config.storage, name),
-                "health": read_health(self.config.storage, name),
+        return {"name": name, "search": read_metrics(self.config.storage.uri, name),
+                "health": read_health(self.store, name),
                 "last_sync": {"finished_at": state.get("last_sync", {}).get("finished_at"),
                               "chunks_embedded": report.get("chunks_embedded", 0),
                               "tokens_embedded": report.get("tokens_embedded", 0),
@@ -132,7 +132,7 @@ class App:
         """The extracted text of one document of a KB (the same membership rules as a sync)."""
         kb_config = self.config.get_kb(kb)
         if is_url(doc_id):
-            page = find_page(kb_config, web_cache_dir(self.config.storage, kb_config.name), doc_id)
+            page = find_page(kb_config, web_cache_dir(self.config.storage.uri, kb_config.name), doc_id)
             return document_text(parse_source(page, kb_config))
         return document_text(resolve_document(kb_config, doc_id))
 
@@ -157,7 +157,7 @@ class App:
             return lambda text: [hit.source for hit in self.search(name, text, record=False, mode=mode, top_k=k,
                                                                    max_per_document=1).hits]
         checks = [self_check(run(mode), asked, mode, k) for mode in modes]
-        write_health(self.config.storage, name, {
+        write_health(self.store, name, {
             "checked_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "k": k, "queries": len(asked),
             "hit_rate": {check.mode: round(check.hit_rate, 4) for check in checks}})
         return checks
@@ -204,12 +204,12 @@ class App:
 
     def summary(self, kb: str) -> dict[str, Any]:
         """What a KB holds (documents, their kinds, chunks) as of its last sync, read without LanceDB."""
-        return read_summary(self.config.storage, kb)
+        return read_summary(self.config.storage.uri, kb, self.store if self.config.storage.is_remote else None)
 
     def _kb_status(self, name: str) -> dict[str, Any]:
         kb = self.config.get_kb(name)
         state = self.store.read_state(name)
-        running = is_sync_running(self.config.storage)
+        running = is_sync_running(self.store)
         files = self.store.read_files(name)
         last = state.get("last_sync", {})
         return {
@@ -221,12 +221,12 @@ class App:
             "index_version": self.store.version(name),
             "generation": self.store.active_generation(name),
             "sync_running": running,
-            "progress": read_progress(self.config.storage, name, running),  # files done / total of a running sync
+            "progress": read_progress(self.store, name, running),  # files done / total of a running sync
             "last_sync": last.get("finished_at"),
             "last_outcome": last.get("outcome", "never synced"),
             "last_error": last.get("error", ""),
             "model": state.get("model"),
             "index_state": last.get("report", {}).get("index_state", ""),
-            "health": read_health(self.config.storage, name),  # the latest label-free hit rates
+            "health": read_health(self.store, name),  # the latest label-free hit rates
             "failed": [{"path": p, "reason": r.reason} for p, r in files.items() if r.status == "failed"],
         }

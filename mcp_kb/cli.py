@@ -102,7 +102,7 @@ def check(config_path: str | None, as_json: bool) -> None:
         if as_json:
             click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
             return
-        click.echo(f"config OK: {len(config.kb)} knowledge base(s); index at {config.storage}")
+        click.echo(f"config OK: {len(config.kb)} knowledge base(s); index at {config.storage.uri}")
         for item in summary:
             if "error" in item:
                 click.echo(f"\n{item['kb']} (tool {item['tool']}): {item['error']}")

@@ -35,6 +35,7 @@ ENV_MODEL = "MCP_KB_EMBEDDING_MODEL"
 ENV_MODEL_PATH = "MCP_KB_EMBEDDING_MODEL_PATH"
 ENV_STORAGE = "MCP_KB_STORAGE"
 ENV_TOKEN = "MCP_KB_TOKEN"
+REMOTE_READ_CONSISTENCY = 5.0  # seconds between a reader's checks for a new version on object storage
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # "${NAME}" in a web source's header values
 
 # Limits of a search request, shared by config validation, the tool schema and search.
@@ -52,6 +53,16 @@ def default_storage() -> str:
     return str(Path(platformdirs.user_data_dir("mcp-kb", appauthor=False)) / "index")
 
 
+def expand_environment(text: str, where: str) -> str:
+    """Replace each ${NAME} in a setting's value with that environment variable, read now."""
+    def value(match: re.Match[str]) -> str:
+        if match[1] not in os.environ:
+            raise ConfigError(f"{where} names the environment variable {match[1]}, which is not set")
+        return os.environ[match[1]]
+
+    return _ENV_REFERENCE.sub(value, text)
+
+
 def _without_nul(value: Any) -> Any:
     if "\x00" in str(value):
         raise ValueError("a path may not contain a NUL character")
@@ -66,6 +77,32 @@ PathValue = Annotated[Path, AfterValidator(_without_nul), Field(strict=False)]  
 class _Strict(BaseModel):
     # strict: `top_k = "5"` or `watch = "yes"` is a mistake to report, not a value to guess at.
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class StorageConfig(_Strict):
+    """Where the index lives and how LanceDB reaches it; `storage = "…"` is short for `[storage] uri = "…"`."""
+
+    uri: PathText = Field(default_factory=default_storage)  # a folder, or s3:// gs:// az:// (any LanceDB URI)
+    # Passed to LanceDB (endpoint, region, allow_http, credentials, ...); "${NAME}" in a value is read
+    # from the environment. Credentials usually come from the store's own variables (AWS_ACCESS_KEY_ID, ...).
+    options: dict[str, str] = Field(default_factory=dict)
+    read_consistency: float | None = Field(None, ge=0, le=3600)  # seconds; unset: 0 for a folder, 5 for a URI
+    lease_seconds: float = Field(60, ge=1, le=3600)  # a writer's lease on shared storage outlives a crash this long
+
+    @property
+    def is_remote(self) -> bool:
+        return "://" in self.uri
+
+    @property
+    def consistency_seconds(self) -> float:
+        """How soon a reader sees a new version: every read checks on a folder; a remote store is
+        asked at most every few seconds (each check is a request)."""
+        if self.read_consistency is not None:
+            return self.read_consistency
+        return REMOTE_READ_CONSISTENCY if self.is_remote else 0.0
+
+    def lancedb_options(self) -> dict[str, str]:
+        return {key: expand_environment(value, f"storage.options.{key}") for key, value in self.options.items()}
 
 
 class EmbeddingConfig(_Strict):
@@ -204,13 +241,7 @@ class WebSourceConfig(_Strict):
 
     def request_headers(self) -> dict[str, str]:
         """`headers` with each ${NAME} read from the environment now (tokens stay out of kb.toml)."""
-        def value(match: re.Match[str]) -> str:
-            if match[1] not in os.environ:
-                raise ConfigError(f"urls: the header value for {self.url} names the environment variable "
-                                  f"{match[1]}, which is not set")
-            return os.environ[match[1]]
-
-        return {key: _ENV_REFERENCE.sub(value, text) for key, text in self.headers.items()}
+        return {key: expand_environment(text, f"urls.headers.{key} of {self.url}") for key, text in self.headers.items()}
 
 
 class FilterableField(_Strict):
@@ -297,12 +328,17 @@ class KBConfig(_Strict):
 class Config(_Strict):
     """The whole kb.toml."""
 
-    storage: PathText = Field(default_factory=default_storage)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
     embedding: EmbeddingConfig = EmbeddingConfig()
     rerank: RerankConfig = RerankConfig()
     server: ServerConfig = ServerConfig()
     kb: list[KBConfig] = Field(default_factory=list)
     source: Path | None = None  # the file this came from, for messages
+
+    @field_validator("storage", mode="before")
+    @classmethod
+    def _storage_shorthand(cls, value: Any) -> Any:
+        return {"uri": value} if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _names_are_unique(self) -> Config:
@@ -394,8 +430,8 @@ def _apply_environment(raw: dict[str, Any]) -> dict[str, Any]:
         value = os.environ.get(variable)
         if not value or (key == "model_path" and _embedding_provider(raw) != "fastembed"):
             continue  # a local model folder means nothing to an embedding service
-        if section is None:
-            raw[key] = value
+        if section is None:  # storage: a string, or the [storage] table's uri
+            raw[key] = {**raw[key], "uri": value} if isinstance(raw.get(key), dict) else value
         elif isinstance(raw.get(section, {}), dict):  # a malformed section is reported by validation
             raw[section] = {**raw.get(section, {}), key: value}
     return raw
@@ -415,7 +451,9 @@ def _resolve_paths(config: Config, base_dir: Path) -> Config:
 
     kbs = [kb.model_copy(update={"paths": [absolute(p, f"[[kb]] {kb.name}: paths") for p in kb.paths]})
            for kb in config.kb]
-    storage = config.storage if "://" in config.storage else str(absolute(config.storage, "storage"))
+    storage = config.storage
+    if not storage.is_remote:
+        storage = storage.model_copy(update={"uri": str(absolute(storage.uri, "storage"))})
     embedding = config.embedding
     for key in ("model_path", "tokenizer_path"):
         if getattr(embedding, key):

@@ -115,7 +115,7 @@ def sync_all(config: Config, store: Store, embedder: Embedder, counter: TokenCou
              allow_mass_delete: bool = False) -> list[SyncReport]:
     """Sync one KB or all of them, holding the storage's writer lock."""
     kbs = config.select(kb_name)
-    with sync_lock(config.storage, [kb.name for kb in kbs], wait=wait):
+    with sync_lock(store, [kb.name for kb in kbs], wait=wait):
         return [sync_kb(store, kb, embedder, counter, full=full, progress=progress,
                         allow_mass_delete=allow_mass_delete)
                 for kb in kbs]
@@ -133,7 +133,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounte
     started = _now()
     wall_start = time.perf_counter()
     timer = _Timer(report)
-    progress = _recording_progress(store.uri, kb.name, progress)
+    progress = _recording_progress(store, kb.name, progress)
     try:
         with timer("prepare"):
             fingerprints = _fingerprints(kb, embedder, counter)
@@ -173,7 +173,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounte
         report.files_failed = len(report.failures)
         report.seconds["total"] = round(time.perf_counter() - wall_start, 3)
         titles = store.view(kb.name, target).document_titles(_TITLES_IN_SUMMARY)
-        write_summary(store.uri, kb.name, _summary(files, report, titles))
+        write_summary(store, kb.name, _summary(files, report, titles))
         # One commit makes this generation the one searches read (the switch, after a rebuild).
         store.write_state(kb.name, {**fingerprints, "generation": target, "complete": True,
                                     "last_sync": _last_sync(started, "ok", report)})
@@ -184,7 +184,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounte
         _record_failure(store, kb.name, started, error, report)
         raise
     finally:
-        clear_progress(store.uri, kb.name)
+        clear_progress(store, kb.name)
 
 
 def _with_crawl(store: Store, kb: KBConfig, scan: SourceScan, known: list[str], report: SyncReport,
@@ -195,10 +195,10 @@ def _with_crawl(store: Store, kb: KBConfig, scan: SourceScan, known: list[str], 
     return SourceScan(scan.files + crawl.files, scan.skipped + crawl.skipped)
 
 
-def _recording_progress(storage: str, kb: str, progress: ProgressCallback | None) -> ProgressCallback:
+def _recording_progress(store: Store, kb: str, progress: ProgressCallback | None) -> ProgressCallback:
     """The caller's progress callback, also writing how far the sync is where searches can read it."""
     def report(done: int, total: int, message: str) -> None:
-        write_progress(storage, kb, done, total)
+        write_progress(store, kb, done, total)
         if progress:
             progress(done, total, message)
 

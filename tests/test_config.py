@@ -107,12 +107,12 @@ def test_environment_overrides_model_and_storage(tmp_path, monkeypatch):
     config = build_config({}, tmp_path, None)
     assert config.embedding.model == "BAAI/bge-small-en-v1.5"
     assert config.embedding.model_path == str(tmp_path)
-    assert config.storage == str(tmp_path / "elsewhere")
+    assert config.storage.uri == str(tmp_path / "elsewhere")
 
 
 def test_lancedb_uri_storage_is_kept_as_is(tmp_path, monkeypatch):
     monkeypatch.delenv("MCP_KB_STORAGE", raising=False)
-    assert build_config({"storage": "s3://bucket/kb"}, tmp_path, None).storage == "s3://bucket/kb"
+    assert build_config({"storage": "s3://bucket/kb"}, tmp_path, None).storage.uri == "s3://bucket/kb"
 
 
 def test_zero_config_serves_one_folder(tmp_path):
@@ -168,7 +168,7 @@ def test_environment_variables_override_the_file(tmp_path, monkeypatch):
     monkeypatch.setenv("MCP_KB_TOKEN", "env-token")
     monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "env-index"))
     config = load_config(path)
-    assert config.server.token == "env-token" and config.storage == str(tmp_path / "env-index")
+    assert config.server.token == "env-token" and config.storage.uri == str(tmp_path / "env-index")
 
 
 def test_mcp_kb_config_names_the_config_commands_use(tmp_path, monkeypatch):

@@ -47,7 +47,7 @@ def test_the_cli_shows_what_the_answering_process_saved(app, tmp_path):
     app.search("docs", "annual leave", mode="hybrid")
     live = app.search_metrics("docs")
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{app.config.storage}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+    config.write_text(f'storage = "{app.config.storage.uri}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
                       f'paths = ["{app.config.kb[0].paths[0]}"]\n', encoding="utf-8")
     [item] = json.loads(CliRunner().invoke(main, ["stats", "-c", str(config), "--json"]).output)
     assert item["search"] == live
@@ -84,7 +84,7 @@ def test_the_query_log_holds_exactly_the_searches_made(make_app, tmp_path):
     app = _log_app(make_app, tmp_path, query_log=True)
     app.search("docs", "annual leave", mode="hybrid")
     app.search("docs", "E5021", mode="keyword", filters={"path": "errors.md"})
-    entries = [json.loads(line) for line in query_log_path(app.config.storage, "docs").read_text().splitlines()]
+    entries = [json.loads(line) for line in query_log_path(app.config.storage.uri, "docs").read_text().splitlines()]
     assert [(e["query"], e["mode"]) for e in entries] == [("annual leave", "hybrid"), ("E5021", "keyword")]
     assert entries[1]["filters"] == {"path": "errors.md"} and entries[1]["hits"][0]["source"] == "errors.md"
     assert entries[0]["latency_ms"] > 0 and "time" in entries[0]
@@ -95,7 +95,7 @@ def test_no_query_log_unless_asked(make_app, tmp_path):
 
     app = _log_app(make_app, tmp_path)
     app.search("docs", "annual leave", mode="hybrid")
-    assert not query_log_path(app.config.storage, "docs").exists()
+    assert not query_log_path(app.config.storage.uri, "docs").exists()
 
 
 def test_the_query_log_rotates_at_its_size(make_app, tmp_path):
@@ -104,7 +104,7 @@ def test_the_query_log_rotates_at_its_size(make_app, tmp_path):
     app = _log_app(make_app, tmp_path, query_log=True, query_log_max_mb=0.001)  # about 1 KB
     for i in range(20):
         app.search("docs", f"annual leave question number {i}", mode="keyword")
-    log = query_log_path(app.config.storage, "docs")
+    log = query_log_path(app.config.storage.uri, "docs")
     rotated = log.with_name(log.name + ".1")
     assert rotated.exists() and log.stat().st_size <= 1100 and rotated.stat().st_size <= 1100
     newest = [json.loads(line)["query"] for line in log.read_text().splitlines()]
@@ -119,13 +119,13 @@ def test_a_reviewed_log_becomes_a_labelled_query_set(make_app, tmp_path):
     app.search("docs", "how do I apply for leave", mode="hybrid")
     app.search("docs", "token expired error", mode="hybrid")
     app.search("docs", "unreviewed question", mode="hybrid")
-    lines = query_log_path(app.config.storage, "docs").read_text().splitlines()
+    lines = query_log_path(app.config.storage.uri, "docs").read_text().splitlines()
     reviewed = tmp_path / "reviewed.jsonl"
     relevant = [["leave.md"], ["errors.md"], None]
     reviewed.write_text("\n".join(json.dumps({**json.loads(line), **({"relevant": r} if r else {})})
                                   for line, r in zip(lines, relevant)), encoding="utf-8")
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{app.config.storage}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+    config.write_text(f'storage = "{app.config.storage.uri}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
                       f'paths = ["{app.config.kb[0].paths[0]}"]\n', encoding="utf-8")
     result = CliRunner().invoke(main, ["eval", "-c", str(config), "docs", "--log", str(reviewed), "--json"])
     scores = {row["mode"]: row for row in json.loads(result.output)}
@@ -136,10 +136,10 @@ def test_one_off_searches_leave_the_servers_saved_figures_alone(app):
     from mcp_kb.index.state import read_metrics
 
     app.search("docs", "annual leave", mode="keyword")
-    assert read_metrics(app.config.storage, "docs") == {}  # not a server: nothing saved
+    assert read_metrics(app.config.storage.uri, "docs") == {}  # not a server: nothing saved
     app.saves_metrics = True
     app.search("docs", "E5021", mode="keyword")
-    assert read_metrics(app.config.storage, "docs")["searches"] == 2
+    assert read_metrics(app.config.storage.uri, "docs")["searches"] == 2
 
 
 def test_evaluation_queries_stay_out_of_the_metrics_and_the_query_log(make_app, tmp_path):
@@ -148,7 +148,7 @@ def test_evaluation_queries_stay_out_of_the_metrics_and_the_query_log(make_app, 
     app = _log_app(make_app, tmp_path, query_log=True)
     app.self_check("docs", ["keyword", "hybrid"], sample=10, k=3)
     assert app.search_metrics("docs")["searches"] == 0
-    assert not query_log_path(app.config.storage, "docs").exists()
+    assert not query_log_path(app.config.storage.uri, "docs").exists()
 
 
 def test_a_rebuild_with_nothing_to_ask_about_still_syncs(make_app, tmp_path):

@@ -300,7 +300,7 @@ def test_search_during_a_first_sync_says_to_wait(make_app, tmp_path):
     app = make_app({"name": "fresh", "description": "d", "paths": [str(tmp_path / "fresh")]})
     with pytest.raises(SearchError, match="has not been synced yet"):
         app.search("fresh", "text")
-    with sync_lock(app.config.storage, ["docs"]):
+    with sync_lock(app.store, ["docs"]):
         with pytest.raises(SearchError, match="being indexed for the first time"):
             app.search("fresh", "text")
 
@@ -358,6 +358,6 @@ def test_an_unfinished_first_sync_is_said_in_every_answer(make_app, tmp_path, em
     assert result.hits == [] and "first sync of this knowledge base did not finish" in result.notes[0]
     from mcp_kb.index.state import sync_lock
 
-    with sync_lock(app.config.storage, ["docs"]):  # a sync has started but written no progress yet
+    with sync_lock(app.store, ["docs"]):  # a sync has started but written no progress yet
         running = app.search("docs", "alpha", mode="keyword")
     assert running.notes[0].startswith("indexing in progress; these results may be incomplete")

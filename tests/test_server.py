@@ -213,7 +213,7 @@ def _config_file(folders, storage):
 
 
 async def test_stdio_subprocess_session(app, folders):
-    config = _config_file(folders, app.config.storage)
+    config = _config_file(folders, app.config.storage.uri)
     params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)],
                                    env=os.environ.copy())
     async with Client(params) as client:
@@ -230,7 +230,7 @@ async def test_stdio_subprocess_session(app, folders):
 def _served(app, folders, transport, host="127.0.0.1", token="s3cret-token"):
     """`mcp-kb serve --transport TRANSPORT --port 0` in a subprocess; yields the port it printed and a
     function reading its stderr."""
-    config = _config_file(folders, app.config.storage)
+    config = _config_file(folders, app.config.storage.uri)
     env = {**os.environ, "MCP_KB_TOKEN": token} if token else {k: v for k, v in os.environ.items() if k != "MCP_KB_TOKEN"}
     log = folders / f"serve-{transport}-{time.monotonic_ns()}.log"
     with log.open("wb") as stderr:
@@ -424,7 +424,7 @@ async def test_http_serve_prints_its_url_and_a_busy_port_is_one_clear_error(app,
 
     with _served(app, folders, "http") as (port, stderr):
         assert f"serving streamable HTTP at http://127.0.0.1:{port}/mcp (bearer token required)" in stderr()
-        config = _config_file(folders, app.config.storage)
+        config = _config_file(folders, app.config.storage.uri)
         busy = CliRunner().invoke(main, ["serve", "-c", str(config), "--transport", "http", "--port", str(port)])
     assert busy.exit_code == 1 and busy.output.startswith(f"Error: cannot listen on 127.0.0.1:{port}")
 
@@ -459,8 +459,8 @@ async def test_the_sync_tool_says_who_is_syncing_and_can_wait_for_it(app):
     held, release = threading.Event(), threading.Event()
 
     def other_sync():
-        with sync_lock(app.config.storage, ["api_docs"]):
-            write_progress(app.config.storage, "api_docs", 3, 10)
+        with sync_lock(app.store, ["api_docs"]):
+            write_progress(app.store, "api_docs", 3, 10)
             held.set()
             release.wait(30)
 
@@ -473,7 +473,7 @@ async def test_the_sync_tool_says_who_is_syncing_and_can_wait_for_it(app):
             text = busy.content[0].text
             assert busy.is_error and "a sync of api_docs is already running (started " in text
             assert f"by process {os.getpid()}" in text and "api_docs: 3 of 10 files" in text and "wait" in text
-            assert app.config.storage not in text  # no internal paths
+            assert app.config.storage.uri not in text  # no internal paths
             threading.Timer(0.5, release.set).start()
             waited = await client.call_tool("sync_knowledge_base", {"kb": "api_docs", "wait": True})
         assert not waited.is_error and waited.structured_content["reports"][0]["kb"] == "api_docs"
@@ -537,7 +537,7 @@ async def test_2025_era_clients_are_told_when_a_tool_description_changes(app, fo
 def test_a_client_that_leaves_at_once_leaves_a_clean_exit(app, folders):
     """Closing stdin right after tools/list used to abort the interpreter's shutdown while the model
     loaded ("Fatal Python error: PyGILState_Release"), about two launches in five."""
-    config = _config_file(folders, app.config.storage)
+    config = _config_file(folders, app.config.storage.uri)
     handshake = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},

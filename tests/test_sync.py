@@ -174,7 +174,7 @@ def test_file_that_becomes_unparsable_loses_its_old_chunks(app, kb_dir):
 
 
 def test_second_sync_says_clearly_that_one_is_running(app):
-    with sync_lock(app.config.storage, ["docs"]):
+    with sync_lock(app.store, ["docs"]):
         with pytest.raises(SyncBusyError, match="already running"):
             app.sync(wait=False)
 
@@ -483,7 +483,7 @@ def test_an_index_in_the_layout_before_generations_is_served_then_rebuilt_beside
     import shutil
 
     app.sync()
-    storage = Path(app.config.storage)
+    storage = Path(app.config.storage.uri)
     generation = app.store.active_generation("docs")
     for kind in ("chunks", "files"):  # lay the tables out as the previous version named them
         shutil.copytree(storage / f"docs__{kind}__{generation}.lance", storage / f"docs__{kind}.lance")

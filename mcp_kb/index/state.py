@@ -1,7 +1,12 @@
-"""Sync state kept beside an index: the writer lock, and small summaries readable without LanceDB.
+"""Sync state beside an index: the writer lock, how far a running sync is, and small records.
 
-Both sync (which writes) and search and the server (which read) use this module, so reading never
-imports the write path.
+Where each lives decides who can see it:
+- in the store (every machine pointed at the index sees the same): the KB state row (generation,
+  model, last sync report; index/store.py), the summary, the latest health check, and on object
+  storage the writer lease with the running sync's progress;
+- on this machine only: for an index in a folder, the writer lock (an OS file lock, released by a
+  crash at once) and the progress file; everywhere, caches (the summary, so a server describes its
+  tools without opening LanceDB; crawled web pages), this process's search metrics and the query log.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,44 +28,56 @@ import filelock
 import platformdirs
 
 from ..errors import SyncBusyError
+from .store import Store
 
 log = logging.getLogger(__name__)
 
 
 def local_state_dir(storage: str) -> Path:
-    """Where small local files about an index live (sync lock, summaries): the index folder itself,
-    or for a remote LanceDB URI a folder in this machine's cache keyed by the URI."""
+    """Where this machine's files about an index live: the index folder itself, or for a remote
+    LanceDB URI a folder in this machine's cache keyed by the URI."""
     if "://" in storage:
         key = hashlib.sha256(storage.encode()).hexdigest()[:16]
         return Path(platformdirs.user_cache_dir("mcp-kb", appauthor=False)) / key
     return Path(storage)
 
 
-def write_summary(storage: str, kb: str, summary: dict[str, Any]) -> None:
-    """A few counts about a KB, readable without opening LanceDB (servers describe tools with it)."""
-    _write_json(_kb_file(storage, kb, "summary"), summary)
+# ---- records in the store ---------------------------------------------------------------------
+
+def write_summary(store: Store, kb: str, summary: dict[str, Any]) -> None:
+    """A few counts about a KB (documents by kind, chunks, titles) for tool descriptions: in the
+    store, and in a local file a server reads without opening LanceDB."""
+    store.write_note(kb, "summary", summary)
+    _write_json(_kb_file(store.uri, kb, "summary"), summary)
 
 
-def read_summary(storage: str, kb: str) -> dict[str, Any]:
-    return _read_json(_kb_file(storage, kb, "summary"))
+def read_summary(storage: str, kb: str, store: Store | None = None) -> dict[str, Any]:
+    """The store's record when a store is given (on object storage another machine may have synced),
+    else the local copy (an index in a folder is synced on this machine)."""
+    return store.read_note(kb, "summary") if store is not None else _read_json(_kb_file(storage, kb, "summary"))
 
+
+def write_health(store: Store, kb: str, health: dict[str, Any]) -> None:
+    """The latest label-free hit rates of a KB; a machine that may not write to the store says so."""
+    try:
+        store.write_note(kb, "health", health)
+    except Exception as exc:  # e.g. read-only credentials on a reader: the figures were still shown
+        log.warning("%s: the health check could not be saved in the index: %s", kb, exc)
+
+
+def read_health(store: Store, kb: str) -> dict[str, Any]:
+    return store.read_note(kb, "health")
+
+
+# ---- this machine's files ---------------------------------------------------------------------
 
 def write_metrics(storage: str, kb: str, metrics: dict[str, Any]) -> None:
-    """The search metrics of the process that last answered for a KB, for `mcp-kb stats`."""
+    """The search metrics of the process that last answered for a KB on this machine, for `mcp-kb stats`."""
     _write_json(_kb_file(storage, kb, "metrics"), metrics)
 
 
 def read_metrics(storage: str, kb: str) -> dict[str, Any]:
     return _read_json(_kb_file(storage, kb, "metrics"))
-
-
-def write_health(storage: str, kb: str, health: dict[str, Any]) -> None:
-    """The latest label-free hit rates of a KB (`mcp-kb eval --self`, or the check after a rebuild)."""
-    _write_json(_kb_file(storage, kb, "health"), health)
-
-
-def read_health(storage: str, kb: str) -> dict[str, Any]:
-    return _read_json(_kb_file(storage, kb, "health"))
 
 
 def query_log_path(storage: str, kb: str) -> Path:
@@ -70,22 +89,6 @@ def web_cache_dir(storage: str, kb: str) -> Path:
     """Where the pages a KB's web sources crawled are kept (bodies and validators for conditional
     requests); a cache: without it each page is downloaded once more, never re-embedded."""
     return local_state_dir(storage) / "web" / kb
-
-
-def write_progress(storage: str, kb: str, done: int, total: int) -> None:
-    """How far the running sync of a KB is (files done of files to index), for searches and status."""
-    _write_json(_kb_file(storage, kb, "progress"), {"done": done, "total": total})
-
-
-def clear_progress(storage: str, kb: str) -> None:
-    _kb_file(storage, kb, "progress").unlink(missing_ok=True)
-
-
-def read_progress(storage: str, kb: str, running: bool | None = None) -> dict[str, Any]:
-    """The running sync's progress, or {} when no sync runs (a killed one's file is ignored).
-    `running`: what the caller already knows of the lock, to spare a second look."""
-    running = is_sync_running(storage) if running is None else running
-    return _read_json(_kb_file(storage, kb, "progress")) if running else {}
 
 
 def _kb_file(storage: str, kb: str, kind: str) -> Path:
@@ -107,38 +110,36 @@ def _read_json(path: Path) -> dict[str, Any]:
         return {}
 
 
+# ---- the writer lock and a running sync's progress --------------------------------------------
+
 @contextlib.contextmanager
-def sync_lock(storage: str, kbs: list[str], wait: bool = True,
-              poll_seconds: float = 0.2) -> Iterator[None]:
-    """One writer per storage location across processes (an OS file lock beside the index, on every
-    platform); the holder is described in a file beside it, for the message a second writer gets."""
-    path = _lock_path(storage)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = filelock.FileLock(str(path), thread_local=False)
+def sync_lock(store: Store, kbs: list[str], wait: bool = True, poll_seconds: float = 0.2) -> Iterator[None]:
+    """One writer per index across processes and machines: an OS file lock beside an index in a
+    folder, a lease in the store on object storage. A second writer waits, or with `wait=False`
+    fails at once with a message naming the holder."""
+    holder = {"id": uuid.uuid4().hex, "pid": os.getpid(), "host": socket.gethostname(), "kbs": kbs,
+              "started_at": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    lock = _StoreLease(store, holder) if store.is_remote else _FileLock(store.uri, holder)
     announced = False
-    while True:
-        try:
-            lock.acquire(timeout=0)
-            break
-        except filelock.Timeout:
-            if not wait:
-                raise SyncBusyError(f"{running_sync(storage)}; try again when it ends, or wait for it "
-                                    f"(the sync tool's `wait`, or `mcp-kb sync` without --no-wait)") from None
-            if not announced:
-                log.warning("waiting: %s", running_sync(storage))
-                announced = True
-            time.sleep(poll_seconds)
+    while not lock.acquire():
+        if not wait:
+            raise SyncBusyError(f"{running_sync(store)}; try again when it ends, or wait for it "
+                                f"(the sync tool's `wait`, or `mcp-kb sync` without --no-wait)")
+        if not announced:
+            log.warning("waiting: %s", running_sync(store))
+            announced = True
+        time.sleep(poll_seconds)
     try:
-        _write_json(_holder_path(storage), {"pid": os.getpid(), "host": socket.gethostname(), "kbs": kbs,
-                                            "started_at": time.strftime("%Y-%m-%d %H:%M:%S %Z")})
         yield
     finally:
         lock.release()
 
 
-def is_sync_running(storage: str) -> bool:
-    """Whether some process holds the sync lock of this storage right now."""
-    path = _lock_path(storage)
+def is_sync_running(store: Store) -> bool:
+    """Whether some process (on any machine, for object storage) holds the index's writer lock."""
+    if store.is_remote:
+        return store.lease_holder() is not None
+    path = _lock_path(store.uri)
     if not path.exists():
         return False
     lock = filelock.FileLock(str(path), thread_local=False)
@@ -150,20 +151,109 @@ def is_sync_running(storage: str) -> bool:
     return False
 
 
-def running_sync(storage: str) -> str:
-    """A sentence about the sync holding the lock: since when, which process, how far each KB is."""
-    holder = _read_json(_holder_path(storage))
+def running_sync(store: Store) -> str:
+    """A sentence about the sync holding the lock: since when, which process on which host, how far."""
+    holder = (store.lease_holder() if store.is_remote else None) or _read_json(_holder_path(store.uri))
     if not holder:
         return "a sync is already running on this index"
     done = [f"{kb}: {p['done']} of {p['total']} files" for kb in holder.get("kbs", [])
-            if (p := read_progress(storage, kb, running=True))]
+            if (p := read_progress(store, kb, running=True))]
     return (f"a sync of {', '.join(holder.get('kbs', [])) or 'this index'} is already running (started "
             f"{holder.get('started_at', '?')} by process {holder.get('pid', '?')} on {holder.get('host', '?')}"
             f"{'; ' + ', '.join(done) if done else ''})")
 
 
+def write_progress(store: Store, kb: str, done: int, total: int) -> None:
+    """How far the running sync of a KB is (files done of files to index), for searches and status."""
+    if store.is_remote:
+        _StoreLease.progress(store, kb, {"done": done, "total": total})
+    else:
+        _write_json(_kb_file(store.uri, kb, "progress"), {"done": done, "total": total})
+
+
+def clear_progress(store: Store, kb: str) -> None:
+    if not store.is_remote:  # a lease's progress goes with the lease
+        _kb_file(store.uri, kb, "progress").unlink(missing_ok=True)
+
+
+def read_progress(store: Store, kb: str, running: bool | None = None) -> dict[str, Any]:
+    """The running sync's progress, or {} when no sync runs (a killed one's record is ignored).
+    `running`: what the caller already knows of the lock, to spare a second look."""
+    if store.is_remote:
+        holder = store.lease_holder()
+        return (holder or {}).get("progress", {}).get(kb, {})
+    running = is_sync_running(store) if running is None else running
+    return _read_json(_kb_file(store.uri, kb, "progress")) if running else {}
+
+
+class _FileLock:
+    """An index in a folder: an OS lock file beside it (any crash releases it at once)."""
+
+    def __init__(self, storage: str, holder: dict[str, Any]):
+        self.storage, self.holder = storage, holder
+        path = _lock_path(storage)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.lock = filelock.FileLock(str(path), thread_local=False)
+
+    def acquire(self) -> bool:
+        try:
+            self.lock.acquire(timeout=0)
+        except filelock.Timeout:
+            return False
+        _write_json(_holder_path(self.storage), self.holder)
+        return True
+
+    def release(self) -> None:
+        self.lock.release()
+
+
+class _StoreLease:
+    """An index on object storage: a lease row in the store, renewed by a heartbeat thread; a
+    crashed holder's lease lapses after the store's `lease_seconds`."""
+
+    _held: dict[str, _StoreLease] = {}  # by store URI: the lease this process holds, for progress records
+
+    def __init__(self, store: Store, holder: dict[str, Any]):
+        self.store, self.holder = store, holder
+        self.stop = threading.Event()
+        self.progress_by_kb: dict[str, dict[str, int]] = {}
+        self.thread: threading.Thread | None = None
+
+    def acquire(self) -> bool:
+        if self.store.take_lease(self.holder) is not None:
+            return False
+        _StoreLease._held[self.store.uri] = self
+        self.thread = threading.Thread(target=self._beat, name="mcp-kb-lease", daemon=True)
+        self.thread.start()
+        return True
+
+    def release(self) -> None:
+        self.stop.set()
+        if self.thread:
+            self.thread.join()
+        _StoreLease._held.pop(self.store.uri, None)
+        self.store.release_lease(self.holder["id"])
+
+    @classmethod
+    def progress(cls, store: Store, kb: str, progress: dict[str, int]) -> None:
+        lease = cls._held.get(store.uri)
+        if lease:
+            lease.progress_by_kb[kb] = progress
+            lease._renew()
+
+    def _beat(self) -> None:
+        while not self.stop.wait(self.store.lease_seconds / 3):
+            self._renew()
+
+    def _renew(self) -> None:
+        try:
+            self.store.renew_lease(self.holder["id"], self.progress_by_kb)
+        except Exception as exc:  # a network hiccup: the next beat tries again (the lease lasts three)
+            log.warning("could not renew the writer lease: %s: %s", type(exc).__name__, exc)
+
+
 def _lock_path(storage: str) -> Path:
-    return local_state_dir(storage) / ".sync.lock"  # for a remote URI: a lock per machine only
+    return local_state_dir(storage) / ".sync.lock"
 
 
 def _holder_path(storage: str) -> Path:

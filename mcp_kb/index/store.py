@@ -11,6 +11,7 @@ import json
 import logging
 import random
 import re
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..config import StorageConfig
 from ..errors import ModelError, StoreError
 from .filters import sql_in, sql_string
 from .schema import HIT_COLUMNS, VECTOR_COLUMN
@@ -33,6 +35,7 @@ VECTOR_INDEX_MIN_ROWS = 10_000
 _MAX_SMALL_FRAGMENTS = 16
 _MAX_UNINDEXED_ROWS = 2_000
 _STATE_TABLE = "_state"
+_LEASE_TABLE = "_lease"
 # Tables of one generation: `<kb>__chunks__<id>`, `<kb>__files__<id>` (no id: made before generations).
 _GENERATION_TABLE = re.compile(r"^(?P<kb>[A-Za-z0-9_-]+?)__(?:chunks|files)(?:__(?P<generation>[0-9a-f]{12}))?$")
 _STATE_SCHEMA = pa.schema([("kb", pa.string()), ("state", pa.string())])
@@ -70,17 +73,29 @@ class Store:
     `generation=None` use the active one.
     """
 
-    def __init__(self, uri: str):
+    def __init__(self, uri: str, options: dict[str, str] | None = None, read_consistency: float = 0.0,
+                 lease_seconds: float = 60.0):
         self.uri = uri
+        self.lease_seconds = lease_seconds  # a writer's lease on object storage lapses this long after a crash
         import lancedb  # imported here: it takes a second, and a server must answer tools/list before that
 
         try:
-            # interval 0: every read checks for a newer version, so searches see finished syncs.
-            self.db = lancedb.connect(uri, read_consistency_interval=timedelta(0))
-        except Exception as exc:
+            # How often a read checks for a newer version (0: every read, so searches see finished syncs).
+            self.db = lancedb.connect(uri, read_consistency_interval=timedelta(seconds=read_consistency),
+                                      storage_options=options or None)
+        except Exception as exc:  # the message may quote the URI, never the options (they hold credentials)
             raise StoreError(f"cannot open the index at {uri}: {exc}") from exc
         self._open: dict[str, Any] = {}  # table handles; they follow new versions by themselves
         self._state_by_kb: dict[str, tuple[int, dict[str, Any]]] = {}  # (state table version, state)
+
+    @classmethod
+    def of(cls, storage: StorageConfig) -> Store:
+        return cls(storage.uri, storage.lancedb_options(), storage.consistency_seconds, storage.lease_seconds)
+
+    @property
+    def is_remote(self) -> bool:
+        """Whether the index is on object storage (shared by machines) rather than in a folder."""
+        return "://" in self.uri
 
     # ---- tables -------------------------------------------------------------------------
     def _names(self) -> set[str]:
@@ -149,6 +164,59 @@ class Store:
         table = self._table(_STATE_TABLE)
         table.merge_insert("kb").when_matched_update_all().when_not_matched_insert_all().execute(row)
         _compact_when_worth_it(table, unindexed=0)  # every sync rewrites the row: keep the table one read
+
+    def read_note(self, kb: str, kind: str) -> dict[str, Any]:
+        """A small record about a KB kept beside its state (e.g. the latest health check), or {}."""
+        return self.read_state(f"{kb}:{kind}")  # ":" never occurs in a KB name, so keys never meet
+
+    def write_note(self, kb: str, kind: str, note: dict[str, Any]) -> None:
+        self.write_state(f"{kb}:{kind}", note)
+
+    # ---- the writer lease (shared storage) --------------------------------------------------
+    # One row in its own table: a sync takes it by an update whose condition is that nobody holds it
+    # (or the holder's heartbeat is older than the lease). LanceDB commits are atomic (conditional
+    # writes on object storage), so of two writers racing for it exactly one update lands.
+
+    def take_lease(self, holder: dict[str, Any]) -> dict[str, Any] | None:
+        """Take the writer lease for `holder` (its "id" must be unique); None when taken, else the live holder."""
+        table = self._lease_table()
+        now = time.time()
+        values = {"holder": holder["id"], "info": json.dumps(holder), "heartbeat": now, "progress": "{}"}
+        try:
+            table.update(where=f"holder = '' OR heartbeat < {now - self.lease_seconds!r}", values=values)
+        except Exception as exc:  # a commit conflict with the winner: it holds the lease now
+            log.debug("lease update lost a race: %s", exc)
+        current = self.lease_holder()
+        return None if current and current["id"] == holder["id"] else (current or {"id": "?"})
+
+    def renew_lease(self, holder_id: str, progress: dict[str, Any] | None = None) -> None:
+        """Prove the holder is alive (and say how far it is)."""
+        values: dict[str, Any] = {"heartbeat": time.time()}
+        if progress is not None:
+            values["progress"] = json.dumps(progress)
+        self._lease_table().update(where=f"holder = {sql_string(holder_id)}", values=values)
+
+    def release_lease(self, holder_id: str) -> None:
+        self._lease_table().update(where=f"holder = {sql_string(holder_id)}",
+                                   values={"holder": "", "info": "{}", "progress": "{}"})
+
+    def lease_holder(self) -> dict[str, Any] | None:
+        """The live holder's description (with its progress), or None when nobody holds the lease."""
+        table = self._table(_LEASE_TABLE)
+        if table is None:
+            return None
+        table.checkout_latest()  # a lease is only worth reading fresh
+        rows = table.to_arrow().to_pylist()
+        live = [r for r in rows if r["holder"] and r["heartbeat"] >= time.time() - self.lease_seconds]
+        if not live:
+            return None
+        return {**json.loads(live[0]["info"]), "progress": json.loads(live[0]["progress"] or "{}")}
+
+    def _lease_table(self):
+        if self._table(_LEASE_TABLE) is None:  # created once with its one row (a creation is atomic too)
+            self.db.create_table(_LEASE_TABLE, data=pa.table({"name": ["writer"], "holder": [""], "info": ["{}"],
+                                                              "heartbeat": [0.0], "progress": ["{}"]}), exist_ok=True)
+        return self._table(_LEASE_TABLE)
 
     # ---- manifest ------------------------------------------------------------------------
     def read_files(self, kb: str, generation: str | None = None) -> dict[str, FileRecord]:

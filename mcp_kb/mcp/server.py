@@ -130,7 +130,8 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
         warm_up.start()
         _warn_about_missing_paths(app)
         async with anyio.create_task_group() as group:
-            group.start_soon(LiveSync(runner, app.config.kb).run)  # start-up, schedule, file changes
+            if not read_only:  # a read-only server never writes: another process (`mcp-kb watch`) syncs
+                group.start_soon(LiveSync(runner, app.config.kb).run)  # start-up, schedule, file changes
             yield {}
             group.cancel_scope.cancel()
         # A client that leaves at once would otherwise end the process while the model loads in native

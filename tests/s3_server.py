@@ -1,0 +1,60 @@
+"""An S3-compatible server on 127.0.0.1 (moto's standalone server) for the shared-index tests,
+with moto's request recorder to see which requests a process made."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import boto3
+import httpx
+
+CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing-secret", "aws_region": "us-east-1"}
+
+
+@dataclass
+class S3Server:
+    endpoint: str
+
+    def new_bucket(self) -> str:
+        name = f"kb-{uuid.uuid4().hex[:12]}"
+        self._client().create_bucket(Bucket=name)
+        return name
+
+    def storage(self, bucket: str, prefix: str = "index") -> dict:
+        """The kb.toml `[storage]` table for a folder of this bucket."""
+        return {"uri": f"s3://{bucket}/{prefix}",
+                "options": {"aws_endpoint": self.endpoint, "allow_http": "true", **CREDENTIALS}}
+
+    def start_recording(self) -> None:
+        httpx.post(f"{self.endpoint}/moto-api/recorder/reset-recording")
+        httpx.post(f"{self.endpoint}/moto-api/recorder/start-recording")
+
+    def recorded(self) -> list[dict]:
+        """Requests made since start_recording: method, path, headers (the user agent tells who)."""
+        httpx.post(f"{self.endpoint}/moto-api/recorder/stop-recording")
+        text = httpx.get(f"{self.endpoint}/moto-api/recorder/download-recording").text
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def _client(self):
+        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=CREDENTIALS["aws_access_key_id"],
+                            aws_secret_access_key=CREDENTIALS["aws_secret_access_key"],
+                            region_name=CREDENTIALS["aws_region"])
+
+
+@contextmanager
+def serve_s3() -> Iterator[S3Server]:
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield S3Server(f"http://{host}:{port}")
+    finally:
+        server.stop()

@@ -1,0 +1,236 @@
+"""One index on object storage shared by machines: a real S3-compatible server (moto) on 127.0.0.1,
+writers and readers in separate processes with separate local cache folders."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from helpers import write
+from s3_server import CREDENTIALS, serve_s3
+
+pytestmark = pytest.mark.anyio
+SECRET_VARIABLE = "KB_TEST_S3_SECRET"
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with serve_s3() as server:
+        yield server
+
+
+@pytest.fixture
+def shared(s3, tmp_path, monkeypatch):
+    """A folder of documents and a kb.toml whose index is a fresh bucket."""
+    docs = tmp_path / "docs"
+    for i in range(6):
+        write(docs / f"note{i}.md", f"# Note {i}\n\nRunbook {i}: restart the ingest worker number {i} when "
+                                    f"its queue backs up past {i * 100} messages.\n")
+    write(docs / "errors.md", "# Errors\n\nE5021 means the access token expired; sign in again.\n")
+    monkeypatch.setenv(SECRET_VARIABLE, CREDENTIALS["aws_secret_access_key"])  # for the in-process reader
+    return _Shared(s3, s3.new_bucket(), docs, tmp_path)
+
+
+class _Shared:
+    def __init__(self, s3, bucket: str, docs: Path, base: Path):
+        self.s3, self.bucket, self.docs, self.base = s3, bucket, docs, base
+        self.config = base / "kb.toml"
+        storage = s3.storage(bucket)
+        options = {**storage["options"], "aws_secret_access_key": "${" + SECRET_VARIABLE + "}"}
+        self.config.write_text(
+            f'[storage]\nuri = "{storage["uri"]}"\nread_consistency = 0.5\nlease_seconds = 3\n'
+            f'[storage.options]\n' + "".join(f'{k} = "{v}"\n' for k, v in options.items()) +
+            f'[[kb]]\nname = "docs"\ndescription = "Runbooks"\npaths = ["{docs}"]\n', encoding="utf-8")
+
+    def env(self, machine: str, access_key: str = CREDENTIALS["aws_access_key_id"]) -> dict[str, str]:
+        """A process on another machine: its own cache folder (local state), the secret from the environment."""
+        cache = self.base / f"cache-{machine}"
+        config = self.config
+        if access_key != CREDENTIALS["aws_access_key_id"]:  # moto records the key: it tells who asked
+            config = self.base / f"kb-{machine}.toml"
+            config.write_text(self.config.read_text().replace(CREDENTIALS["aws_access_key_id"], access_key))
+        return {**os.environ, "XDG_CACHE_HOME": str(cache), SECRET_VARIABLE: CREDENTIALS["aws_secret_access_key"],
+                "MCP_KB_CONFIG": str(config)}
+
+    def cli(self, machine: str, *args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+        result = subprocess.run([sys.executable, "-m", "mcp_kb", *args], env=self.env(machine, **kw),
+                                capture_output=True, text=True, timeout=300)
+        if check:
+            assert result.returncode == 0, result.stderr
+        return result
+
+    def reader(self):
+        """An in-process reader (quick to poll); its local state goes to this process's cache folder."""
+        from mcp_kb.app import App
+        from mcp_kb.config import load_config
+
+        return App(load_config(self.config))
+
+    def status(self, machine: str) -> dict:
+        return json.loads(self.cli(machine, "status", "--json").stdout)[0]
+
+    def search(self, machine: str, query: str) -> list[str]:
+        hits = json.loads(self.cli(machine, "search", "docs", query, "--json", "--top-k", "3").stdout)["results"]
+        return [hit["source"] for hit in hits]
+
+
+def _comparable(status: dict) -> dict:
+    keys = ("files", "chunks", "generation", "last_sync", "last_outcome", "model", "index_state", "failed", "health")
+    return {key: status[key] for key in keys}
+
+
+def test_a_second_machine_searches_the_same_rows_and_sees_the_same_status(shared):
+    shared.cli("writer", "sync")
+    assert shared.search("reader", "E5021 token expired")[0] == "errors.md"
+    reader, writer = shared.status("reader"), shared.status("writer")
+    assert _comparable(reader) == _comparable(writer) and reader["files"] == 7 and reader["last_outcome"] == "ok"
+    assert not (shared.base / "cache-reader").exists() or not any((shared.base / "cache-reader").rglob("*.lance"))
+    # the secret came from the environment and is shown nowhere
+    assert CREDENTIALS["aws_secret_access_key"] not in json.dumps(reader)
+
+
+async def test_a_reader_picks_up_a_writers_sync_within_read_consistency(shared):
+    shared.cli("writer", "sync")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "--read-only"],
+                                   env=shared.env("reader"))
+    async with Client(params) as client:
+        first = await client.call_tool("search_docs", {"query": "blue-green deployment checklist", "mode": "keyword"})
+        assert not first.structured_content["results"]
+        write(shared.docs / "deploy.md", "# Deploy\n\nThe blue-green deployment checklist lives here.\n")
+        shared.cli("writer", "sync")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # the same query: a cached empty answer must not stick
+            result = await client.call_tool("search_docs", {"query": "blue-green deployment checklist",
+                                                            "mode": "keyword"})
+            if result.structured_content["results"]:
+                break
+            time.sleep(0.2)
+        assert result.structured_content["results"][0]["source"] == "deploy.md"
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        assert "sync_knowledge_base" not in tools
+
+
+async def test_a_read_only_server_never_writes_to_the_store(shared):
+    shared.cli("writer", "sync")
+    shared.s3.start_recording()
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "--read-only"],
+                                   env=shared.env("reader", access_key="reader-key"))
+    async with Client(params) as client:
+        for query in ("E5021", "restart the ingest worker", "queue backs up"):
+            assert not (await client.call_tool("search_docs", {"query": query})).is_error
+        status = json.loads((await client.read_resource("kb://docs/status")).contents[0].text)
+        await client.read_resource("kb://docs/metrics")
+    requests = [r for r in shared.s3.recorded() if "Credential=reader-key/" in r["headers"].get("Authorization", "")]
+    assert status["files"] == 7 and requests  # it did read the bucket...
+    assert {r["method"] for r in requests} == {"GET"} or {r["method"] for r in requests} <= {"GET", "HEAD"}
+
+
+def test_two_writers_on_one_bucket_take_turns_and_build_what_one_would(shared):
+    commands = [[sys.executable, "-m", "mcp_kb", "sync"] for _ in range(2)]
+    processes = [subprocess.Popen(command, env=shared.env(f"writer{i}"), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for i, command in enumerate(commands)]
+    outputs = [process.communicate(timeout=300) for process in processes]
+    assert [p.returncode for p in processes] == [0, 0], outputs
+    assert any("waiting: a sync of docs is already running" in err for _, err in outputs)
+    status = shared.status("reader")
+    assert status["files"] == 7 and status["chunks"] == 7  # no file twice
+    busy = None
+    with _holding_the_lease(shared):
+        busy = shared.cli("writer2", "sync", "--no-wait", check=False)
+    assert busy.returncode == 1 and "is already running" in busy.stderr and "on " in busy.stderr
+
+
+def test_a_writer_killed_mid_sync_is_repaired_and_readers_never_error(shared):
+    for i in range(60):
+        write(shared.docs / f"bulk{i:02d}.md", f"# Bulk {i}\n\n" + f"Paragraph {i} about shard rebalancing. " * 40)
+    shared.cli("writer", "sync")
+    for i in range(60):  # every file changes: a long incremental sync
+        write(shared.docs / f"bulk{i:02d}.md", f"# Bulk {i}\n\n" + f"Revised text {i} on replica placement. " * 40)
+    writer = subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync"], env=shared.env("writer"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    reader = shared.reader()
+    _wait_for(lambda: reader.status("docs")[0]["progress"].get("done", 0) > 0, seconds=120)
+    searches = _SearchLoop(reader)
+    with searches:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+        # The dead writer's lease holds until it lapses (lease_seconds = 3); then the sync finishes its work.
+        repair = shared.cli("writer", "sync")
+    assert "waiting: a sync of docs is already running" in repair.stderr
+    assert searches.done > 0 and searches.failures == []  # readers answered throughout, never empty
+    status = shared.status("reader")
+    assert status["files"] == 67 and status["chunks"] == _clean_build_chunks(shared)
+    assert shared.search("reader", "replica placement")[0].startswith("bulk")
+
+
+class _SearchLoop:
+    """Searches in a thread until the block ends; each one must answer with hits."""
+
+    def __init__(self, app):
+        self.app, self.done, self.failures = app, 0, []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                if not self.app.search("docs", "E5021 token expired", mode="keyword", record=False).hits:
+                    self.failures.append("empty answer")
+            except Exception as exc:
+                self.failures.append(f"{type(exc).__name__}: {exc}")
+            self.done += 1
+            time.sleep(0.05)
+
+    def __enter__(self):
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+class _holding_the_lease:
+    """A sync in another process that holds the lease while the test looks."""
+
+    def __init__(self, shared):
+        self.shared = shared
+
+    def __enter__(self):
+        for i in range(40):
+            write(self.shared.docs / f"slow{i:02d}.md", f"# Slow {i}\n\n" + f"Filler text number {i}. " * 60)
+        self.process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync"], env=self.shared.env("holder"),
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        reader = self.shared.reader()
+        _wait_for(lambda: reader.status("docs")[0]["sync_running"], seconds=120)
+
+    def __exit__(self, *exc):
+        self.process.communicate(timeout=300)
+
+
+def _clean_build_chunks(shared) -> int:
+    """Chunks a clean build of the same files gives, in a local folder."""
+    config = shared.base / "clean.toml"
+    config.write_text(f'storage = "{shared.base / "clean-index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+                      f'paths = ["{shared.docs}"]\n', encoding="utf-8")
+    result = subprocess.run([sys.executable, "-m", "mcp_kb", "sync", "-c", str(config), "--json"], env=os.environ,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)[0]["chunks_total"]
+
+
+def _wait_for(check, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError("condition not met before the deadline")
