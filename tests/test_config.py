@@ -115,6 +115,28 @@ def test_lancedb_uri_storage_is_kept_as_is(tmp_path, monkeypatch):
     assert build_config({"storage": "s3://bucket/kb"}, tmp_path, None).storage.uri == "s3://bucket/kb"
 
 
+def test_storage_is_a_folder_or_a_uri_with_options_read_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv("MCP_KB_STORAGE", raising=False)
+    folder = build_config({"storage": "idx"}, tmp_path, None).storage
+    assert folder.uri == str(tmp_path / "idx") and not folder.is_remote and folder.consistency_seconds == 0
+    raw = {"storage": {"uri": "s3://team/kb", "options": {"aws_endpoint": "http://127.0.0.1:9000",
+                                                          "aws_secret_access_key": "${TEAM_S3_SECRET}"}}}
+    shared = build_config(raw, tmp_path, None).storage
+    assert shared.is_remote and shared.consistency_seconds == 5.0 and shared.lease_seconds == 60
+    monkeypatch.setenv("TEAM_S3_SECRET", "from-the-environment")
+    assert shared.lancedb_options()["aws_secret_access_key"] == "from-the-environment"
+    assert "from-the-environment" not in shared.model_dump_json()  # the config keeps the reference only
+    monkeypatch.delenv("TEAM_S3_SECRET")
+    with pytest.raises(ConfigError, match="storage.options.aws_secret_access_key names the environment "
+                                          "variable TEAM_S3_SECRET, which is not set"):
+        shared.lancedb_options()
+    monkeypatch.setenv("MCP_KB_STORAGE", "s3://other/kb")  # the variable overrides the table's uri only
+    assert build_config(raw, tmp_path, None).storage.options["aws_endpoint"] == "http://127.0.0.1:9000"
+    assert build_config(raw, tmp_path, None).storage.uri == "s3://other/kb"
+    with pytest.raises(ConfigError, match=r"storage\.read_consistency"):
+        build_config({"storage": {"uri": "s3://a/b", "read_consistency": -1}}, tmp_path, None)
+
+
 def test_zero_config_serves_one_folder(tmp_path):
     (tmp_path / "My Docs").mkdir()
     config = config_for_folder(tmp_path / "My Docs")

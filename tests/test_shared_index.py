@@ -234,3 +234,33 @@ def _wait_for(check, seconds: float) -> None:
             return
         time.sleep(0.1)
     raise AssertionError("condition not met before the deadline")
+
+
+def test_exactly_one_of_racing_writers_takes_the_lease_and_a_lapsed_one_is_taken_over(s3):
+    from mcp_kb.index.store import Store
+
+    storage = s3.storage(s3.new_bucket())
+    stores = [Store(storage["uri"], storage["options"], lease_seconds=1.5) for _ in range(4)]
+    stores[0].lease_holder()  # nothing yet: no table, nobody holds it
+    barrier = threading.Barrier(4)
+    outcomes = {}
+
+    def race(index: int) -> None:
+        barrier.wait()
+        outcomes[index] = stores[index].take_lease({"id": f"writer{index}", "host": "h", "pid": index})
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    winners = [i for i, holder in outcomes.items() if holder is None]
+    assert len(winners) == 1
+    losers = [outcomes[i] for i in outcomes if i not in winners]
+    assert all(holder["id"] == f"writer{winners[0]}" for holder in losers)  # they name the holder
+
+    time.sleep(2)  # the winner stops renewing (as if killed): its lease lapses
+    other = next(i for i in range(4) if i not in winners)
+    assert stores[other].take_lease({"id": "late", "host": "h", "pid": 9}) is None
+    assert not stores[winners[0]].renew_lease(f"writer{winners[0]}", {})  # the old holder learns it lost it
+    assert stores[other].lease_holder()["id"] == "late"

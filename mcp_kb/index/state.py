@@ -120,6 +120,8 @@ def sync_lock(store: Store, kbs: list[str], wait: bool = True, poll_seconds: flo
     holder = {"id": uuid.uuid4().hex, "pid": os.getpid(), "host": socket.gethostname(), "kbs": kbs,
               "started_at": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     lock = _StoreLease(store, holder) if store.is_remote else _FileLock(store.uri, holder)
+    if store.is_remote:  # each look is a request to the store
+        poll_seconds = max(poll_seconds, 1.0)
     announced = False
     while not lock.acquire():
         if not wait:
@@ -215,6 +217,7 @@ class _StoreLease:
 
     def __init__(self, store: Store, holder: dict[str, Any]):
         self.store, self.holder = store, holder
+        self.lost = False  # a renewal found another holder: this sync must stop writing
         self.stop = threading.Event()
         self.progress_by_kb: dict[str, dict[str, int]] = {}
         self.thread: threading.Thread | None = None
@@ -240,6 +243,9 @@ class _StoreLease:
         if lease:
             lease.progress_by_kb[kb] = progress
             lease._renew()
+            if lease.lost:  # checked between batches, so a sync that lost its lease stops before its next commit
+                raise SyncBusyError("this sync lost the writer lease (its renewals did not reach the store for "
+                                    "longer than lease_seconds) and stopped; sync again to finish")
 
     def _beat(self) -> None:
         while not self.stop.wait(self.store.lease_seconds / 3):
@@ -247,7 +253,7 @@ class _StoreLease:
 
     def _renew(self) -> None:
         try:
-            self.store.renew_lease(self.holder["id"], self.progress_by_kb)
+            self.lost = self.lost or not self.store.renew_lease(self.holder["id"], self.progress_by_kb)
         except Exception as exc:  # a network hiccup: the next beat tries again (the lease lasts three)
             log.warning("could not renew the writer lease: %s: %s", type(exc).__name__, exc)
 

@@ -180,6 +180,9 @@ class Store:
     def take_lease(self, holder: dict[str, Any]) -> dict[str, Any] | None:
         """Take the writer lease for `holder` (its "id" must be unique); None when taken, else the live holder."""
         table = self._lease_table()
+        current = self.lease_holder()
+        if current:  # waiting writers only read: every update is a commit, even one that changes nothing
+            return current
         now = time.time()
         values = {"holder": holder["id"], "info": json.dumps(holder), "heartbeat": now, "progress": "{}"}
         try:
@@ -189,16 +192,15 @@ class Store:
         current = self.lease_holder()
         return None if current and current["id"] == holder["id"] else (current or {"id": "?"})
 
-    def renew_lease(self, holder_id: str, progress: dict[str, Any] | None = None) -> None:
-        """Prove the holder is alive (and say how far it is)."""
-        values: dict[str, Any] = {"heartbeat": time.time()}
-        if progress is not None:
-            values["progress"] = json.dumps(progress)
-        self._lease_table().update(where=f"holder = {sql_string(holder_id)}", values=values)
+    def renew_lease(self, holder_id: str, progress: dict[str, Any]) -> bool:
+        """Prove the holder is alive and say how far it is; False when it no longer holds the lease."""
+        values = {"heartbeat": time.time(), "progress": json.dumps(progress)}
+        return self._lease_table().update(where=f"holder = {sql_string(holder_id)}", values=values).rows_updated > 0
 
     def release_lease(self, holder_id: str) -> None:
-        self._lease_table().update(where=f"holder = {sql_string(holder_id)}",
-                                   values={"holder": "", "info": "{}", "progress": "{}"})
+        table = self._lease_table()
+        table.update(where=f"holder = {sql_string(holder_id)}", values={"holder": "", "info": "{}", "progress": "{}"})
+        _compact_when_worth_it(table, unindexed=0)  # each heartbeat rewrote the row
 
     def lease_holder(self) -> dict[str, Any] | None:
         """The live holder's description (with its progress), or None when nobody holds the lease."""
