@@ -51,13 +51,14 @@ class _Shared:
             f'[storage.options]\n' + "".join(f'{k} = "{v}"\n' for k, v in options.items()) +
             f'[[kb]]\nname = "docs"\ndescription = "Runbooks"\npaths = ["{docs}"]\n', encoding="utf-8")
 
-    def env(self, machine: str, access_key: str = CREDENTIALS["aws_access_key_id"]) -> dict[str, str]:
-        """A process on another machine: its own cache folder (local state), the secret from the environment."""
+    def env(self, machine: str, access_key: str = CREDENTIALS["aws_access_key_id"], extra: str = "") -> dict[str, str]:
+        """A process on another machine: its own cache folder (local state), the secret from the environment;
+        its own access key (moto records it: it tells who asked) and settings appended to its kb.toml."""
         cache = self.base / f"cache-{machine}"
         config = self.config
-        if access_key != CREDENTIALS["aws_access_key_id"]:  # moto records the key: it tells who asked
+        if access_key != CREDENTIALS["aws_access_key_id"] or extra:
             config = self.base / f"kb-{machine}.toml"
-            config.write_text(self.config.read_text().replace(CREDENTIALS["aws_access_key_id"], access_key))
+            config.write_text(self.config.read_text().replace(CREDENTIALS["aws_access_key_id"], access_key) + extra)
         return {**os.environ, "XDG_CACHE_HOME": str(cache), SECRET_VARIABLE: CREDENTIALS["aws_secret_access_key"],
                 "MCP_KB_CONFIG": str(config)}
 
@@ -122,15 +123,19 @@ async def test_a_reader_picks_up_a_writers_sync_within_read_consistency(shared):
 async def test_a_read_only_server_never_writes_to_the_store(shared):
     shared.cli("writer", "sync")
     shared.s3.start_recording()
+    write(shared.docs / "new.md", "# New\n\nA file the writer has not synced yet.\n")
+    # sync triggers in its config are not for a read-only server: the writer syncs
     params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "--read-only"],
-                                   env=shared.env("reader", access_key="reader-key"))
+                                   env=shared.env("reader", access_key="reader-key",
+                                                  extra="[kb.sync]\non_start = true\nwatch = true\n"))
     async with Client(params) as client:
         for query in ("E5021", "restart the ingest worker", "queue backs up"):
             assert not (await client.call_tool("search_docs", {"query": query})).is_error
         status = json.loads((await client.read_resource("kb://docs/status")).contents[0].text)
         await client.read_resource("kb://docs/metrics")
+    time.sleep(1)  # time enough for a start-up sync to have begun, had one been started
     requests = [r for r in shared.s3.recorded() if "Credential=reader-key/" in r["headers"].get("Authorization", "")]
-    assert status["files"] == 7 and requests  # it did read the bucket...
+    assert status["files"] == 7 and not status["sync_running"] and requests  # it did read the bucket...
     assert {r["method"] for r in requests} == {"GET"} or {r["method"] for r in requests} <= {"GET", "HEAD"}
 
 
