@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -51,6 +53,9 @@ def serve_s3() -> Iterator[S3Server]:
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    recording = tempfile.NamedTemporaryFile(prefix="moto-recording-", delete=False)
+    recording.close()
+    os.environ["MOTO_RECORDER_FILEPATH"] = recording.name  # else the recorder writes into the working folder
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -58,3 +63,4 @@ def serve_s3() -> Iterator[S3Server]:
         yield S3Server(f"http://{host}:{port}")
     finally:
         server.stop()
+        os.unlink(recording.name)
