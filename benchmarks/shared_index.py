@@ -2,6 +2,7 @@
 
     python benchmarks/shared_index.py s3        # SciFact: search p50/p95 per mode, local folder vs S3 (moto), cold and warm
     python benchmarks/shared_index.py million   # 1,000,000 chunks: index build times, recall@10 vs exact, p50/p95, RSS
+    python benchmarks/shared_index.py rss       # a server process's memory on that KB (million runs it at the end)
 
 Both need the SciFact KB of `benchmarks/retrieval.py scifact train` (/tmp/mcp-kb-bench/scifact).
 `s3` copies its index folder into a bucket of moto's S3 server (started on 127.0.0.1 in its own
@@ -195,15 +196,29 @@ def million(size: int) -> None:
               flush=True)
     print(f"peak RSS of this process (writer and server in one): "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB", flush=True)
+    subprocess.run([sys.executable, __file__, "rss"], check=True)
+
+
+def server_rss() -> None:
+    """What a server process needs for the million-chunk KB: open it, answer 200 hybrid searches."""
+    from mcp_kb.app import App
+
+    app = App(kb_config(WORK / "scifact" / "docs", WORK / "million", "big"))
+    app.embedder.embed_query("load the model")
+    loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    p50, p95 = _percentiles(_timed_searches(app, "big", _queries(200), "hybrid"))
+    print(f"a server process: {loaded:.0f} MB with the model loaded, "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB peak after 200 hybrid searches "
+          f"(cold process: p50 {p50:.0f} ms, p95 {p95:.0f} ms)", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["s3", "million"])
+    parser.add_argument("what", choices=["s3", "million", "rss"])
     parser.add_argument("--size", type=int, default=1_000_000, help="chunks for `million`")
     args = parser.parse_args()
     use_offline_model()
-    s3() if args.what == "s3" else million(args.size)
+    {"s3": s3, "million": lambda: million(args.size), "rss": server_rss}[args.what]()
 
 
 if __name__ == "__main__":
