@@ -203,7 +203,9 @@ class App:
         return list(self.store.read_files(self.config.get_kb(kb).name))
 
     def summary(self, kb: str) -> dict[str, Any]:
-        """What a KB holds (documents, their kinds, chunks) as of its last sync, read without LanceDB."""
+        """What a KB holds (documents, their kinds, chunks) as of its last sync: for an index in a folder
+        read without opening LanceDB (a starting server describes its tools with it), on object storage
+        from the store (another machine may have synced)."""
         return read_summary(self.config.storage.uri, kb, self.store if self.config.storage.is_remote else None)
 
     def _kb_status(self, name: str) -> dict[str, Any]:
