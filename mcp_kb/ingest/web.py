@@ -534,12 +534,13 @@ class _Walk:
                     if self.progress:
                         self.progress(self.answered, len(self.requested),
                                       f"{self.kb.name}: crawled {self.answered} pages of {self.scope.start}")
-                frontier = found if depth < self.source.max_depth else []
+                following = found if depth < self.source.max_depth else []
                 if len(self.requested) >= self.source.max_pages:
-                    self._stop_at_max_pages(frontier + found)
+                    self._stop_at_max_pages(frontier + following)  # this wave's unadmitted links and the next's
                     return
-                if not frontier:
+                if not following:
                     return
+                frontier = following
 
     def _admit(self, frontier: list[str]) -> list[str]:
         """The next wave: new URLs that robots.txt allows, up to max_pages in all."""
