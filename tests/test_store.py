@@ -103,3 +103,30 @@ def test_rows_scan_and_neighbours(store):
     assert [(r["path"], r["chunk_index"]) for r in view.scan("path = 'a.md'")] == [("a.md", 0), ("a.md", 1), ("a.md", 2)]
     assert view.neighbours([("a.md", 1)], 1) == {("a.md", 0): "alpha first", ("a.md", 1): "alpha second",
                                                  ("a.md", 2): "alpha third"}
+
+
+def test_the_vector_index_is_built_when_large_and_rebuilt_when_it_has_grown_fourfold(store, monkeypatch):
+    import mcp_kb.index.store as store_module
+
+    monkeypatch.setattr(store_module, "VECTOR_INDEX_MIN_ROWS", 300)
+    monkeypatch.setattr(store_module, "ROWS_PER_PARTITION", 100)
+    generation = new_generation()
+    store.create_generation("docs", generation, chunk_schema(DIM, {}))
+    rng = np.random.default_rng(0)
+
+    def grow_to(rows: int) -> list[str]:
+        have = store.count_chunks("docs", generation)
+        vectors = rng.normal(size=(rows - have, DIM)).tolist()
+        batch = [_row(f"d{have + i}.md", 0, f"text {have + i}", vector) for i, vector in enumerate(vectors)]
+        store.replace_documents("docs", generation, [r["path"] for r in batch],
+                                pa.Table.from_pylist(batch, schema=store.chunk_table("docs", generation).schema))
+        state = store.refresh_indexes("docs", generation, changed=True)
+        return state, sorted(i.name for i in store.chunk_table("docs", generation).list_indices() if i.columns == ["vector"])
+
+    assert grow_to(250) == ("full-text + exact vector search", [])
+    assert grow_to(350) == ("full-text + HNSW vector index", ["vector_p3"])
+    assert grow_to(1100)[1] == ["vector_p3"]  # 11 partitions wanted: not yet 4× the 3 it has
+    assert grow_to(1250)[1] == ["vector_p12"]  # 4×: rebuilt, the old index dropped
+    store.write_state("docs", {"generation": generation})
+    view = store.view("docs", generation)
+    assert len(view.nearest(np.asarray([1, 0, 0, 0], dtype=np.float32), None, 10)) == 10

@@ -303,28 +303,46 @@ class Store:
     # ---- indexes -------------------------------------------------------------------------
     def refresh_indexes(self, kb: str, generation: str, changed: bool) -> str:
         """Create missing indexes; after changes, fold new rows in (and add HNSW once the table is large)."""
-        from lancedb.index import FTS, BTree, HnswSq
+        from lancedb.index import FTS, BTree
 
         table = self.chunk_table(kb, generation)
         if table is None or table.count_rows() == 0:
             return "empty"
-        indexed = {index.columns[0] for index in table.list_indices()}
-        if "search_text" not in indexed:
+        indexes = {index.columns[0]: index.name for index in table.list_indices()}
+        if "search_text" not in indexes:
             # Analysis happens in keywords.py; the index only splits on spaces, stems and drops stop words.
             table.create_index("search_text", config=FTS(base_tokenizer="whitespace", with_position=False,
                                                          max_token_length=64))
         for column in ("id", "path", "content_hash"):  # hit look-ups, filters by file, vector reuse
-            if column not in indexed:
+            if column not in indexes:
                 table.create_index(column, config=BTree())
         if changed:
             _compact_when_worth_it(table, unindexed=table.index_stats("search_text_idx").num_unindexed_rows)
             _compact_when_worth_it(self._file_table(kb, generation), unindexed=0)
-        rows = table.count_rows()
-        if rows >= VECTOR_INDEX_MIN_ROWS and "vector" not in indexed:
-            partitions = max(1, rows // ROWS_PER_PARTITION)
-            table.create_index("vector", config=HnswSq(distance_type="cosine", num_partitions=partitions))
-            indexed.add("vector")
-        return "full-text + HNSW vector index" if "vector" in indexed else "full-text + exact vector search"
+        if _refresh_vector_index(table, indexes.get(VECTOR_COLUMN)):
+            return "full-text + HNSW vector index"
+        return "full-text + exact vector search"
+
+
+def _refresh_vector_index(table, current: str | None) -> bool:
+    """Build the vector index once the table is large enough, and again when it has grown 4× past the
+    partitions it was built with (a KB grown by syncs from 10k to 1M chunks would keep 1 partition).
+    Its name says its partitions (`vector_p64`); returns whether the table has one."""
+    from lancedb.index import HnswSq
+
+    rows = table.count_rows()
+    wanted = max(1, rows // ROWS_PER_PARTITION)
+    built = re.fullmatch(r"vector_p(\d+)", current or "")
+    if current and not (built and wanted >= 4 * int(built[1])):
+        return True  # also an index of an older version, whose partitions are not known
+    if rows < VECTOR_INDEX_MIN_ROWS:
+        return False
+    # Searches go on with the old index while the new one builds; it is dropped once the new one is in.
+    table.create_index(VECTOR_COLUMN, config=HnswSq(distance_type="cosine", num_partitions=wanted),
+                       name=f"vector_p{wanted}")
+    if current:
+        table.drop_index(current)
+    return True
 
 
 @dataclass(frozen=True)
