@@ -36,7 +36,7 @@ ENV_MODEL_PATH = "MCP_KB_EMBEDDING_MODEL_PATH"
 ENV_STORAGE = "MCP_KB_STORAGE"
 ENV_TOKEN = "MCP_KB_TOKEN"
 REMOTE_READ_CONSISTENCY = 5.0  # seconds between a reader's checks for a new version on object storage
-_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # "${NAME}" in a web source's header values
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # "${NAME}" in header and storage option values
 
 # Limits of a search request, shared by config validation, the tool schema and search.
 SearchMode = Literal["hybrid", "vector", "keyword", "filter"]
@@ -51,6 +51,11 @@ MAX_QUERY_LENGTH = 4_000  # characters; longer texts make slow searches and are 
 def default_storage() -> str:
     """Per-user data directory, e.g. ~/.local/share/mcp-kb on Linux."""
     return str(Path(platformdirs.user_data_dir("mcp-kb", appauthor=False)) / "index")
+
+
+def is_remote_uri(storage: str) -> bool:
+    """Whether an index location is a LanceDB URI (object storage, shared by machines) rather than a folder."""
+    return "://" in storage
 
 
 def expand_environment(text: str, where: str) -> str:
@@ -91,7 +96,7 @@ class StorageConfig(_Strict):
 
     @property
     def is_remote(self) -> bool:
-        return "://" in self.uri
+        return is_remote_uri(self.uri)
 
     @property
     def consistency_seconds(self) -> float:

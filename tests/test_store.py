@@ -127,6 +127,12 @@ def test_the_vector_index_is_built_when_large_and_rebuilt_when_it_has_grown_four
     assert grow_to(350) == ("full-text + HNSW vector index", ["vector_p3"])
     assert grow_to(1100)[1] == ["vector_p3"]  # 11 partitions wanted: not yet 4× the 3 it has
     assert grow_to(1250)[1] == ["vector_p12"]  # 4×: rebuilt, the old index dropped
+    # A rebuild cut short after its index was in but before the old one was dropped: the next refresh
+    # keeps the newest and drops the other.
+    from lancedb.index import HnswSq
+    table = store.chunk_table("docs", generation)
+    table.create_index("vector", config=HnswSq(distance_type="cosine", num_partitions=3), name="vector_p3")
+    assert grow_to(1260)[1] == ["vector_p12"]
     store.write_state("docs", {"generation": generation})
     view = store.view("docs", generation)
     assert len(view.nearest(np.asarray([1, 0, 0, 0], dtype=np.float32), None, 10)) == 10

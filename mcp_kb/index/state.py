@@ -27,6 +27,7 @@ from typing import Any
 import filelock
 import platformdirs
 
+from ..config import is_remote_uri
 from ..errors import SyncBusyError
 from .store import Store
 
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 def local_state_dir(storage: str) -> Path:
     """Where this machine's files about an index live: the index folder itself, or for a remote
     LanceDB URI a folder in this machine's cache keyed by the URI."""
-    if "://" in storage:
+    if is_remote_uri(storage):
         key = hashlib.sha256(storage.encode()).hexdigest()[:16]
         return Path(platformdirs.user_cache_dir("mcp-kb", appauthor=False)) / key
     return Path(storage)

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..config import StorageConfig
+from ..config import StorageConfig, is_remote_uri
 from ..errors import ModelError, StoreError
 from .filters import sql_in, sql_string
 from .schema import HIT_COLUMNS, VECTOR_COLUMN
@@ -99,7 +99,7 @@ class Store:
     @property
     def is_remote(self) -> bool:
         """Whether the index is on object storage (shared by machines) rather than in a folder."""
-        return "://" in self.uri
+        return is_remote_uri(self.uri)
 
     # ---- tables -------------------------------------------------------------------------
     def _names(self) -> set[str]:
@@ -309,6 +309,7 @@ class Store:
         if table is None or table.count_rows() == 0:
             return "empty"
         indexes = {index.columns[0]: index.name for index in table.list_indices()}
+        vector_indexes = [index.name for index in table.list_indices() if index.columns == [VECTOR_COLUMN]]
         if "search_text" not in indexes:
             # Analysis happens in keywords.py; the index only splits on spaces, stems and drops stop words.
             table.create_index("search_text", config=FTS(base_tokenizer="whitespace", with_position=False,
@@ -319,17 +320,18 @@ class Store:
         if changed:
             _compact_when_worth_it(table, unindexed=table.index_stats("search_text_idx").num_unindexed_rows)
             _compact_when_worth_it(self._file_table(kb, generation), unindexed=0)
-        if _refresh_vector_index(table, indexes.get(VECTOR_COLUMN)):
+        if _refresh_vector_index(table, vector_indexes):
             return "full-text + HNSW vector index"
         return "full-text + exact vector search"
 
 
-def _refresh_vector_index(table, current: str | None) -> bool:
+def _refresh_vector_index(table, names: list[str]) -> bool:
     """Build the vector index once the table is large enough, and again when it has grown 4× past the
     partitions it was built with (a KB grown by syncs from 10k to 1M chunks would keep 1 partition).
     Its name says its partitions (`vector_p64`); returns whether the table has one."""
     from lancedb.index import HnswSq
 
+    current = _newest_vector_index(table, names)
     rows = table.count_rows()
     wanted = max(1, rows // ROWS_PER_PARTITION)
     built = re.fullmatch(r"vector_p(\d+)", current or "")
@@ -343,6 +345,18 @@ def _refresh_vector_index(table, current: str | None) -> bool:
     if current:
         table.drop_index(current)
     return True
+
+
+def _newest_vector_index(table, names: list[str]) -> str | None:
+    """The vector index with the most partitions; others (a rebuild cut short before it dropped the
+    old one) are dropped."""
+    if not names:
+        return None
+    newest = max(names, key=lambda name: int(name[len("vector_p"):]) if re.fullmatch(r"vector_p\d+", name) else 0)
+    for name in names:
+        if name != newest:
+            table.drop_index(name)
+    return newest
 
 
 @dataclass(frozen=True)

@@ -443,10 +443,6 @@ class CrawlStats:
     not_modified: int = 0  # pages answered 304
     stopped_at_max_pages: int = 0  # links in scope left unfetched, when max_pages was reached
 
-    def add(self, other: CrawlStats) -> None:
-        for name in ("requests", "downloaded", "not_modified", "stopped_at_max_pages"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
 
 @dataclass
 class Crawl:
@@ -465,7 +461,6 @@ def crawl_kb(kb: KBConfig, cache_folder: Path, known: Iterable[str] = (), progre
             _crawl_source(kb, source, cache, set(known), crawl, progress)
     finally:
         cache.save()
-    crawl.files = list({f.doc_id: f for f in crawl.files}.values())  # two sources may reach one page
     return crawl
 
 
@@ -517,7 +512,7 @@ class _Walk:
         self.requested: set[str] = set()
         self.disallowed: set[str] = set()  # by robots.txt: reported once, never requested
         self.answered = 0
-        self.ids: set[str] = {f.doc_id for f in crawl.files}
+        self.ids: set[str] = {f.doc_id for f in crawl.files}  # two sources of a KB may reach one page
 
     def allowed(self, url: str) -> bool:
         return self.scope.contains(url) and self.robots.can_fetch(self.source.user_agent, url)

@@ -129,6 +129,8 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
         warm_up = threading.Thread(target=_warm_up, args=(app,), name="mcp-kb-warm-up", daemon=True)
         warm_up.start()
         _warn_about_missing_paths(app)
+        if read_only and any(kb.sync.on_start or kb.sync.watch or kb.sync.interval for kb in app.config.kb):
+            log.info("read-only: the [kb.sync] triggers in the config are left to the writer (`mcp-kb watch`)")
         async with anyio.create_task_group() as group:
             if not read_only:  # a read-only server never writes: another process (`mcp-kb watch`) syncs
                 group.start_soon(LiveSync(runner, app.config.kb).run)  # start-up, schedule, file changes

@@ -7,7 +7,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from bs4 import BeautifulSoup, Tag
+from bs4 import BeautifulSoup, SoupStrainer, Tag
 
 from ..document import Block, Document
 from .text import read_text
@@ -19,9 +19,9 @@ _BLOCKS = {"p", "pre", "li", "table", "blockquote", "dd", "dt", "figcaption"}
 
 def parse(path: Path, doc_id: str) -> Document:
     html = read_text(path)
-    page = BeautifulSoup(html, "html.parser")
-    title = page.title.get_text(" ", strip=True) if page.title else ""
-    blocks = _blocks(_main_content(html) or _fallback_root(page))
+    head = BeautifulSoup(html, "html.parser", parse_only=SoupStrainer("title"))  # the whole page only if needed
+    title = head.title.get_text(" ", strip=True) if head.title else ""
+    blocks = _blocks(_main_content(html) or _fallback_root(html))
     first_heading = next((b.heading_path[0] for b in blocks if b.heading_path), None)
     return Document(doc_id, "html", title or first_heading or path.stem, tuple(blocks))
 
@@ -49,7 +49,8 @@ def _trafilatura_settings() -> Any:
     return settings
 
 
-def _fallback_root(page: BeautifulSoup) -> Tag:
+def _fallback_root(html: str) -> Tag:
+    page = BeautifulSoup(html, "html.parser")
     for tag in page.find_all(_DROP):
         tag.decompose()
     return page.find("main") or page.find("article") or page.body or page
