@@ -36,7 +36,11 @@ ENV_MODEL_PATH = "MCP_KB_EMBEDDING_MODEL_PATH"
 ENV_STORAGE = "MCP_KB_STORAGE"
 ENV_TOKEN = "MCP_KB_TOKEN"
 REMOTE_READ_CONSISTENCY = 5.0  # seconds between a reader's checks for a new version on object storage
+# Keys whose values may be secrets (tokens, credentials, request headers): never echoed in an error.
+_SECRET_BEARING = re.compile(r"token|secret|password|credential|key|options|headers", re.I)
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # "${NAME}" in header and storage option values
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110's token
+_HEADER_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # what no header value may hold (tab is allowed)
 
 # Limits of a search request, shared by config validation, the tool schema and search.
 SearchMode = Literal["hybrid", "vector", "keyword", "filter"]
@@ -66,6 +70,32 @@ def expand_environment(text: str, where: str) -> str:
         return os.environ[match[1]]
 
     return _ENV_REFERENCE.sub(value, text)
+
+
+def header_value(text: str, where: str) -> str:
+    """A request header's value with each ${NAME} read now; a control character in it (a token read
+    with a trailing carriage return) is refused naming where it came from, never the value itself."""
+    value = expand_environment(text, where)
+    if _HEADER_CONTROL.search(value):
+        names = [name for name in _ENV_REFERENCE.findall(text) if _HEADER_CONTROL.search(os.environ.get(name, ""))]
+        source = f"the environment variable {', '.join(names)}" if names else "its value"
+        raise ConfigError(f"{where}: {source} holds a control character (a stray line break or carriage return?), "
+                          f"which no HTTP header may carry; remove it")
+    return value
+
+
+def _checked_headers(headers: dict[str, str], where: str) -> dict[str, str]:
+    """Header names must be HTTP tokens; values are checked as far as they can be now (a variable
+    that is not set yet is checked when it is read)."""
+    for name, text in headers.items():
+        if not _HEADER_NAME.match(name):
+            raise ValueError(f"{name!r} is not a valid HTTP header name")
+        if all(variable in os.environ for variable in _ENV_REFERENCE.findall(text)):
+            try:
+                header_value(text, f"{where}.{name}")
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+    return headers
 
 
 def _without_nul(value: Any) -> Any:
@@ -135,6 +165,11 @@ class EmbeddingConfig(_Strict):
     headers: dict[str, str] = Field(default_factory=dict)
     tokenizer_path: PathText | None = None  # folder with the model's tokenizer.json + tokenizer_config.json
     max_input_tokens: int = Field(512, ge=16, le=1_000_000)  # what the service's model reads
+
+    @field_validator("headers")
+    @classmethod
+    def _headers_are_valid(cls, value: dict[str, str]) -> dict[str, str]:
+        return _checked_headers(value, "embedding.headers")
 
     @model_validator(mode="after")
     def _provider_settings(self) -> EmbeddingConfig:
@@ -244,9 +279,14 @@ class WebSourceConfig(_Strict):
             raise ValueError("must be an http:// or https:// URL")
         return value
 
+    @field_validator("headers")
+    @classmethod
+    def _headers_are_valid(cls, value: dict[str, str]) -> dict[str, str]:
+        return _checked_headers(value, "urls.headers")
+
     def request_headers(self) -> dict[str, str]:
         """`headers` with each ${NAME} read from the environment now (tokens stay out of kb.toml)."""
-        return {key: expand_environment(text, f"urls.headers.{key} of {self.url}") for key, text in self.headers.items()}
+        return {key: header_value(text, f"urls.headers.{key} of {self.url}") for key, text in self.headers.items()}
 
 
 class FilterableField(_Strict):
@@ -481,8 +521,16 @@ def _explain(exc: ValidationError, raw: dict[str, Any], where: str) -> str:
             lines.append(f"{where}: missing required key {key!r}")
         else:
             message = error["msg"].removeprefix("Value error, ")
-            lines.append(f"{where}: {key}: {message} (got {error.get('input')!r})")
+            lines.append(f"{where}: {key + ': ' if key else ''}{message}{_shown_value(error.get('input'), key)}")
     return "\n".join(lines)
+
+
+def _shown_value(value: Any, key: str) -> str:
+    """The offending value, when it is one plain value of a key that cannot hold a secret: a whole
+    table may hold a token or credentials, and so may any key named like one."""
+    if isinstance(value, (dict, list, tuple, set)) or _SECRET_BEARING.search(key):
+        return ""
+    return f" (got {value!r})"
 
 
 def _key_name(location: list[Any], raw: dict[str, Any]) -> str:

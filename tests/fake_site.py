@@ -23,6 +23,10 @@ class Page:
     etag: bool = True  # answer with an ETag (and honour If-None-Match)
     last_modified: str = ""  # answer with this Last-Modified (and honour If-Modified-Since)
     headers: dict[str, str] = field(default_factory=dict)
+    drip: str = ""  # "headers" or "body": sent a byte every `drip_seconds` (a slow or hostile server)
+    drip_seconds: float = 0.05
+    dripped: int = -1  # bytes of the slow part sent before the client hung up (or all of them)
+    drip_ended: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -74,6 +78,8 @@ class Site:
         if page.delay:
             time.sleep(page.delay)
         headers = {"Content-Type": page.content_type, **page.headers}
+        if page.drip:
+            return _drip(handler, page, headers)
         if page.location:
             return _send(handler, page.status, b"", {**headers, "Location": page.location})
         if page.status != 200:
@@ -127,6 +133,26 @@ def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: di
     except (BrokenPipeError, ConnectionResetError):  # the crawler gave up on a slow or large answer
         pass
     return status
+
+
+def _drip(handler: BaseHTTPRequestHandler, page: Page, headers: dict[str, str]) -> int:
+    """Send the answer a byte at a time: the status line and headers too, or only the body."""
+    head = "HTTP/1.1 200 OK\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    head += f"Content-Length: {len(page.body)}\r\n\r\n"
+    slow, fast = (head.encode() + page.body, b"") if page.drip == "headers" else (page.body, head.encode())
+    sent = 0
+    try:
+        handler.wfile.write(fast)
+        for byte in slow:
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+            sent += 1
+            time.sleep(page.drip_seconds)
+    except (BrokenPipeError, ConnectionResetError):  # the client gave up: what the tests expect
+        pass
+    page.dripped = sent
+    page.drip_ended.set()
+    return 200
 
 
 @contextmanager

@@ -244,3 +244,55 @@ def test_a_home_folder_of_an_unknown_user_is_a_config_error(tmp_path):
         build_config({"storage": "~no-such-user-x9/index"}, tmp_path, None)
     with pytest.raises(ConfigError, match=r"\[\[kb\]\] docs: paths"):
         build_config({"kb": [{"name": "docs", "description": "d", "paths": ["~no-such-user-x9/docs"]}]}, tmp_path, None)
+
+
+# ---- errors never echo secrets ----------------------------------------------------------------
+
+SECRETS = {"token": "tok-PLANTED-1", "option": "aws-PLANTED-2", "header": "hdr-PLANTED-3", "key": "sk-PLANTED-4"}
+_SECRET_BLOCKS = f"""
+[storage]
+uri = "index"
+[storage.options]
+aws_secret_access_key = "{SECRETS['option']}"
+[server]
+token = "{SECRETS['token']}"
+"""
+_KB = f"""
+[[kb]]
+name = "docs"
+description = "d"
+paths = ["."]
+urls = [{{url = "https://docs.example.com/", headers = {{Authorization = "Bearer {SECRETS['header']}"}}}}]
+"""
+BROKEN_CONFIGS = {
+    "duplicate KB name": _SECRET_BLOCKS + _KB + _KB,
+    "a table where a header value goes": _SECRET_BLOCKS + _KB.replace(f'"Bearer {SECRETS["header"]}"',
+                                                                      f'{{value = "{SECRETS["header"]}"}}'),
+    "a number among the storage options": _SECRET_BLOCKS.replace(
+        "[server]", f'region = 1\naws_session_token = ["{SECRETS["option"]}"]\n[server]') + _KB,
+    "a bad header name": _SECRET_BLOCKS + _KB.replace("Authorization =", '"Bad Header" ='),
+    "an unknown server key": _SECRET_BLOCKS.replace("[server]", "[server]\ntokn = 1") + _KB,
+    "a KB without description": _SECRET_BLOCKS + _KB.replace('description = "d"\n', ""),
+    "[kb] instead of [[kb]]": _SECRET_BLOCKS + _KB.replace("[[kb]]", "[kb]"),
+    "an embedding service without base_url": _SECRET_BLOCKS + _KB + f"""
+[embedding]
+provider = "openai"
+model = "m"
+headers = {{X-Key = "{SECRETS['key']}"}}
+""",
+}
+
+
+@pytest.mark.parametrize("problem", list(BROKEN_CONFIGS))
+@pytest.mark.parametrize("command", [["status"], ["sync"], ["serve"], ["check"]])
+def test_config_errors_name_the_problem_and_never_echo_a_secret(tmp_path, monkeypatch, problem, command):
+    from click.testing import CliRunner
+
+    from mcp_kb import cli
+
+    monkeypatch.setenv("MCP_KB_TOKEN", SECRETS["token"])
+    path = tmp_path / "kb.toml"
+    path.write_text(BROKEN_CONFIGS[problem], encoding="utf-8")
+    result = CliRunner().invoke(cli.main, [*command, "-c", str(path)])
+    assert result.exit_code == 1 and "Error:" in result.output and str(path) in result.output, result.output
+    assert not [name for name, secret in SECRETS.items() if secret in result.output], result.output

@@ -77,6 +77,15 @@ def test_utf8_bom_and_utf16_are_decoded(tmp_path):
     assert parse_file(tmp_path / "b.txt", "b.txt").blocks[0].text == "你好 world"
 
 
+@pytest.mark.parametrize("encoding", ["windows-1251", "koi8-r", "iso-8859-7"])
+def test_html_in_the_charset_its_meta_declares(tmp_path, encoding):
+    body = "Οδηγίες εγκατάστασης του πακέτου." if encoding == "iso-8859-7" else "Установите пакет командой pip."
+    html = f'<html><head><meta charset="{encoding}"><title>T</title></head><body><main><h1>H</h1><p>{body}</p></main>'
+    (tmp_path / "page.html").write_bytes((html + "</body></html>").encode(encoding))
+    document = parse_file(tmp_path / "page.html", "page.html")
+    assert body in " ".join(b.text for b in document.blocks)
+
+
 def test_empty_file_gives_no_blocks(tmp_path):
     assert parse_file(write(tmp_path / "empty.md", ""), "empty.md").blocks == ()
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 import time
 
 import anyio
+import httpx
 import pytest
 from click.testing import CliRunner
 from mcp import Client
@@ -14,7 +16,7 @@ from mcp import Client
 from fake_site import Page, Site, gzip_bomb, serve_site
 from mcp_kb import cli, live
 from mcp_kb.config import WebSourceConfig
-from mcp_kb.errors import KBError, MassDeleteError
+from mcp_kb.errors import ConfigError, KBError, MassDeleteError
 from mcp_kb.mcp.server import build_server
 from mcp_kb.ingest.web import PageCache, Scope, normalize_url, suffix_for
 from pdfs import text_pdf
@@ -390,3 +392,99 @@ def test_a_site_that_suddenly_loses_most_pages_is_refused_as_a_mass_deletion(sit
         app.sync("docs")
     assert indexed(app) == before
     assert app.sync("docs", allow_mass_delete=True)[0].files_deleted == 24
+
+
+# ---- hostile servers: one page's failure is that page's alone ---------------------------------
+
+BAD_LOCATIONS = {"js": "javascript:alert(1)", "mail": "mailto:someone@example.com", "ipv6": "http://[::1",
+                 "space": "http://exa mple.com/guide/", "port": "http://127.0.0.1:99999/guide/",
+                 "data": "data:text/html,<h1>hi</h1>"}
+
+
+def test_bad_redirects_links_and_headers_fail_their_page_and_the_rest_is_indexed(site, make_app):
+    for name, location in BAD_LOCATIONS.items():
+        site.pages[f"/guide/r-{name}/"] = Page(b"", status=302, location=location)
+    site.pages["/guide/bad-length/"] = Page(b"<html><body><p>x</p></body></html>", headers={"Content-Length": "abc"})
+    site.pages["/guide/no-location/"] = Page(b"", status=302)
+    links = "".join(f'<a href="/guide/r-{name}/">{name}</a> ' for name in BAD_LOCATIONS) + '<a href="/guide/no-location/">x</a>'
+    site.html("/guide/", "Introduction", f"<h1>Introduction</h1><p>Odd links: {links} <a href='http://[oops/'>v6</a>"
+              f" <a href='/guide/bad-length/'>length</a> <a href='/guide/install/'>install</a></p>")
+    app = make_app(web_kb(site))
+    report = app.sync("docs")[0]
+
+    assert {"/guide/", "/guide/install/", "/guide/query-params/", "/guide/from-sitemap/"} <= indexed(app)
+    reasons = {s["path"].removeprefix(site.url): s["reason"] for s in report.skipped + report.failures}
+    for name in BAD_LOCATIONS:
+        assert "redirects to something that is not an http(s) URL" in reasons[f"/guide/r-{name}/"], name
+    assert "request failed" in reasons["/guide/bad-length/"]
+    assert "without a Location" in reasons["/guide/no-location/"]
+
+
+@pytest.mark.parametrize("drip", ["headers", "body"])
+def test_a_server_dripping_its_answer_is_cut_at_the_page_timeout(site, make_app, drip):
+    # 2,000 bytes at 20 a second: 100 s if the deadline did not hold for headers and body alike
+    padding = {"X-Padding": "p" * 2000} if drip == "headers" else {}
+    body = b"<html><body><p>" + b"d" * (2000 if drip == "body" else 10) + b"</p></body></html>"
+    site.pages["/guide/drip/"] = page = Page(body, drip=drip, headers=padding)
+    site.html("/guide/", "Introduction", "<h1>Introduction</h1><p>See <a href='/guide/drip/'>slow</a> and "
+                                          "<a href='/guide/install/'>install</a>.</p>")
+    app = make_app(web_kb(site, timeout=1, sitemap="off"))
+    report = app.sync("docs")[0]
+    reasons = {s["path"].removeprefix(site.url): s["reason"] for s in report.skipped + report.failures}
+    assert "no complete answer within 1 s" in reasons["/guide/drip/"]
+    assert page.drip_ended.wait(30) and page.dripped < 1000  # the crawler hung up long before the drip's end
+    assert "/guide/install/" in indexed(app)
+
+
+def test_declared_charsets_are_honoured(site, make_app):
+    russian = "<h1>Установка</h1><p>Установите пакет командой pip в виртуальном окружении.</p>"
+    site.pages["/guide/ru/"] = Page(f'<html><head><meta charset="windows-1251"></head><body>{russian}</body></html>'
+                                    .encode("cp1251"), content_type="text/html; charset=windows-1251")
+    site.pages["/guide/ru-meta/"] = Page(
+        f'<html><head><meta http-equiv="Content-Type" content="text/html; charset=koi8-r"></head><body>'
+        f"<h1>Настройка</h1><p>Настройка сервера описана здесь подробно.</p></body></html>".encode("koi8_r"),
+        content_type="text/html")
+    site.pages["/guide/ja.txt"] = Page("設定ファイルの書き方を説明します。".encode("shift_jis"),
+                                       content_type="text/plain; charset=Shift_JIS")
+    site.html("/guide/", "Introduction", "<h1>Introduction</h1><p><a href='/guide/ru/'>ru</a> "
+                                          "<a href='/guide/ru-meta/'>ru</a> <a href='/guide/ja.txt'>ja</a></p>")
+    app = make_app(web_kb(site))
+    report = app.sync("docs")[0]
+    assert not [f for f in report.failures if "/guide/ru" in f["path"] or "ja.txt" in f["path"]], report.failures
+    assert app.search("docs", "Установите пакет", top_k=1, mode="keyword").hits[0].source.endswith("/guide/ru/")
+    assert app.search("docs", "Настройка сервера", top_k=1, mode="keyword").hits[0].source.endswith("/guide/ru-meta/")
+    assert app.search("docs", "設定ファイル", top_k=1, mode="keyword").hits[0].source.endswith("/guide/ja.txt")
+
+
+def test_a_header_secret_with_a_control_character_is_refused_naming_the_variable(site, make_app, monkeypatch):
+    monkeypatch.setenv("WIKI_TOKEN", "s3cr3t-wiki-token\r")
+    with pytest.raises(ConfigError, match="WIKI_TOKEN") as refused:
+        make_app(web_kb(site, headers={"Authorization": "Bearer ${WIKI_TOKEN}"}))
+    assert "s3cr3t" not in str(refused.value)
+    monkeypatch.delenv("WIKI_TOKEN")  # set only after the config was read: the crawl refuses it
+    app = make_app(web_kb(site, headers={"Authorization": "Bearer ${WIKI_TOKEN}"}))
+    monkeypatch.setenv("WIKI_TOKEN", "s3cr3t-wiki-token\n")
+    with pytest.raises(ConfigError, match="WIKI_TOKEN") as refused:
+        app.sync("docs")
+    assert "s3cr3t" not in str(refused.value) and "s3cr3t" not in json.dumps(app.status("docs"))
+    assert site.requests == []
+
+
+def test_http_library_errors_never_carry_request_headers_into_reports_or_state(site, make_app, monkeypatch,
+                                                                              tmp_path):
+    monkeypatch.setenv("WIKI_TOKEN", "s3cr3t-wiki-token")
+    app = make_app(web_kb(site, headers={"Authorization": "Bearer ${WIKI_TOKEN}"}))
+    app.sync("docs")
+    real_request = httpx.AsyncHTTPTransport.handle_async_request
+
+    async def failing(self, request):  # what h11 says of a header it refuses: it quotes the value
+        if str(request.url).endswith("/guide/install/"):
+            raise httpx.LocalProtocolError("Illegal header value b'Bearer s3cr3t-wiki-token'")
+        return await real_request(self, request)
+
+    monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", failing)
+    report = app.sync("docs")[0]
+    assert any(f["path"].endswith("/guide/install/") and "LocalProtocolError" in f["reason"] for f in report.failures)
+    assert "s3cr3t" not in json.dumps(report.to_dict()) and "s3cr3t" not in json.dumps(app.status("docs"))
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "index").rglob("*") if p.is_file())
+    assert b"s3cr3t" not in stored

@@ -21,7 +21,6 @@ import os
 import posixpath
 import re
 import threading
-import time
 import urllib.robotparser
 import zlib
 from collections.abc import Callable, Iterable
@@ -30,11 +29,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, urlencode, urljoin, urlsplit, urlunsplit
 
+import anyio
+import anyio.from_thread
 import httpx
 
 from ..config import KBConfig, WebSourceConfig
 from ..errors import ConfigError, KBError
-from .parsers import is_supported
+from .parsers import is_binary_format, is_supported
+from .parsers.text import python_codec
 from .sources import SkippedFile, SourceFile
 
 _MAX_REDIRECTS = 5
@@ -55,6 +57,7 @@ _PAGE_SUFFIXES = {".html", ".htm", ".xhtml", ".php", ".asp", ".aspx", ".jsp", ""
 
 _PATH_SAFE = "/%:@!$&'()*+,;=~"  # what stays as it is in a path; spaces and non-ASCII become %XX
 _PERCENT_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}")
+_HOST = re.compile(r"^[a-z0-9._~:-]+$")  # a DNS name, IPv4 or IPv6 address: nothing an HTTP request would refuse
 
 Progress = Callable[[int, int, str], None]
 
@@ -83,9 +86,9 @@ def normalize_url(url: str, keep_query: Iterable[str] = ()) -> str | None:
     except ValueError:
         return None
     scheme = parts.scheme.lower()
-    if scheme not in ("http", "https") or not parts.hostname:
+    host = _ascii_host(parts.hostname or "")
+    if scheme not in ("http", "https") or host is None:
         return None
-    host = parts.hostname.lower()
     if ":" in host:
         host = f"[{host}]"
     if port and port != {"http": 80, "https": 443}[scheme]:
@@ -98,6 +101,15 @@ def normalize_url(url: str, keep_query: Iterable[str] = ()) -> str | None:
     keep = set(keep_query)
     query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if "*" in keep or k in keep]
     return urlunsplit((scheme, host, resolved, urlencode(sorted(query)), ""))
+
+
+def _ascii_host(hostname: str) -> str | None:
+    """A host name as requests carry it (IDNA for non-ASCII names), or None when it cannot be one."""
+    try:
+        host = hostname.encode("idna").decode("ascii").lower() if not hostname.isascii() else hostname.lower()
+    except UnicodeError:
+        return None
+    return host if _HOST.match(host) else None
 
 
 @dataclass(frozen=True)
@@ -130,7 +142,12 @@ class Scope:
         return not any(fnmatch.fnmatchcase(url, g) for g in self.source.exclude)
 
     def normalize(self, url: str, base: str = "") -> str | None:
-        return normalize_url(urljoin(base, url) if base else url, self.source.keep_query)
+        """The normalized absolute URL, or None for anything that is not one (a page's links and a
+        server's Location headers are whatever their authors wrote)."""
+        try:
+            return normalize_url(urljoin(base, url) if base else url, self.source.keep_query)
+        except ValueError:  # e.g. "http://[oops/": urljoin refuses it
+            return None
 
 
 # ---- the page cache ---------------------------------------------------------------------------
@@ -220,6 +237,7 @@ class Fetched:
     status: int = 0
     body: bytes = b""
     content_type: str = ""
+    charset: str = ""  # as the Content-Type header declares it
     etag: str = ""
     last_modified: str = ""
     location: str = ""  # where a redirect points
@@ -235,12 +253,13 @@ class _TooLarge(Exception):
     pass
 
 
-class _TooSlow(Exception):
-    pass
-
-
 class Fetcher:
-    """HTTP for one source: its headers, limits and manners; it requests nothing outside the scope."""
+    """HTTP for one source: its headers, limits and manners; it requests nothing outside the scope.
+
+    Requests run on an event loop of the fetcher's own (callers may be several threads), so each
+    one's whole deadline (connect, headers and body) is a cancellation, which no server, however
+    slowly it drips, can stretch.
+    """
 
     def __init__(self, scope: Scope, max_bytes: int):
         self.scope = scope
@@ -249,19 +268,26 @@ class Fetcher:
         self.requests = 0
         self.delay = self.source.delay
         self._count_lock = threading.Lock()
-        self.client = httpx.Client(
-            timeout=httpx.Timeout(self.source.timeout), follow_redirects=False,
-            headers={"User-Agent": self.source.user_agent, "Accept-Encoding": "gzip, deflate",
-                     **self.source.request_headers()},
-            limits=httpx.Limits(max_connections=self.source.concurrency))
+        self.headers = {"User-Agent": self.source.user_agent, "Accept-Encoding": "gzip, deflate",
+                        **self.source.request_headers()}  # a bad header value is a ConfigError here, before any request
+        # The transport, not a client: a client parses every redirect's Location (and fails on a bad one)
+        # before the caller sees the answer; here redirects are judged by the scope, one by one.
+        self.transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=self.source.concurrency))
+        self._portal_context = anyio.from_thread.start_blocking_portal()
+        self._portal = self._portal_context.__enter__()
 
     def close(self) -> None:
-        self.client.close()
+        try:
+            self._portal.call(self.transport.aclose)
+        finally:
+            self._portal_context.__exit__(None, None, None)
 
     def get(self, url: str, cached: CachedPage | None = None, limit: int | None = None,
             allowed: Callable[[str], bool] | None = None) -> Fetched:
         """GET a URL, following redirects that stay `allowed` (in scope by default)."""
-        allowed = allowed or self.scope.contains
+        return self._portal.call(self._get, url, cached, limit or self.max_bytes, allowed or self.scope.contains)
+
+    async def _get(self, url: str, cached: CachedPage | None, limit: int, allowed: Callable[[str], bool]) -> Fetched:
         headers = {}
         if cached and cached.etag:
             headers["If-None-Match"] = cached.etag
@@ -269,12 +295,17 @@ class Fetcher:
             headers["If-Modified-Since"] = cached.last_modified
         current, seen = url, {url}
         for _ in range(_MAX_REDIRECTS + 1):
-            result = self._request(current, headers, limit or self.max_bytes)
+            result = await self._request(current, headers, limit)
             if result.status not in (301, 302, 303, 307, 308):
                 result.url, result.final_url = url, current
                 return result
+            if not result.location.strip():
+                return Fetched(url, error=f"HTTP {result.status} without a Location to redirect to")
             target = self.scope.normalize(result.location, current)
-            if target is None or not allowed(target):
+            if target is None:
+                return Fetched(url, error=f"redirects to something that is not an http(s) URL: "
+                                          f"{result.location[:200]!r}")
+            if not allowed(target):
                 return Fetched(url, error=f"redirects out of scope to {result.location[:200]}")
             if target in seen:
                 return Fetched(url, error="redirect loop")
@@ -282,49 +313,74 @@ class Fetcher:
             current = target
         return Fetched(url, error=f"more than {_MAX_REDIRECTS} redirects")
 
-    def _request(self, url: str, headers: dict[str, str], limit: int) -> Fetched:
+    async def _request(self, url: str, headers: dict[str, str], limit: int) -> Fetched:
+        """One request, whatever happens a Fetched: this is the boundary where the network's and the
+        HTTP library's failures become a page's reason."""
         if self.delay:
-            time.sleep(self.delay)
+            await anyio.sleep(self.delay)
         with self._count_lock:
             self.requests += 1
-        deadline = time.monotonic() + self.source.timeout
         try:
-            with self.client.stream("GET", url, headers=headers) as response:
-                status = response.status_code
-                if status in (301, 302, 303, 307, 308):
-                    return Fetched(url, status=status, location=response.headers.get("location", ""))
-                if status == 304:
-                    return Fetched(url, status=304)
-                if status in _GONE:
-                    return Fetched(url, status=status, error=f"HTTP {status}: gone")
-                if status >= 400:  # 5xx, 429, and 401/403 (an expired token must not empty a wiki's KB)
-                    return Fetched(url, status=status, error=f"HTTP {status}", transient=True)
-                declared = int(response.headers.get("content-length") or 0)
-                if declared > limit and "content-encoding" not in response.headers:
-                    raise _TooLarge
-                body = _read_body(response, limit, deadline)
-                return Fetched(url, status=status, body=body,
-                               content_type=response.headers.get("content-type", "").split(";")[0].strip().lower(),
-                               etag=response.headers.get("etag", ""),
-                               last_modified=response.headers.get("last-modified", ""))
+            with anyio.fail_after(self.source.timeout):
+                request = httpx.Request("GET", url, headers={**self.headers, **headers},
+                                        extensions={"timeout": httpx.Timeout(self.source.timeout).as_dict()})
+                response = await self.transport.handle_async_request(request)
+                try:
+                    return await _answer(url, response, limit)
+                finally:
+                    with anyio.CancelScope(shield=True):  # a cut answer's connection is closed, not reused
+                        await response.aclose()
         except _TooLarge:
             return Fetched(url, error=f"too large: more than {limit / 1024 / 1024:g} MB (max_page_mb)")
-        except (_TooSlow, httpx.TimeoutException):
+        except (TimeoutError, httpx.TimeoutException):
             return Fetched(url, error=f"no complete answer within {self.source.timeout:g} s", transient=True)
-        except (httpx.HTTPError, zlib.error, OSError) as exc:
-            return Fetched(url, error=f"request failed: {type(exc).__name__}: {exc}"[:300], transient=True)
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+            return Fetched(url, error=f"not a URL that can be requested ({type(exc).__name__})")
+        except Exception as exc:  # a broken server or body fails this page only
+            return Fetched(url, error=f"request failed: {_failure(exc)}", transient=True)
 
 
-def _read_body(response: httpx.Response, limit: int, deadline: float) -> bytes:
+async def _answer(url: str, response: httpx.Response, limit: int) -> Fetched:
+    status = response.status_code
+    if status in (301, 302, 303, 307, 308):
+        return Fetched(url, status=status, location=response.headers.get("location", ""))
+    if status == 304:
+        return Fetched(url, status=304)
+    if status in _GONE:
+        return Fetched(url, status=status, error=f"HTTP {status}: gone")
+    if status >= 400:  # 5xx, 429, and 401/403 (an expired token must not empty a wiki's KB)
+        return Fetched(url, status=status, error=f"HTTP {status}", transient=True)
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit and "content-encoding" not in response.headers:
+        raise _TooLarge
+    body = await _read_body(response, limit)
+    content_type, _, parameters = response.headers.get("content-type", "").partition(";")
+    charset = re.search(r"charset\s*=\s*[\"']?([^\"';\s]+)", parameters, flags=re.I)
+    return Fetched(url, status=status, body=body, content_type=content_type.strip().lower(),
+                   charset=charset[1] if charset else "", etag=response.headers.get("etag", ""),
+                   last_modified=response.headers.get("last-modified", ""))
+
+
+def _failure(exc: BaseException) -> str:
+    """What went wrong, without the exception's text: an HTTP library's messages can quote the request's
+    headers (a token among them), and this reason is stored and shown. The system's own words for a
+    network error (e.g. "Connection refused") are kept."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.strerror:
+            return f"{type(exc).__name__} ({seen.strerror})"
+        seen = seen.__cause__ or seen.__context__
+    return type(exc).__name__
+
+
+async def _read_body(response: httpx.Response, limit: int) -> bytes:
     """The body, decompressed here with a bound on the output (a gzip bomb stops at `limit`)."""
     encoding = response.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("identity", "gzip", "deflate", "x-gzip", ""):
         raise httpx.DecodingError(f"unsupported content-encoding {encoding!r}")
     decoder = zlib.decompressobj(47) if encoding not in ("identity", "") else None  # 47: gzip or zlib header
     body = bytearray()
-    for raw in response.iter_raw(65536):
-        if time.monotonic() > deadline:
-            raise _TooSlow
+    async for raw in response.aiter_raw(65536):
         pending = raw
         while pending:
             data = decoder.decompress(pending, limit + 1 - len(body)) if decoder else pending
@@ -333,6 +389,21 @@ def _read_body(response: httpx.Response, limit: int, deadline: float) -> bytes:
             if len(body) > limit:
                 raise _TooLarge
     return bytes(body)
+
+
+def as_utf8(body: bytes, charset: str) -> bytes:
+    """A text body in UTF-8, decoded by the charset its server declared: the cached file then reads
+    the same without the header. Bytes that are valid UTF-8 already, a charset Python does not know
+    and a body the declared charset cannot decode are kept as they came (the parser detects)."""
+    try:
+        body.decode("utf-8")
+        return body
+    except UnicodeDecodeError:
+        pass
+    try:
+        return body.decode(python_codec(charset)).encode("utf-8")
+    except (LookupError, UnicodeDecodeError):
+        return body
 
 
 # ---- robots.txt and sitemaps ------------------------------------------------------------------
@@ -398,9 +469,9 @@ def page_links(body: bytes, url: str, scope: Scope) -> tuple[list[str], str | No
     (if in scope), and whether its robots meta says noindex."""
     from bs4 import BeautifulSoup  # imported on first crawl, not at server start
 
-    from .parsers.text import decode_bytes
+    from .parsers.html import decode_html
     try:
-        soup = BeautifulSoup(decode_bytes(body), "html.parser")
+        soup = BeautifulSoup(decode_html(body), "html.parser")
     except Exception:  # an undecodable or broken page has no links to follow
         return [], None, False
     base_tag = soup.find("base", href=True)
@@ -586,12 +657,13 @@ class _Walk:
             self.crawl.skipped.append(SkippedFile(answer.final_url, f"unsupported content type "
                                                                     f"{answer.content_type or '(none)'}"))
             return []
+        body = answer.body if is_binary_format(suffix) or not answer.charset else as_utf8(answer.body, answer.charset)
         links, canonical, noindex = [], None, False
         if suffix == ".html":
-            links, canonical, noindex = page_links(answer.body, answer.final_url, self.scope)
-        page = CachedPage(url, canonical or answer.final_url, body_file_name(url, answer.body, suffix), answer.etag,
+            links, canonical, noindex = page_links(body, answer.final_url, self.scope)
+        page = CachedPage(url, canonical or answer.final_url, body_file_name(url, body, suffix), answer.etag,
                           answer.last_modified, links, indexable=not noindex)
-        self.cache.put(page, answer.body)
+        self.cache.put(page, body)
         return self._keep(page)
 
     def _keep(self, page: CachedPage) -> list[str]:

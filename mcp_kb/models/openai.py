@@ -23,8 +23,8 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import numpy as np
 
-from ..config import EmbeddingConfig
-from ..errors import ModelError
+from ..config import EmbeddingConfig, header_value
+from ..errors import ConfigError, ModelError
 from .base import Embedder, ModelIdentity
 
 log = logging.getLogger(__name__)
@@ -170,7 +170,10 @@ def _headers(config: EmbeddingConfig) -> dict[str, str]:
         if not key:
             raise ModelError(f"[embedding] api_key_env names ${config.api_key_env}, which is not set; export the "
                              f"service's API key in it")
-        headers["Authorization"] = f"Bearer {key}"
+        try:  # a key pasted with a trailing newline must not reach the HTTP library (its errors quote headers)
+            headers["Authorization"] = header_value(f"Bearer ${{{config.api_key_env}}}", "[embedding] api_key_env")
+        except ConfigError as exc:
+            raise ModelError(str(exc)) from None
     return headers
 
 

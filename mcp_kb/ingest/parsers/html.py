@@ -4,26 +4,37 @@ read by BeautifulSoup with headings as the heading path and code blocks whole.""
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Any
 
 from bs4 import BeautifulSoup, SoupStrainer, Tag
 
 from ..document import Block, Document
-from .text import read_text
+from .text import decode_bytes, normalize_newlines
 
 _DROP = ["script", "style", "nav", "header", "footer", "aside", "noscript", "template", "form", "svg"]
 _HEADINGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
 _BLOCKS = {"p", "pre", "li", "table", "blockquote", "dd", "dt", "figcaption"}
+# <meta charset="…"> or <meta http-equiv="Content-Type" content="text/html; charset=…">, within the
+# first kilobytes as HTML requires
+_META_CHARSET = re.compile(rb"<meta[^>]{0,200}?charset\s*=\s*[\"']?\s*([A-Za-z0-9._:-]{1,40})", re.I)
+_META_SCAN_BYTES = 4096
 
 
 def parse(path: Path, doc_id: str) -> Document:
-    html = read_text(path)
+    html = decode_html(path.read_bytes())
     head = BeautifulSoup(html, "html.parser", parse_only=SoupStrainer("title"))  # the whole page only if needed
     title = head.title.get_text(" ", strip=True) if head.title else ""
     blocks = _blocks(_main_content(html) or _fallback_root(html))
     first_heading = next((b.heading_path[0] for b in blocks if b.heading_path), None)
     return Document(doc_id, "html", title or first_heading or path.stem, tuple(blocks))
+
+
+def decode_html(data: bytes) -> str:
+    """An HTML page's text, by the charset its <meta> declares when the bytes are not UTF-8."""
+    declared = _META_CHARSET.search(data[:_META_SCAN_BYTES])
+    return normalize_newlines(decode_bytes(data, declared[1].decode("ascii") if declared else ""))
 
 
 def _main_content(html: str) -> Tag | None:
