@@ -34,14 +34,12 @@ from .ingest.sources import SkippedFile, SourceFile, SourceScan, parse_source, s
 from .ingest.web import crawl_kb, document_kind, is_url
 from .index.schema import ChunkRow, chunk_schema, coerce
 from .index.state import clear_progress, sync_lock, web_cache_dir, write_progress, write_summary
-from .index.store import FileRecord, Store, generation_of, new_generation
+from .index.store import LAYOUT_VERSION, FileRecord, Store, generation_of, new_generation
 
 log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[int, int, str], None]
 _BATCH_FILES = 32  # files per commit: small enough to lose little to a crash, large enough to amortize commits
-# Bump when the tables' layout changes: the next sync rebuilds each KB (beside the old index) by itself.
-LAYOUT_VERSION = 2
 # A sync that would delete at least this many documents, and more than [kb.sync] max_delete_share of
 # a KB, is refused without --allow-mass-delete (as is any sync whose paths yield no file at all).
 MASS_DELETE_MIN_FILES = 20

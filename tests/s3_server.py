@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import boto3
 import httpx
@@ -21,6 +22,19 @@ CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing
 @dataclass
 class S3Server:
     endpoint: str
+    moto: Any = None  # the running ThreadedMotoServer
+
+    def drop(self) -> None:
+        """Stop answering, as a store that went away (the buckets stay in this process)."""
+        self.moto.stop()
+
+    def restore(self) -> None:
+        """Answer again at the same address, with the same buckets."""
+        from moto.server import ThreadedMotoServer
+
+        host, port = self.endpoint.removeprefix("http://").split(":")
+        self.moto = ThreadedMotoServer(ip_address=host, port=int(port), verbose=False)
+        self.moto.start()
 
     def new_bucket(self) -> str:
         name = f"kb-{uuid.uuid4().hex[:12]}"
@@ -59,8 +73,9 @@ def serve_s3() -> Iterator[S3Server]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
+    s3 = S3Server(f"http://{host}:{port}", server)
     try:
-        yield S3Server(f"http://{host}:{port}")
+        yield s3
     finally:
-        server.stop()
+        s3.moto.stop()
         os.unlink(recording.name)

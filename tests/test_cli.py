@@ -182,3 +182,17 @@ def test_eval_warns_about_judged_documents_the_kb_does_not_hold(tmp_path, monkey
                                        "--qrels", str(qrels), "--mode", "keyword"])
     assert result.exit_code == 0
     assert "warning: 1 of 2 judged documents are not in the knowledge base (e.g. 'errors.md')" in result.stderr
+
+
+def test_an_index_written_by_a_newer_mcp_kb_is_refused_not_rebuilt_over(project):
+    from mcp_kb.index.store import LAYOUT_VERSION, Store
+
+    assert _run("sync").exit_code == 0
+    store = Store(str(project / "index"))
+    store.write_state("docs", {**store.read_state("docs"), "layout": LAYOUT_VERSION + 97})
+    tables = sorted(store.db.list_tables().tables)
+    for command in (["sync"], ["sync", "--full"], ["status"], ["search", "docs", "install"]):
+        result = _run(*command)
+        assert result.exit_code == 1, (command, result.output)
+        assert f"written by a newer mcp-kb (layout {LAYOUT_VERSION + 97}" in result.output, (command, result.output)
+    assert sorted(Store(str(project / "index")).db.list_tables().tables) == tables  # nothing dropped or rebuilt

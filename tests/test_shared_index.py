@@ -289,3 +289,45 @@ def test_a_sync_that_lost_its_lease_stops_before_its_next_commit(s3):
         with pytest.raises(SyncBusyError, match="lost the writer lease"):
             state.write_progress(store, "docs", 2, 10)  # called between batches: no further commit
     assert other.lease_holder()["id"] == "next-writer"  # releasing a lost lease leaves the new holder alone
+
+
+def test_a_store_lost_at_the_final_write_is_one_error_line_and_the_next_sync_repairs(tmp_path, monkeypatch):
+    """The store drops during the sync's last commit (and so during the lease release after it): the
+    user reads one line naming the store error, never a traceback from the release; once the store is
+    back, the next sync completes the index."""
+    from click.testing import CliRunner
+
+    from mcp_kb import cli
+    from mcp_kb.index.store import Store
+
+    docs = tmp_path / "docs"
+    for i in range(3):
+        write(docs / f"note{i}.md", f"# Note {i}\n\nThe ingest worker {i} restarts when its queue backs up.\n")
+    with serve_s3() as s3:
+        bucket = s3.new_bucket()
+        storage = s3.storage(bucket)
+        config = tmp_path / "kb.toml"
+        config.write_text(f'[storage]\nuri = "{storage["uri"]}"\nlease_seconds = 3\n[storage.options]\n'
+                          + "".join(f'{k} = "{v}"\n' for k, v in storage["options"].items())
+                          + f'[[kb]]\nname = "docs"\ndescription = "Runbooks"\npaths = ["{docs}"]\n', encoding="utf-8")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+        real_write_state = Store.write_state
+
+        def dropping(self, kb, state):
+            if state.get("complete") and kb == "docs":  # the commit that completes the sync
+                s3.drop()
+            return real_write_state(self, kb, state)
+
+        monkeypatch.setattr(Store, "write_state", dropping)
+        result = CliRunner().invoke(cli.main, ["sync", "-c", str(config)])
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1 and "could not be written (a KB's state)" in errors[0], result.output
+        assert "s3://" in errors[0] and ".rs:" not in errors[0]
+
+        monkeypatch.setattr(Store, "write_state", real_write_state)
+        s3.restore()
+        result = CliRunner().invoke(cli.main, ["sync", "-c", str(config)])
+        assert result.exit_code == 0, result.output
+        result = CliRunner().invoke(cli.main, ["search", "-c", str(config), "docs", "ingest worker queue"])
+        assert result.exit_code == 0 and "note" in result.output

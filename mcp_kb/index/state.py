@@ -135,7 +135,10 @@ def sync_lock(store: Store, kbs: list[str], wait: bool = True, poll_seconds: flo
     try:
         yield
     finally:
-        lock.release()
+        try:
+            lock.release()
+        except Exception as exc:  # never in place of the sync's own outcome: an unreleased lease lapses by itself
+            log.warning("the writer lock could not be released (%s); it lapses after [storage] lease_seconds", exc)
 
 
 def is_sync_running(store: Store) -> bool:

@@ -7,27 +7,30 @@ fills a new generation and switches to it in one commit of the state row.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
 import re
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import StorageConfig, is_remote_uri
-from ..errors import ModelError, StoreError
+from ..errors import KBError, ModelError, StoreError
 from .filters import sql_in, sql_string
 from .schema import HIT_COLUMNS, VECTOR_COLUMN
 
 log = logging.getLogger(__name__)
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+_RUST_LOCATION = re.compile(r",?\s*/\S+\.rs:\d+:\d+")  # "…, /root/.cargo/…/object_store.rs:1506:92"
 
 # Below this many rows exact vector search is fast enough; above it HNSW pays off (SciFact, 11k
 # chunks: vector p50 20 ms exact vs 7 ms HNSW, nDCG@10 0.686 vs 0.684 after exact re-scoring).
@@ -38,6 +41,9 @@ VECTOR_INDEX_MIN_ROWS = 10_000
 ROWS_PER_PARTITION = 16_384
 _MAX_SMALL_FRAGMENTS = 16
 _MAX_UNINDEXED_ROWS = 2_000
+# Bump when the tables' layout changes: the next sync rebuilds each KB (beside the old index) by itself.
+# An index with a higher number was written by a newer mcp-kb, and is refused rather than rebuilt over.
+LAYOUT_VERSION = 2
 _STATE_TABLE = "_state"
 _LEASE_TABLE = "_lease"
 # Tables of one generation: `<kb>__chunks__<id>`, `<kb>__files__<id>` (no id: made before generations).
@@ -52,6 +58,28 @@ _FILE_SCHEMA = pa.schema([
     ("status", pa.string()),  # indexed | failed
     ("reason", pa.string()),
 ])
+
+
+def _store_failures(what: str) -> Callable[[_Method], _Method]:
+    """LanceDB's and the object store's failures, as one StoreError line naming the index and what failed
+    (a sync whose final write meets a dropped connection says so, instead of a Rust traceback)."""
+    def wrap(method: _Method) -> _Method:
+        @functools.wraps(method)
+        def run(self: Store, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(self, *args, **kwargs)
+            except KBError:
+                raise
+            except Exception as exc:
+                raise StoreError(f"the index at {self.uri} could not {what}: {_one_line(exc)}") from exc
+        return run  # type: ignore[return-value]
+    return wrap
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error from LanceDB in one line, without the Rust source location it ends with."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return _RUST_LOCATION.sub("", text)[:400]
 
 
 @dataclass(frozen=True)
@@ -129,11 +157,13 @@ class Store:
         generation = self.active_generation(kb) if generation is None else generation
         return None if generation is None else self._table(file_table_name(kb, generation))
 
+    @_store_failures("create a generation's tables")
     def create_generation(self, kb: str, generation: str, schema: pa.Schema) -> None:
         """Empty tables for a generation; tables that already exist (a build being resumed) are kept."""
         self.db.create_table(chunk_table_name(kb, generation), schema=schema, exist_ok=True)
         self.db.create_table(file_table_name(kb, generation), schema=_FILE_SCHEMA, exist_ok=True)
 
+    @_store_failures("drop old tables")
     def drop_generations(self, kb: str, keep: set[str]) -> list[str]:
         """Drop every table generation of the KB except `keep`; returns the dropped generations."""
         dropped = set()
@@ -146,6 +176,7 @@ class Store:
         return sorted(dropped)
 
     # ---- KB state (active generation, model identity, settings, last sync) ----------------
+    @_store_failures("be read (a KB's state)")
     def read_state(self, kb: str) -> dict[str, Any]:
         """The KB's state row; cached until the state table gets a new version (a cheap check)."""
         table = self._table(_STATE_TABLE)
@@ -157,9 +188,11 @@ class Store:
             return cached[1]
         rows = table.search().where(f"kb = {sql_string(kb)}").limit(1).to_list()
         state = json.loads(rows[0]["state"]) if rows else {}
+        _refuse_newer_layout(kb, state)
         self._state_by_kb[kb] = (version, state)
         return state
 
+    @_store_failures("be written (a KB's state)")
     def write_state(self, kb: str, state: dict[str, Any]) -> None:
         """Replace the KB's state row in one commit (this is what switches generations)."""
         row = pa.table({"kb": [kb], "state": [json.dumps(state, ensure_ascii=False)]}, schema=_STATE_SCHEMA)
@@ -181,6 +214,7 @@ class Store:
     # (or the holder's heartbeat is older than the lease). LanceDB commits are atomic (conditional
     # writes on object storage), so of two writers racing for it exactly one update lands.
 
+    @_store_failures("be written (the writer lease)")
     def take_lease(self, holder: dict[str, Any]) -> dict[str, Any] | None:
         """Take the writer lease for `holder` (its "id" must be unique); None when taken, else the live holder."""
         table = self._lease_table()
@@ -196,16 +230,19 @@ class Store:
         current = self.lease_holder()
         return None if current and current["id"] == holder["id"] else (current or {"id": "?"})
 
+    @_store_failures("be written (the writer lease)")
     def renew_lease(self, holder_id: str, progress: dict[str, Any]) -> bool:
         """Prove the holder is alive and say how far it is; False when it no longer holds the lease."""
         values = {"heartbeat": time.time(), "progress": json.dumps(progress)}
         return self._lease_table().update(where=f"holder = {sql_string(holder_id)}", values=values).rows_updated > 0
 
+    @_store_failures("be written (releasing the writer lease)")
     def release_lease(self, holder_id: str) -> None:
         table = self._lease_table()
         table.update(where=f"holder = {sql_string(holder_id)}", values={"holder": "", "info": "{}", "progress": "{}"})
         _compact_when_worth_it(table, unindexed=0)  # each heartbeat rewrote the row
 
+    @_store_failures("be read (the writer lease)")
     def lease_holder(self) -> dict[str, Any] | None:
         """The live holder's description (with its progress), or None when nobody holds the lease."""
         table = self._table(_LEASE_TABLE)
@@ -225,6 +262,7 @@ class Store:
         return self._table(_LEASE_TABLE)
 
     # ---- manifest ------------------------------------------------------------------------
+    @_store_failures("be read (a KB's manifest)")
     def read_files(self, kb: str, generation: str | None = None) -> dict[str, FileRecord]:
         table = self._file_table(kb, generation)
         if table is None:
@@ -232,6 +270,7 @@ class Store:
         rows = table.to_arrow().to_pylist()
         return {row["path"]: FileRecord(**row) for row in rows}
 
+    @_store_failures("be written (a KB's manifest)")
     def write_files(self, kb: str, generation: str, records: Sequence[FileRecord]) -> None:
         if not records:
             return
@@ -239,12 +278,14 @@ class Store:
         table = self._file_table(kb, generation)
         table.merge_insert("path").when_matched_update_all().when_not_matched_insert_all().execute(data)
 
+    @_store_failures("be written (a KB's manifest)")
     def delete_files(self, kb: str, generation: str, paths: Sequence[str]) -> None:
         table = self._file_table(kb, generation)
         for batch in _batches(list(paths), 500):
             table.delete(sql_in("path", batch))
 
     # ---- chunks --------------------------------------------------------------------------
+    @_store_failures("be written (chunks)")
     def replace_documents(self, kb: str, generation: str, paths: Sequence[str], rows: pa.Table) -> None:
         """Make `rows` the only chunks of `paths`, in one commit (old chunks of those paths go)."""
         table = self.chunk_table(kb, generation)
@@ -254,6 +295,7 @@ class Store:
          .when_not_matched_by_source_delete(sql_in("path", paths))
          .execute(rows))
 
+    @_store_failures("be written (deleting chunks)")
     def delete_documents(self, kb: str, generation: str, paths: Sequence[str]) -> int:
         table = self.chunk_table(kb, generation)
         if table is None or not paths:
@@ -265,6 +307,7 @@ class Store:
             table.delete(condition)
         return deleted
 
+    @_store_failures("be read (chunk paths)")
     def indexed_paths(self, kb: str, generation: str) -> set[str]:
         """Every path that has chunks: the truth when looking for orphans."""
         table = self.chunk_table(kb, generation)
@@ -273,6 +316,7 @@ class Store:
         paths = table.search().select(["path"]).limit(None).to_arrow()["path"]
         return set(pc.unique(paths).to_pylist())
 
+    @_store_failures("be read (stored vectors)")
     def vectors_by_content_hash(self, kb: str, generation: str, hashes: Sequence[str]) -> dict[str, list[float]]:
         """Stored vectors for any of these chunk contents, to reuse instead of re-embedding."""
         table = self.chunk_table(kb, generation)
@@ -287,10 +331,12 @@ class Store:
                 found[content_hash] = vector
         return found
 
+    @_store_failures("be read (chunk count)")
     def count_chunks(self, kb: str, generation: str | None = None) -> int:
         table = self.chunk_table(kb, generation)
         return table.count_rows() if table is not None else 0
 
+    @_store_failures("be read (table version)")
     def version(self, kb: str) -> int:
         table = self.chunk_table(kb)
         return table.version if table is not None else 0
@@ -301,6 +347,7 @@ class Store:
         return None if table is None else ChunkView(table, generation)
 
     # ---- indexes -------------------------------------------------------------------------
+    @_store_failures("be written (search indexes)")
     def refresh_indexes(self, kb: str, generation: str, changed: bool) -> str:
         """Create missing indexes; after changes, fold new rows in (and add HNSW once the table is large)."""
         from lancedb.index import FTS, BTree
@@ -462,6 +509,15 @@ class ChunkView:
 
     def _scan(self, where: str, columns: list[str]) -> list[dict[str, Any]]:
         return self._table.search().where(where).select(columns).limit(None).to_list()
+
+
+def _refuse_newer_layout(kb: str, state: dict[str, Any]) -> None:
+    """Only older layouts are migrated (by a rebuild): rebuilding over a newer one would drop its data."""
+    layout = state.get("layout")
+    if isinstance(layout, int) and layout > LAYOUT_VERSION:
+        raise StoreError(f"knowledge base {kb!r}: this index was written by a newer mcp-kb (layout {layout}; this "
+                         f"version reads layout {LAYOUT_VERSION} and older); upgrade mcp-kb, or point storage "
+                         f"elsewhere. Nothing was changed.")
 
 
 def new_generation() -> str:
