@@ -206,7 +206,7 @@ class App:
         """What a KB holds (documents, their kinds, chunks) as of its last sync: for an index in a folder
         read without opening LanceDB (a starting server describes its tools with it), on object storage
         from the store (another machine may have synced)."""
-        return read_summary(self.config.storage.uri, kb, self.store if self.config.storage.is_remote else None)
+        return read_summary(self.config.storage.uri, kb, lambda: self.store)
 
     def _kb_status(self, name: str) -> dict[str, Any]:
         kb = self.config.get_kb(name)

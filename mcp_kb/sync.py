@@ -33,7 +33,7 @@ from .ingest.ocr import available as ocr_available
 from .ingest.sources import SkippedFile, SourceFile, SourceScan, parse_source, scan_sources
 from .ingest.web import crawl_kb, document_kind, is_url
 from .index.schema import ChunkRow, chunk_schema, coerce
-from .index.state import clear_progress, sync_lock, web_cache_dir, write_progress, write_summary
+from .index.state import check_writable, clear_progress, sync_lock, web_cache_dir, write_progress, write_summary
 from .index.store import LAYOUT_VERSION, FileRecord, Store, generation_of, new_generation
 
 log = logging.getLogger(__name__)
@@ -113,6 +113,7 @@ def sync_all(config: Config, store: Store, embedder: Embedder, counter: TokenCou
              allow_mass_delete: bool = False) -> list[SyncReport]:
     """Sync one KB or all of them, holding the storage's writer lock."""
     kbs = config.select(kb_name)
+    check_writable(store)
     with sync_lock(store, [kb.name for kb in kbs], wait=wait):
         return [sync_kb(store, kb, embedder, counter, full=full, progress=progress,
                         allow_mass_delete=allow_mass_delete)

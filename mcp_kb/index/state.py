@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +28,36 @@ import filelock
 import platformdirs
 
 from ..config import is_remote_uri
-from ..errors import SyncBusyError
+from ..errors import StoreError, SyncBusyError
 from .store import Store
 
 log = logging.getLogger(__name__)
 
 
 def local_state_dir(storage: str) -> Path:
-    """Where this machine's files about an index live: the index folder itself, or for a remote
-    LanceDB URI a folder in this machine's cache keyed by the URI."""
-    if is_remote_uri(storage):
+    """Where this machine's files about an index live: the index folder itself, or a folder in this
+    machine's cache keyed by the location for a remote LanceDB URI and for a folder this process
+    cannot write (a read-only mount or snapshot)."""
+    if is_remote_uri(storage) or not is_writable_folder(storage):
         key = hashlib.sha256(storage.encode()).hexdigest()[:16]
         return Path(platformdirs.user_cache_dir("mcp-kb", appauthor=False)) / key
     return Path(storage)
+
+
+def is_writable_folder(storage: str) -> bool:
+    """Whether this process may write an index in this folder (or create it: its nearest existing parent)."""
+    path = Path(storage)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return os.access(path, os.W_OK)
+
+
+def check_writable(store: Store) -> None:
+    """A sync needs to write its index: a read-only folder is one clear error, before anything starts."""
+    if not store.is_remote and not is_writable_folder(store.uri):
+        raise StoreError(f"the index folder {store.uri} is not writable (a read-only mount or snapshot?): "
+                         f"searches and status read it, but sync where it can be written, or set storage to "
+                         f"another folder")
 
 
 # ---- records in the store ---------------------------------------------------------------------
@@ -52,10 +69,13 @@ def write_summary(store: Store, kb: str, summary: dict[str, Any]) -> None:
     _write_json(_kb_file(store.uri, kb, "summary"), summary)
 
 
-def read_summary(storage: str, kb: str, store: Store | None = None) -> dict[str, Any]:
-    """The store's record when a store is given (on object storage another machine may have synced),
-    else the local copy (an index in a folder is synced on this machine)."""
-    return store.read_note(kb, "summary") if store is not None else _read_json(_kb_file(storage, kb, "summary"))
+def read_summary(storage: str, kb: str, store: Callable[[], Store]) -> dict[str, Any]:
+    """For an index in a folder this machine writes, the local copy (read without opening LanceDB);
+    else the store's record (on object storage another machine may have synced; a read-only folder
+    was synced elsewhere)."""
+    if is_remote_uri(storage) or not is_writable_folder(storage):
+        return store().read_note(kb, "summary")
+    return _read_json(_kb_file(storage, kb, "summary"))
 
 
 def write_health(store: Store, kb: str, health: dict[str, Any]) -> None:
@@ -73,8 +93,12 @@ def read_health(store: Store, kb: str) -> dict[str, Any]:
 # ---- this machine's files ---------------------------------------------------------------------
 
 def write_metrics(storage: str, kb: str, metrics: dict[str, Any]) -> None:
-    """The search metrics of the process that last answered for a KB on this machine, for `mcp-kb stats`."""
-    _write_json(_kb_file(storage, kb, "metrics"), metrics)
+    """The search metrics of the process that last answered for a KB on this machine, for `mcp-kb stats`;
+    a record, so failing to write it (a full disk) never fails the search that produced it."""
+    try:
+        _write_json(_kb_file(storage, kb, "metrics"), metrics)
+    except OSError as exc:
+        log.warning("%s: search metrics not saved: %s", kb, exc.strerror or exc)
 
 
 def read_metrics(storage: str, kb: str) -> dict[str, Any]:

@@ -1,0 +1,91 @@
+"""Records beside an index (index/state.py): what lives where, and an index this process cannot write."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from helpers import write
+
+_REMOUNT = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+
+
+@contextmanager
+def read_only(folder: Path):
+    """A prefix that runs a command where `folder` cannot be written: as root (whom file modes do not
+    stop) a read-only bind mount in a mount namespace of the command's own; otherwise the folder's
+    write bits are taken away for the duration."""
+    if os.geteuid() == 0:
+        probe = subprocess.run(["unshare", "-m", "--", "sh", "-c", _REMOUNT, str(folder), "true"],
+                               capture_output=True, text=True) if shutil.which("unshare") else None
+        if probe is None or probe.returncode != 0:
+            pytest.skip(f"cannot make a read-only mount here: {probe.stderr.strip() if probe else 'no unshare'}")
+        yield ["unshare", "-m", "--", "sh", "-c", _REMOUNT, str(folder)]
+        return
+    paths = [folder, *folder.rglob("*")]
+    modes = {path: path.stat().st_mode for path in paths}
+    for path in paths:
+        path.chmod(modes[path] & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    try:
+        yield []
+    finally:
+        for path in reversed(paths):
+            path.chmod(modes[path])
+
+
+@pytest.fixture
+def synced(tmp_path):
+    """A KB synced into tmp_path/index by a writer; its kb.toml and the environment of another user's processes."""
+    write(tmp_path / "docs" / "runbook.md", "# Runbook\n\n## Restart\n\nRestart the ingest worker when its queue "
+                                            "backs up past a thousand messages.\n")
+    write(tmp_path / "docs" / "errors.md", "# Errors\n\nE5021 means the access token expired; sign in again.\n")
+    config = tmp_path / "kb.toml"
+    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Runbooks"\n'
+                      f'paths = ["{tmp_path / "docs"}"]\n', encoding="utf-8")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    assert _cli(["sync"], config, env).returncode == 0
+    return config, env
+
+
+def _cli(args: list[str], config: Path, env: dict[str, str], prefix: list[str] = ()) -> subprocess.CompletedProcess:
+    return subprocess.run([*prefix, sys.executable, "-m", "mcp_kb", *args, "-c", str(config)], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_status_and_search_work_on_an_index_they_cannot_write_and_sync_says_why_not(synced, tmp_path):
+    config, env = synced
+    with read_only(tmp_path / "index") as prefix:
+        status = _cli(["status", "--json"], config, env, prefix)
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)[0]["files"] == 2
+        for query in ("ingest worker queue", "E5021", "token expired"):
+            found = _cli(["search", "docs", query], config, env, prefix)
+            assert found.returncode == 0 and "[1]" in found.stdout, found.stderr
+        sync = _cli(["sync"], config, env, prefix)
+        assert sync.returncode == 1 and "Traceback" not in sync.stderr
+        assert sync.stderr.strip().splitlines() == [sync.stderr.strip()] and "not writable" in sync.stderr
+
+
+@pytest.mark.anyio
+async def test_a_read_only_server_answers_every_search_and_resource_from_a_read_only_folder(synced, tmp_path):
+    config, env = synced
+    with read_only(tmp_path / "index") as prefix:
+        command = [*prefix, sys.executable, "-m", "mcp_kb", "serve", "--read-only", "-c", str(config)]
+        async with Client(StdioServerParameters(command=command[0], args=command[1:], env=env)) as client:
+            results = [await client.call_tool("search_docs", {"query": query})
+                       for query in ["ingest worker", "E5021", "access token", "queue backs up"] * 3]
+            status = json.loads((await client.read_resource("kb://docs/status")).contents[0].text)
+            metrics = json.loads((await client.read_resource("kb://docs/metrics")).contents[0].text)
+            tools = {tool.name: tool.description for tool in (await client.list_tools()).tools}
+    assert [r.is_error for r in results] == [False] * 12, [r.content[0].text for r in results if r.is_error]
+    assert status["files"] == 2 and metrics["search"]["searches"] == 12
+    assert "2 documents" in tools["search_docs"]  # the summary is read from the index it cannot write beside
