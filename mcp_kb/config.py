@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import logging
 import os
 import re
 import sys
@@ -14,7 +15,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import platformdirs
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
+                      model_validator)
 
 from .errors import ConfigError
 from .index.schema import BUILTIN_FILTER_FIELDS, RESERVED_FIELDS, FieldTypeName
@@ -23,6 +25,8 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # Python 3.10
     import tomli as tomllib
+
+log = logging.getLogger(__name__)
 
 # MCP's rule for tool names (spec 2025-11-25); the SDK only warns on a bad one.
 TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -55,6 +59,11 @@ MAX_QUERY_LENGTH = 4_000  # characters; longer texts make slow searches and are 
 def default_storage() -> str:
     """Per-user data directory, e.g. ~/.local/share/mcp-kb on Linux."""
     return str(Path(platformdirs.user_data_dir("mcp-kb", appauthor=False)) / "index")
+
+
+def cache_root() -> Path:
+    """This machine's per-user cache for mcp-kb: records about remote and read-only indexes, crawled pages."""
+    return Path(platformdirs.user_cache_dir("mcp-kb", appauthor=False))
 
 
 def is_remote_uri(storage: str) -> bool:
@@ -310,6 +319,8 @@ class KBConfig(_Strict):
     ocr: Literal["auto", "off"] = "auto"  # read images and scanned PDF pages (auto: when the ocr extra is installed)
     tool_name: str | None = None
     metadata: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # Folders mcp-kb itself writes (the index, caches, logs): set by the loader, never documents.
+    _written_folders: tuple[Path, ...] = PrivateAttr(default=())
     filterable: dict[str, FilterableField] = Field(default_factory=dict)
     chunking: ChunkingConfig = ChunkingConfig()
     search: SearchConfig = SearchConfig()
@@ -350,6 +361,11 @@ class KBConfig(_Strict):
             if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", field):
                 raise ValueError(f"metadata field {field!r} must be a letters/digits/_ identifier")
         return self
+
+    @property
+    def written_folders(self) -> tuple[Path, ...]:
+        """Where mcp-kb writes (index, caches, logs): a scan or watch of the KB's paths never enters them."""
+        return self._written_folders
 
     @property
     def search_tool_name(self) -> str:
@@ -499,6 +515,7 @@ def _resolve_paths(config: Config, base_dir: Path) -> Config:
     storage = config.storage
     if not storage.is_remote:
         storage = storage.model_copy(update={"uri": str(absolute(storage.uri, "storage"))})
+    _keep_out_written_folders(kbs, storage)
     embedding = config.embedding
     for key in ("model_path", "tokenizer_path"):
         if getattr(embedding, key):
@@ -507,6 +524,20 @@ def _resolve_paths(config: Config, base_dir: Path) -> Config:
     if rerank.model_path:
         rerank = rerank.model_copy(update={"model_path": str(absolute(rerank.model_path, "rerank.model_path"))})
     return config.model_copy(update={"kb": kbs, "storage": storage, "embedding": embedding, "rerank": rerank})
+
+
+def _keep_out_written_folders(kbs: list[KBConfig], storage: StorageConfig) -> None:
+    """Tell each KB where mcp-kb writes, so its index, caches and query logs never come back as
+    documents (they hold users' past queries), and warn about an index kept among the documents."""
+    written = [cache_root(), Path(default_storage()).parent] + ([] if storage.is_remote else [Path(storage.uri)])
+    folders = tuple(Path(os.path.realpath(folder)) for folder in written)
+    for kb in kbs:
+        kb._written_folders = folders
+        for root in kb.paths:
+            if not storage.is_remote and Path(storage.uri).is_relative_to(root):
+                log.warning("the index folder %s is inside knowledge base %r's path %s: it is never indexed, but "
+                            "keeping it outside the documents is safer (a copy of the folder takes it along)",
+                            storage.uri, kb.name, root)
 
 
 def _explain(exc: ValidationError, raw: dict[str, Any], where: str) -> str:

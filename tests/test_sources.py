@@ -179,3 +179,23 @@ def test_any_file_name_is_scanned_and_found_again_by_its_id(make_config, tmp_pat
     for source in scan.files:
         source.doc_id.encode("utf-8")
         assert find_source(kb, source.doc_id).path == source.path
+
+
+def test_an_index_kept_inside_a_kb_folder_is_never_indexed_nor_watched(make_app, tmp_path, caplog):
+    """Its query log holds what users asked: it must never come back as a search hit."""
+    from mcp_kb.ingest.sources import is_candidate_path
+
+    write(tmp_path / "docs/guide.md", "# Guide\n\nInstall the package with pip inside a virtual environment.\n")
+    kb = {"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")],
+          "search": {"query_log": True}}
+    app = make_app(kb, storage=str(tmp_path / "docs" / "kb-index"))
+    assert "inside knowledge base 'docs'" in caplog.text
+    app.sync("docs")
+    app.search("docs", "what is the salary of the chief executive")  # goes to the query log, in the index folder
+    report = app.sync("docs")[0]
+    assert app.document_ids("docs") == ["guide.md"] and report.files_added == 0
+    assert any(s["path"] == "kb-index/" and "never indexed" in s["reason"] for s in report.skipped)
+    assert not app.search("docs", "salary chief executive", mode="keyword").hits
+    written = list((tmp_path / "docs" / "kb-index").rglob("*.json*"))
+    assert written and not any(is_candidate_path(app.config.kb[0], path) for path in written)
+    assert is_candidate_path(app.config.kb[0], tmp_path / "docs" / "new.md")

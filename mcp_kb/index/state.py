@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import filelock
-import platformdirs
 
-from ..config import is_remote_uri
+from ..config import cache_root, is_remote_uri
 from ..errors import StoreError, SyncBusyError
 from .store import Store
 
@@ -40,7 +39,7 @@ def local_state_dir(storage: str) -> Path:
     cannot write (a read-only mount or snapshot)."""
     if is_remote_uri(storage) or not is_writable_folder(storage):
         key = hashlib.sha256(storage.encode()).hexdigest()[:16]
-        return Path(platformdirs.user_cache_dir("mcp-kb", appauthor=False)) / key
+        return cache_root() / key
     return Path(storage)
 
 

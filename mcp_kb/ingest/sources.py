@@ -140,6 +140,7 @@ class _Rules:
         self.prefix = prefix
         self.known = known
         self.real_root = os.path.realpath(root)
+        self.written = {(info.st_dev, info.st_ino) for info in map(_stat_or_none, kb.written_folders) if info}
 
     def root_file(self) -> SourceFile | SkippedFile | None:
         """A KB path that is a single file."""
@@ -213,6 +214,8 @@ class _Rules:
         is_dir = stat.S_ISDIR(info.st_mode)
         if _ignored(rel, is_dir, ignores):
             return None
+        if is_dir and (info.st_dev, info.st_ino) in self.written:
+            return SkippedFile(doc_id + "/", "mcp-kb's own index or cache folder: never indexed")
         if is_dir:
             return "dir"
         if not stat.S_ISREG(info.st_mode):
@@ -261,6 +264,13 @@ class _Rules:
     def _folder_id(self, rel_folder: str) -> str:
         """A folder's id ends in "/"; the root's is its prefix, or "/" for a KB's only root."""
         return self._doc_id(rel_folder) + "/" if rel_folder else self.prefix or "/"
+
+
+def _stat_or_none(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:  # not created yet: nothing to keep out
+        return None
 
 
 def _is_link(entry: os.DirEntry) -> bool:
@@ -335,6 +345,8 @@ def _binary_reason(path: str, suffix: str) -> str | None:
 
 def is_candidate_path(kb: KBConfig, path: Path) -> bool:
     """Whether a change at `path` (which may no longer exist) can matter to the KB's index."""
+    if any(path.is_relative_to(folder) for folder in kb.written_folders):
+        return False  # the index's own writes, when it lives among the documents
     for root in kb.paths:
         if path == root:
             return True
