@@ -1,5 +1,6 @@
 """Word, PowerPoint and spreadsheets: files made here with the same libraries, parsed, chunked, synced."""
 
+import re
 from datetime import date, datetime
 
 import pytest
@@ -196,3 +197,81 @@ def test_office_files_sync_search_and_resync_when_one_changes(make_app, tmp_path
     make_docx(docs / "report.docx", extra=" Margins improved too.")
     [again] = app.sync()
     assert (again.files_changed, again.files_unchanged) == (1, 3)
+
+
+# ---- bounds: what one file may unpack, hold and spend ------------------------------------------
+
+def _with_part(source, target, name: str, megabytes: int, content: bytes = b"\0") -> None:
+    """A copy of an Office package with one more part that inflates to `megabytes` (small on disk)."""
+    import zipfile
+
+    with zipfile.ZipFile(source) as original, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as copy:
+        for item in original.infolist():
+            copy.writestr(item, original.read(item))
+        with copy.open(name, "w") as part:
+            block = content * (1024 * 1024 // len(content))
+            for _ in range(megabytes):
+                part.write(block)
+
+
+@pytest.mark.parametrize("kind, maker, megabytes, shown", [("docx", make_docx, 1024, "1.0 GB"),
+                                                           ("pptx", make_pptx, 300, "300 MB"),
+                                                           ("xlsx", make_xlsx, 300, "300 MB")])
+def test_a_small_package_that_unpacks_past_the_limit_fails_before_it_is_read(tmp_path, kind, maker, megabytes, shown):
+    _with_part(maker(tmp_path / f"plain.{kind}"), tmp_path / f"bomb.{kind}", "media/padding.bin", megabytes)
+    assert (tmp_path / f"bomb.{kind}").stat().st_size < 5 * 1024 * 1024
+    with pytest.raises(ParseError, match=rf"unpacks to {shown}, over the 200 MB limit"):
+        parse_file(tmp_path / f"bomb.{kind}", f"bomb.{kind}")
+
+
+def test_a_package_whose_xml_would_not_fit_in_memory_fails_with_its_size(tmp_path):
+    _with_part(make_docx(tmp_path / "plain.docx"), tmp_path / "xml.docx", "word/glossary.xml", 80, b"<w:p/>")
+    with pytest.raises(ParseError, match=r"its XML unpacks to 8\d MB, over the 50 MB limit"):
+        parse_file(tmp_path / "xml.docx", "xml.docx")
+
+
+def test_a_declared_sheet_size_far_beyond_its_cells_costs_nothing(tmp_path, monkeypatch):
+    """The dimension a file declares is a claim: cells are read as stored, not padded out to it."""
+    import zipfile
+
+    from mcp_kb.ingest.parsers import sheets
+
+    honest = make_xlsx(tmp_path / "honest.xlsx")
+    with zipfile.ZipFile(honest) as original, zipfile.ZipFile(tmp_path / "lying.xlsx", "w") as copy:
+        for item in original.infolist():
+            data = original.read(item)
+            if item.filename.startswith("xl/worksheets/"):
+                data = re.sub(rb'<dimension ref="[^"]*"/>', b'<dimension ref="A1:XFD1048576"/>', data)
+            copy.writestr(item, data)
+    seen = []
+    real_cell = sheets._cell
+    monkeypatch.setattr(sheets, "_cell", lambda value: seen.append(value) or real_cell(value))
+    expected = parse_file(honest, "x.xlsx").blocks
+    honest_cells, seen[:] = len(seen), []
+    assert parse_file(tmp_path / "lying.xlsx", "x.xlsx").blocks == expected
+    assert len(seen) == honest_cells
+
+
+def test_a_file_out_of_time_fails_with_the_limit_and_the_next_file_has_its_own_budget(tmp_path, monkeypatch):
+    from mcp_kb.ingest.parsers import bounds
+
+    monkeypatch.setattr(bounds, "PARSE_SECONDS", 0.0)
+    with pytest.raises(ParseError, match="parsing took longer than 0 s, the limit per file"):
+        parse_file(make_docx(tmp_path / "report.docx"), "report.docx")
+    monkeypatch.setattr(bounds, "PARSE_SECONDS", 60.0)
+    assert parse_file(tmp_path / "report.docx", "report.docx").blocks
+
+
+def test_an_image_declaring_more_pixels_than_may_be_decoded_fails_before_decoding(tmp_path):
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 13_000, 13_000, 8, 6, 0, 0, 0)  # 13000×13000 RGBA: 676 MB decoded
+    (tmp_path / "huge.png").write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+                                        + chunk(b"IDAT", zlib.compress(b"\0" * 1000)) + chunk(b"IEND", b""))
+    pytest.importorskip("rapidocr_onnxruntime", reason="the OCR extra reads images")
+    with pytest.raises(ParseError, match=r"image of 13000×13000 pixels \(169 MP\), over the 60 MP limit"):
+        parse_file(tmp_path / "huge.png", "huge.png")

@@ -11,8 +11,10 @@ from __future__ import annotations
 import importlib.util
 import io
 import threading
+import warnings
 
 from ..errors import ParseError
+from .parsers.bounds import check_image
 
 MAX_PIXELS = 8_000_000  # larger images are scaled down to this first (an A4 page scanned at 300 dpi is 8.7 MP)
 INSTALL_HINT = "install the OCR extra to read it: pip install 'mcp-kb-server[ocr]'"
@@ -31,7 +33,11 @@ def image_text(data: bytes) -> str:
     from PIL import Image
 
     try:
-        with Image.open(io.BytesIO(data)) as opened:
+        with warnings.catch_warnings():  # Pillow warns of a large size at open; the check below decides
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            opened = Image.open(io.BytesIO(data))  # reads the header only
+        with opened:
+            check_image(opened.width, opened.height)
             image = bounded(opened).convert("RGB")  # scale first: a copy of a 60 MP image is 180 MB
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise ParseError(f"unreadable image: {exc}") from exc

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..document import Document
 from ...errors import ParseError
+from .bounds import time_budget
 
 Parser = Callable[..., Document]  # (path, doc_id) -> Document; OCR-capable parsers also take `ocr: bool`
 _PARSERS: dict[str, Parser] = {}
@@ -67,7 +68,8 @@ def parse_file(path: Path, doc_id: str, ocr: bool = True) -> Document:
     if parser is None:
         raise ParseError(f"unsupported file type {path.suffix or '(none)'}")
     try:
-        return parser(path, doc_id, ocr=ocr) if suffix in _OCR else parser(path, doc_id)
+        with time_budget():
+            return parser(path, doc_id, ocr=ocr) if suffix in _OCR else parser(path, doc_id)
     except ParseError:
         raise
     except OSError as exc:

@@ -11,6 +11,7 @@ from pypdf.errors import FileNotDecryptedError, PdfReadError, PyPdfError
 from .. import ocr as engine
 from ..document import Document
 from ...errors import ParseError
+from .bounds import check_time
 from .text import paragraph_blocks
 
 
@@ -27,6 +28,7 @@ def parse(path: Path, doc_id: str, ocr: bool = True) -> Document:
     blocks = []
     empty_pages, failed_pages, ocr_pages = [], [], []
     for number, page in enumerate(reader.pages, start=1):
+        check_time()
         try:
             text = page.extract_text() or ""
         except (PyPdfError, ValueError, KeyError, TypeError, AttributeError):

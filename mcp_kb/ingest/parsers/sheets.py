@@ -17,6 +17,7 @@ from typing import Any
 
 from ..document import Block, Document
 from ...errors import ParseError
+from .bounds import check_time
 from .office import checked_package
 from .text import read_text
 
@@ -35,6 +36,7 @@ def parse_xlsx(path: Path, doc_id: str) -> Document:
             if sheet.sheet_state != "visible":
                 notes.append(f"sheet {sheet.title!r} skipped: hidden")
                 continue
+            sheet.reset_dimensions()  # rows as stored: a declared A1:XFD1048576 must not pad every row
             records, note = _records(sheet.iter_rows(values_only=True), (sheet.title,))
             blocks += records
             if note:
@@ -68,6 +70,7 @@ def _records(rows: Iterable[Iterable[Any]], heading: tuple[str, ...]) -> tuple[l
     blocks: list[Block] = []
     empty_run = 0
     for number, row in enumerate(rows, start=1):
+        check_time()
         values = [_cell(value) for value in row]
         if not any(values):
             empty_run += 1
