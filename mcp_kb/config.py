@@ -213,6 +213,10 @@ class ServerConfig(_Strict):
     read_only: bool = False  # hides the sync tool
     token: str | None = None  # bearer token for HTTP transports; MCP_KB_TOKEN overrides
     allowed_hosts: list[str] = Field(default_factory=list)  # Host names clients may use, besides loopback
+    # HTTP: connections open at once (fewer when the file-descriptor limit is low), and the seconds a
+    # connection has to send each request's head (a slow or silent one is closed)
+    max_connections: int = Field(1000, ge=8, le=100_000)
+    header_timeout: float = Field(10.0, gt=0, le=300)
 
 
 class ChunkingConfig(_Strict):

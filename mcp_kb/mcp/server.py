@@ -32,6 +32,7 @@ from ..app import App
 from ..config import CONTEXT_MAX, MAX_TOKENS_MAX, MAX_TOKENS_MIN, TOP_K_MAX, TOP_K_MIN, KBConfig, SearchMode
 from ..errors import KBError
 from .http_security import BearerTokenMiddleware, listening_socket, rebinding_protection, server_url, warn_if_exposed
+from .http_limits import RepeatedLineFilter, accept_burst, connection_cap, guarded_protocol
 from ..live import LiveSync, SyncRunner
 from ..present import cited_text
 from ..search import SearchResult
@@ -385,4 +386,11 @@ def run_server(app: App, transport: str, host: str, port: int, token: Optional[s
           f"({'bearer token required' if token else 'no token'})", file=sys.stderr, flush=True)
     import uvicorn
 
-    anyio.run(uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).serve, [sock])
+    settings = app.config.server
+    for handler in logging.getLogger().handlers:  # a failure per connection must not fill the disk
+        handler.addFilter(RepeatedLineFilter())
+    cap = connection_cap(settings.max_connections)
+    # log_config=None: uvicorn's lines go through this process's handlers (and their filter)
+    uvicorn_config = uvicorn.Config(asgi, log_level="warning", log_config=None, backlog=accept_burst(cap),
+                                    http=guarded_protocol(cap, settings.header_timeout))
+    anyio.run(uvicorn.Server(uvicorn_config).serve, [sock])
