@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import write
+from helpers import png_declaring, write
 
 from mcp_kb.errors import SearchError
 
@@ -302,3 +302,110 @@ def _capture(errors: list[BaseException], work) -> None:
         work()
     except BaseException as exc:  # surfaced by the test's assertion
         errors.append(exc)
+
+
+# ---- hostile input past the folder path: sites, archives, sheets, images --------------------------
+
+MEMORY_BOUND_MB = 1024  # the README's bound for a whole sync
+
+
+def _measured_sync(config: Path) -> tuple[dict, float, float]:
+    """`mcp-kb sync --json` in a child process: its report, wall seconds and peak RSS (MB)."""
+    started = time.monotonic()
+    child = subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync", "--json", "-c", str(config)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stdout, stderr = child.stdout.read(), child.stderr.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    assert child.returncode == 0, stderr.decode()
+    peak_mb = usage.ru_maxrss / 1024 if sys.platform != "darwin" else usage.ru_maxrss / 1024 / 1024
+    return json.loads(stdout)[0], round(time.monotonic() - started, 1), round(peak_mb)
+
+
+def test_a_hostile_site_never_aborts_a_crawl(tmp_path, capsys):
+    from fake_site import Page, Site, gzip_bomb, serve_site
+
+    site = Site()
+    good = [f"/docs/page{i}/" for i in range(20)]
+    for i, path in enumerate(good):
+        site.html(path, f"Page {i}", f"<h1>Page {i}</h1><p>Topic {i}: how the deployment of service {i} works.</p>")
+    hostile = {
+        "/docs/r-js/": Page(b"", status=302, location="javascript:alert(1)"),
+        "/docs/r-mail/": Page(b"", status=301, location="mailto:someone@example.com"),
+        "/docs/r-v6/": Page(b"", status=302, location="http://[::1"),
+        "/docs/r-space/": Page(b"", status=302, location="http://exa mple.com/docs/"),
+        "/docs/r-port/": Page(b"", status=307, location="http://127.0.0.1:99999/docs/"),
+        "/docs/r-none/": Page(b"", status=302),
+        "/docs/loop/": Page(b"", status=302, location="/docs/loop/"),
+        "/docs/bad-length/": Page(b"<p>x</p>", headers={"Content-Length": "lots"}),
+        "/docs/bomb/": Page(gzip_bomb(64), headers={"Content-Encoding": "gzip"}),
+        "/docs/bad-gzip/": Page(b"\x1f\x8b\x08\x00not gzip at all", headers={"Content-Encoding": "gzip"}),
+        "/docs/drip-head/": Page(b"<p>late</p>", drip="headers", headers={"X-Pad": "p" * 2000}),
+        "/docs/drip-body/": Page(b"<p>" + b"d" * 2000 + b"</p>", drip="body"),
+    }
+    charsets = {"/docs/cp1251/": ("windows-1251", "Развертывание сервиса описано здесь."),
+                "/docs/koi8/": ("koi8-r", "Настройка журнала событий сервера."),
+                "/docs/sjis/": ("shift_jis", "サービスの配置について説明します。")}
+    site.pages.update(hostile)
+    for path, (encoding, text) in charsets.items():
+        site.pages[path] = Page(f'<html><head><meta charset="{encoding}"></head><body><h1>{text[:4]}</h1>'
+                                f"<p>{text}</p></body></html>".encode(encoding),
+                                content_type=f"text/html; charset={encoding}")
+    links = "".join(f'<a href="{p}">x</a> ' for p in [*good, *hostile, *charsets]) + '<a href="http://[oops/">v6</a>'
+    site.html("/docs/", "Docs", f"<h1>Docs</h1><p>Everything: {links}</p>")
+    with serve_site(site):
+        config = tmp_path / "kb.toml"
+        config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+                          f'[[kb.urls]]\nurl = "{site.url}/docs/"\ntimeout = 2\nmax_page_mb = 2\ndelay = 0\n',
+                          encoding="utf-8")
+        report, seconds, peak = _measured_sync(config)
+    reasons = {r["path"].removeprefix(site.url): r["reason"] for r in report["failures"] + report["skipped"]}
+    indexed = report["files_added"]
+    figures = {"pages indexed": indexed, "hostile pages failed with a reason": sum(p in reasons for p in hostile),
+               "of": len(hostile), "drips cut after (bytes)": max(hostile[p].dripped for p in
+                                                                   ("/docs/drip-head/", "/docs/drip-body/")),
+               "sync seconds": seconds, "peak RSS MB": peak}
+    _report(capsys, "hostile site", figures)
+    assert indexed == 1 + len(good) + len(charsets), reasons
+    assert set(hostile) <= set(reasons) and all(reasons[p] for p in hostile)
+    assert figures["drips cut after (bytes)"] < 1000 and peak < MEMORY_BOUND_MB
+
+
+def test_files_past_the_limits_fail_alone_within_the_memory_bound(tmp_path, capsys):
+    import zipfile
+
+    from PIL import Image
+    from test_parsers_office import make_docx, make_pptx, make_xlsx
+
+    docs = tmp_path / "docs"
+    for i in range(20):
+        write(docs / f"note{i}.md", f"# Note {i}\n\nThe rollout of feature {i} needs two approvals.\n")
+    bombs = {"bomb.docx": (make_docx, 1024), "bomb.pptx": (make_pptx, 600), "bomb.xlsx": (make_xlsx, 600)}
+    for name, (maker, megabytes) in bombs.items():
+        plain = maker(tmp_path / f"plain-{name}")
+        with zipfile.ZipFile(plain) as original, zipfile.ZipFile(docs / name, "w", zipfile.ZIP_DEFLATED) as copy:
+            for item in original.infolist():
+                copy.writestr(item, original.read(item))
+            with copy.open("media/padding.bin", "w") as part:
+                for _ in range(megabytes):
+                    part.write(b"\0" * 1024 * 1024)
+    lying = make_xlsx(tmp_path / "plain-lying.xlsx")  # declares A1:XFD1048576 around a few cells
+    with zipfile.ZipFile(lying) as original, zipfile.ZipFile(docs / "lying.xlsx", "w") as copy:
+        for item in original.infolist():
+            data = original.read(item)
+            if item.filename.startswith("xl/worksheets/"):
+                data = data.replace(b'<dimension ref="A1:D3"/>', b'<dimension ref="A1:XFD1048576"/>')
+            copy.writestr(item, data)
+    Image.new("RGB", (7000, 7000), "white").save(docs / "large-scan.jpg", quality=60)  # 49 MP: read, scaled
+    (docs / "huge.png").write_bytes(png_declaring(13_000, 13_000))
+    config = tmp_path / "kb.toml"
+    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+                      f'paths = ["{docs}"]\n', encoding="utf-8")
+    report, seconds, peak = _measured_sync(config)
+    reasons = {f["path"]: f["reason"] for f in report["failures"]}
+    figures = {"files indexed": report["files_added"] - report["files_failed"],
+               "failed with a reason": report["files_failed"], "sync seconds": seconds, "peak RSS MB": peak}
+    _report(capsys, "files past the limits", figures)
+    assert all("over the 200 MB limit" in reasons[name] for name in bombs), reasons
+    assert "over the 60 MP limit" in reasons["huge.png"] and "lying.xlsx" not in reasons
+    assert peak < MEMORY_BOUND_MB

@@ -4,7 +4,7 @@ import re
 from datetime import date, datetime
 
 import pytest
-from helpers import write
+from helpers import png_declaring, write
 
 from mcp_kb.config import ChunkingConfig
 from mcp_kb.errors import ParseError
@@ -263,15 +263,7 @@ def test_a_file_out_of_time_fails_with_the_limit_and_the_next_file_has_its_own_b
 
 
 def test_an_image_declaring_more_pixels_than_may_be_decoded_fails_before_decoding(tmp_path):
-    import struct
-    import zlib
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    header = struct.pack(">IIBBBBB", 13_000, 13_000, 8, 6, 0, 0, 0)  # 13000×13000 RGBA: 676 MB decoded
-    (tmp_path / "huge.png").write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
-                                        + chunk(b"IDAT", zlib.compress(b"\0" * 1000)) + chunk(b"IEND", b""))
+    (tmp_path / "huge.png").write_bytes(png_declaring(13_000, 13_000))  # 13000×13000 RGBA: 676 MB decoded
     pytest.importorskip("rapidocr_onnxruntime", reason="the OCR extra reads images")
     with pytest.raises(ParseError, match=r"image of 13000×13000 pixels \(169 MP\), over the 60 MP limit"):
         parse_file(tmp_path / "huge.png", "huge.png")
