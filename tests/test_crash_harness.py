@@ -306,20 +306,35 @@ def _capture(errors: list[BaseException], work) -> None:
 
 # ---- hostile input past the folder path: sites, archives, sheets, images --------------------------
 
-MEMORY_BOUND_MB = 1024  # the README's bound for a whole sync
+MEMORY_BOUND_MB = 1200  # the README's bound for a whole sync (OCR of a full-page scan included)
+
+
+# Runs `mcp-kb sync` and, at its exit, writes its peak memory. VmHWM is the high-water mark of the
+# process's own memory: getrusage's maxrss also counts the memory of the (large) test process the
+# child was forked from, which Linux carries across exec.
+_SYNC_WITH_PEAK = """
+import atexit, re, runpy, sys
+peak_file, config = sys.argv[1:3]
+def peak():
+    status = open("/proc/self/status").read()
+    open(peak_file, "w").write(re.search(r"VmHWM:\\s+(\\d+) kB", status)[1])
+atexit.register(peak)
+sys.argv = ["mcp-kb", "sync", "--json", "-c", config]
+runpy.run_module("mcp_kb", run_name="__main__")
+"""
 
 
 def _measured_sync(config: Path) -> tuple[dict, float, float]:
     """`mcp-kb sync --json` in a child process: its report, wall seconds and peak RSS (MB)."""
+    if not Path("/proc/self/status").is_file():
+        pytest.skip("the peak memory of a process is read from /proc (Linux)")
+    peak_file = config.with_suffix(".peak")
     started = time.monotonic()
-    child = subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync", "--json", "-c", str(config)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    stdout, stderr = child.stdout.read(), child.stderr.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    assert child.returncode == 0, stderr.decode()
-    peak_mb = usage.ru_maxrss / 1024 if sys.platform != "darwin" else usage.ru_maxrss / 1024 / 1024
-    return json.loads(stdout)[0], round(time.monotonic() - started, 1), round(peak_mb)
+    result = subprocess.run([sys.executable, "-c", _SYNC_WITH_PEAK, str(peak_file), str(config)],
+                            capture_output=True, timeout=600)
+    assert result.returncode == 0, result.stderr.decode()
+    return (json.loads(result.stdout)[0], round(time.monotonic() - started, 1),
+            round(int(peak_file.read_text()) / 1024))
 
 
 def test_a_hostile_site_never_aborts_a_crawl(tmp_path, capsys):
