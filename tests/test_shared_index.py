@@ -155,6 +155,9 @@ def test_two_writers_on_one_bucket_take_turns_and_build_what_one_would(shared):
 
 
 def test_a_writer_killed_mid_sync_is_repaired_and_readers_never_error(shared):
+    # The repair must start while the dead writer's lease still holds: a lease longer than a loaded
+    # machine takes to start a process (3 s was not: the repair found it lapsed and never waited).
+    shared.config.write_text(shared.config.read_text().replace("lease_seconds = 3", "lease_seconds = 15"))
     for i in range(60):
         write(shared.docs / f"bulk{i:02d}.md", f"# Bulk {i}\n\n" + f"Paragraph {i} about shard rebalancing. " * 40)
     shared.cli("writer", "sync")
@@ -168,7 +171,7 @@ def test_a_writer_killed_mid_sync_is_repaired_and_readers_never_error(shared):
     with searches:
         writer.send_signal(signal.SIGKILL)
         writer.wait()
-        # The dead writer's lease holds until it lapses (lease_seconds = 3); then the sync finishes its work.
+        # The dead writer's lease holds until it lapses (lease_seconds = 15); then the sync finishes its work.
         repair = shared.cli("writer", "sync")
     assert "waiting: a sync of docs is already running" in repair.stderr
     assert searches.done > 0 and searches.failures == []  # readers answered throughout, never empty
