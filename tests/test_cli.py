@@ -196,3 +196,22 @@ def test_an_index_written_by_a_newer_mcp_kb_is_refused_not_rebuilt_over(project)
         assert result.exit_code == 1, (command, result.output)
         assert f"written by a newer mcp-kb (layout {LAYOUT_VERSION + 97}" in result.output, (command, result.output)
     assert sorted(Store(str(project / "index")).db.list_tables().tables) == tables  # nothing dropped or rebuilt
+    assert f"newer mcp-kb (layout {LAYOUT_VERSION + 97}" in _served_search(project / "kb.toml")
+
+
+def _served_search(config: Path) -> str:
+    """What a served search tool answers (the server in memory, as a client sees it)."""
+    import anyio
+    from mcp import Client
+
+    from mcp_kb.app import App
+    from mcp_kb.config import load_config
+    from mcp_kb.mcp.server import build_server
+
+    async def ask() -> str:
+        async with Client(build_server(App(load_config(config)))) as client:
+            result = await client.call_tool("search_docs", {"query": "install"})
+            assert result.is_error
+            return result.content[0].text
+
+    return anyio.run(ask)
