@@ -84,7 +84,7 @@ def expand_environment(text: str, where: str) -> str:
 def header_value(text: str, where: str) -> str:
     """A request header's value with each ${NAME} read now; a control character in it (a token read
     with a trailing carriage return) is refused naming where it came from, never the value itself."""
-    value = expand_environment(text, where)
+    value = expand_environment(text, where).strip(" \t")  # a value's edge whitespace is not part of it (RFC 9110)
     if _HEADER_CONTROL.search(value):
         names = [name for name in _ENV_REFERENCE.findall(text) if _HEADER_CONTROL.search(os.environ.get(name, ""))]
         source = f"the environment variable {', '.join(names)}" if names else "its value"

@@ -296,3 +296,10 @@ def test_config_errors_name_the_problem_and_never_echo_a_secret(tmp_path, monkey
     result = CliRunner().invoke(cli.main, [*command, "-c", str(path)])
     assert result.exit_code == 1 and "Error:" in result.output and str(path) in result.output, result.output
     assert not [name for name, secret in SECRETS.items() if secret in result.output], result.output
+
+
+def test_a_header_value_read_from_the_environment_loses_its_edge_whitespace(monkeypatch):
+    from mcp_kb.config import header_value
+
+    monkeypatch.setenv("WIKI_TOKEN", "  s3cr3t\t ")
+    assert header_value("Bearer ${WIKI_TOKEN}", "urls.headers.Authorization") == "Bearer   s3cr3t"

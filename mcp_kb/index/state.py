@@ -37,10 +37,15 @@ def local_state_dir(storage: str) -> Path:
     """Where this machine's files about an index live: the index folder itself, or a folder in this
     machine's cache keyed by the location for a remote LanceDB URI and for a folder this process
     cannot write (a read-only mount or snapshot)."""
-    if is_remote_uri(storage) or not is_writable_folder(storage):
+    if not _records_beside_index(storage):
         key = hashlib.sha256(storage.encode()).hexdigest()[:16]
         return cache_root() / key
     return Path(storage)
+
+
+def _records_beside_index(storage: str) -> bool:
+    """Whether this machine keeps its records in the index folder itself (a folder it may write)."""
+    return not is_remote_uri(storage) and is_writable_folder(storage)
 
 
 def is_writable_folder(storage: str) -> bool:
@@ -72,7 +77,7 @@ def read_summary(storage: str, kb: str, store: Callable[[], Store]) -> dict[str,
     """For an index in a folder this machine writes, the local copy (read without opening LanceDB);
     else the store's record (on object storage another machine may have synced; a read-only folder
     was synced elsewhere)."""
-    if is_remote_uri(storage) or not is_writable_folder(storage):
+    if not _records_beside_index(storage):
         return store().read_note(kb, "summary")
     return _read_json(_kb_file(storage, kb, "summary"))
 

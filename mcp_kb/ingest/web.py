@@ -34,9 +34,9 @@ import anyio.from_thread
 import httpx
 
 from ..config import KBConfig, WebSourceConfig
-from ..errors import ConfigError, KBError
+from ..errors import ConfigError, KBError, ParseError
 from .parsers import is_binary_format, is_supported
-from .parsers.text import python_codec
+from .parsers.text import decode_bytes
 from .sources import SkippedFile, SourceFile
 
 _MAX_REDIRECTS = 5
@@ -392,17 +392,12 @@ async def _read_body(response: httpx.Response, limit: int) -> bytes:
 
 
 def as_utf8(body: bytes, charset: str) -> bytes:
-    """A text body in UTF-8, decoded by the charset its server declared: the cached file then reads
-    the same without the header. Bytes that are valid UTF-8 already, a charset Python does not know
-    and a body the declared charset cannot decode are kept as they came (the parser detects)."""
+    """A text body in UTF-8, decoded as the parsers decode (BOM, UTF-8, then the charset its server
+    declared, then detection): the cached file then reads the same without the header. A body no
+    encoding fits is kept as it came, for the parser to report."""
     try:
-        body.decode("utf-8")
-        return body
-    except UnicodeDecodeError:
-        pass
-    try:
-        return body.decode(python_codec(charset)).encode("utf-8")
-    except (LookupError, UnicodeDecodeError):
+        return decode_bytes(body, charset).encode("utf-8")
+    except ParseError:
         return body
 
 

@@ -36,7 +36,7 @@ def decode_bytes(data: bytes, declared: str = "") -> str:
         pass
     if declared:
         try:
-            return data.decode(python_codec(declared))
+            return data.decode(_python_codec(declared))
         except (LookupError, UnicodeDecodeError):
             pass  # an unknown or wrong declaration: detect instead
     best = charset_normalizer.from_bytes(data, cp_isolation=_LEGACY).best() or charset_normalizer.from_bytes(data).best()
@@ -46,7 +46,7 @@ def decode_bytes(data: bytes, declared: str = "") -> str:
     return str(best)
 
 
-def python_codec(charset: str) -> str:
+def _python_codec(charset: str) -> str:
     """Python's codec for a charset label as web pages write it; browsers read the Latin-1 and ASCII
     labels as windows-1252 (WHATWG), and so does this."""
     label = charset.strip().strip("\"'").lower()
