@@ -116,9 +116,9 @@ class App:
                               "seconds": report.get("seconds", {})}}
 
     def sync(self, kb: str | None = None, full: bool = False, progress: ProgressCallback | None = None,
-             wait: bool = True, allow_mass_delete: bool = False) -> list[SyncReport]:
-        reports = sync_all(self.config, self.store, self.embedder, self.tokenizer, kb, full=full, progress=progress,
-                           wait=wait, allow_mass_delete=allow_mass_delete)
+             wait: bool = True, allow_mass_delete: bool = False, reembed: bool = False) -> list[SyncReport]:
+        reports = sync_all(self.config, self.store, self.embedder, lambda: self.tokenizer, kb, full=full,
+                           progress=progress, wait=wait, allow_mass_delete=allow_mass_delete, reembed=reembed)
         for report in reports:  # a model or chunking change that hurts retrieval shows at once
             sample = self.config.get_kb(report.kb).sync.self_check_sample
             if report.rebuilt and sample:
@@ -211,7 +211,7 @@ class App:
     def _kb_status(self, name: str) -> dict[str, Any]:
         kb = self.config.get_kb(name)
         state = self.store.read_state(name)
-        running = is_sync_running(self.store)
+        running = is_sync_running(self.store, name)
         files = self.store.read_files(name)
         last = state.get("last_sync", {})
         return {

@@ -15,6 +15,8 @@ from . import __version__
 from .config import HEALTHY_HIT_RATE, MODES, Config, build_config, config_for_folder, config_target, load_config
 from .errors import KBError
 
+_INTERRUPTED = ("interrupted. The index is consistent: batches committed before the interrupt are kept (during a "
+                "rebuild, searches keep using the previous index), and the next `mcp-kb sync` continues from there")
 _SHOWN_CHARACTERS = 600  # of each passage in `search`'s text output (--json shows all)
 CONFIG_HELP = "kb.toml to use, or a folder to serve with defaults (default: ./kb.toml, or $MCP_KB_CONFIG)"
 
@@ -25,8 +27,8 @@ def _load(config_path: str | None) -> Config:
     if path.is_dir():
         return config_for_folder(path)
     if not path.exists() and not named:
-        raise KBError("no kb.toml here: pass --config FILE, or a folder (mcp-kb serve ./docs); "
-                      "kb.toml.example shows every setting")
+        raise KBError("no kb.toml here: `mcp-kb init` writes a starter, or pass --config FILE, or a folder "
+                      "(mcp-kb serve ./docs)")
     return load_config(path)
 
 
@@ -163,15 +165,46 @@ def chunks(file: Path, config_path: str | None, as_json: bool) -> None:
 
 
 @main.command()
+@click.argument("folder", default="docs")
+@click.option("--config", "-c", "config_path", default="kb.toml", show_default=True, metavar="PATH",
+              help="The file to write.")
+def init(folder: str, config_path: str) -> None:
+    """Write a commented starter kb.toml with one knowledge base over FOLDER (default: ./docs).
+
+    Example:
+
+        mcp-kb init ./handbook && mcp-kb sync
+    """
+    def work():
+        from .config import starter_config
+
+        target = Path(config_path)
+        if target.exists():
+            raise KBError(f"{target} exists and is left as it is: edit it, or pass --config OTHER.toml")
+        try:
+            target.write_text(starter_config(folder, target.parent.resolve()), encoding="utf-8")
+        except OSError as exc:
+            raise KBError(f"cannot write {target}: {exc}") from exc
+        [kb] = load_config(target).kb
+        click.echo(f"wrote {target}: knowledge base {kb.name!r} over {kb.paths[0]}"
+                   f"{'' if kb.paths[0].is_dir() else ' (not there yet: create it and add documents)'}.")
+        click.echo(f"Next: say what the documents are about in its description, then `mcp-kb sync` and "
+                   f"`mcp-kb serve`{'' if target.name == 'kb.toml' else f' with -c {target}'}.")
+
+    _run(work)
+
+
+@main.command()
 @click.argument("kb", required=False)
-@click.option("--full", is_flag=True, help="Rebuild from scratch instead of syncing changes.")
+@click.option("--full", is_flag=True, help="Rebuild from scratch (vectors of unchanged chunks are reused).")
+@click.option("--reembed", is_flag=True, help="Rebuild and embed every chunk again, even with an unchanged model.")
 @click.option("--no-wait", is_flag=True, help="Fail at once if another sync is running.")
 @click.option("--allow-mass-delete", is_flag=True,
               help="Let this sync delete all or most of a KB (refused by default: an unmounted share looks empty).")
 @config_option
 @json_option
-def sync(kb: str | None, full: bool, no_wait: bool, allow_mass_delete: bool, config_path: str | None,
-         as_json: bool) -> None:
+def sync(kb: str | None, full: bool, reembed: bool, no_wait: bool, allow_mass_delete: bool,
+         config_path: str | None, as_json: bool) -> None:
     """Index new and changed files of KB (or all KBs); remove deleted ones.
 
     Example:
@@ -182,9 +215,16 @@ def sync(kb: str | None, full: bool, no_wait: bool, allow_mass_delete: bool, con
         name, config = _kb_or_folder(kb, config_path)
         app = _app(config)
         bar = _ProgressBar() if sys.stderr.isatty() and not as_json else None
-        reports = app.sync(name, full=full, progress=bar, wait=not no_wait, allow_mass_delete=allow_mass_delete)
-        if bar:
-            bar.close()
+        try:
+            reports = app.sync(name, full=full, reembed=reembed, progress=bar, wait=not no_wait,
+                               allow_mass_delete=allow_mass_delete)
+        except KeyboardInterrupt:
+            interrupted = click.ClickException(_INTERRUPTED)
+            interrupted.exit_code = 130  # as a shell reports Ctrl-C
+            raise interrupted from None
+        finally:
+            if bar:
+                bar.close()
         if as_json:
             click.echo(json.dumps([r.to_dict() for r in reports], indent=2, ensure_ascii=False))
         else:
@@ -222,6 +262,10 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
             click.echo(f"{item['name']}: {item['files']} files, {item['chunks']} chunks; last sync "
                        f"{item['last_sync'] or 'never'} ({item['last_outcome']}); model {model}; "
                        f"index {item['index_state'] or '-'}")
+            if item["sync_running"]:
+                progress = item["progress"]
+                click.echo(f"  syncing now: {progress['done']} of {progress['total']} files indexed" if progress
+                           else "  syncing now: reading its sources")
             if item["health"]:
                 click.echo(f"  {_hit_rates(item['health'])}")
             if item["last_error"]:
@@ -450,10 +494,15 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
             raise KBError(f"{folder} is a folder and --config names {config_path}: give one of them, not both")
         config = _load(folder or config_path)
         settings = config.server
+        chosen = transport or settings.transport
+        if chosen == "stdio" and (host or port is not None):
+            option = "--port" if port is not None else "--host"
+            raise KBError(f"{option} is for the HTTP transports, and this server speaks stdio: add --transport http "
+                          f"(or sse), or set [server] transport")
         if read_only is not None:
             settings = settings.model_copy(update={"read_only": read_only})
         config = config.model_copy(update={"server": settings})
-        run_server(App(config), transport or settings.transport, host or settings.host,
+        run_server(App(config), chosen, host or settings.host,
                    settings.port if port is None else port, settings.token)
 
     _run(work)
@@ -532,8 +581,9 @@ def fetch(target: Path | None, config_path: str | None) -> None:
                 shutil.copytree(folders["embedding"], target, dirs_exist_ok=True)  # copies what links point at
             except OSError as exc:
                 raise KBError(f"cannot copy the model into {target}: {exc}") from exc
-            click.echo(f"copied to {target}; on a machine without network set [embedding] model_path = "
-                       f"\"{target.resolve()}\" (or MCP_KB_EMBEDDING_MODEL_PATH)")
+            click.echo(f"copied to {target}; on a machine without network set both [embedding] model = "
+                       f"\"{config.embedding.model}\" and model_path = \"{target.resolve()}\" (or "
+                       f"MCP_KB_EMBEDDING_MODEL and MCP_KB_EMBEDDING_MODEL_PATH)")
 
     _run(work)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import json
 import logging
 import os
 import re
@@ -405,6 +406,14 @@ class Config(_Strict):
     def _storage_shorthand(cls, value: Any) -> Any:
         return {"uri": value} if isinstance(value, str) else value
 
+    @field_validator("kb", mode="before")
+    @classmethod
+    def _kb_tables(cls, value: Any) -> Any:
+        if isinstance(value, dict):  # `[kb]` where `[[kb]]` was meant
+            raise ValueError("written as one table [kb]; each knowledge base is an array table: write [[kb]] "
+                             "(two brackets)")
+        return value
+
     @model_validator(mode="after")
     def _names_are_unique(self) -> Config:
         for what, names in (("KB name", [k.name for k in self.kb]),
@@ -444,10 +453,14 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found (create one from kb.toml.example)") from None
+        raise ConfigError(f"{path}: config file not found (`mcp-kb init` writes a starter)") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    return build_config(raw, base_dir=path.parent.resolve(), source=path)
+    config = build_config(raw, base_dir=path.parent.resolve(), source=path)
+    if not config.kb:
+        raise ConfigError(f"{path}: no knowledge base: add a [[kb]] table with name, description and paths "
+                          f"(`mcp-kb init` writes a commented starter)")
+    return config
 
 
 def config_for_folder(folder: str | os.PathLike[str]) -> Config:
@@ -459,12 +472,27 @@ def config_for_folder(folder: str | os.PathLike[str]) -> Config:
     folder = Path(folder).resolve()
     if not folder.is_dir():
         raise ConfigError(f"{folder}: not a folder")
-    name = re.sub(r"[^A-Za-z0-9_-]", "_", folder.name)[:64] or "docs"
+    name = kb_name_for(folder)
     key = hashlib.sha256(str(folder).encode()).hexdigest()[:8]
     raw = {"storage": str(Path(default_storage()).parent / "folders" / f"{name}-{key}"),
            "kb": [{"name": name, "description": f"Documents from the folder '{folder.name}'", "paths": [str(folder)],
                    "sync": {"on_start": True, "watch": True}}]}
     return build_config(raw, base_dir=folder, source=None)
+
+
+def kb_name_for(folder: Path) -> str:
+    """A valid KB name made from a folder's name."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", folder.name)[:64] or "docs"
+
+
+def starter_config(folder: str, base_dir: Path) -> str:
+    """The commented starter kb.toml `mcp-kb init` writes, with one KB over `folder`."""
+    from importlib.resources import files
+
+    where = (base_dir / folder).resolve()
+    values = {"name": kb_name_for(where), "description": f"Documents from the folder '{where.name}'", "folder": folder}
+    template = files(__package__).joinpath("starter.toml").read_text(encoding="utf-8")
+    return template.format(**{key: json.dumps(value, ensure_ascii=False) for key, value in values.items()})
 
 
 def config_target(given: str | None) -> tuple[Path, bool]:

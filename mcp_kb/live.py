@@ -34,14 +34,14 @@ class SyncRunner:
         self.notify = notify
         self.syncs_started = 0  # how many syncs were asked for (the debounce tests count them)
 
-    async def sync(self, kb: str | None = None, full: bool = False, progress: ProgressCallback | None = None,
-                   wait: bool = True, allow_mass_delete: bool = False) -> list[SyncReport]:
-        """Sync one KB or all; raises KBError (the failure is also recorded in the KB's status)."""
+    async def sync(self, kb: str | None = None, progress: ProgressCallback | None = None,
+                   **options: bool) -> list[SyncReport]:
+        """Sync one KB or all, with App.sync's options; raises KBError (the failure is also recorded in
+        the KB's status)."""
         self.syncs_started += 1
         names = [k.name for k in self.app.config.select(kb)]
         try:
-            return await anyio.to_thread.run_sync(lambda: self.app.sync(kb, full=full, progress=progress, wait=wait,
-                                                                        allow_mass_delete=allow_mass_delete))
+            return await anyio.to_thread.run_sync(lambda: self.app.sync(kb, progress=progress, **options))
         finally:
             if self.notify:
                 for name in names:

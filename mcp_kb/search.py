@@ -129,9 +129,8 @@ class Searcher:
             if generation is not None:
                 raise SearchError(f"the index of knowledge base {kb.name!r} has lost its tables; run "
                                   f"`mcp-kb sync {kb.name}` to rebuild it")
-            if is_sync_running(self.store):
-                raise SearchError(f"knowledge base {kb.name!r} is being indexed for the first time; "
-                                  f"try again in a moment (kb://{kb.name}/status says when it is done)")
+            if is_sync_running(self.store, kb.name):  # nothing committed yet: an empty answer that says why
+                return SearchResult([], request.mode, notes=self._incomplete_index_notes(kb.name))
             raise SearchError(f"knowledge base {kb.name!r} has not been synced yet; run `mcp-kb sync {kb.name}` "
                               f"(or call the sync_knowledge_base tool)")
         # Generation ids never repeat, so a rebuilt index never meets the answers of the old one.
@@ -153,8 +152,8 @@ class Searcher:
         """Until a KB's first sync has finished, every answer says the index is incomplete, and how far it is."""
         if is_complete(self.store.read_state(kb)):
             return []
-        if is_sync_running(self.store):
-            progress = read_progress(self.store, kb)  # written per batch; not yet at the very start
+        if is_sync_running(self.store, kb):
+            progress = read_progress(self.store, kb, running=True)  # written per batch; not yet at the very start
             done = f": {progress['done']} of {progress['total']} files indexed so far" if progress else ""
             return [f"indexing in progress{done}; these results may be incomplete, search again when it is done "
                     f"(kb://{kb}/status)"]

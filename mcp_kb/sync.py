@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[int, int, str], None]
 _BATCH_FILES = 32  # files per commit: small enough to lose little to a crash, large enough to amortize commits
+_EMBED_SLICE = 128  # chunks embedded between two progress reports (a batch of large files holds thousands)
 # A sync that would delete at least this many documents, and more than [kb.sync] max_delete_share of
 # a KB, is refused without --allow-mass-delete (as is any sync whose paths yield no file at all).
 MASS_DELETE_MIN_FILES = 20
@@ -108,21 +109,24 @@ class SyncReport:
         return "\n".join(parts)
 
 
-def sync_all(config: Config, store: Store, embedder: Embedder, counter: TokenCounter, kb_name: str | None = None,
-             full: bool = False, progress: ProgressCallback | None = None, wait: bool = True,
-             allow_mass_delete: bool = False) -> list[SyncReport]:
-    """Sync one KB or all of them, holding the storage's writer lock."""
+def sync_all(config: Config, store: Store, embedder: Embedder, load_counter: Callable[[], TokenCounter],
+             kb_name: str | None = None, full: bool = False, progress: ProgressCallback | None = None,
+             wait: bool = True, allow_mass_delete: bool = False, reembed: bool = False) -> list[SyncReport]:
+    """Sync one KB or all of them, holding the storage's writer lock. `full` rebuilds (reusing the
+    vectors of unchanged chunks when the model is unchanged); `reembed` rebuilds and embeds every chunk."""
     kbs = config.select(kb_name)
     check_writable(store)
     with sync_lock(store, [kb.name for kb in kbs], wait=wait):
-        return [sync_kb(store, kb, embedder, counter, full=full, progress=progress,
-                        allow_mass_delete=allow_mass_delete)
+        return [sync_kb(store, kb, embedder, load_counter, full=full, progress=progress,
+                        allow_mass_delete=allow_mass_delete, reembed=reembed)
                 for kb in kbs]
 
 
-def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounter, full: bool = False,
-            progress: ProgressCallback | None = None, allow_mass_delete: bool = False) -> SyncReport:
-    """Bring one KB's tables in step with its files; the caller holds the sync lock.
+def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callable[[], TokenCounter],
+            full: bool = False, progress: ProgressCallback | None = None, allow_mass_delete: bool = False,
+            reembed: bool = False) -> SyncReport:
+    """Bring one KB's tables in step with its files; the caller holds the sync lock. The token
+    counter (the model's tokenizer) is loaded inside, so a missing one is this KB's recorded failure.
 
     Nothing destructive happens before its preconditions hold: the sources were read (a missing
     root raises, a mass deletion is refused), and for a rebuild the model has embedded a test
@@ -135,6 +139,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounte
     progress = _recording_progress(store, kb.name, progress)
     try:
         with timer("prepare"):
+            counter = load_counter()
             fingerprints = _fingerprints(kb, embedder, counter)
             state = store.read_state(kb.name)
             active = generation_of(state)
@@ -147,7 +152,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounte
             unreadable = [s for s in scan.skipped if s.unreadable]
             _refuse_mass_delete(kb, active_files, {f.doc_id for f in scan.files}, unreadable, allow_mass_delete)
         with timer("prepare"):
-            target, reuse_from = _target_generation(store, kb, embedder, state, fingerprints, full, report)
+            target, reuse_from = _target_generation(store, kb, embedder, state, fingerprints, full, reembed, report)
             indexed = active_files if target == active else store.read_files(kb.name, target)
         with timer("hash"):
             hash_by_path, hash_failures = _hash_files(scan.files, {**active_files, **indexed})
@@ -169,7 +174,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounte
         unchanged = set(plan.unchanged)
         report.failures += [{"path": p, "reason": r.reason} for p, r in files.items()
                             if r.status == "failed" and p in unchanged]
-        report.files_failed = len(report.failures)
+        _count_each_file_once(report, plan)
         report.seconds["total"] = round(time.perf_counter() - wall_start, 3)
         titles = store.view(kb.name, target).document_titles(_TITLES_IN_SUMMARY)
         write_summary(store, kb.name, _summary(files, report, titles))
@@ -184,6 +189,15 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, counter: TokenCounte
         raise
     finally:
         clear_progress(store, kb.name)
+
+
+def _count_each_file_once(report: SyncReport, plan: SyncPlan) -> None:
+    """A failed file is counted as failed only, not also as added, changed or unchanged."""
+    failed = {failure["path"] for failure in report.failures}
+    report.files_added = len(set(plan.added) - failed)
+    report.files_changed = len(set(plan.changed) - failed)
+    report.files_unchanged = len(set(plan.unchanged) - failed)
+    report.files_failed = len(failed)
 
 
 def _with_crawl(store: Store, kb: KBConfig, scan: SourceScan, known: list[str], report: SyncReport,
@@ -239,7 +253,8 @@ def _refuse_mass_delete(kb: KBConfig, active_files: dict[str, FileRecord], prese
 
 
 def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: dict[str, Any],
-                       fingerprints: dict[str, Any], full: bool, report: SyncReport) -> tuple[str, str | None]:
+                       fingerprints: dict[str, Any], full: bool, reembed: bool,
+                       report: SyncReport) -> tuple[str, str | None]:
     """The generation this sync writes, and the one whose vectors it may reuse.
 
     Normally the active one. A first sync builds in place (searchable as it fills); a rebuild
@@ -248,7 +263,7 @@ def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: di
     """
     active = generation_of(state)
     missing = active is not None and store.chunk_table(kb.name, active) is None
-    reason = _rebuild_reason(state, fingerprints, full, missing)
+    reason = _rebuild_reason(state, fingerprints, full, reembed, missing)
     if not reason:  # an interrupted rebuild no longer wanted goes when this sync switches state and drops
         return active, None
     _check_model(embedder)  # before anything is created, switched or dropped
@@ -270,7 +285,7 @@ def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: di
     store.drop_generations(kb.name, keep={active, target})
     store.create_generation(kb.name, target, schema)
     same_model = state.get("model") == fingerprints["model"] and not missing
-    return target, active if same_model and not full else None
+    return target, active if same_model and not reembed else None
 
 
 def _check_model(embedder: Embedder) -> None:
@@ -281,11 +296,14 @@ def _check_model(embedder: Embedder) -> None:
                          f"(expected {embedder.identity.dimension} finite numbers); the index was left as it was")
 
 
-def _rebuild_reason(state: dict[str, Any], fingerprints: dict[str, Any], full: bool, missing: bool) -> str:
+def _rebuild_reason(state: dict[str, Any], fingerprints: dict[str, Any], full: bool, reembed: bool,
+                    missing: bool) -> str:
     if "model" not in state:
         return "first sync"
     if missing:
         return "the index tables were missing"
+    if reembed:
+        return "--reembed requested"
     if full:
         return "--full requested"
     for key, what in (("model", "embedding model"), ("chunking", "chunking settings"),
@@ -378,7 +396,13 @@ def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | No
             parsed, parse_seconds = pending.result()
             timer.add("parse", parse_seconds)
             pending = pool.submit(parse_batch, batches[index + 1]) if index + 1 < len(batches) else None
-            _write_batch(store, kb, target, reuse_from, embedder, parsed, report, timer)
+
+            def embedding(embedded: int, total: int) -> None:  # progress moves while a batch embeds
+                files = done + len(parsed) * embedded // max(total, 1)
+                progress(files, len(todo), f"{kb.name}: indexed {files}/{len(todo)} files "
+                                           f"(embedding {embedded}/{total} chunks of this batch)")
+
+            _write_batch(store, kb, target, reuse_from, embedder, parsed, report, timer, embedding)
             done += len(parsed)
             progress(done, len(todo), f"{kb.name}: indexed {done}/{len(todo)} files")
 
@@ -400,7 +424,7 @@ def document_chunks(document: Document, settings: ChunkingConfig, counter: Token
     except Exception as exc:  # a chunker bug on odd input fails this file, not the sync
         raise ParseError(f"chunking failed: {type(exc).__name__}: {exc}") from exc
     if not chunks:
-        raise ParseError("nothing to index: the file has no text (it is empty or holds only headings)")
+        raise ParseError("nothing to index: the file has no text")
     return chunks
 
 
@@ -414,11 +438,12 @@ def _parse(source: SourceFile, file_hash: str, kb: KBConfig, counter: TokenCount
 
 
 def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
-                 parsed: list[_ParsedFile], report: SyncReport, timer: _Timer) -> None:
+                 parsed: list[_ParsedFile], report: SyncReport, timer: _Timer,
+                 embedding: Callable[[int, int], None]) -> None:
     chunks = [chunk for item in parsed for chunk in item.chunks]
     try:
         with timer("embed"):
-            vectors = _vectors_for(store, kb.name, target, reuse_from, embedder, chunks, report)
+            vectors = _vectors_for(store, kb.name, target, reuse_from, embedder, chunks, report, embedding)
     except ModelError as exc:
         if report.rebuilt:  # a rebuild switches only when whole; the next sync resumes it
             raise
@@ -438,7 +463,7 @@ def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None
     for item in parsed:
         if item.error:
             report.failures.append({"path": item.source.doc_id, "reason": item.error})
-            log.warning("%s: skipped %s: %s", kb.name, item.source.doc_id, item.error)
+            log.info("%s: failed %s: %s", kb.name, item.source.doc_id, item.error)  # the summary lists it
 
 
 def _rows_of(kb: KBConfig, schema: pa.Schema, item: _ParsedFile, vectors: dict[str, Any]) -> pa.Table:
@@ -453,16 +478,18 @@ def _rows_of(kb: KBConfig, schema: pa.Schema, item: _ParsedFile, vectors: dict[s
 
 
 def _vectors_for(store: Store, kb: str, target: str, reuse_from: str | None, embedder: Embedder,
-                 chunks: list[Chunk], report: SyncReport) -> dict[str, Any]:
-    """A vector per content hash: stored ones reused (also from the generation being replaced), the rest embedded."""
+                 chunks: list[Chunk], report: SyncReport, embedding: Callable[[int, int], None]) -> dict[str, Any]:
+    """A vector per content hash: stored ones reused (also from the generation being replaced), the rest
+    embedded a slice at a time, telling `embedding(done, total)` after each."""
     wanted = {chunk.content_hash: chunk.embed_text for chunk in chunks}
     vectors: dict[str, Any] = store.vectors_by_content_hash(kb, target, list(wanted))
     if reuse_from is not None:
         vectors.update(store.vectors_by_content_hash(kb, reuse_from, [h for h in wanted if h not in vectors]))
     missing = [h for h in wanted if h not in vectors]
-    if missing:
-        embedded = embedder.embed_batch([wanted[h] for h in missing])
-        vectors.update(zip(missing, embedded))
+    for start in range(0, len(missing), _EMBED_SLICE):
+        hashes = missing[start:start + _EMBED_SLICE]
+        vectors.update(zip(hashes, embedder.embed_batch([wanted[h] for h in hashes])))
+        embedding(start + len(hashes), len(missing))
     report.chunks_embedded += len(missing)
     tokens = {chunk.content_hash: chunk.n_tokens for chunk in chunks}
     report.tokens_embedded += sum(tokens[h] for h in missing)

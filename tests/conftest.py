@@ -30,6 +30,14 @@ def embedding_config():
 
 
 @pytest.fixture(scope="session")
+def model_folder(embedding_config, embedder) -> Path:
+    """The folder of the model the tests were given (a variable, ../shared, or fastembed's download)."""
+    from mcp_kb.models.fastembed import tokenizer_dir
+
+    return tokenizer_dir(embedding_config)
+
+
+@pytest.fixture(scope="session")
 def tokenizer(embedding_config):
     from mcp_kb.models.fastembed import load_tokenizer
 

@@ -8,6 +8,24 @@ SHARED = Path(__file__).resolve().parents[2] / "shared"
 OFFLINE_MODEL = SHARED / "models" / "all-MiniLM-L6-v2-onnx"
 
 
+def cjk_font() -> Path | None:
+    """A font that draws Latin and Chinese text, for tests that read text back from images by OCR:
+    $MCP_KB_TEST_FONT, else a Chinese font the system has (Debian: fonts-wqy-microhei), else ../shared's."""
+    import os
+    import shutil
+    import subprocess
+
+    if os.environ.get("MCP_KB_TEST_FONT"):
+        return Path(os.environ["MCP_KB_TEST_FONT"])
+    if shutil.which("fc-list"):
+        listed = subprocess.run(["fc-list", ":lang=zh-cn", "file"], capture_output=True, text=True).stdout
+        fonts = sorted(line.rstrip(": ") for line in listed.splitlines() if line.strip())
+        if fonts:
+            return Path(fonts[0])
+    shared = SHARED / "fonts" / "wqy-microhei.ttc"
+    return shared if shared.is_file() else None
+
+
 def write(path: Path, text: str, encoding: str = "utf-8") -> Path:
     """Write a text file, creating its folders."""
     path.parent.mkdir(parents=True, exist_ok=True)

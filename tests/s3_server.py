@@ -27,11 +27,14 @@ class S3Server:
     def drop(self) -> None:
         """Stop answering, as a store that went away (the buckets stay in this process)."""
         self.moto.stop()
+        self.moto = None
 
     def restore(self) -> None:
-        """Answer again at the same address, with the same buckets."""
+        """Answer again at the same address, with the same buckets (nothing to do when answering)."""
         from moto.server import ThreadedMotoServer
 
+        if self.moto is not None:
+            return
         host, port = self.endpoint.removeprefix("http://").split(":")
         self.moto = ThreadedMotoServer(ip_address=host, port=int(port), verbose=False)
         self.moto.start()
@@ -77,5 +80,6 @@ def serve_s3() -> Iterator[S3Server]:
     try:
         yield s3
     finally:
-        s3.moto.stop()
+        if s3.moto is not None:
+            s3.moto.stop()
         os.unlink(recording.name)

@@ -45,6 +45,6 @@ def test_document_text_is_served_for_members_only(app, tmp_path):
 def test_chunks_preview_uses_the_sync_pipeline(app, tmp_path):
     chunks, notes = app.chunks(tmp_path / "docs" / "guide.md")
     assert [c.heading for c in chunks] == ["Guide › Install"] and notes == ()
-    write(tmp_path / "headings.md", "# Only a title\n")
+    write(tmp_path / "front-matter.md", "---\ntitle: Draft\n---\n")
     with pytest.raises(ParseError, match="nothing to index"):
-        app.chunks(tmp_path / "headings.md")
+        app.chunks(tmp_path / "front-matter.md")

@@ -64,7 +64,23 @@ def test_missing_config_explains_how_to_start(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MCP_KB_CONFIG", raising=False)
     result = CliRunner().invoke(main, ["status"])
-    assert result.exit_code == 1 and "no kb.toml here" in result.output
+    assert result.exit_code == 1 and "no kb.toml here: `mcp-kb init` writes a starter" in result.output
+
+
+def test_init_writes_a_starter_that_syncs_and_never_overwrites(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
+    write(tmp_path / "team handbook" / "leave.md", "# Leave\n\nAnnual leave is requested in the HR portal.\n")
+    written = _run("init", "team handbook")
+    assert written.exit_code == 0 and "knowledge base 'team_handbook'" in written.output
+    starter = (tmp_path / "kb.toml").read_text(encoding="utf-8")
+    assert "description = \"Documents from the folder 'team handbook'\"" in starter and "# model_path" in starter
+    assert "team_handbook: 1 added" in _run("sync").output
+    found = json.loads(_run("search", "team_handbook", "annual leave", "--json").output)
+    assert found["results"][0]["source"] == "leave.md"
+    again = CliRunner().invoke(main, ["init", "elsewhere"])
+    assert again.exit_code == 1 and "kb.toml exists and is left as it is" in again.output
+    assert (tmp_path / "kb.toml").read_text(encoding="utf-8") == starter
 
 
 def test_zero_config_folder(project, monkeypatch):
@@ -79,7 +95,7 @@ def test_filter_options_parse_into_filter_objects():
         "draft": True}
 
 
-COMMANDS = ["check", "chunks", "sync", "status", "stats", "search", "eval", "serve", "watch", "model", "model fetch"]
+COMMANDS = ["init", "check", "chunks", "sync", "status", "stats", "search", "eval", "serve", "watch", "model", "model fetch"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -215,3 +231,39 @@ def _served_search(config: Path) -> str:
             return result.content[0].text
 
     return anyio.run(ask)
+
+
+def test_status_shows_the_running_sync_of_its_kb_only_and_a_second_sync_names_it(project):
+    from mcp_kb.config import load_config
+    from mcp_kb.index.state import sync_lock, write_progress
+    from mcp_kb.index.store import Store
+
+    write(project / "wiki" / "home.md", "# Home\n\nThe team wiki.\n")
+    with open(project / "kb.toml", "a", encoding="utf-8") as config:
+        config.write('[[kb]]\nname = "wiki"\ndescription = "Wiki"\npaths = ["wiki"]\n')
+    store = Store.of(load_config(project / "kb.toml").storage)
+    with sync_lock(store, ["docs"]):
+        write_progress(store, "docs", 3, 10)
+        shown = _run("status").output
+        busy = CliRunner().invoke(main, ["sync", "wiki", "--no-wait"])
+    docs, wiki = (shown.split(f"\n{name}: ")[1] for name in ("docs", "wiki"))
+    assert "syncing now: 3 of 10 files indexed" in docs and "syncing now" not in wiki
+    assert busy.exit_code == 1 and "a sync of docs is already running" in busy.output
+
+
+def test_ctrl_c_during_a_sync_says_the_index_is_consistent_and_the_next_sync_continues(project, monkeypatch):
+    from mcp_kb.app import App
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(App, "sync", interrupted)
+    result = CliRunner().invoke(main, ["sync"])
+    assert result.exit_code == 130 and "Aborted!" not in result.output
+    assert result.output.startswith("Error: interrupted. The index is consistent") and "next `mcp-kb sync` continues" in result.output
+
+
+def test_serve_refuses_a_port_for_stdio(project):
+    result = CliRunner().invoke(main, ["serve", "--port", "9000"])
+    assert result.exit_code == 1
+    assert "--port is for the HTTP transports, and this server speaks stdio: add --transport http" in result.output

@@ -58,10 +58,21 @@ def test_missing_path_loads_so_an_existing_index_can_still_be_served(tmp_path):
     assert load_config(path).kb[0].paths == [tmp_path / "nowhere"]
 
 
-def test_duplicate_kb_names_are_refused(tmp_path):
+def test_duplicate_kb_names_are_refused_naming_the_file_and_key_only(tmp_path):
     kb = '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n'
-    with pytest.raises(ConfigError, match="duplicate KB name 'docs'"):
-        load_config(_write_toml(tmp_path, kb + kb))
+    with pytest.raises(ConfigError) as error:
+        load_config(_write_toml(tmp_path, '[embedding]\nmodel_path = "/private/models/x"\n' + kb + kb))
+    assert str(error.value) == f"{tmp_path / 'kb.toml'}: duplicate KB name 'docs': every knowledge base needs its own"
+
+
+def test_a_single_kb_table_says_to_write_two_brackets(tmp_path):
+    with pytest.raises(ConfigError, match=r"kb: written as one table \[kb\].*write \[\[kb\]\] \(two brackets\)"):
+        load_config(_write_toml(tmp_path, '[kb]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n'))
+
+
+def test_a_config_without_a_knowledge_base_says_what_to_add(tmp_path):
+    with pytest.raises(ConfigError, match=r"kb.toml: no knowledge base: add a \[\[kb\]\] table.*mcp-kb init"):
+        load_config(_write_toml(tmp_path, 'storage = "index"\n'))
 
 
 def test_duplicate_tool_names_are_refused(tmp_path):
@@ -83,7 +94,7 @@ def test_invalid_toml_names_the_file(tmp_path):
 
 
 def test_missing_config_file_says_how_to_start(tmp_path):
-    with pytest.raises(ConfigError, match="kb.toml.example"):
+    with pytest.raises(ConfigError, match=r"absent.toml: config file not found \(`mcp-kb init` writes a starter\)"):
         load_config(tmp_path / "absent.toml")
 
 
@@ -160,19 +171,23 @@ from hypothesis import strategies as st  # noqa: E402
 _values = st.one_of(st.none(), st.booleans(), st.integers(min_value=-10**30, max_value=10**30),
                     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
                     st.lists(st.text(max_size=5), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
-_keys = st.sampled_from([
-    ("storage",), ("embedding", "batch_size"), ("embedding", "threads"), ("server", "port"), ("server", "transport"),
-    ("server", "allowed_hosts"), ("kb", "name"), ("kb", "description"), ("kb", "paths"), ("kb", "include"),
-    ("kb", "max_file_size_mb"), ("kb", "tool_name"), ("kb", "metadata"), ("kb", "filterable"),
-    ("kb", "chunking", "max_tokens"), ("kb", "chunking", "overlap"), ("kb", "search", "top_k"),
-    ("kb", "search", "mode"), ("kb", "search", "min_score"), ("kb", "sync", "interval"),
-    ("kb", "sync", "max_delete_share"), ("kb", "sync", "debounce"), ("kb", "unknown_key"),
-])
+# Each key with the types a value must have to be accepted (strict: a bool is no number, "5" no integer).
+_NUMBER = (int, float)
+_ACCEPTS = {
+    ("storage",): (str, dict), ("embedding", "batch_size"): (int,), ("embedding", "threads"): (int, type(None)),
+    ("server", "port"): (int,), ("server", "transport"): (str,), ("server", "allowed_hosts"): (list,),
+    ("kb", "name"): (str,), ("kb", "description"): (str,), ("kb", "paths"): (list,), ("kb", "include"): (list,),
+    ("kb", "max_file_size_mb"): _NUMBER, ("kb", "tool_name"): (str, type(None)), ("kb", "metadata"): (dict,),
+    ("kb", "filterable"): (dict,), ("kb", "chunking", "max_tokens"): (int,), ("kb", "chunking", "overlap"): (int,),
+    ("kb", "search", "top_k"): (int,), ("kb", "search", "mode"): (str,), ("kb", "search", "min_score"): _NUMBER,
+    ("kb", "sync", "interval"): _NUMBER + (type(None),), ("kb", "sync", "max_delete_share"): _NUMBER,
+    ("kb", "sync", "debounce"): _NUMBER, ("kb", "unknown_key"): (),
+}
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(key=_keys, value=_values)
-def test_any_value_is_accepted_or_refused_with_the_key_named(tmp_path, key, value):
+@given(key=st.sampled_from(sorted(_ACCEPTS)), value=_values)
+def test_any_value_is_refused_with_the_key_named_unless_it_has_the_keys_type(tmp_path, key, value):
     raw = {"kb": [{"name": "docs", "description": "d", "paths": ["docs"]}]}
     node = raw["kb"][0] if key[0] == "kb" else raw
     for part in key[1 if key[0] == "kb" else 0:-1]:
@@ -182,6 +197,8 @@ def test_any_value_is_accepted_or_refused_with_the_key_named(tmp_path, key, valu
         build_config(raw, base_dir=tmp_path, source=None)
     except ConfigError as error:
         assert key[-1] in str(error), str(error)
+    else:
+        assert type(value) in _ACCEPTS[key], f"{key} accepted {value!r}"
 
 
 def test_environment_variables_override_the_file(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 from fake_hub import FakeHub, serve_hub
-from helpers import OFFLINE_MODEL, write
+from helpers import write
 
 from mcp_kb.config import EmbeddingConfig
 from mcp_kb.errors import ModelError
@@ -32,6 +32,15 @@ def test_missing_model_folder_says_how_to_fix(tmp_path):
     broken = FastEmbedder(EmbeddingConfig(model="sentence-transformers/all-MiniLM-L6-v2", model_path=str(tmp_path)))
     with pytest.raises(ModelError, match="has no model.onnx.*model_path"):
         broken.embed_query("x")
+
+
+def test_a_folder_of_another_model_names_both_settings(tmp_path):
+    (tmp_path / "model.onnx").write_bytes(b"weights of all-MiniLM-L6-v2")
+    other = FastEmbedder(EmbeddingConfig(model="sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2",
+                                         model_path=str(tmp_path)))
+    with pytest.raises(ModelError, match=r"does not hold the configured model .*paraphrase-multilingual.*"
+                                         r"model_optimized\.onnx; the folder has model\.onnx.*MCP_KB_EMBEDDING_MODEL\)"):
+        other.embed_query("x")
 
 
 def test_tokenizer_knows_where_the_model_truncates(embedding_config):
@@ -66,9 +75,9 @@ HUB_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "special_
 
 
 @pytest.fixture
-def hub():
-    """The offline model served as a model hub on 127.0.0.1: downloads run for real."""
-    with serve_hub(FakeHub(HUB_REPO, OFFLINE_MODEL, HUB_FILES)) as served:
+def hub(model_folder):
+    """The tests' model served as a model hub on 127.0.0.1: downloads run for real."""
+    with serve_hub(FakeHub(HUB_REPO, model_folder, HUB_FILES)) as served:
         yield served
 
 
@@ -107,7 +116,8 @@ def test_model_fetch_then_status_names_the_source_and_the_copy_serves_offline(tm
 
     fetched = _mcp_kb(tmp_path, hub.url, "model", "fetch", "--to", "models/minilm")
     assert fetched.returncode == 0, fetched.stderr
-    assert "copied to" in fetched.stdout and "model_path" in fetched.stdout
+    assert "copied to" in fetched.stdout
+    assert 'model = "sentence-transformers/all-MiniLM-L6-v2" and model_path' in fetched.stdout
     assert "model.onnx" in hub.fetched
     assert "fastembed cache" in _mcp_kb(tmp_path, hub.url, "status", "docs").stdout
 

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 from fake_embeddings import EmbeddingService, serve_embeddings
-from helpers import OFFLINE_MODEL, write
+from helpers import write
 
 from mcp_kb.app import App
 from mcp_kb.errors import ModelError
@@ -30,14 +30,19 @@ def docs(tmp_path):
     return tmp_path / "docs"
 
 
-def _app(make_config, docs, service, **embedding) -> App:
-    settings = {"provider": "openai", "base_url": service.url, "model": service.model,
-                "tokenizer_path": str(OFFLINE_MODEL), "max_input_tokens": 256, "max_retries": 2, **embedding}
-    return App(make_config({"name": "docs", "description": "d", "paths": [str(docs)]}, embedding=settings))
+@pytest.fixture
+def remote_app(make_config, docs, service, model_folder):
+    """An App over `docs` embedding through the service, counting tokens with the tests' model folder."""
+    def make(**embedding) -> App:
+        settings = {"provider": "openai", "base_url": service.url, "model": service.model,
+                    "tokenizer_path": str(model_folder), "max_input_tokens": 256, "max_retries": 2, **embedding}
+        return App(make_config({"name": "docs", "description": "d", "paths": [str(docs)]}, embedding=settings))
+
+    return make
 
 
-def test_sync_and_search_through_the_service_match_the_local_model(make_config, make_app, docs, service):
-    remote = _app(make_config, docs, service)
+def test_sync_and_search_through_the_service_match_the_local_model(make_app, docs, remote_app):
+    remote = remote_app()
     [report] = remote.sync()
     assert report.files_added == 3 and not report.failures
     local = make_app({"name": "docs", "description": "d", "paths": [str(docs)]},
@@ -50,27 +55,27 @@ def test_sync_and_search_through_the_service_match_the_local_model(make_config, 
         assert np.allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
 
 
-def test_identity_names_the_service_and_switching_provider_rebuilds(make_config, make_app, docs, service):
+def test_identity_names_the_service_and_switching_provider_rebuilds(make_app, docs, service, remote_app):
     local = make_app({"name": "docs", "description": "d", "paths": [str(docs)]})
     local.sync()
-    [report] = _app(make_config, docs, service).sync()
+    [report] = remote_app().sync()
     assert "embedding model changed" in report.rebuilt and "openai-compatible" in report.rebuilt
-    status = _app(make_config, docs, service).status("docs")[0]
+    status = remote_app().status("docs")[0]
     assert status["model"]["name"] == f"openai-compatible {service.url} {service.model}"
     assert status["model"]["dimension"] == 384
 
 
-def test_429_with_retry_after_is_waited_for_and_retried(make_config, docs, service):
+def test_429_with_retry_after_is_waited_for_and_retried(service, remote_app):
     service.faults.status, service.faults.status_count, service.faults.retry_after = 429, 2, "1"
-    [report] = _app(make_config, docs, service).sync()
+    [report] = remote_app().sync()
     assert report.files_added == 3 and not report.failures
     refused = [t for t, _, status in service.requests if status == 429]
     after = [t for t, _, status in service.requests if not status]
     assert len(refused) == 2 and after[0] - refused[-1] >= 0.9  # Retry-After: 1 was honoured
 
 
-def test_a_batch_that_keeps_failing_fails_its_files_only_and_the_next_sync_retries(make_config, docs, service):
-    app = _app(make_config, docs, service, max_retries=1)
+def test_a_batch_that_keeps_failing_fails_its_files_only_and_the_next_sync_retries(docs, service, remote_app):
+    app = remote_app(max_retries=1)
     app.sync()
     write(docs / "new.md", "# New\n\nThe parking garage opens at seven.\n")
     write(docs / "leave.md", "# Leave\n\nAnnual leave is now requested in the new HR app.\n")
@@ -86,8 +91,8 @@ def test_a_batch_that_keeps_failing_fails_its_files_only_and_the_next_sync_retri
     assert "new HR app" in app.search("docs", "annual leave", mode="keyword", top_k=1).hits[0].text
 
 
-def test_a_changed_dimension_fails_the_batch_then_rebuilds_with_the_reason(make_config, docs, service):
-    app = _app(make_config, docs, service)
+def test_a_changed_dimension_fails_the_batch_then_rebuilds_with_the_reason(docs, service, remote_app):
+    app = remote_app()
     app.sync()
     service.faults.dimension = 128  # the service now runs another model under the same name
     write(docs / "travel.md", "# Travel\n\nTrains are booked through the travel desk too.\n")
@@ -100,21 +105,21 @@ def test_a_changed_dimension_fails_the_batch_then_rebuilds_with_the_reason(make_
     assert app.search("docs", "economy class flights", mode="vector", top_k=1).hits[0].source == "travel.md"
 
 
-def test_malformed_answers_and_refused_keys_say_what_is_wrong(make_config, docs, service, monkeypatch):
+def test_malformed_answers_and_refused_keys_say_what_is_wrong(service, monkeypatch, remote_app):
     service.faults.malformed = True
     with pytest.raises(ModelError, match="not an embeddings response"):
-        _app(make_config, docs, service).sync()
+        remote_app().sync()
     service.faults.malformed = False
     monkeypatch.setenv("TEST_EMBEDDING_KEY", "sk-wrong-secret-1234")
     service.faults.api_key = "sk-right"
     with pytest.raises(ModelError, match=r"refused the credentials \(401\).*\$TEST_EMBEDDING_KEY"):
-        _app(make_config, docs, service, api_key_env="TEST_EMBEDDING_KEY").sync()
+        remote_app(api_key_env="TEST_EMBEDDING_KEY").sync()
 
 
-def test_the_key_is_sent_but_never_stored(make_config, docs, service, monkeypatch):
+def test_the_key_is_sent_but_never_stored(docs, service, monkeypatch, remote_app):
     monkeypatch.setenv("TEST_EMBEDDING_KEY", "sk-secret-5678")
     service.faults.api_key = "sk-secret-5678"
-    app = _app(make_config, docs, service, api_key_env="TEST_EMBEDDING_KEY")
+    app = remote_app(api_key_env="TEST_EMBEDDING_KEY")
     [report] = app.sync()
     assert report.files_added == 3
     stored = b"".join(path.read_bytes() for path in (docs.parent / "index").rglob("*") if path.is_file())
@@ -122,8 +127,8 @@ def test_the_key_is_sent_but_never_stored(make_config, docs, service, monkeypatc
     assert "sk-secret-5678" not in json.dumps(app.status("docs"))
 
 
-def test_a_slow_service_degrades_search_to_keyword_after_one_attempt(make_config, docs, service):
-    app = _app(make_config, docs, service, timeout=0.5)
+def test_a_slow_service_degrades_search_to_keyword_after_one_attempt(docs, service, remote_app):
+    app = remote_app(timeout=0.5)
     app.sync()
     service.faults.delay = 3.0
     before = len(service.requests)
@@ -133,8 +138,8 @@ def test_a_slow_service_degrades_search_to_keyword_after_one_attempt(make_config
     assert len(service.requests) == before + 1  # no retries while a client waits
 
 
-def test_query_vectors_are_cached(make_config, docs, service):
-    app = _app(make_config, docs, service)
+def test_query_vectors_are_cached(docs, service, remote_app):
+    app = remote_app()
     app.sync()
     before = len(service.requests)
     for mode in ("vector", "hybrid"):  # two searches (the result cache is per request), one embedding
@@ -142,14 +147,14 @@ def test_query_vectors_are_cached(make_config, docs, service):
     assert len(service.requests) == before + 1
 
 
-def test_without_a_tokenizer_chunks_are_sized_by_a_conservative_estimate(make_config, docs, service, tokenizer):
+def test_without_a_tokenizer_chunks_are_sized_by_a_conservative_estimate(docs, tokenizer, remote_app):
     from mcp_kb.models.estimate import EstimatedTokens
 
     estimate = EstimatedTokens(256)
     for text in (DOCS["errors.md"], "员工需要提前两周在人事系统中提交年假申请，经直属经理审批后生效。",
                  "getUserInfo reads snake_case_names under API-V2.1 (see https://example.com/a?b=c)."):
         assert estimate.count([text])[0] >= tokenizer.count([text])[0]
-    app = _app(make_config, docs, service, tokenizer_path=None, max_input_tokens=64)
+    app = remote_app(tokenizer_path=None, max_input_tokens=64)
     write(docs / "long.md", "# Long\n\n" + "Each rollout step drains traffic and checks health. " * 60)
     [report] = app.sync()
     assert not report.failures
@@ -157,9 +162,9 @@ def test_without_a_tokenizer_chunks_are_sized_by_a_conservative_estimate(make_co
     assert len(chunks) > 3 and all(tokenizer.count([c.embed_text])[0] <= 64 for c in chunks)
 
 
-def test_a_search_in_a_new_process_after_the_dimension_changed_falls_back_to_keyword(make_config, docs, service):
-    _app(make_config, docs, service).sync()
+def test_a_search_in_a_new_process_after_the_dimension_changed_falls_back_to_keyword(docs, service, remote_app):
+    remote_app().sync()
     service.faults.dimension = 128
-    result = _app(make_config, docs, service).search("docs", "annual leave portal", mode="hybrid", top_k=1)
+    result = remote_app().search("docs", "annual leave portal", mode="hybrid", top_k=1)
     assert result.mode == "keyword" and "128 dimensions" in result.notes[0] and "384" in result.notes[0]
     assert result.hits[0].source == "leave.md"

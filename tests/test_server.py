@@ -39,11 +39,15 @@ request a new token from the auth service and retry the call with it.
 """
 
 
+def _write_folders(base):
+    write(base / "policies" / "leave.md", POLICY)
+    write(base / "api" / "users.md", API)
+    return base
+
+
 @pytest.fixture
 def folders(tmp_path):
-    write(tmp_path / "policies" / "leave.md", POLICY)
-    write(tmp_path / "api" / "users.md", API)
-    return tmp_path
+    return _write_folders(tmp_path)
 
 
 def _kbs(folders):
@@ -111,6 +115,7 @@ async def test_search_with_filters_through_the_tool(app):
     ({"query": "leave", "filters": {"colour": "red"}}, "colour"),
     ({"query": ""}, "query is empty"),
     ({"query": "leave", "top_k": 500}, "top_k"),
+    ({"query": "leave", "top_k": "5"}, "top_k: Input should be a valid integer (got '5')"),  # strict, like the config
 ])
 async def test_bad_arguments_are_tool_errors_and_the_server_keeps_serving(app, arguments, message):
     async with _client(app) as client:
@@ -118,6 +123,16 @@ async def test_bad_arguments_are_tool_errors_and_the_server_keeps_serving(app, a
         good = await client.call_tool("search_policy_docs", {"query": "annual leave"})
     assert bad.is_error and message in bad.content[0].text
     assert not good.is_error and good.structured_content["results"]
+
+
+async def test_every_tool_error_is_the_message_alone(app):
+    async with _client(app) as client:
+        errors = [(await client.call_tool(name, arguments)).content[0].text for name, arguments in [
+            ("sync_knowledge_base", {"kb": "nope"}), ("sync_knowledge_base", {"kb": "api_docs", "full": "yes"}),
+            ("search_policy_docs", {"query": "leave", "min_score": "high"})]]
+    assert errors == ["unknown knowledge base 'nope'; configured: policy_docs, api_docs",
+                      "full: Input should be a valid boolean (got 'yes')",
+                      "min_score: Input should be a valid number (got 'high')"]
 
 
 async def test_unsynced_kb_says_how_to_fix_it(make_app, folders):
@@ -247,15 +262,27 @@ def _served(app, folders, transport, host="127.0.0.1", token="s3cret-token"):
         process.wait(timeout=20)
 
 
-@pytest.fixture
-def http_server(app, folders):
-    with _served(app, folders, "http") as (port, _stderr):
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory, embedder):
+    """The two KBs synced once, for the tests that only read them over HTTP (a server start costs seconds)."""
+    from mcp_kb.app import App
+    from mcp_kb.config import build_config
+
+    folders = _write_folders(tmp_path_factory.mktemp("served"))
+    app = App(build_config({"storage": str(folders / "index"), "kb": _kbs(folders)}, folders, None), embedder=embedder)
+    app.sync()
+    return app, folders
+
+
+@pytest.fixture(scope="module")
+def http_server(synced):
+    with _served(*synced, "http") as (port, _stderr):
         yield f"http://127.0.0.1:{port}/mcp"
 
 
-@pytest.fixture
-def sse_server(app, folders):
-    with _served(app, folders, "sse") as (port, _stderr):
+@pytest.fixture(scope="module")
+def sse_server(synced):
+    with _served(*synced, "sse") as (port, _stderr):
         yield f"http://127.0.0.1:{port}/sse"
 
 
@@ -440,8 +467,8 @@ async def test_a_client_searching_during_the_first_sync_is_told_indexing_is_in_p
             while app.status("many")[0]["last_outcome"] != "ok":
                 result = await client.call_tool("search_many", {"query": "planning notes", "mode": "keyword"})
                 text = result.content[0].text
-                if result.is_error:  # before the first commit, or before the start-up sync took its lock
-                    assert "being indexed for the first time" in text or "has not been synced yet" in text
+                if result.is_error:  # before the start-up sync took its lock
+                    assert "has not been synced yet" in text
                 elif app.status("many")[0]["last_outcome"] != "ok":  # still incomplete after answering
                     assert text.startswith("Note: indexing in progress")
                     told.append(result.structured_content["notes"][0])
@@ -497,6 +524,14 @@ async def test_rejected_arguments_say_what_to_send_instead(app, arguments, messa
     assert "pydantic" not in text and "validation error" not in text
 
 
+async def test_a_chinese_description_ends_its_sentence_once(make_app, tmp_path):
+    write(tmp_path / "policies" / "leave.md", "# 年假\n\n年假需要提前两周申请。\n")
+    app = make_app({"name": "policies", "description": "公司的人事制度。", "paths": [str(tmp_path / "policies")]})
+    async with _client(app) as client:
+        description = (await client.list_tools()).tools[0].description
+    assert description.startswith("公司的人事制度。 Not indexed yet:")
+
+
 async def test_a_zero_config_tool_says_what_the_folder_holds(make_app, tmp_path):
     from mcp_kb.config import config_for_folder
 
@@ -534,9 +569,9 @@ async def test_2025_era_clients_are_told_when_a_tool_description_changes(app, fo
     assert "Holds 2 documents (2 md)" in tools["search_api_docs"].description
 
 
-def test_a_client_that_leaves_at_once_leaves_a_clean_exit(app, folders):
+def test_a_client_that_leaves_at_once_leaves_a_clean_exit_and_stderr_says_what_is_served(app, folders):
     """Closing stdin right after tools/list used to abort the interpreter's shutdown while the model
-    loaded ("Fatal Python error: PyGILState_Release"), about two launches in five."""
+    loaded ("Fatal Python error: PyGILState_Release"); `warming_up` below holds the exit for the load."""
     config = _config_file(folders, app.config.storage.uri)
     handshake = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -544,13 +579,34 @@ def test_a_client_that_leaves_at_once_leaves_a_clean_exit(app, folders):
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
     ]
-    for _ in range(4):
-        process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy(),
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        process.stdin.write("".join(json.dumps(message) + "\n" for message in handshake).encode())
-        process.stdin.flush()
-        assert b'"id":1' in process.stdout.readline().replace(b" ", b"")
-        assert b"search_api_docs" in process.stdout.readline()
-        process.stdin.close()
-        stderr = process.stderr.read().decode()
-        assert process.wait(timeout=60) == 0 and "Fatal Python error" not in stderr, stderr
+    process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy(),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdin.write("".join(json.dumps(message) + "\n" for message in handshake).encode())
+    process.stdin.flush()
+    replies = [json.loads(process.stdout.readline()) for _ in handshake[::2]]  # stdout: protocol only
+    process.stdin.close()  # the client leaves while the model is still loading
+    rest, stderr = process.stdout.read(), process.stderr.read().decode()
+    assert process.wait(timeout=120) == 0 and "Fatal Python error" not in stderr and not rest, stderr
+    assert [reply["id"] for reply in replies] == [1, 2] and "search_api_docs" in json.dumps(replies[1])
+    assert ("mcp-kb: serving 2 knowledge base(s) (policy_docs, api_docs) over stdio, waiting for an MCP client"
+            in stderr)
+
+
+async def test_leaving_waits_for_the_model_load_it_started(app, monkeypatch):
+    import threading
+
+    from mcp_kb.mcp import server
+
+    leaving, order = threading.Event(), []
+
+    def slow_load(_app):
+        leaving.wait(30)
+        order.append("model loaded")
+
+    monkeypatch.setattr(server, "_warm_up", slow_load)
+    async with server.warming_up(app):
+        leaving.set()
+    order.append("left")
+    assert order == ["model loaded", "left"]
+
+

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import SHARED, write
+from helpers import write
 from pdfs import text_pdf
 
 from mcp_kb.errors import KBError, ModelError, SyncBusyError
@@ -54,6 +54,33 @@ def _rows(app, kb="docs"):
                   for r in table.to_arrow().to_pylist())
 
 
+def test_a_sync_without_its_model_is_recorded_as_failed_with_the_reason(make_config, kb_dir, tmp_path, monkeypatch):
+    from mcp_kb.app import App
+    from mcp_kb.errors import ModelError
+
+    monkeypatch.delenv("MCP_KB_EMBEDDING_MODEL_PATH", raising=False)  # it would override the folder below
+    (tmp_path / "empty-model").mkdir()
+    app = App(make_config({"name": "docs", "description": "d", "paths": [str(kb_dir)]},
+                          embedding={"model_path": str(tmp_path / "empty-model")}))
+    with pytest.raises(ModelError) as error:
+        app.sync()
+    status = app.status("docs")[0]
+    assert status["last_outcome"] == "failed" and status["last_error"] == str(error.value)
+    assert "empty-model" in status["last_error"]
+
+
+def test_progress_moves_while_a_batch_embeds(app, monkeypatch):
+    import mcp_kb.sync
+
+    monkeypatch.setattr(mcp_kb.sync, "_EMBED_SLICE", 2)
+    reports = []
+    app.sync(progress=lambda done, total, message: reports.append((done, total, message)))
+    embedding = [message for _, _, message in reports if "(embedding" in message]
+    assert len(embedding) >= 3 and embedding[0].endswith("(embedding 2/" + embedding[0].split("/")[-1])
+    assert [done for done, _, _ in reports] == sorted(done for done, _, _ in reports)  # never goes back
+    assert reports[-1][:2] == (3, 3)
+
+
 def test_plan_sync_is_a_pure_comparison():
     plan = plan_sync({"a": "1", "b": "2", "c": "3"}, {"a": "1", "b": "x", "d": "4"})
     assert (plan.added, plan.changed, plan.deleted, plan.unchanged) == (["c"], ["b"], ["d"], ["a"])
@@ -65,6 +92,15 @@ def test_first_load_embeds_every_chunk(app, embedder):
     assert report.files_added == 3 and report.files_failed == 0
     assert embedded == report.chunks_embedded == report.chunks_total == app.store.count_chunks("docs")
     assert report.chunks_total >= SECTIONS
+
+
+def test_full_reuses_the_vectors_of_an_unchanged_model_and_reembed_embeds_again(app, embedder):
+    app.sync()
+    embedded, [full] = _embedded_during(embedder, lambda: app.sync(full=True))
+    assert full.rebuilt == "--full requested" and embedded == full.chunks_embedded == 0
+    assert full.chunks_reused == full.chunks_total > 0
+    embedded, [again] = _embedded_during(embedder, lambda: app.sync(reembed=True))
+    assert again.rebuilt == "--reembed requested" and embedded == again.chunks_embedded == again.chunks_total
 
 
 def test_resync_without_changes_embeds_nothing(app, embedder):
@@ -131,17 +167,20 @@ def test_changing_chunk_size_rebuilds_and_says_why(make_app, kb_dir, embedder):
     assert all(row["n_tokens"] <= 64 for row in small.store.chunk_table("docs").to_arrow().to_pylist())
 
 
-INT8_MODEL = SHARED / "models" / "all-MiniLM-L6-v2-onnx-int8"
+def test_changing_the_model_folder_rebuilds(make_config, kb_dir, app, model_folder, tmp_path):
+    import shutil
 
-
-@pytest.mark.skipif(not INT8_MODEL.is_dir(), reason="needs a second local model folder (../shared/models/...-int8)")
-def test_changing_the_model_folder_rebuilds(make_config, kb_dir, app):
     from mcp_kb.app import App
     from mcp_kb.models.fastembed import FastEmbedder
 
     app.sync()
+    # Another model file: the same weights plus an unknown protobuf field (field 1000, 4 bytes), which
+    # ONNX Runtime ignores; only the file's identity differs, as with a re-exported model.
+    other_folder = shutil.copytree(model_folder, tmp_path / "other-model")
+    with open(other_folder / "model.onnx", "ab") as onnx:
+        onnx.write(bytes([0xC2, 0x3E, 4]) + b"copy")
     config = make_config({"name": "docs", "description": "d", "paths": [str(kb_dir)]})
-    other = config.embedding.model_copy(update={"model_path": str(INT8_MODEL)})
+    other = config.embedding.model_copy(update={"model_path": str(other_folder)})
     rebuilt = App(config.model_copy(update={"embedding": other}), embedder=FastEmbedder(other)).sync()[0]
     assert "embedding model changed" in rebuilt.rebuilt
     assert rebuilt.chunks_embedded == rebuilt.chunks_total
@@ -156,7 +195,7 @@ def test_bad_files_are_reported_and_the_rest_is_indexed(app, kb_dir):
     failed = {f["path"]: f["reason"] for f in report.failures}
     assert set(failed) == {"corrupt.pdf", "bad.json"}
     assert any(s["path"] == "fake.md" and "binary" in s["reason"] for s in report.skipped)
-    assert report.files_added == 6 and "good.pdf" in {r[1] for r in _rows(app)}
+    assert report.files_added == 4 and report.files_failed == 2 and "good.pdf" in {r[1] for r in _rows(app)}
     assert {f["path"] for f in app.status("docs")[0]["failed"]} == {"corrupt.pdf", "bad.json"}
     # Still failing and unchanged: reported again, not re-parsed.
     again = app.sync()[0]
@@ -442,7 +481,7 @@ def test_an_unreadable_file_keeps_its_indexed_version(app, kb_dir, monkeypatch):
 
     monkeypatch.setattr(mcp_kb.sync, "file_sha256", flaky)
     report = app.sync()[0]
-    assert report.files_deleted == 0 and report.files_unchanged == 3
+    assert report.files_deleted == 0 and report.files_unchanged == 2 and report.files_failed == 1
     assert [f["path"] for f in report.failures] == ["faq.md"] and "indexed version is kept" in report.failures[0]["reason"]
     assert app.search("docs", "self-service portal", mode="keyword").hits[0].source == "faq.md"
 
@@ -451,18 +490,20 @@ def test_odd_files_never_stop_a_sync(app, kb_dir, tmp_path):
     os.symlink("loop.md", kb_dir / "loop.md")
     with open(os.fsencode(kb_dir) + b"/caf\xe9.md", "wb") as handle:
         handle.write(b"# Cafe\n\nEspresso machines are descaled every Friday.\n")
-    write(kb_dir / "only-heading.md", "# Just a title\n")
+    write(kb_dir / "only-heading.md", "# Quarterly OKR planning\n\n## Goals\n")
+    write(kb_dir / "only-front-matter.md", "---\ntitle: Draft\n---\n")
     write(tmp_path / "secret.txt", "the launch codes are 0000")
     os.symlink(tmp_path / "secret.txt", kb_dir / "secret.txt")
     write(kb_dir / "front.md", "---\nyear: .inf\nsize: 1e400\n---\n# Front\n\nFront matter with odd numbers.\n")
     report = app.sync()[0]
-    assert report.files_added == 6  # handbook, faq, notes, café, only-heading, front
+    assert report.files_added == 6 and report.files_failed == 1  # handbook, faq, notes, café, only-heading, front
     assert {f["path"]: f["reason"] for f in report.failures} == {
-        "only-heading.md": "nothing to index: the file has no text (it is empty or holds only headings)"}
+        "only-front-matter.md": "nothing to index: the file has no text"}
     skipped = {s["path"]: s["reason"] for s in report.skipped}
     assert "broken symbolic link" in skipped["loop.md"] and "outside the knowledge base" in skipped["secret.txt"]
     assert app.search("docs", "espresso descaled", mode="keyword").hits[0].source == "caf\\xe9.md"
     assert app.search("docs", "launch codes", mode="keyword").hits == []
+    assert app.search("docs", "OKR planning", mode="keyword").hits[0].source == "only-heading.md"
     assert app.sync()[0].files_unchanged == 6
 
 
@@ -503,6 +544,6 @@ def test_a_root_gitignore_that_cannot_be_read_keeps_the_whole_kb(app, kb_dir):
     app.sync()
     write(kb_dir / ".gitignore", "!\n")  # an invalid pattern: what it meant to hide is unknown
     report = app.sync()[0]
-    assert report.files_deleted == 0 and report.files_unchanged == 3 and app.store.count_chunks("docs") > 0
+    assert report.files_deleted == 0 and report.files_failed == 3 and app.store.count_chunks("docs") > 0
     assert report.skipped == [{"path": "/", "reason": report.skipped[0]["reason"]}]
     assert report.skipped[0]["reason"].startswith("unreadable folder")

@@ -169,20 +169,27 @@ def sync_lock(store: Store, kbs: list[str], wait: bool = True, poll_seconds: flo
             log.warning("the writer lock could not be released (%s); it lapses after [storage] lease_seconds", exc)
 
 
-def is_sync_running(store: Store) -> bool:
-    """Whether some process (on any machine, for object storage) holds the index's writer lock."""
+def is_sync_running(store: Store, kb: str | None = None) -> bool:
+    """Whether some process (on any machine, for object storage) holds the index's writer lock; with
+    `kb`, whether that sync is syncing this KB (a sync of another KB of the index does not count)."""
+    holder = _running_holder(store)
+    return holder is not None and (kb is None or kb in holder.get("kbs", [kb]))
+
+
+def _running_holder(store: Store) -> dict[str, Any] | None:
+    """What the holder of the writer lock wrote about itself, or None when no sync runs."""
     if store.is_remote:
-        return store.lease_holder() is not None
+        return store.lease_holder()
     path = _lock_path(store.uri)
     if not path.exists():
-        return False
+        return None
     lock = filelock.FileLock(str(path), thread_local=False)
     try:
         lock.acquire(timeout=0)
     except filelock.Timeout:
-        return True
+        return _read_json(_holder_path(store.uri))
     lock.release()
-    return False
+    return None
 
 
 def running_sync(store: Store) -> str:
@@ -216,7 +223,7 @@ def read_progress(store: Store, kb: str, running: bool | None = None) -> dict[st
     if store.is_remote:
         holder = store.lease_holder()
         return (holder or {}).get("progress", {}).get(kb, {})
-    running = is_sync_running(store) if running is None else running
+    running = is_sync_running(store, kb) if running is None else running
     return _read_json(_kb_file(store.uri, kb, "progress")) if running else {}
 
 

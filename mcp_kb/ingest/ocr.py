@@ -20,7 +20,8 @@ from .parsers.bounds import check_image
 # English and Chinese) its default, 2000, read 83 % of the text and peaked at 870 MB; 1600 read 99.7 %
 # at 640 MB; 1280 read 95 % at 450 MB.
 OCR_SIDE = 1600
-INSTALL_HINT = "install the OCR extra to read it: pip install 'mcp-kb-server[ocr]'"
+INSTALL_HINT = ("install the OCR extra to read it: pip install rapidocr-onnxruntime into mcp-kb's environment "
+                "(in a clone: pip install -e '.[ocr]')")
 _ENGINE = None
 _LOCK = threading.Lock()
 

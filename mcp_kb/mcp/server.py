@@ -100,9 +100,13 @@ class _KBServer(MCPServer):
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
-            if not isinstance(exc.__cause__, ValidationError):
-                raise
-            raise ToolError(argument_errors(exc.__cause__, self.kb_by_tool.get(name))) from exc.__cause__
+            # One shape for every tool error: our message alone, without the SDK's "Error executing tool" prefix.
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(argument_errors(cause, self.kb_by_tool.get(name))) from cause
+            if isinstance(cause, ToolError):  # raised by _client_errors with its message
+                raise ToolError(str(cause)) from cause
+            raise
 
 
 def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
@@ -126,20 +130,14 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer):
-        # Load the embedding model after the handshake, so tools/list answers at once.
-        warm_up = threading.Thread(target=_warm_up, args=(app,), name="mcp-kb-warm-up", daemon=True)
-        warm_up.start()
         _warn_about_missing_paths(app)
         if read_only and any(kb.sync.on_start or kb.sync.watch or kb.sync.interval for kb in app.config.kb):
             log.info("read-only: the [kb.sync] triggers in the config are left to the writer (`mcp-kb watch`)")
-        async with anyio.create_task_group() as group:
+        async with warming_up(app), anyio.create_task_group() as group:
             if not read_only:  # a read-only server never writes: another process (`mcp-kb watch`) syncs
                 group.start_soon(LiveSync(runner, app.config.kb).run)  # start-up, schedule, file changes
             yield {}
             group.cancel_scope.cancel()
-        # A client that leaves at once would otherwise end the process while the model loads in native
-        # code, which aborts the interpreter's shutdown ("Fatal Python error: PyGILState_Release").
-        await anyio.to_thread.run_sync(warm_up.join, _WARM_UP_GRACE_SECONDS)
 
     server = _KBServer(
         app,
@@ -158,6 +156,21 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
     _add_prompt(server, app)
     _support_2025_clients(server, notifier)
     return server
+
+
+@asynccontextmanager
+async def warming_up(app: App, grace_seconds: float = _WARM_UP_GRACE_SECONDS):
+    """Load the embedding model in the background (after the handshake, so tools/list answers at
+    once); on leaving, wait for that load up to the grace: a client that leaves at once would
+    otherwise end the process while the model loads in native code, which aborts the interpreter's
+    shutdown ("Fatal Python error: PyGILState_Release")."""
+    warm_up = threading.Thread(target=_warm_up, args=(app,), name="mcp-kb-warm-up", daemon=True)
+    warm_up.start()
+    try:
+        yield
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(warm_up.join, grace_seconds)
 
 
 def _warm_up(app: App) -> None:
@@ -190,9 +203,15 @@ def _tool_description(app: App, kb: KBConfig) -> str:
         holds = f" Holds {summary['documents']} documents ({kinds}){f', among them: {titles}' if titles else ''}."
     else:
         holds = " Not indexed yet: its first sync has not finished."
-    return (f"{kb.description.strip().rstrip('.')}.{holds} Returns passages with numbered citations "
+    return (f"{_sentence(kb.description)}{holds} Returns passages with numbered citations "
             f"(file › heading, page). Modes: hybrid (default), vector, keyword (exact terms, codes, names), "
             f"filter (list by metadata only).")
+
+
+def _sentence(text: str) -> str:
+    """Text ending as a sentence: a full stop added only where none ends it (Chinese 。 included)."""
+    text = text.strip()
+    return text if text.endswith((".", "!", "?", "。", "！", "？")) else f"{text}."
 
 
 def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
@@ -200,18 +219,18 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
     Filters = filters_model(kb)
 
     async def search_tool(
-        query: Annotated[str, Field(description="What to look for, in the user's words (any language)")],
+        query: Annotated[str, Field(strict=True, description="What to look for, in the user's words (any language)")],
         ctx: Context,
-        top_k: Annotated[int, Field(description="Number of passages to return", ge=TOP_K_MIN,
+        top_k: Annotated[int, Field(strict=True, description="Number of passages to return", ge=TOP_K_MIN,
                                     le=TOP_K_MAX)] = kb.search.top_k,
         mode: Annotated[SearchMode, Field(description="hybrid, vector, keyword or filter")] = kb.search.mode,
-        min_score: Annotated[Optional[float], Field(description="Drop passages scoring below this")] = None,
+        min_score: Annotated[Optional[float], Field(strict=True, description="Drop passages scoring below this")] = None,
         filters: Annotated[Optional[Filters], Field(description="Metadata filters, all must match")] = None,
-        context: Annotated[int, Field(description="Neighbouring chunks to add around each passage", ge=0,
+        context: Annotated[int, Field(strict=True, description="Neighbouring chunks to add around each passage", ge=0,
                                       le=CONTEXT_MAX)] = 0,
-        max_per_document: Annotated[int, Field(description="At most this many passages from one document",
+        max_per_document: Annotated[int, Field(strict=True, description="At most this many passages from one document",
                                                ge=TOP_K_MIN, le=TOP_K_MAX)] = kb.search.max_per_document,
-        max_tokens: Annotated[int, Field(description="Token budget for all passages, context included; longer "
+        max_tokens: Annotated[int, Field(strict=True, description="Token budget for all passages, context included; longer "
                                                      "passages are cut around their best-matching sentences",
                                          ge=MAX_TOKENS_MIN, le=MAX_TOKENS_MAX)] = kb.search.max_tokens,
     ) -> Annotated[CallToolResult, SearchOutput]:
@@ -259,19 +278,22 @@ def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner) -> None:
 
     async def sync_tool(
         ctx: Context,
-        kb: Annotated[Optional[str], Field(description=f"Knowledge base to sync: one of {names}; omit for all")] = None,
-        full: Annotated[bool, Field(description="Rebuild from scratch instead of syncing changes")] = False,
-        allow_mass_delete: Annotated[bool, Field(
+        kb: Annotated[Optional[str], Field(strict=True, description=f"Knowledge base to sync: one of {names}; omit for all")] = None,
+        full: Annotated[bool, Field(strict=True, description="Rebuild from scratch instead of syncing changes "
+                                                             "(vectors of unchanged chunks are reused)")] = False,
+        reembed: Annotated[bool, Field(strict=True, description="Rebuild and embed every chunk again, even with "
+                                                                "an unchanged model")] = False,
+        allow_mass_delete: Annotated[bool, Field(strict=True, 
             description="Let the sync delete all or most of a knowledge base. Only when the user confirms the files "
                         "were really removed: an unmounted drive or share looks the same")] = False,
-        wait: Annotated[bool, Field(description="If another sync is running, wait for it to end and then sync, "
+        wait: Annotated[bool, Field(strict=True, description="If another sync is running, wait for it to end and then sync, "
                                                 "instead of answering at once that one is running")] = False,
     ) -> dict[str, Any]:
         def progress(done: int, total: int, message: str) -> None:
             anyio.from_thread.run(ctx.report_progress, done, total, message)
 
         with _client_errors():
-            reports = await runner.sync(kb, full=full, progress=progress, wait=wait,
+            reports = await runner.sync(kb, full=full, reembed=reembed, progress=progress, wait=wait,
                                         allow_mass_delete=allow_mass_delete)
         return {"reports": [r.to_dict() for r in reports], "summary": "\n".join(r.summary() for r in reports)}
 
@@ -370,6 +392,10 @@ def run_server(app: App, transport: str, host: str, port: int, token: Optional[s
     """
     server = build_server(app)
     if transport == "stdio":
+        names = ", ".join(kb.name for kb in app.config.kb)
+        # stdout carries the protocol only; a person who started this in a terminal learns what it waits for.
+        print(f"mcp-kb: serving {len(app.config.kb)} knowledge base(s) ({names}) over stdio, waiting for an MCP "
+              f"client on stdin/stdout; Ctrl-C stops", file=sys.stderr, flush=True)
         server.run()
         return
     allowed_hosts = app.config.server.allowed_hosts

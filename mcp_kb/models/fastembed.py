@@ -133,11 +133,11 @@ def _load_text_embedding(config: EmbeddingConfig, lazy: bool = False):
     fastembed on its own retries a download three times with pauses (about 40 s without a network,
     on every search); here the cache is tried first (no network at all), then one download.
     """
-    if config.model_path and not Path(config.model_path, "model.onnx").is_file():
-        raise ModelError(f"embedding model folder {config.model_path} has no model.onnx; {_FIX}")
     with _FASTEMBED_LOCK:
         from fastembed import TextEmbedding
 
+        if config.model_path:
+            _check_model_folder(TextEmbedding, config)
         try:
             return _text_embedding(TextEmbedding, config, lazy)
         except UnknownModelError:
@@ -147,6 +147,23 @@ def _load_text_embedding(config: EmbeddingConfig, lazy: bool = False):
                 raise
         _download_once(TextEmbedding, config)
         return _text_embedding(TextEmbedding, config, lazy)
+
+
+def _check_model_folder(text_embedding_class, config: EmbeddingConfig) -> None:
+    """The configured folder holds the file fastembed loads the configured model from, or a clear error."""
+    folder = Path(config.model_path)
+    _, description = _description(text_embedding_class, config)
+    if (folder / description.model_file).is_file():
+        return
+    others = sorted(path.name for path in folder.glob("*.onnx")) if folder.is_dir() else []
+    if others:  # a folder of another model: the name and the folder disagree
+        raise ModelError(
+            f"embedding model folder {folder} does not hold the configured model {config.model!r} (fastembed loads "
+            f"it from {description.model_file}; the folder has {', '.join(others)}): set [embedding] model (or "
+            f"MCP_KB_EMBEDDING_MODEL) to the name of the model in the folder, e.g. "
+            f"sentence-transformers/all-MiniLM-L6-v2, or model_path (or MCP_KB_EMBEDDING_MODEL_PATH) to a folder "
+            f"of {config.model}")
+    raise ModelError(f"embedding model folder {folder} has no {description.model_file}; {_FIX}")
 
 
 def _text_embedding(text_embedding_class, config: EmbeddingConfig, lazy: bool):

@@ -47,6 +47,7 @@ def _blocks(body: str, line_offset: int) -> tuple[list[Block], str | None]:
     tokens = _MARKDOWN.parse(body)
     headings: list[tuple[int, str]] = []  # (level, text) of the open sections
     blocks: list[Block] = []
+    heading_lines: list[tuple[int, str]] = []  # (line, text): the text of a file that holds only headings
     first_h1 = None
     for index, token in enumerate(tokens):
         if token.level != 0 or token.nesting == -1 or token.map is None:
@@ -57,6 +58,8 @@ def _blocks(body: str, line_offset: int) -> tuple[list[Block], str | None]:
             headings = [h for h in headings if h[0] < level] + [(level, heading)]
             if level == 1 and first_h1 is None:
                 first_h1 = heading
+            if heading:
+                heading_lines.append((token.map[0] + 1 + line_offset, heading))
             continue
         start, end = token.map
         block_text = "\n".join(lines[start:end]).strip()
@@ -69,4 +72,7 @@ def _blocks(body: str, line_offset: int) -> tuple[list[Block], str | None]:
             line_end=end + line_offset,
             atomic=token.type in _ATOMIC,
         ))
+    if not blocks and heading_lines:  # a note that is only its title (and outline) is still found by it
+        blocks.append(Block("\n".join(text for _, text in heading_lines), heading_path=(),
+                            line_start=heading_lines[0][0], line_end=heading_lines[-1][0]))
     return blocks, first_h1
