@@ -1,6 +1,6 @@
 """Crash and fault harness: SIGKILLs at random moments, searches during syncs, hostile file trees.
 
-Slow (a few minutes); CI runs it, `pytest -m "not slow"` skips it locally. Each test prints its
+Slow (a few minutes): the default run leaves it out, `pytest -m slow -n 0` runs it (CI does). Each test prints its
 figures. MCP_KB_HARNESS_KILLS sets the kills per scenario (default 11, so 33 in all) and
 MCP_KB_HARNESS_SEED the random seed (printed, so a failure can be replayed).
 """

@@ -48,7 +48,7 @@ class _Shared:
         storage = s3.storage(bucket)
         options = {**storage["options"], "aws_secret_access_key": "${" + SECRET_VARIABLE + "}"}
         self.config.write_text(
-            f'[storage]\nuri = "{storage["uri"]}"\nread_consistency = 0.5\nlease_seconds = 3\n'
+            f'[storage]\nuri = "{storage["uri"]}"\nread_consistency = 0.5\nlease_seconds = 10\n'
             f'[storage.options]\n' + "".join(f'{k} = "{v}"\n' for k, v in options.items()) +
             f'[[kb]]\nname = "docs"\ndescription = "Runbooks"\npaths = ["{docs}"]\n', encoding="utf-8")
 
@@ -159,7 +159,7 @@ def test_two_writers_on_one_bucket_take_turns_and_build_what_one_would(shared):
 def test_a_writer_killed_mid_sync_is_repaired_and_readers_never_error(shared):
     # The repair must start while the dead writer's lease still holds: a lease longer than a loaded
     # machine takes to start a process (3 s was not: the repair found it lapsed and never waited).
-    shared.config.write_text(shared.config.read_text().replace("lease_seconds = 3", "lease_seconds = 15"))
+    shared.config.write_text(shared.config.read_text().replace("lease_seconds = 10", "lease_seconds = 15"))
     for i in range(60):
         write(shared.docs / f"bulk{i:02d}.md", f"# Bulk {i}\n\n" + f"Paragraph {i} about shard rebalancing. " * 40)
     shared.cli("writer", "sync")
