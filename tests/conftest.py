@@ -44,24 +44,34 @@ def tokenizer(embedding_config):
     return load_tokenizer(embedding_config)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def embedder():
-    """The real fastembed model, loaded once per test session; `.calls` counts embedded texts.
-
-    Autouse, so the first test loads it: without a model the suite stops there, in seconds, with one
-    message, instead of failing test after test.
-    """
+def _loaded_model():
     from mcp_kb.config import build_config
-    from mcp_kb.errors import ModelError
     from mcp_kb.models.fastembed import FastEmbedder
 
     model = FastEmbedder(build_config({}, Path.cwd(), None).embedding)
-    try:
-        model.embed_query("model check")
-    except ModelError as exc:
-        pytest.exit(f"no embedding model for the tests: {exc}\nPut the offline model at {OFFLINE_MODEL}, or set "
-                    f"MCP_KB_EMBEDDING_MODEL and MCP_KB_EMBEDDING_MODEL_PATH to a local model folder.", returncode=1)
+    model.embed_query("model check")
     return model
+
+
+def pytest_configure(config):
+    """Without a model the suite stops before its first test, in seconds, with one message (in the
+    process that starts the workers, which also downloads the model once for them all)."""
+    from mcp_kb.errors import ModelError
+
+    if hasattr(config, "workerinput") or config.option.help:
+        return
+    try:
+        _loaded_model()
+    except ModelError as exc:
+        raise pytest.UsageError(f"no embedding model for the tests: {exc}\nPut the offline model at {OFFLINE_MODEL}, "
+                                f"or set MCP_KB_EMBEDDING_MODEL and MCP_KB_EMBEDDING_MODEL_PATH to a local model "
+                                f"folder.") from None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def embedder():
+    """The real fastembed model, loaded once per test process; `.calls` counts embedded texts."""
+    return _loaded_model()
 
 
 @pytest.fixture

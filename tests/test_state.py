@@ -67,9 +67,8 @@ def test_status_and_search_work_on_an_index_they_cannot_write_and_sync_says_why_
         status = _cli(["status", "--json"], config, env, prefix)
         assert status.returncode == 0, status.stderr
         assert json.loads(status.stdout)[0]["files"] == 2
-        for query in ("ingest worker queue", "E5021", "token expired"):
-            found = _cli(["search", "docs", query], config, env, prefix)
-            assert found.returncode == 0 and "[1]" in found.stdout, found.stderr
+        found = _cli(["search", "docs", "E5021 token expired"], config, env, prefix)  # the server test asks more
+        assert found.returncode == 0 and "[1]" in found.stdout, found.stderr
         sync = _cli(["sync"], config, env, prefix)
         assert sync.returncode == 1 and "Traceback" not in sync.stderr
         assert sync.stderr.strip().splitlines() == [sync.stderr.strip()] and "not writable" in sync.stderr
