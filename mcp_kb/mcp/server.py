@@ -224,13 +224,15 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
         top_k: Annotated[int, Field(strict=True, description="Number of passages to return", ge=TOP_K_MIN,
                                     le=TOP_K_MAX)] = kb.search.top_k,
         mode: Annotated[SearchMode, Field(description="hybrid, vector, keyword or filter")] = kb.search.mode,
-        min_score: Annotated[Optional[float], Field(strict=True, description="Drop passages scoring below this")] = None,
+        min_score: Annotated[Optional[float], Field(strict=True,
+                                                    description="Drop passages scoring below this")] = None,
         filters: Annotated[Optional[Filters], Field(description="Metadata filters, all must match")] = None,
         context: Annotated[int, Field(strict=True, description="Neighbouring chunks to add around each passage", ge=0,
                                       le=CONTEXT_MAX)] = 0,
         max_per_document: Annotated[int, Field(strict=True, description="At most this many passages from one document",
                                                ge=TOP_K_MIN, le=TOP_K_MAX)] = kb.search.max_per_document,
-        max_tokens: Annotated[int, Field(strict=True, description="Token budget for all passages, context included; longer "
+        max_tokens: Annotated[int, Field(strict=True,
+                                         description="Token budget for all passages, context included; longer "
                                                      "passages are cut around their best-matching sentences",
                                          ge=MAX_TOKENS_MIN, le=MAX_TOKENS_MAX)] = kb.search.max_tokens,
     ) -> Annotated[CallToolResult, SearchOutput]:
@@ -278,15 +280,17 @@ def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner) -> None:
 
     async def sync_tool(
         ctx: Context,
-        kb: Annotated[Optional[str], Field(strict=True, description=f"Knowledge base to sync: one of {names}; omit for all")] = None,
+        kb: Annotated[Optional[str], Field(strict=True,
+                                           description=f"Knowledge base to sync: one of {names}; omit for all")] = None,
         full: Annotated[bool, Field(strict=True, description="Rebuild from scratch instead of syncing changes "
                                                              "(vectors of unchanged chunks are reused)")] = False,
         reembed: Annotated[bool, Field(strict=True, description="Rebuild and embed every chunk again, even with "
                                                                 "an unchanged model")] = False,
-        allow_mass_delete: Annotated[bool, Field(strict=True, 
+        allow_mass_delete: Annotated[bool, Field(strict=True,
             description="Let the sync delete all or most of a knowledge base. Only when the user confirms the files "
                         "were really removed: an unmounted drive or share looks the same")] = False,
-        wait: Annotated[bool, Field(strict=True, description="If another sync is running, wait for it to end and then sync, "
+        wait: Annotated[bool, Field(strict=True,
+                                    description="If another sync is running, wait for it to end and then sync, "
                                                 "instead of answering at once that one is running")] = False,
     ) -> dict[str, Any]:
         def progress(done: int, total: int, message: str) -> None:
