@@ -199,3 +199,39 @@ def test_an_index_kept_inside_a_kb_folder_is_never_indexed_nor_watched(make_app,
     written = list((tmp_path / "docs" / "kb-index").rglob("*.json*"))
     assert written and not any(is_candidate_path(app.config.kb[0], path) for path in written)
     assert is_candidate_path(app.config.kb[0], tmp_path / "docs" / "new.md")
+
+
+# Trees of two KB roots with nested, hidden and ignored folders; globs naming a root, a folder, a type.
+_TREE_FILES = st.lists(st.tuples(st.sampled_from(["a", "b"]),
+                                 st.sampled_from(["", "sub/", "sub/deep/", ".hidden/", "drafts/", "sub/drafts/"]),
+                                 st.sampled_from(["x.md", "y.txt", "z.md", "tool.exe", "notes.TXT"])),
+                       min_size=1, max_size=12, unique=True)
+_GLOBS = st.lists(st.sampled_from(["a/**/*.md", "**/*.txt", "b/*", "sub/", "*.md", "drafts/", "a/sub/**",
+                                   "**/deep/*.md"]), max_size=2, unique=True)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=_TREE_FILES, include=_GLOBS, exclude=_GLOBS, gitignore=st.booleans())
+def test_the_watcher_follows_exactly_the_files_the_scan_lists(make_config, tmp_path_factory, files, include,
+                                                              exclude, gitignore):
+    """With several paths the ids carry the root's name ("a/sub/x.md"), and globs match ids: the watcher
+    once matched paths relative to their root, and stopped following files the scan indexed."""
+    from mcp_kb.ingest.sources import is_candidate_path
+
+    base = tmp_path_factory.mktemp("tree")
+    for root, folder, name in files:
+        write(base / root / folder / name, "# Note\n\nSome text.\n")
+    for root in ("a", "b"):
+        (base / root).mkdir(exist_ok=True)
+    if gitignore:
+        write(base / "a" / ".gitignore", "deep/\n")
+    kb = make_config({"name": "docs", "description": "d", "paths": [str(base / "a"), str(base / "b")],
+                      "include": include, "exclude": exclude}).kb[0]
+    scan = scan_sources(kb)
+    listed = {source.path for source in scan.files} | {base / s.doc_id for s in scan.skipped}
+    for root, folder, name in files:
+        path = base / root / folder / name
+        assert is_candidate_path(kb, path) == (path in listed), (path, sorted(map(str, listed)))
+    for source in scan.files:  # and once a listed file is deleted, its deletion is still followed
+        source.path.unlink()
+        assert is_candidate_path(kb, source.path), source.doc_id

@@ -176,8 +176,14 @@ class _Rules:
                     yield outcome
             stack.extend(reversed(subfolders))
 
-    def locate(self, rel_id: str) -> SourceFile | SkippedFile | None:
-        """Judge one document id below the root, folder by folder, as the walk would have."""
+    def locate(self, rel_id: str) -> SourceFile | None:
+        """The file behind one document id below the root, if the walk would list it."""
+        outcome = self.judge(rel_id)
+        return outcome if isinstance(outcome, SourceFile) else None
+
+    def judge(self, rel_id: str) -> SourceFile | SkippedFile | str | None:
+        """One entry below the root, judged folder by folder as the walk would: what the walk would
+        yield for it ("dir" for a folder it descends into), or None when the walk leaves it out."""
         parts = rel_id.split("/")
         if any(part in ("", ".", "..") for part in parts):
             return None
@@ -192,11 +198,22 @@ class _Rules:
             rel = f"{rel_folder}/{name}" if rel_folder else name
             outcome = self._entry(path, rel, os.path.islink(path), ignores)
             if index == len(parts) - 1:
-                return outcome if isinstance(outcome, SourceFile) else None
+                return outcome
             if outcome != "dir":
                 return None
             folder, rel_folder = path, rel
         return None
+
+    def may_have_held(self, rel_id: str) -> bool:
+        """Whether an entry that is gone could have been a document, or a folder holding some, by its
+        name: not hidden, and a file name the KB's globs and types take (a name without a suffix may
+        have been a folder)."""
+        if any(part.startswith(".") for part in rel_id.split("/")):
+            return False
+        suffix = os.path.splitext(rel_id)[1].lower()
+        if not suffix:
+            return True
+        return _matches_globs(self._doc_id(rel_id), self.kb.include, self.kb.exclude) and is_supported(suffix)
 
     def _entry(self, path: str, rel: str, is_link: bool, ignores: Ignores) -> SourceFile | SkippedFile | str | None:
         """"dir" to descend into, a file, a reported skip, or None for entries left out silently."""
@@ -344,17 +361,20 @@ def _binary_reason(path: str, suffix: str) -> str | None:
 
 
 def is_candidate_path(kb: KBConfig, path: Path) -> bool:
-    """Whether a change at `path` (which may no longer exist) can matter to the KB's index."""
+    """Whether a change at `path` (which may no longer exist) can matter to the KB's index: a path
+    that exists is judged by the scan's own rules (`_Rules.judge`); a path that is gone, by its name
+    under the same rules (it may have been a document or a folder holding some)."""
     if any(path.is_relative_to(folder) for folder in kb.written_folders):
         return False  # the index's own writes, when it lives among the documents
-    for root in kb.paths:
+    for root, prefix in _roots(kb):
         if path == root:
             return True
         if root.is_dir() and path.is_relative_to(root):
+            rules = _Rules(kb, root, prefix, {})
             rel = path.relative_to(root).as_posix()
-            if any(part.startswith(".") for part in rel.split("/")):
-                return False
-            if not path.suffix:  # a folder (renamed or deleted ones included) may hold documents
-                return True
-            return is_supported(path.suffix.lower()) and _matches_globs(rel, kb.include, kb.exclude)
+            if path.name == ".gitignore":  # it changes which files belong
+                return kb.respect_gitignore
+            if os.path.lexists(path):
+                return rules.judge(rel) is not None
+            return rules.may_have_held(rel)
     return False
