@@ -181,11 +181,11 @@ def init(folder: str, config_path: str) -> None:
         target = Path(config_path)
         if target.exists():
             raise KBError(f"{target} exists and is left as it is: edit it, or pass --config OTHER.toml")
+        text, kb = starter_config(folder, target.parent.resolve())
         try:
-            target.write_text(starter_config(folder, target.parent.resolve()), encoding="utf-8")
+            target.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise KBError(f"cannot write {target}: {exc}") from exc
-        [kb] = load_config(target).kb
         click.echo(f"wrote {target}: knowledge base {kb.name!r} over {kb.paths[0]}"
                    f"{'' if kb.paths[0].is_dir() else ' (not there yet: create it and add documents)'}.")
         click.echo(f"Next: say what the documents are about in its description, then `mcp-kb sync` and "

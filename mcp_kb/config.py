@@ -485,14 +485,17 @@ def kb_name_for(folder: Path) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", folder.name)[:64] or "docs"
 
 
-def starter_config(folder: str, base_dir: Path) -> str:
-    """The commented starter kb.toml `mcp-kb init` writes, with one KB over `folder`."""
+def starter_config(folder: str, base_dir: Path) -> tuple[str, KBConfig]:
+    """The commented starter kb.toml `mcp-kb init` writes, with one KB over `folder`, and that KB as
+    loaded from it (validated before anything is written)."""
     from importlib.resources import files
 
     where = (base_dir / folder).resolve()
     values = {"name": kb_name_for(where), "description": f"Documents from the folder '{where.name}'", "folder": folder}
     template = files(__package__).joinpath("starter.toml").read_text(encoding="utf-8")
-    return template.format(**{key: json.dumps(value, ensure_ascii=False) for key, value in values.items()})
+    text = template.format(**{key: json.dumps(value, ensure_ascii=False) for key, value in values.items()})
+    [kb] = build_config(tomllib.loads(text), base_dir, None).kb
+    return text, kb
 
 
 def config_target(given: str | None) -> tuple[Path, bool]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -44,13 +45,13 @@ def tokenizer(embedding_config):
     return load_tokenizer(embedding_config)
 
 
-def _loaded_model():
+@functools.cache
+def _test_model():
+    """The tests' model, one per process (not loaded yet)."""
     from mcp_kb.config import build_config
     from mcp_kb.models.fastembed import FastEmbedder
 
-    model = FastEmbedder(build_config({}, Path.cwd(), None).embedding)
-    model.embed_query("model check")
-    return model
+    return FastEmbedder(build_config({}, Path.cwd(), None).embedding)
 
 
 def pytest_configure(config):
@@ -61,7 +62,7 @@ def pytest_configure(config):
     if hasattr(config, "workerinput") or config.option.help:
         return
     try:
-        _loaded_model()
+        _test_model().identity  # finds (or downloads, once for all workers) the files without loading them
     except ModelError as exc:
         raise pytest.UsageError(f"no embedding model for the tests: {exc}\nPut the offline model at {OFFLINE_MODEL}, "
                                 f"or set MCP_KB_EMBEDDING_MODEL and MCP_KB_EMBEDDING_MODEL_PATH to a local model "
@@ -71,7 +72,9 @@ def pytest_configure(config):
 @pytest.fixture(scope="session", autouse=True)
 def embedder():
     """The real fastembed model, loaded once per test process; `.calls` counts embedded texts."""
-    return _loaded_model()
+    model = _test_model()
+    model.embed_query("model check")
+    return model
 
 
 @pytest.fixture

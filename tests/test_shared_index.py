@@ -250,7 +250,8 @@ def test_exactly_one_of_racing_writers_takes_the_lease_and_a_lapsed_one_is_taken
     from mcp_kb.index.store import Store
 
     storage = s3.storage(s3.new_bucket())
-    stores = [Store(storage["uri"], storage["options"], lease_seconds=1.5) for _ in range(4)]
+    # Long enough that no loser of the race, however late on a loaded machine, finds it lapsed.
+    stores = [Store(storage["uri"], storage["options"], lease_seconds=5) for _ in range(4)]
     stores[0].lease_holder()  # nothing yet: no table, nobody holds it
     barrier = threading.Barrier(4)
     outcomes = {}
@@ -269,9 +270,9 @@ def test_exactly_one_of_racing_writers_takes_the_lease_and_a_lapsed_one_is_taken
     losers = [outcomes[i] for i in outcomes if i not in winners]
     assert all(holder["id"] == f"writer{winners[0]}" for holder in losers)  # they name the holder
 
-    time.sleep(2)  # the winner stops renewing (as if killed): its lease lapses
+    # The winner never renews (as if killed): another writer takes the lease once it lapses.
     other = next(i for i in range(4) if i not in winners)
-    assert stores[other].take_lease({"id": "late", "host": "h", "pid": 9}) is None
+    _wait_for(lambda: stores[other].take_lease({"id": "late", "host": "h", "pid": 9}) is None, seconds=60)
     assert not stores[winners[0]].renew_lease(f"writer{winners[0]}", {})  # the old holder learns it lost it
     assert stores[other].lease_holder()["id"] == "late"
 
@@ -282,15 +283,15 @@ def test_a_sync_that_lost_its_lease_stops_before_its_next_commit(s3):
     from mcp_kb.index.store import Store
 
     storage = s3.storage(s3.new_bucket())
-    store, other = (Store(storage["uri"], storage["options"], lease_seconds=1.5) for _ in range(2))
+    store, other = (Store(storage["uri"], storage["options"], lease_seconds=5) for _ in range(2))
     with state.sync_lock(store, ["docs"]):
         state.write_progress(store, "docs", 1, 10)
         assert other.lease_holder()["progress"] == {"docs": {"done": 1, "total": 10}}
         lease = state._StoreLease._held[store.uri]
         lease.stop.set()  # its heartbeats stop reaching the store (a network partition)...
         lease.thread.join()
-        time.sleep(2)
-        assert other.take_lease({"id": "next-writer", "host": "h", "pid": 2}) is None  # ...so another writer takes over
+        # ...so another writer takes over once the lease lapses
+        _wait_for(lambda: other.take_lease({"id": "next-writer", "host": "h", "pid": 2}) is None, seconds=60)
         with pytest.raises(SyncBusyError, match="lost the writer lease"):
             state.write_progress(store, "docs", 2, 10)  # called between batches: no further commit
     assert other.lease_holder()["id"] == "next-writer"  # releasing a lost lease leaves the new holder alone

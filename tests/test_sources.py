@@ -235,3 +235,7 @@ def test_the_watcher_follows_exactly_the_files_the_scan_lists(make_config, tmp_p
     for source in scan.files:  # and once a listed file is deleted, its deletion is still followed
         source.path.unlink()
         assert is_candidate_path(kb, source.path), source.doc_id
+    moved = base / "a" / "v1.2"  # a folder with a dot, moved away whole: its documents went with it
+    write(moved / "x.md", "# Note\n\nSome text.\n")
+    moved.rename(base / "elsewhere")
+    assert is_candidate_path(kb, moved)

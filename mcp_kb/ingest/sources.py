@@ -205,15 +205,13 @@ class _Rules:
         return None
 
     def may_have_held(self, rel_id: str) -> bool:
-        """Whether an entry that is gone could have been a document, or a folder holding some, by its
-        name: not hidden, and a file name the KB's globs and types take (a name without a suffix may
-        have been a folder)."""
+        """Whether an entry that is gone could have been a document, or a folder holding some, judged by
+        its name: not hidden, and not a document file the KB's globs leave out. Any other name may have
+        been a folder ("v1.2" included), so its removal is followed."""
         if any(part.startswith(".") for part in rel_id.split("/")):
             return False
         suffix = os.path.splitext(rel_id)[1].lower()
-        if not suffix:
-            return True
-        return _matches_globs(self._doc_id(rel_id), self.kb.include, self.kb.exclude) and is_supported(suffix)
+        return not is_supported(suffix) or _matches_globs(self._doc_id(rel_id), self.kb.include, self.kb.exclude)
 
     def _entry(self, path: str, rel: str, is_link: bool, ignores: Ignores) -> SourceFile | SkippedFile | str | None:
         """"dir" to descend into, a file, a reported skip, or None for entries left out silently."""
