@@ -7,27 +7,26 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from dataclasses import asdict
 from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .config import ChunkingConfig, Config, KBConfig
+from .config import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
 from .errors import KBError, ParseError
 from .evaluation import SelfCheck, self_check, self_query
-from .index.state import (is_sync_running, query_log_path, read_health, read_metrics, read_progress, read_summary,
-                          web_cache_dir, write_health, write_metrics)
+from .index.state import (query_log_path, read_health, read_metrics, read_summary, source_cache_dir, sync_activity,
+                          write_health, write_metrics)
 from .index.store import Store
 from .ingest.chunking import Chunk
 from .ingest.parsers import parse_file
-from .ingest.sources import SourceScan, parse_source, resolve_document, scan_sources
-from .ingest.web import crawl_kb, find_page, is_url
+from .ingest.sources import Source, SourceScan, find_document, parse_source, scan_all, sources_of
 from .metrics import Metrics, QueryLog
 from .models import create_embedder, create_reranker, load_token_counter
 from .models.base import Embedder, TokenCounter
 from .present import document_text
 from .search import Searcher, SearchResult
+from .vocabulary import sync_remedy
 from .sync import ProgressCallback, SyncReport, document_chunks, file_chunks, sync_all
 
 
@@ -90,7 +89,7 @@ class App:
         with self._lock:
             if kb.name not in self._query_logs:
                 self._query_logs[kb.name] = QueryLog(query_log_path(self.config.storage.uri, kb.name),
-                                                     int(kb.search.query_log_max_mb * 1024 * 1024))
+                                                     megabytes(kb.search.query_log_max_mb))
             return self._query_logs[kb.name]
 
     def search_metrics(self, kb: str) -> dict[str, Any]:
@@ -123,7 +122,7 @@ class App:
             sample = self.config.get_kb(report.kb).sync.self_check_sample
             if report.rebuilt and sample:
                 try:
-                    self.self_check(report.kb, ["hybrid"], sample=sample)
+                    self.self_check(report.kb, [DEFAULT_MODE], sample=sample)
                 except KBError as exc:  # e.g. a KB with nothing to ask about: the sync itself went well
                     log.warning("%s: no hit rate after the rebuild: %s", report.kb, exc)
         return reports
@@ -131,10 +130,12 @@ class App:
     def document_text(self, kb: str, doc_id: str) -> str:
         """The extracted text of one document of a KB (the same membership rules as a sync)."""
         kb_config = self.config.get_kb(kb)
-        if is_url(doc_id):
-            page = find_page(kb_config, web_cache_dir(self.config.storage.uri, kb_config.name), doc_id)
-            return document_text(parse_source(page, kb_config))
-        return document_text(resolve_document(kb_config, doc_id))
+        source = find_document(kb_config, self.sources(kb_config), doc_id)
+        return document_text(parse_source(source, kb_config))
+
+    def sources(self, kb: KBConfig, cache_folder: Path | None = None) -> list[Source]:
+        """The KB's sources, keeping what they download in this machine's cache (or `cache_folder`)."""
+        return sources_of(kb, cache_folder or source_cache_dir(self.config.storage.uri, kb.name))
 
     def chunks(self, file: Path) -> tuple[list[Chunk], tuple[str, ...]]:
         """The chunks a file yields with the first KB's chunking settings (or the defaults), and the
@@ -149,7 +150,7 @@ class App:
         generation = self.store.active_generation(name)
         view = self.store.view(name, generation) if generation else None
         if view is None:
-            raise KBError(f"knowledge base {name!r} has not been synced yet; run `mcp-kb sync {name}`")
+            raise KBError(f"knowledge base {name!r} has not been synced yet; {sync_remedy(name)}")
         asked = [(query, row["path"]) for row in view.sample(sample, seed)
                  if (query := self_query(row["heading"] or "", row["text"]))]
 
@@ -167,19 +168,12 @@ class App:
         return [self._kb_check(k) for k in self.config.select(kb)]
 
     def _kb_check(self, kb: KBConfig) -> dict[str, Any]:
-        try:
-            scan = scan_sources(kb)
-        except KBError as exc:  # e.g. a path that does not exist: the other KBs are still checked
-            return {"kb": kb.name, "tool": kb.search_tool_name, "error": str(exc)}
-        if not kb.urls:
-            return self._chunk_counts(kb, scan)
         with tempfile.TemporaryDirectory(prefix="mcp-kb-check-") as cache:  # a check leaves the sync's cache alone
             try:
-                crawl = crawl_kb(kb, Path(cache))
-            except KBError as exc:  # e.g. a header naming an unset variable
+                scan = scan_all(self.sources(kb, Path(cache)))
+            except KBError as exc:  # e.g. a path that does not exist: the other KBs are still checked
                 return {"kb": kb.name, "tool": kb.search_tool_name, "error": str(exc)}
-            scan = SourceScan(scan.files + crawl.files, scan.skipped + crawl.skipped)
-            return {**self._chunk_counts(kb, scan), "crawl": asdict(crawl.stats)}
+            return {**self._chunk_counts(kb, scan), **({"crawl": scan.figures} if scan.figures else {})}
 
     def _chunk_counts(self, kb: KBConfig, scan: SourceScan) -> dict[str, Any]:
         kinds: Counter[str] = Counter()
@@ -211,7 +205,7 @@ class App:
     def _kb_status(self, name: str) -> dict[str, Any]:
         kb = self.config.get_kb(name)
         state = self.store.read_state(name)
-        running = is_sync_running(self.store, name)
+        progress = sync_activity(self.store, name)
         files = self.store.read_files(name)
         last = state.get("last_sync", {})
         return {
@@ -222,8 +216,8 @@ class App:
             "chunks": self.store.count_chunks(name),
             "index_version": self.store.version(name),
             "generation": self.store.active_generation(name),
-            "sync_running": running,
-            "progress": read_progress(self.store, name, running),  # files done / total of a running sync
+            "sync_running": progress is not None,
+            "progress": progress or {},  # files done / total of a running sync
             "last_sync": last.get("finished_at"),
             "last_outcome": last.get("outcome", "never synced"),
             "last_error": last.get("error", ""),

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from . import __version__
-from .config import HEALTHY_HIT_RATE, MODES, Config, build_config, config_for_folder, config_target, load_config
+from .config import HEALTHY_HIT_RATE, MODES, RANKED_MODES, Config, build_config, config_for_folder, config_target, load_config
 from .errors import KBError
 
 _INTERRUPTED = ("interrupted. The index is consistent: batches committed before the interrupt are kept (during a "
@@ -412,7 +412,7 @@ def _typed(raw: str) -> Any:
 @click.option("--sample", default=100, show_default=True, help="With --self: chunks to make queries from.")
 @click.option("--threshold", default=HEALTHY_HIT_RATE, show_default=True,
               help="With --self: warn when a mode's hit rate is below this.")
-@click.option("--mode", default="all", type=click.Choice(["all", "hybrid", "vector", "keyword"]))
+@click.option("--mode", default="all", type=click.Choice(["all", *RANKED_MODES]))
 @click.option("--k", default=10, show_default=True, help="Cut-off for recall@k (with --self: hit@k).")
 @config_option
 @json_option
@@ -437,7 +437,7 @@ def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Pa
         from .evaluation import load_reviewed_log, unmatched_documents
 
         app = _app(config_path)
-        modes = ["keyword", "vector", "hybrid"] if mode == "all" else [mode]
+        modes = list(RANKED_MODES) if mode == "all" else [mode]
         if self_made:
             checks = app.self_check(kb, modes, sample=sample, k=k)
             if as_json:

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import platformdirs
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
-                      model_validator)
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SerializeAsAny, ValidationError,
+                      field_validator, model_validator)
 
 from .errors import ConfigError
-from .index.schema import BUILTIN_FILTER_FIELDS, RESERVED_FIELDS, FieldTypeName
+from .index.schema import BUILTIN_FILTER_FIELDS, RESERVED_FIELDS, FieldTypeName, field_type_of_value
+from .registry import Registry
+from .vocabulary import SYNC_TOOL
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,11 +52,31 @@ _HEADER_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # what no header valu
 # Limits of a search request, shared by config validation, the tool schema and search.
 SearchMode = Literal["hybrid", "vector", "keyword", "filter"]
 MODES: tuple[str, ...] = get_args(SearchMode)
+DEFAULT_MODE: SearchMode = "hybrid"
+RANKED_MODES = ("keyword", "vector", "hybrid")  # the modes that rank by relevance: what evaluations measure
+_MODE_NOTES = {"keyword": "exact terms, codes, names", "filter": "list by metadata only"}
+MODES_TEXT = ", ".join(f"{mode}{' (default)' if mode == DEFAULT_MODE else ''}"
+                       f"{f' ({_MODE_NOTES[mode]})' if mode in _MODE_NOTES else ''}" for mode in MODES)
 TOP_K_MIN, TOP_K_MAX = 1, 100
 CONTEXT_MAX = 5  # neighbouring chunks on each side of a hit
 MAX_TOKENS_MIN, MAX_TOKENS_MAX = 100, 100_000  # an answer's token budget
 HEALTHY_HIT_RATE = 0.8  # a label-free hit rate below this means chunking or embedding is wrong
 MAX_QUERY_LENGTH = 4_000  # characters; longer texts make slow searches and are never a real question
+
+
+def megabytes(size_mb: float) -> int:
+    """A size setting in MB (`max_file_size_mb`, `max_page_mb`, `query_log_max_mb`) in bytes."""
+    return int(size_mb * 1024 * 1024)
+
+
+def _env(variable: str) -> dict[str, str]:
+    """Marks the setting an environment variable overrides: each names its variable in its declaration."""
+    return {"env": variable}
+
+
+def environment(variable: str) -> str | None:
+    """An environment variable's value (None when unset or empty): the one reader of the environment."""
+    return os.environ.get(variable) or None
 
 
 def default_storage() -> str:
@@ -127,7 +149,7 @@ class _Strict(BaseModel):
 class StorageConfig(_Strict):
     """Where the index lives and how LanceDB reaches it; `storage = "…"` is short for `[storage] uri = "…"`."""
 
-    uri: PathText = Field(default_factory=default_storage)  # a folder, or s3:// gs:// az:// (any LanceDB URI)
+    uri: PathText = Field(default_factory=default_storage, json_schema_extra=_env(ENV_STORAGE))  # a folder, or s3:// gs:// az:// (any LanceDB URI)
     # Passed to LanceDB (endpoint, region, allow_http, credentials, ...); "${NAME}" in a value is read
     # from the environment. Credentials usually come from the store's own variables (AWS_ACCESS_KEY_ID, ...).
     options: dict[str, str] = Field(default_factory=dict)
@@ -151,21 +173,35 @@ class StorageConfig(_Strict):
 
 
 class EmbeddingConfig(_Strict):
-    """Which model embeds chunks and queries, where it runs, and how.
+    """What every embedding provider's settings have; each provider adds its own (a registered subclass).
 
     provider "fastembed" runs an ONNX model in this process (the default); "openai" calls any
     service speaking the OpenAI embeddings API (OpenAI, Azure, Ollama, vLLM, TEI, LM Studio, LiteLLM).
     """
 
-    provider: Literal["fastembed", "openai"] = "fastembed"
-    model: str = DEFAULT_MODEL
+    provider: str = "fastembed"
+    model: str = Field(DEFAULT_MODEL, json_schema_extra=_env(ENV_MODEL))
     batch_size: int = Field(32, ge=1, le=2048)
-    # fastembed
-    model_path: PathText | None = None  # local folder with model.onnx + tokenizer files (air-gapped use)
+
+    def __hash__(self) -> int:  # a frozen model with a dict field: hash what identifies the settings
+        return hash(self.model_dump_json())
+
+
+class FastembedSettings(EmbeddingConfig):
+    """provider = "fastembed": an ONNX model run in this process."""
+
+    provider: Literal["fastembed"] = "fastembed"
+    model_path: PathText | None = Field(None, json_schema_extra=_env(ENV_MODEL_PATH))  # local folder with
+    # model.onnx + tokenizer files (air-gapped use)
     threads: int | None = Field(None, ge=1)  # None: onnxruntime decides
     cache_dir: PathText | None = None
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    # openai: the service
+
+
+class OpenAISettings(EmbeddingConfig):
+    """provider = "openai": a service speaking the OpenAI embeddings API."""
+
+    provider: Literal["openai"] = "openai"
     base_url: str | None = None  # e.g. https://api.openai.com/v1 or http://localhost:11434/v1
     api_key_env: str | None = None  # the NAME of the variable holding the key; the key is never stored
     dimensions: int | None = Field(None, ge=1)  # ask for shortened vectors (models that support it)
@@ -182,27 +218,58 @@ class EmbeddingConfig(_Strict):
         return _checked_headers(value, "embedding.headers")
 
     @model_validator(mode="after")
-    def _provider_settings(self) -> EmbeddingConfig:
-        if self.provider == "openai":
-            if not self.base_url:
-                raise ValueError('provider "openai" needs base_url, e.g. "https://api.openai.com/v1" or '
-                                 '"http://localhost:11434/v1" (Ollama)')
-            if "model" not in self.model_fields_set:
-                raise ValueError('provider "openai" needs model: the name the service knows the model by, '
-                                 'e.g. "text-embedding-3-small" or "nomic-embed-text"')
+    def _names_the_service(self) -> OpenAISettings:
+        if not self.base_url:
+            raise ValueError('provider "openai" needs base_url, e.g. "https://api.openai.com/v1" or '
+                             '"http://localhost:11434/v1" (Ollama)')
+        if "model" not in self.model_fields_set:
+            raise ValueError('provider "openai" needs model: the name the service knows the model by, '
+                             'e.g. "text-embedding-3-small" or "nomic-embed-text"')
         return self
 
-    def __hash__(self) -> int:  # a frozen model with a dict field: hash what identifies the settings
-        return hash(self.model_dump_json())
+    def request_headers(self) -> dict[str, str]:
+        """`headers`, and the API key from the variable `api_key_env` names, read now."""
+        headers = {key: header_value(text, f"embedding.headers.{key}") for key, text in self.headers.items()}
+        if self.api_key_env:
+            if not environment(self.api_key_env):
+                raise ConfigError(f"[embedding] api_key_env names ${self.api_key_env}, which is not set; export "
+                                  f"the service's API key in it")
+            # a key pasted with a trailing newline must not reach the HTTP library (its errors quote headers)
+            headers["Authorization"] = header_value(f"Bearer ${{{self.api_key_env}}}", "[embedding] api_key_env")
+        return headers
 
 
 class RerankConfig(_Strict):
-    """Optional cross-encoder reranking of the top candidates."""
+    """Optional reranking of the top candidates; each provider adds its own settings (a registered subclass)."""
 
+    provider: str = "fastembed"
     enabled: bool = False
+    candidates: int = Field(30, ge=1, le=500)
+
+
+class FastembedRerankSettings(RerankConfig):
+    """provider = "fastembed": a cross-encoder run in this process."""
+
+    provider: Literal["fastembed"] = "fastembed"
     model: str = "Xenova/ms-marco-MiniLM-L-6-v2"
     model_path: PathText | None = None
-    candidates: int = Field(30, ge=1, le=500)
+
+
+class SourceSettings(_Strict):
+    """A `[[kb.sources]]` table: a source of a registered kind (folders and web sites are `paths` and `urls`)."""
+
+    kind: str
+
+
+# Parts picked by name in kb.toml: the settings each takes, and its implementation (registry.py).
+EMBEDDING_PROVIDERS = Registry("embedding provider", "provider")
+EMBEDDING_PROVIDERS.register("fastembed", FastembedSettings, "mcp_kb.models.fastembed:FastembedProvider")
+EMBEDDING_PROVIDERS.register("openai", OpenAISettings, "mcp_kb.models.openai:OpenAIProvider")
+RERANK_PROVIDERS = Registry("rerank provider", "provider")
+RERANK_PROVIDERS.register("fastembed", FastembedRerankSettings, "mcp_kb.models.fastembed:FastembedRerankProvider")
+SOURCE_KINDS = Registry("source kind", "kind")  # built-in kinds: ingest/sources.py
+_PICKED_BY_NAME = {EmbeddingConfig: (EMBEDDING_PROVIDERS, "fastembed"), RerankConfig: (RERANK_PROVIDERS, "fastembed"),
+                   SourceSettings: (SOURCE_KINDS, "")}
 
 
 class ServerConfig(_Strict):
@@ -212,7 +279,7 @@ class ServerConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=1, le=65535)
     read_only: bool = False  # hides the sync tool
-    token: str | None = None  # bearer token for HTTP transports; MCP_KB_TOKEN overrides
+    token: str | None = Field(None, json_schema_extra=_env(ENV_TOKEN))  # bearer token for HTTP transports
     allowed_hosts: list[str] = Field(default_factory=list)  # Host names clients may use, besides loopback
     # HTTP: connections open at once (fewer when the file-descriptor limit is low), and the seconds a
     # connection has to send each request's head (a slow or silent one is closed)
@@ -240,7 +307,7 @@ class ChunkingConfig(_Strict):
 class SearchConfig(_Strict):
     """Defaults for one KB's searches."""
 
-    mode: SearchMode = "hybrid"
+    mode: SearchMode = DEFAULT_MODE
     top_k: int = Field(5, ge=TOP_K_MIN, le=TOP_K_MAX)
     min_score: float = Field(0.0, ge=0.0)
     candidates: int = Field(50, ge=1, le=1000)  # per side, before fusion
@@ -262,6 +329,11 @@ class SyncConfig(_Strict):
     max_delete_share: float = Field(0.5, ge=0, le=1)
     # After a rebuild, measure the label-free hit rate on this many chunks (0: off); status shows it.
     self_check_sample: int = Field(0, ge=0, le=10_000)
+
+    @property
+    def has_triggers(self) -> bool:
+        """Whether a served KB syncs by itself (at start, on a schedule or on file changes)."""
+        return self.on_start or self.watch or bool(self.interval)
 
 
 class WebSourceConfig(_Strict):
@@ -317,6 +389,7 @@ class KBConfig(_Strict):
     description: str
     paths: list[PathValue] = Field(default_factory=list)
     urls: list[WebSourceConfig] = Field(default_factory=list)
+    sources: list[SerializeAsAny[SourceSettings]] = Field(default_factory=list)  # of registered kinds
     include: list[str] = Field(default_factory=list)  # empty: every supported file
     exclude: list[str] = Field(default_factory=list)
     respect_gitignore: bool = True
@@ -352,9 +425,14 @@ class KBConfig(_Strict):
             return [{"url": item} if isinstance(item, str) else item for item in value]
         return value
 
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _source_kinds(cls, value: Any) -> Any:
+        return [SOURCE_KINDS.validate(item, "") for item in value] if isinstance(value, list) else value
+
     @model_validator(mode="after")
     def _has_sources(self) -> KBConfig:
-        if not self.paths and not self.urls:
+        if not self.paths and not self.urls and not self.sources:
             raise ValueError('a knowledge base needs `paths` (folders or files), `urls` (web sites), or both')
         return self
 
@@ -378,7 +456,7 @@ class KBConfig(_Strict):
 
     @property
     def max_file_bytes(self) -> int:
-        return int(self.max_file_size_mb * 1024 * 1024)
+        return megabytes(self.max_file_size_mb)
 
     def filter_field_types(self) -> dict[str, str]:
         """Every field a search may filter on, with its type: built-ins, static metadata, declared."""
@@ -386,7 +464,7 @@ class KBConfig(_Strict):
 
     def metadata_types(self) -> dict[str, str]:
         """The KB's own columns (static metadata and declared fields), with their types."""
-        types = {key: _type_of(value) for key, value in self.metadata.items()}
+        types = {key: field_type_of_value(value) for key, value in self.metadata.items()}
         types.update({key: spec.type for key, spec in self.filterable.items()})
         return types
 
@@ -395,11 +473,21 @@ class Config(_Strict):
     """The whole kb.toml."""
 
     storage: StorageConfig = Field(default_factory=StorageConfig)
-    embedding: EmbeddingConfig = EmbeddingConfig()
-    rerank: RerankConfig = RerankConfig()
+    embedding: SerializeAsAny[EmbeddingConfig] = FastembedSettings()
+    rerank: SerializeAsAny[RerankConfig] = FastembedRerankSettings()
     server: ServerConfig = ServerConfig()
     kb: list[KBConfig] = Field(default_factory=list)
     source: Path | None = None  # the file this came from, for messages
+
+    @field_validator("embedding", mode="before")
+    @classmethod
+    def _embedding_provider(cls, value: Any) -> Any:
+        return EMBEDDING_PROVIDERS.validate(value, "fastembed")
+
+    @field_validator("rerank", mode="before")
+    @classmethod
+    def _rerank_provider(cls, value: Any) -> Any:
+        return RERANK_PROVIDERS.validate(value, "fastembed")
 
     @field_validator("storage", mode="before")
     @classmethod
@@ -417,7 +505,7 @@ class Config(_Strict):
     @model_validator(mode="after")
     def _names_are_unique(self) -> Config:
         for what, names in (("KB name", [k.name for k in self.kb]),
-                            ("tool name", [k.search_tool_name for k in self.kb] + ["sync_knowledge_base"])):
+                            ("tool name", [k.search_tool_name for k in self.kb] + [SYNC_TOOL])):
             seen: set[str] = set()
             for name in names:
                 if name in seen:
@@ -435,16 +523,6 @@ class Config(_Strict):
     def select(self, name: str | None) -> list[KBConfig]:
         """One KB by name, or all when name is None."""
         return list(self.kb) if name is None else [self.get_kb(name)]
-
-
-def _type_of(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    return "string"
 
 
 def load_config(path: str | os.PathLike[str]) -> Config:
@@ -501,7 +579,7 @@ def starter_config(folder: str, base_dir: Path) -> tuple[str, KBConfig]:
 def config_target(given: str | None) -> tuple[Path, bool]:
     """The kb.toml or folder a command uses: the one given, else $MCP_KB_CONFIG, else ./kb.toml.
     Returns the path and whether it was named (by the option or the variable)."""
-    named = given or os.environ.get(ENV_CONFIG)
+    named = given or environment(ENV_CONFIG)
     return Path(named or "kb.toml").expanduser(), bool(named)
 
 
@@ -519,23 +597,28 @@ def build_config(raw: dict[str, Any], base_dir: Path, source: Path | None) -> Co
 
 
 def _apply_environment(raw: dict[str, Any]) -> dict[str, Any]:
-    """Environment variables override the file: (section, key) <- variable."""
+    """Environment variables override the file: each setting declared with `_env(NAME)` takes NAME's value."""
     raw = dict(raw)
-    for section, key, variable in ((None, "storage", ENV_STORAGE), ("embedding", "model", ENV_MODEL),
-                                   ("embedding", "model_path", ENV_MODEL_PATH), ("server", "token", ENV_TOKEN)):
-        value = os.environ.get(variable)
-        if not value or (key == "model_path" and _embedding_provider(raw) != "fastembed"):
-            continue  # a local model folder means nothing to an embedding service
-        if section is None:  # storage: a string, or the [storage] table's uri
-            raw[key] = {**raw[key], "uri": value} if isinstance(raw.get(key), dict) else value
-        elif isinstance(raw.get(section, {}), dict):  # a malformed section is reported by validation
-            raw[section] = {**raw.get(section, {}), key: value}
+    if isinstance(raw.get("storage"), str):
+        raw["storage"] = {"uri": raw["storage"]}
+    for section, model in (("storage", StorageConfig), ("server", ServerConfig),
+                           ("embedding", _chosen(EMBEDDING_PROVIDERS, "fastembed", raw.get("embedding")))):
+        if model is None or not isinstance(raw.get(section, {}), dict):
+            continue  # a malformed section or an unknown provider is reported by validation
+        for key, declared in model.model_fields.items():
+            value = environment((declared.json_schema_extra or {}).get("env", ""))
+            if value:
+                raw[section] = {**raw.get(section, {}), key: value}
     return raw
 
 
-def _embedding_provider(raw: dict[str, Any]) -> Any:
-    section = raw.get("embedding")
-    return section.get("provider", "fastembed") if isinstance(section, dict) else "fastembed"
+def _chosen(registry: Registry, default: str, section: Any) -> type[BaseModel] | None:
+    """The settings model a table's provider (or kind) names, None when it names no known one."""
+    name = section.get(registry.key, default) if isinstance(section, dict) else default
+    try:
+        return registry.settings(name)
+    except ValueError:
+        return None
 
 
 def _resolve_paths(config: Config, base_dir: Path) -> Config:
@@ -551,14 +634,11 @@ def _resolve_paths(config: Config, base_dir: Path) -> Config:
     if not storage.is_remote:
         storage = storage.model_copy(update={"uri": str(absolute(storage.uri, "storage"))})
     _keep_out_written_folders(kbs, storage)
-    embedding = config.embedding
-    for key in ("model_path", "tokenizer_path"):
-        if getattr(embedding, key):
-            embedding = embedding.model_copy(update={key: str(absolute(getattr(embedding, key), f"embedding.{key}"))})
-    rerank = config.rerank
-    if rerank.model_path:
-        rerank = rerank.model_copy(update={"model_path": str(absolute(rerank.model_path, "rerank.model_path"))})
-    return config.model_copy(update={"kb": kbs, "storage": storage, "embedding": embedding, "rerank": rerank})
+    # A provider's local files are its settings named *_path (model_path, tokenizer_path).
+    providers = {section: getattr(config, section).model_copy(update={
+        key: str(absolute(value, f"{section}.{key}")) for key in type(getattr(config, section)).model_fields
+        if key.endswith("_path") and (value := getattr(getattr(config, section), key))}) for section in ("embedding", "rerank")}
+    return config.model_copy(update={"kb": kbs, "storage": storage, **providers})
 
 
 def _keep_out_written_folders(kbs: list[KBConfig], storage: StorageConfig) -> None:
@@ -616,15 +696,24 @@ def _key_name(location: list[Any], raw: dict[str, Any]) -> str:
 
 def _did_you_mean(location: list[Any], raw: dict[str, Any]) -> str:
     model: type[BaseModel] | None = Config
-    for part in location[:-1]:
+    node: Any = raw
+    for index, part in enumerate(location[:-1]):
+        node = node[part] if isinstance(node, (dict, list)) and _has(node, part) else None
         if isinstance(part, int) or model is None or str(part) not in model.model_fields:
             continue  # a list index, or a key of a mapping (e.g. a filterable field's name): same model
         model = _model_in(model.model_fields[str(part)].annotation)
+        if model in _PICKED_BY_NAME:  # the settings of the provider (or kind) the table names
+            item = node[location[index + 1]] if isinstance(node, list) and _has(node, location[index + 1]) else node
+            model = _chosen(*_PICKED_BY_NAME[model], section=item)
     if model is None:
         return ""
     keys = [key for key in model.model_fields if key != "source"]  # `source` is set by the loader
     match = difflib.get_close_matches(str(location[-1]), keys, n=1)
     return f"; did you mean {match[0]!r}?" if match else f"; valid keys: {', '.join(keys)}"
+
+
+def _has(node: dict[str, Any] | list[Any], part: Any) -> bool:
+    return part in node if isinstance(node, dict) else isinstance(part, int) and part < len(node)
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:

@@ -15,15 +15,15 @@ from watchfiles import Change, awatch
 from .app import App
 from .config import KBConfig
 from .errors import KBError
-from .ingest.sources import is_candidate_path
+from .ingest.sources import Source, change_concerns, watch_folders
 from .sync import ProgressCallback, SyncReport
 
 log = logging.getLogger(__name__)
 
 Notify = Callable[[str], Awaitable[None]]  # called with a KB name after each of its syncs
-# A web site cannot be watched for changes: `watch` re-crawls a KB's URL sources this often
-# (seconds) unless [kb.sync] interval says otherwise.
-WEB_WATCH_INTERVAL = 3600.0
+# A source without local folders to watch (a web site) is asked again this often (seconds) by
+# `watch`, unless [kb.sync] interval says otherwise.
+POLL_INTERVAL = 3600.0
 
 
 class SyncRunner:
@@ -73,14 +73,16 @@ class LiveSync:
         """Run every configured trigger until cancelled."""
         async with anyio.create_task_group() as group:
             for kb in self.kbs:
-                if kb.sync.on_start or kb.sync.watch or kb.sync.interval:
+                sources = self.runner.app.sources(kb)
+                folders = watch_folders(sources)
+                if kb.sync.has_triggers:
                     group.start_soon(self._worker, kb)
                 if kb.sync.on_start:
                     self.request(kb.name, "start-up")
-                if kb.sync.interval or (kb.sync.watch and kb.urls):
+                if kb.sync.interval or (kb.sync.watch and any(not source.watch_folders() for source in sources)):
                     group.start_soon(self._every, kb)
-                if kb.sync.watch and kb.paths:
-                    group.start_soon(self._watch, kb)
+                if kb.sync.watch and folders:
+                    group.start_soon(self._watch, kb, sources, folders)
 
     def request(self, kb: str, reason: str) -> None:
         """Ask for a sync of `kb`; requests made while one runs fold into one more sync."""
@@ -96,14 +98,14 @@ class LiveSync:
 
     async def _every(self, kb: KBConfig) -> None:
         while True:
-            await anyio.sleep(kb.sync.interval or WEB_WATCH_INTERVAL)
+            await anyio.sleep(kb.sync.interval or POLL_INTERVAL)
             self.request(kb.name, "schedule")
 
-    async def _watch(self, kb: KBConfig) -> None:
-        roots = [str(path if path.is_dir() else path.parent) for path in kb.paths]
+    async def _watch(self, kb: KBConfig, sources: list[Source], folders: list[Path]) -> None:
+        roots = [str(folder) for folder in folders]
 
         def relevant(change: Change, path: str) -> bool:
-            return is_candidate_path(kb, Path(path))
+            return change_concerns(sources, Path(path))
 
         quiet_ms = max(50, math.ceil(kb.sync.debounce * 1000))
         try:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from typing import Iterable
 
 from .index.keywords import keyword_terms
-from .ingest.chunking import HEADING_SEPARATOR, sentences
+from .ingest.chunking import sentences
+from .vocabulary import HEADING_SEPARATOR
 from .models.base import TokenCounter
 
 ELLIPSIS = "…"
@@ -52,7 +53,7 @@ class Hit:
 
     def citation(self) -> str:
         parts = [self.source, *([self.heading] if self.heading else [])]
-        label = " › ".join(parts)
+        label = HEADING_SEPARATOR.join(parts)
         if self.page and self.page_end and self.page_end != self.page:
             return f"{label} (pages {self.page}-{self.page_end})"
         return f"{label} (page {self.page})" if self.page else label

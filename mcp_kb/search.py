@@ -25,10 +25,12 @@ from .config import (CONTEXT_MAX, MAX_QUERY_LENGTH, MAX_TOKENS_MAX, MAX_TOKENS_M
 from .errors import KBError, ModelError, SearchError
 from .index.filters import and_where, build_where
 from .index.keywords import keyword_terms
-from .index.state import is_sync_running, read_progress
+from .index.state import sync_activity
+from .ingest.sources import rooted_id_patterns
 from .index.store import Candidate, ChunkView, Store, is_complete
 from .models.base import Embedder, Reranker, TokenCounter
 from .passages import Hit, add_context, assemble, fit_budget
+from .vocabulary import status_uri, sync_remedy
 
 log = logging.getLogger(__name__)
 
@@ -127,19 +129,18 @@ class Searcher:
         view = self.store.view(kb.name, generation) if generation is not None else None
         if view is None:
             if generation is not None:
-                raise SearchError(f"the index of knowledge base {kb.name!r} has lost its tables; run "
-                                  f"`mcp-kb sync {kb.name}` to rebuild it")
-            if is_sync_running(self.store, kb.name):  # nothing committed yet: an empty answer that says why
+                raise SearchError(f"the index of knowledge base {kb.name!r} has lost its tables; "
+                                  f"{sync_remedy(kb.name)} to rebuild it")
+            if sync_activity(self.store, kb.name) is not None:  # nothing committed yet: an empty answer that says why
                 return SearchResult([], request.mode, notes=self._incomplete_index_notes(kb.name))
-            raise SearchError(f"knowledge base {kb.name!r} has not been synced yet; run `mcp-kb sync {kb.name}` "
-                              f"(or call the sync_knowledge_base tool)")
+            raise SearchError(f"knowledge base {kb.name!r} has not been synced yet; {sync_remedy(kb.name)}")
         # Generation ids never repeat, so a rebuilt index never meets the answers of the old one.
         key = request.cache_key(kb.name, view.generation, view.version)
         if key in self._cache:
             self._cache.move_to_end(key)
             return replace(self._cache[key], cached=True)
-        where = and_where(build_where(kb.search.filter, kb.filter_field_types()),
-                          build_where(request.filters, kb.filter_field_types()))
+        types, rooted = kb.filter_field_types(), rooted_id_patterns()
+        where = and_where(build_where(kb.search.filter, types, rooted), build_where(request.filters, types, rooted))
         result = self._run(kb, view, request, where)
         result.notes.extend(self._incomplete_index_notes(kb.name))
         if not result.notes:  # a degraded answer (model down, index missing) must not outlive the cause
@@ -152,13 +153,13 @@ class Searcher:
         """Until a KB's first sync has finished, every answer says the index is incomplete, and how far it is."""
         if is_complete(self.store.read_state(kb)):
             return []
-        if is_sync_running(self.store, kb):
-            progress = read_progress(self.store, kb, running=True)  # written per batch; not yet at the very start
+        progress = sync_activity(self.store, kb)  # written per batch; not yet at the very start
+        if progress is not None:
             done = f": {progress['done']} of {progress['total']} files indexed so far" if progress else ""
             return [f"indexing in progress{done}; these results may be incomplete, search again when it is done "
-                    f"(kb://{kb}/status)"]
+                    f"({status_uri(kb)})"]
         return [f"the first sync of this knowledge base did not finish; results may be incomplete "
-                f"(run `mcp-kb sync {kb}` or the sync tool)"]
+                f"({sync_remedy(kb)})"]
 
     def _run(self, kb: KBConfig, view: ChunkView, request: SearchRequest, where: str | None) -> SearchResult:
         timings: dict[str, float] = {}

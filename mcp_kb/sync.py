@@ -28,12 +28,12 @@ from .config import ChunkingConfig, Config, KBConfig
 from .digest import file_sha256
 from .models.base import Embedder, TokenCounter
 from .errors import KBError, MassDeleteError, ModelError, ParseError
+from .vocabulary import sync_remedy
 from .index.keywords import ANALYZER_VERSION, keyword_terms
 from .ingest.ocr import available as ocr_available
-from .ingest.sources import SkippedFile, SourceFile, SourceScan, parse_source, scan_sources
-from .ingest.web import crawl_kb, document_kind, is_url
+from .ingest.sources import SkippedFile, SourceFile, document_kind, parse_source, scan_all, sources_of
 from .index.schema import ChunkRow, chunk_schema, coerce
-from .index.state import check_writable, clear_progress, sync_lock, web_cache_dir, write_progress, write_summary
+from .index.state import check_writable, clear_progress, source_cache_dir, sync_lock, write_progress, write_summary
 from .index.store import LAYOUT_VERSION, FileRecord, Store, generation_of, new_generation
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class SyncReport:
     chunks_embedded: int = 0
     tokens_embedded: int = 0  # model tokens sent to the embedder
     pages_ocr: int = 0  # pages and images whose text was read by OCR
-    crawl: dict[str, int] = field(default_factory=dict)  # web sources: requests, downloaded, not_modified, ...
+    crawl: dict[str, int] = field(default_factory=dict)  # what reading the sources cost (web: requests, 304s, ...)
     chunks_reused: int = 0
     chunks_deleted: int = 0
     chunks_total: int = 0
@@ -98,11 +98,9 @@ class SyncReport:
                  f"chunks {self.chunks_embedded} embedded, {self.chunks_reused} reused, "
                  f"{self.chunks_deleted} deleted, {self.chunks_total} in index; "
                  f"{self.seconds.get('total', 0.0):.1f}s" + (f"; {self.pages_ocr} pages read by OCR" if self.pages_ocr else "")]
-        if self.crawl:
-            parts.append(f"  web: {self.crawl['requests']} requests, {self.crawl['downloaded']} pages downloaded, "
-                         f"{self.crawl['not_modified']} not modified"
-                         + (f"; stopped at max_pages with {self.crawl['stopped_at_max_pages']} links left"
-                            if self.crawl['stopped_at_max_pages'] else ""))
+        if self.crawl:  # web sources: "163 requests, 12 downloaded, 151 not modified"
+            parts.append("  sources: " + ", ".join(f"{value} {name.replace('_', ' ')}"
+                                                    for name, value in self.crawl.items()))
         if self.rebuilt:
             parts.insert(0, f"{self.kb}: rebuilt from scratch: {self.rebuilt}")
         parts += [f"  failed {f['path']}: {f['reason']}" for f in self.failures]
@@ -145,9 +143,9 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
             active = generation_of(state)
             active_files = store.read_files(kb.name, active) if active is not None else {}
         with timer("scan"):
-            scan = scan_sources(kb, known={p: (r.size, r.mtime_ns) for p, r in active_files.items()})
-            if kb.urls:
-                scan = _with_crawl(store, kb, scan, [p for p in active_files if is_url(p)], report, progress)
+            scan = scan_all(sources_of(kb, source_cache_dir(store.uri, kb.name)),
+                            known={p: (r.size, r.mtime_ns) for p, r in active_files.items()}, progress=progress)
+            report.crawl = scan.figures
             report.skipped = [{"path": s.doc_id, "reason": s.reason} for s in scan.skipped]
             unreadable = [s for s in scan.skipped if s.unreadable]
             _refuse_mass_delete(kb, active_files, {f.doc_id for f in scan.files}, unreadable, allow_mass_delete)
@@ -200,14 +198,6 @@ def _count_each_file_once(report: SyncReport, plan: SyncPlan) -> None:
     report.files_failed = len(failed)
 
 
-def _with_crawl(store: Store, kb: KBConfig, scan: SourceScan, known: list[str], report: SyncReport,
-                progress: ProgressCallback) -> SourceScan:
-    """The KB's files and the pages its web sources reach, as one scan."""
-    crawl = crawl_kb(kb, web_cache_dir(store.uri, kb.name), known, progress)
-    report.crawl = asdict(crawl.stats)
-    return SourceScan(scan.files + crawl.files, scan.skipped + crawl.skipped)
-
-
 def _recording_progress(store: Store, kb: str, progress: ProgressCallback | None) -> ProgressCallback:
     """The caller's progress callback, also writing how far the sync is where searches can read it."""
     def report(done: int, total: int, message: str) -> None:
@@ -249,7 +239,7 @@ def _refuse_mass_delete(kb: KBConfig, active_files: dict[str, FileRecord], prese
     raise MassDeleteError(
         f"knowledge base {kb.name!r}: this sync would delete {len(doomed)} of its {len(active_files)} documents "
         f"({why}); nothing was changed. If a drive or share is not mounted (or a site is down), fix that and sync "
-        f"again; if the documents were really removed, run `mcp-kb sync {kb.name} --allow-mass-delete`.")
+        f"again; if the documents were really removed, {sync_remedy(kb.name, '--allow-mass-delete')}.")
 
 
 def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: dict[str, Any],

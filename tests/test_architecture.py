@@ -17,7 +17,8 @@ TIERS = {  # the most specific prefix decides a module's tier
     "mcp_kb.app": 3, "mcp_kb.live": 3,
     "mcp_kb.sync": 2, "mcp_kb.search": 2, "mcp_kb.passages": 2, "mcp_kb.metrics": 2, "mcp_kb.evaluation": 2, "mcp_kb.present": 2,
     "mcp_kb.ingest": 1, "mcp_kb.models": 1, "mcp_kb.index": 1,
-    "mcp_kb.config": 0, "mcp_kb.errors": 0, "mcp_kb.digest": 0, "mcp_kb.index.schema": 0,
+    "mcp_kb.config": 0, "mcp_kb.errors": 0, "mcp_kb.digest": 0, "mcp_kb.index.schema": 0, "mcp_kb.registry": 0,
+    "mcp_kb.vocabulary": 0,
 }
 
 

@@ -10,7 +10,7 @@ import pytest
 from fake_hub import FakeHub, serve_hub
 from helpers import write
 
-from mcp_kb.config import EmbeddingConfig
+from mcp_kb.config import FastembedSettings
 from mcp_kb.errors import ModelError
 from mcp_kb.models.fastembed import FastEmbedder, load_tokenizer
 
@@ -29,14 +29,14 @@ def test_identity_names_model_dimension_and_file_hash(embedder):
 
 
 def test_missing_model_folder_says_how_to_fix(tmp_path):
-    broken = FastEmbedder(EmbeddingConfig(model="sentence-transformers/all-MiniLM-L6-v2", model_path=str(tmp_path)))
+    broken = FastEmbedder(FastembedSettings(model="sentence-transformers/all-MiniLM-L6-v2", model_path=str(tmp_path)))
     with pytest.raises(ModelError, match="has no model.onnx.*model_path"):
         broken.embed_query("x")
 
 
 def test_a_folder_of_another_model_names_both_settings(tmp_path):
     (tmp_path / "model.onnx").write_bytes(b"weights of all-MiniLM-L6-v2")
-    other = FastEmbedder(EmbeddingConfig(model="sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2",
+    other = FastEmbedder(FastembedSettings(model="sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2",
                                          model_path=str(tmp_path)))
     with pytest.raises(ModelError, match=r"does not hold the configured model .*paraphrase-multilingual.*"
                                          r"model_optimized\.onnx; the folder has model\.onnx.*MCP_KB_EMBEDDING_MODEL\)"):

@@ -181,7 +181,7 @@ def test_known_shared_pdf_outcomes():
 def test_a_parser_that_declares_a_binary_format_gets_binary_files(make_config, tmp_path, monkeypatch):
     from mcp_kb.ingest import parsers
     from mcp_kb.ingest.document import Block, Document
-    from mcp_kb.ingest.sources import scan_sources
+    from mcp_kb.ingest.folders import scan_folders
 
     monkeypatch.setattr(parsers, "_PARSERS", dict(parsers._PARSERS))  # registrations end with the test
     monkeypatch.setattr(parsers, "_BINARY", set(parsers._BINARY))
@@ -194,6 +194,6 @@ def test_a_parser_that_declares_a_binary_format_gets_binary_files(make_config, t
     (tmp_path / "docs" / "data.tblob").write_bytes(bytes(range(256)) * 4)
     parsers.register([".blob"], parse_blob, binary=True)
     parsers.register([".tblob"], parse_blob)  # a text format: binary bytes are refused before parsing
-    scan = scan_sources(make_config({"name": "d", "description": "d", "paths": [str(tmp_path / "docs")]}).kb[0])
+    scan = scan_folders(make_config({"name": "d", "description": "d", "paths": [str(tmp_path / "docs")]}).kb[0])
     assert [f.doc_id for f in scan.files] == ["data.blob"]
     assert [s.doc_id for s in scan.skipped] == ["data.tblob"] and "binary" in scan.skipped[0].reason

@@ -282,7 +282,7 @@ async def test_mcp_clients_search_pages_and_read_them_by_url(site, make_app):
 
 @pytest.mark.anyio
 async def test_watching_a_web_kb_recrawls_it_on_a_schedule(site, make_app, monkeypatch):
-    monkeypatch.setattr(live, "WEB_WATCH_INTERVAL", 0.3)
+    monkeypatch.setattr(live, "POLL_INTERVAL", 0.3)
     kb = web_kb(site)
     kb["sync"] = {"on_start": True, "watch": True}
     app = make_app(kb)

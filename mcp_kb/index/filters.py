@@ -5,7 +5,8 @@ A filter maps a field to a condition:
     {"doc_type": ["policy", "faq"]}              one of
     {"year": {"gte": 2020, "lt": 2025}}          numeric or date range (gt, gte, lt, lte)
     {"path": {"prefix": "hr/"}} / {"path": {"glob": "hr/**/*.md"}}
-    {"path": {"prefix": "/tutorial/"}}          a leading "/": web pages by URL path, on any host
+    {"path": {"prefix": "/tutorial/"}}          a leading "/": web pages by URL path, on any host (the
+                                                 sources' rooted id patterns: what an id's root looks like)
     {"tags": "remote"} / {"tags": ["a", "b"]}    string[] fields: has any of
 Field names are checked against the KB's known fields; values are always bound as literals.
 """
@@ -26,18 +27,19 @@ MAX_LIST_VALUES = 200  # values of one one-of list
 _RANGE_OPERATORS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 _TEXT_OPERATORS = {"prefix", "glob"}
 _REGEX_META = set(".^$*+?()[]{}|\\")
-_URL_ORIGIN = "^https?://[^/]+"  # what a `path` pattern starting with "/" may follow: a web page's origin
 
 
-def build_where(filters: dict[str, Any] | None, types: dict[str, str]) -> str | None:
-    """AND of one predicate per field, or None when there is nothing to filter."""
+def build_where(filters: dict[str, Any] | None, types: dict[str, str], rooted: Iterable[str] = ()) -> str | None:
+    """AND of one predicate per field, or None when there is nothing to filter. `rooted`: regular
+    expressions of what may come before a `path` pattern that starts with "/" (a web page's origin)."""
     if not filters:
         return None
     if not isinstance(filters, dict):
         raise SearchError("filters must be an object mapping field names to values")
     if not all(isinstance(field, str) for field in filters):
         raise SearchError("filter field names must be text")
-    clauses = [_clause(field, condition, types) for field, condition in filters.items()]
+    rooted = list(rooted)
+    clauses = [_clause(field, condition, types, rooted) for field, condition in filters.items()]
     return " AND ".join(f"({clause})" for clause in clauses)
 
 
@@ -47,12 +49,12 @@ def and_where(*predicates: str | None) -> str | None:
     return " AND ".join(f"({p})" for p in present) if present else None
 
 
-def _clause(field: str, condition: Any, types: dict[str, str]) -> str:
+def _clause(field: str, condition: Any, types: dict[str, str], rooted: Iterable[str]) -> str:
     if field not in types:
         raise SearchError(f"unknown filter field {field!r}; valid fields: {', '.join(sorted(types))}")
     kind = FIELD_TYPES[types[field]]
     if isinstance(condition, dict):
-        return _operator_clause(field, types[field], condition)
+        return _operator_clause(field, types[field], condition, rooted)
     if isinstance(condition, list):
         if not condition:
             raise SearchError(f"filter {field!r}: an empty list matches nothing; give at least one value")
@@ -65,7 +67,7 @@ def _clause(field: str, condition: Any, types: dict[str, str]) -> str:
     return f"{field} = {_literal(condition, kind, field)}"
 
 
-def _operator_clause(field: str, type_name: str, condition: dict[str, Any]) -> str:
+def _operator_clause(field: str, type_name: str, condition: dict[str, Any], rooted: Iterable[str]) -> str:
     kind = FIELD_TYPES[type_name]
     unknown = set(condition) - set(_RANGE_OPERATORS) - _TEXT_OPERATORS
     if unknown or not condition:
@@ -80,15 +82,16 @@ def _operator_clause(field: str, type_name: str, condition: dict[str, Any]) -> s
         elif not kind.text_match:
             raise SearchError(f"filter {field!r}: {operator} works on text fields only")
         else:
-            clauses.append(_text_clause(field, operator, value, kind))
+            clauses.append(_text_clause(field, operator, value, kind, rooted))
     return " AND ".join(clauses)
 
 
-def _text_clause(field: str, operator: str, value: Any, kind: FieldType) -> str:
+def _text_clause(field: str, operator: str, value: Any, kind: FieldType, rooted: list[str] | tuple[str, ...]) -> str:
     literal = _literal(value, kind, field)  # checks the value's type and size
-    if field == "path" and str(value).startswith("/"):  # a web page's URL path (file ids never start with "/")
+    if field == "path" and str(value).startswith("/") and rooted:  # below an id's root (file ids never start with "/")
         pattern = _escaped(str(value)) + ".*$" if operator == "prefix" else glob_to_regex(str(value))[1:]
-        return f"regexp_like(path, {sql_string(_URL_ORIGIN + pattern)})"
+        roots = "|".join(f"(?:{root.removeprefix('^')})" for root in rooted)
+        return f"regexp_like(path, {sql_string(f'^(?:{roots})' + pattern)})"
     if operator == "prefix":
         return f"starts_with({field}, {literal})"
     return f"regexp_like({field}, {_literal(glob_to_regex(str(value)), kind, field)})"
@@ -131,6 +134,21 @@ def sql_string(value: str) -> str:
 def sql_in(column: str, values: Iterable[str]) -> str:
     """`column IN ('a', 'b')` with values quoted safely."""
     return f"{column} IN ({', '.join(sql_string(v) for v in values)})"
+
+
+def sql_equals(column: str, value: str | int) -> str:
+    return f"{column} = {int(value) if isinstance(value, int) else sql_string(value)}"
+
+
+def sql_near(spots: list[tuple[str, int]], n: int) -> str:
+    """Chunks within `n` positions of each (path, chunk_index)."""
+    return " OR ".join(f"({sql_equals('path', path)} AND chunk_index BETWEEN {int(index) - n} AND {int(index) + n})"
+                       for path, index in spots)
+
+
+def sql_lapsed_lease(cutoff: float) -> str:
+    """A lease row no one holds, or whose holder's last heartbeat is older than `cutoff` (epoch seconds)."""
+    return f"holder = '' OR heartbeat < {float(cutoff)!r}"
 
 
 def _is_finite(value: int | float) -> bool:

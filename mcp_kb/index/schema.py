@@ -68,6 +68,7 @@ class ChunkRow:
 
 
 VECTOR_COLUMN = "vector"
+KEYWORD_COLUMN = "search_text"  # what the full-text index covers
 RESERVED_FIELDS = frozenset(field.name for field in dataclasses.fields(ChunkRow))
 # Built-in columns every KB can filter on, with the description the search tool shows.
 BUILTIN_FILTERS = {
@@ -81,10 +82,18 @@ BUILTIN_FILTERS = {
 HIT_COLUMNS = ["id", "path", "chunk_index", "heading", "title", "page", "line_start", "line_end", "text"]
 
 
+# The field type of a Python value (bool before int: True is an int too).
+_TYPE_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string"}
+
+
+def field_type_of_value(value: Any) -> str:
+    """The field type a static metadata value gives its column."""
+    return next((name for kind, name in _TYPE_NAMES.items() if isinstance(value, kind)), "string")
+
+
 def _field_type_of(annotation: Any) -> str:
     inner = [arg for arg in get_args(annotation) if arg is not type(None)] if get_origin(annotation) is Union else []
-    base = inner[0] if inner else annotation
-    return {str: "string", int: "integer", float: "number", bool: "boolean"}[base]
+    return _TYPE_NAMES[inner[0] if inner else annotation]
 
 
 _HINTS = get_type_hints(ChunkRow)

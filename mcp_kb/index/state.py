@@ -114,8 +114,8 @@ def query_log_path(storage: str, kb: str) -> Path:
     return local_state_dir(storage) / f"{kb}.queries.jsonl"
 
 
-def web_cache_dir(storage: str, kb: str) -> Path:
-    """Where the pages a KB's web sources crawled are kept (bodies and validators for conditional
+def source_cache_dir(storage: str, kb: str) -> Path:
+    """What a KB's sources download on this machine (web pages: bodies and validators for conditional
     requests); a cache: without it each page is downloaded once more, never re-embedded."""
     return local_state_dir(storage) / "web" / kb
 
@@ -174,6 +174,13 @@ def is_sync_running(store: Store, kb: str | None = None) -> bool:
     `kb`, whether that sync is syncing this KB (a sync of another KB of the index does not count)."""
     holder = _running_holder(store)
     return holder is not None and (kb is None or kb in holder.get("kbs", [kb]))
+
+
+def sync_activity(store: Store, kb: str) -> dict[str, Any] | None:
+    """None when no sync of this KB runs; else how far it is ({} before its first batch). What a
+    search or a status asks: the lock and the progress record stay this module's business."""
+    running = is_sync_running(store, kb)
+    return read_progress(store, kb, running=True) if running else None
 
 
 def _running_holder(store: Store) -> dict[str, Any] | None:

@@ -15,7 +15,8 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -25,8 +26,8 @@ import pyarrow.compute as pc
 
 from ..config import StorageConfig, is_remote_uri
 from ..errors import KBError, ModelError, StoreError
-from .filters import sql_in, sql_string
-from .schema import HIT_COLUMNS, VECTOR_COLUMN
+from .filters import sql_equals, sql_in, sql_lapsed_lease, sql_near
+from .schema import HIT_COLUMNS, KEYWORD_COLUMN, VECTOR_COLUMN
 
 log = logging.getLogger(__name__)
 _Method = TypeVar("_Method", bound=Callable[..., Any])
@@ -49,17 +50,6 @@ _LEASE_TABLE = "_lease"
 # Tables of one generation: `<kb>__chunks__<id>`, `<kb>__files__<id>` (no id: made before generations).
 _GENERATION_TABLE = re.compile(r"^(?P<kb>[A-Za-z0-9_-]+?)__(?:chunks|files)(?:__(?P<generation>[0-9a-f]{12}))?$")
 _STATE_SCHEMA = pa.schema([("kb", pa.string()), ("state", pa.string())])
-_FILE_SCHEMA = pa.schema([
-    ("path", pa.string()),
-    ("file_hash", pa.string()),
-    ("size", pa.int64()),
-    ("mtime_ns", pa.int64()),
-    ("n_chunks", pa.int32()),
-    ("status", pa.string()),  # indexed | failed
-    ("reason", pa.string()),
-])
-
-
 def _store_failures(what: str) -> Callable[[_Method], _Method]:
     """LanceDB's and the object store's failures, as one StoreError line naming the index and what failed
     (a sync whose final write meets a dropped connection says so, instead of a Rust traceback)."""
@@ -90,9 +80,14 @@ class FileRecord:
     file_hash: str
     size: int
     mtime_ns: int
-    n_chunks: int
-    status: str
+    n_chunks: int = field(metadata={"arrow": pa.int32()})
+    status: str  # indexed | failed
     reason: str = ""
+
+
+# The manifest table's columns are FileRecord's fields (`from __future__` keeps their types as text).
+_FILE_SCHEMA = pa.schema([(item.name, item.metadata.get("arrow", pa.int64() if item.type == "int" else pa.string()))
+                          for item in dataclasses.fields(FileRecord)])
 
 
 class Store:
@@ -186,7 +181,7 @@ class Store:
         cached = self._state_by_kb.get(kb)
         if cached and cached[0] == version:
             return cached[1]
-        rows = table.search().where(f"kb = {sql_string(kb)}").limit(1).to_list()
+        rows = table.search().where(sql_equals("kb", kb)).limit(1).to_list()
         state = json.loads(rows[0]["state"]) if rows else {}
         _refuse_newer_layout(kb, state)
         self._state_by_kb[kb] = (version, state)
@@ -224,7 +219,7 @@ class Store:
         now = time.time()
         values = {"holder": holder["id"], "info": json.dumps(holder), "heartbeat": now, "progress": "{}"}
         try:
-            table.update(where=f"holder = '' OR heartbeat < {now - self.lease_seconds!r}", values=values)
+            table.update(where=sql_lapsed_lease(now - self.lease_seconds), values=values)
         except Exception as exc:  # a commit conflict with the winner: it holds the lease now
             log.debug("lease update lost a race: %s", exc)
         current = self.lease_holder()
@@ -234,12 +229,12 @@ class Store:
     def renew_lease(self, holder_id: str, progress: dict[str, Any]) -> bool:
         """Prove the holder is alive and say how far it is; False when it no longer holds the lease."""
         values = {"heartbeat": time.time(), "progress": json.dumps(progress)}
-        return self._lease_table().update(where=f"holder = {sql_string(holder_id)}", values=values).rows_updated > 0
+        return self._lease_table().update(where=sql_equals("holder", holder_id), values=values).rows_updated > 0
 
     @_store_failures("be written (releasing the writer lease)")
     def release_lease(self, holder_id: str) -> None:
         table = self._lease_table()
-        table.update(where=f"holder = {sql_string(holder_id)}", values={"holder": "", "info": "{}", "progress": "{}"})
+        table.update(where=sql_equals("holder", holder_id), values={"holder": "", "info": "{}", "progress": "{}"})
         _compact_when_worth_it(table, unindexed=0)  # each heartbeat rewrote the row
 
     @_store_failures("be read (the writer lease)")
@@ -325,9 +320,9 @@ class Store:
             return found
         for batch in _batches(sorted(set(hashes)), 500):
             result = (table.search().where(sql_in("content_hash", batch))
-                      .select(["content_hash", "vector"])
+                      .select(["content_hash", VECTOR_COLUMN])
                       .limit(None).to_arrow())
-            for content_hash, vector in zip(result["content_hash"].to_pylist(), result["vector"].to_pylist()):
+            for content_hash, vector in zip(result["content_hash"].to_pylist(), result[VECTOR_COLUMN].to_pylist()):
                 found[content_hash] = vector
         return found
 
@@ -357,9 +352,9 @@ class Store:
             return "empty"
         indexes = {index.columns[0]: index.name for index in table.list_indices()}
         vector_indexes = [index.name for index in table.list_indices() if index.columns == [VECTOR_COLUMN]]
-        if "search_text" not in indexes:
+        if KEYWORD_COLUMN not in indexes:
             # Analysis happens in keywords.py; the index only splits on spaces, stems and drops stop words.
-            table.create_index("search_text", config=FTS(base_tokenizer="whitespace", with_position=False,
+            table.create_index(KEYWORD_COLUMN, config=FTS(base_tokenizer="whitespace", with_position=False,
                                                          max_token_length=64))
         for column in ("id", "path", "content_hash"):  # hit look-ups, filters by file, vector reuse
             if column not in indexes:
@@ -457,7 +452,7 @@ class ChunkView:
     def keyword(self, terms: str, where: str | None, depth: int) -> list[Candidate] | None:
         """BM25 matches of analysed terms (keywords.py), or None when the full-text index is not built yet."""
         try:
-            search = self._table.search(terms, query_type="fts", fts_columns="search_text")
+            search = self._table.search(terms, query_type="fts", fts_columns=KEYWORD_COLUMN)
             if where:
                 search = search.where(where, prefilter=True)
             rows = search.select(["id", "_score"]).with_row_id(True).limit(depth).to_arrow()
@@ -491,9 +486,7 @@ class ChunkView:
 
     def neighbours(self, spots: list[tuple[str, int]], n: int) -> dict[tuple[str, int], str]:
         """Text of the chunks within `n` positions of each (path, chunk_index)."""
-        clauses = [f"(path = {sql_string(path)} AND chunk_index BETWEEN {index - n} AND {index + n})"
-                   for path, index in spots]
-        rows = self._scan(" OR ".join(clauses), ["path", "chunk_index", "text"])
+        rows = self._scan(sql_near(spots, n), ["path", "chunk_index", "text"])
         return {(row["path"], row["chunk_index"]): row["text"] for row in rows}
 
     def sample(self, n: int, seed: int) -> list[dict[str, Any]]:
@@ -504,7 +497,7 @@ class ChunkView:
 
     def document_titles(self, limit: int) -> list[str]:
         """Up to `limit` distinct document titles (from first chunks), sorted so the text is stable."""
-        rows = self._table.search().where("chunk_index = 0").select(["title"]).limit(limit * 4).to_list()
+        rows = self._table.search().where(sql_equals("chunk_index", 0)).select(["title"]).limit(limit * 4).to_list()
         return sorted({row["title"] for row in rows if row["title"]})[:limit]
 
     def _scan(self, where: str, columns: list[str]) -> list[dict[str, Any]]:

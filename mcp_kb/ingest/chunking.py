@@ -14,9 +14,9 @@ from typing import Any
 
 from ..config import ChunkingConfig
 from ..models.base import TokenCounter
+from ..vocabulary import HEADING_SEPARATOR
 from .document import Block, Document
 
-HEADING_SEPARATOR = " › "
 # Split points, coarse to fine; each keeps its separator with the piece before it.
 _SPLIT_LEVELS = [
     re.compile(r"(?<=\n\n)"),

@@ -33,11 +33,12 @@ import anyio
 import anyio.from_thread
 import httpx
 
-from ..config import KBConfig, WebSourceConfig
+from ..config import KBConfig, WebSourceConfig, megabytes
 from ..errors import ConfigError, KBError, ParseError
+from ..vocabulary import sync_remedy
 from .parsers import is_binary_format, is_supported
 from .parsers.text import decode_bytes
-from .sources import SkippedFile, SourceFile
+from .sources import SkippedFile, SourceFile, SourceScan
 
 _MAX_REDIRECTS = 5
 _MAX_SITEMAPS = 20  # sitemap files read per source (an index may name many)
@@ -60,19 +61,12 @@ _PERCENT_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}")
 _HOST = re.compile(r"^[a-z0-9._~:-]+$")  # a DNS name, IPv4 or IPv6 address: nothing an HTTP request would refuse
 
 Progress = Callable[[int, int, str], None]
+_ORIGIN = "^https?://[^/]+"  # what comes before a page's URL path
 
 
 def is_url(doc_id: str) -> bool:
     """Whether a document id names a web page rather than a file."""
     return doc_id.startswith(("http://", "https://"))
-
-
-def document_kind(doc_id: str) -> str:
-    """What a document is, for summaries: a file's suffix, or "web page" for an HTML page."""
-    suffix = posixpath.splitext(urlsplit(doc_id).path if is_url(doc_id) else doc_id)[1].lower()
-    if is_url(doc_id) and (suffix in _PAGE_SUFFIXES or not is_supported(suffix)):
-        return "web page"
-    return suffix.lstrip(".") or "other"
 
 
 # ---- URLs and scope ---------------------------------------------------------------------------
@@ -539,13 +533,13 @@ def find_page(kb: KBConfig, cache_folder: Path, doc_id: str) -> SourceFile:
             if page:
                 return _source_file(cache, page)
     raise KBError(f"{doc_id!r} is not a page of knowledge base {kb.name!r} (or it was not crawled on this machine "
-                  f"yet: run `mcp-kb sync {kb.name}`)")
+                  f"yet: {sync_remedy(kb.name)})")
 
 
 def _crawl_source(kb: KBConfig, source: WebSourceConfig, cache: PageCache, known: set[str], crawl: Crawl,
                   progress: Progress | None) -> None:
     scope = Scope.of(source)
-    fetcher = Fetcher(scope, int(source.max_page_mb * 1024 * 1024))
+    fetcher = Fetcher(scope, megabytes(source.max_page_mb))
     try:
         try:
             robots, listed = read_robots(fetcher)
@@ -672,3 +666,38 @@ def _source_file(cache: PageCache, page: CachedPage) -> SourceFile:
     path = cache.body_path(page)
     info = path.stat()
     return SourceFile(path, page.doc_id, info.st_size, info.st_mtime_ns)
+
+
+class WebSource:
+    """The KB's `urls` as one source: document ids are normalized URLs, bodies live in the page cache."""
+
+    ROOTED_ID = _ORIGIN  # a path filter starting with "/" matches pages by URL path, on any host
+
+    def __init__(self, kb: KBConfig, cache_folder: Path):
+        self.kb = kb
+        self.cache_folder = cache_folder
+
+    @classmethod
+    def of(cls, kb: KBConfig, cache_folder: Path) -> list[WebSource]:
+        return [cls(kb, cache_folder)] if kb.urls else []
+
+    owns = staticmethod(is_url)
+
+    @staticmethod
+    def kind_of(doc_id: str) -> str:
+        """"web page" for an HTML page, else the suffix of the file it serves ("pdf")."""
+        suffix = posixpath.splitext(urlsplit(doc_id).path)[1].lower()
+        return "web page" if suffix in _PAGE_SUFFIXES or not is_supported(suffix) else suffix.lstrip(".")
+
+    def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None) -> SourceScan:
+        crawl = crawl_kb(self.kb, self.cache_folder, [doc_id for doc_id in known if is_url(doc_id)], progress)
+        return SourceScan(crawl.files, crawl.skipped, asdict(crawl.stats))
+
+    def find(self, doc_id: str) -> SourceFile:
+        return find_page(self.kb, self.cache_folder, doc_id)
+
+    def watch_folders(self) -> list[Path]:
+        return []  # pages change on their site: `[kb.sync] interval` (or watch's default) crawls again
+
+    def concerns(self, path: Path) -> bool:
+        return False

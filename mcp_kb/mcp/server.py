@@ -29,24 +29,20 @@ from pydantic import BaseModel, Field, ValidationError
 
 from .. import __version__
 from ..app import App
-from ..config import CONTEXT_MAX, MAX_TOKENS_MAX, MAX_TOKENS_MIN, TOP_K_MAX, TOP_K_MIN, KBConfig, SearchMode
+from ..config import (CONTEXT_MAX, MAX_TOKENS_MAX, MAX_TOKENS_MIN, MODES, MODES_TEXT, TOP_K_MAX, TOP_K_MIN, KBConfig,
+                      SearchMode)
 from ..errors import KBError
 from .http_security import BearerTokenMiddleware, listening_socket, rebinding_protection, server_url, warn_if_exposed
 from .http_limits import RepeatedLineFilter, accept_burst, connection_cap, guarded_protocol
 from ..live import LiveSync, SyncRunner
 from ..present import cited_text
 from ..search import SearchResult
+from ..vocabulary import CITATION_FORMAT, DOCUMENT_URI, LIST_URI, METRICS_URI, STATUS_URI, SYNC_TOOL, status_uri
 from .schemas import SearchHit, SearchOutput, argument_errors, filters_model
 
 log = logging.getLogger(__name__)
 
-SYNC_TOOL = "sync_knowledge_base"
 _WARM_UP_GRACE_SECONDS = 30  # how long a closing server waits for the model load it started
-LIST_URI = "kb://knowledge-bases"
-
-
-def status_uri(kb: str) -> str:
-    return f"kb://{kb}/status"
 
 
 def _filters_dict(filters: Optional[BaseModel]) -> Optional[dict[str, Any]]:
@@ -131,7 +127,7 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
     @asynccontextmanager
     async def lifespan(_server: MCPServer):
         _warn_about_missing_paths(app)
-        if read_only and any(kb.sync.on_start or kb.sync.watch or kb.sync.interval for kb in app.config.kb):
+        if read_only and any(kb.sync.has_triggers for kb in app.config.kb):
             log.info("read-only: the [kb.sync] triggers in the config are left to the writer (`mcp-kb watch`)")
         async with warming_up(app), anyio.create_task_group() as group:
             if not read_only:  # a read-only server never writes: another process (`mcp-kb watch`) syncs
@@ -204,8 +200,7 @@ def _tool_description(app: App, kb: KBConfig) -> str:
     else:
         holds = " Not indexed yet: its first sync has not finished."
     return (f"{_sentence(kb.description)}{holds} Returns passages with numbered citations "
-            f"(file › heading, page). Modes: hybrid (default), vector, keyword (exact terms, codes, names), "
-            f"filter (list by metadata only).")
+            f"({CITATION_FORMAT}). Modes: {MODES_TEXT}.")
 
 
 def _sentence(text: str) -> str:
@@ -223,7 +218,7 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
         ctx: Context,
         top_k: Annotated[int, Field(strict=True, description="Number of passages to return", ge=TOP_K_MIN,
                                     le=TOP_K_MAX)] = kb.search.top_k,
-        mode: Annotated[SearchMode, Field(description="hybrid, vector, keyword or filter")] = kb.search.mode,
+        mode: Annotated[SearchMode, Field(description=", ".join(MODES))] = kb.search.mode,
         min_score: Annotated[Optional[float], Field(strict=True,
                                                     description="Drop passages scoring below this")] = None,
         filters: Annotated[Optional[Filters], Field(description="Metadata filters, all must match")] = None,
@@ -314,12 +309,12 @@ def _add_resources(server: MCPServer, app: App) -> None:
     async def list_kbs() -> str:
         return json.dumps(await _call(app.status, ResourceError), indent=2, ensure_ascii=False)
 
-    @server.resource("kb://{name}/status", name="kb-status", mime_type="application/json",
+    @server.resource(STATUS_URI, name="kb-status", mime_type="application/json",
                      description="Sync status of one knowledge base: last sync, counts, failures, model, index version")
     async def kb_status(name: str) -> str:
         return json.dumps((await _call(lambda: app.status(name), ResourceError))[0], indent=2, ensure_ascii=False)
 
-    @server.resource("kb://{name}/metrics", name="kb-metrics", mime_type="application/json",
+    @server.resource(METRICS_URI, name="kb-metrics", mime_type="application/json",
                      description="Health of one knowledge base: searches, latency per stage (p50/p95/max), cache "
                                  "hits, degraded and empty answers, tokens embedded, the latest hit rate")
     async def kb_metrics(name: str) -> str:
@@ -329,7 +324,7 @@ def _add_resources(server: MCPServer, app: App) -> None:
 
         return json.dumps(await _call(read, ResourceError), indent=2, ensure_ascii=False)
 
-    @server.resource("kb://{name}/documents/{+path}", name="kb-document", mime_type="text/plain",
+    @server.resource(DOCUMENT_URI, name="kb-document", mime_type="text/plain",
                      description="Extracted text of one source document of a knowledge base")
     async def kb_document(name: str, path: str) -> str:
         def read() -> str:
@@ -353,7 +348,7 @@ def _add_prompt(server: MCPServer, app: App) -> None:
             "2. Use only what the passages say. If they do not contain the answer, say so plainly "
             "instead of guessing.\n"
             "3. Cite every claim with the passage number in square brackets, e.g. [1] or [2][3], and end "
-            "with a list of the cited sources (file › heading, page).\n"
+            f"with a list of the cited sources ({CITATION_FORMAT}).\n"
             "4. Answer in the language of the question.\n\n"
             f"Question: {question}"
         )]

@@ -1,8 +1,9 @@
 """Models: embedders, rerankers and token counters behind small interfaces (base.py).
 
-This module is the one factory that picks a provider from the settings; providers are imported
-only when used (fastembed takes a second to import). Providers: fastembed (local ONNX models) and
-openai (any OpenAI-compatible embeddings service); a new provider is one module and a line here.
+A provider is picked by name from the registries in config.py (`[embedding] provider`,
+`[rerank] provider`) and imported only when used (fastembed takes a second to import). Built in:
+fastembed (local ONNX models) and openai (any OpenAI-compatible embeddings service); a new one is
+one module with a class like `FastembedProvider` plus one `register` line.
 """
 
 from __future__ import annotations
@@ -10,66 +11,48 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..config import EMBEDDING_PROVIDERS, RERANK_PROVIDERS
+
 if TYPE_CHECKING:
     from ..config import EmbeddingConfig, RerankConfig
-    from .base import Embedder, Reranker, TokenCounter
+    from .base import EmbeddingProvider, Embedder, RerankProvider, Reranker, TokenCounter
+
+
+def embedding_provider(config: EmbeddingConfig) -> EmbeddingProvider:
+    return EMBEDDING_PROVIDERS.implementation(config.provider)
+
+
+def rerank_provider(config: RerankConfig) -> RerankProvider:
+    return RERANK_PROVIDERS.implementation(config.provider)
 
 
 def create_embedder(config: EmbeddingConfig) -> Embedder:
-    """The embedder the settings name (loaded on first use)."""
-    if config.provider == "openai":
-        from .openai import OpenAIEmbedder
-
-        return OpenAIEmbedder(config)
-    from .fastembed import FastEmbedder
-
-    return FastEmbedder(config)
+    """The embedder the settings name (its model loads on first use)."""
+    return embedding_provider(config).embedder(config)
 
 
 def create_reranker(config: RerankConfig) -> Reranker | None:
-    """The cross-encoder the settings name, or None when reranking is off."""
-    if not config.enabled:
-        return None
-    from .fastembed import FastEmbedReranker
-
-    return FastEmbedReranker(config)
+    """The reranker the settings name, or None when reranking is off."""
+    return rerank_provider(config).reranker(config) if config.enabled else None
 
 
 def load_token_counter(config: EmbeddingConfig) -> TokenCounter:
-    """The embedding model's own tokenizer (no model session), cached per config; for a service
-    without `tokenizer_path`, a conservative estimate."""
-    if config.provider == "openai":
-        if not config.tokenizer_path:
-            from .estimate import EstimatedTokens
-
-            return EstimatedTokens(config.max_input_tokens)
-        from .fastembed import ModelTokenizer
-
-        return ModelTokenizer(Path(config.tokenizer_path), max_tokens=config.max_input_tokens)
-    from .fastembed import load_tokenizer
-
-    return load_tokenizer(config)
+    """The embedding model's own tokenizer (no model session), or the provider's estimate."""
+    return embedding_provider(config).token_counter(config)
 
 
 def fetch_models(embedding: EmbeddingConfig, rerank: RerankConfig) -> dict[str, Path]:
-    """Download the configured local models ahead of time; the folder of each, by role."""
-    from .fastembed import fetch_model, fetch_reranker
-
-    folders = {"embedding": fetch_model(embedding)} if embedding.provider == "fastembed" else {}
+    """Download the configured local models ahead of time; the folder of each, by role (a service's
+    model has none)."""
+    folders = {"embedding": embedding_provider(embedding).fetch(embedding)}
     if rerank.enabled:
-        folders["rerank"] = fetch_reranker(rerank)
-    return folders
+        folders["rerank"] = rerank_provider(rerank).fetch(rerank)
+    return {role: folder for role, folder in folders.items() if folder is not None}
 
 
 def model_source(config: EmbeddingConfig) -> str:
     """Where the embedding model is read from (a folder, a cache, not yet on this machine, or a service)."""
-    if config.provider == "openai":
-        from .openai import service_address
-
-        return f"the embedding service at {service_address(config)}"
-    from .fastembed import model_source as source
-
-    return source(config)
+    return embedding_provider(config).source(config)
 
 
 def quiet_model_logs() -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -55,3 +56,25 @@ class TokenCounter(Protocol):
         """A suffix of `text` of about n_tokens tokens."""
 
     def unknown_share(self, text: str) -> float: ...
+
+
+class EmbeddingProvider(Protocol):
+    """What a registered embedding provider offers for its settings (config.EMBEDDING_PROVIDERS)."""
+
+    def embedder(self, config: Any) -> Embedder: ...
+
+    def token_counter(self, config: Any) -> TokenCounter: ...
+
+    def fetch(self, config: Any) -> Path | None:
+        """Download the model ahead of time; its folder, or None when there is nothing to fetch (a service)."""
+
+    def source(self, config: Any) -> str:
+        """Where the model is read from, for `status`; without the network."""
+
+
+class RerankProvider(Protocol):
+    """What a registered rerank provider offers for its settings (config.RERANK_PROVIDERS)."""
+
+    def reranker(self, config: Any) -> Reranker: ...
+
+    def fetch(self, config: Any) -> Path | None: ...

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import EmbeddingConfig, RerankConfig
+from ..config import FastembedRerankSettings, FastembedSettings
 from ..digest import file_sha256
 from ..errors import ModelError
 from .base import Embedder, ModelIdentity, Reranker
@@ -33,7 +33,7 @@ _FIX = ("set [embedding] model_path (or MCP_KB_EMBEDDING_MODEL_PATH) to a local 
 class FastEmbedder(Embedder):
     """A fastembed TextEmbedding, loaded once on first use (thread-safe)."""
 
-    def __init__(self, config: EmbeddingConfig):
+    def __init__(self, config: FastembedSettings):
         self.config = config
         self._model = None
         self._identity: ModelIdentity | None = None
@@ -98,7 +98,7 @@ class FastEmbedder(Embedder):
 class FastEmbedReranker(Reranker):
     """fastembed's TextCrossEncoder, loaded once on first use."""
 
-    def __init__(self, config: RerankConfig):
+    def __init__(self, config: FastembedRerankSettings):
         self.config = config
         self._model = None
 
@@ -112,7 +112,7 @@ class FastEmbedReranker(Reranker):
             raise ModelError(f"reranking failed with model {self.config.model}: {exc}") from exc
 
 
-def _load_cross_encoder(config: RerankConfig):
+def _load_cross_encoder(config: FastembedRerankSettings):
     fix = _FIX.replace("[embedding]", "[rerank]").replace("MCP_KB_EMBEDDING_MODEL_PATH", "rerank.model_path")
     if config.model_path and not Path(config.model_path, "model.onnx").is_file():
         raise ModelError(f"reranking model folder {config.model_path} has no model.onnx; {fix}, "
@@ -127,7 +127,7 @@ def _load_cross_encoder(config: RerankConfig):
                              f"{fix}, or set [rerank] enabled = false") from exc
 
 
-def _load_text_embedding(config: EmbeddingConfig, lazy: bool = False):
+def _load_text_embedding(config: FastembedSettings, lazy: bool = False):
     """Load fastembed's model from the local folder, the cache, or (one attempt) the hub; one clear error.
 
     fastembed on its own retries a download three times with pauses (about 40 s without a network,
@@ -149,7 +149,7 @@ def _load_text_embedding(config: EmbeddingConfig, lazy: bool = False):
         return _text_embedding(TextEmbedding, config, lazy)
 
 
-def _check_model_folder(text_embedding_class, config: EmbeddingConfig) -> None:
+def _check_model_folder(text_embedding_class, config: FastembedSettings) -> None:
     """The configured folder holds the file fastembed loads the configured model from, or a clear error."""
     folder = Path(config.model_path)
     _, description = _description(text_embedding_class, config)
@@ -166,7 +166,7 @@ def _check_model_folder(text_embedding_class, config: EmbeddingConfig) -> None:
     raise ModelError(f"embedding model folder {folder} has no {description.model_file}; {_FIX}")
 
 
-def _text_embedding(text_embedding_class, config: EmbeddingConfig, lazy: bool):
+def _text_embedding(text_embedding_class, config: FastembedSettings, lazy: bool):
     """The model from the configured folder or fastembed's cache, never from the network."""
     try:
         return text_embedding_class(config.model, cache_dir=config.cache_dir, threads=config.threads,
@@ -181,7 +181,7 @@ def _text_embedding(text_embedding_class, config: EmbeddingConfig, lazy: bool):
                          f"{_FIX}") from exc
 
 
-def _use_cuda(config: EmbeddingConfig) -> bool:
+def _use_cuda(config: FastembedSettings) -> bool:
     """Whether to run on the GPU: `auto` when onnxruntime offers CUDA, `cuda` with a warning if not."""
     if config.device == "cpu":
         return False
@@ -195,7 +195,7 @@ def _use_cuda(config: EmbeddingConfig) -> bool:
     return False
 
 
-def _download_once(text_embedding_class, config: EmbeddingConfig) -> None:
+def _download_once(text_embedding_class, config: FastembedSettings) -> None:
     """One download attempt of the model's files into fastembed's cache."""
     from fastembed.common.utils import define_cache_dir
 
@@ -207,7 +207,7 @@ def _download_once(text_embedding_class, config: EmbeddingConfig) -> None:
                          f"{type(exc).__name__}: {exc}); {_FIX}") from exc
 
 
-def _description(text_embedding_class, config: EmbeddingConfig):
+def _description(text_embedding_class, config: FastembedSettings):
     """fastembed's model class and description of the configured model."""
     for model_class in text_embedding_class.EMBEDDINGS_REGISTRY:
         for description in model_class._list_supported_models():
@@ -274,7 +274,7 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # what ModelToke
 _OPTIONAL_TOKENIZER_FILES = ("config.json", "special_tokens_map.json")
 
 
-def tokenizer_dir(config: EmbeddingConfig) -> Path:
+def tokenizer_dir(config: FastembedSettings) -> Path:
     """A folder holding the model's tokenizer: the configured model folder, the model in fastembed's
     cache, or else its tokenizer files alone (downloaded once, under a megabyte: chunking a file
     must not wait for the whole model)."""
@@ -292,7 +292,7 @@ def tokenizer_dir(config: EmbeddingConfig) -> Path:
         return _download_tokenizer(description.sources.hf, config)
 
 
-def _cached_model_dir(text_embedding_class, config: EmbeddingConfig) -> Path | None:
+def _cached_model_dir(text_embedding_class, config: FastembedSettings) -> Path | None:
     """The model's folder in fastembed's cache, or None when it was never downloaded."""
     try:
         return Path(_text_embedding(text_embedding_class, config, lazy=True).model._model_dir)
@@ -302,7 +302,7 @@ def _cached_model_dir(text_embedding_class, config: EmbeddingConfig) -> Path | N
         return None
 
 
-def _download_tokenizer(repo: str, config: EmbeddingConfig) -> Path:
+def _download_tokenizer(repo: str, config: FastembedSettings) -> Path:
     """The tokenizer files of the model's hub repository, in a folder of fastembed's cache."""
     from fastembed.common.utils import define_cache_dir
     from huggingface_hub import constants, hf_hub_download, model_info
@@ -326,17 +326,17 @@ def _download_tokenizer(repo: str, config: EmbeddingConfig) -> Path:
     return folder
 
 
-def fetch_model(config: EmbeddingConfig) -> Path:
+def fetch_model(config: FastembedSettings) -> Path:
     """Download the embedding model into fastembed's cache unless it is there; its folder."""
     return Path(_load_text_embedding(config, lazy=True).model._model_dir)
 
 
-def fetch_reranker(config: RerankConfig) -> Path:
+def fetch_reranker(config: FastembedRerankSettings) -> Path:
     """Download the reranking model into fastembed's cache unless it is there; its folder."""
     return Path(_load_cross_encoder(config).model._model_dir)
 
 
-def model_source(config: EmbeddingConfig) -> str:
+def model_source(config: FastembedSettings) -> str:
     """Where the embedding model is read from, found without the network."""
     if config.model_path:
         return f"folder {config.model_path}"
@@ -352,10 +352,10 @@ def model_source(config: EmbeddingConfig) -> str:
     return "not on this machine yet (`mcp-kb model fetch` downloads it)"
 
 
-_TOKENIZERS: dict[EmbeddingConfig, ModelTokenizer] = {}
+_TOKENIZERS: dict[FastembedSettings, ModelTokenizer] = {}
 
 
-def load_tokenizer(config: EmbeddingConfig) -> ModelTokenizer:
+def load_tokenizer(config: FastembedSettings) -> ModelTokenizer:
     """The tokenizer of the configured model, cached per config."""
     with _FASTEMBED_LOCK:
         if config not in _TOKENIZERS:
@@ -374,3 +374,19 @@ def quiet_model_logs() -> None:
     except ImportError:  # a fastembed that no longer uses it
         return
     logger.disable("fastembed")
+
+
+class FastembedProvider:
+    """provider = "fastembed" (registered in config.py)."""
+
+    embedder = FastEmbedder
+    token_counter = staticmethod(load_tokenizer)
+    fetch = staticmethod(fetch_model)
+    source = staticmethod(model_source)
+
+
+class FastembedRerankProvider:
+    """[rerank] provider = "fastembed" (registered in config.py)."""
+
+    reranker = FastEmbedReranker
+    fetch = staticmethod(fetch_reranker)

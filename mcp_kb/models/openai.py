@@ -11,21 +11,21 @@ from __future__ import annotations
 
 import email.utils
 import logging
-import os
 import random
 import re
 import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import numpy as np
 
-from ..config import EmbeddingConfig, header_value
+from ..config import OpenAISettings
 from ..errors import ConfigError, ModelError
-from .base import Embedder, ModelIdentity
+from .base import Embedder, ModelIdentity, TokenCounter
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ _PROBE = "mcp-kb dimension probe"
 class OpenAIEmbedder(Embedder):
     """Vectors from an OpenAI-compatible embeddings endpoint, normalized to unit length."""
 
-    def __init__(self, config: EmbeddingConfig):
+    def __init__(self, config: OpenAISettings):
         self.config = config
         self.url = config.base_url.rstrip("/") + "/embeddings"
         self._client = httpx.Client(timeout=config.timeout, headers=_headers(config))
@@ -123,7 +123,7 @@ class OpenAIEmbedder(Embedder):
             attempt += 1
 
 
-def _vectors(response: httpx.Response, count: int, config: EmbeddingConfig, url: str) -> np.ndarray:
+def _vectors(response: httpx.Response, count: int, config: OpenAISettings, url: str) -> np.ndarray:
     if response.status_code in (401, 403):
         raise ModelError(f"the embedding service at {url} refused the credentials ({response.status_code}): "
                          f"check the key in ${config.api_key_env or '(api_key_env is not set)'}")
@@ -163,21 +163,14 @@ def _retry_after_seconds(value: str | None) -> float | None:
         return None
 
 
-def _headers(config: EmbeddingConfig) -> dict[str, str]:
-    headers = dict(config.headers)
-    if config.api_key_env:
-        key = os.environ.get(config.api_key_env)
-        if not key:
-            raise ModelError(f"[embedding] api_key_env names ${config.api_key_env}, which is not set; export the "
-                             f"service's API key in it")
-        try:  # a key pasted with a trailing newline must not reach the HTTP library (its errors quote headers)
-            headers["Authorization"] = header_value(f"Bearer ${{{config.api_key_env}}}", "[embedding] api_key_env")
-        except ConfigError as exc:
-            raise ModelError(str(exc)) from None
-    return headers
+def _headers(config: OpenAISettings) -> dict[str, str]:
+    try:
+        return config.request_headers()
+    except ConfigError as exc:  # a key that is not set (or not fit for a header) fails the model, not the config
+        raise ModelError(str(exc)) from None
 
 
-def service_address(config: EmbeddingConfig) -> str:
+def service_address(config: OpenAISettings) -> str:
     """The base URL without any user:password part, fit for status and the index's state."""
     parts = urlsplit(config.base_url.rstrip("/"))
     if not parts.hostname:
@@ -187,3 +180,28 @@ def service_address(config: EmbeddingConfig) -> str:
 
 def _excerpt(response: httpx.Response) -> str:
     return " ".join(response.text.split())[:200] or "(empty body)"
+
+
+class OpenAIProvider:
+    """provider = "openai" (registered in config.py)."""
+
+    embedder = OpenAIEmbedder
+
+    @staticmethod
+    def token_counter(config: OpenAISettings) -> TokenCounter:
+        """The model's own tokenizer when `tokenizer_path` names it, else a conservative estimate."""
+        if not config.tokenizer_path:
+            from .estimate import EstimatedTokens
+
+            return EstimatedTokens(config.max_input_tokens)
+        from .fastembed import ModelTokenizer
+
+        return ModelTokenizer(Path(config.tokenizer_path), max_tokens=config.max_input_tokens)
+
+    @staticmethod
+    def fetch(config: OpenAISettings) -> None:
+        return None  # the service holds the model
+
+    @staticmethod
+    def source(config: OpenAISettings) -> str:
+        return f"the embedding service at {service_address(config)}"

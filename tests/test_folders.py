@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_kb.errors import KBError
-from mcp_kb.ingest.sources import find_source, scan_sources
+from mcp_kb.ingest.folders import find_file, scan_folders
 
 
 def _kb(make_config, tmp_path, **options):
@@ -17,7 +17,7 @@ def test_walk_lists_supported_files_with_posix_ids(make_config, tmp_path):
     write(tmp_path / "docs/a.md", "# A")
     write(tmp_path / "docs/sub/b.txt", "b")
     write(tmp_path / "docs/program.exe", "not indexed")
-    scan = scan_sources(_kb(make_config, tmp_path))
+    scan = scan_folders(_kb(make_config, tmp_path))
     assert [f.doc_id for f in scan.files] == ["a.md", "sub/b.txt"]
 
 
@@ -25,7 +25,7 @@ def test_include_and_exclude_globs(make_config, tmp_path):
     write(tmp_path / "docs/a.md", "# A")
     write(tmp_path / "docs/drafts/b.md", "# B")
     write(tmp_path / "docs/c.txt", "c")
-    scan = scan_sources(_kb(make_config, tmp_path, include=["**/*.md"], exclude=["drafts/"]))
+    scan = scan_folders(_kb(make_config, tmp_path, include=["**/*.md"], exclude=["drafts/"]))
     assert [f.doc_id for f in scan.files] == ["a.md"]
 
 
@@ -35,41 +35,41 @@ def test_nested_gitignore_is_respected(make_config, tmp_path):
     write(tmp_path / "docs/sub/secret.md", "x")
     write(tmp_path / "docs/sub/public.md", "x")
     write(tmp_path / "docs/run.log", "x")
-    ids = [f.doc_id for f in scan_sources(_kb(make_config, tmp_path)).files]
+    ids = [f.doc_id for f in scan_folders(_kb(make_config, tmp_path)).files]
     assert ids == ["sub/public.md"]
-    ids = [f.doc_id for f in scan_sources(_kb(make_config, tmp_path, respect_gitignore=False)).files]
+    ids = [f.doc_id for f in scan_folders(_kb(make_config, tmp_path, respect_gitignore=False)).files]
     assert ids == ["run.log", "sub/public.md", "sub/secret.md"]
 
 
 def test_hidden_folders_are_skipped(make_config, tmp_path):
     write(tmp_path / "docs/.git/notes.md", "x")
     write(tmp_path / "docs/visible.md", "x")
-    assert [f.doc_id for f in scan_sources(_kb(make_config, tmp_path)).files] == ["visible.md"]
+    assert [f.doc_id for f in scan_folders(_kb(make_config, tmp_path)).files] == ["visible.md"]
 
 
 def test_binary_file_with_text_extension_is_skipped_with_reason(make_config, tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs/fake.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
-    scan = scan_sources(_kb(make_config, tmp_path))
+    scan = scan_folders(_kb(make_config, tmp_path))
     assert scan.files == []
     assert scan.skipped[0].doc_id == "fake.md" and "binary" in scan.skipped[0].reason
 
 
 def test_utf16_file_is_not_mistaken_for_binary(make_config, tmp_path):
     write(tmp_path / "docs/u16.txt", "\ufeffhello world", encoding="utf-16-le")
-    assert [f.doc_id for f in scan_sources(_kb(make_config, tmp_path)).files] == ["u16.txt"]
+    assert [f.doc_id for f in scan_folders(_kb(make_config, tmp_path)).files] == ["u16.txt"]
 
 
 def test_files_over_the_size_limit_are_skipped_with_reason(make_config, tmp_path):
     write(tmp_path / "docs/big.txt", "x" * 3_000_000)
-    scan = scan_sources(_kb(make_config, tmp_path, max_file_size_mb=1))
+    scan = scan_folders(_kb(make_config, tmp_path, max_file_size_mb=1))
     assert scan.files == [] and "too large" in scan.skipped[0].reason
 
 
 def test_symlink_loop_terminates(make_config, tmp_path):
     write(tmp_path / "docs/a.md", "# A")
     os.symlink(tmp_path / "docs", tmp_path / "docs/loop")
-    scan = scan_sources(_kb(make_config, tmp_path))
+    scan = scan_folders(_kb(make_config, tmp_path))
     assert [f.doc_id for f in scan.files] == ["a.md"]
 
 
@@ -77,7 +77,7 @@ def test_several_paths_prefix_ids_with_their_folder(make_config, tmp_path):
     write(tmp_path / "docs/a.md", "# A")
     write(tmp_path / "more/a.md", "# A")
     kb = make_config({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs"), str(tmp_path / "more")]}).kb[0]
-    assert [f.doc_id for f in scan_sources(kb).files] == ["docs/a.md", "more/a.md"]
+    assert [f.doc_id for f in scan_folders(kb).files] == ["docs/a.md", "more/a.md"]
 
 
 # ---- links, odd names and membership (one set of rules for the scan and the document resource) ----
@@ -85,7 +85,7 @@ def test_several_paths_prefix_ids_with_their_folder(make_config, tmp_path):
 def test_symlink_to_itself_is_reported_and_the_walk_goes_on(make_config, tmp_path):
     write(tmp_path / "docs/a.md", "# A")
     os.symlink("self.md", tmp_path / "docs/self.md")
-    scan = scan_sources(_kb(make_config, tmp_path))
+    scan = scan_folders(_kb(make_config, tmp_path))
     assert [f.doc_id for f in scan.files] == ["a.md"]
     assert [(s.doc_id, "broken symbolic link" in s.reason) for s in scan.skipped] == [("self.md", True)]
 
@@ -96,7 +96,7 @@ def test_symlinks_leading_outside_the_kb_are_not_followed(make_config, tmp_path)
     os.symlink(tmp_path / "secret/passwords.txt", tmp_path / "docs/passwd.txt")
     os.symlink(tmp_path / "secret", tmp_path / "docs/secret-folder")
     os.symlink("inside.md", tmp_path / "docs/alias.md")  # inside the root: followed
-    scan = scan_sources(_kb(make_config, tmp_path))
+    scan = scan_folders(_kb(make_config, tmp_path))
     assert [f.doc_id for f in scan.files] == ["alias.md", "inside.md"]
     reasons = {s.doc_id: s.reason for s in scan.skipped}
     assert set(reasons) == {"passwd.txt", "secret-folder"}
@@ -109,23 +109,23 @@ def test_file_names_that_are_not_utf8_get_escaped_ids_that_lead_back_to_the_file
     with open(os.fsencode(folder) + b"/caf\xe9.md", "wb") as handle:
         handle.write(b"# Cafe\n\nA Latin-1 file name.")
     kb = _kb(make_config, tmp_path)
-    [source] = scan_sources(kb).files
+    [source] = scan_folders(kb).files
     assert source.doc_id == "caf\\xe9.md"
     source.doc_id.encode("utf-8")  # valid text everywhere an id is written
-    assert find_source(kb, source.doc_id).path == source.path
+    assert find_file(kb, source.doc_id).path == source.path
 
 
 def test_fifo_is_never_opened(make_config, tmp_path):
     write(tmp_path / "docs/a.md", "# A")
     os.mkfifo(tmp_path / "docs/pipe.md")  # reading it would block the sync for ever
-    assert [f.doc_id for f in scan_sources(_kb(make_config, tmp_path)).files] == ["a.md"]
+    assert [f.doc_id for f in scan_folders(_kb(make_config, tmp_path)).files] == ["a.md"]
 
 
 def test_a_gitignore_that_cannot_be_read_skips_its_folder_instead_of_indexing_what_it_hides(make_config, tmp_path):
     write(tmp_path / "docs/a.md", "# A")
     write(tmp_path / "docs/sub/secret.md", "# secret")
     write(tmp_path / "docs/sub/.gitignore", "secret.md\n!\n")  # "!" alone is not a valid pattern
-    scan = scan_sources(_kb(make_config, tmp_path))
+    scan = scan_folders(_kb(make_config, tmp_path))
     assert [f.doc_id for f in scan.files] == ["a.md"]
     [skipped] = scan.skipped
     assert skipped.doc_id == "sub/" and skipped.unreadable and ".gitignore" in skipped.reason
@@ -142,7 +142,7 @@ def test_a_gitignore_that_cannot_be_read_skips_its_folder_instead_of_indexing_wh
     "/etc/passwd",
     "",
 ])
-def test_find_source_refuses_what_a_scan_leaves_out(make_config, tmp_path, doc_id):
+def test_find_file_refuses_what_a_scan_leaves_out(make_config, tmp_path, doc_id):
     write(tmp_path / "docs/ok.md", "# OK")
     write(tmp_path / "docs/drafts/plan.md", "# Plan")
     write(tmp_path / "docs/.private/notes.md", "# Notes")
@@ -153,10 +153,10 @@ def test_find_source_refuses_what_a_scan_leaves_out(make_config, tmp_path, doc_i
     write(tmp_path / "outside.md", "# Outside")
     os.symlink("/etc/passwd", tmp_path / "docs/passwd.txt")
     kb = _kb(make_config, tmp_path, exclude=["drafts/"], max_file_size_mb=1)
-    assert [f.doc_id for f in scan_sources(kb).files] == ["ok.md"]
-    assert find_source(kb, "ok.md").doc_id == "ok.md"
+    assert [f.doc_id for f in scan_folders(kb).files] == ["ok.md"]
+    assert find_file(kb, "ok.md").doc_id == "ok.md"
     with pytest.raises(KBError, match="is not a document of knowledge base 'docs'"):
-        find_source(kb, doc_id)
+        find_file(kb, doc_id)
 
 
 name_bytes = st.binary(min_size=1, max_size=40).filter(lambda b: b"/" not in b and b"\x00" not in b
@@ -173,17 +173,17 @@ def test_any_file_name_is_scanned_and_found_again_by_its_id(make_config, tmp_pat
         with open(os.fsencode(folder) + b"/" + name + b".md", "wb") as handle:
             handle.write(b"# Title\n\nSome text.")
     kb = make_config({"name": "docs", "description": "d", "paths": [str(folder)]}).kb[0]
-    scan = scan_sources(kb)
+    scan = scan_folders(kb)
     visible = [n for n in names if not n.startswith(b".")]
     assert len(scan.files) == len(visible)
     for source in scan.files:
         source.doc_id.encode("utf-8")
-        assert find_source(kb, source.doc_id).path == source.path
+        assert find_file(kb, source.doc_id).path == source.path
 
 
 def test_an_index_kept_inside_a_kb_folder_is_never_indexed_nor_watched(make_app, tmp_path, caplog):
     """Its query log holds what users asked: it must never come back as a search hit."""
-    from mcp_kb.ingest.sources import is_candidate_path
+    from mcp_kb.ingest.folders import change_concerns
 
     write(tmp_path / "docs/guide.md", "# Guide\n\nInstall the package with pip inside a virtual environment.\n")
     kb = {"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")],
@@ -197,8 +197,8 @@ def test_an_index_kept_inside_a_kb_folder_is_never_indexed_nor_watched(make_app,
     assert any(s["path"] == "kb-index/" and "never indexed" in s["reason"] for s in report.skipped)
     assert not app.search("docs", "salary chief executive", mode="keyword").hits
     written = list((tmp_path / "docs" / "kb-index").rglob("*.json*"))
-    assert written and not any(is_candidate_path(app.config.kb[0], path) for path in written)
-    assert is_candidate_path(app.config.kb[0], tmp_path / "docs" / "new.md")
+    assert written and not any(change_concerns(app.config.kb[0], path) for path in written)
+    assert change_concerns(app.config.kb[0], tmp_path / "docs" / "new.md")
 
 
 # Trees of two KB roots with nested, hidden and ignored folders; globs naming a root, a folder, a type.
@@ -216,7 +216,7 @@ def test_the_watcher_follows_exactly_the_files_the_scan_lists(make_config, tmp_p
                                                               exclude, gitignore):
     """With several paths the ids carry the root's name ("a/sub/x.md"), and globs match ids: the watcher
     once matched paths relative to their root, and stopped following files the scan indexed."""
-    from mcp_kb.ingest.sources import is_candidate_path
+    from mcp_kb.ingest.folders import change_concerns
 
     base = tmp_path_factory.mktemp("tree")
     for root, folder, name in files:
@@ -227,15 +227,15 @@ def test_the_watcher_follows_exactly_the_files_the_scan_lists(make_config, tmp_p
         write(base / "a" / ".gitignore", "deep/\n")
     kb = make_config({"name": "docs", "description": "d", "paths": [str(base / "a"), str(base / "b")],
                       "include": include, "exclude": exclude}).kb[0]
-    scan = scan_sources(kb)
+    scan = scan_folders(kb)
     listed = {source.path for source in scan.files} | {base / s.doc_id for s in scan.skipped}
     for root, folder, name in files:
         path = base / root / folder / name
-        assert is_candidate_path(kb, path) == (path in listed), (path, sorted(map(str, listed)))
+        assert change_concerns(kb, path) == (path in listed), (path, sorted(map(str, listed)))
     for source in scan.files:  # and once a listed file is deleted, its deletion is still followed
         source.path.unlink()
-        assert is_candidate_path(kb, source.path), source.doc_id
+        assert change_concerns(kb, source.path), source.doc_id
     moved = base / "a" / "v1.2"  # a folder with a dot, moved away whole: its documents went with it
     write(moved / "x.md", "# Note\n\nSome text.\n")
     moved.rename(base / "elsewhere")
-    assert is_candidate_path(kb, moved)
+    assert change_concerns(kb, moved)

@@ -1,0 +1,365 @@
+"""Folder sources: the files below a KB's paths, by globs, .gitignore, hidden entries, links, binaries, size limits.
+
+One set of rules decides what belongs to a KB: `scan_folders` applies it while walking,
+`find_file` to one document id (the document resource) and `change_concerns` to one changed
+path (the watcher), so a file the scan leaves out can never be read through the KB either. Symbolic links are followed only when
+they point inside the KB's root. A problem with one entry (a link loop, a name that is not
+UTF-8, an unreadable file) is reported for that entry and never stops the walk.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+import pathspec
+
+from ..config import KBConfig
+from ..errors import KBError
+from ..vocabulary import status_uri
+from .parsers import is_binary_format, is_supported
+from .sources import Progress, SkippedFile, SourceFile, SourceScan
+
+# A NUL or a high share of control characters in the first block means binary, whatever the
+# extension says.
+_SNIFF_BYTES = 8192
+_TEXT_CONTROL = {7, 8, 9, 10, 12, 13, 27}
+_ESCAPED_BYTE = re.compile(rb"\\x([0-9a-f]{2})")
+
+Ignores = list[tuple[str, pathspec.PathSpec]]  # .gitignore specs in force, with the folder they came from
+
+
+def scan_folders(kb: KBConfig, known: dict[str, tuple[int, int]] | None = None) -> SourceScan:
+    """Walk every path of the KB; each file is either listed or skipped with a reason.
+
+    `known` maps document ids to the (size, mtime_ns) the index saw: those files were judged
+    text then and are not sniffed again, so a no-op scan opens no file.
+    """
+    files: dict[str, SourceFile] = {}
+    skipped: list[SkippedFile] = []
+    for root, prefix in _roots(kb):
+        _check_readable(root, kb)
+        rules = _Rules(kb, root, prefix, known or {})
+        outcomes = [rules.root_file()] if root.is_file() else rules.walk()
+        for outcome in outcomes:
+            if isinstance(outcome, SourceFile):
+                files[outcome.doc_id] = outcome
+            elif isinstance(outcome, SkippedFile):
+                skipped.append(outcome)
+    return SourceScan(sorted(files.values(), key=lambda f: f.doc_id), skipped)
+
+
+def find_file(kb: KBConfig, doc_id: str) -> SourceFile:
+    """The file behind a document id, judged by the same rules as a scan; anything else is refused."""
+    for root, prefix in _roots(kb):
+        if root.is_file():
+            found = _Rules(kb, root, prefix, {}).root_file() if doc_id == root.name else None
+        elif doc_id.startswith(prefix):
+            found = _Rules(kb, root, prefix, {}).locate(doc_id[len(prefix):])
+        else:
+            continue
+        if isinstance(found, SourceFile) and found.doc_id == doc_id:
+            return found
+    raise KBError(f"{doc_id!r} is not a document of knowledge base {kb.name!r}; "
+                  f"read {status_uri(kb.name)} or search it to find document paths")
+
+
+def _roots(kb: KBConfig) -> list[tuple[Path, str]]:
+    """Each KB path with the prefix its document ids get (its name, when a KB has several paths)."""
+    several = len(kb.paths) > 1
+    return [(root, f"{root.name}/" if several and not root.is_file() else "") for root in kb.paths]
+
+
+def _check_readable(root: Path, kb: KBConfig) -> None:
+    """A missing or unreadable root is an error, never an empty KB: that would delete its index."""
+    try:
+        if root.is_dir():
+            with os.scandir(root):
+                pass
+        elif root.is_file():
+            root.open("rb").close()
+        else:
+            raise FileNotFoundError(2, "not found")
+    except OSError as exc:
+        raise KBError(f"knowledge base {kb.name!r}: cannot read {root} ({exc.strerror}); "
+                      f"the index keeps its last good version until the path is back") from exc
+
+
+class _Rules:
+    """Membership rules for the entries below one KB root."""
+
+    def __init__(self, kb: KBConfig, root: Path, prefix: str, known: dict[str, tuple[int, int]]):
+        self.kb = kb
+        self.root = root
+        self.prefix = prefix
+        self.known = known
+        self.real_root = os.path.realpath(root)
+        self.written = {(info.st_dev, info.st_ino) for info in map(_stat_or_none, kb.written_folders) if info}
+
+    def root_file(self) -> SourceFile | SkippedFile | None:
+        """A KB path that is a single file."""
+        try:
+            info = os.stat(self.root)
+        except OSError as exc:
+            return SkippedFile(self.root.name, f"unreadable: {exc.strerror}", unreadable=True)
+        return self._file(str(self.root), self.root.name, info)
+
+    def walk(self):
+        """Yield a SourceFile or SkippedFile per entry that is not silently left out."""
+        seen_dirs: set[tuple[int, int]] = set()
+        stack: list[tuple[str, str, Ignores]] = [(str(self.root), "", [])]
+        while stack:
+            folder, rel_folder, ignores = stack.pop()
+            try:
+                info = os.stat(folder)
+                if (info.st_dev, info.st_ino) in seen_dirs:  # a folder linked twice, or a loop
+                    continue
+                seen_dirs.add((info.st_dev, info.st_ino))
+                ignores = self._with_gitignore(folder, rel_folder, ignores)
+                entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            except (OSError, ValueError) as exc:
+                yield SkippedFile(self._folder_id(rel_folder), f"unreadable folder: {_why(exc)}", unreadable=True)
+                continue
+            subfolders = []
+            for entry in entries:
+                rel = f"{rel_folder}/{entry.name}" if rel_folder else entry.name
+                outcome = self._entry(entry.path, rel, _is_link(entry), ignores)
+                if outcome == "dir":
+                    subfolders.append((entry.path, rel, ignores))
+                elif outcome is not None:
+                    yield outcome
+            stack.extend(reversed(subfolders))
+
+    def locate(self, rel_id: str) -> SourceFile | None:
+        """The file behind one document id below the root, if the walk would list it."""
+        outcome = self.judge(rel_id)
+        return outcome if isinstance(outcome, SourceFile) else None
+
+    def judge(self, rel_id: str) -> SourceFile | SkippedFile | str | None:
+        """One entry below the root, judged folder by folder as the walk would: what the walk would
+        yield for it ("dir" for a folder it descends into), or None when the walk leaves it out."""
+        parts = rel_id.split("/")
+        if any(part in ("", ".", "..") for part in parts):
+            return None
+        folder, rel_folder, ignores = str(self.root), "", []
+        for index, part in enumerate(parts):
+            try:
+                ignores = self._with_gitignore(folder, rel_folder, ignores)
+            except (OSError, ValueError):
+                return None
+            name = _real_name(folder, part)
+            path = os.path.join(folder, name)
+            rel = f"{rel_folder}/{name}" if rel_folder else name
+            outcome = self._entry(path, rel, os.path.islink(path), ignores)
+            if index == len(parts) - 1:
+                return outcome
+            if outcome != "dir":
+                return None
+            folder, rel_folder = path, rel
+        return None
+
+    def may_have_held(self, rel_id: str) -> bool:
+        """Whether an entry that is gone could have been a document, or a folder holding some, judged by
+        its name: not hidden, and not a document file the KB's globs leave out. Any other name may have
+        been a folder ("v1.2" included), so its removal is followed."""
+        if any(part.startswith(".") for part in rel_id.split("/")):
+            return False
+        suffix = os.path.splitext(rel_id)[1].lower()
+        return not is_supported(suffix) or _matches_globs(self._doc_id(rel_id), self.kb.include, self.kb.exclude)
+
+    def _entry(self, path: str, rel: str, is_link: bool, ignores: Ignores) -> SourceFile | SkippedFile | str | None:
+        """"dir" to descend into, a file, a reported skip, or None for entries left out silently."""
+        if rel.rsplit("/", 1)[-1].startswith("."):
+            return None
+        doc_id = self._doc_id(rel)
+        if is_link:
+            reason = self._link_reason(path)
+            if reason:
+                return SkippedFile(doc_id, reason)
+        try:
+            info = os.stat(path)
+        except OSError as exc:
+            return SkippedFile(doc_id, f"unreadable: {exc.strerror}", unreadable=True)
+        is_dir = stat.S_ISDIR(info.st_mode)
+        if _ignored(rel, is_dir, ignores):
+            return None
+        if is_dir and (info.st_dev, info.st_ino) in self.written:
+            return SkippedFile(doc_id + "/", "mcp-kb's own index or cache folder: never indexed")
+        if is_dir:
+            return "dir"
+        if not stat.S_ISREG(info.st_mode):
+            return None  # pipes, sockets, devices: opening one could block or never end
+        return self._file(path, doc_id, info)
+
+    def _file(self, path: str, doc_id: str, info: os.stat_result) -> SourceFile | SkippedFile | None:
+        if not _matches_globs(doc_id, self.kb.include, self.kb.exclude):
+            return None
+        suffix = os.path.splitext(path)[1].lower()
+        if not is_supported(suffix):
+            if self.kb.include:  # the user asked for it explicitly, so say why it is left out
+                return SkippedFile(doc_id, f"unsupported file type {_id_text(suffix) or '(none)'}")
+            return None
+        if info.st_size > self.kb.max_file_bytes:
+            return SkippedFile(doc_id, f"too large: {info.st_size / 1e6:.1f} MB > max_file_size_mb")
+        if self.known.get(doc_id) != (info.st_size, info.st_mtime_ns):
+            reason = _binary_reason(path, suffix)
+            if reason:
+                return SkippedFile(doc_id, reason, unreadable=reason.startswith("unreadable"))
+        return SourceFile(Path(path), doc_id, info.st_size, info.st_mtime_ns)
+
+    def _link_reason(self, path: str) -> str | None:
+        """Why a symbolic link is not followed: it leads outside the root, nowhere, or in a circle."""
+        try:
+            target = os.path.realpath(path, strict=True)
+        except OSError as exc:
+            return f"broken symbolic link ({exc.strerror})"
+        if target != self.real_root and not target.startswith(self.real_root.rstrip(os.sep) + os.sep):
+            return "symbolic link to a place outside the knowledge base: not followed"
+        return None
+
+    def _with_gitignore(self, folder: str, rel_folder: str, ignores: Ignores) -> Ignores:
+        """The specs in force below `folder`; an unreadable .gitignore raises (its folder is then skipped,
+        since indexing what it may hide would be worse than waiting)."""
+        path = os.path.join(folder, ".gitignore")
+        if not self.kb.respect_gitignore or not os.path.isfile(path):
+            return ignores
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            spec = pathspec.PathSpec.from_lines("gitignore", handle.read().splitlines())
+        return [*ignores, (rel_folder, spec)]
+
+    def _doc_id(self, rel: str) -> str:
+        return self.prefix + _id_text(rel)
+
+    def _folder_id(self, rel_folder: str) -> str:
+        """A folder's id ends in "/"; the root's is its prefix, or "/" for a KB's only root."""
+        return self._doc_id(rel_folder) + "/" if rel_folder else self.prefix or "/"
+
+
+def _stat_or_none(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:  # not created yet: nothing to keep out
+        return None
+
+
+def _is_link(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_symlink()
+    except OSError:
+        return True  # judged (and reported) by the link rules
+
+
+def _why(exc: Exception) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else f".gitignore: {exc}"
+
+
+def _id_text(name: str) -> str:
+    """A file name as valid text: bytes that are not UTF-8 (Python keeps them as surrogates) become \\xNN."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _real_name(folder: str, part: str) -> str:
+    """The name on disk behind one part of a document id (see _id_text)."""
+    if "\\x" not in part or os.path.lexists(os.path.join(folder, part)):
+        return part
+    raw = _ESCAPED_BYTE.sub(lambda match: bytes([int(match[1], 16)]), part.encode("utf-8"))
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _matches_globs(doc_id: str, include: list[str], exclude: list[str]) -> bool:
+    if include and not _glob_spec(tuple(include)).match_file(doc_id):
+        return False
+    return not (exclude and _glob_spec(tuple(exclude)).match_file(doc_id))
+
+
+_SPEC_CACHE: dict[tuple[str, ...], pathspec.PathSpec] = {}
+
+
+def _glob_spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
+    if patterns not in _SPEC_CACHE:
+        _SPEC_CACHE[patterns] = pathspec.PathSpec.from_lines("gitignore", patterns)
+    return _SPEC_CACHE[patterns]
+
+
+def _ignored(rel: str, is_dir: bool, ignores: Ignores) -> bool:
+    for base, spec in ignores:
+        local = rel[len(base) + 1:] if base else rel
+        if spec.match_file(local + ("/" if is_dir else "")):
+            return True
+    return False
+
+
+def _binary_reason(path: str, suffix: str) -> str | None:
+    """A reason to skip a text-format file as binary, judged by its first bytes, or None."""
+    if is_binary_format(suffix):
+        return None  # its parser reads bytes and judges them itself
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(_SNIFF_BYTES)
+    except OSError as exc:
+        return f"unreadable: {exc.strerror}"
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return None  # UTF-16 with BOM has NULs by design
+    if b"\x00" in head:
+        return "binary content (NUL bytes) despite a text extension"
+    controls = sum(1 for byte in head if byte < 32 and byte not in _TEXT_CONTROL)
+    if head and controls / len(head) > 0.05:
+        return "binary content (control characters) despite a text extension"
+    return None
+
+
+def change_concerns(kb: KBConfig, path: Path) -> bool:
+    """Whether a change at `path` (which may no longer exist) can matter to the KB's index: a path
+    that exists is judged by the scan's own rules (`_Rules.judge`); a path that is gone, by its name
+    under the same rules (it may have been a document or a folder holding some)."""
+    if any(path.is_relative_to(folder) for folder in kb.written_folders):
+        return False  # the index's own writes, when it lives among the documents
+    for root, prefix in _roots(kb):
+        if path == root:
+            return True
+        if root.is_dir() and path.is_relative_to(root):
+            rules = _Rules(kb, root, prefix, {})
+            rel = path.relative_to(root).as_posix()
+            if path.name == ".gitignore":  # it changes which files belong
+                return kb.respect_gitignore
+            if os.path.lexists(path):
+                return rules.judge(rel) is not None
+            return rules.may_have_held(rel)
+    return False
+
+
+class FolderSource:
+    """The KB's `paths` as one source: document ids are paths relative to a root."""
+
+    def __init__(self, kb: KBConfig):
+        self.kb = kb
+
+    @classmethod
+    def of(cls, kb: KBConfig, cache_folder: Path) -> list[FolderSource]:
+        return [cls(kb)] if kb.paths else []
+
+    @staticmethod
+    def owns(doc_id: str) -> bool:
+        return True  # asked last: every id no other kind claims is a path
+
+    @staticmethod
+    def kind_of(doc_id: str) -> str:
+        return os.path.splitext(doc_id)[1].lower().lstrip(".") or "other"
+
+    def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None) -> SourceScan:
+        return scan_folders(self.kb, known)
+
+    def find(self, doc_id: str) -> SourceFile:
+        return find_file(self.kb, doc_id)
+
+    def watch_folders(self) -> list[Path]:
+        return [path if path.is_dir() else path.parent for path in self.kb.paths]
+
+    def concerns(self, path: Path) -> bool:
+        return change_concerns(self.kb, path)

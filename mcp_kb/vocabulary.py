@@ -1,0 +1,22 @@
+"""Words users and clients meet in several places, each defined once: the sync tool's name, the
+resource URIs, the remedy for a KB that is not synced, how citations and heading paths read."""
+
+from __future__ import annotations
+
+SYNC_TOOL = "sync_knowledge_base"
+LIST_URI = "kb://knowledge-bases"
+STATUS_URI = "kb://{name}/status"  # also the resource template
+METRICS_URI = "kb://{name}/metrics"
+DOCUMENT_URI = "kb://{name}/documents/{+path}"
+HEADING_SEPARATOR = " › "  # between the headings of a heading path: "Install › Linux"
+CITATION_FORMAT = f"file{HEADING_SEPARATOR}heading, page"  # how a cited source reads
+
+
+def status_uri(kb: str) -> str:
+    return STATUS_URI.format(name=kb)
+
+
+def sync_remedy(kb: str | None = None, options: str = "") -> str:
+    """The one way to say how to (re)index a KB, from the command line or a client."""
+    command = " ".join(part for part in ("mcp-kb sync", kb, options) if part)
+    return f"run `{command}` (or call the {SYNC_TOOL} tool)"
