@@ -25,7 +25,7 @@ WORK = Path("/tmp/mcp-kb-bench")
 def build(app, source_rows, size: int) -> None:
     import pyarrow as pa
 
-    from mcp_kb.index.store import new_generation
+    from mcp_kb.index.contract import new_generation
 
     store = app.store
     schema = app.store.chunk_table("scifact").schema

@@ -122,7 +122,7 @@ def million(size: int) -> None:
     from lancedb.index import FTS, BTree, HnswSq, IvfPq
 
     from mcp_kb.app import App
-    from mcp_kb.index.store import new_generation
+    from mcp_kb.index.contract import new_generation
 
     source = App(kb_config(WORK / "scifact" / "docs", WORK / "scifact" / "index", "scifact"))
     rows = source.store.chunk_table("scifact").to_arrow()

@@ -14,10 +14,10 @@ from typing import Any
 
 from .config import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
 from .errors import KBError, ParseError
-from .evaluation import SelfCheck, self_check, self_query
+from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
 from .index.state import (query_log_path, read_health, read_metrics, read_summary, source_cache_dir, sync_activity,
                           write_health, write_metrics)
-from .index.store import Store
+from .index.contract import Store, open_store
 from .ingest.chunking import Chunk
 from .ingest.parsers import parse_file
 from .ingest.sources import Source, SourceScan, find_document, parse_source, scan_all, sources_of
@@ -57,7 +57,7 @@ class App:
 
     @cached_property
     def store(self) -> Store:
-        return Store.of(self.config.storage)
+        return open_store(self.config.storage)
 
     @cached_property
     def searcher(self) -> Searcher:
@@ -162,6 +162,17 @@ class App:
             "checked_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "k": k, "queries": len(asked),
             "hit_rate": {check.mode: round(check.hit_rate, 4) for check in checks}})
         return checks
+
+    def evaluate(self, kb: str, queries: dict[str, str], judgements: dict[str, dict[str, int]], modes: list[str],
+                 k: int = 10) -> tuple[list[ModeScores], str]:
+        """Labelled queries scored per mode (recall@k, MRR@10, nDCG@10, latency), and a warning when the
+        judgements name documents the KB does not hold ("" when all are there)."""
+        warning = unmatched_documents(judgements, {doc_id_of(path) for path in self.document_ids(kb)})
+        top_k = max(k, 10)
+
+        def run(mode: str):
+            return lambda text: [hit.source for hit in self.search(kb, text, record=False, mode=mode, top_k=top_k).hits]
+        return [evaluate(run(mode), queries, judgements, mode, k) for mode in modes], warning
 
     def check(self, kb: str | None = None) -> list[dict[str, Any]]:
         """Per KB, what a sync would index: files by type, chunks per file, skipped files with reasons."""

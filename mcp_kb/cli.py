@@ -432,9 +432,7 @@ def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Pa
         mcp-kb eval docs --log reviewed.queries.jsonl
     """
     def work():
-        from .evaluation import doc_id_of, format_self_checks, format_table, load_qrels, load_queries
-        from .evaluation import evaluate as score_mode
-        from .evaluation import load_reviewed_log, unmatched_documents
+        from .evaluation import format_self_checks, format_table, load_qrels, load_queries, load_reviewed_log
 
         app = _app(config_path)
         modes = list(RANKED_MODES) if mode == "all" else [mode]
@@ -452,15 +450,9 @@ def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Pa
         else:
             raise KBError("give --queries and --qrels (labelled queries), --log (a reviewed query log), or --self "
                           "(queries made from the KB itself)")
-        warning = unmatched_documents(judgements, {doc_id_of(path) for path in app.document_ids(kb)})
+        results, warning = app.evaluate(kb, query_by_id, judgements, modes, k)
         if warning:
             click.echo(f"warning: {warning}", err=True)
-        top_k = max(k, 10)
-        results = []
-        for each in modes:
-            def run(text: str, each: str = each) -> list[str]:
-                return [hit.source for hit in app.search(kb, text, record=False, mode=each, top_k=top_k).hits]
-            results.append(score_mode(run, query_by_id, judgements, each, k))
         if as_json:
             click.echo(json.dumps([r.__dict__ for r in results], indent=2))
         else:
@@ -493,17 +485,7 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
         if folder and config_path:
             raise KBError(f"{folder} is a folder and --config names {config_path}: give one of them, not both")
         config = _load(folder or config_path)
-        settings = config.server
-        chosen = transport or settings.transport
-        if chosen == "stdio" and (host or port is not None):
-            option = "--port" if port is not None else "--host"
-            raise KBError(f"{option} is for the HTTP transports, and this server speaks stdio: add --transport http "
-                          f"(or sse), or set [server] transport")
-        if read_only is not None:
-            settings = settings.model_copy(update={"read_only": read_only})
-        config = config.model_copy(update={"server": settings})
-        run_server(App(config), chosen, host or settings.host,
-                   settings.port if port is None else port, settings.token)
+        run_server(App(config.serving(transport=transport, host=host, port=port, read_only=read_only)))
 
     _run(work)
 
@@ -522,19 +504,15 @@ def watch(kb: str | None, config_path: str | None) -> None:
         mcp-kb watch -c kb.toml
     """
     def work():
-        import anyio
-
         from .app import App
-        from .live import LiveSync, SyncRunner
+        from .live import keep_in_sync
 
         name, config = _kb_or_folder(kb, config_path)
         app = App(_load(config))
-        kbs = [k.model_copy(update={"sync": k.sync.model_copy(update={"on_start": True, "watch": True})})
-               for k in app.config.select(name)]
         logging.getLogger("mcp_kb").setLevel(logging.INFO)
-        click.echo(f"watching {', '.join(k.name for k in kbs)}; Ctrl-C to stop", err=True)
+        click.echo(f"watching {', '.join(k.name for k in app.config.select(name))}; Ctrl-C to stop", err=True)
         try:
-            anyio.run(LiveSync(SyncRunner(app), kbs).run)
+            keep_in_sync(app, name)
         except KeyboardInterrupt:
             pass
 
@@ -563,24 +541,15 @@ def fetch(target: Path | None, config_path: str | None) -> None:
         mcp-kb model fetch --to ./models/embedding
     """
     def work():
-        import shutil
-
-        from .models import fetch_models
+        from .models import fetch_models, model_source
 
         config = _load_or_defaults(config_path)
-        if target and config.embedding.provider != "fastembed":
-            raise KBError(f"--to copies a local model, but [embedding] provider is {config.embedding.provider!r}: "
-                          f"the service holds the model")
-        folders = fetch_models(config.embedding, config.rerank)
+        folders = fetch_models(config.embedding, config.rerank, copy_to=target)
         for role, folder in folders.items():
             click.echo(f"{role} model ready in {folder}")
         if "embedding" not in folders:
-            click.echo(f"embedding model {config.embedding.model}: served by the embedding service, nothing to fetch")
+            click.echo(f"embedding model {config.embedding.model}: {model_source(config.embedding)}, nothing to fetch")
         if target:
-            try:
-                shutil.copytree(folders["embedding"], target, dirs_exist_ok=True)  # copies what links point at
-            except OSError as exc:
-                raise KBError(f"cannot copy the model into {target}: {exc}") from exc
             click.echo(f"copied to {target}; on a machine without network set both [embedding] model = "
                        f"\"{config.embedding.model}\" and model_path = \"{target.resolve()}\" (or "
                        f"MCP_KB_EMBEDDING_MODEL and MCP_KB_EMBEDDING_MODEL_PATH)")

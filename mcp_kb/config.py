@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import platformdirs
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SerializeAsAny, ValidationError,
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SerializeAsAny, ValidationError,
                       field_validator, model_validator)
 
 from .errors import ConfigError
@@ -268,6 +268,8 @@ EMBEDDING_PROVIDERS.register("openai", OpenAISettings, "mcp_kb.models.openai:Ope
 RERANK_PROVIDERS = Registry("rerank provider", "provider")
 RERANK_PROVIDERS.register("fastembed", FastembedRerankSettings, "mcp_kb.models.fastembed:FastembedRerankProvider")
 SOURCE_KINDS = Registry("source kind", "kind")  # built-in kinds: ingest/sources.py
+# A [[kb.sources]] table, validated as the settings of the kind it names.
+_RegisteredSource = Annotated[SerializeAsAny[SourceSettings], BeforeValidator(lambda value: SOURCE_KINDS.validate(value, ""))]
 _PICKED_BY_NAME = {EmbeddingConfig: (EMBEDDING_PROVIDERS, "fastembed"), RerankConfig: (RERANK_PROVIDERS, "fastembed"),
                    SourceSettings: (SOURCE_KINDS, "")}
 
@@ -389,7 +391,7 @@ class KBConfig(_Strict):
     description: str
     paths: list[PathValue] = Field(default_factory=list)
     urls: list[WebSourceConfig] = Field(default_factory=list)
-    sources: list[SerializeAsAny[SourceSettings]] = Field(default_factory=list)  # of registered kinds
+    sources: list[_RegisteredSource] = Field(default_factory=list)  # of registered kinds
     include: list[str] = Field(default_factory=list)  # empty: every supported file
     exclude: list[str] = Field(default_factory=list)
     respect_gitignore: bool = True
@@ -424,11 +426,6 @@ class KBConfig(_Strict):
         if isinstance(value, list):
             return [{"url": item} if isinstance(item, str) else item for item in value]
         return value
-
-    @field_validator("sources", mode="before")
-    @classmethod
-    def _source_kinds(cls, value: Any) -> Any:
-        return [SOURCE_KINDS.validate(item, "") for item in value] if isinstance(value, list) else value
 
     @model_validator(mode="after")
     def _has_sources(self) -> KBConfig:
@@ -512,6 +509,18 @@ class Config(_Strict):
                     raise ValueError(f"duplicate {what} {name!r}: every knowledge base needs its own")
                 seen.add(name)
         return self
+
+    def serving(self, transport: str | None = None, host: str | None = None, port: int | None = None,
+                read_only: bool | None = None) -> Config:
+        """This config with `serve`'s options in place of the [server] settings they override."""
+        chosen = transport or self.server.transport
+        if chosen == "stdio" and (host or port is not None):
+            option = "--port" if port is not None else "--host"
+            raise ConfigError(f"{option} is for the HTTP transports, and this server speaks stdio: add --transport "
+                              f"http (or sse), or set [server] transport")
+        given = {"transport": chosen, "host": host, "port": port, "read_only": read_only}
+        server = self.server.model_copy(update={key: value for key, value in given.items() if value is not None})
+        return self.model_copy(update={"server": server})
 
     def get_kb(self, name: str) -> KBConfig:
         for kb in self.kb:

@@ -26,6 +26,14 @@ Notify = Callable[[str], Awaitable[None]]  # called with a KB name after each of
 POLL_INTERVAL = 3600.0
 
 
+def keep_in_sync(app: App, kb: str | None = None) -> None:
+    """`mcp-kb watch`: sync KB (or every KB) now, then on each file change and on its schedule, until
+    interrupted, whatever its [kb.sync] says about start-up and watching."""
+    kbs = [k.model_copy(update={"sync": k.sync.model_copy(update={"on_start": True, "watch": True})})
+           for k in app.config.select(kb)]
+    anyio.run(LiveSync(SyncRunner(app), kbs).run)
+
+
 class SyncRunner:
     """Runs syncs in a worker thread (searches go on), then tells subscribers."""
 

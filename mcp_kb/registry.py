@@ -38,7 +38,7 @@ class Registry:
     def settings(self, name: Any) -> type[BaseModel]:
         """The settings model of a part; an unknown name is a ValueError listing the known ones."""
         if not isinstance(name, str) or name not in self._entries:
-            raise ValueError(f"unknown {self.role} {name!r}; known: {', '.join(self.names())}")
+            raise ValueError(f"unknown {self.role} {name!r}; known: {', '.join(self.names()) or '(none registered)'}")
         return self._entries[name].settings
 
     def validate(self, value: Any, default: str) -> Any:

@@ -27,7 +27,7 @@ from .index.filters import and_where, build_where
 from .index.keywords import keyword_terms
 from .index.state import sync_activity
 from .ingest.sources import rooted_id_patterns
-from .index.store import Candidate, ChunkView, Store, is_complete
+from .index.contract import Candidate, ChunkView, Store, is_complete
 from .models.base import Embedder, Reranker, TokenCounter
 from .passages import Hit, add_context, assemble, fit_budget
 from .vocabulary import status_uri, sync_remedy

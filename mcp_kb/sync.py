@@ -34,7 +34,8 @@ from .ingest.ocr import available as ocr_available
 from .ingest.sources import SkippedFile, SourceFile, document_kind, parse_source, scan_all, sources_of
 from .index.schema import ChunkRow, chunk_schema, coerce
 from .index.state import check_writable, clear_progress, source_cache_dir, sync_lock, write_progress, write_summary
-from .index.store import LAYOUT_VERSION, FileRecord, Store, generation_of, new_generation
+from .index.contract import FileRecord, Store, generation_of, new_generation
+from .index.store import LAYOUT_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +253,7 @@ def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: di
     searches keep reading the active one.
     """
     active = generation_of(state)
-    missing = active is not None and store.chunk_table(kb.name, active) is None
+    missing = active is not None and store.chunk_schema(kb.name, active) is None
     reason = _rebuild_reason(state, fingerprints, full, reembed, missing)
     if not reason:  # an interrupted rebuild no longer wanted goes when this sync switches state and drops
         return active, None
@@ -267,7 +268,7 @@ def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: di
         return target, None
     report.rebuilt = reason
     log.info("%s: rebuilding the index beside the current one: %s", kb.name, reason)
-    if building.get("fingerprints") == fingerprints and store.chunk_table(kb.name, building["generation"]) is not None:
+    if building.get("fingerprints") == fingerprints and store.chunk_schema(kb.name, building["generation"]) is not None:
         target = building["generation"]  # resume: its manifest says what is done
     else:
         target = new_generation()
@@ -445,7 +446,7 @@ def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None
         log.warning("%s: %d files not indexed: %s", kb.name, len(parsed), exc)
         return
     with timer("write"):
-        schema = store.chunk_table(kb.name, target).schema
+        schema = store.chunk_schema(kb.name, target)
         rows = pa.concat_tables([_rows_of(kb, schema, item, vectors) for item in parsed])
         store.replace_documents(kb.name, target, [item.source.doc_id for item in parsed], rows)
         store.write_files(kb.name, target, [_file_record(item) for item in parsed])

@@ -6,6 +6,7 @@ Search never imports sync; only the index package imports lancedb; only models.f
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,48 @@ def test_the_two_faces_do_not_import_each_other():
 @pytest.mark.parametrize("path", MODULES, ids=_name)
 def test_every_module_says_its_concern_in_a_docstring(path):
     assert ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))), f"{_name(path)} has no module docstring"
+
+
+def _calls_into_environment(tree: ast.AST) -> list[int]:
+    """Lines reading the environment: os.getenv, os.environ.get / [...] / `in os.environ`."""
+    def is_environ(node: ast.AST) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr == "environ"
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("getenv", "get") and \
+                (node.attr == "getenv" or is_environ(node.value)):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Subscript) and is_environ(node.value) and isinstance(node.ctx, ast.Load):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Compare) and any(is_environ(c) for c in node.comparators):
+            lines.append(node.lineno)
+    return lines
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_only_config_reads_the_environment(path):
+    if _name(path) != "mcp_kb.config":
+        lines = _calls_into_environment(ast.parse(path.read_text(encoding="utf-8")))
+        assert not lines, f"{_name(path)} reads environment variables (lines {lines}); read them in config.py"
+
+
+_SQL = re.compile(r"\s(AND|OR|BETWEEN)\s|\sIN \(|regexp_like\(|starts_with\(|array_has|[a-z_]+ = ['\d]")
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_only_the_filters_module_composes_predicate_text(path):
+    if _name(path) == "mcp_kb.index.filters":
+        return
+    texts = [node for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and _SQL.search(node.value)]
+    assert not texts, f"{_name(path)} writes SQL text at lines {[t.lineno for t in texts]}: compose it in index/filters.py"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_only_the_source_seam_knows_the_source_kinds(path):
+    """What a file or a web page is stays with folders.py and web.py; everything else asks ingest/sources.py."""
+    if _name(path).startswith("mcp_kb.ingest"):
+        return
+    kinds = {name for name in _imports(path) if name.startswith(("mcp_kb.ingest.folders", "mcp_kb.ingest.web"))}
+    assert not kinds, f"{_name(path)} imports {sorted(kinds)}: use the Source protocol of ingest/sources.py"

@@ -201,17 +201,17 @@ def test_eval_warns_about_judged_documents_the_kb_does_not_hold(tmp_path, monkey
 
 
 def test_an_index_written_by_a_newer_mcp_kb_is_refused_not_rebuilt_over(project):
-    from mcp_kb.index.store import LAYOUT_VERSION, Store
+    from mcp_kb.index.store import LAYOUT_VERSION, LanceStore
 
     assert _run("sync").exit_code == 0
-    store = Store(str(project / "index"))
+    store = LanceStore(str(project / "index"))
     store.write_state("docs", {**store.read_state("docs"), "layout": LAYOUT_VERSION + 97})
     tables = sorted(store.db.list_tables().tables)
     for command in (["sync"], ["sync", "--full"], ["status"], ["search", "docs", "install"]):
         result = _run(*command)
         assert result.exit_code == 1, (command, result.output)
         assert f"written by a newer mcp-kb (layout {LAYOUT_VERSION + 97}" in result.output, (command, result.output)
-    assert sorted(Store(str(project / "index")).db.list_tables().tables) == tables  # nothing dropped or rebuilt
+    assert sorted(LanceStore(str(project / "index")).db.list_tables().tables) == tables  # nothing dropped or rebuilt
     assert f"newer mcp-kb (layout {LAYOUT_VERSION + 97}" in _served_search(project / "kb.toml")
 
 
@@ -236,12 +236,12 @@ def _served_search(config: Path) -> str:
 def test_status_shows_the_running_sync_of_its_kb_only_and_a_second_sync_names_it(project):
     from mcp_kb.config import load_config
     from mcp_kb.index.state import sync_lock, write_progress
-    from mcp_kb.index.store import Store
+    from mcp_kb.index.store import LanceStore
 
     write(project / "wiki" / "home.md", "# Home\n\nThe team wiki.\n")
     with open(project / "kb.toml", "a", encoding="utf-8") as config:
         config.write('[[kb]]\nname = "wiki"\ndescription = "Wiki"\npaths = ["wiki"]\n')
-    store = Store.of(load_config(project / "kb.toml").storage)
+    store = LanceStore.of(load_config(project / "kb.toml").storage)
     with sync_lock(store, ["docs"]):
         write_progress(store, "docs", 3, 10)
         shown = _run("status").output

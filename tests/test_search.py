@@ -121,7 +121,7 @@ def test_hybrid_never_scores_a_passage_found_on_one_side_as_zero(app):
 
 
 def test_fused_scores_keep_each_sides_evidence():
-    from mcp_kb.index.store import Candidate
+    from mcp_kb.index.contract import Candidate
     from mcp_kb.search import VECTOR_SHARE, fuse
 
     vector = [Candidate("a", 0.9, 1), Candidate("b", 0.5, 2), Candidate("c", 0.2, 3)]
@@ -323,7 +323,7 @@ def test_a_degraded_answer_is_not_served_from_cache_once_the_model_is_back(app):
 def test_searches_during_a_first_sync_say_the_index_is_incomplete_and_how_far_it_is(make_app, tmp_path):
     import threading
 
-    from mcp_kb.index.store import is_complete
+    from mcp_kb.index.contract import is_complete
 
     for i in range(200):
         write(tmp_path / "many" / f"p{i:03d}.md", f"# Page {i}\n\nNotes on subject {i} for the planning team.\n")

@@ -247,11 +247,11 @@ def _wait_for(check, seconds: float) -> None:
 
 
 def test_exactly_one_of_racing_writers_takes_the_lease_and_a_lapsed_one_is_taken_over(s3):
-    from mcp_kb.index.store import Store
+    from mcp_kb.index.store import LanceStore
 
     storage = s3.storage(s3.new_bucket())
     # Long enough that no loser of the race, however late on a loaded machine, finds it lapsed.
-    stores = [Store(storage["uri"], storage["options"], lease_seconds=5) for _ in range(4)]
+    stores = [LanceStore(storage["uri"], storage["options"], lease_seconds=5) for _ in range(4)]
     stores[0].lease_holder()  # nothing yet: no table, nobody holds it
     barrier = threading.Barrier(4)
     outcomes = {}
@@ -280,10 +280,10 @@ def test_exactly_one_of_racing_writers_takes_the_lease_and_a_lapsed_one_is_taken
 def test_a_sync_that_lost_its_lease_stops_before_its_next_commit(s3):
     from mcp_kb.errors import SyncBusyError
     from mcp_kb.index import state
-    from mcp_kb.index.store import Store
+    from mcp_kb.index.store import LanceStore
 
     storage = s3.storage(s3.new_bucket())
-    store, other = (Store(storage["uri"], storage["options"], lease_seconds=5) for _ in range(2))
+    store, other = (LanceStore(storage["uri"], storage["options"], lease_seconds=5) for _ in range(2))
     with state.sync_lock(store, ["docs"]):
         state.write_progress(store, "docs", 1, 10)
         assert other.lease_holder()["progress"] == {"docs": {"done": 1, "total": 10}}
@@ -304,7 +304,7 @@ def test_a_store_lost_at_the_final_write_is_one_error_line_and_the_next_sync_rep
     from click.testing import CliRunner
 
     from mcp_kb import cli
-    from mcp_kb.index.store import Store
+    from mcp_kb.index.store import LanceStore
 
     docs = tmp_path / "docs"
     for i in range(3):
@@ -317,21 +317,21 @@ def test_a_store_lost_at_the_final_write_is_one_error_line_and_the_next_sync_rep
                           + "".join(f'{k} = "{v}"\n' for k, v in storage["options"].items())
                           + f'[[kb]]\nname = "docs"\ndescription = "Runbooks"\npaths = ["{docs}"]\n', encoding="utf-8")
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-        real_write_state = Store.write_state
+        real_write_state = LanceStore.write_state
 
         def dropping(self, kb, state):
             if state.get("complete") and kb == "docs":  # the commit that completes the sync
                 s3.drop()
             return real_write_state(self, kb, state)
 
-        monkeypatch.setattr(Store, "write_state", dropping)
+        monkeypatch.setattr(LanceStore, "write_state", dropping)
         result = CliRunner().invoke(cli.main, ["sync", "-c", str(config)])
         assert result.exit_code == 1 and "Traceback" not in result.output, result.output
         errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
         assert len(errors) == 1 and "could not be written (a KB's state)" in errors[0], result.output
         assert "s3://" in errors[0] and ".rs:" not in errors[0]
 
-        monkeypatch.setattr(Store, "write_state", real_write_state)
+        monkeypatch.setattr(LanceStore, "write_state", real_write_state)
         s3.restore()
         result = CliRunner().invoke(cli.main, ["sync", "-c", str(config)])
         assert result.exit_code == 0, result.output

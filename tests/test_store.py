@@ -1,11 +1,12 @@
-"""The store through its public functions: generations, state, writes and the read view (no model needed)."""
+"""LanceStore beyond the contract (test_store_contract.py): its table names and its vector index."""
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from mcp_kb.index.schema import ChunkRow, chunk_schema
-from mcp_kb.index.store import Store, chunk_table_name, new_generation
+from mcp_kb.index.contract import new_generation
+from mcp_kb.index.store import LanceStore, chunk_table_name
 
 DIM = 4
 
@@ -18,27 +19,18 @@ def _row(path: str, index: int, text: str, vector: list[float]) -> dict:
 
 @pytest.fixture
 def store(tmp_path):
-    return Store(str(tmp_path / "index"))
+    return LanceStore(str(tmp_path / "index"))
 
 
-def _fill(store: Store, kb: str = "docs") -> str:
+def _fill(store: LanceStore, kb: str = "docs") -> str:
     generation = new_generation()
     store.create_generation(kb, generation, chunk_schema(DIM, {}))
     rows = [_row("a.md", 0, "alpha first", [1, 0, 0, 0]), _row("a.md", 1, "alpha second", [0.9, 0.1, 0, 0]),
             _row("a.md", 2, "alpha third", [0, 1, 0, 0]), _row("b.md", 0, "beta only", [0, 0, 1, 0])]
-    table = pa.Table.from_pylist(rows, schema=store.chunk_table(kb, generation).schema)
+    table = pa.Table.from_pylist(rows, schema=store.chunk_schema(kb, generation))
     store.replace_documents(kb, generation, ["a.md", "b.md"], table)
     store.write_state(kb, {"generation": generation})
     return generation
-
-
-def test_the_state_row_names_the_active_generation_and_other_handles_see_a_switch(store, tmp_path):
-    assert store.active_generation("docs") is None and store.chunk_table("docs") is None
-    first = _fill(store)
-    other = Store(store.uri)  # another process's handle
-    assert other.active_generation("docs") == first and other.count_chunks("docs") == 4
-    second = _fill(store)
-    assert first != second and other.active_generation("docs") == second
 
 
 def test_dropping_generations_keeps_what_is_asked_and_touches_no_other_kb(store):
@@ -52,57 +44,11 @@ def test_dropping_generations_keeps_what_is_asked_and_touches_no_other_kb(store)
 
 
 def test_an_index_from_before_generations_reads_its_old_table_names():
-    from mcp_kb.index.store import file_table_name, generation_of
+    from mcp_kb.index.contract import generation_of
+    from mcp_kb.index.store import file_table_name
 
     assert generation_of({"model": {"name": "m"}}) == "" and generation_of({}) is None
     assert chunk_table_name("docs", "") == "docs__chunks" and file_table_name("docs", "") == "docs__files"
-
-
-def test_replacing_documents_is_one_commit_that_removes_their_old_chunks(store):
-    generation = _fill(store)
-    version = store.version("docs")
-    table = pa.Table.from_pylist([_row("a.md", 0, "alpha rewritten", [1, 0, 0, 0])],
-                                 schema=store.chunk_table("docs").schema)
-    store.replace_documents("docs", generation, ["a.md"], table)
-    assert store.version("docs") == version + 1
-    assert store.indexed_paths("docs", generation) == {"a.md", "b.md"} and store.count_chunks("docs") == 2
-
-
-def test_vectors_are_found_by_content_hash_in_any_generation(store):
-    generation = _fill(store)
-    found = store.vectors_by_content_hash("docs", generation, ["h-beta only", "h-missing"])
-    assert list(found) == ["h-beta only"] and np.allclose(found["h-beta only"], [0, 0, 1, 0])
-
-
-def test_nearest_scores_are_exact_cosines(store):
-    generation = _fill(store)
-    view = store.view("docs", generation)
-    query = np.asarray([1, 0.05, 0, 0], dtype=np.float32)
-    found = view.nearest(query, None, depth=3)
-    assert [c.id for c in found] == ["a.md#0", "a.md#1", "a.md#2"]
-    expected = float(query @ np.asarray([0.9, 0.1, 0, 0]) / (np.linalg.norm(query) * np.linalg.norm([0.9, 0.1, 0, 0])))
-    assert found[1].score == pytest.approx(expected, abs=1e-6) and found[0].vector_rank == 1
-    assert [c.id for c in view.nearest(query, "path = 'b.md'", depth=3)] == ["b.md#0"]
-
-
-def test_keyword_finds_terms_before_and_after_the_full_text_index_is_built(store):
-    generation = _fill(store)
-    view = store.view("docs", generation)
-    unindexed = view.keyword("alpha", None, depth=10)  # new rows are scanned until the index folds them in
-    store.refresh_indexes("docs", generation, changed=True)
-    indexed = view.keyword("alpha", None, depth=10)
-    assert {c.id for c in indexed} == {c.id for c in unindexed} == {"a.md#0", "a.md#1", "a.md#2"}
-    assert indexed[0].keyword_rank == 1 and view.keyword("gamma", None, depth=10) == []
-
-
-def test_rows_scan_and_neighbours(store):
-    generation = _fill(store)
-    view = store.view("docs", generation)
-    candidates = view.nearest(np.asarray([0, 0, 1, 0], dtype=np.float32), None, depth=1)
-    assert view.rows(candidates)["b.md#0"]["text"] == "beta only"
-    assert [(r["path"], r["chunk_index"]) for r in view.scan("path = 'a.md'")] == [("a.md", 0), ("a.md", 1), ("a.md", 2)]
-    assert view.neighbours([("a.md", 1)], 1) == {("a.md", 0): "alpha first", ("a.md", 1): "alpha second",
-                                                 ("a.md", 2): "alpha third"}
 
 
 def test_the_vector_index_is_built_when_large_and_rebuilt_when_it_has_grown_fourfold(store, monkeypatch):

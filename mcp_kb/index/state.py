@@ -28,7 +28,7 @@ import filelock
 
 from ..config import cache_root, is_remote_uri
 from ..errors import StoreError, SyncBusyError
-from .store import Store
+from .contract import Store
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 import dataclasses
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -26,6 +25,7 @@ import pyarrow.compute as pc
 
 from ..config import StorageConfig, is_remote_uri
 from ..errors import KBError, ModelError, StoreError
+from .contract import Candidate, FileRecord, generation_of
 from .filters import sql_equals, sql_in, sql_lapsed_lease, sql_near
 from .schema import HIT_COLUMNS, KEYWORD_COLUMN, VECTOR_COLUMN
 
@@ -55,7 +55,7 @@ def _store_failures(what: str) -> Callable[[_Method], _Method]:
     (a sync whose final write meets a dropped connection says so, instead of a Rust traceback)."""
     def wrap(method: _Method) -> _Method:
         @functools.wraps(method)
-        def run(self: Store, *args: Any, **kwargs: Any) -> Any:
+        def run(self: LanceStore, *args: Any, **kwargs: Any) -> Any:
             try:
                 return method(self, *args, **kwargs)
             except KBError:
@@ -72,25 +72,12 @@ def _one_line(exc: BaseException) -> str:
     return _RUST_LOCATION.sub("", text)[:400]
 
 
-@dataclass(frozen=True)
-class FileRecord:
-    """A row of the manifest: what the index holds for one source file."""
-
-    path: str
-    file_hash: str
-    size: int
-    mtime_ns: int
-    n_chunks: int = field(metadata={"arrow": pa.int32()})
-    status: str  # indexed | failed
-    reason: str = ""
-
-
 # The manifest table's columns are FileRecord's fields (`from __future__` keeps their types as text).
-_FILE_SCHEMA = pa.schema([(item.name, item.metadata.get("arrow", pa.int64() if item.type == "int" else pa.string()))
-                          for item in dataclasses.fields(FileRecord)])
+_FILE_SCHEMA = pa.schema([(item.name, pa.int32() if item.name == "n_chunks" else
+                           pa.int64() if item.type == "int" else pa.string()) for item in dataclasses.fields(FileRecord)])
 
 
-class Store:
+class LanceStore:
     """All tables at one storage location (a folder or a LanceDB URI).
 
     A KB's chunks and manifest live in one *generation* of tables, named by an id that never
@@ -116,7 +103,7 @@ class Store:
         self._state_by_kb: dict[str, tuple[int, dict[str, Any]]] = {}  # (state table version, state)
 
     @classmethod
-    def of(cls, storage: StorageConfig) -> Store:
+    def of(cls, storage: StorageConfig) -> LanceStore:
         return cls(storage.uri, storage.lancedb_options(), storage.consistency_seconds, storage.lease_seconds)
 
     @property
@@ -147,6 +134,10 @@ class Store:
         """The KB's chunk table (of the active generation by default), or None if there is none."""
         generation = self.active_generation(kb) if generation is None else generation
         return None if generation is None else self._table(chunk_table_name(kb, generation))
+
+    def chunk_schema(self, kb: str, generation: str | None = None) -> pa.Schema | None:
+        table = self.chunk_table(kb, generation)
+        return None if table is None else table.schema
 
     def _file_table(self, kb: str, generation: str | None):
         generation = self.active_generation(kb) if generation is None else generation
@@ -336,10 +327,10 @@ class Store:
         table = self.chunk_table(kb)
         return table.version if table is not None else 0
 
-    def view(self, kb: str, generation: str) -> ChunkView | None:
+    def view(self, kb: str, generation: str) -> LanceChunkView | None:
         """Read queries on a generation's chunks, or None when its table does not exist."""
         table = self.chunk_table(kb, generation)
-        return None if table is None else ChunkView(table, generation)
+        return None if table is None else LanceChunkView(table, generation)
 
     # ---- indexes -------------------------------------------------------------------------
     @_store_failures("be written (search indexes)")
@@ -401,18 +392,7 @@ def _newest_vector_index(table, names: list[str]) -> str | None:
     return newest
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """A chunk found by one side of a search (or both, after fusion): its id, score and row address."""
-
-    id: str
-    score: float
-    row_id: int
-    vector_rank: int | None = None
-    keyword_rank: int | None = None
-
-
-class ChunkView:
+class LanceChunkView:
     """Read queries on one generation of a KB's chunks. Callers get plain candidates and rows;
     LanceDB's queries, its `_distance`/`_score`/`_rowid` columns and their quirks stay here."""
 
@@ -511,23 +491,6 @@ def _refuse_newer_layout(kb: str, state: dict[str, Any]) -> None:
         raise StoreError(f"knowledge base {kb!r}: this index was written by a newer mcp-kb (layout {layout}; this "
                          f"version reads layout {LAYOUT_VERSION} and older); upgrade mcp-kb, or point storage "
                          f"elsewhere. Nothing was changed.")
-
-
-def new_generation() -> str:
-    """A generation id that never repeats, so nothing keyed by it (caches) can outlive a rebuild."""
-    return uuid.uuid4().hex[:12]
-
-
-def generation_of(state: dict[str, Any]) -> str | None:
-    """The active generation named by a state row; "" for an index made before generations existed."""
-    if "generation" in state:
-        return state["generation"]
-    return "" if "model" in state else None
-
-
-def is_complete(state: dict[str, Any]) -> bool:
-    """Whether the active generation holds a finished sync (not a first sync still filling it)."""
-    return bool(state.get("complete")) or state.get("last_sync", {}).get("outcome") == "ok"
 
 
 def chunk_table_name(kb: str, generation: str) -> str:

@@ -38,6 +38,7 @@ from ..live import LiveSync, SyncRunner
 from ..present import cited_text
 from ..search import SearchResult
 from ..vocabulary import CITATION_FORMAT, DOCUMENT_URI, LIST_URI, METRICS_URI, STATUS_URI, SYNC_TOOL, status_uri
+from .compat import support_2025_clients
 from .schemas import SearchHit, SearchOutput, argument_errors, filters_model
 
 log = logging.getLogger(__name__)
@@ -150,7 +151,7 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
         _add_sync_tool(server, app, runner)
     _add_resources(server, app)
     _add_prompt(server, app)
-    _support_2025_clients(server, notifier)
+    support_2025_clients(server, notifier.sessions)
     return server
 
 
@@ -354,41 +355,16 @@ def _add_prompt(server: MCPServer, app: App) -> None:
         )]
 
 
-def _support_2025_clients(server: MCPServer, notifier: _Notifier) -> None:
-    """resources/subscribe, and tools.listChanged advertised, for 2025-era clients (the 2026 protocol
-    uses subscriptions/listen, which the SDK serves and advertises by itself)."""
-    from mcp.server.lowlevel.server import NotificationOptions
-    from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
-
-    async def subscribe(ctx, params: SubscribeRequestParams) -> EmptyResult:
-        notifier.sessions.setdefault(str(params.uri), set()).add(ctx.session)
-        return EmptyResult()
-
-    async def unsubscribe(ctx, params: UnsubscribeRequestParams) -> EmptyResult:
-        notifier.sessions.get(str(params.uri), set()).discard(ctx.session)
-        return EmptyResult()
-
-    lowlevel = server._lowlevel_server  # the SDK's MCPServer exposes no hook for these
-    lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
-    lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
-    # MCPServer builds the handshake's capabilities with default options (listChanged false) although a
-    # tool description changes after each sync: say so, and _Notifier sends the notification.
-    create_options = lowlevel.create_initialization_options
-
-    def with_tools_changed(notification_options=None, *args, **kwargs):
-        return create_options(notification_options or NotificationOptions(tools_changed=True), *args, **kwargs)
-
-    lowlevel.create_initialization_options = with_tools_changed
-
-
 # ---- transports ------------------------------------------------------------------------------
 
-def run_server(app: App, transport: str, host: str, port: int, token: Optional[str]) -> None:
-    """Serve until interrupted: stdio, or SSE / streamable HTTP with an optional bearer token.
+def run_server(app: App) -> None:
+    """Serve until interrupted as [server] says: stdio, or SSE / streamable HTTP with an optional bearer token.
 
     For HTTP the socket is bound first, so a busy port is one clear error and `--port 0` picks a
     free one; the URL is printed to stderr.
     """
+    settings = app.config.server
+    transport, host, port, token = settings.transport, settings.host, settings.port, settings.token
     server = build_server(app)
     if transport == "stdio":
         names = ", ".join(kb.name for kb in app.config.kb)
@@ -411,7 +387,6 @@ def run_server(app: App, transport: str, host: str, port: int, token: Optional[s
           f"({'bearer token required' if token else 'no token'})", file=sys.stderr, flush=True)
     import uvicorn
 
-    settings = app.config.server
     for handler in logging.getLogger().handlers:  # a failure per connection must not fill the disk
         handler.addFilter(RepeatedLineFilter())
     cap = connection_cap(settings.max_connections)

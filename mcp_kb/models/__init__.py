@@ -8,10 +8,12 @@ one module with a class like `FastembedProvider` plus one `register` line.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import EMBEDDING_PROVIDERS, RERANK_PROVIDERS
+from ..errors import KBError
 
 if TYPE_CHECKING:
     from ..config import EmbeddingConfig, RerankConfig
@@ -41,12 +43,20 @@ def load_token_counter(config: EmbeddingConfig) -> TokenCounter:
     return embedding_provider(config).token_counter(config)
 
 
-def fetch_models(embedding: EmbeddingConfig, rerank: RerankConfig) -> dict[str, Path]:
+def fetch_models(embedding: EmbeddingConfig, rerank: RerankConfig, copy_to: Path | None = None) -> dict[str, Path]:
     """Download the configured local models ahead of time; the folder of each, by role (a service's
-    model has none)."""
+    model has none). `copy_to`: also copy the embedding model's files there, for machines without network."""
     folders = {"embedding": embedding_provider(embedding).fetch(embedding)}
+    if copy_to and folders["embedding"] is None:
+        raise KBError(f"--to copies a local model, but [embedding] provider is {embedding.provider!r}: "
+                      f"the service holds the model")
     if rerank.enabled:
         folders["rerank"] = rerank_provider(rerank).fetch(rerank)
+    if copy_to:
+        try:
+            shutil.copytree(folders["embedding"], copy_to, dirs_exist_ok=True)  # copies what links point at
+        except OSError as exc:
+            raise KBError(f"cannot copy the model into {copy_to}: {exc}") from exc
     return {role: folder for role, folder in folders.items() if folder is not None}
 
 

@@ -1,0 +1,156 @@
+"""The store contract: what sync, search, the sync lock and the faces ask of an index, as protocols.
+
+`LanceStore` (store.py) is the one backend today, for a folder, object storage (s3:// gs:// az://)
+and LanceDB's other URIs; another backend implements these methods and is proven by the same
+suite (tests/test_store_contract.py runs it on a folder and on an S3-compatible server). The
+writer's lease is part of the contract, so the sync lock (state.py) works on any backend.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
+    from ..config import StorageConfig
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """A row of the manifest: what the index holds for one source document."""
+
+    path: str
+    file_hash: str
+    size: int
+    mtime_ns: int
+    n_chunks: int
+    status: str  # indexed | failed
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A chunk found by one side of a search (or both, after fusion): its id, score and row address."""
+
+    id: str
+    score: float
+    row_id: int
+    vector_rank: int | None = None
+    keyword_rank: int | None = None
+
+
+class ChunkView(Protocol):
+    """Read queries on one generation of a KB's chunks: plain candidates and rows."""
+
+    generation: str
+
+    @property
+    def version(self) -> int: ...
+
+    def nearest(self, vector: np.ndarray, where: str | None, depth: int) -> list[Candidate]:
+        """The `depth` chunks nearest by cosine, best first; `score` is the cosine."""
+
+    def keyword(self, terms: str, where: str | None, depth: int) -> list[Candidate] | None:
+        """Chunks matching the analysed terms by BM25, best first; None when keyword search is unavailable."""
+
+    def rows(self, candidates: list[Candidate]) -> dict[str, dict[str, Any]]: ...
+
+    def scan(self, where: str) -> list[dict[str, Any]]: ...
+
+    def neighbours(self, spots: list[tuple[str, int]], n: int) -> dict[tuple[str, int], str]: ...
+
+    def sample(self, n: int, seed: int) -> list[dict[str, Any]]: ...
+
+    def document_titles(self, limit: int) -> list[str]: ...
+
+
+class Store(Protocol):
+    """All KBs' tables at one storage location, in generations switched by one state write."""
+
+    uri: str
+    lease_seconds: float
+
+    @property
+    def is_remote(self) -> bool: ...
+
+    # generations and state
+    def active_generation(self, kb: str) -> str | None: ...
+
+    def chunk_schema(self, kb: str, generation: str | None = None) -> pa.Schema | None:
+        """The schema of a generation's chunk table, None when it has none."""
+
+    def create_generation(self, kb: str, generation: str, schema: pa.Schema) -> None: ...
+
+    def drop_generations(self, kb: str, keep: set[str]) -> list[str]: ...
+
+    def read_state(self, kb: str) -> dict[str, Any]: ...
+
+    def write_state(self, kb: str, state: dict[str, Any]) -> None: ...
+
+    def read_note(self, kb: str, kind: str) -> dict[str, Any]: ...
+
+    def write_note(self, kb: str, kind: str, note: dict[str, Any]) -> None: ...
+
+    # the writer's lease (object storage; a folder uses an OS lock beside it)
+    def take_lease(self, holder: dict[str, Any]) -> dict[str, Any] | None:
+        """None when taken; else the holder that has it."""
+
+    def renew_lease(self, holder_id: str, progress: dict[str, Any]) -> bool: ...
+
+    def release_lease(self, holder_id: str) -> None: ...
+
+    def lease_holder(self) -> dict[str, Any] | None: ...
+
+    # manifest and chunks
+    def read_files(self, kb: str, generation: str | None = None) -> dict[str, FileRecord]: ...
+
+    def write_files(self, kb: str, generation: str, records: Sequence[FileRecord]) -> None: ...
+
+    def delete_files(self, kb: str, generation: str, paths: Sequence[str]) -> None: ...
+
+    def replace_documents(self, kb: str, generation: str, paths: Sequence[str], rows: pa.Table) -> None:
+        """One commit: the documents' old chunks out, `rows` in."""
+
+    def delete_documents(self, kb: str, generation: str, paths: Sequence[str]) -> int: ...
+
+    def indexed_paths(self, kb: str, generation: str) -> set[str]: ...
+
+    def vectors_by_content_hash(self, kb: str, generation: str, hashes: Sequence[str]) -> dict[str, list[float]]: ...
+
+    def count_chunks(self, kb: str, generation: str | None = None) -> int: ...
+
+    def version(self, kb: str) -> int: ...
+
+    def view(self, kb: str, generation: str) -> ChunkView | None: ...
+
+    def refresh_indexes(self, kb: str, generation: str, changed: bool) -> str:
+        """Build or fold in search indexes; a one-line description of the index state."""
+
+
+def new_generation() -> str:
+    """A generation id that never repeats, so nothing keyed by it (caches) can outlive a rebuild."""
+    return uuid.uuid4().hex[:12]
+
+
+def generation_of(state: dict[str, Any]) -> str | None:
+    """The active generation named by a state row; "" for an index made before generations existed."""
+    if "generation" in state:
+        return state["generation"]
+    return "" if "model" in state else None
+
+
+def is_complete(state: dict[str, Any]) -> bool:
+    """Whether the active generation holds a finished sync (not a first sync still filling it)."""
+    return bool(state.get("complete")) or state.get("last_sync", {}).get("outcome") == "ok"
+
+
+def open_store(storage: StorageConfig) -> Store:
+    """The store at the configured location."""
+    from .store import LanceStore
+
+    return LanceStore.of(storage)

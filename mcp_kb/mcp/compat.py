@@ -1,0 +1,38 @@
+"""Where mcp-kb reaches past the MCP SDK's public API (mcp 2.x), in one place.
+
+MCPServer offers no hook for resources/subscribe (2025-era clients) or for the handshake's
+`tools.listChanged`; these patches reach its low-level server. tests/test_compat.py fails first
+when an SDK release moves what they rely on.
+"""
+
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+
+
+def support_2025_clients(server: MCPServer, subscribers: dict[str, set[Any]]) -> None:
+    """resources/subscribe, and tools.listChanged advertised, for 2025-era clients (the 2026 protocol
+    uses subscriptions/listen, which the SDK serves and advertises by itself). `subscribers`: the
+    sessions subscribed to each resource URI, kept up to date here."""
+    from mcp.server.lowlevel.server import NotificationOptions
+    from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+
+    async def subscribe(ctx, params: SubscribeRequestParams) -> EmptyResult:
+        subscribers.setdefault(str(params.uri), set()).add(ctx.session)
+        return EmptyResult()
+
+    async def unsubscribe(ctx, params: UnsubscribeRequestParams) -> EmptyResult:
+        subscribers.get(str(params.uri), set()).discard(ctx.session)
+        return EmptyResult()
+
+    lowlevel = server._lowlevel_server  # the SDK's MCPServer exposes no hook for these
+    lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
+    lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
+    # MCPServer builds the handshake's capabilities with default options (listChanged false) although a
+    # tool description changes after each sync: say so (the server sends the notification).
+    create_options = lowlevel.create_initialization_options
+
+    def with_tools_changed(notification_options=None, *args, **kwargs):
+        return create_options(notification_options or NotificationOptions(tools_changed=True), *args, **kwargs)
+
+    lowlevel.create_initialization_options = with_tools_changed

@@ -1,0 +1,35 @@
+"""The SDK patches of mcp/compat.py: what they rely on in the mcp SDK is still there and takes effect.
+
+The end-to-end behaviour (a 2025-era client subscribing, hearing of a changed tool description)
+is in test_server.py; these fail first, and name the patch, when an SDK release moves its internals.
+"""
+
+from types import SimpleNamespace
+
+import pytest
+from mcp.server.mcpserver import MCPServer
+
+from mcp_kb.mcp.compat import support_2025_clients
+
+
+def test_the_handshake_advertises_changing_tools_and_subscriptions():
+    server = MCPServer(name="t")
+    support_2025_clients(server, {})
+    capabilities = server._lowlevel_server.create_initialization_options().capabilities
+    assert capabilities.tools.list_changed is True
+    assert capabilities.resources.subscribe is True
+
+
+@pytest.mark.anyio
+async def test_subscribe_and_unsubscribe_requests_have_handlers_that_track_sessions():
+    server = MCPServer(name="t")
+    subscribers: dict[str, set] = {}
+    support_2025_clients(server, subscribers)
+    lowlevel = server._lowlevel_server
+    session = object()
+    context = SimpleNamespace(session=session)
+    for method, expected in (("resources/subscribe", {session}), ("resources/unsubscribe", set())):
+        entry = lowlevel.get_request_handler(method)
+        assert entry is not None, f"the SDK no longer routes {method} to the handler added"
+        await entry.handler(context, entry.params_type(uri="kb://docs/status"))
+        assert subscribers["kb://docs/status"] == expected

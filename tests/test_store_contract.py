@@ -1,0 +1,156 @@
+"""The store contract (index/contract.py), one suite for every backend: a folder and an S3-compatible
+server (moto, on 127.0.0.1). Another backend is proven by adding it to `BACKENDS`."""
+
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from mcp_kb.config import StorageConfig
+from mcp_kb.index.contract import FileRecord, new_generation, open_store
+from mcp_kb.index.schema import ChunkRow, chunk_schema
+
+DIM = 4
+BACKENDS = ["folder", "s3"]
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    from s3_server import serve_s3
+
+    with serve_s3() as server:
+        yield server
+
+
+@pytest.fixture(params=BACKENDS)
+def storage(request, tmp_path) -> StorageConfig:
+    """A fresh, empty location of the backend; readers check for new versions on every read."""
+    if request.param == "folder":
+        return StorageConfig(uri=str(tmp_path / "index"))
+    server = request.getfixturevalue("s3_server")
+    return StorageConfig(**server.storage(server.new_bucket()), read_consistency=0)
+
+
+@pytest.fixture
+def store(storage):
+    return open_store(storage)
+
+
+def _row(path: str, index: int, text: str, vector: list[float]) -> dict:
+    return ChunkRow(id=f"{path}#{index}", path=path, chunk_index=index, heading="H", title=f"T {path}", page=None,
+                    line_start=1, line_end=2, text=text, search_text=text.lower(), content_hash=f"h-{text}",
+                    file_hash="f", n_tokens=3, vector=vector).as_dict()
+
+
+def _fill(store, kb: str = "docs") -> str:
+    generation = new_generation()
+    store.create_generation(kb, generation, chunk_schema(DIM, {}))
+    rows = [_row("a.md", 0, "alpha first", [1, 0, 0, 0]), _row("a.md", 1, "alpha second", [0.9, 0.1, 0, 0]),
+            _row("a.md", 2, "alpha third", [0, 1, 0, 0]), _row("b.md", 0, "beta only", [0, 0, 1, 0])]
+    store.replace_documents(kb, generation, ["a.md", "b.md"],
+                            pa.Table.from_pylist(rows, schema=store.chunk_schema(kb, generation)))
+    store.write_state(kb, {"generation": generation})
+    return generation
+
+
+def test_the_state_row_names_the_active_generation_and_other_handles_see_a_switch(store, storage):
+    assert store.active_generation("docs") is None and store.chunk_schema("docs") is None
+    first = _fill(store)
+    other = open_store(storage)  # another process's handle
+    assert other.active_generation("docs") == first and other.count_chunks("docs") == 4
+    second = _fill(store)
+    assert first != second and other.active_generation("docs") == second
+
+
+def test_dropping_generations_keeps_what_is_asked_and_touches_no_other_kb(store):
+    old = _fill(store, "a")
+    new = _fill(store, "a")
+    _fill(store, "a__chunks__b")  # a KB whose name looks like a table of KB "a"
+    assert store.drop_generations("a", keep={new}) == [old]
+    assert store.chunk_schema("a", old) is None and store.count_chunks("a", new) == 4
+    assert store.count_chunks("a__chunks__b") == 4
+
+
+def test_replacing_documents_is_one_commit_that_removes_their_old_chunks(store):
+    generation = _fill(store)
+    version = store.version("docs")
+    table = pa.Table.from_pylist([_row("a.md", 0, "alpha rewritten", [1, 0, 0, 0])],
+                                 schema=store.chunk_schema("docs"))
+    store.replace_documents("docs", generation, ["a.md"], table)
+    assert store.version("docs") == version + 1
+    assert store.indexed_paths("docs", generation) == {"a.md", "b.md"} and store.count_chunks("docs") == 2
+    assert store.delete_documents("docs", generation, ["a.md"]) == 1
+    assert store.indexed_paths("docs", generation) == {"b.md"}
+
+
+def test_the_manifest_keeps_each_documents_record(store):
+    generation = _fill(store)
+    records = [FileRecord("a.md", "ha", 10, 111, 3, "indexed"), FileRecord("c.md", "hc", 5, 222, 0, "failed", "bad")]
+    store.write_files("docs", generation, records)
+    assert store.read_files("docs") == {record.path: record for record in records}
+    store.write_files("docs", generation, [FileRecord("a.md", "ha2", 11, 333, 2, "indexed")])
+    store.delete_files("docs", generation, ["c.md"])
+    assert list(store.read_files("docs", generation).values()) == [FileRecord("a.md", "ha2", 11, 333, 2, "indexed")]
+
+
+def test_notes_and_state_round_trip_per_kb(store):
+    store.write_note("docs", "health", {"hit_rate": {"hybrid": 0.9}})
+    store.write_state("other", {"generation": "x", "text": "年假"})
+    assert store.read_note("docs", "health") == {"hit_rate": {"hybrid": 0.9}}
+    assert store.read_note("other", "health") == {} and store.read_state("other")["text"] == "年假"
+
+
+def test_vectors_are_found_by_content_hash_in_any_generation(store):
+    generation = _fill(store)
+    found = store.vectors_by_content_hash("docs", generation, ["h-beta only", "h-missing"])
+    assert list(found) == ["h-beta only"] and np.allclose(found["h-beta only"], [0, 0, 1, 0])
+
+
+def test_nearest_scores_are_exact_cosines(store):
+    generation = _fill(store)
+    view = store.view("docs", generation)
+    query = np.asarray([1, 0.05, 0, 0], dtype=np.float32)
+    found = view.nearest(query, None, depth=3)
+    assert [c.id for c in found] == ["a.md#0", "a.md#1", "a.md#2"]
+    expected = float(query @ np.asarray([0.9, 0.1, 0, 0]) / (np.linalg.norm(query) * np.linalg.norm([0.9, 0.1, 0, 0])))
+    assert found[1].score == pytest.approx(expected, abs=1e-6) and found[0].vector_rank == 1
+    assert [c.id for c in view.nearest(query, "path = 'b.md'", depth=3)] == ["b.md#0"]
+
+
+def test_keyword_finds_terms_before_and_after_the_full_text_index_is_built(store):
+    generation = _fill(store)
+    view = store.view("docs", generation)
+    unindexed = view.keyword("alpha", None, depth=10)  # new rows are scanned until the index folds them in
+    store.refresh_indexes("docs", generation, changed=True)
+    indexed = view.keyword("alpha", None, depth=10)
+    assert {c.id for c in indexed} == {c.id for c in unindexed} == {"a.md#0", "a.md#1", "a.md#2"}
+    assert indexed[0].keyword_rank == 1 and view.keyword("gamma", None, depth=10) == []
+
+
+def test_rows_scan_neighbours_samples_and_titles(store):
+    generation = _fill(store)
+    view = store.view("docs", generation)
+    candidates = view.nearest(np.asarray([0, 0, 1, 0], dtype=np.float32), None, depth=1)
+    assert view.rows(candidates)["b.md#0"]["text"] == "beta only"
+    assert [(r["path"], r["chunk_index"]) for r in view.scan("path = 'a.md'")] == [("a.md", 0), ("a.md", 1), ("a.md", 2)]
+    assert view.neighbours([("a.md", 1)], 1) == {("a.md", 0): "alpha first", ("a.md", 1): "alpha second",
+                                                 ("a.md", 2): "alpha third"}
+    assert view.sample(2, seed=7) == view.sample(2, seed=7) and len(view.sample(10, seed=7)) == 4
+    assert sorted(view.document_titles(5)) == ["T a.md", "T b.md"]
+
+
+def test_one_writer_holds_the_lease_until_it_releases_or_its_lease_lapses(storage):
+    storage = storage.model_copy(update={"lease_seconds": 2})
+    first, second = open_store(storage), open_store(storage)
+    assert first.take_lease({"id": "one", "kbs": ["docs"]}) is None
+    assert second.take_lease({"id": "two"})["id"] == "one" and second.lease_holder()["id"] == "one"
+    assert first.renew_lease("one", {"docs": {"done": 1, "total": 2}})
+    assert second.lease_holder()["progress"] == {"docs": {"done": 1, "total": 2}}
+    first.release_lease("one")
+    assert second.lease_holder() is None and second.take_lease({"id": "two"}) is None
+    deadline = time.monotonic() + 30  # the lease lapses lease_seconds (2 s) after its last renewal
+    while first.take_lease({"id": "three"}) is not None:
+        assert time.monotonic() < deadline, "a lapsed lease was never taken over"
+        time.sleep(0.2)
+    assert not second.renew_lease("two", {})  # the one whose lease lapsed learns it lost
