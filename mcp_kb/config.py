@@ -79,9 +79,14 @@ def environment(variable: str) -> str | None:
     return os.environ.get(variable) or None
 
 
+def data_root() -> Path:
+    """This user's data folder for mcp-kb, e.g. ~/.local/share/mcp-kb on Linux: the default indexes."""
+    return Path(platformdirs.user_data_dir("mcp-kb", appauthor=False))
+
+
 def default_storage() -> str:
-    """Per-user data directory, e.g. ~/.local/share/mcp-kb on Linux."""
-    return str(Path(platformdirs.user_data_dir("mcp-kb", appauthor=False)) / "index")
+    """The index of a config that names none."""
+    return str(data_root() / "index")
 
 
 def cache_root() -> Path:
@@ -561,7 +566,7 @@ def config_for_folder(folder: str | os.PathLike[str]) -> Config:
         raise ConfigError(f"{folder}: not a folder")
     name = kb_name_for(folder)
     key = hashlib.sha256(str(folder).encode()).hexdigest()[:8]
-    raw = {"storage": str(Path(default_storage()).parent / "folders" / f"{name}-{key}"),
+    raw = {"storage": str(data_root() / "folders" / f"{name}-{key}"),
            "kb": [{"name": name, "description": f"Documents from the folder '{folder.name}'", "paths": [str(folder)],
                    "sync": {"on_start": True, "watch": True}}]}
     return build_config(raw, base_dir=folder, source=None)
@@ -653,7 +658,7 @@ def _resolve_paths(config: Config, base_dir: Path) -> Config:
 def _keep_out_written_folders(kbs: list[KBConfig], storage: StorageConfig) -> None:
     """Tell each KB where mcp-kb writes, so its index, caches and query logs never come back as
     documents (they hold users' past queries), and warn about an index kept among the documents."""
-    written = [cache_root(), Path(default_storage()).parent] + ([] if storage.is_remote else [Path(storage.uri)])
+    written = [cache_root(), data_root()] + ([] if storage.is_remote else [Path(storage.uri)])
     folders = tuple(Path(os.path.realpath(folder)) for folder in written)
     for kb in kbs:
         kb._written_folders = folders

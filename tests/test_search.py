@@ -255,10 +255,10 @@ def test_reranker_reorders_the_fused_candidates(app):
 
 
 def test_unloadable_reranker_model_gives_a_clear_error(tmp_path):
-    from mcp_kb.config import RerankConfig
+    from mcp_kb.config import FastembedRerankSettings
     from mcp_kb.models.fastembed import FastEmbedReranker
 
-    reranker = FastEmbedReranker(RerankConfig(enabled=True, model_path=str(tmp_path)))
+    reranker = FastEmbedReranker(FastembedRerankSettings(enabled=True, model_path=str(tmp_path)))
     with pytest.raises(ModelError, match="has no model.onnx.*set \\[rerank\\] enabled = false"):
         reranker.score("q", ["p"])
 
