@@ -22,7 +22,7 @@ from .ingest.chunking import Chunk
 from .ingest.parsers import parse_file
 from .ingest.sources import Source, SourceScan, find_document, parse_source, scan_all, sources_of
 from .metrics import Metrics, QueryLog
-from .models import create_embedder, create_reranker, load_token_counter
+from .models import create_embedder, create_reranker, load_token_counter, model_source
 from .models.base import Embedder, TokenCounter
 from .present import document_text
 from .search import Searcher, SearchResult
@@ -92,12 +92,11 @@ class App:
                                                      megabytes(kb.search.query_log_max_mb))
             return self._query_logs[kb.name]
 
-    def search_metrics(self, kb: str) -> dict[str, Any]:
-        """This process's search metrics for a KB (also saved for `mcp-kb stats`)."""
+    def live_stats(self, kb: str) -> dict[str, Any]:
+        """A KB's stats with this process's search figures (saved first, so `mcp-kb stats` shows them too)."""
         name = self.config.get_kb(kb).name
-        snapshot = self.metrics.snapshot(name)
-        write_metrics(self.config.storage.uri, name, snapshot)
-        return snapshot
+        write_metrics(self.config.storage.uri, name, self.metrics.snapshot(name))
+        return self._kb_stats(name)
 
     def stats(self, kb: str | None = None) -> list[dict[str, Any]]:
         """Per KB: the saved search metrics of the last process that answered, the last sync's
@@ -202,6 +201,10 @@ class App:
     def status(self, kb: str | None = None) -> list[dict[str, Any]]:
         """Per KB: files, chunks, last sync, model, index state, failed files."""
         return [self._kb_status(k.name) for k in self.config.select(kb)]
+
+    def model_source(self) -> str:
+        """Where the embedding model is read from (a folder, a cache, not yet here, or a service)."""
+        return model_source(self.config.embedding)
 
     def document_ids(self, kb: str) -> list[str]:
         """The ids (paths) of every document the KB's index holds."""

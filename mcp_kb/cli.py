@@ -176,16 +176,10 @@ def init(folder: str, config_path: str) -> None:
         mcp-kb init ./handbook && mcp-kb sync
     """
     def work():
-        from .config import starter_config
+        from .config import write_starter
 
         target = Path(config_path)
-        if target.exists():
-            raise KBError(f"{target} exists and is left as it is: edit it, or pass --config OTHER.toml")
-        text, kb = starter_config(folder, target.parent.resolve())
-        try:
-            target.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise KBError(f"cannot write {target}: {exc}") from exc
+        kb = write_starter(folder, target)
         click.echo(f"wrote {target}: knowledge base {kb.name!r} over {kb.paths[0]}"
                    f"{'' if kb.paths[0].is_dir() else ' (not there yet: create it and add documents)'}.")
         click.echo(f"Next: say what the documents are about in its description, then `mcp-kb sync` and "
@@ -246,12 +240,10 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
         mcp-kb status
     """
     def work():
-        from .models import model_source
-
         name, config = _kb_or_folder(kb, config_path)
         app = _app(config)
         statuses = app.status(name)
-        source = model_source(app.config.embedding)
+        source = app.model_source()
         if as_json:
             click.echo(json.dumps([{**item, "model_source": source} for item in statuses], indent=2,
                                   ensure_ascii=False))

@@ -590,6 +590,18 @@ def starter_config(folder: str, base_dir: Path) -> tuple[str, KBConfig]:
     return text, kb
 
 
+def write_starter(folder: str, target: Path) -> KBConfig:
+    """Write the starter kb.toml over `folder` to `target` (never over an existing file); its KB."""
+    if target.exists():
+        raise ConfigError(f"{target} exists and is left as it is: edit it, or pass --config OTHER.toml")
+    text, kb = starter_config(folder, target.parent.resolve())
+    try:
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {target}: {exc}") from exc
+    return kb
+
+
 def config_target(given: str | None) -> tuple[Path, bool]:
     """The kb.toml or folder a command uses: the one given, else $MCP_KB_CONFIG, else ./kb.toml.
     Returns the path and whether it was named (by the option or the variable)."""

@@ -15,7 +15,7 @@ from ..index.schema import BUILTIN_FILTERS, FIELD_TYPES, FieldType
 
 
 class SearchHit(BaseModel):
-    source: str = Field(description="File path relative to the knowledge base root")
+    source: str = Field(description="The document: a file path relative to the knowledge base root, or a page's URL")
     title: str
     heading: str = Field(description="Heading path, e.g. 'Install › Linux'")
     page: Optional[int] = Field(description="PDF page number, if any (the first, when page_end is set)")

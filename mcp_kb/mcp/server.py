@@ -319,11 +319,7 @@ def _add_resources(server: MCPServer, app: App) -> None:
                      description="Health of one knowledge base: searches, latency per stage (p50/p95/max), cache "
                                  "hits, degraded and empty answers, tokens embedded, the latest hit rate")
     async def kb_metrics(name: str) -> str:
-        def read() -> dict[str, Any]:
-            app.search_metrics(name)  # saves this process's figures, which stats reads back
-            return app.stats(name)[0]
-
-        return json.dumps(await _call(read, ResourceError), indent=2, ensure_ascii=False)
+        return json.dumps(await _call(lambda: app.live_stats(name), ResourceError), indent=2, ensure_ascii=False)
 
     @server.resource(DOCUMENT_URI, name="kb-document", mime_type="text/plain",
                      description="Extracted text of one source document of a knowledge base")
