@@ -12,7 +12,8 @@ from typing import Any
 import click
 
 from . import __version__
-from .config import HEALTHY_HIT_RATE, MODES, RANKED_MODES, Config, build_config, config_for_folder, config_target, load_config
+from .config import (HEALTHY_HIT_RATE, MODES, RANKED_MODES, TRANSPORTS, Config, build_config, config_for_folder,
+                     config_target, load_config)
 from .errors import KBError
 
 _INTERRUPTED = ("interrupted. The index is consistent: batches committed before the interrupt are kept (during a "
@@ -456,7 +457,7 @@ def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Pa
 @main.command()
 @click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
 @config_option
-@click.option("--transport", type=click.Choice(["stdio", "sse", "http"]), help="Default: the config's (stdio).")
+@click.option("--transport", type=click.Choice(TRANSPORTS), help="Default: the config's (stdio).")
 @click.option("--host", help="Address for sse/http (default 127.0.0.1).")
 @click.option("--port", type=int, help="Port for sse/http (default 8765).")
 @click.option("--read-only", is_flag=True, default=None, help="Hide the sync tool.")

@@ -50,6 +50,8 @@ _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110's token
 _HEADER_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # what no header value may hold (tab is allowed)
 
 # Limits of a search request, shared by config validation, the tool schema and search.
+Transport = Literal["stdio", "sse", "http"]
+TRANSPORTS: tuple[str, ...] = get_args(Transport)
 SearchMode = Literal["hybrid", "vector", "keyword", "filter"]
 MODES: tuple[str, ...] = get_args(SearchMode)
 DEFAULT_MODE: SearchMode = "hybrid"
@@ -282,7 +284,7 @@ _PICKED_BY_NAME = {EmbeddingConfig: (EMBEDDING_PROVIDERS, "fastembed"), RerankCo
 class ServerConfig(_Strict):
     """Defaults for `mcp-kb serve`."""
 
-    transport: Literal["stdio", "sse", "http"] = "stdio"
+    transport: Transport = "stdio"
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=1, le=65535)
     read_only: bool = False  # hides the sync tool

@@ -7,9 +7,12 @@ is in test_server.py; these fail first, and name the patch, when an SDK release 
 from types import SimpleNamespace
 
 import pytest
+from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-from mcp_kb.mcp.compat import support_2025_clients
+from mcp.server.mcpserver.exceptions import ToolError
+
+from mcp_kb.mcp.compat import PlainToolErrors, support_2025_clients
 
 
 def test_the_handshake_advertises_changing_tools_and_subscriptions():
@@ -33,3 +36,19 @@ async def test_subscribe_and_unsubscribe_requests_have_handlers_that_track_sessi
         assert entry is not None, f"the SDK no longer routes {method} to the handler added"
         await entry.handler(context, entry.params_type(uri="kb://docs/status"))
         assert subscribers["kb://docs/status"] == expected
+
+
+@pytest.mark.anyio
+async def test_tool_errors_reach_the_client_as_the_tools_own_message():
+    server = PlainToolErrors(name="t")
+
+    def refuse(count: int) -> str:
+        raise ToolError("the knowledge base 'x' is not configured")
+
+    server.add_tool(refuse, name="refuse")
+    async with Client(server) as client:
+        refused = await client.call_tool("refuse", {"count": 1})
+        rejected = await client.call_tool("refuse", {"count": "many"})
+    assert refused.is_error and refused.content[0].text == "the knowledge base 'x' is not configured"
+    assert rejected.is_error and "count" in rejected.content[0].text
+    assert not rejected.content[0].text.startswith("Error executing tool")

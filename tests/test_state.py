@@ -88,3 +88,31 @@ async def test_a_read_only_server_answers_every_search_and_resource_from_a_read_
     assert [r.is_error for r in results] == [False] * 12, [r.content[0].text for r in results if r.is_error]
     assert status["files"] == 2 and metrics["search"]["searches"] == 12
     assert "2 documents" in tools["search_docs"]  # the summary is read from the index it cannot write beside
+
+
+def test_readers_never_take_the_writer_lock_and_a_killed_syncs_record_is_not_a_running_sync(make_app, tmp_path,
+                                                                                           monkeypatch):
+    """A search or status that took the lock even for an instant would make a sync starting then wait
+    (or fail with --no-wait); they read the holder's record and ask the OS whether it lives."""
+    import filelock
+
+    from mcp_kb.errors import SearchError
+    from mcp_kb.index.state import _holder_path, sync_lock
+
+    write(tmp_path / "docs" / "a.md", "# A\n\nalpha\n")
+    app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
+    with sync_lock(app.store, ["docs"]):
+        def taken(*args, **kwargs):
+            raise AssertionError("a reader took the writer lock")
+
+        monkeypatch.setattr(filelock.FileLock, "acquire", taken)
+        assert app.status("docs")[0]["sync_running"]
+        assert app.search("docs", "alpha").hits == [] and "indexing in progress" in app.search("docs", "alpha").notes[0]
+        monkeypatch.undo()
+    assert not app.status("docs")[0]["sync_running"]
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    record = {"pid": int(dead.stdout), "host": os.uname().nodename, "kbs": ["docs"]}
+    _holder_path(app.store.uri).write_text(json.dumps(record), encoding="utf-8")  # as a SIGKILLed sync leaves it
+    assert not app.status("docs")[0]["sync_running"]
+    with pytest.raises(SearchError, match="has not been synced yet"):
+        app.search("docs", "alpha")

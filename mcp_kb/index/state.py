@@ -184,9 +184,37 @@ def sync_activity(store: Store, kb: str) -> dict[str, Any] | None:
 
 
 def _running_holder(store: Store) -> dict[str, Any] | None:
-    """What the holder of the writer lock wrote about itself, or None when no sync runs."""
+    """What the holder of the writer lock wrote about itself, or None when no sync runs.
+
+    Readers (searches, status) never take the lock, not even for an instant, which would make a
+    sync starting at that moment wait or fail: the holder record says which process holds it,
+    and on this machine whether that process lives is asked of the OS."""
     if store.is_remote:
         return store.lease_holder()
+    holder = _read_json(_holder_path(store.uri))
+    if not holder:
+        return None
+    if holder.get("host") == socket.gethostname():
+        return holder if _is_alive(holder.get("pid")) else None  # a killed sync left its record behind
+    return _probed_holder(store, holder)  # another machine sharing the folder: only the lock can tell
+
+
+def _is_alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, and someone else's
+        return True
+    try:  # a killed process its parent has not reaped yet still answers; Linux says it is a zombie
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _probed_holder(store: Store, holder: dict[str, Any]) -> dict[str, Any] | None:
     path = _lock_path(store.uri)
     if not path.exists():
         return None
@@ -194,7 +222,7 @@ def _running_holder(store: Store) -> dict[str, Any] | None:
     try:
         lock.acquire(timeout=0)
     except filelock.Timeout:
-        return _read_json(_holder_path(store.uri))
+        return holder
     lock.release()
     return None
 
@@ -252,6 +280,7 @@ class _FileLock:
         return True
 
     def release(self) -> None:
+        _holder_path(self.storage).unlink(missing_ok=True)  # first: readers judge by the record alone
         self.lock.release()
 
 

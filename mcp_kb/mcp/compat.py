@@ -1,13 +1,36 @@
 """Where mcp-kb reaches past the MCP SDK's public API (mcp 2.x), in one place.
 
 MCPServer offers no hook for resources/subscribe (2025-era clients) or for the handshake's
-`tools.listChanged`; these patches reach its low-level server. tests/test_compat.py fails first
+`tools.listChanged`, and wraps every tool error in its own; these patches reach its low-level
+server and unwrap its errors. tests/test_compat.py fails first
 when an SDK release moves what they rely on.
 """
 
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
+
+
+class PlainToolErrors(MCPServer):
+    """Every tool error as our message alone: the SDK wraps a tool's ToolError (and rejected
+    arguments) in one of its own, "Error executing tool …", with the original as its cause."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(self.argument_errors(name, cause)) from cause
+            if isinstance(cause, ToolError):
+                raise ToolError(str(cause)) from cause
+            raise
+
+    def argument_errors(self, tool: str, error: ValidationError) -> str:
+        """The message for arguments a tool's schema rejected."""
+        return str(error)
 
 
 def support_2025_clients(server: MCPServer, subscribers: dict[str, set[Any]]) -> None:

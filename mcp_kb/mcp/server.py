@@ -38,7 +38,7 @@ from ..live import LiveSync, SyncRunner
 from ..present import cited_text
 from ..search import SearchResult
 from ..vocabulary import CITATION_FORMAT, DOCUMENT_URI, LIST_URI, METRICS_URI, STATUS_URI, SYNC_TOOL, status_uri
-from .compat import support_2025_clients
+from .compat import PlainToolErrors, support_2025_clients
 from .schemas import SearchHit, SearchOutput, argument_errors, filters_model
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ class _Notifier:
                 self.sessions[uri].discard(session)
 
 
-class _KBServer(MCPServer):
+class _KBServer(PlainToolErrors):
     """An MCPServer whose rejected tool arguments read like the CLI's errors, not pydantic's."""
 
     def __init__(self, app: App, notifier: _Notifier, **settings: Any):
@@ -94,16 +94,10 @@ class _KBServer(MCPServer):
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         if context is not None:
             self.notifier.seen(context.session)
-        try:
-            return await super().call_tool(name, arguments, context)
-        except ToolError as exc:
-            # One shape for every tool error: our message alone, without the SDK's "Error executing tool" prefix.
-            cause = exc.__cause__
-            if isinstance(cause, ValidationError):
-                raise ToolError(argument_errors(cause, self.kb_by_tool.get(name))) from cause
-            if isinstance(cause, ToolError):  # raised by _client_errors with its message
-                raise ToolError(str(cause)) from cause
-            raise
+        return await super().call_tool(name, arguments, context)
+
+    def argument_errors(self, tool: str, error: ValidationError) -> str:
+        return argument_errors(error, self.kb_by_tool.get(tool))
 
 
 def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
