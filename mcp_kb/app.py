@@ -15,9 +15,9 @@ from typing import Any
 from .config import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
 from .errors import KBError, ParseError
 from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
+from .index.contract import Store, open_store
 from .index.state import (query_log_path, read_health, read_metrics, read_summary, source_cache_dir, sync_activity,
                           write_health, write_metrics)
-from .index.contract import Store, open_store
 from .ingest.chunking import Chunk
 from .ingest.parsers import parse_file
 from .ingest.sources import Source, SourceScan, find_document, parse_source, scan_all, sources_of
@@ -26,8 +26,8 @@ from .models import create_embedder, create_reranker, load_token_counter, model_
 from .models.base import Embedder, TokenCounter
 from .present import document_text
 from .search import Searcher, SearchResult
-from .vocabulary import sync_remedy
 from .sync import ProgressCallback, SyncReport, document_chunks, file_chunks, sync_all
+from .vocabulary import sync_remedy
 
 
 log = logging.getLogger(__name__)

@@ -13,11 +13,12 @@ import os
 import re
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, get_args
 
 import platformdirs
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SerializeAsAny, ValidationError,
-                      field_validator, model_validator)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SerializeAsAny,
+                      ValidationError, field_validator, model_validator)
 
 from .errors import ConfigError
 from .index.schema import BUILTIN_FILTER_FIELDS, RESERVED_FIELDS, FieldTypeName, field_type_of_value
@@ -156,7 +157,8 @@ class _Strict(BaseModel):
 class StorageConfig(_Strict):
     """Where the index lives and how LanceDB reaches it; `storage = "…"` is short for `[storage] uri = "…"`."""
 
-    uri: PathText = Field(default_factory=default_storage, json_schema_extra=_env(ENV_STORAGE))  # a folder, or s3:// gs:// az:// (any LanceDB URI)
+    # a folder, or s3:// gs:// az:// (any LanceDB URI)
+    uri: PathText = Field(default_factory=default_storage, json_schema_extra=_env(ENV_STORAGE))
     # Passed to LanceDB (endpoint, region, allow_http, credentials, ...); "${NAME}" in a value is read
     # from the environment. Credentials usually come from the store's own variables (AWS_ACCESS_KEY_ID, ...).
     options: dict[str, str] = Field(default_factory=dict)
@@ -276,7 +278,8 @@ RERANK_PROVIDERS = Registry("rerank provider", "provider")
 RERANK_PROVIDERS.register("fastembed", FastembedRerankSettings, "mcp_kb.models.fastembed:FastembedRerankProvider")
 SOURCE_KINDS = Registry("source kind", "kind")  # built-in kinds: ingest/sources.py
 # A [[kb.sources]] table, validated as the settings of the kind it names.
-_RegisteredSource = Annotated[SerializeAsAny[SourceSettings], BeforeValidator(lambda value: SOURCE_KINDS.validate(value, ""))]
+_RegisteredSource = Annotated[SerializeAsAny[SourceSettings],
+                              BeforeValidator(lambda value: SOURCE_KINDS.validate(value, ""))]
 _PICKED_BY_NAME = {EmbeddingConfig: (EMBEDDING_PROVIDERS, "fastembed"), RerankConfig: (RERANK_PROVIDERS, "fastembed"),
                    SourceSettings: (SOURCE_KINDS, "")}
 
@@ -662,11 +665,16 @@ def _resolve_paths(config: Config, base_dir: Path) -> Config:
     if not storage.is_remote:
         storage = storage.model_copy(update={"uri": str(absolute(storage.uri, "storage"))})
     _keep_out_written_folders(kbs, storage)
-    # A provider's local files are its settings named *_path (model_path, tokenizer_path).
-    providers = {section: getattr(config, section).model_copy(update={
-        key: str(absolute(value, f"{section}.{key}")) for key in type(getattr(config, section)).model_fields
-        if key.endswith("_path") and (value := getattr(getattr(config, section), key))}) for section in ("embedding", "rerank")}
+    providers = {section: _with_absolute_paths(getattr(config, section), section, absolute)
+                 for section in ("embedding", "rerank")}
     return config.model_copy(update={"kb": kbs, "storage": storage, **providers})
+
+
+def _with_absolute_paths(settings: BaseModel, section: str, absolute: Callable[[str, str], Path]) -> BaseModel:
+    """A provider's settings with its local files (the settings named *_path) resolved."""
+    paths = {key: str(absolute(value, f"{section}.{key}")) for key in type(settings).model_fields
+             if key.endswith("_path") and (value := getattr(settings, key))}
+    return settings.model_copy(update=paths)
 
 
 def _keep_out_written_folders(kbs: list[KBConfig], storage: StorageConfig) -> None:

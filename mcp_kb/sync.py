@@ -22,20 +22,20 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .ingest.chunking import Chunk, chunk_document, effective_max_tokens
-from .ingest.document import Document
 from .config import ChunkingConfig, Config, KBConfig
 from .digest import file_sha256
-from .models.base import Embedder, TokenCounter
 from .errors import KBError, MassDeleteError, ModelError, ParseError
-from .vocabulary import sync_remedy
+from .index.contract import FileRecord, Store, generation_of, new_generation
 from .index.keywords import ANALYZER_VERSION, keyword_terms
-from .ingest.ocr import available as ocr_available
-from .ingest.sources import SkippedFile, SourceFile, document_kind, parse_source, scan_all, sources_of
 from .index.schema import ChunkRow, chunk_schema, coerce
 from .index.state import check_writable, clear_progress, source_cache_dir, sync_lock, write_progress, write_summary
-from .index.contract import FileRecord, Store, generation_of, new_generation
 from .index.store import LAYOUT_VERSION
+from .ingest.chunking import Chunk, chunk_document, effective_max_tokens
+from .ingest.document import Document
+from .ingest.ocr import available as ocr_available
+from .ingest.sources import SkippedFile, SourceFile, document_kind, parse_source, scan_all, sources_of
+from .models.base import Embedder, TokenCounter
+from .vocabulary import sync_remedy
 
 log = logging.getLogger(__name__)
 

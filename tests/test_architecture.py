@@ -121,7 +121,8 @@ def test_only_the_filters_module_composes_predicate_text(path):
         return
     texts = [node for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
              if isinstance(node, ast.Constant) and isinstance(node.value, str) and _SQL.search(node.value)]
-    assert not texts, f"{_name(path)} writes SQL text at lines {[t.lineno for t in texts]}: compose it in index/filters.py"
+    lines = [text.lineno for text in texts]
+    assert not texts, f"{_name(path)} writes SQL text at lines {lines}: compose it in index/filters.py"
 
 
 @pytest.mark.parametrize("path", MODULES, ids=_name)

@@ -7,6 +7,7 @@ fills a new generation and switches to it in one commit of the state row.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -15,7 +16,6 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-import dataclasses
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -73,8 +73,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 # The manifest table's columns are FileRecord's fields (`from __future__` keeps their types as text).
-_FILE_SCHEMA = pa.schema([(item.name, pa.int32() if item.name == "n_chunks" else
-                           pa.int64() if item.type == "int" else pa.string()) for item in dataclasses.fields(FileRecord)])
+_FILE_SCHEMA = pa.schema([(item.name, pa.int32() if item.name == "n_chunks" else pa.int64() if item.type == "int"
+                           else pa.string()) for item in dataclasses.fields(FileRecord)])
 
 
 class LanceStore:

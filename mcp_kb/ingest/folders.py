@@ -2,9 +2,10 @@
 
 One set of rules decides what belongs to a KB: `scan_folders` applies it while walking,
 `find_file` to one document id (the document resource) and `change_concerns` to one changed
-path (the watcher), so a file the scan leaves out can never be read through the KB either. Symbolic links are followed only when
-they point inside the KB's root. A problem with one entry (a link loop, a name that is not
-UTF-8, an unreadable file) is reported for that entry and never stops the walk.
+path (the watcher), so a file the scan leaves out can never be read through the KB either.
+Symbolic links are followed only when they point inside the KB's root. A problem with one entry
+(a link loop, a name that is not UTF-8, an unreadable file) is reported for that entry and never
+stops the walk.
 """
 
 from __future__ import annotations
