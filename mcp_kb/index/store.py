@@ -1,4 +1,5 @@
-"""LanceDB storage: per KB a chunk table and a file manifest (one pair per generation), plus a state table.
+"""LanceStore, the store contract's backend (contract.py): per KB a chunk table and a file manifest
+(one pair per generation) in LanceDB, plus a state table.
 
 The only module that imports lancedb. Writes that replace a document's chunks happen in one
 merge_insert commit, so readers see a file's old chunks or its new ones, never a mix; a rebuild

@@ -1,4 +1,4 @@
-"""The interfaces every model provider implements: embedder, reranker, token counter."""
+"""The interfaces of the models (embedder, reranker, token counter) and of the providers that make them."""
 
 from __future__ import annotations
 
