@@ -29,15 +29,15 @@ class FieldType:
     text_match: bool = False  # prefix / glob
     many: bool = False  # the column holds a list; a condition matches when any item does
     pattern: str = ""  # a regular expression a text value must match in full
-    hint: str = ""  # how to write a value, for error messages
+    hint: str = "text"  # how to write a value, for error messages
 
 
 FieldTypeName = Literal["string", "integer", "number", "boolean", "date", "string[]"]
 FIELD_TYPES: dict[str, FieldType] = {
     "string": FieldType("string", str, text_match=True),
-    "integer": FieldType("int64", int, ranges=True),
-    "number": FieldType("float64", float, ranges=True),
-    "boolean": FieldType("bool", bool),
+    "integer": FieldType("int64", int, ranges=True, hint="a whole number"),
+    "number": FieldType("float64", float, ranges=True, hint="a number"),
+    "boolean": FieldType("bool", bool, hint="true or false"),
     # ISO dates compare correctly as text.
     "date": FieldType("string", str, ranges=True, pattern=r"\d{4}(-\d{2}(-\d{2})?)?", hint="a date as YYYY-MM-DD"),
     "string[]": FieldType("list<string>", str, many=True),

@@ -76,12 +76,9 @@ def filters_model(kb: KBConfig) -> type[BaseModel]:
     return create_model(f"{kb.name}_filters", __config__=ConfigDict(extra="forbid"), **fields)
 
 
-_VALUE_NAMES = {int: "a whole number", float: "a number", bool: "true or false", str: "text"}
-
-
 def expected_condition(kind: FieldType) -> str:
     """How to write a condition on a field of this type, for error messages."""
-    shapes = [kind.hint or _VALUE_NAMES[kind.python]]
+    shapes = [kind.hint]
     if kind.python is not bool:
         shapes.append("a list of them (any of)")
     if kind.ranges:
