@@ -33,7 +33,7 @@ from .index.store import LAYOUT_VERSION
 from .ingest.chunking import Chunk, chunk_document, effective_max_tokens
 from .ingest.document import Document
 from .ingest.ocr import available as ocr_available
-from .ingest.sources import SkippedFile, SourceFile, document_kind, parse_source, scan_all, sources_of
+from .ingest.sources import SkippedFile, SourceFile, count_kinds, parse_source, scan_all, sources_of
 from .models.base import Embedder, TokenCounter
 from .vocabulary import sync_remedy
 
@@ -562,7 +562,7 @@ def _last_sync(started: str, outcome: str, report: SyncReport, error: str = "") 
 
 def _summary(files: dict[str, FileRecord], report: SyncReport, titles: list[str]) -> dict[str, Any]:
     """What the KB holds, for tool descriptions: counts by kind and a few document titles."""
-    kinds = Counter(document_kind(path) for path, record in files.items() if record.status == "indexed")
+    kinds = count_kinds(path for path, record in files.items() if record.status == "indexed")
     return {"documents": sum(kinds.values()), "kinds": dict(kinds.most_common()), "chunks": report.chunks_total,
             "titles": titles}
 

@@ -9,7 +9,7 @@ import pytest
 from helpers import write
 from mcp_kb.config import SOURCE_KINDS
 from mcp_kb.errors import ConfigError, KBError
-from mcp_kb.ingest.sources import change_concerns, document_kind, watch_folders
+from mcp_kb.ingest.sources import change_concerns, count_kinds, watch_folders
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_the_watcher_follows_the_kinds_own_files(notes_kind, make_app, tmp_path)
     sources = app.sources(app.config.kb[0])
     assert watch_folders(sources) == [export.parent]
     assert change_concerns(sources, export) and not change_concerns(sources, export.parent / "other.txt")
-    assert document_kind("note:n1") == "note" and document_kind("a/b.md") == "md"
+    assert count_kinds(["note:n1", "a/b.md", "https://x.org/guide/", "note:n2"]) == {"note": 2, "md": 1, "web page": 1}
 
 
 def test_a_kinds_settings_are_checked_with_the_config(notes_kind, make_config, tmp_path):

@@ -11,6 +11,8 @@ document resource talk to this module only; only the kinds know what a file or a
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,7 +86,13 @@ class Source(Protocol):
 
 def _kinds() -> list[type]:
     registered = [SOURCE_KINDS.implementation(name) for name in SOURCE_KINDS.names()]
-    return registered + [SOURCE_KINDS.load(target) for target in _BUILTIN_KINDS]
+    return registered + list(_builtin_kinds())
+
+
+@functools.cache
+def _builtin_kinds() -> tuple[type, ...]:
+    """Imported once: a summary asks the kinds about every document of a KB."""
+    return tuple(SOURCE_KINDS.load(target) for target in _BUILTIN_KINDS)
 
 
 def sources_of(kb: KBConfig, cache_folder: Path) -> list[Source]:
@@ -127,9 +135,16 @@ def watch_folders(sources: Iterable[Source]) -> list[Path]:
     return list(dict.fromkeys(folder for source in sources for folder in source.watch_folders()))
 
 
-def document_kind(doc_id: str) -> str:
-    """What a document is, for summaries: a file's suffix, "web page", ... (the owning kind says)."""
-    return next(kind.kind_of(doc_id) for kind in _kinds() if kind.owns(doc_id))
+def count_kinds(doc_ids: Iterable[str]) -> Counter[str]:
+    """How many documents of each kind, for summaries: a file's suffix, "web page", ... (the owning
+    kind says; one plain loop, since a summary asks about every document of a KB)."""
+    kinds, counts = _kinds(), Counter[str]()
+    for doc_id in doc_ids:
+        for kind in kinds:
+            if kind.owns(doc_id):
+                counts[kind.kind_of(doc_id)] += 1
+                break
+    return counts
 
 
 def rooted_id_patterns() -> list[str]:
