@@ -15,7 +15,6 @@ import logging
 import random
 import re
 import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
