@@ -461,8 +461,10 @@ def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Pa
 @click.option("--host", help="Address for sse/http (default 127.0.0.1).")
 @click.option("--port", type=int, help="Port for sse/http (default 8765).")
 @click.option("--read-only", is_flag=True, default=None, help="Hide the sync tool.")
+@click.option("--stateless", is_flag=True, default=None,
+              help="Streamable HTTP without sessions: replicas behind a load balancer need no sticky sessions.")
 def serve(folder: str | None, config_path: str | None, transport: str | None, host: str | None,
-          port: int | None, read_only: bool | None) -> None:
+          port: int | None, read_only: bool | None, stateless: bool | None) -> None:
     """Run the MCP server (stdio by default) for FOLDER or the configured KBs.
 
     Example:
@@ -478,7 +480,8 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
         if folder and config_path:
             raise KBError(f"{folder} is a folder and --config names {config_path}: give one of them, not both")
         config = _load(folder or config_path)
-        run_server(App(config.serving(transport=transport, host=host, port=port, read_only=read_only)))
+        run_server(App(config.serving(transport=transport, host=host, port=port, read_only=read_only,
+                                      stateless=stateless)))
 
     _run(work)
 

@@ -6,6 +6,7 @@ Every validation problem becomes one ConfigError naming the file, the key and th
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import hashlib
 import json
 import logging
@@ -284,6 +285,65 @@ _PICKED_BY_NAME = {EmbeddingConfig: (EMBEDDING_PROVIDERS, "fastembed"), RerankCo
                    SourceSettings: (SOURCE_KINDS, "")}
 
 
+def granted(patterns: list[str], names: list[str]) -> list[str]:
+    """The KB names a grant's patterns (names or globs such as "hr-*") cover: the one matching rule."""
+    return [name for name in names if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)]
+
+
+_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
+class TokenGrant(_Strict):
+    """One `[[server.tokens]]` entry: a bearer token for the HTTP transports and the KBs it may use."""
+
+    name: str = Field(pattern=KB_NAME_PATTERN.pattern)  # who the audit trail names
+    secret_env: str | None = None  # the environment variable holding the token
+    secret_sha256: str | None = None  # or the token's SHA-256 in hex, so kb.toml holds no secret
+    kbs: list[str] = Field(min_length=1)  # names or globs
+    sync: bool = False  # may call the sync tool (on these KBs)
+    requests_per_minute: int = Field(0, ge=0)  # 0: no limit
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> TokenGrant:
+        if (self.secret_env is None) == (self.secret_sha256 is None):
+            raise ValueError("give the token's secret one way: secret_env (an environment variable holding it) "
+                             "or secret_sha256 (its SHA-256 in hex, e.g. from `printf %s TOKEN | sha256sum`)")
+        if self.secret_sha256 is not None and not _SHA256_HEX.match(self.secret_sha256):
+            raise ValueError("secret_sha256 must be 64 lowercase hex digits (`printf %s TOKEN | sha256sum`)")
+        return self
+
+    def secret_digest(self) -> str:
+        """The token's SHA-256 (hex); the variable is read now, and only its name appears in errors."""
+        if self.secret_sha256 is not None:
+            return self.secret_sha256
+        secret = environment(self.secret_env or "")
+        if secret is None:
+            raise ConfigError(f"[[server.tokens]] {self.name}: the environment variable {self.secret_env} "
+                              f"(secret_env) is not set")
+        return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class GroupGrant(_Strict):
+    """One `[[server.oauth.groups]]` entry: members of an identity provider's group and the KBs they may use."""
+
+    group: str
+    kbs: list[str] = Field(min_length=1)
+    sync: bool = False
+
+
+class OAuthConfig(_Strict):
+    """`[server.oauth]`: accept JWT access tokens an OAuth 2.1 authorization server issues for this server."""
+
+    issuer: str = Field(pattern=r"^https?://")  # the authorization server (the tokens' `iss`)
+    audience: str = Field(pattern=r"^https?://")  # this server's MCP URL as clients reach it (the tokens' `aud`)
+    jwks_url: str | None = Field(None, pattern=r"^https?://")  # default: from the issuer's metadata
+    groups_claim: str = "groups"  # a claim listing the user's groups, mapped by [[server.oauth.groups]]
+    groups: list[GroupGrant] = Field(default_factory=list)
+    leeway: float = Field(30, ge=0, le=300)  # seconds of clock skew allowed on exp / nbf
+    keys_max_age: float = Field(3600, ge=10, le=86_400)  # seconds the issuer's keys are used without a refetch
+    requests_per_minute: int = Field(0, ge=0)  # per user; 0: no limit
+
+
 class ServerConfig(_Strict):
     """Defaults for `mcp-kb serve`."""
 
@@ -297,6 +357,29 @@ class ServerConfig(_Strict):
     # connection has to send each request's head (a slow or silent one is closed)
     max_connections: int = Field(1000, ge=8, le=100_000)
     header_timeout: float = Field(10.0, gt=0, le=300)
+    tokens: list[TokenGrant] = Field(default_factory=list)  # scoped tokens: who may use which KBs
+    oauth: OAuthConfig | None = None
+    # HTTP: one JSON line per request that touched a KB (who, KB, what, result, latency); queries only if asked
+    audit_log: PathText | None = None
+    audit_max_mb: float = Field(10, gt=0)  # then the log is rotated
+    audit_queries: bool = False  # queries can hold personal data
+    stateless: bool = False  # streamable HTTP without sessions, for replicas behind a load balancer
+
+    @model_validator(mode="after")
+    def _distinct_tokens(self) -> ServerConfig:
+        names = [token.name for token in self.tokens]
+        if len(set(names)) < len(names):
+            raise ValueError("two [[server.tokens]] share a name: each needs its own (the audit trail names it)")
+        hashes = [token.secret_sha256 for token in self.tokens if token.secret_sha256]
+        variables = [token.secret_env for token in self.tokens if token.secret_env]
+        if len(set(hashes)) < len(hashes) or len(set(variables)) < len(variables):
+            raise ValueError("two [[server.tokens]] share a secret: a secret must name one caller")
+        return self
+
+    @property
+    def guarded(self) -> bool:
+        """Whether HTTP requests need a token (one for everything, scoped ones, or OAuth)."""
+        return bool(self.token or self.tokens or self.oauth)
 
 
 class ChunkingConfig(_Strict):
@@ -520,28 +603,49 @@ class Config(_Strict):
                 seen.add(name)
         return self
 
+    @model_validator(mode="after")
+    def _grants_name_configured_kbs(self) -> Config:
+        """A grant pattern that matches no KB is a typo (or a removed KB) the operator should hear about."""
+        names = [kb.name for kb in self.kb]
+        entries = [(f"[[server.tokens]] {t.name}", t.kbs) for t in self.server.tokens]
+        if self.server.oauth:
+            entries += [(f"[[server.oauth.groups]] {g.group}", g.kbs) for g in self.server.oauth.groups]
+        for where, patterns in entries:
+            for pattern in patterns:
+                if names and not granted([pattern], names):
+                    raise ValueError(f"{where}: kbs entry {pattern!r} matches no knowledge base "
+                                     f"(configured: {', '.join(names)})")
+        return self
+
     def serving(self, transport: str | None = None, host: str | None = None, port: int | None = None,
-                read_only: bool | None = None) -> Config:
+                read_only: bool | None = None, stateless: bool | None = None) -> Config:
         """This config with `serve`'s options in place of the [server] settings they override."""
         chosen = transport or self.server.transport
         if chosen == "stdio" and (host or port is not None):
             option = "--port" if port is not None else "--host"
             raise ConfigError(f"{option} is for the HTTP transports, and this server speaks stdio: add --transport "
                               f"http (or sse), or set [server] transport")
-        given = {"transport": chosen, "host": host, "port": port, "read_only": read_only}
+        given = {"transport": chosen, "host": host, "port": port, "read_only": read_only, "stateless": stateless}
         server = self.server.model_copy(update={key: value for key, value in given.items() if value is not None})
+        if server.stateless and chosen != "http":
+            raise ConfigError(f"stateless serving is a mode of the streamable HTTP transport, and this server "
+                              f"speaks {chosen}: add --transport http")
         return self.model_copy(update={"server": server})
 
     def get_kb(self, name: str) -> KBConfig:
         for kb in self.kb:
             if kb.name == name:
                 return kb
-        known = ", ".join(k.name for k in self.kb) or "(none)"
-        raise ConfigError(f"unknown knowledge base {name!r}; configured: {known}")
+        raise unknown_kb(name, [k.name for k in self.kb])
 
     def select(self, name: str | None) -> list[KBConfig]:
         """One KB by name, or all when name is None."""
         return list(self.kb) if name is None else [self.get_kb(name)]
+
+
+def unknown_kb(name: str, known: list[str]) -> ConfigError:
+    """The error for a KB name that is not configured (or, for a scoped caller, not granted: the same words)."""
+    return ConfigError(f"unknown knowledge base {name!r}; configured: {', '.join(known) or '(none)'}")
 
 
 def load_config(path: str | os.PathLike[str]) -> Config:
@@ -667,7 +771,10 @@ def _resolve_paths(config: Config, base_dir: Path) -> Config:
     _keep_out_written_folders(kbs, storage)
     providers = {section: _with_absolute_paths(getattr(config, section), section, absolute)
                  for section in ("embedding", "rerank")}
-    return config.model_copy(update={"kb": kbs, "storage": storage, **providers})
+    server = config.server
+    if server.audit_log:
+        server = server.model_copy(update={"audit_log": str(absolute(server.audit_log, "[server] audit_log"))})
+    return config.model_copy(update={"kb": kbs, "storage": storage, "server": server, **providers})
 
 
 def _with_absolute_paths(settings: BaseModel, section: str, absolute: Callable[[str, str], Path]) -> BaseModel:

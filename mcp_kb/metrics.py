@@ -84,20 +84,16 @@ def _percentiles(samples: deque[float]) -> dict[str, float]:
             "p95": ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], "max": ordered[-1]}
 
 
-class QueryLog:
-    """JSON lines of searches (time, query, mode, filters, top hits, latency) in one file per KB;
-    past `max_bytes` the file becomes `<name>.1` (the one before is dropped) and a new one starts."""
+class JsonLines:
+    """An append-only file of JSON lines; past `max_bytes` it becomes `<name>.1` (the one before is
+    dropped) and a new one starts."""
 
     def __init__(self, path: Path, max_bytes: int):
         self.path = path
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
 
-    def write(self, query: str, mode: str, filters: dict[str, Any] | None, result: SearchResult,
-              total_ms: float) -> None:
-        entry = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), "query": query,
-                 "mode": mode, "answered_by": result.mode, "filters": filters, "latency_ms": round(total_ms, 2),
-                 "hits": [{"source": h.source, "chunk_index": h.chunk_index, "score": h.score} for h in result.hits]}
+    def append(self, entry: dict[str, Any]) -> None:
         line = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
         with self._lock:
             if self.path.exists() and self.path.stat().st_size + len(line.encode()) > self.max_bytes:
@@ -105,3 +101,19 @@ class QueryLog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as handle:
                 handle.write(line)
+
+
+def now_text() -> str:
+    """The time a log line records: UTC, to the millisecond."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class QueryLog(JsonLines):
+    """JSON lines of searches (time, query, mode, filters, top hits, latency) in one file per KB."""
+
+    def write(self, query: str, mode: str, filters: dict[str, Any] | None, result: SearchResult,
+              total_ms: float) -> None:
+        self.append({"time": now_text(), "query": query, "mode": mode, "answered_by": result.mode,
+                     "filters": filters, "latency_ms": round(total_ms, 2),
+                     "hits": [{"source": h.source, "chunk_index": h.chunk_index, "score": h.score}
+                              for h in result.hits]})

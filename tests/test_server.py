@@ -2,16 +2,15 @@
 
 import json
 import os
-import re
 import subprocess
 import sys
-import time
 from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 import httpx
 import pytest
 from helpers import write
+from served import serve_http
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
@@ -247,19 +246,8 @@ def _served(app, folders, transport, host="127.0.0.1", token="s3cret-token"):
     function reading its stderr."""
     config = _config_file(folders, app.config.storage.uri)
     env = {**os.environ, "MCP_KB_TOKEN": token} if token else {k: v for k, v in os.environ.items() if k != "MCP_KB_TOKEN"}
-    log = folders / f"serve-{transport}-{time.monotonic_ns()}.log"
-    with log.open("wb") as stderr:
-        process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config), "--transport",
-                                    transport, "--host", host, "--port", "0"], env=env, stderr=stderr)
-    deadline = time.time() + 60
-    while not (match := re.search(r"serving .* at http://[^:]+:(\d+)/", log.read_text())):
-        assert process.poll() is None and time.time() < deadline, log.read_text()
-        time.sleep(0.05)
-    try:
-        yield int(match.group(1)), log.read_text
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+    with serve_http(config, "--transport", transport, "--host", host, env=env) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")

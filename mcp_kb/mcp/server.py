@@ -32,7 +32,9 @@ from ..app import App
 from ..config import (CONTEXT_MAX, MAX_TOKENS_MAX, MAX_TOKENS_MIN, MODES, MODES_TEXT, TOP_K_MAX, TOP_K_MIN, KBConfig,
                       SearchMode)
 from ..errors import KBError
-from .http_security import BearerTokenMiddleware, listening_socket, rebinding_protection, server_url, warn_if_exposed
+from ..access import Gatekeeper, Grant
+from .guard import Guard
+from .http_security import AccessGate, listening_socket, rebinding_protection, server_url, warn_if_exposed
 from .http_limits import RepeatedLineFilter, accept_burst, connection_cap, guarded_protocol
 from ..live import LiveSync, SyncRunner
 from ..present import cited_text
@@ -130,21 +132,23 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
             yield {}
             group.cancel_scope.cancel()
 
+    guard = Guard(app.config, lambda grant: _instructions(app, grant))
     server = _KBServer(
         app,
         notifier,
         name="mcp-kb",
         version=__version__,
-        instructions=_instructions(app),
+        instructions=_instructions(app, guard.owner),
         subscriptions=bus,
         lifespan=lifespan,
         log_level="WARNING",
+        middleware=[guard],
     )
     descriptions = {kb.name: _add_search_tool(server, app, kb) for kb in app.config.kb}
     if not read_only:
-        _add_sync_tool(server, app, runner)
-    _add_resources(server, app)
-    _add_prompt(server, app)
+        _add_sync_tool(server, app, runner, guard)
+    _add_resources(server, app, guard)
+    _add_prompt(server, app, guard)
     support_2025_clients(server, notifier.sessions)
     return server
 
@@ -179,9 +183,10 @@ def _warn_about_missing_paths(app: App) -> None:
                 log.warning("%s: %s does not exist (not mounted?); serving the index as last synced", kb.name, path)
 
 
-def _instructions(app: App) -> str:
+def _instructions(app: App, grant: Grant) -> str:
+    """The handshake's instructions, naming the KBs this caller may see (and no other)."""
     lines = ["Search tools, one per knowledge base; cite results as [n] with their source."]
-    lines += [f"- {kb.search_tool_name}: {kb.description}" for kb in app.config.kb]
+    lines += [f"- {kb.search_tool_name}: {kb.description}" for kb in app.config.kb if grant.sees(kb.name)]
     return "\n".join(lines)
 
 
@@ -265,13 +270,12 @@ async def _call(work, error: type[Exception] = ToolError):
         return await anyio.to_thread.run_sync(work)
 
 
-def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner) -> None:
-    names = [kb.name for kb in app.config.kb]
-
+def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner, guard: Guard) -> None:
     async def sync_tool(
         ctx: Context,
         kb: Annotated[Optional[str], Field(strict=True,
-                                           description=f"Knowledge base to sync: one of {names}; omit for all")] = None,
+                                           description="Knowledge base to sync, by name (as listed by the "
+                                                       f"{LIST_URI} resource); omit for all")] = None,
         full: Annotated[bool, Field(strict=True, description="Rebuild from scratch instead of syncing changes "
                                                              "(vectors of unchanged chunks are reused)")] = False,
         reembed: Annotated[bool, Field(strict=True, description="Rebuild and embed every chunk again, even with "
@@ -287,8 +291,10 @@ def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner) -> None:
             anyio.from_thread.run(ctx.report_progress, done, total, message)
 
         with _client_errors():
-            reports = await runner.sync(kb, full=full, reembed=reembed, progress=progress, wait=wait,
-                                        allow_mass_delete=allow_mass_delete)
+            reports = []
+            for name in _syncable(guard, kb):
+                reports += await runner.sync(name, full=full, reembed=reembed, progress=progress, wait=wait,
+                                             allow_mass_delete=allow_mass_delete)
         return {"reports": [r.to_dict() for r in reports], "summary": "\n".join(r.summary() for r in reports)}
 
     server.add_tool(sync_tool, name=SYNC_TOOL, title="Sync knowledge bases",
@@ -298,39 +304,57 @@ def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner) -> None:
                                                 open_world_hint=False))
 
 
-def _add_resources(server: MCPServer, app: App) -> None:
+def _syncable(guard: Guard, kb: Optional[str]) -> list[Optional[str]]:
+    """What one sync call covers: the KB named, or every KB the caller may sync (None: all, in one go)."""
+    grant = guard.grant()
+    if kb is not None:
+        if not grant.may_sync(guard.check(kb)):
+            raise KBError(f"this token may search {kb} but not sync it: ask for a token with the sync right")
+        return [kb]
+    everything = [k.name for k in guard.config.kb]
+    return [None] if all(grant.may_sync(name) for name in everything) else \
+        [name for name in everything if grant.may_sync(name)]
+
+
+def _add_resources(server: MCPServer, app: App, guard: Guard) -> None:
     @server.resource(LIST_URI, name="knowledge-bases", mime_type="application/json",
                      description="Every knowledge base with its sync status")
     async def list_kbs() -> str:
-        return json.dumps(await _call(app.status, ResourceError), indent=2, ensure_ascii=False)
+        names = guard.visible()
+        statuses = await _call(lambda: [status for name in names for status in app.status(name)], ResourceError)
+        return json.dumps(statuses, indent=2, ensure_ascii=False)
 
     @server.resource(STATUS_URI, name="kb-status", mime_type="application/json",
                      description="Sync status of one knowledge base: last sync, counts, failures, model, index version")
     async def kb_status(name: str) -> str:
-        return json.dumps((await _call(lambda: app.status(name), ResourceError))[0], indent=2, ensure_ascii=False)
+        return json.dumps((await _call(lambda: app.status(guard.check(name)), ResourceError))[0], indent=2,
+                          ensure_ascii=False)
 
     @server.resource(METRICS_URI, name="kb-metrics", mime_type="application/json",
                      description="Health of one knowledge base: searches, latency per stage (p50/p95/max), cache "
                                  "hits, degraded and empty answers, tokens embedded, the latest hit rate")
     async def kb_metrics(name: str) -> str:
-        return json.dumps(await _call(lambda: app.live_stats(name), ResourceError), indent=2, ensure_ascii=False)
+        return json.dumps(await _call(lambda: app.live_stats(guard.check(name)), ResourceError), indent=2,
+                          ensure_ascii=False)
 
     @server.resource(DOCUMENT_URI, name="kb-document", mime_type="text/plain",
                      description="Extracted text of one source document of a knowledge base")
     async def kb_document(name: str, path: str) -> str:
         def read() -> str:
-            return app.document_text(name, path)
+            return app.document_text(guard.check(name), path)
 
         return await _call(read, ResourceError)
 
 
-def _add_prompt(server: MCPServer, app: App) -> None:
-    tools = ", ".join(kb.search_tool_name for kb in app.config.kb)
+def _add_prompt(server: MCPServer, app: App, guard: Guard) -> None:
 
     @server.prompt(name="answer_with_citations", title="Answer with citations",
                    description="Answer a question only from passages retrieved from the knowledge bases, citing them as [n]")
     def answer_with_citations(question: str, kb: Optional[str] = None) -> list[UserMessage]:
-        tool = app.config.get_kb(kb).search_tool_name if kb else f"the right one of: {tools}"
+        if kb:
+            tool = app.config.get_kb(guard.check(kb)).search_tool_name
+        else:
+            tool = "the right one of: " + ", ".join(app.config.get_kb(name).search_tool_name for name in guard.visible())
         return [UserMessage(
             "Answer the question below using only passages retrieved with the knowledge-base search "
             f"tool ({tool}).\n"
@@ -348,13 +372,14 @@ def _add_prompt(server: MCPServer, app: App) -> None:
 # ---- transports ------------------------------------------------------------------------------
 
 def run_server(app: App) -> None:
-    """Serve until interrupted as [server] says: stdio, or SSE / streamable HTTP with an optional bearer token.
+    """Serve until interrupted as [server] says: stdio, or SSE / streamable HTTP behind bearer tokens (one
+    for everything, scoped ones, OAuth access tokens) when the config names any.
 
     For HTTP the socket is bound first, so a busy port is one clear error and `--port 0` picks a
     free one; the URL is printed to stderr.
     """
     settings = app.config.server
-    transport, host, port, token = settings.transport, settings.host, settings.port, settings.token
+    transport, host, port = settings.transport, settings.host, settings.port
     server = build_server(app)
     if transport == "stdio":
         names = ", ".join(kb.name for kb in app.config.kb)
@@ -364,17 +389,19 @@ def run_server(app: App) -> None:
         server.run()
         return
     allowed_hosts = app.config.server.allowed_hosts
-    warn_if_exposed(host, token, allowed_hosts)
+    warn_if_exposed(host, settings.guarded, allowed_hosts)
     security = rebinding_protection(host, allowed_hosts)
     asgi = (server.sse_app(host=host, transport_security=security) if transport == "sse"
-            else server.streamable_http_app(host=host, transport_security=security))
-    if token:
-        asgi = BearerTokenMiddleware(asgi, token)
+            else server.streamable_http_app(host=host, transport_security=security, stateless_http=settings.stateless))
+    if settings.guarded:
+        oauth = settings.oauth
+        asgi = AccessGate(asgi, Gatekeeper(app.config), oauth.audience if oauth else None,
+                          oauth.issuer if oauth else None)
     sock = listening_socket(host, port)
     path = "/sse" if transport == "sse" else "/mcp"
-    print(f"mcp-kb: serving {'SSE' if transport == 'sse' else 'streamable HTTP'} at "
-          f"{server_url(host, sock.getsockname()[1], path)} "
-          f"({'bearer token required' if token else 'no token'})", file=sys.stderr, flush=True)
+    kind = "SSE" if transport == "sse" else f"{'stateless ' if settings.stateless else ''}streamable HTTP"
+    print(f"mcp-kb: serving {kind} at {server_url(host, sock.getsockname()[1], path)} "
+          f"({_admission(settings)})", file=sys.stderr, flush=True)
     import uvicorn
 
     for handler in logging.getLogger().handlers:  # a failure per connection must not fill the disk
@@ -384,3 +411,11 @@ def run_server(app: App) -> None:
     uvicorn_config = uvicorn.Config(asgi, log_level="warning", log_config=None, backlog=accept_burst(cap),
                                     http=guarded_protocol(cap, settings.header_timeout))
     anyio.run(uvicorn.Server(uvicorn_config).serve, [sock])
+
+
+def _admission(settings) -> str:
+    """What an HTTP client must send, as the start line says it."""
+    kinds = ["bearer token required"] if settings.token else []
+    kinds += [f"{len(settings.tokens)} scoped token(s)"] if settings.tokens else []
+    kinds += [f"OAuth access tokens from {settings.oauth.issuer}"] if settings.oauth else []
+    return "; ".join(kinds) or "no token"

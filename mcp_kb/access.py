@@ -1,0 +1,284 @@
+"""Who may use which knowledge base: grants, and the bearer tokens that carry them over HTTP.
+
+A caller is admitted by a scoped `[[server.tokens]]` secret, the one `[server] token` (everything), or
+an OAuth 2.1 access token (a JWT the configured issuer signed for this server, checked against the
+issuer's published keys). Over stdio the local user owns the process and is granted everything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from .config import Config, OAuthConfig, TokenGrant, granted
+
+log = logging.getLogger(__name__)
+
+OWNER = "owner"  # who the one `[server] token` (and a stdio user) is in the audit trail
+# Signatures made with a private key only: an HMAC "signature" could be made by anyone holding a
+# published key, and `none` is no signature at all.
+ASYMMETRIC_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
+_KEYS_REFETCH_GAP = 5.0  # seconds between fetches of the issuer's keys (an unknown key id asks again)
+_KEYS_MAX_BYTES = 1024 * 1024
+_KEYS_TIMEOUT = 10.0
+_RATE_CALLERS_KEPT = 10_000  # rate-limit buckets remembered (the least recently seen are forgotten)
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What one caller may do: search (and read the resources of) some KBs, sync some of them."""
+
+    who: str  # a token's name or an OAuth subject: what the audit trail names
+    search: frozenset[str]
+    sync: frozenset[str] = frozenset()
+    requests_per_minute: int = 0  # 0: no limit
+
+    def sees(self, kb: str) -> bool:
+        return kb in self.search
+
+    def may_sync(self, kb: str) -> bool:
+        return kb in self.sync
+
+
+def everything(config: Config, who: str = OWNER) -> Grant:
+    """The grant of the process owner: every KB, sync included."""
+    names = frozenset(kb.name for kb in config.kb)
+    return Grant(who, names, names)
+
+
+class Refused(Exception):
+    """A request the gate turns away: `status` 401 (no or bad token), 403 (a valid token without any KB)
+    or 503 (the issuer's keys cannot be had); the message never holds the token."""
+
+    def __init__(self, status: int, message: str, error: str = "invalid_token"):
+        super().__init__(message)
+        self.status = status
+        self.error = error
+
+
+class Gatekeeper:
+    """Turns a bearer token into the caller's Grant, or refuses it."""
+
+    def __init__(self, config: Config):
+        self.names = [kb.name for kb in config.kb]
+        self.secrets: list[tuple[bytes, Grant]] = [(_digest(config.server.token), everything(config))] \
+            if config.server.token else []
+        self.secrets += [(bytes.fromhex(entry.secret_digest()), self._token_grant(entry))
+                         for entry in config.server.tokens]
+        self.oauth = IssuerTokens(config.server.oauth, self.names) if config.server.oauth else None
+
+    def _token_grant(self, entry: TokenGrant) -> Grant:
+        search = frozenset(granted(entry.kbs, self.names))
+        return Grant(entry.name, search, search if entry.sync else frozenset(), entry.requests_per_minute)
+
+    async def admit(self, token: str) -> Grant:
+        digest = _digest(token)
+        found = None
+        for secret, grant in self.secrets:  # every entry is compared: the time taken says nothing
+            if hmac.compare_digest(secret, digest):
+                found = grant
+        if found is not None:
+            return found
+        if self.oauth is not None and token.count(".") == 2:
+            return await self.oauth.grant(token)
+        raise Refused(401, "unknown token")
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+
+
+class IssuerTokens:
+    """OAuth access tokens: JWTs signed by the configured issuer for this server (`aud`), in date."""
+
+    def __init__(self, settings: OAuthConfig, names: list[str]):
+        self.settings = settings
+        self.names = names
+        self.keys = IssuerKeys(settings)
+
+    async def grant(self, token: str) -> Grant:
+        import jwt
+
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            raise Refused(401, "malformed access token") from None
+        if header.get("alg") not in ASYMMETRIC_ALGORITHMS:
+            raise Refused(401, f"access tokens must be signed with the issuer's private key "
+                               f"({', '.join(ASYMMETRIC_ALGORITHMS)})")
+        key = await self.keys.key(header.get("kid"))
+        audiences = {self.settings.audience, self.settings.audience.rstrip("/")}
+        try:
+            claims = jwt.decode(token, key, algorithms=ASYMMETRIC_ALGORITHMS, audience=sorted(audiences),
+                                issuer=self.settings.issuer, leeway=self.settings.leeway,
+                                options={"require": ["exp", "iss", "aud", "sub"]})
+        except jwt.PyJWTError as exc:
+            raise Refused(401, f"access token refused: {exc}") from None
+        grant = self.claims_grant(claims)
+        if not grant.search:
+            raise Refused(403, "this access token grants no knowledge base here (scopes kb:NAME:search or a "
+                               "group listed in [[server.oauth.groups]])", error="insufficient_scope")
+        return grant
+
+    def claims_grant(self, claims: dict[str, Any]) -> Grant:
+        """The KBs a token's scopes (`kb:NAME:search`, `kb:NAME:sync`, NAME may be a glob) and groups grant."""
+        search: set[str] = set()
+        sync: set[str] = set()
+        for scope in _words(claims.get("scope")) + _words(claims.get("scp")):
+            kind, _, rest = scope.partition(":")
+            pattern, _, right = rest.rpartition(":")
+            if kind == "kb" and right in ("search", "sync"):
+                names = granted([pattern], self.names)
+                search.update(names)  # syncing a KB includes seeing it
+                if right == "sync":
+                    sync.update(names)
+        groups = set(_words(claims.get(self.settings.groups_claim)))
+        for entry in self.settings.groups:
+            if entry.group in groups:
+                names = granted(entry.kbs, self.names)
+                search.update(names)
+                if entry.sync:
+                    sync.update(names)
+        return Grant(str(claims["sub"]), frozenset(search), frozenset(sync), self.settings.requests_per_minute)
+
+
+def _words(value: Any) -> list[str]:
+    """A claim that lists names: a space-separated string (`scope`) or a JSON array (`scp`, `groups`)."""
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, list):
+        return [item for item in value if isinstance(item, str)]
+    return []
+
+
+class IssuerKeys:
+    """The issuer's signing keys (its JWKS): fetched when first needed and used for `keys_max_age`;
+    a token naming an unknown key id fetches them again, at most once per `_KEYS_REFETCH_GAP` (forged
+    key ids cannot make this server hammer the issuer). When the issuer cannot be reached, the keys
+    held keep working until they are too old; with none, tokens are refused (503), never accepted."""
+
+    def __init__(self, settings: OAuthConfig):
+        self.settings = settings
+        self.by_id: dict[str | None, Any] = {}
+        self.fetched_at = float("-inf")
+        self.tried_at = float("-inf")
+        self.refetch_gap = _KEYS_REFETCH_GAP
+        self.lock = anyio.Lock()
+
+    async def key(self, kid: str | None) -> Any:
+        if self._stale() or kid not in self.by_id:
+            async with self.lock:  # one fetch serves every request waiting on it
+                if (self._stale() or kid not in self.by_id) and time.monotonic() - self.tried_at >= self.refetch_gap:
+                    await self._refresh()
+        if self._stale():
+            raise Refused(503, "the issuer's signing keys cannot be fetched; try again later",
+                          error="temporarily_unavailable")
+        if kid not in self.by_id:
+            raise Refused(401, "access token signed with a key the issuer does not publish")
+        return self.by_id[kid]
+
+    def _stale(self) -> bool:
+        return time.monotonic() - self.fetched_at > self.settings.keys_max_age
+
+    async def _refresh(self) -> None:
+        self.tried_at = time.monotonic()
+        try:
+            keys = _signing_keys(await self._fetch())
+        except (OSError, ValueError) as exc:  # httpx errors are OSErrors; bad JSON or keys ValueErrors
+            log.warning("cannot fetch the OAuth issuer's signing keys (%s); %s", _reason(exc),
+                        "refusing access tokens" if self._stale() else "using the keys fetched before")
+            return
+        self.by_id, self.fetched_at = keys, time.monotonic()
+
+    async def _fetch(self) -> dict[str, Any]:
+        import httpx
+
+        async with httpx.AsyncClient(timeout=_KEYS_TIMEOUT, follow_redirects=True) as http:
+            url = self.settings.jwks_url or await self._discover(http)
+            return await _json(http, url)
+
+    async def _discover(self, http: Any) -> str:
+        """The jwks_uri from the issuer's metadata (RFC 8414, then OpenID Connect discovery)."""
+        issuer = self.settings.issuer.rstrip("/")
+        for path in ("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"):
+            try:
+                uri = (await _json(http, issuer + path)).get("jwks_uri")
+            except (OSError, ValueError):
+                continue
+            if isinstance(uri, str) and uri.startswith(("https://", "http://")):
+                return uri
+        raise ValueError(f"{issuer} publishes no jwks_uri in its metadata: set [server.oauth] jwks_url")
+
+
+async def _json(http: Any, url: str) -> dict[str, Any]:
+    import httpx
+
+    try:
+        async with http.stream("GET", url, headers={"Accept": "application/json"}) as response:
+            response.raise_for_status()
+            body = b""
+            async for piece in response.aiter_bytes():
+                body += piece
+                if len(body) > _KEYS_MAX_BYTES:
+                    raise ValueError(f"{url} sent more than {_KEYS_MAX_BYTES} bytes")
+    except httpx.HTTPError as exc:
+        raise OSError(f"{url}: {exc}") from None
+    data = json.loads(body)
+    if not isinstance(data, dict):
+        raise ValueError(f"{url} sent no JSON object")
+    return data
+
+
+def _signing_keys(jwks: dict[str, Any]) -> dict[str | None, Any]:
+    """The public signing keys of a JWKS by key id (a lone key also under None, for tokens naming none)."""
+    import jwt
+
+    keys = {}
+    for entry in jwks.get("keys") or []:
+        if not isinstance(entry, dict) or entry.get("kty") == "oct" or entry.get("use", "sig") != "sig":
+            continue  # a shared secret is never a published signing key
+        try:
+            key = jwt.PyJWK(entry)
+        except jwt.PyJWTError:
+            continue  # a key type this library cannot use: others may do
+        if key.algorithm_name in ASYMMETRIC_ALGORITHMS:
+            keys[entry.get("kid")] = key
+    if not keys:
+        raise ValueError("the issuer's JWKS holds no usable public signing key")
+    if len(keys) == 1:
+        keys[None] = next(iter(keys.values()))
+    return keys
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc) or type(exc).__name__
+
+
+class RateLimits:
+    """Per caller, at most `requests_per_minute` (a bucket that refills evenly, holding a minute's worth)."""
+
+    def __init__(self, kept: int = _RATE_CALLERS_KEPT):
+        self.kept = kept
+        self.buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # who -> (tokens, when)
+
+    def wait(self, grant: Grant) -> float:
+        """0 when the request may go ahead (and is counted), else the seconds until it may."""
+        limit = grant.requests_per_minute
+        if not limit:
+            return 0.0
+        now = time.monotonic()
+        tokens, then = self.buckets.pop(grant.who, (float(limit), now))
+        tokens = min(float(limit), tokens + (now - then) * limit / 60)
+        wait = 0.0 if tokens >= 1 else (1 - tokens) * 60 / limit
+        self.buckets[grant.who] = (tokens - 1 if not wait else tokens, now)
+        if len(self.buckets) > self.kept:
+            self.buckets.popitem(last=False)
+        return wait

@@ -1,0 +1,194 @@
+"""Grants and the gatekeeper: scoped tokens, OAuth access tokens against a real issuer on 127.0.0.1
+(forged, expired, foreign, rotated keys, an issuer that is down), and per-caller rate limits."""
+
+import base64
+import hashlib
+import hmac
+import json
+import re
+import time
+
+import anyio
+import jwt
+import pytest
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from fake_issuer import serve_issuer
+
+from mcp_kb.access import Gatekeeper, Grant, RateLimits, Refused
+from mcp_kb.errors import ConfigError
+
+pytestmark = pytest.mark.anyio
+
+AUDIENCE = "http://127.0.0.1:8765/mcp"
+KBS = [{"name": name, "description": f"{name} documents", "paths": ["docs"]} for name in ("hr-policies", "hr-benefits", "runbooks")]
+
+
+@pytest.fixture
+def issuer():
+    with serve_issuer() as issuer:
+        yield issuer
+
+
+@pytest.fixture
+def gate(make_config, issuer, monkeypatch):
+    monkeypatch.setenv("RUNBOOK_TOKEN", "ops-secret-1")
+    server = {
+        "token": "owner-secret",
+        "tokens": [{"name": "hr", "secret_sha256": hashlib.sha256(b"hr-secret").hexdigest(), "kbs": ["hr-*"]},
+                   {"name": "ops", "secret_env": "RUNBOOK_TOKEN", "kbs": ["runbooks"], "sync": True,
+                    "requests_per_minute": 3}],
+        "oauth": {"issuer": issuer.url, "audience": AUDIENCE,
+                  "groups": [{"group": "people-team", "kbs": ["hr-benefits"]}]},
+    }
+    return Gatekeeper(make_config(*KBS, server=server))
+
+
+async def _refusal(gate, token) -> Refused:
+    with pytest.raises(Refused) as caught:
+        await gate.admit(token)
+    return caught.value
+
+
+async def test_a_scoped_token_grants_its_kbs_and_nothing_else(gate):
+    hr = await gate.admit("hr-secret")
+    ops = await gate.admit("ops-secret-1")
+    owner = await gate.admit("owner-secret")
+    assert (hr.who, hr.search, hr.sync) == ("hr", {"hr-policies", "hr-benefits"}, frozenset())
+    assert (ops.who, ops.search, ops.sync) == ("ops", {"runbooks"}, {"runbooks"})
+    assert owner.search == owner.sync == {"hr-policies", "hr-benefits", "runbooks"}
+    for wrong in ("hr-secret ", "HR-SECRET", "ops-secret-", "", "owner-secret\x00"):
+        assert (await _refusal(gate, wrong)).status == 401
+
+
+async def test_an_access_token_grants_what_its_scopes_and_groups_say(gate, issuer):
+    scoped = await gate.admit(issuer.token(AUDIENCE, scope="openid kb:runbooks:sync kb:hr-*:search"))
+    grouped = await gate.admit(issuer.token(AUDIENCE, subject="bob", groups=["people-team", "other"]))
+    assert (scoped.who, scoped.search, scoped.sync) == ("alice@example.com", {"runbooks", "hr-policies", "hr-benefits"},
+                                                        {"runbooks"})
+    assert (grouped.who, grouped.search, grouped.sync) == ("bob", {"hr-benefits"}, frozenset())
+    nothing = await _refusal(gate, issuer.token(AUDIENCE, scope="openid kb:payroll:search"))
+    assert (nothing.status, nothing.error) == (403, "insufficient_scope")
+
+
+async def test_forged_foreign_and_untimely_access_tokens_are_refused(gate, issuer):
+    scope = {"scope": "kb:runbooks:search"}
+    now = int(time.time())
+    public_pem = issuer.keys["key-1"].public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
+    claims = {"iss": issuer.url, "aud": AUDIENCE, "sub": "mallory", "exp": now + 300, **scope}
+    unsigned = jwt.encode(claims, None, algorithm="none")
+    # the classic confusion: an HMAC "signature" keyed with the issuer's public key
+    hmac_signed = jwt.encode(claims, b"x" * 32, algorithm="HS256", headers={"kid": "key-1"})
+    hmac_with_public_key = _hs256(claims, public_pem)
+    tampered = issuer.token(AUDIENCE, **scope)[:-6] + "AAAAAA"
+    refused = {
+        "expired": issuer.token(AUDIENCE, lifetime=-120, **scope),
+        "not yet valid": issuer.token(AUDIENCE, nbf=now + 600, **scope),
+        "another audience": issuer.token("http://other.example/mcp", **scope),
+        "another issuer": jwt.encode({**claims, "iss": "http://evil.example"}, issuer.keys["key-1"], algorithm="RS256",
+                                     headers={"kid": "key-1"}),
+        "no expiry": jwt.encode({k: v for k, v in claims.items() if k != "exp"}, issuer.keys["key-1"],
+                                algorithm="RS256", headers={"kid": "key-1"}),
+        "alg none": unsigned,
+        "hmac": hmac_signed,
+        "hmac keyed with the public key": hmac_with_public_key,
+        "tampered signature": tampered,
+        "garbage": "a.b.c",
+    }
+    for what, token in refused.items():
+        refusal = await _refusal(gate, token)
+        assert refusal.status == 401, what
+        assert token not in str(refusal), what
+    # a clock a little behind the issuer's is tolerated (leeway)
+    assert (await gate.admit(issuer.token(AUDIENCE, nbf=now + 10, **scope))).who == "alice@example.com"
+
+
+def _hs256(claims, key: bytes) -> str:
+    """HS256 by hand: PyJWT itself refuses to use a PEM public key as an HMAC secret."""
+    def b64(data: bytes) -> bytes:
+        return base64.urlsafe_b64encode(data).rstrip(b"=")
+
+    signing_input = b64(json.dumps({"alg": "HS256", "typ": "JWT", "kid": "key-1"}).encode()) + b"." + \
+        b64(json.dumps(claims).encode())
+    return (signing_input + b"." + b64(hmac.new(key, signing_input, hashlib.sha256).digest())).decode()
+
+
+async def test_rotated_keys_are_fetched_once_and_forged_key_ids_cannot_hammer_the_issuer(gate, issuer):
+    scope = {"scope": "kb:runbooks:search"}
+    await gate.admit(issuer.token(AUDIENCE, **scope))
+    assert issuer.jwks_fetches == 1
+    for _ in range(200):  # cached: no fetch per token
+        await gate.admit(issuer.token(AUDIENCE, **scope))
+    assert issuer.jwks_fetches == 1
+    gate.oauth.keys.refetch_gap = 0  # the issuer rotates: a token under the new key fetches the keys again
+    issuer.new_key("key-2", kind="EC")
+    assert (await gate.admit(issuer.token(AUDIENCE, kid="key-2", **scope))).who == "alice@example.com"
+    assert issuer.jwks_fetches == 2
+    gate.oauth.keys.refetch_gap = 60
+    gate.oauth.keys.tried_at = float("-inf")  # the last fetch was long ago
+    forged = [jwt.encode({"sub": "x"}, issuer.keys["key-1"], algorithm="RS256", headers={"kid": f"forged-{n}"})
+              for n in range(1000)]
+    for token in forged:
+        assert (await _refusal(gate, token)).status == 401
+    assert issuer.jwks_fetches == 3  # one more fetch for a thousand unknown key ids
+
+
+async def test_an_issuer_that_is_down_leaves_cached_keys_working_until_too_old_and_never_admits_without_keys(
+        gate, issuer, make_config):
+    scope = {"scope": "kb:runbooks:search"}
+    token = issuer.token(AUDIENCE, **scope)
+    await gate.admit(token)
+    issuer.down = True
+    assert (await gate.admit(token)).who == "alice@example.com"  # the keys fetched before still serve
+    gate.oauth.keys.fetched_at -= 10 * 3600  # they are now older than keys_max_age
+    gate.oauth.keys.tried_at = float("-inf")
+    assert (await _refusal(gate, token)).status == 503
+
+    cold = Gatekeeper(make_config(*KBS, server={"oauth": {"issuer": issuer.url, "audience": AUDIENCE}}))
+    refusals = [await _refusal(cold, token) for _ in range(3)]
+    assert [r.status for r in refusals] == [503] * 3
+
+
+async def test_concurrent_first_tokens_share_one_key_fetch(gate, issuer):
+    tokens = [issuer.token(AUDIENCE, subject=f"user{n}", scope="kb:runbooks:search") for n in range(20)]
+    async with anyio.create_task_group() as group:
+        for token in tokens:
+            group.start_soon(gate.admit, token)
+    assert issuer.jwks_fetches == 1
+
+
+def test_rate_limits_count_per_caller_and_say_when_to_retry():
+    limits = RateLimits(kept=100)
+    ops = Grant("ops", frozenset({"runbooks"}), requests_per_minute=3)
+    hr = Grant("hr", frozenset({"hr"}), requests_per_minute=3)
+    assert [limits.wait(ops) for _ in range(3)] == [0, 0, 0]
+    wait = limits.wait(ops)
+    assert 0 < wait <= 20  # a third of a minute refills one request
+    assert limits.wait(hr) == 0 and limits.wait(Grant("owner", frozenset())) == 0
+    for n in range(1000):  # callers come and go: memory stays bounded
+        limits.wait(Grant(f"user{n}", frozenset(), requests_per_minute=60))
+    assert len(limits.buckets) == 100
+
+
+@pytest.mark.parametrize("server, message", [
+    ({"tokens": [{"name": "hr", "secret_env": "X_TOKEN", "kbs": ["payroll*"]}]}, "'payroll*' matches no knowledge base"),
+    ({"tokens": [{"name": "hr", "kbs": ["runbooks"]}]}, "give the token's secret one way"),
+    ({"tokens": [{"name": "hr", "secret_sha256": "abc", "kbs": ["runbooks"]}]}, "64 lowercase hex"),
+    ({"tokens": [{"name": "a", "secret_env": "X_TOKEN", "kbs": ["runbooks"]},
+                 {"name": "b", "secret_env": "X_TOKEN", "kbs": ["hr-*"]}]}, "share a secret"),
+    ({"oauth": {"issuer": "http://i", "audience": "http://a/mcp", "groups": [{"group": "g", "kbs": ["nope"]}]}},
+     "'nope' matches no knowledge base"),
+])
+def test_grants_that_cannot_work_are_config_errors(make_config, server, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        make_config(*KBS, server=server)
+
+
+def test_an_unset_secret_variable_is_named_and_no_secret_is_shown(make_config, monkeypatch):
+    monkeypatch.delenv("MISSING_TOKEN", raising=False)
+    config = make_config(*KBS, server={"tokens": [{"name": "hr", "secret_env": "MISSING_TOKEN", "kbs": ["hr-*"]}]})
+    with pytest.raises(ConfigError, match="MISSING_TOKEN"):
+        Gatekeeper(config)
+    monkeypatch.setenv("X_TOKEN", "leaky-secret-value")
+    with pytest.raises(ConfigError) as caught:
+        make_config(*KBS, server={"tokens": [{"name": "hr", "secret_env": "X_TOKEN", "kbs": ["hr-*"], "sync": "yes"}]})
+    assert "leaky-secret-value" not in str(caught.value)
