@@ -292,6 +292,31 @@ async def test_http_session_with_the_token(http_server):
     assert "search_policy_docs" in names and result.structured_content["results"][0]["source"] == "leave.md"
 
 
+@pytest.mark.parametrize("era", ["legacy", "auto"])  # 2025-era clients are the ones that send session ids
+async def test_two_stateless_replicas_behind_a_round_robin_balancer_serve_one_client(synced, era):
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+    from round_robin import round_robin
+
+    app, folders = synced
+    config = _config_file(folders, app.config.storage.uri)
+    env = {**os.environ, "MCP_KB_TOKEN": "s3cret-token"}
+    replica = ("--transport", "http", "--stateless", "--read-only")
+    with serve_http(config, *replica, env=env) as (first, _), serve_http(config, *replica, env=env) as (second, _):
+        backends = [f"http://127.0.0.1:{first}", f"http://127.0.0.1:{second}"]
+        with round_robin(backends) as (balancer, served):
+            http = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret-token"}, timeout=60)
+            async with Client(streamable_http_client(f"{balancer}/mcp", http_client=http), mode=era) as client:
+                names = {tool.name for tool in (await client.list_tools()).tools}
+                results = [await client.call_tool(tool, {"query": query}) for tool, query in
+                           [("search_policy_docs", "annual leave"), ("search_api_docs", "E5021")] * 3]
+                status = json.loads((await client.read_resource("kb://api_docs/status")).contents[0].text)
+    assert names == {"search_policy_docs", "search_api_docs"}  # read-only replicas: no sync tool
+    assert all(not r.is_error and r.structured_content["results"] for r in results)
+    assert status["files"] == 1
+    assert min(served[b] for b in backends) >= 4  # the calls really alternated between the replicas
+
+
 async def test_2025_era_clients_subscribe_with_resources_subscribe(app):
     import warnings
 

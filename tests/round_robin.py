@@ -1,0 +1,57 @@
+"""A load balancer on 127.0.0.1 for the replica tests: each HTTP request goes to the next backend in
+turn (no sticky sessions), its answer streamed back. It counts what each backend served."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import uvicorn
+
+_HOP_BY_HOP = {b"host", b"connection", b"keep-alive", b"transfer-encoding", b"content-length"}
+
+
+@contextmanager
+def round_robin(backends: list[str]) -> Iterator[tuple[str, Counter]]:
+    """Yields the balancer's base URL and a Counter of requests per backend."""
+    served: Counter = Counter()
+    turn = itertools.cycle(backends)
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        backend = next(turn)
+        served[backend] += 1
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _HOP_BY_HOP]
+        url = backend + scope["path"] + (f"?{scope['query_string'].decode()}" if scope["query_string"] else "")
+        async with httpx.AsyncClient(timeout=60) as http:
+            async with http.stream(scope["method"], url, headers=headers, content=body) as answer:
+                await send({"type": "http.response.start", "status": answer.status_code,
+                            "headers": [(k, v) for k, v in answer.headers.raw if k.lower() not in _HOP_BY_HOP]})
+                async for piece in answer.aiter_raw():
+                    await send({"type": "http.response.body", "body": piece, "more_body": True})
+                await send({"type": "http.response.body", "body": b""})
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)  # connections made before uvicorn runs wait in the backlog
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", served
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
