@@ -30,6 +30,7 @@ _KEYS_REFETCH_GAP = 5.0  # seconds between fetches of the issuer's keys (an unkn
 _KEYS_MAX_BYTES = 1024 * 1024
 _KEYS_TIMEOUT = 10.0
 _RATE_CALLERS_KEPT = 10_000  # rate-limit buckets remembered (the least recently seen are forgotten)
+_ADMITTED_KEPT = 4096  # access tokens remembered as checked, until they expire
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class Gatekeeper:
         if found is not None:
             return found
         if self.oauth is not None and token.count(".") == 2:
-            return await self.oauth.grant(token)
+            return await self.oauth.grant(token, digest)
         raise Refused(401, "unknown token")
 
 
@@ -97,14 +98,27 @@ def _digest(token: str) -> bytes:
 
 
 class IssuerTokens:
-    """OAuth access tokens: JWTs signed by the configured issuer for this server (`aud`), in date."""
+    """OAuth access tokens: JWTs signed by the configured issuer for this server (`aud`), in date. A
+    client sends its token with every request: a token that passed is remembered until it expires, so
+    its signature is checked once."""
 
     def __init__(self, settings: OAuthConfig, names: list[str]):
         self.settings = settings
         self.names = names
         self.keys = IssuerKeys(settings)
+        self.admitted: OrderedDict[bytes, tuple[Grant, float]] = OrderedDict()  # token digest -> (grant, exp)
 
-    async def grant(self, token: str) -> Grant:
+    async def grant(self, token: str, digest: bytes) -> Grant:
+        known = self.admitted.get(digest)
+        if known is not None and time.time() < known[1] + self.settings.leeway:
+            return known[0]
+        grant, expires = await self._check(token)
+        self.admitted[digest] = (grant, expires)
+        if len(self.admitted) > _ADMITTED_KEPT:
+            self.admitted.popitem(last=False)
+        return grant
+
+    async def _check(self, token: str) -> tuple[Grant, float]:
         import jwt
 
         try:
@@ -126,7 +140,7 @@ class IssuerTokens:
         if not grant.search:
             raise Refused(403, "this access token grants no knowledge base here (scopes kb:NAME:search or a "
                                "group listed in [[server.oauth.groups]])", error="insufficient_scope")
-        return grant
+        return grant, float(claims["exp"])
 
     def claims_grant(self, claims: dict[str, Any]) -> Grant:
         """The KBs a token's scopes (`kb:NAME:search`, `kb:NAME:sync`, NAME may be a glob) and groups grant."""
@@ -172,6 +186,7 @@ class IssuerKeys:
         self.tried_at = float("-inf")
         self.refetch_gap = _KEYS_REFETCH_GAP
         self.lock = anyio.Lock()
+        self.tls: Any = None  # made once: building a TLS context blocks the event loop for tens of ms
 
     async def key(self, kid: str | None) -> Any:
         if self._stale() or kid not in self.by_id:
@@ -201,7 +216,8 @@ class IssuerKeys:
     async def _fetch(self) -> dict[str, Any]:
         import httpx
 
-        async with httpx.AsyncClient(timeout=_KEYS_TIMEOUT, follow_redirects=True) as http:
+        self.tls = self.tls or httpx.create_ssl_context()
+        async with httpx.AsyncClient(timeout=_KEYS_TIMEOUT, follow_redirects=True, verify=self.tls) as http:
             url = self.settings.jwks_url or await self._discover(http)
             return await _json(http, url)
 

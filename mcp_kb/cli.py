@@ -273,7 +273,8 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
 @click.argument("kb", required=False)
 @config_option
 @json_option
-def stats(kb: str | None, config_path: str | None, as_json: bool) -> None:
+@click.option("--callers", is_flag=True, help="Sum up the audit trail ([server] audit_log) per caller instead.")
+def stats(kb: str | None, config_path: str | None, as_json: bool, callers: bool) -> None:
     """Show how KB (or every KB) is doing: searches, latency per stage, cache hits, degraded and
     empty answers, tokens embedded, the latest label-free hit rate.
 
@@ -282,8 +283,13 @@ def stats(kb: str | None, config_path: str | None, as_json: bool) -> None:
     Example:
 
         mcp-kb stats policies
+
+        mcp-kb stats --callers
     """
     def work():
+        if callers:
+            _caller_stats(_load(config_path), as_json)
+            return
         name, config = _kb_or_folder(kb, config_path)
         figures = _app(config).stats(name)
         if as_json:
@@ -293,6 +299,23 @@ def stats(kb: str | None, config_path: str | None, as_json: bool) -> None:
             click.echo(_format_stats(item))
 
     _run(work)
+
+
+def _caller_stats(config: Config, as_json: bool) -> None:
+    from .audit import callers
+
+    if not config.server.audit_log:
+        raise KBError("no audit trail: set [server] audit_log in the config the server runs with")
+    figures = callers(Path(config.server.audit_log))
+    if as_json:
+        click.echo(json.dumps(figures, indent=2, ensure_ascii=False))
+        return
+    if not figures:
+        click.echo(f"no requests recorded in {config.server.audit_log} yet")
+    for caller in figures:
+        kbs = ", ".join(f"{kb} {count}" for kb, count in sorted(caller["kbs"].items()))
+        click.echo(f"{caller['who']}: {caller['requests']} requests ({caller['errors']} failed), last "
+                   f"{caller['last_seen']}; by KB: {kbs}")
 
 
 def _format_stats(item: dict[str, Any]) -> str:

@@ -20,7 +20,8 @@ from mcp_kb.errors import ConfigError
 pytestmark = pytest.mark.anyio
 
 AUDIENCE = "http://127.0.0.1:8765/mcp"
-KBS = [{"name": name, "description": f"{name} documents", "paths": ["docs"]} for name in ("hr-policies", "hr-benefits", "runbooks")]
+KBS = [{"name": name, "description": f"{name} documents", "paths": ["docs"]}
+       for name in ("hr-policies", "hr-benefits", "runbooks")]
 
 
 @pytest.fixture
@@ -141,7 +142,8 @@ async def test_an_issuer_that_is_down_leaves_cached_keys_working_until_too_old_a
     assert (await gate.admit(token)).who == "alice@example.com"  # the keys fetched before still serve
     gate.oauth.keys.fetched_at -= 10 * 3600  # they are now older than keys_max_age
     gate.oauth.keys.tried_at = float("-inf")
-    assert (await _refusal(gate, token)).status == 503
+    assert (await _refusal(gate, issuer.token(AUDIENCE, subject="zed", **scope))).status == 503
+    assert (await gate.admit(token)).who == "alice@example.com"  # checked before, in date: still admitted
 
     cold = Gatekeeper(make_config(*KBS, server={"oauth": {"issuer": issuer.url, "audience": AUDIENCE}}))
     refusals = [await _refusal(cold, token) for _ in range(3)]

@@ -154,6 +154,19 @@ async def test_tools_outside_the_grant_are_unknown_tools_even_called_by_name(tea
     assert [r["kb"] for r in everything.structured_content["reports"]] == ["api_docs"]  # its KBs only
 
 
+async def test_over_sse_a_scoped_token_sees_only_its_kbs_too(team):
+    from mcp.client.sse import sse_client
+
+    _, base, _ = team
+    with serve_http(base / "kb.toml", "--transport", "sse", env=_env()) as (port, _log):
+        headers = {"Authorization": f"Bearer {SECRETS['hr']}"}
+        async with Client(sse_client(f"http://127.0.0.1:{port}/sse", headers=headers)) as hr:
+            tools, kbs = await _visible(hr)
+            hidden = await hr.call_tool("search_api_docs", {"query": "E5021"})
+    assert [t.name for t in tools] == ["search_policy_docs"] and kbs == ["policy_docs"]
+    assert hidden.content[0].text == "Unknown tool: search_api_docs"
+
+
 async def test_an_oauth_user_is_pointed_at_the_issuer_and_signs_in_with_its_token(team, issuer):
     url, _, _ = team
     async with httpx.AsyncClient() as http:
@@ -181,7 +194,7 @@ async def test_the_audit_trail_says_who_did_what_and_holds_no_secret(team, issue
     token = issuer.token(AUDIENCE, subject="dana", scope="kb:policy_docs:search")
     async with _session(url, SECRETS["dev"]) as dev:
         await dev.call_tool("search_api_docs", {"query": "private question about E5021"})
-        await dev.read_resource("kb://api_docs/status")
+        shown = [(await dev.read_resource(f"kb://api_docs/{what}")).contents[0].text for what in ("status", "metrics")]
         await _read_error(dev, "kb://policy_docs/status")
     async with _session(url, token) as dana:
         await dana.call_tool("search_policy_docs", {"query": "annual leave"})
@@ -191,11 +204,11 @@ async def test_the_audit_trail_says_who_did_what_and_holds_no_secret(team, issue
     lines = [json.loads(line) for line in (base / "audit.jsonl").read_text().splitlines()]
     dev_lines = [(e["kb"], e["action"], bool(e.get("results")), "error" in e) for e in lines if e["who"] == "dev"]
     assert ("api_docs", "tool search_api_docs", True, False) in dev_lines
-    assert ("api_docs", "read kb://api_docs/status", False, False) in dev_lines
+    assert ("api_docs", "read kb://api_docs/metrics", False, False) in dev_lines
     assert ("policy_docs", "read kb://policy_docs/status", False, True) in dev_lines
     assert any(e["who"] == "dana" and e["kb"] == "policy_docs" and e["results"] for e in lines)
     assert all(set(e) <= {"time", "who", "kb", "action", "latency_ms", "results", "error"} for e in lines)
-    everything_written = (base / "audit.jsonl").read_text() + log()
+    everything_written = (base / "audit.jsonl").read_text() + log() + "".join(shown)
     for secret in [*SECRETS.values(), token, "wrong-secret-5e1d", token.split(".")[2]]:
         assert secret not in everything_written
     assert "private question" not in everything_written  # queries only with audit_queries = true
@@ -236,3 +249,42 @@ async def _raw_status(url: str, authorization: bytes) -> int:
         await stream.send(request)
         head = await stream.receive()
     return int(head.split(b" ", 2)[1])
+
+
+async def test_subscriptions_to_another_kb_are_accepted_like_unknown_uris_and_never_made(make_config):
+    """2025-era resources/subscribe and 2026 subscriptions/listen only ever watch the caller's KBs."""
+    from dataclasses import dataclass
+    from types import SimpleNamespace
+    from typing import Any
+
+    from mcp_kb.access import Grant
+    from mcp_kb.mcp.guard import Guard
+    from mcp_kb.mcp.http_security import Caller
+
+    kbs = [{"name": name, "description": name, "paths": ["docs"]} for name in ("policy_docs", "api_docs")]
+    guard = Guard(make_config(*kbs), instructions=lambda grant: "")
+    hr = Caller(Grant("hr", frozenset({"policy_docs"})))
+    passed = []
+
+    async def call_next(ctx):
+        passed.append((ctx.method, ctx.params))
+        return {}
+
+    @dataclass
+    class Message:  # the fields of the SDK's ServerRequestContext the guard reads
+        method: str
+        params: dict
+        request: Any
+
+    def message(method, params):
+        return Message(method, params, SimpleNamespace(scope={"user": hr}))
+
+    assert await guard(message("resources/subscribe", {"uri": "kb://api_docs/status"}), call_next) == {}
+    await guard(message("resources/subscribe", {"uri": "kb://policy_docs/status"}), call_next)
+    await guard(message("subscriptions/listen", {"notifications": {"toolsListChanged": True, "resourceSubscriptions": [
+        "kb://api_docs/status", "kb://policy_docs/status", "kb://knowledge-bases"]}}), call_next)
+    assert passed == [
+        ("resources/subscribe", {"uri": "kb://policy_docs/status"}),
+        ("subscriptions/listen", {"notifications": {"toolsListChanged": True, "resourceSubscriptions": [
+            "kb://policy_docs/status", "kb://knowledge-bases"]}}),
+    ]
