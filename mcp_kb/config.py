@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 import platformdirs
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SerializeAsAny,
@@ -208,24 +208,43 @@ class FastembedSettings(EmbeddingConfig):
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
 
-class OpenAISettings(EmbeddingConfig):
-    """provider = "openai": a service speaking the OpenAI embeddings API."""
+class _ServiceAccess(_Strict):
+    """How a model service is reached: its address, the key (from a variable) and headers it wants."""
 
-    provider: Literal["openai"] = "openai"
-    base_url: str | None = None  # e.g. https://api.openai.com/v1 or http://localhost:11434/v1
+    _section: ClassVar[str]  # the kb.toml table, for messages
+    base_url: str | None = None
     api_key_env: str | None = None  # the NAME of the variable holding the key; the key is never stored
-    dimensions: int | None = Field(None, ge=1)  # ask for shortened vectors (models that support it)
-    max_concurrency: int = Field(2, ge=1, le=64)
-    timeout: float = Field(30.0, gt=0, le=600)  # seconds per request
-    max_retries: int = Field(5, ge=0, le=20)
     headers: dict[str, str] = Field(default_factory=dict)
-    tokenizer_path: PathText | None = None  # folder with the model's tokenizer.json + tokenizer_config.json
-    max_input_tokens: int = Field(512, ge=16, le=1_000_000)  # what the service's model reads
 
     @field_validator("headers")
     @classmethod
     def _headers_are_valid(cls, value: dict[str, str]) -> dict[str, str]:
-        return _checked_headers(value, "embedding.headers")
+        return _checked_headers(value, f"{cls._section}.headers")
+
+    def request_headers(self) -> dict[str, str]:
+        """`headers`, and the API key from the variable `api_key_env` names, read now."""
+        headers = {key: header_value(text, f"{self._section}.headers.{key}") for key, text in self.headers.items()}
+        if self.api_key_env:
+            if not environment(self.api_key_env):
+                raise ConfigError(f"[{self._section}] api_key_env names ${self.api_key_env}, which is not set; "
+                                  f"export the service's API key in it")
+            # a key pasted with a trailing newline must not reach the HTTP library (its errors quote headers)
+            headers["Authorization"] = header_value(f"Bearer ${{{self.api_key_env}}}", f"[{self._section}] api_key_env")
+        return headers
+
+
+class OpenAISettings(EmbeddingConfig, _ServiceAccess):
+    """provider = "openai": a service speaking the OpenAI embeddings API."""
+
+    _section: ClassVar[str] = "embedding"
+    provider: Literal["openai"] = "openai"
+    base_url: str | None = None  # e.g. https://api.openai.com/v1 or http://localhost:11434/v1
+    dimensions: int | None = Field(None, ge=1)  # ask for shortened vectors (models that support it)
+    max_concurrency: int = Field(2, ge=1, le=64)
+    timeout: float = Field(30.0, gt=0, le=600)  # seconds per request
+    max_retries: int = Field(5, ge=0, le=20)
+    tokenizer_path: PathText | None = None  # folder with the model's tokenizer.json + tokenizer_config.json
+    max_input_tokens: int = Field(512, ge=16, le=1_000_000)  # what the service's model reads
 
     @model_validator(mode="after")
     def _names_the_service(self) -> OpenAISettings:
@@ -236,17 +255,6 @@ class OpenAISettings(EmbeddingConfig):
             raise ValueError('provider "openai" needs model: the name the service knows the model by, '
                              'e.g. "text-embedding-3-small" or "nomic-embed-text"')
         return self
-
-    def request_headers(self) -> dict[str, str]:
-        """`headers`, and the API key from the variable `api_key_env` names, read now."""
-        headers = {key: header_value(text, f"embedding.headers.{key}") for key, text in self.headers.items()}
-        if self.api_key_env:
-            if not environment(self.api_key_env):
-                raise ConfigError(f"[embedding] api_key_env names ${self.api_key_env}, which is not set; export "
-                                  f"the service's API key in it")
-            # a key pasted with a trailing newline must not reach the HTTP library (its errors quote headers)
-            headers["Authorization"] = header_value(f"Bearer ${{{self.api_key_env}}}", "[embedding] api_key_env")
-        return headers
 
 
 class RerankConfig(_Strict):
@@ -265,6 +273,29 @@ class FastembedRerankSettings(RerankConfig):
     model_path: PathText | None = None
 
 
+class ServiceRerankSettings(RerankConfig, _ServiceAccess):
+    """provider = "service": a reranking service — Hugging Face TEI's `POST /rerank` (api = "tei"), or the
+    Jina / Cohere `POST /rerank` that Infinity, vLLM and the hosted APIs answer (api = "cohere")."""
+
+    _section: ClassVar[str] = "rerank"
+    provider: Literal["service"] = "service"
+    base_url: str | None = None  # e.g. http://localhost:8080 (TEI) or https://api.jina.ai/v1; /rerank is added
+    api: Literal["cohere", "tei"] = "cohere"
+    model: str | None = None  # sent as `model` (cohere); TEI serves one model
+    batch_size: int = Field(32, ge=1, le=1000)  # passages per request
+    timeout: float = Field(5.0, gt=0, le=120)  # seconds per request: a search waits at most this, then keeps its order
+    max_retries: int = Field(1, ge=0, le=5)  # for 429 / 5xx / dropped connections
+
+    @model_validator(mode="after")
+    def _names_the_service(self) -> ServiceRerankSettings:
+        if not self.base_url:
+            raise ValueError('provider "service" needs base_url, e.g. "http://localhost:8080" (TEI) or '
+                             '"https://api.jina.ai/v1"')
+        if self.api == "cohere" and not self.model:
+            raise ValueError('api "cohere" needs model: the reranker the service knows, e.g. "jina-reranker-v2-base-multilingual"')
+        return self
+
+
 class SourceSettings(_Strict):
     """A `[[kb.sources]]` table: a source of a registered kind (folders and web sites are `paths` and `urls`)."""
 
@@ -277,6 +308,7 @@ EMBEDDING_PROVIDERS.register("fastembed", FastembedSettings, "mcp_kb.models.fast
 EMBEDDING_PROVIDERS.register("openai", OpenAISettings, "mcp_kb.models.openai:OpenAIProvider")
 RERANK_PROVIDERS = Registry("rerank provider", "provider")
 RERANK_PROVIDERS.register("fastembed", FastembedRerankSettings, "mcp_kb.models.fastembed:FastembedRerankProvider")
+RERANK_PROVIDERS.register("service", ServiceRerankSettings, "mcp_kb.models.rerank_service:ServiceRerankProvider")
 SOURCE_KINDS = Registry("source kind", "kind")  # built-in kinds: ingest/sources.py
 # A [[kb.sources]] table, validated as the settings of the kind it names.
 _RegisteredSource = Annotated[SerializeAsAny[SourceSettings],

@@ -191,7 +191,7 @@ class Searcher:
                 shortlist = candidates[:self.rerank_candidates]
                 ranked = _timed(timings, "fetch", lambda: _hits(view.rows(shortlist), shortlist))
                 if ranked:
-                    ranked = _timed(timings, "rerank", lambda: self._rerank(request.query, ranked))
+                    ranked = _timed(timings, "rerank", lambda: self._rerank(kb.name, request.query, ranked, notes))
                 more = False  # cross-encoder scores cannot be mixed with fused ones further down
             else:
                 ranked = _hits_in_batches(view, candidates, batch=max(2 * request.top_k, 10))
@@ -247,8 +247,14 @@ class Searcher:
         unknown = self.tokenizer.unknown_share(query)
         return max(0.0, 1.0 - 4.0 * unknown)
 
-    def _rerank(self, query: str, hits: list[Hit]) -> list[Hit]:
-        scores = self.reranker.score(query, [h.text for h in hits])
+    def _rerank(self, kb: str, query: str, hits: list[Hit], notes: list[str]) -> list[Hit]:
+        """The hits in the reranker's order; in their fused order, with a note, when it fails."""
+        try:
+            scores = self.reranker.score(query, [h.text for h in hits])
+        except ModelError as exc:
+            notes.append(f"reranking unavailable ({exc}); passages in the fused order")
+            log.warning("%s: %s", kb, notes[-1])
+            return hits
         ranked = sorted(zip(scores, hits), key=lambda pair: pair[0], reverse=True)
         return [replace(hit, score=float(score)) for score, hit in ranked]
 

@@ -4,15 +4,13 @@ answering POST /v1/embeddings with vectors from the offline model, with switches
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import anyio
-import uvicorn
+from asgi_server import serve_asgi
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -79,19 +77,6 @@ class EmbeddingService:
 @contextmanager
 def serve_embeddings(service: EmbeddingService) -> Iterator[EmbeddingService]:
     app = Starlette(routes=[Route("/v1/embeddings", service.embeddings, methods=["POST"])])
-    sock = socket.socket()
-    # uvicorn writes headers and body separately: without this, Nagle and delayed ACKs add 40 ms a request
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="error"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
-    service.url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-    try:
+    with serve_asgi(app) as url:
+        service.url = f"{url}/v1"
         yield service
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()

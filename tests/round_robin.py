@@ -4,14 +4,12 @@ turn (no sticky sessions), its answer streamed back. It counts what each backend
 from __future__ import annotations
 
 import itertools
-import socket
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
-import uvicorn
+from asgi_server import serve_asgi
 
 _HOP_BY_HOP = {b"host", b"connection", b"keep-alive", b"transfer-encoding", b"content-length"}
 
@@ -43,15 +41,5 @@ def round_robin(backends: list[str]) -> Iterator[tuple[str, Counter]]:
                     await send({"type": "http.response.body", "body": piece, "more_body": True})
                 await send({"type": "http.response.body", "body": b""})
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)  # connections made before uvicorn runs wait in the backlog
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}", served
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    with serve_asgi(app) as url:
+        yield url, served

@@ -9,30 +9,20 @@ hang on a slow service; it falls back to keyword search) and remembered in a sma
 
 from __future__ import annotations
 
-import email.utils
-import logging
-import random
-import re
 import threading
-import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import numpy as np
 
 from ..config import OpenAISettings
-from ..errors import ConfigError, ModelError
+from ..errors import ModelError
 from .base import Embedder, ModelIdentity, TokenCounter
-
-log = logging.getLogger(__name__)
+from .service import excerpt, post, refusal, request_headers, service_address
 
 _QUERY_CACHE_SIZE = 256
-_BACKOFF_FIRST, _BACKOFF_MAX = 0.5, 30.0  # seconds
-_RETRY_AFTER_MAX = 120.0  # a longer Retry-After is waited for this long at most, then retried
-_RETRIED_STATUSES = {408, 409, 425, 429, 500, 502, 503, 504}
 _PROBE = "mcp-kb dimension probe"
 
 
@@ -42,7 +32,7 @@ class OpenAIEmbedder(Embedder):
     def __init__(self, config: OpenAISettings):
         self.config = config
         self.url = config.base_url.rstrip("/") + "/embeddings"
-        self._client = httpx.Client(timeout=config.timeout, headers=_headers(config))
+        self._client = httpx.Client(timeout=config.timeout, headers=request_headers(config))
         self._dimension: int | None = config.dimensions
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
@@ -53,8 +43,8 @@ class OpenAIEmbedder(Embedder):
         them rebuilds a KB. The dimension is asked of the service when not configured."""
         if self._dimension is None:
             self._dimension = len(self._request([_PROBE], retries=self.config.max_retries)[0])
-        return ModelIdentity(f"openai-compatible {service_address(self.config)} {self.config.model}",
-                             self._dimension, "")
+        address = service_address(self.config.base_url or "")
+        return ModelIdentity(f"openai-compatible {address} {self.config.model}", self._dimension, "")
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -105,81 +95,24 @@ class OpenAIEmbedder(Embedder):
         body = {"model": self.config.model, "input": texts, "encoding_format": "float"}
         if self.config.dimensions:
             body["dimensions"] = self.config.dimensions
-        attempt = 0
-        while True:
-            try:
-                response = self._client.post(self.url, json=body)
-            except httpx.TransportError as exc:  # timeouts, refused or dropped connections
-                if attempt >= retries:
-                    raise ModelError(f"embedding service at {self.url} unreachable after {attempt + 1} "
-                                     f"attempt(s): {type(exc).__name__}: {exc}") from exc
-                _pause(attempt, None)
-            else:
-                if response.status_code not in _RETRIED_STATUSES or attempt >= retries:
-                    return _vectors(response, len(texts), self.config, self.url)
-                log.info("embedding service answered %s; retry %d of %d", response.status_code, attempt + 1,
-                         retries)
-                _pause(attempt, response.headers.get("retry-after"))
-            attempt += 1
+        response = post(self._client, self.url, body, retries, "embedding service")
+        return _vectors(response, len(texts), self.config, self.url)
 
 
 def _vectors(response: httpx.Response, count: int, config: OpenAISettings, url: str) -> np.ndarray:
-    if response.status_code in (401, 403):
-        raise ModelError(f"the embedding service at {url} refused the credentials ({response.status_code}): "
-                         f"check the key in ${config.api_key_env or '(api_key_env is not set)'}")
-    if response.status_code == 404:
-        raise ModelError(f"the embedding service at {url} answered 404: check base_url (it usually ends in /v1) "
-                         f"and that model {config.model!r} exists there ({_excerpt(response)})")
-    if response.status_code >= 400:
-        raise ModelError(f"the embedding service at {url} answered {response.status_code}: {_excerpt(response)}")
+    error = refusal(response, "embedding service", url, config,
+                    f"check base_url (it usually ends in /v1) and that model {config.model!r} exists there")
+    if error:
+        raise error
     try:
         items = sorted(response.json()["data"], key=lambda item: item["index"])
         vectors = np.asarray([item["embedding"] for item in items], dtype=np.float32)
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelError(f"the embedding service at {url} sent an answer that is not an embeddings response "
-                         f"({type(exc).__name__}: {exc}): {_excerpt(response)}") from exc
+                         f"({type(exc).__name__}: {exc}): {excerpt(response)}") from exc
     if vectors.ndim != 2 or len(vectors) != count:
         raise ModelError(f"the embedding service at {url} returned {len(vectors)} vectors for {count} texts")
     return vectors
-
-
-def _pause(attempt: int, retry_after: str | None) -> None:
-    """Exponential backoff with full jitter, or the server's Retry-After when it gives one."""
-    wait = _retry_after_seconds(retry_after)
-    if wait is None:
-        wait = random.uniform(0, min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** attempt))
-    time.sleep(min(wait, _RETRY_AFTER_MAX))
-
-
-def _retry_after_seconds(value: str | None) -> float | None:
-    """Retry-After as seconds or as an HTTP date; None when absent or unreadable."""
-    if not value:
-        return None
-    if re.fullmatch(r"\s*\d+(\.\d+)?\s*", value):
-        return float(value)
-    try:
-        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
-
-
-def _headers(config: OpenAISettings) -> dict[str, str]:
-    try:
-        return config.request_headers()
-    except ConfigError as exc:  # a key that is not set (or not fit for a header) fails the model, not the config
-        raise ModelError(str(exc)) from None
-
-
-def service_address(config: OpenAISettings) -> str:
-    """The base URL without any user:password part, fit for status and the index's state."""
-    parts = urlsplit(config.base_url.rstrip("/"))
-    if not parts.hostname:
-        return config.base_url
-    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
-
-
-def _excerpt(response: httpx.Response) -> str:
-    return " ".join(response.text.split())[:200] or "(empty body)"
 
 
 class OpenAIProvider:
@@ -204,4 +137,4 @@ class OpenAIProvider:
 
     @staticmethod
     def source(config: OpenAISettings) -> str:
-        return f"the embedding service at {service_address(config)}"
+        return f"the embedding service at {service_address(config.base_url or '')}"

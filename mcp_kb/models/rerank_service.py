@@ -1,0 +1,97 @@
+"""The reranking-service provider: the top candidates scored by a service teams already run.
+
+api = "cohere": `POST {base_url}/rerank` with {model, query, documents, top_n, return_documents: false},
+answered with {results: [{index, relevance_score}]} — Jina, Cohere, Infinity, vLLM. api = "tei":
+Hugging Face Text Embeddings Inference, `POST {base_url}/rerank` with {query, texts, truncate: true},
+answered with [{index, score}]. Passages go in batches of `batch_size`; a batch is retried on 429, 5xx
+and dropped connections up to `max_retries`, each request bounded by `timeout`. An answer that does
+not score every passage exactly once with a finite number is refused: search then keeps its fused order.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import httpx
+
+from ..config import ServiceRerankSettings
+from ..errors import ModelError
+from .base import Reranker
+from .service import excerpt, post, refusal, request_headers, service_address
+
+_WHAT = "rerank service"
+
+
+class ServiceReranker(Reranker):
+    def __init__(self, config: ServiceRerankSettings):
+        self.config = config
+        self.url = (config.base_url or "").rstrip("/") + "/rerank"
+        self.shown = service_address(self.url)  # for messages: without credentials
+        self._client: httpx.Client | None = None  # made by the first call: a key not set fails that call only
+
+    @property
+    def client(self) -> httpx.Client:
+        if self._client is None:
+            self._client = httpx.Client(timeout=self.config.timeout, headers=request_headers(self.config))
+        return self._client
+
+    def score(self, query: str, passages: list[str]) -> list[float]:
+        size = self.config.batch_size
+        scores: list[float] = []
+        for start in range(0, len(passages), size):
+            scores += self._batch(query, passages[start:start + size])
+        return scores
+
+    def _batch(self, query: str, passages: list[str]) -> list[float]:
+        response = post(self.client, self.url, self._body(query, passages), self.config.max_retries, _WHAT)
+        error = refusal(response, _WHAT, self.url, self.config,
+                        "check base_url (the service's root, or its /v1 for the cohere api)"
+                        + (f" and that model {self.config.model!r} exists there" if self.config.model else ""))
+        if error:
+            raise error
+        try:
+            pairs = _scored(response.json(), self.config.api)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ModelError(f"the {_WHAT} at {self.shown} sent an answer that is not a rerank response "
+                             f"({type(exc).__name__}: {exc}): {excerpt(response)}") from exc
+        return _in_order(pairs, len(passages), self.shown)
+
+    def _body(self, query: str, passages: list[str]) -> dict[str, Any]:
+        if self.config.api == "tei":
+            return {"query": query, "texts": passages, "truncate": True}
+        return {"model": self.config.model, "query": query, "documents": passages, "top_n": len(passages),
+                "return_documents": False}
+
+
+def _scored(answer: Any, api: str) -> list[tuple[int, float]]:
+    """(index, score) pairs from either answer shape."""
+    items = answer if api == "tei" else answer["results"]
+    if not isinstance(items, list):
+        raise TypeError(f"expected a list of scores, got {type(items).__name__}")
+    key = "score" if api == "tei" else "relevance_score"
+    return [(int(item["index"]), float(item[key])) for item in items]
+
+
+def _in_order(pairs: list[tuple[int, float]], count: int, url: str) -> list[float]:
+    """The scores in passage order; every passage scored once, with a finite number."""
+    scores: list[float | None] = [None] * count
+    for index, score in pairs:
+        if not 0 <= index < count or scores[index] is not None or not math.isfinite(score):
+            raise ModelError(f"the {_WHAT} at {url} sent a score for passage {index} of {count} that cannot be "
+                             f"used (out of range, repeated or not a finite number)")
+        scores[index] = score
+    missing = scores.count(None)
+    if missing:
+        raise ModelError(f"the {_WHAT} at {url} scored {count - missing} of {count} passages")
+    return [float(score) for score in scores if score is not None]
+
+
+class ServiceRerankProvider:
+    """[rerank] provider = "service" (registered in config.py)."""
+
+    reranker = ServiceReranker
+
+    @staticmethod
+    def fetch(config: ServiceRerankSettings) -> None:
+        return None  # the service holds the model

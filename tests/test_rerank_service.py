@@ -1,0 +1,142 @@
+"""The reranking-service provider against a real service on 127.0.0.1 (both API families): order,
+batching, retries, timeouts and lying answers; a search keeps its fused order when the service fails."""
+
+import math
+
+import numpy as np
+import pytest
+from fake_rerank import RerankService, serve_rerank
+from helpers import write
+
+from mcp_kb.config import ServiceRerankSettings
+from mcp_kb.errors import ConfigError, ModelError
+from mcp_kb.models.rerank_service import ServiceReranker
+
+DOCS = {
+    "leave.md": "# Leave\n\nApply for annual leave in the HR portal two weeks ahead; unused days carry over.\n",
+    "travel.md": "# Travel\n\nBook flights through the travel desk; economy class for trips under six hours.\n",
+    "expenses.md": "# Expenses\n\nSubmit receipts within thirty days; meals are refunded up to a daily limit.\n",
+    "security.md": "# Security\n\nReport lost laptops to IT at once; passwords rotate every ninety days.\n",
+    "holidays.md": "# Public holidays\n\nThe office closes on public holidays; leave is not deducted for them.\n",
+}
+PASSAGES = [text for text in DOCS.values()]
+
+
+@pytest.fixture
+def service(embedder):
+    with serve_rerank(RerankService(embedder)) as running:
+        yield running
+
+
+def _settings(service, api="cohere", **options):
+    base = service.url + ("/v1" if api == "cohere" else "")
+    return ServiceRerankSettings(enabled=True, base_url=base, api=api,
+                                 model=service.model if api == "cohere" else None, **options)
+
+
+def _cosines(embedder, query, passages):
+    vectors = embedder.embed_batch([query, *passages])
+    return [float(score) for score in np.asarray(vectors[1:]) @ np.asarray(vectors[0])]
+
+
+@pytest.mark.parametrize("api", ["cohere", "tei"])
+def test_scores_come_back_in_passage_order_whatever_order_the_service_answers_in(service, embedder, api):
+    scores = ServiceReranker(_settings(service, api)).score("how do I take days off", PASSAGES)
+    expected = _cosines(embedder, "how do I take days off", PASSAGES)
+    assert scores == pytest.approx(expected, abs=1e-6)
+    assert sorted(range(len(scores)), key=lambda i: -scores[i]) != list(range(len(scores)))  # it did reorder
+
+
+def test_passages_go_in_batches_and_are_scored_in_order(service, embedder):
+    scores = ServiceReranker(_settings(service, batch_size=2)).score("lost laptop", PASSAGES)
+    assert service.batches == [2, 2, 1]
+    assert scores == pytest.approx(_cosines(embedder, "lost laptop", PASSAGES), abs=1e-6)
+
+
+def test_a_transient_failure_is_retried_and_a_lasting_one_is_a_clear_error(service):
+    service.status, service.status_count = 503, 1
+    assert len(ServiceReranker(_settings(service, max_retries=1)).score("q", PASSAGES[:2])) == 2
+    service.status_count = 5
+    with pytest.raises(ModelError, match="answered 503"):
+        ServiceReranker(_settings(service, max_retries=1)).score("q", PASSAGES[:2])
+
+
+@pytest.mark.parametrize("answer, message", [
+    ({"results": [{"index": 0, "relevance_score": 0.5}]}, "scored 1 of 2 passages"),
+    ({"results": [{"index": 0, "relevance_score": 0.5}, {"index": 0, "relevance_score": 0.4}]}, "repeated"),
+    ({"results": [{"index": 0, "relevance_score": 0.5}, {"index": 7, "relevance_score": 0.4}]}, "out of range"),
+    ({"results": [{"index": 0, "relevance_score": math.nan}, {"index": 1, "relevance_score": 0.4}]}, "finite"),
+    ({"results": [{"index": 0, "score": 0.5}]}, "not a rerank response"),
+    ({"data": []}, "not a rerank response"),
+    ([1, 2], "not a rerank response"),
+])
+def test_an_answer_that_does_not_score_every_passage_once_is_refused(service, answer, message):
+    service.answer = answer
+    with pytest.raises(ModelError, match=message):
+        ServiceReranker(_settings(service)).score("q", PASSAGES[:2])
+
+
+def test_refused_keys_unknown_models_and_unreachable_services_say_what_to_check(service, monkeypatch):
+    service.api_key = "right-key"
+    monkeypatch.setenv("RERANK_KEY", "wrong-key")
+    with pytest.raises(ModelError, match=r"refused the credentials \(401\): check the key in \$RERANK_KEY"):
+        ServiceReranker(_settings(service, api_key_env="RERANK_KEY")).score("q", PASSAGES[:1])
+    monkeypatch.setenv("RERANK_KEY", "right-key")
+    assert len(ServiceReranker(_settings(service, api_key_env="RERANK_KEY")).score("q", PASSAGES[:1])) == 1
+    monkeypatch.delenv("RERANK_KEY")
+    with pytest.raises(ModelError, match=r"\$RERANK_KEY, which is not set"):
+        ServiceReranker(_settings(service, api_key_env="RERANK_KEY")).score("q", PASSAGES[:1])
+    service.api_key = None
+    wrong_model = ServiceRerankSettings(enabled=True, base_url=service.url.replace("://", "://user:pw@") + "/v1",
+                                        model="no-such-model")
+    with pytest.raises(ModelError, match="answered 404.*no-such-model") as caught:
+        ServiceReranker(wrong_model).score("q", PASSAGES[:1])
+    assert "pw@" not in str(caught.value)
+    gone = ServiceRerankSettings(enabled=True, base_url="http://127.0.0.1:9/v1", model="m", max_retries=0)
+    with pytest.raises(ModelError, match="unreachable after 1 attempt"):
+        ServiceReranker(gone).score("q", PASSAGES[:1])
+
+
+def test_settings_name_the_service_and_the_model_it_needs(make_config):
+    with pytest.raises(ConfigError, match="needs base_url"):
+        make_config(rerank={"enabled": True, "provider": "service"})
+    with pytest.raises(ConfigError, match='api "cohere" needs model'):
+        make_config(rerank={"enabled": True, "provider": "service", "base_url": "http://x/v1"})
+    with pytest.raises(ConfigError, match="did you mean 'base_url'"):
+        make_config(rerank={"enabled": True, "provider": "service", "base_ur": "http://x/v1"})
+
+
+@pytest.fixture
+def kb(tmp_path):
+    for name, text in DOCS.items():
+        write(tmp_path / "docs" / name, text)
+    return {"name": "handbook", "description": "staff handbook", "paths": [str(tmp_path / "docs")]}
+
+
+def test_a_search_returns_the_services_order(make_app, kb, service, embedder):
+    app = make_app(kb, rerank={"enabled": True, "provider": "service", "base_url": service.url, "api": "tei",
+                               "candidates": 5})
+    app.sync()
+    result = app.search("handbook", "days off work", top_k=5, max_per_document=1)
+    scores = [hit.score for hit in result.hits]
+    assert not result.notes and "rerank" in result.timings_ms
+    assert scores == sorted(scores, reverse=True) and service.batches == [5]
+    texts = [hit.text for hit in result.hits]
+    assert scores == pytest.approx(_cosines(embedder, "days off work", texts), abs=1e-5)
+
+
+def test_a_slow_or_failing_service_leaves_the_fused_order_with_a_note(make_app, kb, service):
+    app = make_app(kb, rerank={"enabled": True, "provider": "service", "base_url": service.url + "/v1",
+                               "model": service.model, "timeout": 0.3, "max_retries": 0})
+    plain = make_app(kb)
+    plain.sync()
+    fused = [hit.source for hit in plain.search("handbook", "annual leave", top_k=3).hits]
+    service.delay = 2.0
+    slow = app.search("handbook", "annual leave", top_k=3)
+    service.delay, service.answer = 0.0, {"results": "nonsense"}
+    lying = app.search("handbook", "annual leave", top_k=3)
+    for result in (slow, lying):
+        assert [hit.source for hit in result.hits] == fused
+        assert any(note.startswith("reranking unavailable") and "fused order" in note for note in result.notes)
+    service.answer = None
+    assert not app.search("handbook", "annual leave", top_k=3).notes  # not cached: the next search reranks
