@@ -189,6 +189,26 @@ async def test_an_oauth_user_is_pointed_at_the_issuer_and_signs_in_with_its_toke
     assert result.structured_content["results"][0]["source"] == "users.md"
 
 
+async def test_the_issuer_rotating_its_key_is_followed_within_the_refetch_gap(team, issuer):
+    import anyio
+
+    url, _, _ = team
+    headers = {**_JSON}
+
+    async def status(token: str) -> int:
+        async with httpx.AsyncClient() as http:
+            answer = await http.post(url, json=_PING, headers={**headers, "Authorization": f"Bearer {token}"})
+        return answer.status_code
+
+    assert await status(issuer.token(AUDIENCE, scope="kb:api_docs:search")) != 401  # keys fetched
+    issuer.new_key("rotated", kind="EC")
+    rotated = issuer.token(AUDIENCE, kid="rotated", subject="erin", scope="kb:api_docs:search")
+    with anyio.fail_after(20):  # a new key id is fetched again at most every 5 s
+        while await status(rotated) == 401:
+            await anyio.sleep(0.5)
+    del issuer.keys["rotated"]
+
+
 async def test_the_audit_trail_says_who_did_what_and_holds_no_secret(team, issuer):
     url, base, log = team
     token = issuer.token(AUDIENCE, subject="dana", scope="kb:policy_docs:search")
