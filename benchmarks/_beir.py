@@ -36,10 +36,11 @@ def write_corpus(dataset: str, folder: Path, limit: int | None = None) -> int:
     return count
 
 
-def kb_config(folder: Path, storage: Path, name: str):
+def kb_config(folder: Path, storage: Path, name: str, search: dict | None = None):
     from mcp_kb.config import build_config
 
-    raw = {"storage": str(storage), "kb": [{"name": name, "description": name, "paths": [str(folder)]}]}
+    kb = {"name": name, "description": name, "paths": [str(folder)], **({"search": search} if search else {})}
+    raw = {"storage": str(storage), "kb": [kb]}
     return build_config(raw, base_dir=folder, source=None)
 
 

@@ -27,6 +27,7 @@ def main() -> None:
     parser.add_argument("--modes", default="keyword,vector,hybrid")
     parser.add_argument("--work", default="/tmp/mcp-kb-bench")
     parser.add_argument("--top-k", type=int, default=10)
+    parser.add_argument("--title-weight", type=float, default=None, help="[kb.search] title_weight to measure")
     args = parser.parse_args()
     use_offline_model()
     from mcp_kb.app import App
@@ -34,7 +35,8 @@ def main() -> None:
 
     work = Path(args.work) / args.dataset
     write_corpus(args.dataset, work / "docs")
-    app = App(kb_config(work / "docs", work / "index", args.dataset))
+    search = {} if args.title_weight is None else {"title_weight": args.title_weight}
+    app = App(kb_config(work / "docs", work / "index", args.dataset, search=search))
     started = time.perf_counter()
     report = app.sync(progress=progress)[0]
     print(f"\n{report.summary()}\nsync {time.perf_counter() - started:.1f}s", file=sys.stderr)
@@ -51,7 +53,7 @@ def main() -> None:
             return [hit.source for hit in hits]
         scores.append(evaluate(run, queries, qrels, mode))
         tokens[mode] = sum(returned) / len(returned)
-    print(f"top_k {args.top_k}")
+    print(f"top_k {args.top_k}, title_weight {app.config.kb[0].search.title_weight:g}")
     print(format_table(scores, 10))
     print("tokens/call " + "  ".join(f"{mode} {value:.0f}" for mode, value in tokens.items()))
 

@@ -440,6 +440,9 @@ class SearchConfig(_Strict):
     candidates: int = Field(50, ge=1, le=1000)  # per side, before fusion
     max_per_document: int = Field(2, ge=TOP_K_MIN, le=TOP_K_MAX)  # passages from one document per answer
     max_tokens: int = Field(4000, ge=MAX_TOKENS_MIN, le=MAX_TOKENS_MAX)  # all passages of one answer
+    # keyword side: a match in the title or heading path adds this many times its BM25 there (0: counted
+    # like any word of the text); query time only, no re-index
+    title_weight: float = Field(0.0, ge=0.0, le=20.0)
     query_log: bool = False  # one JSON line per search, next to the index: it holds what users asked
     query_log_max_mb: float = Field(10, gt=0)  # then the log is rotated
     filter: dict[str, Any] = Field(default_factory=dict)  # applied to every search, AND-ed with the caller's

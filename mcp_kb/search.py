@@ -221,18 +221,20 @@ class Searcher:
                 mode = "keyword"
         keyword: list[Candidate] = []
         if mode in ("keyword", "hybrid"):
-            keyword = _timed(timings, "keyword", lambda: self._keyword(view, request.query, where, depth, notes))
+            keyword = _timed(timings, "keyword",
+                             lambda: self._keyword(view, request.query, where, depth, kb.search.title_weight, notes))
         more = depth in (len(vector), len(keyword))
         if mode == "hybrid":
             return mode, fuse(vector, keyword, vector_weight), more
         return mode, vector or keyword, more
 
     @staticmethod
-    def _keyword(view: ChunkView, query: str, where: str | None, depth: int, notes: list[str]) -> list[Candidate]:
+    def _keyword(view: ChunkView, query: str, where: str | None, depth: int, title_weight: float,
+                 notes: list[str]) -> list[Candidate]:
         terms = keyword_terms(query)
         if not terms:
             return []
-        found = view.keyword(terms, where, depth)
+        found = view.keyword(terms, where, depth, title_weight)
         if found is None:
             notes.append("keyword index not built yet; run a sync")
         return found or []

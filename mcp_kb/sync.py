@@ -506,6 +506,7 @@ def _chunk_row(kb: KBConfig, metadata_types: dict[str, str], file_hash: str, chu
         line_end=chunk.line_end,
         text=chunk.text,
         search_text=keyword_terms(f"{chunk.title}\n{chunk.embed_text}"),
+        field_text=keyword_terms("\n".join(dict.fromkeys(part for part in (chunk.title, *chunk.heading_path) if part))),
         content_hash=chunk.content_hash,
         file_hash=file_hash,
         n_tokens=chunk.n_tokens,

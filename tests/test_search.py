@@ -366,3 +366,16 @@ def test_an_unfinished_first_sync_is_said_in_every_answer(make_app, tmp_path, em
     with sync_lock(app.store, ["docs"]):  # a sync has started but written no progress yet
         running = app.search("docs", "alpha", mode="keyword")
     assert running.notes[0].startswith("indexing in progress; these results may be incomplete")
+
+
+def test_a_kb_that_says_titles_count_ranks_a_title_match_above_body_matches(make_app, tmp_path):
+    write(tmp_path / "notes" / "operations.md", "# Operations notes\n\nUpgrade the cluster: upgrade the nodes "
+                                                 "first, then upgrade the control plane, and watch the upgrade.\n")
+    write(tmp_path / "notes" / "guide.md", "# Upgrade guide\n\nRead this before you start, on a quiet weekend.\n")
+    kb = {"name": "notes", "description": "ops notes", "paths": [str(tmp_path / "notes")]}
+    plain = make_app(kb)
+    plain.sync()
+    weighted = make_app({**kb, "search": {"title_weight": 3.0}})  # the same index: the weight is a query-time boost
+    order = [hit.source for hit in plain.search("notes", "upgrade", mode="keyword").hits]
+    boosted = [hit.source for hit in weighted.search("notes", "upgrade", mode="keyword").hits]
+    assert order == ["operations.md", "guide.md"] and boosted == ["guide.md", "operations.md"]

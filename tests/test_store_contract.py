@@ -37,10 +37,12 @@ def store(storage):
     return open_store(storage)
 
 
-def _row(path: str, index: int, text: str, vector: list[float]) -> dict:
-    return ChunkRow(id=f"{path}#{index}", path=path, chunk_index=index, heading="H", title=f"T {path}", page=None,
-                    line_start=1, line_end=2, text=text, search_text=text.lower(), content_hash=f"h-{text}",
-                    file_hash="f", n_tokens=3, vector=vector).as_dict()
+def _row(path: str, index: int, text: str, vector: list[float], title: str = "") -> dict:
+    title = title or f"T {path}"
+    return ChunkRow(id=f"{path}#{index}", path=path, chunk_index=index, heading="H", title=title, page=None,
+                    line_start=1, line_end=2, text=text, search_text=f"{title} {text}".lower(),
+                    field_text=title.lower(), content_hash=f"h-{text}", file_hash="f", n_tokens=3,
+                    vector=vector).as_dict()
 
 
 def _fill(store, kb: str = "docs") -> str:
@@ -126,6 +128,20 @@ def test_keyword_finds_terms_before_and_after_the_full_text_index_is_built(store
     indexed = view.keyword("alpha", None, depth=10)
     assert {c.id for c in indexed} == {c.id for c in unindexed} == {"a.md#0", "a.md#1", "a.md#2"}
     assert indexed[0].keyword_rank == 1 and view.keyword("gamma", None, depth=10) == []
+
+
+def test_a_field_weight_lifts_a_title_match_above_body_matches(store):
+    generation = new_generation()
+    store.create_generation("docs", generation, chunk_schema(DIM, {}))
+    rows = [_row("body.md", 0, "upgrade the cluster: upgrade nodes, then upgrade the control plane", [1, 0, 0, 0],
+                 title="Operations notes"),
+            _row("title.md", 0, "read this before you start on a weekend", [0, 1, 0, 0], title="Upgrade guide")]
+    store.replace_documents("docs", generation, ["body.md", "title.md"],
+                            pa.Table.from_pylist(rows, schema=store.chunk_schema("docs", generation)))
+    store.refresh_indexes("docs", generation, changed=True)
+    view = store.view("docs", generation)
+    assert [c.id for c in view.keyword("upgrade", None, depth=5)] == ["body.md#0", "title.md#0"]
+    assert [c.id for c in view.keyword("upgrade", None, depth=5, field_weight=3.0)] == ["title.md#0", "body.md#0"]
 
 
 def test_rows_scan_neighbours_samples_and_titles(store):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 # Bump when indexed terms change: the next sync then rebuilds the full-text column by itself.
-ANALYZER_VERSION = 1
+ANALYZER_VERSION = 2  # 2: title and heading path also in a field column of their own
 CJK_CHARACTERS = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN = re.compile(rf"[{CJK_CHARACTERS}]+|[^\s{CJK_CHARACTERS}]+")
 _IS_CJK = re.compile(rf"[{CJK_CHARACTERS}]")

@@ -58,6 +58,7 @@ class ChunkRow:
     line_end: Optional[int]
     text: str
     search_text: str  # the keyword analysis of title, heading path and text (keywords.py)
+    field_text: str  # the keyword analysis of title and heading path alone: matches there can count extra
     content_hash: str
     file_hash: str
     n_tokens: int
@@ -69,6 +70,7 @@ class ChunkRow:
 
 VECTOR_COLUMN = "vector"
 KEYWORD_COLUMN = "search_text"  # what the full-text index covers
+FIELD_COLUMN = "field_text"  # what says what a chunk is about; its own full-text index, boosted per KB
 RESERVED_FIELDS = frozenset(field.name for field in dataclasses.fields(ChunkRow))
 # Built-in columns every KB can filter on, with the description the search tool shows.
 BUILTIN_FILTERS = {

@@ -27,7 +27,7 @@ from ..config import StorageConfig, is_remote_uri
 from ..errors import KBError, ModelError, StoreError
 from .contract import Candidate, FileRecord, generation_of
 from .filters import sql_equals, sql_in, sql_lapsed_lease, sql_near
-from .schema import HIT_COLUMNS, KEYWORD_COLUMN, VECTOR_COLUMN
+from .schema import FIELD_COLUMN, HIT_COLUMNS, KEYWORD_COLUMN, VECTOR_COLUMN
 
 log = logging.getLogger(__name__)
 _Method = TypeVar("_Method", bound=Callable[..., Any])
@@ -343,10 +343,11 @@ class LanceStore:
             return "empty"
         indexes = {index.columns[0]: index.name for index in table.list_indices()}
         vector_indexes = [index.name for index in table.list_indices() if index.columns == [VECTOR_COLUMN]]
-        if KEYWORD_COLUMN not in indexes:
-            # Analysis happens in keywords.py; the index only splits on spaces, stems and drops stop words.
-            table.create_index(KEYWORD_COLUMN, config=FTS(base_tokenizer="whitespace", with_position=False,
-                                                         max_token_length=64))
+        for column in (KEYWORD_COLUMN, FIELD_COLUMN):
+            if column not in indexes and column in table.schema.names:  # tables of layout 1 have no field column
+                # Analysis happens in keywords.py; the index only splits on spaces, stems and drops stop words.
+                table.create_index(column, config=FTS(base_tokenizer="whitespace", with_position=False,
+                                                      max_token_length=64))
         for column in ("id", "path", "content_hash"):  # hit look-ups, filters by file, vector reuse
             if column not in indexes:
                 table.create_index(column, config=BTree())
@@ -429,10 +430,27 @@ class LanceChunkView:
         return [Candidate(chunk, score, row_id, vector_rank=rank)
                 for rank, (chunk, score, row_id) in enumerate(found, start=1)]
 
-    def keyword(self, terms: str, where: str | None, depth: int) -> list[Candidate] | None:
-        """BM25 matches of analysed terms (keywords.py), or None when the full-text index is not built yet."""
+    def keyword(self, terms: str, where: str | None, depth: int, field_weight: float = 0.0) -> list[Candidate] | None:
+        """BM25 matches of analysed terms (keywords.py), or None when the full-text index is not built yet.
+
+        With a field weight, a chunk's BM25 in its title and heading path is added, times the weight.
+        Added, not LanceDB's MultiMatchQuery: that takes the best column's score, so a weight below 1
+        changed nothing and a match in both counted no more than in one."""
+        found = self._matches(KEYWORD_COLUMN, terms, where, depth)
+        if found is None:
+            return None
+        if field_weight and FIELD_COLUMN in self._table.schema.names:
+            for chunk, (score, row_id) in (self._matches(FIELD_COLUMN, terms, where, depth) or {}).items():
+                body_score, body_row = found.get(chunk, (0.0, row_id))
+                found[chunk] = (body_score + field_weight * score, body_row)
+        ranked = sorted(found.items(), key=lambda item: item[1][0], reverse=True)[:depth]  # stable: ties keep BM25's order
+        return [Candidate(chunk, score, row_id, keyword_rank=rank)
+                for rank, (chunk, (score, row_id)) in enumerate(ranked, start=1)]
+
+    def _matches(self, column: str, terms: str, where: str | None, depth: int) -> dict[str, tuple[float, int]] | None:
+        """BM25 of the best `depth` chunks in one full-text column: id -> (score, row id); None without its index."""
         try:
-            search = self._table.search(terms, query_type="fts", fts_columns=KEYWORD_COLUMN)
+            search = self._table.search(terms, query_type="fts", fts_columns=column)
             if where:
                 search = search.where(where, prefilter=True)
             rows = search.select(["id", "_score"]).with_row_id(True).limit(depth).to_arrow()
@@ -440,9 +458,8 @@ class LanceChunkView:
             if "index" not in str(exc).lower():
                 raise
             return None
-        found = zip(rows["id"].to_pylist(), rows["_score"].to_pylist(), rows["_rowid"].to_pylist())
-        return [Candidate(chunk, score, row_id, keyword_rank=rank)
-                for rank, (chunk, score, row_id) in enumerate(found, start=1)]
+        return {chunk: (score, row_id) for chunk, score, row_id in
+                zip(rows["id"].to_pylist(), rows["_score"].to_pylist(), rows["_rowid"].to_pylist())}
 
     def rows(self, candidates: list[Candidate]) -> dict[str, dict[str, Any]]:
         """The hit columns of these candidates by id, read by row address.
