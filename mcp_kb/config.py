@@ -292,7 +292,8 @@ class ServiceRerankSettings(RerankConfig, _ServiceAccess):
             raise ValueError('provider "service" needs base_url, e.g. "http://localhost:8080" (TEI) or '
                              '"https://api.jina.ai/v1"')
         if self.api == "cohere" and not self.model:
-            raise ValueError('api "cohere" needs model: the reranker the service knows, e.g. "jina-reranker-v2-base-multilingual"')
+            raise ValueError('api "cohere" needs model: the reranker the service knows, e.g. '
+                             '"jina-reranker-v2-base-multilingual"')
         return self
 
 

@@ -443,7 +443,8 @@ class LanceChunkView:
             for chunk, (score, row_id) in (self._matches(FIELD_COLUMN, terms, where, depth) or {}).items():
                 body_score, body_row = found.get(chunk, (0.0, row_id))
                 found[chunk] = (body_score + field_weight * score, body_row)
-        ranked = sorted(found.items(), key=lambda item: item[1][0], reverse=True)[:depth]  # stable: ties keep BM25's order
+        # a stable sort: ties keep BM25's order
+        ranked = sorted(found.items(), key=lambda item: item[1][0], reverse=True)[:depth]
         return [Candidate(chunk, score, row_id, keyword_rank=rank)
                 for rank, (chunk, (score, row_id)) in enumerate(ranked, start=1)]
 

@@ -354,7 +354,8 @@ def _add_prompt(server: MCPServer, app: App, guard: Guard) -> None:
         if kb:
             tool = app.config.get_kb(guard.check(kb)).search_tool_name
         else:
-            tool = "the right one of: " + ", ".join(app.config.get_kb(name).search_tool_name for name in guard.visible())
+            tools = (app.config.get_kb(name).search_tool_name for name in guard.visible())
+            tool = "the right one of: " + ", ".join(tools)
         return [UserMessage(
             "Answer the question below using only passages retrieved with the knowledge-base search "
             f"tool ({tool}).\n"
