@@ -28,6 +28,7 @@ class RerankService:
     status_count: int = 0  # ...to this many requests
     answer: object = None  # send this JSON instead of the scores (a malformed or lying answer)
     batches: list[int] = field(default_factory=list)  # passages per scored request
+    calls: int = 0  # requests received, refused ones included
     url: str = ""
 
     async def cohere(self, request: Request) -> Response:
@@ -56,6 +57,7 @@ class RerankService:
         return Response(json.dumps(scores if self.answer is None else self.answer), media_type="application/json")
 
     async def _refused(self, request: Request) -> Response | None:
+        self.calls += 1
         if self.delay:
             await anyio.sleep(self.delay)
         if self.api_key and request.headers.get("authorization") != f"Bearer {self.api_key}":

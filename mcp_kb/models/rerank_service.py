@@ -11,6 +11,7 @@ not score every passage exactly once with a finite number is refused: search the
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import httpx
@@ -21,6 +22,7 @@ from .base import Reranker
 from .service import excerpt, post, refusal, request_headers, service_address
 
 _WHAT = "rerank service"
+_PAUSE_AFTER_FAILURE = 30.0  # seconds searches skip a service that just failed, instead of each waiting for it
 
 
 class ServiceReranker(Reranker):
@@ -29,6 +31,8 @@ class ServiceReranker(Reranker):
         self.url = (config.base_url or "").rstrip("/") + "/rerank"
         self.shown = service_address(self.url)  # for messages: without credentials
         self._client: httpx.Client | None = None  # made by the first call: a key not set fails that call only
+        self.pause_after_failure = _PAUSE_AFTER_FAILURE
+        self._failure: tuple[float, str] | None = None  # (when, why) the service last failed
 
     @property
     def client(self) -> httpx.Client:
@@ -37,10 +41,19 @@ class ServiceReranker(Reranker):
         return self._client
 
     def score(self, query: str, passages: list[str]) -> list[float]:
+        """Scores in passage order. A service that failed is not asked again for `pause_after_failure`
+        seconds: while it is down, one search waits for its timeout, not every search."""
+        if self._failure and time.monotonic() - self._failure[0] < self.pause_after_failure:
+            raise ModelError(f"{self._failure[1]} (not asked again for {self.pause_after_failure:g} s after a failure)")
         size = self.config.batch_size
         scores: list[float] = []
-        for start in range(0, len(passages), size):
-            scores += self._batch(query, passages[start:start + size])
+        try:
+            for start in range(0, len(passages), size):
+                scores += self._batch(query, passages[start:start + size])
+        except ModelError as exc:
+            self._failure = (time.monotonic(), str(exc))
+            raise
+        self._failure = None
         return scores
 
     def _batch(self, query: str, passages: list[str]) -> list[float]:
