@@ -5,16 +5,19 @@ down. `token()` signs an access token as the issuer would. It counts the JWKS fe
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import jwt
+from asgi_server import serve_asgi
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 
 @dataclass
@@ -33,10 +36,11 @@ class Issuer:
     def jwks(self) -> dict[str, Any]:
         published = []
         for kid, key in self.keys.items():
-            algorithm = jwt.algorithms.RSAAlgorithm if isinstance(key, rsa.RSAPrivateKey) else jwt.algorithms.ECAlgorithm
+            rsa_key = isinstance(key, rsa.RSAPrivateKey)
+            algorithm = jwt.algorithms.RSAAlgorithm if rsa_key else jwt.algorithms.ECAlgorithm
             public = json.loads(algorithm.to_jwk(key.public_key()))
             published.append({**public, "kid": kid, "use": "sig",
-                              "alg": "RS256" if isinstance(key, rsa.RSAPrivateKey) else "ES256"})
+                              "alg": "RS256" if rsa_key else "ES256"})
         return {"keys": published}
 
     def token(self, audience: str, subject: str = "alice@example.com", kid: str | None = None,
@@ -49,46 +53,22 @@ class Issuer:
         return jwt.encode(payload, key, algorithm="RS256" if isinstance(key, rsa.RSAPrivateKey) else "ES256",
                           headers={"kid": kid})
 
-    def answer(self, handler: BaseHTTPRequestHandler) -> None:
+    async def answer(self, request: Request) -> Response:
         if self.down:
-            return _send(handler, 500, {"error": "down"})
-        if handler.path == "/.well-known/oauth-authorization-server":
-            return _send(handler, 200, {"issuer": self.url, "jwks_uri": f"{self.url}/jwks.json",
-                                        "authorization_endpoint": f"{self.url}/authorize",
-                                        "token_endpoint": f"{self.url}/token"})
-        if handler.path == "/jwks.json":
-            self.jwks_fetches += 1
-            return _send(handler, 200, self.jwks())
-        return _send(handler, 404, {"error": "not found"})
-
-
-def _send(handler: BaseHTTPRequestHandler, status: int, body: dict[str, Any]) -> None:
-    payload = json.dumps(body).encode()
-    handler.send_response(status)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Length", str(len(payload)))
-    handler.end_headers()
-    handler.wfile.write(payload)
+            return JSONResponse({"error": "down"}, status_code=500)
+        if request.url.path == "/.well-known/oauth-authorization-server":
+            return JSONResponse({"issuer": self.url, "jwks_uri": f"{self.url}/jwks.json",
+                                 "authorization_endpoint": f"{self.url}/authorize", "token_endpoint": f"{self.url}/token"})
+        self.jwks_fetches += 1
+        return JSONResponse(self.jwks())
 
 
 @contextmanager
 def serve_issuer() -> Iterator[Issuer]:
     issuer = Issuer()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            issuer.answer(self)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    issuer.url = f"http://127.0.0.1:{server.server_address[1]}"
-    issuer.new_key("key-1")
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    app = Starlette(routes=[Route(path, issuer.answer) for path in ("/.well-known/oauth-authorization-server",
+                                                                   "/jwks.json")])
+    with serve_asgi(app) as url:
+        issuer.url = url
+        issuer.new_key("key-1")
         yield issuer
-    finally:
-        server.shutdown()
-        server.server_close()
