@@ -308,3 +308,40 @@ async def test_subscriptions_to_another_kb_are_accepted_like_unknown_uris_and_ne
         ("subscriptions/listen", {"notifications": {"toolsListChanged": True, "resourceSubscriptions": [
             "kb://policy_docs/status", "kb://knowledge-bases"]}}),
     ]
+
+
+async def test_a_sync_reaches_only_the_kbs_the_caller_may_sync(make_config):
+    from dataclasses import dataclass
+    from types import SimpleNamespace
+    from typing import Any
+
+    from mcp_kb.access import Grant
+    from mcp_kb.errors import KBError
+    from mcp_kb.mcp.guard import Guard
+    from mcp_kb.mcp.http_security import Caller
+
+    kbs = [{"name": name, "description": name, "paths": ["docs"]} for name in ("policy_docs", "api_docs", "runbooks")]
+    guard = Guard(make_config(*kbs), instructions=lambda grant: "")
+
+    @dataclass
+    class Message:
+        method: str
+        params: dict
+        request: Any
+
+    def as_caller(grant):
+        return Message("tools/call", {"name": "sync_knowledge_base"}, SimpleNamespace(scope={"user": Caller(grant)}))
+
+    async def covered(grant, kb):
+        async def call_next(_ctx):
+            return {"covers": guard.syncable(kb)}
+        return (await guard(as_caller(grant), call_next))["covers"]
+
+    ops = Grant("ops", frozenset({"runbooks", "api_docs"}), frozenset({"runbooks"}))
+    everything = Grant("admin", frozenset({"policy_docs", "api_docs", "runbooks"}),
+                       frozenset({"policy_docs", "api_docs", "runbooks"}))
+    assert await covered(ops, None) == ["runbooks"] and await covered(everything, None) == [None]
+    with pytest.raises(KBError, match="may search api_docs but not sync it"):
+        await covered(ops, "api_docs")
+    with pytest.raises(KBError, match="unknown knowledge base 'policy_docs'; configured: api_docs, runbooks"):
+        await covered(ops, "policy_docs")

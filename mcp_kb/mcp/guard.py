@@ -20,6 +20,7 @@ from mcp_types import CallToolResult, TextContent
 from ..access import Grant, everything
 from ..audit import AuditTrail
 from ..config import Config, unknown_kb
+from ..errors import KBError
 from ..vocabulary import LIST_URI, SYNC_TOOL
 
 _current: ContextVar[Grant | None] = ContextVar("mcp_kb_grant", default=None)
@@ -50,6 +51,16 @@ class Guard:
         if not self.grant().sees(kb):
             raise unknown_kb(kb, self.visible())
         return kb
+
+    def syncable(self, kb: str | None) -> list[str | None]:
+        """What one sync call covers: the KB named, or every KB the caller may sync (None: all, in one go)."""
+        grant = self.grant()
+        if kb is not None:
+            if not grant.may_sync(self.check(kb)):
+                raise KBError(f"this token may search {kb} but not sync it: ask for a token with the sync right")
+            return [kb]
+        names = [k.name for k in self.config.kb]
+        return [None] if all(grant.may_sync(name) for name in names) else [n for n in names if grant.may_sync(n)]
 
     # ---- the middleware ----
 

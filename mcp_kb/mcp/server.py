@@ -292,7 +292,7 @@ def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner, guard: Guard
 
         with _client_errors():
             reports = []
-            for name in _syncable(guard, kb):
+            for name in guard.syncable(kb):
                 reports += await runner.sync(name, full=full, reembed=reembed, progress=progress, wait=wait,
                                              allow_mass_delete=allow_mass_delete)
         return {"reports": [r.to_dict() for r in reports], "summary": "\n".join(r.summary() for r in reports)}
@@ -302,18 +302,6 @@ def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner, guard: Guard
                                 "content is embedded). Returns a report per knowledge base.",
                     annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                                                 open_world_hint=False))
-
-
-def _syncable(guard: Guard, kb: Optional[str]) -> list[Optional[str]]:
-    """What one sync call covers: the KB named, or every KB the caller may sync (None: all, in one go)."""
-    grant = guard.grant()
-    if kb is not None:
-        if not grant.may_sync(guard.check(kb)):
-            raise KBError(f"this token may search {kb} but not sync it: ask for a token with the sync right")
-        return [kb]
-    everything = [k.name for k in guard.config.kb]
-    return [None] if all(grant.may_sync(name) for name in everything) else \
-        [name for name in everything if grant.may_sync(name)]
 
 
 def _add_resources(server: MCPServer, app: App, guard: Guard) -> None:
