@@ -24,7 +24,7 @@ from .config import (CONTEXT_MAX, MAX_QUERY_LENGTH, MAX_TOKENS_MAX, MAX_TOKENS_M
                      KBConfig)
 from .errors import KBError, ModelError, SearchError
 from .index.filters import and_where, build_where
-from .index.keywords import keyword_terms
+from .index.keywords import cjk_words, keyword_terms
 from .index.state import sync_activity
 from .ingest.sources import rooted_id_patterns
 from .index.contract import Candidate, ChunkView, Store, is_complete
@@ -48,7 +48,7 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
     cached: bool = False
-    degraded: bool = False  # answered from keyword search because the vector side failed
+    degraded: bool = False  # keyword search because the vector side failed, or fused order as the reranker failed
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "notes": self.notes, "results": [asdict(h) for h in self.hits]}
@@ -167,31 +167,34 @@ class Searcher:
             if not where:
                 raise SearchError("mode 'filter' needs filters, e.g. {\"path\": \"docs/leave.md\"}")
             rows = _timed(timings, "filter", lambda: view.scan(where))  # in document order
-            mode, notes = "filter", []
+            mode, notes, rerank_failed = "filter", [], False
             hits = assemble((_hit(row, 1.0) for row in rows), request.top_k, max_per_document=None)
         else:
-            mode, hits, notes = self._passages(kb, view, request, where, timings)
+            mode, hits, notes, rerank_failed = self._passages(kb, view, request, where, timings)
+            notes.extend(_partial_match_notes(request.query, hits) if mode != "vector" else [])
         if request.context and hits:
             spots = [(h.source, i) for h in hits for i in (h.chunk_index, h.last_chunk_index)]
             hits = _timed(timings, "context",
                           lambda: add_context(hits, view.neighbours(spots, request.context), request.context))
         hits, left_out = _timed(timings, "budget",
                                 lambda: fit_budget(hits, request.max_tokens, self.tokenizer, request.query))
-        return SearchResult(hits, mode, notes + left_out, timings, degraded=mode != request.mode)
+        return SearchResult(hits, mode, notes + left_out, timings, degraded=mode != request.mode or rerank_failed)
 
     def _passages(self, kb: KBConfig, view: ChunkView, request: SearchRequest, where: str | None,
-                  timings: dict[str, float]) -> tuple[str, list[Hit], list[str]]:
-        """`top_k` distinct passages: when the candidates run out first (e.g. all from one document
-        over its cap) and a side had more to give, ask both sides for four times as many."""
+                  timings: dict[str, float]) -> tuple[str, list[Hit], list[str], bool]:
+        """`top_k` distinct passages (and whether the reranker failed): when the candidates run out first (e.g.
+        all from one document over its cap) and a side had more to give, ask both sides for four times as many."""
         depth = max(kb.search.candidates, request.top_k, self.rerank_candidates if self.reranker else 0)
         while True:
             notes: list[str] = []
+            rerank_failed = False
             mode, candidates, more = self._candidates(kb, view, request, where, depth, timings, notes)
             if self.reranker:
                 shortlist = candidates[:self.rerank_candidates]
                 ranked = _timed(timings, "fetch", lambda: _hits(view.rows(shortlist), shortlist))
                 if ranked:
-                    ranked = _timed(timings, "rerank", lambda: self._rerank(kb.name, request.query, ranked, notes))
+                    reranked = _timed(timings, "rerank", lambda: self._rerank(kb.name, request.query, ranked, notes))
+                    ranked, rerank_failed = reranked or ranked, reranked is None
                 more = False  # cross-encoder scores cannot be mixed with fused ones further down
             else:
                 ranked = _hits_in_batches(view, candidates, batch=max(2 * request.top_k, 10))
@@ -199,7 +202,7 @@ class Searcher:
             passages = _timed(timings, "assemble",
                               lambda: assemble(above, request.top_k, request.max_per_document))
             if len(passages) == request.top_k or not more or depth >= _MAX_DEPTH:
-                return mode, passages, notes
+                return mode, passages, notes, rerank_failed
             depth = min(depth * 4, _MAX_DEPTH)
 
     # ---- the two sides ---------------------------------------------------------------------
@@ -249,16 +252,27 @@ class Searcher:
         unknown = self.tokenizer.unknown_share(query)
         return max(0.0, 1.0 - 4.0 * unknown)
 
-    def _rerank(self, kb: str, query: str, hits: list[Hit], notes: list[str]) -> list[Hit]:
-        """The hits in the reranker's order; in their fused order, with a note, when it fails."""
+    def _rerank(self, kb: str, query: str, hits: list[Hit], notes: list[str]) -> list[Hit] | None:
+        """The hits in the reranker's order; None, with a note, when it fails (the fused order stands)."""
         try:
             scores = self.reranker.score(query, [h.text for h in hits])
         except ModelError as exc:
             notes.append(f"reranking unavailable ({exc}); passages in the fused order")
             log.warning("%s: %s", kb, notes[-1])
-            return hits
+            return None
         ranked = sorted(zip(scores, hits), key=lambda pair: pair[0], reverse=True)
         return [replace(hit, score=float(score)) for score, hit in ranked]
+
+
+def _partial_match_notes(query: str, hits: list[Hit]) -> list[str]:
+    """Says so when no passage holds any two-character CJK word of the query: the keyword side then matched
+    single characters only, weaker evidence than a word (a query 请假 meeting 年假申请)."""
+    words = cjk_words(query)
+    if not words or not hits or any(w in f"{h.title}\n{h.heading}\n{h.text}" for h in hits for w in words):
+        return []
+    shown = "、".join(dict.fromkeys(words[:3]))
+    return [f"no passage contains a word of the query as written ({shown}); keyword matches are partial "
+            f"(single characters)"]
 
 
 def fuse(vector: list[Candidate], keyword: list[Candidate], vector_weight: float) -> list[Candidate]:

@@ -1,4 +1,4 @@
-from mcp_kb.index.keywords import keyword_terms
+from mcp_kb.index.keywords import cjk_words, keyword_terms
 
 
 def _terms(text):
@@ -11,6 +11,11 @@ def test_chinese_word_inside_a_sentence_shares_a_term():
 
 def test_single_chinese_character_meets_longer_words():
     assert "请" in _terms("申请流程") and _terms("请") == ["请"]
+
+
+def test_the_words_a_partial_match_lacks_are_the_cjk_bigrams():
+    assert cjk_words("请假 policy 年假申请") == ["请假", "年假", "假申", "申请"]
+    assert cjk_words("假") == [] and cjk_words("annual leave") == []
 
 
 def test_english_word_inside_chinese_is_its_own_term():

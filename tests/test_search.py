@@ -102,6 +102,15 @@ def test_keyword_finds_chinese_word_inside_a_sentence(app):
     assert hit.source == "leave.md" and "年假申请" in hit.text
 
 
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_a_chinese_query_whose_words_are_absent_finds_the_passage_by_its_characters_and_says_so(app, mode):
+    # 请假 ("ask for leave") is nowhere in the KB; 年假申请 shares its characters
+    partial = app.search("docs", "请假", mode=mode, top_k=1)
+    assert _sources(partial) == ["leave.md"]
+    assert any("keyword matches are partial" in note and "请假" in note for note in partial.notes)
+    assert not app.search("docs", "年假申请", mode=mode, top_k=1).notes  # a word that is there: no note
+
+
 def test_keyword_finds_english_word_inside_chinese(app):
     assert _sources(app.search("docs", "TypeScript", mode="keyword", top_k=1)) == ["stack.md"]
 
