@@ -441,8 +441,8 @@ def test_declared_charsets_are_honoured(site, make_app):
     site.pages["/guide/ru/"] = Page(f'<html><head><meta charset="windows-1251"></head><body>{russian}</body></html>'
                                     .encode("cp1251"), content_type="text/html; charset=windows-1251")
     site.pages["/guide/ru-meta/"] = Page(
-        f'<html><head><meta http-equiv="Content-Type" content="text/html; charset=koi8-r"></head><body>'
-        f"<h1>Настройка</h1><p>Настройка сервера описана здесь подробно.</p></body></html>".encode("koi8_r"),
+        '<html><head><meta http-equiv="Content-Type" content="text/html; charset=koi8-r"></head><body>'
+        "<h1>Настройка</h1><p>Настройка сервера описана здесь подробно.</p></body></html>".encode("koi8_r"),
         content_type="text/html")
     site.pages["/guide/ja.txt"] = Page("設定ファイルの書き方を説明します。".encode("shift_jis"),
                                        content_type="text/plain; charset=Shift_JIS")
