@@ -36,11 +36,11 @@ def write_corpus(dataset: str, folder: Path, limit: int | None = None) -> int:
     return count
 
 
-def kb_config(folder: Path, storage: Path, name: str, search: dict | None = None):
+def kb_config(folder: Path, storage: Path, name: str, search: dict | None = None, quantize: str = "none"):
     from mcp_kb.config import build_config
 
     kb = {"name": name, "description": name, "paths": [str(folder)], **({"search": search} if search else {})}
-    raw = {"storage": str(storage), "kb": [kb]}
+    raw = {"storage": str(storage), "kb": [kb], "embedding": {"quantize": quantize}}
     return build_config(raw, base_dir=folder, source=None)
 
 

@@ -1,6 +1,7 @@
 """Sync speed and memory, run by hand; prints figures.
 
     python benchmarks/sync_speed.py scifact     # full SciFact sync vs raw fastembed throughput, peak RSS
+    python benchmarks/sync_speed.py scifact --limit 1000 --quantize int8   # [embedding] quantize = "int8"
     python benchmarks/sync_speed.py scifact --limit 1000 --model-path ../shared/models/all-MiniLM-L6-v2-onnx-int8
     python benchmarks/sync_speed.py noop        # 10,000 files: no-op resync and one changed file
 
@@ -24,13 +25,13 @@ from _beir import kb_config, progress, use_offline_model, write_corpus  # noqa: 
 WORK = Path("/tmp/mcp-kb-bench")
 
 
-def scifact(limit: int | None) -> None:
+def scifact(args: argparse.Namespace) -> None:
     from mcp_kb.app import App
 
-    folder = WORK / f"scifact-speed-{limit or 'all'}"
+    folder = WORK / f"scifact-speed-{args.limit or 'all'}"
     shutil.rmtree(folder / "index", ignore_errors=True)
-    count = write_corpus("scifact", folder / "docs", limit=limit)
-    app = App(kb_config(folder / "docs", folder / "index", "scifact"))
+    count = write_corpus("scifact", folder / "docs", limit=args.limit)
+    app = App(kb_config(folder / "docs", folder / "index", "scifact", quantize=args.quantize))
     app.embedder.embed_query("load the model before timing")
     started = time.perf_counter()
     report = app.sync(progress=progress)[0]
@@ -51,7 +52,7 @@ def scifact(limit: int | None) -> None:
     print(f"peak RSS of the whole process: {peak_mb:.0f} MB")
 
 
-def noop(limit: int | None) -> None:
+def noop(args: argparse.Namespace) -> None:
     from mcp_kb.app import App
 
     folder = WORK / "tenk"
@@ -89,12 +90,13 @@ def main() -> None:
     parser.add_argument("scenario", choices=["scifact", "noop"])
     parser.add_argument("--limit", type=int, help="scifact: the first N documents only")
     parser.add_argument("--model-path", help="another local model folder, e.g. the int8 export")
+    parser.add_argument("--quantize", choices=["none", "int8"], default="none", help="scifact: [embedding] quantize")
     args = parser.parse_args()
     if args.model_path:
         os.environ["MCP_KB_EMBEDDING_MODEL_PATH"] = str(Path(args.model_path).resolve())
     use_offline_model()
-    print(f"model: {os.environ.get('MCP_KB_EMBEDDING_MODEL_PATH')}")
-    {"scifact": scifact, "noop": noop}[args.scenario](args.limit)
+    print(f"model: {os.environ.get('MCP_KB_EMBEDDING_MODEL_PATH')}, quantize {args.quantize}")
+    {"scifact": scifact, "noop": noop}[args.scenario](args)
 
 
 if __name__ == "__main__":

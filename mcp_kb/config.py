@@ -206,6 +206,9 @@ class FastembedSettings(EmbeddingConfig):
     threads: int | None = Field(None, ge=1)  # None: onnxruntime decides
     cache_dir: PathText | None = None
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    # "int8": embed with an int8 copy made (once, checked against fp32) from the model; a different model
+    # for rebuild decisions. Off by default: switching re-embeds every existing index.
+    quantize: Literal["none", "int8"] = "none"
 
 
 class _ServiceAccess(_Strict):

@@ -16,6 +16,7 @@ from ..config import FastembedRerankSettings, FastembedSettings
 from ..digest import file_sha256
 from ..errors import ModelError
 from .base import Embedder, ModelIdentity, Reranker
+from .quantize import CHECK_TEXTS, int8_copy
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ class FastEmbedder(Embedder):
     def __init__(self, config: FastembedSettings):
         self.config = config
         self._model = None
+        self._settings: FastembedSettings | None = None
         self._identity: ModelIdentity | None = None
         self._failure: tuple[float, ModelError] | None = None
         self.calls = 0
@@ -48,7 +50,7 @@ class FastEmbedder(Embedder):
                 if self._failure and time.monotonic() - self._failure[0] < _RETRY_LOAD_AFTER_SECONDS:
                     raise self._failure[1]
                 try:
-                    model = _load_text_embedding(self.config)
+                    model = _load_text_embedding(self.settings)
                     list(model.query_embed("warm up"))  # triggers fastembed's remaining lazy imports
                 except ModelError as exc:
                     self._failure = (time.monotonic(), exc)
@@ -59,13 +61,23 @@ class FastEmbedder(Embedder):
             return self._model
 
     @property
+    def settings(self) -> FastembedSettings:
+        """The settings the model loads with: with quantize = "int8", those of its int8 copy (made on first use)."""
+        with _FASTEMBED_LOCK:
+            if self._settings is None:
+                self._settings = _int8_settings(self.config) if self.config.quantize == "int8" else self.config
+            return self._settings
+
+    @property
     def identity(self) -> ModelIdentity:
-        """Name, dimension and file hash, read without starting an inference session."""
+        """Name ("(int8)" added for a quantized copy), dimension and file hash, read without starting an inference
+        session."""
         if self._identity is None:
-            described = self._model or _load_text_embedding(self.config, lazy=True)
+            described = self._model or _load_text_embedding(self.settings, lazy=True)
             inner = described.model  # TextEmbedding wraps the model class that knows its files
             onnx_file = Path(inner._model_dir) / inner.model_description.model_file
-            self._identity = ModelIdentity(self.config.model, int(described.embedding_size),
+            name = f"{self.config.model} (int8)" if self.settings.quantize == "int8" else self.config.model
+            self._identity = ModelIdentity(name, int(described.embedding_size),
                                            file_sha256(onnx_file) if onnx_file.is_file() else "")
         return self._identity
 
@@ -147,6 +159,36 @@ def _load_text_embedding(config: FastembedSettings, lazy: bool = False):
                 raise
         _download_once(TextEmbedding, config)
         return _text_embedding(TextEmbedding, config, lazy)
+
+
+def _int8_settings(config: FastembedSettings) -> FastembedSettings:
+    """Settings loading the checked int8 copy of the configured model; the fp32 ones, with one warning, when
+    there is none (quantize.py says why)."""
+    from fastembed.common.utils import define_cache_dir
+
+    fp32 = config.model_copy(update={"quantize": "none"})
+    source = Path(config.model_path) if config.model_path else fetch_model(fp32)
+    with _FASTEMBED_LOCK:
+        from fastembed import TextEmbedding
+
+        _, description = _description(TextEmbedding, config)
+        cache = Path(config.cache_dir) if config.cache_dir else Path(define_cache_dir())  # int8_copy creates it
+        copy = int8_copy(source, description.model_file, cache, lambda folder: _check_vectors(fp32, folder))
+    if copy.folder is None:
+        log.warning("[embedding] quantize = \"int8\": %s; embedding with the fp32 model", copy.why)
+        return fp32
+    log.info("embedding with the int8 copy of %s in %s (%s)", config.model, copy.folder, copy.why)
+    return config.model_copy(update={"model_path": str(copy.folder)})
+
+
+def _check_vectors(config: FastembedSettings, folder: Path) -> np.ndarray:
+    """The vectors of quantize.CHECK_TEXTS by the model in `folder`."""
+    with _FASTEMBED_LOCK:
+        from fastembed import TextEmbedding
+
+        model = TextEmbedding(config.model, specific_model_path=str(folder), threads=config.threads,
+                              local_files_only=True)
+    return np.asarray(list(model.embed(list(CHECK_TEXTS))), dtype=np.float32)
 
 
 def _check_model_folder(text_embedding_class, config: FastembedSettings) -> None:
@@ -327,8 +369,17 @@ def _download_tokenizer(repo: str, config: FastembedSettings) -> Path:
 
 
 def fetch_model(config: FastembedSettings) -> Path:
-    """Download the embedding model into fastembed's cache unless it is there; its folder."""
+    """Download the embedding model into fastembed's cache unless it is there; its (fp32) folder."""
     return Path(_load_text_embedding(config, lazy=True).model._model_dir)
+
+
+def prepare_model(config: FastembedSettings) -> Path:
+    """`mcp-kb model fetch`: the model downloaded and, with quantize = "int8", its int8 copy made now rather than
+    at the first sync; the fp32 folder (what `--to` copies: each machine makes its own copy)."""
+    folder = fetch_model(config)
+    if config.quantize == "int8":
+        FastEmbedder(config).settings  # finding the settings makes the copy
+    return folder
 
 
 def fetch_reranker(config: FastembedRerankSettings) -> Path:
@@ -338,6 +389,11 @@ def fetch_reranker(config: FastembedRerankSettings) -> Path:
 
 def model_source(config: FastembedSettings) -> str:
     """Where the embedding model is read from, found without the network."""
+    int8 = ", used through its int8 copy (quantize = \"int8\")" if config.quantize == "int8" else ""
+    return _fp32_source(config) + int8
+
+
+def _fp32_source(config: FastembedSettings) -> str:
     if config.model_path:
         return f"folder {config.model_path}"
     with _FASTEMBED_LOCK:
@@ -381,7 +437,7 @@ class FastembedProvider:
 
     embedder = FastEmbedder
     token_counter = staticmethod(load_tokenizer)
-    fetch = staticmethod(fetch_model)
+    fetch = staticmethod(prepare_model)
     source = staticmethod(model_source)
 
 

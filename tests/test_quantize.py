@@ -1,0 +1,128 @@
+"""[embedding] quantize = "int8": a copy of the real model made once, checked against fp32, kept by hash, made
+again when damaged, refused (fp32 stays, one warning) when it cannot be made or comes out too far, and a
+different model for rebuild decisions."""
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import write
+
+from mcp_kb.models import quantize
+from mcp_kb.models.fastembed import FastEmbedder, model_source, prepare_model
+
+WARNINGS = "mcp_kb.models.fastembed"
+
+
+@pytest.fixture(scope="module")
+def int8_cache(tmp_path_factory):
+    """One cache for the module: quantizing the model takes about 15 s."""
+    return tmp_path_factory.mktemp("int8-cache")
+
+
+@pytest.fixture
+def settings(embedding_config, model_folder, int8_cache):
+    def make(cache=int8_cache):
+        return embedding_config.model_copy(update={"quantize": "int8", "model_path": str(model_folder),
+                                                   "cache_dir": str(cache)})
+    return make
+
+
+def _copy_folder(embedder: FastEmbedder):
+    return embedder.settings.model_path
+
+
+def _never_quantize(monkeypatch):
+    def fail(*_):
+        raise AssertionError("quantized again")
+    monkeypatch.setattr(quantize, "_quantize", fail)
+
+
+def _cosine(a, b):
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def test_an_int8_copy_is_made_once_checked_against_fp32_and_used(settings, embedder, model_folder, monkeypatch):
+    assert prepare_model(settings()) == model_folder  # `mcp-kb model fetch` makes the copy ahead of the first sync
+    assert model_source(settings()).endswith('used through its int8 copy (quantize = "int8")')
+    _never_quantize(monkeypatch)
+    int8 = FastEmbedder(settings())
+    assert int8.identity.name == f"{embedder.identity.name} (int8)"
+    assert int8.identity.file_hash != embedder.identity.file_hash and int8.identity.dimension == 384
+    record = json.loads((Path(_copy_folder(int8)) / quantize.RECORD).read_text())
+    assert record["int8_sha256"] == int8.identity.file_hash and "mean 0.99" in record["closeness"]
+    text = "Employees apply for annual leave in the HR portal two weeks ahead."
+    close = _cosine(int8.embed_query(text), embedder.embed_query(text))
+    assert 0.98 <= close < 0.99999  # the int8 model ran: near fp32, not equal
+
+
+def test_a_damaged_or_deleted_copy_is_made_again(settings, caplog):
+    made = FastEmbedder(settings())
+    folder = Path(_copy_folder(made))
+    with open(folder / "model.onnx", "r+b") as graph:  # a bit rot in the weights
+        graph.seek(20_000_000)
+        graph.write(b"\x00" * 64)
+    with caplog.at_level(logging.WARNING):
+        repaired = FastEmbedder(settings())
+        assert repaired.identity == made.identity
+    assert "damaged or incomplete; making it again" in caplog.text
+    shutil.rmtree(folder)
+    assert FastEmbedder(settings()).identity == made.identity
+
+
+def test_switching_to_int8_rebuilds_the_index_says_why_and_searches(make_config, settings, tmp_path):
+    from mcp_kb.app import App
+
+    write(tmp_path / "docs" / "leave.md", "# Leave\n\nApply for annual leave in the HR portal two weeks ahead.\n")
+    config = make_config({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
+    App(config).sync()
+    int8 = App(config.model_copy(update={"embedding": settings()}))
+    report = int8.sync()[0]
+    assert "embedding model changed" in report.rebuilt and "(int8)" in report.rebuilt
+    assert report.chunks_embedded == report.chunks_total
+    assert int8.search("docs", "how do I ask for time off", mode="vector").hits[0].source == "leave.md"
+    assert "embedding model changed" in App(config).sync()[0].rebuilt  # and back to fp32
+
+
+def test_a_copy_too_far_from_fp32_is_refused_once_with_the_figure(settings, embedder, tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(quantize, "MIN_COSINE", 0.9999)
+    with caplog.at_level(logging.WARNING, logger=WARNINGS):
+        refused = FastEmbedder(settings(tmp_path / "strict"))
+        assert refused.identity == embedder.identity  # the fp32 model, as before
+    assert "came out too far from the fp32 model" in caplog.text and "mean 0.99" in caplog.text
+    assert "embedding with the fp32 model" in caplog.text
+    caplog.clear()
+    _never_quantize(monkeypatch)  # the refusal is remembered: the next start does not try again
+    with caplog.at_level(logging.WARNING, logger=WARNINGS):
+        assert FastEmbedder(settings(tmp_path / "strict")).identity == embedder.identity
+    assert caplog.text.count("too far from the fp32 model") == 1
+
+
+def test_a_graph_the_quantizer_cannot_handle_leaves_fp32_with_one_warning(settings, embedder, tmp_path, monkeypatch,
+                                                                           caplog):
+    def unsupported(*_):
+        raise RuntimeError("Unsupported op type: FancyAttention")
+    monkeypatch.setattr(quantize, "_quantize", unsupported)
+    with caplog.at_level(logging.WARNING, logger=WARNINGS):
+        model = FastEmbedder(settings(tmp_path / "cache"))
+        vector = model.embed_query("annual leave")
+    assert model.identity == embedder.identity
+    assert np.allclose(vector, embedder.embed_query("annual leave"))
+    assert len(caplog.records) == 1 and "Unsupported op type: FancyAttention" in caplog.text
+    assert not list((tmp_path / "cache" / "mcp-kb-int8").glob("*.building"))  # no half-made copy left
+
+
+def test_a_cache_that_cannot_be_written_leaves_fp32_and_is_tried_again(settings, embedder, tmp_path, monkeypatch,
+                                                                        caplog):
+    write(tmp_path / "cache" / "mcp-kb-int8", "a file where the copies' folder should be")
+    with caplog.at_level(logging.WARNING, logger=WARNINGS):
+        assert FastEmbedder(settings(tmp_path / "cache")).identity == embedder.identity
+    assert "could not be written" in caplog.text and "embedding with the fp32 model" in caplog.text
+    (tmp_path / "cache" / "mcp-kb-int8").unlink()  # space again: the next start tries again (nothing remembered)
+    tried = []
+    monkeypatch.setattr(quantize, "_quantize", lambda *paths: tried.append(paths) or 1 / 0)
+    FastEmbedder(settings(tmp_path / "cache")).identity
+    assert len(tried) == 1
