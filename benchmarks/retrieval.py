@@ -12,6 +12,7 @@ mapped to documents, the first hit of a document is its rank).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -27,16 +28,19 @@ def main() -> None:
     parser.add_argument("--modes", default="keyword,vector,hybrid")
     parser.add_argument("--work", default="/tmp/mcp-kb-bench")
     parser.add_argument("--top-k", type=int, default=10)
-    parser.add_argument("--title-weight", type=float, default=None, help="[kb.search] title_weight to measure")
+    parser.add_argument("--quantize", choices=["none", "int8"], default="none",
+                        help="[embedding] quantize (an int8 index is kept apart, under <work>/<set>-int8)")
+    parser.add_argument("--search", action="append", default=[], metavar="KEY=VALUE",
+                        help="a [kb.search] setting to measure, e.g. title_weight=1 or max_per_document=1")
     args = parser.parse_args()
     use_offline_model()
     from mcp_kb.app import App
     from mcp_kb.evaluation import evaluate, format_table, load_qrels, load_queries
 
-    work = Path(args.work) / args.dataset
+    work = Path(args.work) / (args.dataset + ("-int8" if args.quantize == "int8" else ""))
     write_corpus(args.dataset, work / "docs")
-    search = {} if args.title_weight is None else {"title_weight": args.title_weight}
-    app = App(kb_config(work / "docs", work / "index", args.dataset, search=search))
+    search = {key: json.loads(value) for key, value in (setting.split("=", 1) for setting in args.search)}
+    app = App(kb_config(work / "docs", work / "index", args.dataset, search=search, quantize=args.quantize))
     started = time.perf_counter()
     report = app.sync(progress=progress)[0]
     print(f"\n{report.summary()}\nsync {time.perf_counter() - started:.1f}s", file=sys.stderr)
@@ -53,7 +57,9 @@ def main() -> None:
             return [hit.source for hit in hits]
         scores.append(evaluate(run, queries, qrels, mode))
         tokens[mode] = sum(returned) / len(returned)
-    print(f"top_k {args.top_k}, title_weight {app.config.kb[0].search.title_weight:g}")
+    settings = app.config.kb[0].search
+    print(f"top_k {args.top_k}, title_weight {settings.title_weight:g}, max_per_document {settings.max_per_document}, "
+          f"model {app.embedder.identity.name}")
     print(format_table(scores, 10))
     print("tokens/call " + "  ".join(f"{mode} {value:.0f}" for mode, value in tokens.items()))
 

@@ -1,8 +1,10 @@
-"""Time from launching `mcp-kb serve` (stdio) to the first tools/list answer; run by hand.
+"""Launching `mcp-kb serve` (stdio) as Claude Desktop would, on kb.toml.example (two KBs, synced first); run by hand.
 
-    python benchmarks/startup.py [--runs 5]
+    python benchmarks/startup.py [--runs 5] [--searches 200]
 
-Uses kb.toml.example (synced first), as Claude Desktop would launch it. Target: <= 1.5 s.
+Prints per launch: seconds to the first tools/list answer and to the first search answered, and the
+server's RSS after that first search and after `--searches` more (both KBs, every mode). Goals: first
+search <= 1.5 s, RSS after warm-up <= 300 MB.
 """
 
 from __future__ import annotations
@@ -23,7 +25,22 @@ from _beir import use_offline_model  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
-async def one_launch(config: Path) -> float:
+QUERIES = ["annual leave", "年假怎么申请？", "install the package", "error codes", "expenses refund", "配置文件"]
+
+
+def server_rss_mb() -> float:
+    """VmRSS of this process's child `mcp-kb serve` (the stdio client starts it)."""
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+        except OSError:
+            continue
+        if int(fields["PPid"]) == os.getpid() and "VmRSS" in fields:
+            return int(fields["VmRSS"].split()[0]) / 1024
+    return float("nan")
+
+
+async def one_launch(config: Path, searches: int) -> dict[str, float]:
     from mcp import Client, StdioServerParameters
 
     started = time.perf_counter()
@@ -31,20 +48,32 @@ async def one_launch(config: Path) -> float:
                                    env=os.environ.copy())
     async with Client(params) as client:
         await client.list_tools()
-        return time.perf_counter() - started
+        figures = {"tools/list s": time.perf_counter() - started}
+        await client.call_tool("search_policy_docs", {"query": "annual leave"})
+        figures["first search s"] = time.perf_counter() - started
+        figures["RSS after first search MB"] = server_rss_mb()
+        for n in range(searches):
+            tool = ("search_policy_docs", "search_product_docs")[n % 2]
+            mode = ("hybrid", "keyword", "vector")[n % 3]
+            await client.call_tool(tool, {"query": f"{QUERIES[n % len(QUERIES)]} {n}", "mode": mode})
+        figures[f"RSS after {searches} more MB"] = server_rss_mb()
+        return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--searches", type=int, default=200)
     args = parser.parse_args()
     use_offline_model()
     os.environ.setdefault("MCP_KB_STORAGE", "/tmp/mcp-kb-bench/startup-index")
     config = ROOT / "kb.toml.example"
     subprocess.run([sys.executable, "-m", "mcp_kb", "sync", "-c", str(config)], check=True, capture_output=True)
-    times = [anyio.run(one_launch, config) for _ in range(args.runs)]
-    print(f"process start → first tools/list: median {statistics.median(times):.2f}s, "
-          f"min {min(times):.2f}s, max {max(times):.2f}s over {args.runs} launches")
+    launches = [anyio.run(one_launch, config, args.searches) for _ in range(args.runs)]
+    print(f"{args.runs} launches, model {os.environ.get('MCP_KB_EMBEDDING_MODEL')}:")
+    for figure in launches[0]:
+        values = [launch[figure] for launch in launches]
+        print(f"  {figure}: median {statistics.median(values):.2f}, min {min(values):.2f}, max {max(values):.2f}")
 
 
 if __name__ == "__main__":
