@@ -2,15 +2,19 @@
 again when damaged, refused (fp32 stays, one warning) when it cannot be made or comes out too far, and a
 different model for rebuild decisions."""
 
+import errno
 import json
 import logging
+import os
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import write
 
+from mcp_kb.digest import file_sha256
 from mcp_kb.models import quantize
 from mcp_kb.models.fastembed import FastEmbedder, model_source, prepare_model
 
@@ -106,13 +110,19 @@ def test_a_graph_the_quantizer_cannot_handle_leaves_fp32_with_one_warning(settin
     def unsupported(*_):
         raise RuntimeError("Unsupported op type: FancyAttention")
     monkeypatch.setattr(quantize, "_quantize", unsupported)
+    copies = tmp_path / "cache" / "mcp-kb-int8"
+    name = file_sha256(Path(settings().model_path) / "model.onnx")[:16]
+    abandoned, at_work = copies / f".{name}.4242.building", copies / f".{name}.4343.building"
+    write(abandoned / "model.onnx", "left by a process killed two hours ago")
+    os.utime(abandoned, (time.time() - 7200,) * 2)
+    write(at_work / "model.onnx", "another process, making its copy right now")
     with caplog.at_level(logging.WARNING, logger=WARNINGS):
         model = FastEmbedder(settings(tmp_path / "cache"))
         vector = model.embed_query("annual leave")
     assert model.identity == embedder.identity
     assert np.allclose(vector, embedder.embed_query("annual leave"))
     assert len(caplog.records) == 1 and "Unsupported op type: FancyAttention" in caplog.text
-    assert not list((tmp_path / "cache" / "mcp-kb-int8").glob("*.building"))  # no half-made copy left
+    assert sorted(p.name for p in copies.glob("*.building")) == [at_work.name]  # ours and the abandoned one: gone
 
 
 def test_a_cache_that_cannot_be_written_leaves_fp32_and_is_tried_again(settings, embedder, tmp_path, monkeypatch,
@@ -126,3 +136,15 @@ def test_a_cache_that_cannot_be_written_leaves_fp32_and_is_tried_again(settings,
     monkeypatch.setattr(quantize, "_quantize", lambda *paths: tried.append(paths) or 1 / 0)
     FastEmbedder(settings(tmp_path / "cache")).identity
     assert len(tried) == 1
+
+
+def test_a_disk_that_fills_while_quantizing_leaves_fp32_and_nothing_behind(settings, embedder, tmp_path, monkeypatch,
+                                                                          caplog):
+    def full(_, int8):
+        int8.write_bytes(b"\x08\x07" * 1000)  # a part written, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(quantize, "_quantize", full)
+    with caplog.at_level(logging.WARNING, logger=WARNINGS):
+        assert FastEmbedder(settings(tmp_path / "cache")).identity == embedder.identity
+    assert "No space left on device" in caplog.text and "embedding with the fp32 model" in caplog.text
+    assert [p.name for p in (tmp_path / "cache" / "mcp-kb-int8").iterdir()] == []  # no part, no refusal kept

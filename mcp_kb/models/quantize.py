@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,7 @@ CHECK_TEXTS = (
     "Unused days carry over until the end of March. " * 12,
 )
 _GELU_OPS = {"Erf", "Gelu", "FastGelu", "BiasGelu", "QuickGelu"}
+_ABANDONED_AFTER_SECONDS = 3600
 _GELU_SEARCH_DEPTH = 6  # a GELU written out (x * 0.5 * (1 + erf(x / sqrt 2))) is five nodes deep
 
 
@@ -67,12 +69,21 @@ def int8_copy(source: Path, model_file: str, cache: Path, embed: Callable[[Path]
     kept = _kept_copy(folder, model_file)
     if kept:
         return kept
-    if refusal.is_file():
-        return Int8Copy(None, json.loads(refusal.read_text(encoding="utf-8"))["why"])
+    refused = _refused(refusal)
+    if refused:
+        return Int8Copy(None, refused)
     try:
         return _make(source, model_file, folder, refusal, embed)
     except OSError as exc:  # a full disk or an unwritable cache: nothing to remember, try again next start
         return Int8Copy(None, f"the int8 copy could not be written under {folder.parent} ({exc})")
+
+
+def _refused(refusal: Path) -> str | None:
+    """Why this model's copy was refused before, or None (never refused, or an unreadable record: try again)."""
+    try:
+        return str(json.loads(refusal.read_text(encoding="utf-8"))["why"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _kept_copy(folder: Path, model_file: str) -> Int8Copy | None:
@@ -91,30 +102,48 @@ def _kept_copy(folder: Path, model_file: str) -> Int8Copy | None:
 
 def _make(source: Path, model_file: str, folder: Path, refusal: Path,
           embed: Callable[[Path], np.ndarray]) -> Int8Copy:
+    _remove_abandoned(folder)
     building = folder.with_name(f".{folder.name}.{os.getpid()}.building")
-    shutil.rmtree(building, ignore_errors=True)
+    try:
+        return _build(source, model_file, folder, building, refusal, embed)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)  # renamed into place by now, or given up
+
+
+def _build(source: Path, model_file: str, folder: Path, building: Path, refusal: Path,
+           embed: Callable[[Path], np.ndarray]) -> Int8Copy:
     _copy_support_files(source, building)
     log.info("making an int8 copy of the embedding model in %s (once)", folder)
     try:
         _quantize(source / model_file, building / model_file)
         cosines = _cosines(embed(source), embed(building))
+    except OSError:
+        raise  # a full disk says nothing about the model: not remembered
     except Exception as exc:  # an unsupported graph: onnx and onnxruntime raise many kinds
-        shutil.rmtree(building, ignore_errors=True)
         return _refuse(refusal, f"quantizing the model failed ({type(exc).__name__}: {exc})")
     closeness = f"cosine to the fp32 vectors of {len(cosines)} check texts: mean {cosines.mean():.4f}, " \
                 f"lowest {cosines.min():.4f}"
     if cosines.mean() < MIN_COSINE:
-        shutil.rmtree(building, ignore_errors=True)
         return _refuse(refusal, f"the int8 copy came out too far from the fp32 model ({closeness}; "
                                 f"the mean must reach {MIN_COSINE})")
     record = {"int8_sha256": file_sha256(building / model_file), "closeness": closeness}
     (building / RECORD).write_text(json.dumps(record), encoding="utf-8")
     try:
-        building.rename(folder)  # whole or not at all; another process may have finished first
-    except OSError:
-        shutil.rmtree(building, ignore_errors=True)
+        building.rename(folder)  # whole or not at all
+    except OSError:  # another process finished first
         return _kept_copy(folder, model_file) or Int8Copy(None, f"the int8 copy in {folder} could not be kept")
     return Int8Copy(folder, closeness)
+
+
+def _remove_abandoned(folder: Path) -> None:
+    """Half-made copies of this model left by processes killed while making them (one may still be at work:
+    only those untouched for an hour go)."""
+    for building in folder.parent.glob(f".{folder.name}.*.building"):
+        try:
+            if time.time() - building.stat().st_mtime > _ABANDONED_AFTER_SECONDS:
+                shutil.rmtree(building, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def _refuse(refusal: Path, why: str) -> Int8Copy:
