@@ -51,7 +51,7 @@ def _cosine(a, b):
 
 def test_an_int8_copy_is_made_once_checked_against_fp32_and_used(settings, embedder, model_folder, monkeypatch):
     assert prepare_model(settings()) == model_folder  # `mcp-kb model fetch` makes the copy ahead of the first sync
-    assert model_source(settings()).endswith('used through its int8 copy (quantize = "int8")')
+    assert 'quantize = "int8": embedded with an int8 copy of it' in model_source(settings())
     _never_quantize(monkeypatch)
     int8 = FastEmbedder(settings())
     assert int8.identity.name == f"{embedder.identity.name} (int8)"

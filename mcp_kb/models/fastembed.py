@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import FastembedRerankSettings, FastembedSettings
-from ..digest import file_sha256
+from ..digest import model_file_sha256
 from ..errors import ModelError
 from .base import Embedder, ModelIdentity, Reranker
 from .quantize import CHECK_TEXTS, int8_copy
@@ -78,7 +78,7 @@ class FastEmbedder(Embedder):
             onnx_file = Path(inner._model_dir) / inner.model_description.model_file
             name = f"{self.config.model} (int8)" if self.settings.quantize == "int8" else self.config.model
             self._identity = ModelIdentity(name, int(described.embedding_size),
-                                           file_sha256(onnx_file) if onnx_file.is_file() else "")
+                                           model_file_sha256(onnx_file) if onnx_file.is_file() else "")
         return self._identity
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
@@ -175,7 +175,8 @@ def _int8_settings(config: FastembedSettings) -> FastembedSettings:
         cache = Path(config.cache_dir) if config.cache_dir else Path(define_cache_dir())  # int8_copy creates it
         copy = int8_copy(source, description.model_file, cache, lambda folder: _check_vectors(fp32, folder))
     if copy.folder is None:
-        log.warning("[embedding] quantize = \"int8\": %s; embedding with the fp32 model", copy.why)
+        log.warning("[embedding] quantize = \"int8\": %s; embedding with the fp32 model (set quantize = \"none\" to "
+                    "do so without this warning)", copy.why)
         return fp32
     log.info("embedding with the int8 copy of %s in %s (%s)", config.model, copy.folder, copy.why)
     return config.model_copy(update={"model_path": str(copy.folder)})
@@ -389,7 +390,9 @@ def fetch_reranker(config: FastembedRerankSettings) -> Path:
 
 def model_source(config: FastembedSettings) -> str:
     """Where the embedding model is read from, found without the network."""
-    int8 = ", used through its int8 copy (quantize = \"int8\")" if config.quantize == "int8" else ""
+    # Said without hashing the weights to find the copy: each KB's status line names the model its index holds.
+    int8 = ("; quantize = \"int8\": embedded with an int8 copy of it, made and checked on first use (fp32 when "
+            "refused, with a warning)") if config.quantize == "int8" else ""
     return _fp32_source(config) + int8
 
 

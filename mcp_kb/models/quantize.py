@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..digest import file_sha256
+from ..digest import model_file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def int8_copy(source: Path, model_file: str, cache: Path, embed: Callable[[Path]
     when missing or damaged. `embed(folder)` gives CHECK_TEXTS' vectors with the model in a folder."""
     import onnxruntime
 
-    source_hash = file_sha256(source / model_file)
+    source_hash = model_file_sha256(source / model_file)
     folder = cache / "mcp-kb-int8" / source_hash[:16]
     refusal = folder.with_name(f"{folder.name}.refused-ort{onnxruntime.__version__}.json")
     kept = _kept_copy(folder, model_file)
@@ -91,7 +91,7 @@ def _kept_copy(folder: Path, model_file: str) -> Int8Copy | None:
     """A copy made earlier whose file still has the hash recorded when it was made; a damaged one is removed."""
     try:
         record = json.loads((folder / RECORD).read_text(encoding="utf-8"))
-        if file_sha256(folder / model_file) == record["int8_sha256"]:
+        if model_file_sha256(folder / model_file) == record["int8_sha256"]:
             return Int8Copy(folder, record["closeness"])
     except (OSError, ValueError, KeyError, TypeError):
         if not folder.exists():
@@ -127,7 +127,7 @@ def _build(source: Path, model_file: str, folder: Path, building: Path, refusal:
     if cosines.mean() < MIN_COSINE:
         return _refuse(refusal, f"the int8 copy came out too far from the fp32 model ({closeness}; "
                                 f"the mean must reach {MIN_COSINE})")
-    record = {"int8_sha256": file_sha256(building / model_file), "closeness": closeness}
+    record = {"int8_sha256": model_file_sha256(building / model_file), "closeness": closeness}
     (building / RECORD).write_text(json.dumps(record), encoding="utf-8")
     try:
         building.rename(folder)  # whole or not at all

@@ -1,0 +1,37 @@
+"""Model-file hashes are computed once per process, and never outlive a change to the file."""
+
+import os
+
+from mcp_kb import digest
+
+
+def _counting(monkeypatch):
+    reads = []
+    real = digest.file_sha256
+    monkeypatch.setattr(digest, "file_sha256", lambda path: reads.append(path) or real(path))
+    return reads
+
+
+def test_a_model_file_is_hashed_once_while_it_stays_as_it_was(tmp_path, monkeypatch):
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"weights" * 1000)
+    reads = _counting(monkeypatch)
+    assert digest.model_file_sha256(model) == digest.model_file_sha256(model) == digest.file_sha256(model)
+    assert len(reads) == 2  # the first call, and the direct one above
+
+
+def test_a_rewrite_in_place_or_a_swapped_file_is_hashed_again_even_with_size_and_mtime_kept(tmp_path):
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"a" * 4096)
+    before = digest.model_file_sha256(model)
+    times = (model.stat().st_atime_ns, model.stat().st_mtime_ns)
+    with open(model, "r+b") as handle:  # bit rot: same size, and the modification time put back
+        handle.write(b"b")
+    os.utime(model, ns=times)
+    damaged = digest.model_file_sha256(model)
+    assert damaged != before
+    other = tmp_path / "other.onnx"
+    other.write_bytes(b"c" * 4096)
+    os.utime(other, ns=times)
+    other.replace(model)  # another file moved into place
+    assert digest.model_file_sha256(model) not in (before, damaged)
