@@ -17,6 +17,7 @@ from typing import Any
 from .search import SearchResult
 
 _SAMPLES = 2_000  # latencies kept per stage: percentiles over the most recent searches
+_HOURS_KEPT = 48  # hourly figures kept (the admin page charts them)
 
 
 class KBMetrics:
@@ -25,6 +26,7 @@ class KBMetrics:
         self.searches = self.cache_hits = self.degraded = self.zero_results = 0
         self.query_tokens = self.rerank_calls = 0
         self.latencies: dict[str, deque[float]] = {}
+        self.hours: dict[str, HourFigures] = {}  # by hour (UTC), the last _HOURS_KEPT of them
 
     def record(self, result: SearchResult, total_ms: float, query_tokens: int) -> None:
         self.searches += 1
@@ -37,6 +39,12 @@ class KBMetrics:
             for stage, ms in result.timings_ms.items():
                 self.latencies.setdefault(stage, deque(maxlen=_SAMPLES)).append(ms)
         self.latencies.setdefault("total", deque(maxlen=_SAMPLES)).append(total_ms)
+        hour = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:00Z")
+        if hour not in self.hours:
+            self.hours[hour] = HourFigures()
+            for old in sorted(self.hours)[:-_HOURS_KEPT]:
+                del self.hours[old]
+        self.hours[hour].record(result, total_ms)
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -48,7 +56,27 @@ class KBMetrics:
             "query_embedding_tokens": self.query_tokens,
             "rerank_calls": self.rerank_calls,
             "latency_ms": {stage: _percentiles(samples) for stage, samples in sorted(self.latencies.items())},
+            "hourly": [{"hour": hour, **figures.snapshot()} for hour, figures in sorted(self.hours.items())],
         }
+
+
+class HourFigures:
+    """One hour's searches: how many, how many found nothing or were degraded, and their latency."""
+
+    def __init__(self) -> None:
+        self.searches = self.zero_results = self.degraded = 0
+        self.latencies: deque[float] = deque(maxlen=_SAMPLES)
+
+    def record(self, result: SearchResult, total_ms: float) -> None:
+        self.searches += 1
+        self.zero_results += not result.hits
+        self.degraded += result.degraded
+        self.latencies.append(total_ms)
+
+    def snapshot(self) -> dict[str, Any]:
+        latency = _percentiles(self.latencies)
+        return {"searches": self.searches, "zero_results": self.zero_results, "degraded": self.degraded,
+                "p50_ms": round(latency["p50"], 2), "p95_ms": round(latency["p95"], 2)}
 
 
 class Metrics:

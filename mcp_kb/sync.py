@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[int, int, str], None]
 _BATCH_FILES = 32  # files per commit: small enough to lose little to a crash, large enough to amortize commits
+_SYNCS_KEPT = 20  # recent syncs a KB's state lists (the admin page shows them)
+_ERROR_CHARS_KEPT = 500  # of a failed sync's error, in that list
 _EMBED_SLICE = 128  # chunks embedded between two progress reports (a batch of large files holds thousands)
 # A sync that would delete at least this many documents, and more than [kb.sync] max_delete_share of
 # a KB, is refused without --allow-mass-delete (as is any sync whose paths yield no file at all).
@@ -134,7 +136,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
     started = _now()
     wall_start = time.perf_counter()
     timer = _Timer(report)
-    progress = _recording_progress(store, kb.name, progress)
+    progress = _recording_progress(store, kb.name, progress, report)
     try:
         with timer("prepare"):
             counter = load_counter()
@@ -178,7 +180,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         write_summary(store, kb.name, _summary(files, report, titles))
         # One commit makes this generation the one searches read (the switch, after a rebuild).
         store.write_state(kb.name, {**fingerprints, "generation": target, "complete": True,
-                                    "last_sync": _last_sync(started, "ok", report)})
+                                    **_finished(state, started, "ok", report)})
         store.drop_generations(kb.name, keep={target})
         return report
     except Exception as exc:
@@ -198,14 +200,16 @@ def _count_each_file_once(report: SyncReport, plan: SyncPlan) -> None:
     report.files_failed = len(failed)
 
 
-def _recording_progress(store: Store, kb: str, progress: ProgressCallback | None) -> ProgressCallback:
-    """The caller's progress callback, also writing how far the sync is where searches can read it."""
-    def report(done: int, total: int, message: str) -> None:
-        write_progress(store, kb, done, total)
+def _recording_progress(store: Store, kb: str, progress: ProgressCallback | None,
+                        report: SyncReport) -> ProgressCallback:
+    """The caller's progress callback, also writing how far the sync is (files, and chunks embedded so far)
+    where searches, status and the admin page can read it."""
+    def record(done: int, total: int, message: str) -> None:
+        write_progress(store, kb, done, total, report.chunks_embedded)
         if progress:
             progress(done, total, message)
 
-    return report
+    return record
 
 
 # ---- preparation ---------------------------------------------------------------------------
@@ -555,9 +559,18 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _last_sync(started: str, outcome: str, report: SyncReport, error: str = "") -> dict[str, Any]:
-    return {"started_at": started, "finished_at": _now(), "outcome": outcome, "error": error,
+def _finished(state: dict[str, Any], started: str, outcome: str, report: SyncReport,
+              error: str = "") -> dict[str, Any]:
+    """The state's record of a sync that ended: the last one in full, the recent ones in brief."""
+    last = {"started_at": started, "finished_at": _now(), "outcome": outcome, "error": error,
             "report": report.to_dict()}
+    brief = {"started_at": started, "finished_at": last["finished_at"], "outcome": outcome,
+             "error": error[:_ERROR_CHARS_KEPT], "rebuilt": report.rebuilt, "added": report.files_added,
+             "changed": report.files_changed, "deleted": report.files_deleted,
+             "unchanged": report.files_unchanged, "failed": report.files_failed,
+             "chunks_embedded": report.chunks_embedded, "chunks_reused": report.chunks_reused,
+             "seconds": report.seconds.get("total")}
+    return {"last_sync": last, "recent_syncs": [*state.get("recent_syncs", []), brief][-_SYNCS_KEPT:]}
 
 
 def _summary(files: dict[str, FileRecord], report: SyncReport, titles: list[str]) -> dict[str, Any]:
@@ -571,6 +584,6 @@ def _record_failure(store: Store, kb: str, started: str, error: str, report: Syn
     """Keep the fingerprints of the last good build; record the failed attempt for `status`."""
     try:
         state = store.read_state(kb)
-        store.write_state(kb, {**state, "last_sync": _last_sync(started, "failed", report, error)})
+        store.write_state(kb, {**state, **_finished(state, started, "failed", report, error)})
     except Exception:  # the store itself may be what failed; the original error is what matters
         log.debug("could not record the failed sync of %s", kb, exc_info=True)

@@ -32,6 +32,15 @@ def test_metrics_count_searches_stages_cache_hits_and_empty_answers(app):
     assert metrics["query_embedding_tokens"] == app.tokenizer.count(["annual leave"])[0]
 
 
+def test_searches_are_also_counted_per_hour_for_the_charts(app):
+    app.search("docs", "annual leave", mode="hybrid")
+    app.search("docs", "zyxwvut", mode="keyword")
+    hours = app.live_stats("docs")["search"]["hourly"]
+    assert len(hours) == 1 and hours[0]["hour"].endswith(":00Z")
+    assert (hours[0]["searches"], hours[0]["zero_results"], hours[0]["degraded"]) == (2, 1, 0)
+    assert 0 < hours[0]["p50_ms"] <= hours[0]["p95_ms"]
+
+
 def test_a_keyword_fallback_counts_as_degraded(app, embedder, monkeypatch):
     def broken(text):
         raise ModelError("model file unreadable")

@@ -239,12 +239,14 @@ def running_sync(store: Store) -> str:
             f"{'; ' + ', '.join(done) if done else ''})")
 
 
-def write_progress(store: Store, kb: str, done: int, total: int) -> None:
-    """How far the running sync of a KB is (files done of files to index), for searches and status."""
+def write_progress(store: Store, kb: str, done: int, total: int, chunks: int = 0) -> None:
+    """How far the running sync of a KB is (files done of files to index, chunks embedded so far), for
+    searches, status and the admin page."""
+    progress = {"done": done, "total": total, "chunks": chunks}
     if store.is_remote:
-        _StoreLease.progress(store, kb, {"done": done, "total": total})
+        _StoreLease.progress(store, kb, progress)
     else:
-        _write_json(_kb_file(store.uri, kb, "progress"), {"done": done, "total": total})
+        _write_json(_kb_file(store.uri, kb, "progress"), progress)
 
 
 def clear_progress(store: Store, kb: str) -> None:
