@@ -98,6 +98,28 @@ class App:
         write_metrics(self.config.storage.uri, name, self.metrics.snapshot(name))
         return self._kb_stats(name)
 
+    def search_figures(self, kb: str) -> dict[str, Any]:
+        """A KB's search figures: this process's when it has answered searches, else the saved ones of the
+        last process that did."""
+        name = self.config.get_kb(kb).name
+        live = self.metrics.snapshot(name)
+        return live if live["searches"] else read_metrics(self.config.storage.uri, name)
+
+    def sync_history(self, kb: str) -> dict[str, Any]:
+        """The recent syncs of a KB in brief (oldest first), and the last one's skipped files and source
+        figures (a web crawl's requests, 304s, robots skips)."""
+        state = self.store.read_state(self.config.get_kb(kb).name)
+        report = state.get("last_sync", {}).get("report", {})
+        return {"recent": state.get("recent_syncs", []), "skipped": report.get("skipped", []),
+                "crawl": report.get("crawl", {})}
+
+    def chunk_text(self, kb: str, doc_id: str, chunk_index: int) -> str | None:
+        """The indexed text of one chunk of a document, None when the index has no such chunk."""
+        name = self.config.get_kb(kb).name
+        generation = self.store.active_generation(name)
+        view = self.store.view(name, generation) if generation else None
+        return view.neighbours([(doc_id, chunk_index)], 0).get((doc_id, chunk_index)) if view else None
+
     def stats(self, kb: str | None = None) -> list[dict[str, Any]]:
         """Per KB: the saved search metrics of the last process that answered, the last sync's
         figures and the latest health check, read without opening a model."""
@@ -215,6 +237,25 @@ class App:
         read without opening LanceDB (a starting server describes its tools with it), on object storage
         from the store (another machine may have synced)."""
         return read_summary(self.config.storage.uri, kb, lambda: self.store)
+
+    def glance(self, kb: str) -> dict[str, Any]:
+        """A KB's status without reading its file list or counting rows (the admin page polls it for every
+        KB): contents as of the last good sync (its summary), the last sync's outcome and failures, a running
+        sync's progress, health."""
+        name = self.config.get_kb(kb).name
+        state = self.store.read_state(name)
+        last = state.get("last_sync", {})
+        report = last.get("report", {})
+        summary = self.summary(name)
+        progress = sync_activity(self.store, name)
+        kb_config = self.config.get_kb(name)
+        return {"name": name, "description": kb_config.description, "tool": kb_config.search_tool_name,
+                "files": summary.get("documents", 0), "chunks": summary.get("chunks", 0),
+                "sync_running": progress is not None, "progress": progress or {},
+                "last_sync": last.get("finished_at"), "last_outcome": last.get("outcome", "never synced"),
+                "last_error": last.get("error", ""), "seconds": report.get("seconds", {}).get("total"),
+                "failed_files": report.get("files_failed", 0), "model": state.get("model"),
+                "index_state": report.get("index_state", ""), "health": read_health(self.store, name)}
 
     def _kb_status(self, name: str) -> dict[str, Any]:
         kb = self.config.get_kb(name)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -368,6 +367,8 @@ def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: 
         mcp-kb search policies "how do I apply for annual leave" --filter doc_type=policy
     """
     def work():
+        from .index.filters import parse_filters
+
         name, config = _kb_or_folder(kb, config_path)
         app = _app(config)
         result = app.search(name or app.config.kb[0].name, query, mode=mode, top_k=top_k, min_score=min_score,
@@ -381,38 +382,6 @@ def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: 
         click.echo(cited_text(result, max_chars=_SHOWN_CHARACTERS))
 
     _run(work)
-
-
-_FILTER_PATTERN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|\^=|~=|=|>|<)\s*(.*)$", re.S)
-_FILTER_OPERATORS = {">=": "gte", "<=": "lte", ">": "gt", "<": "lt", "^=": "prefix", "~=": "glob"}
-
-
-def parse_filters(items: tuple[str, ...]) -> dict[str, Any] | None:
-    """`--filter` strings into the filter object search takes."""
-    filters: dict[str, Any] = {}
-    for item in items:
-        match = _FILTER_PATTERN.match(item)
-        if not match:
-            raise KBError(f"--filter {item!r}: expected FIELD=VALUE (or >=, <=, >, <, ^= prefix, ~= glob)")
-        field, operator, raw = match.groups()
-        value = raw if operator in ("^=", "~=") else _typed(raw)
-        if operator == "=":
-            filters[field] = value
-        else:
-            existing = filters.get(field) if isinstance(filters.get(field), dict) else {}
-            filters[field] = {**existing, _FILTER_OPERATORS[operator]: value}
-    return filters or None
-
-
-def _typed(raw: str) -> Any:
-    """Numbers and true/false as such; a,b,c as one-of; anything else as text."""
-    if "," in raw:
-        return [_typed(part.strip()) for part in raw.split(",")]
-    try:
-        value = json.loads(raw)
-        return value if isinstance(value, (int, float, bool)) else raw
-    except ValueError:
-        return raw
 
 
 @main.command(name="eval")
@@ -505,6 +474,29 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
         config = _load(folder or config_path)
         run_server(App(config.serving(transport=transport, host=host, port=port, read_only=read_only,
                                       stateless=stateless)))
+
+    _run(work)
+
+
+@main.command()
+@click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
+@config_option
+@click.option("--port", type=int, default=8766, show_default=True, help="Port on 127.0.0.1 (0: any free one).")
+def ui(folder: str | None, config_path: str | None, port: int) -> None:
+    """Open the admin page for FOLDER or the configured KBs on this machine: status, live sync progress,
+    failed files, a search playground and health charts. (An HTTP server serves the same page at `/`.)
+
+    Example:
+
+        mcp-kb ui -c kb.toml
+    """
+    def work():
+        from .app import App
+        from .mcp.server import run_page
+
+        if folder and config_path:
+            raise KBError(f"{folder} is a folder and --config names {config_path}: give one of them, not both")
+        run_page(App(_load(folder or config_path)), port)
 
     _run(work)
 

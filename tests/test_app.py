@@ -22,6 +22,26 @@ def test_status_before_and_after_the_first_sync(app):
     assert status["model"]["dimension"] == 384 and status["generation"] and status["failed"] == []
 
 
+def test_glance_agrees_with_status_and_history_lists_recent_syncs(app, tmp_path, monkeypatch):
+    import mcp_kb.sync
+
+    monkeypatch.setattr(mcp_kb.sync, "_SYNCS_KEPT", 3)
+    for round_ in range(4):
+        write(tmp_path / "docs" / "changing.md", f"# Changing\n\nRound {round_} of edits.\n")
+        app.sync()
+    (tmp_path / "docs" / "broken.pdf").write_bytes(b"%PDF-1.4 not a PDF")
+    app.sync()
+    [status], glance = app.status("docs"), app.glance("docs")
+    assert {key: glance[key] for key in ("files", "chunks", "last_sync", "last_outcome")} == \
+        {key: status[key] for key in ("files", "chunks", "last_sync", "last_outcome")}
+    assert glance["failed_files"] == len(status["failed"]) == 1 and glance["seconds"] > 0
+    recent = app.sync_history("docs")["recent"]
+    assert len(recent) == 3  # the oldest two were let go
+    assert [(sync["changed"], sync["failed"]) for sync in recent] == [(1, 0), (1, 0), (0, 1)]
+    assert app.chunk_text("docs", "guide.md", 0).endswith("Run the installer, then sign in.")
+    assert app.chunk_text("docs", "guide.md", 99) is None
+
+
 def test_summary_says_what_the_kb_holds(app):
     app.sync()
     assert app.summary("docs") == {"documents": 2, "kinds": {"md": 1, "txt": 1}, "chunks": app.status()[0]["chunks"],

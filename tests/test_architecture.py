@@ -14,7 +14,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "mcp_kb"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 TIERS = {  # the most specific prefix decides a module's tier
-    "mcp_kb.cli": 4, "mcp_kb.mcp": 4, "mcp_kb.__main__": 4,
+    "mcp_kb.cli": 4, "mcp_kb.mcp": 4, "mcp_kb.ui": 4, "mcp_kb.__main__": 4,
     "mcp_kb.app": 3, "mcp_kb.live": 3,
     "mcp_kb.sync": 2, "mcp_kb.search": 2, "mcp_kb.passages": 2, "mcp_kb.metrics": 2, "mcp_kb.evaluation": 2, "mcp_kb.present": 2,
     "mcp_kb.access": 2, "mcp_kb.audit": 2,
@@ -80,7 +80,7 @@ def test_search_never_imports_sync():
 def test_the_two_faces_do_not_import_each_other():
     """The CLI's `serve` only starts the server; the server never reaches into the CLI."""
     reached = {name for name in _imports(PACKAGE / "cli.py") if name.startswith("mcp_kb.mcp")}
-    assert reached <= {"mcp_kb.mcp.server", "mcp_kb.mcp.server.run_server"}
+    assert reached <= {"mcp_kb.mcp.server", "mcp_kb.mcp.server.run_server", "mcp_kb.mcp.server.run_page"}
     for path in (PACKAGE / "mcp").glob("*.py"):
         assert "mcp_kb.cli" not in _imports(path)
 

@@ -6,7 +6,8 @@ import pytest
 from click.testing import CliRunner
 from helpers import write
 
-from mcp_kb.cli import main, parse_filters
+from mcp_kb.cli import main
+from mcp_kb.index.filters import parse_filters
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -95,7 +96,8 @@ def test_filter_options_parse_into_filter_objects():
         "draft": True}
 
 
-COMMANDS = ["init", "check", "chunks", "sync", "status", "stats", "search", "eval", "serve", "watch", "model", "model fetch"]
+COMMANDS = ["init", "check", "chunks", "sync", "status", "stats", "search", "eval", "serve", "ui", "watch", "model",
+            "model fetch"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

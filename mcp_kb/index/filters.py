@@ -13,6 +13,7 @@ Field names are checked against the KB's known fields; values are always bound a
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable
@@ -190,3 +191,38 @@ def glob_to_regex(pattern: str) -> str:
 def _escaped(text: str) -> str:
     """Text as a regular expression matching itself."""
     return "".join("\\" + char if char in _REGEX_META else char for char in text)
+
+
+# ---- filters written as text -----------------------------------------------------------------
+
+_FILTER_PATTERN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|\^=|~=|=|>|<)\s*(.*)$", re.S)
+_FILTER_OPERATORS = {">=": "gte", "<=": "lte", ">": "gt", "<": "lt", "^=": "prefix", "~=": "glob"}
+
+
+def parse_filters(items: tuple[str, ...]) -> dict[str, Any] | None:
+    """Filters written as text (`mcp-kb search --filter`, the admin page's playground) into the filter
+    object search takes."""
+    filters: dict[str, Any] = {}
+    for item in items:
+        match = _FILTER_PATTERN.match(item)
+        if not match:
+            raise SearchError(f"filter {item!r}: expected FIELD=VALUE (or >=, <=, >, <, ^= prefix, ~= glob)")
+        field, operator, raw = match.groups()
+        value = raw if operator in ("^=", "~=") else _typed(raw)
+        if operator == "=":
+            filters[field] = value
+        else:
+            existing = filters.get(field) if isinstance(filters.get(field), dict) else {}
+            filters[field] = {**existing, _FILTER_OPERATORS[operator]: value}
+    return filters or None
+
+
+def _typed(raw: str) -> Any:
+    """Numbers and true/false as such; a,b,c as one-of; anything else as text."""
+    if "," in raw:
+        return [_typed(part.strip()) for part in raw.split(",")]
+    try:
+        value = json.loads(raw)
+        return value if isinstance(value, (int, float, bool)) else raw
+    except ValueError:
+        return raw

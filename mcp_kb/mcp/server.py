@@ -92,6 +92,7 @@ class _KBServer(PlainToolErrors):
         super().__init__(**settings)
         self.kb_by_tool = {kb.search_tool_name: kb for kb in app.config.kb}
         self.notifier = notifier
+        self.sync_runner: SyncRunner | None = None  # the one the sync tool uses (None: read-only); the page's too
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         if context is not None:
@@ -147,6 +148,7 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
     descriptions = {kb.name: _add_search_tool(server, app, kb) for kb in app.config.kb}
     if not read_only:
         _add_sync_tool(server, app, runner, guard)
+        server.sync_runner = runner
     _add_resources(server, app, guard)
     _add_prompt(server, app, guard)
     support_2025_clients(server, notifier.sessions)
@@ -362,7 +364,8 @@ def _add_prompt(server: MCPServer, app: App, guard: Guard) -> None:
 
 def run_server(app: App) -> None:
     """Serve until interrupted as [server] says: stdio, or SSE / streamable HTTP behind bearer tokens (one
-    for everything, scoped ones, OAuth access tokens) when the config names any.
+    for everything, scoped ones, OAuth access tokens) when the config names any. Over HTTP the admin page
+    is served at `/` behind the same tokens.
 
     For HTTP the socket is bound first, so a busy port is one clear error and `--port 0` picks a
     free one; the URL is printed to stderr.
@@ -382,15 +385,47 @@ def run_server(app: App) -> None:
     security = rebinding_protection(host, allowed_hosts)
     asgi = (server.sse_app(host=host, transport_security=security) if transport == "sse"
             else server.streamable_http_app(host=host, transport_security=security, stateless_http=settings.stateless))
-    if settings.guarded:
+    from ..ui.routes import page_app  # the page's templates load only for HTTP
+
+    gatekeeper = Gatekeeper(app.config) if settings.guarded else None
+    if gatekeeper is not None:
         oauth = settings.oauth
-        asgi = AccessGate(asgi, Gatekeeper(app.config), oauth.audience if oauth else None,
-                          oauth.issuer if oauth else None)
+        asgi = AccessGate(asgi, gatekeeper, oauth.audience if oauth else None, oauth.issuer if oauth else None)
+    asgi = _with_page(page_app(app, server.sync_runner, security, gatekeeper), asgi)
     sock = listening_socket(host, port)
     path = "/sse" if transport == "sse" else "/mcp"
     kind = "SSE" if transport == "sse" else f"{'stateless ' if settings.stateless else ''}streamable HTTP"
     print(f"mcp-kb: serving {kind} at {server_url(host, sock.getsockname()[1], path)} "
-          f"({_admission(settings)})", file=sys.stderr, flush=True)
+          f"({_admission(settings)}); admin page at {server_url(host, sock.getsockname()[1], '/')}",
+          file=sys.stderr, flush=True)
+    _serve_http(asgi, sock, settings)
+
+
+def run_page(app: App, port: int) -> None:
+    """`mcp-kb ui`: the admin page alone, for this machine only (127.0.0.1, the owner's grant), syncing
+    through the same writer lock as every other process."""
+    from ..ui.routes import page_app
+
+    host = "127.0.0.1"
+    read_only = app.config.server.read_only
+    asgi = page_app(app, None if read_only else SyncRunner(app), rebinding_protection(host, []), None)
+    sock = listening_socket(host, port)
+    print(f"mcp-kb: admin page at {server_url(host, sock.getsockname()[1], '/')} (this machine only; "
+          f"Ctrl-C stops)", file=sys.stderr, flush=True)
+    _serve_http(asgi, sock, app.config.server)
+
+
+def _with_page(page: Any, mcp: Any) -> Any:
+    """One HTTP app: the admin page's paths to the page, the rest (and the lifespan) to the MCP app."""
+    from ..ui.routes import is_page_path
+
+    async def asgi(scope, receive, send):
+        target = page if scope["type"] == "http" and is_page_path(scope["path"]) else mcp
+        await target(scope, receive, send)
+    return asgi
+
+
+def _serve_http(asgi: Any, sock: Any, settings: Any) -> None:
     import uvicorn
 
     for handler in logging.getLogger().handlers:  # a failure per connection must not fill the disk

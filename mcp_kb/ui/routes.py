@@ -1,0 +1,334 @@
+"""The admin page over HTTP: the overview at `/`, everything else under `/ui/`.
+
+Who sees what is decided as for the MCP endpoint: the caller's token (a bearer header, or the cookie the
+login form sets) is admitted by the same Gatekeeper into the same Grant, within the same kind of rate
+limit; a KB outside the grant answers like an unknown one. With no token configured (a loopback server,
+`mcp-kb ui`) the caller holds the owner's grant. Defences, since this is a browser's target: the Host and
+Origin checks the MCP endpoint has (DNS rebinding), POSTs only from this page's own origin and with a
+CSRF token, GETs that change nothing, templates that escape everything, and a Content-Security-Policy
+that runs no inline script and loads nothing from elsewhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import secrets
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+from urllib.parse import quote, urlencode
+
+import anyio.to_thread
+from jinja2 import Environment, PackageLoader, select_autoescape
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..access import Gatekeeper, Grant, RateLimits, Refused, everything
+from ..app import App
+from ..audit import AuditTrail
+from ..config import MAX_TOKENS_MAX, MAX_TOKENS_MIN, MODES, TOP_K_MAX, TOP_K_MIN, unknown_kb
+from ..errors import KBError
+from ..index.filters import parse_filters
+from ..live import SyncRunner
+from ..present import cited_text
+from . import views
+
+log = logging.getLogger(__name__)
+
+COOKIE = "mcp_kb_token"
+_STATIC = Path(__file__).parent / "static"
+_SECURITY_HEADERS = [
+    (b"content-security-policy", b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+                                 b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),  # not no-referrer: with it a form POST says `Origin: null`
+    (b"x-frame-options", b"DENY"),
+]
+_NOTICES = {"started": "Sync started: its progress shows below.",
+            "busy": "A sync of this knowledge base is already running: its progress shows below."}
+
+Handler = Callable[[Request, Grant], Awaitable[Response]]
+
+
+def is_page_path(path: str) -> bool:
+    return path == "/" or path.startswith("/ui/")
+
+
+class Page:
+    """The page's routes for one App; `runner` None: a read-only server (no sync buttons)."""
+
+    def __init__(self, app: App, runner: SyncRunner | None, security: TransportSecuritySettings,
+                 gatekeeper: Gatekeeper | None):
+        self.app = app
+        self.runner = runner
+        self.gatekeeper = gatekeeper
+        self.origin_check = TransportSecurityMiddleware(security)
+        self.limits = RateLimits()
+        self.audit = AuditTrail(app.config.server)
+        self.secret = secrets.token_bytes(32)  # keys the CSRF token of callers without a token
+        self.templates = Environment(loader=PackageLoader("mcp_kb.ui", "templates"),
+                                     autoescape=select_autoescape(default=True, default_for_string=True))
+        self.templates.filters["when"] = when
+
+    def asgi(self) -> Any:
+        routes = [
+            Route("/", self._page(self.overview)),
+            Route("/ui/login", self.login, methods=["GET", "POST"]),
+            Route("/ui/logout", self.logout, methods=["POST"]),
+            Route("/ui/status.json", self._page(self.status)),
+            Route("/ui/kb/{name}", self._page(self.kb_page)),
+            Route("/ui/kb/{name}/search", self._page(self.search)),
+            Route("/ui/kb/{name}/document", self._page(self.document)),
+            Route("/ui/kb/{name}/sync", self._page(self.sync, post=True), methods=["POST"]),
+            Mount("/ui/static", app=StaticFiles(directory=_STATIC)),
+        ]
+        return _SecurityHeaders(Starlette(routes=routes, exception_handlers={_Unknown: self._unknown}))
+
+    async def _unknown(self, request: Request, exc: Exception) -> Response:
+        return self._error(request, await self._grant(request), 404, str(exc))
+
+    # ---- admission ----
+
+    def _page(self, handler: Handler, post: bool = False) -> Callable[[Request], Awaitable[Response]]:
+        """A route behind the Host/Origin checks, the caller's grant and rate limit (and for a POST, the
+        page's own origin and CSRF token)."""
+        async def route(request: Request) -> Response:
+            refused = await self.origin_check.validate_request(request)
+            if refused is not None:
+                return refused
+            grant = await self._grant(request)
+            if grant is None:
+                if request.url.path.endswith(".json") or post:
+                    return JSONResponse({"error": "sign in again"}, status_code=401)
+                target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                return RedirectResponse("/ui/login?" + urlencode({"next": target}), status_code=303)
+            wait = self.limits.wait(grant)
+            if wait:
+                return self._error(request, grant, 429, f"{grant.who} may send {grant.requests_per_minute} "
+                                                        f"requests a minute; retry in {int(wait) + 1} s")
+            if post and not await self._same_origin_form(request):
+                return self._error(request, grant, 403, "this form is accepted only from this page "
+                                                        "(reload the page and try again)")
+            return await handler(request, grant)
+        return route
+
+    async def _grant(self, request: Request) -> Grant | None:
+        if self.gatekeeper is None:
+            return everything(self.app.config)
+        token = _token(request)
+        if not token:
+            return None
+        try:
+            return await self.gatekeeper.admit(token)
+        except Refused:
+            return None
+
+    def csrf(self, request: Request) -> str:
+        key = _token(request).encode() or self.secret
+        return hmac.new(key, b"mcp-kb page form", hashlib.sha256).hexdigest()
+
+    async def _same_origin_form(self, request: Request) -> bool:
+        if not request.headers.get("origin"):  # browsers send it with every form POST; its absence is a forgery
+            return False
+        form = await request.form()
+        return hmac.compare_digest(str(form.get("csrf", "")), self.csrf(request))
+
+    async def login(self, request: Request) -> Response:
+        refused = await self.origin_check.validate_request(request)
+        if refused is not None:
+            return refused
+        target = _local(request.query_params.get("next", "/"))
+        if self.gatekeeper is None:
+            return RedirectResponse(target, status_code=303)
+        error = ""
+        if request.method == "POST":
+            if not request.headers.get("origin"):
+                return Response("a sign-in is accepted only from this page", status_code=403)
+            token = str((await request.form()).get("token", "")).strip()
+            try:
+                await self.gatekeeper.admit(token)
+            except Refused as refusal:
+                error = f"This token was refused: {refusal}."
+            else:
+                response = RedirectResponse(target, status_code=303)
+                response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/",
+                                    secure=request.url.scheme == "https")
+                return response
+        return self._render("login.html", request, None, status=401 if error else 200, error=error, target=target)
+
+    async def logout(self, request: Request) -> Response:
+        refused = await self.origin_check.validate_request(request)
+        if refused is not None or not request.headers.get("origin"):
+            return refused or Response("a sign-out is accepted only from this page", status_code=403)
+        response = RedirectResponse("/ui/login", status_code=303)
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+    # ---- pages ----
+
+    async def overview(self, request: Request, grant: Grant) -> Response:
+        names = self._visible(grant)
+        kbs = await _thread(lambda: [views.kb_summary(self.app, name) for name in names])
+        return self._render("overview.html", request, grant, kbs=kbs)
+
+    async def status(self, request: Request, grant: Grant) -> Response:
+        names = self._visible(grant)
+        return JSONResponse(await _thread(partial(views.live_status, self.app, names)),
+                            headers={"cache-control": "no-store"})
+
+    async def kb_page(self, request: Request, grant: Grant) -> Response:
+        name = self._kb(request, grant)
+        wanted = request.query_params.get("filter", "")
+        details = await _thread(partial(views.kb_details, self.app, name, wanted))
+        return self._render("kb.html", request, grant, **details, wanted=wanted,
+                            notice=_NOTICES.get(request.query_params.get("notice", ""), ""),
+                            may_sync=self.runner is not None and grant.may_sync(name))
+
+    async def search(self, request: Request, grant: Grant) -> Response:
+        name = self._kb(request, grant)
+        kb = self.app.config.get_kb(name)
+        params = request.query_params
+        form = {"q": params.get("q", ""), "mode": params.get("mode", kb.search.mode),
+                "top_k": params.get("top_k", str(kb.search.top_k)),
+                "max_tokens": params.get("max_tokens", str(kb.search.max_tokens)),
+                "filters": params.get("filters", "")}
+        result, error = None, ""
+        if form["q"].strip():
+            started = time.perf_counter()
+            try:
+                options = _search_options(form)
+                result = await _thread(lambda: self.app.search(name, form["q"], **options))
+            except KBError as exc:
+                error = str(exc)
+            self.audit.record(grant.who, name, "page search", (time.perf_counter() - started) * 1000,
+                              None if result is None else len(result.hits), error or None, form["q"])
+        return self._render("search.html", request, grant, kb=kb, form=form, modes=MODES, result=result,
+                            error=error, cited=cited_text(result) if result else "",
+                            timings=_stage_timings(result) if result else [],
+                            fields=sorted(kb.filter_field_types().items()))
+
+    async def document(self, request: Request, grant: Grant) -> Response:
+        name = self._kb(request, grant)
+        path = request.query_params.get("path", "")
+        chunk = request.query_params.get("chunk", "")
+        try:
+            shown = await _thread(partial(views.document, self.app, name, path,
+                                          int(chunk) if chunk.isdigit() else None))
+        except KBError as exc:
+            return self._error(request, grant, 404, str(exc))
+        return self._render("document.html", request, grant, kb=self.app.config.get_kb(name), doc=shown)
+
+    async def sync(self, request: Request, grant: Grant) -> Response:
+        name = self._kb(request, grant)
+        if self.runner is None or not grant.may_sync(name):
+            return self._error(request, grant, 403, f"this caller may not sync {name}"
+                               + ("" if self.runner else " (the server is read-only)"))
+        form = await request.form()
+        full, allow = form.get("full") == "1", form.get("allow_mass_delete") == "1"
+        self.audit.record(grant.who, name, "page sync" + (" full" if full else ""), 0.0)
+        target = f"/ui/kb/{quote(name)}?notice="
+        if (await _thread(lambda: self.app.status(name)))[0]["sync_running"]:
+            return RedirectResponse(target + "busy", status_code=303)
+        return RedirectResponse(target + "started", status_code=303,
+                                background=BackgroundTask(self._sync_in_background, name, full, allow))
+
+    async def _sync_in_background(self, name: str, full: bool, allow_mass_delete: bool) -> None:
+        """The sync a page button asked for: its outcome (a failure too) shows in the KB's status."""
+        assert self.runner is not None
+        try:
+            await self.runner.sync(name, full=full, allow_mass_delete=allow_mass_delete, wait=False)
+        except KBError as exc:
+            log.warning("%s: sync from the admin page failed: %s", name, exc)
+        except Exception:
+            log.exception("%s: sync from the admin page failed", name)
+
+    # ---- helpers ----
+
+    def _visible(self, grant: Grant) -> list[str]:
+        return [kb.name for kb in self.app.config.kb if grant.sees(kb.name)]
+
+    def _kb(self, request: Request, grant: Grant) -> str:
+        name = request.path_params["name"]
+        if not grant.sees(name):
+            raise _Unknown(str(unknown_kb(name, self._visible(grant))))
+        return name
+
+    def _render(self, template: str, request: Request, grant: Grant | None, status: int = 200,
+                **context: Any) -> HTMLResponse:
+        names = self._visible(grant) if grant else []
+        html = self.templates.get_template(template).render(
+            csrf=self.csrf(request), kb_names=names, who=grant.who if grant else "",
+            signed_in=grant is not None and self.gatekeeper is not None, **context)
+        return HTMLResponse(html, status_code=status, headers={"cache-control": "no-store"})
+
+    def _error(self, request: Request, grant: Grant | None, status: int, message: str) -> HTMLResponse:
+        return self._render("error.html", request, grant, status=status, message=message)
+
+
+class _Unknown(KBError):
+    """A KB the caller may not see: answered as a KB that is not configured."""
+
+
+def page_app(app: App, runner: SyncRunner | None, security: TransportSecuritySettings,
+             gatekeeper: Gatekeeper | None) -> Any:
+    """The admin page as an ASGI app (see the module docstring)."""
+    return Page(app, runner, security, gatekeeper).asgi()
+
+
+class _SecurityHeaders:
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *_SECURITY_HEADERS]}
+            await send(message)
+        await self.app(scope, receive, send_with_headers)
+
+
+def when(stamp: str | None) -> str:
+    """A recorded time (ISO 8601, UTC) as a person reads it: `2026-12-01 19:14 UTC` (ui.js writes the same)."""
+    return f"{stamp[:16].replace('T', ' ')} UTC" if stamp else "never"
+
+
+def _token(request: Request) -> str:
+    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return request.cookies.get(COOKIE, "")
+
+
+def _local(target: str) -> str:
+    """A sign-in's return address, only ever a path on this server (never `//elsewhere`)."""
+    return target if target.startswith("/") and not target.startswith(("//", "/\\")) else "/"
+
+
+def _search_options(form: dict[str, str]) -> dict[str, Any]:
+    """The playground's fields as search options; out-of-range numbers are the tool's errors."""
+    options: dict[str, Any] = {"mode": form["mode"]}
+    for key, low, high in (("top_k", TOP_K_MIN, TOP_K_MAX), ("max_tokens", MAX_TOKENS_MIN, MAX_TOKENS_MAX)):
+        if not form[key].strip().isdigit() or not low <= int(form[key]) <= high:
+            raise KBError(f"{key} must be a whole number from {low} to {high}")
+        options[key] = int(form[key])
+    if form["mode"] not in MODES:
+        raise KBError(f"mode must be one of {', '.join(MODES)}")
+    lines = tuple(line.strip() for line in form["filters"].splitlines() if line.strip())
+    options["filters"] = parse_filters(lines)
+    return options
+
+
+def _stage_timings(result) -> list[tuple[str, float]]:
+    return [(stage, round(ms, 1)) for stage, ms in result.timings_ms.items()]
+
+
+async def _thread(work: Callable[[], Any]) -> Any:
+    return await anyio.to_thread.run_sync(work)

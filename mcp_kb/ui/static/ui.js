@@ -1,0 +1,87 @@
+// mcp-kb admin page: live sync progress (polls /ui/status.json, updates in place) and the live filter
+// of the failed-files table. Everything is written with textContent: nothing from the server is parsed as HTML.
+"use strict";
+
+const seen = {};  // per KB: when and at how many files its running sync was first seen (for rate and time left)
+
+function describe(kb) {
+  const p = kb.progress || {};
+  const done = p.done || 0, total = p.total || 0;
+  let text = `syncing: ${done}/${total || "?"} files`;
+  if (p.chunks) text += `, ${p.chunks} chunks embedded`;
+  const first = seen[kb.name];
+  const seconds = first ? (Date.now() - first.at) / 1000 : 0;
+  if (first && seconds > 1 && done > first.done) {
+    const rate = (done - first.done) / seconds;
+    text += `, ${rate.toFixed(1)} files/s`;
+    if (total > done) text += `, about ${Math.ceil((total - done) / rate)} s left`;
+  }
+  return text;
+}
+
+function when(stamp) {  // as the server's `when` filter writes it
+  return stamp ? `${stamp.slice(0, 16).replace("T", " ")} UTC` : "never";
+}
+
+function show(kb) {
+  for (const box of document.querySelectorAll("[data-kb]")) {
+    if (box.dataset.kb !== kb.name) continue;
+    const bar = box.querySelector("[data-progress]");
+    if (bar) {
+      bar.hidden = !kb.sync_running;
+      if (kb.sync_running) {
+        const meter = bar.querySelector("progress");
+        meter.max = Math.max(kb.progress.total || 1, 1);
+        meter.value = kb.progress.done || 0;
+        bar.querySelector(".progress-text").textContent = describe(kb);
+      }
+    }
+    for (const field of ["files", "chunks", "last_sync", "last_outcome", "last_error"]) {
+      const cell = box.querySelector(`[data-field="${field}"]`);
+      if (!cell) continue;
+      const value = kb[field] === null || kb[field] === undefined ? "" : String(kb[field]);
+      cell.textContent = field === "last_sync" ? when(value) : value;
+      if (field === "last_error") cell.hidden = !value;
+      if (field === "last_outcome") cell.className = "outcome-" + value.replace(/ /g, "-");
+    }
+  }
+}
+
+async function poll() {
+  let running = false;
+  try {
+    const answer = await fetch("/ui/status.json", {credentials: "same-origin", cache: "no-store"});
+    if (answer.ok) {
+      for (const kb of await answer.json()) {
+        if (kb.sync_running && !seen[kb.name]) seen[kb.name] = {at: Date.now(), done: (kb.progress || {}).done || 0};
+        if (!kb.sync_running) delete seen[kb.name];
+        running = running || kb.sync_running;
+        show(kb);
+      }
+    }
+  } catch (error) {
+    // the server restarting: try again on the next round
+  }
+  setTimeout(poll, running ? 700 : 3000);
+}
+
+function liveFilter(input) {
+  const rows = document.getElementById(input.dataset.filter);
+  const count = document.querySelector(`[data-count="${input.dataset.filter}"]`);
+  input.addEventListener("input", () => {
+    const wanted = input.value.toLocaleLowerCase();
+    let shown = 0;
+    for (const row of rows.rows) {
+      row.hidden = !row.textContent.toLocaleLowerCase().includes(wanted);
+      shown += row.hidden ? 0 : 1;
+    }
+    if (count) count.textContent = String(shown);
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  if (document.querySelector("[data-kb]")) poll();
+  for (const input of document.querySelectorAll("[data-filter]")) liveFilter(input);
+  const passage = document.getElementById("passage");
+  if (passage) passage.scrollIntoView({block: "center"});
+});

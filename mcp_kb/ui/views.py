@@ -1,0 +1,97 @@
+"""What the admin page shows, gathered from the App: plain data for the templates. Blocking (the
+store), so the routes call these in a worker thread."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..app import App
+from ..config import DEFAULT_MODE
+from .charts import bar_chart, line_chart
+
+_DOCUMENT_CHARS = 400_000  # of a document's text shown at once (a huge file stays a readable page)
+
+
+def kb_summary(app: App, name: str) -> dict[str, Any]:
+    """One KB as the overview shows it: contents, last sync, model, index state, health, a running sync."""
+    status = app.glance(name)
+    figures = app.search_figures(name)
+    searches = figures.get("searches", 0)
+    return {
+        **status,
+        "searches": searches,
+        "p95_ms": figures.get("latency_ms", {}).get("total", {}).get("p95"),
+        "zero_share": figures.get("zero_result_queries", 0) / searches if searches else None,
+        "hit_rate": _latest_hit_rate(status["health"]),
+    }
+
+
+def live_status(app: App, names: list[str]) -> list[dict[str, Any]]:
+    """What the page's script polls: each KB's running sync and the figures a finished one changes."""
+    return [{key: status[key] for key in ("name", "sync_running", "progress", "files", "chunks", "last_sync",
+                                          "last_outcome", "last_error")}
+            for status in map(app.glance, names)]
+
+
+def kb_details(app: App, name: str, wanted: str = "") -> dict[str, Any]:
+    """A KB's page: its summary, failed and skipped files (those matching `wanted`), recent syncs, charts."""
+    summary = kb_summary(app, name)
+    history = app.sync_history(name)
+    problems = ([{"kind": "failed", **item} for item in app.status(name)[0]["failed"]]
+                + [{"kind": "skipped", **item} for item in history["skipped"]])
+    needle = wanted.casefold()
+    shown = [p for p in problems if needle in p["path"].casefold() or needle in p["reason"].casefold()]
+    return {"kb": summary, "problems": shown, "problem_count": len(problems), "recent": history["recent"][::-1],
+            "crawl": history["crawl"], "charts": _charts(app.search_figures(name), history["recent"])}
+
+
+def _charts(figures: dict[str, Any], syncs: list[dict[str, Any]]) -> list[Any]:
+    hours = figures.get("hourly", [])
+    labels = [hour["hour"][5:16].replace("T", " ") for hour in hours]
+    charts = []
+    if hours:
+        charts += [
+            line_chart("Search latency", labels, {"p50": [h["p50_ms"] for h in hours],
+                                                  "p95": [h["p95_ms"] for h in hours]}, "ms"),
+            bar_chart("Searches per hour", labels, [h["searches"] for h in hours], "searches"),
+            line_chart("Answers that found nothing or were degraded", labels,
+                       {"found nothing": [h["zero_results"] for h in hours],
+                        "degraded": [h["degraded"] for h in hours]}, "answers"),
+        ]
+    timed = [sync for sync in syncs if sync.get("seconds") is not None]
+    if timed:
+        charts.append(bar_chart("Sync durations", [sync["finished_at"][5:16].replace("T", " ") for sync in timed],
+                                [sync["seconds"] for sync in timed], "s"))
+    return charts
+
+
+def _latest_hit_rate(health: dict[str, Any]) -> float | None:
+    rates = health.get("hit_rate") or {}
+    return rates.get(DEFAULT_MODE, next(iter(rates.values()), None))
+
+
+def document(app: App, name: str, doc_id: str, chunk: int | None) -> dict[str, Any]:
+    """A document's extracted text in three parts: before, the passage (chunk `chunk`) and after."""
+    text = app.document_text(name, doc_id)
+    passage = app.chunk_text(name, doc_id, chunk) if chunk is not None else None
+    start, end = passage_span(text, passage) if passage else (0, 0)
+    cut = len(text) > _DOCUMENT_CHARS and end <= _DOCUMENT_CHARS
+    text = text[:_DOCUMENT_CHARS] if cut else text
+    return {"before": text[:start], "passage": text[start:end], "after": text[end:], "cut": cut,
+            "asked": chunk is not None, "found": end > start, "path": doc_id}
+
+
+def passage_span(text: str, passage: str) -> tuple[int, int]:
+    """Where a chunk's text lies in its document's text: the whole chunk when it appears as is, else from
+    its first to its last line that does (a chunk may carry its heading or lose a page marker)."""
+    start = text.find(passage.strip())
+    if start >= 0:
+        return start, start + len(passage.strip())
+    lines = [line.strip() for line in passage.splitlines() if len(line.strip()) >= 4]
+    starts = [(text.find(line), line) for line in lines]
+    found = [(at, line) for at, line in starts if at >= 0]
+    if not found:
+        return 0, 0
+    first = found[0][0]
+    last_at, last_line = max((text.find(line, first), line) for _, line in found)
+    return first, max(first, last_at + len(last_line))

@@ -1,0 +1,363 @@
+"""The admin page: served by `mcp-kb serve` over HTTP (and `mcp-kb ui`), behind the same tokens and grants.
+
+Over plain HTTP: sign-in, grants, forged forms (no Origin, another origin, no CSRF token, no sync right,
+a GET), DNS rebinding, open redirects, security headers. In a real browser (Debian's chromium and
+chromium-driver through Selenium): the overview, live sync progress, the failed-files filter, a playground
+search whose citations equal the MCP tool's, a document with the passage highlighted, a scoped token's
+view, and file names and text holding HTML that must show as text. Screenshots land in each test's
+temporary folder.
+"""
+
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers import write
+from served import serve_http, serve_page
+
+from mcp_kb.ui.charts import bar_chart, line_chart
+from mcp_kb.ui.views import passage_span
+
+ADMIN, READER = "admin-secret-token-1", "reader-secret-token-2"
+INJECTED_NAME = '"><img src=x onerror=alert(2)>'
+INJECTED_TEXT = '<script>alert("x")</script> "><img src=x onerror=alert(3)>'
+BULK_FILES = 300
+
+
+def _site(folder: Path) -> Path:
+    """Three KBs: docs (with hostile names and text, and broken PDFs), notes (Chinese), bulk (not synced)."""
+    docs, notes, bulk = folder / "docs", folder / "notes", folder / "bulk"
+    write(docs / f"{INJECTED_NAME}.md", f"# Leave policy\n\nAnnual leave is 25 days a year. {INJECTED_TEXT}\n")
+    write(docs / "setup.md", "# Setup\n\nInstall with pip, then run a sync.\n\n## Linux\n\nUse apt for chromium.\n")
+    for name in ("broken-a.pdf", "broken-b.pdf", f"{INJECTED_NAME}.pdf"):
+        (docs / name).write_bytes(b"%PDF-1.4 this is not a PDF")
+    write(notes / "leave.md", "# 年假\n\n年假申请需提前三天提交，经理批准后生效。\n")
+    for number in range(BULK_FILES):
+        write(bulk / f"page-{number:03}.md", f"# Page {number}\n\nTopic {number} covers item {number * 7}.\n")
+    config = folder / "kb.toml"
+    config.write_text(f'''storage = "{folder / 'index'}"
+[[kb]]
+name = "docs"
+description = "Product docs <b>bold</b>"
+paths = ["{docs}"]
+[[kb]]
+name = "notes"
+description = "团队笔记 Team notes"
+paths = ["{notes}"]
+[[kb]]
+name = "bulk"
+description = "Many small pages"
+paths = ["{bulk}"]
+[server]
+transport = "http"
+[[server.tokens]]
+name = "admin"
+secret_env = "UI_ADMIN_TOKEN"
+kbs = ["*"]
+sync = true
+[[server.tokens]]
+name = "reader"
+secret_env = "UI_READER_TOKEN"
+kbs = ["docs"]
+''', encoding="utf-8")
+    return config
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, embedder):
+    from mcp_kb.app import App
+    from mcp_kb.config import load_config
+
+    config = _site(tmp_path_factory.mktemp("ui"))
+    app = App(load_config(config), embedder=embedder)
+    app.sync("docs")
+    app.sync("notes")
+    return config
+
+
+@pytest.fixture(scope="module")
+def server(site):
+    env = {**os.environ, "UI_ADMIN_TOKEN": ADMIN, "UI_READER_TOKEN": READER}
+    with serve_http(site, env=env) as (port, _stderr):
+        yield f"http://127.0.0.1:{port}"
+
+
+def _signed_in(server: str, token: str) -> httpx.Client:
+    return httpx.Client(base_url=server, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+
+
+def _csrf(page: str) -> str:
+    return re.search(r'name="csrf" value="([0-9a-f]+)"', page).group(1)
+
+
+# ---- over plain HTTP ------------------------------------------------------------------------------
+
+def test_without_a_token_the_page_asks_to_sign_in_and_a_refused_token_is_not_echoed(server):
+    with httpx.Client(base_url=server, timeout=60) as http:
+        first = http.get("/ui/kb/docs")
+        refused = http.post("/ui/login", data={"token": "guess-<b>1</b>"}, headers={"Origin": server})
+        admitted = http.post("/ui/login?next=/ui/kb/docs", data={"token": READER}, headers={"Origin": server})
+        page = http.get("/ui/kb/docs")
+    assert first.status_code == 303 and first.headers["location"] == "/ui/login?next=%2Fui%2Fkb%2Fdocs"
+    assert refused.status_code == 401 and "refused" in refused.text and "guess" not in refused.text
+    assert admitted.status_code == 303 and admitted.headers["location"] == "/ui/kb/docs"
+    assert "httponly" in admitted.headers["set-cookie"].lower() and "samesite=strict" in admitted.headers["set-cookie"].lower()
+    assert page.status_code == 200 and "broken-a.pdf" in page.text
+
+
+def test_a_scoped_token_sees_its_kbs_only_and_others_answer_like_unknown_ones(server):
+    with _signed_in(server, READER) as http:
+        overview = http.get("/").text
+        hidden, missing = http.get("/ui/kb/notes"), http.get("/ui/kb/nope")
+        hidden_search = http.get("/ui/kb/notes/search", params={"q": "年假"})
+        status = http.get("/ui/status.json").json()
+        docs = http.get("/ui/kb/docs").text
+    assert 'data-kb="docs"' in overview and 'data-kb="notes"' not in overview and "/ui/kb/bulk" not in overview
+    assert hidden.status_code == missing.status_code == hidden_search.status_code == 404
+    assert "unknown knowledge base &#39;notes&#39;" in hidden.text
+    assert hidden.text.replace("notes", "X") == missing.text.replace("nope", "X")
+    assert [kb["name"] for kb in status] == ["docs"]
+    assert 'id="sync"' not in docs  # no sync right: no buttons
+
+
+def test_forms_need_this_pages_origin_its_csrf_token_and_the_sync_right(server):
+    with _signed_in(server, ADMIN) as admin, _signed_in(server, READER) as reader:
+        token = _csrf(admin.get("/ui/kb/docs").text)
+        before = admin.get("/ui/status.json").json()
+        forged = [
+            admin.post("/ui/kb/notes/sync", data={"csrf": token}),  # no Origin: not sent by this page
+            admin.post("/ui/kb/notes/sync", data={"csrf": token}, headers={"Origin": "http://evil.example"}),
+            admin.post("/ui/kb/notes/sync", data={"csrf": "0" * 64}, headers={"Origin": server}),
+            admin.post("/ui/kb/notes/sync", data={}, headers={"Origin": server}),
+            reader.post("/ui/kb/docs/sync", data={"csrf": _csrf(reader.get("/ui/kb/docs").text)},
+                        headers={"Origin": server}),
+        ]
+        read = admin.get("/ui/kb/notes/sync")
+        after = admin.get("/ui/status.json").json()
+    assert [r.status_code for r in forged] == [403, 403, 403, 403, 403]
+    assert read.status_code == 405
+    assert [kb["last_sync"] for kb in after] == [kb["last_sync"] for kb in before]  # nothing ran
+
+
+def test_a_sync_button_press_syncs_the_kb(server):
+    with _signed_in(server, ADMIN) as admin:
+        before = {kb["name"]: kb for kb in admin.get("/ui/status.json").json()}["notes"]
+        pressed = admin.post("/ui/kb/notes/sync", data={"csrf": _csrf(admin.get("/ui/kb/notes").text)},
+                             headers={"Origin": server})
+        deadline = time.monotonic() + 120
+        while (notes := {kb["name"]: kb for kb in admin.get("/ui/status.json").json()}["notes"])["last_sync"] \
+                == before["last_sync"] or notes["sync_running"]:
+            assert time.monotonic() < deadline, "the sync a button started never finished"
+            time.sleep(0.2)
+        page = admin.get("/ui/kb/notes").text
+    assert pressed.status_code == 303 and pressed.headers["location"] == "/ui/kb/notes?notice=started"
+    assert notes["last_outcome"] == "ok" and notes["files"] == 1
+    assert page.count("<td>ok</td>") >= 2  # the first sync and this one, in the recent syncs
+
+
+def test_other_hosts_and_return_addresses_elsewhere_are_refused(server):
+    port = server.rsplit(":", 1)[1]
+    with httpx.Client(base_url=server, timeout=60) as http:
+        rebound = http.get("/", headers={"Host": f"evil.example:{port}", "Authorization": f"Bearer {ADMIN}"})
+        away = http.post("/ui/login?next=//evil.example/x", data={"token": ADMIN}, headers={"Origin": server})
+        page = http.get("/", headers={"Authorization": f"Bearer {ADMIN}"})
+    assert rebound.status_code == 421
+    assert away.headers["location"] == "/"
+    policy = page.headers["content-security-policy"]
+    assert "script-src 'self'" in policy and "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
+
+
+def test_hostile_names_and_text_are_escaped(server):
+    with _signed_in(server, ADMIN) as http:
+        pages = [http.get("/").text, http.get("/ui/kb/docs").text,
+                 http.get("/ui/kb/docs/search", params={"q": "annual leave <script>alert(1)</script>"}).text,
+                 http.get("/ui/kb/docs/document", params={"path": f"{INJECTED_NAME}.md", "chunk": "0"}).text]
+    for page in pages:
+        assert "<img src=x" not in page and '<script>alert' not in page
+    assert "&lt;b&gt;bold&lt;/b&gt;" in pages[0]
+    assert "&#34;&gt;&lt;img src=x onerror=alert(2)&gt;.pdf" in pages[1]
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in pages[3]
+
+
+def test_mcp_kb_ui_serves_this_machine_without_a_token(site):
+    with serve_page(site) as (port, _stderr), httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+        overview = http.get("/")
+        rebound = http.get("/", headers={"Host": "evil.example"})
+    assert overview.status_code == 200
+    assert all(f'data-kb="{name}"' in overview.text for name in ("docs", "notes", "bulk"))
+    assert rebound.status_code == 421
+
+
+# ---- the parts ------------------------------------------------------------------------------------
+
+def test_a_passage_is_found_in_its_document_whole_or_by_its_lines():
+    text = "# Guide\n\nIntro line here.\n\n## Install\n\nRun pip install.\nThen sync it.\n\nThe end."
+    assert text[slice(*passage_span(text, "Run pip install.\nThen sync it."))] == "Run pip install.\nThen sync it."
+    start, end = passage_span(text, "Guide › Install\nRun pip install.\nThen sync it.")  # with its heading
+    assert text[start:end] == "Run pip install.\nThen sync it."
+    assert passage_span(text, "nothing of this is there") == (0, 0)
+
+
+def test_charts_escape_their_labels_and_pick_a_round_axis_top():
+    chart = line_chart("Latency <b>", ["<script>"], {"p95 <i>": [123.0]}, "ms")
+    assert "<script>" not in chart and "&lt;script&gt;" in chart and "&lt;b&gt;" in chart
+    assert ">200</text>" in chart  # 123 ms under an axis topped at 200
+    assert ">5</text>" in bar_chart("Syncs", ["a", "b"], [2.5, 4.0], "s")
+
+
+# ---- in a browser -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver):
+        pytest.skip("no browser: install Debian's chromium and chromium-driver (.ci/run does)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
+                     "--lang=en-US"):
+        options.add_argument(argument)
+    session = webdriver.Chrome(options=options, service=Service(driver))
+    yield session
+    session.quit()
+
+
+def _sign_in(browser, server: str, token: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.delete_all_cookies()
+    browser.get(f"{server}/")
+    field = browser.find_element(By.ID, "token")
+    field.send_keys(token)
+    field.submit()
+    _until(lambda: browser.find_elements(By.CSS_SELECTOR, "h1") and browser.find_element(By.CSS_SELECTOR, "h1").text
+           == "Knowledge bases")
+
+
+def _until(condition, seconds: float = 60.0, every: float = 0.05):
+    deadline = time.monotonic() + seconds
+    while not (value := condition()):
+        assert time.monotonic() < deadline, "the page never got there"
+        time.sleep(every)
+    return value
+
+
+def _shot(browser, tmp_path: Path, name: str) -> None:
+    browser.save_screenshot(str(tmp_path / f"{name}.png"))
+
+
+def _no_injection(browser) -> None:
+    """Nothing from the content became markup: no alert, no image, no script but the page's own."""
+    from selenium.common.exceptions import NoAlertPresentException
+
+    with pytest.raises(NoAlertPresentException):
+        browser.switch_to.alert.text
+    assert browser.execute_script("return document.images.length") == 0
+    assert browser.execute_script("return [...document.scripts].map(s => new URL(s.src).pathname)") == \
+        ["/ui/static/ui.js"]
+
+
+def test_browser_overview_and_a_scoped_tokens_view(server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    _sign_in(browser, server, ADMIN)
+    cards = [card.get_attribute("data-kb") for card in browser.find_elements(By.CSS_SELECTOR, ".card")]
+    docs = browser.find_element(By.CSS_SELECTOR, '[data-kb="docs"]').text
+    _no_injection(browser)
+    _shot(browser, tmp_path, "overview-admin")
+    assert cards == ["docs", "notes", "bulk"]
+    assert "Product docs <b>bold</b>" in docs and "3 file(s) failed" in docs and "ok" in docs
+    assert "团队笔记" in browser.find_element(By.CSS_SELECTOR, '[data-kb="notes"]').text
+
+    _sign_in(browser, server, READER)
+    cards = [card.get_attribute("data-kb") for card in browser.find_elements(By.CSS_SELECTOR, ".card")]
+    links = [link.text for link in browser.find_elements(By.CSS_SELECTOR, "header nav a")]
+    _shot(browser, tmp_path, "overview-reader")
+    assert cards == ["docs"] and links == ["mcp-kb", "docs"]
+    browser.get(f"{server}/ui/kb/notes")
+    assert "unknown knowledge base 'notes'" in browser.find_element(By.CSS_SELECTOR, ".error").text
+
+
+def test_browser_failed_files_filter_as_you_type(server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    _sign_in(browser, server, ADMIN)
+    browser.get(f"{server}/ui/kb/docs")
+
+    def shown():
+        return [row.text for row in browser.find_elements(By.CSS_SELECTOR, "#problem-rows tr") if row.is_displayed()]
+    everything = shown()
+    browser.find_element(By.ID, "filter").send_keys("broken-a")
+    only = _until(lambda: rows if len(rows := shown()) == 1 else None)
+    _no_injection(browser)
+    _shot(browser, tmp_path, "kb-filtered")
+    assert len(everything) == 3 and any(f"{INJECTED_NAME}.pdf" in row for row in everything)
+    assert "broken-a.pdf" in only[0] and "malformed PDF" in only[0]
+    assert browser.find_element(By.CSS_SELECTOR, '[data-count="problem-rows"]').text == "1"
+
+
+@pytest.mark.anyio
+async def test_browser_playground_cites_what_the_tool_returns_and_opens_the_passage(server, browser, tmp_path):
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    query = "how many days of annual leave"
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {READER}"}, timeout=60)
+    async with Client(streamable_http_client(f"{server}/mcp", http_client=http)) as client:
+        tool = await client.call_tool("search_docs", {"query": query})
+    _sign_in(browser, server, READER)
+    browser.get(f"{server}/ui/kb/docs/search")
+    browser.find_element(By.ID, "q").send_keys(query, Keys.ENTER)  # the keyboard alone runs a search
+    _until(lambda: browser.find_elements(By.CSS_SELECTOR, ".hit"))
+    citations = [link.text for link in browser.find_elements(By.CSS_SELECTOR, ".hit .citation a")]
+    as_sent = browser.find_element(By.CSS_SELECTOR, "pre.cited").get_attribute("textContent")
+    stages = browser.find_element(By.CSS_SELECTOR, ".timings").text
+    _no_injection(browser)
+    _shot(browser, tmp_path, "playground")
+    expected = [f"{hit['source']} › {hit['heading']}" if hit["heading"] else hit["source"]
+                for hit in tool.structured_content["results"]]
+    assert citations == expected and citations[0] == f"{INJECTED_NAME}.md › Leave policy"
+    assert as_sent == tool.content[0].text
+    assert "embed" in stages and "ms" in stages
+
+    browser.find_elements(By.CSS_SELECTOR, ".hit .citation a")[0].click()
+    passage = _until(lambda: browser.find_elements(By.CSS_SELECTOR, "mark#passage"))[0].text
+    _no_injection(browser)
+    _shot(browser, tmp_path, "document")
+    assert "Annual leave is 25 days a year." in passage and INJECTED_TEXT in passage
+    assert browser.find_element(By.CSS_SELECTOR, "h1").text == f"{INJECTED_NAME}.md"
+
+
+def test_browser_shows_a_sync_advancing_and_finishing_without_a_reload(server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    _sign_in(browser, server, ADMIN)
+    browser.get(f"{server}/ui/kb/bulk")
+    browser.execute_script("document.body.dataset.loadedOnce = 'yes'")  # gone if the page reloads
+    browser.find_element(By.ID, "sync").click()
+    _until(lambda: browser.find_elements(By.CSS_SELECTOR, ".notice"))
+    browser.execute_script("document.body.dataset.loadedOnce = 'yes'")
+    seen = set()
+
+    def finished():
+        text = browser.find_element(By.CSS_SELECTOR, '[data-progress="bulk"]').get_attribute("textContent")
+        seen.add(" ".join(text.split()))
+        return browser.find_element(By.CSS_SELECTOR, '[data-field="last_outcome"]').text != "never synced"
+    _until(finished, seconds=600)
+    _shot(browser, tmp_path, "sync-finished")
+    steps = {int(m.group(1)) for text in seen if (m := re.search(rf"syncing: (\d+)/{BULK_FILES} files", text))}
+    assert any(0 < step < BULK_FILES for step in steps), seen
+    assert browser.execute_script("return document.body.dataset.loadedOnce") == "yes"
+    assert browser.find_element(By.CSS_SELECTOR, '[data-field="last_outcome"]').text == "ok"
+    assert browser.find_element(By.CSS_SELECTOR, '[data-field="files"]').text == str(BULK_FILES)
+    assert not browser.find_element(By.CSS_SELECTOR, '[data-progress="bulk"]').is_displayed()
