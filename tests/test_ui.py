@@ -22,7 +22,7 @@ from served import serve_http, serve_page
 from mcp_kb.ui.charts import bar_chart, line_chart
 from mcp_kb.ui.views import passage_span
 
-ADMIN, READER = "admin-secret-token-1", "reader-secret-token-2"
+ADMIN, READER, LIMITED = "admin-secret-token-1", "reader-secret-token-2", "limited-secret-token-3"
 INJECTED_NAME = '"><img src=x onerror=alert(2)>'
 INJECTED_TEXT = '<script>alert("x")</script> "><img src=x onerror=alert(3)>'
 BULK_FILES = 300
@@ -63,6 +63,11 @@ sync = true
 name = "reader"
 secret_env = "UI_READER_TOKEN"
 kbs = ["docs"]
+[[server.tokens]]
+name = "limited"
+secret_env = "UI_LIMITED_TOKEN"
+kbs = ["docs"]
+requests_per_minute = 2
 ''', encoding="utf-8")
     return config
 
@@ -81,7 +86,7 @@ def site(tmp_path_factory, embedder):
 
 @pytest.fixture(scope="module")
 def server(site):
-    env = {**os.environ, "UI_ADMIN_TOKEN": ADMIN, "UI_READER_TOKEN": READER}
+    env = {**os.environ, "UI_ADMIN_TOKEN": ADMIN, "UI_READER_TOKEN": READER, "UI_LIMITED_TOKEN": LIMITED}
     with serve_http(site, env=env) as (port, _stderr):
         yield f"http://127.0.0.1:{port}"
 
@@ -157,6 +162,15 @@ def test_a_sync_button_press_syncs_the_kb(server):
     assert pressed.status_code == 303 and pressed.headers["location"] == "/ui/kb/notes?notice=started"
     assert notes["last_outcome"] == "ok" and notes["files"] == 1
     assert page.count("<td>ok</td>") >= 2  # the first sync and this one, in the recent syncs
+
+
+def test_the_page_and_the_mcp_endpoint_share_a_callers_rate_limit(server):
+    with _signed_in(server, LIMITED) as http:
+        answers = [http.get("/"), http.get("/ui/status.json"), http.get("/ui/status.json"),
+                   http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                             headers={"Accept": "application/json, text/event-stream"})]
+    assert [answer.status_code for answer in answers] == [200, 200, 429, 429]
+    assert int(answers[2].headers["retry-after"]) >= 1 and "2 requests a minute" in answers[2].json()["error"]
 
 
 def test_other_hosts_and_return_addresses_elsewhere_are_refused(server):
@@ -336,6 +350,24 @@ async def test_browser_playground_cites_what_the_tool_returns_and_opens_the_pass
     _shot(browser, tmp_path, "document")
     assert "Annual leave is 25 days a year." in passage and INJECTED_TEXT in passage
     assert browser.find_element(By.CSS_SELECTOR, "h1").text == f"{INJECTED_NAME}.md"
+
+
+def test_browser_pages_fit_a_narrow_window(server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    _sign_in(browser, server, ADMIN)
+    browser.set_window_size(390, 844)
+    try:
+        for name, path in [("overview", "/"), ("kb", "/ui/kb/docs"), ("notes", "/ui/kb/notes/search?q=年假申请"),
+                           ("document", f"/ui/kb/docs/document?path={INJECTED_NAME}.md&chunk=0")]:
+            browser.get(server + path)
+            _shot(browser, tmp_path, f"narrow-{name}")
+            overflow = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 0, f"{path} is {overflow} px wider than a phone's window"
+            if name == "notes":
+                assert "年假申请需提前三天提交" in browser.find_element(By.CSS_SELECTOR, ".hit").text
+    finally:
+        browser.set_window_size(1280, 900)
 
 
 def test_browser_shows_a_sync_advancing_and_finishing_without_a_reload(server, browser, tmp_path):

@@ -388,10 +388,12 @@ def run_server(app: App) -> None:
     from ..ui.routes import page_app  # the page's templates load only for HTTP
 
     gatekeeper = Gatekeeper(app.config) if settings.guarded else None
+    limits = None
     if gatekeeper is not None:
         oauth = settings.oauth
         asgi = AccessGate(asgi, gatekeeper, oauth.audience if oauth else None, oauth.issuer if oauth else None)
-    asgi = _with_page(page_app(app, server.sync_runner, security, gatekeeper), asgi)
+        limits = asgi.limits
+    asgi = _with_page(page_app(app, server.sync_runner, security, gatekeeper, limits), asgi)
     sock = listening_socket(host, port)
     path = "/sse" if transport == "sse" else "/mcp"
     kind = "SSE" if transport == "sse" else f"{'stateless ' if settings.stateless else ''}streamable HTTP"

@@ -66,12 +66,12 @@ class Page:
     """The page's routes for one App; `runner` None: a read-only server (no sync buttons)."""
 
     def __init__(self, app: App, runner: SyncRunner | None, security: TransportSecuritySettings,
-                 gatekeeper: Gatekeeper | None):
+                 gatekeeper: Gatekeeper | None, limits: RateLimits | None = None):
         self.app = app
         self.runner = runner
         self.gatekeeper = gatekeeper
         self.origin_check = TransportSecurityMiddleware(security)
-        self.limits = RateLimits()
+        self.limits = limits or RateLimits()  # the MCP gate's, so a caller's limit covers both
         self.audit = AuditTrail(app.config.server)
         self.secret = secrets.token_bytes(32)  # keys the CSRF token of callers without a token
         self.templates = Environment(loader=PackageLoader("mcp_kb.ui", "templates"),
@@ -112,8 +112,12 @@ class Page:
                 return RedirectResponse("/ui/login?" + urlencode({"next": target}), status_code=303)
             wait = self.limits.wait(grant)
             if wait:
-                return self._error(request, grant, 429, f"{grant.who} may send {grant.requests_per_minute} "
-                                                        f"requests a minute; retry in {int(wait) + 1} s")
+                message = f"{grant.who} may send {grant.requests_per_minute} requests a minute; retry in " \
+                          f"{int(wait) + 1} s"
+                response = JSONResponse({"error": message}, status_code=429) \
+                    if request.url.path.endswith(".json") else self._error(request, grant, 429, message)
+                response.headers["retry-after"] = str(int(wait) + 1)  # the page's script waits that long
+                return response
             if post and not await self._same_origin_form(request):
                 return self._error(request, grant, 403, "this form is accepted only from this page "
                                                         "(reload the page and try again)")
@@ -278,9 +282,9 @@ class _Unknown(KBError):
 
 
 def page_app(app: App, runner: SyncRunner | None, security: TransportSecuritySettings,
-             gatekeeper: Gatekeeper | None) -> Any:
+             gatekeeper: Gatekeeper | None, limits: RateLimits | None = None) -> Any:
     """The admin page as an ASGI app (see the module docstring)."""
-    return Page(app, runner, security, gatekeeper).asgi()
+    return Page(app, runner, security, gatekeeper, limits).asgi()
 
 
 class _SecurityHeaders:

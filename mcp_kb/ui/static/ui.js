@@ -48,9 +48,10 @@ function show(kb) {
 }
 
 async function poll() {
-  let running = false;
+  let running = false, wait = 0;
   try {
     const answer = await fetch("/ui/status.json", {credentials: "same-origin", cache: "no-store"});
+    if (answer.status === 429) wait = 1000 * Number(answer.headers.get("retry-after") || 10);  // the token's rate limit
     if (answer.ok) {
       for (const kb of await answer.json()) {
         if (kb.sync_running && !seen[kb.name]) seen[kb.name] = {at: Date.now(), done: (kb.progress || {}).done || 0};
@@ -62,7 +63,7 @@ async function poll() {
   } catch (error) {
     // the server restarting: try again on the next round
   }
-  setTimeout(poll, running ? 700 : 3000);
+  setTimeout(poll, Math.max(wait, running ? 700 : 3000));
 }
 
 function liveFilter(input) {
