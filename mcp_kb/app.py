@@ -242,13 +242,13 @@ class App:
         """A KB's status without reading its file list or counting rows (the admin page polls it for every
         KB): contents as of the last good sync (its summary), the last sync's outcome and failures, a running
         sync's progress, health."""
-        name = self.config.get_kb(kb).name
+        kb_config = self.config.get_kb(kb)
+        name = kb_config.name
         state = self.store.read_state(name)
         last = state.get("last_sync", {})
         report = last.get("report", {})
         summary = self.summary(name)
         progress = sync_activity(self.store, name)
-        kb_config = self.config.get_kb(name)
         return {"name": name, "description": kb_config.description, "tool": kb_config.search_tool_name,
                 "files": summary.get("documents", 0), "chunks": summary.get("chunks", 0),
                 "sync_running": progress is not None, "progress": progress or {},
