@@ -114,6 +114,14 @@ def test_without_a_token_the_page_asks_to_sign_in_and_a_refused_token_is_not_ech
     assert page.status_code == 200 and "broken-a.pdf" in page.text
 
 
+def test_the_failed_files_filter_works_without_the_script(server):
+    with _signed_in(server, ADMIN) as http:
+        narrowed = http.get("/ui/kb/docs", params={"filter": "BROKEN-B"}).text
+        by_reason = http.get("/ui/kb/docs", params={"filter": "malformed pdf"}).text
+    assert "broken-b.pdf" in narrowed and "broken-a.pdf" not in narrowed and "1</span> of 3 shown" in narrowed
+    assert "3</span> of 3 shown" in by_reason
+
+
 def test_a_scoped_token_sees_its_kbs_only_and_others_answer_like_unknown_ones(server):
     with _signed_in(server, READER) as http:
         overview = http.get("/").text
