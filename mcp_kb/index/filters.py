@@ -1,4 +1,4 @@
-"""Metadata filters → a safe SQL predicate for LanceDB.
+"""Metadata filters → a safe SQL predicate for LanceDB; filters written as text (`year>=2020`) → filters.
 
 A filter maps a field to a condition:
     {"doc_type": "policy"}                       equality
