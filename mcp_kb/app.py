@@ -258,26 +258,13 @@ class App:
                 "index_state": report.get("index_state", ""), "health": read_health(self.store, name)}
 
     def _kb_status(self, name: str) -> dict[str, Any]:
-        kb = self.config.get_kb(name)
-        state = self.store.read_state(name)
-        progress = sync_activity(self.store, name)
+        """The glance, with the counts read from the index itself, its version and the failed files."""
         files = self.store.read_files(name)
-        last = state.get("last_sync", {})
         return {
-            "name": name,
-            "description": kb.description,
-            "tool": kb.search_tool_name,
+            **self.glance(name),
             "files": sum(1 for r in files.values() if r.status == "indexed"),
             "chunks": self.store.count_chunks(name),
             "index_version": self.store.version(name),
             "generation": self.store.active_generation(name),
-            "sync_running": progress is not None,
-            "progress": progress or {},  # files done / total of a running sync
-            "last_sync": last.get("finished_at"),
-            "last_outcome": last.get("outcome", "never synced"),
-            "last_error": last.get("error", ""),
-            "model": state.get("model"),
-            "index_state": last.get("report", {}).get("index_state", ""),
-            "health": read_health(self.store, name),  # the latest label-free hit rates
             "failed": [{"path": p, "reason": r.reason} for p, r in files.items() if r.status == "failed"],
         }

@@ -8,6 +8,7 @@ view, and file names and text holding HTML that must show as text. Screenshots l
 temporary folder.
 """
 
+import json
 import os
 import re
 import shutil
@@ -54,6 +55,7 @@ description = "Many small pages"
 paths = ["{bulk}"]
 [server]
 transport = "http"
+audit_log = "{folder / 'audit.jsonl'}"
 [[server.tokens]]
 name = "admin"
 secret_env = "UI_ADMIN_TOKEN"
@@ -156,7 +158,7 @@ def test_forms_need_this_pages_origin_its_csrf_token_and_the_sync_right(server):
     assert [kb["last_sync"] for kb in after] == [kb["last_sync"] for kb in before]  # nothing ran
 
 
-def test_a_sync_button_press_syncs_the_kb(server):
+def test_a_sync_button_press_syncs_the_kb(server, site):
     with _signed_in(server, ADMIN) as admin:
         before = {kb["name"]: kb for kb in admin.get("/ui/status.json").json()}["notes"]
         pressed = admin.post("/ui/kb/notes/sync", data={"csrf": _csrf(admin.get("/ui/kb/notes").text)},
@@ -170,6 +172,8 @@ def test_a_sync_button_press_syncs_the_kb(server):
     assert pressed.status_code == 303 and pressed.headers["location"] == "/ui/kb/notes?notice=started"
     assert notes["last_outcome"] == "ok" and notes["files"] == 1
     assert page.count("<td>ok</td>") >= 2  # the first sync and this one, in the recent syncs
+    trail = [json.loads(line) for line in (site.parent / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert any({"who": "admin", "kb": "notes", "action": "page sync"}.items() <= entry.items() for entry in trail)
 
 
 def test_the_page_and_the_mcp_endpoint_share_a_callers_rate_limit(server):
@@ -193,7 +197,20 @@ def test_other_hosts_and_return_addresses_elsewhere_are_refused(server):
     assert "script-src 'self'" in policy and "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
 
 
-def test_hostile_names_and_text_are_escaped(server):
+def test_odd_document_addresses_and_oversized_forms_get_clear_answers(server):
+    with _signed_in(server, ADMIN) as http:
+        nul = http.get("/ui/kb/docs/document", params={"path": "setup.md\x00.md", "chunk": "0"})
+        huge = http.get("/ui/kb/docs/document", params={"path": "setup.md", "chunk": "9" * 30})
+        outside = http.get("/ui/kb/docs/document", params={"path": "../kb.toml"})
+        flood = http.post("/ui/login", content=b"token=" + b"a" * (1 << 20), headers={
+            "Origin": server, "Content-Type": "application/x-www-form-urlencoded"})
+    assert nul.status_code == 404 and "is not a document of knowledge base" in nul.text
+    assert huge.status_code == 200 and "Install with pip" in huge.text and 'id="passage"' not in huge.text
+    assert outside.status_code == 404
+    assert flood.status_code == 413
+
+
+def test_hostile_names_and_text_are_escaped(server, site):
     with _signed_in(server, ADMIN) as http:
         pages = [http.get("/").text, http.get("/ui/kb/docs").text,
                  http.get("/ui/kb/docs/search", params={"q": "annual leave <script>alert(1)</script>"}).text,
@@ -203,6 +220,9 @@ def test_hostile_names_and_text_are_escaped(server):
     assert "&lt;b&gt;bold&lt;/b&gt;" in pages[0]
     assert "&#34;&gt;&lt;img src=x onerror=alert(2)&gt;.pdf" in pages[1]
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in pages[3]
+    trail = [json.loads(line) for line in (site.parent / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert any(entry["action"] == "page search" and entry["who"] == "admin" and entry["kb"] == "docs"
+               and entry["results"] >= 1 for entry in trail)
 
 
 def test_mcp_kb_ui_serves_this_machine_without_a_token(site):

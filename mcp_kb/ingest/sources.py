@@ -119,7 +119,7 @@ def scan_all(sources: Iterable[Source], known: dict[str, tuple[int, int]] | None
 def find_document(kb: KBConfig, sources: list[Source], doc_id: str) -> SourceFile:
     """The document behind an id, from the first source of the kind that owns it."""
     for source in sources:
-        if type(source).owns(doc_id):
+        if "\x00" not in doc_id and type(source).owns(doc_id):  # no id holds a NUL; a path with one cannot be opened
             return source.find(doc_id)
     raise KBError(f"{doc_id!r} is not a document of knowledge base {kb.name!r}; read its status or search it "
                   f"to find document ids")

@@ -23,7 +23,8 @@ from urllib.parse import quote, urlencode
 
 import anyio.to_thread
 from jinja2 import Environment, PackageLoader, select_autoescape
-from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.server.transport_security import (RequestBodyLimitMiddleware, TransportSecurityMiddleware,
+                                           TransportSecuritySettings)
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request
@@ -44,6 +45,8 @@ from . import views
 log = logging.getLogger(__name__)
 
 COOKIE = "mcp_kb_token"
+_FORM_MAX_BYTES = 64 * 1024  # the page's forms hold a token, a CSRF token and two flags; more is refused (413)
+_CHUNK_MAX = 2**31  # a chunk number beyond this names no chunk
 _STATIC = Path(__file__).parent / "static"
 _SECURITY_HEADERS = [
     (b"content-security-policy", b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -90,7 +93,8 @@ class Page:
             Route("/ui/kb/{name}/sync", self._page(self.sync, post=True), methods=["POST"]),
             Mount("/ui/static", app=StaticFiles(directory=_STATIC)),
         ]
-        return _SecurityHeaders(Starlette(routes=routes, exception_handlers={_Unknown: self._unknown}))
+        pages = Starlette(routes=routes, exception_handlers={_Unknown: self._unknown})
+        return _SecurityHeaders(RequestBodyLimitMiddleware(pages, _FORM_MAX_BYTES))
 
     async def _unknown(self, request: Request, exc: Exception) -> Response:
         return self._error(request, await self._grant(request), 404, str(exc))
@@ -223,9 +227,9 @@ class Page:
         name = self._kb(request, grant)
         path = request.query_params.get("path", "")
         chunk = request.query_params.get("chunk", "")
+        number = int(chunk) if chunk.isascii() and chunk.isdigit() and int(chunk) < _CHUNK_MAX else None
         try:
-            shown = await _thread(partial(views.document, self.app, name, path,
-                                          int(chunk) if chunk.isdigit() else None))
+            shown = await _thread(partial(views.document, self.app, name, path, number))
         except KBError as exc:
             return self._error(request, grant, 404, str(exc))
         return self._render("document.html", request, grant, kb=self.app.config.get_kb(name), doc=shown)

@@ -12,10 +12,11 @@ from .charts import bar_chart, line_chart
 _DOCUMENT_CHARS = 400_000  # of a document's text shown at once (a huge file stays a readable page)
 
 
-def kb_summary(app: App, name: str) -> dict[str, Any]:
-    """One KB as the overview shows it: contents, last sync, model, index state, health, a running sync."""
+def kb_summary(app: App, name: str, figures: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One KB as the overview shows it: contents, last sync, model, index state, health, a running sync
+    (`figures`: its search figures, when the caller has them already)."""
     status = app.glance(name)
-    figures = app.search_figures(name)
+    figures = app.search_figures(name) if figures is None else figures
     searches = figures.get("searches", 0)
     return {
         **status,
@@ -35,14 +36,15 @@ def live_status(app: App, names: list[str]) -> list[dict[str, Any]]:
 
 def kb_details(app: App, name: str, wanted: str = "") -> dict[str, Any]:
     """A KB's page: its summary, failed and skipped files (those matching `wanted`), recent syncs, charts."""
-    summary = kb_summary(app, name)
+    figures = app.search_figures(name)
+    summary = kb_summary(app, name, figures)
     history = app.sync_history(name)
     problems = ([{"kind": "failed", **item} for item in app.status(name)[0]["failed"]]
                 + [{"kind": "skipped", **item} for item in history["skipped"]])
     needle = wanted.casefold()
     shown = [p for p in problems if needle in p["path"].casefold() or needle in p["reason"].casefold()]
     return {"kb": summary, "problems": shown, "problem_count": len(problems), "recent": history["recent"][::-1],
-            "crawl": history["crawl"], "charts": _charts(app.search_figures(name), history["recent"])}
+            "crawl": history["crawl"], "charts": _charts(figures, history["recent"])}
 
 
 def _charts(figures: dict[str, Any], syncs: list[dict[str, Any]]) -> list[Any]:
