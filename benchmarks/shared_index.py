@@ -1,6 +1,6 @@
 """A shared index on object storage, and search at a million chunks; run by hand, prints tables.
 
-    python benchmarks/shared_index.py s3        # SciFact: search p50/p95 per mode, local folder vs S3 (moto), cold and warm
+    python benchmarks/shared_index.py s3        # SciFact: search p50/p95 per mode: a folder, S3 (moto), S3 through the read cache
     python benchmarks/shared_index.py million   # 1,000,000 chunks: index build times, recall@10 vs exact, p50/p95, RSS
     python benchmarks/shared_index.py rss       # a server process's memory on that KB (million runs it at the end)
 
@@ -54,7 +54,7 @@ def _timed_searches(app, kb: str, queries: list[str], mode: str) -> list[float]:
 
 # ---- local folder vs S3 ----------------------------------------------------------------------
 
-def s3() -> None:
+def s3(count: int, only: list[str]) -> None:
     import boto3
 
     from mcp_kb.app import App
@@ -62,7 +62,7 @@ def s3() -> None:
 
     folder = WORK / "scifact"
     local = App(kb_config(folder / "docs", folder / "index", "scifact"))
-    queries = _queries(200)
+    queries = _queries(count)
     with _moto_server() as endpoint:
         options = {"aws_endpoint": endpoint, "allow_http": "true", "aws_access_key_id": "bench",
                    "aws_secret_access_key": "bench", "aws_region": "us-east-1"}
@@ -74,22 +74,31 @@ def s3() -> None:
             if path.is_file():
                 client.upload_file(str(path), "bench", f"index/{path.relative_to(folder / 'index').as_posix()}")
         print(f"uploaded the index to the bucket in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-        remote_config = build_config({"storage": {"uri": "s3://bench/index", "options": options},
-                                      "kb": [{"name": "scifact", "description": "d", "paths": [str(folder / "docs")]}]},
-                                     base_dir=folder, source=None)
-        print(f"{'storage':8} {'mode':8} {'cold ms':>8} {'p50 ms':>7} {'p95 ms':>7}")
-        for label, make in (("folder", lambda: App(local.config, embedder=local.embedder)),
-                            ("s3", lambda: App(remote_config, embedder=local.embedder))):
+        def remote(**storage):
+            return build_config({"storage": {"uri": "s3://bench/index", "options": options, **storage},
+                                 "kb": [{"name": "scifact", "description": "d", "paths": [str(folder / "docs")]}]},
+                                base_dir=folder, source=None)
+
+        cache = WORK / "read-cache"
+        shutil.rmtree(cache, ignore_errors=True)
+        variants = (("folder", local.config), ("s3", remote(read_cache_mb=0)),
+                    ("s3+cache", remote(read_cache_dir=str(cache))))
+        print(f"{'storage':9} {'mode':8} {'cold ms':>8} {'p50 ms':>7} {'p95 ms':>7}")
+        for label, config in variants:
+            if only and label not in only:
+                continue
             local.embedder.embed_query("warm up the model")
             for mode in MODES:
                 cold = []
                 for query in queries[:3]:  # a new process's first search: open the store, read the tables
-                    app = make()
-                    cold += _timed_searches(app, "scifact", [query], mode)
-                app = make()
+                    cold += _timed_searches(App(config, embedder=local.embedder), "scifact", [query], mode)
+                if label == "s3+cache":  # the disk cache as earlier searches of these queries left it
+                    _timed_searches(App(config, embedder=local.embedder), "scifact", queries, mode)
+                app = App(config, embedder=local.embedder)
                 _timed_searches(app, "scifact", [q + " warm" for q in queries[:10]], mode)
                 p50, p95 = _percentiles(_timed_searches(app, "scifact", queries, mode))
-                print(f"{label:8} {mode:8} {statistics.median(cold):8.0f} {p50:7.1f} {p95:7.1f}")
+                print(f"{label:9} {mode:8} {statistics.median(cold):8.0f} {p50:7.1f} {p95:7.1f}", flush=True)
+        print(f"read cache: {sum(f.stat().st_size for f in cache.rglob('*') if f.is_file()) / 2**20:.0f} MB on disk")
 
 
 class _moto_server:
@@ -216,9 +225,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=["s3", "million", "rss"])
     parser.add_argument("--size", type=int, default=1_000_000, help="chunks for `million`")
+    parser.add_argument("--queries", type=int, default=200, help="queries per mode for `s3`")
+    parser.add_argument("--only", default="", help="`s3`: these storages only (comma-separated: folder,s3,s3+cache)")
     args = parser.parse_args()
     use_offline_model()
-    {"s3": s3, "million": lambda: million(args.size), "rss": server_rss}[args.what]()
+    {"s3": lambda: s3(args.queries, [o for o in args.only.split(",") if o]), "million": lambda: million(args.size), "rss": server_rss}[args.what]()
 
 
 if __name__ == "__main__":

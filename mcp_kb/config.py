@@ -165,6 +165,10 @@ class StorageConfig(_Strict):
     options: dict[str, str] = Field(default_factory=dict)
     read_consistency: float | None = Field(None, ge=0, le=3600)  # seconds; unset: 0 for a folder, 5 for a URI
     lease_seconds: float = Field(60, ge=1, le=3600)  # a writer's lease on shared storage outlives a crash this long
+    # Searches on s3:// storage keep the data and index pages they fetch in a disk cache of this many MB
+    # (0: off); what says which version is current is always asked of the store (index/readcache.py).
+    read_cache_mb: int = Field(1024, ge=0, le=1_048_576)
+    read_cache_dir: PathText | None = None  # default: "read-cache" in this user's cache folder
 
     @property
     def is_remote(self) -> bool:
@@ -177,6 +181,13 @@ class StorageConfig(_Strict):
         if self.read_consistency is not None:
             return self.read_consistency
         return REMOTE_READ_CONSISTENCY if self.is_remote else 0.0
+
+    def read_cache(self) -> tuple[Path, int] | None:
+        """(folder, bytes) of the readers' disk cache, or None when off."""
+        if not self.is_remote or self.read_cache_mb == 0:
+            return None
+        folder = Path(self.read_cache_dir) if self.read_cache_dir else cache_root() / "read-cache"
+        return folder, self.read_cache_mb * 2**20
 
     def lancedb_options(self) -> dict[str, str]:
         return {key: expand_environment(value, f"storage.options.{key}") for key, value in self.options.items()}
@@ -811,6 +822,9 @@ def _resolve_paths(config: Config, base_dir: Path) -> Config:
     storage = config.storage
     if not storage.is_remote:
         storage = storage.model_copy(update={"uri": str(absolute(storage.uri, "storage"))})
+    if storage.read_cache_dir:
+        storage = storage.model_copy(update={"read_cache_dir": str(absolute(storage.read_cache_dir,
+                                                                            "[storage] read_cache_dir"))})
     _keep_out_written_folders(kbs, storage)
     providers = {section: _with_absolute_paths(getattr(config, section), section, absolute)
                  for section in ("embedding", "rerank")}
@@ -830,7 +844,8 @@ def _with_absolute_paths(settings: BaseModel, section: str, absolute: Callable[[
 def _keep_out_written_folders(kbs: list[KBConfig], storage: StorageConfig) -> None:
     """Tell each KB where mcp-kb writes, so its index, caches and query logs never come back as
     documents (they hold users' past queries), and warn about an index kept among the documents."""
-    written = [cache_root(), data_root()] + ([] if storage.is_remote else [Path(storage.uri)])
+    written = [cache_root(), data_root()] + ([] if storage.is_remote else [Path(storage.uri)]) + \
+        ([Path(storage.read_cache_dir)] if storage.read_cache_dir else [])
     folders = tuple(Path(os.path.realpath(folder)) for folder in written)
     for kb in kbs:
         kb._written_folders = folders

@@ -75,7 +75,9 @@ class _Shared:
         from mcp_kb.app import App
         from mcp_kb.config import load_config
 
-        return App(load_config(self.config))
+        config = load_config(self.config)
+        storage = config.storage.model_copy(update={"read_cache_dir": str(self.base / "read-cache")})
+        return App(config.model_copy(update={"storage": storage}))
 
     def status(self, machine: str) -> dict:
         return json.loads(self.cli(machine, "status", "--json").stdout)[0]

@@ -29,7 +29,8 @@ def storage(request, tmp_path) -> StorageConfig:
     if request.param == "folder":
         return StorageConfig(uri=str(tmp_path / "index"))
     server = request.getfixturevalue("s3_server")
-    return StorageConfig(**server.storage(server.new_bucket()), read_consistency=0)
+    return StorageConfig(**server.storage(server.new_bucket()), read_consistency=0,
+                         read_cache_dir=str(tmp_path / "read-cache"))
 
 
 @pytest.fixture

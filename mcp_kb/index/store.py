@@ -17,6 +17,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -88,8 +89,9 @@ class LanceStore:
     """
 
     def __init__(self, uri: str, options: dict[str, str] | None = None, read_consistency: float = 0.0,
-                 lease_seconds: float = 60.0):
+                 lease_seconds: float = 60.0, read_cache: tuple[Path, int] | None = None):
         self.uri = uri
+        self._options, self._read_consistency, self._read_cache = options or {}, read_consistency, read_cache
         self.lease_seconds = lease_seconds  # a writer's lease on object storage lapses this long after a crash
         import lancedb  # imported here: it takes a second, and a server must answer tools/list before that
 
@@ -100,11 +102,13 @@ class LanceStore:
         except Exception as exc:  # the message may quote the URI, never the options (they hold credentials)
             raise StoreError(f"cannot open the index at {uri}: {exc}") from exc
         self._open: dict[str, Any] = {}  # table handles; they follow new versions by themselves
+        self._search_open: dict[str, Any] = {}  # the same through the read cache (searches only)
         self._state_by_kb: dict[str, tuple[int, dict[str, Any]]] = {}  # (state table version, state)
 
     @classmethod
     def of(cls, storage: StorageConfig) -> LanceStore:
-        return cls(storage.uri, storage.lancedb_options(), storage.consistency_seconds, storage.lease_seconds)
+        return cls(storage.uri, storage.lancedb_options(), storage.consistency_seconds, storage.lease_seconds,
+                   storage.read_cache())
 
     @property
     def is_remote(self) -> bool:
@@ -125,6 +129,29 @@ class LanceStore:
             except ValueError:  # listed while another writer is still creating (or dropping) it
                 return None
         return self._open[name]
+
+    @functools.cached_property
+    def _search_db(self):
+        """The connection searches read through: the read cache's when there is one (readcache.py)."""
+        if self._read_cache is None:
+            return self.db
+        import lancedb
+
+        from .readcache import ReadCache
+
+        cache = ReadCache.for_store(self.uri, self._options, *self._read_cache)
+        if cache is None:
+            return self.db
+        return lancedb.connect(self.uri, read_consistency_interval=timedelta(seconds=self._read_consistency),
+                               storage_options=cache.lancedb_options(self._options))
+
+    def _search_table(self, name: str):
+        """A handle searches read: through the read cache when there is one; None when there is no table."""
+        if self._search_db is self.db or self._table(name) is None:
+            return self._table(name)
+        if name not in self._search_open:
+            self._search_open[name] = self._search_db.open_table(name)
+        return self._search_open[name]
 
     def active_generation(self, kb: str) -> str | None:
         """The generation searches read, or None before the KB's first sync."""
@@ -157,6 +184,7 @@ class LanceStore:
             match = _GENERATION_TABLE.match(name)
             if match and match["kb"] == kb and (match["generation"] or "") not in keep:
                 self._open.pop(name, None)
+                self._search_open.pop(name, None)
                 self.db.drop_table(name)
                 dropped.add(match["generation"] or "")
         return sorted(dropped)
@@ -327,9 +355,11 @@ class LanceStore:
         table = self.chunk_table(kb)
         return table.version if table is not None else 0
 
-    def view(self, kb: str, generation: str) -> LanceChunkView | None:
-        """Read queries on a generation's chunks, or None when its table does not exist."""
-        table = self.chunk_table(kb, generation)
+    def view(self, kb: str, generation: str, cached: bool = True) -> LanceChunkView | None:
+        """Read queries on a generation's chunks, or None when its table does not exist. `cached=False`:
+        the writer's own handle, which has seen its last commit (the read cache's lags by read_consistency)."""
+        name = chunk_table_name(kb, generation)
+        table = self._search_table(name) if cached else self._table(name)
         return None if table is None else LanceChunkView(table, generation)
 
     # ---- indexes -------------------------------------------------------------------------

@@ -1,0 +1,204 @@
+"""The read cache in front of an index on S3 (index/readcache.py), against a real S3-compatible server
+(moto on 127.0.0.1): searches answer as the store does, a warm cache fetches no pages, a writer's sync
+is never hidden by it, damaged / deleted / unwritable cache files cost only speed, its size is bounded,
+and its endpoint serves nobody but this process's reader."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import time
+
+import httpx
+import pytest
+
+from helpers import write
+from mcp_kb.index import readcache
+from mcp_kb.index.readcache import PAGE_BYTES, PageStore, ReadCache, Upstream
+from s3_server import CREDENTIALS, serve_s3
+
+QUERIES = ["E5021 token expired", "restart the ingest worker", "queue backs up"]
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with serve_s3() as server:
+        yield server
+
+
+@pytest.fixture
+def bucket(s3, tmp_path, make_config, embedder):
+    """Runbooks synced into a fresh bucket; `open(**storage)` gives an App on it."""
+    from mcp_kb.app import App
+
+    docs = tmp_path / "docs"
+    for i in range(8):
+        write(docs / f"note{i}.md", f"# Note {i}\n\nRunbook {i}: restart the ingest worker number {i} when its "
+                                    f"queue backs up past {i * 100} messages.\n\n" + "Background. " * 200)
+    write(docs / "errors.md", "# Errors\n\nE5021 means the access token expired; sign in again.\n")
+    storage = s3.storage(s3.new_bucket())
+
+    def open_app(**settings):
+        config = make_config({"name": "docs", "description": "Runbooks", "paths": [str(docs)]},
+                             storage={**storage, "read_consistency": 0, **settings})
+        return App(config, embedder=embedder)
+
+    open_app(read_cache_mb=0).sync()
+    open_app.docs = docs
+    return open_app
+
+
+def _answers(app, mode: str = "hybrid") -> list[list[tuple[str, int, float]]]:
+    return [[(hit.source, hit.chunk_index, round(hit.score, 5))
+             for hit in app.search("docs", query, mode=mode, top_k=5, record=False).hits] for query in QUERIES]
+
+
+def _page_files(folder) -> list:
+    return [path for path in folder.rglob("*") if path.is_file() and path.name != "meta.json"]
+
+
+def _pages_fetched(s3) -> list[str]:
+    """Data and index files of the chunk table read from the store (the small state table is read directly)."""
+    return [r["url"] for r in s3.recorded() if r["method"] == "GET" and "__chunks__" in r["url"]
+            and ("/data/" in r["url"] or "/_indices/" in r["url"])]
+
+
+@pytest.mark.parametrize("mode", ["keyword", "vector", "hybrid"])
+def test_searches_through_the_cache_answer_as_the_store_does_and_a_warm_cache_fetches_no_pages(
+        bucket, s3, tmp_path, mode):
+    direct = _answers(bucket(read_cache_mb=0), mode)
+    assert direct[0] and direct[0][0][0] == "errors.md"
+    assert _answers(bucket(read_cache_dir=str(tmp_path / "cache")), mode) == direct
+    assert _page_files(tmp_path / "cache")
+
+    s3.start_recording()  # a new process (new connection) on the warm cache
+    assert _answers(bucket(read_cache_dir=str(tmp_path / "cache")), mode) == direct
+    assert _pages_fetched(s3) == []
+
+
+def test_a_writers_sync_is_never_hidden_by_the_cache(bucket, tmp_path):
+    reader = bucket(read_cache_dir=str(tmp_path / "cache"))
+    assert _answers(reader)[0][0][0] == "errors.md"
+    writer = bucket(read_cache_mb=0)
+
+    write(bucket.docs / "errors.md", "# Errors\n\nE7730 means the disk quota is used up; free some space.\n")
+    writer.sync()
+    assert _hits(reader, "E7730 quota")[0] == "errors.md"
+    texts = [hit.text for hit in reader.search("docs", "E5021 token expired", mode="keyword", top_k=5, record=False).hits]
+    assert not any("E5021" in text for text in texts), texts  # the old text is gone
+
+    (bucket.docs / "note3.md").unlink()  # compaction and a full rebuild rewrite every file under new names
+    writer.sync(full=True)
+    assert "note3.md" not in _hits(reader, "restart the ingest worker number 3", mode="keyword")
+    assert _hits(reader, "E7730 quota")[0] == "errors.md"
+
+
+def _hits(app, query: str, mode: str = "hybrid") -> list[str]:
+    return [hit.source for hit in app.search("docs", query, mode=mode, top_k=5, record=False).hits]
+
+
+def test_damaged_and_deleted_cache_files_are_read_again_from_the_store(bucket, tmp_path, caplog):
+    import shutil
+
+    cache = tmp_path / "cache"
+    expected = _answers(bucket(read_cache_dir=str(cache)))
+    for page in _page_files(cache):  # flip a byte in every page
+        data = bytearray(page.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        page.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="mcp_kb.index.readcache"):
+        reader = bucket(read_cache_dir=str(cache))
+        assert _answers(reader) == expected
+    assert "dropped a damaged page" in caplog.text
+    assert len([r for r in caplog.records if "damaged" in r.getMessage()]) == 1  # said once, not per page
+
+    shutil.rmtree(cache)  # deleted under the running reader
+    assert _answers(bucket(read_cache_dir=str(cache))) == expected
+    assert _page_files(cache)  # and filled again
+
+
+def test_a_disk_that_refuses_writes_costs_only_the_caching(bucket, tmp_path, monkeypatch, caplog):
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    expected = _answers(bucket(read_cache_mb=0))
+    monkeypatch.setattr(readcache, "_write_atomically", full)
+    with caplog.at_level(logging.WARNING, logger="mcp_kb.index.readcache"):
+        assert _answers(bucket(read_cache_dir=str(tmp_path / "cache"))) == expected
+    warnings = [r.getMessage() for r in caplog.records if "cannot keep pages" in r.getMessage()]
+    assert len(warnings) == 1 and "No space left on device" in warnings[0]
+    assert not _page_files(tmp_path / "cache")
+
+
+def test_the_cache_stays_within_its_size_and_keeps_what_was_used_last(tmp_path):
+    pages = PageStore(tmp_path, max_bytes=4 * PAGE_BYTES)
+    meta = {"size": PAGE_BYTES, "etag": '"v1"', "last-modified": "x"}
+    for n in range(12):
+        pages.put("b", f"t.lance/data/{n}.lance", meta, {0: bytes([n]) * PAGE_BYTES})
+        if n >= 1:
+            time.sleep(0.01)  # distinct use times (mtime resolution)
+            assert pages.page("b", "t.lance/data/0.lance", meta, 0) is not None  # used all along
+    used = sum(path.stat().st_size for path in _page_files(tmp_path))
+    assert used <= 4 * (PAGE_BYTES + 4)
+    assert pages.page("b", "t.lance/data/0.lance", meta, 0) == bytes([0]) * PAGE_BYTES
+    assert pages.page("b", "t.lance/data/11.lance", meta, 0) == bytes([11]) * PAGE_BYTES
+    assert pages.page("b", "t.lance/data/1.lance", meta, 0) is None  # the least recently used went first
+    other_version = {**meta, "etag": '"v2"'}  # pages of one version are never taken for another's
+    assert pages.page("b", "t.lance/data/11.lance", other_version, 0) is None
+
+
+def test_its_endpoint_serves_only_this_processes_reader_and_only_reads(s3, tmp_path, caplog):
+    bucket_name = s3.new_bucket()
+    options = {**s3.storage(bucket_name)["options"]}
+    cache = ReadCache.for_store(f"s3://{bucket_name}/index", options, tmp_path / "cache", 2**20)
+    assert ReadCache.for_store(f"s3://{bucket_name}/index", options, tmp_path / "cache", 2**20) is cache
+    own = cache.lancedb_options(options)
+    assert CREDENTIALS["aws_secret_access_key"] not in str(own) and CREDENTIALS["aws_access_key_id"] not in str(own)
+
+    def signed(key: str) -> dict[str, str]:
+        return {"authorization": f"AWS4-HMAC-SHA256 Credential={key}/20261201/us-east-1/s3/aws4_request, x"}
+
+    url = f"{cache.endpoint}/{bucket_name}/index/t.lance/data/a.lance"
+    assert httpx.get(url).status_code == 403  # unsigned
+    assert httpx.get(url, headers=signed(CREDENTIALS["aws_access_key_id"])).status_code == 403  # the real key
+    assert httpx.get(f"{cache.endpoint}/other-bucket/x", headers=signed(cache.key)).status_code == 403
+    assert httpx.put(url, content=b"x" * 10_000, headers=signed(cache.key)).status_code == 405
+    assert httpx.delete(url, headers=signed(cache.key)).status_code == 405
+    assert httpx.get(url, headers=signed(cache.key)).status_code == 404  # the store's own answer
+    assert CREDENTIALS["aws_secret_access_key"] not in repr(cache.upstream) + caplog.text
+
+
+def test_static_keys_are_needed_and_an_unknown_store_kind_is_left_to_lancedb(monkeypatch):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    assert Upstream.of("s3://b/index", {"aws_region": "eu-west-1"}) is None  # an instance role: LanceDB's job
+    assert Upstream.of("gs://b/index", dict(CREDENTIALS)) is None
+    aws = Upstream.of("s3://b/index", {"aws_access_key_id": "k", "aws_secret_access_key": "s", "region": "eu-west-1"})
+    assert aws.url("x/y z.lance", [])[0] == "https://b.s3.eu-west-1.amazonaws.com/x/y%20z.lance"
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    local = Upstream.of("s3://b/index", {"aws_endpoint": "http://127.0.0.1:9000/"})
+    assert local.url("", [("prefix", "a/b"), ("list-type", "2")])[0] == \
+        "http://127.0.0.1:9000/b?list-type=2&prefix=a%2Fb"
+
+
+@pytest.mark.parametrize("key, query", [("index/t.lance/data/0a1b.lance", []),
+                                        ("index/odd name+plus=eq~tilde/数据.lance", []),
+                                        ("", [("list-type", "2"), ("prefix", "index/t.lance/_versions/"),
+                                              ("delimiter", "/")])])
+def test_its_signatures_are_the_ones_botocore_makes(key, query):
+    """The store checks every forwarded request's signature; botocore's signer is the reference."""
+    import datetime
+
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    upstream = Upstream("bucket", "http://127.0.0.1:9000", False, "eu-west-1", "AKID", "SECRET", "TOKEN")
+    url, host, canonical_query = upstream.url(key, query)
+    request = AWSRequest(method="GET", url=url, headers={"host": host})
+    S3SigV4Auth(Credentials("AKID", "SECRET", "TOKEN"), "s3", "eu-west-1").add_auth(request)
+    stamp = datetime.datetime.strptime(request.headers["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(
+        tzinfo=datetime.timezone.utc)
+    ours = upstream.signed_headers("GET", url, host, canonical_query, now=stamp)
+    assert ours["authorization"] == request.headers["Authorization"]
