@@ -130,7 +130,8 @@ def test_a_disk_that_refuses_writes_costs_only_the_caching(bucket, tmp_path, mon
     assert not _page_files(tmp_path / "cache")
 
 
-def test_the_cache_stays_within_its_size_and_keeps_what_was_used_last(tmp_path):
+def test_the_cache_stays_within_its_size_and_keeps_what_was_used_last(tmp_path, monkeypatch):
+    monkeypatch.setattr(readcache, "_TOUCH_INTERVAL", 0)  # a page's use is recorded once a minute: here at once
     pages = PageStore(tmp_path, max_bytes=4 * PAGE_BYTES)
     meta = {"size": PAGE_BYTES, "etag": '"v1"', "last-modified": "x"}
     for n in range(12):

@@ -87,6 +87,20 @@ def test_replacing_documents_is_one_commit_that_removes_their_old_chunks(store):
     assert store.indexed_paths("docs", generation) == {"b.md"}
 
 
+def test_writing_new_documents_is_one_commit_and_never_duplicates_chunks_a_crash_left(store):
+    """New paths are appended; a batch holding a path whose chunks a killed sync wrote before its
+    manifest commit replaces them instead of adding a second copy."""
+    generation = _fill(store)
+    schema = store.chunk_schema("docs")
+    version = store.version("docs")
+    store.replace_documents("docs", generation, ["c.md"],
+                            pa.Table.from_pylist([_row("c.md", 0, "gamma", [0, 0, 0, 1])], schema=schema))
+    assert store.version("docs") == version + 1 and store.count_chunks("docs") == 5
+    again = [_row("c.md", 0, "gamma", [0, 0, 0, 1]), _row("d.md", 0, "delta", [0, 0, 1, 1])]
+    store.replace_documents("docs", generation, ["c.md", "d.md"], pa.Table.from_pylist(again, schema=schema))
+    assert store.count_chunks("docs") == 6 and store.indexed_paths("docs", generation) >= {"c.md", "d.md"}
+
+
 def test_the_manifest_keeps_each_documents_record(store):
     generation = _fill(store)
     records = [FileRecord("a.md", "ha", 10, 111, 3, "indexed"), FileRecord("c.md", "hc", 5, 222, 0, "failed", "bad")]

@@ -42,13 +42,16 @@ PAGE_BYTES = 64 * 1024  # a miss fetches whole pages: a few fetches warm a file 
 # Files lance writes once under a fresh random name: their bytes never change.
 _IMMUTABLE = re.compile(r"\.lance/(data|_indices|_deletions)/")
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+_CREDENTIAL = re.compile(r"Credential=([^/,\s]*)/")
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)$")
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 _PASSED_HEADERS = ("content-type", "content-length", "content-range", "etag", "last-modified", "x-amz-request-id",
                    "x-amz-version-id")
 _MAX_HEAD_BYTES = 16 * 1024  # a request line and headers longer than this end the connection
 _IDLE_SECONDS = 120.0  # an idle or dripping connection is closed after this long
-_WARNING_INTERVAL = 60.0  # seconds between repeats of the same cache warning
+_WARNING_INTERVAL = 60.0
+_TOUCH_INTERVAL = 60.0  # seconds: how fresh a page's "last used" time is kept
+_MAX_REMEMBERED = 100_000  # objects' records and pages' use times held in memory, each ~100 bytes  # seconds between repeats of the same cache warning
 
 
 # ---- where the store is and who we are there ------------------------------------------------
@@ -148,38 +151,65 @@ class PageStore:
         self._lock = threading.Lock()
         self._used: int | None = None  # bytes in the folder, counted on first need
         self._warned: dict[str, float] = {}
+        # Kept in memory too: a hit reads no record, and marks a page used once a minute, not on every read.
+        self._metas: dict[str, dict[str, Any]] = {}
+        self._touched: dict[str, float] = {}
 
-    def _object_folder(self, bucket: str, key: str) -> Path:
+    def _object_folder(self, bucket: str, key: str) -> str:
         digest = hashlib.sha256(f"{bucket}/{key}".encode()).hexdigest()
-        return self.folder / digest[:2] / digest
+        return os.path.join(self.folder, digest[:2], digest)
 
     def meta(self, bucket: str, key: str) -> dict[str, Any] | None:
+        known = self._metas.get(f"{bucket}/{key}")
+        if known is not None:
+            return known
         try:
-            record = json.loads((self._object_folder(bucket, key) / "meta.json").read_text())
-            return record if isinstance(record.get("size"), int) and record.get("etag") else None
+            with open(os.path.join(self._object_folder(bucket, key), "meta.json"), "rb") as file:
+                record = json.loads(file.read())
         except (OSError, ValueError):
             return None
+        if not (isinstance(record, dict) and isinstance(record.get("size"), int) and record.get("etag")):
+            return None
+        self._remember(bucket, key, record)
+        return record
+
+    def _remember(self, bucket: str, key: str, meta: dict[str, Any]) -> None:
+        if len(self._metas) > _MAX_REMEMBERED:
+            self._metas.clear()
+        self._metas[f"{bucket}/{key}"] = meta
 
     def page(self, bucket: str, key: str, meta: dict[str, Any], number: int) -> bytes | None:
-        path = self._object_folder(bucket, key) / f"{_etag_name(meta)}-{number}"
+        path = os.path.join(self._object_folder(bucket, key), f"{_etag_name(meta)}-{number}")
         try:
-            data = path.read_bytes()
+            with open(path, "rb") as file:
+                data = file.read()
         except OSError:
             return None
         body = data[4:]
         if len(data) < 4 or zlib.crc32(body) != int.from_bytes(data[:4], "big") or len(body) != _page_length(meta, number):
             self.warn("damaged", f"read cache: dropped a damaged page of {key}; reading it from the store")
-            _unlink(path)
+            _unlink(Path(path))
             return None
+        self._mark_used(path)
+        return body
+
+    def _mark_used(self, path: str) -> None:
+        """Eviction goes by modification time: refresh it, at most once a minute per page."""
+        now = time.monotonic()
+        if now - self._touched.get(path, -_TOUCH_INTERVAL) < _TOUCH_INTERVAL:
+            return
+        if len(self._touched) > _MAX_REMEMBERED:
+            self._touched.clear()
+        self._touched[path] = now
         try:
-            os.utime(path)  # recently used
+            os.utime(path)
         except OSError:
             pass
-        return body
 
     def put(self, bucket: str, key: str, meta: dict[str, Any], pages: dict[int, bytes]) -> None:
         """Keep these pages (and the object's record); a full or vanished disk only costs the caching."""
-        folder = self._object_folder(bucket, key)
+        folder = Path(self._object_folder(bucket, key))
+        self._remember(bucket, key, meta)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             _write_atomically(folder / "meta.json", json.dumps(meta).encode())
@@ -273,7 +303,8 @@ class ReadCache:
         # LanceDB reads with many requests at once: they wait for a connection rather than open extra ones
         self.http = urllib3.PoolManager(maxsize=32, block=True, retries=urllib3.Retry(total=2, redirect=0, raise_on_status=False),
                                         timeout=urllib3.Timeout(connect=10, read=120))
-        self._endpoint = _Endpoint(self.answer)
+        self._local = threading.local()
+        self._endpoint = _Endpoint(self.answer_now, self.answer)
 
     @classmethod
     def for_store(cls, uri: str, options: dict[str, str], folder: Path, max_bytes: int) -> ReadCache | None:
@@ -305,7 +336,8 @@ class ReadCache:
     # ---- answering ------------------------------------------------------------------------
     def answer(self, method: str, target: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
         """(status, headers, body) for one request from LanceDB."""
-        if f"Credential={self.key}/" not in headers.get("authorization", ""):
+        credential = _CREDENTIAL.search(headers.get("authorization", ""))
+        if credential is None or not hmac.compare_digest(credential[1], self.key):
             return _error(403, "AccessDenied", "this endpoint serves mcp-kb's own reader only")
         if method not in ("GET", "HEAD"):
             return _error(405, "MethodNotAllowed", "the read cache only reads")
@@ -319,8 +351,18 @@ class ReadCache:
             return self._cached(method, key, headers.get("range"))
         return self._forward(method, key, query, passed)  # conditions are the store's to judge
 
+    def answer_now(self, method: str, target: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        """The answer when the store is not needed (a hit, a refusal); raises _WouldWait otherwise."""
+        self._local.hits_only = True
+        try:
+            return self.answer(method, target, headers)
+        finally:
+            self._local.hits_only = False
+
     def _forward(self, method: str, key: str, query: list[tuple[str, str]],
                  extra: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        if getattr(self._local, "hits_only", False):
+            raise _WouldWait
         url, host, canonical_query = self.upstream.url(key, query)
         try:
             response = self.http.request(method, url, headers={**self.upstream.signed_headers(
@@ -422,13 +464,17 @@ def _error(status: int, code: str, message: str) -> tuple[int, dict[str, str], b
     return status, {"content-type": "application/xml", "content-length": str(len(body))}, body.encode()
 
 
+class _WouldWait(Exception):
+    """An answer needs the store: it is worked out on a worker thread instead of the loop."""
+
+
 class _Endpoint:
     """The cache's HTTP side: an asyncio loop on its own thread speaks HTTP/1.1 (h11) with keep-alive;
-    each answer is worked out on a worker thread, so a miss waiting on the store holds up no hit.
-    (http.server cost ~1 ms a request, as much as the rest of a hit: LanceDB makes ~60 a search.)"""
+    hits are answered on the loop, answers that wait on the store on worker threads, so a slow store
+    holds up no hit. (LanceDB makes ~60 requests a hybrid search: their overhead is the cache's cost.)"""
 
-    def __init__(self, answer):
-        self._answer = answer
+    def __init__(self, answer_now, answer):
+        self._answer_now, self._answer = answer_now, answer
         self._workers = ThreadPoolExecutor(32, thread_name_prefix="mcp-kb read cache")
         started = threading.Event()
         threading.Thread(target=self._run, args=(started,), name="mcp-kb read cache", daemon=True).start()
@@ -479,8 +525,11 @@ class _Endpoint:
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in request.headers}
         reads = method in ("GET", "HEAD")
         try:
-            status, answer_headers, body = await asyncio.get_running_loop().run_in_executor(
-                self._workers, self._answer, method, target, headers)
+            try:  # a hit is answered here: handing it to a thread and back cost as much as the hit
+                status, answer_headers, body = self._answer_now(method, target, headers)
+            except _WouldWait:
+                status, answer_headers, body = await asyncio.get_running_loop().run_in_executor(
+                    self._workers, self._answer, method, target, headers)
         except Exception:  # a bug here must cost one request, never the reader
             log.exception("read cache: a request failed")
             status, answer_headers, body = _error(500, "InternalError", "the read cache failed")
