@@ -84,7 +84,8 @@ def test_a_writers_sync_is_never_hidden_by_the_cache(bucket, tmp_path):
     write(bucket.docs / "errors.md", "# Errors\n\nE7730 means the disk quota is used up; free some space.\n")
     writer.sync()
     assert _hits(reader, "E7730 quota")[0] == "errors.md"
-    texts = [hit.text for hit in reader.search("docs", "E5021 token expired", mode="keyword", top_k=5, record=False).hits]
+    texts = [hit.text for hit in reader.search("docs", "E5021 token expired", mode="keyword", top_k=5,
+                                               record=False).hits]
     assert not any("E5021" in text for text in texts), texts  # the old text is gone
 
     (bucket.docs / "note3.md").unlink()  # compaction and a full rebuild rewrite every file under new names
@@ -203,3 +204,47 @@ def test_its_signatures_are_the_ones_botocore_makes(key, query):
         tzinfo=datetime.timezone.utc)
     ours = upstream.signed_headers("GET", url, host, canonical_query, now=stamp)
     assert ours["authorization"] == request.headers["Authorization"]
+
+
+def test_ranges_are_answered_byte_for_byte_as_the_store_answers_them(s3, tmp_path):
+    import random
+
+    bucket_name = s3.new_bucket()
+    data = random.Random(7).randbytes(3 * PAGE_BYTES + 1234)
+    key = "index/t.lance/data/0f1e2d.lance"
+    s3._client().put_object(Bucket=bucket_name, Key=key, Body=data)
+    options = s3.storage(bucket_name)["options"]
+    cache = ReadCache.for_store(f"s3://{bucket_name}/index", options, tmp_path / "cache", 2**30)
+    auth = {"authorization": f"AWS4-HMAC-SHA256 Credential={cache.key}/20261201/us-east-1/s3/aws4_request, x"}
+    url = f"{cache.endpoint}/{bucket_name}/{key}"
+    size = len(data)
+    for _ in range(2):  # first sight (from the store), then from pages
+        for wanted, expected in [("bytes=10-20", data[10:21]), ("bytes=-5", data[-5:]),
+                                 (f"bytes={PAGE_BYTES - 3}-{2 * PAGE_BYTES + 3}",
+                                  data[PAGE_BYTES - 3:2 * PAGE_BYTES + 4]),
+                                 (f"bytes={size - 10}-", data[-10:]), (f"bytes=0-{size * 2}", data)]:
+            answer = httpx.get(url, headers={**auth, "range": wanted})
+            assert (answer.status_code, answer.content) == (206, expected), wanted
+            assert answer.headers["content-range"].endswith(f"/{size}")
+        whole = httpx.get(url, headers=auth)
+        assert (whole.status_code, whole.content) == (200, data)
+        assert httpx.head(url, headers=auth).headers["content-length"] == str(size)
+    for hostile in (f"bytes={size}-", "bytes=20-10", "bytes=-0", "bytes=a-b"):
+        assert httpx.get(url, headers={**auth, "range": hostile}).status_code == 416, hostile
+
+
+def test_a_flood_of_headers_or_a_body_on_a_read_closes_only_that_connection(s3, tmp_path):
+    import socket
+
+    bucket_name = s3.new_bucket()
+    cache = ReadCache.for_store(f"s3://{bucket_name}/index", s3.storage(bucket_name)["options"], tmp_path / "c", 2**20)
+    host, port = cache.endpoint.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as flood:
+        flood.sendall(b"GET /x HTTP/1.1\r\nHost: a\r\nX-Fill: " + b"a" * 100_000 + b"\r\n\r\n")
+        while flood.recv(65536):
+            pass  # the endpoint closes the connection
+    with socket.create_connection((host, int(port)), timeout=30) as body:
+        body.sendall(b"GET /x HTTP/1.1\r\nHost: a\r\nContent-Length: 1000000\r\n\r\n" + b"b" * 200_000)
+        while body.recv(65536):
+            pass
+    assert httpx.get(f"{cache.endpoint}/{bucket_name}/x").status_code == 403  # still answering others

@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 PAGE_BYTES = 64 * 1024  # a miss fetches whole pages: a few fetches warm a file lance reads in many small ranges
 # Files lance writes once under a fresh random name: their bytes never change.
 _IMMUTABLE = re.compile(r"\.lance/(data|_indices|_deletions)/")
-_RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]*)/")
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)$")
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
@@ -49,9 +49,9 @@ _PASSED_HEADERS = ("content-type", "content-length", "content-range", "etag", "l
                    "x-amz-version-id")
 _MAX_HEAD_BYTES = 16 * 1024  # a request line and headers longer than this end the connection
 _IDLE_SECONDS = 120.0  # an idle or dripping connection is closed after this long
-_WARNING_INTERVAL = 60.0
+_WARNING_INTERVAL = 60.0  # seconds between repeats of the same cache warning
 _TOUCH_INTERVAL = 60.0  # seconds: how fresh a page's "last used" time is kept
-_MAX_REMEMBERED = 100_000  # objects' records and pages' use times held in memory, each ~100 bytes  # seconds between repeats of the same cache warning
+_MAX_REMEMBERED = 100_000  # objects' records and pages' use times held in memory, each ~100 bytes
 
 
 # ---- where the store is and who we are there ------------------------------------------------
@@ -186,7 +186,8 @@ class PageStore:
         except OSError:
             return None
         body = data[4:]
-        if len(data) < 4 or zlib.crc32(body) != int.from_bytes(data[:4], "big") or len(body) != _page_length(meta, number):
+        intact = len(data) >= 4 and zlib.crc32(body) == int.from_bytes(data[:4], "big")
+        if not intact or len(body) != _page_length(meta, number):
             self.warn("damaged", f"read cache: dropped a damaged page of {key}; reading it from the store")
             _unlink(Path(path))
             return None
@@ -301,8 +302,8 @@ class ReadCache:
         self.upstream, self.pages = upstream, pages
         self.key = secrets.token_hex(16)  # what a caller must sign with: nobody else on this machine has it
         # LanceDB reads with many requests at once: they wait for a connection rather than open extra ones
-        self.http = urllib3.PoolManager(maxsize=32, block=True, retries=urllib3.Retry(total=2, redirect=0, raise_on_status=False),
-                                        timeout=urllib3.Timeout(connect=10, read=120))
+        self.http = urllib3.PoolManager(maxsize=32, block=True, timeout=urllib3.Timeout(connect=10, read=120),
+                                        retries=urllib3.Retry(total=2, redirect=0, raise_on_status=False))
         self._local = threading.local()
         self._endpoint = _Endpoint(self.answer_now, self.answer)
 
@@ -400,7 +401,7 @@ class ReadCache:
     def _first_pages(self, key: str, range_header: str | None) -> dict[str, Any] | None:
         """Fetch the pages a first request needs, keep them, and return the object's record."""
         match = _RANGE.match(range_header.strip()) if range_header else None
-        if range_header and not match:
+        if range_header and not (match and match[1]):  # a suffix range needs the size first: the store answers it
             return None
         first = int(match[1]) // PAGE_BYTES if match else 0
         last = int(match[2]) // PAGE_BYTES if match and match[2] else None
@@ -450,11 +451,13 @@ class ReadCache:
 
 
 def _wanted(range_header: str | None, size: int) -> tuple[int | None, int]:
-    """First and last byte of a request (an open range ends at the object's end)."""
+    """First and last byte of a request: `a-b`, `a-` (to the end) or `-n` (the last n); None: unsatisfiable."""
     if range_header is None:
         return 0, size - 1
     match = _RANGE.match(range_header.strip())
-    if not match or int(match[1]) >= max(size, 1):
+    if match and match[1] == "" and match[2]:
+        return (max(0, size - int(match[2])), size - 1) if int(match[2]) > 0 and size else (None, 0)
+    if not match or match[1] == "" or int(match[1]) >= size or (match[2] and int(match[2]) < int(match[1])):
         return None, 0
     return int(match[1]), min(size - 1, int(match[2])) if match[2] else size - 1
 
