@@ -168,8 +168,10 @@ class StorageConfig(_Strict):
     # Searches on s3:// storage keep the data and index pages they fetch in a disk cache of this many MB
     # (0: off); what says which version is current is always asked of the store (index/readcache.py).
     read_cache_mb: int = Field(1024, ge=0, le=1_048_576)
-    # LanceDB's in-memory caches of index pieces and table metadata, in MB (its own default: 7 GB).
-    memory_cache_mb: int = Field(512, ge=1, le=1_048_576)
+    # LanceDB's in-memory caches of index pieces and table metadata, in MB (its own default: 7 GB). A server
+    # on a million chunks held 1.19 GB after 200 hybrid searches with 2048 or 7168, 1.18 GB with 512 but
+    # searched 2x slower (benchmarks/shared_index.py rss): the cache is not what holds the memory there.
+    memory_cache_mb: int = Field(2048, ge=1, le=1_048_576)
     read_cache_dir: PathText | None = None  # default: "read-cache" in this user's cache folder
 
     @property

@@ -96,8 +96,8 @@ class LanceStore:
         self.lease_seconds = lease_seconds  # a writer's lease on object storage lapses this long after a crash
         import lancedb  # imported here: it takes a second, and a server must answer tools/list before that
 
-        # One budget for LanceDB's in-memory caches, shared by this store's connections: index pieces
-        # (LanceDB's default allows 6 GB) and, a quarter of it, table metadata (default 1 GB).
+        # One budget for LanceDB's in-memory caches, shared by this store's connections: 4/5 for index pieces
+        # (LanceDB's default allows 6 GB), 1/5 for table metadata (default 1 GB).
         self._session = None if memory_cache_bytes is None else lancedb.Session(
             index_cache_size_bytes=memory_cache_bytes * 4 // 5, metadata_cache_size_bytes=memory_cache_bytes // 5)
         try:
