@@ -88,7 +88,7 @@ def test_a_writers_sync_is_never_hidden_by_the_cache(bucket, tmp_path):
                                                record=False).hits]
     assert not any("E5021" in text for text in texts), texts  # the old text is gone
 
-    (bucket.docs / "note3.md").unlink()  # compaction and a full rebuild rewrite every file under new names
+    (bucket.docs / "note3.md").unlink()  # and a full rebuild writes every file anew, under new names
     writer.sync(full=True)
     assert "note3.md" not in _hits(reader, "restart the ingest worker number 3", mode="keyword")
     assert _hits(reader, "E7730 quota")[0] == "errors.md"
@@ -248,3 +248,16 @@ def test_a_flood_of_headers_or_a_body_on_a_read_closes_only_that_connection(s3, 
         while body.recv(65536):
             pass
     assert httpx.get(f"{cache.endpoint}/{bucket_name}/x").status_code == 403  # still answering others
+
+
+def test_without_a_loopback_port_searches_read_the_store_and_say_so(bucket, tmp_path, monkeypatch, caplog):
+    import asyncio
+
+    async def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    expected = _answers(bucket(read_cache_mb=0))
+    monkeypatch.setattr(asyncio, "start_server", refused)
+    with caplog.at_level(logging.WARNING, logger="mcp_kb.index.readcache"):
+        assert _answers(bucket(read_cache_dir=str(tmp_path / "no-port"))) == expected
+    assert "cannot listen on 127.0.0.1" in caplog.text

@@ -318,7 +318,12 @@ class ReadCache:
         with cls._starting:
             running = cls._running.get((upstream, folder))
             if running is None:
-                running = cls._running[(upstream, folder)] = cls(upstream, PageStore(folder, max_bytes))
+                try:
+                    running = cls(upstream, PageStore(folder, max_bytes))
+                except OSError as exc:
+                    log.warning("read cache: off, it cannot listen on 127.0.0.1 (%s); searches read the store", exc)
+                    return None
+                cls._running[(upstream, folder)] = running
             return running
 
     @property
@@ -480,14 +485,22 @@ class _Endpoint:
         self._answer_now, self._answer = answer_now, answer
         self._workers = ThreadPoolExecutor(32, thread_name_prefix="mcp-kb read cache")
         started = threading.Event()
+        self._failure: OSError | None = None
         threading.Thread(target=self._run, args=(started,), name="mcp-kb read cache", daemon=True).start()
         started.wait()
+        if self._failure is not None:
+            raise self._failure
 
     def _run(self, started: threading.Event) -> None:
         loop = asyncio.new_event_loop()
-        server = loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
-        self.address = server.sockets[0].getsockname()[:2]
-        started.set()
+        try:
+            server = loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
+            self.address = server.sockets[0].getsockname()[:2]
+        except OSError as exc:  # no loopback port for us (a sandbox): the caller goes without the cache
+            self._failure = exc
+            return
+        finally:
+            started.set()
         loop.run_forever()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
