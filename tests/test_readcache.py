@@ -44,7 +44,7 @@ def bucket(s3, tmp_path, make_config, embedder):
         return App(config, embedder=embedder)
 
     open_app(read_cache_mb=0).sync()
-    open_app.docs = docs
+    open_app.docs, open_app.storage = docs, storage
     return open_app
 
 
@@ -71,9 +71,27 @@ def test_searches_through_the_cache_answer_as_the_store_does_and_a_warm_cache_fe
     assert _answers(bucket(read_cache_dir=str(tmp_path / "cache")), mode) == direct
     assert _page_files(tmp_path / "cache")
 
-    s3.start_recording()  # a new process (new connection) on the warm cache
-    assert _answers(bucket(read_cache_dir=str(tmp_path / "cache")), mode) == direct
+    s3.start_recording()  # another process on the warm cache: it finds the pages on disk
+    found = _search_in_a_new_process(bucket, tmp_path, QUERIES[0], mode)
+    assert [(hit["source"], round(hit["score"], 5)) for hit in found] == [(s, score) for s, _, score in direct[0]]
     assert _pages_fetched(s3) == []
+
+
+def _search_in_a_new_process(bucket, tmp_path, query: str, mode: str) -> list[dict]:
+    import json
+    import subprocess
+    import sys
+
+    storage = bucket.storage
+    config = tmp_path / "kb.toml"
+    config.write_text(
+        f'[storage]\nuri = "{storage["uri"]}"\nread_consistency = 0\nread_cache_dir = "{tmp_path / "cache"}"\n'
+        f'[storage.options]\n' + "".join(f'{k} = "{v}"\n' for k, v in storage["options"].items()) +
+        f'[[kb]]\nname = "docs"\ndescription = "Runbooks"\npaths = ["{bucket.docs}"]\n', encoding="utf-8")
+    result = subprocess.run([sys.executable, "-m", "mcp_kb", "search", "docs", query, "--json", "--top-k", "5",
+                             "--mode", mode, "-c", str(config)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["results"]
 
 
 def test_a_writers_sync_is_never_hidden_by_the_cache(bucket, tmp_path):
