@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import time
 
 import httpx
@@ -153,6 +154,8 @@ def test_the_cache_stays_within_its_size_and_keeps_what_was_used_last(tmp_path, 
     monkeypatch.setattr(readcache, "_TOUCH_INTERVAL", 0)  # a page's use is recorded once a minute: here at once
     pages = PageStore(tmp_path, max_bytes=4 * PAGE_BYTES)
     meta = {"size": PAGE_BYTES, "etag": '"v1"', "last-modified": "x"}
+    leftover = write(tmp_path / "ab" / "ab12" / "page-0.1f2e.tmp", "x" * PAGE_BYTES)  # a killed process's
+    os.utime(leftover, (1, 1))
     for n in range(12):
         pages.put("b", f"t.lance/data/{n}.lance", meta, {0: bytes([n]) * PAGE_BYTES})
         if n >= 1:
@@ -163,6 +166,7 @@ def test_the_cache_stays_within_its_size_and_keeps_what_was_used_last(tmp_path, 
     assert pages.page("b", "t.lance/data/0.lance", meta, 0) == bytes([0]) * PAGE_BYTES
     assert pages.page("b", "t.lance/data/11.lance", meta, 0) == bytes([11]) * PAGE_BYTES
     assert pages.page("b", "t.lance/data/1.lance", meta, 0) is None  # the least recently used went first
+    assert not leftover.exists()  # counted and evicted like a page
     other_version = {**meta, "etag": '"v2"'}  # pages of one version are never taken for another's
     assert pages.page("b", "t.lance/data/11.lance", other_version, 0) is None
 

@@ -231,10 +231,11 @@ class PageStore:
             if self._used > self.max_bytes:
                 self._used = self._evict(int(self.max_bytes * 0.8))
 
-    def _files(self) -> list[os.stat_result | Any]:
+    def _files(self) -> list[tuple[os.stat_result, Path]]:
+        """Page files with their stat, temporary ones too (a killed process's leftovers take space as well)."""
         found = []
         for path in self.folder.glob("??/*/*"):
-            if path.name != "meta.json" and not path.name.endswith(".tmp"):
+            if path.name != "meta.json":
                 try:
                     found.append((path.stat(), path))
                 except OSError:
