@@ -42,6 +42,9 @@ class App:
         self._lock = threading.Lock()
         self.metrics = Metrics()
         self.saves_metrics = False  # servers save their figures now and then; a one-off command does not
+        # A sync command or watcher lets the model go once a KB is embedded (its index builds are the peak of
+        # a sync's memory); a server keeps it for the next search.
+        self.releases_model = False
         self._query_logs: dict[str, QueryLog] = {}
 
     @property
@@ -138,7 +141,8 @@ class App:
     def sync(self, kb: str | None = None, full: bool = False, progress: ProgressCallback | None = None,
              wait: bool = True, allow_mass_delete: bool = False, reembed: bool = False) -> list[SyncReport]:
         reports = sync_all(self.config, self.store, self.embedder, lambda: self.tokenizer, kb, full=full,
-                           progress=progress, wait=wait, allow_mass_delete=allow_mass_delete, reembed=reembed)
+                           progress=progress, wait=wait, allow_mass_delete=allow_mass_delete, reembed=reembed,
+                           release_model=self.releases_model)
         for report in reports:  # a model or chunking change that hurts retrieval shows at once
             sample = self.config.get_kb(report.kb).sync.self_check_sample
             if report.rebuilt and sample:

@@ -208,6 +208,7 @@ def sync(kb: str | None, full: bool, reembed: bool, no_wait: bool, allow_mass_de
     def work():
         name, config = _kb_or_folder(kb, config_path)
         app = _app(config)
+        app.releases_model = True
         bar = _ProgressBar() if sys.stderr.isatty() and not as_json else None
         try:
             reports = app.sync(name, full=full, reembed=reembed, progress=bar, wait=not no_wait,
@@ -520,6 +521,7 @@ def watch(kb: str | None, config_path: str | None) -> None:
 
         name, config = _kb_or_folder(kb, config_path)
         app = App(_load(config))
+        app.releases_model = True
         logging.getLogger("mcp_kb").setLevel(logging.INFO)
         click.echo(f"watching {', '.join(k.name for k in app.config.select(name))}; Ctrl-C to stop", err=True)
         try:

@@ -111,20 +111,22 @@ class SyncReport:
 
 def sync_all(config: Config, store: Store, embedder: Embedder, load_counter: Callable[[], TokenCounter],
              kb_name: str | None = None, full: bool = False, progress: ProgressCallback | None = None,
-             wait: bool = True, allow_mass_delete: bool = False, reembed: bool = False) -> list[SyncReport]:
+             wait: bool = True, allow_mass_delete: bool = False, reembed: bool = False,
+             release_model: bool = False) -> list[SyncReport]:
     """Sync one KB or all of them, holding the storage's writer lock. `full` rebuilds (reusing the
-    vectors of unchanged chunks when the model is unchanged); `reembed` rebuilds and embeds every chunk."""
+    vectors of unchanged chunks when the model is unchanged); `reembed` rebuilds and embeds every chunk;
+    `release_model` lets the model's memory go before each KB's index phase."""
     kbs = config.select(kb_name)
     check_writable(store)
     with sync_lock(store, [kb.name for kb in kbs], wait=wait):
         return [sync_kb(store, kb, embedder, load_counter, full=full, progress=progress,
-                        allow_mass_delete=allow_mass_delete, reembed=reembed)
+                        allow_mass_delete=allow_mass_delete, reembed=reembed, release_model=release_model)
                 for kb in kbs]
 
 
 def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callable[[], TokenCounter],
             full: bool = False, progress: ProgressCallback | None = None, allow_mass_delete: bool = False,
-            reembed: bool = False) -> SyncReport:
+            reembed: bool = False, release_model: bool = False) -> SyncReport:
     """Bring one KB's tables in step with its files; the caller holds the sync lock. The token
     counter (the model's tokenizer) is loaded inside, so a missing one is this KB's recorded failure.
 
@@ -163,6 +165,8 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         files_by_path = {f.doc_id: f for f in scan.files}
         _apply_changes(store, kb, target, reuse_from, embedder, counter, plan, files_by_path, hash_by_path, report,
                        timer, progress)
+        if release_model:
+            embedder.release()
         with timer("delete"):
             report.chunks_deleted += _remove_deleted(store, kb.name, target, plan, set(hash_by_path))
             store.write_files(kb.name, target, _touched(indexed, files_by_path, hash_by_path))

@@ -166,6 +166,15 @@ def test_status_search_and_check_work_while_a_kb_folder_is_missing(project):
     assert "docs: 2 files" in _run("status").output
 
 
+def test_sync_releases_the_model_once_its_kbs_are_embedded(project, monkeypatch):
+    from mcp_kb.models.fastembed import FastEmbedder
+
+    released = []
+    monkeypatch.setattr(FastEmbedder, "release", lambda self: released.append(self.config.model))
+    assert _run("sync").exit_code == 0
+    assert len(released) == 1
+
+
 def test_sync_refuses_to_empty_a_kb_without_allow_mass_delete(project):
     assert _run("sync").exit_code == 0
     for path in (project / "docs").iterdir():

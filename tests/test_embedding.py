@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import weakref
 
 import numpy as np
 import pytest
@@ -146,3 +147,13 @@ def test_texts_sorted_by_length_for_batching_come_back_in_input_order(embedder):
     together = embedder.embed_batch(texts)
     for text, vector in zip(texts, together):
         assert np.allclose(vector, embedder.embed_batch([text])[0], atol=1e-5)
+
+
+def test_a_released_model_frees_its_session_and_loads_again_with_the_same_vectors(embedding_config):
+    model = FastEmbedder(embedding_config)
+    texts = ["annual leave policy", "error code E5021"]
+    before = model.embed_batch(texts)
+    session = weakref.ref(model.model.model.model)  # TextEmbedding → its ONNX model → onnxruntime's session
+    model.release()
+    assert session() is None  # nothing else holds it: its memory is gone
+    assert np.allclose(model.embed_batch(texts), before, atol=1e-6)

@@ -81,6 +81,31 @@ def test_progress_moves_while_a_batch_embeds(app, monkeypatch):
     assert reports[-1][:2] == (3, 3)
 
 
+@pytest.mark.parametrize("releases", [True, False], ids=["sync command", "server"])
+def test_a_sync_command_lets_the_model_go_before_building_indexes(make_config, kb_dir, embedding_config, monkeypatch,
+                                                                   releases):
+    """The index builds are a sync's memory peak; a one-off sync needs no model for them, a server's next search
+    does."""
+    from mcp_kb.app import App
+    from mcp_kb.index.store import LanceStore
+    from mcp_kb.models.fastembed import FastEmbedder
+
+    model = FastEmbedder(embedding_config)
+    app = App(make_config({"name": "docs", "description": "d", "paths": [str(kb_dir)]}), embedder=model)
+    app.releases_model = releases
+    loaded_while_indexing = []
+    refresh = LanceStore.refresh_indexes
+
+    def recording(self, *args):
+        loaded_while_indexing.append(model._model is not None)
+        return refresh(self, *args)
+
+    monkeypatch.setattr(LanceStore, "refresh_indexes", recording)
+    assert app.sync()[0].chunks_embedded > 0
+    assert loaded_while_indexing == [not releases]
+    assert app.search("docs", "reset a password").hits[0].source == "faq.md"  # a released model loads again
+
+
 def test_plan_sync_is_a_pure_comparison():
     plan = plan_sync({"a": "1", "b": "2", "c": "3"}, {"a": "1", "b": "x", "d": "4"})
     assert (plan.added, plan.changed, plan.deleted, plan.unchanged) == (["c"], ["b"], ["d"], ["a"])

@@ -35,6 +35,9 @@ class Embedder(ABC):
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_batch([text])[0]
 
+    def release(self) -> None:
+        """Let go of a loaded model's memory; the next call loads it again. Nothing to do for a service."""
+
 
 class Reranker(ABC):
     """Scores (query, passage) pairs; higher is more relevant."""

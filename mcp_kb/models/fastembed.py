@@ -3,6 +3,8 @@ or reads fastembed's internals."""
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 import logging
 import os
@@ -105,6 +107,22 @@ class FastEmbedder(Embedder):
         except Exception as exc:
             raise ModelError(f"query embedding failed with model {self.config.model}: {exc}") from exc
         return np.asarray(vector, dtype=np.float32)
+
+    def release(self) -> None:
+        with _FASTEMBED_LOCK:
+            if self._model is None:
+                return
+            self._model = None
+        gc.collect()  # the session sits in reference cycles of fastembed's objects
+        _return_free_heap()
+
+
+def _return_free_heap() -> None:
+    """Give the heap pages freed by a dropped model back to the system (glibc keeps them otherwise)."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: its allocator decides
+        pass
 
 
 class FastEmbedReranker(Reranker):
