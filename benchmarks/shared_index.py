@@ -224,7 +224,8 @@ def server_rss(memory_cache_mb: int | None) -> None:
     loaded = _memory("VmRSS")
     p50, p95 = _percentiles(_timed_searches(app, "big", _queries(200), "hybrid"))
     print(f"a server process (memory_cache_mb = {config.storage.memory_cache_mb}): {loaded:.0f} MB with the model "
-          f"loaded, {_memory('VmRSS'):.0f} MB after 200 hybrid searches, peak {_memory('VmHWM'):.0f} MB "
+          f"loaded, {_memory('VmRSS'):.0f} MB after 200 hybrid searches ({_memory('RssAnon'):.0f} MB private, "
+          f"{_memory('RssFile'):.0f} MB pages of files), peak {_memory('VmHWM'):.0f} MB "
           f"(cold process: p50 {p50:.0f} ms, p95 {p95:.0f} ms)", flush=True)
 
 
