@@ -168,6 +168,8 @@ def test_the_cache_stays_within_its_size_and_keeps_what_was_used_last(tmp_path, 
     assert pages.page("b", "t.lance/data/11.lance", meta, 0) == bytes([11]) * PAGE_BYTES
     assert pages.page("b", "t.lance/data/1.lance", meta, 0) is None  # the least recently used went first
     assert not leftover.exists()  # counted and evicted like a page
+    folders = [folder for folder in tmp_path.glob("??/*") if folder.is_dir()]
+    assert len(folders) == len(_page_files(tmp_path))  # evicted objects took their records with them
     other_version = {**meta, "etag": '"v2"'}  # pages of one version are never taken for another's
     assert pages.page("b", "t.lance/data/11.lance", other_version, 0) is None
 

@@ -248,11 +248,15 @@ class PageStore:
     def _evict(self, target: int) -> int:
         files = sorted(self._files(), key=lambda item: item[0].st_mtime)
         used = sum(stat.st_size for stat, _ in files)
+        emptied = set()
         for stat, path in files:
             if used <= target:
                 break
             _unlink(path)
             used -= stat.st_size
+            emptied.add(path.parent)
+        for folder in emptied:
+            _drop_if_pageless(folder)
         return used
 
     def warn(self, what: str, message: str) -> None:
@@ -280,6 +284,19 @@ def _write_atomically(path: Path, data: bytes) -> None:
     except OSError:
         _unlink(temporary)
         raise
+
+
+def _drop_if_pageless(folder: Path) -> None:
+    """An object whose pages are all evicted loses its record and folder too, or records would pile up as
+    compactions replace files. A page another process writes meanwhile keeps the folder (rmdir fails);
+    without its record it is fetched again and the record rewritten."""
+    try:
+        if any(path.name != "meta.json" for path in folder.iterdir()):
+            return
+        _unlink(folder / "meta.json")
+        folder.rmdir()
+    except OSError:
+        pass
 
 
 def _unlink(path: Path) -> None:
