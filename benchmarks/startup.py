@@ -28,15 +28,16 @@ ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ["annual leave", "年假怎么申请？", "install the package", "error codes", "expenses refund", "配置文件"]
 
 
-def server_rss_mb() -> float:
-    """VmRSS of this process's child `mcp-kb serve` (the stdio client starts it)."""
+def server_memory_mb(field: str = "VmRSS") -> float:
+    """A memory figure (VmRSS; RssAnon: private; RssFile: pages of libraries and files) of this process's child
+    `mcp-kb serve` (the stdio client starts it)."""
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
             fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
         except OSError:
             continue
-        if int(fields["PPid"]) == os.getpid() and "VmRSS" in fields:
-            return int(fields["VmRSS"].split()[0]) / 1024
+        if int(fields["PPid"]) == os.getpid() and field in fields:
+            return int(fields[field].split()[0]) / 1024
     return float("nan")
 
 
@@ -51,12 +52,14 @@ async def one_launch(config: Path, searches: int) -> dict[str, float]:
         figures = {"tools/list s": time.perf_counter() - started}
         await client.call_tool("search_policy_docs", {"query": "annual leave"})
         figures["first search s"] = time.perf_counter() - started
-        figures["RSS after first search MB"] = server_rss_mb()
+        figures["RSS after first search MB"] = server_memory_mb()
         for n in range(searches):
             tool = ("search_policy_docs", "search_product_docs")[n % 2]
             mode = ("hybrid", "keyword", "vector")[n % 3]
             await client.call_tool(tool, {"query": f"{QUERIES[n % len(QUERIES)]} {n}", "mode": mode})
-        figures[f"RSS after {searches} more MB"] = server_rss_mb()
+        figures[f"RSS after {searches} more MB"] = server_memory_mb()
+        figures["  of it private MB"] = server_memory_mb("RssAnon")
+        figures["  of it pages of files MB"] = server_memory_mb("RssFile")
         return figures
 
 
