@@ -180,7 +180,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
                             if r.status == "failed" and p in unchanged]
         _count_each_file_once(report, plan)
         report.seconds["total"] = round(time.perf_counter() - wall_start, 3)
-        titles = store.view(kb.name, target, cached=False).document_titles(_TITLES_IN_SUMMARY)
+        titles = store.document_titles(kb.name, target, _TITLES_IN_SUMMARY)
         write_summary(store, kb.name, _summary(files, report, titles))
         # One commit makes this generation the one searches read (the switch, after a rebuild).
         store.write_state(kb.name, {**fingerprints, "generation": target, "complete": True,

@@ -67,8 +67,6 @@ class ChunkView(Protocol):
 
     def sample(self, n: int, seed: int) -> list[dict[str, Any]]: ...
 
-    def document_titles(self, limit: int) -> list[str]: ...
-
 
 class Store(Protocol):
     """All KBs' tables at one storage location, in generations switched by one state write."""
@@ -127,7 +125,10 @@ class Store(Protocol):
 
     def version(self, kb: str) -> int: ...
 
-    def view(self, kb: str, generation: str, cached: bool = True) -> ChunkView | None: ...
+    def view(self, kb: str, generation: str) -> ChunkView | None: ...
+
+    def document_titles(self, kb: str, generation: str, limit: int) -> list[str]:
+        """Titles of a generation's documents as its writer has just written them (for the sync summary)."""
 
     def refresh_indexes(self, kb: str, generation: str, changed: bool) -> str:
         """Build or fold in search indexes; a one-line description of the index state."""

@@ -365,12 +365,20 @@ class LanceStore:
         table = self.chunk_table(kb)
         return table.version if table is not None else 0
 
-    def view(self, kb: str, generation: str, cached: bool = True) -> LanceChunkView | None:
-        """Read queries on a generation's chunks, or None when its table does not exist. `cached=False`:
-        the writer's own handle, which has seen its last commit (the read cache's lags by read_consistency)."""
-        name = chunk_table_name(kb, generation)
-        table = self._search_table(name) if cached else self._table(name)
+    def view(self, kb: str, generation: str) -> LanceChunkView | None:
+        """Read queries on a generation's chunks (through the read cache), or None when its table does not exist."""
+        table = self._search_table(chunk_table_name(kb, generation))
         return None if table is None else LanceChunkView(table, generation)
+
+    @_store_failures("be read (document titles)")
+    def document_titles(self, kb: str, generation: str, limit: int) -> list[str]:
+        """Up to `limit` distinct document titles (from first chunks), sorted so the text is stable. Read through
+        the writer's own handle, which has seen its last commit (the read cache's lags by read_consistency)."""
+        table = self.chunk_table(kb, generation)
+        if table is None:
+            return []
+        rows = table.search().where(sql_equals("chunk_index", 0)).select(["title"]).limit(limit * 4).to_list()
+        return sorted({row["title"] for row in rows if row["title"]})[:limit]
 
     # ---- indexes -------------------------------------------------------------------------
     @_store_failures("be written (search indexes)")
@@ -532,11 +540,6 @@ class LanceChunkView:
         total = self._table.count_rows()
         offsets = sorted(random.Random(seed).sample(range(total), min(n, total)))
         return self._table.take_offsets(offsets).select(HIT_COLUMNS).to_list() if offsets else []
-
-    def document_titles(self, limit: int) -> list[str]:
-        """Up to `limit` distinct document titles (from first chunks), sorted so the text is stable."""
-        rows = self._table.search().where(sql_equals("chunk_index", 0)).select(["title"]).limit(limit * 4).to_list()
-        return sorted({row["title"] for row in rows if row["title"]})[:limit]
 
     def _scan(self, where: str, columns: list[str]) -> list[dict[str, Any]]:
         return self._table.search().where(where).select(columns).limit(None).to_list()
