@@ -188,6 +188,8 @@ def test_its_endpoint_serves_only_this_processes_reader_and_only_reads(s3, tmp_p
     url = f"{cache.endpoint}/{bucket_name}/index/t.lance/data/a.lance"
     assert httpx.get(url).status_code == 403  # unsigned
     assert httpx.get(url, headers=signed(CREDENTIALS["aws_access_key_id"])).status_code == 403  # the real key
+    odd = {"authorization": signed("\xe9" + cache.key[1:])["authorization"].encode("latin-1")}
+    assert httpx.get(url, headers=odd).status_code == 403  # a non-ASCII key is refused like any other
     assert httpx.get(f"{cache.endpoint}/other-bucket/x", headers=signed(cache.key)).status_code == 403
     assert httpx.put(url, content=b"x" * 10_000, headers=signed(cache.key)).status_code == 405
     assert httpx.delete(url, headers=signed(cache.key)).status_code == 405

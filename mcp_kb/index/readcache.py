@@ -361,7 +361,8 @@ class ReadCache:
     def answer(self, method: str, target: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
         """(status, headers, body) for one request from LanceDB."""
         credential = _CREDENTIAL.search(headers.get("authorization", ""))
-        if credential is None or not hmac.compare_digest(credential[1], self.key):
+        # As bytes: compare_digest refuses str with non-ASCII characters (a hostile header would cost a 500).
+        if credential is None or not hmac.compare_digest(credential[1].encode("latin-1"), self.key.encode()):
             return _error(403, "AccessDenied", "this endpoint serves mcp-kb's own reader only")
         if method not in ("GET", "HEAD"):
             return _error(405, "MethodNotAllowed", "the read cache only reads")
