@@ -10,6 +10,11 @@ KBError                 anything mcp-kb reports to a user as one clear message
 └── SearchError         a search request is invalid (bad mode, unknown filter field, ...)
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
 
 class KBError(Exception):
     """Base class: its message is meant for the user and says what to fix."""
@@ -31,8 +36,38 @@ class StoreError(KBError):
     """The LanceDB index could not be used."""
 
 
+@dataclass(frozen=True)
+class RunningSync:
+    """What the holder of an index's writer lock says about itself ("?" where it wrote nothing)."""
+
+    kbs: tuple[str, ...] = ()
+    started_at: str = "?"
+    pid: str = "?"
+    host: str = "?"
+    progress: tuple[tuple[str, int, int], ...] = ()  # (kb, files done, files to do) per KB it syncs
+
+    def sentence(self, sees: Callable[[str], bool] = lambda kb: True) -> str:
+        """The running sync in one sentence, naming only the KBs `sees` admits (the lock is index-wide: a
+        caller may meet the sync of a KB it must not learn of)."""
+        if self == RunningSync():  # the holder wrote nothing (yet)
+            return "a sync is already running on this index"
+        shown = [kb for kb in self.kbs if sees(kb)]
+        done = [f"{kb}: {done} of {total} files" for kb, done, total in self.progress if sees(kb)]
+        return (f"a sync of {', '.join(shown) if shown else 'this index'} is already running (started "
+                f"{self.started_at} by process {self.pid} on {self.host}{'; ' + ', '.join(done) if done else ''})")
+
+
 class SyncBusyError(KBError):
-    """Another sync holds the lock on this storage location."""
+    """Another sync holds the lock on this storage location (`running`, None when unknown); `advice`
+    says what to do. A face words it for its caller with `message(sees)`."""
+
+    def __init__(self, running: RunningSync | None, advice: str):
+        self.running = running
+        self.advice = advice
+        super().__init__(self.message())
+
+    def message(self, sees: Callable[[str], bool] = lambda kb: True) -> str:
+        return f"{self.running.sentence(sees)}; {self.advice}" if self.running else self.advice
 
 
 class MassDeleteError(KBError):

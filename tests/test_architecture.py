@@ -1,6 +1,6 @@
 """Layering: faces → service → operations → foundation → base, never upward.
 
-faces (cli, mcp) → service (app, live) → operations (sync, search, passages, evaluation, present, access, audit)
+faces (cli, mcp) → service (app, live) → operations (sync, search, passages, evaluation, present, access, view, audit)
 → foundation (ingest, models, index) → base (config, errors, digest, index.schema).
 Search never imports sync; only the index package imports lancedb; only models.fastembed loads models.
 """
@@ -17,7 +17,7 @@ TIERS = {  # the most specific prefix decides a module's tier
     "mcp_kb.cli": 4, "mcp_kb.mcp": 4, "mcp_kb.ui": 4, "mcp_kb.__main__": 4,
     "mcp_kb.app": 3, "mcp_kb.live": 3,
     "mcp_kb.sync": 2, "mcp_kb.search": 2, "mcp_kb.passages": 2, "mcp_kb.metrics": 2, "mcp_kb.evaluation": 2, "mcp_kb.present": 2,
-    "mcp_kb.access": 2, "mcp_kb.audit": 2,
+    "mcp_kb.access": 2, "mcp_kb.audit": 2, "mcp_kb.view": 2,
     "mcp_kb.ingest": 1, "mcp_kb.models": 1, "mcp_kb.index": 1,
     "mcp_kb.config": 0, "mcp_kb.errors": 0, "mcp_kb.digest": 0, "mcp_kb.index.schema": 0, "mcp_kb.registry": 0,
     "mcp_kb.vocabulary": 0,

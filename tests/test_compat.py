@@ -12,12 +12,12 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp_kb.mcp.compat import PlainToolErrors, support_2025_clients
+from mcp_kb.mcp.compat import PlainToolErrors, support_2025_clients, unknown_tool
 
 
 def test_the_handshake_advertises_changing_tools_and_subscriptions():
     server = MCPServer(name="t")
-    support_2025_clients(server, {})
+    support_2025_clients(server, lambda session, uri: None, lambda session, uri: None)
     capabilities = server._lowlevel_server.create_initialization_options().capabilities
     assert capabilities.tools.list_changed is True
     assert capabilities.resources.subscribe is True
@@ -26,16 +26,24 @@ def test_the_handshake_advertises_changing_tools_and_subscriptions():
 @pytest.mark.anyio
 async def test_subscribe_and_unsubscribe_requests_have_handlers_that_track_sessions():
     server = MCPServer(name="t")
-    subscribers: dict[str, set] = {}
-    support_2025_clients(server, subscribers)
+    told: list[tuple[str, object, str]] = []
+    support_2025_clients(server, lambda session, uri: told.append(("subscribe", session, uri)),
+                         lambda session, uri: told.append(("unsubscribe", session, uri)))
     lowlevel = server._lowlevel_server
     session = object()
     context = SimpleNamespace(session=session)
-    for method, expected in (("resources/subscribe", {session}), ("resources/unsubscribe", set())):
+    for method in ("resources/subscribe", "resources/unsubscribe"):
         entry = lowlevel.get_request_handler(method)
         assert entry is not None, f"the SDK no longer routes {method} to the handler added"
         await entry.handler(context, entry.params_type(uri="kb://docs/status"))
-        assert subscribers["kb://docs/status"] == expected
+    assert told == [("subscribe", session, "kb://docs/status"), ("unsubscribe", session, "kb://docs/status")]
+
+
+@pytest.mark.anyio
+async def test_unknown_tool_is_the_sdks_own_error_for_a_tool_it_does_not_have():
+    async with Client(MCPServer(name="t")) as client:
+        answer = await client.call_tool("search_nosuch", {})
+    assert answer.is_error and answer.content[0].text == str(unknown_tool("search_nosuch"))
 
 
 @pytest.mark.anyio

@@ -8,6 +8,7 @@ import json
 import os
 from contextlib import asynccontextmanager
 
+import anyio
 import httpx
 import pytest
 from fake_issuer import serve_issuer
@@ -76,12 +77,12 @@ def team(tmp_path_factory, embedder, issuer):
 
 
 @asynccontextmanager
-async def _session(url, token):
+async def _session(url, token, **options):
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
-    async with Client(streamable_http_client(url, http_client=http)) as client:
+    async with Client(streamable_http_client(url, http_client=http), **options) as client:
         yield client
 
 
@@ -271,77 +272,124 @@ async def _raw_status(url: str, authorization: bytes) -> int:
     return int(head.split(b" ", 2)[1])
 
 
-async def test_subscriptions_to_another_kb_are_accepted_like_unknown_uris_and_never_made(make_config):
-    """2025-era resources/subscribe and 2026 subscriptions/listen only ever watch the caller's KBs."""
-    from dataclasses import dataclass
-    from types import SimpleNamespace
-    from typing import Any
+# ---- a hidden KB is an absent KB, by construction --------------------------------------------------
 
+@asynccontextmanager
+async def _recorded_session(url, token, mode):
+    """A real client session whose HTTP answers are kept as the bytes that came back (no GET stream: a kept
+    answer is read whole)."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    answers: list[bytes] = []
+
+    async def keep(response):
+        answers.append(await response.aread())
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60,
+                              event_hooks={"response": [keep]})
+    async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+        yield client, answers
+
+
+def _answer_to(answers: list[bytes], request_id: int) -> str:
+    """The JSON-RPC answer with this id, as sent (an SSE frame's data or a plain JSON body)."""
+    for body in answers:
+        for line in body.decode().splitlines():
+            text = line.removeprefix("data: ")
+            if text.startswith("{") and json.loads(text).get("id") == request_id:
+                return text
+    raise AssertionError(f"no answer to request {request_id} in {answers}")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # 2025-era sessions, and 2026 stateless requests
+async def test_a_hidden_tool_answers_byte_for_byte_like_a_tool_that_does_not_exist(team, mode):
+    url, _, _ = team
+    async with _recorded_session(url, SECRETS["hr"], mode) as (hr, answers):
+        await hr.call_tool("search_api_docs", {"query": "E5021"})  # dev's KB
+        await hr.call_tool("search_nosuch", {"query": "E5021"})  # no KB's
+        await hr.call_tool("sync_knowledge_base", {})  # hr may not sync
+        await hr.call_tool("no_such_sync", {})
+        first = min(json.loads(line.removeprefix("data: ")).get("id") or 0 for body in answers
+                    for line in body.decode().splitlines() if line.removeprefix("data: ").startswith("{"))
+    calls = [_answer_to(answers, first + n) for n in range(1, 5)]  # the ids after the handshake's
+    hidden, absent = calls[0].replace("search_api_docs", "NAME"), calls[1].replace("search_nosuch", "NAME")
+    assert hidden.replace(f'"id":{first + 1}', "") == absent.replace(f'"id":{first + 2}', "")
+    assert calls[2].replace("sync_knowledge_base", "NAME").replace(f'"id":{first + 3}', "") == \
+        calls[3].replace("no_such_sync", "NAME").replace(f'"id":{first + 4}', "")
+
+
+async def test_no_session_hears_of_a_sync_of_a_kb_its_grant_hides(tmp_path, embedder):
+    """Both eras: a 2026 listen stream and a 2025-era session subscribed to every URI there is; dev's sync of
+    its KB reaches dev's stream and nothing of hr's; hr's own sync then reaches hr's two sessions."""
+    import warnings
+
+    from mcp_kb.app import App
+    from mcp_kb.config import load_config
+
+    write(tmp_path / "policies" / "leave.md", LEAVE)
+    write(tmp_path / "api" / "users.md", USERS)
+    config = tmp_path / "kb.toml"
+    config.write_text("\n".join([
+        f'storage = "{tmp_path / "index"}"', "[server]",
+        "[[server.tokens]]", 'name = "hr"', 'secret_env = "HR_TOKEN"', 'kbs = ["policy_docs"]', "sync = true",
+        "[[server.tokens]]", 'name = "dev"', f'secret_sha256 = "{_sha(SECRETS["dev"])}"', 'kbs = ["api_docs"]',
+        "sync = true",
+        "[[kb]]", 'name = "policy_docs"', 'description = "HR policies"', f'paths = ["{tmp_path / "policies"}"]',
+        "[[kb]]", 'name = "api_docs"', 'description = "API reference"', f'paths = ["{tmp_path / "api"}"]']) + "\n",
+        encoding="utf-8")
+    App(load_config(config), embedder=embedder).sync()
+    every_uri = ["kb://knowledge-bases", "kb://api_docs/status", "kb://policy_docs/status", "kb://api_docs/metrics"]
+    legacy_heard: list[str] = []
+    policy_heard = anyio.Event()
+
+    async def on_legacy_message(message):
+        method = getattr(message, "method", "")
+        legacy_heard.append(f"{method} {getattr(getattr(message, 'params', None), 'uri', '')}".strip())
+        if "policy_docs/status" in legacy_heard[-1]:
+            policy_heard.set()
+
+    with serve_http(config, "--transport", "http", env=_env()) as (port, _log):
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with _session(url, SECRETS["hr"]) as hr, _session(url, SECRETS["dev"]) as dev, \
+                _session(url, SECRETS["hr"], mode="legacy", message_handler=on_legacy_message) as old:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the SDK marks resources/subscribe deprecated for 2026 clients
+                for uri in every_uri:
+                    await old.subscribe_resource(uri)
+            await old.call_tool("search_policy_docs", {"query": "leave"})  # a 2025 session hears of tool changes
+            async with hr.listen(tools_list_changed=True, resource_subscriptions=every_uri) as hr_events, \
+                    dev.listen(tools_list_changed=True, resource_subscriptions=every_uri) as dev_events:
+                write(tmp_path / "api" / "more.md", "# Webhooks\n\nRetries back off exponentially.\n")
+                await dev.call_tool("sync_knowledge_base", {"kb": "api_docs"})  # its tool's description changes
+                dev_heard = [await _next_event(dev_events) for _ in range(3)]
+                await hr.call_tool("sync_knowledge_base", {"kb": "policy_docs"})
+                hr_heard = [await _next_event(hr_events) for _ in range(2)]
+                with anyio.fail_after(20):
+                    await policy_heard.wait()
+    assert sorted(dev_heard) == ["ToolsListChanged", "kb://api_docs/status", "kb://knowledge-bases"]
+    assert sorted(hr_heard) == ["kb://knowledge-bases", "kb://policy_docs/status"]  # first: nothing of api_docs
+    assert legacy_heard[:2] == ["notifications/resources/updated kb://policy_docs/status",
+                                "notifications/resources/updated kb://knowledge-bases"], legacy_heard
+
+
+async def _next_event(events) -> str:
+    with anyio.fail_after(20):
+        event = await events.__anext__()
+    return str(getattr(event, "uri", None) or type(event).__name__)
+
+
+async def test_a_busy_writer_lock_names_only_the_kbs_the_caller_may_see(make_config):
+    """The lock is index-wide: a caller meeting another KB's sync learns that one runs, not which."""
     from mcp_kb.access import Grant
-    from mcp_kb.mcp.guard import Guard
-    from mcp_kb.mcp.http_security import Caller
+    from mcp_kb.errors import RunningSync, SyncBusyError
+    from mcp_kb.view import CallerView
 
-    kbs = [{"name": name, "description": name, "paths": ["docs"]} for name in ("policy_docs", "api_docs")]
-    guard = Guard(make_config(*kbs), instructions=lambda grant: "")
-    hr = Caller(Grant("hr", frozenset({"policy_docs"})))
-    passed = []
-
-    async def call_next(ctx):
-        passed.append((ctx.method, ctx.params))
-        return {}
-
-    @dataclass
-    class Message:  # the fields of the SDK's ServerRequestContext the guard reads
-        method: str
-        params: dict
-        request: Any
-
-    def message(method, params):
-        return Message(method, params, SimpleNamespace(scope={"user": hr}))
-
-    assert await guard(message("resources/subscribe", {"uri": "kb://api_docs/status"}), call_next) == {}
-    await guard(message("resources/subscribe", {"uri": "kb://policy_docs/status"}), call_next)
-    await guard(message("subscriptions/listen", {"notifications": {"toolsListChanged": True, "resourceSubscriptions": [
-        "kb://api_docs/status", "kb://policy_docs/status", "kb://knowledge-bases"]}}), call_next)
-    assert passed == [
-        ("resources/subscribe", {"uri": "kb://policy_docs/status"}),
-        ("subscriptions/listen", {"notifications": {"toolsListChanged": True, "resourceSubscriptions": [
-            "kb://policy_docs/status", "kb://knowledge-bases"]}}),
-    ]
-
-
-async def test_a_sync_reaches_only_the_kbs_the_caller_may_sync(make_config):
-    from dataclasses import dataclass
-    from types import SimpleNamespace
-    from typing import Any
-
-    from mcp_kb.access import Grant
-    from mcp_kb.errors import KBError
-    from mcp_kb.mcp.guard import Guard
-    from mcp_kb.mcp.http_security import Caller
-
-    kbs = [{"name": name, "description": name, "paths": ["docs"]} for name in ("policy_docs", "api_docs", "runbooks")]
-    guard = Guard(make_config(*kbs), instructions=lambda grant: "")
-
-    @dataclass
-    class Message:
-        method: str
-        params: dict
-        request: Any
-
-    def as_caller(grant):
-        return Message("tools/call", {"name": "sync_knowledge_base"}, SimpleNamespace(scope={"user": Caller(grant)}))
-
-    async def covered(grant, kb):
-        async def call_next(_ctx):
-            return {"covers": guard.syncable(kb)}
-        return (await guard(as_caller(grant), call_next))["covers"]
-
-    ops = Grant("ops", frozenset({"runbooks", "api_docs"}), frozenset({"runbooks"}))
-    everything = Grant("admin", frozenset({"policy_docs", "api_docs", "runbooks"}),
-                       frozenset({"policy_docs", "api_docs", "runbooks"}))
-    assert await covered(ops, None) == ["runbooks"] and await covered(everything, None) == [None]
-    with pytest.raises(KBError, match="may search api_docs but not sync it"):
-        await covered(ops, "api_docs")
-    with pytest.raises(KBError, match="unknown knowledge base 'policy_docs'; configured: api_docs, runbooks"):
-        await covered(ops, "policy_docs")
+    config = make_config(*({"name": name, "description": name, "paths": ["docs"]} for name in ("policy_docs", "secret")))
+    busy = SyncBusyError(RunningSync(("secret",), "2026-12-02 08:00:00 UTC", "4242", "host-1", (("secret", 3, 10),)),
+                         "try again when it ends")
+    hr = CallerView(config, Grant("hr", frozenset({"policy_docs"}), frozenset({"policy_docs"})))
+    owner = CallerView.owner(config)
+    assert "secret" in owner.explain(busy) and "3 of 10" in owner.explain(busy)
+    assert "secret" not in hr.explain(busy) and "3 of 10" not in hr.explain(busy)
+    assert hr.explain(busy).startswith("a sync of this index is already running (started 2026-12-02 08:00:00 UTC")

@@ -27,7 +27,7 @@ from typing import Any
 import filelock
 
 from ..config import cache_root, is_remote_uri
-from ..errors import StoreError, SyncBusyError
+from ..errors import RunningSync, StoreError, SyncBusyError
 from .contract import Store
 
 log = logging.getLogger(__name__)
@@ -154,10 +154,10 @@ def sync_lock(store: Store, kbs: list[str], wait: bool = True, poll_seconds: flo
     announced = False
     while not lock.acquire():
         if not wait:
-            raise SyncBusyError(f"{running_sync(store)}; try again when it ends, or wait for it "
-                                f"(the sync tool's `wait`, or `mcp-kb sync` without --no-wait)")
+            raise SyncBusyError(running_sync(store), "try again when it ends, or wait for it (the sync tool's "
+                                                     "`wait`, or `mcp-kb sync` without --no-wait)")
         if not announced:
-            log.warning("waiting: %s", running_sync(store))
+            log.warning("waiting: %s", running_sync(store).sentence())
             announced = True
         time.sleep(poll_seconds)
     try:
@@ -227,16 +227,15 @@ def _probed_holder(store: Store, holder: dict[str, Any]) -> dict[str, Any] | Non
     return None
 
 
-def running_sync(store: Store) -> str:
-    """A sentence about the sync holding the lock: since when, which process on which host, how far."""
+def running_sync(store: Store) -> RunningSync:
+    """The sync holding the lock: since when, which process on which host, how far."""
     holder = (store.lease_holder() if store.is_remote else None) or _read_json(_holder_path(store.uri))
     if not holder:
-        return "a sync is already running on this index"
-    done = [f"{kb}: {p['done']} of {p['total']} files" for kb in holder.get("kbs", [])
-            if (p := read_progress(store, kb, running=True))]
-    return (f"a sync of {', '.join(holder.get('kbs', [])) or 'this index'} is already running (started "
-            f"{holder.get('started_at', '?')} by process {holder.get('pid', '?')} on {holder.get('host', '?')}"
-            f"{'; ' + ', '.join(done) if done else ''})")
+        return RunningSync()
+    kbs = tuple(str(kb) for kb in holder.get("kbs", []))
+    progress = tuple((kb, p["done"], p["total"]) for kb in kbs if (p := read_progress(store, kb, running=True)))
+    return RunningSync(kbs, str(holder.get("started_at", "?")), str(holder.get("pid", "?")),
+                       str(holder.get("host", "?")), progress)
 
 
 def write_progress(store: Store, kb: str, done: int, total: int, chunks: int = 0) -> None:
@@ -321,8 +320,8 @@ class _StoreLease:
             lease.progress_by_kb[kb] = progress
             lease._renew()
             if lease.lost:  # checked between batches, so a sync that lost its lease stops before its next commit
-                raise SyncBusyError("this sync lost the writer lease (its renewals did not reach the store for "
-                                    "longer than lease_seconds) and stopped; sync again to finish")
+                raise SyncBusyError(None, "this sync lost the writer lease (its renewals did not reach the store "
+                                          "for longer than lease_seconds) and stopped; sync again to finish")
 
     def _beat(self) -> None:
         while not self.stop.wait(self.store.lease_seconds / 3):

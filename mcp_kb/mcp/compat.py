@@ -6,6 +6,7 @@ server and unwrap its errors. tests/test_compat.py fails first
 when an SDK release moves what they rely on.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -33,24 +34,33 @@ class PlainToolErrors(MCPServer):
         return str(error)
 
 
-def support_2025_clients(server: MCPServer, subscribers: dict[str, set[Any]]) -> None:
+def unknown_tool(name: str) -> ToolError:
+    """The SDK's error for a call on a tool it does not have, word for word (tests/test_compat.py checks it):
+    raised from a tool call, the SDK shapes the answer exactly as for a truly unknown tool."""
+    return ToolError(f"Unknown tool: {name}")
+
+
+Subscription = Callable[[Any, str], None]  # (session, resource URI)
+
+
+def support_2025_clients(server: MCPServer, subscribe: Subscription, unsubscribe: Subscription) -> None:
     """resources/subscribe, and tools.listChanged advertised, for 2025-era clients (the 2026 protocol
-    uses subscriptions/listen, which the SDK serves and advertises by itself). `subscribers`: the
-    sessions subscribed to each resource URI, kept up to date here."""
+    uses subscriptions/listen, which the SDK serves and advertises by itself). `subscribe` and
+    `unsubscribe` are told of each session's requests."""
     from mcp.server.lowlevel.server import NotificationOptions
     from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
-    async def subscribe(ctx, params: SubscribeRequestParams) -> EmptyResult:
-        subscribers.setdefault(str(params.uri), set()).add(ctx.session)
+    async def on_subscribe(ctx, params: SubscribeRequestParams) -> EmptyResult:
+        subscribe(ctx.session, str(params.uri))
         return EmptyResult()
 
-    async def unsubscribe(ctx, params: UnsubscribeRequestParams) -> EmptyResult:
-        subscribers.get(str(params.uri), set()).discard(ctx.session)
+    async def on_unsubscribe(ctx, params: UnsubscribeRequestParams) -> EmptyResult:
+        unsubscribe(ctx.session, str(params.uri))
         return EmptyResult()
 
     lowlevel = server._lowlevel_server  # the SDK's MCPServer exposes no hook for these
-    lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
-    lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
+    lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, on_subscribe)
+    lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, on_unsubscribe)
     # MCPServer builds the handshake's capabilities with default options (listChanged false) although a
     # tool description changes after each sync: say so (the server sends the notification).
     create_options = lowlevel.create_initialization_options

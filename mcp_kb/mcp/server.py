@@ -21,9 +21,6 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.prompts.base import UserMessage
-from mcp.server.subscriptions import InMemorySubscriptionBus
-from mcp.shared.subscriptions import ResourceUpdated, ToolsListChanged
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
@@ -32,15 +29,17 @@ from ..app import App
 from ..config import (CONTEXT_MAX, MAX_TOKENS_MAX, MAX_TOKENS_MIN, MODES, MODES_TEXT, TOP_K_MAX, TOP_K_MIN, KBConfig,
                       SearchMode)
 from ..errors import KBError
-from ..access import Gatekeeper, Grant
-from .guard import Guard
+from ..access import Gatekeeper
+from ..view import CallerView
+from .guard import Guard, current_view
+from .notify import Notifier
 from .http_security import AccessGate, listening_socket, rebinding_protection, server_url, warn_if_exposed
 from .http_limits import RepeatedLineFilter, accept_burst, connection_cap, guarded_protocol
 from ..live import LiveSync, SyncRunner
 from ..present import cited_text
 from ..search import SearchResult
 from ..vocabulary import CITATION_FORMAT, DOCUMENT_URI, LIST_URI, METRICS_URI, STATUS_URI, SYNC_TOOL, status_uri
-from .compat import PlainToolErrors, support_2025_clients
+from .compat import PlainToolErrors, support_2025_clients, unknown_tool
 from .schemas import SearchHit, SearchOutput, argument_errors, filters_model
 
 log = logging.getLogger(__name__)
@@ -54,49 +53,26 @@ def _filters_dict(filters: Optional[BaseModel]) -> Optional[dict[str, Any]]:
 
 # ---- server ----------------------------------------------------------------------------------
 
-class _Notifier:
-    """Change notifications for both protocol eras: listen streams (2026) and, for 2025-era clients,
-    resources/subscribe and a tools list_changed sent on each session that has called a tool."""
-
-    def __init__(self, bus: InMemorySubscriptionBus):
-        self.bus = bus
-        self.sessions: dict[str, set[Any]] = {}  # uri -> sessions that subscribed (2025-era clients)
-        self.legacy_sessions: set[Any] = set()  # 2025-era sessions seen calling a tool
-
-    def seen(self, session: Any) -> None:
-        """Remember a 2025-era session, which only hears of tool changes on its own connection."""
-        if session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            self.legacy_sessions.add(session)
-
-    async def tools_changed(self) -> None:
-        await self.bus.publish(ToolsListChanged())
-        for session in list(self.legacy_sessions):
-            try:
-                await session.send_tool_list_changed()
-            except Exception:  # a closed session: forget it
-                self.legacy_sessions.discard(session)
-
-    async def updated(self, uri: str) -> None:
-        await self.bus.publish(ResourceUpdated(uri=uri))
-        for session in list(self.sessions.get(uri, ())):
-            try:
-                await session.send_resource_updated(uri)
-            except Exception:  # a closed session: forget it
-                self.sessions[uri].discard(session)
-
-
 class _KBServer(PlainToolErrors):
-    """An MCPServer whose rejected tool arguments read like the CLI's errors, not pydantic's."""
+    """An MCPServer that lists and calls only the tools of the caller's view, and whose rejected tool
+    arguments read like the CLI's errors, not pydantic's."""
 
-    def __init__(self, app: App, notifier: _Notifier, **settings: Any):
+    def __init__(self, app: App, notifier: Notifier, guard: Guard, **settings: Any):
         super().__init__(**settings)
         self.kb_by_tool = {kb.search_tool_name: kb for kb in app.config.kb}
         self.notifier = notifier
+        self.guard = guard
         self.sync_runner: SyncRunner | None = None  # the one the sync tool uses (None: read-only); the page's too
+
+    async def list_tools(self) -> list[Any]:
+        view = self.guard.view()
+        return [tool for tool in await super().list_tools() if view.sees_tool(tool.name)]
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         if context is not None:
             self.notifier.seen(context.session)
+        if not self.guard.view().sees_tool(name):
+            raise unknown_tool(name)  # the SDK turns it into its answer for a tool it does not have
         return await super().call_tool(name, arguments, context)
 
     def argument_errors(self, tool: str, error: ValidationError) -> str:
@@ -107,18 +83,18 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
     """An MCP server for every KB in the app's config."""
     read_only = app.config.server.read_only if read_only is None else read_only
     app.saves_metrics = True  # a server's figures are the ones `mcp-kb stats` shows
-    bus = InMemorySubscriptionBus()
-    notifier = _Notifier(bus)
+    guard = Guard(app.config, _instructions)
+    notifier = Notifier(guard.owner)
 
     async def kb_synced(name: str) -> None:
-        await notifier.updated(status_uri(name))
-        await notifier.updated(LIST_URI)
+        await notifier.updated(status_uri(name), name)
+        await notifier.updated(LIST_URI, name)
         kb = app.config.get_kb(name)
         if descriptions[name] != _tool_description(app, kb):
             # The description says what the KB holds: re-register it and tell clients to re-list.
             server.remove_tool(kb.search_tool_name)
             descriptions[name] = _add_search_tool(server, app, kb)
-            await notifier.tools_changed()
+            await notifier.tools_changed(name)
 
     runner = SyncRunner(app, notify=kb_synced)
 
@@ -133,14 +109,14 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
             yield {}
             group.cancel_scope.cancel()
 
-    guard = Guard(app.config, lambda grant: _instructions(app, grant))
     server = _KBServer(
         app,
         notifier,
+        guard,
         name="mcp-kb",
         version=__version__,
-        instructions=_instructions(app, guard.owner),
-        subscriptions=bus,
+        instructions=_instructions(guard.owner),
+        subscriptions=notifier.bus,
         lifespan=lifespan,
         log_level="WARNING",
         middleware=[guard],
@@ -151,7 +127,7 @@ def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
         server.sync_runner = runner
     _add_resources(server, app, guard)
     _add_prompt(server, app, guard)
-    support_2025_clients(server, notifier.sessions)
+    support_2025_clients(server, notifier.subscribe, notifier.unsubscribe)
     return server
 
 
@@ -185,10 +161,10 @@ def _warn_about_missing_paths(app: App) -> None:
                 log.warning("%s: %s does not exist (not mounted?); serving the index as last synced", kb.name, path)
 
 
-def _instructions(app: App, grant: Grant) -> str:
+def _instructions(view: CallerView) -> str:
     """The handshake's instructions, naming the KBs this caller may see (and no other)."""
     lines = ["Search tools, one per knowledge base; cite results as [n] with their source."]
-    lines += [f"- {kb.search_tool_name}: {kb.description}" for kb in app.config.kb if grant.sees(kb.name)]
+    lines += [f"- {kb.search_tool_name}: {kb.description}" for kb in view.kbs]
     return "\n".join(lines)
 
 
@@ -260,7 +236,8 @@ def _client_errors(error: type[Exception] = ToolError):
     try:
         yield
     except KBError as exc:
-        raise error(str(exc)) from exc
+        view = current_view()
+        raise error(view.explain(exc) if view else str(exc)) from exc
     except Exception as exc:
         log.exception("request failed")
         raise error(f"internal error ({type(exc).__name__}: {exc}); the server is still running") from exc
@@ -294,7 +271,7 @@ def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner, guard: Guard
 
         with _client_errors():
             reports = []
-            for name in guard.syncable(kb):
+            for name in guard.view().syncable(kb):
                 reports += await runner.sync(name, full=full, reembed=reembed, progress=progress, wait=wait,
                                              allow_mass_delete=allow_mass_delete)
         return {"reports": [r.to_dict() for r in reports], "summary": "\n".join(r.summary() for r in reports)}
@@ -310,28 +287,28 @@ def _add_resources(server: MCPServer, app: App, guard: Guard) -> None:
     @server.resource(LIST_URI, name="knowledge-bases", mime_type="application/json",
                      description="Every knowledge base with its sync status")
     async def list_kbs() -> str:
-        names = guard.visible()
+        names = guard.view().names
         statuses = await _call(lambda: [status for name in names for status in app.status(name)], ResourceError)
         return json.dumps(statuses, indent=2, ensure_ascii=False)
 
     @server.resource(STATUS_URI, name="kb-status", mime_type="application/json",
                      description="Sync status of one knowledge base: last sync, counts, failures, model, index version")
     async def kb_status(name: str) -> str:
-        return json.dumps((await _call(lambda: app.status(guard.check(name)), ResourceError))[0], indent=2,
+        return json.dumps((await _call(lambda: app.status(guard.view().check(name)), ResourceError))[0], indent=2,
                           ensure_ascii=False)
 
     @server.resource(METRICS_URI, name="kb-metrics", mime_type="application/json",
                      description="Health of one knowledge base: searches, latency per stage (p50/p95/max), cache "
                                  "hits, degraded and empty answers, tokens embedded, the latest hit rate")
     async def kb_metrics(name: str) -> str:
-        return json.dumps(await _call(lambda: app.live_stats(guard.check(name)), ResourceError), indent=2,
+        return json.dumps(await _call(lambda: app.live_stats(guard.view().check(name)), ResourceError), indent=2,
                           ensure_ascii=False)
 
     @server.resource(DOCUMENT_URI, name="kb-document", mime_type="text/plain",
                      description="Extracted text of one source document of a knowledge base")
     async def kb_document(name: str, path: str) -> str:
         def read() -> str:
-            return app.document_text(guard.check(name), path)
+            return app.document_text(guard.view().check(name), path)
 
         return await _call(read, ResourceError)
 
@@ -341,10 +318,11 @@ def _add_prompt(server: MCPServer, app: App, guard: Guard) -> None:
     @server.prompt(name="answer_with_citations", title="Answer with citations",
                    description="Answer a question only from passages retrieved from the knowledge bases, citing them as [n]")
     def answer_with_citations(question: str, kb: Optional[str] = None) -> list[UserMessage]:
+        view = guard.view()
         if kb:
-            tool = app.config.get_kb(guard.check(kb)).search_tool_name
+            tool = view.kb(kb).search_tool_name
         else:
-            tools = (app.config.get_kb(name).search_tool_name for name in guard.visible())
+            tools = (known.search_tool_name for known in view.kbs)
             tool = "the right one of: " + ", ".join(tools)
         return [UserMessage(
             "Answer the question below using only passages retrieved with the knowledge-base search "

@@ -3,7 +3,7 @@
 Who sees what is decided as for the MCP endpoint: the caller's token (a bearer header, or the cookie the
 login form sets) is admitted by the same Gatekeeper into the same Grant, within the same kind of rate
 limit; a KB outside the grant answers like an unknown one. With no token configured (a loopback server,
-`mcp-kb ui`) the caller holds the owner's grant. Defences, since this is a browser's target: the Host and
+`mcp-kb ui`) the caller holds the owner's view. Defences, since this is a browser's target: the Host and
 Origin checks the MCP endpoint has (DNS rebinding), POSTs only from this page's own origin and with a
 CSRF token, GETs that change nothing, templates that escape everything, and a Content-Security-Policy
 that runs no inline script and loads nothing from elsewhere.
@@ -32,13 +32,14 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..access import Gatekeeper, Grant, RateLimits, Refused, everything
+from ..access import Gatekeeper, RateLimits, Refused
 from ..app import App
 from ..audit import AuditTrail
-from ..config import MAX_TOKENS_MAX, MAX_TOKENS_MIN, MODES, TOP_K_MAX, TOP_K_MIN, unknown_kb
+from ..config import MAX_TOKENS_MAX, MAX_TOKENS_MIN, MODES, TOP_K_MAX, TOP_K_MIN
 from ..errors import KBError
 from ..index.filters import parse_filters
 from ..live import SyncRunner
+from ..view import CallerView
 from ..present import cited_text
 from . import views
 
@@ -58,7 +59,7 @@ _SECURITY_HEADERS = [
 _NOTICES = {"started": "Sync started: its progress shows below.",
             "busy": "A sync of this knowledge base is already running: its progress shows below."}
 
-Handler = Callable[[Request, Grant], Awaitable[Response]]
+Handler = Callable[[Request, CallerView], Awaitable[Response]]
 
 
 def is_page_path(path: str) -> bool:
@@ -97,45 +98,45 @@ class Page:
         return _SecurityHeaders(RequestBodyLimitMiddleware(pages, _FORM_MAX_BYTES))
 
     async def _unknown(self, request: Request, exc: Exception) -> Response:
-        return self._error(request, await self._grant(request), 404, str(exc))
+        return self._error(request, await self._view(request), 404, str(exc))
 
     # ---- admission ----
 
     def _page(self, handler: Handler, post: bool = False) -> Callable[[Request], Awaitable[Response]]:
-        """A route behind the Host/Origin checks, the caller's grant and rate limit (and for a POST, the
+        """A route behind the Host/Origin checks, the caller's view and rate limit (and for a POST, the
         page's own origin and CSRF token)."""
         async def route(request: Request) -> Response:
             refused = await self.origin_check.validate_request(request)
             if refused is not None:
                 return refused
-            grant = await self._grant(request)
-            if grant is None:
+            view = await self._view(request)
+            if view is None:
                 if request.url.path.endswith(".json") or post:
                     return JSONResponse({"error": "sign in again"}, status_code=401)
                 target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
                 return RedirectResponse("/ui/login?" + urlencode({"next": target}), status_code=303)
-            wait = self.limits.wait(grant)
+            wait = self.limits.wait(view.grant)
             if wait:
-                message = f"{grant.who} may send {grant.requests_per_minute} requests a minute; retry in " \
+                message = f"{view.who} may send {view.grant.requests_per_minute} requests a minute; retry in " \
                           f"{int(wait) + 1} s"
                 response = JSONResponse({"error": message}, status_code=429) \
-                    if request.url.path.endswith(".json") else self._error(request, grant, 429, message)
+                    if request.url.path.endswith(".json") else self._error(request, view, 429, message)
                 response.headers["retry-after"] = str(int(wait) + 1)  # the page's script waits that long
                 return response
             if post and not await self._same_origin_form(request):
-                return self._error(request, grant, 403, "this form is accepted only from this page "
+                return self._error(request, view, 403, "this form is accepted only from this page "
                                                         "(reload the page and try again)")
-            return await handler(request, grant)
+            return await handler(request, view)
         return route
 
-    async def _grant(self, request: Request) -> Grant | None:
+    async def _view(self, request: Request) -> CallerView | None:
         if self.gatekeeper is None:
-            return everything(self.app.config)
+            return CallerView.owner(self.app.config)
         token = _token(request)
         if not token:
             return None
         try:
-            return await self.gatekeeper.admit(token)
+            return CallerView(self.app.config, await self.gatekeeper.admit(token))
         except Refused:
             return None
 
@@ -182,26 +183,26 @@ class Page:
 
     # ---- pages ----
 
-    async def overview(self, request: Request, grant: Grant) -> Response:
-        names = self._visible(grant)
+    async def overview(self, request: Request, view: CallerView) -> Response:
+        names = view.names
         kbs = await _thread(lambda: [views.kb_summary(self.app, name) for name in names])
-        return self._render("overview.html", request, grant, kbs=kbs)
+        return self._render("overview.html", request, view, kbs=kbs)
 
-    async def status(self, request: Request, grant: Grant) -> Response:
-        names = self._visible(grant)
+    async def status(self, request: Request, view: CallerView) -> Response:
+        names = view.names
         return JSONResponse(await _thread(partial(views.live_status, self.app, names)),
                             headers={"cache-control": "no-store"})
 
-    async def kb_page(self, request: Request, grant: Grant) -> Response:
-        name = self._kb(request, grant)
+    async def kb_page(self, request: Request, view: CallerView) -> Response:
+        name = self._kb(request, view)
         wanted = request.query_params.get("filter", "")
         details = await _thread(partial(views.kb_details, self.app, name, wanted))
-        return self._render("kb.html", request, grant, **details, wanted=wanted,
+        return self._render("kb.html", request, view, **details, wanted=wanted,
                             notice=_NOTICES.get(request.query_params.get("notice", ""), ""),
-                            may_sync=self.runner is not None and grant.may_sync(name))
+                            may_sync=self.runner is not None and view.may_sync(name))
 
-    async def search(self, request: Request, grant: Grant) -> Response:
-        name = self._kb(request, grant)
+    async def search(self, request: Request, view: CallerView) -> Response:
+        name = self._kb(request, view)
         kb = self.app.config.get_kb(name)
         params = request.query_params
         form = {"q": params.get("q", ""), "mode": params.get("mode", kb.search.mode),
@@ -216,32 +217,32 @@ class Page:
                 result = await _thread(lambda: self.app.search(name, form["q"], **options))
             except KBError as exc:
                 error = str(exc)
-            self.audit.record(grant.who, name, "page search", (time.perf_counter() - started) * 1000,
+            self.audit.record(view.who, name, "page search", (time.perf_counter() - started) * 1000,
                               None if result is None else len(result.hits), error or None, form["q"])
-        return self._render("search.html", request, grant, kb=kb, form=form, modes=MODES, result=result,
+        return self._render("search.html", request, view, kb=kb, form=form, modes=MODES, result=result,
                             error=error, cited=cited_text(result) if result else "",
                             timings=_stage_timings(result) if result else [],
                             fields=sorted(kb.filter_field_types().items()))
 
-    async def document(self, request: Request, grant: Grant) -> Response:
-        name = self._kb(request, grant)
+    async def document(self, request: Request, view: CallerView) -> Response:
+        name = self._kb(request, view)
         path = request.query_params.get("path", "")
         chunk = request.query_params.get("chunk", "")
         number = int(chunk) if chunk.isascii() and chunk.isdigit() and int(chunk) < _CHUNK_MAX else None
         try:
             shown = await _thread(partial(views.document, self.app, name, path, number))
         except KBError as exc:
-            return self._error(request, grant, 404, str(exc))
-        return self._render("document.html", request, grant, kb=self.app.config.get_kb(name), doc=shown)
+            return self._error(request, view, 404, str(exc))
+        return self._render("document.html", request, view, kb=self.app.config.get_kb(name), doc=shown)
 
-    async def sync(self, request: Request, grant: Grant) -> Response:
-        name = self._kb(request, grant)
-        if self.runner is None or not grant.may_sync(name):
-            return self._error(request, grant, 403, f"this caller may not sync {name}"
+    async def sync(self, request: Request, view: CallerView) -> Response:
+        name = self._kb(request, view)
+        if self.runner is None or not view.may_sync(name):
+            return self._error(request, view, 403, f"this caller may not sync {name}"
                                + ("" if self.runner else " (the server is read-only)"))
         form = await request.form()
         full, allow = form.get("full") == "1", form.get("allow_mass_delete") == "1"
-        self.audit.record(grant.who, name, "page sync" + (" full" if full else ""), 0.0)
+        self.audit.record(view.who, name, "page sync" + (" full" if full else ""), 0.0)
         target = f"/ui/kb/{quote(name)}?notice="
         if (await _thread(lambda: self.app.status(name)))[0]["sync_running"]:
             return RedirectResponse(target + "busy", status_code=303)
@@ -260,25 +261,23 @@ class Page:
 
     # ---- helpers ----
 
-    def _visible(self, grant: Grant) -> list[str]:
-        return [kb.name for kb in self.app.config.kb if grant.sees(kb.name)]
+    @staticmethod
+    def _kb(request: Request, view: CallerView) -> str:
+        try:
+            return view.check(request.path_params["name"])
+        except KBError as exc:
+            raise _Unknown(str(exc)) from None
 
-    def _kb(self, request: Request, grant: Grant) -> str:
-        name = request.path_params["name"]
-        if not grant.sees(name):
-            raise _Unknown(str(unknown_kb(name, self._visible(grant))))
-        return name
-
-    def _render(self, template: str, request: Request, grant: Grant | None, status: int = 200,
+    def _render(self, template: str, request: Request, view: CallerView | None, status: int = 200,
                 **context: Any) -> HTMLResponse:
-        names = self._visible(grant) if grant else []
+        names = list(view.names) if view else []
         html = self.templates.get_template(template).render(
-            csrf=self.csrf(request), kb_names=names, who=grant.who if grant else "",
-            signed_in=grant is not None and self.gatekeeper is not None, **context)
+            csrf=self.csrf(request), kb_names=names, who=view.who if view else "",
+            signed_in=view is not None and self.gatekeeper is not None, **context)
         return HTMLResponse(html, status_code=status, headers={"cache-control": "no-store"})
 
-    def _error(self, request: Request, grant: Grant | None, status: int, message: str) -> HTMLResponse:
-        return self._render("error.html", request, grant, status=status, message=message)
+    def _error(self, request: Request, view: CallerView | None, status: int, message: str) -> HTMLResponse:
+        return self._render("error.html", request, view, status=status, message=message)
 
 
 class _Unknown(KBError):

@@ -1,0 +1,81 @@
+"""The caller's view of the knowledge bases: what one grant may see, decided once for every face.
+
+A face (the MCP server, the admin page) gets a CallerView for each request and asks it which KBs,
+tools and resources exist, checks names through it and words errors through it. A KB outside the
+grant is therefore indistinguishable from a KB that is not configured: it is absent from the view,
+not hidden by each face remembering to hide it. stdio and `mcp-kb ui` callers own the process and
+see everything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from .access import Grant, everything
+from .config import Config, KBConfig, unknown_kb
+from .errors import KBError, SyncBusyError
+from .vocabulary import SYNC_TOOL
+
+
+@dataclass(frozen=True)
+class CallerView:
+    config: Config
+    grant: Grant
+
+    @classmethod
+    def owner(cls, config: Config) -> CallerView:
+        """The process owner's view: every KB, sync included."""
+        return cls(config, everything(config))
+
+    @property
+    def who(self) -> str:
+        return self.grant.who
+
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        """The KBs this caller may see, in the config's order."""
+        return tuple(kb.name for kb in self.config.kb if self.grant.sees(kb.name))
+
+    @property
+    def kbs(self) -> list[KBConfig]:
+        return [kb for kb in self.config.kb if self.grant.sees(kb.name)]
+
+    def sees(self, kb: str) -> bool:
+        return self.grant.sees(kb)
+
+    def may_sync(self, kb: str) -> bool:
+        return self.grant.may_sync(kb)
+
+    def check(self, kb: str) -> str:
+        """`kb` when the caller may see it; otherwise the unknown-KB error, naming only what it may see."""
+        if not self.sees(kb):
+            raise unknown_kb(kb, list(self.names))
+        return kb
+
+    def kb(self, name: str) -> KBConfig:
+        return self.config.get_kb(self.check(name))
+
+    def syncable(self, kb: str | None) -> list[str | None]:
+        """What one sync call covers: the KB named, or every KB the caller may sync (None: all, in one go)."""
+        if kb is not None:
+            if not self.may_sync(self.check(kb)):
+                raise KBError(f"this token may search {kb} but not sync it: ask for a token with the sync right")
+            return [kb]
+        names = [k.name for k in self.config.kb]
+        return [None] if all(self.may_sync(name) for name in names) else [n for n in names if self.may_sync(n)]
+
+    def sees_tool(self, name: str) -> bool:
+        """Whether a tool exists for this caller (a name no KB's tool has is left to the server to answer)."""
+        if name == SYNC_TOOL:
+            return bool(self.grant.sync)
+        owner = next((kb.name for kb in self.config.kb if kb.search_tool_name == name), None)
+        return owner is None or self.sees(owner)
+
+    def explain(self, error: KBError) -> str:
+        """An error's message as this caller may read it: shared state (the index-wide writer lock) is
+        described without the KBs outside the view."""
+        if isinstance(error, SyncBusyError):
+            return error.message(self.sees)
+        return str(error)
+
