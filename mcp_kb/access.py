@@ -12,13 +12,13 @@ import hmac
 import json
 import logging
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
 from .config import Config, OAuthConfig, TokenGrant, granted
+from .lru import BoundedLRU
 
 log = logging.getLogger(__name__)
 
@@ -106,16 +106,14 @@ class IssuerTokens:
         self.settings = settings
         self.names = names
         self.keys = IssuerKeys(settings)
-        self.admitted: OrderedDict[bytes, tuple[Grant, float]] = OrderedDict()  # token digest -> (grant, exp)
+        self.admitted: BoundedLRU[bytes, tuple[Grant, float]] = BoundedLRU(_ADMITTED_KEPT)  # digest -> (grant, exp)
 
     async def grant(self, token: str, digest: bytes) -> Grant:
         known = self.admitted.get(digest)
         if known is not None and time.time() < known[1] + self.settings.leeway:
             return known[0]
         grant, expires = await self._check(token)
-        self.admitted[digest] = (grant, expires)
-        if len(self.admitted) > _ADMITTED_KEPT:
-            self.admitted.popitem(last=False)
+        self.admitted.put(digest, (grant, expires))
         return grant
 
     async def _check(self, token: str) -> tuple[Grant, float]:
@@ -282,8 +280,7 @@ class RateLimits:
     """Per caller, at most `requests_per_minute` (a bucket that refills evenly, holding a minute's worth)."""
 
     def __init__(self, kept: int = _RATE_CALLERS_KEPT):
-        self.kept = kept
-        self.buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # who -> (tokens, when)
+        self.buckets: BoundedLRU[str, tuple[float, float]] = BoundedLRU(kept)  # who -> (tokens, when)
 
     def wait(self, grant: Grant) -> float:
         """0 when the request may go ahead (and is counted), else the seconds until it may."""
@@ -291,10 +288,8 @@ class RateLimits:
         if not limit:
             return 0.0
         now = time.monotonic()
-        tokens, then = self.buckets.pop(grant.who, (float(limit), now))
+        tokens, then = self.buckets.get(grant.who) or (float(limit), now)
         tokens = min(float(limit), tokens + (now - then) * limit / 60)
         wait = 0.0 if tokens >= 1 else (1 - tokens) * 60 / limit
-        self.buckets[grant.who] = (tokens - 1 if not wait else tokens, now)
-        if len(self.buckets) > self.kept:
-            self.buckets.popitem(last=False)
+        self.buckets.put(grant.who, (tokens - 1 if not wait else tokens, now))
         return wait

@@ -15,7 +15,6 @@ import json
 import logging
 import math
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -28,6 +27,7 @@ from .index.keywords import cjk_words, keyword_terms
 from .index.state import sync_activity
 from .ingest.sources import rooted_id_patterns
 from .index.contract import Candidate, ChunkView, Store, is_complete
+from .lru import BoundedLRU
 from .models.base import Embedder, Reranker, TokenCounter
 from .passages import Hit, add_context, assemble, fit_budget
 from .vocabulary import status_uri, sync_remedy
@@ -79,7 +79,7 @@ class Searcher:
         self.tokenizer = tokenizer
         self.reranker = reranker
         self.rerank_candidates = rerank_candidates
-        self._cache: OrderedDict[str, SearchResult] = OrderedDict()
+        self._cache: BoundedLRU[str, SearchResult] = BoundedLRU(_CACHE_SIZE)
 
     def request(self, kb: KBConfig, query: str, top_k: int | None = None, mode: str | None = None,
                 filters: dict[str, Any] | None = None, min_score: float | None = None,
@@ -136,17 +136,15 @@ class Searcher:
             raise SearchError(f"knowledge base {kb.name!r} has not been synced yet; {sync_remedy(kb.name)}")
         # Generation ids never repeat, so a rebuilt index never meets the answers of the old one.
         key = request.cache_key(kb.name, view.generation, view.version)
-        if key in self._cache:
-            self._cache.move_to_end(key)
-            return replace(self._cache[key], cached=True)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return replace(cached, cached=True)
         types, rooted = kb.filter_field_types(), rooted_id_patterns()
         where = and_where(build_where(kb.search.filter, types, rooted), build_where(request.filters, types, rooted))
         result = self._run(kb, view, request, where)
         result.notes.extend(self._incomplete_index_notes(kb.name))
         if not result.notes:  # a degraded answer (model down, index missing) must not outlive the cause
-            self._cache[key] = result
-            if len(self._cache) > _CACHE_SIZE:
-                self._cache.popitem(last=False)
+            self._cache.put(key, result)
         return result
 
     def _incomplete_index_notes(self, kb: str) -> list[str]:

@@ -226,6 +226,18 @@ def _config_file(folders, storage):
     return path
 
 
+async def test_the_stdio_server_starts_where_posix_only_modules_are_missing(app, folders):
+    """Windows has no `resource` module: the stdio server never needs it (the HTTP connection cap does)."""
+    config = _config_file(folders, app.config.storage.uri)
+    without_resource = ("import sys, runpy; sys.modules['resource'] = None; "  # `import resource` now fails
+                        f"sys.argv = ['mcp-kb', 'serve', '-c', {str(config)!r}]; runpy.run_module('mcp_kb', "
+                        "run_name='__main__')")
+    params = StdioServerParameters(command=sys.executable, args=["-c", without_resource], env=os.environ.copy())
+    async with Client(params) as client:
+        result = await client.call_tool("search_api_docs", {"query": "E5021 token expired"})
+    assert not result.is_error and result.structured_content["results"][0]["source"] == "users.md"
+
+
 async def test_stdio_subprocess_session(app, folders):
     config = _config_file(folders, app.config.storage.uri)
     params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)],

@@ -200,17 +200,17 @@ def _running_holder(store: Store) -> dict[str, Any] | None:
 
 
 def _is_alive(pid: Any) -> bool:
+    """Whether a process of this machine lives (psutil: `os.kill(pid, 0)` would send CTRL_C on Windows). A
+    killed process its parent has not reaped yet is a zombie: it counts as gone."""
     if not isinstance(pid, int) or pid <= 0:
         return False
+    import psutil  # asked only when a holder record exists (its Linux part imports `resource`)
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:  # alive, and someone else's
-        return True
-    try:  # a killed process its parent has not reaped yet still answers; Linux says it is a zombie
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
+    except psutil.Error:  # alive, and someone else's
         return True
 
 

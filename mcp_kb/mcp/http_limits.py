@@ -12,7 +12,6 @@ a client holding a valid token (nor make the server write gigabytes of log lines
 from __future__ import annotations
 
 import logging
-import resource
 import time
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -24,6 +23,10 @@ _FD_RESERVE_SHARE = 2  # half the descriptors stay for the index, the model and 
 
 def connection_cap(wanted: int) -> int:
     """How many connections may be open at once: `wanted`, or half of what the descriptor limit allows."""
+    try:
+        import resource  # POSIX only: Windows has no per-process descriptor limit to raise
+    except ImportError:
+        return max(8, wanted)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and soft < hard:
         try:  # the soft limit is often 1024 while the hard one allows far more

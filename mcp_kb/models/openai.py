@@ -9,8 +9,6 @@ hang on a slow service; it falls back to keyword search) and remembered in a sma
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import numpy as np
 
 from ..config import OpenAISettings
 from ..errors import ModelError
+from ..lru import BoundedLRU
 from .base import Embedder, ModelIdentity, TokenCounter
 from .service import excerpt, post, refusal, request_headers, service_address
 
@@ -34,8 +33,7 @@ class OpenAIEmbedder(Embedder):
         self.url = config.base_url.rstrip("/") + "/embeddings"
         self._client = httpx.Client(timeout=config.timeout, headers=request_headers(config))
         self._dimension: int | None = config.dimensions
-        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        self._queries: BoundedLRU[str, np.ndarray] = BoundedLRU(_QUERY_CACHE_SIZE)
 
     @property
     def identity(self) -> ModelIdentity:
@@ -58,18 +56,14 @@ class OpenAIEmbedder(Embedder):
         return vectors
 
     def embed_query(self, text: str) -> np.ndarray:
-        with self._lock:
-            if text in self._queries:
-                self._queries.move_to_end(text)
-                return self._queries[text]
+        cached = self._queries.get(text)
+        if cached is not None:
+            return cached
         answer = self._request([text], retries=0)
         if self._dimension is None:  # a search learns it from its own answer: no extra request, no retries
             self._dimension = answer.shape[1]
         vector = self._checked(answer)[0]
-        with self._lock:
-            self._queries[text] = vector
-            if len(self._queries) > _QUERY_CACHE_SIZE:
-                self._queries.popitem(last=False)
+        self._queries.put(text, vector)
         return vector
 
     def _checked(self, vectors: np.ndarray) -> np.ndarray:
@@ -78,8 +72,7 @@ class OpenAIEmbedder(Embedder):
         if vectors.shape[1] != expected:
             if not self.config.dimensions:
                 self._dimension = None  # ask again: the next sync then sees a new model and rebuilds
-                with self._lock:
-                    self._queries.clear()  # vectors of the old model
+                self._queries.clear()  # vectors of the old model
             raise ModelError(f"the embedding service returned {vectors.shape[1]}-dimensional vectors for model "
                              f"{self.config.model!r}, but {expected}-dimensional ones before (the index holds those); "
                              f"the model behind that name changed or ignores `dimensions`: the next sync rebuilds "

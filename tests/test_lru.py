@@ -1,0 +1,44 @@
+"""The one bounded cache: least recently used entries go first, and threads may share it."""
+
+import sys
+import threading
+
+from mcp_kb.lru import BoundedLRU
+
+
+def test_the_least_recently_used_entry_is_forgotten_first():
+    cache: BoundedLRU[str, int] = BoundedLRU(2)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    assert cache.get("a") == 1  # "b" is now the least recently used
+    cache.put("c", 3)
+    assert cache.get("b") is None and cache.get("a") == 1 and cache.get("c") == 3 and len(cache) == 2
+    cache.put("a", 10)  # replacing counts as a use
+    cache.put("d", 4)
+    assert cache.get("c") is None and cache.get("a") == 10
+
+
+def test_threads_looking_up_and_evicting_at_once_never_fail_and_stay_bounded():
+    cache: BoundedLRU[int, int] = BoundedLRU(3)
+    errors: list[str] = []
+
+    def work(seed: int) -> None:
+        try:
+            for n in range(20_000):
+                key = (n * 7 + seed) % 5
+                if cache.get(key) is None:
+                    cache.put(key, n)
+        except Exception as exc:
+            errors.append(repr(exc))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors and len(cache) <= 3
