@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
 import platformdirs
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SerializeAsAny,
-                      ValidationError, field_validator, model_validator)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, PrivateAttr,
+                      SerializeAsAny, ValidationError, field_validator, model_validator)
 
 from .errors import ConfigError
 from .index.schema import BUILTIN_FILTER_FIELDS, RESERVED_FIELDS, FieldTypeName, field_type_of_value
@@ -73,7 +73,7 @@ def megabytes(size_mb: float) -> int:
     return int(size_mb * 1024 * 1024)
 
 
-def _env(variable: str) -> dict[str, str]:
+def _env(variable: str) -> dict[str, JsonValue]:
     """Marks the setting an environment variable overrides: each names its variable in its declaration."""
     return {"env": variable}
 
@@ -799,7 +799,8 @@ def _apply_environment(raw: dict[str, Any]) -> dict[str, Any]:
         if model is None or not isinstance(raw.get(section, {}), dict):
             continue  # a malformed section or an unknown provider is reported by validation
         for key, declared in model.model_fields.items():
-            value = environment((declared.json_schema_extra or {}).get("env", ""))
+            extra = declared.json_schema_extra
+            value = environment(str(extra.get("env") or "")) if isinstance(extra, dict) else ""
             if value:
                 raw[section] = {**raw.get(section, {}), key: value}
     return raw

@@ -165,7 +165,7 @@ class Searcher:
             if not where:
                 raise SearchError("mode 'filter' needs filters, e.g. {\"path\": \"docs/leave.md\"}")
             rows = _timed(timings, "filter", lambda: view.scan(where))  # in document order
-            mode, notes, rerank_failed = "filter", [], False
+            mode, notes, rerank_failed = "filter", list[str](), False
             hits = assemble((_hit(row, 1.0) for row in rows), request.top_k, max_per_document=None)
         else:
             mode, hits, notes, rerank_failed = self._passages(kb, view, request, where, timings)
@@ -252,6 +252,7 @@ class Searcher:
 
     def _rerank(self, kb: str, query: str, hits: list[Hit], notes: list[str]) -> list[Hit] | None:
         """The hits in the reranker's order; None, with a note, when it fails (the fused order stands)."""
+        assert self.reranker is not None  # asked only when one is configured
         try:
             scores = self.reranker.score(query, [h.text for h in hits])
         except ModelError as exc:
@@ -292,7 +293,8 @@ def fuse(vector: list[Candidate], keyword: list[Candidate], vector_weight: float
     for chunk in {**by_keyword, **by_vector}:
         score = alpha * vector_scores.get(chunk, 0.0) + (1 - alpha) * keyword_scores.get(chunk, 0.0)
         from_vector, from_keyword = by_vector.get(chunk), by_keyword.get(chunk)
-        fused.append(Candidate(chunk, score, (from_vector or from_keyword).row_id,
+        found = from_vector or by_keyword[chunk]  # every chunk comes from one side at least
+        fused.append(Candidate(chunk, score, found.row_id,
                                vector_rank=from_vector.vector_rank if from_vector else None,
                                keyword_rank=from_keyword.keyword_rank if from_keyword else None))
     return sorted(fused, key=lambda c: c.score, reverse=True)
@@ -321,10 +323,11 @@ def _hits_in_batches(view: ChunkView, candidates: list[Candidate], batch: int) -
         yield from _hits(view.rows(part), part)
 
 
-def _hit(row: dict[str, Any], score: float, **ranks: int | None) -> Hit:
+def _hit(row: dict[str, Any], score: float, vector_rank: int | None = None, keyword_rank: int | None = None) -> Hit:
     return Hit(text=row["text"], source=row["path"], title=row["title"] or "", heading=row["heading"] or "",
                page=row["page"], chunk_index=row["chunk_index"], score=round(float(score), 6),
-               line_start=row["line_start"], line_end=row["line_end"], **ranks)
+               line_start=row["line_start"], line_end=row["line_end"], vector_rank=vector_rank,
+               keyword_rank=keyword_rank)
 
 
 def _timed(timings: dict[str, float], stage: str, work):

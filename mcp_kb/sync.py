@@ -263,6 +263,7 @@ def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: di
     missing = active is not None and store.chunk_schema(kb.name, active) is None
     reason = _rebuild_reason(state, fingerprints, full, reembed, missing)
     if not reason:  # an interrupted rebuild no longer wanted goes when this sync switches state and drops
+        assert active is not None  # no active generation is always a reason to build one
         return active, None
     _check_model(embedder)  # before anything is created, switched or dropped
     schema = chunk_schema(embedder.identity.dimension, kb.metadata_types())
@@ -391,6 +392,7 @@ def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | No
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-kb-parse") as pool:
         pending = pool.submit(parse_batch, batches[0]) if batches else None
         for index in range(len(batches)):
+            assert pending is not None  # each round submits the next batch's parse
             parsed, parse_seconds = pending.result()
             timer.add("parse", parse_seconds)
             pending = pool.submit(parse_batch, batches[index + 1]) if index + 1 < len(batches) else None

@@ -62,7 +62,7 @@ def pytest_configure(config):
     if hasattr(config, "workerinput") or config.option.help:
         return
     try:
-        _test_model().identity  # finds (or downloads, once for all workers) the files without loading them
+        _ = _test_model().identity  # finds (or downloads, once for all workers) the files without loading them
     except ModelError as exc:
         raise pytest.UsageError(f"no embedding model for the tests: {exc}\nPut the offline model at {OFFLINE_MODEL}, "
                                 f"or set MCP_KB_EMBEDDING_MODEL and MCP_KB_EMBEDDING_MODEL_PATH to a local model "

@@ -145,7 +145,7 @@ def test_a_repeated_log_line_is_shown_once_per_window_with_a_count(caplog):
     handler.addFilter(RepeatedLineFilter(window=3600))
     logger.addHandler(handler)
     try:
-        for attempt in range(1000):
+        for _ in range(1000):
             logger.warning("accept failed: %s", "Too many open files")
         logger.warning("another problem")
     finally:

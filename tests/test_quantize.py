@@ -134,7 +134,7 @@ def test_a_cache_that_cannot_be_written_leaves_fp32_and_is_tried_again(settings,
     (tmp_path / "cache" / "mcp-kb-int8").unlink()  # space again: the next start tries again (nothing remembered)
     tried = []
     monkeypatch.setattr(quantize, "_quantize", lambda *paths: tried.append(paths) or 1 / 0)
-    FastEmbedder(settings(tmp_path / "cache")).identity
+    _ = FastEmbedder(settings(tmp_path / "cache")).identity
     assert len(tried) == 1
 
 

@@ -300,7 +300,7 @@ def _no_injection(browser) -> None:
     from selenium.common.exceptions import NoAlertPresentException
 
     with pytest.raises(NoAlertPresentException):
-        browser.switch_to.alert.text
+        _ = browser.switch_to.alert.text
     assert browser.execute_script("return document.images.length") == 0
     assert browser.execute_script("return [...document.scripts].map(s => new URL(s.src).pathname)") == \
         ["/ui/static/ui.js"]

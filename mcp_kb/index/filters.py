@@ -87,7 +87,7 @@ def _operator_clause(field: str, type_name: str, condition: dict[str, Any], root
     return " AND ".join(clauses)
 
 
-def _text_clause(field: str, operator: str, value: Any, kind: FieldType, rooted: list[str] | tuple[str, ...]) -> str:
+def _text_clause(field: str, operator: str, value: Any, kind: FieldType, rooted: Iterable[str]) -> str:
     literal = _literal(value, kind, field)  # checks the value's type and size
     if field == "path" and str(value).startswith("/") and rooted:  # below an id's root (file ids never start with "/")
         pattern = _escaped(str(value)) + ".*$" if operator == "prefix" else glob_to_regex(str(value))[1:]
@@ -212,7 +212,8 @@ def parse_filters(items: tuple[str, ...]) -> dict[str, Any] | None:
         if operator == "=":
             filters[field] = value
         else:
-            existing = filters.get(field) if isinstance(filters.get(field), dict) else {}
+            known = filters.get(field)
+            existing = known if isinstance(known, dict) else {}
             filters[field] = {**existing, _FILTER_OPERATORS[operator]: value}
     return filters or None
 

@@ -11,6 +11,7 @@ stops the walk.
 from __future__ import annotations
 
 import os
+from typing import Any
 import re
 import stat
 from pathlib import Path
@@ -144,7 +145,8 @@ class _Rules:
         parts = rel_id.split("/")
         if any(part in ("", ".", "..") for part in parts):
             return None
-        folder, rel_folder, ignores = str(self.root), "", []
+        folder, rel_folder = str(self.root), ""
+        ignores: list[Any] = []
         for index, part in enumerate(parts):
             try:
                 ignores = self._with_gitignore(folder, rel_folder, ignores)

@@ -84,13 +84,26 @@ class Source(Protocol):
         the documents."""
 
 
-def _kinds() -> list[type]:
+class SourceKind(Protocol):
+    """A source's class: the KB's sources of its kind, and which ids are its documents."""
+
+    def of(self, kb: KBConfig, cache_folder: Path) -> list[Source]:
+        """The KB's sources of this kind (none when it configures none)."""
+
+    def owns(self, doc_id: str) -> bool:
+        """Whether a document id is of this kind."""
+
+    def kind_of(self, doc_id: str) -> str:
+        """What a summary counts the document as: a suffix, "web page", ..."""
+
+
+def _kinds() -> list[SourceKind]:
     registered = [SOURCE_KINDS.implementation(name) for name in SOURCE_KINDS.names()]
     return registered + list(_builtin_kinds())
 
 
 @functools.cache
-def _builtin_kinds() -> tuple[type, ...]:
+def _builtin_kinds() -> tuple[SourceKind, ...]:
     """Imported once: a summary asks the kinds about every document of a KB."""
     return tuple(SOURCE_KINDS.load(target) for target in _BUILTIN_KINDS)
 
@@ -119,7 +132,8 @@ def scan_all(sources: Iterable[Source], known: dict[str, tuple[int, int]] | None
 def find_document(kb: KBConfig, sources: list[Source], doc_id: str) -> SourceFile:
     """The document behind an id, from the first source of the kind that owns it."""
     for source in sources:
-        if "\x00" not in doc_id and type(source).owns(doc_id):  # no id holds a NUL; a path with one cannot be opened
+        kind: SourceKind = type(source)  # type: ignore[assignment]  # each source's class is its kind
+        if "\x00" not in doc_id and kind.owns(doc_id):  # no id holds a NUL; a path with one cannot be opened
             return source.find(doc_id)
     raise KBError(f"{doc_id!r} is not a document of knowledge base {kb.name!r}; read its status or search it "
                   f"to find document ids")
@@ -150,7 +164,7 @@ def count_kinds(doc_ids: Iterable[str]) -> Counter[str]:
 def rooted_id_patterns() -> list[str]:
     """Regular expressions an id's "root" may match before a path that starts with "/" (a web page's
     origin), so `{"path": {"prefix": "/guide/"}}` filters pages of any host."""
-    return [kind.ROOTED_ID for kind in _kinds() if getattr(kind, "ROOTED_ID", None)]
+    return [rooted for kind in _kinds() if (rooted := getattr(kind, "ROOTED_ID", None))]
 
 
 def parse_source(source: SourceFile, kb: KBConfig) -> Document:

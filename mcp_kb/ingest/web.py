@@ -418,7 +418,7 @@ def sitemap_urls(fetcher: Fetcher, listed: list[str]) -> tuple[list[str], list[s
     scope = fetcher.scope
     on_host = [u for u in (scope.normalize(x) for x in listed) if u and u.startswith(scope.origin + "/")]
     queue = on_host or [scope.origin + "/sitemap.xml"]
-    pages, problems, seen = [], [], set()
+    pages, problems, seen = [], [], set[str]()
     while queue and len(seen) < _MAX_SITEMAPS:
         url = queue.pop(0)
         if url in seen:
@@ -464,18 +464,18 @@ def page_links(body: bytes, url: str, scope: Scope) -> tuple[list[str], str | No
     except Exception:  # an undecodable or broken page has no links to follow
         return [], None, False
     base_tag = soup.find("base", href=True)
-    base = urljoin(url, base_tag["href"]) if base_tag else url
-    robots_meta = " ".join(m.get("content", "") for m in soup.find_all("meta", attrs={"name": re.compile("^robots$", re.I)}))
+    base = urljoin(url, str(base_tag["href"])) if base_tag else url
+    robots_meta = " ".join(str(m.get("content", "")) for m in soup.find_all("meta", attrs={"name": re.compile("^robots$", re.I)}))
     noindex, nofollow = "noindex" in robots_meta.lower(), "nofollow" in robots_meta.lower()
     canonical = None
     for link in soup.find_all("link", href=True):
         if "canonical" in [r.lower() for r in (link.get("rel") or [])]:
-            candidate = scope.normalize(link["href"], base)
+            candidate = scope.normalize(str(link["href"]), base)
             canonical = candidate if candidate and scope.contains(candidate) else None
     links: dict[str, None] = {}  # in page order, once each
     if not nofollow:
         for anchor in soup.find_all("a", href=True):
-            target = scope.normalize(anchor["href"], base)
+            target = scope.normalize(str(anchor["href"]), base)
             if target and scope.contains(target):
                 links[target] = None
     return list(links), canonical, noindex
@@ -647,7 +647,8 @@ class _Walk:
                                                                     f"{answer.content_type or '(none)'}"))
             return []
         body = answer.body if is_binary_format(suffix) or not answer.charset else as_utf8(answer.body, answer.charset)
-        links, canonical, noindex = [], None, False
+        links: list[str] = []
+        canonical, noindex = None, False
         if suffix == ".html":
             links, canonical, noindex = page_links(body, answer.final_url, self.scope)
         page = CachedPage(url, canonical or answer.final_url, body_file_name(url, body, suffix), answer.etag,

@@ -68,4 +68,4 @@ def support_2025_clients(server: MCPServer, subscribe: Subscription, unsubscribe
     def with_tools_changed(notification_options=None, *args, **kwargs):
         return create_options(notification_options or NotificationOptions(tools_changed=True), *args, **kwargs)
 
-    lowlevel.create_initialization_options = with_tools_changed
+    lowlevel.create_initialization_options = with_tools_changed  # type: ignore[method-assign]

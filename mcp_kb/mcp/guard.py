@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 from contextvars import ContextVar
-from typing import Any, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ..audit import AuditTrail
 from ..config import Config
@@ -42,7 +43,7 @@ class Guard:
 
     # ---- the middleware ----
 
-    async def __call__(self, ctx: Any, call_next: Callable) -> Any:
+    async def __call__(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
         user = getattr(ctx.request, "scope", {}).get("user") if ctx.request is not None else None
         grant = getattr(user, "grant", None)
         view = CallerView(self.config, grant) if grant is not None else self.owner

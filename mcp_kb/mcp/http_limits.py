@@ -11,6 +11,7 @@ a client holding a valid token (nor make the server write gigabytes of log lines
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -48,8 +49,9 @@ def guarded_protocol(cap: int, header_timeout: float) -> type[H11Protocol]:
 
     class GuardedH11Protocol(H11Protocol):
         waiting_since: float | None = None  # when it started waiting for a request head; None while answering
+        _header_timer: asyncio.TimerHandle | None = None
 
-        def connection_made(self, transport) -> None:  # type: ignore[override]
+        def connection_made(self, transport) -> None:
             super().connection_made(transport)
             self._header_timer = None
             self._wait_for_head()

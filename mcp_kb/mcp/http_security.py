@@ -8,6 +8,7 @@ import json
 import logging
 import socket
 from math import ceil
+from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -94,8 +95,10 @@ class AccessGate:
             from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
             from starlette.routing import Router
 
-            self.metadata_url = str(build_resource_metadata_url(resource))
-            self.metadata = Router(create_protected_resource_routes(resource, [issuer]))  # type: ignore[arg-type]
+            # The SDK takes the URLs as text at run time; its hints ask for pydantic URLs, which would rewrite them.
+            urls: Any = (resource, [issuer])
+            self.metadata_url = str(build_resource_metadata_url(urls[0]))
+            self.metadata = Router(create_protected_resource_routes(*urls))
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":  # lifespan

@@ -6,6 +6,7 @@ prefix/glob, lists) is what the tool's JSON schema offers.
 
 # No `from __future__ import annotations`: pydantic builds these models from evaluated types.
 
+from types import GenericAlias
 from typing import Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -48,7 +49,7 @@ class _TextMatch(BaseModel):
 def _range_model(value_type: type) -> type[BaseModel]:
     """{gt, gte, lt, lte} bounds; numbers are sent as JSON numbers of either kind."""
     bound = float if value_type in (int, float) else value_type
-    bounds = {op: (Optional[bound], Field(None, description=f"{op} bound")) for op in ("gt", "gte", "lt", "lte")}
+    bounds: dict[str, Any] = {op: (Optional[bound], Field(None, description=f"{op} bound")) for op in ("gt", "gte", "lt", "lte")}
     return create_model(f"{bound.__name__.capitalize()}Range", __config__=ConfigDict(extra="forbid"), **bounds)
 
 
@@ -57,7 +58,7 @@ _RANGES = {python: _range_model(python) for python in {kind.python for kind in F
 
 def _condition(kind: FieldType) -> Any:
     """What a caller may send for a field of this type: a value, a list (one of / any of), a range, a text match."""
-    options: list[Any] = [kind.python, list[kind.python]]
+    options: list[Any] = [kind.python, GenericAlias(list, (kind.python,))]  # list[kind.python], built at run time
     if kind.ranges:
         options.append(_RANGES[kind.python])
     if kind.text_match:

@@ -79,7 +79,7 @@ class _KBServer(PlainToolErrors):
         return argument_errors(error, self.kb_by_tool.get(tool))
 
 
-def build_server(app: App, read_only: Optional[bool] = None) -> MCPServer:
+def build_server(app: App, read_only: Optional[bool] = None) -> _KBServer:
     """An MCP server for every KB in the app's config."""
     read_only = app.config.server.read_only if read_only is None else read_only
     app.saves_metrics = True  # a server's figures are the ones `mcp-kb stats` shows
@@ -199,7 +199,8 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
         mode: Annotated[SearchMode, Field(description=", ".join(MODES))] = kb.search.mode,
         min_score: Annotated[Optional[float], Field(strict=True,
                                                     description="Drop passages scoring below this")] = None,
-        filters: Annotated[Optional[Filters], Field(description="Metadata filters, all must match")] = None,
+        filters: Annotated[Optional[Filters], Field(  # type: ignore[valid-type]  # built per KB at run time
+            description="Metadata filters, all must match")] = None,
         context: Annotated[int, Field(strict=True, description="Neighbouring chunks to add around each passage", ge=0,
                                       le=CONTEXT_MAX)] = 0,
         max_per_document: Annotated[int, Field(strict=True, description="At most this many passages from one document",
@@ -361,7 +362,7 @@ def run_server(app: App) -> None:
     allowed_hosts = app.config.server.allowed_hosts
     warn_if_exposed(host, settings.guarded, allowed_hosts)
     security = rebinding_protection(host, allowed_hosts)
-    asgi = (server.sse_app(host=host, transport_security=security) if transport == "sse"
+    asgi: Any = (server.sse_app(host=host, transport_security=security) if transport == "sse"
             else server.streamable_http_app(host=host, transport_security=security, stateless_http=settings.stateless))
     from ..ui.routes import page_app  # the page's templates load only for HTTP
 

@@ -53,8 +53,10 @@ def fetch_models(embedding: EmbeddingConfig, rerank: RerankConfig, copy_to: Path
     if rerank.enabled:
         folders["rerank"] = rerank_provider(rerank).fetch(rerank)
     if copy_to:
+        model_folder = folders["embedding"]
+        assert model_folder is not None  # refused above
         try:
-            shutil.copytree(folders["embedding"], copy_to, dirs_exist_ok=True)  # copies what links point at
+            shutil.copytree(model_folder, copy_to, dirs_exist_ok=True)  # copies what links point at
         except OSError as exc:
             raise KBError(f"cannot copy the model into {copy_to}: {exc}") from exc
     return {role: folder for role, folder in folders.items() if folder is not None}

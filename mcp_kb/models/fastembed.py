@@ -11,6 +11,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -130,7 +131,7 @@ class FastEmbedReranker(Reranker):
 
     def __init__(self, config: FastembedRerankSettings):
         self.config = config
-        self._model = None
+        self._model: Any = None
 
     def score(self, query: str, passages: list[str]) -> list[float]:
         with _FASTEMBED_LOCK:
@@ -212,7 +213,7 @@ def _check_vectors(config: FastembedSettings, folder: Path) -> np.ndarray:
 
 def _check_model_folder(text_embedding_class, config: FastembedSettings) -> None:
     """The configured folder holds the file fastembed loads the configured model from, or a clear error."""
-    folder = Path(config.model_path)
+    folder = Path(config.model_path or "")  # asked only when a folder is configured
     _, description = _description(text_embedding_class, config)
     if (folder / description.model_file).is_file():
         return
@@ -298,7 +299,7 @@ class ModelTokenizer:
             raise ModelError(f"cannot read the tokenizer in {model_dir}: {exc}; {_FIX}") from exc
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
-        self.max_tokens = int(truncating.truncation["max_length"])
+        self.max_tokens = int((truncating.truncation or {})["max_length"])
         if max_tokens is not None:  # a service may read fewer tokens than the tokenizer's own limit
             self.max_tokens = min(self.max_tokens, max_tokens)
         unknown = settings.get("unk_token") or "[UNK]"
@@ -397,7 +398,7 @@ def prepare_model(config: FastembedSettings) -> Path:
     at the first sync; the fp32 folder (what `--to` copies: each machine makes its own copy)."""
     folder = fetch_model(config)
     if config.quantize == "int8":
-        FastEmbedder(config).settings  # finding the settings makes the copy
+        _ = FastEmbedder(config).settings  # finding the settings makes the copy
     return folder
 
 

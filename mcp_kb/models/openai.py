@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -30,7 +31,7 @@ class OpenAIEmbedder(Embedder):
 
     def __init__(self, config: OpenAISettings):
         self.config = config
-        self.url = config.base_url.rstrip("/") + "/embeddings"
+        self.url = (config.base_url or "").rstrip("/") + "/embeddings"  # validation requires one
         self._client = httpx.Client(timeout=config.timeout, headers=request_headers(config))
         self._dimension: int | None = config.dimensions
         self._queries: BoundedLRU[str, np.ndarray] = BoundedLRU(_QUERY_CACHE_SIZE)
@@ -85,7 +86,7 @@ class OpenAIEmbedder(Embedder):
 
     def _request(self, texts: list[str], retries: int) -> np.ndarray:
         """One batch's vectors in input order; transient failures retried up to `retries` times."""
-        body = {"model": self.config.model, "input": texts, "encoding_format": "float"}
+        body: dict[str, Any] = {"model": self.config.model, "input": texts, "encoding_format": "float"}
         if self.config.dimensions:
             body["dimensions"] = self.config.dimensions
         response = post(self._client, self.url, body, retries, "embedding service")

@@ -3,6 +3,7 @@ store), so the routes call these in a worker thread."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ..app import App
@@ -27,7 +28,7 @@ def kb_summary(app: App, name: str, figures: dict[str, Any] | None = None) -> di
     }
 
 
-def live_status(app: App, names: list[str]) -> list[dict[str, Any]]:
+def live_status(app: App, names: Iterable[str]) -> list[dict[str, Any]]:
     """What the page's script polls: each KB's running sync and the figures a finished one changes."""
     return [{key: status[key] for key in ("name", "sync_running", "progress", "files", "chunks", "last_sync",
                                           "last_outcome", "last_error")}

@@ -30,7 +30,7 @@ def parse_docx(path: Path, doc_id: str) -> Document:
     from docx.table import Table
     from docx.text.paragraph import Paragraph
 
-    document = open_docx(checked_package(path, "Word"))
+    document = open_docx(str(checked_package(path, "Word")))
     # Paragraph.style resolves the default style by scanning every style, per paragraph (20,000
     # paragraphs took 130 s): names by style id, looked up once.
     style_names = {style.style_id: style.name for style in document.styles}
@@ -76,7 +76,7 @@ def parse_docx(path: Path, doc_id: str) -> Document:
 def parse_pptx(path: Path, doc_id: str) -> Document:
     from pptx import Presentation
 
-    presentation = Presentation(checked_package(path, "PowerPoint"))
+    presentation = Presentation(str(checked_package(path, "PowerPoint")))
     blocks: list[Block] = []
     for number, slide in enumerate(presentation.slides, start=1):
         check_time()

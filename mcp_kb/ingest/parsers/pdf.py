@@ -26,7 +26,9 @@ def parse(path: Path, doc_id: str, ocr: bool = True) -> Document:
     reader = _open(path)
     read_images = ocr and engine.available()
     blocks = []
-    empty_pages, failed_pages, ocr_pages = [], [], []
+    empty_pages: list[int] = []
+    failed_pages: list[int] = []
+    ocr_pages: list[int] = []
     for number, page in enumerate(reader.pages, start=1):
         check_time()
         try:
