@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .errors import KBError
-from .ingest.chunking import sentences
+from .text import sentences
 from .vocabulary import HEADING_SEPARATOR
 
 SELF_QUERY_WORDS = 16

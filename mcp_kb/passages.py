@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable
 
 from .index.keywords import keyword_terms
-from .ingest.chunking import sentences
+from .text import sentences, shared_depth
 from .vocabulary import HEADING_SEPARATOR
 from .models.base import TokenCounter
 
@@ -102,10 +102,7 @@ def _merged(group: list[Hit]) -> Hit:
 def _local_heading(previous: str, heading: str) -> str:
     """The part of `heading` below what it shares with `previous` (the full path when nothing is shared)."""
     old, new = previous.split(HEADING_SEPARATOR), heading.split(HEADING_SEPARATOR)
-    shared = 0
-    while shared < min(len(old), len(new)) - 1 and old[shared] == new[shared]:
-        shared += 1
-    return HEADING_SEPARATOR.join(new[shared:])
+    return HEADING_SEPARATOR.join(new[min(shared_depth(old, new), len(new) - 1):])  # the last heading stays
 
 
 def without_overlap(previous: str, text: str) -> str:

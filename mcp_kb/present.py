@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .ingest.document import Document
 from .search import SearchResult
+from .text import shared_depth
 
 NO_RESULTS = "No passages found. Try other words, mode 'keyword' for exact terms, or fewer filters."
 
@@ -39,9 +40,7 @@ def document_text(document: Document) -> str:
         if block.page is not None and block.page != page:
             page = block.page
             parts.append(f"--- page {page} ---")
-        shared = 0
-        while shared < min(len(path), len(block.heading_path)) and path[shared] == block.heading_path[shared]:
-            shared += 1
+        shared = shared_depth(path, block.heading_path)
         parts += [f"{'#' * (depth + 1)} {heading}" for depth, heading in enumerate(block.heading_path)
                   if depth >= shared]
         path = block.heading_path

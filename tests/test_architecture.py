@@ -20,7 +20,7 @@ TIERS = {  # the most specific prefix decides a module's tier
     "mcp_kb.access": 2, "mcp_kb.audit": 2, "mcp_kb.view": 2,
     "mcp_kb.ingest": 1, "mcp_kb.models": 1, "mcp_kb.index": 1,
     "mcp_kb.config": 0, "mcp_kb.errors": 0, "mcp_kb.digest": 0, "mcp_kb.index.schema": 0, "mcp_kb.registry": 0,
-    "mcp_kb.vocabulary": 0, "mcp_kb.lru": 0,
+    "mcp_kb.vocabulary": 0, "mcp_kb.lru": 0, "mcp_kb.text": 0,
 }
 
 

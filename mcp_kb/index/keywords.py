@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import re
 
+from ..text import CJK_CHARACTERS
+
 # Bump when indexed terms change: the next sync then rebuilds the full-text column by itself.
 ANALYZER_VERSION = 2  # 2: title and heading path also in a field column of their own
-CJK_CHARACTERS = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN = re.compile(rf"[{CJK_CHARACTERS}]+|[^\s{CJK_CHARACTERS}]+")
 _IS_CJK = re.compile(rf"[{CJK_CHARACTERS}]")
 _WORD_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_]+", re.UNICODE)

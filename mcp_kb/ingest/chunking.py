@@ -14,6 +14,7 @@ from typing import Any
 
 from ..config import ChunkingConfig
 from ..models.base import TokenCounter
+from ..text import SENTENCE_END, SENTENCE_ENDS_BEFORE, SENTENCE_SPLIT, shared_depth
 from ..vocabulary import HEADING_SEPARATOR
 from .document import Block, Document
 
@@ -21,14 +22,12 @@ from .document import Block, Document
 _SPLIT_LEVELS = [
     re.compile(r"(?<=\n\n)"),
     re.compile(r"(?<=\n)"),
-    re.compile(r"(?<=[。！？；!?])|(?<=[.;:])(?=\s)"),
+    SENTENCE_SPLIT,
     re.compile(r"(?<=[，、,\s])"),
 ]
 # Where an overlap may begin, best first: after a sentence end or a line break, then after a clause
 # mark or a space. Never inside a word if it can be helped.
-_SENTENCE_END = re.compile(r"(?:[。！？；!?]|[.;:](?=\s)|\n)\s*")
 _WORD_END = re.compile(r"[，、]|,?\s+")
-_SENTENCE_ENDS_BEFORE = re.compile(r"(?:[。！？；!?]|[.;:]\s|\n)\s*$")
 _WORD_ENDS_BEFORE = re.compile(r"[，、\s]$")
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")  # the line under a Markdown table's header
 _MIN_OVERLAP_SHARE = 3  # a sentence start that keeps less than 1/3 of the overlap loses to a word start
@@ -124,24 +123,14 @@ def _chunk_section(document: Document, blocks: list[Block], max_tokens: int, ove
     return [replace(chunk, n_tokens=size) for chunk, size in zip(chunks, sizes)]
 
 
-def sentences(text: str) -> list[str]:
-    """`text` cut after each sentence end and line break (English and Chinese); joined, they are `text`."""
-    pieces, start = [], 0
-    for match in _SENTENCE_END.finditer(text):
-        if match.end() > start:
-            pieces.append(text[start:match.end()])
-            start = match.end()
-    return pieces + [text[start:]] if start < len(text) else pieces
-
-
 def overlap_text(previous: str, overlap: int, counter: TokenCounter) -> str:
     """The end of the previous chunk, repeated at the start of the next: about `overlap` tokens,
     beginning at a sentence when one begins early enough in that span, else at a word."""
     tail = counter.tail(previous, overlap)
     before = previous[max(0, len(previous) - len(tail) - 8):len(previous) - len(tail)]
-    if len(tail) == len(previous) or _SENTENCE_ENDS_BEFORE.search(before):
+    if len(tail) == len(previous) or SENTENCE_ENDS_BEFORE.search(before):
         return tail.strip()
-    sentence = _SENTENCE_END.search(tail)
+    sentence = SENTENCE_END.search(tail)
     if sentence and len(tail) - sentence.end() >= len(tail) // _MIN_OVERLAP_SHARE:
         return tail[sentence.end():].strip()
     if _WORD_ENDS_BEFORE.search(before):
@@ -235,7 +224,7 @@ def _merge_small(chunks: list[Chunk], min_tokens: int, max_tokens: int, counter:
 
 def _join(first: Chunk, second: Chunk) -> Chunk:
     """One chunk from two neighbours; the path is what they share, the rest stays in the text."""
-    shared = _common_prefix(first.heading_path, second.heading_path)
+    shared = first.heading_path[:shared_depth(first.heading_path, second.heading_path)]
     first_text = _with_local_heading(first, shared)
     second_text = _with_local_heading(second, shared)
     return replace(first, text=f"{first_text}\n\n{second_text}", heading_path=shared,
@@ -246,9 +235,3 @@ def _with_local_heading(chunk: Chunk, shared: tuple[str, ...]) -> str:
     local = chunk.heading_path[len(shared):]
     return f"{HEADING_SEPARATOR.join(local)}\n{chunk.text}" if local else chunk.text
 
-
-def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
-    length = 0
-    while length < min(len(a), len(b)) and a[length] == b[length]:
-        length += 1
-    return a[:length]

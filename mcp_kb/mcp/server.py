@@ -38,6 +38,7 @@ from .http_limits import RepeatedLineFilter, accept_burst, connection_cap, guard
 from ..live import LiveSync, SyncRunner
 from ..present import cited_text
 from ..search import SearchResult
+from ..text import as_sentence
 from ..vocabulary import CITATION_FORMAT, DOCUMENT_URI, LIST_URI, METRICS_URI, STATUS_URI, SYNC_TOOL, status_uri
 from .compat import PlainToolErrors, support_2025_clients, unknown_tool
 from .schemas import SearchHit, SearchOutput, argument_errors, filters_model
@@ -177,14 +178,8 @@ def _tool_description(app: App, kb: KBConfig) -> str:
         holds = f" Holds {summary['documents']} documents ({kinds}){f', among them: {titles}' if titles else ''}."
     else:
         holds = " Not indexed yet: its first sync has not finished."
-    return (f"{_sentence(kb.description)}{holds} Returns passages with numbered citations "
+    return (f"{as_sentence(kb.description)}{holds} Returns passages with numbered citations "
             f"({CITATION_FORMAT}). Modes: {MODES_TEXT}.")
-
-
-def _sentence(text: str) -> str:
-    """Text ending as a sentence: a full stop added only where none ends it (Chinese 。 included)."""
-    text = text.strip()
-    return text if text.endswith((".", "!", "?", "。", "！", "？")) else f"{text}."
 
 
 def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from ..index.keywords import CJK_CHARACTERS
+from ..text import CJK_CHARACTERS
 
 _PIECE = re.compile(rf"[{CJK_CHARACTERS}]|[^\W_{CJK_CHARACTERS}]{{1,3}}|[^\w\s]|_", re.UNICODE)
 

@@ -1,0 +1,44 @@
+"""Text rules every layer shares: which characters are CJK, where a sentence ends (English and
+Chinese), and how much two heading paths share. Chunking, keyword analysis, token estimates,
+passages, the document view and the tool descriptions all read them from here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+# Kana, CJK ideographs (with extension A and compatibility forms) and Hangul.
+CJK_CHARACTERS = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+# A sentence ends after one of these wherever it stands, or after one of the spaced ones when a
+# space follows ("v2.1" and "10:30" are no ends).
+_ENDS = "。！？；!?"
+_SPACED_ENDS = ".;:"
+
+SENTENCE_SPLIT = re.compile(rf"(?<=[{_ENDS}])|(?<=[{_SPACED_ENDS}])(?=\s)")  # the point after each end
+SENTENCE_END = re.compile(rf"(?:[{_ENDS}]|[{_SPACED_ENDS}](?=\s)|\n)\s*")  # an end or a line break
+SENTENCE_ENDS_BEFORE = re.compile(rf"(?:[{_ENDS}]|[{_SPACED_ENDS}]\s|\n)\s*$")  # text that stops at one
+
+
+def sentences(text: str) -> list[str]:
+    """`text` cut after each sentence end and line break (English and Chinese); joined, they are `text`."""
+    pieces, start = [], 0
+    for match in SENTENCE_END.finditer(text):
+        if match.end() > start:
+            pieces.append(text[start:match.end()])
+            start = match.end()
+    return pieces + [text[start:]] if start < len(text) else pieces
+
+
+def as_sentence(text: str) -> str:
+    """Text ending as a sentence: a full stop added only where no sentence end closes it."""
+    text = text.strip()
+    return text if text.endswith((*_ENDS, ".")) else f"{text}."
+
+
+def shared_depth(a: Sequence[str], b: Sequence[str]) -> int:
+    """How many leading headings two heading paths share."""
+    depth = 0
+    while depth < min(len(a), len(b)) and a[depth] == b[depth]:
+        depth += 1
+    return depth
