@@ -15,7 +15,8 @@ from typing import Any
 from .config import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
 from .errors import KBError, ParseError
 from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
-from .index.contract import Store, open_store
+from .index import open_store
+from .index.contract import Store
 from .index.state import (query_log_path, read_health, read_metrics, read_summary, source_cache_dir, sync_activity,
                           write_health, write_metrics)
 from .ingest.chunking import Chunk

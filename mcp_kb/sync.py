@@ -19,7 +19,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from .config import ChunkingConfig, Config, KBConfig
 from .digest import file_sha256
@@ -28,7 +27,6 @@ from .index.contract import FileRecord, Store, generation_of, new_generation
 from .index.keywords import ANALYZER_VERSION, keyword_terms
 from .index.schema import ChunkRow, chunk_schema, coerce
 from .index.state import check_writable, clear_progress, source_cache_dir, sync_lock, write_progress, write_summary
-from .index.store import LAYOUT_VERSION
 from .ingest.chunking import Chunk, chunk_document, effective_max_tokens
 from .ingest.document import Document
 from .ingest.ocr import available as ocr_available
@@ -142,7 +140,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
     try:
         with timer("prepare"):
             counter = load_counter()
-            fingerprints = _fingerprints(kb, embedder, counter)
+            fingerprints = _fingerprints(kb, embedder, counter, store.layout)
             state = store.read_state(kb.name)
             active = generation_of(state)
             active_files = store.read_files(kb.name, active) if active is not None else {}
@@ -218,7 +216,7 @@ def _recording_progress(store: Store, kb: str, progress: ProgressCallback | None
 
 # ---- preparation ---------------------------------------------------------------------------
 
-def _fingerprints(kb: KBConfig, embedder: Embedder, counter: TokenCounter) -> dict[str, Any]:
+def _fingerprints(kb: KBConfig, embedder: Embedder, counter: TokenCounter, layout: int) -> dict[str, Any]:
     """What the stored chunks depend on; a change in any of them means a rebuild."""
     chunking = {**kb.chunking.model_dump(), "effective_max_tokens": effective_max_tokens(kb.chunking, counter)}
     identity = embedder.identity
@@ -227,7 +225,7 @@ def _fingerprints(kb: KBConfig, embedder: Embedder, counter: TokenCounter) -> di
         "chunking": chunking,
         "metadata": {"static": kb.metadata, "types": kb.metadata_types()},
         "keyword_analysis": ANALYZER_VERSION,
-        "layout": LAYOUT_VERSION,
+        "layout": layout,
     }
     if reads_images(kb):  # installing the OCR extra re-reads files (a scan failed before); vectors are reused
         fingerprints["ocr"] = True
@@ -455,26 +453,19 @@ def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None
         log.warning("%s: %d files not indexed: %s", kb.name, len(parsed), exc)
         return
     with timer("write"):
-        schema = store.chunk_schema(kb.name, target)
-        rows = pa.concat_tables([_rows_of(kb, schema, item, vectors) for item in parsed])
-        store.replace_documents(kb.name, target, [item.source.doc_id for item in parsed], rows)
+        metadata_types = kb.metadata_types()
+        refused = store.write_chunks(kb.name, target, {
+            item.source.doc_id: [_chunk_row(kb, metadata_types, item.file_hash, chunk, vectors[chunk.content_hash])
+                                 for chunk in item.chunks] for item in parsed})
+        for item in parsed:  # a value that does not fit its column fails its file only
+            if item.source.doc_id in refused:
+                item.error, item.chunks = refused[item.source.doc_id], []
         store.write_files(kb.name, target, [_file_record(item) for item in parsed])
     report.pages_ocr += sum(item.ocr_pages for item in parsed)
     for item in parsed:
         if item.error:
             report.failures.append({"path": item.source.doc_id, "reason": item.error})
             log.info("%s: failed %s: %s", kb.name, item.source.doc_id, item.error)  # the summary lists it
-
-
-def _rows_of(kb: KBConfig, schema: pa.Schema, item: _ParsedFile, vectors: dict[str, Any]) -> pa.Table:
-    """One file's chunk rows; a value that does not fit its column fails this file only."""
-    metadata_types = kb.metadata_types()
-    try:
-        return pa.Table.from_pylist([_chunk_row(kb, metadata_types, item.file_hash, chunk,
-                                                vectors[chunk.content_hash]) for chunk in item.chunks], schema=schema)
-    except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
-        item.error, item.chunks = f"cannot store its chunks: {exc}", []
-        return schema.empty_table()
 
 
 def _vectors_for(store: Store, kb: str, target: str, reuse_from: str | None, embedder: Embedder,

@@ -8,7 +8,8 @@ import pyarrow as pa
 import pytest
 
 from mcp_kb.config import StorageConfig
-from mcp_kb.index.contract import FileRecord, new_generation, open_store
+from mcp_kb.index import open_store
+from mcp_kb.index.contract import FileRecord, new_generation
 from mcp_kb.index.schema import ChunkRow, chunk_schema
 
 DIM = 4
@@ -185,3 +186,14 @@ def test_one_writer_holds_the_lease_until_it_releases_or_its_lease_lapses(storag
         assert time.monotonic() < deadline, "a lapsed lease was never taken over"
         time.sleep(0.2)
     assert not second.renew_lease("two", {})  # the one whose lease lapsed learns it lost
+
+
+def test_write_chunks_leaves_out_only_the_document_whose_rows_do_not_fit(store):
+    generation = _fill(store)
+    refused = store.write_chunks("docs", generation, {
+        "a.md": [_row("a.md", 0, "alpha again", [1, 0, 0, 0])],
+        "b.md": [_row("b.md", 0, "beta, wrong width", [0, 0, 1])],  # 3 numbers for a 4-wide vector column
+        "c.md": [_row("c.md", 0, "gamma new", [0, 0, 0, 1])]})
+    assert list(refused) == ["b.md"] and refused["b.md"].startswith("cannot store its chunks:")
+    assert store.indexed_paths("docs", generation) == {"a.md", "c.md"}  # b.md's old chunk went too
+    assert store.count_chunks("docs", generation) == 2

@@ -9,7 +9,7 @@ writer's lease is part of the contract, so the sync lock (state.py) works on any
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-    from ..config import StorageConfig
 
 
 @dataclass(frozen=True)
@@ -73,6 +72,7 @@ class Store(Protocol):
 
     uri: str
     lease_seconds: float
+    layout: int  # the version of what it writes (a sync's fingerprint: a change rebuilds)
 
     @property
     def is_remote(self) -> bool: ...
@@ -115,6 +115,10 @@ class Store(Protocol):
     def replace_documents(self, kb: str, generation: str, paths: Sequence[str], rows: pa.Table) -> None:
         """One commit: the documents' old chunks out, `rows` in."""
 
+    def write_chunks(self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]) -> dict[str, str]:
+        """replace_documents from plain rows (ChunkRow fields and metadata columns) per document; a document
+        whose values do not fit their columns is left out, its reason returned by path."""
+
     def delete_documents(self, kb: str, generation: str, paths: Sequence[str]) -> int: ...
 
     def indexed_paths(self, kb: str, generation: str) -> set[str]: ...
@@ -151,8 +155,3 @@ def is_complete(state: dict[str, Any]) -> bool:
     return bool(state.get("complete")) or state.get("last_sync", {}).get("outcome") == "ok"
 
 
-def open_store(storage: StorageConfig) -> Store:
-    """The store at the configured location."""
-    from .store import LanceStore
-
-    return LanceStore.of(storage)

@@ -15,7 +15,7 @@ import logging
 import random
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -87,6 +87,8 @@ class LanceStore:
     version or the new one, never an empty or half-built index. Methods that take
     `generation=None` use the active one.
     """
+
+    layout = LAYOUT_VERSION  # what this store writes; a change rebuilds every KB
 
     def __init__(self, uri: str, options: dict[str, str] | None = None, read_consistency: float = 0.0,
                  lease_seconds: float = 60.0, read_cache: tuple[Path, int] | None = None,
@@ -304,6 +306,22 @@ class LanceStore:
             table.delete(sql_in("path", batch))
 
     # ---- chunks --------------------------------------------------------------------------
+    def write_chunks(self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]) -> dict[str, str]:
+        """One commit: each document's old chunks out, its rows in; a document whose values do not fit their
+        columns is left out (its old chunks go too), with the reason by path."""
+        schema = self.chunk_schema(kb, generation)
+        if schema is None:
+            raise StoreError(f"knowledge base {kb!r}: generation {generation} has no chunk table; sync again")
+        tables, refused = [], {}
+        for path, rows in rows_by_path.items():
+            try:
+                tables.append(pa.Table.from_pylist(rows, schema=schema))
+            except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
+                refused[path] = f"cannot store its chunks: {exc}"
+        rows = pa.concat_tables(tables) if tables else schema.empty_table()
+        self.replace_documents(kb, generation, list(rows_by_path), rows)
+        return refused
+
     @_store_failures("be written (chunks)")
     def replace_documents(self, kb: str, generation: str, paths: Sequence[str], rows: pa.Table) -> None:
         """Make `rows` the only chunks of `paths`, in one commit (old chunks of those paths go)."""
