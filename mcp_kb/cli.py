@@ -14,6 +14,7 @@ from . import __version__
 from .config import (HEALTHY_HIT_RATE, MODES, RANKED_MODES, TRANSPORTS, Config, build_config, config_for_folder,
                      config_target, load_config)
 from .errors import KBError
+from .requests import FILTER_SYNTAX, SearchRequest, SyncRequest, option_help
 
 _INTERRUPTED = ("interrupted. The index is consistent: batches committed before the interrupt are kept (during a "
                 "rebuild, searches keep using the previous index), and the next `mcp-kb sync` continues from there")
@@ -190,11 +191,10 @@ def init(folder: str, config_path: str) -> None:
 
 @main.command()
 @click.argument("kb", required=False)
-@click.option("--full", is_flag=True, help="Rebuild from scratch (vectors of unchanged chunks are reused).")
-@click.option("--reembed", is_flag=True, help="Rebuild and embed every chunk again, even with an unchanged model.")
+@click.option("--full", is_flag=True, help=option_help(SyncRequest, "full"))
+@click.option("--reembed", is_flag=True, help=option_help(SyncRequest, "reembed"))
 @click.option("--no-wait", is_flag=True, help="Fail at once if another sync is running.")
-@click.option("--allow-mass-delete", is_flag=True,
-              help="Let this sync delete all or most of a KB (refused by default: an unmounted share looks empty).")
+@click.option("--allow-mass-delete", is_flag=True, help=option_help(SyncRequest, "allow_mass_delete"))
 @config_option
 @json_option
 def sync(kb: str | None, full: bool, reembed: bool, no_wait: bool, allow_mass_delete: bool,
@@ -348,14 +348,14 @@ def _hit_rates(health: dict[str, Any]) -> str:
 @main.command()
 @click.argument("kb")
 @click.argument("query")
-@click.option("--mode", type=click.Choice(MODES), help="Default: the KB's.")
-@click.option("--top-k", type=int, help="Number of results (default: the KB's).")
-@click.option("--min-score", type=float, help="Drop results below this score.")
+@click.option("--mode", type=click.Choice(MODES), help=option_help(SearchRequest, "mode", "the KB's"))
+@click.option("--top-k", type=int, help=option_help(SearchRequest, "top_k", "the KB's"))
+@click.option("--min-score", type=float, help=option_help(SearchRequest, "min_score"))
 @click.option("--filter", "filters", multiple=True, metavar="FIELD=VALUE",
-              help="Metadata filter: field=value, field>=n, field<=n, path^=prefix, path~=glob. Repeatable.")
-@click.option("--context", type=int, default=0, help="Neighbouring chunks to show around each passage.")
-@click.option("--max-per-document", type=int, help="Passages from one document at most (default: the KB's).")
-@click.option("--max-tokens", type=int, help="Token budget for all passages (default: the KB's).")
+              help=f"{SearchRequest.model_fields['filters'].description}: {FILTER_SYNTAX}. Repeatable.")
+@click.option("--context", type=int, default=0, help=option_help(SearchRequest, "context"))
+@click.option("--max-per-document", type=int, help=option_help(SearchRequest, "max_per_document", "the KB's"))
+@click.option("--max-tokens", type=int, help=option_help(SearchRequest, "max_tokens", "the KB's"))
 @config_option
 @json_option
 def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: float | None,
@@ -368,7 +368,7 @@ def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: 
         mcp-kb search policies "how do I apply for annual leave" --filter doc_type=policy
     """
     def work():
-        from .index.filters import parse_filters
+        from .requests import parse_filters
 
         name, config = _kb_or_folder(kb, config_path)
         app = _app(config)

@@ -22,7 +22,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       SerializeAsAny, ValidationError, field_validator, model_validator)
 
 from .errors import ConfigError
-from .index.schema import BUILTIN_FILTER_FIELDS, RESERVED_FIELDS, FieldTypeName, field_type_of_value
+from .schema import BUILTIN_FILTER_FIELDS, RESERVED_FIELDS, FieldTypeName, field_type_of_value
 from .registry import Registry
 from .vocabulary import SYNC_TOOL
 

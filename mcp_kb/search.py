@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .config import (CONTEXT_MAX, MAX_QUERY_LENGTH, MAX_TOKENS_MAX, MAX_TOKENS_MIN, MODES, TOP_K_MAX, TOP_K_MIN,
-                     KBConfig)
+from .config import MAX_QUERY_LENGTH, KBConfig
 from .errors import KBError, ModelError, SearchError
 from .index.filters import and_where, build_where
 from .index.keywords import cjk_words, keyword_terms
@@ -30,6 +28,7 @@ from .index.contract import Candidate, ChunkView, Store, is_complete
 from .lru import BoundedLRU
 from .models.base import Embedder, Reranker, TokenCounter
 from .passages import Hit, add_context, assemble, fit_budget
+from .requests import parse_search
 from .vocabulary import status_uri, sync_remedy
 
 log = logging.getLogger(__name__)
@@ -55,7 +54,9 @@ class SearchResult:
 
 
 @dataclass(frozen=True)
-class SearchRequest:
+class ResolvedSearch:
+    """A search with every setting decided (the KB's where the caller left one out)."""
+
     query: str
     top_k: int
     mode: str
@@ -81,38 +82,23 @@ class Searcher:
         self.rerank_candidates = rerank_candidates
         self._cache: BoundedLRU[str, SearchResult] = BoundedLRU(_CACHE_SIZE)
 
-    def request(self, kb: KBConfig, query: str, top_k: int | None = None, mode: str | None = None,
-                filters: dict[str, Any] | None = None, min_score: float | None = None,
-                context: int = 0, max_per_document: int | None = None,
-                max_tokens: int | None = None) -> SearchRequest:
-        """Validate arguments against the KB's defaults; errors say how to fix the call."""
-        mode = mode or kb.search.mode
-        if mode not in MODES:
-            raise SearchError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
-        query = (query or "").strip()
+    def request(self, kb: KBConfig, query: str, **options: Any) -> ResolvedSearch:
+        """A search's arguments checked (requests.ResolvedSearch holds the bounds) and completed with the KB's
+        settings; errors say how to fix the call."""
+        asked = parse_search({"query": query or "", **options})
+        mode = asked.mode or kb.search.mode
+        query = asked.query.strip()
         if not query and mode != "filter":
             raise SearchError("query is empty; give the words to search for (or use mode 'filter' with filters)")
         if len(query) > MAX_QUERY_LENGTH:
             raise SearchError(f"query is {len(query)} characters long; use at most {MAX_QUERY_LENGTH} "
                               f"(the key words or a sentence, not a whole document)")
-        top_k = kb.search.top_k if top_k is None else top_k
-        if not TOP_K_MIN <= top_k <= TOP_K_MAX:
-            raise SearchError(f"top_k must be between {TOP_K_MIN} and {TOP_K_MAX}, got {top_k}")
-        if not 0 <= context <= CONTEXT_MAX:
-            raise SearchError(f"context must be between 0 and {CONTEXT_MAX} neighbouring chunks, got {context}")
-        min_score = kb.search.min_score if min_score is None else min_score
-        if not math.isfinite(min_score):
-            raise SearchError(f"min_score must be a finite number, got {min_score}")
-        max_per_document = kb.search.max_per_document if max_per_document is None else max_per_document
-        if not TOP_K_MIN <= max_per_document <= TOP_K_MAX:
-            raise SearchError(f"max_per_document must be between {TOP_K_MIN} and {TOP_K_MAX}, got {max_per_document}")
-        max_tokens = kb.search.max_tokens if max_tokens is None else max_tokens
-        if not MAX_TOKENS_MIN <= max_tokens <= MAX_TOKENS_MAX:
-            raise SearchError(f"max_tokens must be between {MAX_TOKENS_MIN} and {MAX_TOKENS_MAX}, got {max_tokens}")
-        return SearchRequest(query, top_k, mode, filters or None, float(min_score), context, max_per_document,
-                             max_tokens)
+        return ResolvedSearch(query, kb.search.top_k if asked.top_k is None else asked.top_k, mode, asked.filters or None,
+                              float(kb.search.min_score if asked.min_score is None else asked.min_score), asked.context,
+                              kb.search.max_per_document if asked.max_per_document is None else asked.max_per_document,
+                              kb.search.max_tokens if asked.max_tokens is None else asked.max_tokens)
 
-    def search(self, kb: KBConfig, request: SearchRequest) -> SearchResult:
+    def search(self, kb: KBConfig, request: ResolvedSearch) -> SearchResult:
         generation = self.store.active_generation(kb.name)
         try:
             return self._search(kb, request, generation)
@@ -125,7 +111,7 @@ class Searcher:
                 raise
             return self._search(kb, request, self.store.active_generation(kb.name))
 
-    def _search(self, kb: KBConfig, request: SearchRequest, generation: str | None) -> SearchResult:
+    def _search(self, kb: KBConfig, request: ResolvedSearch, generation: str | None) -> SearchResult:
         view = self.store.view(kb.name, generation) if generation is not None else None
         if view is None:
             if generation is not None:
@@ -159,7 +145,7 @@ class Searcher:
         return [f"the first sync of this knowledge base did not finish; results may be incomplete "
                 f"({sync_remedy(kb)})"]
 
-    def _run(self, kb: KBConfig, view: ChunkView, request: SearchRequest, where: str | None) -> SearchResult:
+    def _run(self, kb: KBConfig, view: ChunkView, request: ResolvedSearch, where: str | None) -> SearchResult:
         timings: dict[str, float] = {}
         if request.mode == "filter":
             if not where:
@@ -178,7 +164,7 @@ class Searcher:
                                 lambda: fit_budget(hits, request.max_tokens, self.tokenizer, request.query))
         return SearchResult(hits, mode, notes + left_out, timings, degraded=mode != request.mode or rerank_failed)
 
-    def _passages(self, kb: KBConfig, view: ChunkView, request: SearchRequest, where: str | None,
+    def _passages(self, kb: KBConfig, view: ChunkView, request: ResolvedSearch, where: str | None,
                   timings: dict[str, float]) -> tuple[str, list[Hit], list[str], bool]:
         """`top_k` distinct passages (and whether the reranker failed): when the candidates run out first (e.g.
         all from one document over its cap) and a side had more to give, ask both sides for four times as many."""
@@ -204,7 +190,7 @@ class Searcher:
             depth = min(depth * 4, _MAX_DEPTH)
 
     # ---- the two sides ---------------------------------------------------------------------
-    def _candidates(self, kb: KBConfig, view: ChunkView, request: SearchRequest, where: str | None, depth: int,
+    def _candidates(self, kb: KBConfig, view: ChunkView, request: ResolvedSearch, where: str | None, depth: int,
                     timings: dict[str, float], notes: list[str]) -> tuple[str, list[Candidate], bool]:
         """Ranked chunk ids with scores, and whether a side stopped at `depth` (it may have more).
         Sides run one after the other: on two cores, running them in parallel was slower (hybrid p50

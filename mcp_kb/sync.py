@@ -25,7 +25,7 @@ from .digest import file_sha256
 from .errors import KBError, MassDeleteError, ModelError, ParseError
 from .index.contract import FileRecord, Store, generation_of, new_generation
 from .index.keywords import ANALYZER_VERSION, keyword_terms
-from .index.schema import ChunkRow, chunk_schema, coerce
+from .schema import ChunkRow, chunk_schema, coerce
 from .index.state import check_writable, clear_progress, source_cache_dir, sync_lock, write_progress, write_summary
 from .ingest.chunking import Chunk, chunk_document, effective_max_tokens
 from .ingest.document import Document

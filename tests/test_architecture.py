@@ -1,8 +1,10 @@
 """Layering: faces → service → operations → foundation → base, never upward.
 
 faces (cli, mcp) → service (app, live) → operations (sync, search, passages, evaluation, present, access, view, audit)
-→ foundation (ingest, models, index) → base (config, errors, digest, index.schema).
+→ foundation (ingest, models, index) → base (config, errors, digest, schema, requests, text, lru).
 Search never imports sync; only the index package imports lancedb; only models.fastembed loads models.
+Faces reach the core through its contract, never the index; models never import the index; no two
+modules (nor two folders) import each other, by any path.
 """
 
 import ast
@@ -19,8 +21,8 @@ TIERS = {  # the most specific prefix decides a module's tier
     "mcp_kb.sync": 2, "mcp_kb.search": 2, "mcp_kb.passages": 2, "mcp_kb.metrics": 2, "mcp_kb.evaluation": 2, "mcp_kb.present": 2,
     "mcp_kb.access": 2, "mcp_kb.audit": 2, "mcp_kb.view": 2,
     "mcp_kb.ingest": 1, "mcp_kb.models": 1, "mcp_kb.index": 1,
-    "mcp_kb.config": 0, "mcp_kb.errors": 0, "mcp_kb.digest": 0, "mcp_kb.index.schema": 0, "mcp_kb.registry": 0,
-    "mcp_kb.vocabulary": 0, "mcp_kb.lru": 0, "mcp_kb.text": 0,
+    "mcp_kb.config": 0, "mcp_kb.errors": 0, "mcp_kb.digest": 0, "mcp_kb.schema": 0, "mcp_kb.registry": 0,
+    "mcp_kb.vocabulary": 0, "mcp_kb.lru": 0, "mcp_kb.text": 0, "mcp_kb.requests": 0,
 }
 
 
@@ -75,6 +77,86 @@ def test_only_the_fastembed_provider_imports_model_runtimes(path):
 
 def test_search_never_imports_sync():
     assert not {name for name in _imports(PACKAGE / "search.py") if name.startswith("mcp_kb.sync")}
+
+
+def _owner(name: str) -> str | None:
+    """The package module an imported name belongs to (`mcp_kb.index.filters.build_where` → its module)."""
+    known = {_name(path) for path in MODULES}
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Each module → the modules of this package it imports (at the top or inside a function)."""
+    graph = {}
+    for path in MODULES:
+        module = _name(path)
+        graph[module] = {owner for name in _imports(path) if name.startswith("mcp_kb.")
+                         if (owner := _owner(name)) not in (None, module, "mcp_kb")}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def test_no_modules_import_each_other_by_any_path():
+    assert _cycles(_module_graph()) == []
+
+
+def test_no_folders_import_each_other_by_any_path():
+    """Folders as units (`mcp_kb.index`, `mcp_kb.ingest`, ...; top-level modules stand for themselves)."""
+    def folder(module: str) -> str:
+        parts = module.split(".")
+        return ".".join(parts[:2])
+
+    graph: dict[str, set[str]] = {}
+    for module, targets in _module_graph().items():
+        graph.setdefault(folder(module), set()).update(folder(t) for t in targets if folder(t) != folder(module))
+    assert _cycles(graph) == []
+
+
+@pytest.mark.parametrize("face", ["mcp_kb.cli", "mcp_kb.mcp", "mcp_kb.ui"])
+def test_faces_never_reach_into_the_index(face):
+    reached = {f"{module} → {target}" for module, targets in _module_graph().items()
+               if module == face or module.startswith(face + ".") for target in targets
+               if target.startswith("mcp_kb.index")}
+    assert not reached, f"faces go through the app, the view and requests.py: {sorted(reached)}"
+
+
+def test_models_never_import_the_index():
+    reached = {f"{module} → {target}" for module, targets in _module_graph().items()
+               if module.startswith("mcp_kb.models") for target in targets if target.startswith("mcp_kb.index")}
+    assert not reached
 
 
 def test_the_two_faces_do_not_import_each_other():

@@ -7,7 +7,6 @@ from click.testing import CliRunner
 from helpers import write
 
 from mcp_kb.cli import main
-from mcp_kb.index.filters import parse_filters
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -88,12 +87,6 @@ def test_zero_config_folder(project, monkeypatch):
     monkeypatch.setenv("MCP_KB_STORAGE", str(project / "zero-index"))
     result = _run("sync", "-c", str(project / "docs"))
     assert result.exit_code == 0 and "docs: 2 added" in result.output
-
-
-def test_filter_options_parse_into_filter_objects():
-    assert parse_filters(("doc_type=policy", "year>=2020", "year<2025", "page=1,2", "path^=hr/", "draft=true")) == {
-        "doc_type": "policy", "year": {"gte": 2020, "lt": 2025}, "page": [1, 2], "path": {"prefix": "hr/"},
-        "draft": True}
 
 
 COMMANDS = ["init", "check", "chunks", "sync", "status", "stats", "search", "eval", "serve", "ui", "watch", "model",

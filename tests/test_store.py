@@ -4,7 +4,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from mcp_kb.index.schema import ChunkRow, chunk_schema
+from mcp_kb.schema import ChunkRow, chunk_schema
 from mcp_kb.index.contract import new_generation
 from mcp_kb.index.store import LanceStore, chunk_table_name
 

@@ -10,7 +10,7 @@ import pytest
 from mcp_kb.config import StorageConfig
 from mcp_kb.index import open_store
 from mcp_kb.index.contract import FileRecord, new_generation
-from mcp_kb.index.schema import ChunkRow, chunk_schema
+from mcp_kb.schema import ChunkRow, chunk_schema
 
 DIM = 4
 BACKENDS = ["folder", "s3"]

@@ -1,4 +1,4 @@
-"""Metadata filters → a safe SQL predicate for LanceDB; filters written as text (`year>=2020`) → filters.
+"""Metadata filters → a safe SQL predicate for LanceDB (filters written as text are read in requests.py).
 
 A filter maps a field to a condition:
     {"doc_type": "policy"}                       equality
@@ -13,14 +13,14 @@ Field names are checked against the KB's known fields; values are always bound a
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable
 from typing import Any
 
 from ..errors import SearchError
-from .schema import FIELD_TYPES, INT64_MAX, INT64_MIN, FieldType
+from ..requests import unknown_filter_field
+from ..schema import FIELD_TYPES, INT64_MAX, INT64_MIN, FieldType
 
 # Limits on what a caller may send: values beyond them are errors, never queries the engine chokes on.
 MAX_TEXT_LENGTH = 1_000  # characters of one text value (a prefix, a glob, a title)
@@ -52,7 +52,7 @@ def and_where(*predicates: str | None) -> str | None:
 
 def _clause(field: str, condition: Any, types: dict[str, str], rooted: Iterable[str]) -> str:
     if field not in types:
-        raise SearchError(f"unknown filter field {field!r}; valid fields: {', '.join(sorted(types))}")
+        raise SearchError(unknown_filter_field(field, types))
     kind = FIELD_TYPES[types[field]]
     if isinstance(condition, dict):
         return _operator_clause(field, types[field], condition, rooted)
@@ -191,39 +191,3 @@ def glob_to_regex(pattern: str) -> str:
 def _escaped(text: str) -> str:
     """Text as a regular expression matching itself."""
     return "".join("\\" + char if char in _REGEX_META else char for char in text)
-
-
-# ---- filters written as text -----------------------------------------------------------------
-
-_FILTER_PATTERN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|\^=|~=|=|>|<)\s*(.*)$", re.S)
-_FILTER_OPERATORS = {">=": "gte", "<=": "lte", ">": "gt", "<": "lt", "^=": "prefix", "~=": "glob"}
-
-
-def parse_filters(items: tuple[str, ...]) -> dict[str, Any] | None:
-    """Filters written as text (`mcp-kb search --filter`, the admin page's playground) into the filter
-    object search takes."""
-    filters: dict[str, Any] = {}
-    for item in items:
-        match = _FILTER_PATTERN.match(item)
-        if not match:
-            raise SearchError(f"filter {item!r}: expected FIELD=VALUE (or >=, <=, >, <, ^= prefix, ~= glob)")
-        field, operator, raw = match.groups()
-        value = raw if operator in ("^=", "~=") else _typed(raw)
-        if operator == "=":
-            filters[field] = value
-        else:
-            known = filters.get(field)
-            existing = known if isinstance(known, dict) else {}
-            filters[field] = {**existing, _FILTER_OPERATORS[operator]: value}
-    return filters or None
-
-
-def _typed(raw: str) -> Any:
-    """Numbers and true/false as such; a,b,c as one-of; anything else as text."""
-    if "," in raw:
-        return [_typed(part.strip()) for part in raw.split(",")]
-    try:
-        value = json.loads(raw)
-        return value if isinstance(value, (int, float, bool)) else raw
-    except ValueError:
-        return raw

@@ -28,7 +28,7 @@ from ..config import StorageConfig, is_remote_uri
 from ..errors import KBError, ModelError, StoreError
 from .contract import Candidate, FileRecord, generation_of
 from .filters import sql_equals, sql_in, sql_lapsed_lease, sql_near
-from .schema import FIELD_COLUMN, HIT_COLUMNS, KEYWORD_COLUMN, VECTOR_COLUMN
+from ..schema import FIELD_COLUMN, HIT_COLUMNS, KEYWORD_COLUMN, VECTOR_COLUMN
 
 log = logging.getLogger(__name__)
 _Method = TypeVar("_Method", bound=Callable[..., Any])

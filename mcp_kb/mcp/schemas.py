@@ -1,6 +1,6 @@
 """The search tool's schemas: its output, and per KB a filter model of exactly that KB's fields.
 
-Filter types come from the one schema (index/schema.py): what a type takes there (ranges,
+Filter types come from the one schema (schema.py): what a type takes there (ranges,
 prefix/glob, lists) is what the tool's JSON schema offers.
 """
 
@@ -11,8 +11,9 @@ from typing import Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from ..config import MODES, KBConfig
-from ..index.schema import BUILTIN_FILTERS, FIELD_TYPES, FieldType
+from ..config import KBConfig
+from ..requests import SearchRequest, SyncRequest, request_errors, unknown_filter_field
+from ..schema import BUILTIN_FILTERS, FIELD_TYPES, FieldType
 
 
 class SearchHit(BaseModel):
@@ -91,23 +92,13 @@ def expected_condition(kind: FieldType) -> str:
 
 
 def argument_errors(error: ValidationError, kb: KBConfig | None) -> str:
-    """A search or sync tool's rejected arguments, said the way the CLI says them: what to send instead."""
-    messages: dict[str, str] = {}
-    for item in error.errors():
-        location = [str(part) for part in item["loc"]]
-        name = location[0] if location else "arguments"
-        if name == "filters" and len(location) > 1 and kb is not None:
-            field = location[1]
-            types = kb.filter_field_types()
-            messages[f"filters.{field}"] = (
-                f"filter {field!r} expects {expected_condition(FIELD_TYPES[types[field]])}" if field in types
-                else f"unknown filter field {field!r}; valid fields: {', '.join(sorted(types))}")
-        elif name == "mode":
-            messages[name] = f"unknown mode {item.get('input')!r}; use one of {', '.join(MODES)}"
-        elif item["type"] == "missing":
-            messages[name] = f"{name} is required"
-        elif item["type"] == "extra_forbidden":
-            messages[name] = f"unknown argument {name!r}"
-        else:
-            messages.setdefault(name, f"{name}: {item['msg'].removeprefix('Value error, ')} (got {item.get('input')!r})")
-    return "; ".join(messages.values())
+    """A search tool's (kb given) or the sync tool's rejected arguments, worded as every face words them."""
+    if kb is None:
+        return request_errors(error, SyncRequest)
+    types = kb.filter_field_types()
+
+    def filter_error(field: str) -> str:
+        if field in types:
+            return f"filter {field!r} expects {expected_condition(FIELD_TYPES[types[field]])}"
+        return unknown_filter_field(field, types)
+    return request_errors(error, SearchRequest, filter_error)

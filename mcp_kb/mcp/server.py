@@ -22,12 +22,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from .. import __version__
 from ..app import App
-from ..config import (CONTEXT_MAX, MAX_TOKENS_MAX, MAX_TOKENS_MIN, MODES, MODES_TEXT, TOP_K_MAX, TOP_K_MIN, KBConfig,
-                      SearchMode)
+from ..config import MODES_TEXT, KBConfig, SearchMode
 from ..errors import KBError
 from ..access import Gatekeeper
 from ..view import CallerView
@@ -37,6 +36,7 @@ from .http_security import AccessGate, listening_socket, rebinding_protection, s
 from .http_limits import RepeatedLineFilter, accept_burst, connection_cap, guarded_protocol
 from ..live import LiveSync, SyncRunner
 from ..present import cited_text
+from ..requests import SearchRequest, SyncRequest, described
 from ..search import SearchResult
 from ..text import as_sentence
 from ..vocabulary import CITATION_FORMAT, DOCUMENT_URI, LIST_URI, METRICS_URI, STATUS_URI, SYNC_TOOL, status_uri
@@ -182,28 +182,30 @@ def _tool_description(app: App, kb: KBConfig) -> str:
             f"({CITATION_FORMAT}). Modes: {MODES_TEXT}.")
 
 
+def _search_field(name: str, strict: bool = True) -> Any:
+    """A search tool parameter as requests.SearchRequest declares it; JSON numbers and text strictly typed."""
+    return described(SearchRequest, name, strict=strict)
+
+
+def _sync_field(name: str) -> Any:
+    return described(SyncRequest, name, strict=True)
+
+
 def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
     """Register the KB's search tool; returns the description it was given."""
     Filters = filters_model(kb)
 
     async def search_tool(
-        query: Annotated[str, Field(strict=True, description="What to look for, in the user's words (any language)")],
+        query: Annotated[str, _search_field("query")],
         ctx: Context,
-        top_k: Annotated[int, Field(strict=True, description="Number of passages to return", ge=TOP_K_MIN,
-                                    le=TOP_K_MAX)] = kb.search.top_k,
-        mode: Annotated[SearchMode, Field(description=", ".join(MODES))] = kb.search.mode,
-        min_score: Annotated[Optional[float], Field(strict=True,
-                                                    description="Drop passages scoring below this")] = None,
-        filters: Annotated[Optional[Filters], Field(  # type: ignore[valid-type]  # built per KB at run time
-            description="Metadata filters, all must match")] = None,
-        context: Annotated[int, Field(strict=True, description="Neighbouring chunks to add around each passage", ge=0,
-                                      le=CONTEXT_MAX)] = 0,
-        max_per_document: Annotated[int, Field(strict=True, description="At most this many passages from one document",
-                                               ge=TOP_K_MIN, le=TOP_K_MAX)] = kb.search.max_per_document,
-        max_tokens: Annotated[int, Field(strict=True,
-                                         description="Token budget for all passages, context included; longer "
-                                                     "passages are cut around their best-matching sentences",
-                                         ge=MAX_TOKENS_MIN, le=MAX_TOKENS_MAX)] = kb.search.max_tokens,
+        top_k: Annotated[int, _search_field("top_k")] = kb.search.top_k,
+        mode: Annotated[SearchMode, _search_field("mode", strict=False)] = kb.search.mode,
+        min_score: Annotated[Optional[float], _search_field("min_score")] = None,
+        filters: Annotated[Optional[Filters],  # type: ignore[valid-type]  # built per KB at run time
+                           _search_field("filters", strict=False)] = None,
+        context: Annotated[int, _search_field("context")] = 0,
+        max_per_document: Annotated[int, _search_field("max_per_document")] = kb.search.max_per_document,
+        max_tokens: Annotated[int, _search_field("max_tokens")] = kb.search.max_tokens,
     ) -> Annotated[CallToolResult, SearchOutput]:
         def run() -> SearchResult:
             return app.search(kb.name, query, top_k=top_k, mode=mode, min_score=min_score,
@@ -248,19 +250,11 @@ async def _call(work, error: type[Exception] = ToolError):
 def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner, guard: Guard) -> None:
     async def sync_tool(
         ctx: Context,
-        kb: Annotated[Optional[str], Field(strict=True,
-                                           description="Knowledge base to sync, by name (as listed by the "
-                                                       f"{LIST_URI} resource); omit for all")] = None,
-        full: Annotated[bool, Field(strict=True, description="Rebuild from scratch instead of syncing changes "
-                                                             "(vectors of unchanged chunks are reused)")] = False,
-        reembed: Annotated[bool, Field(strict=True, description="Rebuild and embed every chunk again, even with "
-                                                                "an unchanged model")] = False,
-        allow_mass_delete: Annotated[bool, Field(strict=True,
-            description="Let the sync delete all or most of a knowledge base. Only when the user confirms the files "
-                        "were really removed: an unmounted drive or share looks the same")] = False,
-        wait: Annotated[bool, Field(strict=True,
-                                    description="If another sync is running, wait for it to end and then sync, "
-                                                "instead of answering at once that one is running")] = False,
+        kb: Annotated[Optional[str], _sync_field("kb")] = None,
+        full: Annotated[bool, _sync_field("full")] = False,
+        reembed: Annotated[bool, _sync_field("reembed")] = False,
+        allow_mass_delete: Annotated[bool, _sync_field("allow_mass_delete")] = False,
+        wait: Annotated[bool, _sync_field("wait")] = False,
     ) -> dict[str, Any]:
         def progress(done: int, total: int, message: str) -> None:
             anyio.from_thread.run(ctx.report_progress, done, total, message)

@@ -1,0 +1,158 @@
+"""What a face may ask of the core, with each bound and help text written once: a search and a sync.
+
+The MCP tools' parameters, the CLI's options and the admin page's forms are built from these models
+(`described`, `option_help`) or parsed with them (`SearchRequest.model_validate`); a rejected request
+is worded once, by `request_errors`, the same way on every face. Filters written as text
+(`year>=2020`, the CLI and the page) are read here too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from .config import CONTEXT_MAX, MAX_TOKENS_MAX, MAX_TOKENS_MIN, MODES, TOP_K_MAX, TOP_K_MIN, SearchMode
+from .errors import SearchError
+from .vocabulary import LIST_URI
+
+
+class SearchRequest(BaseModel):
+    """One search; None takes the KB's setting (`[kb.search]`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    query: str = Field("", description="What to look for, in the user's words (any language)")
+    top_k: int | None = Field(None, ge=TOP_K_MIN, le=TOP_K_MAX, description="Number of passages to return")
+    mode: SearchMode | None = Field(None, description=f"How to search: {', '.join(MODES)}")
+    min_score: float | None = Field(None, allow_inf_nan=False, description="Drop passages scoring below this")
+    filters: dict[str, Any] | None = Field(None, description="Metadata filters, all must match")
+    context: int = Field(0, ge=0, le=CONTEXT_MAX, description="Neighbouring chunks to add around each passage")
+    max_per_document: int | None = Field(None, ge=TOP_K_MIN, le=TOP_K_MAX,
+                                         description="At most this many passages from one document")
+    max_tokens: int | None = Field(None, ge=MAX_TOKENS_MIN, le=MAX_TOKENS_MAX,
+                                   description="Token budget for all passages, context included; longer passages "
+                                               "are cut around their best-matching sentences")
+
+
+class SyncRequest(BaseModel):
+    """One sync: a KB (None: every KB the caller may sync) and how."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kb: str | None = Field(None, description=f"Knowledge base to sync, by name (as listed by the {LIST_URI} "
+                                             "resource); omit for all")
+    full: bool = Field(False, description="Rebuild from scratch instead of syncing changes (vectors of unchanged "
+                                          "chunks are reused)")
+    reembed: bool = Field(False, description="Rebuild and embed every chunk again, even with an unchanged model")
+    allow_mass_delete: bool = Field(False, description="Let the sync delete all or most of a knowledge base. Only "
+                                                       "when the user confirms the files were really removed: an "
+                                                       "unmounted drive or share looks the same")
+    wait: bool = Field(False, description="If another sync is running, wait for it to end and then sync, instead "
+                                          "of answering at once that one is running")
+
+
+def described(model: type[BaseModel], name: str, strict: bool = False) -> FieldInfo:
+    """A field of a request with its bounds and description, as a face's parameter declares it
+    (`Annotated[int, described(...)] = the KB's default`); `strict`: no text for numbers (JSON arguments)."""
+    extra = [Field(strict=True)] if strict else []
+    return FieldInfo.merge_field_infos(model.model_fields[name], *extra, default=PydanticUndefined)
+
+
+def option_help(model: type[BaseModel], name: str, default: str = "") -> str:
+    """A CLI option's help: the field's description, its bounds, and where its default comes from."""
+    low, high = bounds(model, name)
+    notes = [f"{low} to {high}"] if low is not None and high is not None else []
+    notes += [f"default: {default}"] if default else []
+    shown = f" ({'; '.join(notes)})" if notes else ""
+    return f"{model.model_fields[name].description}{shown}."
+
+
+def bounds(model: type[BaseModel], name: str) -> tuple[Any, Any]:
+    """The inclusive (low, high) bounds of a numeric field, None where it has none."""
+    low = high = None
+    for rule in model.model_fields[name].metadata:  # annotated_types' Ge(ge=…) and Le(le=…)
+        low, high = getattr(rule, "ge", low), getattr(rule, "le", high)
+    return low, high
+
+
+def parse_search(arguments: dict[str, Any]) -> SearchRequest:
+    """A search request from a face's arguments, or a SearchError worded like every face words it."""
+    try:
+        return SearchRequest.model_validate(arguments)
+    except ValidationError as exc:
+        raise SearchError(request_errors(exc, SearchRequest)) from None
+
+
+def request_errors(error: ValidationError, model: type[BaseModel], filter_error: Any = None) -> str:
+    """A request's rejected fields, said as the fix: `top_k must be between 1 and 100, got 500`.
+    `filter_error(field)`: what to say of a rejected filter field (a KB's filter schema knows)."""
+    messages: dict[str, str] = {}
+    for item in error.errors():
+        location = [str(part) for part in item["loc"]]
+        name = location[0] if location else "arguments"
+        low, high = bounds(model, name) if name in model.model_fields else (None, None)
+        if name == "filters" and len(location) > 1 and filter_error is not None:
+            messages[f"filters.{location[1]}"] = filter_error(location[1])
+        elif name == "mode":
+            messages[name] = f"unknown mode {item.get('input')!r}; use one of {', '.join(MODES)}"
+        elif item["type"] == "missing":
+            messages[name] = f"{name} is required"
+        elif item["type"] == "extra_forbidden":
+            messages[name] = f"unknown argument {name!r}"
+        elif low is not None and high is not None and item["type"] in _OUT_OF_RANGE:
+            messages[name] = f"{name} must be between {low} and {high}, got {item.get('input')!r}"
+        elif item["type"] == "finite_number":
+            messages[name] = f"{name} must be a finite number, got {item.get('input')!r}"
+        else:
+            messages.setdefault(name, f"{name}: {item['msg'].removeprefix('Value error, ')} (got {item.get('input')!r})")
+    return "; ".join(messages.values())
+
+
+_OUT_OF_RANGE = {"greater_than_equal", "less_than_equal"}
+
+
+def unknown_filter_field(field: str, valid: Iterable[str]) -> str:
+    return f"unknown filter field {field!r}; valid fields: {', '.join(sorted(valid))}"
+
+
+# ---- filters written as text -----------------------------------------------------------------
+
+_FILTER_PATTERN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|\^=|~=|=|>|<)\s*(.*)$", re.S)
+_FILTER_OPERATORS = {">=": "gte", "<=": "lte", ">": "gt", "<": "lt", "^=": "prefix", "~=": "glob"}
+FILTER_SYNTAX = "field=value, field>=n, field<=n, path^=prefix, path~=glob"
+
+
+def parse_filters(items: tuple[str, ...]) -> dict[str, Any] | None:
+    """Filters written as text (`mcp-kb search --filter`, the admin page's playground) into the filter
+    object search takes."""
+    filters: dict[str, Any] = {}
+    for item in items:
+        match = _FILTER_PATTERN.match(item)
+        if not match:
+            raise SearchError(f"filter {item!r}: expected FIELD=VALUE (or >=, <=, >, <, ^= prefix, ~= glob)")
+        field, operator, raw = match.groups()
+        value = raw if operator in ("^=", "~=") else _typed(raw)
+        if operator == "=":
+            filters[field] = value
+        else:
+            known = filters.get(field)
+            existing = known if isinstance(known, dict) else {}
+            filters[field] = {**existing, _FILTER_OPERATORS[operator]: value}
+    return filters or None
+
+
+def _typed(raw: str) -> Any:
+    """Numbers and true/false as such; a,b,c as one-of; anything else as text."""
+    if "," in raw:
+        return [_typed(part.strip()) for part in raw.split(",")]
+    try:
+        value = json.loads(raw)
+        return value if isinstance(value, (int, float, bool)) else raw
+    except ValueError:
+        return raw
