@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -44,3 +47,27 @@ def png_declaring(width: int, height: int) -> bytes:
     header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 1000))
             + chunk(b"IEND", b""))
+
+
+def in_threads(work: Callable[[int], None], count: int, switch_interval: float = 1e-5) -> list[str]:
+    """Run `work(0)` … `work(count - 1)` in threads at once, switching between them often (so a lookup and
+    an eviction interleave); the exceptions they raised, as text (a thread's exception passes unseen)."""
+    errors: list[str] = []
+
+    def guarded(number: int) -> None:
+        try:
+            work(number)
+        except Exception as exc:
+            errors.append(repr(exc))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(switch_interval)
+    try:
+        threads = [threading.Thread(target=guarded, args=(number,)) for number in range(count)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    return errors

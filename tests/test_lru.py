@@ -1,7 +1,6 @@
 """The one bounded cache: least recently used entries go first, and threads may share it."""
 
-import sys
-import threading
+from helpers import in_threads
 
 from mcp_kb.lru import BoundedLRU
 
@@ -20,25 +19,11 @@ def test_the_least_recently_used_entry_is_forgotten_first():
 
 def test_threads_looking_up_and_evicting_at_once_never_fail_and_stay_bounded():
     cache: BoundedLRU[int, int] = BoundedLRU(3)
-    errors: list[str] = []
 
     def work(seed: int) -> None:
-        try:
-            for n in range(20_000):
-                key = (n * 7 + seed) % 5
-                if cache.get(key) is None:
-                    cache.put(key, n)
-        except Exception as exc:
-            errors.append(repr(exc))
+        for n in range(20_000):
+            key = (n * 7 + seed) % 5
+            if cache.get(key) is None:
+                cache.put(key, n)
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
-    assert not errors and len(cache) <= 3
+    assert in_threads(work, 4, switch_interval=1e-6) == [] and len(cache) <= 3

@@ -393,8 +393,7 @@ def test_a_kb_that_says_titles_count_ranks_a_title_match_above_body_matches(make
 def test_concurrent_searches_from_worker_threads_answer_as_one_at_a_time(make_app, tmp_path):
     """A server answers searches in worker threads that share one result cache; with a cache of two and three
     queries, lookups keep meeting evictions."""
-    import sys
-    import threading
+    from helpers import in_threads
 
     for name, text in DOCS.items():
         write(tmp_path / "docs" / name, text)
@@ -404,26 +403,13 @@ def test_concurrent_searches_from_worker_threads_answer_as_one_at_a_time(make_ap
     queries = ["booking flights", "E5021 token expired", "annual leave"]
     expected = {query: [hit.source for hit in app.search("docs", query).hits] for query in queries}
     answers: list[tuple[str, list[str]]] = []
-    errors: list[str] = []
 
     def searches(offset: int) -> None:
-        try:
-            for n in range(60):
-                query = queries[(n + offset) % len(queries)]
-                answers.append((query, [hit.source for hit in app.search("docs", query).hits]))
-        except Exception as exc:  # collected: an exception in a thread would otherwise pass unseen
-            errors.append(repr(exc))
+        for n in range(60):
+            query = queries[(n + offset) % len(queries)]
+            answers.append((query, [hit.source for hit in app.search("docs", query).hits]))
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)  # switch threads often, so lookups and evictions interleave
-    try:
-        threads = [threading.Thread(target=searches, args=(offset,)) for offset in range(6)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    errors = in_threads(searches, 6)
     assert not errors, errors[:3]
     assert len(answers) == 360 and all(sources == expected[query] for query, sources in answers)
     assert len(app.searcher._cache) <= 2
