@@ -83,7 +83,7 @@ class Searcher:
         self._cache: BoundedLRU[str, SearchResult] = BoundedLRU(_CACHE_SIZE)
 
     def request(self, kb: KBConfig, query: str, **options: Any) -> ResolvedSearch:
-        """A search's arguments checked (requests.ResolvedSearch holds the bounds) and completed with the KB's
+        """A search's arguments checked (requests.SearchRequest holds the bounds) and completed with the KB's
         settings; errors say how to fix the call."""
         asked = parse_search({"query": query or "", **options})
         mode = asked.mode or kb.search.mode
@@ -93,10 +93,12 @@ class Searcher:
         if len(query) > MAX_QUERY_LENGTH:
             raise SearchError(f"query is {len(query)} characters long; use at most {MAX_QUERY_LENGTH} "
                               f"(the key words or a sentence, not a whole document)")
-        return ResolvedSearch(query, kb.search.top_k if asked.top_k is None else asked.top_k, mode, asked.filters or None,
-                              float(kb.search.min_score if asked.min_score is None else asked.min_score), asked.context,
-                              kb.search.max_per_document if asked.max_per_document is None else asked.max_per_document,
-                              kb.search.max_tokens if asked.max_tokens is None else asked.max_tokens)
+        settings = kb.search
+        return ResolvedSearch(query=query, mode=mode, filters=asked.filters or None, context=asked.context,
+                              top_k=_given(asked.top_k, settings.top_k),
+                              min_score=float(_given(asked.min_score, settings.min_score)),
+                              max_per_document=_given(asked.max_per_document, settings.max_per_document),
+                              max_tokens=_given(asked.max_tokens, settings.max_tokens))
 
     def search(self, kb: KBConfig, request: ResolvedSearch) -> SearchResult:
         generation = self.store.active_generation(kb.name)
@@ -314,6 +316,11 @@ def _hit(row: dict[str, Any], score: float, vector_rank: int | None = None, keyw
                page=row["page"], chunk_index=row["chunk_index"], score=round(float(score), 6),
                line_start=row["line_start"], line_end=row["line_end"], vector_rank=vector_rank,
                keyword_rank=keyword_rank)
+
+
+def _given(value: Any, default: Any) -> Any:
+    """What the caller asked for, or the KB's setting where it asked for nothing (0 is an answer)."""
+    return default if value is None else value
 
 
 def _timed(timings: dict[str, float], stage: str, work):

@@ -28,6 +28,11 @@ class CallerView:
         """The process owner's view: every KB, sync included."""
         return cls(config, everything(config))
 
+    @classmethod
+    def nobody(cls, config: Config) -> CallerView:
+        """The view of no caller at all: no KB (what a listener registered outside any request hears of)."""
+        return cls(config, Grant("nobody", frozenset()))
+
     @property
     def who(self) -> str:
         return self.grant.who

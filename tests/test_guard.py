@@ -319,26 +319,32 @@ async def test_a_hidden_tool_answers_byte_for_byte_like_a_tool_that_does_not_exi
         calls[3].replace("no_such_sync", "NAME").replace(f'"id":{first + 4}', "")
 
 
+def _two_syncing_teams(base, embedder):
+    """hr may sync policy_docs, dev api_docs; both KBs synced once. The config's path."""
+    from mcp_kb.app import App
+    from mcp_kb.config import load_config
+
+    write(base / "policies" / "leave.md", LEAVE)
+    write(base / "api" / "users.md", USERS)
+    config = base / "kb.toml"
+    config.write_text("\n".join([
+        f'storage = "{base / "index"}"', "[server]",
+        "[[server.tokens]]", 'name = "hr"', 'secret_env = "HR_TOKEN"', 'kbs = ["policy_docs"]', "sync = true",
+        "[[server.tokens]]", 'name = "dev"', f'secret_sha256 = "{_sha(SECRETS["dev"])}"', 'kbs = ["api_docs"]',
+        "sync = true",
+        "[[kb]]", 'name = "policy_docs"', 'description = "HR policies"', f'paths = ["{base / "policies"}"]',
+        "[[kb]]", 'name = "api_docs"', 'description = "API reference"', f'paths = ["{base / "api"}"]']) + "\n",
+        encoding="utf-8")
+    App(load_config(config), embedder=embedder).sync()
+    return config
+
+
 async def test_no_session_hears_of_a_sync_of_a_kb_its_grant_hides(tmp_path, embedder):
     """Both eras: a 2026 listen stream and a 2025-era session subscribed to every URI there is; dev's sync of
     its KB reaches dev's stream and nothing of hr's; hr's own sync then reaches hr's two sessions."""
     import warnings
 
-    from mcp_kb.app import App
-    from mcp_kb.config import load_config
-
-    write(tmp_path / "policies" / "leave.md", LEAVE)
-    write(tmp_path / "api" / "users.md", USERS)
-    config = tmp_path / "kb.toml"
-    config.write_text("\n".join([
-        f'storage = "{tmp_path / "index"}"', "[server]",
-        "[[server.tokens]]", 'name = "hr"', 'secret_env = "HR_TOKEN"', 'kbs = ["policy_docs"]', "sync = true",
-        "[[server.tokens]]", 'name = "dev"', f'secret_sha256 = "{_sha(SECRETS["dev"])}"', 'kbs = ["api_docs"]',
-        "sync = true",
-        "[[kb]]", 'name = "policy_docs"', 'description = "HR policies"', f'paths = ["{tmp_path / "policies"}"]',
-        "[[kb]]", 'name = "api_docs"', 'description = "API reference"', f'paths = ["{tmp_path / "api"}"]']) + "\n",
-        encoding="utf-8")
-    App(load_config(config), embedder=embedder).sync()
+    config = _two_syncing_teams(tmp_path, embedder)
     every_uri = ["kb://knowledge-bases", "kb://api_docs/status", "kb://policy_docs/status", "kb://api_docs/metrics"]
     legacy_heard: list[str] = []
     policy_heard = anyio.Event()
@@ -379,17 +385,23 @@ async def _next_event(events) -> str:
     return str(getattr(event, "uri", None) or type(event).__name__)
 
 
-async def test_a_busy_writer_lock_names_only_the_kbs_the_caller_may_see(make_config):
-    """The lock is index-wide: a caller meeting another KB's sync learns that one runs, not which."""
-    from mcp_kb.access import Grant
-    from mcp_kb.errors import RunningSync, SyncBusyError
-    from mcp_kb.view import CallerView
+async def test_a_busy_writer_lock_names_only_the_kbs_the_caller_may_see(tmp_path, embedder):
+    """The lock is index-wide: hr, meeting dev's running sync of api_docs, learns that a sync runs, not which; dev
+    is told it is api_docs and how far it is."""
+    from mcp_kb.config import load_config
+    from mcp_kb.index import open_store
+    from mcp_kb.index.state import sync_lock, write_progress
 
-    config = make_config(*({"name": name, "description": name, "paths": ["docs"]} for name in ("policy_docs", "secret")))
-    busy = SyncBusyError(RunningSync(("secret",), "2026-12-02 08:00:00 UTC", "4242", "host-1", (("secret", 3, 10),)),
-                         "try again when it ends")
-    hr = CallerView(config, Grant("hr", frozenset({"policy_docs"}), frozenset({"policy_docs"})))
-    owner = CallerView.owner(config)
-    assert "secret" in owner.explain(busy) and "3 of 10" in owner.explain(busy)
-    assert "secret" not in hr.explain(busy) and "3 of 10" not in hr.explain(busy)
-    assert hr.explain(busy).startswith("a sync of this index is already running (started 2026-12-02 08:00:00 UTC")
+    config = _two_syncing_teams(tmp_path, embedder)
+    store = open_store(load_config(config).storage)
+    with serve_http(config, "--transport", "http", env=_env()) as (port, _log):
+        url = f"http://127.0.0.1:{port}/mcp"
+        with sync_lock(store, ["api_docs"], wait=False):  # dev's sync, running in another process
+            write_progress(store, "api_docs", 3, 10)
+            async with _session(url, SECRETS["hr"]) as hr, _session(url, SECRETS["dev"]) as dev:
+                hr_busy = await hr.call_tool("sync_knowledge_base", {"kb": "policy_docs"})
+                dev_busy = await dev.call_tool("sync_knowledge_base", {"kb": "api_docs"})
+    assert hr_busy.is_error and hr_busy.content[0].text.startswith("a sync of this index is already running")
+    assert "api_docs" not in hr_busy.content[0].text and "3 of 10" not in hr_busy.content[0].text
+    assert dev_busy.is_error and "a sync of api_docs is already running" in dev_busy.content[0].text
+    assert "api_docs: 3 of 10 files" in dev_busy.content[0].text

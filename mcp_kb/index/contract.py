@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-
 @dataclass(frozen=True)
 class FileRecord:
     """A row of the manifest: what the index holds for one source document."""
@@ -153,5 +152,3 @@ def generation_of(state: dict[str, Any]) -> str | None:
 def is_complete(state: dict[str, Any]) -> bool:
     """Whether the active generation holds a finished sync (not a first sync still filling it)."""
     return bool(state.get("complete")) or state.get("last_sync", {}).get("outcome") == "ok"
-
-

@@ -313,13 +313,13 @@ class LanceStore:
         if schema is None:
             raise StoreError(f"knowledge base {kb!r}: generation {generation} has no chunk table; sync again")
         tables, refused = [], {}
-        for path, rows in rows_by_path.items():
+        for path, document_rows in rows_by_path.items():
             try:
-                tables.append(pa.Table.from_pylist(rows, schema=schema))
+                tables.append(pa.Table.from_pylist(document_rows, schema=schema))
             except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
                 refused[path] = f"cannot store its chunks: {exc}"
-        rows = pa.concat_tables(tables) if tables else schema.empty_table()
-        self.replace_documents(kb, generation, list(rows_by_path), rows)
+        self.replace_documents(kb, generation, list(rows_by_path),
+                               pa.concat_tables(tables) if tables else schema.empty_table())
         return refused
 
     @_store_failures("be written (chunks)")

@@ -28,13 +28,13 @@ class ViewBus:
     """The SDK's SubscriptionBus, with each listener tagged with the view of the caller who subscribed (the
     SDK subscribes inside the listen request, while the guard holds that caller's view)."""
 
-    def __init__(self, owner: CallerView):
-        self.owner = owner
+    def __init__(self, nobody: CallerView):
+        self.nobody = nobody
         self._listeners: dict[object, tuple[Callable[[ServerEvent], None], CallerView]] = {}
 
     def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
         token = object()  # the same callable may listen twice
-        self._listeners[token] = (listener, current_view() or self.owner)
+        self._listeners[token] = (listener, current_view() or self.nobody)
 
         def unsubscribe() -> None:
             self._listeners.pop(token, None)
@@ -59,19 +59,22 @@ class ViewBus:
 
 
 class Notifier:
-    def __init__(self, owner: CallerView):
-        self.bus = ViewBus(owner)
-        self.owner = owner
+    """The guard holds a caller's view during every request (stdio's is the owner's); a subscription made
+    outside any request fails closed with `nobody`'s view: it hears of no KB."""
+
+    def __init__(self, nobody: CallerView):
+        self.bus = ViewBus(nobody)
+        self.nobody = nobody
         self.subscribed: dict[str, dict[Any, CallerView]] = {}  # uri -> 2025-era sessions that subscribed
         self.legacy_sessions: dict[Any, CallerView] = {}  # 2025-era sessions seen calling a tool
 
     def seen(self, session: Any) -> None:
         """Remember a 2025-era session, which only hears of tool changes on its own connection."""
         if session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            self.legacy_sessions[session] = current_view() or self.owner
+            self.legacy_sessions[session] = current_view() or self.nobody
 
     def subscribe(self, session: Any, uri: str) -> None:
-        self.subscribed.setdefault(uri, {})[session] = current_view() or self.owner
+        self.subscribed.setdefault(uri, {})[session] = current_view() or self.nobody
 
     def unsubscribe(self, session: Any, uri: str) -> None:
         self.subscribed.get(uri, {}).pop(session, None)

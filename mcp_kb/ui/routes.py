@@ -216,7 +216,7 @@ class Page:
                 options = _search_options(form)
                 result = await _thread(lambda: self.app.search(name, form["q"], **options))
             except KBError as exc:
-                error = str(exc)
+                error = view.explain(exc)
             self.audit.record(view.who, name, "page search", (time.perf_counter() - started) * 1000,
                               None if result is None else len(result.hits), error or None, form["q"])
         return self._render("search.html", request, view, kb=kb, form=form, modes=MODES, result=result,
@@ -232,7 +232,7 @@ class Page:
         try:
             shown = await _thread(partial(views.document, self.app, name, path, number))
         except KBError as exc:
-            return self._error(request, view, 404, str(exc))
+            return self._error(request, view, 404, view.explain(exc))
         return self._render("document.html", request, view, kb=self.app.config.get_kb(name), doc=shown)
 
     async def sync(self, request: Request, view: CallerView) -> Response:
