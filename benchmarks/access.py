@@ -152,7 +152,8 @@ def gate_cost(issuer) -> str:
     """Microseconds the gate spends refusing each kind of bad token, in this process (no HTTP)."""
     from mcp_kb.access import Gatekeeper
     from mcp_kb.config import build_config
-    from mcp_kb.mcp.http_security import AccessGate
+    from mcp_kb.http.edge import AccessGate, Edge
+    from mcp_kb.http.network import rebinding_protection
 
     config = build_config({"storage": str(WORK / "index"), "kb": [{"name": "papers", "description": "papers",
                                                                    "paths": [str(WORK / "docs")]}],
@@ -162,7 +163,7 @@ def gate_cost(issuer) -> str:
     async def nothing(*_args) -> None:
         pass
 
-    gate = AccessGate(nothing, Gatekeeper(config), AUDIENCE, issuer.url)
+    gate = AccessGate(nothing, Edge(config, Gatekeeper(config), rebinding_protection("127.0.0.1", [])))
     tokens = bad_tokens(issuer, 4000)
     names = ["unknown secret", "forged signature", "unknown key id", "garbage"]
 

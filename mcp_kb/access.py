@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 import anyio
 
@@ -22,22 +22,54 @@ from .lru import BoundedLRU
 
 log = logging.getLogger(__name__)
 
-OWNER = "owner"  # who the one `[server] token` (and a stdio user) is in the audit trail
 # Signatures made with a private key only: an HMAC "signature" could be made by anyone holding a
 # published key, and `none` is no signature at all.
 ASYMMETRIC_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
 _KEYS_REFETCH_GAP = 5.0  # seconds between fetches of the issuer's keys (an unknown key id asks again)
 _KEYS_MAX_BYTES = 1024 * 1024
 _KEYS_TIMEOUT = 10.0
+_KEYS_RETRY_AFTER = 30  # seconds a client is told to wait when no key can be had
 _RATE_CALLERS_KEPT = 10_000  # rate-limit buckets remembered (the least recently seen are forgotten)
 _ADMITTED_KEPT = 4096  # access tokens remembered as checked, until they expire
+
+
+IdentityKind = Literal["owner", "token", "oauth", "nobody"]
+IDENTITY_KINDS: dict[str, IdentityKind] = {kind: kind for kind in get_args(IdentityKind)}
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a caller is. The kind (and an OAuth subject's issuer) keeps namespaces apart: a JWT whose `sub`
+    is "owner" or the name of a scoped token is neither, in the audit trail, the rate limits or sessions."""
+
+    kind: IdentityKind
+    name: str  # a scoped token's name, an OAuth subject; "owner" / "nobody" for those kinds
+    issuer: str = ""  # an OAuth subject's issuer
+
+    @property
+    def label(self) -> str:
+        """How a person reads it (a page's "signed in as", a refusal)."""
+        if self.kind == "token":
+            return f"{self.name} (token)"
+        if self.kind == "oauth":
+            return f"{self.name} (OAuth {self.issuer})"
+        return self.name
+
+    @property
+    def key(self) -> str:
+        """One string per identity, never shared by two (the SDK binds a session to it)."""
+        return self.kind if self.kind in ("owner", "nobody") else f"{self.kind}:{self.issuer}:{self.name}"
+
+
+OWNER = Identity("owner", "owner")  # the one `[server] token`, a stdio user, `mcp-kb ui`
+NOBODY = Identity("nobody", "nobody")
 
 
 @dataclass(frozen=True)
 class Grant:
     """What one caller may do: search (and read the resources of) some KBs, sync some of them."""
 
-    who: str  # a token's name or an OAuth subject: what the audit trail names
+    who: Identity
     search: frozenset[str]
     sync: frozenset[str] = frozenset()
     requests_per_minute: int = 0  # 0: no limit
@@ -49,20 +81,22 @@ class Grant:
         return kb in self.sync
 
 
-def everything(config: Config, who: str = OWNER) -> Grant:
+def everything(config: Config, who: Identity = OWNER) -> Grant:
     """The grant of the process owner: every KB, sync included."""
     names = frozenset(kb.name for kb in config.kb)
     return Grant(who, names, names)
 
 
 class Refused(Exception):
-    """A request the gate turns away: `status` 401 (no or bad token), 403 (a valid token without any KB)
-    or 503 (the issuer's keys cannot be had); the message never holds the token."""
+    """A request the HTTP edge turns away: `status` 401 (no or bad token), 403 (a valid token without any
+    KB), 429 (over its rate limit) or 503 (the issuer's keys cannot be had), with the seconds to wait
+    before asking again where that is known; the message never holds the token."""
 
-    def __init__(self, status: int, message: str, error: str = "invalid_token"):
+    def __init__(self, status: int, message: str, error: str = "invalid_token", retry_after: int | None = None):
         super().__init__(message)
         self.status = status
         self.error = error
+        self.retry_after = retry_after
 
 
 class Gatekeeper:
@@ -78,7 +112,8 @@ class Gatekeeper:
 
     def _token_grant(self, entry: TokenGrant) -> Grant:
         search = frozenset(granted(entry.kbs, self.names))
-        return Grant(entry.name, search, search if entry.sync else frozenset(), entry.requests_per_minute)
+        return Grant(Identity("token", entry.name), search, search if entry.sync else frozenset(),
+                     entry.requests_per_minute)
 
     async def admit(self, token: str) -> Grant:
         digest = _digest(token)
@@ -159,7 +194,8 @@ class IssuerTokens:
                 search.update(names)
                 if entry.sync:
                     sync.update(names)
-        return Grant(str(claims["sub"]), frozenset(search), frozenset(sync), self.settings.requests_per_minute)
+        who = Identity("oauth", str(claims["sub"]), self.settings.issuer)
+        return Grant(who, frozenset(search), frozenset(sync), self.settings.requests_per_minute)
 
 
 def _words(value: Any) -> list[str]:
@@ -193,7 +229,7 @@ class IssuerKeys:
                     await self._refresh()
         if self._stale():
             raise Refused(503, "the issuer's signing keys cannot be fetched; try again later",
-                          error="temporarily_unavailable")
+                          error="temporarily_unavailable", retry_after=_KEYS_RETRY_AFTER)
         if kid not in self.by_id:
             raise Refused(401, "access token signed with a key the issuer does not publish")
         return self.by_id[kid]
@@ -280,7 +316,7 @@ class RateLimits:
     """Per caller, at most `requests_per_minute` (a bucket that refills evenly, holding a minute's worth)."""
 
     def __init__(self, kept: int = _RATE_CALLERS_KEPT):
-        self.buckets: BoundedLRU[str, tuple[float, float]] = BoundedLRU(kept)  # who -> (tokens, when)
+        self.buckets: BoundedLRU[Identity, tuple[float, float]] = BoundedLRU(kept)  # who -> (tokens, when)
 
     def wait(self, grant: Grant) -> float:
         """0 when the request may go ahead (and is counted), else the seconds until it may."""

@@ -1,5 +1,5 @@
 """The audit trail of a server: one JSON line per request that touched a knowledge base, saying when,
-who (a token's name or an OAuth subject), which KB, what (a tool, resource or prompt), how it ended
+who (its kind, a token's name or an OAuth subject and its issuer: access.Identity), which KB, what (a tool, resource or prompt), how it ended
 (a result count or the error) and how long it took. The query text only when `[server] audit_queries`
 asks for it (queries can hold personal data); never a token. Rotated by size like the query log."""
 
@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .access import IDENTITY_KINDS, Identity
 from .config import ServerConfig, megabytes
 from .metrics import JsonLines, now_text
 
@@ -22,12 +24,14 @@ class AuditTrail:
             if settings.audit_log else None
         self.queries = settings.audit_queries
 
-    def record(self, who: str, kb: str, action: str, latency_ms: float, results: int | None = None,
+    def record(self, who: Identity, kb: str, action: str, latency_ms: float, results: int | None = None,
                error: str | None = None, query: str | None = None) -> None:
         if self.file is None:
             return
-        entry: dict[str, Any] = {"time": now_text(), "who": who, "kb": kb, "action": action,
+        entry: dict[str, Any] = {"time": now_text(), "who": who.name, "kind": who.kind, "kb": kb, "action": action,
                                  "latency_ms": round(latency_ms, 2)}
+        if who.issuer:
+            entry["issuer"] = who.issuer
         if error is not None:
             entry["error"] = error[:_ERROR_CHARS]
         elif results is not None:
@@ -37,21 +41,46 @@ class AuditTrail:
         self.file.append(entry)
 
 
-def callers(path: Path) -> list[dict[str, Any]]:
-    """The audit trail summed up per caller (the rotated file first): requests, errors, KBs, last seen."""
-    figures: dict[str, dict[str, Any]] = defaultdict(lambda: {"requests": 0, "errors": 0, "kbs": defaultdict(int),
-                                                              "last_seen": ""})
+@dataclass(frozen=True)
+class CallerFigures:
+    """One caller's requests in the audit trail."""
+
+    who: Identity
+    requests: int
+    errors: int
+    kbs: dict[str, int]  # requests by KB
+    last_seen: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"who": self.who.name, "kind": self.who.kind, **({"issuer": self.who.issuer} if self.who.issuer else {}),
+                "requests": self.requests, "errors": self.errors, "kbs": self.kbs, "last_seen": self.last_seen}
+
+
+def callers(path: Path) -> list[CallerFigures]:
+    """The audit trail summed up per caller (the rotated file first): requests, errors, KBs, last seen.
+    Callers are told apart by kind and issuer too: a token and an OAuth subject of one name are two."""
+    figures: dict[Identity, dict[str, Any]] = defaultdict(
+        lambda: {"requests": 0, "errors": 0, "kbs": defaultdict(int), "last_seen": ""})
     for part in (path.with_name(path.name + ".1"), path):
         if not part.exists():
             continue
         for line in part.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 entry = json.loads(line)
-                caller = figures[str(entry["who"])]
-            except (ValueError, KeyError, TypeError):
+                caller = figures[_identity(entry)]
+            except (ValueError, KeyError, TypeError, AttributeError):
                 continue  # a line cut by a crash
             caller["requests"] += 1
             caller["errors"] += "error" in entry
             caller["kbs"][str(entry.get("kb"))] += 1
             caller["last_seen"] = max(caller["last_seen"], str(entry.get("time", "")))
-    return [{"who": who, **figure, "kbs": dict(figure["kbs"])} for who, figure in sorted(figures.items())]
+    ordered = sorted(figures.items(), key=lambda item: (item[0].name, item[0].kind, item[0].issuer))
+    return [CallerFigures(who, figure["requests"], figure["errors"], dict(figure["kbs"]), figure["last_seen"])
+            for who, figure in ordered]
+
+
+def _identity(entry: dict[str, Any]) -> Identity:
+    """Who a line names (lines written before kinds were recorded: "owner" or a token)."""
+    name = str(entry["who"])
+    kind = IDENTITY_KINDS[entry.get("kind") or ("owner" if name == "owner" else "token")]
+    return Identity(kind, name, str(entry.get("issuer", "")))

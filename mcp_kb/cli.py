@@ -308,14 +308,14 @@ def _caller_stats(config: Config, as_json: bool) -> None:
         raise KBError("no audit trail: set [server] audit_log in the config the server runs with")
     figures = callers(Path(config.server.audit_log))
     if as_json:
-        click.echo(json.dumps(figures, indent=2, ensure_ascii=False))
+        click.echo(json.dumps([caller.as_dict() for caller in figures], indent=2, ensure_ascii=False))
         return
     if not figures:
         click.echo(f"no requests recorded in {config.server.audit_log} yet")
     for caller in figures:
-        kbs = ", ".join(f"{kb} {count}" for kb, count in sorted(caller["kbs"].items()))
-        click.echo(f"{caller['who']}: {caller['requests']} requests ({caller['errors']} failed), last "
-                   f"{caller['last_seen']}; by KB: {kbs}")
+        kbs = ", ".join(f"{kb} {count}" for kb, count in sorted(caller.kbs.items()))
+        click.echo(f"{caller.who.label}: {caller.requests} requests ({caller.errors} failed), last "
+                   f"{caller.last_seen}; by KB: {kbs}")
 
 
 def _format_stats(item: dict[str, Any]) -> str:

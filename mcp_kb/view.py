@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from .access import Grant, everything
+from .access import NOBODY, Grant, Identity, everything
 from .config import Config, KBConfig, unknown_kb
 from .errors import KBError, SyncBusyError
 from .vocabulary import SYNC_TOOL
@@ -31,10 +31,10 @@ class CallerView:
     @classmethod
     def nobody(cls, config: Config) -> CallerView:
         """The view of no caller at all: no KB (what a listener registered outside any request hears of)."""
-        return cls(config, Grant("nobody", frozenset()))
+        return cls(config, Grant(NOBODY, frozenset()))
 
     @property
-    def who(self) -> str:
+    def who(self) -> Identity:
         return self.grant.who
 
     @cached_property

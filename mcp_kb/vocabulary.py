@@ -1,5 +1,6 @@
 """Words users and clients meet in several places, each defined once: the sync tool's name, the
-resource URIs, the remedy for a KB that is not synced, how citations and heading paths read."""
+resource URIs, the remedy for a KB that is not synced, how citations and heading paths read, the
+loopback address."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ METRICS_URI = "kb://{name}/metrics"
 DOCUMENT_URI = "kb://{name}/documents/{+path}"
 HEADING_SEPARATOR = " › "  # between the headings of a heading path: "Install › Linux"
 CITATION_FORMAT = f"file{HEADING_SEPARATOR}heading, page"  # how a cited source reads
+LOOPBACK = "127.0.0.1"  # the address this machine alone reaches: the default bind, `mcp-kb ui`, the read cache
 
 
 def status_uri(kb: str) -> str:

@@ -14,7 +14,7 @@ import pytest
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from fake_issuer import serve_issuer
 
-from mcp_kb.access import Gatekeeper, Grant, RateLimits, Refused
+from mcp_kb.access import OWNER, Gatekeeper, Grant, Identity, RateLimits, Refused
 from mcp_kb.errors import ConfigError
 
 pytestmark = pytest.mark.anyio
@@ -54,8 +54,8 @@ async def test_a_scoped_token_grants_its_kbs_and_nothing_else(gate):
     hr = await gate.admit("hr-secret")
     ops = await gate.admit("ops-secret-1")
     owner = await gate.admit("owner-secret")
-    assert (hr.who, hr.search, hr.sync) == ("hr", {"hr-policies", "hr-benefits"}, frozenset())
-    assert (ops.who, ops.search, ops.sync) == ("ops", {"runbooks"}, {"runbooks"})
+    assert (hr.who.name, hr.search, hr.sync) == ("hr", {"hr-policies", "hr-benefits"}, frozenset())
+    assert (ops.who.name, ops.search, ops.sync) == ("ops", {"runbooks"}, {"runbooks"})
     assert owner.search == owner.sync == {"hr-policies", "hr-benefits", "runbooks"}
     for wrong in ("hr-secret ", "HR-SECRET", "ops-secret-", "", "owner-secret\x00"):
         assert (await _refusal(gate, wrong)).status == 401
@@ -64,9 +64,9 @@ async def test_a_scoped_token_grants_its_kbs_and_nothing_else(gate):
 async def test_an_access_token_grants_what_its_scopes_and_groups_say(gate, issuer):
     scoped = await gate.admit(issuer.token(AUDIENCE, scope="openid kb:runbooks:sync kb:hr-*:search"))
     grouped = await gate.admit(issuer.token(AUDIENCE, subject="bob", groups=["people-team", "other"]))
-    assert (scoped.who, scoped.search, scoped.sync) == ("alice@example.com", {"runbooks", "hr-policies", "hr-benefits"},
+    assert (scoped.who.name, scoped.search, scoped.sync) == ("alice@example.com", {"runbooks", "hr-policies", "hr-benefits"},
                                                         {"runbooks"})
-    assert (grouped.who, grouped.search, grouped.sync) == ("bob", {"hr-benefits"}, frozenset())
+    assert (grouped.who.name, grouped.search, grouped.sync) == ("bob", {"hr-benefits"}, frozenset())
     nothing = await _refusal(gate, issuer.token(AUDIENCE, scope="openid kb:payroll:search"))
     assert (nothing.status, nothing.error) == (403, "insufficient_scope")
 
@@ -100,7 +100,7 @@ async def test_forged_foreign_and_untimely_access_tokens_are_refused(gate, issue
         assert refusal.status == 401, what
         assert token not in str(refusal), what
     # a clock a little behind the issuer's is tolerated (leeway)
-    assert (await gate.admit(issuer.token(AUDIENCE, nbf=now + 10, **scope))).who == "alice@example.com"
+    assert (await gate.admit(issuer.token(AUDIENCE, nbf=now + 10, **scope))).who.name == "alice@example.com"
 
 
 def _hs256(claims, key: bytes) -> str:
@@ -122,7 +122,7 @@ async def test_rotated_keys_are_fetched_once_and_forged_key_ids_cannot_hammer_th
     assert issuer.jwks_fetches == 1
     gate.oauth.keys.refetch_gap = 0  # the issuer rotates: a token under the new key fetches the keys again
     issuer.new_key("key-2", kind="EC")
-    assert (await gate.admit(issuer.token(AUDIENCE, kid="key-2", **scope))).who == "alice@example.com"
+    assert (await gate.admit(issuer.token(AUDIENCE, kid="key-2", **scope))).who.name == "alice@example.com"
     assert issuer.jwks_fetches == 2
     gate.oauth.keys.refetch_gap = 60
     gate.oauth.keys.tried_at = float("-inf")  # the last fetch was long ago
@@ -139,11 +139,11 @@ async def test_an_issuer_that_is_down_leaves_cached_keys_working_until_too_old_a
     token = issuer.token(AUDIENCE, **scope)
     await gate.admit(token)
     issuer.down = True
-    assert (await gate.admit(token)).who == "alice@example.com"  # the keys fetched before still serve
+    assert (await gate.admit(token)).who.name == "alice@example.com"  # the keys fetched before still serve
     gate.oauth.keys.fetched_at -= 10 * 3600  # they are now older than keys_max_age
     gate.oauth.keys.tried_at = float("-inf")
     assert (await _refusal(gate, issuer.token(AUDIENCE, subject="zed", **scope))).status == 503
-    assert (await gate.admit(token)).who == "alice@example.com"  # checked before, in date: still admitted
+    assert (await gate.admit(token)).who.name == "alice@example.com"  # checked before, in date: still admitted
 
     cold = Gatekeeper(make_config(*KBS, server={"oauth": {"issuer": issuer.url, "audience": AUDIENCE}}))
     refusals = [await _refusal(cold, token) for _ in range(3)]
@@ -160,15 +160,27 @@ async def test_concurrent_first_tokens_share_one_key_fetch(gate, issuer):
 
 def test_rate_limits_count_per_caller_and_say_when_to_retry():
     limits = RateLimits(kept=100)
-    ops = Grant("ops", frozenset({"runbooks"}), requests_per_minute=3)
-    hr = Grant("hr", frozenset({"hr"}), requests_per_minute=3)
+    ops = Grant(Identity("token", "ops"), frozenset({"runbooks"}), requests_per_minute=3)
+    hr = Grant(Identity("token", "hr"), frozenset({"hr"}), requests_per_minute=3)
     assert [limits.wait(ops) for _ in range(3)] == [0, 0, 0]
     wait = limits.wait(ops)
     assert 0 < wait <= 20  # a third of a minute refills one request
-    assert limits.wait(hr) == 0 and limits.wait(Grant("owner", frozenset())) == 0
+    assert limits.wait(hr) == 0 and limits.wait(Grant(OWNER, frozenset())) == 0
     for n in range(1000):  # callers come and go: memory stays bounded
-        limits.wait(Grant(f"user{n}", frozenset(), requests_per_minute=60))
+        limits.wait(Grant(Identity("token", f"user{n}"), frozenset(), requests_per_minute=60))
     assert len(limits.buckets) == 100
+
+
+async def test_an_oauth_subject_named_like_a_token_or_the_owner_is_neither(gate, issuer):
+    as_owner = await gate.admit(issuer.token(AUDIENCE, subject="owner", scope="kb:runbooks:search"))
+    as_ops = await gate.admit(issuer.token(AUDIENCE, subject="ops", scope="kb:runbooks:search"))
+    ops, owner = await gate.admit("ops-secret-1"), await gate.admit("owner-secret")
+    assert as_owner.who != owner.who and as_owner.who.kind == "oauth" and as_owner.who.issuer == issuer.url
+    assert as_ops.who != ops.who and as_ops.who.key != ops.who.key
+    limits = RateLimits()
+    spent = Grant(ops.who, ops.search, requests_per_minute=1)
+    assert limits.wait(spent) == 0 and limits.wait(spent) > 0  # the token "ops" has used its minute
+    assert limits.wait(Grant(as_ops.who, as_ops.search, requests_per_minute=1)) == 0  # the subject "ops" has not
 
 
 @pytest.mark.parametrize("server, message", [

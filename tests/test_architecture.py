@@ -1,6 +1,6 @@
 """Layering: faces → service → operations → foundation → base, never upward.
 
-faces (cli, mcp) → service (app, live) → operations (sync, search, passages, evaluation, present, access, view, audit)
+faces (cli, mcp, ui) → service (app, live, the HTTP edge) → operations (sync, search, passages, evaluation, present, access, view, audit)
 → foundation (ingest, models, index) → base (config, errors, digest, schema, requests, text, lru).
 Search never imports sync; only the index package imports lancedb; only models.fastembed loads models.
 Faces reach the core through its contract, never the index; models never import the index; no two
@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mcp_kb"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 TIERS = {  # the most specific prefix decides a module's tier
     "mcp_kb.cli": 4, "mcp_kb.mcp": 4, "mcp_kb.ui": 4, "mcp_kb.__main__": 4,
-    "mcp_kb.app": 3, "mcp_kb.live": 3,
+    "mcp_kb.app": 3, "mcp_kb.live": 3, "mcp_kb.http": 3,
     "mcp_kb.sync": 2, "mcp_kb.search": 2, "mcp_kb.passages": 2, "mcp_kb.metrics": 2, "mcp_kb.evaluation": 2, "mcp_kb.present": 2,
     "mcp_kb.access": 2, "mcp_kb.audit": 2, "mcp_kb.view": 2,
     "mcp_kb.ingest": 1, "mcp_kb.models": 1, "mcp_kb.index": 1,
@@ -216,3 +216,18 @@ def test_only_the_source_seam_knows_the_source_kinds(path):
         return
     kinds = {name for name in _imports(path) if name.startswith(("mcp_kb.ingest.folders", "mcp_kb.ingest.web"))}
     assert not kinds, f"{_name(path)} imports {sorted(kinds)}: use the Source protocol of ingest/sources.py"
+
+
+@pytest.mark.parametrize("face", ["mcp_kb.mcp", "mcp_kb.ui"])
+def test_only_the_http_edge_reads_a_requests_credentials(face):
+    """One way to read a bearer header or the page's cookie (http/edge.py): the faces ask it."""
+    readers = []
+    for path in MODULES:
+        if not (_name(path) == face or _name(path).startswith(face + ".")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            named = isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)) and \
+                node.value.lower() in ("authorization", b"authorization", "mcp_kb_token")
+            if named or (isinstance(node, ast.Attribute) and node.attr == "cookies"):
+                readers.append(f"{_name(path)}:{node.lineno}")
+    assert not readers, f"read credentials through mcp_kb.http.edge: {readers}"

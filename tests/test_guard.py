@@ -228,7 +228,9 @@ async def test_the_audit_trail_says_who_did_what_and_holds_no_secret(team, issue
     assert ("api_docs", "read kb://api_docs/metrics", False, False) in dev_lines
     assert ("policy_docs", "read kb://policy_docs/status", False, True) in dev_lines
     assert any(e["who"] == "dana" and e["kb"] == "policy_docs" and e["results"] for e in lines)
-    assert all(set(e) <= {"time", "who", "kb", "action", "latency_ms", "results", "error"} for e in lines)
+    assert all(set(e) <= {"time", "who", "kind", "issuer", "kb", "action", "latency_ms", "results", "error"}
+               for e in lines)
+    assert {(e["who"], e["kind"]) for e in lines} >= {("dev", "token"), ("dana", "oauth")}
     everything_written = (base / "audit.jsonl").read_text() + log() + "".join(shown)
     for secret in [*SECRETS.values(), token, "wrong-secret-5e1d", token.split(".")[2]]:
         assert secret not in everything_written
@@ -240,10 +242,25 @@ async def test_a_callers_rate_limit_answers_429_with_retry_after(team):
     headers = {**_JSON, "Authorization": f"Bearer {SECRETS['limited']}"}
     async with httpx.AsyncClient() as http:
         answers = [await http.post(url, json=_PING, headers=headers) for _ in range(3)]
+        page = await http.get(url.removesuffix("/mcp") + "/ui/status.json", headers=headers)
         others = await http.post(url, json=_PING, headers={**_JSON, "Authorization": f"Bearer {SECRETS['hr']}"})
     assert all(a.status_code != 429 for a in answers[:2]) and answers[2].status_code == 429
     assert 1 <= int(answers[2].headers["retry-after"]) <= 30
     assert others.status_code != 429  # another caller is not held back
+    # the page shares the limit and words the refusal as /mcp does, with one rounding of the wait
+    refused, page_refused = answers[2].json()["error_description"], page.json()["error"]
+    assert page.status_code == 429 and 1 <= int(page.headers["retry-after"]) <= 30
+    assert refused.startswith("limited (token) may send 2 requests a minute; retry in ")
+    assert page_refused.startswith("limited (token) may send 2 requests a minute; retry in ")
+    assert page_refused.endswith(f"{page.headers['retry-after']} s")
+
+
+async def test_the_mcp_endpoint_never_admits_the_page_cookie(team):
+    """A browser sends the page's cookie with any request to this host: /mcp takes only the bearer header."""
+    url, _, _ = team
+    async with httpx.AsyncClient() as http:
+        answer = await http.post(url, json=_PING, headers={**_JSON, "Cookie": f"mcp_kb_token={SECRETS['hr']}"})
+    assert answer.status_code == 401
 
 
 async def test_malformed_authorization_headers_are_refused_not_crashed(team):

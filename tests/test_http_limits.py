@@ -1,4 +1,4 @@
-"""HTTP connection limits (mcp/http_limits.py): a real server in a subprocess with a low descriptor
+"""HTTP connection limits (http/limits.py): a real server in a subprocess with a low descriptor
 limit, flooded from 127.0.0.1 by connections that never finish their headers, while a client holding
 the token searches."""
 
@@ -20,7 +20,7 @@ import pytest
 from mcp import Client
 
 from helpers import write
-from mcp_kb.mcp.http_limits import RepeatedLineFilter
+from mcp_kb.http.limits import RepeatedLineFilter
 
 TOKEN = "flood-test-token"
 FD_LIMIT = 256  # the server's descriptor limit (soft and hard): it may keep 128 connections

@@ -414,7 +414,7 @@ async def test_binding_every_address_keeps_rebinding_protection_and_warns_withou
 
 
 def test_allowed_hosts_let_a_network_name_through():
-    from mcp_kb.mcp.http_security import rebinding_protection
+    from mcp_kb.http.network import rebinding_protection
 
     settings = rebinding_protection("0.0.0.0", ["kb.internal"])
     assert {"kb.internal", "kb.internal:*", "127.0.0.1:*"} <= set(settings.allowed_hosts)

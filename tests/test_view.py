@@ -2,7 +2,7 @@
 
 import pytest
 
-from mcp_kb.access import Grant
+from mcp_kb.access import Grant, Identity
 from mcp_kb.errors import KBError
 from mcp_kb.view import CallerView
 
@@ -15,7 +15,7 @@ def config(make_config):
 
 
 def test_a_sync_reaches_only_the_kbs_the_caller_may_sync(config):
-    ops = CallerView(config, Grant("ops", frozenset({"runbooks", "api_docs"}), frozenset({"runbooks"})))
+    ops = CallerView(config, Grant(Identity("token", "ops"), frozenset({"runbooks", "api_docs"}), frozenset({"runbooks"})))
     assert ops.syncable(None) == ["runbooks"] and CallerView.owner(config).syncable(None) == [None]
     with pytest.raises(KBError, match="may search api_docs but not sync it"):
         ops.syncable("api_docs")
@@ -24,7 +24,7 @@ def test_a_sync_reaches_only_the_kbs_the_caller_may_sync(config):
 
 
 def test_a_hidden_kb_and_its_tool_are_absent_and_an_unknown_tool_is_left_to_the_server(config):
-    hr = CallerView(config, Grant("hr", frozenset({"policy_docs"})))
+    hr = CallerView(config, Grant(Identity("token", "hr"), frozenset({"policy_docs"})))
     assert hr.names == ("policy_docs",) and [kb.name for kb in hr.kbs] == ["policy_docs"]
     assert hr.sees_tool("search_policy_docs") and not hr.sees_tool("search_api_docs")
     assert not hr.sees_tool("sync_knowledge_base")  # no sync right: no sync tool

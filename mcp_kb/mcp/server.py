@@ -25,22 +25,24 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ValidationError
 
 from .. import __version__
+from ..access import Gatekeeper
 from ..app import App
 from ..config import MODES_TEXT, KBConfig, SearchMode
 from ..errors import KBError
-from ..access import Gatekeeper
-from ..view import CallerView
-from .guard import Guard, current_view
-from .notify import Notifier
-from .http_security import AccessGate, listening_socket, rebinding_protection, server_url, warn_if_exposed
-from .http_limits import RepeatedLineFilter, accept_burst, connection_cap, guarded_protocol
+from ..http.edge import AccessGate, Edge
+from ..http.limits import RepeatedLineFilter, accept_burst, connection_cap, guarded_protocol
+from ..http.network import listening_socket, rebinding_protection, server_url, warn_if_exposed
 from ..live import LiveSync, SyncRunner
 from ..present import cited_text
 from ..requests import SearchRequest, SyncRequest, described
 from ..search import SearchResult
 from ..text import as_sentence
-from ..vocabulary import CITATION_FORMAT, DOCUMENT_URI, LIST_URI, METRICS_URI, STATUS_URI, SYNC_TOOL, status_uri
+from ..view import CallerView
+from ..vocabulary import (CITATION_FORMAT, DOCUMENT_URI, LIST_URI, LOOPBACK, METRICS_URI, STATUS_URI, SYNC_TOOL,
+                          status_uri)
 from .compat import PlainToolErrors, support_2025_clients, unknown_tool
+from .guard import Guard, current_view
+from .notify import Notifier
 from .schemas import SearchHit, SearchOutput, argument_errors, filters_model
 
 log = logging.getLogger(__name__)
@@ -350,18 +352,16 @@ def run_server(app: App) -> None:
         return
     allowed_hosts = app.config.server.allowed_hosts
     warn_if_exposed(host, settings.guarded, allowed_hosts)
-    security = rebinding_protection(host, allowed_hosts)
-    asgi: Any = (server.sse_app(host=host, transport_security=security) if transport == "sse"
-            else server.streamable_http_app(host=host, transport_security=security, stateless_http=settings.stateless))
+    edge = Edge(app.config, Gatekeeper(app.config) if settings.guarded else None,
+                rebinding_protection(host, allowed_hosts))
+    asgi: Any = (server.sse_app(host=host, transport_security=edge.security) if transport == "sse"
+                 else server.streamable_http_app(host=host, transport_security=edge.security,
+                                                 stateless_http=settings.stateless))
     from ..ui.routes import page_app  # the page's templates load only for HTTP
 
-    gatekeeper = Gatekeeper(app.config) if settings.guarded else None
-    limits = None
-    if gatekeeper is not None:
-        oauth = settings.oauth
-        asgi = AccessGate(asgi, gatekeeper, oauth.audience if oauth else None, oauth.issuer if oauth else None)
-        limits = asgi.limits
-    asgi = _with_page(page_app(app, server.sync_runner, security, gatekeeper, limits), asgi)
+    if edge.guarded:
+        asgi = AccessGate(asgi, edge)
+    asgi = _with_page(page_app(app, server.sync_runner, edge), asgi)
     sock = listening_socket(host, port)
     path = "/sse" if transport == "sse" else "/mcp"
     kind = "SSE" if transport == "sse" else f"{'stateless ' if settings.stateless else ''}streamable HTTP"
@@ -372,15 +372,15 @@ def run_server(app: App) -> None:
 
 
 def run_page(app: App, port: int) -> None:
-    """`mcp-kb ui`: the admin page alone, for this machine only (127.0.0.1, the owner's grant), syncing
+    """`mcp-kb ui`: the admin page alone, for this machine only (the loopback address, the owner's grant), syncing
     through the same writer lock as every other process."""
     from ..ui.routes import page_app
 
-    host = "127.0.0.1"
     read_only = app.config.server.read_only
-    asgi = page_app(app, None if read_only else SyncRunner(app), rebinding_protection(host, []), None)
-    sock = listening_socket(host, port)
-    print(f"mcp-kb: admin page at {server_url(host, sock.getsockname()[1], '/')} (this machine only; "
+    edge = Edge(app.config, None, rebinding_protection(LOOPBACK, []))
+    asgi = page_app(app, None if read_only else SyncRunner(app), edge)
+    sock = listening_socket(LOOPBACK, port)
+    print(f"mcp-kb: admin page at {server_url(LOOPBACK, sock.getsockname()[1], '/')} (this machine only; "
           f"Ctrl-C stops)", file=sys.stderr, flush=True)
     _serve_http(asgi, sock, app.config.server)
 

@@ -1,8 +1,8 @@
 """The admin page over HTTP: the overview at `/`, everything else under `/ui/`.
 
-Who sees what is decided as for the MCP endpoint: the caller's token (a bearer header, or the cookie the
-login form sets) is admitted by the same Gatekeeper into the same Grant, within the same kind of rate
-limit; a KB outside the grant answers like an unknown one. With no token configured (a loopback server,
+Who sees what is decided as for the MCP endpoint, by the same HTTP edge (http/edge.py): the caller's
+token (a bearer header, or the cookie the login form sets) becomes the caller's view, within the same
+rate limit; a KB outside the grant answers like an unknown one. With no token configured (a loopback server,
 `mcp-kb ui`) the caller holds the owner's view. Defences, since this is a browser's target: the Host and
 Origin checks the MCP endpoint has (DNS rebinding), POSTs only from this page's own origin and with a
 CSRF token, GETs that change nothing, templates that escape everything, and a Content-Security-Policy
@@ -23,8 +23,7 @@ from urllib.parse import quote, urlencode
 
 import anyio.to_thread
 from jinja2 import Environment, PackageLoader, select_autoescape
-from mcp.server.transport_security import (RequestBodyLimitMiddleware, TransportSecurityMiddleware,
-                                           TransportSecuritySettings)
+from mcp.server.transport_security import RequestBodyLimitMiddleware, TransportSecurityMiddleware
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request
@@ -32,20 +31,20 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..access import Gatekeeper, RateLimits, Refused
+from ..access import Refused
 from ..app import App
 from ..audit import AuditTrail
 from ..config import MODES
 from ..errors import KBError
+from ..http.edge import COOKIE, Edge, page_token
 from ..live import SyncRunner
-from ..view import CallerView
 from ..present import cited_text
 from ..requests import parse_filters
+from ..view import CallerView
 from . import views
 
 log = logging.getLogger(__name__)
 
-COOKIE = "mcp_kb_token"
 _FORM_MAX_BYTES = 64 * 1024  # the page's forms hold a token, a CSRF token and two flags; more is refused (413)
 _CHUNK_MAX = 2**31  # a chunk number beyond this names no chunk
 _STATIC = Path(__file__).parent / "static"
@@ -69,13 +68,11 @@ def is_page_path(path: str) -> bool:
 class Page:
     """The page's routes for one App; `runner` None: a read-only server (no sync buttons)."""
 
-    def __init__(self, app: App, runner: SyncRunner | None, security: TransportSecuritySettings,
-                 gatekeeper: Gatekeeper | None, limits: RateLimits | None = None):
+    def __init__(self, app: App, runner: SyncRunner | None, edge: Edge):
         self.app = app
         self.runner = runner
-        self.gatekeeper = gatekeeper
-        self.origin_check = TransportSecurityMiddleware(security)
-        self.limits = limits or RateLimits()  # the MCP gate's, so a caller's limit covers both
+        self.edge = edge
+        self.origin_check = TransportSecurityMiddleware(edge.security)
         self.audit = AuditTrail(app.config.server)
         self.secret = secrets.token_bytes(32)  # keys the CSRF token of callers without a token
         self.templates = Environment(loader=PackageLoader("mcp_kb.ui", "templates"),
@@ -115,13 +112,12 @@ class Page:
                     return JSONResponse({"error": "sign in again"}, status_code=401)
                 target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
                 return RedirectResponse("/ui/login?" + urlencode({"next": target}), status_code=303)
-            wait = self.limits.wait(view.grant)
-            if wait:
-                message = f"{view.who} may send {view.grant.requests_per_minute} requests a minute; retry in " \
-                          f"{int(wait) + 1} s"
-                response = JSONResponse({"error": message}, status_code=429) \
-                    if request.url.path.endswith(".json") else self._error(request, view, 429, message)
-                response.headers["retry-after"] = str(int(wait) + 1)  # the page's script waits that long
+            try:
+                self.edge.count(view)
+            except Refused as refusal:  # the page's script waits as long as Retry-After says
+                response = JSONResponse({"error": str(refusal)}, status_code=refusal.status) \
+                    if request.url.path.endswith(".json") else self._error(request, view, refusal.status, str(refusal))
+                response.headers.update(self.edge.refusal_headers(refusal))
                 return response
             if post and not await self._same_origin_form(request):
                 return self._error(request, view, 403, "this form is accepted only from this page "
@@ -130,18 +126,14 @@ class Page:
         return route
 
     async def _view(self, request: Request) -> CallerView | None:
-        if self.gatekeeper is None:
-            return CallerView.owner(self.app.config)
-        token = _token(request)
-        if not token:
-            return None
+        """The caller's view, None when it must sign in (again)."""
         try:
-            return CallerView(self.app.config, await self.gatekeeper.admit(token))
+            return await self.edge.admit(page_token(request))
         except Refused:
             return None
 
     def csrf(self, request: Request) -> str:
-        key = _token(request).encode() or self.secret
+        key = page_token(request).encode() or self.secret
         return hmac.new(key, b"mcp-kb page form", hashlib.sha256).hexdigest()
 
     async def _same_origin_form(self, request: Request) -> bool:
@@ -155,7 +147,7 @@ class Page:
         if refused is not None:
             return refused
         target = _local(request.query_params.get("next", "/"))
-        if self.gatekeeper is None:
+        if not self.edge.guarded:
             return RedirectResponse(target, status_code=303)
         error = ""
         if request.method == "POST":
@@ -163,7 +155,7 @@ class Page:
                 return Response("a sign-in is accepted only from this page", status_code=403)
             token = str((await request.form()).get("token", "")).strip()
             try:
-                await self.gatekeeper.admit(token)
+                await self.edge.admit(token)
             except Refused as refusal:
                 error = f"This token was refused: {refusal}."
             else:
@@ -272,8 +264,8 @@ class Page:
                 **context: Any) -> HTMLResponse:
         names = list(view.names) if view else []
         html = self.templates.get_template(template).render(
-            csrf=self.csrf(request), kb_names=names, who=view.who if view else "",
-            signed_in=view is not None and self.gatekeeper is not None, **context)
+            csrf=self.csrf(request), kb_names=names, who=view.who.label if view else "",
+            signed_in=view is not None and self.edge.guarded, **context)
         return HTMLResponse(html, status_code=status, headers={"cache-control": "no-store"})
 
     def _error(self, request: Request, view: CallerView | None, status: int, message: str) -> HTMLResponse:
@@ -284,10 +276,9 @@ class _Unknown(KBError):
     """A KB the caller may not see: answered as a KB that is not configured."""
 
 
-def page_app(app: App, runner: SyncRunner | None, security: TransportSecuritySettings,
-             gatekeeper: Gatekeeper | None, limits: RateLimits | None = None) -> Any:
+def page_app(app: App, runner: SyncRunner | None, edge: Edge) -> Any:
     """The admin page as an ASGI app (see the module docstring)."""
-    return Page(app, runner, security, gatekeeper, limits).asgi()
+    return Page(app, runner, edge).asgi()
 
 
 class _SecurityHeaders:
@@ -305,13 +296,6 @@ class _SecurityHeaders:
 def when(stamp: str | None) -> str:
     """A recorded time (ISO 8601, UTC) as a person reads it: `2026-12-01 19:14 UTC` (ui.js writes the same)."""
     return f"{stamp[:16].replace('T', ' ')} UTC" if stamp else "never"
-
-
-def _token(request: Request) -> str:
-    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and credentials.strip():
-        return credentials.strip()
-    return request.cookies.get(COOKIE, "")
 
 
 def _local(target: str) -> str:
