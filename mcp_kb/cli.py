@@ -15,6 +15,7 @@ from .config import (HEALTHY_HIT_RATE, MODES, RANKED_MODES, TRANSPORTS, Config, 
                      config_target, load_config)
 from .errors import KBError
 from .requests import FILTER_SYNTAX, SearchRequest, SyncRequest, option_help
+from .vocabulary import LOOPBACK
 
 _INTERRUPTED = ("interrupted. The index is consistent: batches committed before the interrupt are kept (during a "
                 "rebuild, searches keep using the previous index), and the next `mcp-kb sync` continues from there")
@@ -451,7 +452,7 @@ def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Pa
 @click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
 @config_option
 @click.option("--transport", type=click.Choice(TRANSPORTS), help="Default: the config's (stdio).")
-@click.option("--host", help="Address for sse/http (default 127.0.0.1).")
+@click.option("--host", help=f"Address for sse/http (default {LOOPBACK}).")
 @click.option("--port", type=int, help="Port for sse/http (default 8765).")
 @click.option("--read-only", is_flag=True, default=None, help="Hide the sync tool.")
 @click.option("--stateless", is_flag=True, default=None,
@@ -482,7 +483,7 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
 @main.command()
 @click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
 @config_option
-@click.option("--port", type=int, default=8766, show_default=True, help="Port on 127.0.0.1 (0: any free one).")
+@click.option("--port", type=int, default=8766, show_default=True, help=f"Port on {LOOPBACK} (0: any free one).")
 def ui(folder: str | None, config_path: str | None, port: int) -> None:
     """Open the admin page for FOLDER or the configured KBs on this machine: status, live sync progress,
     failed files, a search playground and health charts. (An HTTP server serves the same page at `/`.)

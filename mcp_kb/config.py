@@ -24,7 +24,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from .errors import ConfigError
 from .schema import BUILTIN_FILTER_FIELDS, RESERVED_FIELDS, FieldTypeName, field_type_of_value
 from .registry import Registry
-from .vocabulary import SYNC_TOOL
+from .vocabulary import LOOPBACK, SYNC_TOOL
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -403,7 +403,7 @@ class ServerConfig(_Strict):
     """Defaults for `mcp-kb serve`."""
 
     transport: Transport = "stdio"
-    host: str = "127.0.0.1"
+    host: str = LOOPBACK
     port: int = Field(8765, ge=1, le=65535)
     read_only: bool = False  # hides the sync tool
     token: str | None = Field(None, json_schema_extra=_env(ENV_TOKEN))  # bearer token for HTTP transports

@@ -35,6 +35,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 import h11
 
 from ..config import environment
+from ..vocabulary import LOOPBACK
 
 log = logging.getLogger(__name__)
 
@@ -339,7 +340,7 @@ class ReadCache:
                 try:
                     running = cls(upstream, PageStore(folder, max_bytes))
                 except OSError as exc:
-                    log.warning("read cache: off, it cannot listen on 127.0.0.1 (%s); searches read the store", exc)
+                    log.warning("read cache: off, it cannot listen on %s (%s); searches read the store", LOOPBACK, exc)
                     return None
                 cls._running[(upstream, folder)] = running
             return running
@@ -513,7 +514,7 @@ class _Endpoint:
     def _run(self, started: threading.Event) -> None:
         loop = asyncio.new_event_loop()
         try:
-            server = loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
+            server = loop.run_until_complete(asyncio.start_server(self._serve, LOOPBACK, 0))
             self.address = server.sockets[0].getsockname()[:2]
         except OSError as exc:  # no loopback port for us (a sandbox): the caller goes without the cache
             self._failure = exc
