@@ -26,6 +26,7 @@ from .metrics import Metrics, QueryLog
 from .models import create_embedder, create_reranker, load_token_counter, model_source
 from .models.base import Embedder, TokenCounter
 from .present import document_text
+from .records import Glance, KBCheck, KBState, KBStatus, Problem
 from .search import Searcher, SearchResult
 from .sync import ProgressCallback, SyncReport, document_chunks, file_chunks, sync_all
 from .vocabulary import sync_remedy
@@ -112,10 +113,12 @@ class App:
     def sync_history(self, kb: str) -> dict[str, Any]:
         """The recent syncs of a KB in brief (oldest first), and the last one's skipped files and source
         figures (a web crawl's requests, 304s, robots skips)."""
-        state = self.store.read_state(self.config.get_kb(kb).name)
-        report = state.get("last_sync", {}).get("report", {})
-        return {"recent": state.get("recent_syncs", []), "skipped": report.get("skipped", []),
-                "crawl": report.get("crawl", {})}
+        state = self._state(kb)
+        return {"recent": state.recent_syncs, "skipped": state.problems("skipped"),
+                "crawl": state.report.get("crawl", {})}
+
+    def _state(self, kb: str) -> KBState:
+        return KBState(self.store.read_state(self.config.get_kb(kb).name))
 
     def chunk_text(self, kb: str, doc_id: str, chunk_index: int) -> str | None:
         """The indexed text of one chunk of a document, None when the index has no such chunk."""
@@ -130,11 +133,11 @@ class App:
         return [self._kb_stats(k.name) for k in self.config.select(kb)]
 
     def _kb_stats(self, name: str) -> dict[str, Any]:
-        state = self.store.read_state(name)
-        report = state.get("last_sync", {}).get("report", {})
+        state = self._state(name)
+        report = state.report
         return {"name": name, "search": read_metrics(self.config.storage.uri, name),
                 "health": read_health(self.store, name),
-                "last_sync": {"finished_at": state.get("last_sync", {}).get("finished_at"),
+                "last_sync": {"finished_at": state.last_sync.get("finished_at"),
                               "chunks_embedded": report.get("chunks_embedded", 0),
                               "tokens_embedded": report.get("tokens_embedded", 0),
                               "seconds": report.get("seconds", {})}}
@@ -200,32 +203,33 @@ class App:
             return lambda text: [hit.source for hit in self.search(kb, text, record=False, mode=mode, top_k=top_k).hits]
         return [evaluate(run(mode), queries, judgements, mode, k) for mode in modes], warning
 
-    def check(self, kb: str | None = None) -> list[dict[str, Any]]:
+    def check(self, kb: str | None = None) -> list[KBCheck]:
         """Per KB, what a sync would index: files by type, chunks per file, skipped files with reasons."""
         return [self._kb_check(k) for k in self.config.select(kb)]
 
-    def _kb_check(self, kb: KBConfig) -> dict[str, Any]:
+    def _kb_check(self, kb: KBConfig) -> KBCheck:
         with tempfile.TemporaryDirectory(prefix="mcp-kb-check-") as cache:  # a check leaves the sync's cache alone
             try:
                 scan = scan_all(self.sources(kb, Path(cache)))
             except KBError as exc:  # e.g. a path that does not exist: the other KBs are still checked
-                return {"kb": kb.name, "tool": kb.search_tool_name, "error": str(exc)}
-            return {**self._chunk_counts(kb, scan), **({"crawl": scan.figures} if scan.figures else {})}
+                return KBCheck(kb.name, kb.search_tool_name, error=str(exc))
+            return self._chunk_counts(kb, scan)
 
-    def _chunk_counts(self, kb: KBConfig, scan: SourceScan) -> dict[str, Any]:
+    def _chunk_counts(self, kb: KBConfig, scan: SourceScan) -> KBCheck:
         kinds: Counter[str] = Counter()
         chunks_by_file: dict[str, int] = {}
-        skipped = [{"path": s.doc_id, "reason": s.reason} for s in scan.skipped]
+        skipped = [Problem(s.doc_id, s.reason) for s in scan.skipped]
         for source in scan.files:
             try:
                 chunks_by_file[source.doc_id] = len(file_chunks(source, kb, self.tokenizer))
                 kinds[source.path.suffix.lower()] += 1
             except ParseError as exc:
-                skipped.append({"path": source.doc_id, "reason": str(exc)})
-        return {"kb": kb.name, "tool": kb.search_tool_name, "files": len(chunks_by_file), "by_type": dict(kinds),
-                "chunks": sum(chunks_by_file.values()), "chunks_by_file": chunks_by_file, "skipped": skipped}
+                skipped.append(Problem(source.doc_id, str(exc)))
+        return KBCheck(kb.name, kb.search_tool_name, files=len(chunks_by_file), by_type=dict(kinds),
+                       chunks=sum(chunks_by_file.values()), chunks_by_file=chunks_by_file, skipped=tuple(skipped),
+                       crawl=scan.figures)
 
-    def status(self, kb: str | None = None) -> list[dict[str, Any]]:
+    def status(self, kb: str | None = None) -> list[KBStatus]:
         """Per KB: files, chunks, last sync, model, index state, failed files."""
         return [self._kb_status(k.name) for k in self.config.select(kb)]
 
@@ -243,33 +247,29 @@ class App:
         from the store (another machine may have synced)."""
         return read_summary(self.config.storage.uri, kb, lambda: self.store)
 
-    def glance(self, kb: str) -> dict[str, Any]:
+    def glance(self, kb: str) -> Glance:
         """A KB's status without reading its file list or counting rows (the admin page polls it for every
         KB): contents as of the last good sync (its summary), the last sync's outcome and failures, a running
         sync's progress, health."""
         kb_config = self.config.get_kb(kb)
         name = kb_config.name
-        state = self.store.read_state(name)
-        last = state.get("last_sync", {})
-        report = last.get("report", {})
+        state = self._state(name)
         summary = self.summary(name)
         progress = sync_activity(self.store, name)
-        return {"name": name, "description": kb_config.description, "tool": kb_config.search_tool_name,
-                "files": summary.get("documents", 0), "chunks": summary.get("chunks", 0),
-                "sync_running": progress is not None, "progress": progress or {},
-                "last_sync": last.get("finished_at"), "last_outcome": last.get("outcome", "never synced"),
-                "last_error": last.get("error", ""), "seconds": report.get("seconds", {}).get("total"),
-                "failed_files": report.get("files_failed", 0), "model": state.get("model"),
-                "index_state": report.get("index_state", ""), "health": read_health(self.store, name)}
+        return Glance(name=name, description=kb_config.description, tool=kb_config.search_tool_name,
+                      files=summary.get("documents", 0), chunks=summary.get("chunks", 0),
+                      sync_running=progress is not None, progress=progress or {},
+                      last_sync=state.last_sync.get("finished_at"), last_outcome=state.outcome,
+                      last_error=state.last_sync.get("error", ""), seconds=state.report.get("seconds", {}).get("total"),
+                      failed_files=state.report.get("files_failed", 0), model=state.model,
+                      index_state=state.report.get("index_state", ""), health=read_health(self.store, name))
 
-    def _kb_status(self, name: str) -> dict[str, Any]:
+    def _kb_status(self, name: str) -> KBStatus:
         """The glance, with the counts read from the index itself, its version and the failed files."""
         files = self.store.read_files(name)
-        return {
-            **self.glance(name),
-            "files": sum(1 for r in files.values() if r.status == "indexed"),
-            "chunks": self.store.count_chunks(name),
-            "index_version": self.store.version(name),
-            "generation": self.store.active_generation(name),
-            "failed": [{"path": p, "reason": r.reason} for p, r in files.items() if r.status == "failed"],
-        }
+        glance = self.glance(name)
+        return KBStatus(**{**glance.__dict__,
+                           "files": sum(1 for r in files.values() if r.status == "indexed"),
+                           "chunks": self.store.count_chunks(name)},
+                        index_version=self.store.version(name), generation=self.store.active_generation(name),
+                        failed=tuple(Problem(p, r.reason) for p, r in files.items() if r.status == "failed"))

@@ -104,21 +104,20 @@ def check(config_path: str | None, as_json: bool) -> None:
         summary = app.check()
         config = app.config
         if as_json:
-            click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
+            click.echo(json.dumps([item.as_dict() for item in summary], indent=2, ensure_ascii=False))
             return
         click.echo(f"config OK: {len(config.kb)} knowledge base(s); index at {config.storage.uri}")
         for item in summary:
-            if "error" in item:
-                click.echo(f"\n{item['kb']} (tool {item['tool']}): {item['error']}")
+            if item.error:
+                click.echo(f"\n{item.kb} (tool {item.tool}): {item.error}")
                 continue
-            types = ", ".join(f"{n} {suffix}" for suffix, n in sorted(item["by_type"].items()))
-            click.echo(f"\n{item['kb']} (tool {item['tool']}): {item['files']} files ({types or 'none'}), "
-                       f"{item['chunks']} chunks")
-            if "crawl" in item:
-                click.echo(f"  web: {item['crawl']['requests']} requests to crawl the sites")
-            _echo_first([f"  {count:5d}  {path}" for path, count in item["chunks_by_file"].items()], "files")
-            _echo_first([f"  skipped {skip['path']}: {skip['reason']}" for skip in item["skipped"]], "skipped")
-        failed = [item["kb"] for item in summary if "error" in item]
+            types = ", ".join(f"{n} {suffix}" for suffix, n in sorted(item.by_type.items()))
+            click.echo(f"\n{item.kb} (tool {item.tool}): {item.files} files ({types or 'none'}), {item.chunks} chunks")
+            if item.crawl:
+                click.echo(f"  web: {item.crawl['requests']} requests to crawl the sites")
+            _echo_first([f"  {count:5d}  {path}" for path, count in item.chunks_by_file.items()], "files")
+            _echo_first([f"  skipped {skip.path}: {skip.reason}" for skip in item.skipped], "skipped")
+        failed = [item.kb for item in summary if item.error]
         if failed:
             raise KBError(f"cannot read the sources of {', '.join(failed)} (see above)")
 
@@ -247,25 +246,25 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
         statuses = app.status(name)
         source = app.model_source()
         if as_json:
-            click.echo(json.dumps([{**item, "model_source": source} for item in statuses], indent=2,
+            click.echo(json.dumps([{**item.as_dict(), "model_source": source} for item in statuses], indent=2,
                                   ensure_ascii=False))
             return
         click.echo(f"embedding model {app.config.embedding.model}: {source}")
         for item in statuses:
-            model = item["model"]["name"] if item["model"] else "-"
-            click.echo(f"{item['name']}: {item['files']} files, {item['chunks']} chunks; last sync "
-                       f"{item['last_sync'] or 'never'} ({item['last_outcome']}); model {model}; "
-                       f"index {item['index_state'] or '-'}")
-            if item["sync_running"]:
-                progress = item["progress"]
+            model = item.model["name"] if item.model else "-"
+            click.echo(f"{item.name}: {item.files} files, {item.chunks} chunks; last sync "
+                       f"{item.last_sync or 'never'} ({item.last_outcome}); model {model}; "
+                       f"index {item.index_state or '-'}")
+            if item.sync_running:
+                progress = item.progress
                 click.echo(f"  syncing now: {progress['done']} of {progress['total']} files indexed" if progress
                            else "  syncing now: reading its sources")
-            if item["health"]:
-                click.echo(f"  {_hit_rates(item['health'])}")
-            if item["last_error"]:
-                click.echo(f"  last error: {item['last_error']}")
-            for failure in item["failed"]:
-                click.echo(f"  failed {failure['path']}: {failure['reason']}")
+            if item.health:
+                click.echo(f"  {_hit_rates(item.health)}")
+            if item.last_error:
+                click.echo(f"  last error: {item.last_error}")
+            for failure in item.failed:
+                click.echo(f"  failed {failure.path}: {failure.reason}")
 
     _run(work)
 

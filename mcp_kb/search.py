@@ -24,10 +24,11 @@ from .index.filters import and_where, build_where
 from .index.keywords import cjk_words, keyword_terms
 from .index.state import sync_activity
 from .ingest.sources import rooted_id_patterns
-from .index.contract import Candidate, ChunkView, Store, is_complete
+from .index.contract import Candidate, ChunkView, Store
 from .lru import BoundedLRU
 from .models.base import Embedder, Reranker, TokenCounter
 from .passages import Hit, add_context, assemble, fit_budget
+from .records import KBState
 from .requests import parse_search
 from .vocabulary import status_uri, sync_remedy
 
@@ -137,7 +138,7 @@ class Searcher:
 
     def _incomplete_index_notes(self, kb: str) -> list[str]:
         """Until a KB's first sync has finished, every answer says the index is incomplete, and how far it is."""
-        if is_complete(self.store.read_state(kb)):
+        if KBState(self.store.read_state(kb)).complete:
             return []
         progress = sync_activity(self.store, kb)  # written per batch; not yet at the very start
         if progress is not None:

@@ -23,7 +23,7 @@ import numpy as np
 from .config import ChunkingConfig, Config, KBConfig
 from .digest import file_sha256
 from .errors import KBError, MassDeleteError, ModelError, ParseError
-from .index.contract import FileRecord, Store, generation_of, new_generation
+from .index.contract import FileRecord, Store, new_generation
 from .index.keywords import ANALYZER_VERSION, keyword_terms
 from .schema import ChunkRow, chunk_schema, coerce
 from .index.state import check_writable, clear_progress, source_cache_dir, sync_lock, write_progress, write_summary
@@ -32,6 +32,7 @@ from .ingest.document import Document
 from .ingest.ocr import available as ocr_available
 from .ingest.sources import SkippedFile, SourceFile, count_kinds, parse_source, scan_all, sources_of
 from .models.base import Embedder, TokenCounter
+from .records import KBState, Problem
 from .vocabulary import sync_remedy
 
 log = logging.getLogger(__name__)
@@ -84,8 +85,8 @@ class SyncReport:
     chunks_reused: int = 0
     chunks_deleted: int = 0
     chunks_total: int = 0
-    failures: list[dict[str, str]] = field(default_factory=list)  # {"path", "reason"}
-    skipped: list[dict[str, str]] = field(default_factory=list)
+    failures: list[Problem] = field(default_factory=list)
+    skipped: list[Problem] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     index_state: str = ""
 
@@ -103,7 +104,7 @@ class SyncReport:
                                                     for name, value in self.crawl.items()))
         if self.rebuilt:
             parts.insert(0, f"{self.kb}: rebuilt from scratch: {self.rebuilt}")
-        parts += [f"  failed {f['path']}: {f['reason']}" for f in self.failures]
+        parts += [f"  failed {f.path}: {f.reason}" for f in self.failures]
         return "\n".join(parts)
 
 
@@ -142,13 +143,13 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
             counter = load_counter()
             fingerprints = _fingerprints(kb, embedder, counter, store.layout)
             state = store.read_state(kb.name)
-            active = generation_of(state)
+            active = KBState(state).generation
             active_files = store.read_files(kb.name, active) if active is not None else {}
         with timer("scan"):
             scan = scan_all(sources_of(kb, source_cache_dir(store.uri, kb.name)),
                             known={p: (r.size, r.mtime_ns) for p, r in active_files.items()}, progress=progress)
             report.crawl = scan.figures
-            report.skipped = [{"path": s.doc_id, "reason": s.reason} for s in scan.skipped]
+            report.skipped = [Problem(s.doc_id, s.reason) for s in scan.skipped]
             unreadable = [s for s in scan.skipped if s.unreadable]
             _refuse_mass_delete(kb, active_files, {f.doc_id for f in scan.files}, unreadable, allow_mass_delete)
         with timer("prepare"):
@@ -174,7 +175,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         report.chunks_total = store.count_chunks(kb.name, target)
         files = store.read_files(kb.name, target)
         unchanged = set(plan.unchanged)
-        report.failures += [{"path": p, "reason": r.reason} for p, r in files.items()
+        report.failures += [Problem(p, r.reason) for p, r in files.items()
                             if r.status == "failed" and p in unchanged]
         _count_each_file_once(report, plan)
         report.seconds["total"] = round(time.perf_counter() - wall_start, 3)
@@ -195,7 +196,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
 
 def _count_each_file_once(report: SyncReport, plan: SyncPlan) -> None:
     """A failed file is counted as failed only, not also as added, changed or unchanged."""
-    failed = {failure["path"] for failure in report.failures}
+    failed = {failure.path for failure in report.failures}
     report.files_added = len(set(plan.added) - failed)
     report.files_changed = len(set(plan.changed) - failed)
     report.files_unchanged = len(set(plan.unchanged) - failed)
@@ -257,7 +258,7 @@ def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: di
     builds a new generation (or resumes an interrupted one with the same settings) while
     searches keep reading the active one.
     """
-    active = generation_of(state)
+    active = KBState(state).generation
     missing = active is not None and store.chunk_schema(kb.name, active) is None
     reason = _rebuild_reason(state, fingerprints, full, reembed, missing)
     if not reason:  # an interrupted rebuild no longer wanted goes when this sync switches state and drops
@@ -281,7 +282,7 @@ def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: di
         store.write_state(kb.name, {**state, "building": {"generation": target, "fingerprints": fingerprints}})
     store.drop_generations(kb.name, keep={active, target})
     store.create_generation(kb.name, target, schema)
-    same_model = state.get("model") == fingerprints["model"] and not missing
+    same_model = KBState(state).model == fingerprints["model"] and not missing
     return target, active if same_model and not reembed else None
 
 
@@ -345,8 +346,8 @@ def _keep_unreadable(indexed: dict[str, FileRecord], hash_by_path: dict[str, str
         reason = hash_failures.get(path) or next((s.reason for s in unreadable if s.covers(path)), None)
         if reason and path not in hash_by_path:
             hash_by_path[path] = record.file_hash
-            report.failures.append({"path": path, "reason": f"{reason}; the indexed version is kept"})
-    report.failures += [{"path": p, "reason": r} for p, r in hash_failures.items() if p not in indexed]
+            report.failures.append(Problem(path, f"{reason}; the indexed version is kept"))
+    report.failures += [Problem(p, r) for p, r in hash_failures.items() if p not in indexed]
 
 
 def _touched(indexed: dict[str, FileRecord], files_by_path: dict[str, SourceFile],
@@ -447,8 +448,7 @@ def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None
             raise
         # Nothing of this batch is written: its files keep what the index had, and having no new
         # record they count as new or changed again, so the next sync retries them.
-        report.failures += [{"path": item.source.doc_id,
-                             "reason": item.error or f"not indexed, retried on the next sync: {exc}"}
+        report.failures += [Problem(item.source.doc_id, item.error or f"not indexed, retried on the next sync: {exc}")
                             for item in parsed]
         log.warning("%s: %d files not indexed: %s", kb.name, len(parsed), exc)
         return
@@ -464,7 +464,7 @@ def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None
     report.pages_ocr += sum(item.ocr_pages for item in parsed)
     for item in parsed:
         if item.error:
-            report.failures.append({"path": item.source.doc_id, "reason": item.error})
+            report.failures.append(Problem(item.source.doc_id, item.error))
             log.info("%s: failed %s: %s", kb.name, item.source.doc_id, item.error)  # the summary lists it
 
 
@@ -567,7 +567,7 @@ def _finished(state: dict[str, Any], started: str, outcome: str, report: SyncRep
              "unchanged": report.files_unchanged, "failed": report.files_failed,
              "chunks_embedded": report.chunks_embedded, "chunks_reused": report.chunks_reused,
              "seconds": report.seconds.get("total")}
-    return {"last_sync": last, "recent_syncs": [*state.get("recent_syncs", []), brief][-_SYNCS_KEPT:]}
+    return {"last_sync": last, "recent_syncs": [*KBState(state).recent_syncs, brief][-_SYNCS_KEPT:]}
 
 
 def _summary(files: dict[str, FileRecord], report: SyncReport, titles: list[str]) -> dict[str, Any]:

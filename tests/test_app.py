@@ -15,11 +15,11 @@ def app(make_app, tmp_path):
 
 def test_status_before_and_after_the_first_sync(app):
     [never] = app.status()
-    assert never["last_outcome"] == "never synced" and never["files"] == 0 and never["generation"] is None
+    assert never.last_outcome == "never synced" and never.files == 0 and never.generation is None
     app.sync()
     [status] = app.status("docs")
-    assert status["last_outcome"] == "ok" and status["files"] == 2 and status["chunks"] >= 2
-    assert status["model"]["dimension"] == 384 and status["generation"] and status["failed"] == []
+    assert status.last_outcome == "ok" and status.files == 2 and status.chunks >= 2
+    assert status.model["dimension"] == 384 and status.generation and status.failed == ()
 
 
 def test_glance_agrees_with_status_and_history_lists_recent_syncs(app, tmp_path, monkeypatch):
@@ -32,9 +32,9 @@ def test_glance_agrees_with_status_and_history_lists_recent_syncs(app, tmp_path,
     (tmp_path / "docs" / "broken.pdf").write_bytes(b"%PDF-1.4 not a PDF")
     app.sync()
     [status], glance = app.status("docs"), app.glance("docs")
-    assert {key: glance[key] for key in ("files", "chunks", "last_sync", "last_outcome")} == \
-        {key: status[key] for key in ("files", "chunks", "last_sync", "last_outcome")}
-    assert glance["failed_files"] == len(status["failed"]) == 1 and glance["seconds"] > 0
+    assert {key: getattr(glance, key) for key in ("files", "chunks", "last_sync", "last_outcome")} == \
+        {key: getattr(status, key) for key in ("files", "chunks", "last_sync", "last_outcome")}
+    assert glance.failed_files == len(status.failed) == 1 and glance.seconds > 0
     recent = app.sync_history("docs")["recent"]
     assert len(recent) == 3  # the oldest two were let go
     assert [(sync["changed"], sync["failed"]) for sync in recent] == [(1, 0), (1, 0), (0, 1)]
@@ -44,15 +44,15 @@ def test_glance_agrees_with_status_and_history_lists_recent_syncs(app, tmp_path,
 
 def test_summary_says_what_the_kb_holds(app):
     app.sync()
-    assert app.summary("docs") == {"documents": 2, "kinds": {"md": 1, "txt": 1}, "chunks": app.status()[0]["chunks"],
+    assert app.summary("docs") == {"documents": 2, "kinds": {"md": 1, "txt": 1}, "chunks": app.status()[0].chunks,
                                    "titles": ["Guide", "notes"]}
 
 
 def test_check_counts_files_and_chunks_and_reports_an_unreadable_path(app, tmp_path):
     [report] = app.check()
-    assert report["files"] == 2 and report["by_type"] == {".md": 1, ".txt": 1} and report["chunks"] >= 2
+    assert report.files == 2 and report.by_type == {".md": 1, ".txt": 1} and report.chunks >= 2
     (tmp_path / "docs").rename(tmp_path / "gone")
-    assert "cannot read" in app.check("docs")[0]["error"]
+    assert "cannot read" in app.check("docs")[0].error
 
 
 def test_document_text_is_served_for_members_only(app, tmp_path):

@@ -1,7 +1,7 @@
 """Layering: faces → service → operations → foundation → base, never upward.
 
 faces (cli, mcp, ui) → service (app, live, the HTTP edge) → operations (sync, search, passages, evaluation, present, access, view, audit)
-→ foundation (ingest, models, index) → base (config, errors, digest, schema, requests, text, lru).
+→ foundation (ingest, models, index) → base (config, errors, digest, schema, requests, records, text, lru).
 Search never imports sync; only the index package imports lancedb; only models.fastembed loads models.
 Faces reach the core through its contract, never the index; models never import the index; no two
 modules (nor two folders) import each other, by any path.
@@ -23,6 +23,7 @@ TIERS = {  # the most specific prefix decides a module's tier
     "mcp_kb.ingest": 1, "mcp_kb.models": 1, "mcp_kb.index": 1,
     "mcp_kb.config": 0, "mcp_kb.errors": 0, "mcp_kb.digest": 0, "mcp_kb.schema": 0, "mcp_kb.registry": 0,
     "mcp_kb.vocabulary": 0, "mcp_kb.lru": 0, "mcp_kb.text": 0, "mcp_kb.requests": 0,
+    "mcp_kb.records": 0,
 }
 
 

@@ -273,14 +273,14 @@ def test_a_hostile_tree_never_aborts_a_sync(make_app, tmp_path, capsys):
                "failed with a reason": report.files_failed, "skipped with a reason": len(report.skipped),
                "changes on a resync": again.files_added + again.files_changed + again.files_deleted}
     _report(capsys, "hostile tree", figures)
-    assert all(f["reason"] for f in report.failures) and all(s["reason"] for s in report.skipped)
-    assert figures["changes on a resync"] == 0 and checked["files"] == figures["files indexed"]
+    assert all(f.reason for f in report.failures) and all(s.reason for s in report.skipped)
+    assert figures["changes on a resync"] == 0 and checked.files == figures["files indexed"]
     assert app.search("docs", "vault combination", mode="keyword").hits == []
     assert not any("root:x:0:0" in h.text for h in app.search("docs", "root bin bash", mode="keyword").hits)
     assert {h.source for h in app.search("docs", "badges", mode="keyword", top_k=30).hits} >= {
         "caf\\xe9.md", "new\nline.md", "d0/d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/d11/d12/d13/d14/d15/d16/d17/d18/d19/d20/d21/"
         "d22/d23/d24/d25/d26/d27/d28/d29/d30/d31/d32/d33/d34/d35/d36/d37/d38/d39/deep.md"}
-    skipped = {s["path"]: s["reason"] for s in report.skipped}
+    skipped = {s.path: s.reason for s in report.skipped}
     assert "outside the knowledge base" in skipped["out-file.md"] and "outside" in skipped["out-dir"]
     assert "broken symbolic link" in skipped["self.md"] and "too large" in skipped["huge.txt"]
     assert skipped["sub/"].startswith("unreadable folder")

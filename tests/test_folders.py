@@ -194,7 +194,7 @@ def test_an_index_kept_inside_a_kb_folder_is_never_indexed_nor_watched(make_app,
     app.search("docs", "what is the salary of the chief executive")  # goes to the query log, in the index folder
     report = app.sync("docs")[0]
     assert app.document_ids("docs") == ["guide.md"] and report.files_added == 0
-    assert any(s["path"] == "kb-index/" and "never indexed" in s["reason"] for s in report.skipped)
+    assert any(s.path == "kb-index/" and "never indexed" in s.reason for s in report.skipped)
     assert not app.search("docs", "salary chief executive", mode="keyword").hits
     written = list((tmp_path / "docs" / "kb-index").rglob("*.json*"))
     assert written and not any(change_concerns(app.config.kb[0], path) for path in written)

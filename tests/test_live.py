@@ -138,15 +138,15 @@ async def test_failed_sync_keeps_the_last_good_version_and_shows_in_status(make_
     shutil.move(folder, hidden)  # the folder disappears (unmounted share, moved folder)
     async with Client(build_server(app)) as client:
         async def failed():
-            return app.status("docs")[0]["last_outcome"] == "failed"
+            return app.status("docs")[0].last_outcome == "failed"
 
         await _eventually(failed)
-        assert "cannot read" in app.status("docs")[0]["last_error"]
+        assert "cannot read" in app.status("docs")[0].last_error
         assert await _sources(client, "incident") == {"a.md"}  # still answering from the last good version
         shutil.move(hidden, folder)
 
         async def recovered():
-            return app.status("docs")[0]["last_outcome"] == "ok"
+            return app.status("docs")[0].last_outcome == "ok"
 
         await _eventually(recovered)
         assert await _sources(client, "incident") == {"a.md"}

@@ -71,11 +71,11 @@ def test_a_rebuild_measures_the_hit_rate_when_asked(make_app, tmp_path):
                                               f" and retries every {i + 2} seconds when it fails.\n")
     settings = {"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]}
     make_app(settings).sync()
-    assert make_app(settings).status("docs")[0]["health"] == {}
+    assert make_app(settings).status("docs")[0].health == {}
     rebuilt = {**settings, "chunking": {"max_tokens": 200}, "sync": {"self_check_sample": 6}}
     [report] = make_app(rebuilt).sync()
     assert report.rebuilt
-    health = make_app(rebuilt).status("docs")[0]["health"]
+    health = make_app(rebuilt).status("docs")[0].health
     assert health["queries"] == 6 and 0.5 <= health["hit_rate"]["hybrid"] <= 1.0
 
 

@@ -108,4 +108,4 @@ def test_sync_reads_images_counts_ocr_pages_and_search_finds_the_text(make_app, 
                     "filterable": {"ocr": {"type": "boolean"}}})
     [rebuilt] = off.sync()
     assert "reading images (OCR) changed" in rebuilt.rebuilt
-    assert [f["path"] for f in rebuilt.failures] == ["notice.png"]
+    assert [f.path for f in rebuilt.failures] == ["notice.png"]

@@ -61,8 +61,8 @@ def test_identity_names_the_service_and_switching_provider_rebuilds(make_app, do
     [report] = remote_app().sync()
     assert "embedding model changed" in report.rebuilt and "openai-compatible" in report.rebuilt
     status = remote_app().status("docs")[0]
-    assert status["model"]["name"] == f"openai-compatible {service.url} {service.model}"
-    assert status["model"]["dimension"] == 384
+    assert status.model["name"] == f"openai-compatible {service.url} {service.model}"
+    assert status.model["dimension"] == 384
 
 
 def test_429_with_retry_after_is_waited_for_and_retried(service, remote_app):
@@ -81,8 +81,8 @@ def test_a_batch_that_keeps_failing_fails_its_files_only_and_the_next_sync_retri
     write(docs / "leave.md", "# Leave\n\nAnnual leave is now requested in the new HR app.\n")
     service.faults.status, service.faults.status_count = 500, 2  # the first try and the one retry
     [report] = app.sync()
-    assert sorted(f["path"] for f in report.failures) == ["leave.md", "new.md"]
-    assert all("retried on the next sync" in f["reason"] for f in report.failures)
+    assert sorted(f.path for f in report.failures) == ["leave.md", "new.md"]
+    assert all("retried on the next sync" in f.reason for f in report.failures)
     hit = app.search("docs", "annual leave", mode="keyword", top_k=1).hits[0]
     assert "HR portal" in hit.text  # the indexed version stayed
     assert "new.md" not in app.document_ids("docs")
@@ -97,8 +97,8 @@ def test_a_changed_dimension_fails_the_batch_then_rebuilds_with_the_reason(docs,
     service.faults.dimension = 128  # the service now runs another model under the same name
     write(docs / "travel.md", "# Travel\n\nTrains are booked through the travel desk too.\n")
     [report] = app.sync()
-    assert [f["path"] for f in report.failures] == ["travel.md"]
-    assert "128-dimensional" in report.failures[0]["reason"]
+    assert [f.path for f in report.failures] == ["travel.md"]
+    assert "128-dimensional" in report.failures[0].reason
     assert app.search("docs", "economy class flights", mode="keyword", top_k=1).hits[0].source == "travel.md"
     [rebuilt] = app.sync()  # the next sync asks the service its dimension again
     assert "embedding model changed" in rebuilt.rebuilt and "128" in rebuilt.rebuilt and not rebuilt.failures
@@ -124,7 +124,7 @@ def test_the_key_is_sent_but_never_stored(docs, service, monkeypatch, remote_app
     assert report.files_added == 3
     stored = b"".join(path.read_bytes() for path in (docs.parent / "index").rglob("*") if path.is_file())
     assert b"sk-secret-5678" not in stored
-    assert "sk-secret-5678" not in json.dumps(app.status("docs"))
+    assert "sk-secret-5678" not in json.dumps([status.as_dict() for status in app.status("docs")])
 
 
 def test_a_slow_service_degrades_search_to_keyword_after_one_attempt(docs, service, remote_app):

@@ -489,12 +489,12 @@ async def test_a_client_searching_during_the_first_sync_is_told_indexing_is_in_p
     told = []
     async with _client(app) as client:
         with anyio.fail_after(120):
-            while app.status("many")[0]["last_outcome"] != "ok":
+            while app.status("many")[0].last_outcome != "ok":
                 result = await client.call_tool("search_many", {"query": "planning notes", "mode": "keyword"})
                 text = result.content[0].text
                 if result.is_error:  # before the start-up sync took its lock
                     assert "has not been synced yet" in text
-                elif app.status("many")[0]["last_outcome"] != "ok":  # still incomplete after answering
+                elif app.status("many")[0].last_outcome != "ok":  # still incomplete after answering
                     assert text.startswith("Note: indexing in progress")
                     told.append(result.structured_content["notes"][0])
                 await anyio.sleep(0.01)

@@ -170,7 +170,7 @@ def test_a_writer_killed_mid_sync_is_repaired_and_readers_never_error(shared):
     writer = subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync"], env=shared.env("writer"),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     reader = shared.reader()
-    _wait_for(lambda: reader.status("docs")[0]["progress"].get("done", 0) > 0, seconds=120)
+    _wait_for(lambda: reader.status("docs")[0].progress.get("done", 0) > 0, seconds=120)
     searches = _SearchLoop(reader)
     with searches:
         writer.send_signal(signal.SIGKILL)
@@ -222,7 +222,7 @@ class _holding_the_lease:
         self.process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync"], env=self.shared.env("holder"),
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         reader = self.shared.reader()
-        _wait_for(lambda: reader.status("docs")[0]["sync_running"], seconds=120)
+        _wait_for(lambda: reader.status("docs")[0].sync_running, seconds=120)
 
     def __exit__(self, *exc):
         self.process.communicate(timeout=300)

@@ -106,13 +106,13 @@ def test_readers_never_take_the_writer_lock_and_a_killed_syncs_record_is_not_a_r
             raise AssertionError("a reader took the writer lock")
 
         monkeypatch.setattr(filelock.FileLock, "acquire", taken)
-        assert app.status("docs")[0]["sync_running"]
+        assert app.status("docs")[0].sync_running
         assert app.search("docs", "alpha").hits == [] and "indexing in progress" in app.search("docs", "alpha").notes[0]
         monkeypatch.undo()
-    assert not app.status("docs")[0]["sync_running"]
+    assert not app.status("docs")[0].sync_running
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     record = {"pid": int(dead.stdout), "host": os.uname().nodename, "kbs": ["docs"]}
     _holder_path(app.store.uri).write_text(json.dumps(record), encoding="utf-8")  # as a SIGKILLed sync leaves it
-    assert not app.status("docs")[0]["sync_running"]
+    assert not app.status("docs")[0].sync_running
     with pytest.raises(SearchError, match="has not been synced yet"):
         app.search("docs", "alpha")

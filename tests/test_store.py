@@ -44,10 +44,10 @@ def test_dropping_generations_keeps_what_is_asked_and_touches_no_other_kb(store)
 
 
 def test_an_index_from_before_generations_reads_its_old_table_names():
-    from mcp_kb.index.contract import generation_of
+    from mcp_kb.records import KBState
     from mcp_kb.index.store import file_table_name
 
-    assert generation_of({"model": {"name": "m"}}) == "" and generation_of({}) is None
+    assert KBState({"model": {"name": "m"}}).generation == "" and KBState({}).generation is None
     assert chunk_table_name("docs", "") == "docs__chunks" and file_table_name("docs", "") == "docs__files"
 
 

@@ -11,6 +11,7 @@ from helpers import write
 from pdfs import text_pdf
 
 from mcp_kb.errors import KBError, ModelError, SyncBusyError
+from mcp_kb.records import Problem
 from mcp_kb.index.state import sync_lock
 from mcp_kb.sync import plan_sync
 
@@ -65,8 +66,8 @@ def test_a_sync_without_its_model_is_recorded_as_failed_with_the_reason(make_con
     with pytest.raises(ModelError) as error:
         app.sync()
     status = app.status("docs")[0]
-    assert status["last_outcome"] == "failed" and status["last_error"] == str(error.value)
-    assert "empty-model" in status["last_error"]
+    assert status.last_outcome == "failed" and status.last_error == str(error.value)
+    assert "empty-model" in status.last_error
 
 
 def test_progress_moves_while_a_batch_embeds(app, monkeypatch):
@@ -217,14 +218,14 @@ def test_bad_files_are_reported_and_the_rest_is_indexed(app, kb_dir):
     write(kb_dir / "bad.json", "{not json")
     text_pdf(kb_dir / "good.pdf", ["A valid PDF page about onboarding."])
     report = app.sync()[0]
-    failed = {f["path"]: f["reason"] for f in report.failures}
+    failed = {f.path: f.reason for f in report.failures}
     assert set(failed) == {"corrupt.pdf", "bad.json"}
-    assert any(s["path"] == "fake.md" and "binary" in s["reason"] for s in report.skipped)
+    assert any(s.path == "fake.md" and "binary" in s.reason for s in report.skipped)
     assert report.files_added == 4 and report.files_failed == 2 and "good.pdf" in {r[1] for r in _rows(app)}
-    assert {f["path"] for f in app.status("docs")[0]["failed"]} == {"corrupt.pdf", "bad.json"}
+    assert {f.path for f in app.status("docs")[0].failed} == {"corrupt.pdf", "bad.json"}
     # Still failing and unchanged: reported again, not re-parsed.
     again = app.sync()[0]
-    assert {f["path"] for f in again.failures} == {"corrupt.pdf", "bad.json"} and again.files_changed == 0
+    assert {f.path for f in again.failures} == {"corrupt.pdf", "bad.json"} and again.files_changed == 0
 
 
 def test_file_that_becomes_unparsable_loses_its_old_chunks(app, kb_dir):
@@ -233,7 +234,7 @@ def test_file_that_becomes_unparsable_loses_its_old_chunks(app, kb_dir):
     app.sync()
     write(kb_dir / "faq.json", "{broken")
     report = app.sync()[0]
-    assert report.failures[0]["path"] == "faq.json"
+    assert report.failures[0].path == "faq.json"
     assert "faq.json" not in {r[1] for r in _rows(app)}
 
 
@@ -399,7 +400,7 @@ def test_an_interrupted_rebuild_leaves_the_old_index_and_the_next_sync_resumes_i
     reader = make_app(kb)
     assert reader.store.active_generation("docs") == old_generation and _rows(reader) == before
     assert reader.search("docs", "subject number 7", mode="keyword").hits
-    assert reader.status("docs")[0]["last_outcome"] == "failed"
+    assert reader.status("docs")[0].last_outcome == "failed"
     resumed = make_app(small)
     embedded, reports = _embedded_during(embedder, resumed.sync)
     assert "chunking settings changed" in reports[0].rebuilt
@@ -450,7 +451,7 @@ def test_an_empty_folder_is_an_unavailable_source_not_a_deletion(app, kb_dir):
     with pytest.raises(MassDeleteError, match=r"would delete 3 of its 3 documents .*--allow-mass-delete"):
         app.sync()
     assert app.store.count_chunks("docs") == chunks
-    assert "would delete 3" in app.status("docs")[0]["last_error"]
+    assert "would delete 3" in app.status("docs")[0].last_error
     report = app.sync(allow_mass_delete=True)[0]
     assert report.files_deleted == 3 and app.store.count_chunks("docs") == 0
 
@@ -489,7 +490,7 @@ def test_a_missing_folder_keeps_the_index_searchable_and_its_status_readable(mak
     with pytest.raises(KBError, match="cannot read .*share.*keeps its last good version"):
         app.sync()
     status = app.status("docs")[0]
-    assert status["files"] == 1 and status["last_outcome"] == "failed" and "cannot read" in status["last_error"]
+    assert status.files == 1 and status.last_outcome == "failed" and "cannot read" in status.last_error
 
 
 def test_an_unreadable_file_keeps_its_indexed_version(app, kb_dir, monkeypatch):
@@ -507,7 +508,7 @@ def test_an_unreadable_file_keeps_its_indexed_version(app, kb_dir, monkeypatch):
     monkeypatch.setattr(mcp_kb.sync, "file_sha256", flaky)
     report = app.sync()[0]
     assert report.files_deleted == 0 and report.files_unchanged == 2 and report.files_failed == 1
-    assert [f["path"] for f in report.failures] == ["faq.md"] and "indexed version is kept" in report.failures[0]["reason"]
+    assert [f.path for f in report.failures] == ["faq.md"] and "indexed version is kept" in report.failures[0].reason
     assert app.search("docs", "self-service portal", mode="keyword").hits[0].source == "faq.md"
 
 
@@ -522,9 +523,9 @@ def test_odd_files_never_stop_a_sync(app, kb_dir, tmp_path):
     write(kb_dir / "front.md", "---\nyear: .inf\nsize: 1e400\n---\n# Front\n\nFront matter with odd numbers.\n")
     report = app.sync()[0]
     assert report.files_added == 6 and report.files_failed == 1  # handbook, faq, notes, café, only-heading, front
-    assert {f["path"]: f["reason"] for f in report.failures} == {
+    assert {f.path: f.reason for f in report.failures} == {
         "only-front-matter.md": "nothing to index: the file has no text"}
-    skipped = {s["path"]: s["reason"] for s in report.skipped}
+    skipped = {s.path: s.reason for s in report.skipped}
     assert "broken symbolic link" in skipped["loop.md"] and "outside the knowledge base" in skipped["secret.txt"]
     assert app.search("docs", "espresso descaled", mode="keyword").hits[0].source == "caf\\xe9.md"
     assert app.search("docs", "launch codes", mode="keyword").hits == []
@@ -570,5 +571,5 @@ def test_a_root_gitignore_that_cannot_be_read_keeps_the_whole_kb(app, kb_dir):
     write(kb_dir / ".gitignore", "!\n")  # an invalid pattern: what it meant to hide is unknown
     report = app.sync()[0]
     assert report.files_deleted == 0 and report.files_failed == 3 and app.store.count_chunks("docs") > 0
-    assert report.skipped == [{"path": "/", "reason": report.skipped[0]["reason"]}]
-    assert report.skipped[0]["reason"].startswith("unreadable folder")
+    assert report.skipped == [Problem("/", report.skipped[0].reason)]
+    assert report.skipped[0].reason.startswith("unreadable folder")

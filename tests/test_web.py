@@ -136,7 +136,7 @@ def test_a_site_is_crawled_within_its_scope_and_searched_with_url_citations(site
     assert indexed(app) == {"/guide/", "/guide/install/", "/guide/query-params/", "/guide/from-sitemap/",
                             "/guide/manual.pdf"}
     assert report.crawl["downloaded"] == 6  # five documents and the redirect's target reached once more
-    skipped = {s["path"].removeprefix(site.url): s["reason"] for s in report.skipped}
+    skipped = {s.path.removeprefix(site.url): s.reason for s in report.skipped}
     assert "gone" in skipped["/guide/missing/"]
     assert "robots.txt" in skipped["/guide/private/notes/"]
     # Nothing outside the scope was requested, nor more at once than allowed.
@@ -184,7 +184,7 @@ def test_changed_removed_and_failing_pages(site, make_app):
     assert 0 < report.chunks_embedded <= 2  # only the changed page
     assert "/guide/from-sitemap/" not in indexed(app)
     assert "/guide/query-params/" in indexed(app)  # a 500 keeps the old version...
-    assert any("HTTP 500" in f["reason"] and f["path"].endswith("/guide/query-params/") for f in report.failures)
+    assert any("HTTP 500" in f.reason and f.path.endswith("/guide/query-params/") for f in report.failures)
     assert app.search("docs", "optional query parameter None", top_k=1).hits[0].source.endswith("/query-params/")
     assert app.search("docs", "conda community channel", top_k=1).hits[0].source.endswith("/guide/install/")
 
@@ -199,7 +199,7 @@ def test_an_unreachable_site_keeps_its_index(site, make_app, tmp_path):
     site.pages["/robots.txt"] = Page(b"", status=503)
     report = app.sync("docs")[0]
     assert report.files_deleted == 0 and indexed(app) == before
-    assert any("unreachable" in f["reason"] for f in report.failures)
+    assert any("unreachable" in f.reason for f in report.failures)
 
 
 # ---- bad input and manners --------------------------------------------------------------------
@@ -221,7 +221,7 @@ def test_hostile_pages_are_bounded_and_reported(site, make_app):
     app = make_app(web_kb(site, max_pages=40, max_depth=100, timeout=1, max_page_mb=1))
     report = app.sync("docs")[0]
 
-    reasons = {s["path"].removeprefix(site.url): s["reason"] for s in report.skipped + report.failures}
+    reasons = {s.path.removeprefix(site.url): s.reason for s in report.skipped + report.failures}
     assert "too large" in reasons["/guide/bomb/"] and "too large" in reasons["/guide/huge/"]
     assert "within 1 s" in reasons["/guide/slow/"]
     assert "redirect loop" in reasons["/guide/loop-a/"]
@@ -238,7 +238,7 @@ def test_robots_txt_disallowing_everything_fetches_nothing(site, make_app):
     app = make_app(web_kb(site, sitemap="off"))
     report = app.sync("docs")[0]
     assert site.paths() == ["/robots.txt"]
-    assert report.files_added == 0 and any("robots.txt" in s["reason"] for s in report.skipped)
+    assert report.files_added == 0 and any("robots.txt" in s.reason for s in report.skipped)
 
 
 def test_header_tokens_come_from_the_environment_and_never_reach_the_index(site, make_app, monkeypatch, tmp_path):
@@ -413,7 +413,7 @@ def test_bad_redirects_links_and_headers_fail_their_page_and_the_rest_is_indexed
     report = app.sync("docs")[0]
 
     assert {"/guide/", "/guide/install/", "/guide/query-params/", "/guide/from-sitemap/"} <= indexed(app)
-    reasons = {s["path"].removeprefix(site.url): s["reason"] for s in report.skipped + report.failures}
+    reasons = {s.path.removeprefix(site.url): s.reason for s in report.skipped + report.failures}
     for name in BAD_LOCATIONS:
         assert "redirects to something that is not an http(s) URL" in reasons[f"/guide/r-{name}/"], name
     assert "request failed" in reasons["/guide/bad-length/"]
@@ -430,7 +430,7 @@ def test_a_server_dripping_its_answer_is_cut_at_the_page_timeout(site, make_app,
                                           "<a href='/guide/install/'>install</a>.</p>")
     app = make_app(web_kb(site, timeout=1, sitemap="off"))
     report = app.sync("docs")[0]
-    reasons = {s["path"].removeprefix(site.url): s["reason"] for s in report.skipped + report.failures}
+    reasons = {s.path.removeprefix(site.url): s.reason for s in report.skipped + report.failures}
     assert "no complete answer within 1 s" in reasons["/guide/drip/"]
     assert page.drip_ended.wait(30) and page.dripped < 1000  # the crawler hung up long before the drip's end
     assert "/guide/install/" in indexed(app)
@@ -450,7 +450,7 @@ def test_declared_charsets_are_honoured(site, make_app):
                                           "<a href='/guide/ru-meta/'>ru</a> <a href='/guide/ja.txt'>ja</a></p>")
     app = make_app(web_kb(site))
     report = app.sync("docs")[0]
-    assert not [f for f in report.failures if "/guide/ru" in f["path"] or "ja.txt" in f["path"]], report.failures
+    assert not [f for f in report.failures if "/guide/ru" in f.path or "ja.txt" in f.path], report.failures
     assert app.search("docs", "Установите пакет", top_k=1, mode="keyword").hits[0].source.endswith("/guide/ru/")
     assert app.search("docs", "Настройка сервера", top_k=1, mode="keyword").hits[0].source.endswith("/guide/ru-meta/")
     assert app.search("docs", "設定ファイル", top_k=1, mode="keyword").hits[0].source.endswith("/guide/ja.txt")
@@ -466,7 +466,7 @@ def test_a_header_secret_with_a_control_character_is_refused_naming_the_variable
     monkeypatch.setenv("WIKI_TOKEN", "s3cr3t-wiki-token\n")
     with pytest.raises(ConfigError, match="WIKI_TOKEN") as refused:
         app.sync("docs")
-    assert "s3cr3t" not in str(refused.value) and "s3cr3t" not in json.dumps(app.status("docs"))
+    assert "s3cr3t" not in str(refused.value) and "s3cr3t" not in json.dumps([status.as_dict() for status in app.status("docs")])
     assert site.requests == []
 
 
@@ -484,7 +484,7 @@ def test_http_library_errors_never_carry_request_headers_into_reports_or_state(s
 
     monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", failing)
     report = app.sync("docs")[0]
-    assert any(f["path"].endswith("/guide/install/") and "LocalProtocolError" in f["reason"] for f in report.failures)
-    assert "s3cr3t" not in json.dumps(report.to_dict()) and "s3cr3t" not in json.dumps(app.status("docs"))
+    assert any(f.path.endswith("/guide/install/") and "LocalProtocolError" in f.reason for f in report.failures)
+    assert "s3cr3t" not in json.dumps(report.to_dict()) and "s3cr3t" not in json.dumps([status.as_dict() for status in app.status("docs")])
     stored = b"".join(p.read_bytes() for p in (tmp_path / "index").rglob("*") if p.is_file())
     assert b"s3cr3t" not in stored

@@ -140,15 +140,3 @@ class Store(Protocol):
 def new_generation() -> str:
     """A generation id that never repeats, so nothing keyed by it (caches) can outlive a rebuild."""
     return uuid.uuid4().hex[:12]
-
-
-def generation_of(state: dict[str, Any]) -> str | None:
-    """The active generation named by a state row; "" for an index made before generations existed."""
-    if "generation" in state:
-        return state["generation"]
-    return "" if "model" in state else None
-
-
-def is_complete(state: dict[str, Any]) -> bool:
-    """Whether the active generation holds a finished sync (not a first sync still filling it)."""
-    return bool(state.get("complete")) or state.get("last_sync", {}).get("outcome") == "ok"

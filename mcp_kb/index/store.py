@@ -26,7 +26,8 @@ import pyarrow.compute as pc
 
 from ..config import StorageConfig, is_remote_uri
 from ..errors import KBError, ModelError, StoreError
-from .contract import Candidate, FileRecord, generation_of
+from ..records import KBState
+from .contract import Candidate, FileRecord
 from .filters import sql_equals, sql_in, sql_lapsed_lease, sql_near
 from ..schema import FIELD_COLUMN, HIT_COLUMNS, KEYWORD_COLUMN, VECTOR_COLUMN
 
@@ -162,7 +163,7 @@ class LanceStore:
 
     def active_generation(self, kb: str) -> str | None:
         """The generation searches read, or None before the KB's first sync."""
-        return generation_of(self.read_state(kb))
+        return KBState(self.read_state(kb)).generation
 
     def chunk_table(self, kb: str, generation: str | None = None):
         """The KB's chunk table (of the active generation by default), or None if there is none."""

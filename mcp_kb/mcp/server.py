@@ -280,14 +280,15 @@ def _add_resources(server: MCPServer, app: App, guard: Guard) -> None:
                      description="Every knowledge base with its sync status")
     async def list_kbs() -> str:
         names = guard.view().names
-        statuses = await _call(lambda: [status for name in names for status in app.status(name)], ResourceError)
+        statuses = await _call(lambda: [status.as_dict() for name in names for status in app.status(name)],
+                               ResourceError)
         return json.dumps(statuses, indent=2, ensure_ascii=False)
 
     @server.resource(STATUS_URI, name="kb-status", mime_type="application/json",
                      description="Sync status of one knowledge base: last sync, counts, failures, model, index version")
     async def kb_status(name: str) -> str:
-        return json.dumps((await _call(lambda: app.status(guard.view().check(name)), ResourceError))[0], indent=2,
-                          ensure_ascii=False)
+        [status] = await _call(lambda: app.status(guard.view().check(name)), ResourceError)
+        return json.dumps(status.as_dict(), indent=2, ensure_ascii=False)
 
     @server.resource(METRICS_URI, name="kb-metrics", mime_type="application/json",
                      description="Health of one knowledge base: searches, latency per stage (p50/p95/max), cache "

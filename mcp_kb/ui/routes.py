@@ -236,7 +236,7 @@ class Page:
         full, allow = form.get("full") == "1", form.get("allow_mass_delete") == "1"
         self.audit.record(view.who, name, "page sync" + (" full" if full else ""), 0.0)
         target = f"/ui/kb/{quote(name)}?notice="
-        if (await _thread(lambda: self.app.status(name)))[0]["sync_running"]:
+        if (await _thread(lambda: self.app.glance(name))).sync_running:
             return RedirectResponse(target + "busy", status_code=303)
         return RedirectResponse(target + "started", status_code=303,
                                 background=BackgroundTask(self._sync_in_background, name, full, allow))

@@ -20,18 +20,18 @@ def kb_summary(app: App, name: str, figures: dict[str, Any] | None = None) -> di
     figures = app.search_figures(name) if figures is None else figures
     searches = figures.get("searches", 0)
     return {
-        **status,
+        **status.as_dict(),
         "searches": searches,
         "p95_ms": figures.get("latency_ms", {}).get("total", {}).get("p95"),
         "zero_share": figures.get("zero_result_queries", 0) / searches if searches else None,
-        "hit_rate": _latest_hit_rate(status["health"]),
+        "hit_rate": _latest_hit_rate(status.health),
     }
 
 
 def live_status(app: App, names: Iterable[str]) -> list[dict[str, Any]]:
     """What the page's script polls: each KB's running sync and the figures a finished one changes."""
-    return [{key: status[key] for key in ("name", "sync_running", "progress", "files", "chunks", "last_sync",
-                                          "last_outcome", "last_error")}
+    return [{key: getattr(status, key) for key in ("name", "sync_running", "progress", "files", "chunks", "last_sync",
+                                                   "last_outcome", "last_error")}
             for status in map(app.glance, names)]
 
 
@@ -40,10 +40,11 @@ def kb_details(app: App, name: str, wanted: str = "") -> dict[str, Any]:
     figures = app.search_figures(name)
     summary = kb_summary(app, name, figures)
     history = app.sync_history(name)
-    problems = ([{"kind": "failed", **item} for item in app.status(name)[0]["failed"]]
-                + [{"kind": "skipped", **item} for item in history["skipped"]])
+    [status] = app.status(name)
+    problems = [("failed", item) for item in status.failed] + [("skipped", item) for item in history["skipped"]]
     needle = wanted.casefold()
-    shown = [p for p in problems if needle in p["path"].casefold() or needle in p["reason"].casefold()]
+    shown = [{"kind": kind, "path": p.path, "reason": p.reason} for kind, p in problems
+             if needle in p.path.casefold() or needle in p.reason.casefold()]
     return {"kb": summary, "problems": shown, "problem_count": len(problems), "recent": history["recent"][::-1],
             "crawl": history["crawl"], "charts": _charts(figures, history["recent"])}
 

@@ -1,0 +1,125 @@
+"""What the core returns to its faces, as frozen records instead of dictionaries: a file it could not
+index (Problem), a KB's state row read once (KBState), and a KB's status at a glance or in full
+(Glance, KBStatus). Faces render them; `as_dict()` is their JSON form (the status resource, `--json`,
+the page's status poll), one shape everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+NEVER_SYNCED = "never synced"  # the outcome of a KB no sync has finished for
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file (or page) a sync or a check did not index, and why, in words that name the fix."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class KBState:
+    """A KB's state row (index/store.py keeps it as JSON), read in one place: the active generation, the
+    model and settings it was built with, and the record of the last syncs."""
+
+    row: dict[str, Any]
+
+    @property
+    def generation(self) -> str | None:
+        """The active generation; "" for an index made before generations existed, None before any sync."""
+        if "generation" in self.row:
+            return self.row["generation"]
+        return "" if "model" in self.row else None
+
+    @property
+    def model(self) -> dict[str, Any] | None:
+        return self.row.get("model")
+
+    @property
+    def last_sync(self) -> dict[str, Any]:
+        """The last sync's record: started_at, finished_at, outcome, error, report ({} before any)."""
+        return self.row.get("last_sync", {})
+
+    @property
+    def report(self) -> dict[str, Any]:
+        """The last sync's report (a SyncReport as saved)."""
+        return self.last_sync.get("report", {})
+
+    @property
+    def outcome(self) -> str:
+        return self.last_sync.get("outcome", NEVER_SYNCED)
+
+    @property
+    def recent_syncs(self) -> list[dict[str, Any]]:
+        """The recent syncs in brief, oldest first."""
+        return self.row.get("recent_syncs", [])
+
+    @property
+    def complete(self) -> bool:
+        """Whether the active generation holds a finished sync (not a first sync still filling it)."""
+        return bool(self.row.get("complete")) or self.outcome == "ok"
+
+    def problems(self, kind: str) -> list[Problem]:
+        """The last sync's "failures" or "skipped" files."""
+        return [Problem(str(item.get("path", "")), str(item.get("reason", ""))) for item in self.report.get(kind, [])]
+
+
+@dataclass(frozen=True)
+class Glance:
+    """A KB's status without reading its file list or counting rows: contents as of the last good sync,
+    the last sync's outcome, a running sync's progress, health."""
+
+    name: str
+    description: str
+    tool: str
+    files: int
+    chunks: int
+    sync_running: bool
+    progress: dict[str, int]  # done, total, chunks of a running sync ({} when none runs or before its first batch)
+    last_sync: str | None  # when the last sync finished (ISO 8601, UTC)
+    last_outcome: str
+    last_error: str
+    seconds: float | None  # the last sync's duration
+    failed_files: int
+    model: dict[str, Any] | None
+    index_state: str
+    health: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class KBStatus(Glance):
+    """The glance with counts read from the index itself, its version and the files that failed."""
+
+    index_version: int | None = None
+    generation: str | None = None
+    failed: tuple[Problem, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class KBCheck:
+    """What a sync of one KB would index (`mcp-kb check`), or why its sources cannot be read."""
+
+    kb: str
+    tool: str
+    error: str = ""  # the sources cannot be read: nothing else is known
+    files: int = 0
+    by_type: dict[str, int] = field(default_factory=dict)  # files by suffix
+    chunks: int = 0
+    chunks_by_file: dict[str, int] = field(default_factory=dict)
+    skipped: tuple[Problem, ...] = ()
+    crawl: dict[str, int] = field(default_factory=dict)  # what reading web sources cost
+
+    def as_dict(self) -> dict[str, Any]:
+        if self.error:
+            return {"kb": self.kb, "tool": self.tool, "error": self.error}
+        shown = asdict(self)
+        del shown["error"]
+        if not self.crawl:
+            del shown["crawl"]
+        return shown
