@@ -37,7 +37,7 @@ def write_corpus(dataset: str, folder: Path, limit: int | None = None) -> int:
 
 
 def kb_config(folder: Path, storage: Path, name: str, search: dict | None = None, quantize: str = "none"):
-    from mcp_kb.config import build_config
+    from mcp_kb.settings import build_config
 
     kb = {"name": name, "description": name, "paths": [str(folder)], **({"search": search} if search else {})}
     raw = {"storage": str(storage), "kb": [kb], "embedding": {"quantize": quantize}}

@@ -151,7 +151,7 @@ def flood_in_process(url: str, tokens: list[str]) -> tuple[float, dict]:
 def gate_cost(issuer) -> str:
     """Microseconds the gate spends refusing each kind of bad token, in this process (no HTTP)."""
     from mcp_kb.access import Gatekeeper
-    from mcp_kb.config import build_config
+    from mcp_kb.settings import build_config
     from mcp_kb.http.edge import AccessGate, Edge
     from mcp_kb.http.network import rebinding_protection
 

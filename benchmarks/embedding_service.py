@@ -35,7 +35,7 @@ def main() -> None:
     from fake_embeddings import EmbeddingService, serve_embeddings
 
     from mcp_kb.app import App
-    from mcp_kb.config import build_config
+    from mcp_kb.settings import build_config
 
     write_corpus("scifact", WORK / "docs", limit=args.docs)
     local = App(build_config({}, WORK, None))
@@ -60,7 +60,7 @@ def main() -> None:
 
 def _sync_rate(embedding: dict) -> float:
     from mcp_kb.app import App
-    from mcp_kb.config import build_config
+    from mcp_kb.settings import build_config
 
     index = WORK / "index"
     shutil.rmtree(index, ignore_errors=True)

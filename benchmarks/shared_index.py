@@ -59,7 +59,7 @@ def s3(count: int, only: list[str]) -> None:
     import boto3
 
     from mcp_kb.app import App
-    from mcp_kb.config import build_config
+    from mcp_kb.settings import build_config
 
     folder = WORK / "scifact"
     local = App(kb_config(folder / "docs", folder / "index", "scifact"))

@@ -62,7 +62,7 @@ def main() -> None:
     args = parser.parse_args()
     use_offline_model()
     from mcp_kb.app import App
-    from mcp_kb.config import build_config
+    from mcp_kb.settings import build_config
 
     site = build_site(args.lang)
     shutil.rmtree(WORK, ignore_errors=True)

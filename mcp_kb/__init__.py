@@ -10,10 +10,10 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "App": "app",
-    "Config": "config",
-    "KBConfig": "config",
-    "load_config": "config",
-    "config_for_folder": "config",
+    "Config": "settings",
+    "KBConfig": "settings",
+    "load_config": "settings",
+    "config_for_folder": "settings",
     "KBError": "errors",
     "ConfigError": "errors",
     "ParseError": "errors",

@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args
 
 import anyio
 
-from .config import Config, OAuthConfig, TokenGrant, granted
+from .settings import Config, OAuthConfig, TokenGrant, granted
 from .lru import BoundedLRU
 
 log = logging.getLogger(__name__)

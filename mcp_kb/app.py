@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .config import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
+from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
 from .errors import KBError, ParseError
 from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
 from .index import open_store

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .access import IDENTITY_KINDS, Identity
-from .config import ServerConfig, megabytes
+from .settings import ServerConfig, megabytes
 from .metrics import JsonLines, now_text
 
 _ERROR_CHARS = 300  # an error's text kept per line

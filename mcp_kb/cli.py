@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 from . import __version__
-from .config import (HEALTHY_HIT_RATE, MODES, RANKED_MODES, TRANSPORTS, Config, build_config, config_for_folder,
-                     config_target, load_config)
+from .settings import (ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, HEALTHY_HIT_RATE, MODES, RANKED_MODES, TRANSPORTS,
+                       Config, build_config, config_for_folder, config_target, load_config)
 from .errors import KBError
 from .requests import FILTER_SYNTAX, SearchRequest, SyncRequest, option_help
 from .vocabulary import LOOPBACK
@@ -20,7 +20,7 @@ from .vocabulary import LOOPBACK
 _INTERRUPTED = ("interrupted. The index is consistent: batches committed before the interrupt are kept (during a "
                 "rebuild, searches keep using the previous index), and the next `mcp-kb sync` continues from there")
 _SHOWN_CHARACTERS = 600  # of each passage in `search`'s text output (--json shows all)
-CONFIG_HELP = "kb.toml to use, or a folder to serve with defaults (default: ./kb.toml, or $MCP_KB_CONFIG)"
+CONFIG_HELP = f"kb.toml to use, or a folder to serve with defaults (default: ./kb.toml, or ${ENV_CONFIG})"
 
 
 def _load(config_path: str | None) -> Config:
@@ -177,7 +177,7 @@ def init(folder: str, config_path: str) -> None:
         mcp-kb init ./handbook && mcp-kb sync
     """
     def work():
-        from .config import write_starter
+        from .settings import write_starter
 
         target = Path(config_path)
         kb = write_starter(folder, target)
@@ -565,7 +565,7 @@ def fetch(target: Path | None, config_path: str | None) -> None:
         if target:
             click.echo(f"copied to {target}; on a machine without network set both [embedding] model = "
                        f"\"{config.embedding.model}\" and model_path = \"{target.resolve()}\" (or "
-                       f"MCP_KB_EMBEDDING_MODEL and MCP_KB_EMBEDDING_MODEL_PATH)")
+                       f"{ENV_MODEL} and {ENV_MODEL_PATH})")
 
     _run(work)
 

@@ -13,7 +13,7 @@ import anyio.to_thread
 from watchfiles import Change, awatch
 
 from .app import App
-from .config import KBConfig
+from .settings import KBConfig
 from .errors import KBError
 from .ingest.sources import Source, change_concerns, watch_folders
 from .sync import ProgressCallback, SyncReport

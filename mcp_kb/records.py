@@ -31,31 +31,35 @@ class KBState:
     def generation(self) -> str | None:
         """The active generation; "" for an index made before generations existed, None before any sync."""
         if "generation" in self.row:
-            return self.row["generation"]
+            return str(self.row["generation"])
         return "" if "model" in self.row else None
 
     @property
     def model(self) -> dict[str, Any] | None:
-        return self.row.get("model")
+        model: dict[str, Any] | None = self.row.get("model")
+        return model
 
     @property
     def last_sync(self) -> dict[str, Any]:
         """The last sync's record: started_at, finished_at, outcome, error, report ({} before any)."""
-        return self.row.get("last_sync", {})
+        last: dict[str, Any] = self.row.get("last_sync", {})
+        return last
 
     @property
     def report(self) -> dict[str, Any]:
         """The last sync's report (a SyncReport as saved)."""
-        return self.last_sync.get("report", {})
+        report: dict[str, Any] = self.last_sync.get("report", {})
+        return report
 
     @property
     def outcome(self) -> str:
-        return self.last_sync.get("outcome", NEVER_SYNCED)
+        return str(self.last_sync.get("outcome", NEVER_SYNCED))
 
     @property
     def recent_syncs(self) -> list[dict[str, Any]]:
         """The recent syncs in brief, oldest first."""
-        return self.row.get("recent_syncs", [])
+        recent: list[dict[str, Any]] = self.row.get("recent_syncs", [])
+        return recent
 
     @property
     def complete(self) -> bool:

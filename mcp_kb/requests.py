@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from .config import CONTEXT_MAX, MAX_TOKENS_MAX, MAX_TOKENS_MIN, MODES, TOP_K_MAX, TOP_K_MIN, SearchMode
+from .settings import CONTEXT_MAX, IDENTIFIER, MAX_TOKENS_MAX, MAX_TOKENS_MIN, MODES, TOP_K_MAX, TOP_K_MIN, SearchMode
 from .errors import SearchError
 from .vocabulary import LIST_URI
 
@@ -123,7 +123,7 @@ def unknown_filter_field(field: str, valid: Iterable[str]) -> str:
 
 # ---- filters written as text -----------------------------------------------------------------
 
-_FILTER_PATTERN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|\^=|~=|=|>|<)\s*(.*)$", re.S)
+_FILTER_PATTERN = re.compile(rf"^({IDENTIFIER})\s*(>=|<=|\^=|~=|=|>|<)\s*(.*)$", re.S)
 _FILTER_OPERATORS = {">=": "gte", "<=": "lte", ">": "gt", "<": "lt", "^=": "prefix", "~=": "glob"}
 FILTER_SYNTAX = "field=value, field>=n, field<=n, path^=prefix, path~=glob"
 

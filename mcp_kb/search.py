@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .config import MAX_QUERY_LENGTH, KBConfig
+from .settings import MAX_QUERY_LENGTH, KBConfig
 from .errors import KBError, ModelError, SearchError
 from .index.filters import and_where, build_where
 from .index.keywords import cjk_words, keyword_terms

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .config import ChunkingConfig, Config, KBConfig
+from .settings import ChunkingConfig, Config, KBConfig
 from .digest import file_sha256
 from .errors import KBError, MassDeleteError, ModelError, ParseError
 from .index.contract import FileRecord, Store, new_generation

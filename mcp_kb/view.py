@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .access import NOBODY, Grant, Identity, everything
-from .config import Config, KBConfig, unknown_kb
+from .settings import Config, KBConfig, unknown_kb
 from .errors import KBError, SyncBusyError
 from .vocabulary import SYNC_TOOL
 

@@ -25,7 +25,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="session")
 def embedding_config():
-    from mcp_kb.config import build_config
+    from mcp_kb.settings import build_config
 
     return build_config({}, Path.cwd(), None).embedding
 
@@ -48,7 +48,7 @@ def tokenizer(embedding_config):
 @functools.cache
 def _test_model():
     """The tests' model, one per process (not loaded yet)."""
-    from mcp_kb.config import build_config
+    from mcp_kb.settings import build_config
     from mcp_kb.models.fastembed import FastEmbedder
 
     return FastEmbedder(build_config({}, Path.cwd(), None).embedding)
@@ -80,7 +80,7 @@ def embedder():
 @pytest.fixture
 def make_config(tmp_path):
     """Build a validated Config from kb tables, with the index in a temporary folder."""
-    from mcp_kb.config import build_config
+    from mcp_kb.settings import build_config
 
     def make(*kbs: dict, **top) -> object:
         raw = {"storage": str(tmp_path / "index"), "kb": list(kbs), **top}

@@ -1,7 +1,7 @@
 """Layering: faces → service → operations → foundation → base, never upward.
 
 faces (cli, mcp, ui) → service (app, live, the HTTP edge) → operations (sync, search, passages, evaluation, present, access, view, audit)
-→ foundation (ingest, models, index) → base (config, errors, digest, schema, requests, records, text, lru).
+→ foundation (ingest, models, index) → base (settings, errors, digest, schema, requests, records, text, lru).
 Search never imports sync; only the index package imports lancedb; only models.fastembed loads models.
 Faces reach the core through its contract, never the index; models never import the index; no two
 modules (nor two folders) import each other, by any path.
@@ -21,7 +21,7 @@ TIERS = {  # the most specific prefix decides a module's tier
     "mcp_kb.sync": 2, "mcp_kb.search": 2, "mcp_kb.passages": 2, "mcp_kb.metrics": 2, "mcp_kb.evaluation": 2, "mcp_kb.present": 2,
     "mcp_kb.access": 2, "mcp_kb.audit": 2, "mcp_kb.view": 2,
     "mcp_kb.ingest": 1, "mcp_kb.models": 1, "mcp_kb.index": 1,
-    "mcp_kb.config": 0, "mcp_kb.errors": 0, "mcp_kb.digest": 0, "mcp_kb.schema": 0, "mcp_kb.registry": 0,
+    "mcp_kb.settings": 0, "mcp_kb.errors": 0, "mcp_kb.digest": 0, "mcp_kb.schema": 0, "mcp_kb.registry": 0,
     "mcp_kb.vocabulary": 0, "mcp_kb.lru": 0, "mcp_kb.text": 0, "mcp_kb.requests": 0,
     "mcp_kb.records": 0,
 }
@@ -191,10 +191,10 @@ def _calls_into_environment(tree: ast.AST) -> list[int]:
 
 
 @pytest.mark.parametrize("path", MODULES, ids=_name)
-def test_only_config_reads_the_environment(path):
-    if _name(path) != "mcp_kb.config":
+def test_only_the_settings_read_the_environment(path):
+    if _name(path) != "mcp_kb.settings.variables":
         lines = _calls_into_environment(ast.parse(path.read_text(encoding="utf-8")))
-        assert not lines, f"{_name(path)} reads environment variables (lines {lines}); read them in config.py"
+        assert not lines, f"{_name(path)} reads environment variables (lines {lines}); read them in settings/variables.py"
 
 
 _SQL = re.compile(r"\s(AND|OR|BETWEEN)\s|\sIN \(|regexp_like\(|starts_with\(|array_has|[a-z_]+ = ['\d]")

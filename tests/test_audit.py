@@ -7,7 +7,7 @@ from click.testing import CliRunner
 from mcp_kb.access import OWNER, Identity
 from mcp_kb.audit import AuditTrail, callers
 from mcp_kb.cli import main
-from mcp_kb.config import ServerConfig
+from mcp_kb.settings import ServerConfig
 
 
 HR = Identity("token", "hr")

@@ -3,7 +3,7 @@ from helpers import write
 import re
 
 from mcp_kb.ingest.chunking import chunk_document, overlap_text
-from mcp_kb.config import ChunkingConfig
+from mcp_kb.settings import ChunkingConfig
 from mcp_kb.ingest.document import Block, Document
 from mcp_kb.ingest.parsers import parse_file
 

@@ -225,7 +225,7 @@ def _served_search(config: Path) -> str:
     from mcp import Client
 
     from mcp_kb.app import App
-    from mcp_kb.config import load_config
+    from mcp_kb.settings import load_config
     from mcp_kb.mcp.server import build_server
 
     async def ask() -> str:
@@ -238,7 +238,7 @@ def _served_search(config: Path) -> str:
 
 
 def test_status_shows_the_running_sync_of_its_kb_only_and_a_second_sync_names_it(project):
-    from mcp_kb.config import load_config
+    from mcp_kb.settings import load_config
     from mcp_kb.index.state import sync_lock, write_progress
     from mcp_kb.index.store import LanceStore
 

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_kb.config import build_config, config_for_folder, load_config
+from mcp_kb.settings import build_config, config_for_folder, load_config
 from mcp_kb.errors import ConfigError
 
 
@@ -211,7 +211,7 @@ def test_environment_variables_override_the_file(tmp_path, monkeypatch):
 
 
 def test_mcp_kb_config_names_the_config_commands_use(tmp_path, monkeypatch):
-    from mcp_kb.config import config_target
+    from mcp_kb.settings import config_target
 
     monkeypatch.delenv("MCP_KB_CONFIG", raising=False)
     assert config_target(None) == (Path("kb.toml"), False)
@@ -316,7 +316,20 @@ def test_config_errors_name_the_problem_and_never_echo_a_secret(tmp_path, monkey
 
 
 def test_a_header_value_read_from_the_environment_loses_its_edge_whitespace(monkeypatch):
-    from mcp_kb.config import header_value
+    from mcp_kb.settings import header_value
 
     monkeypatch.setenv("WIKI_TOKEN", "  s3cr3t\t ")
     assert header_value("Bearer ${WIKI_TOKEN}", "urls.headers.Authorization") == "Bearer   s3cr3t"
+
+
+def test_every_environment_variable_the_code_reads_is_in_the_readmes_table():
+    import re
+    from pathlib import Path
+
+    import mcp_kb.settings.variables as environment
+
+    declared = {value for name, value in vars(environment).items() if name.startswith("ENV_")}
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## Environment variables", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", table))
+    assert declared and declared <= listed, f"missing from the README's table: {sorted(declared - listed)}"

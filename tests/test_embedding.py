@@ -11,7 +11,7 @@ import pytest
 from fake_hub import FakeHub, serve_hub
 from helpers import write
 
-from mcp_kb.config import FastembedSettings
+from mcp_kb.settings import FastembedSettings
 from mcp_kb.errors import ModelError
 from mcp_kb.models.fastembed import FastEmbedder, load_tokenizer
 

@@ -65,7 +65,7 @@ def issuer():
 def team(tmp_path_factory, embedder, issuer):
     """Two KBs synced once and served over HTTP with scoped tokens and OAuth."""
     from mcp_kb.app import App
-    from mcp_kb.config import load_config
+    from mcp_kb.settings import load_config
 
     base = tmp_path_factory.mktemp("team")
     write(base / "policies" / "leave.md", LEAVE)
@@ -339,7 +339,7 @@ async def test_a_hidden_tool_answers_byte_for_byte_like_a_tool_that_does_not_exi
 def _two_syncing_teams(base, embedder):
     """hr may sync policy_docs, dev api_docs; both KBs synced once. The config's path."""
     from mcp_kb.app import App
-    from mcp_kb.config import load_config
+    from mcp_kb.settings import load_config
 
     write(base / "policies" / "leave.md", LEAVE)
     write(base / "api" / "users.md", USERS)
@@ -405,7 +405,7 @@ async def _next_event(events) -> str:
 async def test_a_busy_writer_lock_names_only_the_kbs_the_caller_may_see(tmp_path, embedder):
     """The lock is index-wide: hr, meeting dev's running sync of api_docs, learns that a sync runs, not which; dev
     is told it is api_docs and how far it is."""
-    from mcp_kb.config import load_config
+    from mcp_kb.settings import load_config
     from mcp_kb.index import open_store
     from mcp_kb.index.state import sync_lock, write_progress
 

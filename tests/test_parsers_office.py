@@ -6,7 +6,7 @@ from datetime import date, datetime
 import pytest
 from helpers import png_declaring, write
 
-from mcp_kb.config import ChunkingConfig
+from mcp_kb.settings import ChunkingConfig
 from mcp_kb.errors import ParseError
 from mcp_kb.ingest.chunking import chunk_document
 from mcp_kb.ingest.parsers import parse_file

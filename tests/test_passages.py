@@ -3,7 +3,7 @@
 import pytest
 from helpers import write
 
-from mcp_kb.config import ChunkingConfig
+from mcp_kb.settings import ChunkingConfig
 from mcp_kb.ingest.chunking import chunk_document
 from mcp_kb.ingest.parsers import parse_file
 from mcp_kb.passages import ELLIPSIS, Hit, add_context, assemble, fit_budget

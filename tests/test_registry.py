@@ -5,7 +5,7 @@ import pytest
 
 from helpers import write
 from mcp_kb.app import App
-from mcp_kb.config import EMBEDDING_PROVIDERS, build_config
+from mcp_kb.settings import EMBEDDING_PROVIDERS, build_config
 from mcp_kb.errors import ConfigError
 from mcp_kb.models import fetch_models, model_source
 

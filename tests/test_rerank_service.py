@@ -8,7 +8,7 @@ import pytest
 from fake_rerank import RerankService, serve_rerank
 from helpers import write
 
-from mcp_kb.config import ServiceRerankSettings
+from mcp_kb.settings import ServiceRerankSettings
 from mcp_kb.errors import ConfigError, ModelError
 from mcp_kb.models.rerank_service import ServiceReranker
 

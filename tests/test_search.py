@@ -61,7 +61,7 @@ Book flights through the travel desk; economy class for trips shorter than six h
 @pytest.fixture(scope="module")
 def app(tmp_path_factory, embedder):
     from mcp_kb.app import App
-    from mcp_kb.config import build_config
+    from mcp_kb.settings import build_config
 
     root = tmp_path_factory.mktemp("search")
     for name, text in DOCS.items():
@@ -264,7 +264,7 @@ def test_reranker_reorders_the_fused_candidates(app):
 
 
 def test_unloadable_reranker_model_gives_a_clear_error(tmp_path):
-    from mcp_kb.config import FastembedRerankSettings
+    from mcp_kb.settings import FastembedRerankSettings
     from mcp_kb.models.fastembed import FastEmbedReranker
 
     reranker = FastEmbedReranker(FastembedRerankSettings(enabled=True, model_path=str(tmp_path)))
@@ -278,7 +278,7 @@ def test_vector_scores_mean_the_same_with_the_ann_index(tmp_path, embedder, monk
 
     from mcp_kb.index import store
     from mcp_kb.app import App
-    from mcp_kb.config import build_config
+    from mcp_kb.settings import build_config
 
     for i in range(60):
         write(tmp_path / "docs" / f"n{i}.md", f"# Note {i}\n\nA note about topic {i} and the weather in month {i % 12}.\n")

@@ -266,7 +266,7 @@ def _served(app, folders, transport, host="127.0.0.1", token="s3cret-token"):
 def synced(tmp_path_factory, embedder):
     """The two KBs synced once, for the tests that only read them over HTTP (a server start costs seconds)."""
     from mcp_kb.app import App
-    from mcp_kb.config import build_config
+    from mcp_kb.settings import build_config
 
     folders = _write_folders(tmp_path_factory.mktemp("served"))
     app = App(build_config({"storage": str(folders / "index"), "kb": _kbs(folders)}, folders, None), embedder=embedder)
@@ -558,7 +558,7 @@ async def test_a_chinese_description_ends_its_sentence_once(make_app, tmp_path):
 
 
 async def test_a_zero_config_tool_says_what_the_folder_holds(make_app, tmp_path):
-    from mcp_kb.config import config_for_folder
+    from mcp_kb.settings import config_for_folder
 
     write(tmp_path / "notes" / "deploy.md", "# Deploy runbook\n\nRoll back with the release tool.\n")
     write(tmp_path / "notes" / "oncall.md", "# On-call rota\n\nWho answers the pager this week.\n")

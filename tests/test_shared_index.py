@@ -73,7 +73,7 @@ class _Shared:
     def reader(self):
         """An in-process reader (quick to poll); its local state goes to this process's cache folder."""
         from mcp_kb.app import App
-        from mcp_kb.config import load_config
+        from mcp_kb.settings import load_config
 
         config = load_config(self.config)
         storage = config.storage.model_copy(update={"read_cache_dir": str(self.base / "read-cache")})

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from helpers import write
-from mcp_kb.config import SOURCE_KINDS
+from mcp_kb.settings import SOURCE_KINDS
 from mcp_kb.errors import ConfigError, KBError
 from mcp_kb.ingest.sources import change_concerns, count_kinds, watch_folders
 

@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from mcp_kb.config import StorageConfig
+from mcp_kb.settings import StorageConfig
 from mcp_kb.index import open_store
 from mcp_kb.index.contract import FileRecord, new_generation
 from mcp_kb.schema import ChunkRow, chunk_schema

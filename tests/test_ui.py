@@ -77,7 +77,7 @@ requests_per_minute = 2
 @pytest.fixture(scope="module")
 def site(tmp_path_factory, embedder):
     from mcp_kb.app import App
-    from mcp_kb.config import load_config
+    from mcp_kb.settings import load_config
 
     config = _site(tmp_path_factory.mktemp("ui"))
     app = App(load_config(config), embedder=embedder)

@@ -15,7 +15,7 @@ from mcp import Client
 
 from fake_site import Page, Site, gzip_bomb, serve_site
 from mcp_kb import cli, live
-from mcp_kb.config import WebSourceConfig
+from mcp_kb.settings import WebSourceConfig
 from mcp_kb.errors import ConfigError, KBError, MassDeleteError
 from mcp_kb.mcp.server import build_server
 from mcp_kb.ingest.web import PageCache, Scope, normalize_url, suffix_for

@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from mcp_kb.config import EmbeddingConfig
+from mcp_kb.settings import EmbeddingConfig
 from mcp_kb.models.base import Embedder, ModelIdentity
 from mcp_kb.models.estimate import EstimatedTokens
 

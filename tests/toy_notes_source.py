@@ -10,7 +10,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from mcp_kb.config import SourceSettings
+from mcp_kb.settings import SourceSettings
 from mcp_kb.errors import KBError
 from mcp_kb.ingest.sources import SourceFile, SourceScan
 

@@ -23,9 +23,10 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
 
 from ..access import Gatekeeper, Grant, RateLimits, Refused
-from ..config import Config
+from ..settings import ENV_TOKEN, Config
 from ..view import CallerView
 
 COOKIE = "mcp_kb_token"  # the page's sign-in keeps the token here (never read for /mcp: no CSRF there)
@@ -103,7 +104,7 @@ class Edge:
         if refusal.status != 401:
             return str(refusal)
         issuer = " or one from the OAuth issuer" if self.oauth_urls else ""
-        return f"{refusal}; use a token the server knows (MCP_KB_TOKEN, [[server.tokens]]{issuer})"
+        return f"{refusal}; use a token the server knows ({ENV_TOKEN}, [[server.tokens]]{issuer})"
 
     @property
     def metadata_url(self) -> str:
@@ -132,7 +133,7 @@ class AccessGate:
             urls: Any = (resource, [issuer])  # text, as the SDK takes them at run time (see metadata_url)
             self.metadata = Router(create_protected_resource_routes(*urls))
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # lifespan
             await self.app(scope, receive, send)
             return
@@ -158,7 +159,7 @@ class Caller(AuthenticatedUser):
         self.grant = grant
 
 
-async def _respond(send, status: int, body: dict, headers: dict[str, str]) -> None:
+async def _respond(send: Send, status: int, body: dict[str, str], headers: dict[str, str]) -> None:
     payload = json.dumps(body).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),

@@ -10,6 +10,7 @@ import socket
 from mcp.server.transport_security import TransportSecuritySettings
 
 from ..errors import KBError
+from ..settings import ENV_TOKEN
 from ..vocabulary import LOOPBACK
 
 log = logging.getLogger(__name__)
@@ -67,9 +68,9 @@ def warn_if_exposed(host: str, guarded: bool, allowed_hosts: list[str]) -> None:
     if is_loopback(host) or guarded:
         return
     log.warning("serving on %s WITHOUT A TOKEN: anyone who can reach this address can search every knowledge "
-                "base. Set MCP_KB_TOKEN (or [server] token, [[server.tokens]], [server.oauth]) so clients must send "
+                "base. Set %s (or [server] token, [[server.tokens]], [server.oauth]) so clients must send "
                 "`Authorization: Bearer <token>`.",
-                host)
+                host, ENV_TOKEN)
     if host in _WILDCARD_BINDS and not allowed_hosts:
         log.warning("requests must name %s or localhost in their Host header; add the names clients use "
                     "to reach this server to [server] allowed_hosts", LOOPBACK)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..config import StorageConfig
+    from ..settings import StorageConfig
     from .contract import Store
 
 

@@ -34,7 +34,8 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import h11
 
-from ..config import environment
+from ..settings.variables import (ENV_AWS_ACCESS_KEY_ID, ENV_AWS_DEFAULT_REGION, ENV_AWS_ENDPOINT_URL,
+                                    ENV_AWS_REGION, ENV_AWS_SECRET_ACCESS_KEY, ENV_AWS_SESSION_TOKEN, environment)
 from ..vocabulary import LOOPBACK
 
 log = logging.getLogger(__name__)
@@ -80,19 +81,19 @@ class Upstream:
         if parts.scheme not in ("s3", "s3a") or not parts.netloc:
             return None
         option = _options_reader({key.lower(): value for key, value in options.items()})
-        access_key = option("aws_access_key_id", "access_key_id", env="AWS_ACCESS_KEY_ID")
-        secret_key = option("aws_secret_access_key", "secret_access_key", env="AWS_SECRET_ACCESS_KEY")
+        access_key = option("aws_access_key_id", "access_key_id", env=ENV_AWS_ACCESS_KEY_ID)
+        secret_key = option("aws_secret_access_key", "secret_access_key", env=ENV_AWS_SECRET_ACCESS_KEY)
         if not access_key or not secret_key:
             return None
-        region = option("aws_region", "region", env="AWS_REGION") or environment("AWS_DEFAULT_REGION") or "us-east-1"
-        endpoint = option("aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url", env="AWS_ENDPOINT_URL")
+        region = option("aws_region", "region", env=ENV_AWS_REGION) or environment(ENV_AWS_DEFAULT_REGION) or "us-east-1"
+        endpoint = option("aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url", env=ENV_AWS_ENDPOINT_URL)
         virtual = option("aws_virtual_hosted_style_request", "virtual_hosted_style_request") or ""
         if endpoint:
             endpoint, virtual_hosted = endpoint.rstrip("/"), virtual.lower() == "true"
         else:
             endpoint, virtual_hosted = f"https://s3.{region}.amazonaws.com", True
         return cls(parts.netloc, endpoint, virtual_hosted, region, access_key, secret_key,
-                   option("aws_session_token", "session_token", "token", env="AWS_SESSION_TOKEN"))
+                   option("aws_session_token", "session_token", "token", env=ENV_AWS_SESSION_TOKEN))
 
     def url(self, key: str, query: list[tuple[str, str]]) -> tuple[str, str, str]:
         """(URL, Host header, canonical query) of a request for `key` ("" for the bucket itself)."""
@@ -332,7 +333,7 @@ class ReadCache:
         upstream = Upstream.of(uri, options)
         if upstream is None:
             log.info("read cache: off for %s (it serves s3:// stores whose keys are in the options or the "
-                     "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY variables)", uri)
+                     "%s / %s variables)", uri, ENV_AWS_ACCESS_KEY_ID, ENV_AWS_SECRET_ACCESS_KEY)
             return None
         with cls._starting:
             running = cls._running.get((upstream, folder))

@@ -26,7 +26,7 @@ from typing import Any
 
 import filelock
 
-from ..config import cache_root, is_remote_uri
+from ..settings import cache_root, is_remote_uri
 from ..errors import RunningSync, StoreError, SyncBusyError
 from .contract import Store
 

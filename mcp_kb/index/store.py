@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..config import StorageConfig, is_remote_uri
+from ..settings import KB_NAME_CHARS, StorageConfig, is_remote_uri
 from ..errors import KBError, ModelError, StoreError
 from ..records import KBState
 from .contract import Candidate, FileRecord
@@ -50,7 +50,7 @@ LAYOUT_VERSION = 2
 _STATE_TABLE = "_state"
 _LEASE_TABLE = "_lease"
 # Tables of one generation: `<kb>__chunks__<id>`, `<kb>__files__<id>` (no id: made before generations).
-_GENERATION_TABLE = re.compile(r"^(?P<kb>[A-Za-z0-9_-]+?)__(?:chunks|files)(?:__(?P<generation>[0-9a-f]{12}))?$")
+_GENERATION_TABLE = re.compile(rf"^(?P<kb>[{KB_NAME_CHARS}]+?)__(?:chunks|files)(?:__(?P<generation>[0-9a-f]{{12}}))?$")
 _STATE_SCHEMA = pa.schema([("kb", pa.string()), ("state", pa.string())])
 def _store_failures(what: str) -> Callable[[_Method], _Method]:
     """LanceDB's and the object store's failures, as one StoreError line naming the index and what failed

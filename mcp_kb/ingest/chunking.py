@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..config import ChunkingConfig
+from ..settings import ChunkingConfig
 from ..models.base import TokenCounter
 from ..text import SENTENCE_END, SENTENCE_ENDS_BEFORE, SENTENCE_SPLIT, shared_depth
 from ..vocabulary import HEADING_SEPARATOR

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pathspec
 
-from ..config import KBConfig
+from ..settings import KBConfig
 from ..errors import KBError
 from ..vocabulary import status_uri
 from .parsers import is_binary_format, is_supported

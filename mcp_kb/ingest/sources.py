@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..config import SOURCE_KINDS, KBConfig
+from ..settings import SOURCE_KINDS, KBConfig
 from ..errors import KBError
 from .document import Document
 from .parsers import parse_file

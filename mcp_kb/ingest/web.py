@@ -33,7 +33,7 @@ import anyio
 import anyio.from_thread
 import httpx
 
-from ..config import KBConfig, WebSourceConfig, megabytes
+from ..settings import KBConfig, WebSourceConfig, megabytes
 from ..errors import ConfigError, KBError, ParseError
 from ..vocabulary import sync_remedy
 from .parsers import is_binary_format, is_supported

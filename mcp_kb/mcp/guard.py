@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..audit import AuditTrail
-from ..config import Config
+from ..settings import Config
 from ..view import CallerView
 from ..vocabulary import LIST_URI
 

@@ -11,7 +11,7 @@ from typing import Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from ..config import KBConfig
+from ..settings import KBConfig
 from ..requests import SearchRequest, SyncRequest, request_errors, unknown_filter_field
 from ..schema import BUILTIN_FILTERS, FIELD_TYPES, FieldType
 

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from .. import __version__
 from ..access import Gatekeeper
 from ..app import App
-from ..config import MODES_TEXT, KBConfig, SearchMode
+from ..settings import MODES_TEXT, KBConfig, SearchMode
 from ..errors import KBError
 from ..http.edge import AccessGate, Edge
 from ..http.limits import RepeatedLineFilter, accept_burst, connection_cap, guarded_protocol

@@ -12,11 +12,11 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config import EMBEDDING_PROVIDERS, RERANK_PROVIDERS
+from ..settings import EMBEDDING_PROVIDERS, RERANK_PROVIDERS
 from ..errors import KBError
 
 if TYPE_CHECKING:
-    from ..config import EmbeddingConfig, RerankConfig
+    from ..settings import EmbeddingConfig, RerankConfig
     from .base import EmbeddingProvider, Embedder, RerankProvider, Reranker, TokenCounter
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import FastembedRerankSettings, FastembedSettings
+from ..settings import ENV_MODEL, ENV_MODEL_PATH, FastembedRerankSettings, FastembedSettings
 from ..digest import model_file_sha256
 from ..errors import ModelError
 from .base import Embedder, ModelIdentity, Reranker
@@ -29,7 +29,7 @@ _RETRY_LOAD_AFTER_SECONDS = 300
 # first touch of fastembed happens under this lock.
 _FASTEMBED_LOCK = threading.RLock()
 
-_FIX = ("set [embedding] model_path (or MCP_KB_EMBEDDING_MODEL_PATH) to a local folder holding "
+_FIX = (f"set [embedding] model_path (or {ENV_MODEL_PATH}) to a local folder holding "
         "model.onnx, tokenizer.json and tokenizer_config.json, or give this machine access to the "
         "model hub so fastembed can download it")
 
@@ -144,7 +144,7 @@ class FastEmbedReranker(Reranker):
 
 
 def _load_cross_encoder(config: FastembedRerankSettings):
-    fix = _FIX.replace("[embedding]", "[rerank]").replace("MCP_KB_EMBEDDING_MODEL_PATH", "rerank.model_path")
+    fix = _FIX.replace("[embedding]", "[rerank]").replace(ENV_MODEL_PATH, "rerank.model_path")
     if config.model_path and not Path(config.model_path, "model.onnx").is_file():
         raise ModelError(f"reranking model folder {config.model_path} has no model.onnx; {fix}, "
                          f"or set [rerank] enabled = false")
@@ -222,8 +222,8 @@ def _check_model_folder(text_embedding_class, config: FastembedSettings) -> None
         raise ModelError(
             f"embedding model folder {folder} does not hold the configured model {config.model!r} (fastembed loads "
             f"it from {description.model_file}; the folder has {', '.join(others)}): set [embedding] model (or "
-            f"MCP_KB_EMBEDDING_MODEL) to the name of the model in the folder, e.g. "
-            f"sentence-transformers/all-MiniLM-L6-v2, or model_path (or MCP_KB_EMBEDDING_MODEL_PATH) to a folder "
+            f"{ENV_MODEL}) to the name of the model in the folder, e.g. "
+            f"sentence-transformers/all-MiniLM-L6-v2, or model_path (or {ENV_MODEL_PATH}) to a folder "
             f"of {config.model}")
     raise ModelError(f"embedding model folder {folder} has no {description.model_file}; {_FIX}")
 

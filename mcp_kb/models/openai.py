@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from ..config import OpenAISettings
+from ..settings import OpenAISettings
 from ..errors import ModelError
 from ..lru import BoundedLRU
 from .base import Embedder, ModelIdentity, TokenCounter

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from ..config import ServiceRerankSettings
+from ..settings import ServiceRerankSettings
 from ..errors import ModelError
 from .base import Reranker
 from .service import excerpt, post, refusal, request_headers, service_address

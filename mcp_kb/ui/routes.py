@@ -34,7 +34,7 @@ from starlette.staticfiles import StaticFiles
 from ..access import Refused
 from ..app import App
 from ..audit import AuditTrail
-from ..config import MODES
+from ..settings import MODES
 from ..errors import KBError
 from ..http.edge import COOKIE, Edge, page_token
 from ..live import SyncRunner

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..app import App
-from ..config import DEFAULT_MODE
+from ..settings import DEFAULT_MODE
 from .charts import bar_chart, line_chart
 
 _DOCUMENT_CHARS = 400_000  # of a document's text shown at once (a huge file stays a readable page)

@@ -1,0 +1,107 @@
+"""The whole kb.toml as one model: its sections, the rules across them (unique names, grants that
+match KBs), `serve`'s overrides, and finding a KB by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SerializeAsAny, field_validator, model_validator
+
+from ..errors import ConfigError
+from ..vocabulary import SYNC_TOOL
+from .kb import KBConfig
+from .providers import (EMBEDDING_PROVIDERS, RERANK_PROVIDERS, EmbeddingConfig, FastembedRerankSettings,
+                        FastembedSettings, RerankConfig)
+from .server import ServerConfig, granted
+from .storage import StorageConfig
+from .values import Strict
+
+
+class Config(Strict):
+    """The whole kb.toml."""
+
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    embedding: SerializeAsAny[EmbeddingConfig] = FastembedSettings()
+    rerank: SerializeAsAny[RerankConfig] = FastembedRerankSettings()
+    server: ServerConfig = ServerConfig()
+    kb: list[KBConfig] = Field(default_factory=list)
+    source: Path | None = None  # the file this came from, for messages
+
+    @field_validator("embedding", mode="before")
+    @classmethod
+    def _embedding_provider(cls, value: Any) -> Any:
+        return EMBEDDING_PROVIDERS.validate(value, "fastembed")
+
+    @field_validator("rerank", mode="before")
+    @classmethod
+    def _rerank_provider(cls, value: Any) -> Any:
+        return RERANK_PROVIDERS.validate(value, "fastembed")
+
+    @field_validator("storage", mode="before")
+    @classmethod
+    def _storage_shorthand(cls, value: Any) -> Any:
+        return {"uri": value} if isinstance(value, str) else value
+
+    @field_validator("kb", mode="before")
+    @classmethod
+    def _kb_tables(cls, value: Any) -> Any:
+        if isinstance(value, dict):  # `[kb]` where `[[kb]]` was meant
+            raise ValueError("written as one table [kb]; each knowledge base is an array table: write [[kb]] "
+                             "(two brackets)")
+        return value
+
+    @model_validator(mode="after")
+    def _names_are_unique(self) -> Config:
+        for what, names in (("KB name", [k.name for k in self.kb]),
+                            ("tool name", [k.search_tool_name for k in self.kb] + [SYNC_TOOL])):
+            seen: set[str] = set()
+            for name in names:
+                if name in seen:
+                    raise ValueError(f"duplicate {what} {name!r}: every knowledge base needs its own")
+                seen.add(name)
+        return self
+
+    @model_validator(mode="after")
+    def _grants_name_configured_kbs(self) -> Config:
+        """A grant pattern that matches no KB is a typo (or a removed KB) the operator should hear about."""
+        names = [kb.name for kb in self.kb]
+        entries = [(f"[[server.tokens]] {t.name}", t.kbs) for t in self.server.tokens]
+        if self.server.oauth:
+            entries += [(f"[[server.oauth.groups]] {g.group}", g.kbs) for g in self.server.oauth.groups]
+        for where, patterns in entries:
+            for pattern in patterns:
+                if names and not granted([pattern], names):
+                    raise ValueError(f"{where}: kbs entry {pattern!r} matches no knowledge base "
+                                     f"(configured: {', '.join(names)})")
+        return self
+
+    def serving(self, transport: str | None = None, host: str | None = None, port: int | None = None,
+                read_only: bool | None = None, stateless: bool | None = None) -> Config:
+        """This config with `serve`'s options in place of the [server] settings they override."""
+        chosen = transport or self.server.transport
+        if chosen == "stdio" and (host or port is not None):
+            option = "--port" if port is not None else "--host"
+            raise ConfigError(f"{option} is for the HTTP transports, and this server speaks stdio: add --transport "
+                              f"http (or sse), or set [server] transport")
+        given = {"transport": chosen, "host": host, "port": port, "read_only": read_only, "stateless": stateless}
+        server = self.server.model_copy(update={key: value for key, value in given.items() if value is not None})
+        if server.stateless and chosen != "http":
+            raise ConfigError(f"stateless serving is a mode of the streamable HTTP transport, and this server "
+                              f"speaks {chosen}: add --transport http")
+        return self.model_copy(update={"server": server})
+
+    def get_kb(self, name: str) -> KBConfig:
+        for kb in self.kb:
+            if kb.name == name:
+                return kb
+        raise unknown_kb(name, [k.name for k in self.kb])
+
+    def select(self, name: str | None) -> list[KBConfig]:
+        """One KB by name, or all when name is None."""
+        return list(self.kb) if name is None else [self.get_kb(name)]
+
+
+def unknown_kb(name: str, known: list[str]) -> ConfigError:
+    """The error for a KB name that is not configured (or, for a scoped caller, not granted: the same words)."""
+    return ConfigError(f"unknown knowledge base {name!r}; configured: {', '.join(known) or '(none)'}")

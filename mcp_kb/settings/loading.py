@@ -1,0 +1,179 @@
+"""Loading a config: a kb.toml, a folder alone (zero-config), the starter `mcp-kb init` writes, the
+environment's overrides, and the paths resolved against the file's folder."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from ..errors import ConfigError
+from .config import Config
+from .variables import ENV_CONFIG, cache_root, data_root, environment
+from .explain import chosen_settings, explain
+from .kb import KBConfig
+from .providers import EMBEDDING_PROVIDERS
+from .server import ServerConfig
+from .storage import StorageConfig
+from .values import KB_NAME_CHARS, KB_NAME_LENGTH
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
+
+log = logging.getLogger(__name__)
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Read and validate a kb.toml; relative paths are relative to the file's folder."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found (`mcp-kb init` writes a starter)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    config = build_config(raw, base_dir=path.parent.resolve(), source=path)
+    if not config.kb:
+        raise ConfigError(f"{path}: no knowledge base: add a [[kb]] table with name, description and paths "
+                          f"(`mcp-kb init` writes a commented starter)")
+    return config
+
+
+def config_for_folder(folder: str | os.PathLike[str]) -> Config:
+    """Zero-config: one KB for a single folder, synced at start and on every change.
+
+    Each folder gets its own index (unless MCP_KB_STORAGE names one), so two folders named
+    `docs` never meet.
+    """
+    folder = Path(folder).resolve()
+    if not folder.is_dir():
+        raise ConfigError(f"{folder}: not a folder")
+    name = kb_name_for(folder)
+    key = hashlib.sha256(str(folder).encode()).hexdigest()[:8]
+    raw = {"storage": str(data_root() / "folders" / f"{name}-{key}"),
+           "kb": [{"name": name, "description": f"Documents from the folder '{folder.name}'", "paths": [str(folder)],
+                   "sync": {"on_start": True, "watch": True}}]}
+    return build_config(raw, base_dir=folder, source=None)
+
+
+def kb_name_for(folder: Path) -> str:
+    """A valid KB name made from a folder's name."""
+    return re.sub(f"[^{KB_NAME_CHARS}]", "_", folder.name)[:KB_NAME_LENGTH] or "docs"
+
+
+def starter_config(folder: str, base_dir: Path) -> tuple[str, KBConfig]:
+    """The commented starter kb.toml `mcp-kb init` writes, with one KB over `folder`, and that KB as
+    loaded from it (validated before anything is written)."""
+    from importlib.resources import files
+
+    where = (base_dir / folder).resolve()
+    values = {"name": kb_name_for(where), "description": f"Documents from the folder '{where.name}'", "folder": folder}
+    template = files("mcp_kb").joinpath("starter.toml").read_text(encoding="utf-8")
+    text = template.format(**{key: json.dumps(value, ensure_ascii=False) for key, value in values.items()})
+    [kb] = build_config(tomllib.loads(text), base_dir, None).kb
+    return text, kb
+
+
+def write_starter(folder: str, target: Path) -> KBConfig:
+    """Write the starter kb.toml over `folder` to `target` (never over an existing file); its KB."""
+    if target.exists():
+        raise ConfigError(f"{target} exists and is left as it is: edit it, or pass --config OTHER.toml")
+    text, kb = starter_config(folder, target.parent.resolve())
+    try:
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {target}: {exc}") from exc
+    return kb
+
+
+def config_target(given: str | None) -> tuple[Path, bool]:
+    """The kb.toml or folder a command uses: the one given, else $MCP_KB_CONFIG, else ./kb.toml.
+    Returns the path and whether it was named (by the option or the variable)."""
+    named = given or environment(ENV_CONFIG)
+    return Path(named or "kb.toml").expanduser(), bool(named)
+
+
+def build_config(raw: dict[str, Any], base_dir: Path, source: Path | None) -> Config:
+    """Validate a parsed TOML mapping; environment variables override model and storage."""
+    raw = _apply_environment(raw)
+    where = str(source) if source else "config"
+    try:
+        config = Config.model_validate({**raw, "source": source})
+    except ValidationError as exc:
+        raise ConfigError(explain(exc, raw, where)) from None
+    # A path that does not exist is not an error here: an unmounted share must not stop the server
+    # from serving the index it has. Syncs report it (and keep the index); `mcp-kb check` shows it.
+    return _resolve_paths(config, base_dir)
+
+
+def _apply_environment(raw: dict[str, Any]) -> dict[str, Any]:
+    """Environment variables override the file: each setting declared with `_env(NAME)` takes NAME's value."""
+    raw = dict(raw)
+    if isinstance(raw.get("storage"), str):
+        raw["storage"] = {"uri": raw["storage"]}
+    for section, model in (("storage", StorageConfig), ("server", ServerConfig),
+                           ("embedding", chosen_settings(EMBEDDING_PROVIDERS, "fastembed", raw.get("embedding")))):
+        if model is None or not isinstance(raw.get(section, {}), dict):
+            continue  # a malformed section or an unknown provider is reported by validation
+        for key, declared in model.model_fields.items():
+            extra = declared.json_schema_extra
+            value = environment(str(extra.get("env") or "")) if isinstance(extra, dict) else ""
+            if value:
+                raw[section] = {**raw.get(section, {}), key: value}
+    return raw
+
+
+def _resolve_paths(config: Config, base_dir: Path) -> Config:
+    def absolute(value: str | Path, key: str) -> Path:
+        try:
+            return (base_dir / Path(value).expanduser()).resolve()
+        except RuntimeError as exc:  # "~name" of a user this machine does not have
+            raise ConfigError(f"{key} = {str(value)!r}: cannot expand '~' ({exc}); write the folder out in full") from exc
+
+    kbs = [kb.model_copy(update={"paths": [absolute(p, f"[[kb]] {kb.name}: paths") for p in kb.paths]})
+           for kb in config.kb]
+    storage = config.storage
+    if not storage.is_remote:
+        storage = storage.model_copy(update={"uri": str(absolute(storage.uri, "storage"))})
+    if storage.read_cache_dir:
+        storage = storage.model_copy(update={"read_cache_dir": str(absolute(storage.read_cache_dir,
+                                                                            "[storage] read_cache_dir"))})
+    _keep_out_written_folders(kbs, storage)
+    providers = {section: _with_absolute_paths(getattr(config, section), section, absolute)
+                 for section in ("embedding", "rerank")}
+    server = config.server
+    if server.audit_log:
+        server = server.model_copy(update={"audit_log": str(absolute(server.audit_log, "[server] audit_log"))})
+    return config.model_copy(update={"kb": kbs, "storage": storage, "server": server, **providers})
+
+
+def _with_absolute_paths(settings: BaseModel, section: str, absolute: Callable[[str, str], Path]) -> BaseModel:
+    """A provider's settings with its local files (the settings named *_path) resolved."""
+    paths = {key: str(absolute(value, f"{section}.{key}")) for key in type(settings).model_fields
+             if key.endswith("_path") and (value := getattr(settings, key))}
+    return settings.model_copy(update=paths)
+
+
+def _keep_out_written_folders(kbs: list[KBConfig], storage: StorageConfig) -> None:
+    """Tell each KB where mcp-kb writes, so its index, caches and query logs never come back as
+    documents (they hold users' past queries), and warn about an index kept among the documents."""
+    written = [cache_root(), data_root()] + ([] if storage.is_remote else [Path(storage.uri)]) + \
+        ([Path(storage.read_cache_dir)] if storage.read_cache_dir else [])
+    folders = tuple(Path(os.path.realpath(folder)) for folder in written)
+    for kb in kbs:
+        kb._written_folders = folders
+        for root in kb.paths:
+            if not storage.is_remote and Path(storage.uri).is_relative_to(root):
+                log.warning("the index folder %s is inside knowledge base %r's path %s: it is never indexed, but "
+                            "keeping it outside the documents is safer (a copy of the folder takes it along)",
+                            storage.uri, kb.name, root)

@@ -1,0 +1,144 @@
+"""`[embedding]` and `[rerank]`: what every provider's settings have, the built-in providers' own
+settings, and the registries that pick a provider by its name in kb.toml (registry.py)."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ..errors import ConfigError
+from ..registry import Registry
+from .variables import ENV_MODEL, ENV_MODEL_PATH, checked_headers, environment, from_environment, header_value
+from .values import DEFAULT_MODEL, PathText, Strict
+
+
+class EmbeddingConfig(Strict):
+    """What every embedding provider's settings have; each provider adds its own (a registered subclass).
+
+    provider "fastembed" runs an ONNX model in this process (the default); "openai" calls any
+    service speaking the OpenAI embeddings API (OpenAI, Azure, Ollama, vLLM, TEI, LM Studio, LiteLLM).
+    """
+
+    provider: str = "fastembed"
+    model: str = Field(DEFAULT_MODEL, json_schema_extra=from_environment(ENV_MODEL))
+    batch_size: int = Field(32, ge=1, le=2048)
+
+    def __hash__(self) -> int:  # a frozen model with a dict field: hash what identifies the settings
+        return hash(self.model_dump_json())
+
+
+class FastembedSettings(EmbeddingConfig):
+    """provider = "fastembed": an ONNX model run in this process."""
+
+    provider: Literal["fastembed"] = "fastembed"
+    # Texts per model call. The call's working memory grows with it (a 200-file SciFact sync peaked at 945 MB
+    # with 32, 649 MB with 16, 551 MB with 8) while its speed barely moves (texts of similar length share a
+    # call, so little is padding): 8 keeps a sync beside an IDE and a browser.
+    batch_size: int = Field(8, ge=1, le=2048)
+    model_path: PathText | None = Field(None, json_schema_extra=from_environment(ENV_MODEL_PATH))  # local folder with
+    # model.onnx + tokenizer files (air-gapped use)
+    threads: int | None = Field(None, ge=1)  # None: onnxruntime decides
+    cache_dir: PathText | None = None
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    # "int8": embed with an int8 copy made (once, checked against fp32) from the model; a different model
+    # for rebuild decisions. Off by default: switching re-embeds every existing index.
+    quantize: Literal["none", "int8"] = "none"
+
+
+class _ServiceAccess(Strict):
+    """How a model service is reached: its address, the key (from a variable) and headers it wants."""
+
+    _section: ClassVar[str]  # the kb.toml table, for messages
+    base_url: str | None = None
+    api_key_env: str | None = None  # the NAME of the variable holding the key; the key is never stored
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("headers")
+    @classmethod
+    def _headers_are_valid(cls, value: dict[str, str]) -> dict[str, str]:
+        return checked_headers(value, f"{cls._section}.headers")
+
+    def request_headers(self) -> dict[str, str]:
+        """`headers`, and the API key from the variable `api_key_env` names, read now."""
+        headers = {key: header_value(text, f"{self._section}.headers.{key}") for key, text in self.headers.items()}
+        if self.api_key_env:
+            if not environment(self.api_key_env):
+                raise ConfigError(f"[{self._section}] api_key_env names ${self.api_key_env}, which is not set; "
+                                  f"export the service's API key in it")
+            # a key pasted with a trailing newline must not reach the HTTP library (its errors quote headers)
+            headers["Authorization"] = header_value(f"Bearer ${{{self.api_key_env}}}", f"[{self._section}] api_key_env")
+        return headers
+
+
+class OpenAISettings(EmbeddingConfig, _ServiceAccess):
+    """provider = "openai": a service speaking the OpenAI embeddings API."""
+
+    _section: ClassVar[str] = "embedding"
+    provider: Literal["openai"] = "openai"
+    base_url: str | None = None  # e.g. https://api.openai.com/v1 or http://localhost:11434/v1
+    dimensions: int | None = Field(None, ge=1)  # ask for shortened vectors (models that support it)
+    max_concurrency: int = Field(2, ge=1, le=64)
+    timeout: float = Field(30.0, gt=0, le=600)  # seconds per request
+    max_retries: int = Field(5, ge=0, le=20)
+    tokenizer_path: PathText | None = None  # folder with the model's tokenizer.json + tokenizer_config.json
+    max_input_tokens: int = Field(512, ge=16, le=1_000_000)  # what the service's model reads
+
+    @model_validator(mode="after")
+    def _names_the_service(self) -> OpenAISettings:
+        if not self.base_url:
+            raise ValueError('provider "openai" needs base_url, e.g. "https://api.openai.com/v1" or '
+                             '"http://localhost:11434/v1" (Ollama)')
+        if "model" not in self.model_fields_set:
+            raise ValueError('provider "openai" needs model: the name the service knows the model by, '
+                             'e.g. "text-embedding-3-small" or "nomic-embed-text"')
+        return self
+
+
+class RerankConfig(Strict):
+    """Optional reranking of the top candidates; each provider adds its own settings (a registered subclass)."""
+
+    provider: str = "fastembed"
+    enabled: bool = False
+    candidates: int = Field(30, ge=1, le=500)
+
+
+class FastembedRerankSettings(RerankConfig):
+    """provider = "fastembed": a cross-encoder run in this process."""
+
+    provider: Literal["fastembed"] = "fastembed"
+    model: str = "Xenova/ms-marco-MiniLM-L-6-v2"
+    model_path: PathText | None = None
+
+
+class ServiceRerankSettings(RerankConfig, _ServiceAccess):
+    """provider = "service": a reranking service — Hugging Face TEI's `POST /rerank` (api = "tei"), or the
+    Jina / Cohere `POST /rerank` that Infinity, vLLM and the hosted APIs answer (api = "cohere")."""
+
+    _section: ClassVar[str] = "rerank"
+    provider: Literal["service"] = "service"
+    base_url: str | None = None  # e.g. http://localhost:8080 (TEI) or https://api.jina.ai/v1; /rerank is added
+    api: Literal["cohere", "tei"] = "cohere"
+    model: str | None = None  # sent as `model` (cohere); TEI serves one model
+    batch_size: int = Field(32, ge=1, le=1000)  # passages per request
+    timeout: float = Field(5.0, gt=0, le=120)  # seconds per request: a search waits at most this, then keeps its order
+    max_retries: int = Field(1, ge=0, le=5)  # for 429 / 5xx / dropped connections
+
+    @model_validator(mode="after")
+    def _names_the_service(self) -> ServiceRerankSettings:
+        if not self.base_url:
+            raise ValueError('provider "service" needs base_url, e.g. "http://localhost:8080" (TEI) or '
+                             '"https://api.jina.ai/v1"')
+        if self.api == "cohere" and not self.model:
+            raise ValueError('api "cohere" needs model: the reranker the service knows, e.g. '
+                             '"jina-reranker-v2-base-multilingual"')
+        return self
+
+
+# Parts picked by name in kb.toml: the settings each takes, and its implementation (registry.py).
+EMBEDDING_PROVIDERS = Registry("embedding provider", "provider")
+EMBEDDING_PROVIDERS.register("fastembed", FastembedSettings, "mcp_kb.models.fastembed:FastembedProvider")
+EMBEDDING_PROVIDERS.register("openai", OpenAISettings, "mcp_kb.models.openai:OpenAIProvider")
+RERANK_PROVIDERS = Registry("rerank provider", "provider")
+RERANK_PROVIDERS.register("fastembed", FastembedRerankSettings, "mcp_kb.models.fastembed:FastembedRerankProvider")
+RERANK_PROVIDERS.register("service", ServiceRerankSettings, "mcp_kb.models.rerank_service:ServiceRerankProvider")
