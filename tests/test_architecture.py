@@ -232,3 +232,18 @@ def test_only_the_http_edge_reads_a_requests_credentials(face):
             if named or (isinstance(node, ast.Attribute) and node.attr == "cookies"):
                 readers.append(f"{_name(path)}:{node.lineno}")
     assert not readers, f"read credentials through mcp_kb.http.edge: {readers}"
+
+
+_TARGET = re.compile(r"^mcp_kb(\.\w+)+(:\w+)?$")  # a module named as text: "mcp_kb.models.fastembed:FastembedProvider"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_no_module_names_one_of_a_higher_tier_as_text(path):
+    """Lazy imports by name ("package.module:Name") obey the tiers as imports do: each implementing package
+    binds its own parts to the registries, so no module names one above it."""
+    module = _name(path)
+    tier = _tier(module)
+    named = [node.value for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and _TARGET.match(node.value)]
+    upward = [target for target in named if (_tier(target.split(":")[0]) or -1) > (tier or 0)]
+    assert not upward, f"{module} (tier {tier}) names {upward}"

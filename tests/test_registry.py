@@ -56,3 +56,33 @@ def test_each_setting_an_environment_variable_overrides_names_it_in_its_declarat
     config = _config(tmp_path, {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"})
     assert config.embedding.model == "intfloat/multilingual-e5-small"
     assert config.storage.uri == str(tmp_path / "elsewhere")
+
+
+@pytest.fixture
+def installed(monkeypatch):
+    """Plays the distributions installed beside mcp-kb: the entry points of the `mcp_kb` group it finds."""
+    from importlib import metadata
+
+    import mcp_kb.registry as registry
+
+    monkeypatch.setattr(EMBEDDING_PROVIDERS, "_entries", dict(EMBEDDING_PROVIDERS._entries))
+    monkeypatch.setattr(registry, "_plugins_loaded", False)
+
+    def install(*values: str) -> None:
+        points = [metadata.EntryPoint(f"plugin{n}", value, registry.PLUGIN_GROUP) for n, value in enumerate(values)]
+        monkeypatch.setattr(registry.metadata, "entry_points", lambda group: points if group == registry.PLUGIN_GROUP else [])
+    return install
+
+
+def test_an_installed_plugin_is_found_through_its_entry_point_before_the_config_is_checked(installed, tmp_path):
+    installed("toy_embedder:register")
+    app = App(_config(tmp_path, {"provider": "toy", "dimension": 16}))
+    [report] = app.sync()
+    assert report.chunks_embedded == 2 and app.status("kb")[0].model["name"] == "toy words-hashed"
+
+
+def test_a_plugin_that_fails_to_load_is_named_not_taken_for_a_config_mistake(installed, tmp_path):
+    installed("no_such_plugin_module")
+    with pytest.raises(ConfigError, match=r"the mcp-kb plugin 'plugin0' \(no_such_plugin_module\) failed to load: "
+                                          r"ModuleNotFoundError"):
+        _config(tmp_path, {})

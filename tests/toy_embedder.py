@@ -55,3 +55,10 @@ class ToyProvider:
     @staticmethod
     def source(settings: ToySettings) -> str:
         return "computed in this process (no files)"
+
+
+def register() -> None:
+    """What an installed plugin's entry point names (`[project.entry-points.mcp_kb] toy = "toy_embedder:register"`)."""
+    from mcp_kb.settings import EMBEDDING_PROVIDERS
+
+    EMBEDDING_PROVIDERS.register("toy", ToySettings, ToyProvider)

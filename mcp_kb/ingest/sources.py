@@ -4,7 +4,7 @@ A source lists its documents (each with an id and the size/mtime fingerprint a s
 behind), finds one by id (the document resource, judged by the same rules as the listing) and
 says whether a change on this machine's file system concerns it (the watcher). Folders
 (`folders.py`) and web sites (`web.py`) are built in; another kind is one module with a class
-like theirs plus one line: `SOURCE_KINDS.register(kind, Settings, SourceClass)` (config.py), after
+like theirs plus one line: `SOURCE_KINDS.register(kind, Settings, SourceClass)` (mcp_kb.settings), after
 which `[[kb.sources]] kind = "…"` tables configure it. The sync, the check, the watcher and the
 document resource talk to this module only; only the kinds know what a file or a URL is.
 """

@@ -1,6 +1,6 @@
 """Models: embedders, rerankers and token counters behind small interfaces (base.py).
 
-A provider is picked by name from the registries in config.py (`[embedding] provider`,
+A provider is picked by name from the registries in settings/providers.py (`[embedding] provider`,
 `[rerank] provider`) and imported only when used (fastembed takes a second to import). Built in:
 fastembed (local ONNX models) and openai (any OpenAI-compatible embeddings service); a new one is
 one module with a class like `FastembedProvider` plus one `register` line.
@@ -18,6 +18,12 @@ from ..errors import KBError
 if TYPE_CHECKING:
     from ..settings import EmbeddingConfig, RerankConfig
     from .base import EmbeddingProvider, Embedder, RerankProvider, Reranker, TokenCounter
+
+# The built-in providers, named lazily: choosing one never imports another.
+EMBEDDING_PROVIDERS.bind("fastembed", "mcp_kb.models.fastembed:FastembedProvider")
+EMBEDDING_PROVIDERS.bind("openai", "mcp_kb.models.openai:OpenAIProvider")
+RERANK_PROVIDERS.bind("fastembed", "mcp_kb.models.fastembed:FastembedRerankProvider")
+RERANK_PROVIDERS.bind("service", "mcp_kb.models.rerank_service:ServiceRerankProvider")
 
 
 def embedding_provider(config: EmbeddingConfig) -> EmbeddingProvider:

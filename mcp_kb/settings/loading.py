@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ConfigError
+from ..registry import load_plugins
 from .config import Config
 from .variables import ENV_CONFIG, cache_root, data_root, environment
 from .explain import chosen_settings, explain
@@ -105,6 +106,7 @@ def config_target(given: str | None) -> tuple[Path, bool]:
 
 def build_config(raw: dict[str, Any], base_dir: Path, source: Path | None) -> Config:
     """Validate a parsed TOML mapping; environment variables override model and storage."""
+    load_plugins()  # a plugin's provider or source kind is known before its settings are checked
     raw = _apply_environment(raw)
     where = str(source) if source else "config"
     try:

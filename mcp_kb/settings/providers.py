@@ -135,10 +135,10 @@ class ServiceRerankSettings(RerankConfig, _ServiceAccess):
         return self
 
 
-# Parts picked by name in kb.toml: the settings each takes, and its implementation (registry.py).
+# Providers picked by name in kb.toml: the settings each takes (registry.py); models/ binds the implementations.
 EMBEDDING_PROVIDERS = Registry("embedding provider", "provider")
-EMBEDDING_PROVIDERS.register("fastembed", FastembedSettings, "mcp_kb.models.fastembed:FastembedProvider")
-EMBEDDING_PROVIDERS.register("openai", OpenAISettings, "mcp_kb.models.openai:OpenAIProvider")
+EMBEDDING_PROVIDERS.register("fastembed", FastembedSettings)
+EMBEDDING_PROVIDERS.register("openai", OpenAISettings)
 RERANK_PROVIDERS = Registry("rerank provider", "provider")
-RERANK_PROVIDERS.register("fastembed", FastembedRerankSettings, "mcp_kb.models.fastembed:FastembedRerankProvider")
-RERANK_PROVIDERS.register("service", ServiceRerankSettings, "mcp_kb.models.rerank_service:ServiceRerankProvider")
+RERANK_PROVIDERS.register("fastembed", FastembedRerankSettings)
+RERANK_PROVIDERS.register("service", ServiceRerankSettings)
