@@ -26,9 +26,9 @@ from .metrics import Metrics, QueryLog
 from .models import create_embedder, create_reranker, load_token_counter, model_source
 from .models.base import Embedder, TokenCounter
 from .present import document_text
-from .records import Glance, KBCheck, KBState, KBStatus, Problem
+from .records import Glance, KBCheck, KBState, KBStatus, Problem, Progress
 from .search import Searcher, SearchResult
-from .sync import ProgressCallback, SyncReport, document_chunks, file_chunks, sync_all
+from .sync import SyncReport, document_chunks, file_chunks, sync_all
 from .vocabulary import sync_remedy
 
 
@@ -142,7 +142,7 @@ class App:
                               "tokens_embedded": report.get("tokens_embedded", 0),
                               "seconds": report.get("seconds", {})}}
 
-    def sync(self, kb: str | None = None, full: bool = False, progress: ProgressCallback | None = None,
+    def sync(self, kb: str | None = None, full: bool = False, progress: Progress | None = None,
              wait: bool = True, allow_mass_delete: bool = False, reembed: bool = False) -> list[SyncReport]:
         reports = sync_all(self.config, self.store, self.embedder, lambda: self.tokenizer, kb, full=full,
                            progress=progress, wait=wait, allow_mass_delete=allow_mass_delete, reembed=reembed,

@@ -16,7 +16,8 @@ from .app import App
 from .settings import KBConfig
 from .errors import KBError
 from .ingest.sources import Source, change_concerns, watch_folders
-from .sync import ProgressCallback, SyncReport
+from .records import Progress
+from .sync import SyncReport
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ class SyncRunner:
         self.notify = notify
         self.syncs_started = 0  # how many syncs were asked for (the debounce tests count them)
 
-    async def sync(self, kb: str | None = None, progress: ProgressCallback | None = None,
+    async def sync(self, kb: str | None = None, progress: Progress | None = None,
                    **options: bool) -> list[SyncReport]:
         """Sync one KB or all, with App.sync's options; raises KBError (the failure is also recorded in
         the KB's status)."""

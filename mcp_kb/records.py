@@ -6,10 +6,13 @@ the page's status poll), one shape everywhere.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 NEVER_SYNCED = "never synced"  # the outcome of a KB no sync has finished for
+# How long work says how far it is: (done, total, what), e.g. files read of files to read, "scanning".
+Progress = Callable[[int, int, str], None]
 
 
 @dataclass(frozen=True)

@@ -32,12 +32,11 @@ from .ingest.document import Document
 from .ingest.ocr import available as ocr_available
 from .ingest.sources import SkippedFile, SourceFile, count_kinds, parse_source, scan_all, sources_of
 from .models.base import Embedder, TokenCounter
-from .records import KBState, Problem
+from .records import KBState, Problem, Progress
 from .vocabulary import sync_remedy
 
 log = logging.getLogger(__name__)
 
-ProgressCallback = Callable[[int, int, str], None]
 _BATCH_FILES = 32  # files per commit: small enough to lose little to a crash, large enough to amortize commits
 _SYNCS_KEPT = 20  # recent syncs a KB's state lists (the admin page shows them)
 _ERROR_CHARS_KEPT = 500  # of a failed sync's error, in that list
@@ -109,7 +108,7 @@ class SyncReport:
 
 
 def sync_all(config: Config, store: Store, embedder: Embedder, load_counter: Callable[[], TokenCounter],
-             kb_name: str | None = None, full: bool = False, progress: ProgressCallback | None = None,
+             kb_name: str | None = None, full: bool = False, progress: Progress | None = None,
              wait: bool = True, allow_mass_delete: bool = False, reembed: bool = False,
              release_model: bool = False) -> list[SyncReport]:
     """Sync one KB or all of them, holding the storage's writer lock. `full` rebuilds (reusing the
@@ -124,7 +123,7 @@ def sync_all(config: Config, store: Store, embedder: Embedder, load_counter: Cal
 
 
 def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callable[[], TokenCounter],
-            full: bool = False, progress: ProgressCallback | None = None, allow_mass_delete: bool = False,
+            full: bool = False, progress: Progress | None = None, allow_mass_delete: bool = False,
             reembed: bool = False, release_model: bool = False) -> SyncReport:
     """Bring one KB's tables in step with its files; the caller holds the sync lock. The token
     counter (the model's tokenizer) is loaded inside, so a missing one is this KB's recorded failure.
@@ -203,8 +202,8 @@ def _count_each_file_once(report: SyncReport, plan: SyncPlan) -> None:
     report.files_failed = len(failed)
 
 
-def _recording_progress(store: Store, kb: str, progress: ProgressCallback | None,
-                        report: SyncReport) -> ProgressCallback:
+def _recording_progress(store: Store, kb: str, progress: Progress | None,
+                        report: SyncReport) -> Progress:
     """The caller's progress callback, also writing how far the sync is (files, and chunks embedded so far)
     where searches, status and the admin page can read it."""
     def record(done: int, total: int, message: str) -> None:
@@ -376,7 +375,7 @@ class _ParsedFile:
 def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
                    counter: TokenCounter, plan: SyncPlan, files_by_path: dict[str, SourceFile],
                    hash_by_path: dict[str, str], report: SyncReport, timer: _Timer,
-                   progress: ProgressCallback) -> None:
+                   progress: Progress) -> None:
     """Parse, embed and write new and changed files, one batch per commit; parsing runs ahead."""
     todo = [files_by_path[p] for p in plan.added + plan.changed]
     batches = [todo[i:i + _BATCH_FILES] for i in range(0, len(todo), _BATCH_FILES)]

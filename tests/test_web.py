@@ -18,7 +18,8 @@ from mcp_kb import cli, live
 from mcp_kb.settings import WebSourceConfig
 from mcp_kb.errors import ConfigError, KBError, MassDeleteError
 from mcp_kb.mcp.server import build_server
-from mcp_kb.ingest.web import PageCache, Scope, normalize_url, suffix_for
+from mcp_kb.ingest.web.pagecache import PageCache
+from mcp_kb.ingest.web.urls import Scope, normalize_url, suffix_for
 from pdfs import text_pdf
 
 QUERY_PARAMS = """<h1>Query Parameters</h1>
@@ -365,6 +366,29 @@ def test_sitemap_indexes_canonical_links_noindex_and_last_modified(site, make_ap
     app.sync("docs")
     listed = next(r for r in site.requests if r.path == "/guide/listed/")
     assert listed.headers.get("If-Modified-Since") == "Wed, 21 Oct 2026 07:28:00 GMT" and listed.status == 304
+
+
+def test_a_sitemap_is_read_as_xml_means_it_and_its_entities_are_never_expanded(site, make_app):
+    """CDATA and namespace prefixes name pages, a commented-out entry does not, a bare "&" in a URL is
+    kept, and neither an entity bomb nor an external entity (a local file) is expanded."""
+    bomb = "".join(f'<!ENTITY {b} "{("&" + a + ";") * 10}">' for a, b in zip("abcdefgh", "bcdefghi"))
+    site.pages["/robots.txt"] = Page(f"User-agent: *\nSitemap: {site.url}/map.xml\n".encode(), content_type="text/plain")
+    site.pages["/map.xml"] = Page(
+        (f'<?xml version="1.0"?><!DOCTYPE s [<!ENTITY a "xxxxxxxxxx">{bomb}<!ENTITY file SYSTEM "file:///etc/passwd">]>'
+         f'<sm:urlset xmlns:sm="http://www.sitemaps.org/schemas/sitemap/0.9">'
+         f"<sm:url><sm:loc><![CDATA[{site.url}/guide/cdata/]]></sm:loc></sm:url>"
+         f"<!-- <sm:url><sm:loc>{site.url}/guide/retired/</sm:loc></sm:url> -->"
+         f"<sm:url><sm:loc>{site.url}/guide/search/?q=1&amp;lang=en&page=2</sm:loc></sm:url>"
+         f"<sm:url><sm:loc>{site.url}/guide/&i;&file;</sm:loc></sm:url></sm:urlset>").encode(),
+        content_type="application/xml")
+    for path in ("/guide/cdata/", "/guide/retired/", "/guide/search/?lang=en&page=2&q=1"):
+        site.html(path, path, f"<h1>{path}</h1><p>A page only the sitemap names: {path}.</p>")
+    app = make_app(web_kb(site, keep_query=["q", "lang", "page"]))
+    [report] = app.sync("docs")
+    assert {"/guide/cdata/", "/guide/search/?lang=en&page=2&q=1"} <= indexed(app)
+    assert "/guide/retired/" not in site.paths()  # a comment names no page: it was never asked for
+    assert not any("root:" in path or "xxxx" in path for path in site.paths())
+    assert not report.failures
 
 
 def test_check_lists_the_pages_a_sync_would_index_without_indexing(site, tmp_path):

@@ -22,7 +22,8 @@ from ..settings import KBConfig
 from ..errors import KBError
 from ..vocabulary import status_uri
 from .parsers import is_binary_format, is_supported
-from .sources import Progress, SkippedFile, SourceFile, SourceScan
+from ..records import Progress
+from .sources import SkippedFile, SourceFile, SourceScan
 
 # A NUL or a high share of control characters in the first block means binary, whatever the
 # extension says.

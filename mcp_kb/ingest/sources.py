@@ -13,20 +13,20 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from ..settings import SOURCE_KINDS, KBConfig
 from ..errors import KBError
+from ..records import Progress
 from .document import Document
 from .parsers import parse_file
 
-Progress = Callable[[int, int, str], None]
 # Built-in kinds, asked in this order whether they own an id; folders last: every id no other kind
 # claims is a path. Registered kinds are asked first.
-_BUILTIN_KINDS = ("mcp_kb.ingest.web:WebSource", "mcp_kb.ingest.folders:FolderSource")
+_BUILTIN_KINDS = ("mcp_kb.ingest.web.source:WebSource", "mcp_kb.ingest.folders:FolderSource")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,87 @@
+"""robots.txt rules and the site's sitemaps (index files followed, .gz read) for a crawl's seeds."""
+
+from __future__ import annotations
+
+import re
+import urllib.robotparser
+import zlib
+
+from ...errors import KBError
+from .fetch import Fetcher
+
+_MAX_SITEMAPS = 20  # sitemap files read per source (an index may name many)
+_SITEMAP_BYTES = 50 * 1024 * 1024  # the sitemap protocol's own limit per file
+_ROBOTS_BYTES = 512 * 1024
+# "&" that starts no character or entity reference: real sitemaps write `?a=1&b=2` unescaped
+_BARE_AMPERSAND = re.compile(rb"&(?!#[0-9]+;|#x[0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9._-]*;)")
+
+
+def read_robots(fetcher: Fetcher) -> tuple[urllib.robotparser.RobotFileParser, list[str]]:
+    """The host's robots.txt rules and sitemap URLs; a missing file allows everything.
+
+    A robots.txt that cannot be read for a transient reason stops the crawl (RFC 9309: assume
+    everything is disallowed), which the sync reports and survives by keeping its pages.
+    """
+    robots = urllib.robotparser.RobotFileParser()
+    url = fetcher.scope.origin + "/robots.txt"
+    answer = fetcher.get(url, limit=_ROBOTS_BYTES, allowed=lambda u: u.startswith(fetcher.scope.origin + "/"))
+    if answer.transient:
+        raise KBError(f"{url}: {answer.error}")
+    lines = answer.body.decode("utf-8", "replace").splitlines() if answer.status == 200 else []
+    robots.parse(lines)
+    return robots, list(robots.site_maps() or [])
+
+
+def sitemap_urls(fetcher: Fetcher, listed: list[str]) -> tuple[list[str], list[str]]:
+    """Page URLs from the site's sitemaps (index files followed, .gz read), and problems met."""
+    scope = fetcher.scope
+    on_host = [u for u in (scope.normalize(x) for x in listed) if u and u.startswith(scope.origin + "/")]
+    queue = on_host or [scope.origin + "/sitemap.xml"]
+    pages, problems, seen = [], [], set[str]()
+    while queue and len(seen) < _MAX_SITEMAPS:
+        url = queue.pop(0)
+        if url in seen:
+            continue
+        seen.add(url)
+        answer = fetcher.get(url, limit=_SITEMAP_BYTES, allowed=lambda u: u.startswith(scope.origin + "/"))
+        if answer.status != 200:
+            if on_host:  # a sitemap robots.txt names should be there; /sitemap.xml is only a guess
+                problems.append(f"sitemap {url}: {answer.error or answer.status}")
+            continue
+        body = answer.body
+        if body[:2] == b"\x1f\x8b":
+            try:
+                body = zlib.decompressobj(47).decompress(body, _SITEMAP_BYTES)
+            except zlib.error as exc:
+                problems.append(f"sitemap {url}: not valid gzip ({exc})")
+                continue
+        try:
+            kind, locations = _sitemap_entries(body)
+        except ValueError as exc:
+            if on_host:  # a guessed /sitemap.xml is often a site's "not found" page
+                problems.append(f"sitemap {url}: {exc}")
+            continue
+        if kind == "sitemapindex":
+            queue += [u for u in (scope.normalize(x) for x in locations) if u and u.startswith(scope.origin + "/")]
+        else:
+            pages += locations
+    return pages, problems
+
+
+def _sitemap_entries(body: bytes) -> tuple[str, list[str]]:
+    """A sitemap's kind ("urlset" or "sitemapindex") and its <loc> URLs, read by an XML parser (CDATA,
+    entities, namespace prefixes and comments as XML means them). The parser forgives what real
+    sitemaps get wrong (a bare "&" in a URL) but never resolves entities or reaches the network, so a
+    DTD's entity bomb or an external entity is text it does not expand."""
+    from lxml import etree  # imported on first crawl, not at server start
+
+    parser = etree.XMLParser(recover=True, resolve_entities=False, no_network=True, huge_tree=False,
+                             remove_comments=True, load_dtd=False)
+    try:
+        root = etree.fromstring(_BARE_AMPERSAND.sub(b"&amp;", body), parser)
+    except etree.XMLSyntaxError as exc:
+        raise ValueError(f"not XML ({exc})") from None
+    if root is None:
+        raise ValueError("not XML")
+    locations = [text.strip() for element in root.iter("{*}loc") if (text := element.text) and text.strip()]
+    return etree.QName(root).localname, locations
