@@ -1,4 +1,4 @@
-"""The read cache in front of an index on S3 (index/readcache.py), against a real S3-compatible server
+"""The read cache in front of an index on S3 (index/readcache/), against a real S3-compatible server
 (moto on 127.0.0.1): searches answer as the store does, a warm cache fetches no pages, a writer's sync
 is never hidden by it, damaged / deleted / unwritable cache files cost only speed, its size is bounded,
 and its endpoint serves nobody but this process's reader."""
@@ -14,8 +14,10 @@ import httpx
 import pytest
 
 from helpers import write
-from mcp_kb.index import readcache
-from mcp_kb.index.readcache import PAGE_BYTES, PageStore, ReadCache, Upstream
+from mcp_kb.index.readcache import pages as readcache_pages
+from mcp_kb.index.readcache.cache import ReadCache
+from mcp_kb.index.readcache.pages import PAGE_BYTES, PageStore
+from mcp_kb.index.readcache.upstream import Upstream
 from s3_server import CREDENTIALS, serve_s3
 
 QUERIES = ["E5021 token expired", "restart the ingest worker", "queue backs up"]
@@ -142,7 +144,7 @@ def test_a_disk_that_refuses_writes_costs_only_the_caching(bucket, tmp_path, mon
         raise OSError(errno.ENOSPC, "No space left on device")
 
     expected = _answers(bucket(read_cache_mb=0))
-    monkeypatch.setattr(readcache, "_write_atomically", full)
+    monkeypatch.setattr(readcache_pages, "write_atomically", full)
     with caplog.at_level(logging.WARNING, logger="mcp_kb.index.readcache"):
         assert _answers(bucket(read_cache_dir=str(tmp_path / "cache"))) == expected
     warnings = [r.getMessage() for r in caplog.records if "cannot keep pages" in r.getMessage()]
@@ -151,7 +153,7 @@ def test_a_disk_that_refuses_writes_costs_only_the_caching(bucket, tmp_path, mon
 
 
 def test_the_cache_stays_within_its_size_and_keeps_what_was_used_last(tmp_path, monkeypatch):
-    monkeypatch.setattr(readcache, "_TOUCH_INTERVAL", 0)  # a page's use is recorded once a minute: here at once
+    monkeypatch.setattr(readcache_pages, "_TOUCH_INTERVAL", 0)  # a page's use is recorded once a minute: here at once
     pages = PageStore(tmp_path, max_bytes=4 * PAGE_BYTES)
     meta = {"size": PAGE_BYTES, "etag": '"v1"', "last-modified": "x"}
     leftover = write(tmp_path / "ab" / "ab12" / "page-0.1f2e.tmp", "x" * PAGE_BYTES)  # a killed process's

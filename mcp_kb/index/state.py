@@ -28,6 +28,7 @@ import filelock
 
 from ..settings import cache_root, is_remote_uri
 from ..errors import RunningSync, StoreError, SyncBusyError
+from ..files import write_atomically
 from .contract import Store
 
 log = logging.getLogger(__name__)
@@ -125,11 +126,8 @@ def _kb_file(storage: str, kb: str, kind: str) -> Path:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Replace the file in one step, so a reader never sees half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(data), encoding="utf-8")
-    temporary.replace(path)
+    """Replace the file in one step, so a reader never sees half of it (nor two writers one temporary file)."""
+    write_atomically(path, json.dumps(data).encode("utf-8"))
 
 
 def _read_json(path: Path) -> dict[str, Any]:

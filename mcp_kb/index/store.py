@@ -140,12 +140,12 @@ class LanceStore:
 
     @functools.cached_property
     def _search_db(self):
-        """The connection searches read through: the read cache's when there is one (readcache.py)."""
+        """The connection searches read through: the read cache's when there is one (readcache/)."""
         if self._read_cache is None:
             return self.db
         import lancedb
 
-        from .readcache import ReadCache
+        from .readcache.cache import ReadCache
 
         cache = ReadCache.for_store(self.uri, self._options, *self._read_cache)
         if cache is None:

@@ -21,7 +21,7 @@ class StorageConfig(Strict):
     read_consistency: float | None = Field(None, ge=0, le=3600)  # seconds; unset: 0 for a folder, 5 for a URI
     lease_seconds: float = Field(60, ge=1, le=3600)  # a writer's lease on shared storage outlives a crash this long
     # Searches on s3:// storage keep the data and index pages they fetch in a disk cache of this many MB
-    # (0: off); what says which version is current is always asked of the store (index/readcache.py).
+    # (0: off); what says which version is current is always asked of the store (index/readcache/).
     read_cache_mb: int = Field(1024, ge=0, le=1_048_576)
     # LanceDB's in-memory caches of index pieces and table metadata, in MB (its own default: 7 GB). A server
     # on a million chunks held 1.19 GB after 200 hybrid searches with 2048 or 7168, 1.18 GB with 512 but

@@ -9,6 +9,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ...files import write_atomically
+
 
 @dataclass
 class CachedPage:
@@ -56,9 +58,7 @@ class PageCache:
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / page.file
         if not path.is_file():
-            temporary = path.with_name(path.name + ".tmp")
-            temporary.write_bytes(body)
-            os.replace(temporary, path)
+            write_atomically(path, body)
         self.pages[page.url] = page
 
     def forget(self, url: str) -> None:
@@ -67,9 +67,8 @@ class PageCache:
     def save(self) -> None:
         """Write the list of pages, then remove bodies no page names any more."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        temporary = self.folder / "pages.json.tmp"
-        temporary.write_text(json.dumps({u: asdict(p) for u, p in self.pages.items()}), encoding="utf-8")
-        os.replace(temporary, self.folder / "pages.json")
+        write_atomically(self.folder / "pages.json",
+                         json.dumps({u: asdict(p) for u, p in self.pages.items()}).encode("utf-8"))
         named = {page.file for page in self.pages.values()} | {"pages.json"}
         for entry in os.scandir(self.folder):
             if entry.name not in named:
