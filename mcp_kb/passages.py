@@ -13,7 +13,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterable
+from typing import Annotated, Iterable
+
+from pydantic import Field
 
 from .index.keywords import keyword_terms
 from .text import sentences, shared_depth
@@ -28,24 +30,27 @@ _OVERLAP_SEARCH_CHARS = 4_000  # an overlap is a few dozen tokens; never look fu
 
 @dataclass(frozen=True)
 class Hit:
-    """One passage (one chunk, or adjacent chunks of one document merged) with its citation."""
+    """One passage (one chunk, or adjacent chunks of one document merged) with its citation: what a
+    search returns to every face (the search tool's structured output is this record, described here)."""
 
     text: str
-    source: str
+    source: Annotated[str, Field(description="The document: a file path relative to the knowledge base root, "
+                                             "or a page's URL")]
     title: str
-    heading: str
-    page: int | None
-    chunk_index: int  # the first chunk of the passage
+    heading: Annotated[str, Field(description=f"Heading path, e.g. 'Install{HEADING_SEPARATOR}Linux'")]
+    page: Annotated[int | None, Field(description="PDF page number, if any (the first, when page_end is set)")]
+    chunk_index: Annotated[int, Field(description="First chunk of the passage")]
     score: float
     line_start: int | None = None
     line_end: int | None = None
-    vector_rank: int | None = None  # 1-based rank on each side of a hybrid search (of the best chunk)
-    keyword_rank: int | None = None
+    vector_rank: Annotated[int | None, Field(description="1-based rank of its best chunk on the vector side")] = None
+    keyword_rank: Annotated[int | None, Field(description="1-based rank of its best chunk on the keyword side")] = None
     context_before: str = ""
     context_after: str = ""
-    chunk_count: int = 1  # chunks merged into this passage
-    page_end: int | None = None  # last page, when the passage runs over pages
-    trimmed: bool = False  # cut to fit the answer's token budget
+    chunk_count: Annotated[int, Field(description="Adjacent chunks of the document merged into this passage")] = 1
+    page_end: Annotated[int | None, Field(description="Last page, when the passage runs over pages")] = None
+    trimmed: Annotated[bool, Field(description=f"Cut to fit max_tokens; '{ELLIPSIS}' marks where text was "
+                                               f"left out")] = False
 
     @property
     def last_chunk_index(self) -> int:

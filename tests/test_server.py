@@ -86,7 +86,7 @@ async def test_one_search_tool_per_kb_with_its_filter_schema(app):
     arguments = schema["properties"]
     assert arguments["max_per_document"]["default"] == 2 and arguments["max_tokens"]["default"] == 4000
     assert "budget" in arguments["max_tokens"]["description"]
-    assert {"chunk_count", "page_end", "trimmed"} <= set(policy.output_schema["$defs"]["SearchHit"]["properties"])
+    assert {"chunk_count", "page_end", "trimmed"} <= set(policy.output_schema["$defs"]["Hit"]["properties"])
     assert policy.output_schema["properties"]["results"]["type"] == "array"
     assert policy.annotations.read_only_hint is True
 

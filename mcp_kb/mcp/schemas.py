@@ -11,32 +11,14 @@ from typing import Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from ..passages import Hit
 from ..settings import KBConfig
 from ..requests import SearchRequest, SyncRequest, request_errors, unknown_filter_field
 from ..schema import BUILTIN_FILTERS, FIELD_TYPES, FieldType
 
 
-class SearchHit(BaseModel):
-    source: str = Field(description="The document: a file path relative to the knowledge base root, or a page's URL")
-    title: str
-    heading: str = Field(description="Heading path, e.g. 'Install › Linux'")
-    page: Optional[int] = Field(description="PDF page number, if any (the first, when page_end is set)")
-    page_end: Optional[int] = Field(None, description="Last page, when the passage runs over pages")
-    chunk_index: int = Field(description="First chunk of the passage")
-    chunk_count: int = Field(1, description="Adjacent chunks of the document merged into this passage")
-    score: float
-    line_start: Optional[int] = None
-    line_end: Optional[int] = None
-    vector_rank: Optional[int] = None
-    keyword_rank: Optional[int] = None
-    text: str
-    context_before: str = ""
-    context_after: str = ""
-    trimmed: bool = Field(False, description="Cut to fit max_tokens; '…' marks where text was left out")
-
-
 class SearchOutput(BaseModel):
-    results: list[SearchHit]
+    results: list[Hit]
     mode: str = Field(description="Mode that produced the results")
     notes: list[str] = Field(default_factory=list)
 

@@ -43,7 +43,7 @@ from ..vocabulary import (CITATION_FORMAT, DOCUMENT_URI, LIST_URI, LOOPBACK, MET
 from .compat import PlainToolErrors, support_2025_clients, unknown_tool
 from .guard import Guard, current_view
 from .notify import Notifier
-from .schemas import SearchHit, SearchOutput, argument_errors, filters_model
+from .schemas import SearchOutput, argument_errors, filters_model
 
 log = logging.getLogger(__name__)
 
@@ -215,8 +215,7 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
                               max_per_document=max_per_document, max_tokens=max_tokens)
 
         result = await _call(run)
-        output = SearchOutput(results=[SearchHit(**_hit_fields(h)) for h in result.hits], mode=result.mode,
-                              notes=result.notes)
+        output = SearchOutput(results=list(result.hits), mode=result.mode, notes=result.notes)
         return CallToolResult(content=[TextContent(type="text", text=cited_text(result))],
                               structured_content=output.model_dump(mode="json"))
 
@@ -224,10 +223,6 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
     server.add_tool(search_tool, name=kb.search_tool_name, title=f"Search {kb.name}", description=description,
                     annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     return description
-
-
-def _hit_fields(hit) -> dict[str, Any]:
-    return {name: getattr(hit, name) for name in SearchHit.model_fields}
 
 
 @contextmanager
