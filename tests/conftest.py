@@ -69,9 +69,10 @@ def pytest_configure(config):
                                 f"folder.") from None
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def embedder():
-    """The real fastembed model, loaded once per test process; `.calls` counts embedded texts."""
+    """The real fastembed model, loaded once per test process for the tests that ask for it (unit tests
+    that need no model run without loading one); `.calls` counts embedded texts."""
     model = _test_model()
     model.embed_query("model check")
     return model

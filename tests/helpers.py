@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
+
+import anyio
+
+T = TypeVar("T")
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 OFFLINE_MODEL = SHARED / "models" / "all-MiniLM-L6-v2-onnx"
@@ -71,3 +77,22 @@ def in_threads(work: Callable[[int], None], count: int, switch_interval: float =
     finally:
         sys.setswitchinterval(interval)
     return errors
+
+
+def until(condition: Callable[[], T], seconds: float = 60.0, every: float = 0.05, what: str = "the condition") -> T:
+    """Poll `condition` until it returns something true, and return that; fail when `seconds` pass first.
+    Tests wait on what they expect this way, never on a fixed sleep."""
+    deadline = time.monotonic() + seconds
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"{what} did not happen within {seconds:g} s"
+        time.sleep(every)
+    return value
+
+
+async def eventually(check: Callable[[], Awaitable[object]], seconds: float = 20.0, every: float = 0.05,
+                     what: str = "the condition") -> None:
+    """`until` for async checks, sleeping on the event loop between looks."""
+    deadline = time.monotonic() + seconds
+    while not await check():
+        assert time.monotonic() < deadline, f"{what} did not happen within {seconds:g} s"
+        await anyio.sleep(every)

@@ -5,7 +5,7 @@ import time
 
 import anyio
 import pytest
-from helpers import write
+from helpers import eventually, write
 from mcp import Client
 
 from mcp_kb.live import LiveSync, SyncRunner
@@ -18,14 +18,6 @@ def _kb(folder, **sync):
     return {"name": "docs", "description": "d", "paths": [str(folder)], "sync": {"debounce": 0.2, **sync}}
 
 
-async def _eventually(check, seconds=20.0):
-    """Poll `check` until it is true or the deadline passes (no fixed sleeps)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await anyio.sleep(0.1)
-    raise AssertionError("condition not met before the deadline")
 
 
 async def _sources(client, query):
@@ -41,14 +33,14 @@ async def test_served_kb_follows_edits_creations_and_deletions(make_app, tmp_pat
         async def indexed(query, source, present=True):
             return (source in await _sources(client, query)) == present
 
-        await _eventually(lambda: indexed("checklist", "a.md"))
+        await eventually(lambda: indexed("checklist", "a.md"))
         write(folder / "b.md", "# B\n\nQuarterly budget planning notes.\n")
-        await _eventually(lambda: indexed("budget", "b.md"))
+        await eventually(lambda: indexed("budget", "b.md"))
         write(folder / "a.md", "# A\n\nThe rollback runbook lives here now.\n")
-        await _eventually(lambda: indexed("rollback", "a.md"))
-        await _eventually(lambda: indexed("checklist", "a.md", present=False))
+        await eventually(lambda: indexed("rollback", "a.md"))
+        await eventually(lambda: indexed("checklist", "a.md", present=False))
         (folder / "b.md").unlink()
-        await _eventually(lambda: indexed("budget", "b.md", present=False))
+        await eventually(lambda: indexed("budget", "b.md", present=False))
 
 
 async def test_save_by_rename_is_seen(make_app, tmp_path):
@@ -98,12 +90,12 @@ async def test_a_burst_of_saves_gives_at_most_two_syncs(make_app, tmp_path):
         for version in range(1, 51):
             write(folder / "a.md", f"# A\n\nversion {version} of the burst test\n")
             await anyio.sleep(0.005)
-        await _eventually(lambda: _synced_text(app, "version 50"))
+        await eventually(lambda: _synced_text(app, "version 50"))
         after_burst = runner.syncs_started
         # A late sync for the burst would be requested before the watcher sees this later save (written
         # once: the watcher is up, and a repeated save would itself ask for another sync).
         write(folder / "a.md", "# A\n\nsecond probe\n")
-        await _eventually(lambda: _synced_text(app, "second probe"))
+        await eventually(lambda: _synced_text(app, "second probe"))
         late = runner.syncs_started - after_burst - 1
         group.cancel_scope.cancel()
     assert 1 <= after_burst - before <= 2 and late <= 0
@@ -121,7 +113,7 @@ async def test_schedule_syncs_again(make_app, tmp_path):
     runner = SyncRunner(app)
     async with anyio.create_task_group() as group:
         group.start_soon(LiveSync(runner, app.config.kb).run)
-        await _eventually(lambda: _at_least(runner, 2))
+        await eventually(lambda: _at_least(runner, 2))
         group.cancel_scope.cancel()
 
 
@@ -140,7 +132,7 @@ async def test_failed_sync_keeps_the_last_good_version_and_shows_in_status(make_
         async def failed():
             return app.status("docs")[0].last_outcome == "failed"
 
-        await _eventually(failed)
+        await eventually(failed)
         assert "cannot read" in app.status("docs")[0].last_error
         assert await _sources(client, "incident") == {"a.md"}  # still answering from the last good version
         shutil.move(hidden, folder)
@@ -148,5 +140,5 @@ async def test_failed_sync_keeps_the_last_good_version_and_shows_in_status(make_
         async def recovered():
             return app.status("docs")[0].last_outcome == "ok"
 
-        await _eventually(recovered)
+        await eventually(recovered)
         assert await _sources(client, "incident") == {"a.md"}

@@ -12,11 +12,10 @@ import threading
 import time
 from pathlib import Path
 
-import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from helpers import write
+from helpers import eventually, until, write
 from s3_server import CREDENTIALS, serve_s3
 
 pytestmark = pytest.mark.anyio
@@ -111,14 +110,15 @@ async def test_a_reader_picks_up_a_writers_sync_within_read_consistency(shared):
         assert not first.structured_content["results"]
         write(shared.docs / "deploy.md", "# Deploy\n\nThe blue-green deployment checklist lives here.\n")
         shared.cli("writer", "sync")
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:  # the same query: a cached empty answer must not stick
-            result = await client.call_tool("search_docs", {"query": "blue-green deployment checklist",
-                                                            "mode": "keyword"})
-            if result.structured_content["results"]:
-                break
-            await anyio.sleep(0.2)
-        assert result.structured_content["results"][0]["source"] == "deploy.md"
+        answers = []
+
+        async def found() -> bool:  # the same query: a cached empty answer must not stick
+            answers.append(await client.call_tool("search_docs", {"query": "blue-green deployment checklist",
+                                                                  "mode": "keyword"}))
+            return bool(answers[-1].structured_content["results"])
+
+        await eventually(found, 20, 0.2, what="the new document in a reader's answer")
+        assert answers[-1].structured_content["results"][0]["source"] == "deploy.md"
         tools = {tool.name for tool in (await client.list_tools()).tools}
         assert "sync_knowledge_base" not in tools
 
@@ -170,7 +170,7 @@ def test_a_writer_killed_mid_sync_is_repaired_and_readers_never_error(shared):
     writer = subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync"], env=shared.env("writer"),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     reader = shared.reader()
-    _wait_for(lambda: reader.status("docs")[0].progress.get("done", 0) > 0, seconds=120)
+    until(lambda: reader.status("docs")[0].progress.get("done", 0) > 0, seconds=120)
     searches = _SearchLoop(reader)
     with searches:
         writer.send_signal(signal.SIGKILL)
@@ -222,7 +222,7 @@ class _holding_the_lease:
         self.process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync"], env=self.shared.env("holder"),
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         reader = self.shared.reader()
-        _wait_for(lambda: reader.status("docs")[0].sync_running, seconds=120)
+        until(lambda: reader.status("docs")[0].sync_running, seconds=120)
 
     def __exit__(self, *exc):
         self.process.communicate(timeout=300)
@@ -239,13 +239,6 @@ def _clean_build_chunks(shared) -> int:
     return json.loads(result.stdout)[0]["chunks_total"]
 
 
-def _wait_for(check, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError("condition not met before the deadline")
 
 
 def test_exactly_one_of_racing_writers_takes_the_lease_and_a_lapsed_one_is_taken_over(s3):
@@ -274,7 +267,7 @@ def test_exactly_one_of_racing_writers_takes_the_lease_and_a_lapsed_one_is_taken
 
     # The winner never renews (as if killed): another writer takes the lease once it lapses.
     other = next(i for i in range(4) if i not in winners)
-    _wait_for(lambda: stores[other].take_lease({"id": "late", "host": "h", "pid": 9}) is None, seconds=60)
+    until(lambda: stores[other].take_lease({"id": "late", "host": "h", "pid": 9}) is None, seconds=60)
     assert not stores[winners[0]].renew_lease(f"writer{winners[0]}", {})  # the old holder learns it lost it
     assert stores[other].lease_holder()["id"] == "late"
 
@@ -293,7 +286,7 @@ def test_a_sync_that_lost_its_lease_stops_before_its_next_commit(s3):
         lease.stop.set()  # its heartbeats stop reaching the store (a network partition)...
         lease.thread.join()
         # ...so another writer takes over once the lease lapses
-        _wait_for(lambda: other.take_lease({"id": "next-writer", "host": "h", "pid": 2}) is None, seconds=60)
+        until(lambda: other.take_lease({"id": "next-writer", "host": "h", "pid": 2}) is None, seconds=60)
         with pytest.raises(SyncBusyError, match="lost the writer lease"):
             state.write_progress(store, "docs", 2, 10)  # called between batches: no further commit
     assert other.lease_holder()["id"] == "next-writer"  # releasing a lost lease leaves the new holder alone

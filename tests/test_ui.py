@@ -12,12 +12,11 @@ import json
 import os
 import re
 import shutil
-import time
 from pathlib import Path
 
 import httpx
 import pytest
-from helpers import write
+from helpers import until, write
 from served import serve_http, serve_page
 
 from mcp_kb.ui.charts import bar_chart, line_chart
@@ -163,11 +162,12 @@ def test_a_sync_button_press_syncs_the_kb(server, site):
         before = {kb["name"]: kb for kb in admin.get("/ui/status.json").json()}["notes"]
         pressed = admin.post("/ui/kb/notes/sync", data={"csrf": _csrf(admin.get("/ui/kb/notes").text)},
                              headers={"Origin": server})
-        deadline = time.monotonic() + 120
-        while (notes := {kb["name"]: kb for kb in admin.get("/ui/status.json").json()}["notes"])["last_sync"] \
-                == before["last_sync"] or notes["sync_running"]:
-            assert time.monotonic() < deadline, "the sync a button started never finished"
-            time.sleep(0.2)
+
+        def finished() -> dict | None:
+            notes = {kb["name"]: kb for kb in admin.get("/ui/status.json").json()}["notes"]
+            return notes if notes["last_sync"] != before["last_sync"] and not notes["sync_running"] else None
+
+        notes = until(finished, 120, 0.2, what="the sync a button started")
         page = admin.get("/ui/kb/notes").text
     assert pressed.status_code == 303 and pressed.headers["location"] == "/ui/kb/notes?notice=started"
     assert notes["last_outcome"] == "ok" and notes["files"] == 1
@@ -279,16 +279,10 @@ def _sign_in(browser, server: str, token: str) -> None:
     field = browser.find_element(By.ID, "token")
     field.send_keys(token)
     field.submit()
-    _until(lambda: browser.find_elements(By.CSS_SELECTOR, "h1") and browser.find_element(By.CSS_SELECTOR, "h1").text
+    until(lambda: browser.find_elements(By.CSS_SELECTOR, "h1") and browser.find_element(By.CSS_SELECTOR, "h1").text
            == "Knowledge bases")
 
 
-def _until(condition, seconds: float = 60.0, every: float = 0.05):
-    deadline = time.monotonic() + seconds
-    while not (value := condition()):
-        assert time.monotonic() < deadline, "the page never got there"
-        time.sleep(every)
-    return value
 
 
 def _shot(browser, tmp_path: Path, name: str) -> None:
@@ -337,7 +331,7 @@ def test_browser_failed_files_filter_as_you_type(server, browser, tmp_path):
         return [row.text for row in browser.find_elements(By.CSS_SELECTOR, "#problem-rows tr") if row.is_displayed()]
     everything = shown()
     browser.find_element(By.ID, "filter").send_keys("broken-a")
-    only = _until(lambda: rows if len(rows := shown()) == 1 else None)
+    only = until(lambda: rows if len(rows := shown()) == 1 else None)
     _no_injection(browser)
     _shot(browser, tmp_path, "kb-filtered")
     assert len(everything) == 3 and any(f"{INJECTED_NAME}.pdf" in row for row in everything)
@@ -360,7 +354,7 @@ async def test_browser_playground_cites_what_the_tool_returns_and_opens_the_pass
     _sign_in(browser, server, READER)
     browser.get(f"{server}/ui/kb/docs/search")
     browser.find_element(By.ID, "q").send_keys(query, Keys.ENTER)  # the keyboard alone runs a search
-    _until(lambda: browser.find_elements(By.CSS_SELECTOR, ".hit"))
+    until(lambda: browser.find_elements(By.CSS_SELECTOR, ".hit"))
     citations = [link.text for link in browser.find_elements(By.CSS_SELECTOR, ".hit .citation a")]
     as_sent = browser.find_element(By.CSS_SELECTOR, "pre.cited").get_attribute("textContent")
     stages = browser.find_element(By.CSS_SELECTOR, ".timings").text
@@ -373,7 +367,7 @@ async def test_browser_playground_cites_what_the_tool_returns_and_opens_the_pass
     assert "embed" in stages and "ms" in stages
 
     browser.find_elements(By.CSS_SELECTOR, ".hit .citation a")[0].click()
-    passage = _until(lambda: browser.find_elements(By.CSS_SELECTOR, "mark#passage"))[0].text
+    passage = until(lambda: browser.find_elements(By.CSS_SELECTOR, "mark#passage"))[0].text
     _no_injection(browser)
     _shot(browser, tmp_path, "document")
     assert "Annual leave is 25 days a year." in passage and INJECTED_TEXT in passage
@@ -405,7 +399,7 @@ def test_browser_shows_a_sync_advancing_and_finishing_without_a_reload(server, b
     browser.get(f"{server}/ui/kb/bulk")
     browser.execute_script("document.body.dataset.loadedOnce = 'yes'")  # gone if the page reloads
     browser.find_element(By.ID, "sync").click()
-    _until(lambda: browser.find_elements(By.CSS_SELECTOR, ".notice"))
+    until(lambda: browser.find_elements(By.CSS_SELECTOR, ".notice"))
     browser.execute_script("document.body.dataset.loadedOnce = 'yes'")
     seen = set()
 
@@ -413,7 +407,7 @@ def test_browser_shows_a_sync_advancing_and_finishing_without_a_reload(server, b
         text = browser.find_element(By.CSS_SELECTOR, '[data-progress="bulk"]').get_attribute("textContent")
         seen.add(" ".join(text.split()))
         return browser.find_element(By.CSS_SELECTOR, '[data-field="last_outcome"]').text != "never synced"
-    _until(finished, seconds=600)
+    until(finished, seconds=600)
     _shot(browser, tmp_path, "sync-finished")
     steps = {int(m.group(1)) for text in seen if (m := re.search(rf"syncing: (\d+)/{BULK_FILES} files", text))}
     assert any(0 < step < BULK_FILES for step in steps), seen
