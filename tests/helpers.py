@@ -13,7 +13,8 @@ import anyio
 
 T = TypeVar("T")
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+ROOT = Path(__file__).resolve().parents[1]  # the project: README.md, kb.toml.example, mcp_kb/
+SHARED = ROOT.parent / "shared"
 OFFLINE_MODEL = SHARED / "models" / "all-MiniLM-L6-v2-onnx"
 
 

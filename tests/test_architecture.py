@@ -12,8 +12,9 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
-PACKAGE = Path(__file__).resolve().parents[1] / "mcp_kb"
+PACKAGE = ROOT / "mcp_kb"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 TIERS = {  # the most specific prefix decides a module's tier
     "mcp_kb.cli": 4, "mcp_kb.mcp": 4, "mcp_kb.ui": 4, "mcp_kb.__main__": 4,

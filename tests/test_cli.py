@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import write
+from helpers import ROOT, write
 
 from mcp_kb.cli import main
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = ROOT / "README.md"
 
 
 @pytest.fixture
@@ -107,7 +107,7 @@ def test_every_command_is_listed_here():
 def test_quick_start_on_the_bundled_examples(tmp_path, monkeypatch):
     """The README's first command: sync kb.toml.example and search both example KBs."""
     monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
-    example = str(Path(__file__).resolve().parents[1] / "kb.toml.example")
+    example = str(ROOT / "kb.toml.example")
     assert _run("sync", "-c", example).exit_code == 0
     policy = json.loads(_run("search", "-c", example, "policy_docs", "年假怎么申请？", "--json").output)
     assert policy["results"][0]["source"] == "annual-leave.md"
@@ -117,7 +117,7 @@ def test_quick_start_on_the_bundled_examples(tmp_path, monkeypatch):
 
 def test_eval_reports_quality_per_mode(tmp_path, monkeypatch):
     monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
-    example = str(Path(__file__).resolve().parents[1] / "kb.toml.example")
+    example = str(ROOT / "kb.toml.example")
     _run("sync", "-c", example, "product_docs")
     queries = tmp_path / "q.jsonl"
     queries.write_text('{"_id": "q1", "text": "E5021 token expired"}\n{"_id": "q2", "text": "install with homebrew"}\n'
@@ -133,7 +133,7 @@ def test_eval_reports_quality_per_mode(tmp_path, monkeypatch):
 
 def test_eval_self_reports_a_hit_rate_without_labels(tmp_path, monkeypatch):
     monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
-    example = str(Path(__file__).resolve().parents[1] / "kb.toml.example")
+    example = str(ROOT / "kb.toml.example")
     _run("sync", "-c", example, "product_docs")
     text = _run("eval", "-c", example, "product_docs", "--self", "--k", "1").output
     assert re.search(r"^hybrid +\d+ +[01]\.\d{3}$", text, re.M)
@@ -192,7 +192,7 @@ def test_every_command_takes_a_folder_the_way_serve_does(tmp_path, monkeypatch):
 
 def test_eval_warns_about_judged_documents_the_kb_does_not_hold(tmp_path, monkeypatch):
     monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
-    example = str(Path(__file__).resolve().parents[1] / "kb.toml.example")
+    example = str(ROOT / "kb.toml.example")
     _run("sync", "-c", example, "product_docs")
     queries = tmp_path / "q.jsonl"
     queries.write_text('{"_id": "q1", "text": "E5021 token expired"}\n', encoding="utf-8")

@@ -2,7 +2,7 @@
 
 `LanceStore` (store.py) is the one backend today, for a folder, object storage (s3:// gs:// az://)
 and LanceDB's other URIs; another backend implements these methods and is proven by the same
-suite (tests/test_store_contract.py runs it on a folder and on an S3-compatible server). The
+suite (tests/index/test_store_contract.py runs it on a folder and on an S3-compatible server). The
 writer's lease is part of the contract, so the sync lock (state.py) works on any backend.
 """
 

@@ -2,7 +2,7 @@
 
 MCPServer offers no hook for resources/subscribe (2025-era clients) or for the handshake's
 `tools.listChanged`, and wraps every tool error in its own; these patches reach its low-level
-server and unwrap its errors. tests/test_compat.py fails first
+server and unwrap its errors. tests/mcp/test_compat.py fails first
 when an SDK release moves what they rely on.
 """
 
@@ -35,7 +35,7 @@ class PlainToolErrors(MCPServer):
 
 
 def unknown_tool(name: str) -> ToolError:
-    """The SDK's error for a call on a tool it does not have, word for word (tests/test_compat.py checks it):
+    """The SDK's error for a call on a tool it does not have, word for word (tests/mcp/test_compat.py checks it):
     raised from a tool call, the SDK shapes the answer exactly as for a truly unknown tool."""
     return ToolError(f"Unknown tool: {name}")
 

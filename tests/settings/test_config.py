@@ -1,6 +1,7 @@
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 from mcp_kb.settings import build_config, config_for_folder, load_config
 from mcp_kb.errors import ConfigError
@@ -157,7 +158,7 @@ def test_zero_config_serves_one_folder(tmp_path):
 
 
 def test_example_config_is_valid_and_points_at_the_bundled_examples():
-    example = Path(__file__).resolve().parents[1] / "kb.toml.example"
+    example = ROOT / "kb.toml.example"
     config = load_config(example)
     assert [kb.name for kb in config.kb] == ["product_docs", "policy_docs"]
     assert all(path.is_dir() for kb in config.kb for path in kb.paths)
@@ -324,12 +325,11 @@ def test_a_header_value_read_from_the_environment_loses_its_edge_whitespace(monk
 
 def test_every_environment_variable_the_code_reads_is_in_the_readmes_table():
     import re
-    from pathlib import Path
 
     import mcp_kb.settings.variables as environment
 
     declared = {value for name, value in vars(environment).items() if name.startswith("ENV_")}
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
     table = readme.split("## Environment variables", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", table))
     assert declared and declared <= listed, f"missing from the README's table: {sorted(declared - listed)}"
