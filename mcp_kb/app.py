@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
-from .errors import KBError, ParseError
+from .errors import KBError, NotSyncedError, ParseError
 from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
 from .index import open_store
-from .index.contract import Store
+from .index.contract import ChunkView, Store
 from .index.state import (query_log_path, read_health, read_metrics, read_summary, source_cache_dir, sync_activity,
                           write_health, write_metrics)
 from .ingest.chunking import Chunk
@@ -29,7 +29,6 @@ from .present import document_text
 from .records import Glance, KBCheck, KBState, KBStatus, Problem, Progress
 from .search import Searcher, SearchResult
 from .sync import SyncReport, document_chunks, file_chunks, sync_all
-from .vocabulary import sync_remedy
 
 
 log = logging.getLogger(__name__)
@@ -122,10 +121,13 @@ class App:
 
     def chunk_text(self, kb: str, doc_id: str, chunk_index: int) -> str | None:
         """The indexed text of one chunk of a document, None when the index has no such chunk."""
-        name = self.config.get_kb(kb).name
-        generation = self.store.active_generation(name)
-        view = self.store.view(name, generation) if generation else None
+        view = self._active_view(self.config.get_kb(kb).name)
         return view.neighbours([(doc_id, chunk_index)], 0).get((doc_id, chunk_index)) if view else None
+
+    def _active_view(self, name: str) -> ChunkView | None:
+        """The chunks of the KB's active generation, None before any sync committed one."""
+        generation = self.store.active_generation(name)
+        return self.store.view(name, generation) if generation is not None else None
 
     def stats(self, kb: str | None = None) -> list[dict[str, Any]]:
         """Per KB: the saved search metrics of the last process that answered, the last sync's
@@ -170,16 +172,15 @@ class App:
         """The chunks a file yields with the first KB's chunking settings (or the defaults), and the
         parser's notes; the same parsing and chunking as a sync, and only the model's tokenizer."""
         settings = self.config.kb[0].chunking if self.config.kb else ChunkingConfig()
-        document = parse_file(file, file.name, ocr=not self.config.kb or self.config.kb[0].ocr != "off")
+        document = parse_file(file, file.name, ocr=not self.config.kb or self.config.kb[0].ocr_on)
         return document_chunks(document, settings, self.tokenizer), document.notes
 
     def self_check(self, kb: str, modes: list[str], sample: int = 100, k: int = 10, seed: int = 0) -> list[SelfCheck]:
         """Label-free hit rate per mode: queries made from `sample` random chunks (evaluation.py says how)."""
         name = self.config.get_kb(kb).name
-        generation = self.store.active_generation(name)
-        view = self.store.view(name, generation) if generation else None
+        view = self._active_view(name)
         if view is None:
-            raise KBError(f"knowledge base {name!r} has not been synced yet; {sync_remedy(name)}")
+            raise NotSyncedError(name)
         asked = [(query, row["path"]) for row in view.sample(sample, seed)
                  if (query := self_query(row["heading"] or "", row["text"]))]
 

@@ -15,7 +15,7 @@ from .settings import (ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, HEALTHY_HIT_RATE, 
                        Config, build_config, config_for_folder, config_target, load_config)
 from .errors import KBError
 from .requests import FILTER_SYNTAX, SearchRequest, SyncRequest, option_help
-from .vocabulary import LOOPBACK
+from .vocabulary import LOOPBACK, files_done
 
 _INTERRUPTED = ("interrupted. The index is consistent: batches committed before the interrupt are kept (during a "
                 "rebuild, searches keep using the previous index), and the next `mcp-kb sync` continues from there")
@@ -257,7 +257,7 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
                        f"index {item.index_state or '-'}")
             if item.sync_running:
                 progress = item.progress
-                click.echo(f"  syncing now: {progress['done']} of {progress['total']} files indexed" if progress
+                click.echo(f"  syncing now: {files_done(progress['done'], progress['total'])} indexed" if progress
                            else "  syncing now: reading its sources")
             if item.health:
                 click.echo(f"  {_hit_rates(item.health)}")

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .vocabulary import files_done, sync_remedy
+
 
 class KBError(Exception):
     """Base class: its message is meant for the user and says what to fix."""
@@ -52,7 +54,7 @@ class RunningSync:
         if self == RunningSync():  # the holder wrote nothing (yet)
             return "a sync is already running on this index"
         shown = [kb for kb in self.kbs if sees(kb)]
-        done = [f"{kb}: {done} of {total} files" for kb, done, total in self.progress if sees(kb)]
+        done = [f"{kb}: {files_done(done, total)}" for kb, done, total in self.progress if sees(kb)]
         return (f"a sync of {', '.join(shown) if shown else 'this index'} is already running (started "
                 f"{self.started_at} by process {self.pid} on {self.host}{'; ' + ', '.join(done) if done else ''})")
 
@@ -76,3 +78,11 @@ class MassDeleteError(KBError):
 
 class SearchError(KBError):
     """A search request is invalid."""
+
+
+class NotSyncedError(SearchError):
+    """A KB whose index holds nothing yet: no sync has committed a chunk of it."""
+
+    def __init__(self, kb: str):
+        self.kb = kb
+        super().__init__(f"knowledge base {kb!r} has not been synced yet; {sync_remedy(kb)}")

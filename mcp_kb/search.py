@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from .settings import MAX_QUERY_LENGTH, KBConfig
-from .errors import KBError, ModelError, SearchError
+from .errors import KBError, ModelError, NotSyncedError, SearchError
 from .index.filters import and_where, build_where
 from .index.keywords import cjk_words, keyword_terms
 from .index.state import sync_activity
@@ -30,7 +30,7 @@ from .models.base import Embedder, Reranker, TokenCounter
 from .passages import Hit, add_context, assemble, fit_budget
 from .records import KBState
 from .requests import parse_search
-from .vocabulary import status_uri, sync_remedy
+from .vocabulary import files_done, status_uri, sync_remedy
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class Searcher:
                                   f"{sync_remedy(kb.name)} to rebuild it")
             if sync_activity(self.store, kb.name) is not None:  # nothing committed yet: an empty answer that says why
                 return SearchResult([], request.mode, notes=self._incomplete_index_notes(kb.name))
-            raise SearchError(f"knowledge base {kb.name!r} has not been synced yet; {sync_remedy(kb.name)}")
+            raise NotSyncedError(kb.name)
         # Generation ids never repeat, so a rebuilt index never meets the answers of the old one.
         key = request.cache_key(kb.name, view.generation, view.version)
         cached = self._cache.get(key)
@@ -142,7 +142,7 @@ class Searcher:
             return []
         progress = sync_activity(self.store, kb)  # written per batch; not yet at the very start
         if progress is not None:
-            done = f": {progress['done']} of {progress['total']} files indexed so far" if progress else ""
+            done = f": {files_done(progress['done'], progress['total'])} indexed so far" if progress else ""
             return [f"indexing in progress{done}; these results may be incomplete, search again when it is done "
                     f"({status_uri(kb)})"]
         return [f"the first sync of this knowledge base did not finish; results may be incomplete "

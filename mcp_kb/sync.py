@@ -412,7 +412,7 @@ def file_chunks(source: SourceFile, kb: KBConfig, counter: TokenCounter) -> list
 
 def reads_images(kb: KBConfig) -> bool:
     """Whether this KB's syncs read text from images: OCR is not off and its engine is installed."""
-    return kb.ocr != "off" and ocr_available()
+    return kb.ocr_on and ocr_available()
 
 
 def document_chunks(document: Document, settings: ChunkingConfig, counter: TokenCounter) -> list[Chunk]:

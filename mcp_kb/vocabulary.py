@@ -14,6 +14,16 @@ CITATION_FORMAT = f"file{HEADING_SEPARATOR}heading, page"  # how a cited source 
 LOOPBACK = "127.0.0.1"  # the address this machine alone reaches: the default bind, `mcp-kb ui`, the read cache
 
 
+def citation_marker(number: int) -> str:
+    """How an answer cites passage `number` of a search: "[1]"."""
+    return f"[{number}]"
+
+
+def files_done(done: int, total: int) -> str:
+    """How far a sync is, said one way by every face: "3 of 10 files" ("?" before it knows how many)."""
+    return f"{done} of {total or '?'} files"
+
+
 def status_uri(kb: str) -> str:
     return STATUS_URI.format(name=kb)
 

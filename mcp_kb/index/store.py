@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..settings import KB_NAME_CHARS, StorageConfig, is_remote_uri
+from ..settings import KB_NAME_CHARS, StorageConfig, is_remote_uri, megabytes
 from ..errors import KBError, ModelError, StoreError
 from ..records import KBState
 from .contract import Candidate, FileRecord
@@ -48,6 +48,7 @@ _MAX_UNINDEXED_ROWS = 2_000
 # An index with a higher number was written by a newer mcp-kb, and is refused rather than rebuilt over.
 LAYOUT_VERSION = 2
 _STATE_TABLE = "_state"
+_IN_LIST_BATCH = 500  # values in one `IN (...)` predicate (deletes and lookups by path or content hash)
 _LEASE_TABLE = "_lease"
 # Tables of one generation: `<kb>__chunks__<id>`, `<kb>__files__<id>` (no id: made before generations).
 _GENERATION_TABLE = re.compile(rf"^(?P<kb>[{KB_NAME_CHARS}]+?)__(?:chunks|files)(?:__(?P<generation>[0-9a-f]{{12}}))?$")
@@ -116,7 +117,7 @@ class LanceStore:
     @classmethod
     def of(cls, storage: StorageConfig) -> LanceStore:
         return cls(storage.uri, storage.lancedb_options(), storage.consistency_seconds, storage.lease_seconds,
-                   storage.read_cache(), storage.memory_cache_mb * 2**20)
+                   storage.read_cache(), megabytes(storage.memory_cache_mb))
 
     @property
     def is_remote(self) -> bool:
@@ -221,7 +222,7 @@ class LanceStore:
         if self._table(_STATE_TABLE) is None:
             self.db.create_table(_STATE_TABLE, schema=_STATE_SCHEMA, exist_ok=True)
         table = self._table(_STATE_TABLE)
-        table.merge_insert("kb").when_matched_update_all().when_not_matched_insert_all().execute(row)
+        _upsert(table, "kb", row)
         _compact_when_worth_it(table, unindexed=0)  # every sync rewrites the row: keep the table one read
 
     def read_note(self, kb: str, kind: str) -> dict[str, Any]:
@@ -298,12 +299,12 @@ class LanceStore:
             return
         data = pa.Table.from_pylist([record.__dict__ for record in records], schema=_FILE_SCHEMA)
         table = self._file_table(kb, generation)
-        table.merge_insert("path").when_matched_update_all().when_not_matched_insert_all().execute(data)
+        _upsert(table, "path", data)
 
     @_store_failures("be written (a KB's manifest)")
     def delete_files(self, kb: str, generation: str, paths: Sequence[str]) -> None:
         table = self._file_table(kb, generation)
-        for batch in _batches(list(paths), 500):
+        for batch in _batches(list(paths)):
             table.delete(sql_in("path", batch))
 
     # ---- chunks --------------------------------------------------------------------------
@@ -344,7 +345,7 @@ class LanceStore:
         if table is None or not paths:
             return 0
         deleted = 0
-        for batch in _batches(list(paths), 500):
+        for batch in _batches(list(paths)):
             condition = sql_in("path", batch)
             deleted += table.count_rows(condition)
             table.delete(condition)
@@ -366,7 +367,7 @@ class LanceStore:
         found: dict[str, list[float]] = {}
         if table is None or not hashes:
             return found
-        for batch in _batches(sorted(set(hashes)), 500):
+        for batch in _batches(sorted(set(hashes))):
             result = (table.search().where(sql_in("content_hash", batch))
                       .select(["content_hash", VECTOR_COLUMN])
                       .limit(None).to_arrow())
@@ -419,7 +420,7 @@ class LanceStore:
             if column not in indexes:
                 table.create_index(column, config=BTree())
         if changed:
-            _compact_when_worth_it(table, unindexed=table.index_stats("search_text_idx").num_unindexed_rows)
+            _compact_when_worth_it(table, unindexed=table.index_stats(_index_name(KEYWORD_COLUMN)).num_unindexed_rows)
             _compact_when_worth_it(self._file_table(kb, generation), unindexed=0)
         if _refresh_vector_index(table, vector_indexes):
             return "full-text + HNSW vector index"
@@ -593,6 +594,17 @@ def _compact_when_worth_it(table, unindexed: int) -> None:
         table.optimize(cleanup_older_than=timedelta(hours=1))
 
 
-def _batches(items: list[Any], size: int) -> Iterable[list[Any]]:
+def _index_name(column: str) -> str:
+    """What LanceDB names the index it builds on a column."""
+    return f"{column}_idx"
+
+
+def _upsert(table: Any, key: str, rows: pa.Table) -> None:
+    """Rows replace those with the same `key` and the rest are added, in one commit."""
+    table.merge_insert(key).when_matched_update_all().when_not_matched_insert_all().execute(rows)
+
+
+def _batches(items: list[Any], size: int = _IN_LIST_BATCH) -> Iterable[list[Any]]:
+    """Items in runs short enough for one `IN (...)` predicate each."""
     for start in range(0, len(items), size):
         yield items[start:start + size]

@@ -18,12 +18,11 @@ from pathlib import Path
 
 import pathspec
 
-from ..settings import KBConfig
+from ..settings import KBConfig, megabytes
 from ..errors import KBError
-from ..vocabulary import status_uri
 from .parsers import is_binary_format, is_supported
 from ..records import Progress
-from .sources import SkippedFile, SourceFile, SourceScan
+from .sources import SkippedFile, SourceFile, SourceScan, not_a_document
 
 # A NUL or a high share of control characters in the first block means binary, whatever the
 # extension says.
@@ -65,8 +64,7 @@ def find_file(kb: KBConfig, doc_id: str) -> SourceFile:
             continue
         if isinstance(found, SourceFile) and found.doc_id == doc_id:
             return found
-    raise KBError(f"{doc_id!r} is not a document of knowledge base {kb.name!r}; "
-                  f"read {status_uri(kb.name)} or search it to find document paths")
+    raise not_a_document(kb.name, doc_id)
 
 
 def _roots(kb: KBConfig) -> list[tuple[Path, str]]:
@@ -206,7 +204,8 @@ class _Rules:
                 return SkippedFile(doc_id, f"unsupported file type {_id_text(suffix) or '(none)'}")
             return None
         if info.st_size > self.kb.max_file_bytes:
-            return SkippedFile(doc_id, f"too large: {info.st_size / 1e6:.1f} MB > max_file_size_mb")
+            return SkippedFile(doc_id, f"too large: {info.st_size / megabytes(1):.1f} MB > max_file_size_mb = "
+                                       f"{self.kb.max_file_size_mb:g}")
         if self.known.get(doc_id) != (info.st_size, info.st_mtime_ns):
             reason = _binary_reason(path, suffix)
             if reason:

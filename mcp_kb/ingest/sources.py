@@ -21,6 +21,7 @@ from typing import Protocol
 from ..settings import SOURCE_KINDS, KBConfig
 from ..errors import KBError
 from ..records import Progress
+from ..vocabulary import status_uri
 from .document import Document
 from .parsers import parse_file
 
@@ -135,8 +136,13 @@ def find_document(kb: KBConfig, sources: list[Source], doc_id: str) -> SourceFil
         kind: SourceKind = type(source)  # type: ignore[assignment]  # each source's class is its kind
         if "\x00" not in doc_id and kind.owns(doc_id):  # no id holds a NUL; a path with one cannot be opened
             return source.find(doc_id)
-    raise KBError(f"{doc_id!r} is not a document of knowledge base {kb.name!r}; read its status or search it "
-                  f"to find document ids")
+    raise not_a_document(kb.name, doc_id)
+
+
+def not_a_document(kb: str, doc_id: str) -> KBError:
+    """The error for an id that names no document of the KB, whichever source was asked."""
+    return KBError(f"{doc_id!r} is not a document of knowledge base {kb!r}; read {status_uri(kb)} or search it "
+                   f"to find document ids")
 
 
 def change_concerns(sources: Iterable[Source], path: Path) -> bool:
@@ -169,4 +175,4 @@ def rooted_id_patterns() -> list[str]:
 
 def parse_source(source: SourceFile, kb: KBConfig) -> Document:
     """Parse one document of a KB with its settings (OCR on or off)."""
-    return parse_file(source.path, source.doc_id, ocr=kb.ocr != "off")
+    return parse_file(source.path, source.doc_id, ocr=kb.ocr_on)

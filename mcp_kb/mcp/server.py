@@ -38,7 +38,7 @@ from ..requests import SearchRequest, SyncRequest, described
 from ..search import SearchResult
 from ..text import as_sentence
 from ..view import CallerView
-from ..vocabulary import (CITATION_FORMAT, DOCUMENT_URI, LIST_URI, LOOPBACK, METRICS_URI, STATUS_URI, SYNC_TOOL,
+from ..vocabulary import (CITATION_FORMAT, citation_marker, DOCUMENT_URI, LIST_URI, LOOPBACK, METRICS_URI, STATUS_URI, SYNC_TOOL,
                           status_uri)
 from .compat import PlainToolErrors, support_2025_clients, unknown_tool
 from .guard import Guard, current_view
@@ -304,7 +304,7 @@ def _add_resources(server: MCPServer, app: App, guard: Guard) -> None:
 def _add_prompt(server: MCPServer, app: App, guard: Guard) -> None:
 
     @server.prompt(name="answer_with_citations", title="Answer with citations",
-                   description="Answer a question only from passages retrieved from the knowledge bases, citing them as [n]")
+                   description=f"Answer a question only from passages retrieved from the knowledge bases, citing them as {citation_marker(1)}")
     def answer_with_citations(question: str, kb: Optional[str] = None) -> list[UserMessage]:
         view = guard.view()
         if kb:
@@ -319,7 +319,8 @@ def _add_prompt(server: MCPServer, app: App, guard: Guard) -> None:
             "1. Search first; search again with other words if the passages do not answer it.\n"
             "2. Use only what the passages say. If they do not contain the answer, say so plainly "
             "instead of guessing.\n"
-            "3. Cite every claim with the passage number in square brackets, e.g. [1] or [2][3], and end "
+            f"3. Cite every claim with the passage number in square brackets, e.g. {citation_marker(1)} or "
+            f"{citation_marker(2)}{citation_marker(3)}, and end "
             f"with a list of the cited sources ({CITATION_FORMAT}).\n"
             "4. Answer in the language of the question.\n\n"
             f"Question: {question}"

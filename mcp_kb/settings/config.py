@@ -11,7 +11,7 @@ from pydantic import Field, SerializeAsAny, field_validator, model_validator
 from ..errors import ConfigError
 from ..vocabulary import SYNC_TOOL
 from .kb import KBConfig
-from .providers import (EMBEDDING_PROVIDERS, RERANK_PROVIDERS, EmbeddingConfig, FastembedRerankSettings,
+from .providers import (DEFAULT_PROVIDER, EMBEDDING_PROVIDERS, RERANK_PROVIDERS, EmbeddingConfig, FastembedRerankSettings,
                         FastembedSettings, RerankConfig)
 from .server import ServerConfig, granted
 from .storage import StorageConfig
@@ -31,12 +31,12 @@ class Config(Strict):
     @field_validator("embedding", mode="before")
     @classmethod
     def _embedding_provider(cls, value: Any) -> Any:
-        return EMBEDDING_PROVIDERS.validate(value, "fastembed")
+        return EMBEDDING_PROVIDERS.validate(value, DEFAULT_PROVIDER)
 
     @field_validator("rerank", mode="before")
     @classmethod
     def _rerank_provider(cls, value: Any) -> Any:
-        return RERANK_PROVIDERS.validate(value, "fastembed")
+        return RERANK_PROVIDERS.validate(value, DEFAULT_PROVIDER)
 
     @field_validator("storage", mode="before")
     @classmethod

@@ -12,11 +12,11 @@ from pydantic import BaseModel, ValidationError
 from ..registry import Registry
 from .config import Config
 from .kb import SOURCE_KINDS, SourceSettings
-from .providers import EMBEDDING_PROVIDERS, RERANK_PROVIDERS, EmbeddingConfig, RerankConfig
+from .providers import DEFAULT_PROVIDER, EMBEDDING_PROVIDERS, RERANK_PROVIDERS, EmbeddingConfig, RerankConfig
 
 # Keys whose values may be secrets (tokens, credentials, request headers): never echoed in an error.
 _SECRET_BEARING = re.compile(r"token|secret|password|credential|key|options|headers", re.I)
-_PICKED_BY_NAME = {EmbeddingConfig: (EMBEDDING_PROVIDERS, "fastembed"), RerankConfig: (RERANK_PROVIDERS, "fastembed"),
+_PICKED_BY_NAME = {EmbeddingConfig: (EMBEDDING_PROVIDERS, DEFAULT_PROVIDER), RerankConfig: (RERANK_PROVIDERS, DEFAULT_PROVIDER),
                    SourceSettings: (SOURCE_KINDS, "")}
 
 

@@ -193,6 +193,11 @@ class KBConfig(Strict):
         return self.tool_name or f"search_{self.name}"
 
     @property
+    def ocr_on(self) -> bool:
+        """Whether images and scanned pages are read (when the ocr extra is installed)."""
+        return self.ocr != "off"
+
+    @property
     def max_file_bytes(self) -> int:
         return megabytes(self.max_file_size_mb)
 

@@ -21,7 +21,7 @@ from .config import Config
 from .variables import ENV_CONFIG, cache_root, data_root, environment
 from .explain import chosen_settings, explain
 from .kb import KBConfig
-from .providers import EMBEDDING_PROVIDERS
+from .providers import DEFAULT_PROVIDER, EMBEDDING_PROVIDERS
 from .server import ServerConfig
 from .storage import StorageConfig
 from .values import KB_NAME_CHARS, KB_NAME_LENGTH
@@ -124,7 +124,7 @@ def _apply_environment(raw: dict[str, Any]) -> dict[str, Any]:
     if isinstance(raw.get("storage"), str):
         raw["storage"] = {"uri": raw["storage"]}
     for section, model in (("storage", StorageConfig), ("server", ServerConfig),
-                           ("embedding", chosen_settings(EMBEDDING_PROVIDERS, "fastembed", raw.get("embedding")))):
+                           ("embedding", chosen_settings(EMBEDDING_PROVIDERS, DEFAULT_PROVIDER, raw.get("embedding")))):
         if model is None or not isinstance(raw.get(section, {}), dict):
             continue  # a malformed section or an unknown provider is reported by validation
         for key, declared in model.model_fields.items():

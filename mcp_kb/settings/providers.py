@@ -13,6 +13,9 @@ from .variables import ENV_MODEL, ENV_MODEL_PATH, checked_headers, environment, 
 from .values import DEFAULT_MODEL, PathText, Strict
 
 
+DEFAULT_PROVIDER = "fastembed"  # of embeddings and of reranking: a model run in this process
+
+
 class EmbeddingConfig(Strict):
     """What every embedding provider's settings have; each provider adds its own (a registered subclass).
 
@@ -20,7 +23,7 @@ class EmbeddingConfig(Strict):
     service speaking the OpenAI embeddings API (OpenAI, Azure, Ollama, vLLM, TEI, LM Studio, LiteLLM).
     """
 
-    provider: str = "fastembed"
+    provider: str = DEFAULT_PROVIDER
     model: str = Field(DEFAULT_MODEL, json_schema_extra=from_environment(ENV_MODEL))
     batch_size: int = Field(32, ge=1, le=2048)
 
@@ -98,7 +101,7 @@ class OpenAISettings(EmbeddingConfig, _ServiceAccess):
 class RerankConfig(Strict):
     """Optional reranking of the top candidates; each provider adds its own settings (a registered subclass)."""
 
-    provider: str = "fastembed"
+    provider: str = DEFAULT_PROVIDER
     enabled: bool = False
     candidates: int = Field(30, ge=1, le=500)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field
 
 from .variables import ENV_STORAGE, cache_root, default_storage, expand_environment, from_environment
-from .values import REMOTE_READ_CONSISTENCY, PathText, Strict, is_remote_uri
+from .values import REMOTE_READ_CONSISTENCY, PathText, Strict, is_remote_uri, megabytes
 
 
 class StorageConfig(Strict):
@@ -46,7 +46,7 @@ class StorageConfig(Strict):
         if not self.is_remote or self.read_cache_mb == 0:
             return None
         folder = Path(self.read_cache_dir) if self.read_cache_dir else cache_root() / "read-cache"
-        return folder, self.read_cache_mb * 2**20
+        return folder, megabytes(self.read_cache_mb)
 
     def lancedb_options(self) -> dict[str, str]:
         return {key: expand_environment(value, f"storage.options.{key}") for key, value in self.options.items()}

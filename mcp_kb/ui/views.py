@@ -8,6 +8,7 @@ from typing import Any
 
 from ..app import App
 from ..settings import DEFAULT_MODE
+from ..vocabulary import files_done
 from .charts import bar_chart, line_chart
 
 _DOCUMENT_CHARS = 400_000  # of a document's text shown at once (a huge file stays a readable page)
@@ -25,14 +26,21 @@ def kb_summary(app: App, name: str, figures: dict[str, Any] | None = None) -> di
         "p95_ms": figures.get("latency_ms", {}).get("total", {}).get("p95"),
         "zero_share": figures.get("zero_result_queries", 0) / searches if searches else None,
         "hit_rate": _latest_hit_rate(status.health),
+        "progress_text": progress_text(status.progress),
     }
 
 
 def live_status(app: App, names: Iterable[str]) -> list[dict[str, Any]]:
     """What the page's script polls: each KB's running sync and the figures a finished one changes."""
-    return [{key: getattr(status, key) for key in ("name", "sync_running", "progress", "files", "chunks", "last_sync",
-                                                   "last_outcome", "last_error")}
+    return [{**{key: getattr(status, key) for key in ("name", "sync_running", "progress", "files", "chunks",
+                                                      "last_sync", "last_outcome", "last_error")},
+             "progress_text": progress_text(status.progress)}
             for status in map(app.glance, names)]
+
+
+def progress_text(progress: dict[str, int]) -> str:
+    """A running sync as the page words it (its script adds the rate and the time left)."""
+    return f"syncing: {files_done(progress.get('done', 0), progress.get('total', 0))}"
 
 
 def kb_details(app: App, name: str, wanted: str = "") -> dict[str, Any]:

@@ -63,7 +63,7 @@ def test_utf16_file_is_not_mistaken_for_binary(make_config, tmp_path):
 def test_files_over_the_size_limit_are_skipped_with_reason(make_config, tmp_path):
     write(tmp_path / "docs/big.txt", "x" * 3_000_000)
     scan = scan_folders(_kb(make_config, tmp_path, max_file_size_mb=1))
-    assert scan.files == [] and "too large" in scan.skipped[0].reason
+    assert scan.files == [] and scan.skipped[0].reason == "too large: 2.9 MB > max_file_size_mb = 1"  # MB of 2**20
 
 
 def test_symlink_loop_terminates(make_config, tmp_path):

@@ -409,7 +409,7 @@ def test_browser_shows_a_sync_advancing_and_finishing_without_a_reload(server, b
         return browser.find_element(By.CSS_SELECTOR, '[data-field="last_outcome"]').text != "never synced"
     until(finished, seconds=600)
     _shot(browser, tmp_path, "sync-finished")
-    steps = {int(m.group(1)) for text in seen if (m := re.search(rf"syncing: (\d+)/{BULK_FILES} files", text))}
+    steps = {int(m.group(1)) for text in seen if (m := re.search(rf"syncing: (\d+) of {BULK_FILES} files", text))}
     assert any(0 < step < BULK_FILES for step in steps), seen
     assert browser.execute_script("return document.body.dataset.loadedOnce") == "yes"
     assert browser.find_element(By.CSS_SELECTOR, '[data-field="last_outcome"]').text == "ok"

@@ -19,13 +19,14 @@ _PARSERS: dict[str, Parser] = {}
 _BINARY: set[str] = set()  # suffixes whose parser reads bytes, not text: the text sniffing leaves them alone
 _OCR: set[str] = set()  # suffixes whose parser takes `ocr` (whether it may read text from images)
 _READ_IMAGES = ("pdf", "images")  # built-in modules whose parser takes `ocr`
+HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 # suffix -> (module.function in this package that reads it, whether the format is binary)
 _BUILTIN = {
     **dict.fromkeys([".md", ".markdown", ".mdx"], ("markdown.parse", False)),
     ".pdf": ("pdf.parse", True),
     **dict.fromkeys([".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp"], ("images.parse", True)),
     **dict.fromkeys([".txt", ".text", ".rst", ".log", ".org", ".adoc"], ("text.parse", False)),
-    **dict.fromkeys([".html", ".htm", ".xhtml"], ("html.parse", False)),
+    **dict.fromkeys(HTML_SUFFIXES, ("html.parse", False)),
     **dict.fromkeys([".json", ".jsonl", ".ndjson"], ("json.parse", False)),
     **dict.fromkeys([".docx", ".doc"], ("office.parse_docx", True)),
     **dict.fromkeys([".pptx", ".ppt"], ("office.parse_pptx", True)),

@@ -13,12 +13,15 @@ import anyio
 import anyio.from_thread
 import httpx
 
+from ...settings import megabytes
 from ...errors import ParseError
 from ..parsers.text import decode_bytes
 from .pagecache import CachedPage
 from .urls import Scope
 
 _MAX_REDIRECTS = 5
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_GZIP_OR_ZLIB = 47  # zlib's wbits that read a gzip or a zlib header
 GONE = {404, 410}  # the only answers that remove a page; any other error keeps its indexed version
 
 
@@ -90,7 +93,7 @@ class Fetcher:
         current, seen = url, {url}
         for _ in range(_MAX_REDIRECTS + 1):
             result = await self._request(current, headers, limit)
-            if result.status not in (301, 302, 303, 307, 308):
+            if result.status not in REDIRECTS:
                 result.url, result.final_url = url, current
                 return result
             if not result.location.strip():
@@ -125,7 +128,7 @@ class Fetcher:
                     with anyio.CancelScope(shield=True):  # a cut answer's connection is closed, not reused
                         await response.aclose()
         except _TooLarge:
-            return Fetched(url, error=f"too large: more than {limit / 1024 / 1024:g} MB (max_page_mb)")
+            return Fetched(url, error=f"too large: more than {limit / megabytes(1):g} MB (max_page_mb)")
         except (TimeoutError, httpx.TimeoutException):
             return Fetched(url, error=f"no complete answer within {self.source.timeout:g} s", transient=True)
         except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
@@ -136,7 +139,7 @@ class Fetcher:
 
 async def _answer(url: str, response: httpx.Response, limit: int) -> Fetched:
     status = response.status_code
-    if status in (301, 302, 303, 307, 308):
+    if status in REDIRECTS:
         return Fetched(url, status=status, location=response.headers.get("location", ""))
     if status == 304:
         return Fetched(url, status=304)
@@ -172,7 +175,7 @@ async def _read_body(response: httpx.Response, limit: int) -> bytes:
     encoding = response.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("identity", "gzip", "deflate", "x-gzip", ""):
         raise httpx.DecodingError(f"unsupported content-encoding {encoding!r}")
-    decoder = zlib.decompressobj(47) if encoding not in ("identity", "") else None  # 47: gzip or zlib header
+    decoder = zlib.decompressobj(_GZIP_OR_ZLIB) if encoding not in ("identity", "") else None
     body = bytearray()
     async for raw in response.aiter_raw(65536):
         pending = raw
@@ -193,3 +196,8 @@ def as_utf8(body: bytes, charset: str) -> bytes:
         return decode_bytes(body, charset).encode("utf-8")
     except ParseError:
         return body
+
+
+def inflate(body: bytes, limit: int) -> bytes:
+    """A gzip (or zlib) body decompressed to at most `limit` bytes: a bomb stops there."""
+    return zlib.decompressobj(_GZIP_OR_ZLIB).decompress(body, limit)

@@ -7,7 +7,7 @@ import urllib.robotparser
 import zlib
 
 from ...errors import KBError
-from .fetch import Fetcher
+from .fetch import Fetcher, inflate
 
 _MAX_SITEMAPS = 20  # sitemap files read per source (an index may name many)
 _SITEMAP_BYTES = 50 * 1024 * 1024  # the sitemap protocol's own limit per file
@@ -24,7 +24,7 @@ def read_robots(fetcher: Fetcher) -> tuple[urllib.robotparser.RobotFileParser, l
     """
     robots = urllib.robotparser.RobotFileParser()
     url = fetcher.scope.origin + "/robots.txt"
-    answer = fetcher.get(url, limit=_ROBOTS_BYTES, allowed=lambda u: u.startswith(fetcher.scope.origin + "/"))
+    answer = fetcher.get(url, limit=_ROBOTS_BYTES, allowed=fetcher.scope.on_host)
     if answer.transient:
         raise KBError(f"{url}: {answer.error}")
     lines = answer.body.decode("utf-8", "replace").splitlines() if answer.status == 200 else []
@@ -35,7 +35,7 @@ def read_robots(fetcher: Fetcher) -> tuple[urllib.robotparser.RobotFileParser, l
 def sitemap_urls(fetcher: Fetcher, listed: list[str]) -> tuple[list[str], list[str]]:
     """Page URLs from the site's sitemaps (index files followed, .gz read), and problems met."""
     scope = fetcher.scope
-    on_host = [u for u in (scope.normalize(x) for x in listed) if u and u.startswith(scope.origin + "/")]
+    on_host = [u for u in (scope.normalize(x) for x in listed) if u and scope.on_host(u)]
     queue = on_host or [scope.origin + "/sitemap.xml"]
     pages, problems, seen = [], [], set[str]()
     while queue and len(seen) < _MAX_SITEMAPS:
@@ -43,7 +43,7 @@ def sitemap_urls(fetcher: Fetcher, listed: list[str]) -> tuple[list[str], list[s
         if url in seen:
             continue
         seen.add(url)
-        answer = fetcher.get(url, limit=_SITEMAP_BYTES, allowed=lambda u: u.startswith(scope.origin + "/"))
+        answer = fetcher.get(url, limit=_SITEMAP_BYTES, allowed=scope.on_host)
         if answer.status != 200:
             if on_host:  # a sitemap robots.txt names should be there; /sitemap.xml is only a guess
                 problems.append(f"sitemap {url}: {answer.error or answer.status}")
@@ -51,7 +51,7 @@ def sitemap_urls(fetcher: Fetcher, listed: list[str]) -> tuple[list[str], list[s
         body = answer.body
         if body[:2] == b"\x1f\x8b":
             try:
-                body = zlib.decompressobj(47).decompress(body, _SITEMAP_BYTES)
+                body = inflate(body, _SITEMAP_BYTES)
             except zlib.error as exc:
                 problems.append(f"sitemap {url}: not valid gzip ({exc})")
                 continue
@@ -62,7 +62,7 @@ def sitemap_urls(fetcher: Fetcher, listed: list[str]) -> tuple[list[str], list[s
                 problems.append(f"sitemap {url}: {exc}")
             continue
         if kind == "sitemapindex":
-            queue += [u for u in (scope.normalize(x) for x in locations) if u and u.startswith(scope.origin + "/")]
+            queue += [u for u in (scope.normalize(x) for x in locations) if u and scope.on_host(u)]
         else:
             pages += locations
     return pages, problems

@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urljoin, urlsplit, urlunsp
 
 from ...settings import WebSourceConfig
 from ...errors import ConfigError
-from ..parsers import is_supported
+from ..parsers import HTML_SUFFIXES, is_supported
 
 _SUFFIX_BY_TYPE = {
     "text/html": ".html", "application/xhtml+xml": ".html", "application/pdf": ".pdf",
@@ -23,7 +23,7 @@ _SUFFIX_BY_TYPE = {
     "application/vnd.openxmlformats-officedocument.presentationml.presentation": ".pptx",
     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx",
 }
-PAGE_SUFFIXES = {".html", ".htm", ".xhtml", ".php", ".asp", ".aspx", ".jsp", ""}  # served as HTML, whatever the name
+PAGE_SUFFIXES = {*HTML_SUFFIXES, ".php", ".asp", ".aspx", ".jsp", ""}  # served as HTML, whatever the name
 
 _PATH_SAFE = "/%:@!$&'()*+,;=~"  # what stays as it is in a path; spaces and non-ASCII become %XX
 _PERCENT_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}")
@@ -92,6 +92,10 @@ class Scope:
     def origin(self) -> str:
         parts = urlsplit(self.start)
         return f"{parts.scheme}://{parts.netloc}"
+
+    def on_host(self, url: str) -> bool:
+        """Whether a URL is on the start URL's host (scheme and port included): robots.txt and sitemaps."""
+        return url.startswith(self.origin + "/")
 
     def contains(self, url: str) -> bool:
         if not url.startswith(self.prefix):

@@ -7,7 +7,7 @@ const seen = {};  // per KB: when and at how many files its running sync was fir
 function describe(kb) {
   const p = kb.progress || {};
   const done = p.done || 0, total = p.total || 0;
-  let text = `syncing: ${done}/${total || "?"} files`;
+  let text = kb.progress_text;  // worded by the server, as every face words it
   if (p.chunks) text += `, ${p.chunks} chunks embedded`;
   const first = seen[kb.name];
   const seconds = first ? (Date.now() - first.at) / 1000 : 0;
