@@ -46,6 +46,12 @@ def _app(config_path: str | None):
     return App(_load(config_path))
 
 
+def _one_of(folder: str | None, config_path: str | None) -> None:
+    """A command served from a folder takes its settings from nowhere else."""
+    if folder and config_path:
+        raise KBError(f"{folder} is a folder and --config names {config_path}: give one of them, not both")
+
+
 def _kb_or_folder(kb: str | None, config_path: str | None) -> tuple[str | None, str | None]:
     """Every command names what to work on the same way: a KB argument that is an existing folder, and
     not a KB of the config in use, is that folder with defaults (as `serve FOLDER`), so
@@ -58,19 +64,25 @@ def _kb_or_folder(kb: str | None, config_path: str | None) -> tuple[str | None, 
     return None, kb
 
 
-def _run(work):
-    """Known errors become one `Error:` line and exit status 1."""
-    try:
-        return work()
-    except KBError as exc:
-        raise click.ClickException(str(exc)) from exc
+class _Interrupted(click.ClickException):
+    exit_code = 130  # as a shell reports Ctrl-C
+
+
+class _Commands(click.Group):
+    """The `mcp-kb` group: a known error of any command becomes one `Error:` line and exit status 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KBError as exc:
+            raise click.ClickException(str(exc)) from exc
 
 
 config_option = click.option("--config", "-c", "config_path", metavar="PATH", help=CONFIG_HELP)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
 
-@click.group()
+@click.group(cls=_Commands)
 @click.version_option(__version__, prog_name="mcp-kb")
 @click.option("--verbose", "-v", is_flag=True, help="Log progress details to stderr.")
 def main(verbose: bool) -> None:
@@ -99,29 +111,26 @@ def check(config_path: str | None, as_json: bool) -> None:
 
         mcp-kb check -c kb.toml
     """
-    def work():
-        app = _app(config_path)
-        summary = app.check()
-        config = app.config
-        if as_json:
-            click.echo(json.dumps([item.as_dict() for item in summary], indent=2, ensure_ascii=False))
-            return
-        click.echo(f"config OK: {len(config.kb)} knowledge base(s); index at {config.storage.uri}")
-        for item in summary:
-            if item.error:
-                click.echo(f"\n{item.kb} (tool {item.tool}): {item.error}")
-                continue
-            types = ", ".join(f"{n} {suffix}" for suffix, n in sorted(item.by_type.items()))
-            click.echo(f"\n{item.kb} (tool {item.tool}): {item.files} files ({types or 'none'}), {item.chunks} chunks")
-            if item.crawl:
-                click.echo(f"  web: {item.crawl['requests']} requests to crawl the sites")
-            _echo_first([f"  {count:5d}  {path}" for path, count in item.chunks_by_file.items()], "files")
-            _echo_first([f"  skipped {skip.path}: {skip.reason}" for skip in item.skipped], "skipped")
-        failed = [item.kb for item in summary if item.error]
-        if failed:
-            raise KBError(f"cannot read the sources of {', '.join(failed)} (see above)")
-
-    _run(work)
+    app = _app(config_path)
+    summary = app.check()
+    config = app.config
+    if as_json:
+        click.echo(json.dumps([item.as_dict() for item in summary], indent=2, ensure_ascii=False))
+        return
+    click.echo(f"config OK: {len(config.kb)} knowledge base(s); index at {config.storage.uri}")
+    for item in summary:
+        if item.error:
+            click.echo(f"\n{item.kb} (tool {item.tool}): {item.error}")
+            continue
+        types = ", ".join(f"{n} {suffix}" for suffix, n in sorted(item.by_type.items()))
+        click.echo(f"\n{item.kb} (tool {item.tool}): {item.files} files ({types or 'none'}), {item.chunks} chunks")
+        if item.crawl:
+            click.echo(f"  web: {item.crawl['requests']} requests to crawl the sites")
+        _echo_first([f"  {count:5d}  {path}" for path, count in item.chunks_by_file.items()], "files")
+        _echo_first([f"  skipped {skip.path}: {skip.reason}" for skip in item.skipped], "skipped")
+    failed = [item.kb for item in summary if item.error]
+    if failed:
+        raise KBError(f"cannot read the sources of {', '.join(failed)} (see above)")
 
 
 _LISTED = 50  # lines of one list `check` prints; --json has them all
@@ -147,22 +156,19 @@ def chunks(file: Path, config_path: str | None, as_json: bool) -> None:
 
         mcp-kb chunks docs/guide.md
     """
-    def work():
-        from .app import App
+    from .app import App
 
-        result, notes = App(_load_or_defaults(config_path)).chunks(file)
-        if as_json:
-            click.echo(json.dumps([{**c.__dict__, "heading": c.heading} for c in result], indent=2,
-                                  ensure_ascii=False, default=str))
-            return
-        for note in notes:
-            click.echo(f"note: {note}")
-        for chunk in result:
-            where = f"page {chunk.page}" if chunk.page else f"lines {chunk.line_start}-{chunk.line_end}"
-            click.echo(f"--- chunk {chunk.chunk_index} · {chunk.n_tokens} tokens · {where} · {chunk.heading or '(no heading)'}")
-            click.echo(chunk.text)
-
-    _run(work)
+    result, notes = App(_load_or_defaults(config_path)).chunks(file)
+    if as_json:
+        click.echo(json.dumps([{**c.__dict__, "heading": c.heading} for c in result], indent=2,
+                              ensure_ascii=False, default=str))
+        return
+    for note in notes:
+        click.echo(f"note: {note}")
+    for chunk in result:
+        where = f"page {chunk.page}" if chunk.page else f"lines {chunk.line_start}-{chunk.line_end}"
+        click.echo(f"--- chunk {chunk.chunk_index} · {chunk.n_tokens} tokens · {where} · {chunk.heading or '(no heading)'}")
+        click.echo(chunk.text)
 
 
 @main.command()
@@ -176,17 +182,14 @@ def init(folder: str, config_path: str) -> None:
 
         mcp-kb init ./handbook && mcp-kb sync
     """
-    def work():
-        from .settings import write_starter
+    from .settings import write_starter
 
-        target = Path(config_path)
-        kb = write_starter(folder, target)
-        click.echo(f"wrote {target}: knowledge base {kb.name!r} over {kb.paths[0]}"
-                   f"{'' if kb.paths[0].is_dir() else ' (not there yet: create it and add documents)'}.")
-        click.echo(f"Next: say what the documents are about in its description, then `mcp-kb sync` and "
-                   f"`mcp-kb serve`{'' if target.name == 'kb.toml' else f' with -c {target}'}.")
-
-    _run(work)
+    target = Path(config_path)
+    kb = write_starter(folder, target)
+    click.echo(f"wrote {target}: knowledge base {kb.name!r} over {kb.paths[0]}"
+               f"{'' if kb.paths[0].is_dir() else ' (not there yet: create it and add documents)'}.")
+    click.echo(f"Next: say what the documents are about in its description, then `mcp-kb sync` and "
+               f"`mcp-kb serve`{'' if target.name == 'kb.toml' else f' with -c {target}'}.")
 
 
 @main.command()
@@ -205,28 +208,23 @@ def sync(kb: str | None, full: bool, reembed: bool, no_wait: bool, allow_mass_de
 
         mcp-kb sync policies
     """
-    def work():
-        name, config = _kb_or_folder(kb, config_path)
-        app = _app(config)
-        app.releases_model = True
-        bar = _ProgressBar() if sys.stderr.isatty() and not as_json else None
-        try:
-            reports = app.sync(name, full=full, reembed=reembed, progress=bar, wait=not no_wait,
-                               allow_mass_delete=allow_mass_delete)
-        except KeyboardInterrupt:
-            interrupted = click.ClickException(_INTERRUPTED)
-            interrupted.exit_code = 130  # as a shell reports Ctrl-C
-            raise interrupted from None
-        finally:
-            if bar:
-                bar.close()
-        if as_json:
-            click.echo(json.dumps([r.to_dict() for r in reports], indent=2, ensure_ascii=False))
-        else:
-            for report in reports:
-                click.echo(report.summary())
-
-    _run(work)
+    name, config = _kb_or_folder(kb, config_path)
+    app = _app(config)
+    app.releases_model = True
+    bar = _ProgressBar() if sys.stderr.isatty() and not as_json else None
+    try:
+        reports = app.sync(name, full=full, reembed=reembed, progress=bar, wait=not no_wait,
+                           allow_mass_delete=allow_mass_delete)
+    except KeyboardInterrupt:
+        raise _Interrupted(_INTERRUPTED) from None
+    finally:
+        if bar:
+            bar.close()
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in reports], indent=2, ensure_ascii=False))
+    else:
+        for report in reports:
+            click.echo(report.summary())
 
 
 @main.command()
@@ -240,33 +238,30 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
 
         mcp-kb status
     """
-    def work():
-        name, config = _kb_or_folder(kb, config_path)
-        app = _app(config)
-        statuses = app.status(name)
-        source = app.model_source()
-        if as_json:
-            click.echo(json.dumps([{**item.as_dict(), "model_source": source} for item in statuses], indent=2,
-                                  ensure_ascii=False))
-            return
-        click.echo(f"embedding model {app.config.embedding.model}: {source}")
-        for item in statuses:
-            model = item.model["name"] if item.model else "-"
-            click.echo(f"{item.name}: {item.files} files, {item.chunks} chunks; last sync "
-                       f"{item.last_sync or 'never'} ({item.last_outcome}); model {model}; "
-                       f"index {item.index_state or '-'}")
-            if item.sync_running:
-                progress = item.progress
-                click.echo(f"  syncing now: {files_done(progress['done'], progress['total'])} indexed" if progress
-                           else "  syncing now: reading its sources")
-            if item.health:
-                click.echo(f"  {_hit_rates(item.health)}")
-            if item.last_error:
-                click.echo(f"  last error: {item.last_error}")
-            for failure in item.failed:
-                click.echo(f"  failed {failure.path}: {failure.reason}")
-
-    _run(work)
+    name, config = _kb_or_folder(kb, config_path)
+    app = _app(config)
+    statuses = app.status(name)
+    source = app.model_source()
+    if as_json:
+        click.echo(json.dumps([{**item.as_dict(), "model_source": source} for item in statuses], indent=2,
+                              ensure_ascii=False))
+        return
+    click.echo(f"embedding model {app.config.embedding.model}: {source}")
+    for item in statuses:
+        model = item.model["name"] if item.model else "-"
+        click.echo(f"{item.name}: {item.files} files, {item.chunks} chunks; last sync "
+                   f"{item.last_sync or 'never'} ({item.last_outcome}); model {model}; "
+                   f"index {item.index_state or '-'}")
+        if item.sync_running:
+            progress = item.progress
+            click.echo(f"  syncing now: {files_done(progress['done'], progress['total'])} indexed" if progress
+                       else "  syncing now: reading its sources")
+        if item.health:
+            click.echo(f"  {_hit_rates(item.health)}")
+        if item.last_error:
+            click.echo(f"  last error: {item.last_error}")
+        for failure in item.failed:
+            click.echo(f"  failed {failure.path}: {failure.reason}")
 
 
 @main.command()
@@ -286,19 +281,16 @@ def stats(kb: str | None, config_path: str | None, as_json: bool, callers: bool)
 
         mcp-kb stats --callers
     """
-    def work():
-        if callers:
-            _caller_stats(_load(config_path), as_json)
-            return
-        name, config = _kb_or_folder(kb, config_path)
-        figures = _app(config).stats(name)
-        if as_json:
-            click.echo(json.dumps(figures, indent=2, ensure_ascii=False))
-            return
-        for item in figures:
-            click.echo(_format_stats(item))
-
-    _run(work)
+    if callers:
+        _caller_stats(_load(config_path), as_json)
+        return
+    name, config = _kb_or_folder(kb, config_path)
+    figures = _app(config).stats(name)
+    if as_json:
+        click.echo(json.dumps(figures, indent=2, ensure_ascii=False))
+        return
+    for item in figures:
+        click.echo(_format_stats(item))
 
 
 def _caller_stats(config: Config, as_json: bool) -> None:
@@ -367,22 +359,19 @@ def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: 
 
         mcp-kb search policies "how do I apply for annual leave" --filter doc_type=policy
     """
-    def work():
-        from .requests import parse_filters
+    from .requests import parse_filters
 
-        name, config = _kb_or_folder(kb, config_path)
-        app = _app(config)
-        result = app.search(name or app.config.kb[0].name, query, mode=mode, top_k=top_k, min_score=min_score,
-                            filters=parse_filters(filters), context=context, max_per_document=max_per_document,
-                            max_tokens=max_tokens)
-        if as_json:
-            click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
-            return
-        from .present import cited_text
+    name, config = _kb_or_folder(kb, config_path)
+    app = _app(config)
+    result = app.search(name or app.config.kb[0].name, query, mode=mode, top_k=top_k, min_score=min_score,
+                        filters=parse_filters(filters), context=context, max_per_document=max_per_document,
+                        max_tokens=max_tokens)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        return
+    from .present import cited_text
 
-        click.echo(cited_text(result, max_chars=_SHOWN_CHARACTERS))
-
-    _run(work)
+    click.echo(cited_text(result, max_chars=_SHOWN_CHARACTERS))
 
 
 @main.command(name="eval")
@@ -417,34 +406,31 @@ def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Pa
 
         mcp-kb eval docs --log reviewed.queries.jsonl
     """
-    def work():
-        from .evaluation import format_self_checks, format_table, load_qrels, load_queries, load_reviewed_log
+    from .evaluation import format_self_checks, format_table, load_qrels, load_queries, load_reviewed_log
 
-        app = _app(config_path)
-        modes = list(RANKED_MODES) if mode == "all" else [mode]
-        if self_made:
-            checks = app.self_check(kb, modes, sample=sample, k=k)
-            if as_json:
-                click.echo(json.dumps([c.__dict__ for c in checks], indent=2, ensure_ascii=False))
-            else:
-                click.echo(format_self_checks(checks, threshold))
-            return
-        if reviewed_log:
-            query_by_id, judgements = load_reviewed_log(reviewed_log)
-        elif queries and qrels:
-            query_by_id, judgements = load_queries(queries), load_qrels(qrels)
-        else:
-            raise KBError("give --queries and --qrels (labelled queries), --log (a reviewed query log), or --self "
-                          "(queries made from the KB itself)")
-        results, warning = app.evaluate(kb, query_by_id, judgements, modes, k)
-        if warning:
-            click.echo(f"warning: {warning}", err=True)
+    app = _app(config_path)
+    modes = list(RANKED_MODES) if mode == "all" else [mode]
+    if self_made:
+        checks = app.self_check(kb, modes, sample=sample, k=k)
         if as_json:
-            click.echo(json.dumps([r.__dict__ for r in results], indent=2))
+            click.echo(json.dumps([c.__dict__ for c in checks], indent=2, ensure_ascii=False))
         else:
-            click.echo(format_table(results, k))
-
-    _run(work)
+            click.echo(format_self_checks(checks, threshold))
+        return
+    if reviewed_log:
+        query_by_id, judgements = load_reviewed_log(reviewed_log)
+    elif queries and qrels:
+        query_by_id, judgements = load_queries(queries), load_qrels(qrels)
+    else:
+        raise KBError("give --queries and --qrels (labelled queries), --log (a reviewed query log), or --self "
+                      "(queries made from the KB itself)")
+    results, warning = app.evaluate(kb, query_by_id, judgements, modes, k)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
+    if as_json:
+        click.echo(json.dumps([r.__dict__ for r in results], indent=2))
+    else:
+        click.echo(format_table(results, k))
 
 
 @main.command()
@@ -466,17 +452,13 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
 
         mcp-kb serve -c kb.toml --transport http --port 8765
     """
-    def work():
-        from .app import App
-        from .mcp.server import run_server
+    from .app import App
+    from .mcp.server import run_server
 
-        if folder and config_path:
-            raise KBError(f"{folder} is a folder and --config names {config_path}: give one of them, not both")
-        config = _load(folder or config_path)
-        run_server(App(config.serving(transport=transport, host=host, port=port, read_only=read_only,
-                                      stateless=stateless)))
-
-    _run(work)
+    _one_of(folder, config_path)
+    config = _load(folder or config_path)
+    run_server(App(config.serving(transport=transport, host=host, port=port, read_only=read_only,
+                                  stateless=stateless)))
 
 
 @main.command()
@@ -491,15 +473,11 @@ def ui(folder: str | None, config_path: str | None, port: int) -> None:
 
         mcp-kb ui -c kb.toml
     """
-    def work():
-        from .app import App
-        from .mcp.server import run_page
+    from .app import App
+    from .mcp.server import run_page
 
-        if folder and config_path:
-            raise KBError(f"{folder} is a folder and --config names {config_path}: give one of them, not both")
-        run_page(App(_load(folder or config_path)), port)
-
-    _run(work)
+    _one_of(folder, config_path)
+    run_page(App(_load(folder or config_path)), port)
 
 
 @main.command()
@@ -515,21 +493,18 @@ def watch(kb: str | None, config_path: str | None) -> None:
 
         mcp-kb watch -c kb.toml
     """
-    def work():
-        from .app import App
-        from .live import keep_in_sync
+    from .app import App
+    from .live import keep_in_sync
 
-        name, config = _kb_or_folder(kb, config_path)
-        app = App(_load(config))
-        app.releases_model = True
-        logging.getLogger("mcp_kb").setLevel(logging.INFO)
-        click.echo(f"watching {', '.join(k.name for k in app.config.select(name))}; Ctrl-C to stop", err=True)
-        try:
-            keep_in_sync(app, name)
-        except KeyboardInterrupt:
-            pass
-
-    _run(work)
+    name, config = _kb_or_folder(kb, config_path)
+    app = App(_load(config))
+    app.releases_model = True
+    logging.getLogger("mcp_kb").setLevel(logging.INFO)
+    click.echo(f"watching {', '.join(k.name for k in app.config.select(name))}; Ctrl-C to stop", err=True)
+    try:
+        keep_in_sync(app, name)
+    except KeyboardInterrupt:
+        pass
 
 
 @main.group()
@@ -553,21 +528,18 @@ def fetch(target: Path | None, config_path: str | None) -> None:
 
         mcp-kb model fetch --to ./models/embedding
     """
-    def work():
-        from .models import fetch_models, model_source
+    from .models import fetch_models, model_source
 
-        config = _load_or_defaults(config_path)
-        folders = fetch_models(config.embedding, config.rerank, copy_to=target)
-        for role, folder in folders.items():
-            click.echo(f"{role} model ready in {folder}")
-        if "embedding" not in folders:
-            click.echo(f"embedding model {config.embedding.model}: {model_source(config.embedding)}, nothing to fetch")
-        if target:
-            click.echo(f"copied to {target}; on a machine without network set both [embedding] model = "
-                       f"\"{config.embedding.model}\" and model_path = \"{target.resolve()}\" (or "
-                       f"{ENV_MODEL} and {ENV_MODEL_PATH})")
-
-    _run(work)
+    config = _load_or_defaults(config_path)
+    folders = fetch_models(config.embedding, config.rerank, copy_to=target)
+    for role, folder in folders.items():
+        click.echo(f"{role} model ready in {folder}")
+    if "embedding" not in folders:
+        click.echo(f"embedding model {config.embedding.model}: {model_source(config.embedding)}, nothing to fetch")
+    if target:
+        click.echo(f"copied to {target}; on a machine without network set both [embedding] model = "
+                   f"\"{config.embedding.model}\" and model_path = \"{target.resolve()}\" (or "
+                   f"{ENV_MODEL} and {ENV_MODEL_PATH})")
 
 
 class _ProgressBar:
