@@ -7,7 +7,6 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from .metrics import Metrics, QueryLog
 from .models import create_embedder, create_reranker, load_token_counter, model_source
 from .models.base import Embedder, TokenCounter
 from .present import document_text
-from .records import Glance, KBCheck, KBState, KBStatus, Problem, Progress
+from .records import Glance, KBCheck, KBState, KBStatus, Problem, Progress, recorded_now
 from .search import Searcher, SearchResult
 from .sync import SyncReport, document_chunks, file_chunks, sync_all
 
@@ -189,7 +188,7 @@ class App:
                                                                    max_per_document=1).hits]
         checks = [self_check(run(mode), asked, mode, k) for mode in modes]
         write_health(self.store, name, {
-            "checked_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "k": k, "queries": len(asked),
+            "checked_at": recorded_now(), "k": k, "queries": len(asked),
             "hit_rate": {check.mode: round(check.hit_rate, 4) for check in checks}})
         return checks
 

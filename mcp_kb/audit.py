@@ -5,7 +5,6 @@ asks for it (queries can hold personal data); never a token. Rotated by size lik
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +12,8 @@ from typing import Any
 
 from .access import IDENTITY_KINDS, Identity
 from .settings import ServerConfig, megabytes
-from .metrics import JsonLines, now_text
+from .files import JsonLines, json_lines
+from .records import recorded_now
 
 _ERROR_CHARS = 300  # an error's text kept per line
 
@@ -28,7 +28,7 @@ class AuditTrail:
                error: str | None = None, query: str | None = None) -> None:
         if self.file is None:
             return
-        entry: dict[str, Any] = {"time": now_text(), "who": who.name, "kind": who.kind, "kb": kb, "action": action,
+        entry: dict[str, Any] = {"time": recorded_now("milliseconds"), "who": who.name, "kind": who.kind, "kb": kb, "action": action,
                                  "latency_ms": round(latency_ms, 2)}
         if who.issuer:
             entry["issuer"] = who.issuer
@@ -61,19 +61,15 @@ def callers(path: Path) -> list[CallerFigures]:
     Callers are told apart by kind and issuer too: a token and an OAuth subject of one name are two."""
     figures: dict[Identity, dict[str, Any]] = defaultdict(
         lambda: {"requests": 0, "errors": 0, "kbs": defaultdict(int), "last_seen": ""})
-    for part in (path.with_name(path.name + ".1"), path):
-        if not part.exists():
-            continue
-        for line in part.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                entry = json.loads(line)
-                caller = figures[_identity(entry)]
-            except (ValueError, KeyError, TypeError, AttributeError):
-                continue  # a line cut by a crash
-            caller["requests"] += 1
-            caller["errors"] += "error" in entry
-            caller["kbs"][str(entry.get("kb"))] += 1
-            caller["last_seen"] = max(caller["last_seen"], str(entry.get("time", "")))
+    for entry in json_lines(path):
+        try:
+            caller = figures[_identity(entry)]
+        except (KeyError, TypeError, AttributeError, ValueError):
+            continue  # a line that names no caller
+        caller["requests"] += 1
+        caller["errors"] += "error" in entry
+        caller["kbs"][str(entry.get("kb"))] += 1
+        caller["last_seen"] = max(caller["last_seen"], str(entry.get("time", "")))
     ordered = sorted(figures.items(), key=lambda item: (item[0].name, item[0].kind, item[0].issuer))
     return [CallerFigures(who, figure["requests"], figure["errors"], dict(figure["kbs"]), figure["last_seen"])
             for who, figure in ordered]

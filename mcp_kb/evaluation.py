@@ -42,7 +42,7 @@ class ModeScores:
 def load_queries(path: Path) -> dict[str, str]:
     """`{"_id": ..., "text": ...}` per line (BEIR queries.jsonl)."""
     try:
-        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
         return {str(row["_id"]): row["text"] for row in rows}
     except (OSError, ValueError, KeyError) as exc:
         raise KBError(f"{path}: cannot read queries (one JSON object with _id and text per line): {exc}") from exc
@@ -69,7 +69,7 @@ def load_reviewed_log(path: Path) -> tuple[dict[str, str], dict[str, dict[str, i
     queries: dict[str, str] = {}
     qrels: dict[str, dict[str, int]] = {}
     try:
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
             entry = json.loads(line) if line.strip() else {}
             if entry.get("relevant"):
                 queries[str(number)] = entry["query"]

@@ -6,14 +6,14 @@ log, off by default: one JSON line per search, rotated by size.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import deque
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
+from .files import JsonLines
+from .records import recorded_now
 from .search import SearchResult
 
 _SAMPLES = 2_000  # latencies kept per stage: percentiles over the most recent searches
@@ -22,7 +22,7 @@ _HOURS_KEPT = 48  # hourly figures kept (the admin page charts them)
 
 class KBMetrics:
     def __init__(self) -> None:
-        self.since = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.since = recorded_now()
         self.searches = self.cache_hits = self.degraded = self.zero_results = 0
         self.query_tokens = self.rerank_calls = 0
         self.latencies: dict[str, deque[float]] = {}
@@ -112,36 +112,12 @@ def _percentiles(samples: deque[float]) -> dict[str, float]:
             "p95": ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], "max": ordered[-1]}
 
 
-class JsonLines:
-    """An append-only file of JSON lines; past `max_bytes` it becomes `<name>.1` (the one before is
-    dropped) and a new one starts."""
-
-    def __init__(self, path: Path, max_bytes: int):
-        self.path = path
-        self.max_bytes = max_bytes
-        self._lock = threading.Lock()
-
-    def append(self, entry: dict[str, Any]) -> None:
-        line = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
-        with self._lock:
-            if self.path.exists() and self.path.stat().st_size + len(line.encode()) > self.max_bytes:
-                self.path.replace(self.path.with_name(self.path.name + ".1"))
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(line)
-
-
-def now_text() -> str:
-    """The time a log line records: UTC, to the millisecond."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
 class QueryLog(JsonLines):
     """JSON lines of searches (time, query, mode, filters, top hits, latency) in one file per KB."""
 
     def write(self, query: str, mode: str, filters: dict[str, Any] | None, result: SearchResult,
               total_ms: float) -> None:
-        self.append({"time": now_text(), "query": query, "mode": mode, "answered_by": result.mode,
+        self.append({"time": recorded_now("milliseconds"), "query": query, "mode": mode, "answered_by": result.mode,
                      "filters": filters, "latency_ms": round(total_ms, 2),
                      "hits": [{"source": h.source, "chunk_index": h.chunk_index, "score": h.score}
                               for h in result.hits]})

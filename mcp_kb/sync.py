@@ -8,7 +8,6 @@ chunks, so a crash at any point is repaired by the next sync.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import hashlib
 import json
 import logging
@@ -32,7 +31,7 @@ from .ingest.document import Document
 from .ingest.ocr import available as ocr_available
 from .ingest.sources import SkippedFile, SourceFile, count_kinds, parse_source, scan_all, sources_of
 from .models.base import Embedder, TokenCounter
-from .records import KBState, Problem, Progress
+from .records import KBState, Problem, Progress, recorded_now
 from .vocabulary import sync_remedy
 
 log = logging.getLogger(__name__)
@@ -133,7 +132,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
     text. A rebuild fills a new generation and switches to it only when it is complete.
     """
     report = SyncReport(kb.name)
-    started = _now()
+    started = recorded_now()
     wall_start = time.perf_counter()
     timer = _Timer(report)
     progress = _recording_progress(store, kb.name, progress, report)
@@ -551,14 +550,10 @@ class _Timer:
             self.add(stage, time.perf_counter() - start)
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
 def _finished(state: dict[str, Any], started: str, outcome: str, report: SyncReport,
               error: str = "") -> dict[str, Any]:
     """The state's record of a sync that ended: the last one in full, the recent ones in brief."""
-    last = {"started_at": started, "finished_at": _now(), "outcome": outcome, "error": error,
+    last = {"started_at": started, "finished_at": recorded_now(), "outcome": outcome, "error": error,
             "report": report.to_dict()}
     brief = {"started_at": started, "finished_at": last["finished_at"], "outcome": outcome,
              "error": error[:_ERROR_CHARS_KEPT], "rebuilt": report.rebuilt, "added": report.files_added,

@@ -69,3 +69,11 @@ def test_stats_callers_prints_the_summary_and_says_when_there_is_no_trail(tmp_pa
     config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "api"\ndescription = "API"\npaths = ["docs"]\n')
     missing = CliRunner().invoke(main, ["stats", "--callers", "-c", str(config)])
     assert missing.exit_code != 0 and "set [server] audit_log" in missing.output
+
+
+def test_a_line_holding_unicode_line_separators_is_still_one_request(tmp_path):
+    trail = AuditTrail(ServerConfig(audit_log=str(tmp_path / "audit.jsonl"), audit_queries=True))
+    for query in ("plain", "one\u2028two", "three\u2029four", "five\x85six", "seven\x1cseven"):
+        trail.record(HR, "policies", "tool search_policies", 1.0, results=1, query=query)
+    [hr] = callers(tmp_path / "audit.jsonl")
+    assert hr.requests == 5  # str.splitlines() would have cut four of them in two

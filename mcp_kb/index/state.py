@@ -29,6 +29,7 @@ import filelock
 from ..settings import cache_root, is_remote_uri
 from ..errors import RunningSync, StoreError, SyncBusyError
 from ..files import write_atomically
+from ..records import recorded_now
 from .contract import Store
 
 log = logging.getLogger(__name__)
@@ -145,7 +146,7 @@ def sync_lock(store: Store, kbs: list[str], wait: bool = True, poll_seconds: flo
     folder, a lease in the store on object storage. A second writer waits, or with `wait=False`
     fails at once with a message naming the holder."""
     holder = {"id": uuid.uuid4().hex, "pid": os.getpid(), "host": socket.gethostname(), "kbs": kbs,
-              "started_at": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+              "started_at": recorded_now()}
     lock = _StoreLease(store, holder) if store.is_remote else _FileLock(store.uri, holder)
     if store.is_remote:  # each look is a request to the store
         poll_seconds = max(poll_seconds, 1.0)
