@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
+RANGE_OPERATORS = ("gt", "gte", "lt", "lte")  # a filter's bounds on a number or a date
+TEXT_OPERATORS = ("prefix", "glob")  # a filter's matches on text
+
+
 @dataclass(frozen=True)
 class FieldType:
     """What a filterable field holds and which conditions it takes."""

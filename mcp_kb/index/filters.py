@@ -20,13 +20,13 @@ from typing import Any
 
 from ..errors import SearchError
 from ..requests import unknown_filter_field
-from ..schema import FIELD_TYPES, INT64_MAX, INT64_MIN, FieldType
+from ..schema import FIELD_TYPES, INT64_MAX, INT64_MIN, RANGE_OPERATORS, TEXT_OPERATORS, FieldType
 
 # Limits on what a caller may send: values beyond them are errors, never queries the engine chokes on.
 MAX_TEXT_LENGTH = 1_000  # characters of one text value (a prefix, a glob, a title)
 MAX_LIST_VALUES = 200  # values of one one-of list
-_RANGE_OPERATORS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
-_TEXT_OPERATORS = {"prefix", "glob"}
+_RANGE_OPERATORS = dict(zip(RANGE_OPERATORS, (">", ">=", "<", "<=")))  # as SQL writes them
+_TEXT_OPERATORS = set(TEXT_OPERATORS)
 _REGEX_META = set(".^$*+?()[]{}|\\")
 
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from ..passages import Hit
 from ..settings import KBConfig
 from ..requests import SearchRequest, SyncRequest, request_errors, unknown_filter_field
-from ..schema import BUILTIN_FILTERS, FIELD_TYPES, FieldType
+from ..schema import BUILTIN_FILTERS, FIELD_TYPES, RANGE_OPERATORS, FieldType
 
 
 class SearchOutput(BaseModel):
@@ -32,7 +32,7 @@ class _TextMatch(BaseModel):
 def _range_model(value_type: type) -> type[BaseModel]:
     """{gt, gte, lt, lte} bounds; numbers are sent as JSON numbers of either kind."""
     bound = float if value_type in (int, float) else value_type
-    bounds: dict[str, Any] = {op: (Optional[bound], Field(None, description=f"{op} bound")) for op in ("gt", "gte", "lt", "lte")}
+    bounds: dict[str, Any] = {op: (Optional[bound], Field(None, description=f"{op} bound")) for op in RANGE_OPERATORS}
     return create_model(f"{bound.__name__.capitalize()}Range", __config__=ConfigDict(extra="forbid"), **bounds)
 
 
