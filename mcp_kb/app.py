@@ -25,7 +25,8 @@ from .metrics import Metrics, QueryLog
 from .models import create_embedder, create_reranker, load_token_counter, model_source
 from .models.base import Embedder, TokenCounter
 from .present import document_text
-from .records import Glance, KBCheck, KBState, KBStatus, Problem, Progress, recorded_now
+from .records import (Glance, KBCheck, KBState, KBStats, KBStatus, LastSyncFigures, Problem, Progress, SyncHistory,
+                      recorded_now)
 from .search import Searcher, SearchResult
 from .sync import SyncReport, document_chunks, file_chunks, sync_all
 
@@ -95,7 +96,7 @@ class App:
                                                      megabytes(kb.search.query_log_max_mb))
             return self._query_logs[kb.name]
 
-    def live_stats(self, kb: str) -> dict[str, Any]:
+    def live_stats(self, kb: str) -> KBStats:
         """A KB's stats with this process's search figures (saved first, so `mcp-kb stats` shows them too)."""
         name = self.config.get_kb(kb).name
         write_metrics(self.config.storage.uri, name, self.metrics.snapshot(name))
@@ -108,12 +109,11 @@ class App:
         live = self.metrics.snapshot(name)
         return live if live["searches"] else read_metrics(self.config.storage.uri, name)
 
-    def sync_history(self, kb: str) -> dict[str, Any]:
+    def sync_history(self, kb: str) -> SyncHistory:
         """The recent syncs of a KB in brief (oldest first), and the last one's skipped files and source
         figures (a web crawl's requests, 304s, robots skips)."""
         state = self._state(kb)
-        return {"recent": state.recent_syncs, "skipped": state.problems("skipped"),
-                "crawl": state.report.get("crawl", {})}
+        return SyncHistory(state.recent_syncs, state.problems("skipped"), state.report.get("crawl", {}))
 
     def _state(self, kb: str) -> KBState:
         return KBState(self.store.read_state(self.config.get_kb(kb).name))
@@ -128,20 +128,17 @@ class App:
         generation = self.store.active_generation(name)
         return self.store.view(name, generation) if generation is not None else None
 
-    def stats(self, kb: str | None = None) -> list[dict[str, Any]]:
+    def stats(self, kb: str | None = None) -> list[KBStats]:
         """Per KB: the saved search metrics of the last process that answered, the last sync's
         figures and the latest health check, read without opening a model."""
         return [self._kb_stats(k.name) for k in self.config.select(kb)]
 
-    def _kb_stats(self, name: str) -> dict[str, Any]:
+    def _kb_stats(self, name: str) -> KBStats:
         state = self._state(name)
         report = state.report
-        return {"name": name, "search": read_metrics(self.config.storage.uri, name),
-                "health": read_health(self.store, name),
-                "last_sync": {"finished_at": state.last_sync.get("finished_at"),
-                              "chunks_embedded": report.get("chunks_embedded", 0),
-                              "tokens_embedded": report.get("tokens_embedded", 0),
-                              "seconds": report.get("seconds", {})}}
+        last = LastSyncFigures(state.last_sync.get("finished_at"), report.get("chunks_embedded", 0),
+                               report.get("tokens_embedded", 0), report.get("seconds", {}))
+        return KBStats(name, read_metrics(self.config.storage.uri, name), read_health(self.store, name), last)
 
     def sync(self, kb: str | None = None, full: bool = False, progress: Progress | None = None,
              wait: bool = True, allow_mass_delete: bool = False, reembed: bool = False) -> list[SyncReport]:

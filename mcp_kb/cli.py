@@ -14,6 +14,7 @@ from . import __version__
 from .settings import (ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, HEALTHY_HIT_RATE, MODES, RANKED_MODES, TRANSPORTS,
                        Config, build_config, config_for_folder, config_target, load_config)
 from .errors import KBError
+from .records import KBStats
 from .requests import FILTER_SYNTAX, SearchRequest, SyncRequest, option_help
 from .vocabulary import LOOPBACK, files_done
 
@@ -287,7 +288,7 @@ def stats(kb: str | None, config_path: str | None, as_json: bool, callers: bool)
     name, config = _kb_or_folder(kb, config_path)
     figures = _app(config).stats(name)
     if as_json:
-        click.echo(json.dumps(figures, indent=2, ensure_ascii=False))
+        click.echo(json.dumps([item.as_dict() for item in figures], indent=2, ensure_ascii=False))
         return
     for item in figures:
         click.echo(_format_stats(item))
@@ -310,10 +311,10 @@ def _caller_stats(config: Config, as_json: bool) -> None:
                    f"{caller.last_seen}; by KB: {kbs}")
 
 
-def _format_stats(item: dict[str, Any]) -> str:
+def _format_stats(item: KBStats) -> str:
     """One KB's stats as a few lines of text."""
-    search, sync, health = item["search"], item["last_sync"], item["health"]
-    lines = [f"{item['name']}:"]
+    search, sync, health = item.search, item.last_sync, item.health
+    lines = [f"{item.name}:"]
     if search:
         lines.append(f"  searches {search['searches']} since {search['since']}; cache hits "
                      f"{search['cache_hit_rate']:.0%}; degraded {search['degraded_answers']}; no results "
@@ -324,9 +325,9 @@ def _format_stats(item: dict[str, Any]) -> str:
                   for stage, s in search["latency_ms"].items()]
     else:
         lines.append("  no searches recorded yet")
-    if sync["finished_at"]:
-        lines.append(f"  last sync {sync['finished_at']}: {sync['chunks_embedded']} chunks "
-                     f"({sync['tokens_embedded']} tokens) embedded in {sync['seconds'].get('total', 0):.1f}s")
+    if sync.finished_at:
+        lines.append(f"  last sync {sync.finished_at}: {sync.chunks_embedded} chunks "
+                     f"({sync.tokens_embedded} tokens) embedded in {sync.seconds.get('total', 0):.1f}s")
     if health:
         lines.append(f"  {_hit_rates(health)}")
     return "\n".join(lines)

@@ -139,3 +139,35 @@ class KBCheck:
         if not self.crawl:
             del shown["crawl"]
         return shown
+
+
+@dataclass(frozen=True)
+class LastSyncFigures:
+    """What the last sync of a KB cost."""
+
+    finished_at: str | None
+    chunks_embedded: int
+    tokens_embedded: int
+    seconds: dict[str, float]  # by stage, and "total"
+
+
+@dataclass(frozen=True)
+class KBStats:
+    """A KB's figures (`mcp-kb stats`, the metrics resource): searches, the last sync, the latest health check."""
+
+    name: str
+    search: dict[str, Any]  # metrics.py's snapshot: searches, latency per stage, cache hits, ... ({} when none)
+    health: dict[str, Any]  # the latest label-free hit rates ({} when never checked)
+    last_sync: LastSyncFigures
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SyncHistory:
+    """A KB's recent syncs in brief (oldest first), and the last one's skipped files and source figures."""
+
+    recent: list[dict[str, Any]]
+    skipped: list[Problem]
+    crawl: dict[str, int]  # a web crawl's requests, 304s, robots skips

@@ -35,7 +35,7 @@ def test_glance_agrees_with_status_and_history_lists_recent_syncs(app, tmp_path,
     assert {key: getattr(glance, key) for key in ("files", "chunks", "last_sync", "last_outcome")} == \
         {key: getattr(status, key) for key in ("files", "chunks", "last_sync", "last_outcome")}
     assert glance.failed_files == len(status.failed) == 1 and glance.seconds > 0
-    recent = app.sync_history("docs")["recent"]
+    recent = app.sync_history("docs").recent
     assert len(recent) == 3  # the oldest two were let go
     assert [(sync["changed"], sync["failed"]) for sync in recent] == [(1, 0), (1, 0), (0, 1)]
     assert app.chunk_text("docs", "guide.md", 0).endswith("Run the installer, then sign in.")

@@ -19,11 +19,11 @@ def app(make_app, tmp_path):
 
 
 def test_metrics_count_searches_stages_cache_hits_and_empty_answers(app):
-    assert app.live_stats("docs")["search"]["searches"] == 0
+    assert app.live_stats("docs").search["searches"] == 0
     app.search("docs", "annual leave", mode="hybrid")
     app.search("docs", "annual leave", mode="hybrid")  # the same request: answered from the cache
     app.search("docs", "zyxwvut", mode="keyword")
-    metrics = app.live_stats("docs")["search"]
+    metrics = app.live_stats("docs").search
     assert metrics["searches"] == 3 and metrics["cache_hit_rate"] == pytest.approx(1 / 3, abs=1e-3)
     assert metrics["zero_result_queries"] == 1 and metrics["degraded_answers"] == 0
     latency = metrics["latency_ms"]
@@ -35,7 +35,7 @@ def test_metrics_count_searches_stages_cache_hits_and_empty_answers(app):
 def test_searches_are_also_counted_per_hour_for_the_charts(app):
     app.search("docs", "annual leave", mode="hybrid")
     app.search("docs", "zyxwvut", mode="keyword")
-    hours = app.live_stats("docs")["search"]["hourly"]
+    hours = app.live_stats("docs").search["hourly"]
     assert len(hours) == 1 and hours[0]["hour"].endswith(":00Z")
     assert (hours[0]["searches"], hours[0]["zero_results"], hours[0]["degraded"]) == (2, 1, 0)
     assert 0 < hours[0]["p50_ms"] <= hours[0]["p95_ms"]
@@ -47,14 +47,14 @@ def test_a_keyword_fallback_counts_as_degraded(app, embedder, monkeypatch):
 
     monkeypatch.setattr(embedder, "embed_query", broken)
     result = app.search("docs", "E5021 token", mode="hybrid")
-    assert result.degraded and app.live_stats("docs")["search"]["degraded_answers"] == 1
+    assert result.degraded and app.live_stats("docs").search["degraded_answers"] == 1
 
 
 def test_the_cli_shows_what_the_answering_process_saved(app, tmp_path):
     from mcp_kb.cli import main
 
     app.search("docs", "annual leave", mode="hybrid")
-    live = app.live_stats("docs")["search"]
+    live = app.live_stats("docs").search
     config = tmp_path / "kb.toml"
     config.write_text(f'storage = "{app.config.storage.uri}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
                       f'paths = ["{app.config.kb[0].paths[0]}"]\n', encoding="utf-8")
@@ -156,7 +156,7 @@ def test_evaluation_queries_stay_out_of_the_metrics_and_the_query_log(make_app, 
 
     app = _log_app(make_app, tmp_path, query_log=True)
     app.self_check("docs", ["keyword", "hybrid"], sample=10, k=3)
-    assert app.live_stats("docs")["search"]["searches"] == 0
+    assert app.live_stats("docs").search["searches"] == 0
     assert not query_log_path(app.config.storage.uri, "docs").exists()
 
 

@@ -289,7 +289,7 @@ def _add_resources(server: MCPServer, app: App, guard: Guard) -> None:
                      description="Health of one knowledge base: searches, latency per stage (p50/p95/max), cache "
                                  "hits, degraded and empty answers, tokens embedded, the latest hit rate")
     async def kb_metrics(name: str) -> str:
-        return json.dumps(await _call(lambda: app.live_stats(guard.view().check(name)), ResourceError), indent=2,
+        return json.dumps((await _call(lambda: app.live_stats(guard.view().check(name)), ResourceError)).as_dict(), indent=2,
                           ensure_ascii=False)
 
     @server.resource(DOCUMENT_URI, name="kb-document", mime_type="text/plain",

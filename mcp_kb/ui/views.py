@@ -49,12 +49,12 @@ def kb_details(app: App, name: str, wanted: str = "") -> dict[str, Any]:
     summary = kb_summary(app, name, figures)
     history = app.sync_history(name)
     [status] = app.status(name)
-    problems = [("failed", item) for item in status.failed] + [("skipped", item) for item in history["skipped"]]
+    problems = [("failed", item) for item in status.failed] + [("skipped", item) for item in history.skipped]
     needle = wanted.casefold()
     shown = [{"kind": kind, "path": p.path, "reason": p.reason} for kind, p in problems
              if needle in p.path.casefold() or needle in p.reason.casefold()]
-    return {"kb": summary, "problems": shown, "problem_count": len(problems), "recent": history["recent"][::-1],
-            "crawl": history["crawl"], "charts": _charts(figures, history["recent"])}
+    return {"kb": summary, "problems": shown, "problem_count": len(problems), "recent": history.recent[::-1],
+            "crawl": history.crawl, "charts": _charts(figures, history.recent)}
 
 
 def _charts(figures: dict[str, Any], syncs: list[dict[str, Any]]) -> list[Any]:

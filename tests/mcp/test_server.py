@@ -182,7 +182,7 @@ async def test_metrics_resource_counts_tool_searches_and_matches_the_saved_stats
     search = metrics["search"]
     assert search["searches"] == 3 and search["cache_hit_rate"] > 0 and search["zero_result_queries"] == 1
     assert search["latency_ms"]["keyword"]["count"] == 2 and metrics["last_sync"]["chunks_embedded"] >= 1
-    assert app.stats("policy_docs")[0] == metrics  # what `mcp-kb stats` shows
+    assert app.stats("policy_docs")[0].as_dict() == metrics  # what `mcp-kb stats` shows
 
 
 async def test_document_resource_and_traversal_refused(app):

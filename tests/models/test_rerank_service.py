@@ -139,7 +139,7 @@ def test_a_slow_or_failing_service_leaves_the_fused_order_with_a_note(make_app, 
     for result in (slow, lying):
         assert [hit.source for hit in result.hits] == fused and result.degraded
         assert any(note.startswith("reranking unavailable") and "fused order" in note for note in result.notes)
-    assert app.live_stats("handbook")["search"]["degraded_answers"] == 2  # the health figures count them
+    assert app.live_stats("handbook").search["degraded_answers"] == 2  # the health figures count them
     service.answer = None
     assert not app.search("handbook", "annual leave", top_k=3).notes  # not cached: the next search reranks
 
