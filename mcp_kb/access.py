@@ -12,6 +12,7 @@ import hmac
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -315,15 +316,16 @@ def _reason(exc: Exception) -> str:
 class RateLimits:
     """Per caller, at most `requests_per_minute` (a bucket that refills evenly, holding a minute's worth)."""
 
-    def __init__(self, kept: int = _RATE_CALLERS_KEPT):
+    def __init__(self, kept: int = _RATE_CALLERS_KEPT, clock: Callable[[], float] = time.monotonic):
         self.buckets: BoundedLRU[Identity, tuple[float, float]] = BoundedLRU(kept)  # who -> (tokens, when)
+        self.clock = clock  # seconds, only ever compared with itself
 
     def wait(self, grant: Grant) -> float:
         """0 when the request may go ahead (and is counted), else the seconds until it may."""
         limit = grant.requests_per_minute
         if not limit:
             return 0.0
-        now = time.monotonic()
+        now = self.clock()
         tokens, then = self.buckets.get(grant.who) or (float(limit), now)
         tokens = min(float(limit), tokens + (now - then) * limit / 60)
         wait = 0.0 if tokens >= 1 else (1 - tokens) * 60 / limit

@@ -159,12 +159,16 @@ async def test_concurrent_first_tokens_share_one_key_fetch(gate, issuer):
 
 
 def test_rate_limits_count_per_caller_and_say_when_to_retry():
-    limits = RateLimits(kept=100)
+    now = [1000.0]
+    limits = RateLimits(kept=100, clock=lambda: now[0])
     ops = Grant(Identity("token", "ops"), frozenset({"runbooks"}), requests_per_minute=3)
     hr = Grant(Identity("token", "hr"), frozenset({"hr"}), requests_per_minute=3)
     assert [limits.wait(ops) for _ in range(3)] == [0, 0, 0]
-    wait = limits.wait(ops)
-    assert 0 < wait <= 20  # a third of a minute refills one request
+    assert limits.wait(ops) == pytest.approx(20)  # a third of a minute refills one request
+    now[0] += 15
+    assert limits.wait(ops) == pytest.approx(5)  # refused requests spend nothing
+    now[0] += 5
+    assert limits.wait(ops) == 0 and limits.wait(ops) == pytest.approx(20)
     assert limits.wait(hr) == 0 and limits.wait(Grant(OWNER, frozenset())) == 0
     for n in range(1000):  # callers come and go: memory stays bounded
         limits.wait(Grant(Identity("token", f"user{n}"), frozenset(), requests_per_minute=60))
