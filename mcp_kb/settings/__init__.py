@@ -8,12 +8,10 @@ config.py (the whole file), loading.py (files, folders, the starter, paths) and 
 """
 
 from .config import Config, unknown_kb
-from .variables import (ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, ENV_STORAGE, ENV_TOKEN, cache_root, data_root,
-                          environment, expand_environment, header_value)
+from .variables import ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, ENV_TOKEN, cache_root, environment, header_value
 from .kb import SOURCE_KINDS, ChunkingConfig, FilterableField, KBConfig, SearchConfig, SourceSettings, SyncConfig, \
     WebSourceConfig
-from .loading import build_config, config_for_folder, config_target, kb_name_for, load_config, starter_config, \
-    write_starter
+from .loading import build_config, config_for_folder, config_target, load_config, write_starter
 from .providers import (EMBEDDING_PROVIDERS, RERANK_PROVIDERS, EmbeddingConfig, FastembedRerankSettings,
                         FastembedSettings, OpenAISettings, RerankConfig, ServiceRerankSettings)
 from .server import GroupGrant, OAuthConfig, ServerConfig, TokenGrant, granted
@@ -24,12 +22,10 @@ from .values import (CONTEXT_MAX, DEFAULT_MODE, DEFAULT_MODEL, HEALTHY_HIT_RATE,
 
 __all__ = [
     "Config", "unknown_kb",
-    "ENV_CONFIG", "ENV_MODEL", "ENV_MODEL_PATH", "ENV_STORAGE", "ENV_TOKEN", "cache_root", "data_root", "environment",
-    "expand_environment", "header_value",
+    "ENV_CONFIG", "ENV_MODEL", "ENV_MODEL_PATH", "ENV_TOKEN", "cache_root", "environment", "header_value",
     "SOURCE_KINDS", "ChunkingConfig", "FilterableField", "KBConfig", "SearchConfig", "SourceSettings", "SyncConfig",
     "WebSourceConfig",
-    "build_config", "config_for_folder", "config_target", "kb_name_for", "load_config", "starter_config",
-    "write_starter",
+    "build_config", "config_for_folder", "config_target", "load_config", "write_starter",
     "EMBEDDING_PROVIDERS", "RERANK_PROVIDERS", "EmbeddingConfig", "FastembedRerankSettings", "FastembedSettings",
     "OpenAISettings", "RerankConfig", "ServiceRerankSettings",
     "GroupGrant", "OAuthConfig", "ServerConfig", "TokenGrant", "granted",
