@@ -512,3 +512,16 @@ def test_http_library_errors_never_carry_request_headers_into_reports_or_state(s
     assert "s3cr3t" not in json.dumps(report.to_dict()) and "s3cr3t" not in json.dumps([status.as_dict() for status in app.status("docs")])
     stored = b"".join(p.read_bytes() for p in (tmp_path / "index").rglob("*") if p.is_file())
     assert b"s3cr3t" not in stored
+
+
+def test_a_sitemap_is_read_in_bounds_whatever_it_holds(monkeypatch):
+    """A file of the protocol's size limit read as a stream: at most its 50,000 URLs, and a flood of empty
+    elements stops at the element bound instead of building a tree of millions of them."""
+    from mcp_kb.ingest.web import robots
+
+    many = b"<urlset>" + b"".join(b"<url><loc>https://x.test/p%d</loc></url>" % n for n in range(50_001)) + b"</urlset>"
+    kind, locations = robots._sitemap_entries(many)
+    assert kind == "urlset" and len(locations) == 50_000 and locations[-1] == "https://x.test/p49999"
+    monkeypatch.setattr(robots, "_MAX_SITEMAP_ELEMENTS", 1000)
+    flood = b"<urlset>" + b"<a/>" * 5000 + b"<url><loc>https://x.test/late</loc></url></urlset>"
+    assert robots._sitemap_entries(flood) == ("urlset", [])
