@@ -80,18 +80,19 @@ class Registry:
 
 
 def load_plugins() -> None:
-    """Import every installed plugin once (the entry points of PLUGIN_GROUP); a plugin that fails to
-    import is one error naming it, so a broken plugin is never mistaken for a mistyped kb.toml."""
+    """Import every installed plugin once (the entry points of PLUGIN_GROUP). A plugin that fails to import
+    or to register is one error naming it, so a broken plugin is never mistaken for a mistyped kb.toml;
+    it is tried again at the next load, never skipped in silence."""
     global _plugins_loaded
     with _plugins_lock:
         if _plugins_loaded:
             return
-        _plugins_loaded = True
         for entry in metadata.entry_points(group=PLUGIN_GROUP):
             try:
                 loaded = entry.load()
+                if callable(loaded):  # a function that registers, rather than a module that does on import
+                    loaded()
             except Exception as exc:
                 raise ConfigError(f"the mcp-kb plugin {entry.name!r} ({entry.value}) failed to load: "
                                   f"{type(exc).__name__}: {exc}") from exc
-            if callable(loaded):  # a function that registers, rather than a module that does on import
-                loaded()
+        _plugins_loaded = True

@@ -83,6 +83,11 @@ def test_an_installed_plugin_is_found_through_its_entry_point_before_the_config_
 
 def test_a_plugin_that_fails_to_load_is_named_not_taken_for_a_config_mistake(installed, tmp_path):
     installed("no_such_plugin_module")
-    with pytest.raises(ConfigError, match=r"the mcp-kb plugin 'plugin0' \(no_such_plugin_module\) failed to load: "
-                                          r"ModuleNotFoundError"):
+    for _ in range(2):  # and again at the next load: a broken plugin is never skipped in silence
+        with pytest.raises(ConfigError, match=r"the mcp-kb plugin 'plugin0' \(no_such_plugin_module\) failed to "
+                                              r"load: ModuleNotFoundError"):
+            _config(tmp_path, {})
+    installed("toy_embedder:ToyEmbedder")  # a callable that cannot register (it wants settings)
+    with pytest.raises(ConfigError, match=r"the mcp-kb plugin 'plugin0' \(toy_embedder:ToyEmbedder\) failed to "
+                                          r"load: TypeError"):
         _config(tmp_path, {})
