@@ -455,7 +455,7 @@ def quiet_model_logs() -> None:
 
 
 class FastembedProvider:
-    """provider = "fastembed" (registered in config.py)."""
+    """provider = "fastembed" (bound in models/__init__.py, its settings registered in settings/providers.py)."""
 
     embedder = FastEmbedder
     token_counter = staticmethod(load_tokenizer)
@@ -464,7 +464,7 @@ class FastembedProvider:
 
 
 class FastembedRerankProvider:
-    """[rerank] provider = "fastembed" (registered in config.py)."""
+    """[rerank] provider = "fastembed" (bound in models/__init__.py, its settings registered in settings/providers.py)."""
 
     reranker = FastEmbedReranker
     fetch = staticmethod(fetch_reranker)

@@ -110,7 +110,7 @@ def _vectors(response: httpx.Response, count: int, config: OpenAISettings, url: 
 
 
 class OpenAIProvider:
-    """provider = "openai" (registered in config.py)."""
+    """provider = "openai" (bound in models/__init__.py, its settings registered in settings/providers.py)."""
 
     embedder = OpenAIEmbedder
 

@@ -101,7 +101,7 @@ def _in_order(pairs: list[tuple[int, float]], count: int, url: str) -> list[floa
 
 
 class ServiceRerankProvider:
-    """[rerank] provider = "service" (registered in config.py)."""
+    """[rerank] provider = "service" (bound in models/__init__.py, its settings registered in settings/providers.py)."""
 
     reranker = ServiceReranker
 
