@@ -58,6 +58,7 @@ class Edge:
         self.limits = RateLimits()  # one per server: a caller's limit covers /mcp and the page together
         oauth = config.server.oauth
         self.oauth_urls = (oauth.audience, oauth.issuer) if oauth and gatekeeper else None
+        self.metadata_url = _metadata_url(oauth.audience) if self.oauth_urls and oauth else None
 
     @property
     def guarded(self) -> bool:
@@ -92,7 +93,7 @@ class Edge:
         headers = {}
         if refusal.status in (401, 403, 503):
             challenge = [f'error="{refusal.error}"'] if refusal.error else []
-            if self.oauth_urls:
+            if self.metadata_url:
                 challenge.append(f'resource_metadata="{self.metadata_url}"')
             headers["www-authenticate"] = ("Bearer " + ", ".join(challenge)).strip()
         if refusal.retry_after is not None:
@@ -106,14 +107,6 @@ class Edge:
         issuer = " or one from the OAuth issuer" if self.oauth_urls else ""
         return f"{refusal}; use a token the server knows ({ENV_TOKEN}, [[server.tokens]]{issuer})"
 
-    @property
-    def metadata_url(self) -> str:
-        from mcp.server.auth.routes import build_resource_metadata_url
-
-        assert self.oauth_urls is not None
-        # The SDK takes the URL as text at run time; its hint asks for a pydantic URL, which would rewrite it.
-        url: Any = self.oauth_urls[0]
-        return str(build_resource_metadata_url(url))
 
 
 class AccessGate:
@@ -130,7 +123,7 @@ class AccessGate:
             from starlette.routing import Router
 
             resource, issuer = edge.oauth_urls
-            urls: Any = (resource, [issuer])  # text, as the SDK takes them at run time (see metadata_url)
+            urls: Any = (resource, [issuer])  # text, as the SDK takes them at run time (see _metadata_url)
             self.metadata = Router(create_protected_resource_routes(*urls))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -148,6 +141,15 @@ class AccessGate:
                            self.edge.refusal_headers(refusal))
             return
         await self.app({**scope, "user": Caller(view.grant)}, receive, send)
+
+
+def _metadata_url(resource: str) -> str:
+    """Where the protected-resource metadata (RFC 9728) of this server is published."""
+    from mcp.server.auth.routes import build_resource_metadata_url
+
+    # The SDK takes the URL as text at run time; its hint asks for a pydantic URL, which would rewrite it.
+    url: Any = resource
+    return str(build_resource_metadata_url(url))
 
 
 class Caller(AuthenticatedUser):
