@@ -17,6 +17,7 @@ import json
 from collections.abc import Mapping
 from math import ceil
 from typing import Any
+from urllib.parse import urlsplit
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -59,6 +60,8 @@ class Edge:
         oauth = config.server.oauth
         self.oauth_urls = (oauth.audience, oauth.issuer) if oauth and gatekeeper else None
         self.metadata_url = _metadata_url(oauth.audience) if self.oauth_urls and oauth else None
+        # the origin clients are told this server has (the OAuth audience, its URL behind a proxy)
+        self.public_origin = _origin(oauth.audience) if oauth else ""
 
     @property
     def guarded(self) -> bool:
@@ -87,6 +90,15 @@ class Edge:
         view = await self.admit(presented_token(headers, cookies))
         self.count(view)
         return view
+
+    def sent_from_here(self, headers: Headers, scheme: str) -> bool:
+        """Whether a form was posted by a page of this server: its `Origin` is exactly the origin the request
+        was sent to (scheme, the Host it names, port), or the configured public one. Not another port of
+        this host: cookies ignore ports, so a page on any local port would otherwise count as this one. No
+        Origin at all is a forgery (browsers send it with every form POST)."""
+        origin = headers.get("origin", "")
+        own = _origin(f"{scheme}://{headers.get('host', '')}")
+        return bool(origin) and _origin(origin) in {own, self.public_origin} - {""}
 
     def refusal_headers(self, refusal: Refused) -> dict[str, str]:
         """A refusal's WWW-Authenticate (pointing at the resource metadata when OAuth is on) and Retry-After."""
@@ -141,6 +153,20 @@ class AccessGate:
                            self.edge.refusal_headers(refusal))
             return
         await self.app({**scope, "user": Caller(view.grant)}, receive, send)
+
+
+def _origin(url: str) -> str:
+    """The origin of a URL, `scheme://host:port` in one spelling (lower case, the port always written), "" if
+    it has none (`null`, a bare name)."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    except ValueError:
+        return ""
+    host = parts.hostname or ""
+    if not host or port is None:
+        return ""
+    return f"{parts.scheme.lower()}://{'[' + host + ']' if ':' in host else host}:{port}"
 
 
 def _metadata_url(resource: str) -> str:

@@ -4,8 +4,8 @@ Who sees what is decided as for the MCP endpoint, by the same HTTP edge (http/ed
 token (a bearer header, or the cookie the login form sets) becomes the caller's view, within the same
 rate limit; a KB outside the grant answers like an unknown one. With no token configured (a loopback server,
 `mcp-kb ui`) the caller holds the owner's view. Defences, since this is a browser's target: the Host and
-Origin checks the MCP endpoint has (DNS rebinding), POSTs only from this page's own origin and with a
-CSRF token, GETs that change nothing, templates that escape everything, and a Content-Security-Policy
+Origin checks the MCP endpoint has (DNS rebinding), POSTs only from this page's exact origin (not another
+port of this host) and with a CSRF value only this process can make, GETs that change nothing, templates that escape everything, and a Content-Security-Policy
 that runs no inline script and loads nothing from elsewhere.
 """
 
@@ -74,7 +74,7 @@ class Page:
         self.edge = edge
         self.origin_check = TransportSecurityMiddleware(edge.security)
         self.audit = AuditTrail(app.config.server)
-        self.secret = secrets.token_bytes(32)  # keys the CSRF token of callers without a token
+        self.secret = secrets.token_bytes(32)  # keys the forms' CSRF values (a restart asks for a reload)
         self.templates = Environment(loader=PackageLoader("mcp_kb.ui", "templates"),
                                      autoescape=select_autoescape(default=True, default_for_string=True))
         self.templates.filters["when"] = when
@@ -133,11 +133,15 @@ class Page:
             return None
 
     def csrf(self, request: Request) -> str:
-        key = page_token(request).encode() or self.secret
-        return hmac.new(key, b"mcp-kb page form", hashlib.sha256).hexdigest()
+        """The value this server's forms carry: keyed by this process's secret (never by anything a request
+        brings: a page elsewhere could plant a cookie and work it out), bound to the caller's token."""
+        return hmac.new(self.secret, b"mcp-kb page form\0" + page_token(request).encode(), hashlib.sha256).hexdigest()
+
+    def _from_here(self, request: Request) -> bool:
+        return self.edge.sent_from_here(request.headers, request.url.scheme)
 
     async def _same_origin_form(self, request: Request) -> bool:
-        if not request.headers.get("origin"):  # browsers send it with every form POST; its absence is a forgery
+        if not self._from_here(request):
             return False
         form = await request.form()
         return hmac.compare_digest(str(form.get("csrf", "")), self.csrf(request))
@@ -151,7 +155,7 @@ class Page:
             return RedirectResponse(target, status_code=303)
         error = ""
         if request.method == "POST":
-            if not request.headers.get("origin"):
+            if not self._from_here(request):
                 return Response("a sign-in is accepted only from this page", status_code=403)
             token = str((await request.form()).get("token", "")).strip()
             try:
@@ -167,7 +171,7 @@ class Page:
 
     async def logout(self, request: Request) -> Response:
         refused = await self.origin_check.validate_request(request)
-        if refused is not None or not request.headers.get("origin"):
+        if refused is not None or not self._from_here(request):
             return refused or Response("a sign-out is accepted only from this page", status_code=403)
         response = RedirectResponse("/ui/login", status_code=303)
         response.delete_cookie(COOKIE, path="/")

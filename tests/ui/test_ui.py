@@ -149,12 +149,34 @@ def test_forms_need_this_pages_origin_its_csrf_token_and_the_sync_right(server):
             admin.post("/ui/kb/notes/sync", data={}, headers={"Origin": server}),
             reader.post("/ui/kb/docs/sync", data={"csrf": _csrf(reader.get("/ui/kb/docs").text)},
                         headers={"Origin": server}),
+            # another port of this host (a local dev server's page): cookies ignore ports, origins do not
+            admin.post("/ui/kb/notes/sync", data={"csrf": token}, headers={"Origin": _other_port(server)}),
+            admin.post("/ui/kb/notes/sync", data={"csrf": token}, headers={"Origin": server.replace("http:", "https:")}),
+            admin.post("/ui/kb/notes/sync", data={"csrf": token}, headers={"Origin": "null"}),
         ]
         read = admin.get("/ui/kb/notes/sync")
         after = admin.get("/ui/status.json").json()
-    assert [r.status_code for r in forged] == [403, 403, 403, 403, 403]
+    assert [r.status_code for r in forged] == [403] * 8
     assert read.status_code == 405
     assert [kb["last_sync"] for kb in after] == [kb["last_sync"] for kb in before]  # nothing ran
+
+
+def test_a_sign_in_from_another_port_of_this_host_gets_no_cookie(server):
+    """Login CSRF: a page on localhost:3000 must not sign this browser in (under a token it chose)."""
+    localhost = server.replace("127.0.0.1", "localhost")
+    with httpx.Client(base_url=server, timeout=60) as http:
+        planted = http.post("/ui/login", data={"token": READER}, headers={"Origin": _other_port(server)})
+        other_name = http.post("/ui/login", data={"token": READER}, headers={"Origin": localhost})
+        out = http.post("/ui/logout", headers={"Origin": _other_port(server)})
+        own = http.post("/ui/login", data={"token": READER}, headers={"Origin": server})
+    assert planted.status_code == other_name.status_code == out.status_code == 403
+    assert "set-cookie" not in planted.headers and "set-cookie" not in other_name.headers
+    assert own.status_code == 303 and "mcp_kb_token=" in own.headers["set-cookie"]
+
+
+def _other_port(url: str) -> str:
+    base, port = url.rsplit(":", 1)
+    return f"{base}:{int(port) % 60000 + 1}"
 
 
 def test_a_sync_button_press_syncs_the_kb(server, site):
@@ -232,6 +254,24 @@ def test_mcp_kb_ui_serves_this_machine_without_a_token(site):
     assert overview.status_code == 200
     assert all(f'data-kb="{name}"' in overview.text for name in ("docs", "notes", "bulk"))
     assert rebound.status_code == 421
+
+
+def test_without_a_token_a_form_value_cannot_be_worked_out_from_a_planted_cookie(site):
+    """`mcp-kb ui`: a page elsewhere can plant a cookie for this host; the form value must still be one only
+    this process can make, so no forged POST runs a full rebuild with mass deletion allowed."""
+    import hashlib
+    import hmac
+
+    planted = "planted-by-another-page"
+    guess = hmac.new(planted.encode(), b"mcp-kb page form", hashlib.sha256).hexdigest()
+    with serve_page(site) as (port, _stderr), httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+        before = http.get("/ui/status.json").json()
+        forged = http.post("/ui/kb/notes/sync", data={"csrf": guess, "full": "1", "allow_mass_delete": "1"},
+                           headers={"Origin": f"http://127.0.0.1:{port}", "Cookie": f"mcp_kb_token={planted}"})
+        rendered = _csrf(http.get("/ui/kb/notes", headers={"Cookie": f"mcp_kb_token={planted}"}).text)
+        after = http.get("/ui/status.json").json()
+    assert forged.status_code == 403 and rendered != guess
+    assert [kb["last_sync"] for kb in after] == [kb["last_sync"] for kb in before]
 
 
 # ---- the parts ------------------------------------------------------------------------------------
