@@ -237,6 +237,35 @@ async def test_the_audit_trail_says_who_did_what_and_holds_no_secret(team, issue
     assert "private question" not in everything_written  # queries only with audit_queries = true
 
 
+async def test_an_oauth_subject_named_like_the_owner_or_a_token_is_neither(team, issuer, tmp_path):
+    """Identities are kind + issuer + name: `sub: "owner"` is not audited as the owner, and `sub: "limited"`
+    has a rate-limit bucket of its own, not the scoped token `limited`'s."""
+    import subprocess
+    import sys
+
+    _, base, _ = team
+    config = tmp_path / "kb.toml"
+    config.write_text((base / "kb.toml").read_text().replace(
+        f'audience = "{AUDIENCE}"', f'audience = "{AUDIENCE}"\nrequests_per_minute = 10').replace(
+        'audit_log = "audit.jsonl"', f'audit_log = "{tmp_path / "audit.jsonl"}"'))
+    token_limited = {**_JSON, "Authorization": f"Bearer {SECRETS['limited']}"}
+    subject_limited = {**_JSON, "Authorization": f"Bearer {issuer.token(AUDIENCE, subject='limited', scope='kb:api_docs:search')}"}
+    with serve_http(config, "--transport", "http", env=_env()) as (port, _log):
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with httpx.AsyncClient(timeout=60) as http:
+            by_token = [(await http.post(url, json=_PING, headers=token_limited)).status_code for _ in range(3)]
+            by_subject = [(await http.post(url, json=_PING, headers=subject_limited)).status_code for _ in range(2)]
+        async with _session(url, issuer.token(AUDIENCE, subject="owner", scope="kb:api_docs:search")) as fake_owner:
+            await fake_owner.call_tool("search_api_docs", {"query": "E5021"})
+    assert by_token[2] == 429 and 429 not in by_subject
+    lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    named_owner = [line for line in lines if line["who"] == "owner"]
+    assert named_owner and all(line["kind"] == "oauth" and line["issuer"] == issuer.url for line in named_owner)
+    stats = subprocess.run([sys.executable, "-m", "mcp_kb", "stats", "--callers", "-c", str(config)],
+                           capture_output=True, text=True, env=_env(), check=True).stdout
+    assert f"owner (OAuth {issuer.url}): " in stats and "\nowner: " not in "\n" + stats
+
+
 async def test_a_callers_rate_limit_answers_429_with_retry_after(team):
     url, _, _ = team
     headers = {**_JSON, "Authorization": f"Bearer {SECRETS['limited']}"}
