@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ import anyio
 
 from .settings import Config, OAuthConfig, TokenGrant, granted
 from .lru import BoundedLRU
+from .wire import aread_within, parse_json
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 ASYMMETRIC_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
 _KEYS_REFETCH_GAP = 5.0  # seconds between fetches of the issuer's keys (an unknown key id asks again)
 _KEYS_MAX_BYTES = 1024 * 1024
-_KEYS_TIMEOUT = 10.0
+_KEYS_DEADLINE = 10.0  # seconds for a whole fetch (discovery and JWKS), however the issuer drips its answer
 _KEYS_RETRY_AFTER = 30  # seconds a client is told to wait when no key can be had
 _RATE_CALLERS_KEPT = 10_000  # rate-limit buckets remembered (the least recently seen are forgotten)
 _ADMITTED_KEPT = 4096  # access tokens remembered as checked, until they expire
@@ -210,9 +210,11 @@ def _words(value: Any) -> list[str]:
 
 class IssuerKeys:
     """The issuer's signing keys (its JWKS): fetched when first needed and used for `keys_max_age`;
-    a token naming an unknown key id fetches them again, at most once per `_KEYS_REFETCH_GAP` (forged
-    key ids cannot make this server hammer the issuer). When the issuer cannot be reached, the keys
-    held keep working until they are too old; with none, tokens are refused (503), never accepted."""
+    a token naming an unknown key id fetches them again, at most once per `_KEYS_REFETCH_GAP` after the
+    last fetch ended (forged key ids cannot make this server hammer the issuer, and requests waiting on a
+    slow fetch share it instead of each starting one). A fetch has one deadline as a whole. When the
+    issuer cannot be reached or answers garbage, the keys held keep working until they are too old; with
+    none, tokens are refused (503), never accepted, never a server error."""
 
     def __init__(self, settings: OAuthConfig):
         self.settings = settings
@@ -220,12 +222,13 @@ class IssuerKeys:
         self.fetched_at = float("-inf")
         self.tried_at = float("-inf")
         self.refetch_gap = _KEYS_REFETCH_GAP
+        self.deadline = _KEYS_DEADLINE
         self.lock = anyio.Lock()
         self.tls: Any = None  # made once: building a TLS context blocks the event loop for tens of ms
 
     async def key(self, kid: str | None) -> Any:
         if self._stale() or kid not in self.by_id:
-            async with self.lock:  # one fetch serves every request waiting on it
+            async with self.lock:  # one fetch in flight; those waiting on it then find its keys (or its failure)
                 if (self._stale() or kid not in self.by_id) and time.monotonic() - self.tried_at >= self.refetch_gap:
                     await self._refresh()
         if self._stale():
@@ -239,20 +242,23 @@ class IssuerKeys:
         return time.monotonic() - self.fetched_at > self.settings.keys_max_age
 
     async def _refresh(self) -> None:
-        self.tried_at = time.monotonic()
         try:
-            keys = _signing_keys(await self._fetch())
-        except (OSError, ValueError) as exc:  # httpx errors are OSErrors; bad JSON or keys ValueErrors
+            with anyio.fail_after(self.deadline):
+                jwks = await self._fetch()
+            keys = _signing_keys(jwks)
+        except (OSError, ValueError) as exc:  # timeouts and httpx errors are OSErrors; garbage ValueErrors
             log.warning("cannot fetch the OAuth issuer's signing keys (%s); %s", _reason(exc),
                         "refusing access tokens" if self._stale() else "using the keys fetched before")
-            return
-        self.by_id, self.fetched_at = keys, time.monotonic()
+        else:
+            self.by_id, self.fetched_at = keys, time.monotonic()
+        finally:
+            self.tried_at = time.monotonic()  # when it ended: who waited on it does not fetch again at once
 
     async def _fetch(self) -> dict[str, Any]:
         import httpx
 
         self.tls = self.tls or httpx.create_ssl_context()
-        async with httpx.AsyncClient(timeout=_KEYS_TIMEOUT, follow_redirects=True, verify=self.tls) as http:
+        async with httpx.AsyncClient(timeout=_KEYS_DEADLINE, follow_redirects=True, verify=self.tls) as http:
             url = self.settings.jwks_url or await self._discover(http)
             return await _json(http, url)
 
@@ -275,14 +281,10 @@ async def _json(http: Any, url: str) -> dict[str, Any]:
     try:
         async with http.stream("GET", url, headers={"Accept": "application/json"}) as response:
             response.raise_for_status()
-            body = b""
-            async for piece in response.aiter_bytes():
-                body += piece
-                if len(body) > _KEYS_MAX_BYTES:
-                    raise ValueError(f"{url} sent more than {_KEYS_MAX_BYTES} bytes")
+            body = await aread_within(response.aiter_bytes(), _KEYS_MAX_BYTES, float("inf"), url)
     except httpx.HTTPError as exc:
         raise OSError(f"{url}: {exc}") from None
-    data = json.loads(body)
+    data = parse_json(body, url)
     if not isinstance(data, dict):
         raise ValueError(f"{url} sent no JSON object")
     return data
@@ -293,13 +295,17 @@ def _signing_keys(jwks: dict[str, Any]) -> dict[str | None, Any]:
     import jwt
 
     keys = {}
-    for entry in jwks.get("keys") or []:
-        if not isinstance(entry, dict) or entry.get("kty") == "oct" or entry.get("use", "sig") != "sig":
-            continue  # a shared secret is never a published signing key
+    entries = jwks.get("keys")
+    if not isinstance(entries, list):
+        raise ValueError("the issuer's JWKS holds no list of keys")
+    for entry in entries:
+        if not isinstance(entry, dict) or entry.get("kty") == "oct" or entry.get("use", "sig") != "sig" \
+                or not isinstance(entry.get("kid"), (str, type(None))):
+            continue  # a shared secret is never a published signing key; a key id is text
         try:
             key = jwt.PyJWK(entry)
-        except jwt.PyJWTError:
-            continue  # a key type this library cannot use: others may do
+        except (jwt.PyJWTError, ValueError, TypeError, KeyError):
+            continue  # a key type this library cannot use, or a key that is not one: others may do
         if key.algorithm_name in ASYMMETRIC_ALGORITHMS:
             keys[entry.get("kid")] = key
     if not keys:

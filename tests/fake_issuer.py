@@ -1,6 +1,7 @@
 """An OAuth 2.1 authorization server on 127.0.0.1, as far as a resource server sees one: its metadata
 (RFC 8414, naming its jwks_uri) and its JWKS, with signing keys the test makes, rotates, or takes
-down. `token()` signs an access token as the issuer would. It counts the JWKS fetches."""
+down. `token()` signs an access token as the issuer would. It counts the JWKS fetches, and can turn
+hostile: answer garbage, answer slowly, or drip its answer a byte at a time."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import jwt
 from asgi_server import serve_asgi
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 
@@ -25,7 +27,11 @@ class Issuer:
     url: str = ""
     keys: dict[str, Any] = field(default_factory=dict)  # kid -> private key, all published
     down: bool = False  # every request answers 500
+    garbage: bytes | None = None  # the JWKS answer instead of the keys
+    delay: float = 0.0  # seconds before each JWKS answer
+    drip: float = 0.0  # seconds between the bytes of a JWKS answer
     jwks_fetches: int = 0
+    bytes_dripped: int = 0
 
     def new_key(self, kid: str, kind: str = "RSA") -> str:
         """Make and publish a signing key."""
@@ -60,7 +66,18 @@ class Issuer:
             return JSONResponse({"issuer": self.url, "jwks_uri": f"{self.url}/jwks.json",
                                  "authorization_endpoint": f"{self.url}/authorize", "token_endpoint": f"{self.url}/token"})
         self.jwks_fetches += 1
-        return JSONResponse(self.jwks())
+        if self.delay:
+            await anyio.sleep(self.delay)
+        body = self.garbage if self.garbage is not None else json.dumps(self.jwks()).encode()
+        if self.drip:
+            return StreamingResponse(self._dripped(body), media_type="application/json")
+        return Response(body, media_type="application/json")
+
+    async def _dripped(self, body: bytes):
+        for offset in range(len(body)):
+            yield body[offset:offset + 1]
+            self.bytes_dripped += 1
+            await anyio.sleep(self.drip)
 
 
 @contextmanager

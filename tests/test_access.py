@@ -210,3 +210,69 @@ def test_an_unset_secret_variable_is_named_and_no_secret_is_shown(make_config, m
     with pytest.raises(ConfigError) as caught:
         make_config(*KBS, server={"tokens": [{"name": "hr", "secret_env": "X_TOKEN", "kbs": ["hr-*"], "sync": "yes"}]})
     assert "leaky-secret-value" not in str(caught.value)
+
+
+GARBAGE_JWKS = [b'{"keys": 5}', b'{"keys": [{"kty": "RSA", "kid": ["a"], "n": "x", "e": "AQAB"}]}',
+                b"[" * 200_000 + b"]" * 200_000, b'{"keys": [{"kty": "RSA", "n": 5, "e": []}]}', b"\xff\xfe{",
+                b"null", b'{"keys": [' + b'{"kty": "EC"},' * 10_000 + b'{}]}', b'{"keys": "' + b"A" * 2_000_000 + b'"}']
+
+
+@pytest.mark.parametrize("garbage", GARBAGE_JWKS, ids=lambda body: body[:24].decode(errors="replace"))
+async def test_an_issuer_answering_garbage_gets_refusals_never_a_server_error(gate, issuer, make_config, garbage):
+    scope = {"scope": "kb:runbooks:search"}
+    known = issuer.token(AUDIENCE, **scope)
+    await gate.admit(known)  # keys held from before
+    issuer.garbage = garbage
+    gate.oauth.keys.refetch_gap = 0
+    unknown = jwt.encode({"sub": "x"}, issuer.keys["key-1"], algorithm="RS256", headers={"kid": "unknown"})
+    assert (await _refusal(gate, unknown)).status == 401
+    assert (await gate.admit(issuer.token(AUDIENCE, subject="bob", **scope))).who.name == "bob"  # old keys serve
+    cold = Gatekeeper(make_config(*KBS, server={"oauth": {"issuer": issuer.url, "audience": AUDIENCE}}))
+    refused = await _refusal(cold, known)
+    assert refused.status == 503 and refused.retry_after
+
+
+async def test_a_token_whose_key_id_is_not_text_is_refused_as_malformed(gate, issuer):
+    def part(value: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+    token = f"{part({'alg': 'RS256', 'kid': ['key-1']})}.{part({'sub': 'x'})}.AAAA"
+    assert (await _refusal(gate, token)).status == 401
+
+
+async def test_requests_waiting_on_a_slow_issuer_share_one_fetch(gate, issuer):
+    """Three unknown key ids and a token under a newly published key, while the issuer takes 1.5 s an
+    answer: one fetch serves them all (it used to be one after another, each after the last had ended)."""
+    scope = {"scope": "kb:runbooks:search"}
+    await gate.admit(issuer.token(AUDIENCE, **scope))
+    gate.oauth.keys.refetch_gap = 1.0  # shorter than one slow answer
+    gate.oauth.keys.tried_at = float("-inf")  # the last fetch was long ago
+    issuer.delay = 1.5
+    issuer.new_key("key-new")
+    tokens = [jwt.encode({"sub": "x"}, issuer.keys["key-1"], algorithm="RS256", headers={"kid": f"forged-{n}"})
+              for n in range(3)]
+    outcomes: dict[int, object] = {}
+
+    async def admit(number: int, token: str) -> None:
+        try:
+            outcomes[number] = (await gate.admit(token)).who.name
+        except Refused as refusal:
+            outcomes[number] = refusal.status
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            for number, token in enumerate([*tokens, issuer.token(AUDIENCE, kid="key-new", subject="new", **scope)]):
+                group.start_soon(admit, number, token)
+    assert outcomes == {0: 401, 1: 401, 2: 401, 3: "new"}
+    assert issuer.jwks_fetches == 2  # the first one, and one for the burst
+
+
+async def test_a_dripped_jwks_is_cut_at_the_fetch_deadline(make_config, issuer):
+    """A byte every 20 ms would take a minute to send the keys: the fetch as a whole has a deadline."""
+    cold = Gatekeeper(make_config(*KBS, server={"oauth": {"issuer": issuer.url, "audience": AUDIENCE}}))
+    cold.oauth.keys.deadline = 1.0
+    issuer.drip = 0.02
+    with anyio.fail_after(30):
+        refused = await _refusal(cold, issuer.token(AUDIENCE, scope="kb:runbooks:search"))
+    assert refused.status == 503
+    assert issuer.bytes_dripped < len(json.dumps(issuer.jwks())) / 2

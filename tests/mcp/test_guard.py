@@ -210,6 +210,33 @@ async def test_the_issuer_rotating_its_key_is_followed_within_the_refetch_gap(te
     del issuer.keys["rotated"]
 
 
+async def test_an_issuer_answering_garbage_costs_callers_a_401_never_a_500(team, issuer):
+    """Both doors that check access tokens, /mcp and the page's sign-in, while the JWKS is garbage."""
+    url, _, log = team
+    issuer.new_key("unpublished")
+    token = issuer.token(AUDIENCE, kid="unpublished", scope="kb:api_docs:search")
+    del issuer.keys["unpublished"]
+    page = url.removesuffix("/mcp")
+    statuses = []
+    try:
+        for garbage in (b'{"keys": 5}', b"[" * 200_000, b'{"keys": [{"kty": "RSA", "kid": ["x"]}]}'):
+            issuer.garbage = garbage
+            async with httpx.AsyncClient(timeout=60) as http:
+                with anyio.fail_after(30):
+                    while True:  # until the server has asked the issuer again (at most every 5 s)
+                        fetches = issuer.jwks_fetches
+                        answer = await http.post(url, json=_PING, headers={**_JSON, "Authorization": f"Bearer {token}"})
+                        signed = await http.post(f"{page}/ui/login", data={"token": token}, headers={"Origin": page})
+                        statuses.append((answer.status_code, signed.status_code))
+                        if issuer.jwks_fetches > fetches:
+                            break
+                        await anyio.sleep(0.5)
+    finally:
+        issuer.garbage = None
+    assert set(statuses) <= {(401, 401), (503, 401)}, statuses
+    assert "Traceback" not in log()
+
+
 async def test_the_audit_trail_says_who_did_what_and_holds_no_secret(team, issuer):
     url, base, log = team
     token = issuer.token(AUDIENCE, subject="dana", scope="kb:policy_docs:search")
