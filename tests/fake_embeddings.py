@@ -1,11 +1,14 @@
 """An OpenAI-compatible embeddings service on 127.0.0.1: a small ASGI app (Starlette under uvicorn)
-answering POST /v1/embeddings with vectors from the offline model, with switches to inject faults.
+answering POST /v1/embeddings with vectors from the offline model, with switches to inject faults:
+statuses, slowness, malformed or lying answers (`lie` rewrites the true answer, `raw` replaces it),
+a body dripped a byte at a time, a redirect.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -13,7 +16,7 @@ import anyio
 from asgi_server import serve_asgi
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 
@@ -28,6 +31,10 @@ class Faults:
     dimension: int | None = None  # cut vectors to this many numbers
     malformed: bool = False
     api_key: str | None = None  # when set, other keys get 401
+    lie: Callable[[dict], object] | None = None  # the answer sent (JSON, or bytes as they are), made from the true one
+    raw: bytes | None = None  # the body sent instead of any answer
+    drip: float = 0.0  # seconds between the bytes of the body
+    redirect: str | None = None  # answer 307 to this address
 
 
 @dataclass
@@ -36,6 +43,7 @@ class EmbeddingService:
     model: str = "sentence-transformers/all-MiniLM-L6-v2"
     faults: Faults = field(default_factory=Faults)
     requests: list[tuple[float, int, int]] = field(default_factory=list)  # (time, texts, status)
+    bytes_dripped: int = 0
     url: str = ""
 
     async def embeddings(self, request: Request) -> Response:
@@ -54,13 +62,26 @@ class EmbeddingService:
             await anyio.sleep(self.faults.delay)
         if self.faults.malformed:
             return Response("<html>502 Bad Gateway</html>", media_type="text/html")
+        if self.faults.redirect:
+            return RedirectResponse(self.faults.redirect, status_code=307)
         vectors = await anyio.to_thread.run_sync(self.embedder.embed_batch, texts)
         if self.faults.dimension:
             vectors = vectors[:, :self.faults.dimension]
         data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
         data.reverse()  # services may answer out of order; `index` says which is which
-        return JSONResponse({"object": "list", "data": data, "model": self.model,
-                             "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+        answer = {"object": "list", "data": data, "model": self.model, "usage": {"prompt_tokens": 0, "total_tokens": 0}}
+        told = self.faults.lie(answer) if self.faults.lie else answer
+        body = self.faults.raw if self.faults.raw is not None else told if isinstance(told, bytes) else \
+            json.dumps(told).encode()
+        if self.faults.drip:
+            return StreamingResponse(self._dripped(body), media_type="application/json")
+        return Response(body, media_type="application/json")
+
+    async def _dripped(self, body: bytes):
+        for offset in range(len(body)):
+            yield body[offset:offset + 1]
+            self.bytes_dripped += 1
+            await anyio.sleep(self.faults.drip)
 
     def _fault_status(self, request: Request) -> int:
         if self.faults.api_key and request.headers.get("authorization") != f"Bearer {self.faults.api_key}":

@@ -1,6 +1,8 @@
 """A reranking service on 127.0.0.1 speaking both API families: Jina/Cohere-style POST /v1/rerank and
 Hugging Face TEI's POST /rerank. It scores by the offline embedding model's cosine between query and
-passage (deterministic, and a different order than the fused one), and has switches for faults."""
+passage (deterministic, and a different order than the fused one), and has switches for faults: statuses
+(with a Retry-After), slowness, planted answers (JSON or raw bytes), a body dripped a byte at a time,
+a redirect."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import numpy as np
 from asgi_server import serve_asgi
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 
@@ -26,7 +28,12 @@ class RerankService:
     delay: float = 0.0  # seconds before answering
     status: int = 0  # answer this status instead...
     status_count: int = 0  # ...to this many requests
-    answer: object = None  # send this JSON instead of the scores (a malformed or lying answer)
+    answer: object = None  # send this JSON instead of the scores (a malformed or lying answer)...
+    raw: bytes | None = None  # ...or these bytes
+    drip: float = 0.0  # seconds between the bytes of the body
+    retry_after: str | None = None  # sent with `status`
+    redirect: str | None = None  # answer 307 to this address
+    bytes_dripped: int = 0
     batches: list[int] = field(default_factory=list)  # passages per scored request
     calls: int = 0  # requests received, refused ones included
     url: str = ""
@@ -54,7 +61,16 @@ class RerankService:
 
     def _answer(self, scores: object) -> Response:
         """The scores, or the answer a test planted (NaN allowed: a lying service may send it)."""
-        return Response(json.dumps(scores if self.answer is None else self.answer), media_type="application/json")
+        body = self.raw if self.raw is not None else json.dumps(scores if self.answer is None else self.answer).encode()
+        if self.drip:
+            return StreamingResponse(self._dripped(body), media_type="application/json")
+        return Response(body, media_type="application/json")
+
+    async def _dripped(self, body: bytes):
+        for offset in range(len(body)):
+            yield body[offset:offset + 1]
+            self.bytes_dripped += 1
+            await anyio.sleep(self.drip)
 
     async def _refused(self, request: Request) -> Response | None:
         self.calls += 1
@@ -64,7 +80,10 @@ class RerankService:
             return JSONResponse({"error": "invalid api key"}, status_code=401)
         if self.status_count > 0:
             self.status_count -= 1
-            return JSONResponse({"error": "injected"}, status_code=self.status)
+            headers = {"Retry-After": self.retry_after} if self.retry_after else {}
+            return JSONResponse({"error": "injected"}, status_code=self.status, headers=headers)
+        if self.redirect:
+            return RedirectResponse(self.redirect, status_code=307)
         return None
 
     async def _scores(self, query: str, passages: list[str]) -> list[float]:

@@ -5,6 +5,10 @@ Passages are sent in batches, a few requests at a time; 429, 5xx, timeouts and d
 are retried with exponential backoff and jitter (Retry-After honoured); 401/403/404 and malformed
 answers fail at once with what to fix. A query is tried once within the timeout (a search must not
 hang on a slow service; it falls back to keyword search) and remembered in a small LRU cache.
+
+Every answer is checked before a vector is used: each input's index exactly once, numbers that are
+finite, the dimension the index holds, and no all-zero vector (a service that lies fails the batch,
+which is retried next sync, rather than storing wrong vectors in silence).
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ from ..settings import OpenAISettings
 from ..errors import ModelError
 from ..lru import BoundedLRU
 from .base import Embedder, ModelIdentity, TokenCounter
-from .service import excerpt, post, refusal, request_headers, service_address
+from .service import Answer, post, refusal, request_headers, service_address
 
 _QUERY_CACHE_SIZE = 256
+_ANSWER_BYTES_PER_TEXT = 64 * 1024  # room for a 3,000-number vector written out in full; then refused
+_WHAT = "embedding service"
 _PROBE = "mcp-kb dimension probe"
 
 
@@ -32,7 +38,7 @@ class OpenAIEmbedder(Embedder):
     def __init__(self, config: OpenAISettings):
         self.config = config
         self.url = (config.base_url or "").rstrip("/") + "/embeddings"  # validation requires one
-        self._client = httpx.Client(timeout=config.timeout, headers=request_headers(config))
+        self._client = httpx.Client(timeout=config.timeout, headers=request_headers(config), follow_redirects=False)
         self._dimension: int | None = config.dimensions
         self._queries: BoundedLRU[str, np.ndarray] = BoundedLRU(_QUERY_CACHE_SIZE)
 
@@ -52,7 +58,7 @@ class OpenAIEmbedder(Embedder):
         batches = [texts[i:i + size] for i in range(0, len(texts), size)]
         with ThreadPoolExecutor(max_workers=min(self.config.max_concurrency, len(batches))) as pool:
             parts = list(pool.map(lambda batch: self._request(batch, retries=self.config.max_retries), batches))
-        vectors = self._checked(np.concatenate(parts))
+        vectors = np.concatenate([self._checked(part) for part in parts])
         self.calls += len(texts)
         return vectors
 
@@ -82,31 +88,52 @@ class OpenAIEmbedder(Embedder):
             raise ModelError(f"the embedding service returned vectors with NaN or infinite numbers for model "
                              f"{self.config.model!r}")
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+        if not norms.all():
+            raise ModelError(f"the embedding service returned an all-zero vector for input "
+                             f"{int(np.flatnonzero(norms == 0)[0])} (model {self.config.model!r}): no vector is stored")
+        return (vectors / norms).astype(np.float32)
 
     def _request(self, texts: list[str], retries: int) -> np.ndarray:
         """One batch's vectors in input order; transient failures retried up to `retries` times."""
         body: dict[str, Any] = {"model": self.config.model, "input": texts, "encoding_format": "float"}
         if self.config.dimensions:
             body["dimensions"] = self.config.dimensions
-        response = post(self._client, self.url, body, retries, "embedding service")
-        return _vectors(response, len(texts), self.config, self.url)
+        answer = post(self._client, self.url, body, retries, _WHAT, timeout=self.config.timeout,
+                      limit=(len(texts) + 16) * _ANSWER_BYTES_PER_TEXT)
+        return _vectors(answer, len(texts), self.config)
 
 
-def _vectors(response: httpx.Response, count: int, config: OpenAISettings, url: str) -> np.ndarray:
-    error = refusal(response, "embedding service", url, config,
+def _vectors(answer: Answer, count: int, config: OpenAISettings) -> np.ndarray:
+    """The answer's vectors in input order, or a ModelError saying what is wrong with it."""
+    error = refusal(answer, _WHAT, config,
                     f"check base_url (it usually ends in /v1) and that model {config.model!r} exists there")
     if error:
         raise error
+    shown = service_address(answer.url)
     try:
-        items = sorted(response.json()["data"], key=lambda item: item["index"])
-        vectors = np.asarray([item["embedding"] for item in items], dtype=np.float32)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ModelError(f"the embedding service at {url} sent an answer that is not an embeddings response "
-                         f"({type(exc).__name__}: {exc}): {excerpt(response)}") from exc
-    if vectors.ndim != 2 or len(vectors) != count:
-        raise ModelError(f"the embedding service at {url} returned {len(vectors)} vectors for {count} texts")
+        items = _in_order(answer.json(_WHAT)["data"], count)
+        with np.errstate(over="ignore"):  # a number past float32 becomes inf, refused by _checked
+            vectors = np.asarray([item["embedding"] for item in items], dtype=np.float32)
+    except (ValueError, KeyError, TypeError, OverflowError) as exc:
+        raise ModelError(f"the embedding service at {shown} sent an answer that is not an embeddings response "
+                         f"for {count} texts ({type(exc).__name__}: {exc}): {answer.excerpt}") from None
+    if vectors.ndim != 2:
+        raise ModelError(f"the embedding service at {shown} returned vectors of different lengths")
     return vectors
+
+
+def _in_order(items: Any, count: int) -> list[dict[str, Any]]:
+    """The answer's items by input: each of the `count` indexes exactly once."""
+    if not isinstance(items, list) or len(items) != count:
+        raise ValueError(f"expected a list of {count} embeddings, got "
+                         f"{len(items) if isinstance(items, list) else type(items).__name__}")
+    ordered: list[dict[str, Any] | None] = [None] * count
+    for item in items:
+        index = item["index"]
+        if type(index) is not int or not 0 <= index < count or ordered[index] is not None:  # bool is no index
+            raise ValueError(f"index {str(index)[:20]} is not one of the inputs 0..{count - 1}, or repeats one")
+        ordered[index] = item
+    return [item for item in ordered if item is not None]
 
 
 class OpenAIProvider:

@@ -4,8 +4,10 @@ api = "cohere": `POST {base_url}/rerank` with {model, query, documents, top_n, r
 answered with {results: [{index, relevance_score}]} — Jina, Cohere, Infinity, vLLM. api = "tei":
 Hugging Face Text Embeddings Inference, `POST {base_url}/rerank` with {query, texts, truncate: true},
 answered with [{index, score}]. Passages go in batches of `batch_size`; a batch is retried on 429, 5xx
-and dropped connections up to `max_retries`, each request bounded by `timeout`. An answer that does
-not score every passage exactly once with a finite number is refused: search then keeps its fused order.
+and dropped connections up to `max_retries`. One call (all its batches and retries) ends within
+`timeout` however the service answers: dripped bodies are cut, a Retry-After that would outlast it is
+not waited for (the service is paused instead), redirects are not followed. An answer that does not
+score every passage exactly once with a finite number is refused: search then keeps its fused order.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ import httpx
 from ..settings import ServiceRerankSettings
 from ..errors import ModelError
 from .base import Reranker
-from .service import excerpt, post, refusal, request_headers, service_address
+from .service import post, refusal, request_headers, service_address
 
 _WHAT = "rerank service"
 _PAUSE_AFTER_FAILURE = 30.0  # seconds searches skip a service that just failed, instead of each waiting for it
+_ANSWER_BYTES_PER_PASSAGE = 1024  # an index and a score take ~50
 
 
 class ServiceReranker(Reranker):
@@ -37,7 +40,8 @@ class ServiceReranker(Reranker):
     @property
     def client(self) -> httpx.Client:
         if self._client is None:
-            self._client = httpx.Client(timeout=self.config.timeout, headers=request_headers(self.config))
+            self._client = httpx.Client(timeout=self.config.timeout, headers=request_headers(self.config),
+                                        follow_redirects=False)
         return self._client
 
     def score(self, query: str, passages: list[str]) -> list[float]:
@@ -47,27 +51,30 @@ class ServiceReranker(Reranker):
             raise ModelError(f"{self._failure[1]} (not asked again for {self.pause_after_failure:g} s after a failure)")
         size = self.config.batch_size
         scores: list[float] = []
+        deadline = time.monotonic() + self.config.timeout
         try:
             for start in range(0, len(passages), size):
-                scores += self._batch(query, passages[start:start + size])
+                scores += self._batch(query, passages[start:start + size], deadline)
         except ModelError as exc:
             self._failure = (time.monotonic(), str(exc))
             raise
         self._failure = None
         return scores
 
-    def _batch(self, query: str, passages: list[str]) -> list[float]:
-        response = post(self.client, self.url, self._body(query, passages), self.config.max_retries, _WHAT)
-        error = refusal(response, _WHAT, self.url, self.config,
+    def _batch(self, query: str, passages: list[str], deadline: float) -> list[float]:
+        answer = post(self.client, self.url, self._body(query, passages), self.config.max_retries, _WHAT,
+                      timeout=self.config.timeout, limit=(len(passages) + 16) * _ANSWER_BYTES_PER_PASSAGE,
+                      deadline=deadline)
+        error = refusal(answer, _WHAT, self.config,
                         "check base_url (the service's root, or its /v1 for the cohere api)"
                         + (f" and that model {self.config.model!r} exists there" if self.config.model else ""))
         if error:
             raise error
         try:
-            pairs = _scored(response.json(), self.config.api)
+            pairs = _scored(answer.json(_WHAT), self.config.api)
         except (ValueError, KeyError, TypeError) as exc:
             raise ModelError(f"the {_WHAT} at {self.shown} sent an answer that is not a rerank response "
-                             f"({type(exc).__name__}: {exc}): {excerpt(response)}") from exc
+                             f"({type(exc).__name__}: {exc}): {answer.excerpt}") from None
         return _in_order(pairs, len(passages), self.shown)
 
     def _body(self, query: str, passages: list[str]) -> dict[str, Any]:
@@ -83,7 +90,22 @@ def _scored(answer: Any, api: str) -> list[tuple[int, float]]:
     if not isinstance(items, list):
         raise TypeError(f"expected a list of scores, got {type(items).__name__}")
     key = "score" if api == "tei" else "relevance_score"
-    return [(int(item["index"]), float(item[key])) for item in items]
+    return [(_index(item["index"]), _score(item[key])) for item in items]
+
+
+def _index(value: Any) -> int:
+    if type(value) is not int:  # not 1e400, "3" or true
+        raise TypeError(f"a passage index is {str(value)[:20]!r}, not a whole number")
+    return value
+
+
+def _score(value: Any) -> float:
+    if type(value) not in (int, float):
+        raise TypeError(f"a score is {str(value)[:20]!r}, not a number")
+    try:
+        return float(value)  # a whole number too large for a float: OverflowError
+    except OverflowError:
+        raise TypeError(f"a score is {str(value)[:20]}…, too large for a number") from None
 
 
 def _in_order(pairs: list[tuple[int, float]], count: int, url: str) -> list[float]:

@@ -1,6 +1,9 @@
 """Calling a model service over HTTP, the same way for every provider that does: transient failures
 (429, 5xx, timeouts, dropped connections) retried with exponential backoff and jitter (Retry-After
-honoured), credentials never shown, the address shown without any user:password part."""
+honoured, never past the caller's deadline), credentials never shown, the address shown without any
+user:password part. The service is not trusted: an attempt has one deadline as a whole (a body
+dripped a byte at a time is cut at it), its answer a size bound, its JSON a depth bound (wire.py),
+and redirects are not followed."""
 
 from __future__ import annotations
 
@@ -8,13 +11,17 @@ import email.utils
 import logging
 import random
 import re
+import threading
 import time
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from ..errors import ConfigError, ModelError
+from ..wire import parse_json, read_within
 
 log = logging.getLogger(__name__)
 
@@ -23,32 +30,76 @@ _RETRY_AFTER_MAX = 120.0  # a longer Retry-After is waited for this long at most
 RETRIED_STATUSES = {408, 409, 425, 429, 500, 502, 503, 504}
 
 
-def post(client: httpx.Client, url: str, body: dict[str, Any], retries: int, what: str) -> httpx.Response:
+@dataclass(frozen=True)
+class Answer:
+    """A service's answer, read whole within its bounds."""
+
+    status: int
+    headers: httpx.Headers
+    body: bytes
+    url: str
+
+    def json(self, what: str) -> Any:
+        return parse_json(self.body, f"the {what} at {service_address(self.url)}")
+
+    @property
+    def excerpt(self) -> str:
+        """The start of the body, fit for an error message."""
+        return " ".join(self.body[:4096].decode("utf-8", "replace").split())[:200] or "(empty body)"
+
+
+def post(client: httpx.Client, url: str, body: dict[str, Any], retries: int, what: str, *, timeout: float,
+         limit: int, deadline: float = float("inf")) -> Answer:
     """POST `body` as JSON; the answer to the last attempt (a status not worth retrying, or the last
-    retry's). A service that cannot be reached at all is a ModelError naming `what` and `url`."""
+    retry's). Each attempt ends within `timeout` seconds, all of them by `deadline` (time.monotonic()):
+    a retry that could not finish by then is not made. A service that cannot be reached, or answers
+    past its bounds, is a ModelError naming `what` and `url`."""
     attempt = 0
     while True:
+        ends = min(deadline, time.monotonic() + timeout)
         try:
-            response = client.post(url, json=body)
-        except httpx.TransportError as exc:  # timeouts, refused or dropped connections
-            if attempt >= retries:
+            answer = _attempt(client, url, body, ends, limit, what)
+        except (httpx.TransportError, TimeoutError) as exc:  # timeouts, refused or dropped connections, drips
+            wait = _backoff(attempt)
+            if attempt >= retries or time.monotonic() + wait >= deadline:
                 raise ModelError(f"{what} at {service_address(url)} unreachable after {attempt + 1} attempt(s): "
-                                 f"{type(exc).__name__}: {exc}") from exc
-            pause(attempt, None)
+                                 f"{type(exc).__name__}: {exc}") from None
+        except ValueError as exc:  # more than `limit` bytes
+            raise ModelError(str(exc)) from None
         else:
-            if response.status_code not in RETRIED_STATUSES or attempt >= retries:
-                return response
-            log.info("%s answered %s; retry %d of %d", what, response.status_code, attempt + 1, retries)
-            pause(attempt, response.headers.get("retry-after"))
+            asked = _retry_after_seconds(answer.headers.get("retry-after"))
+            wait = _backoff(attempt) if asked is None else min(asked, _RETRY_AFTER_MAX)
+            if answer.status not in RETRIED_STATUSES or attempt >= retries or time.monotonic() + wait >= deadline:
+                return answer
+            log.info("%s answered %s; retry %d of %d", what, answer.status, attempt + 1, retries)
+        time.sleep(wait)
         attempt += 1
 
 
-def pause(attempt: int, retry_after: str | None) -> None:
-    """Exponential backoff with full jitter, or the server's Retry-After when it gives one."""
-    wait = _retry_after_seconds(retry_after)
-    if wait is None:
-        wait = random.uniform(0, min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** attempt))
-    time.sleep(min(wait, _RETRY_AFTER_MAX))
+def _attempt(client: httpx.Client, url: str, body: dict[str, Any], deadline: float, limit: int, what: str) -> Answer:
+    """One exchange, ended at `deadline` whatever the service does: the blocking read runs in a thread of
+    its own that is left to end by itself (at its next piece of body, or the client's read timeout)."""
+    source = f"the {what} at {service_address(url)}"
+    done: Future[Answer] = Future()
+
+    def exchange() -> None:
+        try:
+            with client.stream("POST", url, json=body) as response:
+                content = read_within(response.iter_bytes(), limit, deadline, source)
+                done.set_result(Answer(response.status_code, response.headers, content, url))
+        except Exception as exc:  # handed to the caller, who is waiting for this thread's outcome
+            done.set_exception(exc)
+
+    threading.Thread(target=exchange, name="mcp-kb service call", daemon=True).start()
+    try:
+        return done.result(timeout=max(0.0, deadline - time.monotonic()))
+    except TimeoutError:
+        raise TimeoutError(f"{source} did not answer in time") from None
+
+
+def _backoff(attempt: int) -> float:
+    """Exponential backoff with full jitter."""
+    return random.uniform(0, min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** attempt))
 
 
 def _retry_after_seconds(value: str | None) -> float | None:
@@ -59,7 +110,7 @@ def _retry_after_seconds(value: str | None) -> float | None:
         return float(value)
     try:
         return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
@@ -80,19 +131,18 @@ def service_address(base_url: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
 
 
-def refusal(response: httpx.Response, what: str, url: str, settings: Any, on_404: str) -> ModelError | None:
-    """The error an answer of status 400 or more stands for (None below that): refused credentials name
-    the variable to check, 404 says what to check (`on_404`), others quote the service."""
-    status, url = response.status_code, service_address(url)
+def refusal(answer: Answer, what: str, settings: Any, on_404: str) -> ModelError | None:
+    """The error an answer other than 2xx stands for (None for 2xx): refused credentials name the variable
+    to check, 404 says what to check (`on_404`), a redirect says where to point base_url, others quote it."""
+    status, url = answer.status, service_address(answer.url)
     if status in (401, 403):
         return ModelError(f"the {what} at {url} refused the credentials ({status}): check the key in "
                           f"${settings.api_key_env or '(api_key_env is not set)'}")
     if status == 404:
-        return ModelError(f"the {what} at {url} answered 404: {on_404} ({excerpt(response)})")
-    if status >= 400:
-        return ModelError(f"the {what} at {url} answered {status}: {excerpt(response)}")
+        return ModelError(f"the {what} at {url} answered 404: {on_404} ({answer.excerpt})")
+    if 300 <= status < 400:
+        return ModelError(f"the {what} at {url} answered {status}, a redirect (not followed): set base_url to the "
+                          f"address it names")
+    if not 200 <= status < 300:
+        return ModelError(f"the {what} at {url} answered {status}: {answer.excerpt}")
     return None
-
-
-def excerpt(response: httpx.Response) -> str:
-    return " ".join(response.text.split())[:200] or "(empty body)"

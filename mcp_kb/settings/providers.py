@@ -82,7 +82,7 @@ class OpenAISettings(EmbeddingConfig, _ServiceAccess):
     base_url: str | None = None  # e.g. https://api.openai.com/v1 or http://localhost:11434/v1
     dimensions: int | None = Field(None, ge=1)  # ask for shortened vectors (models that support it)
     max_concurrency: int = Field(2, ge=1, le=64)
-    timeout: float = Field(30.0, gt=0, le=600)  # seconds per request
+    timeout: float = Field(30.0, gt=0, le=600)  # seconds per request, its whole answer included
     max_retries: int = Field(5, ge=0, le=20)
     tokenizer_path: PathText | None = None  # folder with the model's tokenizer.json + tokenizer_config.json
     max_input_tokens: int = Field(512, ge=16, le=1_000_000)  # what the service's model reads
@@ -124,7 +124,7 @@ class ServiceRerankSettings(RerankConfig, _ServiceAccess):
     api: Literal["cohere", "tei"] = "cohere"
     model: str | None = None  # sent as `model` (cohere); TEI serves one model
     batch_size: int = Field(32, ge=1, le=1000)  # passages per request
-    timeout: float = Field(5.0, gt=0, le=120)  # seconds per request: a search waits at most this, then keeps its order
+    timeout: float = Field(5.0, gt=0, le=120)  # seconds per rerank call (batches, retries): then a search keeps its order
     max_retries: int = Field(1, ge=0, le=5)  # for 429 / 5xx / dropped connections
 
     @model_validator(mode="after")

@@ -218,6 +218,7 @@ async def test_an_issuer_answering_garbage_costs_callers_a_401_never_a_500(team,
     del issuer.keys["unpublished"]
     page = url.removesuffix("/mcp")
     statuses = []
+    tracebacks = log().count("Traceback")  # other tests' (a hidden prompt's) are not this one's
     try:
         for garbage in (b'{"keys": 5}', b"[" * 200_000, b'{"keys": [{"kty": "RSA", "kid": ["x"]}]}'):
             issuer.garbage = garbage
@@ -234,7 +235,7 @@ async def test_an_issuer_answering_garbage_costs_callers_a_401_never_a_500(team,
     finally:
         issuer.garbage = None
     assert set(statuses) <= {(401, 401), (503, 401)}, statuses
-    assert "Traceback" not in log()
+    assert log().count("Traceback") == tracebacks
 
 
 async def test_the_audit_trail_says_who_did_what_and_holds_no_secret(team, issuer):

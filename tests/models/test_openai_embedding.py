@@ -168,3 +168,73 @@ def test_a_search_in_a_new_process_after_the_dimension_changed_falls_back_to_key
     result = remote_app().search("docs", "annual leave portal", mode="hybrid", top_k=1)
     assert result.mode == "keyword" and "128 dimensions" in result.notes[0] and "384" in result.notes[0]
     assert result.hits[0].source == "leave.md"
+
+
+def _repeat_an_index(answer: dict) -> dict:
+    for item in answer["data"]:
+        item["index"] = 0
+    return answer
+
+
+def _zero_vectors(answer: dict) -> dict:
+    for item in answer["data"]:
+        item["embedding"] = [0.0] * len(item["embedding"])
+    return answer
+
+
+def _first(field: str, value: object, literal: bytes | None = None):
+    """The true answer with the first item's `field` set to `value` (written as `literal` when given)."""
+    def lie(answer: dict) -> object:
+        answer["data"][0][field] = "MARK" if literal else value
+        return json.dumps(answer).encode().replace(b'"MARK"', literal) if literal else answer
+    return lie
+
+
+LIES = {  # what a service may send instead of vectors, and what the refusal says
+    "nested 200,000 deep": ({"raw": b'{"data": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"}, "nested deeper"),
+    "a number past a float": ({"lie": _first("embedding", None, b"[1e400" + b", 0.5" * 383 + b"]")},
+                              "NaN or infinite numbers"),
+    "a whole number past a float": ({"lie": _first("embedding", None, b"[1" + b"0" * 400 + b", 0.5" * 383 + b"]")},
+                                    "OverflowError"),
+    "every index the same": ({"lie": _repeat_an_index}, "repeats one"),
+    "an index that is true": ({"lie": _first("index", True)}, "not one of the inputs"),
+    "an index of 1e400": ({"lie": _first("index", None, b"1e400")}, "not one of the inputs"),
+    "all-zero vectors": ({"lie": _zero_vectors}, "all-zero vector"),
+    "a redirect elsewhere": ({"redirect": "http://127.0.0.1:9/v1/embeddings"}, "a redirect (not followed)"),
+    "an endless body": ({"raw": b'{"data": [' + b" " * 40_000_000 + b"]}"}, "sent more than"),
+}
+
+
+@pytest.mark.parametrize("lie", LIES, ids=list(LIES))
+def test_a_lying_service_fails_the_batch_and_the_query_falls_back_to_keyword(docs, service, remote_app, lie):
+    faults, reason = LIES[lie]
+    app = remote_app(max_retries=0)
+    app.sync()
+    write(docs / "travel.md", "# Travel\n\nTrains are booked through the travel desk too.\n")
+    write(docs / "parking.md", "# Parking\n\nThe garage opens at seven.\n")  # a batch of two passages
+    for name, value in faults.items():
+        setattr(service.faults, name, value)
+    [report] = app.sync()
+    result = app.search("docs", "annual leave portal", mode="hybrid", top_k=1)
+    assert sorted(f.path for f in report.failures) == ["parking.md", "travel.md"]
+    assert all(reason in f.reason and "retried on the next sync" in f.reason for f in report.failures), report.failures
+    assert "parking.md" not in app.document_ids("docs")  # no wrong vector was stored
+    if lie != "every index the same":  # a query is one input: nothing to repeat
+        assert result.mode == "keyword" and "vector search unavailable" in result.notes[0] and reason in result.notes[0]
+    assert result.hits[0].source == "leave.md"
+    service.faults = type(service.faults)()
+    [retry] = app.sync()
+    assert retry.files_added == retry.files_changed == 1 and not retry.failures
+
+
+def test_a_dripped_answer_is_cut_at_one_deadline_for_the_whole_request(docs, service, remote_app):
+    """A byte every 20 ms: the whole answer would take minutes; each request ends at its 1 s timeout."""
+    app = remote_app(max_retries=0, timeout=1.0)
+    app.sync()
+    service.faults.drip = 0.02
+    write(docs / "travel.md", "# Travel\n\nTrains are booked through the travel desk too.\n")
+    [report] = app.sync()
+    result = app.search("docs", "annual leave portal", mode="hybrid", top_k=1)
+    assert [f.path for f in report.failures] == ["travel.md"] and "did not answer in time" in report.failures[0].reason
+    assert result.mode == "keyword" and "did not answer in time" in result.notes[0]
+    assert service.bytes_dripped < 2 * 3 * 50  # two requests, each cut within a few bytes of its 1 s

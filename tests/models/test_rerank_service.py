@@ -76,6 +76,37 @@ def test_an_answer_that_does_not_score_every_passage_once_is_refused(service, an
         ServiceReranker(_settings(service)).score("q", PASSAGES[:2])
 
 
+@pytest.mark.parametrize("raw, message", [
+    (b'{"results": [{"index": 1e400, "relevance_score": 0.5}]}', "not a whole number"),
+    (b'{"results": [{"index": 0, "relevance_score": 1' + b"0" * 400 + b'}]}', "too large for a number"),
+    (b'{"results": [{"index": 0, "relevance_score": 1e400}]}', "not a finite number"),
+    (b'{"results": [{"index": true, "relevance_score": 0.5}]}', "not a whole number"),
+    (b'{"results": ' + b"[" * 5_000 + b"]" * 5_000 + b"}", "nested deeper"),
+    (b'{"results": [' + b" " * 10_000_000 + b"]}", "sent more than"),
+])
+def test_an_answer_past_what_a_number_or_a_parser_can_hold_is_refused_not_a_crash(service, raw, message):
+    service.raw = raw
+    with pytest.raises(ModelError, match=message):
+        ServiceReranker(_settings(service)).score("q", PASSAGES[:1])
+
+
+def test_one_call_ends_within_its_timeout_whatever_the_service_does(service):
+    """A dripped body, a Retry-After of an hour, a redirect: each is the call's failure within `timeout`,
+    never a longer wait (the search then keeps its fused order)."""
+    service.drip = 0.02
+    with pytest.raises(ModelError, match="did not answer in time"):
+        ServiceReranker(_settings(service, timeout=0.5, max_retries=0)).score("q", PASSAGES[:2])
+    assert service.bytes_dripped < 50  # cut within a few bytes of its deadline
+    service.drip = 0.0
+    service.status, service.status_count, service.retry_after = 429, 1, "3600"
+    with pytest.raises(ModelError, match="answered 429"):
+        ServiceReranker(_settings(service, timeout=0.5, max_retries=3)).score("q", PASSAGES[:2])
+    assert service.calls == 2  # the hour was not waited for, nor was the retry made
+    service.redirect = "http://127.0.0.1:9/rerank"
+    with pytest.raises(ModelError, match=r"answered 307, a redirect \(not followed\)"):
+        ServiceReranker(_settings(service, timeout=0.5)).score("q", PASSAGES[:2])
+
+
 def test_refused_keys_unknown_models_and_unreachable_services_say_what_to_check(service, monkeypatch):
     service.api_key = "right-key"
     monkeypatch.setenv("RERANK_KEY", "wrong-key")
