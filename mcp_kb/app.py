@@ -11,6 +11,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from .audit import AuditTrail
 from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
 from .errors import KBError, NotSyncedError, ParseError
 from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
@@ -47,6 +48,7 @@ class App:
         # a sync's memory); a server keeps it for the next search.
         self.releases_model = False
         self._query_logs: dict[str, QueryLog] = {}
+        self.audit = AuditTrail(config.server)  # one per process: /mcp and the page write the same file
 
     @property
     def embedder(self) -> Embedder:

@@ -16,6 +16,7 @@ from .settings import (ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, HEALTHY_HIT_RATE, 
 from .errors import KBError
 from .records import KBStats
 from .requests import FILTER_SYNTAX, SearchRequest, SyncRequest, option_help
+from .text import printable
 from .vocabulary import LOOPBACK, files_done
 
 _INTERRUPTED = ("interrupted. The index is consistent: batches committed before the interrupt are kept (during a "
@@ -305,10 +306,10 @@ def _caller_stats(config: Config, as_json: bool) -> None:
         return
     if not figures:
         click.echo(f"no requests recorded in {config.server.audit_log} yet")
-    for caller in figures:
-        kbs = ", ".join(f"{kb} {count}" for kb, count in sorted(caller.kbs.items()))
-        click.echo(f"{caller.who.label}: {caller.requests} requests ({caller.errors} failed), last "
-                   f"{caller.last_seen}; by KB: {kbs}")
+    for caller in figures:  # names, KBs and times come from a file callers' requests wrote: escaped
+        kbs = ", ".join(f"{printable(kb)} {count}" for kb, count in sorted(caller.kbs.items()))
+        click.echo(f"{printable(caller.who.label)}: {caller.requests} requests ({caller.errors} failed), last "
+                   f"{printable(caller.last_seen)}; by KB: {kbs}")
 
 
 def _format_stats(item: KBStats) -> str:

@@ -42,3 +42,15 @@ def shared_depth(a: Sequence[str], b: Sequence[str]) -> int:
     while depth < min(len(a), len(b)) and a[depth] == b[depth]:
         depth += 1
     return depth
+
+
+# What a terminal acts on rather than shows: C0 and C1 controls (ESC starts a command), DEL, the Unicode
+# line and paragraph separators, and the marks that reorder what follows them (bidi overrides).
+_TERMINAL_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """Text someone else wrote, fit to print on a terminal: every control shown as its escape (`\\x1b`,
+    `\\n`, `\\u2028`), so it can neither forge a line nor clear the screen. Other text, CJK included, stays."""
+    return _TERMINAL_CONTROLS.sub(lambda found: repr(found.group())[1:-1] if ord(found.group()) < 0x100
+                                  else f"\\u{ord(found.group()):04x}", text)

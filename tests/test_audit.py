@@ -2,10 +2,12 @@
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from mcp_kb.access import OWNER, Identity
-from mcp_kb.audit import AuditTrail, callers
+from mcp_kb.audit import AuditTrail, AuditUnavailable, callers
+from mcp_kb.files import json_lines
 from mcp_kb.cli import main
 from mcp_kb.settings import ServerConfig
 
@@ -77,3 +79,34 @@ def test_a_line_holding_unicode_line_separators_is_still_one_request(tmp_path):
         trail.record(HR, "policies", "tool search_policies", 1.0, results=1, query=query)
     [hr] = callers(tmp_path / "audit.jsonl")
     assert hr.requests == 5  # str.splitlines() would have cut four of them in two
+
+
+def test_caller_text_printed_by_stats_callers_cannot_forge_a_line_or_command_the_terminal(tmp_path):
+    config = tmp_path / "kb.toml"
+    config.write_text(f'storage = "{tmp_path / "index"}"\n[server]\naudit_log = "audit.jsonl"\n'
+                      '[[kb]]\nname = "api"\ndescription = "API"\npaths = ["docs"]\n')
+    trail = AuditTrail(ServerConfig(audit_log=str(tmp_path / "audit.jsonl")))
+    forged = "x\nowner: 999 requests (0 failed)\x1b[2J\u2028\u202e"
+    trail.record(Identity("oauth", forged, "https://id.example"), forged, "read kb://" + forged, 1.0)
+    shown = CliRunner().invoke(main, ["stats", "--callers", "-c", str(config)]).output
+    assert shown.count("\n") == 1 and not any(c in shown for c in "\x1b\u2028\u202e")
+    assert "x\\nowner: 999 requests (0 failed)\\x1b[2J\\u2028\\u202e (OAuth https://id.example): 1 requests" in shown
+
+
+def test_a_trail_that_cannot_be_written_lets_requests_go_on_loudly_unless_it_is_required(tmp_path, caplog):
+    (tmp_path / "blocked").write_text("a file where the trail's folder should be")
+    settings = {"audit_log": str(tmp_path / "blocked" / "audit.jsonl")}
+    lenient = AuditTrail(ServerConfig(**settings))
+    with caplog.at_level("ERROR", logger="mcp_kb.audit"):
+        for _ in range(3):
+            lenient.record(HR, "policies", "tool search_policies", 1.0, results=1)
+    assert lenient.failure is not None and lenient.failure.lost == 3
+    assert lenient.failure.reason in ("Not a directory", "File exists") and "blocked" not in lenient.failure.reason
+    assert len(caplog.records) == 1 and "blocked" in caplog.records[0].getMessage()  # the operator's log names it
+    strict = AuditTrail(ServerConfig(**settings, audit_required=True))
+    with pytest.raises(AuditUnavailable) as refused:
+        strict.record(HR, "policies", "tool search_policies", 1.0, results=1)
+    assert "audit_required" in str(refused.value) and str(tmp_path) not in str(refused.value)
+    (tmp_path / "blocked").unlink()  # the operator frees the way
+    lenient.record(HR, "policies", "tool search_policies", 1.0, results=1)
+    assert lenient.failure is None and len(list(json_lines(tmp_path / "blocked" / "audit.jsonl"))) == 1

@@ -14,7 +14,10 @@ from contextvars import ContextVar
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..audit import AuditTrail
+from mcp.shared.exceptions import MCPError
+from mcp.types import INTERNAL_ERROR
+
+from ..audit import AuditTrail, AuditUnavailable
 from ..settings import Config
 from ..view import CallerView
 from ..vocabulary import LIST_URI
@@ -22,6 +25,7 @@ from ..vocabulary import LIST_URI
 _current: ContextVar[CallerView | None] = ContextVar("mcp_kb_view", default=None)
 _AUDITED = ("tools/call", "resources/read", "prompts/get")
 ALL_KBS = "*"  # the audit trail's KB for a request about every KB the caller may see
+UNKNOWN_KB = "?"  # ... for a request naming a KB that is not configured (its text is the caller's, not ours)
 
 
 def current_view() -> CallerView | None:
@@ -30,12 +34,13 @@ def current_view() -> CallerView | None:
 
 
 class Guard:
-    def __init__(self, config: Config, instructions: Callable[[CallerView], str]):
+    def __init__(self, config: Config, instructions: Callable[[CallerView], str], audit: AuditTrail):
         self.config = config
         self.owner = CallerView.owner(config)
         self.instructions = instructions
         self.kb_by_tool = {kb.search_tool_name: kb.name for kb in config.kb}
-        self.audit = AuditTrail(config.server)
+        self.kb_names = set(self.kb_by_tool.values())
+        self.audit = audit
 
     def view(self) -> CallerView:
         """The view of the caller whose message is being handled."""
@@ -67,7 +72,8 @@ class Guard:
         if ctx.method not in _AUDITED or self.audit.file is None:
             return
         params = ctx.params or {}
-        arguments = params.get("arguments") or {}
+        given = params.get("arguments")
+        arguments: dict[str, Any] = given if isinstance(given, dict) else {}
         if ctx.method == "resources/read":
             kb, action = kb_of_uri(str(params.get("uri"))), f"read {params.get('uri')}"
         elif ctx.method == "prompts/get":
@@ -84,7 +90,12 @@ class Guard:
             found = structured.get("results", structured.get("reports"))
             results = len(found) if isinstance(found, list) else None
         query = arguments.get("query") if isinstance(arguments.get("query"), str) else None
-        self.audit.record(view.who, kb, action, (time.perf_counter() - started) * 1000, results, error, query)
+        if kb != ALL_KBS and kb not in self.kb_names:
+            kb = UNKNOWN_KB
+        try:
+            self.audit.record(view.who, kb, action, (time.perf_counter() - started) * 1000, results, error, query)
+        except AuditUnavailable as refused:  # [server] audit_required: the answer is not given
+            raise MCPError(code=INTERNAL_ERROR, message=str(refused)) from None
 
 
 def kb_of_uri(uri: str) -> str:

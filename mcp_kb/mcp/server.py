@@ -86,7 +86,7 @@ def build_server(app: App, read_only: Optional[bool] = None) -> _KBServer:
     """An MCP server for every KB in the app's config."""
     read_only = app.config.server.read_only if read_only is None else read_only
     app.saves_metrics = True  # a server's figures are the ones `mcp-kb stats` shows
-    guard = Guard(app.config, _instructions)
+    guard = Guard(app.config, _instructions, app.audit)
     notifier = Notifier(CallerView.nobody(app.config))
 
     async def kb_synced(name: str) -> None:

@@ -92,6 +92,7 @@ class ServerConfig(Strict):
     audit_log: PathText | None = None
     audit_max_mb: float = Field(10, gt=0)  # then the log is rotated
     audit_queries: bool = False  # queries can hold personal data
+    audit_required: bool = False  # refuse a request the trail cannot record (default: go on, loudly)
     stateless: bool = False  # streamable HTTP without sessions, for replicas behind a load balancer
 
     @model_validator(mode="after")

@@ -33,7 +33,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..access import Refused
 from ..app import App
-from ..audit import AuditTrail
+from ..audit import AuditUnavailable
 from ..settings import MODES
 from ..errors import KBError
 from ..http.edge import COOKIE, Edge, page_token
@@ -73,7 +73,7 @@ class Page:
         self.runner = runner
         self.edge = edge
         self.origin_check = TransportSecurityMiddleware(edge.security)
-        self.audit = AuditTrail(app.config.server)
+        self.audit = app.audit
         self.secret = secrets.token_bytes(32)  # keys the forms' CSRF values (a restart asks for a reload)
         self.templates = Environment(loader=PackageLoader("mcp_kb.ui", "templates"),
                                      autoescape=select_autoescape(default=True, default_for_string=True))
@@ -213,8 +213,11 @@ class Page:
                 result = await _thread(lambda: self.app.search(name, form["q"], **options))
             except KBError as exc:
                 error = view.explain(exc)
-            self.audit.record(view.who, name, "page search", (time.perf_counter() - started) * 1000,
-                              None if result is None else len(result.hits), error or None, form["q"])
+            try:
+                self.audit.record(view.who, name, "page search", (time.perf_counter() - started) * 1000,
+                                  None if result is None else len(result.hits), error or None, form["q"])
+            except AuditUnavailable as refused:
+                return self._error(request, view, 503, str(refused))
         return self._render("search.html", request, view, kb=kb, form=form, modes=MODES, result=result,
                             error=error, cited=cited_text(result) if result else "",
                             timings=_stage_timings(result) if result else [],
@@ -238,7 +241,10 @@ class Page:
                                + ("" if self.runner else " (the server is read-only)"))
         form = await request.form()
         full, allow = form.get("full") == "1", form.get("allow_mass_delete") == "1"
-        self.audit.record(view.who, name, "page sync" + (" full" if full else ""), 0.0)
+        try:
+            self.audit.record(view.who, name, "page sync" + (" full" if full else ""), 0.0)
+        except AuditUnavailable as refused:
+            return self._error(request, view, 503, str(refused))
         target = f"/ui/kb/{quote(name)}?notice="
         if (await _thread(lambda: self.app.glance(name))).sync_running:
             return RedirectResponse(target + "busy", status_code=303)
@@ -268,7 +274,7 @@ class Page:
                 **context: Any) -> HTMLResponse:
         names = list(view.names) if view else []
         html = self.templates.get_template(template).render(
-            csrf=self.csrf(request), kb_names=names, who=view.who.label if view else "",
+            csrf=self.csrf(request), kb_names=names, who=view.who.label if view else "", audit_failure=self.audit.failure,
             signed_in=view is not None and self.edge.guarded, **context)
         return HTMLResponse(html, status_code=status, headers={"cache-control": "no-store"})
 

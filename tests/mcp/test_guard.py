@@ -294,6 +294,49 @@ async def test_an_oauth_subject_named_like_the_owner_or_a_token_is_neither(team,
     assert f"owner (OAuth {issuer.url}): " in stats and "\nowner: " not in "\n" + stats
 
 
+async def test_a_uri_naming_no_kb_is_audited_as_unknown_and_printed_escaped(team):
+    import subprocess
+    import sys
+
+    url, base, _ = team
+    forged = "kb://x\nowner: 999 requests (0 failed)\x1b[2J/status"
+    async with _session(url, SECRETS["hr"]) as hr:
+        await _read_error(hr, forged)
+    lines = [json.loads(line) for line in (base / "audit.jsonl").read_text().split("\n") if line]
+    assert any(line["kb"] == "?" and line["action"] == f"read {forged}" for line in lines)
+    assert not any("owner: 999" in line["kb"] for line in lines)
+    stats = subprocess.run([sys.executable, "-m", "mcp_kb", "stats", "--callers", "-c", str(base / "kb.toml")],
+                           capture_output=True, text=True, env=_env(), check=True).stdout
+    assert "\x1b" not in stats and not any(line.startswith("owner: 999") for line in stats.splitlines())
+
+
+@pytest.mark.parametrize("required", [False, True])
+async def test_an_audit_trail_that_cannot_be_written(team, tmp_path, required):
+    """By default searches go on and the page says so; with audit_required they are refused. Either way the
+    client hears no local path and no OS text beyond the reason."""
+    _, base, _ = team
+    (tmp_path / "blocked").write_text("a file where the trail's folder should be")
+    config = tmp_path / "kb.toml"
+    config.write_text((base / "kb.toml").read_text().replace(
+        'audit_log = "audit.jsonl"', f'audit_log = "{tmp_path / "blocked" / "audit.jsonl"}"\n'
+                                     f'audit_required = {str(required).lower()}'))
+    with serve_http(config, "--transport", "http", env=_env()) as (port, log):
+        async with _session(f"http://127.0.0.1:{port}/mcp", SECRETS["dev"]) as dev:
+            result = await dev.call_tool("search_api_docs", {"query": "E5021"}) if not required else None
+            if required:
+                with pytest.raises(MCPError) as refused:
+                    await dev.call_tool("search_api_docs", {"query": "E5021"})
+        async with httpx.AsyncClient(timeout=60) as http:
+            page = await http.get(f"http://127.0.0.1:{port}/", headers={"Authorization": f"Bearer {SECRETS['dev']}"})
+    if required:
+        told = str(refused.value)
+        assert "audit_required" in told and str(tmp_path) not in told and "Errno" not in told
+    else:
+        assert result.structured_content["results"][0]["source"] == "users.md"
+    assert "The audit trail cannot be written since" in page.text and str(tmp_path) not in page.text
+    assert "cannot write the audit trail" in log()
+
+
 async def test_a_callers_rate_limit_answers_429_with_retry_after(team):
     url, _, _ = team
     headers = {**_JSON, "Authorization": f"Bearer {SECRETS['limited']}"}
