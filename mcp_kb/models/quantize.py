@@ -7,8 +7,10 @@ have outliers, and quantizing them alone pulled all-MiniLM-L6-v2's cosine to fp3
 them kept, 0.993 on average).
 
 A copy lives in the model cache (the model's own folder may be read-only), in a folder named after the
-fp32 file's hash, with a record of the copy's own hash (a damaged copy is made again) and how close it
-came to fp32 on a fixed set of texts. A copy that cannot be made or comes out too far from fp32 is
+fp32 file's hash, with a record of every file it consists of (size and hash: the tokenizer's files too,
+since a changed byte there changes every vector) and how close it came to fp32 on a fixed set of texts.
+A copy whose files differ from the record, or that holds a symlink or a special file (a graph linked to
+/dev/zero would be hashed forever), is damaged and made again. A copy that cannot be made or comes out too far from fp32 is
 refused once and remembered (per onnxruntime version), and the fp32 model stays in use.
 """
 
@@ -18,6 +20,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..digest import model_file_sha256
+from ..digest import file_sha256, model_file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -88,16 +91,19 @@ def _refused(refusal: Path) -> str | None:
 
 
 def _kept_copy(folder: Path, model_file: str) -> Int8Copy | None:
-    """A copy made earlier whose file still has the hash recorded when it was made; a damaged one is removed."""
+    """A copy made earlier whose files are still those recorded when it was made; a damaged one is removed."""
     try:
         record = json.loads((folder / RECORD).read_text(encoding="utf-8"))
-        if model_file_sha256(folder / model_file) == record["int8_sha256"]:
+        if _intact(folder, record["files"], model_file):
             return Int8Copy(folder, record["closeness"])
-    except (OSError, ValueError, KeyError, TypeError):
-        if not folder.exists():
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        if not os.path.lexists(folder):
             return None
     log.warning("the int8 copy of the embedding model in %s is damaged or incomplete; making it again", folder)
-    shutil.rmtree(folder, ignore_errors=True)
+    if folder.is_symlink():
+        folder.unlink()
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
     return None
 
 
@@ -127,13 +133,51 @@ def _build(source: Path, model_file: str, folder: Path, building: Path, refusal:
     if cosines.mean() < MIN_COSINE:
         return _refuse(refusal, f"the int8 copy came out too far from the fp32 model ({closeness}; "
                                 f"the mean must reach {MIN_COSINE})")
-    record = {"int8_sha256": model_file_sha256(building / model_file), "closeness": closeness}
+    record = {"int8_sha256": model_file_sha256(building / model_file), "closeness": closeness,
+              "files": _inventory(building, model_file)}
     (building / RECORD).write_text(json.dumps(record), encoding="utf-8")
     try:
         building.rename(folder)  # whole or not at all
     except OSError:  # another process finished first
         return _kept_copy(folder, model_file) or Int8Copy(None, f"the int8 copy in {folder} could not be kept")
     return Int8Copy(folder, closeness)
+
+
+def _regular_files(folder: Path) -> dict[str, int]:
+    """Every file under `folder` but the record, by relative path, with its size; ValueError when it holds
+    anything but folders and regular files (read without following any link)."""
+    if folder.is_symlink():
+        raise ValueError(f"{folder} is a link")
+    sizes = {}
+    for root, folders, files in os.walk(folder):
+        for name in [*folders, *files]:
+            path = Path(root, name)
+            mode = path.lstat().st_mode
+            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                raise ValueError(f"{path} is a link or a special file")
+            relative = path.relative_to(folder).as_posix()
+            if stat.S_ISREG(mode) and relative != RECORD:
+                sizes[relative] = path.lstat().st_size
+    return sizes
+
+
+def _inventory(folder: Path, model_file: str) -> dict[str, list]:
+    """What the record holds of each file: [size, sha256]."""
+    return {name: [size, _sha256(folder / name, name == model_file)]
+            for name, size in sorted(_regular_files(folder).items())}
+
+
+def _intact(folder: Path, recorded: dict[str, list], model_file: str) -> bool:
+    """Whether the copy holds exactly the recorded files, each of its recorded size and hash (sizes are
+    compared first, so no file is read past what was written)."""
+    sizes = _regular_files(folder)
+    if sizes != {name: size for name, (size, _) in recorded.items()}:
+        return False
+    return all(_sha256(folder / name, name == model_file) == digest for name, (_, digest) in recorded.items())
+
+
+def _sha256(path: Path, is_model: bool) -> str:
+    return model_file_sha256(path) if is_model else file_sha256(path)  # the graph's hash is remembered
 
 
 def _remove_abandoned(folder: Path) -> None:

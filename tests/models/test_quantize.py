@@ -77,6 +77,29 @@ def test_a_damaged_or_deleted_copy_is_made_again(settings, caplog):
     assert FastEmbedder(settings()).identity == made.identity
 
 
+def test_a_changed_tokenizer_byte_or_a_graph_linked_to_an_endless_file_is_a_damaged_copy(settings, caplog):
+    """Every file of the copy is checked, not the graph only; links and special files are never read."""
+    made = FastEmbedder(settings())
+    folder = Path(_copy_folder(made))
+    text = "Employees apply for annual leave in the HR portal two weeks ahead."
+    vector = made.embed_query(text)
+    tokenizer = folder / "tokenizer.json"
+    tokenizer.write_bytes(tokenizer.read_bytes().replace(b'"[UNK]"', b'"[UNX]"', 1))
+    with caplog.at_level(logging.WARNING):
+        repaired = FastEmbedder(settings())
+        assert repaired.identity == made.identity  # the copy is found (and checked) when first needed
+    assert "damaged or incomplete; making it again" in caplog.text
+    assert b'"[UNK]"' in tokenizer.read_bytes() and np.allclose(repaired.embed_query(text), vector)
+    caplog.clear()
+    (folder / "model.onnx").unlink()
+    (folder / "model.onnx").symlink_to("/dev/zero")  # hashing it would never end
+    with caplog.at_level(logging.WARNING):
+        relinked = FastEmbedder(settings())
+        assert relinked.identity == made.identity
+    assert "damaged or incomplete; making it again" in caplog.text
+    assert not (folder / "model.onnx").is_symlink()
+
+
 def test_switching_to_int8_rebuilds_the_index_says_why_and_searches(make_config, settings, tmp_path):
     from mcp_kb.app import App
 
