@@ -1,0 +1,157 @@
+"""Harness, HTTP surfaces: a real `mcp-kb serve` (scoped tokens, OAuth against an issuer of this test's own,
+the admin page) attacked as a local web page, a colliding identity and a hostile issuer would. Slow (the
+issuer's slowness and drips are real waits); prints its figures: cases held, JWKS fetches per burst of
+unknown key ids, the worst client wait while the issuer is slow or drips."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import anyio
+import httpx
+import pytest
+from fake_issuer import serve_issuer
+from helpers import write
+from served import serve_http
+
+pytestmark = pytest.mark.slow
+
+AUDIENCE = "https://kb.example.test/mcp"
+ADMIN, LIMITED = "admin-secret-4c1e", "limited-secret-77aa"
+_JSON = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+_PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+
+
+@pytest.fixture(scope="module")
+def issuer():
+    with serve_issuer() as issuer:
+        yield issuer
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, issuer, embedder):
+    from mcp_kb.app import App
+    from mcp_kb.settings import load_config
+
+    base = tmp_path_factory.mktemp("hostile-http")
+    write(base / "docs" / "leave.md", "# Leave\n\nApply for annual leave in the HR portal two weeks ahead.\n")
+    config = base / "kb.toml"
+    config.write_text(f'storage = "{base / "index"}"\n[server]\naudit_log = "{base / "audit.jsonl"}"\n'
+                      f'[[server.tokens]]\nname = "admin"\nsecret_env = "H_ADMIN"\nkbs = ["*"]\nsync = true\n'
+                      f'[[server.tokens]]\nname = "limited"\nsecret_env = "H_LIMITED"\nkbs = ["docs"]\n'
+                      f'requests_per_minute = 2\n'
+                      f'[server.oauth]\nissuer = "{issuer.url}"\naudience = "{AUDIENCE}"\nrequests_per_minute = 30\n'
+                      f'[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{base / "docs"}"]\n', encoding="utf-8")
+    App(load_config(config), embedder=embedder).sync()
+    env = {**os.environ, "H_ADMIN": ADMIN, "H_LIMITED": LIMITED}
+    env.pop("MCP_KB_TOKEN", None)
+    with serve_http(config, "--transport", "http", env=env) as (port, log):
+        yield f"http://127.0.0.1:{port}", base, log
+
+
+def _report(capsys, title: str, figures: dict) -> None:
+    with capsys.disabled():
+        print(f"\n[harness] {title}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+
+
+def _unknown_key_token(issuer, number: int) -> str:
+    import jwt
+
+    return jwt.encode({"sub": "x"}, issuer.keys["key-1"], algorithm="RS256", headers={"kid": f"forged-{number}"})
+
+
+async def _read_forged_uri(url: str) -> None:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.exceptions import MCPError
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {ADMIN}"}, timeout=60)
+    async with Client(streamable_http_client(url, http_client=http)) as client:
+        with pytest.raises(MCPError):
+            await client.read_resource("kb://x\nowner: 999 requests\x1b[2J/status")
+
+
+def test_http_surfaces_hold_under_attack(server, issuer, capsys):
+    url, base, log = server
+    port = int(url.rsplit(":", 1)[1])
+    elsewhere = f"http://127.0.0.1:{port % 60000 + 1}"  # a page on another local port
+    held: dict[str, bool] = {}
+    with httpx.Client(base_url=url, timeout=60) as http:
+        admin = {"Authorization": f"Bearer {ADMIN}"}
+        csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', http.get("/ui/kb/docs", headers=admin).text).group(1)
+        before = http.get("/ui/status.json", headers=admin).json()
+        held["sign-in from another port"] = http.post("/ui/login", data={"token": ADMIN},
+                                                      headers={"Origin": elsewhere}).status_code == 403
+        held["sync from another port"] = http.post("/ui/kb/docs/sync", data={"csrf": csrf, "full": "1"},
+                                                   headers={**admin, "Origin": elsewhere}).status_code == 403
+        guess = hmac.new(b"planted", b"mcp-kb page form", hashlib.sha256).hexdigest()
+        held["form value from a planted cookie"] = http.post(
+            "/ui/kb/docs/sync", data={"csrf": guess, "full": "1", "allow_mass_delete": "1"},
+            headers={"Origin": url, "Cookie": "mcp_kb_token=planted"}).status_code in (401, 403)
+        held["form without Origin"] = http.post("/ui/kb/docs/sync", data={"csrf": csrf},
+                                                headers=admin).status_code == 403
+        held["nothing ran"] = http.get("/ui/status.json", headers=admin).json() == before
+
+        limited = {**_JSON, "Authorization": f"Bearer {LIMITED}"}
+        spent = [http.post("/mcp", json=_PING, headers=limited).status_code for _ in range(3)]
+        as_limited = {**_JSON, "Authorization": f"Bearer {issuer.token(AUDIENCE, subject='limited', scope='kb:docs:search')}"}
+        held["a subject named like a token has its own rate limit"] = spent[2] == 429 and \
+            http.post("/mcp", json=_PING, headers=as_limited).status_code != 429
+
+        garbage_statuses = set()
+        for garbage in (b'{"keys": 5}', b"[" * 200_000, b'{"keys": [{"kty": "RSA", "kid": ["x"]}]}'):
+            issuer.garbage = garbage
+            fetches = issuer.jwks_fetches
+            deadline = time.monotonic() + 30
+            while issuer.jwks_fetches == fetches and time.monotonic() < deadline:
+                answer = http.post("/mcp", json=_PING, headers={**_JSON, "Authorization":
+                                                                 f"Bearer {_unknown_key_token(issuer, 0)}"})
+                garbage_statuses.add(answer.status_code)
+                time.sleep(0.5)
+        issuer.garbage = None
+        held["a garbage JWKS is never a 500"] = garbage_statuses <= {401, 503}
+
+    time.sleep(5.5)  # the server's own timer: its 5 s refetch gap since the last garbage fetch, not observable
+    issuer.delay, fetches = 3.0, issuer.jwks_fetches
+    issuer.new_key("published-late")
+    burst = [_unknown_key_token(issuer, n) for n in range(6)]
+    burst.append(issuer.token(AUDIENCE, kid="published-late", subject="new", scope="kb:docs:search"))
+
+    def timed(token: str) -> tuple[int, float]:
+        started = time.monotonic()
+        with httpx.Client(timeout=60) as client:
+            status = client.post(f"{url}/mcp", json=_PING, headers={**_JSON, "Authorization": f"Bearer {token}"}).status_code
+        return status, time.monotonic() - started
+
+    with ThreadPoolExecutor(len(burst)) as pool:
+        answers = list(pool.map(timed, burst))
+    burst_fetches = issuer.jwks_fetches - fetches
+    issuer.delay = 0.0
+    held["a slow issuer's burst shares one fetch"] = burst_fetches == 1 and answers[-1][0] != 401
+
+    time.sleep(5.5)  # the refetch gap again
+    issuer.drip = 0.05  # a 2 KB JWKS would take minutes
+    dripped_status, drip_wait = timed(_unknown_key_token(issuer, 99))
+    issuer.drip = 0.0
+    held["a dripped JWKS is cut at the fetch deadline"] = dripped_status in (401, 503) and drip_wait < 15
+
+    anyio.run(_read_forged_uri, f"{url}/mcp")
+    lines = [json.loads(line) for line in (base / "audit.jsonl").read_text(encoding="utf-8").split("\n") if line]
+    held["who is kind + name in the audit trail"] = all(
+        line["kind"] == "oauth" for line in lines if line["who"] == "limited" and line.get("issuer"))
+    held["a URI naming no KB is audited as unknown"] = any(line["kb"] == "?" for line in lines) and \
+        not any("owner: 999" in line["kb"] for line in lines)
+    held["no traceback in the server's log"] = "Traceback" not in log()
+
+    figures = {"cases held": sum(held.values()), "of": len(held), "JWKS fetches per burst of 7": burst_fetches,
+               "worst client wait, slow issuer (s)": round(max(wait for _, wait in answers), 1),
+               "client wait, dripped JWKS (s)": round(drip_wait, 1)}
+    _report(capsys, "HTTP surfaces", figures)
+    assert all(held.values()), [case for case, ok in held.items() if not ok]
