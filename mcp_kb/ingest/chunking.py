@@ -25,6 +25,10 @@ _SPLIT_LEVELS = [
     SENTENCE_SPLIT,
     re.compile(r"(?<=[，、,\s])"),
 ]
+_COUNT_SLICE = 2048  # texts per token-count call
+_NOT_SPACE = re.compile(r"\S|$")
+_CHARS_PER_TOKEN_BEYOND = 32  # a block longer than this many characters per token of budget is split unasked
+_FIRST_WINDOW_CHARS_PER_TOKEN = 4  # a hard cut's first window; later ones follow the cuts made
 # Where an overlap may begin, best first: after a sentence end or a line break, then after a clause
 # mark or a space. Never inside a word if it can be helped.
 _WORD_END = re.compile(r"[，、]|,?\s+")
@@ -103,12 +107,12 @@ def _chunk_section(document: Document, blocks: list[Block], max_tokens: int, ove
     prefix_tokens = counter.count([HEADING_SEPARATOR.join(heading_path)])[0] + 1 if heading_path else 0
     budget = max(max_tokens - prefix_tokens - overlap, max_tokens // 2)
     pieces: list[tuple[Block, int]] = []
-    for block, size in zip(blocks, counter.count([block.text for block in blocks])):
+    for block, size in zip(blocks, _block_sizes(blocks, budget, counter)):
         if size <= budget:
             pieces.append((block, size))
         else:
             texts = _split_table(block.text, budget, counter) or split_text(block.text, budget, counter)
-            pieces.extend((replace(block, text=text), n) for text, n in zip(texts, counter.count(texts)))
+            pieces.extend((replace(block, text=text), n) for text, n in zip(texts, _counted(texts, counter)))
     chunks = []
     previous_text = None
     for group in _pack(pieces, budget):
@@ -119,8 +123,16 @@ def _chunk_section(document: Document, blocks: list[Block], max_tokens: int, ove
         previous_text = body
         chunks.append(Chunk(document.doc_id, 0, text, heading_path, document.title, group[0].page,
                             group[0].line_start, group[-1].line_end, 0, document.metadata))
-    sizes = counter.count([chunk.embed_text for chunk in chunks])
+    sizes = _counted([chunk.embed_text for chunk in chunks], counter)
     return [replace(chunk, n_tokens=size) for chunk, size in zip(chunks, sizes)]
+
+
+def _block_sizes(blocks: list[Block], budget: int, counter: TokenCounter) -> list[int]:
+    """Each block's tokens; a block far longer than any text of `budget` tokens is not counted (a 4 MB line
+    cost 1.7 GB of encodings) but marked over budget, since splitting it finds its size piece by piece."""
+    longest = budget * _CHARS_PER_TOKEN_BEYOND
+    counts = iter(_counted([block.text for block in blocks if len(block.text) <= longest], counter))
+    return [next(counts) if len(block.text) <= longest else budget + 1 for block in blocks]
 
 
 def overlap_text(previous: str, overlap: int, counter: TokenCounter) -> str:
@@ -152,7 +164,7 @@ def split_text(text: str, budget: int, counter: TokenCounter, level: int = 0) ->
 
 
 def _pack_strings(parts: list[str], budget: int, counter: TokenCounter, next_level: int) -> list[str]:
-    sizes = counter.count(parts)
+    sizes = _counted(parts, counter)
     pieces: list[str] = []
     current, current_size = "", 0
     for part, size in zip(parts, sizes):
@@ -184,14 +196,37 @@ def _split_table(text: str, budget: int, counter: TokenCounter) -> list[str]:
     return [f"{header}\n{piece}" for piece in rows]
 
 
+def _counted(parts: list[str], counter: TokenCounter) -> list[int]:
+    """Token counts of `parts`, asked in slices: one call for 800,000 words held a gigabyte of encodings."""
+    return [size for start in range(0, len(parts), _COUNT_SLICE)
+            for size in counter.count(parts[start:start + _COUNT_SLICE])]
+
+
 def _hard_cut(text: str, budget: int, counter: TokenCounter) -> list[str]:
     pieces = []
-    rest = text.strip()
-    while rest:
-        head = counter.head(rest, budget) or rest[:1]
+    text = text.strip()
+    start = 0  # where the rest begins (slicing the rest off for every chunk copied the file each time)
+    window = budget * _FIRST_WINDOW_CHARS_PER_TOKEN
+    while start < len(text):
+        head, window = _head(text, start, budget, counter, window)
+        head = head or text[start]
         pieces.append(head.strip())
-        rest = rest[len(head):].strip()
+        start = _NOT_SPACE.search(text, start + len(head)).start()
     return [piece for piece in pieces if piece]
+
+
+def _head(text: str, start: int, budget: int, counter: TokenCounter, window: int) -> tuple[str, int]:
+    """counter.head(text, budget) found by encoding a window of the text rather than all of it (encoding the
+    rest for every chunk made chunking quadratic: 800 KB of Chinese without punctuation took minutes), and
+    the window for the next cut. A cut in the window's first half cannot depend on where the window ends;
+    otherwise the window is doubled. The next window is twice this cut, so each chunk's text is encoded
+    about twice."""
+    while start + window < len(text):
+        head = counter.head(text[start:start + window], budget)
+        if len(head) <= window // 2:
+            return head, max(2 * len(head) + 2, budget)
+        window *= 2
+    return counter.head(text[start:], budget), window
 
 
 def _pack(pieces: list[tuple[Block, int]], budget: int) -> list[list[Block]]:

@@ -2,6 +2,8 @@ from helpers import write
 
 import re
 
+import pytest
+
 from mcp_kb.ingest.chunking import chunk_document, overlap_text
 from mcp_kb.settings import ChunkingConfig
 from mcp_kb.ingest.document import Block, Document
@@ -135,3 +137,63 @@ def test_a_table_larger_than_a_chunk_is_cut_between_rows_under_its_header(tmp_pa
         assert all(line.startswith("| service-") and line.endswith("|") for line in body[2:])
         assert chunk.n_tokens <= 96
     assert sum(chunk.text.count("| service-") for chunk in chunks) == 40  # every row once
+
+
+class _Counting:
+    """A token counter that counts what it is asked: calls, texts per call, characters encoded."""
+
+    def __init__(self, counter):
+        self.counter = counter
+        self.max_tokens = counter.max_tokens
+        self.characters = 0
+        self.largest_batch = 0
+
+    def count(self, texts):
+        self.characters += sum(map(len, texts))
+        self.largest_batch = max(self.largest_batch, len(texts))
+        return self.counter.count(texts)
+
+    def head(self, text, n_tokens):
+        self.characters += len(text)
+        return self.counter.head(text, n_tokens)
+
+    def tail(self, text, n_tokens):
+        self.characters += len(text)
+        return self.counter.tail(text, n_tokens)
+
+    def unknown_share(self, text):
+        return self.counter.unknown_share(text)
+
+
+def _encoded_characters(text: str, tokenizer) -> tuple[int, list]:
+    counting = _Counting(tokenizer)
+    document = Document("x.txt", "text", "x", (Block(text),))
+    chunks = chunk_document(document, ChunkingConfig(max_tokens=128, overlap=0, min_tokens=0), counting)
+    return counting.characters, chunks
+
+
+@pytest.mark.parametrize("unit", ["数据库索引同步", "a.a.a.a."], ids=["Chinese", "Latin"])
+def test_text_without_split_points_is_chunked_in_linear_time(tokenizer, unit):
+    """Characters encoded grow with the text, not with its square (each hard cut re-encoded the rest)."""
+    small, _ = _encoded_characters(unit * 2_000, tokenizer)
+    large, chunks = _encoded_characters(unit * 8_000, tokenizer)
+    assert large / small < 5  # four times the text; quadratic work would be sixteen times
+    assert all(chunk.n_tokens <= 128 for chunk in chunks)
+    assert "".join(chunk.text for chunk in chunks) == unit * 8_000  # nothing lost, nothing doubled
+
+
+def test_a_windowed_cut_is_the_cut_over_the_whole_text(tokenizer):
+    from mcp_kb.ingest.chunking import _head
+
+    for text in ("数据库索引同步" * 3_000, "a.a.a.a." * 3_000, "supercalifragilistic" * 2_000, "x" * 50_000):
+        for window in (128, 512, 4096):
+            assert _head(text, 0, 128, tokenizer, window)[0] == tokenizer.head(text, 128)
+
+
+def test_one_huge_line_of_words_is_counted_in_bounded_slices(tokenizer):
+    from mcp_kb.ingest.chunking import _COUNT_SLICE
+
+    counting = _Counting(tokenizer)
+    document = Document("x.md", "markdown", "x", (Block(" ".join(f"word{n}" for n in range(50_000))),))
+    chunks = chunk_document(document, ChunkingConfig(max_tokens=256, overlap=0, min_tokens=0), counting)
+    assert counting.largest_batch <= _COUNT_SLICE and all(chunk.n_tokens <= 256 for chunk in chunks)
