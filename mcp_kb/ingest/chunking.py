@@ -26,7 +26,7 @@ _SPLIT_LEVELS = [
     re.compile(r"(?<=[，、,\s])"),
 ]
 _COUNT_SLICE = 2048  # texts per token-count call
-_NOT_SPACE = re.compile(r"\S|$")
+_NOT_SPACE = re.compile(r"\S")
 _CHARS_PER_TOKEN_BEYOND = 32  # a block longer than this many characters per token of budget is split unasked
 _FIRST_WINDOW_CHARS_PER_TOKEN = 4  # a hard cut's first window; later ones follow the cuts made
 # Where an overlap may begin, best first: after a sentence end or a line break, then after a clause
@@ -211,7 +211,8 @@ def _hard_cut(text: str, budget: int, counter: TokenCounter) -> list[str]:
         head, window = _head(text, start, budget, counter, window)
         head = head or text[start]
         pieces.append(head.strip())
-        start = _NOT_SPACE.search(text, start + len(head)).start()
+        following = _NOT_SPACE.search(text, start + len(head))
+        start = following.start() if following else len(text)
     return [piece for piece in pieces if piece]
 
 
