@@ -281,7 +281,7 @@ async def _json(http: Any, url: str) -> dict[str, Any]:
     try:
         async with http.stream("GET", url, headers={"Accept": "application/json"}) as response:
             response.raise_for_status()
-            body = await aread_within(response.aiter_bytes(), _KEYS_MAX_BYTES, float("inf"), url)
+            body = await aread_within(response.aiter_bytes(), _KEYS_MAX_BYTES, url)
     except httpx.HTTPError as exc:
         raise OSError(f"{url}: {exc}") from None
     data = parse_json(body, url)

@@ -49,12 +49,13 @@ def read_within(pieces: Iterator[bytes], limit: int, deadline: float, source: st
     return bytes(body)
 
 
-async def aread_within(pieces: AsyncIterator[bytes], limit: int, deadline: float, source: str) -> bytes:
-    """read_within for an async body."""
+async def aread_within(pieces: AsyncIterator[bytes], limit: int, source: str) -> bytes:
+    """A body from its pieces, refused past `limit` bytes; its deadline is the caller's cancel scope
+    (anyio.fail_after ends an async read where it waits, which a blocking read cannot)."""
     body = bytearray()
     async for piece in pieces:
         body += piece
-        _check(len(body), limit, deadline, source)
+        _check(len(body), limit, float("inf"), source)
     return bytes(body)
 
 

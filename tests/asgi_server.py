@@ -1,14 +1,30 @@
-"""An ASGI app served by uvicorn on 127.0.0.1 in a thread, for the fake services the tests start."""
+"""An ASGI app served by uvicorn on 127.0.0.1 in a thread, for the fake services the tests start, and the
+JSON answer those services send (whole, or dripped a byte at a time)."""
 
 from __future__ import annotations
 
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import anyio
 import uvicorn
+from starlette.responses import Response, StreamingResponse
+
+
+def json_answer(body: bytes, drip: float = 0.0, on_byte: Callable[[], None] = lambda: None) -> Response:
+    """`body` as an application/json answer; with `drip`, one byte every `drip` seconds (`on_byte` counts them)."""
+    if not drip:
+        return Response(body, media_type="application/json")
+
+    async def dripped():
+        for offset in range(len(body)):
+            yield body[offset:offset + 1]
+            on_byte()
+            await anyio.sleep(drip)
+    return StreamingResponse(dripped(), media_type="application/json")
 
 
 @contextmanager

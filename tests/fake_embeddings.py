@@ -13,10 +13,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import anyio
-from asgi_server import serve_asgi
+from asgi_server import json_answer, serve_asgi
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 
@@ -73,15 +73,10 @@ class EmbeddingService:
         told = self.faults.lie(answer) if self.faults.lie else answer
         body = self.faults.raw if self.faults.raw is not None else told if isinstance(told, bytes) else \
             json.dumps(told).encode()
-        if self.faults.drip:
-            return StreamingResponse(self._dripped(body), media_type="application/json")
-        return Response(body, media_type="application/json")
+        return json_answer(body, self.faults.drip, self._dripped_byte)
 
-    async def _dripped(self, body: bytes):
-        for offset in range(len(body)):
-            yield body[offset:offset + 1]
-            self.bytes_dripped += 1
-            await anyio.sleep(self.faults.drip)
+    def _dripped_byte(self) -> None:
+        self.bytes_dripped += 1
 
     def _fault_status(self, request: Request) -> int:
         if self.faults.api_key and request.headers.get("authorization") != f"Bearer {self.faults.api_key}":

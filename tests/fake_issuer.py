@@ -14,11 +14,11 @@ from typing import Any
 
 import anyio
 import jwt
-from asgi_server import serve_asgi
+from asgi_server import json_answer, serve_asgi
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 
@@ -69,15 +69,10 @@ class Issuer:
         if self.delay:
             await anyio.sleep(self.delay)
         body = self.garbage if self.garbage is not None else json.dumps(self.jwks()).encode()
-        if self.drip:
-            return StreamingResponse(self._dripped(body), media_type="application/json")
-        return Response(body, media_type="application/json")
+        return json_answer(body, self.drip, self._dripped_byte)
 
-    async def _dripped(self, body: bytes):
-        for offset in range(len(body)):
-            yield body[offset:offset + 1]
-            self.bytes_dripped += 1
-            await anyio.sleep(self.drip)
+    def _dripped_byte(self) -> None:
+        self.bytes_dripped += 1
 
 
 @contextmanager

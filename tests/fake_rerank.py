@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import anyio
 import numpy as np
-from asgi_server import serve_asgi
+from asgi_server import json_answer, serve_asgi
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 
@@ -62,15 +62,10 @@ class RerankService:
     def _answer(self, scores: object) -> Response:
         """The scores, or the answer a test planted (NaN allowed: a lying service may send it)."""
         body = self.raw if self.raw is not None else json.dumps(scores if self.answer is None else self.answer).encode()
-        if self.drip:
-            return StreamingResponse(self._dripped(body), media_type="application/json")
-        return Response(body, media_type="application/json")
+        return json_answer(body, self.drip, self._dripped_byte)
 
-    async def _dripped(self, body: bytes):
-        for offset in range(len(body)):
-            yield body[offset:offset + 1]
-            self.bytes_dripped += 1
-            await anyio.sleep(self.drip)
+    def _dripped_byte(self) -> None:
+        self.bytes_dripped += 1
 
     async def _refused(self, request: Request) -> Response | None:
         self.calls += 1

@@ -78,6 +78,27 @@ async def _read_forged_uri(url: str) -> None:
             await client.read_resource("kb://x\nowner: 999 requests\x1b[2J/status")
 
 
+def _timed(url: str, token: str) -> tuple[int, float]:
+    """A ping with this token: its status and how long the client waited."""
+    started = time.monotonic()
+    with httpx.Client(timeout=60) as client:
+        status = client.post(f"{url}/mcp", json=_PING, headers={**_JSON, "Authorization": f"Bearer {token}"}).status_code
+    return status, time.monotonic() - started
+
+
+def _while_the_issuer_is_asked(issuer, work):
+    """work()'s result from the first round during which the server fetched the issuer's keys, and how many
+    fetches that round made."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        fetches = issuer.jwks_fetches
+        result = work()
+        if issuer.jwks_fetches > fetches:
+            return result, issuer.jwks_fetches - fetches
+        time.sleep(0.2)  # a poll interval, not a wait the outcome depends on
+    raise AssertionError("the server never asked the issuer for its keys again")
+
+
 def test_http_surfaces_hold_under_attack(server, issuer, capsys):
     url, base, log = server
     port = int(url.rsplit(":", 1)[1])
@@ -118,27 +139,23 @@ def test_http_surfaces_hold_under_attack(server, issuer, capsys):
         issuer.garbage = None
         held["a garbage JWKS is never a 500"] = garbage_statuses <= {401, 503}
 
-    time.sleep(5.5)  # the server's own timer: its 5 s refetch gap since the last garbage fetch, not observable
-    issuer.delay, fetches = 3.0, issuer.jwks_fetches
+    # The server fetches again for an unknown key at most every 5 s (its own timer): each measure is repeated
+    # until the issuer sees the fetch it makes, and the round during which that fetch happened is the one kept.
+    issuer.delay = 3.0
     issuer.new_key("published-late")
-    burst = [_unknown_key_token(issuer, n) for n in range(6)]
-    burst.append(issuer.token(AUDIENCE, kid="published-late", subject="new", scope="kb:docs:search"))
 
-    def timed(token: str) -> tuple[int, float]:
-        started = time.monotonic()
-        with httpx.Client(timeout=60) as client:
-            status = client.post(f"{url}/mcp", json=_PING, headers={**_JSON, "Authorization": f"Bearer {token}"}).status_code
-        return status, time.monotonic() - started
+    def burst() -> list[tuple[int, float]]:
+        tokens = [*(_unknown_key_token(issuer, n) for n in range(6)),
+                  issuer.token(AUDIENCE, kid="published-late", subject="new", scope="kb:docs:search")]
+        with ThreadPoolExecutor(len(tokens)) as pool:
+            return list(pool.map(lambda token: _timed(url, token), tokens))
 
-    with ThreadPoolExecutor(len(burst)) as pool:
-        answers = list(pool.map(timed, burst))
-    burst_fetches = issuer.jwks_fetches - fetches
+    answers, burst_fetches = _while_the_issuer_is_asked(issuer, burst)
     issuer.delay = 0.0
     held["a slow issuer's burst shares one fetch"] = burst_fetches == 1 and answers[-1][0] != 401
 
-    time.sleep(5.5)  # the refetch gap again
     issuer.drip = 0.05  # a 2 KB JWKS would take minutes
-    dripped_status, drip_wait = timed(_unknown_key_token(issuer, 99))
+    (dripped_status, drip_wait), _ = _while_the_issuer_is_asked(issuer, lambda: _timed(url, _unknown_key_token(issuer, 99)))
     issuer.drip = 0.0
     held["a dripped JWKS is cut at the fetch deadline"] = dripped_status in (401, 503) and drip_wait < 15
 
