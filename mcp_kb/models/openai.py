@@ -24,7 +24,7 @@ from ..settings import OpenAISettings
 from ..errors import ModelError
 from ..lru import BoundedLRU
 from .base import Embedder, ModelIdentity, TokenCounter
-from .service import Answer, post, refusal, request_headers, service_address
+from .service import Answer, by_input, post, refusal, request_headers, service_address
 
 _QUERY_CACHE_SIZE = 256
 _ANSWER_BYTES_PER_TEXT = 64 * 1024  # room for a 3,000-number vector written out in full; then refused
@@ -122,18 +122,12 @@ def _vectors(answer: Answer, count: int, config: OpenAISettings) -> np.ndarray:
     return vectors
 
 
-def _in_order(items: Any, count: int) -> list[dict[str, Any]]:
+def _in_order(items: Any, count: int) -> list[Any]:
     """The answer's items by input: each of the `count` indexes exactly once."""
     if not isinstance(items, list) or len(items) != count:
         raise ValueError(f"expected a list of {count} embeddings, got "
                          f"{len(items) if isinstance(items, list) else type(items).__name__}")
-    ordered: list[dict[str, Any] | None] = [None] * count
-    for item in items:
-        index = item["index"]
-        if type(index) is not int or not 0 <= index < count or ordered[index] is not None:  # bool is no index
-            raise ValueError(f"index {str(index)[:20]} is not one of the inputs 0..{count - 1}, or repeats one")
-        ordered[index] = item
-    return [item for item in ordered if item is not None]
+    return by_input([(item["index"], item) for item in items], count)  # none missing: as many as inputs
 
 
 class OpenAIProvider:

@@ -21,7 +21,7 @@ import httpx
 from ..settings import ServiceRerankSettings
 from ..errors import ModelError
 from .base import Reranker
-from .service import post, refusal, request_headers, service_address
+from .service import by_input, post, refusal, request_headers, service_address
 
 _WHAT = "rerank service"
 _PAUSE_AFTER_FAILURE = 30.0  # seconds searches skip a service that just failed, instead of each waiting for it
@@ -84,19 +84,13 @@ class ServiceReranker(Reranker):
                 "return_documents": False}
 
 
-def _scored(answer: Any, api: str) -> list[tuple[int, float]]:
+def _scored(answer: Any, api: str) -> list[tuple[Any, float]]:
     """(index, score) pairs from either answer shape."""
     items = answer if api == "tei" else answer["results"]
     if not isinstance(items, list):
         raise TypeError(f"expected a list of scores, got {type(items).__name__}")
     key = "score" if api == "tei" else "relevance_score"
-    return [(_index(item["index"]), _score(item[key])) for item in items]
-
-
-def _index(value: Any) -> int:
-    if type(value) is not int:  # not 1e400, "3" or true
-        raise TypeError(f"a passage index is {str(value)[:20]!r}, not a whole number")
-    return value
+    return [(item["index"], _score(item[key])) for item in items]
 
 
 def _score(value: Any) -> float:
@@ -108,14 +102,16 @@ def _score(value: Any) -> float:
         raise TypeError(f"a score is {str(value)[:20]}…, too large for a number") from None
 
 
-def _in_order(pairs: list[tuple[int, float]], count: int, url: str) -> list[float]:
+def _in_order(pairs: list[tuple[Any, float]], count: int, url: str) -> list[float]:
     """The scores in passage order; every passage scored once, with a finite number."""
-    scores: list[float | None] = [None] * count
-    for index, score in pairs:
-        if not 0 <= index < count or scores[index] is not None or not math.isfinite(score):
-            raise ModelError(f"the {_WHAT} at {url} sent a score for passage {index} of {count} that cannot be "
-                             f"used (out of range, repeated or not a finite number)")
-        scores[index] = score
+    try:
+        scores = by_input(pairs, count)
+    except ValueError as exc:
+        raise ModelError(f"the {_WHAT} at {url} sent scores that cannot be used: {exc}") from None
+    for index, score in enumerate(scores):
+        if score is not None and not math.isfinite(score):
+            raise ModelError(f"the {_WHAT} at {url} sent a score for passage {index} of {count} that is not a "
+                             f"finite number")
     missing = scores.count(None)
     if missing:
         raise ModelError(f"the {_WHAT} at {url} scored {count - missing} of {count} passages")

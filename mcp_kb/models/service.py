@@ -15,7 +15,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 _BACKOFF_FIRST, _BACKOFF_MAX = 0.5, 30.0  # seconds
 _RETRY_AFTER_MAX = 120.0  # a longer Retry-After is waited for this long at most, then retried
 RETRIED_STATUSES = {408, 409, 425, 429, 500, 502, 503, 504}
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,24 @@ def _attempt(client: httpx.Client, url: str, body: dict[str, Any], deadline: flo
         return done.result(timeout=max(0.0, deadline - time.monotonic()))
     except TimeoutError:
         raise TimeoutError(f"{source} did not answer in time") from None
+
+
+def by_input(answered: list[tuple[Any, T]], count: int) -> list[T | None]:
+    """What a service answered for each of `count` inputs, in input order (None: not answered), from
+    (index, value) pairs; ValueError when an index is not a whole number of 0..count-1 or comes twice."""
+    ordered: list[T | None] = [None] * count
+    seen: set[int] = set()
+    for index, value in answered:
+        shown = str(index)[:20]
+        if type(index) is not int:  # not 1e400, "3" or true
+            raise ValueError(f"index {shown} is not a whole number, not one of the inputs 0..{count - 1}")
+        if not 0 <= index < count:
+            raise ValueError(f"index {shown} is out of range, not one of the inputs 0..{count - 1}")
+        if index in seen:
+            raise ValueError(f"index {shown} is repeated: it repeats one answered before")
+        seen.add(index)
+        ordered[index] = value
+    return ordered
 
 
 def _backoff(attempt: int) -> float:
