@@ -13,13 +13,13 @@ from typing import Any
 
 from .audit import AuditTrail
 from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
-from .errors import KBError, NotSyncedError, ParseError
+from .errors import KBError, NotSyncedError
 from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
 from .index import open_store
 from .index.contract import ChunkView, Store
 from .index.state import (query_log_path, read_health, read_metrics, read_summary, source_cache_dir, sync_activity,
                           write_health, write_metrics)
-from .ingest.chunking import Chunk
+from .ingest.chunking import Chunk, document_chunks
 from .ingest.parsers import parse_file
 from .ingest.sources import Source, SourceScan, find_document, parse_source, scan_all, sources_of
 from .metrics import Metrics, QueryLog
@@ -29,7 +29,8 @@ from .present import document_text
 from .records import (Glance, KBCheck, KBState, KBStats, KBStatus, LastSyncFigures, Problem, Progress, SyncHistory,
                       recorded_now)
 from .search import Searcher, SearchResult
-from .sync import SyncReport, document_chunks, file_chunks, sync_all
+from .ingest.workers import ParseWorkers
+from .sync import SyncReport, parse_job, sync_all
 
 
 log = logging.getLogger(__name__)
@@ -218,12 +219,14 @@ class App:
         kinds: Counter[str] = Counter()
         chunks_by_file: dict[str, int] = {}
         skipped = [Problem(s.doc_id, s.reason) for s in scan.skipped]
-        for source in scan.files:
-            try:
-                chunks_by_file[source.doc_id] = len(file_chunks(source, kb, self.tokenizer))
+        with ParseWorkers(self.config.sync, self.tokenizer, len(scan.files)) as workers:  # a sync's limits
+            outcomes = workers.parse([parse_job(source, kb) for source in scan.files])
+        for source, outcome in zip(scan.files, outcomes):
+            if outcome.error:
+                skipped.append(Problem(source.doc_id, outcome.error))
+            else:
+                chunks_by_file[source.doc_id] = len(outcome.chunks)
                 kinds[source.path.suffix.lower()] += 1
-            except ParseError as exc:
-                skipped.append(Problem(source.doc_id, str(exc)))
         return KBCheck(kb.name, kb.search_tool_name, files=len(chunks_by_file), by_type=dict(kinds),
                        chunks=sum(chunks_by_file.values()), chunks_by_file=chunks_by_file, skipped=tuple(skipped),
                        crawl=scan.figures)

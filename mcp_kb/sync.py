@@ -19,17 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from .settings import ChunkingConfig, Config, KBConfig
+from .settings import Config, KBConfig, SyncEngineConfig
 from .digest import file_sha256
-from .errors import KBError, MassDeleteError, ModelError, ParseError
+from .errors import KBError, MassDeleteError, ModelError
 from .index.contract import FileRecord, Store, new_generation
 from .index.keywords import ANALYZER_VERSION, keyword_terms
 from .schema import ChunkRow, chunk_schema, coerce
 from .index.state import check_writable, clear_progress, source_cache_dir, sync_lock, write_progress, write_summary
-from .ingest.chunking import Chunk, chunk_document, effective_max_tokens
-from .ingest.document import Document
+from .ingest.chunking import Chunk, effective_max_tokens
 from .ingest.ocr import available as ocr_available
-from .ingest.sources import SkippedFile, SourceFile, count_kinds, parse_source, scan_all, sources_of
+from .ingest.sources import SkippedFile, SourceFile, count_kinds, scan_all, sources_of
+from .ingest.workers import Job, ParseWorkers
 from .models.base import Embedder, TokenCounter
 from .records import KBState, Problem, Progress, recorded_now
 from .vocabulary import sync_remedy
@@ -79,6 +79,7 @@ class SyncReport:
     chunks_embedded: int = 0
     tokens_embedded: int = 0  # model tokens sent to the embedder
     pages_ocr: int = 0  # pages and images whose text was read by OCR
+    worker_peak_mb: int = 0  # the most memory a parsing process held (resident)
     crawl: dict[str, int] = field(default_factory=dict)  # what reading the sources cost (web: requests, 304s, ...)
     chunks_reused: int = 0
     chunks_deleted: int = 0
@@ -116,13 +117,13 @@ def sync_all(config: Config, store: Store, embedder: Embedder, load_counter: Cal
     kbs = config.select(kb_name)
     check_writable(store)
     with sync_lock(store, [kb.name for kb in kbs], wait=wait):
-        return [sync_kb(store, kb, embedder, load_counter, full=full, progress=progress,
+        return [sync_kb(store, kb, embedder, load_counter, config.sync, full=full, progress=progress,
                         allow_mass_delete=allow_mass_delete, reembed=reembed, release_model=release_model)
                 for kb in kbs]
 
 
 def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callable[[], TokenCounter],
-            full: bool = False, progress: Progress | None = None, allow_mass_delete: bool = False,
+            engine: SyncEngineConfig, full: bool = False, progress: Progress | None = None, allow_mass_delete: bool = False,
             reembed: bool = False, release_model: bool = False) -> SyncReport:
     """Bring one KB's tables in step with its files; the caller holds the sync lock. The token
     counter (the model's tokenizer) is loaded inside, so a missing one is this KB's recorded failure.
@@ -161,7 +162,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         report.files_deleted, report.files_unchanged = len(plan.deleted), len(plan.unchanged)
         files_by_path = {f.doc_id: f for f in scan.files}
         _apply_changes(store, kb, target, reuse_from, embedder, counter, plan, files_by_path, hash_by_path, report,
-                       timer, progress)
+                       timer, progress, engine)
         if release_model:
             embedder.release()
         with timer("delete"):
@@ -373,26 +374,34 @@ class _ParsedFile:
 
 def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
                    counter: TokenCounter, plan: SyncPlan, files_by_path: dict[str, SourceFile],
-                   hash_by_path: dict[str, str], report: SyncReport, timer: _Timer,
-                   progress: Progress) -> None:
-    """Parse, embed and write new and changed files, one batch per commit; parsing runs ahead."""
+                   hash_by_path: dict[str, str], report: SyncReport, timer: _Timer, progress: Progress,
+                   engine: SyncEngineConfig) -> None:
+    """Parse, embed and write new and changed files, one batch per commit; parsing (in worker processes)
+    runs a batch ahead."""
     todo = [files_by_path[p] for p in plan.added + plan.changed]
     batches = [todo[i:i + _BATCH_FILES] for i in range(0, len(todo), _BATCH_FILES)]
     done = 0
     progress(0, len(todo), f"{kb.name}: {len(todo)} files to index")
+    if not todo:
+        return
 
     def parse_batch(batch: list[SourceFile]) -> tuple[list[_ParsedFile], float]:
         start = time.perf_counter()
-        parsed = [_parse(source, hash_by_path[source.doc_id], kb, counter) for source in batch]
+        outcomes = workers.parse([parse_job(source, kb) for source in batch])
+        parsed = [_ParsedFile(source, hash_by_path[source.doc_id], outcome.chunks, outcome.error, outcome.ocr_pages)
+                  for source, outcome in zip(batch, outcomes)]
+        report.worker_peak_mb = max([report.worker_peak_mb, *(outcome.peak_mb for outcome in outcomes)])
         return parsed, time.perf_counter() - start
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-kb-parse") as pool:
-        pending = pool.submit(parse_batch, batches[0]) if batches else None
+    # The workers end first when the sync stops: the batch parsing ahead is abandoned, not waited for.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-kb-parse-ahead") as pool, \
+            ParseWorkers(engine, counter, len(todo)) as workers:
+        pending = pool.submit(parse_batch, batches[0])
         for index in range(len(batches)):
-            assert pending is not None  # each round submits the next batch's parse
             parsed, parse_seconds = pending.result()
             timer.add("parse", parse_seconds)
-            pending = pool.submit(parse_batch, batches[index + 1]) if index + 1 < len(batches) else None
+            if index + 1 < len(batches):
+                pending = pool.submit(parse_batch, batches[index + 1])
 
             def embedding(embedded: int, total: int) -> None:  # progress moves while a batch embeds
                 files = done + len(parsed) * embedded // max(total, 1)
@@ -404,34 +413,14 @@ def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | No
             progress(done, len(todo), f"{kb.name}: indexed {done}/{len(todo)} files")
 
 
-def file_chunks(source: SourceFile, kb: KBConfig, counter: TokenCounter) -> list[Chunk]:
-    """Parse and chunk one file with the KB's settings; raises ParseError with the reason."""
-    return document_chunks(parse_source(source, kb), kb.chunking, counter)
+def parse_job(source: SourceFile, kb: KBConfig) -> Job:
+    """What a worker needs to parse and chunk one file of a KB as a sync does."""
+    return Job(source.path, source.doc_id, kb.ocr_on, kb.chunking)
 
 
 def reads_images(kb: KBConfig) -> bool:
     """Whether this KB's syncs read text from images: OCR is not off and its engine is installed."""
     return kb.ocr_on and ocr_available()
-
-
-def document_chunks(document: Document, settings: ChunkingConfig, counter: TokenCounter) -> list[Chunk]:
-    """A parsed document's chunks; a chunker failure or an empty result is a ParseError for that file."""
-    try:
-        chunks = chunk_document(document, settings, counter)
-    except Exception as exc:  # a chunker bug on odd input fails this file, not the sync
-        raise ParseError(f"chunking failed: {type(exc).__name__}: {exc}") from exc
-    if not chunks:
-        raise ParseError("nothing to index: the file has no text")
-    return chunks
-
-
-def _parse(source: SourceFile, file_hash: str, kb: KBConfig, counter: TokenCounter) -> _ParsedFile:
-    try:
-        document = parse_source(source, kb)
-        return _ParsedFile(source, file_hash, document_chunks(document, kb.chunking, counter),
-                           ocr_pages=document.ocr_pages)
-    except ParseError as exc:
-        return _ParsedFile(source, file_hash, [], str(exc))
 
 
 def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -317,7 +318,8 @@ def _capture(errors: list[BaseException], work) -> None:
 
 # ---- hostile input past the folder path: sites, archives, sheets, images --------------------------
 
-MEMORY_BOUND_MB = 1200  # the README's bound for a whole sync (OCR of a full-page scan included)
+MEMORY_BOUND_MB = 1200  # the README's bound for the sync process
+WORKER_BOUND_MB = 800  # and for a parsing process (OCR of a 49 MP scan included)
 
 
 # Runs `mcp-kb sync` and, at its exit, writes its peak memory. VmHWM is the high-water mark of the
@@ -390,16 +392,15 @@ def test_a_hostile_site_never_aborts_a_crawl(tmp_path, capsys):
     figures = {"pages indexed": indexed, "hostile pages failed with a reason": sum(p in reasons for p in hostile),
                "of": len(hostile), "drips cut after (bytes)": max(hostile[p].dripped for p in
                                                                    ("/docs/drip-head/", "/docs/drip-body/")),
-               "sync seconds": seconds, "peak RSS MB": peak}
+               "sync seconds": seconds, "peak RSS MB": peak, "parsing process peak MB": report["worker_peak_mb"]}
     _report(capsys, "hostile site", figures)
     assert indexed == 1 + len(good) + len(charsets), reasons
     assert set(hostile) <= set(reasons) and all(reasons[p] for p in hostile)
     assert figures["drips cut after (bytes)"] < 1000 and peak < MEMORY_BOUND_MB
+    assert 0 < report["worker_peak_mb"] < WORKER_BOUND_MB
 
 
 def test_files_past_the_limits_fail_alone_within_the_memory_bound(tmp_path, capsys):
-    import zipfile
-
     from PIL import Image
     from test_parsers_office import make_docx, make_pptx, make_xlsx
 
@@ -430,8 +431,41 @@ def test_files_past_the_limits_fail_alone_within_the_memory_bound(tmp_path, caps
     report, seconds, peak = _measured_sync(config)
     reasons = {f["path"]: f["reason"] for f in report["failures"]}
     figures = {"files indexed": report["files_added"] - report["files_failed"],
-               "failed with a reason": report["files_failed"], "sync seconds": seconds, "peak RSS MB": peak}
+               "failed with a reason": report["files_failed"], "sync seconds": seconds, "peak RSS MB": peak,
+               "parsing process peak MB": report["worker_peak_mb"]}
     _report(capsys, "files past the limits", figures)
     assert all("over the 200 MB limit" in reasons[name] for name in bombs), reasons
     assert "over the 60 MP limit" in reasons["huge.png"] and "lying.xlsx" not in reasons
-    assert peak < MEMORY_BOUND_MB
+    assert peak < MEMORY_BOUND_MB and 0 < report["worker_peak_mb"] < WORKER_BOUND_MB
+
+
+def test_files_that_outlast_or_outgrow_a_worker_fail_alone_and_the_rest_is_indexed(tmp_path, capsys):
+    """The files of "Trust III" item 10 that took the sync with them: a 45 MB Markdown file on one line and a
+    .docx of 600,000 empty paragraphs, beside good files, with a time limit of 10 s and 512 MB a file."""
+    from test_parsers_office import make_docx
+
+    docs = tmp_path / "docs"
+    for i in range(10):
+        write(docs / f"note{i}.md", f"# Note {i}\n\nThe rollout of feature {i} needs two approvals.\n")
+    with open(docs / "one-line.md", "w", encoding="utf-8") as huge:
+        for _ in range(45):
+            huge.write("word " * 200_000 + " ")  # a MB at a time, no line break
+    plain = make_docx(tmp_path / "plain.docx")
+    with zipfile.ZipFile(plain) as original, zipfile.ZipFile(docs / "empty.docx", "w", zipfile.ZIP_DEFLATED) as copy:
+        for item in original.infolist():
+            data = original.read(item)
+            if item.filename == "word/document.xml":
+                data = data.replace(b"<w:body>", b"<w:body>" + b"<w:p/>" * 600_000, 1)
+            copy.writestr(item, data)
+    config = tmp_path / "kb.toml"
+    config.write_text(f'storage = "{tmp_path / "index"}"\n[sync]\nfile_seconds = 10\nfile_memory_mb = 512\n'
+                      f'[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{docs}"]\n', encoding="utf-8")
+    report, seconds, peak = _measured_sync(config)
+    reasons = {f["path"]: f["reason"] for f in report["failures"]}
+    figures = {"files indexed": report["files_added"], "failed with a reason": report["files_failed"],
+               "sync seconds": seconds, "peak RSS MB": peak, "parsing process peak MB": report["worker_peak_mb"]}
+    _report(capsys, "files that outlast or outgrow a worker", figures)
+    assert report["files_added"] == 10 and set(reasons) == {"one-line.md", "empty.docx"}, reasons
+    assert all(reason.startswith(("parsing took longer than 10 s", "parsing needed more than 512 MB"))
+               for reason in reasons.values()), reasons
+    assert peak < MEMORY_BOUND_MB and report["worker_peak_mb"] < 512 + 200  # its cap over what it holds idle

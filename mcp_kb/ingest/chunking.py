@@ -12,11 +12,13 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..errors import ParseError
 from ..settings import ChunkingConfig
 from ..models.base import TokenCounter
 from ..text import SENTENCE_END, SENTENCE_ENDS_BEFORE, SENTENCE_SPLIT, shared_depth
 from ..vocabulary import HEADING_SEPARATOR
 from .document import Block, Document
+from .parsers.bounds import check_chunks
 
 # Split points, coarse to fine; each keeps its separator with the piece before it.
 _SPLIT_LEVELS = [
@@ -69,6 +71,21 @@ class Chunk:
 def effective_max_tokens(settings: ChunkingConfig, counter: TokenCounter) -> int:
     """The configured size, never more than the model reads (less its [CLS]/[SEP] tokens)."""
     return min(settings.max_tokens, counter.max_tokens - 2)
+
+
+def document_chunks(document: Document, settings: ChunkingConfig, counter: TokenCounter) -> list[Chunk]:
+    """A parsed document's chunks, as a sync indexes them: a chunker failure, no text or more chunks than
+    one file may make is a ParseError for that file."""
+    try:
+        chunks = chunk_document(document, settings, counter)
+    except MemoryError:  # the worker process running this reports it (ingest/workers.py)
+        raise
+    except Exception as exc:  # a chunker bug on odd input fails this file, not the sync
+        raise ParseError(f"chunking failed: {type(exc).__name__}: {exc}") from exc
+    if not chunks:
+        raise ParseError("nothing to index: the file has no text")
+    check_chunks(len(chunks))
+    return chunks
 
 
 def chunk_document(document: Document, settings: ChunkingConfig, counter: TokenCounter) -> list[Chunk]:

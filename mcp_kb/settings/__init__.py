@@ -2,13 +2,15 @@
 
 values.py (the strict base model, units, name rules, search limits), variables.py (every variable
 read, `${NAME}`, header values, per-user folders), storage.py, providers.py (embedding and rerank
-providers and their registries), server.py (serving and access grants), kb.py (one knowledge base),
-config.py (the whole file), loading.py (files, folders, the starter, paths) and explain.py
-(validation errors in words). The names below are the package's public face.
+providers and their registries), server.py (serving and access grants), sync.py (how syncs run:
+worker processes, per-file limits), kb.py (one knowledge base), config.py (the whole file),
+loading.py (files, folders, the starter, paths) and explain.py (validation errors in words).
+The names below are the package's public face.
 """
 
 from .config import Config, unknown_kb
-from .variables import ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, ENV_TOKEN, cache_root, environment, header_value
+from .variables import ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, ENV_TOKEN, cache_root, child_environment, environment, \
+    header_value
 from .kb import SOURCE_KINDS, ChunkingConfig, FilterableField, KBConfig, SearchConfig, SourceSettings, SyncConfig, \
     WebSourceConfig
 from .loading import build_config, config_for_folder, config_target, load_config, write_starter
@@ -16,13 +18,14 @@ from .providers import (EMBEDDING_PROVIDERS, RERANK_PROVIDERS, EmbeddingConfig, 
                         FastembedSettings, OpenAISettings, RerankConfig, ServiceRerankSettings)
 from .server import GroupGrant, OAuthConfig, ServerConfig, TokenGrant, granted
 from .storage import StorageConfig
+from .sync import FILE_MEMORY_MB, FILE_SECONDS, SyncEngineConfig, usable_cores
 from .values import (CONTEXT_MAX, DEFAULT_MODE, DEFAULT_MODEL, HEALTHY_HIT_RATE, IDENTIFIER, KB_NAME_CHARS, KB_NAME_PATTERN, MAX_QUERY_LENGTH,
                      MAX_TOKENS_MAX, MAX_TOKENS_MIN, MODES, MODES_TEXT, RANKED_MODES, TOP_K_MAX, TOP_K_MIN, TRANSPORTS,
                      SearchMode, Transport, is_remote_uri, megabytes)
 
 __all__ = [
     "Config", "unknown_kb",
-    "ENV_CONFIG", "ENV_MODEL", "ENV_MODEL_PATH", "ENV_TOKEN", "cache_root", "environment", "header_value",
+    "ENV_CONFIG", "ENV_MODEL", "ENV_MODEL_PATH", "ENV_TOKEN", "cache_root", "child_environment", "environment", "header_value",
     "SOURCE_KINDS", "ChunkingConfig", "FilterableField", "KBConfig", "SearchConfig", "SourceSettings", "SyncConfig",
     "WebSourceConfig",
     "build_config", "config_for_folder", "config_target", "load_config", "write_starter",
@@ -30,6 +33,7 @@ __all__ = [
     "OpenAISettings", "RerankConfig", "ServiceRerankSettings",
     "GroupGrant", "OAuthConfig", "ServerConfig", "TokenGrant", "granted",
     "StorageConfig",
+    "FILE_MEMORY_MB", "FILE_SECONDS", "SyncEngineConfig", "usable_cores",
     "CONTEXT_MAX", "DEFAULT_MODE", "DEFAULT_MODEL", "HEALTHY_HIT_RATE", "IDENTIFIER", "KB_NAME_CHARS", "KB_NAME_PATTERN", "MAX_QUERY_LENGTH",
     "MAX_TOKENS_MAX", "MAX_TOKENS_MIN", "MODES", "MODES_TEXT", "RANKED_MODES", "TOP_K_MAX", "TOP_K_MIN", "TRANSPORTS",
     "SearchMode", "Transport", "is_remote_uri", "megabytes",

@@ -15,6 +15,7 @@ from .providers import (DEFAULT_PROVIDER, EMBEDDING_PROVIDERS, RERANK_PROVIDERS,
                         FastembedSettings, RerankConfig)
 from .server import ServerConfig, granted
 from .storage import StorageConfig
+from .sync import SyncEngineConfig
 from .values import Strict
 
 
@@ -25,6 +26,7 @@ class Config(Strict):
     embedding: SerializeAsAny[EmbeddingConfig] = FastembedSettings()
     rerank: SerializeAsAny[RerankConfig] = FastembedRerankSettings()
     server: ServerConfig = ServerConfig()
+    sync: SyncEngineConfig = SyncEngineConfig()
     kb: list[KBConfig] = Field(default_factory=list)
     source: Path | None = None  # the file this came from, for messages
 

@@ -39,6 +39,11 @@ def environment(variable: str) -> str | None:
     return os.environ.get(variable) or None
 
 
+def child_environment(**defaults: str) -> dict[str, str]:
+    """The environment for a child process of mcp-kb: this one's, with `defaults` for variables it lacks."""
+    return {**defaults, **os.environ}
+
+
 def data_root() -> Path:
     """This user's data folder for mcp-kb, e.g. ~/.local/share/mcp-kb on Linux: the default indexes."""
     return Path(platformdirs.user_data_dir("mcp-kb", appauthor=False))

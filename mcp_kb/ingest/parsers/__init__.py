@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..document import Document
 from ...errors import ParseError
+from ...settings import FILE_SECONDS
 from .bounds import time_budget
 
 Parser = Callable[..., Document]  # (path, doc_id) -> Document; OCR-capable parsers also take `ocr: bool`
@@ -50,6 +51,13 @@ def register(suffixes: list[str], parser: Parser, binary: bool = False, ocr: boo
                 kinds.discard(suffix)
 
 
+def registered() -> dict[str, tuple[Parser, bool, bool]]:
+    """The parsers plugins or code registered (suffix -> parser, binary, ocr), not the built-in ones a process
+    loads by itself: what a worker process must register to parse as this one does."""
+    return {suffix: (parser, suffix in _BINARY, suffix in _OCR) for suffix, parser in _PARSERS.items()
+            if not getattr(parser, "__module__", "").startswith(f"{__name__}.")}
+
+
 def is_supported(suffix: str) -> bool:
     """Whether some parser reads files with this suffix (lower case, with the dot)."""
     return suffix in _PARSERS or suffix in _BUILTIN
@@ -62,16 +70,17 @@ def is_binary_format(suffix: str) -> bool:
     return _BUILTIN.get(suffix, ("", False))[1]
 
 
-def parse_file(path: Path, doc_id: str, ocr: bool = True) -> Document:
-    """Parse one file (`ocr`: may text be read from images); any failure becomes a ParseError naming the reason."""
+def parse_file(path: Path, doc_id: str, ocr: bool = True, seconds: float = FILE_SECONDS) -> Document:
+    """Parse one file (`ocr`: may text be read from images) within `seconds`; any failure becomes a ParseError
+    naming the reason, except running out of memory (a worker process reports that: ingest/workers.py)."""
     suffix = path.suffix.lower()
     parser = _parser_for(suffix)
     if parser is None:
         raise ParseError(f"unsupported file type {path.suffix or '(none)'}")
     try:
-        with time_budget():
+        with time_budget(seconds):
             return parser(path, doc_id, ocr=ocr) if suffix in _OCR else parser(path, doc_id)
-    except ParseError:
+    except (ParseError, MemoryError):
         raise
     except OSError as exc:
         raise ParseError(f"unreadable: {exc.strerror or exc}") from exc

@@ -6,7 +6,9 @@ its memory bound or stall it: the file fails with a reason and the rest is index
   its declared size (a part that inflates further fails its CRC check).
 - Images are judged by the size their header declares before a pixel is decoded.
 - Parsers call `check_time()` in their loops (paragraphs, slides, rows, pages): a file that has
-  used up its time budget fails there.
+  used up its time budget fails there, with the same words as the kill timer of its worker process
+  (ingest/workers.py), which is the bound that holds inside a C call too.
+- A file makes at most MAX_CHUNKS chunks: that bounds what embedding one file costs.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ...errors import ParseError
+from ...settings import FILE_SECONDS
 
 MAX_UNPACKED_BYTES = 200 * 1024 * 1024  # an Office package's parts, all together
 # XML is what the libraries build trees of (about 9 bytes of memory per byte: 23 MB of Word XML
@@ -26,26 +29,48 @@ MAX_UNPACKED_BYTES = 200 * 1024 * 1024  # an Office package's parts, all togethe
 MAX_XML_BYTES = 50 * 1024 * 1024
 MAX_PARTS = 10_000  # entries in one package (a real document has dozens; each costs the reader memory)
 MAX_IMAGE_PIXELS = 60_000_000  # decoded before scaling: 60 MP of RGBA is 240 MB
-PARSE_SECONDS = 120.0  # per file
+# 20,000 chunks of 256 tokens are about 5 million tokens (a 10 MB text, a book of 10,000 pages): some
+# minutes of embedding on a CPU.
+MAX_CHUNKS = 20_000
 
-_deadline: contextvars.ContextVar[float] = contextvars.ContextVar("parse_deadline", default=float("inf"))
+# (deadline, seconds allowed) of the file being parsed
+_budget: contextvars.ContextVar[tuple[float, float]] = contextvars.ContextVar("parse_budget",
+                                                                              default=(float("inf"), 0.0))
 
 
 @contextlib.contextmanager
-def time_budget() -> Iterator[None]:
-    """Give the file parsed inside this block PARSE_SECONDS to finish."""
-    token = _deadline.set(time.monotonic() + PARSE_SECONDS)
+def time_budget(seconds: float = FILE_SECONDS) -> Iterator[None]:
+    """Give the file parsed inside this block `seconds` to finish."""
+    token = _budget.set((time.monotonic() + seconds, seconds))
     try:
         yield
     finally:
-        _deadline.reset(token)
+        _budget.reset(token)
 
 
 def check_time() -> None:
     """Fail the file being parsed if it has used up its time budget."""
-    if time.monotonic() > _deadline.get():
-        raise ParseError(f"parsing took longer than {PARSE_SECONDS:g} s, the limit per file; split the file to "
-                         f"index it")
+    deadline, seconds = _budget.get()
+    if time.monotonic() > deadline:
+        raise ParseError(too_slow(seconds))
+
+
+def too_slow(seconds: float) -> str:
+    """Why a file that ran out of time failed."""
+    return f"parsing took longer than {seconds:g} s, the limit per file; split the file to index it"
+
+
+def too_large(megabytes: int) -> str:
+    """Why a file that needed more memory than a worker may hold failed."""
+    return (f"parsing needed more than {megabytes} MB of memory, the limit per file; split the file to index it "
+            f"(or raise [sync] file_memory_mb)")
+
+
+def check_chunks(count: int) -> None:
+    """Fail a file that makes more chunks than one file may."""
+    if count > MAX_CHUNKS:
+        raise ParseError(f"makes {count:,} chunks, over the {MAX_CHUNKS:,} limit per file; split the file (or raise "
+                         f"[kb.chunking] max_tokens) to index it")
 
 
 def check_package(path: Path, kind: str) -> None:

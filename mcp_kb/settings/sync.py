@@ -1,0 +1,39 @@
+"""`[sync]`: how this machine runs a sync: the processes that parse and chunk files, and what one file may
+cost them (per-KB triggers are `[kb.sync]`)."""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import Field
+
+from .values import Strict
+
+FILE_SECONDS = 120.0  # parsing and chunking one file, by default
+# A worker costs about 0.3 s of CPU to start, what parsing a few ordinary files costs: a small sync starts
+# one worker for this many files to parse.
+FILES_PER_WORKER = 8
+FILE_MEMORY_MB = 2048  # address space one file may make a worker map beyond idle (OCR of a scan maps ~1 GB)
+
+
+class SyncEngineConfig(Strict):
+    """How syncs run here: files are parsed and chunked in worker processes, each file within hard limits."""
+
+    # Worker processes parsing and chunking files side by side; 0: one per core this process may use.
+    workers: int = Field(0, ge=0, le=256)
+    # Past this, a file's worker is killed and the file fails alone ("… took longer than 120 s").
+    file_seconds: float = Field(FILE_SECONDS, gt=0, le=86_400)
+    # A worker's address space beyond what it holds idle (Linux): a file needing more fails alone.
+    file_memory_mb: int = Field(FILE_MEMORY_MB, ge=64, le=1_048_576)
+
+    def worker_count(self, files: int) -> int:
+        """How many workers parse `files` files: `workers`, but one per FILES_PER_WORKER files at most."""
+        wanted = self.workers or usable_cores()
+        return max(1, min(wanted, -(-files // FILES_PER_WORKER)))
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, where the system tells it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
