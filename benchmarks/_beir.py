@@ -36,11 +36,12 @@ def write_corpus(dataset: str, folder: Path, limit: int | None = None) -> int:
     return count
 
 
-def kb_config(folder: Path, storage: Path, name: str, search: dict | None = None, quantize: str = "none"):
+def kb_config(folder: Path, storage: Path, name: str, search: dict | None = None, quantize: str = "none",
+              workers: int = 0):
     from mcp_kb.settings import build_config
 
     kb = {"name": name, "description": name, "paths": [str(folder)], **({"search": search} if search else {})}
-    raw = {"storage": str(storage), "kb": [kb], "embedding": {"quantize": quantize}}
+    raw = {"storage": str(storage), "kb": [kb], "embedding": {"quantize": quantize}, "sync": {"workers": workers}}
     return build_config(raw, base_dir=folder, source=None)
 
 

@@ -4,6 +4,7 @@
     python benchmarks/sync_speed.py scifact --limit 1000 --quantize int8   # [embedding] quantize = "int8"
     python benchmarks/sync_speed.py scifact --limit 1000 --model-path ../shared/models/all-MiniLM-L6-v2-onnx-int8
     python benchmarks/sync_speed.py noop        # 10,000 files: no-op resync and one changed file
+    python benchmarks/sync_speed.py workers --workers 1 2   # the real-PDF set: files/s by parsing processes
 
 Everything is written under /tmp/mcp-kb-bench.
 """
@@ -86,9 +87,41 @@ def noop(args: argparse.Namespace) -> None:
           f"({embed_seconds:.2f}s in the embed stage); stages {report.seconds}")
 
 
+def workers(args: argparse.Namespace) -> None:
+    """The real PDFs of ../shared/eval/pdfs synced with each number of workers, in one run: files/s of the
+    whole sync and of its parse stage, the share of each stage, the peak memory of the sync and a worker."""
+    from mcp_kb.app import App
+
+    source = Path(__file__).resolve().parents[2] / "shared" / "eval" / "pdfs"
+    pdfs = sorted(source.rglob("*.pdf"))
+    folder = WORK / "pdfs"
+    shutil.rmtree(folder, ignore_errors=True)
+    for i, pdf in enumerate(pdfs):  # flat, renamed: two sample sets share file names
+        (folder / "docs").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(pdf, folder / "docs" / f"{i:03d}-{pdf.name}")
+    for count in args.workers:
+        shutil.rmtree(folder / "index", ignore_errors=True)
+        app = App(kb_config(folder / "docs", folder / "index", "pdfs", workers=count))
+        started = time.perf_counter()
+        app.check()  # parsing and chunking alone, in the same workers
+        print(f"workers {count}: parsing alone (check) {len(pdfs) / (time.perf_counter() - started):.2f} files/s")
+        app.embedder.embed_query("load the model before timing")
+        started = time.perf_counter()
+        report = app.sync()[0]
+        seconds = time.perf_counter() - started
+        stages = {stage: round(value / report.seconds["total"], 2) for stage, value in report.seconds.items()
+                  if stage in ("parse", "embed", "write", "index")}
+        print(f"workers {count}: {len(pdfs)} files ({report.files_failed} failed), {report.chunks_embedded} chunks in "
+              f"{seconds:.1f}s: {len(pdfs) / seconds:.2f} files/s; parse stage {report.seconds['parse']:.1f}s "
+              f"({len(pdfs) / report.seconds['parse']:.2f} files/s, runs a batch ahead of embedding); share of the "
+              f"total {stages}; peak RSS: sync {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB, "
+              f"a worker {report.worker_peak_mb} MB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["scifact", "noop"])
+    parser.add_argument("scenario", choices=["scifact", "noop", "workers"])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="workers: the counts to compare")
     parser.add_argument("--limit", type=int, help="scifact: the first N documents only")
     parser.add_argument("--model-path", help="another local model folder, e.g. the int8 export")
     parser.add_argument("--quantize", choices=["none", "int8"], default="none", help="scifact: [embedding] quantize")
@@ -97,7 +130,7 @@ def main() -> None:
         os.environ["MCP_KB_EMBEDDING_MODEL_PATH"] = str(Path(args.model_path).resolve())
     use_offline_model()
     print(f"model: {os.environ.get('MCP_KB_EMBEDDING_MODEL_PATH')}, quantize {args.quantize}")
-    {"scifact": scifact, "noop": noop}[args.scenario](args)
+    {"scifact": scifact, "noop": noop, "workers": workers}[args.scenario](args)
 
 
 if __name__ == "__main__":
