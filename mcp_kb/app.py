@@ -13,7 +13,7 @@ from typing import Any
 
 from .audit import AuditTrail
 from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
-from .errors import KBError, NotSyncedError
+from .errors import KBError, ModelError, NotSyncedError
 from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
 from .index import open_store
 from .index.contract import ChunkView, Store
@@ -264,7 +264,15 @@ class App:
                       last_sync=state.last_sync.get("finished_at"), last_outcome=state.outcome,
                       last_error=state.last_sync.get("error", ""), seconds=state.report.get("seconds", {}).get("total"),
                       failed_files=state.report.get("files_failed", 0), model=state.model,
-                      index_state=state.report.get("index_state", ""), health=read_health(self.store, name))
+                      query_model_differs=self._query_model_differs(state.model), index_state=state.report.get("index_state", ""), health=read_health(self.store, name))
+
+    def _query_model_differs(self, indexed: dict[str, Any] | None) -> str:
+        if self._embedder is None:
+            return ""
+        try:
+            return self._embedder.identity.differs_from(indexed)
+        except ModelError:  # no model here: searches say so
+            return ""
 
     def _kb_status(self, name: str) -> KBStatus:
         """The glance, with the counts read from the index itself, its version and the failed files."""

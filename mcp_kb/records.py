@@ -101,6 +101,9 @@ class Glance:
     seconds: float | None  # the last sync's duration
     failed_files: int
     model: dict[str, Any] | None
+    # Why queries embedded here cannot search the index's vectors ("" when they can, or when this process has
+    # loaded no model: a command such as `status` loads none and cannot tell what a server embeds with).
+    query_model_differs: str
     index_state: str
     health: dict[str, Any]
 

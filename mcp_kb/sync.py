@@ -219,9 +219,8 @@ def _recording_progress(store: Store, kb: str, progress: Progress | None,
 def _fingerprints(kb: KBConfig, embedder: Embedder, counter: TokenCounter, layout: int) -> dict[str, Any]:
     """What the stored chunks depend on; a change in any of them means a rebuild."""
     chunking = {**kb.chunking.model_dump(), "effective_max_tokens": effective_max_tokens(kb.chunking, counter)}
-    identity = embedder.identity
     fingerprints = {
-        "model": {"name": identity.name, "dimension": identity.dimension, "file_hash": identity.file_hash},
+        "model": embedder.identity.fingerprint(),
         "chunking": chunking,
         "metadata": {"static": kb.metadata, "types": kb.metadata_types()},
         "keyword_analysis": ANALYZER_VERSION,

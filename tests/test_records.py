@@ -18,9 +18,11 @@ def test_a_state_row_reads_the_same_before_any_sync_for_an_old_index_and_after_a
 def test_the_json_forms_keep_the_shapes_clients_read():
     status = KBStatus(name="docs", description="d", tool="search_docs", files=1, chunks=2, sync_running=False,
                       progress={}, last_sync=None, last_outcome=NEVER_SYNCED, last_error="", seconds=None,
-                      failed_files=1, model=None, index_state="", health={}, failed=(Problem("x.pdf", "corrupt"),))
+                      failed_files=1, model=None, query_model_differs="", index_state="", health={},
+                      failed=(Problem("x.pdf", "corrupt"),))
     shown = json.loads(json.dumps(status.as_dict()))
     assert shown["failed"] == [{"path": "x.pdf", "reason": "corrupt"}] and shown["generation"] is None
+    assert shown["query_model_differs"] == ""
     assert KBCheck("docs", "search_docs", error="cannot read").as_dict() == {
         "kb": "docs", "tool": "search_docs", "error": "cannot read"}
     checked = KBCheck("docs", "search_docs", files=1, skipped=(Problem("a", "b"),)).as_dict()

@@ -213,10 +213,12 @@ def test_context_adds_neighbouring_chunks(app):
 
 
 class _BrokenEmbedder:
-    """Stands in for a model that fails at query time (the degradation path)."""
+    """Stands in for the index's model failing at query time (the degradation path)."""
 
     calls = 0
-    identity = None
+
+    def __init__(self, identity):
+        self.identity = identity
 
     def embed_query(self, text):
         raise ModelError("model file unreadable")
@@ -226,7 +228,7 @@ def test_failing_embedder_degrades_to_keyword_and_says_so(app):
     from mcp_kb.search import Searcher
 
     kb = app.config.kb[0]
-    searcher = Searcher(app.store, _BrokenEmbedder(), app.tokenizer)
+    searcher = Searcher(app.store, _BrokenEmbedder(app.embedder.identity), app.tokenizer)
     result = searcher.search(kb, searcher.request(kb, "E5021", mode="hybrid"))
     assert result.mode == "keyword" and result.hits[0].source == "errors.md"
     assert "vector search unavailable" in result.notes[0]
@@ -321,7 +323,7 @@ def test_a_degraded_answer_is_not_served_from_cache_once_the_model_is_back(app):
     from mcp_kb.search import Searcher
 
     kb = app.config.kb[0]
-    searcher = Searcher(app.store, _BrokenEmbedder(), app.tokenizer)
+    searcher = Searcher(app.store, _BrokenEmbedder(app.embedder.identity), app.tokenizer)
     request = searcher.request(kb, "E5021 access token", mode="hybrid")
     assert searcher.search(kb, request).mode == "keyword"
     searcher.embedder = app.embedder  # the model recovers

@@ -18,6 +18,21 @@ class ModelIdentity:
     dimension: int
     file_hash: str  # sha256 of the model's weights, or "" when unknown
 
+    def fingerprint(self) -> dict[str, Any]:
+        """What an index records of the model that embedded it; a query must be embedded by the same."""
+        return {"name": self.name, "dimension": self.dimension, "file_hash": self.file_hash}
+
+    def differs_from(self, indexed: dict[str, Any] | None) -> str:
+        """Why queries embedded by this model cannot search an index embedded by `indexed` ("" when they can,
+        or when the index records no model yet)."""
+        if indexed is None or indexed == self.fingerprint():
+            return ""
+        if (indexed.get("name"), indexed.get("dimension")) == (self.name, self.dimension):
+            return (f"the index holds vectors of another file of {self.name} (weights "
+                    f"{str(indexed.get('file_hash'))[:12]}, here {self.file_hash[:12]})")
+        return (f"the index holds vectors of {indexed.get('name')} ({indexed.get('dimension')}-d) and queries here "
+                f"are embedded with {self.name} ({self.dimension}-d)")
+
 
 class Embedder(ABC):
     """Turns texts into unit-length float32 vectors. Subclasses implement `identity` and `embed_batch`."""

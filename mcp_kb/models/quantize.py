@@ -11,7 +11,9 @@ fp32 file's hash, with a record of every file it consists of (size and hash: the
 since a changed byte there changes every vector) and how close it came to fp32 on a fixed set of texts.
 A copy whose files differ from the record, or that holds a symlink or a special file (a graph linked to
 /dev/zero would be hashed forever), is damaged and made again. A copy that cannot be made or comes out too far from fp32 is
-refused once and remembered (per onnxruntime version), and the fp32 model stays in use.
+refused once and remembered (per onnxruntime version), and the fp32 model stays in use. A copy that could
+not be written or kept (a full disk, a place taken) is remembered for an hour, then tried again. Searches
+never use fp32 query vectors on an index of int8 ones: they compare the model identities (search.py).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ CHECK_TEXTS = (
 )
 _GELU_OPS = {"Erf", "Gelu", "FastGelu", "BiasGelu", "QuickGelu"}
 _ABANDONED_AFTER_SECONDS = 3600
+RETRY_WRITE_AFTER_SECONDS = 3600  # a copy that could not be written or kept is tried again after this
 _GELU_SEARCH_DEPTH = 6  # a GELU written out (x * 0.5 * (1 + erf(x / sqrt 2))) is five nodes deep
 
 
@@ -76,10 +79,16 @@ def int8_copy(source: Path, model_file: str, cache: Path, embed: Callable[[Path]
     refused = _refused(refusal)
     if refused:
         return Int8Copy(None, refused)
+    unkept = folder.with_name(f"{folder.name}.unkept.json")
+    recently = _failed_recently(unkept)
+    if recently:
+        return Int8Copy(None, recently)
     try:
         return _make(source, model_file, folder, refusal, embed)
-    except OSError as exc:  # a full disk or an unwritable cache: nothing to remember, try again next start
-        return Int8Copy(None, f"the int8 copy could not be written under {folder.parent} ({exc})")
+    except OSError as exc:  # a full disk, an unwritable cache: says nothing about the model, so tried again later
+        why = f"the int8 copy could not be written under {folder.parent} ({exc})"
+        _remember_failure(unkept, why)
+        return Int8Copy(None, why)
 
 
 def _refused(refusal: Path) -> str | None:
@@ -88,6 +97,27 @@ def _refused(refusal: Path) -> str | None:
         return str(json.loads(refusal.read_text(encoding="utf-8"))["why"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _failed_recently(unkept: Path) -> str | None:
+    """Why the copy could not be written or kept, when that was less than RETRY_WRITE_AFTER_SECONDS ago: each
+    start would otherwise quantize for seconds and throw the copy away."""
+    try:
+        record = json.loads(unkept.read_text(encoding="utf-8"))
+        at, why = float(record["at"]), str(record["why"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if time.time() - at >= RETRY_WRITE_AFTER_SECONDS:
+        return None
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
+    return f"{why}, at {when}; tried again {RETRY_WRITE_AFTER_SECONDS // 60} minutes after"
+
+
+def _remember_failure(unkept: Path, why: str) -> None:
+    try:
+        unkept.write_text(json.dumps({"why": why, "at": time.time()}), encoding="utf-8")
+    except OSError:  # the cache takes nothing at all: an attempt fails there at once, before any quantizing
+        pass
 
 
 def _kept_copy(folder: Path, model_file: str) -> Int8Copy | None:
@@ -138,8 +168,11 @@ def _build(source: Path, model_file: str, folder: Path, building: Path, refusal:
     (building / RECORD).write_text(json.dumps(record), encoding="utf-8")
     try:
         building.rename(folder)  # whole or not at all
-    except OSError:  # another process finished first
-        return _kept_copy(folder, model_file) or Int8Copy(None, f"the int8 copy in {folder} could not be kept")
+    except OSError:  # another process finished first, or the place cannot be had
+        kept = _kept_copy(folder, model_file)
+        if kept is None:
+            raise
+        return kept
     return Int8Copy(folder, closeness)
 
 

@@ -166,7 +166,8 @@ def test_a_search_in_a_new_process_after_the_dimension_changed_falls_back_to_key
     remote_app().sync()
     service.faults.dimension = 128
     result = remote_app().search("docs", "annual leave portal", mode="hybrid", top_k=1)
-    assert result.mode == "keyword" and "128 dimensions" in result.notes[0] and "384" in result.notes[0]
+    assert result.mode == "keyword" and result.notes[0].startswith("vector search is off: the index holds vectors")
+    assert "(384-d) and queries here are embedded with" in result.notes[0] and result.notes[0].count("(128-d)") == 1
     assert result.hits[0].source == "leave.md"
 
 

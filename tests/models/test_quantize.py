@@ -170,4 +170,41 @@ def test_a_disk_that_fills_while_quantizing_leaves_fp32_and_nothing_behind(setti
     with caplog.at_level(logging.WARNING, logger=WARNINGS):
         assert FastEmbedder(settings(tmp_path / "cache")).identity == embedder.identity
     assert "No space left on device" in caplog.text and "embedding with the fp32 model" in caplog.text
-    assert [p.name for p in (tmp_path / "cache" / "mcp-kb-int8").iterdir()] == []  # no part, no refusal kept
+    copies = tmp_path / "cache" / "mcp-kb-int8"
+    [unkept] = copies.iterdir()  # no part, no refusal: only when it failed
+    assert unkept.name.endswith(".unkept.json")
+    caplog.clear()
+    _never_quantize(monkeypatch)  # the next starts within the hour do not quantize for nothing
+    with caplog.at_level(logging.WARNING, logger=WARNINGS):
+        assert FastEmbedder(settings(tmp_path / "cache")).identity == embedder.identity
+    assert "No space left on device" in caplog.text and "tried again 60 minutes after" in caplog.text
+    record = json.loads(unkept.read_text())
+    unkept.write_text(json.dumps({**record, "at": record["at"] - quantize.RETRY_WRITE_AFTER_SECONDS}))
+    tried = []
+    monkeypatch.setattr(quantize, "_quantize", lambda *paths: tried.append(paths) or 1 / 0)
+    _ = FastEmbedder(settings(tmp_path / "cache")).identity  # an hour later: tried again
+    assert len(tried) == 1
+
+
+def test_queries_never_search_an_int8_index_with_fp32_vectors(make_config, settings, embedder, tmp_path,
+                                                             monkeypatch):
+    """A server whose int8 copy cannot be had (here: refused) embeds queries with fp32: on an index of int8
+    vectors it answers from keyword search, saying why, and its status shows it."""
+    from mcp_kb.app import App
+
+    write(tmp_path / "docs" / "leave.md", "# Leave\n\nApply for annual leave in the HR portal two weeks ahead.\n")
+    write(tmp_path / "docs" / "parking.md", "# Parking\n\nThe garage opens at seven; badges open the gate.\n")
+    config = make_config({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]},
+                         embedding=settings().model_dump())
+    built = App(config)
+    built.sync()
+    assert "(int8)" in built.status("docs")[0].model["name"] and not built.status("docs")[0].query_model_differs
+    monkeypatch.setattr(quantize, "MIN_COSINE", 0.9999)  # another machine's cache, where the copy is refused
+    served = App(config.model_copy(update={"embedding": settings(tmp_path / "other-cache")}))
+    result = served.search("docs", "annual leave portal", mode="hybrid")
+    assert result.mode == "keyword" and result.hits[0].source == "leave.md"
+    differs = (f"the index holds vectors of {embedder.identity.name} (int8) (384-d) and queries here are embedded "
+               f"with {embedder.identity.name} (384-d)")
+    assert result.notes[0].startswith(f"vector search is off: {differs}; answered from keyword search")
+    assert served.status("docs")[0].query_model_differs == differs
+    assert built.search("docs", "annual leave portal", mode="hybrid").mode == "hybrid"
