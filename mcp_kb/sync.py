@@ -369,6 +369,7 @@ class _ParsedFile:
     chunks: list[Chunk]
     error: str = ""
     ocr_pages: int = 0
+    retry: bool = False  # not to blame for its error: nothing of it is written, so the next sync parses it again
 
 
 def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
@@ -387,8 +388,8 @@ def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | No
     def parse_batch(batch: list[SourceFile]) -> tuple[list[_ParsedFile], float]:
         start = time.perf_counter()
         outcomes = workers.parse([parse_job(source, kb) for source in batch])
-        parsed = [_ParsedFile(source, hash_by_path[source.doc_id], outcome.chunks, outcome.error, outcome.ocr_pages)
-                  for source, outcome in zip(batch, outcomes)]
+        parsed = [_ParsedFile(source, hash_by_path[source.doc_id], outcome.chunks, outcome.error, outcome.ocr_pages,
+                              outcome.retry) for source, outcome in zip(batch, outcomes)]
         report.worker_peak_mb = max([report.worker_peak_mb, *(outcome.peak_mb for outcome in outcomes)])
         return parsed, time.perf_counter() - start
 
@@ -440,13 +441,14 @@ def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None
         return
     with timer("write"):
         metadata_types = kb.metadata_types()
+        written = [item for item in parsed if not item.retry]  # a retried file keeps what the index has of it
         refused = store.write_chunks(kb.name, target, {
             item.source.doc_id: [_chunk_row(kb, metadata_types, item.file_hash, chunk, vectors[chunk.content_hash])
-                                 for chunk in item.chunks] for item in parsed})
-        for item in parsed:  # a value that does not fit its column fails its file only
+                                 for chunk in item.chunks] for item in written})
+        for item in written:  # a value that does not fit its column fails its file only
             if item.source.doc_id in refused:
                 item.error, item.chunks = refused[item.source.doc_id], []
-        store.write_files(kb.name, target, [_file_record(item) for item in parsed])
+        store.write_files(kb.name, target, [_file_record(item) for item in written])
     report.pages_ocr += sum(item.ocr_pages for item in parsed)
     for item in parsed:
         if item.error:

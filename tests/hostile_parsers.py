@@ -18,6 +18,14 @@ def hang(path: Path, doc_id: str) -> Document:
         time.sleep(3600)
 
 
+def hang_once(path: Path, doc_id: str) -> Document:
+    """Hangs the first time it meets a file (until its worker is killed); reads it the next time."""
+    if _marker(path).exists():
+        return Document(doc_id, "text", path.stem, (Block(path.read_text(encoding="utf-8").strip()),))
+    hang(path, doc_id)
+    raise AssertionError("unreachable")
+
+
 def crash(path: Path, doc_id: str) -> Document:
     """A segmentation fault, as a C parser meets one."""
     _arrived(path)

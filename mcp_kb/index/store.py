@@ -311,6 +311,8 @@ class LanceStore:
     def write_chunks(self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]) -> dict[str, str]:
         """One commit: each document's old chunks out, its rows in; a document whose values do not fit their
         columns is left out (its old chunks go too), with the reason by path."""
+        if not rows_by_path:
+            return {}
         schema = self.chunk_schema(kb, generation)
         if schema is None:
             raise StoreError(f"knowledge base {kb!r}: generation {generation} has no chunk table; sync again")

@@ -9,7 +9,8 @@ each with its chunks or the reason it has none. The limits hold whatever a parse
 - memory (Linux): a worker's address space is capped at what it maps idle plus `file_memory_mb`, so a file
   that needs more fails with MemoryError in the worker, or kills it;
 - a worker that dies (a signal, a crash in a C parser, the cap) fails its file with the reason and is
-  replaced at the next file: the sync goes on.
+  replaced at the next file: the sync goes on. A worker killed from outside (SIGKILL: the system's
+  out-of-memory killer, an operator) does not blame its file: the next sync parses it again.
 A worker whose parent died ends at its next read, or, stuck in a C call, by faulthandler's timer.
 """
 
@@ -60,6 +61,7 @@ class Parsed:
     ocr_pages: int = 0
     error: str = ""
     retire: bool = False  # the worker ends after this answer (out of memory, or holding much more than idle)
+    retry: bool = False  # the file is not to blame (its worker was killed from outside): parse it again next time
     peak_mb: int = 0  # the most memory the worker has held so far (resident, high-water mark; 0: unknown)
 
 
@@ -97,7 +99,11 @@ class ParseWorkers:
         return list(self._threads.map(self._parse_one, jobs))
 
     def _parse_one(self, job: Job) -> Parsed:
-        worker = self._idle.get() or self._start()
+        worker = self._idle.get()
+        if worker is not None and not worker.alive:  # killed while idle: nothing of a file was lost
+            worker.stop()
+            worker = None
+        worker = worker or self._start()
         try:
             return worker.run(job)
         finally:
@@ -154,7 +160,7 @@ class _Worker:
             _write(self._requests, pickle.dumps(job, pickle.HIGHEST_PROTOCOL))
             answer: Parsed = pickle.loads(_read(self._answers))
         except (OSError, EOFError, pickle.UnpicklingError):
-            answer = Parsed(error=self._why_it_ended())
+            answer = self._ended()
         finally:
             timer.cancel()
         if answer.retire:
@@ -165,15 +171,19 @@ class _Worker:
         self._out_of_time = True
         self.kill()
 
-    def _why_it_ended(self) -> str:
+    def _ended(self) -> Parsed:
+        """The answer for a file whose worker ended before answering."""
         self.kill()
         code = self._process.wait()
         if self._out_of_time:
-            return too_slow(self._seconds)
+            return Parsed(error=too_slow(self._seconds))
+        if code == -signal.SIGKILL:  # not ours: the system's out-of-memory killer, or someone, chose this process
+            return Parsed(error="the parsing process was killed (SIGKILL) while on this file; it is parsed again at "
+                                "the next sync", retry=True)
         if code < 0:
-            return (f"the parsing process ended on this file by {signal.Signals(-code).name} (a crash in a parser, "
-                    f"or more than {self._memory_mb} MB of memory)")
-        return f"the parsing process ended on this file with exit status {code}"
+            return Parsed(error=f"the parsing process ended on this file by {signal.Signals(-code).name} (a crash in "
+                                f"a parser, or more than {self._memory_mb} MB of memory)")
+        return Parsed(error=f"the parsing process ended on this file with exit status {code}")
 
     def kill(self) -> None:
         if self._process.poll() is None:
@@ -184,7 +194,10 @@ class _Worker:
         self.kill()
         self._process.wait()
         for pipe in (self._requests, self._answers):
-            pipe.close()
+            try:
+                pipe.close()
+            except OSError:  # a request still buffered for a process that is gone
+                pass
 
 
 def _pickled_setup(settings: SyncEngineConfig, counter: TokenCounter) -> bytes:

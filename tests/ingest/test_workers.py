@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ def registered(monkeypatch):
     monkeypatch.setattr(parsers, "_PARSERS", dict(parsers._PARSERS))
     monkeypatch.setattr(parsers, "_BINARY", set(parsers._BINARY))
     monkeypatch.setattr(parsers, "_OCR", set(parsers._OCR))
-    for name in ("hang", "crash", "hog", "meet"):
+    for name in ("hang", "hang_once", "crash", "hog", "meet"):
         parsers.register([f".{name}"], getattr(hostile_parsers, name))
 
 
@@ -55,6 +56,26 @@ def test_files_that_hang_crash_or_need_too_much_memory_fail_alone_and_the_rest_i
     assert reasons["greedy.hog"].startswith("parsing needed more than 256 MB of memory, the limit per file")
     assert report.files_failed == 3 and report.files_added == GOOD_FILES
     assert app.search("docs", "rollout of feature 4", top_k=1).hits[0].source == "note4.md"
+
+
+def test_a_worker_killed_from_outside_does_not_blame_its_file_and_the_next_sync_indexes_it(
+        registered, make_app, tmp_path):
+    docs = _folder(tmp_path, "victim.hang_once")
+    app = make_app({"name": "docs", "description": "d", "paths": [str(docs)]}, sync={"workers": 1})
+    reports = []
+    sync = threading.Thread(target=lambda: reports.extend(app.sync()))
+    sync.start()
+    marker = tmp_path / "markers" / "victim.hang_once.pid"
+    os.kill(int(until(lambda: marker.is_file() and marker.read_text(), what="the worker reaching the file")),
+            signal.SIGKILL)  # as the out-of-memory killer would
+    sync.join()
+    assert {f.path: f.reason for f in reports[0].failures} == {
+        "victim.hang_once": "the parsing process was killed (SIGKILL) while on this file; it is parsed again at the "
+                            "next sync"}
+    assert reports[0].chunks_total == GOOD_FILES and not app.status("docs")[0].failed
+    again = app.sync()[0]
+    assert (again.files_added, again.files_failed, again.chunks_total) == (1, 0, GOOD_FILES + 1)
+    assert app.chunk_text("docs", "victim.hang_once", 0) == "text a parser is given"
 
 
 def test_files_are_parsed_side_by_side_in_as_many_processes_as_workers(registered, make_app, tmp_path):
