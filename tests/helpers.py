@@ -97,3 +97,12 @@ async def eventually(check: Callable[[], Awaitable[object]], seconds: float = 20
     while not await check():
         assert time.monotonic() < deadline, f"{what} did not happen within {seconds:g} s"
         await anyio.sleep(every)
+
+
+def process_running(pid: int) -> bool:
+    """Whether a process runs, from /proc (a zombie, ended but not yet reaped by its parent, counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from helpers import until, write
+from helpers import process_running, until, write
 
 import hostile_parsers
 from mcp_kb.errors import KBError
@@ -133,7 +133,7 @@ def test_a_sync_killed_while_a_worker_is_stuck_leaves_no_worker_behind_and_the_n
     worker = int(until(lambda: marker.is_file() and marker.read_text(), what="the worker reaching the file"))
     sync.send_signal(signal.SIGKILL)
     sync.wait()
-    until(lambda: not _running(worker), seconds=30, what="the orphaned worker ending")
+    until(lambda: not process_running(worker), seconds=30, what="the orphaned worker ending")
     marker.unlink()
     finished = subprocess.run([sys.executable, "-c", _SYNC, str(config)], env=environment, capture_output=True,
                               text=True, timeout=120)
@@ -141,11 +141,3 @@ def test_a_sync_killed_while_a_worker_is_stuck_leaves_no_worker_behind_and_the_n
     assert f"docs: {GOOD_FILES} added, 0 changed, 0 deleted, 0 unchanged, 1 failed" in finished.stdout
     assert "failed stuck.hang: parsing took longer than 1 s" in finished.stdout
 
-
-def _running(pid: int) -> bool:
-    """Whether a process runs (a zombie, ended but not yet reaped by its new parent, counts as ended)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
