@@ -177,7 +177,7 @@ class _Worker:
         code = self._process.wait()
         if self._out_of_time:
             return Parsed(error=too_slow(self._seconds))
-        if code == -signal.SIGKILL:  # not ours: the system's out-of-memory killer, or someone, chose this process
+        if code == -getattr(signal, "SIGKILL", 9):  # not ours: the out-of-memory killer, or someone, chose it
             return Parsed(error="the parsing process was killed (SIGKILL) while on this file; it is parsed again at "
                                 "the next sync", retry=True)
         if code < 0:
