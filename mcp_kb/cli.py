@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import select
 import sys
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,22 @@ class _Commands(click.Group):
             return super().invoke(ctx)
         except KBError as exc:
             raise click.ClickException(str(exc)) from exc
+        except BrokenPipeError as exc:
+            # click ends any broken pipe with a silent exit 1, taking it for a closed stdout (`… | head`);
+            # one inside the work (a service's connection, a child's pipe) must say what broke.
+            if _stdout_gone():
+                raise
+            raise click.ClickException(f"a pipe or connection closed under mcp-kb: {exc}") from exc
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout's reader went away; True when that cannot be told (click's behaviour stands)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), or a stdout without a descriptor
+        return True
 
 
 config_option = click.option("--config", "-c", "config_path", metavar="PATH", help=CONFIG_HELP)

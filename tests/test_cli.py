@@ -1,4 +1,5 @@
 import json
+import os
 import re
 from pathlib import Path
 
@@ -271,3 +272,29 @@ def test_serve_refuses_a_port_for_stdio(project):
     result = CliRunner().invoke(main, ["serve", "--port", "9000"])
     assert result.exit_code == 1
     assert "--port is for the HTTP transports, and this server speaks stdio: add --transport http" in result.output
+
+
+_BROKEN_SYNC = """
+import sys
+from mcp_kb import app
+def broken(*args, **kwargs):
+    raise BrokenPipeError(32, "Broken pipe")
+app.App.sync = broken  # as a service's connection or a child's pipe would break under the work
+from mcp_kb.cli import main
+main(["sync"])
+"""
+
+
+def test_a_broken_pipe_inside_the_work_is_an_error_line_and_a_closed_stdout_stays_quiet(project):
+    import subprocess
+    import sys
+
+    inside = subprocess.run([sys.executable, "-c", _BROKEN_SYNC], capture_output=True, text=True, timeout=60)
+    assert inside.returncode == 1
+    assert inside.stderr.strip() == "Error: a pipe or connection closed under mcp-kb: [Errno 32] Broken pipe"
+    reader, writer = os.pipe()
+    os.close(reader)  # `mcp-kb status | head` after head has gone
+    closed = subprocess.run([sys.executable, "-m", "mcp_kb", "status"], stdout=writer, stderr=subprocess.PIPE,
+                            text=True, timeout=60)
+    os.close(writer)
+    assert closed.returncode == 1 and "Error" not in closed.stderr and "Traceback" not in closed.stderr
