@@ -185,8 +185,11 @@ def chunks(file: Path, config_path: str | None, as_json: bool) -> None:
     for note in notes:
         click.echo(f"note: {note}")
     for chunk in result:
-        where = f"page {chunk.page}" if chunk.page else f"lines {chunk.line_start}-{chunk.line_end}"
-        click.echo(f"--- chunk {chunk.chunk_index} · {chunk.n_tokens} tokens · {where} · {chunk.heading or '(no heading)'}")
+        # A PDF's chunk has a page, a text file's lines; an Office file's has neither (it is cited by heading).
+        where = f"page {chunk.page}" if chunk.page else \
+            f"lines {chunk.line_start}-{chunk.line_end}" if chunk.line_start is not None else ""
+        parts = (f"--- chunk {chunk.chunk_index}", f"{chunk.n_tokens} tokens", where, chunk.heading or "(no heading)")
+        click.echo(" · ".join(part for part in parts if part))
         click.echo(chunk.text)
 
 

@@ -42,6 +42,18 @@ def test_chunks_shows_heading_paths_and_token_counts(project):
     assert "E5021" in result.output
 
 
+def test_chunks_of_a_file_without_lines_or_pages_name_no_location(project):
+    from docx import Document
+
+    document = Document()
+    document.add_heading("Travel", level=1)
+    document.add_paragraph("Book flights through the travel desk; economy class for short trips.")
+    document.save(project / "docs" / "travel.docx")
+    result = _run("chunks", "docs/travel.docx")
+    assert result.exit_code == 0 and "None" not in result.output
+    assert re.fullmatch(r"--- chunk 0 · \d+ tokens · Travel", result.output.splitlines()[0])
+
+
 def test_sync_status_and_search_round_trip(project):
     sync = _run("sync", "--json")
     assert sync.exit_code == 0, sync.output
