@@ -101,13 +101,24 @@ class ParseWorkers:
     def _parse_one(self, job: Job) -> Parsed:
         worker = self._idle.get()
         if worker is not None and not worker.alive:  # killed while idle: nothing of a file was lost
-            worker.stop()
+            self._let_go(worker)
             worker = None
         worker = worker or self._start()
         try:
             return worker.run(job)
         finally:
-            self._idle.put(worker if worker.alive else None)  # a dead one is replaced at the next file
+            if worker.alive:
+                self._idle.put(worker)
+            else:
+                self._let_go(worker)
+                self._idle.put(None)  # a new worker takes its place at the next file
+
+    def _let_go(self, worker: _Worker) -> None:
+        """Close a dead worker's pipes now: a long sync may see many die."""
+        worker.stop()
+        with self._lock:
+            if worker in self._started:
+                self._started.remove(worker)
 
     def _start(self) -> _Worker:
         with self._lock:
