@@ -13,7 +13,7 @@ from typing import Any
 
 from .audit import AuditTrail
 from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
-from .errors import KBError, ModelError, NotSyncedError
+from .errors import KBError, NotSyncedError
 from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
 from .index import open_store
 from .index.contract import ChunkView, Store
@@ -24,7 +24,7 @@ from .ingest.parsers import parse_file
 from .ingest.sources import Source, SourceScan, find_document, parse_source, scan_all, sources_of
 from .metrics import Metrics, QueryLog
 from .models import create_embedder, create_reranker, load_token_counter, model_source
-from .models.base import Embedder, TokenCounter
+from .models.base import Embedder, TokenCounter, query_model_differs
 from .present import document_text
 from .records import (Glance, KBCheck, KBState, KBStats, KBStatus, LastSyncFigures, Problem, Progress, SyncHistory,
                       recorded_now)
@@ -264,15 +264,8 @@ class App:
                       last_sync=state.last_sync.get("finished_at"), last_outcome=state.outcome,
                       last_error=state.last_sync.get("error", ""), seconds=state.report.get("seconds", {}).get("total"),
                       failed_files=state.report.get("files_failed", 0), model=state.model,
-                      query_model_differs=self._query_model_differs(state.model), index_state=state.report.get("index_state", ""), health=read_health(self.store, name))
-
-    def _query_model_differs(self, indexed: dict[str, Any] | None) -> str:
-        if self._embedder is None:
-            return ""
-        try:
-            return self._embedder.identity.differs_from(indexed)
-        except ModelError:  # no model here: searches say so
-            return ""
+                      query_model_differs=query_model_differs(self._embedder, state.model) if self._embedder else "",
+                      index_state=state.report.get("index_state", ""), health=read_health(self.store, name))
 
     def _kb_status(self, name: str) -> KBStatus:
         """The glance, with the counts read from the index itself, its version and the failed files."""

@@ -26,7 +26,7 @@ from .index.state import sync_activity
 from .ingest.sources import rooted_id_patterns
 from .index.contract import Candidate, ChunkView, Store
 from .lru import BoundedLRU
-from .models.base import Embedder, Reranker, TokenCounter
+from .models.base import Embedder, Reranker, TokenCounter, query_model_differs
 from .passages import Hit, add_context, assemble, fit_budget
 from .records import KBState
 from .requests import parse_search
@@ -131,22 +131,14 @@ class Searcher:
         types, rooted = kb.filter_field_types(), rooted_id_patterns()
         where = and_where(build_where(kb.search.filter, types, rooted), build_where(request.filters, types, rooted))
         state = KBState(self.store.read_state(kb.name))
-        refusal = self._vector_refusal(kb.name, state) if request.mode in ("vector", "hybrid") else ""
-        result = self._run(kb, view, request, where, refusal)
+        result = self._run(kb, view, request, where, state.model)
         result.notes.extend(self._incomplete_index_notes(kb.name, state))
         if not result.notes:  # a degraded answer (model down, index missing) must not outlive the cause
             self._cache.put(key, result)
         return result
 
-    def _vector_refusal(self, kb: str, state: KBState) -> str:
-        """Why the vector side must not run ("" when it may): queries are embedded by another model than the
-        index's vectors (a configured model not yet synced, an int8 copy this process could not use)."""
-        try:
-            differs = self.embedder.identity.differs_from(state.model)
-        except ModelError:  # no model at all: the vector side says so when it runs
-            return ""
-        if not differs:
-            return ""
+    @staticmethod
+    def _vector_refusal(kb: str, differs: str) -> str:
         return (f"vector search is off: {differs}; answered from keyword search ({sync_remedy(kb)} to rebuild the "
                 f"index with this model, or see the server's log for why the index's model is not in use)")
 
@@ -163,7 +155,7 @@ class Searcher:
                 f"({sync_remedy(kb)})"]
 
     def _run(self, kb: KBConfig, view: ChunkView, request: ResolvedSearch, where: str | None,
-             vector_refusal: str) -> SearchResult:
+             indexed_model: dict[str, Any] | None) -> SearchResult:
         timings: dict[str, float] = {}
         if request.mode == "filter":
             if not where:
@@ -172,7 +164,7 @@ class Searcher:
             mode, notes, rerank_failed = "filter", list[str](), False
             hits = assemble((_hit(row, 1.0) for row in rows), request.top_k, max_per_document=None)
         else:
-            mode, hits, notes, rerank_failed = self._passages(kb, view, request, where, timings, vector_refusal)
+            mode, hits, notes, rerank_failed = self._passages(kb, view, request, where, timings, indexed_model)
             notes.extend(_partial_match_notes(request.query, hits) if mode != "vector" else [])
         if request.context and hits:
             spots = [(h.source, i) for h in hits for i in (h.chunk_index, h.last_chunk_index)]
@@ -183,14 +175,15 @@ class Searcher:
         return SearchResult(hits, mode, notes + left_out, timings, degraded=mode != request.mode or rerank_failed)
 
     def _passages(self, kb: KBConfig, view: ChunkView, request: ResolvedSearch, where: str | None,
-                  timings: dict[str, float], vector_refusal: str) -> tuple[str, list[Hit], list[str], bool]:
+                  timings: dict[str, float],
+                  indexed_model: dict[str, Any] | None) -> tuple[str, list[Hit], list[str], bool]:
         """`top_k` distinct passages (and whether the reranker failed): when the candidates run out first (e.g.
         all from one document over its cap) and a side had more to give, ask both sides for four times as many."""
         depth = max(kb.search.candidates, request.top_k, self.rerank_candidates if self.reranker else 0)
         while True:
             notes: list[str] = []
             rerank_failed = False
-            mode, candidates, more = self._candidates(kb, view, request, where, depth, timings, notes, vector_refusal)
+            mode, candidates, more = self._candidates(kb, view, request, where, depth, timings, notes, indexed_model)
             if self.reranker:
                 shortlist = candidates[:self.rerank_candidates]
                 ranked = _timed(timings, "fetch", lambda: _hits(view.rows(shortlist), shortlist))
@@ -210,20 +203,23 @@ class Searcher:
     # ---- the two sides ---------------------------------------------------------------------
     def _candidates(self, kb: KBConfig, view: ChunkView, request: ResolvedSearch, where: str | None, depth: int,
                     timings: dict[str, float], notes: list[str],
-                    vector_refusal: str) -> tuple[str, list[Candidate], bool]:
+                    indexed_model: dict[str, Any] | None) -> tuple[str, list[Candidate], bool]:
         """Ranked chunk ids with scores, and whether a side stopped at `depth` (it may have more).
         Sides run one after the other: on two cores, running them in parallel was slower (hybrid p50
         44.6 ms vs 36 ms at 100k chunks), as LanceDB uses both."""
         mode = request.mode
         vector_weight = self.vector_weight(request.query) if mode == "hybrid" else 1.0
         vector: list[Candidate] = []
-        if vector_refusal and mode in ("vector", "hybrid"):
-            notes.append(vector_refusal)
-            mode = "keyword"
         if mode == "vector" or (mode == "hybrid" and vector_weight > 0):  # no vote, no vector search
             try:
                 query_vector = _timed(timings, "embed", lambda: self.embedder.embed_query(request.query))
-                vector = _timed(timings, "vector", lambda: view.nearest(query_vector, where, depth))
+                # after the embedding: a service's model is known from its answer, with no request of its own
+                differs = query_model_differs(self.embedder, indexed_model)
+                if differs:
+                    notes.append(self._vector_refusal(kb.name, differs))
+                    mode = "keyword"
+                else:
+                    vector = _timed(timings, "vector", lambda: view.nearest(query_vector, where, depth))
             except ModelError as exc:
                 notes.append(f"vector search unavailable ({exc}); answered from keyword search")
                 log.warning("%s: %s", kb.name, notes[-1])

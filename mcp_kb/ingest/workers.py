@@ -41,6 +41,9 @@ _GRACE_SECONDS = 5.0  # after file_seconds, before the kill
 # The child imports what its parent imports, from the same places (`-I`: nothing from its working folder).
 _BOOTSTRAP = "import json, sys; sys.path[:] = json.loads(sys.argv[1]); from mcp_kb.ingest.workers import serve; serve()"
 _HEADER_BYTES = 8  # a frame is its length, then a pickle
+_READ_PIECE = 1 << 20
+# 20,000 chunks of at most 8,192 tokens: far less than this; a larger frame is a worker gone wrong.
+_ANSWER_LIMIT = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -170,8 +173,8 @@ class _Worker:
         try:
             _write(self._requests, pickle.dumps(job, pickle.HIGHEST_PROTOCOL))
             answer: Parsed = pickle.loads(_read(self._answers))
-        except (OSError, EOFError, pickle.UnpicklingError):
-            answer = self._ended()
+        except (OSError, EOFError, pickle.UnpicklingError) as exc:
+            answer = self._ended(exc)
         finally:
             timer.cancel()
         if answer.retire:
@@ -182,19 +185,22 @@ class _Worker:
         self._out_of_time = True
         self.kill()
 
-    def _ended(self) -> Parsed:
-        """The answer for a file whose worker ended before answering."""
+    def _ended(self, exc: Exception) -> Parsed:
+        """The answer for a file whose worker ended, or sent what is no answer, before answering."""
         self.kill()
         code = self._process.wait()
         if self._out_of_time:
             return Parsed(error=too_slow(self._seconds))
-        if code == -getattr(signal, "SIGKILL", 9):  # not ours: the out-of-memory killer, or someone, chose it
+        if isinstance(exc, pickle.UnpicklingError) or (isinstance(exc, EOFError) and exc.args):
+            return Parsed(error=f"the parsing process sent an answer that cannot be read ({exc}); it was stopped")
+        if code >= 0:  # it exited, or it is alive and said something that is no answer (then killed above)
+            return Parsed(error=f"the parsing process ended on this file with exit status {code}")
+        name = signal.Signals(-code).name  # a signal: POSIX only, where SIGKILL exists
+        if name == "SIGKILL":  # not ours: the out-of-memory killer, or someone, chose this process
             return Parsed(error="the parsing process was killed (SIGKILL) while on this file; it is parsed again at "
                                 "the next sync", retry=True)
-        if code < 0:
-            return Parsed(error=f"the parsing process ended on this file by {signal.Signals(-code).name} (a crash in "
-                                f"a parser, or more than {self._memory_mb} MB of memory)")
-        return Parsed(error=f"the parsing process ended on this file with exit status {code}")
+        return Parsed(error=f"the parsing process ended on this file by {name} (a crash in a parser, or more than "
+                            f"{self._memory_mb} MB of memory)")
 
     def kill(self) -> None:
         if self._process.poll() is None:
@@ -226,15 +232,21 @@ def _write(stream: IO[bytes], data: bytes) -> None:
     stream.flush()
 
 
-def _read(stream: IO[bytes]) -> bytes:
+def _read(stream: IO[bytes], limit: int = _ANSWER_LIMIT) -> bytes:
+    """One frame, read a piece at a time: a header that lies about its size costs what is really sent."""
     header = stream.read(_HEADER_BYTES)
     if len(header) < _HEADER_BYTES:
         raise EOFError
     size = int.from_bytes(header, "big")
-    data = stream.read(size)
-    if len(data) < size:
-        raise EOFError
-    return data
+    if size > limit:
+        raise EOFError(f"a frame of {size:,} bytes, over the {limit:,} limit")
+    data = bytearray()
+    while len(data) < size:
+        piece = stream.read(min(size - len(data), _READ_PIECE))
+        if not piece:
+            raise EOFError
+        data += piece
+    return bytes(data)
 
 
 # ---- the worker's side ---------------------------------------------------------------------

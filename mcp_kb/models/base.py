@@ -34,6 +34,18 @@ class ModelIdentity:
                 f"are embedded with {self.name} ({self.dimension}-d)")
 
 
+def query_model_differs(embedder: Embedder, indexed: dict[str, Any] | None) -> str:
+    """Why queries embedded by `embedder` cannot search an index embedded by `indexed` ("" when they can, or
+    when that is not known without asking a service, or no model can be had: a search reports that)."""
+    from ..errors import ModelError
+
+    try:
+        identity = embedder.known_identity()
+    except ModelError:
+        return ""
+    return identity.differs_from(indexed) if identity else ""
+
+
 class Embedder(ABC):
     """Turns texts into unit-length float32 vectors. Subclasses implement `identity` and `embed_batch`."""
 
@@ -46,6 +58,10 @@ class Embedder(ABC):
     @abstractmethod
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         """Vectors for passages, shape (len(texts), dimension)."""
+
+    def known_identity(self) -> ModelIdentity | None:
+        """The identity when it can be had without a request to a service (None: not yet known)."""
+        return self.identity
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_batch([text])[0]

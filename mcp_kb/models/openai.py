@@ -51,6 +51,9 @@ class OpenAIEmbedder(Embedder):
         address = service_address(self.config.base_url or "")
         return ModelIdentity(f"openai-compatible {address} {self.config.model}", self._dimension, "")
 
+    def known_identity(self) -> ModelIdentity | None:
+        return self.identity if self._dimension is not None else None  # learned from the first answer
+
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.identity.dimension), dtype=np.float32)

@@ -141,3 +141,15 @@ def test_a_sync_killed_while_a_worker_is_stuck_leaves_no_worker_behind_and_the_n
     assert f"docs: {GOOD_FILES} added, 0 changed, 0 deleted, 0 unchanged, 1 failed" in finished.stdout
     assert "failed stuck.hang: parsing took longer than 1 s" in finished.stdout
 
+
+
+def test_a_frame_that_lies_about_its_size_costs_only_what_is_sent():
+    import io
+
+    from mcp_kb.ingest.workers import _read
+
+    with pytest.raises(EOFError, match="over the"):
+        _read(io.BytesIO((1 << 40).to_bytes(8, "big") + b"tiny"))  # refused before a byte is held
+    with pytest.raises(EOFError):
+        _read(io.BytesIO((1 << 29).to_bytes(8, "big") + b"tiny"))  # within the limit, but it ends: no 512 MB held
+    assert _read(io.BytesIO((4).to_bytes(8, "big") + b"tiny")) == b"tiny"

@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ...errors import ParseError
-from ...settings import FILE_SECONDS
 
 MAX_UNPACKED_BYTES = 200 * 1024 * 1024  # an Office package's parts, all together
 # XML is what the libraries build trees of (about 9 bytes of memory per byte: 23 MB of Word XML
@@ -39,7 +38,7 @@ _budget: contextvars.ContextVar[tuple[float, float]] = contextvars.ContextVar("p
 
 
 @contextlib.contextmanager
-def time_budget(seconds: float = FILE_SECONDS) -> Iterator[None]:
+def time_budget(seconds: float) -> Iterator[None]:
     """Give the file parsed inside this block `seconds` to finish."""
     token = _budget.set((time.monotonic() + seconds, seconds))
     try:
@@ -57,7 +56,8 @@ def check_time() -> None:
 
 def too_slow(seconds: float) -> str:
     """Why a file that ran out of time failed."""
-    return f"parsing took longer than {seconds:g} s, the limit per file; split the file to index it"
+    return (f"parsing took longer than {seconds:g} s, the limit per file; split the file to index it (or raise "
+            f"[sync] file_seconds)")
 
 
 def too_large(megabytes: int) -> str:
