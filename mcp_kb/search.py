@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from .settings import MAX_QUERY_LENGTH, KBConfig
-from .errors import KBError, ModelError, NotSyncedError, SearchError
+from .errors import ModelError, NotSyncedError, SearchError
 from .index.filters import and_where, build_where
 from .index.keywords import cjk_words, keyword_terms
 from .index.state import sync_activity
@@ -105,11 +105,9 @@ class Searcher:
         generation = self.store.active_generation(kb.name)
         try:
             return self._search(kb, request, generation)
-        except KBError:
-            raise
         except Exception:
-            # A rebuild (maybe in another process) switched generations and dropped the tables
-            # this search was reading: answer from the new generation.
+            # A rebuild (maybe in another process) switched generations and dropped the tables this search
+            # was reading, before or while it read them: answer from the new generation.
             if self.store.active_generation(kb.name) == generation:
                 raise
             return self._search(kb, request, self.store.active_generation(kb.name))
@@ -227,22 +225,16 @@ class Searcher:
         keyword: list[Candidate] = []
         if mode in ("keyword", "hybrid"):
             keyword = _timed(timings, "keyword",
-                             lambda: self._keyword(view, request.query, where, depth, kb.search.title_weight, notes))
+                             lambda: self._keyword(view, request.query, where, depth, kb.search.title_weight))
         more = depth in (len(vector), len(keyword))
         if mode == "hybrid":
             return mode, fuse(vector, keyword, vector_weight), more
         return mode, vector or keyword, more
 
     @staticmethod
-    def _keyword(view: ChunkView, query: str, where: str | None, depth: int, title_weight: float,
-                 notes: list[str]) -> list[Candidate]:
+    def _keyword(view: ChunkView, query: str, where: str | None, depth: int, title_weight: float) -> list[Candidate]:
         terms = keyword_terms(query)
-        if not terms:
-            return []
-        found = view.keyword(terms, where, depth, title_weight)
-        if found is None:
-            notes.append("keyword index not built yet; run a sync")
-        return found or []
+        return view.keyword(terms, where, depth, title_weight) if terms else []
 
     # ---- fusion and reranking -------------------------------------------------------------
     def vector_weight(self, query: str) -> float:

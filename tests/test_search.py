@@ -304,6 +304,48 @@ def test_hybrid_shows_no_zero_weight_vector_guesses_for_unreadable_queries(app):
     assert result.hits and all(h.keyword_rank for h in result.hits)
 
 
+class _RebuildBeforeFirstRead:
+    """A view whose first query lets a full rebuild (another App on the same index) land first."""
+
+    def __init__(self, view, rebuild):
+        self._view, self._rebuild = view, rebuild
+
+    def __getattr__(self, name):
+        if name in ("nearest", "keyword") and self._rebuild:
+            self._rebuild, rebuild = None, self._rebuild
+            rebuild()
+        return getattr(self._view, name)
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+@pytest.mark.parametrize("dropped", ["before the search opens its table", "before its first query"])
+def test_a_rebuild_that_drops_the_tables_under_a_search_is_answered_from_the_new_generation(make_app, tmp_path,
+                                                                                         mode, dropped):
+    """The race a search in one process runs with a full rebuild in another (seen once in the crash harness as
+    an empty answer), made to happen every time: the rebuild switches generations and drops the old tables
+    between the search's read of the active generation and its reads of the tables."""
+    for name, text in DOCS.items():
+        write(tmp_path / "docs" / name, text)
+    kb = {"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]}
+    reader, writer = make_app(kb), make_app(kb)
+    writer.sync()
+    old = reader.store.active_generation("docs")
+    open_view = reader.store.view
+
+    def view_while_a_rebuild_lands(kb_name, generation):
+        if generation != old:
+            return open_view(kb_name, generation)
+        if dropped == "before the search opens its table":
+            writer.sync(full=True)
+            return open_view(kb_name, generation)
+        return _RebuildBeforeFirstRead(open_view(kb_name, generation), lambda: writer.sync(full=True))
+
+    reader.store.view = view_while_a_rebuild_lands
+    result = reader.search("docs", "annual leave HR portal", mode=mode)
+    assert reader.store.active_generation("docs") != old
+    assert result.hits and result.hits[0].source == "leave.md" and not result.notes
+
+
 def test_search_before_the_first_commit_answers_empty_with_the_note(make_app, tmp_path):
     from mcp_kb.index.state import sync_lock
 

@@ -53,8 +53,8 @@ class ChunkView(Protocol):
     def nearest(self, vector: np.ndarray, where: str | None, depth: int) -> list[Candidate]:
         """The `depth` chunks nearest by cosine, best first; `score` is the cosine."""
 
-    def keyword(self, terms: str, where: str | None, depth: int, field_weight: float = 0.0) -> list[Candidate] | None:
-        """Chunks matching the analysed terms by BM25, best first; None when keyword search is unavailable.
+    def keyword(self, terms: str, where: str | None, depth: int, field_weight: float = 0.0) -> list[Candidate]:
+        """Chunks matching the analysed terms by BM25, best first (raises when the table cannot be read).
         With a `field_weight`, a match in the title or heading path adds that many times its BM25 there."""
 
     def rows(self, candidates: list[Candidate]) -> dict[str, dict[str, Any]]: ...

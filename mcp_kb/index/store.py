@@ -500,17 +500,16 @@ class LanceChunkView:
         return [Candidate(chunk, score, row_id, vector_rank=rank)
                 for rank, (chunk, score, row_id) in enumerate(found, start=1)]
 
-    def keyword(self, terms: str, where: str | None, depth: int, field_weight: float = 0.0) -> list[Candidate] | None:
-        """BM25 matches of analysed terms (keywords.py), or None when the full-text index is not built yet.
+    def keyword(self, terms: str, where: str | None, depth: int, field_weight: float = 0.0) -> list[Candidate]:
+        """BM25 matches of analysed terms (keywords.py). A table whose full-text index is not built yet is
+        searched by a flat scan (LanceDB does that itself), so every failure here is a real one and raises.
 
         With a field weight, a chunk's BM25 in its title and heading path is added, times the weight.
         Added, not LanceDB's MultiMatchQuery: that takes the best column's score, so a weight below 1
         changed nothing and a match in both counted no more than in one."""
         found = self._matches(KEYWORD_COLUMN, terms, where, depth)
-        if found is None:
-            return None
         if field_weight and FIELD_COLUMN in self._table.schema.names:
-            for chunk, (score, row_id) in (self._matches(FIELD_COLUMN, terms, where, depth) or {}).items():
+            for chunk, (score, row_id) in self._matches(FIELD_COLUMN, terms, where, depth).items():
                 body_score, body_row = found.get(chunk, (0.0, row_id))
                 found[chunk] = (body_score + field_weight * score, body_row)
         # a stable sort: ties keep BM25's order
@@ -518,17 +517,12 @@ class LanceChunkView:
         return [Candidate(chunk, score, row_id, keyword_rank=rank)
                 for rank, (chunk, (score, row_id)) in enumerate(ranked, start=1)]
 
-    def _matches(self, column: str, terms: str, where: str | None, depth: int) -> dict[str, tuple[float, int]] | None:
-        """BM25 of the best `depth` chunks in one full-text column: id -> (score, row id); None without its index."""
-        try:
-            search = self._table.search(terms, query_type="fts", fts_columns=column)
-            if where:
-                search = search.where(where, prefilter=True)
-            rows = search.select(["id", "_score"]).with_row_id(True).limit(depth).to_arrow()
-        except (ValueError, RuntimeError) as exc:
-            if "index" not in str(exc).lower():
-                raise
-            return None
+    def _matches(self, column: str, terms: str, where: str | None, depth: int) -> dict[str, tuple[float, int]]:
+        """BM25 of the best `depth` chunks in one full-text column: id -> (score, row id)."""
+        search = self._table.search(terms, query_type="fts", fts_columns=column)
+        if where:
+            search = search.where(where, prefilter=True)
+        rows = search.select(["id", "_score"]).with_row_id(True).limit(depth).to_arrow()
         return {chunk: (score, row_id) for chunk, score, row_id in
                 zip(rows["id"].to_pylist(), rows["_score"].to_pylist(), rows["_rowid"].to_pylist())}
 

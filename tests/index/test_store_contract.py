@@ -146,6 +146,20 @@ def test_keyword_finds_terms_before_and_after_the_full_text_index_is_built(store
     assert indexed[0].keyword_rank == 1 and view.keyword("gamma", None, depth=10) == []
 
 
+def test_a_view_of_a_dropped_generation_fails_rather_than_finding_nothing(store):
+    """A reader whose generation a rebuild (another process) dropped must not mistake that for "no match": the
+    searcher retries on the new generation only when the read fails."""
+    generation = _fill(store)
+    store.refresh_indexes("docs", generation, changed=True)
+    view = store.view("docs", generation)
+    assert view.keyword("alpha", None, depth=10)
+    store.drop_generations("docs", keep=set())
+    with pytest.raises(RuntimeError, match="Not found"):  # LanceDB's words for a table whose files are gone
+        view.keyword("alpha", None, depth=10)
+    with pytest.raises(RuntimeError, match="Not found"):
+        view.keyword("alpha", "path = 'a.md'", depth=10, field_weight=1.0)
+
+
 def test_a_field_weight_lifts_a_title_match_above_body_matches(store):
     generation = new_generation()
     store.create_generation("docs", generation, chunk_schema(DIM, {}))
