@@ -220,7 +220,7 @@ class LanceStore:
         """Replace the KB's state row in one commit (this is what switches generations)."""
         row = pa.table({"kb": [kb], "state": [json.dumps(state, ensure_ascii=False)]}, schema=_STATE_SCHEMA)
         if self._table(_STATE_TABLE) is None:
-            self.db.create_table(_STATE_TABLE, schema=_STATE_SCHEMA, exist_ok=True)
+            self._create_once(_STATE_TABLE, schema=_STATE_SCHEMA)
         table = self._table(_STATE_TABLE)
         _upsert(table, "kb", row)
         _compact_when_worth_it(table, unindexed=0)  # every sync rewrites the row: keep the table one read
@@ -280,9 +280,18 @@ class LanceStore:
 
     def _lease_table(self):
         if self._table(_LEASE_TABLE) is None:  # created once with its one row (a creation is atomic too)
-            self.db.create_table(_LEASE_TABLE, data=pa.table({"name": ["writer"], "holder": [""], "info": ["{}"],
-                                                              "heartbeat": [0.0], "progress": ["{}"]}), exist_ok=True)
+            self._create_once(_LEASE_TABLE, data=pa.table({"name": ["writer"], "holder": [""], "info": ["{}"],
+                                                           "heartbeat": [0.0], "progress": ["{}"]}))
         return self._table(_LEASE_TABLE)
+
+    def _create_once(self, name: str, **contents: Any) -> None:
+        """Create a table unless it exists. Of writers racing to create it on object storage, the losers' commits
+        conflict (`exist_ok` covers only a table already there when asked): for them, the winner's table is it."""
+        try:
+            self.db.create_table(name, exist_ok=True, **contents)
+        except Exception:
+            if name not in self._names():
+                raise
 
     # ---- manifest ------------------------------------------------------------------------
     @_store_failures("be read (a KB's manifest)")

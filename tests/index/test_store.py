@@ -82,3 +82,27 @@ def test_the_vector_index_is_built_when_large_and_rebuilt_when_it_has_grown_four
     store.write_state("docs", {"generation": generation})
     view = store.view("docs", generation)
     assert len(view.nearest(np.asarray([1, 0, 0, 0], dtype=np.float32), None, 10)) == 10
+
+
+@pytest.mark.parametrize("first_use", ["lease", "state"])
+def test_a_writer_that_loses_the_race_to_create_a_shared_table_uses_the_winners(tmp_path, first_use):
+    """On object storage two writers may both find no lease (or state) table and both create it: the loser's
+    commit conflicts. Here the winner's creation lands inside the loser's call, which then fails as LanceDB's does."""
+    winner, loser = LanceStore(str(tmp_path / "index")), LanceStore(str(tmp_path / "index"))
+    real_create = loser.db.create_table
+
+    def create_after_the_winner(name, **kwargs):
+        if first_use == "lease":
+            winner.take_lease({"id": "winner"})
+        else:
+            winner.write_state("docs", {"generation": "abc"})
+        real_create(name, **kwargs)  # the table is there now: exist_ok passes, so fail as a lost commit does
+        raise RuntimeError("lance error: Retryable commit conflict for version 2: This Overwrite transaction was "
+                           "preempted by concurrent transaction Overwrite at version 2. Please retry.")
+
+    loser.db.create_table = create_after_the_winner
+    if first_use == "lease":
+        assert loser.take_lease({"id": "loser"})["id"] == "winner"  # it names the holder instead of failing
+    else:
+        loser.write_state("other", {"generation": "def"})
+        assert loser.read_state("docs") == {"generation": "abc"} and loser.read_state("other") == {"generation": "def"}
