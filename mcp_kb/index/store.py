@@ -1,9 +1,9 @@
 """LanceStore, the store contract's backend (contract.py): per KB a chunk table and a file manifest
 (one pair per generation) in LanceDB, plus a state table.
 
-The only module that imports lancedb. Writes that replace a document's chunks happen in one
-merge_insert commit, so readers see a file's old chunks or its new ones, never a mix; a rebuild
-fills a new generation and switches to it in one commit of the state row.
+The only module that uses lancedb (compat.py imports it). Writes that replace a document's chunks happen in
+one merge_insert commit, so readers see a file's old chunks or its new ones, never a mix; a rebuild fills
+a new generation and switches to it in one commit of the state row.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from ..settings import KB_NAME_CHARS, StorageConfig, is_remote_uri, megabytes
 from ..errors import KBError, ModelError, StoreError
 from ..records import KBState
+from .compat import import_lancedb
 from .contract import Candidate, FileRecord
 from .filters import sql_equals, sql_in, sql_lapsed_lease, sql_near
 from ..schema import FIELD_COLUMN, HIT_COLUMNS, KEYWORD_COLUMN, VECTOR_COLUMN
@@ -98,7 +99,8 @@ class LanceStore:
         self.uri = uri
         self._options, self._read_consistency, self._read_cache = options or {}, read_consistency, read_cache
         self.lease_seconds = lease_seconds  # a writer's lease on object storage lapses this long after a crash
-        import lancedb  # imported here: it takes a second, and a server must answer tools/list before that
+        # Imported here (compat.py makes it cheaper): a server must answer tools/list before it is.
+        lancedb = import_lancedb()
 
         # One budget for LanceDB's in-memory caches, shared by this store's connections: 4/5 for index pieces
         # (LanceDB's default allows 6 GB), 1/5 for table metadata (default 1 GB).
