@@ -1,16 +1,22 @@
-"""Launching `mcp-kb serve` (stdio) as Claude Desktop would, on kb.toml.example (two KBs, synced first); run by hand.
+"""Starting mcp-kb, on kb.toml.example (two KBs, synced first); run by hand.
 
     python benchmarks/startup.py [--runs 5] [--searches 200]
 
-Prints per launch: seconds to the first tools/list answer and to the first search answered, and the
-server's RSS after that first search and after `--searches` more (both KBs, every mode). Goals: first
-search <= 1.5 s, RSS after warm-up <= 300 MB.
+Commands: the CPU seconds (user + system) and wall seconds of `mcp-kb status` and of a sync with nothing to
+do, each run in turn with `python -c "import lancedb, mcp, fastembed"` (the yardstick: what the commands cost
+when they were their imports), and their ratio to it, pair by pair. Goals: CPU <= 0.35x the yardstick's,
+wall <= 1.0 s on a quiet machine.
+
+The server: launching `mcp-kb serve` (stdio) as Claude Desktop would, seconds to the first tools/list answer and
+to the first search answered, and the server's RSS after that first search and after `--searches` more (both
+KBs, every mode). Goals: first search <= 1.5 s, RSS after warm-up <= 300 MB.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -63,6 +69,35 @@ async def one_launch(config: Path, searches: int) -> dict[str, float]:
         return figures
 
 
+YARDSTICK = [sys.executable, "-c", "import lancedb, mcp, fastembed"]
+
+
+def seconds_of(command: list[str]) -> tuple[float, float]:
+    """CPU (user + system, of the command and its children) and wall seconds of one run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall
+
+
+def command_figures(config: Path, runs: int) -> None:
+    commands = {"status": ["status"], "sync with nothing to do": ["sync"]}
+    for name, arguments in commands.items():
+        command = [sys.executable, "-m", "mcp_kb", *arguments, "-c", str(config)]
+        cpu, wall, ratios = [], [], []
+        for _ in range(runs):  # in turn with the yardstick, so that a drift of the machine's speed hits both
+            seconds, elapsed = seconds_of(command)
+            yardstick, _ = seconds_of(YARDSTICK)
+            cpu.append(seconds)
+            wall.append(elapsed)
+            ratios.append(seconds / yardstick)
+        print(f"  {name}: CPU s median {statistics.median(cpu):.2f}, wall s median {statistics.median(wall):.2f} "
+              f"(min {min(wall):.2f}), CPU / yardstick's median {statistics.median(ratios):.2f} "
+              f"(min {min(ratios):.2f}, max {max(ratios):.2f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
@@ -72,6 +107,8 @@ def main() -> None:
     os.environ.setdefault("MCP_KB_STORAGE", "/tmp/mcp-kb-bench/startup-index")
     config = ROOT / "kb.toml.example"
     subprocess.run([sys.executable, "-m", "mcp_kb", "sync", "-c", str(config)], check=True, capture_output=True)
+    print(f"commands, {args.runs} runs each (yardstick: {' '.join(YARDSTICK[1:])}):")
+    command_figures(config, args.runs)
     launches = [anyio.run(one_launch, config, args.searches) for _ in range(args.runs)]
     print(f"{args.runs} launches, model {os.environ.get('MCP_KB_EMBEDDING_MODEL')}:")
     for figure in launches[0]:

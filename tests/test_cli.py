@@ -310,3 +310,32 @@ def test_a_broken_pipe_inside_the_work_is_an_error_line_and_a_closed_stdout_stay
                             text=True, timeout=60)
     os.close(writer)
     assert closed.returncode == 1 and "Error" not in closed.stderr and "Traceback" not in closed.stderr
+
+
+def test_commands_that_embed_nothing_never_import_the_model_runtime_or_the_mcp_sdk(project):
+    """They would cost most of a second each; what each command imported is read in a fresh interpreter."""
+    import subprocess
+    import sys
+    import textwrap
+
+    environment = {**os.environ, "XDG_CACHE_HOME": str(project / "cache")}  # no identity remembered before
+    first = subprocess.run([sys.executable, "-m", "mcp_kb", "sync"], capture_output=True, text=True, timeout=300,
+                           cwd=project, env=environment)
+    assert first.returncode == 0, first.stderr
+    code = textwrap.dedent("""
+        import json, sys
+        from mcp_kb.cli import main
+        try:
+            main(sys.argv[1:], standalone_mode=False)
+        finally:
+            heavy = ("fastembed", "onnxruntime", "mcp", "lance_namespace_urllib3_client.api")
+            print(json.dumps([name for name in heavy if name in sys.modules]), file=sys.stderr)
+    """)
+    printed = {}
+    for command in ("status", "sync", "stats", "check"):
+        answer = subprocess.run([sys.executable, "-c", code, command], capture_output=True, text=True, timeout=300,
+                                cwd=project, env=environment)
+        assert answer.returncode == 0, answer.stderr
+        assert json.loads(answer.stderr.strip().splitlines()[-1]) == [], f"mcp-kb {command}: {answer.stderr}"
+        printed[command] = answer.stdout
+    assert "0 added, 0 changed, 0 deleted, 2 unchanged" in printed["sync"]

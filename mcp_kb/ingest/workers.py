@@ -83,6 +83,9 @@ class ParseWorkers:
     def __init__(self, settings: SyncEngineConfig, counter: TokenCounter, files: int):
         self.count = settings.worker_count(files)
         self._settings = settings
+        # Loaded here first (it loads at its first use): a broken tokenizer fails the sync with its reason,
+        # not each file in a worker.
+        counter.count(["the tokenizer loads before the workers start"])
         self._setup = _pickled_setup(settings, counter)
         self._idle: queue.SimpleQueue[_Worker | None] = queue.SimpleQueue()
         for _ in range(self.count):

@@ -8,6 +8,7 @@ import gc
 import json
 import logging
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -15,10 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from ..settings import ENV_MODEL, ENV_MODEL_PATH, FastembedRerankSettings, FastembedSettings
+from ..settings import (ENV_FASTEMBED_CACHE, ENV_MODEL, ENV_MODEL_PATH, FastembedRerankSettings, FastembedSettings,
+                        environment)
 from ..digest import model_file_sha256
 from ..errors import ModelError
 from .base import Embedder, ModelIdentity, Reranker
+from .identities import remember_identity, remembered_identity
 from .quantize import CHECK_TEXTS, int8_copy
 
 log = logging.getLogger(__name__)
@@ -76,13 +79,27 @@ class FastEmbedder(Embedder):
         """Name ("(int8)" added for a quantized copy), dimension and file hash, read without starting an inference
         session."""
         if self._identity is None:
-            described = self._model or _load_text_embedding(self.settings, lazy=True)
-            inner = described.model  # TextEmbedding wraps the model class that knows its files
-            onnx_file = Path(inner._model_dir) / inner.model_description.model_file
-            name = f"{self.config.model} (int8)" if self.settings.quantize == "int8" else self.config.model
-            self._identity = ModelIdentity(name, int(described.embedding_size),
-                                           model_file_sha256(onnx_file) if onnx_file.is_file() else "")
+            key = self._remembered_as()
+            self._identity = (key and remembered_identity(key)) or self._worked_out_identity(key)
         return self._identity
+
+    def _remembered_as(self) -> str:
+        """The key this model's identity is remembered by across processes; "" for an int8 copy, whose identity
+        comes with checking the copy."""
+        if self.config.quantize == "int8":
+            return ""
+        return json.dumps([self.config.model_dump(mode="json"), environment(ENV_FASTEMBED_CACHE)], sort_keys=True)
+
+    def _worked_out_identity(self, key: str) -> ModelIdentity:
+        described = self._model or _load_text_embedding(self.settings, lazy=True)
+        inner = described.model  # TextEmbedding wraps the model class that knows its files
+        onnx_file = Path(inner._model_dir) / inner.model_description.model_file
+        name = f"{self.config.model} (int8)" if self.settings.quantize == "int8" else self.config.model
+        identity = ModelIdentity(name, int(described.embedding_size),
+                                 model_file_sha256(onnx_file) if onnx_file.is_file() else "")
+        if key and identity.file_hash:
+            remember_identity(key, identity, onnx_file)
+        return identity
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -283,37 +300,63 @@ class UnknownModelError(ModelError):
 
 
 class ModelTokenizer:
-    """The embedding model's own tokenizer, untruncated: chunk sizes are measured with it."""
+    """The embedding model's own tokenizer, untruncated: chunk sizes are measured with it.
+
+    Its limit and unknown token come from tokenizer_config.json at once; the tokenizer itself (17 MB of JSON
+    for the multilingual default) loads at its first use, so a sync with nothing to chunk never loads it.
+    Sent to a parsing process, it travels as its folder and loads there."""
 
     def __init__(self, model_dir: Path, max_tokens: int | None = None):
-        with _FASTEMBED_LOCK:
-            from fastembed.common.preprocessor_utils import load_tokenizer as load_fastembed_tokenizer
-        from tokenizers import Tokenizer
-
+        self._model_dir = model_dir
+        self._tokenizer: Any = None
+        self._loading = threading.Lock()
         try:
-            # fastembed's own loader tells where it will cut a text, so chunks never exceed it.
-            truncating, _ = load_fastembed_tokenizer(model_dir)
-            self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+            if not (model_dir / "tokenizer.json").is_file():
+                raise ValueError("there is no tokenizer.json")
             settings = json.loads((model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
-        except Exception as exc:
+            self.max_tokens = truncation_length(settings)
+        except (OSError, ValueError, AttributeError) as exc:
             raise ModelError(f"cannot read the tokenizer in {model_dir}: {exc}; {_FIX}") from exc
-        self._tokenizer.no_truncation()
-        self._tokenizer.no_padding()
-        self.max_tokens = int((truncating.truncation or {})["max_length"])
         if max_tokens is not None:  # a service may read fewer tokens than the tokenizer's own limit
             self.max_tokens = min(self.max_tokens, max_tokens)
         unknown = settings.get("unk_token") or "[UNK]"
         self.unknown_token = unknown["content"] if isinstance(unknown, dict) else unknown  # AddedToken form
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_tokenizer": None, "_loading": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _loading=threading.Lock())
+
+    @property
+    def _loaded(self) -> Any:
+        """The tokenizer, loaded at the first call that needs it."""
+        if self._tokenizer is None:
+            with self._loading:
+                if self._tokenizer is None:
+                    self._tokenizer = self._load()
+        return self._tokenizer
+
+    def _load(self) -> Any:
+        from tokenizers import Tokenizer
+
+        try:
+            tokenizer = Tokenizer.from_file(str(self._model_dir / "tokenizer.json"))
+        except Exception as exc:
+            raise ModelError(f"cannot read the tokenizer in {self._model_dir}: {exc}; {_FIX}") from exc
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        return tokenizer
+
     def count(self, texts: list[str]) -> list[int]:
         if len(texts) == 1:  # encode_batch's thread hand-off costs more than one text takes
-            return [len(self._tokenizer.encode(texts[0], add_special_tokens=False).ids)]
-        encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
+            return [len(self._loaded.encode(texts[0], add_special_tokens=False).ids)]
+        encodings = self._loaded.encode_batch(texts, add_special_tokens=False)
         return [len(encoding.ids) for encoding in encodings]
 
     def head(self, text: str, n_tokens: int) -> str:
         """The longest prefix of `text` holding at most n_tokens tokens."""
-        offsets = self._tokenizer.encode(text, add_special_tokens=False).offsets
+        offsets = self._loaded.encode(text, add_special_tokens=False).offsets
         if len(offsets) <= n_tokens:
             return text
         return text[:offsets[n_tokens][0]]
@@ -321,15 +364,26 @@ class ModelTokenizer:
     def tail(self, text: str, n_tokens: int) -> str:
         """About the last n_tokens tokens of `text` (a suffix; it may begin inside a word)."""
         text = text[-n_tokens * 12:]  # a token is rarely longer than 12 characters; spare the encoder
-        offsets = self._tokenizer.encode(text, add_special_tokens=False).offsets
+        offsets = self._loaded.encode(text, add_special_tokens=False).offsets
         if len(offsets) <= n_tokens:
             return text
         return text[offsets[-n_tokens][0]:]
 
     def unknown_share(self, text: str) -> float:
         """Share of tokens the model cannot read (e.g. Chinese for an English-only model)."""
-        tokens = self._tokenizer.encode(text, add_special_tokens=False).tokens
+        tokens = self._loaded.encode(text, add_special_tokens=False).tokens
         return sum(token == self.unknown_token for token in tokens) / len(tokens) if tokens else 0.0
+
+
+def truncation_length(settings: dict[str, Any]) -> int:
+    """Where fastembed cuts a text, by its own rule (fastembed.common.preprocessor_utils): the smaller of the
+    usable `model_max_length` and `max_length` of tokenizer_config.json. Read here rather than by its loader,
+    which imports all of fastembed; tests/models/test_embedding.py holds the two equal."""
+    usable = [value for value in (settings.get("model_max_length"), settings.get("max_length"))
+              if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= sys.maxsize]
+    if not usable:
+        raise ValueError("tokenizer_config.json gives no usable model_max_length or max_length")
+    return min(usable)
 
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # what ModelTokenizer must have

@@ -9,8 +9,8 @@ The names below are the package's public face.
 """
 
 from .config import Config, unknown_kb
-from .variables import ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, ENV_TOKEN, cache_root, child_environment, environment, \
-    header_value
+from .variables import ENV_CONFIG, ENV_FASTEMBED_CACHE, ENV_MODEL, ENV_MODEL_PATH, ENV_TOKEN, cache_root, \
+    child_environment, environment, header_value
 from .kb import SOURCE_KINDS, ChunkingConfig, FilterableField, KBConfig, SearchConfig, SourceSettings, SyncConfig, \
     WebSourceConfig
 from .loading import build_config, config_for_folder, config_target, load_config, write_starter
@@ -25,7 +25,8 @@ from .values import (CONTEXT_MAX, DEFAULT_MODE, DEFAULT_MODEL, HEALTHY_HIT_RATE,
 
 __all__ = [
     "Config", "unknown_kb",
-    "ENV_CONFIG", "ENV_MODEL", "ENV_MODEL_PATH", "ENV_TOKEN", "cache_root", "child_environment", "environment", "header_value",
+    "ENV_CONFIG", "ENV_FASTEMBED_CACHE", "ENV_MODEL", "ENV_MODEL_PATH", "ENV_TOKEN", "cache_root", "child_environment",
+    "environment", "header_value",
     "SOURCE_KINDS", "ChunkingConfig", "FilterableField", "KBConfig", "SearchConfig", "SourceSettings", "SyncConfig",
     "WebSourceConfig",
     "build_config", "config_for_folder", "config_target", "load_config", "write_starter",

@@ -17,6 +17,8 @@ ENV_MODEL = "MCP_KB_EMBEDDING_MODEL"
 ENV_MODEL_PATH = "MCP_KB_EMBEDDING_MODEL_PATH"
 ENV_STORAGE = "MCP_KB_STORAGE"
 ENV_TOKEN = "MCP_KB_TOKEN"
+# fastembed's own model cache, which fastembed reads; mcp-kb reads it to know a remembered model identity's cache.
+ENV_FASTEMBED_CACHE = "FASTEMBED_CACHE_PATH"
 # The S3 variables LanceDB reads too; mcp-kb reads them for the read cache of an s3:// store.
 ENV_AWS_ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
 ENV_AWS_SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"

@@ -153,3 +153,22 @@ def test_a_frame_that_lies_about_its_size_costs_only_what_is_sent():
     with pytest.raises(EOFError):
         _read(io.BytesIO((1 << 29).to_bytes(8, "big") + b"tiny"))  # within the limit, but it ends: no 512 MB held
     assert _read(io.BytesIO((4).to_bytes(8, "big") + b"tiny")) == b"tiny"
+
+
+def test_a_broken_tokenizer_fails_the_sync_with_its_reason_not_each_file_in_a_worker(make_config, embedder, tmp_path,
+                                                                                     model_folder, monkeypatch):
+    from mcp_kb.app import App
+    from mcp_kb.errors import ModelError
+
+    broken = tmp_path / "model"
+    broken.mkdir()
+    (broken / "tokenizer_config.json").write_bytes((model_folder / "tokenizer_config.json").read_bytes())
+    (broken / "tokenizer.json").write_text('{"truncated": ')
+    monkeypatch.delenv("MCP_KB_EMBEDDING_MODEL_PATH", raising=False)
+    docs = _folder(tmp_path)
+    config = make_config({"name": "docs", "description": "d", "paths": [str(docs)]},
+                         embedding={"model": embedder.identity.name, "model_path": str(broken)})
+    app = App(config, embedder=embedder)  # the real model embeds; the tokenizer that measures chunks is broken
+    with pytest.raises(ModelError, match=f"cannot read the tokenizer in {broken}"):
+        app.sync()
+    assert app.status("docs")[0].last_error.startswith(f"cannot read the tokenizer in {broken}")

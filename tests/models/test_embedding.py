@@ -50,6 +50,48 @@ def test_tokenizer_knows_where_the_model_truncates(embedding_config):
     assert tokenizer.unknown_share("年假申请流程") > 0.3 and tokenizer.unknown_share("annual leave") == 0.0
 
 
+@pytest.mark.parametrize("limits", [{"model_max_length": 256}, {"model_max_length": 512, "max_length": 128},
+                                    {"model_max_length": 1000000000000000019884624838656, "max_length": 384},
+                                    {"model_max_length": 0, "max_length": 300}, {"model_max_length": None,
+                                                                                 "max_length": True, "x": 2},
+                                    {"model_max_length": "512"}])
+def test_the_truncation_length_is_the_one_fastembed_works_out(model_folder, tmp_path, limits):
+    """mcp-kb reads the limit itself (fastembed's loader imports all of fastembed): both must agree, or refuse
+    alike."""
+    from fastembed.common.preprocessor_utils import load_tokenizer as fastembeds_loader
+
+    from mcp_kb.models.fastembed import ModelTokenizer
+
+    settings = {**json.loads((model_folder / "tokenizer_config.json").read_text()), **limits}
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(settings))
+    (tmp_path / "tokenizer.json").write_bytes((model_folder / "tokenizer.json").read_bytes())
+    try:
+        expected = fastembeds_loader(tmp_path)[0].truncation["max_length"]
+    except ValueError:
+        with pytest.raises(ModelError, match="cannot read the tokenizer.*no usable model_max_length"):
+            ModelTokenizer(tmp_path)
+        return
+    assert ModelTokenizer(tmp_path).max_tokens == expected
+
+
+def test_a_tokenizer_loads_at_first_use_and_travels_as_its_folder(model_folder, tmp_path):
+    import pickle
+
+    from mcp_kb.models.fastembed import ModelTokenizer
+
+    tokenizer = ModelTokenizer(model_folder)
+    sent = pickle.dumps(tokenizer)
+    assert tokenizer._tokenizer is None and len(sent) < 2_000  # not the tokenizer's 700 kB of vocabulary
+    counts = tokenizer.count(["annual leave policy", "年假"])
+    assert len(pickle.dumps(tokenizer)) < 2_000 and pickle.loads(sent).count(["annual leave policy", "年假"]) == counts
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / name).write_bytes((model_folder / name).read_bytes())
+    (tmp_path / "tokenizer.json").write_text("{broken")
+    broken = ModelTokenizer(tmp_path)  # its limit reads at once; the rest fails at first use, with the fix
+    with pytest.raises(ModelError, match=f"cannot read the tokenizer in {tmp_path}.*model_path"):
+        broken.count(["x"])
+
+
 def test_without_a_model_and_without_network_a_command_fails_fast_with_its_fix(tmp_path):
     """fastembed alone retried for about 40 s; one attempt at a hub that refuses (loopback) must be quick."""
     import time

@@ -1,0 +1,61 @@
+"""Model identities remembered across processes (models/identities.py)."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+from mcp_kb.models.base import ModelIdentity
+from mcp_kb.models.identities import remember_identity, remembered_identity
+
+IDENTITY = ModelIdentity("some/model", 384, "ab" * 32)
+
+
+def test_an_identity_holds_while_its_weights_file_is_the_same(tmp_path):
+    weights = tmp_path / "model.onnx"
+    weights.write_bytes(b"weights")
+    remember_identity("key", IDENTITY, weights, folder=tmp_path / "cache")
+    assert remembered_identity("key", folder=tmp_path / "cache") == IDENTITY
+    assert remembered_identity("other key", folder=tmp_path / "cache") is None
+    os.utime(weights, ns=(1, 1))  # touched, or replaced by other weights: worked out again
+    assert remembered_identity("key", folder=tmp_path / "cache") is None
+    remember_identity("key", IDENTITY, weights, folder=tmp_path / "cache")
+    weights.unlink()
+    assert remembered_identity("key", folder=tmp_path / "cache") is None
+
+
+def test_a_damaged_or_unwritable_cache_costs_only_the_work(tmp_path):
+    weights = tmp_path / "model.onnx"
+    weights.write_bytes(b"weights")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for garbage in ("{not json", "[1, 2]", json.dumps({"key": {"name": "x"}}), json.dumps({"key": 5})):
+        (cache / "model-identities.json").write_text(garbage)
+        assert remembered_identity("key", folder=cache) is None
+    remember_identity("key", IDENTITY, weights, folder=cache)
+    assert remembered_identity("key", folder=cache) == IDENTITY
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    remember_identity("key", IDENTITY, weights, folder=blocked)  # no error, nothing kept
+    assert remembered_identity("key", folder=blocked) is None
+    assert sorted(p.name for p in cache.iterdir()) == ["model-identities.json"]  # no temporary file left
+
+
+def test_a_second_process_knows_the_models_identity_without_loading_fastembed(tmp_path, embedder):
+    """What `status` and a sync with nothing to index rely on."""
+    code = textwrap.dedent("""
+        import sys
+        from pathlib import Path
+        from mcp_kb.settings import build_config
+        from mcp_kb.models.fastembed import FastEmbedder
+        identity = FastEmbedder(build_config({}, Path.cwd(), None).embedding).identity
+        print(identity.name, identity.dimension, identity.file_hash, "fastembed" in sys.modules)
+    """)
+    environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    first, second = (subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment,
+                                    timeout=120) for _ in range(2))
+    assert first.returncode == second.returncode == 0, first.stderr + second.stderr
+    expected = embedder.identity
+    assert first.stdout.split() == [expected.name, str(expected.dimension), expected.file_hash, "True"]
+    assert second.stdout.split() == [expected.name, str(expected.dimension), expected.file_hash, "False"]
