@@ -88,7 +88,8 @@ class FastEmbedder(Embedder):
         comes with checking the copy."""
         if self.config.quantize == "int8":
             return ""
-        return json.dumps([self.config.model_dump(mode="json"), environment(ENV_FASTEMBED_CACHE)], sort_keys=True)
+        where = self.config.model_dump(mode="json", include={"model", "model_path", "cache_dir"})
+        return json.dumps([where, environment(ENV_FASTEMBED_CACHE)], sort_keys=True)
 
     def _worked_out_identity(self, key: str) -> ModelIdentity:
         described = self._model or _load_text_embedding(self.settings, lazy=True)

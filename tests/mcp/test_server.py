@@ -635,3 +635,15 @@ async def test_leaving_waits_for_the_model_load_it_started(app, monkeypatch):
     assert order == ["model loaded", "left"]
 
 
+
+
+def test_the_warm_up_loads_the_tokenizer_before_the_first_search(app, model_folder, monkeypatch):
+    """The tokenizer loads at its first use (a command that chunks nothing never loads it); in a server that
+    would be the first search, so the warm-up uses it."""
+    from mcp_kb.mcp import server
+    from mcp_kb.models.fastembed import ModelTokenizer
+
+    fresh = ModelTokenizer(model_folder)
+    monkeypatch.setattr(app.searcher, "tokenizer", fresh)
+    server._warm_up(app)
+    assert fresh._tokenizer is not None

@@ -59,3 +59,15 @@ def test_a_second_process_knows_the_models_identity_without_loading_fastembed(tm
     expected = embedder.identity
     assert first.stdout.split() == [expected.name, str(expected.dimension), expected.file_hash, "True"]
     assert second.stdout.split() == [expected.name, str(expected.dimension), expected.file_hash, "False"]
+
+
+def test_what_a_remembered_identity_is_keyed_by_is_where_the_weights_come_from():
+    from mcp_kb.models.fastembed import FastEmbedder
+    from mcp_kb.settings import FastembedSettings
+
+    def key(**settings):
+        return FastEmbedder(FastembedSettings(model="sentence-transformers/all-MiniLM-L6-v2", **settings))._remembered_as()
+
+    assert key(batch_size=8) == key(batch_size=32, threads=2)  # how it runs: the same weights
+    assert len({key(), key(model_path="/models/a"), key(cache_dir="/cache/b")}) == 3
+    assert key(quantize="int8") == ""  # an int8 copy's identity comes with checking the copy
