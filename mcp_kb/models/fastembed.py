@@ -21,7 +21,7 @@ from ..settings import (ENV_FASTEMBED_CACHE, ENV_MODEL, ENV_MODEL_PATH, Fastembe
 from ..digest import model_file_sha256
 from ..errors import ModelError
 from .base import Embedder, ModelIdentity, Reranker
-from .identities import remember_identity, remembered_identity
+from .identities import RememberedModel, remember_model, remembered_model
 from .quantize import CHECK_TEXTS, int8_copy
 
 log = logging.getLogger(__name__)
@@ -79,27 +79,20 @@ class FastEmbedder(Embedder):
         """Name ("(int8)" added for a quantized copy), dimension and file hash, read without starting an inference
         session."""
         if self._identity is None:
-            key = self._remembered_as()
-            self._identity = (key and remembered_identity(key)) or self._worked_out_identity(key)
+            remembered = _remembered(self.config)
+            self._identity = remembered.identity if remembered else self._worked_out_identity()
         return self._identity
 
-    def _remembered_as(self) -> str:
-        """The key this model's identity is remembered by across processes; "" for an int8 copy, whose identity
-        comes with checking the copy."""
-        if self.config.quantize == "int8":
-            return ""
-        where = self.config.model_dump(mode="json", include={"model", "model_path", "cache_dir"})
-        return json.dumps([where, environment(ENV_FASTEMBED_CACHE)], sort_keys=True)
-
-    def _worked_out_identity(self, key: str) -> ModelIdentity:
+    def _worked_out_identity(self) -> ModelIdentity:
         described = self._model or _load_text_embedding(self.settings, lazy=True)
         inner = described.model  # TextEmbedding wraps the model class that knows its files
         onnx_file = Path(inner._model_dir) / inner.model_description.model_file
         name = f"{self.config.model} (int8)" if self.settings.quantize == "int8" else self.config.model
         identity = ModelIdentity(name, int(described.embedding_size),
                                  model_file_sha256(onnx_file) if onnx_file.is_file() else "")
+        key = memory_key(self.config)
         if key and identity.file_hash:
-            remember_identity(key, identity, onnx_file)
+            remember_model(key, identity, onnx_file, Path(inner._model_dir))
         return identity
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
@@ -134,6 +127,20 @@ class FastEmbedder(Embedder):
             self._model = None
         gc.collect()  # the session sits in reference cycles of fastembed's objects
         _return_free_heap()
+
+
+def memory_key(config: FastembedSettings) -> str:
+    """What a local model is remembered by across processes (identities.py): where its weights come from; ""
+    for an int8 copy, whose identity comes with checking the copy."""
+    if config.quantize == "int8":
+        return ""
+    where = config.model_dump(mode="json", include={"model", "model_path", "cache_dir"})
+    return json.dumps([where, environment(ENV_FASTEMBED_CACHE)], sort_keys=True)
+
+
+def _remembered(config: FastembedSettings) -> RememberedModel | None:
+    key = memory_key(config)
+    return remembered_model(key) if key else None
 
 
 def _return_free_heap() -> None:
@@ -397,6 +404,9 @@ def tokenizer_dir(config: FastembedSettings) -> Path:
     must not wait for the whole model)."""
     if config.model_path:
         return Path(config.model_path)
+    remembered = _remembered(config)
+    if remembered:  # found in fastembed's cache before, without importing fastembed
+        return remembered.folder
     with _FASTEMBED_LOCK:
         from fastembed import TextEmbedding
 
@@ -473,6 +483,9 @@ def model_source(config: FastembedSettings) -> str:
 def _fp32_source(config: FastembedSettings) -> str:
     if config.model_path:
         return f"folder {config.model_path}"
+    remembered = _remembered(config)
+    if remembered:
+        return f"fastembed cache {remembered.folder}"
     with _FASTEMBED_LOCK:
         from fastembed import TextEmbedding
 

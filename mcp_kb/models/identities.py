@@ -1,6 +1,6 @@
-"""Model identities remembered across processes, so that a command that embeds nothing (`status`, a sync
-with nothing to index) neither imports the model's runtime nor hashes its weights (470 MB for the
-multilingual default) only to learn what the index already records.
+"""Local models remembered across processes (identity and folder), so that a command that embeds nothing
+(`status`, a sync with nothing to index) neither imports the model's runtime, to find the model in its
+cache, nor hashes its weights (470 MB for the multilingual default) only to learn what the index records.
 
 A remembered identity holds while the weights file is the one it was worked out from: the same inode,
 size, modification and change times (the trust digest.model_file_sha256 puts in them within one
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,27 +24,34 @@ _FILE_NAME = "model-identities.json"
 _KEEP = 32  # identities kept; the oldest is forgotten first
 
 
-def remembered_identity(key: str, folder: Path | None = None) -> ModelIdentity | None:
-    """The identity remembered for `key`, while its weights file is unchanged; None otherwise."""
-    record = _records(folder).get(key)
+@dataclass(frozen=True)
+class RememberedModel:
+    identity: ModelIdentity
+    folder: Path  # the model's folder: its weights and its tokenizer
+
+
+def remembered_model(key: str, cache: Path | None = None) -> RememberedModel | None:
+    """The model remembered for `key`, while its weights file is unchanged; None otherwise."""
+    record = _records(cache).get(key)
     try:
         if record is None or _file_version(Path(record["file"])) != record["version"]:
             return None
-        return ModelIdentity(str(record["name"]), int(record["dimension"]), str(record["file_hash"]))
+        identity = ModelIdentity(str(record["name"]), int(record["dimension"]), str(record["file_hash"]))
+        return RememberedModel(identity, Path(record["folder"]))
     except (OSError, KeyError, TypeError, ValueError):  # the file is gone, or the record is not ours
         return None
 
 
-def remember_identity(key: str, identity: ModelIdentity, weights: Path, folder: Path | None = None) -> None:
-    """Remember `identity`, worked out from the weights file `weights` (best effort)."""
+def remember_model(key: str, identity: ModelIdentity, weights: Path, folder: Path, cache: Path | None = None) -> None:
+    """Remember `identity`, worked out from the weights file `weights` in the model folder `folder` (best effort)."""
     try:
         version = _file_version(weights)
     except OSError:
         return
-    records = {name: record for name, record in _records(folder).items() if name != key}
+    records = {name: record for name, record in _records(cache).items() if name != key}
     records[key] = {"name": identity.name, "dimension": identity.dimension, "file_hash": identity.file_hash,
-                    "file": str(weights.resolve()), "version": version}
-    _write(dict(list(records.items())[-_KEEP:]), folder or cache_root())
+                    "file": str(weights.resolve()), "version": version, "folder": str(folder.resolve())}
+    _write(dict(list(records.items())[-_KEEP:]), cache or cache_root())
 
 
 def _file_version(path: Path) -> list[int]:
@@ -51,24 +59,24 @@ def _file_version(path: Path) -> list[int]:
     return [stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
 
 
-def _records(folder: Path | None) -> dict[str, Any]:
+def _records(cache: Path | None) -> dict[str, Any]:
     try:
-        records = json.loads(((folder or cache_root()) / _FILE_NAME).read_text(encoding="utf-8"))
+        records = json.loads(((cache or cache_root()) / _FILE_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return records if isinstance(records, dict) else {}
 
 
-def _write(records: dict[str, Any], folder: Path) -> None:
+def _write(records: dict[str, Any], cache: Path) -> None:
     """Replace the file whole (a reader sees the old one or the new one)."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{_FILE_NAME}.")
+        cache.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=cache, prefix=f".{_FILE_NAME}.")
     except OSError:
         return
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             json.dump(records, out)
-        os.replace(temporary, folder / _FILE_NAME)
+        os.replace(temporary, cache / _FILE_NAME)
     except OSError:
         Path(temporary).unlink(missing_ok=True)

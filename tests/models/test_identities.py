@@ -7,22 +7,32 @@ import sys
 import textwrap
 
 from mcp_kb.models.base import ModelIdentity
-from mcp_kb.models.identities import remember_identity, remembered_identity
+from mcp_kb.models.identities import remember_model, remembered_model
 
 IDENTITY = ModelIdentity("some/model", 384, "ab" * 32)
+
+
+def _remember(weights, cache):
+    remember_model("key", IDENTITY, weights, weights.parent, cache=cache)
+
+
+def _recalled(key, cache):
+    remembered = remembered_model(key, cache=cache)
+    return remembered.identity if remembered else None
 
 
 def test_an_identity_holds_while_its_weights_file_is_the_same(tmp_path):
     weights = tmp_path / "model.onnx"
     weights.write_bytes(b"weights")
-    remember_identity("key", IDENTITY, weights, folder=tmp_path / "cache")
-    assert remembered_identity("key", folder=tmp_path / "cache") == IDENTITY
-    assert remembered_identity("other key", folder=tmp_path / "cache") is None
+    _remember(weights, tmp_path / "cache")
+    assert _recalled("key", tmp_path / "cache") == IDENTITY
+    assert remembered_model("key", cache=tmp_path / "cache").folder == tmp_path.resolve()  # where the model lies
+    assert _recalled("other key", tmp_path / "cache") is None
     os.utime(weights, ns=(1, 1))  # touched, or replaced by other weights: worked out again
-    assert remembered_identity("key", folder=tmp_path / "cache") is None
-    remember_identity("key", IDENTITY, weights, folder=tmp_path / "cache")
+    assert _recalled("key", tmp_path / "cache") is None
+    _remember(weights, tmp_path / "cache")
     weights.unlink()
-    assert remembered_identity("key", folder=tmp_path / "cache") is None
+    assert _recalled("key", tmp_path / "cache") is None
 
 
 def test_a_damaged_or_unwritable_cache_costs_only_the_work(tmp_path):
@@ -32,13 +42,13 @@ def test_a_damaged_or_unwritable_cache_costs_only_the_work(tmp_path):
     cache.mkdir()
     for garbage in ("{not json", "[1, 2]", json.dumps({"key": {"name": "x"}}), json.dumps({"key": 5})):
         (cache / "model-identities.json").write_text(garbage)
-        assert remembered_identity("key", folder=cache) is None
-    remember_identity("key", IDENTITY, weights, folder=cache)
-    assert remembered_identity("key", folder=cache) == IDENTITY
+        assert _recalled("key", cache) is None
+    _remember(weights, cache)
+    assert _recalled("key", cache) == IDENTITY
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
-    remember_identity("key", IDENTITY, weights, folder=blocked)  # no error, nothing kept
-    assert remembered_identity("key", folder=blocked) is None
+    _remember(weights, blocked)  # no error, nothing kept
+    assert _recalled("key", blocked) is None
     assert sorted(p.name for p in cache.iterdir()) == ["model-identities.json"]  # no temporary file left
 
 
@@ -62,12 +72,36 @@ def test_a_second_process_knows_the_models_identity_without_loading_fastembed(tm
 
 
 def test_what_a_remembered_identity_is_keyed_by_is_where_the_weights_come_from():
-    from mcp_kb.models.fastembed import FastEmbedder
+    from mcp_kb.models.fastembed import memory_key
     from mcp_kb.settings import FastembedSettings
 
     def key(**settings):
-        return FastEmbedder(FastembedSettings(model="sentence-transformers/all-MiniLM-L6-v2", **settings))._remembered_as()
+        return memory_key(FastembedSettings(model="sentence-transformers/all-MiniLM-L6-v2", **settings))
 
     assert key(batch_size=8) == key(batch_size=32, threads=2)  # how it runs: the same weights
     assert len({key(), key(model_path="/models/a"), key(cache_dir="/cache/b")}) == 3
     assert key(quantize="int8") == ""  # an int8 copy's identity comes with checking the copy
+
+
+def test_a_model_from_fastembeds_cache_is_found_again_without_importing_fastembed(tmp_path, model_folder):
+    """With no model_path (the default), the model's folder in fastembed's cache was found through fastembed;
+    once remembered, a command finds its tokenizer and says where it is without fastembed."""
+    code = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from mcp_kb.models.base import ModelIdentity
+        from mcp_kb.models.fastembed import memory_key, model_source, tokenizer_dir
+        from mcp_kb.models.identities import remember_model
+        from mcp_kb.settings import FastembedSettings
+        config = FastembedSettings(model="sentence-transformers/all-MiniLM-L6-v2")
+        folder = Path({str(model_folder)!r})
+        remember_model(memory_key(config), ModelIdentity(config.model, 384, "ab" * 32), folder / "tokenizer.json",
+                       folder)
+        print(tokenizer_dir(config), model_source(config), "fastembed" in sys.modules)
+    """)
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("MCP_KB_EMBEDDING")}
+    answer = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env={**environment, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert answer.returncode == 0, answer.stderr
+    folder = str(model_folder.resolve())
+    assert answer.stdout.split() == [folder, "fastembed", "cache", folder, "False"]
