@@ -28,8 +28,8 @@ def main() -> None:
     parser.add_argument("--modes", default="keyword,vector,hybrid")
     parser.add_argument("--work", default="/tmp/mcp-kb-bench")
     parser.add_argument("--top-k", type=int, default=10)
-    parser.add_argument("--quantize", choices=["none", "int8"], default="none",
-                        help="[embedding] quantize (an int8 index is kept apart, under <work>/<set>-int8)")
+    parser.add_argument("--quantize", choices=["none", "int8"], default="int8",
+                        help="[embedding] quantize (an fp32 index is kept apart, under <work>/<set>-fp32)")
     parser.add_argument("--search", action="append", default=[], metavar="KEY=VALUE",
                         help="a [kb.search] setting to measure, e.g. title_weight=1 or max_per_document=1")
     args = parser.parse_args()
@@ -37,7 +37,7 @@ def main() -> None:
     from mcp_kb.app import App
     from mcp_kb.evaluation import evaluate, format_table, load_qrels, load_queries
 
-    work = Path(args.work) / (args.dataset + ("-int8" if args.quantize == "int8" else ""))
+    work = Path(args.work) / (args.dataset + ("-fp32" if args.quantize == "none" else ""))
     write_corpus(args.dataset, work / "docs")
     search = {key: json.loads(value) for key, value in (setting.split("=", 1) for setting in args.search)}
     app = App(kb_config(work / "docs", work / "index", args.dataset, search=search, quantize=args.quantize))

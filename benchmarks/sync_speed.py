@@ -1,10 +1,12 @@
 """Sync speed and memory, run by hand; prints figures.
 
     python benchmarks/sync_speed.py scifact     # full SciFact sync vs raw fastembed throughput, peak RSS
-    python benchmarks/sync_speed.py scifact --limit 1000 --quantize int8   # [embedding] quantize = "int8"
+    python benchmarks/sync_speed.py scifact --limit 1000 --quantize none   # [embedding] quantize = "none" (fp32)
     python benchmarks/sync_speed.py scifact --limit 1000 --model-path ../shared/models/all-MiniLM-L6-v2-onnx-int8
     python benchmarks/sync_speed.py noop        # 10,000 files: no-op resync and one changed file
     python benchmarks/sync_speed.py workers --workers 1 2   # the real-PDF set: files/s by parsing processes
+    python benchmarks/sync_speed.py threads     # raw embedding of 500 SciFact abstracts: int8 vs fp32, 1 vs 2
+                                                # ONNX threads, passages per second and per CPU-second
 
 Everything is written under /tmp/mcp-kb-bench.
 """
@@ -118,19 +120,50 @@ def workers(args: argparse.Namespace) -> None:
               f"a worker {report.worker_peak_mb} MB")
 
 
+def threads(args: argparse.Namespace) -> None:
+    """Passages per second and per CPU-second of the model alone, by quantization and ONNX threads (the sync
+    embeds one batch at a time: what a thread count buys shows here first)."""
+    import json
+
+    from mcp_kb.models.fastembed import FastEmbedder
+    from mcp_kb.settings import build_config
+
+    with (Path(__file__).resolve().parents[2] / "shared" / "eval" / "scifact" / "corpus.jsonl").open() as handle:
+        texts = [json.loads(line)["text"] for _, line in zip(range(500), handle)]
+    print(f"{'quantize':8} {'threads':>7} {'passages/s':>10} {'per CPU-s':>9}")
+    for quantize in ("int8", "none"):
+        for count in (1, 2):
+            config = build_config({"embedding": {"quantize": quantize, "threads": count}}, Path.cwd(), None).embedding
+            embedder = FastEmbedder(config)
+            embedder.embed_batch(texts[:16])  # loaded, warm
+            cpu, wall = time.process_time(), time.perf_counter()
+            embedder.embed_batch(texts)
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            print(f"{quantize:8} {count:7} {len(texts) / wall:10.1f} {len(texts) / cpu:9.1f}", flush=True)
+            embedder.release()
+
+
+def _cpu() -> str:
+    """The CPU's model and whether it has the int8 dot-product instructions int8 speed depends on."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+    flags = [flag for flag in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8") if f" {flag}" in info]
+    return f"{name}, {os.cpu_count()} cores, {' '.join(flags) or 'no AVX2'}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["scifact", "noop", "workers"])
+    parser.add_argument("scenario", choices=["scifact", "noop", "workers", "threads"])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="workers: the counts to compare")
     parser.add_argument("--limit", type=int, help="scifact: the first N documents only")
     parser.add_argument("--model-path", help="another local model folder, e.g. the int8 export")
-    parser.add_argument("--quantize", choices=["none", "int8"], default="none", help="scifact: [embedding] quantize")
+    parser.add_argument("--quantize", choices=["none", "int8"], default="int8", help="scifact: [embedding] quantize")
     args = parser.parse_args()
     if args.model_path:
         os.environ["MCP_KB_EMBEDDING_MODEL_PATH"] = str(Path(args.model_path).resolve())
     use_offline_model()
-    print(f"model: {os.environ.get('MCP_KB_EMBEDDING_MODEL_PATH')}, quantize {args.quantize}")
-    {"scifact": scifact, "noop": noop, "workers": workers}[args.scenario](args)
+    print(f"model: {os.environ.get('MCP_KB_EMBEDDING_MODEL_PATH')}, quantize {args.quantize}; CPU: {_cpu()}")
+    {"scifact": scifact, "noop": noop, "workers": workers, "threads": threads}[args.scenario](args)
 
 
 if __name__ == "__main__":

@@ -39,9 +39,10 @@ log = logging.getLogger(__name__)
 class App:
     """Everything a command or a tool needs; heavy parts load on first use."""
 
-    def __init__(self, config: Config, embedder: Embedder | None = None):
+    def __init__(self, config: Config, embedder: Embedder | None = None, serving: bool = False):
         self.config = config
         self._embedder = embedder
+        self._serving = serving  # a server or the admin page: its model is set up for queries
         self._lock = threading.Lock()
         self.metrics = Metrics()
         self.saves_metrics = False  # servers save their figures now and then; a one-off command does not
@@ -56,6 +57,8 @@ class App:
         with self._lock:
             if self._embedder is None:
                 self._embedder = create_embedder(self.config.embedding)
+                if self._serving:
+                    self._embedder.serve_queries()
             return self._embedder
 
     @cached_property

@@ -480,7 +480,7 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
     _one_of(folder, config_path)
     config = _load(folder or config_path)
     run_server(App(config.serving(transport=transport, host=host, port=port, read_only=read_only,
-                                  stateless=stateless)))
+                                  stateless=stateless), serving=True))
 
 
 @main.command()
@@ -499,7 +499,7 @@ def ui(folder: str | None, config_path: str | None, port: int) -> None:
     from .mcp.server import run_page
 
     _one_of(folder, config_path)
-    run_page(App(_load(folder or config_path)), port)
+    run_page(App(_load(folder or config_path), serving=True), port)
 
 
 @main.command()

@@ -70,6 +70,15 @@ def pytest_configure(config):
 
 
 @pytest.fixture(scope="session")
+def fp32_embedder(embedding_config):
+    """The tests' model with quantize = "none": its vectors do not depend on their batch (int8's activations are
+    quantized per batch, which moves a vector by a cosine of about 0.003)."""
+    from mcp_kb.models.fastembed import FastEmbedder
+
+    return FastEmbedder(embedding_config.model_copy(update={"quantize": "none"}))
+
+
+@pytest.fixture(scope="session")
 def embedder():
     """The real fastembed model, loaded once per test process for the tests that ask for it (unit tests
     that need no model run without loading one); `.calls` counts embedded texts."""

@@ -69,6 +69,10 @@ class Embedder(ABC):
     def release(self) -> None:
         """Let go of a loaded model's memory; the next call loads it again. Nothing to do for a service."""
 
+    def serve_queries(self) -> None:
+        """Set the model up, before its first use, for a process that answers queries for long rather than
+        embedding batches: memory before batch speed. Nothing to do for a service."""
+
 
 class Reranker(ABC):
     """Scores (query, passage) pairs; higher is more relevant."""

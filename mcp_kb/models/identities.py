@@ -2,8 +2,8 @@
 (`status`, a sync with nothing to index) neither imports the model's runtime, to find the model in its
 cache, nor hashes its weights (470 MB for the multilingual default) only to learn what the index records.
 
-A remembered identity holds while the weights file is the one it was worked out from: the same inode,
-size, modification and change times (the trust digest.model_file_sha256 puts in them within one
+A remembered identity holds while the weights files are the ones it was worked out from (an int8 copy's
+and its fp32 source's): the same inode, size, modification and change times (the trust digest.model_file_sha256 puts in them within one
 process, and a sync in a document's size and modification time). A cache that cannot be read or written
 only costs the work again.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,10 +32,10 @@ class RememberedModel:
 
 
 def remembered_model(key: str, cache: Path | None = None) -> RememberedModel | None:
-    """The model remembered for `key`, while its weights file is unchanged; None otherwise."""
+    """The model remembered for `key`, while its weights files are unchanged; None otherwise."""
     record = _records(cache).get(key)
     try:
-        if record is None or _file_version(Path(record["file"])) != record["version"]:
+        if record is None or any(_file_version(Path(file)) != version for file, version in record["files"]):
             return None
         identity = ModelIdentity(str(record["name"]), int(record["dimension"]), str(record["file_hash"]))
         return RememberedModel(identity, Path(record["folder"]))
@@ -42,15 +43,17 @@ def remembered_model(key: str, cache: Path | None = None) -> RememberedModel | N
         return None
 
 
-def remember_model(key: str, identity: ModelIdentity, weights: Path, folder: Path, cache: Path | None = None) -> None:
-    """Remember `identity`, worked out from the weights file `weights` in the model folder `folder` (best effort)."""
+def remember_model(key: str, identity: ModelIdentity, weights: Sequence[Path], folder: Path,
+                   cache: Path | None = None) -> None:
+    """Remember `identity`, worked out from the `weights` files, of the model whose files (its tokenizer) are in
+    `folder` (best effort)."""
     try:
-        version = _file_version(weights)
+        files = [[str(file.resolve()), _file_version(file)] for file in weights]
     except OSError:
         return
     records = {name: record for name, record in _records(cache).items() if name != key}
     records[key] = {"name": identity.name, "dimension": identity.dimension, "file_hash": identity.file_hash,
-                    "file": str(weights.resolve()), "version": version, "folder": str(folder.resolve())}
+                    "files": files, "folder": str(folder.resolve())}
     _write(dict(list(records.items())[-_KEEP:]), cache or cache_root())
 
 

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -57,12 +58,24 @@ _GELU_OPS = {"Erf", "Gelu", "FastGelu", "BiasGelu", "QuickGelu"}
 _ABANDONED_AFTER_SECONDS = 3600
 RETRY_WRITE_AFTER_SECONDS = 3600  # a copy that could not be written or kept is tried again after this
 _GELU_SEARCH_DEPTH = 6  # a GELU written out (x * 0.5 * (1 + erf(x / sqrt 2))) is five nodes deep
+# Operators of ONNX and onnxruntime that only a quantized graph holds: such a model is not quantized again.
+_QUANTIZED_OPS = {"DynamicQuantizeLinear", "QuantizeLinear", "DequantizeLinear", "MatMulInteger", "QLinearMatMul",
+                  "MatMulIntegerToFloat", "DynamicQuantizeMatMul", "QGemm", "QAttention", "QEmbedLayerNormalization",
+                  "QLinearConv", "ConvInteger", "MatMulNBits", "GatherBlockQuantized"}
 
 
 @dataclass(frozen=True)
 class Int8Copy:
-    folder: Path | None  # None: refused, the fp32 model stays in use
+    folder: Path | None  # the copy; None: the model is used from its own folder
     why: str  # how close the copy came to fp32, or why there is none
+    # "copy": made and checked; "as_is": the model is quantized already; "refused": the fp32 model stays until the
+    # model or onnxruntime changes; "retry_later": the copy could not be written or kept, tried again later
+    outcome: Literal["copy", "as_is", "refused", "retry_later"]
+
+    @property
+    def lasting(self) -> bool:
+        """Whether the outcome holds while the model's files and onnxruntime stay the same."""
+        return self.outcome != "retry_later"
 
 
 def int8_copy(source: Path, model_file: str, cache: Path, embed: Callable[[Path], np.ndarray]) -> Int8Copy:
@@ -76,25 +89,51 @@ def int8_copy(source: Path, model_file: str, cache: Path, embed: Callable[[Path]
     kept = _kept_copy(folder, model_file)
     if kept:
         return kept
-    refused = _refused(refusal)
+    as_is = _quantized_already(source / model_file, folder.with_name(f"{folder.name}.quantized.json"))
+    if as_is:
+        return Int8Copy(None, as_is, "as_is")
+    refused = _recorded_why(refusal)
     if refused:
-        return Int8Copy(None, refused)
+        return Int8Copy(None, refused, "refused")
     unkept = folder.with_name(f"{folder.name}.unkept.json")
     recently = _failed_recently(unkept)
     if recently:
-        return Int8Copy(None, recently)
+        return Int8Copy(None, recently, "retry_later")
     try:
         return _make(source, model_file, folder, refusal, embed)
     except OSError as exc:  # a full disk, an unwritable cache: says nothing about the model, so tried again later
         why = f"the int8 copy could not be written under {folder.parent} ({exc})"
         _remember_failure(unkept, why)
-        return Int8Copy(None, why)
+        return Int8Copy(None, why, "retry_later")
 
 
-def _refused(refusal: Path) -> str | None:
-    """Why this model's copy was refused before, or None (never refused, or an unreadable record: try again)."""
+def _quantized_already(model: Path, verdict: Path) -> str | None:
+    """Why the model is used as it is when its graph is quantized already, or None; the verdict of reading the
+    graph (a second of parsing for a large model) is remembered beside the copies, by the model's hash."""
+    remembered = _recorded_why(verdict)  # "": not quantized
+    if remembered is not None:
+        return remembered or None
+    import onnx
+
     try:
-        return str(json.loads(refusal.read_text(encoding="utf-8"))["why"])
+        found = sorted({node.op_type for node in onnx.load(str(model), load_external_data=False).graph.node}
+                       & _QUANTIZED_OPS)
+    except Exception:  # a graph onnx cannot read: quantizing it fails and says why
+        return None
+    why = f"the model is quantized already ({', '.join(found)}): used as it is" if found else ""
+    try:
+        verdict.parent.mkdir(parents=True, exist_ok=True)
+        verdict.write_text(json.dumps({"why": why}), encoding="utf-8")
+    except OSError:  # read again next time
+        pass
+    return why or None
+
+
+def _recorded_why(record: Path) -> str | None:
+    """The reason a record beside the copies keeps (a refusal, a verdict), or None (none, or an unreadable record:
+    worked out again)."""
+    try:
+        return str(json.loads(record.read_text(encoding="utf-8"))["why"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -125,7 +164,7 @@ def _kept_copy(folder: Path, model_file: str) -> Int8Copy | None:
     try:
         record = json.loads((folder / RECORD).read_text(encoding="utf-8"))
         if _intact(folder, record["files"], model_file):
-            return Int8Copy(folder, record["closeness"])
+            return Int8Copy(folder, record["closeness"], "copy")
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         if not os.path.lexists(folder):
             return None
@@ -173,7 +212,7 @@ def _build(source: Path, model_file: str, folder: Path, building: Path, refusal:
         if kept is None:
             raise
         return kept
-    return Int8Copy(folder, closeness)
+    return Int8Copy(folder, closeness, "copy")
 
 
 def _regular_files(folder: Path) -> dict[str, int]:
@@ -226,7 +265,7 @@ def _remove_abandoned(folder: Path) -> None:
 
 def _refuse(refusal: Path, why: str) -> Int8Copy:
     refusal.write_text(json.dumps({"why": why}), encoding="utf-8")
-    return Int8Copy(None, why)
+    return Int8Copy(None, why, "refused")
 
 
 def _copy_support_files(source: Path, target: Path) -> None:

@@ -16,12 +16,22 @@ from mcp_kb.errors import ModelError
 from mcp_kb.models.fastembed import FastEmbedder, load_tokenizer
 
 
-def test_vectors_are_unit_length_and_batch_independent(embedder):
-    vectors = embedder.embed_batch(["annual leave policy", "error code E5021"])
-    alone = embedder.embed_batch(["error code E5021"])
-    assert vectors.shape == (2, embedder.identity.dimension)
+def test_vectors_are_unit_length_and_batch_independent(fp32_embedder):
+    vectors = fp32_embedder.embed_batch(["annual leave policy", "error code E5021"])
+    alone = fp32_embedder.embed_batch(["error code E5021"])
+    assert vectors.shape == (2, fp32_embedder.identity.dimension)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert np.allclose(vectors[1], alone[0], atol=1e-5)
+
+
+def test_int8_vectors_move_only_a_little_with_their_batch(embedder):
+    """The default int8 model quantizes each batch's activations with one scale: a text's vector depends a
+    little on its batch mates, far less than texts differ."""
+    assert embedder.identity.name.endswith("(int8)")
+    vectors = embedder.embed_batch(["annual leave policy", "error code E5021"])
+    alone = embedder.embed_batch(["error code E5021"])
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert 0.99 < float(vectors[1] @ alone[0]) < 0.99999 and float(vectors[0] @ vectors[1]) < 0.5
 
 
 def test_identity_names_model_dimension_and_file_hash(embedder):
@@ -184,11 +194,11 @@ def test_device_cuda_without_a_gpu_warns_and_runs_on_the_cpu(embedding_config, c
     assert vector.shape == (384,)
 
 
-def test_texts_sorted_by_length_for_batching_come_back_in_input_order(embedder):
+def test_texts_sorted_by_length_for_batching_come_back_in_input_order(fp32_embedder):
     texts = ["a much longer passage about annual leave, approvals and the HR portal", "E5021", "leave policy"]
-    together = embedder.embed_batch(texts)
+    together = fp32_embedder.embed_batch(texts)
     for text, vector in zip(texts, together):
-        assert np.allclose(vector, embedder.embed_batch([text])[0], atol=1e-5)
+        assert np.allclose(vector, fp32_embedder.embed_batch([text])[0], atol=1e-5)
 
 
 def test_a_released_model_frees_its_session_and_loads_again_with_the_same_vectors(embedding_config):

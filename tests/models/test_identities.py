@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from mcp_kb.models.base import ModelIdentity
 from mcp_kb.models.identities import remember_model, remembered_model
 
@@ -13,7 +15,7 @@ IDENTITY = ModelIdentity("some/model", 384, "ab" * 32)
 
 
 def _remember(weights, cache):
-    remember_model("key", IDENTITY, weights, weights.parent, cache=cache)
+    remember_model("key", IDENTITY, [weights], weights.parent, cache=cache)
 
 
 def _recalled(key, cache):
@@ -52,23 +54,37 @@ def test_a_damaged_or_unwritable_cache_costs_only_the_work(tmp_path):
     assert sorted(p.name for p in cache.iterdir()) == ["model-identities.json"]  # no temporary file left
 
 
-def test_a_second_process_knows_the_models_identity_without_loading_fastembed(tmp_path, embedder):
-    """What `status` and a sync with nothing to index rely on."""
-    code = textwrap.dedent("""
+def test_an_int8_identity_holds_while_its_copy_and_the_model_it_was_made_from_are_the_same(tmp_path):
+    copy, source = tmp_path / "int8" / "model.onnx", tmp_path / "fp32" / "model.onnx"
+    for weights in (copy, source):
+        weights.parent.mkdir()
+        weights.write_bytes(b"weights")
+    remember_model("key", IDENTITY, [copy, source], source.parent, cache=tmp_path / "cache")
+    assert _recalled("key", tmp_path / "cache") == IDENTITY
+    os.utime(source, ns=(1, 1))  # the fp32 model was replaced: its copy is another one
+    assert _recalled("key", tmp_path / "cache") is None
+
+
+@pytest.mark.parametrize("quantize", ["int8", "none"])
+def test_a_second_process_knows_the_models_identity_without_loading_fastembed(tmp_path, embedder, fp32_embedder,
+                                                                             quantize):
+    """What `status` and a sync with nothing to index rely on, for the default int8 copy and the fp32 model."""
+    code = textwrap.dedent(f"""
         import sys
         from pathlib import Path
         from mcp_kb.settings import build_config
         from mcp_kb.models.fastembed import FastEmbedder
-        identity = FastEmbedder(build_config({}, Path.cwd(), None).embedding).identity
-        print(identity.name, identity.dimension, identity.file_hash, "fastembed" in sys.modules)
+        config = build_config({{"embedding": {{"quantize": {quantize!r}}}}}, Path.cwd(), None)
+        identity = FastEmbedder(config.embedding).identity
+        print(identity.name, identity.dimension, identity.file_hash, "fastembed" in sys.modules, sep="|")
     """)
     environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     first, second = (subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment,
                                     timeout=120) for _ in range(2))
     assert first.returncode == second.returncode == 0, first.stderr + second.stderr
-    expected = embedder.identity
-    assert first.stdout.split() == [expected.name, str(expected.dimension), expected.file_hash, "True"]
-    assert second.stdout.split() == [expected.name, str(expected.dimension), expected.file_hash, "False"]
+    expected = (embedder if quantize == "int8" else fp32_embedder).identity
+    assert first.stdout.split("|") == [expected.name, str(expected.dimension), expected.file_hash, "True\n"]
+    assert second.stdout.split("|") == [expected.name, str(expected.dimension), expected.file_hash, "False\n"]
 
 
 def test_what_a_remembered_identity_is_keyed_by_is_where_the_weights_come_from():
@@ -79,8 +95,10 @@ def test_what_a_remembered_identity_is_keyed_by_is_where_the_weights_come_from()
         return memory_key(FastembedSettings(model="sentence-transformers/all-MiniLM-L6-v2", **settings))
 
     assert key(batch_size=8) == key(batch_size=32, threads=2)  # how it runs: the same weights
-    assert len({key(), key(model_path="/models/a"), key(cache_dir="/cache/b")}) == 3
-    assert key(quantize="int8") == ""  # an int8 copy's identity comes with checking the copy
+    assert len({key(), key(model_path="/models/a"), key(cache_dir="/cache/b"), key(quantize="none")}) == 4
+    import onnxruntime  # a copy refused by one onnxruntime is tried again by another
+
+    assert onnxruntime.__version__ in key() and onnxruntime.__version__ not in key(quantize="none")
 
 
 def test_a_model_from_fastembeds_cache_is_found_again_without_importing_fastembed(tmp_path, model_folder):
@@ -95,13 +113,14 @@ def test_a_model_from_fastembeds_cache_is_found_again_without_importing_fastembe
         from mcp_kb.settings import FastembedSettings
         config = FastembedSettings(model="sentence-transformers/all-MiniLM-L6-v2")
         folder = Path({str(model_folder)!r})
-        remember_model(memory_key(config), ModelIdentity(config.model, 384, "ab" * 32), folder / "tokenizer.json",
+        remember_model(memory_key(config), ModelIdentity(config.model, 384, "ab" * 32), [folder / "tokenizer.json"],
                        folder)
-        print(tokenizer_dir(config), model_source(config), "fastembed" in sys.modules)
+        print(tokenizer_dir(config), model_source(config), "fastembed" in sys.modules, sep="|")
     """)
     environment = {key: value for key, value in os.environ.items() if not key.startswith("MCP_KB_EMBEDDING")}
     answer = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                             env={**environment, "XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert answer.returncode == 0, answer.stderr
     folder = str(model_folder.resolve())
-    assert answer.stdout.split() == [folder, "fastembed", "cache", folder, "False"]
+    directory, source, imported = answer.stdout.strip().split("|")
+    assert (directory, imported) == (folder, "False") and source.startswith(f"fastembed cache {folder}; quantize")

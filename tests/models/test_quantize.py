@@ -49,17 +49,17 @@ def _cosine(a, b):
     return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
-def test_an_int8_copy_is_made_once_checked_against_fp32_and_used(settings, embedder, model_folder, monkeypatch):
+def test_an_int8_copy_is_made_once_checked_against_fp32_and_used(settings, fp32_embedder, model_folder, monkeypatch):
     assert prepare_model(settings()) == model_folder  # `mcp-kb model fetch` makes the copy ahead of the first sync
     assert 'quantize = "int8": embedded with an int8 copy of it' in model_source(settings())
     _never_quantize(monkeypatch)
     int8 = FastEmbedder(settings())
-    assert int8.identity.name == f"{embedder.identity.name} (int8)"
-    assert int8.identity.file_hash != embedder.identity.file_hash and int8.identity.dimension == 384
+    assert int8.identity.name == f"{fp32_embedder.identity.name} (int8)"
+    assert int8.identity.file_hash != fp32_embedder.identity.file_hash and int8.identity.dimension == 384
     record = json.loads((Path(_copy_folder(int8)) / quantize.RECORD).read_text())
     assert record["int8_sha256"] == int8.identity.file_hash and "mean 0.99" in record["closeness"]
     text = "Employees apply for annual leave in the HR portal two weeks ahead."
-    close = _cosine(int8.embed_query(text), embedder.embed_query(text))
+    close = _cosine(int8.embed_query(text), fp32_embedder.embed_query(text))
     assert 0.98 <= close < 0.99999  # the int8 model ran: near fp32, not equal
 
 
@@ -87,9 +87,10 @@ def test_a_changed_tokenizer_byte_or_a_graph_linked_to_an_endless_file_is_a_dama
     tokenizer.write_bytes(tokenizer.read_bytes().replace(b'"[UNK]"', b'"[UNX]"', 1))
     with caplog.at_level(logging.WARNING):
         repaired = FastEmbedder(settings())
-        assert repaired.identity == made.identity  # the copy is found (and checked) when first needed
+        assert repaired.identity == made.identity  # remembered: the weights are the same files
+        assert np.allclose(repaired.embed_query(text), vector)  # the copy is checked before it embeds anything
     assert "damaged or incomplete; making it again" in caplog.text
-    assert b'"[UNK]"' in tokenizer.read_bytes() and np.allclose(repaired.embed_query(text), vector)
+    assert b'"[UNK]"' in tokenizer.read_bytes()
     caplog.clear()
     (folder / "model.onnx").unlink()
     (folder / "model.onnx").symlink_to("/dev/zero")  # hashing it would never end
@@ -104,7 +105,8 @@ def test_switching_to_int8_rebuilds_the_index_says_why_and_searches(make_config,
     from mcp_kb.app import App
 
     write(tmp_path / "docs" / "leave.md", "# Leave\n\nApply for annual leave in the HR portal two weeks ahead.\n")
-    config = make_config({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
+    config = make_config({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]},
+                         embedding={"quantize": "none"})
     App(config).sync()
     int8 = App(config.model_copy(update={"embedding": settings()}))
     report = int8.sync()[0]
@@ -114,21 +116,23 @@ def test_switching_to_int8_rebuilds_the_index_says_why_and_searches(make_config,
     assert "embedding model changed" in App(config).sync()[0].rebuilt  # and back to fp32
 
 
-def test_a_copy_too_far_from_fp32_is_refused_once_with_the_figure(settings, embedder, tmp_path, monkeypatch, caplog):
+def test_a_copy_too_far_from_fp32_is_refused_once_with_the_figure(settings, fp32_embedder, tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(quantize, "MIN_COSINE", 0.9999)
     with caplog.at_level(logging.WARNING, logger=WARNINGS):
         refused = FastEmbedder(settings(tmp_path / "strict"))
-        assert refused.identity == embedder.identity  # the fp32 model, as before
+        assert refused.identity == fp32_embedder.identity  # the fp32 model, as before
     assert "came out too far from the fp32 model" in caplog.text and "mean 0.99" in caplog.text
     assert "embedding with the fp32 model" in caplog.text
     caplog.clear()
     _never_quantize(monkeypatch)  # the refusal is remembered: the next start does not try again
     with caplog.at_level(logging.WARNING, logger=WARNINGS):
-        assert FastEmbedder(settings(tmp_path / "strict")).identity == embedder.identity
-    assert caplog.text.count("too far from the fp32 model") == 1
+        again = FastEmbedder(settings(tmp_path / "strict"))
+        assert again.identity == fp32_embedder.identity and not caplog.text  # remembered, with the weights' hash
+        assert np.allclose(again.embed_query("annual leave"), fp32_embedder.embed_query("annual leave"))
+    assert caplog.text.count("too far from the fp32 model") == 1  # said once by each process that loads it
 
 
-def test_a_graph_the_quantizer_cannot_handle_leaves_fp32_with_one_warning(settings, embedder, tmp_path, monkeypatch,
+def test_a_graph_the_quantizer_cannot_handle_leaves_fp32_with_one_warning(settings, fp32_embedder, tmp_path, monkeypatch,
                                                                            caplog):
     def unsupported(*_):
         raise RuntimeError("Unsupported op type: FancyAttention")
@@ -142,17 +146,17 @@ def test_a_graph_the_quantizer_cannot_handle_leaves_fp32_with_one_warning(settin
     with caplog.at_level(logging.WARNING, logger=WARNINGS):
         model = FastEmbedder(settings(tmp_path / "cache"))
         vector = model.embed_query("annual leave")
-    assert model.identity == embedder.identity
-    assert np.allclose(vector, embedder.embed_query("annual leave"))
+    assert model.identity == fp32_embedder.identity
+    assert np.allclose(vector, fp32_embedder.embed_query("annual leave"))
     assert len(caplog.records) == 1 and "Unsupported op type: FancyAttention" in caplog.text
     assert sorted(p.name for p in copies.glob("*.building")) == [at_work.name]  # ours and the abandoned one: gone
 
 
-def test_a_cache_that_cannot_be_written_leaves_fp32_and_is_tried_again(settings, embedder, tmp_path, monkeypatch,
+def test_a_cache_that_cannot_be_written_leaves_fp32_and_is_tried_again(settings, fp32_embedder, tmp_path, monkeypatch,
                                                                         caplog):
     write(tmp_path / "cache" / "mcp-kb-int8", "a file where the copies' folder should be")
     with caplog.at_level(logging.WARNING, logger=WARNINGS):
-        assert FastEmbedder(settings(tmp_path / "cache")).identity == embedder.identity
+        assert FastEmbedder(settings(tmp_path / "cache")).identity == fp32_embedder.identity
     assert "could not be written" in caplog.text and "embedding with the fp32 model" in caplog.text
     (tmp_path / "cache" / "mcp-kb-int8").unlink()  # space again: the next start tries again (nothing remembered)
     tried = []
@@ -161,22 +165,22 @@ def test_a_cache_that_cannot_be_written_leaves_fp32_and_is_tried_again(settings,
     assert len(tried) == 1
 
 
-def test_a_disk_that_fills_while_quantizing_leaves_fp32_and_nothing_behind(settings, embedder, tmp_path, monkeypatch,
+def test_a_disk_that_fills_while_quantizing_leaves_fp32_and_nothing_behind(settings, fp32_embedder, tmp_path, monkeypatch,
                                                                           caplog):
     def full(_, int8):
         int8.write_bytes(b"\x08\x07" * 1000)  # a part written, then the disk is full
         raise OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(quantize, "_quantize", full)
     with caplog.at_level(logging.WARNING, logger=WARNINGS):
-        assert FastEmbedder(settings(tmp_path / "cache")).identity == embedder.identity
+        assert FastEmbedder(settings(tmp_path / "cache")).identity == fp32_embedder.identity
     assert "No space left on device" in caplog.text and "embedding with the fp32 model" in caplog.text
     copies = tmp_path / "cache" / "mcp-kb-int8"
-    [unkept] = copies.iterdir()  # no part, no refusal: only when it failed
-    assert unkept.name.endswith(".unkept.json")
+    [unkept] = copies.glob("*.unkept.json")
+    assert len(list(copies.iterdir())) == 2  # and the verdict that the model was not quantized: no part, no refusal
     caplog.clear()
     _never_quantize(monkeypatch)  # the next starts within the hour do not quantize for nothing
     with caplog.at_level(logging.WARNING, logger=WARNINGS):
-        assert FastEmbedder(settings(tmp_path / "cache")).identity == embedder.identity
+        assert FastEmbedder(settings(tmp_path / "cache")).identity == fp32_embedder.identity
     assert "No space left on device" in caplog.text and "tried again 60 minutes after" in caplog.text
     record = json.loads(unkept.read_text())
     unkept.write_text(json.dumps({**record, "at": record["at"] - quantize.RETRY_WRITE_AFTER_SECONDS}))
@@ -186,7 +190,7 @@ def test_a_disk_that_fills_while_quantizing_leaves_fp32_and_nothing_behind(setti
     assert len(tried) == 1
 
 
-def test_queries_never_search_an_int8_index_with_fp32_vectors(make_config, settings, embedder, tmp_path,
+def test_queries_never_search_an_int8_index_with_fp32_vectors(make_config, settings, fp32_embedder, tmp_path,
                                                              monkeypatch):
     """A server whose int8 copy cannot be had (here: refused) embeds queries with fp32: on an index of int8
     vectors it answers from keyword search, saying why, and its status shows it."""
@@ -203,8 +207,45 @@ def test_queries_never_search_an_int8_index_with_fp32_vectors(make_config, setti
     served = App(config.model_copy(update={"embedding": settings(tmp_path / "other-cache")}))
     result = served.search("docs", "annual leave portal", mode="hybrid")
     assert result.mode == "keyword" and result.hits[0].source == "leave.md"
-    differs = (f"the index holds vectors of {embedder.identity.name} (int8) (384-d) and queries here are embedded "
-               f"with {embedder.identity.name} (384-d)")
+    differs = (f"the index holds vectors of {fp32_embedder.identity.name} (int8) (384-d) and queries here are embedded "
+               f"with {fp32_embedder.identity.name} (384-d)")
     assert result.notes[0].startswith(f"vector search is off: {differs}; answered from keyword search")
     assert served.status("docs")[0].query_model_differs == differs
     assert built.search("docs", "annual leave portal", mode="hybrid").mode == "hybrid"
+
+
+def test_a_model_quantized_already_is_used_as_it_is_and_the_verdict_is_remembered(settings, embedder, tmp_path,
+                                                                                  monkeypatch, caplog):
+    """An int8 export (here: the copy made above, as a model folder of its own) is never quantized twice, and
+    quantize = "int8" on it names the same model as "none": switching rebuilds nothing."""
+    export = Path(_copy_folder(FastEmbedder(settings())))
+    ready_made = settings(tmp_path / "cache").model_copy(update={"model_path": str(export)})
+    _never_quantize(monkeypatch)
+    with caplog.at_level(logging.INFO, logger=WARNINGS):
+        as_is = FastEmbedder(ready_made)
+        assert as_is.identity == FastEmbedder(ready_made.model_copy(update={"quantize": "none"})).identity
+    assert as_is.identity.name == embedder.config.model and "(int8)" not in as_is.identity.name
+    assert "quantized already (DequantizeLinear, DynamicQuantizeLinear, MatMulInteger)" in caplog.text
+    assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
+    text = "Employees apply for annual leave in the HR portal two weeks ahead."
+    assert np.allclose(as_is.embed_query(text), embedder.embed_query(text), atol=1e-6)  # the same int8 weights
+
+    import onnx
+    monkeypatch.setattr(onnx, "load", lambda *_, **__: 1 / 0)  # the verdict is remembered: the graph is not read
+    assert FastEmbedder(ready_made).settings.model_path == str(export)
+
+
+def test_a_server_runs_its_model_without_the_memory_arena_and_a_sync_with_it(make_config, tmp_path):
+    """A server answers queries for long: onnxruntime's arena would keep a sync's batch memory; the vectors are
+    the same either way."""
+    from mcp_kb.app import App
+
+    config = make_config({"name": "docs", "description": "d", "paths": [str(tmp_path)]})
+    served, synced = App(config, serving=True).embedder, App(config).embedder
+
+    def arena(embedder):
+        return embedder.model.model.model.get_session_options().enable_cpu_mem_arena
+
+    text = "Employees apply for annual leave in the HR portal two weeks ahead."
+    assert np.array_equal(served.embed_query(text), synced.embed_query(text))
+    assert (arena(served), arena(synced)) == (False, True)

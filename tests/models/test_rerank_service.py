@@ -23,8 +23,8 @@ PASSAGES = [text for text in DOCS.values()]
 
 
 @pytest.fixture
-def service(embedder):
-    with serve_rerank(RerankService(embedder)) as running:
+def service(fp32_embedder):  # its scores do not depend on how passages are batched
+    with serve_rerank(RerankService(fp32_embedder)) as running:
         yield running
 
 
@@ -40,17 +40,17 @@ def _cosines(embedder, query, passages):
 
 
 @pytest.mark.parametrize("api", ["cohere", "tei"])
-def test_scores_come_back_in_passage_order_whatever_order_the_service_answers_in(service, embedder, api):
+def test_scores_come_back_in_passage_order_whatever_order_the_service_answers_in(service, fp32_embedder, api):
     scores = ServiceReranker(_settings(service, api)).score("how do I take days off", PASSAGES)
-    expected = _cosines(embedder, "how do I take days off", PASSAGES)
+    expected = _cosines(fp32_embedder, "how do I take days off", PASSAGES)
     assert scores == pytest.approx(expected, abs=1e-6)
     assert sorted(range(len(scores)), key=lambda i: -scores[i]) != list(range(len(scores)))  # it did reorder
 
 
-def test_passages_go_in_batches_and_are_scored_in_order(service, embedder):
+def test_passages_go_in_batches_and_are_scored_in_order(service, fp32_embedder):
     scores = ServiceReranker(_settings(service, batch_size=2)).score("lost laptop", PASSAGES)
     assert service.batches == [2, 2, 1]
-    assert scores == pytest.approx(_cosines(embedder, "lost laptop", PASSAGES), abs=1e-6)
+    assert scores == pytest.approx(_cosines(fp32_embedder, "lost laptop", PASSAGES), abs=1e-6)
 
 
 def test_a_transient_failure_is_retried_and_a_lasting_one_is_a_clear_error(service):
@@ -144,7 +144,7 @@ def kb(tmp_path):
     return {"name": "handbook", "description": "staff handbook", "paths": [str(tmp_path / "docs")]}
 
 
-def test_a_search_returns_the_services_order(make_app, kb, service, embedder):
+def test_a_search_returns_the_services_order(make_app, kb, service, fp32_embedder):
     app = make_app(kb, rerank={"enabled": True, "provider": "service", "base_url": service.url, "api": "tei",
                                "candidates": 5})
     app.sync()
@@ -153,7 +153,7 @@ def test_a_search_returns_the_services_order(make_app, kb, service, embedder):
     assert not result.notes and "rerank" in result.timings_ms
     assert scores == sorted(scores, reverse=True) and service.batches == [5]
     texts = [hit.text for hit in result.hits]
-    assert scores == pytest.approx(_cosines(embedder, "days off work", texts), abs=1e-5)
+    assert scores == pytest.approx(_cosines(fp32_embedder, "days off work", texts), abs=1e-5)
 
 
 def test_a_slow_or_failing_service_leaves_the_fused_order_with_a_note(make_app, kb, service):
