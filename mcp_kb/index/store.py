@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from ..settings import KB_NAME_CHARS, StorageConfig, is_remote_uri, megabytes
 from ..errors import KBError, ModelError, StoreError
+from ..lru import BoundedLRU
 from ..records import KBState
 from .compat import import_lancedb
 from .contract import Candidate, FileRecord
@@ -43,6 +44,13 @@ VECTOR_INDEX_MIN_ROWS = 10_000
 # (benchmarks/shared_index.py million) 64 partitions gave recall@10 0.985 after the exact re-ranking
 # of 50 candidates, hybrid p95 47 ms, a 187 s build; LanceDB's default (about sqrt(rows)) 0.951, 43 ms, 342 s.
 ROWS_PER_PARTITION = 16_384
+# From this many rows the vector index is IVF-PQ (a 384-d vector kept as 48 one-byte codes) rather than HNSW-SQ
+# (384 one-byte codes and a graph, about 0.7 kB a row in memory): the smallest index that keeps recall@10 over 0.95,
+# since each query re-ranks PQ_REFINE_FACTOR times its candidates by their full vectors, read from disk.
+# benchmarks/shared_index.py million: at 1M chunks the figures in the README's performance section.
+PQ_INDEX_MIN_ROWS = 100_000
+PQ_REFINE_FACTOR = 10
+PQ_DIMENSIONS_PER_CODE = 8
 _MAX_SMALL_FRAGMENTS = 16
 _MAX_UNINDEXED_ROWS = 2_000
 # Bump when the tables' layout changes: the next sync rebuilds each KB (beside the old index) by itself.
@@ -114,6 +122,9 @@ class LanceStore:
             raise StoreError(f"cannot open the index at {uri}: {exc}") from exc
         self._open: dict[str, Any] = {}  # table handles; they follow new versions by themselves
         self._search_open: dict[str, Any] = {}  # the same through the read cache (searches only)
+        # The refine factor of each table version's vector index (0: none), read once: on object storage listing
+        # the indexes is a request.
+        self._refine_factors: BoundedLRU[tuple[str, int], int] = BoundedLRU(64)
         self._state_by_kb: dict[str, tuple[int, dict[str, Any]]] = {}  # (state table version, state)
 
     @classmethod
@@ -400,8 +411,16 @@ class LanceStore:
 
     def view(self, kb: str, generation: str) -> LanceChunkView | None:
         """Read queries on a generation's chunks (through the read cache), or None when its table does not exist."""
-        table = self._search_table(chunk_table_name(kb, generation))
-        return None if table is None else LanceChunkView(table, generation)
+        name = chunk_table_name(kb, generation)
+        table = self._search_table(name)
+        if table is None:
+            return None
+        version = table.version
+        refine_factor = self._refine_factors.get((name, version))
+        if refine_factor is None:
+            refine_factor = _refine_factor(table)
+            self._refine_factors.put((name, version), refine_factor)
+        return LanceChunkView(table, generation, refine_factor)
 
     @_store_failures("be read (document titles)")
     def document_titles(self, kb: str, generation: str, limit: int) -> list[str]:
@@ -435,31 +454,79 @@ class LanceStore:
         if changed:
             _compact_when_worth_it(table, unindexed=table.index_stats(_index_name(KEYWORD_COLUMN)).num_unindexed_rows)
             _compact_when_worth_it(self._file_table(kb, generation), unindexed=0)
-        if _refresh_vector_index(table, vector_indexes):
-            return "full-text + HNSW vector index"
-        return "full-text + exact vector search"
+        kind = _refresh_vector_index(table, vector_indexes)
+        return f"full-text + {kind} vector index" if kind else "full-text + exact vector search"
 
 
-def _refresh_vector_index(table, names: list[str]) -> bool:
+def _refresh_vector_index(table, names: list[str]) -> str:
     """Build the vector index once the table is large enough, and again when it has grown 4× past the
-    partitions it was built with (a KB grown by syncs from 10k to 1M chunks would keep 1 partition).
-    Its name says its partitions (`vector_p64`); returns whether the table has one."""
-    from lancedb.index import HnswSq
-
+    partitions it was built with (a KB grown by syncs from 10k to 1M chunks would keep 1 partition) or past
+    PQ_INDEX_MIN_ROWS. Its name says its kind and partitions (`vector_p64`, `vector_pq_p64`); returns the kind
+    the table has, or "" for none."""
     current = _newest_vector_index(table, names)
     rows = table.count_rows()
-    wanted = max(1, rows // ROWS_PER_PARTITION)
-    built = re.fullmatch(r"vector_p(\d+)", current or "")
-    if current and not (built and wanted >= 4 * int(built[1])):
-        return True  # also an index of an older version, whose partitions are not known
+    wanted = VectorIndex.for_rows(rows, table.schema.field(VECTOR_COLUMN).type.list_size)
+    built = VectorIndex.named(current)
+    if current and not (built and (wanted.pq != built.pq or wanted.partitions >= 4 * built.partitions)):
+        return built.kind if built else "HNSW"  # an index of an older version, whose partitions are not known
     if rows < VECTOR_INDEX_MIN_ROWS:
-        return False
+        return ""
     # Searches go on with the old index while the new one builds; it is dropped once the new one is in.
-    table.create_index(VECTOR_COLUMN, config=HnswSq(distance_type="cosine", num_partitions=wanted),
-                       name=f"vector_p{wanted}")
+    table.create_index(VECTOR_COLUMN, config=wanted.config(), name=wanted.name)
     if current:
         table.drop_index(current)
-    return True
+    return wanted.kind
+
+
+@dataclasses.dataclass(frozen=True)
+class VectorIndex:
+    """The vector index a table of some size gets: its kind, its IVF partitions, and how it is searched."""
+
+    pq: bool  # IVF-PQ; else IVF-HNSW-SQ
+    partitions: int
+    sub_vectors: int = 0  # of IVF-PQ
+
+    @classmethod
+    def for_rows(cls, rows: int, dimension: int) -> VectorIndex:
+        partitions = max(1, rows // ROWS_PER_PARTITION)
+        if rows < PQ_INDEX_MIN_ROWS:
+            return cls(False, partitions)
+        # LanceDB wants sub-vectors of equal length: the most codes of at least PQ_DIMENSIONS_PER_CODE dimensions
+        codes = next(n for n in range(max(1, dimension // PQ_DIMENSIONS_PER_CODE), 0, -1) if dimension % n == 0)
+        return cls(True, partitions, codes)
+
+    @classmethod
+    def named(cls, name: str | None) -> VectorIndex | None:
+        """The index a name of ours describes (its sub-vectors are not in it), or None: not ours."""
+        match = re.fullmatch(r"vector_(pq_)?p(\d+)", name or "")
+        return cls(bool(match[1]), int(match[2])) if match else None
+
+    @property
+    def name(self) -> str:
+        return f"vector_{'pq_' if self.pq else ''}p{self.partitions}"
+
+    @property
+    def kind(self) -> str:
+        return "IVF-PQ" if self.pq else "HNSW"
+
+    @property
+    def refine_factor(self) -> int:
+        """How many times the asked-for candidates the index hands over to be re-ranked by their full vectors
+        (0: none; HNSW-SQ's candidates are close enough for the exact re-scoring in LanceChunkView.nearest)."""
+        return PQ_REFINE_FACTOR if self.pq else 0
+
+    def config(self) -> Any:
+        from lancedb.index import HnswSq, IvfPq
+
+        if self.pq:
+            return IvfPq(distance_type="cosine", num_partitions=self.partitions, num_sub_vectors=self.sub_vectors)
+        return HnswSq(distance_type="cosine", num_partitions=self.partitions)
+
+
+def _refine_factor(table) -> int:
+    """How the table's vector index is searched: the refine factor of its kind (0: none, or not refined)."""
+    kinds = [VectorIndex.named(index.name) for index in table.list_indices() if index.columns == [VECTOR_COLUMN]]
+    return max((kind.refine_factor for kind in kinds if kind), default=0)
 
 
 def _newest_vector_index(table, names: list[str]) -> str | None:
@@ -467,7 +534,7 @@ def _newest_vector_index(table, names: list[str]) -> str | None:
     old one) are dropped."""
     if not names:
         return None
-    newest = max(names, key=lambda name: int(name[len("vector_p"):]) if re.fullmatch(r"vector_p\d+", name) else 0)
+    newest = max(names, key=lambda name: (getattr(VectorIndex.named(name), "partitions", 0), name))
     for name in names:
         if name != newest:
             table.drop_index(name)
@@ -478,9 +545,10 @@ class LanceChunkView:
     """Read queries on one generation of a KB's chunks. Callers get plain candidates and rows;
     LanceDB's queries, its `_distance`/`_score`/`_rowid` columns and their quirks stay here."""
 
-    def __init__(self, table, generation: str):
+    def __init__(self, table, generation: str, refine_factor: int = 0):
         self._table = table
         self.generation = generation
+        self._refine_factor = refine_factor  # of its vector index; 0: none, or not refined
 
     @property
     def version(self) -> int:
@@ -498,6 +566,8 @@ class LanceChunkView:
             raise ModelError(f"the query vector has {len(vector)} dimensions but this index holds {stored}-dimensional "
                              f"ones; the next sync rebuilds the index for the model now configured")
         search = self._table.search(vector, vector_column_name=VECTOR_COLUMN).distance_type("cosine")
+        if self._refine_factor:
+            search = search.refine_factor(self._refine_factor)
         if where:
             search = search.where(where, prefilter=True)
         rows = search.select(["id", VECTOR_COLUMN, "_distance"]).with_row_id(True).limit(depth).to_arrow()

@@ -84,6 +84,43 @@ def test_the_vector_index_is_built_when_large_and_rebuilt_when_it_has_grown_four
     assert len(view.nearest(np.asarray([1, 0, 0, 0], dtype=np.float32), None, 10)) == 10
 
 
+def test_a_large_table_gets_an_ivf_pq_index_whose_refined_searches_keep_recall(store, monkeypatch):
+    """Past PQ_INDEX_MIN_ROWS the index is IVF-PQ (codes of 8 dimensions: a sixth of HNSW-SQ's memory) and each
+    query re-ranks refine-factor times its candidates by their full vectors: recall@10 against exact search."""
+    import mcp_kb.index.store as store_module
+
+    monkeypatch.setattr(store_module, "VECTOR_INDEX_MIN_ROWS", 300)
+    monkeypatch.setattr(store_module, "ROWS_PER_PARTITION", 500)
+    monkeypatch.setattr(store_module, "PQ_INDEX_MIN_ROWS", 2_000)
+    dimension, generation = 64, new_generation()
+    store.create_generation("docs", generation, chunk_schema(dimension, {}))
+    rng = np.random.default_rng(1)
+    centres = rng.normal(size=(40, dimension))  # topics, each with its passages near it
+    vectors = centres[rng.integers(0, 40, 3_000)] + rng.normal(scale=0.35, size=(3_000, dimension))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    def grow_to(rows: int) -> tuple[str, list[str]]:
+        have = store.count_chunks("docs", generation)
+        batch = [_row(f"d{i}.md", 0, f"text {i}", vectors[i].tolist()) for i in range(have, rows)]
+        store.replace_documents("docs", generation, [r["path"] for r in batch],
+                                pa.Table.from_pylist(batch, schema=store.chunk_table("docs", generation).schema))
+        state = store.refresh_indexes("docs", generation, changed=True)
+        return state, sorted(i.name for i in store.chunk_table("docs", generation).list_indices() if i.columns == ["vector"])
+
+    assert grow_to(1_000) == ("full-text + HNSW vector index", ["vector_p2"])
+    assert grow_to(3_000) == ("full-text + IVF-PQ vector index", ["vector_pq_p6"])  # past the threshold: rebuilt
+    queries = vectors[rng.integers(0, 3_000, 30)] + rng.normal(scale=0.2, size=(30, dimension))
+
+    def recall(view) -> float:
+        found = [{c.id for c in view.nearest(q.astype(np.float32), None, 10)} for q in queries]
+        exact = [{f"d{i}.md#0" for i in np.argsort(-(vectors @ q))[:10]} for q in queries]
+        return float(np.mean([len(a & b) / 10 for a, b in zip(found, exact)]))
+
+    refined = recall(store.view("docs", generation))
+    monkeypatch.setattr(store_module, "PQ_REFINE_FACTOR", 1)  # the codes alone (a new store: it reads that again)
+    assert refined >= 0.95 and refined > recall(LanceStore(store.uri).view("docs", generation)) + 0.1
+
+
 @pytest.mark.parametrize("first_use", ["lease", "state"])
 def test_a_writer_that_loses_the_race_to_create_a_shared_table_uses_the_winners(tmp_path, first_use):
     """On object storage two writers may both find no lease (or state) table and both create it: the loser's
