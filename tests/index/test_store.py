@@ -117,6 +117,10 @@ def test_a_large_table_gets_an_ivf_pq_index_whose_refined_searches_keep_recall(s
         return float(np.mean([len(a & b) / 10 for a, b in zip(found, exact)]))
 
     refined = recall(store.view("docs", generation))
+    query = queries[0].astype(np.float32)
+    found = store.view("docs", generation).nearest(query, None, 10)
+    exact = {f"d{i}.md#0": float(vectors[i] @ query / np.linalg.norm(query)) for i in range(3_000)}
+    assert [c.score for c in found] == pytest.approx([exact[c.id] for c in found], abs=1e-5)  # scores: exact cosine
     monkeypatch.setattr(store_module, "PQ_REFINE_FACTOR", 1)  # the codes alone (a new store: it reads that again)
     assert refined >= 0.95 and refined > recall(LanceStore(store.uri).view("docs", generation)) + 0.1
 
