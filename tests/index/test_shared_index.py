@@ -143,16 +143,20 @@ async def test_a_read_only_server_never_writes_to_the_store(shared):
 
 
 def test_two_writers_on_one_bucket_take_turns_and_build_what_one_would(shared):
-    commands = [[sys.executable, "-m", "mcp_kb", "sync"] for _ in range(2)]
-    processes = [subprocess.Popen(command, env=shared.env(f"writer{i}"), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for i, command in enumerate(commands)]
-    outputs = [process.communicate(timeout=300) for process in processes]
-    assert [p.returncode for p in processes] == [0, 0], outputs
-    assert any("waiting: a sync of docs is already running" in err for _, err in outputs)
-    status = shared.status("reader")
-    assert status["files"] == 7 and status["chunks"] == 7  # no file twice
-    busy = None
+    # Both start while a third sync holds the lease (left to chance, the first could finish before the second
+    # looked), with files that sync has not seen: each waits, then they take turns.
     with _holding_the_lease(shared):
+        for i in range(3):
+            write(shared.docs / f"late{i}.md", f"# Late {i}\n\nWritten while another writer held the lease.\n")
+        processes = [subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync"], env=shared.env(f"writer{i}"),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+        outputs = [process.communicate(timeout=300) for process in processes]
+    assert [p.returncode for p in processes] == [0, 0], outputs
+    assert all("waiting: a sync of docs is already running" in err for _, err in outputs)
+    status = shared.status("reader")
+    assert status["files"] == 7 + 40 + 3 and status["chunks"] == _clean_build_chunks(shared)  # no file twice
+    busy = None
+    with _holding_the_lease(shared, files="busy"):
         busy = shared.cli("writer2", "sync", "--no-wait", check=False)
     assert busy.returncode == 1 and "is already running" in busy.stderr and "on " in busy.stderr
 
@@ -213,12 +217,12 @@ class _SearchLoop:
 class _holding_the_lease:
     """A sync in another process that holds the lease while the test looks."""
 
-    def __init__(self, shared):
-        self.shared = shared
+    def __init__(self, shared, files: str = "slow"):
+        self.shared, self.files = shared, files  # new files each time: a sync with nothing to do would not hold it
 
     def __enter__(self):
         for i in range(40):
-            write(self.shared.docs / f"slow{i:02d}.md", f"# Slow {i}\n\n" + f"Filler text number {i}. " * 60)
+            write(self.shared.docs / f"{self.files}{i:02d}.md", f"# Slow {i}\n\n" + f"Filler text number {i}. " * 60)
         self.process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync"], env=self.shared.env("holder"),
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         reader = self.shared.reader()
