@@ -467,7 +467,8 @@ def _refresh_vector_index(table, names: list[str]) -> str:
     rows = table.count_rows()
     wanted = VectorIndex.for_rows(rows, table.schema.field(VECTOR_COLUMN).type.list_size)
     built = VectorIndex.named(current)
-    if current and not (built and (wanted.pq != built.pq or wanted.partitions >= 4 * built.partitions)):
+    # Only growth rebuilds (a KB shrinking past a threshold keeps its index: no rebuilds back and forth at 100k).
+    if current and not (built and ((wanted.pq and not built.pq) or wanted.partitions >= 4 * built.partitions)):
         return built.kind if built else "HNSW"  # an index of an older version, whose partitions are not known
     if rows < VECTOR_INDEX_MIN_ROWS:
         return ""

@@ -123,6 +123,8 @@ def test_a_large_table_gets_an_ivf_pq_index_whose_refined_searches_keep_recall(s
     assert [c.score for c in found] == pytest.approx([exact[c.id] for c in found], abs=1e-5)  # scores: exact cosine
     monkeypatch.setattr(store_module, "PQ_REFINE_FACTOR", 1)  # the codes alone (a new store: it reads that again)
     assert refined >= 0.95 and refined > recall(LanceStore(store.uri).view("docs", generation)) + 0.1
+    store.delete_documents("docs", generation, [f"d{i}.md" for i in range(1_500, 3_000)])
+    assert store.refresh_indexes("docs", generation, changed=True) == "full-text + IVF-PQ vector index"  # kept
 
 
 @pytest.mark.parametrize("first_use", ["lease", "state"])
