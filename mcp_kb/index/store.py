@@ -420,7 +420,7 @@ class LanceStore:
         if refine_factor is None:
             refine_factor = _refine_factor(table)
             self._refine_factors.put((name, version), refine_factor)
-        return LanceChunkView(table, generation, refine_factor)
+        return LanceChunkView(table, generation, version, refine_factor)
 
     @_store_failures("be read (document titles)")
     def document_titles(self, kb: str, generation: str, limit: int) -> list[str]:
@@ -546,14 +546,15 @@ class LanceChunkView:
     """Read queries on one generation of a KB's chunks. Callers get plain candidates and rows;
     LanceDB's queries, its `_distance`/`_score`/`_rowid` columns and their quirks stay here."""
 
-    def __init__(self, table, generation: str, refine_factor: int = 0):
+    def __init__(self, table, generation: str, version: int, refine_factor: int = 0):
         self._table = table
         self.generation = generation
+        self._version = version  # read once per view: with read_consistency 0 each read looks for a newer one
         self._refine_factor = refine_factor  # of its vector index; 0: none, or not refined
 
     @property
     def version(self) -> int:
-        return self._table.version
+        return self._version
 
     def nearest(self, vector: np.ndarray, where: str | None, depth: int) -> list[Candidate]:
         """Nearest chunks scored by the exact cosine of query and chunk vectors.

@@ -3,9 +3,9 @@
 cache, nor hashes its weights (470 MB for the multilingual default) only to learn what the index records.
 
 A remembered identity holds while the weights files are the ones it was worked out from (an int8 copy's
-and its fp32 source's): the same inode, size, modification and change times (the trust digest.model_file_sha256 puts in them within one
-process, and a sync in a document's size and modification time). A cache that cannot be read or written
-only costs the work again.
+and its fp32 source's): the same inode, size, modification and change times (the trust
+digest.model_file_sha256 puts in them within one process, and a sync in a document's size and
+modification time). A cache that cannot be read or written only costs the work again.
 """
 
 from __future__ import annotations

@@ -46,8 +46,8 @@ class FastembedSettings(EmbeddingConfig):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # "int8": embed with an int8 copy made (once, checked against fp32: a refused copy leaves fp32 with one
     # warning) from the model; a model quantized already is used as it is. A different model for rebuild
-    # decisions. all-MiniLM-L6-v2 on an AVX-512 VNNI CPU: 1.55x the passages per CPU-second, 70 MB less,
-    # SciFact nDCG@10 within 0.001 (README, Embedding models).
+    # decisions. all-MiniLM-L6-v2 on an AVX-512 VNNI CPU: 1.46x the passages per CPU-second, 70 MB less,
+    # SciFact nDCG@10 within 0.003 (README, Performance).
     quantize: Literal["none", "int8"] = "int8"
 
 
