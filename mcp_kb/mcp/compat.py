@@ -1,8 +1,8 @@
 """Where mcp-kb reaches past the MCP SDK's public API (mcp 2.x), in one place.
 
 MCPServer offers no hook for resources/subscribe (2025-era clients) or for the handshake's
-`tools.listChanged`, and wraps every tool error in its own; these patches reach its low-level
-server and unwrap its errors. tests/mcp/test_compat.py fails first
+`tools.listChanged`, wraps every tool error in its own and answers every failed prompt as an internal
+error; these patches reach its low-level server and unwrap its errors. tests/mcp/test_compat.py fails first
 when an SDK release moves what they rely on.
 """
 
@@ -11,12 +11,16 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 from pydantic import ValidationError
 
 
-class PlainToolErrors(MCPServer):
+class PlainErrors(MCPServer):
     """Every tool error as our message alone: the SDK wraps a tool's ToolError (and rejected
-    arguments) in one of its own, "Error executing tool …", with the original as its cause."""
+    arguments) in one of its own, "Error executing tool …", with the original as its cause.
+    A prompt asked for by a name it does not have, or with arguments it refuses, is the caller's
+    mistake (invalid params, with the reason), not the SDK's "Internal server error" and a traceback."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
@@ -31,6 +35,19 @@ class PlainToolErrors(MCPServer):
 
     def argument_errors(self, tool: str, error: ValidationError) -> str:
         """The message for arguments a tool's schema rejected."""
+        return str(error)
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+        try:
+            return await super().get_prompt(name, arguments, context)
+        except ValueError as exc:  # the SDK's wrapping (one or two ValueErrors) of what went wrong
+            error: BaseException = exc
+            while isinstance(error, ValueError) and error.__cause__ is not None:
+                error = error.__cause__
+            raise MCPError(code=INVALID_PARAMS, message=self.prompt_error(error)) from exc
+
+    def prompt_error(self, error: BaseException) -> str:
+        """The message for a prompt that could not be rendered (`error` is what the prompt raised)."""
         return str(error)
 
 

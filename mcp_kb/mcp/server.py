@@ -21,7 +21,8 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.prompts.base import UserMessage
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import (CallToolResult, Completion, CompletionArgument, CompletionContext, PromptReference,
+                       ResourceTemplateReference, TextContent, ToolAnnotations)
 from pydantic import BaseModel, ValidationError
 
 from .. import __version__
@@ -40,12 +41,14 @@ from ..text import as_sentence
 from ..view import CallerView
 from ..vocabulary import (CITATION_FORMAT, citation_marker, DOCUMENT_URI, LIST_URI, LOOPBACK, METRICS_URI, STATUS_URI, SYNC_TOOL,
                           status_uri)
-from .compat import PlainToolErrors, support_2025_clients, unknown_tool
+from .compat import PlainErrors, support_2025_clients, unknown_tool
 from .guard import Guard, current_view
 from .notify import Notifier
 from .schemas import SearchOutput, argument_errors, filters_model
 
 log = logging.getLogger(__name__)
+
+PROMPT = "answer_with_citations"
 
 _WARM_UP_GRACE_SECONDS = 30  # how long a closing server waits for the model load it started
 
@@ -56,7 +59,7 @@ def _filters_dict(filters: Optional[BaseModel]) -> Optional[dict[str, Any]]:
 
 # ---- server ----------------------------------------------------------------------------------
 
-class _KBServer(PlainToolErrors):
+class _KBServer(PlainErrors):
     """An MCPServer that lists and calls only the tools of the caller's view, and whose rejected tool
     arguments read like the CLI's errors, not pydantic's."""
 
@@ -80,6 +83,9 @@ class _KBServer(PlainToolErrors):
 
     def argument_errors(self, tool: str, error: ValidationError) -> str:
         return argument_errors(error, self.kb_by_tool.get(tool))
+
+    def prompt_error(self, error: BaseException) -> str:
+        return self.guard.view().explain(error) if isinstance(error, KBError) else str(error)
 
 
 def build_server(app: App, read_only: Optional[bool] = None) -> _KBServer:
@@ -130,6 +136,7 @@ def build_server(app: App, read_only: Optional[bool] = None) -> _KBServer:
         server.sync_runner = runner
     _add_resources(server, app, guard)
     _add_prompt(server, app, guard)
+    _add_completions(server, app, guard)
     support_2025_clients(server, notifier.subscribe, notifier.unsubscribe)
     return server
 
@@ -304,7 +311,7 @@ def _add_resources(server: MCPServer, app: App, guard: Guard) -> None:
 
 def _add_prompt(server: MCPServer, app: App, guard: Guard) -> None:
 
-    @server.prompt(name="answer_with_citations", title="Answer with citations",
+    @server.prompt(name=PROMPT, title="Answer with citations",
                    description=f"Answer a question only from passages retrieved from the knowledge bases, citing them as {citation_marker(1)}")
     def answer_with_citations(question: str, kb: Optional[str] = None) -> list[UserMessage]:
         view = guard.view()
@@ -326,6 +333,40 @@ def _add_prompt(server: MCPServer, app: App, guard: Guard) -> None:
             "4. Answer in the language of the question.\n\n"
             f"Question: {question}"
         )]
+
+
+_MAX_COMPLETIONS = 100  # the most values one completion answer may carry (the spec's limit)
+_KB_ARGUMENTS = {PROMPT: "kb", STATUS_URI: "name", METRICS_URI: "name", DOCUMENT_URI: "name"}
+
+
+def _add_completions(server: MCPServer, app: App, guard: Guard) -> None:
+    """A client completes the KB a prompt or resource asks for from the KBs the caller may see, and a
+    document's path from what that KB's index holds."""
+
+    @server.completion()
+    async def complete(ref: PromptReference | ResourceTemplateReference, argument: CompletionArgument,
+                       context: CompletionContext | None) -> Completion | None:
+        view = guard.view()
+        about = ref.name if isinstance(ref, PromptReference) else ref.uri
+        if _KB_ARGUMENTS.get(about) == argument.name:
+            candidates = list(view.names)
+        elif about == DOCUMENT_URI and argument.name == "path":
+            kb = ((context.arguments if context else None) or {}).get("name", "")
+            if not view.sees(kb):
+                return None
+            candidates = await anyio.to_thread.run_sync(_synced_documents, app, kb)
+        else:
+            return None
+        values = sorted(value for value in candidates if value.startswith(argument.value))
+        return Completion(values=values[:_MAX_COMPLETIONS], total=len(values),
+                          has_more=len(values) > _MAX_COMPLETIONS)
+
+
+def _synced_documents(app: App, kb: str) -> list[str]:
+    try:
+        return app.document_ids(kb)
+    except KBError:  # not synced yet: nothing to offer
+        return []
 
 
 # ---- transports ------------------------------------------------------------------------------

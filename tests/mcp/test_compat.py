@@ -12,7 +12,7 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp_kb.mcp.compat import PlainToolErrors, support_2025_clients, unknown_tool
+from mcp_kb.mcp.compat import PlainErrors, support_2025_clients, unknown_tool
 
 
 def test_the_handshake_advertises_changing_tools_and_subscriptions():
@@ -48,7 +48,7 @@ async def test_unknown_tool_is_the_sdks_own_error_for_a_tool_it_does_not_have():
 
 @pytest.mark.anyio
 async def test_tool_errors_reach_the_client_as_the_tools_own_message():
-    server = PlainToolErrors(name="t")
+    server = PlainErrors(name="t")
 
     def refuse(count: int) -> str:
         raise ToolError("the knowledge base 'x' is not configured")

@@ -15,6 +15,7 @@ from fake_issuer import serve_issuer
 from helpers import write
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from mcp_types import PromptReference, ResourceTemplateReference
 from served import serve_http
 
 pytestmark = pytest.mark.anyio
@@ -134,6 +135,19 @@ async def test_another_tokens_kb_answers_exactly_like_a_kb_that_does_not_exist(t
         own = await hr.get_prompt("answer_with_citations", {"question": "q"})
     assert str(hidden_prompt.value).replace("api_docs", "X") == str(absent_prompt.value).replace("nosuch", "X")
     assert "search_policy_docs" in own.messages[0].content.text and "api" not in own.messages[0].content.text
+
+
+async def test_completions_offer_only_the_callers_kbs_and_their_documents(team):
+    url, _, _ = team
+    prompt = PromptReference(type="ref/prompt", name="answer_with_citations")
+    document = ResourceTemplateReference(type="ref/resource", uri="kb://{name}/documents/{+path}")
+    async with _session(url, SECRETS["hr"]) as hr:
+        kbs = await hr.complete(prompt, {"name": "kb", "value": ""})
+        own = await hr.complete(document, {"name": "path", "value": ""}, context_arguments={"name": "policy_docs"})
+        hidden = await hr.complete(document, {"name": "path", "value": ""}, context_arguments={"name": "api_docs"})
+        absent = await hr.complete(document, {"name": "path", "value": ""}, context_arguments={"name": "nosuch"})
+    assert kbs.completion.values == ["policy_docs"] and own.completion.values == ["leave.md"]
+    assert hidden.completion == absent.completion and hidden.completion.values == []
 
 
 async def test_tools_outside_the_grant_are_unknown_tools_even_called_by_name(team):

@@ -13,6 +13,7 @@ from helpers import write
 from served import serve_http
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, PromptReference, ResourceTemplateReference
 
 from mcp_kb.mcp.server import build_server
 
@@ -204,6 +205,34 @@ async def test_answer_with_citations_prompt(app):
     text = prompt.messages[0].content.text
     assert "search_policy_docs" in text and "[1]" in text and "年假怎么请？" in text
     assert "say so" in text
+
+
+async def test_a_prompt_asked_for_wrongly_is_the_callers_mistake_with_the_reason(app):
+    async with _client(app) as client:
+        for name, arguments, reason in [("nosuch", {}, "Unknown prompt: nosuch"),
+                                        ("answer_with_citations", {}, "Missing required arguments: {'question'}"),
+                                        ("answer_with_citations", {"question": "q", "kb": "nope"},
+                                         "unknown knowledge base 'nope'")]:
+            with pytest.raises(MCPError) as refused:
+                await client.get_prompt(name, arguments)
+            assert refused.value.error.code == INVALID_PARAMS and reason in refused.value.error.message
+
+
+async def test_clients_complete_kb_names_and_document_paths(app):
+    prompt = PromptReference(type="ref/prompt", name="answer_with_citations")
+    document = ResourceTemplateReference(type="ref/resource", uri="kb://{name}/documents/{+path}")
+    status = ResourceTemplateReference(type="ref/resource", uri="kb://{name}/status")
+    async with _client(app) as client:
+        async def values(ref, argument, value, **context):
+            answer = await client.complete(ref, {"name": argument, "value": value}, context_arguments=context or None)
+            return answer.completion.values
+        assert await values(prompt, "kb", "") == ["api_docs", "policy_docs"]
+        assert await values(prompt, "kb", "pol") == ["policy_docs"]
+        assert await values(status, "name", "a") == ["api_docs"]
+        assert await values(document, "path", "", name="policy_docs") == ["leave.md"]
+        assert await values(document, "path", "x", name="policy_docs") == []
+        assert await values(document, "path", "", name="nope") == []
+        assert await values(prompt, "question", "") == []  # free text: nothing to offer
 
 
 async def test_status_subscribers_are_notified_after_a_sync(app):
