@@ -4,6 +4,8 @@ loopback address."""
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 SYNC_TOOL = "sync_knowledge_base"
 LIST_URI = "kb://knowledge-bases"
 STATUS_URI = "kb://{name}/status"  # also the resource template
@@ -26,6 +28,12 @@ def files_done(done: int, total: int) -> str:
 
 def status_uri(kb: str) -> str:
     return STATUS_URI.format(name=kb)
+
+
+def document_uri(kb: str, document: str) -> str:
+    """The document resource of `document` (a path or a page's URL), percent-encoded where a URI needs it:
+    `?`, `#`, `%`, spaces and non-ASCII characters; the resource template decodes them back."""
+    return DOCUMENT_URI.replace("{+path}", quote(document, safe="/:@!$&'()*+,;=")).format(name=kb)
 
 
 def sync_remedy(kb: str | None = None, options: str = "") -> str:

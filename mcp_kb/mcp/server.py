@@ -13,6 +13,7 @@ import logging
 import sys
 import threading
 from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Sequence
 from typing import Annotated, Any, Optional
 
 import anyio
@@ -22,7 +23,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp_types import (CallToolResult, Completion, CompletionArgument, CompletionContext, PromptReference,
-                       ResourceTemplateReference, TextContent, ToolAnnotations)
+                       ResourceLink, ResourceTemplateReference, TextContent, ToolAnnotations)
 from pydantic import BaseModel, ValidationError
 
 from .. import __version__
@@ -39,10 +40,12 @@ from ..requests import SearchRequest, SyncRequest, described
 from ..search import SearchResult
 from ..text import as_sentence
 from ..view import CallerView
-from ..vocabulary import (CITATION_FORMAT, citation_marker, DOCUMENT_URI, LIST_URI, LOOPBACK, METRICS_URI, STATUS_URI, SYNC_TOOL,
-                          status_uri)
+from ..passages import Hit
+from ..vocabulary import (CITATION_FORMAT, citation_marker, DOCUMENT_URI, document_uri, LIST_URI, LOOPBACK,
+                          METRICS_URI, STATUS_URI, SYNC_TOOL, status_uri)
 from .compat import PlainErrors, support_2025_clients, unknown_tool
 from .guard import Guard, current_view
+from .icons import icon
 from .notify import Notifier
 from .schemas import SearchOutput, argument_errors, filters_model
 
@@ -123,7 +126,9 @@ def build_server(app: App, read_only: Optional[bool] = None) -> _KBServer:
         notifier,
         guard,
         name="mcp-kb",
+        title="Knowledge bases",
         version=__version__,
+        icons=icon("icon"),
         instructions=_instructions(guard.owner),
         subscriptions=notifier.bus,
         lifespan=lifespan,
@@ -174,8 +179,11 @@ def _warn_about_missing_paths(app: App) -> None:
 
 def _instructions(view: CallerView) -> str:
     """The handshake's instructions, naming the KBs this caller may see (and no other)."""
-    lines = ["Search tools, one per knowledge base; cite results as [n] with their source."]
-    lines += [f"- {kb.search_tool_name}: {kb.description}" for kb in view.kbs]
+    lines = ["Knowledge bases to search, one tool each: use the one whose description fits the question, "
+             "and search several when unsure."]
+    lines += [f"- {kb.search_tool_name}: {as_sentence(kb.description)}" for kb in view.kbs]
+    lines += [f"Cite results as {citation_marker(1)} with their source ({CITATION_FORMAT}). Each result links to "
+              f"its document ({DOCUMENT_URI.replace('{name}', 'NAME')}): read it when a passage is not enough."]
     return "\n".join(lines)
 
 
@@ -224,13 +232,21 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
 
         result = await _call(run)
         output = SearchOutput(results=list(result.hits), mode=result.mode, notes=result.notes)
-        return CallToolResult(content=[TextContent(type="text", text=cited_text(result))],
+        return CallToolResult(content=[TextContent(type="text", text=cited_text(result)),
+                                       *_document_links(kb.name, result.hits)],
                               structured_content=output.model_dump(mode="json"))
 
     description = _tool_description(app, kb)
     server.add_tool(search_tool, name=kb.search_tool_name, title=f"Search {kb.name}", description=description,
-                    annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+                    annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False), icons=icon("search"))
     return description
+
+
+def _document_links(kb: str, hits: Sequence[Hit]) -> list[ResourceLink]:
+    """A link per hit to its document's resource, so a client can open the source a passage cites."""
+    return [ResourceLink(type="resource_link", uri=document_uri(kb, hit.source), name=hit.source,
+                         title=f"{citation_marker(number)} {hit.citation()}", mime_type="text/plain")
+            for number, hit in enumerate(hits, start=1)]
 
 
 @contextmanager
@@ -275,7 +291,7 @@ def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner, guard: Guard
                     description="Index new and changed files and remove deleted ones (incremental; only changed "
                                 "content is embedded). Returns a report per knowledge base.",
                     annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                                                open_world_hint=False))
+                                                open_world_hint=False), icons=icon("sync"))
 
 
 def _add_resources(server: MCPServer, app: App, guard: Guard) -> None:

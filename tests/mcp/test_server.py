@@ -102,6 +102,35 @@ async def test_search_returns_structured_results_and_cited_text(app):
     assert result.content[0].text.startswith("[1] leave.md › Leave › Annual leave")
 
 
+async def test_every_hit_links_to_its_document_and_the_link_opens_it(make_app, tmp_path):
+    names = ["a b#c?.md", "团队/年假 100%.md", "plain.md"]
+    for name in names:
+        write(tmp_path / "odd" / name, f"# Leave\n\nAnnual leave rules, as {name} states them: apply two weeks ahead.\n")
+    app = make_app({"name": "odd", "description": "Odd names", "paths": [str(tmp_path / "odd")]})
+    app.sync()
+    async with _client(app) as client:
+        result = await client.call_tool("search_odd", {"query": "annual leave rules", "top_k": 3})
+        text, *links = result.content
+        opened = {link.name: (await client.read_resource(link.uri)).contents[0].text for link in links}
+    hits = result.structured_content["results"]
+    assert [link.type for link in links] == ["resource_link"] * len(hits) == ["resource_link"] * 3
+    assert [link.name for link in links] == [hit["source"] for hit in hits] and set(opened) == set(names)
+    assert all(f"as {name} states them" in opened[name] for name in names)
+    assert links[0].title.startswith("[1] ") and text.text.startswith("[1] ")
+
+
+async def test_the_server_and_its_tools_carry_titles_icons_and_instructions_naming_the_kbs(app):
+    async with _client(app) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        server = client.server_info
+        instructions = client.instructions
+    assert server.title and server.icons and server.icons[0].src.startswith("data:image/svg+xml;base64,")
+    for tool in tools.values():
+        assert tool.title and tool.icons and tool.icons[0].src.startswith("data:image/svg+xml;base64,")
+    assert "search_policy_docs: HR policies: leave, travel." in instructions
+    assert "search_api_docs: API reference for developers." in instructions and "kb://NAME/documents/" in instructions
+
+
 async def test_search_with_filters_through_the_tool(app):
     async with _client(app) as client:
         hit = await client.call_tool("search_policy_docs", {"query": "leave", "filters": {"year": {"gte": 2024}}})
