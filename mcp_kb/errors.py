@@ -72,6 +72,10 @@ class SyncBusyError(KBError):
         return f"{self.running.sentence(sees)}; {self.advice}" if self.running else self.advice
 
 
+class SyncCancelled(KBError):
+    """A sync stopped on its caller's request (a task's cancel): what it committed stays, as after Ctrl-C."""
+
+
 class MassDeleteError(KBError):
     """A sync would delete all or most of a KB's documents; nothing was changed."""
 

@@ -28,13 +28,14 @@ def json_answer(body: bytes, drip: float = 0.0, on_byte: Callable[[], None] = la
 
 
 @contextmanager
-def serve_asgi(app) -> Iterator[str]:
-    """Yields the server's base URL (http://127.0.0.1:PORT) once it accepts connections."""
+def serve_asgi(app, lifespan: str = "off") -> Iterator[str]:
+    """Yields the server's base URL (http://127.0.0.1:PORT) once it accepts connections (and, with
+    lifespan="on", once the app's lifespan has started)."""
     sock = socket.socket()
     # uvicorn writes headers and body separately: without this, Nagle and delayed ACKs add 40 ms a request
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan=lifespan))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     while not server.started:

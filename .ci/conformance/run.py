@@ -110,7 +110,7 @@ def _served():
         mcp_kb = [sys.executable, "-m", "mcp_kb"]
         synced = subprocess.run([*mcp_kb, "sync", "-c", str(config)], capture_output=True, text=True)
         if synced.returncode != 0:
-            raise SystemExit(f"conformance: could not sync the example KBs:\n{synced.stderr}")
+            raise SystemExit(f"conformance: could not sync the example KBs:\n{synced.stdout}{synced.stderr}")
         server = subprocess.Popen([*mcp_kb, "serve", "-c", str(config), "--transport", "http", "--port", "0"],
                                   stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:

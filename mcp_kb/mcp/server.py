@@ -47,6 +47,7 @@ from .compat import PlainErrors, support_2025_clients, unknown_tool
 from .guard import Guard, current_view
 from .icons import icon
 from .notify import Notifier
+from .tasks import SyncTasks, task_progress
 from .schemas import SearchOutput, argument_errors, filters_model
 
 log = logging.getLogger(__name__)
@@ -110,13 +111,16 @@ def build_server(app: App, read_only: Optional[bool] = None) -> _KBServer:
 
     runner = SyncRunner(app, notify=kb_synced)
 
+    tasks = None if read_only else SyncTasks(guard.view)
+
     @asynccontextmanager
     async def lifespan(_server: MCPServer):
         _warn_about_missing_paths(app)
         if read_only and any(kb.sync.has_triggers for kb in app.config.kb):
             log.info("read-only: the [kb.sync] triggers in the config are left to the writer (`mcp-kb watch`)")
         async with warming_up(app), anyio.create_task_group() as group:
-            if not read_only:  # a read-only server never writes: another process (`mcp-kb watch`) syncs
+            if tasks:  # a read-only server never writes: another process (`mcp-kb watch`) syncs
+                tasks.group = group  # sync tasks outlive the requests that start them
                 group.start_soon(LiveSync(runner, app.config.kb).run)  # start-up, schedule, file changes
             yield {}
             group.cancel_scope.cancel()
@@ -134,6 +138,7 @@ def build_server(app: App, read_only: Optional[bool] = None) -> _KBServer:
         lifespan=lifespan,
         log_level="WARNING",
         middleware=[guard],
+        extensions=[tasks] if tasks else [],
     )
     descriptions = {kb.name: _add_search_tool(server, app, kb) for kb in app.config.kb}
     if not read_only:
@@ -277,9 +282,10 @@ def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner, guard: Guard
         allow_mass_delete: Annotated[bool, _sync_field("allow_mass_delete")] = False,
         wait: Annotated[bool, _sync_field("wait")] = False,
     ) -> dict[str, Any]:
-        def progress(done: int, total: int, message: str) -> None:
+        def report(done: int, total: int, message: str) -> None:
             anyio.from_thread.run(ctx.report_progress, done, total, message)
 
+        progress = task_progress() or report  # as a task, the client reads progress with tasks/get
         with _client_errors():
             reports = []
             for name in guard.view().syncable(kb):

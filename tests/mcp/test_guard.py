@@ -17,6 +17,9 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import PromptReference, ResourceTemplateReference
 from served import serve_http
+from task_client import CreatedTask, Tasks, ask, until_ended
+
+from mcp_kb.vocabulary import SYNC_TOOL
 
 pytestmark = pytest.mark.anyio
 
@@ -148,6 +151,28 @@ async def test_completions_offer_only_the_callers_kbs_and_their_documents(team):
         absent = await hr.complete(document, {"name": "path", "value": ""}, context_arguments={"name": "nosuch"})
     assert kbs.completion.values == ["policy_docs"] and own.completion.values == ["leave.md"]
     assert hidden.completion == absent.completion and hidden.completion.values == []
+
+
+async def test_a_callers_sync_task_reads_as_unknown_to_every_other_caller(team):
+    url, _, _ = team
+    async with _session(url, SECRETS["dev"], extensions=[Tasks()]) as dev:
+        created = await dev.session.call_tool(SYNC_TOOL, {"kb": "api_docs"}, allow_claimed=True)
+        assert isinstance(created, CreatedTask)
+        async with _session(url, SECRETS["hr"], extensions=[Tasks()]) as hr:
+            hidden = await hr.session.call_tool(SYNC_TOOL, {"kb": "api_docs"}, allow_claimed=True)
+            absent = await hr.session.call_tool("sync_nothing", {"kb": "api_docs"}, allow_claimed=True)
+            assert hidden.is_error and hidden.content[0].text.replace(SYNC_TOOL, "X") == \
+                absent.content[0].text.replace("sync_nothing", "X")  # no task: a tool hr cannot see
+            for method in ("tasks/get", "tasks/cancel", "tasks/update"):
+                with pytest.raises(MCPError) as others:
+                    await ask(hr.session, method, created.task_id)
+                with pytest.raises(MCPError) as unknown:
+                    await ask(hr.session, method, "no-such-task")
+                assert others.value.error.code == unknown.value.error.code
+                assert others.value.error.message.replace(created.task_id, "X") == \
+                    unknown.value.error.message.replace("no-such-task", "X")
+        ended = await until_ended(dev.session, created.task_id)  # hr's cancel reached nothing
+    assert ended.status == "completed" and not ended.result["isError"]
 
 
 async def test_tools_outside_the_grant_are_unknown_tools_even_called_by_name(team):

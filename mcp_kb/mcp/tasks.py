@@ -1,0 +1,231 @@
+"""Sync as a task: the tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) for 2026-era clients that
+declare it.
+
+Such a client's call of the sync tool returns a task at once; the sync runs in the server's task group, the
+client polls `tasks/get` (status, how far the sync is, and at the end the tool's own result) and may
+`tasks/cancel` it: the sync stops at its next progress report with what it committed kept, as after Ctrl-C.
+Clients without the extension (and every 2025-era session: a task result cannot travel on that wire) get the
+tool's answer as before.
+
+A task is its caller's: another caller's task id reads exactly as an unknown one. Each caller holds at most
+MAX_TASKS_PER_CALLER tasks, the server runs at most MAX_WORKING; a finished task is kept for TTL_MS.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from mcp.server.extension import Extension, MethodBinding
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
+from mcp_types import (HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, CallToolResult,
+                       RequestParams, TextContent)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..access import Identity
+from ..errors import SyncCancelled
+from ..records import Progress
+from ..requests import SyncRequest
+from ..view import CallerView
+from ..vocabulary import SYNC_TOOL
+
+log = logging.getLogger(__name__)
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+TTL_MS = 15 * 60 * 1000  # how long a finished task's result stays readable
+POLL_INTERVAL_MS = 1000  # how often a client should ask (a sync reports after each batch of files)
+MAX_TASKS_PER_CALLER = 64  # working and finished tasks a caller holds at once
+MAX_WORKING = 16  # sync tasks working at once on this server (syncs of one storage run one at a time anyway)
+
+_running: ContextVar[SyncTask | None] = ContextVar("mcp_kb_sync_task", default=None)
+
+
+def task_progress() -> Progress | None:
+    """The progress report of the task this sync tool call runs as (None: an ordinary call)."""
+    task = _running.get()
+    return task.progress if task else None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(eq=False)
+class SyncTask:
+    id: str
+    owner: Identity
+    created: str = field(default_factory=_now)
+    updated: str = field(default_factory=_now)
+    status: str = "working"  # working -> completed | failed | cancelled
+    message: str = "starting"
+    result: dict[str, Any] | None = None  # the tool's result (completed)
+    error: dict[str, Any] | None = None  # a JSON-RPC error (failed)
+    ended_at: float | None = None  # monotonic seconds, for the ttl
+    cancel_asked: threading.Event = field(default_factory=threading.Event)
+
+    def progress(self, done: int, total: int, message: str) -> None:
+        """A sync's progress report (from its worker thread): a cancelled task's sync stops here."""
+        if self.cancel_asked.is_set():
+            raise SyncCancelled(f"sync cancelled by the client ({self.message}); what it indexed so far stays, "
+                                "and the next sync goes on from there")
+        self.message, self.updated = message, _now()
+
+    def end(self, status: str, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None,
+            message: str | None = None) -> None:
+        self.status, self.result, self.error = status, result, error
+        self.message = message or self.message
+        self.updated, self.ended_at = _now(), time.monotonic()
+
+    def wire(self) -> dict[str, Any]:
+        """The task as tasks/get and the creating call return it."""
+        shown: dict[str, Any] = {"taskId": self.id, "status": self.status, "statusMessage": self.message,
+                                 "createdAt": self.created, "lastUpdatedAt": self.updated, "ttlMs": TTL_MS,
+                                 "pollIntervalMs": POLL_INTERVAL_MS}
+        if self.result is not None:
+            shown["result"] = self.result
+        if self.error is not None:
+            shown["error"] = self.error
+        return shown
+
+
+class TaskRefused(Exception):
+    """No room for another task; the message says why and what to do."""
+
+
+class TaskTable:
+    """The tasks of every caller, bounded; a finished task goes when its ttl has passed."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, SyncTask] = {}
+
+    def open(self, owner: Identity) -> SyncTask:
+        self._expire()
+        working = sum(task.status == "working" for task in self._tasks.values())
+        if working >= MAX_WORKING:
+            raise TaskRefused(f"{working} sync tasks are running on this server, the most it runs at once; "
+                              "wait for one to end (tasks/get) or cancel one (tasks/cancel)")
+        held = [task for task in self._tasks.values() if task.owner == owner]
+        if len(held) >= MAX_TASKS_PER_CALLER:
+            raise TaskRefused(f"you hold {len(held)} sync tasks, the most a caller may; finished ones go "
+                              f"{TTL_MS // 60_000} minutes after they end, or cancel working ones (tasks/cancel)")
+        task = SyncTask(secrets.token_urlsafe(16), owner)
+        self._tasks[task.id] = task
+        return task
+
+    def find(self, owner: Identity, task_id: str) -> SyncTask:
+        """The caller's task `task_id`; an unknown, expired or another caller's id is the same error."""
+        self._expire()
+        task = self._tasks.get(task_id)
+        if task is None or task.owner != owner:
+            raise MCPError(code=INVALID_PARAMS, message=f"unknown task {task_id!r} (finished tasks are kept "
+                                                        f"{TTL_MS // 60_000} minutes)")
+        return task
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for task_id, task in list(self._tasks.items()):
+            if task.ended_at is not None and now - task.ended_at > TTL_MS / 1000:
+                del self._tasks[task_id]
+
+
+class TaskParams(RequestParams):
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+    task_id: str = Field(alias="taskId")
+
+
+class SyncTasks(Extension):
+    """The tasks extension, for the sync tool. `view` is the view of the caller whose request is handled;
+    `group` (set by the server's lifespan) runs the tasks' syncs past the requests that started them."""
+
+    identifier = TASKS_EXTENSION
+
+    def __init__(self, view: Callable[[], CallerView]):
+        self.view = view
+        self.table = TaskTable()
+        self.group: Any = None
+
+    def methods(self) -> list[MethodBinding]:
+        return [MethodBinding("tasks/get", TaskParams, self._get),
+                MethodBinding("tasks/update", TaskParams, self._update),
+                MethodBinding("tasks/cancel", TaskParams, self._cancel)]
+
+    async def intercept_tool_call(self, params: Any, ctx: Any, call_next: Any) -> Any:
+        if params.name != SYNC_TOOL or self.group is None or not _declares_tasks(ctx):
+            return await call_next(ctx)
+        if not self.view().sees_tool(SYNC_TOOL) or not _valid_sync(params.arguments):
+            return await call_next(ctx)  # answered at once, word for word as without the extension
+        try:
+            task = self.table.open(self.view().who)
+        except TaskRefused as refused:
+            return CallToolResult(content=[TextContent(type="text", text=str(refused))], is_error=True)
+        self.group.start_soon(self._run, task, ctx, call_next)  # in a copy of this request's context: its caller
+        return {"resultType": "task", **task.wire()}
+
+    async def _run(self, task: SyncTask, ctx: Any, call_next: Any) -> None:
+        _running.set(task)
+        try:
+            result = await call_next(ctx)
+        except MCPError as exc:
+            task.end("failed", error=exc.error.model_dump(by_alias=True, mode="json", exclude_none=True))
+            return
+        except Exception as exc:  # the tool answers its own errors: this is a fault of the server
+            log.exception("sync task %s failed", task.id)
+            task.end("failed", error={"code": INTERNAL_ERROR, "message": f"internal error ({type(exc).__name__})"})
+            return
+        shown = result.model_dump(by_alias=True, mode="json", exclude_none=True) \
+            if isinstance(result, BaseModel) else dict(result)
+        if task.cancel_asked.is_set() and shown.get("isError"):
+            task.end("cancelled", message=_text(shown))
+        else:
+            task.end("completed", result=shown, message="sync finished" if not shown.get("isError") else _text(shown))
+
+    async def _get(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+        return self._owned(ctx, params).wire()
+
+    async def _update(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+        self._owned(ctx, params)  # a sync asks its client nothing: there is nothing to update
+        return {}
+
+    async def _cancel(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+        self._owned(ctx, params).cancel_asked.set()  # a finished task stays as it ended
+        return {}
+
+    def _owned(self, ctx: Any, params: TaskParams) -> SyncTask:
+        if not _declares_tasks(ctx):
+            raise MCPError(code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                           message=f"tasks/* needs the {TASKS_EXTENSION} extension in the request's client "
+                                   "capabilities",
+                           data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}})
+        headers = getattr(ctx.request, "headers", None)  # HTTP only: stdio has no routing headers
+        if headers is not None and decode_header_value(headers.get(MCP_NAME_HEADER)) != params.task_id:
+            raise MCPError(code=HEADER_MISMATCH, message="the Mcp-Name header must carry the request's taskId")
+        return self.table.find(self.view().who, params.task_id)
+
+
+def _declares_tasks(ctx: Any) -> bool:
+    """Whether this 2026-era request's client declared the tasks extension."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    capabilities = ctx.session.client_capabilities
+    return bool(capabilities and capabilities.extensions and TASKS_EXTENSION in capabilities.extensions)
+
+
+def _valid_sync(arguments: dict[str, Any] | None) -> bool:
+    try:
+        SyncRequest.model_validate(arguments or {}, strict=True)
+    except ValidationError:
+        return False
+    return True
+
+
+def _text(result: dict[str, Any]) -> str:
+    return " ".join(part.get("text", "") for part in result.get("content", []) if isinstance(part, dict))
