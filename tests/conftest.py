@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,22 @@ def make_app(make_config, embedder):
         return App(make_config(*kbs, **top), embedder=embedder)
 
     return make
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's headless Chromium through its driver (the page's and the MCP App's browser tests)."""
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver):
+        pytest.skip("no browser: install Debian's chromium and chromium-driver (.ci/run does)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
+                     "--lang=en-US"):
+        options.add_argument(argument)
+    session = webdriver.Chrome(options=options, service=Service(driver))
+    yield session
+    session.quit()

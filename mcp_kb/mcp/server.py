@@ -47,6 +47,7 @@ from .compat import PlainErrors, support_2025_clients, unknown_tool
 from .guard import Guard, current_view
 from .icons import icon
 from .notify import Notifier
+from .results_view import results_view, view_meta
 from .tasks import SyncTasks, task_progress
 from .schemas import SearchOutput, argument_errors, filters_model
 
@@ -138,7 +139,7 @@ def build_server(app: App, read_only: Optional[bool] = None) -> _KBServer:
         lifespan=lifespan,
         log_level="WARNING",
         middleware=[guard],
-        extensions=[tasks] if tasks else [],
+        extensions=[results_view(), *([tasks] if tasks else [])],
     )
     descriptions = {kb.name: _add_search_tool(server, app, kb) for kb in app.config.kb}
     if not read_only:
@@ -243,7 +244,8 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
 
     description = _tool_description(app, kb)
     server.add_tool(search_tool, name=kb.search_tool_name, title=f"Search {kb.name}", description=description,
-                    annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False), icons=icon("search"))
+                    annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False), icons=icon("search"),
+                    meta=view_meta())
     return description
 
 

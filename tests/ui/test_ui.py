@@ -11,7 +11,6 @@ temporary folder.
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 
 import httpx
@@ -292,24 +291,6 @@ def test_charts_escape_their_labels_and_pick_a_round_axis_top():
 
 
 # ---- in a browser -------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def browser():
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (chromium and driver):
-        pytest.skip("no browser: install Debian's chromium and chromium-driver (.ci/run does)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
-                     "--lang=en-US"):
-        options.add_argument(argument)
-    session = webdriver.Chrome(options=options, service=Service(driver))
-    yield session
-    session.quit()
-
 
 def _sign_in(browser, server: str, token: str) -> None:
     from selenium.webdriver.common.by import By

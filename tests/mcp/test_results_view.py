@@ -1,0 +1,150 @@
+"""The search tools' MCP App in Debian's Chromium, inside a minimal host that follows the MCP Apps spec (a sandboxed
+frame, JSON-RPC over postMessage): it renders the hits of a real search, a citation opens the document with the
+passage marked, hostile file names and passages stay text, and the page fetches nothing."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+from helpers import until, write
+from mcp import Client
+
+from mcp_kb.mcp.results_view import RESULTS_VIEW_URI, results_page
+from mcp_kb.mcp.server import build_server
+from mcp_kb.ui.views import passage_span
+
+HOSTILE_NAME = "<img src=x onerror=alert(1)>.md"
+HOSTILE_TEXT = ("# Expenses <b>now</b>\n\n## Travel\n\nTravel expenses are paid back within 30 days. "
+                "<script>window.pwned = 1</script><img src=x onerror=\"window.pwned = 2\"> Keep the receipts.\n")
+PLAIN_TEXT = "# Leave\n\n## Annual leave\n\nAnnual leave is 25 days a year; travel days do not count.\n"
+
+HOST = """<!doctype html><html><body>
+<iframe id="app" sandbox="allow-scripts" style="width:1000px;height:800px"></iframe>
+<script>
+// A minimal MCP Apps host: answers ui/initialize, sends the tool's input and result once the view is ready,
+// proxies resources/read (from documents the test read through a real MCP client), refuses everything else.
+window.hostLog = [];
+const INPUT = __INPUT__, RESULT = __RESULT__, DOCUMENTS = __DOCUMENTS__;
+const frame = document.getElementById("app");
+const post = (message) => frame.contentWindow.postMessage({jsonrpc: "2.0", ...message}, "*");
+window.addEventListener("message", (event) => {
+  if (event.source !== frame.contentWindow) return;
+  const m = event.data;
+  window.hostLog.push(m.method || "answer");
+  if (m.method === "ui/initialize") {
+    post({id: m.id, result: {protocolVersion: m.params.protocolVersion, hostInfo: {name: "test host", version: "1"},
+                             hostCapabilities: {serverResources: {}}, hostContext: {theme: "light"}}});
+  } else if (m.method === "ui/notifications/initialized") {
+    post({method: "ui/notifications/tool-input", params: {arguments: INPUT}});
+    post({method: "ui/notifications/tool-result", params: RESULT});
+  } else if (m.method === "resources/read") {
+    const text = DOCUMENTS[m.params.uri];
+    post(text === undefined ? {id: m.id, error: {code: -32002, message: "Resource not found"}}
+                            : {id: m.id, result: {contents: [{uri: m.params.uri, mimeType: "text/plain", text}]}});
+  } else if (m.id !== undefined) {
+    post({id: m.id, error: {code: -32601, message: "Method not found"}});
+  }
+});
+frame.srcdoc = __APP__;
+</script></body></html>"""
+
+
+def _script_value(value) -> str:
+    """`value` as a JavaScript literal that cannot end the host's script element."""
+    return json.dumps(value).replace("</", "<\\/")
+
+
+@pytest.fixture
+def searched(make_app, tmp_path):
+    """A real search through a real MCP client: the tool's result as a host receives it, and its documents."""
+    write(tmp_path / "docs" / HOSTILE_NAME, HOSTILE_TEXT)
+    write(tmp_path / "docs" / "leave.md", PLAIN_TEXT)
+    app = make_app({"name": "handbook", "description": "Staff handbook", "paths": [str(tmp_path / "docs")]})
+    app.sync()
+    arguments = {"query": "travel expenses receipts", "top_k": 2}
+
+    async def search():
+        async with Client(build_server(app)) as client:
+            tool = {tool.name: tool for tool in (await client.list_tools()).tools}["search_handbook"]
+            assert tool.meta["ui"]["resourceUri"] == RESULTS_VIEW_URI
+            page = (await client.read_resource(RESULTS_VIEW_URI)).contents[0]
+            result = await client.call_tool("search_handbook", arguments)
+            links = [block.uri for block in result.content if block.type == "resource_link"]
+            documents = {uri: (await client.read_resource(uri)).contents[0].text for uri in links}
+        return page, result.model_dump(by_alias=True, mode="json", exclude_none=True), documents
+
+    page, result, documents = anyio.run(search)
+    assert page.mime_type == "text/html;profile=mcp-app" and page.text == results_page()
+    host = tmp_path / "host.html"
+    host.write_text(HOST.replace("__INPUT__", _script_value(arguments)).replace("__RESULT__", _script_value(result))
+                    .replace("__DOCUMENTS__", _script_value(documents)).replace("__APP__", _script_value(page.text)),
+                    encoding="utf-8")
+    return host, result
+
+
+def _in_view(browser, host):
+    from selenium.webdriver.common.by import By
+
+    browser.get(host.as_uri())
+    browser.switch_to.frame(browser.find_element(By.ID, "app"))
+    until(lambda: browser.find_elements(By.CSS_SELECTOR, "li.hit"))
+
+
+def test_the_view_renders_the_hits_of_a_real_search_as_text(browser, searched):
+    from selenium.webdriver.common.by import By
+
+    host, result = searched
+    _in_view(browser, host)
+    hits = result["structuredContent"]["results"]
+    shown = [button.text for button in browser.find_elements(By.CSS_SELECTOR, "li.hit button.citation")]
+    assert shown == [f"{hit['source']} › {hit['heading']}" for hit in hits] and HOSTILE_NAME in shown[0]
+    passage = browser.find_elements(By.CSS_SELECTOR, "li.hit .passage")[0].text
+    assert "<script>window.pwned = 1</script>" in passage and "<img src=x" in passage
+    assert browser.find_element(By.ID, "summary").text == f"{len(hits)} passage(s), mode {result['structuredContent']['mode']}"
+    assert browser.execute_script("return document.getElementById('cited').textContent") == result["content"][0]["text"]
+    _nothing_injected_or_fetched(browser)
+
+
+def test_a_citation_opens_its_document_with_the_passage_marked(browser, searched):
+    from selenium.webdriver.common.by import By
+
+    host, result = searched
+    _in_view(browser, host)
+    browser.find_elements(By.CSS_SELECTOR, "li.hit button.citation")[0].click()
+    until(lambda: browser.find_elements(By.CSS_SELECTOR, "#document-text mark"))
+    hit = result["structuredContent"]["results"][0]
+    assert browser.find_element(By.ID, "document-path").text == hit["source"] == HOSTILE_NAME
+    marked = browser.find_element(By.CSS_SELECTOR, "#document-text mark").text
+    start, end = passage_span(HOSTILE_TEXT, hit["text"])
+    assert marked == HOSTILE_TEXT[start:end].strip() and "Keep the receipts." in marked
+    assert "<b>now</b>" in browser.find_element(By.ID, "document-text").text  # the document's markup, as text
+    browser.find_element(By.ID, "back").click()
+    until(lambda: browser.find_element(By.ID, "hits").is_displayed())
+    _nothing_injected_or_fetched(browser)
+    browser.switch_to.default_content()
+    log = browser.execute_script("return window.hostLog")
+    assert log[0] == "ui/initialize" and "ui/notifications/initialized" in log and "resources/read" in log
+    assert set(log) <= {"ui/initialize", "ui/notifications/initialized", "ui/notifications/size-changed",
+                        "resources/read"}
+
+
+def test_the_view_finds_a_passage_as_the_admin_page_does(browser, searched):
+    host, _ = searched
+    _in_view(browser, host)
+    text = "# Guide\n\nIntro line here.\n\n## Install\n\nRun pip install.\nThen sync it.\n\nThe end."
+    for passage in ("Run pip install.\nThen sync it.", "Guide › Install\nRun pip install.\nThen sync it.",
+                    "nothing of this is there", "Intro line here.\nThe end.", "The end.\nIntro line here."):
+        assert browser.execute_script("return passageSpan(arguments[0], arguments[1])", text, passage) == \
+            list(passage_span(text, passage)), passage
+
+
+def _nothing_injected_or_fetched(browser) -> None:
+    from selenium.common.exceptions import NoAlertPresentException
+
+    with pytest.raises(NoAlertPresentException):
+        _ = browser.switch_to.alert.text
+    assert browser.execute_script("return [document.images.length, document.querySelectorAll('b').length, "
+                                  "window.pwned === undefined]") == [0, 0, True]
+    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
