@@ -199,3 +199,21 @@ async def test_a_call_with_arguments_the_tool_refuses_is_answered_at_once_not_as
                    for client in (with_tasks, without)]
     assert all(answer.is_error for answer in answers) and "full" in answers[0].content[0].text
     assert answers[0].content == answers[1].content
+
+
+async def test_a_finished_task_is_kept_for_its_ttl_and_then_reads_as_unknown(served, monkeypatch):
+    from mcp_kb.mcp import tasks
+
+    _, url = served
+    async with session(url, Tasks()) as client:
+        created = await start(client)
+        ended = await until_ended(client.session, created.task_id)
+        kept = await ask(client.session, "tasks/get", created.task_id)  # read again: still there
+        monkeypatch.setattr(tasks, "TTL_MS", 0)  # its time is up
+        with pytest.raises(MCPError) as expired:
+            await ask(client.session, "tasks/get", created.task_id)
+        with pytest.raises(MCPError) as unknown:
+            await ask(client.session, "tasks/get", "never-made")
+    assert ended.status == kept.status == "completed" and kept.result == ended.result
+    assert expired.value.error.code == unknown.value.error.code == INVALID_PARAMS
+    assert expired.value.error.message.replace(created.task_id, "X") == unknown.value.error.message.replace("never-made", "X")
