@@ -69,6 +69,9 @@ class SyncRunner:
             log.exception("%s: sync (%s) failed", kb, reason)
 
 
+_WATCHER_WAKE_MS = 300  # the file watcher's thread wakes this often to see whether the server stops
+
+
 class LiveSync:
     """Start-up, scheduled and file-change syncs for the KBs that ask for them."""
 
@@ -120,8 +123,10 @@ class LiveSync:
         try:
             # watchfiles yields once no event came for `step` ms (our debounce), or after `debounce` ms
             # of continuous events, so a burst of saves becomes one sync.
+            # rust_timeout: how long a stopping server waits for the watcher's thread (watchfiles' default: 5 s).
             async for _changes in awatch(*roots, watch_filter=relevant, step=quiet_ms,
-                                         debounce=max(10 * quiet_ms, 5000), recursive=True):
+                                         debounce=max(10 * quiet_ms, 5000), recursive=True,
+                                         rust_timeout=_WATCHER_WAKE_MS):
                 self.request(kb.name, "file change")
         except FileNotFoundError as exc:
             log.warning("%s: cannot watch %s: %s; file-change syncs are off", kb.name, roots, exc)

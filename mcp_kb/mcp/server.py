@@ -10,6 +10,8 @@ fix the call; the server keeps serving.
 
 import json
 import logging
+import os
+import signal
 import sys
 import threading
 from contextlib import asynccontextmanager, contextmanager
@@ -56,6 +58,7 @@ log = logging.getLogger(__name__)
 PROMPT = "answer_with_citations"
 
 _WARM_UP_GRACE_SECONDS = 30  # how long a closing server waits for the model load it started
+_STOP_GRACE_SECONDS = 0.5  # how long Ctrl-C or SIGTERM leaves a stdio server to shut down before it exits
 
 
 def _filters_dict(filters: Optional[BaseModel]) -> Optional[dict[str, Any]]:
@@ -409,9 +412,9 @@ def run_server(app: App) -> None:
     if transport == "stdio":
         names = ", ".join(kb.name for kb in app.config.kb)
         # stdout carries the protocol only; a person who started this in a terminal learns what it waits for.
-        print(f"mcp-kb: serving {len(app.config.kb)} knowledge base(s) ({names}) over stdio, waiting for an MCP "
-              f"client on stdin/stdout; Ctrl-C stops", file=sys.stderr, flush=True)
-        server.run()
+        waiting = (f"mcp-kb: serving {len(app.config.kb)} knowledge base(s) ({names}) over stdio, waiting for an "
+                   f"MCP client on stdin/stdout; Ctrl-C stops")
+        anyio.run(_serve_stdio, server, waiting)
         return
     allowed_hosts = app.config.server.allowed_hosts
     warn_if_exposed(host, settings.guarded, allowed_hosts)
@@ -428,10 +431,32 @@ def run_server(app: App) -> None:
     sock = listening_socket(host, port)
     path = "/sse" if transport == "sse" else "/mcp"
     kind = "SSE" if transport == "sse" else f"{'stateless ' if settings.stateless else ''}streamable HTTP"
-    print(f"mcp-kb: serving {kind} at {server_url(host, sock.getsockname()[1], path)} "
-          f"({_admission(settings)}); admin page at {server_url(host, sock.getsockname()[1], '/')}",
-          file=sys.stderr, flush=True)
-    _serve_http(asgi, sock, settings)
+    _serve_http(asgi, sock, settings, f"mcp-kb: serving {kind} at {server_url(host, sock.getsockname()[1], path)} "
+                                      f"({_admission(settings)}); admin page at "
+                                      f"{server_url(host, sock.getsockname()[1], '/')}")
+
+
+async def _serve_stdio(server: MCPServer, waiting: str) -> None:
+    """stdio until the client closes it, or Ctrl-C / SIGTERM (a terminal's user, a client ending the server);
+    `waiting` is said once both stop it."""
+    async with anyio.create_task_group() as group:
+        await group.start(_stop_on_signal, group.cancel_scope)
+        print(waiting, file=sys.stderr, flush=True)
+        await server.run_stdio_async()
+        group.cancel_scope.cancel()
+
+
+async def _stop_on_signal(scope: anyio.CancelScope, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
+        async for signum in signals:
+            print("mcp-kb: stopped", file=sys.stderr, flush=True)
+            scope.cancel()
+            # The SDK reads stdin in a thread that only a line or EOF wakes (a terminal's user sends neither):
+            # past a short grace for the shutdown, leave without it. A sync cut short here is safe to cut:
+            # what it committed stays and the next sync goes on from there.
+            threading.Timer(_STOP_GRACE_SECONDS, os._exit, args=(128 + signum,)).start()
+            return
 
 
 def run_page(app: App, port: int) -> None:
@@ -443,9 +468,8 @@ def run_page(app: App, port: int) -> None:
     edge = Edge(app.config, None, rebinding_protection(LOOPBACK, []))
     asgi = page_app(app, None if read_only else SyncRunner(app), edge)
     sock = listening_socket(LOOPBACK, port)
-    print(f"mcp-kb: admin page at {server_url(LOOPBACK, sock.getsockname()[1], '/')} (this machine only; "
-          f"Ctrl-C stops)", file=sys.stderr, flush=True)
-    _serve_http(asgi, sock, app.config.server)
+    _serve_http(asgi, sock, app.config.server, f"mcp-kb: admin page at {server_url(LOOPBACK, sock.getsockname()[1], '/')} "
+                                                "(this machine only; Ctrl-C stops)")
 
 
 def _with_page(page: Any, mcp: Any) -> Any:
@@ -458,7 +482,8 @@ def _with_page(page: Any, mcp: Any) -> Any:
     return asgi
 
 
-def _serve_http(asgi: Any, sock: Any, settings: Any) -> None:
+def _serve_http(asgi: Any, sock: Any, settings: Any, announce: str) -> None:
+    """Serve `asgi` on `sock` until Ctrl-C or SIGTERM; `announce` is said once both stop it."""
     import uvicorn
 
     for handler in logging.getLogger().handlers:  # a failure per connection must not fill the disk
@@ -466,8 +491,20 @@ def _serve_http(asgi: Any, sock: Any, settings: Any) -> None:
     cap = connection_cap(settings.max_connections)
     # log_config=None: uvicorn's lines go through this process's handlers (and their filter)
     uvicorn_config = uvicorn.Config(asgi, log_level="warning", log_config=None, backlog=accept_burst(cap),
-                                    http=guarded_protocol(cap, settings.header_timeout))
-    anyio.run(uvicorn.Server(uvicorn_config).serve, [sock])
+                                    http=guarded_protocol(cap, settings.header_timeout),
+                                    timeout_graceful_shutdown=1)  # seconds: open streams do not hold it
+    # uvicorn stops on Ctrl-C or SIGTERM and then raises the signal again: both end here, said in one line.
+    signal.signal(signal.SIGTERM, _interrupt)
+    print(announce, file=sys.stderr, flush=True)
+    try:
+        anyio.run(uvicorn.Server(uvicorn_config).serve, [sock])
+    except KeyboardInterrupt:
+        pass
+    print("mcp-kb: stopped", file=sys.stderr, flush=True)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _admission(settings) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from loguru import logger
 
 from ..settings import (ENV_FASTEMBED_CACHE, ENV_MODEL, ENV_MODEL_PATH, FastembedRerankSettings, FastembedSettings,
                         environment)
@@ -25,6 +26,10 @@ from .identities import RememberedModel, remember_model, remembered_model
 from .quantize import CHECK_TEXTS, Int8Copy, int8_copy
 
 log = logging.getLogger(__name__)
+
+# fastembed logs every failed try to find or fetch a model as an ERROR (four lines before ours, through loguru);
+# the ModelError raised here says what failed and how to fix it, so those lines are only noise.
+logger.disable("fastembed")
 
 _RETRY_LOAD_AFTER_SECONDS = 300
 # fastembed imports modules lazily (some on the first embed call); two threads doing that at once

@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 from contextlib import asynccontextmanager, contextmanager
@@ -673,6 +675,52 @@ def test_a_client_that_leaves_at_once_leaves_a_clean_exit_and_stderr_says_what_i
     assert [reply["id"] for reply in replies] == [1, 2] and "search_api_docs" in json.dumps(replies[1])
     assert ("mcp-kb: serving 2 knowledge base(s) (policy_docs, api_docs) over stdio, waiting for an MCP client"
             in stderr)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize("stdin", ["terminal", "client"])
+def test_ctrl_c_and_sigterm_stop_a_stdio_server_with_one_line(app, folders, signum, stdin):
+    """Ctrl-C in a terminal (nothing on stdin but the user's silence) and a client ending its server both stop it:
+    the SDK's stdin reader wakes only on a line or EOF, so without care the server waited for Enter."""
+    import pty
+
+    config = _config_file(folders, app.config.storage.uri)
+    terminal, user = pty.openpty() if stdin == "terminal" else (None, None)
+    process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy(),
+                               stdin=user if user is not None else subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert "waiting for an MCP client" in process.stderr.readline()
+        if stdin == "client":
+            process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+                + "\n")
+            process.stdin.flush()
+            assert json.loads(process.stdout.readline())["id"] == 1  # in session, stdin left open
+        process.send_signal(signum)
+        code, rest = process.wait(timeout=30), process.stderr.read()
+        assert code == 128 + signum and rest.strip().splitlines() == ["mcp-kb: stopped"], rest
+    finally:
+        process.kill()
+        for fd in (terminal, user):
+            if fd is not None:
+                os.close(fd)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize("command", [["serve", "--transport", "http"], ["ui"]], ids=["http", "page"])
+def test_ctrl_c_and_sigterm_stop_the_http_server_and_the_page_saying_so(app, folders, command, signum, tmp_path):
+    config = _config_file(folders, app.config.storage.uri)
+    process = subprocess.Popen([sys.executable, "-m", "mcp_kb", *command, "-c", str(config), "--port", "0"],
+                               env=os.environ.copy(), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        url = re.search(r"(http://127\.0\.0\.1:\d+)/", process.stderr.readline()).group(1)
+        assert httpx.get(f"{url}/", timeout=30).status_code == 200  # serving (the admin page)
+        process.send_signal(signum)
+        assert process.wait(timeout=30) == 0
+        assert process.stderr.read().strip().splitlines()[-1] == "mcp-kb: stopped"
+    finally:
+        process.kill()
 
 
 async def test_leaving_waits_for_the_model_load_it_started(app, monkeypatch):

@@ -140,7 +140,7 @@ def _mcp_kb(tmp_path, hub_url: str, *args: str, **variables: str) -> subprocess.
     env.update({"MCP_KB_EMBEDDING_MODEL": "sentence-transformers/all-MiniLM-L6-v2", "HF_ENDPOINT": hub_url,
                 "FASTEMBED_CACHE_PATH": str(tmp_path / "cache"), **variables})
     return subprocess.run([sys.executable, "-m", "mcp_kb", *args], env=env, cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
+                          stdin=subprocess.DEVNULL, text=True, timeout=300)
 
 
 def test_chunks_fetches_only_the_tokenizer(tmp_path, hub):
@@ -160,6 +160,21 @@ def test_chunks_without_tokenizer_or_network_says_what_is_missing(tmp_path):
     assert result.returncode == 1
     [error] = result.stderr.strip().splitlines()
     assert "the tokenizer of embedding model" in error and "is not on this machine" in error and "model_path" in error
+
+
+def test_a_missing_model_is_one_error_of_ours_not_fastembeds_own_lines(tmp_path):
+    """Loading a model that is neither here nor reachable (as the suite does without a model) raises our error,
+    with its fix; fastembed's four ERROR lines (one per place it looked) used to be printed first."""
+    code = ("from mcp_kb.models.fastembed import FastEmbedder\n"
+            "from mcp_kb.settings import FastembedSettings\n"
+            "try:\n"
+            "    FastEmbedder(FastembedSettings(model='sentence-transformers/all-MiniLM-L6-v2')).embed_query('x')\n"
+            "except Exception as error:\n"
+            "    print(type(error).__name__, error)\n")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_KB_")}
+    env.update({"HF_ENDPOINT": "http://127.0.0.1:9", "FASTEMBED_CACHE_PATH": str(tmp_path / "cache")})
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert result.stderr == "" and result.stdout.startswith("ModelError cannot download embedding model"), result
 
 
 def test_model_fetch_then_status_names_the_source_and_the_copy_serves_offline(tmp_path, hub):
