@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import select
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +68,19 @@ def _kb_or_folder(kb: str | None, config_path: str | None) -> tuple[str | None, 
     if target.is_file() and kb in {k.name for k in load_config(target).kb}:
         return kb, None
     return None, kb
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (a service manager, `kill`) ends a sync as Ctrl-C does: recorded as interrupted, with what it wrote."""
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class _Interrupted(click.ClickException):
@@ -235,8 +251,9 @@ def sync(kb: str | None, full: bool, reembed: bool, no_wait: bool, allow_mass_de
     app.releases_model = True
     bar = _ProgressBar() if sys.stderr.isatty() and not as_json else None
     try:
-        reports = app.sync(name, full=full, reembed=reembed, progress=bar, wait=not no_wait,
-                           allow_mass_delete=allow_mass_delete)
+        with _sigterm_interrupts():
+            reports = app.sync(name, full=full, reembed=reembed, progress=bar, wait=not no_wait,
+                               allow_mass_delete=allow_mass_delete)
     except KeyboardInterrupt:
         raise _Interrupted(_INTERRUPTED) from None
     finally:
@@ -524,7 +541,8 @@ def watch(kb: str | None, config_path: str | None) -> None:
     logging.getLogger("mcp_kb").setLevel(logging.INFO)
     click.echo(f"watching {', '.join(k.name for k in app.config.select(name))}; Ctrl-C to stop", err=True)
     try:
-        keep_in_sync(app, name)
+        with _sigterm_interrupts():
+            keep_in_sync(app, name)
     except KeyboardInterrupt:
         pass
 

@@ -76,6 +76,7 @@ class SyncReport:
     files_deleted: int = 0
     files_unchanged: int = 0
     files_failed: int = 0
+    files_written: int = 0  # new and changed files committed so far (all of them once the sync ends)
     chunks_embedded: int = 0
     tokens_embedded: int = 0  # model tokens sent to the embedder
     pages_ocr: int = 0  # pages and images whose text was read by OCR
@@ -188,6 +189,12 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
     except Exception as exc:
         error = str(exc) if isinstance(exc, KBError) else f"{type(exc).__name__}: {exc}"
         _record_failure(store, kb.name, started, error, report)
+        raise
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM where the command turns it into one
+        todo = report.files_added + report.files_changed
+        _record_failure(store, kb.name, started, f"interrupted after writing {report.files_written} of {todo} new "
+                                                 "and changed files; they stay, and the next sync goes on from there",
+                        report, outcome="interrupted")
         raise
     finally:
         clear_progress(store, kb.name)
@@ -410,6 +417,7 @@ def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | No
 
             _write_batch(store, kb, target, reuse_from, embedder, parsed, report, timer, embedding)
             done += len(parsed)
+            report.files_written = done
             progress(done, len(todo), f"{kb.name}: indexed {done}/{len(todo)} files")
 
 
@@ -561,10 +569,11 @@ def _summary(files: dict[str, FileRecord], report: SyncReport, titles: list[str]
             "titles": titles}
 
 
-def _record_failure(store: Store, kb: str, started: str, error: str, report: SyncReport) -> None:
-    """Keep the fingerprints of the last good build; record the failed attempt for `status`."""
+def _record_failure(store: Store, kb: str, started: str, error: str, report: SyncReport,
+                    outcome: str = "failed") -> None:
+    """Keep the fingerprints of the last good build; record the failed (or interrupted) attempt for `status`."""
     try:
         state = store.read_state(kb)
-        store.write_state(kb, {**state, **_finished(state, started, "failed", report, error)})
+        store.write_state(kb, {**state, **_finished(state, started, outcome, report, error)})
     except Exception:  # the store itself may be what failed; the original error is what matters
         log.debug("could not record the failed sync of %s", kb, exc_info=True)

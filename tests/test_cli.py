@@ -1,11 +1,14 @@
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import ROOT, write
+from helpers import ROOT, until, write
 
 from mcp_kb.cli import main
 
@@ -339,3 +342,28 @@ def test_commands_that_embed_nothing_never_import_the_model_runtime_or_the_mcp_s
         assert json.loads(answer.stderr.strip().splitlines()[-1]) == [], f"mcp-kb {command}: {answer.stderr}"
         printed[command] = answer.stdout
     assert "0 added, 0 changed, 0 deleted, 2 unchanged" in printed["sync"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_sync_stopped_by_ctrl_c_or_sigterm_says_so_and_status_records_it(tmp_path, signum):
+    """A service manager's SIGTERM used to end a sync without a trace (status: "last sync never")."""
+    from mcp_kb.app import App
+    from mcp_kb.settings import load_config
+
+    for number in range(600):  # long enough to stop after its first batch of 32
+        write(tmp_path / "docs" / f"n{number:03d}.md", f"# Note {number}\n\n" + f"Meeting {number} moved. " * 40 + "\n")
+    config = tmp_path / "kb.toml"
+    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Notes"\n'
+                      'paths = ["docs"]\n', encoding="utf-8")
+    process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync", "-c", str(config)], stderr=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    app = App(load_config(config))
+    # past 32 files done, the first batch is written (within a batch, progress counts at most up to its end)
+    until(lambda: app.glance("docs").progress.get("done", 0) > 32 or process.poll() is not None,
+          what="the first batch written")
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130 and "interrupted. The index is consistent" in stderr, stderr
+    [status] = app.status("docs")
+    assert status.last_outcome == "interrupted" and status.files >= 32
+    assert status.last_error.startswith(f"interrupted after writing {status.files} of 600 new and changed files")

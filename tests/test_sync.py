@@ -70,6 +70,27 @@ def test_a_sync_without_its_model_is_recorded_as_failed_with_the_reason(make_con
     assert "empty-model" in status.last_error
 
 
+def test_an_interrupted_sync_is_recorded_with_what_it_wrote_and_the_next_one_finishes_it(make_app, tmp_path):
+    for number in range(40):  # two batches: 32 files a commit
+        write(tmp_path / "notes" / f"n{number:02d}.md", f"# Note {number}\n\nThe meeting moved to room {number}.\n")
+    app = make_app({"name": "notes", "description": "Notes", "paths": [str(tmp_path / "notes")]})
+
+    def ctrl_c_after_the_first_batch(done: int, total: int, message: str) -> None:
+        if message.endswith(f"indexed {done}/{total} files") and done == 32:
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        app.sync("notes", progress=ctrl_c_after_the_first_batch)
+    [status] = app.status("notes")
+    assert status.last_outcome == "interrupted" and status.files == 32
+    assert status.last_error == ("interrupted after writing 32 of 40 new and changed files; they stay, and the next "
+                                 "sync goes on from there")
+    [recent] = app.sync_history("notes").recent
+    assert recent["outcome"] == "interrupted" and recent["error"] == status.last_error
+    [report] = app.sync("notes")
+    assert report.files_added == 8 and report.files_unchanged == 32 and report.files_written == 8
+    assert app.status("notes")[0].last_outcome == "ok"
+
+
 def test_progress_moves_while_a_batch_embeds(app, monkeypatch):
     import mcp_kb.sync
 
