@@ -33,7 +33,11 @@ def _load(config_path: str | None) -> Config:
     """A config file, or a zero-config KB for a folder."""
     path, named = config_target(config_path)
     if path.is_dir():
-        return config_for_folder(path)
+        config = config_for_folder(path)
+        [kb] = config.kb
+        if kb.name != path.resolve().name:  # say what a client will see it as
+            click.echo(f"folder {path.resolve().name!r}: knowledge base {kb.name}, tool {kb.search_tool_name}", err=True)
+        return config
     if not path.exists() and not named:
         raise KBError("no kb.toml here: `mcp-kb init` writes a starter, or pass --config FILE, or a folder "
                       "(mcp-kb serve ./docs)")

@@ -367,3 +367,12 @@ def test_a_sync_stopped_by_ctrl_c_or_sigterm_says_so_and_status_records_it(tmp_p
     [status] = app.status("docs")
     assert status.last_outcome == "interrupted" and status.files >= 32
     assert status.last_error.startswith(f"interrupted after writing {status.files} of 600 new and changed files")
+
+
+def test_a_folder_named_in_another_script_is_served_under_a_name_the_command_states(tmp_path):
+    write(tmp_path / "团队文档" / "年假.md", "# 年假\n\n年假每年十五天，提前两周申请。\n")
+    result = subprocess.run([sys.executable, "-m", "mcp_kb", "check", "-c", str(tmp_path / "团队文档")], capture_output=True,
+                            text=True, env=os.environ.copy(), timeout=300)
+    assert result.returncode == 0, result.stderr
+    stated = re.search(r"folder '团队文档': knowledge base (TuanDuiWenDang-[0-9a-f]{4}), tool (search_\S+)", result.stderr)
+    assert stated and stated.group(2) == f"search_{stated.group(1)}" and stated.group(1) in result.stdout

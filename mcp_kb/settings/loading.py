@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from anyascii import anyascii
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ConfigError
@@ -68,8 +69,15 @@ def config_for_folder(folder: str | os.PathLike[str]) -> Config:
 
 
 def kb_name_for(folder: Path) -> str:
-    """A valid KB name made from a folder's name."""
-    return re.sub(f"[^{KB_NAME_CHARS}]", "_", folder.name)[:KB_NAME_LENGTH] or "docs"
+    """A valid KB name made from a folder's name: letters of other scripts spelled in Latin ones (团队文档:
+    TuanDuiWenDang), then with a short hash of the folder's own name, so names that read alike (homophones,
+    dropped accents) never meet as tool names in one client."""
+    own = folder.name
+    latin = anyascii(own)
+    name = re.sub(f"[^{KB_NAME_CHARS}]", "_", latin)
+    if latin != own:
+        name = f"{(name.strip('_') or 'docs')[:KB_NAME_LENGTH - 5]}-{hashlib.sha256(own.encode()).hexdigest()[:4]}"
+    return name[:KB_NAME_LENGTH] or "docs"
 
 
 def starter_config(folder: str, base_dir: Path) -> tuple[str, KBConfig]:

@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -155,6 +156,19 @@ def test_zero_config_serves_one_folder(tmp_path):
     assert [kb.name for kb in config.kb] == ["My_Docs"]
     assert config.kb[0].paths == [(tmp_path / "My Docs").resolve()]
     assert config.kb[0].sync.on_start and config.kb[0].sync.watch  # serving a folder needs no sync step
+
+
+def test_a_folder_named_in_another_script_gets_a_readable_unique_valid_name(tmp_path):
+    names = {}
+    for folder in ("团队文档", "团队文件", "会议记录", "Café", "Cafe\u0301", "Пример", "📚", "Notes"):
+        (tmp_path / folder).mkdir()
+        [kb] = config_for_folder(tmp_path / folder).kb
+        names[folder] = kb.name
+        assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", kb.name) and re.fullmatch(r"[A-Za-z0-9_.-]{1,128}",
+                                                                              kb.search_tool_name)
+    assert names["团队文档"].startswith("TuanDuiWenDang-") and names["会议记录"].startswith("HuiYiJiLu-")
+    assert names["Пример"].startswith("Primer-") and names["Notes"] == "Notes"  # Latin names as they were
+    assert len(set(names.values())) == len(names)  # Café written two ways reads alike: the hash keeps them apart
 
 
 def test_example_config_is_valid_and_points_at_the_bundled_examples():
