@@ -37,9 +37,12 @@ _RETRY_LOAD_AFTER_SECONDS = 300
 # first touch of fastembed happens under this lock.
 _FASTEMBED_LOCK = threading.RLock()
 
-_FIX = (f"set [embedding] model_path (or {ENV_MODEL_PATH}) to a local folder holding "
-        "model.onnx, tokenizer.json and tokenizer_config.json, or give this machine access to the "
-        "model hub so fastembed can download it")
+_FIX = (f"set [embedding] model_path (or {ENV_MODEL_PATH}) to a folder made by `mcp-kb model fetch --to FOLDER` on "
+        "a machine with network (the model's ONNX file under the name fastembed loads it from, tokenizer.json and "
+        "tokenizer_config.json), or give this machine access to the model hub so fastembed can download it")
+
+
+_MODELS_NAMED = 10  # candidate models an error names for a folder of another model
 
 
 class FastEmbedder(Embedder):
@@ -194,7 +197,8 @@ class FastEmbedReranker(Reranker):
 
 
 def _load_cross_encoder(config: FastembedRerankSettings):
-    fix = _FIX.replace("[embedding]", "[rerank]").replace(ENV_MODEL_PATH, "rerank.model_path")
+    fix = ("set [rerank] model_path to a local folder holding the reranking model's model.onnx, tokenizer.json and "
+           "tokenizer_config.json, or give this machine access to the model hub so fastembed can download it")
     if config.model_path and not Path(config.model_path, "model.onnx").is_file():
         raise ModelError(f"reranking model folder {config.model_path} has no model.onnx; {fix}, "
                          f"or set [rerank] enabled = false")
@@ -278,15 +282,24 @@ def _check_model_folder(text_embedding_class, config: FastembedSettings) -> None
     _, description = _description(text_embedding_class, config)
     if (folder / description.model_file).is_file():
         return
-    others = sorted(path.name for path in folder.glob("*.onnx")) if folder.is_dir() else []
+    others = sorted(str(path.relative_to(folder)) for path in folder.rglob("*.onnx")) if folder.is_dir() else []
     if others:  # a folder of another model: the name and the folder disagree
+        fitting = _models_loaded_from(text_embedding_class, others)
+        names = ", ".join(fitting[:_MODELS_NAMED]) + (", ..." if len(fitting) > _MODELS_NAMED else "")
         raise ModelError(
             f"embedding model folder {folder} does not hold the configured model {config.model!r} (fastembed loads "
             f"it from {description.model_file}; the folder has {', '.join(others)}): set [embedding] model (or "
-            f"{ENV_MODEL}) to the name of the model in the folder, e.g. "
-            f"sentence-transformers/all-MiniLM-L6-v2, or model_path (or {ENV_MODEL_PATH}) to a folder "
-            f"of {config.model}")
-    raise ModelError(f"embedding model folder {folder} has no {description.model_file}; {_FIX}")
+            f"{ENV_MODEL}) to the name of the model in the folder"
+            f"{f' (fastembed loads these from such a file: {names})' if names else ''}, or model_path (or "
+            f"{ENV_MODEL_PATH}) to a folder of {config.model}")
+    raise ModelError(f"embedding model folder {folder} has no {description.model_file} (the file fastembed loads "
+                     f"{config.model} from); {_FIX}")
+
+
+def _models_loaded_from(text_embedding_class, files: list[str]) -> list[str]:
+    """The supported models fastembed loads from one of `files` (paths within a model folder)."""
+    return sorted(description.model for model_class in text_embedding_class.EMBEDDINGS_REGISTRY
+                  for description in model_class._list_supported_models() if description.model_file in files)
 
 
 def _text_embedding(text_embedding_class, config: FastembedSettings, lazy: bool, arena: bool = True):

@@ -39,8 +39,8 @@ class FastembedSettings(EmbeddingConfig):
     # with 32, 649 MB with 16, 551 MB with 8) while its speed barely moves (texts of similar length share a
     # call, so little is padding): 8 keeps a sync beside an IDE and a browser.
     batch_size: int = Field(8, ge=1, le=2048)
-    model_path: PathText | None = Field(None, json_schema_extra=from_environment(ENV_MODEL_PATH))  # local folder with
-    # model.onnx + tokenizer files (air-gapped use)
+    model_path: PathText | None = Field(None, json_schema_extra=from_environment(ENV_MODEL_PATH))  # a folder made by
+    # `mcp-kb model fetch --to FOLDER`: the model's ONNX file as fastembed names it + tokenizer files (air-gapped use)
     threads: int | None = Field(None, ge=1)  # None: onnxruntime decides
     cache_dir: PathText | None = None
     device: Literal["auto", "cpu", "cuda"] = "auto"

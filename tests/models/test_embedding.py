@@ -41,8 +41,15 @@ def test_identity_names_model_dimension_and_file_hash(embedder):
 
 def test_missing_model_folder_says_how_to_fix(tmp_path):
     broken = FastEmbedder(FastembedSettings(model="sentence-transformers/all-MiniLM-L6-v2", model_path=str(tmp_path)))
-    with pytest.raises(ModelError, match="has no model.onnx.*model_path"):
+    with pytest.raises(ModelError, match="has no model.onnx .the file fastembed loads .*model_path.*model fetch --to"):
         broken.embed_query("x")
+
+
+def test_an_empty_folder_for_the_default_model_names_the_file_that_model_needs(tmp_path):
+    default = FastEmbedder(FastembedSettings(model_path=str(tmp_path)))  # paraphrase-multilingual-MiniLM-L12-v2
+    with pytest.raises(ModelError) as missing:
+        default.embed_query("x")
+    assert "has no model_optimized.onnx" in str(missing.value) and "model.onnx," not in str(missing.value)
 
 
 def test_a_folder_of_another_model_names_both_settings(tmp_path):
@@ -50,8 +57,16 @@ def test_a_folder_of_another_model_names_both_settings(tmp_path):
     other = FastEmbedder(FastembedSettings(model="sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2",
                                          model_path=str(tmp_path)))
     with pytest.raises(ModelError, match=r"does not hold the configured model .*paraphrase-multilingual.*"
-                                         r"model_optimized\.onnx; the folder has model\.onnx.*MCP_KB_EMBEDDING_MODEL\)"):
+                                         r"model_optimized\.onnx; the folder has model\.onnx.*MCP_KB_EMBEDDING_MODEL\)") as wrong:
         other.embed_query("x")
+    # what the folder holds decides the models it names (fastembed loads these from model.onnx)
+    assert "sentence-transformers/all-MiniLM-L6-v2" in str(wrong.value)
+    (tmp_path / "model.onnx").unlink()
+    (tmp_path / "onnx").mkdir()
+    (tmp_path / "onnx" / "model.onnx").write_bytes(b"weights of another model")
+    with pytest.raises(ModelError) as nested:
+        FastEmbedder(other.config).embed_query("x")
+    assert "the folder has onnx/model.onnx" in str(nested.value) and "all-MiniLM-L6-v2" not in str(nested.value)
 
 
 def test_tokenizer_knows_where_the_model_truncates(embedding_config):
