@@ -182,7 +182,7 @@ class App:
         name = self.config.get_kb(kb).name
         view = self._active_view(name)
         if view is None:
-            raise NotSyncedError(name)
+            raise NotSyncedError(name, self.config.storage.uri)
         asked = [(query, row["path"]) for row in view.sample(sample, seed)
                  if (query := self_query(row["heading"] or "", row["text"]))]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import select
 import signal
 import sys
@@ -15,16 +16,14 @@ from typing import Any
 import click
 
 from . import __version__
-from .settings import (ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, HEALTHY_HIT_RATE, MODES, RANKED_MODES, TRANSPORTS,
+from .settings import (ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, ENV_STORAGE, HEALTHY_HIT_RATE, MODES, RANKED_MODES, TRANSPORTS,
                        Config, build_config, config_for_folder, config_target, load_config)
 from .errors import KBError
 from .records import KBStats
 from .requests import FILTER_SYNTAX, SearchRequest, SyncRequest, option_help
 from .text import printable
-from .vocabulary import LOOPBACK, files_done
+from .vocabulary import LOOPBACK, files_done, remember_invocation, sync_remedy
 
-_INTERRUPTED = ("interrupted. The index is consistent: batches committed before the interrupt are kept (during a "
-                "rebuild, searches keep using the previous index), and the next `mcp-kb sync` continues from there")
 _SHOWN_CHARACTERS = 600  # of each passage in `search`'s text output (--json shows all)
 CONFIG_HELP = f"kb.toml to use, or a folder to serve with defaults (default: ./kb.toml, or ${ENV_CONFIG})"
 
@@ -32,16 +31,20 @@ CONFIG_HELP = f"kb.toml to use, or a folder to serve with defaults (default: ./k
 def _load(config_path: str | None) -> Config:
     """A config file, or a zero-config KB for a folder."""
     path, named = config_target(config_path)
+    storage = os.environ.get(ENV_STORAGE, "")
     if path.is_dir():
         config = config_for_folder(path)
         [kb] = config.kb
         if kb.name != path.resolve().name:  # say what a client will see it as
             click.echo(f"folder {path.resolve().name!r}: knowledge base {kb.name}, tool {kb.search_tool_name}", err=True)
+        remember_invocation(folder=path, storage=storage, storage_variable=ENV_STORAGE)
         return config
     if not path.exists() and not named:
         raise KBError("no kb.toml here: `mcp-kb init` writes a starter, or pass --config FILE, or a folder "
                       "(mcp-kb serve ./docs)")
-    return load_config(path)
+    config = load_config(path)
+    remember_invocation(config=path, storage=storage, storage_variable=ENV_STORAGE)
+    return config
 
 
 def _load_or_defaults(config_path: str | None) -> Config:
@@ -85,6 +88,11 @@ def _sigterm_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(kb: str | None) -> str:
+    return ("interrupted. The index is consistent: batches committed before the interrupt are kept (during a "
+            f"rebuild, searches keep using the previous index); to go on from there, {sync_remedy(kb)}")
 
 
 class _Interrupted(click.ClickException):
@@ -259,7 +267,7 @@ def sync(kb: str | None, full: bool, reembed: bool, no_wait: bool, allow_mass_de
             reports = app.sync(name, full=full, reembed=reembed, progress=bar, wait=not no_wait,
                                allow_mass_delete=allow_mass_delete)
     except KeyboardInterrupt:
-        raise _Interrupted(_INTERRUPTED) from None
+        raise _Interrupted(_interrupted(name)) from None
     finally:
         if bar:
             bar.close()
@@ -286,9 +294,10 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
     statuses = app.status(name)
     source = app.model_source()
     if as_json:
-        click.echo(json.dumps([{**item.as_dict(), "model_source": source} for item in statuses], indent=2,
-                              ensure_ascii=False))
+        click.echo(json.dumps([{**item.as_dict(), "model_source": source, "storage": app.config.storage.uri}
+                               for item in statuses], indent=2, ensure_ascii=False))
         return
+    click.echo(f"index at {app.config.storage.uri}")
     click.echo(f"embedding model {app.config.embedding.model}: {source}")
     for item in statuses:
         model = item.model["name"] if item.model else "-"

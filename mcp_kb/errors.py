@@ -87,6 +87,12 @@ class SearchError(KBError):
 class NotSyncedError(SearchError):
     """A KB whose index holds nothing yet: no sync has committed a chunk of it."""
 
-    def __init__(self, kb: str):
-        self.kb = kb
-        super().__init__(f"knowledge base {kb!r} has not been synced yet; {sync_remedy(kb)}")
+    def __init__(self, kb: str, storage: str = ""):
+        self.kb, self.storage = kb, storage
+        super().__init__(self.message(with_storage=True))
+
+    def message(self, with_storage: bool) -> str:
+        """Where it looked is said to the owner (a server started with another storage than the shell's
+        synced one answers so), not to a remote caller."""
+        where = f" in the index at {self.storage}" if with_storage and self.storage else ""
+        return f"knowledge base {self.kb!r} has not been synced yet{where}; {sync_remedy(self.kb)}"

@@ -120,7 +120,7 @@ class Searcher:
                                   f"{sync_remedy(kb.name)} to rebuild it")
             if sync_activity(self.store, kb.name) is not None:  # nothing committed yet: an empty answer that says why
                 return SearchResult([], request.mode, notes=self._incomplete_index_notes(kb.name))
-            raise NotSyncedError(kb.name)
+            raise NotSyncedError(kb.name, self.store.uri)
         # Generation ids never repeat, so a rebuilt index never meets the answers of the old one.
         key = request.cache_key(kb.name, view.generation, view.version)
         cached = self._cache.get(key)

@@ -14,7 +14,7 @@ from functools import cached_property
 
 from .access import NOBODY, Grant, Identity, everything
 from .settings import Config, KBConfig, unknown_kb
-from .errors import KBError, SyncBusyError
+from .errors import KBError, NotSyncedError, SyncBusyError
 from .vocabulary import SYNC_TOOL
 
 
@@ -82,5 +82,7 @@ class CallerView:
         described without the KBs outside the view."""
         if isinstance(error, SyncBusyError):
             return error.message(self.sees)
+        if isinstance(error, NotSyncedError):
+            return error.message(with_storage=self.who.kind == "owner")
         return str(error)
 

@@ -4,6 +4,8 @@ loopback address."""
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
 from urllib.parse import quote
 
 SYNC_TOOL = "sync_knowledge_base"
@@ -36,7 +38,24 @@ def document_uri(kb: str, document: str) -> str:
     return DOCUMENT_URI.replace("{+path}", quote(document, safe="/:@!$&'()*+,;=")).format(name=kb)
 
 
+_invocation: dict[str, list[str]] = {"before": [], "after": []}  # remember_invocation's words
+
+
+def remember_invocation(folder: Path | None = None, config: Path | None = None, storage: str = "",
+                        storage_variable: str = "") -> None:
+    """This process serves `folder` (zero-config) or the kb.toml `config`, and the environment's
+    `storage_variable` gave it `storage` (as a client's `env` block does): remedies name them, so the command
+    they suggest works pasted into any shell, in any directory."""
+    _invocation["before"] = [f"{storage_variable}={shlex.quote(storage)}"] if storage else []
+    _invocation["after"] = [shlex.quote(str(folder.resolve()))] if folder else \
+        ["-c", shlex.quote(str(config.resolve()))] if config else []
+
+
 def sync_remedy(kb: str | None = None, options: str = "") -> str:
-    """The one way to say how to (re)index a KB, from the command line or a client."""
-    command = " ".join(part for part in ("mcp-kb sync", kb, options) if part)
+    """The one way to say how to (re)index a KB, from the command line or a client: a command that works
+    pasted anywhere (remember_invocation)."""
+    after = _invocation["after"]
+    named = [] if after and after[0] != "-c" else [kb or ""]  # a folder's one KB goes without its name
+    words = [*_invocation["before"], "mcp-kb sync", *named, *after, options]
+    command = " ".join(word for word in words if word)
     return f"run `{command}` (or call the {SYNC_TOOL} tool)"

@@ -128,3 +128,13 @@ def browser():
     session = webdriver.Chrome(options=options, service=Service(driver))
     yield session
     session.quit()
+
+
+@pytest.fixture(autouse=True)
+def _no_remembered_invocation():
+    """A CLI command remembers its config for the remedies it words (vocabulary.remember_invocation); the next
+    test in this process starts without it."""
+    yield
+    from mcp_kb.vocabulary import remember_invocation
+
+    remember_invocation()

@@ -280,7 +280,9 @@ def test_ctrl_c_during_a_sync_says_the_index_is_consistent_and_the_next_sync_con
     monkeypatch.setattr(App, "sync", interrupted)
     result = CliRunner().invoke(main, ["sync"])
     assert result.exit_code == 130 and "Aborted!" not in result.output
-    assert result.output.startswith("Error: interrupted. The index is consistent") and "next `mcp-kb sync` continues" in result.output
+    assert result.output.startswith("Error: interrupted. The index is consistent")
+    # the command to go on works pasted anywhere: it names the config by its path
+    assert f"to go on from there, run `mcp-kb sync -c {project / 'kb.toml'}`" in " ".join(result.output.split())
 
 
 def test_serve_refuses_a_port_for_stdio(project):
@@ -376,3 +378,33 @@ def test_a_folder_named_in_another_script_is_served_under_a_name_the_command_sta
     assert result.returncode == 0, result.stderr
     stated = re.search(r"folder '团队文档': knowledge base (TuanDuiWenDang-[0-9a-f]{4}), tool (search_\S+)", result.stderr)
     assert stated and stated.group(2) == f"search_{stated.group(1)}" and stated.group(1) in result.stdout
+
+
+def test_a_not_synced_answer_names_the_index_it_looked_at_and_a_command_that_works_anywhere(project, tmp_path_factory):
+    """A client's `env` block may give the server another storage than the shell's: the answer says where it looked,
+    and its remedy, pasted into any shell in any directory, syncs exactly that index."""
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    env = {**os.environ, "MCP_KB_STORAGE": str(elsewhere / "client index")}
+    asked = subprocess.run([sys.executable, "-m", "mcp_kb", "search", "docs", "token expired", "-c",
+                            str(project / "kb.toml")], capture_output=True, text=True, env=env, cwd=elsewhere,
+                           timeout=300)
+    message = " ".join(asked.stderr.split())
+    assert asked.returncode == 1 and f"in the index at {elsewhere / 'client index'}" in message, asked.stderr
+    remedy = re.search(r"run `([^`]+)`", message).group(1)
+    assert remedy == f"MCP_KB_STORAGE='{elsewhere / 'client index'}' mcp-kb sync docs -c {project / 'kb.toml'}"
+    pasted = subprocess.run(remedy.replace("mcp-kb", f"{sys.executable} -m mcp_kb", 1), shell=True, cwd="/",
+                            capture_output=True, text=True, timeout=300)
+    assert pasted.returncode == 0, pasted.stderr
+    status = subprocess.run([sys.executable, "-m", "mcp_kb", "status", "-c", str(project / "kb.toml")],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert f"index at {elsewhere / 'client index'}" in status.stdout and "docs: 2 files" in status.stdout
+
+
+def test_a_folders_remedy_names_the_folder_by_its_path(tmp_path):
+    write(tmp_path / "my docs" / "a.md", "# A\n\nAnnual leave is 25 days.\n")
+    env = {key: value for key, value in os.environ.items() if key != "MCP_KB_STORAGE"}
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")  # a folder's own index lives in the user's data folder
+    asked = subprocess.run([sys.executable, "-m", "mcp_kb", "search", str(tmp_path / "my docs"), "leave"],
+                           capture_output=True, text=True, env=env, cwd="/", timeout=300)
+    assert asked.returncode == 1
+    assert f"run `mcp-kb sync '{tmp_path / 'my docs'}'`" in " ".join(asked.stderr.split()), asked.stderr

@@ -34,3 +34,12 @@ def test_a_hidden_kb_and_its_tool_are_absent_and_an_unknown_tool_is_left_to_the_
     with pytest.raises(KBError) as absent:
         hr.kb("nosuch")
     assert str(hidden.value).replace("api_docs", "X") == str(absent.value).replace("nosuch", "X")
+
+
+def test_where_the_index_lives_is_said_to_the_owner_only(config):
+    from mcp_kb.errors import NotSyncedError
+
+    error = NotSyncedError("api_docs", "/srv/mcp-kb/index")
+    ops = CallerView(config, Grant(Identity("token", "ops"), frozenset({"api_docs"})))
+    assert "in the index at /srv/mcp-kb/index" in CallerView.owner(config).explain(error)
+    assert "/srv/mcp-kb" not in ops.explain(error) and "has not been synced yet" in ops.explain(error)

@@ -195,7 +195,8 @@ class Page:
         details = await _thread(partial(views.kb_details, self.app, name, wanted))
         return self._render("kb.html", request, view, **details, wanted=wanted,
                             notice=_NOTICES.get(request.query_params.get("notice", ""), ""),
-                            may_sync=self.runner is not None and view.may_sync(name))
+                            may_sync=self.runner is not None and view.may_sync(name),
+                            storage=self.app.config.storage.uri if view.who.kind == "owner" else "")
 
     async def search(self, request: Request, view: CallerView) -> Response:
         name = self._kb(request, view)
