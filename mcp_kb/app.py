@@ -17,8 +17,8 @@ from .errors import KBError, NotSyncedError
 from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
 from .index import open_store
 from .index.contract import ChunkView, Store
-from .index.state import (query_log_path, read_health, read_metrics, read_summary, source_cache_dir, sync_activity,
-                          write_health, write_metrics)
+from .index.state import (is_sync_running, query_log_path, read_health, read_metrics, read_summary, source_cache_dir,
+                          sync_activity, write_health, write_metrics)
 from .ingest.chunking import Chunk, document_chunks
 from .ingest.parsers import parse_file
 from .ingest.sources import Source, SourceScan, find_document, parse_source, scan_all, sources_of
@@ -242,6 +242,10 @@ class App:
         """Where the embedding model is read from (a folder, a cache, not yet here, or a service)."""
         return model_source(self.config.embedding)
 
+    def index_busy(self) -> bool:
+        """Whether a sync (of any KB of this index, by any process) holds the index's writer lock now."""
+        return is_sync_running(self.store)
+
     def document_ids(self, kb: str) -> list[str]:
         """The ids (paths) of every document the KB's index holds."""
         return list(self.store.read_files(self.config.get_kb(kb).name))
@@ -254,13 +258,15 @@ class App:
 
     def glance(self, kb: str) -> Glance:
         """A KB's status without reading its file list or counting rows (the admin page polls it for every
-        KB): contents as of the last good sync (its summary), the last sync's outcome and failures, a running
-        sync's progress, health."""
+        KB): contents as of the last good sync (its summary; during a first sync, what it has written so far),
+        the last sync's outcome and failures, a running sync's progress, health."""
         kb_config = self.config.get_kb(kb)
         name = kb_config.name
         state = self._state(name)
         summary = self.summary(name)
         progress = sync_activity(self.store, name)
+        if not summary and progress:  # a first sync: what it has written so far, not nothing
+            summary = {"documents": progress.get("written", 0), "chunks": progress.get("chunks", 0)}
         return Glance(name=name, description=kb_config.description, tool=kb_config.search_tool_name,
                       files=summary.get("documents", 0), chunks=summary.get("chunks", 0),
                       sync_running=progress is not None, progress=progress or {},

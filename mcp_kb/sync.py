@@ -211,10 +211,10 @@ def _count_each_file_once(report: SyncReport, plan: SyncPlan) -> None:
 
 def _recording_progress(store: Store, kb: str, progress: Progress | None,
                         report: SyncReport) -> Progress:
-    """The caller's progress callback, also writing how far the sync is (files, and chunks embedded so far)
-    where searches, status and the admin page can read it."""
+    """The caller's progress callback, also writing how far the sync is (files, files written, and chunks
+    embedded so far) where searches, status and the admin page can read it."""
     def record(done: int, total: int, message: str) -> None:
-        write_progress(store, kb, done, total, report.chunks_embedded)
+        write_progress(store, kb, done, total, report.chunks_embedded, report.files_written)
         if progress:
             progress(done, total, message)
 

@@ -68,3 +68,18 @@ def test_chunks_preview_uses_the_sync_pipeline(app, tmp_path):
     write(tmp_path / "front-matter.md", "---\ntitle: Draft\n---\n")
     with pytest.raises(ParseError, match="nothing to index"):
         app.chunks(tmp_path / "front-matter.md")
+
+
+def test_during_a_first_sync_the_glance_counts_what_it_has_written(make_app, tmp_path):
+    for number in range(40):  # two batches: 32 files a commit
+        write(tmp_path / "notes" / f"n{number:02d}.md", f"# Note {number}\n\nThe meeting moved to room {number}.\n")
+    app = make_app({"name": "notes", "description": "Notes", "paths": [str(tmp_path / "notes")]})
+    seen = []
+
+    def look(done: int, total: int, message: str) -> None:
+        if message.endswith(f"indexed {done}/{total} files"):
+            glance = app.glance("notes")
+            seen.append((glance.files, glance.chunks > 0, glance.sync_running))
+    app.sync("notes", progress=look)
+    assert seen[0] == (32, True, True)  # the first batch written: the page shows it, not 0 documents
+    assert app.glance("notes").files == 40

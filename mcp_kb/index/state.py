@@ -237,10 +237,10 @@ def running_sync(store: Store) -> RunningSync:
                        str(holder.get("host", "?")), progress)
 
 
-def write_progress(store: Store, kb: str, done: int, total: int, chunks: int = 0) -> None:
-    """How far the running sync of a KB is (files done of files to index, chunks embedded so far), for
-    searches, status and the admin page."""
-    progress = {"done": done, "total": total, "chunks": chunks}
+def write_progress(store: Store, kb: str, done: int, total: int, chunks: int = 0, written: int = 0) -> None:
+    """How far the running sync of a KB is (files done of files to index, chunks embedded and files written
+    so far), for searches, status and the admin page."""
+    progress = {"done": done, "total": total, "chunks": chunks, "written": written}
     if store.is_remote:
         _StoreLease.progress(store, kb, progress)
     else:

@@ -56,7 +56,9 @@ _SECURITY_HEADERS = [
     (b"x-frame-options", b"DENY"),
 ]
 _NOTICES = {"started": "Sync started: its progress shows below.",
-            "busy": "A sync of this knowledge base is already running: its progress shows below."}
+            "busy": "A sync of this knowledge base is already running: its progress shows below.",
+            "queued": "Another sync holds this index (a sync of other knowledge bases): this one starts when it "
+                      "ends, and its progress shows below then."}
 
 Handler = Callable[[Request, CallerView], Awaitable[Response]]
 
@@ -182,7 +184,8 @@ class Page:
     async def overview(self, request: Request, view: CallerView) -> Response:
         names = view.names
         kbs = await _thread(lambda: [views.kb_summary(self.app, name) for name in names])
-        return self._render("overview.html", request, view, kbs=kbs)
+        syncable = {name for name in names if self.runner is not None and view.may_sync(name)}
+        return self._render("overview.html", request, view, kbs=kbs, syncable=syncable)
 
     async def status(self, request: Request, view: CallerView) -> Response:
         names = view.names
@@ -222,7 +225,7 @@ class Page:
         return self._render("search.html", request, view, kb=kb, form=form, modes=MODES, result=result,
                             error=error, cited=cited_text(result) if result else "",
                             timings=_stage_timings(result) if result else [],
-                            fields=sorted(kb.filter_field_types().items()))
+                            fields=sorted(kb.filter_field_types().items()), filter_example=views.filter_example(kb))
 
     async def document(self, request: Request, view: CallerView) -> Response:
         name = self._kb(request, view)
@@ -249,14 +252,15 @@ class Page:
         target = f"/ui/kb/{quote(name)}?notice="
         if (await _thread(lambda: self.app.glance(name))).sync_running:
             return RedirectResponse(target + "busy", status_code=303)
-        return RedirectResponse(target + "started", status_code=303,
-                                background=BackgroundTask(self._sync_in_background, name, full, allow))
+        queued = await _thread(self.app.index_busy)  # another KB's sync: this one waits for it
+        return RedirectResponse(target + ("queued" if queued else "started"), status_code=303,
+                                background=BackgroundTask(self._sync_in_background, name, full, allow, queued))
 
-    async def _sync_in_background(self, name: str, full: bool, allow_mass_delete: bool) -> None:
+    async def _sync_in_background(self, name: str, full: bool, allow_mass_delete: bool, wait: bool) -> None:
         """The sync a page button asked for: its outcome (a failure too) shows in the KB's status."""
         assert self.runner is not None
         try:
-            await self.runner.sync(name, full=full, allow_mass_delete=allow_mass_delete, wait=False)
+            await self.runner.sync(name, full=full, allow_mass_delete=allow_mass_delete, wait=wait)
         except KBError as exc:
             log.warning("%s: sync from the admin page failed: %s", name, exc)
         except Exception:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..app import App
-from ..settings import DEFAULT_MODE
+from ..settings import DEFAULT_MODE, KBConfig
 from ..vocabulary import files_done
 from .charts import bar_chart, line_chart
 
@@ -41,6 +41,16 @@ def live_status(app: App, names: Iterable[str]) -> list[dict[str, Any]]:
 def progress_text(progress: dict[str, int]) -> str:
     """A running sync as the page words it (its script adds the rate and the time left)."""
     return f"syncing: {files_done(progress.get('done', 0), progress.get('total', 0))}"
+
+
+_EXAMPLE_VALUES = {"integer": ">=1", "number": ">=0.5", "date": ">=2024-01-01", "boolean": "=true"}
+
+
+def filter_example(kb: KBConfig) -> str:
+    """The playground's filter example, in the KB's own fields: its declared ones (up to two), then a path prefix."""
+    declared = [(name, kind) for name, kind in kb.filter_field_types().items() if name in kb.filterable][:2]
+    lines = [f"{name}{_EXAMPLE_VALUES.get(kind, '=value')}" for name, kind in declared]
+    return "\n".join([*lines, "path^=folder/"])
 
 
 def kb_details(app: App, name: str, wanted: str = "") -> dict[str, Any]:

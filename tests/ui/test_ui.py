@@ -197,6 +197,44 @@ def test_a_sync_button_press_syncs_the_kb(server, site):
     assert any({"who": "admin", "kb": "notes", "action": "page sync"}.items() <= entry.items() for entry in trail)
 
 
+def test_a_never_synced_kb_offers_its_first_sync_on_the_overview_to_those_who_may_sync(server):
+    with _signed_in(server, ADMIN) as admin, _signed_in(server, READER) as reader:
+        cards = _cards(admin.get("/").text)
+        read_only = reader.get("/").text
+    assert 'class="first-sync"' in cards["bulk"] and 'class="first-sync"' not in cards["docs"]
+    assert 'class="first-sync"' not in read_only  # no sync right, no button
+
+
+def test_a_sync_pressed_while_another_kb_syncs_says_it_waits_then_runs(server, site):
+    from mcp_kb.app import App
+    from mcp_kb.index.state import sync_lock
+    from mcp_kb.settings import load_config
+
+    store = App(load_config(site)).store
+    with _signed_in(server, ADMIN) as admin:
+        before = {kb["name"]: kb for kb in admin.get("/ui/status.json").json()}["notes"]
+        csrf = _csrf(admin.get("/ui/kb/notes").text)
+        with sync_lock(store, ["docs"]):  # as a sync of docs by another process would
+            pressed = admin.post("/ui/kb/notes/sync", data={"csrf": csrf}, headers={"Origin": server})
+            shown = admin.get(pressed.headers["location"]).text
+        notes = until(lambda: (kb := {k["name"]: k for k in admin.get("/ui/status.json").json()}["notes"])["last_sync"]
+                      != before["last_sync"] and not kb["sync_running"] and kb, 120, 0.2, what="the queued sync")
+    assert pressed.headers["location"] == "/ui/kb/notes?notice=queued"
+    assert "Another sync holds this index" in shown and "Sync started" not in shown
+    assert notes["last_outcome"] == "ok"
+
+
+def test_the_playground_filter_example_uses_fields_the_kb_has(server):
+    with _signed_in(server, ADMIN) as admin:
+        page = admin.get("/ui/kb/docs/search").text
+    example = re.search(r'placeholder="([^"]*)"', page[page.index('id="filters"'):]).group(1)
+    assert example == "path^=folder/" and "doc_type" not in page and "year" not in example
+
+
+def _cards(overview: str) -> dict[str, str]:
+    return dict(re.findall(r'<section class="card" data-kb="([^"]+)".*?>(.*?)</section>', overview, re.DOTALL))
+
+
 def test_the_page_and_the_mcp_endpoint_share_a_callers_rate_limit(server):
     with _signed_in(server, LIMITED) as http:
         answers = [http.get("/"), http.get("/ui/status.json"), http.get("/ui/status.json"),
