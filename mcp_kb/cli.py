@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import select
 import signal
 import sys
@@ -17,7 +16,7 @@ import click
 
 from . import __version__
 from .settings import (ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, ENV_STORAGE, HEALTHY_HIT_RATE, MODES, RANKED_MODES, TRANSPORTS,
-                       Config, build_config, config_for_folder, config_target, load_config)
+                       Config, build_config, config_for_folder, config_target, environment, load_config)
 from .errors import KBError
 from .records import KBStats
 from .requests import FILTER_SYNTAX, SearchRequest, SyncRequest, option_help
@@ -31,7 +30,7 @@ CONFIG_HELP = f"kb.toml to use, or a folder to serve with defaults (default: ./k
 def _load(config_path: str | None) -> Config:
     """A config file, or a zero-config KB for a folder."""
     path, named = config_target(config_path)
-    storage = os.environ.get(ENV_STORAGE, "")
+    storage = environment(ENV_STORAGE) or ""
     if path.is_dir():
         config = config_for_folder(path)
         [kb] = config.kb

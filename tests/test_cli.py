@@ -357,8 +357,10 @@ def test_a_sync_stopped_by_ctrl_c_or_sigterm_says_so_and_status_records_it(tmp_p
     config = tmp_path / "kb.toml"
     config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Notes"\n'
                       'paths = ["docs"]\n', encoding="utf-8")
+    # a child of a process that ignores SIGINT (as pytest-xdist's workers do) would ignore it too: a terminal's doesn't
     process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync", "-c", str(config)], stderr=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+                               stdout=subprocess.PIPE, text=True, env=os.environ.copy(),
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     app = App(load_config(config))
     # past 32 files done, the first batch is written (within a batch, progress counts at most up to its end)
     until(lambda: app.glance("docs").progress.get("done", 0) > 32 or process.poll() is not None,
