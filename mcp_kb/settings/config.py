@@ -23,12 +23,19 @@ class Config(Strict):
     """The whole kb.toml."""
 
     storage: StorageConfig = Field(default_factory=StorageConfig)
+    """Where the index lives: its table (below), or a string, short for its `uri`."""
     embedding: SerializeAsAny[EmbeddingConfig] = FastembedSettings()
+    """The embedding model."""
     rerank: SerializeAsAny[RerankConfig] = FastembedRerankSettings()
+    """Optional reranking."""
     server: ServerConfig = ServerConfig()
+    """How `mcp-kb serve` listens, and who may use which KB."""
     sync: SyncEngineConfig = SyncEngineConfig()
+    """How syncs run on this machine."""
     kb: list[KBConfig] = Field(default_factory=list)
-    source: Path | None = None  # the file this came from, for messages
+    """The knowledge bases."""
+    source: Path | None = None
+    """The file this configuration came from (set by the loader, for messages)."""
 
     @field_validator("embedding", mode="before")
     @classmethod

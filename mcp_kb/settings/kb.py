@@ -19,6 +19,7 @@ class SourceSettings(Strict):
     """A `[[kb.sources]]` table: a source of a registered kind (folders and web sites are `paths` and `urls`)."""
 
     kind: str
+    """The kind a plugin registered (`SOURCE_KINDS.register(kind, Settings, SourceClass)`), with that kind's keys."""
 
 
 SOURCE_KINDS = Registry("source kind", "kind")  # built-in kinds: ingest/sources.py
@@ -31,9 +32,14 @@ class ChunkingConfig(Strict):
     """How documents are cut into chunks; sizes are in the embedding model's tokens."""
 
     strategy: Literal["auto", "markdown", "recursive", "fixed"] = "auto"
+    """`auto` (by heading where a document has them, else by paragraph), `markdown`, `recursive` or `fixed`."""
     max_tokens: int = Field(256, ge=16, le=8192)
+    """Tokens of the embedding model per chunk at most (capped at what the model reads)."""
     overlap: int = Field(32, ge=0)
-    min_tokens: int = Field(12, ge=0)  # merges "FAQ › One\nYes." but keeps "Errors\nE002: auth failed"
+    """Tokens a chunk repeats of the one before it (less than half of `max_tokens`)."""
+    # merges "FAQ › One\nYes." but keeps "Errors\nE002: auth failed"
+    min_tokens: int = Field(12, ge=0)
+    """A smaller piece joins its neighbour instead of becoming a chunk of its own."""
 
     @model_validator(mode="after")
     def _overlap_smaller_than_chunk(self) -> ChunkingConfig:
@@ -48,30 +54,46 @@ class SearchConfig(Strict):
     """Defaults for one KB's searches."""
 
     mode: SearchMode = DEFAULT_MODE
+    """`hybrid`, `vector`, `keyword` or `filter` (filters alone, no query ranking)."""
     top_k: int = Field(5, ge=TOP_K_MIN, le=TOP_K_MAX)
+    """Passages an answer gives."""
     min_score: float = Field(0.0, ge=0.0)
-    candidates: int = Field(50, ge=1, le=1000)  # per side, before fusion
-    max_per_document: int = Field(2, ge=TOP_K_MIN, le=TOP_K_MAX)  # passages from one document per answer
-    max_tokens: int = Field(4000, ge=MAX_TOKENS_MIN, le=MAX_TOKENS_MAX)  # all passages of one answer
-    # keyword side: a match in the title or heading path adds this many times its BM25 there (0: counted
-    # like any word of the text); query time only, no re-index
+    """Passages scoring lower are left out."""
+    candidates: int = Field(50, ge=1, le=1000)
+    """Chunks each side (vector, keyword) brings before fusion."""
+    max_per_document: int = Field(2, ge=TOP_K_MIN, le=TOP_K_MAX)
+    """Passages one document may give to an answer."""
+    max_tokens: int = Field(4000, ge=MAX_TOKENS_MIN, le=MAX_TOKENS_MAX)
+    """The token budget of all passages of an answer, context included."""
     title_weight: float = Field(0.0, ge=0.0, le=20.0)
-    query_log: bool = False  # one JSON line per search, next to the index: it holds what users asked
-    query_log_max_mb: float = Field(10, gt=0)  # then the log is rotated
-    filter: dict[str, Any] = Field(default_factory=dict)  # applied to every search, AND-ed with the caller's
+    """Keyword side: a match in the title or heading path adds this many times its BM25 there (0: they count like
+    any word of the text, as they always do); applied at query time, no re-index."""
+    query_log: bool = False
+    """Write one JSON line per search (time, query, mode, filters, top hits with scores, latency) to
+    `<kb>.queries.jsonl` next to the index: **it holds what users asked**."""
+    query_log_max_mb: float = Field(10, gt=0)
+    """MB of query log before it is rotated to `.1`."""
+    filter: dict[str, Any] = Field(default_factory=dict)
+    """A filter applied to every search, AND-ed with the caller's."""
 
 
 class SyncConfig(Strict):
     """When a served KB syncs by itself."""
 
     on_start: bool = False
-    interval: float = Field(0, ge=0)  # seconds; 0 = never
+    """Sync when the server starts."""
+    interval: float = Field(0, ge=0)
+    """Seconds between scheduled syncs (0: none)."""
     watch: bool = False
+    """Sync when a file changes (local folders; web sources are polled by `interval`)."""
     debounce: float = Field(1.0, ge=0.05, le=60)
-    # A sync deleting more than this share of the KB (and 20+ documents) is refused without --allow-mass-delete.
+    """Seconds of quiet after a file change before its sync starts (a burst of saves is one sync)."""
     max_delete_share: float = Field(0.5, ge=0, le=1)
-    # After a rebuild, measure the label-free hit rate on this many chunks (0: off); status shows it.
+    """A sync that would delete more than this share of the KB (and at least 20 documents) is refused without
+    `--allow-mass-delete` (an unmounted drive looks like deleted files)."""
     self_check_sample: int = Field(0, ge=0, le=10_000)
+    """After a rebuild, measure the label-free hit rate (hybrid) on this many chunks; `status` and `stats` show it
+    (0: off)."""
 
     @property
     def has_triggers(self) -> bool:
@@ -84,22 +106,33 @@ class WebSourceConfig(Strict):
     `urls = [{url = "https://…"}]`."""
 
     url: str
-    # URL globs (fnmatch on the whole normalized URL, `*` crosses "/"); the scope is always within
-    # the start URL's folder on its host.
+    """The start page; the crawl stays on its host, below its folder (`https://x.org/docs/intro` →
+    `https://x.org/docs/`)."""
     include: list[str] = Field(default_factory=list)
+    """URL globs a page must match (the whole normalized URL; `*` crosses `/`); empty: every page in scope."""
     exclude: list[str] = Field(default_factory=list)
+    """URL globs of pages to leave out, e.g. `"*/changelog/*"`."""
     max_pages: int = Field(1000, ge=1, le=1_000_000)
-    max_depth: int = Field(10, ge=0, le=100)  # links followed from the start URL (sitemap entries are depth 0)
-    sitemap: Literal["auto", "off"] = "auto"  # auto: robots.txt's Sitemap lines, else /sitemap.xml
-    keep_query: list[str] = Field(default_factory=list)  # query parameters that name a page; others are dropped
+    """Pages per crawl (the report says when it stopped there)."""
+    max_depth: int = Field(10, ge=0, le=100)
+    """Links followed from the start page (sitemap entries are depth 0)."""
+    sitemap: Literal["auto", "off"] = "auto"
+    """`auto`: read the sitemaps robots.txt names, else `/sitemap.xml`; `off`."""
+    keep_query: list[str] = Field(default_factory=list)
+    """Query parameters that name a page (`["title"]` for a MediaWiki); all others are dropped, `["*"]` keeps all."""
     concurrency: int = Field(2, ge=1, le=16)
-    delay: float = Field(0.1, ge=0, le=60)  # seconds each worker waits before a request (robots' Crawl-delay wins)
+    """Requests at once."""
+    delay: float = Field(0.1, ge=0, le=60)
+    """Seconds each worker waits before a request (robots.txt's `Crawl-delay` wins when longer)."""
     user_agent: str = "mcp-kb (knowledge-base indexer)"
-    # Extra request headers; "${NAME}" in a value is read from the environment at crawl time, so a
-    # wiki token is never written to kb.toml or the index.
+    """The User-Agent header (and the name robots.txt rules are read for)."""
     headers: dict[str, str] = Field(default_factory=dict)
-    timeout: float = Field(20, gt=0, le=600)  # seconds for one page, body included
-    max_page_mb: float = Field(10, gt=0)  # larger pages (after decompression) are skipped and reported
+    """Extra request headers; `${NAME}` in a value is read from the environment at crawl time
+    (`Authorization = "Bearer ${WIKI_TOKEN}"`), so tokens stay out of kb.toml and the index."""
+    timeout: float = Field(20, gt=0, le=600)
+    """Seconds for a whole page, body included."""
+    max_page_mb: float = Field(10, gt=0)
+    """The largest page (after decompression); larger ones are skipped and reported."""
 
     @field_validator("url")
     @classmethod
@@ -122,30 +155,48 @@ class FilterableField(Strict):
     """A metadata field callers may filter on."""
 
     type: FieldTypeName = "string"
+    """`string`, `integer`, `number`, `boolean`, `date` (YYYY-MM-DD) or `string[]`."""
     description: str = ""
+    """What the field means, shown to the LLM in the search tool's schema."""
 
 
 class KBConfig(Strict):
     """One knowledge base."""
 
     name: str
+    """The KB's name (letters, digits, `_`, `-`); its tool is `search_<name>`."""
     description: str
+    """Shown to the LLM: say what the KB holds and when to use it."""
     paths: list[PathValue] = Field(default_factory=list)
+    """Folders or files (at least one of `paths`, `urls` and `sources`)."""
     urls: list[WebSourceConfig] = Field(default_factory=list)
-    sources: list[_RegisteredSource] = Field(default_factory=list)  # of registered kinds
-    include: list[str] = Field(default_factory=list)  # empty: every supported file
+    """Web sites to crawl: a URL, or a table with the keys of `[[kb.urls]]`."""
+    sources: list[_RegisteredSource] = Field(default_factory=list)
+    """Sources of kinds plugins registered."""
+    include: list[str] = Field(default_factory=list)
+    """Gitignore-style globs relative to the KB root a file must match (empty: every supported type)."""
     exclude: list[str] = Field(default_factory=list)
+    """Gitignore-style globs of files to leave out."""
     respect_gitignore: bool = True
+    """Honour `.gitignore` files, nested ones too."""
     max_file_size_mb: float = Field(50, gt=0)
-    ocr: Literal["auto", "off"] = "auto"  # read images and scanned PDF pages (auto: when the ocr extra is installed)
+    """Larger files are skipped and reported."""
+    ocr: Literal["auto", "off"] = "auto"
+    """Read images and scanned PDF pages by OCR: `auto` (when the `ocr` extra is installed) or `off`."""
     tool_name: str | None = None
+    """A search tool name of your own instead of `search_<name>`."""
     metadata: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    """Static fields stored on every chunk (filterable; a document's front matter overrides them)."""
     # Folders mcp-kb itself writes (the index, caches, logs): set by the loader, never documents.
     _written_folders: tuple[Path, ...] = PrivateAttr(default=())
     filterable: dict[str, FilterableField] = Field(default_factory=dict)
+    """Front-matter fields callers may filter on, each with its type and description."""
     chunking: ChunkingConfig = ChunkingConfig()
+    """How documents are cut into chunks."""
     search: SearchConfig = SearchConfig()
+    """Search defaults."""
     sync: SyncConfig = SyncConfig()
+    """When a served KB syncs by itself."""
 
     @field_validator("name")
     @classmethod

@@ -24,8 +24,13 @@ class EmbeddingConfig(Strict):
     """
 
     provider: str = DEFAULT_PROVIDER
+    """`fastembed` (a local ONNX model in this process) or `openai` (any OpenAI-compatible embeddings service).
+    Each provider takes its own keys: a key of another provider is an unknown key."""
     model: str = Field(DEFAULT_MODEL, json_schema_extra=from_environment(ENV_MODEL))
+    """The fastembed model's name, or the name the service knows its model by. Changing it rebuilds the index on
+    the next sync, and says why."""
     batch_size: int = Field(32, ge=1, le=2048)
+    """Texts per request to the service."""
 
     def __hash__(self) -> int:  # a frozen model with a dict field: hash what identifies the settings
         return hash(self.model_dump_json())
@@ -35,20 +40,27 @@ class FastembedSettings(EmbeddingConfig):
     """provider = "fastembed": an ONNX model run in this process."""
 
     provider: Literal["fastembed"] = "fastembed"
-    # Texts per model call. The call's working memory grows with it (a 200-file SciFact sync peaked at 945 MB
-    # with 32, 649 MB with 16, 551 MB with 8) while its speed barely moves (texts of similar length share a
-    # call, so little is padding): 8 keeps a sync beside an IDE and a browser.
+    """A local ONNX model run in this process."""
+    # Texts of similar length share a call, so little is padding: 8 keeps a sync beside an IDE and a browser.
     batch_size: int = Field(8, ge=1, le=2048)
-    model_path: PathText | None = Field(None, json_schema_extra=from_environment(ENV_MODEL_PATH))  # a folder made by
-    # `mcp-kb model fetch --to FOLDER`: the model's ONNX file as fastembed names it + tokenizer files (air-gapped use)
-    threads: int | None = Field(None, ge=1)  # None: onnxruntime decides
+    """Texts per model call. Its working memory grows with it while its speed barely moves: a sync of 200 SciFact
+    files peaked at 551 MB with 8, 649 MB with 16, 945 MB with 32."""
+    model_path: PathText | None = Field(None, json_schema_extra=from_environment(ENV_MODEL_PATH))
+    """A local model folder for machines without network, as `mcp-kb model fetch --to FOLDER` makes it (the model's
+    ONNX file under the name fastembed loads it from, `tokenizer.json`, `tokenizer_config.json`); `model` still
+    names which model it is."""
+    threads: int | None = Field(None, ge=1)
+    """CPU threads of the model (unset: onnxruntime decides)."""
     cache_dir: PathText | None = None
+    """Where downloaded models go (unset: fastembed's cache folder)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    # "int8": embed with an int8 copy made (once, checked against fp32: a refused copy leaves fp32 with one
-    # warning) from the model; a model quantized already is used as it is. A different model for rebuild
-    # decisions. all-MiniLM-L6-v2 on an AVX-512 VNNI CPU: 1.46x the passages per CPU-second, 70 MB less,
-    # SciFact nDCG@10 within 0.003 (README, Performance).
+    """`auto`, `cpu` or `cuda` (a GPU, when onnxruntime offers CUDA; `cuda` without it warns and uses the CPU)."""
+    # all-MiniLM-L6-v2 on an AVX-512 VNNI CPU: 1.46x the passages per CPU-second, 70 MB less, SciFact nDCG@10
+    # within 0.003 (README, Performance).
     quantize: Literal["none", "int8"] = "int8"
+    """`int8` embeds with an int8 copy of the model, made once on this machine and checked against fp32 (a copy
+    the check refuses leaves fp32, with one warning; a model quantized already is used as it is); `none` embeds
+    with the fp32 model. They are different models for the index: switching rebuilds it."""
 
 
 class _ServiceAccess(Strict):
@@ -56,8 +68,12 @@ class _ServiceAccess(Strict):
 
     _section: ClassVar[str]  # the kb.toml table, for messages
     base_url: str | None = None
-    api_key_env: str | None = None  # the NAME of the variable holding the key; the key is never stored
+    """Where the service answers."""
+    api_key_env: str | None = None
+    """The *name* of the environment variable holding the service's key, sent as `Authorization: Bearer`; the key
+    is never stored or logged."""
     headers: dict[str, str] = Field(default_factory=dict)
+    """Extra request headers; `${NAME}` in a value is read from the environment."""
 
     @field_validator("headers")
     @classmethod
@@ -81,13 +97,22 @@ class OpenAISettings(EmbeddingConfig, _ServiceAccess):
 
     _section: ClassVar[str] = "embedding"
     provider: Literal["openai"] = "openai"
-    base_url: str | None = None  # e.g. https://api.openai.com/v1 or http://localhost:11434/v1
-    dimensions: int | None = Field(None, ge=1)  # ask for shortened vectors (models that support it)
+    """A service speaking the OpenAI embeddings API: OpenAI, Azure, Ollama, vLLM, TEI, LM Studio, LiteLLM."""
+    base_url: str | None = None
+    """The service, ending in `/v1` (required): `https://api.openai.com/v1`, `http://localhost:11434/v1`, …"""
+    dimensions: int | None = Field(None, ge=1)
+    """Ask for shortened vectors (models that support it)."""
     max_concurrency: int = Field(2, ge=1, le=64)
-    timeout: float = Field(30.0, gt=0, le=600)  # seconds per request, its whole answer included
+    """Requests in flight during a sync."""
+    timeout: float = Field(30.0, gt=0, le=600)
+    """Seconds per request, its whole answer included."""
     max_retries: int = Field(5, ge=0, le=20)
-    tokenizer_path: PathText | None = None  # folder with the model's tokenizer.json + tokenizer_config.json
-    max_input_tokens: int = Field(512, ge=16, le=1_000_000)  # what the service's model reads
+    """Retries of 429, 5xx and timeouts."""
+    tokenizer_path: PathText | None = None
+    """A folder with the model's `tokenizer.json` and `tokenizer_config.json`, to size chunks exactly (unset: a
+    conservative estimate)."""
+    max_input_tokens: int = Field(512, ge=16, le=1_000_000)
+    """The most tokens the service's model reads."""
 
     @model_validator(mode="after")
     def _names_the_service(self) -> OpenAISettings:
@@ -104,16 +129,22 @@ class RerankConfig(Strict):
     """Optional reranking of the top candidates; each provider adds its own settings (a registered subclass)."""
 
     provider: str = DEFAULT_PROVIDER
+    """`fastembed` (a cross-encoder in this process) or `service` (a reranking service)."""
     enabled: bool = False
+    """Rerank the fused top candidates of each search."""
     candidates: int = Field(30, ge=1, le=500)
+    """How many of the fused top candidates are reranked."""
 
 
 class FastembedRerankSettings(RerankConfig):
     """provider = "fastembed": a cross-encoder run in this process."""
 
     provider: Literal["fastembed"] = "fastembed"
+    """A cross-encoder run in this process."""
     model: str = "Xenova/ms-marco-MiniLM-L-6-v2"
+    """The cross-encoder's fastembed name."""
     model_path: PathText | None = None
+    """A local folder holding the cross-encoder (`model.onnx`, `tokenizer.json`, `tokenizer_config.json`)."""
 
 
 class ServiceRerankSettings(RerankConfig, _ServiceAccess):
@@ -122,12 +153,21 @@ class ServiceRerankSettings(RerankConfig, _ServiceAccess):
 
     _section: ClassVar[str] = "rerank"
     provider: Literal["service"] = "service"
-    base_url: str | None = None  # e.g. http://localhost:8080 (TEI) or https://api.jina.ai/v1; /rerank is added
+    """A reranking service (Hugging Face TEI, or the Jina / Cohere API that Infinity, vLLM and hosted APIs answer)."""
+    base_url: str | None = None
+    """Where the reranker answers (required; `/rerank` is added): `http://localhost:8080` (TEI),
+    `https://api.jina.ai/v1`, …"""
     api: Literal["cohere", "tei"] = "cohere"
-    model: str | None = None  # sent as `model` (cohere); TEI serves one model
-    batch_size: int = Field(32, ge=1, le=1000)  # passages per request
-    timeout: float = Field(5.0, gt=0, le=120)  # seconds per rerank call (batches, retries): then a search keeps its order
-    max_retries: int = Field(1, ge=0, le=5)  # for 429 / 5xx / dropped connections
+    """Its API family: `cohere` (Jina, Cohere, Infinity, vLLM) or `tei` (Text Embeddings Inference)."""
+    model: str | None = None
+    """The reranker to ask for (required for `cohere`; TEI serves one model)."""
+    batch_size: int = Field(32, ge=1, le=1000)
+    """Passages per request."""
+    timeout: float = Field(5.0, gt=0, le=120)
+    """Seconds per rerank call, its batches and retries together; past it a search keeps its fused order, with a
+    note."""
+    max_retries: int = Field(1, ge=0, le=5)
+    """Retries on 429, 5xx and dropped connections."""
 
     @model_validator(mode="after")
     def _names_the_service(self) -> ServiceRerankSettings:

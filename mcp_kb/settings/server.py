@@ -25,12 +25,18 @@ _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 class TokenGrant(Strict):
     """One `[[server.tokens]]` entry: a bearer token for the HTTP transports and the KBs it may use."""
 
-    name: str = Field(pattern=KB_NAME_PATTERN.pattern)  # who the audit trail names
-    secret_env: str | None = None  # the environment variable holding the token
-    secret_sha256: str | None = None  # or the token's SHA-256 in hex, so kb.toml holds no secret
-    kbs: list[str] = Field(min_length=1)  # names or globs
-    sync: bool = False  # may call the sync tool (on these KBs)
-    requests_per_minute: int = Field(0, ge=0)  # 0: no limit
+    name: str = Field(pattern=KB_NAME_PATTERN.pattern)
+    """Who the token is: the audit trail's name for its caller."""
+    secret_env: str | None = None
+    """The environment variable holding the token (give this or `secret_sha256`)."""
+    secret_sha256: str | None = None
+    """The token's SHA-256 in hex, so kb.toml holds no secret (`printf %s TOKEN | sha256sum`)."""
+    kbs: list[str] = Field(min_length=1)
+    """The KBs it may use: names or globs such as `"hr-*"` (one matching nothing is an error)."""
+    sync: bool = False
+    """Whether it may sync those KBs (the sync tool, the page's buttons)."""
+    requests_per_minute: int = Field(0, ge=0)
+    """Its rate limit (0: none)."""
 
     @model_validator(mode="after")
     def _one_secret(self) -> TokenGrant:
@@ -56,44 +62,71 @@ class GroupGrant(Strict):
     """One `[[server.oauth.groups]]` entry: members of an identity provider's group and the KBs they may use."""
 
     group: str
+    """The group's name as the `groups_claim` lists it."""
     kbs: list[str] = Field(min_length=1)
+    """The KBs its members may use: names or globs."""
     sync: bool = False
+    """Whether its members may sync those KBs."""
 
 
 class OAuthConfig(Strict):
     """`[server.oauth]`: accept JWT access tokens an OAuth 2.1 authorization server issues for this server."""
 
-    issuer: str = Field(pattern=r"^https?://")  # the authorization server (the tokens' `iss`)
-    audience: str = Field(pattern=r"^https?://")  # this server's MCP URL as clients reach it (the tokens' `aud`)
-    jwks_url: str | None = Field(None, pattern=r"^https?://")  # default: from the issuer's metadata
-    groups_claim: str = "groups"  # a claim listing the user's groups, mapped by [[server.oauth.groups]]
+    issuer: str = Field(pattern=r"^https?://")
+    """The authorization server whose access tokens (JWTs) are accepted (their `iss`)."""
+    audience: str = Field(pattern=r"^https?://")
+    """This server's MCP URL as clients reach it (the tokens' `aud`)."""
+    jwks_url: str | None = Field(None, pattern=r"^https?://")
+    """Where the issuer's signing keys are (unset: from the issuer's metadata)."""
+    groups_claim: str = "groups"
+    """The claim listing a user's groups, mapped to KBs by `[[server.oauth.groups]]` (besides `kb:NAME:search` and
+    `kb:NAME:sync` scopes)."""
     groups: list[GroupGrant] = Field(default_factory=list)
-    leeway: float = Field(30, ge=0, le=300)  # seconds of clock skew allowed on exp / nbf
-    keys_max_age: float = Field(3600, ge=10, le=86_400)  # seconds the issuer's keys are used without a refetch
-    requests_per_minute: int = Field(0, ge=0)  # per user; 0: no limit
+    """KBs granted to the members of the identity provider's groups."""
+    leeway: float = Field(30, ge=0, le=300)
+    """Seconds of clock skew allowed on `exp` and `nbf`."""
+    keys_max_age: float = Field(3600, ge=10, le=86_400)
+    """Seconds the issuer's keys are used without a refetch."""
+    requests_per_minute: int = Field(0, ge=0)
+    """A rate limit per user (0: none)."""
 
 
 class ServerConfig(Strict):
     """Defaults for `mcp-kb serve`."""
 
     transport: Transport = "stdio"
+    """`stdio`, `sse` or `http` (streamable HTTP)."""
     host: str = LOOPBACK
+    """The address the HTTP transports listen on."""
     port: int = Field(8765, ge=1, le=65535)
-    read_only: bool = False  # hides the sync tool
-    token: str | None = Field(None, json_schema_extra=from_environment(ENV_TOKEN))  # bearer token for HTTP transports
-    allowed_hosts: list[str] = Field(default_factory=list)  # Host names clients may use, besides loopback
-    # HTTP: connections open at once (fewer when the file-descriptor limit is low), and the seconds a
-    # connection has to send each request's head (a slow or silent one is closed)
+    """The port the HTTP transports listen on."""
+    read_only: bool = False
+    """Hide the sync tool and never write: another process (`mcp-kb watch`) syncs."""
+    token: str | None = Field(None, json_schema_extra=from_environment(ENV_TOKEN))
+    """One bearer token for everything over HTTP."""
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """Host names clients may use besides 127.0.0.1, localhost and the bound address (DNS-rebinding protection)."""
     max_connections: int = Field(1000, ge=8, le=100_000)
+    """HTTP connections open at once (at most half the file-descriptor limit; at the cap the connection waiting
+    longest for its request head is closed)."""
     header_timeout: float = Field(10.0, gt=0, le=300)
-    tokens: list[TokenGrant] = Field(default_factory=list)  # scoped tokens: who may use which KBs
+    """Seconds an HTTP connection has to send each request head (a slow or silent one is closed)."""
+    tokens: list[TokenGrant] = Field(default_factory=list)
+    """Scoped bearer tokens: who may use which KBs."""
     oauth: OAuthConfig | None = None
-    # HTTP: one JSON line per request that touched a KB (who, KB, what, result, latency); queries only if asked
+    """Accept OAuth 2.1 access tokens."""
     audit_log: PathText | None = None
-    audit_max_mb: float = Field(10, gt=0)  # then the log is rotated
-    audit_queries: bool = False  # queries can hold personal data
-    audit_required: bool = False  # refuse a request the trail cannot record (default: go on, loudly)
-    stateless: bool = False  # streamable HTTP without sessions, for replicas behind a load balancer
+    """One JSON line per request that touched a KB (who, KB, what, result count or error, latency)."""
+    audit_max_mb: float = Field(10, gt=0)
+    """MB of audit log before it is rotated."""
+    audit_queries: bool = False
+    """Write the query text to the audit log too (queries can hold personal data)."""
+    audit_required: bool = False
+    """Refuse a request the audit trail cannot record (a full disk); by default requests go on, and the failure is
+    loud."""
+    stateless: bool = False
+    """Streamable HTTP without sessions (`serve --stateless`): replicas behind a load balancer need no sticky
+    sessions."""
 
     @model_validator(mode="after")
     def _distinct_tokens(self) -> ServerConfig:

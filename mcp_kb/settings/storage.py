@@ -13,21 +13,31 @@ from .values import REMOTE_READ_CONSISTENCY, PathText, Strict, is_remote_uri, me
 class StorageConfig(Strict):
     """Where the index lives and how LanceDB reaches it; `storage = "…"` is short for `[storage] uri = "…"`."""
 
-    # a folder, or s3:// gs:// az:// (any LanceDB URI)
     uri: PathText = Field(default_factory=default_storage, json_schema_extra=from_environment(ENV_STORAGE))
-    # Passed to LanceDB (endpoint, region, allow_http, credentials, ...); "${NAME}" in a value is read
-    # from the environment. Credentials usually come from the store's own variables (AWS_ACCESS_KEY_ID, ...).
+    """The index: a folder (default: the per-user data folder, `~/.local/share/mcp-kb/index` on Linux) or a LanceDB
+    URI (`s3://bucket/kb`, `gs://…`, `az://…`) to share one index with a team. `storage = "…"` is short for it."""
     options: dict[str, str] = Field(default_factory=dict)
-    read_consistency: float | None = Field(None, ge=0, le=3600)  # seconds; unset: 0 for a folder, 5 for a URI
-    lease_seconds: float = Field(60, ge=1, le=3600)  # a writer's lease on shared storage outlives a crash this long
-    # Searches on s3:// storage keep the data and index pages they fetch in a disk cache of this many MB
-    # (0: off); what says which version is current is always asked of the store (index/readcache/).
+    """Passed to LanceDB: `aws_endpoint`, `aws_region`, `allow_http` (an S3-compatible server on plain HTTP),
+    credentials, … (credentials also come from the store's own variables such as `AWS_ACCESS_KEY_ID`). `${NAME}` in
+    a value is read from the environment, so secrets stay out of kb.toml; never shown in status or logs."""
+    read_consistency: float | None = Field(None, ge=0, le=3600)
+    """Seconds: how soon a reader sees a version another process committed (each check is a request to the store).
+    Unset: 0 for a folder, 5 for a URI."""
+    lease_seconds: float = Field(60, ge=1, le=3600)
+    """On object storage, how long the writer lease of a crashed sync blocks the next one (renewed every third of
+    it)."""
+    # What says which version is current is always asked of the store (index/readcache/).
     read_cache_mb: int = Field(1024, ge=0, le=1_048_576)
-    # LanceDB's in-memory caches of index pieces and table metadata, in MB (its own default: 7 GB). A server
-    # on a million chunks held 1.19 GB after 200 hybrid searches with 2048 or 7168, 1.18 GB with 512 but
+    """On `s3://` storage, searches keep the data and index pages they fetch in a disk cache of this many MB (least
+    recently used go first); 0 turns it off."""
+    # A server on a million chunks held 1.19 GB after 200 hybrid searches with 2048 or 7168, 1.18 GB with 512 but
     # searched 2x slower (benchmarks/shared_index.py rss): the cache is not what holds the memory there.
     memory_cache_mb: int = Field(2048, ge=1, le=1_048_576)
-    read_cache_dir: PathText | None = None  # default: "read-cache" in this user's cache folder
+    """MB for LanceDB's in-memory caches of index pieces (4/5) and table metadata (1/5), shared by a process's
+    searches and syncs (LanceDB's own default allows 7 GB); less saves little memory and slows searches."""
+    read_cache_dir: PathText | None = None
+    """Where the read cache lives (default: `read-cache` in this user's cache folder); several servers on one
+    machine can share it."""
 
     @property
     def is_remote(self) -> bool:

@@ -19,12 +19,15 @@ FILE_MEMORY_MB = 2048  # address space one file may make a worker map beyond idl
 class SyncEngineConfig(Strict):
     """How syncs run here: files are parsed and chunked in worker processes, each file within hard limits."""
 
-    # Worker processes parsing and chunking files side by side; 0: one per core this process may use.
     workers: int = Field(0, ge=0, le=256)
-    # Past this, a file's worker is killed and the file fails alone ("… took longer than 120 s").
+    """Processes that parse and chunk files side by side; 0: one per core this process may use. A sync starts at
+    most one per 8 files to parse (starting one costs about 0.3 s of CPU)."""
     file_seconds: float = Field(FILE_SECONDS, gt=0, le=86_400)
-    # A worker's address space beyond what it holds idle (Linux): a file needing more fails alone.
+    """Seconds parsing and chunking one file may take: past them its process is killed and that file fails alone,
+    with the reason."""
     file_memory_mb: int = Field(FILE_MEMORY_MB, ge=64, le=1_048_576)
+    """MB of address space a worker may map beyond what it holds idle (Linux): a file needing more fails alone,
+    with the reason. OCR of a scan maps about 1 GB and holds about 600 MB."""
 
     def worker_count(self, files: int) -> int:
         """How many workers parse `files` files: `workers`, but one per FILES_PER_WORKER files at most."""

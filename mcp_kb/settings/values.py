@@ -59,4 +59,6 @@ PathValue = Annotated[Path, AfterValidator(_without_nul), Field(strict=False)]  
 
 class Strict(BaseModel):
     # strict: `top_k = "5"` or `watch = "yes"` is a mistake to report, not a value to guess at.
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # use_attribute_docstrings: the text under each setting is its description, the one the configuration
+    # reference (docs/, generated) shows; a setting without one fails the docs build.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True)

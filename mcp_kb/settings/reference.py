@@ -1,0 +1,107 @@
+"""The configuration reference, written from the settings models themselves (docs/configuration.md is made
+from it at each docs build): every key of kb.toml with its default, its bounds, the variable that overrides it,
+and its description, the text under its declaration. A setting without a description stops the build."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from .config import Config
+from .kb import ChunkingConfig, FilterableField, KBConfig, SearchConfig, SourceSettings, SyncConfig, WebSourceConfig
+from .providers import EMBEDDING_PROVIDERS, RERANK_PROVIDERS, EmbeddingConfig, RerankConfig
+from .server import GroupGrant, OAuthConfig, ServerConfig, TokenGrant
+from .storage import StorageConfig
+from .sync import SyncEngineConfig
+
+_NOT_IN_KB_TOML = {(Config, "source")}  # set by the loader
+# Each table of kb.toml and the model of its keys, in the order the reference shows them.
+_TABLES: list[tuple[str, type[BaseModel]]] = [
+    ("[storage]", StorageConfig), ("[sync]", SyncEngineConfig), ("[server]", ServerConfig),
+    ("[[server.tokens]]", TokenGrant), ("[server.oauth]", OAuthConfig), ("[[server.oauth.groups]]", GroupGrant),
+    ("[[kb]]", KBConfig), ("[kb.chunking]", ChunkingConfig), ("[kb.search]", SearchConfig), ("[kb.sync]", SyncConfig),
+    ("[[kb.urls]]", WebSourceConfig), ("[kb.filterable.FIELD]", FilterableField), ("[[kb.sources]]", SourceSettings),
+]
+_NESTED = (BaseModel,)
+# Keys a provider declares again with its own default or meaning: listed with the provider too.
+_OVERRIDDEN: dict[type[BaseModel], set[str]] = {}  # a key whose value is a table of its own is listed with that table
+
+
+class MissingDescription(ValueError):
+    """A setting without a description: the reference would not say what it does."""
+
+
+def reference_markdown() -> str:
+    """The reference as Markdown: a table per kb.toml table (the providers' own keys apart)."""
+    parts = [_table("Top level: the tables", Config)]
+    parts += [_table(title, model) for title, model in _TABLES[:3]]
+    parts += [_provider_tables("[embedding]", EmbeddingConfig, EMBEDDING_PROVIDERS),
+              _provider_tables("[rerank]", RerankConfig, RERANK_PROVIDERS)]
+    parts += [_table(title, model) for title, model in _TABLES[3:]]
+    return "\n\n".join(parts) + "\n"
+
+
+def _provider_tables(title: str, base: type[BaseModel], registry: Any) -> str:
+    """The keys every provider has alike (`provider` among them), then each provider's own and those it
+    declares with another default or meaning."""
+    providers = {name: registry.settings(name) for name in registry.names()}
+    alike = {name for name, field in base.model_fields.items()
+             if name == "provider" or all(_same(model.model_fields[name], field) for model in providers.values())}
+    tables = [_table(f"{title}, every provider", base, skip=set(base.model_fields) - alike)]
+    tables += [_table(f"{title} with provider = \"{name}\"", model, skip=alike) for name, model in providers.items()]
+    return "\n\n".join(tables)
+
+
+def _same(field: FieldInfo, other: FieldInfo) -> bool:
+    return field.description == other.description and field.default == other.default
+
+
+def _table(title: str, model: type[BaseModel], skip: set[str] | None = None) -> str:
+    rows = ["| key | default | description |", "|---|---|---|"]
+    rows += [_row(name, field) for name, field in _fields(model) if name not in (skip or set())]
+    return f"## {title}\n\n{(model.__doc__ or '').strip().splitlines()[0]}\n\n" + "\n".join(rows)
+
+
+def _fields(model: type[BaseModel]) -> Iterator[tuple[str, FieldInfo]]:
+    for name, field in model.model_fields.items():
+        if (model, name) in _NOT_IN_KB_TOML:
+            continue
+        if not field.description:
+            raise MissingDescription(f"{model.__name__}.{name} has no description: write one under its declaration "
+                                     f"(the configuration reference shows it)")
+        yield name, field
+
+
+def _row(name: str, field: FieldInfo) -> str:
+    notes = [" ".join((field.description or "").split())]
+    bounds = _bounds(field)
+    if bounds:
+        notes.append(f"({bounds})")
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    if extra.get("env"):
+        notes.append(f"Env: `{extra['env']}`.")
+    return f"| `{name}` | {_default(field)} | {' '.join(notes).replace('|', '&#124;')} |"
+
+
+def _default(field: FieldInfo) -> str:
+    if field.is_required():
+        return "required"
+    if field.default is PydanticUndefined:  # made when needed: its description says what it is
+        factory = field.default_factory
+        return "none" if factory in (dict, list) else "see description"
+    value = field.default
+    if value is None:
+        return "unset"
+    if isinstance(value, BaseModel):
+        return "its table's defaults"
+    return f"`{str(value).lower() if isinstance(value, bool) else value}`"
+
+
+def _bounds(field: FieldInfo) -> str:
+    words = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+    return ", ".join(f"{word} {getattr(item, bound)}" for item in field.metadata for bound, word in words.items()
+                     if getattr(item, bound, None) is not None)
