@@ -255,7 +255,7 @@ def sync(kb: str | None, full: bool, reembed: bool, no_wait: bool, allow_mass_de
 
     Example:
 
-        mcp-kb sync policies
+        mcp-kb sync policy_docs
     """
     name, config = _kb_or_folder(kb, config_path)
     app = _app(config)
@@ -328,7 +328,7 @@ def stats(kb: str | None, config_path: str | None, as_json: bool, callers: bool)
 
     Example:
 
-        mcp-kb stats policies
+        mcp-kb stats policy_docs
 
         mcp-kb stats --callers
     """
@@ -408,7 +408,7 @@ def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: 
 
     Example:
 
-        mcp-kb search policies "how do I apply for annual leave" --filter doc_type=policy
+        mcp-kb search policy_docs "how do I apply for annual leave" --filter doc_type=policy
     """
     from .requests import parse_filters
 

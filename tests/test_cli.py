@@ -12,7 +12,7 @@ from helpers import ROOT, until, write
 
 from mcp_kb.cli import main
 
-README = ROOT / "README.md"
+COMMANDS_PAGE = ROOT / "docs" / "commands.md"
 
 
 @pytest.fixture
@@ -110,10 +110,10 @@ COMMANDS = ["init", "check", "chunks", "sync", "status", "stats", "search", "eva
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_command_has_help_and_is_in_the_readme(command):
+def test_every_command_has_help_and_is_on_the_commands_page(command):
     result = _run(*command.split(), "--help")
     assert result.exit_code == 0 and "Example:" in result.output
-    assert f"mcp-kb {command}" in README.read_text(encoding="utf-8")
+    assert f"mcp-kb {command}" in COMMANDS_PAGE.read_text(encoding="utf-8")
 
 
 def test_every_command_is_listed_here():

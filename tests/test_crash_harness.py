@@ -323,7 +323,7 @@ def _capture(errors: list[BaseException], work) -> None:
 
 # ---- hostile input past the folder path: sites, archives, sheets, images --------------------------
 
-MEMORY_BOUND_MB = 1200  # the README's bound for the sync process
+MEMORY_BOUND_MB = 1200  # docs/sync.md's bound for the sync process
 WORKER_BOUND_MB = 1200  # and for each parsing process (OCR of a 49 MP scan after an Office bomb: 550-860 MB)
 
 

@@ -47,7 +47,7 @@ ROWS_PER_PARTITION = 16_384
 # From this many rows the vector index is IVF-PQ (a 384-d vector kept as 48 one-byte codes) rather than HNSW-SQ
 # (384 one-byte codes and a graph, about 0.7 kB a row in memory): the smallest index that keeps recall@10 over 0.95,
 # since each query re-ranks PQ_REFINE_FACTOR times its candidates by their full vectors, read from disk.
-# benchmarks/shared_index.py million: at 1M chunks the figures in the README's performance section.
+# benchmarks/shared_index.py million: at 1M chunks the figures in docs/performance.md.
 PQ_INDEX_MIN_ROWS = 100_000
 PQ_REFINE_FACTOR = 10
 PQ_DIMENSIONS_PER_CODE = 8

@@ -327,7 +327,7 @@ def _use_cuda(config: FastembedSettings) -> bool:
         return True
     if config.device == "cuda":
         log.warning("[embedding] device = \"cuda\", but onnxruntime offers no CUDA provider (replace onnxruntime "
-                    "with onnxruntime-gpu and install a CUDA runtime; see the README); running on the CPU")
+                    "with onnxruntime-gpu and install a CUDA runtime; see docs/models.md); running on the CPU")
     return False
 
 

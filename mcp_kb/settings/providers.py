@@ -56,7 +56,7 @@ class FastembedSettings(EmbeddingConfig):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """`auto`, `cpu` or `cuda` (a GPU, when onnxruntime offers CUDA; `cuda` without it warns and uses the CPU)."""
     # all-MiniLM-L6-v2 on an AVX-512 VNNI CPU: 1.46x the passages per CPU-second, 70 MB less, SciFact nDCG@10
-    # within 0.003 (README, Performance).
+    # within 0.003 (docs/performance.md).
     quantize: Literal["none", "int8"] = "int8"
     """`int8` embeds with an int8 copy of the model, made once on this machine and checked against fp32 (a copy
     the check refuses leaves fp32, with one warning; a model quantized already is used as it is); `none` embeds

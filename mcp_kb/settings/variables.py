@@ -1,4 +1,4 @@
-"""The environment: every variable mcp-kb reads is named and read here (the README's table lists them),
+"""The environment: every variable mcp-kb reads is named and read here (docs/operations.md lists them),
 `${NAME}` in a setting's value, request header values, and this user's data and cache folders."""
 
 from __future__ import annotations

@@ -1,0 +1,73 @@
+"""The README is a front door a newcomer reads in minutes, and what it shows works: its links reach pages and
+headings that exist, its test command is the one CI runs, and its client snippets start a server a client can
+list the tools of (the quick start's first command: tests/test_cli.py::test_quick_start_on_the_bundled_examples)."""
+
+import json
+import os
+import re
+import sys
+
+import anyio
+import pytest
+from helpers import ROOT, write
+from mcp import Client, StdioServerParameters
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _slug(heading: str) -> str:
+    text = re.sub(r"[^\w\- ]", "", heading.lower().replace("`", ""))
+    return re.sub(r"\s+", "-", text.strip())
+
+
+def test_the_readme_is_a_front_door():
+    assert len(README.splitlines()) <= 200
+
+
+def test_every_link_of_the_readme_reaches_a_file_and_heading_that_exist():
+    links = re.findall(r"\]\(([^)#\s]+)(?:#([^)\s]+))?\)", README)
+    assert links
+    for target, anchor in links:
+        if target.startswith("http"):
+            continue
+        path = ROOT / target
+        assert path.is_file(), target
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), re.MULTILINE)
+            assert anchor in {_slug(heading) for heading in headings}, f"{target}#{anchor}"
+
+
+def test_the_readmes_test_command_is_the_one_ci_runs():
+    assert ".venv/bin/python -m pytest\n" in README
+    assert re.search(r"\.ci-venv/bin/python -m pytest \"\$@\"", (ROOT / ".ci" / "run").read_text(encoding="utf-8"))
+
+
+def _snippets() -> list[dict]:
+    """Every client configuration the README shows, as a client reads it."""
+    blocks = re.findall(r"```json\n(.*?)```", README, re.DOTALL)
+    servers = []
+    for block in blocks:
+        config = json.loads(block)
+        servers += list((config.get("mcpServers") or config.get("servers")).values())
+    return servers
+
+
+@pytest.mark.parametrize("snippet", range(2), ids=["claude-desktop", "cursor-vs-code"])
+def test_a_client_snippet_starts_a_server_a_client_can_use(snippet, tmp_path):
+    server = _snippets()[snippet]
+    write(tmp_path / "docs" / "leave.md", "# Leave\n\nAnnual leave is 25 days a year.\n")
+    (tmp_path / "kb.toml").write_text('[[kb]]\nname = "handbook"\ndescription = "Handbook"\npaths = ["docs"]\n',
+                                      encoding="utf-8")
+    assert server["command"].endswith("/.venv/bin/mcp-kb") and server["args"][:2] == ["serve", "-c"]
+    env = {**os.environ, **server.get("env", {}), "MCP_KB_STORAGE": str(tmp_path / "index")}
+    for model_variable in ("MCP_KB_EMBEDDING_MODEL", "MCP_KB_EMBEDDING_MODEL_PATH"):  # this machine's model
+        if model_variable in os.environ:
+            env[model_variable] = os.environ[model_variable]
+    # the snippet's command as this checkout installs it, and its config where this test wrote one
+    parameters = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", *server["args"][:2],
+                                                                     str(tmp_path / "kb.toml")], env=env)
+
+    async def tools() -> list[str]:
+        async with Client(parameters) as client:
+            return [tool.name for tool in (await client.list_tools()).tools]
+    assert anyio.run(tools) == ["search_handbook", "sync_knowledge_base"]
