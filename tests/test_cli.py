@@ -131,6 +131,21 @@ def test_quick_start_on_the_bundled_examples(tmp_path, monkeypatch):
     assert product["results"][0]["heading"] == "Error codes › Authentication › E5021"
 
 
+def test_the_worked_example_answers_as_its_page_says(tmp_path, monkeypatch):
+    """docs/clients.md's worked example, each line searched as the model would call the tool."""
+    monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
+    example, page = str(ROOT / "kb.toml.example"), (ROOT / "docs" / "clients.md").read_text(encoding="utf-8")
+    assert _run("sync", "-c", example).exit_code == 0
+    leave = _run("search", "-c", example, "policy_docs", "年假怎么请？").output.splitlines()[0]
+    assert leave.startswith("[1] annual-leave.md › 年假制度 Annual leave › 年假天数")
+    assert "`[1] annual-leave.md › 年假制度 Annual leave › …`" in page and "ranks `年假天数` first" in page
+    error = _run("search", "-c", example, "product_docs", "What does E5021 mean?", "--mode", "keyword").output
+    assert f"`{error.splitlines()[0].split(' (score')[0]}`" in page  # `[1] errors.md › Error codes › … › E5021`
+    recent = json.loads(_run("search", "-c", example, "policy_docs", "policies", "--mode", "filter", "--filter",
+                             "year>=2024", "--json").output)
+    assert {hit["source"] for hit in recent["results"]} == {"annual-leave.md"}  # 2024; expenses.md is 2023
+
+
 def test_eval_reports_quality_per_mode(tmp_path, monkeypatch):
     monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
     example = str(ROOT / "kb.toml.example")
