@@ -71,3 +71,19 @@ def test_a_client_snippet_starts_a_server_a_client_can_use(snippet, tmp_path):
         async with Client(parameters) as client:
             return [tool.name for tool in (await client.list_tools()).tools]
     assert anyio.run(tools) == ["search_handbook", "sync_knowledge_base"]
+
+
+def test_every_kb_toml_example_of_the_docs_is_a_valid_configuration(tmp_path):
+    """Each ```toml block of the README and the docs pages loads as kb.toml does (a block listing alternatives,
+    each after a blank line and a comment, is each of them)."""
+    import tomllib
+
+    from mcp_kb.settings import build_config
+
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    blocks = [block for page in pages for block in re.findall(r"```toml\n(.*?)```", page.read_text(encoding="utf-8"),
+                                                                re.DOTALL)]
+    examples = [part for block in blocks for part in re.split(r"\n\n(?=# )", block)]
+    assert len(examples) >= 8
+    for example in examples:
+        build_config(tomllib.loads(example), base_dir=tmp_path, source=None)

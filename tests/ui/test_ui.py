@@ -197,6 +197,12 @@ def test_a_sync_button_press_syncs_the_kb(server, site):
     assert any({"who": "admin", "kb": "notes", "action": "page sync"}.items() <= entry.items() for entry in trail)
 
 
+def test_a_token_holder_is_not_told_where_the_index_lives(server, site):
+    with _signed_in(server, ADMIN) as admin:
+        page = admin.get("/ui/kb/docs").text
+    assert "<dt>Index</dt>" not in page and str(site.parent / "index") not in page
+
+
 def test_a_never_synced_kb_offers_its_first_sync_on_the_overview_to_those_who_may_sync(server):
     with _signed_in(server, ADMIN) as admin, _signed_in(server, READER) as reader:
         cards = _cards(admin.get("/").text)
@@ -288,6 +294,8 @@ def test_mcp_kb_ui_serves_this_machine_without_a_token(site):
     with serve_page(site) as (port, _stderr), httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
         overview = http.get("/")
         rebound = http.get("/", headers={"Host": "evil.example"})
+        own_page = http.get("/ui/kb/docs").text
+    assert f"<dt>Index</dt><dd class=\"path\">{site.parent / 'index'}</dd>" in own_page  # the owner sees where
     assert overview.status_code == 200
     assert all(f'data-kb="{name}"' in overview.text for name in ("docs", "notes", "bulk"))
     assert rebound.status_code == 421
