@@ -94,7 +94,7 @@ class Glance:
     files: int
     chunks: int
     sync_running: bool
-    progress: dict[str, int]  # done, total, chunks of a running sync ({} when none runs or before its first batch)
+    progress: dict[str, float]  # done, total, chunks, written, started (epoch s) of a running sync ({}: none runs)
     last_sync: str | None  # when the last sync finished (ISO 8601, UTC)
     last_outcome: str
     last_error: str

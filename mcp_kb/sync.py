@@ -213,8 +213,10 @@ def _recording_progress(store: Store, kb: str, progress: Progress | None,
                         report: SyncReport) -> Progress:
     """The caller's progress callback, also writing how far the sync is (files, files written, and chunks
     embedded so far) where searches, status and the admin page can read it."""
+    started = time.time()
+
     def record(done: int, total: int, message: str) -> None:
-        write_progress(store, kb, done, total, report.chunks_embedded, report.files_written)
+        write_progress(store, kb, done, total, report.chunks_embedded, report.files_written, started)
         if progress:
             progress(done, total, message)
 

@@ -237,10 +237,11 @@ def running_sync(store: Store) -> RunningSync:
                        str(holder.get("host", "?")), progress)
 
 
-def write_progress(store: Store, kb: str, done: int, total: int, chunks: int = 0, written: int = 0) -> None:
+def write_progress(store: Store, kb: str, done: int, total: int, chunks: int = 0, written: int = 0,
+                   started: float = 0.0) -> None:
     """How far the running sync of a KB is (files done of files to index, chunks embedded and files written
-    so far), for searches, status and the admin page."""
-    progress = {"done": done, "total": total, "chunks": chunks, "written": written}
+    so far, when it started: epoch seconds), for searches, status and the admin page."""
+    progress = {"done": done, "total": total, "chunks": chunks, "written": written, "started": round(started, 3)}
     if store.is_remote:
         _StoreLease.progress(store, kb, progress)
     else:
@@ -294,7 +295,7 @@ class _StoreLease:
         self.store, self.holder = store, holder
         self.lost = False  # a renewal found another holder: this sync must stop writing
         self.stop = threading.Event()
-        self.progress_by_kb: dict[str, dict[str, int]] = {}
+        self.progress_by_kb: dict[str, dict[str, float]] = {}
         self.thread: threading.Thread | None = None
 
     def acquire(self) -> bool:
@@ -313,7 +314,7 @@ class _StoreLease:
         self.store.release_lease(self.holder["id"])
 
     @classmethod
-    def progress(cls, store: Store, kb: str, progress: dict[str, int]) -> None:
+    def progress(cls, store: Store, kb: str, progress: dict[str, float]) -> None:
         lease = cls._held.get(store.uri)
         if lease:
             lease.progress_by_kb[kb] = progress

@@ -3,6 +3,8 @@ store), so the routes call these in a worker thread."""
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -38,9 +40,20 @@ def live_status(app: App, names: Iterable[str]) -> list[dict[str, Any]]:
             for status in map(app.glance, names)]
 
 
-def progress_text(progress: dict[str, int]) -> str:
-    """A running sync as the page words it (its script adds the rate and the time left)."""
-    return f"syncing: {files_done(progress.get('done', 0), progress.get('total', 0))}"
+def progress_text(progress: dict[str, Any], now: float | None = None) -> str:
+    """A running sync as the page words it: how far, how fast and how long still, by the sync's own start (so
+    the first look at a sync already says it, whatever the page saw before)."""
+    done, total, started = progress.get("done", 0), progress.get("total", 0), progress.get("started", 0)
+    text = f"syncing: {files_done(done, total)}"
+    if progress.get("chunks"):
+        text += f", {progress['chunks']} chunks embedded"
+    elapsed = (time.time() if now is None else now) - started
+    if started and done and elapsed > 0:
+        rate = done / elapsed
+        text += f", {rate:.1f} files/s"
+        if total > done:
+            text += f", about {math.ceil((total - done) / rate)} s left"
+    return text
 
 
 _EXAMPLE_VALUES = {"integer": ">=1", "number": ">=0.5", "date": ">=2024-01-01", "boolean": "=true"}

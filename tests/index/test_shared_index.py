@@ -275,7 +275,8 @@ def test_a_sync_that_lost_its_lease_stops_before_its_next_commit(s3):
     store, other = (LanceStore(storage["uri"], storage["options"], lease_seconds=5) for _ in range(2))
     with state.sync_lock(store, ["docs"]):
         state.write_progress(store, "docs", 1, 10)
-        assert other.lease_holder()["progress"] == {"docs": {"done": 1, "total": 10, "chunks": 0, "written": 0}}
+        assert other.lease_holder()["progress"] == {"docs": {"done": 1, "total": 10, "chunks": 0, "written": 0,
+                                                             "started": 0.0}}
         lease = state._StoreLease._held[store.uri]
         lease.stop.set()  # its heartbeats stop reaching the store (a network partition)...
         lease.thread.join()

@@ -329,6 +329,14 @@ def test_a_passage_is_found_in_its_document_whole_or_by_its_lines():
     assert passage_span(text, "nothing of this is there") == (0, 0)
 
 
+def test_a_running_syncs_progress_says_how_fast_and_how_long_still_from_its_own_start():
+    from mcp_kb.ui.views import progress_text
+
+    assert progress_text({"done": 30, "total": 90, "chunks": 120, "started": 1000.0}, now=1010.0) == \
+        "syncing: 30 of 90 files, 120 chunks embedded, 3.0 files/s, about 20 s left"
+    assert progress_text({"done": 0, "total": 0, "started": 1000.0}, now=1001.0) == "syncing: 0 of ? files"
+
+
 def test_charts_escape_their_labels_and_pick_a_round_axis_top():
     chart = line_chart("Latency <b>", ["<script>"], {"p95 <i>": [123.0]}, "ms")
     assert "<script>" not in chart and "&lt;script&gt;" in chart and "&lt;b&gt;" in chart
@@ -468,16 +476,20 @@ def test_browser_shows_a_sync_advancing_and_finishing_without_a_reload(server, b
     browser.find_element(By.ID, "sync").click()
     until(lambda: browser.find_elements(By.CSS_SELECTOR, ".notice"))
     browser.execute_script("document.body.dataset.loadedOnce = 'yes'")
-    seen = set()
+    seen, counted = set(), set()
 
     def finished():
         text = browser.find_element(By.CSS_SELECTOR, '[data-progress="bulk"]').get_attribute("textContent")
         seen.add(" ".join(text.split()))
+        counted.add(browser.find_element(By.CSS_SELECTOR, '[data-field="files"]').text)
         return browser.find_element(By.CSS_SELECTOR, '[data-field="last_outcome"]').text != "never synced"
     until(finished, seconds=600)
     _shot(browser, tmp_path, "sync-finished")
     steps = {int(m.group(1)) for text in seen if (m := re.search(rf"syncing: (\d+) of {BULK_FILES} files", text))}
     assert any(0 < step < BULK_FILES for step in steps), seen
+    assert any(re.search(r"[\d.]+ files/s, about \d+ s left", text) for text in seen), seen  # rate and time left
+    # a first sync's figures count what it has written so far, not 0 until it ends
+    assert any(0 < int(files) < BULK_FILES for files in counted if files.isdigit()), counted
     assert browser.execute_script("return document.body.dataset.loadedOnce") == "yes"
     assert browser.find_element(By.CSS_SELECTOR, '[data-field="last_outcome"]').text == "ok"
     assert browser.find_element(By.CSS_SELECTOR, '[data-field="files"]').text == str(BULK_FILES)

@@ -2,23 +2,6 @@
 // of the failed-files table. Everything is written with textContent: nothing from the server is parsed as HTML.
 "use strict";
 
-const seen = {};  // per KB: when and at how many files its running sync was first seen (for rate and time left)
-
-function describe(kb) {
-  const p = kb.progress || {};
-  const done = p.done || 0, total = p.total || 0;
-  let text = kb.progress_text;  // worded by the server, as every face words it
-  if (p.chunks) text += `, ${p.chunks} chunks embedded`;
-  const first = seen[kb.name];
-  const seconds = first ? (Date.now() - first.at) / 1000 : 0;
-  if (first && seconds > 1 && done > first.done) {
-    const rate = (done - first.done) / seconds;
-    text += `, ${rate.toFixed(1)} files/s`;
-    if (total > done) text += `, about ${Math.ceil((total - done) / rate)} s left`;
-  }
-  return text;
-}
-
 function when(stamp) {  // as the server's `when` filter writes it
   return stamp ? `${stamp.slice(0, 16).replace("T", " ")} UTC` : "never";
 }
@@ -33,7 +16,7 @@ function show(kb) {
         const meter = bar.querySelector("progress");
         meter.max = Math.max(kb.progress.total || 1, 1);
         meter.value = kb.progress.done || 0;
-        bar.querySelector(".progress-text").textContent = describe(kb);
+        bar.querySelector(".progress-text").textContent = kb.progress_text;  // worded by the server
       }
     }
     for (const field of ["files", "chunks", "last_sync", "last_outcome", "last_error"]) {
@@ -54,8 +37,6 @@ async function poll() {
     if (answer.status === 429) wait = 1000 * Number(answer.headers.get("retry-after") || 10);  // the token's rate limit
     if (answer.ok) {
       for (const kb of await answer.json()) {
-        if (kb.sync_running && !seen[kb.name]) seen[kb.name] = {at: Date.now(), done: (kb.progress || {}).done || 0};
-        if (!kb.sync_running) delete seen[kb.name];
         running = running || kb.sync_running;
         show(kb);
       }
