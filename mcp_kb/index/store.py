@@ -199,6 +199,15 @@ class LanceStore:
         self.db.create_table(file_table_name(kb, generation), schema=_FILE_SCHEMA, exist_ok=True)
 
     @_store_failures("drop old tables")
+    def _forget_other_generations(self, kb: str, generation: str) -> None:
+        """Let go of the handles of the KB's other generations: a sync in another process dropped them (or is
+        filling one, which reopens when read), and a server would otherwise keep two per rebuild for its life."""
+        for handles in (self._open, self._search_open):
+            for name in list(handles):
+                match = _GENERATION_TABLE.match(name)
+                if match and match["kb"] == kb and (match["generation"] or "") != generation:
+                    handles.pop(name, None)
+
     def drop_generations(self, kb: str, keep: set[str]) -> list[str]:
         """Drop every table generation of the KB except `keep`; returns the dropped generations."""
         dropped = set()
@@ -412,6 +421,7 @@ class LanceStore:
     def view(self, kb: str, generation: str) -> LanceChunkView | None:
         """Read queries on a generation's chunks (through the read cache), or None when its table does not exist."""
         name = chunk_table_name(kb, generation)
+        self._forget_other_generations(kb, generation)
         table = self._search_table(name)
         if table is None:
             return None

@@ -43,6 +43,19 @@ def test_dropping_generations_keeps_what_is_asked_and_touches_no_other_kb(store)
     assert store.count_chunks("a__chunks__b") == 4
 
 
+def test_a_reader_lets_go_of_the_generations_a_writer_elsewhere_dropped(store, tmp_path):
+    reader = LanceStore(str(tmp_path / "index"))
+    old = _fill(store, "docs")
+    _fill(store, "other")
+    assert reader.view("docs", old) is not None and reader.view("other", reader.active_generation("other"))
+    new = _fill(store, "docs")  # a rebuild in another process: a new generation, the old one dropped
+    store.drop_generations("docs", keep={new})
+    assert reader.view("docs", new).version >= 1
+    held = set(reader._open) | set(reader._search_open)
+    assert chunk_table_name("docs", old) not in held and chunk_table_name("docs", new) in held
+    assert any(name.startswith("other__chunks__") for name in held)  # another KB's handles stay
+
+
 def test_an_index_from_before_generations_reads_its_old_table_names():
     from mcp_kb.records import KBState
     from mcp_kb.index.store import file_table_name
