@@ -15,6 +15,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 from pydantic import ValidationError
 
+from ..errors import KBError
+
 
 class PlainErrors(MCPServer):
     """Every tool error as our message alone: the SDK wraps a tool's ToolError (and rejected
@@ -44,6 +46,8 @@ class PlainErrors(MCPServer):
             error: BaseException = exc
             while isinstance(error, ValueError) and error.__cause__ is not None:
                 error = error.__cause__
+            if not isinstance(error, (ValueError, KBError)):  # a fault of the prompt itself stays an internal error
+                raise
             raise MCPError(code=INVALID_PARAMS, message=self.prompt_error(error)) from exc
 
     def prompt_error(self, error: BaseException) -> str:

@@ -57,8 +57,9 @@ _SECURITY_HEADERS = [
 ]
 _NOTICES = {"started": "Sync started: its progress shows below.",
             "busy": "A sync of this knowledge base is already running: its progress shows below.",
-            "queued": "Another sync holds this index (a sync of other knowledge bases): this one starts when it "
-                      "ends, and its progress shows below then."}
+            # says nothing of which KBs that sync covers: the caller may not see them
+            "queued": "Another sync holds this index: this one starts when it ends, and its progress shows below "
+                      "then."}
 
 Handler = Callable[[Request, CallerView], Awaitable[Response]]
 
@@ -184,7 +185,7 @@ class Page:
     async def overview(self, request: Request, view: CallerView) -> Response:
         names = view.names
         kbs = await _thread(lambda: [views.kb_summary(self.app, name) for name in names])
-        syncable = {name for name in names if self.runner is not None and view.may_sync(name)}
+        syncable = {name for name in names if self._may_sync(view, name)}
         return self._render("overview.html", request, view, kbs=kbs, syncable=syncable)
 
     async def status(self, request: Request, view: CallerView) -> Response:
@@ -198,7 +199,7 @@ class Page:
         details = await _thread(partial(views.kb_details, self.app, name, wanted))
         return self._render("kb.html", request, view, **details, wanted=wanted,
                             notice=_NOTICES.get(request.query_params.get("notice", ""), ""),
-                            may_sync=self.runner is not None and view.may_sync(name),
+                            may_sync=self._may_sync(view, name),
                             storage=self.app.config.storage.uri if view.who.kind == "owner" else "")
 
     async def search(self, request: Request, view: CallerView) -> Response:
@@ -240,7 +241,7 @@ class Page:
 
     async def sync(self, request: Request, view: CallerView) -> Response:
         name = self._kb(request, view)
-        if self.runner is None or not view.may_sync(name):
+        if not self._may_sync(view, name):
             return self._error(request, view, 403, f"this caller may not sync {name}"
                                + ("" if self.runner else " (the server is read-only)"))
         form = await request.form()
@@ -267,6 +268,10 @@ class Page:
             log.exception("%s: sync from the admin page failed", name)
 
     # ---- helpers ----
+
+    def _may_sync(self, view: CallerView, name: str) -> bool:
+        """Whether this caller may sync `name` here (a read-only server syncs nothing)."""
+        return self.runner is not None and view.may_sync(name)
 
     @staticmethod
     def _kb(request: Request, view: CallerView) -> str:

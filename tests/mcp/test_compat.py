@@ -60,3 +60,27 @@ async def test_tool_errors_reach_the_client_as_the_tools_own_message():
     assert refused.is_error and refused.content[0].text == "the knowledge base 'x' is not configured"
     assert rejected.is_error and "count" in rejected.content[0].text
     assert not rejected.content[0].text.startswith("Error executing tool")
+
+
+@pytest.mark.anyio
+async def test_a_prompt_refusing_its_arguments_is_invalid_params_and_a_broken_prompt_stays_internal():
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+
+    server = PlainErrors(name="t")
+
+    @server.prompt(name="refusing")
+    def refusing(kb: str) -> str:
+        raise ValueError(f"unknown knowledge base {kb!r}")
+
+    @server.prompt(name="broken")
+    def broken(kb: str) -> str:
+        raise RuntimeError("secret=/srv/internal/state")
+
+    async with Client(server) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.get_prompt("refusing", {"kb": "x"})
+        with pytest.raises(MCPError) as faulted:
+            await client.get_prompt("broken", {"kb": "x"})
+    assert refused.value.error.code == INVALID_PARAMS and refused.value.error.message == "unknown knowledge base 'x'"
+    assert faulted.value.error.code == INTERNAL_ERROR and "secret" not in faulted.value.error.message
