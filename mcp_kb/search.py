@@ -145,6 +145,8 @@ class Searcher:
         if (state or KBState(self.store.read_state(kb))).complete:
             return []
         progress = sync_activity(self.store, kb)  # written per batch; not yet at the very start
+        if progress == {} and KBState(self.store.read_state(kb)).complete:
+            return []  # it finished between the two reads: its record is gone, its lock not yet
         if progress is not None:
             done = f": {files_done(progress['done'], progress['total'])} indexed so far" if progress else ""
             return [f"indexing in progress{done}; these results may be incomplete, search again when it is done "
