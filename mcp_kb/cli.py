@@ -58,6 +58,14 @@ def _app(config_path: str | None):
     return App(_load(config_path))
 
 
+def _with_engine(config: Config, engine: str | None, address: str | None) -> Config:
+    """The settings with `sync --engine/--address` in place of `[sync] engine/ray_address`."""
+    update = {"engine": engine or ("ray" if address else config.sync.engine)}
+    if address:
+        update["ray_address"] = address
+    return config.model_copy(update={"sync": config.sync.model_copy(update=update)})
+
+
 def _one_of(folder: str | None, config_path: str | None) -> None:
     """A command served from a folder takes its settings from nowhere else."""
     if folder and config_path:
@@ -247,18 +255,26 @@ def init(folder: str, config_path: str) -> None:
 @click.option("--reembed", is_flag=True, help=option_help(SyncRequest, "reembed"))
 @click.option("--no-wait", is_flag=True, help="Fail at once if another sync is running.")
 @click.option("--allow-mass-delete", is_flag=True, help=option_help(SyncRequest, "allow_mass_delete"))
+@click.option("--engine", type=click.Choice(["local", "ray"]), default=None,
+              help="Parse, chunk and embed here (local) or on a Ray cluster (ray); default: [sync] engine.")
+@click.option("--address", default=None, metavar="ADDRESS",
+              help="The Ray cluster to sync on (HOST:6379 or ray://HOST:10001; implies --engine ray); "
+                   "default: [sync] ray_address.")
 @config_option
 @json_option
-def sync(kb: str | None, full: bool, reembed: bool, no_wait: bool, allow_mass_delete: bool,
-         config_path: str | None, as_json: bool) -> None:
+def sync(kb: str | None, full: bool, reembed: bool, no_wait: bool, allow_mass_delete: bool, engine: str | None,
+         address: str | None, config_path: str | None, as_json: bool) -> None:
     """Index new and changed files of KB (or all KBs); remove deleted ones.
 
     Example:
 
         mcp-kb sync policy_docs
+        mcp-kb sync --engine ray --address head-node:6379
     """
+    from .app import App
+
     name, config = _kb_or_folder(kb, config_path)
-    app = _app(config)
+    app = App(_with_engine(_load(config), engine, address))
     app.releases_model = True
     bar = _ProgressBar() if sys.stderr.isatty() and not as_json else None
     try:

@@ -36,7 +36,7 @@ from .vocabulary import sync_remedy
 
 log = logging.getLogger(__name__)
 
-_BATCH_FILES = 32  # files per commit: small enough to lose little to a crash, large enough to amortize commits
+BATCH_FILES = 32  # files per commit: small enough to lose little to a crash, large enough to amortize commits
 _SYNCS_KEPT = 20  # recent syncs a KB's state lists (the admin page shows them)
 _ERROR_CHARS_KEPT = 500  # of a failed sync's error, in that list
 _EMBED_SLICE = 128  # chunks embedded between two progress reports (a batch of large files holds thousands)
@@ -118,13 +118,13 @@ def sync_all(config: Config, store: Store, embedder: Embedder, load_counter: Cal
     kbs = config.select(kb_name)
     check_writable(store)
     with sync_lock(store, [kb.name for kb in kbs], wait=wait):
-        return [sync_kb(store, kb, embedder, load_counter, config.sync, full=full, progress=progress,
+        return [sync_kb(store, kb, embedder, load_counter, config, full=full, progress=progress,
                         allow_mass_delete=allow_mass_delete, reembed=reembed, release_model=release_model)
                 for kb in kbs]
 
 
 def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callable[[], TokenCounter],
-            engine: SyncEngineConfig, full: bool = False, progress: Progress | None = None, allow_mass_delete: bool = False,
+            config: Config, full: bool = False, progress: Progress | None = None, allow_mass_delete: bool = False,
             reembed: bool = False, release_model: bool = False) -> SyncReport:
     """Bring one KB's tables in step with its files; the caller holds the sync lock. The token
     counter (the model's tokenizer) is loaded inside, so a missing one is this KB's recorded failure.
@@ -136,7 +136,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
     report = SyncReport(kb.name)
     started = recorded_now()
     wall_start = time.perf_counter()
-    timer = _Timer(report)
+    timer = Timer(report)
     progress = _recording_progress(store, kb.name, progress, report)
     try:
         with timer("prepare"):
@@ -162,8 +162,16 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         report.files_added, report.files_changed = len(plan.added), len(plan.changed)
         report.files_deleted, report.files_unchanged = len(plan.deleted), len(plan.unchanged)
         files_by_path = {f.doc_id: f for f in scan.files}
-        _apply_changes(store, kb, target, reuse_from, embedder, counter, plan, files_by_path, hash_by_path, report,
-                       timer, progress, engine)
+        todo = [files_by_path[p] for p in plan.added + plan.changed]
+        progress(0, len(todo), f"{kb.name}: {len(todo)} files to index")
+        if todo and config.sync.engine == "ray":
+            from .ray_engine import index_on_ray  # imports Ray: only such syncs pay for it
+
+            index_on_ray(config, store, kb, target, reuse_from, embedder, counter, todo, hash_by_path, report, timer,
+                         progress)
+        elif todo:
+            _apply_changes(store, kb, target, reuse_from, embedder, counter, todo, hash_by_path, report, timer,
+                           progress, config.sync)
         if release_model:
             embedder.release()
         with timer("delete"):
@@ -191,8 +199,8 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         _record_failure(store, kb.name, started, error, report)
         raise
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM where the command turns it into one
-        todo = report.files_added + report.files_changed
-        _record_failure(store, kb.name, started, f"interrupted after writing {report.files_written} of {todo} new "
+        wanted = report.files_added + report.files_changed
+        _record_failure(store, kb.name, started, f"interrupted after writing {report.files_written} of {wanted} new "
                                                  "and changed files; they stay, and the next sync goes on from there",
                         report, outcome="interrupted")
         raise
@@ -372,7 +380,7 @@ def _touched(indexed: dict[str, FileRecord], files_by_path: dict[str, SourceFile
 # ---- applying changes ----------------------------------------------------------------------
 
 @dataclass
-class _ParsedFile:
+class ParsedFile:
     source: SourceFile
     file_hash: str
     chunks: list[Chunk]
@@ -382,22 +390,17 @@ class _ParsedFile:
 
 
 def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
-                   counter: TokenCounter, plan: SyncPlan, files_by_path: dict[str, SourceFile],
-                   hash_by_path: dict[str, str], report: SyncReport, timer: _Timer, progress: Progress,
-                   engine: SyncEngineConfig) -> None:
+                   counter: TokenCounter, todo: list[SourceFile], hash_by_path: dict[str, str], report: SyncReport,
+                   timer: Timer, progress: Progress, engine: SyncEngineConfig) -> None:
     """Parse, embed and write new and changed files, one batch per commit; parsing (in worker processes)
     runs a batch ahead."""
-    todo = [files_by_path[p] for p in plan.added + plan.changed]
-    batches = [todo[i:i + _BATCH_FILES] for i in range(0, len(todo), _BATCH_FILES)]
+    batches = [todo[i:i + BATCH_FILES] for i in range(0, len(todo), BATCH_FILES)]
     done = 0
-    progress(0, len(todo), f"{kb.name}: {len(todo)} files to index")
-    if not todo:
-        return
 
-    def parse_batch(batch: list[SourceFile]) -> tuple[list[_ParsedFile], float]:
+    def parse_batch(batch: list[SourceFile]) -> tuple[list[ParsedFile], float]:
         start = time.perf_counter()
         outcomes = workers.parse([parse_job(source, kb) for source in batch])
-        parsed = [_ParsedFile(source, hash_by_path[source.doc_id], outcome.chunks, outcome.error, outcome.ocr_pages,
+        parsed = [ParsedFile(source, hash_by_path[source.doc_id], outcome.chunks, outcome.error, outcome.ocr_pages,
                               outcome.retry) for source, outcome in zip(batch, outcomes)]
         report.worker_peak_mb = max([report.worker_peak_mb, *(outcome.peak_mb for outcome in outcomes)])
         return parsed, time.perf_counter() - start
@@ -434,31 +437,53 @@ def reads_images(kb: KBConfig) -> bool:
 
 
 def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
-                 parsed: list[_ParsedFile], report: SyncReport, timer: _Timer,
+                 parsed: list[ParsedFile], report: SyncReport, timer: Timer,
                  embedding: Callable[[int, int], None]) -> None:
-    chunks = [chunk for item in parsed for chunk in item.chunks]
     try:
-        with timer("embed"):
-            vectors = _vectors_for(store, kb.name, target, reuse_from, embedder, chunks, report, embedding)
+        rows_by_path = embedded_rows(store, kb, target, reuse_from, embedder, parsed, report, timer, embedding)
     except ModelError as exc:
-        if report.rebuilt:  # a rebuild switches only when whole; the next sync resumes it
-            raise
-        # Nothing of this batch is written: its files keep what the index had, and having no new
-        # record they count as new or changed again, so the next sync retries them.
-        report.failures += [Problem(item.source.doc_id, item.error or f"not indexed, retried on the next sync: {exc}")
-                            for item in parsed]
-        log.warning("%s: %d files not indexed: %s", kb.name, len(parsed), exc)
+        not_indexed(kb, parsed, exc, report)
         return
     with timer("write"):
-        metadata_types = kb.metadata_types()
-        written = [item for item in parsed if not item.retry]  # a retried file keeps what the index has of it
-        refused = store.write_chunks(kb.name, target, {
-            item.source.doc_id: [_chunk_row(kb, metadata_types, item.file_hash, chunk, vectors[chunk.content_hash])
-                                 for chunk in item.chunks] for item in written})
-        for item in written:  # a value that does not fit its column fails its file only
-            if item.source.doc_id in refused:
-                item.error, item.chunks = refused[item.source.doc_id], []
-        store.write_files(kb.name, target, [_file_record(item) for item in written])
+        refused = store.write_chunks(kb.name, target, rows_by_path)
+        store.write_files(kb.name, target, written_records(parsed, refused))
+    count_batch(kb, parsed, report)
+
+
+def embedded_rows(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
+                  parsed: list[ParsedFile], report: SyncReport, timer: Timer,
+                  embedding: Callable[[int, int], None]) -> dict[str, list[dict[str, Any]]]:
+    """The chunk rows of a parsed batch by path, each with its vector (reused, or embedded here); a file whose
+    parse is to be retried has none (it keeps what the index has of it). Raises ModelError."""
+    with timer("embed"):
+        chunks = [chunk for item in parsed for chunk in item.chunks]
+        vectors = _vectors_for(store, kb.name, target, reuse_from, embedder, chunks, report, embedding)
+    metadata_types = kb.metadata_types()
+    return {item.source.doc_id: [_chunk_row(kb, metadata_types, item.file_hash, chunk, vectors[chunk.content_hash])
+                                 for chunk in item.chunks] for item in parsed if not item.retry}
+
+
+def not_indexed(kb: KBConfig, parsed: list[ParsedFile], reason: KBError, report: SyncReport) -> None:
+    """Nothing of this batch is written: its files keep what the index had, and having no new record they count
+    as new or changed again, so the next sync retries them. A rebuild switches only when whole: it stops here,
+    and the next sync resumes it."""
+    if report.rebuilt:
+        raise reason
+    report.failures += [Problem(item.source.doc_id, item.error or f"not indexed, retried on the next sync: {reason}")
+                        for item in parsed]
+    log.warning("%s: %d files not indexed: %s", kb.name, len(parsed), reason)
+
+
+def written_records(parsed: list[ParsedFile], refused: dict[str, str]) -> list[FileRecord]:
+    """The manifest records of a written batch; a document whose values did not fit its columns fails alone."""
+    for item in parsed:
+        if item.source.doc_id in refused:
+            item.error, item.chunks = refused[item.source.doc_id], []
+    return [_file_record(item) for item in parsed if not item.retry]
+
+
+def count_batch(kb: KBConfig, parsed: list[ParsedFile], report: SyncReport) -> None:
+    """A written batch's OCR pages and failed files, into the report."""
     report.pages_ocr += sum(item.ocr_pages for item in parsed)
     for item in parsed:
         if item.error:
@@ -516,7 +541,7 @@ def _chunk_row(kb: KBConfig, metadata_types: dict[str, str], file_hash: str, chu
     return row
 
 
-def _file_record(item: _ParsedFile) -> FileRecord:
+def _file_record(item: ParsedFile) -> FileRecord:
     status = "failed" if item.error else "indexed"
     return FileRecord(item.source.doc_id, item.file_hash, item.source.size, item.source.mtime_ns,
                       len(item.chunks), status, item.error)
@@ -532,7 +557,7 @@ def _remove_deleted(store: Store, kb: str, target: str, plan: SyncPlan, on_disk:
 
 # ---- bookkeeping ---------------------------------------------------------------------------
 
-class _Timer:
+class Timer:
     """Adds up seconds per stage into the report."""
 
     def __init__(self, report: SyncReport):

@@ -344,6 +344,14 @@ class LanceStore:
         columns is left out (its old chunks go too), with the reason by path."""
         if not rows_by_path:
             return {}
+        rows, refused = self.chunk_rows(kb, generation, rows_by_path)
+        self.replace_documents(kb, generation, list(rows_by_path), rows)
+        return refused
+
+    def chunk_rows(self, kb: str, generation: str,
+                   rows_by_path: Mapping[str, list[dict[str, Any]]]) -> tuple[pa.Table, dict[str, str]]:
+        """The documents' rows as one table of the generation's schema; a document whose values do not fit their
+        columns is left out, with the reason by path."""
         schema = self.chunk_schema(kb, generation)
         if schema is None:
             raise StoreError(f"knowledge base {kb!r}: generation {generation} has no chunk table; sync again")
@@ -353,9 +361,29 @@ class LanceStore:
                 tables.append(pa.Table.from_pylist(document_rows, schema=schema))
             except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
                 refused[path] = f"cannot store its chunks: {exc}"
-        self.replace_documents(kb, generation, list(rows_by_path),
-                               pa.concat_tables(tables) if tables else schema.empty_table())
-        return refused
+        return (pa.concat_tables(tables) if tables else schema.empty_table()), refused
+
+    # ---- a cluster's writes (index/fragments.py): rows written by workers, made visible by one commit ------
+    @_store_failures("be written (chunk fragments)")
+    def write_fragments(self, kb: str, generation: str, rows: pa.Table) -> bytes:
+        """Write rows of the generation's chunk table without committing them: what `commit_fragments` takes."""
+        from . import fragments
+
+        return fragments.write(self._dataset_uri(kb, generation), self._options, rows)
+
+    @_store_failures("be written (a wave of chunk fragments)")
+    def commit_fragments(self, kb: str, generation: str, paths: Sequence[str], written: Sequence[bytes]) -> None:
+        """One commit: the old chunks of `paths` out, the written fragments in."""
+        from . import fragments
+
+        fragments.commit(self._dataset_uri(kb, generation), self._options, paths, written)
+        self.chunk_table(kb, generation).checkout_latest()  # this handle reads what was just committed
+
+    def _dataset_uri(self, kb: str, generation: str) -> str:
+        table = self.chunk_table(kb, generation)
+        if table is None:
+            raise StoreError(f"knowledge base {kb!r}: generation {generation} has no chunk table; sync again")
+        return str(table.uri)
 
     @_store_failures("be written (chunks)")
     def replace_documents(self, kb: str, generation: str, paths: Sequence[str], rows: pa.Table) -> None:

@@ -1,9 +1,10 @@
 """`[sync]`: how this machine runs a sync: the processes that parse and chunk files, and what one file may
-cost them (per-KB triggers are `[kb.sync]`)."""
+cost them, or the Ray cluster that parses, chunks and embeds (per-KB triggers are `[kb.sync]`)."""
 
 from __future__ import annotations
 
 import os
+from typing import Literal
 
 from pydantic import Field
 
@@ -14,6 +15,9 @@ FILE_SECONDS = 120.0  # parsing and chunking one file, by default
 # one worker for this many files to parse.
 FILES_PER_WORKER = 8
 FILE_MEMORY_MB = 2048  # address space one file may make a worker map beyond idle (OCR of a scan maps ~1 GB)
+# Files a Ray sync commits at once: enough to keep a cluster's workers busy between two commits, few enough that a
+# lost coordinator costs little work.
+WAVE_FILES = 1024
 
 
 class SyncEngineConfig(Strict):
@@ -28,6 +32,17 @@ class SyncEngineConfig(Strict):
     file_memory_mb: int = Field(FILE_MEMORY_MB, ge=64, le=1_048_576)
     """MB of address space a worker may map beyond what it holds idle (Linux): a file needing more fails alone,
     with the reason. OCR of a scan maps about 1 GB and holds about 600 MB."""
+    engine: Literal["local", "ray"] = "local"
+    """Where new and changed files are parsed, chunked and embedded: "local" (this machine's worker processes) or
+    "ray" (the tasks and actors of a Ray cluster, which write the chunks straight to the index storage; needs
+    `pip install 'mcp-kb-server[ray]'` here and on every node). `mcp-kb sync --engine` overrides it."""
+    ray_address: str = ""
+    """The Ray cluster of engine = "ray": `HOST:6379` (its head) or `ray://HOST:10001`; empty: the `RAY_ADDRESS`
+    variable, else a cluster started on this machine by `ray start`, else a Ray of the sync's own on this machine.
+    `mcp-kb sync --address` overrides it."""
+    wave_files: int = Field(WAVE_FILES, ge=1, le=1_000_000)
+    """Files a Ray sync makes searchable in one commit: the cluster parses and embeds a wave's files side by side,
+    then one commit adds their chunks (a coordinator lost mid-wave loses that wave's work, nothing else)."""
 
     def worker_count(self, files: int) -> int:
         """How many workers parse `files` files: `workers`, but one per FILES_PER_WORKER files at most."""

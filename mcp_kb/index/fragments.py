@@ -1,0 +1,64 @@
+"""Lance's distributed write, for syncs on a cluster (`[sync] engine = "ray"`): workers write a wave's chunks as
+fragments of a chunk table (data files that no table version references yet, so no reader sees them), and the
+coordinator makes a wave visible in one commit that also removes the old chunks of the same documents.
+
+pylance (the `lance` package) is imported here only, and only by such syncs: the `ray` extra installs it.
+A coordinator killed before its commit leaves unreferenced data files, never a half-applied wave.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from .filters import sql_in
+
+
+def write(dataset_uri: str, options: dict[str, str], rows: pa.Table) -> bytes:
+    """Write `rows` as new fragments of the table at `dataset_uri`, uncommitted; their metadata, pickled (the
+    coordinator's commit takes it)."""
+    import lance
+    from lance.fragment import write_fragments
+
+    if rows.num_rows == 0:
+        return pickle.dumps([])
+    version = lance.dataset(dataset_uri, storage_options=options or None).data_storage_version
+    fragments = write_fragments(rows, dataset_uri, schema=rows.schema, data_storage_version=version,
+                                storage_options=options or None)
+    return pickle.dumps(fragments)
+
+
+def commit(dataset_uri: str, options: dict[str, str], paths: Sequence[str], written: Sequence[bytes]) -> int:
+    """One commit: the chunks of `paths` that the table holds go, the written fragments come in. Returns the new
+    version."""
+    import lance
+
+    dataset = lance.dataset(dataset_uri, storage_options=options or None)
+    fragments = [fragment for item in written for fragment in pickle.loads(item)]
+    removed, updated = _deletions(dataset, paths)
+    if not (fragments or removed or updated):
+        return int(dataset.version)
+    operation = lance.LanceOperation.Update(removed_fragment_ids=removed, updated_fragments=updated,
+                                            new_fragments=fragments)
+    committed = lance.LanceDataset.commit(dataset_uri, operation, read_version=dataset.version,
+                                          storage_options=options or None)
+    return int(committed.version)
+
+
+def _deletions(dataset: Any, paths: Sequence[str]) -> tuple[list[int], list[Any]]:
+    """The fragments left empty by deleting the rows of `paths` (by id), and the others those rows touch (with a
+    deletion file written, not yet committed)."""
+    if not paths:
+        return [], []
+    condition = sql_in("path", paths)
+    removed, updated = [], []
+    for fragment in dataset.get_fragments():
+        metadata = fragment.delete(condition)
+        if metadata is None:
+            removed.append(fragment.fragment_id)
+        elif metadata != fragment.metadata:
+            updated.append(metadata)
+    return removed, updated

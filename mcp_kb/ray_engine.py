@@ -1,0 +1,244 @@
+"""A sync's parsing, chunking and embedding on a Ray cluster (`[sync] engine = "ray"`), for corpora one machine
+cannot index in time.
+
+The coordinator (the process that runs the sync) keeps everything sync.py decides: the plan, the writer's lock or
+lease, the commits, the state. It sends the new and changed files wave by wave (`[sync] wave_files`), each wave in
+batches of files:
+- a parse task (one CPU of the cluster) parses and chunks a batch in a worker process with the same hard limits
+  per file as a local sync (ingest/workers.py);
+- an indexer actor (one per node, holding the model) embeds a parsed batch, reusing the stored vectors of chunk
+  contents the index already has, and writes its rows as uncommitted fragments straight to the index storage;
+- the coordinator commits the wave at once (its documents' old chunks out, the new ones in: index/fragments.py),
+  then their manifest records: a local batch's order, so a local sync's crash rules hold. A coordinator lost
+  mid-wave leaves the waves committed before it (the next sync goes on from there); a lost node's tasks run
+  again elsewhere (Ray retries them), and files whose tasks cannot are not recorded, so the next sync retries them.
+Ray is imported here only, and only by such syncs.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import KBError, ModelError
+from .index.contract import Store
+from .index.store import LanceStore
+from .ingest.sources import SourceFile
+from .ingest.workers import Job, Parsed, ParseWorkers
+from .models import create_embedder
+from .models.base import Embedder, TokenCounter
+from .records import Progress
+from .settings import Config, KBConfig, SyncEngineConfig
+from .sync import (BATCH_FILES, ParsedFile, SyncReport, Timer, count_batch, embedded_rows, not_indexed, parse_job,
+                   written_records)
+
+log = logging.getLogger(__name__)
+
+_RETRIES = 2  # of a task or actor lost with its node (an error of the task itself is not retried)
+_POLL_SECONDS = 1.0  # between two looks at a wave's batches, so that progress moves and Ctrl-C is heard
+
+
+@dataclass
+class IndexedBatch:
+    """What an indexer made of a parsed batch: its files (errors of refused documents set), its rows as
+    uncommitted fragments, and what that cost."""
+
+    files: list[ParsedFile]
+    fragments: bytes = b""
+    error: str = ""  # nothing of the batch is written: the model failed, or the cluster lost it
+    lost: bool = False  # the cluster lost it (else the model failed)
+    chunks_embedded: int = 0
+    tokens_embedded: int = 0
+    chunks_reused: int = 0
+    worker_peak_mb: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def index_on_ray(config: Config, store: Store, kb: KBConfig, target: str, reuse_from: str | None,
+                 embedder: Embedder, counter: TokenCounter, todo: list[SourceFile], hash_by_path: dict[str, str],
+                 report: SyncReport, timer: Timer, progress: Progress) -> None:
+    """Parse, chunk, embed and write `todo` on the cluster, one commit per wave."""
+    if not isinstance(store, LanceStore):
+        raise KBError("engine = \"ray\" writes LanceDB tables; this index is not one")
+    with _cluster(config.sync) as ray, timer("cluster"):
+        indexers = _start_indexers(ray, config, embedder.identity.fingerprint())
+        log.info("%s: %d files to index on a Ray cluster of %d nodes", kb.name, len(todo), len(indexers))
+        waves = [todo[i:i + config.sync.wave_files] for i in range(0, len(todo), config.sync.wave_files)]
+        for number, wave in enumerate(waves, 1):
+            batches = [wave[i:i + BATCH_FILES] for i in range(0, len(wave), BATCH_FILES)]
+            indexed = _run_wave(ray, indexers, config.sync, counter, kb, target, reuse_from, batches, hash_by_path,
+                                report, progress, len(todo), f"wave {number}/{len(waves)}")
+            _commit_wave(store, kb, target, indexed, report, timer)
+            report.files_written += len(wave)
+            progress(report.files_written, len(todo), f"{kb.name}: indexed {report.files_written}/{len(todo)} files")
+
+
+@contextmanager
+def _cluster(settings: SyncEngineConfig) -> Iterator[Any]:
+    """Ray, connected to the configured cluster (or one of this machine's own), for the length of a sync."""
+    try:
+        import ray
+    except ImportError:
+        raise KBError("[sync] engine = \"ray\" needs Ray: pip install 'mcp-kb-server[ray]' (on every node too), "
+                      "or sync with --engine local") from None
+    joined = not ray.is_initialized()
+    if joined:
+        try:
+            ray.init(address=settings.ray_address or None, logging_level=logging.WARNING, log_to_driver=False,
+                     configure_logging=False)
+        except Exception as exc:  # Ray's own words say what failed (no cluster there, a version mismatch)
+            where = settings.ray_address or "RAY_ADDRESS, or this machine"
+            raise KBError(f"cannot join the Ray cluster at {where}: {exc}") from exc
+    try:
+        yield ray
+    finally:
+        if joined:
+            ray.shutdown()
+
+
+def _start_indexers(ray: Any, config: Config, fingerprint: dict[str, Any]) -> list[Any]:
+    """One indexer per node with CPUs, placed there while the node lives (elsewhere once it is lost)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = [node for node in ray.nodes() if node["Alive"] and node["Resources"].get("CPU")]
+    if not nodes:
+        raise KBError("the Ray cluster has no node with a CPU to parse and embed on")
+    actor = ray.remote(Indexer)
+    return [actor.options(num_cpus=0, max_restarts=_RETRIES, max_task_retries=_RETRIES,
+                          scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=True))
+            .remote(config, fingerprint, int(node["Resources"]["CPU"])) for node in nodes]
+
+
+def _run_wave(ray: Any, indexers: list[Any], settings: SyncEngineConfig, counter: TokenCounter, kb: KBConfig,
+              target: str, reuse_from: str | None, batches: list[list[SourceFile]], hash_by_path: dict[str, str],
+              report: SyncReport, progress: Progress, total: int, wave: str) -> list[IndexedBatch]:
+    """Every batch of a wave parsed and indexed on the cluster, in batch order; a batch whose tasks were lost
+    for good comes back with no fragments and the reason."""
+    parse = ray.remote(parse_files).options(num_cpus=1, max_retries=_RETRIES)
+    pending = []
+    for number, batch in enumerate(batches):
+        parsed = parse.remote([parse_job(source, kb) for source in batch], counter, settings)
+        sources = [(source, hash_by_path[source.doc_id]) for source in batch]
+        pending.append(indexers[number % len(indexers)].index.remote(parsed, sources, kb, target, reuse_from))
+    results: dict[int, IndexedBatch] = {}
+    waiting = dict(enumerate(pending))
+    try:
+        while waiting:
+            ready, _ = ray.wait(list(waiting.values()), num_returns=1, timeout=_POLL_SECONDS)
+            for ref in ready:
+                number = next(n for n, r in waiting.items() if r == ref)
+                del waiting[number]
+                results[number] = _outcome(ray, ref, batches[number], hash_by_path)
+            done = sum(len(batches[n]) for n in results)
+            progress(report.files_written, total, f"{kb.name}: indexed {report.files_written}/{total} files "
+                                                  f"({wave}: {done}/{sum(map(len, batches))} parsed and embedded)")
+    finally:
+        for ref in waiting.values():  # the sync stopped (Ctrl-C, a cancel): nothing more is wanted of the wave
+            ray.cancel(ref, force=True)
+    return [results[number] for number in range(len(batches))]
+
+
+def _outcome(ray: Any, ref: Any, batch: list[SourceFile], hash_by_path: dict[str, str]) -> IndexedBatch:
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayError as exc:  # lost with its node past the retries, or a fault in the task
+        files = [ParsedFile(source, hash_by_path[source.doc_id], []) for source in batch]
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return IndexedBatch(files, error=f"the Ray cluster lost this batch: {reason}", lost=True)
+
+
+def _commit_wave(store: LanceStore, kb: KBConfig, target: str, indexed: list[IndexedBatch], report: SyncReport,
+                 timer: Timer) -> None:
+    """One commit for the wave's chunks, then its manifest records (a local batch's order)."""
+    written = []
+    for batch in indexed:
+        for stage, seconds in batch.seconds.items():  # the cluster's seconds, summed over its workers
+            timer.add(stage, seconds)
+        report.worker_peak_mb = max(report.worker_peak_mb, batch.worker_peak_mb)
+        if batch.error:
+            not_indexed(kb, batch.files, KBError(batch.error) if batch.lost else ModelError(batch.error), report)
+            continue
+        report.chunks_embedded += batch.chunks_embedded
+        report.tokens_embedded += batch.tokens_embedded
+        report.chunks_reused += batch.chunks_reused
+        written.append(batch)
+    with timer("commit"):
+        paths = [item.source.doc_id for batch in written for item in batch.files if not item.retry]
+        store.commit_fragments(kb.name, target, paths, [batch.fragments for batch in written])
+        store.write_files(kb.name, target, [record for batch in written for record in written_records(batch.files, {})])
+    for batch in written:
+        count_batch(kb, batch.files, report)
+
+
+def parse_files(jobs: list[Job], counter: TokenCounter, settings: SyncEngineConfig) -> tuple[list[Parsed], float]:
+    """A Ray task: a batch of files parsed and chunked, each in a worker process within the per-file limits; and
+    the seconds that took."""
+    start = time.perf_counter()
+    parsed = _parse_workers(counter, settings).parse(jobs)
+    return parsed, time.perf_counter() - start
+
+
+_parsers: dict[bytes, ParseWorkers] = {}  # per Ray worker process: its parsing process serves later tasks too
+
+
+def _parse_workers(counter: TokenCounter, settings: SyncEngineConfig) -> ParseWorkers:
+    key = pickle.dumps((counter, settings))
+    if key not in _parsers:
+        for stale in _parsers.values():  # another sync's: let its process go
+            stale.close()
+        _parsers.clear()
+        _parsers[key] = ParseWorkers(settings.model_copy(update={"workers": 1}), counter, 1)
+    return _parsers[key]
+
+
+class Indexer:
+    """A Ray actor: embeds parsed batches with its own copy of the model and writes their rows as fragments."""
+
+    def __init__(self, config: Config, fingerprint: dict[str, Any], cpus: int):
+        embedding = config.embedding
+        if getattr(embedding, "threads", 0) is None:  # Ray caps a worker's threads at 1 unless told
+            embedding = embedding.model_copy(update={"threads": cpus})
+        self.embedder = create_embedder(embedding)
+        self.store = LanceStore.of(config.storage)
+        self.fingerprint = fingerprint
+
+    def index(self, parsed: tuple[list[Parsed], float], sources: list[tuple[SourceFile, str]], kb: KBConfig,
+              target: str, reuse_from: str | None) -> IndexedBatch:
+        outcomes, parse_seconds = parsed
+        files = [ParsedFile(source, file_hash, outcome.chunks, outcome.error, outcome.ocr_pages, outcome.retry)
+                 for (source, file_hash), outcome in zip(sources, outcomes)]
+        report = SyncReport(kb.name, seconds={"parse": parse_seconds},
+                            worker_peak_mb=max((outcome.peak_mb for outcome in outcomes), default=0))
+        timer = Timer(report)
+        batch = IndexedBatch(files, worker_peak_mb=report.worker_peak_mb, seconds=report.seconds)
+        try:
+            self._check_model()
+            rows_by_path = embedded_rows(self.store, kb, target, reuse_from, self.embedder, files, report, timer,
+                                         _quiet)
+        except ModelError as exc:
+            batch.error = str(exc)
+            return batch
+        with timer("write"):
+            rows, refused = self.store.chunk_rows(kb.name, target, rows_by_path)
+            batch.fragments = self.store.write_fragments(kb.name, target, rows)
+        written_records(files, refused)  # marks the refused documents' errors
+        batch.chunks_embedded, batch.tokens_embedded = report.chunks_embedded, report.tokens_embedded
+        batch.chunks_reused = report.chunks_reused
+        return batch
+
+    def _check_model(self) -> None:
+        """The node's model must be the coordinator's: vectors of two models never share an index."""
+        if self.embedder.identity.fingerprint() != self.fingerprint:
+            raise ModelError(f"a Ray node's embedding model ({self.embedder.identity.name}) is not the one this "
+                             f"index was built with ({self.fingerprint.get('name')}): install the same model at the "
+                             "same path on every node")
+
+
+def _quiet(done: int, total: int) -> None:
+    """An indexer's embedding progress: the coordinator reports whole batches."""
+
