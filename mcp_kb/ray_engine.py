@@ -17,9 +17,14 @@ Ray is imported here only, and only by such syncs.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import pickle
+import socket
+import sys
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,6 +45,7 @@ from .sync import (BATCH_FILES, ParsedFile, SyncReport, Timer, count_batch, embe
 log = logging.getLogger(__name__)
 
 _RETRIES = 2  # of a task or actor lost with its node (an error of the task itself is not retried)
+_CONNECT_SECONDS = 10.0  # for a cluster's address to answer
 _POLL_SECONDS = 1.0  # between two looks at a wave's batches, so that progress moves and Ctrl-C is heard
 
 
@@ -88,17 +94,38 @@ def _cluster(settings: SyncEngineConfig) -> Iterator[Any]:
                       "or sync with --engine local") from None
     joined = not ray.is_initialized()
     if joined:
+        address = settings.ray_address or os.environ.get("RAY_ADDRESS", "")
+        _answers(address)
         try:
-            ray.init(address=settings.ray_address or None, logging_level=logging.WARNING, log_to_driver=False,
-                     configure_logging=False)
+            with warnings.catch_warnings():  # Ray starts its processes by fork + exec, which lancedb warns of
+                warnings.filterwarnings("ignore", "lancedb fork support", RuntimeWarning)
+                ray.init(address=address or "local", logging_level=logging.WARNING, log_to_driver=False,
+                         configure_logging=False, **_own_ray(address))
         except Exception as exc:  # Ray's own words say what failed (no cluster there, a version mismatch)
-            where = settings.ray_address or "RAY_ADDRESS, or this machine"
-            raise KBError(f"cannot join the Ray cluster at {where}: {exc}") from exc
+            raise KBError(f"cannot join the Ray cluster at {address or 'this machine'}: {exc}") from exc
     try:
-        yield ray
+        with contextlib.redirect_stdout(sys.stderr):  # Ray tells of lost nodes on stdout: a --json answer's place
+            yield ray
     finally:
         if joined:
             ray.shutdown()
+
+
+def _answers(address: str) -> None:
+    """A cluster address must answer: Ray itself would wait for it without end."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not address or address == "auto" or not port.isdigit():
+        return  # Ray finds (or starts) the cluster, or says the address is malformed
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=_CONNECT_SECONDS).close()
+    except OSError as exc:
+        raise KBError(f"cannot join the Ray cluster at {address}: nothing answers there ({exc.strerror or exc}); "
+                      "start it (ray start --head) or fix [sync] ray_address / --address") from None
+
+
+def _own_ray(address: str) -> dict[str, Any]:
+    """A Ray of the sync's own (no address given) stays on this machine's loopback, without a dashboard."""
+    return {} if address else {"_node_ip_address": "127.0.0.1", "include_dashboard": False}
 
 
 def _start_indexers(ray: Any, config: Config, fingerprint: dict[str, Any]) -> list[Any]:
@@ -109,7 +136,8 @@ def _start_indexers(ray: Any, config: Config, fingerprint: dict[str, Any]) -> li
     if not nodes:
         raise KBError("the Ray cluster has no node with a CPU to parse and embed on")
     actor = ray.remote(Indexer)
-    return [actor.options(num_cpus=0, max_restarts=_RETRIES, max_task_retries=_RETRIES,
+    # A call waits for its indexer's restart (elsewhere, once its node is lost); the restarts are what is bounded.
+    return [actor.options(num_cpus=0, max_restarts=_RETRIES, max_task_retries=-1,
                           scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=True))
             .remote(config, fingerprint, int(node["Resources"]["CPU"])) for node in nodes]
 
@@ -148,8 +176,8 @@ def _outcome(ray: Any, ref: Any, batch: list[SourceFile], hash_by_path: dict[str
         return ray.get(ref)
     except ray.exceptions.RayError as exc:  # lost with its node past the retries, or a fault in the task
         files = [ParsedFile(source, hash_by_path[source.doc_id], []) for source in batch]
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return IndexedBatch(files, error=f"the Ray cluster lost this batch: {reason}", lost=True)
+        log.warning("a batch of %d files was lost on the Ray cluster: %s", len(batch), exc)
+        return IndexedBatch(files, error=f"the Ray cluster lost its batch ({type(exc).__name__})", lost=True)
 
 
 def _commit_wave(store: LanceStore, kb: KBConfig, target: str, indexed: list[IndexedBatch], report: SyncReport,

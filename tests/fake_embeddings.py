@@ -1,12 +1,13 @@
 """An OpenAI-compatible embeddings service on 127.0.0.1: a small ASGI app (Starlette under uvicorn)
 answering POST /v1/embeddings with vectors from the offline model, with switches to inject faults:
 statuses, slowness, malformed or lying answers (`lie` rewrites the true answer, `raw` replaces it),
-a body dripped a byte at a time, a redirect.
+a body dripped a byte at a time, a redirect, requests held at a gate (a sync caught mid-way).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,6 +36,9 @@ class Faults:
     raw: bytes | None = None  # the body sent instead of any answer
     drip: float = 0.0  # seconds between the bytes of the body
     redirect: str | None = None  # answer 307 to this address
+    hold: Callable[[list[str]], bool] | None = None  # requests whose texts it picks wait until `gate` is set
+    gate: threading.Event = field(default_factory=threading.Event)
+    held: threading.Event = field(default_factory=threading.Event)  # set when a request first waits at the gate
 
 
 @dataclass
@@ -58,6 +62,9 @@ class EmbeddingService:
             return JSONResponse({"error": {"message": "injected"}}, status_code=status, headers=headers)
         if body.get("model") != self.model:
             return JSONResponse({"error": {"message": f"model {body.get('model')} not found"}}, status_code=404)
+        if self.faults.hold and self.faults.hold(texts) and not self.faults.gate.is_set():
+            self.faults.held.set()
+            await anyio.to_thread.run_sync(self.faults.gate.wait)
         if self.faults.delay and len(texts) == 1:
             await anyio.sleep(self.faults.delay)
         if self.faults.malformed:

@@ -1,0 +1,234 @@
+"""Syncs on a Ray cluster (`[sync] engine = "ray"`): a real cluster of two nodes on 127.0.0.1 (ray.cluster_utils)
+and a real `mcp-kb sync --address` process as the coordinator. The scenarios that kill a node or the coordinator
+mid-wave are part of the crash harness (slow: CI runs them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fake_embeddings import EmbeddingService, serve_embeddings
+from helpers import until, write
+
+from mcp_kb.app import App
+from mcp_kb.index.store import LanceStore
+from mcp_kb.settings import load_config
+
+ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]' (CI installs it)")
+
+FILES = 200
+WAVE = 64  # files per commit: four waves
+CLI = [sys.executable, "-m", "mcp_kb"]
+# Ray names a node by the machine's network address, also when told 127.0.0.1; this keeps the cluster and the
+# coordinator on the loopback (its switch for machines where clusters are off).
+LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head and a worker node of one CPU each, both on 127.0.0.1."""
+    from ray.cluster_utils import Cluster
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in LOOPBACK.items():
+            patch.setenv(name, value)
+        nodes = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 1, "include_dashboard": False, "node_ip_address": "127.0.0.1"})
+        worker = nodes.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+        nodes.wait_for_nodes()
+        try:
+            yield nodes, worker
+        finally:
+            nodes.shutdown()
+
+
+def _corpus(folder: Path) -> None:
+    for i in range(FILES):
+        write(folder / f"doc{i:03d}.md", f"# Document {i}\n\nRecord {i} of the archive: the change window of team "
+                                         f"{i % 9}, its owners, and the checks run before release {i}.\n")
+
+
+def _config(tmp_path: Path, docs: Path, storage: str, embedding: str = 'quantize = "none"', options: str = "") -> Path:
+    """fp32 vectors by default: int8's depend slightly on their batch (docs/sync.md)."""
+    path = tmp_path / f"kb-{abs(hash(storage))}.toml"
+    path.write_text(f'[storage]\nuri = "{storage}"\n{options}\n[sync]\nwave_files = {WAVE}\n'
+                    f'[embedding]\n{embedding}\n'
+                    f'[[kb]]\nname = "docs"\ndescription = "the archive"\npaths = ["{docs}"]\n', encoding="utf-8")
+    return path
+
+
+def _sync(config: Path, *options: str) -> dict:
+    done = subprocess.run([*CLI, "sync", "-c", str(config), "--json", *options], capture_output=True, text=True,
+                          env={**os.environ, **LOOPBACK}, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)[0]
+
+
+def _rows(config: Path) -> dict[str, dict]:
+    store = LanceStore.of(load_config(config).storage)
+    return {row["id"]: row for row in store.chunk_table("docs").to_arrow().to_pylist()}
+
+
+def _assert_same_index(ray_config: Path, local_config: Path) -> None:
+    """The same documents, chunk texts and vectors (to 1e-6) as a local sync."""
+    ours, theirs = _rows(ray_config), _rows(local_config)
+    assert ours.keys() == theirs.keys()
+    for key, row in ours.items():
+        assert (row["path"], row["text"], row["search_text"]) == \
+            (theirs[key]["path"], theirs[key]["text"], theirs[key]["search_text"])
+        assert np.abs(np.asarray(row["vector"]) - np.asarray(theirs[key]["vector"])).max() < 1e-6
+
+
+def _assert_consistent(config: Path, expected: set[str]) -> None:
+    """Every document of the manifest has exactly its chunks once, and there are no others."""
+    store = LanceStore.of(load_config(config).storage)
+    files = store.read_files("docs")
+    rows = _rows(config).values()
+    assert set(files) == expected
+    assert Counter(row["path"] for row in rows) == {path: record.n_chunks for path, record in files.items()}
+    assert len({row["id"] for row in rows}) == len(rows)
+
+
+def test_a_ray_sync_equals_a_local_sync_and_applies_edits_and_deletes_alone(cluster, tmp_path):
+    nodes, _ = cluster
+    docs = tmp_path / "docs"
+    _corpus(docs)
+    on_ray = _config(tmp_path, docs, str(tmp_path / "ray-index"))
+    local = _config(tmp_path, docs, str(tmp_path / "local-index"))
+
+    report = _sync(on_ray, "--address", nodes.address)
+    assert (report["files_added"], report["files_failed"], report["chunks_embedded"]) == (FILES, 0, FILES)
+    _sync(local, "--engine", "local")
+    _assert_same_index(on_ray, local)
+
+    write(docs / "doc005.md", "# Document 5\n\nRewritten: the record moved to the new archive.\n")
+    (docs / "doc007.md").unlink()
+    report = _sync(on_ray, "--address", nodes.address)
+    assert (report["files_changed"], report["files_deleted"], report["files_unchanged"]) == (1, 1, FILES - 2)
+    assert report["chunks_embedded"] == 1  # the edited file's one new chunk, nothing else
+    _sync(local, "--engine", "local")
+    _assert_same_index(on_ray, local)
+    _assert_consistent(on_ray, {f"doc{i:03d}.md" for i in range(FILES)} - {"doc007.md"})
+
+
+def test_a_ray_sync_writes_straight_to_object_storage(cluster, tmp_path):
+    from s3_server import serve_s3
+
+    nodes, _ = cluster
+    docs = tmp_path / "docs"
+    _corpus(docs)
+    with serve_s3() as s3:
+        storage = s3.storage(s3.new_bucket())
+        options = "[storage.options]\n" + "".join(f'{key} = "{value}"\n' for key, value in storage["options"].items())
+        on_ray = _config(tmp_path, docs, storage["uri"], options=options)
+        local = _config(tmp_path, docs, str(tmp_path / "local-index"))
+        report = _sync(on_ray, "--address", nodes.address)
+        assert (report["files_added"], report["files_failed"]) == (FILES, 0)
+        _sync(local, "--engine", "local")
+        _assert_same_index(on_ray, local)
+
+
+def test_a_cluster_that_cannot_be_joined_fails_the_sync_with_the_address_and_changes_nothing(tmp_path):
+    docs = tmp_path / "docs"
+    _corpus(docs)
+    config = _config(tmp_path, docs, str(tmp_path / "index"))
+    done = subprocess.run([*CLI, "sync", "-c", str(config), "--address", "127.0.0.1:9"], capture_output=True,
+                          text=True, env={**os.environ, **LOOPBACK}, timeout=600)
+    assert done.returncode != 0
+    assert "cannot join the Ray cluster at 127.0.0.1:9" in done.stderr
+    assert LanceStore.of(load_config(config).storage).read_files("docs") == {}
+
+
+# ---- the crash harness's Ray section: a node lost, the coordinator SIGKILLed, searches throughout ----------------
+
+@pytest.fixture
+def held_service(embedder, model_folder):
+    """The embeddings service, holding the chunks of documents past the first wave until released."""
+    service = EmbeddingService(embedder)
+    first_wave = {f"Record {i} of" for i in range(WAVE)}
+    service.faults.hold = lambda texts: any("Record" in text for text in texts) and \
+        not any(marker in text for text in texts for marker in first_wave)
+    with serve_embeddings(service):
+        yield service, (f'provider = "openai"\nbase_url = "{service.url}"\nmodel = "{service.model}"\n'
+                        f'tokenizer_path = "{model_folder}"\nmax_input_tokens = 256\n')
+        service.faults.gate.set()
+
+
+def _coordinator(config: Path, address: str, service: EmbeddingService) -> subprocess.Popen:
+    """A sync on the cluster, once its second wave waits at the service's gate (its first is committed)."""
+    coordinator = subprocess.Popen([*CLI, "sync", "-c", str(config), "--address", address], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, env={**os.environ, **LOOPBACK})
+    until(lambda: service.faults.held.is_set() or coordinator.poll() is not None, 300, what="the second wave")
+    if not service.faults.held.is_set():
+        pytest.fail(f"the sync ended before its second wave: {coordinator.communicate()[1][-3000:]}")
+    return coordinator
+
+
+def _search_throughout(config: Path, embedder, stop: threading.Event, answers: list[int], errors: list[str]) -> None:
+    app = App(load_config(config), embedder=embedder)
+    while not stop.is_set():
+        try:
+            answers.append(len(app.search("docs", "the change window of team", mode="keyword", top_k=5).hits))
+        except Exception as exc:  # noqa: BLE001 - every failure is what the test reports
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+
+@pytest.mark.slow
+def test_a_node_lost_mid_wave_costs_no_file_and_searches_answer_throughout(cluster, held_service, embedder,
+                                                                            tmp_path):
+    nodes, worker = cluster
+    service, embedding = held_service
+    docs = tmp_path / "docs"
+    _corpus(docs)
+    config = _config(tmp_path, docs, str(tmp_path / "index"), embedding)
+    coordinator = _coordinator(config, nodes.address, service)
+    try:
+        stop, answers, errors = threading.Event(), [], []
+        searcher = threading.Thread(target=_search_throughout, args=(config, embedder, stop, answers, errors))
+        searcher.start()
+        nodes.remove_node(worker, allow_graceful=False)  # the worker node dies with its tasks and its indexer
+        service.faults.gate.set()
+        out, err = coordinator.communicate(timeout=600)
+        stop.set()
+        searcher.join()
+    finally:
+        coordinator.kill()
+        nodes.add_node(num_cpus=1, node_ip_address="127.0.0.1")  # the next test has two nodes again
+    assert coordinator.returncode == 0, err[-3000:]
+    assert f"{FILES} added" in out and " 0 failed" in out, out
+    _assert_consistent(config, {f"doc{i:03d}.md" for i in range(FILES)})
+    print(f"\nnode lost mid-wave: searches {len(answers)}, errors {len(errors)}, empty {answers.count(0)}")
+    assert not errors and answers and min(answers) > 0
+
+
+@pytest.mark.slow
+def test_a_coordinator_sigkilled_mid_wave_leaves_whole_waves_and_the_next_sync_completes(cluster, held_service,
+                                                                                         embedder, tmp_path):
+    nodes, _ = cluster
+    service, embedding = held_service
+    docs = tmp_path / "docs"
+    _corpus(docs)
+    config = _config(tmp_path, docs, str(tmp_path / "index"), embedding)
+    coordinator = _coordinator(config, nodes.address, service)
+    try:
+        coordinator.send_signal(signal.SIGKILL)
+        coordinator.wait(60)
+    finally:
+        coordinator.kill()
+    first_wave = {f"doc{i:03d}.md" for i in range(WAVE)}
+    _assert_consistent(config, first_wave)  # the committed wave, whole; nothing of the wave in flight
+    hits = App(load_config(config), embedder=embedder).search("docs", "archive record", mode="keyword", top_k=5).hits
+    assert hits and {hit.source for hit in hits} <= first_wave
+
+    service.faults.gate.set()
+    report = _sync(config, "--address", nodes.address)
+    assert (report["files_added"], report["files_unchanged"], report["files_failed"]) == (FILES - WAVE, WAVE, 0)
+    _assert_consistent(config, {f"doc{i:03d}.md" for i in range(FILES)})
