@@ -5,6 +5,8 @@
     python benchmarks/sync_speed.py scifact --limit 1000 --model-path ../shared/models/all-MiniLM-L6-v2-onnx-int8
     python benchmarks/sync_speed.py noop        # 10,000 files: no-op resync and one changed file
     python benchmarks/sync_speed.py workers --workers 1 2   # the real-PDF set: files/s by parsing processes
+    python benchmarks/sync_speed.py engines     # the real-PDF set: 1 worker, every core, a Ray cluster of two
+    python benchmarks/sync_speed.py engines --corpus scifact --limit 1000   # nodes (pip install '.[ray]')
     python benchmarks/sync_speed.py threads     # raw embedding of 500 SciFact abstracts: int8 vs fp32, 1 vs 2
                                                 # ONNX threads, passages per second and per CPU-second
 
@@ -94,13 +96,8 @@ def workers(args: argparse.Namespace) -> None:
     whole sync and of its parse stage, the share of each stage, the peak memory of the sync and a worker."""
     from mcp_kb.app import App
 
-    source = Path(__file__).resolve().parents[2] / "shared" / "eval" / "pdfs"
-    pdfs = sorted(source.rglob("*.pdf"))
     folder = WORK / "pdfs"
-    shutil.rmtree(folder, ignore_errors=True)
-    for i, pdf in enumerate(pdfs):  # flat, renamed: two sample sets share file names
-        (folder / "docs").mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(pdf, folder / "docs" / f"{i:03d}-{pdf.name}")
+    pdfs = list(_pdf_folder(folder).glob("*.pdf"))
     for count in args.workers:
         shutil.rmtree(folder / "index", ignore_errors=True)
         app = App(kb_config(folder / "docs", folder / "index", "pdfs", workers=count))
@@ -118,6 +115,54 @@ def workers(args: argparse.Namespace) -> None:
               f"({len(pdfs) / report.seconds['parse']:.2f} files/s, runs a batch ahead of embedding); share of the "
               f"total {stages}; peak RSS: sync {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB, "
               f"a worker {report.worker_peak_mb} MB")
+
+
+def engines(args: argparse.Namespace) -> None:
+    """One corpus synced in one run by a local sync with one parsing process, one with every core, and a Ray sync on
+    a cluster of two local nodes of one CPU each (loopback): files/s, chunks/s, each stage's seconds (the cluster's
+    summed over its workers), the peak memory of the coordinator and of a parsing process."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # Ray would name the nodes by the network address
+    from ray.cluster_utils import Cluster
+
+    from mcp_kb.app import App
+    from mcp_kb.settings import usable_cores
+
+    folder = WORK / f"engines-{args.corpus}"
+    docs = _pdf_folder(folder) if args.corpus == "pdfs" else folder / "docs"
+    files = len(list(docs.glob("*"))) if args.corpus == "pdfs" else write_corpus("scifact", docs, limit=args.limit)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                            "node_ip_address": "127.0.0.1"})
+    cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+    cluster.wait_for_nodes()
+    try:
+        for label, sync in (("local, 1 worker", {"workers": 1}), (f"local, {usable_cores()} workers", {}),
+                            ("ray, 2 nodes x 1 CPU", {"engine": "ray", "ray_address": cluster.address})):
+            shutil.rmtree(folder / "index", ignore_errors=True)
+            config = kb_config(docs, folder / "index", "corpus")
+            app = App(config.model_copy(update={"sync": config.sync.model_copy(update=sync)}))
+            app.embedder.embed_query("load the model before timing")
+            started = time.perf_counter()
+            report = app.sync()[0]
+            seconds = time.perf_counter() - started
+            stages = {stage: round(value, 1) for stage, value in report.seconds.items()
+                      if stage in ("parse", "embed", "write", "commit", "index")}
+            print(f"{label}: {files} files ({report.files_failed} failed), {report.chunks_embedded} chunks in "
+                  f"{seconds:.1f}s: {files / seconds:.2f} files/s, {report.chunks_embedded / seconds:.1f} chunks/s; "
+                  f"stage seconds {stages}; peak RSS: coordinator "
+                  f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (so far), a parsing process "
+                  f"{report.worker_peak_mb} MB")
+    finally:
+        cluster.shutdown()
+
+
+def _pdf_folder(folder: Path) -> Path:
+    """../shared's real PDFs, flat and renamed (two sample sets share file names)."""
+    pdfs = sorted((Path(__file__).resolve().parents[2] / "shared" / "eval" / "pdfs").rglob("*.pdf"))
+    shutil.rmtree(folder, ignore_errors=True)
+    (folder / "docs").mkdir(parents=True)
+    for i, pdf in enumerate(pdfs):
+        shutil.copyfile(pdf, folder / "docs" / f"{i:03d}-{pdf.name}")
+    return folder / "docs"
 
 
 def threads(args: argparse.Namespace) -> None:
@@ -153,7 +198,8 @@ def _cpu() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["scifact", "noop", "workers", "threads"])
+    parser.add_argument("scenario", choices=["scifact", "noop", "workers", "engines", "threads"])
+    parser.add_argument("--corpus", choices=["pdfs", "scifact"], default="pdfs", help="engines: what to sync")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="workers: the counts to compare")
     parser.add_argument("--limit", type=int, help="scifact: the first N documents only")
     parser.add_argument("--model-path", help="another local model folder, e.g. the int8 export")
@@ -163,7 +209,7 @@ def main() -> None:
         os.environ["MCP_KB_EMBEDDING_MODEL_PATH"] = str(Path(args.model_path).resolve())
     use_offline_model()
     print(f"model: {os.environ.get('MCP_KB_EMBEDDING_MODEL_PATH')}, quantize {args.quantize}; CPU: {_cpu()}")
-    {"scifact": scifact, "noop": noop, "workers": workers, "threads": threads}[args.scenario](args)
+    {"scifact": scifact, "noop": noop, "workers": workers, "engines": engines, "threads": threads}[args.scenario](args)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,9 @@ from .records import (Glance, KBCheck, KBState, KBStats, KBStatus, LastSyncFigur
                       recorded_now)
 from .search import Searcher, SearchResult
 from .ingest.workers import ParseWorkers
-from .sync import SyncReport, parse_job, sync_all
+from .batches import parse_job
+from .records import SyncReport
+from .sync import sync_all
 
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from .settings import KBConfig
 from .errors import KBError
 from .ingest.sources import Source, change_concerns, watch_folders
 from .records import Progress
-from .sync import SyncReport
+from .records import SyncReport
 
 log = logging.getLogger(__name__)
 

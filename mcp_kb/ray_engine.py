@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import pickle
 import socket
 import sys
@@ -39,8 +38,9 @@ from .models import create_embedder
 from .models.base import Embedder, TokenCounter
 from .records import Progress
 from .settings import Config, KBConfig, SyncEngineConfig
-from .sync import (BATCH_FILES, ParsedFile, SyncReport, Timer, count_batch, embedded_rows, not_indexed, parse_job,
-                   written_records)
+from .batches import (BATCH_FILES, ParsedFile, Timer, count_batch, embedded_rows, not_indexed, parse_job,
+                      written_records)
+from .records import SyncReport
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def _cluster(settings: SyncEngineConfig) -> Iterator[Any]:
                       "or sync with --engine local") from None
     joined = not ray.is_initialized()
     if joined:
-        address = settings.ray_address or os.environ.get("RAY_ADDRESS", "")
+        address = settings.ray_address
         _answers(address)
         try:
             with warnings.catch_warnings():  # Ray starts its processes by fork + exec, which lancedb warns of

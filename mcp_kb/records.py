@@ -174,3 +174,46 @@ class SyncHistory:
     recent: list[dict[str, Any]]
     skipped: list[Problem]
     crawl: dict[str, int]  # a web crawl's requests, 304s, robots skips
+
+
+@dataclass
+class SyncReport:
+    """The outcome of one KB's sync, shown by the CLI and returned by the sync tool."""
+
+    kb: str
+    rebuilt: str = ""  # why the KB was rebuilt from scratch, if it was
+    files_added: int = 0
+    files_changed: int = 0
+    files_deleted: int = 0
+    files_unchanged: int = 0
+    files_failed: int = 0
+    files_written: int = 0  # new and changed files committed so far (all of them once the sync ends)
+    chunks_embedded: int = 0
+    tokens_embedded: int = 0  # model tokens sent to the embedder
+    pages_ocr: int = 0  # pages and images whose text was read by OCR
+    worker_peak_mb: int = 0  # the most memory a parsing process held (resident)
+    crawl: dict[str, int] = field(default_factory=dict)  # what reading the sources cost (web: requests, 304s, ...)
+    chunks_reused: int = 0
+    chunks_deleted: int = 0
+    chunks_total: int = 0
+    failures: list[Problem] = field(default_factory=list)
+    skipped: list[Problem] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    index_state: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        parts = [f"{self.kb}: {self.files_added} added, {self.files_changed} changed, "
+                 f"{self.files_deleted} deleted, {self.files_unchanged} unchanged, {self.files_failed} failed; "
+                 f"chunks {self.chunks_embedded} embedded, {self.chunks_reused} reused, "
+                 f"{self.chunks_deleted} deleted, {self.chunks_total} in index; "
+                 f"{self.seconds.get('total', 0.0):.1f}s" + (f"; {self.pages_ocr} pages read by OCR" if self.pages_ocr else "")]
+        if self.crawl:  # web sources: "163 requests, 12 downloaded, 151 not modified"
+            parts.append("  sources: " + ", ".join(f"{value} {name.replace('_', ' ')}"
+                                                    for name, value in self.crawl.items()))
+        if self.rebuilt:
+            parts.insert(0, f"{self.kb}: rebuilt from scratch: {self.rebuilt}")
+        parts += [f"  failed {f.path}: {f.reason}" for f in self.failures]
+        return "\n".join(parts)

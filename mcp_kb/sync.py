@@ -7,14 +7,12 @@ chunks, so a crash at any point is repaired by the next sync.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -23,23 +21,22 @@ from .settings import Config, KBConfig, SyncEngineConfig
 from .digest import file_sha256
 from .errors import KBError, MassDeleteError, ModelError
 from .index.contract import FileRecord, Store, new_generation
-from .index.keywords import ANALYZER_VERSION, keyword_terms
-from .schema import ChunkRow, chunk_schema, coerce
+from .index.keywords import ANALYZER_VERSION
+from .schema import chunk_schema
 from .index.state import check_writable, clear_progress, source_cache_dir, sync_lock, write_progress, write_summary
-from .ingest.chunking import Chunk, effective_max_tokens
+from .ingest.chunking import effective_max_tokens
 from .ingest.ocr import available as ocr_available
 from .ingest.sources import SkippedFile, SourceFile, count_kinds, scan_all, sources_of
-from .ingest.workers import Job, ParseWorkers
+from .ingest.workers import ParseWorkers
 from .models.base import Embedder, TokenCounter
-from .records import KBState, Problem, Progress, recorded_now
+from .batches import BATCH_FILES, ParsedFile, Timer, count_batch, embedded_rows, not_indexed, parse_job, written_records
+from .records import KBState, Problem, Progress, SyncReport, recorded_now
 from .vocabulary import sync_remedy
 
 log = logging.getLogger(__name__)
 
-BATCH_FILES = 32  # files per commit: small enough to lose little to a crash, large enough to amortize commits
 _SYNCS_KEPT = 20  # recent syncs a KB's state lists (the admin page shows them)
 _ERROR_CHARS_KEPT = 500  # of a failed sync's error, in that list
-_EMBED_SLICE = 128  # chunks embedded between two progress reports (a batch of large files holds thousands)
 # A sync that would delete at least this many documents, and more than [kb.sync] max_delete_share of
 # a KB, is refused without --allow-mass-delete (as is any sync whose paths yield no file at all).
 MASS_DELETE_MIN_FILES = 20
@@ -63,49 +60,6 @@ def plan_sync(disk_hash_by_path: dict[str, str], indexed_hash_by_path: dict[str,
     unchanged = sorted(p for p, h in disk_hash_by_path.items() if indexed_hash_by_path.get(p) == h)
     deleted = sorted(p for p in indexed_hash_by_path if p not in disk_hash_by_path)
     return SyncPlan(added, changed, deleted, unchanged)
-
-
-@dataclass
-class SyncReport:
-    """The outcome of one KB's sync, shown by the CLI and returned by the sync tool."""
-
-    kb: str
-    rebuilt: str = ""  # why the KB was rebuilt from scratch, if it was
-    files_added: int = 0
-    files_changed: int = 0
-    files_deleted: int = 0
-    files_unchanged: int = 0
-    files_failed: int = 0
-    files_written: int = 0  # new and changed files committed so far (all of them once the sync ends)
-    chunks_embedded: int = 0
-    tokens_embedded: int = 0  # model tokens sent to the embedder
-    pages_ocr: int = 0  # pages and images whose text was read by OCR
-    worker_peak_mb: int = 0  # the most memory a parsing process held (resident)
-    crawl: dict[str, int] = field(default_factory=dict)  # what reading the sources cost (web: requests, 304s, ...)
-    chunks_reused: int = 0
-    chunks_deleted: int = 0
-    chunks_total: int = 0
-    failures: list[Problem] = field(default_factory=list)
-    skipped: list[Problem] = field(default_factory=list)
-    seconds: dict[str, float] = field(default_factory=dict)
-    index_state: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def summary(self) -> str:
-        parts = [f"{self.kb}: {self.files_added} added, {self.files_changed} changed, "
-                 f"{self.files_deleted} deleted, {self.files_unchanged} unchanged, {self.files_failed} failed; "
-                 f"chunks {self.chunks_embedded} embedded, {self.chunks_reused} reused, "
-                 f"{self.chunks_deleted} deleted, {self.chunks_total} in index; "
-                 f"{self.seconds.get('total', 0.0):.1f}s" + (f"; {self.pages_ocr} pages read by OCR" if self.pages_ocr else "")]
-        if self.crawl:  # web sources: "163 requests, 12 downloaded, 151 not modified"
-            parts.append("  sources: " + ", ".join(f"{value} {name.replace('_', ' ')}"
-                                                    for name, value in self.crawl.items()))
-        if self.rebuilt:
-            parts.insert(0, f"{self.kb}: rebuilt from scratch: {self.rebuilt}")
-        parts += [f"  failed {f.path}: {f.reason}" for f in self.failures]
-        return "\n".join(parts)
 
 
 def sync_all(config: Config, store: Store, embedder: Embedder, load_counter: Callable[[], TokenCounter],
@@ -379,16 +333,6 @@ def _touched(indexed: dict[str, FileRecord], files_by_path: dict[str, SourceFile
 
 # ---- applying changes ----------------------------------------------------------------------
 
-@dataclass
-class ParsedFile:
-    source: SourceFile
-    file_hash: str
-    chunks: list[Chunk]
-    error: str = ""
-    ocr_pages: int = 0
-    retry: bool = False  # not to blame for its error: nothing of it is written, so the next sync parses it again
-
-
 def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
                    counter: TokenCounter, todo: list[SourceFile], hash_by_path: dict[str, str], report: SyncReport,
                    timer: Timer, progress: Progress, engine: SyncEngineConfig) -> None:
@@ -426,11 +370,6 @@ def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | No
             progress(done, len(todo), f"{kb.name}: indexed {done}/{len(todo)} files")
 
 
-def parse_job(source: SourceFile, kb: KBConfig) -> Job:
-    """What a worker needs to parse and chunk one file of a KB as a sync does."""
-    return Job(source.path, source.doc_id, kb.ocr_on, kb.chunking)
-
-
 def reads_images(kb: KBConfig) -> bool:
     """Whether this KB's syncs read text from images: OCR is not off and its engine is installed."""
     return kb.ocr_on and ocr_available()
@@ -450,103 +389,6 @@ def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None
     count_batch(kb, parsed, report)
 
 
-def embedded_rows(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
-                  parsed: list[ParsedFile], report: SyncReport, timer: Timer,
-                  embedding: Callable[[int, int], None]) -> dict[str, list[dict[str, Any]]]:
-    """The chunk rows of a parsed batch by path, each with its vector (reused, or embedded here); a file whose
-    parse is to be retried has none (it keeps what the index has of it). Raises ModelError."""
-    with timer("embed"):
-        chunks = [chunk for item in parsed for chunk in item.chunks]
-        vectors = _vectors_for(store, kb.name, target, reuse_from, embedder, chunks, report, embedding)
-    metadata_types = kb.metadata_types()
-    return {item.source.doc_id: [_chunk_row(kb, metadata_types, item.file_hash, chunk, vectors[chunk.content_hash])
-                                 for chunk in item.chunks] for item in parsed if not item.retry}
-
-
-def not_indexed(kb: KBConfig, parsed: list[ParsedFile], reason: KBError, report: SyncReport) -> None:
-    """Nothing of this batch is written: its files keep what the index had, and having no new record they count
-    as new or changed again, so the next sync retries them. A rebuild switches only when whole: it stops here,
-    and the next sync resumes it."""
-    if report.rebuilt:
-        raise reason
-    report.failures += [Problem(item.source.doc_id, item.error or f"not indexed, retried on the next sync: {reason}")
-                        for item in parsed]
-    log.warning("%s: %d files not indexed: %s", kb.name, len(parsed), reason)
-
-
-def written_records(parsed: list[ParsedFile], refused: dict[str, str]) -> list[FileRecord]:
-    """The manifest records of a written batch; a document whose values did not fit its columns fails alone."""
-    for item in parsed:
-        if item.source.doc_id in refused:
-            item.error, item.chunks = refused[item.source.doc_id], []
-    return [_file_record(item) for item in parsed if not item.retry]
-
-
-def count_batch(kb: KBConfig, parsed: list[ParsedFile], report: SyncReport) -> None:
-    """A written batch's OCR pages and failed files, into the report."""
-    report.pages_ocr += sum(item.ocr_pages for item in parsed)
-    for item in parsed:
-        if item.error:
-            report.failures.append(Problem(item.source.doc_id, item.error))
-            log.info("%s: failed %s: %s", kb.name, item.source.doc_id, item.error)  # the summary lists it
-
-
-def _vectors_for(store: Store, kb: str, target: str, reuse_from: str | None, embedder: Embedder,
-                 chunks: list[Chunk], report: SyncReport, embedding: Callable[[int, int], None]) -> dict[str, Any]:
-    """A vector per content hash: stored ones reused (also from the generation being replaced), the rest
-    embedded a slice at a time, telling `embedding(done, total)` after each."""
-    wanted = {chunk.content_hash: chunk.embed_text for chunk in chunks}
-    vectors: dict[str, Any] = store.vectors_by_content_hash(kb, target, list(wanted))
-    if reuse_from is not None:
-        vectors.update(store.vectors_by_content_hash(kb, reuse_from, [h for h in wanted if h not in vectors]))
-    missing = [h for h in wanted if h not in vectors]
-    for start in range(0, len(missing), _EMBED_SLICE):
-        hashes = missing[start:start + _EMBED_SLICE]
-        vectors.update(zip(hashes, embedder.embed_batch([wanted[h] for h in hashes])))
-        embedding(start + len(hashes), len(missing))
-    report.chunks_embedded += len(missing)
-    tokens = {chunk.content_hash: chunk.n_tokens for chunk in chunks}
-    report.tokens_embedded += sum(tokens[h] for h in missing)
-    report.chunks_reused += len(chunks) - len(missing)
-    return vectors
-
-
-def chunk_id(kb: str, chunk: Chunk) -> str:
-    """Stable id: the same KB, path, position and content give the same id."""
-    key = f"{kb}\x00{chunk.doc_id}\x00{chunk.chunk_index}\x00{chunk.content_hash}"
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
-
-
-def _chunk_row(kb: KBConfig, metadata_types: dict[str, str], file_hash: str, chunk: Chunk,
-               vector: Any) -> dict[str, Any]:
-    row = ChunkRow(
-        id=chunk_id(kb.name, chunk),
-        path=chunk.doc_id,
-        chunk_index=chunk.chunk_index,
-        heading=chunk.heading,
-        title=chunk.title,
-        page=chunk.page,
-        line_start=chunk.line_start,
-        line_end=chunk.line_end,
-        text=chunk.text,
-        search_text=keyword_terms(f"{chunk.title}\n{chunk.embed_text}"),
-        field_text=keyword_terms("\n".join(dict.fromkeys(part for part in (chunk.title, *chunk.heading_path) if part))),
-        content_hash=chunk.content_hash,
-        file_hash=file_hash,
-        n_tokens=chunk.n_tokens,
-        vector=vector,
-    ).as_dict()
-    for name, kind in metadata_types.items():
-        row[name] = coerce(chunk.metadata.get(name, kb.metadata.get(name)), kind)
-    return row
-
-
-def _file_record(item: ParsedFile) -> FileRecord:
-    status = "failed" if item.error else "indexed"
-    return FileRecord(item.source.doc_id, item.file_hash, item.source.size, item.source.mtime_ns,
-                      len(item.chunks), status, item.error)
-
-
 def _remove_deleted(store: Store, kb: str, target: str, plan: SyncPlan, on_disk: set[str]) -> int:
     """Delete chunks of deleted files and orphans (chunks whose file the manifest lost)."""
     orphans = store.indexed_paths(kb, target) - on_disk
@@ -556,24 +398,6 @@ def _remove_deleted(store: Store, kb: str, target: str, plan: SyncPlan, on_disk:
 
 
 # ---- bookkeeping ---------------------------------------------------------------------------
-
-class Timer:
-    """Adds up seconds per stage into the report."""
-
-    def __init__(self, report: SyncReport):
-        self.report = report
-
-    def add(self, stage: str, seconds: float) -> None:
-        self.report.seconds[stage] = round(self.report.seconds.get(stage, 0.0) + seconds, 3)
-
-    @contextlib.contextmanager
-    def __call__(self, stage: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.add(stage, time.perf_counter() - start)
-
 
 def _finished(state: dict[str, Any], started: str, outcome: str, report: SyncReport,
               error: str = "") -> dict[str, Any]:

@@ -92,9 +92,9 @@ def test_an_interrupted_sync_is_recorded_with_what_it_wrote_and_the_next_one_fin
 
 
 def test_progress_moves_while_a_batch_embeds(app, monkeypatch):
-    import mcp_kb.sync
+    import mcp_kb.batches
 
-    monkeypatch.setattr(mcp_kb.sync, "_EMBED_SLICE", 2)
+    monkeypatch.setattr(mcp_kb.batches, "_EMBED_SLICE", 2)
     reports = []
     app.sync(progress=lambda done, total, message: reports.append((done, total, message)))
     embedding = [message for _, _, message in reports if "(embedding" in message]

@@ -17,7 +17,7 @@ import pyarrow as pa
 from .filters import sql_in
 
 
-def write(dataset_uri: str, options: dict[str, str], rows: pa.Table) -> bytes:
+def write_uncommitted(dataset_uri: str, options: dict[str, str], rows: pa.Table) -> bytes:
     """Write `rows` as new fragments of the table at `dataset_uri`, uncommitted; their metadata, pickled (the
     coordinator's commit takes it)."""
     import lance
@@ -31,7 +31,7 @@ def write(dataset_uri: str, options: dict[str, str], rows: pa.Table) -> bytes:
     return pickle.dumps(fragments)
 
 
-def commit(dataset_uri: str, options: dict[str, str], paths: Sequence[str], written: Sequence[bytes]) -> int:
+def commit_wave(dataset_uri: str, options: dict[str, str], paths: Sequence[str], written: Sequence[bytes]) -> int:
     """One commit: the chunks of `paths` that the table holds go, the written fragments come in. Returns the new
     version."""
     import lance

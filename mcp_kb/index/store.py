@@ -367,16 +367,16 @@ class LanceStore:
     @_store_failures("be written (chunk fragments)")
     def write_fragments(self, kb: str, generation: str, rows: pa.Table) -> bytes:
         """Write rows of the generation's chunk table without committing them: what `commit_fragments` takes."""
-        from . import fragments
+        from .fragments import write_uncommitted
 
-        return fragments.write(self._dataset_uri(kb, generation), self._options, rows)
+        return write_uncommitted(self._dataset_uri(kb, generation), self._options, rows)
 
     @_store_failures("be written (a wave of chunk fragments)")
     def commit_fragments(self, kb: str, generation: str, paths: Sequence[str], written: Sequence[bytes]) -> None:
         """One commit: the old chunks of `paths` out, the written fragments in."""
-        from . import fragments
+        from .fragments import commit_wave
 
-        fragments.commit(self._dataset_uri(kb, generation), self._options, paths, written)
+        commit_wave(self._dataset_uri(kb, generation), self._options, paths, written)
         self.chunk_table(kb, generation).checkout_latest()  # this handle reads what was just committed
 
     def _dataset_uri(self, kb: str, generation: str) -> str:

@@ -24,6 +24,7 @@ from .explain import chosen_settings, explain
 from .kb import KBConfig
 from .providers import DEFAULT_PROVIDER, EMBEDDING_PROVIDERS
 from .server import ServerConfig
+from .sync import SyncEngineConfig
 from .storage import StorageConfig
 from .values import KB_NAME_CHARS, KB_NAME_LENGTH
 
@@ -131,7 +132,7 @@ def _apply_environment(raw: dict[str, Any]) -> dict[str, Any]:
     raw = dict(raw)
     if isinstance(raw.get("storage"), str):
         raw["storage"] = {"uri": raw["storage"]}
-    for section, model in (("storage", StorageConfig), ("server", ServerConfig),
+    for section, model in (("storage", StorageConfig), ("server", ServerConfig), ("sync", SyncEngineConfig),
                            ("embedding", chosen_settings(EMBEDDING_PROVIDERS, DEFAULT_PROVIDER, raw.get("embedding")))):
         if model is None or not isinstance(raw.get(section, {}), dict):
             continue  # a malformed section or an unknown provider is reported by validation

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field
 
 from .values import Strict
+from .variables import ENV_RAY_ADDRESS, from_environment
 
 FILE_SECONDS = 120.0  # parsing and chunking one file, by default
 # A worker costs about 0.3 s of CPU to start, what parsing a few ordinary files costs: a small sync starts
@@ -36,10 +37,10 @@ class SyncEngineConfig(Strict):
     """Where new and changed files are parsed, chunked and embedded: "local" (this machine's worker processes) or
     "ray" (the tasks and actors of a Ray cluster, which write the chunks straight to the index storage; needs
     `pip install 'mcp-kb-server[ray]'` here and on every node). `mcp-kb sync --engine` overrides it."""
-    ray_address: str = ""
-    """The Ray cluster of engine = "ray": `HOST:6379` (its head) or `ray://HOST:10001`; empty: the `RAY_ADDRESS`
-    variable, else a cluster started on this machine by `ray start`, else a Ray of the sync's own on this machine.
-    `mcp-kb sync --address` overrides it."""
+    ray_address: str = Field("", json_schema_extra=from_environment(ENV_RAY_ADDRESS))
+    """The Ray cluster of engine = "ray": `HOST:6379` (its head), `ray://HOST:10001`, or "auto" (the cluster `ray
+    start` began on this machine); empty: a Ray of the sync's own on this machine. The `RAY_ADDRESS` variable and
+    `mcp-kb sync --address` override it."""
     wave_files: int = Field(WAVE_FILES, ge=1, le=1_000_000)
     """Files a Ray sync makes searchable in one commit: the cluster parses and embeds a wave's files side by side,
     then one commit adds their chunks (a coordinator lost mid-wave loses that wave's work, nothing else)."""

@@ -1,0 +1,159 @@
+"""A batch of parsed files made into chunk rows and manifest records: each chunk's vector reused from the index
+when its content has one, else embedded. A local sync writes a batch in one commit (sync.py); a cluster's indexers
+write batches as fragments that their coordinator commits a wave at a time (ray_engine.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import KBError
+from .index.contract import FileRecord, Store
+from .index.keywords import keyword_terms
+from .ingest.chunking import Chunk
+from .ingest.sources import SourceFile
+from .ingest.workers import Job
+from .models.base import Embedder
+from .records import Problem, SyncReport
+from .schema import ChunkRow, coerce
+from .settings import KBConfig
+
+log = logging.getLogger(__name__)
+
+BATCH_FILES = 32  # files per commit: small enough to lose little to a crash, large enough to amortize commits
+_EMBED_SLICE = 128  # chunks embedded between two progress reports (a batch of large files holds thousands)
+
+
+@dataclass
+class ParsedFile:
+    source: SourceFile
+    file_hash: str
+    chunks: list[Chunk]
+    error: str = ""
+    ocr_pages: int = 0
+    retry: bool = False  # not to blame for its error: nothing of it is written, so the next sync parses it again
+
+
+def parse_job(source: SourceFile, kb: KBConfig) -> Job:
+    """What a worker needs to parse and chunk one file of a KB as a sync does."""
+    return Job(source.path, source.doc_id, kb.ocr_on, kb.chunking)
+
+
+def embedded_rows(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
+                  parsed: list[ParsedFile], report: SyncReport, timer: Timer,
+                  embedding: Callable[[int, int], None]) -> dict[str, list[dict[str, Any]]]:
+    """The chunk rows of a parsed batch by path, each with its vector (reused, or embedded here); a file whose
+    parse is to be retried has none (it keeps what the index has of it). Raises ModelError."""
+    with timer("embed"):
+        chunks = [chunk for item in parsed for chunk in item.chunks]
+        vectors = _vectors_for(store, kb.name, target, reuse_from, embedder, chunks, report, embedding)
+    metadata_types = kb.metadata_types()
+    return {item.source.doc_id: [_chunk_row(kb, metadata_types, item.file_hash, chunk, vectors[chunk.content_hash])
+                                 for chunk in item.chunks] for item in parsed if not item.retry}
+
+
+def not_indexed(kb: KBConfig, parsed: list[ParsedFile], reason: KBError, report: SyncReport) -> None:
+    """Nothing of this batch is written: its files keep what the index had, and having no new record they count
+    as new or changed again, so the next sync retries them. A rebuild switches only when whole: it stops here,
+    and the next sync resumes it."""
+    if report.rebuilt:
+        raise reason
+    report.failures += [Problem(item.source.doc_id, item.error or f"not indexed, retried on the next sync: {reason}")
+                        for item in parsed]
+    log.warning("%s: %d files not indexed: %s", kb.name, len(parsed), reason)
+
+
+def written_records(parsed: list[ParsedFile], refused: dict[str, str]) -> list[FileRecord]:
+    """The manifest records of a written batch; a document whose values did not fit its columns fails alone."""
+    for item in parsed:
+        if item.source.doc_id in refused:
+            item.error, item.chunks = refused[item.source.doc_id], []
+    return [_file_record(item) for item in parsed if not item.retry]
+
+
+def count_batch(kb: KBConfig, parsed: list[ParsedFile], report: SyncReport) -> None:
+    """A written batch's OCR pages and failed files, into the report."""
+    report.pages_ocr += sum(item.ocr_pages for item in parsed)
+    for item in parsed:
+        if item.error:
+            report.failures.append(Problem(item.source.doc_id, item.error))
+            log.info("%s: failed %s: %s", kb.name, item.source.doc_id, item.error)  # the summary lists it
+
+
+def _vectors_for(store: Store, kb: str, target: str, reuse_from: str | None, embedder: Embedder,
+                 chunks: list[Chunk], report: SyncReport, embedding: Callable[[int, int], None]) -> dict[str, Any]:
+    """A vector per content hash: stored ones reused (also from the generation being replaced), the rest
+    embedded a slice at a time, telling `embedding(done, total)` after each."""
+    wanted = {chunk.content_hash: chunk.embed_text for chunk in chunks}
+    vectors: dict[str, Any] = store.vectors_by_content_hash(kb, target, list(wanted))
+    if reuse_from is not None:
+        vectors.update(store.vectors_by_content_hash(kb, reuse_from, [h for h in wanted if h not in vectors]))
+    missing = [h for h in wanted if h not in vectors]
+    for start in range(0, len(missing), _EMBED_SLICE):
+        hashes = missing[start:start + _EMBED_SLICE]
+        vectors.update(zip(hashes, embedder.embed_batch([wanted[h] for h in hashes])))
+        embedding(start + len(hashes), len(missing))
+    report.chunks_embedded += len(missing)
+    tokens = {chunk.content_hash: chunk.n_tokens for chunk in chunks}
+    report.tokens_embedded += sum(tokens[h] for h in missing)
+    report.chunks_reused += len(chunks) - len(missing)
+    return vectors
+
+
+def chunk_id(kb: str, chunk: Chunk) -> str:
+    """Stable id: the same KB, path, position and content give the same id."""
+    key = f"{kb}\x00{chunk.doc_id}\x00{chunk.chunk_index}\x00{chunk.content_hash}"
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+
+
+def _chunk_row(kb: KBConfig, metadata_types: dict[str, str], file_hash: str, chunk: Chunk,
+               vector: Any) -> dict[str, Any]:
+    row = ChunkRow(
+        id=chunk_id(kb.name, chunk),
+        path=chunk.doc_id,
+        chunk_index=chunk.chunk_index,
+        heading=chunk.heading,
+        title=chunk.title,
+        page=chunk.page,
+        line_start=chunk.line_start,
+        line_end=chunk.line_end,
+        text=chunk.text,
+        search_text=keyword_terms(f"{chunk.title}\n{chunk.embed_text}"),
+        field_text=keyword_terms("\n".join(dict.fromkeys(part for part in (chunk.title, *chunk.heading_path) if part))),
+        content_hash=chunk.content_hash,
+        file_hash=file_hash,
+        n_tokens=chunk.n_tokens,
+        vector=vector,
+    ).as_dict()
+    for name, kind in metadata_types.items():
+        row[name] = coerce(chunk.metadata.get(name, kb.metadata.get(name)), kind)
+    return row
+
+
+def _file_record(item: ParsedFile) -> FileRecord:
+    status = "failed" if item.error else "indexed"
+    return FileRecord(item.source.doc_id, item.file_hash, item.source.size, item.source.mtime_ns,
+                      len(item.chunks), status, item.error)
+
+
+class Timer:
+    """Adds up seconds per stage into the report."""
+
+    def __init__(self, report: SyncReport):
+        self.report = report
+
+    def add(self, stage: str, seconds: float) -> None:
+        self.report.seconds[stage] = round(self.report.seconds.get(stage, 0.0) + seconds, 3)
+
+    @contextlib.contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(stage, time.perf_counter() - start)
