@@ -162,9 +162,9 @@ def _run_wave(ray: Any, indexers: list[Any], settings: SyncEngineConfig, counter
                 number = next(n for n, r in waiting.items() if r == ref)
                 del waiting[number]
                 results[number] = _outcome(ray, ref, batches[number], hash_by_path)
-            done = sum(len(batches[n]) for n in results)
-            progress(report.files_written, total, f"{kb.name}: indexed {report.files_written}/{total} files "
-                                                  f"({wave}: {done}/{sum(map(len, batches))} parsed and embedded)")
+                done = sum(len(batches[n]) for n in results)
+                progress(report.files_written, total, f"{kb.name}: indexed {report.files_written}/{total} files "
+                                                      f"({wave}: {done}/{sum(map(len, batches))} parsed and embedded)")
     finally:
         for ref in waiting.values():  # the sync stopped (Ctrl-C, a cancel): nothing more is wanted of the wave
             ray.cancel(ref, force=True)

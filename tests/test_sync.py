@@ -594,3 +594,12 @@ def test_a_root_gitignore_that_cannot_be_read_keeps_the_whole_kb(app, kb_dir):
     assert report.files_deleted == 0 and report.files_failed == 3 and app.store.count_chunks("docs") > 0
     assert report.skipped == [Problem("/", report.skipped[0].reason)]
     assert report.skipped[0].reason.startswith("unreadable folder")
+
+
+def test_a_ray_sync_without_ray_installed_says_what_to_install_and_writes_nothing(make_app, kb_dir, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # as on a machine without the extra
+    app = make_app({"name": "docs", "description": "d", "paths": [str(kb_dir)]}, sync={"engine": "ray"})
+    with pytest.raises(KBError, match=r"needs Ray: pip install 'mcp-kb-server\[ray\]'"):
+        app.sync()
+    assert app.store.read_files("docs") == {}
+    assert app.status("docs")[0].last_outcome == "failed"
