@@ -144,11 +144,11 @@ def engines(args: argparse.Namespace) -> None:
             started = time.perf_counter()
             report = app.sync()[0]
             seconds = time.perf_counter() - started
-            stages = {stage: round(value, 1) for stage, value in report.seconds.items()
-                      if stage in ("parse", "embed", "write", "commit", "index")}
-            print(f"{label}: {files} files ({report.files_failed} failed), {report.chunks_embedded} chunks in "
-                  f"{seconds:.1f}s: {files / seconds:.2f} files/s, {report.chunks_embedded / seconds:.1f} chunks/s; "
-                  f"stage seconds {stages}; peak RSS: coordinator "
+            stages = {stage: round(value, 1) for stage, value in report.seconds.items() if stage != "total"}
+            print(f"{label}: {files} files ({report.files_failed} failed), {report.chunks_total} chunks "
+                  f"({report.chunks_embedded} embedded) in {seconds:.1f}s: {files / seconds:.2f} files/s, "
+                  f"{report.chunks_total / seconds:.1f} chunks/s; stage seconds {stages} (parse, embed and write: "
+                  f"summed over the processes doing them; cluster: the waves' wall time); peak RSS: coordinator "
                   f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (so far), a parsing process "
                   f"{report.worker_peak_mb} MB")
     finally:

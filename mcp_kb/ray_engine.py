@@ -20,8 +20,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import pickle
+import signal
 import socket
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -97,8 +99,8 @@ def _cluster(settings: SyncEngineConfig) -> Iterator[Any]:
         address = settings.ray_address
         _answers(address)
         try:
-            with warnings.catch_warnings():  # Ray starts its processes by fork + exec, which lancedb warns of
-                warnings.filterwarnings("ignore", "lancedb fork support", RuntimeWarning)
+            with warnings.catch_warnings(), _signal_handlers_kept():
+                warnings.filterwarnings("ignore", "lancedb fork support", RuntimeWarning)  # Ray forks + execs
                 ray.init(address=address or "local", logging_level=logging.WARNING, log_to_driver=False,
                          configure_logging=False, **_own_ray(address))
         except Exception as exc:  # Ray's own words say what failed (no cluster there, a version mismatch)
@@ -109,6 +111,22 @@ def _cluster(settings: SyncEngineConfig) -> Iterator[Any]:
     finally:
         if joined:
             ray.shutdown()
+
+
+@contextmanager
+def _signal_handlers_kept() -> Iterator[None]:
+    """Ray's start puts its own handlers of SIGTERM and SIGINT in place (print and exit): a sync stopped by either
+    must still be recorded as interrupted, so the process's handlers come back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    kept = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for number, handler in kept.items():
+            if handler is not None:
+                signal.signal(number, handler)
 
 
 def _answers(address: str) -> None:
@@ -167,7 +185,8 @@ def _run_wave(ray: Any, indexers: list[Any], settings: SyncEngineConfig, counter
                                                       f"({wave}: {done}/{sum(map(len, batches))} parsed and embedded)")
     finally:
         for ref in waiting.values():  # the sync stopped (Ctrl-C, a cancel): nothing more is wanted of the wave
-            ray.cancel(ref, force=True)
+            with contextlib.suppress(Exception):  # already done, or its worker gone: nothing to stop
+                ray.cancel(ref)
     return [results[number] for number in range(len(batches))]
 
 

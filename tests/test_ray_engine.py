@@ -232,3 +232,23 @@ def test_a_coordinator_sigkilled_mid_wave_leaves_whole_waves_and_the_next_sync_c
     report = _sync(config, "--address", nodes.address)
     assert (report["files_added"], report["files_unchanged"], report["files_failed"]) == (FILES - WAVE, WAVE, 0)
     _assert_consistent(config, {f"doc{i:03d}.md" for i in range(FILES)})
+
+
+@pytest.mark.slow
+def test_a_ray_sync_stopped_by_sigterm_mid_wave_is_recorded_as_interrupted_with_whole_waves(cluster, held_service,
+                                                                                            embedder, tmp_path):
+    nodes, _ = cluster
+    service, embedding = held_service
+    docs = tmp_path / "docs"
+    _corpus(docs)
+    config = _config(tmp_path, docs, str(tmp_path / "index"), embedding)
+    coordinator = _coordinator(config, nodes.address, service)
+    try:
+        coordinator.send_signal(signal.SIGTERM)
+        _, err = coordinator.communicate(timeout=120)
+    finally:
+        coordinator.kill()
+    assert coordinator.returncode != 0 and "interrupted" in err, err[-3000:]
+    _assert_consistent(config, {f"doc{i:03d}.md" for i in range(WAVE)})
+    status = App(load_config(config), embedder=embedder).status("docs")[0]
+    assert status.last_outcome == "interrupted"
