@@ -154,10 +154,18 @@ def _start_indexers(ray: Any, config: Config, fingerprint: dict[str, Any]) -> li
     if not nodes:
         raise KBError("the Ray cluster has no node with a CPU to parse and embed on")
     actor = ray.remote(Indexer)
+    on_gpu = [_takes_gpu(node, config) for node in nodes]
+    log.info("a Ray cluster of %d nodes; indexers holding a GPU: %d", len(nodes), sum(on_gpu))
     # A call waits for its indexer's restart (elsewhere, once its node is lost); the restarts are what is bounded.
-    return [actor.options(num_cpus=0, max_restarts=_RETRIES, max_task_retries=-1,
+    return [actor.options(num_cpus=0, num_gpus=int(gpu), max_restarts=_RETRIES, max_task_retries=-1,
                           scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=True))
-            .remote(config, fingerprint, int(node["Resources"]["CPU"])) for node in nodes]
+            .remote(config, fingerprint, int(node["Resources"]["CPU"])) for node, gpu in zip(nodes, on_gpu)]
+
+
+def _takes_gpu(node: dict[str, Any], config: Config) -> bool:
+    """An indexer holds one of its node's GPUs when the model runs in it (a local model whose `device` is not "cpu"):
+    Ray then shows it that GPU alone, and `device = "auto"` uses it where onnxruntime offers CUDA."""
+    return node["Resources"].get("GPU", 0) >= 1 and getattr(config.embedding, "device", "cpu") != "cpu"
 
 
 def _run_wave(ray: Any, indexers: list[Any], settings: SyncEngineConfig, counter: TokenCounter, kb: KBConfig,

@@ -34,7 +34,7 @@ LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A head and a worker node of one CPU each, both on 127.0.0.1."""
+    """A head and a worker node of one CPU each, both on 127.0.0.1; the worker says it has a GPU (a logical one)."""
     from ray.cluster_utils import Cluster
 
     with pytest.MonkeyPatch.context() as patch:
@@ -42,7 +42,7 @@ def cluster():
             patch.setenv(name, value)
         nodes = Cluster(initialize_head=True, head_node_args={
             "num_cpus": 1, "include_dashboard": False, "node_ip_address": "127.0.0.1"})
-        worker = nodes.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+        worker = nodes.add_node(num_cpus=1, num_gpus=1, node_ip_address="127.0.0.1")
         nodes.wait_for_nodes()
         try:
             yield nodes, worker
@@ -65,10 +65,13 @@ def _config(tmp_path: Path, docs: Path, storage: str, embedding: str = 'quantize
     return path
 
 
-def _sync(config: Path, *options: str) -> dict:
-    done = subprocess.run([*CLI, "sync", "-c", str(config), "--json", *options], capture_output=True, text=True,
-                          env={**os.environ, **LOOPBACK}, timeout=600)
+def _sync(config: Path, *options: str, said: list[str] | None = None) -> dict:
+    """A sync's report; `said` gets what it logged (-v)."""
+    done = subprocess.run([*CLI, "-v", "sync", "-c", str(config), "--json", *options], capture_output=True,
+                          text=True, env={**os.environ, **LOOPBACK}, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    if said is not None:
+        said.append(done.stderr)
     return json.loads(done.stdout)[0]
 
 
@@ -104,8 +107,10 @@ def test_a_ray_sync_equals_a_local_sync_and_applies_edits_and_deletes_alone(clus
     on_ray = _config(tmp_path, docs, str(tmp_path / "ray-index"))
     local = _config(tmp_path, docs, str(tmp_path / "local-index"))
 
-    report = _sync(on_ray, "--address", nodes.address)
+    said: list[str] = []
+    report = _sync(on_ray, "--address", nodes.address, said=said)
     assert (report["files_added"], report["files_failed"], report["chunks_embedded"]) == (FILES, 0, FILES)
+    assert "a Ray cluster of 2 nodes; indexers holding a GPU: 1" in said[0]  # the local model's indexer holds the GPU
     _sync(local, "--engine", "local")
     _assert_same_index(on_ray, local)
 
@@ -201,7 +206,7 @@ def test_a_node_lost_mid_wave_costs_no_file_and_searches_answer_throughout(clust
         searcher.join()
     finally:
         coordinator.kill()
-        nodes.add_node(num_cpus=1, node_ip_address="127.0.0.1")  # the next test has two nodes again
+        nodes.add_node(num_cpus=1, num_gpus=1, node_ip_address="127.0.0.1")  # the next test has two nodes again
     assert coordinator.returncode == 0, err[-3000:]
     assert f"{FILES} added" in out and " 0 failed" in out, out
     _assert_consistent(config, {f"doc{i:03d}.md" for i in range(FILES)})
