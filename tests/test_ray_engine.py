@@ -167,14 +167,30 @@ def held_service(embedder, model_folder):
         service.faults.gate.set()
 
 
-def _coordinator(config: Path, address: str, service: EmbeddingService) -> subprocess.Popen:
-    """A sync on the cluster, once its second wave waits at the service's gate (its first is committed)."""
+def _held_sync(address: str, held_service, tmp_path: Path) -> tuple[Path, subprocess.Popen]:
+    """The corpus's config, and a sync of it on the cluster once its second wave waits at the service's gate (its
+    first is committed)."""
+    service, embedding = held_service
+    docs = tmp_path / "docs"
+    _corpus(docs)
+    config = _config(tmp_path, docs, str(tmp_path / "index"), embedding)
     coordinator = subprocess.Popen([*CLI, "sync", "-c", str(config), "--address", address], stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True, env={**os.environ, **LOOPBACK})
     until(lambda: service.faults.held.is_set() or coordinator.poll() is not None, 300, what="the second wave")
     if not service.faults.held.is_set():
         pytest.fail(f"the sync ended before its second wave: {coordinator.communicate()[1][-3000:]}")
-    return coordinator
+    return config, coordinator
+
+
+def _stopped_mid_wave(address: str, held_service, tmp_path: Path, number: int) -> tuple[Path, tuple[int, str]]:
+    """A held sync sent `number` (a signal): its config, and its exit status and stderr."""
+    config, coordinator = _held_sync(address, held_service, tmp_path)
+    try:
+        coordinator.send_signal(number)
+        _, err = coordinator.communicate(timeout=120)
+    finally:
+        coordinator.kill()
+    return config, (coordinator.returncode, err)
 
 
 def _search_throughout(config: Path, embedder, stop: threading.Event, answers: list[int], errors: list[str]) -> None:
@@ -190,17 +206,13 @@ def _search_throughout(config: Path, embedder, stop: threading.Event, answers: l
 def test_a_node_lost_mid_wave_costs_no_file_and_searches_answer_throughout(cluster, held_service, embedder,
                                                                             tmp_path):
     nodes, worker = cluster
-    service, embedding = held_service
-    docs = tmp_path / "docs"
-    _corpus(docs)
-    config = _config(tmp_path, docs, str(tmp_path / "index"), embedding)
-    coordinator = _coordinator(config, nodes.address, service)
+    config, coordinator = _held_sync(nodes.address, held_service, tmp_path)
     try:
         stop, answers, errors = threading.Event(), [], []
         searcher = threading.Thread(target=_search_throughout, args=(config, embedder, stop, answers, errors))
         searcher.start()
         nodes.remove_node(worker, allow_graceful=False)  # the worker node dies with its tasks and its indexer
-        service.faults.gate.set()
+        held_service[0].faults.gate.set()
         out, err = coordinator.communicate(timeout=600)
         stop.set()
         searcher.join()
@@ -218,22 +230,13 @@ def test_a_node_lost_mid_wave_costs_no_file_and_searches_answer_throughout(clust
 def test_a_coordinator_sigkilled_mid_wave_leaves_whole_waves_and_the_next_sync_completes(cluster, held_service,
                                                                                          embedder, tmp_path):
     nodes, _ = cluster
-    service, embedding = held_service
-    docs = tmp_path / "docs"
-    _corpus(docs)
-    config = _config(tmp_path, docs, str(tmp_path / "index"), embedding)
-    coordinator = _coordinator(config, nodes.address, service)
-    try:
-        coordinator.send_signal(signal.SIGKILL)
-        coordinator.wait(60)
-    finally:
-        coordinator.kill()
+    config, _ = _stopped_mid_wave(nodes.address, held_service, tmp_path, signal.SIGKILL)
     first_wave = {f"doc{i:03d}.md" for i in range(WAVE)}
     _assert_consistent(config, first_wave)  # the committed wave, whole; nothing of the wave in flight
     hits = App(load_config(config), embedder=embedder).search("docs", "archive record", mode="keyword", top_k=5).hits
     assert hits and {hit.source for hit in hits} <= first_wave
 
-    service.faults.gate.set()
+    held_service[0].faults.gate.set()
     report = _sync(config, "--address", nodes.address)
     assert (report["files_added"], report["files_unchanged"], report["files_failed"]) == (FILES - WAVE, WAVE, 0)
     _assert_consistent(config, {f"doc{i:03d}.md" for i in range(FILES)})
@@ -243,17 +246,8 @@ def test_a_coordinator_sigkilled_mid_wave_leaves_whole_waves_and_the_next_sync_c
 def test_a_ray_sync_stopped_by_sigterm_mid_wave_is_recorded_as_interrupted_with_whole_waves(cluster, held_service,
                                                                                             embedder, tmp_path):
     nodes, _ = cluster
-    service, embedding = held_service
-    docs = tmp_path / "docs"
-    _corpus(docs)
-    config = _config(tmp_path, docs, str(tmp_path / "index"), embedding)
-    coordinator = _coordinator(config, nodes.address, service)
-    try:
-        coordinator.send_signal(signal.SIGTERM)
-        _, err = coordinator.communicate(timeout=120)
-    finally:
-        coordinator.kill()
-    assert coordinator.returncode != 0 and "interrupted" in err, err[-3000:]
+    config, (status, err) = _stopped_mid_wave(nodes.address, held_service, tmp_path, signal.SIGTERM)
+    assert status != 0 and "interrupted" in err, err[-3000:]
     _assert_consistent(config, {f"doc{i:03d}.md" for i in range(WAVE)})
     status = App(load_config(config), embedder=embedder).status("docs")[0]
     assert status.last_outcome == "interrupted"
