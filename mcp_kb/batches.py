@@ -18,6 +18,7 @@ from .index.keywords import keyword_terms
 from .ingest.chunking import Chunk
 from .ingest.sources import SourceFile
 from .ingest.workers import Job
+from .lru import BoundedLRU
 from .models.base import Embedder
 from .records import Problem, SyncReport
 from .schema import ChunkRow, coerce
@@ -45,13 +46,13 @@ def parse_job(source: SourceFile, kb: KBConfig) -> Job:
 
 
 def embedded_rows(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
-                  parsed: list[ParsedFile], report: SyncReport, timer: Timer,
-                  embedding: Callable[[int, int], None]) -> dict[str, list[dict[str, Any]]]:
+                  parsed: list[ParsedFile], report: SyncReport, timer: Timer, embedding: Callable[[int, int], None],
+                  recent: BoundedLRU[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
     """The chunk rows of a parsed batch by path, each with its vector (reused, or embedded here); a file whose
     parse is to be retried has none (it keeps what the index has of it). Raises ModelError."""
     with timer("embed"):
         chunks = [chunk for item in parsed for chunk in item.chunks]
-        vectors = _vectors_for(store, kb.name, target, reuse_from, embedder, chunks, report, embedding)
+        vectors = _vectors_for(store, kb.name, target, reuse_from, embedder, chunks, report, embedding, recent)
     metadata_types = kb.metadata_types()
     return {item.source.doc_id: [_chunk_row(kb, metadata_types, item.file_hash, chunk, vectors[chunk.content_hash])
                                  for chunk in item.chunks] for item in parsed if not item.retry}
@@ -86,18 +87,25 @@ def count_batch(kb: KBConfig, parsed: list[ParsedFile], report: SyncReport) -> N
 
 
 def _vectors_for(store: Store, kb: str, target: str, reuse_from: str | None, embedder: Embedder,
-                 chunks: list[Chunk], report: SyncReport, embedding: Callable[[int, int], None]) -> dict[str, Any]:
-    """A vector per content hash: stored ones reused (also from the generation being replaced), the rest
-    embedded a slice at a time, telling `embedding(done, total)` after each."""
+                 chunks: list[Chunk], report: SyncReport, embedding: Callable[[int, int], None],
+                 recent: BoundedLRU[str, Any] | None) -> dict[str, Any]:
+    """A vector per content hash: stored ones reused (also from the generation being replaced, and `recent`: this
+    sync's vectors not committed yet), the rest embedded a slice at a time, telling `embedding(done, total)` after
+    each (and kept in `recent`)."""
     wanted = {chunk.content_hash: chunk.embed_text for chunk in chunks}
     vectors: dict[str, Any] = store.vectors_by_content_hash(kb, target, list(wanted))
     if reuse_from is not None:
         vectors.update(store.vectors_by_content_hash(kb, reuse_from, [h for h in wanted if h not in vectors]))
+    if recent is not None:
+        vectors.update((h, vector) for h in wanted if h not in vectors and (vector := recent.get(h)) is not None)
     missing = [h for h in wanted if h not in vectors]
     for start in range(0, len(missing), _EMBED_SLICE):
         hashes = missing[start:start + _EMBED_SLICE]
         vectors.update(zip(hashes, embedder.embed_batch([wanted[h] for h in hashes])))
         embedding(start + len(hashes), len(missing))
+    if recent is not None:
+        for content_hash in missing:
+            recent.put(content_hash, vectors[content_hash])
     report.chunks_embedded += len(missing)
     tokens = {chunk.content_hash: chunk.n_tokens for chunk in chunks}
     report.tokens_embedded += sum(tokens[h] for h in missing)

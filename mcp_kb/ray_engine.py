@@ -36,6 +36,7 @@ from .index.contract import Store
 from .index.store import LanceStore
 from .ingest.sources import SourceFile
 from .ingest.workers import Job, Parsed, ParseWorkers
+from .lru import BoundedLRU
 from .models import create_embedder
 from .models.base import Embedder, TokenCounter
 from .records import Progress
@@ -49,6 +50,7 @@ log = logging.getLogger(__name__)
 _RETRIES = 2  # of a task or actor lost with its node (an error of the task itself is not retried)
 _CONNECT_SECONDS = 10.0  # for a cluster's address to answer
 _POLL_SECONDS = 1.0  # between two looks at a wave's batches, so that progress moves and Ctrl-C is heard
+_RECENT_VECTORS = 20_000  # an indexer's memory of the vectors it embedded (384 floats: ~30 MB)
 
 
 @dataclass
@@ -261,6 +263,10 @@ class Indexer:
         self.embedder = create_embedder(embedding)
         self.store = LanceStore.of(config.storage)
         self.fingerprint = fingerprint
+        # Vectors this indexer embedded for a generation that its wave has not committed yet: the same content in
+        # a later batch of the wave is not embedded again (a local sync finds it committed).
+        self.recent: BoundedLRU[str, Any] = BoundedLRU(_RECENT_VECTORS)
+        self.recent_for = ("", "")
 
     def index(self, parsed: tuple[list[Parsed], float], sources: list[tuple[SourceFile, str]], kb: KBConfig,
               target: str, reuse_from: str | None) -> IndexedBatch:
@@ -271,10 +277,13 @@ class Indexer:
                             worker_peak_mb=max((outcome.peak_mb for outcome in outcomes), default=0))
         timer = Timer(report)
         batch = IndexedBatch(files, worker_peak_mb=report.worker_peak_mb, seconds=report.seconds)
+        if self.recent_for != (kb.name, target):
+            self.recent.clear()
+            self.recent_for = (kb.name, target)
         try:
             self._check_model()
             rows_by_path = embedded_rows(self.store, kb, target, reuse_from, self.embedder, files, report, timer,
-                                         _quiet)
+                                         _quiet, self.recent)
         except ModelError as exc:
             batch.error = str(exc)
             return batch

@@ -56,10 +56,11 @@ def _corpus(folder: Path) -> None:
                                          f"{i % 9}, its owners, and the checks run before release {i}.\n")
 
 
-def _config(tmp_path: Path, docs: Path, storage: str, embedding: str = 'quantize = "none"', options: str = "") -> Path:
+def _config(tmp_path: Path, docs: Path, storage: str, embedding: str = 'quantize = "none"', options: str = "",
+            wave: int = WAVE) -> Path:
     """fp32 vectors by default: int8's depend slightly on their batch (docs/sync.md)."""
     path = tmp_path / f"kb-{abs(hash(storage))}.toml"
-    path.write_text(f'[storage]\nuri = "{storage}"\n{options}\n[sync]\nwave_files = {WAVE}\n'
+    path.write_text(f'[storage]\nuri = "{storage}"\n{options}\n[sync]\nwave_files = {wave}\n'
                     f'[embedding]\n{embedding}\n'
                     f'[[kb]]\nname = "docs"\ndescription = "the archive"\npaths = ["{docs}"]\n', encoding="utf-8")
     return path
@@ -122,6 +123,19 @@ def test_a_ray_sync_equals_a_local_sync_and_applies_edits_and_deletes_alone(clus
     _sync(local, "--engine", "local")
     _assert_same_index(on_ray, local)
     _assert_consistent(on_ray, {f"doc{i:03d}.md" for i in range(FILES)} - {"doc007.md"})
+
+
+def test_a_content_in_many_batches_of_one_wave_is_embedded_once_per_indexer(cluster, tmp_path):
+    nodes, _ = cluster
+    docs = tmp_path / "docs"
+    _corpus(docs)
+    template = "# Release checklist\n\nThe shared template: freeze, tag, build, sign, announce.\n"
+    for i in range(0, FILES, 10):  # copies of one document, in every batch of the one wave
+        write(docs / f"doc{i:03d}.md", template)
+    report = _sync(_config(tmp_path, docs, str(tmp_path / "index"), wave=FILES), "--address", nodes.address)
+    unique = FILES - FILES // 10 + 1
+    assert report["chunks_total"] == FILES
+    assert unique <= report["chunks_embedded"] <= unique + 1  # two indexers: at most one extra
 
 
 def test_a_ray_sync_writes_straight_to_object_storage(cluster, tmp_path):
