@@ -2,7 +2,8 @@
 
 Only new or changed files are parsed; only chunks whose content has no stored vector are
 embedded; each batch of files is swapped in one commit; the manifest is written after the
-chunks, so a crash at any point is repaired by the next sync.
+chunks, so a crash at any point is repaired by the next sync. With `[sync] engine = "ray"` a Ray
+cluster parses and embeds instead, a wave of batches per commit (ray_engine.py); the rest is the same.
 """
 
 from __future__ import annotations
