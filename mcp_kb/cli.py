@@ -58,14 +58,6 @@ def _app(config_path: str | None):
     return App(_load(config_path))
 
 
-def _with_engine(config: Config, engine: str | None, address: str | None) -> Config:
-    """The settings with `sync --engine/--address` in place of `[sync] engine/ray_address`."""
-    update = {"engine": engine or ("ray" if address else config.sync.engine)}
-    if address:
-        update["ray_address"] = address
-    return config.model_copy(update={"sync": config.sync.model_copy(update=update)})
-
-
 def _one_of(folder: str | None, config_path: str | None) -> None:
     """A command served from a folder takes its settings from nowhere else."""
     if folder and config_path:
@@ -274,7 +266,8 @@ def sync(kb: str | None, full: bool, reembed: bool, no_wait: bool, allow_mass_de
     from .app import App
 
     name, config = _kb_or_folder(kb, config_path)
-    app = App(_with_engine(_load(config), engine, address))
+    settings = _load(config)
+    app = App(settings.model_copy(update={"sync": settings.sync.overridden(engine, address)}))
     app.releases_model = True
     bar = _ProgressBar() if sys.stderr.isatty() and not as_json else None
     try:

@@ -40,7 +40,7 @@ from .lru import BoundedLRU
 from .models import create_embedder
 from .models.base import Embedder, TokenCounter
 from .records import Progress
-from .settings import Config, KBConfig, SyncEngineConfig
+from .settings import Config, EmbeddingConfig, KBConfig, StorageConfig, SyncEngineConfig
 from .batches import (BATCH_FILES, ParsedFile, Timer, count_batch, embedded_rows, not_indexed, parse_job,
                       written_records)
 from .records import SyncReport
@@ -76,7 +76,7 @@ def index_on_ray(config: Config, store: Store, kb: KBConfig, target: str, reuse_
     if not isinstance(store, LanceStore):
         raise KBError("engine = \"ray\" writes LanceDB tables; this index is not one")
     with _cluster(config.sync) as ray, timer("cluster"):
-        indexers = _start_indexers(ray, config, embedder.identity.fingerprint())
+        indexers = _start_indexers(ray, config.embedding, config.storage, embedder.identity.fingerprint())
         log.info("%s: %d files to index on a Ray cluster of %d nodes", kb.name, len(todo), len(indexers))
         waves = [todo[i:i + config.sync.wave_files] for i in range(0, len(todo), config.sync.wave_files)]
         for number, wave in enumerate(waves, 1):
@@ -148,26 +148,29 @@ def _own_ray(address: str) -> dict[str, Any]:
     return {} if address else {"_node_ip_address": "127.0.0.1", "include_dashboard": False}
 
 
-def _start_indexers(ray: Any, config: Config, fingerprint: dict[str, Any]) -> list[Any]:
-    """One indexer per node with CPUs, placed there while the node lives (elsewhere once it is lost)."""
+def _start_indexers(ray: Any, embedding: EmbeddingConfig, storage: StorageConfig,
+                    fingerprint: dict[str, Any]) -> list[Any]:
+    """One indexer per node with CPUs, placed there while the node lives (elsewhere once it is lost). The nodes get
+    the settings of the model and of the index storage, nothing else of the configuration (its server token,
+    its issuers' secrets)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nodes = [node for node in ray.nodes() if node["Alive"] and node["Resources"].get("CPU")]
     if not nodes:
         raise KBError("the Ray cluster has no node with a CPU to parse and embed on")
     actor = ray.remote(Indexer)
-    on_gpu = [_takes_gpu(node, config) for node in nodes]
+    on_gpu = [_takes_gpu(node, embedding) for node in nodes]
     log.info("a Ray cluster of %d nodes; indexers holding a GPU: %d", len(nodes), sum(on_gpu))
     # A call waits for its indexer's restart (elsewhere, once its node is lost); the restarts are what is bounded.
     return [actor.options(num_cpus=0, num_gpus=int(gpu), max_restarts=_RETRIES, max_task_retries=-1,
                           scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=True))
-            .remote(config, fingerprint, int(node["Resources"]["CPU"])) for node, gpu in zip(nodes, on_gpu)]
+            .remote(embedding, storage, fingerprint, int(node["Resources"]["CPU"])) for node, gpu in zip(nodes, on_gpu)]
 
 
-def _takes_gpu(node: dict[str, Any], config: Config) -> bool:
+def _takes_gpu(node: dict[str, Any], embedding: EmbeddingConfig) -> bool:
     """An indexer holds one of its node's GPUs when the model runs in it (a local model whose `device` is not "cpu"):
     Ray then shows it that GPU alone, and `device = "auto"` uses it where onnxruntime offers CUDA."""
-    return node["Resources"].get("GPU", 0) >= 1 and getattr(config.embedding, "device", "cpu") != "cpu"
+    return node["Resources"].get("GPU", 0) >= 1 and getattr(embedding, "device", "cpu") != "cpu"
 
 
 def _run_wave(ray: Any, indexers: list[Any], settings: SyncEngineConfig, counter: TokenCounter, kb: KBConfig,
@@ -201,9 +204,14 @@ def _run_wave(ray: Any, indexers: list[Any], settings: SyncEngineConfig, counter
 
 
 def _outcome(ray: Any, ref: Any, batch: list[SourceFile], hash_by_path: dict[str, str]) -> IndexedBatch:
+    """A batch's result; a task that failed by itself fails the sync with its own error, as in a local sync (the
+    index could not be written, a fault); one lost with its node past the retries fails only its files."""
     try:
         return ray.get(ref)
-    except ray.exceptions.RayError as exc:  # lost with its node past the retries, or a fault in the task
+    except ray.exceptions.RayError as exc:
+        cause = exc.cause if isinstance(exc, ray.exceptions.RayTaskError) else exc
+        if not isinstance(cause, ray.exceptions.RayError):  # the task's own failure, not the cluster's
+            raise cause from None
         files = [ParsedFile(source, hash_by_path[source.doc_id], []) for source in batch]
         log.warning("a batch of %d files was lost on the Ray cluster: %s", len(batch), exc)
         return IndexedBatch(files, error=f"the Ray cluster lost its batch ({type(exc).__name__})", lost=True)
@@ -256,12 +264,11 @@ def _parse_workers(counter: TokenCounter, settings: SyncEngineConfig) -> ParseWo
 class Indexer:
     """A Ray actor: embeds parsed batches with its own copy of the model and writes their rows as fragments."""
 
-    def __init__(self, config: Config, fingerprint: dict[str, Any], cpus: int):
-        embedding = config.embedding
+    def __init__(self, embedding: EmbeddingConfig, storage: StorageConfig, fingerprint: dict[str, Any], cpus: int):
         if getattr(embedding, "threads", 0) is None:  # Ray caps a worker's threads at 1 unless told
             embedding = embedding.model_copy(update={"threads": cpus})
         self.embedder = create_embedder(embedding)
-        self.store = LanceStore.of(config.storage)
+        self.store = LanceStore.of(storage)
         self.fingerprint = fingerprint
         # Vectors this indexer embedded for a generation that its wave has not committed yet: the same content in
         # a later batch of the wave is not embedded again (a local sync finds it committed).

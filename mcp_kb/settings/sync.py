@@ -45,6 +45,11 @@ class SyncEngineConfig(Strict):
     """Files a Ray sync makes searchable in one commit: the cluster parses and embeds a wave's files side by side,
     then one commit adds their chunks (a coordinator lost mid-wave loses that wave's work, nothing else)."""
 
+    def overridden(self, engine: str | None, ray_address: str | None) -> SyncEngineConfig:
+        """These settings with a command's choice of engine and cluster in place (a cluster named means Ray)."""
+        chosen = {"engine": engine or ("ray" if ray_address else self.engine), "ray_address": ray_address}
+        return self.model_validate({**self.model_dump(), **{k: v for k, v in chosen.items() if v is not None}})
+
     def worker_count(self, files: int) -> int:
         """How many workers parse `files` files: `workers`, but one per FILES_PER_WORKER files at most."""
         wanted = self.workers or usable_cores()

@@ -346,3 +346,14 @@ def test_every_environment_variable_the_code_reads_is_in_the_operations_pages_ta
     page = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")  # its one table: the variables
     listed = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", page))
     assert declared and declared <= listed, f"missing from docs/operations.md: {sorted(declared - listed)}"
+
+
+def test_a_command_s_engine_and_cluster_override_the_sync_settings_and_a_cluster_named_means_ray():
+    from mcp_kb.settings import SyncEngineConfig
+
+    settings = SyncEngineConfig(wave_files=64)
+    assert settings.overridden(None, None) == settings
+    assert settings.overridden(None, "head:6379").model_dump(include={"engine", "ray_address", "wave_files"}) == \
+        {"engine": "ray", "ray_address": "head:6379", "wave_files": 64}
+    assert settings.overridden("local", "head:6379").engine == "local"
+    assert SyncEngineConfig(engine="ray", ray_address="a:1").overridden(None, None).ray_address == "a:1"
