@@ -120,7 +120,7 @@ def workers(args: argparse.Namespace) -> None:
 def engines(args: argparse.Namespace) -> None:
     """One corpus synced in one run by a local sync with one parsing process, one with every core, and a Ray sync on
     a cluster of two local nodes of one CPU each (loopback): files/s, chunks/s, each stage's seconds (the cluster's
-    summed over its workers), the peak memory of the coordinator and of a parsing process."""
+    summed over its workers), the peak memory of the coordinator, of a parsing process and of a Ray indexer."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # Ray would name the nodes by the network address
     from ray.cluster_utils import Cluster
 
@@ -150,7 +150,7 @@ def engines(args: argparse.Namespace) -> None:
                   f"{report.chunks_total / seconds:.1f} chunks/s; stage seconds {stages} (parse, embed and write: "
                   f"summed over the processes doing them; cluster: the waves' wall time); peak RSS: coordinator "
                   f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (so far), a parsing process "
-                  f"{report.worker_peak_mb} MB")
+                  f"{report.worker_peak_mb} MB" + (f", an indexer {report.indexer_peak_mb} MB" if sync.get("engine") else ""))
     finally:
         cluster.shutdown()
 

@@ -35,7 +35,7 @@ from .errors import KBError, ModelError
 from .index.contract import Store
 from .index.store import LanceStore
 from .ingest.sources import SourceFile
-from .ingest.workers import Job, Parsed, ParseWorkers
+from .ingest.workers import Job, Parsed, ParseWorkers, resident_peak_mb
 from .lru import BoundedLRU
 from .models import create_embedder
 from .models.base import Embedder, TokenCounter
@@ -66,6 +66,7 @@ class IndexedBatch:
     tokens_embedded: int = 0
     chunks_reused: int = 0
     worker_peak_mb: int = 0
+    indexer_peak_mb: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -225,6 +226,7 @@ def _commit_wave(store: LanceStore, kb: KBConfig, target: str, indexed: list[Ind
         for stage, seconds in batch.seconds.items():  # the cluster's seconds, summed over its workers
             timer.add(stage, seconds)
         report.worker_peak_mb = max(report.worker_peak_mb, batch.worker_peak_mb)
+        report.indexer_peak_mb = max(report.indexer_peak_mb, batch.indexer_peak_mb)
         if batch.error:
             not_indexed(kb, batch.files, KBError(batch.error) if batch.lost else ModelError(batch.error), report)
             continue
@@ -300,6 +302,7 @@ class Indexer:
         written_records(files, refused)  # marks the refused documents' errors
         batch.chunks_embedded, batch.tokens_embedded = report.chunks_embedded, report.tokens_embedded
         batch.chunks_reused = report.chunks_reused
+        batch.indexer_peak_mb = resident_peak_mb()
         return batch
 
     def _check_model(self) -> None:

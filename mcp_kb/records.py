@@ -192,6 +192,7 @@ class SyncReport:
     tokens_embedded: int = 0  # model tokens sent to the embedder
     pages_ocr: int = 0  # pages and images whose text was read by OCR
     worker_peak_mb: int = 0  # the most memory a parsing process held (resident)
+    indexer_peak_mb: int = 0  # a Ray sync's: the most memory an indexer (its model, a batch's rows) held
     crawl: dict[str, int] = field(default_factory=dict)  # what reading the sources cost (web: requests, 304s, ...)
     chunks_reused: int = 0
     chunks_deleted: int = 0

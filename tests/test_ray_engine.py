@@ -111,6 +111,7 @@ def test_a_ray_sync_equals_a_local_sync_and_applies_edits_and_deletes_alone(clus
     said: list[str] = []
     report = _sync(on_ray, "--address", nodes.address, said=said)
     assert (report["files_added"], report["files_failed"], report["chunks_embedded"]) == (FILES, 0, FILES)
+    assert 0 < report["worker_peak_mb"] < report["indexer_peak_mb"]  # a parser holds no model; an indexer does
     assert "a Ray cluster of 2 nodes; indexers holding a GPU: 1" in said[0]  # the local model's indexer holds the GPU
     _sync(local, "--engine", "local")
     _assert_same_index(on_ray, local)

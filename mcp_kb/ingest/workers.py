@@ -271,7 +271,7 @@ def serve() -> None:
         except EOFError:
             return
         faulthandler.dump_traceback_later(2 * setup.seconds + _GRACE_SECONDS, exit=True)  # its parent is gone
-        answer = replace(_parse(job, setup, idle), peak_mb=(_status_kb("VmHWM") or 0) // 1024)
+        answer = replace(_parse(job, setup, idle), peak_mb=resident_peak_mb())
         faulthandler.cancel_dump_traceback_later()
         _write(answers, pickle.dumps(answer, pickle.HIGHEST_PROTOCOL))
         if answer.retire:
@@ -315,6 +315,11 @@ def _cap_memory(megabytes: int) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     limit = (mapped + megabytes * 1024) * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+
+
+def resident_peak_mb() -> int:
+    """The most memory this process has held so far (resident high-water mark), in MB; 0 where unknown."""
+    return (_status_kb("VmHWM") or 0) // 1024
 
 
 def _status_kb(field_name: str) -> int | None:
