@@ -141,6 +141,7 @@ class LanceStore:
     def _names(self) -> set[str]:
         return set(self.db.list_tables().tables)
 
+    @_store_failures("open a table (damaged or missing files?)")
     def _table(self, name: str):
         """An open handle, or None when the table does not exist."""
         if name not in self._open:
@@ -167,6 +168,7 @@ class LanceStore:
         return lancedb.connect(self.uri, read_consistency_interval=timedelta(seconds=self._read_consistency),
                                storage_options=cache.lancedb_options(self._options), session=self._session)
 
+    @_store_failures("open a table (damaged or missing files?)")
     def _search_table(self, name: str):
         """A handle searches read: through the read cache when there is one; None when there is no table."""
         if self._search_db is self.db or self._table(name) is None:

@@ -162,3 +162,17 @@ def test_a_writer_that_loses_the_race_to_create_a_shared_table_uses_the_winners(
     else:
         loser.write_state("other", {"generation": "def"})
         assert loser.read_state("docs") == {"generation": "abc"} and loser.read_state("other") == {"generation": "def"}
+
+
+def test_a_table_whose_files_are_damaged_is_a_store_error_naming_the_index_not_a_lance_traceback(store, tmp_path):
+    """A manifest overwritten (a bad disk, a half-copied backup): opening the table, for a sync or a search, says
+    which index could not open a table; nothing reaches the user as a RuntimeError from Rust."""
+    from mcp_kb.errors import StoreError
+
+    generation = _fill(store)
+    for manifest in (tmp_path / "index" / f"{chunk_table_name('docs', generation)}.lance" / "_versions").iterdir():
+        manifest.write_bytes(b"garbage\n")
+    fresh = LanceStore(str(tmp_path / "index"))  # no handle opened before the damage
+    for reading in (lambda: fresh.chunk_schema("docs", generation), lambda: fresh.view("docs", generation)):
+        with pytest.raises(StoreError, match=f"the index at {tmp_path / 'index'} could not open a table"):
+            reading()
