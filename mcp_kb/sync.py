@@ -151,7 +151,8 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         return report
     except Exception as exc:
         error = str(exc) if isinstance(exc, KBError) else f"{type(exc).__name__}: {exc}"
-        _record_failure(store, kb.name, started, error, report)
+        # Every caller who sees the KB reads the record: the index's and the cluster's places stay out of it.
+        _record_failure(store, kb.name, started, config.unlocated(error), report)
         raise
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM where the command turns it into one
         wanted = report.files_added + report.files_changed

@@ -79,10 +79,13 @@ class CallerView:
 
     def explain(self, error: KBError) -> str:
         """An error's message as this caller may read it: shared state (the index-wide writer lock) is
-        described without the KBs outside the view."""
+        described without the KBs outside the view, and where the index and the cluster are only to the owner."""
         if isinstance(error, SyncBusyError):
-            return error.message(self.sees)
+            return self.unlocated(error.message(self.sees))
         if isinstance(error, NotSyncedError):
             return error.message(with_storage=self.who.kind == "owner")
-        return str(error)
+        return self.unlocated(str(error))
+
+    def unlocated(self, text: str) -> str:
+        return text if self.who.kind == "owner" else self.config.unlocated(text)
 

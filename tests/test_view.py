@@ -43,3 +43,31 @@ def test_where_the_index_lives_is_said_to_the_owner_only(config):
     ops = CallerView(config, Grant(Identity("token", "ops"), frozenset({"api_docs"})))
     assert "in the index at /srv/mcp-kb/index" in CallerView.owner(config).explain(error)
     assert "/srv/mcp-kb" not in ops.explain(error) and "has not been synced yet" in ops.explain(error)
+
+
+@pytest.mark.parametrize("storage, said_by_lance", [
+    ("s3://team-bucket/kb-index", "Generic S3 error: team-bucket/kb-index/api_docs__chunks.lance/_versions/3.manifest"),
+    ("/srv/mcp-kb/index", "LocalFileSystem: srv/mcp-kb/index/api_docs__chunks.lance/data/x.lance: not found"),
+])
+def test_a_remote_caller_reads_where_the_index_and_the_cluster_are_as_what_they_are(make_config, storage,
+                                                                                   said_by_lance):
+    """The index's storage (also as Lance prints it: no scheme, no leading slash), its endpoint and the Ray
+    cluster's address are the owner's to read; a token's holder reads <storage> and <Ray cluster>."""
+    from mcp_kb.errors import StoreError
+
+    config = make_config({"name": "api_docs", "description": "d", "paths": ["docs"]},
+                         storage={"uri": storage, "options": {"aws_endpoint": "http://10.1.2.3:9000",
+                                                              "allow_http": "true"}},
+                         sync={"ray_address": "ray://10.9.8.7:10001"})
+    errors = [StoreError(f"the index at {storage} could not be written (chunks): {said_by_lance}"),
+              KBError("cannot join the Ray cluster at ray://10.9.8.7:10001: nothing answers there"),
+              StoreError("cannot open the index: dispatch failure connecting to http://10.1.2.3:9000/ (true)")]
+    ops = CallerView(config, Grant(Identity("token", "ops"), frozenset({"api_docs"})))
+    owner = CallerView.owner(config)
+    assert [owner.explain(error) for error in errors] == [str(error) for error in errors]
+    said = [ops.explain(error) for error in errors]
+    assert not any(place in text for text in said for place in ("team-bucket", "srv/mcp-kb", "10.9.8.7", "10.1.2"))
+    assert said[0].startswith("the index at <storage> could not be written (chunks)")
+    assert "<storage>/api_docs__chunks.lance" in said[0]
+    assert said[1] == "cannot join the Ray cluster at <Ray cluster>: nothing answers there"
+    assert said[2].endswith("connecting to <storage>/ (true)")  # a short option value ("true") is no place

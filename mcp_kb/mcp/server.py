@@ -269,7 +269,9 @@ def _client_errors(error: type[Exception] = ToolError):
         raise error(view.explain(exc) if view else str(exc)) from exc
     except Exception as exc:
         log.exception("request failed")
-        raise error(f"internal error ({type(exc).__name__}: {exc}); the server is still running") from exc
+        view = current_view()
+        said = f"internal error ({type(exc).__name__}: {exc}); the server is still running"
+        raise error(view.unlocated(said) if view else said) from exc
 
 
 async def _call(work, error: type[Exception] = ToolError):

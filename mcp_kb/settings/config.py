@@ -18,6 +18,8 @@ from .storage import StorageConfig
 from .sync import SyncEngineConfig
 from .values import Strict
 
+_SHORTEST_PLACE = 6  # characters: "auto" (a Ray address) or a path like "/idx" is no place to hide in text
+
 
 class Config(Strict):
     """The whole kb.toml."""
@@ -109,6 +111,24 @@ class Config(Strict):
     def select(self, name: str | None) -> list[KBConfig]:
         """One KB by name, or all when name is None."""
         return list(self.kb) if name is None else [self.get_kb(name)]
+
+    def unlocated(self, text: str) -> str:
+        """`text` (an error, a sync's record) with the places behind the KBs named by what they are: where the
+        index is stored and the Ray cluster a sync runs on are the owner's business, not a remote caller's. A
+        path is also matched as libraries print it (no scheme, no leading slash)."""
+        spelled: dict[str, str] = {}
+        for place, what in self._places().items():
+            for form in (place, place.split("://", 1)[-1], place.lstrip("/")):
+                if len(form) >= _SHORTEST_PLACE:
+                    spelled.setdefault(form.rstrip("/"), what)
+        for form in sorted(spelled, key=len, reverse=True):  # a URI before the host it contains
+            text = text.replace(form, spelled[form])
+        return text
+
+    def _places(self) -> dict[str, str]:
+        endpoints = {value: "<storage>" for name, value in self.storage.options.items() if "endpoint" in name}
+        return {**endpoints, self.storage.uri: "<storage>",
+                **({self.sync.ray_address: "<Ray cluster>"} if self.sync.ray_address else {})}
 
 
 def unknown_kb(name: str, known: list[str]) -> ConfigError:

@@ -561,3 +561,32 @@ async def test_a_busy_writer_lock_names_only_the_kbs_the_caller_may_see(tmp_path
     assert "api_docs" not in hr_busy.content[0].text and "3 of 10" not in hr_busy.content[0].text
     assert dev_busy.is_error and "a sync of api_docs is already running" in dev_busy.content[0].text
     assert "api_docs: 3 of 10 files" in dev_busy.content[0].text
+
+
+async def test_a_remote_sync_that_fails_names_neither_the_index_nor_the_cluster_where_they_are(tmp_path, embedder):
+    """dev's sync on a Ray cluster where nothing answers: dev reads that the cluster at <Ray cluster> cannot be
+    joined, in the tool's error and in the KB's status; the process owner reads the address."""
+    import socket
+
+    from mcp_kb.app import App
+    from mcp_kb.errors import KBError
+    from mcp_kb.settings import load_config
+
+    pytest.importorskip("ray", reason="the Ray engine is an extra: pip install 'mcp-kb-server[ray]'")
+    config = _two_syncing_teams(tmp_path, embedder)
+    with socket.socket() as closed:  # a port where nothing listens once closed
+        closed.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{closed.getsockname()[1]}"
+    with config.open("a", encoding="utf-8") as toml:
+        toml.write(f'[sync]\nengine = "ray"\nray_address = "{address}"\n')
+    write(tmp_path / "api" / "errors.md", "# Errors\n\nE5022: the session expired.\n")  # something to index
+    with serve_http(config, "--transport", "http", env=_env()) as (port, _log):
+        async with _session(f"http://127.0.0.1:{port}/mcp", SECRETS["dev"]) as dev:
+            failed = await dev.call_tool(SYNC_TOOL, {"kb": "api_docs"})
+            status = json.loads((await dev.read_resource("kb://api_docs/status")).contents[0].text)
+    said = [failed.content[0].text, status["last_error"]]
+    assert failed.is_error and status["last_outcome"] == "failed"
+    assert all("cannot join the Ray cluster at <Ray cluster>: nothing answers there" in text for text in said), said
+    assert not any(address in text or str(tmp_path) in text for text in said), said
+    with pytest.raises(KBError, match=f"cannot join the Ray cluster at {address}"):
+        App(load_config(config), embedder=embedder).sync("api_docs")
