@@ -20,7 +20,7 @@ import numpy as np
 
 from .settings import Config, KBConfig, SyncEngineConfig
 from .digest import file_sha256
-from .errors import KBError, MassDeleteError, ModelError
+from .errors import KBError, MassDeleteError, ModelError, StoreError
 from .index.contract import FileRecord, Store, new_generation
 from .index.keywords import ANALYZER_VERSION
 from .schema import chunk_schema
@@ -99,7 +99,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
             fingerprints = _fingerprints(kb, embedder, counter, store.layout)
             state = store.read_state(kb.name)
             active = KBState(state).generation
-            active_files = store.read_files(kb.name, active) if active is not None else {}
+            active_files, unusable = _active_manifest(store, kb.name, active, rebuild_asked=full or reembed)
         with timer("scan"):
             scan = scan_all(sources_of(kb, source_cache_dir(store.uri, kb.name)),
                             known={p: (r.size, r.mtime_ns) for p, r in active_files.items()}, progress=progress)
@@ -108,7 +108,8 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
             unreadable = [s for s in scan.skipped if s.unreadable]
             _refuse_mass_delete(kb, active_files, {f.doc_id for f in scan.files}, unreadable, allow_mass_delete)
         with timer("prepare"):
-            target, reuse_from = _target_generation(store, kb, embedder, state, fingerprints, full, reembed, report)
+            target, reuse_from = _target_generation(store, kb, embedder, state, fingerprints, full, reembed, unusable,
+                                                    report)
             indexed = active_files if target == active else store.read_files(kb.name, target)
         with timer("hash"):
             hash_by_path, hash_failures = _hash_files(scan.files, {**active_files, **indexed})
@@ -220,17 +221,34 @@ def _refuse_mass_delete(kb: KBConfig, active_files: dict[str, FileRecord], prese
         f"again; if the documents were really removed, {sync_remedy(kb.name, '--allow-mass-delete')}.")
 
 
+def _active_manifest(store: Store, kb: str, active: str | None,
+                     rebuild_asked: bool) -> tuple[dict[str, FileRecord], bool]:
+    """The active generation's manifest, and whether its tables are gone or cannot be opened. A table that
+    cannot be opened fails the sync unless a rebuild was asked for: it may be the storage that failed, not
+    the table, and a rebuild reads and embeds every source again (then drops the damaged tables)."""
+    if active is None:
+        return {}, False
+    try:
+        return store.read_files(kb, active), store.chunk_schema(kb, active) is None
+    except StoreError as exc:
+        if not rebuild_asked:
+            raise StoreError(f"{exc}; if its files are damaged, {sync_remedy(kb, '--full')} to rebuild the KB from "
+                             "its sources") from exc
+        log.warning("%s: the index's tables cannot be opened (%s); rebuilding from the sources", kb, exc)
+        return {}, True
+
+
 def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: dict[str, Any],
-                       fingerprints: dict[str, Any], full: bool, reembed: bool,
+                       fingerprints: dict[str, Any], full: bool, reembed: bool, missing: bool,
                        report: SyncReport) -> tuple[str, str | None]:
-    """The generation this sync writes, and the one whose vectors it may reuse.
+    """The generation this sync writes, and the one whose vectors it may reuse (none when the active one's
+    tables are `missing`).
 
     Normally the active one. A first sync builds in place (searchable as it fills); a rebuild
     builds a new generation (or resumes an interrupted one with the same settings) while
     searches keep reading the active one.
     """
     active = KBState(state).generation
-    missing = active is not None and store.chunk_schema(kb.name, active) is None
     reason = _rebuild_reason(state, fingerprints, full, reembed, missing)
     if not reason:  # an interrupted rebuild no longer wanted goes when this sync switches state and drops
         assert active is not None  # no active generation is always a reason to build one
@@ -270,7 +288,7 @@ def _rebuild_reason(state: dict[str, Any], fingerprints: dict[str, Any], full: b
     if "model" not in state:
         return "first sync"
     if missing:
-        return "the index tables were missing"
+        return "the index tables were missing or could not be opened"
     if reembed:
         return "--reembed requested"
     if full:

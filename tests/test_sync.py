@@ -587,6 +587,28 @@ def test_an_index_in_the_layout_before_generations_is_served_then_rebuilt_beside
     assert legacy.search("docs", "password portal", mode="keyword").hits
 
 
+@pytest.mark.parametrize("damaged", ["chunks", "files"])
+def test_an_index_whose_tables_are_damaged_fails_the_sync_until_a_full_one_rebuilds_it(app, embedder, damaged):
+    """Manifests overwritten (a bad disk, a half-restored backup): a sync fails with what to run, changing
+    nothing; `--full` reads and embeds every source into a new generation, and the damaged tables go."""
+    from mcp_kb.errors import StoreError
+
+    app.sync()
+    storage = Path(app.config.storage.uri)
+    broken = storage / f"docs__{damaged}__{app.store.active_generation('docs')}.lance"
+    for manifest in (broken / "_versions").iterdir():
+        manifest.write_bytes(b"garbage\n")
+    fresh = type(app)(app.config, embedder=embedder)  # a new process: no table opened before the damage
+    with pytest.raises(StoreError, match="could not open a table .*--full` .* to rebuild the KB from its sources"):
+        fresh.sync()
+    assert fresh.glance("docs").last_outcome == "failed" and broken.exists()
+    embedded, [rebuilt] = _embedded_during(embedder, lambda: fresh.sync(full=True))
+    assert rebuilt.rebuilt == "the index tables were missing or could not be opened"
+    assert rebuilt.files_failed == 0 and embedded == rebuilt.chunks_embedded == rebuilt.chunks_total > 0
+    assert not broken.exists() and fresh.search("docs", "password portal", mode="keyword").hits
+    assert fresh.sync()[0].files_unchanged == 3
+
+
 def test_a_root_gitignore_that_cannot_be_read_keeps_the_whole_kb(app, kb_dir):
     app.sync()
     write(kb_dir / ".gitignore", "!\n")  # an invalid pattern: what it meant to hide is unknown
