@@ -7,6 +7,8 @@
     python benchmarks/sync_speed.py workers --workers 1 2   # the real-PDF set: files/s by parsing processes
     python benchmarks/sync_speed.py engines     # the real-PDF set: 1 worker, every core, a Ray cluster of two
     python benchmarks/sync_speed.py engines --corpus scifact --limit 1000   # nodes (pip install '.[ray]')
+    python benchmarks/sync_speed.py commit      # a Ray wave's commit on tables of 100 to 3,000 fragments: new
+                                                # documents, and changed ones (pip install '.[ray]')
     python benchmarks/sync_speed.py threads     # raw embedding of 500 SciFact abstracts: int8 vs fp32, 1 vs 2
                                                 # ONNX threads, passages per second and per CPU-second
 
@@ -155,6 +157,39 @@ def engines(args: argparse.Namespace) -> None:
         cluster.shutdown()
 
 
+def commit(args: argparse.Namespace) -> None:
+    """Seconds of one wave's commit (the coordinator's serial part of a Ray sync) as the chunk table grows in
+    fragments: a wave of 1,024 new documents, and one of 1,024 changed documents spread over the table."""
+    import pyarrow as pa
+
+    from mcp_kb.index.contract import new_generation
+    from mcp_kb.index.store import LanceStore
+    from mcp_kb.schema import ChunkRow, chunk_schema
+
+    def rows(store: LanceStore, generation: str, paths: list[str]) -> pa.Table:
+        chunks = [ChunkRow(id=f"{path}#0", path=path, chunk_index=0, heading="H", title="T", page=None, line_start=1,
+                           line_end=1, text=path, search_text=path, field_text="", content_hash=path, file_hash="f",
+                           n_tokens=1, vector=[0.1] * 4).as_dict() for path in paths]
+        return pa.Table.from_pylist(chunks, schema=store.chunk_schema("bench", generation))
+
+    print(f"{'fragments':>9} {'new docs (s)':>12} {'changed docs (s)':>16}")
+    for fragments in (100, 1000, 3000):
+        shutil.rmtree(WORK / "commit", ignore_errors=True)
+        store, generation = LanceStore(str(WORK / "commit")), new_generation()
+        store.create_generation("bench", generation, chunk_schema(4, {}))
+        table = store.chunk_table("bench", generation)
+        for number in range(fragments):  # a batch's fragment each, as a Ray sync leaves them before compaction
+            table.add(rows(store, generation, [f"doc{number}-{i}.md" for i in range(32)]))
+        figures = []
+        for paths in ([f"new{i}.md" for i in range(1024)],
+                      [f"doc{number}-0.md" for number in range(0, fragments, max(1, fragments // 1024))][:1024]):
+            written = [store.write_fragments("bench", generation, rows(store, generation, paths))]
+            started = time.perf_counter()
+            store.commit_fragments("bench", generation, paths, written)
+            figures.append(time.perf_counter() - started)
+        print(f"{fragments:9} {figures[0]:12.2f} {figures[1]:16.2f}", flush=True)
+
+
 def _pdf_folder(folder: Path) -> Path:
     """../shared's real PDFs, flat and renamed (two sample sets share file names)."""
     pdfs = sorted((Path(__file__).resolve().parents[2] / "shared" / "eval" / "pdfs").rglob("*.pdf"))
@@ -198,7 +233,7 @@ def _cpu() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["scifact", "noop", "workers", "engines", "threads"])
+    parser.add_argument("scenario", choices=["scifact", "noop", "workers", "engines", "commit", "threads"])
     parser.add_argument("--corpus", choices=["pdfs", "scifact"], default="pdfs", help="engines: what to sync")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="workers: the counts to compare")
     parser.add_argument("--limit", type=int, help="scifact: the first N documents only")
@@ -209,7 +244,8 @@ def main() -> None:
         os.environ["MCP_KB_EMBEDDING_MODEL_PATH"] = str(Path(args.model_path).resolve())
     use_offline_model()
     print(f"model: {os.environ.get('MCP_KB_EMBEDDING_MODEL_PATH')}, quantize {args.quantize}; CPU: {_cpu()}")
-    {"scifact": scifact, "noop": noop, "workers": workers, "engines": engines, "threads": threads}[args.scenario](args)
+    {"scifact": scifact, "noop": noop, "workers": workers, "engines": engines, "commit": commit,
+     "threads": threads}[args.scenario](args)
 
 
 if __name__ == "__main__":
