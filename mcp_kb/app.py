@@ -13,7 +13,7 @@ from typing import Any
 
 from .audit import AuditTrail
 from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
-from .errors import KBError, NotSyncedError
+from .errors import KBError, NotSyncedError, StoreError
 from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
 from .index import open_store
 from .index.contract import ChunkView, Store
@@ -29,6 +29,7 @@ from .present import document_text
 from .records import (Glance, KBCheck, KBState, KBStats, KBStatus, LastSyncFigures, Problem, Progress, SyncHistory,
                       recorded_now)
 from .search import Searcher, SearchResult
+from .vocabulary import sync_remedy
 from .ingest.workers import ParseWorkers
 from .batches import parse_job
 from .records import SyncReport
@@ -36,6 +37,10 @@ from .sync import sync_all
 
 
 log = logging.getLogger(__name__)
+
+# What status says of a KB whose tables cannot be opened (the error itself, naming the storage, goes to the log).
+_UNREADABLE = ("cannot be read now (damaged files, or the storage failing: the log says which); if its files are "
+               "damaged, {remedy} to rebuild it")
 
 
 class App:
@@ -279,11 +284,16 @@ class App:
                       index_state=state.report.get("index_state", ""), health=read_health(self.store, name))
 
     def _kb_status(self, name: str) -> KBStatus:
-        """The glance, with the counts read from the index itself, its version and the failed files."""
-        files = self.store.read_files(name)
+        """The glance, with the counts read from the index itself, its version and the failed files; a KB whose
+        tables cannot be opened keeps its glance, saying so (the status of the others and the list of KBs stand)."""
         glance = self.glance(name)
-        return KBStatus(**{**glance.__dict__,
-                           "files": sum(1 for r in files.values() if r.status == "indexed"),
-                           "chunks": self.store.count_chunks(name)},
-                        index_version=self.store.version(name), generation=self.store.active_generation(name),
-                        failed=tuple(Problem(p, r.reason) for p, r in files.items() if r.status == "failed"))
+        try:
+            files = self.store.read_files(name)
+            return KBStatus(**{**glance.__dict__,
+                               "files": sum(1 for r in files.values() if r.status == "indexed"),
+                               "chunks": self.store.count_chunks(name)},
+                            index_version=self.store.version(name), generation=self.store.active_generation(name),
+                            failed=tuple(Problem(p, r.reason) for p, r in files.items() if r.status == "failed"))
+        except StoreError as exc:
+            log.warning("%s: %s", name, exc)
+            return KBStatus(**{**glance.__dict__, "index_state": _UNREADABLE.format(remedy=sync_remedy(name, "--full"))})

@@ -590,7 +590,7 @@ def test_an_index_in_the_layout_before_generations_is_served_then_rebuilt_beside
 @pytest.mark.parametrize("damaged", ["chunks", "files"])
 def test_an_index_whose_tables_are_damaged_fails_the_sync_until_a_full_one_rebuilds_it(app, embedder, damaged):
     """Manifests overwritten (a bad disk, a half-restored backup): a sync fails with what to run, changing
-    nothing; `--full` reads and embeds every source into a new generation, and the damaged tables go."""
+    nothing, and status says so too; `--full` reads and embeds every source into a new generation, and the damaged tables go."""
     from mcp_kb.errors import StoreError
 
     app.sync()
@@ -601,7 +601,9 @@ def test_an_index_whose_tables_are_damaged_fails_the_sync_until_a_full_one_rebui
     fresh = type(app)(app.config, embedder=embedder)  # a new process: no table opened before the damage
     with pytest.raises(StoreError, match="could not open a table .*--full` .* to rebuild the KB from its sources"):
         fresh.sync()
-    assert fresh.glance("docs").last_outcome == "failed" and broken.exists()
+    [status] = fresh.status("docs")  # status still answers, and says what to do
+    assert status.last_outcome == "failed" and status.index_state.startswith("cannot be read now (damaged files")
+    assert "sync docs --full`" in status.index_state and broken.exists()
     embedded, [rebuilt] = _embedded_during(embedder, lambda: fresh.sync(full=True))
     assert rebuilt.rebuilt == "the index tables were missing or could not be opened"
     assert rebuilt.files_failed == 0 and embedded == rebuilt.chunks_embedded == rebuilt.chunks_total > 0
