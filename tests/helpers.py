@@ -80,6 +80,15 @@ def in_threads(work: Callable[[int], None], count: int, switch_interval: float =
     return errors
 
 
+def closed_address() -> str:
+    """HOST:PORT on 127.0.0.1 where nothing listens (a port bound, then let go)."""
+    import socket
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{closed.getsockname()[1]}"
+
+
 def until(condition: Callable[[], T], seconds: float = 60.0, every: float = 0.05, what: str = "the condition") -> T:
     """Poll `condition` until it returns something true, and return that; fail when `seconds` pass first.
     Tests wait on what they expect this way, never on a fixed sleep."""

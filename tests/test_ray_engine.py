@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fake_embeddings import EmbeddingService, serve_embeddings
-from helpers import until, write
+from helpers import closed_address, until, write
 
 from mcp_kb.app import App
 from mcp_kb.index.store import LanceStore
@@ -160,10 +160,11 @@ def test_a_cluster_that_cannot_be_joined_fails_the_sync_with_the_address_and_cha
     docs = tmp_path / "docs"
     _corpus(docs)
     config = _config(tmp_path, docs, str(tmp_path / "index"))
-    done = subprocess.run([*CLI, "sync", "-c", str(config), "--address", "127.0.0.1:9"], capture_output=True,
+    address = closed_address()
+    done = subprocess.run([*CLI, "sync", "-c", str(config), "--address", address], capture_output=True,
                           text=True, env={**os.environ, **LOOPBACK}, timeout=600)
     assert done.returncode != 0
-    assert "cannot join the Ray cluster at 127.0.0.1:9" in done.stderr
+    assert f"cannot join the Ray cluster at {address}: nothing answers there" in done.stderr
     assert LanceStore.of(load_config(config).storage).read_files("docs") == {}
 
 

@@ -12,7 +12,7 @@ import anyio
 import httpx
 import pytest
 from fake_issuer import serve_issuer
-from helpers import write
+from helpers import closed_address, write
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import PromptReference, ResourceTemplateReference
@@ -566,17 +566,13 @@ async def test_a_busy_writer_lock_names_only_the_kbs_the_caller_may_see(tmp_path
 async def test_a_remote_sync_that_fails_names_neither_the_index_nor_the_cluster_where_they_are(tmp_path, embedder):
     """dev's sync on a Ray cluster where nothing answers: dev reads that the cluster at <Ray cluster> cannot be
     joined, in the tool's error and in the KB's status; the process owner reads the address."""
-    import socket
-
     from mcp_kb.app import App
     from mcp_kb.errors import KBError
     from mcp_kb.settings import load_config
 
     pytest.importorskip("ray", reason="the Ray engine is an extra: pip install 'mcp-kb-server[ray]'")
     config = _two_syncing_teams(tmp_path, embedder)
-    with socket.socket() as closed:  # a port where nothing listens once closed
-        closed.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{closed.getsockname()[1]}"
+    address = closed_address()
     with config.open("a", encoding="utf-8") as toml:
         toml.write(f'[sync]\nengine = "ray"\nray_address = "{address}"\n')
     write(tmp_path / "api" / "errors.md", "# Errors\n\nE5022: the session expired.\n")  # something to index
