@@ -69,11 +69,15 @@ def not_indexed(kb: KBConfig, parsed: list[ParsedFile], reason: KBError, report:
     log.warning("%s: %d files not indexed: %s", kb.name, len(parsed), reason)
 
 
-def written_records(parsed: list[ParsedFile], refused: dict[str, str]) -> list[FileRecord]:
-    """The manifest records of a written batch; a document whose values did not fit its columns fails alone."""
+def refuse(parsed: list[ParsedFile], refused: dict[str, str]) -> None:
+    """A document whose values did not fit its columns (`refused`: the reason by path) fails alone."""
     for item in parsed:
         if item.source.doc_id in refused:
             item.error, item.chunks = refused[item.source.doc_id], []
+
+
+def written_records(parsed: list[ParsedFile]) -> list[FileRecord]:
+    """The manifest records of a written batch (a file whose parse is to be retried keeps the one it has)."""
     return [_file_record(item) for item in parsed if not item.retry]
 
 

@@ -42,7 +42,7 @@ from .models.base import Embedder, TokenCounter
 from .records import Progress
 from .settings import Config, EmbeddingConfig, KBConfig, StorageConfig, SyncEngineConfig
 from .batches import (BATCH_FILES, ParsedFile, Timer, count_batch, embedded_rows, not_indexed, parse_job,
-                      written_records)
+                      refuse, written_records)
 from .records import SyncReport
 
 log = logging.getLogger(__name__)
@@ -237,7 +237,7 @@ def _commit_wave(store: LanceStore, kb: KBConfig, target: str, indexed: list[Ind
     with timer("commit"):
         paths = [item.source.doc_id for batch in written for item in batch.files if not item.retry]
         store.commit_fragments(kb.name, target, paths, [batch.fragments for batch in written])
-        store.write_files(kb.name, target, [record for batch in written for record in written_records(batch.files, {})])
+        store.write_files(kb.name, target, [record for batch in written for record in written_records(batch.files)])
     for batch in written:
         count_batch(kb, batch.files, report)
 
@@ -299,7 +299,7 @@ class Indexer:
         with timer("write"):
             rows, refused = self.store.chunk_rows(kb.name, target, rows_by_path)
             batch.fragments = self.store.write_fragments(kb.name, target, rows)
-        written_records(files, refused)  # marks the refused documents' errors
+        refuse(files, refused)
         batch.chunks_embedded, batch.tokens_embedded = report.chunks_embedded, report.tokens_embedded
         batch.chunks_reused = report.chunks_reused
         batch.indexer_peak_mb = resident_peak_mb()

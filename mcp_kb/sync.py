@@ -30,7 +30,8 @@ from .ingest.ocr import available as ocr_available
 from .ingest.sources import SkippedFile, SourceFile, count_kinds, scan_all, sources_of
 from .ingest.workers import ParseWorkers
 from .models.base import Embedder, TokenCounter
-from .batches import BATCH_FILES, ParsedFile, Timer, count_batch, embedded_rows, not_indexed, parse_job, written_records
+from .batches import (BATCH_FILES, ParsedFile, Timer, count_batch, embedded_rows, not_indexed, parse_job, refuse,
+                      written_records)
 from .records import KBState, Problem, Progress, SyncReport, recorded_now
 from .vocabulary import sync_remedy
 
@@ -405,7 +406,8 @@ def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None
         return
     with timer("write"):
         refused = store.write_chunks(kb.name, target, rows_by_path)
-        store.write_files(kb.name, target, written_records(parsed, refused))
+        refuse(parsed, refused)
+        store.write_files(kb.name, target, written_records(parsed))
     count_batch(kb, parsed, report)
 
 

@@ -8,6 +8,7 @@ A coordinator killed before its commit leaves unreferenced data files, never a h
 
 from __future__ import annotations
 
+import functools
 import pickle
 from collections.abc import Sequence
 from typing import Any
@@ -20,15 +21,23 @@ from .filters import sql_in
 def write_uncommitted(dataset_uri: str, options: dict[str, str], rows: pa.Table) -> bytes:
     """Write `rows` as new fragments of the table at `dataset_uri`, uncommitted; their metadata, pickled (the
     coordinator's commit takes it)."""
-    import lance
     from lance.fragment import write_fragments
 
     if rows.num_rows == 0:
         return pickle.dumps([])
-    version = lance.dataset(dataset_uri, storage_options=options or None).data_storage_version
+    version = _storage_version(dataset_uri, tuple(sorted(options.items())))
     fragments = write_fragments(rows, dataset_uri, schema=rows.schema, data_storage_version=version,
                                 storage_options=options or None)
     return pickle.dumps(fragments)
+
+
+@functools.lru_cache(maxsize=64)
+def _storage_version(dataset_uri: str, options: tuple[tuple[str, str], ...]) -> str:
+    """The file format version of a table's data, which its fragments must share: fixed when the table is made (a
+    generation's table is new), so read once per table, not per batch (a manifest read on object storage)."""
+    import lance
+
+    return str(lance.dataset(dataset_uri, storage_options=dict(options) or None).data_storage_version)
 
 
 def commit_wave(dataset_uri: str, options: dict[str, str], paths: Sequence[str], written: Sequence[bytes]) -> int:

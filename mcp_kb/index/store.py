@@ -354,9 +354,7 @@ class LanceStore:
                    rows_by_path: Mapping[str, list[dict[str, Any]]]) -> tuple[pa.Table, dict[str, str]]:
         """The documents' rows as one table of the generation's schema; a document whose values do not fit their
         columns is left out, with the reason by path."""
-        schema = self.chunk_schema(kb, generation)
-        if schema is None:
-            raise StoreError(f"knowledge base {kb!r}: generation {generation} has no chunk table; sync again")
+        schema = self._written_chunk_table(kb, generation).schema
         tables, refused = [], {}
         for path, document_rows in rows_by_path.items():
             try:
@@ -382,10 +380,14 @@ class LanceStore:
         self.chunk_table(kb, generation).checkout_latest()  # this handle reads what was just committed
 
     def _dataset_uri(self, kb: str, generation: str) -> str:
+        return str(self._written_chunk_table(kb, generation).uri)
+
+    def _written_chunk_table(self, kb: str, generation: str):
+        """The chunk table a sync writes into: it made it, so none is an error (another process dropped it)."""
         table = self.chunk_table(kb, generation)
         if table is None:
             raise StoreError(f"knowledge base {kb!r}: generation {generation} has no chunk table; sync again")
-        return str(table.uri)
+        return table
 
     @_store_failures("be written (chunks)")
     def replace_documents(self, kb: str, generation: str, paths: Sequence[str], rows: pa.Table) -> None:
