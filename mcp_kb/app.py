@@ -29,7 +29,6 @@ from .present import document_text
 from .records import (Glance, KBCheck, KBState, KBStats, KBStatus, LastSyncFigures, Problem, Progress, SyncHistory,
                       recorded_now)
 from .search import Searcher, SearchResult
-from .vocabulary import sync_remedy
 from .ingest.workers import ParseWorkers
 from .batches import parse_job
 from .records import SyncReport
@@ -38,9 +37,10 @@ from .sync import sync_all
 
 log = logging.getLogger(__name__)
 
-# What status says of a KB whose tables cannot be opened (the error itself, naming the storage, goes to the log).
+# What status says of a KB whose tables cannot be opened, to every caller who sees the KB: no command line (a
+# remedy names the config file and the storage), and the error itself, naming the storage, goes to the log.
 _UNREADABLE = ("cannot be read now (damaged files, or the storage failing: the log says which); if its files are "
-               "damaged, {remedy} to rebuild it")
+               "damaged, a full sync (mcp-kb sync --full, or the sync tool with full) rebuilds it")
 
 
 class App:
@@ -296,4 +296,4 @@ class App:
                             failed=tuple(Problem(p, r.reason) for p, r in files.items() if r.status == "failed"))
         except StoreError as exc:
             log.warning("%s: %s", name, exc)
-            return KBStatus(**{**glance.__dict__, "index_state": _UNREADABLE.format(remedy=sync_remedy(name, "--full"))})
+            return KBStatus(**{**glance.__dict__, "index_state": _UNREADABLE})

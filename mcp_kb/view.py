@@ -83,7 +83,7 @@ class CallerView:
         if isinstance(error, SyncBusyError):
             return self.unlocated(error.message(self.sees))
         if isinstance(error, NotSyncedError):
-            return error.message(with_storage=self.who.kind == "owner")
+            return self.unlocated(error.message(with_storage=self.who.kind == "owner"))
         return self.unlocated(str(error))
 
     def unlocated(self, text: str) -> str:

@@ -603,7 +603,8 @@ def test_an_index_whose_tables_are_damaged_fails_the_sync_until_a_full_one_rebui
         fresh.sync()
     [status] = fresh.status("docs")  # status still answers, and says what to do
     assert status.last_outcome == "failed" and status.index_state.startswith("cannot be read now (damaged files")
-    assert "sync docs --full`" in status.index_state and broken.exists()
+    assert "a full sync (mcp-kb sync --full" in status.index_state and str(storage) not in status.index_state
+    assert broken.exists()
     embedded, [rebuilt] = _embedded_during(embedder, lambda: fresh.sync(full=True))
     assert rebuilt.rebuilt == "the index tables were missing or could not be opened"
     assert rebuilt.files_failed == 0 and embedded == rebuilt.chunks_embedded == rebuilt.chunks_total > 0

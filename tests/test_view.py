@@ -71,3 +71,19 @@ def test_a_remote_caller_reads_where_the_index_and_the_cluster_are_as_what_they_
     assert "<storage>/api_docs__chunks.lance" in said[0]
     assert said[1] == "cannot join the Ray cluster at <Ray cluster>: nothing answers there"
     assert said[2].endswith("connecting to <storage>/ (true)")  # a short option value ("true") is no place
+
+
+def test_a_remedy_a_remote_caller_reads_names_neither_the_storage_nor_the_config_file(config, tmp_path):
+    """A server started as `MCP_KB_STORAGE=… mcp-kb serve -c FILE` words its remedies as that command: the owner
+    reads it to paste; a token's holder reads the command with <storage> and <kb.toml> in those places."""
+    from mcp_kb.errors import NotSyncedError
+    from mcp_kb.vocabulary import remember_invocation
+
+    config = config.model_copy(update={"source": tmp_path / "kb.toml"})
+    remember_invocation(config=tmp_path / "kb.toml", storage=config.storage.uri, storage_variable="MCP_KB_STORAGE")
+    error = NotSyncedError("api_docs", config.storage.uri)
+    ops = CallerView(config, Grant(Identity("token", "ops"), frozenset({"api_docs"})))
+    assert f"MCP_KB_STORAGE={config.storage.uri} mcp-kb sync api_docs -c {tmp_path / 'kb.toml'}" in \
+        CallerView.owner(config).explain(error)
+    said = ops.explain(error)
+    assert str(tmp_path) not in said and "run `MCP_KB_STORAGE=<storage> mcp-kb sync api_docs -c <kb.toml>`" in said

@@ -114,8 +114,8 @@ class Config(Strict):
 
     def unlocated(self, text: str) -> str:
         """`text` (an error, a sync's record) with the places behind the KBs named by what they are: where the
-        index is stored and the Ray cluster a sync runs on are the owner's business, not a remote caller's. A
-        path is also matched as libraries print it (no scheme, no leading slash)."""
+        index is stored, the config file and the Ray cluster a sync runs on are the owner's business, not a remote
+        caller's. A path is also matched as libraries print it (no scheme, no leading slash)."""
         spelled: dict[str, str] = {}
         for place, what in self._places().items():
             for form in (place, place.split("://", 1)[-1], place.lstrip("/")):
@@ -126,8 +126,10 @@ class Config(Strict):
         return text
 
     def _places(self) -> dict[str, str]:
+        """The owner's places, and what a remote caller reads instead (a remedy quotes the config file's path)."""
         endpoints = {value: "<storage>" for name, value in self.storage.options.items() if "endpoint" in name}
         return {**endpoints, self.storage.uri: "<storage>",
+                **({str(self.source): "<kb.toml>"} if self.source else {}),
                 **({self.sync.ray_address: "<Ray cluster>"} if self.sync.ray_address else {})}
 
 
