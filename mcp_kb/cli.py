@@ -79,7 +79,7 @@ def _kb_or_folder(kb: str | None, config_path: str | None) -> tuple[str | None, 
 @contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
     """SIGTERM (a service manager, `kill`) ends a sync as Ctrl-C does: recorded as interrupted, with what it wrote."""
-    def interrupt(signum: int, frame: Any) -> None:
+    def interrupt(_signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, interrupt)

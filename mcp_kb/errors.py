@@ -48,7 +48,7 @@ class RunningSync:
     host: str = "?"
     progress: tuple[tuple[str, int, int], ...] = ()  # (kb, files done, files to do) per KB it syncs
 
-    def sentence(self, sees: Callable[[str], bool] = lambda kb: True) -> str:
+    def sentence(self, sees: Callable[[str], bool] = lambda _kb: True) -> str:
         """The running sync in one sentence, naming only the KBs `sees` admits (the lock is index-wide: a
         caller may meet the sync of a KB it must not learn of)."""
         if self == RunningSync():  # the holder wrote nothing (yet)
@@ -68,7 +68,7 @@ class SyncBusyError(KBError):
         self.advice = advice
         super().__init__(self.message())
 
-    def message(self, sees: Callable[[str], bool] = lambda kb: True) -> str:
+    def message(self, sees: Callable[[str], bool] = lambda _kb: True) -> str:
         return f"{self.running.sentence(sees)}; {self.advice}" if self.running else self.advice
 
 

@@ -116,7 +116,7 @@ class LiveSync:
     async def _watch(self, kb: KBConfig, sources: list[Source], folders: list[Path]) -> None:
         roots = [str(folder) for folder in folders]
 
-        def relevant(change: Change, path: str) -> bool:
+        def relevant(_change: Change, path: str) -> bool:
             return change_concerns(sources, Path(path))
 
         quiet_ms = max(50, math.ceil(kb.sync.debounce * 1000))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 from .files import JsonLines
@@ -39,7 +39,7 @@ class KBMetrics:
             for stage, ms in result.timings_ms.items():
                 self.latencies.setdefault(stage, deque(maxlen=_SAMPLES)).append(ms)
         self.latencies.setdefault("total", deque(maxlen=_SAMPLES)).append(total_ms)
-        hour = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:00Z")
+        hour = datetime.now(UTC).strftime("%Y-%m-%dT%H:00Z")
         if hour not in self.hours:
             self.hours[hour] = HourFigures()
             for old in sorted(self.hours)[:-_HOURS_KEPT]:

@@ -13,7 +13,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Annotated, Iterable
+from typing import Annotated
+from collections.abc import Iterable
 
 from pydantic import Field
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 NEVER_SYNCED = "never synced"  # the outcome of a KB no sync has finished for
@@ -17,7 +17,7 @@ NEVER_SYNCED = "never synced"  # the outcome of a KB no sync has finished for
 def recorded_now(precision: str = "seconds") -> str:
     """The time a record or a log line carries, one way everywhere: ISO 8601 in UTC ("…T19:14:02+00:00";
     `precision` "milliseconds" for log lines), never this machine's local time."""
-    return datetime.now(timezone.utc).isoformat(timespec=precision)
+    return datetime.now(UTC).isoformat(timespec=precision)
 
 
 # How long work says how far it is: (done, total, what), e.g. files read of files to read, "scanning".

@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Optional, Union, get_args, get_origin, get_type_hints
+from types import UnionType
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -57,9 +58,9 @@ class ChunkRow:
     chunk_index: int
     heading: str
     title: str
-    page: Optional[int]
-    line_start: Optional[int]
-    line_end: Optional[int]
+    page: int | None
+    line_start: int | None
+    line_end: int | None
     text: str
     search_text: str  # the keyword analysis of title, heading path and text (keywords.py)
     field_text: str  # the keyword analysis of title and heading path alone: matches there can count extra
@@ -98,7 +99,7 @@ def field_type_of_value(value: Any) -> str:
 
 
 def _field_type_of(annotation: Any) -> str:
-    inner = [arg for arg in get_args(annotation) if arg is not type(None)] if get_origin(annotation) is Union else []
+    inner = [arg for arg in get_args(annotation) if arg is not type(None)] if get_origin(annotation) in (Union, UnionType) else []
     return _TYPE_NAMES[inner[0] if inner else annotation]
 
 

@@ -13,7 +13,7 @@ import threading
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 from urllib.parse import unquote, urlparse
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -42,7 +42,7 @@ class ViewBus:
 
     async def publish(self, event: ServerEvent) -> None:
         """Deliver `event` to every listener (an event about no KB in particular)."""
-        await self._deliver(event, lambda view: True)
+        await self._deliver(event, lambda _view: True)
 
     async def publish_about(self, kb: str, event: ServerEvent) -> None:
         """Deliver `event` to the listeners whose caller sees `kb`."""

@@ -7,7 +7,7 @@ prefix/glob, lists) is what the tool's JSON schema offers.
 # No `from __future__ import annotations`: pydantic builds these models from evaluated types.
 
 from types import GenericAlias
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -25,14 +25,14 @@ class SearchOutput(BaseModel):
 
 class _TextMatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    prefix: Optional[str] = Field(None, description="Value starts with this text")
-    glob: Optional[str] = Field(None, description="Glob pattern: ** any folders, * within a folder")
+    prefix: str | None = Field(None, description="Value starts with this text")
+    glob: str | None = Field(None, description="Glob pattern: ** any folders, * within a folder")
 
 
 def _range_model(value_type: type) -> type[BaseModel]:
     """{gt, gte, lt, lte} bounds; numbers are sent as JSON numbers of either kind."""
     bound = float if value_type in (int, float) else value_type
-    bounds: dict[str, Any] = {op: (Optional[bound], Field(None, description=f"{op} bound")) for op in RANGE_OPERATORS}
+    bounds: dict[str, Any] = {op: (bound | None, Field(None, description=f"{op} bound")) for op in RANGE_OPERATORS}
     return create_model(f"{bound.__name__.capitalize()}Range", __config__=ConfigDict(extra="forbid"), **bounds)
 
 
@@ -46,7 +46,7 @@ def _condition(kind: FieldType) -> Any:
         options.append(_RANGES[kind.python])
     if kind.text_match:
         options.append(_TextMatch)
-    return Union[tuple(options)]
+    return Union[tuple(options)]  # noqa: UP007  # a union of types known at run time
 
 
 def filters_model(kb: KBConfig) -> type[BaseModel]:
@@ -56,7 +56,7 @@ def filters_model(kb: KBConfig) -> type[BaseModel]:
         declared = kb.filterable.get(name)
         description = (declared.description if declared and declared.description
                        else BUILTIN_FILTERS.get(name) or f"Metadata field {name} ({kind})")
-        fields[name] = (Optional[_condition(FIELD_TYPES[kind])], Field(None, description=description))
+        fields[name] = (_condition(FIELD_TYPES[kind]) | None, Field(None, description=description))
     return create_model(f"{kb.name}_filters", __config__=ConfigDict(extra="forbid"), **fields)
 
 

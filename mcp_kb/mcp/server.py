@@ -16,7 +16,7 @@ import sys
 import threading
 from contextlib import asynccontextmanager, contextmanager
 from collections.abc import Sequence
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import anyio
 import anyio.from_thread
@@ -61,7 +61,7 @@ _WARM_UP_GRACE_SECONDS = 30  # how long a closing server waits for the model loa
 _STOP_GRACE_SECONDS = 0.5  # how long Ctrl-C or SIGTERM leaves a stdio server to shut down before it exits
 
 
-def _filters_dict(filters: Optional[BaseModel]) -> Optional[dict[str, Any]]:
+def _filters_dict(filters: BaseModel | None) -> dict[str, Any] | None:
     return filters.model_dump(exclude_none=True) if filters is not None else None
 
 
@@ -96,7 +96,7 @@ class _KBServer(PlainErrors):
         return self.guard.view().explain(error) if isinstance(error, KBError) else str(error)
 
 
-def build_server(app: App, read_only: Optional[bool] = None) -> _KBServer:
+def build_server(app: App, read_only: bool | None = None) -> _KBServer:
     """An MCP server for every KB in the app's config."""
     read_only = app.config.server.read_only if read_only is None else read_only
     app.saves_metrics = True  # a server's figures are the ones `mcp-kb stats` shows
@@ -146,10 +146,10 @@ def build_server(app: App, read_only: Optional[bool] = None) -> _KBServer:
     )
     descriptions = {kb.name: _add_search_tool(server, app, kb) for kb in app.config.kb}
     if not read_only:
-        _add_sync_tool(server, app, runner, guard)
+        _add_sync_tool(server, runner, guard)
         server.sync_runner = runner
     _add_resources(server, app, guard)
-    _add_prompt(server, app, guard)
+    _add_prompt(server, guard)
     _add_completions(server, app, guard)
     support_2025_clients(server, notifier.subscribe, notifier.unsubscribe)
     return server
@@ -224,11 +224,10 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
 
     async def search_tool(
         query: Annotated[str, _search_field("query")],
-        ctx: Context,
         top_k: Annotated[int, _search_field("top_k")] = kb.search.top_k,
         mode: Annotated[SearchMode, _search_field("mode", strict=False)] = kb.search.mode,
-        min_score: Annotated[Optional[float], _search_field("min_score")] = None,
-        filters: Annotated[Optional[Filters],  # type: ignore[valid-type]  # built per KB at run time
+        min_score: Annotated[float | None, _search_field("min_score")] = None,
+        filters: Annotated[Filters | None,  # type: ignore[valid-type]  # built per KB at run time
                            _search_field("filters", strict=False)] = None,
         context: Annotated[int, _search_field("context")] = 0,
         max_per_document: Annotated[int, _search_field("max_per_document")] = kb.search.max_per_document,
@@ -280,10 +279,10 @@ async def _call(work, error: type[Exception] = ToolError):
         return await anyio.to_thread.run_sync(work)
 
 
-def _add_sync_tool(server: MCPServer, app: App, runner: SyncRunner, guard: Guard) -> None:
+def _add_sync_tool(server: MCPServer, runner: SyncRunner, guard: Guard) -> None:
     async def sync_tool(
         ctx: Context,
-        kb: Annotated[Optional[str], _sync_field("kb")] = None,
+        kb: Annotated[str | None, _sync_field("kb")] = None,
         full: Annotated[bool, _sync_field("full")] = False,
         reembed: Annotated[bool, _sync_field("reembed")] = False,
         allow_mass_delete: Annotated[bool, _sync_field("allow_mass_delete")] = False,
@@ -338,11 +337,11 @@ def _add_resources(server: MCPServer, app: App, guard: Guard) -> None:
         return await _call(read, ResourceError)
 
 
-def _add_prompt(server: MCPServer, app: App, guard: Guard) -> None:
+def _add_prompt(server: MCPServer, guard: Guard) -> None:
 
     @server.prompt(name=PROMPT, title="Answer with citations",
                    description=f"Answer a question only from passages retrieved from the knowledge bases, citing them as {citation_marker(1)}")
-    def answer_with_citations(question: str, kb: Optional[str] = None) -> list[UserMessage]:
+    def answer_with_citations(question: str, kb: str | None = None) -> list[UserMessage]:
         view = guard.view()
         if kb:
             tool = view.kb(kb).search_tool_name
@@ -505,7 +504,7 @@ def _serve_http(asgi: Any, sock: Any, settings: Any, announce: str) -> None:
     print("mcp-kb: stopped", file=sys.stderr, flush=True)
 
 
-def _interrupt(signum: int, frame: Any) -> None:
+def _interrupt(_signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import tomllib
 import os
 import re
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,10 +28,6 @@ from .sync import SyncEngineConfig
 from .storage import StorageConfig
 from .values import KB_NAME_CHARS, KB_NAME_LENGTH
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10
-    import tomli as tomllib
 
 log = logging.getLogger(__name__)
 

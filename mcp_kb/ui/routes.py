@@ -18,7 +18,8 @@ import secrets
 import time
 from functools import partial
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
+from collections.abc import Awaitable, Callable
 from urllib.parse import quote, urlencode
 
 import anyio.to_thread

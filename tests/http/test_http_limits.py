@@ -128,7 +128,7 @@ def test_a_connection_dripping_its_headers_is_closed_at_the_header_deadline(serv
                 sock.sendall(bytes([byte]))
                 if sock.recv(1) == b"":
                     break
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:  # reset by the server: closed as well
                 break

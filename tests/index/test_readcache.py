@@ -230,7 +230,7 @@ def test_its_signatures_are_the_ones_botocore_makes(key, query):
     request = AWSRequest(method="GET", url=url, headers={"host": host})
     S3SigV4Auth(Credentials("AKID", "SECRET", "TOKEN"), "s3", "eu-west-1").add_auth(request)
     stamp = datetime.datetime.strptime(request.headers["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(
-        tzinfo=datetime.timezone.utc)
+        tzinfo=datetime.UTC)
     ours = upstream.signed_headers("GET", url, host, canonical_query, now=stamp)
     assert ours["authorization"] == request.headers["Authorization"]
 

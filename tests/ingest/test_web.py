@@ -215,7 +215,7 @@ def test_hostile_pages_are_bounded_and_reported(site, make_app):
     site.pages["/guide/away/"] = Page(b"", status=301, location="http://127.0.0.2:9/elsewhere/")
     site.pages["/guide/broken/"] = Page(b"<html><body><div><p>Unclosed <b>tags <table><tr><td>cell")
     site.pages["/guide/latin/"] = Page("<html><body><h1>编码</h1><p>这页用 UTF-8 写成，服务器却声称是 Latin-1 编码。</p>"
-                                       "</body></html>".encode("utf-8"), content_type="text/html; charset=iso-8859-1")
+                                       "</body></html>".encode(), content_type="text/html; charset=iso-8859-1")
     links = "".join(f'<a href="/guide/{p}/">{p}</a> ' for p in
                     ("calendar/1", "bomb", "huge", "slow", "loop-a", "away", "broken", "latin"))
     site.html("/guide/", "Introduction", f"<h1>Introduction</h1><p>Every odd page: {links}</p>")

@@ -69,7 +69,7 @@ class Endpoint:
                     connection.start_next_cycle()
                 else:  # the client closed, or sent what needs no answer
                     return
-        except (h11.ProtocolError, asyncio.TimeoutError, OSError):
+        except (TimeoutError, h11.ProtocolError, OSError):
             return
         finally:
             writer.close()

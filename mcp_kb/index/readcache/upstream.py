@@ -69,7 +69,7 @@ class Upstream:
     def signed_headers(self, method: str, url: str, host: str, canonical_query: str,
                        now: datetime.datetime | None = None) -> dict[str, str]:
         """AWS Signature Version 4 headers for a request without a body."""
-        now = now or datetime.datetime.now(datetime.timezone.utc)
+        now = now or datetime.datetime.now(datetime.UTC)
         stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
         headers = {"host": host, "x-amz-content-sha256": _EMPTY_SHA256, "x-amz-date": stamp}
         if self.session_token:
