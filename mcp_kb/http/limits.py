@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterable
+from typing import Protocol, TypeGuard
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -51,7 +53,8 @@ def guarded_protocol(cap: int, header_timeout: float) -> type[H11Protocol]:
         waiting_since: float | None = None  # when it started waiting for a request head; None while answering
         _header_timer: asyncio.TimerHandle | None = None
 
-        def connection_made(self, transport) -> None:
+        # asyncio's protocol takes a BaseTransport; uvicorn's own override narrows it so too
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._header_timer = None
             self._wait_for_head()
@@ -70,7 +73,7 @@ def guarded_protocol(cap: int, header_timeout: float) -> type[H11Protocol]:
                 if self.cycle is not None and not self.cycle.response_complete:  # pipelined: already answering
                     self._stop_waiting()
 
-        def connection_lost(self, exc) -> None:
+        def connection_lost(self, exc: Exception | None) -> None:
             self._stop_waiting()
             super().connection_lost(exc)
 
@@ -93,10 +96,31 @@ def guarded_protocol(cap: int, header_timeout: float) -> type[H11Protocol]:
     return GuardedH11Protocol
 
 
-def _evict_longest_waiting(connections, newcomer) -> None:
+class _Guarded(Protocol):
+    """What eviction needs of a GuardedH11Protocol (a class made per call of guarded_protocol)."""
+
+    @property
+    def transport(self) -> asyncio.Transport: ...
+
+    def _stop_waiting(self) -> None: ...
+
+
+class _Waiting(_Guarded, Protocol):
+    """A guarded connection waiting for a request head."""
+
+    @property
+    def waiting_since(self) -> float: ...
+
+
+def _is_waiting(connection: object) -> TypeGuard[_Waiting]:
+    """Only a guarded connection has a waiting_since, and it is set while it waits for a request head."""
+    return getattr(connection, "waiting_since", None) is not None
+
+
+def _evict_longest_waiting(connections: Iterable[object], newcomer: _Guarded) -> None:
     """Close the connection that has waited longest for a request head (the newcomer itself when every
     other one is being answered)."""
-    waiting = [c for c in connections if getattr(c, "waiting_since", None) is not None and c is not newcomer]
+    waiting = [c for c in connections if _is_waiting(c) and c is not newcomer]
     victim = min(waiting, key=lambda c: c.waiting_since) if waiting else newcomer
     victim._stop_waiting()
     victim.transport.close()

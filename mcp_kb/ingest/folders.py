@@ -11,10 +11,11 @@ stops the walk.
 from __future__ import annotations
 
 import os
-from typing import Any
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import pathspec
 
@@ -30,7 +31,8 @@ _SNIFF_BYTES = 8192
 _TEXT_CONTROL = {7, 8, 9, 10, 12, 13, 27}
 _ESCAPED_BYTE = re.compile(rb"\\x([0-9a-f]{2})")
 
-Ignores = list[tuple[str, pathspec.PathSpec]]  # .gitignore specs in force, with the folder they came from
+# .gitignore specs in force, with the folder they came from (quoted: PathSpec is generic from pathspec 1.1 on)
+Ignores = list[tuple[str, "pathspec.PathSpec[pathspec.Pattern]"]]
 
 
 def scan_folders(kb: KBConfig, known: dict[str, tuple[int, int]] | None = None) -> SourceScan:
@@ -107,7 +109,7 @@ class _Rules:
             return SkippedFile(self.root.name, f"unreadable: {exc.strerror}", unreadable=True)
         return self._file(str(self.root), self.root.name, info)
 
-    def walk(self):
+    def walk(self) -> Iterator[SourceFile | SkippedFile]:
         """Yield a SourceFile or SkippedFile per entry that is not silently left out."""
         seen_dirs: set[tuple[int, int]] = set()
         stack: list[tuple[str, str, Ignores]] = [(str(self.root), "", [])]
@@ -138,14 +140,14 @@ class _Rules:
         outcome = self.judge(rel_id)
         return outcome if isinstance(outcome, SourceFile) else None
 
-    def judge(self, rel_id: str) -> SourceFile | SkippedFile | str | None:
+    def judge(self, rel_id: str) -> SourceFile | SkippedFile | Literal["dir"] | None:
         """One entry below the root, judged folder by folder as the walk would: what the walk would
         yield for it ("dir" for a folder it descends into), or None when the walk leaves it out."""
         parts = rel_id.split("/")
         if any(part in ("", ".", "..") for part in parts):
             return None
         folder, rel_folder = str(self.root), ""
-        ignores: list[Any] = []
+        ignores: Ignores = []
         for index, part in enumerate(parts):
             try:
                 ignores = self._with_gitignore(folder, rel_folder, ignores)
@@ -171,7 +173,8 @@ class _Rules:
         suffix = os.path.splitext(rel_id)[1].lower()
         return not is_supported(suffix) or _matches_globs(self._doc_id(rel_id), self.kb.include, self.kb.exclude)
 
-    def _entry(self, path: str, rel: str, is_link: bool, ignores: Ignores) -> SourceFile | SkippedFile | str | None:
+    def _entry(self, path: str, rel: str, is_link: bool,
+               ignores: Ignores) -> SourceFile | SkippedFile | Literal["dir"] | None:
         """"dir" to descend into, a file, a reported skip, or None for entries left out silently."""
         if rel.rsplit("/", 1)[-1].startswith("."):
             return None
@@ -247,7 +250,7 @@ def _stat_or_none(path: Path) -> os.stat_result | None:
         return None
 
 
-def _is_link(entry: os.DirEntry) -> bool:
+def _is_link(entry: os.DirEntry[str]) -> bool:
     try:
         return entry.is_symlink()
     except OSError:
@@ -281,10 +284,10 @@ def _matches_globs(doc_id: str, include: list[str], exclude: list[str]) -> bool:
     return not (exclude and _glob_spec(tuple(exclude)).match_file(doc_id))
 
 
-_SPEC_CACHE: dict[tuple[str, ...], pathspec.PathSpec] = {}
+_SPEC_CACHE: dict[tuple[str, ...], pathspec.PathSpec[pathspec.Pattern]] = {}
 
 
-def _glob_spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
+def _glob_spec(patterns: tuple[str, ...]) -> pathspec.PathSpec[pathspec.Pattern]:
     if patterns not in _SPEC_CACHE:
         _SPEC_CACHE[patterns] = pathspec.PathSpec.from_lines("gitignore", patterns)
     return _SPEC_CACHE[patterns]

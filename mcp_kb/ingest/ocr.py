@@ -12,9 +12,15 @@ import importlib.util
 import io
 import threading
 import warnings
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import ParseError
 from .parsers.bounds import check_image
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+    from PIL import Image
 
 # RapidOCR reads an image scaled to this longest side. On an A4 page scanned at 300 dpi (10 pt text,
 # English and Chinese) its default, 2000, read 83 % of the text and peaked at 870 MB; 1600 read 99.7 %
@@ -22,7 +28,17 @@ from .parsers.bounds import check_image
 OCR_SIDE = 1600
 INSTALL_HINT = ("install the OCR extra to read it: pip install rapidocr-onnxruntime into mcp-kb's environment "
                 "(in a clone: pip install -e '.[ocr]')")
-_ENGINE = None
+_Line = tuple[object, str, float]  # a text line RapidOCR found: [box, text, score]
+
+
+class _Engine(Protocol):
+    """RapidOCR's call (its package carries no type information): the lines found, None when there are
+    none, and how long its stages took."""
+
+    def __call__(self, img_content: NDArray[np.uint8]) -> tuple[list[_Line] | None, list[float] | None]: ...
+
+
+_ENGINE: _Engine | None = None
 _LOCK = threading.Lock()
 
 
@@ -50,7 +66,7 @@ def image_text(data: bytes) -> str:
     return "\n".join(text for _box, text, _score in lines or [])
 
 
-def bounded(image):
+def bounded(image: Image.Image) -> Image.Image:
     """The image, scaled down (aspect kept) to OCR_SIDE on its longest side: the engine would scale it
     so anyway, and a smaller copy is all this process then holds."""
     longest = max(image.width, image.height)
@@ -62,7 +78,7 @@ def bounded(image):
     return image.resize(size, reducing_gap=2.0)
 
 
-def _engine():
+def _engine() -> _Engine:
     global _ENGINE
     if _ENGINE is None:
         from rapidocr_onnxruntime import RapidOCR

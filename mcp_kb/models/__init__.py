@@ -27,11 +27,13 @@ RERANK_PROVIDERS.bind("service", "mcp_kb.models.rerank_service:ServiceRerankProv
 
 
 def embedding_provider(config: EmbeddingConfig) -> EmbeddingProvider:
-    return EMBEDDING_PROVIDERS.implementation(config.provider)
+    provider: EmbeddingProvider = EMBEDDING_PROVIDERS.implementation(config.provider)  # a plugin's, untyped there
+    return provider
 
 
 def rerank_provider(config: RerankConfig) -> RerankProvider:
-    return RERANK_PROVIDERS.implementation(config.provider)
+    provider: RerankProvider = RERANK_PROVIDERS.implementation(config.provider)
+    return provider
 
 
 def create_embedder(config: EmbeddingConfig) -> Embedder:

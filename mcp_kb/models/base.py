@@ -64,7 +64,8 @@ class Embedder(ABC):
         return self.identity
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.embed_batch([text])[0]
+        vector: np.ndarray = self.embed_batch([text])[0]  # numpy's stubs type an indexed row as Any
+        return vector
 
     def release(self) -> None:
         """Let go of a loaded model's memory; the next call loads it again. Nothing to do for a service."""

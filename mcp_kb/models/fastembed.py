@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 from loguru import logger
@@ -24,6 +24,13 @@ from ..errors import ModelError
 from .base import Embedder, ModelIdentity, Reranker
 from .identities import RememberedModel, remember_model, remembered_model
 from .quantize import CHECK_TEXTS, Int8Copy, int8_copy
+
+if TYPE_CHECKING:  # fastembed itself takes a second to import: it is imported where used
+    from fastembed import TextEmbedding
+    from fastembed.common.model_description import BaseModelDescription, DenseModelDescription
+    from fastembed.rerank.cross_encoder import TextCrossEncoder
+    from fastembed.text.text_embedding_base import TextEmbeddingBase
+    from tokenizers import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +58,7 @@ class FastEmbedder(Embedder):
     def __init__(self, config: FastembedSettings):
         self.config = config
         self._arena = True  # onnxruntime's memory arena (serve_queries)
-        self._model = None
+        self._model: TextEmbedding | None = None
         self._settings: FastembedSettings | None = None
         self._int8: Int8Copy | None = None  # with quantize = "int8": what became of the copy
         self._fp32_folder: Path | None = None  # with quantize = "int8": the configured model's own folder
@@ -60,7 +67,7 @@ class FastEmbedder(Embedder):
         self.calls = 0
 
     @property
-    def model(self):
+    def model(self) -> TextEmbedding:
         with _FASTEMBED_LOCK:
             if self._model is None:
                 # A failed load (e.g. ~40 s of download retries) is not retried on every request.
@@ -97,7 +104,7 @@ class FastEmbedder(Embedder):
 
     def _worked_out_identity(self) -> ModelIdentity:
         described = self._model or _load_text_embedding(self.settings, lazy=True)
-        inner = described.model  # TextEmbedding wraps the model class that knows its files
+        inner = _files(described)
         onnx_file = Path(inner._model_dir) / inner.model_description.model_file
         name = f"{self.config.model} (int8)" if self.settings.quantize == "int8" else self.config.model
         identity = ModelIdentity(name, int(described.embedding_size),
@@ -184,7 +191,7 @@ class FastEmbedReranker(Reranker):
 
     def __init__(self, config: FastembedRerankSettings):
         self.config = config
-        self._model: Any = None
+        self._model: TextCrossEncoder | None = None
 
     def score(self, query: str, passages: list[str]) -> list[float]:
         with _FASTEMBED_LOCK:
@@ -196,7 +203,7 @@ class FastEmbedReranker(Reranker):
             raise ModelError(f"reranking failed with model {self.config.model}: {exc}") from exc
 
 
-def _load_cross_encoder(config: FastembedRerankSettings):
+def _load_cross_encoder(config: FastembedRerankSettings) -> TextCrossEncoder:
     fix = ("set [rerank] model_path to a local folder holding the reranking model's model.onnx, tokenizer.json and "
            "tokenizer_config.json, or give this machine access to the model hub so fastembed can download it")
     if config.model_path and not Path(config.model_path, "model.onnx").is_file():
@@ -212,7 +219,7 @@ def _load_cross_encoder(config: FastembedRerankSettings):
                              f"{fix}, or set [rerank] enabled = false") from exc
 
 
-def _load_text_embedding(config: FastembedSettings, lazy: bool = False, arena: bool = True):
+def _load_text_embedding(config: FastembedSettings, lazy: bool = False, arena: bool = True) -> TextEmbedding:
     """Load fastembed's model from the local folder, the cache, or (one attempt) the hub; one clear error.
 
     fastembed on its own retries a download three times with pauses (about 40 s without a network,
@@ -276,7 +283,7 @@ def _check_vectors(config: FastembedSettings, folder: Path) -> np.ndarray:
     return np.asarray(list(model.embed(list(CHECK_TEXTS))), dtype=np.float32)
 
 
-def _check_model_folder(text_embedding_class, config: FastembedSettings) -> None:
+def _check_model_folder(text_embedding_class: type[TextEmbedding], config: FastembedSettings) -> None:
     """The configured folder holds the file fastembed loads the configured model from, or a clear error."""
     folder = Path(config.model_path or "")  # asked only when a folder is configured
     _, description = _description(text_embedding_class, config)
@@ -296,13 +303,14 @@ def _check_model_folder(text_embedding_class, config: FastembedSettings) -> None
                      f"{config.model} from); {_FIX}")
 
 
-def _models_loaded_from(text_embedding_class, files: list[str]) -> list[str]:
+def _models_loaded_from(text_embedding_class: type[TextEmbedding], files: list[str]) -> list[str]:
     """The supported models fastembed loads from one of `files` (paths within a model folder)."""
     return sorted(description.model for model_class in text_embedding_class.EMBEDDINGS_REGISTRY
                   for description in model_class._list_supported_models() if description.model_file in files)
 
 
-def _text_embedding(text_embedding_class, config: FastembedSettings, lazy: bool, arena: bool = True):
+def _text_embedding(text_embedding_class: type[TextEmbedding], config: FastembedSettings, lazy: bool,
+                    arena: bool = True) -> TextEmbedding:
     """The model from the configured folder or fastembed's cache, never from the network."""
     try:
         return text_embedding_class(config.model, cache_dir=config.cache_dir, threads=config.threads,
@@ -331,7 +339,7 @@ def _use_cuda(config: FastembedSettings) -> bool:
     return False
 
 
-def _download_once(text_embedding_class, config: FastembedSettings) -> None:
+def _download_once(text_embedding_class: type[TextEmbedding], config: FastembedSettings) -> None:
     """One download attempt of the model's files into fastembed's cache."""
     from fastembed.common.utils import define_cache_dir
 
@@ -343,7 +351,8 @@ def _download_once(text_embedding_class, config: FastembedSettings) -> None:
                          f"{type(exc).__name__}: {exc}); {_FIX}") from exc
 
 
-def _description(text_embedding_class, config: FastembedSettings):
+def _description(text_embedding_class: type[TextEmbedding],
+                 config: FastembedSettings) -> tuple[type[TextEmbeddingBase], DenseModelDescription]:
     """fastembed's model class and description of the configured model."""
     for model_class in text_embedding_class.EMBEDDINGS_REGISTRY:
         for description in model_class._list_supported_models():
@@ -356,6 +365,18 @@ class UnknownModelError(ModelError):
     """The model name is not one fastembed knows: no download can help."""
 
 
+class _ModelFiles(Protocol):
+    """What fastembed's model classes know of their files; their common base declares none of it."""
+
+    _model_dir: Path
+    model_description: BaseModelDescription
+
+
+def _files(loaded: TextEmbedding | TextCrossEncoder) -> _ModelFiles:
+    """The model class a TextEmbedding or TextCrossEncoder wraps, which knows its files."""
+    return cast(_ModelFiles, loaded.model)
+
+
 class ModelTokenizer:
     """The embedding model's own tokenizer, untruncated: chunk sizes are measured with it.
 
@@ -365,7 +386,7 @@ class ModelTokenizer:
 
     def __init__(self, model_dir: Path, max_tokens: int | None = None):
         self._model_dir = model_dir
-        self._tokenizer: Any = None
+        self._tokenizer: Tokenizer | None = None
         self._loading = threading.Lock()
         try:
             if not (model_dir / "tokenizer.json").is_file():
@@ -386,7 +407,7 @@ class ModelTokenizer:
         self.__dict__.update(state, _loading=threading.Lock())
 
     @property
-    def _loaded(self) -> Any:
+    def _loaded(self) -> Tokenizer:
         """The tokenizer, loaded at the first call that needs it."""
         if self._tokenizer is None:
             with self._loading:
@@ -394,7 +415,7 @@ class ModelTokenizer:
                     self._tokenizer = self._load()
         return self._tokenizer
 
-    def _load(self) -> Any:
+    def _load(self) -> Tokenizer:
         from tokenizers import Tokenizer
 
         try:
@@ -468,10 +489,10 @@ def tokenizer_dir(config: FastembedSettings) -> Path:
         return _download_tokenizer(description.sources.hf, config)
 
 
-def _cached_model_dir(text_embedding_class, config: FastembedSettings) -> Path | None:
+def _cached_model_dir(text_embedding_class: type[TextEmbedding], config: FastembedSettings) -> Path | None:
     """The model's folder in fastembed's cache, or None when it was never downloaded."""
     try:
-        return Path(_text_embedding(text_embedding_class, config, lazy=True).model._model_dir)
+        return Path(_files(_text_embedding(text_embedding_class, config, lazy=True))._model_dir)
     except UnknownModelError:
         raise
     except ModelError:
@@ -504,7 +525,7 @@ def _download_tokenizer(repo: str, config: FastembedSettings) -> Path:
 
 def fetch_model(config: FastembedSettings) -> Path:
     """Download the embedding model into fastembed's cache unless it is there; its (fp32) folder."""
-    return Path(_load_text_embedding(config, lazy=True).model._model_dir)
+    return Path(_files(_load_text_embedding(config, lazy=True))._model_dir)
 
 
 def prepare_model(config: FastembedSettings) -> Path:
@@ -518,7 +539,7 @@ def prepare_model(config: FastembedSettings) -> Path:
 
 def fetch_reranker(config: FastembedRerankSettings) -> Path:
     """Download the reranking model into fastembed's cache unless it is there; its folder."""
-    return Path(_load_cross_encoder(config).model._model_dir)
+    return Path(_files(_load_cross_encoder(config))._model_dir)
 
 
 def model_source(config: FastembedSettings) -> str:

@@ -72,7 +72,7 @@ class OpenAIEmbedder(Embedder):
         answer = self._request([text], retries=0)
         if self._dimension is None:  # a search learns it from its own answer: no extra request, no retries
             self._dimension = answer.shape[1]
-        vector = self._checked(answer)[0]
+        vector: np.ndarray = self._checked(answer)[0]
         self._queries.put(text, vector)
         return vector
 
@@ -94,7 +94,7 @@ class OpenAIEmbedder(Embedder):
         if not norms.all():
             raise ModelError(f"the embedding service returned an all-zero vector for input "
                              f"{int(np.flatnonzero(norms == 0)[0])} (model {self.config.model!r}): no vector is stored")
-        return (vectors / norms).astype(np.float32)
+        return np.asarray(vectors / norms, dtype=np.float32)
 
     def _request(self, texts: list[str], retries: int) -> np.ndarray:
         """One batch's vectors in input order; transient failures retried up to `retries` times."""

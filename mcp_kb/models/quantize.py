@@ -27,11 +27,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from ..digest import file_sha256, model_file_sha256
+
+if TYPE_CHECKING:
+    import onnx
 
 log = logging.getLogger(__name__)
 
@@ -233,13 +236,13 @@ def _regular_files(folder: Path) -> dict[str, int]:
     return sizes
 
 
-def _inventory(folder: Path, model_file: str) -> dict[str, list]:
+def _inventory(folder: Path, model_file: str) -> dict[str, list[int | str]]:
     """What the record holds of each file: [size, sha256]."""
     return {name: [size, _sha256(folder / name, name == model_file)]
             for name, size in sorted(_regular_files(folder).items())}
 
 
-def _intact(folder: Path, recorded: dict[str, list], model_file: str) -> bool:
+def _intact(folder: Path, recorded: dict[str, list[int | str]], model_file: str) -> bool:
     """Whether the copy holds exactly the recorded files, each of its recorded size and hash (sizes are
     compared first, so no file is read past what was written)."""
     sizes = _regular_files(folder)
@@ -294,7 +297,7 @@ def _quantize(fp32: Path, int8: Path) -> None:
         root.setLevel(level)
 
 
-def _fed_by_gelu(graph) -> list[str]:
+def _fed_by_gelu(graph: onnx.GraphProto) -> list[str]:
     """The MatMul nodes whose input comes from a GELU through elementwise nodes only."""
     producer = {output: node for node in graph.node for output in node.output}
 
@@ -311,4 +314,5 @@ def _fed_by_gelu(graph) -> list[str]:
 def _cosines(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
     reference = reference / np.linalg.norm(reference, axis=1, keepdims=True)
     candidate = candidate / np.linalg.norm(candidate, axis=1, keepdims=True)
-    return np.sum(reference * candidate, axis=1)
+    cosines: np.ndarray = np.sum(reference * candidate, axis=1)
+    return cosines

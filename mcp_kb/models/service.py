@@ -15,7 +15,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -133,7 +133,13 @@ def _retry_after_seconds(value: str | None) -> float | None:
         return None
 
 
-def request_headers(settings: Any) -> dict[str, str]:
+class _ServiceSettings(Protocol):
+    """A service provider's settings (OpenAISettings, ServiceRerankSettings)."""
+
+    def request_headers(self) -> dict[str, str]: ...
+
+
+def request_headers(settings: _ServiceSettings) -> dict[str, str]:
     """The settings' headers and key; a key that is not set (or not fit for a header) fails the model,
     not the config."""
     try:

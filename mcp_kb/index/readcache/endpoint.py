@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import h11
@@ -17,8 +18,11 @@ log = logging.getLogger(__name__)
 _MAX_HEAD_BYTES = 16 * 1024  # a request line and headers longer than this end the connection
 _IDLE_SECONDS = 120.0  # an idle or dripping connection is closed after this long
 
+Reply = tuple[int, dict[str, str], bytes]  # status, headers, body
+Answer = Callable[[str, str, dict[str, str]], Reply]  # (method, target, headers) -> the reply
 
-def s3_error(status: int, code: str, message: str) -> tuple[int, dict[str, str], bytes]:
+
+def s3_error(status: int, code: str, message: str) -> Reply:
     body = f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code><Message>{message}</Message></Error>'
     return status, {"content-type": "application/xml", "content-length": str(len(body))}, body.encode()
 
@@ -32,7 +36,7 @@ class Endpoint:
     hits are answered on the loop, answers that wait on the store on worker threads, so a slow store
     holds up no hit. (LanceDB makes ~60 requests a hybrid search: their overhead is the cache's cost.)"""
 
-    def __init__(self, answer_now, answer):
+    def __init__(self, answer_now: Answer, answer: Answer):
         self._answer_now, self._answer = answer_now, answer
         self._workers = ThreadPoolExecutor(32, thread_name_prefix="mcp-kb read cache")
         started = threading.Event()
@@ -46,7 +50,7 @@ class Endpoint:
         loop = asyncio.new_event_loop()
         try:
             server = loop.run_until_complete(asyncio.start_server(self._serve, LOOPBACK, 0))
-            self.address = server.sockets[0].getsockname()[:2]
+            self.address: tuple[str, int] = server.sockets[0].getsockname()[:2]
         except OSError as exc:  # no loopback port for us (a sandbox): the caller goes without the cache
             self._failure = exc
             return

@@ -158,7 +158,8 @@ def _etag_name(meta: dict[str, Any]) -> str:
 
 
 def page_length(meta: dict[str, Any], number: int) -> int:
-    return max(0, min(PAGE_BYTES, meta["size"] - number * PAGE_BYTES))
+    size: int = meta["size"]
+    return max(0, min(PAGE_BYTES, size - number * PAGE_BYTES))
 
 
 def _drop_if_pageless(folder: Path) -> None:

@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import logging
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import quote, urlsplit
 
 from ...settings.variables import (ENV_AWS_ACCESS_KEY_ID, ENV_AWS_DEFAULT_REGION, ENV_AWS_ENDPOINT_URL,
@@ -89,7 +90,13 @@ class Upstream:
         return headers
 
 
-def _options_reader(options: dict[str, str]):
+class _Option(Protocol):
+    """The first of `names` the options set, else the variable `env` names (None when neither is)."""
+
+    def __call__(self, *names: str, env: str | None = None) -> str | None: ...
+
+
+def _options_reader(options: dict[str, str]) -> _Option:
     def option(*names: str, env: str | None = None) -> str | None:
         for name in names:
             if options.get(name):

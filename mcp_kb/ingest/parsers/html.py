@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bs4 import BeautifulSoup, SoupStrainer, Tag
+from bs4 import BeautifulSoup, Tag
+from bs4.filter import SoupStrainer  # its home since bs4 4.13: the package's __all__ leaves it out
 
 from ..document import Block, Document
 from .text import decode_bytes, normalize_newlines

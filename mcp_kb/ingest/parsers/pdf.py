@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from pypdf import PdfReader
+from pypdf import PageObject, PdfReader
 from pypdf.errors import FileNotDecryptedError, PdfReadError, PyPdfError
 
 from .. import ocr as engine
@@ -58,7 +58,7 @@ def parse(path: Path, doc_id: str, ocr: bool = True) -> Document:
                     notes=tuple(notes), ocr_pages=len(ocr_pages))
 
 
-def _page_image_text(page) -> str:
+def _page_image_text(page: PageObject) -> str:
     """OCR of the images on a page (a scanned page is one image); "" when it has none or they fail."""
     texts = []
     try:
