@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import SearchError
@@ -28,6 +28,7 @@ MAX_LIST_VALUES = 200  # values of one one-of list
 _RANGE_OPERATORS = dict(zip(RANGE_OPERATORS, (">", ">=", "<", "<=")))  # as SQL writes them
 _TEXT_OPERATORS = set(TEXT_OPERATORS)
 _REGEX_META = set(".^$*+?()[]{}|\\")
+_IN_LIST_BATCH = 500  # values in one `IN (...)` predicate (deletes and look-ups by path or content hash)
 
 
 def build_where(filters: dict[str, Any] | None, types: dict[str, str], rooted: Iterable[str] = ()) -> str | None:
@@ -135,6 +136,16 @@ def sql_string(value: str) -> str:
 def sql_in(column: str, values: Iterable[str]) -> str:
     """`column IN ('a', 'b')` with values quoted safely."""
     return f"{column} IN ({', '.join(sql_string(v) for v in values)})"
+
+
+def sql_in_batches(column: str, values: Sequence[str]) -> list[str]:
+    """`column IN (...)` predicates of at most _IN_LIST_BATCH values each, which together name every value."""
+    return [sql_in(column, values[start:start + _IN_LIST_BATCH]) for start in range(0, len(values), _IN_LIST_BATCH)]
+
+
+def sql_any(predicates: Iterable[str]) -> str:
+    """OR of predicates: one condition for what was built in batches (a commit deletes by one)."""
+    return " OR ".join(f"({predicate})" for predicate in predicates)
 
 
 def sql_equals(column: str, value: str | int) -> str:

@@ -6,7 +6,8 @@ import pytest
 
 from mcp_kb.schema import ChunkRow, chunk_schema
 from mcp_kb.index.contract import new_generation
-from mcp_kb.index.store import LanceStore, chunk_table_name
+from mcp_kb.index.generations import chunk_table_name
+from mcp_kb.index.store import LanceStore
 
 DIM = 4
 
@@ -51,14 +52,14 @@ def test_a_reader_lets_go_of_the_generations_a_writer_elsewhere_dropped(store, t
     new = _fill(store, "docs")  # a rebuild in another process: a new generation, the old one dropped
     store.drop_generations("docs", keep={new})
     assert reader.view("docs", new).version >= 1
-    held = set(reader._open) | set(reader._search_open)
+    held = reader._tables.held()
     assert chunk_table_name("docs", old) not in held and chunk_table_name("docs", new) in held
     assert any(name.startswith("other__chunks__") for name in held)  # another KB's handles stay
 
 
 def test_an_index_from_before_generations_reads_its_old_table_names():
     from mcp_kb.records import KBState
-    from mcp_kb.index.store import file_table_name
+    from mcp_kb.index.generations import file_table_name
 
     assert KBState({"model": {"name": "m"}}).generation == "" and KBState({}).generation is None
     assert chunk_table_name("docs", "") == "docs__chunks" and file_table_name("docs", "") == "docs__files"
@@ -66,9 +67,10 @@ def test_an_index_from_before_generations_reads_its_old_table_names():
 
 def test_the_vector_index_is_built_when_large_and_rebuilt_when_it_has_grown_fourfold(store, monkeypatch):
     import mcp_kb.index.store as store_module
+    import mcp_kb.index.vector_index as vector_index
 
     monkeypatch.setattr(store_module, "VECTOR_INDEX_MIN_ROWS", 300)
-    monkeypatch.setattr(store_module, "ROWS_PER_PARTITION", 100)
+    monkeypatch.setattr(vector_index, "ROWS_PER_PARTITION", 100)
     generation = new_generation()
     store.create_generation("docs", generation, chunk_schema(DIM, {}))
     rng = np.random.default_rng(0)
@@ -101,10 +103,11 @@ def test_a_large_table_gets_an_ivf_pq_index_whose_refined_searches_keep_recall(s
     """Past PQ_INDEX_MIN_ROWS the index is IVF-PQ (codes of 8 dimensions: a sixth of HNSW-SQ's memory) and each
     query re-ranks refine-factor times its candidates by their full vectors: recall@10 against exact search."""
     import mcp_kb.index.store as store_module
+    import mcp_kb.index.vector_index as vector_index
 
     monkeypatch.setattr(store_module, "VECTOR_INDEX_MIN_ROWS", 300)
-    monkeypatch.setattr(store_module, "ROWS_PER_PARTITION", 500)
-    monkeypatch.setattr(store_module, "PQ_INDEX_MIN_ROWS", 2_000)
+    monkeypatch.setattr(vector_index, "ROWS_PER_PARTITION", 500)
+    monkeypatch.setattr(vector_index, "PQ_INDEX_MIN_ROWS", 2_000)
     dimension, generation = 64, new_generation()
     store.create_generation("docs", generation, chunk_schema(dimension, {}))
     rng = np.random.default_rng(1)
@@ -134,7 +137,7 @@ def test_a_large_table_gets_an_ivf_pq_index_whose_refined_searches_keep_recall(s
     found = store.view("docs", generation).nearest(query, None, 10)
     exact = {f"d{i}.md#0": float(vectors[i] @ query / np.linalg.norm(query)) for i in range(3_000)}
     assert [c.score for c in found] == pytest.approx([exact[c.id] for c in found], abs=1e-5)  # scores: exact cosine
-    monkeypatch.setattr(store_module, "PQ_REFINE_FACTOR", 1)  # the codes alone (a new store: it reads that again)
+    monkeypatch.setattr(vector_index, "PQ_REFINE_FACTOR", 1)  # the codes alone (a new store: it reads that again)
     assert refined >= 0.95 and refined > recall(LanceStore(store.uri).view("docs", generation)) + 0.1
     store.delete_documents("docs", generation, [f"d{i}.md" for i in range(1_500, 3_000)])
     assert store.refresh_indexes("docs", generation, changed=True) == "full-text + IVF-PQ vector index"  # kept

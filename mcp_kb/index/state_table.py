@@ -1,0 +1,69 @@
+"""The state table: one row per KB holding its state as JSON (active generation, model identity, settings, last
+sync; records.KBState reads it), and the notes kept beside it. Writing a KB's row is what switches generations."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ..errors import StoreError
+from .connection import upsert
+from .failures import store_failures
+from .filters import sql_equals
+from .upkeep import compact_when_worth_it
+
+if TYPE_CHECKING:
+    from .connection import Tables
+
+# Bump when the tables' layout changes: the next sync rebuilds each KB (beside the old index) by itself.
+# An index with a higher number was written by a newer mcp-kb, and is refused rather than rebuilt over.
+LAYOUT_VERSION = 2
+_STATE_TABLE = "_state"
+_STATE_SCHEMA = pa.schema([("kb", pa.string()), ("state", pa.string())])
+
+
+class StateTable:
+    """The KBs' state rows, each read again only once the table has a new version (a cheap check)."""
+
+    def __init__(self, tables: Tables):
+        self._tables = tables
+        self._by_kb: dict[str, tuple[int, dict[str, Any]]] = {}  # (state table version, state)
+
+    @property
+    def uri(self) -> str:
+        return self._tables.uri
+
+    @store_failures("be read (a KB's state)")
+    def read(self, kb: str) -> dict[str, Any]:
+        """The KB's state row ({} before its first sync)."""
+        table = self._tables.table(_STATE_TABLE)
+        if table is None:
+            return {}
+        version = table.version
+        cached = self._by_kb.get(kb)
+        if cached and cached[0] == version:
+            return cached[1]
+        rows = table.search().where(sql_equals("kb", kb)).limit(1).to_list()
+        state: dict[str, Any] = json.loads(rows[0]["state"]) if rows else {}
+        _refuse_newer_layout(kb, state)
+        self._by_kb[kb] = (version, state)
+        return state
+
+    @store_failures("be written (a KB's state)")
+    def write(self, kb: str, state: dict[str, Any]) -> None:
+        """Replace the KB's state row in one commit."""
+        row = pa.table({"kb": [kb], "state": [json.dumps(state, ensure_ascii=False)]}, schema=_STATE_SCHEMA)
+        table = self._tables.created(_STATE_TABLE, schema=_STATE_SCHEMA)
+        upsert(table, "kb", row)
+        compact_when_worth_it(table, unindexed=0)  # every sync rewrites the row: keep the table one read
+
+
+def _refuse_newer_layout(kb: str, state: dict[str, Any]) -> None:
+    """Only older layouts are migrated (by a rebuild): rebuilding over a newer one would drop its data."""
+    layout = state.get("layout")
+    if isinstance(layout, int) and layout > LAYOUT_VERSION:
+        raise StoreError(f"knowledge base {kb!r}: this index was written by a newer mcp-kb (layout {layout}; this "
+                         f"version reads layout {LAYOUT_VERSION} and older); upgrade mcp-kb, or point storage "
+                         f"elsewhere. Nothing was changed.")
