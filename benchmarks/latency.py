@@ -18,6 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _beir import EVAL, kb_config, use_offline_model  # noqa: E402
+from mcp_kb.api import SearchRequest
 
 WORK = Path("/tmp/mcp-kb-bench")
 
@@ -68,11 +69,11 @@ def main() -> None:
         build(app, source_rows, size)
         for mode in ("keyword", "vector", "hybrid"):
             for query in queries[:10]:  # warm caches
-                app.search("lat", query + " warm", mode=mode, top_k=10)
+                app.search("lat", SearchRequest(query=query + " warm", mode=mode, top_k=10))
             times = []
             for query in queries:
                 started = time.perf_counter()
-                app.search("lat", query, mode=mode, top_k=10)
+                app.search("lat", SearchRequest(query=query, mode=mode, top_k=10))
                 times.append((time.perf_counter() - started) * 1000)
             times.sort()
             print(f"{size:7d} {mode:8} {statistics.median(times):7.1f} {times[int(len(times) * 0.95)]:7.1f}")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _beir import EVAL, kb_config, progress, use_offline_model, write_corpus  # noqa: E402
+from mcp_kb.api import SearchRequest
 
 
 def main() -> None:
@@ -52,7 +53,7 @@ def main() -> None:
         returned: list[int] = []
 
         def run(query: str, mode: str = mode, returned: list[int] = returned) -> list[str]:
-            hits = app.search(args.dataset, query, mode=mode, top_k=args.top_k).hits
+            hits = app.search(args.dataset, SearchRequest(query=query, mode=mode, top_k=args.top_k)).hits
             returned.append(sum(app.tokenizer.count([hit.text])[0] for hit in hits))
             return [hit.source for hit in hits]
         scores.append(evaluate(run, queries, qrels, mode))

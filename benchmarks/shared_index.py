@@ -30,6 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _beir import EVAL, kb_config, use_offline_model  # noqa: E402
+from mcp_kb.api import SearchRequest
 
 WORK = Path("/tmp/mcp-kb-bench")
 MODES = ("keyword", "vector", "hybrid")
@@ -50,7 +51,7 @@ def _timed_searches(app, kb: str, queries: list[str], mode: str) -> list[float]:
     times = []
     for query in queries:
         started = time.perf_counter()
-        app.search(kb, query, mode=mode, top_k=10, record=False)
+        app.search(kb, SearchRequest(query=query, mode=mode, top_k=10), record=False)
         times.append((time.perf_counter() - started) * 1000)
     return times
 

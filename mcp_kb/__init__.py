@@ -1,30 +1,33 @@
 """mcp-kb: folders of documents as knowledge bases for any MCP client.
 
-The public names load lazily, so `mcp-kb --help` and server start-up stay fast.
+A library user's names: the core's public API (`mcp_kb.api`) and the MCP server's builder. They load
+lazily, so `mcp-kb --help` and server start-up stay fast.
 """
 
 from importlib import import_module
 from typing import Any
 
-__version__ = "0.1.0"
+from .api import __version__
 
 _EXPORTS = {
-    "App": "app",
+    "App": "api",
     "Config": "settings",
     "KBConfig": "settings",
     "load_config": "settings",
     "config_for_folder": "settings",
-    "KBError": "errors",
-    "ConfigError": "errors",
-    "ParseError": "errors",
-    "ModelError": "errors",
-    "StoreError": "errors",
-    "SyncBusyError": "errors",
-    "MassDeleteError": "errors",
-    "SearchError": "errors",
-    "SyncReport": "sync",
-    "SearchResult": "search",
-    "Hit": "search",
+    "KBError": "api",
+    "ConfigError": "api",
+    "ParseError": "api",
+    "ModelError": "api",
+    "StoreError": "api",
+    "SyncBusyError": "api",
+    "MassDeleteError": "api",
+    "SearchError": "api",
+    "SyncReport": "api",
+    "SearchRequest": "api",
+    "SyncRequest": "api",
+    "SearchResult": "api",
+    "Hit": "api",
     "build_server": "mcp.server",
 }
 __all__ = [*_EXPORTS, "__version__"]

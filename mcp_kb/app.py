@@ -7,6 +7,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,8 @@ from .models import create_embedder, create_reranker, load_token_counter, model_
 from .models.base import Embedder, TokenCounter, query_model_differs
 from .present import document_text
 from .records import (Glance, KBCheck, KBState, KBStats, KBStatus, LastSyncFigures, Problem, Progress, SyncHistory,
-                      recorded_now)
+                      SyncProgress, recorded_now)
+from .requests import SearchRequest, SyncRequest
 from .search import Searcher, SearchResult
 from .ingest.workers import ParseWorkers
 from .batches import parse_job
@@ -81,25 +83,23 @@ class App:
         rerank = self.config.rerank
         return Searcher(self.store, self.embedder, self.tokenizer, create_reranker(rerank), rerank.candidates)
 
-    def search(self, kb: str, query: str, record: bool = True, **options: Any) -> SearchResult:
-        """Search one KB; options: top_k, mode, filters, min_score, context, max_per_document, max_tokens.
-
-        `record=False` (evaluations asking made-up or labelled queries) leaves the metrics and the
-        query log to what users asked.
-        """
+    def search(self, kb: str, request: SearchRequest, record: bool = True) -> SearchResult:
+        """Search one KB; what the request leaves out is the KB's setting. `record=False` (evaluations asking
+        made-up or labelled queries) leaves the metrics and the query log to what users asked."""
         kb_config = self.config.get_kb(kb)
+        resolved = request.resolved(kb_config.search)
         started = time.perf_counter()
-        result = self.searcher.search(kb_config, self.searcher.request(kb_config, query, **options))
+        result = self.searcher.search(kb_config, resolved)
         if not record:
             return result
         elapsed_ms = (time.perf_counter() - started) * 1000
         embedded = "embed" in result.timings_ms and not result.cached
-        self.metrics.record(kb_config.name, result, elapsed_ms, self.tokenizer.count([query])[0] if embedded else 0)
+        self.metrics.record(kb_config.name, result, elapsed_ms, self.tokenizer.count([request.query])[0] if embedded
+                            else 0)
         if self.saves_metrics and self.metrics.due(kb_config.name):
             write_metrics(self.config.storage.uri, kb_config.name, self.metrics.snapshot(kb_config.name))
         if kb_config.search.query_log:
-            self._query_log(kb_config).write(query, options.get("mode") or kb_config.search.mode,
-                                             options.get("filters"), result, elapsed_ms)
+            self._query_log(kb_config).write(request.query, resolved.mode, request.filters, result, elapsed_ms)
         return result
 
     def _query_log(self, kb: KBConfig) -> QueryLog:
@@ -153,10 +153,10 @@ class App:
                                report.get("tokens_embedded", 0), report.get("seconds", {}))
         return KBStats(name, read_metrics(self.config.storage.uri, name), read_health(self.store, name), last)
 
-    def sync(self, kb: str | None = None, full: bool = False, progress: Progress | None = None,
-             wait: bool = True, allow_mass_delete: bool = False, reembed: bool = False) -> list[SyncReport]:
-        reports = sync_all(self.config, self.store, self.embedder, lambda: self.tokenizer, kb, full=full,
-                           progress=progress, wait=wait, allow_mass_delete=allow_mass_delete, reembed=reembed,
+    def sync(self, request: SyncRequest | None = None, progress: Progress | None = None) -> list[SyncReport]:
+        """Sync the KB the request names (every KB without one); `progress` hears how far it is."""
+        reports = sync_all(self.config, self.store, self.embedder, lambda: self.tokenizer, request or SyncRequest(),
+                           progress,
                            release_model=self.releases_model)
         for report in reports:  # a model or chunking change that hurts retrieval shows at once
             sample = self.config.get_kb(report.kb).sync.self_check_sample
@@ -193,9 +193,9 @@ class App:
         asked = [(query, row["path"]) for row in view.sample(sample, seed)
                  if (query := self_query(row["heading"] or "", row["text"]))]
 
-        def run(mode: str):
-            return lambda text: [hit.source for hit in self.search(name, text, record=False, mode=mode, top_k=k,
-                                                                   max_per_document=1).hits]
+        def run(mode: str) -> Callable[[str], list[str]]:
+            return lambda text: [hit.source for hit in self.search(name, SearchRequest(
+                query=text, mode=mode, top_k=k, max_per_document=1), record=False).hits]
         checks = [self_check(run(mode), asked, mode, k) for mode in modes]
         write_health(self.store, name, {
             "checked_at": recorded_now(), "k": k, "queries": len(asked),
@@ -209,8 +209,9 @@ class App:
         warning = unmatched_documents(judgements, {doc_id_of(path) for path in self.document_ids(kb)})
         top_k = max(k, 10)
 
-        def run(mode: str):
-            return lambda text: [hit.source for hit in self.search(kb, text, record=False, mode=mode, top_k=top_k).hits]
+        def run(mode: str) -> Callable[[str], list[str]]:
+            return lambda text: [hit.source for hit in self.search(kb, SearchRequest(query=text, mode=mode, top_k=top_k),
+                                                                   record=False).hits]
         return [evaluate(run(mode), queries, judgements, mode, k) for mode in modes], warning
 
     def check(self, kb: str | None = None) -> list[KBCheck]:
@@ -273,10 +274,10 @@ class App:
         summary = self.summary(name)
         progress = sync_activity(self.store, name)
         if not summary and progress:  # a first sync: what it has written so far, not nothing
-            summary = {"documents": progress.get("written", 0), "chunks": progress.get("chunks", 0)}
+            summary = {"documents": progress.written, "chunks": progress.chunks}
         return Glance(name=name, description=kb_config.description, tool=kb_config.search_tool_name,
                       files=summary.get("documents", 0), chunks=summary.get("chunks", 0),
-                      sync_running=progress is not None, progress=progress or {},
+                      sync_running=progress is not None, progress=progress or SyncProgress(),
                       last_sync=state.last_sync.get("finished_at"), last_outcome=state.outcome,
                       last_error=state.last_sync.get("error", ""), seconds=state.report.get("seconds", {}).get("total"),
                       failed_files=state.report.get("files_failed", 0), model=state.model,

@@ -10,18 +10,17 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import __version__
+from .api import (__version__, FILTER_SYNTAX, LOOPBACK, KBError, KBStats, option_help, printable,
+                  remember_invocation, SearchRequest, sync_remedy, SyncRequest)
 from .settings import (ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, ENV_STORAGE, HEALTHY_HIT_RATE, MODES, RANKED_MODES, TRANSPORTS,
                        Config, build_config, config_for_folder, config_target, environment, load_config)
-from .errors import KBError
-from .records import KBStats
-from .requests import FILTER_SYNTAX, SearchRequest, SyncRequest, option_help
-from .text import printable
-from .vocabulary import LOOPBACK, files_done, remember_invocation, sync_remedy
+
+if TYPE_CHECKING:
+    from .api import App
 
 _SHOWN_CHARACTERS = 600  # of each passage in `search`'s text output (--json shows all)
 CONFIG_HELP = f"kb.toml to use, or a folder to serve with defaults (default: ./kb.toml, or ${ENV_CONFIG})"
@@ -52,8 +51,8 @@ def _load_or_defaults(config_path: str | None) -> Config:
     return _load(config_path) if named or path.exists() else build_config({}, Path.cwd(), None)
 
 
-def _app(config_path: str | None):
-    from .app import App
+def _app(config_path: str | None) -> App:
+    from .api import App
 
     return App(_load(config_path))
 
@@ -142,7 +141,7 @@ def main(verbose: bool) -> None:
     """
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
-    from .models import quiet_model_logs
+    from .api import quiet_model_logs
 
     quiet_model_logs()
 
@@ -202,7 +201,7 @@ def chunks(file: Path, config_path: str | None, as_json: bool) -> None:
 
         mcp-kb chunks docs/guide.md
     """
-    from .app import App
+    from .api import App
 
     result, notes = App(_load_or_defaults(config_path)).chunks(file)
     if as_json:
@@ -245,7 +244,8 @@ def init(folder: str, config_path: str) -> None:
 @click.argument("kb", required=False)
 @click.option("--full", is_flag=True, help=option_help(SyncRequest, "full"))
 @click.option("--reembed", is_flag=True, help=option_help(SyncRequest, "reembed"))
-@click.option("--no-wait", is_flag=True, help="Fail at once if another sync is running.")
+@click.option("--wait/--no-wait", default=SyncRequest.model_fields["wait"].default,
+              help=option_help(SyncRequest, "wait"))
 @click.option("--allow-mass-delete", is_flag=True, help=option_help(SyncRequest, "allow_mass_delete"))
 @click.option("--engine", type=click.Choice(["local", "ray"]), default=None,
               help="Parse, chunk and embed here (local) or on a Ray cluster (ray); default: [sync] engine.")
@@ -254,8 +254,8 @@ def init(folder: str, config_path: str) -> None:
                    "default: [sync] ray_address.")
 @config_option
 @json_option
-def sync(kb: str | None, full: bool, reembed: bool, no_wait: bool, allow_mass_delete: bool, engine: str | None,
-         address: str | None, config_path: str | None, as_json: bool) -> None:
+def sync(kb: str | None, full: bool, reembed: bool, wait: bool, allow_mass_delete: bool,  # noqa: PLR0913  # one per option
+         engine: str | None, address: str | None, config_path: str | None, as_json: bool) -> None:
     """Index new and changed files of KB (or all KBs); remove deleted ones.
 
     Example:
@@ -263,7 +263,7 @@ def sync(kb: str | None, full: bool, reembed: bool, no_wait: bool, allow_mass_de
         mcp-kb sync policy_docs
         mcp-kb sync --engine ray --address head-node:6379
     """
-    from .app import App
+    from .api import App
 
     name, config = _kb_or_folder(kb, config_path)
     settings = _load(config)
@@ -272,8 +272,8 @@ def sync(kb: str | None, full: bool, reembed: bool, no_wait: bool, allow_mass_de
     bar = _ProgressBar() if sys.stderr.isatty() and not as_json else None
     try:
         with _sigterm_interrupts():
-            reports = app.sync(name, full=full, reembed=reembed, progress=bar, wait=not no_wait,
-                               allow_mass_delete=allow_mass_delete)
+            reports = app.sync(SyncRequest(kb=name, full=full, reembed=reembed, wait=wait,
+                                           allow_mass_delete=allow_mass_delete), progress=bar)
     except KeyboardInterrupt:
         raise _Interrupted(_interrupted(name)) from None
     finally:
@@ -313,8 +313,7 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
                    f"{item.last_sync or 'never'} ({item.last_outcome}); model {model}; "
                    f"index {item.index_state or '-'}")
         if item.sync_running:
-            progress = item.progress
-            click.echo(f"  syncing now: {files_done(progress['done'], progress['total'])} indexed" if progress
+            click.echo(f"  syncing now: {item.progress.text()}" if item.progress.counted
                        else "  syncing now: reading its sources")
         if item.health:
             click.echo(f"  {_hit_rates(item.health)}")
@@ -354,7 +353,7 @@ def stats(kb: str | None, config_path: str | None, as_json: bool, callers: bool)
 
 
 def _caller_stats(config: Config, as_json: bool) -> None:
-    from .audit import callers
+    from .api import callers
 
     if not config.server.audit_log:
         raise KBError("no audit trail: set [server] audit_log in the config the server runs with")
@@ -405,12 +404,13 @@ def _hit_rates(health: dict[str, Any]) -> str:
 @click.option("--min-score", type=float, help=option_help(SearchRequest, "min_score"))
 @click.option("--filter", "filters", multiple=True, metavar="FIELD=VALUE",
               help=f"{SearchRequest.model_fields['filters'].description}: {FILTER_SYNTAX}. Repeatable.")
-@click.option("--context", type=int, default=0, help=option_help(SearchRequest, "context"))
+@click.option("--context", type=int, default=SearchRequest.model_fields["context"].default,
+              help=option_help(SearchRequest, "context"))
 @click.option("--max-per-document", type=int, help=option_help(SearchRequest, "max_per_document", "the KB's"))
 @click.option("--max-tokens", type=int, help=option_help(SearchRequest, "max_tokens", "the KB's"))
 @config_option
 @json_option
-def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: float | None,
+def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: float | None,  # noqa: PLR0913  # one per option
            filters: tuple[str, ...], context: int, max_per_document: int | None, max_tokens: int | None,
            config_path: str | None, as_json: bool) -> None:
     """Search KB for QUERY and print cited results.
@@ -419,17 +419,18 @@ def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: 
 
         mcp-kb search policy_docs "how do I apply for annual leave" --filter doc_type=policy
     """
-    from .requests import parse_filters
+    from .api import parse_filters, parse_search
 
+    request = parse_search({"query": query, "mode": mode, "top_k": top_k, "min_score": min_score,
+                            "filters": parse_filters(filters), "context": context,
+                            "max_per_document": max_per_document, "max_tokens": max_tokens})
     name, config = _kb_or_folder(kb, config_path)
     app = _app(config)
-    result = app.search(name or app.config.kb[0].name, query, mode=mode, top_k=top_k, min_score=min_score,
-                        filters=parse_filters(filters), context=context, max_per_document=max_per_document,
-                        max_tokens=max_tokens)
+    result = app.search(name or app.config.kb[0].name, request)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return
-    from .present import cited_text
+    from .api import cited_text
 
     click.echo(cited_text(result, max_chars=_SHOWN_CHARACTERS))
 
@@ -451,7 +452,7 @@ def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: 
 @click.option("--k", default=10, show_default=True, help="Cut-off for recall@k (with --self: hit@k).")
 @config_option
 @json_option
-def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Path | None, self_made: bool,
+def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Path | None, self_made: bool,  # noqa: PLR0913  # one per option
              sample: int, threshold: float, mode: str, k: int, config_path: str | None, as_json: bool) -> None:
     """Measure retrieval quality of KB: recall@k, MRR@10, nDCG@10, latency; or, with --self,
     a label-free hit rate.
@@ -466,7 +467,7 @@ def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Pa
 
         mcp-kb eval docs --log reviewed.queries.jsonl
     """
-    from .evaluation import format_self_checks, format_table, load_qrels, load_queries, load_reviewed_log
+    from .api import format_self_checks, format_table, load_qrels, load_queries, load_reviewed_log
 
     app = _app(config_path)
     modes = list(RANKED_MODES) if mode == "all" else [mode]
@@ -502,7 +503,7 @@ def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Pa
 @click.option("--read-only", is_flag=True, default=None, help="Hide the sync tool.")
 @click.option("--stateless", is_flag=True, default=None,
               help="Streamable HTTP without sessions: replicas behind a load balancer need no sticky sessions.")
-def serve(folder: str | None, config_path: str | None, transport: str | None, host: str | None,
+def serve(folder: str | None, config_path: str | None, transport: str | None, host: str | None,  # noqa: PLR0913  # one per option
           port: int | None, read_only: bool | None, stateless: bool | None) -> None:
     """Run the MCP server (stdio by default) for FOLDER or the configured KBs.
 
@@ -512,7 +513,7 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
 
         mcp-kb serve -c kb.toml --transport http --port 8765
     """
-    from .app import App
+    from .api import App
     from .mcp.server import run_server
 
     _one_of(folder, config_path)
@@ -533,7 +534,7 @@ def ui(folder: str | None, config_path: str | None, port: int) -> None:
 
         mcp-kb ui -c kb.toml
     """
-    from .app import App
+    from .api import App
     from .mcp.server import run_page
 
     _one_of(folder, config_path)
@@ -553,8 +554,8 @@ def watch(kb: str | None, config_path: str | None) -> None:
 
         mcp-kb watch -c kb.toml
     """
-    from .app import App
-    from .live import keep_in_sync
+    from .api import App
+    from .api import keep_in_sync
 
     name, config = _kb_or_folder(kb, config_path)
     app = App(_load(config))
@@ -589,7 +590,7 @@ def fetch(target: Path | None, config_path: str | None) -> None:
 
         mcp-kb model fetch --to ./models/embedding
     """
-    from .models import fetch_models, model_source
+    from .api import fetch_models, model_source
 
     config = _load_or_defaults(config_path)
     folders = fetch_models(config.embedding, config.rerank, copy_to=target)
@@ -606,7 +607,7 @@ def fetch(target: Path | None, config_path: str | None) -> None:
 class _ProgressBar:
     """A one-line progress bar on stderr for long syncs."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._shown = False
 
     def __call__(self, done: int, total: int, message: str) -> None:

@@ -16,8 +16,8 @@ from .app import App
 from .settings import KBConfig
 from .errors import KBError
 from .ingest.sources import Source, change_concerns, watch_folders
-from .records import Progress
-from .records import SyncReport
+from .records import Progress, SyncReport
+from .requests import SyncRequest
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +43,12 @@ class SyncRunner:
         self.notify = notify
         self.syncs_started = 0  # how many syncs were asked for (the debounce tests count them)
 
-    async def sync(self, kb: str | None = None, progress: Progress | None = None,
-                   **options: bool) -> list[SyncReport]:
-        """Sync one KB or all, with App.sync's options; raises KBError (the failure is also recorded in
-        the KB's status)."""
+    async def sync(self, request: SyncRequest, progress: Progress | None = None) -> list[SyncReport]:
+        """App.sync in a worker thread; raises KBError (the failure is also recorded in the KB's status)."""
         self.syncs_started += 1
-        names = [k.name for k in self.app.config.select(kb)]
+        names = [k.name for k in self.app.config.select(request.kb)]
         try:
-            return await anyio.to_thread.run_sync(lambda: self.app.sync(kb, progress=progress, **options))
+            return await anyio.to_thread.run_sync(lambda: self.app.sync(request, progress))
         finally:
             if self.notify:
                 for name in names:
@@ -61,7 +59,7 @@ class SyncRunner:
         the next trigger tries again."""
         log.info("%s: sync (%s)", kb, reason)
         try:
-            reports = await self.sync(kb)
+            reports = await self.sync(SyncRequest(kb=kb))
             log.info("%s", reports[0].summary())
         except KBError as exc:
             log.warning("%s: sync (%s) failed: %s", kb, reason, exc)

@@ -208,7 +208,8 @@ def _outcome(ray: Any, ref: Any, batch: list[SourceFile], hash_by_path: dict[str
     """A batch's result; a task that failed by itself fails the sync with its own error, as in a local sync (the
     index could not be written, a fault); one lost with its node past the retries fails only its files."""
     try:
-        return ray.get(ref)
+        indexed: IndexedBatch = ray.get(ref)
+        return indexed
     except ray.exceptions.RayError as exc:
         cause = exc.cause if isinstance(exc, ray.exceptions.RayTaskError) else exc
         if not isinstance(cause, ray.exceptions.RayError):  # the task's own failure, not the cluster's

@@ -6,10 +6,14 @@ the page's status poll), one shape everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, UTC
 from typing import Any
+
+from .vocabulary import files_done
 
 NEVER_SYNCED = "never synced"  # the outcome of a KB no sync has finished for
 
@@ -25,6 +29,45 @@ Progress = Callable[[int, int, str], None]
 
 
 @dataclass(frozen=True)
+class SyncProgress:
+    """How far the running sync of one KB is: written after each batch (index/state.py keeps it), read by
+    searches, status and the admin page. All zero before the sync's first batch."""
+
+    done: int = 0  # files indexed, of `total` to index
+    total: int = 0
+    chunks: int = 0  # chunks embedded so far
+    written: int = 0  # new and changed files committed so far
+    started: float = 0.0  # when the sync started (epoch seconds)
+
+    @classmethod
+    def from_dict(cls, saved: Mapping[str, Any]) -> SyncProgress:
+        return cls(int(saved.get("done", 0)), int(saved.get("total", 0)), int(saved.get("chunks", 0)),
+                   int(saved.get("written", 0)), float(saved.get("started", 0.0)))
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def counted(self) -> bool:
+        """Whether the sync has said how far it is yet (it has after its first batch)."""
+        return self != SyncProgress()
+
+    def text(self, now: float | None = None) -> str:
+        """How far, said one way on every face: "3 of 10 files indexed, 120 chunks embedded, 1.5 files/s, about
+        5 s left"; rate and time left by the sync's own start, so a first look already says them."""
+        text = f"{files_done(self.done, self.total)} indexed"
+        if self.chunks:
+            text += f", {self.chunks} chunks embedded"
+        elapsed = (time.time() if now is None else now) - self.started
+        if self.started and self.done and elapsed > 0:
+            rate = self.done / elapsed
+            text += f", {rate:.1f} files/s"
+            if self.total > self.done:
+                text += f", about {math.ceil((self.total - self.done) / rate)} s left"
+        return text
+
+
+@dataclass(frozen=True)
 class Problem:
     """A file (or page) a sync or a check did not index, and why, in words that name the fix."""
 
@@ -34,7 +77,7 @@ class Problem:
 
 @dataclass(frozen=True)
 class KBState:
-    """A KB's state row (index/store.py keeps it as JSON), read in one place: the active generation, the
+    """A KB's state row (index/state_table.py keeps it as JSON), read in one place: the active generation, the
     model and settings it was built with, and the record of the last syncs."""
 
     row: dict[str, Any]
@@ -94,7 +137,7 @@ class Glance:
     files: int
     chunks: int
     sync_running: bool
-    progress: dict[str, float]  # done, total, chunks, written, started (epoch s) of a running sync ({}: none runs)
+    progress: SyncProgress  # a running sync's (all zero when none runs)
     last_sync: str | None  # when the last sync finished (ISO 8601, UTC)
     last_outcome: str
     last_error: str

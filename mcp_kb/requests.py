@@ -1,9 +1,11 @@
-"""What a face may ask of the core, with each bound and help text written once: a search and a sync.
+"""What a face may ask of the core, with each bound, default and help text written once: a search and a sync.
 
 The MCP tools' parameters, the CLI's options and the admin page's forms are built from these models
-(`described`, `option_help`) or parsed with them (`SearchRequest.model_validate`); a rejected request
-is worded once, by `request_errors`, the same way on every face. Filters written as text
-(`year>=2020`, the CLI and the page) are read here too.
+(`described`, `option_help`) or parsed with them (`parse_search`); a rejected request is worded once, by
+`request_errors`, the same way on every face. The core takes the request itself (`App.search(kb, request)`,
+`App.sync(request)`), so what a face sends is what was validated. A search request left to the KB's
+settings is completed here (`SearchRequest.resolved`). Filters written as text (`year>=2020`, the CLI and
+the page) are read here too.
 """
 
 from __future__ import annotations
@@ -11,15 +13,20 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
+
+from dataclasses import asdict, dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from .settings import CONTEXT_MAX, IDENTIFIER, MAX_TOKENS_MAX, MAX_TOKENS_MIN, MODES, TOP_K_MAX, TOP_K_MIN, SearchMode
+from .settings import (CONTEXT_MAX, IDENTIFIER, MAX_QUERY_LENGTH, MAX_TOKENS_MAX, MAX_TOKENS_MIN, MODES, TOP_K_MAX,
+                       TOP_K_MIN, SearchConfig, SearchMode)
 from .errors import SearchError
 from .vocabulary import LIST_URI
+
+_T = TypeVar("_T")
 
 
 class SearchRequest(BaseModel):
@@ -39,6 +46,44 @@ class SearchRequest(BaseModel):
                                    description="Token budget for all passages, context included; longer passages "
                                                "are cut around their best-matching sentences")
 
+    def resolved(self, settings: SearchConfig) -> ResolvedSearch:
+        """The search with every setting decided: the KB's `settings` where the request left one out; errors
+        say how to fix the call."""
+        mode = self.mode or settings.mode
+        query = self.query.strip()
+        if not query and mode != "filter":
+            raise SearchError("query is empty; give the words to search for (or use mode 'filter' with filters)")
+        if len(query) > MAX_QUERY_LENGTH:
+            raise SearchError(f"query is {len(query)} characters long; use at most {MAX_QUERY_LENGTH} "
+                              f"(the key words or a sentence, not a whole document)")
+        return ResolvedSearch(query=query, mode=mode, filters=self.filters or None, context=self.context,
+                              top_k=_given(self.top_k, settings.top_k),
+                              min_score=float(_given(self.min_score, settings.min_score)),
+                              max_per_document=_given(self.max_per_document, settings.max_per_document),
+                              max_tokens=_given(self.max_tokens, settings.max_tokens))
+
+
+@dataclass(frozen=True)
+class ResolvedSearch:
+    """A search with every setting decided (the KB's where the caller left one out)."""
+
+    query: str
+    top_k: int
+    mode: str
+    filters: dict[str, Any] | None
+    min_score: float
+    context: int  # neighbouring chunks to add on each side of a passage
+    max_per_document: int
+    max_tokens: int  # for all passages of the answer, context included
+
+    def cache_key(self, kb: str, generation: str, version: int) -> str:
+        return json.dumps([kb, generation, version, asdict(self)], sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _given(value: _T | None, default: _T) -> _T:
+    """What the caller asked for, or the KB's setting where it asked for nothing (0 is an answer)."""
+    return default if value is None else value
+
 
 class SyncRequest(BaseModel):
     """One sync: a KB (None: every KB the caller may sync) and how."""
@@ -53,8 +98,10 @@ class SyncRequest(BaseModel):
     allow_mass_delete: bool = Field(False, description="Let the sync delete all or most of a knowledge base. Only "
                                                        "when the user confirms the files were really removed: an "
                                                        "unmounted drive or share looks the same")
-    wait: bool = Field(False, description="If another sync is running, wait for it to end and then sync, instead "
-                                          "of answering at once that one is running")
+    # One default for every face: a sync asked for happens (the CLI, the page, the triggers and the tool alike);
+    # a caller that would rather hear at once that the index is busy says so.
+    wait: bool = Field(True, description="If another sync is running, wait for it to end and then sync (otherwise "
+                                         "answer at once that one is running)")
 
 
 def described(model: type[BaseModel], name: str, strict: bool = False) -> FieldInfo:

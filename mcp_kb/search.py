@@ -11,14 +11,13 @@ Scores by mode (what `min_score` is compared with):
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
-from .settings import MAX_QUERY_LENGTH, KBConfig
+from .settings import KBConfig
 from .errors import ModelError, NotSyncedError, SearchError
 from .index.filters import and_where, build_where
 from .index.keywords import cjk_words, keyword_terms
@@ -29,10 +28,11 @@ from .lru import BoundedLRU
 from .models.base import Embedder, Reranker, TokenCounter, query_model_differs
 from .passages import Hit, add_context, assemble, fit_budget
 from .records import KBState
-from .requests import parse_search
-from .vocabulary import files_done, status_uri, sync_remedy
+from .requests import ResolvedSearch
+from .vocabulary import status_uri, sync_remedy
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # Share of the vector side in hybrid scores, chosen on the dev splits (benchmarks/fusion.py).
 VECTOR_SHARE = 0.4
@@ -54,23 +54,6 @@ class SearchResult:
         return {"mode": self.mode, "notes": self.notes, "results": [asdict(h) for h in self.hits]}
 
 
-@dataclass(frozen=True)
-class ResolvedSearch:
-    """A search with every setting decided (the KB's where the caller left one out)."""
-
-    query: str
-    top_k: int
-    mode: str
-    filters: dict[str, Any] | None
-    min_score: float
-    context: int  # neighbouring chunks to add on each side of a passage
-    max_per_document: int
-    max_tokens: int  # for all passages of the answer, context included
-
-    def cache_key(self, kb: str, generation: str, version: int) -> str:
-        return json.dumps([kb, generation, version, asdict(self)], sort_keys=True, ensure_ascii=False, default=str)
-
-
 class Searcher:
     """Runs searches against a store; results are cached per table version."""
 
@@ -82,24 +65,6 @@ class Searcher:
         self.reranker = reranker
         self.rerank_candidates = rerank_candidates
         self._cache: BoundedLRU[str, SearchResult] = BoundedLRU(_CACHE_SIZE)
-
-    def request(self, kb: KBConfig, query: str, **options: Any) -> ResolvedSearch:
-        """A search's arguments checked (requests.SearchRequest holds the bounds) and completed with the KB's
-        settings; errors say how to fix the call."""
-        asked = parse_search({"query": query or "", **options})
-        mode = asked.mode or kb.search.mode
-        query = asked.query.strip()
-        if not query and mode != "filter":
-            raise SearchError("query is empty; give the words to search for (or use mode 'filter' with filters)")
-        if len(query) > MAX_QUERY_LENGTH:
-            raise SearchError(f"query is {len(query)} characters long; use at most {MAX_QUERY_LENGTH} "
-                              f"(the key words or a sentence, not a whole document)")
-        settings = kb.search
-        return ResolvedSearch(query=query, mode=mode, filters=asked.filters or None, context=asked.context,
-                              top_k=_given(asked.top_k, settings.top_k),
-                              min_score=float(_given(asked.min_score, settings.min_score)),
-                              max_per_document=_given(asked.max_per_document, settings.max_per_document),
-                              max_tokens=_given(asked.max_tokens, settings.max_tokens))
 
     def search(self, kb: KBConfig, request: ResolvedSearch) -> SearchResult:
         generation = self.store.active_generation(kb.name)
@@ -145,10 +110,10 @@ class Searcher:
         if (state or KBState(self.store.read_state(kb))).complete:
             return []
         progress = sync_activity(self.store, kb)  # written per batch; not yet at the very start
-        if progress == {} and KBState(self.store.read_state(kb)).complete:
+        if progress is not None and not progress.counted and KBState(self.store.read_state(kb)).complete:
             return []  # it finished between the two reads: its record is gone, its lock not yet
         if progress is not None:
-            done = f": {files_done(progress['done'], progress['total'])} indexed so far" if progress else ""
+            done = f" ({progress.text()})" if progress.counted else ""
             return [f"indexing in progress{done}; these results may be incomplete, search again when it is done "
                     f"({status_uri(kb)})"]
         return [f"the first sync of this knowledge base did not finish; results may be incomplete "
@@ -183,13 +148,15 @@ class Searcher:
         while True:
             notes: list[str] = []
             rerank_failed = False
+            ranked: Iterable[Hit]  # the reranker's list, or hits read batch by batch until enough pass
             mode, candidates, more = self._candidates(kb, view, request, where, depth, timings, notes, indexed_model)
             if self.reranker:
                 shortlist = candidates[:self.rerank_candidates]
-                ranked = _timed(timings, "fetch", lambda: _hits(view.rows(shortlist), shortlist))
-                if ranked:
-                    reranked = _timed(timings, "rerank", lambda: self._rerank(kb.name, request.query, ranked, notes))
-                    ranked, rerank_failed = reranked or ranked, reranked is None
+                fetched = _timed(timings, "fetch", lambda: _hits(view.rows(shortlist), shortlist))
+                if fetched:
+                    reranked = _timed(timings, "rerank", lambda: self._rerank(kb.name, request.query, fetched, notes))
+                    fetched, rerank_failed = reranked or fetched, reranked is None
+                ranked = fetched
                 more = False  # cross-encoder scores cannot be mixed with fused ones further down
             else:
                 ranked = _hits_in_batches(view, candidates, batch=max(2 * request.top_k, 10))
@@ -328,12 +295,7 @@ def _hit(row: dict[str, Any], score: float, vector_rank: int | None = None, keyw
                keyword_rank=keyword_rank)
 
 
-def _given(value: Any, default: Any) -> Any:
-    """What the caller asked for, or the KB's setting where it asked for nothing (0 is an answer)."""
-    return default if value is None else value
-
-
-def _timed(timings: dict[str, float], stage: str, work):
+def _timed(timings: dict[str, float], stage: str, work: Callable[[], _T]) -> _T:
     start = time.perf_counter()
     try:
         return work()

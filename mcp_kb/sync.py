@@ -32,7 +32,8 @@ from .ingest.workers import ParseWorkers
 from .models.base import Embedder, TokenCounter
 from .batches import (BATCH_FILES, ParsedFile, Timer, count_batch, embedded_rows, not_indexed, parse_job, refuse,
                       written_records)
-from .records import KBState, Problem, Progress, SyncReport, recorded_now
+from .records import KBState, Problem, Progress, SyncProgress, SyncReport, recorded_now
+from .requests import SyncRequest
 from .vocabulary import sync_remedy
 
 log = logging.getLogger(__name__)
@@ -65,23 +66,19 @@ def plan_sync(disk_hash_by_path: dict[str, str], indexed_hash_by_path: dict[str,
 
 
 def sync_all(config: Config, store: Store, embedder: Embedder, load_counter: Callable[[], TokenCounter],
-             kb_name: str | None = None, full: bool = False, progress: Progress | None = None,
-             wait: bool = True, allow_mass_delete: bool = False, reembed: bool = False,
-             release_model: bool = False) -> list[SyncReport]:
-    """Sync one KB or all of them, holding the storage's writer lock. `full` rebuilds (reusing the
-    vectors of unchanged chunks when the model is unchanged); `reembed` rebuilds and embeds every chunk;
-    `release_model` lets the model's memory go before each KB's index phase."""
-    kbs = config.select(kb_name)
+             request: SyncRequest, progress: Progress | None = None, release_model: bool = False) -> list[SyncReport]:
+    """Sync the KB the request names, or all of them, holding the storage's writer lock (waiting for it when
+    the request says so). `release_model` lets the model's memory go before each KB's index phase."""
+    kbs = config.select(request.kb)
     check_writable(store)
-    with sync_lock(store, [kb.name for kb in kbs], wait=wait):
-        return [sync_kb(store, kb, embedder, load_counter, config, full=full, progress=progress,
-                        allow_mass_delete=allow_mass_delete, reembed=reembed, release_model=release_model)
-                for kb in kbs]
+    with sync_lock(store, [kb.name for kb in kbs], wait=request.wait):
+        return [sync_kb(store, kb, embedder, load_counter, config, request, progress=progress,
+                        release_model=release_model) for kb in kbs]
 
 
-def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callable[[], TokenCounter],
-            config: Config, full: bool = False, progress: Progress | None = None, allow_mass_delete: bool = False,
-            reembed: bool = False, release_model: bool = False) -> SyncReport:
+def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callable[[], TokenCounter],  # noqa: PLR0913
+            config: Config, request: SyncRequest, progress: Progress | None = None,
+            release_model: bool = False) -> SyncReport:
     """Bring one KB's tables in step with its files; the caller holds the sync lock. The token
     counter (the model's tokenizer) is loaded inside, so a missing one is this KB's recorded failure.
 
@@ -100,16 +97,17 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
             fingerprints = _fingerprints(kb, embedder, counter, store.layout)
             state = store.read_state(kb.name)
             active = KBState(state).generation
-            active_files, unusable = _active_manifest(store, kb.name, active, rebuild_asked=full or reembed)
+            active_files, unusable = _active_manifest(store, kb.name, active, rebuild_asked=request.full or request.reembed)
         with timer("scan"):
             scan = scan_all(sources_of(kb, source_cache_dir(store.uri, kb.name)),
                             known={p: (r.size, r.mtime_ns) for p, r in active_files.items()}, progress=progress)
             report.crawl = scan.figures
             report.skipped = [Problem(s.doc_id, s.reason) for s in scan.skipped]
             unreadable = [s for s in scan.skipped if s.unreadable]
-            _refuse_mass_delete(kb, active_files, {f.doc_id for f in scan.files}, unreadable, allow_mass_delete)
+            _refuse_mass_delete(kb, active_files, {f.doc_id for f in scan.files}, unreadable,
+                               request.allow_mass_delete)
         with timer("prepare"):
-            target, reuse_from = _target_generation(store, kb, embedder, state, fingerprints, full, reembed, unusable,
+            target, reuse_from = _target_generation(store, kb, embedder, state, fingerprints, request, unusable,
                                                     report)
             indexed = active_files if target == active else store.read_files(kb.name, target)
         with timer("hash"):
@@ -182,7 +180,7 @@ def _recording_progress(store: Store, kb: str, progress: Progress | None,
     started = time.time()
 
     def record(done: int, total: int, message: str) -> None:
-        write_progress(store, kb, done, total, report.chunks_embedded, report.files_written, started)
+        write_progress(store, kb, SyncProgress(done, total, report.chunks_embedded, report.files_written, started))
         if progress:
             progress(done, total, message)
 
@@ -240,7 +238,7 @@ def _active_manifest(store: Store, kb: str, active: str | None,
 
 
 def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: dict[str, Any],
-                       fingerprints: dict[str, Any], full: bool, reembed: bool, missing: bool,
+                       fingerprints: dict[str, Any], request: SyncRequest, missing: bool,
                        report: SyncReport) -> tuple[str, str | None]:
     """The generation this sync writes, and the one whose vectors it may reuse (none when the active one's
     tables are `missing`).
@@ -250,7 +248,7 @@ def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: di
     searches keep reading the active one.
     """
     active = KBState(state).generation
-    reason = _rebuild_reason(state, fingerprints, full, reembed, missing)
+    reason = _rebuild_reason(state, fingerprints, request.full, request.reembed, missing)
     if not reason:  # an interrupted rebuild no longer wanted goes when this sync switches state and drops
         assert active is not None  # no active generation is always a reason to build one
         return active, None
@@ -273,7 +271,7 @@ def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: di
     store.drop_generations(kb.name, keep={active, target})
     store.create_generation(kb.name, target, schema)
     same_model = KBState(state).model == fingerprints["model"] and not missing
-    return target, active if same_model and not reembed else None
+    return target, active if same_model and not request.reembed else None
 
 
 def _check_model(embedder: Embedder) -> None:

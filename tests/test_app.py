@@ -4,6 +4,7 @@ import pytest
 from helpers import write
 
 from mcp_kb.errors import KBError, ParseError
+from mcp_kb.api import SyncRequest
 
 
 @pytest.fixture
@@ -80,6 +81,6 @@ def test_during_a_first_sync_the_glance_counts_what_it_has_written(make_app, tmp
         if message.endswith(f"indexed {done}/{total} files"):
             glance = app.glance("notes")
             seen.append((glance.files, glance.chunks > 0, glance.sync_running))
-    app.sync("notes", progress=look)
+    app.sync(SyncRequest(kb="notes"), progress=look)
     assert seen[0] == (32, True, True)  # the first batch written: the page shows it, not 0 documents
     assert app.glance("notes").files == 40

@@ -1,6 +1,7 @@
 """Layering: faces → service → operations → foundation → base, never upward.
 
-faces (cli, mcp, ui) → service (app, live, the HTTP edge) → operations (sync, search, passages, evaluation, present, access, view, audit)
+faces (cli, mcp, ui, the HTTP edge) import the core only through its public API (mcp_kb.api) and settings.
+faces → service (api, app, live) → operations (sync, search, passages, evaluation, present, access, view, audit)
 → foundation (ingest, models, index) → base (settings, errors, digest, schema, requests, records, text, lru).
 Search never imports sync; only the index package imports lancedb; only models.fastembed loads models.
 Faces reach the core through its contract, never the index; models never import the index; no two
@@ -18,7 +19,7 @@ PACKAGE = ROOT / "mcp_kb"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 TIERS = {  # the most specific prefix decides a module's tier
     "mcp_kb.cli": 4, "mcp_kb.mcp": 4, "mcp_kb.ui": 4, "mcp_kb.__main__": 4,
-    "mcp_kb.app": 3, "mcp_kb.live": 3, "mcp_kb.http": 3,
+    "mcp_kb.api": 3, "mcp_kb.app": 3, "mcp_kb.live": 3, "mcp_kb.http": 3,
     "mcp_kb.sync": 2, "mcp_kb.search": 2, "mcp_kb.passages": 2, "mcp_kb.metrics": 2, "mcp_kb.evaluation": 2, "mcp_kb.present": 2,
     "mcp_kb.access": 2, "mcp_kb.audit": 2, "mcp_kb.view": 2, "mcp_kb.ray_engine": 2, "mcp_kb.batches": 2,
     "mcp_kb.ingest": 1, "mcp_kb.models": 1, "mcp_kb.index": 1,
@@ -147,12 +148,31 @@ def test_no_folders_import_each_other_by_any_path():
     assert _cycles(graph) == []
 
 
-@pytest.mark.parametrize("face", ["mcp_kb.cli", "mcp_kb.mcp", "mcp_kb.ui"])
-def test_faces_never_reach_into_the_index(face):
-    reached = {f"{module} → {target}" for module, targets in _module_graph().items()
-               if module == face or module.startswith(face + ".") for target in targets
-               if target.startswith("mcp_kb.index")}
-    assert not reached, f"faces go through the app, the view and requests.py: {sorted(reached)}"
+FACES = ("mcp_kb.cli", "mcp_kb.mcp", "mcp_kb.ui", "mcp_kb.http", "mcp_kb.__main__")
+PUBLIC = ("mcp_kb.api", "mcp_kb.settings")  # the core's public API, and the settings a face loads
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in packages)
+
+
+def _inner_modules(names: set[str]) -> list[str]:
+    """The core's inner modules among imported names (what a face must not import)."""
+    return sorted({owner for name in names if name.startswith("mcp_kb")
+                   if (owner := _owner(name)) and not _within(owner, PUBLIC + FACES)})
+
+
+@pytest.mark.parametrize("path", [path for path in MODULES if _within(_name(path), FACES)], ids=_name)
+def test_a_face_imports_only_the_public_api_settings_and_faces(path):
+    """What a face cannot import it cannot re-decide: the core's inner modules are its own."""
+    inner = _inner_modules(_imports(path))
+    assert not inner, f"{_name(path)} imports {inner}: use mcp_kb.api (export the name there if a face needs it)"
+
+
+def test_the_face_rule_fails_on_an_inner_import():
+    assert _inner_modules({"mcp_kb.api.App", "mcp_kb.settings.Config", "mcp_kb.mcp.guard"}) == []
+    assert _inner_modules({"mcp_kb.api.App", "mcp_kb.index.state.sync_activity"}) == ["mcp_kb.index.state"]
+    assert _inner_modules({"mcp_kb.records"}) == ["mcp_kb.records"]
 
 
 def test_models_never_import_the_index():

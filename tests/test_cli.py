@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from mcp_kb.api import SyncProgress
 from click.testing import CliRunner
 from helpers import ROOT, until, write
 
@@ -278,7 +280,7 @@ def test_status_shows_the_running_sync_of_its_kb_only_and_a_second_sync_names_it
         config.write('[[kb]]\nname = "wiki"\ndescription = "Wiki"\npaths = ["wiki"]\n')
     store = LanceStore.of(load_config(project / "kb.toml").storage)
     with sync_lock(store, ["docs"]):
-        write_progress(store, "docs", 3, 10)
+        write_progress(store, "docs", SyncProgress(3, 10))
         shown = _run("status").output
         busy = CliRunner().invoke(main, ["sync", "wiki", "--no-wait"])
     docs, wiki = (shown.split(f"\n{name}: ")[1] for name in ("docs", "wiki"))
@@ -378,7 +380,7 @@ def test_a_sync_stopped_by_ctrl_c_or_sigterm_says_so_and_status_records_it(tmp_p
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     app = App(load_config(config))
     # past 32 files done, the first batch is written (within a batch, progress counts at most up to its end)
-    until(lambda: app.glance("docs").progress.get("done", 0) > 32 or process.poll() is not None,
+    until(lambda: app.glance("docs").progress.done > 32 or process.poll() is not None,
           what="the first batch written")
     process.send_signal(signum)
     _, stderr = process.communicate(timeout=120)

@@ -23,6 +23,7 @@ import pytest
 from helpers import png_declaring, process_running, write
 
 from mcp_kb.errors import SearchError
+from mcp_kb.api import SearchRequest, SyncRequest
 
 pytestmark = pytest.mark.slow
 
@@ -163,7 +164,7 @@ def _run_scenario(harness, make_app, scenario: str) -> dict[str, int]:
         app = _app(make_app, folder, storage)
         try:
             app.status("docs")
-            hits = app.search("docs", QUERY, mode="keyword").hits
+            hits = app.search("docs", SearchRequest(query=QUERY, mode="keyword")).hits
             figures["empty answers after a kill"] += bool(start_from) and not hits
         except SearchError as exc:  # only a first sync killed before its tables existed may say this
             figures["broken indexes"] += bool(start_from) or "has not been synced yet" not in str(exc)
@@ -208,8 +209,7 @@ def test_searches_during_a_sync_in_another_process_always_answer(harness, make_a
     while child.process.poll() is None or figures["searches"] < 20:
         for mode in ("keyword", "hybrid"):
             try:
-                figures["empty answers"] += not reader.search("docs", _query(figures["searches"]), mode=mode,
-                                                              top_k=5).hits
+                figures["empty answers"] += not reader.search("docs", SearchRequest(query=_query(figures["searches"]), mode=mode, top_k=5)).hits
             except Exception:
                 figures["errors"] += 1
             figures["searches"] += 1
@@ -281,9 +281,9 @@ def test_a_hostile_tree_never_aborts_a_sync(make_app, tmp_path, capsys):
     _report(capsys, "hostile tree", figures)
     assert all(f.reason for f in report.failures) and all(s.reason for s in report.skipped)
     assert figures["changes on a resync"] == 0 and checked.files == figures["files indexed"]
-    assert app.search("docs", "vault combination", mode="keyword").hits == []
-    assert not any("root:x:0:0" in h.text for h in app.search("docs", "root bin bash", mode="keyword").hits)
-    assert {h.source for h in app.search("docs", "badges", mode="keyword", top_k=30).hits} >= {
+    assert app.search("docs", SearchRequest(query="vault combination", mode="keyword")).hits == []
+    assert not any("root:x:0:0" in h.text for h in app.search("docs", SearchRequest(query="root bin bash", mode="keyword")).hits)
+    assert {h.source for h in app.search("docs", SearchRequest(query="badges", mode="keyword", top_k=30)).hits} >= {
         "caf\\xe9.md", "new\nline.md", "d0/d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/d11/d12/d13/d14/d15/d16/d17/d18/d19/d20/d21/"
         "d22/d23/d24/d25/d26/d27/d28/d29/d30/d31/d32/d33/d34/d35/d36/d37/d38/d39/deep.md"}
     skipped = {s.path: s.reason for s in report.skipped}
@@ -299,13 +299,12 @@ def test_a_search_loop_in_the_same_process_during_a_full_rebuild(harness, make_a
     shutil.copytree(_template(harness, make_app, "a")[0], storage)
     app = _app(make_app, base / "corpus-a", storage)
     errors: list[BaseException] = []
-    rebuild = threading.Thread(target=lambda: _capture(errors, lambda: app.sync(full=True)))
+    rebuild = threading.Thread(target=lambda: _capture(errors, lambda: app.sync(SyncRequest(full=True))))
     rebuild.start()
     figures = {"searches": 0, "errors": 0, "empty answers": 0}
     while rebuild.is_alive() or figures["searches"] < 20:
         try:
-            figures["empty answers"] += not app.search("docs", _query(figures["searches"]), mode="hybrid",
-                                                       top_k=5).hits
+            figures["empty answers"] += not app.search("docs", SearchRequest(query=_query(figures["searches"]), mode="hybrid", top_k=5)).hits
         except Exception:
             figures["errors"] += 1
         figures["searches"] += 1

@@ -7,6 +7,7 @@ from click.testing import CliRunner
 from helpers import write
 
 from mcp_kb.errors import ModelError
+from mcp_kb.api import SearchRequest, SyncRequest
 
 
 @pytest.fixture
@@ -20,9 +21,9 @@ def app(make_app, tmp_path):
 
 def test_metrics_count_searches_stages_cache_hits_and_empty_answers(app):
     assert app.live_stats("docs").search["searches"] == 0
-    app.search("docs", "annual leave", mode="hybrid")
-    app.search("docs", "annual leave", mode="hybrid")  # the same request: answered from the cache
-    app.search("docs", "zyxwvut", mode="keyword")
+    app.search("docs", SearchRequest(query="annual leave", mode="hybrid"))
+    app.search("docs", SearchRequest(query="annual leave", mode="hybrid"))  # the same request: answered from the cache
+    app.search("docs", SearchRequest(query="zyxwvut", mode="keyword"))
     metrics = app.live_stats("docs").search
     assert metrics["searches"] == 3 and metrics["cache_hit_rate"] == pytest.approx(1 / 3, abs=1e-3)
     assert metrics["zero_result_queries"] == 1 and metrics["degraded_answers"] == 0
@@ -33,8 +34,8 @@ def test_metrics_count_searches_stages_cache_hits_and_empty_answers(app):
 
 
 def test_searches_are_also_counted_per_hour_for_the_charts(app):
-    app.search("docs", "annual leave", mode="hybrid")
-    app.search("docs", "zyxwvut", mode="keyword")
+    app.search("docs", SearchRequest(query="annual leave", mode="hybrid"))
+    app.search("docs", SearchRequest(query="zyxwvut", mode="keyword"))
     hours = app.live_stats("docs").search["hourly"]
     assert len(hours) == 1 and hours[0]["hour"].endswith(":00Z")
     assert (hours[0]["searches"], hours[0]["zero_results"], hours[0]["degraded"]) == (2, 1, 0)
@@ -46,14 +47,14 @@ def test_a_keyword_fallback_counts_as_degraded(app, embedder, monkeypatch):
         raise ModelError("model file unreadable")
 
     monkeypatch.setattr(embedder, "embed_query", broken)
-    result = app.search("docs", "E5021 token", mode="hybrid")
+    result = app.search("docs", SearchRequest(query="E5021 token", mode="hybrid"))
     assert result.degraded and app.live_stats("docs").search["degraded_answers"] == 1
 
 
 def test_the_cli_shows_what_the_answering_process_saved(app, tmp_path):
     from mcp_kb.cli import main
 
-    app.search("docs", "annual leave", mode="hybrid")
+    app.search("docs", SearchRequest(query="annual leave", mode="hybrid"))
     live = app.live_stats("docs").search
     config = tmp_path / "kb.toml"
     config.write_text(f'storage = "{app.config.storage.uri}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
@@ -91,8 +92,8 @@ def test_the_query_log_holds_exactly_the_searches_made(make_app, tmp_path):
     from mcp_kb.index.state import query_log_path
 
     app = _log_app(make_app, tmp_path, query_log=True)
-    app.search("docs", "annual leave", mode="hybrid")
-    app.search("docs", "E5021", mode="keyword", filters={"path": "errors.md"})
+    app.search("docs", SearchRequest(query="annual leave", mode="hybrid"))
+    app.search("docs", SearchRequest(query="E5021", mode="keyword", filters={"path": "errors.md"}))
     entries = [json.loads(line) for line in query_log_path(app.config.storage.uri, "docs").read_text().splitlines()]
     assert [(e["query"], e["mode"]) for e in entries] == [("annual leave", "hybrid"), ("E5021", "keyword")]
     assert entries[1]["filters"] == {"path": "errors.md"} and entries[1]["hits"][0]["source"] == "errors.md"
@@ -103,7 +104,7 @@ def test_no_query_log_unless_asked(make_app, tmp_path):
     from mcp_kb.index.state import query_log_path
 
     app = _log_app(make_app, tmp_path)
-    app.search("docs", "annual leave", mode="hybrid")
+    app.search("docs", SearchRequest(query="annual leave", mode="hybrid"))
     assert not query_log_path(app.config.storage.uri, "docs").exists()
 
 
@@ -112,7 +113,7 @@ def test_the_query_log_rotates_at_its_size(make_app, tmp_path):
 
     app = _log_app(make_app, tmp_path, query_log=True, query_log_max_mb=0.001)  # about 1 KB
     for i in range(20):
-        app.search("docs", f"annual leave question number {i}", mode="keyword")
+        app.search("docs", SearchRequest(query=f"annual leave question number {i}", mode="keyword"))
     log = query_log_path(app.config.storage.uri, "docs")
     rotated = log.with_name(log.name + ".1")
     assert rotated.exists() and log.stat().st_size <= 1100 and rotated.stat().st_size <= 1100
@@ -125,9 +126,9 @@ def test_a_reviewed_log_becomes_a_labelled_query_set(make_app, tmp_path):
     from mcp_kb.index.state import query_log_path
 
     app = _log_app(make_app, tmp_path, query_log=True)
-    app.search("docs", "how do I apply for leave", mode="hybrid")
-    app.search("docs", "token expired error", mode="hybrid")
-    app.search("docs", "unreviewed question", mode="hybrid")
+    app.search("docs", SearchRequest(query="how do I apply for leave", mode="hybrid"))
+    app.search("docs", SearchRequest(query="token expired error", mode="hybrid"))
+    app.search("docs", SearchRequest(query="unreviewed question", mode="hybrid"))
     lines = query_log_path(app.config.storage.uri, "docs").read_text().splitlines()
     reviewed = tmp_path / "reviewed.jsonl"
     relevant = [["leave.md"], ["errors.md"], None]
@@ -144,10 +145,10 @@ def test_a_reviewed_log_becomes_a_labelled_query_set(make_app, tmp_path):
 def test_one_off_searches_leave_the_servers_saved_figures_alone(app):
     from mcp_kb.index.state import read_metrics
 
-    app.search("docs", "annual leave", mode="keyword")
+    app.search("docs", SearchRequest(query="annual leave", mode="keyword"))
     assert read_metrics(app.config.storage.uri, "docs") == {}  # not a server: nothing saved
     app.saves_metrics = True
-    app.search("docs", "E5021", mode="keyword")
+    app.search("docs", SearchRequest(query="E5021", mode="keyword"))
     assert read_metrics(app.config.storage.uri, "docs")["searches"] == 2
 
 
@@ -166,5 +167,5 @@ def test_a_rebuild_with_nothing_to_ask_about_still_syncs(make_app, tmp_path):
     make_app(settings).sync()
     (tmp_path / "docs" / "a.md").unlink()
     rebuilt = {**settings, "chunking": {"max_tokens": 200}, "sync": {"self_check_sample": 5}}
-    [report] = make_app(rebuilt).sync(allow_mass_delete=True)  # empty now: no query can be made, yet it syncs
+    [report] = make_app(rebuilt).sync(SyncRequest(allow_mass_delete=True))  # empty now: no query can be made, yet it syncs
     assert report.rebuilt and report.chunks_total == 0

@@ -7,6 +7,7 @@ from mcp_kb.settings import ChunkingConfig
 from mcp_kb.ingest.chunking import chunk_document
 from mcp_kb.ingest.parsers import parse_file
 from mcp_kb.passages import ELLIPSIS, Hit, add_context, assemble, fit_budget
+from mcp_kb.api import SearchRequest
 
 STEPS = "\n\n".join(
     f"Step {i} of the rollout updates service s{i}. It drains traffic, swaps the binary and checks health "
@@ -121,7 +122,7 @@ def test_search_over_fetches_until_top_k_distinct_passages(make_app, tmp_path):
     app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")],
                     "search": {"candidates": 10}, "chunking": {"min_tokens": 0}})
     app.sync()
-    result = app.search("docs", "quasar beacon setting", mode="keyword", top_k=5, max_per_document=1)
+    result = app.search("docs", SearchRequest(query="quasar beacon setting", mode="keyword", top_k=5, max_per_document=1))
     assert len(result.hits) == 5 and len({hit.source for hit in result.hits}) == 5
-    capped = app.search("docs", "quasar beacon setting", mode="keyword", top_k=5, max_per_document=2)
+    capped = app.search("docs", SearchRequest(query="quasar beacon setting", mode="keyword", top_k=5, max_per_document=2))
     assert [hit.source for hit in capped.hits].count("manual.md") == 2 and len(capped.hits) == 5

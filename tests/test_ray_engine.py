@@ -21,6 +21,7 @@ from helpers import closed_address, until, write
 from mcp_kb.app import App
 from mcp_kb.index.store import LanceStore
 from mcp_kb.settings import load_config
+from mcp_kb.api import SearchRequest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]' (CI installs it)")
 
@@ -213,7 +214,7 @@ def _search_throughout(config: Path, embedder, stop: threading.Event, answers: l
     app = App(load_config(config), embedder=embedder)
     while not stop.is_set():
         try:
-            answers.append(len(app.search("docs", "the change window of team", mode="keyword", top_k=5).hits))
+            answers.append(len(app.search("docs", SearchRequest(query="the change window of team", mode="keyword", top_k=5)).hits))
         except Exception as exc:  # noqa: BLE001 - every failure is what the test reports
             errors.append(f"{type(exc).__name__}: {exc}")
 
@@ -249,7 +250,7 @@ def test_a_coordinator_sigkilled_mid_wave_leaves_whole_waves_and_the_next_sync_c
     config, _ = _stopped_mid_wave(nodes.address, held_service, tmp_path, signal.SIGKILL)
     first_wave = {f"doc{i:03d}.md" for i in range(WAVE)}
     _assert_consistent(config, first_wave)  # the committed wave, whole; nothing of the wave in flight
-    hits = App(load_config(config), embedder=embedder).search("docs", "archive record", mode="keyword", top_k=5).hits
+    hits = App(load_config(config), embedder=embedder).search("docs", SearchRequest(query="archive record", mode="keyword", top_k=5)).hits
     assert hits and {hit.source for hit in hits} <= first_wave
 
     held_service[0].faults.gate.set()

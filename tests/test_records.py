@@ -2,7 +2,7 @@
 
 import json
 
-from mcp_kb.records import NEVER_SYNCED, KBCheck, KBState, KBStatus, Problem
+from mcp_kb.records import NEVER_SYNCED, KBCheck, KBState, KBStatus, Problem, SyncProgress
 
 
 def test_a_state_row_reads_the_same_before_any_sync_for_an_old_index_and_after_a_sync():
@@ -27,3 +27,16 @@ def test_the_json_forms_keep_the_shapes_clients_read():
         "kb": "docs", "tool": "search_docs", "error": "cannot read"}
     checked = KBCheck("docs", "search_docs", files=1, skipped=(Problem("a", "b"),)).as_dict()
     assert "error" not in checked and "crawl" not in checked and checked["skipped"] == ({"path": "a", "reason": "b"},)
+
+
+def test_a_running_syncs_progress_says_how_fast_and_how_long_still_from_its_own_start():
+    progress = SyncProgress(done=30, total=90, chunks=120, started=1000.0)
+    assert progress.text(now=1010.0) == "30 of 90 files indexed, 120 chunks embedded, 3.0 files/s, about 20 s left"
+    assert SyncProgress(started=1000.0).text(now=1001.0) == "0 of ? files indexed"
+
+
+def test_progress_is_saved_and_read_back_whole_and_an_old_record_missing_fields_reads_as_zero():
+    progress = SyncProgress(done=3, total=10, chunks=40, written=2, started=1000.5)
+    assert SyncProgress.from_dict(progress.as_dict()) == progress
+    assert SyncProgress.from_dict({"done": 1, "total": 4}) == SyncProgress(done=1, total=4)
+    assert not SyncProgress().counted and SyncProgress(total=4).counted

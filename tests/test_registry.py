@@ -8,6 +8,7 @@ from mcp_kb.app import App
 from mcp_kb.settings import EMBEDDING_PROVIDERS, build_config
 from mcp_kb.errors import ConfigError
 from mcp_kb.models import fetch_models, model_source
+from mcp_kb.api import SearchRequest
 
 
 @pytest.fixture
@@ -30,7 +31,7 @@ def test_a_registered_provider_embeds_syncs_and_searches(toy_provider, tmp_path)
     app = App(_config(tmp_path, {"provider": "toy", "dimension": 16}))
     [report] = app.sync()
     assert report.chunks_embedded == 2 and app.status("kb")[0].model["name"] == "toy words-hashed"
-    assert app.search("kb", "espresso machine descaled", mode="vector").hits[0].source == "coffee.md"
+    assert app.search("kb", SearchRequest(query="espresso machine descaled", mode="vector")).hits[0].source == "coffee.md"
     assert model_source(app.config.embedding) == "computed in this process (no files)"
     assert fetch_models(app.config.embedding, app.config.rerank) == {}  # nothing to download
 

@@ -2,6 +2,7 @@ import pytest
 from helpers import write
 
 from mcp_kb.errors import ModelError, SearchError
+from mcp_kb.api import SearchRequest, SyncRequest
 
 DOCS = {
     "leave.md": """---
@@ -81,7 +82,7 @@ def _sources(result):
 
 @pytest.mark.parametrize("mode", ["vector", "keyword", "hybrid"])
 def test_each_mode_finds_the_leave_policy(app, mode):
-    result = app.search("docs", "how do employees apply for annual leave", mode=mode, top_k=3)
+    result = app.search("docs", SearchRequest(query="how do employees apply for annual leave", mode=mode, top_k=3))
     assert result.mode == mode
     assert result.hits[0].source == "leave.md"
     assert result.hits[0].heading == "Leave policy › Annual leave › How to apply"
@@ -89,41 +90,41 @@ def test_each_mode_finds_the_leave_policy(app, mode):
 
 def test_vector_finds_a_paraphrase_keyword_misses(app):
     query = "reserving aeroplane tickets for business journeys"
-    assert _sources(app.search("docs", query, mode="vector", top_k=1)) == ["travel.md"]
+    assert _sources(app.search("docs", SearchRequest(query=query, mode="vector", top_k=1))) == ["travel.md"]
 
 
 @pytest.mark.parametrize("query", ["E5021", "getUserInfo", "snake_case_names", "API-V2.1"])
 def test_keyword_finds_exact_technical_tokens(app, query):
-    assert _sources(app.search("docs", query, mode="keyword", top_k=1)) == ["errors.md"]
+    assert _sources(app.search("docs", SearchRequest(query=query, mode="keyword", top_k=1))) == ["errors.md"]
 
 
 def test_keyword_finds_chinese_word_inside_a_sentence(app):
-    hit = app.search("docs", "年假", mode="keyword", top_k=1).hits[0]
+    hit = app.search("docs", SearchRequest(query="年假", mode="keyword", top_k=1)).hits[0]
     assert hit.source == "leave.md" and "年假申请" in hit.text
 
 
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])
 def test_a_chinese_query_whose_words_are_absent_finds_the_passage_by_its_characters_and_says_so(app, mode):
     # 请假 ("ask for leave") is nowhere in the KB; 年假申请 shares its characters
-    partial = app.search("docs", "请假", mode=mode, top_k=1)
+    partial = app.search("docs", SearchRequest(query="请假", mode=mode, top_k=1))
     assert _sources(partial) == ["leave.md"]
     assert any("keyword matches are partial" in note and "请假" in note for note in partial.notes)
-    assert not app.search("docs", "年假申请", mode=mode, top_k=1).notes  # a word that is there: no note
+    assert not app.search("docs", SearchRequest(query="年假申请", mode=mode, top_k=1)).notes  # a word that is there: no note
 
 
 def test_keyword_finds_english_word_inside_chinese(app):
-    assert _sources(app.search("docs", "TypeScript", mode="keyword", top_k=1)) == ["stack.md"]
+    assert _sources(app.search("docs", SearchRequest(query="TypeScript", mode="keyword", top_k=1))) == ["stack.md"]
 
 
 def test_hybrid_reports_both_ranks(app):
-    hit = app.search("docs", "access token expired E5021", mode="hybrid", top_k=1).hits[0]
+    hit = app.search("docs", SearchRequest(query="access token expired E5021", mode="hybrid", top_k=1)).hits[0]
     assert hit.source == "errors.md" and hit.vector_rank and hit.keyword_rank
     assert 0 < hit.score <= 1
 
 
 def test_hybrid_never_scores_a_passage_found_on_one_side_as_zero(app):
     """Min-max put the last candidate at 0.000 whatever it matched; now each side's part stays."""
-    hits = app.search("docs", "annual leave request", mode="hybrid", top_k=20, max_per_document=20).hits
+    hits = app.search("docs", SearchRequest(query="annual leave request", mode="hybrid", top_k=20, max_per_document=20)).hits
     assert len(hits) >= 4
     assert all(hit.score > 0.02 for hit in hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
@@ -144,33 +145,33 @@ def test_fused_scores_keep_each_sides_evidence():
 
 def test_hybrid_keeps_chinese_keyword_quality_with_an_english_model(app):
     # The offline model cannot read Chinese: its vote must not push the keyword match down.
-    assert _sources(app.search("docs", "年假申请", mode="hybrid", top_k=1)) == ["leave.md"]
+    assert _sources(app.search("docs", SearchRequest(query="年假申请", mode="hybrid", top_k=1))) == ["leave.md"]
 
 
 def test_filter_mode_lists_chunks_by_metadata_without_a_query(app):
-    result = app.search("docs", "", mode="filter", filters={"doc_type": "policy"}, top_k=50)
+    result = app.search("docs", SearchRequest(query="", mode="filter", filters={"doc_type": "policy"}, top_k=50))
     assert sorted(set(_sources(result))) == ["leave.md", "travel.md"]
-    every = app.search("docs", "", mode="filter", filters={"path": "leave.md"}, top_k=50)
+    every = app.search("docs", SearchRequest(query="", mode="filter", filters={"path": "leave.md"}, top_k=50))
     assert [h.chunk_index for h in every.hits] == list(range(len(every.hits)))
 
 
 def test_filters_restrict_similarity_search(app):
-    result = app.search("docs", "policy", mode="hybrid", filters={"year": {"gte": 2020}, "doc_type": ["policy", "guide"]})
+    result = app.search("docs", SearchRequest(query="policy", mode="hybrid", filters={"year": {"gte": 2020}, "doc_type": ["policy", "guide"]}))
     assert set(_sources(result)) <= {"leave.md", "stack.md"} and result.hits
-    assert _sources(app.search("docs", "token", mode="keyword", filters={"tags": "api"})) == ["errors.md"]
-    globbed = _sources(app.search("docs", "leave", filters={"path": {"glob": "*.md"}}))
+    assert _sources(app.search("docs", SearchRequest(query="token", mode="keyword", filters={"tags": "api"}))) == ["errors.md"]
+    globbed = _sources(app.search("docs", SearchRequest(query="leave", filters={"path": {"glob": "*.md"}})))
     assert globbed and set(globbed) <= set(DOCS)
-    assert _sources(app.search("docs", "leave", filters={"path": {"glob": "*.txt"}})) == []
+    assert _sources(app.search("docs", SearchRequest(query="leave", filters={"path": {"glob": "*.txt"}}))) == []
 
 
 def test_injection_string_matches_nothing(app):
-    result = app.search("docs", "leave", filters={"doc_type": "x' OR 1=1 --"})
+    result = app.search("docs", SearchRequest(query="leave", filters={"doc_type": "x' OR 1=1 --"}))
     assert result.hits == []
 
 
 def test_unknown_filter_field_lists_valid_fields(app):
     with pytest.raises(SearchError, match="valid fields: chunk_index, doc_type, heading, page, path, tags, title, year"):
-        app.search("docs", "leave", filters={"colour": "red"})
+        app.search("docs", SearchRequest(query="leave", filters={"colour": "red"}))
 
 
 def test_static_filter_is_and_merged_with_the_callers(app):
@@ -178,37 +179,28 @@ def test_static_filter_is_and_merged_with_the_callers(app):
 
     kb = app.config.kb[0].model_copy(update={"search": app.config.kb[0].search.model_copy(update={"filter": {"doc_type": "policy"}})})
     searcher = Searcher(app.store, app.embedder, app.tokenizer)
-    both = searcher.search(kb, searcher.request(kb, "leave trips", mode="keyword", filters={"year": {"lt": 2020}}))
+    both = searcher.search(kb, SearchRequest(query="leave trips", mode="keyword", filters={"year": {"lt": 2020}}).resolved(kb.search))
     assert _sources(both) == ["travel.md"]  # leave.md is a policy too, but from 2024
-    assert searcher.search(kb, searcher.request(kb, "E5021", mode="keyword")).hits == []  # a reference, not a policy
+    assert searcher.search(kb, SearchRequest(query="E5021", mode="keyword").resolved(kb.search)).hits == []  # a reference, not a policy
 
 
 def test_min_score_cuts_weak_hits(app):
-    everything = app.search("docs", "annual leave", mode="vector", top_k=10)
+    everything = app.search("docs", SearchRequest(query="annual leave", mode="vector", top_k=10))
     cut = everything.hits[1].score
-    kept = app.search("docs", "annual leave", mode="vector", top_k=10, min_score=cut)
+    kept = app.search("docs", SearchRequest(query="annual leave", mode="vector", top_k=10, min_score=cut))
     assert len(kept.hits) == 2 and all(h.score >= cut for h in kept.hits)
-
-
-@pytest.mark.parametrize("options, message", [
-    ({"mode": "fuzzy"}, "unknown mode 'fuzzy'"),
-    ({"top_k": 0}, "top_k must be between 1 and 100"),
-])
-def test_bad_arguments_say_what_to_fix(app, options, message):
-    with pytest.raises(SearchError, match=message):
-        app.search("docs", "leave", **options)
 
 
 def test_empty_query_is_refused(app):
     with pytest.raises(SearchError, match="query is empty"):
-        app.search("docs", "   ")
+        app.search("docs", SearchRequest(query="   "))
 
 
 def test_context_adds_neighbouring_chunks(app):
-    first = app.search("docs", "E5021", mode="keyword", top_k=1, context=1).hits[0]
+    first = app.search("docs", SearchRequest(query="E5021", mode="keyword", top_k=1, context=1)).hits[0]
     assert (first.source, first.chunk_index, first.context_before) == ("errors.md", 0, "")
     assert "getUserInfo" in first.context_after  # the next chunk: Client SDK
-    last = app.search("docs", "getUserInfo", mode="keyword", top_k=1, context=1).hits[0]
+    last = app.search("docs", SearchRequest(query="getUserInfo", mode="keyword", top_k=1, context=1)).hits[0]
     assert last.chunk_index == 1 and "E5021" in last.context_before and last.context_after == ""
 
 
@@ -229,7 +221,7 @@ def test_failing_embedder_degrades_to_keyword_and_says_so(app):
 
     kb = app.config.kb[0]
     searcher = Searcher(app.store, _BrokenEmbedder(app.embedder.identity), app.tokenizer)
-    result = searcher.search(kb, searcher.request(kb, "E5021", mode="hybrid"))
+    result = searcher.search(kb, SearchRequest(query="E5021", mode="hybrid").resolved(kb.search))
     assert result.mode == "keyword" and result.hits[0].source == "errors.md"
     assert "vector search unavailable" in result.notes[0]
 
@@ -239,11 +231,11 @@ def test_results_are_cached_until_a_sync_changes_the_table(make_app, tmp_path):
         write(tmp_path / "docs" / name, text)
     app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})  # its own: it edits a file
     app.sync()
-    first = app.search("docs", "booking flights")
-    assert app.search("docs", "booking flights").cached
+    first = app.search("docs", SearchRequest(query="booking flights"))
+    assert app.search("docs", SearchRequest(query="booking flights")).cached
     write(tmp_path / "docs" / "travel.md", DOCS["travel.md"].replace("economy", "premium economy"))
     app.sync()
-    after = app.search("docs", "booking flights")
+    after = app.search("docs", SearchRequest(query="booking flights"))
     assert not after.cached and "premium economy" in after.hits[0].text and first.hits
 
 
@@ -260,8 +252,8 @@ def test_reranker_reorders_the_fused_candidates(app):
     kb = app.config.kb[0]
     plain = Searcher(app.store, app.embedder, app.tokenizer)
     reranked = Searcher(app.store, app.embedder, app.tokenizer, reranker=_ReversingReranker(), rerank_candidates=3)
-    order = _sources(plain.search(kb, plain.request(kb, "leave policy", mode="keyword", top_k=3)))
-    again = _sources(reranked.search(kb, reranked.request(kb, "leave policy", mode="keyword", top_k=3)))
+    order = _sources(plain.search(kb, SearchRequest(query="leave policy", mode="keyword", top_k=3).resolved(kb.search)))
+    again = _sources(reranked.search(kb, SearchRequest(query="leave policy", mode="keyword", top_k=3).resolved(kb.search)))
     assert again == list(reversed(order))
 
 
@@ -288,11 +280,11 @@ def test_vector_scores_mean_the_same_with_the_ann_index(tmp_path, embedder, monk
                                                                        "paths": [str(tmp_path / "docs")]}]}, tmp_path, None)
     app = App(config, embedder=embedder)
     app.sync()
-    exact = app.search("notes", "weather in month 3", mode="vector", top_k=5)
+    exact = app.search("notes", SearchRequest(query="weather in month 3", mode="vector", top_k=5))
     monkeypatch.setattr(store, "VECTOR_INDEX_MIN_ROWS", 50)
     write(tmp_path / "docs" / "extra.md", "# Extra\n\nOne more note so the sync builds the vector index.\n")
     assert "HNSW" in app.sync()[0].index_state
-    indexed = app.search("notes", "weather in month 3", mode="vector", top_k=5)
+    indexed = app.search("notes", SearchRequest(query="weather in month 3", mode="vector", top_k=5))
     assert [h.source for h in indexed.hits][:3] == [h.source for h in exact.hits][:3]
     assert np.allclose([h.score for h in indexed.hits][:3], [h.score for h in exact.hits][:3], atol=1e-5)
     assert all(0 < h.score <= 1 for h in indexed.hits)
@@ -300,7 +292,7 @@ def test_vector_scores_mean_the_same_with_the_ann_index(tmp_path, embedder, monk
 
 def test_hybrid_shows_no_zero_weight_vector_guesses_for_unreadable_queries(app):
     # The English-only test model reads no Chinese: hybrid gives keyword matches only, not vector noise.
-    result = app.search("docs", "年假申请", mode="hybrid", top_k=10)
+    result = app.search("docs", SearchRequest(query="年假申请", mode="hybrid", top_k=10))
     assert result.hits and all(h.keyword_rank for h in result.hits)
 
 
@@ -336,12 +328,12 @@ def test_a_rebuild_that_drops_the_tables_under_a_search_is_answered_from_the_new
         if generation != old:
             return open_view(kb_name, generation)
         if dropped == "before the search opens its table":
-            writer.sync(full=True)
+            writer.sync(SyncRequest(full=True))
             return open_view(kb_name, generation)
-        return _RebuildBeforeFirstRead(open_view(kb_name, generation), lambda: writer.sync(full=True))
+        return _RebuildBeforeFirstRead(open_view(kb_name, generation), lambda: writer.sync(SyncRequest(full=True)))
 
     reader.store.view = view_while_a_rebuild_lands
-    result = reader.search("docs", "annual leave HR portal", mode=mode)
+    result = reader.search("docs", SearchRequest(query="annual leave HR portal", mode=mode))
     assert reader.store.active_generation("docs") != old
     assert result.hits and result.hits[0].source == "leave.md" and not result.notes
 
@@ -352,12 +344,12 @@ def test_search_before_the_first_commit_answers_empty_with_the_note(make_app, tm
     write(tmp_path / "fresh" / "a.md", "# A\n\ntext\n")
     app = make_app({"name": "fresh", "description": "d", "paths": [str(tmp_path / "fresh")]})
     with pytest.raises(SearchError, match="has not been synced yet"):
-        app.search("fresh", "text")
+        app.search("fresh", SearchRequest(query="text"))
     with sync_lock(app.store, ["other"]):  # a sync of another KB of the index: this one is still unsynced
         with pytest.raises(SearchError, match="has not been synced yet"):
-            app.search("fresh", "text")
+            app.search("fresh", SearchRequest(query="text"))
     with sync_lock(app.store, ["fresh"]):
-        result = app.search("fresh", "text")
+        result = app.search("fresh", SearchRequest(query="text"))
     assert result.hits == [] and result.notes[0].startswith("indexing in progress; these results may be incomplete")
 
 
@@ -366,7 +358,7 @@ def test_a_degraded_answer_is_not_served_from_cache_once_the_model_is_back(app):
 
     kb = app.config.kb[0]
     searcher = Searcher(app.store, _BrokenEmbedder(app.embedder.identity), app.tokenizer)
-    request = searcher.request(kb, "E5021 access token", mode="hybrid")
+    request = SearchRequest(query="E5021 access token", mode="hybrid").resolved(kb.search)
     assert searcher.search(kb, request).mode == "keyword"
     searcher.embedder = app.embedder  # the model recovers
     again = searcher.search(kb, request)
@@ -386,7 +378,7 @@ def test_searches_during_a_first_sync_say_the_index_is_incomplete_and_how_far_it
     noted, answers = [], 0
     while first_sync.is_alive():
         try:
-            result = app.search("many", "planning notes", mode="keyword")
+            result = app.search("many", SearchRequest(query="planning notes", mode="keyword"))
         except SearchError as exc:  # before the first commit (or before the sync took its lock): it says so
             assert "has not been synced yet" in str(exc)  # before the sync took its lock
             first_sync.join(0.02)  # let the sync run between tries
@@ -397,8 +389,8 @@ def test_searches_during_a_first_sync_say_the_index_is_incomplete_and_how_far_it
         # Only an answer given once the sync has marked the index complete may come without the note.
         assert result.notes or KBState(app.store.read_state("many")).complete, "an incomplete index must say so"
     first_sync.join()
-    assert noted and " of 200 files indexed so far" in noted[-1]
-    assert app.search("many", "planning notes", mode="keyword").notes == []
+    assert noted and " of 200 files indexed" in noted[-1]
+    assert app.search("many", SearchRequest(query="planning notes", mode="keyword")).notes == []
 
 
 def test_an_unfinished_first_sync_is_said_in_every_answer(make_app, tmp_path, embedder):
@@ -412,12 +404,12 @@ def test_an_unfinished_first_sync_is_said_in_every_answer(make_app, tmp_path, em
             app.sync()
     finally:
         embedder.embed_batch = real
-    result = app.search("docs", "alpha", mode="keyword")
+    result = app.search("docs", SearchRequest(query="alpha", mode="keyword"))
     assert result.hits == [] and "first sync of this knowledge base did not finish" in result.notes[0]
     from mcp_kb.index.state import sync_lock
 
     with sync_lock(app.store, ["docs"]):  # a sync has started but written no progress yet
-        running = app.search("docs", "alpha", mode="keyword")
+        running = app.search("docs", SearchRequest(query="alpha", mode="keyword"))
     assert running.notes[0].startswith("indexing in progress; these results may be incomplete")
 
 
@@ -429,8 +421,8 @@ def test_a_kb_that_says_titles_count_ranks_a_title_match_above_body_matches(make
     plain = make_app(kb)
     plain.sync()
     weighted = make_app({**kb, "search": {"title_weight": 3.0}})  # the same index: the weight is a query-time boost
-    order = [hit.source for hit in plain.search("notes", "upgrade", mode="keyword").hits]
-    boosted = [hit.source for hit in weighted.search("notes", "upgrade", mode="keyword").hits]
+    order = [hit.source for hit in plain.search("notes", SearchRequest(query="upgrade", mode="keyword")).hits]
+    boosted = [hit.source for hit in weighted.search("notes", SearchRequest(query="upgrade", mode="keyword")).hits]
     assert order == ["operations.md", "guide.md"] and boosted == ["guide.md", "operations.md"]
 
 
@@ -445,13 +437,13 @@ def test_concurrent_searches_from_worker_threads_answer_as_one_at_a_time(make_ap
     app.sync()
     app.searcher._cache.size = 2
     queries = ["booking flights", "E5021 token expired", "annual leave"]
-    expected = {query: [hit.source for hit in app.search("docs", query).hits] for query in queries}
+    expected = {query: [hit.source for hit in app.search("docs", SearchRequest(query=query)).hits] for query in queries}
     answers: list[tuple[str, list[str]]] = []
 
     def searches(offset: int) -> None:
         for n in range(60):
             query = queries[(n + offset) % len(queries)]
-            answers.append((query, [hit.source for hit in app.search("docs", query).hits]))
+            answers.append((query, [hit.source for hit in app.search("docs", SearchRequest(query=query)).hits]))
 
     errors = in_threads(searches, 6)
     assert not errors, errors[:3]

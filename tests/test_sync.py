@@ -14,6 +14,7 @@ from mcp_kb.errors import KBError, ModelError, SyncBusyError
 from mcp_kb.records import Problem
 from mcp_kb.index.state import sync_lock
 from mcp_kb.sync import plan_sync
+from mcp_kb.api import SearchRequest, SyncRequest
 
 SECTIONS = 6
 
@@ -79,14 +80,14 @@ def test_an_interrupted_sync_is_recorded_with_what_it_wrote_and_the_next_one_fin
         if message.endswith(f"indexed {done}/{total} files") and done == 32:
             raise KeyboardInterrupt
     with pytest.raises(KeyboardInterrupt):
-        app.sync("notes", progress=ctrl_c_after_the_first_batch)
+        app.sync(SyncRequest(kb="notes"), progress=ctrl_c_after_the_first_batch)
     [status] = app.status("notes")
     assert status.last_outcome == "interrupted" and status.files == 32
     assert status.last_error == ("interrupted after writing 32 of 40 new and changed files; they stay, and the next "
                                  "sync goes on from there")
     [recent] = app.sync_history("notes").recent
     assert recent["outcome"] == "interrupted" and recent["error"] == status.last_error
-    [report] = app.sync("notes")
+    [report] = app.sync(SyncRequest(kb="notes"))
     assert report.files_added == 8 and report.files_unchanged == 32 and report.files_written == 8
     assert app.status("notes")[0].last_outcome == "ok"
 
@@ -125,7 +126,7 @@ def test_a_sync_command_lets_the_model_go_before_building_indexes(make_config, k
     monkeypatch.setattr(LanceStore, "refresh_indexes", recording)
     assert app.sync()[0].chunks_embedded > 0
     assert loaded_while_indexing == [not releases]
-    assert app.search("docs", "reset a password").hits[0].source == "faq.md"  # a released model loads again
+    assert app.search("docs", SearchRequest(query="reset a password")).hits[0].source == "faq.md"  # a released model loads again
 
 
 def test_plan_sync_is_a_pure_comparison():
@@ -143,10 +144,10 @@ def test_first_load_embeds_every_chunk(app, embedder):
 
 def test_full_reuses_the_vectors_of_an_unchanged_model_and_reembed_embeds_again(app, embedder):
     app.sync()
-    embedded, [full] = _embedded_during(embedder, lambda: app.sync(full=True))
+    embedded, [full] = _embedded_during(embedder, lambda: app.sync(SyncRequest(full=True)))
     assert full.rebuilt == "--full requested" and embedded == full.chunks_embedded == 0
     assert full.chunks_reused == full.chunks_total > 0
-    embedded, [again] = _embedded_during(embedder, lambda: app.sync(reembed=True))
+    embedded, [again] = _embedded_during(embedder, lambda: app.sync(SyncRequest(reembed=True)))
     assert again.rebuilt == "--reembed requested" and embedded == again.chunks_embedded == again.chunks_total
 
 
@@ -174,7 +175,7 @@ def test_editing_one_paragraph_reembeds_only_its_chunk(app, embedder, kb_dir):
     assert reports[0].files_changed == 1
     assert embedded == 1
     assert app.store.count_chunks("docs") == total
-    texts = [h.text for h in app.search("docs", "deputies", mode="keyword").hits]
+    texts = [h.text for h in app.search("docs", SearchRequest(query="deputies", mode="keyword")).hits]
     assert any("named owners and their deputies" in t for t in texts)
 
 
@@ -262,7 +263,7 @@ def test_file_that_becomes_unparsable_loses_its_old_chunks(app, kb_dir):
 def test_second_sync_says_clearly_that_one_is_running(app):
     with sync_lock(app.store, ["docs"]):
         with pytest.raises(SyncBusyError, match="already running"):
-            app.sync(wait=False)
+            app.sync(SyncRequest(wait=False))
 
 
 # ---- processes: crash and concurrency ----------------------------------------------------------
@@ -336,7 +337,7 @@ def test_searches_during_a_sync_see_one_consistent_version(tmp_path, make_app):
     sync_thread.start()
     reads = 0
     while sync_thread.is_alive() or reads == 0:
-        hits = app.search("docs", "notes on subject", mode="keyword", top_k=50).hits
+        hits = app.search("docs", SearchRequest(query="notes on subject", mode="keyword", top_k=50)).hits
         assert len({h.source for h in hits}) == len(hits)  # one chunk per file: never old and new together
         table = app.store.chunk_table("docs")
         paths = table.to_arrow().column("path").to_pylist()
@@ -358,11 +359,11 @@ def test_a_reader_keeps_working_when_another_process_rebuilds(make_app, kb_dir):
     kb = {"name": "docs", "description": "d", "paths": [str(kb_dir)]}
     reader, writer = make_app(kb), make_app(kb)  # separate Store handles, as two processes have
     writer.sync()
-    assert reader.search("docs", "password portal", mode="keyword").hits
-    writer.sync(full=True)
+    assert reader.search("docs", SearchRequest(query="password portal", mode="keyword")).hits
+    writer.sync(SyncRequest(full=True))
     write(kb_dir / "faq.md", "# FAQ\n\n## Reset password\n\nAsk the helpdesk to reset a password.\n")
     writer.sync()
-    hits = reader.search("docs", "helpdesk password", mode="keyword").hits
+    hits = reader.search("docs", SearchRequest(query="helpdesk password", mode="keyword")).hits
     assert hits and "helpdesk" in hits[0].text
 
 
@@ -391,11 +392,11 @@ def test_full_rebuild_keeps_answering_searches_from_the_old_index(make_app, tmp_
     app = make_app({"name": "docs", "description": "d", "paths": [str(folder)]})
     app.sync()
     errors: list[BaseException] = []
-    rebuild = threading.Thread(target=lambda: errors.extend(_catch(lambda: app.sync(full=True))))
+    rebuild = threading.Thread(target=lambda: errors.extend(_catch(lambda: app.sync(SyncRequest(full=True)))))
     rebuild.start()
     answers = []
     while rebuild.is_alive() or not answers:
-        answers.append(len(app.search("docs", "notes on subject", mode="keyword", top_k=10).hits))
+        answers.append(len(app.search("docs", SearchRequest(query="notes on subject", mode="keyword", top_k=10)).hits))
     rebuild.join()
     assert not errors and len(answers) > 1
     assert min(answers) == 10, f"{answers.count(0)} of {len(answers)} searches came back empty"
@@ -420,7 +421,7 @@ def test_an_interrupted_rebuild_leaves_the_old_index_and_the_next_sync_resumes_i
         dying.sync()
     reader = make_app(kb)
     assert reader.store.active_generation("docs") == old_generation and _rows(reader) == before
-    assert reader.search("docs", "subject number 7", mode="keyword").hits
+    assert reader.search("docs", SearchRequest(query="subject number 7", mode="keyword")).hits
     assert reader.status("docs")[0].last_outcome == "failed"
     resumed = make_app(small)
     embedded, reports = _embedded_during(embedder, resumed.sync)
@@ -434,10 +435,10 @@ def test_an_interrupted_rebuild_leaves_the_old_index_and_the_next_sync_resumes_i
 
 def test_cached_answers_never_outlive_a_full_rebuild(app, kb_dir):
     app.sync()
-    assert [h.source for h in app.search("docs", "release train calendar", mode="keyword").hits] == ["notes.txt"]
+    assert [h.source for h in app.search("docs", SearchRequest(query="release train calendar", mode="keyword")).hits] == ["notes.txt"]
     (kb_dir / "notes.txt").unlink()
-    app.sync(full=True)
-    assert app.search("docs", "release train calendar", mode="keyword").hits == []
+    app.sync(SyncRequest(full=True))
+    assert app.search("docs", SearchRequest(query="release train calendar", mode="keyword")).hits == []
 
 
 def test_a_corrupt_model_file_is_refused_before_anything_is_dropped(app, make_config, kb_dir, tmp_path):
@@ -459,7 +460,7 @@ def test_a_corrupt_model_file_is_refused_before_anything_is_dropped(app, make_co
     with pytest.raises(ModelError):
         App(config.model_copy(update={"embedding": embedding}), embedder=FastEmbedder(embedding)).sync()
     assert _rows(app) == before
-    assert app.search("docs", "password portal").hits
+    assert app.search("docs", SearchRequest(query="password portal")).hits
 
 
 def test_an_empty_folder_is_an_unavailable_source_not_a_deletion(app, kb_dir):
@@ -473,7 +474,7 @@ def test_an_empty_folder_is_an_unavailable_source_not_a_deletion(app, kb_dir):
         app.sync()
     assert app.store.count_chunks("docs") == chunks
     assert "would delete 3" in app.status("docs")[0].last_error
-    report = app.sync(allow_mass_delete=True)[0]
+    report = app.sync(SyncRequest(allow_mass_delete=True))[0]
     assert report.files_deleted == 3 and app.store.count_chunks("docs") == 0
 
 
@@ -490,7 +491,7 @@ def test_deleting_most_of_a_large_kb_at_once_is_refused(make_app, tmp_path):
         app.sync()
     for i in range(30, 35):
         (folder / f"page{i:03d}.md").unlink()
-    assert app.sync(allow_mass_delete=True)[0].files_deleted == 35
+    assert app.sync(SyncRequest(allow_mass_delete=True))[0].files_deleted == 35
 
 
 def test_deleting_a_few_files_of_a_small_kb_needs_no_permission(app, kb_dir):
@@ -507,7 +508,7 @@ def test_a_missing_folder_keeps_the_index_searchable_and_its_status_readable(mak
     make_app(kb).sync()
     folder.rename(tmp_path / "unmounted")
     app = make_app(kb)  # the config loads although the path is gone
-    assert app.search("docs", "rollbacks", mode="keyword").hits[0].source == "guide.md"
+    assert app.search("docs", SearchRequest(query="rollbacks", mode="keyword")).hits[0].source == "guide.md"
     with pytest.raises(KBError, match="cannot read .*share.*keeps its last good version"):
         app.sync()
     status = app.status("docs")[0]
@@ -530,7 +531,7 @@ def test_an_unreadable_file_keeps_its_indexed_version(app, kb_dir, monkeypatch):
     report = app.sync()[0]
     assert report.files_deleted == 0 and report.files_unchanged == 2 and report.files_failed == 1
     assert [f.path for f in report.failures] == ["faq.md"] and "indexed version is kept" in report.failures[0].reason
-    assert app.search("docs", "self-service portal", mode="keyword").hits[0].source == "faq.md"
+    assert app.search("docs", SearchRequest(query="self-service portal", mode="keyword")).hits[0].source == "faq.md"
 
 
 def test_odd_files_never_stop_a_sync(app, kb_dir, tmp_path):
@@ -548,9 +549,9 @@ def test_odd_files_never_stop_a_sync(app, kb_dir, tmp_path):
         "only-front-matter.md": "nothing to index: the file has no text"}
     skipped = {s.path: s.reason for s in report.skipped}
     assert "broken symbolic link" in skipped["loop.md"] and "outside the knowledge base" in skipped["secret.txt"]
-    assert app.search("docs", "espresso descaled", mode="keyword").hits[0].source == "caf\\xe9.md"
-    assert app.search("docs", "launch codes", mode="keyword").hits == []
-    assert app.search("docs", "OKR planning", mode="keyword").hits[0].source == "only-heading.md"
+    assert app.search("docs", SearchRequest(query="espresso descaled", mode="keyword")).hits[0].source == "caf\\xe9.md"
+    assert app.search("docs", SearchRequest(query="launch codes", mode="keyword")).hits == []
+    assert app.search("docs", SearchRequest(query="OKR planning", mode="keyword")).hits[0].source == "only-heading.md"
     assert app.sync()[0].files_unchanged == 6
 
 
@@ -563,7 +564,7 @@ def test_odd_front_matter_values_fail_nothing(make_app, tmp_path):
                     "filterable": {"year": {"type": "integer"}}})
     report = app.sync()[0]
     assert report.files_added == 3 and report.files_failed == 0
-    hits = app.search("docs", "page", mode="filter", filters={"year": 2024}).hits
+    hits = app.search("docs", SearchRequest(query="page", mode="filter", filters={"year": 2024})).hits
     assert [h.source for h in hits] == ["c.md"]
 
 
@@ -580,11 +581,11 @@ def test_an_index_in_the_layout_before_generations_is_served_then_rebuilt_beside
     app.store.drop_generations("docs", keep={""})
     legacy = type(app)(app.config, embedder=embedder)
     assert legacy.store.active_generation("docs") == ""
-    assert legacy.search("docs", "password portal", mode="keyword").hits
+    assert legacy.search("docs", SearchRequest(query="password portal", mode="keyword")).hits
     embedded, reports = _embedded_during(embedder, legacy.sync)
     assert "index layout changed" in reports[0].rebuilt and embedded == 0
     assert not (storage / "docs__chunks.lance").exists()
-    assert legacy.search("docs", "password portal", mode="keyword").hits
+    assert legacy.search("docs", SearchRequest(query="password portal", mode="keyword")).hits
 
 
 @pytest.mark.parametrize("damaged", ["chunks", "files"])
@@ -605,10 +606,10 @@ def test_an_index_whose_tables_are_damaged_fails_the_sync_until_a_full_one_rebui
     assert status.last_outcome == "failed" and status.index_state.startswith("cannot be read now (damaged files")
     assert "a full sync (mcp-kb sync --full" in status.index_state and str(storage) not in status.index_state
     assert broken.exists()
-    embedded, [rebuilt] = _embedded_during(embedder, lambda: fresh.sync(full=True))
+    embedded, [rebuilt] = _embedded_during(embedder, lambda: fresh.sync(SyncRequest(full=True)))
     assert rebuilt.rebuilt == "the index tables were missing or could not be opened"
     assert rebuilt.files_failed == 0 and embedded == rebuilt.chunks_embedded == rebuilt.chunks_total > 0
-    assert not broken.exists() and fresh.search("docs", "password portal", mode="keyword").hits
+    assert not broken.exists() and fresh.search("docs", SearchRequest(query="password portal", mode="keyword")).hits
     assert fresh.sync()[0].files_unchanged == 3
 
 

@@ -26,9 +26,8 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from ..access import Gatekeeper, Grant, RateLimits, Refused
+from ..api import CallerView, Gatekeeper, Grant, RateLimits, Refused
 from ..settings import ENV_TOKEN, Config
-from ..view import CallerView
 
 COOKIE = "mcp_kb_token"  # the page's sign-in keeps the token here (never read for /mcp: no CSRF there)
 METADATA_PATH = "/.well-known/oauth-protected-resource"

@@ -9,9 +9,8 @@ import socket
 
 from mcp.server.transport_security import TransportSecuritySettings
 
-from ..errors import KBError
+from ..api import LOOPBACK, KBError
 from ..settings import ENV_TOKEN
-from ..vocabulary import LOOPBACK
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Where each lives decides who can see it:
 - in the store (every machine pointed at the index sees the same): the KB state row (generation,
-  model, last sync report; index/store.py), the summary, the latest health check, and on object
+  model, last sync report; index/state_table.py), the summary, the latest health check, and on object
   storage the writer lease with the running sync's progress;
 - on this machine only: for an index in a folder, the writer lock (an OS file lock, released by a
   crash at once) and the progress file; everywhere, caches (the summary, so a server describes its
@@ -29,7 +29,7 @@ import filelock
 from ..settings import cache_root, is_remote_uri
 from ..errors import RunningSync, StoreError, SyncBusyError
 from ..files import write_atomically
-from ..records import recorded_now
+from ..records import SyncProgress, recorded_now
 from .contract import Store
 
 log = logging.getLogger(__name__)
@@ -132,10 +132,12 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    """A record this module wrote, or {} when it is missing, unreadable or not a JSON object."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+    return record if isinstance(record, dict) else {}
 
 
 # ---- the writer lock and a running sync's progress --------------------------------------------
@@ -175,8 +177,8 @@ def is_sync_running(store: Store, kb: str | None = None) -> bool:
     return holder is not None and (kb is None or kb in holder.get("kbs", [kb]))
 
 
-def sync_activity(store: Store, kb: str) -> dict[str, Any] | None:
-    """None when no sync of this KB runs; else how far it is ({} before its first batch). What a
+def sync_activity(store: Store, kb: str) -> SyncProgress | None:
+    """None when no sync of this KB runs; else how far it is (not `counted` before its first batch). What a
     search or a status asks: the lock and the progress record stay this module's business."""
     running = is_sync_running(store, kb)
     return read_progress(store, kb, running=True) if running else None
@@ -206,7 +208,7 @@ def _is_alive(pid: Any) -> bool:
     import psutil  # asked only when a holder record exists (its Linux part imports `resource`)
 
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return False
     except psutil.Error:  # alive, and someone else's
@@ -232,20 +234,17 @@ def running_sync(store: Store) -> RunningSync:
     if not holder:
         return RunningSync()
     kbs = tuple(str(kb) for kb in holder.get("kbs", []))
-    progress = tuple((kb, p["done"], p["total"]) for kb in kbs if (p := read_progress(store, kb, running=True)))
+    progress = tuple((kb, p.done, p.total) for kb in kbs if (p := read_progress(store, kb, running=True)).counted)
     return RunningSync(kbs, str(holder.get("started_at", "?")), str(holder.get("pid", "?")),
                        str(holder.get("host", "?")), progress)
 
 
-def write_progress(store: Store, kb: str, done: int, total: int, chunks: int = 0, written: int = 0,
-                   started: float = 0.0) -> None:
-    """How far the running sync of a KB is (files done of files to index, chunks embedded and files written
-    so far, when it started: epoch seconds), for searches, status and the admin page."""
-    progress = {"done": done, "total": total, "chunks": chunks, "written": written, "started": round(started, 3)}
+def write_progress(store: Store, kb: str, progress: SyncProgress) -> None:
+    """How far the running sync of a KB is, for searches, status and the admin page."""
     if store.is_remote:
-        _StoreLease.progress(store, kb, progress)
+        _StoreLease.progress(store, kb, progress.as_dict())
     else:
-        _write_json(_kb_file(store.uri, kb, "progress"), progress)
+        _write_json(_kb_file(store.uri, kb, "progress"), progress.as_dict())
 
 
 def clear_progress(store: Store, kb: str) -> None:
@@ -253,14 +252,14 @@ def clear_progress(store: Store, kb: str) -> None:
         _kb_file(store.uri, kb, "progress").unlink(missing_ok=True)
 
 
-def read_progress(store: Store, kb: str, running: bool | None = None) -> dict[str, Any]:
-    """The running sync's progress, or {} when no sync runs (a killed one's record is ignored).
+def read_progress(store: Store, kb: str, running: bool | None = None) -> SyncProgress:
+    """The running sync's progress, all zero when no sync runs (a killed one's record is ignored).
     `running`: what the caller already knows of the lock, to spare a second look."""
     if store.is_remote:
         holder = store.lease_holder()
-        return (holder or {}).get("progress", {}).get(kb, {})
+        return SyncProgress.from_dict((holder or {}).get("progress", {}).get(kb, {}))
     running = is_sync_running(store, kb) if running is None else running
-    return _read_json(_kb_file(store.uri, kb, "progress")) if running else {}
+    return SyncProgress.from_dict(_read_json(_kb_file(store.uri, kb, "progress")) if running else {})
 
 
 class _FileLock:

@@ -15,7 +15,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 from pydantic import ValidationError
 
-from ..errors import KBError
+from ..api import KBError
 
 
 class PlainErrors(MCPServer):
@@ -71,11 +71,11 @@ def support_2025_clients(server: MCPServer, subscribe: Subscription, unsubscribe
     from mcp.server.lowlevel.server import NotificationOptions
     from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
-    async def on_subscribe(ctx, params: SubscribeRequestParams) -> EmptyResult:
+    async def on_subscribe(ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
         subscribe(ctx.session, str(params.uri))
         return EmptyResult()
 
-    async def on_unsubscribe(ctx, params: UnsubscribeRequestParams) -> EmptyResult:
+    async def on_unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
         unsubscribe(ctx.session, str(params.uri))
         return EmptyResult()
 
@@ -86,7 +86,7 @@ def support_2025_clients(server: MCPServer, subscribe: Subscription, unsubscribe
     # tool description changes after each sync: say so (the server sends the notification).
     create_options = lowlevel.create_initialization_options
 
-    def with_tools_changed(notification_options=None, *args, **kwargs):
+    def with_tools_changed(notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any) -> Any:
         return create_options(notification_options or NotificationOptions(tools_changed=True), *args, **kwargs)
 
     lowlevel.create_initialization_options = with_tools_changed  # type: ignore[method-assign]

@@ -17,10 +17,8 @@ from typing import Any
 from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR
 
-from ..audit import AuditTrail, AuditUnavailable
+from ..api import LIST_URI, AuditTrail, AuditUnavailable, CallerView
 from ..settings import Config
-from ..view import CallerView
-from ..vocabulary import LIST_URI
 
 _current: ContextVar[CallerView | None] = ContextVar("mcp_kb_view", default=None)
 _AUDITED = ("tools/call", "resources/read", "prompts/get")

@@ -18,7 +18,7 @@ from mcp.server.subscriptions import ServerEvent
 from mcp.shared.subscriptions import ResourceUpdated, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ..view import CallerView
+from ..api import CallerView
 from .guard import current_view
 
 log = logging.getLogger(__name__)

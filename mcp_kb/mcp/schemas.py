@@ -11,10 +11,9 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from ..passages import Hit
+from ..api import (BUILTIN_FILTERS, FIELD_TYPES, RANGE_OPERATORS, FieldType, Hit, request_errors, SearchRequest,
+                   SyncRequest, unknown_filter_field)
 from ..settings import KBConfig
-from ..requests import SearchRequest, SyncRequest, request_errors, unknown_filter_field
-from ..schema import BUILTIN_FILTERS, FIELD_TYPES, RANGE_OPERATORS, FieldType
 
 
 class SearchOutput(BaseModel):

@@ -15,8 +15,8 @@ import signal
 import sys
 import threading
 from contextlib import asynccontextmanager, contextmanager
-from collections.abc import Sequence
-from typing import Annotated, Any
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Annotated, Any, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -27,24 +27,16 @@ from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp_types import (CallToolResult, Completion, CompletionArgument, CompletionContext, PromptReference,
                        ResourceLink, ResourceTemplateReference, TextContent, ToolAnnotations)
 from pydantic import BaseModel, ValidationError
+from starlette.types import Receive, Scope, Send
 
-from .. import __version__
-from ..access import Gatekeeper
-from ..app import App
-from ..settings import MODES_TEXT, KBConfig, SearchMode
-from ..errors import KBError
+from ..api import (__version__, CITATION_FORMAT, DOCUMENT_URI, LIST_URI, LOOPBACK, METRICS_URI, STATUS_URI, SYNC_TOOL,
+                   App, as_sentence, CallerView, citation_marker, cited_text, described,
+                   document_uri, Gatekeeper, Hit, KBError, LiveSync, SearchRequest, SearchResult,
+                   status_uri, SyncRequest, SyncRunner)
+from ..settings import MODES_TEXT, KBConfig, SearchMode, ServerConfig
 from ..http.edge import AccessGate, Edge
 from ..http.limits import RepeatedLineFilter, accept_burst, connection_cap, guarded_protocol
 from ..http.network import listening_socket, rebinding_protection, server_url, warn_if_exposed
-from ..live import LiveSync, SyncRunner
-from ..present import cited_text
-from ..requests import SearchRequest, SyncRequest, described
-from ..search import SearchResult
-from ..text import as_sentence
-from ..view import CallerView
-from ..passages import Hit
-from ..vocabulary import (CITATION_FORMAT, citation_marker, DOCUMENT_URI, document_uri, LIST_URI, LOOPBACK,
-                          METRICS_URI, STATUS_URI, SYNC_TOOL, status_uri)
 from .compat import PlainErrors, support_2025_clients, unknown_tool
 from .guard import Guard, current_view
 from .icons import icon
@@ -54,6 +46,7 @@ from .tasks import SyncTasks, task_progress
 from .schemas import SearchOutput, argument_errors, filters_model
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 PROMPT = "answer_with_citations"
 
@@ -118,7 +111,7 @@ def build_server(app: App, read_only: bool | None = None) -> _KBServer:
     tasks = None if read_only else SyncTasks(guard.view)
 
     @asynccontextmanager
-    async def lifespan(_server: MCPServer):
+    async def lifespan(_server: MCPServer) -> AsyncIterator[dict[str, Any]]:
         _warn_about_missing_paths(app)
         if read_only and any(kb.sync.has_triggers for kb in app.config.kb):
             log.info("read-only: the [kb.sync] triggers in the config are left to the writer (`mcp-kb watch`)")
@@ -156,7 +149,7 @@ def build_server(app: App, read_only: bool | None = None) -> _KBServer:
 
 
 @asynccontextmanager
-async def warming_up(app: App, grace_seconds: float = _WARM_UP_GRACE_SECONDS):
+async def warming_up(app: App, grace_seconds: float = _WARM_UP_GRACE_SECONDS) -> AsyncIterator[None]:
     """Load the embedding model in the background (after the handshake, so tools/list answers at
     once); on leaving, wait for that load up to the grace: a client that leaves at once would
     otherwise end the process while the model loads in native code, which aborts the interpreter's
@@ -229,16 +222,16 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
         min_score: Annotated[float | None, _search_field("min_score")] = None,
         filters: Annotated[Filters | None,  # type: ignore[valid-type]  # built per KB at run time
                            _search_field("filters", strict=False)] = None,
-        context: Annotated[int, _search_field("context")] = 0,
+        context: Annotated[int, _search_field("context")] = SearchRequest.model_fields["context"].default,
         max_per_document: Annotated[int, _search_field("max_per_document")] = kb.search.max_per_document,
         max_tokens: Annotated[int, _search_field("max_tokens")] = kb.search.max_tokens,
     ) -> Annotated[CallToolResult, SearchOutput]:
-        def run() -> SearchResult:
-            return app.search(kb.name, query, top_k=top_k, mode=mode, min_score=min_score,
-                              filters=_filters_dict(filters), context=context,
-                              max_per_document=max_per_document, max_tokens=max_tokens)
-
-        result = await _call(run)
+        # The SDK checked these arguments against SearchRequest's own fields (the parameters above): built as
+        # they are, not validated a second time.
+        request = SearchRequest.model_construct(query=query, top_k=top_k, mode=mode, min_score=min_score,
+                                                filters=_filters_dict(filters), context=context,
+                                                max_per_document=max_per_document, max_tokens=max_tokens)
+        result: SearchResult = await _call(lambda: app.search(kb.name, request))
         output = SearchOutput(results=list(result.hits), mode=result.mode, notes=result.notes)
         return CallToolResult(content=[TextContent(type="text", text=cited_text(result)),
                                        *_document_links(kb.name, result.hits)],
@@ -259,7 +252,7 @@ def _document_links(kb: str, hits: Sequence[Hit]) -> list[ResourceLink]:
 
 
 @contextmanager
-def _client_errors(error: type[Exception] = ToolError):
+def _client_errors(error: type[Exception] = ToolError) -> Iterator[None]:
     """Failures reach the client as `error` (the SDK hides other exceptions' text) with a useful message."""
     try:
         yield
@@ -273,7 +266,7 @@ def _client_errors(error: type[Exception] = ToolError):
         raise error(view.unlocated(said) if view else said) from exc
 
 
-async def _call(work, error: type[Exception] = ToolError):
+async def _call(work: Callable[[], _T], error: type[Exception] = ToolError) -> _T:
     """Run blocking work in a thread, translating its failures for the client."""
     with _client_errors(error):
         return await anyio.to_thread.run_sync(work)
@@ -286,17 +279,18 @@ def _add_sync_tool(server: MCPServer, runner: SyncRunner, guard: Guard) -> None:
         full: Annotated[bool, _sync_field("full")] = False,
         reembed: Annotated[bool, _sync_field("reembed")] = False,
         allow_mass_delete: Annotated[bool, _sync_field("allow_mass_delete")] = False,
-        wait: Annotated[bool, _sync_field("wait")] = False,
+        wait: Annotated[bool, _sync_field("wait")] = SyncRequest.model_fields["wait"].default,
     ) -> dict[str, Any]:
         def report(done: int, total: int, message: str) -> None:
             anyio.from_thread.run(ctx.report_progress, done, total, message)
 
         progress = task_progress() or report  # as a task, the client reads progress with tasks/get
+        asked = SyncRequest.model_construct(kb=kb, full=full, reembed=reembed, allow_mass_delete=allow_mass_delete,
+                                            wait=wait)  # checked by the SDK against SyncRequest's fields
         with _client_errors():
             reports = []
             for name in guard.view().syncable(kb):
-                reports += await runner.sync(name, full=full, reembed=reembed, progress=progress, wait=wait,
-                                             allow_mass_delete=allow_mass_delete)
+                reports += await runner.sync(asked.model_copy(update={"kb": name}), progress)
         return {"reports": [r.to_dict() for r in reports], "summary": "\n".join(r.summary() for r in reports)}
 
     server.add_tool(sync_tool, name=SYNC_TOOL, title="Sync knowledge bases",
@@ -371,7 +365,7 @@ def _add_completions(server: MCPServer, app: App, guard: Guard) -> None:
     """A client completes the KB a prompt or resource asks for from the KBs the caller may see, and a
     document's path from what that KB's index holds."""
 
-    @server.completion()
+    @server.completion()  # type: ignore[untyped-decorator, no-untyped-call]  # the SDK's decorator has no types
     async def complete(ref: PromptReference | ResourceTemplateReference, argument: CompletionArgument,
                        context: CompletionContext | None) -> Completion | None:
         view = guard.view()
@@ -477,7 +471,7 @@ def _with_page(page: Any, mcp: Any) -> Any:
     """One HTTP app: the admin page's paths to the page, the rest (and the lifespan) to the MCP app."""
     from ..ui.routes import is_page_path
 
-    async def asgi(scope, receive, send):
+    async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
         target = page if scope["type"] == "http" and is_page_path(scope["path"]) else mcp
         await target(scope, receive, send)
     return asgi
@@ -508,7 +502,7 @@ def _interrupt(_signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _admission(settings) -> str:
+def _admission(settings: ServerConfig) -> str:
     """What an HTTP client must send, as the start line says it."""
     kinds = ["bearer token required"] if settings.token else []
     kinds += [f"{len(settings.tokens)} scoped token(s)"] if settings.tokens else []

@@ -31,12 +31,7 @@ from mcp_types import (HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, MISSING_
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..access import Identity
-from ..errors import SyncCancelled
-from ..records import Progress
-from ..requests import SyncRequest
-from ..view import CallerView
-from ..vocabulary import SYNC_TOOL
+from ..api import SYNC_TOOL, CallerView, Identity, Progress, SyncCancelled, SyncRequest
 
 log = logging.getLogger(__name__)
 

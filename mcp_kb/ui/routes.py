@@ -31,17 +31,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Message, Receive, Scope, Send
 
-from ..access import Refused
-from ..app import App
-from ..audit import AuditUnavailable
+from ..api import (App, AuditUnavailable, CallerView, cited_text, KBError, parse_filters, parse_search, Refused,
+                   SearchRequest, SearchResult, SyncRequest, SyncRunner)
 from ..settings import MODES
-from ..errors import KBError
 from ..http.edge import COOKIE, Edge, page_token
-from ..live import SyncRunner
-from ..present import cited_text
-from ..requests import parse_filters
-from ..view import CallerView
 from . import views
 
 log = logging.getLogger(__name__)
@@ -215,8 +210,8 @@ class Page:
         if form["q"].strip():
             started = time.perf_counter()
             try:
-                options = _search_options(form)
-                result = await _thread(lambda: self.app.search(name, form["q"], **options))
+                asked = _search_request(form)
+                result = await _thread(lambda: self.app.search(name, asked))
             except KBError as exc:
                 error = view.explain(exc)
             try:
@@ -262,7 +257,7 @@ class Page:
         """The sync a page button asked for: its outcome (a failure too) shows in the KB's status."""
         assert self.runner is not None
         try:
-            await self.runner.sync(name, full=full, allow_mass_delete=allow_mass_delete, wait=wait)
+            await self.runner.sync(SyncRequest(kb=name, full=full, allow_mass_delete=allow_mass_delete, wait=wait))
         except KBError as exc:
             log.warning("%s: sync from the admin page failed: %s", name, exc)
         except Exception:
@@ -306,8 +301,8 @@ class _SecurityHeaders:
     def __init__(self, app: Any):
         self.app = app
 
-    async def __call__(self, scope, receive, send):
-        async def send_with_headers(message):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message = {**message, "headers": [*message.get("headers", []), *_SECURITY_HEADERS]}
             await send(message)
@@ -324,14 +319,14 @@ def _local(target: str) -> str:
     return target if target.startswith("/") and not target.startswith(("//", "/\\")) else "/"
 
 
-def _search_options(form: dict[str, str]) -> dict[str, Any]:
-    """The playground's fields as search options: text, checked by the search request as every face's are."""
+def _search_request(form: dict[str, str]) -> SearchRequest:
+    """The playground's fields (text) as a search request, checked as every face's are."""
     lines = tuple(line.strip() for line in form["filters"].splitlines() if line.strip())
-    return {"mode": form["mode"], "top_k": form["top_k"].strip(), "max_tokens": form["max_tokens"].strip(),
-            "filters": parse_filters(lines)}
+    return parse_search({"query": form["q"], "mode": form["mode"], "top_k": form["top_k"].strip(),
+                         "max_tokens": form["max_tokens"].strip(), "filters": parse_filters(lines)})
 
 
-def _stage_timings(result) -> list[tuple[str, float]]:
+def _stage_timings(result: SearchResult) -> list[tuple[str, float]]:
     return [(stage, round(ms, 1)) for stage, ms in result.timings_ms.items()]
 
 

@@ -3,14 +3,11 @@ store), so the routes call these in a worker thread."""
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..app import App
+from ..api import App, SyncProgress
 from ..settings import DEFAULT_MODE, KBConfig
-from ..vocabulary import files_done
 from .charts import bar_chart, line_chart
 
 _DOCUMENT_CHARS = 400_000  # of a document's text shown at once (a huge file stays a readable page)
@@ -34,26 +31,18 @@ def kb_summary(app: App, name: str, figures: dict[str, Any] | None = None) -> di
 
 def live_status(app: App, names: Iterable[str]) -> list[dict[str, Any]]:
     """What the page's script polls: each KB's running sync and the figures a finished one changes."""
-    return [{**{key: getattr(status, key) for key in ("name", "sync_running", "progress", "files", "chunks",
-                                                      "last_sync", "last_outcome", "last_error")},
-             "progress_text": progress_text(status.progress)}
+    return [{**_polled(status.as_dict()), "progress_text": progress_text(status.progress)}
             for status in map(app.glance, names)]
 
 
-def progress_text(progress: dict[str, Any], now: float | None = None) -> str:
-    """A running sync as the page words it: how far, how fast and how long still, by the sync's own start (so
-    the first look at a sync already says it, whatever the page saw before)."""
-    done, total, started = progress.get("done", 0), progress.get("total", 0), progress.get("started", 0)
-    text = f"syncing: {files_done(done, total)}"
-    if progress.get("chunks"):
-        text += f", {progress['chunks']} chunks embedded"
-    elapsed = (time.time() if now is None else now) - started
-    if started and done and elapsed > 0:
-        rate = done / elapsed
-        text += f", {rate:.1f} files/s"
-        if total > done:
-            text += f", about {math.ceil((total - done) / rate)} s left"
-    return text
+def _polled(status: dict[str, Any]) -> dict[str, Any]:
+    return {key: status[key] for key in ("name", "sync_running", "progress", "files", "chunks", "last_sync",
+                                         "last_outcome", "last_error")}
+
+
+def progress_text(progress: SyncProgress) -> str:
+    """A running sync as the page words it (its script shows the text the server wrote)."""
+    return f"syncing: {progress.text()}"
 
 
 _EXAMPLE_VALUES = {"integer": ">=1", "number": ">=0.5", "date": ">=2024-01-01", "boolean": "=true"}

@@ -19,6 +19,7 @@ from mcp_kb.index.readcache.cache import ReadCache
 from mcp_kb.index.readcache.pages import PAGE_BYTES, PageStore
 from mcp_kb.index.readcache.upstream import Upstream
 from s3_server import CREDENTIALS, serve_s3
+from mcp_kb.api import SearchRequest, SyncRequest
 
 QUERIES = ["E5021 token expired", "restart the ingest worker", "queue backs up"]
 
@@ -53,7 +54,7 @@ def bucket(s3, tmp_path, make_config, embedder):
 
 def _answers(app, mode: str = "hybrid") -> list[list[tuple[str, int, float]]]:
     return [[(hit.source, hit.chunk_index, round(hit.score, 5))
-             for hit in app.search("docs", query, mode=mode, top_k=5, record=False).hits] for query in QUERIES]
+             for hit in app.search("docs", SearchRequest(query=query, mode=mode, top_k=5), record=False).hits] for query in QUERIES]
 
 
 def _page_files(folder) -> list:
@@ -105,18 +106,17 @@ def test_a_writers_sync_is_never_hidden_by_the_cache(bucket, tmp_path):
     write(bucket.docs / "errors.md", "# Errors\n\nE7730 means the disk quota is used up; free some space.\n")
     writer.sync()
     assert _hits(reader, "E7730 quota")[0] == "errors.md"
-    texts = [hit.text for hit in reader.search("docs", "E5021 token expired", mode="keyword", top_k=5,
-                                               record=False).hits]
+    texts = [hit.text for hit in reader.search("docs", SearchRequest(query="E5021 token expired", mode="keyword", top_k=5), record=False).hits]
     assert not any("E5021" in text for text in texts), texts  # the old text is gone
 
     (bucket.docs / "note3.md").unlink()  # and a full rebuild writes every file anew, under new names
-    writer.sync(full=True)
+    writer.sync(SyncRequest(full=True))
     assert "note3.md" not in _hits(reader, "restart the ingest worker number 3", mode="keyword")
     assert _hits(reader, "E7730 quota")[0] == "errors.md"
 
 
 def _hits(app, query: str, mode: str = "hybrid") -> list[str]:
-    return [hit.source for hit in app.search("docs", query, mode=mode, top_k=5, record=False).hits]
+    return [hit.source for hit in app.search("docs", SearchRequest(query=query, mode=mode, top_k=5), record=False).hits]
 
 
 def test_damaged_and_deleted_cache_files_are_read_again_from_the_store(bucket, tmp_path, caplog):

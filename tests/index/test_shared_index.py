@@ -17,6 +17,7 @@ from mcp import Client, StdioServerParameters
 
 from helpers import eventually, until, write
 from s3_server import CREDENTIALS, serve_s3
+from mcp_kb.api import SearchRequest, SyncProgress
 
 pytestmark = pytest.mark.anyio
 SECRET_VARIABLE = "KB_TEST_S3_SECRET"
@@ -173,7 +174,7 @@ def test_a_writer_killed_mid_sync_is_repaired_and_readers_never_error(shared):
     writer = subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync"], env=shared.env("writer"),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     reader = shared.reader()
-    until(lambda: reader.status("docs")[0].progress.get("done", 0) > 0, seconds=120)
+    until(lambda: reader.status("docs")[0].progress.done > 0, seconds=120)
     searches = _SearchLoop(reader)
     with searches:
         writer.send_signal(signal.SIGKILL)
@@ -197,7 +198,7 @@ class _SearchLoop:
     def run(self) -> None:
         while not self.stop.is_set():
             try:
-                if not self.app.search("docs", "E5021 token expired", mode="keyword", record=False).hits:
+                if not self.app.search("docs", SearchRequest(query="E5021 token expired", mode="keyword"), record=False).hits:
                     self.failures.append("empty answer")
             except Exception as exc:
                 self.failures.append(f"{type(exc).__name__}: {exc}")
@@ -274,7 +275,7 @@ def test_a_sync_that_lost_its_lease_stops_before_its_next_commit(s3):
     storage = s3.storage(s3.new_bucket())
     store, other = (LanceStore(storage["uri"], storage["options"], lease_seconds=5) for _ in range(2))
     with state.sync_lock(store, ["docs"]):
-        state.write_progress(store, "docs", 1, 10)
+        state.write_progress(store, "docs", SyncProgress(1, 10))
         assert other.lease_holder()["progress"] == {"docs": {"done": 1, "total": 10, "chunks": 0, "written": 0,
                                                              "started": 0.0}}
         lease = state._StoreLease._held[store.uri]
@@ -283,7 +284,7 @@ def test_a_sync_that_lost_its_lease_stops_before_its_next_commit(s3):
         # ...so another writer takes over once the lease lapses
         until(lambda: other.take_lease({"id": "next-writer", "host": "h", "pid": 2}) is None, seconds=60)
         with pytest.raises(SyncBusyError, match="lost the writer lease"):
-            state.write_progress(store, "docs", 2, 10)  # called between batches: no further commit
+            state.write_progress(store, "docs", SyncProgress(2, 10))  # called between batches: no further commit
     assert other.lease_holder()["id"] == "next-writer"  # releasing a lost lease leaves the new holder alone
 
 

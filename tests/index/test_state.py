@@ -15,6 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from helpers import write
+from mcp_kb.api import SearchRequest
 
 _REMOUNT = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
 
@@ -107,7 +108,7 @@ def test_readers_never_take_the_writer_lock_and_a_killed_syncs_record_is_not_a_r
 
         monkeypatch.setattr(filelock.FileLock, "acquire", taken)
         assert app.status("docs")[0].sync_running
-        assert app.search("docs", "alpha").hits == [] and "indexing in progress" in app.search("docs", "alpha").notes[0]
+        assert app.search("docs", SearchRequest(query="alpha")).hits == [] and "indexing in progress" in app.search("docs", SearchRequest(query="alpha")).notes[0]
         monkeypatch.undo()
     assert not app.status("docs")[0].sync_running
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -115,4 +116,4 @@ def test_readers_never_take_the_writer_lock_and_a_killed_syncs_record_is_not_a_r
     _holder_path(app.store.uri).write_text(json.dumps(record), encoding="utf-8")  # as a SIGKILLed sync leaves it
     assert not app.status("docs")[0].sync_running
     with pytest.raises(SearchError, match="has not been synced yet"):
-        app.search("docs", "alpha")
+        app.search("docs", SearchRequest(query="alpha"))

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from mcp_kb.errors import KBError
 from mcp_kb.ingest.folders import find_file, scan_folders
+from mcp_kb.api import SearchRequest, SyncRequest
 
 
 def _kb(make_config, tmp_path, **options):
@@ -190,12 +191,12 @@ def test_an_index_kept_inside_a_kb_folder_is_never_indexed_nor_watched(make_app,
           "search": {"query_log": True}}
     app = make_app(kb, storage=str(tmp_path / "docs" / "kb-index"))
     assert "inside knowledge base 'docs'" in caplog.text
-    app.sync("docs")
-    app.search("docs", "what is the salary of the chief executive")  # goes to the query log, in the index folder
-    report = app.sync("docs")[0]
+    app.sync(SyncRequest(kb="docs"))
+    app.search("docs", SearchRequest(query="what is the salary of the chief executive"))  # goes to the query log, in the index folder
+    report = app.sync(SyncRequest(kb="docs"))[0]
     assert app.document_ids("docs") == ["guide.md"] and report.files_added == 0
     assert any(s.path == "kb-index/" and "never indexed" in s.reason for s in report.skipped)
-    assert not app.search("docs", "salary chief executive", mode="keyword").hits
+    assert not app.search("docs", SearchRequest(query="salary chief executive", mode="keyword")).hits
     written = list((tmp_path / "docs" / "kb-index").rglob("*.json*"))
     assert written and not any(change_concerns(app.config.kb[0], path) for path in written)
     assert change_concerns(app.config.kb[0], tmp_path / "docs" / "new.md")

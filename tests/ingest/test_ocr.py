@@ -8,6 +8,7 @@ from helpers import cjk_font, write
 from mcp_kb.errors import ParseError
 from mcp_kb.ingest import ocr
 from mcp_kb.ingest.parsers import parse_file
+from mcp_kb.api import SearchRequest
 
 FONT = cjk_font()
 ENGLISH = "Annual leave needs two weeks notice in the HR portal."
@@ -100,9 +101,9 @@ def test_sync_reads_images_counts_ocr_pages_and_search_finds_the_text(make_app, 
                     "filterable": {"ocr": {"type": "boolean"}}})
     [report] = app.sync()
     assert report.pages_ocr == 1 and not report.failures and "1 pages read by OCR" in report.summary()
-    hit = app.search("docs", "two weeks notice HR portal", mode="keyword", top_k=1).hits[0]
+    hit = app.search("docs", SearchRequest(query="two weeks notice HR portal", mode="keyword", top_k=1)).hits[0]
     assert hit.source == "notice.png"
-    marked = app.search("docs", "leave", mode="filter", filters={"ocr": True}).hits
+    marked = app.search("docs", SearchRequest(query="leave", mode="filter", filters={"ocr": True})).hits
     assert [h.source for h in marked] == ["notice.png"]
     off = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")], "ocr": "off",
                     "filterable": {"ocr": {"type": "boolean"}}})

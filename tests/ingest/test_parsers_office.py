@@ -10,6 +10,7 @@ from mcp_kb.settings import ChunkingConfig
 from mcp_kb.errors import ParseError
 from mcp_kb.ingest.chunking import chunk_document
 from mcp_kb.ingest.parsers import parse_file
+from mcp_kb.api import SearchRequest
 
 
 def test_word_headings_tables_lists_and_properties(tmp_path, tokenizer):
@@ -127,13 +128,13 @@ def test_office_files_sync_search_and_resync_when_one_changes(make_app, tmp_path
                     "filterable": {"author": {"type": "string"}}})
     [report] = app.sync()
     assert report.files_added == 4 and not report.failures
-    hit = app.search("docs", "record orders from Asia", mode="keyword", top_k=1).hits[0]
+    hit = app.search("docs", SearchRequest(query="record orders from Asia", mode="keyword", top_k=1)).hits[0]
     assert hit.citation() == "report.docx › Results › Q3"
-    slide = app.search("docs", "Twelve engineers budget", mode="keyword", top_k=1).hits[0]
+    slide = app.search("docs", SearchRequest(query="Twelve engineers budget", mode="keyword", top_k=1)).hits[0]
     assert (slide.source, slide.page, slide.heading) == ("plan.pptx", 3, "Budget")
-    row = app.search("docs", "Globex", mode="keyword", top_k=1).hits[0]
+    row = app.search("docs", SearchRequest(query="Globex", mode="keyword", top_k=1)).hits[0]
     assert row.source == "book.xlsx" and "Amount: 80" in row.text
-    by_author = app.search("docs", "revenue", filters={"author": "Finance team"}, top_k=5).hits
+    by_author = app.search("docs", SearchRequest(query="revenue", filters={"author": "Finance team"}, top_k=5)).hits
     assert by_author and {h.source for h in by_author} == {"report.docx"}
     make_docx(docs / "report.docx", extra=" Margins improved too.")
     [again] = app.sync()

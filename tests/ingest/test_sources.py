@@ -10,6 +10,7 @@ from helpers import write
 from mcp_kb.settings import SOURCE_KINDS
 from mcp_kb.errors import ConfigError, KBError
 from mcp_kb.ingest.sources import change_concerns, count_kinds, watch_folders
+from mcp_kb.api import SearchRequest
 
 
 @pytest.fixture
@@ -35,7 +36,7 @@ def test_a_registered_kind_syncs_searches_and_reads_back_beside_a_folder(notes_k
                     "sources": [{"kind": "notes", "export": str(export)}]})
     [report] = app.sync()
     assert report.files_added == 3 and report.crawl == {"notes": 2}
-    hit = app.search("kb", "where do visitors park", mode="keyword").hits[0]
+    hit = app.search("kb", SearchRequest(query="where do visitors park", mode="keyword")).hits[0]
     assert hit.source == "note:n1" and "level minus two" in hit.text
     assert "espresso" in app.document_text("kb", "note:n2")
     assert app.summary("kb")["kinds"] == {"note": 2, "md": 1}
@@ -43,7 +44,7 @@ def test_a_registered_kind_syncs_searches_and_reads_back_beside_a_folder(notes_k
     _export(export, [("n1", "Parking", "Visitors park on level minus three.")])  # n2 removed, n1 edited
     [report] = app.sync()
     assert (report.files_changed, report.files_deleted, report.files_unchanged) == (1, 1, 1)
-    assert "minus three" in app.search("kb", "visitors park", mode="keyword").hits[0].text
+    assert "minus three" in app.search("kb", SearchRequest(query="visitors park", mode="keyword")).hits[0].text
     with pytest.raises(KBError, match="not a note"):
         app.document_text("kb", "note:n2")
 

@@ -21,6 +21,7 @@ from mcp_kb.mcp.server import build_server
 from mcp_kb.ingest.web.pagecache import PageCache
 from mcp_kb.ingest.web.urls import Scope, normalize_url, suffix_for
 from pdfs import text_pdf
+from mcp_kb.api import SearchRequest, SyncRequest
 
 QUERY_PARAMS = """<h1>Query Parameters</h1>
 <p>When you declare function parameters that are not part of the path, they are read from the query string.</p>
@@ -132,7 +133,7 @@ def test_a_site_is_crawled_within_its_scope_and_searched_with_url_citations(site
     kb = web_kb(site, concurrency=2)
     kb["chunking"] = {"max_tokens": 128, "overlap": 12}  # a section a chunk, so citations name sections
     app = make_app(kb)
-    report = app.sync("docs")[0]
+    report = app.sync(SyncRequest(kb="docs"))[0]
 
     assert indexed(app) == {"/guide/", "/guide/install/", "/guide/query-params/", "/guide/from-sitemap/",
                             "/guide/manual.pdf"}
@@ -144,23 +145,23 @@ def test_a_site_is_crawled_within_its_scope_and_searched_with_url_citations(site
     assert all(p.startswith("/guide/") or p in ("/robots.txt", "/sitemap.xml") for p in site.paths())
     assert "/guide/private/notes/" not in site.paths() and site.max_in_flight <= 2
 
-    hit = app.search("docs", "how do I make a query parameter optional", top_k=1).hits[0]
+    hit = app.search("docs", SearchRequest(query="how do I make a query parameter optional", top_k=1)).hits[0]
     assert hit.source == f"{site.url}/guide/query-params/" and "Optional parameters" in hit.text
     chunks = app.store.chunk_table("docs").to_arrow().to_pylist()
     code = next(c for c in chunks if "async def read_item" in c["text"])
     assert code["heading"] == "Query Parameters › Optional parameters" and code["title"].startswith("Query Parameters")
     assert "    if q:\n        return {\"item_id\": item_id, \"q\": q}" in code["text"]  # code, indentation kept
-    text = " ".join(h.text for h in app.search("docs", "cookies copyright sidebar", top_k=20, mode="keyword").hits)
+    text = " ".join(h.text for h in app.search("docs", SearchRequest(query="cookies copyright sidebar", top_k=20, mode="keyword")).hits)
     assert "cookies" not in text and "Copyright" not in text  # banners and footers are not content
-    assert app.search("docs", "token bucket rate limiting", top_k=1).hits[0].source.endswith("/guide/manual.pdf")
+    assert app.search("docs", SearchRequest(query="token bucket rate limiting", top_k=1)).hits[0].source.endswith("/guide/manual.pdf")
     assert app.summary("docs")["kinds"] == {"web page": 4, "pdf": 1}
 
 
 def test_an_unchanged_site_costs_one_conditional_request_a_page_and_no_embedding(site, make_app):
     app = make_app(web_kb(site))
-    app.sync("docs")
+    app.sync(SyncRequest(kb="docs"))
     site.clear_log()
-    report = app.sync("docs")[0]
+    report = app.sync(SyncRequest(kb="docs"))[0]
 
     assert report.chunks_embedded == 0 and report.files_unchanged == 5
     pages = [r for r in site.requests if r.path.startswith("/guide/") and r.status != 404]
@@ -172,33 +173,33 @@ def test_an_unchanged_site_costs_one_conditional_request_a_page_and_no_embedding
 
 def test_changed_removed_and_failing_pages(site, make_app):
     app = make_app(web_kb(site))
-    app.sync("docs")
+    app.sync(SyncRequest(kb="docs"))
     site.html("/guide/install/", "Installation - Example Docs",
               "<h1>Installation</h1><p>Install the package with conda from the community channel instead.</p>")
     del site.pages["/guide/from-sitemap/"]
     site.pages["/sitemap.xml"].body = site.pages["/sitemap.xml"].body.replace(b"from-sitemap", b"gone-page")
     query_page = site.pages["/guide/query-params/"]
     site.pages["/guide/query-params/"] = Page(b"<html><body>Internal Server Error</body></html>", status=500)
-    report = app.sync("docs")[0]
+    report = app.sync(SyncRequest(kb="docs"))[0]
 
     assert report.files_changed == 1 and report.files_deleted == 1
     assert 0 < report.chunks_embedded <= 2  # only the changed page
     assert "/guide/from-sitemap/" not in indexed(app)
     assert "/guide/query-params/" in indexed(app)  # a 500 keeps the old version...
     assert any("HTTP 500" in f.reason and f.path.endswith("/guide/query-params/") for f in report.failures)
-    assert app.search("docs", "optional query parameter None", top_k=1).hits[0].source.endswith("/query-params/")
-    assert app.search("docs", "conda community channel", top_k=1).hits[0].source.endswith("/guide/install/")
+    assert app.search("docs", SearchRequest(query="optional query parameter None", top_k=1)).hits[0].source.endswith("/query-params/")
+    assert app.search("docs", SearchRequest(query="conda community channel", top_k=1)).hits[0].source.endswith("/guide/install/")
 
     site.pages["/guide/query-params/"] = query_page  # ...until the page is back: nothing to embed then
-    assert app.sync("docs")[0].chunks_embedded == 0
+    assert app.sync(SyncRequest(kb="docs"))[0].chunks_embedded == 0
 
 
 def test_an_unreachable_site_keeps_its_index(site, make_app, tmp_path):
     app = make_app(web_kb(site))
-    app.sync("docs")
+    app.sync(SyncRequest(kb="docs"))
     before = indexed(app)
     site.pages["/robots.txt"] = Page(b"", status=503)
-    report = app.sync("docs")[0]
+    report = app.sync(SyncRequest(kb="docs"))[0]
     assert report.files_deleted == 0 and indexed(app) == before
     assert any("unreachable" in f.reason for f in report.failures)
 
@@ -220,7 +221,7 @@ def test_hostile_pages_are_bounded_and_reported(site, make_app):
                     ("calendar/1", "bomb", "huge", "slow", "loop-a", "away", "broken", "latin"))
     site.html("/guide/", "Introduction", f"<h1>Introduction</h1><p>Every odd page: {links}</p>")
     app = make_app(web_kb(site, max_pages=40, max_depth=100, timeout=1, max_page_mb=1))
-    report = app.sync("docs")[0]
+    report = app.sync(SyncRequest(kb="docs"))[0]
 
     reasons = {s.path.removeprefix(site.url): s.reason for s in report.skipped + report.failures}
     assert "too large" in reasons["/guide/bomb/"] and "too large" in reasons["/guide/huge/"]
@@ -230,14 +231,14 @@ def test_hostile_pages_are_bounded_and_reported(site, make_app):
     assert "max_pages = 40" in reasons["/guide/"] and report.crawl["stopped_at_max_pages"] >= 1
     assert len([p for p in site.paths() if p.startswith("/guide/")]) <= 40 + 2  # + the loop's second hop
     assert all(p.startswith("/guide/") or p in ("/robots.txt", "/sitemap.xml") for p in site.paths())
-    assert app.search("docs", "服务器 编码", top_k=1, mode="keyword").hits[0].source.endswith("/guide/latin/")
+    assert app.search("docs", SearchRequest(query="服务器 编码", top_k=1, mode="keyword")).hits[0].source.endswith("/guide/latin/")
     assert "/guide/broken/" in indexed(app)
 
 
 def test_robots_txt_disallowing_everything_fetches_nothing(site, make_app):
     site.pages["/robots.txt"] = Page(b"User-agent: *\nDisallow: /\n", content_type="text/plain")
     app = make_app(web_kb(site, sitemap="off"))
-    report = app.sync("docs")[0]
+    report = app.sync(SyncRequest(kb="docs"))[0]
     assert site.paths() == ["/robots.txt"]
     assert report.files_added == 0 and any("robots.txt" in s.reason for s in report.skipped)
 
@@ -245,18 +246,18 @@ def test_robots_txt_disallowing_everything_fetches_nothing(site, make_app):
 def test_header_tokens_come_from_the_environment_and_never_reach_the_index(site, make_app, monkeypatch, tmp_path):
     monkeypatch.setenv("WIKI_TOKEN", "s3cr3t-wiki-token")
     app = make_app(web_kb(site, headers={"Authorization": "Bearer ${WIKI_TOKEN}"}))
-    app.sync("docs")
+    app.sync(SyncRequest(kb="docs"))
     assert all(r.headers.get("Authorization") == "Bearer s3cr3t-wiki-token" for r in site.requests)
     stored = b"".join(p.read_bytes() for p in (tmp_path / "index").rglob("*") if p.is_file())
     assert b"s3cr3t-wiki-token" not in stored
     monkeypatch.delenv("WIKI_TOKEN")
     with pytest.raises(Exception, match="WIKI_TOKEN, which is not set"):
-        app.sync("docs")
+        app.sync(SyncRequest(kb="docs"))
 
 
 def test_the_document_resource_returns_a_pages_text_and_refuses_others(site, make_app):
     app = make_app(web_kb(site))
-    app.sync("docs")
+    app.sync(SyncRequest(kb="docs"))
     text = app.document_text("docs", f"{site.url}/guide/query-params/")
     assert "Optional parameters" in text and "Copyright" not in text
     with pytest.raises(Exception, match="not a page"):
@@ -268,7 +269,7 @@ def test_the_document_resource_returns_a_pages_text_and_refuses_others(site, mak
 @pytest.mark.anyio
 async def test_mcp_clients_search_pages_and_read_them_by_url(site, make_app):
     app = make_app(web_kb(site))
-    app.sync("docs")
+    app.sync(SyncRequest(kb="docs"))
     url = f"{site.url}/guide/query-params/"
     async with Client(build_server(app)) as client:
         tool = next(t for t in (await client.list_tools()).tools if t.name == "search_docs")
@@ -292,7 +293,7 @@ async def test_watching_a_web_kb_recrawls_it_on_a_schedule(site, make_app, monke
         group.start_soon(live.LiveSync(runner, app.config.kb).run)
         await _eventually(lambda: "/guide/install/" in indexed(app))
         site.html("/guide/install/", "Installation", "<h1>Installation</h1><p>Use the zipapp installer now.</p>")
-        await _eventually(lambda: app.search("docs", "zipapp installer", top_k=1, mode="keyword").hits)
+        await _eventually(lambda: app.search("docs", SearchRequest(query="zipapp installer", top_k=1, mode="keyword")).hits)
         group.cancel_scope.cancel()
 
 
@@ -310,19 +311,19 @@ async def _eventually(check, seconds: float = 30.0) -> None:
 
 def test_path_filters_match_url_paths_on_any_host(site, make_app):
     app = make_app(web_kb(site))
-    app.sync("docs")
+    app.sync(SyncRequest(kb="docs"))
     for condition in ({"prefix": "/guide/install"}, {"glob": "/guide/install/"}, {"glob": "/guide/inst*/"},
                       {"prefix": f"{site.url}/guide/install/"}):
-        hits = app.search("docs", "install", mode="filter", top_k=10, filters={"path": condition}).hits
+        hits = app.search("docs", SearchRequest(query="install", mode="filter", top_k=10, filters={"path": condition})).hits
         assert {h.source for h in hits} == {f"{site.url}/guide/install/"}, condition
-    assert not app.search("docs", "x", mode="filter", filters={"path": {"prefix": "/outside/"}}).hits
+    assert not app.search("docs", SearchRequest(query="x", mode="filter", filters={"path": {"prefix": "/outside/"}})).hits
 
 
 def test_a_lost_page_cache_costs_downloads_never_embeddings(site, make_app, tmp_path):
     app = make_app(web_kb(site))
-    app.sync("docs")
+    app.sync(SyncRequest(kb="docs"))
     shutil.rmtree(tmp_path / "index" / "web")
-    report = app.sync("docs")[0]
+    report = app.sync(SyncRequest(kb="docs"))[0]
     assert report.crawl["downloaded"] == 6 and report.crawl["not_modified"] == 0
     assert report.chunks_embedded == 0 and report.files_unchanged == 5
 
@@ -331,17 +332,17 @@ def test_a_crawl_cut_short_never_pairs_a_body_with_another_bodys_etag(site, make
     """Killed after a new body was written but before the page list was saved, then the page
     reverts: the old ETag answers 304, and the index must hold the reverted text, not the new one."""
     app = make_app(web_kb(site))
-    app.sync("docs")
+    app.sync(SyncRequest(kb="docs"))
     original = site.pages["/guide/install/"]
     site.html("/guide/install/", "Installation", "<h1>Installation</h1><p>Install from the nightly tarball.</p>")
     monkeypatch.setattr(PageCache, "save", lambda self: (_ for _ in ()).throw(SystemExit("killed")))
     with pytest.raises(SystemExit):
-        app.sync("docs")
+        app.sync(SyncRequest(kb="docs"))
     monkeypatch.undo()
     site.pages["/guide/install/"] = original
-    app.sync("docs")
-    assert not app.search("docs", "nightly tarball", mode="keyword").hits
-    assert app.search("docs", "pip install virtual environment", top_k=1).hits[0].source.endswith("/guide/install/")
+    app.sync(SyncRequest(kb="docs"))
+    assert not app.search("docs", SearchRequest(query="nightly tarball", mode="keyword")).hits
+    assert app.search("docs", SearchRequest(query="pip install virtual environment", top_k=1)).hits[0].source.endswith("/guide/install/")
 
 
 def test_sitemap_indexes_canonical_links_noindex_and_last_modified(site, make_app):
@@ -359,11 +360,11 @@ def test_sitemap_indexes_canonical_links_noindex_and_last_modified(site, make_ap
                                         b"<p>Draft notes nobody should find.</p></body></html>")
     site.html("/guide/install/", "Installation", "<h1>Installation</h1><p>See <a href='/guide/hidden/'>drafts</a>.</p>")
     app = make_app(web_kb(site))
-    app.sync("docs")
+    app.sync(SyncRequest(kb="docs"))
     assert "/guide/listed/page.html" in indexed(app)  # its canonical URL is its id
     assert "/guide/hidden/" not in indexed(app) and "/guide/hidden/" in site.paths()
     site.clear_log()
-    app.sync("docs")
+    app.sync(SyncRequest(kb="docs"))
     listed = next(r for r in site.requests if r.path == "/guide/listed/")
     assert listed.headers.get("If-Modified-Since") == "Wed, 21 Oct 2026 07:28:00 GMT" and listed.status == 304
 
@@ -384,7 +385,7 @@ def test_a_sitemap_is_read_as_xml_means_it_and_its_entities_are_never_expanded(s
     for path in ("/guide/cdata/", "/guide/retired/", "/guide/search/?lang=en&page=2&q=1"):
         site.html(path, path, f"<h1>{path}</h1><p>A page only the sitemap names: {path}.</p>")
     app = make_app(web_kb(site, keep_query=["q", "lang", "page"]))
-    [report] = app.sync("docs")
+    [report] = app.sync(SyncRequest(kb="docs"))
     assert {"/guide/cdata/", "/guide/search/?lang=en&page=2&q=1"} <= indexed(app)
     assert "/guide/retired/" not in site.paths()  # a comment names no page: it was never asked for
     assert not any("root:" in path or "xxxx" in path for path in site.paths())
@@ -408,14 +409,14 @@ def test_a_site_that_suddenly_loses_most_pages_is_refused_as_a_mass_deletion(sit
     for i in range(24):
         site.html(f"/guide/p{i}/", f"Page {i}", f"<h1>Page {i}</h1><p>Topic number {i} of the guide.</p>")
     app = make_app(web_kb(site))
-    app.sync("docs")
+    app.sync(SyncRequest(kb="docs"))
     before = indexed(app)
     for i in range(24):
         del site.pages[f"/guide/p{i}/"]  # a restructured site: every old address answers 404
     with pytest.raises(MassDeleteError, match="--allow-mass-delete"):
-        app.sync("docs")
+        app.sync(SyncRequest(kb="docs"))
     assert indexed(app) == before
-    assert app.sync("docs", allow_mass_delete=True)[0].files_deleted == 24
+    assert app.sync(SyncRequest(kb="docs", allow_mass_delete=True))[0].files_deleted == 24
 
 
 # ---- hostile servers: one page's failure is that page's alone ---------------------------------
@@ -434,7 +435,7 @@ def test_bad_redirects_links_and_headers_fail_their_page_and_the_rest_is_indexed
     site.html("/guide/", "Introduction", f"<h1>Introduction</h1><p>Odd links: {links} <a href='http://[oops/'>v6</a>"
               f" <a href='/guide/bad-length/'>length</a> <a href='/guide/install/'>install</a></p>")
     app = make_app(web_kb(site))
-    report = app.sync("docs")[0]
+    report = app.sync(SyncRequest(kb="docs"))[0]
 
     assert {"/guide/", "/guide/install/", "/guide/query-params/", "/guide/from-sitemap/"} <= indexed(app)
     reasons = {s.path.removeprefix(site.url): s.reason for s in report.skipped + report.failures}
@@ -453,7 +454,7 @@ def test_a_server_dripping_its_answer_is_cut_at_the_page_timeout(site, make_app,
     site.html("/guide/", "Introduction", "<h1>Introduction</h1><p>See <a href='/guide/drip/'>slow</a> and "
                                           "<a href='/guide/install/'>install</a>.</p>")
     app = make_app(web_kb(site, timeout=1, sitemap="off"))
-    report = app.sync("docs")[0]
+    report = app.sync(SyncRequest(kb="docs"))[0]
     reasons = {s.path.removeprefix(site.url): s.reason for s in report.skipped + report.failures}
     assert "no complete answer within 1 s" in reasons["/guide/drip/"]
     assert page.drip_ended.wait(30) and page.dripped < 1000  # the crawler hung up long before the drip's end
@@ -473,11 +474,11 @@ def test_declared_charsets_are_honoured(site, make_app):
     site.html("/guide/", "Introduction", "<h1>Introduction</h1><p><a href='/guide/ru/'>ru</a> "
                                           "<a href='/guide/ru-meta/'>ru</a> <a href='/guide/ja.txt'>ja</a></p>")
     app = make_app(web_kb(site))
-    report = app.sync("docs")[0]
+    report = app.sync(SyncRequest(kb="docs"))[0]
     assert not [f for f in report.failures if "/guide/ru" in f.path or "ja.txt" in f.path], report.failures
-    assert app.search("docs", "Установите пакет", top_k=1, mode="keyword").hits[0].source.endswith("/guide/ru/")
-    assert app.search("docs", "Настройка сервера", top_k=1, mode="keyword").hits[0].source.endswith("/guide/ru-meta/")
-    assert app.search("docs", "設定ファイル", top_k=1, mode="keyword").hits[0].source.endswith("/guide/ja.txt")
+    assert app.search("docs", SearchRequest(query="Установите пакет", top_k=1, mode="keyword")).hits[0].source.endswith("/guide/ru/")
+    assert app.search("docs", SearchRequest(query="Настройка сервера", top_k=1, mode="keyword")).hits[0].source.endswith("/guide/ru-meta/")
+    assert app.search("docs", SearchRequest(query="設定ファイル", top_k=1, mode="keyword")).hits[0].source.endswith("/guide/ja.txt")
 
 
 def test_a_header_secret_with_a_control_character_is_refused_naming_the_variable(site, make_app, monkeypatch):
@@ -489,7 +490,7 @@ def test_a_header_secret_with_a_control_character_is_refused_naming_the_variable
     app = make_app(web_kb(site, headers={"Authorization": "Bearer ${WIKI_TOKEN}"}))
     monkeypatch.setenv("WIKI_TOKEN", "s3cr3t-wiki-token\n")
     with pytest.raises(ConfigError, match="WIKI_TOKEN") as refused:
-        app.sync("docs")
+        app.sync(SyncRequest(kb="docs"))
     assert "s3cr3t" not in str(refused.value) and "s3cr3t" not in json.dumps([status.as_dict() for status in app.status("docs")])
     assert site.requests == []
 
@@ -498,7 +499,7 @@ def test_http_library_errors_never_carry_request_headers_into_reports_or_state(s
                                                                               tmp_path):
     monkeypatch.setenv("WIKI_TOKEN", "s3cr3t-wiki-token")
     app = make_app(web_kb(site, headers={"Authorization": "Bearer ${WIKI_TOKEN}"}))
-    app.sync("docs")
+    app.sync(SyncRequest(kb="docs"))
     real_request = httpx.AsyncHTTPTransport.handle_async_request
 
     async def failing(self, request):  # what h11 says of a header it refuses: it quotes the value
@@ -507,7 +508,7 @@ def test_http_library_errors_never_carry_request_headers_into_reports_or_state(s
         return await real_request(self, request)
 
     monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", failing)
-    report = app.sync("docs")[0]
+    report = app.sync(SyncRequest(kb="docs"))[0]
     assert any(f.path.endswith("/guide/install/") and "LocalProtocolError" in f.reason for f in report.failures)
     assert "s3cr3t" not in json.dumps(report.to_dict()) and "s3cr3t" not in json.dumps([status.as_dict() for status in app.status("docs")])
     stored = b"".join(p.read_bytes() for p in (tmp_path / "index").rglob("*") if p.is_file())

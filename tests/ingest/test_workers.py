@@ -18,6 +18,7 @@ import hostile_parsers
 from mcp_kb.errors import KBError
 from mcp_kb.ingest import parsers
 from mcp_kb.ingest.parsers.bounds import MAX_CHUNKS
+from mcp_kb.api import SearchRequest
 
 GOOD_FILES = 10  # with two hostile ones, enough files for two workers (FILES_PER_WORKER)
 # The memory cap and the process table are read from /proc.
@@ -55,7 +56,7 @@ def test_files_that_hang_crash_or_need_too_much_memory_fail_alone_and_the_rest_i
     assert reasons["broken.crash"].startswith("the parsing process ended on this file by SIGSEGV")
     assert reasons["greedy.hog"].startswith("parsing needed more than 256 MB of memory, the limit per file")
     assert report.files_failed == 3 and report.files_added == GOOD_FILES
-    assert app.search("docs", "rollout of feature 4", top_k=1).hits[0].source == "note4.md"
+    assert app.search("docs", SearchRequest(query="rollout of feature 4", top_k=1)).hits[0].source == "note4.md"
 
 
 def test_a_worker_killed_from_outside_does_not_blame_its_file_and_the_next_sync_indexes_it(

@@ -20,6 +20,7 @@ from served import serve_http
 from task_client import CreatedTask, Tasks, ask, until_ended
 
 from mcp_kb.vocabulary import SYNC_TOOL
+from mcp_kb.api import SyncRequest, SyncProgress
 
 pytestmark = pytest.mark.anyio
 
@@ -553,10 +554,10 @@ async def test_a_busy_writer_lock_names_only_the_kbs_the_caller_may_see(tmp_path
     with serve_http(config, "--transport", "http", env=_env()) as (port, _log):
         url = f"http://127.0.0.1:{port}/mcp"
         with sync_lock(store, ["api_docs"], wait=False):  # dev's sync, running in another process
-            write_progress(store, "api_docs", 3, 10)
+            write_progress(store, "api_docs", SyncProgress(3, 10))
             async with _session(url, SECRETS["hr"]) as hr, _session(url, SECRETS["dev"]) as dev:
-                hr_busy = await hr.call_tool("sync_knowledge_base", {"kb": "policy_docs"})
-                dev_busy = await dev.call_tool("sync_knowledge_base", {"kb": "api_docs"})
+                hr_busy = await hr.call_tool("sync_knowledge_base", {"kb": "policy_docs", "wait": False})
+                dev_busy = await dev.call_tool("sync_knowledge_base", {"kb": "api_docs", "wait": False})
     assert hr_busy.is_error and hr_busy.content[0].text.startswith("a sync of this index is already running")
     assert "api_docs" not in hr_busy.content[0].text and "3 of 10" not in hr_busy.content[0].text
     assert dev_busy.is_error and "a sync of api_docs is already running" in dev_busy.content[0].text
@@ -585,4 +586,4 @@ async def test_a_remote_sync_that_fails_names_neither_the_index_nor_the_cluster_
     assert all("cannot join the Ray cluster at <Ray cluster>: nothing answers there" in text for text in said), said
     assert not any(address in text or str(tmp_path) in text for text in said), said
     with pytest.raises(KBError, match=f"cannot join the Ray cluster at {address}"):
-        App(load_config(config), embedder=embedder).sync("api_docs")
+        App(load_config(config), embedder=embedder).sync(SyncRequest(kb="api_docs"))

@@ -22,6 +22,7 @@ from task_client import CreatedTask, TaskRequest, Tasks, TaskState, ask, until_e
 from mcp_kb.mcp.server import build_server
 from mcp_kb.mcp.tasks import MAX_TASKS_PER_CALLER, TASKS_EXTENSION
 from mcp_kb.vocabulary import SYNC_TOOL
+from mcp_kb.api import SyncRequest
 
 pytestmark = pytest.mark.anyio
 
@@ -120,7 +121,7 @@ async def test_cancel_stops_the_sync_keeps_whole_batches_and_the_next_sync_compl
     [status] = app.status("notes")
     assert status.files == 32  # the committed batch, whole; the cancelled one not at all
     assert "cancelled by the client" in status.last_error
-    [report] = app.sync("notes")
+    [report] = app.sync(SyncRequest(kb="notes"))
     assert report.files_added == FILES - 32 and report.files_unchanged == 32
 
 

@@ -9,6 +9,7 @@ from helpers import write
 
 from mcp_kb.app import App
 from mcp_kb.errors import ModelError
+from mcp_kb.api import SearchRequest
 
 DOCS = {
     "leave.md": "# Leave\n\n## Annual leave\n\nEmployees apply for annual leave in the HR portal two weeks ahead.\n",
@@ -49,8 +50,8 @@ def test_sync_and_search_through_the_service_match_the_local_model(make_app, doc
                      storage=str(docs.parent / "local-index"))
     local.sync()
     for query in ("how do I request annual leave", "E5021 token expired", "flight booking class"):
-        got = remote.search("docs", query, mode="vector", top_k=3).hits
-        want = local.search("docs", query, mode="vector", top_k=3).hits
+        got = remote.search("docs", SearchRequest(query=query, mode="vector", top_k=3)).hits
+        want = local.search("docs", SearchRequest(query=query, mode="vector", top_k=3)).hits
         assert [h.source for h in got] == [h.source for h in want]
         assert np.allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
 
@@ -83,12 +84,12 @@ def test_a_batch_that_keeps_failing_fails_its_files_only_and_the_next_sync_retri
     [report] = app.sync()
     assert sorted(f.path for f in report.failures) == ["leave.md", "new.md"]
     assert all("retried on the next sync" in f.reason for f in report.failures)
-    hit = app.search("docs", "annual leave", mode="keyword", top_k=1).hits[0]
+    hit = app.search("docs", SearchRequest(query="annual leave", mode="keyword", top_k=1)).hits[0]
     assert "HR portal" in hit.text  # the indexed version stayed
     assert "new.md" not in app.document_ids("docs")
     [retry] = app.sync()
     assert retry.files_added == 1 and retry.files_changed == 1 and not retry.failures
-    assert "new HR app" in app.search("docs", "annual leave", mode="keyword", top_k=1).hits[0].text
+    assert "new HR app" in app.search("docs", SearchRequest(query="annual leave", mode="keyword", top_k=1)).hits[0].text
 
 
 def test_a_changed_dimension_fails_the_batch_then_rebuilds_with_the_reason(docs, service, remote_app):
@@ -99,10 +100,10 @@ def test_a_changed_dimension_fails_the_batch_then_rebuilds_with_the_reason(docs,
     [report] = app.sync()
     assert [f.path for f in report.failures] == ["travel.md"]
     assert "128-dimensional" in report.failures[0].reason
-    assert app.search("docs", "economy class flights", mode="keyword", top_k=1).hits[0].source == "travel.md"
+    assert app.search("docs", SearchRequest(query="economy class flights", mode="keyword", top_k=1)).hits[0].source == "travel.md"
     [rebuilt] = app.sync()  # the next sync asks the service its dimension again
     assert "embedding model changed" in rebuilt.rebuilt and "128" in rebuilt.rebuilt and not rebuilt.failures
-    assert app.search("docs", "economy class flights", mode="vector", top_k=1).hits[0].source == "travel.md"
+    assert app.search("docs", SearchRequest(query="economy class flights", mode="vector", top_k=1)).hits[0].source == "travel.md"
 
 
 def test_malformed_answers_and_refused_keys_say_what_is_wrong(service, monkeypatch, remote_app):
@@ -132,7 +133,7 @@ def test_a_slow_service_degrades_search_to_keyword_after_one_attempt(docs, servi
     app.sync()
     service.faults.delay = 3.0
     before = len(service.requests)
-    result = app.search("docs", "annual leave portal", mode="hybrid", top_k=1)
+    result = app.search("docs", SearchRequest(query="annual leave portal", mode="hybrid", top_k=1))
     assert result.mode == "keyword" and "vector search unavailable" in result.notes[0]
     assert result.hits[0].source == "leave.md"
     assert len(service.requests) == before + 1  # no retries while a client waits
@@ -143,7 +144,7 @@ def test_query_vectors_are_cached(docs, service, remote_app):
     app.sync()
     before = len(service.requests)
     for mode in ("vector", "hybrid"):  # two searches (the result cache is per request), one embedding
-        app.search("docs", "parental leave rules", mode=mode, top_k=2)
+        app.search("docs", SearchRequest(query="parental leave rules", mode=mode, top_k=2))
     assert len(service.requests) == before + 1
 
 
@@ -165,7 +166,7 @@ def test_without_a_tokenizer_chunks_are_sized_by_a_conservative_estimate(docs, t
 def test_a_search_in_a_new_process_after_the_dimension_changed_falls_back_to_keyword(docs, service, remote_app):
     remote_app().sync()
     service.faults.dimension = 128
-    result = remote_app().search("docs", "annual leave portal", mode="hybrid", top_k=1)
+    result = remote_app().search("docs", SearchRequest(query="annual leave portal", mode="hybrid", top_k=1))
     assert result.mode == "keyword" and result.notes[0].startswith("vector search is off: the index holds vectors")
     assert "(384-d) and queries here are embedded with" in result.notes[0] and result.notes[0].count("(128-d)") == 1
     assert result.hits[0].source == "leave.md"
@@ -216,7 +217,7 @@ def test_a_lying_service_fails_the_batch_and_the_query_falls_back_to_keyword(doc
     for name, value in faults.items():
         setattr(service.faults, name, value)
     [report] = app.sync()
-    result = app.search("docs", "annual leave portal", mode="hybrid", top_k=1)
+    result = app.search("docs", SearchRequest(query="annual leave portal", mode="hybrid", top_k=1))
     assert sorted(f.path for f in report.failures) == ["parking.md", "travel.md"]
     assert all(reason in f.reason and "retried on the next sync" in f.reason for f in report.failures), report.failures
     assert "parking.md" not in app.document_ids("docs")  # no wrong vector was stored
@@ -235,7 +236,7 @@ def test_a_dripped_answer_is_cut_at_one_deadline_for_the_whole_request(docs, ser
     service.faults.drip = 0.02
     write(docs / "travel.md", "# Travel\n\nTrains are booked through the travel desk too.\n")
     [report] = app.sync()
-    result = app.search("docs", "annual leave portal", mode="hybrid", top_k=1)
+    result = app.search("docs", SearchRequest(query="annual leave portal", mode="hybrid", top_k=1))
     assert [f.path for f in report.failures] == ["travel.md"] and "did not answer in time" in report.failures[0].reason
     assert result.mode == "keyword" and "did not answer in time" in result.notes[0]
     assert service.bytes_dripped < 2 * 3 * 50  # two requests, each cut within a few bytes of its 1 s

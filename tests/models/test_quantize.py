@@ -17,6 +17,7 @@ from helpers import write
 from mcp_kb.digest import file_sha256
 from mcp_kb.models import quantize
 from mcp_kb.models.fastembed import FastEmbedder, model_source, prepare_model
+from mcp_kb.api import SearchRequest
 
 WARNINGS = "mcp_kb.models.fastembed"
 
@@ -112,7 +113,7 @@ def test_switching_to_int8_rebuilds_the_index_says_why_and_searches(make_config,
     report = int8.sync()[0]
     assert "embedding model changed" in report.rebuilt and "(int8)" in report.rebuilt
     assert report.chunks_embedded == report.chunks_total
-    assert int8.search("docs", "how do I ask for time off", mode="vector").hits[0].source == "leave.md"
+    assert int8.search("docs", SearchRequest(query="how do I ask for time off", mode="vector")).hits[0].source == "leave.md"
     assert "embedding model changed" in App(config).sync()[0].rebuilt  # and back to fp32
 
 
@@ -205,13 +206,13 @@ def test_queries_never_search_an_int8_index_with_fp32_vectors(make_config, setti
     assert "(int8)" in built.status("docs")[0].model["name"] and not built.status("docs")[0].query_model_differs
     monkeypatch.setattr(quantize, "MIN_COSINE", 0.9999)  # another machine's cache, where the copy is refused
     served = App(config.model_copy(update={"embedding": settings(tmp_path / "other-cache")}))
-    result = served.search("docs", "annual leave portal", mode="hybrid")
+    result = served.search("docs", SearchRequest(query="annual leave portal", mode="hybrid"))
     assert result.mode == "keyword" and result.hits[0].source == "leave.md"
     differs = (f"the index holds vectors of {fp32_embedder.identity.name} (int8) (384-d) and queries here are embedded "
                f"with {fp32_embedder.identity.name} (384-d)")
     assert result.notes[0].startswith(f"vector search is off: {differs}; answered from keyword search")
     assert served.status("docs")[0].query_model_differs == differs
-    assert built.search("docs", "annual leave portal", mode="hybrid").mode == "hybrid"
+    assert built.search("docs", SearchRequest(query="annual leave portal", mode="hybrid")).mode == "hybrid"
 
 
 def test_a_model_quantized_already_is_used_as_it_is_and_the_verdict_is_remembered(settings, embedder, tmp_path,

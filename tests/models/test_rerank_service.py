@@ -11,6 +11,7 @@ from helpers import write
 from mcp_kb.settings import ServiceRerankSettings
 from mcp_kb.errors import ConfigError, ModelError
 from mcp_kb.models.rerank_service import ServiceReranker
+from mcp_kb.api import SearchRequest
 
 DOCS = {
     "leave.md": "# Leave\n\nApply for annual leave in the HR portal two weeks ahead; unused days carry over.\n",
@@ -148,7 +149,7 @@ def test_a_search_returns_the_services_order(make_app, kb, service, fp32_embedde
     app = make_app(kb, rerank={"enabled": True, "provider": "service", "base_url": service.url, "api": "tei",
                                "candidates": 5})
     app.sync()
-    result = app.search("handbook", "days off work", top_k=5, max_per_document=1)
+    result = app.search("handbook", SearchRequest(query="days off work", top_k=5, max_per_document=1))
     scores = [hit.score for hit in result.hits]
     assert not result.notes and "rerank" in result.timings_ms
     assert scores == sorted(scores, reverse=True) and service.batches == [5]
@@ -162,17 +163,17 @@ def test_a_slow_or_failing_service_leaves_the_fused_order_with_a_note(make_app, 
     app.searcher.reranker.pause_after_failure = 0  # each failure kind on its own (the pause has its test)
     plain = make_app(kb)
     plain.sync()
-    fused = [hit.source for hit in plain.search("handbook", "annual leave", top_k=3).hits]
+    fused = [hit.source for hit in plain.search("handbook", SearchRequest(query="annual leave", top_k=3)).hits]
     service.delay = 2.0
-    slow = app.search("handbook", "annual leave", top_k=3)
+    slow = app.search("handbook", SearchRequest(query="annual leave", top_k=3))
     service.delay, service.answer = 0.0, {"results": "nonsense"}
-    lying = app.search("handbook", "annual leave", top_k=3)
+    lying = app.search("handbook", SearchRequest(query="annual leave", top_k=3))
     for result in (slow, lying):
         assert [hit.source for hit in result.hits] == fused and result.degraded
         assert any(note.startswith("reranking unavailable") and "fused order" in note for note in result.notes)
     assert app.live_stats("handbook").search["degraded_answers"] == 2  # the health figures count them
     service.answer = None
-    assert not app.search("handbook", "annual leave", top_k=3).notes  # not cached: the next search reranks
+    assert not app.search("handbook", SearchRequest(query="annual leave", top_k=3)).notes  # not cached: the next search reranks
 
 
 def test_a_failed_service_is_not_asked_again_by_every_search_for_a_while(make_app, kb, service):
@@ -180,11 +181,11 @@ def test_a_failed_service_is_not_asked_again_by_every_search_for_a_while(make_ap
                                "model": service.model, "max_retries": 0})
     app.sync()
     service.status, service.status_count = 503, 100
-    first = app.search("handbook", "annual leave", top_k=3)
-    second = app.search("handbook", "public holidays", top_k=3)
+    first = app.search("handbook", SearchRequest(query="annual leave", top_k=3))
+    second = app.search("handbook", SearchRequest(query="public holidays", top_k=3))
     assert service.calls == 1  # the second search did not wait on the failing service
     assert any("answered 503" in note for note in first.notes)
     assert any("not asked again for 30 s" in note for note in second.notes)
     app.searcher.reranker.pause_after_failure = 0  # the pause is over
     service.status_count = 0
-    assert not app.search("handbook", "travel desk", top_k=3).notes and service.calls == 2
+    assert not app.search("handbook", SearchRequest(query="travel desk", top_k=3)).notes and service.calls == 2

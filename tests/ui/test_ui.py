@@ -20,6 +20,7 @@ from served import serve_http, serve_page
 
 from mcp_kb.ui.charts import bar_chart, line_chart
 from mcp_kb.ui.views import passage_span
+from mcp_kb.api import SyncRequest
 
 ADMIN, READER, LIMITED = "admin-secret-token-1", "reader-secret-token-2", "limited-secret-token-3"
 INJECTED_NAME = '"><img src=x onerror=alert(2)>'
@@ -79,8 +80,8 @@ def site(tmp_path_factory, embedder):
 
     config = _site(tmp_path_factory.mktemp("ui"))
     app = App(load_config(config), embedder=embedder)
-    app.sync("docs")
-    app.sync("notes")
+    app.sync(SyncRequest(kb="docs"))
+    app.sync(SyncRequest(kb="notes"))
     return config
 
 
@@ -327,14 +328,6 @@ def test_a_passage_is_found_in_its_document_whole_or_by_its_lines():
     start, end = passage_span(text, "Guide › Install\nRun pip install.\nThen sync it.")  # with its heading
     assert text[start:end] == "Run pip install.\nThen sync it."
     assert passage_span(text, "nothing of this is there") == (0, 0)
-
-
-def test_a_running_syncs_progress_says_how_fast_and_how_long_still_from_its_own_start():
-    from mcp_kb.ui.views import progress_text
-
-    assert progress_text({"done": 30, "total": 90, "chunks": 120, "started": 1000.0}, now=1010.0) == \
-        "syncing: 30 of 90 files, 120 chunks embedded, 3.0 files/s, about 20 s left"
-    assert progress_text({"done": 0, "total": 0, "started": 1000.0}, now=1001.0) == "syncing: 0 of ? files"
 
 
 def test_charts_escape_their_labels_and_pick_a_round_axis_top():

@@ -1,0 +1,178 @@
+"""The core's public API: the one surface the faces (the CLI, the MCP server, the admin page, the HTTP edge)
+import, besides `settings` for loading a config. Everything else in the package is the core's own business:
+a face that cannot import an inner module cannot re-decide what it decides (tests/test_architecture.py
+keeps it so).
+
+Names load on first use, so `mcp-kb --help` and a server's start import only what they touch; the
+`TYPE_CHECKING` block gives the type checker the same names (`X as X`: re-exported) (tests/test_exported_members.py checks that the
+two lists agree).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from .app import App as App
+    from .view import CallerView as CallerView
+    from .access import Gatekeeper as Gatekeeper
+    from .access import Grant as Grant
+    from .access import Identity as Identity
+    from .access import RateLimits as RateLimits
+    from .access import Refused as Refused
+    from .audit import AuditTrail as AuditTrail
+    from .audit import AuditUnavailable as AuditUnavailable
+    from .audit import callers as callers
+    from .errors import KBError as KBError
+    from .errors import ConfigError as ConfigError
+    from .errors import ParseError as ParseError
+    from .errors import ModelError as ModelError
+    from .errors import StoreError as StoreError
+    from .errors import SyncBusyError as SyncBusyError
+    from .errors import SyncCancelled as SyncCancelled
+    from .errors import MassDeleteError as MassDeleteError
+    from .errors import SearchError as SearchError
+    from .errors import NotSyncedError as NotSyncedError
+    from .evaluation import format_self_checks as format_self_checks
+    from .evaluation import format_table as format_table
+    from .evaluation import load_qrels as load_qrels
+    from .evaluation import load_queries as load_queries
+    from .evaluation import load_reviewed_log as load_reviewed_log
+    from .live import LiveSync as LiveSync
+    from .live import SyncRunner as SyncRunner
+    from .live import keep_in_sync as keep_in_sync
+    from .models import fetch_models as fetch_models
+    from .models import model_source as model_source
+    from .models import quiet_model_logs as quiet_model_logs
+    from .passages import Hit as Hit
+    from .present import cited_text as cited_text
+    from .records import Glance as Glance
+    from .records import KBCheck as KBCheck
+    from .records import KBStats as KBStats
+    from .records import KBStatus as KBStatus
+    from .records import LastSyncFigures as LastSyncFigures
+    from .records import Problem as Problem
+    from .records import Progress as Progress
+    from .records import SyncHistory as SyncHistory
+    from .records import SyncProgress as SyncProgress
+    from .records import SyncReport as SyncReport
+    from .requests import FILTER_SYNTAX as FILTER_SYNTAX
+    from .requests import ResolvedSearch as ResolvedSearch
+    from .requests import SearchRequest as SearchRequest
+    from .requests import SyncRequest as SyncRequest
+    from .requests import described as described
+    from .requests import option_help as option_help
+    from .requests import parse_filters as parse_filters
+    from .requests import parse_search as parse_search
+    from .requests import request_errors as request_errors
+    from .requests import unknown_filter_field as unknown_filter_field
+    from .schema import BUILTIN_FILTERS as BUILTIN_FILTERS
+    from .schema import FIELD_TYPES as FIELD_TYPES
+    from .schema import RANGE_OPERATORS as RANGE_OPERATORS
+    from .schema import FieldType as FieldType
+    from .search import SearchResult as SearchResult
+    from .text import as_sentence as as_sentence
+    from .text import printable as printable
+    from .vocabulary import CITATION_FORMAT as CITATION_FORMAT
+    from .vocabulary import DOCUMENT_URI as DOCUMENT_URI
+    from .vocabulary import LIST_URI as LIST_URI
+    from .vocabulary import LOOPBACK as LOOPBACK
+    from .vocabulary import METRICS_URI as METRICS_URI
+    from .vocabulary import STATUS_URI as STATUS_URI
+    from .vocabulary import SYNC_TOOL as SYNC_TOOL
+    from .vocabulary import citation_marker as citation_marker
+    from .vocabulary import document_uri as document_uri
+    from .vocabulary import files_done as files_done
+    from .vocabulary import remember_invocation as remember_invocation
+    from .vocabulary import status_uri as status_uri
+    from .vocabulary import sync_remedy as sync_remedy
+
+# Each public name → the module that defines it.
+_HOMES = {
+    "App": "app",
+    "CallerView": "view",
+    "Gatekeeper": "access",
+    "Grant": "access",
+    "Identity": "access",
+    "RateLimits": "access",
+    "Refused": "access",
+    "AuditTrail": "audit",
+    "AuditUnavailable": "audit",
+    "callers": "audit",
+    "KBError": "errors",
+    "ConfigError": "errors",
+    "ParseError": "errors",
+    "ModelError": "errors",
+    "StoreError": "errors",
+    "SyncBusyError": "errors",
+    "SyncCancelled": "errors",
+    "MassDeleteError": "errors",
+    "SearchError": "errors",
+    "NotSyncedError": "errors",
+    "format_self_checks": "evaluation",
+    "format_table": "evaluation",
+    "load_qrels": "evaluation",
+    "load_queries": "evaluation",
+    "load_reviewed_log": "evaluation",
+    "LiveSync": "live",
+    "SyncRunner": "live",
+    "keep_in_sync": "live",
+    "fetch_models": "models",
+    "model_source": "models",
+    "quiet_model_logs": "models",
+    "Hit": "passages",
+    "cited_text": "present",
+    "Glance": "records",
+    "KBCheck": "records",
+    "KBStats": "records",
+    "KBStatus": "records",
+    "LastSyncFigures": "records",
+    "Problem": "records",
+    "Progress": "records",
+    "SyncHistory": "records",
+    "SyncProgress": "records",
+    "SyncReport": "records",
+    "FILTER_SYNTAX": "requests",
+    "ResolvedSearch": "requests",
+    "SearchRequest": "requests",
+    "SyncRequest": "requests",
+    "described": "requests",
+    "option_help": "requests",
+    "parse_filters": "requests",
+    "parse_search": "requests",
+    "request_errors": "requests",
+    "unknown_filter_field": "requests",
+    "BUILTIN_FILTERS": "schema",
+    "FIELD_TYPES": "schema",
+    "RANGE_OPERATORS": "schema",
+    "FieldType": "schema",
+    "SearchResult": "search",
+    "as_sentence": "text",
+    "printable": "text",
+    "CITATION_FORMAT": "vocabulary",
+    "DOCUMENT_URI": "vocabulary",
+    "LIST_URI": "vocabulary",
+    "LOOPBACK": "vocabulary",
+    "METRICS_URI": "vocabulary",
+    "STATUS_URI": "vocabulary",
+    "SYNC_TOOL": "vocabulary",
+    "citation_marker": "vocabulary",
+    "document_uri": "vocabulary",
+    "files_done": "vocabulary",
+    "remember_invocation": "vocabulary",
+    "status_uri": "vocabulary",
+    "sync_remedy": "vocabulary",
+}
+__all__ = [*_HOMES, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        value = getattr(import_module(f".{_HOMES[name]}", __package__), name)
+        globals()[name] = value  # the next lookup is a plain attribute
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
