@@ -50,12 +50,16 @@ if TYPE_CHECKING:
     from .passages import Hit as Hit
     from .present import cited_text as cited_text
     from .records import Glance as Glance
+    from .records import recorded_now as recorded_now
+    from .records import HealthCheck as HealthCheck
     from .records import KBCheck as KBCheck
     from .records import KBStats as KBStats
     from .records import KBStatus as KBStatus
     from .records import LastSyncFigures as LastSyncFigures
     from .records import Problem as Problem
     from .records import Progress as Progress
+    from .records import SearchFigures as SearchFigures
+    from .records import SyncBrief as SyncBrief
     from .records import SyncHistory as SyncHistory
     from .records import SyncProgress as SyncProgress
     from .records import SyncReport as SyncReport
@@ -73,6 +77,7 @@ if TYPE_CHECKING:
     from .schema import FIELD_TYPES as FIELD_TYPES
     from .schema import RANGE_OPERATORS as RANGE_OPERATORS
     from .schema import FieldType as FieldType
+    from .search import SearchOutput as SearchOutput
     from .search import SearchResult as SearchResult
     from .text import as_sentence as as_sentence
     from .text import printable as printable
@@ -83,6 +88,7 @@ if TYPE_CHECKING:
     from .vocabulary import METRICS_URI as METRICS_URI
     from .vocabulary import STATUS_URI as STATUS_URI
     from .vocabulary import SYNC_TOOL as SYNC_TOOL
+    from .vocabulary import SYNC_WORK_KEPT as SYNC_WORK_KEPT
     from .vocabulary import citation_marker as citation_marker
     from .vocabulary import document_uri as document_uri
     from .vocabulary import files_done as files_done
@@ -126,12 +132,16 @@ _HOMES = {
     "Hit": "passages",
     "cited_text": "present",
     "Glance": "records",
+    "recorded_now": "records",
+    "HealthCheck": "records",
     "KBCheck": "records",
     "KBStats": "records",
     "KBStatus": "records",
     "LastSyncFigures": "records",
     "Problem": "records",
     "Progress": "records",
+    "SearchFigures": "records",
+    "SyncBrief": "records",
     "SyncHistory": "records",
     "SyncProgress": "records",
     "SyncReport": "records",
@@ -149,6 +159,7 @@ _HOMES = {
     "FIELD_TYPES": "schema",
     "RANGE_OPERATORS": "schema",
     "FieldType": "schema",
+    "SearchOutput": "search",
     "SearchResult": "search",
     "as_sentence": "text",
     "printable": "text",
@@ -159,6 +170,7 @@ _HOMES = {
     "METRICS_URI": "vocabulary",
     "STATUS_URI": "vocabulary",
     "SYNC_TOOL": "vocabulary",
+    "SYNC_WORK_KEPT": "vocabulary",
     "citation_marker": "vocabulary",
     "document_uri": "vocabulary",
     "files_done": "vocabulary",

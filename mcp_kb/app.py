@@ -10,7 +10,6 @@ from collections import Counter
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 from .audit import AuditTrail
 from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
@@ -27,8 +26,8 @@ from .metrics import Metrics, QueryLog
 from .models import create_embedder, create_reranker, load_token_counter, model_source
 from .models.base import Embedder, TokenCounter, query_model_differs
 from .present import document_text
-from .records import (Glance, KBCheck, KBState, KBStats, KBStatus, LastSyncFigures, Problem, Progress, SyncHistory,
-                      SyncProgress, recorded_now)
+from .records import (Glance, HealthCheck, KBCheck, KBState, KBStats, KBStatus, KBSummary, LastSyncFigures, Problem,
+                      Progress, SearchFigures, SyncHistory, SyncProgress, recorded_now)
 from .requests import SearchRequest, SyncRequest
 from .search import Searcher, SearchResult
 from .ingest.workers import ParseWorkers
@@ -115,18 +114,18 @@ class App:
         write_metrics(self.config.storage.uri, name, self.metrics.snapshot(name))
         return self._kb_stats(name)
 
-    def search_figures(self, kb: str) -> dict[str, Any]:
+    def search_figures(self, kb: str) -> SearchFigures | None:
         """A KB's search figures: this process's when it has answered searches, else the saved ones of the
-        last process that did."""
+        last process that did (None: none did)."""
         name = self.config.get_kb(kb).name
         live = self.metrics.snapshot(name)
-        return live if live["searches"] else read_metrics(self.config.storage.uri, name)
+        return live if live.searches else read_metrics(self.config.storage.uri, name)
 
     def sync_history(self, kb: str) -> SyncHistory:
         """The recent syncs of a KB in brief (oldest first), and the last one's skipped files and source
         figures (a web crawl's requests, 304s, robots skips)."""
         state = self._state(kb)
-        return SyncHistory(state.recent_syncs, state.problems("skipped"), state.report.get("crawl", {}))
+        return SyncHistory(state.sync_briefs, state.problems("skipped"), state.report.get("crawl", {}))
 
     def _state(self, kb: str) -> KBState:
         return KBState(self.store.read_state(self.config.get_kb(kb).name))
@@ -197,9 +196,8 @@ class App:
             return lambda text: [hit.source for hit in self.search(name, SearchRequest(
                 query=text, mode=mode, top_k=k, max_per_document=1), record=False).hits]
         checks = [self_check(run(mode), asked, mode, k) for mode in modes]
-        write_health(self.store, name, {
-            "checked_at": recorded_now(), "k": k, "queries": len(asked),
-            "hit_rate": {check.mode: round(check.hit_rate, 4) for check in checks}})
+        write_health(self.store, name, HealthCheck(recorded_now(), k, len(asked),
+                                                   {check.mode: round(check.hit_rate, 4) for check in checks}))
         return checks
 
     def evaluate(self, kb: str, queries: dict[str, str], judgements: dict[str, dict[str, int]], modes: list[str],
@@ -258,10 +256,13 @@ class App:
         """The ids (paths) of every document the KB's index holds."""
         return list(self.store.read_files(self.config.get_kb(kb).name))
 
-    def summary(self, kb: str) -> dict[str, Any]:
-        """What a KB holds (documents, their kinds, chunks) as of its last sync: for an index in a folder
-        read without opening LanceDB (a starting server describes its tools with it), on object storage
-        from the store (another machine may have synced)."""
+    def summary(self, kb: str) -> KBSummary:
+        """What a KB holds (documents, their kinds, chunks) as of its last sync (all zero before one): for an
+        index in a folder read without opening LanceDB (a starting server describes its tools with it), on
+        object storage from the store (another machine may have synced)."""
+        return self._saved_summary(kb) or KBSummary()
+
+    def _saved_summary(self, kb: str) -> KBSummary | None:
         return read_summary(self.config.storage.uri, kb, lambda: self.store)
 
     def glance(self, kb: str) -> Glance:
@@ -271,16 +272,16 @@ class App:
         kb_config = self.config.get_kb(kb)
         name = kb_config.name
         state = self._state(name)
-        summary = self.summary(name)
+        summary = self._saved_summary(name)
         progress = sync_activity(self.store, name)
-        if not summary and progress:  # a first sync: what it has written so far, not nothing
-            summary = {"documents": progress.written, "chunks": progress.chunks}
+        if summary is None:  # before the first sync ends: what it has written so far (nothing when none runs)
+            summary = KBSummary(documents=progress.written, chunks=progress.chunks) if progress else KBSummary()
         return Glance(name=name, description=kb_config.description, tool=kb_config.search_tool_name,
-                      files=summary.get("documents", 0), chunks=summary.get("chunks", 0),
+                      files=summary.documents, chunks=summary.chunks,
                       sync_running=progress is not None, progress=progress or SyncProgress(),
                       last_sync=state.last_sync.get("finished_at"), last_outcome=state.outcome,
                       last_error=state.last_sync.get("error", ""), seconds=state.report.get("seconds", {}).get("total"),
-                      failed_files=state.report.get("files_failed", 0), model=state.model,
+                      failed_files=state.report.get("files_failed", 0), model=state.indexed_model,
                       query_model_differs=query_model_differs(self._embedder, state.model) if self._embedder else "",
                       index_state=state.report.get("index_state", ""), health=read_health(self.store, name))
 

@@ -52,7 +52,7 @@ class AuditTrail:
         self.failure: AuditFailure | None = None
         self._logged_at = float("-inf")
 
-    def record(self, who: Identity, kb: str, action: str, latency_ms: float, results: int | None = None,
+    def record(self, who: Identity, kb: str, action: str, latency_ms: float, results: int | None = None,  # noqa: PLR0913  # one per field of an audit entry
                error: str | None = None, query: str | None = None) -> None:
         if self.file is None:
             return

@@ -7,27 +7,36 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import KBError
 from .index.contract import FileRecord, Store
 from .index.keywords import keyword_terms
 from .ingest.chunking import Chunk
 from .ingest.sources import SourceFile
-from .ingest.workers import Job
+from .ingest.workers import Job, Parsed
 from .lru import BoundedLRU
 from .models.base import Embedder
 from .records import Problem, SyncReport
 from .schema import ChunkRow, coerce
 from .settings import KBConfig
+from .stopwatch import stopwatch
 
 log = logging.getLogger(__name__)
 
 BATCH_FILES = 32  # files per commit: small enough to lose little to a crash, large enough to amortize commits
 _EMBED_SLICE = 128  # chunks embedded between two progress reports (a batch of large files holds thousands)
+
+# How far a batch's embedding is: (chunks embedded, chunks to embed).
+EmbeddingProgress = Callable[[int, int], None]
+_T = TypeVar("_T")
+
+
+def sliced(items: Sequence[_T], size: int) -> list[Sequence[_T]]:
+    """`items` in consecutive slices of `size` (the last one shorter): a sync's batches and a cluster's waves."""
+    return [items[start:start + size] for start in range(0, len(items), size)]
 
 
 @dataclass
@@ -45,8 +54,19 @@ def parse_job(source: SourceFile, kb: KBConfig) -> Job:
     return Job(source.path, source.doc_id, kb.ocr_on, kb.chunking)
 
 
-def embedded_rows(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
-                  parsed: list[ParsedFile], report: SyncReport, timer: Timer, embedding: Callable[[int, int], None],
+def parsed_files(sources: Sequence[tuple[SourceFile, str]], outcomes: Sequence[Parsed]) -> list[ParsedFile]:
+    """Each file (with its content hash) and what its parsing process made of it."""
+    return [ParsedFile(source, file_hash, outcome.chunks, outcome.error, outcome.ocr_pages, outcome.retry)
+            for (source, file_hash), outcome in zip(sources, outcomes)]
+
+
+def parsing_peak_mb(outcomes: Sequence[Parsed], known: int = 0) -> int:
+    """The most memory a parsing process held for these files, or `known` when that was more."""
+    return max([known, *(outcome.peak_mb for outcome in outcomes)])
+
+
+def embedded_rows(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,  # noqa: PLR0913  # a batch's whole context
+                  parsed: list[ParsedFile], report: SyncReport, timer: Timer, embedding: EmbeddingProgress,
                   recent: BoundedLRU[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
     """The chunk rows of a parsed batch by path, each with its vector (reused, or embedded here); a file whose
     parse is to be retried has none (it keeps what the index has of it). Raises ModelError."""
@@ -90,8 +110,8 @@ def count_batch(kb: KBConfig, parsed: list[ParsedFile], report: SyncReport) -> N
             log.info("%s: failed %s: %s", kb.name, item.source.doc_id, item.error)  # the summary lists it
 
 
-def _vectors_for(store: Store, kb: str, target: str, reuse_from: str | None, embedder: Embedder,
-                 chunks: list[Chunk], report: SyncReport, embedding: Callable[[int, int], None],
+def _vectors_for(store: Store, kb: str, target: str, reuse_from: str | None, embedder: Embedder,  # noqa: PLR0913  # a batch's whole context
+                 chunks: list[Chunk], report: SyncReport, embedding: EmbeddingProgress,
                  recent: BoundedLRU[str, Any] | None) -> dict[str, Any]:
     """A vector per content hash: stored ones reused (also from the generation being replaced, and `recent`: this
     sync's vectors not committed yet), the rest embedded a slice at a time, telling `embedding(done, total)` after
@@ -164,8 +184,5 @@ class Timer:
 
     @contextlib.contextmanager
     def __call__(self, stage: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
+        with stopwatch(lambda seconds: self.add(stage, seconds)):
             yield
-        finally:
-            self.add(stage, time.perf_counter() - start)

@@ -5,22 +5,22 @@ from __future__ import annotations
 import json
 import logging
 import select
-import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.decorators import FC
 
-from .api import (__version__, FILTER_SYNTAX, LOOPBACK, KBError, KBStats, option_help, printable,
+from .api import (__version__, FILTER_SYNTAX, LOOPBACK, SYNC_WORK_KEPT, KBError, KBStats, option_help, printable,
                   remember_invocation, SearchRequest, sync_remedy, SyncRequest)
+from .signals import sigterm_interrupts
 from .settings import (ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, ENV_STORAGE, HEALTHY_HIT_RATE, MODES, RANKED_MODES, TRANSPORTS,
-                       Config, build_config, config_for_folder, config_target, environment, load_config)
+                       Config, ServerConfig, build_config, config_for_folder, config_target, environment, load_config)
 
 if TYPE_CHECKING:
-    from .api import App
+    from .api import App, HealthCheck
 
 _SHOWN_CHARACTERS = 600  # of each passage in `search`'s text output (--json shows all)
 CONFIG_HELP = f"kb.toml to use, or a folder to serve with defaults (default: ./kb.toml, or ${ENV_CONFIG})"
@@ -75,22 +75,8 @@ def _kb_or_folder(kb: str | None, config_path: str | None) -> tuple[str | None, 
     return None, kb
 
 
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM (a service manager, `kill`) ends a sync as Ctrl-C does: recorded as interrupted, with what it wrote."""
-    def interrupt(_signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _interrupted(kb: str | None) -> str:
-    return ("interrupted. The index is consistent: batches committed before the interrupt are kept (during a "
-            f"rebuild, searches keep using the previous index); to go on from there, {sync_remedy(kb)}")
+    return f"interrupted. The index is consistent: {SYNC_WORK_KEPT}; to go on now, {sync_remedy(kb)}"
 
 
 class _Interrupted(click.ClickException):
@@ -121,6 +107,12 @@ def _stdout_gone() -> bool:
         return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
     except (AttributeError, OSError, ValueError):  # no poll (Windows), or a stdout without a descriptor
         return True
+
+
+def _sync_flag(field: str, flags: str = "") -> Callable[[FC], FC]:
+    """A `sync` flag as the sync request declares its field: help text and default."""
+    return click.option(flags or f"--{field.replace('_', '-')}", field, is_flag=True,
+                        default=SyncRequest.model_fields[field].default, help=option_help(SyncRequest, field))
 
 
 config_option = click.option("--config", "-c", "config_path", metavar="PATH", help=CONFIG_HELP)
@@ -169,8 +161,8 @@ def check(config_path: str | None, as_json: bool) -> None:
             continue
         types = ", ".join(f"{n} {suffix}" for suffix, n in sorted(item.by_type.items()))
         click.echo(f"\n{item.kb} (tool {item.tool}): {item.files} files ({types or 'none'}), {item.chunks} chunks")
-        if item.crawl:
-            click.echo(f"  web: {item.crawl['requests']} requests to crawl the sites")
+        if item.crawl_requests:
+            click.echo(f"  web: {item.crawl_requests} requests to crawl the sites")
         _echo_first([f"  {count:5d}  {path}" for path, count in item.chunks_by_file.items()], "files")
         _echo_first([f"  skipped {skip.path}: {skip.reason}" for skip in item.skipped], "skipped")
     failed = [item.kb for item in summary if item.error]
@@ -242,11 +234,10 @@ def init(folder: str, config_path: str) -> None:
 
 @main.command()
 @click.argument("kb", required=False)
-@click.option("--full", is_flag=True, help=option_help(SyncRequest, "full"))
-@click.option("--reembed", is_flag=True, help=option_help(SyncRequest, "reembed"))
-@click.option("--wait/--no-wait", default=SyncRequest.model_fields["wait"].default,
-              help=option_help(SyncRequest, "wait"))
-@click.option("--allow-mass-delete", is_flag=True, help=option_help(SyncRequest, "allow_mass_delete"))
+@_sync_flag("full")
+@_sync_flag("reembed")
+@_sync_flag("wait", "--wait/--no-wait")
+@_sync_flag("allow_mass_delete")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default=None,
               help="Parse, chunk and embed here (local) or on a Ray cluster (ray); default: [sync] engine.")
 @click.option("--address", default=None, metavar="ADDRESS",
@@ -271,7 +262,7 @@ def sync(kb: str | None, full: bool, reembed: bool, wait: bool, allow_mass_delet
     app.releases_model = True
     bar = _ProgressBar() if sys.stderr.isatty() and not as_json else None
     try:
-        with _sigterm_interrupts():
+        with sigterm_interrupts():
             reports = app.sync(SyncRequest(kb=name, full=full, reembed=reembed, wait=wait,
                                            allow_mass_delete=allow_mass_delete), progress=bar)
     except KeyboardInterrupt:
@@ -280,7 +271,7 @@ def sync(kb: str | None, full: bool, reembed: bool, wait: bool, allow_mass_delet
         if bar:
             bar.close()
     if as_json:
-        click.echo(json.dumps([r.to_dict() for r in reports], indent=2, ensure_ascii=False))
+        click.echo(json.dumps([r.as_dict() for r in reports], indent=2, ensure_ascii=False))
     else:
         for report in reports:
             click.echo(report.summary())
@@ -308,7 +299,7 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
     click.echo(f"index at {app.config.storage.uri}")
     click.echo(f"embedding model {app.config.embedding.model}: {source}")
     for item in statuses:
-        model = item.model["name"] if item.model else "-"
+        model = item.model.name if item.model else "-"
         click.echo(f"{item.name}: {item.files} files, {item.chunks} chunks; last sync "
                    f"{item.last_sync or 'never'} ({item.last_outcome}); model {model}; "
                    f"index {item.index_state or '-'}")
@@ -374,13 +365,12 @@ def _format_stats(item: KBStats) -> str:
     search, sync, health = item.search, item.last_sync, item.health
     lines = [f"{item.name}:"]
     if search:
-        lines.append(f"  searches {search['searches']} since {search['since']}; cache hits "
-                     f"{search['cache_hit_rate']:.0%}; degraded {search['degraded_answers']}; no results "
-                     f"{search['zero_result_queries']}; query tokens {search['query_embedding_tokens']}; "
-                     f"rerank calls {search['rerank_calls']}")
+        lines.append(f"  searches {search.searches} since {search.since}; cache hits {search.cache_hit_rate:.0%}; "
+                     f"degraded {search.degraded_answers}; no results {search.zero_result_queries}; query tokens "
+                     f"{search.query_embedding_tokens}; rerank calls {search.rerank_calls}")
         lines.append(f"  {'stage':10} {'count':>6} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
-        lines += [f"  {stage:10} {s['count']:6d} {s['p50']:8.1f} {s['p95']:8.1f} {s['max']:8.1f}"
-                  for stage, s in search["latency_ms"].items()]
+        lines += [f"  {stage:10} {s.count:6d} {s.p50:8.1f} {s.p95:8.1f} {s.max:8.1f}"
+                  for stage, s in search.latency_ms.items()]
     else:
         lines.append("  no searches recorded yet")
     if sync.finished_at:
@@ -391,9 +381,9 @@ def _format_stats(item: KBStats) -> str:
     return "\n".join(lines)
 
 
-def _hit_rates(health: dict[str, Any]) -> str:
-    rates = ", ".join(f"{mode} {rate:.2f}" for mode, rate in health["hit_rate"].items())
-    return f"hit@{health['k']} without labels ({health['queries']} queries, {health['checked_at']}): {rates}"
+def _hit_rates(health: HealthCheck) -> str:
+    rates = ", ".join(f"{mode} {rate:.2f}" for mode, rate in health.hit_rate.items())
+    return f"hit@{health.k} without labels ({health.queries} queries, {health.checked_at}): {rates}"
 
 
 @main.command()
@@ -428,7 +418,7 @@ def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: 
     app = _app(config)
     result = app.search(name or app.config.kb[0].name, request)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
         return
     from .api import cited_text
 
@@ -498,8 +488,8 @@ def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Pa
 @click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
 @config_option
 @click.option("--transport", type=click.Choice(TRANSPORTS), help="Default: the config's (stdio).")
-@click.option("--host", help=f"Address for sse/http (default {LOOPBACK}).")
-@click.option("--port", type=int, help="Port for sse/http (default 8765).")
+@click.option("--host", help=f"Address for sse/http (default {ServerConfig.model_fields['host'].default}).")
+@click.option("--port", type=int, help=f"Port for sse/http (default {ServerConfig.model_fields['port'].default}).")
 @click.option("--read-only", is_flag=True, default=None, help="Hide the sync tool.")
 @click.option("--stateless", is_flag=True, default=None,
               help="Streamable HTTP without sessions: replicas behind a load balancer need no sticky sessions.")
@@ -514,7 +504,7 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
         mcp-kb serve -c kb.toml --transport http --port 8765
     """
     from .api import App
-    from .mcp.server import run_server
+    from .serve import run_server
 
     _one_of(folder, config_path)
     config = _load(folder or config_path)
@@ -535,7 +525,7 @@ def ui(folder: str | None, config_path: str | None, port: int) -> None:
         mcp-kb ui -c kb.toml
     """
     from .api import App
-    from .mcp.server import run_page
+    from .serve import run_page
 
     _one_of(folder, config_path)
     run_page(App(_load(folder or config_path), serving=True), port)
@@ -563,7 +553,7 @@ def watch(kb: str | None, config_path: str | None) -> None:
     logging.getLogger("mcp_kb").setLevel(logging.INFO)
     click.echo(f"watching {', '.join(k.name for k in app.config.select(name))}; Ctrl-C to stop", err=True)
     try:
-        with _sigterm_interrupts():
+        with sigterm_interrupts():
             keep_in_sync(app, name)
     except KeyboardInterrupt:
         pass

@@ -13,7 +13,7 @@ from datetime import datetime, UTC
 from typing import Any
 
 from .files import JsonLines
-from .records import recorded_now
+from .records import SearchFigures, SearchHour, StageLatency, recorded_now
 from .search import SearchResult
 
 _SAMPLES = 2_000  # latencies kept per stage: percentiles over the most recent searches
@@ -46,18 +46,18 @@ class KBMetrics:
                 del self.hours[old]
         self.hours[hour].record(result, total_ms)
 
-    def snapshot(self) -> dict[str, Any]:
-        return {
-            "since": self.since,
-            "searches": self.searches,
-            "cache_hit_rate": round(self.cache_hits / self.searches, 4) if self.searches else 0.0,
-            "degraded_answers": self.degraded,
-            "zero_result_queries": self.zero_results,
-            "query_embedding_tokens": self.query_tokens,
-            "rerank_calls": self.rerank_calls,
-            "latency_ms": {stage: _percentiles(samples) for stage, samples in sorted(self.latencies.items())},
-            "hourly": [{"hour": hour, **figures.snapshot()} for hour, figures in sorted(self.hours.items())],
-        }
+    def snapshot(self) -> SearchFigures:
+        return SearchFigures(
+            since=self.since,
+            searches=self.searches,
+            cache_hit_rate=round(self.cache_hits / self.searches, 4) if self.searches else 0.0,
+            degraded_answers=self.degraded,
+            zero_result_queries=self.zero_results,
+            query_embedding_tokens=self.query_tokens,
+            rerank_calls=self.rerank_calls,
+            latency_ms={stage: _percentiles(samples) for stage, samples in sorted(self.latencies.items())},
+            hourly=tuple(figures.snapshot(hour) for hour, figures in sorted(self.hours.items())),
+        )
 
 
 class HourFigures:
@@ -73,10 +73,10 @@ class HourFigures:
         self.degraded += result.degraded
         self.latencies.append(total_ms)
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self, hour: str) -> SearchHour:
         latency = _percentiles(self.latencies)
-        return {"searches": self.searches, "zero_results": self.zero_results, "degraded": self.degraded,
-                "p50_ms": round(latency["p50"], 2), "p95_ms": round(latency["p95"], 2)}
+        return SearchHour(hour, self.searches, self.zero_results, self.degraded, round(latency.p50, 2),
+                          round(latency.p95, 2))
 
 
 class Metrics:
@@ -101,15 +101,15 @@ class Metrics:
             self._saved_at[kb] = now
             return True
 
-    def snapshot(self, kb: str) -> dict[str, Any]:
+    def snapshot(self, kb: str) -> SearchFigures:
         with self._lock:
             return self._by_kb.setdefault(kb, KBMetrics()).snapshot()
 
 
-def _percentiles(samples: deque[float]) -> dict[str, float]:
+def _percentiles(samples: deque[float]) -> StageLatency:
     ordered = sorted(samples)
-    return {"count": len(ordered), "p50": ordered[len(ordered) // 2],
-            "p95": ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], "max": ordered[-1]}
+    return StageLatency(len(ordered), ordered[len(ordered) // 2],
+                        ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], ordered[-1])
 
 
 class QueryLog(JsonLines):

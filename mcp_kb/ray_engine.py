@@ -26,14 +26,14 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import KBError, ModelError
 from .index.contract import Store
-from .index.store import LanceStore
+from .index import open_store
 from .ingest.sources import SourceFile
 from .ingest.workers import Job, Parsed, ParseWorkers, resident_peak_mb
 from .lru import BoundedLRU
@@ -42,8 +42,9 @@ from .models.base import Embedder, TokenCounter
 from .records import Progress
 from .settings import Config, EmbeddingConfig, KBConfig, StorageConfig, SyncEngineConfig
 from .batches import (BATCH_FILES, ParsedFile, Timer, count_batch, embedded_rows, not_indexed, parse_job,
-                      refuse, written_records)
+                      parsed_files, parsing_peak_mb, refuse, sliced, written_records)
 from .records import SyncReport
+from .vocabulary import LOOPBACK, files_done
 
 log = logging.getLogger(__name__)
 
@@ -70,23 +71,21 @@ class IndexedBatch:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def index_on_ray(config: Config, store: Store, kb: KBConfig, target: str, reuse_from: str | None,
+def index_on_ray(config: Config, store: Store, kb: KBConfig, target: str, reuse_from: str | None,  # noqa: PLR0913  # a KB sync's context, as in sync.py
                  embedder: Embedder, counter: TokenCounter, todo: list[SourceFile], hash_by_path: dict[str, str],
                  report: SyncReport, timer: Timer, progress: Progress) -> None:
     """Parse, chunk, embed and write `todo` on the cluster, one commit per wave."""
-    if not isinstance(store, LanceStore):
-        raise KBError("engine = \"ray\" writes LanceDB tables; this index is not one")
     with _cluster(config.sync) as ray, timer("cluster"):
         indexers = _start_indexers(ray, config.embedding, config.storage, embedder.identity.fingerprint())
         log.info("%s: %d files to index on a Ray cluster of %d nodes", kb.name, len(todo), len(indexers))
-        waves = [todo[i:i + config.sync.wave_files] for i in range(0, len(todo), config.sync.wave_files)]
+        waves = sliced(todo, config.sync.wave_files)
         for number, wave in enumerate(waves, 1):
-            batches = [wave[i:i + BATCH_FILES] for i in range(0, len(wave), BATCH_FILES)]
+            batches = sliced(wave, BATCH_FILES)
             indexed = _run_wave(ray, indexers, config.sync, counter, kb, target, reuse_from, batches, hash_by_path,
                                 report, progress, len(todo), f"wave {number}/{len(waves)}")
             _commit_wave(store, kb, target, indexed, report, timer)
             report.files_written += len(wave)
-            progress(report.files_written, len(todo), f"{kb.name}: indexed {report.files_written}/{len(todo)} files")
+            progress(report.files_written, len(todo), f"{kb.name}: {files_done(report.files_written, len(todo))} indexed")
 
 
 @contextmanager
@@ -146,7 +145,7 @@ def _answers(address: str) -> None:
 
 def _own_ray(address: str) -> dict[str, Any]:
     """A Ray of the sync's own (no address given) stays on this machine's loopback, without a dashboard."""
-    return {} if address else {"_node_ip_address": "127.0.0.1", "include_dashboard": False}
+    return {} if address else {"_node_ip_address": LOOPBACK, "include_dashboard": False}
 
 
 def _start_indexers(ray: Any, embedding: EmbeddingConfig, storage: StorageConfig,
@@ -174,8 +173,8 @@ def _takes_gpu(node: dict[str, Any], embedding: EmbeddingConfig) -> bool:
     return node["Resources"].get("GPU", 0) >= 1 and getattr(embedding, "device", "cpu") != "cpu"
 
 
-def _run_wave(ray: Any, indexers: list[Any], settings: SyncEngineConfig, counter: TokenCounter, kb: KBConfig,
-              target: str, reuse_from: str | None, batches: list[list[SourceFile]], hash_by_path: dict[str, str],
+def _run_wave(ray: Any, indexers: list[Any], settings: SyncEngineConfig, counter: TokenCounter, kb: KBConfig,  # noqa: PLR0913  # a KB sync's context, as in sync.py
+              target: str, reuse_from: str | None, batches: list[Sequence[SourceFile]], hash_by_path: dict[str, str],
               report: SyncReport, progress: Progress, total: int, wave: str) -> list[IndexedBatch]:
     """Every batch of a wave parsed and indexed on the cluster, in batch order; a batch whose tasks were lost
     for good comes back with no fragments and the reason."""
@@ -195,7 +194,7 @@ def _run_wave(ray: Any, indexers: list[Any], settings: SyncEngineConfig, counter
                 del waiting[number]
                 results[number] = _outcome(ray, ref, batches[number], hash_by_path)
                 done = sum(len(batches[n]) for n in results)
-                progress(report.files_written, total, f"{kb.name}: indexed {report.files_written}/{total} files "
+                progress(report.files_written, total, f"{kb.name}: {files_done(report.files_written, total)} indexed "
                                                       f"({wave}: {done}/{sum(map(len, batches))} parsed and embedded)")
     finally:
         for ref in waiting.values():  # the sync stopped (Ctrl-C, a cancel): nothing more is wanted of the wave
@@ -204,7 +203,7 @@ def _run_wave(ray: Any, indexers: list[Any], settings: SyncEngineConfig, counter
     return [results[number] for number in range(len(batches))]
 
 
-def _outcome(ray: Any, ref: Any, batch: list[SourceFile], hash_by_path: dict[str, str]) -> IndexedBatch:
+def _outcome(ray: Any, ref: Any, batch: Sequence[SourceFile], hash_by_path: dict[str, str]) -> IndexedBatch:
     """A batch's result; a task that failed by itself fails the sync with its own error, as in a local sync (the
     index could not be written, a fault); one lost with its node past the retries fails only its files."""
     try:
@@ -219,7 +218,7 @@ def _outcome(ray: Any, ref: Any, batch: list[SourceFile], hash_by_path: dict[str
         return IndexedBatch(files, error=f"the Ray cluster lost its batch ({type(exc).__name__})", lost=True)
 
 
-def _commit_wave(store: LanceStore, kb: KBConfig, target: str, indexed: list[IndexedBatch], report: SyncReport,
+def _commit_wave(store: Store, kb: KBConfig, target: str, indexed: list[IndexedBatch], report: SyncReport,  # noqa: PLR0913  # a KB sync's context, as in sync.py
                  timer: Timer) -> None:
     """One commit for the wave's chunks, then its manifest records (a local batch's order)."""
     written = []
@@ -271,7 +270,7 @@ class Indexer:
         if getattr(embedding, "threads", 0) is None:  # Ray caps a worker's threads at 1 unless told
             embedding = embedding.model_copy(update={"threads": cpus})
         self.embedder = create_embedder(embedding)
-        self.store = LanceStore.of(storage)
+        self.store = open_store(storage)
         self.fingerprint = fingerprint
         # Vectors this indexer embedded for a generation that its wave has not committed yet: the same content in
         # a later batch of the wave is not embedded again (a local sync finds it committed).
@@ -281,10 +280,8 @@ class Indexer:
     def index(self, parsed: tuple[list[Parsed], float], sources: list[tuple[SourceFile, str]], kb: KBConfig,
               target: str, reuse_from: str | None) -> IndexedBatch:
         outcomes, parse_seconds = parsed
-        files = [ParsedFile(source, file_hash, outcome.chunks, outcome.error, outcome.ocr_pages, outcome.retry)
-                 for (source, file_hash), outcome in zip(sources, outcomes)]
-        report = SyncReport(kb.name, seconds={"parse": parse_seconds},
-                            worker_peak_mb=max((outcome.peak_mb for outcome in outcomes), default=0))
+        files = parsed_files(sources, outcomes)
+        report = SyncReport(kb.name, seconds={"parse": parse_seconds}, worker_peak_mb=parsing_peak_mb(outcomes))
         timer = Timer(report)
         batch = IndexedBatch(files, worker_peak_mb=report.worker_peak_mb, seconds=report.seconds)
         if self.recent_for != (kb.name, target):

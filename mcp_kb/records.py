@@ -1,7 +1,9 @@
 """What the core returns to its faces, as frozen records instead of dictionaries: a file it could not
-index (Problem), a KB's state row read once (KBState), and a KB's status at a glance or in full
-(Glance, KBStatus). Faces render them; `as_dict()` is their JSON form (the status resource, `--json`,
-the page's status poll), one shape everywhere.
+index (Problem), a KB's state row read once (KBState), what a KB holds (KBSummary), the model its index was
+built with (IndexedModel), its recent syncs (SyncBrief), its search figures (SearchFigures) and latest health
+check (HealthCheck), and its status at a glance or in full (Glance, KBStatus). Faces read their attributes,
+never keys; `as_dict()` is their JSON form (the status and metrics resources, `--json`, the page's status poll,
+the saved files), one shape everywhere, and `from_dict` reads a saved one back.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, UTC
 from typing import Any
 
@@ -19,9 +21,16 @@ NEVER_SYNCED = "never synced"  # the outcome of a KB no sync has finished for
 
 
 def recorded_now(precision: str = "seconds") -> str:
-    """The time a record or a log line carries, one way everywhere: ISO 8601 in UTC ("…T19:14:02+00:00";
-    `precision` "milliseconds" for log lines), never this machine's local time."""
-    return datetime.now(UTC).isoformat(timespec=precision)
+    """The time a record, a log line or a task carries, one way everywhere: RFC 3339 in UTC ("…T19:14:02Z";
+    `precision` "milliseconds" for log lines and tasks), never this machine's local time."""
+    return datetime.now(UTC).isoformat(timespec=precision).replace("+00:00", "Z")
+
+
+def _known(record: type[Any], saved: Mapping[str, Any]) -> dict[str, Any]:
+    """The saved fields a record has: an older file's missing ones keep their defaults, a newer one's extra
+    ones are left out."""
+    names = {item.name for item in fields(record)}
+    return {name: value for name, value in saved.items() if name in names}
 
 
 # How long work says how far it is: (done, total, what), e.g. files read of files to read, "scanning".
@@ -76,6 +85,49 @@ class Problem:
 
 
 @dataclass(frozen=True)
+class IndexedModel:
+    """The embedding model an index's vectors were made with, as its state records it (the model's fingerprint)."""
+
+    name: str = ""
+    dimension: int = 0
+    file_hash: str = ""  # sha256 of the model's weights, "" when unknown
+
+    @classmethod
+    def from_dict(cls, saved: Mapping[str, Any]) -> IndexedModel:
+        return cls(**_known(cls, saved))
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SyncBrief:
+    """One of a KB's recent syncs in brief (the state row keeps the last few): when and how it ended, what it
+    changed."""
+
+    started_at: str = ""
+    finished_at: str = ""
+    outcome: str = ""
+    error: str = ""  # its beginning only (the last sync's record has it whole)
+    rebuilt: str = ""  # why it rebuilt the KB from scratch ("" when it did not)
+    added: int = 0  # files
+    changed: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    seconds: float | None = None  # how long it took (None: it ended before its time was taken)
+
+    @classmethod
+    def from_dict(cls, saved: Mapping[str, Any]) -> SyncBrief:
+        return cls(**_known(cls, saved))
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class KBState:
     """A KB's state row (index/state_table.py keeps it as JSON), read in one place: the active generation, the
     model and settings it was built with, and the record of the last syncs."""
@@ -91,8 +143,14 @@ class KBState:
 
     @property
     def model(self) -> dict[str, Any] | None:
+        """The model's fingerprint as saved: a sync and a search compare it whole with the model's own."""
         model: dict[str, Any] | None = self.row.get("model")
         return model
+
+    @property
+    def indexed_model(self) -> IndexedModel | None:
+        """The model the index was built with (None before any sync)."""
+        return IndexedModel.from_dict(self.model) if self.model is not None else None
 
     @property
     def last_sync(self) -> dict[str, Any]:
@@ -112,9 +170,14 @@ class KBState:
 
     @property
     def recent_syncs(self) -> list[dict[str, Any]]:
-        """The recent syncs in brief, oldest first."""
+        """The recent syncs in brief as saved, oldest first (a sync appends its own to them)."""
         recent: list[dict[str, Any]] = self.row.get("recent_syncs", [])
         return recent
+
+    @property
+    def sync_briefs(self) -> tuple[SyncBrief, ...]:
+        """The recent syncs in brief, oldest first."""
+        return tuple(SyncBrief.from_dict(brief) for brief in self.recent_syncs)
 
     @property
     def complete(self) -> bool:
@@ -124,6 +187,41 @@ class KBState:
     def problems(self, kind: str) -> list[Problem]:
         """The last sync's "failures" or "skipped" files."""
         return [Problem(str(item.get("path", "")), str(item.get("reason", ""))) for item in self.report.get(kind, [])]
+
+
+@dataclass(frozen=True)
+class KBSummary:
+    """What a KB holds as of its last finished sync, for tool descriptions and the glance (all zero before one)."""
+
+    documents: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)  # documents by kind ("md", "web page"), most first
+    chunks: int = 0
+    titles: tuple[str, ...] = ()  # a few of its documents' titles
+
+    @classmethod
+    def from_dict(cls, saved: Mapping[str, Any]) -> KBSummary:
+        return cls(**{**_known(cls, saved), "titles": tuple(saved.get("titles", ()))})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "titles": list(self.titles)}
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """A KB's latest label-free self-check: how often a query made from a chunk found its document in the
+    top k, per mode."""
+
+    checked_at: str = ""  # ISO 8601, UTC
+    k: int = 0
+    queries: int = 0
+    hit_rate: dict[str, float] = field(default_factory=dict)  # by mode
+
+    @classmethod
+    def from_dict(cls, saved: Mapping[str, Any]) -> HealthCheck:
+        return cls(**_known(cls, saved))
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -143,15 +241,16 @@ class Glance:
     last_error: str
     seconds: float | None  # the last sync's duration
     failed_files: int
-    model: dict[str, Any] | None
+    model: IndexedModel | None
     # Why queries embedded here cannot search the index's vectors ("" when they can, or when this process has
     # loaded no model: a command such as `status` loads none and cannot tell what a server embeds with).
     query_model_differs: str
     index_state: str
-    health: dict[str, Any]
+    health: HealthCheck | None  # None: never checked
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "model": self.model.as_dict() if self.model else None,
+                "health": self.health.as_dict() if self.health else {}}
 
 
 @dataclass(frozen=True)
@@ -177,6 +276,11 @@ class KBCheck:
     skipped: tuple[Problem, ...] = ()
     crawl: dict[str, int] = field(default_factory=dict)  # what reading web sources cost
 
+    @property
+    def crawl_requests(self) -> int:
+        """The requests made to crawl its web sources (0: it has none)."""
+        return self.crawl.get("requests", 0)
+
     def as_dict(self) -> dict[str, Any]:
         if self.error:
             return {"kb": self.kb, "tool": self.tool, "error": self.error}
@@ -198,23 +302,79 @@ class LastSyncFigures:
 
 
 @dataclass(frozen=True)
+class StageLatency:
+    """One search stage's latency over the recent searches, in milliseconds."""
+
+    count: int = 0
+    p50: float = 0.0
+    p95: float = 0.0
+    max: float = 0.0
+
+    @classmethod
+    def from_dict(cls, saved: Mapping[str, Any]) -> StageLatency:
+        return cls(**_known(cls, saved))
+
+
+@dataclass(frozen=True)
+class SearchHour:
+    """One hour's searches of a KB (UTC): how many, how many found nothing or were degraded, their latency."""
+
+    hour: str = ""  # "2024-05-01T14:00Z"
+    searches: int = 0
+    zero_results: int = 0
+    degraded: int = 0
+    p50_ms: float = 0.0
+    p95_ms: float = 0.0
+
+    @classmethod
+    def from_dict(cls, saved: Mapping[str, Any]) -> SearchHour:
+        return cls(**_known(cls, saved))
+
+
+@dataclass(frozen=True)
+class SearchFigures:
+    """A KB's searches as the process answering them counts them (metrics.py), and saves them for `mcp-kb stats`."""
+
+    since: str = ""  # when the process started counting (ISO 8601, UTC)
+    searches: int = 0
+    cache_hit_rate: float = 0.0
+    degraded_answers: int = 0
+    zero_result_queries: int = 0
+    query_embedding_tokens: int = 0
+    rerank_calls: int = 0
+    latency_ms: dict[str, StageLatency] = field(default_factory=dict)  # by stage, and "total"
+    hourly: tuple[SearchHour, ...] = ()  # the last hours with searches, oldest first
+
+    @classmethod
+    def from_dict(cls, saved: Mapping[str, Any]) -> SearchFigures:
+        return cls(**{**_known(cls, saved),
+                      "latency_ms": {stage: StageLatency.from_dict(latency)
+                                     for stage, latency in saved.get("latency_ms", {}).items()},
+                      "hourly": tuple(SearchHour.from_dict(hour) for hour in saved.get("hourly", ()))})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "hourly": [asdict(hour) for hour in self.hourly]}
+
+
+@dataclass(frozen=True)
 class KBStats:
     """A KB's figures (`mcp-kb stats`, the metrics resource): searches, the last sync, the latest health check."""
 
     name: str
-    search: dict[str, Any]  # metrics.py's snapshot: searches, latency per stage, cache hits, ... ({} when none)
-    health: dict[str, Any]  # the latest label-free hit rates ({} when never checked)
+    search: SearchFigures | None  # the last answering process's (None: none saved any)
+    health: HealthCheck | None  # None: never checked
     last_sync: LastSyncFigures
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"name": self.name, "search": self.search.as_dict() if self.search else {},
+                "health": self.health.as_dict() if self.health else {}, "last_sync": asdict(self.last_sync)}
 
 
 @dataclass(frozen=True)
 class SyncHistory:
     """A KB's recent syncs in brief (oldest first), and the last one's skipped files and source figures."""
 
-    recent: list[dict[str, Any]]
+    recent: tuple[SyncBrief, ...]
     skipped: list[Problem]
     crawl: dict[str, int]  # a web crawl's requests, 304s, robots skips
 
@@ -245,7 +405,7 @@ class SyncReport:
     seconds: dict[str, float] = field(default_factory=dict)
     index_state: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def summary(self) -> str:

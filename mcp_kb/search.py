@@ -12,10 +12,11 @@ Scores by mode (what `min_score` is compared with):
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
+
+from pydantic import BaseModel, Field
 
 from .settings import KBConfig
 from .errors import ModelError, NotSyncedError, SearchError
@@ -29,6 +30,7 @@ from .models.base import Embedder, Reranker, TokenCounter, query_model_differs
 from .passages import Hit, add_context, assemble, fit_budget
 from .records import KBState
 from .requests import ResolvedSearch
+from .stopwatch import stopwatch
 from .vocabulary import status_uri, sync_remedy
 
 log = logging.getLogger(__name__)
@@ -50,8 +52,17 @@ class SearchResult:
     cached: bool = False
     degraded: bool = False  # keyword search because the vector side failed, or fused order as the reranker failed
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"mode": self.mode, "notes": self.notes, "results": [asdict(h) for h in self.hits]}
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form every face gives (`search --json`, the search tools' structured content)."""
+        return SearchOutput(results=list(self.hits), mode=self.mode, notes=self.notes).model_dump(mode="json")
+
+
+class SearchOutput(BaseModel):
+    """A search result's JSON form, whose schema the search tools declare as their output."""
+
+    results: list[Hit]
+    mode: str = Field(description="Mode that produced the results")
+    notes: list[str] = Field(default_factory=list)
 
 
 class Searcher:
@@ -139,7 +150,7 @@ class Searcher:
                                 lambda: fit_budget(hits, request.max_tokens, self.tokenizer, request.query))
         return SearchResult(hits, mode, notes + left_out, timings, degraded=mode != request.mode or rerank_failed)
 
-    def _passages(self, kb: KBConfig, view: ChunkView, request: ResolvedSearch, where: str | None,
+    def _passages(self, kb: KBConfig, view: ChunkView, request: ResolvedSearch, where: str | None,  # noqa: PLR0913  # one search's state
                   timings: dict[str, float],
                   indexed_model: dict[str, Any] | None) -> tuple[str, list[Hit], list[str], bool]:
         """`top_k` distinct passages (and whether the reranker failed): when the candidates run out first (e.g.
@@ -168,7 +179,7 @@ class Searcher:
             depth = min(depth * 4, _MAX_DEPTH)
 
     # ---- the two sides ---------------------------------------------------------------------
-    def _candidates(self, kb: KBConfig, view: ChunkView, request: ResolvedSearch, where: str | None, depth: int,
+    def _candidates(self, kb: KBConfig, view: ChunkView, request: ResolvedSearch, where: str | None, depth: int,  # noqa: PLR0913  # one search's state
                     timings: dict[str, float], notes: list[str],
                     indexed_model: dict[str, Any] | None) -> tuple[str, list[Candidate], bool]:
         """Ranked chunk ids with scores, and whether a side stopped at `depth` (it may have more).
@@ -296,9 +307,7 @@ def _hit(row: dict[str, Any], score: float, vector_rank: int | None = None, keyw
 
 
 def _timed(timings: dict[str, float], stage: str, work: Callable[[], _T]) -> _T:
-    start = time.perf_counter()
-    try:
+    """`work()`, its milliseconds kept in `timings` under `stage`."""
+    with stopwatch(lambda seconds: timings.__setitem__(stage, round(seconds * 1000, 2))):
         return work()
-    finally:
-        timings[stage] = round((time.perf_counter() - start) * 1000, 2)
 

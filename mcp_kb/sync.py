@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -30,11 +30,11 @@ from .ingest.ocr import available as ocr_available
 from .ingest.sources import SkippedFile, SourceFile, count_kinds, scan_all, sources_of
 from .ingest.workers import ParseWorkers
 from .models.base import Embedder, TokenCounter
-from .batches import (BATCH_FILES, ParsedFile, Timer, count_batch, embedded_rows, not_indexed, parse_job, refuse,
-                      written_records)
+from .batches import (BATCH_FILES, EmbeddingProgress, ParsedFile, Timer, count_batch, embedded_rows, not_indexed,
+                      parse_job, parsed_files, parsing_peak_mb, refuse, sliced, written_records)
 from .records import KBState, Problem, Progress, SyncProgress, SyncReport, recorded_now
 from .requests import SyncRequest
-from .vocabulary import sync_remedy
+from .vocabulary import SYNC_WORK_KEPT, files_done, sync_remedy
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def plan_sync(disk_hash_by_path: dict[str, str], indexed_hash_by_path: dict[str,
     return SyncPlan(added, changed, deleted, unchanged)
 
 
-def sync_all(config: Config, store: Store, embedder: Embedder, load_counter: Callable[[], TokenCounter],
+def sync_all(config: Config, store: Store, embedder: Embedder, load_counter: Callable[[], TokenCounter],  # noqa: PLR0913  # a KB sync's context
              request: SyncRequest, progress: Progress | None = None, release_model: bool = False) -> list[SyncReport]:
     """Sync the KB the request names, or all of them, holding the storage's writer lock (waiting for it when
     the request says so). `release_model` lets the model's memory go before each KB's index phase."""
@@ -157,8 +157,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM where the command turns it into one
         wanted = report.files_added + report.files_changed
         _record_failure(store, kb.name, started, f"interrupted after writing {report.files_written} of {wanted} new "
-                                                 "and changed files; they stay, and the next sync goes on from there",
-                        report, outcome="interrupted")
+                                                 f"and changed files; {SYNC_WORK_KEPT}", report, outcome="interrupted")
         raise
     finally:
         clear_progress(store, kb.name)
@@ -237,7 +236,7 @@ def _active_manifest(store: Store, kb: str, active: str | None,
         return {}, True
 
 
-def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: dict[str, Any],
+def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: dict[str, Any],  # noqa: PLR0913  # a KB sync's context
                        fingerprints: dict[str, Any], request: SyncRequest, missing: bool,
                        report: SyncReport) -> tuple[str, str | None]:
     """The generation this sync writes, and the one whose vectors it may reuse (none when the active one's
@@ -352,21 +351,20 @@ def _touched(indexed: dict[str, FileRecord], files_by_path: dict[str, SourceFile
 
 # ---- applying changes ----------------------------------------------------------------------
 
-def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
+def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,  # noqa: PLR0913  # a KB sync's context
                    counter: TokenCounter, todo: list[SourceFile], hash_by_path: dict[str, str], report: SyncReport,
                    timer: Timer, progress: Progress, engine: SyncEngineConfig) -> None:
     """Parse, embed and write new and changed files, one batch per commit; parsing (in worker processes)
     runs a batch ahead."""
-    batches = [todo[i:i + BATCH_FILES] for i in range(0, len(todo), BATCH_FILES)]
+    batches = sliced(todo, BATCH_FILES)
     done = 0
 
-    def parse_batch(batch: list[SourceFile]) -> tuple[list[ParsedFile], float]:
+    def parse_batch(batch: Sequence[SourceFile]) -> tuple[list[ParsedFile], float]:
         start = time.perf_counter()
         outcomes = workers.parse([parse_job(source, kb) for source in batch])
-        parsed = [ParsedFile(source, hash_by_path[source.doc_id], outcome.chunks, outcome.error, outcome.ocr_pages,
-                              outcome.retry) for source, outcome in zip(batch, outcomes)]
-        report.worker_peak_mb = max([report.worker_peak_mb, *(outcome.peak_mb for outcome in outcomes)])
-        return parsed, time.perf_counter() - start
+        report.worker_peak_mb = parsing_peak_mb(outcomes, report.worker_peak_mb)
+        return parsed_files([(source, hash_by_path[source.doc_id]) for source in batch], outcomes), \
+            time.perf_counter() - start
 
     # The workers end first when the sync stops: the batch parsing ahead is abandoned, not waited for.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-kb-parse-ahead") as pool, \
@@ -380,13 +378,13 @@ def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | No
 
             def embedding(embedded: int, total: int) -> None:  # progress moves while a batch embeds
                 files = done + len(parsed) * embedded // max(total, 1)
-                progress(files, len(todo), f"{kb.name}: indexed {files}/{len(todo)} files "
+                progress(files, len(todo), f"{kb.name}: {files_done(files, len(todo))} indexed "
                                            f"(embedding {embedded}/{total} chunks of this batch)")
 
             _write_batch(store, kb, target, reuse_from, embedder, parsed, report, timer, embedding)
             done += len(parsed)
             report.files_written = done
-            progress(done, len(todo), f"{kb.name}: indexed {done}/{len(todo)} files")
+            progress(done, len(todo), f"{kb.name}: {files_done(done, len(todo))} indexed")
 
 
 def reads_images(kb: KBConfig) -> bool:
@@ -394,9 +392,9 @@ def reads_images(kb: KBConfig) -> bool:
     return kb.ocr_on and ocr_available()
 
 
-def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,
+def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,  # noqa: PLR0913  # a KB sync's context
                  parsed: list[ParsedFile], report: SyncReport, timer: Timer,
-                 embedding: Callable[[int, int], None]) -> None:
+                 embedding: EmbeddingProgress) -> None:
     try:
         rows_by_path = embedded_rows(store, kb, target, reuse_from, embedder, parsed, report, timer, embedding)
     except ModelError as exc:
@@ -423,7 +421,7 @@ def _finished(state: dict[str, Any], started: str, outcome: str, report: SyncRep
               error: str = "") -> dict[str, Any]:
     """The state's record of a sync that ended: the last one in full, the recent ones in brief."""
     last = {"started_at": started, "finished_at": recorded_now(), "outcome": outcome, "error": error,
-            "report": report.to_dict()}
+            "report": report.as_dict()}
     brief = {"started_at": started, "finished_at": last["finished_at"], "outcome": outcome,
              "error": error[:_ERROR_CHARS_KEPT], "rebuilt": report.rebuilt, "added": report.files_added,
              "changed": report.files_changed, "deleted": report.files_deleted,
@@ -440,7 +438,7 @@ def _summary(files: dict[str, FileRecord], report: SyncReport, titles: list[str]
             "titles": titles}
 
 
-def _record_failure(store: Store, kb: str, started: str, error: str, report: SyncReport,
+def _record_failure(store: Store, kb: str, started: str, error: str, report: SyncReport,  # noqa: PLR0913  # a KB sync's context
                     outcome: str = "failed") -> None:
     """Keep the fingerprints of the last good build; record the failed (or interrupted) attempt for `status`."""
     try:

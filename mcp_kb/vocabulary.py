@@ -51,6 +51,11 @@ def remember_invocation(folder: Path | None = None, config: Path | None = None, 
         ["-c", shlex.quote(str(config.resolve()))] if config else []
 
 
+# What a stopped sync (Ctrl-C, SIGTERM, a client's cancel) leaves, said one way by every face.
+SYNC_WORK_KEPT = ("what it indexed so far stays (during a rebuild, searches keep using the previous index), and the "
+                  "next sync goes on from there")
+
+
 def sync_remedy(kb: str | None = None, options: str = "") -> str:
     """The one way to say how to (re)index a KB, from the command line or a client: a command that works
     pasted anywhere (remember_invocation)."""

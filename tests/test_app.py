@@ -5,6 +5,7 @@ from helpers import write
 
 from mcp_kb.errors import KBError, ParseError
 from mcp_kb.api import SyncRequest
+from mcp_kb.records import KBSummary
 
 
 @pytest.fixture
@@ -20,7 +21,7 @@ def test_status_before_and_after_the_first_sync(app):
     app.sync()
     [status] = app.status("docs")
     assert status.last_outcome == "ok" and status.files == 2 and status.chunks >= 2
-    assert status.model["dimension"] == 384 and status.generation and status.failed == ()
+    assert status.model.dimension == 384 and status.generation and status.failed == ()
 
 
 def test_glance_agrees_with_status_and_history_lists_recent_syncs(app, tmp_path, monkeypatch):
@@ -38,15 +39,16 @@ def test_glance_agrees_with_status_and_history_lists_recent_syncs(app, tmp_path,
     assert glance.failed_files == len(status.failed) == 1 and glance.seconds > 0
     recent = app.sync_history("docs").recent
     assert len(recent) == 3  # the oldest two were let go
-    assert [(sync["changed"], sync["failed"]) for sync in recent] == [(1, 0), (1, 0), (0, 1)]
+    assert [(sync.changed, sync.failed) for sync in recent] == [(1, 0), (1, 0), (0, 1)]
     assert app.chunk_text("docs", "guide.md", 0).endswith("Run the installer, then sign in.")
     assert app.chunk_text("docs", "guide.md", 99) is None
 
 
 def test_summary_says_what_the_kb_holds(app):
+    assert app.summary("docs") == KBSummary()  # before the first sync
     app.sync()
-    assert app.summary("docs") == {"documents": 2, "kinds": {"md": 1, "txt": 1}, "chunks": app.status()[0].chunks,
-                                   "titles": ["Guide", "notes"]}
+    assert app.summary("docs").as_dict() == {"documents": 2, "kinds": {"md": 1, "txt": 1},
+                                             "chunks": app.status()[0].chunks, "titles": ["Guide", "notes"]}
 
 
 def test_check_counts_files_and_chunks_and_reports_an_unreadable_path(app, tmp_path):
@@ -78,7 +80,7 @@ def test_during_a_first_sync_the_glance_counts_what_it_has_written(make_app, tmp
     seen = []
 
     def look(done: int, total: int, message: str) -> None:
-        if message.endswith(f"indexed {done}/{total} files"):
+        if message.endswith(f"{done} of {total} files indexed"):
             glance = app.glance("notes")
             seen.append((glance.files, glance.chunks > 0, glance.sync_running))
     app.sync(SyncRequest(kb="notes"), progress=look)

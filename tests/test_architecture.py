@@ -18,14 +18,14 @@ from helpers import ROOT
 PACKAGE = ROOT / "mcp_kb"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 TIERS = {  # the most specific prefix decides a module's tier
-    "mcp_kb.cli": 4, "mcp_kb.mcp": 4, "mcp_kb.ui": 4, "mcp_kb.__main__": 4,
+    "mcp_kb.cli": 4, "mcp_kb.serve": 4, "mcp_kb.signals": 4, "mcp_kb.mcp": 4, "mcp_kb.ui": 4, "mcp_kb.__main__": 4,
     "mcp_kb.api": 3, "mcp_kb.app": 3, "mcp_kb.live": 3, "mcp_kb.http": 3,
     "mcp_kb.sync": 2, "mcp_kb.search": 2, "mcp_kb.passages": 2, "mcp_kb.metrics": 2, "mcp_kb.evaluation": 2, "mcp_kb.present": 2,
     "mcp_kb.access": 2, "mcp_kb.audit": 2, "mcp_kb.view": 2, "mcp_kb.ray_engine": 2, "mcp_kb.batches": 2,
     "mcp_kb.ingest": 1, "mcp_kb.models": 1, "mcp_kb.index": 1,
     "mcp_kb.settings": 0, "mcp_kb.errors": 0, "mcp_kb.digest": 0, "mcp_kb.schema": 0, "mcp_kb.registry": 0,
     "mcp_kb.vocabulary": 0, "mcp_kb.lru": 0, "mcp_kb.text": 0, "mcp_kb.requests": 0,
-    "mcp_kb.records": 0, "mcp_kb.files": 0, "mcp_kb.wire": 0,
+    "mcp_kb.records": 0, "mcp_kb.files": 0, "mcp_kb.wire": 0, "mcp_kb.stopwatch": 0,
 }
 
 
@@ -148,7 +148,7 @@ def test_no_folders_import_each_other_by_any_path():
     assert _cycles(graph) == []
 
 
-FACES = ("mcp_kb.cli", "mcp_kb.mcp", "mcp_kb.ui", "mcp_kb.http", "mcp_kb.__main__")
+FACES = ("mcp_kb.cli", "mcp_kb.serve", "mcp_kb.signals", "mcp_kb.mcp", "mcp_kb.ui", "mcp_kb.http", "mcp_kb.__main__")
 PUBLIC = ("mcp_kb.api", "mcp_kb.settings")  # the core's public API, and the settings a face loads
 
 
@@ -181,12 +181,14 @@ def test_models_never_import_the_index():
     assert not reached
 
 
-def test_the_two_faces_do_not_import_each_other():
-    """The CLI's `serve` only starts the server; the server never reaches into the CLI."""
-    reached = {name for name in _imports(PACKAGE / "cli.py") if name.startswith("mcp_kb.mcp")}
-    assert reached <= {"mcp_kb.mcp.server", "mcp_kb.mcp.server.run_server", "mcp_kb.mcp.server.run_page"}
+def test_the_cli_starts_servers_through_serving_and_the_mcp_face_knows_no_transport():
+    """The CLI's `serve` and `ui` only start what serve.py composes; the MCP surface never reaches into the CLI,
+    the serving module or the HTTP edge (transports, signals and the page beside it are serve.py's)."""
+    reached = {name for name in _imports(PACKAGE / "cli.py") if name.startswith(("mcp_kb.mcp", "mcp_kb.ui"))}
+    assert reached == set()
     for path in (PACKAGE / "mcp").glob("*.py"):
-        assert "mcp_kb.cli" not in _imports(path)
+        assert not {name for name in _imports(path) if name.startswith(("mcp_kb.cli", "mcp_kb.serve", "mcp_kb.http",
+                                                                          "mcp_kb.ui"))}, path.name
 
 
 @pytest.mark.parametrize("path", MODULES, ids=_name)

@@ -176,6 +176,9 @@ def test_eval_self_reports_a_hit_rate_without_labels(tmp_path, monkeypatch):
     warned = _run("eval", "-c", example, "product_docs", "--self", "--threshold", "1.01").output
     assert "warning: hybrid hit rate" in warned
     assert "--self" in _run("eval", "-c", example, "product_docs").output  # without labels: how to ask
+    status, stats = _run("status", "-c", example, "product_docs").output, _run("stats", "-c", example, "product_docs").output
+    assert re.search(r"^  hit@10 without labels \(\d+ queries, \S+\): keyword [01]\.\d\d, vector [01]\.\d\d, hybrid", status, re.M)
+    assert re.search(r"^  hit@10 without labels", stats, re.M) and "no searches recorded yet" in stats
 
 
 def test_status_search_and_check_work_while_a_kb_folder_is_missing(project):
@@ -299,7 +302,7 @@ def test_ctrl_c_during_a_sync_says_the_index_is_consistent_and_the_next_sync_con
     assert result.exit_code == 130 and "Aborted!" not in result.output
     assert result.output.startswith("Error: interrupted. The index is consistent")
     # the command to go on works pasted anywhere: it names the config by its path
-    assert f"to go on from there, run `mcp-kb sync -c {project / 'kb.toml'}`" in " ".join(result.output.split())
+    assert f"to go on now, run `mcp-kb sync -c {project / 'kb.toml'}`" in " ".join(result.output.split())
 
 
 def test_serve_refuses_a_port_for_stdio(project):

@@ -20,26 +20,26 @@ def app(make_app, tmp_path):
 
 
 def test_metrics_count_searches_stages_cache_hits_and_empty_answers(app):
-    assert app.live_stats("docs").search["searches"] == 0
+    assert app.live_stats("docs").search.searches == 0
     app.search("docs", SearchRequest(query="annual leave", mode="hybrid"))
     app.search("docs", SearchRequest(query="annual leave", mode="hybrid"))  # the same request: answered from the cache
     app.search("docs", SearchRequest(query="zyxwvut", mode="keyword"))
     metrics = app.live_stats("docs").search
-    assert metrics["searches"] == 3 and metrics["cache_hit_rate"] == pytest.approx(1 / 3, abs=1e-3)
-    assert metrics["zero_result_queries"] == 1 and metrics["degraded_answers"] == 0
-    latency = metrics["latency_ms"]
-    assert latency["total"]["count"] == 3 and latency["embed"]["count"] == 1 and latency["keyword"]["count"] == 2
-    assert 0 < latency["vector"]["p50"] <= latency["vector"]["max"]
-    assert metrics["query_embedding_tokens"] == app.tokenizer.count(["annual leave"])[0]
+    assert metrics.searches == 3 and metrics.cache_hit_rate == pytest.approx(1 / 3, abs=1e-3)
+    assert metrics.zero_result_queries == 1 and metrics.degraded_answers == 0
+    latency = metrics.latency_ms
+    assert latency["total"].count == 3 and latency["embed"].count == 1 and latency["keyword"].count == 2
+    assert 0 < latency["vector"].p50 <= latency["vector"].max
+    assert metrics.query_embedding_tokens == app.tokenizer.count(["annual leave"])[0]
 
 
 def test_searches_are_also_counted_per_hour_for_the_charts(app):
     app.search("docs", SearchRequest(query="annual leave", mode="hybrid"))
     app.search("docs", SearchRequest(query="zyxwvut", mode="keyword"))
-    hours = app.live_stats("docs").search["hourly"]
-    assert len(hours) == 1 and hours[0]["hour"].endswith(":00Z")
-    assert (hours[0]["searches"], hours[0]["zero_results"], hours[0]["degraded"]) == (2, 1, 0)
-    assert 0 < hours[0]["p50_ms"] <= hours[0]["p95_ms"]
+    hours = app.live_stats("docs").search.hourly
+    assert len(hours) == 1 and hours[0].hour.endswith(":00Z")
+    assert (hours[0].searches, hours[0].zero_results, hours[0].degraded) == (2, 1, 0)
+    assert 0 < hours[0].p50_ms <= hours[0].p95_ms
 
 
 def test_a_keyword_fallback_counts_as_degraded(app, embedder, monkeypatch):
@@ -48,14 +48,14 @@ def test_a_keyword_fallback_counts_as_degraded(app, embedder, monkeypatch):
 
     monkeypatch.setattr(embedder, "embed_query", broken)
     result = app.search("docs", SearchRequest(query="E5021 token", mode="hybrid"))
-    assert result.degraded and app.live_stats("docs").search["degraded_answers"] == 1
+    assert result.degraded and app.live_stats("docs").search.degraded_answers == 1
 
 
 def test_the_cli_shows_what_the_answering_process_saved(app, tmp_path):
     from mcp_kb.cli import main
 
     app.search("docs", SearchRequest(query="annual leave", mode="hybrid"))
-    live = app.live_stats("docs").search
+    live = app.live_stats("docs").search.as_dict()
     config = tmp_path / "kb.toml"
     config.write_text(f'storage = "{app.config.storage.uri}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
                       f'paths = ["{app.config.kb[0].paths[0]}"]\n', encoding="utf-8")
@@ -72,12 +72,12 @@ def test_a_rebuild_measures_the_hit_rate_when_asked(make_app, tmp_path):
                                               f" and retries every {i + 2} seconds when it fails.\n")
     settings = {"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]}
     make_app(settings).sync()
-    assert make_app(settings).status("docs")[0].health == {}
+    assert make_app(settings).status("docs")[0].health is None
     rebuilt = {**settings, "chunking": {"max_tokens": 200}, "sync": {"self_check_sample": 6}}
     [report] = make_app(rebuilt).sync()
     assert report.rebuilt
     health = make_app(rebuilt).status("docs")[0].health
-    assert health["queries"] == 6 and 0.5 <= health["hit_rate"]["hybrid"] <= 1.0
+    assert health.queries == 6 and 0.5 <= health.hit_rate["hybrid"] <= 1.0
 
 
 def _log_app(make_app, tmp_path, **search):
@@ -146,10 +146,10 @@ def test_one_off_searches_leave_the_servers_saved_figures_alone(app):
     from mcp_kb.index.state import read_metrics
 
     app.search("docs", SearchRequest(query="annual leave", mode="keyword"))
-    assert read_metrics(app.config.storage.uri, "docs") == {}  # not a server: nothing saved
+    assert read_metrics(app.config.storage.uri, "docs") is None  # not a server: nothing saved
     app.saves_metrics = True
     app.search("docs", SearchRequest(query="E5021", mode="keyword"))
-    assert read_metrics(app.config.storage.uri, "docs")["searches"] == 2
+    assert read_metrics(app.config.storage.uri, "docs").searches == 2
 
 
 def test_evaluation_queries_stay_out_of_the_metrics_and_the_query_log(make_app, tmp_path):
@@ -157,7 +157,7 @@ def test_evaluation_queries_stay_out_of_the_metrics_and_the_query_log(make_app, 
 
     app = _log_app(make_app, tmp_path, query_log=True)
     app.self_check("docs", ["keyword", "hybrid"], sample=10, k=3)
-    assert app.live_stats("docs").search["searches"] == 0
+    assert app.live_stats("docs").search.searches == 0
     assert not query_log_path(app.config.storage.uri, "docs").exists()
 
 

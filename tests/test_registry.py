@@ -30,7 +30,7 @@ def _config(tmp_path, embedding: dict):
 def test_a_registered_provider_embeds_syncs_and_searches(toy_provider, tmp_path):
     app = App(_config(tmp_path, {"provider": "toy", "dimension": 16}))
     [report] = app.sync()
-    assert report.chunks_embedded == 2 and app.status("kb")[0].model["name"] == "toy words-hashed"
+    assert report.chunks_embedded == 2 and app.status("kb")[0].model.name == "toy words-hashed"
     assert app.search("kb", SearchRequest(query="espresso machine descaled", mode="vector")).hits[0].source == "coffee.md"
     assert model_source(app.config.embedding) == "computed in this process (no files)"
     assert fetch_models(app.config.embedding, app.config.rerank) == {}  # nothing to download
@@ -79,7 +79,7 @@ def test_an_installed_plugin_is_found_through_its_entry_point_before_the_config_
     installed("toy_embedder:register")
     app = App(_config(tmp_path, {"provider": "toy", "dimension": 16}))
     [report] = app.sync()
-    assert report.chunks_embedded == 2 and app.status("kb")[0].model["name"] == "toy words-hashed"
+    assert report.chunks_embedded == 2 and app.status("kb")[0].model.name == "toy words-hashed"
 
 
 def test_a_plugin_that_fails_to_load_is_named_not_taken_for_a_config_mistake(installed, tmp_path):

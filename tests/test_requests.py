@@ -3,7 +3,7 @@
 import pytest
 
 from mcp_kb.errors import SearchError
-from mcp_kb.requests import SearchRequest, SyncRequest, option_help, parse_filters, parse_search
+from mcp_kb.requests import SearchRequest, SyncRequest, bounds, option_help, parse_filters, parse_search
 
 
 def test_filters_written_as_text_parse_into_filter_objects():
@@ -36,3 +36,53 @@ def test_a_forms_text_numbers_are_read_as_numbers():
 def test_cli_help_states_the_same_bounds_as_the_tools():
     assert option_help(SearchRequest, "top_k", "the KB's") == "Number of passages to return (1 to 100; default: the KB's)."
     assert option_help(SyncRequest, "full").startswith("Rebuild from scratch")
+
+
+# ---- every face's inputs come from the request models ---------------------------------------------------------
+
+_SEARCH_OPTIONS = {"top_k": "--top-k", "mode": "--mode", "min_score": "--min-score", "context": "--context",
+                   "max_per_document": "--max-per-document", "max_tokens": "--max-tokens"}
+
+
+def _option(command: str, flag: str):
+    from mcp_kb.cli import main
+
+    return next(param for param in main.commands[command].params if flag in param.opts)
+
+
+@pytest.mark.parametrize("field", sorted(_SEARCH_OPTIONS))
+def test_a_cli_search_option_says_what_the_request_says(field):
+    option = _option("search", _SEARCH_OPTIONS[field])
+    assert option.help.startswith(SearchRequest.model_fields[field].description)
+    low, high = bounds(SearchRequest, field)
+    if low is not None:
+        assert f"({low} to {high}" in option.help
+
+
+@pytest.mark.parametrize("field", ["full", "reembed", "allow_mass_delete", "wait"])
+def test_a_cli_sync_option_has_the_requests_help_and_default(field):
+    option = _option("sync", f"--{field.replace('_', '-')}")
+    assert option.help == option_help(SyncRequest, field)
+    assert option.default == SyncRequest.model_fields[field].default
+
+
+@pytest.mark.anyio
+async def test_the_mcp_tools_parameters_are_the_requests_fields_with_their_bounds_and_defaults(make_app, tmp_path):
+    from mcp import Client
+
+    from mcp_kb.mcp.server import build_server
+
+    (tmp_path / "docs").mkdir()
+    app = make_app({"name": "docs", "description": "Docs", "paths": [str(tmp_path / "docs")]})
+    async with Client(build_server(app)) as client:
+        tools = {tool.name: tool.input_schema["properties"] for tool in (await client.list_tools()).tools}
+    search, sync = tools["search_docs"], tools["sync_knowledge_base"]
+    for field in ("query", *_SEARCH_OPTIONS):
+        assert search[field]["description"] == SearchRequest.model_fields[field].description, field
+        low, high = bounds(SearchRequest, field)
+        if low is not None:
+            assert (search[field]["minimum"], search[field]["maximum"]) == (low, high), field
+    assert search["context"]["default"] == SearchRequest.model_fields["context"].default
+    assert set(sync) == set(SyncRequest.model_fields)
+    for field, declared in SyncRequest.model_fields.items():
+        assert sync[field]["description"] == declared.description and sync[field].get("default") == declared.default

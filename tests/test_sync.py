@@ -12,6 +12,7 @@ from pdfs import text_pdf
 
 from mcp_kb.errors import KBError, ModelError, SyncBusyError
 from mcp_kb.records import Problem
+from mcp_kb.vocabulary import SYNC_WORK_KEPT
 from mcp_kb.index.state import sync_lock
 from mcp_kb.sync import plan_sync
 from mcp_kb.api import SearchRequest, SyncRequest
@@ -77,16 +78,15 @@ def test_an_interrupted_sync_is_recorded_with_what_it_wrote_and_the_next_one_fin
     app = make_app({"name": "notes", "description": "Notes", "paths": [str(tmp_path / "notes")]})
 
     def ctrl_c_after_the_first_batch(done: int, total: int, message: str) -> None:
-        if message.endswith(f"indexed {done}/{total} files") and done == 32:
+        if message.endswith(f"{done} of {total} files indexed") and done == 32:
             raise KeyboardInterrupt
     with pytest.raises(KeyboardInterrupt):
         app.sync(SyncRequest(kb="notes"), progress=ctrl_c_after_the_first_batch)
     [status] = app.status("notes")
     assert status.last_outcome == "interrupted" and status.files == 32
-    assert status.last_error == ("interrupted after writing 32 of 40 new and changed files; they stay, and the next "
-                                 "sync goes on from there")
+    assert status.last_error == f"interrupted after writing 32 of 40 new and changed files; {SYNC_WORK_KEPT}"
     [recent] = app.sync_history("notes").recent
-    assert recent["outcome"] == "interrupted" and recent["error"] == status.last_error
+    assert recent.outcome == "interrupted" and recent.error == status.last_error
     [report] = app.sync(SyncRequest(kb="notes"))
     assert report.files_added == 8 and report.files_unchanged == 32 and report.files_written == 8
     assert app.status("notes")[0].last_outcome == "ok"

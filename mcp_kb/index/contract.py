@@ -120,6 +120,18 @@ class Store(Protocol):
 
     def delete_documents(self, kb: str, generation: str, paths: Sequence[str]) -> int: ...
 
+    # a cluster's writes: its indexers write fragments, its coordinator commits a wave of them at once
+    def chunk_rows(self, kb: str, generation: str,
+                   rows_by_path: Mapping[str, list[dict[str, Any]]]) -> tuple[pa.Table, dict[str, str]]:
+        """Plain rows per document as one table of the generation's columns, and the reasons of documents whose
+        values did not fit them, by path (those are left out)."""
+
+    def write_fragments(self, kb: str, generation: str, rows: pa.Table) -> bytes:
+        """Rows written to the storage as fragments no reader sees until committed; what commits them."""
+
+    def commit_fragments(self, kb: str, generation: str, paths: Sequence[str], written: Sequence[bytes]) -> None:
+        """One commit: the documents' (`paths`) old chunks out, the written fragments in."""
+
     def indexed_paths(self, kb: str, generation: str) -> set[str]: ...
 
     def vectors_by_content_hash(self, kb: str, generation: str, hashes: Sequence[str]) -> dict[str, list[float]]: ...

@@ -29,7 +29,7 @@ import filelock
 from ..settings import cache_root, is_remote_uri
 from ..errors import RunningSync, StoreError, SyncBusyError
 from ..files import write_atomically
-from ..records import SyncProgress, recorded_now
+from ..records import HealthCheck, KBSummary, SearchFigures, SyncProgress, recorded_now
 from .contract import Store
 
 log = logging.getLogger(__name__)
@@ -75,40 +75,46 @@ def write_summary(store: Store, kb: str, summary: dict[str, Any]) -> None:
     _write_json(_kb_file(store.uri, kb, "summary"), summary)
 
 
-def read_summary(storage: str, kb: str, store: Callable[[], Store]) -> dict[str, Any]:
+def read_summary(storage: str, kb: str, store: Callable[[], Store]) -> KBSummary | None:
     """For an index in a folder this machine writes, the local copy (read without opening LanceDB);
     else the store's record (on object storage another machine may have synced; a read-only folder
-    was synced elsewhere)."""
+    was synced elsewhere). None before a sync has written one."""
     if not _records_beside_index(storage):
-        return store().read_note(kb, "summary")
-    return _read_json(_kb_file(storage, kb, "summary"))
+        saved = store().read_note(kb, "summary")
+    else:
+        saved = _read_json(_kb_file(storage, kb, "summary"))
+    return KBSummary.from_dict(saved) if saved else None
 
 
-def write_health(store: Store, kb: str, health: dict[str, Any]) -> None:
+def write_health(store: Store, kb: str, health: HealthCheck) -> None:
     """The latest label-free hit rates of a KB; a machine that may not write to the store says so."""
     try:
-        store.write_note(kb, "health", health)
+        store.write_note(kb, "health", health.as_dict())
     except Exception as exc:  # e.g. read-only credentials on a reader: the figures were still shown
         log.warning("%s: the health check could not be saved in the index: %s", kb, exc)
 
 
-def read_health(store: Store, kb: str) -> dict[str, Any]:
-    return store.read_note(kb, "health")
+def read_health(store: Store, kb: str) -> HealthCheck | None:
+    """The latest health check of a KB (None: never checked)."""
+    saved = store.read_note(kb, "health")
+    return HealthCheck.from_dict(saved) if saved else None
 
 
 # ---- this machine's files ---------------------------------------------------------------------
 
-def write_metrics(storage: str, kb: str, metrics: dict[str, Any]) -> None:
+def write_metrics(storage: str, kb: str, metrics: SearchFigures) -> None:
     """The search metrics of the process that last answered for a KB on this machine, for `mcp-kb stats`;
     a record, so failing to write it (a full disk) never fails the search that produced it."""
     try:
-        _write_json(_kb_file(storage, kb, "metrics"), metrics)
+        _write_json(_kb_file(storage, kb, "metrics"), metrics.as_dict())
     except OSError as exc:
         log.warning("%s: search metrics not saved: %s", kb, exc.strerror or exc)
 
 
-def read_metrics(storage: str, kb: str) -> dict[str, Any]:
-    return _read_json(_kb_file(storage, kb, "metrics"))
+def read_metrics(storage: str, kb: str) -> SearchFigures | None:
+    """The search metrics saved on this machine for a KB (None: no answering process saved any)."""
+    saved = _read_json(_kb_file(storage, kb, "metrics"))
+    return SearchFigures.from_dict(saved) if saved else None
 
 
 def query_log_path(storage: str, kb: str) -> Path:

@@ -32,7 +32,7 @@ from typing import IO, Any
 
 from ..errors import KBError, ParseError
 from ..models.base import TokenCounter
-from ..settings import ChunkingConfig, SyncEngineConfig, child_environment
+from ..settings import ChunkingConfig, SyncEngineConfig, child_environment, megabytes
 from . import parsers
 from .chunking import Chunk, document_chunks
 from .parsers.bounds import too_large, too_slow
@@ -287,7 +287,7 @@ class _Idle:
 
 
 def _parse(job: Job, setup: _Setup, idle: _Idle) -> Parsed:
-    half = setup.memory_mb * 1024 // 2
+    half = megabytes(setup.memory_mb) // 1024 // 2  # in kB, as the process's status counts
     try:
         document = parsers.parse_file(job.path, job.doc_id, ocr=job.ocr, seconds=setup.seconds)
         chunks = document_chunks(document, job.chunking, setup.counter)
@@ -304,8 +304,8 @@ def _parse(job: Job, setup: _Setup, idle: _Idle) -> Parsed:
     return Parsed(chunks, document.ocr_pages, retire=grown)
 
 
-def _cap_memory(megabytes: int) -> None:
-    """Cap this process's address space at what it maps now plus `megabytes` (Linux; elsewhere the cap is
+def _cap_memory(allowance_mb: int) -> None:
+    """Cap this process's address space at what it maps now plus `allowance_mb` (Linux; elsewhere the cap is
     either not enforced or what is mapped cannot be read, and the kill timer is the only bound)."""
     mapped = _status_kb("VmSize")
     if mapped is None:
@@ -313,7 +313,7 @@ def _cap_memory(megabytes: int) -> None:
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    limit = (mapped + megabytes * 1024) * 1024
+    limit = mapped * 1024 + megabytes(allowance_mb)
     resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
 
 

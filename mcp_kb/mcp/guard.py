@@ -82,7 +82,7 @@ class Guard:
             action = f"tool {name}"
         results = None
         if isinstance(result, dict) and result.get("isError"):
-            error = " ".join(part.get("text", "") for part in result.get("content", []) if isinstance(part, dict))
+            error = result_text(result)
         elif isinstance(result, dict):
             structured = result.get("structuredContent") or {}
             found = structured.get("results", structured.get("reports"))
@@ -94,6 +94,11 @@ class Guard:
             self.audit.record(view.who, kb, action, (time.perf_counter() - started) * 1000, results, error, query)
         except AuditUnavailable as refused:  # [server] audit_required: the answer is not given
             raise MCPError(code=INTERNAL_ERROR, message=str(refused)) from None
+
+
+def result_text(result: dict[str, Any]) -> str:
+    """A tool result's text (an error's message), as its JSON form carries it."""
+    return " ".join(part.get("text", "") for part in result.get("content", []) if isinstance(part, dict))
 
 
 def kb_of_uri(uri: str) -> str:

@@ -11,15 +11,9 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from ..api import (BUILTIN_FILTERS, FIELD_TYPES, RANGE_OPERATORS, FieldType, Hit, request_errors, SearchRequest,
+from ..api import (BUILTIN_FILTERS, FIELD_TYPES, RANGE_OPERATORS, FieldType, request_errors, SearchRequest,
                    SyncRequest, unknown_filter_field)
 from ..settings import KBConfig
-
-
-class SearchOutput(BaseModel):
-    results: list[Hit]
-    mode: str = Field(description="Mode that produced the results")
-    notes: list[str] = Field(default_factory=list)
 
 
 class _TextMatch(BaseModel):

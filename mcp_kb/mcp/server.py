@@ -10,9 +10,6 @@ fix the call; the server keeps serving.
 
 import json
 import logging
-import os
-import signal
-import sys
 import threading
 from contextlib import asynccontextmanager, contextmanager
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -27,23 +24,19 @@ from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp_types import (CallToolResult, Completion, CompletionArgument, CompletionContext, PromptReference,
                        ResourceLink, ResourceTemplateReference, TextContent, ToolAnnotations)
 from pydantic import BaseModel, ValidationError
-from starlette.types import Receive, Scope, Send
 
-from ..api import (__version__, CITATION_FORMAT, DOCUMENT_URI, LIST_URI, LOOPBACK, METRICS_URI, STATUS_URI, SYNC_TOOL,
+from ..api import (__version__, CITATION_FORMAT, DOCUMENT_URI, LIST_URI, METRICS_URI, STATUS_URI, SYNC_TOOL,
                    App, as_sentence, CallerView, citation_marker, cited_text, described,
-                   document_uri, Gatekeeper, Hit, KBError, LiveSync, SearchRequest, SearchResult,
+                   document_uri, Hit, KBError, LiveSync, SearchOutput, SearchRequest, SearchResult,
                    status_uri, SyncRequest, SyncRunner)
-from ..settings import MODES_TEXT, KBConfig, SearchMode, ServerConfig
-from ..http.edge import AccessGate, Edge
-from ..http.limits import RepeatedLineFilter, accept_burst, connection_cap, guarded_protocol
-from ..http.network import listening_socket, rebinding_protection, server_url, warn_if_exposed
+from ..settings import MODES_TEXT, KBConfig, SearchMode
 from .compat import PlainErrors, support_2025_clients, unknown_tool
 from .guard import Guard, current_view
 from .icons import icon
 from .notify import Notifier
 from .results_view import results_view, view_meta
 from .tasks import SyncTasks, task_progress
-from .schemas import SearchOutput, argument_errors, filters_model
+from .schemas import argument_errors, filters_model
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -51,7 +44,6 @@ _T = TypeVar("_T")
 PROMPT = "answer_with_citations"
 
 _WARM_UP_GRACE_SECONDS = 30  # how long a closing server waits for the model load it started
-_STOP_GRACE_SECONDS = 0.5  # how long Ctrl-C or SIGTERM leaves a stdio server to shut down before it exits
 
 
 def _filters_dict(filters: BaseModel | None) -> dict[str, Any] | None:
@@ -192,10 +184,10 @@ def _instructions(view: CallerView) -> str:
 def _tool_description(app: App, kb: KBConfig) -> str:
     """The KB's own description plus what it holds, so the model picks the right tool."""
     summary = app.summary(kb.name)
-    kinds = ", ".join(f"{n} {kind}" for kind, n in list(summary.get("kinds", {}).items())[:5])
-    titles = "; ".join(summary.get("titles", []))
-    if summary.get("documents"):
-        holds = f" Holds {summary['documents']} documents ({kinds}){f', among them: {titles}' if titles else ''}."
+    kinds = ", ".join(f"{n} {kind}" for kind, n in list(summary.kinds.items())[:5])
+    titles = "; ".join(summary.titles)
+    if summary.documents:
+        holds = f" Holds {summary.documents} documents ({kinds}){f', among them: {titles}' if titles else ''}."
     else:
         holds = " Not indexed yet: its first sync has not finished."
     return (f"{as_sentence(kb.description)}{holds} Returns passages with numbered citations "
@@ -215,7 +207,7 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
     """Register the KB's search tool; returns the description it was given."""
     Filters = filters_model(kb)
 
-    async def search_tool(
+    async def search_tool(  # noqa: PLR0913  # one per tool parameter
         query: Annotated[str, _search_field("query")],
         top_k: Annotated[int, _search_field("top_k")] = kb.search.top_k,
         mode: Annotated[SearchMode, _search_field("mode", strict=False)] = kb.search.mode,
@@ -232,10 +224,9 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
                                                 filters=_filters_dict(filters), context=context,
                                                 max_per_document=max_per_document, max_tokens=max_tokens)
         result: SearchResult = await _call(lambda: app.search(kb.name, request))
-        output = SearchOutput(results=list(result.hits), mode=result.mode, notes=result.notes)
         return CallToolResult(content=[TextContent(type="text", text=cited_text(result)),
                                        *_document_links(kb.name, result.hits)],
-                              structured_content=output.model_dump(mode="json"))
+                              structured_content=result.as_dict())
 
     description = _tool_description(app, kb)
     server.add_tool(search_tool, name=kb.search_tool_name, title=f"Search {kb.name}", description=description,
@@ -273,7 +264,7 @@ async def _call(work: Callable[[], _T], error: type[Exception] = ToolError) -> _
 
 
 def _add_sync_tool(server: MCPServer, runner: SyncRunner, guard: Guard) -> None:
-    async def sync_tool(
+    async def sync_tool(  # noqa: PLR0913  # one per tool parameter
         ctx: Context,
         kb: Annotated[str | None, _sync_field("kb")] = None,
         full: Annotated[bool, _sync_field("full")] = False,
@@ -291,7 +282,7 @@ def _add_sync_tool(server: MCPServer, runner: SyncRunner, guard: Guard) -> None:
             reports = []
             for name in guard.view().syncable(kb):
                 reports += await runner.sync(asked.model_copy(update={"kb": name}), progress)
-        return {"reports": [r.to_dict() for r in reports], "summary": "\n".join(r.summary() for r in reports)}
+        return {"reports": [r.as_dict() for r in reports], "summary": "\n".join(r.summary() for r in reports)}
 
     server.add_tool(sync_tool, name=SYNC_TOOL, title="Sync knowledge bases",
                     description="Index new and changed files and remove deleted ones (incremental; only changed "
@@ -389,122 +380,3 @@ def _synced_documents(app: App, kb: str) -> list[str]:
         return app.document_ids(kb)
     except KBError:  # not synced yet: nothing to offer
         return []
-
-
-# ---- transports ------------------------------------------------------------------------------
-
-def run_server(app: App) -> None:
-    """Serve until interrupted as [server] says: stdio, or SSE / streamable HTTP behind bearer tokens (one
-    for everything, scoped ones, OAuth access tokens) when the config names any. Over HTTP the admin page
-    is served at `/` behind the same tokens.
-
-    For HTTP the socket is bound first, so a busy port is one clear error and `--port 0` picks a
-    free one; the URL is printed to stderr.
-    """
-    settings = app.config.server
-    transport, host, port = settings.transport, settings.host, settings.port
-    server = build_server(app)
-    if transport == "stdio":
-        names = ", ".join(kb.name for kb in app.config.kb)
-        # stdout carries the protocol only; a person who started this in a terminal learns what it waits for.
-        waiting = (f"mcp-kb: serving {len(app.config.kb)} knowledge base(s) ({names}) over stdio, waiting for an "
-                   f"MCP client on stdin/stdout; Ctrl-C stops")
-        anyio.run(_serve_stdio, server, waiting)
-        return
-    allowed_hosts = app.config.server.allowed_hosts
-    warn_if_exposed(host, settings.guarded, allowed_hosts)
-    edge = Edge(app.config, Gatekeeper(app.config) if settings.guarded else None,
-                rebinding_protection(host, allowed_hosts))
-    asgi: Any = (server.sse_app(host=host, transport_security=edge.security) if transport == "sse"
-                 else server.streamable_http_app(host=host, transport_security=edge.security,
-                                                 stateless_http=settings.stateless))
-    from ..ui.routes import page_app  # the page's templates load only for HTTP
-
-    if edge.guarded:
-        asgi = AccessGate(asgi, edge)
-    asgi = _with_page(page_app(app, server.sync_runner, edge), asgi)
-    sock = listening_socket(host, port)
-    path = "/sse" if transport == "sse" else "/mcp"
-    kind = "SSE" if transport == "sse" else f"{'stateless ' if settings.stateless else ''}streamable HTTP"
-    _serve_http(asgi, sock, settings, f"mcp-kb: serving {kind} at {server_url(host, sock.getsockname()[1], path)} "
-                                      f"({_admission(settings)}); admin page at "
-                                      f"{server_url(host, sock.getsockname()[1], '/')}")
-
-
-async def _serve_stdio(server: MCPServer, waiting: str) -> None:
-    """stdio until the client closes it, or Ctrl-C / SIGTERM (a terminal's user, a client ending the server);
-    `waiting` is said once both stop it."""
-    async with anyio.create_task_group() as group:
-        await group.start(_stop_on_signal, group.cancel_scope)
-        print(waiting, file=sys.stderr, flush=True)
-        await server.run_stdio_async()
-        group.cancel_scope.cancel()
-
-
-async def _stop_on_signal(scope: anyio.CancelScope, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        task_status.started()
-        async for signum in signals:
-            print("mcp-kb: stopped", file=sys.stderr, flush=True)
-            scope.cancel()
-            # The SDK reads stdin in a thread that only a line or EOF wakes (a terminal's user sends neither):
-            # past a short grace for the shutdown, leave without it. A sync cut short here is safe to cut:
-            # what it committed stays and the next sync goes on from there.
-            threading.Timer(_STOP_GRACE_SECONDS, os._exit, args=(128 + signum,)).start()
-            return
-
-
-def run_page(app: App, port: int) -> None:
-    """`mcp-kb ui`: the admin page alone, for this machine only (the loopback address, the owner's grant), syncing
-    through the same writer lock as every other process."""
-    from ..ui.routes import page_app
-
-    read_only = app.config.server.read_only
-    edge = Edge(app.config, None, rebinding_protection(LOOPBACK, []))
-    asgi = page_app(app, None if read_only else SyncRunner(app), edge)
-    sock = listening_socket(LOOPBACK, port)
-    _serve_http(asgi, sock, app.config.server, f"mcp-kb: admin page at {server_url(LOOPBACK, sock.getsockname()[1], '/')} "
-                                                "(this machine only; Ctrl-C stops)")
-
-
-def _with_page(page: Any, mcp: Any) -> Any:
-    """One HTTP app: the admin page's paths to the page, the rest (and the lifespan) to the MCP app."""
-    from ..ui.routes import is_page_path
-
-    async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
-        target = page if scope["type"] == "http" and is_page_path(scope["path"]) else mcp
-        await target(scope, receive, send)
-    return asgi
-
-
-def _serve_http(asgi: Any, sock: Any, settings: Any, announce: str) -> None:
-    """Serve `asgi` on `sock` until Ctrl-C or SIGTERM; `announce` is said once both stop it."""
-    import uvicorn
-
-    for handler in logging.getLogger().handlers:  # a failure per connection must not fill the disk
-        handler.addFilter(RepeatedLineFilter())
-    cap = connection_cap(settings.max_connections)
-    # log_config=None: uvicorn's lines go through this process's handlers (and their filter)
-    uvicorn_config = uvicorn.Config(asgi, log_level="warning", log_config=None, backlog=accept_burst(cap),
-                                    http=guarded_protocol(cap, settings.header_timeout),
-                                    timeout_graceful_shutdown=1)  # seconds: open streams do not hold it
-    # uvicorn stops on Ctrl-C or SIGTERM and then raises the signal again: both end here, said in one line.
-    signal.signal(signal.SIGTERM, _interrupt)
-    print(announce, file=sys.stderr, flush=True)
-    try:
-        anyio.run(uvicorn.Server(uvicorn_config).serve, [sock])
-    except KeyboardInterrupt:
-        pass
-    print("mcp-kb: stopped", file=sys.stderr, flush=True)
-
-
-def _interrupt(_signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-def _admission(settings: ServerConfig) -> str:
-    """What an HTTP client must send, as the start line says it."""
-    kinds = ["bearer token required"] if settings.token else []
-    kinds += [f"{len(settings.tokens)} scoped token(s)"] if settings.tokens else []
-    kinds += [f"OAuth access tokens from {settings.oauth.issuer}"] if settings.oauth else []
-    return "; ".join(kinds) or "no token"

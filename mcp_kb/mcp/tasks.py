@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import datetime, UTC
 from typing import Any
 
 from mcp.server.extension import Extension, MethodBinding
@@ -31,7 +30,9 @@ from mcp_types import (HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, MISSING_
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..api import SYNC_TOOL, CallerView, Identity, Progress, SyncCancelled, SyncRequest
+from .guard import result_text
+from ..api import (SYNC_TOOL, SYNC_WORK_KEPT, CallerView, Identity, Progress, SyncCancelled, SyncRequest,
+                   recorded_now)
 
 log = logging.getLogger(__name__)
 
@@ -50,16 +51,12 @@ def task_progress() -> Progress | None:
     return task.progress if task else None
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 @dataclass(eq=False)
 class SyncTask:
     id: str
     owner: Identity
-    created: str = field(default_factory=_now)
-    updated: str = field(default_factory=_now)
+    created: str = field(default_factory=lambda: recorded_now("milliseconds"))
+    updated: str = field(default_factory=lambda: recorded_now("milliseconds"))
     status: str = "working"  # working -> completed | failed | cancelled
     message: str = "starting"
     result: dict[str, Any] | None = None  # the tool's result (completed)
@@ -70,15 +67,14 @@ class SyncTask:
     def progress(self, done: int, total: int, message: str) -> None:
         """A sync's progress report (from its worker thread): a cancelled task's sync stops here."""
         if self.cancel_asked.is_set():
-            raise SyncCancelled(f"sync cancelled by the client ({self.message}); what it indexed so far stays, "
-                                "and the next sync goes on from there")
-        self.message, self.updated = message, _now()
+            raise SyncCancelled(f"sync cancelled by the client ({self.message}); {SYNC_WORK_KEPT}")
+        self.message, self.updated = message, recorded_now("milliseconds")
 
     def end(self, status: str, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None,
             message: str | None = None) -> None:
         self.status, self.result, self.error = status, result, error
         self.message = message or self.message
-        self.updated, self.ended_at = _now(), time.monotonic()
+        self.updated, self.ended_at = recorded_now("milliseconds"), time.monotonic()
 
     def wire(self) -> dict[str, Any]:
         """The task as tasks/get and the creating call return it."""
@@ -179,9 +175,9 @@ class SyncTasks(Extension):
         shown = result.model_dump(by_alias=True, mode="json", exclude_none=True) \
             if isinstance(result, BaseModel) else dict(result)
         if task.cancel_asked.is_set() and shown.get("isError"):
-            task.end("cancelled", message=_text(shown))
+            task.end("cancelled", message=result_text(shown))
         else:
-            task.end("completed", result=shown, message="sync finished" if not shown.get("isError") else _text(shown))
+            task.end("completed", result=shown, message="sync finished" if not shown.get("isError") else result_text(shown))
 
     async def _get(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
         return self._owned(ctx, params).wire()
@@ -220,7 +216,3 @@ def _valid_sync(arguments: dict[str, Any] | None) -> bool:
     except ValidationError:
         return False
     return True
-
-
-def _text(result: dict[str, Any]) -> str:
-    return " ".join(part.get("text", "") for part in result.get("content", []) if isinstance(part, dict))

@@ -10,7 +10,6 @@ import logging
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -24,6 +23,7 @@ from ..errors import ModelError
 from .base import Embedder, ModelIdentity, Reranker
 from .identities import RememberedModel, remember_model, remembered_model
 from .quantize import CHECK_TEXTS, Int8Copy, int8_copy
+from .pause import PauseAfterFailure
 
 if TYPE_CHECKING:  # fastembed itself takes a second to import: it is imported where used
     from fastembed import TextEmbedding
@@ -63,7 +63,7 @@ class FastEmbedder(Embedder):
         self._int8: Int8Copy | None = None  # with quantize = "int8": what became of the copy
         self._fp32_folder: Path | None = None  # with quantize = "int8": the configured model's own folder
         self._identity: ModelIdentity | None = None
-        self._failure: tuple[float, ModelError] | None = None
+        self._failure = PauseAfterFailure[ModelError](_RETRY_LOAD_AFTER_SECONDS)
         self.calls = 0
 
     @property
@@ -71,13 +71,13 @@ class FastEmbedder(Embedder):
         with _FASTEMBED_LOCK:
             if self._model is None:
                 # A failed load (e.g. ~40 s of download retries) is not retried on every request.
-                if self._failure and time.monotonic() - self._failure[0] < _RETRY_LOAD_AFTER_SECONDS:
-                    raise self._failure[1]
+                if failure := self._failure.recent():
+                    raise failure
                 try:
                     model = _load_text_embedding(self.settings, arena=self._arena)
                     list(model.query_embed("warm up"))  # triggers fastembed's remaining lazy imports
                 except ModelError as exc:
-                    self._failure = (time.monotonic(), exc)
+                    self._failure.failed(exc)
                     raise
                 except Exception as exc:
                     raise ModelError(f"embedding model {self.config.model} failed its first run: {exc}") from exc

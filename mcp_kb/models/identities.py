@@ -10,14 +10,14 @@ modification time). A cache that cannot be read or written only costs the work a
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..files import write_atomically
 from ..settings import cache_root
 from .base import ModelIdentity
 
@@ -72,14 +72,5 @@ def _records(cache: Path | None) -> dict[str, Any]:
 
 def _write(records: dict[str, Any], cache: Path) -> None:
     """Replace the file whole (a reader sees the old one or the new one)."""
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=cache, prefix=f".{_FILE_NAME}.")
-    except OSError:
-        return
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(records, out)
-        os.replace(temporary, cache / _FILE_NAME)
-    except OSError:
-        Path(temporary).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # a record to spare work: without it the identity is worked out again
+        write_atomically(cache / _FILE_NAME, json.dumps(records).encode("utf-8"))

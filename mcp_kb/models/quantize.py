@@ -18,6 +18,7 @@ never use fp32 query vectors on an index of int8 ones: they compare the model id
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -32,6 +33,8 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from ..digest import file_sha256, model_file_sha256
+from ..files import write_atomically
+from .pause import PauseAfterFailure
 
 if TYPE_CHECKING:
     import onnx
@@ -124,11 +127,8 @@ def _quantized_already(model: Path, verdict: Path) -> str | None:
     except Exception:  # a graph onnx cannot read: quantizing it fails and says why
         return None
     why = f"the model is quantized already ({', '.join(found)}): used as it is" if found else ""
-    try:
-        verdict.parent.mkdir(parents=True, exist_ok=True)
-        verdict.write_text(json.dumps({"why": why}), encoding="utf-8")
-    except OSError:  # read again next time
-        pass
+    with contextlib.suppress(OSError):  # read again next time
+        write_atomically(verdict, json.dumps({"why": why}).encode("utf-8"))
     return why or None
 
 
@@ -149,17 +149,17 @@ def _failed_recently(unkept: Path) -> str | None:
         at, why = float(record["at"]), str(record["why"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if time.time() - at >= RETRY_WRITE_AFTER_SECONDS:
+    pause = PauseAfterFailure[str](RETRY_WRITE_AFTER_SECONDS, clock=time.time)  # wall time: it outlives a process
+    pause.failed(why, at)
+    if pause.recent() is None:
         return None
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
     return f"{why}, at {when}; tried again {RETRY_WRITE_AFTER_SECONDS // 60} minutes after"
 
 
 def _remember_failure(unkept: Path, why: str) -> None:
-    try:
-        unkept.write_text(json.dumps({"why": why, "at": time.time()}), encoding="utf-8")
-    except OSError:  # the cache takes nothing at all: an attempt fails there at once, before any quantizing
-        pass
+    with contextlib.suppress(OSError):  # the cache takes nothing at all: an attempt fails there at once
+        write_atomically(unkept, json.dumps({"why": why, "at": time.time()}).encode("utf-8"))
 
 
 def _kept_copy(folder: Path, model_file: str) -> Int8Copy | None:
@@ -189,7 +189,7 @@ def _make(source: Path, model_file: str, folder: Path, refusal: Path,
         shutil.rmtree(building, ignore_errors=True)  # renamed into place by now, or given up
 
 
-def _build(source: Path, model_file: str, folder: Path, building: Path, refusal: Path,
+def _build(source: Path, model_file: str, folder: Path, building: Path, refusal: Path,  # noqa: PLR0913  # the copy's source, folders and check
            embed: Callable[[Path], np.ndarray]) -> Int8Copy:
     _copy_support_files(source, building)
     log.info("making an int8 copy of the embedding model in %s (once)", folder)
@@ -267,7 +267,7 @@ def _remove_abandoned(folder: Path) -> None:
 
 
 def _refuse(refusal: Path, why: str) -> Int8Copy:
-    refusal.write_text(json.dumps({"why": why}), encoding="utf-8")
+    write_atomically(refusal, json.dumps({"why": why}).encode("utf-8"))
     return Int8Copy(None, why, "refused")
 
 

@@ -22,6 +22,7 @@ from ..settings import ServiceRerankSettings
 from ..errors import ModelError
 from .base import Reranker
 from .service import by_input, post, refusal, request_headers, service_address
+from .pause import PauseAfterFailure
 
 _WHAT = "rerank service"
 _PAUSE_AFTER_FAILURE = 30.0  # seconds searches skip a service that just failed, instead of each waiting for it
@@ -34,8 +35,7 @@ class ServiceReranker(Reranker):
         self.url = (config.base_url or "").rstrip("/") + "/rerank"
         self.shown = service_address(self.url)  # for messages: without credentials
         self._client: httpx.Client | None = None  # made by the first call: a key not set fails that call only
-        self.pause_after_failure = _PAUSE_AFTER_FAILURE
-        self._failure: tuple[float, str] | None = None  # (when, why) the service last failed
+        self.pause = PauseAfterFailure[str](_PAUSE_AFTER_FAILURE)  # why the service last failed
 
     @property
     def client(self) -> httpx.Client:
@@ -45,10 +45,10 @@ class ServiceReranker(Reranker):
         return self._client
 
     def score(self, query: str, passages: list[str]) -> list[float]:
-        """Scores in passage order. A service that failed is not asked again for `pause_after_failure`
-        seconds: while it is down, one search waits for its timeout, not every search."""
-        if self._failure and time.monotonic() - self._failure[0] < self.pause_after_failure:
-            raise ModelError(f"{self._failure[1]} (not asked again for {self.pause_after_failure:g} s after a failure)")
+        """Scores in passage order. A service that failed is not asked again for a pause: while it is down,
+        one search waits for its timeout, not every search."""
+        if why := self.pause.recent():
+            raise ModelError(f"{why} (not asked again for {self.pause.seconds:g} s after a failure)")
         size = self.config.batch_size
         scores: list[float] = []
         deadline = time.monotonic() + self.config.timeout
@@ -56,9 +56,9 @@ class ServiceReranker(Reranker):
             for start in range(0, len(passages), size):
                 scores += self._batch(query, passages[start:start + size], deadline)
         except ModelError as exc:
-            self._failure = (time.monotonic(), str(exc))
+            self.pause.failed(str(exc))
             raise
-        self._failure = None
+        self.pause.succeeded()
         return scores
 
     def _batch(self, query: str, passages: list[str], deadline: float) -> list[float]:

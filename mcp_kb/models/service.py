@@ -49,7 +49,7 @@ class Answer:
         return " ".join(self.body[:4096].decode("utf-8", "replace").split())[:200] or "(empty body)"
 
 
-def post(client: httpx.Client, url: str, body: dict[str, Any], retries: int, what: str, *, timeout: float,
+def post(client: httpx.Client, url: str, body: dict[str, Any], retries: int, what: str, *, timeout: float,  # noqa: PLR0913  # a request's limits, named at each call
          limit: int, deadline: float = float("inf")) -> Answer:
     """POST `body` as JSON; the answer to the last attempt (a status not worth retrying, or the last
     retry's). Each attempt ends within `timeout` seconds, all of them by `deadline` (time.monotonic()):
@@ -77,7 +77,7 @@ def post(client: httpx.Client, url: str, body: dict[str, Any], retries: int, wha
         attempt += 1
 
 
-def _attempt(client: httpx.Client, url: str, body: dict[str, Any], deadline: float, limit: int, what: str) -> Answer:
+def _attempt(client: httpx.Client, url: str, body: dict[str, Any], deadline: float, limit: int, what: str) -> Answer:  # noqa: PLR0913  # a request's limits, named at each call
     """One exchange, ended at `deadline` whatever the service does: the blocking read runs in a thread of
     its own that is left to end by itself (at its next piece of body, or the client's read timeout)."""
     source = f"the {what} at {service_address(url)}"

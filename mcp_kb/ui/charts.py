@@ -42,7 +42,7 @@ def bar_chart(title: str, labels: list[str], values: list[float], unit: str) -> 
     return _figure_svg(title, top, unit, labels, "".join(bars), "", summary)
 
 
-def _figure_svg(title: str, top: float, unit: str, labels: list[str], body: str, legend: str,
+def _figure_svg(title: str, top: float, unit: str, labels: list[str], body: str, legend: str,  # noqa: PLR0913  # one per part of the figure
                 summary: str) -> Markup:
     axis = (f'<line class="axis" x1="{_LEFT}" y1="{_HEIGHT - _BOTTOM}" x2="{_WIDTH - _RIGHT}" y2="{_HEIGHT - _BOTTOM}"/>'
             f'<line class="grid" x1="{_LEFT}" y1="{_TOP}" x2="{_WIDTH - _RIGHT}" y2="{_TOP}"/>'

@@ -6,24 +6,29 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..api import App, SyncProgress
+from ..api import App, HealthCheck, SearchFigures, SyncBrief, SyncProgress
 from ..settings import DEFAULT_MODE, KBConfig
 from .charts import bar_chart, line_chart
 
 _DOCUMENT_CHARS = 400_000  # of a document's text shown at once (a huge file stays a readable page)
 
 
-def kb_summary(app: App, name: str, figures: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One KB as the overview shows it: contents, last sync, model, index state, health, a running sync
-    (`figures`: its search figures, when the caller has them already)."""
+def kb_summary(app: App, name: str) -> dict[str, Any]:
+    """One KB as the overview shows it: contents, last sync, model, index state, health, a running sync."""
+    return _kb_summary(app, name, app.search_figures(name))
+
+
+def _kb_summary(app: App, name: str, figures: SearchFigures | None) -> dict[str, Any]:
+    """The KB's glance, its fields as they are (the templates read its records by attribute), with its search
+    figures and health as the page words them."""
     status = app.glance(name)
-    figures = app.search_figures(name) if figures is None else figures
-    searches = figures.get("searches", 0)
+    searches = figures.searches if figures else 0
+    total = figures.latency_ms.get("total") if figures else None
     return {
-        **status.as_dict(),
+        **vars(status),
         "searches": searches,
-        "p95_ms": figures.get("latency_ms", {}).get("total", {}).get("p95"),
-        "zero_share": figures.get("zero_result_queries", 0) / searches if searches else None,
+        "p95_ms": total.p95 if total else None,
+        "zero_share": figures.zero_result_queries / searches if figures and searches else None,
         "hit_rate": _latest_hit_rate(status.health),
         "progress_text": progress_text(status.progress),
     }
@@ -58,7 +63,7 @@ def filter_example(kb: KBConfig) -> str:
 def kb_details(app: App, name: str, wanted: str = "") -> dict[str, Any]:
     """A KB's page: its summary, failed and skipped files (those matching `wanted`), recent syncs, charts."""
     figures = app.search_figures(name)
-    summary = kb_summary(app, name, figures)
+    summary = _kb_summary(app, name, figures)
     history = app.sync_history(name)
     [status] = app.status(name)
     problems = [("failed", item) for item in status.failed] + [("skipped", item) for item in history.skipped]
@@ -69,28 +74,28 @@ def kb_details(app: App, name: str, wanted: str = "") -> dict[str, Any]:
             "crawl": history.crawl, "charts": _charts(figures, history.recent)}
 
 
-def _charts(figures: dict[str, Any], syncs: list[dict[str, Any]]) -> list[Any]:
-    hours = figures.get("hourly", [])
-    labels = [hour["hour"][5:16].replace("T", " ") for hour in hours]
+def _charts(figures: SearchFigures | None, syncs: tuple[SyncBrief, ...]) -> list[Any]:
+    hours = figures.hourly if figures else ()
+    labels = [hour.hour[5:16].replace("T", " ") for hour in hours]
     charts = []
     if hours:
         charts += [
-            line_chart("Search latency", labels, {"p50": [h["p50_ms"] for h in hours],
-                                                  "p95": [h["p95_ms"] for h in hours]}, "ms"),
-            bar_chart("Searches per hour", labels, [h["searches"] for h in hours], "searches"),
+            line_chart("Search latency", labels, {"p50": [h.p50_ms for h in hours],
+                                                  "p95": [h.p95_ms for h in hours]}, "ms"),
+            bar_chart("Searches per hour", labels, [h.searches for h in hours], "searches"),
             line_chart("Answers that found nothing or were degraded", labels,
-                       {"found nothing": [h["zero_results"] for h in hours],
-                        "degraded": [h["degraded"] for h in hours]}, "answers"),
+                       {"found nothing": [h.zero_results for h in hours],
+                        "degraded": [h.degraded for h in hours]}, "answers"),
         ]
-    timed = [sync for sync in syncs if sync.get("seconds") is not None]
+    timed = [(sync.finished_at, sync.seconds) for sync in syncs if sync.seconds is not None]
     if timed:
-        charts.append(bar_chart("Sync durations", [sync["finished_at"][5:16].replace("T", " ") for sync in timed],
-                                [sync["seconds"] for sync in timed], "s"))
+        charts.append(bar_chart("Sync durations", [finished[5:16].replace("T", " ") for finished, _ in timed],
+                                [seconds for _, seconds in timed], "s"))
     return charts
 
 
-def _latest_hit_rate(health: dict[str, Any]) -> float | None:
-    rates = health.get("hit_rate") or {}
+def _latest_hit_rate(health: HealthCheck | None) -> float | None:
+    rates = health.hit_rate if health else {}
     return rates.get(DEFAULT_MODE, next(iter(rates.values()), None))
 
 

@@ -39,7 +39,7 @@ def test_a_registered_kind_syncs_searches_and_reads_back_beside_a_folder(notes_k
     hit = app.search("kb", SearchRequest(query="where do visitors park", mode="keyword")).hits[0]
     assert hit.source == "note:n1" and "level minus two" in hit.text
     assert "espresso" in app.document_text("kb", "note:n2")
-    assert app.summary("kb")["kinds"] == {"note": 2, "md": 1}
+    assert app.summary("kb").kinds == {"note": 2, "md": 1}
 
     _export(export, [("n1", "Parking", "Visitors park on level minus three.")])  # n2 removed, n1 edited
     [report] = app.sync()

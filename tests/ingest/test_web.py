@@ -154,7 +154,7 @@ def test_a_site_is_crawled_within_its_scope_and_searched_with_url_citations(site
     text = " ".join(h.text for h in app.search("docs", SearchRequest(query="cookies copyright sidebar", top_k=20, mode="keyword")).hits)
     assert "cookies" not in text and "Copyright" not in text  # banners and footers are not content
     assert app.search("docs", SearchRequest(query="token bucket rate limiting", top_k=1)).hits[0].source.endswith("/guide/manual.pdf")
-    assert app.summary("docs")["kinds"] == {"web page": 4, "pdf": 1}
+    assert app.summary("docs").kinds == {"web page": 4, "pdf": 1}
 
 
 def test_an_unchanged_site_costs_one_conditional_request_a_page_and_no_embedding(site, make_app):
@@ -510,7 +510,7 @@ def test_http_library_errors_never_carry_request_headers_into_reports_or_state(s
     monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", failing)
     report = app.sync(SyncRequest(kb="docs"))[0]
     assert any(f.path.endswith("/guide/install/") and "LocalProtocolError" in f.reason for f in report.failures)
-    assert "s3cr3t" not in json.dumps(report.to_dict()) and "s3cr3t" not in json.dumps([status.as_dict() for status in app.status("docs")])
+    assert "s3cr3t" not in json.dumps(report.as_dict()) and "s3cr3t" not in json.dumps([status.as_dict() for status in app.status("docs")])
     stored = b"".join(p.read_bytes() for p in (tmp_path / "index").rglob("*") if p.is_file())
     assert b"s3cr3t" not in stored
 

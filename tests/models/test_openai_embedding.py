@@ -62,8 +62,8 @@ def test_identity_names_the_service_and_switching_provider_rebuilds(make_app, do
     [report] = remote_app().sync()
     assert "embedding model changed" in report.rebuilt and "openai-compatible" in report.rebuilt
     status = remote_app().status("docs")[0]
-    assert status.model["name"] == f"openai-compatible {service.url} {service.model}"
-    assert status.model["dimension"] == 384
+    assert status.model.name == f"openai-compatible {service.url} {service.model}"
+    assert status.model.dimension == 384
 
 
 def test_429_with_retry_after_is_waited_for_and_retried(service, remote_app):

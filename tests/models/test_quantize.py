@@ -203,7 +203,7 @@ def test_queries_never_search_an_int8_index_with_fp32_vectors(make_config, setti
                          embedding=settings().model_dump())
     built = App(config)
     built.sync()
-    assert "(int8)" in built.status("docs")[0].model["name"] and not built.status("docs")[0].query_model_differs
+    assert "(int8)" in built.status("docs")[0].model.name and not built.status("docs")[0].query_model_differs
     monkeypatch.setattr(quantize, "MIN_COSINE", 0.9999)  # another machine's cache, where the copy is refused
     served = App(config.model_copy(update={"embedding": settings(tmp_path / "other-cache")}))
     result = served.search("docs", SearchRequest(query="annual leave portal", mode="hybrid"))

@@ -160,7 +160,7 @@ def test_a_search_returns_the_services_order(make_app, kb, service, fp32_embedde
 def test_a_slow_or_failing_service_leaves_the_fused_order_with_a_note(make_app, kb, service):
     app = make_app(kb, rerank={"enabled": True, "provider": "service", "base_url": service.url + "/v1",
                                "model": service.model, "timeout": 0.3, "max_retries": 0})
-    app.searcher.reranker.pause_after_failure = 0  # each failure kind on its own (the pause has its test)
+    app.searcher.reranker.pause.seconds = 0  # each failure kind on its own (the pause has its test)
     plain = make_app(kb)
     plain.sync()
     fused = [hit.source for hit in plain.search("handbook", SearchRequest(query="annual leave", top_k=3)).hits]
@@ -171,7 +171,7 @@ def test_a_slow_or_failing_service_leaves_the_fused_order_with_a_note(make_app, 
     for result in (slow, lying):
         assert [hit.source for hit in result.hits] == fused and result.degraded
         assert any(note.startswith("reranking unavailable") and "fused order" in note for note in result.notes)
-    assert app.live_stats("handbook").search["degraded_answers"] == 2  # the health figures count them
+    assert app.live_stats("handbook").search.degraded_answers == 2  # the health figures count them
     service.answer = None
     assert not app.search("handbook", SearchRequest(query="annual leave", top_k=3)).notes  # not cached: the next search reranks
 
@@ -186,6 +186,6 @@ def test_a_failed_service_is_not_asked_again_by_every_search_for_a_while(make_ap
     assert service.calls == 1  # the second search did not wait on the failing service
     assert any("answered 503" in note for note in first.notes)
     assert any("not asked again for 30 s" in note for note in second.notes)
-    app.searcher.reranker.pause_after_failure = 0  # the pause is over
+    app.searcher.reranker.pause.seconds = 0  # the pause is over
     service.status_count = 0
     assert not app.search("handbook", SearchRequest(query="travel desk", top_k=3)).notes and service.calls == 2

@@ -487,3 +487,31 @@ def test_browser_shows_a_sync_advancing_and_finishing_without_a_reload(server, b
     assert browser.find_element(By.CSS_SELECTOR, '[data-field="last_outcome"]').text == "ok"
     assert browser.find_element(By.CSS_SELECTOR, '[data-field="files"]').text == str(BULK_FILES)
     assert not browser.find_element(By.CSS_SELECTOR, '[data-progress="bulk"]').is_displayed()
+
+
+def test_the_page_shows_a_kbs_model_health_search_figures_and_syncs(make_app, tmp_path):
+    """The page reads the core's records by attribute: the model, the latest self-check, the hourly search
+    figures and the recent syncs all show."""
+    from starlette.testclient import TestClient
+
+    from mcp_kb.api import SearchRequest
+    from mcp_kb.http.edge import Edge
+    from mcp_kb.http.network import rebinding_protection
+    from mcp_kb.ui.routes import page_app
+
+    write(tmp_path / "docs" / "leave.md", "# Leave\n\nEmployees apply for annual leave in the HR portal.\n")
+    write(tmp_path / "docs" / "errors.md", "# Errors\n\nE5021 means the access token expired.\n")
+    app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
+    app.sync()
+    app.self_check("docs", ["hybrid"], sample=2, k=3)
+    for query in ("annual leave", "zyxwvut"):
+        app.search("docs", SearchRequest(query=query, mode="keyword"))
+    edge = Edge(app.config, None, rebinding_protection("127.0.0.1", []))
+    with TestClient(page_app(app, None, edge), base_url="http://127.0.0.1") as http:
+        overview, page = http.get("/").text, http.get("/ui/kb/docs").text
+    model = app.status("docs")[0].model
+    assert f"{model.name} ({model.dimension}-d)" in overview and f"{model.name} ({model.dimension}-d)" in page
+    assert "2 searches" in overview and "50% found nothing" in overview and "hit rate" in overview
+    assert "Latest hit rate" in page and "(label-free self-check, 2 queries" in page
+    assert all(title in page for title in ("Search latency", "Searches per hour", "Sync durations"))
+    assert "<td>ok</td>" in page  # the sync, in the recent syncs

@@ -65,7 +65,7 @@ def find_page(kb: KBConfig, cache_folder: Path, doc_id: str) -> SourceFile:
                   f"yet: {sync_remedy(kb.name)})")
 
 
-def _crawl_source(kb: KBConfig, source: WebSourceConfig, cache: PageCache, known: set[str], crawl: Crawl,
+def _crawl_source(kb: KBConfig, source: WebSourceConfig, cache: PageCache, known: set[str], crawl: Crawl,  # noqa: PLR0913  # a crawl's parts
                   progress: Progress | None) -> None:
     scope = Scope.of(source)
     fetcher = Fetcher(scope, megabytes(source.max_page_mb))
@@ -93,7 +93,7 @@ def _crawl_source(kb: KBConfig, source: WebSourceConfig, cache: PageCache, known
 class _Walk:
     """Breadth-first fetching of one source, a wave of links per depth, `concurrency` at a time."""
 
-    def __init__(self, kb: KBConfig, scope: Scope, fetcher: Fetcher, robots: urllib.robotparser.RobotFileParser,
+    def __init__(self, kb: KBConfig, scope: Scope, fetcher: Fetcher, robots: urllib.robotparser.RobotFileParser,  # noqa: PLR0913  # a crawl's parts
                  cache: PageCache, crawl: Crawl, progress: Progress | None):
         self.kb, self.scope, self.fetcher, self.robots = kb, scope, fetcher, robots
         self.cache, self.crawl, self.progress = cache, crawl, progress

@@ -1,0 +1,138 @@
+"""Serving: the transports (stdio, SSE, streamable HTTP), the one HTTP app that puts the admin page beside the MCP
+endpoint, and how a signal stops a server or a sync. The MCP surface itself is mcp/server.py's, the page's
+ui/routes.py's, the HTTP edge's http/."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from starlette.types import Receive, Scope, Send
+
+from .api import LOOPBACK, App, Gatekeeper, SyncRunner
+from .http.edge import AccessGate, Edge
+from .http.limits import RepeatedLineFilter, accept_burst, connection_cap, guarded_protocol
+from .http.network import listening_socket, rebinding_protection, server_url, warn_if_exposed
+from .mcp.server import build_server
+from .settings import ServerConfig
+from .signals import sigterm_interrupts
+
+_STOP_GRACE_SECONDS = 0.5  # how long Ctrl-C or SIGTERM leaves a stdio server to shut down before it exits
+
+
+def run_server(app: App) -> None:
+    """Serve until interrupted as [server] says: stdio, or SSE / streamable HTTP behind bearer tokens (one
+    for everything, scoped ones, OAuth access tokens) when the config names any. Over HTTP the admin page
+    is served at `/` behind the same tokens.
+
+    For HTTP the socket is bound first, so a busy port is one clear error and `--port 0` picks a
+    free one; the URL is printed to stderr.
+    """
+    settings = app.config.server
+    transport, host, port = settings.transport, settings.host, settings.port
+    server = build_server(app)
+    if transport == "stdio":
+        names = ", ".join(kb.name for kb in app.config.kb)
+        # stdout carries the protocol only; a person who started this in a terminal learns what it waits for.
+        waiting = (f"mcp-kb: serving {len(app.config.kb)} knowledge base(s) ({names}) over stdio, waiting for an "
+                   f"MCP client on stdin/stdout; Ctrl-C stops")
+        anyio.run(_serve_stdio, server, waiting)
+        return
+    allowed_hosts = app.config.server.allowed_hosts
+    warn_if_exposed(host, settings.guarded, allowed_hosts)
+    edge = Edge(app.config, Gatekeeper(app.config) if settings.guarded else None,
+                rebinding_protection(host, allowed_hosts))
+    asgi: Any = (server.sse_app(host=host, transport_security=edge.security) if transport == "sse"
+                 else server.streamable_http_app(host=host, transport_security=edge.security,
+                                                 stateless_http=settings.stateless))
+    from .ui.routes import page_app  # the page's templates load only for HTTP
+
+    if edge.guarded:
+        asgi = AccessGate(asgi, edge)
+    asgi = _with_page(page_app(app, server.sync_runner, edge), asgi)
+    sock = listening_socket(host, port)
+    path = "/sse" if transport == "sse" else "/mcp"
+    kind = "SSE" if transport == "sse" else f"{'stateless ' if settings.stateless else ''}streamable HTTP"
+    _serve_http(asgi, sock, settings, f"mcp-kb: serving {kind} at {server_url(host, sock.getsockname()[1], path)} "
+                                      f"({_admission(settings)}); admin page at "
+                                      f"{server_url(host, sock.getsockname()[1], '/')}")
+
+
+async def _serve_stdio(server: MCPServer, waiting: str) -> None:
+    """stdio until the client closes it, or Ctrl-C / SIGTERM (a terminal's user, a client ending the server);
+    `waiting` is said once both stop it."""
+    async with anyio.create_task_group() as group:
+        await group.start(_stop_on_signal, group.cancel_scope)
+        print(waiting, file=sys.stderr, flush=True)
+        await server.run_stdio_async()
+        group.cancel_scope.cancel()
+
+
+async def _stop_on_signal(scope: anyio.CancelScope, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
+        async for signum in signals:
+            print("mcp-kb: stopped", file=sys.stderr, flush=True)
+            scope.cancel()
+            # The SDK reads stdin in a thread that only a line or EOF wakes (a terminal's user sends neither):
+            # past a short grace for the shutdown, leave without it. A sync cut short here is safe to cut:
+            # what it committed stays and the next sync goes on from there.
+            threading.Timer(_STOP_GRACE_SECONDS, os._exit, args=(128 + signum,)).start()
+            return
+
+
+def run_page(app: App, port: int) -> None:
+    """`mcp-kb ui`: the admin page alone, for this machine only (the loopback address, the owner's grant), syncing
+    through the same writer lock as every other process."""
+    from .ui.routes import page_app
+
+    read_only = app.config.server.read_only
+    edge = Edge(app.config, None, rebinding_protection(LOOPBACK, []))
+    asgi = page_app(app, None if read_only else SyncRunner(app), edge)
+    sock = listening_socket(LOOPBACK, port)
+    _serve_http(asgi, sock, app.config.server, f"mcp-kb: admin page at {server_url(LOOPBACK, sock.getsockname()[1], '/')} "
+                                                "(this machine only; Ctrl-C stops)")
+
+
+def _with_page(page: Any, mcp: Any) -> Any:
+    """One HTTP app: the admin page's paths to the page, the rest (and the lifespan) to the MCP app."""
+    from .ui.routes import is_page_path
+
+    async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
+        target = page if scope["type"] == "http" and is_page_path(scope["path"]) else mcp
+        await target(scope, receive, send)
+    return asgi
+
+
+def _serve_http(asgi: Any, sock: Any, settings: Any, announce: str) -> None:
+    """Serve `asgi` on `sock` until Ctrl-C or SIGTERM; `announce` is said once both stop it."""
+    import uvicorn
+
+    for handler in logging.getLogger().handlers:  # a failure per connection must not fill the disk
+        handler.addFilter(RepeatedLineFilter())
+    cap = connection_cap(settings.max_connections)
+    # log_config=None: uvicorn's lines go through this process's handlers (and their filter)
+    uvicorn_config = uvicorn.Config(asgi, log_level="warning", log_config=None, backlog=accept_burst(cap),
+                                    http=guarded_protocol(cap, settings.header_timeout),
+                                    timeout_graceful_shutdown=1)  # seconds: open streams do not hold it
+    # uvicorn stops on Ctrl-C or SIGTERM and then raises the signal again: both end here, said in one line.
+    print(announce, file=sys.stderr, flush=True)
+    with sigterm_interrupts(), contextlib.suppress(KeyboardInterrupt):
+        anyio.run(uvicorn.Server(uvicorn_config).serve, [sock])
+    print("mcp-kb: stopped", file=sys.stderr, flush=True)
+
+
+
+def _admission(settings: ServerConfig) -> str:
+    """What an HTTP client must send, as the start line says it."""
+    kinds = ["bearer token required"] if settings.token else []
+    kinds += [f"{len(settings.tokens)} scoped token(s)"] if settings.tokens else []
+    kinds += [f"OAuth access tokens from {settings.oauth.issuer}"] if settings.oauth else []
+    return "; ".join(kinds) or "no token"
