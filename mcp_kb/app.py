@@ -16,7 +16,7 @@ from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
 from .errors import KBError, NotSyncedError, StoreError
 from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
 from .index import open_store
-from .index.contract import ChunkView, Store
+from .index.contract import ChunkView, Store, view_of
 from .index.state import (is_sync_running, query_log_path, read_health, read_metrics, read_summary, source_cache_dir,
                           sync_activity, write_health, write_metrics)
 from .ingest.chunking import Chunk, document_chunks
@@ -30,6 +30,7 @@ from .records import (Glance, HealthCheck, KBCheck, KBState, KBStats, KBStatus, 
                       Progress, SearchFigures, SyncHistory, SyncProgress, recorded_now)
 from .requests import SearchRequest, SyncRequest
 from .search import Searcher, SearchResult
+from .vocabulary import sync_named
 from .ingest.workers import ParseWorkers
 from .batches import parse_job
 from .records import SyncReport
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 # What status says of a KB whose tables cannot be opened, to every caller who sees the KB: no command line (a
 # remedy names the config file and the storage), and the error itself, naming the storage, goes to the log.
 _UNREADABLE = ("cannot be read now (damaged files, or the storage failing: the log says which); if its files are "
-               "damaged, a full sync (mcp-kb sync --full, or the sync tool with full) rebuilds it")
+               f"damaged, a full sync ({sync_named('full')}) rebuilds it")
 
 
 class App:
@@ -125,7 +126,8 @@ class App:
         """The recent syncs of a KB in brief (oldest first), and the last one's skipped files and source
         figures (a web crawl's requests, 304s, robots skips)."""
         state = self._state(kb)
-        return SyncHistory(state.sync_briefs, state.problems("skipped"), state.report.get("crawl", {}))
+        report = state.last_report
+        return SyncHistory(state.sync_briefs, report.skipped, report.crawl)
 
     def _state(self, kb: str) -> KBState:
         return KBState(self.store.read_state(self.config.get_kb(kb).name))
@@ -137,8 +139,7 @@ class App:
 
     def _active_view(self, name: str) -> ChunkView | None:
         """The chunks of the KB's active generation, None before any sync committed one."""
-        generation = self.store.active_generation(name)
-        return self.store.view(name, generation) if generation is not None else None
+        return view_of(self.store, name, self.store.active_generation(name))
 
     def stats(self, kb: str | None = None) -> list[KBStats]:
         """Per KB: the saved search metrics of the last process that answered, the last sync's
@@ -147,9 +148,8 @@ class App:
 
     def _kb_stats(self, name: str) -> KBStats:
         state = self._state(name)
-        report = state.report
-        last = LastSyncFigures(state.last_sync.get("finished_at"), report.get("chunks_embedded", 0),
-                               report.get("tokens_embedded", 0), report.get("seconds", {}))
+        report = state.last_report
+        last = LastSyncFigures(state.finished_at, report.chunks_embedded, report.tokens_embedded, report.seconds)
         return KBStats(name, read_metrics(self.config.storage.uri, name), read_health(self.store, name), last)
 
     def sync(self, request: SyncRequest | None = None, progress: Progress | None = None) -> list[SyncReport]:
@@ -272,6 +272,7 @@ class App:
         kb_config = self.config.get_kb(kb)
         name = kb_config.name
         state = self._state(name)
+        report = state.last_report
         summary = self._saved_summary(name)
         progress = sync_activity(self.store, name)
         if summary is None:  # before the first sync ends: what it has written so far (nothing when none runs)
@@ -279,11 +280,10 @@ class App:
         return Glance(name=name, description=kb_config.description, tool=kb_config.search_tool_name,
                       files=summary.documents, chunks=summary.chunks,
                       sync_running=progress is not None, progress=progress or SyncProgress(),
-                      last_sync=state.last_sync.get("finished_at"), last_outcome=state.outcome,
-                      last_error=state.last_sync.get("error", ""), seconds=state.report.get("seconds", {}).get("total"),
-                      failed_files=state.report.get("files_failed", 0), model=state.indexed_model,
+                      last_sync=state.finished_at, last_outcome=state.outcome, last_error=state.last_error,
+                      seconds=report.seconds.get("total"), failed_files=report.files_failed, model=state.indexed_model,
                       query_model_differs=query_model_differs(self._embedder, state.model) if self._embedder else "",
-                      index_state=state.report.get("index_state", ""), health=read_health(self.store, name))
+                      index_state=report.index_state, health=read_health(self.store, name))
 
     def _kb_status(self, name: str) -> KBStatus:
         """The glance, with the counts read from the index itself, its version and the failed files; a KB whose

@@ -159,10 +159,19 @@ class KBState:
         return last
 
     @property
-    def report(self) -> dict[str, Any]:
-        """The last sync's report (a SyncReport as saved)."""
-        report: dict[str, Any] = self.last_sync.get("report", {})
-        return report
+    def last_report(self) -> SyncReport:
+        """The last sync's report (an empty one before any sync)."""
+        return SyncReport.from_dict(self.last_sync.get("report", {}))
+
+    @property
+    def finished_at(self) -> str | None:
+        """When the last sync ended (None before any)."""
+        finished: str | None = self.last_sync.get("finished_at")
+        return finished
+
+    @property
+    def last_error(self) -> str:
+        return str(self.last_sync.get("error", ""))
 
     @property
     def outcome(self) -> str:
@@ -184,9 +193,6 @@ class KBState:
         """Whether the active generation holds a finished sync (not a first sync still filling it)."""
         return bool(self.row.get("complete")) or self.outcome == "ok"
 
-    def problems(self, kind: str) -> list[Problem]:
-        """The last sync's "failures" or "skipped" files."""
-        return [Problem(str(item.get("path", "")), str(item.get("reason", ""))) for item in self.report.get(kind, [])]
 
 
 @dataclass(frozen=True)
@@ -407,6 +413,13 @@ class SyncReport:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, saved: Mapping[str, Any]) -> SyncReport:
+        """A report as a sync saved it in the KB's state (fields a newer version added are left out)."""
+        problems = {kind: [Problem(str(item.get("path", "")), str(item.get("reason", "")))
+                           for item in saved.get(kind, [])] for kind in ("failures", "skipped")}
+        return cls(**{"kb": "", **_known(cls, saved), **problems})
 
     def summary(self) -> str:
         parts = [f"{self.kb}: {self.files_added} added, {self.files_changed} changed, "

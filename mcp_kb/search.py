@@ -24,7 +24,7 @@ from .index.filters import and_where, build_where
 from .index.keywords import cjk_words, keyword_terms
 from .index.state import sync_activity
 from .ingest.sources import rooted_id_patterns
-from .index.contract import Candidate, ChunkView, Store
+from .index.contract import Candidate, ChunkView, Store, view_of
 from .lru import BoundedLRU
 from .models.base import Embedder, Reranker, TokenCounter, query_model_differs
 from .passages import Hit, add_context, assemble, fit_budget
@@ -89,7 +89,7 @@ class Searcher:
             return self._search(kb, request, self.store.active_generation(kb.name))
 
     def _search(self, kb: KBConfig, request: ResolvedSearch, generation: str | None) -> SearchResult:
-        view = self.store.view(kb.name, generation) if generation is not None else None
+        view = view_of(self.store, kb.name, generation)
         if view is None:
             if generation is not None:
                 raise SearchError(f"the index of knowledge base {kb.name!r} has lost its tables; "

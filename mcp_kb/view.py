@@ -65,10 +65,15 @@ class CallerView:
         """What one sync call covers: the KB named, or every KB the caller may sync (None: all, in one go)."""
         if kb is not None:
             if not self.may_sync(self.check(kb)):
-                raise KBError(f"this token may search {kb} but not sync it: ask for a token with the sync right")
+                raise KBError(self.sync_refusal(kb))
             return [kb]
         names = [k.name for k in self.config.kb]
         return [None] if all(self.may_sync(name) for name in names) else [n for n in names if self.may_sync(n)]
+
+    @staticmethod
+    def sync_refusal(kb: str) -> str:
+        """Why a caller who sees `kb` may not sync it, said the same on every face."""
+        return f"this caller may search {kb} but not sync it: ask for a token with the sync right"
 
     def sees_tool(self, name: str) -> bool:
         """Whether a tool exists for this caller (a name no KB's tool has is left to the server to answer)."""

@@ -64,3 +64,10 @@ def sync_remedy(kb: str | None = None, options: str = "") -> str:
     words = [*_invocation["before"], "mcp-kb sync", *named, *after, options]
     command = " ".join(word for word in words if word)
     return f"run `{command}` (or call the {SYNC_TOOL} tool)"
+
+
+def sync_named(option: str = "") -> str:
+    """How to sync, for text every caller reads: by command or by tool, without the config file or the storage a
+    command line would name (sync_remedy names them, for the owner)."""
+    return f"mcp-kb sync --{option}, or the {SYNC_TOOL} tool with {option}" if option else \
+        f"mcp-kb sync, or the {SYNC_TOOL} tool"

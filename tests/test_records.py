@@ -3,7 +3,7 @@
 import json
 
 from mcp_kb.records import (NEVER_SYNCED, HealthCheck, IndexedModel, KBCheck, KBState, KBStats, KBStatus, KBSummary,
-                            LastSyncFigures, Problem, SearchFigures, StageLatency, SyncBrief, SyncProgress)
+                            LastSyncFigures, Problem, SearchFigures, StageLatency, SyncBrief, SyncProgress, SyncReport)
 
 
 def test_a_state_row_reads_the_same_before_any_sync_for_an_old_index_and_after_a_sync():
@@ -14,7 +14,7 @@ def test_a_state_row_reads_the_same_before_any_sync_for_an_old_index_and_after_a
     assert synced.generation == "g1" and synced.complete and synced.recent_syncs == [{"outcome": "ok"}]
     assert synced.sync_briefs == (SyncBrief(outcome="ok"),) and synced.indexed_model == IndexedModel(name="m")
     assert KBState({}).indexed_model is None and KBState({}).sync_briefs == ()
-    assert synced.problems("skipped") == [Problem("a.bin", "binary")] and synced.problems("failures") == []
+    assert synced.last_report.skipped == [Problem("a.bin", "binary")] and synced.last_report.failures == []
     assert KBState({"generation": "g2", "complete": True, "last_sync": {"outcome": "failed"}}).complete
 
 
@@ -93,3 +93,11 @@ def test_old_saved_records_missing_fields_read_as_zero_or_empty():
 def test_a_check_says_what_crawling_its_web_sources_cost():
     assert KBCheck("docs", "search_docs", crawl={"requests": 12, "downloaded": 3}).crawl_requests == 12
     assert KBCheck("docs", "search_docs", crawl={"notes": 2}).crawl_requests == 0  # no web source
+
+
+def test_a_sync_report_is_read_back_from_the_state_as_it_was_saved():
+    report = SyncReport("docs", files_added=3, chunks_embedded=12, seconds={"total": 1.5}, crawl={"requests": 4},
+                        failures=[Problem("a.pdf", "encrypted")], skipped=[Problem("b.bin", "binary")])
+    assert SyncReport.from_dict(report.as_dict()) == report
+    assert SyncReport.from_dict({"kb": "docs", "files_added": 1, "a_later_field": 7}) == SyncReport("docs", files_added=1)
+    assert KBState({"last_sync": {"report": report.as_dict(), "finished_at": "t"}}).last_report == report

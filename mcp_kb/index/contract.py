@@ -149,6 +149,11 @@ class Store(Protocol):
         """Build or fold in search indexes; a one-line description of the index state."""
 
 
+def view_of(store: Store, kb: str, generation: str | None) -> ChunkView | None:
+    """What searches read of a KB's generation; None before any sync committed one (or when its tables are gone)."""
+    return store.view(kb, generation) if generation is not None else None
+
+
 def new_generation() -> str:
     """A generation id that never repeats, so nothing keyed by it (caches) can outlive a rebuild."""
     return uuid.uuid4().hex[:12]

@@ -34,7 +34,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Message, Receive, Scope, Send
 
 from ..api import (App, AuditUnavailable, CallerView, cited_text, KBError, parse_filters, parse_search, Refused,
-                   SearchRequest, SearchResult, SyncRequest, SyncRunner)
+                   option_help, SearchRequest, SearchResult, SyncRequest, SyncRunner)
 from ..settings import MODES
 from ..http.edge import COOKIE, Edge, page_token
 from . import views
@@ -77,6 +77,10 @@ class Page:
         self.templates = Environment(loader=PackageLoader("mcp_kb.ui", "templates"),
                                      autoescape=select_autoescape(default=True, default_for_string=True))
         self.templates.filters["when"] = when
+        # The forms say what each field does as the requests do (the tools' and the CLI's words).
+        self.templates.globals["search_help"] = {name: option_help(SearchRequest, name) for name in _SEARCH_FIELDS}
+        self.templates.globals["sync_help"] = {name: option_help(SyncRequest, name)
+                                               for name in SyncRequest.model_fields}
 
     def asgi(self) -> Any:
         routes = [
@@ -238,8 +242,8 @@ class Page:
     async def sync(self, request: Request, view: CallerView) -> Response:
         name = self._kb(request, view)
         if not self._may_sync(view, name):
-            return self._error(request, view, 403, f"this caller may not sync {name}"
-                               + ("" if self.runner else " (the server is read-only)"))
+            return self._error(request, view, 403, view.sync_refusal(name) if self.runner else
+                               "this server is read-only: another process (mcp-kb watch) syncs its knowledge bases")
         form = await request.form()
         full, allow = form.get("full") == "1", form.get("allow_mass_delete") == "1"
         try:
@@ -317,6 +321,9 @@ def when(stamp: str | None) -> str:
 def _local(target: str) -> str:
     """A sign-in's return address, only ever a path on this server (never `//elsewhere`)."""
     return target if target.startswith("/") and not target.startswith(("//", "/\\")) else "/"
+
+
+_SEARCH_FIELDS = ("query", "mode", "top_k", "max_tokens", "filters")  # what the playground asks for
 
 
 def _search_request(form: dict[str, str]) -> SearchRequest:

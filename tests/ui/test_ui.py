@@ -515,3 +515,18 @@ def test_the_page_shows_a_kbs_model_health_search_figures_and_syncs(make_app, tm
     assert "Latest hit rate" in page and "(label-free self-check, 2 queries" in page
     assert all(title in page for title in ("Search latency", "Searches per hour", "Sync durations"))
     assert "<td>ok</td>" in page  # the sync, in the recent syncs
+
+
+def test_the_pages_forms_say_what_the_requests_say(server):
+    """The playground's fields and the sync buttons carry the requests' own words, as the tools and the CLI do."""
+    from markupsafe import escape
+
+    from mcp_kb.api import SearchRequest, option_help
+
+    with _signed_in(server, ADMIN) as http:
+        kb_page = http.get("/ui/kb/docs").text
+        playground = http.get("/ui/kb/docs/search").text
+    assert str(escape(option_help(SyncRequest, "allow_mass_delete"))) in kb_page
+    assert f'title="{escape(option_help(SyncRequest, "full"))}"' in kb_page
+    for field in ("query", "mode", "top_k", "max_tokens", "filters"):
+        assert f'title="{escape(option_help(SearchRequest, field))}"' in playground, field
