@@ -4,10 +4,7 @@ A library user's names: the core's public API (`mcp_kb.api`) and the MCP server'
 lazily, so `mcp-kb --help` and server start-up stay fast.
 """
 
-from importlib import import_module
-from typing import Any
-
-from .api import __version__
+from .api import __version__, lazy_names
 
 _EXPORTS = {
     "App": "api",
@@ -33,7 +30,4 @@ _EXPORTS = {
 __all__ = [*_EXPORTS, "__version__"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
-    raise AttributeError(f"module 'mcp_kb' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _EXPORTS)

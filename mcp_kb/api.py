@@ -10,6 +10,8 @@ two lists agree).
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -91,7 +93,6 @@ if TYPE_CHECKING:
     from .vocabulary import SYNC_WORK_KEPT as SYNC_WORK_KEPT
     from .vocabulary import citation_marker as citation_marker
     from .vocabulary import document_uri as document_uri
-    from .vocabulary import files_done as files_done
     from .vocabulary import remember_invocation as remember_invocation
     from .vocabulary import status_uri as status_uri
     from .vocabulary import sync_remedy as sync_remedy
@@ -173,7 +174,6 @@ _HOMES = {
     "SYNC_WORK_KEPT": "vocabulary",
     "citation_marker": "vocabulary",
     "document_uri": "vocabulary",
-    "files_done": "vocabulary",
     "remember_invocation": "vocabulary",
     "status_uri": "vocabulary",
     "sync_remedy": "vocabulary",
@@ -181,10 +181,17 @@ _HOMES = {
 __all__ = [*_HOMES, "__version__"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        value = getattr(import_module(f".{_HOMES[name]}", __package__), name)
-        globals()[name] = value  # the next lookup is a plain attribute
+def lazy_names(module: str, homes: dict[str, str]) -> Callable[[str], Any]:
+    """A module's `__getattr__` that imports each of its public names from its home (a module of this package)
+    on first use; the next lookup is a plain attribute."""
+    def attribute(name: str) -> Any:
+        if name not in homes:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        value = getattr(import_module(f".{homes[name]}", "mcp_kb"), name)
+        setattr(sys.modules[module], name, value)
         return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return attribute
+
+
+__getattr__ = lazy_names(__name__, _HOMES)
 

@@ -28,7 +28,7 @@ from .models.base import Embedder, TokenCounter, query_model_differs
 from .present import document_text
 from .records import (Glance, HealthCheck, KBCheck, KBState, KBStats, KBStatus, KBSummary, LastSyncFigures, Problem,
                       Progress, SearchFigures, SyncHistory, SyncProgress, recorded_now)
-from .requests import SearchRequest, SyncRequest
+from .requests import SearchRequest, SyncRequest, parse_search
 from .search import Searcher, SearchResult
 from .vocabulary import sync_named
 from .ingest.workers import ParseWorkers
@@ -193,8 +193,9 @@ class App:
                  if (query := self_query(row["heading"] or "", row["text"]))]
 
         def run(mode: str) -> Callable[[str], list[str]]:
-            return lambda text: [hit.source for hit in self.search(name, SearchRequest(
-                query=text, mode=mode, top_k=k, max_per_document=1), record=False).hits]
+            asking = parse_search({"mode": mode, "top_k": k, "max_per_document": 1})  # a bad k: worded, at once
+            return lambda text: [hit.source for hit in self.search(name, asking.model_copy(update={"query": text}),
+                                                                   record=False).hits]
         checks = [self_check(run(mode), asked, mode, k) for mode in modes]
         write_health(self.store, name, HealthCheck(recorded_now(), k, len(asked),
                                                    {check.mode: round(check.hit_rate, 4) for check in checks}))
@@ -208,7 +209,8 @@ class App:
         top_k = max(k, 10)
 
         def run(mode: str) -> Callable[[str], list[str]]:
-            return lambda text: [hit.source for hit in self.search(kb, SearchRequest(query=text, mode=mode, top_k=top_k),
+            asking = parse_search({"mode": mode, "top_k": top_k})  # a bad k: worded, at once
+            return lambda text: [hit.source for hit in self.search(kb, asking.model_copy(update={"query": text}),
                                                                    record=False).hits]
         return [evaluate(run(mode), queries, judgements, mode, k) for mode in modes], warning
 

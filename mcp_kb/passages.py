@@ -12,11 +12,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Annotated
 from collections.abc import Iterable
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, computed_field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from .index.keywords import keyword_terms
 from .text import sentences, shared_depth
@@ -29,10 +30,12 @@ MIN_PASSAGE_TOKENS = 48
 _OVERLAP_SEARCH_CHARS = 4_000  # an overlap is a few dozen tokens; never look further for one
 
 
-@dataclass(frozen=True)
+# Its JSON schema is that of what is sent, so it lists the citation (computed from the other fields).
+@pydantic_dataclass(frozen=True, config=ConfigDict(json_schema_mode_override="serialization"))
 class Hit:
     """One passage (one chunk, or adjacent chunks of one document merged) with its citation: what a
-    search returns to every face (the search tool's structured output is this record, described here)."""
+    search returns to every face (the search tool's structured output is this record, described here, its
+    citation included, so no face words a citation of its own)."""
 
     text: str
     source: Annotated[str, Field(description="The document: a file path relative to the knowledge base root, "
@@ -57,6 +60,8 @@ class Hit:
     def last_chunk_index(self) -> int:
         return self.chunk_index + self.chunk_count - 1
 
+    @computed_field(description="How the passage is cited: document, heading path, pages")  # type: ignore[prop-decorator]
+    @property
     def citation(self) -> str:
         parts = [self.source, *([self.heading] if self.heading else [])]
         label = HEADING_SEPARATOR.join(parts)

@@ -24,7 +24,7 @@ def cited_text(result: SearchResult, max_chars: int | None = None) -> str:
         lines.append(NO_RESULTS)
     for number, hit in enumerate(result.hits, start=1):
         trimmed = ", trimmed to fit max_tokens" if hit.trimmed else ""
-        lines.append(f"{citation_marker(number)} {hit.citation()} (score {hit.score:.3f}{trimmed})")
+        lines.append(f"{citation_marker(number)} {hit.citation} (score {hit.score:.3f}{trimmed})")
         body = "\n\n".join(part for part in (hit.context_before, hit.text, hit.context_after) if part).strip()
         if max_chars is not None and len(body) > max_chars:
             body = f"{body[:max_chars].rstrip()} […{len(body) - max_chars} more characters]"

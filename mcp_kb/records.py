@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, UTC
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from .vocabulary import files_done
 
@@ -26,11 +26,24 @@ def recorded_now(precision: str = "seconds") -> str:
     return datetime.now(UTC).isoformat(timespec=precision).replace("+00:00", "Z")
 
 
-def _known(record: type[Any], saved: Mapping[str, Any]) -> dict[str, Any]:
-    """The saved fields a record has: an older file's missing ones keep their defaults, a newer one's extra
+class _Saved:
+    """A record kept as JSON (in the state, a note, a file): `as_dict()` is its one JSON form, and `from_dict` reads
+    a saved one back with the fields it knows: an older file's missing ones keep their defaults, a newer one's extra
     ones are left out."""
-    names = {item.name for item in fields(record)}
-    return {name: value for name, value in saved.items() if name in names}
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @classmethod
+    def from_dict(cls, saved: Mapping[str, Any]) -> Self:
+        return cls(**cls._known(saved))
+
+    @classmethod
+    def _known(cls, saved: Mapping[str, Any]) -> dict[str, Any]:
+        names = {item.name for item in fields(cls)}
+        return {name: value for name, value in saved.items() if name in names}
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 # How long work says how far it is: (done, total, what), e.g. files read of files to read, "scanning".
@@ -38,7 +51,7 @@ Progress = Callable[[int, int, str], None]
 
 
 @dataclass(frozen=True)
-class SyncProgress:
+class SyncProgress(_Saved):
     """How far the running sync of one KB is: written after each batch (index/state.py keeps it), read by
     searches, status and the admin page. All zero before the sync's first batch."""
 
@@ -53,8 +66,6 @@ class SyncProgress:
         return cls(int(saved.get("done", 0)), int(saved.get("total", 0)), int(saved.get("chunks", 0)),
                    int(saved.get("written", 0)), float(saved.get("started", 0.0)))
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     @property
     def counted(self) -> bool:
@@ -85,23 +96,16 @@ class Problem:
 
 
 @dataclass(frozen=True)
-class IndexedModel:
+class IndexedModel(_Saved):
     """The embedding model an index's vectors were made with, as its state records it (the model's fingerprint)."""
 
     name: str = ""
     dimension: int = 0
     file_hash: str = ""  # sha256 of the model's weights, "" when unknown
 
-    @classmethod
-    def from_dict(cls, saved: Mapping[str, Any]) -> IndexedModel:
-        return cls(**_known(cls, saved))
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class SyncBrief:
+class SyncBrief(_Saved):
     """One of a KB's recent syncs in brief (the state row keeps the last few): when and how it ended, what it
     changed."""
 
@@ -118,13 +122,6 @@ class SyncBrief:
     chunks_embedded: int = 0
     chunks_reused: int = 0
     seconds: float | None = None  # how long it took (None: it ended before its time was taken)
-
-    @classmethod
-    def from_dict(cls, saved: Mapping[str, Any]) -> SyncBrief:
-        return cls(**_known(cls, saved))
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -196,7 +193,7 @@ class KBState:
 
 
 @dataclass(frozen=True)
-class KBSummary:
+class KBSummary(_Saved):
     """What a KB holds as of its last finished sync, for tool descriptions and the glance (all zero before one)."""
 
     documents: int = 0
@@ -206,14 +203,14 @@ class KBSummary:
 
     @classmethod
     def from_dict(cls, saved: Mapping[str, Any]) -> KBSummary:
-        return cls(**{**_known(cls, saved), "titles": tuple(saved.get("titles", ()))})
+        return cls(**{**cls._known(saved), "titles": tuple(saved.get("titles", ()))})
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "titles": list(self.titles)}
 
 
 @dataclass(frozen=True)
-class HealthCheck:
+class HealthCheck(_Saved):
     """A KB's latest label-free self-check: how often a query made from a chunk found its document in the
     top k, per mode."""
 
@@ -221,13 +218,6 @@ class HealthCheck:
     k: int = 0
     queries: int = 0
     hit_rate: dict[str, float] = field(default_factory=dict)  # by mode
-
-    @classmethod
-    def from_dict(cls, saved: Mapping[str, Any]) -> HealthCheck:
-        return cls(**_known(cls, saved))
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -256,7 +246,8 @@ class Glance:
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "model": self.model.as_dict() if self.model else None,
-                "health": self.health.as_dict() if self.health else {}}
+                "health": self.health.as_dict() if self.health else {},
+                "progress": self.progress.as_dict() if self.progress.counted else {}}
 
 
 @dataclass(frozen=True)
@@ -308,7 +299,7 @@ class LastSyncFigures:
 
 
 @dataclass(frozen=True)
-class StageLatency:
+class StageLatency(_Saved):
     """One search stage's latency over the recent searches, in milliseconds."""
 
     count: int = 0
@@ -316,13 +307,9 @@ class StageLatency:
     p95: float = 0.0
     max: float = 0.0
 
-    @classmethod
-    def from_dict(cls, saved: Mapping[str, Any]) -> StageLatency:
-        return cls(**_known(cls, saved))
-
 
 @dataclass(frozen=True)
-class SearchHour:
+class SearchHour(_Saved):
     """One hour's searches of a KB (UTC): how many, how many found nothing or were degraded, their latency."""
 
     hour: str = ""  # "2024-05-01T14:00Z"
@@ -332,13 +319,9 @@ class SearchHour:
     p50_ms: float = 0.0
     p95_ms: float = 0.0
 
-    @classmethod
-    def from_dict(cls, saved: Mapping[str, Any]) -> SearchHour:
-        return cls(**_known(cls, saved))
-
 
 @dataclass(frozen=True)
-class SearchFigures:
+class SearchFigures(_Saved):
     """A KB's searches as the process answering them counts them (metrics.py), and saves them for `mcp-kb stats`."""
 
     since: str = ""  # when the process started counting (ISO 8601, UTC)
@@ -353,7 +336,7 @@ class SearchFigures:
 
     @classmethod
     def from_dict(cls, saved: Mapping[str, Any]) -> SearchFigures:
-        return cls(**{**_known(cls, saved),
+        return cls(**{**cls._known(saved),
                       "latency_ms": {stage: StageLatency.from_dict(latency)
                                      for stage, latency in saved.get("latency_ms", {}).items()},
                       "hourly": tuple(SearchHour.from_dict(hour) for hour in saved.get("hourly", ()))})
@@ -386,7 +369,7 @@ class SyncHistory:
 
 
 @dataclass
-class SyncReport:
+class SyncReport(_Saved):
     """The outcome of one KB's sync, shown by the CLI and returned by the sync tool."""
 
     kb: str
@@ -411,15 +394,13 @@ class SyncReport:
     seconds: dict[str, float] = field(default_factory=dict)
     index_state: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     @classmethod
     def from_dict(cls, saved: Mapping[str, Any]) -> SyncReport:
         """A report as a sync saved it in the KB's state (fields a newer version added are left out)."""
         problems = {kind: [Problem(str(item.get("path", "")), str(item.get("reason", "")))
                            for item in saved.get(kind, [])] for kind in ("failures", "skipped")}
-        return cls(**{"kb": "", **_known(cls, saved), **problems})
+        return cls(**{"kb": "", **cls._known(saved), **problems})
 
     def summary(self) -> str:
         parts = [f"{self.kb}: {self.files_added} added, {self.files_changed} changed, "

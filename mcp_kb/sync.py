@@ -32,7 +32,7 @@ from .ingest.workers import ParseWorkers
 from .models.base import Embedder, TokenCounter
 from .batches import (BATCH_FILES, EmbeddingProgress, ParsedFile, Timer, count_batch, embedded_rows, not_indexed,
                       parse_job, parsed_files, parsing_peak_mb, refuse, sliced, written_records)
-from .records import KBState, Problem, Progress, SyncProgress, SyncReport, recorded_now
+from .records import KBState, KBSummary, Problem, Progress, SyncBrief, SyncProgress, SyncReport, recorded_now
 from .requests import SyncRequest
 from .vocabulary import SYNC_WORK_KEPT, files_done, sync_remedy
 
@@ -179,7 +179,8 @@ def _recording_progress(store: Store, kb: str, progress: Progress | None,
     started = time.time()
 
     def record(done: int, total: int, message: str) -> None:
-        write_progress(store, kb, SyncProgress(done, total, report.chunks_embedded, report.files_written, started))
+        write_progress(store, kb, SyncProgress(done, total, report.chunks_embedded, report.files_written,
+                                               round(started, 3)))
         if progress:
             progress(done, total, message)
 
@@ -420,22 +421,19 @@ def _remove_deleted(store: Store, kb: str, target: str, plan: SyncPlan, on_disk:
 def _finished(state: dict[str, Any], started: str, outcome: str, report: SyncReport,
               error: str = "") -> dict[str, Any]:
     """The state's record of a sync that ended: the last one in full, the recent ones in brief."""
-    last = {"started_at": started, "finished_at": recorded_now(), "outcome": outcome, "error": error,
+    finished = recorded_now()
+    last = {"started_at": started, "finished_at": finished, "outcome": outcome, "error": error,
             "report": report.as_dict()}
-    brief = {"started_at": started, "finished_at": last["finished_at"], "outcome": outcome,
-             "error": error[:_ERROR_CHARS_KEPT], "rebuilt": report.rebuilt, "added": report.files_added,
-             "changed": report.files_changed, "deleted": report.files_deleted,
-             "unchanged": report.files_unchanged, "failed": report.files_failed,
-             "chunks_embedded": report.chunks_embedded, "chunks_reused": report.chunks_reused,
-             "seconds": report.seconds.get("total")}
-    return {"last_sync": last, "recent_syncs": [*KBState(state).recent_syncs, brief][-_SYNCS_KEPT:]}
+    brief = SyncBrief(started, finished, outcome, error[:_ERROR_CHARS_KEPT], report.rebuilt,
+                      report.files_added, report.files_changed, report.files_deleted, report.files_unchanged,
+                      report.files_failed, report.chunks_embedded, report.chunks_reused, report.seconds.get("total"))
+    return {"last_sync": last, "recent_syncs": [*KBState(state).recent_syncs, brief.as_dict()][-_SYNCS_KEPT:]}
 
 
-def _summary(files: dict[str, FileRecord], report: SyncReport, titles: list[str]) -> dict[str, Any]:
+def _summary(files: dict[str, FileRecord], report: SyncReport, titles: list[str]) -> KBSummary:
     """What the KB holds, for tool descriptions: counts by kind and a few document titles."""
     kinds = count_kinds(path for path, record in files.items() if record.status == "indexed")
-    return {"documents": sum(kinds.values()), "kinds": dict(kinds.most_common()), "chunks": report.chunks_total,
-            "titles": titles}
+    return KBSummary(sum(kinds.values()), dict(kinds.most_common()), report.chunks_total, tuple(titles))
 
 
 def _record_failure(store: Store, kb: str, started: str, error: str, report: SyncReport,  # noqa: PLR0913  # a KB sync's context

@@ -3,7 +3,7 @@
 import pytest
 from helpers import write
 
-from mcp_kb.errors import KBError, ParseError
+from mcp_kb.errors import KBError, ParseError, SearchError
 from mcp_kb.api import SyncRequest
 from mcp_kb.records import KBSummary
 
@@ -86,3 +86,14 @@ def test_during_a_first_sync_the_glance_counts_what_it_has_written(make_app, tmp
     app.sync(SyncRequest(kb="notes"), progress=look)
     assert seen[0] == (32, True, True)  # the first batch written: the page shows it, not 0 documents
     assert app.glance("notes").files == 40
+
+
+@pytest.mark.parametrize("k", [0, 200])
+def test_a_self_check_or_evaluation_out_of_bounds_says_what_to_send_not_a_traceback(app, k):
+    """`mcp-kb eval --k` reaches the same request rules as every face: a KBError the CLI prints as one line."""
+    app.sync()
+    with pytest.raises(SearchError, match=f"top_k must be between 1 and 100, got {k}"):
+        app.self_check("docs", ["hybrid"], k=k)
+    if k > 10:  # evaluate asks for at least 10 (its MRR and nDCG are @10)
+        with pytest.raises(SearchError, match=f"top_k must be between 1 and 100, got {k}"):
+            app.evaluate("docs", {"q1": "install"}, {"q1": {"guide": 1}}, ["hybrid"], k=k)

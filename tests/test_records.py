@@ -29,6 +29,9 @@ def test_the_json_forms_keep_the_shapes_clients_read():
     checked = KBStatus(**{**status.__dict__, "model": IndexedModel("m", 384, "ab"), "health": HealthCheck(k=10)})
     assert checked.as_dict()["model"] == {"name": "m", "dimension": 384, "file_hash": "ab"}
     assert checked.as_dict()["health"] == {"checked_at": "", "k": 10, "queries": 0, "hit_rate": {}}
+    assert shown["progress"] == {}  # no sync runs, or one before its first batch: as clients always read it
+    running = KBStatus(**{**status.__dict__, "sync_running": True, "progress": SyncProgress(3, 10, started=5.0)})
+    assert running.as_dict()["progress"] == {"done": 3, "total": 10, "chunks": 0, "written": 0, "started": 5.0}
     never = KBStats("docs", None, None, LastSyncFigures(None, 0, 0, {}))
     assert never.as_dict() == {"name": "docs", "search": {}, "health": {},
                                "last_sync": {"finished_at": None, "chunks_embedded": 0, "tokens_embedded": 0,

@@ -68,11 +68,11 @@ def check_writable(store: Store) -> None:
 
 # ---- records in the store ---------------------------------------------------------------------
 
-def write_summary(store: Store, kb: str, summary: dict[str, Any]) -> None:
+def write_summary(store: Store, kb: str, summary: KBSummary) -> None:
     """A few counts about a KB (documents by kind, chunks, titles) for tool descriptions: in the
     store, and in a local file a server reads without opening LanceDB."""
-    store.write_note(kb, "summary", summary)
-    _write_json(_kb_file(store.uri, kb, "summary"), summary)
+    store.write_note(kb, "summary", summary.as_dict())
+    _write_json(_kb_file(store.uri, kb, "summary"), summary.as_dict())
 
 
 def read_summary(storage: str, kb: str, store: Callable[[], Store]) -> KBSummary | None:

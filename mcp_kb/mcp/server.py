@@ -238,7 +238,7 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
 def _document_links(kb: str, hits: Sequence[Hit]) -> list[ResourceLink]:
     """A link per hit to its document's resource, so a client can open the source a passage cites."""
     return [ResourceLink(type="resource_link", uri=document_uri(kb, hit.source), name=hit.source,
-                         title=f"{citation_marker(number)} {hit.citation()}", mime_type="text/plain")
+                         title=f"{citation_marker(number)} {hit.citation}", mime_type="text/plain")
             for number, hit in enumerate(hits, start=1)]
 
 

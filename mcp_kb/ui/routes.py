@@ -76,7 +76,7 @@ class Page:
         self.secret = secrets.token_bytes(32)  # keys the forms' CSRF values (a restart asks for a reload)
         self.templates = Environment(loader=PackageLoader("mcp_kb.ui", "templates"),
                                      autoescape=select_autoescape(default=True, default_for_string=True))
-        self.templates.filters["when"] = when
+        self.templates.filters["when"] = views.when
         # The forms say what each field does as the requests do (the tools' and the CLI's words).
         self.templates.globals["search_help"] = {name: option_help(SearchRequest, name) for name in _SEARCH_FIELDS}
         self.templates.globals["sync_help"] = {name: option_help(SyncRequest, name)
@@ -243,7 +243,8 @@ class Page:
         name = self._kb(request, view)
         if not self._may_sync(view, name):
             return self._error(request, view, 403, view.sync_refusal(name) if self.runner else
-                               "this server is read-only: another process (mcp-kb watch) syncs its knowledge bases")
+                               "this server is read-only (read_only = true): another process syncs (mcp-kb sync or watch, or "
+                               "a writer server)")
         form = await request.form()
         full, allow = form.get("full") == "1", form.get("allow_mass_delete") == "1"
         try:
@@ -311,11 +312,6 @@ class _SecurityHeaders:
                 message = {**message, "headers": [*message.get("headers", []), *_SECURITY_HEADERS]}
             await send(message)
         await self.app(scope, receive, send_with_headers)
-
-
-def when(stamp: str | None) -> str:
-    """A recorded time (ISO 8601, UTC) as a person reads it: `2026-12-01 19:14 UTC` (ui.js writes the same)."""
-    return f"{stamp[:16].replace('T', ' ')} UTC" if stamp else "never"
 
 
 def _local(target: str) -> str:

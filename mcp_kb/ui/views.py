@@ -36,13 +36,22 @@ def _kb_summary(app: App, name: str, figures: SearchFigures | None) -> dict[str,
 
 def live_status(app: App, names: Iterable[str]) -> list[dict[str, Any]]:
     """What the page's script polls: each KB's running sync and the figures a finished one changes."""
-    return [{**_polled(status.as_dict()), "progress_text": progress_text(status.progress)}
-            for status in map(app.glance, names)]
+    return [{**_polled(status.as_dict()), "progress_text": progress_text(status.progress),
+             "last_sync_text": when(status.last_sync)} for status in map(app.glance, names)]
 
 
 def _polled(status: dict[str, Any]) -> dict[str, Any]:
     return {key: status[key] for key in ("name", "sync_running", "progress", "files", "chunks", "last_sync",
                                          "last_outcome", "last_error")}
+
+
+def when(stamp: str | None, short: bool = False) -> str:
+    """A recorded time (ISO 8601, UTC) as a person reads it: `2026-12-01 19:14 UTC` (the page's script shows this
+    text); `short`, a chart's label: `12-01 19:14`."""
+    if not stamp:
+        return "never"
+    shown = stamp[:16].replace("T", " ")
+    return shown[5:] if short else f"{shown} UTC"
 
 
 def progress_text(progress: SyncProgress) -> str:
@@ -76,7 +85,7 @@ def kb_details(app: App, name: str, wanted: str = "") -> dict[str, Any]:
 
 def _charts(figures: SearchFigures | None, syncs: tuple[SyncBrief, ...]) -> list[Any]:
     hours = figures.hourly if figures else ()
-    labels = [hour.hour[5:16].replace("T", " ") for hour in hours]
+    labels = [when(hour.hour, short=True) for hour in hours]
     charts = []
     if hours:
         charts += [
@@ -89,7 +98,7 @@ def _charts(figures: SearchFigures | None, syncs: tuple[SyncBrief, ...]) -> list
         ]
     timed = [(sync.finished_at, sync.seconds) for sync in syncs if sync.seconds is not None]
     if timed:
-        charts.append(bar_chart("Sync durations", [finished[5:16].replace("T", " ") for finished, _ in timed],
+        charts.append(bar_chart("Sync durations", [when(finished, short=True) for finished, _ in timed],
                                 [seconds for _, seconds in timed], "s"))
     return charts
 

@@ -129,7 +129,7 @@ def test_office_files_sync_search_and_resync_when_one_changes(make_app, tmp_path
     [report] = app.sync()
     assert report.files_added == 4 and not report.failures
     hit = app.search("docs", SearchRequest(query="record orders from Asia", mode="keyword", top_k=1)).hits[0]
-    assert hit.citation() == "report.docx › Results › Q3"
+    assert hit.citation == "report.docx › Results › Q3"
     slide = app.search("docs", SearchRequest(query="Twelve engineers budget", mode="keyword", top_k=1)).hits[0]
     assert (slide.source, slide.page, slide.heading) == ("plan.pptx", 3, "Budget")
     row = app.search("docs", SearchRequest(query="Globex", mode="keyword", top_k=1)).hits[0]

@@ -2,10 +2,6 @@
 // of the failed-files table. Everything is written with textContent: nothing from the server is parsed as HTML.
 "use strict";
 
-function when(stamp) {  // as the server's `when` filter writes it
-  return stamp ? `${stamp.slice(0, 16).replace("T", " ")} UTC` : "never";
-}
-
 function show(kb) {
   for (const box of document.querySelectorAll("[data-kb]")) {
     if (box.dataset.kb !== kb.name) continue;
@@ -23,7 +19,7 @@ function show(kb) {
       const cell = box.querySelector(`[data-field="${field}"]`);
       if (!cell) continue;
       const value = kb[field] === null || kb[field] === undefined ? "" : String(kb[field]);
-      cell.textContent = field === "last_sync" ? when(value) : value;
+      cell.textContent = field === "last_sync" ? kb.last_sync_text : value;  // worded by the server
       if (field === "last_error") cell.hidden = !value;
       if (field === "last_outcome") cell.className = "outcome-" + value.replace(/ /g, "-");
     }
