@@ -60,6 +60,15 @@ class Hit:
     def last_chunk_index(self) -> int:
         return self.chunk_index + self.chunk_count - 1
 
+    @computed_field(description="How it ranked, as a person reads it: score, rank on each side, trimmed")  # type: ignore[prop-decorator]
+    @property
+    def ranking(self) -> str:
+        parts = [f"score {self.score:.3f}"]
+        parts += [f"vector rank {self.vector_rank}"] if self.vector_rank else []
+        parts += [f"keyword rank {self.keyword_rank}"] if self.keyword_rank else []
+        parts += ["trimmed to fit the token budget"] if self.trimmed else []
+        return " · ".join(parts)
+
     @computed_field(description="How the passage is cited: document, heading path, pages")  # type: ignore[prop-decorator]
     @property
     def citation(self) -> str:

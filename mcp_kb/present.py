@@ -23,6 +23,7 @@ def cited_text(result: SearchResult, max_chars: int | None = None) -> str:
     if not result.hits:
         lines.append(NO_RESULTS)
     for number, hit in enumerate(result.hits, start=1):
+        # The model reads the score alone (ranks cost tokens and tell it nothing; hit.ranking is for people).
         trimmed = ", trimmed to fit max_tokens" if hit.trimmed else ""
         lines.append(f"{citation_marker(number)} {hit.citation} (score {hit.score:.3f}{trimmed})")
         body = "\n\n".join(part for part in (hit.context_before, hit.text, hit.context_after) if part).strip()

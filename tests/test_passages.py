@@ -1,6 +1,9 @@
 """Passages: merging adjacent hits, the per-document cap, over-fetch, and the token budget."""
 
+from dataclasses import replace
+
 import pytest
+from pydantic import TypeAdapter
 from helpers import write
 
 from mcp_kb.settings import ChunkingConfig
@@ -8,6 +11,7 @@ from mcp_kb.ingest.chunking import chunk_document
 from mcp_kb.ingest.parsers import parse_file
 from mcp_kb.passages import ELLIPSIS, Hit, add_context, assemble, fit_budget
 from mcp_kb.api import SearchRequest
+from mcp_kb.search import SearchOutput
 
 STEPS = "\n\n".join(
     f"Step {i} of the rollout updates service s{i}. It drains traffic, swaps the binary and checks health "
@@ -126,3 +130,15 @@ def test_search_over_fetches_until_top_k_distinct_passages(make_app, tmp_path):
     assert len(result.hits) == 5 and len({hit.source for hit in result.hits}) == 5
     capped = app.search("docs", SearchRequest(query="quasar beacon setting", mode="keyword", top_k=5, max_per_document=2))
     assert [hit.source for hit in capped.hits].count("manual.md") == 2 and len(capped.hits) == 5
+
+
+def test_a_hit_says_how_it_is_cited_and_how_it_ranked_in_its_json_form():
+    hit = Hit(text="Apply in the portal.", source="leave.md", title="", heading="Leave › Annual", page=3,
+              chunk_index=0, score=0.7342, vector_rank=1, keyword_rank=3, trimmed=True, page_end=4)
+    shown = {"citation": "leave.md › Leave › Annual (pages 3-4)",
+             "ranking": "score 0.734 · vector rank 1 · keyword rank 3 · trimmed to fit the token budget"}
+    assert (hit.citation, hit.ranking) == (shown["citation"], shown["ranking"])
+    assert SearchOutput(results=[hit], mode="hybrid").model_dump(mode="json")["results"][0].items() >= shown.items()
+    listed = TypeAdapter(SearchOutput).json_schema()["$defs"]["Hit"]["properties"]  # what the tools publish
+    assert {"citation", "ranking"} <= set(listed)
+    assert replace(hit, vector_rank=None, trimmed=False).ranking == "score 0.734 · keyword rank 3"

@@ -101,6 +101,7 @@ def test_the_view_renders_the_hits_of_a_real_search_as_text(browser, searched):
     shown = [button.text for button in browser.find_elements(By.CSS_SELECTOR, "li.hit button.citation")]
     assert shown == [f"{hit['source']} › {hit['heading']}" for hit in hits] and HOSTILE_NAME in shown[0]
     assert shown == [hit["citation"] for hit in hits]  # the server's citation, not one the view words itself
+    assert [meta.text for meta in browser.find_elements(By.CSS_SELECTOR, "li.hit .meta")] == [hit["ranking"] for hit in hits]
     passage = browser.find_elements(By.CSS_SELECTOR, "li.hit .passage")[0].text
     assert "<script>window.pwned = 1</script>" in passage and "<img src=x" in passage
     assert browser.find_element(By.ID, "summary").text == f"{len(hits)} passage(s), mode {result['structuredContent']['mode']}"
