@@ -18,6 +18,8 @@ from typing import Any, ClassVar, Self
 from .vocabulary import files_done
 
 NEVER_SYNCED = "never synced"  # the outcome of a KB no sync has finished for
+_SYNCS_KEPT = 20  # recent syncs a KB's state lists (the admin page shows them)
+_ERROR_CHARS_KEPT = 500  # of a failed sync's error, in that list
 
 
 def recorded_now(precision: str = "seconds") -> str:
@@ -126,10 +128,46 @@ class SyncBrief(_Saved):
 
 @dataclass(frozen=True)
 class KBState:
-    """A KB's state row (index/state_table.py keeps it as JSON), read in one place: the active generation, the
-    model and settings it was built with, and the record of the last syncs."""
+    """A KB's state row (index/state_table.py keeps it as JSON), read and written in one place: the active
+    generation, the fingerprints it was built with (the model, chunking and other settings a change of which
+    rebuilds), a rebuild in progress beside it, and the record of the last syncs."""
 
     row: dict[str, Any]
+
+    @staticmethod
+    def active(fingerprints: Mapping[str, Any], generation: str, complete: bool = False) -> dict[str, Any]:
+        """The row of a generation searches read, built with `fingerprints` (`complete`: a finished sync's)."""
+        return {**fingerprints, "generation": generation, **({"complete": True} if complete else {})}
+
+    def building_beside(self, generation: str, fingerprints: Mapping[str, Any]) -> dict[str, Any]:
+        """This row with a rebuild started beside the active generation."""
+        return {**self.row, "building": {"generation": generation, "fingerprints": dict(fingerprints)}}
+
+    @property
+    def building(self) -> tuple[str, dict[str, Any]] | None:
+        """The rebuild in progress: its generation and the fingerprints it is built with (None when none is)."""
+        building = self.row.get("building") or {}
+        return (str(building["generation"]), dict(building.get("fingerprints") or {})) if "generation" in building \
+            else None
+
+    @property
+    def built(self) -> bool:
+        """Whether a sync ever recorded what the index is built with (not before the first sync)."""
+        return "model" in self.row
+
+    def fingerprint(self, key: str) -> Any:
+        """What the index was built with, for one fingerprint (`model`, `chunking`, ...)."""
+        return self.row.get(key)
+
+    def ended(self, started: str, outcome: str, report: SyncReport, error: str = "") -> dict[str, Any]:
+        """The record of a sync that ended, to write with the row: the last one in full, the recent ones in brief."""
+        finished = recorded_now()
+        last = {"started_at": started, "finished_at": finished, "outcome": outcome, "error": error,
+                "report": report.as_dict()}
+        brief = SyncBrief(started, finished, outcome, error[:_ERROR_CHARS_KEPT], report.rebuilt, report.files_added,
+                          report.files_changed, report.files_deleted, report.files_unchanged, report.files_failed,
+                          report.chunks_embedded, report.chunks_reused, report.seconds.get("total"))
+        return {"last_sync": last, "recent_syncs": [*self.recent_syncs, brief.as_dict()][-_SYNCS_KEPT:]}
 
     @property
     def generation(self) -> str | None:

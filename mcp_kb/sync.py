@@ -32,14 +32,12 @@ from .ingest.workers import ParseWorkers
 from .models.base import Embedder, TokenCounter
 from .batches import (BATCH_FILES, EmbeddingProgress, ParsedFile, Timer, count_batch, embedded_rows, not_indexed,
                       parse_job, parsed_files, parsing_peak_mb, refuse, sliced, written_records)
-from .records import KBState, KBSummary, Problem, Progress, SyncBrief, SyncProgress, SyncReport, recorded_now
+from .records import KBState, KBSummary, Problem, Progress, SyncProgress, SyncReport, recorded_now
 from .requests import SyncRequest
 from .vocabulary import SYNC_WORK_KEPT, files_done, sync_remedy
 
 log = logging.getLogger(__name__)
 
-_SYNCS_KEPT = 20  # recent syncs a KB's state lists (the admin page shows them)
-_ERROR_CHARS_KEPT = 500  # of a failed sync's error, in that list
 # A sync that would delete at least this many documents, and more than [kb.sync] max_delete_share of
 # a KB, is refused without --allow-mass-delete (as is any sync whose paths yield no file at all).
 MASS_DELETE_MIN_FILES = 20
@@ -145,8 +143,8 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         titles = store.document_titles(kb.name, target, _TITLES_IN_SUMMARY)
         write_summary(store, kb.name, _summary(files, report, titles))
         # One commit makes this generation the one searches read (the switch, after a rebuild).
-        store.write_state(kb.name, {**fingerprints, "generation": target, "complete": True,
-                                    **_finished(state, started, "ok", report)})
+        store.write_state(kb.name, {**KBState.active(fingerprints, target, complete=True),
+                                    **KBState(state).ended(started, "ok", report)})
         store.drop_generations(kb.name, keep={target})
         return report
     except Exception as exc:
@@ -254,20 +252,20 @@ def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: di
         return active, None
     _check_model(embedder)  # before anything is created, switched or dropped
     schema = chunk_schema(embedder.identity.dimension, kb.metadata_types())
-    building = state.get("building") or {}
+    building = KBState(state).building
     if active is None:
         target = new_generation()
         store.drop_generations(kb.name, keep=set())
         store.create_generation(kb.name, target, schema)
-        store.write_state(kb.name, {**fingerprints, "generation": target})
+        store.write_state(kb.name, KBState.active(fingerprints, target))
         return target, None
     report.rebuilt = reason
     log.info("%s: rebuilding the index beside the current one: %s", kb.name, reason)
-    if building.get("fingerprints") == fingerprints and store.chunk_schema(kb.name, building["generation"]) is not None:
-        target = building["generation"]  # resume: its manifest says what is done
+    if building and building[1] == fingerprints and store.chunk_schema(kb.name, building[0]) is not None:
+        target = building[0]  # resume: its manifest says what is done
     else:
         target = new_generation()
-        store.write_state(kb.name, {**state, "building": {"generation": target, "fingerprints": fingerprints}})
+        store.write_state(kb.name, KBState(state).building_beside(target, fingerprints))
     store.drop_generations(kb.name, keep={active, target})
     store.create_generation(kb.name, target, schema)
     same_model = KBState(state).model == fingerprints["model"] and not missing
@@ -284,7 +282,8 @@ def _check_model(embedder: Embedder) -> None:
 
 def _rebuild_reason(state: dict[str, Any], fingerprints: dict[str, Any], full: bool, reembed: bool,
                     missing: bool) -> str:
-    if "model" not in state:
+    built = KBState(state)
+    if not built.built:
         return "first sync"
     if missing:
         return "the index tables were missing or could not be opened"
@@ -295,8 +294,8 @@ def _rebuild_reason(state: dict[str, Any], fingerprints: dict[str, Any], full: b
     for key, what in (("model", "embedding model"), ("chunking", "chunking settings"),
                       ("metadata", "metadata settings"), ("keyword_analysis", "keyword analysis"),
                       ("layout", "index layout"), ("ocr", "reading images (OCR)")):
-        if state.get(key) != fingerprints.get(key):
-            return f"{what} changed ({_describe(state.get(key))} → {_describe(fingerprints.get(key))})"
+        if built.fingerprint(key) != fingerprints.get(key):
+            return f"{what} changed ({_describe(built.fingerprint(key))} → {_describe(fingerprints.get(key))})"
     return ""
 
 
@@ -418,18 +417,6 @@ def _remove_deleted(store: Store, kb: str, target: str, plan: SyncPlan, on_disk:
 
 # ---- bookkeeping ---------------------------------------------------------------------------
 
-def _finished(state: dict[str, Any], started: str, outcome: str, report: SyncReport,
-              error: str = "") -> dict[str, Any]:
-    """The state's record of a sync that ended: the last one in full, the recent ones in brief."""
-    finished = recorded_now()
-    last = {"started_at": started, "finished_at": finished, "outcome": outcome, "error": error,
-            "report": report.as_dict()}
-    brief = SyncBrief(started, finished, outcome, error[:_ERROR_CHARS_KEPT], report.rebuilt,
-                      report.files_added, report.files_changed, report.files_deleted, report.files_unchanged,
-                      report.files_failed, report.chunks_embedded, report.chunks_reused, report.seconds.get("total"))
-    return {"last_sync": last, "recent_syncs": [*KBState(state).recent_syncs, brief.as_dict()][-_SYNCS_KEPT:]}
-
-
 def _summary(files: dict[str, FileRecord], report: SyncReport, titles: list[str]) -> KBSummary:
     """What the KB holds, for tool descriptions: counts by kind and a few document titles."""
     kinds = count_kinds(path for path, record in files.items() if record.status == "indexed")
@@ -441,6 +428,6 @@ def _record_failure(store: Store, kb: str, started: str, error: str, report: Syn
     """Keep the fingerprints of the last good build; record the failed (or interrupted) attempt for `status`."""
     try:
         state = store.read_state(kb)
-        store.write_state(kb, {**state, **_finished(state, started, outcome, report, error)})
+        store.write_state(kb, {**state, **KBState(state).ended(started, outcome, report, error)})
     except Exception:  # the store itself may be what failed; the original error is what matters
         log.debug("could not record the failed sync of %s", kb, exc_info=True)

@@ -25,9 +25,9 @@ def test_status_before_and_after_the_first_sync(app):
 
 
 def test_glance_agrees_with_status_and_history_lists_recent_syncs(app, tmp_path, monkeypatch):
-    import mcp_kb.sync
+    import mcp_kb.records
 
-    monkeypatch.setattr(mcp_kb.sync, "_SYNCS_KEPT", 3)
+    monkeypatch.setattr(mcp_kb.records, "_SYNCS_KEPT", 3)
     for round_ in range(4):
         write(tmp_path / "docs" / "changing.md", f"# Changing\n\nRound {round_} of edits.\n")
         app.sync()

@@ -104,3 +104,17 @@ def test_a_sync_report_is_read_back_from_the_state_as_it_was_saved():
     assert SyncReport.from_dict(report.as_dict()) == report
     assert SyncReport.from_dict({"kb": "docs", "files_added": 1, "a_later_field": 7}) == SyncReport("docs", files_added=1)
     assert KBState({"last_sync": {"report": report.as_dict(), "finished_at": "t"}}).last_report == report
+
+
+def test_a_state_row_is_written_and_read_by_its_record():
+    fingerprints = {"model": {"name": "m", "dimension": 384}, "chunking": {"max_tokens": 256}}
+    row = KBState.active(fingerprints, "g1", complete=True)
+    state = KBState(row)
+    assert (state.generation, state.complete, state.built, state.fingerprint("chunking")) == \
+        ("g1", True, True, {"max_tokens": 256})
+    assert state.building is None and not KBState({}).built
+    rebuilding = KBState(state.building_beside("g2", {"model": {"name": "n"}}))
+    assert rebuilding.building == ("g2", {"model": {"name": "n"}}) and rebuilding.generation == "g1"
+    ended = KBState({**row, **state.ended("t0", "failed", SyncReport("docs", files_added=2), "boom " * 200)})
+    assert ended.outcome == "failed" and ended.last_report.files_added == 2 and ended.last_error.startswith("boom")
+    assert len(ended.sync_briefs[-1].error) == 500 and ended.sync_briefs[-1].added == 2  # the brief keeps a start
