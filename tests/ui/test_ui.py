@@ -347,8 +347,18 @@ def _sign_in(browser, server: str, token: str) -> None:
     field = browser.find_element(By.ID, "token")
     field.send_keys(token)
     field.submit()
-    until(lambda: browser.find_elements(By.CSS_SELECTOR, "h1") and browser.find_element(By.CSS_SELECTOR, "h1").text
-           == "Knowledge bases")
+    until(lambda: _heading(browser) == "Knowledge bases", what="the overview after signing in")
+
+
+def _heading(browser) -> str:
+    """The page's h1, read in one step: finding it and then reading it raced the sign-in's navigation (a stale
+    element: the sign-in page's h1 was gone by the read)."""
+    from selenium.common.exceptions import JavascriptException, StaleElementReferenceException
+
+    try:
+        return browser.execute_script("const h = document.querySelector('h1'); return h ? h.textContent.trim() : '';")
+    except (JavascriptException, StaleElementReferenceException):  # the page was being replaced
+        return ""
 
 
 
