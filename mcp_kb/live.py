@@ -42,13 +42,21 @@ class SyncRunner:
         self.app = app
         self.notify = notify
         self.syncs_started = 0  # how many syncs were asked for (the debounce tests count them)
+        # This process's syncs that wait for a running one queue here, as tasks: each waiting in a worker thread
+        # (for the index's writer lock) would take the threads searches need, one per caller that asked.
+        self._turn = anyio.Lock()
 
     async def sync(self, request: SyncRequest, progress: Progress | None = None) -> list[SyncReport]:
-        """App.sync in a worker thread; raises KBError (the failure is also recorded in the KB's status)."""
+        """App.sync in a worker thread; raises KBError (the failure is also recorded in the KB's status). A request
+        that waits queues behind this process's running sync without holding a thread; one that does not wait
+        goes at once (and hears that a sync is running)."""
         self.syncs_started += 1
         names = [k.name for k in self.app.config.select(request.kb)]
         try:
-            return await anyio.to_thread.run_sync(lambda: self.app.sync(request, progress))
+            if not request.wait:
+                return await anyio.to_thread.run_sync(lambda: self.app.sync(request, progress))
+            async with self._turn:
+                return await anyio.to_thread.run_sync(lambda: self.app.sync(request, progress))
         finally:
             if self.notify:
                 for name in names:

@@ -142,3 +142,41 @@ async def test_failed_sync_keeps_the_last_good_version_and_shows_in_status(make_
 
         await eventually(recovered)
         assert await _sources(client, "incident") == {"a.md"}
+
+
+async def test_syncs_that_wait_for_a_running_one_hold_no_worker_thread(make_app, tmp_path):
+    """A flood of sync calls while one runs (a client retrying, a caller on purpose) queues as tasks: the threads
+    searches run in stay free; a call that does not wait hears at once that a sync is running."""
+    import threading
+
+    from mcp_kb.api import SyncBusyError, SyncRequest
+
+    write(tmp_path / "docs" / "a.md", "# A\n\nfirst\n")
+    app = make_app(_kb(tmp_path / "docs"))
+    app.sync()
+    write(tmp_path / "docs" / "b.md", "# B\n\nsecond\n")  # something for the held sync to index
+    runner, held, release = SyncRunner(app), threading.Event(), threading.Event()
+
+    def hold(done: int, total: int, message: str) -> None:  # runs in the sync's worker thread, lock held
+        held.set()
+        release.wait(30)
+
+    threads = anyio.to_thread.current_default_thread_limiter()
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(runner.sync, SyncRequest(kb="docs"), hold)
+            await eventually(lambda: _is_set(held))
+            for _ in range(8):
+                group.start_soon(runner.sync, SyncRequest(kb="docs"))
+            await eventually(lambda: _at_least(runner, 9))
+            assert threads.borrowed_tokens == 1  # the running sync's thread only
+            with pytest.raises(SyncBusyError, match="already running"):
+                await runner.sync(SyncRequest(kb="docs", wait=False))
+            release.set()
+    finally:
+        release.set()
+    assert app.status("docs")[0].files == 2 and threads.borrowed_tokens == 0
+
+
+async def _is_set(event):
+    return event.is_set()
