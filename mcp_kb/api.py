@@ -50,7 +50,9 @@ if TYPE_CHECKING:
     from .models import model_source as model_source
     from .models import quiet_model_logs as quiet_model_logs
     from .passages import Hit as Hit
+    from .present import browse_text as browse_text
     from .present import cited_text as cited_text
+    from .present import read_text as read_text
     from .records import Glance as Glance
     from .records import recorded_now as recorded_now
     from .records import HealthCheck as HealthCheck
@@ -65,7 +67,16 @@ if TYPE_CHECKING:
     from .records import SyncHistory as SyncHistory
     from .records import SyncProgress as SyncProgress
     from .records import SyncReport as SyncReport
+    from .reader import BrowseOutput as BrowseOutput
+    from .reader import DocumentEntry as DocumentEntry
+    from .reader import OutlineEntry as OutlineEntry
+    from .reader import ReadOutput as ReadOutput
     from .requests import FILTER_SYNTAX as FILTER_SYNTAX
+    from .requests import BrowseRequest as BrowseRequest
+    from .requests import ListingOrder as ListingOrder
+    from .requests import READ_TOKENS_MAX as READ_TOKENS_MAX
+    from .requests import BROWSE_LIMIT_MAX as BROWSE_LIMIT_MAX
+    from .requests import ReadRequest as ReadRequest
     from .requests import ResolvedSearch as ResolvedSearch
     from .requests import SearchRequest as SearchRequest
     from .requests import SyncRequest as SyncRequest
@@ -73,6 +84,7 @@ if TYPE_CHECKING:
     from .requests import option_help as option_help
     from .requests import parse_filters as parse_filters
     from .requests import parse_search as parse_search
+    from .requests import parse_request as parse_request
     from .requests import request_errors as request_errors
     from .requests import unknown_filter_field as unknown_filter_field
     from .schema import BUILTIN_FILTERS as BUILTIN_FILTERS
@@ -80,6 +92,7 @@ if TYPE_CHECKING:
     from .schema import RANGE_OPERATORS as RANGE_OPERATORS
     from .schema import FieldType as FieldType
     from .search import SearchOutput as SearchOutput
+    from .search import common_filter_types as common_filter_types
     from .search import SearchResult as SearchResult
     from .text import as_sentence as as_sentence
     from .text import printable as printable
@@ -90,6 +103,10 @@ if TYPE_CHECKING:
     from .vocabulary import METRICS_URI as METRICS_URI
     from .vocabulary import STATUS_URI as STATUS_URI
     from .vocabulary import SYNC_TOOL as SYNC_TOOL
+    from .vocabulary import LIST_TOOL as LIST_TOOL
+    from .vocabulary import READ_TOOL as READ_TOOL
+    from .vocabulary import SEARCH_ALL_TOOL as SEARCH_ALL_TOOL
+    from .vocabulary import WORKBENCH_TOOLS as WORKBENCH_TOOLS
     from .vocabulary import SYNC_WORK_KEPT as SYNC_WORK_KEPT
     from .vocabulary import citation_marker as citation_marker
     from .vocabulary import document_uri as document_uri
@@ -131,7 +148,9 @@ _HOMES = {
     "model_source": "models",
     "quiet_model_logs": "models",
     "Hit": "passages",
+    "browse_text": "present",
     "cited_text": "present",
+    "read_text": "present",
     "Glance": "records",
     "recorded_now": "records",
     "HealthCheck": "records",
@@ -146,7 +165,16 @@ _HOMES = {
     "SyncHistory": "records",
     "SyncProgress": "records",
     "SyncReport": "records",
+    "BrowseOutput": "reader",
+    "DocumentEntry": "reader",
+    "OutlineEntry": "reader",
+    "ReadOutput": "reader",
     "FILTER_SYNTAX": "requests",
+    "BrowseRequest": "requests",
+    "ListingOrder": "requests",
+    "READ_TOKENS_MAX": "requests",
+    "BROWSE_LIMIT_MAX": "requests",
+    "ReadRequest": "requests",
     "ResolvedSearch": "requests",
     "SearchRequest": "requests",
     "SyncRequest": "requests",
@@ -154,6 +182,7 @@ _HOMES = {
     "option_help": "requests",
     "parse_filters": "requests",
     "parse_search": "requests",
+    "parse_request": "requests",
     "request_errors": "requests",
     "unknown_filter_field": "requests",
     "BUILTIN_FILTERS": "schema",
@@ -161,6 +190,7 @@ _HOMES = {
     "RANGE_OPERATORS": "schema",
     "FieldType": "schema",
     "SearchOutput": "search",
+    "common_filter_types": "search",
     "SearchResult": "search",
     "as_sentence": "text",
     "printable": "text",
@@ -171,6 +201,10 @@ _HOMES = {
     "METRICS_URI": "vocabulary",
     "STATUS_URI": "vocabulary",
     "SYNC_TOOL": "vocabulary",
+    "LIST_TOOL": "vocabulary",
+    "READ_TOOL": "vocabulary",
+    "SEARCH_ALL_TOOL": "vocabulary",
+    "WORKBENCH_TOOLS": "vocabulary",
     "SYNC_WORK_KEPT": "vocabulary",
     "citation_marker": "vocabulary",
     "document_uri": "vocabulary",

@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 
 from .audit import AuditTrail
-from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
+from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, SearchConfig, megabytes
 from .errors import KBError, NotSyncedError, StoreError
 from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
 from .index import open_store
@@ -21,14 +21,15 @@ from .index.state import (is_sync_running, query_log_path, read_health, read_met
                           sync_activity, write_health, write_metrics)
 from .ingest.chunking import Chunk, document_chunks
 from .ingest.parsers import parse_file
-from .ingest.sources import Source, SourceScan, find_document, parse_source, scan_all, sources_of
+from .ingest.sources import Source, SourceScan, scan_all, sources_of
 from .metrics import Metrics, QueryLog
 from .models import create_embedder, create_reranker, load_token_counter, model_source
 from .models.base import Embedder, TokenCounter, query_model_differs
-from .present import document_text
+from .cursors import Cursors
+from .reader import BrowseOutput, Reader, ReadOutput
 from .records import (Glance, HealthCheck, KBCheck, KBState, KBStats, KBStatus, KBSummary, LastSyncFigures, Problem,
                       Progress, SearchFigures, SyncHistory, SyncProgress, recorded_now)
-from .requests import SearchRequest, SyncRequest, parse_search
+from .requests import BrowseRequest, ReadRequest, SearchRequest, SyncRequest, parse_search
 from .search import Searcher, SearchResult
 from .vocabulary import sync_named
 from .ingest.workers import ParseWorkers
@@ -166,11 +167,34 @@ class App:
                     log.warning("%s: no hit rate after the rebuild: %s", report.kb, exc)
         return reports
 
+    @cached_property
+    def reader(self) -> Reader:
+        return Reader(self.store, lambda: self.tokenizer, Cursors(self.config.server.cursor_secret))
+
+    def read(self, kb: str, request: ReadRequest) -> ReadOutput:
+        """A part of a document of a KB, from its index, within the request's token budget."""
+        return self.reader.read(self.config.get_kb(kb), request)
+
+    def read_through(self, kb: str, request: ReadRequest) -> ReadOutput:
+        """The whole part a read asks for, in one answer (no token budget: `mcp-kb read`)."""
+        return self.reader.read_through(self.config.get_kb(kb), request)
+
+    def browse(self, kb: str, request: BrowseRequest) -> BrowseOutput:
+        """A page of a KB's documents, or of one document's outline, from its index."""
+        return self.reader.browse(self.config.get_kb(kb), request)
+
+    def browse_through(self, kb: str, request: BrowseRequest, limit: int | None = None) -> BrowseOutput:
+        """Up to `limit` entries (None: all) of a listing or an outline in one answer (`mcp-kb ls`)."""
+        return self.reader.browse_through(self.config.get_kb(kb), request, limit)
+
     def document_text(self, kb: str, doc_id: str) -> str:
-        """The extracted text of one document of a KB (the same membership rules as a sync)."""
-        kb_config = self.config.get_kb(kb)
-        source = find_document(kb_config, self.sources(kb_config), doc_id)
-        return document_text(parse_source(source, kb_config))
+        """The whole text of one document of a KB as its index holds it (bounded: reader.RESOURCE_MAX_CHARS)."""
+        return self.reader.whole(self.config.get_kb(kb), doc_id)
+
+    def search_across(self, kbs: list[str], request: SearchRequest) -> SearchResult:
+        """Search several KBs as one (reported in each KB's metrics); what the request leaves out is the default."""
+        configs = [self.config.get_kb(kb) for kb in kbs]
+        return self.searcher.search_across(configs, request.resolved(SearchConfig()))
 
     def sources(self, kb: KBConfig, cache_folder: Path | None = None) -> list[Source]:
         """The KB's sources, keeping what they download in this machine's cache (or `cache_folder`)."""

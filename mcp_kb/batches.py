@@ -15,12 +15,13 @@ from .errors import KBError
 from .index.contract import FileRecord, Store
 from .index.keywords import keyword_terms
 from .ingest.chunking import Chunk
+from .ingest.reading import Reading, outline_json
 from .ingest.sources import SourceFile
 from .ingest.workers import Job, Parsed
 from .lru import BoundedLRU
 from .models.base import Embedder
-from .records import Problem, SyncReport
-from .schema import ChunkRow, coerce
+from .records import Problem, SyncReport, recorded_now
+from .schema import ChunkRow, ReadingRow, coerce
 from .settings import KBConfig
 from .stopwatch import stopwatch
 
@@ -44,6 +45,7 @@ class ParsedFile:
     source: SourceFile
     file_hash: str
     chunks: list[Chunk]
+    reading: Reading | None = None
     error: str = ""
     ocr_pages: int = 0
     retry: bool = False  # not to blame for its error: nothing of it is written, so the next sync parses it again
@@ -56,8 +58,8 @@ def parse_job(source: SourceFile, kb: KBConfig) -> Job:
 
 def parsed_files(sources: Sequence[tuple[SourceFile, str]], outcomes: Sequence[Parsed]) -> list[ParsedFile]:
     """Each file (with its content hash) and what its parsing process made of it."""
-    return [ParsedFile(source, file_hash, outcome.chunks, outcome.error, outcome.ocr_pages, outcome.retry)
-            for (source, file_hash), outcome in zip(sources, outcomes)]
+    return [ParsedFile(source, file_hash, outcome.chunks, outcome.reading, outcome.error, outcome.ocr_pages,
+                       outcome.retry) for (source, file_hash), outcome in zip(sources, outcomes)]
 
 
 def parsing_peak_mb(outcomes: Sequence[Parsed], known: int = 0) -> int:
@@ -94,6 +96,24 @@ def refuse(parsed: list[ParsedFile], refused: dict[str, str]) -> None:
     for item in parsed:
         if item.source.doc_id in refused:
             item.error, item.chunks = refused[item.source.doc_id], []
+
+
+def write_readings(store: Store, kb: str, target: str, parsed: list[ParsedFile]) -> None:
+    """The reading forms of a written batch, after its chunks: a failed file loses its old one with its chunks (a
+    file whose parse is to be retried keeps what it has)."""
+    written = [item for item in parsed if not item.retry]
+    store.write_readings(kb, target, [item.source.doc_id for item in written],
+                         [_reading_row(item, item.reading) for item in written if item.reading and not item.error])
+
+
+def _reading_row(item: ParsedFile, reading: Reading) -> dict[str, Any]:
+    return ReadingRow(
+        path=item.source.doc_id, title=reading.title, kind=reading.kind, size=item.source.size,
+        mtime_ns=item.source.mtime_ns, file_hash=item.file_hash, synced_at=recorded_now(), pages=reading.pages,
+        lines=reading.text.count("\n") + 1, tokens=reading.tokens, chunks=len(item.chunks), text=reading.text,
+        outline=outline_json(reading.sections), page_numbers=[page for page, _ in reading.page_starts],
+        page_starts=[start for _, start in reading.page_starts], chunk_starts=list(reading.chunk_starts),
+    ).as_dict()
 
 
 def written_records(parsed: list[ParsedFile]) -> list[FileRecord]:

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.decorators import FC
 
-from .api import (__version__, FILTER_SYNTAX, LOOPBACK, SYNC_WORK_KEPT, KBError, KBStats, option_help, printable,
-                  remember_invocation, SearchRequest, sync_remedy, SyncRequest)
+from .api import (__version__, BROWSE_LIMIT_MAX, FILTER_SYNTAX, LOOPBACK, SYNC_WORK_KEPT, BrowseRequest, KBError,
+                  KBStats, option_help, printable, ReadRequest, remember_invocation, SearchRequest, sync_remedy,
+                  SyncRequest)
 from .signals import sigterm_interrupts
 from .settings import (ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, ENV_STORAGE, HEALTHY_HIT_RATE, MODES, RANKED_MODES, TRANSPORTS,
                        Config, ServerConfig, build_config, config_for_folder, config_target, environment, load_config)
@@ -423,6 +424,76 @@ def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: 
     from .api import cited_text
 
     click.echo(cited_text(result, max_chars=_SHOWN_CHARACTERS))
+
+
+@main.command()
+@click.argument("kb")
+@click.argument("path")
+@click.option("--section", help=option_help(ReadRequest, "section"))
+@click.option("--pages", help=option_help(ReadRequest, "pages"))
+@click.option("--lines", help=option_help(ReadRequest, "lines"))
+@click.option("--chunk", type=int, help=option_help(ReadRequest, "chunk"))
+@click.option("--max-tokens", type=int, help=option_help(ReadRequest, "max_tokens", "all of it"))
+@config_option
+@json_option
+def read(kb: str, path: str, section: str | None, pages: str | None, lines: str | None,  # noqa: PLR0913  # one per option
+         chunk: int | None, max_tokens: int | None, config_path: str | None, as_json: bool) -> None:
+    """Print a document of KB from its index: all of it, or a --section, --pages, --lines, or on from a --chunk.
+
+    PATH is the document as search results cite it.
+
+    Example:
+
+        mcp-kb read policy_docs leave.md --section "Annual leave"
+    """
+    from .api import parse_request, ReadRequest, read_text
+
+    name, config = _kb_or_folder(kb, config_path)
+    app = _app(config)
+    name = name or app.config.kb[0].name
+    request = parse_request(ReadRequest, {"kb": name, "path": path, "section": section, "pages": pages,
+                                          "lines": lines, "chunk": chunk, "max_tokens": max_tokens})
+    answer = app.read(name, request) if max_tokens else app.read_through(name, request)
+    if as_json:
+        click.echo(json.dumps(answer.model_dump(mode="json"), indent=2, ensure_ascii=False))
+        return
+    rest = f"--lines {answer.line_end + 1}-{answer.lines} reads on"
+    click.echo(read_text(answer, go_on=rest))
+
+
+@main.command(name="ls")
+@click.argument("kb")
+@click.argument("path", default="")
+@click.option("--outline", is_flag=True, help=option_help(BrowseRequest, "outline"))
+@click.option("--sort", type=click.Choice(["path", "changed"]), default="path", show_default=True,
+              help=option_help(BrowseRequest, "sort"))
+@click.option("--limit", type=int, help="Most entries to print (default: all).")
+@config_option
+@json_option
+def list_documents(kb: str, path: str, outline: bool, sort: str, limit: int | None,  # noqa: PLR0913  # one per option
+                   config_path: str | None, as_json: bool) -> None:
+    """List the documents of KB from its index (under PATH, a prefix or a glob), or with --outline the headings of
+    the document PATH.
+
+    Example:
+
+        mcp-kb ls policy_docs "hr/**/*.md" --sort changed
+    """
+    from .api import BrowseRequest, browse_text, parse_request
+
+    name, config = _kb_or_folder(kb, config_path)
+    app = _app(config)
+    name = name or app.config.kb[0].name
+    request = parse_request(BrowseRequest, {"kb": name, "path": path, "outline": outline, "sort": sort,
+                                            "limit": min(limit or BROWSE_LIMIT_MAX, BROWSE_LIMIT_MAX)})
+    answer = app.browse_through(name, request, limit)
+    if as_json:
+        click.echo(json.dumps(answer.model_dump(mode="json"), indent=2, ensure_ascii=False))
+        return
+    click.echo(browse_text(answer))
+    shown = len(answer.documents) + len(answer.outline)
+    if shown < answer.total:
+        click.echo(f"(the first {shown} of {answer.total}: a larger --limit shows more)")
 
 
 @main.command(name="eval")

@@ -55,6 +55,7 @@ class Hit:
     page_end: Annotated[int | None, Field(description="Last page, when the passage runs over pages")] = None
     trimmed: Annotated[bool, Field(description=f"Cut to fit max_tokens; '{ELLIPSIS}' marks where text was "
                                                f"left out")] = False
+    kb: Annotated[str, Field(description="The knowledge base it comes from")] = ""
 
     @property
     def last_chunk_index(self) -> int:
@@ -87,7 +88,7 @@ def assemble(hits: Iterable[Hit], top_k: int, max_per_document: int | None) -> l
     """
     groups: list[list[Hit]] = []  # chunks of each passage; the first one is the best ranked
     for hit in hits:
-        same_document = [group for group in groups if group[0].source == hit.source]
+        same_document = [group for group in groups if (group[0].kb, group[0].source) == (hit.kb, hit.source)]
         touching = [group for group in same_document
                     if any(abs(member.chunk_index - hit.chunk_index) <= 1 for member in group)]
         if touching:
@@ -136,7 +137,7 @@ def without_overlap(previous: str, text: str) -> str:
     return text
 
 
-def add_context(hits: list[Hit], text_by_position: dict[tuple[str, int], str], n: int) -> list[Hit]:
+def add_context(hits: list[Hit], text_by_position: dict[tuple[str, int], str], n: int) -> list[Hit]:  # of one KB
     """Each passage with up to `n` neighbouring chunks on each side, read as one continuous text:
     the overlap a neighbour shares with the passage is left out once."""
     def chain(source: str, positions: range) -> list[str]:

@@ -6,18 +6,18 @@ The CLI's text output, the search tool's text block and the document resource ar
 
 from __future__ import annotations
 
-from .ingest.document import Document
+from .reader import BrowseOutput, ReadOutput
 from .search import SearchResult
-from .text import shared_depth
-from .vocabulary import citation_marker
+from .vocabulary import HEADING_SEPARATOR, READ_TOOL, citation_marker
 
 NO_RESULTS = "No passages found. Try other words, mode 'keyword' for exact terms, or fewer filters."
 
 
-def cited_text(result: SearchResult, max_chars: int | None = None) -> str:
+def cited_text(result: SearchResult, max_chars: int | None = None, name_kb: bool = False) -> str:
     """Notes, then `[n] file › heading (page p) (score s)` and the passage (with its context) per hit.
 
-    `max_chars` cuts each passage and says how much was left out.
+    `max_chars` cuts each passage and says how much was left out; `name_kb` leads each citation with the
+    passage's KB (a search across KBs).
     """
     lines = [f"Note: {note}" for note in result.notes]
     if not result.hits:
@@ -25,7 +25,8 @@ def cited_text(result: SearchResult, max_chars: int | None = None) -> str:
     for number, hit in enumerate(result.hits, start=1):
         # The model reads the score alone (ranks cost tokens and tell it nothing; hit.ranking is for people).
         trimmed = ", trimmed to fit max_tokens" if hit.trimmed else ""
-        lines.append(f"{citation_marker(number)} {hit.citation} (score {hit.score:.3f}{trimmed})")
+        source = f"{hit.kb}: {hit.citation}" if name_kb else hit.citation
+        lines.append(f"{citation_marker(number)} {source} (score {hit.score:.3f}{trimmed})")
         body = "\n\n".join(part for part in (hit.context_before, hit.text, hit.context_after) if part).strip()
         if max_chars is not None and len(body) > max_chars:
             body = f"{body[:max_chars].rstrip()} […{len(body) - max_chars} more characters]"
@@ -33,18 +34,35 @@ def cited_text(result: SearchResult, max_chars: int | None = None) -> str:
     return "\n".join(lines).strip()
 
 
-def document_text(document: Document) -> str:
-    """The document's text with its headings (Markdown `#` by depth) and, for PDFs, page markers."""
-    parts: list[str] = []
-    path: tuple[str, ...] = ()
-    page = None
-    for block in document.blocks:
-        if block.page is not None and block.page != page:
-            page = block.page
-            parts.append(f"--- page {page} ---")
-        shared = shared_depth(path, block.heading_path)
-        parts += [f"{'#' * (depth + 1)} {heading}" for depth, heading in enumerate(block.heading_path)
-                  if depth >= shared]
-        path = block.heading_path
-        parts.append(block.text)
-    return "\n\n".join(parts)
+def read_text(answer: ReadOutput, go_on: str = "") -> str:
+    """A read's answer as the model (or a person) reads it: where it is, the text, and what is left. `go_on`: how
+    to ask for the rest (the tool's cursor by default)."""
+    about = HEADING_SEPARATOR.join(part for part in (answer.path, answer.section) if part)
+    lines = [f"{about} ({answer.location})", "", answer.text]
+    if answer.cursor:
+        how = go_on or f"call {READ_TOOL} with cursor={answer.cursor!r}"
+        lines += ["", f"[about {answer.tokens_left} more tokens of this {'section' if answer.section else 'part'}: "
+                      f"{how}]"]
+    return "\n".join(lines)
+
+
+def browse_text(answer: BrowseOutput) -> str:
+    """A page of documents (one line each) or of an outline, and how to see more."""
+    if answer.outline:
+        lines = [f"{answer.path}: {answer.total} headings"]
+        lines += [f"{'  ' * (entry.depth - 1)}{entry.heading.split(HEADING_SEPARATOR)[-1]} — lines "
+                  f"{entry.line_start}-{entry.line_end}{_pages(entry.page_start, entry.page_end)}, ~{entry.tokens} "
+                  f"tokens" for entry in answer.outline]
+    else:
+        lines = [f"{answer.total} documents{f' matching {answer.path!r}' if answer.path else ''}"]
+        lines += [f"- {d.path} — {d.title} ({d.kind}{f', {d.pages} pages' if d.pages else ''}, ~{d.tokens} tokens, "
+                  f"changed {d.changed[:10]})" for d in answer.documents]
+    if answer.cursor:
+        lines.append(f"[more: pass cursor={answer.cursor!r}]")
+    return "\n".join(lines)
+
+
+def _pages(first: int | None, last: int | None) -> str:
+    if first is None:
+        return ""
+    return f", page {first}" if last in (None, first) else f", pages {first}-{last}"

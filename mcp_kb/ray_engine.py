@@ -42,7 +42,7 @@ from .models.base import Embedder, TokenCounter
 from .records import Progress
 from .settings import Config, EmbeddingConfig, KBConfig, StorageConfig, SyncEngineConfig
 from .batches import (BATCH_FILES, ParsedFile, Timer, count_batch, embedded_rows, not_indexed, parse_job,
-                      parsed_files, parsing_peak_mb, refuse, sliced, written_records)
+                      parsed_files, parsing_peak_mb, refuse, sliced, write_readings, written_records)
 from .records import SyncReport
 from .vocabulary import LOOPBACK, files_done
 
@@ -237,6 +237,7 @@ def _commit_wave(store: Store, kb: KBConfig, target: str, indexed: list[IndexedB
     with timer("commit"):
         paths = [item.source.doc_id for batch in written for item in batch.files if not item.retry]
         store.commit_fragments(kb.name, target, paths, [batch.fragments for batch in written])
+        write_readings(store, kb.name, target, [item for batch in written for item in batch.files])
         store.write_files(kb.name, target, [record for batch in written for record in written_records(batch.files)])
     for batch in written:
         count_batch(kb, batch.files, report)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from dataclasses import asdict, dataclass
 
@@ -76,8 +76,9 @@ class ResolvedSearch:
     max_per_document: int
     max_tokens: int  # for all passages of the answer, context included
 
-    def cache_key(self, kb: str, generation: str, version: int) -> str:
-        return json.dumps([kb, generation, version, asdict(self)], sort_keys=True, ensure_ascii=False, default=str)
+    def cache_key(self, tables: list[tuple[str, str, int]]) -> str:
+        """The key of this search's answer over these (KB, generation, version) tables."""
+        return json.dumps([tables, asdict(self)], sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _given(value: _T | None, default: _T) -> _T:
@@ -102,6 +103,69 @@ class SyncRequest(BaseModel):
     # a caller that would rather hear at once that the index is busy says so.
     wait: bool = Field(True, description="If another sync is running, wait for it to end and then sync (otherwise "
                                          "answer at once that one is running)")
+
+
+# A read's token budget: a default a model can take in one go, and a bound that keeps any one answer modest.
+READ_TOKENS_DEFAULT, READ_TOKENS_MIN, READ_TOKENS_MAX = 2_000, 100, 20_000
+BROWSE_LIMIT_DEFAULT, BROWSE_LIMIT_MAX = 50, 200
+MAX_CURSOR_LENGTH = 4_000  # a cursor is a few hundred characters: longer is not one of ours
+_RANGE = r"^\s*\d{1,9}\s*(-\s*\d{1,9}\s*)?$"  # 3, or 3-5
+MAX_PATH_LENGTH = 2_000  # a document's path or URL, or a heading path
+
+
+class ReadRequest(BaseModel):
+    """Read a document of a KB from its index: whole, one section, pages, lines, or from a passage on; an answer
+    within `max_tokens`, with a cursor to go on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kb: str = Field(description="Knowledge base, by name")
+    path: str = Field("", max_length=MAX_PATH_LENGTH,
+                      description="The document, as a search result's source names it (not needed with a cursor)")
+    section: str | None = Field(None, max_length=MAX_PATH_LENGTH,
+                                description="One section, by the heading path a citation shows, e.g. "
+                                            "'Annual leave › How to apply' (its subsections included)")
+    pages: str | None = Field(None, pattern=_RANGE, description="A page or page range of a PDF, e.g. '3' or '3-5'")
+    lines: str | None = Field(None, pattern=_RANGE,
+                              description="A line range of the document's text, e.g. '120-180' (the answer says "
+                                          "which lines it holds)")
+    chunk: int | None = Field(None, ge=0, le=1_000_000,
+                              description="Read from a passage on: a search result's chunk_index (the passage before "
+                                          "it comes first)")
+    max_tokens: int = Field(READ_TOKENS_DEFAULT, ge=READ_TOKENS_MIN, le=READ_TOKENS_MAX,
+                            description="Most tokens of text in this answer; the rest is one cursor away")
+    cursor: str | None = Field(None, max_length=MAX_CURSOR_LENGTH,
+                               description="Go on where the last answer stopped (its cursor); the other arguments but "
+                                           "kb and max_tokens are then not needed")
+
+    def form(self) -> str:
+        """Which part of the document is asked for: whole, section, pages, lines or chunk (one at most)."""
+        asked = [name for name in ("section", "pages", "lines", "chunk") if getattr(self, name) is not None]
+        if len(asked) > 1:
+            raise SearchError(f"ask for one part of a document at a time, not {' and '.join(asked)}")
+        if not self.cursor and not self.path.strip():
+            raise SearchError("path is required: the document, as a search result's source names it")
+        return asked[0] if asked else "whole"
+
+
+ListingOrder = Literal["path", "changed"]
+
+
+class BrowseRequest(BaseModel):
+    """List a KB's documents (or one document's outline) from its index, a page at a time."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kb: str = Field(description="Knowledge base, by name")
+    path: str = Field("", max_length=MAX_PATH_LENGTH,
+                      description="Documents whose path starts with this, or matches it as a glob (* ? [...], ** "
+                                  "across folders); with outline, the one document")
+    outline: bool = Field(False, description="The document's headings with their lines, pages and size in tokens, "
+                                             "instead of a list of documents")
+    sort: ListingOrder = Field("path", description="Order of the list: by path, or last changed first")
+    limit: int = Field(BROWSE_LIMIT_DEFAULT, ge=1, le=BROWSE_LIMIT_MAX, description="Most entries in this answer")
+    cursor: str | None = Field(None, max_length=MAX_CURSOR_LENGTH,
+                               description="The next page: the last answer's cursor (with the same kb)")
 
 
 def described(model: type[BaseModel], name: str, strict: bool = False) -> FieldInfo:
@@ -130,10 +194,18 @@ def bounds(model: type[BaseModel], name: str) -> tuple[Any, Any]:
 
 def parse_search(arguments: dict[str, Any]) -> SearchRequest:
     """A search request from a face's arguments, or a SearchError worded like every face words it."""
+    return parse_request(SearchRequest, arguments)
+
+
+_Request = TypeVar("_Request", bound=BaseModel)
+
+
+def parse_request(model: type[_Request], arguments: dict[str, Any]) -> _Request:
+    """A request from a face's arguments (None: left out), or a SearchError worded like every face words it."""
     try:
-        return SearchRequest.model_validate(arguments)
+        return model.model_validate({name: value for name, value in arguments.items() if value is not None})
     except ValidationError as exc:
-        raise SearchError(request_errors(exc, SearchRequest)) from None
+        raise SearchError(request_errors(exc, model)) from None
 
 
 def request_errors(error: ValidationError, model: type[BaseModel], filter_error: Any = None) -> str:

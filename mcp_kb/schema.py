@@ -73,6 +73,37 @@ class ChunkRow:
         return dict(vars(self))  # shallow: vectors are not copied
 
 
+@dataclass(frozen=True)
+class ReadingRow:
+    """One row of a generation's reading table: a document's reading form (ingest/reading.py) and what a listing
+    shows of it. Offsets count characters of `text`."""
+
+    path: str
+    title: str
+    kind: str
+    size: int  # of the source, in bytes
+    mtime_ns: int  # the source's last change
+    file_hash: str
+    synced_at: str  # when this version was indexed (ISO 8601, UTC)
+    pages: int | None
+    lines: int
+    tokens: int
+    chunks: int
+    text: str
+    outline: str  # JSON: [[heading path], start, end] per heading, in order
+    page_numbers: list[int]
+    page_starts: list[int]
+    chunk_starts: list[int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+# What a listing reads of a reading row: everything but the text and its offsets.
+LISTING_COLUMNS = ["path", "title", "kind", "size", "mtime_ns", "file_hash", "synced_at", "pages", "lines", "tokens",
+                   "chunks"]
+
+
 VECTOR_COLUMN = "vector"
 KEYWORD_COLUMN = "search_text"  # what the full-text index covers
 FIELD_COLUMN = "field_text"  # what says what a chunk is about; its own full-text index, boosted per KB
@@ -113,6 +144,15 @@ def _arrow(name: str) -> pa.DataType:
     if name == "list<string>":
         return pa.list_(pa.string())
     return {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_()}[name]
+
+
+def reading_schema() -> pa.Schema:
+    """The Arrow schema of a generation's reading table (ReadingRow's columns)."""
+    import pyarrow as pa
+
+    types = {str: pa.string(), int: pa.int64(), int | None: pa.int32(), list[int]: pa.list_(pa.int64())}
+    return pa.schema([(name, pa.large_string() if name == "text" else types[annotation])
+                      for name, annotation in get_type_hints(ReadingRow).items()])
 
 
 def chunk_schema(dimension: int, metadata_types: dict[str, str]) -> pa.Schema:

@@ -29,7 +29,7 @@ from .lru import BoundedLRU
 from .models.base import Embedder, Reranker, TokenCounter, query_model_differs
 from .passages import Hit, add_context, assemble, fit_budget
 from .records import KBState
-from .requests import ResolvedSearch
+from .requests import ResolvedSearch, unknown_filter_field
 from .stopwatch import stopwatch
 from .vocabulary import status_uri, sync_remedy
 
@@ -78,38 +78,71 @@ class Searcher:
         self._cache: BoundedLRU[str, SearchResult] = BoundedLRU(_CACHE_SIZE)
 
     def search(self, kb: KBConfig, request: ResolvedSearch) -> SearchResult:
-        generation = self.store.active_generation(kb.name)
+        """Search one KB."""
+        return self.search_across([kb], request)
+
+    def search_across(self, kbs: list[KBConfig], request: ResolvedSearch) -> SearchResult:
+        """Search KBs as one: each side's candidates pooled over them, fused and assembled together, each hit naming
+        its KB (one KB is a pool of one). KBs not synced yet are left out, saying so, unless all are."""
+        generations = [self.store.active_generation(kb.name) for kb in kbs]
         try:
-            return self._search(kb, request, generation)
+            return self._search(kbs, request, generations)
         except Exception:
             # A rebuild (maybe in another process) switched generations and dropped the tables this search
             # was reading, before or while it read them: answer from the new generation.
-            if self.store.active_generation(kb.name) == generation:
+            now = [self.store.active_generation(kb.name) for kb in kbs]
+            if now == generations:
                 raise
-            return self._search(kb, request, self.store.active_generation(kb.name))
+            return self._search(kbs, request, now)
 
-    def _search(self, kb: KBConfig, request: ResolvedSearch, generation: str | None) -> SearchResult:
+    def _search(self, kbs: list[KBConfig], request: ResolvedSearch, generations: list[str | None]) -> SearchResult:
+        if len(kbs) > 1:
+            common = common_filter_types(kbs)
+            unknown = [field for field in request.filters or {} if field not in common]
+            if unknown:
+                raise SearchError(f"{unknown_filter_field(unknown[0], common)} (a search across knowledge bases "
+                                  "filters on the fields all of them have)")
+        parts, notes = [], []
+        for kb, generation in zip(kbs, generations):
+            try:
+                parts.append(self._part(kb, request, generation))
+            except NotSyncedError:
+                if len(kbs) == 1:
+                    raise
+                notes.append(f"{kb.name}: not synced yet, left out")
+            except _Unfinished as unfinished:  # nothing committed yet: an empty answer that says why
+                if len(kbs) == 1:
+                    return SearchResult([], request.mode, notes=unfinished.notes)
+                notes.extend(f"{kb.name}: {note}" for note in unfinished.notes)
+        if not parts:
+            raise SearchError("none of these knowledge bases has been synced yet")
+        # Generation ids never repeat, so a rebuilt index never meets the answers of the old one.
+        key = request.cache_key([(part.kb.name, part.view.generation, part.view.version) for part in parts])
+        cached = self._cache.get(key)
+        if cached is not None:
+            return replace(cached, cached=True)
+        result = self._run(parts, request)
+        for part in parts:
+            incomplete = self._incomplete_index_notes(part.kb.name, part.state)
+            result.notes.extend(incomplete if len(kbs) == 1 else [f"{part.kb.name}: {note}" for note in incomplete])
+        result.notes.extend(notes)
+        if not result.notes:  # a degraded answer (model down, index missing) must not outlive the cause
+            self._cache.put(key, result)
+        return result
+
+    def _part(self, kb: KBConfig, request: ResolvedSearch, generation: str | None) -> _Part:
+        """One KB's share of a search: its chunks and its filter (the KB's own and the caller's, both)."""
         view = view_of(self.store, kb.name, generation)
         if view is None:
             if generation is not None:
                 raise SearchError(f"the index of knowledge base {kb.name!r} has lost its tables; "
                                   f"{sync_remedy(kb.name)} to rebuild it")
-            if sync_activity(self.store, kb.name) is not None:  # nothing committed yet: an empty answer that says why
-                return SearchResult([], request.mode, notes=self._incomplete_index_notes(kb.name))
+            if sync_activity(self.store, kb.name) is not None:
+                raise _Unfinished(self._incomplete_index_notes(kb.name))
             raise NotSyncedError(kb.name, self.store.uri)
-        # Generation ids never repeat, so a rebuilt index never meets the answers of the old one.
-        key = request.cache_key(kb.name, view.generation, view.version)
-        cached = self._cache.get(key)
-        if cached is not None:
-            return replace(cached, cached=True)
         types, rooted = kb.filter_field_types(), rooted_id_patterns()
         where = and_where(build_where(kb.search.filter, types, rooted), build_where(request.filters, types, rooted))
-        state = KBState(self.store.read_state(kb.name))
-        result = self._run(kb, view, request, where, state.model)
-        result.notes.extend(self._incomplete_index_notes(kb.name, state))
-        if not result.notes:  # a degraded answer (model down, index missing) must not outlive the cause
-            self._cache.put(key, result)
-        return result
+        return _Part(kb, view, where, KBState(self.store.read_state(kb.name)))
 
     @staticmethod
     def _vector_refusal(kb: str, differs: str) -> str:
@@ -130,47 +163,46 @@ class Searcher:
         return [f"the first sync of this knowledge base did not finish; results may be incomplete "
                 f"({sync_remedy(kb)})"]
 
-    def _run(self, kb: KBConfig, view: ChunkView, request: ResolvedSearch, where: str | None,
-             indexed_model: dict[str, Any] | None) -> SearchResult:
+    def _run(self, parts: list[_Part], request: ResolvedSearch) -> SearchResult:
         timings: dict[str, float] = {}
         if request.mode == "filter":
-            if not where:
+            if not all(part.where for part in parts):
                 raise SearchError("mode 'filter' needs filters, e.g. {\"path\": \"docs/leave.md\"}")
-            rows = _timed(timings, "filter", lambda: view.scan(where))  # in document order
+            rows = _timed(timings, "filter", lambda: [(part, row) for part in parts
+                                                      for row in part.view.scan(str(part.where))])  # document order
             mode, notes, rerank_failed = "filter", list[str](), False
-            hits = assemble((_hit(row, 1.0) for row in rows), request.top_k, max_per_document=None)
+            hits = assemble((_hit(part.kb.name, row, 1.0) for part, row in rows), request.top_k,
+                            max_per_document=None)
         else:
-            mode, hits, notes, rerank_failed = self._passages(kb, view, request, where, timings, indexed_model)
+            mode, hits, notes, rerank_failed = self._passages(parts, request, timings)
             notes.extend(_partial_match_notes(request.query, hits) if mode != "vector" else [])
         if request.context and hits:
-            spots = [(h.source, i) for h in hits for i in (h.chunk_index, h.last_chunk_index)]
-            hits = _timed(timings, "context",
-                          lambda: add_context(hits, view.neighbours(spots, request.context), request.context))
+            hits = _timed(timings, "context", lambda: _with_context(parts, hits, request.context))
         hits, left_out = _timed(timings, "budget",
                                 lambda: fit_budget(hits, request.max_tokens, self.tokenizer, request.query))
         return SearchResult(hits, mode, notes + left_out, timings, degraded=mode != request.mode or rerank_failed)
 
-    def _passages(self, kb: KBConfig, view: ChunkView, request: ResolvedSearch, where: str | None,  # noqa: PLR0913  # one search's state
-                  timings: dict[str, float],
-                  indexed_model: dict[str, Any] | None) -> tuple[str, list[Hit], list[str], bool]:
+    def _passages(self, parts: list[_Part], request: ResolvedSearch,
+                  timings: dict[str, float]) -> tuple[str, list[Hit], list[str], bool]:
         """`top_k` distinct passages (and whether the reranker failed): when the candidates run out first (e.g.
         all from one document over its cap) and a side had more to give, ask both sides for four times as many."""
-        depth = max(kb.search.candidates, request.top_k, self.rerank_candidates if self.reranker else 0)
+        depth = max(*(part.kb.search.candidates for part in parts), request.top_k,
+                    self.rerank_candidates if self.reranker else 0)
         while True:
             notes: list[str] = []
             rerank_failed = False
             ranked: Iterable[Hit]  # the reranker's list, or hits read batch by batch until enough pass
-            mode, candidates, more = self._candidates(kb, view, request, where, depth, timings, notes, indexed_model)
+            mode, candidates, more = self._candidates(parts, request, depth, timings, notes)
             if self.reranker:
                 shortlist = candidates[:self.rerank_candidates]
-                fetched = _timed(timings, "fetch", lambda: _hits(view.rows(shortlist), shortlist))
+                fetched = _timed(timings, "fetch", lambda: _hits(parts, shortlist))
                 if fetched:
-                    reranked = _timed(timings, "rerank", lambda: self._rerank(kb.name, request.query, fetched, notes))
+                    reranked = _timed(timings, "rerank", lambda: self._rerank(request.query, fetched, notes))
                     fetched, rerank_failed = reranked or fetched, reranked is None
                 ranked = fetched
                 more = False  # cross-encoder scores cannot be mixed with fused ones further down
             else:
-                ranked = _hits_in_batches(view, candidates, batch=max(2 * request.top_k, 10))
+                ranked = _hits_in_batches(parts, candidates, batch=max(2 * request.top_k, 10))
             above = (hit for hit in ranked if hit.score >= request.min_score)
             passages = _timed(timings, "assemble",
                               lambda: assemble(above, request.top_k, request.max_per_document))
@@ -179,37 +211,55 @@ class Searcher:
             depth = min(depth * 4, _MAX_DEPTH)
 
     # ---- the two sides ---------------------------------------------------------------------
-    def _candidates(self, kb: KBConfig, view: ChunkView, request: ResolvedSearch, where: str | None, depth: int,  # noqa: PLR0913  # one search's state
-                    timings: dict[str, float], notes: list[str],
-                    indexed_model: dict[str, Any] | None) -> tuple[str, list[Candidate], bool]:
+    def _candidates(self, parts: list[_Part], request: ResolvedSearch, depth: int,
+                    timings: dict[str, float], notes: list[str]) -> tuple[str, list[Candidate], bool]:
         """Ranked chunk ids with scores, and whether a side stopped at `depth` (it may have more).
         Sides run one after the other: on two cores, running them in parallel was slower (hybrid p50
-        44.6 ms vs 36 ms at 100k chunks), as LanceDB uses both."""
+        44.6 ms vs 36 ms at 100k chunks), as LanceDB uses both. Over several KBs each side is pooled: vector scores
+        are cosines of one model, so they compare as they are; each KB's BM25 follows its own statistics, a
+        rougher match (benchmarks/workbench.py measures how often the right KB wins)."""
         mode = request.mode
         vector_weight = self.vector_weight(request.query) if mode == "hybrid" else 1.0
         vector: list[Candidate] = []
+        more = False
         if mode == "vector" or (mode == "hybrid" and vector_weight > 0):  # no vote, no vector search
-            try:
-                query_vector = _timed(timings, "embed", lambda: self.embedder.embed_query(request.query))
-                # after the embedding: a service's model is known from its answer, with no request of its own
-                differs = query_model_differs(self.embedder, indexed_model)
-                if differs:
-                    notes.append(self._vector_refusal(kb.name, differs))
-                    mode = "keyword"
-                else:
-                    vector = _timed(timings, "vector", lambda: view.nearest(query_vector, where, depth))
-            except ModelError as exc:
-                notes.append(f"vector search unavailable ({exc}); answered from keyword search")
-                log.warning("%s: %s", kb.name, notes[-1])
-                mode = "keyword"
+            vector, searched = self._vector_side(parts, request.query, depth, timings, notes)
+            more = any(len(found) == depth for found in searched)
+            mode = mode if searched else "keyword"
         keyword: list[Candidate] = []
         if mode in ("keyword", "hybrid"):
-            keyword = _timed(timings, "keyword",
-                             lambda: self._keyword(view, request.query, where, depth, kb.search.title_weight))
-        more = depth in (len(vector), len(keyword))
+            sides = [_tagged(parts, part, _timed(timings, "keyword", lambda part=part: self._keyword(  # type: ignore[misc]
+                part.view, request.query, part.where, depth, part.kb.search.title_weight))) for part in parts]
+            more = more or any(len(found) == depth for found in sides)
+            keyword = _pooled(sides, "keyword_rank")
         if mode == "hybrid":
             return mode, fuse(vector, keyword, vector_weight), more
         return mode, vector or keyword, more
+
+    def _vector_side(self, parts: list[_Part], query: str, depth: int, timings: dict[str, float],
+                     notes: list[str]) -> tuple[list[Candidate], list[list[Candidate]]]:
+        """The vector candidates pooled over the KBs, and each KB's list (none for a KB whose index holds another
+        model's vectors, or when the model fails: its search answers from keywords)."""
+        try:
+            query_vector = _timed(timings, "embed", lambda: self.embedder.embed_query(query))
+        except ModelError as exc:
+            notes.append(f"vector search unavailable ({exc}); answered from keyword search")
+            log.warning("%s: %s", ", ".join(part.kb.name for part in parts), notes[-1])
+            return [], []
+        searched = []
+        for part in parts:
+            # after the embedding: a service's model is known from its answer, with no request of its own
+            differs = query_model_differs(self.embedder, part.state.model)
+            if differs:
+                notes.append(self._vector_refusal(part.kb.name, differs))
+                continue
+            try:
+                found = _timed(timings, "vector", lambda: part.view.nearest(query_vector, part.where, depth))
+                searched.append(_tagged(parts, part, found))
+            except ModelError as exc:
+                notes.append(f"vector search unavailable ({exc}); answered from keyword search")
+                log.warning("%s: %s", part.kb.name, notes[-1])
+        return _pooled(searched, "vector_rank"), searched
 
     @staticmethod
     def _keyword(view: ChunkView, query: str, where: str | None, depth: int, title_weight: float) -> list[Candidate]:
@@ -226,17 +276,23 @@ class Searcher:
         unknown = self.tokenizer.unknown_share(query)
         return max(0.0, 1.0 - 4.0 * unknown)
 
-    def _rerank(self, kb: str, query: str, hits: list[Hit], notes: list[str]) -> list[Hit] | None:
+    def _rerank(self, query: str, hits: list[Hit], notes: list[str]) -> list[Hit] | None:
         """The hits in the reranker's order; None, with a note, when it fails (the fused order stands)."""
         assert self.reranker is not None  # asked only when one is configured
         try:
             scores = self.reranker.score(query, [h.text for h in hits])
         except ModelError as exc:
             notes.append(f"reranking unavailable ({exc}); passages in the fused order")
-            log.warning("%s: %s", kb, notes[-1])
+            log.warning("%s", notes[-1])
             return None
         ranked = sorted(zip(scores, hits), key=lambda pair: pair[0], reverse=True)
         return [replace(hit, score=float(score)) for score, hit in ranked]
+
+
+def common_filter_types(kbs: list[KBConfig]) -> dict[str, str]:
+    """The filter fields every one of these KBs has, of one type: what a search across them may filter on."""
+    types = [kb.filter_field_types() for kb in kbs]
+    return {field: kind for field, kind in types[0].items() if all(other.get(field) == kind for other in types[1:])}
 
 
 def _partial_match_notes(query: str, hits: list[Hit]) -> list[str]:
@@ -272,7 +328,7 @@ def fuse(vector: list[Candidate], keyword: list[Candidate], vector_weight: float
         found = from_vector or by_keyword[chunk]  # every chunk comes from one side at least
         fused.append(Candidate(chunk, score, found.row_id,
                                vector_rank=from_vector.vector_rank if from_vector else None,
-                               keyword_rank=from_keyword.keyword_rank if from_keyword else None))
+                               keyword_rank=from_keyword.keyword_rank if from_keyword else None, kb=found.kb))
     return sorted(fused, key=lambda c: c.score, reverse=True)
 
 
@@ -287,23 +343,72 @@ def _normalized(scores: dict[str, float], floor: float | None) -> dict[str, floa
     return {key: (value - low) / (high - low) if high > low else 1.0 for key, value in scores.items()}
 
 
-def _hits(row_by_id: dict[str, dict[str, Any]], candidates: list[Candidate]) -> list[Hit]:
-    return [_hit(row_by_id[c.id], c.score, vector_rank=c.vector_rank, keyword_rank=c.keyword_rank)
-            for c in candidates if c.id in row_by_id]
+@dataclass(frozen=True)
+class _Part:
+    """One KB's share of a search: its chunks, its filter and its state (the model its vectors are of)."""
+
+    kb: KBConfig
+    view: ChunkView
+    where: str | None
+    state: KBState
 
 
-def _hits_in_batches(view: ChunkView, candidates: list[Candidate], batch: int) -> Iterator[Hit]:
+class _Unfinished(Exception):
+    """A KB whose first sync has committed nothing yet, with what to say of it."""
+
+    def __init__(self, notes: list[str]):
+        super().__init__(*notes)
+        self.notes = notes
+
+
+def _tagged(parts: list[_Part], part: _Part, candidates: list[Candidate]) -> list[Candidate]:
+    """A KB's candidates, naming it when the search pools several (row addresses are per table)."""
+    return candidates if len(parts) == 1 else [replace(c, kb=part.kb.name) for c in candidates]
+
+
+def _pooled(sides: list[list[Candidate]], rank: str) -> list[Candidate]:
+    """One side's candidates of several KBs in one ranking (by score; a KB alone keeps its own)."""
+    if len(sides) == 1:
+        return sides[0]
+    pooled = sorted((candidate for side in sides for candidate in side), key=lambda c: c.score, reverse=True)
+    if rank == "vector_rank":
+        return [replace(candidate, vector_rank=number) for number, candidate in enumerate(pooled, start=1)]
+    return [replace(candidate, keyword_rank=number) for number, candidate in enumerate(pooled, start=1)]
+
+
+def _hits(parts: list[_Part], candidates: list[Candidate]) -> list[Hit]:
+    """The candidates' hits in their order, each read from its KB's chunks by row address."""
+    rows: dict[str, tuple[str, dict[str, Any]]] = {}
+    for part in parts:
+        mine = [c for c in candidates if c.kb in ("", part.kb.name)]
+        rows.update((chunk, (part.kb.name, row)) for chunk, row in part.view.rows(mine).items())
+    return [_hit(rows[c.id][0], rows[c.id][1], c.score, vector_rank=c.vector_rank, keyword_rank=c.keyword_rank)
+            for c in candidates if c.id in rows]
+
+
+def _hits_in_batches(parts: list[_Part], candidates: list[Candidate], batch: int) -> Iterator[Hit]:
     """The candidates' rows, read a batch at a time as assembly asks for more."""
     for start in range(0, len(candidates), batch):
-        part = candidates[start:start + batch]
-        yield from _hits(view.rows(part), part)
+        yield from _hits(parts, candidates[start:start + batch])
 
 
-def _hit(row: dict[str, Any], score: float, vector_rank: int | None = None, keyword_rank: int | None = None) -> Hit:
+def _with_context(parts: list[_Part], hits: list[Hit], n: int) -> list[Hit]:
+    """Each passage with up to `n` neighbouring chunks of its document on each side (read from its KB)."""
+    by_kb = {}
+    for part in parts:
+        mine = [hit for hit in hits if hit.kb == part.kb.name]
+        if mine:
+            spots = [(h.source, i) for h in mine for i in (h.chunk_index, h.last_chunk_index)]
+            by_kb[part.kb.name] = dict(zip(map(id, mine), add_context(mine, part.view.neighbours(spots, n), n)))
+    return [by_kb[hit.kb][id(hit)] for hit in hits]
+
+
+def _hit(kb: str, row: dict[str, Any], score: float, vector_rank: int | None = None,  # noqa: PLR0913  # a hit's fields
+         keyword_rank: int | None = None) -> Hit:
     return Hit(text=row["text"], source=row["path"], title=row["title"] or "", heading=row["heading"] or "",
                page=row["page"], chunk_index=row["chunk_index"], score=round(float(score), 6),
                line_start=row["line_start"], line_end=row["line_end"], vector_rank=vector_rank,
-               keyword_rank=keyword_rank)
+               keyword_rank=keyword_rank, kb=kb)
 
 
 def _timed(timings: dict[str, float], stage: str, work: Callable[[], _T]) -> _T:

@@ -31,7 +31,7 @@ from .ingest.sources import SkippedFile, SourceFile, count_kinds, scan_all, sour
 from .ingest.workers import ParseWorkers
 from .models.base import Embedder, TokenCounter
 from .batches import (BATCH_FILES, EmbeddingProgress, ParsedFile, Timer, count_batch, embedded_rows, not_indexed,
-                      parse_job, parsed_files, parsing_peak_mb, refuse, sliced, written_records)
+                      parse_job, parsed_files, parsing_peak_mb, refuse, sliced, write_readings, written_records)
 from .records import KBState, KBSummary, Problem, Progress, SyncProgress, SyncReport, recorded_now
 from .requests import SyncRequest
 from .vocabulary import SYNC_WORK_KEPT, files_done, sync_remedy
@@ -403,14 +403,16 @@ def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None
     with timer("write"):
         refused = store.write_chunks(kb.name, target, rows_by_path)
         refuse(parsed, refused)
+        write_readings(store, kb.name, target, parsed)
         store.write_files(kb.name, target, written_records(parsed))
     count_batch(kb, parsed, report)
 
 
 def _remove_deleted(store: Store, kb: str, target: str, plan: SyncPlan, on_disk: set[str]) -> int:
-    """Delete chunks of deleted files and orphans (chunks whose file the manifest lost)."""
+    """Delete chunks and reading forms of deleted files and orphans (those whose file the manifest lost)."""
     orphans = store.indexed_paths(kb, target) - on_disk
     deleted = store.delete_documents(kb, target, sorted(orphans | set(plan.deleted)))
+    store.delete_readings(kb, target, sorted((store.reading_paths(kb, target) - on_disk) | set(plan.deleted)))
     store.delete_files(kb, target, plan.deleted)
     return deleted
 

@@ -15,7 +15,7 @@ from functools import cached_property
 from .access import NOBODY, Grant, Identity, everything
 from .settings import Config, KBConfig, unknown_kb
 from .errors import KBError, NotSyncedError, SyncBusyError
-from .vocabulary import SYNC_TOOL
+from .vocabulary import SYNC_TOOL, WORKBENCH_TOOLS
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,8 @@ class CallerView:
         """Whether a tool exists for this caller (a name no KB's tool has is left to the server to answer)."""
         if name == SYNC_TOOL:
             return bool(self.grant.sync)
+        if name in WORKBENCH_TOOLS:
+            return bool(self.names)
         owner = next((kb.name for kb in self.config.kb if kb.search_tool_name == name), None)
         return owner is None or self.sees(owner)
 

@@ -9,6 +9,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 SYNC_TOOL = "sync_knowledge_base"
+READ_TOOL = "read_document"
+LIST_TOOL = "list_documents"
+SEARCH_ALL_TOOL = "search_knowledge_bases"
+WORKBENCH_TOOLS = (READ_TOOL, LIST_TOOL, SEARCH_ALL_TOOL)  # tools over every KB a caller sees, a `kb` argument each
 LIST_URI = "kb://knowledge-bases"
 STATUS_URI = "kb://{name}/status"  # also the resource template
 METRICS_URI = "kb://{name}/metrics"

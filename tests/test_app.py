@@ -58,10 +58,11 @@ def test_check_counts_files_and_chunks_and_reports_an_unreadable_path(app, tmp_p
     assert "cannot read" in app.check("docs")[0].error
 
 
-def test_document_text_is_served_for_members_only(app, tmp_path):
-    assert "Run the installer" in app.document_text("docs", "guide.md")
+def test_document_text_is_served_from_the_index_for_members_only(app, tmp_path):
     write(tmp_path / "docs" / ".secret.md", "# Secret\n")
-    with pytest.raises(KBError, match="not a document of knowledge base 'docs'"):
+    app.sync()
+    assert "Run the installer" in app.document_text("docs", "guide.md")
+    with pytest.raises(KBError, match="knowledge base 'docs' has no document '.secret.md'"):
         app.document_text("docs", ".secret.md")
 
 

@@ -72,6 +72,29 @@ def test_sync_status_and_search_round_trip(project):
     assert text.output.startswith("[1] guide.md › Guide")
 
 
+def test_read_and_ls_print_documents_from_the_index(project):
+    assert _run("sync").exit_code == 0
+    (project / "docs" / "guide.md").unlink()  # the index holds it: reading needs no source
+    section = _run("read", "docs", "guide.md", "--section", "Guide › Errors")
+    assert section.exit_code == 0, section.output
+    assert section.output == ("guide.md › Guide › Errors (lines 7-9 of 9)\n\n## Errors\n\nE5021 means the access token "
+                              "expired; log in again to renew it, then retry the request.\n")
+    first = _run("read", "docs", "guide.md", "--max-tokens", "100", "--lines", "1-5")
+    assert first.output.startswith("guide.md (lines 1-5 of 9)\n\n# Guide\n")
+    as_json = json.loads(_run("read", "docs", "guide.md", "--json").output)
+    assert as_json["text"].startswith("# Guide") and as_json["cursor"] is None and as_json["lines"] == 9
+    listed = _run("ls", "docs")
+    assert re.fullmatch(r"2 documents\n- guide\.md — Guide \(markdown, ~\d+ tokens, changed \d{4}-\d\d-\d\d\)\n"
+                        r"- notes\.txt — notes \(text, ~\d+ tokens, changed .*\)\n", listed.output)
+    assert [d["path"] for d in json.loads(_run("ls", "docs", "*.txt", "--json").output)["documents"]] == ["notes.txt"]
+    outline = _run("ls", "docs", "guide.md", "--outline")
+    assert [re.sub(r"~\d+", "~N", line) for line in outline.output.splitlines()] == [
+        "guide.md: 3 headings", "Guide — lines 1-9, ~N tokens", "  Install — lines 3-5, ~N tokens",
+        "  Errors — lines 7-9, ~N tokens"]
+    missing = _run("read", "docs", "nope.md")
+    assert missing.exit_code == 1 and missing.output.count("\n") == 1 and "has no document 'nope.md'" in missing.output
+
+
 def test_known_errors_are_one_line_and_exit_1(project):
     result = CliRunner().invoke(main, ["search", "nope", "x"])
     assert result.exit_code == 1
@@ -107,8 +130,8 @@ def test_zero_config_folder(project, monkeypatch):
     assert result.exit_code == 0 and "docs: 2 added" in result.output
 
 
-COMMANDS = ["init", "check", "chunks", "sync", "status", "stats", "search", "eval", "serve", "ui", "watch", "model",
-            "model fetch"]
+COMMANDS = ["init", "check", "chunks", "sync", "status", "stats", "search", "read", "ls", "eval", "serve", "ui", "watch",
+            "model", "model fetch"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -26,14 +26,3 @@ def test_a_cut_passage_says_how_much_was_left_out():
 
 def test_no_hits_says_what_to_try():
     assert cited_text(SearchResult([], "hybrid")) == NO_RESULTS
-
-
-def test_a_document_reads_with_its_headings_and_pages():
-    from mcp_kb.ingest.document import Block, Document
-    from mcp_kb.present import document_text
-
-    blocks = (Block("Intro text.", ("Guide",)), Block("Run it.", ("Guide", "Install")),
-              Block("More.", ("Guide", "Install")), Block("Sign in.", ("Guide", "Use")), Block("Page two.", (), page=2))
-    text = document_text(Document("g.md", "markdown", "Guide", blocks))
-    assert text == ("# Guide\n\nIntro text.\n\n## Install\n\nRun it.\n\nMore.\n\n## Use\n\nSign in.\n\n"
-                    "--- page 2 ---\n\nPage two.")

@@ -70,7 +70,7 @@ def test_a_client_snippet_starts_a_server_a_client_can_use(snippet, tmp_path):
     async def tools() -> list[str]:
         async with Client(parameters) as client:
             return [tool.name for tool in (await client.list_tools()).tools]
-    assert anyio.run(tools) == ["search_handbook", "sync_knowledge_base"]
+    assert anyio.run(tools) == ["search_handbook", "read_document", "list_documents", "sync_knowledge_base"]
 
 
 def test_every_kb_toml_example_of_the_docs_is_a_valid_configuration(tmp_path):

@@ -449,3 +449,43 @@ def test_concurrent_searches_from_worker_threads_answer_as_one_at_a_time(make_ap
     assert not errors, errors[:3]
     assert len(answers) == 360 and all(sources == expected[query] for query, sources in answers)
     assert len(app.searcher._cache) <= 2
+
+
+# ---- across knowledge bases ---------------------------------------------------------------------
+
+@pytest.fixture
+def two_kbs(make_app, tmp_path):
+    write(tmp_path / "hr" / "README.md", "---\nyear: 2024\n---\n# Leave\n\nAnnual leave is 25 days; apply in the portal.\n")
+    write(tmp_path / "hr" / "travel.md", "---\nyear: 2020\n---\n# Travel\n\nBook trains in second class.\n")
+    write(tmp_path / "api" / "README.md", "# API\n\nError E5021 means the access token expired.\n")
+    app = make_app({"name": "hr", "description": "HR", "paths": [str(tmp_path / "hr")],
+                    "filterable": {"year": {"type": "integer"}}},
+                   {"name": "api", "description": "API", "paths": [str(tmp_path / "api")]},
+                   {"name": "empty", "description": "Never synced", "paths": [str(tmp_path / "api")]})
+    app.sync(SyncRequest(kb="hr"))
+    app.sync(SyncRequest(kb="api"))
+    return app
+
+
+def test_a_search_across_kbs_ranks_them_together_and_names_each_hits_kb(two_kbs):
+    result = two_kbs.search_across(["hr", "api"], SearchRequest(query="access token expired E5021"))
+    assert (result.hits[0].kb, result.hits[0].source) == ("api", "README.md")
+    assert {hit.kb for hit in result.hits} == {"hr", "api"}
+    # one path in two KBs: two documents, never merged into one passage
+    both = two_kbs.search_across(["hr", "api"], SearchRequest(mode="filter", filters={"path": "README.md"}, top_k=10))
+    readmes = [hit for hit in both.hits if hit.source == "README.md"]
+    assert sorted(hit.kb for hit in readmes) == ["api", "hr"] and all(hit.chunk_count == 1 for hit in readmes)
+    alone = two_kbs.search("hr", SearchRequest(query="annual leave portal"))
+    assert alone.hits[0].kb == "hr"
+
+
+def test_a_search_across_kbs_filters_on_common_fields_and_leaves_out_unsynced_kbs(two_kbs):
+    with pytest.raises(SearchError, match="unknown filter field 'year'.*fields all of them have"):
+        two_kbs.search_across(["hr", "api"], SearchRequest(query="leave", filters={"year": 2024}))
+    filtered = two_kbs.search_across(["hr", "api"], SearchRequest(query="second class trains",
+                                                                  filters={"path": {"prefix": "travel"}}))
+    assert [(hit.kb, hit.source) for hit in filtered.hits] == [("hr", "travel.md")]
+    with_empty = two_kbs.search_across(["hr", "empty"], SearchRequest(query="annual leave"))
+    assert with_empty.hits and "empty: not synced yet, left out" in with_empty.notes
+    with pytest.raises(SearchError, match="none of these knowledge bases has been synced"):
+        two_kbs.search_across(["empty", "empty"], SearchRequest(query="annual leave"))

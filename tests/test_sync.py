@@ -430,7 +430,7 @@ def test_an_interrupted_rebuild_leaves_the_old_index_and_the_next_sync_resumes_i
     assert resumed.store.active_generation("docs") != old_generation
     assert _rows(resumed) == _clean_build_rows(make_app, folder, small)
     assert {name for name in resumed.store.db.list_tables().tables if name.startswith("docs__")} == {
-        f"docs__chunks__{resumed.store.active_generation('docs')}", f"docs__files__{resumed.store.active_generation('docs')}"}
+        f"docs__{kind}__{resumed.store.active_generation('docs')}" for kind in ("chunks", "files", "reading")}
 
 
 def test_cached_answers_never_outlive_a_full_rebuild(app, kb_dir):

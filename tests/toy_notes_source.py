@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 from mcp_kb.settings import SourceSettings
-from mcp_kb.errors import KBError
 from mcp_kb.ingest.sources import SourceFile, SourceScan
 
 PREFIX = "note:"
@@ -55,12 +54,6 @@ class NotesSource:
     def scan(self, known, progress=None) -> SourceScan:
         files = [self._file(doc_id, note) for doc_id, note in self._notes().items()]
         return SourceScan(files, [], {"notes": len(files)})
-
-    def find(self, doc_id: str) -> SourceFile:
-        notes = self._notes()
-        if doc_id not in notes:
-            raise KBError(f"{doc_id!r} is not a note of this export")
-        return self._file(doc_id, notes[doc_id])
 
     def watch_folders(self) -> list[Path]:
         return [self.export.parent]

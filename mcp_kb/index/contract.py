@@ -33,13 +33,15 @@ class FileRecord:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A chunk found by one side of a search (or both, after fusion): its id, score and row address."""
+    """A chunk found by one side of a search (or both, after fusion): its id, score and row address (in its KB's
+    table: `kb` names it when a search pools several)."""
 
     id: str
     score: float
     row_id: int
     vector_rank: int | None = None
     keyword_rank: int | None = None
+    kb: str = ""
 
 
 class ChunkView(Protocol):
@@ -119,6 +121,21 @@ class Store(Protocol):
         whose values do not fit their columns is left out, its reason returned by path."""
 
     def delete_documents(self, kb: str, generation: str, paths: Sequence[str]) -> int: ...
+
+    # documents' reading forms (schema.ReadingRow), one row per indexed document of a generation
+    def write_readings(self, kb: str, generation: str, paths: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
+        """One commit: the reading forms of `paths` replaced by `rows` (a path without a row loses its own); a
+        generation built before reading tables is left without one."""
+
+    def delete_readings(self, kb: str, generation: str, paths: Sequence[str]) -> None: ...
+
+    def reading_paths(self, kb: str, generation: str) -> set[str]: ...
+
+    def read_reading(self, kb: str, generation: str, path: str) -> dict[str, Any] | None:
+        """A document's reading row, None when the generation holds no such document or no reading table."""
+
+    def reading_listing(self, kb: str, generation: str) -> pa.Table | None:
+        """schema.LISTING_COLUMNS of every document, in path order; None when the generation has no reading table."""
 
     # a cluster's writes: its indexers write fragments, its coordinator commits a wave of them at once
     def chunk_rows(self, kb: str, generation: str,

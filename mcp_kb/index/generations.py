@@ -17,14 +17,17 @@ from ..errors import StoreError
 from ..settings import KB_NAME_CHARS
 from .contract import FileRecord
 from .failures import store_failures
+from .readings import create as create_reading_table
 
 if TYPE_CHECKING:
     from lancedb.table import LanceTable
 
     from .connection import Tables
 
-# Tables of one generation: `<kb>__chunks__<id>`, `<kb>__files__<id>` (no id: made before generations).
-_GENERATION_TABLE = re.compile(rf"^(?P<kb>[{KB_NAME_CHARS}]+?)__(?:chunks|files)(?:__(?P<generation>[0-9a-f]{{12}}))?$")
+# Tables of one generation: `<kb>__chunks__<id>`, `<kb>__files__<id>`, `<kb>__reading__<id>` (readings.py) (no id:
+# made before generations).
+_GENERATION_TABLE = re.compile(
+    rf"^(?P<kb>[{KB_NAME_CHARS}]+?)__(?:chunks|files|reading)(?:__(?P<generation>[0-9a-f]{{12}}))?$")
 # The manifest table's columns are FileRecord's fields (`from __future__` keeps their types as text).
 FILE_SCHEMA = pa.schema([(item.name, pa.int32() if item.name == "n_chunks" else pa.int64() if item.type == "int"
                           else pa.string()) for item in dataclasses.fields(FileRecord)])
@@ -69,6 +72,7 @@ def create(tables: Tables, kb: str, generation: str, schema: pa.Schema) -> None:
     """Empty tables for a generation; tables that already exist (a build being resumed) are kept."""
     tables.db.create_table(chunk_table_name(kb, generation), schema=schema, exist_ok=True)
     tables.db.create_table(file_table_name(kb, generation), schema=FILE_SCHEMA, exist_ok=True)
+    create_reading_table(tables, kb, generation)
 
 
 def drop_all_but(tables: Tables, kb: str, keep: set[str]) -> list[str]:

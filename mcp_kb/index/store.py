@@ -2,7 +2,7 @@
 generation) in LanceDB, plus a state table. The class the rest of mcp-kb opens; it composes the concerns:
 
 connection.py (the connection and open tables), generations.py, state_table.py (KB state and notes), lease.py (the
-writer lease), manifest.py, chunks.py (a sync's writes and look-ups), fragments.py (a cluster's writes), upkeep.py
+writer lease), manifest.py, chunks.py (a sync's writes and look-ups), readings.py (documents' reading forms), fragments.py (a cluster's writes), upkeep.py
 and vector_index.py (indexes and compaction), views.py (what searches read); failures.py words their errors.
 """
 
@@ -20,6 +20,7 @@ import mcp_kb.index.fragments as fragments
 import mcp_kb.index.generations as generations
 import mcp_kb.index.lease as lease
 import mcp_kb.index.manifest as manifest
+import mcp_kb.index.readings as readings
 import mcp_kb.index.upkeep as upkeep
 
 from ..records import KBState
@@ -57,6 +58,7 @@ class LanceStore:
         self._tables = Tables(uri, options or {}, read_consistency, read_cache, memory_cache_bytes)
         self._states = StateTable(self._tables)
         self._views = Views(self._tables)
+        self._listings = readings.Listings(self._tables)
 
     @classmethod
     def of(cls, storage: StorageConfig) -> LanceStore:
@@ -167,6 +169,22 @@ class LanceStore:
 
     def document_titles(self, kb: str, generation: str, limit: int) -> list[str]:
         return chunks.document_titles(self._tables, kb, generation, limit)
+
+    # ---- documents' reading forms (readings.py) --------------------------------------------
+    def write_readings(self, kb: str, generation: str, paths: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
+        readings.replace(self._tables, kb, generation, paths, rows)
+
+    def delete_readings(self, kb: str, generation: str, paths: Sequence[str]) -> None:
+        readings.delete(self._tables, kb, generation, paths)
+
+    def reading_paths(self, kb: str, generation: str) -> set[str]:
+        return readings.paths(self._tables, kb, generation)
+
+    def read_reading(self, kb: str, generation: str, path: str) -> dict[str, Any] | None:
+        return readings.read_one(self._tables, kb, generation, path)
+
+    def reading_listing(self, kb: str, generation: str) -> pa.Table | None:
+        return self._listings.of(kb, generation)
 
     # ---- a cluster's writes (fragments.py): rows written by workers, made visible by one commit ------
     def write_fragments(self, kb: str, generation: str, rows: pa.Table) -> bytes:

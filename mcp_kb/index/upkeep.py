@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ..schema import FIELD_COLUMN, KEYWORD_COLUMN, VECTOR_COLUMN
 from .failures import store_failures
 from .generations import chunk_table, written_file_table
+from .readings import reading_table
 from .vector_index import refresh_vector_index
 
 if TYPE_CHECKING:
@@ -39,9 +40,14 @@ def refresh_indexes(tables: Tables, kb: str, generation: str, changed: bool, vec
     for column in ("id", "path", "content_hash"):  # hit look-ups, filters by file, vector reuse
         if column not in indexes:
             table.create_index(column, config=BTree())
+    readings = reading_table(tables, kb, generation)
+    if readings is not None and "path" not in {index.columns[0] for index in readings.list_indices()}:
+        readings.create_index("path", config=BTree())  # a read looks its document up by path
     if changed:
         compact_when_worth_it(table, unindexed=_unindexed_rows(table, KEYWORD_COLUMN))
         compact_when_worth_it(written_file_table(tables, kb, generation), unindexed=0)
+        if readings is not None:
+            compact_when_worth_it(readings, unindexed=0)
     kind = refresh_vector_index(table, vector_indexes, vector_min_rows)
     return f"full-text + {kind} vector index" if kind else "full-text + exact vector search"
 

@@ -18,6 +18,7 @@ from ..models.base import TokenCounter
 from ..text import SENTENCE_END, SENTENCE_ENDS_BEFORE, SENTENCE_SPLIT, shared_depth
 from ..vocabulary import HEADING_SEPARATOR
 from .document import Block, Document
+from .reading import render
 from .parsers.bounds import check_chunks
 
 # Split points, coarse to fine; each keeps its separator with the piece before it.
@@ -53,6 +54,7 @@ class Chunk:
     line_end: int | None
     n_tokens: int
     metadata: dict[str, Any] = field(default_factory=dict)
+    offset: int = 0  # where its own text (after the overlap) begins in the document's reading form (reading.py)
 
     @property
     def heading(self) -> str:
@@ -93,53 +95,67 @@ def chunk_document(document: Document, settings: ChunkingConfig, counter: TokenC
     max_tokens = effective_max_tokens(settings, counter)
     overlap = min(settings.overlap, max_tokens // 4)
     chunks: list[Chunk] = []
+    starts = render(document).block_starts
     for section in _sections(document, settings):
-        chunks.extend(_chunk_section(document, section, max_tokens, overlap, counter))
+        chunks.extend(_chunk_section(document, section, starts, max_tokens, overlap, counter))
     if not document.one_chunk_per_block:
         chunks = _merge_small(chunks, settings.min_tokens, max_tokens, counter)
     return [replace(chunk, chunk_index=index) for index, chunk in enumerate(chunks)]
 
 
-def _sections(document: Document, settings: ChunkingConfig) -> list[list[Block]]:
-    """Runs of blocks that share a heading path and page (or single records)."""
+def _sections(document: Document, settings: ChunkingConfig) -> list[list[int]]:
+    """Runs of blocks (by position) that share a heading path and page (or single records)."""
+    blocks = document.blocks
     if document.one_chunk_per_block:
-        return [[block] for block in document.blocks]
+        return [[index] for index in range(len(blocks))]
     structural = settings.strategy in ("auto", "markdown")
-    sections: list[list[Block]] = []
-    for block in document.blocks:
+    sections: list[list[int]] = []
+    for index, block in enumerate(blocks):
         key = (block.heading_path, block.page) if structural else (block.page,)
         if sections:
-            last = sections[-1][-1]
+            last = blocks[sections[-1][-1]]
             last_key = (last.heading_path, last.page) if structural else (last.page,)
             if key == last_key:
-                sections[-1].append(block)
+                sections[-1].append(index)
                 continue
-        sections.append([block])
+        sections.append([index])
     return sections
 
 
-def _chunk_section(document: Document, blocks: list[Block], max_tokens: int, overlap: int,
-                   counter: TokenCounter) -> list[Chunk]:
+@dataclass(frozen=True)
+class _Piece:
+    """A block, or a part of one too long for a chunk, with its tokens and where it begins in the reading form."""
+
+    block: Block
+    size: int
+    offset: int
+
+
+def _chunk_section(document: Document, positions: list[int], starts: tuple[int, ...], max_tokens: int,  # noqa: PLR0913  # a section's context
+                   overlap: int, counter: TokenCounter) -> list[Chunk]:
+    blocks = [document.blocks[index] for index in positions]
     heading_path = blocks[0].heading_path
     prefix_tokens = counter.count([HEADING_SEPARATOR.join(heading_path)])[0] + 1 if heading_path else 0
     budget = max(max_tokens - prefix_tokens - overlap, max_tokens // 2)
-    pieces: list[tuple[Block, int]] = []
-    for block, size in zip(blocks, _block_sizes(blocks, budget, counter)):
+    pieces: list[_Piece] = []
+    for block, size, start in zip(blocks, _block_sizes(blocks, budget, counter), (starts[i] for i in positions)):
         if size <= budget:
-            pieces.append((block, size))
+            pieces.append(_Piece(block, size, start))
         else:
             texts = _split_table(block.text, budget, counter) or split_text(block.text, budget, counter)
-            pieces.extend((replace(block, text=text), n) for text, n in zip(texts, _counted(texts, counter)))
+            pieces.extend(_Piece(replace(block, text=text), n, start + at)
+                          for text, n, at in zip(texts, _counted(texts, counter), _positions(block.text, texts)))
     chunks = []
     previous_text = None
     for group in _pack(pieces, budget):
-        text = "\n\n".join(piece.text for piece in group)
+        text = "\n\n".join(piece.block.text for piece in group)
         body = text
         if previous_text is not None and overlap:
             text = overlap_text(previous_text, overlap, counter) + "\n" + text
         previous_text = body
-        chunks.append(Chunk(document.doc_id, 0, text, heading_path, document.title, group[0].page,
-                            group[0].line_start, group[-1].line_end, 0, document.metadata))
+        first, last = group[0].block, group[-1].block
+        chunks.append(Chunk(document.doc_id, 0, text, heading_path, document.title, first.page,
+                            first.line_start, last.line_end, 0, document.metadata, offset=group[0].offset))
     sizes = _counted([chunk.embed_text for chunk in chunks], counter)
     return [replace(chunk, n_tokens=size) for chunk, size in zip(chunks, sizes)]
 
@@ -247,17 +263,34 @@ def _head(text: str, start: int, budget: int, counter: TokenCounter, window: int
     return counter.head(text[start:], budget), window
 
 
-def _pack(pieces: list[tuple[Block, int]], budget: int) -> list[list[Block]]:
+def _positions(text: str, pieces: list[str]) -> list[int]:
+    """Where each piece of a split block begins in it: pieces are its stripped parts in order (a table's repeat
+    its header, found by their first row); a piece not found starts where the one before it did."""
+    found, at = [], 0
+    for piece in pieces:
+        probe = piece.split("\n", 2)[2] if _split_header(piece) else piece
+        position = text.find(probe[:200], at)
+        at = position if position >= 0 else at
+        found.append(at)
+    return found
+
+
+def _split_header(piece: str) -> bool:
+    lines = piece.split("\n", 2)
+    return len(lines) == 3 and lines[0].startswith("|") and bool(_TABLE_RULE.match(lines[1]))
+
+
+def _pack(pieces: list[_Piece], budget: int) -> list[list[_Piece]]:
     """Greedy packing of whole blocks (with their token counts) into groups of at most `budget` tokens."""
-    groups: list[list[Block]] = []
+    groups: list[list[_Piece]] = []
     size_of_group = 0
-    for piece, size in pieces:
-        if groups and size_of_group + size <= budget:
+    for piece in pieces:
+        if groups and size_of_group + piece.size <= budget:
             groups[-1].append(piece)
-            size_of_group += size
+            size_of_group += piece.size
         else:
             groups.append([piece])
-            size_of_group = size
+            size_of_group = piece.size
     return groups
 
 

@@ -1,8 +1,8 @@
 """Folder sources: the files below a KB's paths, by globs, .gitignore, hidden entries, links, binaries, size limits.
 
-One set of rules decides what belongs to a KB: `scan_folders` applies it while walking,
-`find_file` to one document id (the document resource) and `change_concerns` to one changed
-path (the watcher), so a file the scan leaves out can never be read through the KB either.
+One set of rules decides what belongs to a KB: `scan_folders` applies it while walking and
+`change_concerns` to one changed path (the watcher), so the watcher follows exactly the files
+a scan would list.
 Symbolic links are followed only when they point inside the KB's root. A problem with one entry
 (a link loop, a name that is not UTF-8, an unreadable file) is reported for that entry and never
 stops the walk.
@@ -11,7 +11,6 @@ stops the walk.
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,13 +22,12 @@ from ..settings import KBConfig, megabytes
 from ..errors import KBError
 from .parsers import is_binary_format, is_supported
 from ..records import Progress
-from .sources import SkippedFile, SourceFile, SourceScan, not_a_document
+from .sources import SkippedFile, SourceFile, SourceScan
 
 # A NUL or a high share of control characters in the first block means binary, whatever the
 # extension says.
 _SNIFF_BYTES = 8192
 _TEXT_CONTROL = {7, 8, 9, 10, 12, 13, 27}
-_ESCAPED_BYTE = re.compile(rb"\\x([0-9a-f]{2})")
 
 # .gitignore specs in force, with the folder they came from (quoted: PathSpec is generic from pathspec 1.1 on)
 Ignores = list[tuple[str, "pathspec.PathSpec[pathspec.Pattern]"]]
@@ -53,20 +51,6 @@ def scan_folders(kb: KBConfig, known: dict[str, tuple[int, int]] | None = None) 
             elif isinstance(outcome, SkippedFile):
                 skipped.append(outcome)
     return SourceScan(sorted(files.values(), key=lambda f: f.doc_id), skipped)
-
-
-def find_file(kb: KBConfig, doc_id: str) -> SourceFile:
-    """The file behind a document id, judged by the same rules as a scan; anything else is refused."""
-    for root, prefix in _roots(kb):
-        if root.is_file():
-            found = _Rules(kb, root, prefix, {}).root_file() if doc_id == root.name else None
-        elif doc_id.startswith(prefix):
-            found = _Rules(kb, root, prefix, {}).locate(doc_id[len(prefix):])
-        else:
-            continue
-        if isinstance(found, SourceFile) and found.doc_id == doc_id:
-            return found
-    raise not_a_document(kb.name, doc_id)
 
 
 def _roots(kb: KBConfig) -> list[tuple[Path, str]]:
@@ -135,15 +119,11 @@ class _Rules:
                     yield outcome
             stack.extend(reversed(subfolders))
 
-    def locate(self, rel_id: str) -> SourceFile | None:
-        """The file behind one document id below the root, if the walk would list it."""
-        outcome = self.judge(rel_id)
-        return outcome if isinstance(outcome, SourceFile) else None
-
-    def judge(self, rel_id: str) -> SourceFile | SkippedFile | Literal["dir"] | None:
-        """One entry below the root, judged folder by folder as the walk would: what the walk would
-        yield for it ("dir" for a folder it descends into), or None when the walk leaves it out."""
-        parts = rel_id.split("/")
+    def judge(self, rel_path: str) -> SourceFile | SkippedFile | Literal["dir"] | None:
+        """One entry below the root (its path relative to it), judged folder by folder as the walk would:
+        what the walk would yield for it ("dir" for a folder it descends into), or None when the walk
+        leaves it out."""
+        parts = rel_path.split("/")
         if any(part in ("", ".", "..") for part in parts):
             return None
         folder, rel_folder = str(self.root), ""
@@ -153,9 +133,8 @@ class _Rules:
                 ignores = self._with_gitignore(folder, rel_folder, ignores)
             except (OSError, ValueError):
                 return None
-            name = _real_name(folder, part)
-            path = os.path.join(folder, name)
-            rel = f"{rel_folder}/{name}" if rel_folder else name
+            path = os.path.join(folder, part)
+            rel = f"{rel_folder}/{part}" if rel_folder else part
             outcome = self._entry(path, rel, os.path.islink(path), ignores)
             if index == len(parts) - 1:
                 return outcome
@@ -270,14 +249,6 @@ def _id_text(name: str) -> str:
         return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _real_name(folder: str, part: str) -> str:
-    """The name on disk behind one part of a document id (see _id_text)."""
-    if "\\x" not in part or os.path.lexists(os.path.join(folder, part)):
-        return part
-    raw = _ESCAPED_BYTE.sub(lambda match: bytes([int(match[1], 16)]), part.encode("utf-8"))
-    return raw.decode("utf-8", "surrogateescape")
-
-
 def _matches_globs(doc_id: str, include: list[str], exclude: list[str]) -> bool:
     if include and not _glob_spec(tuple(include)).match_file(doc_id):
         return False
@@ -360,9 +331,6 @@ class FolderSource:
 
     def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None) -> SourceScan:
         return scan_folders(self.kb, known)
-
-    def find(self, doc_id: str) -> SourceFile:
-        return find_file(self.kb, doc_id)
 
     def watch_folders(self) -> list[Path]:
         return [path if path.is_dir() else path.parent for path in self.kb.paths]

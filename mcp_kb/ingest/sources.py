@@ -1,12 +1,11 @@
 """Sources: where a KB's documents come from, as one small protocol with one implementation per kind.
 
 A source lists its documents (each with an id and the size/mtime fingerprint a sync hashes
-behind), finds one by id (the document resource, judged by the same rules as the listing) and
-says whether a change on this machine's file system concerns it (the watcher). Folders
-(`folders.py`) and web sites (`web.py`) are built in; another kind is one module with a class
+behind) and says whether a change on this machine's file system concerns it (the watcher). Folders
+(`folders.py`) and web sites (`web/`) are built in; another kind is one module with a class
 like theirs plus one line: `SOURCE_KINDS.register(kind, Settings, SourceClass)` (mcp_kb.settings), after
-which `[[kb.sources]] kind = "…"` tables configure it. The sync, the check, the watcher and the
-document resource talk to this module only; only the kinds know what a file or a URL is.
+which `[[kb.sources]] kind = "…"` tables configure it. The sync, the check and the watcher talk
+to this module only; only the kinds know what a file or a URL is.
 """
 
 from __future__ import annotations
@@ -19,11 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..settings import SOURCE_KINDS, KBConfig
-from ..errors import KBError
 from ..records import Progress
-from ..vocabulary import status_uri
-from .document import Document
-from .parsers import parse_file
 
 # Built-in kinds, asked in this order whether they own an id; folders last: every id no other kind
 # claims is a path. Registered kinds are asked first.
@@ -73,9 +68,6 @@ class Source(Protocol):
     def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None) -> SourceScan:
         """Every document, or a reason per one left out; `known` maps the ids the index holds to the
         (size, mtime_ns) it saw (a web source asks for each again; a folder trusts unchanged files)."""
-
-    def find(self, doc_id: str) -> SourceFile:
-        """The document behind an id, judged as `scan` would; anything else is a KBError."""
 
     def watch_folders(self) -> list[Path]:
         """Local folders whose changes may change the documents; none: the source is polled (a web site)."""
@@ -130,21 +122,6 @@ def scan_all(sources: Iterable[Source], known: dict[str, tuple[int, int]] | None
     return SourceScan(sorted(files.values(), key=lambda f: f.doc_id), skipped, figures)
 
 
-def find_document(kb: KBConfig, sources: list[Source], doc_id: str) -> SourceFile:
-    """The document behind an id, from the first source of the kind that owns it."""
-    for source in sources:
-        kind: SourceKind = type(source)  # type: ignore[assignment]  # each source's class is its kind
-        if "\x00" not in doc_id and kind.owns(doc_id):  # no id holds a NUL; a path with one cannot be opened
-            return source.find(doc_id)
-    raise not_a_document(kb.name, doc_id)
-
-
-def not_a_document(kb: str, doc_id: str) -> KBError:
-    """The error for an id that names no document of the KB, whichever source was asked."""
-    return KBError(f"{doc_id!r} is not a document of knowledge base {kb!r}; read {status_uri(kb)} or search it "
-                   f"to find document ids")
-
-
 def change_concerns(sources: Iterable[Source], path: Path) -> bool:
     """Whether a file-system change at `path` may change any of the sources' documents."""
     return any(source.concerns(path) for source in sources)
@@ -172,7 +149,3 @@ def rooted_id_patterns() -> list[str]:
     origin), so `{"path": {"prefix": "/guide/"}}` filters pages of any host."""
     return [rooted for kind in _kinds() if (rooted := getattr(kind, "ROOTED_ID", None))]
 
-
-def parse_source(source: SourceFile, kb: KBConfig) -> Document:
-    """Parse one document of a KB with its settings (OCR on or off)."""
-    return parse_file(source.path, source.doc_id, ocr=kb.ocr_on)

@@ -35,6 +35,7 @@ from ..models.base import TokenCounter
 from ..settings import ChunkingConfig, SyncEngineConfig, child_environment, megabytes
 from . import parsers
 from .chunking import Chunk, document_chunks
+from .reading import Reading, reading_of
 from .parsers.bounds import too_large, too_slow
 
 _GRACE_SECONDS = 5.0  # after file_seconds, before the kill
@@ -58,9 +59,10 @@ class Job:
 
 @dataclass(frozen=True)
 class Parsed:
-    """A file's chunks, or the reason it has none."""
+    """A file's chunks and reading form, or the reason it has none."""
 
     chunks: list[Chunk] = field(default_factory=list)
+    reading: Reading | None = None
     ocr_pages: int = 0
     error: str = ""
     retire: bool = False  # the worker ends after this answer (out of memory, or holding much more than idle)
@@ -301,7 +303,8 @@ def _parse(job: Job, setup: _Setup, idle: _Idle) -> Parsed:
         return Parsed(error=str(exc))
     # Memory a parser freed may stay with the process: a worker holding much more than idle starts anew.
     grown = (_status_kb("VmRSS") or 0) - idle.resident > half
-    return Parsed(chunks, document.ocr_pages, retire=grown)
+    reading = reading_of(document, [chunk.offset for chunk in chunks], sum(chunk.n_tokens for chunk in chunks))
+    return Parsed(chunks, reading, document.ocr_pages, retire=grown)
 
 
 def _cap_memory(allowance_mb: int) -> None:

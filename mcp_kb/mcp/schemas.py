@@ -11,8 +11,7 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from ..api import (BUILTIN_FILTERS, FIELD_TYPES, RANGE_OPERATORS, FieldType, request_errors, SearchRequest,
-                   SyncRequest, unknown_filter_field)
+from ..api import BUILTIN_FILTERS, FIELD_TYPES, RANGE_OPERATORS, FieldType, request_errors, unknown_filter_field
 from ..settings import KBConfig
 
 
@@ -42,15 +41,16 @@ def _condition(kind: FieldType) -> Any:
     return Union[tuple(options)]  # noqa: UP007  # a union of types known at run time
 
 
-def filters_model(kb: KBConfig) -> type[BaseModel]:
-    """A model whose fields are exactly the KB's filterable fields, with types and descriptions."""
+def filters_model(kb: KBConfig, types: dict[str, str] | None = None, name: str = "") -> type[BaseModel]:
+    """A model whose fields are exactly the KB's filterable fields (or those of `types`, described as the KB
+    describes them), with types and descriptions."""
     fields: dict[str, Any] = {}
-    for name, kind in kb.filter_field_types().items():
+    for name, kind in (kb.filter_field_types() if types is None else types).items():
         declared = kb.filterable.get(name)
         description = (declared.description if declared and declared.description
                        else BUILTIN_FILTERS.get(name) or f"Metadata field {name} ({kind})")
         fields[name] = (_condition(FIELD_TYPES[kind]) | None, Field(None, description=description))
-    return create_model(f"{kb.name}_filters", __config__=ConfigDict(extra="forbid"), **fields)
+    return create_model(f"{name or kb.name}_filters", __config__=ConfigDict(extra="forbid"), **fields)
 
 
 def expected_condition(kind: FieldType) -> str:
@@ -66,14 +66,14 @@ def expected_condition(kind: FieldType) -> str:
     return ", ".join(shapes[:-1]) + f" or {shapes[-1]}" if len(shapes) > 1 else shapes[0]
 
 
-def argument_errors(error: ValidationError, kb: KBConfig | None) -> str:
-    """A search tool's (kb given) or the sync tool's rejected arguments, worded as every face words them."""
-    if kb is None:
-        return request_errors(error, SyncRequest)
-    types = kb.filter_field_types()
+def argument_errors(error: ValidationError, model: type[BaseModel], types: dict[str, str] | None = None) -> str:
+    """A tool's rejected arguments, worded as every face words them: `model` is its request, `types` the filter
+    fields of a search tool."""
+    if types is None:
+        return request_errors(error, model)
 
     def filter_error(field: str) -> str:
         if field in types:
             return f"filter {field!r} expects {expected_condition(FIELD_TYPES[types[field]])}"
         return unknown_filter_field(field, types)
-    return request_errors(error, SearchRequest, filter_error)
+    return request_errors(error, model, filter_error)

@@ -1,4 +1,5 @@
-"""The MCP server: one search tool per KB, a sync tool, status resources and a citation prompt.
+"""The MCP server: search tools (one per KB, one across them, or both), tools that read and list documents, a
+sync tool, status resources and a citation prompt.
 
 Tool bodies validate, call the App (in a worker thread, so a long sync or a model load never
 blocks other requests) and format. Known errors come back as `isError` results that say how to
@@ -8,6 +9,7 @@ fix the call; the server keeps serving.
 # No `from __future__ import annotations`: tool signatures are built at run time from per-KB
 # filter models, and the SDK reads the evaluated annotations.
 
+import copy
 import json
 import logging
 import threading
@@ -23,13 +25,14 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp_types import (CallToolResult, Completion, CompletionArgument, CompletionContext, PromptReference,
                        ResourceLink, ResourceTemplateReference, TextContent, ToolAnnotations)
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
-from ..api import (__version__, CITATION_FORMAT, DOCUMENT_URI, LIST_URI, METRICS_URI, STATUS_URI, SYNC_TOOL,
-                   App, as_sentence, CallerView, citation_marker, cited_text, described,
-                   document_uri, Hit, KBError, LiveSync, SearchOutput, SearchRequest, SearchResult,
-                   status_uri, SyncRequest, SyncRunner)
-from ..settings import MODES_TEXT, KBConfig, SearchMode
+from ..api import (__version__, CITATION_FORMAT, DOCUMENT_URI, LIST_TOOL, LIST_URI, METRICS_URI, READ_TOOL,
+                   SEARCH_ALL_TOOL, STATUS_URI, SYNC_TOOL, WORKBENCH_TOOLS, App, as_sentence, BrowseOutput,
+                   BrowseRequest, browse_text, ListingOrder, CallerView, citation_marker, cited_text, common_filter_types, described,
+                   document_uri, Hit, KBError, LiveSync, ReadOutput, ReadRequest, read_text, SearchOutput,
+                   SearchRequest, SearchResult, status_uri, SyncRequest, SyncRunner)
+from ..settings import MODES_TEXT, KBConfig, SearchConfig, SearchMode
 from .compat import PlainErrors, support_2025_clients, unknown_tool
 from .guard import Guard, current_view
 from .icons import icon
@@ -59,13 +62,14 @@ class _KBServer(PlainErrors):
     def __init__(self, app: App, notifier: Notifier, guard: Guard, **settings: Any):
         super().__init__(**settings)
         self.kb_by_tool = {kb.search_tool_name: kb for kb in app.config.kb}
+        self.common_filters = common_filter_types(app.config.kb) if app.config.kb else {}
         self.notifier = notifier
         self.guard = guard
         self.sync_runner: SyncRunner | None = None  # the one the sync tool uses (None: read-only); the page's too
 
     async def list_tools(self) -> list[Any]:
         view = self.guard.view()
-        return [tool for tool in await super().list_tools() if view.sees_tool(tool.name)]
+        return [_as_seen_by(view, tool) for tool in await super().list_tools() if view.sees_tool(tool.name)]
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         if context is not None:
@@ -75,10 +79,42 @@ class _KBServer(PlainErrors):
         return await super().call_tool(name, arguments, context)
 
     def argument_errors(self, tool: str, error: ValidationError) -> str:
-        return argument_errors(error, self.kb_by_tool.get(tool))
+        kb = self.kb_by_tool.get(tool)
+        if kb is not None:
+            return argument_errors(error, SearchRequest, kb.filter_field_types())
+        if tool == SEARCH_ALL_TOOL:
+            return argument_errors(error, SearchRequest, self.common_filters)
+        requests: dict[str, type[BaseModel]] = {READ_TOOL: ReadRequest, LIST_TOOL: BrowseRequest}
+        return argument_errors(error, requests.get(tool, SyncRequest))
+
 
     def prompt_error(self, error: BaseException) -> str:
         return self.guard.view().explain(error) if isinstance(error, KBError) else str(error)
+
+
+def _as_seen_by(view: CallerView, tool: Any) -> Any:
+    """A tool over every KB as one caller sees it: its KB arguments list only the KBs the caller may see, and the
+    search across them describes those alone (tools of one KB are the same for every caller who sees them)."""
+    if tool.name not in WORKBENCH_TOOLS:
+        return tool
+    schema = copy.deepcopy(tool.input_schema)
+    for argument in ("kb", "kbs"):
+        if argument in schema.get("properties", {}):
+            _name_kbs(schema["properties"][argument], list(view.names))
+    update: dict[str, Any] = {"input_schema": schema}
+    if tool.name == SEARCH_ALL_TOOL:
+        update["description"] = _across_description(view.kbs)
+    return tool.model_copy(update=update)
+
+
+def _name_kbs(schema: dict[str, Any], names: list[str]) -> None:
+    """The KB names as the enum of a text argument (or of its items, in each branch of a union)."""
+    if schema.get("type") == "string":
+        schema["enum"] = names
+    for branch in schema.get("anyOf", []):
+        _name_kbs(branch, names)
+    if isinstance(schema.get("items"), dict):
+        _name_kbs(schema["items"], names)
 
 
 def build_server(app: App, read_only: bool | None = None) -> _KBServer:
@@ -92,7 +128,7 @@ def build_server(app: App, read_only: bool | None = None) -> _KBServer:
         await notifier.updated(status_uri(name), name)
         await notifier.updated(LIST_URI, name)
         kb = app.config.get_kb(name)
-        if descriptions[name] != _tool_description(app, kb):
+        if name in descriptions and descriptions[name] != _tool_description(app, kb):
             # The description says what the KB holds: re-register it and tell clients to re-list.
             server.remove_tool(kb.search_tool_name)
             descriptions[name] = _add_search_tool(server, app, kb)
@@ -129,7 +165,12 @@ def build_server(app: App, read_only: bool | None = None) -> _KBServer:
         middleware=[guard],
         extensions=[results_view(), *([tasks] if tasks else [])],
     )
-    descriptions = {kb.name: _add_search_tool(server, app, kb) for kb in app.config.kb}
+    descriptions = {kb.name: _add_search_tool(server, app, kb) for kb in app.config.kb} \
+        if app.config.tools_of_each_kb else {}
+    if app.config.kb:
+        _add_document_tools(server, app, guard)
+        if app.config.tool_across_kbs:
+            _add_search_across_tool(server, app, guard)
     if not read_only:
         _add_sync_tool(server, runner, guard)
         server.sync_runner = runner
@@ -172,12 +213,35 @@ def _warn_about_missing_paths(app: App) -> None:
 
 
 def _instructions(view: CallerView) -> str:
-    """The handshake's instructions, naming the KBs this caller may see (and no other)."""
-    lines = ["Knowledge bases to search, one tool each: use the one whose description fits the question, "
-             "and search several when unsure."]
-    lines += [f"- {kb.search_tool_name}: {as_sentence(kb.description)}" for kb in view.kbs]
-    lines += [f"Cite results as {citation_marker(1)} with their source ({CITATION_FORMAT}). Each result links to "
-              f"its document ({DOCUMENT_URI.replace('{name}', 'NAME')}): read it when a passage is not enough."]
+    """The handshake's instructions, naming the KBs this caller may see (and no other), and the tools to use."""
+    lines = []
+    if view.config.tools_of_each_kb:
+        across = f", or {SEARCH_ALL_TOOL} for all at once" if view.config.tool_across_kbs else ""
+        lines.append(f"Knowledge bases to search, one tool each: use the one whose description fits the question, "
+                     f"and search several when unsure{across}.")
+        lines += [f"- {kb.search_tool_name}: {as_sentence(kb.description)}" for kb in view.kbs]
+    else:
+        lines.append(f"Search the knowledge bases with {SEARCH_ALL_TOOL} (all at once, or the ones you name):")
+        lines += [f"- {kb.name}: {_clipped(as_sentence(kb.description))}" for kb in view.kbs]
+    lines += [f"Cite results as {citation_marker(1)} with their source ({CITATION_FORMAT}). When a passage is not "
+              f"enough, read more of its document with {READ_TOOL} (the section its citation names, or on from the "
+              f"passage); {LIST_TOOL} lists a knowledge base's documents and a document's outline."]
+    return "\n".join(lines)
+
+
+_DESCRIPTION_CHARS = 200  # of a KB's description, in the list a search across KBs gives
+
+
+def _clipped(text: str) -> str:
+    return text if len(text) <= _DESCRIPTION_CHARS else text[:_DESCRIPTION_CHARS - 1] + "…"
+
+
+def _across_description(kbs: Sequence[KBConfig]) -> str:
+    """The search across KBs described with the KBs a caller sees, one line each."""
+    lines = [f"Search these knowledge bases at once: passages of all of them ranked together, each naming its "
+             f"knowledge base, with numbered citations ({CITATION_FORMAT}). Name some in kbs to search only those. "
+             f"Modes: {MODES_TEXT}. Knowledge bases:"]
+    lines += [f"- {kb.name}: {_clipped(as_sentence(kb.description))}" for kb in kbs]
     return "\n".join(lines)
 
 
@@ -237,9 +301,105 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
 
 def _document_links(kb: str, hits: Sequence[Hit]) -> list[ResourceLink]:
     """A link per hit to its document's resource, so a client can open the source a passage cites."""
-    return [ResourceLink(type="resource_link", uri=document_uri(kb, hit.source), name=hit.source,
-                         title=f"{citation_marker(number)} {hit.citation}", mime_type="text/plain")
-            for number, hit in enumerate(hits, start=1)]
+    return [_document_link(kb, number, hit) for number, hit in enumerate(hits, start=1)]
+
+
+def _document_link(kb: str, number: int, hit: Hit) -> ResourceLink:
+    return ResourceLink(type="resource_link", uri=document_uri(kb, hit.source), name=hit.source,
+                        title=f"{citation_marker(number)} {hit.citation}", mime_type="text/plain")
+
+
+def _read_field(name: str) -> Any:
+    return described(ReadRequest, name, strict=True)
+
+
+def _browse_field(name: str) -> Any:
+    return described(BrowseRequest, name, strict=True)
+
+
+def _add_document_tools(server: MCPServer, app: App, guard: Guard) -> None:
+    """Reading a document and listing documents, from the index, for every KB a caller sees (its `kb` argument)."""
+
+    async def read_document(  # noqa: PLR0913  # one per tool parameter
+        kb: Annotated[str, _read_field("kb")],
+        path: Annotated[str, _read_field("path")] = "",
+        section: Annotated[str | None, _read_field("section")] = None,
+        pages: Annotated[str | None, _read_field("pages")] = None,
+        lines: Annotated[str | None, _read_field("lines")] = None,
+        chunk: Annotated[int | None, _read_field("chunk")] = None,
+        max_tokens: Annotated[int, _read_field("max_tokens")] = ReadRequest.model_fields["max_tokens"].default,
+        cursor: Annotated[str | None, _read_field("cursor")] = None,
+    ) -> Annotated[CallToolResult, ReadOutput]:
+        request = ReadRequest.model_construct(kb=kb, path=path, section=section, pages=pages, lines=lines,
+                                              chunk=chunk, max_tokens=max_tokens, cursor=cursor)
+        answer = await _call(lambda: app.read(guard.view().check(kb), request))
+        return CallToolResult(content=[TextContent(type="text", text=read_text(answer))],
+                              structured_content=answer.model_dump(mode="json"))
+
+    async def list_documents(  # noqa: PLR0913  # one per tool parameter
+        kb: Annotated[str, _browse_field("kb")],
+        path: Annotated[str, _browse_field("path")] = "",
+        outline: Annotated[bool, _browse_field("outline")] = False,
+        sort: Annotated[ListingOrder, described(BrowseRequest, "sort")] = "path",
+        limit: Annotated[int, _browse_field("limit")] = BrowseRequest.model_fields["limit"].default,
+        cursor: Annotated[str | None, _browse_field("cursor")] = None,
+    ) -> Annotated[CallToolResult, BrowseOutput]:
+        request = BrowseRequest.model_construct(kb=kb, path=path, outline=outline, sort=sort, limit=limit,
+                                                cursor=cursor)
+        answer = await _call(lambda: app.browse(guard.view().check(kb), request))
+        return CallToolResult(content=[TextContent(type="text", text=browse_text(answer))],
+                              structured_content=answer.model_dump(mode="json"))
+
+    reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    server.add_tool(read_document, name=READ_TOOL, title="Read a document",
+                    description="Read a document of a knowledge base from its index: whole, one section (the "
+                                "heading path a search result's citation shows), pages, lines, or on from a "
+                                "passage (its chunk_index). Each answer fits max_tokens, says which lines (and "
+                                "pages) it holds, and gives a cursor to read on.",
+                    annotations=reading, icons=icon("search"))
+    server.add_tool(list_documents, name=LIST_TOOL, title="List documents",
+                    description="List a knowledge base's documents (all, under a path prefix, or matching a glob; "
+                                "by path or last changed first) with title, kind, size, pages and tokens; or, with "
+                                "outline, one document's headings with their lines, pages and size, to read a "
+                                f"section with {READ_TOOL}. Paged with a cursor.",
+                    annotations=reading, icons=icon("search"))
+
+
+_ACROSS = SearchConfig()  # a search across KBs takes the default settings (App.search_across)
+
+
+def _add_search_across_tool(server: _KBServer, app: App, guard: Guard) -> None:
+    """One search over every KB the caller sees (or those it names), filtering on the fields all KBs have."""
+    Filters = filters_model(app.config.kb[0], server.common_filters, name="common")
+    defaults = SearchRequest.model_fields
+
+    async def search_knowledge_bases(  # noqa: PLR0913  # one per tool parameter
+        query: Annotated[str, _search_field("query")],
+        kbs: Annotated[list[str] | None, Field(None, description="Only these knowledge bases (default: all)")] = None,
+        top_k: Annotated[int, _search_field("top_k")] = _ACROSS.top_k,
+        mode: Annotated[SearchMode, _search_field("mode", strict=False)] = _ACROSS.mode,
+        min_score: Annotated[float | None, _search_field("min_score")] = None,
+        filters: Annotated[Filters | None,  # type: ignore[valid-type]  # built at run time
+                           _search_field("filters", strict=False)] = None,
+        context: Annotated[int, _search_field("context")] = defaults["context"].default,
+        max_tokens: Annotated[int, _search_field("max_tokens")] = _ACROSS.max_tokens,
+    ) -> Annotated[CallToolResult, SearchOutput]:
+        request = SearchRequest.model_construct(query=query, top_k=top_k, mode=mode, min_score=min_score,
+                                                filters=_filters_dict(filters), context=context, max_tokens=max_tokens)
+
+        def search() -> SearchResult:
+            view = guard.view()
+            return app.search_across([view.check(name) for name in kbs] if kbs else list(view.names), request)
+
+        result: SearchResult = await _call(search)
+        links = [_document_link(hit.kb, number, hit) for number, hit in enumerate(result.hits, start=1)]
+        return CallToolResult(content=[TextContent(type="text", text=cited_text(result, name_kb=True)), *links],
+                              structured_content=result.as_dict())
+
+    server.add_tool(search_knowledge_bases, name=SEARCH_ALL_TOOL, title="Search knowledge bases",
+                    description=_across_description(app.config.kb),
+                    annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False), icons=icon("search"),
+                    meta=view_meta())
 
 
 @contextmanager
@@ -328,7 +488,9 @@ def _add_prompt(server: MCPServer, guard: Guard) -> None:
                    description=f"Answer a question only from passages retrieved from the knowledge bases, citing them as {citation_marker(1)}")
     def answer_with_citations(question: str, kb: str | None = None) -> list[UserMessage]:
         view = guard.view()
-        if kb:
+        if not view.config.tools_of_each_kb:
+            tool = f"{SEARCH_ALL_TOOL}{f' with kbs=[{view.kb(kb).name!r}]' if kb else ''}"
+        elif kb:
             tool = view.kb(kb).search_tool_name
         else:
             tools = (known.search_tool_name for known in view.kbs)

@@ -9,11 +9,11 @@ from typing import Any
 from pydantic import Field, SerializeAsAny, field_validator, model_validator
 
 from ..errors import ConfigError
-from ..vocabulary import SYNC_TOOL
+from ..vocabulary import SYNC_TOOL, WORKBENCH_TOOLS
 from .kb import KBConfig
 from .providers import (DEFAULT_PROVIDER, EMBEDDING_PROVIDERS, RERANK_PROVIDERS, EmbeddingConfig, FastembedRerankSettings,
                         FastembedSettings, RerankConfig)
-from .server import ServerConfig, granted
+from .server import AUTO_EACH_UP_TO, ServerConfig, granted
 from .storage import StorageConfig
 from .sync import SyncEngineConfig
 from .values import Strict
@@ -62,10 +62,22 @@ class Config(Strict):
                              "(two brackets)")
         return value
 
+    @property
+    def tools_of_each_kb(self) -> bool:
+        """Whether a server lists a search tool per knowledge base (`[server] search_tools`)."""
+        tools = self.server.search_tools
+        return tools in ("each", "both") or (tools == "auto" and len(self.kb) <= AUTO_EACH_UP_TO)
+
+    @property
+    def tool_across_kbs(self) -> bool:
+        """Whether a server lists one search tool across the knowledge bases."""
+        tools = self.server.search_tools
+        return tools in ("across", "both") or (tools == "auto" and len(self.kb) > AUTO_EACH_UP_TO)
+
     @model_validator(mode="after")
     def _names_are_unique(self) -> Config:
         for what, names in (("KB name", [k.name for k in self.kb]),
-                            ("tool name", [k.search_tool_name for k in self.kb] + [SYNC_TOOL])):
+                            ("tool name", [k.search_tool_name for k in self.kb] + [SYNC_TOOL, *WORKBENCH_TOOLS])):
             seen: set[str] = set()
             for name in names:
                 if name in seen:

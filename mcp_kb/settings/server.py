@@ -5,12 +5,13 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import re
+from typing import Literal
 
 from pydantic import Field, model_validator
 
 from ..errors import ConfigError
 from ..vocabulary import LOOPBACK
-from .variables import ENV_TOKEN, environment, from_environment
+from .variables import ENV_CURSOR_SECRET, ENV_TOKEN, environment, from_environment
 from .values import KB_NAME_PATTERN, PathText, Strict, Transport
 
 
@@ -91,6 +92,12 @@ class OAuthConfig(Strict):
     """A rate limit per user (0: none)."""
 
 
+SearchTools = Literal["auto", "each", "across", "both"]
+# With more knowledge bases than this, `search_tools = "auto"` lists one search tool across them instead of one each
+# (benchmarks/workbench.py: with many tools a model picks worse, while the search across finds the right one).
+AUTO_EACH_UP_TO = 8
+
+
 class ServerConfig(Strict):
     """Defaults for `mcp-kb serve`."""
 
@@ -127,6 +134,12 @@ class ServerConfig(Strict):
     stateless: bool = False
     """Streamable HTTP without sessions (`serve --stateless`): replicas behind a load balancer need no sticky
     sessions."""
+    search_tools: SearchTools = "auto"
+    """Which search tools a server lists: `each` (one per knowledge base), `across` (one over every knowledge base a
+    caller sees), `both`, or `auto`: one per knowledge base up to AUTO_EACH_UP_TO of them, else one across."""
+    cursor_secret: str | None = Field(None, json_schema_extra=from_environment(ENV_CURSOR_SECRET))
+    """The key that signs the cursors of read_document and list_documents. Replicas behind a load balancer share
+    one; by default each server process draws its own (a cursor then lasts as long as the process)."""
 
     @model_validator(mode="after")
     def _distinct_tokens(self) -> ServerConfig:

@@ -17,6 +17,7 @@ ENV_MODEL = "MCP_KB_EMBEDDING_MODEL"
 ENV_MODEL_PATH = "MCP_KB_EMBEDDING_MODEL_PATH"
 ENV_STORAGE = "MCP_KB_STORAGE"
 ENV_TOKEN = "MCP_KB_TOKEN"
+ENV_CURSOR_SECRET = "MCP_KB_CURSOR_SECRET"
 ENV_RAY_ADDRESS = "RAY_ADDRESS"  # Ray's own variable for the cluster to join: `[sync] ray_address` when set
 # fastembed's own model cache, which fastembed reads; mcp-kb reads it to know a remembered model identity's cache.
 ENV_FASTEMBED_CACHE = "FASTEMBED_CACHE_PATH"

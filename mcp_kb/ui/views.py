@@ -6,11 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..api import App, HealthCheck, SearchFigures, SyncBrief, SyncProgress
+from ..api import READ_TOKENS_MAX, App, HealthCheck, ReadRequest, SearchFigures, SyncBrief, SyncProgress
 from ..settings import DEFAULT_MODE, KBConfig
 from .charts import bar_chart, line_chart
-
-_DOCUMENT_CHARS = 400_000  # of a document's text shown at once (a huge file stays a readable page)
 
 
 def kb_summary(app: App, name: str) -> dict[str, Any]:
@@ -109,27 +107,10 @@ def _latest_hit_rate(health: HealthCheck | None) -> float | None:
 
 
 def document(app: App, name: str, doc_id: str, chunk: int | None) -> dict[str, Any]:
-    """A document's extracted text in three parts: before, the passage (chunk `chunk`) and after."""
-    text = app.document_text(name, doc_id)
-    passage = app.chunk_text(name, doc_id, chunk) if chunk is not None else None
-    start, end = passage_span(text, passage) if passage else (0, 0)
-    cut = len(text) > _DOCUMENT_CHARS and end <= _DOCUMENT_CHARS
-    text = text[:_DOCUMENT_CHARS] if cut else text
-    return {"before": text[:start], "passage": text[start:end], "after": text[end:], "cut": cut,
-            "asked": chunk is not None, "found": end > start, "path": doc_id}
-
-
-def passage_span(text: str, passage: str) -> tuple[int, int]:
-    """Where a chunk's text lies in its document's text: the whole chunk when it appears as is, else from
-    its first to its last line that does (a chunk may carry its heading or lose a page marker)."""
-    start = text.find(passage.strip())
-    if start >= 0:
-        return start, start + len(passage.strip())
-    lines = [line.strip() for line in passage.splitlines() if len(line.strip()) >= 4]
-    starts = [(text.find(line), line) for line in lines]
-    found = [(at, line) for at, line in starts if at >= 0]
-    if not found:
-        return 0, 0
-    first = found[0][0]
-    last_at, last_line = max((text.find(line, first), line) for _, line in found)
-    return first, max(first, last_at + len(last_line))
+    """A document's text from the index as a read gives it (on from the passage before chunk `chunk`, when asked),
+    in three parts: before, the passage and after."""
+    answer = app.read(name, ReadRequest(kb=name, path=doc_id, chunk=chunk, max_tokens=READ_TOKENS_MAX))
+    start, end = answer.passage_start or 0, answer.passage_end or 0
+    text = answer.text
+    return {"before": text[:start], "passage": text[start:end], "after": text[end:], "found": end > start,
+            "path": doc_id, "location": answer.location, "more": answer.cursor is not None}

@@ -330,3 +330,30 @@ def test_a_store_lost_at_the_final_write_is_one_error_line_and_the_next_sync_rep
         assert result.exit_code == 0 and "note" in result.output
     finally:
         s3.restore()  # the module's other tests share this server
+
+
+async def test_a_read_only_server_without_the_sources_reads_lists_and_searches_across(shared):
+    """Reading comes from the index: a reader on another machine, with no copy of the folder, reads a section and
+    goes on with its cursor, lists the documents and an outline, and searches across its knowledge bases."""
+    write(shared.docs / "runbook.md", "# Runbook\n\n## Restarts\n\n" + "\n\n".join(
+        f"Step {n}: restart worker {n} and wait for its queue to drain." for n in range(40)) + "\n")
+    shared.cli("writer", "sync")
+    shared.docs.rename(shared.base / "docs-not-on-this-machine")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "--read-only"],
+                                   env=shared.env("reader", extra='[server]\nsearch_tools = "both"\n'))
+    async with Client(params) as client:
+        parts = [await client.call_tool("read_document", {"kb": "docs", "path": "runbook.md",
+                                                          "section": "Runbook › Restarts", "max_tokens": 200})]
+        while parts[-1].structured_content["cursor"]:
+            parts.append(await client.call_tool("read_document", {"kb": "docs", "max_tokens": 200,
+                                                                  "cursor": parts[-1].structured_content["cursor"]}))
+        listed = await client.call_tool("list_documents", {"kb": "docs", "path": "note*"})
+        outline = await client.call_tool("list_documents", {"kb": "docs", "path": "runbook.md", "outline": True})
+        across = await client.call_tool("search_knowledge_bases", {"query": "E5021 access token"})
+        resource = (await client.read_resource("kb://docs/documents/errors.md")).contents[0].text
+    text = "\n".join(part.structured_content["text"] for part in parts)
+    assert len(parts) > 1 and text.startswith("## Restarts") and "Step 39: restart worker 39" in text
+    assert [d["path"] for d in listed.structured_content["documents"]] == [f"note{i}.md" for i in range(6)]
+    assert [e["heading"] for e in outline.structured_content["outline"]] == ["Runbook", "Runbook › Restarts"]
+    assert across.structured_content["results"][0]["source"] == "errors.md"
+    assert resource.startswith("# Errors")

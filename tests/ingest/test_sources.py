@@ -45,7 +45,7 @@ def test_a_registered_kind_syncs_searches_and_reads_back_beside_a_folder(notes_k
     [report] = app.sync()
     assert (report.files_changed, report.files_deleted, report.files_unchanged) == (1, 1, 1)
     assert "minus three" in app.search("kb", SearchRequest(query="visitors park", mode="keyword")).hits[0].text
-    with pytest.raises(KBError, match="not a note"):
+    with pytest.raises(KBError, match="has no document 'note:n2'"):
         app.document_text("kb", "note:n2")
 
 

@@ -255,12 +255,14 @@ def test_header_tokens_come_from_the_environment_and_never_reach_the_index(site,
         app.sync(SyncRequest(kb="docs"))
 
 
-def test_the_document_resource_returns_a_pages_text_and_refuses_others(site, make_app):
+def test_the_document_resource_returns_a_pages_text_from_the_index_and_refuses_others(site, make_app):
     app = make_app(web_kb(site))
     app.sync(SyncRequest(kb="docs"))
+    requests = len(site.requests)
     text = app.document_text("docs", f"{site.url}/guide/query-params/")
     assert "Optional parameters" in text and "Copyright" not in text
-    with pytest.raises(Exception, match="not a page"):
+    assert len(site.requests) == requests  # read from the index, not fetched again
+    with pytest.raises(Exception, match="has no document"):
         app.document_text("docs", f"{site.url}/outside/secret/")
 
 
@@ -278,7 +280,7 @@ async def test_mcp_clients_search_pages_and_read_them_by_url(site, make_app):
         assert result.structured_content["results"][0]["source"] == url
         text = (await client.read_resource(f"kb://docs/documents/{url}")).contents[0].text
         assert "Optional parameters" in text
-        with pytest.raises(Exception, match="not a page"):
+        with pytest.raises(Exception, match="has no document"):
             await client.read_resource(f"kb://docs/documents/{site.url}/outside/secret/")
 
 

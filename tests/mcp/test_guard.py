@@ -35,7 +35,7 @@ _JSON = {"Accept": "application/json, text/event-stream", "Content-Type": "appli
 def _config(base, issuer_url, extra=""):
     storage = base / "index"
     lines = [f'storage = "{storage}"',
-             "[server]", 'audit_log = "audit.jsonl"', *extra.splitlines(),
+             "[server]", 'audit_log = "audit.jsonl"', 'search_tools = "both"', *extra.splitlines(),
              "[[server.tokens]]", 'name = "hr"', 'secret_env = "HR_TOKEN"', 'kbs = ["policy_docs"]',
              "[[server.tokens]]", 'name = "dev"', f'secret_sha256 = "{_sha(SECRETS["dev"])}"', 'kbs = ["api_*"]',
              "sync = true",
@@ -97,6 +97,10 @@ async def _read_error(client, uri) -> str:
     return str(caught.value)
 
 
+# Listed after the KBs' search tools for every caller who sees a KB: each with only the caller's KBs.
+DOCUMENT_TOOLS = ["read_document", "list_documents", "search_knowledge_bases"]
+
+
 async def _visible(client):
     tools = (await client.list_tools()).tools
     listed = json.loads((await client.read_resource("kb://knowledge-bases")).contents[0].text)
@@ -111,8 +115,10 @@ async def test_two_scoped_tokens_see_disjoint_tools_and_only_their_kbs(team):
     async with _session(url, SECRETS["dev"]) as dev:
         dev_tools, dev_kbs = await _visible(dev)
         dev_instructions = dev.instructions
-    assert [t.name for t in hr_tools] == ["search_policy_docs"] and hr_kbs == ["policy_docs"]
-    assert sorted(t.name for t in dev_tools) == ["search_api_docs", "sync_knowledge_base"] and dev_kbs == ["api_docs"]
+    assert [t.name for t in hr_tools] == ["search_policy_docs", *DOCUMENT_TOOLS] and hr_kbs == ["policy_docs"]
+    assert sorted(t.name for t in dev_tools) == ["list_documents", "read_document", "search_api_docs",
+                                                 "search_knowledge_bases", "sync_knowledge_base"]
+    assert dev_kbs == ["api_docs"]
     hr_text = json.dumps([t.model_dump(mode="json") for t in hr_tools]) + hr_instructions
     dev_text = json.dumps([t.model_dump(mode="json") for t in dev_tools]) + dev_instructions
     assert "api_docs" not in hr_text and "API reference" not in hr_text
@@ -139,6 +145,27 @@ async def test_another_tokens_kb_answers_exactly_like_a_kb_that_does_not_exist(t
         own = await hr.get_prompt("answer_with_citations", {"question": "q"})
     assert str(hidden_prompt.value).replace("api_docs", "X") == str(absent_prompt.value).replace("nosuch", "X")
     assert "search_policy_docs" in own.messages[0].content.text and "api" not in own.messages[0].content.text
+
+
+async def test_reading_listing_and_searching_across_answer_for_a_hidden_kb_as_for_an_absent_one(team):
+    url, _, _ = team
+    async with _session(url, SECRETS["hr"]) as hr:
+        tools = {tool.name: tool for tool in (await hr.list_tools()).tools}
+        assert [tools[name].input_schema["properties"]["kb"]["enum"] for name in ("read_document", "list_documents")] \
+            == [["policy_docs"], ["policy_docs"]]
+        assert "api" not in json.dumps([tools[name].model_dump(mode="json") for name in DOCUMENT_TOOLS])
+        for tool, arguments in [("read_document", {"path": "users.md"}), ("list_documents", {}),
+                                ("list_documents", {"path": "users.md", "outline": True}),
+                                ("search_knowledge_bases", {"query": "E5021"})]:
+            named = "kbs" if tool == "search_knowledge_bases" else "kb"
+            hidden = await hr.call_tool(tool, {**arguments, named: ["api_docs"] if named == "kbs" else "api_docs"})
+            absent = await hr.call_tool(tool, {**arguments, named: ["nosuch"] if named == "kbs" else "nosuch"})
+            assert hidden.is_error and hidden.content[0].text.replace("api_docs", "X") == \
+                absent.content[0].text.replace("nosuch", "X"), tool
+            assert "policy_docs" in absent.content[0].text  # it names what the caller may see, and only that
+        everything = await hr.call_tool("search_knowledge_bases", {"query": "E5021 token expired getUserInfo"})
+    assert {hit["kb"] for hit in everything.structured_content["results"]} <= {"policy_docs"}
+    assert "getUserInfo" not in json.dumps(everything.model_dump(mode="json"))
 
 
 async def test_completions_offer_only_the_callers_kbs_and_their_documents(team):
@@ -204,7 +231,7 @@ async def test_over_sse_a_scoped_token_sees_only_its_kbs_too(team):
         async with Client(sse_client(f"http://127.0.0.1:{port}/sse", headers=headers)) as hr:
             tools, kbs = await _visible(hr)
             hidden = await hr.call_tool("search_api_docs", {"query": "E5021"})
-    assert [t.name for t in tools] == ["search_policy_docs"] and kbs == ["policy_docs"]
+    assert [t.name for t in tools] == ["search_policy_docs", *DOCUMENT_TOOLS] and kbs == ["policy_docs"]
     assert hidden.content[0].text == "Unknown tool: search_api_docs"
 
 
@@ -226,7 +253,7 @@ async def test_an_oauth_user_is_pointed_at_the_issuer_and_signs_in_with_its_toke
     async with _session(url, token) as carol:
         tools, kbs = await _visible(carol)
         result = await carol.call_tool("search_api_docs", {"query": "E5021"})
-    assert [t.name for t in tools] == ["search_api_docs"] and kbs == ["api_docs"]
+    assert [t.name for t in tools] == ["search_api_docs", *DOCUMENT_TOOLS] and kbs == ["api_docs"]
     assert result.structured_content["results"][0]["source"] == "users.md"
 
 

@@ -13,7 +13,6 @@ from mcp import Client
 
 from mcp_kb.mcp.results_view import RESULTS_VIEW_URI, results_page
 from mcp_kb.mcp.server import build_server
-from mcp_kb.ui.views import passage_span
 
 HOSTILE_NAME = "<img src=x onerror=alert(1)>.md"
 HOSTILE_TEXT = ("# Expenses <b>now</b>\n\n## Travel\n\nTravel expenses are paid back within 30 days. "
@@ -24,7 +23,7 @@ HOST = """<!doctype html><html><body>
 <iframe id="app" sandbox="allow-scripts" style="width:1000px;height:800px"></iframe>
 <script>
 // A minimal MCP Apps host: answers ui/initialize, sends the tool's input and result once the view is ready,
-// proxies resources/read (from documents the test read through a real MCP client), refuses everything else.
+// proxies read_document calls (answers the test got through a real MCP client), refuses everything else.
 window.hostLog = [];
 const INPUT = __INPUT__, RESULT = __RESULT__, DOCUMENTS = __DOCUMENTS__;
 const frame = document.getElementById("app");
@@ -39,10 +38,10 @@ window.addEventListener("message", (event) => {
   } else if (m.method === "ui/notifications/initialized") {
     post({method: "ui/notifications/tool-input", params: {arguments: INPUT}});
     post({method: "ui/notifications/tool-result", params: RESULT});
-  } else if (m.method === "resources/read") {
-    const text = DOCUMENTS[m.params.uri];
-    post(text === undefined ? {id: m.id, error: {code: -32002, message: "Resource not found"}}
-                            : {id: m.id, result: {contents: [{uri: m.params.uri, mimeType: "text/plain", text}]}});
+  } else if (m.method === "tools/call" && m.params.name === "read_document") {
+    const answer = DOCUMENTS[JSON.stringify(m.params.arguments)];
+    post(answer === undefined ? {id: m.id, error: {code: -32602, message: "Unknown arguments"}}
+                              : {id: m.id, result: answer});
   } else if (m.id !== undefined) {
     post({id: m.id, error: {code: -32601, message: "Method not found"}});
   }
@@ -71,8 +70,12 @@ def searched(make_app, tmp_path):
             assert tool.meta["ui"]["resourceUri"] == RESULTS_VIEW_URI
             page = (await client.read_resource(RESULTS_VIEW_URI)).contents[0]
             result = await client.call_tool("search_handbook", arguments)
-            links = [block.uri for block in result.content if block.type == "resource_link"]
-            documents = {uri: (await client.read_resource(uri)).contents[0].text for uri in links}
+            documents = {}
+            for hit in result.structured_content["results"]:  # what the view asks to open a hit's document
+                asked = {"kb": hit["kb"], "path": hit["source"], "chunk": hit["chunk_index"]}
+                answer = await client.call_tool("read_document", asked)
+                documents[json.dumps(asked, separators=(",", ":"))] = answer.model_dump(
+                    by_alias=True, mode="json", exclude_none=True)
         return page, result.model_dump(by_alias=True, mode="json", exclude_none=True), documents
 
     page, result, documents = anyio.run(search)
@@ -119,27 +122,16 @@ def test_a_citation_opens_its_document_with_the_passage_marked(browser, searched
     hit = result["structuredContent"]["results"][0]
     assert browser.find_element(By.ID, "document-path").text == hit["source"] == HOSTILE_NAME
     marked = browser.find_element(By.CSS_SELECTOR, "#document-text mark").text
-    start, end = passage_span(HOSTILE_TEXT, hit["text"])
-    assert marked == HOSTILE_TEXT[start:end].strip() and "Keep the receipts." in marked
+    assert marked in hit["text"] and "Keep the receipts." in marked
     assert "<b>now</b>" in browser.find_element(By.ID, "document-text").text  # the document's markup, as text
     browser.find_element(By.ID, "back").click()
     until(lambda: browser.find_element(By.ID, "hits").is_displayed())
     _nothing_injected_or_fetched(browser)
     browser.switch_to.default_content()
     log = browser.execute_script("return window.hostLog")
-    assert log[0] == "ui/initialize" and "ui/notifications/initialized" in log and "resources/read" in log
+    assert log[0] == "ui/initialize" and "ui/notifications/initialized" in log and "tools/call" in log
     assert set(log) <= {"ui/initialize", "ui/notifications/initialized", "ui/notifications/size-changed",
-                        "resources/read"}
-
-
-def test_the_view_finds_a_passage_as_the_admin_page_does(browser, searched):
-    host, _ = searched
-    _in_view(browser, host)
-    text = "# Guide\n\nIntro line here.\n\n## Install\n\nRun pip install.\nThen sync it.\n\nThe end."
-    for passage in ("Run pip install.\nThen sync it.", "Guide › Install\nRun pip install.\nThen sync it.",
-                    "nothing of this is there", "Intro line here.\nThe end.", "The end.\nIntro line here."):
-        assert browser.execute_script("return passageSpan(arguments[0], arguments[1])", text, passage) == \
-            list(passage_span(text, passage)), passage
+                        "tools/call"}
 
 
 def _nothing_injected_or_fetched(browser) -> None:

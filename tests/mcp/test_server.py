@@ -79,7 +79,8 @@ async def _client(app, **options):
 async def test_one_search_tool_per_kb_with_its_filter_schema(app):
     async with _client(app) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert set(tools) == {"search_policy_docs", "search_api_docs", "sync_knowledge_base"}
+    assert set(tools) == {"search_policy_docs", "search_api_docs", "sync_knowledge_base", "read_document",
+                          "list_documents"}
     policy = tools["search_policy_docs"]
     assert policy.description.startswith("HR policies: leave, travel.") and "Holds 1 documents (1 md)" in policy.description
     schema = policy.input_schema
@@ -132,7 +133,7 @@ async def test_the_server_and_its_tools_carry_titles_icons_and_instructions_nami
     for tool in tools.values():
         assert tool.title and tool.icons and tool.icons[0].src.startswith("data:image/svg+xml;base64,")
     assert "search_policy_docs: HR policies: leave, travel." in instructions
-    assert "search_api_docs: API reference for developers." in instructions and "kb://NAME/documents/" in instructions
+    assert "search_api_docs: API reference for developers." in instructions and "read_document" in instructions
 
 
 async def test_search_with_filters_through_the_tool(app):
@@ -226,7 +227,7 @@ async def test_document_resource_and_traversal_refused(app):
         for uri in ("kb://api_docs/documents/../policies/leave.md", "kb://api_docs/documents/%2Fetc%2Fpasswd"):
             with pytest.raises(MCPError):
                 await client.read_resource(uri)
-        with pytest.raises(MCPError, match="not a document of knowledge base 'api_docs'"):
+        with pytest.raises(MCPError, match="knowledge base 'api_docs' has no document"):
             await client.read_resource("kb://api_docs/documents/missing.md")
         with pytest.raises(MCPError, match="unknown knowledge base 'nope'"):
             await client.read_resource("kb://nope/status")
@@ -308,7 +309,7 @@ async def test_stdio_subprocess_session(app, folders):
         names = {tool.name for tool in (await client.list_tools()).tools}
         result = await client.call_tool("search_api_docs", {"query": "E5021 token expired"})
         status = json.loads((await client.read_resource("kb://api_docs/status")).contents[0].text)
-    assert {"search_policy_docs", "search_api_docs", "sync_knowledge_base"} == names
+    assert {"search_policy_docs", "search_api_docs", "sync_knowledge_base", "read_document", "list_documents"} == names
     assert not result.is_error, result.content[0].text
     assert result.structured_content["results"][0]["source"] == "users.md"
     assert status["files"] == 1
@@ -385,7 +386,7 @@ async def test_two_stateless_replicas_behind_a_round_robin_balancer_serve_one_cl
                 results = [await client.call_tool(tool, {"query": query}) for tool, query in
                            [("search_policy_docs", "annual leave"), ("search_api_docs", "E5021")] * 3]
                 status = json.loads((await client.read_resource("kb://api_docs/status")).contents[0].text)
-    assert names == {"search_policy_docs", "search_api_docs"}  # read-only replicas: no sync tool
+    assert names == {"search_policy_docs", "search_api_docs", "read_document", "list_documents"}  # no sync tool
     assert all(not r.is_error and r.structured_content["results"] for r in results)
     assert status["files"] == 1
     assert min(served[b] for b in backends) >= 4  # the calls really alternated between the replicas
@@ -511,9 +512,11 @@ async def test_document_resource_obeys_the_kbs_rules(make_app, folders, tmp_path
     os.symlink("/etc/passwd", root / "passwd.md")
     kbs = _kbs(folders)
     kbs[1] = {**kbs[1], "exclude": ["drafts/"], "max_file_size_mb": 1}
-    async with _client(make_app(*kbs)) as client:
+    app = make_app(*kbs)
+    app.sync()  # the resource reads the index: a file the KB's rules keep out was never indexed
+    async with _client(app) as client:
         assert "getUserInfo" in (await client.read_resource("kb://api_docs/documents/users.md")).contents[0].text
-        with pytest.raises(MCPError, match="not a document of knowledge base 'api_docs'"):
+        with pytest.raises(MCPError, match="knowledge base 'api_docs' has no document"):
             await client.read_resource(f"kb://api_docs/documents/{path}")
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from ...settings import KBConfig, WebSourceConfig, megabytes
 from ...errors import KBError
-from ...vocabulary import sync_remedy
 from ..parsers import is_binary_format
 from ...records import Progress
 from ..sources import SkippedFile, SourceFile
@@ -51,18 +50,6 @@ def crawl_kb(kb: KBConfig, cache_folder: Path, known: Iterable[str] = (), progre
     finally:
         cache.save()
     return crawl
-
-
-def find_page(kb: KBConfig, cache_folder: Path, doc_id: str) -> SourceFile:
-    """The cached page behind a URL id of the KB (the document resource); anything else is refused."""
-    for source in kb.urls:
-        if Scope.of(source).contains(doc_id):
-            cache = PageCache(cache_folder)
-            page = cache.by_doc_id(doc_id)
-            if page:
-                return _source_file(cache, page)
-    raise KBError(f"{doc_id!r} is not a page of knowledge base {kb.name!r} (or it was not crawled on this machine "
-                  f"yet: {sync_remedy(kb.name)})")
 
 
 def _crawl_source(kb: KBConfig, source: WebSourceConfig, cache: PageCache, known: set[str], crawl: Crawl,  # noqa: PLR0913  # a crawl's parts

@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 from ...settings import KBConfig
 from ..parsers import is_supported
 from ...records import Progress
-from ..sources import SourceFile, SourceScan
-from .crawl import crawl_kb, find_page
+from ..sources import SourceScan
+from .crawl import crawl_kb
 from .urls import ORIGIN, PAGE_SUFFIXES, is_url
 
 class WebSource:
@@ -39,9 +39,6 @@ class WebSource:
     def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None) -> SourceScan:
         crawl = crawl_kb(self.kb, self.cache_folder, [doc_id for doc_id in known if is_url(doc_id)], progress)
         return SourceScan(crawl.files, crawl.skipped, asdict(crawl.stats))
-
-    def find(self, doc_id: str) -> SourceFile:
-        return find_page(self.kb, self.cache_folder, doc_id)
 
     def watch_folders(self) -> list[Path]:
         return []  # pages change on their site: `[kb.sync] interval` (or watch's default) crawls again

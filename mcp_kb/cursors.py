@@ -1,0 +1,61 @@
+"""Cursors: where a read or a browse stopped, handed to the caller and taken back, tamper-evident.
+
+A cursor is its place (JSON) and an HMAC of it under a key this process drew at start: an edited cursor, or one
+from another server process, is refused in one line. What a cursor names is checked again when it comes back
+(the caller's view of the KB, the document's version, the bounds), so even a valid one reaches nothing the
+caller could not ask for by name.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import secrets
+from typing import Any
+
+from .errors import SearchError
+
+_SIGNATURE_BYTES = 16
+
+
+class CursorError(SearchError):
+    """A cursor that is not one of this process's, or no longer fits what it points at."""
+
+
+class Cursors:
+    def __init__(self, secret: str | None = None):
+        """Cursors signed with a key from `secret` (`[server] cursor_secret`, shared by replicas), or with one this
+        process draws."""
+        self._key = hashlib.sha256(secret.encode()).digest() if secret else secrets.token_bytes(32)
+
+    def make(self, kind: str, kb: str, place: dict[str, Any]) -> str:
+        """A cursor for `place` in a `kind` answer (read, browse) on `kb`."""
+        body = json.dumps({"kind": kind, "kb": kb, **place}, ensure_ascii=False, separators=(",", ":")).encode()
+        return _encoded(body + self._signature(body))
+
+    def open(self, cursor: str, kind: str, kb: str) -> dict[str, Any]:
+        """The place a cursor holds, when this process made it for a `kind` answer on `kb`; else CursorError."""
+        try:
+            raw = base64.urlsafe_b64decode(cursor.encode("ascii") + b"=" * (-len(cursor) % 4))
+        except (ValueError, binascii.Error, UnicodeEncodeError):
+            raw = b""
+        body, signature = raw[:-_SIGNATURE_BYTES], raw[-_SIGNATURE_BYTES:]
+        if len(raw) <= _SIGNATURE_BYTES or not hmac.compare_digest(signature, self._signature(body)):
+            raise CursorError("this cursor is not valid (changed, or given by another server process): ask again "
+                              "without it")
+        place: dict[str, Any] = json.loads(body)
+        if place.get("kind") != kind or place.get("kb") != kb:
+            raise CursorError(f"this cursor belongs to another {'read' if place.get('kind') == 'read' else 'list'}"
+                              f"{'' if place.get('kb') == kb else ' of another knowledge base'}: pass it with the "
+                              f"call that gave it")
+        return place
+
+    def _signature(self, body: bytes) -> bytes:
+        return hmac.new(self._key, body, hashlib.sha256).digest()[:_SIGNATURE_BYTES]
+
+
+def _encoded(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")

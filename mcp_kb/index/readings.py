@@ -1,0 +1,108 @@
+"""A generation's reading table: one row per indexed document holding its reading form (ingest/reading.py), written
+with its chunks, so documents are read, listed and outlined from the index alone. A generation built before
+reading tables existed has none; a full sync builds one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ..lru import BoundedLRU
+from ..schema import LISTING_COLUMNS, reading_schema
+from .failures import store_failures
+from .filters import sql_equals, sql_in, sql_in_batches
+
+if TYPE_CHECKING:
+    from lancedb.table import LanceTable
+
+    from .connection import Tables
+
+_LISTINGS_KEPT = 8  # listings of (table, version) kept in memory: a browse of 100,000 documents reads one
+
+
+def reading_table_name(kb: str, generation: str) -> str:
+    return f"{kb}__reading__{generation}"
+
+
+def reading_table(tables: Tables, kb: str, generation: str | None) -> LanceTable | None:
+    """The generation's reading table; None when it has none (built before reading tables, or no generation)."""
+    return None if generation is None else tables.table(reading_table_name(kb, generation))
+
+
+@store_failures("create a generation's reading table")
+def create(tables: Tables, kb: str, generation: str) -> None:
+    tables.db.create_table(reading_table_name(kb, generation), schema=reading_schema(), exist_ok=True)
+
+
+@store_failures("be written (documents' reading forms)")
+def replace(tables: Tables, kb: str, generation: str, paths: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
+    """Make `rows` the reading forms of `paths` in one commit (a path without a row loses its old one). A
+    generation without a reading table (built before them) is left so: its next full sync makes one."""
+    table = reading_table(tables, kb, generation)
+    if table is None or not paths:
+        return
+    data = pa.Table.from_pylist(list(rows), schema=reading_schema())
+    if table.count_rows(sql_in("path", paths)) == 0:
+        table.add(data)  # new documents: an append, as for chunks (chunks.replace_documents says why)
+        return
+    (table.merge_insert("path")
+     .when_matched_update_all()
+     .when_not_matched_insert_all()
+     .when_not_matched_by_source_delete(sql_in("path", paths))
+     .execute(data))
+
+
+@store_failures("be written (deleting documents' reading forms)")
+def delete(tables: Tables, kb: str, generation: str, paths: Sequence[str]) -> None:
+    table = reading_table(tables, kb, generation)
+    if table is None or not paths:
+        return
+    for condition in sql_in_batches("path", list(paths)):
+        table.delete(condition)
+
+
+@store_failures("be read (documents' reading forms)")
+def paths(tables: Tables, kb: str, generation: str) -> set[str]:
+    table = reading_table(tables, kb, generation)
+    if table is None:
+        return set()
+    return set(table.search().select(["path"]).limit(None).to_arrow()["path"].to_pylist())
+
+
+@store_failures("be read (a document's reading form)")
+def read_one(tables: Tables, kb: str, generation: str, path: str) -> dict[str, Any] | None:
+    """A document's reading row; None when the generation has no such document (or no reading table)."""
+    table = _search_table(tables, kb, generation)
+    if table is None:
+        return None
+    rows = table.search().where(sql_equals("path", path)).limit(1).to_list()
+    return rows[0] if rows else None
+
+
+class Listings:
+    """What a browse reads: the listing columns of a generation's documents, read once per table version."""
+
+    def __init__(self, tables: Tables):
+        self._tables = tables
+        self.uri = tables.uri  # what a failure names
+        self._kept: BoundedLRU[tuple[str, int], pa.Table] = BoundedLRU(_LISTINGS_KEPT)
+
+    @store_failures("be read (the list of documents)")
+    def of(self, kb: str, generation: str) -> pa.Table | None:
+        """Every document's listing columns, in path order; None when the generation has no reading table."""
+        table = _search_table(self._tables, kb, generation)
+        if table is None:
+            return None
+        key = (reading_table_name(kb, generation), table.version)
+        listing = self._kept.get(key)
+        if listing is None:
+            listing = table.search().select(LISTING_COLUMNS).limit(None).to_arrow().sort_by("path")
+            self._kept.put(key, listing)
+        return listing
+
+
+def _search_table(tables: Tables, kb: str, generation: str | None) -> LanceTable | None:
+    """The reading table as searches read it (through the read cache, when there is one)."""
+    return None if generation is None else tables.search_table(reading_table_name(kb, generation))

@@ -1,0 +1,115 @@
+"""A document's reading form: its text as one string (headings as Markdown `#` lines, PDF page markers), its
+outline, where each page and each chunk begins. A sync stores it beside the chunks, so a document is read, browsed
+and cited from the index alone, exactly as it was indexed (no source needed, no text twice: chunks overlap, this
+does not).
+
+Offsets are characters of the text; lines and pages are derived from them where they are shown.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..text import shared_depth
+from .document import Document
+
+_JOIN = "\n\n"  # between blocks, headings and page markers
+
+
+def page_marker(page: int) -> str:
+    return f"--- page {page} ---"
+
+
+@dataclass(frozen=True)
+class Section:
+    """One heading of the outline: its path, and the text it spans (its subsections included)."""
+
+    path: tuple[str, ...]
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A document's text, where each of its blocks begins in it, its headings and where each page begins."""
+
+    text: str
+    block_starts: tuple[int, ...]
+    sections: tuple[Section, ...]
+    page_starts: tuple[tuple[int, int], ...]  # (page number, offset of its marker)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What the index keeps of a document for reading it: text, outline, pages, and where each chunk begins."""
+
+    title: str
+    kind: str  # markdown, pdf, html, ... (the parser's)
+    text: str
+    sections: tuple[Section, ...]
+    page_starts: tuple[tuple[int, int], ...]
+    chunk_starts: tuple[int, ...]  # chunk_index -> offset where its own text (not its overlap) begins
+    tokens: int  # of the whole text, as its chunks counted it
+
+    @property
+    def pages(self) -> int | None:
+        return max(page for page, _ in self.page_starts) if self.page_starts else None
+
+
+def render(document: Document) -> Rendered:
+    """The document's text with its headings (Markdown `#` by depth) and, for PDFs, page markers."""
+    parts: list[str] = []
+    starts: list[int] = []
+    open_sections: list[tuple[tuple[str, ...], int]] = []  # headings whose end is not known yet
+    sections: list[Section] = []
+    pages: list[tuple[int, int]] = []
+    size = 0  # the length of the text so far
+
+    def add(part: str) -> int:
+        nonlocal size
+        start = size + (len(_JOIN) if parts else 0)
+        parts.append(part)
+        size = start + len(part)
+        return start
+
+    path: tuple[str, ...] = ()
+    page = None
+    for block in document.blocks:
+        shared = shared_depth(path, block.heading_path)
+        _close(open_sections, sections, depth=shared, end=size)
+        if block.page is not None and block.page != page:
+            page = block.page
+            pages.append((page, add(page_marker(page))))
+        for depth, heading in enumerate(block.heading_path):
+            if depth >= shared:
+                open_sections.append((block.heading_path[:depth + 1], add(f"{'#' * (depth + 1)} {heading}")))
+        path = block.heading_path
+        starts.append(add(block.text))
+    _close(open_sections, sections, depth=0, end=size)
+    return Rendered(_JOIN.join(parts), tuple(starts), tuple(sorted(sections, key=lambda s: s.start)), tuple(pages))
+
+
+def _close(open_sections: list[tuple[tuple[str, ...], int]], sections: list[Section], depth: int, end: int) -> None:
+    """End the open sections deeper than `depth` headings at `end`."""
+    while len(open_sections) > depth:
+        path, start = open_sections.pop()
+        sections.append(Section(path, start, end))
+
+
+def reading_of(document: Document, chunk_starts: Sequence[int], tokens: int) -> Reading:
+    """The reading form of a parsed document, given where its chunks begin in it (the chunker's offsets, set on this
+    rendering) and their tokens."""
+    rendered = render(document)
+    return Reading(document.title, document.kind, rendered.text, rendered.sections, rendered.page_starts,
+                   tuple(chunk_starts), tokens)
+
+
+def outline_json(sections: tuple[Section, ...]) -> str:
+    """The outline as a reading row keeps it."""
+    return json.dumps([[list(s.path), s.start, s.end] for s in sections], ensure_ascii=False)
+
+
+def outline_of(stored: str) -> tuple[Section, ...]:
+    return tuple(Section(tuple(path), start, end) for path, start, end in json.loads(stored or "[]"))

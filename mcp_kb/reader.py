@@ -1,0 +1,433 @@
+"""Reading and browsing documents from the index: a document's text whole, by section, pages, lines or from a
+passage on, each answer within a token budget with a cursor to go on; a KB's documents listed and a document's
+outline, a page at a time. Everything comes from the generation's reading table (ingest/reading.py keeps what it
+holds), so a server without the sources (a read-only one on object storage) reads as well as the writer.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel, Field
+
+from .cursors import CursorError, Cursors
+from .errors import NotSyncedError, SearchError
+from .index.contract import Store
+from .index.filters import build_where, glob_to_regex
+from .ingest.reading import Section, outline_of
+from .ingest.sources import rooted_id_patterns
+from .lru import BoundedLRU
+from .models.base import TokenCounter
+from .requests import BrowseRequest, ReadRequest
+from .settings import KBConfig
+from .vocabulary import HEADING_SEPARATOR, LIST_TOOL, sync_remedy
+
+_CHARS_PER_TOKEN_MAX = 16  # a read encodes at most this many characters per token of its budget
+_LINE_END_SHARE = 0.5  # an answer cut inside a line ends at the line before, unless that drops half of it
+_TITLE_CHARS = 300  # of a title or a heading, in a listing or an outline
+_SECTIONS_NAMED = 12  # headings an unknown section's error names
+_GLOB = re.compile(r"[*?]")
+_ALLOWED_KEPT = 16
+RESOURCE_MAX_CHARS = 4_000_000  # of a document resource's text
+
+
+class NotReadableError(SearchError):
+    """A KB whose index was built before documents could be read from it."""
+
+    def __init__(self, kb: str):
+        super().__init__(f"knowledge base {kb!r} was indexed before documents could be read from the index; a full "
+                         f"sync adds what reading needs ({sync_remedy(kb, '--full')}); searching works meanwhile")
+
+
+class ReadOutput(BaseModel):
+    """A part of a document's text, where it is, and how to go on."""
+
+    kb: str
+    path: str = Field(description="The document, as search results cite it")
+    title: str
+    section: str = Field(description="Heading path of the part read ('' for the whole document, pages or lines)")
+    text: str
+    line_start: int = Field(description="First line of the text in the document (1-based)")
+    line_end: int
+    lines: int = Field(description="Lines in the whole document")
+    page_start: int | None = None
+    page_end: int | None = None
+    pages: int | None = Field(None, description="Pages of the document (PDFs)")
+    tokens_left: int = Field(description="About how many tokens of the part asked for come after this text")
+    passage_start: int | None = Field(None, description="Read by chunk: where that passage begins in text "
+                                                        "(characters)")
+    passage_end: int | None = Field(None, description="... and where it ends")
+    cursor: str | None = Field(None, description="Pass it to read to go on; none when the part is read to its end")
+
+    @property
+    def location(self) -> str:
+        """Where the text is, as a person reads it: `lines 12-80 of 900, pages 3-4 of 12`."""
+        where = f"lines {self.line_start}-{self.line_end} of {self.lines}"
+        if self.page_start is not None and self.pages:
+            pages = str(self.page_start) if self.page_end == self.page_start else f"{self.page_start}-{self.page_end}"
+            where += f", page{'s' if self.page_end != self.page_start else ''} {pages} of {self.pages}"
+        return where
+
+
+class DocumentEntry(BaseModel):
+    path: str
+    title: str
+    kind: str = Field(description="What the document was read as: markdown, pdf, html, docx, ...")
+    size: int = Field(description="Bytes of the source")
+    pages: int | None = None
+    chunks: int
+    tokens: int = Field(description="Tokens of its text")
+    lines: int
+    changed: str = Field(description="When the source last changed (UTC)")
+    synced: str = Field(description="When this version was indexed (UTC)")
+
+
+class OutlineEntry(BaseModel):
+    heading: str = Field(description=f"Heading path, e.g. 'Install{HEADING_SEPARATOR}Linux': read it as a section")
+    depth: int
+    line_start: int
+    line_end: int
+    page_start: int | None = None
+    page_end: int | None = None
+    tokens: int = Field(description="About how many tokens the section holds, its subsections included")
+
+
+class BrowseOutput(BaseModel):
+    """A page of a KB's documents, or of one document's outline."""
+
+    kb: str
+    path: str = Field(description="The prefix or glob listed, or the document outlined")
+    documents: list[DocumentEntry] = Field(default_factory=list)
+    outline: list[OutlineEntry] = Field(default_factory=list)
+    total: int = Field(description="Documents (or headings) in all, over every page")
+    cursor: str | None = Field(None, description="Pass it to browse for the next page; none on the last")
+
+
+@dataclass(frozen=True)
+class _Document:
+    """A reading row as the reader uses it."""
+
+    kb: str
+    row: dict[str, Any]
+
+    @property
+    def text(self) -> str:
+        return str(self.row["text"])
+
+    @property
+    def sections(self) -> tuple[Section, ...]:
+        return outline_of(self.row["outline"])
+
+    @property
+    def pages(self) -> list[tuple[int, int]]:
+        return list(zip(self.row["page_numbers"] or [], self.row["page_starts"] or []))
+
+    def tokens_in(self, chars: int) -> int:
+        """About how many tokens `chars` characters of this document hold (its own ratio)."""
+        return round(chars * int(self.row["tokens"]) / max(len(self.text), 1))
+
+    def line_of(self, offset: int) -> int:
+        return self.text.count("\n", 0, offset) + 1
+
+    def page_of(self, offset: int) -> int | None:
+        pages = self.pages
+        at = bisect.bisect_right([start for _, start in pages], offset) - 1
+        return pages[at][0] if pages and at >= 0 else (pages[0][0] if pages else None)
+
+
+class Reader:
+    """Reads documents of KBs from a store's reading tables."""
+
+    def __init__(self, store: Store, tokenizer: Callable[[], TokenCounter], cursors: Cursors):
+        self.store = store
+        self._tokenizer = tokenizer
+        self.cursors = cursors
+        self._allowed: BoundedLRU[tuple[str, str, int], frozenset[str]] = BoundedLRU(_ALLOWED_KEPT)
+
+    # ---- read ----------------------------------------------------------------------------
+    def read(self, kb: KBConfig, request: ReadRequest) -> ReadOutput:
+        form = request.form()
+        if request.cursor:
+            place = self.cursors.open(request.cursor, "read", kb.name)
+            document = self._document(kb, str(place["path"]))
+            if document.row["file_hash"] != place["hash"]:
+                raise CursorError(f"{place['path']} changed since this cursor was given (a sync indexed a new "
+                                  "version): read it again without the cursor")
+            start, end, label = int(place["at"]), int(place["end"]), str(place["section"])
+            if not 0 <= start <= end <= len(document.text):
+                raise CursorError("this cursor points outside its document: read it again without the cursor")
+        else:
+            document = self._document(kb, request.path.strip())
+            start, end, label = self._span(document, form, request)
+        answer = self._answer(document, start, end, label, request.max_tokens)
+        if form == "chunk" and not request.cursor:
+            return _with_passage(answer, document, int(request.chunk or 0), start)
+        return answer
+
+    def _span(self, document: _Document, form: str, request: ReadRequest) -> tuple[int, int, str]:
+        """The characters of the part asked for, and its heading path ("" when it is not a section)."""
+        text = document.text
+        if form == "section":
+            section = _find_section(document, str(request.section))
+            return section.start, section.end, HEADING_SEPARATOR.join(section.path)
+        if form == "pages":
+            return (*_page_span(document, str(request.pages)), "")
+        if form == "lines":
+            first, last = _range(str(request.lines), "lines")
+            return _line_offset(text, first), _line_end(text, last), ""
+        if form == "chunk":
+            starts = document.row["chunk_starts"] or []
+            index = int(request.chunk or 0)
+            if index >= len(starts):
+                raise SearchError(f"{document.row['path']} has {len(starts)} passages (chunk_index 0 to "
+                                  f"{len(starts) - 1}); chunk {index} is not one of them")
+            before = starts[index - 1] if index > 0 else 0  # the passage before it, for context
+            return text.rfind("\n", 0, before) + 1, len(text), ""
+        return 0, len(text), ""
+
+    def _answer(self, document: _Document, start: int, end: int, label: str, max_tokens: int) -> ReadOutput:
+        text = document.text
+        window = text[start:min(end, start + max_tokens * _CHARS_PER_TOKEN_MAX)]
+        part = self._tokenizer().head(window, max_tokens)
+        if len(part) < end - start:  # cut: end at a line's end when one is near
+            line_end = part.rfind("\n")
+            part = part[:line_end + 1] if line_end >= len(part) * _LINE_END_SHARE else part
+        stop = start + len(part)
+        shown = part.removesuffix("\n")  # the cut line's own end: parts joined by line ends are the text
+        first_line = document.line_of(start)
+        cursor = None
+        if stop < end:
+            cursor = self.cursors.make("read", document.kb, {"path": document.row["path"],
+                                                             "hash": document.row["file_hash"], "at": stop,
+                                                             "end": end, "section": label})
+        return ReadOutput(kb=document.kb, path=document.row["path"], title=document.row["title"], section=label,
+                          text=shown, line_start=first_line, line_end=first_line + shown.count("\n"),
+                          lines=int(document.row["lines"]), page_start=document.page_of(start),
+                          page_end=document.page_of(start + max(len(shown) - 1, 0)), pages=document.row["pages"],
+                          tokens_left=document.tokens_in(end - stop), cursor=cursor)
+
+    def _document(self, kb: KBConfig, path: str) -> _Document:
+        generation = self._generation(kb)
+        row = self.store.read_reading(kb.name, generation, path) if self._allows(kb, generation, path) else None
+        if row is None:
+            if self.store.reading_listing(kb.name, generation) is None:
+                raise NotReadableError(kb.name)
+            raise SearchError(f"knowledge base {kb.name!r} has no document {_shown(path)} (paths are as search "
+                              f"results cite them; {LIST_TOOL} or `mcp-kb ls` lists them)")
+        return _Document(kb.name, row)
+
+    def _generation(self, kb: KBConfig) -> str:
+        generation = self.store.active_generation(kb.name)
+        if generation is None:
+            raise NotSyncedError(kb.name, self.store.uri)
+        return generation
+
+    def _allows(self, kb: KBConfig, generation: str, path: str) -> bool:
+        """Whether the KB's own filter (`[kb.search] filter`, applied to every search) lets this document be seen."""
+        allowed = self._allowed_paths(kb, generation)
+        return allowed is None or path in allowed
+
+    def _allowed_paths(self, kb: KBConfig, generation: str) -> frozenset[str] | None:
+        """The documents the KB's filter lets callers see (None: it has no filter), read once per index version."""
+        if not kb.search.filter:
+            return None
+        view = self.store.view(kb.name, generation)
+        if view is None:
+            return frozenset()
+        key = (kb.name, generation, view.version)
+        allowed = self._allowed.get(key)
+        if allowed is None:
+            where = build_where(kb.search.filter, kb.filter_field_types(), rooted_id_patterns())
+            assert where  # a filter that is not empty has a predicate
+            allowed = frozenset(row["path"] for row in view.scan(where))
+            self._allowed.put(key, allowed)
+        return allowed
+
+    def read_through(self, kb: KBConfig, request: ReadRequest) -> ReadOutput:
+        """The whole part a read asks for in one answer, however long (a person's `mcp-kb read`): its answers one
+        after the other, their texts joined by the line ends they were cut at."""
+        answers = [self.read(kb, request)]
+        while answers[-1].cursor:
+            answers.append(self.read(kb, request.model_copy(update={"cursor": answers[-1].cursor})))
+        first, last = answers[0], answers[-1]
+        return first.model_copy(update={"text": "\n".join(answer.text for answer in answers),
+                                        "line_end": last.line_end, "page_end": last.page_end, "tokens_left": 0,
+                                        "cursor": None})
+
+    def whole(self, kb: KBConfig, path: str) -> str:
+        """A document's whole text (the document resource: a person attaches it), up to a bound that says where
+        it stopped and how to read on."""
+        document = self._document(kb, path)
+        text = document.text
+        if len(text) <= RESOURCE_MAX_CHARS:
+            return text
+        line = document.line_of(RESOURCE_MAX_CHARS)
+        return (f"{text[:RESOURCE_MAX_CHARS]}\n\n[… the document goes on from line {line} of {document.row['lines']}: "
+                f"read it with the read tool, lines {line}-{document.row['lines']}]")
+
+    # ---- browse --------------------------------------------------------------------------
+    def browse(self, kb: KBConfig, request: BrowseRequest) -> BrowseOutput:
+        place = self.cursors.open(request.cursor, "browse", kb.name) if request.cursor else {}
+        if request.outline or place.get("outline"):
+            return self._outline(kb, request, place)
+        generation = self._generation(kb)
+        listing = self.store.reading_listing(kb.name, generation)
+        if listing is None:
+            raise NotReadableError(kb.name)
+        pattern = str(place.get("path", request.path))
+        sort = str(place.get("sort", request.sort))
+        matching = self._matching(kb, generation, listing, pattern)
+        if sort == "changed":
+            matching = matching.take(pc.sort_indices(matching, [("mtime_ns", "descending"), ("path", "ascending")]))
+        start = int(place.get("at", 0))
+        page = matching.slice(start, request.limit).to_pylist()
+        cursor = None
+        if start + len(page) < matching.num_rows:
+            cursor = self.cursors.make("browse", kb.name, {"path": pattern, "sort": sort, "at": start + len(page)})
+        return BrowseOutput(kb=kb.name, path=pattern, documents=[_entry(row) for row in page],
+                            total=matching.num_rows, cursor=cursor)
+
+    def browse_through(self, kb: KBConfig, request: BrowseRequest, limit: int | None) -> BrowseOutput:
+        """Up to `limit` entries (None: all) of a listing or an outline in one answer (`mcp-kb ls`), its pages one
+        after the other (its total says whether more remain)."""
+        answers = [self.browse(kb, request)]
+        while answers[-1].cursor and (limit is None or sum(_entries(a) for a in answers) < limit):
+            answers.append(self.browse(kb, request.model_copy(update={"cursor": answers[-1].cursor})))
+        documents = [entry for answer in answers for entry in answer.documents][:limit]
+        outline = [entry for answer in answers for entry in answer.outline][:limit]
+        return answers[0].model_copy(update={"documents": documents, "outline": outline, "cursor": None})
+
+    def _matching(self, kb: KBConfig, generation: str, listing: pa.Table, pattern: str) -> pa.Table:
+        """The listed documents under a prefix or matching a glob (in path order), less those the KB's filter hides."""
+        paths = listing["path"]
+        if _GLOB.search(pattern):
+            listing = listing.filter(pc.match_substring_regex(paths, glob_to_regex(pattern)))
+        elif pattern:
+            listing = listing.filter(pc.starts_with(paths, pattern))
+        allowed = self._allowed_paths(kb, generation)
+        if allowed is not None:
+            listing = listing.filter(pc.is_in(listing["path"], pa.array(sorted(allowed), pa.string())))
+        return listing
+
+    def _outline(self, kb: KBConfig, request: BrowseRequest, place: dict[str, Any]) -> BrowseOutput:
+        path = str(place.get("path", request.path)).strip()
+        if not path:
+            raise SearchError("outline needs path: the document whose headings to list")
+        document = self._document(kb, path)
+        if place and document.row["file_hash"] != place.get("hash"):
+            raise CursorError(f"{path} changed since this cursor was given: browse its outline again without it")
+        sections = document.sections
+        start = int(place.get("at", 0))
+        shown = sections[start:start + request.limit]
+        cursor = None
+        if start + len(shown) < len(sections):
+            cursor = self.cursors.make("browse", kb.name, {"outline": True, "path": path, "at": start + len(shown),
+                                                           "hash": document.row["file_hash"]})
+        return BrowseOutput(kb=kb.name, path=path, outline=[_outline_entry(document, s) for s in shown],
+                            total=len(sections), cursor=cursor)
+
+
+def _with_passage(answer: ReadOutput, document: _Document, index: int, start: int) -> ReadOutput:
+    """The answer marking where passage `index` lies in its text: from where its own text begins to where the next
+    passage's does (cut where the answer ends)."""
+    starts = document.row["chunk_starts"]
+    end = starts[index + 1] if index + 1 < len(starts) else len(document.text)
+    inside = (min(max(position - start, 0), len(answer.text)) for position in (starts[index], end))
+    passage_start, passage_end = inside
+    return answer.model_copy(update={"passage_start": passage_start,
+                                     "passage_end": passage_start + len(answer.text[passage_start:passage_end].rstrip())})
+
+
+def _entries(answer: BrowseOutput) -> int:
+    return len(answer.documents) + len(answer.outline)
+
+
+def _entry(row: dict[str, Any]) -> DocumentEntry:
+    return DocumentEntry(path=row["path"], title=_clipped(row["title"]), kind=row["kind"], size=row["size"],
+                         pages=row["pages"], chunks=row["chunks"], tokens=row["tokens"], lines=row["lines"],
+                         changed=_utc(row["mtime_ns"]), synced=row["synced_at"])
+
+
+def _outline_entry(document: _Document, section: Section) -> OutlineEntry:
+    return OutlineEntry(heading=HEADING_SEPARATOR.join(_clipped(name) for name in section.path),
+                        depth=len(section.path), line_start=document.line_of(section.start),
+                        line_end=document.line_of(max(section.end - 1, section.start)),
+                        page_start=document.page_of(section.start), page_end=document.page_of(section.end - 1),
+                        tokens=document.tokens_in(section.end - section.start))
+
+
+def _find_section(document: _Document, asked: str) -> Section:
+    """The section a heading path names, as citations write it (the document's path or title may lead it)."""
+    parts = [part.strip() for part in re.split(r"\s*(?:›|>)\s*", asked) if part.strip()]
+    while parts and parts[0] in (document.row["path"], document.row["title"]) and len(parts) > 1:
+        parts = parts[1:]
+    wanted = tuple(parts)
+    sections = document.sections
+    for matches in (lambda s: s.path == wanted,
+                    lambda s: tuple(p.casefold() for p in s.path) == tuple(p.casefold() for p in wanted),
+                    lambda s: tuple(p.casefold() for p in s.path[-len(wanted):]) == tuple(p.casefold() for p in wanted)):
+        found = [section for section in sections if wanted and matches(section)]
+        if found:
+            return found[0]
+    named = "; ".join(HEADING_SEPARATOR.join(s.path) for s in sections[:_SECTIONS_NAMED])
+    more = f" (and {len(sections) - _SECTIONS_NAMED} more: browse with outline lists them)" \
+        if len(sections) > _SECTIONS_NAMED else ""
+    has = f"its sections: {_clipped(named, 2_000)}{more}" if sections else "it has no headings; read it by lines"
+    raise SearchError(f"{document.row['path']} has no section {_shown(asked)}; {has}")
+
+
+def _page_span(document: _Document, asked: str) -> tuple[int, int]:
+    pages = document.pages
+    if not pages:
+        raise SearchError(f"{document.row['path']} has no pages (it is not a PDF): read it by section or lines")
+    first, last = _range(asked, "pages")
+    numbers = [page for page, _ in pages]
+    if first > numbers[-1] or last < numbers[0]:
+        raise SearchError(f"{document.row['path']} has text on pages {numbers[0]} to {numbers[-1]}; "
+                          f"pages {asked.strip()} are outside them")
+    start = next(offset for page, offset in pages if page >= first)
+    end = next((offset for page, offset in pages if page > last), len(document.text) + len("\n\n"))
+    return start, end - len("\n\n")
+
+
+def _range(asked: str, what: str) -> tuple[int, int]:
+    numbers = [int(part) for part in asked.split("-")]
+    first, last = numbers[0], numbers[-1]
+    if first < 1 or last < first:
+        raise SearchError(f"{what} {asked.strip()!r}: give a number from 1, or a range like 3-5")
+    return first, last
+
+
+def _line_offset(text: str, line: int) -> int:
+    """Where a line (1-based) begins; past the last line, the end."""
+    offset = 0
+    for _ in range(line - 1):
+        offset = text.find("\n", offset) + 1
+        if offset == 0:
+            return len(text)
+    return offset
+
+
+def _line_end(text: str, line: int) -> int:
+    end = text.find("\n", _line_offset(text, line))
+    return len(text) if end < 0 else end
+
+
+def _utc(mtime_ns: int) -> str:
+    return dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if mtime_ns else ""
+
+
+def _clipped(text: str, limit: int = _TITLE_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _shown(value: str) -> str:
+    return repr(_clipped(value, 200))
+

@@ -1,0 +1,109 @@
+"""The workbench through real MCP clients (stdio and streamable HTTP subprocesses, both protocol eras): search, read
+the top hit's section and go on with the cursor, list documents and an outline, search across knowledge bases."""
+
+import os
+import sys
+
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from helpers import write
+from served import serve_http
+
+pytestmark = pytest.mark.anyio
+
+LEAVE = "# Leave\n\n## Annual leave\n\n" + "\n\n".join(
+    f"Rule {n}: annual leave requests of type {n} go to the HR portal and your manager approves them." for n in range(60)
+) + "\n\n## Sick leave\n\nCall your manager before nine on the first day.\n"
+API = "# API reference\n\n## getUserInfo\n\nError E5021 means the access token expired: request a new token.\n"
+
+
+@pytest.fixture(scope="module")
+def served_config(tmp_path_factory, embedder):
+    """Two KBs synced once, served with a search tool each and one across them."""
+    from mcp_kb.app import App
+    from mcp_kb.settings import load_config
+
+    base = tmp_path_factory.mktemp("workbench")
+    write(base / "policies" / "leave.md", LEAVE)
+    write(base / "policies" / "travel.md", "# Travel\n\nBook trains in second class.\n")
+    write(base / "api" / "users.md", API)
+    config = base / "kb.toml"
+    config.write_text(f'storage = "{base / "index"}"\n[server]\nsearch_tools = "both"\n'
+                      f'[[kb]]\nname = "policy_docs"\ndescription = "HR policies"\npaths = ["{base / "policies"}"]\n'
+                      f'[[kb]]\nname = "api_docs"\ndescription = "API reference"\npaths = ["{base / "api"}"]\n',
+                      encoding="utf-8")
+    App(load_config(config), embedder=embedder).sync()
+    return config
+
+
+async def _journey(client) -> None:
+    """What a model does with the workbench, each step checked."""
+    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert {"search_policy_docs", "search_api_docs", "search_knowledge_bases", "read_document",
+            "list_documents"} <= set(tools)
+    assert tools["read_document"].input_schema["properties"]["kb"]["enum"] == ["policy_docs", "api_docs"]
+    assert "- api_docs: API reference." in tools["search_knowledge_bases"].description
+
+    found = await client.call_tool("search_policy_docs", {"query": "who approves annual leave requests"})
+    hit = found.structured_content["results"][0]
+    assert hit["kb"] == "policy_docs" and hit["heading"] == "Leave › Annual leave"
+
+    parts = [await client.call_tool("read_document", {"kb": hit["kb"], "path": hit["source"],
+                                                      "section": hit["citation"], "max_tokens": 400})]
+    while parts[-1].structured_content["cursor"]:
+        parts.append(await client.call_tool("read_document", {"kb": "policy_docs", "max_tokens": 400,
+                                                              "cursor": parts[-1].structured_content["cursor"]}))
+    texts = [part.structured_content["text"] for part in parts]
+    assert len(parts) > 1 and not any(part.is_error for part in parts)
+    assert texts[0].startswith("## Annual leave") and "Rule 59:" in texts[-1] and "Sick leave" not in "".join(texts)
+    assert "cursor=" in parts[0].content[0].text and "lines 1-" not in parts[0].content[0].text  # where it is
+
+    listed = await client.call_tool("list_documents", {"kb": "policy_docs"})
+    assert [d["path"] for d in listed.structured_content["documents"]] == ["leave.md", "travel.md"]
+    outline = await client.call_tool("list_documents", {"kb": "policy_docs", "path": "leave.md", "outline": True})
+    assert [e["heading"] for e in outline.structured_content["outline"]] == [
+        "Leave", "Leave › Annual leave", "Leave › Sick leave"]
+
+    across = await client.call_tool("search_knowledge_bases", {"query": "E5021 access token expired"})
+    top = across.structured_content["results"][0]
+    assert (top["kb"], top["source"]) == ("api_docs", "users.md")
+    assert across.content[0].text.splitlines()[0].startswith("[1] api_docs: users.md")
+
+
+@pytest.mark.parametrize("era", ["legacy", "auto"])
+async def test_a_stdio_client_searches_reads_on_lists_and_searches_across(served_config, era):
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(served_config)],
+                                   env=os.environ.copy())
+    async with Client(params, mode=era) as client:
+        await _journey(client)
+
+
+@pytest.mark.parametrize("era", ["legacy", "auto"])
+async def test_an_http_client_searches_reads_on_lists_and_searches_across(served_config, era):
+    import httpx2
+
+    env = {key: value for key, value in os.environ.items() if key != "MCP_KB_TOKEN"}
+    with serve_http(served_config, "--transport", "http", env=env) as (port, _log):
+        async with httpx2.AsyncClient(timeout=60) as http, \
+                Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http), mode=era) as client:
+            await _journey(client)
+
+
+async def test_bad_reads_are_one_clear_error_and_the_server_goes_on(served_config):
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(served_config)],
+                                   env=os.environ.copy())
+    async with Client(params) as client:
+        asks = [({"kb": "policy_docs", "path": "leave.md", "max_tokens": 10}, "max_tokens must be between"),
+                ({"kb": "policy_docs", "path": "leave.md", "pages": "1; DROP"}, "pages"),
+                ({"kb": "policy_docs", "cursor": "x" * 5000}, "cursor"),
+                ({"kb": "policy_docs", "path": "leave.md", "section": "Nope"}, "no section 'Nope'"),
+                ({"kb": "nope", "path": "leave.md"}, "unknown knowledge base 'nope'")]
+        for arguments, message in asks:
+            answer = await client.call_tool("read_document", arguments)
+            assert answer.is_error and message in answer.content[0].text, (arguments, answer.content[0].text)
+            assert "Traceback" not in answer.content[0].text and "lance" not in answer.content[0].text.lower()
+        listed = await client.call_tool("list_documents", {"kb": "policy_docs", "limit": 100_000})
+        assert listed.is_error and "limit must be between 1 and 200" in listed.content[0].text
+        assert not (await client.call_tool("read_document", {"kb": "policy_docs", "path": "travel.md"})).is_error

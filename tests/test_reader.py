@@ -1,0 +1,214 @@
+"""Reading and browsing documents from the index (reader.py): exact text, sections, pages, lines, passages, budgets,
+cursors that cannot be bent, listings that page through everything once, and a KB's own filter."""
+
+import shutil
+
+import pytest
+from helpers import write
+from pdfs import text_pdf
+
+from mcp_kb.api import BrowseRequest, KBError, ReadRequest, SearchRequest
+from mcp_kb.ingest.parsers import parse_file
+from mcp_kb.ingest.reading import render
+
+GUIDE = """---
+audience: staff
+---
+# Leave
+
+Everyone has leave.
+
+## Annual leave
+
+Twenty-five days a year.
+
+### How to apply
+
+Ask your manager in the leave tool, two weeks ahead. Then wait for the answer.
+
+## Sick leave
+
+Call in before nine.
+"""
+
+
+def _long_section(paragraphs: int) -> str:
+    return "\n\n".join(f"Paragraph {n} of the handbook explains rule number {n} in some detail, with an example."
+                       for n in range(paragraphs))
+
+
+@pytest.fixture
+def docs(tmp_path):
+    folder = tmp_path / "docs"
+    write(folder / "leave.md", GUIDE)
+    write(folder / "handbook.md", f"# Handbook\n\n## Rules\n\n{_long_section(120)}\n\n## End\n\nThe last words.\n")
+    text_pdf(folder / "report.pdf", ["First page about budgets.", "Second page about hiring.", "Third page: travel."])
+    write(folder / "notes" / "a.txt", "Alpha notes.")
+    write(folder / "notes" / "b.txt", "Beta notes.")
+    return folder
+
+
+@pytest.fixture
+def app(make_app, docs):
+    app = make_app({"name": "docs", "description": "Guides", "paths": [str(docs)]})
+    app.sync()
+    return app
+
+
+def _read_all(app, request):
+    """Every part of a read, following its cursors; the answers."""
+    answers = [app.read("docs", request)]
+    while answers[-1].cursor:
+        answers.append(app.read("docs", ReadRequest(kb="docs", cursor=answers[-1].cursor,
+                                                    max_tokens=request.max_tokens)))
+    return answers
+
+
+def test_a_document_reads_from_the_index_exactly_as_parsed_even_with_its_sources_gone(app, docs):
+    expected = render(parse_file(docs / "handbook.md", "handbook.md")).text
+    shutil.rmtree(docs)
+    answer = app.read("docs", ReadRequest(kb="docs", path="handbook.md", max_tokens=20_000))
+    assert answer.text == expected and answer.cursor is None and answer.tokens_left == 0
+    assert (answer.line_start, answer.line_end) == (1, answer.lines) == (1, expected.count("\n") + 1)
+    assert app.document_text("docs", "leave.md").startswith("# Leave\n\nEveryone has leave.")
+
+
+def test_a_section_by_its_citation_reads_with_its_subsections_and_nothing_else(app):
+    hit = app.search("docs", SearchRequest(query="how to apply for annual leave", mode="keyword")).hits[0]
+    answer = app.read("docs", ReadRequest(kb="docs", path=hit.source, section="leave.md › Annual leave"))
+    assert answer.text == ("## Annual leave\n\nTwenty-five days a year.\n\n### How to apply\n\nAsk your manager in the "
+                           "leave tool, two weeks ahead. Then wait for the answer.")
+    assert answer.section == "Leave › Annual leave" and answer.cursor is None
+    by_tail = app.read("docs", ReadRequest(kb="docs", path="leave.md", section="how to apply"))
+    assert by_tail.section == "Leave › Annual leave › How to apply" and by_tail.text.startswith("### How to apply")
+    with pytest.raises(KBError, match="no section 'Parental leave'.*Leave › Sick leave"):
+        app.read("docs", ReadRequest(kb="docs", path="leave.md", section="Parental leave"))
+
+
+def test_a_long_section_comes_in_parts_within_the_budget_that_join_up_exactly(app, tokenizer):
+    whole = app.read("docs", ReadRequest(kb="docs", path="handbook.md", section="Rules", max_tokens=20_000)).text
+    parts = _read_all(app, ReadRequest(kb="docs", path="handbook.md", section="Rules", max_tokens=300))
+    assert len(parts) > 3
+    assert all(tokenizer.count([part.text])[0] <= 300 for part in parts)
+    assert "\n".join(part.text for part in parts) == whole  # each part ends at a line's end
+    assert parts[0].tokens_left > parts[1].tokens_left > 0 == parts[-1].tokens_left
+    assert [part.line_start for part in parts[1:]] == [part.line_end + 1 for part in parts[:-1]]
+    assert "The last words" not in whole  # the section ends where the next one begins
+
+
+def test_pages_lines_and_a_passage_read_what_they_name(app):
+    pages = app.read("docs", ReadRequest(kb="docs", path="report.pdf", pages="2-3"))
+    assert "hiring" in pages.text and "travel" in pages.text and "budgets" not in pages.text
+    assert (pages.page_start, pages.page_end, pages.pages) == (2, 3, 3)
+    assert pages.location.endswith("pages 2-3 of 3")
+    lines = app.read("docs", ReadRequest(kb="docs", path="leave.md", lines="3-5"))
+    assert lines.text == "Everyone has leave.\n\n## Annual leave" and (lines.line_start, lines.line_end) == (3, 5)
+    chunks = [app.chunk_text("docs", "handbook.md", index) for index in range(30)]
+    index = next(i for i, text in enumerate(chunks) if text and "rule number 77 " in text)  # its own text: the first
+    around = app.read("docs", ReadRequest(kb="docs", path="handbook.md", chunk=index, max_tokens=2000))
+    marked = around.text[around.passage_start:around.passage_end]
+    assert "rule number 77 " in marked and marked in chunks[index] and around.passage_start > 0  # the one before, first
+    assert around.text[:around.passage_start].rstrip() in chunks[index - 1]
+    with pytest.raises(KBError, match="no pages"):
+        app.read("docs", ReadRequest(kb="docs", path="leave.md", pages="1"))
+    with pytest.raises(KBError, match="pages 1 to 3"):
+        app.read("docs", ReadRequest(kb="docs", path="report.pdf", pages="7-9"))
+    with pytest.raises(KBError, match="one part of a document at a time"):
+        app.read("docs", ReadRequest(kb="docs", path="leave.md", pages="1", lines="1-2"))
+    with pytest.raises(KBError, match="no document 'nope.md'"):
+        app.read("docs", ReadRequest(kb="docs", path="nope.md"))
+
+
+def test_a_cursor_cannot_be_edited_moved_to_another_kb_or_replayed_after_a_change(app, make_app, docs):
+    first = app.read("docs", ReadRequest(kb="docs", path="handbook.md", max_tokens=200))
+    cursor = first.cursor
+    for forged in (cursor[:-2] + ("AA" if not cursor.endswith("AA") else "BB"), cursor[:20] + "x" + cursor[21:],
+                   "not base64 at all!", "A" * 3000):
+        with pytest.raises(KBError, match="cursor is not valid"):
+            app.read("docs", ReadRequest(kb="docs", cursor=forged))
+    other = make_app({"name": "docs", "description": "Guides", "paths": [str(docs)]})  # another process's key
+    with pytest.raises(KBError, match="another server process"):
+        other.read("docs", ReadRequest(kb="docs", cursor=cursor))
+    browse_cursor = app.browse("docs", BrowseRequest(kb="docs", limit=1)).cursor
+    with pytest.raises(KBError, match="belongs to another"):
+        app.read("docs", ReadRequest(kb="docs", cursor=browse_cursor))
+    write(docs / "handbook.md", "# Handbook\n\nRewritten.\n")
+    app.sync()
+    with pytest.raises(KBError, match="handbook.md changed since this cursor"):
+        app.read("docs", ReadRequest(kb="docs", cursor=cursor))
+
+
+def test_browse_lists_by_prefix_glob_and_change_and_pages_through_everything_once(app, docs):
+    everything = app.browse("docs", BrowseRequest(kb="docs"))
+    assert [d.path for d in everything.documents] == ["handbook.md", "leave.md", "notes/a.txt", "notes/b.txt",
+                                                      "report.pdf"]
+    report = everything.documents[-1]
+    assert (report.kind, report.pages, report.chunks >= 1, report.size > 0) == ("pdf", 3, True, True)
+    assert [d.path for d in app.browse("docs", BrowseRequest(kb="docs", path="notes/")).documents] == \
+        ["notes/a.txt", "notes/b.txt"]
+    assert [d.path for d in app.browse("docs", BrowseRequest(kb="docs", path="**/*.txt")).documents] == \
+        ["notes/a.txt", "notes/b.txt"]
+    write(docs / "notes" / "a.txt", "Alpha notes, edited.")
+    app.sync()
+    assert app.browse("docs", BrowseRequest(kb="docs", sort="changed")).documents[0].path == "notes/a.txt"
+    seen, cursor = [], None
+    while True:
+        page = app.browse("docs", BrowseRequest(kb="docs", limit=2, cursor=cursor))
+        seen += [d.path for d in page.documents]
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert seen == [d.path for d in everything.documents] and page.total == 5
+
+
+def test_an_outline_gives_each_heading_its_lines_and_size(app):
+    outline = app.browse("docs", BrowseRequest(kb="docs", path="leave.md", outline=True)).outline
+    assert [(e.heading, e.depth) for e in outline] == [
+        ("Leave", 1), ("Leave › Annual leave", 2), ("Leave › Annual leave › How to apply", 3),
+        ("Leave › Sick leave", 2)]
+    annual = outline[1]
+    section = app.read("docs", ReadRequest(kb="docs", path="leave.md", section=annual.heading))
+    assert (section.line_start, section.line_end) == (annual.line_start, annual.line_end)
+    assert outline[0].tokens > annual.tokens > outline[2].tokens > 0
+    paged = app.browse("docs", BrowseRequest(kb="docs", path="leave.md", outline=True, limit=3))
+    rest = app.browse("docs", BrowseRequest(kb="docs", cursor=paged.cursor))
+    assert [e.heading for e in paged.outline + rest.outline] == [e.heading for e in outline] and not rest.cursor
+
+
+def test_a_kbs_own_filter_hides_documents_from_reading_and_browsing(make_app, docs):
+    app = make_app({"name": "docs", "description": "Guides", "paths": [str(docs)],
+                    "filterable": {"audience": {"type": "string"}}, "search": {"filter": {"audience": "staff"}}})
+    app.sync()
+    assert [d.path for d in app.browse("docs", BrowseRequest(kb="docs")).documents] == ["leave.md"]
+    with pytest.raises(KBError, match="no document 'handbook.md'"):
+        app.read("docs", ReadRequest(kb="docs", path="handbook.md"))
+
+
+def test_an_index_built_before_reading_says_so_in_one_line_until_a_full_sync(app):
+    generation = app.store.active_generation("docs")
+    app.store.db.drop_table(f"docs__reading__{generation}")
+    app.store._tables.forget(f"docs__reading__{generation}")
+    with pytest.raises(KBError, match=r"indexed before documents could be read.*--full") as refused:
+        app.read("docs", ReadRequest(kb="docs", path="leave.md"))
+    assert "\n" not in str(refused.value)
+    with pytest.raises(KBError, match="indexed before documents could be read"):
+        app.browse("docs", BrowseRequest(kb="docs"))
+    assert app.search("docs", SearchRequest(query="sick leave")).hits  # searching works meanwhile
+    app.sync()  # an incremental sync leaves it so
+    with pytest.raises(KBError, match="indexed before"):
+        app.read("docs", ReadRequest(kb="docs", path="leave.md"))
+    from mcp_kb.api import SyncRequest
+
+    [report] = app.sync(SyncRequest(full=True))
+    assert report.chunks_embedded == 0  # vectors reused: the rebuild only parsed again
+    assert app.read("docs", ReadRequest(kb="docs", path="leave.md")).text.startswith("# Leave")
+
+
+def test_deleted_and_failed_documents_leave_the_reading_table(app, docs):
+    (docs / "notes" / "b.txt").unlink()
+    write(docs / "report.pdf", "%PDF-1.4 broken")
+    app.sync()
+    assert [d.path for d in app.browse("docs", BrowseRequest(kb="docs")).documents] == [
+        "handbook.md", "leave.md", "notes/a.txt"]
+    with pytest.raises(KBError, match="no document 'report.pdf'"):
+        app.read("docs", ReadRequest(kb="docs", path="report.pdf"))
