@@ -10,8 +10,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..schema import VECTOR_COLUMN
+from .connection import replace_paths
 from .failures import store_failures
-from .filters import sql_equals, sql_in, sql_in_batches
+from .filters import sql_equals, sql_in_batches
 from .generations import chunk_table, written_chunk_table
 
 if TYPE_CHECKING:
@@ -35,17 +36,7 @@ def chunk_rows(tables: Tables, kb: str, generation: str,
 @store_failures("be written (chunks)")
 def replace_documents(tables: Tables, kb: str, generation: str, paths: Sequence[str], rows: pa.Table) -> None:
     """Make `rows` the only chunks of `paths`, in one commit (old chunks of those paths go)."""
-    table = written_chunk_table(tables, kb, generation)
-    if table.count_rows(sql_in("path", paths)) == 0:
-        # New documents (a first sync, a rebuild): an append. merge_insert joins against the whole
-        # table: writing SciFact's 11k chunks in sync batches grew the writer by 229 MB that way, 36 MB so.
-        table.add(rows)
-        return
-    (table.merge_insert("id")
-     .when_matched_update_all()
-     .when_not_matched_insert_all()
-     .when_not_matched_by_source_delete(sql_in("path", paths))
-     .execute(rows))
+    replace_paths(written_chunk_table(tables, kb, generation), "id", paths, rows)
 
 
 @store_failures("be written (deleting chunks)")

@@ -4,6 +4,7 @@ through (the read cache's, readcache/), a handle kept per table, and the table w
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -13,6 +14,7 @@ import pyarrow as pa
 from ..errors import StoreError
 from .compat import import_lancedb
 from .failures import store_failures
+from .filters import sql_in
 
 if TYPE_CHECKING:
     from lancedb import Session
@@ -111,6 +113,21 @@ class Tables:
         except Exception:
             if name not in self.names():
                 raise
+
+
+def replace_paths(table: LanceTable, key: str, paths: Sequence[str], rows: pa.Table) -> None:
+    """Make `rows` the only rows of the documents `paths` in one commit (rows matched by `key`; other rows of those
+    paths go). Documents the table has nothing of yet (a first sync, a rebuild) are an append: merge_insert joins
+    against the whole table, and writing SciFact's 11k chunks in sync batches grew the writer by 229 MB that way,
+    36 MB so."""
+    if table.count_rows(sql_in("path", paths)) == 0:
+        table.add(rows)
+        return
+    (table.merge_insert(key)
+     .when_matched_update_all()
+     .when_not_matched_insert_all()
+     .when_not_matched_by_source_delete(sql_in("path", paths))
+     .execute(rows))
 
 
 def upsert(table: LanceTable, key: str, rows: pa.Table) -> None:

@@ -11,8 +11,9 @@ import pyarrow as pa
 
 from ..lru import BoundedLRU
 from ..schema import LISTING_COLUMNS, reading_schema
+from .connection import replace_paths
 from .failures import store_failures
-from .filters import sql_equals, sql_in, sql_in_batches
+from .filters import sql_equals, sql_in_batches
 
 if TYPE_CHECKING:
     from lancedb.table import LanceTable
@@ -43,15 +44,7 @@ def replace(tables: Tables, kb: str, generation: str, paths: Sequence[str], rows
     table = reading_table(tables, kb, generation)
     if table is None or not paths:
         return
-    data = pa.Table.from_pylist(list(rows), schema=reading_schema())
-    if table.count_rows(sql_in("path", paths)) == 0:
-        table.add(data)  # new documents: an append, as for chunks (chunks.replace_documents says why)
-        return
-    (table.merge_insert("path")
-     .when_matched_update_all()
-     .when_not_matched_insert_all()
-     .when_not_matched_by_source_delete(sql_in("path", paths))
-     .execute(data))
+    replace_paths(table, "path", paths, pa.Table.from_pylist(list(rows), schema=reading_schema()))
 
 
 @store_failures("be written (deleting documents' reading forms)")

@@ -49,10 +49,6 @@ class PageCache:
     def body_path(self, page: CachedPage) -> Path:
         return self.folder / page.file
 
-    def by_doc_id(self, doc_id: str) -> CachedPage | None:
-        return next((p for p in self.pages.values() if p.doc_id == doc_id and p.indexable
-                     and (self.folder / p.file).is_file()), None)
-
     def put(self, page: CachedPage, body: bytes) -> None:
         """Keep a body; an unchanged body keeps its file (and mtime), so its hash is not recomputed."""
         self.folder.mkdir(parents=True, exist_ok=True)
