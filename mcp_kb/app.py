@@ -192,8 +192,9 @@ class App:
         return self.reader.whole(self.config.get_kb(kb), doc_id)
 
     def search_across(self, kbs: list[str], request: SearchRequest) -> SearchResult:
-        """Search several KBs as one (reported in each KB's metrics); what the request leaves out is the default."""
-        configs = [self.config.get_kb(kb) for kb in kbs]
+        """Search several KBs as one; what the request leaves out is the default. Not counted in any KB's search
+        figures or query log (a search of several is none of theirs)."""
+        configs = [self.config.get_kb(kb) for kb in dict.fromkeys(kbs)]
         return self.searcher.search_across(configs, request.resolved(SearchConfig()))
 
     def sources(self, kb: KBConfig, cache_folder: Path | None = None) -> list[Source]:

@@ -107,3 +107,27 @@ async def test_bad_reads_are_one_clear_error_and_the_server_goes_on(served_confi
         listed = await client.call_tool("list_documents", {"kb": "policy_docs", "limit": 100_000})
         assert listed.is_error and "limit must be between 1 and 200" in listed.content[0].text
         assert not (await client.call_tool("read_document", {"kb": "policy_docs", "path": "travel.md"})).is_error
+
+
+async def test_with_many_kbs_one_search_tool_across_them_replaces_one_each(make_app, tmp_path):
+    from mcp_kb.mcp.server import build_server
+
+    kbs = []
+    for n in range(9):  # one more than auto lists a tool each for
+        write(tmp_path / f"kb{n}" / "doc.md", f"# Topic {n}\n\nThe code word of team {n} is falcon-{n}.\n")
+        kbs.append({"name": f"team{n}", "description": f"Team {n}'s notes", "paths": [str(tmp_path / f"kb{n}")]})
+    app = make_app(*kbs)
+    app.sync()
+    async with Client(build_server(app)) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        instructions = client.instructions
+        found = await client.call_tool("search_knowledge_bases", {"query": "code word of team 7", "kbs": ["team7"]})
+        prompt = await client.get_prompt("answer_with_citations", {"question": "q", "kb": "team3"})
+    assert set(tools) == {"search_knowledge_bases", "read_document", "list_documents", "sync_knowledge_base"}
+    assert all(f"- team{n}: Team {n}'s notes." in tools["search_knowledge_bases"].description for n in range(9))
+    assert "search_knowledge_bases" in instructions and "search_team" not in instructions
+    assert [hit["kb"] for hit in found.structured_content["results"]] == ["team7"]
+    assert "search_knowledge_bases with kbs=['team3']" in prompt.messages[0].content.text
+    each = make_app(*kbs[:8])
+    async with Client(build_server(each)) as client:
+        assert "search_knowledge_bases" not in {tool.name for tool in (await client.list_tools()).tools}

@@ -84,6 +84,19 @@ def test_duplicate_tool_names_are_refused(tmp_path):
         load_config(_write_toml(tmp_path, text))
 
 
+@pytest.mark.parametrize("taken", ["read_document", "list_documents", "search_knowledge_bases", "sync_knowledge_base"])
+def test_a_kb_tool_named_like_a_server_tool_is_refused(tmp_path, taken):
+    text = f'[[kb]]\nname = "a"\ndescription = "d"\npaths = ["docs"]\ntool_name = "{taken}"\n'
+    with pytest.raises(ConfigError, match=f"duplicate tool name '{taken}'"):
+        load_config(_write_toml(tmp_path, text))
+
+
+def test_search_tools_takes_one_of_its_four_choices(tmp_path):
+    text = '[server]\nsearch_tools = "all"\n[[kb]]\nname = "a"\ndescription = "d"\npaths = ["docs"]\n'
+    with pytest.raises(ConfigError, match="search_tools.*'auto', 'each', 'across' or 'both'"):
+        load_config(_write_toml(tmp_path, text))
+
+
 def test_tool_name_breaking_mcp_rules_is_refused(tmp_path):
     text = '[[kb]]\nname = "a"\ndescription = "d"\npaths = ["docs"]\ntool_name = "search docs!"\n'
     with pytest.raises(ConfigError, match="tool-name rule"):
