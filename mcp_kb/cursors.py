@@ -1,5 +1,8 @@
 """Cursors: where a read or a browse stopped, handed to the caller and taken back, tamper-evident.
 
+A place is a little JSON object whose keys are one letter each (reader.py writes them: p path, h version, a where
+to go on, e where the part ends, s section, o order or outline): a model reads every character of a cursor.
+
 A cursor is its place (JSON) and an HMAC of it under a key this process drew at start: an edited cursor, or one
 from another server process, is refused in one line. What a cursor names is checked again when it comes back
 (the caller's view of the KB, the document's version, the bounds), so even a valid one reaches nothing the
@@ -32,9 +35,10 @@ class Cursors:
         self._key = hashlib.sha256(secret.encode()).digest() if secret else secrets.token_bytes(32)
 
     def make(self, kind: str, kb: str, place: dict[str, Any]) -> str:
-        """A cursor for `place` in a `kind` answer (read, browse) on `kb`."""
-        body = json.dumps({"kind": kind, "kb": kb, **place}, ensure_ascii=False, separators=(",", ":")).encode()
-        return _encoded(body + self._signature(body))
+        """A cursor for `place` in a `kind` answer (read, browse) on `kb`: the place and a signature that covers
+        the kind and the KB too (they are not sent: the model reads every character of a cursor)."""
+        body = json.dumps(place, ensure_ascii=False, separators=(",", ":")).encode()
+        return _encoded(body + self._signature(kind, kb, body))
 
     def open(self, cursor: str, kind: str, kb: str) -> dict[str, Any]:
         """The place a cursor holds, when this process made it for a `kind` answer on `kb`; else CursorError."""
@@ -43,18 +47,16 @@ class Cursors:
         except (ValueError, binascii.Error, UnicodeEncodeError):
             raw = b""
         body, signature = raw[:-_SIGNATURE_BYTES], raw[-_SIGNATURE_BYTES:]
-        if len(raw) <= _SIGNATURE_BYTES or not hmac.compare_digest(signature, self._signature(body)):
-            raise CursorError("this cursor is not valid (changed, or given by another server process): ask again "
-                              "without it")
+        if len(raw) <= _SIGNATURE_BYTES or not hmac.compare_digest(signature, self._signature(kind, kb, body)):
+            raise CursorError("this cursor is not valid here (changed, given by another server process, or by "
+                              "another call: pass it to the call that gave it, with the same kb); ask again without "
+                              "it")
         place: dict[str, Any] = json.loads(body)
-        if place.get("kind") != kind or place.get("kb") != kb:
-            raise CursorError(f"this cursor belongs to another {'read' if place.get('kind') == 'read' else 'list'}"
-                              f"{'' if place.get('kb') == kb else ' of another knowledge base'}: pass it with the "
-                              f"call that gave it")
         return place
 
-    def _signature(self, body: bytes) -> bytes:
-        return hmac.new(self._key, body, hashlib.sha256).digest()[:_SIGNATURE_BYTES]
+    def _signature(self, kind: str, kb: str, body: bytes) -> bytes:
+        signed = b"\0".join((kind.encode(), kb.encode(), body))
+        return hmac.new(self._key, signed, hashlib.sha256).digest()[:_SIGNATURE_BYTES]
 
 
 def _encoded(raw: bytes) -> str:

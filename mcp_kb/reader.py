@@ -30,6 +30,7 @@ from .settings import KBConfig
 from .vocabulary import HEADING_SEPARATOR, LIST_TOOL, sync_remedy
 
 _CHARS_PER_TOKEN_MAX = 16  # a read encodes at most this many characters per token of its budget
+_FRAME_TOKENS = 60  # an answer's location and cursor lines, but for its path and section (measured: 45 on average)
 _LINE_END_SHARE = 0.5  # an answer cut inside a line ends at the line before, unless that drops half of it
 _TITLE_CHARS = 300  # of a title or a heading, in a listing or an outline
 _SECTIONS_NAMED = 12  # headings an unknown section's error names
@@ -122,6 +123,11 @@ class _Document:
         return str(self.row["text"])
 
     @property
+    def version(self) -> str:
+        """Enough of the content hash to tell this version from another (a cursor carries it)."""
+        return str(self.row["file_hash"])[:16]
+
+    @property
     def sections(self) -> tuple[Section, ...]:
         return outline_of(self.row["outline"])
 
@@ -156,11 +162,11 @@ class Reader:
         form = request.form()
         if request.cursor:
             place = self.cursors.open(request.cursor, "read", kb.name)
-            document = self._document(kb, str(place["path"]))
-            if document.row["file_hash"] != place["hash"]:
-                raise CursorError(f"{place['path']} changed since this cursor was given (a sync indexed a new "
+            document = self._document(kb, str(place["p"]))
+            if document.version != place["h"]:
+                raise CursorError(f"{place['p']} changed since this cursor was given (a sync indexed a new "
                                   "version): read it again without the cursor")
-            start, end, label = int(place["at"]), int(place["end"]), str(place["section"])
+            start, end, label = int(place["a"]), int(place["e"]), str(place.get("s", ""))
             if not 0 <= start <= end <= len(document.text):
                 raise CursorError("this cursor points outside its document: read it again without the cursor")
         else:
@@ -194,8 +200,13 @@ class Reader:
 
     def _answer(self, document: _Document, start: int, end: int, label: str, max_tokens: int) -> ReadOutput:
         text = document.text
-        window = text[start:min(end, start + max_tokens * _CHARS_PER_TOKEN_MAX)]
-        part = self._tokenizer().head(window, max_tokens)
+        counter = self._tokenizer()
+        # What goes with the text fits the budget too: where it is (path, section, lines) and the cursor (which
+        # carries them again).
+        about = f"{document.row['path']}{HEADING_SEPARATOR}{label}"
+        budget = max(max_tokens - 2 * counter.count([about])[0] - _FRAME_TOKENS, max_tokens // 2)
+        window = text[start:min(end, start + budget * _CHARS_PER_TOKEN_MAX)]
+        part = counter.head(window, budget)
         if len(part) < end - start:  # cut: end at a line's end when one is near
             line_end = part.rfind("\n")
             part = part[:line_end + 1] if line_end >= len(part) * _LINE_END_SHARE else part
@@ -204,9 +215,8 @@ class Reader:
         first_line = document.line_of(start)
         cursor = None
         if stop < end:
-            cursor = self.cursors.make("read", document.kb, {"path": document.row["path"],
-                                                             "hash": document.row["file_hash"], "at": stop,
-                                                             "end": end, "section": label})
+            place = {"p": document.row["path"], "h": document.version, "a": stop, "e": end}
+            cursor = self.cursors.make("read", document.kb, {**place, "s": label} if label else place)
         return ReadOutput(kb=document.kb, path=document.row["path"], title=document.row["title"], section=label,
                           text=shown, line_start=first_line, line_end=first_line + shown.count("\n"),
                           lines=int(document.row["lines"]), page_start=document.page_of(start),
@@ -275,22 +285,22 @@ class Reader:
     # ---- browse --------------------------------------------------------------------------
     def browse(self, kb: KBConfig, request: BrowseRequest) -> BrowseOutput:
         place = self.cursors.open(request.cursor, "browse", kb.name) if request.cursor else {}
-        if request.outline or place.get("outline"):
+        if request.outline or place.get("o") is True:
             return self._outline(kb, request, place)
         generation = self._generation(kb)
         listing = self.store.reading_listing(kb.name, generation)
         if listing is None:
             raise NotReadableError(kb.name)
-        pattern = str(place.get("path", request.path))
-        sort = str(place.get("sort", request.sort))
+        pattern = str(place.get("p", request.path))
+        sort = str(place.get("o", request.sort))
         matching = self._matching(kb, generation, listing, pattern)
         if sort == "changed":
             matching = matching.take(pc.sort_indices(matching, [("mtime_ns", "descending"), ("path", "ascending")]))
-        start = int(place.get("at", 0))
+        start = int(place.get("a", 0))
         page = matching.slice(start, request.limit).to_pylist()
         cursor = None
         if start + len(page) < matching.num_rows:
-            cursor = self.cursors.make("browse", kb.name, {"path": pattern, "sort": sort, "at": start + len(page)})
+            cursor = self.cursors.make("browse", kb.name, {"p": pattern, "o": sort, "a": start + len(page)})
         return BrowseOutput(kb=kb.name, path=pattern, documents=[_entry(row) for row in page],
                             total=matching.num_rows, cursor=cursor)
 
@@ -317,19 +327,19 @@ class Reader:
         return listing
 
     def _outline(self, kb: KBConfig, request: BrowseRequest, place: dict[str, Any]) -> BrowseOutput:
-        path = str(place.get("path", request.path)).strip()
+        path = str(place.get("p", request.path)).strip()
         if not path:
             raise SearchError("outline needs path: the document whose headings to list")
         document = self._document(kb, path)
-        if place and document.row["file_hash"] != place.get("hash"):
+        if place and document.version != place.get("h"):
             raise CursorError(f"{path} changed since this cursor was given: browse its outline again without it")
         sections = document.sections
-        start = int(place.get("at", 0))
+        start = int(place.get("a", 0))
         shown = sections[start:start + request.limit]
         cursor = None
         if start + len(shown) < len(sections):
-            cursor = self.cursors.make("browse", kb.name, {"outline": True, "path": path, "at": start + len(shown),
-                                                           "hash": document.row["file_hash"]})
+            cursor = self.cursors.make("browse", kb.name, {"o": True, "p": path, "a": start + len(shown),
+                                                           "h": document.version})
         return BrowseOutput(kb=kb.name, path=path, outline=[_outline_entry(document, s) for s in shown],
                             total=len(sections), cursor=cursor)
 

@@ -188,11 +188,12 @@ class Searcher:
         all from one document over its cap) and a side had more to give, ask both sides for four times as many."""
         depth = max(*(part.kb.search.candidates for part in parts), request.top_k,
                     self.rerank_candidates if self.reranker else 0)
+        embedded: dict[str, Any] = {}  # the query's vector, once however deep the search goes
         while True:
             notes: list[str] = []
             rerank_failed = False
             ranked: Iterable[Hit]  # the reranker's list, or hits read batch by batch until enough pass
-            mode, candidates, more = self._candidates(parts, request, depth, timings, notes)
+            mode, candidates, more = self._candidates(parts, request, depth, timings, notes, embedded)
             if self.reranker:
                 shortlist = candidates[:self.rerank_candidates]
                 fetched = _timed(timings, "fetch", lambda: _hits(parts, shortlist))
@@ -211,8 +212,9 @@ class Searcher:
             depth = min(depth * 4, _MAX_DEPTH)
 
     # ---- the two sides ---------------------------------------------------------------------
-    def _candidates(self, parts: list[_Part], request: ResolvedSearch, depth: int,
-                    timings: dict[str, float], notes: list[str]) -> tuple[str, list[Candidate], bool]:
+    def _candidates(self, parts: list[_Part], request: ResolvedSearch, depth: int,  # noqa: PLR0913  # a search's state
+                    timings: dict[str, float], notes: list[str],
+                    embedded: dict[str, Any]) -> tuple[str, list[Candidate], bool]:
         """Ranked chunk ids with scores, and whether a side stopped at `depth` (it may have more).
         Sides run one after the other: on two cores, running them in parallel was slower (hybrid p50
         44.6 ms vs 36 ms at 100k chunks), as LanceDB uses both. Over several KBs each side is pooled: vector scores
@@ -223,7 +225,7 @@ class Searcher:
         vector: list[Candidate] = []
         more = False
         if mode == "vector" or (mode == "hybrid" and vector_weight > 0):  # no vote, no vector search
-            vector, searched = self._vector_side(parts, request.query, depth, timings, notes)
+            vector, searched = self._vector_side(parts, request.query, depth, timings, notes, embedded)
             more = any(len(found) == depth for found in searched)
             mode = mode if searched else "keyword"
         keyword: list[Candidate] = []
@@ -236,12 +238,15 @@ class Searcher:
             return mode, fuse(vector, keyword, vector_weight), more
         return mode, vector or keyword, more
 
-    def _vector_side(self, parts: list[_Part], query: str, depth: int, timings: dict[str, float],
-                     notes: list[str]) -> tuple[list[Candidate], list[list[Candidate]]]:
+    def _vector_side(self, parts: list[_Part], query: str, depth: int, timings: dict[str, float],  # noqa: PLR0913  # a search's state
+                     notes: list[str], embedded: dict[str, Any]) -> tuple[list[Candidate], list[list[Candidate]]]:
         """The vector candidates pooled over the KBs, and each KB's list (none for a KB whose index holds another
-        model's vectors, or when the model fails: its search answers from keywords)."""
+        model's vectors, or when the model fails: its search answers from keywords). `embedded` keeps the query's
+        vector for the search's next, deeper round."""
         try:
-            query_vector = _timed(timings, "embed", lambda: self.embedder.embed_query(query))
+            if "query" not in embedded:
+                embedded["query"] = _timed(timings, "embed", lambda: self.embedder.embed_query(query))
+            query_vector = embedded["query"]
         except ModelError as exc:
             notes.append(f"vector search unavailable ({exc}); answered from keyword search")
             log.warning("%s: %s", ", ".join(part.kb.name for part in parts), notes[-1])
@@ -412,7 +417,7 @@ def _hit(kb: str, row: dict[str, Any], score: float, vector_rank: int | None = N
 
 
 def _timed(timings: dict[str, float], stage: str, work: Callable[[], _T]) -> _T:
-    """`work()`, its milliseconds kept in `timings` under `stage`."""
-    with stopwatch(lambda seconds: timings.__setitem__(stage, round(seconds * 1000, 2))):
+    """`work()`, its milliseconds added to `timings` under `stage` (a stage may run once per KB, or per round)."""
+    with stopwatch(lambda seconds: timings.__setitem__(stage, round(timings.get(stage, 0.0) + seconds * 1000, 2))):
         return work()
 

@@ -130,6 +130,12 @@ def test_search_over_fetches_until_top_k_distinct_passages(make_app, tmp_path):
     assert len(result.hits) == 5 and len({hit.source for hit in result.hits}) == 5
     capped = app.search("docs", SearchRequest(query="quasar beacon setting", mode="keyword", top_k=5, max_per_document=2))
     assert [hit.source for hit in capped.hits].count("manual.md") == 2 and len(capped.hits) == 5
+    embedded = []
+    original = app.embedder.embed_query
+    app.embedder.embed_query = lambda text: embedded.append(text) or original(text)  # type: ignore[method-assign]
+    deep = app.search("docs", SearchRequest(query="quasar beacon setting part", mode="hybrid", top_k=5,
+                                            max_per_document=1))
+    assert len({hit.source for hit in deep.hits}) == 5 and embedded == ["quasar beacon setting part"]  # once
 
 
 def test_a_hit_says_how_it_is_cited_and_how_it_ranked_in_its_json_form():

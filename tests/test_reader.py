@@ -7,7 +7,7 @@ import pytest
 from helpers import write
 from pdfs import text_pdf
 
-from mcp_kb.api import BrowseRequest, KBError, ReadRequest, SearchRequest
+from mcp_kb.api import BrowseRequest, KBError, ReadRequest, SearchRequest, read_text
 from mcp_kb.ingest.parsers import parse_file
 from mcp_kb.ingest.reading import render
 
@@ -89,7 +89,7 @@ def test_a_long_section_comes_in_parts_within_the_budget_that_join_up_exactly(ap
     whole = app.read("docs", ReadRequest(kb="docs", path="handbook.md", section="Rules", max_tokens=20_000)).text
     parts = _read_all(app, ReadRequest(kb="docs", path="handbook.md", section="Rules", max_tokens=300))
     assert len(parts) > 3
-    assert all(tokenizer.count([part.text])[0] <= 300 for part in parts)
+    assert all(tokenizer.count([read_text(part)])[0] <= 300 for part in parts)  # as the model receives it
     assert "\n".join(part.text for part in parts) == whole  # each part ends at a line's end
     assert parts[0].tokens_left > parts[1].tokens_left > 0 == parts[-1].tokens_left
     assert [part.line_start for part in parts[1:]] == [part.line_end + 1 for part in parts[:-1]]
@@ -124,14 +124,15 @@ def test_a_cursor_cannot_be_edited_moved_to_another_kb_or_replayed_after_a_chang
     cursor = first.cursor
     for forged in (cursor[:-2] + ("AA" if not cursor.endswith("AA") else "BB"), cursor[:20] + "x" + cursor[21:],
                    "not base64 at all!", "A" * 3000):
-        with pytest.raises(KBError, match="cursor is not valid"):
+        with pytest.raises(KBError, match="cursor is not valid here"):
             app.read("docs", ReadRequest(kb="docs", cursor=forged))
     other = make_app({"name": "docs", "description": "Guides", "paths": [str(docs)]})  # another process's key
-    with pytest.raises(KBError, match="another server process"):
+    with pytest.raises(KBError, match="cursor is not valid here"):
         other.read("docs", ReadRequest(kb="docs", cursor=cursor))
     browse_cursor = app.browse("docs", BrowseRequest(kb="docs", limit=1)).cursor
-    with pytest.raises(KBError, match="belongs to another"):
+    with pytest.raises(KBError, match="cursor is not valid here"):
         app.read("docs", ReadRequest(kb="docs", cursor=browse_cursor))
+    assert len(cursor) < 120  # the model reads every character of it
     write(docs / "handbook.md", "# Handbook\n\nRewritten.\n")
     app.sync()
     with pytest.raises(KBError, match="handbook.md changed since this cursor"):

@@ -461,7 +461,8 @@ def two_kbs(make_app, tmp_path):
     app = make_app({"name": "hr", "description": "HR", "paths": [str(tmp_path / "hr")],
                     "filterable": {"year": {"type": "integer"}}},
                    {"name": "api", "description": "API", "paths": [str(tmp_path / "api")]},
-                   {"name": "empty", "description": "Never synced", "paths": [str(tmp_path / "api")]})
+                   {"name": "empty", "description": "Never synced", "paths": [str(tmp_path / "api")]},
+                   {"name": "empty2", "description": "Never synced", "paths": [str(tmp_path / "api")]})
     app.sync(SyncRequest(kb="hr"))
     app.sync(SyncRequest(kb="api"))
     return app
@@ -488,4 +489,4 @@ def test_a_search_across_kbs_filters_on_common_fields_and_leaves_out_unsynced_kb
     with_empty = two_kbs.search_across(["hr", "empty"], SearchRequest(query="annual leave"))
     assert with_empty.hits and "empty: not synced yet, left out" in with_empty.notes
     with pytest.raises(SearchError, match="none of these knowledge bases has been synced"):
-        two_kbs.search_across(["empty", "empty"], SearchRequest(query="annual leave"))
+        two_kbs.search_across(["empty", "empty2"], SearchRequest(query="annual leave"))

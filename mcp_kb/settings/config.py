@@ -70,9 +70,9 @@ class Config(Strict):
 
     @property
     def tool_across_kbs(self) -> bool:
-        """Whether a server lists one search tool across the knowledge bases."""
+        """Whether a server lists one search tool across the knowledge bases (auto: whenever there are several)."""
         tools = self.server.search_tools
-        return tools in ("across", "both") or (tools == "auto" and len(self.kb) > AUTO_EACH_UP_TO)
+        return tools in ("across", "both") or (tools == "auto" and len(self.kb) > 1)
 
     @model_validator(mode="after")
     def _names_are_unique(self) -> Config:

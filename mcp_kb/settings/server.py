@@ -93,8 +93,9 @@ class OAuthConfig(Strict):
 
 
 SearchTools = Literal["auto", "each", "across", "both"]
-# With more knowledge bases than this, `search_tools = "auto"` lists one search tool across them instead of one each
-# (benchmarks/workbench.py: with many tools a model picks worse, while the search across finds the right one).
+# With more knowledge bases than this, `search_tools = "auto"` lists only the search tool across them, not one each:
+# with 4 KBs a tool chosen by its description was the right KB for 0.77 of queries, the search across for 0.99
+# (benchmarks/workbench.py right-kb), and a model's choice degrades as tool lists grow.
 AUTO_EACH_UP_TO = 8
 
 
@@ -136,7 +137,8 @@ class ServerConfig(Strict):
     sessions."""
     search_tools: SearchTools = "auto"
     """Which search tools a server lists: `each` (one per knowledge base), `across` (one over every knowledge base a
-    caller sees), `both`, or `auto`: one per knowledge base up to AUTO_EACH_UP_TO of them, else one across."""
+    caller sees), `both`, or `auto`: with several knowledge bases one across them, and one each up to
+    AUTO_EACH_UP_TO of them."""
     cursor_secret: str | None = Field(None, json_schema_extra=from_environment(ENV_CURSOR_SECRET))
     """The key that signs the cursors of read_document and list_documents. Replicas behind a load balancer share
     one; by default each server process draws its own (a cursor then lasts as long as the process)."""

@@ -80,7 +80,7 @@ async def test_one_search_tool_per_kb_with_its_filter_schema(app):
     async with _client(app) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert set(tools) == {"search_policy_docs", "search_api_docs", "sync_knowledge_base", "read_document",
-                          "list_documents"}
+                          "list_documents", "search_knowledge_bases"}
     policy = tools["search_policy_docs"]
     assert policy.description.startswith("HR policies: leave, travel.") and "Holds 1 documents (1 md)" in policy.description
     schema = policy.input_schema
@@ -309,7 +309,8 @@ async def test_stdio_subprocess_session(app, folders):
         names = {tool.name for tool in (await client.list_tools()).tools}
         result = await client.call_tool("search_api_docs", {"query": "E5021 token expired"})
         status = json.loads((await client.read_resource("kb://api_docs/status")).contents[0].text)
-    assert {"search_policy_docs", "search_api_docs", "sync_knowledge_base", "read_document", "list_documents"} == names
+    assert {"search_policy_docs", "search_api_docs", "sync_knowledge_base", "read_document", "list_documents",
+            "search_knowledge_bases"} == names
     assert not result.is_error, result.content[0].text
     assert result.structured_content["results"][0]["source"] == "users.md"
     assert status["files"] == 1
@@ -386,7 +387,8 @@ async def test_two_stateless_replicas_behind_a_round_robin_balancer_serve_one_cl
                 results = [await client.call_tool(tool, {"query": query}) for tool, query in
                            [("search_policy_docs", "annual leave"), ("search_api_docs", "E5021")] * 3]
                 status = json.loads((await client.read_resource("kb://api_docs/status")).contents[0].text)
-    assert names == {"search_policy_docs", "search_api_docs", "read_document", "list_documents"}  # no sync tool
+    assert names == {"search_policy_docs", "search_api_docs", "read_document", "list_documents",
+                     "search_knowledge_bases"}  # no sync tool
     assert all(not r.is_error and r.structured_content["results"] for r in results)
     assert status["files"] == 1
     assert min(served[b] for b in backends) >= 4  # the calls really alternated between the replicas

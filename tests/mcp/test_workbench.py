@@ -128,6 +128,9 @@ async def test_with_many_kbs_one_search_tool_across_them_replaces_one_each(make_
     assert "search_knowledge_bases" in instructions and "search_team" not in instructions
     assert [hit["kb"] for hit in found.structured_content["results"]] == ["team7"]
     assert "search_knowledge_bases with kbs=['team3']" in prompt.messages[0].content.text
-    each = make_app(*kbs[:8])
-    async with Client(build_server(each)) as client:
-        assert "search_knowledge_bases" not in {tool.name for tool in (await client.list_tools()).tools}
+    async with Client(build_server(make_app(*kbs[:8]))) as client:  # eight: one each too
+        eight = {tool.name for tool in (await client.list_tools()).tools}
+    async with Client(build_server(make_app(kbs[0]))) as client:  # one: its own tool is the search
+        one = {tool.name for tool in (await client.list_tools()).tools}
+    assert {f"search_team{n}" for n in range(8)} | {"search_knowledge_bases"} <= eight
+    assert one == {"search_team0", "read_document", "list_documents", "sync_knowledge_base"}
