@@ -158,7 +158,9 @@ class Reader:
         self._allowed: BoundedLRU[tuple[str, str, int], frozenset[str]] = BoundedLRU(_ALLOWED_KEPT)
 
     # ---- read ----------------------------------------------------------------------------
-    def read(self, kb: KBConfig, request: ReadRequest) -> ReadOutput:
+    def read(self, kb: KBConfig, request: ReadRequest, budgeted: bool = True) -> ReadOutput:
+        """The part of a document a request asks for, from where its cursor stopped, within its max_tokens (unless
+        not `budgeted`: all of it)."""
         form = request.form()
         if request.cursor:
             place = self.cursors.open(request.cursor, "read", kb.name)
@@ -172,7 +174,7 @@ class Reader:
         else:
             document = self._document(kb, request.path.strip())
             start, end, label = self._span(document, form, request)
-        answer = self._answer(document, start, end, label, request.max_tokens)
+        answer = self._answer(document, start, end, label, request.max_tokens if budgeted else None)
         if form == "chunk" and not request.cursor:
             return _with_passage(answer, document, int(request.chunk or 0), start)
         return answer
@@ -198,18 +200,9 @@ class Reader:
             return text.rfind("\n", 0, before) + 1, len(text), ""
         return 0, len(text), ""
 
-    def _answer(self, document: _Document, start: int, end: int, label: str, max_tokens: int) -> ReadOutput:
-        text = document.text
-        counter = self._tokenizer()
-        # What goes with the text fits the budget too: where it is (path, section, lines) and the cursor (which
-        # carries them again).
-        about = f"{document.row['path']}{HEADING_SEPARATOR}{label}"
-        budget = max(max_tokens - 2 * counter.count([about])[0] - _FRAME_TOKENS, max_tokens // 2)
-        window = text[start:min(end, start + budget * _CHARS_PER_TOKEN_MAX)]
-        part = counter.head(window, budget)
-        if len(part) < end - start:  # cut: end at a line's end when one is near
-            line_end = part.rfind("\n")
-            part = part[:line_end + 1] if line_end >= len(part) * _LINE_END_SHARE else part
+    def _answer(self, document: _Document, start: int, end: int, label: str,  # noqa: PLR0913  # a part's place
+                max_tokens: int | None) -> ReadOutput:
+        part = self._cut(document, start, end, label, max_tokens) if max_tokens else document.text[start:end]
         stop = start + len(part)
         shown = part.removesuffix("\n")  # the cut line's own end: parts joined by line ends are the text
         first_line = document.line_of(start)
@@ -222,6 +215,19 @@ class Reader:
                           lines=int(document.row["lines"]), page_start=document.page_of(start),
                           page_end=document.page_of(start + max(len(shown) - 1, 0)), pages=document.row["pages"],
                           tokens_left=document.tokens_in(end - stop), cursor=cursor)
+
+    def _cut(self, document: _Document, start: int, end: int, label: str, max_tokens: int) -> str:
+        """The text from `start` that fits `max_tokens` with what goes with it (where it is: path, section, lines;
+        and the cursor, which carries them again), ending at a line's end when one is near."""
+        counter = self._tokenizer()
+        about = f"{document.row['path']}{HEADING_SEPARATOR}{label}"
+        budget = max(max_tokens - 2 * counter.count([about])[0] - _FRAME_TOKENS, max_tokens // 2)
+        window = document.text[start:min(end, start + budget * _CHARS_PER_TOKEN_MAX)]
+        part = counter.head(window, budget)
+        if len(part) < end - start:
+            line_end = part.rfind("\n")
+            part = part[:line_end + 1] if line_end >= len(part) * _LINE_END_SHARE else part
+        return part
 
     def _document(self, kb: KBConfig, path: str) -> _Document:
         generation = self._generation(kb)
@@ -261,15 +267,8 @@ class Reader:
         return allowed
 
     def read_through(self, kb: KBConfig, request: ReadRequest) -> ReadOutput:
-        """The whole part a read asks for in one answer, however long (a person's `mcp-kb read`): its answers one
-        after the other, their texts joined by the line ends they were cut at."""
-        answers = [self.read(kb, request)]
-        while answers[-1].cursor:
-            answers.append(self.read(kb, request.model_copy(update={"cursor": answers[-1].cursor})))
-        first, last = answers[0], answers[-1]
-        return first.model_copy(update={"text": "\n".join(answer.text for answer in answers),
-                                        "line_end": last.line_end, "page_end": last.page_end, "tokens_left": 0,
-                                        "cursor": None})
+        """The whole part a read asks for in one answer, however long (a person's `mcp-kb read`)."""
+        return self.read(kb, request, budgeted=False)
 
     def whole(self, kb: KBConfig, path: str) -> str:
         """A document's whole text (the document resource: a person attaches it), up to a bound that says where

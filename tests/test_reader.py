@@ -91,6 +91,8 @@ def test_a_long_section_comes_in_parts_within_the_budget_that_join_up_exactly(ap
     assert len(parts) > 3
     assert all(tokenizer.count([read_text(part)])[0] <= 300 for part in parts)  # as the model receives it
     assert "\n".join(part.text for part in parts) == whole  # each part ends at a line's end
+    through = app.read_through("docs", ReadRequest(kb="docs", path="handbook.md", section="Rules", max_tokens=300))
+    assert (through.text, through.cursor, through.line_end) == (whole, None, parts[-1].line_end)  # `mcp-kb read`
     assert parts[0].tokens_left > parts[1].tokens_left > 0 == parts[-1].tokens_left
     assert [part.line_start for part in parts[1:]] == [part.line_end + 1 for part in parts[:-1]]
     assert "The last words" not in whole  # the section ends where the next one begins
