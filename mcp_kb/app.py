@@ -187,6 +187,10 @@ class App:
         """Up to `limit` entries (None: all) of a listing or an outline in one answer (`mcp-kb ls`)."""
         return self.reader.browse_through(self.config.get_kb(kb), request, limit)
 
+    def documents_under(self, kb: str, prefix: str, limit: int) -> tuple[list[str], int]:
+        """Up to `limit` paths of a KB's documents under `prefix` that callers may see, and how many there are."""
+        return self.reader.documents_under(self.config.get_kb(kb), prefix, limit)
+
     def document_text(self, kb: str, doc_id: str) -> str:
         """The whole text of one document of a KB as its index holds it (bounded: reader.RESOURCE_MAX_CHARS)."""
         return self.reader.whole(self.config.get_kb(kb), doc_id)

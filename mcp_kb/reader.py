@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,10 +28,11 @@ from .lru import BoundedLRU
 from .models.base import TokenCounter
 from .requests import BrowseRequest, ReadRequest
 from .settings import KBConfig
-from .vocabulary import HEADING_SEPARATOR, LIST_TOOL, sync_remedy
+from .vocabulary import HEADING_SEPARATOR, LIST_TOOL, READ_TOOL, sync_remedy
 
 _CHARS_PER_TOKEN_MAX = 16  # a read encodes at most this many characters per token of its budget
-_FRAME_TOKENS = 60  # an answer's location and cursor lines, but for its path and section (measured: 45 on average)
+_FRAME_TOKENS = 48  # an answer's location and cursor lines, less its path, section and cursor
+_LEAST_TOKENS = 16  # of text in an answer, whatever goes with it
 _LINE_END_SHARE = 0.5  # an answer cut inside a line ends at the line before, unless that drops half of it
 _TITLE_CHARS = 300  # of a title or a heading, in a listing or an outline
 _SECTIONS_NAMED = 12  # headings an unknown section's error names
@@ -189,6 +191,9 @@ class Reader:
             return (*_page_span(document, str(request.pages)), "")
         if form == "lines":
             first, last = _range(str(request.lines), "lines")
+            if first > int(document.row["lines"]):
+                raise SearchError(f"{document.row['path']} has {document.row['lines']} lines; lines "
+                                  f"{str(request.lines).strip()} are past its end")
             return _line_offset(text, first), _line_end(text, last), ""
         if form == "chunk":
             starts = document.row["chunk_starts"] or []
@@ -196,8 +201,9 @@ class Reader:
             if index >= len(starts):
                 raise SearchError(f"{document.row['path']} has {len(starts)} passages (chunk_index 0 to "
                                   f"{len(starts) - 1}); chunk {index} is not one of them")
-            before = starts[index - 1] if index > 0 else 0  # the passage before it, for context
-            return text.rfind("\n", 0, before) + 1, len(text), ""
+            # the passage before it first, for context, if it leaves room for this one
+            room = request.max_tokens * _CHARS_PER_TOKEN_MAX // 4
+            return max(starts[index - 1] if index > 0 else 0, starts[index] - room), len(text), ""
         return 0, len(text), ""
 
     def _answer(self, document: _Document, start: int, end: int, label: str,  # noqa: PLR0913  # a part's place
@@ -208,20 +214,24 @@ class Reader:
         first_line = document.line_of(start)
         cursor = None
         if stop < end:
-            place = {"p": document.row["path"], "h": document.version, "a": stop, "e": end}
-            cursor = self.cursors.make("read", document.kb, {**place, "s": label} if label else place)
+            cursor = self._cursor(document, stop, end, label)
         return ReadOutput(kb=document.kb, path=document.row["path"], title=document.row["title"], section=label,
                           text=shown, line_start=first_line, line_end=first_line + shown.count("\n"),
                           lines=int(document.row["lines"]), page_start=document.page_of(start),
                           page_end=document.page_of(start + max(len(shown) - 1, 0)), pages=document.row["pages"],
                           tokens_left=document.tokens_in(end - stop), cursor=cursor)
 
+    def _cursor(self, document: _Document, at: int, end: int, label: str) -> str:
+        place = {"p": document.row["path"], "h": document.version, "a": at, "e": end}
+        return self.cursors.make("read", document.kb, {**place, "s": label} if label else place)
+
     def _cut(self, document: _Document, start: int, end: int, label: str, max_tokens: int) -> str:
         """The text from `start` that fits `max_tokens` with what goes with it (where it is: path, section, lines;
-        and the cursor, which carries them again), ending at a line's end when one is near."""
+        and a cursor as long as the answer's will be), ending at a line's end when one is near."""
         counter = self._tokenizer()
         about = f"{document.row['path']}{HEADING_SEPARATOR}{label}"
-        budget = max(max_tokens - 2 * counter.count([about])[0] - _FRAME_TOKENS, max_tokens // 2)
+        frame = sum(counter.count([about, self._cursor(document, end, end, label)])) + _FRAME_TOKENS
+        budget = max(max_tokens - frame, _LEAST_TOKENS)  # an absurdly long path still reads on
         window = document.text[start:min(end, start + budget * _CHARS_PER_TOKEN_MAX)]
         part = counter.head(window, budget)
         if len(part) < end - start:
@@ -277,9 +287,10 @@ class Reader:
         text = document.text
         if len(text) <= RESOURCE_MAX_CHARS:
             return text
-        line = document.line_of(RESOURCE_MAX_CHARS)
-        return (f"{text[:RESOURCE_MAX_CHARS]}\n\n[… the document goes on from line {line} of {document.row['lines']}: "
-                f"read it with the read tool, lines {line}-{document.row['lines']}]")
+        cursor = self._cursor(document, RESOURCE_MAX_CHARS, len(text), "")
+        return (f"{text[:RESOURCE_MAX_CHARS]}\n\n[… the document goes on from line "
+                f"{document.line_of(RESOURCE_MAX_CHARS)} of {document.row['lines']}: read on with {READ_TOOL}, "
+                f"kb={kb.name!r}, cursor={cursor!r}]")
 
     # ---- browse --------------------------------------------------------------------------
     def browse(self, kb: KBConfig, request: BrowseRequest) -> BrowseOutput:
@@ -295,13 +306,26 @@ class Reader:
         matching = self._matching(kb, generation, listing, pattern)
         if sort == "changed":
             matching = matching.take(pc.sort_indices(matching, [("mtime_ns", "descending"), ("path", "ascending")]))
-        start = int(place.get("a", 0))
-        page = matching.slice(start, request.limit).to_pylist()
+        rest = _after(matching, place) if "l" in place else matching
+        page = rest.slice(0, request.limit).to_pylist()
         cursor = None
-        if start + len(page) < matching.num_rows:
-            cursor = self.cursors.make("browse", kb.name, {"p": pattern, "o": sort, "a": start + len(page)})
+        if len(page) < rest.num_rows:  # the next page begins after the last entry shown, however a sync moved it
+            last = page[-1]
+            cursor = self.cursors.make("browse", kb.name, {"p": pattern, "o": sort, "l": last["path"],
+                                                           **({"m": last["mtime_ns"]} if sort == "changed" else {})})
         return BrowseOutput(kb=kb.name, path=pattern, documents=[_entry(row) for row in page],
                             total=matching.num_rows, cursor=cursor)
+
+    def documents_under(self, kb: KBConfig, prefix: str, limit: int) -> tuple[list[str], int]:
+        """Up to `limit` paths of the documents under `prefix` that callers may see, in order, and how many there
+        are (a client completing a document's path); none before reading forms exist."""
+        generation = self._generation(kb)
+        listing = self.store.reading_listing(kb.name, generation)
+        if listing is None:
+            return [], 0
+        matching = self._matching(kb, generation, listing, "")
+        matching = matching.filter(pc.starts_with(matching["path"], prefix)) if prefix else matching
+        return matching["path"].slice(0, limit).to_pylist(), matching.num_rows
 
     def browse_through(self, kb: KBConfig, request: BrowseRequest, limit: int | None) -> BrowseOutput:
         """Up to `limit` entries (None: all) of a listing or an outline in one answer (`mcp-kb ls`), its pages one
@@ -339,8 +363,9 @@ class Reader:
         if start + len(shown) < len(sections):
             cursor = self.cursors.make("browse", kb.name, {"o": True, "p": path, "a": start + len(shown),
                                                            "h": document.version})
-        return BrowseOutput(kb=kb.name, path=path, outline=[_outline_entry(document, s) for s in shown],
-                            total=len(sections), cursor=cursor)
+        headings = _headings(sections)[start:start + request.limit]
+        return BrowseOutput(kb=kb.name, path=path, total=len(sections), cursor=cursor,
+                            outline=[_outline_entry(document, s, h) for s, h in zip(shown, headings)])
 
 
 def _with_passage(answer: ReadOutput, document: _Document, index: int, start: int) -> ReadOutput:
@@ -354,6 +379,17 @@ def _with_passage(answer: ReadOutput, document: _Document, index: int, start: in
                                      "passage_end": passage_start + len(answer.text[passage_start:passage_end].rstrip())})
 
 
+def _after(listing: pa.Table, place: dict[str, Any]) -> pa.Table:
+    """The entries of a listing (in its order) that come after the last one a page showed (`l`: its path; `m`: its
+    last change, in a listing by last change)."""
+    later_path = pc.greater(listing["path"], place["l"])
+    if "m" not in place:
+        return listing.filter(later_path)
+    mtime = listing["mtime_ns"]
+    same_time = pc.and_(pc.equal(mtime, place["m"]), later_path)
+    return listing.filter(pc.or_(pc.less(mtime, place["m"]), same_time))
+
+
 def _entries(answer: BrowseOutput) -> int:
     return len(answer.documents) + len(answer.outline)
 
@@ -364,32 +400,50 @@ def _entry(row: dict[str, Any]) -> DocumentEntry:
                          changed=_utc(row["mtime_ns"]), synced=row["synced_at"])
 
 
-def _outline_entry(document: _Document, section: Section) -> OutlineEntry:
-    return OutlineEntry(heading=HEADING_SEPARATOR.join(_clipped(name) for name in section.path),
+def _outline_entry(document: _Document, section: Section, heading: str) -> OutlineEntry:
+    return OutlineEntry(heading=_clipped(heading, _TITLE_CHARS * len(section.path)),
                         depth=len(section.path), line_start=document.line_of(section.start),
                         line_end=document.line_of(max(section.end - 1, section.start)),
                         page_start=document.page_of(section.start), page_end=document.page_of(section.end - 1),
                         tokens=document.tokens_in(section.end - section.start))
 
 
+def _headings(sections: tuple[Section, ...]) -> list[str]:
+    """Each section's heading path as the outline shows it and a read takes it; a path that repeats is numbered
+    from its second time on (`Guide › Notes (2)`)."""
+    seen: Counter[str] = Counter()
+    named = []
+    for section in sections:
+        heading = HEADING_SEPARATOR.join(section.path)
+        seen[heading] += 1
+        named.append(heading if seen[heading] == 1 else f"{heading} ({seen[heading]})")
+    return named
+
+
 def _find_section(document: _Document, asked: str) -> Section:
-    """The section a heading path names, as citations write it (the document's path or title may lead it)."""
-    parts = [part.strip() for part in re.split(r"\s*(?:›|>)\s*", asked) if part.strip()]
-    while parts and parts[0] in (document.row["path"], document.row["title"]) and len(parts) > 1:
-        parts = parts[1:]
-    wanted = tuple(parts)
+    """The section a heading path names, as the outline or a citation writes it (the document's path or title may
+    lead it; the last headings alone may do)."""
     sections = document.sections
-    for matches in (lambda s: s.path == wanted,
-                    lambda s: tuple(p.casefold() for p in s.path) == tuple(p.casefold() for p in wanted),
-                    lambda s: tuple(p.casefold() for p in s.path[-len(wanted):]) == tuple(p.casefold() for p in wanted)):
-        found = [section for section in sections if wanted and matches(section)]
+    named = [_spaced(heading) for heading in _headings(sections)]
+    wanted = _spaced(asked)
+    forms = [wanted, *(wanted.removeprefix(f"{lead}{HEADING_SEPARATOR}") for lead in
+                       (document.row["path"], document.row["title"]) if wanted.startswith(f"{lead}{HEADING_SEPARATOR}"))]
+    for matches in (str.__eq__, lambda heading, form: heading.casefold() == form.casefold(),
+                    lambda heading, form: f"{HEADING_SEPARATOR}{heading}".casefold().endswith(
+                        f"{HEADING_SEPARATOR}{form}".casefold())):
+        found = [section for section, heading in zip(sections, named) for form in forms if matches(heading, form)]
         if found:
             return found[0]
-    named = "; ".join(HEADING_SEPARATOR.join(s.path) for s in sections[:_SECTIONS_NAMED])
-    more = f" (and {len(sections) - _SECTIONS_NAMED} more: browse with outline lists them)" \
+    listed = "; ".join(_headings(sections)[:_SECTIONS_NAMED])
+    more = f" (and {len(sections) - _SECTIONS_NAMED} more: list_documents with outline lists them)" \
         if len(sections) > _SECTIONS_NAMED else ""
-    has = f"its sections: {_clipped(named, 2_000)}{more}" if sections else "it has no headings; read it by lines"
+    has = f"its sections: {_clipped(listed, 2_000)}{more}" if sections else "it has no headings; read it by lines"
     raise SearchError(f"{document.row['path']} has no section {_shown(asked)}; {has}")
+
+
+def _spaced(heading: str) -> str:
+    """A heading path with its separators written one way (`A>B`, `A > B` and `A › B` alike)."""
+    return HEADING_SEPARATOR.join(part.strip() for part in re.split(r"\s*(?:›|>)\s*", heading.strip()))
 
 
 def _page_span(document: _Document, asked: str) -> tuple[int, int]:
@@ -398,12 +452,23 @@ def _page_span(document: _Document, asked: str) -> tuple[int, int]:
         raise SearchError(f"{document.row['path']} has no pages (it is not a PDF): read it by section or lines")
     first, last = _range(asked, "pages")
     numbers = [page for page, _ in pages]
-    if first > numbers[-1] or last < numbers[0]:
-        raise SearchError(f"{document.row['path']} has text on pages {numbers[0]} to {numbers[-1]}; "
-                          f"pages {asked.strip()} are outside them")
+    if not any(first <= page <= last for page in numbers):
+        raise SearchError(f"{document.row['path']} has no text on page{'s' if last > first else ''} "
+                          f"{asked.strip()} (its pages with text: {_page_list(numbers)})")
     start = next(offset for page, offset in pages if page >= first)
     end = next((offset for page, offset in pages if page > last), len(document.text) + len("\n\n"))
     return start, end - len("\n\n")
+
+
+def _page_list(numbers: list[int]) -> str:
+    """Page numbers as ranges: 1-3, 5, 7-9."""
+    runs: list[list[int]] = []
+    for number in numbers:
+        if runs and number == runs[-1][1] + 1:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _range(asked: str, what: str) -> tuple[int, int]:

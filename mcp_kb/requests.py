@@ -105,8 +105,9 @@ class SyncRequest(BaseModel):
                                          "answer at once that one is running)")
 
 
-# A read's token budget: a default a model can take in one go, and a bound that keeps any one answer modest.
-READ_TOKENS_DEFAULT, READ_TOKENS_MIN, READ_TOKENS_MAX = 2_000, 100, 20_000
+# A read's token budget: a default a model can take in one go, and a bound that keeps any one answer modest; below
+# 200 the location and cursor lines would leave too little text.
+READ_TOKENS_DEFAULT, READ_TOKENS_MIN, READ_TOKENS_MAX = 2_000, 200, 20_000
 BROWSE_LIMIT_DEFAULT, BROWSE_LIMIT_MAX = 50, 200
 MAX_CURSOR_LENGTH = 4_000  # a cursor is a few hundred characters: longer is not one of ours
 _RANGE = r"^\s*\d{1,9}\s*(-\s*\d{1,9}\s*)?$"  # 3, or 3-5
@@ -158,8 +159,8 @@ class BrowseRequest(BaseModel):
 
     kb: str = Field(description="Knowledge base, by name")
     path: str = Field("", max_length=MAX_PATH_LENGTH,
-                      description="Documents whose path starts with this, or matches it as a glob (* ? [...], ** "
-                                  "across folders); with outline, the one document")
+                      description="Documents whose path starts with this, or matches it as a glob (* and ? within "
+                                  "a folder, ** across folders); with outline, the one document")
     outline: bool = Field(False, description="The document's headings with their lines, pages and size in tokens, "
                                              "instead of a list of documents")
     sort: ListingOrder = Field("path", description="Order of the list: by path, or last changed first")

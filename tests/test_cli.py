@@ -79,7 +79,7 @@ def test_read_and_ls_print_documents_from_the_index(project):
     assert section.exit_code == 0, section.output
     assert section.output == ("guide.md › Guide › Errors (lines 7-9 of 9)\n\n## Errors\n\nE5021 means the access token "
                               "expired; log in again to renew it, then retry the request.\n")
-    first = _run("read", "docs", "guide.md", "--max-tokens", "100", "--lines", "1-5")
+    first = _run("read", "docs", "guide.md", "--max-tokens", "200", "--lines", "1-5")
     assert first.output.startswith("guide.md (lines 1-5 of 9)\n\n# Guide\n")
     as_json = json.loads(_run("read", "docs", "guide.md", "--json").output)
     assert as_json["text"].startswith("# Guide") and as_json["cursor"] is None and as_json["lines"] == 9

@@ -30,3 +30,4 @@ class Document:
     one_chunk_per_block: bool = False  # JSON records are never packed together
     notes: tuple[str, ...] = ()  # non-fatal problems worth reporting (e.g. scanned pages)
     ocr_pages: int = 0  # pages (or images) whose text came from OCR
+    pages: int | None = None  # a PDF's pages, those without text included

@@ -52,10 +52,7 @@ class Reading:
     page_starts: tuple[tuple[int, int], ...]
     chunk_starts: tuple[int, ...]  # chunk_index -> offset where its own text (not its overlap) begins
     tokens: int  # of the whole text, as its chunks counted it
-
-    @property
-    def pages(self) -> int | None:
-        return max(page for page, _ in self.page_starts) if self.page_starts else None
+    pages: int | None  # a PDF's pages, those without text included
 
 
 def render(document: Document) -> Rendered:
@@ -102,8 +99,9 @@ def reading_of(document: Document, chunk_starts: Sequence[int], tokens: int) -> 
     """The reading form of a parsed document, given where its chunks begin in it (the chunker's offsets, set on this
     rendering) and their tokens."""
     rendered = render(document)
+    last_marked = max((page for page, _ in rendered.page_starts), default=None)
     return Reading(document.title, document.kind, rendered.text, rendered.sections, rendered.page_starts,
-                   tuple(chunk_starts), tokens)
+                   tuple(chunk_starts), tokens, document.pages or last_marked)
 
 
 def outline_json(sections: tuple[Section, ...]) -> str:

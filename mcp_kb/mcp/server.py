@@ -524,21 +524,21 @@ def _add_completions(server: MCPServer, app: App, guard: Guard) -> None:
         view = guard.view()
         about = ref.name if isinstance(ref, PromptReference) else ref.uri
         if _KB_ARGUMENTS.get(about) == argument.name:
-            candidates = list(view.names)
+            values = sorted(name for name in view.names if name.startswith(argument.value))
+            total = len(values)
         elif about == DOCUMENT_URI and argument.name == "path":
             kb = ((context.arguments if context else None) or {}).get("name", "")
             if not view.sees(kb):
                 return None
-            candidates = await anyio.to_thread.run_sync(_synced_documents, app, kb)
+            values, total = await anyio.to_thread.run_sync(_synced_documents, app, kb, argument.value)
         else:
             return None
-        values = sorted(value for value in candidates if value.startswith(argument.value))
-        return Completion(values=values[:_MAX_COMPLETIONS], total=len(values),
-                          has_more=len(values) > _MAX_COMPLETIONS)
+        return Completion(values=values[:_MAX_COMPLETIONS], total=total, has_more=total > _MAX_COMPLETIONS)
 
 
-def _synced_documents(app: App, kb: str) -> list[str]:
+def _synced_documents(app: App, kb: str, prefix: str) -> tuple[list[str], int]:
+    """The documents a KB's index holds under `prefix`, as callers may see them (its own filter applies)."""
     try:
-        return app.document_ids(kb)
+        return app.documents_under(kb, prefix, _MAX_COMPLETIONS)
     except KBError:  # not synced yet: nothing to offer
-        return []
+        return [], 0

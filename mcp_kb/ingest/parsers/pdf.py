@@ -55,7 +55,7 @@ def parse(path: Path, doc_id: str, ocr: bool = True) -> Document:
     if failed_pages:
         notes.append(f"pages that could not be read: {_ranges(failed_pages)}")
     return Document(doc_id, "pdf", _title(reader, path), tuple(blocks), {"ocr": True} if ocr_pages else {},
-                    notes=tuple(notes), ocr_pages=len(ocr_pages))
+                    notes=tuple(notes), ocr_pages=len(ocr_pages), pages=len(reader.pages))
 
 
 def _page_image_text(page: PageObject) -> str:
