@@ -355,7 +355,15 @@ def _heading(browser) -> str:
 
 
 def _shot(browser, tmp_path: Path, name: str) -> None:
-    browser.save_screenshot(str(tmp_path / f"{name}.png"))
+    """A screenshot of the page once it has loaded; Chrome on a loaded machine once timed out taking one while the
+    page was still settling ("aborted by navigation"): it is taken again when the page says it is complete."""
+    from selenium.common.exceptions import TimeoutException
+
+    try:
+        browser.save_screenshot(str(tmp_path / f"{name}.png"))
+    except TimeoutException:
+        until(lambda: browser.execute_script("return document.readyState") == "complete", what="the page loaded")
+        browser.save_screenshot(str(tmp_path / f"{name}.png"))
 
 
 def _no_injection(browser) -> None:
