@@ -93,6 +93,7 @@ if TYPE_CHECKING:
     from .schema import FieldType as FieldType
     from .search import SearchOutput as SearchOutput
     from .search import common_filter_types as common_filter_types
+    from .search import ACROSS_KBS as ACROSS_KBS
     from .search import SearchResult as SearchResult
     from .text import as_sentence as as_sentence
     from .text import printable as printable
@@ -191,6 +192,7 @@ _HOMES = {
     "FieldType": "schema",
     "SearchOutput": "search",
     "common_filter_types": "search",
+    "ACROSS_KBS": "search",
     "SearchResult": "search",
     "as_sentence": "text",
     "printable": "text",

@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 
 from .audit import AuditTrail
-from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, SearchConfig, megabytes
+from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
 from .errors import KBError, NotSyncedError, StoreError
 from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
 from .index import open_store
@@ -30,7 +30,7 @@ from .reader import BrowseOutput, Reader, ReadOutput
 from .records import (Glance, HealthCheck, KBCheck, KBState, KBStats, KBStatus, KBSummary, LastSyncFigures, Problem,
                       Progress, SearchFigures, SyncHistory, SyncProgress, recorded_now)
 from .requests import BrowseRequest, ReadRequest, SearchRequest, SyncRequest, parse_search
-from .search import Searcher, SearchResult
+from .search import ACROSS_KBS, Searcher, SearchResult
 from .vocabulary import sync_named
 from .ingest.workers import ParseWorkers
 from .batches import parse_job
@@ -199,7 +199,7 @@ class App:
         """Search several KBs as one; what the request leaves out is the default. Not counted in any KB's search
         figures or query log (a search of several is none of theirs)."""
         configs = [self.config.get_kb(kb) for kb in dict.fromkeys(kbs)]
-        return self.searcher.search_across(configs, request.resolved(SearchConfig()))
+        return self.searcher.search_across(configs, request.resolved(ACROSS_KBS))
 
     def sources(self, kb: KBConfig, cache_folder: Path | None = None) -> list[Source]:
         """The KB's sources, keeping what they download in this machine's cache (or `cache_folder`)."""

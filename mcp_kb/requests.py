@@ -230,11 +230,17 @@ def request_errors(error: ValidationError, model: type[BaseModel], filter_error:
         elif item["type"] == "finite_number":
             messages[name] = f"{name} must be a finite number, got {item.get('input')!r}"
         else:
-            messages.setdefault(name, f"{name}: {item['msg'].removeprefix('Value error, ')} (got {item.get('input')!r})")
+            messages.setdefault(name, f"{name}: {item['msg'].removeprefix('Value error, ')} (got {_given_shown(item)})")
     return "; ".join(messages.values())
 
 
 _OUT_OF_RANGE = {"greater_than_equal", "less_than_equal"}
+_SHOWN_INPUT = 80  # characters of a rejected value an error repeats: a caller may send megabytes
+
+
+def _given_shown(item: Any) -> str:
+    given = repr(item.get("input"))
+    return given if len(given) <= _SHOWN_INPUT else f"{given[:_SHOWN_INPUT - 3]}..."
 
 
 def unknown_filter_field(field: str, valid: Iterable[str]) -> str:

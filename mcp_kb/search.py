@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from .settings import KBConfig
+from .settings import KBConfig, SearchConfig
 from .errors import ModelError, NotSyncedError, SearchError
 from .index.filters import and_where, build_where
 from .index.keywords import cjk_words, keyword_terms
@@ -40,6 +40,7 @@ _T = TypeVar("_T")
 VECTOR_SHARE = 0.4
 _VECTOR_FLOOR = 0.1  # the last vector candidate keeps 0.1 / 1.1 of its side (benchmarks/fusion.py)
 _CACHE_SIZE = 256
+ACROSS_KBS = SearchConfig()  # the settings of a search across KBs, where its request leaves one out (no one KB's)
 _MAX_DEPTH = 1_000  # candidates per side when over-fetching for distinct passages
 
 

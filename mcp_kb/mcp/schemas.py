@@ -41,16 +41,24 @@ def _condition(kind: FieldType) -> Any:
     return Union[tuple(options)]  # noqa: UP007  # a union of types known at run time
 
 
-def filters_model(kb: KBConfig, types: dict[str, str] | None = None, name: str = "") -> type[BaseModel]:
-    """A model whose fields are exactly the KB's filterable fields (or those of `types`, described as the KB
-    describes them), with types and descriptions."""
+def filters_model(kb: KBConfig) -> type[BaseModel]:
+    """A model whose fields are exactly the KB's filterable fields, with types and the KB's descriptions."""
+    described = {name: spec.description for name, spec in kb.filterable.items() if spec.description}
+    return _filters_model(kb.name, kb.filter_field_types(), described)
+
+
+def common_filters_model(types: dict[str, str]) -> type[BaseModel]:
+    """The filters of a search across KBs: the fields all of them have, described in general words only (one KB's
+    own description could speak of a KB the caller may not see)."""
+    return _filters_model("common", types, {})
+
+
+def _filters_model(owner: str, types: dict[str, str], described: dict[str, str]) -> type[BaseModel]:
     fields: dict[str, Any] = {}
-    for name, kind in (kb.filter_field_types() if types is None else types).items():
-        declared = kb.filterable.get(name)
-        description = (declared.description if declared and declared.description
-                       else BUILTIN_FILTERS.get(name) or f"Metadata field {name} ({kind})")
-        fields[name] = (_condition(FIELD_TYPES[kind]) | None, Field(None, description=description))
-    return create_model(f"{name or kb.name}_filters", __config__=ConfigDict(extra="forbid"), **fields)
+    for field, kind in types.items():
+        description = described.get(field) or BUILTIN_FILTERS.get(field) or f"Metadata field {field} ({kind})"
+        fields[field] = (_condition(FIELD_TYPES[kind]) | None, Field(None, description=description))
+    return create_model(f"{owner}_filters", __config__=ConfigDict(extra="forbid"), **fields)
 
 
 def expected_condition(kind: FieldType) -> str:

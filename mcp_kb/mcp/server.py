@@ -27,19 +27,19 @@ from mcp_types import (CallToolResult, Completion, CompletionArgument, Completio
                        ResourceLink, ResourceTemplateReference, TextContent, ToolAnnotations)
 from pydantic import BaseModel, Field, ValidationError
 
-from ..api import (__version__, CITATION_FORMAT, DOCUMENT_URI, LIST_TOOL, LIST_URI, METRICS_URI, READ_TOOL,
+from ..api import (__version__, ACROSS_KBS, CITATION_FORMAT, DOCUMENT_URI, LIST_TOOL, LIST_URI, METRICS_URI, READ_TOOL,
                    SEARCH_ALL_TOOL, STATUS_URI, SYNC_TOOL, WORKBENCH_TOOLS, App, as_sentence, BrowseOutput,
                    BrowseRequest, browse_text, ListingOrder, CallerView, citation_marker, cited_text, common_filter_types, described,
                    document_uri, Hit, KBError, LiveSync, ReadOutput, ReadRequest, read_text, SearchOutput,
                    SearchRequest, SearchResult, status_uri, SyncRequest, SyncRunner)
-from ..settings import MODES_TEXT, KBConfig, SearchConfig, SearchMode
+from ..settings import MODES_TEXT, KBConfig, SearchMode
 from .compat import PlainErrors, support_2025_clients, unknown_tool
 from .guard import Guard, current_view
 from .icons import icon
 from .notify import Notifier
 from .results_view import results_view, view_meta
 from .tasks import SyncTasks, task_progress
-from .schemas import argument_errors, filters_model
+from .schemas import argument_errors, common_filters_model, filters_model
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -365,24 +365,27 @@ def _add_document_tools(server: MCPServer, app: App, guard: Guard) -> None:
                     annotations=reading, icons=icon("search"))
 
 
-_ACROSS = SearchConfig()  # a search across KBs takes the default settings (App.search_across)
+
+
+_MAX_KBS_NAMED = 1_000  # names in one search's `kbs`: more than any config holds, fewer than a flood
 
 
 def _add_search_across_tool(server: _KBServer, app: App, guard: Guard) -> None:
     """One search over every KB the caller sees (or those it names), filtering on the fields all KBs have."""
-    Filters = filters_model(app.config.kb[0], server.common_filters, name="common")
+    Filters = common_filters_model(server.common_filters)
     defaults = SearchRequest.model_fields
 
     async def search_knowledge_bases(  # noqa: PLR0913  # one per tool parameter
         query: Annotated[str, _search_field("query")],
-        kbs: Annotated[list[str] | None, Field(None, description="Only these knowledge bases (default: all)")] = None,
-        top_k: Annotated[int, _search_field("top_k")] = _ACROSS.top_k,
-        mode: Annotated[SearchMode, _search_field("mode", strict=False)] = _ACROSS.mode,
+        kbs: Annotated[list[str] | None, Field(None, max_length=_MAX_KBS_NAMED,
+                                               description="Only these knowledge bases (default: all)")] = None,
+        top_k: Annotated[int, _search_field("top_k")] = ACROSS_KBS.top_k,
+        mode: Annotated[SearchMode, _search_field("mode", strict=False)] = ACROSS_KBS.mode,
         min_score: Annotated[float | None, _search_field("min_score")] = None,
         filters: Annotated[Filters | None,  # type: ignore[valid-type]  # built at run time
                            _search_field("filters", strict=False)] = None,
         context: Annotated[int, _search_field("context")] = defaults["context"].default,
-        max_tokens: Annotated[int, _search_field("max_tokens")] = _ACROSS.max_tokens,
+        max_tokens: Annotated[int, _search_field("max_tokens")] = ACROSS_KBS.max_tokens,
     ) -> Annotated[CallToolResult, SearchOutput]:
         request = SearchRequest.model_construct(query=query, top_k=top_k, mode=mode, min_score=min_score,
                                                 filters=_filters_dict(filters), context=context, max_tokens=max_tokens)

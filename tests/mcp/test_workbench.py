@@ -134,3 +134,22 @@ async def test_with_many_kbs_one_search_tool_across_them_replaces_one_each(make_
         one = {tool.name for tool in (await client.list_tools()).tools}
     assert {f"search_team{n}" for n in range(8)} | {"search_knowledge_bases"} <= eight
     assert one == {"search_team0", "read_document", "list_documents", "sync_knowledge_base"}
+
+
+async def test_the_search_across_kbs_describes_common_filters_in_no_kbs_own_words(make_app, tmp_path):
+    """One KB's wording of a field may speak of it to a caller who may not see it: the tool across KBs uses none."""
+    from mcp_kb.mcp.server import build_server
+
+    kbs = []
+    for name, words in (("secret_hr", "Salary band of the reorganisation plan"), ("open_docs", "Who it is for")):
+        write(tmp_path / name / "a.md", f"---\naudience: staff\n---\n# {name}\n\nSome text.\n")
+        kbs.append({"name": name, "description": name, "paths": [str(tmp_path / name)],
+                    "filterable": {"audience": {"type": "string", "description": words}}})
+    app = make_app(*kbs, server={"search_tools": "both"})
+    async with Client(build_server(app)) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        flood = await client.call_tool("search_knowledge_bases", {"query": "q", "kbs": ["open_docs"] * 1_001})
+    across = str(tools["search_knowledge_bases"].input_schema)
+    assert "audience" in across and "Salary band" not in across and "Who it is for" not in across
+    assert "Salary band" in str(tools["search_secret_hr"].input_schema)  # the KB's own tool keeps its words
+    assert flood.is_error and "kbs" in flood.content[0].text and len(flood.content[0].text) < 300
