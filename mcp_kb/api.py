@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from .errors import SyncCancelled as SyncCancelled
     from .errors import MassDeleteError as MassDeleteError
     from .errors import SearchError as SearchError
+    from .errors import VersionError as VersionError
+    from .history import KBVersion as KBVersion
     from .errors import NotSyncedError as NotSyncedError
     from .evaluation import format_self_checks as format_self_checks
     from .evaluation import format_table as format_table
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
     from .present import browse_text as browse_text
     from .present import cited_text as cited_text
     from .present import read_text as read_text
+    from .present import versions_text as versions_text
     from .records import Glance as Glance
     from .records import recorded_now as recorded_now
     from .records import HealthCheck as HealthCheck
@@ -136,6 +139,8 @@ _HOMES = {
     "SyncCancelled": "errors",
     "MassDeleteError": "errors",
     "SearchError": "errors",
+    "VersionError": "errors",
+    "KBVersion": "history",
     "NotSyncedError": "errors",
     "format_self_checks": "evaluation",
     "format_table": "evaluation",
@@ -152,6 +157,7 @@ _HOMES = {
     "browse_text": "present",
     "cited_text": "present",
     "read_text": "present",
+    "versions_text": "present",
     "Glance": "records",
     "recorded_now": "records",
     "HealthCheck": "records",

@@ -11,7 +11,9 @@ from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 
+from . import history
 from .audit import AuditTrail
+from .history import KBVersion
 from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
 from .errors import KBError, NotSyncedError, StoreError
 from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
@@ -166,6 +168,18 @@ class App:
                 except KBError as exc:  # e.g. a KB with nothing to ask about: the sync itself went well
                     log.warning("%s: no hit rate after the rebuild: %s", report.kb, exc)
         return reports
+
+    def versions(self, kb: str) -> list[KBVersion]:
+        """A KB's kept versions, oldest first: what each sync (or rollback) changed, when, by whom, its tags."""
+        return history.versions(self.store, self.config.get_kb(kb).name)
+
+    def tag(self, kb: str, name: str, version: int | None = None, remove: bool = False) -> KBVersion:
+        """Tag a version of a KB (the current one by default), or remove a tag; the version tagged (or untagged)."""
+        return history.tag(self.store, self.config.get_kb(kb), name, version, remove)
+
+    def rollback(self, kb: str, to: str, by: str = "") -> KBVersion:
+        """Make an earlier version of a KB current again (a version number, a tag or a time), as a new version."""
+        return history.rollback(self.store, self.config.get_kb(kb), to, by)
 
     @cached_property
     def reader(self) -> Reader:

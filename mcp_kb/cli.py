@@ -118,6 +118,7 @@ def _sync_flag(field: str, flags: str = "") -> Callable[[FC], FC]:
 
 config_option = click.option("--config", "-c", "config_path", metavar="PATH", help=CONFIG_HELP)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+as_of_option = click.option("--as-of", "as_of", metavar="VERSION|TAG|TIME", help=option_help(SearchRequest, "as_of"))
 
 
 @click.group(cls=_Commands)
@@ -239,6 +240,7 @@ def init(folder: str, config_path: str) -> None:
 @_sync_flag("reembed")
 @_sync_flag("wait", "--wait/--no-wait")
 @_sync_flag("allow_mass_delete")
+@click.option("--tag", metavar="NAME", help=option_help(SyncRequest, "tag"))
 @click.option("--engine", type=click.Choice(["local", "ray"]), default=None,
               help="Parse, chunk and embed here (local) or on a Ray cluster (ray); default: [sync] engine.")
 @click.option("--address", default=None, metavar="ADDRESS",
@@ -247,12 +249,13 @@ def init(folder: str, config_path: str) -> None:
 @config_option
 @json_option
 def sync(kb: str | None, full: bool, reembed: bool, wait: bool, allow_mass_delete: bool,  # noqa: PLR0913  # one per option
-         engine: str | None, address: str | None, config_path: str | None, as_json: bool) -> None:
+         tag: str | None, engine: str | None, address: str | None, config_path: str | None, as_json: bool) -> None:
     """Index new and changed files of KB (or all KBs); remove deleted ones.
 
     Example:
 
         mcp-kb sync policy_docs
+        mcp-kb sync policy_docs --tag before-migration
         mcp-kb sync --engine ray --address head-node:6379
     """
     from .api import App
@@ -265,7 +268,7 @@ def sync(kb: str | None, full: bool, reembed: bool, wait: bool, allow_mass_delet
     try:
         with sigterm_interrupts():
             reports = app.sync(SyncRequest(kb=name, full=full, reembed=reembed, wait=wait,
-                                           allow_mass_delete=allow_mass_delete), progress=bar)
+                                           allow_mass_delete=allow_mass_delete, tag=tag), progress=bar)
     except KeyboardInterrupt:
         raise _Interrupted(_interrupted(name)) from None
     finally:
@@ -399,22 +402,24 @@ def _hit_rates(health: HealthCheck) -> str:
               help=option_help(SearchRequest, "context"))
 @click.option("--max-per-document", type=int, help=option_help(SearchRequest, "max_per_document", "the KB's"))
 @click.option("--max-tokens", type=int, help=option_help(SearchRequest, "max_tokens", "the KB's"))
+@as_of_option
 @config_option
 @json_option
 def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: float | None,  # noqa: PLR0913  # one per option
            filters: tuple[str, ...], context: int, max_per_document: int | None, max_tokens: int | None,
-           config_path: str | None, as_json: bool) -> None:
+           as_of: str | None, config_path: str | None, as_json: bool) -> None:
     """Search KB for QUERY and print cited results.
 
     Example:
 
         mcp-kb search policy_docs "how do I apply for annual leave" --filter doc_type=policy
+        mcp-kb search policy_docs "annual leave" --as-of before-migration
     """
     from .api import parse_filters, parse_search
 
     request = parse_search({"query": query, "mode": mode, "top_k": top_k, "min_score": min_score,
                             "filters": parse_filters(filters), "context": context,
-                            "max_per_document": max_per_document, "max_tokens": max_tokens})
+                            "max_per_document": max_per_document, "max_tokens": max_tokens, "as_of": as_of})
     name, config = _kb_or_folder(kb, config_path)
     app = _app(config)
     result = app.search(name or app.config.kb[0].name, request)
@@ -434,10 +439,11 @@ def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: 
 @click.option("--lines", help=option_help(ReadRequest, "lines"))
 @click.option("--chunk", type=int, help=option_help(ReadRequest, "chunk"))
 @click.option("--max-tokens", type=int, help=option_help(ReadRequest, "max_tokens", "all of it"))
+@as_of_option
 @config_option
 @json_option
 def read(kb: str, path: str, section: str | None, pages: str | None, lines: str | None,  # noqa: PLR0913  # one per option
-         chunk: int | None, max_tokens: int | None, config_path: str | None, as_json: bool) -> None:
+         chunk: int | None, max_tokens: int | None, as_of: str | None, config_path: str | None, as_json: bool) -> None:
     """Print a document of KB from its index: all of it, or a --section, --pages, --lines, or on from a --chunk.
 
     PATH is the document as search results cite it.
@@ -452,7 +458,7 @@ def read(kb: str, path: str, section: str | None, pages: str | None, lines: str 
     app = _app(config)
     name = name or app.config.kb[0].name
     request = parse_request(ReadRequest, {"kb": name, "path": path, "section": section, "pages": pages,
-                                          "lines": lines, "chunk": chunk, "max_tokens": max_tokens})
+                                          "lines": lines, "chunk": chunk, "max_tokens": max_tokens, "as_of": as_of})
     answer = app.read(name, request) if max_tokens else app.read_through(name, request)
     if as_json:
         click.echo(json.dumps(answer.model_dump(mode="json"), indent=2, ensure_ascii=False))
@@ -468,10 +474,11 @@ def read(kb: str, path: str, section: str | None, pages: str | None, lines: str 
 @click.option("--sort", type=click.Choice(["path", "changed"]), default="path", show_default=True,
               help=option_help(BrowseRequest, "sort"))
 @click.option("--limit", type=int, help="Most entries to print (default: all).")
+@as_of_option
 @config_option
 @json_option
 def list_documents(kb: str, path: str, outline: bool, sort: str, limit: int | None,  # noqa: PLR0913  # one per option
-                   config_path: str | None, as_json: bool) -> None:
+                   as_of: str | None, config_path: str | None, as_json: bool) -> None:
     """List the documents of KB from its index (under PATH, a prefix or a glob), or with --outline the headings of
     the document PATH.
 
@@ -485,7 +492,7 @@ def list_documents(kb: str, path: str, outline: bool, sort: str, limit: int | No
     app = _app(config)
     name = name or app.config.kb[0].name
     request = parse_request(BrowseRequest, {"kb": name, "path": path, "outline": outline, "sort": sort,
-                                            "limit": min(limit or BROWSE_LIMIT_MAX, BROWSE_LIMIT_MAX)})
+                                            "limit": min(limit or BROWSE_LIMIT_MAX, BROWSE_LIMIT_MAX), "as_of": as_of})
     answer = app.browse_through(name, request, limit)
     if as_json:
         click.echo(json.dumps(answer.model_dump(mode="json"), indent=2, ensure_ascii=False))
@@ -494,6 +501,72 @@ def list_documents(kb: str, path: str, outline: bool, sort: str, limit: int | No
     shown = len(answer.documents) + len(answer.outline)
     if shown < answer.total:
         click.echo(f"(the first {shown} of {answer.total}: a larger --limit shows more)")
+
+
+@main.command()
+@click.argument("kb")
+@config_option
+@json_option
+def versions(kb: str, config_path: str | None, as_json: bool) -> None:
+    """List the kept versions of KB: when each was made, what it changed, its tags, who synced.
+
+    Example:
+
+        mcp-kb versions policy_docs
+    """
+    from .api import versions_text
+
+    name, config = _kb_or_folder(kb, config_path)
+    app = _app(config)
+    kept = app.versions(name or app.config.kb[0].name)
+    if as_json:
+        click.echo(json.dumps([version.listed() for version in kept], indent=2, ensure_ascii=False))
+        return
+    click.echo(versions_text(kept))
+
+
+@main.command()
+@click.argument("kb")
+@click.argument("name")
+@click.option("--version", "number", type=int, help="The version to tag (default: the current one).")
+@click.option("--remove", is_flag=True, help="Remove the tag NAME instead (its version may then age out).")
+@config_option
+def tag(kb: str, name: str, number: int | None, remove: bool, config_path: str | None) -> None:
+    """Tag a version of KB (the current one by default): a name to search as of and to roll back to, kept until
+    the tag is removed.
+
+    Example:
+
+        mcp-kb tag policy_docs before-migration
+        mcp-kb tag policy_docs before-migration --remove
+    """
+    kb_name, config = _kb_or_folder(kb, config_path)
+    app = _app(config)
+    tagged = app.tag(kb_name or app.config.kb[0].name, name, number, remove)
+    click.echo(f"{'removed the tag' if remove else 'tagged'} {name!r} {'from' if remove else 'on'} version "
+               f"{tagged.number} ({tagged.finished})")
+
+
+@main.command()
+@click.argument("kb")
+@click.option("--to", "target", required=True, metavar="VERSION|TAG|TIME",
+              help="The version to make current again: its number, a tag, or a time (the version current then).")
+@config_option
+def rollback(kb: str, target: str, config_path: str | None) -> None:
+    """Make an earlier version of KB current again, as a new version (the history stays).
+
+    The next sync compares the sources with the rolled-back index and embeds only what differs: fix the sources
+    first, or they come back.
+
+    Example:
+
+        mcp-kb rollback policy_docs --to before-migration
+    """
+    name, config = _kb_or_folder(kb, config_path)
+    app = _app(config)
+    made = app.rollback(name or app.config.kb[0].name, target)
+    click.echo(f"version {made.rolled_back_to} is current again, as version {made.number} (+{made.added} "
+               f"~{made.changed} -{made.removed} documents)")
 
 
 @main.command(name="eval")

@@ -80,6 +80,11 @@ class MassDeleteError(KBError):
     """A sync would delete all or most of a KB's documents; nothing was changed."""
 
 
+class VersionError(KBError):
+    """A version, tag or time of a KB's history that does not name a kept version, or a change to it refused; nothing
+    was changed."""
+
+
 class SearchError(KBError):
     """A search request is invalid."""
 

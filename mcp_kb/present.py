@@ -6,6 +6,7 @@ The CLI's text output, the search tool's text block and the document resource ar
 
 from __future__ import annotations
 
+from .history import KBVersion
 from .reader import BrowseOutput, ReadOutput
 from .search import SearchResult
 from .vocabulary import HEADING_SEPARATOR, READ_TOOL, citation_marker
@@ -38,7 +39,7 @@ def read_text(answer: ReadOutput, go_on: str = "") -> str:
     """A read's answer as the model (or a person) reads it: where it is, the text, and what is left. `go_on`: how
     to ask for the rest (the tool's cursor by default)."""
     about = HEADING_SEPARATOR.join(part for part in (answer.path, answer.section) if part)
-    lines = [f"{about} ({answer.location})", "", answer.text]
+    lines = [f"{about} ({answer.location}{f'; as of {answer.as_of}' if answer.as_of else ''})", "", answer.text]
     if answer.cursor:
         how = go_on or f"call {READ_TOOL} with cursor={answer.cursor!r}"
         lines += ["", f"[about {answer.tokens_left} more tokens of this {'section' if answer.section else 'part'}: "
@@ -49,17 +50,34 @@ def read_text(answer: ReadOutput, go_on: str = "") -> str:
 def browse_text(answer: BrowseOutput) -> str:
     """A page of documents (one line each) or of an outline, and how to see more."""
     if answer.outline:
-        lines = [f"{answer.path}: {answer.total} headings"]
+        lines = [f"{answer.path}: {answer.total} headings{_as_of(answer)}"]
         lines += [f"{'  ' * (entry.depth - 1)}{entry.heading.split(HEADING_SEPARATOR)[-1]} — lines "
                   f"{entry.line_start}-{entry.line_end}{_pages(entry.page_start, entry.page_end)}, ~{entry.tokens} "
                   f"tokens" for entry in answer.outline]
     else:
-        lines = [f"{answer.total} documents{f' matching {answer.path!r}' if answer.path else ''}"]
+        lines = [f"{answer.total} documents{f' matching {answer.path!r}' if answer.path else ''}{_as_of(answer)}"]
         lines += [f"- {d.path} — {d.title} ({d.kind}{f', {d.pages} pages' if d.pages else ''}, ~{d.tokens} tokens, "
                   f"changed {d.changed[:10]})" for d in answer.documents]
     if answer.cursor:
         lines.append(f"[more: pass cursor={answer.cursor!r}]")
     return "\n".join(lines)
+
+
+def versions_text(versions: list[KBVersion]) -> str:
+    """A KB's versions, one line each, oldest first: number, when, what changed, tags, who."""
+    if not versions:
+        return "no versions recorded yet (each sync that changes the knowledge base records one)"
+    lines = []
+    for version in versions:
+        what = (f"rolled back to {version.rolled_back_to}" if version.rolled_back_to is not None else
+                f"{version.kind}: +{version.added} ~{version.changed} -{version.removed}")
+        tags = f" [{', '.join(version.tags)}]" if version.tags else ""
+        lines.append(f"{version.number:>5}  {version.finished}  {what}{tags}{f'  by {version.by}' if version.by else ''}")
+    return "\n".join(lines)
+
+
+def _as_of(answer: BrowseOutput) -> str:
+    return f" (as of {answer.as_of})" if answer.as_of else ""
 
 
 def _pages(first: int | None, last: int | None) -> str:

@@ -20,7 +20,8 @@ from pydantic import BaseModel, Field
 
 from .cursors import CursorError, Cursors
 from .errors import NotSyncedError, SearchError
-from .index.contract import Store
+from .history import KBVersion, edition
+from .index.contract import Pinned, Store
 from .index.filters import build_where, glob_to_regex
 from .ingest.reading import Section, outline_of
 from .ingest.sources import rooted_id_patterns
@@ -68,6 +69,7 @@ class ReadOutput(BaseModel):
                                                         "(characters)")
     passage_end: int | None = Field(None, description="... and where it ends")
     cursor: str | None = Field(None, description="Pass it to read to go on; none when the part is read to its end")
+    as_of: str | None = Field(None, description="The earlier version of the knowledge base read (as_of asked for one)")
 
     @property
     def location(self) -> str:
@@ -111,6 +113,8 @@ class BrowseOutput(BaseModel):
     outline: list[OutlineEntry] = Field(default_factory=list)
     total: int = Field(description="Documents (or headings) in all, over every page")
     cursor: str | None = Field(None, description="Pass it to browse for the next page; none on the last")
+    as_of: str | None = Field(None, description="The earlier version of the knowledge base listed (as_of asked for "
+                                                "one)")
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,7 @@ class _Document:
 
     kb: str
     row: dict[str, Any]
+    edition: _Read
 
     @property
     def text(self) -> str:
@@ -166,7 +171,7 @@ class Reader:
         form = request.form()
         if request.cursor:
             place = self.cursors.open(request.cursor, "read", kb.name)
-            document = self._document(kb, str(place["p"]))
+            document = self._document(kb, str(place["p"]), place.get("v"))
             if document.version != place["h"]:
                 raise CursorError(f"{place['p']} changed since this cursor was given (a sync indexed a new "
                                   "version): read it again without the cursor")
@@ -174,7 +179,7 @@ class Reader:
             if not 0 <= start <= end <= len(document.text):
                 raise CursorError("this cursor points outside its document: read it again without the cursor")
         else:
-            document = self._document(kb, request.path.strip())
+            document = self._document(kb, request.path.strip(), request.as_of)
             start, end, label = self._span(document, form, request)
         answer = self._answer(document, start, end, label, request.max_tokens if budgeted else None)
         if form == "chunk" and not request.cursor:
@@ -219,10 +224,11 @@ class Reader:
                           text=shown, line_start=first_line, line_end=first_line + shown.count("\n"),
                           lines=int(document.row["lines"]), page_start=document.page_of(start),
                           page_end=document.page_of(start + max(len(shown) - 1, 0)), pages=document.row["pages"],
-                          tokens_left=document.tokens_in(end - stop), cursor=cursor)
+                          tokens_left=document.tokens_in(end - stop), cursor=cursor,
+                          as_of=_as_of(document.edition))
 
     def _cursor(self, document: _Document, at: int, end: int, label: str) -> str:
-        place = {"p": document.row["path"], "h": document.version, "a": at, "e": end}
+        place = {"p": document.row["path"], "h": document.version, "a": at, "e": end, **_pinned(document.edition)}
         return self.cursors.make("read", document.kb, {**place, "s": label} if label else place)
 
     def _cut(self, document: _Document, start: int, end: int, label: str, max_tokens: int) -> str:
@@ -239,35 +245,37 @@ class Reader:
             part = part[:line_end + 1] if line_end >= len(part) * _LINE_END_SHARE else part
         return part
 
-    def _document(self, kb: KBConfig, path: str) -> _Document:
-        generation = self._generation(kb)
-        row = self.store.read_reading(kb.name, generation, path) if self._allows(kb, generation, path) else None
+    def _document(self, kb: KBConfig, path: str, as_of: Any = None) -> _Document:
+        read = self._edition(kb, as_of)
+        row = self.store.read_reading(kb.name, read.generation, path, read.at) if self._allows(kb, read, path) \
+            else None
         if row is None:
-            if self.store.reading_listing(kb.name, generation) is None:
+            if self.store.reading_listing(kb.name, read.generation, read.at) is None:
                 raise NotReadableError(kb.name)
-            raise SearchError(f"knowledge base {kb.name!r} has no document {_shown(path)} (paths are as search "
-                              f"results cite them; {LIST_TOOL} or `mcp-kb ls` lists them)")
-        return _Document(kb.name, row)
+            raise SearchError(f"knowledge base {kb.name!r} has no document {_shown(path)}{_in(read)} (paths are as "
+                              f"search results cite them; {LIST_TOOL} or `mcp-kb ls` lists them)")
+        return _Document(kb.name, row, read)
 
-    def _generation(self, kb: KBConfig) -> str:
-        generation = self.store.active_generation(kb.name)
-        if generation is None:
+    def _edition(self, kb: KBConfig, as_of: Any) -> _Read:
+        """What the read reads: the version `as_of` names (a cursor's: its number), else the current one."""
+        read = edition(self.store, kb.name, None if as_of is None else str(as_of))
+        if read.generation is None:
             raise NotSyncedError(kb.name, self.store.uri)
-        return generation
+        return _Read(read.generation, read.at, read.version if read.earlier else None)
 
-    def _allows(self, kb: KBConfig, generation: str, path: str) -> bool:
+    def _allows(self, kb: KBConfig, read: _Read, path: str) -> bool:
         """Whether the KB's own filter (`[kb.search] filter`, applied to every search) lets this document be seen."""
-        allowed = self._allowed_paths(kb, generation)
+        allowed = self._allowed_paths(kb, read)
         return allowed is None or path in allowed
 
-    def _allowed_paths(self, kb: KBConfig, generation: str) -> frozenset[str] | None:
+    def _allowed_paths(self, kb: KBConfig, read: _Read) -> frozenset[str] | None:
         """The documents the KB's filter lets callers see (None: it has no filter), read once per index version."""
         if not kb.search.filter:
             return None
-        view = self.store.view(kb.name, generation)
+        view = self.store.view(kb.name, read.generation, read.at)
         if view is None:
             return frozenset()
-        key = (kb.name, generation, view.version)
+        key = (kb.name, read.generation, view.version)
         allowed = self._allowed.get(key)
         if allowed is None:
             where = build_where(kb.search.filter, kb.filter_field_types(), rooted_id_patterns())
@@ -297,13 +305,13 @@ class Reader:
         place = self.cursors.open(request.cursor, "browse", kb.name) if request.cursor else {}
         if request.outline or place.get("o") is True:
             return self._outline(kb, request, place)
-        generation = self._generation(kb)
-        listing = self.store.reading_listing(kb.name, generation)
+        read = self._edition(kb, place.get("v", request.as_of))
+        listing = self.store.reading_listing(kb.name, read.generation, read.at)
         if listing is None:
             raise NotReadableError(kb.name)
         pattern = str(place.get("p", request.path))
         sort = str(place.get("o", request.sort))
-        matching = self._matching(kb, generation, listing, pattern)
+        matching = self._matching(kb, read, listing, pattern)
         if sort == "changed":
             matching = matching.take(pc.sort_indices(matching, [("mtime_ns", "descending"), ("path", "ascending")]))
         rest = _after(matching, place) if "l" in place else matching
@@ -311,19 +319,19 @@ class Reader:
         cursor = None
         if len(page) < rest.num_rows:  # the next page begins after the last entry shown, however a sync moved it
             last = page[-1]
-            cursor = self.cursors.make("browse", kb.name, {"p": pattern, "o": sort, "l": last["path"],
+            cursor = self.cursors.make("browse", kb.name, {"p": pattern, "o": sort, "l": last["path"], **_pinned(read),
                                                            **({"m": last["mtime_ns"]} if sort == "changed" else {})})
         return BrowseOutput(kb=kb.name, path=pattern, documents=[_entry(row) for row in page],
-                            total=matching.num_rows, cursor=cursor)
+                            total=matching.num_rows, cursor=cursor, as_of=_as_of(read))
 
     def documents_under(self, kb: KBConfig, prefix: str, limit: int) -> tuple[list[str], int]:
         """Up to `limit` paths of the documents under `prefix` that callers may see, in order, and how many there
         are (a client completing a document's path); none before reading forms exist."""
-        generation = self._generation(kb)
-        listing = self.store.reading_listing(kb.name, generation)
+        read = self._edition(kb, None)
+        listing = self.store.reading_listing(kb.name, read.generation, read.at)
         if listing is None:
             return [], 0
-        matching = self._matching(kb, generation, listing, "")
+        matching = self._matching(kb, read, listing, "")
         matching = matching.filter(pc.starts_with(matching["path"], prefix)) if prefix else matching
         return matching["path"].slice(0, limit).to_pylist(), matching.num_rows
 
@@ -337,14 +345,14 @@ class Reader:
         outline = [entry for answer in answers for entry in answer.outline][:limit]
         return answers[0].model_copy(update={"documents": documents, "outline": outline, "cursor": None})
 
-    def _matching(self, kb: KBConfig, generation: str, listing: pa.Table, pattern: str) -> pa.Table:
+    def _matching(self, kb: KBConfig, read: _Read, listing: pa.Table, pattern: str) -> pa.Table:
         """The listed documents under a prefix or matching a glob (in path order), less those the KB's filter hides."""
         paths = listing["path"]
         if _GLOB.search(pattern):
             listing = listing.filter(pc.match_substring_regex(paths, glob_to_regex(pattern)))
         elif pattern:
             listing = listing.filter(pc.starts_with(paths, pattern))
-        allowed = self._allowed_paths(kb, generation)
+        allowed = self._allowed_paths(kb, read)
         if allowed is not None:
             listing = listing.filter(pc.is_in(listing["path"], pa.array(sorted(allowed), pa.string())))
         return listing
@@ -353,7 +361,7 @@ class Reader:
         path = str(place.get("p", request.path)).strip()
         if not path:
             raise SearchError("outline needs path: the document whose headings to list")
-        document = self._document(kb, path)
+        document = self._document(kb, path, place.get("v", request.as_of))
         if place and document.version != place.get("h"):
             raise CursorError(f"{path} changed since this cursor was given: browse its outline again without it")
         sections = document.sections
@@ -362,10 +370,33 @@ class Reader:
         cursor = None
         if start + len(shown) < len(sections):
             cursor = self.cursors.make("browse", kb.name, {"o": True, "p": path, "a": start + len(shown),
-                                                           "h": document.version})
+                                                           "h": document.version, **_pinned(document.edition)})
         headings = _headings(sections)[start:start + request.limit]
-        return BrowseOutput(kb=kb.name, path=path, total=len(sections), cursor=cursor,
+        return BrowseOutput(kb=kb.name, path=path, total=len(sections), cursor=cursor, as_of=_as_of(document.edition),
                             outline=[_outline_entry(document, s, h) for s, h in zip(shown, headings)])
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What a read reads of a KB: a generation as a version left it (`at`; None: now); `earlier`: the version the
+    caller asked for (`as_of`), None when it reads the current one."""
+
+    generation: str
+    at: Pinned | None
+    earlier: KBVersion | None
+
+
+def _pinned(read: _Read) -> dict[str, str]:
+    """What a cursor carries of an earlier version (its number), so the next page reads the same one."""
+    return {"v": str(read.earlier.number)} if read.earlier else {}
+
+
+def _as_of(read: _Read) -> str | None:
+    return read.earlier.describe() if read.earlier else None
+
+
+def _in(read: _Read) -> str:
+    return f" in {read.earlier.describe()}" if read.earlier else ""
 
 
 def _with_passage(answer: ReadOutput, document: _Document, index: int, start: int) -> ReadOutput:

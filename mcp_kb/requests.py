@@ -27,6 +27,9 @@ from .errors import SearchError
 from .vocabulary import LIST_URI
 
 _T = TypeVar("_T")
+AS_OF_HELP = ("An earlier version of the knowledge base to answer from: a version number, a tag, or a time "
+              "(2026-11-30 or 2026-11-30T14:00Z: the version current then); omit for the current one")
+MAX_AS_OF_LENGTH = 64
 
 
 class SearchRequest(BaseModel):
@@ -45,6 +48,9 @@ class SearchRequest(BaseModel):
     max_tokens: int | None = Field(None, ge=MAX_TOKENS_MIN, le=MAX_TOKENS_MAX,
                                    description="Token budget for all passages, context included; longer passages "
                                                "are cut around their best-matching sentences")
+    as_of: str | None = Field(None, max_length=MAX_AS_OF_LENGTH, description=AS_OF_HELP)
+    version: str | None = Field(None, max_length=64, description="Which version of the documentation to search "
+                                                                 "(its documents' paths begin with it)")
 
     def resolved(self, settings: SearchConfig) -> ResolvedSearch:
         """The search with every setting decided: the KB's `settings` where the request left one out; errors
@@ -60,7 +66,8 @@ class SearchRequest(BaseModel):
                               top_k=_given(self.top_k, settings.top_k),
                               min_score=float(_given(self.min_score, settings.min_score)),
                               max_per_document=_given(self.max_per_document, settings.max_per_document),
-                              max_tokens=_given(self.max_tokens, settings.max_tokens))
+                              max_tokens=_given(self.max_tokens, settings.max_tokens), as_of=self.as_of or None,
+                              version=self.version or None)
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,8 @@ class ResolvedSearch:
     context: int  # neighbouring chunks to add on each side of a passage
     max_per_document: int
     max_tokens: int  # for all passages of the answer, context included
+    as_of: str | None = None  # an earlier version to answer from (history.py)
+    version: str | None = None  # a library version of a KB of several ([[kb.versions]]); None: its default
 
     def cache_key(self, tables: list[tuple[str, str, int]]) -> str:
         """The key of this search's answer over these (KB, generation, version) tables."""
@@ -103,6 +112,10 @@ class SyncRequest(BaseModel):
     # a caller that would rather hear at once that the index is busy says so.
     wait: bool = Field(True, description="If another sync is running, wait for it to end and then sync (otherwise "
                                          "answer at once that one is running)")
+    tag: str | None = Field(None, max_length=64, description="Tag the version this sync makes (a name to search as "
+                                                            "of and roll back to; kept until removed)")
+    # Who asked, as the version this sync makes records it: set by a face from its caller (never a tool argument).
+    by: str = Field("", max_length=200, exclude=True)
 
 
 # A read's token budget: a default a model can take in one go, and a bound that keeps any one answer modest; below
@@ -138,6 +151,7 @@ class ReadRequest(BaseModel):
     cursor: str | None = Field(None, max_length=MAX_CURSOR_LENGTH,
                                description="Go on where the last answer stopped (its cursor); the other arguments but "
                                            "kb and max_tokens are then not needed")
+    as_of: str | None = Field(None, max_length=MAX_AS_OF_LENGTH, description=AS_OF_HELP)
 
     def form(self) -> str:
         """Which part of the document is asked for: whole, section, pages, lines or chunk (one at most)."""
@@ -167,6 +181,7 @@ class BrowseRequest(BaseModel):
     limit: int = Field(BROWSE_LIMIT_DEFAULT, ge=1, le=BROWSE_LIMIT_MAX, description="Most entries in this answer")
     cursor: str | None = Field(None, max_length=MAX_CURSOR_LENGTH,
                                description="The next page: the last answer's cursor (with the same kb)")
+    as_of: str | None = Field(None, max_length=MAX_AS_OF_LENGTH, description=AS_OF_HELP)
 
 
 def described(model: type[BaseModel], name: str, strict: bool = False) -> FieldInfo:

@@ -24,6 +24,7 @@ from .index.filters import and_where, build_where
 from .index.keywords import cjk_words, keyword_terms
 from .index.state import sync_activity
 from .ingest.sources import rooted_id_patterns
+from .history import Edition, edition
 from .index.contract import Candidate, ChunkView, Store, view_of
 from .lru import BoundedLRU
 from .models.base import Embedder, Reranker, TokenCounter, query_model_differs
@@ -66,6 +67,21 @@ class SearchOutput(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
+def _version_filter(kb: KBConfig, version: str | None) -> dict[str, Any] | None:
+    """The documents of the library version asked for (the KB's default when none is), for a KB of versions."""
+    if not kb.versions:
+        if version is not None:
+            raise SearchError(f"knowledge base {kb.name!r} holds one version of its documents; `version` is for "
+                              "knowledge bases with [[kb.versions]]")
+        return None
+    names = [known.name for known in kb.versions]
+    chosen = version or kb.default_version
+    if chosen not in names:
+        raise SearchError(f"knowledge base {kb.name!r} has no version {str(chosen)[:64]!r}; its versions: "
+                          f"{', '.join(names)}")
+    return {"path": {"prefix": f"{chosen}/"}}
+
+
 class Searcher:
     """Runs searches against a store; results are cached per table version."""
 
@@ -85,18 +101,21 @@ class Searcher:
     def search_across(self, kbs: list[KBConfig], request: ResolvedSearch) -> SearchResult:
         """Search KBs as one: each side's candidates pooled over them, fused and assembled together, each hit naming
         its KB (one KB is a pool of one). KBs not synced yet are left out, saying so, unless all are."""
-        generations = [self.store.active_generation(kb.name) for kb in kbs]
+        editions = [edition(self.store, kb.name, request.as_of) for kb in kbs]
         try:
-            return self._search(kbs, request, generations)
+            result = self._search(kbs, request, editions)
         except Exception:
             # A rebuild (maybe in another process) switched generations and dropped the tables this search
             # was reading, before or while it read them: answer from the new generation.
-            now = [self.store.active_generation(kb.name) for kb in kbs]
-            if now == generations:
+            now = [edition(self.store, kb.name, request.as_of) for kb in kbs]
+            if now == editions:
                 raise
-            return self._search(kbs, request, now)
+            result = self._search(kbs, request, now)
+        earlier = [f"{kb.name}: " * (len(kbs) > 1) + f"answered as of {read.version.describe()}"
+                   for kb, read in zip(kbs, editions) if read.earlier and read.version]
+        return replace(result, notes=[*earlier, *result.notes]) if earlier else result
 
-    def _search(self, kbs: list[KBConfig], request: ResolvedSearch, generations: list[str | None]) -> SearchResult:
+    def _search(self, kbs: list[KBConfig], request: ResolvedSearch, editions: list[Edition]) -> SearchResult:
         if len(kbs) > 1:
             common = common_filter_types(kbs)
             unknown = [field for field in request.filters or {} if field not in common]
@@ -104,9 +123,9 @@ class Searcher:
                 raise SearchError(f"{unknown_filter_field(unknown[0], common)} (a search across knowledge bases "
                                   "filters on the fields all of them have)")
         parts, notes = [], []
-        for kb, generation in zip(kbs, generations):
+        for kb, read in zip(kbs, editions):
             try:
-                parts.append(self._part(kb, request, generation))
+                parts.append(self._part(kb, request, read))
             except NotSyncedError:
                 if len(kbs) == 1:
                     raise
@@ -131,18 +150,20 @@ class Searcher:
             self._cache.put(key, result)
         return result
 
-    def _part(self, kb: KBConfig, request: ResolvedSearch, generation: str | None) -> _Part:
-        """One KB's share of a search: its chunks and its filter (the KB's own and the caller's, both)."""
-        view = view_of(self.store, kb.name, generation)
+    def _part(self, kb: KBConfig, request: ResolvedSearch, read: Edition) -> _Part:
+        """One KB's share of a search: its chunks (as the version read left them) and its filter (the KB's own and
+        the caller's, both)."""
+        view = view_of(self.store, kb.name, read.generation, read.at)
         if view is None:
-            if generation is not None:
+            if read.generation is not None:
                 raise SearchError(f"the index of knowledge base {kb.name!r} has lost its tables; "
                                   f"{sync_remedy(kb.name)} to rebuild it")
             if sync_activity(self.store, kb.name) is not None:
                 raise _Unfinished(self._incomplete_index_notes(kb.name))
             raise NotSyncedError(kb.name, self.store.uri)
         types, rooted = kb.filter_field_types(), rooted_id_patterns()
-        where = and_where(build_where(kb.search.filter, types, rooted), build_where(request.filters, types, rooted))
+        where = and_where(build_where(kb.search.filter, types, rooted), build_where(request.filters, types, rooted),
+                          build_where(_version_filter(kb, request.version), types))
         return _Part(kb, view, where, KBState(self.store.read_state(kb.name)))
 
     @staticmethod

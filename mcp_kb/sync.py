@@ -21,6 +21,7 @@ import numpy as np
 from .settings import Config, KBConfig, SyncEngineConfig
 from .digest import file_sha256
 from .errors import KBError, MassDeleteError, ModelError, StoreError
+from .history import forget_generation, prune as prune_versions, record as record_version, settled_state
 from .index.contract import FileRecord, Store, new_generation
 from .index.keywords import ANALYZER_VERSION
 from .schema import chunk_schema
@@ -93,7 +94,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         with timer("prepare"):
             counter = load_counter()
             fingerprints = _fingerprints(kb, embedder, counter, store.layout)
-            state = store.read_state(kb.name)
+            state = settled_state(store, kb)  # a rollback a crash interrupted is finished first
             active = KBState(state).generation
             active_files, unusable = _active_manifest(store, kb.name, active, rebuild_asked=request.full or request.reembed)
         with timer("scan"):
@@ -142,9 +143,11 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         report.seconds["total"] = round(time.perf_counter() - wall_start, 3)
         titles = store.document_titles(kb.name, target, _TITLES_IN_SUMMARY)
         write_summary(store, kb.name, _summary(files, report, titles))
-        # One commit makes this generation the one searches read (the switch, after a rebuild).
+        committed = record_version(store, kb.name, report, target, fingerprints, started, request.by, request.tag)
+        # One commit makes this generation the one searches read (the switch, after a rebuild) and the version current.
         store.write_state(kb.name, {**KBState.active(fingerprints, target, complete=True),
-                                    **KBState(state).ended(started, "ok", report)})
+                                    **KBState(state).ended(started, "ok", report), **committed})
+        prune_versions(store, kb)  # first: a generation only a forgotten version kept goes now
         store.drop_generations(kb.name, keep={target})
         return report
     except Exception as exc:
@@ -261,6 +264,8 @@ def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: di
         return target, None
     report.rebuilt = reason
     log.info("%s: rebuilding the index beside the current one: %s", kb.name, reason)
+    if missing:
+        forget_generation(store, kb.name, active)
     if building and building[1] == fingerprints and store.chunk_schema(kb.name, building[0]) is not None:
         target = building[0]  # resume: its manifest says what is done
     else:

@@ -130,7 +130,8 @@ def test_zero_config_folder(project, monkeypatch):
     assert result.exit_code == 0 and "docs: 2 added" in result.output
 
 
-COMMANDS = ["init", "check", "chunks", "sync", "status", "stats", "search", "read", "ls", "eval", "serve", "ui", "watch",
+COMMANDS = ["init", "check", "chunks", "sync", "status", "stats", "search", "read", "ls", "versions", "tag", "rollback",
+            "eval", "serve", "ui", "watch",
             "model", "model fetch"]
 
 

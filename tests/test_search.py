@@ -318,15 +318,16 @@ def test_a_rebuild_that_drops_the_tables_under_a_search_is_answered_from_the_new
     between the search's read of the active generation and its reads of the tables."""
     for name, text in DOCS.items():
         write(tmp_path / "docs" / name, text)
-    kb = {"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]}
+    kb = {"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")],
+          "history": {"keep": 1, "keep_days": 0}}  # no version keeps the old generation: the rebuild drops it
     reader, writer = make_app(kb), make_app(kb)
     writer.sync()
     old = reader.store.active_generation("docs")
     open_view = reader.store.view
 
-    def view_while_a_rebuild_lands(kb_name, generation):
+    def view_while_a_rebuild_lands(kb_name, generation, at=None):
         if generation != old:
-            return open_view(kb_name, generation)
+            return open_view(kb_name, generation, at)
         if dropped == "before the search opens its table":
             writer.sync(SyncRequest(full=True))
             return open_view(kb_name, generation)
@@ -334,7 +335,7 @@ def test_a_rebuild_that_drops_the_tables_under_a_search_is_answered_from_the_new
 
     reader.store.view = view_while_a_rebuild_lands
     result = reader.search("docs", SearchRequest(query="annual leave HR portal", mode=mode))
-    assert reader.store.active_generation("docs") != old
+    assert reader.store.active_generation("docs") != old and not reader.store.chunk_table("docs", old)
     assert result.hits and result.hits[0].source == "leave.md" and not result.notes
 
 
@@ -490,3 +491,12 @@ def test_a_search_across_kbs_filters_on_common_fields_and_leaves_out_unsynced_kb
     assert with_empty.hits and "empty: not synced yet, left out" in with_empty.notes
     with pytest.raises(SearchError, match="none of these knowledge bases has been synced"):
         two_kbs.search_across(["empty", "empty2"], SearchRequest(query="annual leave"))
+
+
+def test_version_is_refused_on_a_kb_of_one_version(make_app, tmp_path):
+    write(tmp_path / "docs" / "a.md", "# A\n\nAlpha.\n")
+    app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
+    app.sync()
+    with pytest.raises(SearchError, match="holds one version of its documents; `version` is for knowledge bases "
+                                          "with \\[\\[kb.versions\\]\\]"):
+        app.search("docs", SearchRequest(query="alpha", version="1.0"))

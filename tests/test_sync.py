@@ -429,8 +429,9 @@ def test_an_interrupted_rebuild_leaves_the_old_index_and_the_next_sync_resumes_i
     assert reports[0].files_added == 100 - 32  # the batch written before the failure is kept
     assert resumed.store.active_generation("docs") != old_generation
     assert _rows(resumed) == _clean_build_rows(make_app, folder, small)
+    kept = (resumed.store.active_generation("docs"), old_generation)  # version 1 still reads the old one
     assert {name for name in resumed.store.db.list_tables().tables if name.startswith("docs__")} == {
-        f"docs__{kind}__{resumed.store.active_generation('docs')}" for kind in ("chunks", "files", "reading")}
+        f"docs__{kind}__{generation}" for kind in ("chunks", "files", "reading") for generation in kept}
 
 
 def test_cached_answers_never_outlive_a_full_rebuild(app, kb_dir):
@@ -629,3 +630,34 @@ def test_a_ray_sync_without_ray_installed_says_what_to_install_and_writes_nothin
         app.sync()
     assert app.store.read_files("docs") == {}
     assert app.status("docs")[0].last_outcome == "failed"
+
+
+def test_a_new_library_version_embeds_only_what_differs_and_each_version_answers_its_own_text(make_app, tmp_path):
+    """Adding 0.116 beside 0.110 leaves 0.110's documents alone and reuses the vectors of chunks both versions
+    share; a search answers from the default version (the last listed) unless asked for another."""
+    for version in ("0.110", "0.116"):
+        for n in range(6):
+            write(tmp_path / version / f"page{n}.md", f"# Page {n}\n\nShared guidance number {n} for every release.\n")
+    write(tmp_path / "0.116" / "page0.md", "# Page 0\n\nNew in 0.116: lifespan handlers replace startup events.\n")
+    write(tmp_path / "0.116" / "added.md", "# Added\n\nA page only 0.116 has.\n")
+
+    def kb(*versions):
+        return {"name": "lib", "description": "d",
+                "versions": [{"name": v, "paths": [str(tmp_path / v)]} for v in versions]}
+
+    first = make_app(kb("0.110")).sync()[0]
+    assert first.files_added == 6 and first.chunks_embedded == 6
+    app = make_app(kb("0.110", "0.116"))
+    second = app.sync()[0]
+    assert (second.files_added, second.files_unchanged) == (7, 6)  # 0.110 was not read again
+    assert (second.chunks_embedded, second.chunks_reused) == (2, 5)  # page0 and added.md; five shared pages reused
+    new = app.search("lib", SearchRequest(query="startup events lifespan", mode="keyword"))
+    old = app.search("lib", SearchRequest(query="shared guidance number 0", mode="keyword", version="0.110"))
+    assert new.hits[0].source == "0.116/page0.md" and all(h.source.startswith("0.116/") for h in new.hits)
+    assert old.hits[0].source == "0.110/page0.md" and all(h.source.startswith("0.110/") for h in old.hits)
+    with pytest.raises(KBError, match="has no version '0.2'; its versions: 0.110, 0.116"):
+        app.search("lib", SearchRequest(query="x", version="0.2"))
+    (tmp_path / "0.110" / "page5.md").unlink()
+    third = app.sync()[0]
+    assert third.files_deleted == 1 and app.search("lib", SearchRequest(query="guidance number 5", mode="keyword",
+                                                                         version="0.116")).hits

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, cast
 import pyarrow as pa
 
 from ..errors import StoreError
+from ..lru import BoundedLRU
 from .compat import import_lancedb
 from .failures import store_failures
 from .filters import sql_in
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from lancedb import Session
     from lancedb.db import LanceDBConnection
     from lancedb.table import LanceTable
+
+_PINNED_HANDLES_KEPT = 16  # handles checked out at an earlier version (as_of reads); each holds its own metadata
 
 
 class Tables:
@@ -42,6 +45,7 @@ class Tables:
             raise StoreError(f"cannot open the index at {uri}: {exc}") from exc
         self.handles: dict[str, LanceTable] = {}  # they follow new versions by themselves
         self.search_handles: dict[str, LanceTable] = {}  # the same through the read cache (searches only)
+        self._pinned_handles: BoundedLRU[tuple[str, int], LanceTable] = BoundedLRU(_PINNED_HANDLES_KEPT)
 
     def _connect(self, options: dict[str, str] | None) -> LanceDBConnection:
         # How often a read checks for a newer version (0: every read, so searches see finished syncs).
@@ -82,6 +86,21 @@ class Tables:
         if name not in self.search_handles:
             self.search_handles[name] = self._search_db.open_table(name)
         return self.search_handles[name]
+
+    @store_failures("open a table as an earlier version left it")
+    def search_table_at(self, name: str, version: int | None) -> LanceTable | None:
+        """A handle searches read, checked out at a table version (None: the latest, as search_table); None when
+        there is no table. An `as_of` read goes through here: each such handle stays at its version."""
+        if version is None:
+            return self.search_table(name)
+        handle = self._pinned_handles.get((name, version))
+        if handle is None:
+            if self.table(name) is None:
+                return None
+            handle = self._search_db.open_table(name)
+            handle.checkout(version)
+            self._pinned_handles.put((name, version), handle)
+        return handle
 
     def held(self) -> set[str]:
         """The tables with an open handle."""

@@ -32,6 +32,24 @@ class FileRecord:
 
 
 @dataclass(frozen=True)
+class Pinned:
+    """The table versions one version of a KB holds (index/versions.py): its generation's chunk table, manifest
+    and reading table (None: the generation has none) as the sync that recorded it left them."""
+
+    chunks: int
+    files: int
+    reading: int | None
+
+    def as_dict(self) -> dict[str, int | None]:
+        return {"chunks": self.chunks, "files": self.files, "reading": self.reading}
+
+    @staticmethod
+    def from_dict(saved: dict[str, Any]) -> Pinned:
+        reading = saved.get("reading")
+        return Pinned(int(saved["chunks"]), int(saved["files"]), None if reading is None else int(reading))
+
+
+@dataclass(frozen=True)
 class Candidate:
     """A chunk found by one side of a search (or both, after fusion): its id, score and row address (in its KB's
     table: `kb` names it when a search pools several)."""
@@ -107,7 +125,8 @@ class Store(Protocol):
     def lease_holder(self) -> dict[str, Any] | None: ...
 
     # manifest and chunks
-    def read_files(self, kb: str, generation: str | None = None) -> dict[str, FileRecord]: ...
+    def read_files(self, kb: str, generation: str | None = None, at: Pinned | None = None) -> dict[str, FileRecord]:
+        """The manifest of a generation (the active one by default), as version `at` left it (None: now)."""
 
     def write_files(self, kb: str, generation: str, records: Sequence[FileRecord]) -> None: ...
 
@@ -122,6 +141,24 @@ class Store(Protocol):
 
     def delete_documents(self, kb: str, generation: str, paths: Sequence[str]) -> int: ...
 
+    # versions: one record per version a sync or rollback made (history.py writes them), and the table versions
+    # each pins; a recorded version's generation is never dropped, nor its table versions cleaned
+    def read_versions(self, kb: str) -> list[dict[str, Any]]:
+        """The KB's version records, oldest first."""
+
+    def write_version(self, kb: str, number: int, started: str, generation: str,  # noqa: PLR0913  # a row's columns
+                      record: dict[str, Any]) -> None:
+        """Record (or replace) version `number`; `started`: when its sync began (table versions since are kept)."""
+
+    def forget_versions(self, kb: str, numbers: Sequence[int]) -> None: ...
+
+    def pinned_now(self, kb: str, generation: str) -> Pinned:
+        """The versions the generation's tables are at now."""
+
+    def restore(self, kb: str, generation: str, pinned: Pinned) -> Pinned:
+        """Each of the generation's tables made to hold what it held at `pinned`, as new table versions (the
+        manifest first); the table versions after."""
+
     # documents' reading forms (schema.ReadingRow), one row per indexed document of a generation
     def write_readings(self, kb: str, generation: str, paths: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
         """One commit: the reading forms of `paths` replaced by `rows` (a path without a row loses its own); a
@@ -131,11 +168,13 @@ class Store(Protocol):
 
     def reading_paths(self, kb: str, generation: str) -> set[str]: ...
 
-    def read_reading(self, kb: str, generation: str, path: str) -> dict[str, Any] | None:
-        """A document's reading row, None when the generation holds no such document or no reading table."""
+    def read_reading(self, kb: str, generation: str, path: str, at: Pinned | None = None) -> dict[str, Any] | None:
+        """A document's reading row (as version `at` left it; None: now), None when the generation holds no such
+        document or no reading table."""
 
-    def reading_listing(self, kb: str, generation: str) -> pa.Table | None:
-        """schema.LISTING_COLUMNS of every document, in path order; None when the generation has no reading table."""
+    def reading_listing(self, kb: str, generation: str, at: Pinned | None = None) -> pa.Table | None:
+        """schema.LISTING_COLUMNS of every document (as version `at` left them), in path order; None when the
+        generation has no reading table."""
 
     # a cluster's writes: its indexers write fragments, its coordinator commits a wave of them at once
     def chunk_rows(self, kb: str, generation: str,
@@ -157,7 +196,8 @@ class Store(Protocol):
 
     def version(self, kb: str) -> int: ...
 
-    def view(self, kb: str, generation: str) -> ChunkView | None: ...
+    def view(self, kb: str, generation: str, at: Pinned | None = None) -> ChunkView | None:
+        """Read queries on a generation's chunks, as version `at` left them (None: now)."""
 
     def document_titles(self, kb: str, generation: str, limit: int) -> list[str]:
         """Titles of a generation's documents as its writer has just written them (for the sync summary)."""
@@ -166,9 +206,10 @@ class Store(Protocol):
         """Build or fold in search indexes; a one-line description of the index state."""
 
 
-def view_of(store: Store, kb: str, generation: str | None) -> ChunkView | None:
-    """What searches read of a KB's generation; None before any sync committed one (or when its tables are gone)."""
-    return store.view(kb, generation) if generation is not None else None
+def view_of(store: Store, kb: str, generation: str | None, at: Pinned | None = None) -> ChunkView | None:
+    """What searches read of a KB's generation (as version `at` left it); None before any sync committed one (or
+    when its tables are gone)."""
+    return store.view(kb, generation, at) if generation is not None else None
 
 
 def new_generation() -> str:

@@ -12,15 +12,17 @@ from .connection import upsert
 from .contract import FileRecord
 from .failures import store_failures
 from .filters import sql_in_batches
-from .generations import FILE_SCHEMA, file_table, written_file_table
+from .generations import FILE_SCHEMA, file_table, file_table_name, written_file_table
 
 if TYPE_CHECKING:
     from .connection import Tables
 
 
 @store_failures("be read (a KB's manifest)")
-def read_files(tables: Tables, kb: str, generation: str | None) -> dict[str, FileRecord]:
-    table = file_table(tables, kb, generation)
+def read_files(tables: Tables, kb: str, generation: str | None, at: int | None = None) -> dict[str, FileRecord]:
+    """The manifest (as table version `at` left it; None: now)."""
+    table = file_table(tables, kb, generation) if at is None or generation is None else \
+        tables.search_table_at(file_table_name(kb, generation), at)
     if table is None:
         return {}
     rows = table.to_arrow().to_pylist()

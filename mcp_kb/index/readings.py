@@ -65,9 +65,10 @@ def paths(tables: Tables, kb: str, generation: str) -> set[str]:
 
 
 @store_failures("be read (a document's reading form)")
-def read_one(tables: Tables, kb: str, generation: str, path: str) -> dict[str, Any] | None:
-    """A document's reading row; None when the generation has no such document (or no reading table)."""
-    table = _search_table(tables, kb, generation)
+def read_one(tables: Tables, kb: str, generation: str, path: str, at: int | None = None) -> dict[str, Any] | None:
+    """A document's reading row (at table version `at`; None: the latest); None when the generation has no such
+    document (or no reading table)."""
+    table = _search_table(tables, kb, generation, at)
     if table is None:
         return None
     rows = table.search().where(sql_equals("path", path)).limit(1).to_list()
@@ -83,9 +84,10 @@ class Listings:
         self._kept: BoundedLRU[tuple[str, int], pa.Table] = BoundedLRU(_LISTINGS_KEPT)
 
     @store_failures("be read (the list of documents)")
-    def of(self, kb: str, generation: str) -> pa.Table | None:
-        """Every document's listing columns, in path order; None when the generation has no reading table."""
-        table = _search_table(self._tables, kb, generation)
+    def of(self, kb: str, generation: str, at: int | None = None) -> pa.Table | None:
+        """Every document's listing columns (at table version `at`; None: the latest), in path order; None when the
+        generation has no reading table."""
+        table = _search_table(self._tables, kb, generation, at)
         if table is None:
             return None
         key = (reading_table_name(kb, generation), table.version)
@@ -96,6 +98,6 @@ class Listings:
         return listing
 
 
-def _search_table(tables: Tables, kb: str, generation: str | None) -> LanceTable | None:
-    """The reading table as searches read it (through the read cache, when there is one)."""
-    return None if generation is None else tables.search_table(reading_table_name(kb, generation))
+def _search_table(tables: Tables, kb: str, generation: str | None, at: int | None) -> LanceTable | None:
+    """The reading table as searches read it (through the read cache, when there is one), at a table version."""
+    return None if generation is None else tables.search_table_at(reading_table_name(kb, generation), at)

@@ -22,11 +22,12 @@ import mcp_kb.index.lease as lease
 import mcp_kb.index.manifest as manifest
 import mcp_kb.index.readings as readings
 import mcp_kb.index.upkeep as upkeep
+import mcp_kb.index.versions as versions
 
 from ..records import KBState
 from ..settings import StorageConfig, is_remote_uri, megabytes
 from .connection import Tables
-from .contract import FileRecord
+from .contract import FileRecord, Pinned
 from .state_table import LAYOUT_VERSION, StateTable
 from .vector_index import VectorIndex as VectorIndex  # benchmarks/shared_index.py sizes its variants by it
 from .views import LanceChunkView, Views
@@ -59,6 +60,7 @@ class LanceStore:
         self._states = StateTable(self._tables)
         self._views = Views(self._tables)
         self._listings = readings.Listings(self._tables)
+        self._versions = versions.VersionTable(self._tables)
 
     @classmethod
     def of(cls, storage: StorageConfig) -> LanceStore:
@@ -95,7 +97,8 @@ class LanceStore:
         generations.create(self._tables, kb, generation, schema)
 
     def drop_generations(self, kb: str, keep: set[str]) -> list[str]:
-        return generations.drop_all_but(self._tables, kb, keep)
+        """Drop the KB's generations but `keep` and those a recorded version pins."""
+        return generations.drop_all_but(self._tables, kb, keep | self._versions.generations(kb))
 
     # ---- KB state (active generation, model identity, settings, last sync) ----------------
     def read_state(self, kb: str) -> dict[str, Any]:
@@ -126,8 +129,8 @@ class LanceStore:
         return lease.holder_of(self._tables, self.lease_seconds)
 
     # ---- manifest ------------------------------------------------------------------------
-    def read_files(self, kb: str, generation: str | None = None) -> dict[str, FileRecord]:
-        return manifest.read_files(self._tables, kb, self._generation(kb, generation))
+    def read_files(self, kb: str, generation: str | None = None, at: Pinned | None = None) -> dict[str, FileRecord]:
+        return manifest.read_files(self._tables, kb, self._generation(kb, generation), None if at is None else at.files)
 
     def write_files(self, kb: str, generation: str, records: Sequence[FileRecord]) -> None:
         manifest.write_files(self._tables, kb, generation, records)
@@ -170,6 +173,23 @@ class LanceStore:
     def document_titles(self, kb: str, generation: str, limit: int) -> list[str]:
         return chunks.document_titles(self._tables, kb, generation, limit)
 
+    # ---- versions (versions.py): what each sync left, to read as of and to roll back to -------------
+    def read_versions(self, kb: str) -> list[dict[str, Any]]:
+        return self._versions.read(kb)
+
+    def write_version(self, kb: str, number: int, started: str, generation: str,  # noqa: PLR0913  # a row's columns
+                      record: dict[str, Any]) -> None:
+        self._versions.write(kb, number, started, generation, record)
+
+    def forget_versions(self, kb: str, numbers: Sequence[int]) -> None:
+        self._versions.forget(kb, numbers)
+
+    def pinned_now(self, kb: str, generation: str) -> Pinned:
+        return versions.pinned_now(self._tables, kb, generation)
+
+    def restore(self, kb: str, generation: str, pinned: Pinned) -> Pinned:
+        return versions.restore(self._tables, kb, generation, pinned)
+
     # ---- documents' reading forms (readings.py) --------------------------------------------
     def write_readings(self, kb: str, generation: str, paths: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
         readings.replace(self._tables, kb, generation, paths, rows)
@@ -180,11 +200,15 @@ class LanceStore:
     def reading_paths(self, kb: str, generation: str) -> set[str]:
         return readings.paths(self._tables, kb, generation)
 
-    def read_reading(self, kb: str, generation: str, path: str) -> dict[str, Any] | None:
-        return readings.read_one(self._tables, kb, generation, path)
+    def read_reading(self, kb: str, generation: str, path: str, at: Pinned | None = None) -> dict[str, Any] | None:
+        if at is not None and at.reading is None:  # that version's generation had no reading table
+            return None
+        return readings.read_one(self._tables, kb, generation, path, None if at is None else at.reading)
 
-    def reading_listing(self, kb: str, generation: str) -> pa.Table | None:
-        return self._listings.of(kb, generation)
+    def reading_listing(self, kb: str, generation: str, at: Pinned | None = None) -> pa.Table | None:
+        if at is not None and at.reading is None:
+            return None
+        return self._listings.of(kb, generation, None if at is None else at.reading)
 
     # ---- a cluster's writes (fragments.py): rows written by workers, made visible by one commit ------
     def write_fragments(self, kb: str, generation: str, rows: pa.Table) -> bytes:
@@ -194,10 +218,13 @@ class LanceStore:
         fragments.commit_wave(self._tables, kb, generation, paths, written)
 
     # ---- searches and indexes ---------------------------------------------------------------
-    def view(self, kb: str, generation: str) -> LanceChunkView | None:
-        """Read queries on a generation's chunks (through the read cache), or None when its table does not exist."""
-        return self._views.open(kb, generation)
+    def view(self, kb: str, generation: str, at: Pinned | None = None) -> LanceChunkView | None:
+        """Read queries on a generation's chunks (through the read cache; as version `at` left them, else the
+        latest), or None when its table does not exist."""
+        return self._views.open(kb, generation, None if at is None else at.chunks)
 
     def refresh_indexes(self, kb: str, generation: str, changed: bool) -> str:
-        """Create missing indexes; after changes, fold new rows in (and add a vector index once the table is large)."""
-        return upkeep.refresh_indexes(self._tables, kb, generation, changed, VECTOR_INDEX_MIN_ROWS)
+        """Create missing indexes; after changes, fold new rows in (and add a vector index once the table is large),
+        keeping the table versions the KB's recorded versions read."""
+        return upkeep.refresh_indexes(self._tables, kb, generation, changed, VECTOR_INDEX_MIN_ROWS,
+                                      self._versions.kept_since(kb))

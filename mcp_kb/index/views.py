@@ -31,11 +31,13 @@ class Views:
         # the indexes is a request.
         self._refine_factors: BoundedLRU[tuple[str, int], int] = BoundedLRU(64)
 
-    def open(self, kb: str, generation: str) -> LanceChunkView | None:
-        """Read queries on a generation's chunks, or None when its table does not exist."""
+    def open(self, kb: str, generation: str, at: int | None = None) -> LanceChunkView | None:
+        """Read queries on a generation's chunks (at table version `at`; None: the latest), or None when its table
+        does not exist."""
         name = chunk_table_name(kb, generation)
-        forget_all_but(self._tables, kb, generation)
-        table = self._tables.search_table(name)
+        if at is None:  # the active generation: the handles of others may go
+            forget_all_but(self._tables, kb, generation)
+        table = self._tables.search_table_at(name, at)
         if table is None:
             return None
         version = table.version

@@ -10,6 +10,7 @@ to this module only; only the kinds know what a file or a URL is.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import Counter
 from collections.abc import Iterable
@@ -102,8 +103,34 @@ def _builtin_kinds() -> tuple[SourceKind, ...]:
 
 
 def sources_of(kb: KBConfig, cache_folder: Path) -> list[Source]:
-    """The KB's sources; `cache_folder` is where they may keep what they download (this machine's)."""
+    """The KB's sources; `cache_folder` is where they may keep what they download (this machine's). A KB of library
+    versions (`[[kb.versions]]`) has each version's sources, their documents' ids led by `VERSION/`."""
+    if kb.versions:
+        return [VersionSource(version.name, source) for version in kb.versions
+                for source in sources_of(kb.of_version(version), cache_folder / version.name)]
     return [source for kind in _kinds() for source in kind.of(kb, cache_folder)]
+
+
+class VersionSource:
+    """A source of one library version: its documents' ids are the source's own led by `VERSION/`, so the same
+    page in two versions is two documents (with the same chunks, whose vectors the second reuses)."""
+
+    def __init__(self, version: str, source: Source):
+        self.prefix, self.source = f"{version}/", source
+
+    def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None) -> SourceScan:
+        own = {doc_id.removeprefix(self.prefix): seen for doc_id, seen in known.items()
+               if doc_id.startswith(self.prefix)}
+        scan = self.source.scan(own, progress)
+        return SourceScan([dataclasses.replace(item, doc_id=self.prefix + item.doc_id) for item in scan.files],
+                          [dataclasses.replace(item, doc_id=self.prefix + item.doc_id.removeprefix("/"))
+                           for item in scan.skipped], scan.figures)
+
+    def watch_folders(self) -> list[Path]:
+        return self.source.watch_folders()
+
+    def concerns(self, path: Path) -> bool:
+        return self.source.concerns(path)
 
 
 def scan_all(sources: Iterable[Source], known: dict[str, tuple[int, int]] | None = None,

@@ -10,12 +10,13 @@ fix the call; the server keeps serving.
 # filter models, and the SDK reads the evaluated annotations.
 
 import copy
+import inspect
 import json
 import logging
 import threading
 from contextlib import asynccontextmanager, contextmanager
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -254,7 +255,9 @@ def _tool_description(app: App, kb: KBConfig) -> str:
         holds = f" Holds {summary.documents} documents ({kinds}){f', among them: {titles}' if titles else ''}."
     else:
         holds = " Not indexed yet: its first sync has not finished."
-    return (f"{as_sentence(kb.description)}{holds} Returns passages with numbered citations "
+    versions = f" Versions: {', '.join(v.name for v in kb.versions)} (searched: `version`, default " \
+               f"{kb.default_version}; a citation's path begins with its version)." if kb.versions else ""
+    return (f"{as_sentence(kb.description)}{holds}{versions} Returns passages with numbered citations "
             f"({CITATION_FORMAT}). Modes: {MODES_TEXT}.")
 
 
@@ -270,6 +273,8 @@ def _sync_field(name: str) -> Any:
 def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
     """Register the KB's search tool; returns the description it was given."""
     Filters = filters_model(kb)
+    # A KB of library versions names them as the enum of `version`; a KB of one version has no such argument.
+    Versions = Literal[tuple(v.name for v in kb.versions)] if kb.versions else str
 
     async def search_tool(  # noqa: PLR0913  # one per tool parameter
         query: Annotated[str, _search_field("query")],
@@ -281,17 +286,24 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
         context: Annotated[int, _search_field("context")] = SearchRequest.model_fields["context"].default,
         max_per_document: Annotated[int, _search_field("max_per_document")] = kb.search.max_per_document,
         max_tokens: Annotated[int, _search_field("max_tokens")] = kb.search.max_tokens,
+        as_of: Annotated[str | None, _search_field("as_of")] = None,
+        version: Annotated[Versions, _search_field("version", strict=False)] = kb.default_version,  # type: ignore[valid-type]
     ) -> Annotated[CallToolResult, SearchOutput]:
         # The SDK checked these arguments against SearchRequest's own fields (the parameters above): built as
         # they are, not validated a second time.
         request = SearchRequest.model_construct(query=query, top_k=top_k, mode=mode, min_score=min_score,
                                                 filters=_filters_dict(filters), context=context,
-                                                max_per_document=max_per_document, max_tokens=max_tokens)
+                                                max_per_document=max_per_document, max_tokens=max_tokens,
+                                                as_of=as_of, version=version)
         result: SearchResult = await _call(lambda: app.search(kb.name, request))
         return CallToolResult(content=[TextContent(type="text", text=cited_text(result)),
                                        *_document_links(kb.name, result.hits)],
                               structured_content=result.as_dict())
 
+    if not kb.versions:  # the SDK reads the parameters from the signature
+        signature = inspect.signature(search_tool)
+        search_tool.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[p for p in signature.parameters.values() if p.name != "version"])
     description = _tool_description(app, kb)
     server.add_tool(search_tool, name=kb.search_tool_name, title=f"Search {kb.name}", description=description,
                     annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False), icons=icon("search"),
@@ -329,9 +341,10 @@ def _add_document_tools(server: MCPServer, app: App, guard: Guard) -> None:
         chunk: Annotated[int | None, _read_field("chunk")] = None,
         max_tokens: Annotated[int, _read_field("max_tokens")] = ReadRequest.model_fields["max_tokens"].default,
         cursor: Annotated[str | None, _read_field("cursor")] = None,
+        as_of: Annotated[str | None, _read_field("as_of")] = None,
     ) -> Annotated[CallToolResult, ReadOutput]:
         request = ReadRequest.model_construct(kb=kb, path=path, section=section, pages=pages, lines=lines,
-                                              chunk=chunk, max_tokens=max_tokens, cursor=cursor)
+                                              chunk=chunk, max_tokens=max_tokens, cursor=cursor, as_of=as_of)
         answer = await _call(lambda: app.read(guard.view().check(kb), request))
         return CallToolResult(content=[TextContent(type="text", text=read_text(answer))],
                               structured_content=answer.model_dump(mode="json"))
@@ -343,9 +356,10 @@ def _add_document_tools(server: MCPServer, app: App, guard: Guard) -> None:
         sort: Annotated[ListingOrder, described(BrowseRequest, "sort")] = "path",
         limit: Annotated[int, _browse_field("limit")] = BrowseRequest.model_fields["limit"].default,
         cursor: Annotated[str | None, _browse_field("cursor")] = None,
+        as_of: Annotated[str | None, _browse_field("as_of")] = None,
     ) -> Annotated[CallToolResult, BrowseOutput]:
         request = BrowseRequest.model_construct(kb=kb, path=path, outline=outline, sort=sort, limit=limit,
-                                                cursor=cursor)
+                                                cursor=cursor, as_of=as_of)
         answer = await _call(lambda: app.browse(guard.view().check(kb), request))
         return CallToolResult(content=[TextContent(type="text", text=browse_text(answer))],
                               structured_content=answer.model_dump(mode="json"))
@@ -434,16 +448,18 @@ def _add_sync_tool(server: MCPServer, runner: SyncRunner, guard: Guard) -> None:
         reembed: Annotated[bool, _sync_field("reembed")] = False,
         allow_mass_delete: Annotated[bool, _sync_field("allow_mass_delete")] = False,
         wait: Annotated[bool, _sync_field("wait")] = SyncRequest.model_fields["wait"].default,
+        tag: Annotated[str | None, _sync_field("tag")] = None,
     ) -> dict[str, Any]:
         def report(done: int, total: int, message: str) -> None:
             anyio.from_thread.run(ctx.report_progress, done, total, message)
 
         progress = task_progress() or report  # as a task, the client reads progress with tasks/get
+        view = guard.view()
         asked = SyncRequest.model_construct(kb=kb, full=full, reembed=reembed, allow_mass_delete=allow_mass_delete,
-                                            wait=wait)  # checked by the SDK against SyncRequest's fields
+                                            wait=wait, tag=tag, by=view.grant.who.label)  # checked by the SDK
         with _client_errors():
             reports = []
-            for name in guard.view().syncable(kb):
+            for name in view.syncable(kb):
                 reports += await runner.sync(asked.model_copy(update={"kb": name}), progress)
         return {"reports": [r.as_dict() for r in reports], "summary": "\n".join(r.summary() for r in reports)}
 

@@ -11,7 +11,7 @@ from pydantic import BeforeValidator, Field, PrivateAttr, SerializeAsAny, field_
 from ..registry import Registry
 from ..schema import BUILTIN_FILTER_FIELDS, RESERVED_FIELDS, FieldTypeName, field_type_of_value
 from .variables import checked_headers, header_value
-from .values import (DEFAULT_MODE, IDENTIFIER, KB_NAME_PATTERN, MAX_TOKENS_MAX, MAX_TOKENS_MIN, TOOL_NAME_PATTERN, TOP_K_MAX,
+from .values import (DEFAULT_MODE, IDENTIFIER, KB_NAME_PATTERN, LIBRARY_VERSION_PATTERN, MAX_TOKENS_MAX, MAX_TOKENS_MIN, TOOL_NAME_PATTERN, TOP_K_MAX,
                      TOP_K_MIN, PathValue, SearchMode, Strict, megabytes)
 
 
@@ -75,6 +75,15 @@ class SearchConfig(Strict):
     """MB of query log before it is rotated to `.1`."""
     filter: dict[str, Any] = Field(default_factory=dict)
     """A filter applied to every search, AND-ed with the caller's."""
+
+
+class HistoryConfig(Strict):
+    """How long a KB's versions are kept (to search as of and to roll back to)."""
+
+    keep: int = Field(20, ge=1, le=10_000)
+    """Keep at least the newest this many versions."""
+    keep_days: float = Field(7, ge=0, le=3650)
+    """Also keep every version younger than this many days (0: by count alone)."""
 
 
 class SyncConfig(Strict):
@@ -151,6 +160,45 @@ class WebSourceConfig(Strict):
         return {key: header_value(text, f"urls.headers.{key} of {self.url}") for key, text in self.headers.items()}
 
 
+class LibraryVersion(Strict):
+    """One version of a documentation set a KB holds beside others (`[[kb.versions]]`), with its own sources."""
+
+    name: str
+    """How callers name it (`0.110`, `v2`, `2024-lts`); its documents' paths begin with `NAME/`."""
+    paths: list[PathValue] = Field(default_factory=list)
+    """Its folders or files."""
+    urls: list[WebSourceConfig] = Field(default_factory=list)
+    """Its web sites to crawl."""
+    current: bool = False
+    """The version searched when a caller names none (default: the last one listed)."""
+
+    @field_validator("name")
+    @classmethod
+    def _name_leads_paths(cls, value: str) -> str:
+        if not LIBRARY_VERSION_PATTERN.match(value):
+            raise ValueError(f"{value[:80]!r} must be 1-64 letters, digits, '.', '_', '+' or '-', the first a letter or "
+                             "digit (it leads its documents' paths)")
+        return value
+
+    @field_validator("urls", mode="before")
+    @classmethod
+    def _url_shorthand(cls, value: Any) -> Any:
+        return _urls_as_tables(value)
+
+    @model_validator(mode="after")
+    def _has_sources(self) -> LibraryVersion:
+        if not self.paths and not self.urls:
+            raise ValueError(f"version {self.name!r} needs `paths` (folders or files), `urls` (web sites), or both")
+        return self
+
+
+def _urls_as_tables(value: Any) -> Any:
+    """A URL given as text is the table `{url = ...}`."""
+    if isinstance(value, list):
+        return [{"url": item} if isinstance(item, str) else item for item in value]
+    return value
+
+
 class FilterableField(Strict):
     """A metadata field callers may filter on."""
 
@@ -173,6 +221,9 @@ class KBConfig(Strict):
     """Web sites to crawl: a URL, or a table with the keys of `[[kb.urls]]`."""
     sources: list[_RegisteredSource] = Field(default_factory=list)
     """Sources of kinds plugins registered."""
+    versions: list[LibraryVersion] = Field(default_factory=list)
+    """Versions of a documentation set, each with its own `paths`/`urls` (instead of the KB's own); searches take
+    a `version` (default: the one marked `current`, else the last listed)."""
     include: list[str] = Field(default_factory=list)
     """Gitignore-style globs relative to the KB root a file must match (empty: every supported type)."""
     exclude: list[str] = Field(default_factory=list)
@@ -197,6 +248,8 @@ class KBConfig(Strict):
     """Search defaults."""
     sync: SyncConfig = SyncConfig()
     """When a served KB syncs by itself."""
+    history: HistoryConfig = HistoryConfig()
+    """How long its versions are kept (`mcp-kb versions`, `as_of`, `mcp-kb rollback`)."""
 
     @field_validator("name")
     @classmethod
@@ -215,13 +268,20 @@ class KBConfig(Strict):
     @field_validator("urls", mode="before")
     @classmethod
     def _url_shorthand(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            return [{"url": item} if isinstance(item, str) else item for item in value]
-        return value
+        return _urls_as_tables(value)
 
     @model_validator(mode="after")
     def _has_sources(self) -> KBConfig:
-        if not self.paths and not self.urls and not self.sources:
+        if self.versions:
+            if self.paths or self.urls or self.sources:
+                raise ValueError("a knowledge base with [[kb.versions]] gives each version its own `paths`/`urls`; "
+                                 "move the knowledge base's own into a version")
+            names = [version.name for version in self.versions]
+            if len(set(names)) < len(names):
+                raise ValueError(f"versions must have different names, not {names}")
+            if sum(version.current for version in self.versions) > 1:
+                raise ValueError("mark at most one version `current = true`")
+        elif not self.paths and not self.urls and not self.sources:
             raise ValueError('a knowledge base needs `paths` (folders or files), `urls` (web sites), or both')
         return self
 
@@ -233,6 +293,18 @@ class KBConfig(Strict):
             if not re.fullmatch(IDENTIFIER, field):
                 raise ValueError(f"metadata field {field!r} must be a letters/digits/_ identifier")
         return self
+
+    @property
+    def default_version(self) -> str | None:
+        """The library version a search reads when it names none: the `current` one, else the last listed (never a
+        guess from the names); None for a KB without versions."""
+        if not self.versions:
+            return None
+        return next((version.name for version in self.versions if version.current), self.versions[-1].name)
+
+    def of_version(self, version: LibraryVersion) -> KBConfig:
+        """This KB as one of its versions alone (its sources), as the sources of a version are read."""
+        return self.model_copy(update={"paths": version.paths, "urls": version.urls, "versions": []})
 
     @property
     def written_folders(self) -> tuple[Path, ...]:

@@ -147,8 +147,14 @@ def _resolve_paths(config: Config, base_dir: Path) -> Config:
         except RuntimeError as exc:  # "~name" of a user this machine does not have
             raise ConfigError(f"{key} = {str(value)!r}: cannot expand '~' ({exc}); write the folder out in full") from exc
 
-    kbs = [kb.model_copy(update={"paths": [absolute(p, f"[[kb]] {kb.name}: paths") for p in kb.paths]})
-           for kb in config.kb]
+    def absolute_paths(paths: list[Path], key: str) -> list[Path]:
+        return [absolute(path, key) for path in paths]
+
+    kbs = [kb.model_copy(update={
+        "paths": absolute_paths(kb.paths, f"[[kb]] {kb.name}: paths"),
+        "versions": [version.model_copy(update={"paths": absolute_paths(version.paths, f"[[kb]] {kb.name}: version "
+                                                                                      f"{version.name}: paths")})
+                     for version in kb.versions]}) for kb in config.kb]
     storage = config.storage
     if not storage.is_remote:
         storage = storage.model_copy(update={"uri": str(absolute(storage.uri, "storage"))})
@@ -179,7 +185,7 @@ def _keep_out_written_folders(kbs: list[KBConfig], storage: StorageConfig) -> No
     folders = tuple(Path(os.path.realpath(folder)) for folder in written)
     for kb in kbs:
         kb._written_folders = folders
-        for root in kb.paths:
+        for root in [*kb.paths, *(path for version in kb.versions for path in version.paths)]:
             if not storage.is_remote and Path(storage.uri).is_relative_to(root):
                 log.warning("the index folder %s is inside knowledge base %r's path %s: it is never indexed, but "
                             "keeping it outside the documents is safer (a copy of the folder takes it along)",

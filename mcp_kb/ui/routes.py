@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import re
 import secrets
 import time
 from functools import partial
@@ -60,6 +61,13 @@ _NOTICES = {"started": "Sync started: its progress shows below.",
 Handler = Callable[[Request, CallerView], Awaitable[Response]]
 
 
+def _notice(key: str) -> str:
+    """The line a page shows after a form: one of _NOTICES, or which version a rollback made current."""
+    rolled = re.fullmatch(r"rolled-back-(\d{1,9})", key)
+    return f"Rolled back: the version chosen is current again, as version {rolled[1]}." if rolled else \
+        _NOTICES.get(key, "")
+
+
 def is_page_path(path: str) -> bool:
     return path == "/" or path.startswith("/ui/")
 
@@ -92,6 +100,7 @@ class Page:
             Route("/ui/kb/{name}/search", self._page(self.search)),
             Route("/ui/kb/{name}/document", self._page(self.document)),
             Route("/ui/kb/{name}/sync", self._page(self.sync, post=True), methods=["POST"]),
+            Route("/ui/kb/{name}/rollback", self._page(self.rollback, post=True), methods=["POST"]),
             Mount("/ui/static", app=StaticFiles(directory=_STATIC)),
         ]
         pages = Starlette(routes=routes, exception_handlers={_Unknown: self._unknown})
@@ -198,8 +207,8 @@ class Page:
         wanted = request.query_params.get("filter", "")
         details = await _thread(partial(views.kb_details, self.app, name, wanted))
         return self._render("kb.html", request, view, **details, wanted=wanted,
-                            notice=_NOTICES.get(request.query_params.get("notice", ""), ""),
-                            may_sync=self._may_sync(view, name),
+                            notice=_notice(request.query_params.get("notice", "")),
+                            may_sync=self._may_sync(view, name), may_roll_back=self._may_roll_back(view),
                             storage=self.app.config.storage.uri if view.who.kind == "owner" else "")
 
     async def search(self, request: Request, view: CallerView) -> Response:
@@ -258,6 +267,25 @@ class Page:
         return RedirectResponse(target + ("queued" if queued else "started"), status_code=303,
                                 background=BackgroundTask(self._sync_in_background, name, full, allow, queued))
 
+    async def rollback(self, request: Request, view: CallerView) -> Response:
+        """The owner makes an earlier version current again (confirmed on the form; refused while a sync runs)."""
+        name = self._kb(request, view)
+        if not self._may_roll_back(view):
+            return self._error(request, view, 403, "only the owner rolls back, on a server that syncs")
+        form = await request.form()
+        target = str(form.get("to", ""))
+        if not target or form.get("confirm") != target:
+            return self._error(request, view, 400, "tick the box that confirms the rollback, then roll back again")
+        try:
+            self.audit.record(view.who, name, f"page rollback to {target[:20]}", 0.0)
+        except AuditUnavailable as refused:
+            return self._error(request, view, 503, str(refused))
+        try:
+            made = await _thread(lambda: self.app.rollback(name, target, by=view.who.label))
+        except KBError as exc:
+            return self._error(request, view, 409, view.explain(exc))
+        return RedirectResponse(f"/ui/kb/{quote(name)}?notice=rolled-back-{made.number}#versions", status_code=303)
+
     async def _sync_in_background(self, name: str, full: bool, allow_mass_delete: bool, wait: bool) -> None:
         """The sync a page button asked for: its outcome (a failure too) shows in the KB's status."""
         assert self.runner is not None
@@ -269,6 +297,10 @@ class Page:
             log.exception("%s: sync from the admin page failed", name)
 
     # ---- helpers ----
+
+    def _may_roll_back(self, view: CallerView) -> bool:
+        """Only the owner rolls back, and only on a server that may write (a read-only one syncs nothing)."""
+        return self.runner is not None and view.who.kind == "owner"
 
     def _may_sync(self, view: CallerView, name: str) -> bool:
         """Whether this caller may sync `name` here (a read-only server syncs nothing)."""

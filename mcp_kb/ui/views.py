@@ -78,7 +78,7 @@ def kb_details(app: App, name: str, wanted: str = "") -> dict[str, Any]:
     shown = [{"kind": kind, "path": p.path, "reason": p.reason} for kind, p in problems
              if needle in p.path.casefold() or needle in p.reason.casefold()]
     return {"kb": summary, "problems": shown, "problem_count": len(problems), "recent": history.recent[::-1],
-            "crawl": history.crawl, "charts": _charts(figures, history.recent)}
+            "crawl": history.crawl, "charts": _charts(figures, history.recent), "versions": app.versions(name)}
 
 
 def _charts(figures: SearchFigures | None, syncs: tuple[SyncBrief, ...]) -> list[Any]:

@@ -357,3 +357,32 @@ async def test_a_read_only_server_without_the_sources_reads_lists_and_searches_a
     assert [e["heading"] for e in outline.structured_content["outline"]] == ["Runbook", "Runbook › Restarts"]
     assert across.structured_content["results"][0]["source"] == "errors.md"
     assert resource.startswith("# Errors")
+
+
+def test_a_read_only_reader_searches_as_of_a_tag_while_a_writer_syncs(shared):
+    """A reader on another machine (it never writes) answers as of a tagged version from the bucket's old table
+    versions while a writer rewrites every document; afterwards the tag still reads the old text, the current
+    version the new, and a fresh reader process (a cold read cache: it asks the store for the old manifest's size)
+    searches as of the tag too."""
+    for i in range(40):
+        write(shared.docs / f"bulk{i:02d}.md", f"# Bulk {i}\n\n" + f"Paragraph {i} about shard rebalancing. " * 40)
+    shared.cli("writer", "sync", "--tag", "before-rewrite")
+    for i in range(40):
+        write(shared.docs / f"bulk{i:02d}.md", f"# Bulk {i}\n\n" + f"Revised text {i} on replica placement. " * 40)
+    write(shared.docs / "errors.md", "# Errors\n\nE5021 now means the account is locked; call the help desk.\n")
+    writer = subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync"], env=shared.env("writer"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    reader = shared.reader()
+    answers = []
+    while writer.poll() is None or not answers:
+        result = reader.search("docs", SearchRequest(query="E5021 token", mode="keyword", as_of="before-rewrite"),
+                               record=False)
+        answers.append((result.hits[0].text if result.hits else "", result.notes[:1]))
+    assert writer.wait() == 0
+    assert len(answers) > 1 and all(text.endswith("the access token expired; sign in again.") and
+                                    note[0].startswith("answered as of version 1 (before-rewrite)")
+                                    for text, note in answers), answers[-1]
+    now = reader.search("docs", SearchRequest(query="E5021", mode="keyword"), record=False)
+    assert "account is locked" in now.hits[0].text
+    old = shared.cli("reader", "search", "docs", "shard rebalancing", "--as-of", "before-rewrite", "--json")
+    assert json.loads(old.stdout)["results"][0]["source"].startswith("bulk")

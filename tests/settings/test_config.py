@@ -370,3 +370,26 @@ def test_a_command_s_engine_and_cluster_override_the_sync_settings_and_a_cluster
         {"engine": "ray", "ray_address": "head:6379", "wave_files": 64}
     assert settings.overridden("local", "head:6379").engine == "local"
     assert SyncEngineConfig(engine="ray", ray_address="a:1").overridden(None, None).ray_address == "a:1"
+
+
+def test_library_versions_have_their_own_paths_a_default_and_clear_errors(tmp_path):
+    head = '[[kb]]\nname = "lib"\ndescription = "d"\n'
+    config = load_config(_write_toml(tmp_path, head + '[[kb.versions]]\nname = "0.110"\npaths = ["docs"]\n'
+                                                      '[[kb.versions]]\nname = "0.116"\npaths = ["docs"]\n'))
+    kb = config.kb[0]
+    assert [v.name for v in kb.versions] == ["0.110", "0.116"] and kb.default_version == "0.116"  # the last listed
+    assert kb.versions[0].paths == [(tmp_path / "docs").resolve()]  # relative to the file, as the KB's own
+    current = load_config(_write_toml(tmp_path, head + '[[kb.versions]]\nname = "2.x"\npaths = ["docs"]\n'
+                                                       'current = true\n[[kb.versions]]\nname = "3.0-beta"\n'
+                                                       'paths = ["docs"]\n'))
+    assert current.kb[0].default_version == "2.x"  # never guessed from the names
+    for body, said in (
+            ('paths = ["docs"]\n[[kb.versions]]\nname = "1"\npaths = ["docs"]\n', "gives each version its own"),
+            ('[[kb.versions]]\nname = "1"\npaths = ["docs"]\n[[kb.versions]]\nname = "1"\npaths = ["docs"]\n',
+             "versions must have different names"),
+            ('[[kb.versions]]\nname = "a"\npaths = ["docs"]\ncurrent = true\n[[kb.versions]]\nname = "b"\n'
+             'paths = ["docs"]\ncurrent = true\n', "at most one version `current = true`"),
+            ('[[kb.versions]]\nname = "1/2"\npaths = ["docs"]\n', "'1/2' must be 1-64 letters, digits"),
+            ('[[kb.versions]]\nname = "1"\n', "version '1' needs `paths`")):
+        with pytest.raises(ConfigError, match=said):
+            load_config(_write_toml(tmp_path, head + body))

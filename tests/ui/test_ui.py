@@ -19,7 +19,7 @@ from helpers import until, write
 from served import serve_http, serve_page
 
 from mcp_kb.ui.charts import bar_chart, line_chart
-from mcp_kb.api import SyncRequest
+from mcp_kb.api import ReadRequest, SyncRequest
 
 ADMIN, READER, LIMITED = "admin-secret-token-1", "reader-secret-token-2", "limited-secret-token-3"
 INJECTED_NAME = '"><img src=x onerror=alert(2)>'
@@ -539,3 +539,38 @@ def test_the_pages_forms_say_what_the_requests_say(server):
     assert f'title="{escape(option_help(SyncRequest, "full"))}"' in kb_page
     for field in ("query", "mode", "top_k", "max_tokens", "filters"):
         assert f'title="{escape(option_help(SearchRequest, field))}"' in playground, field
+
+
+def test_the_owner_rolls_back_from_the_page_after_confirming_and_a_token_holder_cannot(server, tmp_path, embedder):
+    from mcp_kb.app import App
+    from mcp_kb.settings import load_config
+
+    write(tmp_path / "docs" / "leave.md", "# Leave\n\nAnnual leave is twenty days.\n")
+    config = tmp_path / "kb.toml"
+    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+                      f'paths = ["{tmp_path / "docs"}"]\n', encoding="utf-8")
+    app = App(load_config(config), embedder=embedder)
+    app.sync()
+    write(tmp_path / "docs" / "leave.md", "# Leave\n\nAnnual leave is thirty days.\n")
+    app.sync()
+    with serve_page(config) as (port, _stderr), httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+        origin = {"Origin": f"http://127.0.0.1:{port}"}
+        page = http.get("/ui/kb/docs").text
+        csrf = _csrf(page)
+        unconfirmed = http.post("/ui/kb/docs/rollback", data={"csrf": csrf, "to": "1"}, headers=origin)
+        forged = http.post("/ui/kb/docs/rollback", data={"csrf": csrf, "to": "1", "confirm": "1"},
+                           headers={"Origin": "http://evil.example"})
+        unchanged = [v.number for v in app.versions("docs")]
+        done = http.post("/ui/kb/docs/rollback", data={"csrf": csrf, "to": "1", "confirm": "1"}, headers=origin)
+        after = http.get(done.headers["location"]).text
+    assert page.count('action="/ui/kb/docs/rollback"') == 1  # version 1 only: version 2 is current
+    assert unconfirmed.status_code == 400 and "tick the box" in unconfirmed.text
+    assert forged.status_code == 403 and unchanged == [1, 2]
+    assert done.status_code == 303 and "Rolled back: the version chosen is current again, as version 3." in after
+    assert "rolled back to 1" in after and "twenty days" in app.read_through(
+        "docs", ReadRequest(kb="docs", path="leave.md")).text
+    with _signed_in(server, ADMIN) as admin:  # a token that may sync is still not the owner
+        assert 'action="/ui/kb/docs/rollback"' not in admin.get("/ui/kb/docs").text
+        refused = admin.post("/ui/kb/docs/rollback", data={"csrf": _csrf(admin.get("/ui/kb/docs").text), "to": "1",
+                                                           "confirm": "1"}, headers={"Origin": server})
+    assert refused.status_code == 403 and "only the owner rolls back" in refused.text

@@ -119,7 +119,8 @@ class ReadCache:
             log.warning("read cache: the store did not answer (%s)", type(exc).__name__)
             return s3_error(503, "SlowDown", "the object store did not answer")
         kept = {name: response.headers[name] for name in _PASSED_HEADERS if name in response.headers}
-        kept["content-length"] = str(len(response.data))
+        if method != "HEAD":  # a HEAD's length is the object's (its body is empty): LanceDB sizes reads by it
+            kept["content-length"] = str(len(response.data))
         return response.status, kept, b"" if method == "HEAD" else response.data
 
     def _cached(self, method: str, key: str, range_header: str | None) -> tuple[int, dict[str, str], bytes]:

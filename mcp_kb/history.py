@@ -1,0 +1,311 @@
+"""A KB's versions: each sync that changes a KB records one (a rebuild and a rollback too), pairing the chunk
+table, manifest and reading table as the sync left them (index/versions.py keeps them, and keeps what they pin
+past compaction). A version can be tagged, read `as_of` (search, read, browse) and rolled back to.
+
+Which versions are committed is the KB's state row's business: its `version` is the current one, written in the
+same commit as everything else a sync ends with, so a record a killed sync wrote before it is never listed and
+its number is written over. A rollback restores the tables in place under a marker in the state row: while it
+is there, readers read the version current before it (whole), and the next writer finishes it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .errors import VersionError
+from .index.contract import Pinned, Store
+from .index.state import check_writable, sync_lock
+from .records import KBState, SyncReport, recorded_now
+from .settings import KBConfig
+
+_TAG = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,63}$")  # a letter first: never a version number or a date
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ].*)?$")
+_PRECISION = "milliseconds"  # of when a version was made: two syncs a second apart are two times to ask as of
+TAG_HELP = "a letter, then up to 63 letters, digits, '.', '_' or '-'"
+
+
+@dataclass(frozen=True)
+class KBVersion:
+    """One version of a KB: what its sync changed, and the tables as it left them."""
+
+    number: int
+    generation: str
+    pinned: Pinned
+    started: str  # when the sync (or rollback) that made it began, RFC 3339 UTC
+    finished: str
+    kind: str  # sync | rebuild | rollback
+    added: int = 0  # documents
+    changed: int = 0
+    removed: int = 0
+    tags: tuple[str, ...] = ()
+    by: str = ""  # who asked for the sync through the server ("" from the command line)
+    rolled_back_to: int | None = None  # a rollback's: the version it made current again
+    fingerprints: dict[str, Any] = field(default_factory=dict)  # what its tables were built with (a rollback restores them)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The saved form (index/versions.py keeps it as JSON)."""
+        return {**self.listed(), "generation": self.generation, "pinned": self.pinned.as_dict(),
+                "fingerprints": self.fingerprints}
+
+    def listed(self) -> dict[str, Any]:
+        """What `mcp-kb versions --json` and the admin page show."""
+        return {"number": self.number, "started": self.started, "finished": self.finished, "kind": self.kind,
+                "added": self.added, "changed": self.changed, "removed": self.removed, "tags": list(self.tags),
+                "by": self.by, "rolled_back_to": self.rolled_back_to}
+
+    @staticmethod
+    def from_dict(saved: dict[str, Any]) -> KBVersion:
+        return KBVersion(int(saved["number"]), str(saved["generation"]), Pinned.from_dict(saved["pinned"]),
+                         str(saved["started"]), str(saved["finished"]), str(saved.get("kind", "sync")),
+                         int(saved.get("added", 0)), int(saved.get("changed", 0)), int(saved.get("removed", 0)),
+                         tuple(saved.get("tags", ())), str(saved.get("by", "")), saved.get("rolled_back_to"),
+                         dict(saved.get("fingerprints") or {}))
+
+    @property
+    def finished_at(self) -> datetime:
+        return datetime.fromisoformat(self.finished)
+
+    def describe(self) -> str:
+        """One line naming the version, for an answer read as of it."""
+        tags = f" ({', '.join(self.tags)})" if self.tags else ""
+        return f"version {self.number}{tags} of {self.finished}"
+
+
+@dataclass(frozen=True)
+class Edition:
+    """What a read reads of a KB: a generation, at pinned table versions (None: as they are now), and which version
+    that is (None: before the KB recorded one). `earlier`: the caller asked for it (`as_of`)."""
+
+    generation: str | None
+    at: Pinned | None = None
+    version: KBVersion | None = None
+    earlier: bool = False
+
+
+# ---- reading the history ----------------------------------------------------------------------
+
+def versions(store: Store, kb: str) -> list[KBVersion]:
+    """The KB's committed versions, oldest first."""
+    current = _current_number(store.read_state(kb))
+    if current is None:
+        return []
+    return [version for version in map(KBVersion.from_dict, store.read_versions(kb)) if version.number <= current]
+
+
+def edition(store: Store, kb: str, as_of: str | None = None) -> Edition:
+    """What a read of the KB reads: `as_of` that version (a number, a tag or a time), else now; while a
+    rollback is under way, the version current before it (its tables are being restored in place)."""
+    state = store.read_state(kb)
+    if as_of:
+        version = resolve(store, kb, as_of)
+        return Edition(version.generation, version.pinned, version, earlier=True)
+    if "rolling_back" in state:
+        current = _by_number(store, kb, _current_number(state))
+        if current is not None:
+            return Edition(current.generation, current.pinned, current)
+    return Edition(KBState(state).generation)
+
+
+def resolve(store: Store, kb: str, as_of: str) -> KBVersion:
+    """The version `as_of` names: a number, a tag, or a time (the version current then). One clear line when there is
+    none, naming what there is."""
+    kept = versions(store, kb)
+    if not kept:
+        raise VersionError(f"knowledge base {kb!r} has no recorded versions yet (each sync that changes it records "
+                           "one)")
+    text = as_of.strip()
+    if text.isdigit():
+        return _numbered(kb, kept, int(text))
+    if _DATE.match(text):
+        return _current_at(kb, kept, _moment(text), text)
+    tagged = [version for version in kept if text in version.tags]
+    if not tagged:
+        tags = sorted({tag for version in kept for tag in version.tags})
+        known = f"its tags: {', '.join(tags)}" if tags else "it has no tags"
+        raise VersionError(f"knowledge base {kb!r} has no tag {text[:64]!r} ({known}); as_of takes a version number, "
+                           "a tag or a time")
+    return tagged[-1]
+
+
+def _numbered(kb: str, kept: list[KBVersion], number: int) -> KBVersion:
+    for version in kept:
+        if version.number == number:
+            return version
+    newest = kept[-1].number
+    if number > newest:
+        raise VersionError(f"knowledge base {kb!r} has no version {number} yet (the newest is {newest})")
+    raise VersionError(f"version {number} of knowledge base {kb!r} is no longer kept; {_oldest(kept)}")
+
+
+def _current_at(kb: str, kept: list[KBVersion], moment: datetime, asked: str) -> KBVersion:
+    before = [version for version in kept if version.finished_at <= moment]
+    if not before:
+        raise VersionError(f"knowledge base {kb!r} kept no version as old as {asked}; {_oldest(kept)}")
+    return before[-1]
+
+
+def _oldest(kept: list[KBVersion]) -> str:
+    return f"the oldest kept is version {kept[0].number} of {kept[0].finished}"
+
+
+def _moment(text: str) -> datetime:
+    """A date (its end: the version current that day) or a time; without a zone, UTC."""
+    try:
+        moment = datetime.fromisoformat(text.replace(" ", "T", 1))
+    except ValueError:
+        raise VersionError(f"{text[:64]!r} is not a time as_of understands (2026-11-30 or 2026-11-30T14:00Z)") from None
+    if "T" not in text and " " not in text:
+        moment += timedelta(days=1, microseconds=-1)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _current_number(state: dict[str, Any]) -> int | None:
+    number = state.get("version")
+    return number if isinstance(number, int) else None
+
+
+def _by_number(store: Store, kb: str, number: int | None) -> KBVersion | None:
+    return next((v for v in map(KBVersion.from_dict, store.read_versions(kb)) if v.number == number), None)
+
+
+# ---- recording versions -----------------------------------------------------------------------
+
+def record(store: Store, kb: str, report: SyncReport, generation: str,  # noqa: PLR0913  # a sync's outcome
+           fingerprints: dict[str, Any], started: str, by: str = "", tag: str | None = None) -> dict[str, Any]:
+    """After a sync wrote its tables: a new version when it changed the KB (or the KB has none yet), with `tag`.
+    Returns what the sync's final state write must add: the current version's number, which commits it."""
+    state = store.read_state(kb)
+    current = _current_number(state)
+    changed = report.files_added or report.files_changed or report.files_deleted or report.rebuilt
+    if current is not None and not changed and tag is None:
+        return {"version": current}
+    if tag is not None:
+        _free_tag(store, kb, tag)
+    number = (current or 0) + 1
+    version = KBVersion(number, generation, store.pinned_now(kb, generation), started, recorded_now(_PRECISION),
+                        "rebuild" if report.rebuilt else "sync", report.files_added, report.files_changed,
+                        report.files_deleted, (tag,) if tag else (), by, fingerprints=dict(fingerprints))
+    store.write_version(kb, number, started, generation, version.as_dict())
+    return {"version": number}
+
+
+def forget_generation(store: Store, kb: str, generation: str) -> None:
+    """Forget the versions of a generation whose tables are damaged or gone (a rebuild replaces it): nothing could
+    read them, and the rebuild may then drop what is left of its tables."""
+    store.forget_versions(kb, [version.number for version in map(KBVersion.from_dict, store.read_versions(kb))
+                               if version.generation == generation])
+
+
+def prune(store: Store, kb: KBConfig) -> None:
+    """Forget versions retention no longer keeps ([kb.history]), and records no state committed (a killed
+    sync's); what they alone pinned goes at the next compaction (and their generations at the next sync)."""
+    state = store.read_state(kb.name)
+    current = _current_number(state)
+    records = [KBVersion.from_dict(saved) for saved in store.read_versions(kb.name)]
+    kept = _kept(records, current, kb.history.keep, kb.history.keep_days, pending=state.get("rolling_back"))
+    store.forget_versions(kb.name, [version.number for version in records if version.number not in kept])
+
+
+def _kept(records: list[KBVersion], current: int | None, keep: int, keep_days: float,  # noqa: PLR0913
+          pending: Any = None) -> set[int]:
+    """The newest `keep` committed versions, those younger than `keep_days`, the tagged ones, the current one and a
+    pending rollback's target."""
+    committed = [version for version in records if current is not None and version.number <= current]
+    since = datetime.now(UTC) - timedelta(days=keep_days)
+    kept = {version.number for version in committed[-keep:]}
+    kept |= {version.number for version in committed if version.tags or version.finished_at >= since}
+    return kept | {number for number in (current, pending) if isinstance(number, int)}
+
+
+# ---- tags ------------------------------------------------------------------------------------
+
+def tag(store: Store, kb: KBConfig, name: str, number: int | None = None, remove: bool = False) -> KBVersion:
+    """Tag a version (the current one by default) or remove a tag; a tag keeps its version past retention."""
+    check_writable(store)
+    with sync_lock(store, [kb.name], wait=False):
+        kept = versions(store, kb.name)
+        if not kept:
+            raise VersionError(f"knowledge base {kb.name!r} has no versions to tag yet; sync it first")
+        if remove:
+            tagged = [version for version in kept if name in version.tags]
+            if not tagged:
+                raise VersionError(f"knowledge base {kb.name!r} has no tag {name[:64]!r}; nothing was changed")
+            return _rewrite(store, kb.name, tagged[-1], tuple(t for t in tagged[-1].tags if t != name))
+        _free_tag(store, kb.name, name)
+        version = kept[-1] if number is None else _numbered(kb.name, kept, number)
+        return _rewrite(store, kb.name, version, (*version.tags, name))
+
+
+def _free_tag(store: Store, kb: str, name: str) -> None:
+    if not _TAG.match(name):
+        raise VersionError(f"{name[:64]!r} is not a tag name: {TAG_HELP}; nothing was changed")
+    for version in versions(store, kb):
+        if name in version.tags:
+            raise VersionError(f"knowledge base {kb!r} already has the tag {name!r} (on version {version.number}); "
+                               "remove it first (mcp-kb tag --remove); nothing was changed")
+
+
+def _rewrite(store: Store, kb: str, version: KBVersion, tags: tuple[str, ...]) -> KBVersion:
+    changed = KBVersion(**{**version.__dict__, "tags": tags})
+    store.write_version(kb, version.number, version.started, version.generation, changed.as_dict())
+    return changed
+
+
+# ---- rollback --------------------------------------------------------------------------------
+
+def rollback(store: Store, kb: KBConfig, to: str, by: str = "") -> KBVersion:
+    """Make version `to` (a number, a tag or a time) current again, as a new version: the history stays. Refused
+    at once while a sync runs. Killed at any point, readers keep reading the version current before it, and the
+    next sync or rollback finishes it first."""
+    check_writable(store)
+    with sync_lock(store, [kb.name], wait=False):
+        state = store.read_state(kb.name)
+        if "rolling_back" in state:
+            state = finish_rollback(store, kb, state)
+        target = resolve(store, kb.name, to)
+        if target.number == _current_number(state):
+            raise VersionError(f"version {target.number} of knowledge base {kb.name!r} is already the current one; "
+                               "nothing was changed")
+        marker = {"to": target.number, "started": recorded_now(), "by": by}
+        state = {**state, "rolling_back": marker}
+        store.write_state(kb.name, state)
+        finish_rollback(store, kb, state)
+        return versions(store, kb.name)[-1]
+
+
+def finish_rollback(store: Store, kb: KBConfig, state: dict[str, Any]) -> dict[str, Any]:
+    """Carry out the rollback the state row's marker names (again, after a crash: restoring gives the same
+    tables), commit it as a new version and clear the marker; the new state row. The caller holds the lock."""
+    marker = state["rolling_back"]
+    target = _by_number(store, kb.name, marker.get("to"))
+    if target is None:  # its record is gone (by hand): nothing was restored that a sync would not redo
+        settled = {key: value for key, value in state.items() if key != "rolling_back"}
+        store.write_state(kb.name, settled)
+        return settled
+    current = _by_number(store, kb.name, _current_number(state))
+    before = store.read_files(kb.name, current.generation, current.pinned) if current else {}
+    after = store.read_files(kb.name, target.generation, target.pinned)
+    pinned = store.restore(kb.name, target.generation, target.pinned)
+    number = (_current_number(state) or 0) + 1
+    added = sum(1 for path in after if path not in before)
+    changed = sum(1 for path, record in after.items() if path in before and before[path].file_hash != record.file_hash)
+    version = KBVersion(number, target.generation, pinned, str(marker.get("started") or recorded_now()),
+                        recorded_now(_PRECISION), "rollback", added, changed, sum(1 for path in before if path not in after),
+                        by=str(marker.get("by", "")), rolled_back_to=target.number, fingerprints=target.fingerprints)
+    store.write_version(kb.name, number, version.started, target.generation, version.as_dict())
+    settled = {key: value for key, value in state.items() if key != "rolling_back"}
+    settled = {**settled, **KBState.active(target.fingerprints, target.generation, complete=True), "version": number}
+    store.write_state(kb.name, settled)
+    prune(store, kb)
+    return settled
+
+
+def settled_state(store: Store, kb: KBConfig) -> dict[str, Any]:
+    """The KB's state row, with a rollback a crash interrupted finished first (a sync's first step; it holds the
+    lock)."""
+    state = store.read_state(kb.name)
+    return finish_rollback(store, kb, state) if "rolling_back" in state else state
+
