@@ -82,8 +82,9 @@ class HistoryConfig(Strict):
 
     keep: int = Field(20, ge=1, le=10_000)
     """Keep at least the newest this many versions."""
-    keep_days: float = Field(7, ge=0, le=3650)
-    """Also keep every version younger than this many days (0: by count alone)."""
+    keep_days: float = Field(1, ge=0, le=3650)
+    """Also keep every version younger than this many days (0: by count alone). Each compaction within the kept
+    span keeps a copy of what it rewrote (docs/versions.md): count, not days, bounds that."""
 
 
 class SyncConfig(Strict):
