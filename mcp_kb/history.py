@@ -10,12 +10,14 @@ is there, readers read the version current before it (whole), and the next write
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .errors import VersionError
+from .errors import SyncBusyError, VersionError
 from .index.contract import Pinned, Store
 from .index.state import check_writable, sync_lock
 from .records import KBState, SyncReport, recorded_now
@@ -23,6 +25,7 @@ from .settings import KBConfig
 
 _TAG = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,63}$")  # a letter first: never a version number or a date
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ].*)?$")
+MAX_TAGS = 100  # per KB: a sync's caller may tag, and a tag keeps its version (and its storage) until removed
 _PRECISION = "milliseconds"  # of when a version was made: two syncs a second apart are two times to ask as of
 TAG_HELP = "a letter, then up to 63 letters, digits, '.', '_' or '-'"
 
@@ -89,7 +92,7 @@ class Edition:
 
 def versions(store: Store, kb: str) -> list[KBVersion]:
     """The KB's committed versions, oldest first."""
-    current = _current_number(store.read_state(kb))
+    current = KBState(store.read_state(kb)).version
     if current is None:
         return []
     return [version for version in map(KBVersion.from_dict, store.read_versions(kb)) if version.number <= current]
@@ -98,15 +101,15 @@ def versions(store: Store, kb: str) -> list[KBVersion]:
 def edition(store: Store, kb: str, as_of: str | None = None) -> Edition:
     """What a read of the KB reads: `as_of` that version (a number, a tag or a time), else now; while a
     rollback is under way, the version current before it (its tables are being restored in place)."""
-    state = store.read_state(kb)
     if as_of:
         version = resolve(store, kb, as_of)
         return Edition(version.generation, version.pinned, version, earlier=True)
-    if "rolling_back" in state:
-        current = _by_number(store, kb, _current_number(state))
+    state = KBState(store.read_state(kb))
+    if state.rolling_back:
+        current = _by_number(store, kb, state.version)
         if current is not None:
             return Edition(current.generation, current.pinned, current)
-    return Edition(KBState(state).generation)
+    return Edition(state.generation)
 
 
 def resolve(store: Store, kb: str, as_of: str) -> KBVersion:
@@ -162,11 +165,6 @@ def _moment(text: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _current_number(state: dict[str, Any]) -> int | None:
-    number = state.get("version")
-    return number if isinstance(number, int) else None
-
-
 def _by_number(store: Store, kb: str, number: int | None) -> KBVersion | None:
     return next((v for v in map(KBVersion.from_dict, store.read_versions(kb)) if v.number == number), None)
 
@@ -175,15 +173,16 @@ def _by_number(store: Store, kb: str, number: int | None) -> KBVersion | None:
 
 def record(store: Store, kb: str, report: SyncReport, generation: str,  # noqa: PLR0913  # a sync's outcome
            fingerprints: dict[str, Any], started: str, by: str = "", tag: str | None = None) -> dict[str, Any]:
-    """After a sync wrote its tables: a new version when it changed the KB (or the KB has none yet), with `tag`.
-    Returns what the sync's final state write must add: the current version's number, which commits it."""
-    state = store.read_state(kb)
-    current = _current_number(state)
+    """After a sync wrote its tables: a new version when it changed the KB (or the KB has none yet), with `tag`
+    (checked by check_tag before the sync began). Returns what the sync's final state write must add: the current
+    version's number, which commits it."""
+    current = KBState(store.read_state(kb)).version
     changed = report.files_added or report.files_changed or report.files_deleted or report.rebuilt
-    if current is not None and not changed and tag is None:
+    if current is not None and not changed:  # nothing new: a tag goes on the current version
+        tagged = _by_number(store, kb, current)
+        if tag is not None and tagged is not None:
+            _rewrite(store, kb, tagged, (*tagged.tags, tag))
         return {"version": current}
-    if tag is not None:
-        _free_tag(store, kb, tag)
     number = (current or 0) + 1
     version = KBVersion(number, generation, store.pinned_now(kb, generation), started, recorded_now(_PRECISION),
                         "rebuild" if report.rebuilt else "sync", report.files_added, report.files_changed,
@@ -202,10 +201,10 @@ def forget_generation(store: Store, kb: str, generation: str) -> None:
 def prune(store: Store, kb: KBConfig) -> None:
     """Forget versions retention no longer keeps ([kb.history]), and records no state committed (a killed
     sync's); what they alone pinned goes at the next compaction (and their generations at the next sync)."""
-    state = store.read_state(kb.name)
-    current = _current_number(state)
+    state = KBState(store.read_state(kb.name))
     records = [KBVersion.from_dict(saved) for saved in store.read_versions(kb.name)]
-    kept = _kept(records, current, kb.history.keep, kb.history.keep_days, pending=state.get("rolling_back"))
+    kept = _kept(records, state.version, kb.history.keep, kb.history.keep_days,
+                 pending=(state.rolling_back or {}).get("to"))
     store.forget_versions(kb.name, [version.number for version in records if version.number not in kept])
 
 
@@ -224,8 +223,7 @@ def _kept(records: list[KBVersion], current: int | None, keep: int, keep_days: f
 
 def tag(store: Store, kb: KBConfig, name: str, number: int | None = None, remove: bool = False) -> KBVersion:
     """Tag a version (the current one by default) or remove a tag; a tag keeps its version past retention."""
-    check_writable(store)
-    with sync_lock(store, [kb.name], wait=False):
+    with _alone(store, kb.name, "tag"):
         kept = versions(store, kb.name)
         if not kept:
             raise VersionError(f"knowledge base {kb.name!r} has no versions to tag yet; sync it first")
@@ -239,10 +237,22 @@ def tag(store: Store, kb: KBConfig, name: str, number: int | None = None, remove
         return _rewrite(store, kb.name, version, (*version.tags, name))
 
 
+def check_tag(store: Store, kb: str, name: str | None) -> None:
+    """A sync's `tag`, refused before the sync does any work (None: no tag asked)."""
+    if name is not None:
+        _free_tag(store, kb, name)
+
+
 def _free_tag(store: Store, kb: str, name: str) -> None:
+    """A tag name that may be added: well formed, not in use, and within the KB's bound on tags (each keeps its
+    version, and what compaction must keep, until removed)."""
     if not _TAG.match(name):
         raise VersionError(f"{name[:64]!r} is not a tag name: {TAG_HELP}; nothing was changed")
-    for version in versions(store, kb):
+    kept = versions(store, kb)
+    if sum(len(version.tags) for version in kept) >= MAX_TAGS:
+        raise VersionError(f"knowledge base {kb!r} has {MAX_TAGS} tags, the most it keeps: remove one first "
+                           "(mcp-kb tag --remove); nothing was changed")
+    for version in kept:
         if name in version.tags:
             raise VersionError(f"knowledge base {kb!r} already has the tag {name!r} (on version {version.number}); "
                                "remove it first (mcp-kb tag --remove); nothing was changed")
@@ -260,44 +270,50 @@ def rollback(store: Store, kb: KBConfig, to: str, by: str = "") -> KBVersion:
     """Make version `to` (a number, a tag or a time) current again, as a new version: the history stays. Refused
     at once while a sync runs. Killed at any point, readers keep reading the version current before it, and the
     next sync or rollback finishes it first."""
-    check_writable(store)
-    with sync_lock(store, [kb.name], wait=False):
-        state = store.read_state(kb.name)
-        if "rolling_back" in state:
-            state = finish_rollback(store, kb, state)
+    with _alone(store, kb.name, "roll back"):
+        state = settled_state(store, kb)
         target = resolve(store, kb.name, to)
-        if target.number == _current_number(state):
+        if target.number == KBState(state).version:
             raise VersionError(f"version {target.number} of knowledge base {kb.name!r} is already the current one; "
                                "nothing was changed")
-        marker = {"to": target.number, "started": recorded_now(), "by": by}
-        state = {**state, "rolling_back": marker}
+        state = KBState(state).rolling_back_to(target.number, recorded_now(), by)
         store.write_state(kb.name, state)
         finish_rollback(store, kb, state)
         return versions(store, kb.name)[-1]
 
 
+@contextlib.contextmanager
+def _alone(store: Store, kb: str, what: str) -> Iterator[None]:
+    """The index's writer lock for a change to the KB's history, refused at once while a sync holds it."""
+    check_writable(store)
+    try:
+        with sync_lock(store, [kb], wait=False):
+            yield
+    except SyncBusyError as busy:
+        raise SyncBusyError(busy.running, f"{what} when it has ended; nothing was changed") from None
+
+
 def finish_rollback(store: Store, kb: KBConfig, state: dict[str, Any]) -> dict[str, Any]:
     """Carry out the rollback the state row's marker names (again, after a crash: restoring gives the same
     tables), commit it as a new version and clear the marker; the new state row. The caller holds the lock."""
-    marker = state["rolling_back"]
+    row = KBState(state)
+    marker = row.rolling_back or {}
     target = _by_number(store, kb.name, marker.get("to"))
     if target is None:  # its record is gone (by hand): nothing was restored that a sync would not redo
-        settled = {key: value for key, value in state.items() if key != "rolling_back"}
-        store.write_state(kb.name, settled)
-        return settled
-    current = _by_number(store, kb.name, _current_number(state))
+        store.write_state(kb.name, row.without_rollback())
+        return row.without_rollback()
+    current = _by_number(store, kb.name, row.version)
     before = store.read_files(kb.name, current.generation, current.pinned) if current else {}
     after = store.read_files(kb.name, target.generation, target.pinned)
     pinned = store.restore(kb.name, target.generation, target.pinned)
-    number = (_current_number(state) or 0) + 1
+    number = (row.version or 0) + 1
     added = sum(1 for path in after if path not in before)
     changed = sum(1 for path, record in after.items() if path in before and before[path].file_hash != record.file_hash)
     version = KBVersion(number, target.generation, pinned, str(marker.get("started") or recorded_now()),
                         recorded_now(_PRECISION), "rollback", added, changed, sum(1 for path in before if path not in after),
                         by=str(marker.get("by", "")), rolled_back_to=target.number, fingerprints=target.fingerprints)
     store.write_version(kb.name, number, version.started, target.generation, version.as_dict())
-    settled = {key: value for key, value in state.items() if key != "rolling_back"}
-    settled = {**settled, **KBState.active(target.fingerprints, target.generation, complete=True), "version": number}
+    settled = row.rolled_back(target.fingerprints, target.generation, number)
     store.write_state(kb.name, settled)
     prune(store, kb)
     return settled
@@ -307,5 +323,5 @@ def settled_state(store: Store, kb: KBConfig) -> dict[str, Any]:
     """The KB's state row, with a rollback a crash interrupted finished first (a sync's first step; it holds the
     lock)."""
     state = store.read_state(kb.name)
-    return finish_rollback(store, kb, state) if "rolling_back" in state else state
+    return finish_rollback(store, kb, state) if KBState(state).rolling_back else state
 

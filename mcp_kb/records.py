@@ -228,6 +228,31 @@ class KBState:
         """Whether the active generation holds a finished sync (not a first sync still filling it)."""
         return bool(self.row.get("complete")) or self.outcome == "ok"
 
+    @property
+    def version(self) -> int | None:
+        """The KB's current version (history.py), None before it recorded one: the write that sets it commits it."""
+        number = self.row.get("version")
+        return number if isinstance(number, int) else None
+
+    @property
+    def rolling_back(self) -> dict[str, Any] | None:
+        """A rollback under way (its target `to`, `started`, `by`), None when none is."""
+        marker = self.row.get("rolling_back")
+        return marker if isinstance(marker, dict) else None
+
+    def rolling_back_to(self, number: int, started: str, by: str) -> dict[str, Any]:
+        """This row with a rollback to version `number` under way."""
+        return {**self.row, "rolling_back": {"to": number, "started": started, "by": by}}
+
+    def rolled_back(self, fingerprints: Mapping[str, Any], generation: str, version: int) -> dict[str, Any]:
+        """This row with a rollback done: that version's generation and settings active, `version` current."""
+        settled = {key: value for key, value in self.row.items() if key != "rolling_back"}
+        return {**settled, **self.active(fingerprints, generation, complete=True), "version": version}
+
+    def without_rollback(self) -> dict[str, Any]:
+        """This row with a rollback that cannot be carried out (its version's record is gone) let go."""
+        return {key: value for key, value in self.row.items() if key != "rolling_back"}
+
 
 
 @dataclass(frozen=True)

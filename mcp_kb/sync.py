@@ -21,7 +21,7 @@ import numpy as np
 from .settings import Config, KBConfig, SyncEngineConfig
 from .digest import file_sha256
 from .errors import KBError, MassDeleteError, ModelError, StoreError
-from .history import forget_generation, prune as prune_versions, record as record_version, settled_state
+from .history import check_tag, forget_generation, prune as prune_versions, record as record_version, settled_state
 from .index.contract import FileRecord, Store, new_generation
 from .index.keywords import ANALYZER_VERSION
 from .schema import chunk_schema
@@ -95,6 +95,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
             counter = load_counter()
             fingerprints = _fingerprints(kb, embedder, counter, store.layout)
             state = settled_state(store, kb)  # a rollback a crash interrupted is finished first
+            check_tag(store, kb.name, request.tag)
             active = KBState(state).generation
             active_files, unusable = _active_manifest(store, kb.name, active, rebuild_asked=request.full or request.reembed)
         with timer("scan"):

@@ -52,6 +52,11 @@ class CallerView:
     def may_sync(self, kb: str) -> bool:
         return self.grant.may_sync(kb)
 
+    @property
+    def may_roll_back(self) -> bool:
+        """Only the owner rolls a KB back (a rollback undoes every caller's view of it at once); no tool does."""
+        return self.who.kind == "owner"
+
     def check(self, kb: str) -> str:
         """`kb` when the caller may see it; otherwise the unknown-KB error, naming only what it may see."""
         if not self.sees(kb):

@@ -152,6 +152,20 @@ def test_a_tag_is_checked_and_unique_and_a_removed_one_is_gone(app, docs):
         app.tag("nosuch", "ok")
 
 
+def test_a_sync_that_changes_nothing_tags_the_current_version_and_tags_are_bounded(app, docs, monkeypatch):
+    import mcp_kb.history as history
+
+    app.sync(SyncRequest(tag="nightly-1"))  # nothing changed: no new version, the current one is tagged
+    assert [(v.number, v.tags) for v in app.versions("docs")] == [(1, ("nightly-1",))]
+    monkeypatch.setattr(history, "MAX_TAGS", 2)
+    app.tag("docs", "nightly-2")
+    write(docs / "pay.md", "# Pay\n\nSalaries are paid on the 28th.\n")
+    with pytest.raises(VersionError, match="has 2 tags, the most it keeps: remove one first"):
+        app.sync(SyncRequest(tag="nightly-3"))  # refused before it reads a file
+    assert [(v.number, v.tags) for v in app.versions("docs")] == [(1, ("nightly-1", "nightly-2"))]
+    assert "Salaries are paid on the 25th." in _texts(_search(app, "salaries paid"))
+
+
 def test_a_rollback_makes_an_earlier_version_current_as_a_new_one_and_the_next_sync_embeds_only_differences(
         app, docs):
     before = _texts(_search(app, "leave travel pay days"))
@@ -179,8 +193,11 @@ def test_a_rollback_across_a_rebuild_switches_back_to_the_old_generation(app, do
 
 def test_a_rollback_while_a_sync_runs_or_to_the_current_version_changes_nothing(app, docs):
     _second_version(app, docs)
-    with sync_lock(app.store, ["docs"]), pytest.raises(SyncBusyError, match="already running"):
-        app.rollback("docs", "1")
+    with sync_lock(app.store, ["docs"]):
+        with pytest.raises(SyncBusyError, match="already running.*; roll back when it has ended; nothing was changed"):
+            app.rollback("docs", "1")
+        with pytest.raises(SyncBusyError, match="already running.*; tag when it has ended"):
+            app.tag("docs", "during-sync")
     with pytest.raises(VersionError, match="version 2 of knowledge base 'docs' is already the current one"):
         app.rollback("docs", "2")
     with pytest.raises(VersionError, match="has no tag 'gone'"):

@@ -106,8 +106,8 @@ def pinned_now(tables: Tables, kb: str, generation: str) -> Pinned:
 @store_failures("roll back (restoring a version's tables)")
 def restore(tables: Tables, kb: str, generation: str, pinned: Pinned) -> Pinned:
     """Make each of the generation's tables hold again what it held at `pinned`, each as a new table version
-    (the history stays); the manifest first, so a crash between leaves files the next sync re-indexes, never a
-    manifest that claims documents the chunks lack. Done again after a crash, it gives the same tables."""
+    (the history stays). Not one commit: the caller (history.py) marks the rollback first, so a crash between
+    tables is finished by doing this again, which gives the same tables."""
     named = [(file_table_name(kb, generation), pinned.files), (chunk_table_name(kb, generation), pinned.chunks),
              (reading_table_name(kb, generation), pinned.reading)]
     for name, version in named:

@@ -161,6 +161,16 @@ class WebSourceConfig(Strict):
         return {key: header_value(text, f"urls.headers.{key} of {self.url}") for key, text in self.headers.items()}
 
 
+def _urls_as_tables(value: Any) -> Any:
+    """A URL given as text is the table `{url = ...}`."""
+    if isinstance(value, list):
+        return [{"url": item} if isinstance(item, str) else item for item in value]
+    return value
+
+
+WebSources = Annotated[list[WebSourceConfig], BeforeValidator(_urls_as_tables)]  # a KB's or a version's `urls`
+
+
 class LibraryVersion(Strict):
     """One version of a documentation set a KB holds beside others (`[[kb.versions]]`), with its own sources."""
 
@@ -168,7 +178,7 @@ class LibraryVersion(Strict):
     """How callers name it (`0.110`, `v2`, `2024-lts`); its documents' paths begin with `NAME/`."""
     paths: list[PathValue] = Field(default_factory=list)
     """Its folders or files."""
-    urls: list[WebSourceConfig] = Field(default_factory=list)
+    urls: WebSources = Field(default_factory=list)
     """Its web sites to crawl."""
     current: bool = False
     """The version searched when a caller names none (default: the last one listed)."""
@@ -181,23 +191,11 @@ class LibraryVersion(Strict):
                              "digit (it leads its documents' paths)")
         return value
 
-    @field_validator("urls", mode="before")
-    @classmethod
-    def _url_shorthand(cls, value: Any) -> Any:
-        return _urls_as_tables(value)
-
     @model_validator(mode="after")
     def _has_sources(self) -> LibraryVersion:
         if not self.paths and not self.urls:
             raise ValueError(f"version {self.name!r} needs `paths` (folders or files), `urls` (web sites), or both")
         return self
-
-
-def _urls_as_tables(value: Any) -> Any:
-    """A URL given as text is the table `{url = ...}`."""
-    if isinstance(value, list):
-        return [{"url": item} if isinstance(item, str) else item for item in value]
-    return value
 
 
 class FilterableField(Strict):
@@ -218,7 +216,7 @@ class KBConfig(Strict):
     """Shown to the LLM: say what the KB holds and when to use it."""
     paths: list[PathValue] = Field(default_factory=list)
     """Folders or files (at least one of `paths`, `urls` and `sources`)."""
-    urls: list[WebSourceConfig] = Field(default_factory=list)
+    urls: WebSources = Field(default_factory=list)
     """Web sites to crawl: a URL, or a table with the keys of `[[kb.urls]]`."""
     sources: list[_RegisteredSource] = Field(default_factory=list)
     """Sources of kinds plugins registered."""
@@ -265,11 +263,6 @@ class KBConfig(Strict):
         if value is not None and not TOOL_NAME_PATTERN.match(value):
             raise ValueError(f"{value!r} breaks MCP's tool-name rule: 1-128 of A-Z a-z 0-9 _ - .")
         return value
-
-    @field_validator("urls", mode="before")
-    @classmethod
-    def _url_shorthand(cls, value: Any) -> Any:
-        return _urls_as_tables(value)
 
     @model_validator(mode="after")
     def _has_sources(self) -> KBConfig:

@@ -265,7 +265,8 @@ class Page:
             return RedirectResponse(target + "busy", status_code=303)
         queued = await _thread(self.app.index_busy)  # another KB's sync: this one waits for it
         return RedirectResponse(target + ("queued" if queued else "started"), status_code=303,
-                                background=BackgroundTask(self._sync_in_background, name, full, allow, queued))
+                                background=BackgroundTask(self._sync_in_background, SyncRequest(
+                                    kb=name, full=full, allow_mass_delete=allow, wait=queued, by=view.who.label)))
 
     async def rollback(self, request: Request, view: CallerView) -> Response:
         """The owner makes an earlier version current again (confirmed on the form; refused while a sync runs)."""
@@ -286,11 +287,12 @@ class Page:
             return self._error(request, view, 409, view.explain(exc))
         return RedirectResponse(f"/ui/kb/{quote(name)}?notice=rolled-back-{made.number}#versions", status_code=303)
 
-    async def _sync_in_background(self, name: str, full: bool, allow_mass_delete: bool, wait: bool) -> None:
+    async def _sync_in_background(self, request: SyncRequest) -> None:
         """The sync a page button asked for: its outcome (a failure too) shows in the KB's status."""
         assert self.runner is not None
+        name = request.kb
         try:
-            await self.runner.sync(SyncRequest(kb=name, full=full, allow_mass_delete=allow_mass_delete, wait=wait))
+            await self.runner.sync(request)
         except KBError as exc:
             log.warning("%s: sync from the admin page failed: %s", name, exc)
         except Exception:
@@ -299,8 +301,8 @@ class Page:
     # ---- helpers ----
 
     def _may_roll_back(self, view: CallerView) -> bool:
-        """Only the owner rolls back, and only on a server that may write (a read-only one syncs nothing)."""
-        return self.runner is not None and view.who.kind == "owner"
+        """Whether this caller may roll back here (the core says who may; a read-only server writes nothing)."""
+        return self.runner is not None and view.may_roll_back
 
     def _may_sync(self, view: CallerView, name: str) -> bool:
         """Whether this caller may sync `name` here (a read-only server syncs nothing)."""

@@ -57,6 +57,7 @@ def progress_text(progress: SyncProgress) -> str:
     return f"syncing: {progress.text()}"
 
 
+VERSIONS_SHOWN = 50  # on a KB page: the rest are a command away
 _EXAMPLE_VALUES = {"integer": ">=1", "number": ">=0.5", "date": ">=2024-01-01", "boolean": "=true"}
 
 
@@ -78,7 +79,13 @@ def kb_details(app: App, name: str, wanted: str = "") -> dict[str, Any]:
     shown = [{"kind": kind, "path": p.path, "reason": p.reason} for kind, p in problems
              if needle in p.path.casefold() or needle in p.reason.casefold()]
     return {"kb": summary, "problems": shown, "problem_count": len(problems), "recent": history.recent[::-1],
-            "crawl": history.crawl, "charts": _charts(figures, history.recent), "versions": app.versions(name)}
+            "crawl": history.crawl, "charts": _charts(figures, history.recent), **_versions(app, name)}
+
+
+def _versions(app: App, name: str) -> dict[str, Any]:
+    """The newest versions a KB page lists (a KB that syncs every minute keeps a day of them), and how many are kept."""
+    kept = app.versions(name)
+    return {"versions": kept[-VERSIONS_SHOWN:], "version_count": len(kept)}
 
 
 def _charts(figures: SearchFigures | None, syncs: tuple[SyncBrief, ...]) -> list[Any]:

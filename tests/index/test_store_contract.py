@@ -211,3 +211,46 @@ def test_write_chunks_leaves_out_only_the_document_whose_rows_do_not_fit(store):
     assert list(refused) == ["b.md"] and refused["b.md"].startswith("cannot store its chunks:")
     assert store.indexed_paths("docs", generation) == {"a.md", "c.md"}  # b.md's old chunk went too
     assert store.count_chunks("docs", generation) == 2
+
+
+def _reading(path: str, text: str) -> dict:
+    from mcp_kb.schema import ReadingRow
+
+    return ReadingRow(path=path, title=path, kind="md", size=len(text), mtime_ns=1, file_hash=f"f-{text}",
+                      synced_at="2026-12-01T00:00:00Z", pages=None, lines=1, tokens=2, chunks=1, text=text,
+                      outline="[]", page_numbers=[], page_starts=[], chunk_starts=[0]).__dict__
+
+
+def test_a_version_pins_the_three_tables_reads_them_as_they_were_and_restores_them(store, storage):
+    """What history.py asks of a backend: the table versions now, reads at them (chunks, manifest, reading forms)
+    while the tables move on, restoring them as new versions, and version records per KB; a generation a record
+    pins is never dropped, and a forgotten record lets it go."""
+    generation = _fill(store)
+    store.write_files("docs", generation, [FileRecord("a.md", "ha", 10, 1, 3, "indexed")])
+    store.write_readings("docs", generation, ["a.md"], [_reading("a.md", "alpha then")])
+    pinned = store.pinned_now("docs", generation)
+    store.delete_documents("docs", generation, ["a.md"])
+    store.write_files("docs", generation, [FileRecord("a.md", "ha2", 11, 2, 1, "indexed")])
+    store.write_readings("docs", generation, ["a.md"], [_reading("a.md", "alpha now")])
+    reader = open_store(storage)  # another process
+    then = reader.view("docs", generation, pinned)
+    assert then.version == pinned.chunks and len(then.scan("path = 'a.md'")) == 3
+    assert reader.read_files("docs", generation, pinned)["a.md"].file_hash == "ha"
+    assert reader.read_reading("docs", generation, "a.md", pinned)["text"] == "alpha then"
+    assert reader.reading_listing("docs", generation, pinned)["path"].to_pylist() == ["a.md"]
+    assert reader.read_reading("docs", generation, "a.md")["text"] == "alpha now"
+    restored = store.restore("docs", generation, pinned)
+    assert restored.chunks > pinned.chunks and store.count_chunks("docs") == 4
+    assert store.read_files("docs")["a.md"].file_hash == "ha"
+    assert store.read_reading("docs", generation, "a.md")["text"] == "alpha then"
+
+    store.write_version("docs", 1, "2026-12-01T00:00:00Z", generation, {"number": 1, "text": "年"})
+    store.write_version("docs", 2, "2026-12-02T00:00:00Z", generation, {"number": 2})
+    store.write_version("docs", 1, "2026-12-01T00:00:00Z", generation, {"number": 1, "text": "again"})
+    store.write_version("other", 1, "2026-12-03T00:00:00Z", generation, {"number": 1})
+    assert [record.get("text") for record in reader.read_versions("docs")] == ["again", None]
+    newer = _fill(store)
+    assert store.drop_generations("docs", keep={newer}) == []  # the records pin the first generation
+    store.forget_versions("docs", [1, 2])
+    assert reader.read_versions("docs") == [] and len(reader.read_versions("other")) == 1
+    assert store.drop_generations("docs", keep={newer}) == [generation]

@@ -156,6 +156,8 @@ async def test_reading_listing_and_searching_across_answer_for_a_hidden_kb_as_fo
         assert "api" not in json.dumps([tools[name].model_dump(mode="json") for name in DOCUMENT_TOOLS])
         for tool, arguments in [("read_document", {"path": "users.md"}), ("list_documents", {}),
                                 ("list_documents", {"path": "users.md", "outline": True}),
+                                ("read_document", {"path": "users.md", "as_of": "1"}),  # no history of it either
+                                ("list_documents", {"as_of": "nosuch-tag"}),
                                 ("search_knowledge_bases", {"query": "E5021"})]:
             named = "kbs" if tool == "search_knowledge_bases" else "kb"
             hidden = await hr.call_tool(tool, {**arguments, named: ["api_docs"] if named == "kbs" else "api_docs"})
