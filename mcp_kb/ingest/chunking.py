@@ -98,7 +98,7 @@ def chunk_document(document: Document, settings: ChunkingConfig, counter: TokenC
     starts = render(document).block_starts
     for section in _sections(document, settings):
         chunks.extend(_chunk_section(document, section, starts, max_tokens, overlap, counter))
-    if not document.one_chunk_per_block:
+    if not document.one_chunk_per_block and not document.sections_apart:
         chunks = _merge_small(chunks, settings.min_tokens, max_tokens, counter)
     return [replace(chunk, chunk_index=index) for index, chunk in enumerate(chunks)]
 
@@ -148,7 +148,7 @@ def _chunk_section(document: Document, positions: list[int], starts: tuple[int, 
     chunks = []
     previous_text = None
     for group in _pack(pieces, budget):
-        text = "\n\n".join(piece.block.text for piece in group)
+        text = _joined([piece.block for piece in group])
         body = text
         if previous_text is not None and overlap:
             text = overlap_text(previous_text, overlap, counter) + "\n" + text
@@ -158,6 +158,16 @@ def _chunk_section(document: Document, positions: list[int], starts: tuple[int, 
                             first.line_start, last.line_end, 0, document.metadata, offset=group[0].offset))
     sizes = _counted([chunk.embed_text for chunk in chunks], counter)
     return [replace(chunk, n_tokens=size) for chunk, size in zip(chunks, sizes)]
+
+
+def _joined(blocks: list[Block]) -> str:
+    """The texts of blocks packed into one chunk: those on consecutive lines of the file (statements of code) by a
+    line break, as they stood; the others by a blank line."""
+    parts = [blocks[0].text]
+    for before, block in zip(blocks, blocks[1:]):
+        adjacent = before.line_end is not None and block.line_start == before.line_end + 1
+        parts.append(("\n" if adjacent else "\n\n") + block.text)
+    return "".join(parts)
 
 
 def _block_sizes(blocks: list[Block], budget: int, counter: TokenCounter) -> list[int]:

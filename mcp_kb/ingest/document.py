@@ -28,6 +28,7 @@ class Document:
     blocks: tuple[Block, ...]
     metadata: dict[str, Any] = field(default_factory=dict)
     one_chunk_per_block: bool = False  # JSON records are never packed together
+    sections_apart: bool = False  # code's symbols, a notebook's cells: a chunk never holds two, however small
     notes: tuple[str, ...] = ()  # non-fatal problems worth reporting (e.g. scanned pages)
     ocr_pages: int = 0  # pages (or images) whose text came from OCR
     pages: int | None = None  # a PDF's pages, those without text included

@@ -6,7 +6,9 @@ second that a starting server should not pay); a plugin registers with `register
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable
+from dataclasses import replace
 from importlib import import_module
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from ..document import Document
 from ...errors import ParseError
 from ...settings import FILE_SECONDS
 from .bounds import time_budget
+from .code import LANGUAGE_BY_SUFFIX, PLAIN_SUFFIXES  # tree-sitter itself is imported on first use
 
 Parser = Callable[..., Document]  # (path, doc_id) -> Document; OCR-capable parsers also take `ocr: bool`
 _PARSERS: dict[str, Parser] = {}
@@ -33,6 +36,8 @@ _BUILTIN = {
     **dict.fromkeys([".pptx", ".ppt"], ("office.parse_pptx", True)),
     **dict.fromkeys([".xlsx", ".xls"], ("sheets.parse_xlsx", True)),
     **dict.fromkeys([".csv", ".tsv"], ("sheets.parse_delimited", False)),
+    **dict.fromkeys([*LANGUAGE_BY_SUFFIX, *PLAIN_SUFFIXES], ("code.parse", False)),
+    ".ipynb": ("notebook.parse", False),
 }
 
 
@@ -79,13 +84,23 @@ def parse_file(path: Path, doc_id: str, ocr: bool = True, seconds: float = FILE_
         raise ParseError(f"unsupported file type {path.suffix or '(none)'}")
     try:
         with time_budget(seconds):
-            return parser(path, doc_id, ocr=ocr) if suffix in _OCR else parser(path, doc_id)
+            document = parser(path, doc_id, ocr=ocr) if suffix in _OCR else parser(path, doc_id)
+        return _titled_by_its_id(document, path)
     except (ParseError, MemoryError):
         raise
     except OSError as exc:
         raise ParseError(f"unreadable: {exc.strerror or exc}") from exc
     except Exception as exc:  # a parser bug or a library failure on odd input: report, never crash the sync
         raise ParseError(f"parse error: {type(exc).__name__}: {exc}") from exc
+
+
+def _titled_by_its_id(document: Document, path: Path) -> Document:
+    """A title a parser took from the local file's name, taken from the document's own name instead: a repository's
+    file or a downloaded page is held in a file named by a hash."""
+    own = posixpath.basename(document.doc_id.rstrip("/")) or document.doc_id
+    if path.name == own or document.title not in (path.stem, path.name):
+        return document
+    return replace(document, title=own if document.title == path.name else posixpath.splitext(own)[0])
 
 
 def _parser_for(suffix: str) -> Parser | None:
