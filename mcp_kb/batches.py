@@ -53,7 +53,7 @@ class ParsedFile:
 
 def parse_job(source: SourceFile, kb: KBConfig) -> Job:
     """What a worker needs to parse and chunk one file of a KB as a sync does."""
-    return Job(source.path, source.doc_id, kb.ocr_on, kb.chunking)
+    return Job(source.ready(), source.doc_id, kb.ocr_on, kb.chunking)
 
 
 def parsed_files(sources: Sequence[tuple[SourceFile, str]], outcomes: Sequence[Parsed]) -> list[ParsedFile]:

@@ -307,6 +307,8 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
         click.echo(f"{item.name}: {item.files} files, {item.chunks} chunks; last sync "
                    f"{item.last_sync or 'never'} ({item.last_outcome}); model {model}; "
                    f"index {item.index_state or '-'}")
+        for repository, commit in item.commits.items():
+            click.echo(f"  {repository} at commit {commit}")
         if item.sync_running:
             click.echo(f"  syncing now: {item.progress.text()}" if item.progress.counted
                        else "  syncing now: reading its sources")

@@ -47,6 +47,7 @@ class KBVersion:
     by: str = ""  # who asked for the sync through the server ("" from the command line)
     rolled_back_to: int | None = None  # a rollback's: the version it made current again
     fingerprints: dict[str, Any] = field(default_factory=dict)  # what its tables were built with (a rollback restores them)
+    commits: dict[str, str] = field(default_factory=dict)  # its repositories' commits, by name (`[[kb.repos]]`)
 
     def as_dict(self) -> dict[str, Any]:
         """The saved form (index/versions.py keeps it as JSON)."""
@@ -57,7 +58,7 @@ class KBVersion:
         """What `mcp-kb versions --json` and the admin page show."""
         return {"number": self.number, "started": self.started, "finished": self.finished, "kind": self.kind,
                 "added": self.added, "changed": self.changed, "removed": self.removed, "tags": list(self.tags),
-                "by": self.by, "rolled_back_to": self.rolled_back_to}
+                "by": self.by, "rolled_back_to": self.rolled_back_to, **({"commits": self.commits} if self.commits else {})}
 
     @staticmethod
     def from_dict(saved: dict[str, Any]) -> KBVersion:
@@ -65,7 +66,7 @@ class KBVersion:
                          str(saved["started"]), str(saved["finished"]), str(saved.get("kind", "sync")),
                          int(saved.get("added", 0)), int(saved.get("changed", 0)), int(saved.get("removed", 0)),
                          tuple(saved.get("tags", ())), str(saved.get("by", "")), saved.get("rolled_back_to"),
-                         dict(saved.get("fingerprints") or {}))
+                         dict(saved.get("fingerprints") or {}), dict(saved.get("commits") or {}))
 
     @property
     def finished_at(self) -> datetime:
@@ -186,7 +187,8 @@ def record(store: Store, kb: str, report: SyncReport, generation: str,  # noqa: 
     number = (current or 0) + 1
     version = KBVersion(number, generation, store.pinned_now(kb, generation), started, recorded_now(_PRECISION),
                         "rebuild" if report.rebuilt else "sync", report.files_added, report.files_changed,
-                        report.files_deleted, (tag,) if tag else (), by, fingerprints=dict(fingerprints))
+                        report.files_deleted, (tag,) if tag else (), by, fingerprints=dict(fingerprints),
+                        commits=dict(report.commits))
     store.write_version(kb, number, started, generation, version.as_dict())
     return {"version": number}
 
@@ -311,7 +313,8 @@ def finish_rollback(store: Store, kb: KBConfig, state: dict[str, Any]) -> dict[s
     changed = sum(1 for path, record in after.items() if path in before and before[path].file_hash != record.file_hash)
     version = KBVersion(number, target.generation, pinned, str(marker.get("started") or recorded_now()),
                         recorded_now(_PRECISION), "rollback", added, changed, sum(1 for path in before if path not in after),
-                        by=str(marker.get("by", "")), rolled_back_to=target.number, fingerprints=target.fingerprints)
+                        by=str(marker.get("by", "")), rolled_back_to=target.number, fingerprints=target.fingerprints,
+                        commits=target.commits)
     store.write_version(kb.name, number, version.started, target.generation, version.as_dict())
     settled = row.rolled_back(target.fingerprints, target.generation, number)
     store.write_state(kb.name, settled)

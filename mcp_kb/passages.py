@@ -56,6 +56,8 @@ class Hit:
     trimmed: Annotated[bool, Field(description=f"Cut to fit max_tokens; '{ELLIPSIS}' marks where text was "
                                                f"left out")] = False
     kb: Annotated[str, Field(description="The knowledge base it comes from")] = ""
+    commit: Annotated[str, Field(description="The repository commit it was read at (a file of a git repository)")] = ""
+    link: Annotated[str, Field(description="A permalink to its lines in the repository's web view")] = ""
 
     @property
     def last_chunk_index(self) -> int:
@@ -75,6 +77,9 @@ class Hit:
     def citation(self) -> str:
         parts = [self.source, *([self.heading] if self.heading else [])]
         label = HEADING_SEPARATOR.join(parts)
+        if self.commit:  # code is cited by lines at a commit
+            lines = f"lines {self.line_start}-{self.line_end} " if self.line_start is not None else ""
+            return f"{label} ({lines}@ {self.commit[:12]})"
         if self.page and self.page_end and self.page_end != self.page:
             return f"{label} (pages {self.page}-{self.page_end})"
         return f"{label} (page {self.page})" if self.page else label

@@ -28,6 +28,7 @@ def cited_text(result: SearchResult, max_chars: int | None = None, name_kb: bool
         trimmed = ", trimmed to fit max_tokens" if hit.trimmed else ""
         source = f"{hit.kb}: {hit.citation}" if name_kb else hit.citation
         lines.append(f"{citation_marker(number)} {source} (score {hit.score:.3f}{trimmed})")
+        lines += [hit.link] if hit.link else []
         body = "\n\n".join(part for part in (hit.context_before, hit.text, hit.context_after) if part).strip()
         if max_chars is not None and len(body) > max_chars:
             body = f"{body[:max_chars].rstrip()} […{len(body) - max_chars} more characters]"
@@ -72,7 +73,9 @@ def versions_text(versions: list[KBVersion]) -> str:
         what = (f"rolled back to {version.rolled_back_to}" if version.rolled_back_to is not None else
                 f"{version.kind}: +{version.added} ~{version.changed} -{version.removed}")
         tags = f" [{', '.join(version.tags)}]" if version.tags else ""
-        lines.append(f"{version.number:>5}  {version.finished}  {what}{tags}{f'  by {version.by}' if version.by else ''}")
+        commits = "".join(f"  {name}@{commit[:12]}" for name, commit in version.commits.items())
+        lines.append(f"{version.number:>5}  {version.finished}  {what}{tags}{commits}"
+                     f"{f'  by {version.by}' if version.by else ''}")
     return "\n".join(lines)
 
 

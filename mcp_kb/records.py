@@ -235,6 +235,17 @@ class KBState:
         return number if isinstance(number, int) else None
 
     @property
+    def revisions(self) -> dict[str, dict[str, str]]:
+        """What the sources had read for the index as it stands (a repository's commit), by source key; empty
+        once a sync has started writing changes (a crash then leaves files the commit does not describe)."""
+        revisions = self.row.get("revisions")
+        return revisions if isinstance(revisions, dict) else {}
+
+    def without_revisions(self) -> dict[str, Any]:
+        """This row with no commit vouching for the index: the next scan compares whole trees."""
+        return {key: value for key, value in self.row.items() if key != "revisions"}
+
+    @property
     def rolling_back(self) -> dict[str, Any] | None:
         """A rollback under way (its target `to`, `started`, `by`), None when none is."""
         marker = self.row.get("rolling_back")
@@ -246,7 +257,7 @@ class KBState:
 
     def rolled_back(self, fingerprints: Mapping[str, Any], generation: str, version: int) -> dict[str, Any]:
         """This row with a rollback done: that version's generation and settings active, `version` current."""
-        settled = {key: value for key, value in self.row.items() if key != "rolling_back"}
+        settled = {key: value for key, value in self.row.items() if key not in ("rolling_back", "revisions")}
         return {**settled, **self.active(fingerprints, generation, complete=True), "version": version}
 
     def without_rollback(self) -> dict[str, Any]:
@@ -306,6 +317,7 @@ class Glance:
     query_model_differs: str
     index_state: str
     health: HealthCheck | None  # None: never checked
+    commits: dict[str, str] = field(default_factory=dict)  # the commit each repository's files are indexed at
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "model": self.model.as_dict() if self.model else None,
@@ -449,6 +461,7 @@ class SyncReport(_Saved):
     worker_peak_mb: int = 0  # the most memory a parsing process held (resident)
     indexer_peak_mb: int = 0  # a Ray sync's: the most memory an indexer (its model, a batch's rows) held
     crawl: dict[str, int] = field(default_factory=dict)  # what reading the sources cost (web: requests, 304s, ...)
+    commits: dict[str, str] = field(default_factory=dict)  # the commit each repository was synced at, by its name
     chunks_reused: int = 0
     chunks_deleted: int = 0
     chunks_total: int = 0
@@ -474,6 +487,8 @@ class SyncReport(_Saved):
         if self.crawl:  # web sources: "163 requests, 12 downloaded, 151 not modified"
             parts.append("  sources: " + ", ".join(f"{value} {name.replace('_', ' ')}"
                                                     for name, value in self.crawl.items()))
+        if self.commits:
+            parts.append("  commits: " + ", ".join(f"{name} {commit[:12]}" for name, commit in self.commits.items()))
         if self.rebuilt:
             parts.insert(0, f"{self.kb}: rebuilt from scratch: {self.rebuilt}")
         parts += [f"  failed {f.path}: {f.reason}" for f in self.failures]

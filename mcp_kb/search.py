@@ -23,6 +23,7 @@ from .errors import ModelError, NotSyncedError, SearchError
 from .index.filters import and_where, build_where
 from .index.keywords import cjk_words, keyword_terms
 from .index.state import sync_activity
+from .ingest.git.citations import permalink, repo_file
 from .ingest.sources import rooted_id_patterns
 from .history import Edition, edition
 from .index.contract import Candidate, ChunkView, Store, view_of
@@ -164,7 +165,10 @@ class Searcher:
         types, rooted = kb.filter_field_types(), rooted_id_patterns()
         where = and_where(build_where(kb.search.filter, types, rooted), build_where(request.filters, types, rooted),
                           build_where(_version_filter(kb, request.version), types))
-        return _Part(kb, view, where, KBState(self.store.read_state(kb.name)))
+        state = KBState(self.store.read_state(kb.name))
+        commits = {key: read["commit"] for key, read in state.revisions.items() if "commit" in read} \
+            if not read.earlier else {}
+        return _Part(kb, view, where, state, commits or (read.version.commits if read.version else {}))
 
     @staticmethod
     def _vector_refusal(kb: str, differs: str) -> str:
@@ -202,6 +206,7 @@ class Searcher:
             hits = _timed(timings, "context", lambda: _with_context(parts, hits, request.context))
         hits, left_out = _timed(timings, "budget",
                                 lambda: fit_budget(hits, request.max_tokens, self.tokenizer, request.query))
+        hits = _with_commits(parts, hits)
         return SearchResult(hits, mode, notes + left_out, timings, degraded=mode != request.mode or rerank_failed)
 
     def _passages(self, parts: list[_Part], request: ResolvedSearch,
@@ -378,6 +383,7 @@ class _Part:
     view: ChunkView
     where: str | None
     state: KBState
+    commits: dict[str, str]  # the commit each of its repositories was read at, for the version searched
 
 
 class _Unfinished(Exception):
@@ -428,6 +434,20 @@ def _with_context(parts: list[_Part], hits: list[Hit], n: int) -> list[Hit]:
             spots = [(h.source, i) for h in mine for i in (h.chunk_index, h.last_chunk_index)]
             by_kb[part.kb.name] = dict(zip(map(id, mine), add_context(mine, part.view.neighbours(spots, n), n)))
     return [by_kb[hit.kb][id(hit)] for hit in hits]
+
+
+def _with_commits(parts: list[_Part], hits: list[Hit]) -> list[Hit]:
+    """Each hit from a git repository with the commit it was read at, and a permalink where the KB gives a
+    template."""
+    by_kb = {part.kb.name: part for part in parts if part.commits}
+    cited = []
+    for hit in hits:
+        part = by_kb.get(hit.kb)
+        found = repo_file(part.kb, hit.source) if part else None
+        commit = part.commits.get(found.key, "") if part and found else ""
+        cited.append(replace(hit, commit=commit, link=permalink(found.repo, commit, found.path, hit.line_start,
+                                                                 hit.line_end)) if found and commit else hit)
+    return cited
 
 
 def _hit(kb: str, row: dict[str, Any], score: float, vector_rank: int | None = None,  # noqa: PLR0913  # a hit's fields

@@ -100,8 +100,10 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
             active_files, unusable = _active_manifest(store, kb.name, active, rebuild_asked=request.full or request.reembed)
         with timer("scan"):
             scan = scan_all(sources_of(kb, source_cache_dir(store.uri, kb.name)),
-                            known={p: (r.size, r.mtime_ns) for p, r in active_files.items()}, progress=progress)
+                            known={p: (r.size, r.mtime_ns) for p, r in active_files.items()}, progress=progress,
+                            revisions=KBState(state).revisions)
             report.crawl = scan.figures
+            report.commits = {key: read["commit"] for key, read in scan.revisions.items() if "commit" in read}
             report.skipped = [Problem(s.doc_id, s.reason) for s in scan.skipped]
             unreadable = [s for s in scan.skipped if s.unreadable]
             _refuse_mass_delete(kb, active_files, {f.doc_id for f in scan.files}, unreadable,
@@ -119,6 +121,8 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         files_by_path = {f.doc_id: f for f in scan.files}
         todo = [files_by_path[p] for p in plan.added + plan.changed]
         progress(0, len(todo), f"{kb.name}: {len(todo)} files to index")
+        if todo and KBState(state).revisions:  # a crash from here on leaves files no commit describes
+            store.write_state(kb.name, KBState(store.read_state(kb.name)).without_revisions())
         if todo and config.sync.engine == "ray":
             from .ray_engine import index_on_ray  # imports Ray: only such syncs pay for it
 
@@ -147,7 +151,8 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         committed = record_version(store, kb.name, report, target, fingerprints, started, request.by, request.tag)
         # One commit makes this generation the one searches read (the switch, after a rebuild) and the version current.
         store.write_state(kb.name, {**KBState.active(fingerprints, target, complete=True),
-                                    **KBState(state).ended(started, "ok", report), **committed})
+                                    **KBState(state).ended(started, "ok", report), **committed,
+                                    "revisions": scan.revisions})
         prune_versions(store, kb)  # first: a generation only a forgotten version kept goes now
         store.drop_generations(kb.name, keep={target})
         return report
@@ -324,7 +329,7 @@ def _hash_files(files: list[SourceFile], known: dict[str, FileRecord]) -> tuple[
             hash_by_path[source.doc_id] = record.file_hash
             continue
         try:
-            hash_by_path[source.doc_id] = file_sha256(source.path)
+            hash_by_path[source.doc_id] = file_sha256(source.ready())
         except OSError as exc:
             failures[source.doc_id] = f"unreadable: {exc.strerror or exc}"
     return hash_by_path, failures

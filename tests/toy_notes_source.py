@@ -51,7 +51,7 @@ class NotesSource:
         info = path.stat()
         return SourceFile(path, doc_id, info.st_size, info.st_mtime_ns)
 
-    def scan(self, known, progress=None) -> SourceScan:
+    def scan(self, known, progress=None, revisions=None) -> SourceScan:
         files = [self._file(doc_id, note) for doc_id, note in self._notes().items()]
         return SourceScan(files, [], {"notes": len(files)})
 

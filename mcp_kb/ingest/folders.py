@@ -22,7 +22,7 @@ from ..settings import KBConfig, megabytes
 from ..errors import KBError
 from .parsers import is_binary_format, is_supported
 from ..records import Progress
-from .sources import SkippedFile, SourceFile, SourceScan
+from .sources import Revisions, SkippedFile, SourceFile, SourceScan
 
 # A NUL or a high share of control characters in the first block means binary, whatever the
 # extension says.
@@ -150,7 +150,7 @@ class _Rules:
         if any(part.startswith(".") for part in rel_id.split("/")):
             return False
         suffix = os.path.splitext(rel_id)[1].lower()
-        return not is_supported(suffix) or _matches_globs(self._doc_id(rel_id), self.kb.include, self.kb.exclude)
+        return not is_supported(suffix) or matches_globs(self._doc_id(rel_id), self.kb.include, self.kb.exclude)
 
     def _entry(self, path: str, rel: str, is_link: bool,
                ignores: Ignores) -> SourceFile | SkippedFile | Literal["dir"] | None:
@@ -178,7 +178,7 @@ class _Rules:
         return self._file(path, doc_id, info)
 
     def _file(self, path: str, doc_id: str, info: os.stat_result) -> SourceFile | SkippedFile | None:
-        if not _matches_globs(doc_id, self.kb.include, self.kb.exclude):
+        if not matches_globs(doc_id, self.kb.include, self.kb.exclude):
             return None
         suffix = os.path.splitext(path)[1].lower()
         if not is_supported(suffix):
@@ -189,7 +189,7 @@ class _Rules:
             return SkippedFile(doc_id, f"too large: {info.st_size / megabytes(1):.1f} MB > max_file_size_mb = "
                                        f"{self.kb.max_file_size_mb:g}")
         if self.known.get(doc_id) != (info.st_size, info.st_mtime_ns):
-            reason = _binary_reason(path, suffix)
+            reason = binary_reason(path, suffix)
             if reason:
                 return SkippedFile(doc_id, reason, unreadable=reason.startswith("unreadable"))
         return SourceFile(Path(path), doc_id, info.st_size, info.st_mtime_ns)
@@ -249,7 +249,7 @@ def _id_text(name: str) -> str:
         return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _matches_globs(doc_id: str, include: list[str], exclude: list[str]) -> bool:
+def matches_globs(doc_id: str, include: list[str], exclude: list[str]) -> bool:
     if include and not _glob_spec(tuple(include)).match_file(doc_id):
         return False
     return not (exclude and _glob_spec(tuple(exclude)).match_file(doc_id))
@@ -272,7 +272,7 @@ def _ignored(rel: str, is_dir: bool, ignores: Ignores) -> bool:
     return False
 
 
-def _binary_reason(path: str, suffix: str) -> str | None:
+def binary_reason(path: str, suffix: str) -> str | None:
     """A reason to skip a text-format file as binary, judged by its first bytes, or None."""
     if is_binary_format(suffix):
         return None  # its parser reads bytes and judges them itself
@@ -329,7 +329,8 @@ class FolderSource:
     def kind_of(doc_id: str) -> str:
         return os.path.splitext(doc_id)[1].lower().lstrip(".") or "other"
 
-    def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None) -> SourceScan:
+    def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None,
+             revisions: Revisions | None = None) -> SourceScan:
         return scan_folders(self.kb, known)
 
     def watch_folders(self) -> list[Path]:

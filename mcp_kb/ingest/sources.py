@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -23,7 +23,11 @@ from ..records import Progress
 
 # Built-in kinds, asked in this order whether they own an id; folders last: every id no other kind
 # claims is a path. Registered kinds are asked first.
-_BUILTIN_KINDS = ("mcp_kb.ingest.web.source:WebSource", "mcp_kb.ingest.folders:FolderSource")
+_BUILTIN_KINDS = ("mcp_kb.ingest.web.source:WebSource", "mcp_kb.ingest.git.source:GitSource",
+                  "mcp_kb.ingest.folders:FolderSource")
+# What a source read, by its key: a repository's {"commit", "scope", "ref"}; the sync keeps it in the KB's state
+# with the index it matches and hands it back to the next scan.
+Revisions = Mapping[str, Mapping[str, str]]
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,15 @@ class SourceFile:
     doc_id: str
     size: int
     mtime_ns: int
+    # Writes the bytes to `path` when a sync needs them and they are not there yet (a repository's unchanged file
+    # stays in git until a rebuild parses it); None: `path` holds them already.
+    fetch: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+
+    def ready(self) -> Path:
+        """`path`, holding the document's bytes."""
+        if self.fetch is not None:
+            self.fetch()
+        return self.path
 
 
 @dataclass(frozen=True)
@@ -60,15 +73,18 @@ class SourceScan:
     files: list[SourceFile]
     skipped: list[SkippedFile]
     figures: dict[str, int] = field(default_factory=dict)  # what reading the sources cost (web: requests, 304s)
+    revisions: dict[str, dict[str, str]] = field(default_factory=dict)  # what each source read (a commit), by key
 
 
 class Source(Protocol):
     """One configured source of a KB. Its class also provides `of(kb, cache_folder) -> list[Source]`
     (the KB's sources of this kind, none when unconfigured), `owns(doc_id)` and `kind_of(doc_id)`."""
 
-    def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None) -> SourceScan:
+    def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None,
+             revisions: Revisions | None = None) -> SourceScan:
         """Every document, or a reason per one left out; `known` maps the ids the index holds to the
-        (size, mtime_ns) it saw (a web source asks for each again; a folder trusts unchanged files)."""
+        (size, mtime_ns) it saw (a web source asks for each again; a folder trusts unchanged files), `revisions`
+        what the sources had read for the index (a repository diffs from its commit)."""
 
     def watch_folders(self) -> list[Path]:
         """Local folders whose changes may change the documents; none: the source is polled (a web site)."""
@@ -118,13 +134,17 @@ class VersionSource:
     def __init__(self, version: str, source: Source):
         self.prefix, self.source = f"{version}/", source
 
-    def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None) -> SourceScan:
+    def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None,
+             revisions: Revisions | None = None) -> SourceScan:
         own = {doc_id.removeprefix(self.prefix): seen for doc_id, seen in known.items()
                if doc_id.startswith(self.prefix)}
-        scan = self.source.scan(own, progress)
+        own_revisions = {key.removeprefix(self.prefix): read for key, read in (revisions or {}).items()
+                         if key.startswith(self.prefix)}
+        scan = self.source.scan(own, progress, own_revisions)
         return SourceScan([dataclasses.replace(item, doc_id=self.prefix + item.doc_id) for item in scan.files],
                           [dataclasses.replace(item, doc_id=self.prefix + item.doc_id.removeprefix("/"))
-                           for item in scan.skipped], scan.figures)
+                           for item in scan.skipped], scan.figures,
+                          {self.prefix + key: read for key, read in scan.revisions.items()})
 
     def watch_folders(self) -> list[Path]:
         return self.source.watch_folders()
@@ -134,19 +154,21 @@ class VersionSource:
 
 
 def scan_all(sources: Iterable[Source], known: dict[str, tuple[int, int]] | None = None,
-             progress: Progress | None = None) -> SourceScan:
+             progress: Progress | None = None, revisions: Revisions | None = None) -> SourceScan:
     """All sources' documents as one scan; the first source to list an id keeps it."""
     files: dict[str, SourceFile] = {}
     skipped: list[SkippedFile] = []
     figures: dict[str, int] = {}
+    read: dict[str, dict[str, str]] = {}
     for source in sources:
-        scan = source.scan(known or {}, progress)
+        scan = source.scan(known or {}, progress, revisions or {})
         for item in scan.files:
             files.setdefault(item.doc_id, item)
         skipped += scan.skipped
         for name, value in scan.figures.items():
             figures[name] = figures.get(name, 0) + value
-    return SourceScan(sorted(files.values(), key=lambda f: f.doc_id), skipped, figures)
+        read.update(scan.revisions)
+    return SourceScan(sorted(files.values(), key=lambda f: f.doc_id), skipped, figures, read)
 
 
 def change_concerns(sources: Iterable[Source], path: Path) -> bool:

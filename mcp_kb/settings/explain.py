@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 from ..registry import Registry
 from .config import Config
 from .kb import SOURCE_KINDS, SourceSettings
+from .values import redact_url
 from .providers import DEFAULT_PROVIDER, EMBEDDING_PROVIDERS, RERANK_PROVIDERS, EmbeddingConfig, RerankConfig
 
 # Keys whose values may be secrets (tokens, credentials, request headers): never echoed in an error.
@@ -51,7 +52,8 @@ def _shown_value(value: Any, key: str) -> str:
     table may hold a token or credentials, and so may any key named like one."""
     if isinstance(value, (dict, list, tuple, set)) or _SECRET_BEARING.search(key):
         return ""
-    return f" (got {value!r})"
+    shown = redact_url(value) if isinstance(value, str) else value  # a repository address may hold a password
+    return f" (got {shown!r})"
 
 
 def _key_name(location: list[Any], raw: dict[str, Any]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import string
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -10,7 +11,7 @@ from pydantic import BeforeValidator, Field, PrivateAttr, SerializeAsAny, field_
 
 from ..registry import Registry
 from ..schema import BUILTIN_FILTER_FIELDS, RESERVED_FIELDS, FieldTypeName, field_type_of_value
-from .variables import checked_headers, header_value
+from .variables import checked_headers, environment, header_value
 from .values import (DEFAULT_MODE, IDENTIFIER, KB_NAME_PATTERN, LIBRARY_VERSION_PATTERN, MAX_TOKENS_MAX, MAX_TOKENS_MIN, TOOL_NAME_PATTERN, TOP_K_MAX,
                      TOP_K_MIN, PathValue, SearchMode, Strict, megabytes)
 
@@ -171,6 +172,106 @@ def _urls_as_tables(value: Any) -> Any:
 WebSources = Annotated[list[WebSourceConfig], BeforeValidator(_urls_as_tables)]  # a KB's or a version's `urls`
 
 
+# Committed files a repository KB leaves out unless its `exclude` says otherwise: vendored code, build output,
+# lock files and generated sources, which answer no question and crowd out the code that does.
+REPO_EXCLUDE_DEFAULT = ["vendor/", "third_party/", "node_modules/", "dist/", "build/", "*.min.js", "*.min.css",
+                        "*.map", "*.lock", "package-lock.json", "*_pb2.py", "*_pb2_grpc.py", "*.pb.go",
+                        "*.generated.*", "*.g.cs"]
+# A repository: https/http/ssh/git/file URLs, scp-like `user@host:path`, or a local path; never an option ("-…") or
+# a helper transport (`ext::`, `fd::`), which would run a command.
+_REPO_URL = re.compile(r"^(?:(?:https?|ssh|git|file)://[^\s]+|[A-Za-z0-9._~-]+@[A-Za-z0-9.-]+:[^\s]+|[^\s:-][^:]*|[A-Za-z]:[\\/].*)$")
+# A branch, tag or commit: git's ref-name rules, and never an option ("-…") a command line would take as a flag.
+_REF = re.compile(r"^(?!-)(?!.*\.\.)(?!.*@\{)(?!.*//)[A-Za-z0-9._/+-]{1,200}(?<![./])$")
+
+
+_TEMPLATE_FIELDS = {"repo", "commit", "path", "start", "end"}  # what a repository's `url_template` may name
+
+
+class RepoConfig(Strict):
+    """A git repository whose committed files a KB indexes, at one ref.
+
+    Each sync fetches the ref and indexes what changed since the commit the index holds."""
+
+    url: str
+    """`https://…`, `ssh://…`, `git@host:path`, `file://…` or a local path to a repository."""
+    ref: str = "HEAD"
+    """The branch, tag or commit to index (`HEAD`: the repository's default branch)."""
+    name: str = ""
+    """Leads its documents' paths (`NAME/path`) when the KB has other sources; default: the repository's name."""
+    paths: list[str] = Field(default_factory=list)
+    """Gitignore-style globs inside the repository a file must match (empty: every supported file)."""
+    exclude: list[str] = Field(default_factory=lambda: list(REPO_EXCLUDE_DEFAULT))
+    """Gitignore-style globs of committed files to leave out (default: vendored, built, lock and generated files)."""
+    token_env: str = ""
+    """An environment variable holding a token for an https repository (sent as HTTP Basic auth with `username`);
+    without it, git's own credential helper or ssh agent is asked. The token is never stored or shown."""
+    username: str = "x-access-token"
+    """The user name sent with `token_env`'s token."""
+    url_template: str = ""
+    """A permalink per hit: `{repo}`, `{commit}`, `{path}`, `{start}` and `{end}` are filled in, e.g.
+    `https://git.example.com/{repo}/blob/{commit}/{path}#L{start}-L{end}`."""
+    timeout: float = Field(600, gt=0, le=86_400)
+    """Seconds a fetch may take; a server that drips is cut off when it sends under 1 KB/s for 30 s."""
+    max_fetch_mb: float = Field(2048, gt=0)
+    """The most a fetch may add to this machine's copy of the repository (a pack that unpacks past it is stopped)."""
+
+    @field_validator("url")
+    @classmethod
+    def _url_is_a_repository(cls, value: str) -> str:
+        if not _REPO_URL.match(value) or "::" in value.split("/")[0]:
+            raise ValueError("must be an https://, http://, ssh://, git:// or file:// URL, `user@host:path`, or a "
+                             "local path (never an option or a `helper::` transport)")
+        return value
+
+    @field_validator("ref")
+    @classmethod
+    def _ref_is_a_name(cls, value: str) -> str:
+        if not _REF.match(value):
+            raise ValueError(f"{value[:80]!r} is not a branch, tag or commit name")
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _name_leads_paths(cls, value: str) -> str:
+        if value and not LIBRARY_VERSION_PATTERN.match(value):
+            raise ValueError(f"{value[:80]!r} must be 1-64 letters, digits, '.', '_', '+' or '-'")
+        return value
+
+    @field_validator("url_template")
+    @classmethod
+    def _template_names_known_fields(cls, value: str) -> str:
+        named = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
+        if named - _TEMPLATE_FIELDS:
+            raise ValueError(f"knows {{{'}, {'.join(sorted(_TEMPLATE_FIELDS))}}}, not {{{sorted(named - _TEMPLATE_FIELDS)[0]}}}")
+        return value
+
+    @field_validator("token_env")
+    @classmethod
+    def _token_env_is_a_variable(cls, value: str) -> str:
+        if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", value):
+            raise ValueError(f"{value[:80]!r} is not an environment variable's name")
+        return value
+
+    def token(self) -> str:
+        """The token `token_env` names, read from the environment now ("" without `token_env`); an unset variable is
+        an error naming it (an anonymous fetch would fail later, and less clearly)."""
+        if not self.token_env:
+            return ""
+        value = environment(self.token_env)
+        if value is None:
+            raise ValueError(f"repository {self.label}: the environment variable {self.token_env} (its `token_env`) "
+                             "is not set")
+        return value
+
+    @property
+    def label(self) -> str:
+        """Its name: `name`, else the repository's last path part without `.git`."""
+        if self.name:
+            return self.name
+        tail = re.split(r"[/:\\]", self.url.rstrip("/\\"))[-1].removesuffix(".git")
+        return re.sub(r"[^A-Za-z0-9._+-]", "-", tail).lstrip(".-")[:64] or "repo"
+
+
 class LibraryVersion(Strict):
     """One version of a documentation set a KB holds beside others (`[[kb.versions]]`), with its own sources."""
 
@@ -180,6 +281,8 @@ class LibraryVersion(Strict):
     """Its folders or files."""
     urls: WebSources = Field(default_factory=list)
     """Its web sites to crawl."""
+    repos: list[RepoConfig] = Field(default_factory=list)
+    """Its git repositories (a ref each)."""
     current: bool = False
     """The version searched when a caller names none (default: the last one listed)."""
 
@@ -193,8 +296,9 @@ class LibraryVersion(Strict):
 
     @model_validator(mode="after")
     def _has_sources(self) -> LibraryVersion:
-        if not self.paths and not self.urls:
-            raise ValueError(f"version {self.name!r} needs `paths` (folders or files), `urls` (web sites), or both")
+        if not self.paths and not self.urls and not self.repos:
+            raise ValueError(f"version {self.name!r} needs `paths` (folders or files), `urls` (web sites) or `repos` "
+                             "(git repositories)")
         return self
 
 
@@ -215,9 +319,11 @@ class KBConfig(Strict):
     description: str
     """Shown to the LLM: say what the KB holds and when to use it."""
     paths: list[PathValue] = Field(default_factory=list)
-    """Folders or files (at least one of `paths`, `urls` and `sources`)."""
+    """Folders or files (at least one of `paths`, `urls`, `repos` and `sources`)."""
     urls: WebSources = Field(default_factory=list)
     """Web sites to crawl: a URL, or a table with the keys of `[[kb.urls]]`."""
+    repos: list[RepoConfig] = Field(default_factory=list)
+    """Git repositories: a URL or path, a ref, globs inside it (see `[[kb.repos]]`)."""
     sources: list[_RegisteredSource] = Field(default_factory=list)
     """Sources of kinds plugins registered."""
     versions: list[LibraryVersion] = Field(default_factory=list)
@@ -267,16 +373,20 @@ class KBConfig(Strict):
     @model_validator(mode="after")
     def _has_sources(self) -> KBConfig:
         if self.versions:
-            if self.paths or self.urls or self.sources:
-                raise ValueError("a knowledge base with [[kb.versions]] gives each version its own `paths`/`urls`; "
-                                 "move the knowledge base's own into a version")
+            if self.paths or self.urls or self.repos or self.sources:
+                raise ValueError("a knowledge base with [[kb.versions]] gives each version its own `paths`/`urls`/"
+                                 "`repos`; move the knowledge base's own into a version")
             names = [version.name for version in self.versions]
             if len(set(names)) < len(names):
                 raise ValueError(f"versions must have different names, not {names}")
             if sum(version.current for version in self.versions) > 1:
                 raise ValueError("mark at most one version `current = true`")
-        elif not self.paths and not self.urls and not self.sources:
-            raise ValueError('a knowledge base needs `paths` (folders or files), `urls` (web sites), or both')
+        elif not self.paths and not self.urls and not self.repos and not self.sources:
+            raise ValueError("a knowledge base needs `paths` (folders or files), `urls` (web sites) or `repos` (git "
+                             "repositories)")
+        labels = [repo.label for repo in self.repos]
+        if len(set(labels)) < len(labels):
+            raise ValueError(f"repositories need different names (their `name`), not {labels}")
         return self
 
     @model_validator(mode="after")
@@ -298,7 +408,8 @@ class KBConfig(Strict):
 
     def of_version(self, version: LibraryVersion) -> KBConfig:
         """This KB as one of its versions alone (its sources), as the sources of a version are read."""
-        return self.model_copy(update={"paths": version.paths, "urls": version.urls, "versions": []})
+        return self.model_copy(update={"paths": version.paths, "urls": version.urls, "repos": version.repos,
+                                       "versions": []})
 
     @property
     def written_folders(self) -> tuple[Path, ...]:

@@ -12,8 +12,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from .config import Config
-from .kb import (ChunkingConfig, FilterableField, HistoryConfig, KBConfig, LibraryVersion, SearchConfig, SourceSettings,
-                 SyncConfig, WebSourceConfig)
+from .kb import (ChunkingConfig, FilterableField, HistoryConfig, KBConfig, LibraryVersion, RepoConfig, SearchConfig,
+                 SourceSettings, SyncConfig, WebSourceConfig)
 from .providers import EMBEDDING_PROVIDERS, RERANK_PROVIDERS, EmbeddingConfig, RerankConfig
 from .server import GroupGrant, OAuthConfig, ServerConfig, TokenGrant
 from .storage import StorageConfig
@@ -25,7 +25,8 @@ _TABLES: list[tuple[str, type[BaseModel]]] = [
     ("[storage]", StorageConfig), ("[sync]", SyncEngineConfig), ("[server]", ServerConfig),
     ("[[server.tokens]]", TokenGrant), ("[server.oauth]", OAuthConfig), ("[[server.oauth.groups]]", GroupGrant),
     ("[[kb]]", KBConfig), ("[kb.chunking]", ChunkingConfig), ("[kb.search]", SearchConfig), ("[kb.sync]", SyncConfig),
-    ("[kb.history]", HistoryConfig), ("[[kb.versions]]", LibraryVersion), ("[[kb.urls]]", WebSourceConfig), ("[kb.filterable.FIELD]", FilterableField), ("[[kb.sources]]", SourceSettings),
+    ("[kb.history]", HistoryConfig), ("[[kb.versions]]", LibraryVersion), ("[[kb.urls]]", WebSourceConfig),
+    ("[[kb.repos]]", RepoConfig), ("[kb.filterable.FIELD]", FilterableField), ("[[kb.sources]]", SourceSettings),
 ]
 _NESTED = (BaseModel,)
 # Keys a provider declares again with its own default or meaning: listed with the provider too.

@@ -43,6 +43,14 @@ def megabytes(size_mb: float) -> int:
 
 
 
+_URL_PASSWORD = re.compile(r"(?<=://)([^/@\s:]*):([^/@\s]*)@")
+
+
+def redact_url(text: str) -> str:
+    """Text with every `scheme://user:password@` shown as `scheme://user:***@` (a repository address may hold one)."""
+    return _URL_PASSWORD.sub(lambda match: f"{match.group(1)}:***@", text)
+
+
 def is_remote_uri(storage: str) -> bool:
     """Whether an index location is a LanceDB URI (object storage, shared by machines) rather than a folder."""
     return "://" in storage

@@ -301,6 +301,25 @@ def test_mcp_kb_ui_serves_this_machine_without_a_token(site):
     assert rebound.status_code == 421
 
 
+def test_a_repository_kbs_page_names_the_commit_it_is_indexed_at(tmp_path, embedder):
+    from git_server import Repo
+
+    from mcp_kb.app import App
+    from mcp_kb.settings import load_config
+
+    repo = Repo(tmp_path / "service")
+    repo.write("docs/runbook.md", "# Runbook\n\nRestart the worker, then page the owner.\n")
+    commit = repo.commit()
+    config = tmp_path / "kb.toml"
+    storage = tmp_path / "index"
+    config.write_text(f'storage = "{storage}"\n[[kb]]\nname = "code"\ndescription = "d"\n'
+                      f'[[kb.repos]]\nurl = "{repo.folder}"\nref = "main"\n', encoding="utf-8")
+    App(load_config(config), embedder=embedder).sync()
+    with serve_page(config) as (port, _stderr), httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+        page = http.get("/ui/kb/code").text
+    assert f"<dt>Commit of service</dt><dd><code>{commit}</code></dd>" in page
+
+
 def test_without_a_token_a_form_value_cannot_be_worked_out_from_a_planted_cookie(site):
     """`mcp-kb ui`: a page elsewhere can plant a cookie for this host; the form value must still be one only
     this process can make, so no forged POST runs a full rebuild with mass deletion allowed."""

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 from ...settings import KBConfig
 from ..parsers import is_supported
 from ...records import Progress
-from ..sources import SourceScan
+from ..sources import Revisions, SourceScan
 from .crawl import crawl_kb
 from .urls import ORIGIN, PAGE_SUFFIXES, is_url
 
@@ -36,7 +36,8 @@ class WebSource:
         suffix = posixpath.splitext(urlsplit(doc_id).path)[1].lower()
         return "web page" if suffix in PAGE_SUFFIXES or not is_supported(suffix) else suffix.lstrip(".")
 
-    def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None) -> SourceScan:
+    def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None,
+             revisions: Revisions | None = None) -> SourceScan:
         crawl = crawl_kb(self.kb, self.cache_folder, [doc_id for doc_id in known if is_url(doc_id)], progress)
         return SourceScan(crawl.files, crawl.skipped, asdict(crawl.stats))
 

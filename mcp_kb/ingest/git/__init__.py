@@ -1,0 +1,1 @@
+"""Git repositories as a KB source (`[[kb.repos]]`): fetched by commit, synced by diff."""

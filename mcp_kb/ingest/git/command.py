@@ -1,0 +1,212 @@
+"""Running git for a repository source, safely: the git command line, never a shell.
+
+Why the command line (not dulwich or pygit2): it is the one implementation that speaks every transport a team
+uses (https with the user's credential helper, ssh with their agent, smart HTTP, file), with git's own shallow
+fetch and rename detection, and it is on every machine that has a repository to index. What makes it safe here:
+- a fixed environment: no prompt can hang a sync, only plain transports (`GIT_ALLOW_PROTOCOL`: no `ext::` helper
+  runs a command), no hooks, the caller's `GIT_DIR`-style variables dropped;
+- secrets (a token from `token_env`, a password written in the URL) go to git as an HTTP header through
+  `GIT_CONFIG_*` variables, never on a command line another user's `ps` shows, never in the copy's config, and
+  every text git prints is scrubbed of them before anyone sees it;
+- a fetch has a deadline, a floor on speed (a server that drips) and a ceiling on what it adds to disk (a bomb).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from ...errors import KBError
+from ...settings import RepoConfig, child_environment
+from ...settings.values import redact_url
+
+_PROTOCOLS = "https:http:ssh:git:file"
+_KEPT_GIT_VARIABLES = {"GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_ASKPASS", "GIT_CONFIG_GLOBAL",
+                       "GIT_EXEC_PATH"}  # how to reach a server; every other GIT_* could redirect or alter git
+_SPEED_FLOOR = ("1000", "30")  # bytes per second, seconds: below it for that long, a fetch is cut off
+_CHECK_EVERY = 0.2  # seconds between a running fetch's checks of time and size
+# What git says when a server refused the credentials, or asked for some it could not prompt for.
+_REFUSED_CREDENTIALS = ("terminal prompts disabled", "Authentication failed", "Permission denied (publickey",
+                        "could not read Username", "could not read Password")
+
+
+class GitError(KBError):
+    """git failed: the message is git's own last words, with every secret scrubbed."""
+
+
+@dataclass(frozen=True)
+class Remote:
+    """A repository as git is given it: its URL without credentials, and the secrets to send and to scrub."""
+
+    url: str
+    header: str = ""  # an Authorization header value, or ""
+    secrets: tuple[str, ...] = ()
+    label: str = "repo"  # how errors name it
+
+    @classmethod
+    def of(cls, repo: RepoConfig) -> Remote:
+        url, password = _without_password(_as_url(repo.url))
+        user = urlsplit(url).username or repo.username
+        try:
+            token = repo.token()
+        except ValueError as exc:
+            raise KBError(str(exc)) from exc
+        secret = token or password
+        if not secret:
+            return cls(url, label=repo.label)
+        basic = base64.b64encode(f"{user}:{secret}".encode()).decode()
+        return cls(url, f"Authorization: Basic {basic}", (secret, basic), repo.label)
+
+    def scrub(self, text: str) -> str:
+        """Text git printed, safe to show: no secret, no password in a URL."""
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return redact_url(text)
+
+
+def _as_url(location: str) -> str:
+    """A local path as a file:// URL (so git uses its transport, never a hard-linking local copy)."""
+    if "://" in location or re.match(r"^[^/\\]+@[^/\\]+:", location):
+        return location
+    return Path(location).expanduser().resolve().as_uri()
+
+
+def _without_password(url: str) -> tuple[str, str]:
+    """The URL without its password, and the password ("" when it has none)."""
+    if "://" not in url:
+        return url, ""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url, ""
+    host = parts.hostname or ""
+    netloc = f"{parts.username}@{host}" if parts.username else host
+    netloc += f":{parts.port}" if parts.port else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), parts.password
+
+
+class Git:
+    """git commands on this machine's bare copy of one repository."""
+
+    def __init__(self, folder: Path, remote: Remote, timeout: float, max_bytes: int):
+        self.folder, self.remote, self.timeout, self.max_bytes = folder, remote, timeout, max_bytes
+        self.env = self._environment()
+
+    def _environment(self) -> dict[str, str]:
+        env = {key: value for key, value in child_environment().items()
+               if not key.startswith("GIT_") or key in _KEPT_GIT_VARIABLES}
+        settings = [("core.hooksPath", os.devnull), ("http.lowSpeedLimit", _SPEED_FLOOR[0]),
+                    ("http.lowSpeedTime", _SPEED_FLOOR[1]), ("fetch.unpackLimit", "1"),  # packs only: one size check
+                    ("transfer.fsckObjects", "true"),  # a malformed tree (a ".." entry, say) is refused on arrival
+                    ("gc.auto", "0")]  # the copy keeps what it holds until a sync says it no longer needs it
+        if self.remote.header:
+            settings.append(("http.extraHeader", self.remote.header))
+        env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_ALLOW_PROTOCOL": _PROTOCOLS, "LC_ALL": "C",
+                    "GIT_CONFIG_COUNT": str(len(settings))})
+        env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")  # an ssh password prompt would hang the sync
+        for index, (key, value) in enumerate(settings):
+            env[f"GIT_CONFIG_KEY_{index}"], env[f"GIT_CONFIG_VALUE_{index}"] = key, value
+        return env
+
+    def run(self, *args: str | bytes, stdin: bytes | None = None) -> bytes:
+        """A local git command's output (`GitError` with git's scrubbed message when it fails)."""
+        done = subprocess.run(["git", "--git-dir", str(self.folder), *args], input=stdin, capture_output=True,
+                              env=self.env, timeout=self.timeout, check=False)
+        if done.returncode:
+            raise GitError(self._said(done.stderr, args[0]))
+        return done.stdout
+
+    def succeeds(self, *args: str) -> bool:
+        return subprocess.run(["git", "--git-dir", str(self.folder), *args], capture_output=True, env=self.env,
+                              timeout=self.timeout, check=False).returncode == 0
+
+    def init(self) -> None:
+        if not (self.folder / "HEAD").is_file():
+            self.folder.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["git", "init", "--bare", "--quiet", str(self.folder)], capture_output=True, env=self.env,
+                           timeout=60, check=True)
+
+    def fetch(self, ref: str, into: str) -> None:
+        """Fetch `ref` (shallow: its commit and tree) into the local ref `into`, within the deadline and the size
+        ceiling."""
+        command = ["git", "--git-dir", str(self.folder), "fetch", "--quiet", "--depth=1", "--no-tags",
+                   "--no-recurse-submodules", "--end-of-options", self.remote.url, f"+{ref}:{into}"]
+        started, before = time.monotonic(), _size(self.folder / "objects")
+        with subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              env=self.env, start_new_session=True) as process:
+            why = self._watch(process, started, before)
+            _, stderr = process.communicate()
+        if not why and _size(self.folder / "objects") - before > self.max_bytes:  # it ended between two checks
+            why = self._too_large
+        if why:
+            shutil.rmtree(self.folder, ignore_errors=True)  # what it brought is not kept: the next sync starts anew
+            raise GitError(f"repository {self.remote.label}: fetching {self.remote.scrub(self.remote.url)} stopped: "
+                           f"{why}")
+        if process.returncode:
+            raise GitError(self._said(stderr, "fetch"))
+
+    def _watch(self, process: subprocess.Popen[bytes], started: float, before: int) -> str:
+        """Wait for the fetch; stop it (with every process it started) past the deadline or the size ceiling."""
+        while process.poll() is None:
+            try:
+                process.wait(timeout=_CHECK_EVERY)
+                return ""
+            except subprocess.TimeoutExpired:
+                pass
+            why = ""
+            if time.monotonic() - started > self.timeout:
+                why = f"it took longer than {self.timeout:g} s (the repository's `timeout`)"
+            elif _size(self.folder / "objects") - before > self.max_bytes:
+                why = self._too_large
+            if why:
+                os.killpg(process.pid, 9)
+                process.wait()
+                return why
+        return ""
+
+    @property
+    def _too_large(self) -> str:
+        return f"it would add more than {self.max_bytes / 2**20:g} MB (the repository's `max_fetch_mb`)"
+
+    def _said(self, stderr: bytes, command: str | bytes) -> str:
+        text = stderr.decode("utf-8", "replace")
+        if any(sign in text for sign in _REFUSED_CREDENTIALS):
+            said = (f"the server at {self.remote.url} did not accept the credentials sent (or wants some): set the "
+                    "repository's `token_env` to a variable holding a valid token, or set up git's credential helper "
+                    "or ssh agent")
+        else:
+            said = " ".join(line.strip() for line in text.splitlines() if line.strip())[-500:] or \
+                f"git {command!r} failed"
+        return f"repository {self.remote.label}: {self.remote.scrub(said)}"
+
+
+def _size(folder: Path) -> int:
+    """Bytes in a folder, sub-folders included (a pack being received is a temporary file in objects/pack)."""
+    total = 0
+    stack = [folder]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                else:
+                    total += entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue
+    return total
+
+
+def git_paths(raw: bytes) -> Sequence[str]:
+    """NUL-separated paths as git printed them (`-z`), as str: bytes that are not UTF-8 kept as surrogates."""
+    return [os.fsdecode(part) for part in raw.split(b"\0") if part]

@@ -1,0 +1,308 @@
+"""The KB's `repos` as Sources (ingest/sources.py): committed files of a ref, synced by commit.
+
+Each scan fetches the ref (shallow: one commit and its tree) into this machine's bare copy. When the index holds
+an earlier commit of the same scope (the sync passes it in `revisions`) and the copy still has it, the files that
+changed come from `git diff-tree` between the two: the others are listed from what the index knows, with no tree
+read and nothing hashed. Otherwise (a first sync, a force-push whose old commit is gone, another machine's copy)
+the whole tree is listed and compared with the index by blob id. A file's fingerprint is (size, its blob id as a
+number), so an unchanged blob is never read. Only the files a sync needs are written out of git, each to a file
+named by a hash (no path from the repository ever names a file on this disk); git never checks out, so no
+filter, hook or symbolic link of the repository takes effect.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from ...records import Progress
+from ...settings import KBConfig, RepoConfig, megabytes
+from ..folders import binary_reason, matches_globs
+from ..parsers import is_supported
+from ..sources import SkippedFile, SourceFile, SourceScan
+from .citations import id_prefix
+from .command import Git, GitError, Remote
+
+_FETCHED = "refs/mcp-kb/fetched"
+_KEPT = "refs/mcp-kb/kept/"  # the commits a later diff needs: the one the index holds, and the newest
+_LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+_BLOB_ID_DIGITS = 15  # 60 bits of a blob id: the fingerprint's second number (a signed 64-bit column)
+_FILE, _EXECUTABLE, _LINK, _SUBMODULE = "100644", "100755", "120000", "160000"
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A file of a commit: its path as git stores it (undecodable bytes as surrogates), mode, blob id and size."""
+
+    path: str
+    mode: str
+    blob: str
+    size: int = -1
+
+    @property
+    def fingerprint(self) -> tuple[int, int]:
+        return self.size, int(self.blob[:_BLOB_ID_DIGITS], 16)
+
+
+class GitSource:
+    """One `[[kb.repos]]` entry as a source: document ids are paths in the repository (led by `NAME/` when the KB
+    has other sources)."""
+
+    def __init__(self, kb: KBConfig, repo: RepoConfig, cache_folder: Path, prefix: str):
+        self.kb, self.repo, self.prefix = kb, repo, prefix
+        remote = Remote.of(repo)
+        self.key = repo.label
+        self.scope = _scope(kb, repo, remote.url)
+        folder = cache_folder / "repos" / hashlib.sha256(remote.url.encode()).hexdigest()[:16]
+        self.git = Git(folder / "copy.git", remote, repo.timeout, megabytes(repo.max_fetch_mb))
+        self.files_folder = folder / "files"
+
+    @classmethod
+    def of(cls, kb: KBConfig, cache_folder: Path) -> list[GitSource]:
+        return [cls(kb, repo, cache_folder, id_prefix(kb, repo)) for repo in kb.repos]
+
+    @staticmethod
+    def owns(doc_id: str) -> bool:
+        return False  # its ids are paths: the folder kind counts them by suffix
+
+    @staticmethod
+    def kind_of(doc_id: str) -> str:
+        return posixpath.splitext(doc_id)[1].lower().lstrip(".") or "other"
+
+    def watch_folders(self) -> list[Path]:
+        return []  # a repository changes by commits: `[kb.sync] interval` fetches again
+
+    def concerns(self, path: Path) -> bool:
+        return False
+
+    def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None,
+             revisions: Mapping[str, Mapping[str, str]] | None = None) -> SourceScan:
+        self.git.init()
+        shutil.rmtree(self.files_folder, ignore_errors=True)  # what the last sync wrote out of git is parsed
+        self.files_folder.mkdir(parents=True)
+        if progress:
+            progress(0, 0, f"{self.kb.name}: fetching {self.git.remote.scrub(self.git.remote.url)} {self.repo.ref}")
+        self.git.fetch(self.repo.ref, _FETCHED)
+        commit = self.git.run("rev-parse", "--verify", "--end-of-options", f"{_FETCHED}^{{commit}}").decode().strip()
+        base = (revisions or {}).get(self.key, {})
+        mine = {doc_id: seen for doc_id, seen in known.items() if doc_id.startswith(self.prefix)}
+        diffed = base.get("scope") == self.scope and \
+            self.git.succeeds("cat-file", "-e", f"{base.get('commit')}^{{commit}}")
+        files, skipped, read = self._by_diff(base["commit"], commit, mine) if diffed else self._by_tree(commit, mine)
+        self._keep(base.get("commit", ""), commit)
+        way = "commits diffed" if diffed else "trees compared"
+        return SourceScan(files, skipped, {way: 1, "files read from git": read},
+                          revisions={self.key: {"commit": commit, "scope": self.scope, "ref": self.repo.ref}})
+
+    # ---- listing ----------------------------------------------------------------------------------------------
+
+    def _by_tree(self, commit: str, known: dict[str, tuple[int, int]]) -> tuple[list[SourceFile], list[SkippedFile], int]:
+        """Every file of the commit, compared with the index by blob id."""
+        raw = self.git.run("ls-tree", "-r", "-z", "--full-tree", "-l", "--end-of-options", commit)
+        entries = []
+        for record in raw.split(b"\0"):
+            if record:
+                meta, _, path = record.partition(b"\t")
+                mode, _, blob, size = meta.split()
+                entries.append(_Entry(os.fsdecode(path), mode.decode(), blob.decode(),
+                                      int(size) if size != b"-" else -1))
+        return self._judge(commit, entries, known)
+
+    def _by_diff(self, base: str, commit: str,
+                 known: dict[str, tuple[int, int]]) -> tuple[list[SourceFile], list[SkippedFile], int]:
+        """The files the index holds, less those the diff deleted, plus those it added or modified (renames are a
+        deletion and an addition: the chunks' vectors are reused by content)."""
+        changed: list[_Entry] = []
+        gone: set[str] = set()
+        for status, old, new in _diff(self.git.run("diff-tree", "-r", "-z", "--no-commit-id", "-M",
+                                                   "--end-of-options", base, commit)):
+            if status in "DR":
+                gone.add(old.path)
+            if status != "D":
+                changed.append(new)
+        sizes = self._sizes([entry.blob for entry in changed if entry.mode not in (_SUBMODULE,)])
+        changed = [_Entry(e.path, e.mode, e.blob, sizes.get(e.blob, -1)) for e in changed]
+        paths = {self._doc_id(entry.path) for entry in changed} | {self._doc_id(path) for path in gone}
+        files, skipped, read = self._judge(commit, changed, known)
+        files += [self._file(commit, doc_id.removeprefix(self.prefix), doc_id, seen)
+                  for doc_id, seen in known.items() if doc_id not in paths]
+        return sorted(files, key=lambda f: f.doc_id), skipped, read
+
+    def _judge(self, commit: str, entries: list[_Entry],
+               known: dict[str, tuple[int, int]]) -> tuple[list[SourceFile], list[SkippedFile], int]:
+        """Which entries are documents: in scope, a plain file, within the size limit, text where text is due."""
+        files, skipped, wanted = [], [], []
+        for entry in entries:
+            doc_id = self._doc_id(entry.path)
+            if not self._in_scope(entry.path, entry.mode, doc_id):
+                continue
+            reason = self._rule_out(entry)
+            if reason:
+                skipped.append(SkippedFile(doc_id, reason))
+            elif known.get(doc_id) == entry.fingerprint:
+                files.append(self._file(commit, entry.path, doc_id, entry.fingerprint))
+            else:
+                wanted.append((entry, doc_id))
+        written = self._write_out(commit, [entry for entry, _ in wanted])
+        for entry, doc_id in wanted:
+            path = written[entry.blob]
+            reason = _content_reason(path, entry)
+            if reason:
+                skipped.append(SkippedFile(doc_id, reason))
+            else:
+                files.append(SourceFile(path, doc_id, *entry.fingerprint))
+        return files, skipped, len(wanted)
+
+    def _in_scope(self, path: str, mode: str, doc_id: str) -> bool:
+        if any(part in ("", ".", "..") for part in path.split("/")):
+            return False  # git refuses such trees (fsck on fetch); never a document either way
+        if not is_supported(posixpath.splitext(path)[1].lower()) and mode != _SUBMODULE:
+            return False  # a submodule is reported, whatever its name
+        if self.repo.paths and not matches_globs(path, self.repo.paths, []):
+            return False
+        return matches_globs(path, [], self.repo.exclude) and \
+            matches_globs(doc_id, self.kb.include, self.kb.exclude)
+
+    def _rule_out(self, entry: _Entry) -> str:
+        if not entry.path.isprintable() or not _is_utf8(entry.path):
+            return "file name is not printable UTF-8: left out"
+        if entry.mode == _LINK:
+            return "symbolic link in the repository: not followed"
+        if entry.mode == _SUBMODULE:
+            return "submodule: not followed"
+        if entry.mode not in (_FILE, _EXECUTABLE):
+            return f"not a file (mode {entry.mode})"
+        if entry.size > self.kb.max_file_bytes:
+            return (f"too large: {entry.size / megabytes(1):.1f} MB > max_file_size_mb = "
+                    f"{self.kb.max_file_size_mb:g}")
+        return ""
+
+    def _doc_id(self, path: str) -> str:
+        return self.prefix + (path if _is_utf8(path) else path.encode("utf-8", "surrogateescape").decode(
+            "utf-8", "backslashreplace"))
+
+    # ---- reading blobs ---------------------------------------------------------------------------------------
+
+    def _sizes(self, blobs: list[str]) -> dict[str, int]:
+        """Each blob's size, asked of git in one go."""
+        if not blobs:
+            return {}
+        out = self.git.run("cat-file", "--batch-check=%(objectname) %(objectsize)", stdin="\n".join(blobs).encode())
+        return {name: int(size) for name, size in (line.split() for line in out.decode().splitlines())
+                if size.isdigit()}
+
+    def _write_out(self, commit: str, entries: list[_Entry]) -> dict[str, Path]:
+        """The blobs' bytes, each in a file named by its blob id (and the path's suffix, which picks the parser),
+        read through one `git cat-file --batch`."""
+        if not entries:
+            return {}
+        written = {entry.blob: self._blob_file(entry.blob, entry.path) for entry in entries}
+        blobs = list(dict.fromkeys(entry.blob for entry in entries))
+        with subprocess.Popen(["git", "--git-dir", str(self.git.folder), "cat-file", "--batch"], env=self.git.env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as process:
+            assert process.stdin and process.stdout
+            process.stdin.write("\n".join(blobs).encode() + b"\n")
+            process.stdin.close()
+            for blob in blobs:
+                header = process.stdout.readline().split()
+                if len(header) != 3:
+                    raise GitError(f"git could not read blob {blob} of commit {commit[:12]}")
+                _copy(process.stdout, int(header[2]), written[blob])
+                process.stdout.read(1)  # the newline after each object
+        return written
+
+    def _blob_file(self, blob: str, path: str) -> Path:
+        return self.files_folder / f"{blob}{_suffix(path)}"
+
+    def _file(self, commit: str, path: str, doc_id: str, seen: tuple[int, int]) -> SourceFile:
+        """An unchanged document: its bytes stay in git until a sync needs them (a rebuild parses every file)."""
+        name = hashlib.sha256(f"{commit}:{path}".encode()).hexdigest()[:40]
+        target = self.files_folder / f"{name}{_suffix(path)}"
+        return SourceFile(target, doc_id, *seen, fetch=self._fetcher(commit, path, target))
+
+    def _fetcher(self, commit: str, path: str, target: Path) -> Callable[[], None]:
+        def fetch() -> None:
+            if not target.exists():
+                data = self.git.run("cat-file", "blob", f"{commit}:{path}")
+                partial = target.with_name(target.name + ".part")
+                partial.write_bytes(data)
+                partial.replace(target)
+        return fetch
+
+    def _keep(self, base: str, commit: str) -> None:
+        """Refs on the commits a later diff starts from; the others are let go."""
+        keep = {name for name in (base, commit) if name}
+        held = self.git.run("for-each-ref", "--format=%(objectname)", _KEPT).decode().split()
+        for name in set(held) - keep:
+            self.git.run("update-ref", "-d", f"{_KEPT}{name}")
+        for name in keep - set(held):
+            if self.git.succeeds("cat-file", "-e", f"{name}^{{commit}}"):
+                self.git.run("update-ref", f"{_KEPT}{name}", name)
+
+
+def _scope(kb: KBConfig, repo: RepoConfig, url: str) -> str:
+    """What decides which files of a commit are documents: a diff against a commit synced under another scope
+    would keep files that are no longer in it, so a changed scope lists the whole tree again."""
+    settings = [url, repo.ref, repo.paths, repo.exclude, kb.include, kb.exclude, kb.max_file_size_mb]
+    return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
+
+
+def _diff(raw: bytes) -> Iterator[tuple[str, _Entry, _Entry]]:
+    """`git diff-tree -r -z` records: status letter, the old entry and the new one."""
+    fields = raw.split(b"\0")
+    index = 0
+    while index < len(fields) - 1:
+        meta = fields[index].decode()
+        if not meta.startswith(":"):
+            index += 1
+            continue
+        old_mode, new_mode, old_blob, new_blob, status = meta[1:].split()
+        old_path = os.fsdecode(fields[index + 1])
+        two_paths = status[0] in "RC"
+        new_path = os.fsdecode(fields[index + 2]) if two_paths else old_path
+        index += 3 if two_paths else 2
+        yield status[0], _Entry(old_path, old_mode, old_blob), _Entry(new_path, new_mode, new_blob)
+
+
+def _copy(stream: IO[bytes], size: int, target: Path) -> None:
+    """`size` bytes of a stream into a new file, a megabyte at a time."""
+    read = stream.read
+    with target.open("wb") as out:
+        left = size
+        while left:
+            chunk = read(min(left, 2**20))
+            if not chunk:
+                raise GitError("git's output ended early")
+            out.write(chunk)
+            left -= len(chunk)
+
+
+def _content_reason(path: Path, entry: _Entry) -> str:
+    """Why a blob's bytes are no document: a Git LFS pointer (the file itself was never fetched), or binary."""
+    if entry.size < 1024:
+        with path.open("rb") as handle:
+            if handle.read(len(_LFS_POINTER)) == _LFS_POINTER:
+                return "Git LFS pointer: the file itself is not fetched (mcp-kb reads what is committed)"
+    return binary_reason(str(path), _suffix(entry.path)) or ""
+
+
+def _suffix(path: str) -> str:
+    """The path's suffix, lower case, which picks the parser (only a plain one names a file on this disk)."""
+    suffix = posixpath.splitext(path)[1].lower()
+    return suffix if suffix.isascii() and suffix.isprintable() and "/" not in suffix else ""
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:  # bytes that are not UTF-8, kept by os.fsdecode as surrogates
+        return False

@@ -1,0 +1,177 @@
+"""Repositories over git's smart HTTP on 127.0.0.1: a private one with a token that is never written or shown,
+and servers that drip, lie or send a bomb, refs and URLs that are options or helper transports, and a repository
+whose config, attributes and hooks try to run commands."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+from pathlib import Path
+
+import pytest
+from git_server import Repo, git, serve_git
+from pydantic import ValidationError
+
+from mcp_kb.api import SearchRequest
+from mcp_kb.errors import KBError
+from mcp_kb.ingest.git.command import Git, GitError, Remote
+from mcp_kb.settings import RepoConfig
+
+TOKEN = "tok-3b1f9c2e7d41a8e6"
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A private repository `team/lib.git` served with TOKEN, and its working copy."""
+    work = Repo(tmp_path / "work")
+    work.write("docs/rotation.md", "# Rotation\n\nThe pager rotates every Monday at nine.\n")
+    work.commit()
+    root = tmp_path / "served"
+    git(tmp_path, "clone", "-q", "--bare", str(work.folder), str(root / "team" / "lib.git"))
+    with serve_git(root, token=TOKEN) as server:
+        yield server, work, root / "team" / "lib.git"
+
+
+def _kb(url: str, **settings) -> dict:
+    return {"name": "lib", "description": "d", "repos": [{"url": url, "ref": "main", **settings}]}
+
+
+def _everything_written(*folders: Path) -> bytes:
+    return b"".join(path.read_bytes() for folder in folders if folder.exists()
+                    for path in folder.rglob("*") if path.is_file())
+
+
+def test_a_private_repository_over_http_with_a_token_that_is_never_written_or_shown(make_app, served, tmp_path,
+                                                                                    monkeypatch, caplog):
+    server, _, _ = served
+    monkeypatch.setenv("LIB_TOKEN", TOKEN)
+    caplog.set_level(logging.DEBUG)
+    app = make_app(_kb(f"{server.url}/team/lib.git", token_env="LIB_TOKEN"))
+    report = app.sync()[0]
+    assert report.files_added == 1 and not report.failures
+    assert app.search("lib", SearchRequest(query="pager rotates", mode="keyword")).hits[0].source == "docs/rotation.md"
+    basic = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
+    assert f"Basic {basic}" in server.authorizations  # it was sent ...
+    shown = [json.dumps(app.store.read_state("lib")), caplog.text, report.summary(), repr(app.status("lib")),
+             json.dumps([v.as_dict() for v in app.versions("lib")])]
+    for secret in (TOKEN, basic):
+        assert all(secret not in text for text in shown)  # ... and never kept or shown
+        assert secret.encode() not in _everything_written(tmp_path / "index")  # the index and this machine's copy
+
+
+def test_a_wrong_token_fails_in_one_line_without_the_token(make_app, served, monkeypatch):
+    server, _, _ = served
+    monkeypatch.setenv("LIB_TOKEN", "wrong-" + TOKEN)
+    app = make_app(_kb(f"{server.url}/team/lib.git", token_env="LIB_TOKEN"))
+    with pytest.raises(KBError) as failed:
+        app.sync()
+    assert "did not accept the credentials" in str(failed.value) and TOKEN not in str(failed.value)
+    assert TOKEN not in json.dumps(app.store.read_state("lib"))
+    monkeypatch.delenv("LIB_TOKEN")
+    with pytest.raises(KBError, match="LIB_TOKEN .* is not set"):
+        app.sync()
+
+
+def test_a_password_in_the_url_is_sent_as_a_header_and_redacted_everywhere(make_app, served):
+    server, _, _ = served
+    address = server.url.removeprefix("http://")
+    app = make_app(_kb(f"http://x-access-token:{TOKEN}@{address}/team/lib.git"))
+    assert app.sync()[0].files_added == 1
+    assert TOKEN not in json.dumps(app.store.read_state("lib"))
+    wrong = make_app(_kb(f"http://x-access-token:not-{TOKEN}@{address}/team/nothing.git"))
+    with pytest.raises(KBError) as failed:
+        wrong.sync()
+    assert TOKEN not in str(failed.value) and "127.0.0.1" in str(failed.value)
+    assert TOKEN not in json.dumps(wrong.store.read_state("lib"))
+
+
+def test_a_later_commit_over_http_is_synced_by_diff(make_app, served, monkeypatch):
+    server, work, bare = served
+    monkeypatch.setenv("LIB_TOKEN", TOKEN)
+    app = make_app(_kb(f"{server.url}/team/lib.git", token_env="LIB_TOKEN"))
+    app.sync()
+    work.write("docs/escalation.md", "# Escalation\n\nPage the duty manager after thirty minutes.\n")
+    work.commit()
+    git(work.folder, "push", "-q", str(bare), "main")
+    report = app.sync()[0]
+    assert report.crawl["commits diffed"] == 1 and report.files_added == 1 and report.files_unchanged == 1
+
+
+def test_a_server_that_drips_is_cut_off_at_the_timeout(make_app, served, monkeypatch):
+    server, _, _ = served
+    monkeypatch.setenv("LIB_TOKEN", TOKEN)
+    server.drip = True
+    app = make_app(_kb(f"{server.url}/team/lib.git", token_env="LIB_TOKEN", timeout=2))
+    began = time.monotonic()
+    with pytest.raises(GitError, match="took longer than 2 s"):
+        app.sync()
+    assert time.monotonic() - began < 30
+
+
+def test_a_server_that_lies_is_one_clear_error_and_the_index_stays(make_app, served, monkeypatch):
+    server, _, _ = served
+    monkeypatch.setenv("LIB_TOKEN", TOKEN)
+    app = make_app(_kb(f"{server.url}/team/lib.git", token_env="LIB_TOKEN"))
+    app.sync()
+    server.lie = True
+    with pytest.raises(GitError) as failed:
+        app.sync()
+    assert "\n" not in str(failed.value) and len(str(failed.value)) < 600
+    assert app.status("lib")[0].last_outcome == "failed"
+    assert app.search("lib", SearchRequest(query="pager rotates", mode="keyword")).hits
+
+
+def test_a_fetch_past_max_fetch_mb_is_stopped(make_app, tmp_path):
+    repo = Repo(tmp_path / "big")
+    repo.write("data.md", "# Data\n\n" + base64.b64encode(Path("/dev/urandom").open("rb").read(3_000_000)).decode())
+    repo.commit()
+    app = make_app(_kb(str(repo.folder), max_fetch_mb=1))
+    with pytest.raises(GitError, match="more than 1 MB"):
+        app.sync()
+
+
+@pytest.mark.parametrize("settings, refused", [
+    ({"url": "ext::sh -c touch% /tmp/x", "ref": "main"}, "helper"),
+    ({"url": "--upload-pack=touch /tmp/x", "ref": "main"}, "option"),
+    ({"url": "/srv/repo", "ref": "--upload-pack=touch /tmp/x"}, "branch, tag or commit"),
+    ({"url": "/srv/repo", "ref": "main", "url_template": "{path.__class__}"}, "not {path.__class__}"),
+])
+def test_urls_refs_and_templates_that_would_run_something_are_refused(settings, refused):
+    with pytest.raises(ValidationError, match=refused):
+        RepoConfig.model_validate(settings)
+
+
+def test_git_itself_refuses_helper_transports(tmp_path):
+    marker = tmp_path / "ran"
+    copy = Git(tmp_path / "copy.git", Remote(f"ext::sh -c touch% {marker}"), timeout=30, max_bytes=2**20)
+    copy.init()
+    with pytest.raises(GitError, match="transport 'ext' not allowed"):
+        copy.fetch("main", "refs/x")
+    assert not marker.exists()
+
+
+def test_the_repository_config_attributes_and_hooks_never_run(make_app, tmp_path):
+    repo = Repo(tmp_path / "evil")
+    markers = [tmp_path / f"ran-{n}" for n in range(5)]
+    repo.write(".gitattributes", "*.md filter=evil diff=evil\n")
+    repo.write("guide.md", "# Guide\n\nthe page\n")
+    for n, name in enumerate(("post-checkout", "reference-transaction", "pre-auto-gc")):
+        repo.write(f".git/hooks/{name}", f"#!/bin/sh\ntouch {markers[n]}\n")
+        (repo.folder / ".git" / "hooks" / name).chmod(0o755)
+    repo.commit()
+    for key, value in (("filter.evil.smudge", f"touch {markers[3]}; cat"), ("filter.evil.clean", "cat"),
+                       ("core.fsmonitor", f"touch {markers[4]}"), ("uploadpack.packObjectsHook", f"touch {markers[4]}")):
+        git(repo.folder, "config", key, value)
+    for n in range(5):
+        markers[n].unlink(missing_ok=True)  # the repository's own commit ran its hook: that is not mcp-kb
+    app = make_app(_kb(str(repo.folder)))
+    assert app.sync()[0].files_added == 1
+    repo.write("guide.md", "# Guide\n\nthe page, edited\n")
+    repo.commit()
+    for n in range(5):
+        markers[n].unlink(missing_ok=True)
+    assert app.sync()[0].files_changed == 1
+    assert not any(marker.exists() for marker in markers)
+

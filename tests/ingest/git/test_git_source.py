@@ -1,0 +1,214 @@
+"""Repository KBs (`[[kb.repos]]`): the first sync fetches a commit, later ones index what the diff says changed,
+without reading or hashing the rest; renames keep their vectors; a force-push and a lost local copy fall back to
+comparing trees; status, the report, versions and citations name the commit."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from git_server import Repo, git
+
+import mcp_kb.sync
+from mcp_kb.api import SearchRequest, SyncRequest
+from mcp_kb.index.state import source_cache_dir
+
+pytestmark = pytest.mark.anyio
+
+
+def _kb(repo: Repo, **settings) -> dict:
+    return {"name": "code", "description": "a repository", "repos": [{"url": str(repo.folder), "ref": "main",
+                                                                       **settings}]}
+
+
+def _sync(app, **request):
+    return app.sync(request=SyncRequest(**request))[0] if request else app.sync()[0]
+
+
+@pytest.fixture
+def repo(tmp_path) -> Repo:
+    repo = Repo(tmp_path / "upstream")
+    for i in range(1000):
+        repo.write(f"notes/n{i:04d}.md", f"# Note {i}\n\nRunbook entry number {i} for service s{i % 17}.\n")
+    repo.commit("a thousand notes")
+    return repo
+
+
+def _count_hashing(monkeypatch) -> list[str]:
+    hashed: list[str] = []
+    real = mcp_kb.sync.file_sha256
+    monkeypatch.setattr(mcp_kb.sync, "file_sha256", lambda path: hashed.append(str(path)) or real(path))
+    return hashed
+
+
+def test_a_commit_changing_3_of_1000_files_reads_and_embeds_only_those_3(make_app, repo, monkeypatch):
+    app = make_app(_kb(repo))
+    first = _sync(app)
+    assert first.files_added == 1000 and first.crawl["trees compared"] == 1
+    for i in (3, 500, 999):
+        repo.write(f"notes/n{i:04d}.md", f"# Note {i}\n\nRunbook entry {i}: now restarted by the pager rota.\n")
+    commit = repo.commit("three edits")
+    hashed = _count_hashing(monkeypatch)
+    second = _sync(app)
+    assert second.crawl["commits diffed"] == 1 and "trees compared" not in second.crawl
+    assert second.crawl["files read from git"] == 3
+    assert (second.files_changed, second.files_unchanged, second.files_added, second.files_deleted) == (3, 997, 0, 0)
+    assert len(hashed) == 3 and second.chunks_embedded == 3
+    assert app.status("code")[0].commits == {"upstream": commit} and second.commits == {"upstream": commit}
+    hit = app.search("code", SearchRequest(query="restarted by the pager rota", mode="keyword", top_k=3)).hits[0]
+    assert hit.commit == commit and hit.citation.endswith(f"(lines 3-3 @ {commit[:12]})")
+
+
+def test_a_sync_without_a_new_commit_reads_nothing(make_app, repo, monkeypatch):
+    app = make_app(_kb(repo))
+    _sync(app)
+    hashed = _count_hashing(monkeypatch)
+    again = _sync(app)
+    assert again.files_unchanged == 1000 and again.crawl["files read from git"] == 0 and not hashed
+
+
+def test_a_rename_keeps_the_vectors_and_deletions_leave(make_app, tmp_path):
+    repo = Repo(tmp_path / "lib")
+    repo.write("docs/old-name.md", "# Deploys\n\nBlue-green deploys switch the router after health checks pass.\n")
+    repo.write("docs/gone.md", "# Gone\n\nThis page will be deleted.\n")
+    repo.commit()
+    app = make_app(_kb(repo))
+    _sync(app)
+    git(repo.folder, "mv", "docs/old-name.md", "docs/new-name.md")
+    git(repo.folder, "rm", "-q", "docs/gone.md")
+    repo.commit("rename and delete")
+    report = _sync(app)
+    assert (report.files_added, report.files_deleted, report.chunks_embedded) == (1, 2, 0)
+    assert report.chunks_reused == 1
+    assert app.document_ids("code") == ["docs/new-name.md"]
+
+
+def test_a_force_push_and_a_lost_local_copy_fall_back_to_comparing_trees(make_app, make_config, tmp_path):
+    repo = Repo(tmp_path / "lib")
+    repo.write("a.md", "# A\n\nalpha\n")
+    repo.write("b.md", "# B\n\nbravo\n")
+    repo.commit()
+    app = make_app(_kb(repo))
+    _sync(app)
+    # History rewritten: an orphan branch takes main's name, the old commit is gone from the repository.
+    git(repo.folder, "checkout", "-q", "--orphan", "rewritten")
+    git(repo.folder, "rm", "-q", "-rf", ".")
+    repo.write("b.md", "# B\n\nbravo\n")
+    repo.write("c.md", "# C\n\ncharlie after the force-push\n")
+    forced = repo.commit("rewritten history")
+    git(repo.folder, "branch", "-q", "-f", "main", "rewritten")
+    git(repo.folder, "checkout", "-q", "main")
+    git(repo.folder, "branch", "-q", "-D", "rewritten")
+    git(repo.folder, "reflog", "expire", "--expire=now", "--all")
+    git(repo.folder, "gc", "-q", "--prune=now")
+    report = _sync(app)  # this machine's copy still has the old commit: the diff spans the two histories
+    assert (report.files_added, report.files_deleted, report.files_unchanged) == (1, 1, 1)
+    assert app.document_ids("code") == ["b.md", "c.md"]
+    repo.write("d.md", "# D\n\ndelta\n")
+    newest = repo.commit()
+    shutil.rmtree(source_cache_dir(str(tmp_path / "index"), "code"))  # another machine, or a wiped cache
+    report = _sync(app)
+    assert report.crawl["trees compared"] == 1 and report.crawl["files read from git"] == 1
+    assert (report.files_added, report.files_unchanged) == (1, 2)
+    assert app.document_ids("code") == ["b.md", "c.md", "d.md"]
+    assert app.status("code")[0].commits == {"lib": newest} != {"lib": forced}
+
+
+def test_a_rebuild_reads_every_file_out_of_git(make_app, repo):
+    app = make_app(_kb(repo))
+    _sync(app)
+    repo.write("notes/extra.md", "# Extra\n\none more\n")
+    repo.commit()
+    report = _sync(app, full=True)
+    assert report.rebuilt and report.files_added == 1001 and not report.failures
+    assert len(app.document_ids("code")) == 1001
+
+
+def test_scope_settings_changed_since_the_last_sync_list_the_whole_tree(make_app, tmp_path):
+    repo = Repo(tmp_path / "lib")
+    repo.write("docs/a.md", "# A\n\nalpha\n")
+    repo.write("notes/b.md", "# B\n\nbravo\n")
+    repo.commit()
+    _sync(make_app(_kb(repo)))
+    narrowed = make_app(_kb(repo, paths=["docs/"]))
+    report = _sync(narrowed)
+    assert report.crawl["trees compared"] == 1 and narrowed.document_ids("code") == ["docs/a.md"]
+
+
+def test_skipped_files_say_why(make_app, tmp_path):
+    repo = Repo(tmp_path / "lib")
+    repo.write("guide.md", "# Guide\n\nthe real page\n")
+    repo.write("vendor/dep/readme.md", "# Vendored\n\nnot ours\n")
+    repo.write("big.md", "# Big\n\n" + "word " * 300_000)
+    repo.write("model.md", "version https://git-lfs.github.com/spec/v1\noid sha256:" + "0" * 64 + "\nsize 123\n")
+    repo.write("blob.md", b"\x00\x01binary\x00" * 100)
+    (repo.folder / "link.md").symlink_to("/etc/hostname")
+    git(repo.folder, "add", "-A")
+    git(repo.folder, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},sub")  # a submodule
+    git(repo.folder, "commit", "-q", "-m", "odd entries")
+    report = _sync(make_app({**_kb(repo), "max_file_size_mb": 1}))
+    reasons = {problem.path: problem.reason for problem in report.skipped}
+    assert "Git LFS pointer" in reasons["model.md"]
+    assert "too large" in reasons["big.md"]
+    assert "binary" in reasons["blob.md"]
+    assert "symbolic link" in reasons["link.md"]
+    assert "submodule" in reasons["sub"]
+    assert "vendor/dep/readme.md" not in reasons  # vendored: left out by the default `exclude`
+    assert report.files_added == 1
+
+
+def test_library_versions_name_git_refs(make_app, tmp_path):
+    repo = Repo(tmp_path / "lib")
+    repo.write("docs/api.md", "# API\n\nconnect() takes a timeout.\n")
+    repo.commit()
+    git(repo.folder, "tag", "v1")
+    repo.write("docs/api.md", "# API\n\nconnect() takes a timeout and a retry policy.\n")
+    repo.commit()
+    app = make_app({"name": "code", "description": "d", "versions": [
+        {"name": "1.0", "repos": [{"url": str(repo.folder), "ref": "v1"}]},
+        {"name": "2.0", "repos": [{"url": str(repo.folder), "ref": "main"}], "current": True}]})
+    report = _sync(app)
+    assert report.files_added == 2 and set(report.commits) == {"1.0/lib", "2.0/lib"}
+    old = app.search("code", SearchRequest(query="connect timeout", mode="keyword", version="1.0")).hits[0]
+    assert "retry" not in old.text and old.commit == git(repo.folder, "rev-parse", "v1").strip()
+
+
+def test_beside_folders_a_repositorys_files_lead_with_its_name_and_hits_link_to_their_lines(make_app, tmp_path):
+    repo = Repo(tmp_path / "payments")
+    repo.write("src/refunds.md", "# Refunds\n\nIntro.\n\n## Limits\n\nRefunds above 500 euros need a second approver.\n")
+    commit = repo.commit()
+    folder = tmp_path / "handbook"
+    folder.mkdir()
+    (folder / "leave.md").write_text("# Leave\n\nAnnual leave is 25 days.\n", encoding="utf-8")
+    template = "https://git.example.com/{repo}/blob/{commit}/{path}#L{start}-L{end}"
+    app = make_app({"name": "code", "description": "d", "paths": [str(folder)],
+                    "repos": [{"url": f"file://{repo.folder}", "ref": "main", "url_template": template}]})
+    app.sync()
+    assert app.document_ids("code") == ["leave.md", "payments/src/refunds.md"]
+    hit = app.search("code", SearchRequest(query="second approver", mode="keyword")).hits[0]
+    assert hit.source == "payments/src/refunds.md" and hit.commit == commit
+    path = str(repo.folder).strip("/")
+    assert hit.link == f"https://git.example.com/{path}/blob/{commit}/src/refunds.md#L{hit.line_start}-L{hit.line_end}"
+    leave = app.search("code", SearchRequest(query="annual leave", mode="keyword")).hits[0]
+    assert (leave.source, leave.commit, leave.link) == ("leave.md", "", "")
+    assert app.versions("code")[-1].commits == {"payments": commit}
+
+
+def test_code_in_a_repository_is_cited_by_file_symbol_lines_and_commit(make_app, tmp_path):
+    repo = Repo(tmp_path / "service")
+    repo.write("pkg/models.py", '"""Models."""\n\nimport json\n\n\nclass User:\n    """A user."""\n\n'
+                                "    def get_by_id(self, user_id):\n"
+                                '        """Look a user up by id in the accounts table."""\n'
+                                "        return json.loads(self.table[user_id])\n\n"
+                                "    def rename(self, name):\n        self.name = name\n")
+    repo.write("notes.txt", "Plain notes about the deploy window.\n")
+    commit = repo.commit()
+    app = make_app(_kb(repo))
+    app.sync()
+    hit = app.search("code", SearchRequest(query="look a user up by id", mode="keyword")).hits[0]
+    chunk = app.search("code", SearchRequest(query="x", mode="filter", filters={"heading": "User › get_by_id"})).hits
+    assert [(c.source, c.title, c.line_start, c.line_end) for c in chunk] == [("pkg/models.py", "models.py", 9, 11)]
+    assert hit.line_start <= 9 and hit.line_end >= 11 and "return json.loads" in hit.text  # maybe with the class's head
+    assert hit.citation == f"pkg/models.py › {hit.heading} (lines {hit.line_start}-{hit.line_end} @ {commit[:12]})"
+    notes = app.search("code", SearchRequest(query="deploy window", mode="keyword")).hits[0]
+    assert notes.title == "notes"  # the file's own name, not the blob id it was read from

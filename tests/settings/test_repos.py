@@ -1,0 +1,43 @@
+"""`[[kb.repos]]`: which repository addresses and names are taken, what a repository is called, and a password in
+an address that never shows in a configuration error."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_kb.errors import ConfigError
+from mcp_kb.settings import RepoConfig, build_config
+
+
+@pytest.mark.parametrize("url, label", [
+    ("https://git.example.com/team/payments.git", "payments"),
+    ("ssh://git@git.example.com:2222/team/payments", "payments"),
+    ("git@github.com:team/payments.git", "payments"),
+    ("file:///srv/git/handbook.git/", "handbook"),
+    ("/srv/git/handbook", "handbook"),
+    ("../handbook", "handbook"),
+    ("C:\\repos\\handbook", "handbook"),
+])
+def test_repository_addresses_and_the_names_they_give(url, label):
+    assert RepoConfig.model_validate({"url": url}).label == label
+
+
+def test_two_repositories_of_one_name_must_be_told_apart(tmp_path):
+    with pytest.raises(ConfigError, match="different names"):
+        build_config({"kb": [{"name": "k", "description": "d", "repos": [
+            {"url": "https://a.example/x/lib.git"}, {"url": "https://b.example/y/lib.git"}]}]}, base_dir=tmp_path,
+            source=None)
+    build_config({"kb": [{"name": "k", "description": "d", "repos": [
+        {"url": "https://a.example/x/lib.git"}, {"url": "https://b.example/y/lib.git", "name": "lib-b"}]}]},
+        base_dir=tmp_path, source=None)
+
+
+@pytest.mark.parametrize("repo, error", [
+    ({"url": "https://user:hunter2-secret@git.example.com/x.git", "ref": "--bad"}, "branch, tag or commit"),
+    ({"url": "https://user:hunter2-secret@git.example.com/x y.git"}, "must be an https://"),
+    ({"url": "https://user:hunter2-secret@git.example.com/x.git", "timeout": "soon"}, "timeout"),
+])
+def test_a_password_in_a_repository_address_never_shows_in_a_config_error(tmp_path, repo, error):
+    with pytest.raises(ConfigError) as failed:
+        build_config({"kb": [{"name": "k", "description": "d", "repos": [repo]}]}, base_dir=tmp_path, source=None)
+    assert error in str(failed.value) and "hunter2-secret" not in str(failed.value)
