@@ -57,8 +57,8 @@ def browse_text(answer: BrowseOutput) -> str:
                   f"tokens" for entry in answer.outline]
     else:
         lines = [f"{answer.total} documents{f' matching {answer.path!r}' if answer.path else ''}{_as_of(answer)}"]
-        lines += [f"- {d.path} — {d.title} ({d.kind}{f', {d.pages} pages' if d.pages else ''}, ~{d.tokens} tokens, "
-                  f"changed {d.changed[:10]})" for d in answer.documents]
+        lines += [f"- {d.path} — {d.title} ({d.kind}{f', {d.pages} pages' if d.pages else ''}, ~{d.tokens} tokens"
+                  f"{f', changed {d.changed[:10]}' if d.changed else ''})" for d in answer.documents]
     if answer.cursor:
         lines.append(f"[more: pass cursor={answer.cursor!r}]")
     return "\n".join(lines)

@@ -23,6 +23,7 @@ from .errors import NotSyncedError, SearchError
 from .history import KBVersion, edition
 from .index.contract import Pinned, Store
 from .index.filters import build_where, glob_to_regex
+from .ingest.git.citations import repo_file
 from .ingest.reading import Section, outline_of
 from .ingest.sources import rooted_id_patterns
 from .lru import BoundedLRU
@@ -90,7 +91,8 @@ class DocumentEntry(BaseModel):
     chunks: int
     tokens: int = Field(description="Tokens of its text")
     lines: int
-    changed: str = Field(description="When the source last changed (UTC)")
+    changed: str = Field(description="When the source last changed (UTC; \"\" for a git repository's file: its "
+                                     "commit says)")
     synced: str = Field(description="When this version was indexed (UTC)")
 
 
@@ -321,7 +323,7 @@ class Reader:
             last = page[-1]
             cursor = self.cursors.make("browse", kb.name, {"p": pattern, "o": sort, "l": last["path"], **_pinned(read),
                                                            **({"m": last["mtime_ns"]} if sort == "changed" else {})})
-        return BrowseOutput(kb=kb.name, path=pattern, documents=[_entry(row) for row in page],
+        return BrowseOutput(kb=kb.name, path=pattern, documents=[_entry(row, kb) for row in page],
                             total=matching.num_rows, cursor=cursor, as_of=_as_of(read))
 
     def documents_under(self, kb: KBConfig, prefix: str, limit: int) -> tuple[list[str], int]:
@@ -425,10 +427,12 @@ def _entries(answer: BrowseOutput) -> int:
     return len(answer.documents) + len(answer.outline)
 
 
-def _entry(row: dict[str, Any]) -> DocumentEntry:
+def _entry(row: dict[str, Any], kb: KBConfig) -> DocumentEntry:
+    # A repository's file has no time of its own: its fingerprint's second number is its blob id, not a time.
+    changed = "" if repo_file(kb, row["path"]) else _utc(row["mtime_ns"])
     return DocumentEntry(path=row["path"], title=_clipped(row["title"]), kind=row["kind"], size=row["size"],
                          pages=row["pages"], chunks=row["chunks"], tokens=row["tokens"], lines=row["lines"],
-                         changed=_utc(row["mtime_ns"]), synced=row["synced_at"])
+                         changed=changed, synced=row["synced_at"])
 
 
 def _outline_entry(document: _Document, section: Section, heading: str) -> OutlineEntry:

@@ -55,11 +55,12 @@ class GitServer:
     token: str = ""  # when set, every request needs Basic auth with it as the password
     drip: bool = False  # send the answer a byte at a time, slowly
     lie: bool = False  # answer with garbage that claims to be git's
+    redirect: str = ""  # answer every request with a redirect to this base URL (another server)
     authorizations: list[str] = field(default_factory=list)
 
 
 @contextmanager
-def serve_git(root: Path, token: str = "") -> Iterator[GitServer]:
+def serve_git(root: Path, token: str = "", username: str = "x-access-token") -> Iterator[GitServer]:
     """Repositories below `root` at http://127.0.0.1:PORT/<name>, through `git http-backend`."""
     server = GitServer("", token)
 
@@ -76,7 +77,13 @@ def serve_git(root: Path, token: str = "") -> Iterator[GitServer]:
         def _backend(self) -> None:
             seen = self.headers.get("Authorization", "")
             server.authorizations.append(seen)
-            if server.token and seen != "Basic " + base64.b64encode(f"x-access-token:{server.token}".encode()).decode():
+            if server.redirect:
+                self.send_response(302)
+                self.send_header("Location", server.redirect + self.path)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            if server.token and seen != "Basic " + base64.b64encode(f"{username}:{server.token}".encode()).decode():
                 self.send_response(401)
                 self.send_header("WWW-Authenticate", 'Basic realm="git"')
                 self.send_header("Content-Length", "0")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import string
 from pathlib import Path
+from urllib.parse import urlsplit
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, PrivateAttr, SerializeAsAny, field_validator, model_validator
@@ -179,9 +180,13 @@ REPO_EXCLUDE_DEFAULT = ["vendor/", "third_party/", "node_modules/", "dist/", "bu
                         "*.generated.*", "*.g.cs"]
 # A repository: https/http/ssh/git/file URLs, scp-like `user@host:path`, or a local path; never an option ("-…") or
 # a helper transport (`ext::`, `fd::`), which would run a command.
-_REPO_URL = re.compile(r"^(?:(?:https?|ssh|git|file)://[^\s]+|[A-Za-z0-9._~-]+@[A-Za-z0-9.-]+:[^\s]+|[^\s:-][^:]*|[A-Za-z]:[\\/].*)$")
-# A branch, tag or commit: git's ref-name rules, and never an option ("-…") a command line would take as a flag.
-_REF = re.compile(r"^(?!-)(?!.*\.\.)(?!.*@\{)(?!.*//)[A-Za-z0-9._/+-]{1,200}(?<![./])$")
+_REMOTE_URL = re.compile(r"^(?:(?:https?|ssh|git|file)://\S+|[A-Za-z0-9._~-]+@[A-Za-z0-9.-]+:\S+)\Z")
+_SCP_LIKE = re.compile(r"^[A-Za-z0-9._~-]+@[A-Za-z0-9.-]+:")
+_LOCAL_PATH = re.compile(r"^(?:[^\s:-][^:]*|[A-Za-z]:[\\/].*)\Z", re.DOTALL)
+# A branch, tag or commit by git's ref-name rules (no "..", "@{", "//", component starting with "." or ending in
+# ".lock"), and never an option ("-…") a command line would take as a flag.
+_REF = re.compile(r"^(?!-)(?!.*\.\.)(?!.*@\{)(?!.*//)(?!\.)(?!.*/\.)(?!.*\.lock(?:/|\Z))"
+                  r"[A-Za-z0-9._/+-]{1,200}(?<![./])\Z")
 
 
 _TEMPLATE_FIELDS = {"repo", "commit", "path", "start", "end"}  # what a repository's `url_template` may name
@@ -218,10 +223,19 @@ class RepoConfig(Strict):
     @field_validator("url")
     @classmethod
     def _url_is_a_repository(cls, value: str) -> str:
-        if not _REPO_URL.match(value) or "::" in value.split("/")[0]:
+        unprintable = any(not char.isprintable() for char in value)
+        if unprintable or not (_REMOTE_URL.match(value) or _LOCAL_PATH.match(value)):
             raise ValueError("must be an https://, http://, ssh://, git:// or file:// URL, `user@host:path`, or a "
-                             "local path (never an option or a `helper::` transport)")
+                             "local path (never an option, a `helper::` transport or a control character)")
         return value
+
+    @property
+    def local_path(self) -> Path | None:
+        """The repository's folder when `url` is a local path (relative ones are resolved against kb.toml's folder
+        when the config loads), else None."""
+        if "://" in self.url or _SCP_LIKE.match(self.url):
+            return None
+        return Path(self.url)
 
     @field_validator("ref")
     @classmethod
@@ -240,9 +254,15 @@ class RepoConfig(Strict):
     @field_validator("url_template")
     @classmethod
     def _template_names_known_fields(cls, value: str) -> str:
-        named = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
-        if named - _TEMPLATE_FIELDS:
-            raise ValueError(f"knows {{{'}, {'.join(sorted(_TEMPLATE_FIELDS))}}}, not {{{sorted(named - _TEMPLATE_FIELDS)[0]}}}")
+        try:
+            fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(value)
+                      if name is not None]
+        except ValueError as exc:
+            raise ValueError(f"is not a template: {exc}") from exc
+        for name, spec, conversion in fields:
+            if name not in _TEMPLATE_FIELDS or spec or conversion:  # a spec can ask for a link of a billion spaces
+                raise ValueError(f"knows {{{'}, {'.join(sorted(_TEMPLATE_FIELDS))}}}, each as it is, not "
+                                 f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}")
         return value
 
     @field_validator("token_env")
@@ -265,10 +285,15 @@ class RepoConfig(Strict):
 
     @property
     def label(self) -> str:
-        """Its name: `name`, else the repository's last path part without `.git`."""
+        """Its name: `name`, else the last part of the repository's path without `.git` (never its host, user,
+        password or query)."""
         if self.name:
             return self.name
-        tail = re.split(r"[/:\\]", self.url.rstrip("/\\"))[-1].removesuffix(".git")
+        if "://" in self.url:
+            path = urlsplit(self.url).path
+        else:
+            path = _SCP_LIKE.sub("", self.url) if _SCP_LIKE.match(self.url) else self.url
+        tail = re.split(r"[/\\]", path.rstrip("/\\"))[-1].removesuffix(".git")
         return re.sub(r"[^A-Za-z0-9._+-]", "-", tail).lstrip(".-")[:64] or "repo"
 
 

@@ -21,7 +21,7 @@ from ..registry import load_plugins
 from .config import Config
 from .variables import ENV_CONFIG, cache_root, data_root, environment
 from .explain import chosen_settings, explain
-from .kb import KBConfig
+from .kb import KBConfig, RepoConfig
 from .providers import DEFAULT_PROVIDER, EMBEDDING_PROVIDERS
 from .server import ServerConfig
 from .sync import SyncEngineConfig
@@ -150,11 +150,17 @@ def _resolve_paths(config: Config, base_dir: Path) -> Config:
     def absolute_paths(paths: list[Path], key: str) -> list[Path]:
         return [absolute(path, key) for path in paths]
 
+    def absolute_repos(repos: list[RepoConfig], key: str) -> list[RepoConfig]:
+        return [repo.model_copy(update={"url": str(absolute(repo.local_path, key))}) if repo.local_path else repo
+                for repo in repos]
+
     kbs = [kb.model_copy(update={
         "paths": absolute_paths(kb.paths, f"[[kb]] {kb.name}: paths"),
-        "versions": [version.model_copy(update={"paths": absolute_paths(version.paths, f"[[kb]] {kb.name}: version "
-                                                                                      f"{version.name}: paths")})
-                     for version in kb.versions]}) for kb in config.kb]
+        "repos": absolute_repos(kb.repos, f"[[kb]] {kb.name}: repos"),
+        "versions": [version.model_copy(update={
+            "paths": absolute_paths(version.paths, f"[[kb]] {kb.name}: version {version.name}: paths"),
+            "repos": absolute_repos(version.repos, f"[[kb]] {kb.name}: version {version.name}: repos")})
+            for version in kb.versions]}) for kb in config.kb]
     storage = config.storage
     if not storage.is_remote:
         storage = storage.model_copy(update={"uri": str(absolute(storage.uri, "storage"))})

@@ -17,6 +17,8 @@ from mcp_kb.settings import RepoConfig, build_config
     ("/srv/git/handbook", "handbook"),
     ("../handbook", "handbook"),
     ("C:\\repos\\handbook", "handbook"),
+    ("http://x-access-token:S3CRET@127.0.0.1/", "repo"),  # never the host, the user or the password
+    ("https://git.example.com/api/repo.git?private_token=S3CRET", "repo"),
 ])
 def test_repository_addresses_and_the_names_they_give(url, label):
     assert RepoConfig.model_validate({"url": url}).label == label
@@ -41,3 +43,23 @@ def test_a_password_in_a_repository_address_never_shows_in_a_config_error(tmp_pa
     with pytest.raises(ConfigError) as failed:
         build_config({"kb": [{"name": "k", "description": "d", "repos": [repo]}]}, base_dir=tmp_path, source=None)
     assert error in str(failed.value) and "hunter2-secret" not in str(failed.value)
+
+
+@pytest.mark.parametrize("repo", [
+    {"url": "/tmp/x\x00y"}, {"url": "https://h/x\n"}, {"url": "foo\nbar"},
+    {"url": "/srv/repo", "ref": "main\n"}, {"url": "/srv/repo", "ref": ".hidden"}, {"url": "/srv/repo", "ref": "main.lock"},
+    {"url": "/srv/repo", "url_template": "{repo:{commit}}"}, {"url": "/srv/repo", "url_template": "{path:>100000000}"},
+    {"url": "/srv/repo", "url_template": "{repo!r}"}, {"url": "/srv/repo", "url_template": "x{"},
+])
+def test_control_characters_odd_refs_and_format_specs_are_refused_at_load(repo):
+    with pytest.raises(ValueError):
+        RepoConfig.model_validate(repo)
+
+
+def test_a_relative_repository_path_is_relative_to_the_config_file(tmp_path, monkeypatch):
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    config = build_config({"kb": [{"name": "k", "description": "d", "repos": [{"url": "work"}],
+                                   "versions": []}]}, base_dir=tmp_path / "cfg", source=None)
+    assert config.kb[0].repos[0].url == str(tmp_path / "cfg" / "work")

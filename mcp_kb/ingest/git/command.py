@@ -15,22 +15,22 @@ from __future__ import annotations
 
 import base64
 import os
-import re
 import shutil
 import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from ...errors import KBError
 from ...settings import RepoConfig, child_environment
 from ...settings.values import redact_url
 
 _PROTOCOLS = "https:http:ssh:git:file"
-_KEPT_GIT_VARIABLES = {"GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_ASKPASS", "GIT_CONFIG_GLOBAL",
-                       "GIT_EXEC_PATH"}  # how to reach a server; every other GIT_* could redirect or alter git
+_KEPT_GIT_VARIABLES = {"GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_CONFIG_GLOBAL",
+                       "GIT_EXEC_PATH"}  # how to reach a server; every other GIT_* could redirect, alter git or prompt
+_PROMPTS = {"GIT_TERMINAL_PROMPT": "0", "SSH_ASKPASS_REQUIRE": "never", "GCM_INTERACTIVE": "never"}
 _SPEED_FLOOR = ("1000", "30")  # bytes per second, seconds: below it for that long, a fetch is cut off
 _CHECK_EVERY = 0.2  # seconds between a running fetch's checks of time and size
 # What git says when a server refused the credentials, or asked for some it could not prompt for.
@@ -53,8 +53,8 @@ class Remote:
 
     @classmethod
     def of(cls, repo: RepoConfig) -> Remote:
-        url, password = _without_password(_as_url(repo.url))
-        user = urlsplit(url).username or repo.username
+        url, user, password = _without_password(repo.local_path.resolve().as_uri() if repo.local_path else repo.url)
+        user = user or repo.username
         try:
             token = repo.token()
         except ValueError as exc:
@@ -63,7 +63,7 @@ class Remote:
         if not secret:
             return cls(url, label=repo.label)
         basic = base64.b64encode(f"{user}:{secret}".encode()).decode()
-        return cls(url, f"Authorization: Basic {basic}", (secret, basic), repo.label)
+        return cls(url, f"Authorization: Basic {basic}", (secret, quote(secret, safe=""), basic), repo.label)
 
     def scrub(self, text: str) -> str:
         """Text git printed, safe to show: no secret, no password in a URL."""
@@ -72,24 +72,19 @@ class Remote:
         return redact_url(text)
 
 
-def _as_url(location: str) -> str:
-    """A local path as a file:// URL (so git uses its transport, never a hard-linking local copy)."""
-    if "://" in location or re.match(r"^[^/\\]+@[^/\\]+:", location):
-        return location
-    return Path(location).expanduser().resolve().as_uri()
-
-
-def _without_password(url: str) -> tuple[str, str]:
-    """The URL without its password, and the password ("" when it has none)."""
+def _without_password(url: str) -> tuple[str, str, str]:
+    """The URL without its password, with the user name and the password as they are meant (percent-decoded; ""
+    when absent). A local path becomes a file:// URL first, so git uses its transport, never a hard-linking copy."""
     if "://" not in url:
-        return url, ""
+        return url, "", ""
     parts = urlsplit(url)
     if parts.password is None:
-        return url, ""
+        return url, "", ""
     host = parts.hostname or ""
     netloc = f"{parts.username}@{host}" if parts.username else host
     netloc += f":{parts.port}" if parts.port else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), parts.password
+    return (urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), unquote(parts.username or ""),
+            unquote(parts.password))
 
 
 class Git:
@@ -104,12 +99,13 @@ class Git:
                if not key.startswith("GIT_") or key in _KEPT_GIT_VARIABLES}
         settings = [("core.hooksPath", os.devnull), ("http.lowSpeedLimit", _SPEED_FLOOR[0]),
                     ("http.lowSpeedTime", _SPEED_FLOOR[1]), ("fetch.unpackLimit", "1"),  # packs only: one size check
-                    ("transfer.fsckObjects", "true"),  # a malformed tree (a ".." entry, say) is refused on arrival
+                    # a malformed tree (a ".." entry, say) is refused on arrival, whatever the user's config says
+                    ("transfer.fsckObjects", "true"), ("fetch.fsckObjects", "true"),
+                    ("core.askPass", ""),  # no program asks anyone for a password
                     ("gc.auto", "0")]  # the copy keeps what it holds until a sync says it no longer needs it
-        if self.remote.header:
-            settings.append(("http.extraHeader", self.remote.header))
-        env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_ALLOW_PROTOCOL": _PROTOCOLS, "LC_ALL": "C",
-                    "GIT_CONFIG_COUNT": str(len(settings))})
+        if self.remote.header:  # credentials go to this server only, never to one a redirect names
+            settings += [("http.extraHeader", self.remote.header), ("http.followRedirects", "false")]
+        env.update({**_PROMPTS, "GIT_ALLOW_PROTOCOL": _PROTOCOLS, "LC_ALL": "C", "GIT_CONFIG_COUNT": str(len(settings))})
         env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")  # an ssh password prompt would hang the sync
         for index, (key, value) in enumerate(settings):
             env[f"GIT_CONFIG_KEY_{index}"], env[f"GIT_CONFIG_VALUE_{index}"] = key, value
@@ -176,7 +172,7 @@ class Git:
         return f"it would add more than {self.max_bytes / 2**20:g} MB (the repository's `max_fetch_mb`)"
 
     def _said(self, stderr: bytes, command: str | bytes) -> str:
-        text = stderr.decode("utf-8", "replace")
+        text = self.remote.scrub(stderr.decode("utf-8", "replace"))  # before any cut: a cut secret is still one
         if any(sign in text for sign in _REFUSED_CREDENTIALS):
             said = (f"the server at {self.remote.url} did not accept the credentials sent (or wants some): set the "
                     "repository's `token_env` to a variable holding a valid token, or set up git's credential helper "
@@ -184,7 +180,7 @@ class Git:
         else:
             said = " ".join(line.strip() for line in text.splitlines() if line.strip())[-500:] or \
                 f"git {command!r} failed"
-        return f"repository {self.remote.label}: {self.remote.scrub(said)}"
+        return f"repository {self.remote.label}: {said}"
 
 
 def _size(folder: Path) -> int:

@@ -18,6 +18,7 @@ import os
 import posixpath
 import shutil
 import subprocess
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,8 +61,9 @@ class GitSource:
         self.kb, self.repo, self.prefix = kb, repo, prefix
         remote = Remote.of(repo)
         self.key = repo.label
-        self.scope = _scope(kb, repo, remote.url)
-        folder = cache_folder / "repos" / hashlib.sha256(remote.url.encode()).hexdigest()[:16]
+        self.scope = _scope(kb, repo, remote.url, prefix)
+        # One copy per repository entry (a KB may name one repository twice, at two refs).
+        folder = cache_folder / "repos" / hashlib.sha256(f"{repo.label}\0{remote.url}".encode()).hexdigest()[:16]
         self.git = Git(folder / "copy.git", remote, repo.timeout, megabytes(repo.max_fetch_mb))
         self.files_folder = folder / "files"
 
@@ -153,7 +155,7 @@ class GitSource:
                 wanted.append((entry, doc_id))
         written = self._write_out(commit, [entry for entry, _ in wanted])
         for entry, doc_id in wanted:
-            path = written[entry.blob]
+            path = written[entry.blob, _suffix(entry.path)]
             reason = _content_reason(path, entry)
             if reason:
                 skipped.append(SkippedFile(doc_id, reason))
@@ -172,7 +174,7 @@ class GitSource:
             matches_globs(doc_id, self.kb.include, self.kb.exclude)
 
     def _rule_out(self, entry: _Entry) -> str:
-        if not entry.path.isprintable() or not _is_utf8(entry.path):
+        if not _is_utf8(entry.path) or not entry.path.isprintable():
             return "file name is not printable UTF-8: left out"
         if entry.mode == _LINK:
             return "symbolic link in the repository: not followed"
@@ -186,8 +188,12 @@ class GitSource:
         return ""
 
     def _doc_id(self, path: str) -> str:
-        return self.prefix + (path if _is_utf8(path) else path.encode("utf-8", "surrogateescape").decode(
-            "utf-8", "backslashreplace"))
+        """The path as an id; a name that is not printable UTF-8 (only ever reported) shows its odd characters
+        escaped, so no terminal that prints a report runs an escape sequence."""
+        if _is_utf8(path) and path.isprintable():
+            return self.prefix + path
+        return self.prefix + path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") \
+            .encode("unicode_escape").decode("ascii")
 
     # ---- reading blobs ---------------------------------------------------------------------------------------
 
@@ -199,28 +205,42 @@ class GitSource:
         return {name: int(size) for name, size in (line.split() for line in out.decode().splitlines())
                 if size.isdigit()}
 
-    def _write_out(self, commit: str, entries: list[_Entry]) -> dict[str, Path]:
-        """The blobs' bytes, each in a file named by its blob id (and the path's suffix, which picks the parser),
-        read through one `git cat-file --batch`."""
-        if not entries:
-            return {}
-        written = {entry.blob: self._blob_file(entry.blob, entry.path) for entry in entries}
-        blobs = list(dict.fromkeys(entry.blob for entry in entries))
+    def _write_out(self, commit: str, entries: list[_Entry]) -> dict[tuple[str, str], Path]:
+        """The blobs' bytes, each in a file named by its blob id and the path's suffix (which picks the parser: one
+        blob may be a .md and an .html file), read through one `git cat-file --batch` within the fetch's deadline
+        and size ceiling (many small blobs can unpack to far more than their pack)."""
+        files = {(entry.blob, _suffix(entry.path)): entry.size for entry in entries}
+        total = sum(files.values())
+        if total > self.git.max_bytes:
+            raise GitError(f"repository {self.repo.label}: the files to read add up to {total / 2**20:.0f} MB, more "
+                           f"than its `max_fetch_mb` ({self.git.max_bytes / 2**20:g} MB)")
+        written = {(blob, suffix): self.files_folder / f"{blob}{suffix}" for blob, suffix in files}
+        targets: dict[str, list[Path]] = {}
+        for (blob, _), target in written.items():
+            targets.setdefault(blob, []).append(target)
+        blobs = list(targets)
         with subprocess.Popen(["git", "--git-dir", str(self.git.folder), "cat-file", "--batch"], env=self.git.env,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as process:
             assert process.stdin and process.stdout
-            process.stdin.write("\n".join(blobs).encode() + b"\n")
-            process.stdin.close()
-            for blob in blobs:
-                header = process.stdout.readline().split()
-                if len(header) != 3:
-                    raise GitError(f"git could not read blob {blob} of commit {commit[:12]}")
-                _copy(process.stdout, int(header[2]), written[blob])
-                process.stdout.read(1)  # the newline after each object
+            # Asked from a thread while this one reads: git stops reading its input once its output pipe is full.
+            asking = threading.Thread(target=_ask, args=(process.stdin, blobs), daemon=True)
+            asking.start()
+            deadline = threading.Timer(self.repo.timeout, process.kill)
+            deadline.start()
+            try:
+                for blob in blobs:
+                    header = process.stdout.readline().split()
+                    if len(header) != 3:
+                        raise GitError(f"repository {self.repo.label}: git could not read blob {blob} of commit "
+                                       f"{commit[:12]}")
+                    first, *others = targets[blob]
+                    _copy(process.stdout, int(header[2]), first)
+                    for other in others:
+                        shutil.copyfile(first, other)
+                    process.stdout.read(1)  # the newline after each object
+            finally:
+                deadline.cancel()
         return written
-
-    def _blob_file(self, blob: str, path: str) -> Path:
-        return self.files_folder / f"{blob}{_suffix(path)}"
 
     def _file(self, commit: str, path: str, doc_id: str, seen: tuple[int, int]) -> SourceFile:
         """An unchanged document: its bytes stay in git until a sync needs them (a rebuild parses every file)."""
@@ -248,10 +268,11 @@ class GitSource:
                 self.git.run("update-ref", f"{_KEPT}{name}", name)
 
 
-def _scope(kb: KBConfig, repo: RepoConfig, url: str) -> str:
-    """What decides which files of a commit are documents: a diff against a commit synced under another scope
-    would keep files that are no longer in it, so a changed scope lists the whole tree again."""
-    settings = [url, repo.ref, repo.paths, repo.exclude, kb.include, kb.exclude, kb.max_file_size_mb]
+def _scope(kb: KBConfig, repo: RepoConfig, url: str, prefix: str) -> str:
+    """What decides which files of a commit are documents, and their ids: a diff against a commit synced under
+    another scope would keep files that are no longer in it (or ids no longer theirs), so a changed scope lists the
+    whole tree again."""
+    settings = [url, repo.ref, repo.paths, repo.exclude, kb.include, kb.exclude, kb.max_file_size_mb, prefix]
     return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
 
 
@@ -270,6 +291,15 @@ def _diff(raw: bytes) -> Iterator[tuple[str, _Entry, _Entry]]:
         new_path = os.fsdecode(fields[index + 2]) if two_paths else old_path
         index += 3 if two_paths else 2
         yield status[0], _Entry(old_path, old_mode, old_blob), _Entry(new_path, new_mode, new_blob)
+
+
+def _ask(stdin: IO[bytes], blobs: list[str]) -> None:
+    try:
+        for blob in blobs:
+            stdin.write(f"{blob}\n".encode())
+        stdin.close()
+    except OSError:  # git ended (killed at the deadline): the reader says why
+        pass
 
 
 def _copy(stream: IO[bytes], size: int, target: Path) -> None:

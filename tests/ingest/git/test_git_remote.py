@@ -175,3 +175,47 @@ def test_the_repository_config_attributes_and_hooks_never_run(make_app, tmp_path
     assert app.sync()[0].files_changed == 1
     assert not any(marker.exists() for marker in markers)
 
+
+
+def test_credentials_are_never_sent_to_the_host_a_redirect_names(make_app, served, tmp_path, monkeypatch):
+    server, _, _ = served
+    monkeypatch.setenv("LIB_TOKEN", TOKEN)
+    with serve_git(tmp_path / "served") as elsewhere:
+        server.redirect = elsewhere.url.replace("127.0.0.1", "localhost")
+        app = make_app(_kb(f"{server.url}/team/lib.git", token_env="LIB_TOKEN"))
+        with pytest.raises(GitError):
+            app.sync()
+    assert not any(elsewhere.authorizations)  # asked nothing with the token, or asked nothing at all
+
+
+def test_a_percent_encoded_password_is_sent_as_meant(make_app, tmp_path):
+    work = Repo(tmp_path / "work")
+    work.write("a.md", "# A\n\nalpha\n")
+    work.commit()
+    git(tmp_path, "clone", "-q", "--bare", str(work.folder), str(tmp_path / "served" / "lib.git"))
+    password = "p@ss/w0rd:x"
+    with serve_git(tmp_path / "served", token=password, username="me") as server:
+        address = server.url.removeprefix("http://")
+        app = make_app(_kb(f"http://me:p%40ss%2Fw0rd%3Ax@{address}/lib.git"))
+        assert app.sync()[0].files_added == 1
+    assert password not in json.dumps(app.store.read_state("lib")) and "p%40ss" not in json.dumps(app.store.read_state("lib"))
+
+
+def test_an_askpass_program_in_the_environment_is_never_run(make_app, served, tmp_path, monkeypatch):
+    server, _, _ = served
+    marker = tmp_path / "asked"
+    askpass = tmp_path / "askpass.sh"
+    askpass.write_text(f"#!/bin/sh\ntouch {marker}\necho guess\n")
+    askpass.chmod(0o755)
+    monkeypatch.setenv("GIT_ASKPASS", str(askpass))
+    monkeypatch.setenv("SSH_ASKPASS", str(askpass))
+    with pytest.raises(GitError, match="did not accept the credentials"):
+        make_app(_kb(f"{server.url}/team/lib.git")).sync()
+    assert not marker.exists()
+
+
+def test_a_secret_the_server_echoes_is_scrubbed_before_the_message_is_cut(tmp_path):
+    remote = Remote("http://127.0.0.1:9/x.git", "Authorization: Basic eA==", (TOKEN,), "lib")
+    said = Git(tmp_path / "copy.git", remote, timeout=5, max_bytes=2**20)._said(
+        f"remote: ERR {TOKEN}{'x' * 490}".encode(), "fetch")
+    assert TOKEN[1:] not in said and TOKEN[-6:] not in said

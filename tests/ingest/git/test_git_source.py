@@ -10,7 +10,8 @@ import pytest
 from git_server import Repo, git
 
 import mcp_kb.sync
-from mcp_kb.api import SearchRequest, SyncRequest
+from mcp_kb.api import BrowseRequest, SearchRequest, SyncRequest
+from mcp_kb.errors import KBError
 from mcp_kb.index.state import source_cache_dir
 
 pytestmark = pytest.mark.anyio
@@ -212,3 +213,100 @@ def test_code_in_a_repository_is_cited_by_file_symbol_lines_and_commit(make_app,
     assert hit.citation == f"pkg/models.py › {hit.heading} (lines {hit.line_start}-{hit.line_end} @ {commit[:12]})"
     notes = app.search("code", SearchRequest(query="deploy window", mode="keyword")).hits[0]
     assert notes.title == "notes"  # the file's own name, not the blob id it was read from
+
+
+def test_after_a_rollback_the_next_sync_compares_trees_and_brings_the_newest_commit_back(make_app, tmp_path):
+    repo = Repo(tmp_path / "lib")
+    repo.write("a.md", "# A\n\nfirst words\n")
+    repo.commit()
+    app = make_app(_kb(repo))
+    _sync(app)
+    repo.write("a.md", "# A\n\nsecond words\n")
+    repo.write("b.md", "# B\n\nanother page\n")
+    newest = repo.commit()
+    _sync(app)
+    app.rollback("code", "1")
+    assert app.status("code")[0].commits == {} and app.document_ids("code") == ["a.md"]
+    report = _sync(app)
+    assert report.crawl["trees compared"] == 1 and (report.files_added, report.files_changed) == (1, 1)
+    assert app.status("code")[0].commits == {"lib": newest}
+    assert app.search("code", SearchRequest(query="second words", mode="keyword")).hits[0].source == "a.md"
+
+
+def test_thousands_of_distinct_files_are_read_out_of_git_without_a_hang(tmp_path):
+    from mcp_kb.ingest.sources import scan_all, sources_of
+    from mcp_kb.settings import build_config
+
+    repo = Repo(tmp_path / "many")
+    for i in range(3000):
+        repo.write(f"d{i % 30}/f{i:04d}.md", f"# File {i}\n\n" + f"distinct text {i} " * 200)
+    repo.commit()
+    kb = build_config({"kb": [_kb(repo)]}, base_dir=tmp_path, source=None).kb[0]
+    scan = scan_all(sources_of(kb, tmp_path / "cache"))  # git's output pipe fills long before its input is read
+    assert len(scan.files) == 3000 and all(file.path.stat().st_size > 3000 for file in scan.files[:50])
+
+
+def test_adding_and_removing_a_source_beside_a_repository_renames_its_files_and_keeps_them(make_app, tmp_path):
+    repo = Repo(tmp_path / "svc")
+    repo.write("docs/a.md", "# A\n\nalpha\n")
+    repo.write("docs/b.md", "# B\n\nbravo\n")
+    repo.commit()
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "n.md").write_text("# N\n\nnote\n", encoding="utf-8")
+    _sync(make_app(_kb(repo)))
+    beside = make_app({**_kb(repo), "paths": [str(folder)]})
+    assert _sync(beside).crawl["trees compared"] == 1
+    assert beside.document_ids("code") == ["n.md", "svc/docs/a.md", "svc/docs/b.md"]
+    alone = make_app(_kb(repo))
+    _sync(alone)
+    assert alone.document_ids("code") == ["docs/a.md", "docs/b.md"]
+    assert not _sync(alone, full=True).failures and alone.document_ids("code") == ["docs/a.md", "docs/b.md"]
+
+
+def test_one_repository_at_two_refs_in_one_kb(make_app, tmp_path):
+    repo = Repo(tmp_path / "lib")
+    repo.write("docs/a.md", "# A\n\nalpha on main\n")
+    repo.commit()
+    git(repo.folder, "branch", "stable")
+    repo.write("docs/a.md", "# A\n\nalpha, edited on main\n")
+    repo.commit()
+    app = make_app({"name": "code", "description": "d", "repos": [
+        {"url": str(repo.folder), "ref": "main", "name": "main"},
+        {"url": str(repo.folder), "ref": "stable", "name": "stable"}]})
+    report = _sync(app)
+    assert not report.failures and app.document_ids("code") == ["main/docs/a.md", "stable/docs/a.md"]
+    repo.write("docs/b.md", "# B\n\nbravo\n")
+    repo.commit()
+    assert not _sync(app).failures and len(app.document_ids("code")) == 3
+
+
+def test_one_blob_at_two_paths_is_read_by_each_paths_parser(make_app, tmp_path):
+    repo = Repo(tmp_path / "lib")
+    same = "<h1>Same</h1>\n\n<p>bytes in two files</p>\n"
+    repo.write("notes.md", same)
+    repo.write("page.html", same)
+    repo.commit()
+    app = make_app(_kb(repo))
+    _sync(app)
+    kinds = {entry.path: entry.kind for entry in app.browse("code", BrowseRequest(kb="code")).documents}
+    assert kinds == {"notes.md": "markdown", "page.html": "html"}
+    assert all(entry.changed == "" for entry in app.browse("code", BrowseRequest(kb="code")).documents)
+
+
+def test_a_file_name_with_terminal_escapes_is_reported_escaped(make_app, tmp_path):
+    repo = Repo(tmp_path / "lib")
+    repo.write("ok.md", "# OK\n\nfine\n")
+    repo.write("evil\x1b]0;PWNED\x07.md", "# Evil\n\nname\n")
+    repo.commit()
+    report = _sync(make_app(_kb(repo)))
+    assert [problem.path for problem in report.skipped] == ["evil\\x1b]0;PWNED\\x07.md"]
+
+
+def test_files_that_unpack_past_max_fetch_mb_are_not_read_out(make_app, tmp_path):
+    repo = Repo(tmp_path / "lib")
+    for i in range(3):  # a tiny pack: each file is one line repeated
+        repo.write(f"big{i}.md", f"# Big {i}\n\n" + f"the same line of file {i}\n" * 30_000)
+    repo.commit()
+    with pytest.raises(KBError, match="add up to 2 MB, more than its `max_fetch_mb` \\(1 MB\\)"):
+        _sync(make_app(_kb(repo, max_fetch_mb=1)))
