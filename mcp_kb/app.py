@@ -329,7 +329,7 @@ class App:
                       seconds=report.seconds.get("total"), failed_files=report.files_failed, model=state.indexed_model,
                       query_model_differs=query_model_differs(self._embedder, state.model) if self._embedder else "",
                       index_state=report.index_state, health=read_health(self.store, name),
-                      commits={key: read["commit"] for key, read in state.revisions.items() if "commit" in read})
+                      commits=state.commits)
 
     def _kb_status(self, name: str) -> KBStatus:
         """The glance, with the counts read from the index itself, its version and the failed files; a KB whose

@@ -126,6 +126,14 @@ class SyncBrief(_Saved):
     seconds: float | None = None  # how long it took (None: it ended before its time was taken)
 
 
+_REVISIONS = "revisions"  # the state row's key for what the sources read (KBState.revisions)
+
+
+def commits_of(revisions: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """The commit of each repository among a scan's or the state's revisions, by its name."""
+    return {key: read["commit"] for key, read in revisions.items() if "commit" in read}
+
+
 @dataclass(frozen=True)
 class KBState:
     """A KB's state row (index/state_table.py keeps it as JSON), read and written in one place: the active
@@ -236,14 +244,24 @@ class KBState:
 
     @property
     def revisions(self) -> dict[str, dict[str, str]]:
-        """What the sources had read for the index as it stands (a repository's commit), by source key; empty
-        once a sync has started writing changes (a crash then leaves files the commit does not describe)."""
-        revisions = self.row.get("revisions")
+        """What the sources had read for the index as it stands (a repository's commit and scope), by source key;
+        empty once a sync that may change it has begun (a crash then leaves files no commit describes)."""
+        revisions = self.row.get(_REVISIONS)
         return revisions if isinstance(revisions, dict) else {}
+
+    @property
+    def commits(self) -> dict[str, str]:
+        """The commit each repository's files are indexed at, by its name."""
+        return commits_of(self.revisions)
+
+    @staticmethod
+    def vouching(revisions: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+        """What a sync's final write adds: the revisions its sources read, which now describe the index."""
+        return {_REVISIONS: {key: dict(read) for key, read in revisions.items()}}
 
     def without_revisions(self) -> dict[str, Any]:
         """This row with no commit vouching for the index: the next scan compares whole trees."""
-        return {key: value for key, value in self.row.items() if key != "revisions"}
+        return {key: value for key, value in self.row.items() if key != _REVISIONS}
 
     @property
     def rolling_back(self) -> dict[str, Any] | None:
@@ -257,7 +275,7 @@ class KBState:
 
     def rolled_back(self, fingerprints: Mapping[str, Any], generation: str, version: int) -> dict[str, Any]:
         """This row with a rollback done: that version's generation and settings active, `version` current."""
-        settled = {key: value for key, value in self.row.items() if key not in ("rolling_back", "revisions")}
+        settled = {key: value for key, value in self.row.items() if key not in ("rolling_back", _REVISIONS)}
         return {**settled, **self.active(fingerprints, generation, complete=True), "version": version}
 
     def without_rollback(self) -> dict[str, Any]:

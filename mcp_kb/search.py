@@ -166,8 +166,7 @@ class Searcher:
         where = and_where(build_where(kb.search.filter, types, rooted), build_where(request.filters, types, rooted),
                           build_where(_version_filter(kb, request.version), types))
         state = KBState(self.store.read_state(kb.name))
-        commits = {key: read["commit"] for key, read in state.revisions.items() if "commit" in read} \
-            if not read.earlier else {}
+        commits = state.commits if not read.earlier else {}
         return _Part(kb, view, where, state, commits or (read.version.commits if read.version else {}))
 
     @staticmethod

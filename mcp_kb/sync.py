@@ -33,7 +33,7 @@ from .ingest.workers import ParseWorkers
 from .models.base import Embedder, TokenCounter
 from .batches import (BATCH_FILES, EmbeddingProgress, ParsedFile, Timer, count_batch, embedded_rows, not_indexed,
                       parse_job, parsed_files, parsing_peak_mb, refuse, sliced, write_readings, written_records)
-from .records import KBState, KBSummary, Problem, Progress, SyncProgress, SyncReport, recorded_now
+from .records import KBState, KBSummary, Problem, Progress, SyncProgress, SyncReport, commits_of, recorded_now
 from .requests import SyncRequest
 from .vocabulary import SYNC_WORK_KEPT, files_done, sync_remedy
 
@@ -99,11 +99,16 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
             active = KBState(state).generation
             active_files, unusable = _active_manifest(store, kb.name, active, rebuild_asked=request.full or request.reembed)
         with timer("scan"):
+            # A commit vouches for the active generation's files as the manifest lists them: not for a lost one.
+            vouched = KBState(state).revisions if active_files and not unusable else {}
             scan = scan_all(sources_of(kb, source_cache_dir(store.uri, kb.name)),
                             known={p: (r.size, r.mtime_ns) for p, r in active_files.items()}, progress=progress,
-                            revisions=KBState(state).revisions)
+                            revisions=vouched)
             report.crawl = scan.figures
-            report.commits = {key: read["commit"] for key, read in scan.revisions.items() if "commit" in read}
+            report.commits = commits_of(scan.revisions)
+            if KBState(state).revisions and (scan.revisions != vouched or request.full or request.reembed):
+                # From here the index may hold what no recorded commit describes (a crash, a failure): withdrawn.
+                store.write_state(kb.name, KBState(store.read_state(kb.name)).without_revisions())
             report.skipped = [Problem(s.doc_id, s.reason) for s in scan.skipped]
             unreadable = [s for s in scan.skipped if s.unreadable]
             _refuse_mass_delete(kb, active_files, {f.doc_id for f in scan.files}, unreadable,
@@ -121,8 +126,6 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         files_by_path = {f.doc_id: f for f in scan.files}
         todo = [files_by_path[p] for p in plan.added + plan.changed]
         progress(0, len(todo), f"{kb.name}: {len(todo)} files to index")
-        if todo and KBState(state).revisions:  # a crash from here on leaves files no commit describes
-            store.write_state(kb.name, KBState(store.read_state(kb.name)).without_revisions())
         if todo and config.sync.engine == "ray":
             from .ray_engine import index_on_ray  # imports Ray: only such syncs pay for it
 
@@ -152,7 +155,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         # One commit makes this generation the one searches read (the switch, after a rebuild) and the version current.
         store.write_state(kb.name, {**KBState.active(fingerprints, target, complete=True),
                                     **KBState(state).ended(started, "ok", report), **committed,
-                                    "revisions": scan.revisions})
+                                    **KBState.vouching(scan.revisions)})
         prune_versions(store, kb)  # first: a generation only a forgotten version kept goes now
         store.drop_generations(kb.name, keep={target})
         return report

@@ -6,7 +6,7 @@ words); this module decides what the words are:
   2024年年假申请流程; 请 in a query still meets 申请). Unigrams on the query side too lifted
   CMRC2018 keyword nDCG@10 from 0.975 to 0.983, and they are the partial-match fallback: a query
   whose words are absent (请假 against 年假申请) still meets passages sharing its characters;
-- a technical token is kept whole and also split into its parts (API-V2.1 → api-v2.1 api v 2 1,
+- a technical token is kept whole and also split into its parts (API-V2.1 → api-v2.1 … api v 2 1,
   getUserInfo → getuserinfo get user info, snake_case_names → snake_case_names snake case names);
 - so is each identifier inside it, cut at punctuation other than `_` (api.getUserById(42) →
   getuserbyid, Foo::bar_baz → bar_baz), with its name once more, underscores dropped: get_user_by_id,

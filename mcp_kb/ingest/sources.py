@@ -16,8 +16,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+from ..errors import KBError
 from ..settings import SOURCE_KINDS, KBConfig
 from ..records import Progress
 
@@ -48,6 +49,10 @@ class SourceFile:
         if self.fetch is not None:
             self.fetch()
         return self.path
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled (to a Ray node) without its fetch, which holds the source and its credentials: ready() first.
+        return {**self.__dict__, "fetch": None}
 
 
 @dataclass(frozen=True)
@@ -155,7 +160,7 @@ class VersionSource:
 
 def scan_all(sources: Iterable[Source], known: dict[str, tuple[int, int]] | None = None,
              progress: Progress | None = None, revisions: Revisions | None = None) -> SourceScan:
-    """All sources' documents as one scan; the first source to list an id keeps it."""
+    """All sources' documents as one scan (an id two sources list is an error)."""
     files: dict[str, SourceFile] = {}
     skipped: list[SkippedFile] = []
     figures: dict[str, int] = {}
@@ -163,7 +168,10 @@ def scan_all(sources: Iterable[Source], known: dict[str, tuple[int, int]] | None
     for source in sources:
         scan = source.scan(known or {}, progress, revisions or {})
         for item in scan.files:
-            files.setdefault(item.doc_id, item)
+            if item.doc_id in files:  # a repository named like a folder inside a KB path: neither may win in silence
+                raise KBError(f"the document {item.doc_id!r} comes from two of the knowledge base's sources; give "
+                              "the repository another `name` (its files' paths lead with it)")
+            files[item.doc_id] = item
         skipped += scan.skipped
         for name, value in scan.figures.items():
             figures[name] = figures.get(name, 0) + value

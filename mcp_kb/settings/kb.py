@@ -224,6 +224,9 @@ class RepoConfig(Strict):
     @classmethod
     def _url_is_a_repository(cls, value: str) -> str:
         unprintable = any(not char.isprintable() for char in value)
+        if "://" in value and (urlsplit(value).query or urlsplit(value).fragment):
+            raise ValueError("must not carry a query or a fragment (a token there would be shown): name a variable "
+                             "holding it in `token_env`")
         if unprintable or not (_REMOTE_URL.match(value) or _LOCAL_PATH.match(value)):
             raise ValueError("must be an https://, http://, ssh://, git:// or file:// URL, `user@host:path`, or a "
                              "local path (never an option, a `helper::` transport or a control character)")
@@ -297,6 +300,13 @@ class RepoConfig(Strict):
         return re.sub(r"[^A-Za-z0-9._+-]", "-", tail).lstrip(".-")[:64] or "repo"
 
 
+def _check_repo_names(repos: list[RepoConfig]) -> None:
+    """A KB's (or a version's) repositories lead their files' paths with their names: two alike would mix them."""
+    labels = [repo.label for repo in repos]
+    if len(set(labels)) < len(labels):
+        raise ValueError(f"repositories need different names (their `name`), not {labels}")
+
+
 class LibraryVersion(Strict):
     """One version of a documentation set a KB holds beside others (`[[kb.versions]]`), with its own sources."""
 
@@ -324,6 +334,7 @@ class LibraryVersion(Strict):
         if not self.paths and not self.urls and not self.repos:
             raise ValueError(f"version {self.name!r} needs `paths` (folders or files), `urls` (web sites) or `repos` "
                              "(git repositories)")
+        _check_repo_names(self.repos)
         return self
 
 
@@ -409,9 +420,7 @@ class KBConfig(Strict):
         elif not self.paths and not self.urls and not self.repos and not self.sources:
             raise ValueError("a knowledge base needs `paths` (folders or files), `urls` (web sites) or `repos` (git "
                              "repositories)")
-        labels = [repo.label for repo in self.repos]
-        if len(set(labels)) < len(labels):
-            raise ValueError(f"repositories need different names (their `name`), not {labels}")
+        _check_repo_names(self.repos)
         return self
 
     @model_validator(mode="after")

@@ -43,7 +43,7 @@ def megabytes(size_mb: float) -> int:
 
 
 
-_URL_PASSWORD = re.compile(r"(?<=://)([^/@\s:]*):([^/@\s]*)@")
+_URL_PASSWORD = re.compile(r"(?<=://)([^/@\s:]*):([^/\s]*)@")  # a password may hold "@": up to the last one
 
 
 def redact_url(text: str) -> str:

@@ -18,7 +18,6 @@ from mcp_kb.settings import RepoConfig, build_config
     ("../handbook", "handbook"),
     ("C:\\repos\\handbook", "handbook"),
     ("http://x-access-token:S3CRET@127.0.0.1/", "repo"),  # never the host, the user or the password
-    ("https://git.example.com/api/repo.git?private_token=S3CRET", "repo"),
 ])
 def test_repository_addresses_and_the_names_they_give(url, label):
     assert RepoConfig.model_validate({"url": url}).label == label
@@ -50,6 +49,7 @@ def test_a_password_in_a_repository_address_never_shows_in_a_config_error(tmp_pa
     {"url": "/srv/repo", "ref": "main\n"}, {"url": "/srv/repo", "ref": ".hidden"}, {"url": "/srv/repo", "ref": "main.lock"},
     {"url": "/srv/repo", "url_template": "{repo:{commit}}"}, {"url": "/srv/repo", "url_template": "{path:>100000000}"},
     {"url": "/srv/repo", "url_template": "{repo!r}"}, {"url": "/srv/repo", "url_template": "x{"},
+    {"url": "https://git.example.com/api/repo.git?private_token=S3CRET"}, {"url": "https://h/r.git#frag"},
 ])
 def test_control_characters_odd_refs_and_format_specs_are_refused_at_load(repo):
     with pytest.raises(ValueError):
@@ -63,3 +63,16 @@ def test_a_relative_repository_path_is_relative_to_the_config_file(tmp_path, mon
     config = build_config({"kb": [{"name": "k", "description": "d", "repos": [{"url": "work"}],
                                    "versions": []}]}, base_dir=tmp_path / "cfg", source=None)
     assert config.kb[0].repos[0].url == str(tmp_path / "cfg" / "work")
+
+
+def test_two_repositories_of_one_name_in_a_library_version_must_be_told_apart(tmp_path):
+    with pytest.raises(ConfigError, match="different names"):
+        build_config({"kb": [{"name": "k", "description": "d", "versions": [{"name": "1.0", "repos": [
+            {"url": "/srv/a/lib"}, {"url": "/srv/b/lib"}]}]}]}, base_dir=tmp_path, source=None)
+
+
+def test_a_password_holding_an_at_sign_is_redacted_whole():
+    from mcp_kb.settings.values import redact_url
+
+    assert redact_url("fetching https://me:p@ss@git.example.com/x.git failed") == \
+        "fetching https://me:***@git.example.com/x.git failed"

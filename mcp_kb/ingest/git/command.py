@@ -17,8 +17,8 @@ import base64
 import os
 import shutil
 import subprocess
+import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -30,6 +30,8 @@ from ...settings.values import redact_url
 _PROTOCOLS = "https:http:ssh:git:file"
 _KEPT_GIT_VARIABLES = {"GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_CONFIG_GLOBAL",
                        "GIT_EXEC_PATH"}  # how to reach a server; every other GIT_* could redirect, alter git or prompt
+_NO_GIT = "git is not installed (a repository needs git 2.24 or later on this machine)"
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}  # where plain http may carry credentials (a test's server)
 _PROMPTS = {"GIT_TERMINAL_PROMPT": "0", "SSH_ASKPASS_REQUIRE": "never", "GCM_INTERACTIVE": "never"}
 _SPEED_FLOOR = ("1000", "30")  # bytes per second, seconds: below it for that long, a fetch is cut off
 _CHECK_EVERY = 0.2  # seconds between a running fetch's checks of time and size
@@ -51,6 +53,12 @@ class Remote:
     secrets: tuple[str, ...] = ()
     label: str = "repo"  # how errors name it
 
+    @staticmethod
+    def address(repo: RepoConfig) -> str:
+        """The repository's URL as git is given it: a local path as a file:// URL (git's transport, never a
+        hard-linking copy), a password left out."""
+        return _without_password(repo.local_path.resolve().as_uri() if repo.local_path else repo.url)[0]
+
     @classmethod
     def of(cls, repo: RepoConfig) -> Remote:
         url, user, password = _without_password(repo.local_path.resolve().as_uri() if repo.local_path else repo.url)
@@ -62,6 +70,10 @@ class Remote:
         secret = token or password
         if not secret:
             return cls(url, label=repo.label)
+        parts = urlsplit(url)
+        if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
+            raise KBError(f"repository {repo.label}: credentials are sent over https only, not in clear to "
+                          f"{parts.hostname}")
         basic = base64.b64encode(f"{user}:{secret}".encode()).decode()
         return cls(url, f"Authorization: Basic {basic}", (secret, quote(secret, safe=""), basic), repo.label)
 
@@ -74,7 +86,7 @@ class Remote:
 
 def _without_password(url: str) -> tuple[str, str, str]:
     """The URL without its password, with the user name and the password as they are meant (percent-decoded; ""
-    when absent). A local path becomes a file:// URL first, so git uses its transport, never a hard-linking copy."""
+    when absent)."""
     if "://" not in url:
         return url, "", ""
     parts = urlsplit(url)
@@ -101,8 +113,7 @@ class Git:
                     ("http.lowSpeedTime", _SPEED_FLOOR[1]), ("fetch.unpackLimit", "1"),  # packs only: one size check
                     # a malformed tree (a ".." entry, say) is refused on arrival, whatever the user's config says
                     ("transfer.fsckObjects", "true"), ("fetch.fsckObjects", "true"),
-                    ("core.askPass", ""),  # no program asks anyone for a password
-                    ("gc.auto", "0")]  # the copy keeps what it holds until a sync says it no longer needs it
+                    ("core.askPass", "")]  # no program asks anyone for a password
         if self.remote.header:  # credentials go to this server only, never to one a redirect names
             settings += [("http.extraHeader", self.remote.header), ("http.followRedirects", "false")]
         env.update({**_PROMPTS, "GIT_ALLOW_PROTOCOL": _PROTOCOLS, "LC_ALL": "C", "GIT_CONFIG_COUNT": str(len(settings))})
@@ -111,23 +122,34 @@ class Git:
             env[f"GIT_CONFIG_KEY_{index}"], env[f"GIT_CONFIG_VALUE_{index}"] = key, value
         return env
 
-    def run(self, *args: str | bytes, stdin: bytes | None = None) -> bytes:
+    def run(self, *args: str | bytes, stdin: bytes = b"") -> bytes:
         """A local git command's output (`GitError` with git's scrubbed message when it fails)."""
-        done = subprocess.run(["git", "--git-dir", str(self.folder), *args], input=stdin, capture_output=True,
-                              env=self.env, timeout=self.timeout, check=False)
+        done = self._local(["--git-dir", str(self.folder), *args], stdin)
         if done.returncode:
             raise GitError(self._said(done.stderr, args[0]))
         return done.stdout
 
     def succeeds(self, *args: str) -> bool:
-        return subprocess.run(["git", "--git-dir", str(self.folder), *args], capture_output=True, env=self.env,
-                              timeout=self.timeout, check=False).returncode == 0
+        return self._local(["--git-dir", str(self.folder), *args]).returncode == 0
 
     def init(self) -> None:
         if not (self.folder / "HEAD").is_file():
             self.folder.mkdir(parents=True, exist_ok=True)
-            subprocess.run(["git", "init", "--bare", "--quiet", str(self.folder)], capture_output=True, env=self.env,
-                           timeout=60, check=True)
+            done = self._local(["init", "--bare", "--quiet", str(self.folder)])
+            if done.returncode:
+                raise GitError(self._said(done.stderr, "init"))
+
+    def _local(self, args: list[str | bytes], stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+        """git on this machine: its input never this process's own (a stdio server's protocol), its failure to run
+        at all one line."""
+        try:
+            return subprocess.run(["git", *args], input=stdin, capture_output=True, env=self.env,
+                                  timeout=self.timeout, check=False)
+        except FileNotFoundError as exc:
+            raise GitError(f"repository {self.remote.label}: {_NO_GIT}") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise GitError(f"repository {self.remote.label}: git took longer than {self.timeout:g} s (the "
+                           "repository's `timeout`)") from exc
 
     def fetch(self, ref: str, into: str) -> None:
         """Fetch `ref` (shallow: its commit and tree) into the local ref `into`, within the deadline and the size
@@ -135,10 +157,16 @@ class Git:
         command = ["git", "--git-dir", str(self.folder), "fetch", "--quiet", "--depth=1", "--no-tags",
                    "--no-recurse-submodules", "--end-of-options", self.remote.url, f"+{ref}:{into}"]
         started, before = time.monotonic(), _size(self.folder / "objects")
-        with subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              env=self.env, start_new_session=True) as process:
+        with tempfile.TemporaryFile() as said:  # a file, not a pipe: a chatty server never blocks git on it
+            try:
+                process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=said,
+                                           env=self.env, start_new_session=True)
+            except FileNotFoundError as exc:
+                raise GitError(f"repository {self.remote.label}: {_NO_GIT}") from exc
             why = self._watch(process, started, before)
-            _, stderr = process.communicate()
+            process.wait()
+            said.seek(0)
+            stderr = said.read(1_000_000)
         if not why and _size(self.folder / "objects") - before > self.max_bytes:  # it ended between two checks
             why = self._too_large
         if why:
@@ -202,7 +230,3 @@ def _size(folder: Path) -> int:
                 continue
     return total
 
-
-def git_paths(raw: bytes) -> Sequence[str]:
-    """NUL-separated paths as git printed them (`-z`), as str: bytes that are not UTF-8 kept as surrogates."""
-    return [os.fsdecode(part) for part in raw.split(b"\0") if part]

@@ -12,6 +12,7 @@ filter, hook or symbolic link of the repository takes effect.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -27,7 +28,7 @@ from typing import IO
 from ...records import Progress
 from ...settings import KBConfig, RepoConfig, megabytes
 from ..folders import binary_reason, matches_globs
-from ..parsers import is_supported
+from ..parsers import is_supported, supported_suffixes
 from ..sources import SkippedFile, SourceFile, SourceScan
 from .citations import id_prefix
 from .command import Git, GitError, Remote
@@ -59,13 +60,18 @@ class GitSource:
 
     def __init__(self, kb: KBConfig, repo: RepoConfig, cache_folder: Path, prefix: str):
         self.kb, self.repo, self.prefix = kb, repo, prefix
-        remote = Remote.of(repo)
+        address = Remote.address(repo)
         self.key = repo.label
-        self.scope = _scope(kb, repo, remote.url, prefix)
+        self.scope = _scope(kb, repo, address, prefix)
         # One copy per repository entry (a KB may name one repository twice, at two refs).
-        folder = cache_folder / "repos" / hashlib.sha256(f"{repo.label}\0{remote.url}".encode()).hexdigest()[:16]
-        self.git = Git(folder / "copy.git", remote, repo.timeout, megabytes(repo.max_fetch_mb))
-        self.files_folder = folder / "files"
+        self.folder = cache_folder / "repos" / hashlib.sha256(f"{repo.label}\0{address}".encode()).hexdigest()[:16]
+        self.files_folder = self.folder / "files"
+
+    @functools.cached_property
+    def git(self) -> Git:
+        """git on this machine's copy, with the credentials read now: a missing token fails this KB's sync, never
+        the building of every KB's sources (a server's start, the watcher)."""
+        return Git(self.folder / "copy.git", Remote.of(self.repo), self.repo.timeout, megabytes(self.repo.max_fetch_mb))
 
     @classmethod
     def of(cls, kb: KBConfig, cache_folder: Path) -> list[GitSource]:
@@ -272,7 +278,8 @@ def _scope(kb: KBConfig, repo: RepoConfig, url: str, prefix: str) -> str:
     """What decides which files of a commit are documents, and their ids: a diff against a commit synced under
     another scope would keep files that are no longer in it (or ids no longer theirs), so a changed scope lists the
     whole tree again."""
-    settings = [url, repo.ref, repo.paths, repo.exclude, kb.include, kb.exclude, kb.max_file_size_mb, prefix]
+    settings = [url, repo.ref, repo.paths, repo.exclude, kb.include, kb.exclude, kb.max_file_size_mb, prefix,
+                supported_suffixes()]  # a parser added (or gone) changes which files are documents
     return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
 
 

@@ -68,6 +68,11 @@ def is_supported(suffix: str) -> bool:
     return suffix in _PARSERS or suffix in _BUILTIN
 
 
+def supported_suffixes() -> list[str]:
+    """Every suffix some parser reads, sorted."""
+    return sorted({*_PARSERS, *_BUILTIN})
+
+
 def is_binary_format(suffix: str) -> bool:
     """Whether the parser for this suffix reads a binary format (it judges the bytes itself)."""
     if suffix in _PARSERS:

@@ -219,3 +219,20 @@ def test_a_secret_the_server_echoes_is_scrubbed_before_the_message_is_cut(tmp_pa
     said = Git(tmp_path / "copy.git", remote, timeout=5, max_bytes=2**20)._said(
         f"remote: ERR {TOKEN}{'x' * 490}".encode(), "fetch")
     assert TOKEN[1:] not in said and TOKEN[-6:] not in said
+
+
+def test_a_missing_token_fails_its_kbs_sync_not_the_building_of_every_kbs_sources(make_app, served, tmp_path):
+    from mcp_kb.ingest.sources import sources_of
+
+    server, _, _ = served
+    app = make_app(_kb(f"{server.url}/team/lib.git", token_env="UNSET_TOKEN_VARIABLE"))
+    assert len(sources_of(app.config.kb[0], tmp_path / "cache")) == 1  # a server's start, the watcher
+    with pytest.raises(KBError, match="UNSET_TOKEN_VARIABLE .* is not set"):
+        app.sync()
+
+
+def test_credentials_never_travel_in_clear_to_another_host(tmp_path, monkeypatch):
+    monkeypatch.setenv("LIB_TOKEN", TOKEN)
+    repo = RepoConfig.model_validate({"url": "http://git.example.com/team/lib.git", "token_env": "LIB_TOKEN"})
+    with pytest.raises(KBError, match="https only"):
+        Remote.of(repo)

@@ -310,3 +310,81 @@ def test_files_that_unpack_past_max_fetch_mb_are_not_read_out(make_app, tmp_path
     repo.commit()
     with pytest.raises(KBError, match="add up to 2 MB, more than its `max_fetch_mb` \\(1 MB\\)"):
         _sync(make_app(_kb(repo, max_fetch_mb=1)))
+
+
+def test_a_rebuild_after_the_tables_are_lost_brings_every_file_back(make_app, tmp_path):
+    repo = Repo(tmp_path / "lib")
+    for name in "abc":
+        repo.write(f"{name}.md", f"# {name}\n\npage {name}\n")
+    repo.commit()
+    app = make_app(_kb(repo))
+    _sync(app)
+    repo.write("d.md", "# d\n\npage d\n")
+    repo.commit()
+    for table in app.store.db.list_tables().tables:
+        if table.startswith("code__"):
+            app.store.db.drop_table(table)
+    _sync(app, full=True)  # what a sync that cannot read the index says to run
+    assert app.document_ids("code") == ["a.md", "b.md", "c.md", "d.md"]
+
+
+def test_a_failed_sync_that_deleted_files_leaves_no_commit_vouching_for_the_index(make_app, tmp_path, monkeypatch):
+    repo = Repo(tmp_path / "lib")
+    repo.write("keep.md", "# Keep\n\nkept page\n")
+    repo.write("x.md", "# X\n\nthe page that comes back\n")
+    repo.commit()
+    app = make_app(_kb(repo))
+    _sync(app)
+    git(repo.folder, "rm", "-q", "x.md")
+    repo.commit("delete x")
+
+    def broken(*args, **kwargs):
+        raise OSError("disk gone")
+    with monkeypatch.context() as patched:
+        patched.setattr(app.store, "refresh_indexes", broken)  # after the deletion, before the final write
+        with pytest.raises(OSError):
+            _sync(app)
+    assert app.status("code")[0].commits == {}
+    repo.write("x.md", "# X\n\nthe page that comes back\n")  # upstream back to the first commit's tree
+    repo.commit("x again")
+    _sync(app)
+    assert app.document_ids("code") == ["keep.md", "x.md"]
+
+
+def test_a_repository_named_like_a_folder_inside_the_kbs_path_is_refused_not_mixed(make_app, tmp_path):
+    repo = Repo(tmp_path / "payments")
+    repo.write("intro.md", "# Intro\n\nfrom the repository\n")
+    repo.commit()
+    folder = tmp_path / "docs"
+    (folder / "payments").mkdir(parents=True)
+    (folder / "payments" / "intro.md").write_text("# Intro\n\nfrom the folder\n", encoding="utf-8")
+    app = make_app({"name": "code", "description": "d", "paths": [str(folder)],
+                    "repos": [{"url": str(repo.folder), "ref": "main"}]})
+    with pytest.raises(KBError, match="'payments/intro.md' comes from two .* another `name`"):
+        _sync(app)
+
+
+def test_a_file_of_a_repository_never_leaves_this_process_with_its_fetch(tmp_path, monkeypatch):
+    import pickle
+
+    from mcp_kb.ingest.sources import SourceFile
+
+    monkeypatch.setenv("A_TOKEN", "tok-never-pickled")
+    file = SourceFile(tmp_path / "x.md", "x.md", 1, 2, fetch=lambda: None)
+    copied = pickle.loads(pickle.dumps(file))
+    assert copied == file and copied.fetch is None
+
+
+def test_a_parser_added_since_the_last_sync_lists_the_whole_tree(make_app, tmp_path, monkeypatch):
+    from mcp_kb.ingest import parsers
+
+    repo = Repo(tmp_path / "lib")
+    repo.write("a.md", "# A\n\nalpha\n")
+    repo.write("notes.unusual", "notes in a format a plugin reads\n")
+    repo.commit()
+    app = make_app(_kb(repo))
+    _sync(app)
+    monkeypatch.setattr(parsers, "_PARSERS", dict(parsers._PARSERS))
+    parsers.register([".unusual"], parsers._parser_for(".txt"))
+    report = _sync(app)
+    assert report.crawl["trees compared"] == 1 and app.document_ids("code") == ["a.md", "notes.unusual"]
