@@ -26,6 +26,17 @@ def _sync(app, **request):
     return app.sync(request=SyncRequest(**request))[0] if request else app.sync()[0]
 
 
+def _synced(make_app, tmp_path, files: dict[str, str]) -> tuple[Repo, object]:
+    """A repository `lib` of these files, committed, and a KB of it synced once."""
+    repo = Repo(tmp_path / "lib")
+    for path, text in files.items():
+        repo.write(path, text)
+    repo.commit()
+    app = make_app(_kb(repo))
+    _sync(app)
+    return repo, app
+
+
 @pytest.fixture
 def repo(tmp_path) -> Repo:
     repo = Repo(tmp_path / "upstream")
@@ -84,13 +95,8 @@ def test_a_rename_keeps_the_vectors_and_deletions_leave(make_app, tmp_path):
     assert app.document_ids("code") == ["docs/new-name.md"]
 
 
-def test_a_force_push_and_a_lost_local_copy_fall_back_to_comparing_trees(make_app, make_config, tmp_path):
-    repo = Repo(tmp_path / "lib")
-    repo.write("a.md", "# A\n\nalpha\n")
-    repo.write("b.md", "# B\n\nbravo\n")
-    repo.commit()
-    app = make_app(_kb(repo))
-    _sync(app)
+def test_a_force_push_and_a_lost_local_copy_fall_back_to_comparing_trees(make_app, tmp_path):
+    repo, app = _synced(make_app, tmp_path, {"a.md": "# A\n\nalpha\n", "b.md": "# B\n\nbravo\n"})
     # History rewritten: an orphan branch takes main's name, the old commit is gone from the repository.
     git(repo.folder, "checkout", "-q", "--orphan", "rewritten")
     git(repo.folder, "rm", "-q", "-rf", ".")
@@ -216,11 +222,7 @@ def test_code_in_a_repository_is_cited_by_file_symbol_lines_and_commit(make_app,
 
 
 def test_after_a_rollback_the_next_sync_compares_trees_and_brings_the_newest_commit_back(make_app, tmp_path):
-    repo = Repo(tmp_path / "lib")
-    repo.write("a.md", "# A\n\nfirst words\n")
-    repo.commit()
-    app = make_app(_kb(repo))
-    _sync(app)
+    repo, app = _synced(make_app, tmp_path, {"a.md": "# A\n\nfirst words\n"})
     repo.write("a.md", "# A\n\nsecond words\n")
     repo.write("b.md", "# B\n\nanother page\n")
     newest = repo.commit()
@@ -313,12 +315,7 @@ def test_files_that_unpack_past_max_fetch_mb_are_not_read_out(make_app, tmp_path
 
 
 def test_a_rebuild_after_the_tables_are_lost_brings_every_file_back(make_app, tmp_path):
-    repo = Repo(tmp_path / "lib")
-    for name in "abc":
-        repo.write(f"{name}.md", f"# {name}\n\npage {name}\n")
-    repo.commit()
-    app = make_app(_kb(repo))
-    _sync(app)
+    repo, app = _synced(make_app, tmp_path, {f"{name}.md": f"# {name}\n\npage {name}\n" for name in "abc"})
     repo.write("d.md", "# d\n\npage d\n")
     repo.commit()
     for table in app.store.db.list_tables().tables:
@@ -329,12 +326,8 @@ def test_a_rebuild_after_the_tables_are_lost_brings_every_file_back(make_app, tm
 
 
 def test_a_failed_sync_that_deleted_files_leaves_no_commit_vouching_for_the_index(make_app, tmp_path, monkeypatch):
-    repo = Repo(tmp_path / "lib")
-    repo.write("keep.md", "# Keep\n\nkept page\n")
-    repo.write("x.md", "# X\n\nthe page that comes back\n")
-    repo.commit()
-    app = make_app(_kb(repo))
-    _sync(app)
+    repo, app = _synced(make_app, tmp_path, {"keep.md": "# Keep\n\nkept page\n",
+                                             "x.md": "# X\n\nthe page that comes back\n"})
     git(repo.folder, "rm", "-q", "x.md")
     repo.commit("delete x")
 
@@ -378,12 +371,7 @@ def test_a_file_of_a_repository_never_leaves_this_process_with_its_fetch(tmp_pat
 def test_a_parser_added_since_the_last_sync_lists_the_whole_tree(make_app, tmp_path, monkeypatch):
     from mcp_kb.ingest import parsers
 
-    repo = Repo(tmp_path / "lib")
-    repo.write("a.md", "# A\n\nalpha\n")
-    repo.write("notes.unusual", "notes in a format a plugin reads\n")
-    repo.commit()
-    app = make_app(_kb(repo))
-    _sync(app)
+    _, app = _synced(make_app, tmp_path, {"a.md": "# A\n\nalpha\n", "notes.unusual": "notes a plugin reads\n"})
     monkeypatch.setattr(parsers, "_PARSERS", dict(parsers._PARSERS))
     parsers.register([".unusual"], parsers._parser_for(".txt"))
     report = _sync(app)
