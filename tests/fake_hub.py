@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from collections.abc import Iterator
 from urllib.parse import unquote, urlparse
+
+from helpers import http_on_loopback
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -86,12 +87,5 @@ def serve_hub(hub: FakeHub) -> Iterator[FakeHub]:
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    hub.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with http_on_loopback(Handler) as hub.url:
         yield hub
-    finally:
-        server.shutdown()
-        server.server_close()

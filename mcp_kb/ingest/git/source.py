@@ -215,6 +215,8 @@ class GitSource:
         """The blobs' bytes, each in a file named by its blob id and the path's suffix (which picks the parser: one
         blob may be a .md and an .html file), read through one `git cat-file --batch` within the fetch's deadline
         and size ceiling (many small blobs can unpack to far more than their pack)."""
+        if not entries:  # a sync with no new commit starts no git at all here
+            return {}
         files = {(entry.blob, _suffix(entry.path)): entry.size for entry in entries}
         total = sum(files.values())
         if total > self.git.max_bytes:

@@ -164,13 +164,20 @@ def test_skipped_files_say_why(make_app, tmp_path):
     assert report.files_added == 1
 
 
-def test_library_versions_name_git_refs(make_app, tmp_path):
+def _edited_after(tmp_path, path: str, first: str, second: str, *mark: str) -> Repo:
+    """A repository whose `path` says `first` at the commit `mark` names (a tag or a branch), then `second` on main."""
     repo = Repo(tmp_path / "lib")
-    repo.write("docs/api.md", "# API\n\nconnect() takes a timeout.\n")
+    repo.write(path, first)
     repo.commit()
-    git(repo.folder, "tag", "v1")
-    repo.write("docs/api.md", "# API\n\nconnect() takes a timeout and a retry policy.\n")
+    git(repo.folder, *mark)
+    repo.write(path, second)
     repo.commit()
+    return repo
+
+
+def test_library_versions_name_git_refs(make_app, tmp_path):
+    repo = _edited_after(tmp_path, "docs/api.md", "# API\n\nconnect() takes a timeout.\n",
+                         "# API\n\nconnect() takes a timeout and a retry policy.\n", "tag", "v1")
     app = make_app({"name": "code", "description": "d", "versions": [
         {"name": "1.0", "repos": [{"url": str(repo.folder), "ref": "v1"}]},
         {"name": "2.0", "repos": [{"url": str(repo.folder), "ref": "main"}], "current": True}]})
@@ -267,12 +274,8 @@ def test_adding_and_removing_a_source_beside_a_repository_renames_its_files_and_
 
 
 def test_one_repository_at_two_refs_in_one_kb(make_app, tmp_path):
-    repo = Repo(tmp_path / "lib")
-    repo.write("docs/a.md", "# A\n\nalpha on main\n")
-    repo.commit()
-    git(repo.folder, "branch", "stable")
-    repo.write("docs/a.md", "# A\n\nalpha, edited on main\n")
-    repo.commit()
+    repo = _edited_after(tmp_path, "docs/a.md", "# A\n\nalpha on main\n", "# A\n\nalpha, edited on main\n",
+                         "branch", "stable")
     app = make_app({"name": "code", "description": "d", "repos": [
         {"url": str(repo.folder), "ref": "main", "name": "main"},
         {"url": str(repo.folder), "ref": "stable", "name": "stable"}]})
