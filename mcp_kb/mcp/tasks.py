@@ -8,7 +8,8 @@ Clients without the extension (and every 2025-era session: a task result cannot 
 tool's answer as before.
 
 A task is its caller's: another caller's task id reads exactly as an unknown one. Each caller holds at most
-MAX_TASKS_PER_CALLER tasks, the server runs at most MAX_WORKING; a finished task is kept for TTL_MS.
+MAX_TASKS_PER_CALLER tasks, the server runs at most MAX_WORKING, and one caller at most MAX_WORKING_PER_CALLER
+of those, so one caller never takes every slot; a finished task is kept for TTL_MS.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ TTL_MS = 15 * 60 * 1000  # how long a finished task's result stays readable
 POLL_INTERVAL_MS = 1000  # how often a client should ask (a sync reports after each batch of files)
 MAX_TASKS_PER_CALLER = 64  # working and finished tasks a caller holds at once
 MAX_WORKING = 16  # sync tasks working at once on this server (syncs of one storage run one at a time anyway)
+MAX_WORKING_PER_CALLER = MAX_WORKING // 4  # a caller's share: three more callers at their share leave room
 
 _running: ContextVar[SyncTask | None] = ContextVar("mcp_kb_sync_task", default=None)
 
@@ -100,9 +102,13 @@ class TaskTable:
 
     def open(self, owner: Identity) -> SyncTask:
         self._expire()
-        working = sum(task.status == "working" for task in self._tasks.values())
-        if working >= MAX_WORKING:
-            raise TaskRefused(f"{working} sync tasks are running on this server, the most it runs at once; "
+        working = [task for task in self._tasks.values() if task.status == "working"]
+        if len(working) >= MAX_WORKING:
+            raise TaskRefused(f"{len(working)} sync tasks are running on this server, the most it runs at once; "
+                              "wait for one to end (tasks/get) or cancel one (tasks/cancel)")
+        yours = sum(task.owner == owner for task in working)
+        if yours >= MAX_WORKING_PER_CALLER:
+            raise TaskRefused(f"you have {yours} sync tasks running, the most one caller may run at once; "
                               "wait for one to end (tasks/get) or cancel one (tasks/cancel)")
         held = [task for task in self._tasks.values() if task.owner == owner]
         if len(held) >= MAX_TASKS_PER_CALLER:

@@ -20,7 +20,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from task_client import CreatedTask, TaskRequest, Tasks, TaskState, ask, until_ended
 
 from mcp_kb.mcp.server import build_server
-from mcp_kb.mcp.tasks import MAX_TASKS_PER_CALLER, TASKS_EXTENSION
+from mcp_kb.access import Identity
+from mcp_kb.mcp.tasks import MAX_WORKING, MAX_WORKING_PER_CALLER, TASKS_EXTENSION, TaskRefused, TaskTable
 from mcp_kb.vocabulary import SYNC_TOOL
 from mcp_kb.api import SyncRequest
 
@@ -163,14 +164,29 @@ async def test_a_flood_of_tasks_is_refused_with_a_clear_error_and_the_server_kee
     reached, release = held  # the first sync holds, so every task opened meanwhile is still held by the caller
     async with session(url, Tasks()) as client:
         opened, refused = [], []
-        for _ in range(MAX_TASKS_PER_CALLER + 10):
+        for _ in range(MAX_WORKING + 10):
             answer = await client.session.call_tool(SYNC_TOOL, {"kb": "notes"}, allow_claimed=True)
             (opened if isinstance(answer, CreatedTask) else refused).append(answer)
         release.set()
         found = await client.call_tool("search_notes", {"query": "budget review"})
-    assert 0 < len(opened) <= MAX_TASKS_PER_CALLER and len(refused) >= 10
-    assert all(answer.is_error and "the most" in answer.content[0].text for answer in refused)
+    assert len(opened) == MAX_WORKING_PER_CALLER and len(refused) == MAX_WORKING + 10 - MAX_WORKING_PER_CALLER
+    assert all(answer.is_error and "the most one caller may run at once" in answer.content[0].text
+               for answer in refused)
     assert not found.is_error
+
+
+def test_one_caller_running_its_share_of_tasks_leaves_room_for_every_other_caller():
+    """A caller's working tasks are bounded by a share of the server's, so one token cannot starve the rest."""
+    table, callers = TaskTable(), [Identity("token", f"caller-{number}") for number in range(5)]
+    greedy = [table.open(callers[0]) for _ in range(MAX_WORKING_PER_CALLER)]
+    with pytest.raises(TaskRefused, match="you have 4 sync tasks running, the most one caller may run at once"):
+        table.open(callers[0])
+    others = [table.open(caller) for caller in callers[1:4] for _ in range(MAX_WORKING_PER_CALLER)]
+    assert len(greedy) + len(others) == MAX_WORKING
+    with pytest.raises(TaskRefused, match="16 sync tasks are running on this server"):
+        table.open(callers[4])  # the server's own bound still holds
+    greedy[0].end("completed")
+    assert table.open(callers[0]).status == "working"  # an ended task frees its caller's slot
 
 
 class _NoName(TaskRequest):
