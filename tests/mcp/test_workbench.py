@@ -153,3 +153,33 @@ async def test_the_search_across_kbs_describes_common_filters_in_no_kbs_own_word
     assert "audience" in across and "Salary band" not in across and "Who it is for" not in across
     assert "Salary band" in str(tools["search_secret_hr"].input_schema)  # the KB's own tool keeps its words
     assert flood.is_error and "kbs" in flood.content[0].text and len(flood.content[0].text) < 300
+
+
+async def test_every_view_of_a_document_reads_the_index_so_a_hostile_source_file_holds_no_request(tmp_path, embedder):
+    """The document resource, read_document and the page's document view answer from the index: after the sync
+    each source is swapped for a FIFO (opening one blocks until a writer comes, so a view that parsed the file
+    would hang) and a PDF that would take a parser long; every view answers at once with the indexed text."""
+    import httpx2
+
+    from mcp_kb.app import App
+    from mcp_kb.settings import load_config
+
+    write(tmp_path / "docs" / "leave.md", LEAVE)
+    write(tmp_path / "docs" / "report.md", "# Report\n\nThe quarterly report is due on the fifth.\n")
+    config = tmp_path / "kb.toml"
+    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Docs"\n'
+                      f'paths = ["{tmp_path / "docs"}"]\n', encoding="utf-8")
+    App(load_config(config), embedder=embedder).sync()
+    (tmp_path / "docs" / "leave.md").unlink()
+    os.mkfifo(tmp_path / "docs" / "leave.md")
+    (tmp_path / "docs" / "report.md").write_bytes(b"%PDF-1.7\n" + b"1 0 obj << /Length 999999999 >> stream\n" * 50_000)
+    env = {key: value for key, value in os.environ.items() if key != "MCP_KB_TOKEN"}
+    with serve_http(config, "--transport", "http", env=env) as (port, _log):
+        async with httpx2.AsyncClient(timeout=30) as http, \
+                Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client:
+            resource = await client.read_resource("kb://docs/documents/leave.md")
+            read = await client.call_tool("read_document", {"kb": "docs", "path": "report.md"})
+            page = await http.get(f"http://127.0.0.1:{port}/ui/kb/docs/document", params={"path": "leave.md"})
+    assert "Rule 59: annual leave requests" in resource.contents[0].text
+    assert not read.is_error and "quarterly report is due" in read.structured_content["text"]
+    assert page.status_code == 200 and "Call your manager before nine" in page.text
