@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import logging
+import math
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -28,6 +31,7 @@ from .stopwatch import stopwatch
 log = logging.getLogger(__name__)
 
 BATCH_FILES = 32  # files per commit: small enough to lose little to a crash, large enough to amortize commits
+COMMIT_SECONDS = 10.0  # a batch's embedding that takes longer is committed in pieces: an interruption loses less
 _EMBED_SLICE = 128  # chunks embedded between two progress reports (a batch of large files holds thousands)
 
 # How far a batch's embedding is: (chunks embedded, chunks to embed).
@@ -72,12 +76,51 @@ def embedded_rows(store: Store, kb: KBConfig, target: str, reuse_from: str | Non
                   recent: BoundedLRU[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
     """The chunk rows of a parsed batch by path, each with its vector (reused, or embedded here); a file whose
     parse is to be retried has none (it keeps what the index has of it). Raises ModelError."""
+    return {path: rows for _, piece in embedded_pieces(store, kb, target, reuse_from, embedder, parsed, report, timer,
+                                                       embedding, recent) for path, rows in piece.items()}
+
+
+def embedded_pieces(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,  # noqa: PLR0913  # a batch's whole context
+                    parsed: list[ParsedFile], report: SyncReport, timer: Timer, embedding: EmbeddingProgress,
+                    recent: BoundedLRU[str, Any] | None = None,
+                    every: float = math.inf) -> Iterator[tuple[list[ParsedFile], dict[str, list[dict[str, Any]]]]]:
+    """The batch's rows as embedded_rows makes them, in pieces: the files whose chunks all have their vectors,
+    each time `every` seconds of embedding have passed since the last piece, and the rest at the end. A sync
+    commits each piece, so an interruption loses about `every` seconds of embedding (or one file's, when one file
+    takes longer). Raises ModelError, after the pieces already given."""
+    chunks = [chunk for item in parsed for chunk in item.chunks]
+    wanted = {chunk.content_hash: chunk for chunk in chunks}
     with timer("embed"):
-        chunks = [chunk for item in parsed for chunk in item.chunks]
-        vectors = _vectors_for(store, kb.name, target, reuse_from, embedder, chunks, report, embedding, recent)
+        vectors = _stored_vectors(store, kb.name, target, reuse_from, list(wanted), recent)
+    missing = [content_hash for content_hash in wanted if content_hash not in vectors]
+    report.chunks_reused += len(chunks) - len(missing)
+    waiting, since = list(parsed), time.monotonic()
+    for start in range(0, len(missing), _EMBED_SLICE):
+        hashes = missing[start:start + _EMBED_SLICE]
+        with timer("embed"):
+            vectors.update(zip(hashes, embedder.embed_batch([wanted[h].embed_text for h in hashes])))
+        if recent is not None:
+            for content_hash in hashes:
+                recent.put(content_hash, vectors[content_hash])
+        report.chunks_embedded += len(hashes)
+        report.tokens_embedded += sum(wanted[h].n_tokens for h in hashes)
+        embedding(start + len(hashes), len(missing))
+        if time.monotonic() - since >= every and (whole := _leading_whole(waiting, vectors)):
+            yield whole, _rows(kb, whole, vectors)
+            waiting, since = waiting[len(whole):], time.monotonic()
+    if waiting:
+        yield waiting, _rows(kb, waiting, vectors)
+
+
+def _leading_whole(files: list[ParsedFile], vectors: dict[str, Any]) -> list[ParsedFile]:
+    """The files at the head of `files` whose every chunk has its vector."""
+    return list(itertools.takewhile(lambda item: all(c.content_hash in vectors for c in item.chunks), files))
+
+
+def _rows(kb: KBConfig, files: list[ParsedFile], vectors: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     metadata_types = kb.metadata_types()
     return {item.source.doc_id: [_chunk_row(kb, metadata_types, item.file_hash, chunk, vectors[chunk.content_hash])
-                                 for chunk in item.chunks] for item in parsed if not item.retry}
+                                 for chunk in item.chunks] for item in files if not item.retry}
 
 
 def not_indexed(kb: KBConfig, parsed: list[ParsedFile], reason: KBError, report: SyncReport) -> None:
@@ -130,30 +173,15 @@ def count_batch(kb: KBConfig, parsed: list[ParsedFile], report: SyncReport) -> N
             log.info("%s: failed %s: %s", kb.name, item.source.doc_id, item.error)  # the summary lists it
 
 
-def _vectors_for(store: Store, kb: str, target: str, reuse_from: str | None, embedder: Embedder,  # noqa: PLR0913  # a batch's whole context
-                 chunks: list[Chunk], report: SyncReport, embedding: EmbeddingProgress,
-                 recent: BoundedLRU[str, Any] | None) -> dict[str, Any]:
-    """A vector per content hash: stored ones reused (also from the generation being replaced, and `recent`: this
-    sync's vectors not committed yet), the rest embedded a slice at a time, telling `embedding(done, total)` after
-    each (and kept in `recent`)."""
-    wanted = {chunk.content_hash: chunk.embed_text for chunk in chunks}
-    vectors: dict[str, Any] = store.vectors_by_content_hash(kb, target, list(wanted))
+def _stored_vectors(store: Store, kb: str, target: str, reuse_from: str | None, wanted: list[str],  # noqa: PLR0913  # a batch's whole context
+                   recent: BoundedLRU[str, Any] | None) -> dict[str, Any]:
+    """The vectors these content hashes already have: in the target generation, in the one being replaced, and in
+    `recent` (this sync's vectors not committed yet)."""
+    vectors: dict[str, Any] = store.vectors_by_content_hash(kb, target, wanted)
     if reuse_from is not None:
         vectors.update(store.vectors_by_content_hash(kb, reuse_from, [h for h in wanted if h not in vectors]))
     if recent is not None:
         vectors.update((h, vector) for h in wanted if h not in vectors and (vector := recent.get(h)) is not None)
-    missing = [h for h in wanted if h not in vectors]
-    for start in range(0, len(missing), _EMBED_SLICE):
-        hashes = missing[start:start + _EMBED_SLICE]
-        vectors.update(zip(hashes, embedder.embed_batch([wanted[h] for h in hashes])))
-        embedding(start + len(hashes), len(missing))
-    if recent is not None:
-        for content_hash in missing:
-            recent.put(content_hash, vectors[content_hash])
-    report.chunks_embedded += len(missing)
-    tokens = {chunk.content_hash: chunk.n_tokens for chunk in chunks}
-    report.tokens_embedded += sum(tokens[h] for h in missing)
-    report.chunks_reused += len(chunks) - len(missing)
     return vectors
 
 

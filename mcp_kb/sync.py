@@ -31,7 +31,7 @@ from .ingest.ocr import available as ocr_available
 from .ingest.sources import SkippedFile, SourceFile, count_kinds, scan_all, sources_of
 from .ingest.workers import ParseWorkers
 from .models.base import Embedder, TokenCounter
-from .batches import (BATCH_FILES, EmbeddingProgress, ParsedFile, Timer, count_batch, embedded_rows, not_indexed,
+from .batches import (BATCH_FILES, COMMIT_SECONDS, EmbeddingProgress, ParsedFile, Timer, count_batch, embedded_pieces, not_indexed,
                       parse_job, parsed_files, parsing_peak_mb, refuse, sliced, write_readings, written_records)
 from .records import KBState, KBSummary, Problem, Progress, SyncProgress, SyncReport, commits_of, recorded_now
 from .requests import SyncRequest
@@ -397,7 +397,6 @@ def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | No
 
             _write_batch(store, kb, target, reuse_from, embedder, parsed, report, timer, embedding)
             done += len(parsed)
-            report.files_written = done
             progress(done, len(todo), f"{kb.name}: {files_done(done, len(todo))} indexed")
 
 
@@ -409,17 +408,27 @@ def reads_images(kb: KBConfig) -> bool:
 def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,  # noqa: PLR0913  # a KB sync's context
                  parsed: list[ParsedFile], report: SyncReport, timer: Timer,
                  embedding: EmbeddingProgress) -> None:
+    """Embed and write a parsed batch, one commit each COMMIT_SECONDS of embedding and one for the rest."""
+    unwritten = list(parsed)
     try:
-        rows_by_path = embedded_rows(store, kb, target, reuse_from, embedder, parsed, report, timer, embedding)
+        for piece, rows_by_path in embedded_pieces(store, kb, target, reuse_from, embedder, parsed, report, timer,
+                                                   embedding, every=COMMIT_SECONDS):
+            _write_piece(store, kb, target, piece, rows_by_path, timer)
+            count_batch(kb, piece, report)
+            unwritten = unwritten[len(piece):]
+            report.files_written += len(piece)
     except ModelError as exc:
-        not_indexed(kb, parsed, exc, report)
-        return
+        not_indexed(kb, unwritten, exc, report)
+
+
+def _write_piece(store: Store, kb: KBConfig, target: str, piece: list[ParsedFile],  # noqa: PLR0913  # a commit's context
+                 rows_by_path: dict[str, list[dict[str, Any]]], timer: Timer) -> None:
+    """Files whose chunks are embedded, in one commit: chunks, reading forms, then their manifest records."""
     with timer("write"):
         refused = store.write_chunks(kb.name, target, rows_by_path)
-        refuse(parsed, refused)
-        write_readings(store, kb.name, target, parsed)
-        store.write_files(kb.name, target, written_records(parsed))
-    count_batch(kb, parsed, report)
+        refuse(piece, refused)
+        write_readings(store, kb.name, target, piece)
+        store.write_files(kb.name, target, written_records(piece))
 
 
 def _remove_deleted(store: Store, kb: str, target: str, plan: SyncPlan, on_disk: set[str]) -> int:

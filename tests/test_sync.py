@@ -92,6 +92,37 @@ def test_an_interrupted_sync_is_recorded_with_what_it_wrote_and_the_next_one_fin
     assert app.status("notes")[0].last_outcome == "ok"
 
 
+def test_a_batch_that_embeds_for_long_is_committed_as_it_goes_so_ctrl_c_keeps_what_was_embedded(make_app, tmp_path,
+                                                                                                 embedder, monkeypatch):
+    """A first sync of big files spends minutes in one batch of 32: a Ctrl-C used to keep none of it. Embedding
+    commits the files it finished each COMMIT_SECONDS (0 here: after every slice of 4 chunks)."""
+    import mcp_kb.batches
+    import mcp_kb.sync
+
+    for number in range(40):
+        write(tmp_path / "notes" / f"n{number:02d}.md", f"# Note {number}\n\nThe meeting moved to room {number}.\n")
+    app = make_app({"name": "notes", "description": "Notes", "paths": [str(tmp_path / "notes")]})
+    monkeypatch.setattr(mcp_kb.sync, "COMMIT_SECONDS", 0.0)
+    monkeypatch.setattr(mcp_kb.batches, "_EMBED_SLICE", 4)
+    embed_batch = embedder.embed_batch
+
+    def ctrl_c_at_note_21(texts):
+        if any("Note 21" in text for text in texts):
+            raise KeyboardInterrupt
+        return embed_batch(texts)
+    monkeypatch.setattr(embedder, "embed_batch", ctrl_c_at_note_21)
+    with pytest.raises(KeyboardInterrupt):
+        app.sync(SyncRequest(kb="notes"))
+    [status] = app.status("notes")
+    assert status.last_outcome == "interrupted" and status.files == 20  # five slices of four notes, each whole
+    assert status.last_error.startswith("interrupted after writing 20 of 40 new and changed files")
+    found = app.search("notes", SearchRequest(query="meeting moved to room 17", mode="keyword"))
+    assert found.hits[0].source == "n17.md"
+    monkeypatch.setattr(embedder, "embed_batch", embed_batch)
+    [report] = app.sync(SyncRequest(kb="notes"))
+    assert report.files_added == 20 and report.files_unchanged == 20 and app.status("notes")[0].files == 40
+
+
 def test_progress_moves_while_a_batch_embeds(app, monkeypatch):
     import mcp_kb.batches
 
