@@ -168,10 +168,13 @@ def test_a_cache_that_cannot_be_written_leaves_fp32_and_is_tried_again(settings,
 
 def test_a_disk_that_fills_while_quantizing_leaves_fp32_and_nothing_behind(settings, fp32_embedder, tmp_path, monkeypatch,
                                                                           caplog):
+    """Tried again once the cache has more free space, or an hour later (test_quantize_cache.py fills a real disk)."""
     def full(_, int8):
         int8.write_bytes(b"\x08\x07" * 1000)  # a part written, then the disk is full
         raise OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(quantize, "_quantize", full)
+    free = [10 << 30]  # what the cache's file system has free, whatever other writers do to the real one
+    monkeypatch.setattr(quantize, "_free_bytes", lambda _: free[0])
     with caplog.at_level(logging.WARNING, logger=WARNINGS):
         assert FastEmbedder(settings(tmp_path / "cache")).identity == fp32_embedder.identity
     assert "No space left on device" in caplog.text and "embedding with the fp32 model" in caplog.text
@@ -182,7 +185,25 @@ def test_a_disk_that_fills_while_quantizing_leaves_fp32_and_nothing_behind(setti
     _never_quantize(monkeypatch)  # the next starts within the hour do not quantize for nothing
     with caplog.at_level(logging.WARNING, logger=WARNINGS):
         assert FastEmbedder(settings(tmp_path / "cache")).identity == fp32_embedder.identity
-    assert "No space left on device" in caplog.text and "tried again 60 minutes after" in caplog.text
+    assert "No space left on device" in caplog.text
+    assert "tried again once the cache has more free space, or 60 minutes after" in caplog.text
+    tried = []
+    monkeypatch.setattr(quantize, "_quantize", lambda *paths: tried.append(paths) or 1 / 0)
+    free[0] += 1 << 20  # space made: the next start tries again
+    _ = FastEmbedder(settings(tmp_path / "cache")).identity
+    assert len(tried) == 1
+
+
+def test_a_copy_that_could_not_be_kept_is_tried_again_an_hour_later_whatever_the_free_space(settings, tmp_path,
+                                                                                            monkeypatch):
+    def place_taken(*_):
+        raise OSError(errno.EEXIST, "File exists")
+    monkeypatch.setattr(quantize, "_quantize", place_taken)
+    monkeypatch.setattr(quantize, "_free_bytes", lambda _: 10 << 30)
+    _ = FastEmbedder(settings(tmp_path / "cache")).identity
+    [unkept] = (tmp_path / "cache" / "mcp-kb-int8").glob("*.unkept.json")
+    _never_quantize(monkeypatch)
+    _ = FastEmbedder(settings(tmp_path / "cache")).identity  # no more space than then: not within the hour
     record = json.loads(unkept.read_text())
     unkept.write_text(json.dumps({**record, "at": record["at"] - quantize.RETRY_WRITE_AFTER_SECONDS}))
     tried = []
