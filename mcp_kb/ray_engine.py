@@ -18,6 +18,7 @@ Ray is imported here only, and only by such syncs.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import pickle
 import signal
@@ -41,6 +42,7 @@ from .models import create_embedder
 from .models.base import Embedder, TokenCounter
 from .records import Progress
 from .settings import Config, EmbeddingConfig, KBConfig, StorageConfig, SyncEngineConfig
+from .settings.sync import RayAddress, parse_ray_address
 from .batches import (BATCH_FILES, ParsedFile, Timer, count_batch, embedded_rows, not_indexed, parse_job,
                       parsed_files, parsing_peak_mb, refuse, sliced, write_readings, written_records)
 from .records import SyncReport
@@ -49,7 +51,9 @@ from .vocabulary import LOOPBACK, files_done
 log = logging.getLogger(__name__)
 
 _RETRIES = 2  # of a task or actor lost with its node (an error of the task itself is not retried)
-_CONNECT_SECONDS = 10.0  # for a cluster's address to answer
+_CONNECT_SECONDS = 5.0  # for a cluster's address to answer: once to connect, once to a request in Ray's protocol
+# What a Ray answers to the probe: a reply, or a refusal for want of its token (ray.init then says why it refuses).
+_RAY_ANSWERS = ("OK", "UNAUTHENTICATED", "PERMISSION_DENIED")
 _POLL_SECONDS = 1.0  # between two looks at a wave's batches, so that progress moves and Ctrl-C is heard
 _RECENT_VECTORS = 20_000  # an indexer's memory of the vectors it embedded (384 floats: ~30 MB)
 
@@ -75,7 +79,7 @@ def index_on_ray(config: Config, store: Store, kb: KBConfig, target: str, reuse_
                  embedder: Embedder, counter: TokenCounter, todo: list[SourceFile], hash_by_path: dict[str, str],
                  report: SyncReport, timer: Timer, progress: Progress) -> None:
     """Parse, chunk, embed and write `todo` on the cluster, one commit per wave."""
-    with _cluster(config.sync) as ray, timer("cluster"):
+    with _cluster(config) as ray, timer("cluster"):
         indexers = _start_indexers(ray, config.embedding, config.storage, embedder.identity.fingerprint())
         log.info("%s: %d files to index on a Ray cluster of %d nodes", kb.name, len(todo), len(indexers))
         waves = sliced(todo, config.sync.wave_files)
@@ -89,7 +93,7 @@ def index_on_ray(config: Config, store: Store, kb: KBConfig, target: str, reuse_
 
 
 @contextmanager
-def _cluster(settings: SyncEngineConfig) -> Iterator[Any]:
+def _cluster(config: Config) -> Iterator[Any]:
     """Ray, connected to the configured cluster (or one of this machine's own), for the length of a sync."""
     try:
         import ray
@@ -98,14 +102,18 @@ def _cluster(settings: SyncEngineConfig) -> Iterator[Any]:
                       "or sync with --engine local") from None
     joined = not ray.is_initialized()
     if joined:
-        address = settings.ray_address
-        _answers(address)
+        address = config.sync.ray_address
+        try:
+            _ray_answers(address)
+        except _NoCluster as exc:
+            raise KBError(f"cannot join the Ray cluster at {address}: {exc} ({_address_setting(config)})") from None
         try:
             with warnings.catch_warnings(), _signal_handlers_kept():
                 warnings.filterwarnings("ignore", "lancedb fork support", RuntimeWarning)  # Ray forks + execs
                 ray.init(address=address or "local", logging_level=logging.WARNING, log_to_driver=False,
                          configure_logging=False, **_own_ray(address))
         except Exception as exc:  # Ray's own words say what failed (no cluster there, a version mismatch)
+            ray.shutdown()  # a join that failed half-way must not pass for a joined cluster at the next sync
             raise KBError(f"cannot join the Ray cluster at {address or 'this machine'}: {exc}") from exc
     try:
         with contextlib.redirect_stdout(sys.stderr):  # Ray tells of lost nodes on stdout: a --json answer's place
@@ -131,16 +139,98 @@ def _signal_handlers_kept() -> Iterator[None]:
                 signal.signal(number, handler)
 
 
-def _answers(address: str) -> None:
-    """A cluster address must answer: Ray itself would wait for it without end."""
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    if not address or address == "auto" or not port.isdigit():
-        return  # Ray finds (or starts) the cluster, or says the address is malformed
+class _NoCluster(Exception):
+    """No Ray answers at an address: why, and what to do."""
+
+
+def _address_setting(config: Config) -> str:
+    """Where a sync's cluster address is set, for the line that asks to fix it."""
+    where = f" in {config.source}" if config.source else ""
+    return f"[sync] ray_address{where}, or RAY_ADDRESS or --address, which override it"
+
+
+def _ray_answers(address: str) -> None:
+    """A Ray must answer at the address, within seconds: Ray itself waits minutes, or without end, for an address
+    where nothing listens, or where a server listens that says nothing or speaks another protocol."""
+    if not address:
+        return  # a Ray of the sync's own
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=_CONNECT_SECONDS).close()
+        cluster = parse_ray_address(_located(address))
+    except ValueError as exc:  # one Ray found for "auto" (the settings checked all others)
+        raise _NoCluster(f"not a Ray cluster address: {exc}") from None
+    _connects(cluster)
+    _speaks_ray(cluster)
+
+
+def _located(address: str) -> str:
+    """HOST:PORT of the cluster an address names: "auto" is the one `ray start` began on this machine, as Ray finds
+    it (a cluster that has since stopped leaves its address behind)."""
+    if address != "auto":
+        return address
+    from ray._private.services import canonicalize_bootstrap_address
+
+    with contextlib.suppress(ConnectionError):  # Ray found none
+        if found := canonicalize_bootstrap_address(address):
+            return found
+    raise _NoCluster("no Ray cluster runs on this machine; start one (ray start --head) or fix the address")
+
+
+def _connects(cluster: RayAddress) -> None:
+    """Something listens there (the reason of a refusal is the clearest there is)."""
+    try:
+        socket.create_connection((cluster.host.strip("[]"), cluster.port), timeout=_CONNECT_SECONDS).close()
     except OSError as exc:
-        raise KBError(f"cannot join the Ray cluster at {address}: nothing answers there ({exc.strerror or exc}); "
-                      "start it (ray start --head) or fix [sync] ray_address / --address") from None
+        raise _NoCluster(f"nothing answers there ({exc.strerror or exc}); start it (ray start --head) or fix the "
+                         "address") from None
+
+
+def _speaks_ray(cluster: RayAddress) -> None:
+    """What listens answers one request of Ray's own protocol with a deadline: a head node's GCS its cluster id,
+    a Ray Client server a ping."""
+    import grpc
+
+    try:
+        with _ray_channel(cluster.target) as channel:
+            _ask_ray(cluster, channel)
+    except (ImportError, AttributeError) as exc:  # Ray's internals moved: the connect check above has to do
+        log.debug("no probe of Ray's protocol with this Ray (%s)", exc)
+    except grpc.RpcError as exc:
+        code = exc.code()
+        if code.name in _RAY_ANSWERS:
+            return
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            raise _NoCluster(f"what listens there says nothing within {_CONNECT_SECONDS:g} s; fix the address") from None
+        kind, swapped = (("Ray Client server", "a head node's port takes no ray://") if cluster.client else
+                         ("Ray head node", "a Ray Client server's port needs ray://"))
+        hint = f" ({swapped}?)" if code == grpc.StatusCode.UNIMPLEMENTED else ""  # the other port of a Ray
+        raise _NoCluster(f"what listens there does not answer as a {kind} ({code.name}){hint}; fix the "
+                         "address") from None
+
+
+def _ask_ray(cluster: RayAddress, channel: Any) -> None:
+    """One request a Ray answers at once: a Ray Client server's ping, a head node's cluster id."""
+    if cluster.client:
+        client = _ray_module("core.generated.ray_client_pb2")
+        _ray_module("core.generated.ray_client_pb2_grpc").RayletDriverStub(channel).ClusterInfo(
+            client.ClusterInfoRequest(type=client.ClusterInfoType.PING), timeout=_CONNECT_SECONDS)
+    else:
+        gcs = _ray_module("core.generated.gcs_service_pb2")
+        _ray_module("core.generated.gcs_service_pb2_grpc").NodeInfoGcsServiceStub(channel).GetClusterId(
+            gcs.GetClusterIdRequest(), timeout=_CONNECT_SECONDS)
+
+
+def _ray_channel(target: str) -> Any:
+    """A gRPC channel as Ray opens its own (TLS when RAY_USE_TLS says so, its token when it has one)."""
+    try:
+        channels = _ray_module("_private.grpc_utils")
+    except ImportError:  # a Ray before its token authentication kept it among its utilities
+        channels = _ray_module("_private.utils")
+    return channels.init_grpc_channel(target)
+
+
+def _ray_module(name: str) -> Any:
+    """A module of Ray's internals (its gRPC messages and channels, which carry no types)."""
+    return importlib.import_module(f"ray.{name}")
 
 
 def _own_ray(address: str) -> dict[str, Any]:

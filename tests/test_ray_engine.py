@@ -169,6 +169,19 @@ def test_a_cluster_that_cannot_be_joined_fails_the_sync_with_the_address_and_cha
     assert LanceStore.of(load_config(config).storage).read_files("docs") == {}
 
 
+def test_a_head_node_s_port_given_as_a_ray_client_s_fails_the_sync_within_seconds_saying_so(cluster, tmp_path):
+    """Ray Client would try its port for half a minute; the head's GCS answers that it is not one at once."""
+    nodes, _ = cluster
+    docs = tmp_path / "docs"
+    write(docs / "a.md", "# A\n\nSomething to index.\n")
+    address = f"ray://{nodes.address}"
+    done = subprocess.run([*CLI, "sync", "-c", str(_config(tmp_path, docs, str(tmp_path / "index"))), "--address",
+                           address], capture_output=True, text=True, env={**os.environ, **LOOPBACK}, timeout=15)
+    assert done.returncode == 1
+    assert (f"cannot join the Ray cluster at {address}: what listens there does not answer as a Ray Client server "
+            "(UNIMPLEMENTED) (a head node's port takes no ray://?)") in done.stderr, done.stderr[-3000:]
+
+
 # ---- the crash harness's Ray section: a node lost, the coordinator SIGKILLed, searches throughout ----------------
 
 @pytest.fixture

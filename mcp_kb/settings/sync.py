@@ -4,12 +4,15 @@ cost them, or the Ray cluster that parses, chunks and embeds (per-KB triggers ar
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
+from ..errors import ConfigError
 from .values import Strict
-from .variables import ENV_RAY_ADDRESS, from_environment
+from .variables import ENV_RAY_ADDRESS, environment, from_environment
 
 FILE_SECONDS = 120.0  # parsing and chunking one file, by default
 # A worker costs about 0.3 s of CPU to start, what parsing a few ordinary files costs: a small sync starts
@@ -19,6 +22,38 @@ FILE_MEMORY_MB = 2048  # address space one file may make a worker map beyond idl
 # Files a Ray sync commits at once: enough to keep a cluster's workers busy between two commits, few enough that a
 # lost coordinator costs little work.
 WAVE_FILES = 1024
+RAY_CLIENT = "ray://"  # the scheme of a Ray Client server's address; an address without one is a head node's (GCS)
+_HOST = re.compile(r"[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]")  # a name (compose services have "_"), IPv4, [IPv6]
+_RAY_FORMS = 'write HOST:PORT (a head node, port 6379 unless changed), ray://HOST:PORT (Ray Client, 10001) or "auto"'
+
+
+@dataclass(frozen=True)
+class RayAddress:
+    """A Ray cluster's address as Ray takes it: a head node's (its GCS) or a Ray Client server's."""
+
+    host: str  # an IPv6 address in its brackets
+    port: int
+    client: bool
+
+    @property
+    def target(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def parse_ray_address(text: str) -> RayAddress:
+    """The cluster `text` names; ValueError saying what is wrong otherwise. Ray takes nearly any text and then
+    waits for it without end (`host:-1`, `http://...`), so the form is checked here."""
+    scheme, has_scheme, rest = text.partition("://")
+    if has_scheme and f"{scheme}://" != RAY_CLIENT:
+        raise ValueError(f"Ray takes no {scheme}:// address")
+    host, has_port, port = (rest if has_scheme else text).rpartition(":")
+    if not has_port:
+        raise ValueError("no port")
+    if not _HOST.fullmatch(host):
+        raise ValueError(f"{host!r} is not a host name or IP address")
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        raise ValueError("the port must be a number from 1 to 65535")
+    return RayAddress(host, int(port), bool(has_scheme))
 
 
 class SyncEngineConfig(Strict):
@@ -40,15 +75,36 @@ class SyncEngineConfig(Strict):
     ray_address: str = Field("", json_schema_extra=from_environment(ENV_RAY_ADDRESS))
     """The Ray cluster of engine = "ray": `HOST:6379` (its head), `ray://HOST:10001`, or "auto" (the cluster `ray
     start` began on this machine); empty: a Ray of the sync's own on this machine. The `RAY_ADDRESS` variable and
-    `mcp-kb sync --address` override it."""
+    `mcp-kb sync --address` override it; "local" is the same as empty. Checked when engine = "ray" (RAY_ADDRESS may
+    be set for other Ray tools)."""
     wave_files: int = Field(WAVE_FILES, ge=1, le=1_000_000)
     """Files a Ray sync makes searchable in one commit: the cluster parses and embeds a wave's files side by side,
     then one commit adds their chunks (a coordinator lost mid-wave loses that wave's work, nothing else)."""
 
+    @field_validator("ray_address")
+    @classmethod
+    def _a_ray_address(cls, value: str, info: ValidationInfo) -> str:
+        if value == "local":  # Ray's word for a Ray of the caller's own
+            return ""
+        if info.data.get("engine") != "ray" or value in ("", "auto"):
+            return value
+        try:
+            parse_ray_address(value)
+        except ValueError as exc:
+            by_variable = " (set by the RAY_ADDRESS variable)" if environment(ENV_RAY_ADDRESS) == value else ""
+            raise ValueError(f"not a Ray cluster address: {exc}; {_RAY_FORMS}{by_variable}") from None
+        return value
+
     def overridden(self, engine: str | None, ray_address: str | None) -> SyncEngineConfig:
         """These settings with a command's choice of engine and cluster in place (a cluster named means Ray)."""
         chosen = {"engine": engine or ("ray" if ray_address else self.engine), "ray_address": ray_address}
-        return self.model_validate({**self.model_dump(), **{k: v for k, v in chosen.items() if v is not None}})
+        try:
+            return self.model_validate({**self.model_dump(), **{k: v for k, v in chosen.items() if v is not None}})
+        except ValidationError as exc:  # the address checked once the engine is Ray: the option's, or the config's
+            error = exc.errors()[0]
+            value = ray_address if ray_address is not None else self.ray_address
+            raise ConfigError(f"{'--address' if ray_address is not None else '[sync] ray_address'}: "
+                              f"{error['msg'].removeprefix('Value error, ')} (got {value!r})") from None
 
     def worker_count(self, files: int) -> int:
         """How many workers parse `files` files: `workers`, but one per FILES_PER_WORKER files at most."""
