@@ -228,10 +228,11 @@ def init(folder: str, config_path: str) -> None:
 
     target = Path(config_path)
     kb = write_starter(folder, target)
-    click.echo(f"wrote {target}: knowledge base {kb.name!r} over {kb.paths[0]}"
+    shown = printable(str(target))
+    click.echo(f"wrote {shown}: knowledge base {kb.name!r} over {printable(str(kb.paths[0]))}"
                f"{'' if kb.paths[0].is_dir() else ' (not there yet: create it and add documents)'}.")
     click.echo(f"Next: say what the documents are about in its description, then `mcp-kb sync` and "
-               f"`mcp-kb serve`{'' if target.name == 'kb.toml' else f' with -c {target}'}.")
+               f"`mcp-kb serve`{'' if target.name == 'kb.toml' else f' with -c {shown}'}.")
 
 
 @main.command()

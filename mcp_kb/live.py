@@ -18,6 +18,7 @@ from .errors import KBError
 from .ingest.sources import Source, change_concerns, watch_folders
 from .records import Progress, SyncReport
 from .requests import SyncRequest
+from .text import name_text
 
 log = logging.getLogger(__name__)
 
@@ -136,3 +137,7 @@ class LiveSync:
                 self.request(kb.name, "file change")
         except FileNotFoundError as exc:
             log.warning("%s: cannot watch %s: %s; file-change syncs are off", kb.name, roots, exc)
+        except UnicodeEncodeError:  # watchfiles takes only UTF-8 paths: a folder named in other bytes is not one
+            log.warning("%s: cannot watch %s: its path is not UTF-8 text; file-change syncs are off (syncs at start "
+                        "and by `mcp-kb sync` still run; rename the folder to have them)", kb.name,
+                        [name_text(root) for root in roots])

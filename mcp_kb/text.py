@@ -51,6 +51,21 @@ _TERMINAL_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u20
 
 def printable(text: str) -> str:
     """Text someone else wrote, fit to print on a terminal: every control shown as its escape (`\\x1b`,
-    `\\n`, `\\u2028`), so it can neither forge a line nor clear the screen. Other text, CJK included, stays."""
+    `\\n`, `\\u2028`), so it can neither forge a line nor clear the screen, and a name's bytes that are not UTF-8
+    as `\\xe9` (a strict terminal refuses them). Other text, CJK included, stays."""
     return _TERMINAL_CONTROLS.sub(lambda found: repr(found.group())[1:-1] if ord(found.group()) < 0x100
-                                  else f"\\u{ord(found.group()):04x}", text)
+                                  else f"\\u{ord(found.group()):04x}", name_text(text))
+
+
+def name_text(name: str) -> str:
+    """A file or folder name as valid text: bytes that are not UTF-8 (Python holds them as surrogates, which
+    TOML, JSON and a strict terminal refuse) shown as `\\xe9`; a name that is text stays as it is."""
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate of another kind (JSON's "\\ud800"), not a name's own bytes
+        return name.encode("utf-8", "surrogatepass").decode("utf-8", "backslashreplace")
+
+
+def is_text(name: str) -> bool:
+    """Whether a name is UTF-8 text (not one in other bytes, held as surrogates)."""
+    return name_text(name) == name

@@ -4,6 +4,7 @@ import re
 import signal
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from click.testing import CliRunner
 from helpers import ROOT, until, write
 
 from mcp_kb.cli import main
+from mcp_kb.settings import load_config
 
 COMMANDS_PAGE = ROOT / "docs" / "commands.md"
 
@@ -128,6 +130,45 @@ def test_zero_config_folder(project, monkeypatch):
     monkeypatch.setenv("MCP_KB_STORAGE", str(project / "zero-index"))
     result = _run("sync", "-c", str(project / "docs"))
     assert result.exit_code == 0 and "docs: 2 added" in result.output
+
+
+def test_init_never_writes_through_a_kb_toml_that_links_to_nowhere(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kb.toml").symlink_to(tmp_path / "planted.toml")
+    result = CliRunner().invoke(main, ["init", "docs"])
+    assert result.exit_code == 1 and not (tmp_path / "planted.toml").exists()
+    assert result.output.startswith(f"Error: kb.toml is a link to {tmp_path / 'planted.toml'}, which does not exist")
+    assert result.output.count("\n") == 1
+
+
+# Folder names a file system allows that a TOML file or a KB name must survive: quotes, backslashes, line breaks,
+# DEL (which JSON leaves bare and TOML refuses) and other controls, what reads as a table or a comment, another
+# script, spaces at the ends; and a name that is not UTF-8 (last).
+HOSTILE_FOLDER_NAMES = ['say "hi"', "it's", "back\\slash", "new\nline", "del\x7fete", "bell\x07esc\x1b[0mtab\t", "]]",
+                        "[kb]", "团队文档", " spaced ", "# no comment", os.fsdecode(b"caf\xe9")]
+
+
+def test_init_sync_and_serve_take_a_folder_of_any_name(tmp_path, monkeypatch):
+    """Each works on every name, but init refuses one that is not UTF-8 (TOML holds only text) in one line; the
+    starter init writes reads back, by tomllib and by the config loader, as exactly that folder."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
+    for number, name in enumerate(HOSTILE_FOLDER_NAMES):
+        folder = write(tmp_path / name / "leave.md", "# Leave\n\nAnnual leave is 25 days.\n").parent
+        starter = tmp_path / f"kb{number}.toml"
+        init = CliRunner().invoke(main, ["init", name, "-c", str(starter)])
+        if name == os.fsdecode(b"caf\xe9"):
+            assert init.exit_code == 1 and not starter.exists(), init.output
+            assert init.output == ("Error: caf\\xe9: the folder's path is not UTF-8 text, which kb.toml cannot hold: "
+                                   "rename the folder, or serve it without a kb.toml (mcp-kb serve FOLDER)\n")
+        else:
+            assert init.exit_code == 0, (name, init.output)
+            assert tomllib.loads(starter.read_text(encoding="utf-8"))["kb"][0]["paths"] == [name]
+            assert load_config(starter).kb[0].paths == [folder.resolve()], name
+        synced = CliRunner().invoke(main, ["sync", str(folder)])
+        assert synced.exit_code == 0 and ": 1 added" in synced.output, (name, synced.output)
+        served = CliRunner().invoke(main, ["serve", str(folder)])  # stdio, and its stdin ends at once: it stops
+        assert served.exit_code == 0 and "serving 1 knowledge base(s)" in served.output, (name, served.output)
 
 
 COMMANDS = ["init", "check", "chunks", "sync", "status", "stats", "search", "read", "ls", "versions", "tag", "rollback",

@@ -22,6 +22,7 @@ from ..settings import KBConfig, megabytes
 from ..errors import KBError
 from .parsers import is_binary_format, is_supported
 from ..records import Progress
+from ..text import name_text
 from .sources import Revisions, SkippedFile, SourceFile, SourceScan
 
 # A NUL or a high share of control characters in the first block means binary, whatever the
@@ -183,7 +184,7 @@ class _Rules:
         suffix = os.path.splitext(path)[1].lower()
         if not is_supported(suffix):
             if self.kb.include:  # the user asked for it explicitly, so say why it is left out
-                return SkippedFile(doc_id, f"unsupported file type {_id_text(suffix) or '(none)'}")
+                return SkippedFile(doc_id, f"unsupported file type {name_text(suffix) or '(none)'}")
             return None
         if info.st_size > self.kb.max_file_bytes:
             return SkippedFile(doc_id, f"too large: {info.st_size / megabytes(1):.1f} MB > max_file_size_mb = "
@@ -215,7 +216,7 @@ class _Rules:
         return [*ignores, (rel_folder, spec)]
 
     def _doc_id(self, rel: str) -> str:
-        return self.prefix + _id_text(rel)
+        return self.prefix + name_text(rel)
 
     def _folder_id(self, rel_folder: str) -> str:
         """A folder's id ends in "/"; the root's is its prefix, or "/" for a KB's only root."""
@@ -238,15 +239,6 @@ def _is_link(entry: os.DirEntry[str]) -> bool:
 
 def _why(exc: Exception) -> str:
     return exc.strerror if isinstance(exc, OSError) and exc.strerror else f".gitignore: {exc}"
-
-
-def _id_text(name: str) -> str:
-    """A file name as valid text: bytes that are not UTF-8 (Python keeps them as surrogates) become \\xNN."""
-    try:
-        name.encode("utf-8")
-        return name
-    except UnicodeEncodeError:
-        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def matches_globs(doc_id: str, include: list[str], exclude: list[str]) -> bool:

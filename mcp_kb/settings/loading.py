@@ -4,7 +4,6 @@ environment's overrides, and the paths resolved against the file's folder."""
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import tomllib
 import os
@@ -13,10 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import tomli_w
 from anyascii import anyascii
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ConfigError
+from ..text import is_text, name_text
 from ..registry import load_plugins
 from .config import Config
 from .variables import ENV_CONFIG, cache_root, data_root, environment
@@ -58,9 +59,9 @@ def config_for_folder(folder: str | os.PathLike[str]) -> Config:
     if not folder.is_dir():
         raise ConfigError(f"{folder}: not a folder")
     name = kb_name_for(folder)
-    key = hashlib.sha256(str(folder).encode()).hexdigest()[:8]
+    key = hashlib.sha256(os.fsencode(folder)).hexdigest()[:8]
     raw = {"storage": str(data_root() / "folders" / f"{name}-{key}"),
-           "kb": [{"name": name, "description": f"Documents from the folder '{folder.name}'", "paths": [str(folder)],
+           "kb": [{"name": name, "description": _description_for(folder), "paths": [str(folder)],
                    "sync": {"on_start": True, "watch": True}}]}
     return build_config(raw, base_dir=folder, source=None)
 
@@ -73,8 +74,15 @@ def kb_name_for(folder: Path) -> str:
     latin = anyascii(own)
     name = re.sub(f"[^{KB_NAME_CHARS}]", "_", latin)
     if latin != own:
-        name = f"{(name.strip('_') or 'docs')[:KB_NAME_LENGTH - 5]}-{hashlib.sha256(own.encode()).hexdigest()[:4]}"
+        # os.fsencode: the name's own bytes, also when they are not UTF-8 (`caf\xe9`, which Python holds as a
+        # surrogate that .encode() refuses); the same bytes as .encode() for every name that is text
+        name = f"{(name.strip('_') or 'docs')[:KB_NAME_LENGTH - 5]}-{hashlib.sha256(os.fsencode(own)).hexdigest()[:4]}"
     return name[:KB_NAME_LENGTH] or "docs"
+
+
+def _description_for(folder: Path) -> str:
+    """The description a KB over `folder` starts with."""
+    return f"Documents from the folder '{name_text(folder.name)}'"
 
 
 def starter_config(folder: str, base_dir: Path) -> tuple[str, KBConfig]:
@@ -82,24 +90,47 @@ def starter_config(folder: str, base_dir: Path) -> tuple[str, KBConfig]:
     loaded from it (validated before anything is written)."""
     from importlib.resources import files
 
+    if not is_text(folder):  # TOML holds only text: a path in other bytes cannot be written, nor read back
+        raise ConfigError(f"{name_text(folder)}: the folder's path is not UTF-8 text, which kb.toml cannot hold: "
+                          f"rename the folder, or serve it without a kb.toml (mcp-kb serve FOLDER)")
     where = (base_dir / folder).resolve()
-    values = {"name": kb_name_for(where), "description": f"Documents from the folder '{where.name}'", "folder": folder}
+    values = {"name": kb_name_for(where), "description": _description_for(where), "folder": folder}
     template = files("mcp_kb").joinpath("starter.toml").read_text(encoding="utf-8")
-    text = template.format(**{key: json.dumps(value, ensure_ascii=False) for key, value in values.items()})
+    text = template.format(**{key: _toml_string(value) for key, value in values.items()})
     [kb] = build_config(tomllib.loads(text), base_dir, None).kb
     return text, kb
 
 
+def _toml_string(value: str) -> str:
+    """`value` as a TOML string, escaped as TOML escapes (JSON's differ: it leaves DEL bare, which TOML refuses)."""
+    return tomli_w.dumps({"v": value}).removeprefix("v = ").rstrip("\n")
+
+
 def write_starter(folder: str, target: Path) -> KBConfig:
     """Write the starter kb.toml over `folder` to `target` (never over an existing file); its KB."""
-    if target.exists():
-        raise ConfigError(f"{target} exists and is left as it is: edit it, or pass --config OTHER.toml")
     text, kb = starter_config(folder, target.parent.resolve())
     try:
-        target.write_text(text, encoding="utf-8")
+        # O_EXCL refuses any existing path, a link too, even one to nowhere (which a plain write would follow)
+        descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except FileExistsError:
+        raise ConfigError(_left_as_it_is(target)) from None
     except OSError as exc:
         raise ConfigError(f"cannot write {target}: {exc}") from exc
+    try:
+        with open(descriptor, "w", encoding="utf-8") as file:
+            file.write(text)
+    except OSError as exc:
+        target.unlink(missing_ok=True)  # a half-written starter would be refused as existing by the next `init`
+        raise ConfigError(f"cannot write {target}: {exc}") from exc
     return kb
+
+
+def _left_as_it_is(target: Path) -> str:
+    """Why `init` leaves `target` alone."""
+    if target.is_symlink() and not target.exists():
+        return (f"{target} is a link to {os.readlink(target)}, which does not exist, and is left as it is (init "
+                f"never writes through a link): remove it, or pass --config OTHER.toml")
+    return f"{target} exists and is left as it is: edit it, or pass --config OTHER.toml"
 
 
 def config_target(given: str | None) -> tuple[Path, bool]:

@@ -1,3 +1,4 @@
+import os
 import re
 from pathlib import Path
 
@@ -182,6 +183,15 @@ def test_a_folder_named_in_another_script_gets_a_readable_unique_valid_name(tmp_
     assert names["团队文档"].startswith("TuanDuiWenDang-") and names["会议记录"].startswith("HuiYiJiLu-")
     assert names["Пример"].startswith("Primer-") and names["Notes"] == "Notes"  # Latin names as they were
     assert len(set(names.values())) == len(names)  # Café written two ways reads alike: the hash keeps them apart
+
+
+def test_a_folder_named_in_bytes_that_are_not_utf8_is_served_by_a_valid_name(tmp_path):
+    """Its path holds the name's own bytes; the description shows them as text."""
+    os.mkdir(os.fsencode(tmp_path) + b"/caf\xe9")
+    folder = tmp_path / os.fsdecode(b"caf\xe9")
+    [kb] = config_for_folder(folder).kb
+    assert re.fullmatch(r"caf-[0-9a-f]{4}", kb.name) and kb.paths == [folder.resolve()]
+    assert kb.description == "Documents from the folder 'caf\\xe9'" and kb.sync.on_start
 
 
 def test_example_config_is_valid_and_points_at_the_bundled_examples():

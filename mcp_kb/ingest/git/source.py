@@ -27,6 +27,7 @@ from typing import IO
 
 from ...records import Progress
 from ...settings import KBConfig, RepoConfig, megabytes
+from ...text import is_text, name_text
 from ..folders import binary_reason, matches_globs
 from ..parsers import is_supported, supported_suffixes
 from ..sources import SkippedFile, SourceFile, SourceScan
@@ -180,7 +181,7 @@ class GitSource:
             matches_globs(doc_id, self.kb.include, self.kb.exclude)
 
     def _rule_out(self, entry: _Entry) -> str:
-        if not _is_utf8(entry.path) or not entry.path.isprintable():
+        if not is_text(entry.path) or not entry.path.isprintable():
             return "file name is not printable UTF-8: left out"
         if entry.mode == _LINK:
             return "symbolic link in the repository: not followed"
@@ -196,10 +197,9 @@ class GitSource:
     def _doc_id(self, path: str) -> str:
         """The path as an id; a name that is not printable UTF-8 (only ever reported) shows its odd characters
         escaped, so no terminal that prints a report runs an escape sequence."""
-        if _is_utf8(path) and path.isprintable():
+        if is_text(path) and path.isprintable():
             return self.prefix + path
-        return self.prefix + path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") \
-            .encode("unicode_escape").decode("ascii")
+        return self.prefix + name_text(path).encode("unicode_escape").decode("ascii")
 
     # ---- reading blobs ---------------------------------------------------------------------------------------
 
@@ -337,11 +337,3 @@ def _suffix(path: str) -> str:
     """The path's suffix, lower case, which picks the parser (only a plain one names a file on this disk)."""
     suffix = posixpath.splitext(path)[1].lower()
     return suffix if suffix.isascii() and suffix.isprintable() and "/" not in suffix else ""
-
-
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-        return True
-    except UnicodeEncodeError:  # bytes that are not UTF-8, kept by os.fsdecode as surrogates
-        return False
