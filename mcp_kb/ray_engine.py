@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import logging
 import pickle
 import signal
@@ -42,7 +43,8 @@ from .models import create_embedder
 from .models.base import Embedder, TokenCounter
 from .records import Progress
 from .settings import Config, EmbeddingConfig, KBConfig, StorageConfig, SyncEngineConfig
-from .settings.sync import RayAddress, parse_ray_address
+from .settings.sync import RAY_CLIENT, RayAddress, check_ray_address, parse_ray_address
+from .settings.variables import ENV_RAY_ADDRESS, environment
 from .batches import (BATCH_FILES, ParsedFile, Timer, count_batch, embedded_rows, not_indexed, parse_job,
                       parsed_files, parsing_peak_mb, refuse, sliced, write_readings, written_records)
 from .records import SyncReport
@@ -52,8 +54,8 @@ log = logging.getLogger(__name__)
 
 _RETRIES = 2  # of a task or actor lost with its node (an error of the task itself is not retried)
 _CONNECT_SECONDS = 5.0  # for a cluster's address to answer: once to connect, once to a request in Ray's protocol
-# What a Ray answers to the probe: a reply, or a refusal for want of its token (ray.init then says why it refuses).
-_RAY_ANSWERS = ("OK", "UNAUTHENTICATED", "PERMISSION_DENIED")
+# A Ray's refusals of a process without its token (Ray's token authentication).
+_REFUSED = ("UNAUTHENTICATED", "PERMISSION_DENIED")
 _POLL_SECONDS = 1.0  # between two looks at a wave's batches, so that progress moves and Ctrl-C is heard
 _RECENT_VECTORS = 20_000  # an indexer's memory of the vectors it embedded (384 floats: ~30 MB)
 
@@ -102,25 +104,42 @@ def _cluster(config: Config) -> Iterator[Any]:
                       "or sync with --engine local") from None
     joined = not ray.is_initialized()
     if joined:
-        address = config.sync.ray_address
-        try:
-            _ray_answers(address)
-        except _NoCluster as exc:
-            raise KBError(f"cannot join the Ray cluster at {address}: {exc} ({_address_setting(config)})") from None
-        try:
-            with warnings.catch_warnings(), _signal_handlers_kept():
-                warnings.filterwarnings("ignore", "lancedb fork support", RuntimeWarning)  # Ray forks + execs
-                ray.init(address=address or "local", logging_level=logging.WARNING, log_to_driver=False,
-                         configure_logging=False, **_own_ray(address))
-        except Exception as exc:  # Ray's own words say what failed (no cluster there, a version mismatch)
-            ray.shutdown()  # a join that failed half-way must not pass for a joined cluster at the next sync
-            raise KBError(f"cannot join the Ray cluster at {address or 'this machine'}: {exc}") from exc
+        _join(ray, config)
     try:
         with contextlib.redirect_stdout(sys.stderr):  # Ray tells of lost nodes on stdout: a --json answer's place
             yield ray
     finally:
         if joined:
             ray.shutdown()
+
+
+def _join(ray: Any, config: Config) -> None:
+    """ray.init on the configured cluster, at the address the probe found a Ray answering; every failure is one
+    line naming the setting to fix."""
+    address, setting = config.sync.ray_address, config.sync.address_setting(config.source)
+    check_ray_address(address, setting)  # here, not when the config loads: other commands ignore RAY_ADDRESS
+    cluster = _ray_answers(address, setting)
+    try:
+        with _warnings_logged(), _signal_handlers_kept():
+            ray.init(address=cluster.address if cluster else "local", logging_level=logging.WARNING,
+                     log_to_driver=False, configure_logging=False, **_own_ray(cluster))
+    except Exception as exc:  # Ray's own words say what failed (a version mismatch, a node it cannot reach)
+        ray.shutdown()  # a join that failed half-way must not pass for a joined cluster at the next sync
+        said = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        raise KBError(f"cannot join the Ray cluster at {address or 'this machine'}: {said} ({setting})") from exc
+
+
+@contextmanager
+def _warnings_logged() -> Iterator[None]:
+    """Ray's Python warnings while it starts or joins (a Ray Client's timeout, lancedb's notice of Ray's forks) go
+    to the log (-v): a failure says what failed in its one line."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            for warning in caught:
+                log.info("Ray: %s", warning.message)
 
 
 @contextmanager
@@ -143,45 +162,67 @@ class _NoCluster(Exception):
     """No Ray answers at an address: why, and what to do."""
 
 
-def _address_setting(config: Config) -> str:
-    """Where a sync's cluster address is set, for the line that asks to fix it."""
-    where = f" in {config.source}" if config.source else ""
-    return f"[sync] ray_address{where}, or RAY_ADDRESS or --address, which override it"
-
-
-def _ray_answers(address: str) -> None:
-    """A Ray must answer at the address, within seconds: Ray itself waits minutes, or without end, for an address
-    where nothing listens, or where a server listens that says nothing or speaks another protocol."""
+def _ray_answers(address: str, setting: str) -> RayAddress | None:
+    """The cluster ray.init is to dial for `address` (None: a Ray of the sync's own), once a Ray answered there
+    within seconds: Ray itself waits minutes, or without end, where nothing listens, or a server that says nothing,
+    speaks another protocol or refuses this process."""
     if not address:
-        return  # a Ray of the sync's own
+        return None
+    cluster = None
     try:
-        cluster = parse_ray_address(_located(address))
-    except ValueError as exc:  # one Ray found for "auto" (the settings checked all others)
-        raise _NoCluster(f"not a Ray cluster address: {exc}") from None
-    _connects(cluster)
-    _speaks_ray(cluster)
+        cluster = _dialled(address)
+        _token_as_ray_init(address)
+        _connects(cluster)
+        _speaks_ray(cluster)
+    except _NoCluster as exc:
+        raise KBError(f"cannot join the Ray cluster at {address}: {exc}{_as_dialled(address, cluster)} "
+                      f"({setting})") from None
+    return cluster
 
 
-def _located(address: str) -> str:
-    """HOST:PORT of the cluster an address names: "auto" is the one `ray start` began on this machine, as Ray finds
-    it (a cluster that has since stopped leaves its address behind)."""
-    if address != "auto":
-        return address
+def _token_as_ray_init(address: str) -> None:
+    """Ray's token authentication turned on as ray.init does for "auto" (unless RAY_ADDRESS replaces it) when this
+    machine has a token (and says so): the probe carries it then, and so does ray.init, given the cluster found."""
+    if address != "auto" or environment(ENV_RAY_ADDRESS):
+        return
+    with contextlib.suppress(ImportError, AttributeError):  # a Ray without token authentication
+        _ray_module("_private.authentication.authentication_token_setup").maybe_enable_token_auth_if_token_available(
+            warn_if_disabled=False)
+
+
+def _dialled(address: str) -> RayAddress:
+    """The cluster ray.init dials for `address`: a Ray Client server as written; a head node as Ray rewrites it
+    ("auto": the cluster Ray finds; a loopback host: this machine's network address), so the probe asks there."""
+    if address.startswith(RAY_CLIENT):
+        return parse_ray_address(address)
     from ray._private.services import canonicalize_bootstrap_address
 
-    with contextlib.suppress(ConnectionError):  # Ray found none
-        if found := canonicalize_bootstrap_address(address):
-            return found
-    raise _NoCluster("no Ray cluster runs on this machine; start one (ray start --head) or fix the address")
+    found = None
+    with contextlib.suppress(ConnectionError):  # "auto", and Ray found none
+        found = canonicalize_bootstrap_address(address)
+    if not found:
+        raise _NoCluster("no Ray cluster runs on this machine; start one (ray start --head) or fix the address")
+    try:
+        return parse_ray_address(found)
+    except ValueError as exc:  # what "auto" found (RAY_ADDRESS, a stale record of `ray start`)
+        raise _NoCluster(f"Ray finds {found!r} for it, not a Ray cluster address ({exc}); fix the address") from None
+
+
+def _as_dialled(address: str, cluster: RayAddress | None) -> str:
+    """Why a head node's loopback address finds no Ray: Ray dials elsewhere. That address goes unsaid: views that
+    hide the cluster from a token's holder hide the address as written."""
+    if cluster is None or address == "auto" or cluster.address == address:
+        return ""
+    return "; Ray dials a loopback host at this machine's network address instead"
 
 
 def _connects(cluster: RayAddress) -> None:
     """Something listens there (the reason of a refusal is the clearest there is)."""
     try:
         socket.create_connection((cluster.host.strip("[]"), cluster.port), timeout=_CONNECT_SECONDS).close()
-    except OSError as exc:
-        raise _NoCluster(f"nothing answers there ({exc.strerror or exc}); start it (ray start --head) or fix the "
-                         "address") from None
+    except (OSError, UnicodeError, ValueError) as exc:  # refused, unreachable, no such name, a name DNS refuses
+        why = getattr(exc, "strerror", None) or exc
+        raise _NoCluster(f"nothing answers there ({why}); start it (ray start --head) or fix the address") from None
 
 
 def _speaks_ray(cluster: RayAddress) -> None:
@@ -191,36 +232,70 @@ def _speaks_ray(cluster: RayAddress) -> None:
 
     try:
         with _ray_channel(cluster.target) as channel:
-            _ask_ray(cluster, channel)
+            answered = _ask_ray(cluster, channel)
     except (ImportError, AttributeError) as exc:  # Ray's internals moved: the connect check above has to do
         log.debug("no probe of Ray's protocol with this Ray (%s)", exc)
+        return
     except grpc.RpcError as exc:
-        code = exc.code()
-        if code.name in _RAY_ANSWERS:
-            return
-        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            raise _NoCluster(f"what listens there says nothing within {_CONNECT_SECONDS:g} s; fix the address") from None
-        kind, swapped = (("Ray Client server", "a head node's port takes no ray://") if cluster.client else
-                         ("Ray head node", "a Ray Client server's port needs ray://"))
-        hint = f" ({swapped}?)" if code == grpc.StatusCode.UNIMPLEMENTED else ""  # the other port of a Ray
-        raise _NoCluster(f"what listens there does not answer as a {kind} ({code.name}){hint}; fix the "
-                         "address") from None
+        raise _NoCluster(_refusal(cluster, exc.code().name)) from None
+    if not answered:
+        raise _NoCluster(f"what listens there answers as no {_kind(cluster)} does (an empty reply); fix the address")
 
 
-def _ask_ray(cluster: RayAddress, channel: Any) -> None:
-    """One request a Ray answers at once: a Ray Client server's ping, a head node's cluster id."""
+def _refusal(cluster: RayAddress, code: str) -> str:
+    """Why a Ray's answer with status `code` (a gRPC status's name) is not one to join."""
+    if code in _REFUSED:
+        return _token_wanted(code)
+    if code == "DEADLINE_EXCEEDED":
+        return f"what listens there says nothing within {_CONNECT_SECONDS:g} s; fix the address"
+    swapped = "a head node's port takes no ray://" if cluster.client else "a Ray Client server's port needs ray://"
+    hint = f" ({swapped}?)" if code == "UNIMPLEMENTED" else ""  # the other port of a Ray
+    return f"what listens there does not answer as a {_kind(cluster)} ({code}){hint}; fix the address"
+
+
+def _token_wanted(code: str) -> str:
+    """A cluster that refuses this process wants Ray's token authentication and its token: the probe carried the
+    one ray.init would (none unless RAY_AUTH_MODE=token), and ray.init would retry for half a minute, then not say
+    why."""
+    token = "the cluster's token in RAY_AUTH_TOKEN (or in a file RAY_AUTH_TOKEN_PATH names, or ~/.ray/auth_token)"
+    if _token_auth_on():
+        return f"the cluster refuses this process's Ray token ({code}); set {token}"
+    return f"the cluster refuses this process ({code}): it asks for Ray's token; set RAY_AUTH_MODE=token and {token}"
+
+
+def _token_auth_on() -> bool:
+    """Ray's token authentication is on in this process: its gRPC channels carry the token."""
+    try:
+        on: bool = _ray_module("_private.authentication.authentication_utils").is_token_auth_enabled()
+    except (ImportError, AttributeError):  # a Ray without it
+        return False
+    return on
+
+
+def _kind(cluster: RayAddress) -> str:
+    return "Ray Client server" if cluster.client else "Ray head node"
+
+
+def _ask_ray(cluster: RayAddress, channel: Any) -> bool:
+    """One request a Ray answers at once, and whether the answer is one: a Ray Client server's ping (a JSON
+    object), a head node's cluster id (not empty)."""
     if cluster.client:
         client = _ray_module("core.generated.ray_client_pb2")
-        _ray_module("core.generated.ray_client_pb2_grpc").RayletDriverStub(channel).ClusterInfo(
+        reply = _ray_module("core.generated.ray_client_pb2_grpc").RayletDriverStub(channel).ClusterInfo(
             client.ClusterInfoRequest(type=client.ClusterInfoType.PING), timeout=_CONNECT_SECONDS)
-    else:
-        gcs = _ray_module("core.generated.gcs_service_pb2")
-        _ray_module("core.generated.gcs_service_pb2_grpc").NodeInfoGcsServiceStub(channel).GetClusterId(
-            gcs.GetClusterIdRequest(), timeout=_CONNECT_SECONDS)
+        try:
+            return isinstance(json.loads(reply.json), dict)
+        except ValueError:
+            return False
+    gcs = _ray_module("core.generated.gcs_service_pb2")
+    reply = _ray_module("core.generated.gcs_service_pb2_grpc").NodeInfoGcsServiceStub(channel).GetClusterId(
+        gcs.GetClusterIdRequest(), timeout=_CONNECT_SECONDS)
+    return bool(reply.cluster_id)
 
 
 def _ray_channel(target: str) -> Any:
-    """A gRPC channel as Ray opens its own (TLS when RAY_USE_TLS says so, its token when it has one)."""
+    """A gRPC channel as Ray opens its own (TLS when RAY_USE_TLS says so, its token when its token authentication
+    is on)."""
     try:
         channels = _ray_module("_private.grpc_utils")
     except ImportError:  # a Ray before its token authentication kept it among its utilities
@@ -233,9 +308,9 @@ def _ray_module(name: str) -> Any:
     return importlib.import_module(f"ray.{name}")
 
 
-def _own_ray(address: str) -> dict[str, Any]:
+def _own_ray(cluster: RayAddress | None) -> dict[str, Any]:
     """A Ray of the sync's own (no address given) stays on this machine's loopback, without a dashboard."""
-    return {} if address else {"_node_ip_address": LOOPBACK, "include_dashboard": False}
+    return {} if cluster else {"_node_ip_address": LOOPBACK, "include_dashboard": False}
 
 
 def _start_indexers(ray: Any, embedding: EmbeddingConfig, storage: StorageConfig,

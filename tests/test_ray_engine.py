@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -180,6 +181,60 @@ def test_a_head_node_s_port_given_as_a_ray_client_s_fails_the_sync_within_second
     assert done.returncode == 1
     assert (f"cannot join the Ray cluster at {address}: what listens there does not answer as a Ray Client server "
             "(UNIMPLEMENTED) (a head node's port takes no ray://?)") in done.stderr, done.stderr[-3000:]
+
+
+TOKEN = "0123456789abcdef0123456789abcdef"  # a Ray token (its own are 32 hex digits)
+_TOKEN_HEAD = """
+import sys
+from ray.cluster_utils import Cluster
+
+nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                       "node_ip_address": "127.0.0.1"})
+print(nodes.address, flush=True)
+sys.stdin.read()  # until the test is done with it
+nodes.shutdown()
+"""
+
+
+@pytest.fixture
+def token_head():
+    """The address of a head node (one CPU, 127.0.0.1) with Ray's token authentication on and TOKEN its token, in a
+    process (and session) of its own: ray.init keeps Ray's settings of its process."""
+    env = {**os.environ, **LOOPBACK, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN}
+    head = subprocess.Popen([sys.executable, "-c", _TOKEN_HEAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)
+    try:
+        ready, _, _ = select.select([head.stdout], [], [], 120)
+        address = head.stdout.readline().strip() if ready else ""
+        assert address, "the head node did not start within 120 s"
+        yield address
+    finally:
+        head.stdin.close()  # it shuts its nodes down
+        try:
+            head.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+
+
+def test_a_cluster_with_token_authentication_is_joined_with_its_token_and_refused_without_it(token_head, tmp_path):
+    """A real head node refuses the probe without the token, in one line that says which credential Ray wants,
+    at once; with RAY_AUTH_MODE=token and the token, the probe and ray.init carry it and the sync runs."""
+    docs = tmp_path / "docs"
+    write(docs / "a.md", "# A\n\nSomething to index.\n")
+    config = _config(tmp_path, docs, str(tmp_path / "index"))
+    plain = {key: value for key, value in os.environ.items() if not key.startswith("RAY_AUTH")}
+    refused = subprocess.run([*CLI, "sync", "-c", str(config), "--address", token_head], capture_output=True,
+                             text=True, env={**plain, **LOOPBACK}, timeout=15)
+    assert refused.returncode == 1 and refused.stderr.strip() == (
+        f"Error: cannot join the Ray cluster at {token_head}: the cluster refuses this process (UNAUTHENTICATED): "
+        "it asks for Ray's token; set RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN (or in a file "
+        "RAY_AUTH_TOKEN_PATH names, or ~/.ray/auth_token) (--address)"), refused.stderr[-3000:]
+    done = subprocess.run([*CLI, "sync", "-c", str(config), "--json", "--address", token_head], capture_output=True,
+                          text=True, env={**plain, **LOOPBACK, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN},
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)[0]["files_added"] == 1
 
 
 # ---- the crash harness's Ray section: a node lost, the coordinator SIGKILLed, searches throughout ----------------

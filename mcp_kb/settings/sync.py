@@ -3,12 +3,14 @@ cost them, or the Ray cluster that parses, chunks and embeds (per-KB triggers ar
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator
+from pydantic import Field, PrivateAttr, field_validator
 
 from ..errors import ConfigError
 from .values import Strict
@@ -22,8 +24,13 @@ FILE_MEMORY_MB = 2048  # address space one file may make a worker map beyond idl
 # Files a Ray sync commits at once: enough to keep a cluster's workers busy between two commits, few enough that a
 # lost coordinator costs little work.
 WAVE_FILES = 1024
+RAY_OPTION = "--address"  # `mcp-kb sync`'s option that names the cluster
 RAY_CLIENT = "ray://"  # the scheme of a Ray Client server's address; an address without one is a head node's (GCS)
-_HOST = re.compile(r"[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]")  # a name (compose services have "_"), IPv4, [IPv6]
+# A host name's label (compose services have "_"), an IPv4 address's number too; DNS's limits, which Python's
+# resolver enforces with a UnicodeError.
+_LABEL = re.compile(r"[A-Za-z0-9_-]{1,63}")
+_NAME_CHARACTERS = 253
+_IPV6_CHARACTERS = re.compile(r"[0-9A-Fa-f:.]+(%[A-Za-z0-9_.-]+)?")
 _RAY_FORMS = 'write HOST:PORT (a head node, port 6379 unless changed), ray://HOST:PORT (Ray Client, 10001) or "auto"'
 
 
@@ -39,6 +46,10 @@ class RayAddress:
     def target(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def address(self) -> str:
+        return f"{RAY_CLIENT if self.client else ''}{self.target}"
+
 
 def parse_ray_address(text: str) -> RayAddress:
     """The cluster `text` names; ValueError saying what is wrong otherwise. Ray takes nearly any text and then
@@ -49,11 +60,44 @@ def parse_ray_address(text: str) -> RayAddress:
     host, has_port, port = (rest if has_scheme else text).rpartition(":")
     if not has_port:
         raise ValueError("no port")
-    if not _HOST.fullmatch(host):
-        raise ValueError(f"{host!r} is not a host name or IP address")
+    _check_host(host)
     if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
         raise ValueError("the port must be a number from 1 to 65535")
     return RayAddress(host, int(port), bool(has_scheme))
+
+
+def _check_host(host: str) -> None:
+    """A name (parts of 1-63 characters, 253 in all; one trailing dot allowed), an IPv4 address, or an IPv6 one in
+    brackets; ValueError otherwise."""
+    if "[" in host or "]" in host:
+        if not (host.startswith("[") and host.endswith("]") and _ipv6(host[1:-1])):
+            raise ValueError(f"{host!r} is not an IPv6 address in brackets")
+        return
+    labels = host.removesuffix(".").split(".")
+    if len(host) > _NAME_CHARACTERS or not all(_LABEL.fullmatch(label) for label in labels):
+        raise ValueError(f"{host!r} is not a host name or IP address (a name is parts of 1 to 63 letters, digits, "
+                         f"'-' or '_' joined by dots, {_NAME_CHARACTERS} characters at most; IPv6 goes in brackets)")
+
+
+def _ipv6(text: str) -> bool:
+    """An IPv6 address (with its zone, as in fe80::1%eth0)."""
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return bool(_IPV6_CHARACTERS.fullmatch(text))  # a zone is an interface's name, nothing else
+
+
+def check_ray_address(address: str, setting: str) -> None:
+    """ConfigError naming `setting` unless `address` is one Ray takes: HOST:PORT, ray://HOST:PORT, "auto", or
+    empty (a Ray of the sync's own). Checked when a sync is to run on Ray, not when the config loads: RAY_ADDRESS
+    is often set for other Ray tools (`ray job submit` takes http://HEAD:8265)."""
+    if address in ("", "auto"):
+        return
+    try:
+        parse_ray_address(address)
+    except ValueError as exc:
+        raise ConfigError(f"{setting}: not a Ray cluster address: {exc}; {_RAY_FORMS} (got {address!r})") from None
 
 
 class SyncEngineConfig(Strict):
@@ -75,36 +119,41 @@ class SyncEngineConfig(Strict):
     ray_address: str = Field("", json_schema_extra=from_environment(ENV_RAY_ADDRESS))
     """The Ray cluster of engine = "ray": `HOST:6379` (its head), `ray://HOST:10001`, or "auto" (the cluster `ray
     start` began on this machine); empty: a Ray of the sync's own on this machine. The `RAY_ADDRESS` variable and
-    `mcp-kb sync --address` override it; "local" is the same as empty. Checked when engine = "ray" (RAY_ADDRESS may
-    be set for other Ray tools)."""
+    `mcp-kb sync --address` override it; "local" is the same as empty. Checked when a sync is to run on Ray, not when
+    the config loads (RAY_ADDRESS may be set for other Ray tools)."""
     wave_files: int = Field(WAVE_FILES, ge=1, le=1_000_000)
     """Files a Ray sync makes searchable in one commit: the cluster parses and embeds a wave's files side by side,
     then one commit adds their chunks (a coordinator lost mid-wave loses that wave's work, nothing else)."""
 
+    _by_option: bool = PrivateAttr(False)  # the address is `mcp-kb sync --address`'s
+
     @field_validator("ray_address")
     @classmethod
-    def _a_ray_address(cls, value: str, info: ValidationInfo) -> str:
-        if value == "local":  # Ray's word for a Ray of the caller's own
-            return ""
-        if info.data.get("engine") != "ray" or value in ("", "auto"):
-            return value
-        try:
-            parse_ray_address(value)
-        except ValueError as exc:
-            by_variable = " (set by the RAY_ADDRESS variable)" if environment(ENV_RAY_ADDRESS) == value else ""
-            raise ValueError(f"not a Ray cluster address: {exc}; {_RAY_FORMS}{by_variable}") from None
-        return value
+    def _local_is_empty(cls, value: str) -> str:
+        return "" if value == "local" else value  # Ray's word for a Ray of the caller's own
 
     def overridden(self, engine: str | None, ray_address: str | None) -> SyncEngineConfig:
-        """These settings with a command's choice of engine and cluster in place (a cluster named means Ray)."""
-        chosen = {"engine": engine or ("ray" if ray_address else self.engine), "ray_address": ray_address}
-        try:
-            return self.model_validate({**self.model_dump(), **{k: v for k, v in chosen.items() if v is not None}})
-        except ValidationError as exc:  # the address checked once the engine is Ray: the option's, or the config's
-            error = exc.errors()[0]
-            value = ray_address if ray_address is not None else self.ray_address
-            raise ConfigError(f"{'--address' if ray_address is not None else '[sync] ray_address'}: "
-                              f"{error['msg'].removeprefix('Value error, ')} (got {value!r})") from None
+        """These settings with a command's choice of engine and cluster in place (a cluster named means Ray); the
+        option's address is checked at once when the command is to sync on Ray."""
+        if ray_address is None:
+            return self if engine is None else self.model_copy(update={"engine": engine})
+        if not ray_address:  # else an empty option would mean the local engine, though it implies Ray
+            raise ConfigError(f"{RAY_OPTION}: empty; give a Ray cluster's address, or \"local\" for a Ray of the "
+                              "sync's own on this machine")
+        chosen = self.model_validate({**self.model_dump(), "engine": engine or "ray", "ray_address": ray_address})
+        chosen._by_option = True
+        if chosen.engine == "ray":
+            check_ray_address(chosen.ray_address, RAY_OPTION)
+        return chosen
+
+    def address_setting(self, source: Path | None) -> str:
+        """Where the Ray address comes from, for a line that asks to fix it: the option, the variable (which
+        overrides the file), or the file."""
+        if self._by_option:
+            return RAY_OPTION
+        if self.ray_address and environment(ENV_RAY_ADDRESS) == self.ray_address:
+            return "[sync] ray_address (set by the RAY_ADDRESS variable)"
+        return f"[sync] ray_address{f' in {source}' if source else ''}"
 
     def worker_count(self, files: int) -> int:
         """How many workers parse `files` files: `workers`, but one per FILES_PER_WORKER files at most."""
