@@ -56,8 +56,11 @@ if TYPE_CHECKING:
     from .present import cited_text as cited_text
     from .present import read_text as read_text
     from .present import versions_text as versions_text
+    from .present import sync_text as sync_text
     from .records import Glance as Glance
     from .records import recorded_now as recorded_now
+    from .records import pace as pace
+    from .records import NEVER_SYNCED as NEVER_SYNCED
     from .records import HealthCheck as HealthCheck
     from .records import KBCheck as KBCheck
     from .records import KBStats as KBStats
@@ -75,6 +78,7 @@ if TYPE_CHECKING:
     from .reader import OutlineEntry as OutlineEntry
     from .reader import ReadOutput as ReadOutput
     from .requests import FILTER_SYNTAX as FILTER_SYNTAX
+    from .requests import MAX_CHUNK_INDEX as MAX_CHUNK_INDEX
     from .requests import BrowseRequest as BrowseRequest
     from .requests import ListingOrder as ListingOrder
     from .requests import READ_TOKENS_MAX as READ_TOKENS_MAX
@@ -115,6 +119,9 @@ if TYPE_CHECKING:
     from .vocabulary import citation_marker as citation_marker
     from .vocabulary import document_uri as document_uri
     from .vocabulary import remember_invocation as remember_invocation
+    from .vocabulary import sync_named as sync_named
+    from .vocabulary import rebuild_option as rebuild_option
+    from .vocabulary import work_kept as work_kept
     from .vocabulary import status_uri as status_uri
     from .vocabulary import sync_remedy as sync_remedy
 
@@ -158,8 +165,11 @@ _HOMES = {
     "cited_text": "present",
     "read_text": "present",
     "versions_text": "present",
+    "sync_text": "present",
     "Glance": "records",
     "recorded_now": "records",
+    "pace": "records",
+    "NEVER_SYNCED": "records",
     "HealthCheck": "records",
     "KBCheck": "records",
     "KBStats": "records",
@@ -177,6 +187,7 @@ _HOMES = {
     "OutlineEntry": "reader",
     "ReadOutput": "reader",
     "FILTER_SYNTAX": "requests",
+    "MAX_CHUNK_INDEX": "requests",
     "BrowseRequest": "requests",
     "ListingOrder": "requests",
     "READ_TOKENS_MAX": "requests",
@@ -217,6 +228,9 @@ _HOMES = {
     "citation_marker": "vocabulary",
     "document_uri": "vocabulary",
     "remember_invocation": "vocabulary",
+    "sync_named": "vocabulary",
+    "rebuild_option": "vocabulary",
+    "work_kept": "vocabulary",
     "status_uri": "vocabulary",
     "sync_remedy": "vocabulary",
 }

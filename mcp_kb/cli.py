@@ -6,6 +6,7 @@ import json
 import logging
 import select
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.decorators import FC
 
-from .api import (__version__, BROWSE_LIMIT_MAX, FILTER_SYNTAX, LOOPBACK, SYNC_WORK_KEPT, BrowseRequest, KBError,
-                  KBStats, option_help, printable, ReadRequest, remember_invocation, SearchRequest, sync_remedy,
+from .api import (__version__, BROWSE_LIMIT_MAX, FILTER_SYNTAX, LOOPBACK, BrowseRequest, KBError,
+                  KBStats, option_help, pace, printable, ReadRequest, rebuild_option, work_kept, remember_invocation, SearchRequest, sync_remedy,
                   SyncRequest)
 from .signals import sigterm_interrupts
 from .settings import (ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, ENV_STORAGE, HEALTHY_HIT_RATE, MODES, RANKED_MODES, TRANSPORTS,
@@ -30,19 +31,21 @@ CONFIG_HELP = f"kb.toml to use, or a folder to serve with defaults (default: ./k
 def _load(config_path: str | None) -> Config:
     """A config file, or a zero-config KB for a folder."""
     path, named = config_target(config_path)
-    storage = environment(ENV_STORAGE) or ""
+    # what the command's remedies must repeat to work pasted elsewhere: the index, and the model offline machines need
+    variables = {name: environment(name) or "" for name in (ENV_STORAGE, ENV_MODEL, ENV_MODEL_PATH)}
     if path.is_dir():
         config = config_for_folder(path)
         [kb] = config.kb
         if kb.name != path.resolve().name:  # say what a client will see it as
-            click.echo(f"folder {path.resolve().name!r}: knowledge base {kb.name}, tool {kb.search_tool_name}", err=True)
-        remember_invocation(folder=path, storage=storage, storage_variable=ENV_STORAGE)
+            click.echo(f"folder '{printable(path.resolve().name)}': knowledge base {kb.name}, tool "
+                       f"{kb.search_tool_name}", err=True)
+        remember_invocation(folder=path, variables=variables)
         return config
     if not path.exists() and not named:
         raise KBError("no kb.toml here: `mcp-kb init` writes a starter, or pass --config FILE, or a folder "
                       "(mcp-kb serve ./docs)")
     config = load_config(path)
-    remember_invocation(config=path, storage=storage, storage_variable=ENV_STORAGE)
+    remember_invocation(config=path, variables=variables)
     return config
 
 
@@ -76,8 +79,10 @@ def _kb_or_folder(kb: str | None, config_path: str | None) -> tuple[str | None, 
     return None, kb
 
 
-def _interrupted(kb: str | None) -> str:
-    return f"interrupted. The index is consistent: {SYNC_WORK_KEPT}; to go on now, {sync_remedy(kb)}"
+def _interrupted(kb: str | None, option: str = "") -> str:
+    """What Ctrl-C during a sync leaves; `option`: that of the rebuild it was, which the command to go on repeats."""
+    return (f"interrupted. The index is consistent: {work_kept(option)}; to go on now, "
+            f"{sync_remedy(kb, f'--{option}' if option else '')}")
 
 
 class _Interrupted(click.ClickException):
@@ -232,7 +237,7 @@ def init(folder: str, config_path: str) -> None:
     click.echo(f"wrote {shown}: knowledge base {kb.name!r} over {printable(str(kb.paths[0]))}"
                f"{'' if kb.paths[0].is_dir() else ' (not there yet: create it and add documents)'}.")
     click.echo(f"Next: say what the documents are about in its description, then `mcp-kb sync` and "
-               f"`mcp-kb serve`{'' if target.name == 'kb.toml' else f' with -c {shown}'}.")
+               f"`mcp-kb serve`{'' if target.resolve() == Path('kb.toml').resolve() else f' with -c {shown}'}.")
 
 
 @main.command()
@@ -265,21 +270,22 @@ def sync(kb: str | None, full: bool, reembed: bool, wait: bool, allow_mass_delet
     settings = _load(config)
     app = App(settings.model_copy(update={"sync": settings.sync.overridden(engine, address)}))
     app.releases_model = True
-    bar = _ProgressBar() if sys.stderr.isatty() and not as_json else None
+    progress = _progress(as_json)
     try:
         with sigterm_interrupts():
             reports = app.sync(SyncRequest(kb=name, full=full, reembed=reembed, wait=wait,
-                                           allow_mass_delete=allow_mass_delete, tag=tag), progress=bar)
+                                           allow_mass_delete=allow_mass_delete, tag=tag), progress=progress)
     except KeyboardInterrupt:
-        raise _Interrupted(_interrupted(name)) from None
+        raise _Interrupted(_interrupted(name, rebuild_option(full, reembed))) from None
     finally:
-        if bar:
-            bar.close()
+        progress.close()
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in reports], indent=2, ensure_ascii=False))
     else:
         for report in reports:
             click.echo(report.summary())
+    if any(report.files_failed for report in reports):  # a script tells "all indexed" from "some skipped"
+        sys.exit(SYNC_FAILED_FILES)
 
 
 @main.command()
@@ -739,6 +745,36 @@ def fetch(target: Path | None, config_path: str | None) -> None:
         click.echo(f"copied to {target}; on a machine without network set both [embedding] model = "
                    f"\"{config.embedding.model}\" and model_path = \"{target.resolve()}\" (or "
                    f"{ENV_MODEL} and {ENV_MODEL_PATH})")
+
+
+PROGRESS_LINE_SECONDS = 10.0  # between two progress lines where stderr is no terminal
+SYNC_FAILED_FILES = 3  # `sync`'s exit status when it ended but some files could not be indexed
+
+
+def _progress(as_json: bool) -> _ProgressBar | _ProgressLines:
+    """A bar on a terminal; elsewhere (CI, a service's journal, `| tee`) a plain line now and then."""
+    return _ProgressBar() if sys.stderr.isatty() and not as_json else _ProgressLines()
+
+
+class _ProgressLines:
+    """Progress as plain lines on stderr, one each PROGRESS_LINE_SECONDS, with the pace: a sync that ends sooner
+    prints its summary alone (and a failing one its one `Error:` line)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._started = clock()
+        self._next = self._started + PROGRESS_LINE_SECONDS
+
+    def __call__(self, done: int, total: int, message: str) -> None:
+        now = self._clock()
+        if now < self._next:
+            return
+        self._next = now + PROGRESS_LINE_SECONDS
+        sys.stderr.write(f"mcp-kb: {message}{pace(done, total, now - self._started)}\n")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        """Nothing is left open: each line ended."""
 
 
 class _ProgressBar:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -14,10 +15,11 @@ from watchfiles import Change, awatch
 
 from .app import App
 from .settings import KBConfig
-from .errors import KBError
+from .errors import KBError, SyncCancelled
 from .ingest.sources import Source, change_concerns, watch_folders
 from .records import Progress, SyncReport
 from .requests import SyncRequest
+from .vocabulary import SYNC_WORK_KEPT
 from .text import name_text
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,8 @@ class SyncRunner:
         self.app = app
         self.notify = notify
         self.syncs_started = 0  # how many syncs were asked for (the debounce tests count them)
+        # Set when the server stops: a running sync ends at its next progress report, keeping what it committed.
+        self.stopping = threading.Event()
         # This process's syncs that wait for a running one queue here, as tasks: each waiting in a worker thread
         # (for the index's writer lock) would take the threads searches need, one per caller that asked.
         self._turn = anyio.Lock()
@@ -53,6 +57,7 @@ class SyncRunner:
         goes at once (and hears that a sync is running)."""
         self.syncs_started += 1
         names = [k.name for k in self.app.config.select(request.kb)]
+        progress = self._stoppable(progress)
         try:
             if not request.wait:
                 return await anyio.to_thread.run_sync(lambda: self.app.sync(request, progress))
@@ -62,6 +67,19 @@ class SyncRunner:
             if self.notify:
                 for name in names:
                     await self.notify(name)
+
+    def stop(self) -> None:
+        """The server stops (its client closed stdin, a signal): a running sync ends at its next progress report,
+        as after Ctrl-C, instead of holding the server until it is done."""
+        self.stopping.set()
+
+    def _stoppable(self, progress: Progress | None) -> Progress:
+        def report(done: int, total: int, message: str) -> None:
+            if self.stopping.is_set():
+                raise SyncCancelled(f"sync stopped: the server is stopping; {SYNC_WORK_KEPT}")
+            if progress:
+                progress(done, total, message)
+        return report
 
     async def sync_in_background(self, kb: str, reason: str) -> None:
         """A trigger's sync (it waits for a running one): failures are logged and shown in status;

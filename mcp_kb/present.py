@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .history import KBVersion
 from .reader import BrowseOutput, ReadOutput
+from .records import SyncReport
 from .search import SearchResult
 from .vocabulary import HEADING_SEPARATOR, READ_TOOL, citation_marker
 
@@ -77,6 +78,29 @@ def versions_text(versions: list[KBVersion]) -> str:
         lines.append(f"{version.number:>5}  {version.finished}  {what}{tags}{commits}"
                      f"{f'  by {version.by}' if version.by else ''}")
     return "\n".join(lines)
+
+
+def sync_text(reports: list[SyncReport]) -> str:
+    """What a sync did, a sentence per KB: the sync tool's text (its structured content carries each whole report,
+    `mcp-kb sync` prints the long summary)."""
+    if not reports:
+        return "No knowledge base was synced."
+    return "\n".join(_synced(report) for report in reports)
+
+
+def _synced(report: SyncReport) -> str:
+    said = (f"{report.kb}: {report.files_added} added, {report.files_changed} changed, {report.files_deleted} "
+            f"removed, {report.files_failed} failed, in {report.seconds.get('total', 0.0):.1f} s")
+    if report.rebuilt:
+        said += f" (rebuilt from scratch: {report.rebuilt})"
+    if report.failures:
+        named = ", ".join(problem.path for problem in report.failures[:_FAILED_NAMED])
+        more = len(report.failures) - _FAILED_NAMED
+        said += f"; failed: {named}{f' and {more} more' if more > 0 else ''} (the reports say why)"
+    return said + "."
+
+
+_FAILED_NAMED = 3  # failed files a sync's sentence names; the report lists every one with its reason
 
 
 def _as_of(answer: BrowseOutput) -> str:

@@ -80,13 +80,19 @@ class SyncProgress(_Saved):
         text = f"{files_done(self.done, self.total)} indexed"
         if self.chunks:
             text += f", {self.chunks} chunks embedded"
-        elapsed = (time.time() if now is None else now) - self.started
-        if self.started and self.done and elapsed > 0:
-            rate = self.done / elapsed
-            text += f", {rate:.1f} files/s"
-            if self.total > self.done:
-                text += f", about {math.ceil((self.total - self.done) / rate)} s left"
+        if self.started:
+            text += pace(self.done, self.total, (time.time() if now is None else now) - self.started)
         return text
+
+
+def pace(done: int, total: int, elapsed: float) -> str:
+    """How fast files go and how long the rest will take, as a sync's progress words it: ", 1.5 files/s, about
+    5 s left" ("" before the first file)."""
+    if not done or elapsed <= 0:
+        return ""
+    rate = done / elapsed
+    left = f", about {math.ceil((total - done) / rate)} s left" if total > done else ""
+    return f", {rate:.1f} files/s{left}"
 
 
 @dataclass(frozen=True)

@@ -125,6 +125,7 @@ BROWSE_LIMIT_DEFAULT, BROWSE_LIMIT_MAX = 50, 200
 MAX_CURSOR_LENGTH = 4_000  # a cursor is a few hundred characters: longer is not one of ours
 _RANGE = r"^\s*\d{1,9}\s*(-\s*\d{1,9}\s*)?$"  # 3, or 3-5
 MAX_PATH_LENGTH = 2_000  # a document's path or URL, or a heading path
+MAX_CHUNK_INDEX = 1_000_000  # a chunk number past this names no chunk
 
 
 class ReadRequest(BaseModel):
@@ -143,7 +144,7 @@ class ReadRequest(BaseModel):
     lines: str | None = Field(None, pattern=_RANGE,
                               description="A line range of the document's text, e.g. '120-180' (the answer says "
                                           "which lines it holds)")
-    chunk: int | None = Field(None, ge=0, le=1_000_000,
+    chunk: int | None = Field(None, ge=0, le=MAX_CHUNK_INDEX,
                               description="Read from a passage on: a search result's chunk_index (the passage before "
                                           "it comes first)")
     max_tokens: int = Field(READ_TOKENS_DEFAULT, ge=READ_TOKENS_MIN, le=READ_TOKENS_MAX,

@@ -162,10 +162,11 @@ class Searcher:
             if sync_activity(self.store, kb.name) is not None:
                 raise _Unfinished(self._incomplete_index_notes(kb.name))
             raise NotSyncedError(kb.name, self.store.uri)
+        state = KBState(self.store.read_state(kb.name))
+        _filtered_fields_indexed(kb, state, kb.search.filter, request.filters)
         types, rooted = kb.filter_field_types(), rooted_id_patterns()
         where = and_where(build_where(kb.search.filter, types, rooted), build_where(request.filters, types, rooted),
                           build_where(_version_filter(kb, request.version), types))
-        state = KBState(self.store.read_state(kb.name))
         commits = state.commits if not read.earlier else {}
         return _Part(kb, view, where, state, commits or (read.version.commits if read.version else {}))
 
@@ -324,6 +325,18 @@ def common_filter_types(kbs: list[KBConfig]) -> dict[str, str]:
     """The filter fields every one of these KBs has, of one type: what a search across them may filter on."""
     types = [kb.filter_field_types() for kb in kbs]
     return {field: kind for field, kind in types[0].items() if all(other.get(field) == kind for other in types[1:])}
+
+
+def _filtered_fields_indexed(kb: KBConfig, state: KBState, *filters: dict[str, Any] | None) -> None:
+    """A metadata field the config declares since the index was built has no column yet: a filter on it is one
+    clear error with the sync that adds it (LanceDB's was a schema error, a traceback on the command line)."""
+    indexed = (state.fingerprint("metadata") or {}).get("types")
+    if indexed is None:  # an index from before fields were recorded: its columns are the config's
+        return
+    for name in (name for given in filters for name in (given or {})):
+        if name in kb.metadata_types() and name not in indexed:
+            raise SearchError(f"filter field {name!r} is not in the index yet (it was declared after the last "
+                              f"sync); {sync_remedy(kb.name)} to add it")
 
 
 def _partial_match_notes(query: str, hits: list[Hit]) -> list[str]:

@@ -16,7 +16,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from starlette.types import Receive, Scope, Send
 
-from .api import LOOPBACK, App, Gatekeeper, SyncRunner
+from .api import LOOPBACK, SYNC_WORK_KEPT, App, Gatekeeper, SyncRunner
 from .http.edge import AccessGate, Edge
 from .http.limits import RepeatedLineFilter, accept_burst, connection_cap, guarded_protocol
 from .http.network import listening_socket, rebinding_protection, server_url, warn_if_exposed
@@ -25,6 +25,7 @@ from .settings import ServerConfig
 from .signals import sigterm_interrupts
 
 _STOP_GRACE_SECONDS = 0.5  # how long Ctrl-C or SIGTERM leaves a stdio server to shut down before it exits
+_SYNC_STOP_SECONDS = 3.0  # how long a stdio server whose client closed stdin waits for its sync to stop
 
 
 def run_server(app: App) -> None:
@@ -68,11 +69,27 @@ def run_server(app: App) -> None:
 async def _serve_stdio(server: MCPServer, waiting: str) -> None:
     """stdio until the client closes it, or Ctrl-C / SIGTERM (a terminal's user, a client ending the server);
     `waiting` is said once both stop it."""
-    async with anyio.create_task_group() as group:
-        await group.start(_stop_on_signal, group.cancel_scope)
-        print(waiting, file=sys.stderr, flush=True)
-        await server.run_stdio_async()
-        group.cancel_scope.cancel()
+    served = threading.Event()
+    if runner := getattr(server, "sync_runner", None):
+        threading.Thread(target=_leave_a_sync_behind, args=(runner.stopping, served), daemon=True).start()
+    try:
+        async with anyio.create_task_group() as group:
+            await group.start(_stop_on_signal, group.cancel_scope)
+            print(waiting, file=sys.stderr, flush=True)
+            await server.run_stdio_async()
+            group.cancel_scope.cancel()
+    finally:
+        served.set()
+
+
+def _leave_a_sync_behind(stopping: threading.Event, served: threading.Event) -> None:
+    """A client stops a stdio server by closing its stdin and expects it gone: once the server stops, a running
+    sync has until its next progress report, within _SYNC_STOP_SECONDS, to end; past that the server leaves
+    without it. Cut short, it keeps what it committed, and the next sync goes on from there."""
+    stopping.wait()
+    if not served.wait(_SYNC_STOP_SECONDS):
+        print(f"mcp-kb: stopped; the running sync was cut short: {SYNC_WORK_KEPT}", file=sys.stderr, flush=True)
+        os._exit(0)
 
 
 async def _stop_on_signal(scope: anyio.CancelScope, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:

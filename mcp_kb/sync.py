@@ -35,7 +35,7 @@ from .batches import (BATCH_FILES, COMMIT_SECONDS, EmbeddingProgress, ParsedFile
                       parse_job, parsed_files, parsing_peak_mb, refuse, sliced, write_readings, written_records)
 from .records import KBState, KBSummary, Problem, Progress, SyncProgress, SyncReport, commits_of, recorded_now
 from .requests import SyncRequest
-from .vocabulary import SYNC_WORK_KEPT, files_done, sync_remedy
+from .vocabulary import files_done, rebuild_option, sync_remedy, work_kept
 
 log = logging.getLogger(__name__)
 
@@ -166,8 +166,9 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         raise
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM where the command turns it into one
         wanted = report.files_added + report.files_changed
+        kept = work_kept(rebuild_option(request.full, request.reembed))
         _record_failure(store, kb.name, started, f"interrupted after writing {report.files_written} of {wanted} new "
-                                                 f"and changed files; {SYNC_WORK_KEPT}", report, outcome="interrupted")
+                                                 f"and changed files; {kept}", report, outcome="interrupted")
         raise
     finally:
         clear_progress(store, kb.name)

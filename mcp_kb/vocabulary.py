@@ -45,12 +45,12 @@ def document_uri(kb: str, document: str) -> str:
 _invocation: dict[str, list[str]] = {"before": [], "after": []}  # remember_invocation's words
 
 
-def remember_invocation(folder: Path | None = None, config: Path | None = None, storage: str = "",
-                        storage_variable: str = "") -> None:
-    """This process serves `folder` (zero-config) or the kb.toml `config`, and the environment's
-    `storage_variable` gave it `storage` (as a client's `env` block does): remedies name them, so the command
-    they suggest works pasted into any shell, in any directory."""
-    _invocation["before"] = [f"{storage_variable}={shlex.quote(storage)}"] if storage else []
+def remember_invocation(folder: Path | None = None, config: Path | None = None,
+                        variables: dict[str, str] | None = None) -> None:
+    """This process serves `folder` (zero-config) or the kb.toml `config`, with these environment `variables`
+    set (where the index is, which model from which folder: as a client's `env` block gives them): remedies
+    name them, so the command they suggest works pasted into any shell, in any directory."""
+    _invocation["before"] = [f"{name}={shlex.quote(value)}" for name, value in (variables or {}).items() if value]
     _invocation["after"] = [shlex.quote(str(folder.resolve()))] if folder else \
         ["-c", shlex.quote(str(config.resolve()))] if config else []
 
@@ -58,6 +58,20 @@ def remember_invocation(folder: Path | None = None, config: Path | None = None, 
 # What a stopped sync (Ctrl-C, SIGTERM, a client's cancel) leaves, said one way by every face.
 SYNC_WORK_KEPT = ("what it indexed so far stays (during a rebuild, searches keep using the previous index), and the "
                   "next sync goes on from there")
+
+
+def rebuild_option(full: bool, reembed: bool) -> str:
+    """The option of a rebuild a user asked for ("" for a sync): only a sync with it goes on with an unfinished one."""
+    return "reembed" if reembed else "full" if full else ""
+
+
+def work_kept(option: str = "") -> str:
+    """What a stopped sync leaves; `option`: that of the rebuild it was (rebuild_option), which the next sync must
+    name to go on with it (a sync without it keeps the previous index and drops the unfinished rebuild)."""
+    if not option:
+        return SYNC_WORK_KEPT
+    return (f"what it rebuilt so far stays beside the index searches keep using, and the next sync with --{option} "
+            f"goes on from there (one without it drops the unfinished rebuild)")
 
 
 def sync_remedy(kb: str | None = None, options: str = "") -> str:

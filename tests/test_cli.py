@@ -64,7 +64,7 @@ def test_chunks_of_a_file_without_lines_or_pages_name_no_location(project):
 def test_sync_status_and_search_round_trip(project):
     sync = _run("sync", "--json")
     assert sync.exit_code == 0, sync.output
-    assert json.loads(sync.output)[0]["files_added"] == 2
+    assert json.loads(sync.stdout)[0]["files_added"] == 2
     status = _run("status")
     assert "docs: 2 files" in status.output and "(ok)" in status.output
     assert "failed" not in status.output
@@ -139,6 +139,17 @@ def test_init_never_writes_through_a_kb_toml_that_links_to_nowhere(tmp_path, mon
     assert result.exit_code == 1 and not (tmp_path / "planted.toml").exists()
     assert result.output.startswith(f"Error: kb.toml is a link to {tmp_path / 'planted.toml'}, which does not exist")
     assert result.output.count("\n") == 1
+
+
+def test_init_words_a_hostile_config_path_on_one_line_and_the_next_step_names_it(tmp_path, monkeypatch):
+    """A path's line break split the `Error:` line in two (an ESC in it reached the terminal as a command)."""
+    monkeypatch.chdir(tmp_path)
+    refused = CliRunner().invoke(main, ["init", "docs", "-c", str(tmp_path / "no such" / "a\nb\x1b[2J.toml")])
+    assert refused.exit_code == 1 and refused.output.count("\n") == 1, refused.output
+    assert "a\\nb\\x1b[2J.toml" in refused.output
+    (tmp_path / "sub").mkdir()
+    written = CliRunner().invoke(main, ["init", "docs", "-c", "sub/kb.toml"])  # not ./kb.toml: the next step says so
+    assert written.exit_code == 0 and "`mcp-kb serve` with -c sub/kb.toml." in written.output, written.output
 
 
 # Folder names a file system allows that a TOML file or a KB name must survive: quotes, backslashes, line breaks,
@@ -277,7 +288,7 @@ def test_sync_refuses_to_empty_a_kb_without_allow_mass_delete(project):
     assert refused.exit_code == 1 and "--allow-mass-delete" in refused.output
     assert "docs: 2 files" in _run("status").output
     allowed = _run("sync", "--allow-mass-delete", "--json")
-    assert json.loads(allowed.output)[0]["files_deleted"] == 2
+    assert json.loads(allowed.stdout)[0]["files_deleted"] == 2
 
 
 def test_every_command_takes_a_folder_the_way_serve_does(tmp_path, monkeypatch):
@@ -367,7 +378,11 @@ def test_ctrl_c_during_a_sync_says_the_index_is_consistent_and_the_next_sync_con
     assert result.exit_code == 130 and "Aborted!" not in result.output
     assert result.output.startswith("Error: interrupted. The index is consistent")
     # the command to go on works pasted anywhere: it names the config by its path
-    assert f"to go on now, run `mcp-kb sync -c {project / 'kb.toml'}`" in " ".join(result.output.split())
+    assert re.search(rf"to go on now, run `[^`]*mcp-kb sync -c {re.escape(str(project / 'kb.toml'))}`",
+                     " ".join(result.output.split()))
+    rebuilding = CliRunner().invoke(main, ["sync", "--reembed"])  # only a sync with --reembed goes on with it
+    assert re.search(r"the next sync with --reembed goes on from there .* run `[^`]*mcp-kb sync -c \S+ --reembed`",
+                     " ".join(rebuilding.output.split())), rebuilding.output
 
 
 def test_serve_refuses_a_port_for_stdio(project):
@@ -479,9 +494,13 @@ def test_a_not_synced_answer_names_the_index_it_looked_at_and_a_command_that_wor
     message = " ".join(asked.stderr.split())
     assert asked.returncode == 1 and f"in the index at {elsewhere / 'client index'}" in message, asked.stderr
     remedy = re.search(r"run `([^`]+)`", message).group(1)
-    assert remedy == f"MCP_KB_STORAGE='{elsewhere / 'client index'}' mcp-kb sync docs -c {project / 'kb.toml'}"
+    # the model too: on a machine without internet a remedy without its folder fails where it is pasted
+    model = "".join(f"{name}={os.environ[name]} " for name in ("MCP_KB_EMBEDDING_MODEL", "MCP_KB_EMBEDDING_MODEL_PATH")
+                    if os.environ.get(name))
+    assert remedy == f"MCP_KB_STORAGE='{elsewhere / 'client index'}' {model}mcp-kb sync docs -c {project / 'kb.toml'}"
+    shell = {name: value for name, value in os.environ.items() if not name.startswith("MCP_KB_")}
     pasted = subprocess.run(remedy.replace("mcp-kb", f"{sys.executable} -m mcp_kb", 1), shell=True, cwd="/",
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=300, env=shell)
     assert pasted.returncode == 0, pasted.stderr
     status = subprocess.run([sys.executable, "-m", "mcp_kb", "status", "-c", str(project / "kb.toml")],
                             capture_output=True, text=True, env=env, timeout=300)
@@ -495,4 +514,64 @@ def test_a_folders_remedy_names_the_folder_by_its_path(tmp_path):
     asked = subprocess.run([sys.executable, "-m", "mcp_kb", "search", str(tmp_path / "my docs"), "leave"],
                            capture_output=True, text=True, env=env, cwd="/", timeout=300)
     assert asked.returncode == 1
-    assert f"run `mcp-kb sync '{tmp_path / 'my docs'}'`" in " ".join(asked.stderr.split()), asked.stderr
+    assert f"mcp-kb sync '{tmp_path / 'my docs'}'` (or call" in " ".join(asked.stderr.split()), asked.stderr
+
+
+def test_sync_exits_3_when_files_failed_and_0_once_everything_is_indexed(tmp_path):
+    """A script tells "all indexed" from "a PDF skipped" by the exit status, --json too; under CI, systemd or
+    `| tee` (no terminal) no bar's carriage returns."""
+    write(tmp_path / "docs" / "guide.md", "# Guide\n\nRun pip install mcp-kb to install the package.\n")
+    (tmp_path / "docs" / "broken.pdf").write_bytes(b"%PDF-1.7\nthis is no PDF at all\n%%EOF\n")
+    config = tmp_path / "kb.toml"
+    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Guides"\n'
+                      'paths = ["docs"]\n', encoding="utf-8")
+
+    def sync(*options: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "mcp_kb", "sync", "-c", str(config), *options], text=True,
+                              capture_output=True, env=os.environ.copy(), timeout=300)
+    failed = sync()
+    assert failed.returncode == 3, failed.stderr
+    assert "1 added" in failed.stdout and "1 failed" in failed.stdout and "failed broken.pdf" in failed.stdout
+    assert "\r" not in failed.stderr  # no bar where no terminal shows one (a short sync prints no progress line)
+    as_json = sync("--json")
+    assert as_json.returncode == 3 and json.loads(as_json.stdout)[0]["files_failed"] == 1
+    (tmp_path / "docs" / "broken.pdf").unlink()
+    current = sync("--json")
+    assert current.returncode == 0 and json.loads(current.stdout)[0]["files_failed"] == 0, current.stderr
+
+
+def test_progress_lines_come_every_ten_seconds_with_the_pace(capsys):
+    """A sync shorter than that prints its summary alone: a failing one its one `Error:` line."""
+    from mcp_kb.cli import _ProgressLines
+
+    now = [100.0]
+    lines = _ProgressLines(clock=lambda: now[0])
+    for second, done in [(0, 0), (4, 30), (9.9, 60), (10, 64), (15, 90), (20.5, 128), (21, 130)]:
+        now[0] = 100.0 + second
+        lines(done, 300, f"docs: {done} of 300 files indexed")
+    printed = capsys.readouterr().err.splitlines()
+    assert printed == ["mcp-kb: docs: 64 of 300 files indexed, 6.4 files/s, about 37 s left",
+                       "mcp-kb: docs: 128 of 300 files indexed, 6.2 files/s, about 28 s left"]
+
+
+
+def test_a_model_folder_that_does_not_exist_is_said_so(project):
+    """It said "no tokenizer.json", as if the folder were there but incomplete."""
+    env = {**os.environ, "MCP_KB_EMBEDDING_MODEL": "sentence-transformers/all-MiniLM-L6-v2",
+           "MCP_KB_EMBEDDING_MODEL_PATH": str(project / "no-such-model")}
+    synced = subprocess.run([sys.executable, "-m", "mcp_kb", "sync", "-c", str(project / "kb.toml")], env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert synced.returncode == 1
+    assert synced.stderr.startswith(f"Error: the model folder {project / 'no-such-model'} does not exist; "), \
+        synced.stderr
+
+
+@pytest.mark.parametrize(("name", "offered"), [("my docs", "my_docs"), ("Team Handbook v2.1", "Team_Handbook_v2_1"),
+                                               ("年假 政策", "NianJia_ZhengCe")])
+def test_a_kb_name_that_is_refused_comes_with_a_valid_one_to_use(tmp_path, name, offered):
+    config = tmp_path / "kb.toml"
+    config.write_text(f'[[kb]]\nname = "{name}"\ndescription = "d"\npaths = ["docs"]\n', encoding="utf-8")
+    checked = subprocess.run([sys.executable, "-m", "mcp_kb", "check", "-c", str(config)], capture_output=True,
+                             text=True, env=os.environ.copy(), timeout=300)
+    assert checked.returncode == 1 and f"must be 1-64 letters, digits, '_' or '-' (e.g. '{offered}')" in \
+        checked.stderr, checked.stderr

@@ -26,3 +26,17 @@ def test_a_cut_passage_says_how_much_was_left_out():
 
 def test_no_hits_says_what_to_try():
     assert cited_text(SearchResult([], "hybrid")) == NO_RESULTS
+
+
+def test_a_syncs_sentence_names_a_few_failed_files_and_says_where_the_reasons_are():
+    from mcp_kb.present import sync_text
+    from mcp_kb.records import Problem, SyncReport
+
+    failures = [Problem(f"scan-{n}.pdf", "no text layer") for n in range(5)]
+    report = SyncReport("docs", files_added=12, files_changed=1, files_deleted=2, files_failed=5, failures=failures,
+                        seconds={"total": 4.25})
+    assert sync_text([report, SyncReport("web", seconds={"total": 0.5})]).splitlines() == [
+        "docs: 12 added, 1 changed, 2 removed, 5 failed, in 4.2 s; failed: scan-0.pdf, scan-1.pdf, scan-2.pdf and 2 "
+        "more (the reports say why).",
+        "web: 0 added, 0 changed, 0 removed, 0 failed, in 0.5 s."]
+    assert sync_text([]) == "No knowledge base was synced."

@@ -37,6 +37,32 @@ def test_every_link_of_the_readme_reaches_a_file_and_heading_that_exist():
             assert anchor in {_slug(heading) for heading in headings}, f"{target}#{anchor}"
 
 
+# Every place a user reads a pointer to the docs: what the code prints (help, errors, warnings), the starter file
+# `init` writes, the example config, the README and the docs themselves.
+_POINTING = [ROOT / "README.md", ROOT / "kb.toml.example", *sorted((ROOT / "docs").glob("*.md")),
+             *sorted(path for path in (ROOT / "mcp_kb").rglob("*") if path.suffix in (".py", ".toml", ".html", ".js"))]
+_EXAMPLE_PATHS = {"docs/guide.md", "docs/leave.md"}  # a user's own files in examples (`mcp-kb chunks docs/guide.md`)
+
+
+def test_every_docs_page_the_code_the_starter_and_the_docs_point_to_exists_with_its_heading():
+    """A pointer to a page or section that is gone sends a user nowhere (the starter pointed at a README section
+    removed when the README was shortened): each `docs/PAGE.md#anchor` must exist, and nothing points into the
+    README's sections, which are few and move."""
+    seen = 0
+    for path in _POINTING:
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"README(?:'s|:) *\"?[A-Z]", text), f"{path.name} points to a README section"
+        for page, anchor in re.findall(r"(?<![\w./-])(docs/[\w-]+\.md)(?:#([\w-]+))?", text):
+            if page in _EXAMPLE_PATHS:
+                continue
+            seen += 1
+            assert (ROOT / page).is_file(), f"{path.relative_to(ROOT)} points to {page}, which does not exist"
+            if anchor:
+                headings = re.findall(r"^#+ (.+)$", (ROOT / page).read_text(encoding="utf-8"), re.MULTILINE)
+                assert anchor in {_slug(heading) for heading in headings}, f"{path.relative_to(ROOT)}: {page}#{anchor}"
+    assert seen >= 10
+
+
 def test_the_readmes_test_command_is_the_one_ci_runs():
     assert ".venv/bin/python -m pytest\n" in README
     assert re.search(r"\.ci-venv/bin/python -m pytest \"\$@\"", (ROOT / ".ci" / "run").read_text(encoding="utf-8"))

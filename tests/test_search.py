@@ -452,6 +452,21 @@ def test_concurrent_searches_from_worker_threads_answer_as_one_at_a_time(make_ap
     assert len(app.searcher._cache) <= 2
 
 
+def test_a_filter_on_a_field_declared_after_the_last_sync_says_to_sync_and_the_sync_adds_it(make_app, tmp_path):
+    """LanceDB answered "Schema error: No field named year" (a traceback in the CLI, a 500 on the page)."""
+    write(tmp_path / "hr" / "leave.md", "---\nyear: 2024\n---\n# Leave\n\nAnnual leave is 25 days.\n")
+    kb = {"name": "hr", "description": "HR", "paths": [str(tmp_path / "hr")]}
+    make_app(kb).sync()
+    declared = make_app({**kb, "filterable": {"year": {"type": "integer"}}})
+    asked = SearchRequest(query="annual leave", filters={"year": {"gte": 2020}})
+    with pytest.raises(SearchError, match=r"filter field 'year' is not in the index yet \(it was declared after the "
+                                          r"last sync\); run `.*mcp-kb sync hr.*` .* to add it"):
+        declared.search("hr", asked)
+    assert declared.search("hr", SearchRequest(query="annual leave")).hits  # unfiltered searches go on
+    declared.sync()
+    assert [hit.source for hit in declared.search("hr", asked).hits] == ["leave.md"]
+
+
 # ---- across knowledge bases ---------------------------------------------------------------------
 
 @pytest.fixture

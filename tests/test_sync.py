@@ -68,8 +68,9 @@ def test_a_sync_without_its_model_is_recorded_as_failed_with_the_reason(make_con
     with pytest.raises(ModelError) as error:
         app.sync()
     status = app.status("docs")[0]
-    assert status.last_outcome == "failed" and status.last_error == str(error.value)
-    assert "empty-model" in status.last_error
+    # every caller who sees the KB reads the record: the model's folder is named by what it is, as the index is
+    assert status.last_outcome == "failed" and str(tmp_path / "empty-model") in str(error.value)
+    assert status.last_error == str(error.value).replace(str(tmp_path / "empty-model"), "<model folder>")
 
 
 def test_an_interrupted_sync_is_recorded_with_what_it_wrote_and_the_next_one_finishes_it(make_app, tmp_path):
@@ -692,3 +693,23 @@ def test_a_new_library_version_embeds_only_what_differs_and_each_version_answers
     third = app.sync()[0]
     assert third.files_deleted == 1 and app.search("lib", SearchRequest(query="guidance number 5", mode="keyword",
                                                                          version="0.116")).hits
+
+
+def test_an_interrupted_rebuild_says_to_go_on_with_its_option_and_that_sync_resumes_it(make_app, tmp_path):
+    """Its remedy said "the next sync goes on from there": a plain sync keeps the old index and drops the
+    unfinished rebuild, so the advice threw the work away."""
+    for number in range(40):
+        write(tmp_path / "notes" / f"n{number:02d}.md", f"# Note {number}\n\nThe meeting moved to room {number}.\n")
+    app = make_app({"name": "notes", "description": "Notes", "paths": [str(tmp_path / "notes")]})
+    app.sync()
+
+    def ctrl_c_after_the_first_batch(done: int, total: int, message: str) -> None:
+        if message.endswith(f"{done} of {total} files indexed") and done == 32:
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        app.sync(SyncRequest(kb="notes", reembed=True), progress=ctrl_c_after_the_first_batch)
+    [status] = app.status("notes")
+    assert "the next sync with --reembed goes on from there (one without it drops the unfinished rebuild)" in \
+        status.last_error
+    [resumed] = app.sync(SyncRequest(kb="notes", reembed=True))
+    assert resumed.chunks_embedded < 40 and app.status("notes")[0].files == 40  # the first batch was not redone

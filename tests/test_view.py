@@ -80,7 +80,7 @@ def test_a_remedy_a_remote_caller_reads_names_neither_the_storage_nor_the_config
     from mcp_kb.vocabulary import remember_invocation
 
     config = config.model_copy(update={"source": tmp_path / "kb.toml"})
-    remember_invocation(config=tmp_path / "kb.toml", storage=config.storage.uri, storage_variable="MCP_KB_STORAGE")
+    remember_invocation(config=tmp_path / "kb.toml", variables={"MCP_KB_STORAGE": config.storage.uri})
     error = NotSyncedError("api_docs", config.storage.uri)
     ops = CallerView(config, Grant(Identity("token", "ops"), frozenset({"api_docs"})))
     assert f"MCP_KB_STORAGE={config.storage.uri} mcp-kb sync api_docs -c {tmp_path / 'kb.toml'}" in \

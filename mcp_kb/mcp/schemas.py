@@ -1,4 +1,5 @@
-"""The search tool's schemas: its output, and per KB a filter model of exactly that KB's fields.
+"""The tools' schemas: the search tool's output and per KB a filter model of exactly that KB's fields; the sync
+tool's output.
 
 Filter types come from the one schema (schema.py): what a type takes there (ranges,
 prefix/glob, lists) is what the tool's JSON schema offers.
@@ -13,6 +14,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ..api import BUILTIN_FILTERS, FIELD_TYPES, RANGE_OPERATORS, FieldType, request_errors, unknown_filter_field
 from ..settings import KBConfig
+
+
+class SyncOutput(BaseModel):
+    """The sync tool's structured content (its text says the same in a sentence per knowledge base)."""
+
+    reports: list[dict[str, Any]] = Field(description="One per knowledge base synced: files added, changed, deleted, "
+                                                      "unchanged and failed (each failure with its reason), chunks "
+                                                      "embedded and reused, seconds per stage")
+    summary: str = Field(description="The reports as `mcp-kb sync` prints them")
 
 
 class _TextMatch(BaseModel):

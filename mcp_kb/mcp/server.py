@@ -32,15 +32,16 @@ from ..api import (__version__, ACROSS_KBS, CITATION_FORMAT, DOCUMENT_URI, LIST_
                    SEARCH_ALL_TOOL, STATUS_URI, SYNC_TOOL, WORKBENCH_TOOLS, App, as_sentence, BrowseOutput,
                    BrowseRequest, browse_text, ListingOrder, CallerView, citation_marker, cited_text, common_filter_types, described,
                    document_uri, Hit, KBError, LiveSync, ReadOutput, ReadRequest, read_text, SearchOutput,
-                   SearchRequest, SearchResult, status_uri, SyncRequest, SyncRunner)
+                   SearchRequest, SearchResult, status_uri, SyncRequest, SyncRunner, sync_named, sync_text,
+                   NEVER_SYNCED)
 from ..settings import MODES_TEXT, KBConfig, SearchMode
 from .compat import PlainErrors, support_2025_clients, unknown_tool
 from .guard import Guard, current_view
 from .icons import icon
 from .notify import Notifier
 from .results_view import results_view, view_meta
-from .tasks import SyncTasks, task_progress
-from .schemas import argument_errors, common_filters_model, filters_model
+from .tasks import SyncShares, SyncTasks, task_progress
+from .schemas import SyncOutput, argument_errors, common_filters_model, filters_model
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -149,6 +150,7 @@ def build_server(app: App, read_only: bool | None = None) -> _KBServer:
                 tasks.group = group  # sync tasks outlive the requests that start them
                 group.start_soon(LiveSync(runner, app.config.kb).run)  # start-up, schedule, file changes
             yield {}
+            runner.stop()  # a running sync must not hold a server its client ended: it stops, keeping whole batches
             group.cancel_scope.cancel()
 
     server = _KBServer(
@@ -173,7 +175,7 @@ def build_server(app: App, read_only: bool | None = None) -> _KBServer:
         if app.config.tool_across_kbs:
             _add_search_across_tool(server, app, guard)
     if not read_only:
-        _add_sync_tool(server, runner, guard)
+        _add_sync_tool(server, runner, guard, SyncShares())
         server.sync_runner = runner
     _add_resources(server, app, guard)
     _add_prompt(server, guard)
@@ -254,11 +256,26 @@ def _tool_description(app: App, kb: KBConfig) -> str:
     if summary.documents:
         holds = f" Holds {summary.documents} documents ({kinds}){f', among them: {titles}' if titles else ''}."
     else:
-        holds = " Not indexed yet: its first sync has not finished."
+        holds = f" {_not_holding(app, kb)}"
     versions = f" Versions: {', '.join(v.name for v in kb.versions)} (searched: `version`, default " \
                f"{kb.default_version}; a citation's path begins with its version)." if kb.versions else ""
     return (f"{as_sentence(kb.description)}{holds}{versions} Returns passages with numbered citations "
             f"({CITATION_FORMAT}). Modes: {MODES_TEXT}.")
+
+
+def _not_holding(app: App, kb: KBConfig) -> str:
+    """Why a KB's tool finds nothing yet, as things stand: a sync runs, none has run (and none will by itself),
+    the last one failed, or it found no documents."""
+    glance = app.glance(kb.name)
+    if glance.sync_running:
+        return "Not indexed yet: its first sync is running."
+    if glance.last_outcome == NEVER_SYNCED:
+        if kb.sync.on_start:
+            return "Not indexed yet: its first sync starts with the server."
+        return f"Not indexed yet: no sync has run ({sync_named()} indexes it)."
+    if glance.last_outcome != "ok":
+        return f"Not indexed: its last sync did not finish ({glance.last_outcome}; the status resource says why)."
+    return "Holds no documents yet: its last sync found none."
 
 
 def _search_field(name: str, strict: bool = True) -> Any:
@@ -440,7 +457,8 @@ async def _call(work: Callable[[], _T], error: type[Exception] = ToolError) -> _
         return await anyio.to_thread.run_sync(work)
 
 
-def _add_sync_tool(server: MCPServer, runner: SyncRunner, guard: Guard) -> None:
+def _add_sync_tool(server: MCPServer, runner: SyncRunner, guard: Guard, shares: SyncShares) -> None:
+    """The sync tool; `shares` bounds each caller's syncs that wait or run (a task's too: it calls the tool)."""
     async def sync_tool(  # noqa: PLR0913  # one per tool parameter
         ctx: Context,
         kb: Annotated[str | None, _sync_field("kb")] = None,
@@ -449,7 +467,7 @@ def _add_sync_tool(server: MCPServer, runner: SyncRunner, guard: Guard) -> None:
         allow_mass_delete: Annotated[bool, _sync_field("allow_mass_delete")] = False,
         wait: Annotated[bool, _sync_field("wait")] = SyncRequest.model_fields["wait"].default,
         tag: Annotated[str | None, _sync_field("tag")] = None,
-    ) -> dict[str, Any]:
+    ) -> Annotated[CallToolResult, SyncOutput]:
         def report(done: int, total: int, message: str) -> None:
             anyio.from_thread.run(ctx.report_progress, done, total, message)
 
@@ -457,11 +475,13 @@ def _add_sync_tool(server: MCPServer, runner: SyncRunner, guard: Guard) -> None:
         view = guard.view()
         asked = SyncRequest.model_construct(kb=kb, full=full, reembed=reembed, allow_mass_delete=allow_mass_delete,
                                             wait=wait, tag=tag, by=view.grant.who.label)  # checked by the SDK
-        with _client_errors():
+        with _client_errors(), shares.held(view.who):
             reports = []
             for name in view.syncable(kb):
                 reports += await runner.sync(asked.model_copy(update={"kb": name}), progress)
-        return {"reports": [r.as_dict() for r in reports], "summary": "\n".join(r.summary() for r in reports)}
+        output = SyncOutput(reports=[r.as_dict() for r in reports], summary="\n".join(r.summary() for r in reports))
+        return CallToolResult(content=[TextContent(type="text", text=sync_text(reports))],
+                              structured_content=output.model_dump(mode="json"))
 
     server.add_tool(sync_tool, name=SYNC_TOOL, title="Sync knowledge bases",
                     description="Index new and changed files and remove deleted ones (incremental; only changed "

@@ -8,8 +8,9 @@ Clients without the extension (and every 2025-era session: a task result cannot 
 tool's answer as before.
 
 A task is its caller's: another caller's task id reads exactly as an unknown one. Each caller holds at most
-MAX_TASKS_PER_CALLER tasks, the server runs at most MAX_WORKING, and one caller at most MAX_WORKING_PER_CALLER
-of those, so one caller never takes every slot; a finished task is kept for TTL_MS.
+MAX_TASKS_PER_CALLER tasks (its oldest finished one goes to make room), the server runs at most MAX_WORKING, and
+one caller at most MAX_WORKING_PER_CALLER syncs, tasks and tool calls alike (SyncShares), so one caller never
+takes every place; a finished task is kept for TTL_MS.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
@@ -32,7 +36,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .guard import result_text
-from ..api import (SYNC_TOOL, SYNC_WORK_KEPT, CallerView, Identity, Progress, SyncCancelled, SyncRequest,
+from ..api import (SYNC_TOOL, SYNC_WORK_KEPT, CallerView, Identity, KBError, Progress, SyncCancelled, SyncRequest,
                    recorded_now)
 
 log = logging.getLogger(__name__)
@@ -65,6 +69,7 @@ class SyncTask:
     error: dict[str, Any] | None = None  # a JSON-RPC error (failed)
     ended_at: float | None = None  # monotonic seconds, for the ttl
     cancel_asked: threading.Event = field(default_factory=threading.Event)
+    scope: anyio.CancelScope | None = None  # its sync's, once started: a cancel ends a queued sync's wait
 
     def progress(self, done: int, total: int, message: str) -> None:
         """A sync's progress report (from its worker thread): a cancelled task's sync stops here."""
@@ -90,8 +95,35 @@ class SyncTask:
         return shown
 
 
-class TaskRefused(Exception):
-    """No room for another task; the message says why and what to do."""
+class TaskRefused(KBError):
+    """No room for another task or sync; the message says why and what to do."""
+
+
+def _yours_running(count: int) -> str:
+    return (f"you have {count} syncs running or waiting, the most one caller may have at once; wait for one to "
+            "end, or cancel one")
+
+
+class SyncShares:
+    """The syncs each caller has asked for that have not ended, tool calls and tasks alike (a task's sync is a
+    call of the tool): every sync waits in one queue, so one caller holds at most MAX_WORKING_PER_CALLER places
+    in it and never keeps the others' syncs waiting behind its own."""
+
+    def __init__(self) -> None:
+        self._running: Counter[Identity] = Counter()
+
+    @contextmanager
+    def held(self, who: Identity) -> Iterator[None]:
+        """A place for one sync of `who`; TaskRefused when the caller holds its share already."""
+        if self._running[who] >= MAX_WORKING_PER_CALLER:
+            raise TaskRefused(_yours_running(self._running[who]))
+        self._running[who] += 1
+        try:
+            yield
+        finally:
+            self._running[who] -= 1
+            if not self._running[who]:
+                del self._running[who]
 
 
 class TaskTable:
@@ -108,15 +140,22 @@ class TaskTable:
                               "wait for one to end (tasks/get) or cancel one (tasks/cancel)")
         yours = sum(task.owner == owner for task in working)
         if yours >= MAX_WORKING_PER_CALLER:
-            raise TaskRefused(f"you have {yours} sync tasks running, the most one caller may run at once; "
-                              "wait for one to end (tasks/get) or cancel one (tasks/cancel)")
-        held = [task for task in self._tasks.values() if task.owner == owner]
-        if len(held) >= MAX_TASKS_PER_CALLER:
-            raise TaskRefused(f"you hold {len(held)} sync tasks, the most a caller may; finished ones go "
-                              f"{TTL_MS // 60_000} minutes after they end, or cancel working ones (tasks/cancel)")
+            raise TaskRefused(_yours_running(yours))
+        self._make_room(owner)
         task = SyncTask(secrets.token_urlsafe(16), owner)
         self._tasks[task.id] = task
         return task
+
+    def _make_room(self, owner: Identity) -> None:
+        """A caller at MAX_TASKS_PER_CALLER lets go of its oldest finished task (one that syncs after each edit
+        would otherwise be refused for TTL_MS); TaskRefused when every task it holds is working."""
+        held = [task for task in self._tasks.values() if task.owner == owner]
+        if len(held) < MAX_TASKS_PER_CALLER:
+            return
+        ended = [task for task in held if task.ended_at is not None]
+        if not ended:
+            raise TaskRefused(f"you hold {len(held)} sync tasks, the most a caller may; cancel one (tasks/cancel)")
+        del self._tasks[min(ended, key=lambda task: task.ended_at or 0.0).id]
 
     def find(self, owner: Identity, task_id: str) -> SyncTask:
         """The caller's task `task_id`; an unknown, expired or another caller's id is the same error."""
@@ -170,7 +209,14 @@ class SyncTasks(Extension):
     async def _run(self, task: SyncTask, ctx: Any, call_next: Any) -> None:
         _running.set(task)
         try:
-            result = await call_next(ctx)
+            # cancelled while its sync waits for the one running (or before it began): it ends without starting
+            with anyio.CancelScope() as task.scope:
+                if task.cancel_asked.is_set():
+                    task.scope.cancel()
+                result = await call_next(ctx)
+            if task.scope.cancelled_caught:
+                task.end("cancelled", message=f"sync cancelled by the client; {SYNC_WORK_KEPT}")
+                return
         except MCPError as exc:
             task.end("failed", error=exc.error.model_dump(by_alias=True, mode="json", exclude_none=True))
             return
@@ -193,7 +239,11 @@ class SyncTasks(Extension):
         return {}
 
     async def _cancel(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
-        self._owned(ctx, params).cancel_asked.set()  # a finished task stays as it ended
+        task = self._owned(ctx, params)
+        if task.status == "working":  # a finished task stays as it ended
+            task.cancel_asked.set()  # a running sync stops at its next progress report
+            if task.scope:
+                task.scope.cancel()  # a waiting one at once (a sync in its thread ends first, at that report)
         return {}
 
     def _owned(self, ctx: Any, params: TaskParams) -> SyncTask:

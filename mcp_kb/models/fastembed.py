@@ -49,7 +49,6 @@ _FIX = (f"set [embedding] model_path (or {ENV_MODEL_PATH}) to a folder made by `
         "tokenizer_config.json), or give this machine access to the model hub so fastembed can download it")
 
 
-_MODELS_NAMED = 10  # candidate models an error names for a folder of another model
 
 
 class FastEmbedder(Embedder):
@@ -292,13 +291,15 @@ def _check_model_folder(text_embedding_class: type[TextEmbedding], config: Faste
     others = sorted(str(path.relative_to(folder)) for path in folder.rglob("*.onnx")) if folder.is_dir() else []
     if others:  # a folder of another model: the name and the folder disagree
         fitting = _models_loaded_from(text_embedding_class, others)
-        names = ", ".join(fitting[:_MODELS_NAMED]) + (", ..." if len(fitting) > _MODELS_NAMED else "")
+        log.info("fastembed loads these models from %s: %s", ", ".join(others), ", ".join(fitting) or "none")
+        guess = [name for name in fitting if name.rsplit("/", 1)[-1].lower() in folder.name.lower()]
         raise ModelError(
-            f"embedding model folder {folder} does not hold the configured model {config.model!r} (fastembed loads "
-            f"it from {description.model_file}; the folder has {', '.join(others)}): set [embedding] model (or "
-            f"{ENV_MODEL}) to the name of the model in the folder"
-            f"{f' (fastembed loads these from such a file: {names})' if names else ''}, or model_path (or "
-            f"{ENV_MODEL_PATH}) to a folder of {config.model}")
+            f"embedding model folder {folder} holds another model than {config.model!r} (which loads from "
+            f"{description.model_file}; the folder has {', '.join(others[:3])}): set {ENV_MODEL} to the folder's "
+            f"model{f' ({guess[0]}?)' if len(guess) == 1 else ' (--verbose lists those it may be)'}, or "
+            f"{ENV_MODEL_PATH} to a folder of {config.model}")
+    if not folder.is_dir():
+        raise ModelError(f"embedding model folder {folder} does not exist; {_FIX}")
     raise ModelError(f"embedding model folder {folder} has no {description.model_file} (the file fastembed loads "
                      f"{config.model} from); {_FIX}")
 
@@ -388,6 +389,8 @@ class ModelTokenizer:
         self._model_dir = model_dir
         self._tokenizer: Tokenizer | None = None
         self._loading = threading.Lock()
+        if not model_dir.is_dir():  # a folder named wrong, or not mounted: say that, not which file it lacks
+            raise ModelError(f"the model folder {model_dir} does not exist; {_FIX}")
         try:
             if not (model_dir / "tokenizer.json").is_file():
                 raise ValueError("there is no tokenizer.json")

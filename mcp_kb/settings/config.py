@@ -126,8 +126,8 @@ class Config(Strict):
 
     def unlocated(self, text: str) -> str:
         """`text` (an error, a sync's record) with the places behind the KBs named by what they are: where the
-        index is stored, the config file and the Ray cluster a sync runs on are the owner's business, not a remote
-        caller's. A path is also matched as libraries print it (no scheme, no leading slash)."""
+        index is stored, the config file, the model's folder and the Ray cluster a sync runs on are the owner's
+        business, not a remote caller's. A path is also matched as libraries print it (no scheme, no leading slash)."""
         spelled: dict[str, str] = {}
         for place, what in self._places().items():
             for form in (place, place.split("://", 1)[-1], place.lstrip("/")):
@@ -142,7 +142,9 @@ class Config(Strict):
         endpoints = {value: "<storage>" for name, value in self.storage.options.items() if "endpoint" in name}
         return {**endpoints, self.storage.uri: "<storage>",
                 **({str(self.source): "<kb.toml>"} if self.source else {}),
-                **({self.sync.ray_address: "<Ray cluster>"} if self.sync.ray_address else {})}
+                **({self.sync.ray_address: "<Ray cluster>"} if self.sync.ray_address else {}),
+                **({str(model_path): "<model folder>"} if (model_path := getattr(self.embedding, "model_path", None))
+                   else {})}
 
 
 def unknown_kb(name: str, known: list[str]) -> ConfigError:

@@ -8,12 +8,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 from typing import Annotated, Any, Literal
 
+from anyascii import anyascii
 from pydantic import BeforeValidator, Field, PrivateAttr, SerializeAsAny, field_validator, model_validator
 
 from ..registry import Registry
 from ..schema import BUILTIN_FILTER_FIELDS, RESERVED_FIELDS, FieldTypeName, field_type_of_value
 from .variables import checked_headers, environment, header_value
-from .values import (DEFAULT_MODE, IDENTIFIER, KB_NAME_PATTERN, LIBRARY_VERSION_PATTERN, MAX_TOKENS_MAX, MAX_TOKENS_MIN, TOOL_NAME_PATTERN, TOP_K_MAX,
+from .values import (DEFAULT_MODE, IDENTIFIER, KB_NAME_LENGTH, KB_NAME_PATTERN, LIBRARY_VERSION_PATTERN, MAX_TOKENS_MAX, MAX_TOKENS_MIN, TOOL_NAME_PATTERN, TOP_K_MAX, in_name_chars,
                      TOP_K_MIN, PathValue, SearchMode, Strict, megabytes)
 
 
@@ -396,7 +397,8 @@ class KBConfig(Strict):
     @classmethod
     def _name_is_identifier(cls, value: str) -> str:
         if not KB_NAME_PATTERN.match(value):
-            raise ValueError(f"{value!r} must be 1-64 letters, digits, '_' or '-'")
+            like = in_name_chars(anyascii(value)).strip("_")[:KB_NAME_LENGTH]
+            raise ValueError(f"{value!r} must be 1-64 letters, digits, '_' or '-'{f' (e.g. {like!r})' if like else ''}")
         return value
 
     @field_validator("tool_name")

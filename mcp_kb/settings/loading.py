@@ -7,7 +7,6 @@ import hashlib
 import logging
 import tomllib
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from anyascii import anyascii
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ConfigError
-from ..text import is_text, name_text
+from ..text import is_text, name_text, printable
 from ..registry import load_plugins
 from .config import Config
 from .variables import ENV_CONFIG, cache_root, data_root, environment
@@ -27,7 +26,7 @@ from .providers import DEFAULT_PROVIDER, EMBEDDING_PROVIDERS
 from .server import ServerConfig
 from .sync import SyncEngineConfig
 from .storage import StorageConfig
-from .values import KB_NAME_CHARS, KB_NAME_LENGTH
+from .values import KB_NAME_LENGTH, in_name_chars
 
 
 log = logging.getLogger(__name__)
@@ -72,7 +71,7 @@ def kb_name_for(folder: Path) -> str:
     dropped accents) never meet as tool names in one client."""
     own = folder.name
     latin = anyascii(own)
-    name = re.sub(f"[^{KB_NAME_CHARS}]", "_", latin)
+    name = in_name_chars(latin)
     if latin != own:
         # os.fsencode: the name's own bytes, also when they are not UTF-8 (`caf\xe9`, which Python holds as a
         # surrogate that .encode() refuses); the same bytes as .encode() for every name that is text
@@ -91,7 +90,7 @@ def starter_config(folder: str, base_dir: Path) -> tuple[str, KBConfig]:
     from importlib.resources import files
 
     if not is_text(folder):  # TOML holds only text: a path in other bytes cannot be written, nor read back
-        raise ConfigError(f"{name_text(folder)}: the folder's path is not UTF-8 text, which kb.toml cannot hold: "
+        raise ConfigError(f"{printable(folder)}: the folder's path is not UTF-8 text, which kb.toml cannot hold: "
                           f"rename the folder, or serve it without a kb.toml (mcp-kb serve FOLDER)")
     where = (base_dir / folder).resolve()
     values = {"name": kb_name_for(where), "description": _description_for(where), "folder": folder}
@@ -115,22 +114,22 @@ def write_starter(folder: str, target: Path) -> KBConfig:
     except FileExistsError:
         raise ConfigError(_left_as_it_is(target)) from None
     except OSError as exc:
-        raise ConfigError(f"cannot write {target}: {exc}") from exc
+        raise ConfigError(f"cannot write {printable(str(target))}: {printable(str(exc))}") from exc
     try:
         with open(descriptor, "w", encoding="utf-8") as file:
             file.write(text)
     except OSError as exc:
         target.unlink(missing_ok=True)  # a half-written starter would be refused as existing by the next `init`
-        raise ConfigError(f"cannot write {target}: {exc}") from exc
+        raise ConfigError(f"cannot write {printable(str(target))}: {printable(str(exc))}") from exc
     return kb
 
 
 def _left_as_it_is(target: Path) -> str:
     """Why `init` leaves `target` alone."""
     if target.is_symlink() and not target.exists():
-        return (f"{target} is a link to {os.readlink(target)}, which does not exist, and is left as it is (init "
+        return (f"{printable(str(target))} is a link to {printable(os.readlink(target))}, which does not exist, and is left as it is (init "
                 f"never writes through a link): remove it, or pass --config OTHER.toml")
-    return f"{target} exists and is left as it is: edit it, or pass --config OTHER.toml"
+    return f"{printable(str(target))} exists and is left as it is: edit it, or pass --config OTHER.toml"
 
 
 def config_target(given: str | None) -> tuple[Path, bool]:

@@ -1,10 +1,14 @@
-"""The configuration reference, written from the settings models themselves (docs/configuration.md is made
-from it at each docs build): every key of kb.toml with its default, its bounds, the variable that overrides it,
-and its description, the text under its declaration. A setting without a description stops the build."""
+"""The configuration reference, written from the settings models themselves into docs/configuration.md
+(`python -m mcp_kb.settings.reference` writes it again; a test fails while the page is not current): every key
+of kb.toml with its default, its bounds, the variable that overrides it, and its description, the text under its
+declaration. A setting without a description stops it."""
 
 from __future__ import annotations
 
+import re
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -31,6 +35,11 @@ _TABLES: list[tuple[str, type[BaseModel]]] = [
 _NESTED = (BaseModel,)
 # Keys a provider declares again with its own default or meaning: listed with the provider too.
 _OVERRIDDEN: dict[type[BaseModel], set[str]] = {}  # a key whose value is a table of its own is listed with that table
+
+
+# Where the reference stands in docs/configuration.md: between these two lines.
+BEGIN = "<!-- the settings reference: written by `python -m mcp_kb.settings.reference` from the settings models -->"
+END = "<!-- end of the settings reference -->"
 
 
 class MissingDescription(ValueError):
@@ -107,3 +116,16 @@ def _bounds(field: FieldInfo) -> str:
     words = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
     return ", ".join(f"{word} {getattr(item, bound)}" for item in field.metadata for bound, word in words.items()
                      if getattr(item, bound, None) is not None)
+
+
+def page_with_reference(page: str) -> str:
+    """The docs page with the reference between its markers written anew."""
+    pattern = re.compile(f"{re.escape(BEGIN)}\n.*?{re.escape(END)}", re.DOTALL)
+    if not pattern.search(page):
+        raise ValueError(f"the page has no place for the reference (a line {BEGIN!r}, then one {END!r})")
+    return pattern.sub(lambda _: f"{BEGIN}\n\n{reference_markdown()}\n{END}", page)
+
+
+if __name__ == "__main__":  # python -m mcp_kb.settings.reference [PAGE]: the page, with the reference current
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/configuration.md")
+    target.write_text(page_with_reference(target.read_text(encoding="utf-8")), encoding="utf-8")

@@ -14,6 +14,12 @@ TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 KB_NAME_CHARS = "A-Za-z0-9_-"  # what a KB (or token) name is made of: safe in table names, URIs and tool names
 KB_NAME_LENGTH = 64
 KB_NAME_PATTERN = re.compile(f"^[{KB_NAME_CHARS}]{{1,{KB_NAME_LENGTH}}}$")
+_NOT_IN_NAMES = re.compile(f"[^{KB_NAME_CHARS}]")
+
+
+def in_name_chars(text: str) -> str:
+    """`text` with every character a name may not hold as '_' (spaces, dots, quotes: `my docs` -> `my_docs`)."""
+    return _NOT_IN_NAMES.sub("_", text)
 # A library version's name (`0.110`, `v2`, `2024-lts`): it leads its documents' paths, so no "/" and no spaces.
 LIBRARY_VERSION_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"  # a metadata field's name (a column), as kb.toml and filters write it

@@ -34,8 +34,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Message, Receive, Scope, Send
 
-from ..api import (App, AuditUnavailable, CallerView, cited_text, KBError, parse_filters, parse_search, Refused,
-                   option_help, SearchRequest, SearchResult, SyncRequest, SyncRunner)
+from ..api import (App, AuditUnavailable, CallerView, cited_text, FILTER_SYNTAX, KBError, MAX_CHUNK_INDEX, parse_filters,
+                   parse_search, Refused, option_help, SearchRequest, SearchResult, SyncRequest, SyncRunner)
 from ..settings import MODES
 from ..http.edge import COOKIE, Edge, page_token
 from . import views
@@ -43,7 +43,6 @@ from . import views
 log = logging.getLogger(__name__)
 
 _FORM_MAX_BYTES = 64 * 1024  # the page's forms hold a token, a CSRF token and two flags; more is refused (413)
-_CHUNK_MAX = 2**31  # a chunk number beyond this names no chunk
 _STATIC = Path(__file__).parent / "static"
 _SECURITY_HEADERS = [
     (b"content-security-policy", b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -89,6 +88,8 @@ class Page:
         self.templates.globals["search_help"] = {name: option_help(SearchRequest, name) for name in _SEARCH_FIELDS}
         self.templates.globals["sync_help"] = {name: option_help(SyncRequest, name)
                                                for name in SyncRequest.model_fields}
+        self.templates.globals["filter_syntax"] = FILTER_SYNTAX
+        self.templates.globals["searches_not_counted"] = views.SEARCHES_NOT_COUNTED
 
     def asgi(self) -> Any:
         routes = [
@@ -220,7 +221,7 @@ class Page:
                 "max_tokens": params.get("max_tokens", str(kb.search.max_tokens)),
                 "filters": params.get("filters", "")}
         result, error = None, ""
-        if form["q"].strip():
+        if form["q"].strip() or form["filters"].strip():  # filters alone: a search in mode filter needs no query
             started = time.perf_counter()
             try:
                 asked = _search_request(form)
@@ -241,7 +242,7 @@ class Page:
         name = self._kb(request, view)
         path = request.query_params.get("path", "")
         chunk = request.query_params.get("chunk", "")
-        number = int(chunk) if chunk.isascii() and chunk.isdigit() and int(chunk) < _CHUNK_MAX else None
+        number = int(chunk) if chunk.isascii() and chunk.isdigit() and int(chunk) <= MAX_CHUNK_INDEX else None
         try:
             shown = await _thread(partial(views.document, self.app, name, path, number))
         except KBError as exc:

@@ -25,11 +25,27 @@ def _kb_summary(app: App, name: str, figures: SearchFigures | None) -> dict[str,
     return {
         **vars(status),
         "searches": searches,
+        "searches_counted": _searches_counted(app, name, figures),
         "p95_ms": total.p95 if total else None,
         "zero_share": figures.zero_result_queries / searches if figures and searches else None,
         "hit_rate": _latest_hit_rate(status.health),
         "progress_text": progress_text(status.progress),
     }
+
+
+# Said wherever the page shows search figures: a count that leaves out the command line's searches says so.
+SEARCHES_NOT_COUNTED = "Searches run with mcp-kb search are not counted: each runs in a process of its own."
+
+
+def _searches_counted(app: App, name: str, figures: SearchFigures | None) -> str:
+    """A KB's search count saying who counted it and since when: this server, or (when it has answered none) another
+    server process, whose last saved figures App.search_figures gives then."""
+    if figures is None or not figures.searches:
+        return "no searches answered by this server yet"
+    count = f"{figures.searches} search{'' if figures.searches == 1 else 'es'}"
+    if app.metrics.snapshot(name).searches:  # this server has answered some: the figures are its own
+        return f"{count} answered by this server since {when(figures.since)}"
+    return f"{count} answered by another mcp-kb server since {when(figures.since)} (the figures it last saved)"
 
 
 def live_status(app: App, names: Iterable[str]) -> list[dict[str, Any]]:

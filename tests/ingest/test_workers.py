@@ -138,7 +138,7 @@ def test_a_sync_killed_while_a_worker_is_stuck_leaves_no_worker_behind_and_the_n
     marker.unlink()
     finished = subprocess.run([sys.executable, "-c", _SYNC, str(config)], env=environment, capture_output=True,
                               text=True, timeout=120)
-    assert finished.returncode == 0, finished.stderr
+    assert finished.returncode == 3, finished.stderr  # 3: a file failed (the stuck one)
     assert f"docs: {GOOD_FILES} added, 0 changed, 0 deleted, 0 unchanged, 1 failed" in finished.stdout
     assert "failed stuck.hang: parsing took longer than 1 s" in finished.stdout
 
@@ -172,4 +172,4 @@ def test_a_broken_tokenizer_fails_the_sync_with_its_reason_not_each_file_in_a_wo
     app = App(config, embedder=embedder)  # the real model embeds; the tokenizer that measures chunks is broken
     with pytest.raises(ModelError, match=f"cannot read the tokenizer in {broken}"):
         app.sync()
-    assert app.status("docs")[0].last_error.startswith(f"cannot read the tokenizer in {broken}")
+    assert app.status("docs")[0].last_error.startswith("cannot read the tokenizer in <model folder>")  # for every caller

@@ -15,8 +15,9 @@ from mcp_kb.mcp.results_view import RESULTS_VIEW_URI, results_page
 from mcp_kb.mcp.server import build_server
 
 HOSTILE_NAME = "<img src=x onerror=alert(1)>.md"
-HOSTILE_TEXT = ("# Expenses <b>now</b>\n\n## Travel\n\nTravel expenses are paid back within 30 days. "
-                "<script>window.pwned = 1</script><img src=x onerror=\"window.pwned = 2\"> Keep the receipts.\n")
+# in code spans: the one place a Markdown chunk keeps HTML as written (elsewhere tags are markup, dropped)
+HOSTILE_TEXT = ("# Expenses `<b>now</b>`\n\n## Travel\n\nTravel expenses are paid back within 30 days. "
+                "`<script>window.pwned = 1</script><img src=x onerror=\"window.pwned = 2\">` Keep the receipts.\n")
 PLAIN_TEXT = "# Leave\n\n## Annual leave\n\nAnnual leave is 25 days a year; travel days do not count.\n"
 
 HOST = """<!doctype html><html><body>

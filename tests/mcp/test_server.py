@@ -6,13 +6,14 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 import httpx
 import pytest
 
-from mcp_kb.api import SyncProgress
+from mcp_kb.api import SyncProgress, SyncRequest
 from helpers import write
 from served import serve_http
 from mcp import Client, StdioServerParameters
@@ -189,6 +190,10 @@ async def test_sync_tool_sends_progress_and_returns_the_report(app, folders):
     assert not result.is_error
     report = result.structured_content["reports"][0]
     assert report["kb"] == "api_docs" and report["files_added"] == 1 and report["chunks_embedded"] == 1
+    assert result.structured_content["summary"].startswith("api_docs: 1 added, 0 changed, 0 deleted, ")
+    # the text an LLM reads is a sentence, not the record's JSON (40 lines for one KB)
+    [text] = [part.text for part in result.content]
+    assert re.fullmatch(r"api_docs: 1 added, 0 changed, 0 removed, 0 failed, in \d+\.\d s\.", text), text
     assert progress and progress[-1][0] == progress[-1][1] == 1
     assert found.structured_content["results"][0]["source"] == "errors.md"
 
@@ -636,7 +641,8 @@ async def test_a_zero_config_tool_says_what_the_folder_holds(make_app, tmp_path)
     app.sync()
     async with _client(app) as client:
         after = (await client.list_tools()).tools[0].description
-    assert before.startswith("Documents from the folder 'notes'. Not indexed yet: its first sync has not finished.")
+    assert before.startswith("Documents from the folder 'notes'. Not indexed yet: its first sync starts with the "
+                             "server.")  # a folder served alone is synced at start
     assert after.startswith("Documents from the folder 'notes'. Holds 2 documents (2 md), among them: "
                             "Deploy runbook; On-call rota.")
 
@@ -760,3 +766,48 @@ def test_the_warm_up_loads_the_tokenizer_before_the_first_search(app, model_fold
     monkeypatch.setattr(app.searcher, "tokenizer", fresh)
     server._warm_up(app)
     assert fresh._tokenizer is not None
+
+
+async def test_a_search_tools_description_says_why_it_holds_nothing_as_things_stand(make_app, folders, tmp_path):
+    """It said "the first sync has not finished" with no sync running or to come (on_start = false)."""
+    write(tmp_path / "empty" / ".keep", "")
+    app = make_app(*_kbs(folders), {"name": "empty", "description": "An empty folder",
+                                    "paths": [str(tmp_path / "empty")]})
+    app.sync(SyncRequest(kb="empty"))
+    async with _client(app) as client:
+        tools = {tool.name: tool.description for tool in (await client.list_tools()).tools}
+    assert "Not indexed yet: no sync has run (mcp-kb sync, or the sync_knowledge_base tool indexes it)." in \
+        tools["search_policy_docs"]
+    assert "Holds no documents yet: its last sync found none." in tools["search_empty"]
+    assert "first sync has not finished" not in "".join(tools.values())
+
+
+def test_a_stdio_server_whose_client_closes_stdin_leaves_within_seconds_during_its_start_up_sync(tmp_path):
+    """Clients stop a stdio server by closing its stdin: one syncing 500 new files at start waited for the whole
+    sync (72 s). The sync now stops at its next progress report, keeping whole batches, as after Ctrl-C."""
+    from helpers import until
+
+    from mcp_kb.app import App
+    from mcp_kb.settings import load_config
+
+    for number in range(600):
+        write(tmp_path / "docs" / f"n{number:03d}.md", f"# Note {number}\n\n" + f"Meeting {number} moved. " * 40 + "\n")
+    config = tmp_path / "kb.toml"
+    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Notes"\n'
+                      'paths = ["docs"]\n[kb.sync]\non_start = true\n', encoding="utf-8")
+    process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy(),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    app = App(load_config(config))
+    try:
+        until(lambda: app.glance("docs").progress.done > 32, what="the first batch written")
+        process.stdin.close()
+        closed = time.monotonic()
+        code = process.wait(timeout=60)
+        took = time.monotonic() - closed
+    finally:
+        process.kill()
+    [status] = app.status("docs")
+    assert code == 0 and took < 15, (code, took, process.stderr.read())
+    assert 32 <= status.files < 600 and "the server is stopping" in status.last_error, status  # whole batches kept
+    [report] = app.sync()
+    assert report.files_added == 600 - status.files and report.files_failed == 0

@@ -21,7 +21,8 @@ from task_client import CreatedTask, TaskRequest, Tasks, TaskState, ask, until_e
 
 from mcp_kb.mcp.server import build_server
 from mcp_kb.access import Identity
-from mcp_kb.mcp.tasks import MAX_WORKING, MAX_WORKING_PER_CALLER, TASKS_EXTENSION, TaskRefused, TaskTable
+from mcp_kb.mcp.tasks import (MAX_TASKS_PER_CALLER, MAX_WORKING, MAX_WORKING_PER_CALLER, TASKS_EXTENSION, TaskRefused,
+                              TaskTable)
 from mcp_kb.vocabulary import SYNC_TOOL
 from mcp_kb.api import SyncRequest
 
@@ -170,7 +171,7 @@ async def test_a_flood_of_tasks_is_refused_with_a_clear_error_and_the_server_kee
         release.set()
         found = await client.call_tool("search_notes", {"query": "budget review"})
     assert len(opened) == MAX_WORKING_PER_CALLER and len(refused) == MAX_WORKING + 10 - MAX_WORKING_PER_CALLER
-    assert all(answer.is_error and "the most one caller may run at once" in answer.content[0].text
+    assert all(answer.is_error and "the most one caller may have at once" in answer.content[0].text
                for answer in refused)
     assert not found.is_error
 
@@ -179,7 +180,7 @@ def test_one_caller_running_its_share_of_tasks_leaves_room_for_every_other_calle
     """A caller's working tasks are bounded by a share of the server's, so one token cannot starve the rest."""
     table, callers = TaskTable(), [Identity("token", f"caller-{number}") for number in range(5)]
     greedy = [table.open(callers[0]) for _ in range(MAX_WORKING_PER_CALLER)]
-    with pytest.raises(TaskRefused, match="you have 4 sync tasks running, the most one caller may run at once"):
+    with pytest.raises(TaskRefused, match="you have 4 syncs running or waiting, the most one caller may have at once"):
         table.open(callers[0])
     others = [table.open(caller) for caller in callers[1:4] for _ in range(MAX_WORKING_PER_CALLER)]
     assert len(greedy) + len(others) == MAX_WORKING
@@ -234,3 +235,56 @@ async def test_a_finished_task_is_kept_for_its_ttl_and_then_reads_as_unknown(ser
     assert ended.status == kept.status == "completed" and kept.result == ended.result
     assert expired.value.error.code == unknown.value.error.code == INVALID_PARAMS
     assert expired.value.error.message.replace(created.task_id, "X") == unknown.value.error.message.replace("never-made", "X")
+
+
+async def test_a_task_cancelled_while_its_sync_waits_ends_at_once_and_frees_its_place(served, held):
+    """It waited for the running sync (hours, for a big rebuild) before it heard the cancel, holding its place."""
+    _, url = served
+    reached, release = held
+    async with session(url, Tasks()) as client:
+        running = await start(client)
+        await anyio.to_thread.run_sync(reached.wait, 60)  # the first sync holds; the next one waits behind it
+        waiting = await start(client)
+        await ask(client.session, "tasks/cancel", waiting.task_id)
+        with anyio.fail_after(20):
+            ended = await until_ended(client.session, waiting.task_id)
+        still = await ask(client.session, "tasks/get", running.task_id)
+        release.set()
+        finished = await until_ended(client.session, running.task_id)
+    assert ended.status == "cancelled" and "cancelled by the client" in ended.status_message
+    assert still.status == "working" and finished.status == "completed"
+
+
+async def test_plain_sync_calls_of_one_caller_take_no_more_places_in_the_queue_than_its_share(served, held):
+    """Calls without the tasks extension wait in the same queue: five from one caller kept another's sync waiting
+    behind all of them."""
+    _, url = served
+    reached, release = held
+    answers = []
+    async with session(url) as client:
+        async def call() -> None:
+            answers.append(await client.call_tool(SYNC_TOOL, {"kb": "notes"}))
+        async with anyio.create_task_group() as group:
+            group.start_soon(call)
+            await anyio.to_thread.run_sync(reached.wait, 60)  # one runs, held
+            for _ in range(MAX_WORKING_PER_CALLER + 2):
+                group.start_soon(call)
+            with anyio.fail_after(30):  # the ones past the share are answered at once, while the first still holds
+                while len(answers) < 3:
+                    await anyio.sleep(0.05)
+            release.set()
+    refused = [answer for answer in answers if answer.is_error]
+    assert len(refused) == 3 and all("the most one caller may have at once" in a.content[0].text for a in refused)
+    assert sum(not answer.is_error for answer in answers) == MAX_WORKING_PER_CALLER
+
+
+def test_a_caller_that_syncs_after_each_edit_is_never_locked_out_by_its_finished_tasks():
+    """Finished tasks are kept 15 minutes: 64 short ones locked their caller out for that long."""
+    table, caller = TaskTable(), Identity("token", "editor")
+    first = table.open(caller)
+    first.end("completed")
+    for _ in range(MAX_TASKS_PER_CALLER * 2):
+        table.open(caller).end("completed")
+    with pytest.raises(MCPError):
+        table.find(caller, first.id)  # the oldest finished ones made room
+    assert table.open(caller).status == "working"

@@ -56,11 +56,19 @@ def test_a_folder_of_another_model_names_both_settings(tmp_path):
     (tmp_path / "model.onnx").write_bytes(b"weights of all-MiniLM-L6-v2")
     other = FastEmbedder(FastembedSettings(model="sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2",
                                          model_path=str(tmp_path)))
-    with pytest.raises(ModelError, match=r"does not hold the configured model .*paraphrase-multilingual.*"
-                                         r"model_optimized\.onnx; the folder has model\.onnx.*MCP_KB_EMBEDDING_MODEL\)") as wrong:
+    with pytest.raises(ModelError, match=r"holds another model than .*paraphrase-multilingual.*"
+                                         r"model_optimized\.onnx; the folder has model\.onnx\): set "
+                                         r"MCP_KB_EMBEDDING_MODEL to the folder's model") as wrong:
         other.embed_query("x")
-    # what the folder holds decides the models it names (fastembed loads these from model.onnx)
-    assert "sentence-transformers/all-MiniLM-L6-v2" in str(wrong.value)
+    # one line: the models fastembed loads from model.onnx are many, and listed under --verbose
+    assert "--verbose lists" in str(wrong.value) and "thenlper/gte-large" not in str(wrong.value)
+    named = tmp_path / "all-MiniLM-L6-v2"  # a folder named after its model: that one is offered
+    named.mkdir()
+    (named / "model.onnx").write_bytes(b"weights of all-MiniLM-L6-v2")
+    with pytest.raises(ModelError, match=r"to the folder's model \(sentence-transformers/all-MiniLM-L6-v2\?\)"):
+        FastEmbedder(other.config.model_copy(update={"model_path": str(named)})).embed_query("x")
+    (named / "model.onnx").unlink()
+    named.rmdir()
     (tmp_path / "model.onnx").unlink()
     (tmp_path / "onnx").mkdir()
     (tmp_path / "onnx" / "model.onnx").write_bytes(b"weights of another model")

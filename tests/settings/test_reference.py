@@ -1,14 +1,12 @@
 """The configuration reference is written from the settings models: every key of kb.toml is there with its
-description, default and variable, a setting without a description stops it, and the docs page gets it."""
-
-import runpy
+description, default and variable, a setting without a description stops it, and the docs page in the repository holds it as the models write it now."""
 
 import pytest
 from helpers import ROOT
 from pydantic import BaseModel
 
 from mcp_kb.settings import Config
-from mcp_kb.settings.reference import MissingDescription, _table, reference_markdown
+from mcp_kb.settings.reference import MissingDescription, _table, page_with_reference, reference_markdown
 from mcp_kb.settings.values import Strict
 
 
@@ -51,8 +49,14 @@ def test_a_setting_without_a_description_stops_the_reference():
         _table("[example]", Settings)
 
 
-def test_the_docs_page_is_completed_from_the_models_at_build_time():
-    hook = runpy.run_path(str(ROOT / "docs" / "hooks.py"))
+def test_the_docs_page_holds_the_reference_the_models_write_now():
+    """docs/configuration.md carries the reference in the repository (a reader on GitHub sees every key); a setting
+    changed without writing the page again fails here with the command that does."""
     page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
-    built = hook["on_page_markdown"](page, None, None, None)
-    assert hook["GENERATED"] in page and hook["GENERATED"] not in built and reference_markdown() in built
+    assert page_with_reference(page) == page, "docs/configuration.md is not current: python -m mcp_kb.settings.reference"
+    assert reference_markdown() in page
+
+
+def test_a_page_without_the_references_place_is_refused_not_written_over():
+    with pytest.raises(ValueError, match="no place for the reference"):
+        page_with_reference("# Configuration\n\nNo markers here.\n")

@@ -23,7 +23,8 @@ from mcp_kb.api import ReadRequest, SyncRequest
 
 ADMIN, READER, LIMITED = "admin-secret-token-1", "reader-secret-token-2", "limited-secret-token-3"
 INJECTED_NAME = '"><img src=x onerror=alert(2)>'
-INJECTED_TEXT = '<script>alert("x")</script> "><img src=x onerror=alert(3)>'
+# in a code span: the one place a Markdown chunk keeps HTML as written (elsewhere tags are markup, dropped)
+INJECTED_TEXT = '`<script>alert("x")</script> "><img src=x onerror=alert(3)>`'
 BULK_FILES = 300
 
 
@@ -32,6 +33,8 @@ def _site(folder: Path) -> Path:
     docs, notes, bulk = folder / "docs", folder / "notes", folder / "bulk"
     write(docs / f"{INJECTED_NAME}.md", f"# Leave policy\n\nAnnual leave is 25 days a year. {INJECTED_TEXT}\n")
     write(docs / "setup.md", "# Setup\n\nInstall with pip, then run a sync.\n\n## Linux\n\nUse apt for chromium.\n")
+    # in the folder the playground's filter example names (views.filter_example): typed in, that example finds it
+    write(docs / "folder" / "windows.md", "# Windows\n\nInstall with winget, then run a sync.\n")
     for name in ("broken-a.pdf", "broken-b.pdf", f"{INJECTED_NAME}.pdf"):
         (docs / name).write_bytes(b"%PDF-1.4 this is not a PDF")
     write(notes / "leave.md", "# 年假\n\n年假申请需提前三天提交，经理批准后生效。\n")
@@ -295,7 +298,10 @@ def test_mcp_kb_ui_serves_this_machine_without_a_token(site):
         overview = http.get("/")
         rebound = http.get("/", headers={"Host": "evil.example"})
         own_page = http.get("/ui/kb/docs").text
+        past_the_last = http.get("/ui/kb/docs/document", params={"path": "setup.md", "chunk": "1000001"})
     assert f"<dt>Index</dt><dd class=\"path\">{site.parent / 'index'}</dd>" in own_page  # the owner sees where
+    # a chunk number past any a read takes names no passage: the document from its start (was a 500, a traceback)
+    assert past_the_last.status_code == 200 and "Install with pip" in past_the_last.text
     assert overview.status_code == 200
     assert all(f'data-kb="{name}"' in overview.text for name in ("docs", "notes", "bulk"))
     assert rebound.status_code == 421
@@ -545,6 +551,42 @@ def test_the_page_shows_a_kbs_model_health_search_figures_and_syncs(make_app, tm
     assert "<td>ok</td>" in page  # the sync, in the recent syncs
 
 
+def test_the_search_counters_say_what_they_count(make_app, tmp_path):
+    """The page shows one process's search figures (App.search_figures): this server's, or those another server saved
+    when this one has answered none. It says whose, and since when, and that `mcp-kb search` is not counted."""
+    from starlette.testclient import TestClient
+
+    from mcp_kb.api import SearchRequest
+    from mcp_kb.http.edge import Edge
+    from mcp_kb.http.network import rebinding_protection
+    from mcp_kb.ui.routes import page_app
+    from mcp_kb.ui.views import when
+
+    write(tmp_path / "docs" / "leave.md", "# Leave\n\nEmployees apply for annual leave in the HR portal.\n")
+    serving = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
+    serving.sync()
+
+    def pages(app) -> tuple[str, str]:
+        edge = Edge(app.config, None, rebinding_protection("127.0.0.1", []))
+        with TestClient(page_app(app, None, edge), base_url="http://127.0.0.1") as http:
+            return http.get("/").text, http.get("/ui/kb/docs").text
+
+    untouched, _ = pages(serving)
+    for query in ("annual leave", "HR portal"):
+        serving.search("docs", SearchRequest(query=query, mode="keyword"))
+    overview, kb_page = pages(serving)
+    since = when(serving.metrics.snapshot("docs").since)
+    serving.live_stats("docs")  # saves its figures, as a server does now and then
+    restarted, restarted_kb = pages(make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]}))
+
+    assert "no searches answered by this server yet" in untouched
+    assert f"2 searches answered by this server since {since}: p95" in overview
+    assert f"Search figures: 2 searches answered by this server since {since}." in kb_page
+    assert all("Searches run with mcp-kb search are not counted" in page for page in (overview, kb_page))
+    assert f"2 searches answered by another mcp-kb server since {since} (the figures it last saved)" in restarted
+    assert "another mcp-kb server" in restarted_kb
+
+
 def test_the_pages_forms_say_what_the_requests_say(server):
     """The playground's fields and the sync buttons carry the requests' own words, as the tools and the CLI do."""
     from markupsafe import escape
@@ -593,3 +635,98 @@ def test_the_owner_rolls_back_from_the_page_after_confirming_and_a_token_holder_
         refused = admin.post("/ui/kb/docs/rollback", data={"csrf": _csrf(admin.get("/ui/kb/docs").text), "to": "1",
                                                            "confirm": "1"}, headers={"Origin": server})
     assert refused.status_code == 403 and "only the owner rolls back" in refused.text
+
+
+def _submitted(browser, field) -> None:
+    """Send a field's form as its submit button would, and wait for the answer to replace the page."""
+    browser.execute_script("document.body.dataset.sent = 'yes'; arguments[0].form.requestSubmit()", field)
+    until(lambda: browser.execute_script("return document.readyState === 'complete' && document.body && "
+                                         "document.body.dataset.sent === undefined"), what="the form's answer")
+
+
+def test_browser_every_placeholder_typed_into_its_field_is_accepted(server, browser, tmp_path):
+    """A placeholder is an example of its field's input: typed in as it shows and sent, the page answers without an
+    error; the playground's filter example runs the search and narrows it."""
+    from selenium.webdriver.common.by import By
+
+    _sign_in(browser, server, ADMIN)
+    pages = ["/", "/ui/kb/docs", "/ui/kb/docs/search", "/ui/kb/docs/document?path=setup.md"]
+    typed = {}
+    for path in pages:
+        browser.get(server + path)
+        for name in [field.get_attribute("name") for field in browser.find_elements(By.CSS_SELECTOR, "[placeholder]")]:
+            browser.get(server + path)
+            field = browser.find_element(By.NAME, name)
+            example = typed[path, name] = field.get_attribute("placeholder")
+            if path.endswith("/search"):
+                browser.find_element(By.ID, "q").send_keys("install")  # a search's words (the query has no example)
+            field.send_keys(example)
+            _submitted(browser, field)
+            _shot(browser, tmp_path, f"placeholder-{len(typed)}")
+            assert not browser.find_elements(By.CSS_SELECTOR, ".error:not([hidden])"), (path, name, example)
+            assert _heading(browser) != "Not available", (path, name, example)
+    assert ("/ui/kb/docs/search", "filters") in typed  # the playground's filter example was among them
+    prefixes = [line.split("^=", 1)[1] for line in typed["/ui/kb/docs/search", "filters"].splitlines()
+                if line.startswith("path^=")]
+    browser.get(f"{server}/ui/kb/docs/search?q=install")
+    unfiltered = [link.text for link in browser.find_elements(By.CSS_SELECTOR, ".hit .citation a")]
+    browser.find_element(By.ID, "filters").send_keys(typed["/ui/kb/docs/search", "filters"])
+    _submitted(browser, browser.find_element(By.ID, "filters"))
+    filtered = [link.text for link in browser.find_elements(By.CSS_SELECTOR, ".hit .citation a")]
+    assert prefixes and filtered and all(hit.startswith(tuple(prefixes)) for hit in filtered), filtered
+    assert any(not hit.startswith(tuple(prefixes)) for hit in unfiltered), unfiltered  # so the filter did narrow it
+
+
+def test_browser_the_playground_runs_a_filter_search_without_a_query(server, browser, tmp_path):
+    """Mode filter needs no words: the filter example alone lists the passages it matches."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    _sign_in(browser, server, ADMIN)
+    browser.get(f"{server}/ui/kb/docs/search")
+    Select(browser.find_element(By.ID, "mode")).select_by_visible_text("filter")
+    field = browser.find_element(By.ID, "filters")
+    field.send_keys("path^=folder/")
+    _submitted(browser, field)
+    _shot(browser, tmp_path, "filter-mode")
+    assert [link.text for link in browser.find_elements(By.CSS_SELECTOR, ".hit .citation a")] == \
+        ["folder/windows.md › Windows"]
+    assert not browser.find_elements(By.CSS_SELECTOR, ".error")
+
+
+def test_browser_the_mass_delete_box_goes_with_sync_now(browser, tmp_path, embedder):
+    """The box that lets a sync delete most of a KB is in Sync now's form: ticked, Full rebuild does not carry it
+    (the guard refuses), Sync now does (the files that are gone leave the index)."""
+    from selenium.webdriver.common.by import By
+
+    from mcp_kb.app import App
+    from mcp_kb.settings import load_config
+
+    for name in ("a", "b"):
+        write(tmp_path / "docs" / f"{name}.md", f"# {name}\n\nText {name}.\n")
+    config = tmp_path / "kb.toml"
+    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+                      f'paths = ["{tmp_path / "docs"}"]\n', encoding="utf-8")
+    App(load_config(config), embedder=embedder).sync()
+    for name in ("a", "b"):
+        (tmp_path / "docs" / f"{name}.md").unlink()  # all gone: the guard asks for a confirmation
+    with serve_page(config) as (port, _stderr), httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+        def pressed(button: str, outcome: str) -> dict:
+            # by its outcome, which differs from the last one's: two syncs may end within one second (last_sync's)
+            browser.get(f"http://127.0.0.1:{port}/ui/kb/docs")
+            browser.find_element(By.NAME, "allow_mass_delete").click()
+            browser.find_element(By.ID, button).click()
+            return until(lambda: (kb := http.get("/ui/status.json").json()[0])["last_outcome"] == outcome
+                         and not kb["sync_running"] and kb, 120, 0.2, what=f"the sync {button} started")
+
+        browser.delete_all_cookies()
+        browser.get(f"http://127.0.0.1:{port}/ui/kb/docs")
+        in_form = browser.execute_script("const box = document.querySelector('[name=allow_mass_delete]');"
+                                         "return [...box.form.elements].filter(e => e.type === 'submit').map(e => e.id)")
+        _shot(browser, tmp_path, "sync-buttons")
+        rebuilt = pressed("rebuild", "failed")
+        synced = pressed("sync", "ok")
+    assert in_form == ["sync"]
+    assert rebuilt["last_outcome"] == "failed" and "would delete 2 of its 2 documents" in rebuilt["last_error"]
+    assert rebuilt["files"] == 2
+    assert synced["last_outcome"] == "ok" and synced["files"] == 0

@@ -10,12 +10,11 @@ import yaml
 from markdown_it import MarkdownIt
 
 from ..document import Block, Document
+from .markup import heading_text, readable
 from .text import read_text
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)---[ \t]*(?:\n|\Z)", re.S)
 _ATOMIC = {"fence", "code_block", "table_open"}
-# `{ #anchor }` ids (as in the FastAPI docs) are noise in a heading path.
-_HEADING_ANCHOR = re.compile(r"\s*\{\s*#[^}]*\}\s*$")
 # Only block structure is needed: skipping inline parsing halves the parse time.
 _MARKDOWN = MarkdownIt("commonmark").enable("table").disable("inline")
 
@@ -54,7 +53,7 @@ def _blocks(body: str, line_offset: int) -> tuple[list[Block], str | None]:
             continue
         if token.type == "heading_open":
             level = int(token.tag[1])
-            heading = _HEADING_ANCHOR.sub("", tokens[index + 1].content).strip()
+            heading = heading_text(tokens[index + 1].content)
             headings = [h for h in headings if h[0] < level] + [(level, heading)]
             if level == 1 and first_h1 is None:
                 first_h1 = heading
@@ -63,6 +62,8 @@ def _blocks(body: str, line_offset: int) -> tuple[list[Block], str | None]:
             continue
         start, end = token.map
         block_text = "\n".join(lines[start:end]).strip()
+        if token.type != "code_block":  # indented code has no markup to drop
+            block_text = readable(block_text)
         if not block_text:
             continue
         blocks.append(Block(

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import logging
+import re
+from dataclasses import replace
 from pathlib import Path
 
 from pypdf import PageObject, PdfReader
 from pypdf.errors import FileNotDecryptedError, PdfReadError, PyPdfError
 
 from .. import ocr as engine
-from ..document import Document
+from ..document import Block, Document
 from ...errors import ParseError
 from .bounds import check_time
 from .text import paragraph_blocks
 
 
-
 MAX_OCR_PAGES = 500  # scanned pages read per document; a scan longer than this is cut, with a note
+# A word and a hyphen ending a line, then the word starting the next line. Both match from a word's start only:
+# tried inside a long run of letters (Chinese has no spaces), each would cost the rest of the run.
+_LINE_END_HYPHEN = re.compile(r"(?<![\w-])(\w+(?:-\w+)*)-[ \t]*\n[ \t]*(\w+)")
+_HYPHENATED = re.compile(r"(?<![\w-])\w+(?:-\w+)+")
 
 
 def parse(path: Path, doc_id: str, ocr: bool = True) -> Document:
@@ -43,6 +48,7 @@ def parse(path: Path, doc_id: str, ocr: bool = True) -> Document:
         if not page_blocks:
             empty_pages.append(number)
         blocks.extend(page_blocks)
+    blocks = _rejoin_broken_words(blocks)
     if not blocks:
         if failed_pages and not empty_pages:
             raise ParseError("parse error: no page's text could be extracted (malformed PDF)")
@@ -56,6 +62,26 @@ def parse(path: Path, doc_id: str, ocr: bool = True) -> Document:
         notes.append(f"pages that could not be read: {_ranges(failed_pages)}")
     return Document(doc_id, "pdf", _title(reader, path), tuple(blocks), {"ocr": True} if ocr_pages else {},
                     notes=tuple(notes), ocr_pages=len(ocr_pages), pages=len(reader.pages))
+
+
+def _rejoin_broken_words(blocks: list[Block]) -> list[Block]:
+    """Blocks whose words broken at a line-end hyphen are whole again, so keyword search finds `dan-` / `gerous`
+    as "dangerous". The line break goes whether the hyphen stays or not: it never stood for a space."""
+    hyphenated = {word.lower() for block in blocks for word in _HYPHENATED.findall(block.text)}
+
+    def rejoined(match: re.Match[str]) -> str:
+        first, second = match.groups()
+        compound = f"{first}-{second}"
+        return compound if _keeps_hyphen(first, second, compound.lower() in hyphenated) else first + second
+    return [replace(block, text=_LINE_END_HYPHEN.sub(rejoined, block.text)) for block in blocks]
+
+
+def _keeps_hyphen(first: str, second: str, written_hyphenated: bool) -> bool:
+    """Whether the hyphen at a line end belongs to the text: a typesetter breaks a word between lower-case letters
+    (`dan-|gerous`, `Abbil-|dung`); `COVID-|19`, `HIV-|positive`, `well-|Known`, `state-of-the-|art` (TeX breaks a
+    word that has a hyphen only there) and a compound the document writes whole elsewhere (`well-known`) keep it."""
+    typeset_break = first[-1].islower() and second[0].islower() and "-" not in first
+    return not typeset_break or written_hyphenated
 
 
 def _page_image_text(page: PageObject) -> str:
