@@ -33,6 +33,9 @@ def _load(config_path: str | None) -> Config:
     path, named = config_target(config_path)
     # what the command's remedies must repeat to work pasted elsewhere: the index, and the model offline machines need
     variables = {name: environment(name) or "" for name in (ENV_STORAGE, ENV_MODEL, ENV_MODEL_PATH)}
+    if path.is_dir() and (path / "kb.toml").is_file():  # a project's folder: its own config, not its files
+        path = path / "kb.toml"
+        click.echo(f"using {printable(str(path))}", err=True)
     if path.is_dir():
         config = config_for_folder(path)
         [kb] = config.kb
@@ -134,6 +137,7 @@ def main(verbose: bool) -> None:
 
     Example:
 
+    \b
         mcp-kb serve ./docs            # one folder, no config
 
         mcp-kb sync -c kb.toml         # index every configured KB
@@ -153,6 +157,7 @@ def check(config_path: str | None, as_json: bool) -> None:
 
     Example:
 
+    \b
         mcp-kb check -c kb.toml
     """
     app = _app(config_path)
@@ -198,6 +203,7 @@ def chunks(file: Path, config_path: str | None, as_json: bool) -> None:
 
     Example:
 
+    \b
         mcp-kb chunks docs/guide.md
     """
     from .api import App
@@ -227,6 +233,7 @@ def init(folder: str, config_path: str) -> None:
 
     Example:
 
+    \b
         mcp-kb init ./handbook && mcp-kb sync
     """
     from .settings import write_starter
@@ -260,6 +267,7 @@ def sync(kb: str | None, full: bool, reembed: bool, wait: bool, allow_mass_delet
 
     Example:
 
+    \b
         mcp-kb sync policy_docs
         mcp-kb sync policy_docs --tag before-migration
         mcp-kb sync --engine ray --address head-node:6379
@@ -297,6 +305,7 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
 
     Example:
 
+    \b
         mcp-kb status
     """
     name, config = _kb_or_folder(kb, config_path)
@@ -311,8 +320,9 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
     click.echo(f"embedding model {app.config.embedding.model}: {source}")
     for item in statuses:
         model = item.model.name if item.model else "-"
+        outcome = f"{item.last_outcome}, {len(item.failed)} failed" if item.failed else item.last_outcome
         click.echo(f"{item.name}: {item.files} files, {item.chunks} chunks; last sync "
-                   f"{item.last_sync or 'never'} ({item.last_outcome}); model {model}; "
+                   f"{item.last_sync or 'never'} ({outcome}); model {model}; "
                    f"index {item.index_state or '-'}")
         for repository, commit in item.commits.items():
             click.echo(f"  {repository} at commit {commit}")
@@ -321,8 +331,8 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
                        else "  syncing now: reading its sources")
         if item.health:
             click.echo(f"  {_hit_rates(item.health)}")
-        if item.last_error:
-            click.echo(f"  last error: {item.last_error}")
+        if item.last_error:  # recorded for every caller, places named by what they are: the owner reads them
+            click.echo(f"  last error: {app.config.located(item.last_error)}")
         for failure in item.failed:
             click.echo(f"  failed {failure.path}: {failure.reason}")
 
@@ -340,6 +350,7 @@ def stats(kb: str | None, config_path: str | None, as_json: bool, callers: bool)
 
     Example:
 
+    \b
         mcp-kb stats policy_docs
 
         mcp-kb stats --callers
@@ -421,6 +432,7 @@ def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: 
 
     Example:
 
+    \b
         mcp-kb search policy_docs "how do I apply for annual leave" --filter doc_type=policy
         mcp-kb search policy_docs "annual leave" --as-of before-migration
     """
@@ -459,6 +471,7 @@ def read(kb: str, path: str, section: str | None, pages: str | None, lines: str 
 
     Example:
 
+    \b
         mcp-kb read policy_docs leave.md --section "Annual leave"
     """
     from .api import parse_request, ReadRequest, read_text
@@ -493,6 +506,7 @@ def list_documents(kb: str, path: str, outline: bool, sort: str, limit: int | No
 
     Example:
 
+    \b
         mcp-kb ls policy_docs "hr/**/*.md" --sort changed
     """
     from .api import BrowseRequest, browse_text, parse_request
@@ -521,6 +535,7 @@ def versions(kb: str, config_path: str | None, as_json: bool) -> None:
 
     Example:
 
+    \b
         mcp-kb versions policy_docs
     """
     from .api import versions_text
@@ -546,6 +561,7 @@ def tag(kb: str, name: str, number: int | None, remove: bool, config_path: str |
 
     Example:
 
+    \b
         mcp-kb tag policy_docs before-migration
         mcp-kb tag policy_docs before-migration --remove
     """
@@ -569,6 +585,7 @@ def rollback(kb: str, target: str, config_path: str | None) -> None:
 
     Example:
 
+    \b
         mcp-kb rollback policy_docs --to before-migration
     """
     name, config = _kb_or_folder(kb, config_path)
@@ -604,6 +621,7 @@ def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Pa
 
     Example:
 
+    \b
         mcp-kb eval docs --queries q.jsonl --qrels qrels.tsv --mode all
 
         mcp-kb eval docs --self --sample 200
@@ -652,6 +670,7 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
 
     Example:
 
+    \b
         mcp-kb serve ./docs
 
         mcp-kb serve -c kb.toml --transport http --port 8765
@@ -675,6 +694,7 @@ def ui(folder: str | None, config_path: str | None, port: int) -> None:
 
     Example:
 
+    \b
         mcp-kb ui -c kb.toml
     """
     from .api import App
@@ -695,6 +715,7 @@ def watch(kb: str | None, config_path: str | None) -> None:
 
     Example:
 
+    \b
         mcp-kb watch -c kb.toml
     """
     from .api import App
@@ -718,6 +739,7 @@ def model() -> None:
 
     Example:
 
+    \b
         mcp-kb model fetch
     """
 
@@ -731,6 +753,7 @@ def fetch(target: Path | None, config_path: str | None) -> None:
 
     Example:
 
+    \b
         mcp-kb model fetch --to ./models/embedding
     """
     from .api import fetch_models, model_source

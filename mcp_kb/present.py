@@ -9,6 +9,7 @@ from __future__ import annotations
 from .history import KBVersion
 from .reader import BrowseOutput, ReadOutput
 from .records import SyncReport
+from .text import clipped
 from .search import SearchResult
 from .vocabulary import HEADING_SEPARATOR, READ_TOOL, citation_marker
 
@@ -90,17 +91,20 @@ def sync_text(reports: list[SyncReport]) -> str:
 
 def _synced(report: SyncReport) -> str:
     said = (f"{report.kb}: {report.files_added} added, {report.files_changed} changed, {report.files_deleted} "
-            f"removed, {report.files_failed} failed, in {report.seconds.get('total', 0.0):.1f} s")
+            f"deleted, {report.files_unchanged} unchanged, {report.files_failed} failed, in "
+            f"{report.seconds.get('total', 0.0):.1f} s")
     if report.rebuilt:
         said += f" (rebuilt from scratch: {report.rebuilt})"
     if report.failures:
-        named = ", ".join(problem.path for problem in report.failures[:_FAILED_NAMED])
+        named = "; ".join(f"{problem.path} ({clipped(problem.reason, _REASON_CHARS)})"
+                          for problem in report.failures[:_FAILED_NAMED])
         more = len(report.failures) - _FAILED_NAMED
-        said += f"; failed: {named}{f' and {more} more' if more > 0 else ''} (the reports say why)"
+        said += f". Failed: {named}{f'; and {more} more (the reports list them)' if more > 0 else ''}"
     return said + "."
 
 
-_FAILED_NAMED = 3  # failed files a sync's sentence names; the report lists every one with its reason
+_FAILED_NAMED = 3  # failed files a sync's sentence names with why; the report lists every one
+_REASON_CHARS = 120
 
 
 def _as_of(answer: BrowseOutput) -> str:

@@ -27,6 +27,7 @@ from .ingest.git.citations import repo_file
 from .ingest.reading import Section, outline_of
 from .ingest.sources import rooted_id_patterns
 from .lru import BoundedLRU
+from .text import clipped
 from .models.base import TokenCounter
 from .requests import BrowseRequest, ReadRequest
 from .settings import KBConfig
@@ -430,13 +431,13 @@ def _entries(answer: BrowseOutput) -> int:
 def _entry(row: dict[str, Any], kb: KBConfig) -> DocumentEntry:
     # A repository's file has no time of its own: its fingerprint's second number is its blob id, not a time.
     changed = "" if repo_file(kb, row["path"]) else _utc(row["mtime_ns"])
-    return DocumentEntry(path=row["path"], title=_clipped(row["title"]), kind=row["kind"], size=row["size"],
+    return DocumentEntry(path=row["path"], title=clipped(row["title"], _TITLE_CHARS), kind=row["kind"], size=row["size"],
                          pages=row["pages"], chunks=row["chunks"], tokens=row["tokens"], lines=row["lines"],
                          changed=changed, synced=row["synced_at"])
 
 
 def _outline_entry(document: _Document, section: Section, heading: str) -> OutlineEntry:
-    return OutlineEntry(heading=_clipped(heading, _TITLE_CHARS * len(section.path)),
+    return OutlineEntry(heading=clipped(heading, _TITLE_CHARS * len(section.path)),
                         depth=len(section.path), line_start=document.line_of(section.start),
                         line_end=document.line_of(max(section.end - 1, section.start)),
                         page_start=document.page_of(section.start), page_end=document.page_of(section.end - 1),
@@ -472,7 +473,7 @@ def _find_section(document: _Document, asked: str) -> Section:
     listed = "; ".join(_headings(sections)[:_SECTIONS_NAMED])
     more = f" (and {len(sections) - _SECTIONS_NAMED} more: list_documents with outline lists them)" \
         if len(sections) > _SECTIONS_NAMED else ""
-    has = f"its sections: {_clipped(listed, 2_000)}{more}" if sections else "it has no headings; read it by lines"
+    has = f"its sections: {clipped(listed, 2_000)}{more}" if sections else "it has no headings; read it by lines"
     raise SearchError(f"{document.row['path']} has no section {_shown(asked)}; {has}")
 
 
@@ -533,10 +534,6 @@ def _utc(mtime_ns: int) -> str:
     return dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if mtime_ns else ""
 
 
-def _clipped(text: str, limit: int = _TITLE_CHARS) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
 def _shown(value: str) -> str:
-    return repr(_clipped(value, 200))
+    return repr(clipped(value, 200))
 

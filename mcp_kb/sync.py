@@ -20,7 +20,7 @@ import numpy as np
 
 from .settings import Config, KBConfig, SyncEngineConfig
 from .digest import file_sha256
-from .errors import KBError, MassDeleteError, ModelError, StoreError
+from .errors import KBError, MassDeleteError, ModelError, StoreError, SyncCancelled
 from .history import check_tag, forget_generation, prune as prune_versions, record as record_version, settled_state
 from .index.contract import FileRecord, Store, new_generation
 from .index.keywords import ANALYZER_VERSION
@@ -162,7 +162,8 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
     except Exception as exc:
         error = str(exc) if isinstance(exc, KBError) else f"{type(exc).__name__}: {exc}"
         # Every caller who sees the KB reads the record: the index's and the cluster's places stay out of it.
-        _record_failure(store, kb.name, started, config.unlocated(error), report)
+        _record_failure(store, kb.name, started, config.unlocated(error), report,
+                        outcome="interrupted" if isinstance(exc, SyncCancelled) else "failed")
         raise
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM where the command turns it into one
         wanted = report.files_added + report.files_changed

@@ -69,3 +69,8 @@ def name_text(name: str) -> str:
 def is_text(name: str) -> bool:
     """Whether a name is UTF-8 text (not one in other bytes, held as surrogates)."""
     return name_text(name) == name
+
+
+def clipped(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, an ellipsis saying so."""
+    return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -564,6 +564,10 @@ def test_a_model_folder_that_does_not_exist_is_said_so(project):
     assert synced.returncode == 1
     assert synced.stderr.startswith(f"Error: the model folder {project / 'no-such-model'} does not exist; "), \
         synced.stderr
+    status = subprocess.run([sys.executable, "-m", "mcp_kb", "status", "-c", str(project / "kb.toml")], env=env,
+                            capture_output=True, text=True, timeout=300)
+    # recorded for every caller with the folder named by what it is; its owner reads where it is
+    assert f"last error: the model folder {project / 'no-such-model'} does not exist" in status.stdout, status.stdout
 
 
 @pytest.mark.parametrize(("name", "offered"), [("my docs", "my_docs"), ("Team Handbook v2.1", "Team_Handbook_v2_1"),
@@ -575,3 +579,35 @@ def test_a_kb_name_that_is_refused_comes_with_a_valid_one_to_use(tmp_path, name,
                              text=True, env=os.environ.copy(), timeout=300)
     assert checked.returncode == 1 and f"must be 1-64 letters, digits, '_' or '-' (e.g. '{offered}')" in \
         checked.stderr, checked.stderr
+
+
+def test_two_projects_initialised_alike_keep_their_own_index(tmp_path, monkeypatch):
+    """Every kb.toml without `storage` shares the per-user data folder, where KBs of one name are one KB: a second
+    project's `docs` read the first one's, and its sync offered to delete them. `init` keeps the index beside."""
+    monkeypatch.delenv("MCP_KB_STORAGE", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    for project, files in (("first", 3), ("second", 1)):
+        for number in range(files):
+            write(tmp_path / project / "docs" / f"n{number}.md", f"# Note {number}\n\nProject {project} note.\n")
+        monkeypatch.chdir(tmp_path / project)
+        assert _run("init").exit_code == 0
+        synced = CliRunner().invoke(main, ["sync"])
+        assert synced.exit_code == 0 and f"docs: {files} added" in synced.output, synced.output
+    for project, files in (("first", 3), ("second", 1)):
+        monkeypatch.chdir(tmp_path / project)
+        assert f"docs: {files} files" in _run("status").output
+    assert (tmp_path / "first" / ".mcp-kb").is_dir() and not (tmp_path / "data").exists()
+
+
+def test_a_folder_holding_a_kb_toml_is_read_by_it(project):
+    """`-c PROJECT` indexed the project's files (kb.toml among them) as a folder of documents."""
+    assert _run("sync").exit_code == 0
+    status = CliRunner().invoke(main, ["status", "-c", str(project)])
+    assert status.exit_code == 0 and "docs: 2 files" in status.output and f"using {project / 'kb.toml'}" in \
+        status.output, status.output
+
+
+def test_help_shows_each_example_on_a_line_of_its_own():
+    """click re-wraps a paragraph: the examples ran together ("mcp-kb sync policy_docs     mcp-kb sync …")."""
+    shown = _run("sync", "--help").output
+    assert "\n      mcp-kb sync policy_docs\n      mcp-kb sync policy_docs --tag before-migration\n" in shown, shown

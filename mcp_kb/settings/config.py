@@ -137,6 +137,12 @@ class Config(Strict):
             text = text.replace(form, spelled[form])
         return text
 
+    def located(self, text: str) -> str:
+        """`text` as unlocated left it, with the places put back: what the owner reads (`mcp-kb status`)."""
+        for place, what in self._places().items():  # the storage's URI comes after its endpoints: it wins
+            text = text.replace(what, place)
+        return text
+
     def _places(self) -> dict[str, str]:
         """The owner's places, and what a remote caller reads instead (a remedy quotes the config file's path)."""
         endpoints = {value: "<storage>" for name, value in self.storage.options.items() if "endpoint" in name}

@@ -193,7 +193,7 @@ async def test_sync_tool_sends_progress_and_returns_the_report(app, folders):
     assert result.structured_content["summary"].startswith("api_docs: 1 added, 0 changed, 0 deleted, ")
     # the text an LLM reads is a sentence, not the record's JSON (40 lines for one KB)
     [text] = [part.text for part in result.content]
-    assert re.fullmatch(r"api_docs: 1 added, 0 changed, 0 removed, 0 failed, in \d+\.\d s\.", text), text
+    assert re.fullmatch(r"api_docs: 1 added, 0 changed, 0 deleted, 1 unchanged, 0 failed, in \d+\.\d s\.", text), text
     assert progress and progress[-1][0] == progress[-1][1] == 1
     assert found.structured_content["results"][0]["source"] == "errors.md"
 
@@ -809,5 +809,6 @@ def test_a_stdio_server_whose_client_closes_stdin_leaves_within_seconds_during_i
     [status] = app.status("docs")
     assert code == 0 and took < 15, (code, took, process.stderr.read())
     assert 32 <= status.files < 600 and "the server is stopping" in status.last_error, status  # whole batches kept
+    assert status.last_outcome == "interrupted"
     [report] = app.sync()
     assert report.files_added == 600 - status.files and report.files_failed == 0
