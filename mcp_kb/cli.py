@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.decorators import FC
 
-from .api import (__version__, BROWSE_LIMIT_MAX, FILTER_SYNTAX, LOOPBACK, BrowseRequest, KBError,
-                  KBStats, option_help, pace, printable, ReadRequest, rebuild_option, work_kept, remember_invocation, SearchRequest, sync_remedy,
-                  SyncRequest)
+from .api import (__version__, BROWSE_LIMIT_MAX, FILTER_SYNTAX, LOOPBACK, BrowseRequest, KBError, KBStats, option_help,
+                  pace, printable, ReadRequest, rebuild_option, remember_invocation, SearchRequest, sync_remedy,
+                  SyncRequest, work_kept)
 from .signals import sigterm_interrupts
 from .settings import (ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, ENV_STORAGE, HEALTHY_HIT_RATE, MODES, RANKED_MODES, TRANSPORTS,
                        Config, ServerConfig, build_config, config_for_folder, config_target, environment, load_config)

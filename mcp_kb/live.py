@@ -47,6 +47,7 @@ class SyncRunner:
         self.syncs_started = 0  # how many syncs were asked for (the debounce tests count them)
         # Set when the server stops: a running sync ends at its next progress report, keeping what it committed.
         self.stopping = threading.Event()
+        self.syncing = 0  # this runner's syncs in their threads now
         # This process's syncs that wait for a running one queue here, as tasks: each waiting in a worker thread
         # (for the index's writer lock) would take the threads searches need, one per caller that asked.
         self._turn = anyio.Lock()
@@ -60,13 +61,20 @@ class SyncRunner:
         progress = self._stoppable(progress)
         try:
             if not request.wait:
-                return await anyio.to_thread.run_sync(lambda: self.app.sync(request, progress))
+                return await self._in_thread(request, progress)
             async with self._turn:
-                return await anyio.to_thread.run_sync(lambda: self.app.sync(request, progress))
+                return await self._in_thread(request, progress)
         finally:
             if self.notify:
                 for name in names:
                     await self.notify(name)
+
+    async def _in_thread(self, request: SyncRequest, progress: Progress) -> list[SyncReport]:
+        self.syncing += 1
+        try:
+            return await anyio.to_thread.run_sync(lambda: self.app.sync(request, progress))
+        finally:
+            self.syncing -= 1
 
     def stop(self) -> None:
         """The server stops (its client closed stdin, a signal): a running sync ends at its next progress report,

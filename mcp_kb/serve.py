@@ -71,7 +71,7 @@ async def _serve_stdio(server: MCPServer, waiting: str) -> None:
     `waiting` is said once both stop it."""
     served = threading.Event()
     if runner := getattr(server, "sync_runner", None):
-        threading.Thread(target=_leave_a_sync_behind, args=(runner.stopping, served), daemon=True).start()
+        threading.Thread(target=_leave_a_sync_behind, args=(runner, served), daemon=True).start()
     try:
         async with anyio.create_task_group() as group:
             await group.start(_stop_on_signal, group.cancel_scope)
@@ -82,12 +82,13 @@ async def _serve_stdio(server: MCPServer, waiting: str) -> None:
         served.set()
 
 
-def _leave_a_sync_behind(stopping: threading.Event, served: threading.Event) -> None:
+def _leave_a_sync_behind(runner: SyncRunner, served: threading.Event) -> None:
     """A client stops a stdio server by closing its stdin and expects it gone: once the server stops, a running
     sync has until its next progress report, within _SYNC_STOP_SECONDS, to end; past that the server leaves
-    without it. Cut short, it keeps what it committed, and the next sync goes on from there."""
-    stopping.wait()
-    if not served.wait(_SYNC_STOP_SECONDS):
+    without it. Cut short, it keeps what it committed, and the next sync goes on from there. (A model still
+    loading holds the exit by design: no sync, no hurry.)"""
+    runner.stopping.wait()
+    if runner.syncing and not served.wait(_SYNC_STOP_SECONDS):
         print(f"mcp-kb: stopped; the running sync was cut short: {SYNC_WORK_KEPT}", file=sys.stderr, flush=True)
         os._exit(0)
 

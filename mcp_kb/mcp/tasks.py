@@ -148,14 +148,11 @@ class TaskTable:
 
     def _make_room(self, owner: Identity) -> None:
         """A caller at MAX_TASKS_PER_CALLER lets go of its oldest finished task (one that syncs after each edit
-        would otherwise be refused for TTL_MS); TaskRefused when every task it holds is working."""
+        would otherwise be refused for TTL_MS); at most MAX_WORKING_PER_CALLER of its tasks work, so one has ended."""
         held = [task for task in self._tasks.values() if task.owner == owner]
-        if len(held) < MAX_TASKS_PER_CALLER:
-            return
-        ended = [task for task in held if task.ended_at is not None]
-        if not ended:
-            raise TaskRefused(f"you hold {len(held)} sync tasks, the most a caller may; cancel one (tasks/cancel)")
-        del self._tasks[min(ended, key=lambda task: task.ended_at or 0.0).id]
+        if len(held) >= MAX_TASKS_PER_CALLER:
+            ended = [task for task in held if task.ended_at is not None]
+            del self._tasks[min(ended, key=lambda task: task.ended_at or 0.0).id]
 
     def find(self, owner: Identity, task_id: str) -> SyncTask:
         """The caller's task `task_id`; an unknown, expired or another caller's id is the same error."""
