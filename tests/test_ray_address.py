@@ -72,6 +72,12 @@ def _command(*arguments: str, env: dict[str, str] | None = None) -> subprocess.C
                           timeout=DEADLINE)
 
 
+def _sync_with_the_address_in_the_file(tmp_path: Path, address: str) -> tuple[Path, str, float]:
+    """A kb.toml syncing on Ray at `address`, and its failing sync's stderr and seconds (Ray may dial loopback)."""
+    config = _config(tmp_path, f'engine = "ray"\nray_address = "{address}"')
+    return (config, *_sync(config, env=LOOPBACK))
+
+
 def _one_line(stderr: str) -> str:
     """The error line: click's `Error: ...`, the only line the failure writes."""
     lines = [line for line in stderr.splitlines() if line.strip()]
@@ -288,8 +294,7 @@ def test_an_address_where_no_ray_answers_fails_the_sync_within_seconds_in_one_li
         tmp_path, kind, scheme, said):
     with _listener(kind) as where:
         address = scheme + where
-        config = _config(tmp_path, f'engine = "ray"\nray_address = "{address}"')
-        stderr, seconds = _sync(config, env=LOOPBACK)
+        config, stderr, seconds = _sync_with_the_address_in_the_file(tmp_path, address)
     line = _one_line(stderr)
     assert line.startswith(f"Error: cannot join the Ray cluster at {address}: {said}"), line
     assert line.endswith(f"([sync] ray_address in {config})"), line
@@ -319,8 +324,7 @@ def test_a_ray_that_refuses_this_process_fails_the_sync_at_once_saying_it_wants_
     then said nothing of a token."""
     with _fake_ray(_refusing(code)) as (where, _):
         address = scheme + where
-        config = _config(tmp_path, f'engine = "ray"\nray_address = "{address}"')
-        stderr, seconds = _sync(config, env=LOOPBACK)
+        config, stderr, seconds = _sync_with_the_address_in_the_file(tmp_path, address)
     assert _one_line(stderr) == (
         f"Error: cannot join the Ray cluster at {address}: the cluster refuses this process ({code}): it asks for "
         "Ray's token; set RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN (or in a file "
@@ -356,8 +360,7 @@ def test_a_join_that_ray_itself_fails_says_so_in_one_line_naming_the_setting(tmp
     """A server that answers the probe as a Ray does, and nothing more: ray.init's failure, in Ray's words."""
     with _fake_ray(_ray_on_the_surface) as (where, _):
         address = scheme + where
-        config = _config(tmp_path, f'engine = "ray"\nray_address = "{address}"')
-        stderr, seconds = _sync(config, env=LOOPBACK)
+        config, stderr, seconds = _sync_with_the_address_in_the_file(tmp_path, address)
     line = _one_line(stderr)
     assert line.startswith(f"Error: cannot join the Ray cluster at {address}: "), line
     assert line.endswith(f"([sync] ray_address in {config})"), line
