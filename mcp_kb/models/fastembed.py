@@ -8,10 +8,9 @@ import gc
 import json
 import logging
 import os
-import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import numpy as np
 from loguru import logger
@@ -22,6 +21,7 @@ from ..digest import model_file_sha256
 from ..errors import ModelError
 from .base import Embedder, ModelIdentity, Reranker
 from .identities import RememberedModel, remember_model, remembered_model
+from .onnx_session import OnnxSession, Recipe, truncation_length
 from .quantize import CHECK_TEXTS, Int8Copy, int8_copy
 from .pause import PauseAfterFailure
 
@@ -62,6 +62,7 @@ class FastEmbedder(Embedder):
         self._int8: Int8Copy | None = None  # with quantize = "int8": what became of the copy
         self._fp32_folder: Path | None = None  # with quantize = "int8": the configured model's own folder
         self._identity: ModelIdentity | None = None
+        self._session: OnnxSession | None = None  # serving: the model run without fastembed (onnx_session.py)
         self._failure = PauseAfterFailure[ModelError](_RETRY_LOAD_AFTER_SECONDS)
         self.calls = 0
 
@@ -111,7 +112,7 @@ class FastEmbedder(Embedder):
         if identity.file_hash and (self._int8 is None or self._int8.lasting):
             fp32_folder = self._fp32_folder or Path(inner._model_dir)
             weights = sorted({onnx_file, fp32_folder / inner.model_description.model_file})  # a copy's, its source's
-            remember_model(memory_key(self.config), identity, weights, fp32_folder)
+            remember_model(memory_key(self.config), identity, weights, fp32_folder, recipe_of(described))
         return identity
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
@@ -132,7 +133,8 @@ class FastEmbedder(Embedder):
 
     def embed_query(self, text: str) -> np.ndarray:
         try:
-            vector = next(iter(self.model.query_embed(text)))
+            session = self._served_session()
+            vector = session.embed([text])[0] if session else next(iter(self.model.query_embed(text)))
         except ModelError:
             raise
         except Exception as exc:
@@ -144,13 +146,51 @@ class FastEmbedder(Embedder):
         # queries as fast (2.0 ms); batches of a sync ran 10-20 % slower, so a sync keeps the arena.
         self._arena = False
 
+    def _served_session(self) -> OnnxSession | None:
+        """Serving queries, the model run without importing fastembed, when how fastembed runs it is remembered
+        (recipe_of); None: through fastembed (not remembered yet, another runtime, or a GPU)."""
+        if self._arena:
+            return None
+        with _FASTEMBED_LOCK:
+            if self._session is None and self._model is None:
+                remembered = _remembered(self.config)
+                if remembered is None or remembered.recipe is None or _use_cuda(self.config):
+                    return None
+                if failure := self._failure.recent():
+                    raise failure
+                try:
+                    # One thread per query unless configured: a server answers many queries at once.
+                    self._session = OnnxSession(remembered.recipe, self.config.threads or 1, arena=False)
+                except ModelError as exc:
+                    self._failure.failed(exc)
+                    raise
+            return self._session
+
     def release(self) -> None:
         with _FASTEMBED_LOCK:
-            if self._model is None:
+            if self._model is None and self._session is None:
                 return
-            self._model = None
+            self._model = self._session = None
         gc.collect()  # the session sits in reference cycles of fastembed's objects
         _return_free_heap()
+
+
+def recipe_of(loaded: TextEmbedding) -> Recipe | None:
+    """How fastembed runs the model it loaded, for onnx_session.py: its pooling and normalization are those of
+    its model class. Only the classes whose input and output are OnnxTextModel's plain ones, by exact class (a
+    subclass may change either), and only a model in one file; None for any other: served through fastembed."""
+    from fastembed.text.onnx_embedding import OnnxTextEmbedding
+    from fastembed.text.pooled_embedding import PooledEmbedding
+    from fastembed.text.pooled_normalized_embedding import PooledNormalizedEmbedding
+
+    recipes: dict[type, tuple[Literal["cls", "mean"], bool]] = {
+        OnnxTextEmbedding: ("cls", True), PooledEmbedding: ("mean", False), PooledNormalizedEmbedding: ("mean", True)}
+    inner = _files(loaded)
+    found = recipes.get(type(inner))
+    described = inner.model_description
+    if found is None or described.additional_files or getattr(inner, "ONNX_OUTPUT_NAMES", None) is not None:
+        return None
+    return Recipe(Path(inner._model_dir), described.model_file, *found)
 
 
 def memory_key(config: FastembedSettings) -> str:
@@ -454,17 +494,6 @@ class ModelTokenizer:
         """Share of tokens the model cannot read (e.g. Chinese for an English-only model)."""
         tokens = self._loaded.encode(text, add_special_tokens=False).tokens
         return sum(token == self.unknown_token for token in tokens) / len(tokens) if tokens else 0.0
-
-
-def truncation_length(settings: dict[str, Any]) -> int:
-    """Where fastembed cuts a text, by its own rule (fastembed.common.preprocessor_utils): the smaller of the
-    usable `model_max_length` and `max_length` of tokenizer_config.json. Read here rather than by its loader,
-    which imports all of fastembed; tests/models/test_embedding.py holds the two equal."""
-    usable = [value for value in (settings.get("model_max_length"), settings.get("max_length"))
-              if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= sys.maxsize]
-    if not usable:
-        raise ValueError("tokenizer_config.json gives no usable model_max_length or max_length")
-    return min(usable)
 
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # what ModelTokenizer must have

@@ -20,6 +20,7 @@ from typing import Any
 from ..files import write_atomically
 from ..settings import cache_root
 from .base import ModelIdentity
+from .onnx_session import Recipe
 
 _FILE_NAME = "model-identities.json"
 _KEEP = 32  # identities kept; the oldest is forgotten first
@@ -29,31 +30,36 @@ _KEEP = 32  # identities kept; the oldest is forgotten first
 class RememberedModel:
     identity: ModelIdentity
     folder: Path  # the model's folder: its weights and its tokenizer
+    recipe: Recipe | None  # how to run it without fastembed (onnx_session.py); None: only fastembed can
 
 
 def remembered_model(key: str, cache: Path | None = None) -> RememberedModel | None:
     """The model remembered for `key`, while its weights files are unchanged; None otherwise."""
     record = _records(cache).get(key)
     try:
-        if record is None or any(_file_version(Path(file)) != version for file, version in record["files"]):
+        # A record without "recipe" was written before recipes were: worked out again, once.
+        if record is None or "recipe" not in record or any(_file_version(Path(file)) != version
+                                                           for file, version in record["files"]):
             return None
         identity = ModelIdentity(str(record["name"]), int(record["dimension"]), str(record["file_hash"]))
-        return RememberedModel(identity, Path(record["folder"]))
+        recipe = Recipe.from_dict(record["recipe"]) if record["recipe"] is not None else None
+        return RememberedModel(identity, Path(record["folder"]), recipe)
     except (OSError, KeyError, TypeError, ValueError):  # the file is gone, or the record is not ours
         return None
 
 
-def remember_model(key: str, identity: ModelIdentity, weights: Sequence[Path], folder: Path,
-                   cache: Path | None = None) -> None:
+def remember_model(key: str, identity: ModelIdentity, weights: Sequence[Path], folder: Path,  # noqa: PLR0913  # one record's parts
+                   recipe: Recipe | None, cache: Path | None = None) -> None:
     """Remember `identity`, worked out from the `weights` files, of the model whose files (its tokenizer) are in
-    `folder` (best effort)."""
+    `folder`, and the `recipe` that runs it without fastembed (best effort)."""
     try:
         files = [[str(file.resolve()), _file_version(file)] for file in weights]
     except OSError:
         return
     records = {name: record for name, record in _records(cache).items() if name != key}
     records[key] = {"name": identity.name, "dimension": identity.dimension, "file_hash": identity.file_hash,
-                    "files": files, "folder": str(folder.resolve())}
+                    "files": files, "folder": str(folder.resolve()),
+                    "recipe": recipe.as_dict() if recipe else None}
     _write(dict(list(records.items())[-_KEEP:]), cache or cache_root())
 
 

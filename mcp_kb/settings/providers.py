@@ -50,7 +50,7 @@ class FastembedSettings(EmbeddingConfig):
     ONNX file under the name fastembed loads it from, `tokenizer.json`, `tokenizer_config.json`); `model` still
     names which model it is."""
     threads: int | None = Field(None, ge=1)
-    """CPU threads of the model (unset: onnxruntime decides)."""
+    """CPU threads of the model (unset: onnxruntime decides for a sync, and a server runs each query on one)."""
     cache_dir: PathText | None = None
     """Where downloaded models go (unset: fastembed's cache folder)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"

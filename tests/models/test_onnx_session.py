@@ -1,0 +1,95 @@
+"""The model run without fastembed (models/onnx_session.py) gives fastembed's vectors, and a server uses it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import ROOT
+
+from mcp_kb.models.fastembed import _files, recipe_of
+from mcp_kb.models.onnx_session import OnnxSession
+
+_PARTED = ("mcp_kb/models/onnx_session.py no longer runs the model as fastembed does (see recipe_of in "
+           "mcp_kb/models/fastembed.py: pooling, normalization, the file loaded, or the tokenizer's setup changed)")
+_CHINESE = ["年假怎么申请？请在系统里提交申请，经理批准后生效。", "配置文件放在项目根目录下，名为 kb.toml。",
+            "如果同步失败，日志会说明是哪一个文件出了问题。", "向量检索与关键词检索的结果按排名融合。",
+            "每个知识库都有自己的搜索工具，名称和描述来自配置。"]
+
+
+def passages(n: int = 1000) -> list[str]:
+    """`n` passages of every shape a server embeds: the project's own documentation in paragraphs and sentences,
+    Chinese, mixed scripts, long texts cut at the model's limit, and near-empty ones."""
+    documents = sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
+    paragraphs = [part.strip() for document in documents for part in document.read_text("utf-8").split("\n\n")
+                  if part.strip()]
+    sentences = [part for paragraph in paragraphs for part in re.split(r"(?<=[.!?])\s+", paragraph) if part]
+    shaped = [*_CHINESE, *(f"{a} {b}" for a, b in zip(_CHINESE, paragraphs)), " ".join(paragraphs[:40]), "?", "a",
+              "🙂 emoji ünïcödé", "\u200b zero width"]
+    found = list(dict.fromkeys(shaped + paragraphs + sentences))
+    assert len(found) >= n, "the documentation gives too few passages: add some of your own here"
+    return found[:n]
+
+
+def _in_batches(texts: list[str], embed, size: int = 32) -> np.ndarray:
+    """Vectors of `texts` embedded `size` at a time, in order: an int8 model quantizes its activations per batch,
+    so both ways must see the same batches."""
+    return np.concatenate([np.asarray(embed(texts[start:start + size]), dtype=np.float32)
+                           for start in range(0, len(texts), size)])
+
+
+@pytest.mark.parametrize("model", ["embedder", "fp32_embedder"])
+def test_the_model_run_without_fastembed_gives_fastembeds_vectors(model, request):
+    """1,000 passages embedded both ways, the int8 copy a server runs and the fp32 model: cosine >= 0.9999 each."""
+    loaded = request.getfixturevalue(model).model  # fastembed's TextEmbedding, as a sync loads it
+    recipe = recipe_of(loaded)
+    assert recipe is not None, f"fastembed runs {type(_files(loaded)).__name__} now: {_PARTED}"
+    assert Path(_files(loaded).model._model_path) == recipe.folder / recipe.model_file, _PARTED  # the same file
+    texts = sorted(passages(), key=len)  # batches of like lengths: little padding to run through the model
+    theirs = _in_batches(texts, lambda batch: list(loaded.embed(batch, batch_size=len(batch))))
+    ours = _in_batches(texts, OnnxSession(recipe).embed)
+    cosines = np.sum(theirs * ours, axis=1) / (np.linalg.norm(theirs, axis=1) * np.linalg.norm(ours, axis=1))
+    worst = int(np.argmin(cosines))
+    assert cosines[worst] >= 0.9999, f"passage {texts[worst][:60]!r}: cosine {cosines[worst]:.6f}; {_PARTED}"
+    assert np.allclose(np.linalg.norm(ours, axis=1), np.linalg.norm(theirs, axis=1), atol=1e-4), _PARTED
+
+
+_SERVE = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    from mcp_kb.settings import build_config
+    from mcp_kb.models.fastembed import FastEmbedder
+    embedder = FastEmbedder(build_config({}, Path.cwd(), None).embedding)
+    embedder.serve_queries()
+    vector = embedder.embed_query("how do I ask for annual leave?")
+    _ = embedder.identity  # what a search asks next: remembered with the recipe when worked out
+    print(json.dumps({"fastembed": "fastembed" in sys.modules, "vector": vector.tolist()}))
+""")
+
+
+def _served_query(cache: Path) -> tuple[bool, np.ndarray]:
+    """A fresh process embedding a query as `mcp-kb serve` does: whether it imported fastembed, and the vector."""
+    import json
+
+    answer = subprocess.run([sys.executable, "-c", _SERVE], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "XDG_CACHE_HOME": str(cache)})
+    assert answer.returncode == 0, answer.stderr[-3000:]
+    printed = json.loads(answer.stdout.strip().splitlines()[-1])
+    return printed["fastembed"], np.asarray(printed["vector"], dtype=np.float32)
+
+
+def test_a_server_embeds_queries_without_importing_fastembed_once_the_model_is_remembered(embedder, tmp_path):
+    """The first server on a machine knows no recipe yet: it answers through fastembed and remembers how fastembed
+    ran the model; from then on servers answer without importing it, with the same vectors."""
+    expected = np.asarray(next(iter(embedder.model.query_embed("how do I ask for annual leave?"))), dtype=np.float32)
+    first_imported, first = _served_query(tmp_path / "cache")
+    second_imported, second = _served_query(tmp_path / "cache")
+    assert (first_imported, second_imported) == (True, False)
+    for vector in (first, second):
+        assert float(vector @ expected) >= 0.9999
