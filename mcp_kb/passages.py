@@ -168,10 +168,15 @@ def _joined(texts: list[str]) -> str:
     return joined
 
 
-def fit_budget(hits: list[Hit], max_tokens: int, counter: TokenCounter, query: str) -> tuple[list[Hit], list[str]]:
-    """The passages, cut to `max_tokens` in all (text and context); notes say what was left out."""
+def fit_budget(hits: list[Hit], max_tokens: int, counter: TokenCounter, query: str,
+               most: list[int | None] | None = None) -> tuple[list[Hit], list[str]]:
+    """The passages, cut to `max_tokens` in all (text and context); notes say what was left out. `most`: an upper
+    bound of each passage's tokens where the index knows one; when those fit, nothing is counted."""
     kept = list(hits)
-    sizes = [_size(hit, counter) for hit in kept]
+    known = [bound for bound in most or [] if bound is not None]
+    if len(known) == len(kept) and sum(known) <= max_tokens:
+        return kept, []
+    sizes = _sizes(kept, counter)
     if sum(sizes) <= max_tokens:
         return kept, []
     while len(kept) > 1 and max_tokens // len(kept) < MIN_PASSAGE_TOKENS:
@@ -188,7 +193,15 @@ def fit_budget(hits: list[Hit], max_tokens: int, counter: TokenCounter, query: s
 
 
 def _size(hit: Hit, counter: TokenCounter) -> int:
-    return sum(counter.count([part for part in (hit.context_before, hit.text, hit.context_after) if part]))
+    return _sizes([hit], counter)[0]
+
+
+def _sizes(hits: list[Hit], counter: TokenCounter) -> list[int]:
+    """The tokens of each passage, its context included, counted in one call (one hand-off to the tokenizer's
+    threads, not one per passage)."""
+    parts = [[part for part in (hit.context_before, hit.text, hit.context_after) if part] for hit in hits]
+    counts = iter(counter.count([part for passage in parts for part in passage]))
+    return [sum(next(counts) for _ in passage) for passage in parts]
 
 
 def _shares(sizes: list[int], budget: int) -> list[int]:

@@ -117,7 +117,7 @@ BUILTIN_FILTERS = {
     "chunk_index": "Position of the chunk in its document",
 }
 # What a search reads of the chunks that made the cut.
-HIT_COLUMNS = ["id", "path", "chunk_index", "heading", "title", "page", "line_start", "line_end", "text"]
+HIT_COLUMNS = ["id", "path", "chunk_index", "heading", "title", "page", "line_start", "line_end", "text", "n_tokens"]
 
 
 # The field type of a Python value (bool before int: True is an int too).

@@ -204,8 +204,8 @@ class Searcher:
             notes.extend(_partial_match_notes(request.query, hits) if mode != "vector" else [])
         if request.context and hits:
             hits = _timed(timings, "context", lambda: _with_context(parts, hits, request.context))
-        hits, left_out = _timed(timings, "budget",
-                                lambda: fit_budget(hits, request.max_tokens, self.tokenizer, request.query))
+        hits, left_out = _timed(timings, "budget", lambda: fit_budget(hits, request.max_tokens, self.tokenizer,
+                                                                      request.query, _most_tokens(parts, hits)))
         hits = _with_commits(parts, hits)
         return SearchResult(hits, mode, notes + left_out, timings, degraded=mode != request.mode or rerank_failed)
 
@@ -396,6 +396,9 @@ class _Part:
     where: str | None
     state: KBState
     commits: dict[str, str]  # the commit each of its repositories was read at, for the version searched
+    # Tokens of each chunk read, (path, chunk index) -> the count its sync stored: the token budget is then
+    # known to hold without counting again (counting took a fifth of a search's CPU). Filled as rows are read.
+    token_counts: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 class _Unfinished(Exception):
@@ -426,7 +429,9 @@ def _hits(parts: list[_Part], candidates: list[Candidate]) -> list[Hit]:
     rows: dict[str, tuple[str, dict[str, Any]]] = {}
     for part in parts:
         mine = [c for c in candidates if c.kb in ("", part.kb.name)]
-        rows.update((chunk, (part.kb.name, row)) for chunk, row in part.view.rows(mine).items())
+        for chunk, row in part.view.rows(mine).items():
+            rows[chunk] = (part.kb.name, row)
+            part.token_counts[(row["path"], row["chunk_index"])] = row["n_tokens"]
     return [_hit(rows[c.id][0], rows[c.id][1], c.score, vector_rank=c.vector_rank, keyword_rank=c.keyword_rank)
             for c in candidates if c.id in rows]
 
@@ -435,6 +440,19 @@ def _hits_in_batches(parts: list[_Part], candidates: list[Candidate], batch: int
     """The candidates' rows, read a batch at a time as assembly asks for more."""
     for start in range(0, len(candidates), batch):
         yield from _hits(parts, candidates[start:start + batch])
+
+
+def _most_tokens(parts: list[_Part], hits: list[Hit]) -> list[int | None]:
+    """An upper bound of each passage's tokens: the sum of its chunks' stored counts (each counted its heading path
+    too, and a merged passage drops the overlaps); None with context around it, or a chunk not read here."""
+    counts = {part.kb.name: part.token_counts for part in parts}
+    bounds: list[int | None] = []
+    for hit in hits:
+        known = counts.get(hit.kb, {})
+        chunks = [known.get((hit.source, index)) for index in range(hit.chunk_index, hit.last_chunk_index + 1)]
+        context = hit.context_before or hit.context_after
+        bounds.append(None if context or None in chunks else sum(count or 0 for count in chunks))
+    return bounds
 
 
 def _with_context(parts: list[_Part], hits: list[Hit], n: int) -> list[Hit]:

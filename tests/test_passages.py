@@ -148,3 +148,43 @@ def test_a_hit_says_how_it_is_cited_and_how_it_ranked_in_its_json_form():
     listed = TypeAdapter(SearchOutput).json_schema()["$defs"]["Hit"]["properties"]  # what the tools publish
     assert {"citation", "ranking"} <= set(listed)
     assert replace(hit, vector_rank=None, trimmed=False).ranking == "score 0.734 · keyword rank 3"
+
+
+def test_a_passages_stored_token_count_bounds_what_it_holds(chunks, tokenizer):
+    """The count a sync stores of each chunk (its heading path and text) is never below the tokens of the text a
+    search returns, alone or merged with its neighbours: the budget may trust it without counting."""
+    assert all(chunk.n_tokens >= tokenizer.count([chunk.text])[0] for chunk in chunks)
+    [merged] = assemble([_hit(chunks[i]) for i in range(2, 7)], top_k=1, max_per_document=1)
+    assert sum(chunk.n_tokens for chunk in chunks[2:7]) >= tokenizer.count([merged.text])[0]
+
+
+class _CountingTokenizer:
+    """The model's tokenizer, counting the texts it is asked to count."""
+
+    def __init__(self, tokenizer):
+        self._tokenizer, self.counted = tokenizer, 0
+        self.max_tokens = tokenizer.max_tokens
+
+    def count(self, texts):
+        self.counted += len(texts)
+        return self._tokenizer.count(texts)
+
+    def __getattr__(self, name):
+        return getattr(self._tokenizer, name)
+
+
+def test_a_search_whose_passages_fit_counts_no_tokens_and_one_over_budget_is_still_cut(make_app, tmp_path, tokenizer):
+    write(tmp_path / "docs" / "rollout.md", "# Rollout\n\n" + STEPS)
+    app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")],
+                    "chunking": {"max_tokens": 64, "overlap": 16}})
+    app.sync()
+    counting = app.searcher.tokenizer = _CountingTokenizer(tokenizer)
+    result = app.search("docs", SearchRequest(query="health probe p4", mode="keyword", top_k=5, max_per_document=5))
+    assert len(result.hits) >= 3 and not any(hit.trimmed for hit in result.hits)
+    assert counting.counted == 0  # the stored counts showed the answer fits 4,000 tokens
+    for request in (SearchRequest(query="health probe p4", mode="keyword", top_k=5, max_per_document=5, max_tokens=100),
+                    SearchRequest(query="health probe p4", mode="keyword", top_k=2, context=2, max_tokens=200)):
+        result = app.search("docs", request)
+        assert sum(_size(hit, tokenizer) for hit in result.hits) <= request.max_tokens
+        assert any(hit.trimmed for hit in result.hits)
+    assert counting.counted > 0
