@@ -47,6 +47,7 @@ def main() -> None:
     print(f"\n{report.summary()}\nsync {time.perf_counter() - started:.1f}s", file=sys.stderr)
     queries = load_queries(EVAL / args.dataset / "queries.jsonl")
     qrels = load_qrels(EVAL / args.dataset / "qrels" / f"{args.split}.tsv")
+    app.embedder.serve_queries()  # queries embedded as a server embeds them
     app.embedder.embed_query("warm up")
     scores, tokens = [], {}
     for mode in args.modes.split(","):
