@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .errors import SearchError as SearchError
     from .errors import VersionError as VersionError
     from .history import KBVersion as KBVersion
+    from .imports import import_leaving_out as import_leaving_out
     from .errors import NotSyncedError as NotSyncedError
     from .evaluation import format_self_checks as format_self_checks
     from .evaluation import format_table as format_table
@@ -148,6 +149,7 @@ _HOMES = {
     "SearchError": "errors",
     "VersionError": "errors",
     "KBVersion": "history",
+    "import_leaving_out": "imports",
     "NotSyncedError": "errors",
     "format_self_checks": "evaluation",
     "format_table": "evaluation",

@@ -10,19 +10,18 @@ import os
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
-from starlette.types import Receive, Scope, Send
 
 from .api import LOOPBACK, SYNC_WORK_KEPT, App, Gatekeeper, SyncRunner
-from .http.edge import AccessGate, Edge
-from .http.limits import RepeatedLineFilter, accept_burst, connection_cap, guarded_protocol
-from .http.network import listening_socket, rebinding_protection, server_url, warn_if_exposed
-from .mcp.server import build_server
+from .mcp.sdk_import import import_sdk_for_stdio
 from .settings import ServerConfig
 from .signals import sigterm_interrupts
+
+if TYPE_CHECKING:  # the MCP SDK and the HTTP stack load where a transport needs them (a stdio server: no HTTP)
+    from mcp.server.mcpserver import MCPServer
+    from starlette.types import Receive, Scope, Send
 
 _STOP_GRACE_SECONDS = 0.5  # how long Ctrl-C or SIGTERM leaves a stdio server to shut down before it exits
 _SYNC_STOP_SECONDS = 3.0  # how long a stdio server whose client closed stdin waits for its sync to stop
@@ -38,6 +37,10 @@ def run_server(app: App) -> None:
     """
     settings = app.config.server
     transport, host, port = settings.transport, settings.host, settings.port
+    if transport == "stdio":
+        import_sdk_for_stdio()  # first: what this process imports of the SDK is all it will serve with
+    from .mcp.server import build_server
+
     server = build_server(app)
     if transport == "stdio":
         names = ", ".join(kb.name for kb in app.config.kb)
@@ -46,6 +49,9 @@ def run_server(app: App) -> None:
                    f"MCP client on stdin/stdout; Ctrl-C stops")
         anyio.run(_serve_stdio, server, waiting)
         return
+    from .http.edge import AccessGate, Edge
+    from .http.network import listening_socket, rebinding_protection, server_url, warn_if_exposed
+
     allowed_hosts = app.config.server.allowed_hosts
     warn_if_exposed(host, settings.guarded, allowed_hosts)
     edge = Edge(app.config, Gatekeeper(app.config) if settings.guarded else None,
@@ -109,6 +115,8 @@ async def _stop_on_signal(scope: anyio.CancelScope, *, task_status: Any = anyio.
 def run_page(app: App, port: int) -> None:
     """`mcp-kb ui`: the admin page alone, for this machine only (the loopback address, the owner's grant), syncing
     through the same writer lock as every other process."""
+    from .http.edge import Edge
+    from .http.network import listening_socket, rebinding_protection, server_url
     from .ui.routes import page_app
 
     read_only = app.config.server.read_only
@@ -132,6 +140,8 @@ def _with_page(page: Any, mcp: Any) -> Any:
 def _serve_http(asgi: Any, sock: Any, settings: Any, announce: str) -> None:
     """Serve `asgi` on `sock` until Ctrl-C or SIGTERM; `announce` is said once both stop it."""
     import uvicorn
+
+    from .http.limits import RepeatedLineFilter, accept_burst, connection_cap, guarded_protocol
 
     for handler in logging.getLogger().handlers:  # a failure per connection must not fill the disk
         handler.addFilter(RepeatedLineFilter())

@@ -418,7 +418,8 @@ def test_a_broken_pipe_inside_the_work_is_an_error_line_and_a_closed_stdout_stay
 
 
 def test_commands_that_embed_nothing_never_import_the_model_runtime_or_the_mcp_sdk(project):
-    """They would cost most of a second each; what each command imported is read in a fresh interpreter."""
+    """They would cost most of a second each (and the web crawler's HTTP client some, for a KB of folders);
+    what each command imported is read in a fresh interpreter."""
     import subprocess
     import sys
     import textwrap
@@ -433,13 +434,13 @@ def test_commands_that_embed_nothing_never_import_the_model_runtime_or_the_mcp_s
         try:
             main(sys.argv[1:], standalone_mode=False)
         finally:
-            heavy = ("fastembed", "onnxruntime", "mcp", "lance_namespace_urllib3_client.api")
+            heavy = ("fastembed", "onnxruntime", "mcp", "httpx", "lance_namespace_urllib3_client.api")
             print(json.dumps([name for name in heavy if name in sys.modules]), file=sys.stderr)
     """)
     printed = {}
-    for command in ("status", "sync", "stats", "check"):
-        answer = subprocess.run([sys.executable, "-c", code, command], capture_output=True, text=True, timeout=300,
-                                cwd=project, env=environment)
+    for command in ("status", "sync", "stats", "check", "versions docs"):
+        answer = subprocess.run([sys.executable, "-c", code, *command.split()], capture_output=True, text=True,
+                                timeout=300, cwd=project, env=environment)
         assert answer.returncode == 0, answer.stderr
         assert json.loads(answer.stderr.strip().splitlines()[-1]) == [], f"mcp-kb {command}: {answer.stderr}"
         printed[command] = answer.stdout

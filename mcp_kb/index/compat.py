@@ -1,59 +1,66 @@
 """Where mcp-kb reaches past LanceDB's public API (lancedb 0.40), in one place: how it is imported.
 
-`import lancedb` costs most of a command's start (0.7 s of CPU), and most of that is the package
-`__init__` of the REST namespace client, `lance_namespace_urllib3_client`, which imports every generated
-REST API class although lancedb (through `lance_namespace`) only imports its `models` subpackage. The
-package is registered unexecuted, with its `__path__`, so that `…models` loads alone; whatever reads any
-other name of the package runs its `__init__` for real then. tests/index/test_lancedb_compat.py fails, naming
-this module, when lancedb or lance-namespace change what they import; where the package is not laid out
-as expected, the shim steps aside and lancedb is imported as usual.
+`import lancedb` costs most of a command's start (0.7 s of CPU), and most of that is work lancedb's own use
+of the index never needs:
+- the package `__init__` of the REST namespace client, `lance_namespace_urllib3_client`, imports every
+  generated REST API class although lancedb (through `lance_namespace`) only imports its `models`
+  subpackage: the package is registered unexecuted (imports.defer_package_init);
+- `lance_namespace` re-exports each of the ~150 classes of `…models` (0.15 s), of which lancedb calls a few
+  (a table listing is one), none as it loads: while it loads, each is a reference that imports its class's
+  own module when first used (imports.names_by_reference); other readers of `…models` load it whole;
+- on Python < 3.12 lancedb marks its overriding methods with the `overrides` package, which checks each as
+  the class is made by disassembling the module's code (0.07 s): while it loads, it gets `typing.override`'s
+  marking alone, as lancedb uses on Python 3.12 and later.
+tests/index/test_lancedb_compat.py fails, naming this module, when lancedb or lance-namespace change what
+these rely on; where a package is not laid out as expected, its shim steps aside, and a lancedb that uses
+what they change as it loads is imported again as usual.
 """
 
 from __future__ import annotations
 
-import importlib.util
-from importlib.machinery import PathFinder
+import logging
 import sys
-import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
-from typing import Any
+
+from ..imports import defer_package_init, forget_imported_since, names_by_reference
 
 REST_CLIENT = "lance_namespace_urllib3_client"
-_LOADING = threading.Lock()
+MODELS = f"{REST_CLIENT}.models"
+_LOADED_WITH_LANCEDB = ("lancedb", "lance_namespace", MODELS)  # what holds what the shims change, once loaded
+
+log = logging.getLogger(__name__)
 
 
 def import_lancedb() -> ModuleType:
-    """lancedb, imported without running the REST client's package `__init__` when that can be kept apart."""
+    """lancedb, imported without what it does not use from the packages it imports, where that can be kept apart."""
     if "lancedb" not in sys.modules:
         defer_package_init(REST_CLIENT, needed="models")
+        before = set(sys.modules)
+        try:
+            with names_by_reference(MODELS), _overrides_marked_only():
+                import lancedb
+        except Exception as exc:  # noqa: BLE001  # whatever a shim broke: lancedb is imported as usual below
+            log.debug("lancedb imported as usual: the import shims failed (%s: %s)", type(exc).__name__, exc)
+            forget_imported_since(before, _LOADED_WITH_LANCEDB)
     import lancedb
 
     return lancedb
 
 
-def defer_package_init(name: str, needed: str) -> bool:
-    """Register package `name` without running its `__init__`, so that its subpackage `needed` imports alone;
-    the first read of any other attribute of the package runs the `__init__`. False (nothing done) when the
-    package is imported already, not installed, or has no such subpackage."""
-    if name in sys.modules:
-        return False
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None or not spec.submodule_search_locations:
-        return False
-    if PathFinder.find_spec(f"{name}.{needed}", spec.submodule_search_locations) is None:  # not importing `name`
-        return False
-    package = importlib.util.module_from_spec(spec)
-
-    def load_for_real(attribute: str) -> Any:
-        with _LOADING:
-            if "__getattr__" in package.__dict__:
-                del package.__getattr__
-                spec.loader.exec_module(package)  # type: ignore[union-attr]  # checked above
-        try:
-            return package.__dict__[attribute]
-        except KeyError:
-            raise AttributeError(f"module {name!r} has no attribute {attribute!r}") from None
-
-    package.__getattr__ = load_for_real  # type: ignore[method-assign]  # a module's own __getattr__ (PEP 562)
-    sys.modules[name] = package
-    return True
+@contextmanager
+def _overrides_marked_only() -> Iterator[None]:
+    """`overrides.override` as `typing.override` is (it marks the method), on Python < 3.12 while the block runs."""
+    try:
+        import overrides
+        from typing_extensions import override
+    except ImportError:  # lancedb on Python 3.12+ does without it
+        yield
+        return
+    checking = overrides.override
+    overrides.override = override  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        overrides.override = checking

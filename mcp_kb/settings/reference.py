@@ -5,8 +5,12 @@ declaration. A setting without a description stops it."""
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
 import re
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -60,35 +64,58 @@ def _provider_tables(title: str, base: type[BaseModel], registry: Any) -> str:
     """The keys every provider has alike (`provider` among them), then each provider's own and those it
     declares with another default or meaning."""
     providers = {name: registry.settings(name) for name in registry.names()}
-    alike = {name for name, field in base.model_fields.items()
-             if name == "provider" or all(_same(model.model_fields[name], field) for model in providers.values())}
+    alike = {name for name in base.model_fields
+             if name == "provider" or all(_same(model, base, name) for model in providers.values())}
     tables = [_table(f"{title}, every provider", base, skip=set(base.model_fields) - alike)]
     tables += [_table(f"{title} with provider = \"{name}\"", model, skip=alike) for name, model in providers.items()]
     return "\n\n".join(tables)
 
 
-def _same(field: FieldInfo, other: FieldInfo) -> bool:
-    return field.description == other.description and field.default == other.default
+def description(model: type[BaseModel], name: str) -> str:
+    """What a setting does: its `Field(description=...)`, else the text under its declaration in the class that
+    declares it ("" when there is none)."""
+    declared_in = next((cls for cls in model.__mro__ if name in cls.__dict__.get("__annotations__", {})), model)
+    return model.model_fields[name].description or _attribute_docstrings(declared_in).get(name, "")
+
+
+@functools.cache
+def _attribute_docstrings(cls: type) -> dict[str, str]:
+    """The text under each annotated attribute in a class's own body."""
+    try:
+        [node] = ast.parse(textwrap.dedent(inspect.getsource(cls))).body
+    except (OSError, TypeError, ValueError):  # no source to read
+        return {}
+    if not isinstance(node, ast.ClassDef):
+        return {}
+    return {statement.target.id: inspect.cleandoc(text.value.value) for statement, text in zip(node.body, node.body[1:])
+            if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
+            and isinstance(text, ast.Expr) and isinstance(text.value, ast.Constant) and isinstance(text.value.value, str)}
+
+
+def _same(model: type[BaseModel], other: type[BaseModel], name: str) -> bool:
+    return description(model, name) == description(other, name) and \
+        model.model_fields[name].default == other.model_fields[name].default
 
 
 def _table(title: str, model: type[BaseModel], skip: set[str] | None = None) -> str:
     rows = ["| key | default | description |", "|---|---|---|"]
-    rows += [_row(name, field) for name, field in _fields(model) if name not in (skip or set())]
+    rows += [_row(name, field, text) for name, field, text in _fields(model) if name not in (skip or set())]
     return f"## {title}\n\n{(model.__doc__ or '').strip().splitlines()[0]}\n\n" + "\n".join(rows)
 
 
-def _fields(model: type[BaseModel]) -> Iterator[tuple[str, FieldInfo]]:
+def _fields(model: type[BaseModel]) -> Iterator[tuple[str, FieldInfo, str]]:
     for name, field in model.model_fields.items():
         if (model, name) in _NOT_IN_KB_TOML:
             continue
-        if not field.description:
+        text = description(model, name)
+        if not text:
             raise MissingDescription(f"{model.__name__}.{name} has no description: write one under its declaration "
                                      f"(the configuration reference shows it)")
-        yield name, field
+        yield name, field, text
 
 
-def _row(name: str, field: FieldInfo) -> str:
-    notes = [" ".join((field.description or "").split())]
+def _row(name: str, field: FieldInfo, text: str) -> str:
+    notes = [" ".join(text.split())]
     bounds = _bounds(field)
     if bounds:
         notes.append(f"({bounds})")

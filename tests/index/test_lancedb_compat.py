@@ -1,7 +1,9 @@
-"""mcp_kb/index/compat.py: lancedb imported without the REST namespace client's package __init__.
+"""mcp_kb/index/compat.py: lancedb imported without the REST namespace client's package __init__, most of its model
+classes, or its overrides checked.
 
 Each case runs in a fresh interpreter: the test process has imported lancedb already."""
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -52,7 +54,7 @@ def fake_package(tmp_path):
 def test_a_deferred_package_runs_its_init_only_when_a_name_of_its_own_is_read(fake_package):
     answer = _run("""
         import sys
-        from mcp_kb.index.compat import defer_package_init
+        from mcp_kb.imports import defer_package_init
         assert defer_package_init("costly", needed="models")
         from costly.models import MODEL
         ran_for_models = "costly_ran" in sys.modules
@@ -67,7 +69,7 @@ def test_a_deferred_package_runs_its_init_only_when_a_name_of_its_own_is_read(fa
 def test_the_shim_steps_aside_where_the_package_is_not_as_expected(fake_package, layout):
     answer = _run(f"""
         import sys
-        from mcp_kb.index.compat import defer_package_init
+        from mcp_kb.imports import defer_package_init
         if {layout!r} == "imported already":
             import costly
         name, needed = ("absent", "models") if {layout!r} == "not installed" else ("costly", "models")
@@ -82,3 +84,52 @@ def test_the_shim_steps_aside_where_the_package_is_not_as_expected(fake_package,
     assert answer.stdout.split()[0] == "False"  # nothing was registered: a plain import follows
     if layout != "not installed":
         assert answer.stdout.split()[1:] == ["api", "True"]
+
+
+def test_lancedb_loads_few_model_classes_and_marks_its_overrides_without_checking_them(tmp_path):
+    answer = _run(f"""
+        import json, sys
+        import overrides
+        checking = overrides.override
+        from mcp_kb.index.compat import MODELS, import_lancedb
+        lancedb = import_lancedb()
+        import lance_namespace, lancedb.db
+        loaded = sum(name.startswith(MODELS + ".") for name in sys.modules)
+        listed = lancedb.connect({str(tmp_path / "index")!r}).list_tables()
+        from lance_namespace_urllib3_client.models import ListTablesResponse
+        print(json.dumps({{"loaded": loaded, "re-exported": type(lance_namespace.ListTablesResponse).__name__,
+                           "listed": type(listed) is ListTablesResponse and listed.tables == [],
+                           "override": lancedb.db.override.__module__, "restored": overrides.override is checking}}))
+    """)
+    assert answer.returncode == 0, answer.stderr
+    found = json.loads(answer.stdout)
+    assert found["re-exported"] == "_Reference", f"{SHIM}: lance_namespace's model classes were loaded whole"
+    # 16 in lancedb 0.40 (those lancedb.namespace imports itself, and the listing's); lance_namespace has ~150
+    assert found["loaded"] < 40, f"{SHIM}: lancedb now loads {found['loaded']} model classes as it starts"
+    assert found["listed"], f"{SHIM}: a table listing must build the model class itself"
+    if sys.version_info < (3, 12):  # lancedb uses typing.override from 3.12 on: the shim has nothing to do
+        assert found["override"] in ("typing", "typing_extensions"), f"{SHIM}: lancedb checked its overrides"
+    assert found["restored"], f"{SHIM}: overrides.override must be the package's own again"
+
+
+def test_a_lancedb_that_breaks_under_the_shims_is_imported_as_usual(tmp_path):
+    answer = _run(f"""
+        import contextlib, sys
+        import mcp_kb.index.compat as compat
+
+        @contextlib.contextmanager
+        def breaking(name):  # as if lancedb used what a shim changed while it loads
+            sys.modules["lance_namespace"] = None  # its import fails
+            try:
+                yield True
+            finally:
+                del sys.modules["lance_namespace"]
+
+        compat.names_by_reference = breaking
+        lancedb = compat.import_lancedb()
+        import lance_namespace
+        print(lancedb.connect({str(tmp_path / "index")!r}).list_tables().tables,
+              type(lance_namespace.ListTablesResponse).__name__)
+    """)
+    assert answer.returncode == 0, answer.stderr
+    assert answer.stdout.split() == ["[]", "ModelMetaclass"]

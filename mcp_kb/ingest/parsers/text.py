@@ -6,8 +6,6 @@ import codecs
 import re
 from pathlib import Path
 
-import charset_normalizer
-
 from ..document import Block, Document
 from ...errors import ParseError
 
@@ -39,6 +37,8 @@ def decode_bytes(data: bytes, declared: str = "") -> str:
             return data.decode(_python_codec(declared))
         except (LookupError, UnicodeDecodeError):
             pass  # an unknown or wrong declaration: detect instead
+    import charset_normalizer  # only legacy text needs it: every command that can parse would import it (0.02 s)
+
     best = charset_normalizer.from_bytes(data, cp_isolation=_LEGACY).best() or charset_normalizer.from_bytes(data).best()
     if best is None:
         raise ParseError("undecodable: not UTF-8 and no known encoding fits"

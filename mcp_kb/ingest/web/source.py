@@ -12,7 +12,6 @@ from ...settings import KBConfig
 from ..parsers import is_supported
 from ...records import Progress
 from ..sources import Revisions, SourceScan
-from .crawl import crawl_kb
 from .urls import ORIGIN, PAGE_SUFFIXES, is_url
 
 class WebSource:
@@ -38,6 +37,8 @@ class WebSource:
 
     def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None,
              revisions: Revisions | None = None) -> SourceScan:
+        from .crawl import crawl_kb  # the crawler (and httpx) loads to crawl: every sync imports this module
+
         crawl = crawl_kb(self.kb, self.cache_folder, [doc_id for doc_id in known if is_url(doc_id)], progress)
         return SourceScan(crawl.files, crawl.skipped, asdict(crawl.stats))
 
