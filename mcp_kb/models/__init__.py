@@ -8,6 +8,8 @@ one module with a class like `FastembedProvider` plus one `register` line.
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -76,7 +78,9 @@ def model_source(config: EmbeddingConfig) -> str:
 
 
 def quiet_model_logs() -> None:
-    """Model runtimes warn on stderr per call; a server's stderr stays clean."""
-    from .fastembed import quiet_model_logs as quiet
-
-    quiet()
+    """Model runtimes warn on stderr per call; a server's stderr stays clean, and a failed load is said once, in
+    our own error. fastembed logs through loguru: models/fastembed.py turns that off as it loads (set here, every
+    command would import it)."""
+    os.environ.setdefault("ORT_LOG_SEVERITY_LEVEL", "3")
+    for name in ("huggingface_hub", "fastembed", "onnxruntime"):
+        logging.getLogger(name).setLevel(logging.ERROR)

@@ -7,7 +7,6 @@ import ctypes
 import gc
 import json
 import logging
-import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
@@ -609,19 +608,6 @@ def load_tokenizer(config: FastembedSettings) -> ModelTokenizer:
         if config not in _TOKENIZERS:
             _TOKENIZERS[config] = ModelTokenizer(tokenizer_dir(config))
         return _TOKENIZERS[config]
-
-
-def quiet_model_logs() -> None:
-    """onnxruntime and huggingface_hub warn on stderr per call, and fastembed logs each failed download
-    step; a server's stderr stays clean, and a failed load is said once, in our own error."""
-    os.environ.setdefault("ORT_LOG_SEVERITY_LEVEL", "3")
-    for name in ("huggingface_hub", "fastembed", "onnxruntime"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    try:
-        from loguru import logger  # fastembed logs through loguru, not the logging module
-    except ImportError:  # a fastembed that no longer uses it
-        return
-    logger.disable("fastembed")
 
 
 class FastembedProvider:
