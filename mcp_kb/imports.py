@@ -240,3 +240,10 @@ class _LeftOut:
         if attribute.startswith("__"):  # probes (copy, typing, pickle) see a plain object
             raise AttributeError(attribute)
         raise RuntimeError(f"{self._name}.{attribute} was left out of this process: {self._note}")
+
+    # Nothing is an instance of a class never loaded: an isinstance or issubclass check against one is False.
+    def __instancecheck__(self, instance: Any) -> bool:
+        return False
+
+    def __subclasscheck__(self, subclass: type) -> bool:
+        return False

@@ -169,11 +169,11 @@ def _joined(texts: list[str]) -> str:
 
 
 def fit_budget(hits: list[Hit], max_tokens: int, counter: TokenCounter, query: str,
-               most: list[int | None] | None = None) -> tuple[list[Hit], list[str]]:
-    """The passages, cut to `max_tokens` in all (text and context); notes say what was left out. `most`: an upper
-    bound of each passage's tokens where the index knows one; when those fit, nothing is counted."""
+               token_bounds: list[int | None] | None = None) -> tuple[list[Hit], list[str]]:
+    """The passages, cut to `max_tokens` in all (text and context); notes say what was left out. `token_bounds`:
+    an upper bound of each passage's tokens where the index knows one; when those fit, nothing is counted."""
     kept = list(hits)
-    known = [bound for bound in most or [] if bound is not None]
+    known = [bound for bound in token_bounds or [] if bound is not None]
     if len(known) == len(kept) and sum(known) <= max_tokens:
         return kept, []
     sizes = _sizes(kept, counter)

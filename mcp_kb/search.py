@@ -204,8 +204,10 @@ class Searcher:
             notes.extend(_partial_match_notes(request.query, hits) if mode != "vector" else [])
         if request.context and hits:
             hits = _timed(timings, "context", lambda: _with_context(parts, hits, request.context))
+        # the counts a sync stored are this tokenizer's only when the index holds this model's vectors
+        counted_alike = [part for part in parts if not query_model_differs(self.embedder, part.state.model)]
         hits, left_out = _timed(timings, "budget", lambda: fit_budget(hits, request.max_tokens, self.tokenizer,
-                                                                      request.query, _most_tokens(parts, hits)))
+                                                                      request.query, _token_bounds(counted_alike, hits)))
         hits = _with_commits(parts, hits)
         return SearchResult(hits, mode, notes + left_out, timings, degraded=mode != request.mode or rerank_failed)
 
@@ -442,16 +444,18 @@ def _hits_in_batches(parts: list[_Part], candidates: list[Candidate], batch: int
         yield from _hits(parts, candidates[start:start + batch])
 
 
-def _most_tokens(parts: list[_Part], hits: list[Hit]) -> list[int | None]:
+def _token_bounds(parts: list[_Part], hits: list[Hit]) -> list[int | None]:
     """An upper bound of each passage's tokens: the sum of its chunks' stored counts (each counted its heading path
-    too, and a merged passage drops the overlaps); None with context around it, or a chunk not read here."""
+    too, and a merged passage drops the overlaps), plus two for each joint (a byte-level tokenizer may count the
+    blank line); None with context around it, or a chunk not read from one of `parts`."""
     counts = {part.kb.name: part.token_counts for part in parts}
     bounds: list[int | None] = []
     for hit in hits:
         known = counts.get(hit.kb, {})
         chunks = [known.get((hit.source, index)) for index in range(hit.chunk_index, hit.last_chunk_index + 1)]
         context = hit.context_before or hit.context_after
-        bounds.append(None if context or None in chunks else sum(count or 0 for count in chunks))
+        sized = [count for count in chunks if count is not None]
+        bounds.append(None if context or len(sized) < len(chunks) else sum(sized) + 2 * (len(chunks) - 1))
     return bounds
 
 

@@ -19,6 +19,8 @@ from .mcp.sdk_import import import_sdk_for_stdio
 from .settings import ServerConfig
 from .signals import sigterm_interrupts
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:  # the MCP SDK and the HTTP stack load where a transport needs them (a stdio server: no HTTP)
     from mcp.server.mcpserver import MCPServer
     from starlette.types import Receive, Scope, Send
@@ -37,8 +39,9 @@ def run_server(app: App) -> None:
     """
     settings = app.config.server
     transport, host, port = settings.transport, settings.host, settings.port
-    if transport == "stdio":
-        import_sdk_for_stdio()  # first: what this process imports of the SDK is all it will serve with
+    if transport == "stdio":  # first: what this process imports of the SDK is all it will serve with
+        if reason := import_sdk_for_stdio():
+            log.debug("the MCP SDK was imported whole: %s", reason)
     from .mcp.server import build_server
 
     server = build_server(app)

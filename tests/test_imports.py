@@ -69,6 +69,15 @@ def test_the_left_out_modules_never_run_and_their_names_fail_when_used(made_up_s
     assert later == "App Settings"
 
 
+def test_nothing_is_an_instance_of_a_left_out_class(made_up_sdk):
+    """A kept module that checks `isinstance(x, App)` against a left-out class goes on as if nothing matched (no
+    object can be of a class never loaded), instead of failing with a TypeError."""
+    checked = _run(_LEAVE_OUT_WEB + """
+    print(isinstance(object(), sdk.server.App), issubclass(int, sdk.server.App))
+    """, made_up_sdk)[2]
+    assert checked == "False False"
+
+
 def test_a_package_using_a_left_out_name_as_it_loads_is_imported_whole(made_up_sdk):
     (made_up_sdk / "sdk" / "server.py").write_text("from web.app import App\nOptionalApp = App | None\n")
     stepped_aside, loaded = _run(_LEAVE_OUT_WEB + """

@@ -1,4 +1,5 @@
-"""Where mcp-kb reaches past LanceDB's public API (lancedb 0.40), in one place: how it is imported.
+"""Where mcp-kb reaches past LanceDB's public API (lancedb 0.40) to import it (lance_query.py does so to run
+queries).
 
 `import lancedb` costs most of a command's start (0.7 s of CPU), and most of that is work lancedb's own use
 of the index never needs:
@@ -52,6 +53,9 @@ def import_lancedb() -> ModuleType:
 @contextmanager
 def _overrides_marked_only() -> Iterator[None]:
     """`overrides.override` as `typing.override` is (it marks the method), on Python < 3.12 while the block runs."""
+    if sys.version_info >= (3, 12):  # lancedb uses typing.override itself there
+        yield
+        return
     try:
         import overrides
         from typing_extensions import override

@@ -35,9 +35,9 @@ def text_query(table: LanceTable, terms: str, column: str) -> LanceFtsQueryBuild
 
 
 def query_arrow(table: LanceTable, builder: LanceQueryBuilder) -> pa.Table:
-    """`builder.to_arrow()` in one hand-off to LanceDB's event loop. LanceDB's finishing of blob columns is left
-    out (chunk tables have none); ask for the row id (`with_row_id`), so that LanceDB has no reason to read the
-    schema for it."""
+    """`builder.to_arrow()` in one hand-off to LanceDB's event loop. Left out of LanceDB's own path: finishing blob
+    columns (chunk tables have none; it reads the schema to find out) and the check for a full-text index of
+    LanceDB's legacy kind (mcp-kb never built one)."""
     import pyarrow as pa
     from lancedb.background_loop import LOOP
 

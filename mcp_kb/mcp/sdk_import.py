@@ -6,7 +6,7 @@ routes, and the SSE and streamable HTTP transports (sse_starlette, uvicorn), alt
 build use them. A stdio server never builds one: it imports the SDK with those modules stood in for
 (`import_leaving_out`): 160 modules fewer, 0.17 s less CPU to its first answer. The protocol stays the SDK's.
 
-compat.py holds mcp-kb's other reach-arounds; this one must run before anything imports the SDK, so it
+mcp/compat.py holds mcp-kb's other reach-arounds into the SDK; this one must run before anything imports the SDK, so it
 cannot import it. tests/mcp/test_sdk_import.py fails, naming this module, when an SDK release moves what it
 relies on; an SDK whose modules use a left-out name as they load is imported whole (the reason is returned).
 """

@@ -79,8 +79,8 @@ def model_source(config: EmbeddingConfig) -> str:
 
 def quiet_model_logs() -> None:
     """Model runtimes warn on stderr per call; a server's stderr stays clean, and a failed load is said once, in
-    our own error. fastembed logs through loguru: models/fastembed.py turns that off as it loads (set here, every
-    command would import it)."""
+    our own error. fastembed logs through loguru, which models/fastembed.py turns off as it loads (turned off here,
+    every command would import loguru and that module)."""
     os.environ.setdefault("ORT_LOG_SEVERITY_LEVEL", "3")
     for name in ("huggingface_hub", "fastembed", "onnxruntime"):
         logging.getLogger(name).setLevel(logging.ERROR)

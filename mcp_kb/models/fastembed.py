@@ -1,5 +1,5 @@
 """The fastembed provider: embedder, cross-encoder reranker and tokenizer. The only module that loads models
-or reads fastembed's internals."""
+through fastembed or reads its internals (a server runs the same model without it: onnx_session.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import logging
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 from loguru import logger
@@ -20,7 +20,7 @@ from ..digest import model_file_sha256
 from ..errors import ModelError
 from .base import Embedder, ModelIdentity, Reranker
 from .identities import RememberedModel, remember_model, remembered_model
-from .onnx_session import OnnxSession, Recipe, truncation_length
+from .onnx_session import OnnxSession, Pooling, Recipe, truncation_length
 from .quantize import CHECK_TEXTS, Int8Copy, int8_copy
 from .pause import PauseAfterFailure
 
@@ -51,7 +51,8 @@ _FIX = (f"set [embedding] model_path (or {ENV_MODEL_PATH}) to a folder made by `
 
 
 class FastEmbedder(Embedder):
-    """A fastembed TextEmbedding, loaded once on first use (thread-safe)."""
+    """A fastembed TextEmbedding, loaded once on first use (thread-safe); in a server (serve_queries), the same
+    model run without fastembed when how fastembed runs it is known (onnx_session.py)."""
 
     def __init__(self, config: FastembedSettings):
         self.config = config
@@ -62,6 +63,7 @@ class FastEmbedder(Embedder):
         self._fp32_folder: Path | None = None  # with quantize = "int8": the configured model's own folder
         self._identity: ModelIdentity | None = None
         self._session: OnnxSession | None = None  # serving: the model run without fastembed (onnx_session.py)
+        self._session_tried = False  # a session that failed to load is not tried again: fastembed serves
         self._failure = PauseAfterFailure[ModelError](_RETRY_LOAD_AFTER_SECONDS)
         self.calls = 0
 
@@ -110,7 +112,10 @@ class FastEmbedder(Embedder):
                                  model_file_sha256(onnx_file) if onnx_file.is_file() else "")
         if identity.file_hash and (self._int8 is None or self._int8.lasting):
             fp32_folder = self._fp32_folder or Path(inner._model_dir)
-            weights = sorted({onnx_file, fp32_folder / inner.model_description.model_file})  # a copy's, its source's
+            # a copy's weights and its source's, and the tokenizer a server runs without fastembed
+            weights = sorted({onnx_file, fp32_folder / inner.model_description.model_file,
+                              *[tokenizer for tokenizer in [Path(inner._model_dir) / "tokenizer.json"]
+                                if tokenizer.is_file()]})
             remember_model(memory_key(self.config), identity, weights, fp32_folder, recipe_of(described))
         return identity
 
@@ -119,8 +124,12 @@ class FastEmbedder(Embedder):
             return np.zeros((0, self.identity.dimension), dtype=np.float32)
         # Texts of similar length share a batch: each batch is padded to its longest text.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        ordered, size = [texts[i] for i in order], self.config.batch_size
         try:
-            vectors = list(self.model.embed([texts[i] for i in order], batch_size=self.config.batch_size))
+            session = self._served_session()  # a server's sync embeds with the model it serves: one copy of it
+            vectors = ([vector for start in range(0, len(ordered), size)
+                        for vector in session.embed(ordered[start:start + size])]
+                       if session else list(self.model.embed(ordered, batch_size=size)))
         except ModelError:
             raise
         except Exception as exc:
@@ -146,23 +155,22 @@ class FastEmbedder(Embedder):
         self._arena = False
 
     def _served_session(self) -> OnnxSession | None:
-        """Serving queries, the model run without importing fastembed, when how fastembed runs it is remembered
-        (recipe_of); None: through fastembed (not remembered yet, another runtime, or a GPU)."""
+        """In a server, the model run without importing fastembed, when how fastembed runs it is remembered
+        (recipe_of); None: through fastembed (not remembered yet, another runtime, a GPU, or the session failed to
+        load, which is said once)."""
         if self._arena:
             return None
         with _FASTEMBED_LOCK:
-            if self._session is None and self._model is None:
+            if not self._session_tried and self._model is None:
+                self._session_tried = True
                 remembered = _remembered(self.config)
                 if remembered is None or remembered.recipe is None or _use_cuda(self.config):
                     return None
-                if failure := self._failure.recent():
-                    raise failure
                 try:
                     # One thread per query unless configured: a server answers many queries at once.
                     self._session = OnnxSession(remembered.recipe, self.config.threads or 1, arena=False)
                 except ModelError as exc:
-                    self._failure.failed(exc)
-                    raise
+                    log.warning("%s; embedding through fastembed instead", exc)
             return self._session
 
     def release(self) -> None:
@@ -170,6 +178,7 @@ class FastEmbedder(Embedder):
             if self._model is None and self._session is None:
                 return
             self._model = self._session = None
+            self._session_tried = False
         gc.collect()  # the session sits in reference cycles of fastembed's objects
         _return_free_heap()
 
@@ -177,34 +186,42 @@ class FastEmbedder(Embedder):
 def recipe_of(loaded: TextEmbedding) -> Recipe | None:
     """How fastembed runs the model it loaded, for onnx_session.py: its pooling and normalization are those of
     its model class. Only the classes whose input and output are OnnxTextModel's plain ones, by exact class (a
-    subclass may change either), and only a model in one file; None for any other: served through fastembed."""
-    from fastembed.text.onnx_embedding import OnnxTextEmbedding
-    from fastembed.text.pooled_embedding import PooledEmbedding
-    from fastembed.text.pooled_normalized_embedding import PooledNormalizedEmbedding
+    subclass may change either), and only a model in one file; None for any other, or a fastembed laid out
+    otherwise: served through fastembed."""
+    try:
+        from fastembed.text.onnx_embedding import OnnxTextEmbedding
+        from fastembed.text.pooled_embedding import PooledEmbedding
+        from fastembed.text.pooled_normalized_embedding import PooledNormalizedEmbedding
 
-    recipes: dict[type, tuple[Literal["cls", "mean"], bool]] = {
-        OnnxTextEmbedding: ("cls", True), PooledEmbedding: ("mean", False), PooledNormalizedEmbedding: ("mean", True)}
-    inner = _files(loaded)
-    found = recipes.get(type(inner))
-    described = inner.model_description
-    if found is None or described.additional_files or getattr(inner, "ONNX_OUTPUT_NAMES", None) is not None:
+        recipes: dict[type, tuple[Pooling, bool]] = {OnnxTextEmbedding: ("cls", True), PooledEmbedding: ("mean", False),
+                                                     PooledNormalizedEmbedding: ("mean", True)}
+        inner = _files(loaded)
+        found = recipes.get(type(inner))
+        described = inner.model_description
+        if found is None or described.additional_files or getattr(inner, "ONNX_OUTPUT_NAMES", None) is not None:
+            return None
+        return Recipe(Path(inner._model_dir).resolve(), described.model_file, *found)
+    except (ImportError, AttributeError) as exc:
+        log.info("queries are embedded through fastembed: %s", exc)
         return None
-    return Recipe(Path(inner._model_dir), described.model_file, *found)
 
 
 def memory_key(config: FastembedSettings) -> str:
-    """What a local model is remembered by across processes (identities.py): where its weights come from, and
-    with quantize = "int8" the onnxruntime that quantized it (a refused copy is tried again with another)."""
+    """What a local model is remembered by across processes (identities.py): where its weights come from, with
+    quantize = "int8" the onnxruntime that quantized it (a refused copy is tried again with another), and the
+    fastembed whose way of running it a server copies (recipe_of: another fastembed is asked again)."""
     where = config.model_dump(mode="json", include={"model", "model_path", "cache_dir", "quantize"})
-    quantizer = _onnxruntime_version() if config.quantize == "int8" else ""
-    return json.dumps([where, environment(ENV_FASTEMBED_CACHE), quantizer], sort_keys=True)
+    quantizer = _installed_version("onnxruntime", "onnxruntime-gpu") if config.quantize == "int8" else ""
+    return json.dumps([where, environment(ENV_FASTEMBED_CACHE), quantizer, _installed_version("fastembed")],
+                      sort_keys=True)
 
 
-def _onnxruntime_version() -> str:
-    """onnxruntime's version, read from its package metadata (importing it takes a quarter of a second)."""
+def _installed_version(*distributions: str) -> str:
+    """The version of the first of `distributions` installed, read from its package metadata (importing
+    onnxruntime takes a quarter of a second, fastembed more); "" when none is."""
     from importlib.metadata import PackageNotFoundError, version
 
-    for distribution in ("onnxruntime", "onnxruntime-gpu"):
+    for distribution in distributions:
         try:
             return version(distribution)
         except PackageNotFoundError:

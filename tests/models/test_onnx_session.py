@@ -14,7 +14,7 @@ import pytest
 from helpers import ROOT
 
 from mcp_kb.models.fastembed import _files, recipe_of
-from mcp_kb.models.onnx_session import OnnxSession
+from mcp_kb.models.onnx_session import OnnxSession, _normalized, _padded_tokenizer, _pooled
 
 _PARTED = ("mcp_kb/models/onnx_session.py no longer runs the model as fastembed does (see recipe_of in "
            "mcp_kb/models/fastembed.py: pooling, normalization, the file loaded, or the tokenizer's setup changed)")
@@ -60,6 +60,80 @@ def test_the_model_run_without_fastembed_gives_fastembeds_vectors(model, request
     assert np.allclose(np.linalg.norm(ours, axis=1), np.linalg.norm(theirs, axis=1), atol=1e-4), _PARTED
 
 
+def _fastembed_classes():
+    from fastembed.text.onnx_embedding import OnnxTextEmbedding
+    from fastembed.text.pooled_embedding import PooledEmbedding
+    from fastembed.text.pooled_normalized_embedding import PooledNormalizedEmbedding
+
+    return [OnnxTextEmbedding, PooledEmbedding, PooledNormalizedEmbedding]
+
+
+@pytest.mark.parametrize("model_class", _fastembed_classes(), ids=lambda cls: cls.__name__)
+def test_each_model_class_is_pooled_and_normalized_as_fastembed_does(model_class, tmp_path):
+    """The recipe read off each model class fastembed runs plainly (CLS pooling of BGE-like models, mean pooling of
+    the multilingual default, mean and normalized of MiniLM) turns a model's output into fastembed's vectors."""
+    from types import SimpleNamespace
+
+    from fastembed.common.onnx_model import OnnxOutputContext
+
+    inner = object.__new__(model_class)  # no model loaded: only its output handling is asked
+    inner._model_dir = tmp_path
+    inner.model_description = SimpleNamespace(model_file="model.onnx", additional_files=[])
+    recipe = recipe_of(SimpleNamespace(model=inner))
+    assert recipe is not None, f"{model_class.__name__} is no longer run plainly: {_PARTED}"
+    rng = np.random.default_rng(3)
+    output = rng.normal(size=(4, 9, 16)).astype(np.float32)
+    mask = np.array([[1] * 9, [1] * 5 + [0] * 4, [1] * 2 + [0] * 7, [1] + [0] * 8], dtype=np.int64)
+    theirs = np.asarray(list(model_class._post_process_onnx_output(inner, OnnxOutputContext(output, mask))))
+    pooled = _pooled(output, mask, recipe.pooling)
+    ours = _normalized(pooled) if recipe.normalize else pooled
+    assert np.allclose(ours, theirs, atol=1e-6), _PARTED
+
+
+@pytest.mark.parametrize("changes", [{}, {"padding_side": "left"}, {"truncation_side": "left", "model_max_length": 12},
+                                     {"max_length": 8}, {"extra_special": True}])
+def test_the_tokenizer_is_set_up_as_fastembed_sets_it_up(model_folder, tmp_path, changes):
+    """Truncation, padding and special tokens as fastembed's loader makes them, for the settings models ship."""
+    import json
+    import shutil
+
+    from fastembed.common.preprocessor_utils import load_tokenizer
+
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json"):
+        if (model_folder / name).is_file():
+            shutil.copy(model_folder / name, tmp_path / name)
+    settings = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    extra = changes.pop("extra_special", False)
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({**settings, **changes}))
+    if extra:  # a list of additional special tokens, one of them written out as an AddedToken
+        tokens = json.loads((tmp_path / "special_tokens_map.json").read_text())
+        tokens["additional_special_tokens"] = ["<extra>", {"content": "<more>", "lstrip": False, "rstrip": False,
+                                                           "normalized": False, "single_word": False}]
+        (tmp_path / "special_tokens_map.json").write_text(json.dumps(tokens))
+    texts = ["a short one", "年假怎么申请？ <extra> and <more>", "a much longer text " * 20]
+    theirs = load_tokenizer(tmp_path)[0].encode_batch(texts)
+    ours = _padded_tokenizer(tmp_path).encode_batch(texts)
+    assert [(e.ids, e.attention_mask) for e in ours] == [(e.ids, e.attention_mask) for e in theirs], _PARTED
+
+
+def test_a_session_that_fails_to_load_leaves_the_server_to_fastembed(embedding_config, tmp_path, monkeypatch, caplog):
+    """A remembered recipe whose file is damaged costs one warning: queries are answered through fastembed."""
+    from mcp_kb.models import fastembed
+    from mcp_kb.models.base import ModelIdentity
+    from mcp_kb.models.identities import RememberedModel
+    from mcp_kb.models.onnx_session import Recipe
+
+    (tmp_path / "model.onnx").write_bytes(b"not a model")
+    remembered = RememberedModel(ModelIdentity("m", 384, ""), tmp_path, Recipe(tmp_path, "model.onnx", "mean", True))
+    monkeypatch.setattr(fastembed, "_remembered", lambda config: remembered)
+    served = fastembed.FastEmbedder(embedding_config)
+    served.serve_queries()
+    with caplog.at_level("WARNING"):
+        vectors = [served.embed_query("annual leave") for _ in range(2)]
+    assert all(vector.shape == (384,) for vector in vectors)
+    assert sum("embedding through fastembed instead" in record.message for record in caplog.records) == 1
+
+
 _SERVE = textwrap.dedent("""
     import json, sys
     from pathlib import Path
@@ -69,7 +143,8 @@ _SERVE = textwrap.dedent("""
     embedder.serve_queries()
     vector = embedder.embed_query("how do I ask for annual leave?")
     _ = embedder.identity  # what a search asks next: remembered with the recipe when worked out
-    print(json.dumps({"fastembed": "fastembed" in sys.modules, "vector": vector.tolist()}))
+    batch = embedder.embed_batch(["a sync run by the server", "embeds with the model it serves"])
+    print(json.dumps({"fastembed": "fastembed" in sys.modules, "vector": vector.tolist(), "batch": batch.shape[0]}))
 """)
 
 
@@ -81,12 +156,14 @@ def _served_query(cache: Path) -> tuple[bool, np.ndarray]:
                             env={**os.environ, "XDG_CACHE_HOME": str(cache)})
     assert answer.returncode == 0, answer.stderr[-3000:]
     printed = json.loads(answer.stdout.strip().splitlines()[-1])
+    assert printed["batch"] == 2
     return printed["fastembed"], np.asarray(printed["vector"], dtype=np.float32)
 
 
 def test_a_server_embeds_queries_without_importing_fastembed_once_the_model_is_remembered(embedder, tmp_path):
     """The first server on a machine knows no recipe yet: it answers through fastembed and remembers how fastembed
-    ran the model; from then on servers answer without importing it, with the same vectors."""
+    ran the model; from then on servers answer, and embed a sync's batches, without importing it, with the same
+    vectors."""
     expected = np.asarray(next(iter(embedder.model.query_embed("how do I ask for annual leave?"))), dtype=np.float32)
     first_imported, first = _served_query(tmp_path / "cache")
     second_imported, second = _served_query(tmp_path / "cache")
