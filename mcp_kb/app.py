@@ -16,6 +16,7 @@ from .audit import AuditTrail
 from .history import KBVersion
 from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
 from .errors import KBError, NotSyncedError, StoreError
+from .heap import return_free_heap
 from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
 from .index import open_store
 from .index.contract import ChunkView, Store, view_of
@@ -72,6 +73,13 @@ class App:
                 if self._serving:
                     self._embedder.serve_queries()
             return self._embedder
+
+    def warm_up(self) -> None:
+        """What a server's first search would load (the store, the model, its tokenizer), loaded now; then the heap
+        the start-up freed goes back to the system (a stdio server 305 -> 290 MB after 200 searches)."""
+        self.searcher.embedder.embed_query("warm up")
+        self.searcher.tokenizer.count(["warm up"])  # it loads at its first use, which would be the first search
+        return_free_heap()
 
     @cached_property
     def tokenizer(self) -> TokenCounter:

@@ -27,7 +27,7 @@ TIERS = {  # the most specific prefix decides a module's tier
     "mcp_kb.settings": 0, "mcp_kb.errors": 0, "mcp_kb.digest": 0, "mcp_kb.schema": 0, "mcp_kb.registry": 0,
     "mcp_kb.vocabulary": 0, "mcp_kb.lru": 0, "mcp_kb.text": 0, "mcp_kb.requests": 0,
     "mcp_kb.records": 0, "mcp_kb.cursors": 0, "mcp_kb.files": 0, "mcp_kb.wire": 0, "mcp_kb.stopwatch": 0,
-    "mcp_kb.imports": 0,
+    "mcp_kb.imports": 0, "mcp_kb.heap": 0,
 }
 
 

@@ -201,8 +201,7 @@ async def warming_up(app: App, grace_seconds: float = _WARM_UP_GRACE_SECONDS) ->
 
 def _warm_up(app: App) -> None:
     try:
-        app.searcher.embedder.embed_query("warm up")  # store and model, before the first search
-        app.searcher.tokenizer.count(["warm up"])  # it loads at its first use, which would be the first search
+        app.warm_up()
     except Exception as exc:  # reported again, with its fix, on the first search that needs it
         log.warning("embedding model not loaded: %s", exc)
 

@@ -3,7 +3,6 @@ through fastembed or reads its internals (a server runs the same model without i
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import json
 import logging
@@ -18,6 +17,7 @@ from ..settings import (ENV_FASTEMBED_CACHE, ENV_MODEL, ENV_MODEL_PATH, Fastembe
                         environment)
 from ..digest import model_file_sha256
 from ..errors import ModelError
+from ..heap import return_free_heap
 from .base import Embedder, ModelIdentity, Reranker
 from .identities import RememberedModel, remember_model, remembered_model
 from .onnx_session import OnnxSession, Pooling, Recipe, truncation_length
@@ -180,7 +180,7 @@ class FastEmbedder(Embedder):
             self._model = self._session = None
             self._session_tried = False
         gc.collect()  # the session sits in reference cycles of fastembed's objects
-        _return_free_heap()
+        return_free_heap()
 
 
 def recipe_of(loaded: TextEmbedding) -> Recipe | None:
@@ -231,14 +231,6 @@ def _installed_version(*distributions: str) -> str:
 
 def _remembered(config: FastembedSettings) -> RememberedModel | None:
     return remembered_model(memory_key(config))
-
-
-def _return_free_heap() -> None:
-    """Give the heap pages freed by a dropped model back to the system (glibc keeps them otherwise)."""
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: its allocator decides
-        pass
 
 
 class FastEmbedReranker(Reranker):
