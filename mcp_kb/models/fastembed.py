@@ -113,9 +113,9 @@ class FastEmbedder(Embedder):
         if identity.file_hash and (self._int8 is None or self._int8.lasting):
             fp32_folder = self._fp32_folder or Path(inner._model_dir)
             # a copy's weights and its source's, and the tokenizer a server runs without fastembed
+            tokenizer = Path(inner._model_dir) / "tokenizer.json"
             weights = sorted({onnx_file, fp32_folder / inner.model_description.model_file,
-                              *[tokenizer for tokenizer in [Path(inner._model_dir) / "tokenizer.json"]
-                                if tokenizer.is_file()]})
+                              *([tokenizer] if tokenizer.is_file() else [])})
             remember_model(memory_key(self.config), identity, weights, fp32_folder, recipe_of(described))
         return identity
 
