@@ -85,6 +85,14 @@ def _one_line(stderr: str) -> str:
     return lines[0]
 
 
+def _join_refused_naming_the_file(stderr: str, address: str, config: Path, said: str = "") -> str:
+    """The one error line of a sync that could not join the Ray at `address` set in kb.toml `config`."""
+    line = _one_line(stderr)
+    assert line.startswith(f"Error: cannot join the Ray cluster at {address}: {said}"), line
+    assert line.endswith(f"([sync] ray_address in {config})"), line
+    return line
+
+
 @contextmanager
 def _silent_listener() -> Iterator[str]:
     """HOST:PORT of a server that accepts connections and never says a word."""
@@ -295,9 +303,7 @@ def test_an_address_where_no_ray_answers_fails_the_sync_within_seconds_in_one_li
     with _listener(kind) as where:
         address = scheme + where
         config, stderr, seconds = _sync_with_the_address_in_the_file(tmp_path, address)
-    line = _one_line(stderr)
-    assert line.startswith(f"Error: cannot join the Ray cluster at {address}: {said}"), line
-    assert line.endswith(f"([sync] ray_address in {config})"), line
+    _join_refused_naming_the_file(stderr, address, config, said)
     print(f"\n{kind} {scheme or 'gcs'}: {seconds:.1f} s")
 
 
@@ -361,9 +367,7 @@ def test_a_join_that_ray_itself_fails_says_so_in_one_line_naming_the_setting(tmp
     with _fake_ray(_ray_on_the_surface) as (where, _):
         address = scheme + where
         config, stderr, seconds = _sync_with_the_address_in_the_file(tmp_path, address)
-    line = _one_line(stderr)
-    assert line.startswith(f"Error: cannot join the Ray cluster at {address}: "), line
-    assert line.endswith(f"([sync] ray_address in {config})"), line
+    line = _join_refused_naming_the_file(stderr, address, config)
     print(f"\n{scheme or 'gcs'} Ray on the surface: {seconds:.1f} s ({line})")
 
 
