@@ -74,10 +74,10 @@ if TYPE_CHECKING:
     from .records import SyncHistory as SyncHistory
     from .records import SyncProgress as SyncProgress
     from .records import SyncReport as SyncReport
-    from .reader import BrowseOutput as BrowseOutput
-    from .reader import DocumentEntry as DocumentEntry
-    from .reader import OutlineEntry as OutlineEntry
-    from .reader import ReadOutput as ReadOutput
+    from .read_outputs import BrowseOutput as BrowseOutput
+    from .read_outputs import DocumentEntry as DocumentEntry
+    from .read_outputs import OutlineEntry as OutlineEntry
+    from .read_outputs import ReadOutput as ReadOutput
     from .requests import FILTER_SYNTAX as FILTER_SYNTAX
     from .requests import MAX_CHUNK_INDEX as MAX_CHUNK_INDEX
     from .requests import BrowseRequest as BrowseRequest
@@ -184,10 +184,10 @@ _HOMES = {
     "SyncHistory": "records",
     "SyncProgress": "records",
     "SyncReport": "records",
-    "BrowseOutput": "reader",
-    "DocumentEntry": "reader",
-    "OutlineEntry": "reader",
-    "ReadOutput": "reader",
+    "BrowseOutput": "read_outputs",
+    "DocumentEntry": "read_outputs",
+    "OutlineEntry": "read_outputs",
+    "ReadOutput": "read_outputs",
     "FILTER_SYNTAX": "requests",
     "MAX_CHUNK_INDEX": "requests",
     "BrowseRequest": "requests",

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import history
 from .audit import AuditTrail
@@ -29,7 +30,7 @@ from .metrics import Metrics, QueryLog
 from .models import create_embedder, create_reranker, load_token_counter, model_source
 from .models.base import Embedder, TokenCounter, query_model_differs
 from .cursors import Cursors
-from .reader import BrowseOutput, Reader, ReadOutput
+from .read_outputs import BrowseOutput, ReadOutput
 from .records import (Glance, HealthCheck, KBCheck, KBState, KBStats, KBStatus, KBSummary, LastSyncFigures, Problem,
                       Progress, SearchFigures, SyncHistory, SyncProgress, recorded_now)
 from .requests import BrowseRequest, ReadRequest, SearchRequest, SyncRequest, parse_search
@@ -40,6 +41,9 @@ from .batches import parse_job
 from .records import SyncReport
 from .sync import sync_all
 
+
+if TYPE_CHECKING:
+    from .reader import Reader
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +195,8 @@ class App:
 
     @cached_property
     def reader(self) -> Reader:
+        from .reader import Reader  # with Arrow's compute functions, which a server's handshake need not wait for
+
         return Reader(self.store, lambda: self.tokenizer, Cursors(self.config.server.cursor_secret))
 
     def read(self, kb: str, request: ReadRequest) -> ReadOutput:

@@ -16,8 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
-
 from .settings import Config, KBConfig, SyncEngineConfig
 from .digest import file_sha256
 from .errors import KBError, MassDeleteError, ModelError, StoreError, SyncCancelled
@@ -290,6 +288,8 @@ def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: di
 
 def _check_model(embedder: Embedder) -> None:
     """The model must load and embed a test text before a rebuild starts."""
+    import numpy as np  # here, not at the top: a server imports this module before its handshake, numpy after it
+
     vector = np.asarray(embedder.embed_query("mcp-kb model check"))
     if vector.shape != (embedder.identity.dimension,) or not np.isfinite(vector).all():
         raise ModelError(f"the embedding model {embedder.identity.name} returned a vector of shape {vector.shape} "

@@ -2,7 +2,8 @@
 
 faces (cli, mcp, ui, the HTTP edge) import the core only through its public API (mcp_kb.api) and settings.
 faces → service (api, app, live) → operations (sync, search, passages, evaluation, present, access, view, audit)
-→ foundation (ingest, models, index) → base (settings, errors, digest, schema, requests, records, text, lru).
+→ foundation (ingest, models, index) → base (settings, errors, digest, schema, requests, records, read_outputs,
+text, lru).
 Search never imports sync; only the index package imports lancedb; only models.fastembed loads models.
 Faces reach the core through its contract, never the index; models never import the index; no two
 modules (nor two folders) import each other, by any path.
@@ -27,7 +28,7 @@ TIERS = {  # the most specific prefix decides a module's tier
     "mcp_kb.settings": 0, "mcp_kb.errors": 0, "mcp_kb.digest": 0, "mcp_kb.schema": 0, "mcp_kb.registry": 0,
     "mcp_kb.vocabulary": 0, "mcp_kb.lru": 0, "mcp_kb.text": 0, "mcp_kb.requests": 0,
     "mcp_kb.records": 0, "mcp_kb.cursors": 0, "mcp_kb.files": 0, "mcp_kb.wire": 0, "mcp_kb.stopwatch": 0,
-    "mcp_kb.imports": 0, "mcp_kb.heap": 0,
+    "mcp_kb.imports": 0, "mcp_kb.heap": 0, "mcp_kb.read_outputs": 0,
 }
 
 

@@ -49,6 +49,9 @@ _T = TypeVar("_T")
 PROMPT = "answer_with_citations"
 
 _WARM_UP_GRACE_SECONDS = 30  # how long a closing server waits for the model load it started
+# How long the model load waits for a client's handshake to be answered: a stdio client sends it as it launches the
+# server; an HTTP server nobody has called yet loads the model this long after its start.
+_HANDSHAKE_WAIT_SECONDS = 1.0
 
 
 def _filters_dict(filters: BaseModel | None) -> dict[str, Any] | None:
@@ -139,13 +142,14 @@ def build_server(app: App, read_only: bool | None = None) -> _KBServer:
     runner = SyncRunner(app, notify=kb_synced)
 
     tasks = None if read_only else SyncTasks(guard.view)
+    handshake = _Handshake()
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[dict[str, Any]]:
         _warn_about_missing_paths(app)
         if read_only and any(kb.sync.has_triggers for kb in app.config.kb):
             log.info("read-only: the [kb.sync] triggers in the config are left to the writer (`mcp-kb watch`)")
-        async with warming_up(app), anyio.create_task_group() as group:
+        async with warming_up(app, handshake.answered), anyio.create_task_group() as group:
             if tasks:  # a read-only server never writes: another process (`mcp-kb watch`) syncs
                 tasks.group = group  # sync tasks outlive the requests that start them
                 group.start_soon(LiveSync(runner, app.config.kb).run)  # start-up, schedule, file changes
@@ -165,7 +169,7 @@ def build_server(app: App, read_only: bool | None = None) -> _KBServer:
         subscriptions=notifier.bus,
         lifespan=lifespan,
         log_level="WARNING",
-        middleware=[guard],
+        middleware=[handshake, guard],
         extensions=[results_view(), *([tasks] if tasks else [])],
     )
     descriptions = {kb.name: _add_search_tool(server, app, kb) for kb in app.config.kb} \
@@ -184,17 +188,40 @@ def build_server(app: App, read_only: bool | None = None) -> _KBServer:
     return server
 
 
+class _Handshake:
+    """Middleware: `answered` is set by the first message after `initialize` (the client has its answer then)."""
+
+    def __init__(self) -> None:
+        self.answered = threading.Event()
+
+    async def __call__(self, ctx: Any, call_next: Callable[[Any], Any]) -> Any:
+        if ctx.method != "initialize":
+            self.answered.set()
+        return await call_next(ctx)
+
+
 @asynccontextmanager
-async def warming_up(app: App, grace_seconds: float = _WARM_UP_GRACE_SECONDS) -> AsyncIterator[None]:
-    """Load the embedding model in the background (after the handshake, so tools/list answers at
-    once); on leaving, wait for that load up to the grace: a client that leaves at once would
-    otherwise end the process while the model loads in native code, which aborts the interpreter's
+async def warming_up(app: App, handshake: threading.Event,
+                     grace_seconds: float = _WARM_UP_GRACE_SECONDS) -> AsyncIterator[None]:
+    """Load the embedding model in the background once the handshake is answered (loading it holds the interpreter
+    as much as answering does: together, a stdio client would wait for both before its tools/list), or after
+    _HANDSHAKE_WAIT_SECONDS without one. On leaving, wait for a load begun up to the grace: a client that leaves at
+    once would otherwise end the process while the model loads in native code, which aborts the interpreter's
     shutdown ("Fatal Python error: PyGILState_Release")."""
-    warm_up = threading.Thread(target=_warm_up, args=(app,), name="mcp-kb-warm-up", daemon=True)
+    leaving = threading.Event()
+
+    def load() -> None:
+        handshake.wait(_HANDSHAKE_WAIT_SECONDS)
+        if not leaving.is_set():
+            _warm_up(app)
+
+    warm_up = threading.Thread(target=load, name="mcp-kb-warm-up", daemon=True)
     warm_up.start()
     try:
         yield
     finally:
+        leaving.set()
+        handshake.set()
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(warm_up.join, grace_seconds)
 

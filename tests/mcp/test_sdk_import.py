@@ -1,4 +1,5 @@
-"""A stdio server imports the MCP SDK without its HTTP stack (mcp/sdk_import.py), and still answers as the SDK does.
+"""A stdio server imports the MCP SDK without its HTTP stack (mcp/sdk_import.py), and still answers as the SDK does;
+what it imports before its first answer leaves out the model runtime, Arrow and LanceDB (they load after).
 
 The server runs in a fresh interpreter (the test process has imported the whole SDK already) through
 `mcp-kb serve`, as a client launches it; what it imported is read when it exits.
@@ -74,3 +75,29 @@ async def test_a_stdio_session_answers_from_the_sdk_without_importing_the_http_s
     imported = json.loads(report.read_text(encoding="utf-8"))
     assert imported["stepped_aside"] is None, f"{SHIM}: the SDK was imported whole: {imported['stepped_aside']}"
     assert _http_parts(imported["loaded"]) == [], f"{SHIM}: a stdio server imported the HTTP stack"
+
+
+_BUILD_AND_REPORT = textwrap.dedent("""
+    import json, sys
+    from mcp_kb.mcp.sdk_import import import_sdk_for_stdio
+    import_sdk_for_stdio()
+    import mcp_kb.cli, mcp_kb.serve
+    from mcp_kb.api import App
+    from mcp_kb.mcp.server import build_server
+    from mcp_kb.settings import load_config
+    build_server(App(load_config(sys.argv[1]), serving=True))
+    print(json.dumps(sorted(sys.modules)))
+""")
+LOADED_AFTER_THE_HANDSHAKE = ("numpy", "pyarrow", "lancedb", "onnxruntime", "tokenizers", "fastembed")
+
+
+def test_what_a_server_builds_before_its_first_answer_imports_no_model_runtime_arrow_or_lancedb(served_config):
+    """Each costs a tenth of a second or more on a client's way to tools/list; the warm-up loads them once the
+    handshake is answered."""
+    import subprocess
+
+    built = subprocess.run([sys.executable, "-c", _BUILD_AND_REPORT, str(served_config)], capture_output=True,
+                           text=True, timeout=120, env=os.environ.copy())
+    assert built.returncode == 0, built.stderr
+    loaded = json.loads(built.stdout)
+    assert [name for name in LOADED_AFTER_THE_HANDSHAKE if name in loaded] == []

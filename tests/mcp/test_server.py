@@ -748,10 +748,29 @@ async def test_leaving_waits_for_the_model_load_it_started(app, monkeypatch):
         order.append("model loaded")
 
     monkeypatch.setattr(server, "_warm_up", slow_load)
-    async with server.warming_up(app):
+    handshake = threading.Event()
+    handshake.set()
+    async with server.warming_up(app, handshake):
         leaving.set()
     order.append("left")
     assert order == ["model loaded", "left"]
+
+
+async def test_the_model_loads_once_the_handshake_is_answered_and_never_for_a_client_that_left_before(
+        app, monkeypatch):
+    """Loading the model holds the interpreter as answering does: a stdio client's handshake must not wait for it."""
+    import threading
+
+    from mcp_kb.mcp import server
+
+    loaded = threading.Event()
+    monkeypatch.setattr(server, "_warm_up", lambda _app: loaded.set())
+    monkeypatch.setattr(server, "_HANDSHAKE_WAIT_SECONDS", 600)  # only the handshake starts it within the test
+    async with server.warming_up(app, threading.Event()):
+        pass
+    assert not loaded.is_set()
+    async with Client(build_server(app)):  # initialize, then notifications/initialized
+        assert await anyio.to_thread.run_sync(loaded.wait, 30)
 
 
 
