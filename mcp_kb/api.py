@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from .live import keep_in_sync as keep_in_sync
     from .models import fetch_models as fetch_models
     from .models import model_source as model_source
-    from .models import quiet_model_logs as quiet_model_logs
+    from .models import prepare_model_runtimes as prepare_model_runtimes
     from .passages import Hit as Hit
     from .present import browse_text as browse_text
     from .present import cited_text as cited_text
@@ -161,7 +161,7 @@ _HOMES = {
     "keep_in_sync": "live",
     "fetch_models": "models",
     "model_source": "models",
-    "quiet_model_logs": "models",
+    "prepare_model_runtimes": "models",
     "Hit": "passages",
     "browse_text": "present",
     "cited_text": "present",

@@ -144,9 +144,9 @@ def main(verbose: bool) -> None:
     """
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
-    from .api import quiet_model_logs
+    from .api import prepare_model_runtimes
 
-    quiet_model_logs()
+    prepare_model_runtimes()
 
 
 @main.command()

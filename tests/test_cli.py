@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import tomllib
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -445,6 +446,37 @@ def test_commands_that_embed_nothing_never_import_the_model_runtime_or_the_mcp_s
         assert json.loads(answer.stderr.strip().splitlines()[-1]) == [], f"mcp-kb {command}: {answer.stderr}"
         printed[command] = answer.stdout
     assert "0 added, 0 changed, 0 deleted, 2 unchanged" in printed["sync"]
+
+
+_BLAS_THREADS = textwrap.dedent("""
+    import ctypes, json, sys
+    from mcp_kb.cli import main
+    main(sys.argv[1:], standalone_mode=False)
+    import numpy  # a command that did not load it: its BLAS is what a later step would get
+    names = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads", "openblas_get_num_threads64_",
+             "openblas_get_num_threads")
+    mapped = {line.split()[-1] for line in open("/proc/self/maps") if "openblas" in line.rsplit("/", 1)[-1].lower()}
+    threads = [getattr(ctypes.CDLL(path), name)() for path in mapped for name in names
+               if hasattr(ctypes.CDLL(path), name)]
+    print(json.dumps(threads), file=sys.stderr)
+""")
+
+
+@pytest.mark.parametrize("command", ["status", "sync"])
+def test_commands_run_numpys_blas_on_one_thread(project, command):
+    """Each idle OpenBLAS worker spins for a while after numpy loads: 0.1 s of CPU per command on two cores, as much
+    as a no-op sync's own work; mcp-kb's vector products are too small to share out."""
+    import subprocess
+    import sys
+
+    environment = {name: value for name, value in os.environ.items() if name != "OPENBLAS_NUM_THREADS"}
+    answer = subprocess.run([sys.executable, "-c", _BLAS_THREADS, command], capture_output=True, text=True,
+                            timeout=300, cwd=project, env=environment)
+    assert answer.returncode == 0, answer.stderr
+    threads = json.loads(answer.stderr.strip().splitlines()[-1])
+    if not threads:
+        pytest.skip("this numpy's BLAS is not OpenBLAS")
+    assert threads == [1]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])

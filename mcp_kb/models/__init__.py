@@ -77,10 +77,15 @@ def model_source(config: EmbeddingConfig) -> str:
     return embedding_provider(config).source(config)
 
 
-def quiet_model_logs() -> None:
-    """Model runtimes warn on stderr per call; a server's stderr stays clean, and a failed load is said once, in
-    our own error. fastembed logs through loguru, which models/fastembed.py turns off as it loads (turned off here,
-    every command would import loguru and that module)."""
+def prepare_model_runtimes() -> None:
+    """What a command asks of the numeric and model runtimes, before any loads:
+    - numpy's BLAS (OpenBLAS) runs on one thread unless the user set OPENBLAS_NUM_THREADS: mcp-kb's products are a
+      query against a few candidates, too small to share out, and each idle OpenBLAS worker spins for a while after
+      numpy loads (0.1 s of CPU per command on two cores, as much as a no-op sync's own work);
+    - model runtimes warn on stderr per call; a server's stderr stays clean, and a failed load is said once, in our
+      own error. fastembed logs through loguru, which models/fastembed.py turns off as it loads (turned off here,
+      every command would import loguru and that module)."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.environ.setdefault("ORT_LOG_SEVERITY_LEVEL", "3")
     for name in ("huggingface_hub", "fastembed", "onnxruntime"):
         logging.getLogger(name).setLevel(logging.ERROR)
