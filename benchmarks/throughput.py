@@ -18,6 +18,11 @@ searches/s, p50/p95/p99 latency, errors (non-200, a JSON-RPC error, or isError),
 (/proc/<pid>/stat) and this load generator's. Then 16 clients while another process runs `mcp-kb sync` after
 200 of the copy's documents were edited: searches/s, p95, errors, and the sync's duration.
 
+First, the engine alone (`--engine-threads`, default 16): the same searches through `App.search` in that many
+threads of one process, no HTTP and no MCP, for `--seconds`: what the search itself allows on this machine, the
+ceiling of the served figures (16 threads: 96-103/s at 16-17 ms of CPU per search on the 2-core machine of
+docs/performance.md).
+
 `--protocol 2025-11-25` (default) takes the stateless transport `--stateless` turns on (a fresh transport per
 POST); `--protocol 2026-07-28` the per-request envelope the SDK's own Client negotiates, which a server answers
 the same way stateless or not.
@@ -330,6 +335,51 @@ def level_goal(clients: int, figures: Figures) -> str:
 
 # ---- the phases ---------------------------------------------------------------------------------
 
+ENGINE = """
+import itertools, json, resource, sys, threading, time
+from mcp_kb.api import App, SearchRequest
+from mcp_kb.settings import load_config
+
+config, queries_file, threads, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+app = App(load_config(config), serving=True)
+kb = app.config.kb[0].name
+texts = [json.loads(line)["text"] for line in open(queries_file, encoding="utf-8")]
+numbers = itertools.count()
+app.search(kb, SearchRequest(query="warm up the model and the index", mode="hybrid", top_k=10), record=False)
+
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+def searcher(until, done):
+    while time.perf_counter() < until:
+        number = next(numbers)
+        query = f"{texts[number % len(texts)]} ({number})"  # distinct: the answer cache never answers
+        app.search(kb, SearchRequest(query=query, mode="hybrid", top_k=10), record=False)
+        done.append(1)
+
+done, started, used = [], time.perf_counter(), cpu()
+workers = [threading.Thread(target=searcher, args=(started + seconds, done)) for _ in range(threads)]
+for worker in workers:
+    worker.start()
+for worker in workers:
+    worker.join()
+elapsed = time.perf_counter() - started
+print(json.dumps({"rate": len(done) / elapsed, "cpu_ms": (cpu() - used) / len(done) * 1000}))
+"""
+
+
+def run_engine(tree: Tree, config: Path, threads: int, seconds: float) -> None:
+    """The searches of a level without the server: App.search in `threads` threads of one process."""
+    done = tree.run("-c", ENGINE, str(config),
+                    str(EVAL / "scifact" / "queries.jsonl"), str(threads), str(seconds))
+    if done.returncode:
+        sys.exit(f"tree {tree.name}: the engine run failed:\n{done.stderr.strip()}")
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"tree {tree.name}: the engine alone, {threads} threads, no HTTP: {figures['rate']:.1f} searches/s, "
+          f"{figures['cpu_ms']:.1f} ms of CPU per search", flush=True)
+
+
 def run_levels(servers: list[Server], levels: list[int], seconds: float, protocol: str) -> None:
     print(HEADER, flush=True)
     for number, clients in enumerate(levels):
@@ -360,7 +410,8 @@ def run_sync(server: Server, protocol: str) -> None:
           f"exit {outcome['code']}; it said: {' | '.join(outcome['said'])}", flush=True)
 
 
-def start_server(number: int, tree: Tree, protocol: str, servers: list[Server]) -> None:
+def prepare_copy(number: int, tree: Tree) -> Path:
+    """A fresh copy of the KB for a tree, synced by it; returns its config."""
     config = fresh_copy(number)
     # A sync with nothing to do, unless this tree's code reads the index otherwise (it then rebuilds, reusing
     # the vectors): the server serves what this tree's syncs leave, and the measured sync is the edits alone.
@@ -368,6 +419,10 @@ def start_server(number: int, tree: Tree, protocol: str, servers: list[Server]) 
     print(f"tree {tree.name}: the copy's sync before serving: {' | '.join(sync_said(done.stdout + done.stderr))}")
     if done.returncode:
         sys.exit(f"tree {tree.name}: that sync failed (exit {done.returncode})")
+    return config
+
+
+def start_server(tree: Tree, config: Path, protocol: str, servers: list[Server]) -> None:
     kb = status(tree, config)
     server = Server(tree, config, kb["tool"], kb["last_sync"], distinct_queries())
     servers.append(server)  # before it starts: stopped whatever happens
@@ -393,6 +448,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--levels", default="1,4,16,64", help="concurrent clients per level (comma-separated)")
     parser.add_argument("--seconds", type=float, default=20, help="measured seconds per level (after a 2 s warm-up)")
     parser.add_argument("--no-sync", action="store_true", help="skip the phase of searches during a sync")
+    parser.add_argument("--engine-threads", type=int, default=16,
+                        help="threads of the engine-alone figure (0: skip it)")
     parser.add_argument("--tree", action="append", type=Path, default=[],
                         help="a checkout whose mcp_kb the server and sync run (default: this one); twice: both, "
                              "level by level in turn")
@@ -417,8 +474,11 @@ def main() -> None:
     check_source(trees[0])
     servers: list[Server] = []
     try:
-        for number, tree in enumerate(trees):
-            start_server(number, tree, args.protocol, servers)
+        configs = [prepare_copy(number, tree) for number, tree in enumerate(trees)]
+        for tree, config in zip(trees, configs) if args.engine_threads else ():
+            run_engine(tree, config, args.engine_threads, args.seconds)
+        for tree, config in zip(trees, configs):
+            start_server(tree, config, args.protocol, servers)
         run_levels(servers, [int(n) for n in args.levels.split(",")], args.seconds, args.protocol)
         for server in servers:
             check_no_sync_of_its_own(server)
