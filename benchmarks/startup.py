@@ -10,6 +10,10 @@ wall <= 1.0 s on a quiet machine.
 The server: launching `mcp-kb serve` (stdio) as Claude Desktop would, seconds to the first tools/list answer and
 to the first search answered, and the server's RSS after that first search and after `--searches` more (both
 KBs, every mode). Goals: first search <= 1.5 s, RSS after warm-up <= 300 MB.
+
+The floor of tools/list: seconds for a fresh interpreter to import the MCP SDK's server as a stdio server does
+(mcp/sdk_import.py) and nothing else; tools/list cannot be answered sooner (0.42-0.47 s on the 2-core machine of
+docs/performance.md, most of it the SDK's pydantic models of both protocol eras).
 """
 
 from __future__ import annotations
@@ -98,6 +102,9 @@ def command_figures(config: Path, runs: int) -> None:
               f"(min {min(ratios):.2f}, max {max(ratios):.2f})")
 
 
+SDK_ALONE = [sys.executable, "-c", "from mcp_kb.mcp.sdk_import import import_sdk_for_stdio; import_sdk_for_stdio()"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
@@ -114,6 +121,9 @@ def main() -> None:
     for figure in launches[0]:
         values = [launch[figure] for launch in launches]
         print(f"  {figure}: median {statistics.median(values):.2f}, min {min(values):.2f}, max {max(values):.2f}")
+    floor = [seconds_of(SDK_ALONE)[1] for _ in range(args.runs)]
+    print(f"  the floor of tools/list (the SDK's server imported, nothing else) s: median {statistics.median(floor):.2f}, "
+          f"min {min(floor):.2f}")
 
 
 if __name__ == "__main__":
