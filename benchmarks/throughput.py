@@ -336,6 +336,8 @@ def level_goal(clients: int, figures: Figures) -> str:
 # ---- the phases ---------------------------------------------------------------------------------
 
 ENGINE = """
+import os
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as in a command's process (models.prepare_model_runtimes)
 import itertools, json, resource, sys, threading, time
 from mcp_kb.api import App, SearchRequest
 from mcp_kb.settings import load_config
@@ -475,8 +477,9 @@ def main() -> None:
     servers: list[Server] = []
     try:
         configs = [prepare_copy(number, tree) for number, tree in enumerate(trees)]
-        for tree, config in zip(trees, configs) if args.engine_threads else ():
-            run_engine(tree, config, args.engine_threads, args.seconds)
+        if args.engine_threads:
+            for tree, config in zip(trees, configs):
+                run_engine(tree, config, args.engine_threads, args.seconds)
         for tree, config in zip(trees, configs):
             start_server(tree, config, args.protocol, servers)
         run_levels(servers, [int(n) for n in args.levels.split(",")], args.seconds, args.protocol)

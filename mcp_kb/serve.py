@@ -25,6 +25,9 @@ if TYPE_CHECKING:  # the MCP SDK and the HTTP stack load where a transport needs
     from mcp.server.mcpserver import MCPServer
     from starlette.types import Receive, Scope, Send
 
+# A stdio client sends its handshake and tools/list as it launches the server: the server's start-up work (the model
+# load, a start-up sync) waits this long at most for them to be answered before it begins. Over HTTP it begins at once.
+_HANDSHAKE_WAIT_SECONDS = 1.0
 _STOP_GRACE_SECONDS = 0.5  # how long Ctrl-C or SIGTERM leaves a stdio server to shut down before it exits
 _SYNC_STOP_SECONDS = 3.0  # how long a stdio server whose client closed stdin waits for its sync to stop
 
@@ -44,7 +47,7 @@ def run_server(app: App) -> None:
             log.debug("the MCP SDK was imported whole: %s", reason)
     from .mcp.server import build_server
 
-    server = build_server(app)
+    server = build_server(app, handshake_wait=_HANDSHAKE_WAIT_SECONDS if transport == "stdio" else 0.0)
     if transport == "stdio":
         names = ", ".join(kb.name for kb in app.config.kb)
         # stdout carries the protocol only; a person who started this in a terminal learns what it waits for.

@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 from contextlib import asynccontextmanager, contextmanager
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
@@ -49,9 +49,7 @@ _T = TypeVar("_T")
 PROMPT = "answer_with_citations"
 
 _WARM_UP_GRACE_SECONDS = 30  # how long a closing server waits for the model load it started
-# How long the model load waits for a client's handshake to be answered: a stdio client sends it as it launches the
-# server; an HTTP server nobody has called yet loads the model this long after its start.
-_HANDSHAKE_WAIT_SECONDS = 1.0
+_HANDSHAKE_METHODS = ("initialize", "server/discover")  # a client's first requests, before it picks a tool
 
 
 def _filters_dict(filters: BaseModel | None) -> dict[str, Any] | None:
@@ -122,8 +120,10 @@ def _name_kbs(schema: dict[str, Any], names: list[str]) -> None:
         _name_kbs(schema["items"], names)
 
 
-def build_server(app: App, read_only: bool | None = None) -> _KBServer:
-    """An MCP server for every KB in the app's config."""
+def build_server(app: App, read_only: bool | None = None, handshake_wait: float = 0.0) -> _KBServer:
+    """An MCP server for every KB in the app's config. Its start-up work (loading the model, a start-up sync) waits
+    up to `handshake_wait` seconds for a client's first request after its handshake to be answered: that work holds
+    the interpreter as answering does, and a client that launches the server waits for those answers."""
     read_only = app.config.server.read_only if read_only is None else read_only
     app.saves_metrics = True  # a server's figures are the ones `mcp-kb stats` shows
     guard = Guard(app.config, _instructions, app.audit)
@@ -149,10 +149,17 @@ def build_server(app: App, read_only: bool | None = None) -> _KBServer:
         _warn_about_missing_paths(app)
         if read_only and any(kb.sync.has_triggers for kb in app.config.kb):
             log.info("read-only: the [kb.sync] triggers in the config are left to the writer (`mcp-kb watch`)")
-        async with warming_up(app, handshake.answered), anyio.create_task_group() as group:
+        async def answered() -> None:
+            await handshake.wait(handshake_wait)
+
+        async def live_sync() -> None:  # start-up, schedule, file changes
+            await answered()  # a start-up sync loads LanceDB: after the first answer, not beside it
+            await LiveSync(runner, app.config.kb).run()
+
+        async with warming_up(app, answered), anyio.create_task_group() as group:
             if tasks:  # a read-only server never writes: another process (`mcp-kb watch`) syncs
                 tasks.group = group  # sync tasks outlive the requests that start them
-                group.start_soon(LiveSync(runner, app.config.kb).run)  # start-up, schedule, file changes
+                group.start_soon(live_sync)
             yield {}
             runner.stop()  # a running sync must not hold a server its client ended: it stops, keeping whole batches
             group.cancel_scope.cancel()
@@ -189,41 +196,56 @@ def build_server(app: App, read_only: bool | None = None) -> _KBServer:
 
 
 class _Handshake:
-    """Middleware: `answered` is set by the first message after `initialize` (the client has its answer then)."""
+    """Middleware: says when the server has answered a client's first request after its handshake (tools/list,
+    usually), which the start-up work waits for."""
 
     def __init__(self) -> None:
-        self.answered = threading.Event()
+        self._answered = False
+        self._waiting: set[anyio.Event] = set()  # one per wait: a server may run in more than one event loop
 
-    async def __call__(self, ctx: Any, call_next: Callable[[Any], Any]) -> Any:
-        if ctx.method != "initialize":
-            self.answered.set()
-        return await call_next(ctx)
+    async def __call__(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        try:
+            return await call_next(ctx)
+        finally:
+            if ctx.request_id is not None and ctx.method not in _HANDSHAKE_METHODS:  # a request, answered
+                self._answered = True
+                for event in self._waiting:
+                    event.set()
+
+    async def wait(self, seconds: float) -> None:
+        """Until such a request has been answered, or `seconds` have passed (0: no wait)."""
+        if self._answered or seconds <= 0:
+            return
+        event = anyio.Event()
+        self._waiting.add(event)
+        try:
+            with anyio.move_on_after(seconds):
+                await event.wait()
+        finally:
+            self._waiting.discard(event)
 
 
 @asynccontextmanager
-async def warming_up(app: App, handshake: threading.Event,
+async def warming_up(app: App, ready: Callable[[], Awaitable[None]],
                      grace_seconds: float = _WARM_UP_GRACE_SECONDS) -> AsyncIterator[None]:
-    """Load the embedding model in the background once the handshake is answered (loading it holds the interpreter
-    as much as answering does: together, a stdio client would wait for both before its tools/list), or after
-    _HANDSHAKE_WAIT_SECONDS without one. On leaving, wait for a load begun up to the grace: a client that leaves at
-    once would otherwise end the process while the model loads in native code, which aborts the interpreter's
-    shutdown ("Fatal Python error: PyGILState_Release")."""
-    leaving = threading.Event()
+    """Load the embedding model in the background once `ready` returns; on leaving before, never. On leaving after,
+    wait for the load up to the grace: a client that leaves at once would otherwise end the process while the model
+    loads in native code, which aborts the interpreter's shutdown ("Fatal Python error: PyGILState_Release")."""
+    warm_up = threading.Thread(target=_warm_up, args=(app,), name="mcp-kb-warm-up", daemon=True)
 
-    def load() -> None:
-        handshake.wait(_HANDSHAKE_WAIT_SECONDS)
-        if not leaving.is_set():
-            _warm_up(app)
+    async def start() -> None:
+        await ready()
+        warm_up.start()
 
-    warm_up = threading.Thread(target=load, name="mcp-kb-warm-up", daemon=True)
-    warm_up.start()
-    try:
-        yield
-    finally:
-        leaving.set()
-        handshake.set()
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(warm_up.join, grace_seconds)
+    async with anyio.create_task_group() as group:
+        group.start_soon(start)
+        try:
+            yield
+        finally:
+            group.cancel_scope.cancel()
+            if warm_up.ident is not None:  # started
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(warm_up.join, grace_seconds)
 
 
 def _warm_up(app: App) -> None:

@@ -741,38 +741,77 @@ async def test_leaving_waits_for_the_model_load_it_started(app, monkeypatch):
 
     from mcp_kb.mcp import server
 
-    leaving, order = threading.Event(), []
+    loading, leaving, order = threading.Event(), threading.Event(), []
 
     def slow_load(_app):
+        loading.set()
         leaving.wait(30)
         order.append("model loaded")
 
+    async def at_once():
+        pass
+
     monkeypatch.setattr(server, "_warm_up", slow_load)
-    handshake = threading.Event()
-    handshake.set()
-    async with server.warming_up(app, handshake):
+    async with server.warming_up(app, at_once):
+        assert await anyio.to_thread.run_sync(loading.wait, 30)
         leaving.set()
     order.append("left")
     assert order == ["model loaded", "left"]
 
 
-async def test_the_model_loads_once_the_handshake_is_answered_and_never_for_a_client_that_left_before(
-        app, monkeypatch):
-    """Loading the model holds the interpreter as answering does: a stdio client's handshake must not wait for it."""
+async def test_a_server_that_stops_before_it_is_ready_never_loads_the_model(app, monkeypatch):
+    import threading
+
+    from mcp_kb.mcp import server
+
+    loaded = threading.Event()
+
+    async def never():
+        await anyio.sleep_forever()
+
+    monkeypatch.setattr(server, "_warm_up", lambda _app: loaded.set())
+    async with server.warming_up(app, never):
+        pass
+    assert not loaded.is_set()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # initialize, or the 2026 era's server/discover
+async def test_the_start_up_work_waits_for_the_first_answer_after_the_handshake(app, monkeypatch, mode):
+    """The model load and a start-up sync hold the interpreter as answering does: a client launching a stdio server
+    waits for its handshake and tools/list, so they begin once a request after the handshake is answered."""
+    import threading
+
+    from mcp_kb.mcp import server
+
+    loaded, syncing = threading.Event(), threading.Event()
+
+    class LiveSync:
+        def __init__(self, *_):
+            pass
+
+        async def run(self):
+            syncing.set()
+
+    monkeypatch.setattr(server, "_warm_up", lambda _app: loaded.set())
+    monkeypatch.setattr(server, "LiveSync", LiveSync)
+    async with Client(build_server(app, handshake_wait=600), mode=mode) as client:
+        await anyio.wait_all_tasks_blocked()
+        assert not loaded.is_set() and not syncing.is_set()  # handshake answered: nothing begun
+        await client.list_tools()
+        assert await anyio.to_thread.run_sync(loaded.wait, 30)
+        assert await anyio.to_thread.run_sync(syncing.wait, 30)
+
+
+async def test_a_server_built_without_a_handshake_wait_starts_its_work_at_once(app, monkeypatch):
+    """An HTTP server loads the model as it starts (nobody launches it for one request); so does a library's."""
     import threading
 
     from mcp_kb.mcp import server
 
     loaded = threading.Event()
     monkeypatch.setattr(server, "_warm_up", lambda _app: loaded.set())
-    monkeypatch.setattr(server, "_HANDSHAKE_WAIT_SECONDS", 600)  # only the handshake starts it within the test
-    async with server.warming_up(app, threading.Event()):
-        pass
-    assert not loaded.is_set()
-    async with Client(build_server(app)):  # initialize, then notifications/initialized
+    async with Client(build_server(app), mode="legacy"):
         assert await anyio.to_thread.run_sync(loaded.wait, 30)
-
-
 
 
 def test_the_warm_up_loads_the_tokenizer_before_the_first_search(app, model_folder, monkeypatch):
