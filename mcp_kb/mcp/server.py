@@ -201,7 +201,7 @@ class _Handshake:
 
     def __init__(self) -> None:
         self._answered = False
-        self._waiting: set[anyio.Event] = set()  # one per wait: a server may run in more than one event loop
+        self._waiting: set[anyio.Event] = set()  # one per wait, made in its own event loop (a server may run again)
 
     async def __call__(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
         try:
