@@ -456,8 +456,8 @@ _BLAS_THREADS = textwrap.dedent("""
     names = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads", "openblas_get_num_threads64_",
              "openblas_get_num_threads")
     mapped = {line.split()[-1] for line in open("/proc/self/maps") if "openblas" in line.rsplit("/", 1)[-1].lower()}
-    threads = [getattr(ctypes.CDLL(path), name)() for path in mapped for name in names
-               if hasattr(ctypes.CDLL(path), name)]
+    libraries = [ctypes.CDLL(path) for path in mapped]
+    threads = [getattr(library, name)() for library in libraries for name in names if hasattr(library, name)]
     print(json.dumps(threads), file=sys.stderr)
 """)
 
@@ -466,9 +466,6 @@ _BLAS_THREADS = textwrap.dedent("""
 def test_commands_run_numpys_blas_on_one_thread(project, command):
     """Each idle OpenBLAS worker spins for a while after numpy loads: 0.1 s of CPU per command on two cores, as much
     as a no-op sync's own work; mcp-kb's vector products are too small to share out."""
-    import subprocess
-    import sys
-
     if os.cpu_count() == 1:
         pytest.skip("one core: OpenBLAS runs on one thread anyway")
     environment = {name: value for name, value in os.environ.items() if name != "OPENBLAS_NUM_THREADS"}

@@ -802,6 +802,17 @@ async def test_the_start_up_work_waits_for_the_first_answer_after_the_handshake(
         assert await anyio.to_thread.run_sync(syncing.wait, 30)
 
 
+async def test_a_client_that_asks_nothing_after_its_handshake_gets_the_start_up_work_after_the_wait(app, monkeypatch):
+    import threading
+
+    from mcp_kb.mcp import server
+
+    loaded = threading.Event()
+    monkeypatch.setattr(server, "_warm_up", lambda _app: loaded.set())
+    async with Client(build_server(app, handshake_wait=0.05), mode="legacy"):  # no request after the handshake
+        assert await anyio.to_thread.run_sync(loaded.wait, 30)
+
+
 async def test_a_server_built_without_a_handshake_wait_starts_its_work_at_once(app, monkeypatch):
     """An HTTP server loads the model as it starts (nobody launches it for one request); so does a library's."""
     import threading
