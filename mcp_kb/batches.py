@@ -18,7 +18,7 @@ from .errors import KBError
 from .index.contract import FileRecord, Store
 from .index.keywords import keyword_terms
 from .ingest.chunking import Chunk
-from .ingest.reading import Reading, outline_json
+from .ingest.reading import Reading, line_count, outline_json
 from .ingest.sources import SourceFile
 from .ingest.workers import Job, Parsed
 from .lru import BoundedLRU
@@ -153,9 +153,10 @@ def _reading_row(item: ParsedFile, reading: Reading) -> dict[str, Any]:
     return ReadingRow(
         path=item.source.doc_id, title=reading.title, kind=reading.kind, size=item.source.size,
         mtime_ns=item.source.mtime_ns, file_hash=item.file_hash, synced_at=recorded_now(), pages=reading.pages,
-        lines=reading.text.count("\n") + 1, tokens=reading.tokens, chunks=len(item.chunks), text=reading.text,
+        lines=line_count(reading.text), tokens=reading.tokens, chunks=len(item.chunks), text=reading.text,
         outline=outline_json(reading.sections), page_numbers=[page for page, _ in reading.page_starts],
         page_starts=[start for _, start in reading.page_starts], chunk_starts=list(reading.chunk_starts),
+        as_written=reading.as_written,
     ).as_dict()
 
 
@@ -208,6 +209,7 @@ def _chunk_row(kb: KBConfig, metadata_types: dict[str, str], file_hash: str, chu
         content_hash=chunk.content_hash,
         file_hash=file_hash,
         n_tokens=chunk.n_tokens,
+        parts=chunk.parts_json,
         vector=vector,
     ).as_dict()
     for name, kind in metadata_types.items():

@@ -1,33 +1,52 @@
 """Passages an LLM can use: ranked chunks assembled the way a careful researcher would quote them.
 
+- A passage is cited where its evidence is: by the section (or code symbol) of its best chunk that holds most of
+  the query, with that section's heading path, lines and page; a chunk holding several small sections keeps each
+  one's place (its parts), and the passage lists them all.
 - Hits of one document that are adjacent (or overlap) become one passage: the text of all its chunks
-  in order with the repeated overlap removed, the heading path of the first, the line and page span
-  of all. A merged passage scores what its best chunk scored and keeps that chunk's ranks.
+  in order with the repeated overlap removed, a new section's heading line where one begins (as the document
+  writes it; code's own lines show where a symbol begins). A merged passage scores what its best chunk scored,
+  keeps that chunk's ranks and is cited as that chunk is.
 - A document gives at most `max_per_document` passages, so one long document cannot fill the list.
-- All passages of one answer, with their neighbour context, fit `max_tokens` (counted with the
-  embedding model's tokenizer): the budget is shared out evenly, a short passage lending what it does
-  not need; a passage over its share is cut at sentence boundaries around its best-matching sentence,
-  context first, and says so (`trimmed`, "…" where text was left out).
+- A whole answer fits `max_tokens` (counted with the embedding model's tokenizer): its notes, each passage's
+  citation lines and its text with its neighbour context. What is left after the notes is shared out evenly, a
+  short passage lending what it does not need; a passage over its share is cut at sentence boundaries around its
+  best-matching sentence, context first, and says so (`trimmed`, "…" where text was left out).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
-from typing import Annotated
-from collections.abc import Iterable
+from typing import Annotated, Any
+from collections.abc import Iterable, Sequence
 
 from pydantic import ConfigDict, Field, computed_field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from .index.keywords import keyword_terms
-from .text import sentences, shared_depth
-from .vocabulary import HEADING_SEPARATOR
+from .text import sentences, without_overlap
+from .vocabulary import HEADING_SEPARATOR, citation_marker
 from .models.base import TokenCounter
 
 ELLIPSIS = "…"
 # A passage given fewer tokens than this says too little; lower-ranked passages are left out instead.
 MIN_PASSAGE_TOKENS = 48
-_OVERLAP_SEARCH_CHARS = 4_000  # an overlap is a few dozen tokens; never look further for one
+_JOINT_TOKENS = 2  # what the line breaks between an answer's parts may count, per part
+_LEFT_OUT_NOTE_TOKENS = 40  # the note saying lower-ranked passages were left out
+
+
+@pydantic_dataclass(frozen=True)
+class Part:
+    """A section (or code symbol) of a passage, in the order of its text."""
+
+    heading: Annotated[str, Field(description=f"Heading path, e.g. 'Install{HEADING_SEPARATOR}Linux'")]
+    line_start: Annotated[int | None, Field(description="Its first line in the document")] = None
+    line_end: Annotated[int | None, Field(description="Its last line in the document")] = None
+    page: Annotated[int | None, Field(description="Its PDF page, if any")] = None
+    # the line that opens it where a passage shows a new section begin ("" for code: its own lines show it)
+    opening: Annotated[str, Field(exclude=True)] = ""
+    at: Annotated[int, Field(exclude=True)] = 0  # where it begins in its chunk's text
 
 
 # Its JSON schema is that of what is sent, so it lists the citation (computed from the other fields).
@@ -41,12 +60,13 @@ class Hit:
     source: Annotated[str, Field(description="The document: a file path relative to the knowledge base root, "
                                              "or a page's URL")]
     title: str
-    heading: Annotated[str, Field(description=f"Heading path, e.g. 'Install{HEADING_SEPARATOR}Linux'")]
+    heading: Annotated[str, Field(description=f"Heading path of the part its evidence is in, e.g. "
+                                              f"'Install{HEADING_SEPARATOR}Linux'")]
     page: Annotated[int | None, Field(description="PDF page number, if any (the first, when page_end is set)")]
     chunk_index: Annotated[int, Field(description="First chunk of the passage")]
     score: float
-    line_start: int | None = None
-    line_end: int | None = None
+    line_start: Annotated[int | None, Field(description="First line of the part cited, in the document")] = None
+    line_end: Annotated[int | None, Field(description="Last line of the part cited")] = None
     vector_rank: Annotated[int | None, Field(description="1-based rank of its best chunk on the vector side")] = None
     keyword_rank: Annotated[int | None, Field(description="1-based rank of its best chunk on the keyword side")] = None
     context_before: str = ""
@@ -58,6 +78,9 @@ class Hit:
     kb: Annotated[str, Field(description="The knowledge base it comes from")] = ""
     commit: Annotated[str, Field(description="The repository commit it was read at (a file of a git repository)")] = ""
     link: Annotated[str, Field(description="A permalink to its lines in the repository's web view")] = ""
+    parts: Annotated[tuple[Part, ...], Field(description="Each section (or symbol) the passage's text holds, in "
+                                                         "order, with its lines: the citation names the one its "
+                                                         "evidence is in")] = ()
 
     @property
     def last_chunk_index(self) -> int:
@@ -85,7 +108,40 @@ class Hit:
         return f"{label} (page {self.page})" if self.page else label
 
 
-def assemble(hits: Iterable[Hit], top_k: int, max_per_document: int | None) -> list[Hit]:
+def chunk_hit(hit: Hit, stored_parts: str | None, query: str) -> Hit:
+    """A chunk's hit cited by its part that holds most of the query, its parts listed; `stored_parts`: the chunk
+    row's JSON (None in an index built before parts)."""
+    if not stored_parts:
+        return replace(hit, parts=(Part(hit.heading, hit.line_start, hit.line_end, hit.page),))
+    placed: list[list[Any]] = json.loads(stored_parts)
+    parts = tuple(Part(heading, first, last, page, opening, at) for heading, first, last, page, at, opening in placed)
+    hit = replace(hit, parts=parts)
+    if len(parts) == 1:
+        return _cited_by(hit, parts[0])
+    scores = _matches(_part_texts(hit), query)
+    return _cited_by(hit, parts[max(range(len(parts)), key=lambda i: scores[i])])
+
+
+def _part_texts(hit: Hit) -> list[str]:
+    """The text of each part of a chunk's hit, under its heading."""
+    starts = [part.at for part in hit.parts]
+    return [f"{part.heading}\n{hit.text[start:end]}" for part, start, end in
+            zip(hit.parts, starts, [*starts[1:], len(hit.text)])]
+
+
+def _matches(texts: list[str], query: str) -> list[tuple[int, int]]:
+    """How well each part matches: the length of the query's terms it holds that not every part holds (a term's
+    length says how telling it is), then its length (among parts holding as much, the longest)."""
+    held = [set(keyword_terms(text).lower().split()) for text in texts]
+    telling = {term for term in _match_terms(query) if not all(term in terms for terms in held)}
+    return [(sum(len(term) for term in telling & terms), len(text)) for terms, text in zip(held, texts)]
+
+
+def _cited_by(hit: Hit, part: Part) -> Hit:
+    return replace(hit, heading=part.heading, line_start=part.line_start, line_end=part.line_end, page=part.page)
+
+
+def assemble(hits: Iterable[Hit], top_k: int, max_per_document: int | None, query: str = "") -> list[Hit]:
     """Up to `top_k` passages from chunk hits in rank order (consumed only as far as needed).
 
     A hit next to a passage of its document joins it (and may join two passages into one); a hit of
@@ -105,41 +161,58 @@ def assemble(hits: Iterable[Hit], top_k: int, max_per_document: int | None) -> l
             if len(groups) == top_k:
                 break
             groups.append([hit])
-    return [_merged(group) for group in groups]
+    return [_merged(group, query) for group in groups]
 
 
-def _merged(group: list[Hit]) -> Hit:
+def _merged(group: list[Hit], query: str) -> Hit:
+    """One passage of adjacent chunks, cited by the part holding most of the query, the best chunk's (the first of
+    `group`) first: as that chunk is cited when no part holds more of the query than it does."""
     best = group[0]
     if len(group) == 1:
         return best
+    best = _cited_by(best, _most_telling(group, query))
     ordered = sorted(group, key=lambda hit: hit.chunk_index)
     text = ordered[0].text
     for previous, chunk in zip(ordered, ordered[1:]):
         body = without_overlap(previous.text, chunk.text)
-        if chunk.heading != previous.heading:  # a new section starts inside the passage: say which
-            body = f"{_local_heading(previous.heading, chunk.heading)}\n{body}"
+        opening = chunk.parts[0].opening if chunk.parts else ""
+        if chunk.parts and previous.parts and chunk.parts[0].heading != previous.parts[-1].heading and opening \
+                and not body.startswith(opening):  # a new section starts inside the passage: its heading line
+            body = f"{opening}\n{body}"
         text = f"{text}\n\n{body}"
-    first, last = ordered[0], ordered[-1]
-    return replace(best, text=text, heading=first.heading, page=first.page, chunk_index=first.chunk_index,
-                   line_start=first.line_start, line_end=last.line_end, chunk_count=len(ordered),
-                   page_end=last.page if last.page != first.page else None)
+    first = ordered[0]
+    pages = [hit.page for hit in ordered if hit.page is not None]
+    return replace(best, text=text, chunk_index=first.chunk_index, chunk_count=len(ordered),
+                   page=pages[0] if pages else None,
+                   page_end=pages[-1] if pages and pages[-1] != pages[0] else None,
+                   parts=_joined_parts([part for hit in ordered for part in hit.parts]))
 
 
-def _local_heading(previous: str, heading: str) -> str:
-    """The part of `heading` below what it shares with `previous` (the full path when nothing is shared)."""
-    old, new = previous.split(HEADING_SEPARATOR), heading.split(HEADING_SEPARATOR)
-    return HEADING_SEPARATOR.join(new[min(shared_depth(old, new), len(new) - 1):])  # the last heading stays
+def _most_telling(group: list[Hit], query: str) -> Part:
+    """The part of a passage's chunks that holds most of the query; the best chunk's cited part on a tie."""
+    best = group[0]
+    cited = next((part for part in best.parts if (part.heading, part.line_start) == (best.heading, best.line_start)),
+                 None)
+    candidates = [(hit, part, text) for hit in group for part, text in zip(hit.parts, _part_texts(hit))]
+    if cited is None or not query:
+        return cited or Part(best.heading, best.line_start, best.line_end, best.page)
+    scores = [score for score, _ in _matches([text for *_, text in candidates], query)]
+    top = max(scores)
+    if top == 0 or any(score == top for (hit, part, _), score in zip(candidates, scores) if part is cited):
+        return cited
+    return next(part for (_, part, _), score in zip(candidates, scores) if score == top)
 
 
-def without_overlap(previous: str, text: str) -> str:
-    """`text` less its opening lines when they repeat the end of `previous` (the chunk overlap)."""
-    end = previous.rstrip()
-    cuts = [index for index, char in enumerate(text[:_OVERLAP_SEARCH_CHARS]) if char == "\n"]
-    for cut in reversed(cuts):
-        repeated = text[:cut].strip()
-        if repeated and end.endswith(repeated):
-            return text[cut + 1:].lstrip("\n")
-    return text
+def _joined_parts(parts: Sequence[Part]) -> tuple[Part, ...]:
+    """Parts in order, a section continued in the next chunk listed once with its whole span."""
+    joined: list[Part] = []
+    for part in parts:
+        if joined and joined[-1].heading == part.heading and joined[-1].page == part.page:
+            joined[-1] = replace(joined[-1], line_end=part.line_end if part.line_end is not None
+                                 else joined[-1].line_end)
+        else:
+            joined.append(part)
+    return tuple(joined)
 
 
 def add_context(hits: list[Hit], text_by_position: dict[tuple[str, int], str], n: int) -> list[Hit]:  # of one KB
@@ -168,28 +241,63 @@ def _joined(texts: list[str]) -> str:
     return joined
 
 
-def fit_budget(hits: list[Hit], max_tokens: int, counter: TokenCounter, query: str,
-               token_bounds: list[int | None] | None = None) -> tuple[list[Hit], list[str]]:
-    """The passages, cut to `max_tokens` in all (text and context); notes say what was left out. `token_bounds`:
-    an upper bound of each passage's tokens where the index knows one; when those fit, nothing is counted."""
-    kept = list(hits)
+def citation_line(hit: Hit, number: int, name_kb: bool = False) -> str:
+    """How an answer introduces passage `number`: `[n] file › heading (page p) (score s)` (`name_kb`: its KB first,
+    in a search across KBs). The model reads the score alone: ranks cost tokens and tell it nothing."""
+    trimmed = ", trimmed to fit max_tokens" if hit.trimmed else ""
+    source = f"{hit.kb}: {hit.citation}" if name_kb else hit.citation
+    return f"{citation_marker(number)} {source} (score {hit.score:.3f}{trimmed})"
+
+
+def fit_budget(hits: list[Hit], max_tokens: int, counter: TokenCounter, query: str,  # noqa: PLR0913  # an answer's whole
+               token_bounds: list[int | None] | None = None, notes: Sequence[str] = ()) -> tuple[list[Hit], list[str]]:
+    """The passages, cut so the whole answer fits `max_tokens`: its `notes`, each passage's frame (citation line, link
+    and the link's title, as trimmed and named by KB: the most it can be) and text with context; notes say what was
+    left out. `token_bounds`: an upper bound of each passage's tokens where the index knows one; when those fit with
+    the frames and notes at a token a byte (no tokenizer counts more), nothing is counted."""
+    frame_texts = [_frame_text(hit, len(hits)) for hit in hits]
+    said = [f"Note: {note}" for note in notes]
     known = [bound for bound in token_bounds or [] if bound is not None]
-    if len(known) == len(kept) and sum(known) <= max_tokens:
-        return kept, []
-    sizes = _sizes(kept, counter)
-    if sum(sizes) <= max_tokens:
-        return kept, []
-    while len(kept) > 1 and max_tokens // len(kept) < MIN_PASSAGE_TOKENS:
-        kept.pop()  # the lowest-ranked passage: better a few readable passages than many stubs
-        sizes.pop()
-    notes = []
-    if len(kept) < len(hits):
-        notes.append(f"{len(hits) - len(kept)} lower-ranked passage(s) left out to stay within "
-                     f"max_tokens={max_tokens}; ask for fewer results or a larger budget to see them")
-    shares = _shares(sizes, max_tokens)
+    if len(known) == len(hits) and sum(known) + _bytes(frame_texts) + _bytes(said) <= max_tokens:
+        return list(hits), []
+    frames = [count + 3 * _JOINT_TOKENS for count in counter.count(frame_texts)] if hits else []
+    budget = max_tokens - (sum(counter.count(said)) if said else 0)
+    sizes = _sizes(hits, counter)
+    if sum(sizes) + sum(frames) <= budget:
+        return list(hits), []
+    kept = _readable(frames, budget)
+    if kept < len(hits):
+        budget -= _LEFT_OUT_NOTE_TOKENS  # the note saying so
+        kept = _readable(frames, budget)
+    left_out = []
+    if kept < len(hits):
+        left_out.append(f"{len(hits) - kept} {'lower-ranked ' if kept else ''}passage(s) left out to stay within "
+                        f"max_tokens={max_tokens}; ask for {'fewer results or ' if kept else ''}a larger budget to "
+                        f"see them")
+    sizes, frames = sizes[:kept], frames[:kept]
+    shares = [share - frame for share, frame in zip(_shares([s + f for s, f in zip(sizes, frames)], budget), frames)]
     terms = _match_terms(query)
     return [hit if size <= share else _trimmed(hit, share, counter, terms)
-            for hit, size, share in zip(kept, sizes, shares)], notes
+            for hit, size, share in zip(hits, sizes, shares)], left_out
+
+
+def _readable(frames: list[int], budget: int) -> int:
+    """How many of the best passages fit `budget` with at least MIN_PASSAGE_TOKENS of text each (better a few
+    readable passages than many stubs), one whenever its frame leaves room for any text."""
+    kept = len(frames)
+    while kept > 1 and (budget - sum(frames[:kept])) // kept < MIN_PASSAGE_TOKENS:
+        kept -= 1
+    return kept if kept > 1 or (frames and budget - frames[0] > _JOINT_TOKENS) else 0
+
+
+def _frame_text(hit: Hit, number: int) -> str:
+    """Everything an answer says of a passage besides its text, at its longest."""
+    return (f"{citation_line(replace(hit, trimmed=True), number, name_kb=True)}\n{hit.link}\n"
+            f"{citation_marker(number)} {hit.citation}")
+
+
+def _bytes(texts: list[str]) -> int:
+    return sum(len(text.encode("utf-8")) + 2 for text in texts)
 
 
 def _size(hit: Hit, counter: TokenCounter) -> int:

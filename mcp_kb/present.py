@@ -10,8 +10,9 @@ from .history import KBVersion
 from .read_outputs import BrowseOutput, ReadOutput
 from .records import SyncReport
 from .text import clipped
+from .passages import citation_line
 from .search import SearchResult
-from .vocabulary import HEADING_SEPARATOR, READ_TOOL, citation_marker
+from .vocabulary import HEADING_SEPARATOR, READ_TOOL
 
 NO_RESULTS = "No passages found. Try other words, mode 'keyword' for exact terms, or fewer filters."
 
@@ -26,10 +27,7 @@ def cited_text(result: SearchResult, max_chars: int | None = None, name_kb: bool
     if not result.hits:
         lines.append(NO_RESULTS)
     for number, hit in enumerate(result.hits, start=1):
-        # The model reads the score alone (ranks cost tokens and tell it nothing; hit.ranking is for people).
-        trimmed = ", trimmed to fit max_tokens" if hit.trimmed else ""
-        source = f"{hit.kb}: {hit.citation}" if name_kb else hit.citation
-        lines.append(f"{citation_marker(number)} {source} (score {hit.score:.3f}{trimmed})")
+        lines.append(citation_line(hit, number, name_kb))
         lines += [hit.link] if hit.link else []
         body = "\n\n".join(part for part in (hit.context_before, hit.text, hit.context_after) if part).strip()
         if max_chars is not None and len(body) > max_chars:
@@ -42,7 +40,8 @@ def read_text(answer: ReadOutput, go_on: str = "") -> str:
     """A read's answer as the model (or a person) reads it: where it is, the text, and what is left. `go_on`: how
     to ask for the rest (the tool's cursor by default)."""
     about = HEADING_SEPARATOR.join(part for part in (answer.path, answer.section) if part)
-    lines = [f"{about} ({answer.location}{f'; as of {answer.as_of}' if answer.as_of else ''})", "", answer.text]
+    lines = [f"{about} ({answer.location}{f'; as of {answer.as_of}' if answer.as_of else ''})",
+             *([f"Note: {answer.note}"] if answer.note else []), "", answer.text]
     if answer.cursor:
         how = go_on or f"call {READ_TOOL} with cursor={answer.cursor!r}"
         lines += ["", f"[about {answer.tokens_left} more tokens of this {'section' if answer.section else 'part'}: "

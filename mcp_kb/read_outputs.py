@@ -29,6 +29,8 @@ class ReadOutput(BaseModel):
     passage_end: int | None = Field(None, description="... and where it ends")
     cursor: str | None = Field(None, description="Pass it to read to go on; none when the part is read to its end")
     as_of: str | None = Field(None, description="The earlier version of the knowledge base read (as_of asked for one)")
+    note: str = Field("", description="What its lines are, when they are not the file's own: a converted format's "
+                                      "extracted text, or an index built before files were read as written")
 
     @property
     def location(self) -> str:

@@ -23,7 +23,7 @@ from .history import KBVersion, edition
 from .index.contract import Pinned, Store
 from .index.filters import build_where, glob_to_regex
 from .ingest.git.citations import repo_file
-from .ingest.reading import Section, outline_of
+from .ingest.reading import Section, line_count, outline_of
 from .ingest.sources import rooted_id_patterns
 from .lru import BoundedLRU
 from .text import clipped
@@ -150,17 +150,20 @@ class Reader:
                 max_tokens: int | None) -> ReadOutput:
         part = self._cut(document, start, end, label, max_tokens) if max_tokens else document.text[start:end]
         stop = start + len(part)
-        shown = part.removesuffix("\n")  # the cut line's own end: parts joined by line ends are the text
+        # a cut answer leaves out its last line's own end, so its parts joined by line ends are the text; a whole
+        # one is the text as it is, its final line break included
+        shown = part.removesuffix("\n") if stop < end else part
         first_line = document.line_of(start)
+        last_line = first_line - 1 + line_count(shown) if stop == len(document.text) else first_line + shown.count("\n")
         cursor = None
         if stop < end:
             cursor = self._cursor(document, stop, end, label)
         return ReadOutput(kb=document.kb, path=document.row["path"], title=document.row["title"], section=label,
-                          text=shown, line_start=first_line, line_end=first_line + shown.count("\n"),
+                          text=shown, line_start=first_line, line_end=max(last_line, first_line),
                           lines=int(document.row["lines"]), page_start=document.page_of(start),
                           page_end=document.page_of(start + max(len(shown) - 1, 0)), pages=document.row["pages"],
                           tokens_left=document.tokens_in(end - stop), cursor=cursor,
-                          as_of=_as_of(document.edition))
+                          as_of=_as_of(document.edition), note=_lines_note(document))
 
     def _cursor(self, document: _Document, at: int, end: int, label: str) -> str:
         place = {"p": document.row["path"], "h": document.version, "a": at, "e": end, **_pinned(document.edition)}
@@ -171,7 +174,8 @@ class Reader:
         and a cursor as long as the answer's will be), ending at a line's end when one is near."""
         counter = self._tokenizer()
         about = f"{document.row['path']}{HEADING_SEPARATOR}{label}"
-        frame = sum(counter.count([about, self._cursor(document, end, end, label)])) + _FRAME_TOKENS
+        frame = sum(counter.count([about, self._cursor(document, end, end, label), _lines_note(document)])) \
+            + _FRAME_TOKENS
         budget = max(max_tokens - frame, _LEAST_TOKENS)  # an absurdly long path still reads on
         window = document.text[start:min(end, start + budget * _CHARS_PER_TOKEN_MAX)]
         part = counter.head(window, budget)
@@ -332,6 +336,18 @@ def _as_of(read: _Read) -> str | None:
 
 def _in(read: _Read) -> str:
     return f" in {read.earlier.describe()}" if read.earlier else ""
+
+
+def _lines_note(document: _Document) -> str:
+    """What the lines of a reading are, when they are not the file's own."""
+    as_written = document.row.get("as_written")
+    if as_written is None:  # a reading table of layout 2 or before
+        return (f"this index was built before text files read as written: its lines may not be the file's; the next "
+                f"sync rebuilds it with them, vectors reused ({sync_remedy(document.kb)})")
+    if not as_written:
+        return (f"lines are of the text extracted from this {document.row['kind']} file, not of the file itself; "
+                f"cite it by pages and sections")
+    return ""
 
 
 def _with_passage(answer: ReadOutput, document: _Document, index: int, start: int) -> ReadOutput:

@@ -67,6 +67,8 @@ class ChunkRow:
     content_hash: str
     file_hash: str
     n_tokens: int
+    # JSON: [[heading path, line_start, line_end, page, at, opening], ...] per section in its text (chunking.ChunkPart)
+    parts: str
     vector: list[float]
 
     def as_dict(self) -> dict[str, Any]:
@@ -94,6 +96,7 @@ class ReadingRow:
     page_numbers: list[int]
     page_starts: list[int]
     chunk_starts: list[int]
+    as_written: bool  # `text` is the source's own text, line for line (layout 3 on; else extracted text)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -117,7 +120,8 @@ BUILTIN_FILTERS = {
     "chunk_index": "Position of the chunk in its document",
 }
 # What a search reads of the chunks that made the cut.
-HIT_COLUMNS = ["id", "path", "chunk_index", "heading", "title", "page", "line_start", "line_end", "text", "n_tokens"]
+HIT_COLUMNS = ["id", "path", "chunk_index", "heading", "title", "page", "line_start", "line_end", "text", "n_tokens",
+               "parts"]
 
 
 # The field type of a Python value (bool before int: True is an int too).
@@ -150,7 +154,8 @@ def reading_schema() -> pa.Schema:
     """The Arrow schema of a generation's reading table (ReadingRow's columns)."""
     import pyarrow as pa
 
-    types = {str: pa.string(), int: pa.int64(), int | None: pa.int32(), list[int]: pa.list_(pa.int64())}
+    types = {str: pa.string(), int: pa.int64(), int | None: pa.int32(), list[int]: pa.list_(pa.int64()),
+             bool: pa.bool_()}
     return pa.schema([(name, pa.large_string() if name == "text" else types[annotation])
                       for name, annotation in get_type_hints(ReadingRow).items()])
 

@@ -29,7 +29,7 @@ from .history import Edition, edition
 from .index.contract import Candidate, ChunkView, Store, view_of
 from .lru import BoundedLRU
 from .models.base import Embedder, Reranker, TokenCounter, query_model_differs
-from .passages import Hit, add_context, assemble, fit_budget
+from .passages import Hit, add_context, assemble, chunk_hit, fit_budget
 from .records import KBState
 from .requests import ResolvedSearch, unknown_filter_field
 from .stopwatch import stopwatch
@@ -142,11 +142,9 @@ class Searcher:
         cached = self._cache.get(key)
         if cached is not None:
             return replace(cached, cached=True)
-        result = self._run(parts, request)
-        for part in parts:
-            incomplete = self._incomplete_index_notes(part.kb.name, part.state)
-            result.notes.extend(incomplete if len(kbs) == 1 else [f"{part.kb.name}: {note}" for note in incomplete])
-        result.notes.extend(notes)
+        incomplete = [note if len(kbs) == 1 else f"{part.kb.name}: {note}" for part in parts
+                      for note in self._incomplete_index_notes(part.kb.name, part.state)]
+        result = self._run(parts, request, incomplete + notes)
         if not result.notes:  # a degraded answer (model down, index missing) must not outlive the cause
             self._cache.put(key, result)
         return result
@@ -189,7 +187,8 @@ class Searcher:
         return [f"the first sync of this knowledge base did not finish; results may be incomplete "
                 f"({sync_remedy(kb)})"]
 
-    def _run(self, parts: list[_Part], request: ResolvedSearch) -> SearchResult:
+    def _run(self, parts: list[_Part], request: ResolvedSearch, said: list[str]) -> SearchResult:
+        """The answer, its notes ending with what is `said` of the KBs searched."""
         timings: dict[str, float] = {}
         if request.mode == "filter":
             if not all(part.where for part in parts):
@@ -197,8 +196,8 @@ class Searcher:
             rows = _timed(timings, "filter", lambda: [(part, row) for part in parts
                                                       for row in part.view.scan(str(part.where))])  # document order
             mode, notes, rerank_failed = "filter", list[str](), False
-            hits = assemble((_hit(part.kb.name, row, 1.0) for part, row in rows), request.top_k,
-                            max_per_document=None)
+            hits = assemble((_hit(part.kb.name, row, 1.0, request.query) for part, row in rows), request.top_k,
+                            max_per_document=None, query=request.query)
         else:
             mode, hits, notes, rerank_failed = self._passages(parts, request, timings)
             notes.extend(_partial_match_notes(request.query, hits) if mode != "vector" else [])
@@ -207,9 +206,10 @@ class Searcher:
         # the counts a sync stored are this tokenizer's only when the index holds this model's vectors
         counted_alike = [part for part in parts if not query_model_differs(self.embedder, part.state.model)]
         hits, left_out = _timed(timings, "budget", lambda: fit_budget(hits, request.max_tokens, self.tokenizer,
-                                                                      request.query, _token_bounds(counted_alike, hits)))
+                                                                      request.query, _token_bounds(counted_alike, hits),
+                                                                      notes + said))
         hits = _with_commits(parts, hits)
-        return SearchResult(hits, mode, notes + left_out, timings, degraded=mode != request.mode or rerank_failed)
+        return SearchResult(hits, mode, notes + left_out + said, timings, degraded=mode != request.mode or rerank_failed)
 
     def _passages(self, parts: list[_Part], request: ResolvedSearch,
                   timings: dict[str, float]) -> tuple[str, list[Hit], list[str], bool]:
@@ -225,17 +225,17 @@ class Searcher:
             mode, candidates, more = self._candidates(parts, request, depth, timings, notes, embedded)
             if self.reranker:
                 shortlist = candidates[:self.rerank_candidates]
-                fetched = _timed(timings, "fetch", lambda: _hits(parts, shortlist))
+                fetched = _timed(timings, "fetch", lambda: _hits(parts, shortlist, request.query))
                 if fetched:
                     reranked = _timed(timings, "rerank", lambda: self._rerank(request.query, fetched, notes))
                     fetched, rerank_failed = reranked or fetched, reranked is None
                 ranked = fetched
                 more = False  # cross-encoder scores cannot be mixed with fused ones further down
             else:
-                ranked = _hits_in_batches(parts, candidates, batch=max(2 * request.top_k, 10))
+                ranked = _hits_in_batches(parts, candidates, request.query, batch=max(2 * request.top_k, 10))
             above = (hit for hit in ranked if hit.score >= request.min_score)
             passages = _timed(timings, "assemble",
-                              lambda: assemble(above, request.top_k, request.max_per_document))
+                              lambda: assemble(above, request.top_k, request.max_per_document, request.query))
             if len(passages) == request.top_k or not more or depth >= _MAX_DEPTH:
                 return mode, passages, notes, rerank_failed
             depth = min(depth * 4, _MAX_DEPTH)
@@ -426,7 +426,7 @@ def _pooled(sides: list[list[Candidate]], rank: str) -> list[Candidate]:
     return [replace(candidate, keyword_rank=number) for number, candidate in enumerate(pooled, start=1)]
 
 
-def _hits(parts: list[_Part], candidates: list[Candidate]) -> list[Hit]:
+def _hits(parts: list[_Part], candidates: list[Candidate], query: str) -> list[Hit]:
     """The candidates' hits in their order, each read from its KB's chunks by row address."""
     rows: dict[str, tuple[str, dict[str, Any]]] = {}
     for part in parts:
@@ -434,14 +434,14 @@ def _hits(parts: list[_Part], candidates: list[Candidate]) -> list[Hit]:
         for chunk, row in part.view.rows(mine).items():
             rows[chunk] = (part.kb.name, row)
             part.token_counts[(row["path"], row["chunk_index"])] = row["n_tokens"]
-    return [_hit(rows[c.id][0], rows[c.id][1], c.score, vector_rank=c.vector_rank, keyword_rank=c.keyword_rank)
+    return [_hit(rows[c.id][0], rows[c.id][1], c.score, query, vector_rank=c.vector_rank, keyword_rank=c.keyword_rank)
             for c in candidates if c.id in rows]
 
 
-def _hits_in_batches(parts: list[_Part], candidates: list[Candidate], batch: int) -> Iterator[Hit]:
+def _hits_in_batches(parts: list[_Part], candidates: list[Candidate], query: str, batch: int) -> Iterator[Hit]:
     """The candidates' rows, read a batch at a time as assembly asks for more."""
     for start in range(0, len(candidates), batch):
-        yield from _hits(parts, candidates[start:start + batch])
+        yield from _hits(parts, candidates[start:start + batch], query)
 
 
 def _token_bounds(parts: list[_Part], hits: list[Hit]) -> list[int | None]:
@@ -484,12 +484,14 @@ def _with_commits(parts: list[_Part], hits: list[Hit]) -> list[Hit]:
     return cited
 
 
-def _hit(kb: str, row: dict[str, Any], score: float, vector_rank: int | None = None,  # noqa: PLR0913  # a hit's fields
-         keyword_rank: int | None = None) -> Hit:
-    return Hit(text=row["text"], source=row["path"], title=row["title"] or "", heading=row["heading"] or "",
-               page=row["page"], chunk_index=row["chunk_index"], score=round(float(score), 6),
-               line_start=row["line_start"], line_end=row["line_end"], vector_rank=vector_rank,
-               keyword_rank=keyword_rank, kb=kb)
+def _hit(kb: str, row: dict[str, Any], score: float, query: str,  # noqa: PLR0913  # a hit's fields
+         vector_rank: int | None = None, keyword_rank: int | None = None) -> Hit:
+    """A chunk's hit, cited by its part that holds most of the query."""
+    hit = Hit(text=row["text"], source=row["path"], title=row["title"] or "", heading=row["heading"] or "",
+              page=row["page"], chunk_index=row["chunk_index"], score=round(float(score), 6),
+              line_start=row["line_start"], line_end=row["line_end"], vector_rank=vector_rank,
+              keyword_rank=keyword_rank, kb=kb)
+    return chunk_hit(hit, row.get("parts"), query)
 
 
 def _timed(timings: dict[str, float], stage: str, work: Callable[[], _T]) -> _T:

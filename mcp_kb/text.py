@@ -17,6 +17,7 @@ _SPACED_ENDS = ".;:"
 
 SENTENCE_SPLIT = re.compile(rf"(?<=[{_ENDS}])|(?<=[{_SPACED_ENDS}])(?=\s)")  # the point after each end
 SENTENCE_END = re.compile(rf"(?:[{_ENDS}]|[{_SPACED_ENDS}](?=\s)|\n)\s*")  # an end or a line break
+_OVERLAP_SEARCH_CHARS = 4_000  # an overlap is a few dozen tokens; never look further for one
 SENTENCE_ENDS_BEFORE = re.compile(rf"(?:[{_ENDS}]|[{_SPACED_ENDS}]\s|\n)\s*$")  # text that stops at one
 
 
@@ -34,6 +35,17 @@ def as_sentence(text: str) -> str:
     """Text ending as a sentence: a full stop added only where no sentence end closes it."""
     text = text.strip()
     return text if text.endswith((*_ENDS, ".")) else f"{text}."
+
+
+def without_overlap(previous: str, text: str) -> str:
+    """`text` less its opening lines when they repeat the end of `previous` (the chunk overlap)."""
+    end = previous.rstrip()
+    cuts = [index for index, char in enumerate(text[:_OVERLAP_SEARCH_CHARS]) if char == "\n"]
+    for cut in reversed(cuts):
+        repeated = text[:cut].strip()
+        if repeated and end.endswith(repeated):
+            return text[cut + 1:].lstrip("\n")
+    return text
 
 
 def shared_depth(a: Sequence[str], b: Sequence[str]) -> int:

@@ -1,17 +1,24 @@
-"""Passages: merging adjacent hits, the per-document cap, over-fetch, and the token budget."""
+"""Passages: citations where the evidence is, merging adjacent hits, the per-document cap, over-fetch, and the token
+budget of a whole answer."""
 
+import re
 from dataclasses import replace
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import TypeAdapter
 from helpers import write
+from pdfs import text_pdf
 
 from mcp_kb.settings import ChunkingConfig
 from mcp_kb.ingest.chunking import chunk_document
 from mcp_kb.ingest.parsers import parse_file
-from mcp_kb.passages import ELLIPSIS, Hit, add_context, assemble, fit_budget
-from mcp_kb.api import SearchRequest
-from mcp_kb.search import SearchOutput
+from mcp_kb.ingest.reading import render
+from mcp_kb.passages import ELLIPSIS, Hit, add_context, assemble, chunk_hit, fit_budget
+from mcp_kb.api import ReadRequest, SearchRequest, cited_text
+from mcp_kb.search import SearchOutput, SearchResult
+from mcp_kb.vocabulary import citation_marker
 
 STEPS = "\n\n".join(
     f"Step {i} of the rollout updates service s{i}. It drains traffic, swaps the binary and checks health "
@@ -27,20 +34,30 @@ def chunks(tmp_path, tokenizer):
     return found
 
 
-def _hit(chunk, score=1.0, source=None) -> Hit:
-    return Hit(text=chunk.text, source=source or chunk.doc_id, title=chunk.title, heading=chunk.heading,
-               page=chunk.page, chunk_index=chunk.chunk_index, score=score, line_start=chunk.line_start,
-               line_end=chunk.line_end)
+def _hit(chunk, score=1.0, source=None, query="") -> Hit:
+    """A chunk's hit as a search makes it from the chunk's row."""
+    hit = Hit(text=chunk.text, source=source or chunk.doc_id, title=chunk.title, heading=chunk.heading,
+              page=chunk.page, chunk_index=chunk.chunk_index, score=score, line_start=chunk.line_start,
+              line_end=chunk.line_end)
+    return chunk_hit(hit, chunk.parts_json, query)
 
 
 def _size(hit, tokenizer) -> int:
     return sum(tokenizer.count([part])[0] for part in (hit.context_before, hit.text, hit.context_after) if part)
 
 
+def _answer_size(hits, notes, tokenizer, name_kb=False) -> int:
+    """The tokens of everything a search tool returns as text: its text block and its links' titles."""
+    text = cited_text(SearchResult(hits, "hybrid", notes), name_kb=name_kb)
+    titles = [f"{citation_marker(number)} {hit.citation}" for number, hit in enumerate(hits, start=1)]
+    return sum(tokenizer.count([text, *titles]))
+
+
 def test_adjacent_hits_merge_into_one_passage_with_the_overlap_once(chunks):
     [passage] = assemble([_hit(chunks[4], 0.9), _hit(chunks[3], 0.8)], top_k=5, max_per_document=2)
     assert (passage.chunk_index, passage.chunk_count, passage.score) == (3, 2, 0.9)
-    assert (passage.line_start, passage.line_end) == (chunks[3].line_start, chunks[4].line_end)
+    assert (passage.line_start, passage.line_end) == (chunks[4].line_start, chunks[4].line_end)  # the best chunk's
+    assert [(part.line_start, part.line_end) for part in passage.parts] == [(chunks[3].line_start, chunks[4].line_end)]
     overlap = chunks[4].text.split("\n")[0]
     assert overlap and chunks[3].text.rstrip().endswith(overlap)  # the chunker repeated it
     assert passage.text.count(overlap) == 1
@@ -78,10 +95,26 @@ def test_budget_is_never_exceeded_and_trimming_is_marked(chunks, tokenizer):
     assert len(passages) == 5
     for budget in (100, 150, 300, 1000):
         fitted, notes = fit_budget(passages, budget, tokenizer, "health probe p4")
-        assert sum(_size(hit, tokenizer) for hit in fitted) <= budget
+        assert _answer_size(fitted, notes, tokenizer) <= budget  # citations, notes and text: the whole answer
         assert fitted and all(hit.trimmed == (ELLIPSIS in hit.text) for hit in fitted)
-    fitted, notes = fit_budget(passages, 100, tokenizer, "health probe p4")
-    assert len(fitted) == 2 and "left out" in notes[0]  # 100 tokens make two readable passages, not five stubs
+    fitted, notes = fit_budget(passages, 250, tokenizer, "health probe p4")
+    assert len(fitted) == 2 and "left out" in notes[0]  # 250 tokens make two readable passages, not five stubs
+
+
+def test_the_budget_holds_the_whole_answer_whatever_its_citations_and_notes(tokenizer):
+    """Long paths and deep heading paths, in a search across KBs with notes: at most max_tokens, or no passage
+    with a note saying the budget is too small for one."""
+    deep = " › ".join(f"Section {n} about the long heading of the handbook" for n in range(12))
+    hits = [Hit(text="Step one drains traffic. Step two swaps the binary. " * 30, kb="handbook",
+                source="/".join(f"folder-{n}" for n in range(40)) + f"/rollout-{i}.md", title="", heading=deep,
+                page=None, chunk_index=0, score=1.0 - i / 10) for i in range(5)]
+    notes = ["the first sync of this knowledge base did not finish; results may be incomplete"]
+    for budget in (100, 200, 400, 800, 1600):
+        fitted, left_out = fit_budget(hits, budget, tokenizer, "swap the binary", notes=notes)
+        assert _answer_size(fitted, notes + left_out, tokenizer, name_kb=True) <= budget
+        assert len(fitted) < len(hits) and "left out" in left_out[0]
+    fitted, left_out = fit_budget(hits, 100, tokenizer, "swap the binary", notes=notes)
+    assert fitted == [] and "a larger budget" in left_out[0]  # its citation alone is over 100 tokens
 
 
 def test_trimming_keeps_the_best_matching_sentence(chunks, tokenizer):
@@ -97,7 +130,7 @@ def test_chinese_passages_are_counted_by_tokens(tokenizer):
     hit = Hit(text=text, source="上线.md", title="", heading="", page=None, chunk_index=0, score=1.0)
     assert tokenizer.count([text])[0] > 1000
     [fitted], _ = fit_budget([hit], 200, tokenizer, "第7步")
-    assert 150 < tokenizer.count([fitted.text])[0] <= 200
+    assert 120 < tokenizer.count([fitted.text])[0] <= 200
     assert "第7步" in fitted.text
 
 
@@ -109,9 +142,9 @@ def test_context_counts_against_the_budget_and_gives_way_first(chunks, tokenizer
     overlap = chunks[5].text.split("\n")[0]
     joined = with_context.context_before + with_context.text
     assert joined.count(overlap) == 1  # the neighbour's end is not repeated by the passage
-    size = _size(with_context, tokenizer)
-    [fitted], _ = fit_budget([with_context], size - 30, tokenizer, "rollout")
-    assert _size(fitted, tokenizer) <= size - 30 and fitted.trimmed
+    size = _answer_size([with_context], [], tokenizer)
+    [fitted], notes = fit_budget([with_context], size - 30, tokenizer, "rollout")
+    assert _answer_size([fitted], notes, tokenizer) <= size - 30 and fitted.trimmed
     assert fitted.text == with_context.text  # the passage itself is whole; its context was cut
 
 
@@ -185,6 +218,91 @@ def test_a_search_whose_passages_fit_counts_no_tokens_and_one_over_budget_is_sti
     for request in (SearchRequest(query="health probe p4", mode="keyword", top_k=5, max_per_document=5, max_tokens=100),
                     SearchRequest(query="health probe p4", mode="keyword", top_k=2, context=2, max_tokens=200)):
         result = app.search("docs", request)
-        assert sum(_size(hit, tokenizer) for hit in result.hits) <= request.max_tokens
+        assert _answer_size(result.hits, result.notes, tokenizer) <= request.max_tokens
         assert any(hit.trimmed for hit in result.hits)
     assert counting.counted > 0
+
+
+# ---- citations: every part of a chunk is cited where its text is ----------------------------------------------------
+
+_WORDS = "leave travel policy manager request approve days weeks portal rule form team budget claim".split()
+_sentence = st.lists(st.sampled_from(_WORDS), min_size=3, max_size=14).map(lambda words: " ".join(words) + ".")
+_paragraph = st.lists(_sentence, min_size=1, max_size=6).map(" ".join)
+_section = st.tuples(st.booleans(), st.lists(_paragraph, min_size=1, max_size=3))  # (a subsection?, paragraphs)
+
+
+def _markdown(sections):
+    """A page with a one-line intro and sections whose own word (`mark3`) only they hold."""
+    parts = ["# Page", "This page covers the rules."]
+    for number, (sub, paragraphs) in enumerate(sections):
+        parts.append(f"{'###' if sub and number else '##'} Topic {number}")
+        parts += [f"mark{number} {paragraph}" for paragraph in paragraphs]
+    return "\n\n".join(parts) + "\n"
+
+
+def _python(classes):
+    """Classes of methods whose bodies name their own word (`mark3`)."""
+    lines, number = ['"""A module."""', "import os", ""], 0
+    for name, methods in enumerate(classes):
+        lines += ["", f"class Thing{name}:"]
+        for statements in methods:
+            lines += [f"    def act{number}(self):", f"        mark{number} = {number}"]
+            lines += [f"        self.{word} = os.sep + '{word}'" for word in statements]
+            lines.append("")
+            number += 1
+    return "\n".join(lines) + "\n", number
+
+
+def _normalized(text):
+    """Text compared by its words alone, PDF page markers left out."""
+    return " ".join(re.sub(r"--- page \d+ ---", " ", text).replace("…", " ").split())
+
+
+def _check_citations(tmp_path, tokenizer, name, source, marks, chunking):
+    """For each mark, a hit on a chunk holding it cites the part holding it, and every line of that part's text lies
+    inside the section the citation names, read from the reading form (a chunk continuing a section after a merge
+    opens with the section's heading line, for context)."""
+    document = parse_file(write(tmp_path / name, source), name)
+    rendered = render(document)
+    chunks = chunk_document(document, chunking, tokenizer)
+    sections = {" › ".join(section.path): section for section in rendered.sections}
+    for mark in marks:
+        for chunk in [chunk for chunk in chunks if f"mark{mark} " in chunk.text]:
+            hit = _hit(chunk, query=f"mark{mark}")
+            [part] = [part for part in chunk.parts if part.heading == hit.heading and part.line_start == hit.line_start]
+            starts = [p.at for p in chunk.parts]
+            own = chunk.text[part.at:next((at for at in starts if at > part.at), len(chunk.text))]
+            assert f"mark{mark} " in own, (mark, hit.heading)  # cited where the evidence is
+            section = _normalized(rendered.text[sections[hit.heading].start:sections[hit.heading].end])
+            assert all(_normalized(line) in section for line in own.split("\n"))  # marks make each line unique
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sections=st.lists(_section, min_size=1, max_size=8), max_tokens=st.sampled_from([48, 96, 256]))
+def test_markdown_hits_are_cited_by_the_section_their_words_are_in(tmp_path_factory, tokenizer, sections, max_tokens):
+    chunking = ChunkingConfig(max_tokens=max_tokens, overlap=12, min_tokens=max_tokens // 2)
+    _check_citations(tmp_path_factory.mktemp("md"), tokenizer, "page.md", _markdown(sections), range(len(sections)),
+                     chunking)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(classes=st.lists(st.lists(st.lists(st.sampled_from(_WORDS), max_size=30), min_size=1, max_size=4),
+                        min_size=1, max_size=3))
+def test_code_hits_are_cited_by_the_method_their_words_are_in(tmp_path_factory, tokenizer, classes):
+    source, methods = _python(classes)
+    _check_citations(tmp_path_factory.mktemp("py"), tokenizer, "module.py", source, range(methods),
+                     ChunkingConfig(max_tokens=64, overlap=8, min_tokens=16))
+
+
+def test_pdf_hits_lie_on_the_pages_they_cite(make_app, tmp_path):
+    pages = [f"Page {n} tells of rule {n}: " + " ".join(f"clause{n}x{k} holds." for k in range(40)) for n in range(6)]
+    (tmp_path / "docs").mkdir()
+    text_pdf(tmp_path / "docs" / "rules.pdf", pages)
+    app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
+    app.sync()
+    for n in range(6):
+        for hit in app.search("docs", SearchRequest(query=f"clause{n}x7", mode="keyword", top_k=3)).hits:
+            pages_cited = f"{hit.page}-{hit.page_end or hit.page}"
+            read = app.read("docs", ReadRequest(kb="docs", path=hit.source, pages=pages_cited, max_tokens=20_000))
+            assert _normalized(hit.text) in _normalized(read.text), pages_cited
+            assert "extracted from this pdf" in read.note  # its lines are not the file's

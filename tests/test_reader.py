@@ -8,8 +8,6 @@ from helpers import write
 from pdfs import text_pdf
 
 from mcp_kb.api import BrowseRequest, KBError, ReadRequest, SearchRequest, read_text
-from mcp_kb.ingest.parsers import parse_file
-from mcp_kb.ingest.reading import render
 
 GUIDE = """---
 audience: staff
@@ -64,13 +62,13 @@ def _read_all(app, request):
     return answers
 
 
-def test_a_document_reads_from_the_index_exactly_as_parsed_even_with_its_sources_gone(app, docs):
-    expected = render(parse_file(docs / "handbook.md", "handbook.md")).text
+def test_a_text_file_reads_from_the_index_as_the_file_itself_even_with_its_sources_gone(app, docs):
+    expected = (docs / "handbook.md").read_text()
     shutil.rmtree(docs)
     answer = app.read("docs", ReadRequest(kb="docs", path="handbook.md", max_tokens=20_000))
     assert answer.text == expected and answer.cursor is None and answer.tokens_left == 0
-    assert (answer.line_start, answer.line_end) == (1, answer.lines) == (1, expected.count("\n") + 1)
-    assert app.document_text("docs", "leave.md").startswith("# Leave\n\nEveryone has leave.")
+    assert (answer.line_start, answer.line_end) == (1, answer.lines) == (1, len(expected.splitlines()))
+    assert app.document_text("docs", "leave.md") == GUIDE  # front matter and all
 
 
 def test_a_section_by_its_citation_reads_with_its_subsections_and_nothing_else(app):
@@ -103,8 +101,9 @@ def test_pages_lines_and_a_passage_read_what_they_name(app):
     assert "hiring" in pages.text and "travel" in pages.text and "budgets" not in pages.text
     assert (pages.page_start, pages.page_end, pages.pages) == (2, 3, 3)
     assert pages.location.endswith("pages 2-3 of 3")
-    lines = app.read("docs", ReadRequest(kb="docs", path="leave.md", lines="3-5"))
-    assert lines.text == "Everyone has leave.\n\n## Annual leave" and (lines.line_start, lines.line_end) == (3, 5)
+    lines = app.read("docs", ReadRequest(kb="docs", path="leave.md", lines="6-8"))
+    assert lines.text == "Everyone has leave.\n\n## Annual leave" and (lines.line_start, lines.line_end) == (6, 8)
+    assert lines.text.split("\n") == GUIDE.split("\n")[5:8]  # the file's own lines
     chunks = [app.chunk_text("docs", "handbook.md", index) for index in range(30)]
     index = next(i for i, text in enumerate(chunks) if text and "rule number 77 " in text)  # its own text: the first
     around = app.read("docs", ReadRequest(kb="docs", path="handbook.md", chunk=index, max_tokens=2000))
@@ -204,7 +203,7 @@ def test_an_index_built_before_reading_says_so_in_one_line_until_a_full_sync(app
 
     [report] = app.sync(SyncRequest(full=True))
     assert report.chunks_embedded == 0  # vectors reused: the rebuild only parsed again
-    assert app.read("docs", ReadRequest(kb="docs", path="leave.md")).text.startswith("# Leave")
+    assert app.read("docs", ReadRequest(kb="docs", path="leave.md")).text.startswith("---\naudience")
 
 
 def test_deleted_and_failed_documents_leave_the_reading_table(app, docs):
@@ -215,3 +214,22 @@ def test_deleted_and_failed_documents_leave_the_reading_table(app, docs):
         "handbook.md", "leave.md", "notes/a.txt"]
     with pytest.raises(KBError, match="no document 'report.pdf'"):
         app.read("docs", ReadRequest(kb="docs", path="report.pdf"))
+
+
+def test_an_index_of_layout_2_keeps_answering_says_so_and_the_next_sync_brings_the_files_own_lines(app, docs):
+    """Before layout 3, chunks had no parts and a text file read in a rendered form: searches and reads go on, a read
+    says in one line what its lines are, and the next sync rebuilds by itself with every vector reused."""
+    generation = app.store.active_generation("docs")
+    for table, column in (("chunks", "parts"), ("reading", "as_written")):
+        app.store.db.open_table(f"docs__{table}__{generation}").drop_columns([column])
+        app.store._tables.forget(f"docs__{table}__{generation}")
+    app.store.write_state("docs", {**app.store.read_state("docs"), "layout": 2})
+    [hit] = app.search("docs", SearchRequest(query="call in before nine", mode="keyword", top_k=1)).hits
+    assert (hit.source, hit.heading) == ("leave.md", "Leave › Sick leave") and len(hit.parts) == 1
+    old = app.read("docs", ReadRequest(kb="docs", path="leave.md"))
+    assert "built before text files read as written" in old.note and "\n" not in old.note
+    assert "Note: this index was built before" in read_text(old)
+    [report] = app.sync()
+    assert "index layout changed" in report.rebuilt and report.chunks_embedded == 0  # every vector reused
+    new = app.read("docs", ReadRequest(kb="docs", path="leave.md"))
+    assert (new.text, new.note) == (GUIDE, "")

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 # Bump when the tables' layout changes: the next sync rebuilds each KB (beside the old index) by itself.
 # An index with a higher number was written by a newer mcp-kb, and is refused rather than rebuilt over.
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3  # 3: chunks keep their parts, text sources read as the files
 _STATE_TABLE = "_state"
 _STATE_SCHEMA = pa.schema([("kb", pa.string()), ("state", pa.string())])
 

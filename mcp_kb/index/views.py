@@ -57,11 +57,13 @@ class _TableFacts:
     dimension: int  # of its vectors
     has_field_column: bool  # tables from before FIELD_COLUMN have none
     refine_factor: int  # of its vector index; 0: none, or not refined
+    hit_columns: list[str]  # HIT_COLUMNS it has (tables of layout 2 and before have no `parts`)
 
     @classmethod
     def of(cls, table: LanceTable) -> _TableFacts:
         schema = table.schema
-        return cls(schema.field(VECTOR_COLUMN).type.list_size, FIELD_COLUMN in schema.names, refine_factor(table))
+        return cls(schema.field(VECTOR_COLUMN).type.list_size, FIELD_COLUMN in schema.names, refine_factor(table),
+                   [column for column in HIT_COLUMNS if column in schema.names])
 
 
 class LanceChunkView:
@@ -148,14 +150,14 @@ class LanceChunkView:
         if not candidates:
             return {}
         try:
-            rows = self._table.take_row_ids([c.row_id for c in candidates]).select(HIT_COLUMNS).to_list()
+            rows = self._table.take_row_ids([c.row_id for c in candidates]).select(self._facts.hit_columns).to_list()
         except Exception:  # addresses moved (a compaction ran in between): look the ids up instead
-            rows = self._scan(sql_in("id", [c.id for c in candidates]), HIT_COLUMNS)
+            rows = self._scan(sql_in("id", [c.id for c in candidates]), self._facts.hit_columns)
         return {row["id"]: row for row in rows}
 
     def scan(self, where: str) -> list[dict[str, Any]]:
         """Every chunk matching a predicate, in document order."""
-        rows = self._scan(where, HIT_COLUMNS)
+        rows = self._scan(where, self._facts.hit_columns)
         return sorted(rows, key=lambda row: (row["path"], row["chunk_index"]))
 
     def neighbours(self, spots: list[tuple[str, int]], n: int) -> dict[tuple[str, int], str]:
@@ -167,7 +169,7 @@ class LanceChunkView:
         """Up to `n` chunks drawn at random (the same ones for the same seed and table)."""
         total = self._table.count_rows()
         offsets = sorted(random.Random(seed).sample(range(total), min(n, total)))
-        return self._table.take_offsets(offsets).select(HIT_COLUMNS).to_list() if offsets else []
+        return self._table.take_offsets(offsets).select(self._facts.hit_columns).to_list() if offsets else []
 
     def _scan(self, where: str, columns: list[str]) -> list[dict[str, Any]]:
         return self._table.search().where(where).select(columns).limit(None).to_list()

@@ -8,6 +8,7 @@ by token count. Consecutive chunks of one section overlap; tiny neighbours are m
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from ..errors import ParseError
 from ..settings import ChunkingConfig
 from ..models.base import TokenCounter
-from ..text import SENTENCE_END, SENTENCE_ENDS_BEFORE, SENTENCE_SPLIT, shared_depth
+from ..text import SENTENCE_END, SENTENCE_ENDS_BEFORE, SENTENCE_SPLIT, shared_depth, without_overlap
 from ..vocabulary import HEADING_SEPARATOR
 from .document import Block, Document
 from .reading import render
@@ -41,6 +42,23 @@ _MIN_OVERLAP_SHARE = 3  # a sentence start that keeps less than 1/3 of the overl
 
 
 @dataclass(frozen=True)
+class ChunkPart:
+    """A section (or symbol) inside a chunk: small sections are merged into one chunk, each keeping its heading path
+    and span, so a hit can cite the one its evidence is in."""
+
+    heading_path: tuple[str, ...]
+    line_start: int | None
+    line_end: int | None
+    page: int | None
+    at: int  # where it begins in the chunk's text (at its heading line, when the text names it)
+    opening: str  # the line that opens it where a passage's text shows a new section begin ("" for code's symbols)
+
+    @property
+    def heading(self) -> str:
+        return HEADING_SEPARATOR.join(self.heading_path)
+
+
+@dataclass(frozen=True)
 class Chunk:
     """A piece of a document, ready to embed and index."""
 
@@ -55,10 +73,17 @@ class Chunk:
     n_tokens: int
     metadata: dict[str, Any] = field(default_factory=dict)
     offset: int = 0  # where its own text (after the overlap) begins in the document's reading form (reading.py)
+    parts: tuple[ChunkPart, ...] = ()  # its sections, in order (one, unless small sections were merged into it)
 
     @property
     def heading(self) -> str:
         return HEADING_SEPARATOR.join(self.heading_path)
+
+    @property
+    def parts_json(self) -> str:
+        """Its parts as its row keeps them (schema.ChunkRow.parts; passages.chunk_hit reads them)."""
+        return json.dumps([[part.heading, part.line_start, part.line_end, part.page, part.at, part.opening]
+                           for part in self.parts], ensure_ascii=False)
 
     @property
     def embed_text(self) -> str:
@@ -95,12 +120,26 @@ def chunk_document(document: Document, settings: ChunkingConfig, counter: TokenC
     max_tokens = effective_max_tokens(settings, counter)
     overlap = min(settings.overlap, max_tokens // 4)
     chunks: list[Chunk] = []
-    starts = render(document).block_starts
+    rendered = render(document)
+    starts = rendered.block_starts
+    if document.source is None:  # lines are the reading form's, where a read by lines finds them
+        document = _on_reading_lines(document, rendered.text, starts)
     for section in _sections(document, settings):
         chunks.extend(_chunk_section(document, section, starts, max_tokens, overlap, counter))
     if not document.one_chunk_per_block and not document.sections_apart:
         chunks = _merge_small(chunks, settings.min_tokens, max_tokens, counter)
     return [replace(chunk, chunk_index=index) for index, chunk in enumerate(chunks)]
+
+
+def _on_reading_lines(document: Document, text: str, starts: tuple[int, ...]) -> Document:
+    """A converted document whose blocks are numbered by the lines of its reading form (a PDF page's own lines, or
+    none at all, would not read back)."""
+    blocks, line, counted = [], 1, 0
+    for block, start in zip(document.blocks, starts):
+        line += text.count("\n", counted, start)
+        counted = start
+        blocks.append(replace(block, line_start=line, line_end=line + block.text.count("\n")))
+    return replace(document, blocks=tuple(blocks))
 
 
 def _sections(document: Document, settings: ChunkingConfig) -> list[list[int]]:
@@ -154,8 +193,11 @@ def _chunk_section(document: Document, positions: list[int], starts: tuple[int, 
             text = overlap_text(previous_text, overlap, counter) + "\n" + text
         previous_text = body
         first, last = group[0].block, group[-1].block
+        opening = "" if document.sections_apart else heading_line(heading_path, len(heading_path) - 1)
+        part = ChunkPart(heading_path, first.line_start, last.line_end, first.page, 0, opening)
         chunks.append(Chunk(document.doc_id, 0, text, heading_path, document.title, first.page,
-                            first.line_start, last.line_end, 0, document.metadata, offset=group[0].offset))
+                            first.line_start, last.line_end, 0, document.metadata, offset=group[0].offset,
+                            parts=(part,)))
     sizes = _counted([chunk.embed_text for chunk in chunks], counter)
     return [replace(chunk, n_tokens=size) for chunk, size in zip(chunks, sizes)]
 
@@ -319,15 +361,45 @@ def _merge_small(chunks: list[Chunk], min_tokens: int, max_tokens: int, counter:
 
 
 def _join(first: Chunk, second: Chunk) -> Chunk:
-    """One chunk from two neighbours; the path is what they share, the rest stays in the text."""
+    """One chunk from two neighbours; the path is what they share, each one's own headings open its text as the
+    document writes them (Markdown `#` lines), and each keeps its parts (a heading line alone is the part of its
+    section, which holds the ones below it)."""
     shared = first.heading_path[:shared_depth(first.heading_path, second.heading_path)]
-    first_text = _with_local_heading(first, shared)
-    second_text = _with_local_heading(second, shared)
-    return replace(first, text=f"{first_text}\n\n{second_text}", heading_path=shared,
-                   line_end=second.line_end)
+    if first.parts[-1].heading_path == second.parts[0].heading_path:  # one section: its overlap once
+        own = without_overlap(first.text, second.text)
+        cut = len(second.text) - len(own)
+        second = replace(second, text=own, parts=tuple(replace(part, at=max(part.at - cut, 0))
+                                                        for part in second.parts))
+    open_path = first.parts[-1].heading_path  # the headings still open where the first ends
+    first_text, first_parts = _headed(first, shared, 0)
+    second_text, second_parts = _headed(second, second.heading_path[:shared_depth(open_path, second.heading_path)],
+                                        len(first_text) + 2)
+    parts = [*first_parts, *second_parts]
+    last, following = first_parts[-1], second_parts[0]
+    if (last.heading_path, last.page) == (following.heading_path, following.page):  # one section cut in two
+        parts[len(first_parts) - 1:len(first_parts) + 1] = [replace(last, line_end=following.line_end)]
+    return replace(first, text=f"{first_text}\n\n{second_text}", heading_path=shared, line_end=second.line_end,
+                   parts=tuple(parts))
 
 
-def _with_local_heading(chunk: Chunk, shared: tuple[str, ...]) -> str:
-    local = chunk.heading_path[len(shared):]
-    return f"{HEADING_SEPARATOR.join(local)}\n{chunk.text}" if local else chunk.text
+def _headed(chunk: Chunk, shared: tuple[str, ...], start: int) -> tuple[str, list[ChunkPart]]:
+    """A chunk's text opened by its headings below `shared` (those the text before it has not opened), and its parts
+    placed in it from `start`."""
+    path, own = chunk.heading_path, chunk.parts[0]
+    lines = [heading_line(path, depth) for depth in range(len(shared), len(path))]
+    offsets = [sum(len(line) + 1 for line in lines[:index]) for index in range(len(lines))]
+    head = sum(len(line) + 1 for line in lines)
+    parts = [ChunkPart(path[:depth + 1], None, None, chunk.page, start + at, line)
+             for depth, line, at in zip(range(len(shared), len(path)), lines, offsets)]
+    opened = [index for index, part in enumerate(parts) if part.heading_path == own.heading_path]
+    if opened:  # its own heading line opens its first part
+        parts[opened[0]] = replace(own, at=parts[opened[0]].at)
+        parts += [replace(part, at=start + head + part.at) for part in chunk.parts[1:]]
+    else:
+        parts += [replace(part, at=start + head + part.at) for part in chunk.parts]
+    return "\n".join([*lines, chunk.text]), parts
 
+
+def heading_line(path: tuple[str, ...], depth: int) -> str:
+    """The heading at `depth` of a path as a Markdown line (`## Install`), as a reading form writes it."""
+    return f"{'#' * (depth + 1)} {path[depth]}" if 0 <= depth < len(path) else ""

@@ -19,6 +19,16 @@ class Block:
 
 
 @dataclass(frozen=True)
+class Heading:
+    """A heading (or a code symbol) of a text source: its path and the lines it spans (1-based, inclusive; its
+    subsections included)."""
+
+    path: tuple[str, ...]
+    line_start: int
+    line_end: int
+
+
+@dataclass(frozen=True)
 class Document:
     """A parsed file: its title, blocks and metadata (front matter, PDF info)."""
 
@@ -32,3 +42,7 @@ class Document:
     notes: tuple[str, ...] = ()  # non-fatal problems worth reporting (e.g. scanned pages)
     ocr_pages: int = 0  # pages (or images) whose text came from OCR
     pages: int | None = None  # a PDF's pages, those without text included
+    # A text source's own text (newlines normalized), when its blocks carry their real lines: it is then the
+    # document's reading form, line for line, and `headings` its outline (ingest/reading.py).
+    source: str | None = None
+    headings: tuple[Heading, ...] = ()

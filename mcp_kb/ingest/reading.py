@@ -1,7 +1,10 @@
-"""A document's reading form: its text as one string (headings as Markdown `#` lines, PDF page markers), its
-outline, where each page and each chunk begins. A sync stores it beside the chunks, so a document is read, browsed
-and cited from the index alone, exactly as it was indexed (no source needed, no text twice: chunks overlap, this
-does not).
+"""A document's reading form: its text as one string, its outline, where each page and each chunk begins. A sync
+stores it beside the chunks, so a document is read, browsed and cited from the index alone, exactly as it was indexed
+(no source needed, no text twice: chunks overlap, this does not).
+
+A text source (Markdown, plain text, code) reads as the file itself: its lines are the file's lines, the numbers a
+hit cites, and its headings or symbols are an outline over them. A converted format (PDF, Office, HTML, OCR) reads as
+its extracted text with headings as Markdown `#` lines and PDF page markers.
 
 Offsets are characters of the text; lines and pages are derived from them where they are shown.
 """
@@ -9,6 +12,7 @@ Offsets are characters of the text; lines and pages are derived from them where 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -53,10 +57,19 @@ class Reading:
     chunk_starts: tuple[int, ...]  # chunk_index -> offset where its own text (not its overlap) begins
     tokens: int  # of the whole text, as its chunks counted it
     pages: int | None  # a PDF's pages, those without text included
+    as_written: bool  # the text is the source's own, line for line (else extracted from a converted format)
+
+
+def line_count(text: str) -> int:
+    """The lines of a text: a final line break ends its last line, it does not begin another."""
+    return text.count("\n") + (0 if text.endswith("\n") else 1) if text else 0
 
 
 def render(document: Document) -> Rendered:
-    """The document's text with its headings (Markdown `#` by depth) and, for PDFs, page markers."""
+    """The document's reading form: a text source's own text, else its blocks with their headings (Markdown `#` by
+    depth) and, for PDFs, page markers."""
+    if document.source is not None:
+        return _as_written(document, document.source)
     parts: list[str] = []
     starts: list[int] = []
     open_sections: list[tuple[tuple[str, ...], int]] = []  # headings whose end is not known yet
@@ -88,6 +101,23 @@ def render(document: Document) -> Rendered:
     return Rendered(_JOIN.join(parts), tuple(starts), tuple(sorted(sections, key=lambda s: s.start)), tuple(pages))
 
 
+def _as_written(document: Document, text: str) -> Rendered:
+    """A text source as it is: each block begins at its first line, each heading spans its lines."""
+    starts = [0, *(match.end() for match in re.finditer("\n", text))]  # where each line begins
+
+    def begins(line: int | None) -> int:
+        return starts[min(max((line or 1) - 1, 0), len(starts) - 1)]
+
+    def ends(line: int) -> int:  # the end of a line's text, its line break left out
+        return starts[line] - 1 if 0 < line < len(starts) else len(text)
+
+    sections = tuple(Section(heading.path, begins(heading.line_start), max(ends(heading.line_end),
+                                                                           begins(heading.line_start)))
+                     for heading in document.headings)
+    return Rendered(text, tuple(begins(block.line_start) for block in document.blocks),
+                    tuple(sorted(sections, key=lambda s: s.start)), ())
+
+
 def _close(open_sections: list[tuple[tuple[str, ...], int]], sections: list[Section], depth: int, end: int) -> None:
     """End the open sections deeper than `depth` headings at `end`."""
     while len(open_sections) > depth:
@@ -101,7 +131,7 @@ def reading_of(document: Document, chunk_starts: Sequence[int], tokens: int) -> 
     rendered = render(document)
     last_marked = max((page for page, _ in rendered.page_starts), default=None)
     return Reading(document.title, document.kind, rendered.text, rendered.sections, rendered.page_starts,
-                   tuple(chunk_starts), tokens, document.pages or last_marked)
+                   tuple(chunk_starts), tokens, document.pages or last_marked, document.source is not None)
 
 
 def outline_json(sections: tuple[Section, ...]) -> str:

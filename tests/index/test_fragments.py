@@ -14,7 +14,7 @@ pytest.importorskip("lance", reason="a Ray sync's writes need pylance: pip insta
 def _rows(store: LanceStore, generation: str, *chunks: tuple[str, int, str]) -> pa.Table:
     rows = [ChunkRow(id=f"{path}#{index}", path=path, chunk_index=index, heading="H", title="T", page=None,
                      line_start=1, line_end=2, text=text, search_text=text, field_text="t", content_hash=text,
-                     file_hash="f", n_tokens=1, vector=[1.0, 0.0, 0.0, 0.0]).as_dict() for path, index, text in chunks]
+                     file_hash="f", n_tokens=1, parts="[]", vector=[1.0, 0.0, 0.0, 0.0]).as_dict() for path, index, text in chunks]
     return pa.Table.from_pylist(rows, schema=store.chunk_schema("docs", generation))
 
 

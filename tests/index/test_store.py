@@ -15,7 +15,7 @@ DIM = 4
 def _row(path: str, index: int, text: str, vector: list[float]) -> dict:
     return ChunkRow(id=f"{path}#{index}", path=path, chunk_index=index, heading="H", title="T", page=None,
                     line_start=1, line_end=2, text=text, search_text=text.lower(), field_text="t",
-                    content_hash=f"h-{text}", file_hash="f", n_tokens=3, vector=vector).as_dict()
+                    content_hash=f"h-{text}", file_hash="f", n_tokens=3, parts="[]", vector=vector).as_dict()
 
 
 @pytest.fixture

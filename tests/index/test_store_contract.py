@@ -43,7 +43,7 @@ def _row(path: str, index: int, text: str, vector: list[float], title: str = "")
     title = title or f"T {path}"
     return ChunkRow(id=f"{path}#{index}", path=path, chunk_index=index, heading="H", title=title, page=None,
                     line_start=1, line_end=2, text=text, search_text=f"{title} {text}".lower(),
-                    field_text=title.lower(), content_hash=f"h-{text}", file_hash="f", n_tokens=3,
+                    field_text=title.lower(), content_hash=f"h-{text}", file_hash="f", n_tokens=3, parts="[]",
                     vector=vector).as_dict()
 
 
@@ -218,7 +218,7 @@ def _reading(path: str, text: str) -> dict:
 
     return ReadingRow(path=path, title=path, kind="md", size=len(text), mtime_ns=1, file_hash=f"f-{text}",
                       synced_at="2026-12-01T00:00:00Z", pages=None, lines=1, tokens=2, chunks=1, text=text,
-                      outline="[]", page_numbers=[], page_starts=[], chunk_starts=[0]).__dict__
+                      outline="[]", page_numbers=[], page_starts=[], chunk_starts=[0], as_written=True).__dict__
 
 
 def test_a_version_pins_the_three_tables_reads_them_as_they_were_and_restores_them(store, storage):

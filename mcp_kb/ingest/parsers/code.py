@@ -27,7 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from ..document import Block, Document
+from ..document import Block, Document, Heading
 from .bounds import check_time
 from .text import read_text
 
@@ -128,7 +128,17 @@ def parse(path: Path, doc_id: str) -> Document:
     language = LANGUAGE_BY_SUFFIX.get(path.suffix.lower())
     blocks, note = code_blocks(text, language)
     return Document(doc_id, "code", path.name, tuple(blocks), {"language": language} if language else {},
-                    notes=(note,) if note else (), sections_apart=True)
+                    notes=(note,) if note else (), sections_apart=True, source=text, headings=symbols(blocks))
+
+
+def symbols(blocks: list[Block]) -> tuple[Heading, ...]:
+    """The outline of code cut by syntax: each symbol (and each class holding some) with the lines of its blocks."""
+    spans: dict[tuple[str, ...], list[int]] = {}
+    for block in blocks:
+        for depth in range(1, len(block.heading_path) + 1):
+            span = spans.setdefault(block.heading_path[:depth], [block.line_start or 1, block.line_end or 1])
+            span[0], span[1] = min(span[0], block.line_start or 1), max(span[1], block.line_end or 1)
+    return tuple(Heading(path, first, last) for path, (first, last) in spans.items())
 
 
 def code_blocks(text: str, language: str | None) -> tuple[list[Block], str | None]:

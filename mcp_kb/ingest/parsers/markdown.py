@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from markdown_it import MarkdownIt
 
-from ..document import Block, Document
+from ..document import Block, Document, Heading
 from .markup import heading_text, readable
 from .text import read_text
 
@@ -22,9 +22,10 @@ _MARKDOWN = MarkdownIt("commonmark").enable("table").disable("inline")
 def parse(path: Path, doc_id: str) -> Document:
     text = read_text(path)
     metadata, body, offset = split_front_matter(text)
-    blocks, first_h1 = _blocks(body, offset)
+    blocks, headings, first_h1 = _blocks(body, offset)
     title = str(metadata.get("title") or first_h1 or path.stem)
-    return Document(doc_id, "markdown", title, tuple(blocks), metadata)
+    return Document(doc_id, "markdown", title, tuple(blocks), metadata, source=text,
+                    headings=_spans(headings, text.split("\n")))
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any], str, int]:
@@ -41,12 +42,26 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str, int]:
     return metadata, text[match.end():], match.group().count("\n")
 
 
-def _blocks(body: str, line_offset: int) -> tuple[list[Block], str | None]:
+def _spans(headings: list[tuple[tuple[str, ...], int]], lines: list[str]) -> tuple[Heading, ...]:
+    """Each heading (path, 1-based line) with the lines it spans: to the last line with text before the next heading
+    of its level or above, or before the end."""
+    spans = []
+    for index, (path, line) in enumerate(headings):
+        following = (next_line for next_path, next_line in headings[index + 1:] if len(next_path) <= len(path))
+        last = next(following, len(lines) + 1) - 1
+        while last > line and not lines[last - 1].strip():
+            last -= 1
+        spans.append(Heading(path, line, last))
+    return tuple(spans)
+
+
+def _blocks(body: str, line_offset: int) -> tuple[list[Block], list[tuple[tuple[str, ...], int]], str | None]:
     lines = body.split("\n")
     tokens = _MARKDOWN.parse(body)
     headings: list[tuple[int, str]] = []  # (level, text) of the open sections
     blocks: list[Block] = []
     heading_lines: list[tuple[int, str]] = []  # (line, text): the text of a file that holds only headings
+    outline: list[tuple[tuple[str, ...], int]] = []  # (path, line) of every heading
     first_h1 = None
     for index, token in enumerate(tokens):
         if token.level != 0 or token.nesting == -1 or token.map is None:
@@ -57,6 +72,7 @@ def _blocks(body: str, line_offset: int) -> tuple[list[Block], str | None]:
             headings = [h for h in headings if h[0] < level] + [(level, heading)]
             if level == 1 and first_h1 is None:
                 first_h1 = heading
+            outline.append((tuple(h[1] for h in headings), token.map[0] + 1 + line_offset))
             if heading:
                 heading_lines.append((token.map[0] + 1 + line_offset, heading))
             continue
@@ -76,4 +92,4 @@ def _blocks(body: str, line_offset: int) -> tuple[list[Block], str | None]:
     if not blocks and heading_lines:  # a note that is only its title (and outline) is still found by it
         blocks.append(Block("\n".join(text for _, text in heading_lines), heading_path=(),
                             line_start=heading_lines[0][0], line_end=heading_lines[-1][0]))
-    return blocks, first_h1
+    return blocks, outline, first_h1

@@ -75,4 +75,4 @@ def paragraph_blocks(text: str, page: int | None = None) -> list[Block]:
 
 def parse(path: Path, doc_id: str) -> Document:
     text = read_text(path)
-    return Document(doc_id, "text", path.stem, tuple(paragraph_blocks(text)))
+    return Document(doc_id, "text", path.stem, tuple(paragraph_blocks(text)), source=text)
