@@ -34,6 +34,7 @@ ELLIPSIS = "…"
 MIN_PASSAGE_TOKENS = 48
 _JOINT_TOKENS = 2  # what the line breaks between an answer's parts may count, per part
 _LEFT_OUT_NOTE_TOKENS = 40  # the note saying lower-ranked passages were left out
+NO_PASSAGE_FITS = "no passage fits max_tokens"  # how the note begins when even the best one's citation does not
 
 
 @pydantic_dataclass(frozen=True)
@@ -179,13 +180,22 @@ def _merged(group: list[Hit], query: str) -> Hit:
         if chunk.parts and previous.parts and chunk.parts[0].heading != previous.parts[-1].heading and opening \
                 and not body.startswith(opening):  # a new section starts inside the passage: its heading line
             body = f"{opening}\n{body}"
-        text = f"{text}\n\n{body}"
+        text = f"{text}{_between(previous, chunk)}{body}"
     first = ordered[0]
     pages = [hit.page for hit in ordered if hit.page is not None]
     return replace(best, text=text, chunk_index=first.chunk_index, chunk_count=len(ordered),
                    page=pages[0] if pages else None,
                    page_end=pages[-1] if pages and pages[-1] != pages[0] else None,
                    parts=_joined_parts([part for hit in ordered for part in hit.parts]))
+
+
+def _between(previous: Hit, chunk: Hit) -> str:
+    """What joins two chunks in a passage: the line breaks between them in the document where their lines say
+    (code's statements and symbols on consecutive lines stay so), else a blank line."""
+    end, start = previous.parts[-1].line_end if previous.parts else None, \
+        chunk.parts[0].line_start if chunk.parts else None
+    gap = start - end - 1 if start is not None and end is not None else -1
+    return "\n" * (gap + 1) if 0 <= gap <= 2 else "\n\n"
 
 
 def _most_telling(group: list[Hit], query: str) -> Part:
@@ -251,8 +261,8 @@ def citation_line(hit: Hit, number: int, name_kb: bool = False) -> str:
 
 def fit_budget(hits: list[Hit], max_tokens: int, counter: TokenCounter, query: str,  # noqa: PLR0913  # an answer's whole
                token_bounds: list[int | None] | None = None, notes: Sequence[str] = ()) -> tuple[list[Hit], list[str]]:
-    """The passages, cut so the whole answer fits `max_tokens`: its `notes`, each passage's frame (citation line, link
-    and the link's title, as trimmed and named by KB: the most it can be) and text with context; notes say what was
+    """The passages, cut so the whole answer's text fits `max_tokens`: its `notes`, each passage's frame (its citation
+    line, as trimmed and named by KB: the most it can be, and its permalink) and text with context; notes say what was
     left out. `token_bounds`: an upper bound of each passage's tokens where the index knows one; when those fit with
     the frames and notes at a token a byte (no tokenizer counts more), nothing is counted."""
     frame_texts = [_frame_text(hit, len(hits)) for hit in hits]
@@ -270,10 +280,12 @@ def fit_budget(hits: list[Hit], max_tokens: int, counter: TokenCounter, query: s
         budget -= _LEFT_OUT_NOTE_TOKENS  # the note saying so
         kept = _readable(frames, budget)
     left_out = []
-    if kept < len(hits):
-        left_out.append(f"{len(hits) - kept} {'lower-ranked ' if kept else ''}passage(s) left out to stay within "
-                        f"max_tokens={max_tokens}; ask for {'fewer results or ' if kept else ''}a larger budget to "
-                        f"see them")
+    if not kept:
+        left_out.append(f"{NO_PASSAGE_FITS}={max_tokens}: the best one's citation alone takes {frames[0]} tokens; ask "
+                        f"for a larger budget")
+    elif kept < len(hits):
+        left_out.append(f"{len(hits) - kept} lower-ranked passage(s) left out to stay within max_tokens={max_tokens}; "
+                        f"ask for fewer results or a larger budget to see them")
     sizes, frames = sizes[:kept], frames[:kept]
     shares = [share - frame for share, frame in zip(_shares([s + f for s, f in zip(sizes, frames)], budget), frames)]
     terms = _match_terms(query)
@@ -291,9 +303,8 @@ def _readable(frames: list[int], budget: int) -> int:
 
 
 def _frame_text(hit: Hit, number: int) -> str:
-    """Everything an answer says of a passage besides its text, at its longest."""
-    return (f"{citation_line(replace(hit, trimmed=True), number, name_kb=True)}\n{hit.link}\n"
-            f"{citation_marker(number)} {hit.citation}")
+    """Everything an answer's text says of a passage besides the passage, at its longest."""
+    return f"{citation_line(replace(hit, trimmed=True), number, name_kb=True)}\n{hit.link}"
 
 
 def _bytes(texts: list[str]) -> int:

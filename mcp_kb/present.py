@@ -10,7 +10,7 @@ from .history import KBVersion
 from .read_outputs import BrowseOutput, ReadOutput
 from .records import SyncReport
 from .text import clipped
-from .passages import citation_line
+from .passages import NO_PASSAGE_FITS, citation_line
 from .search import SearchResult
 from .vocabulary import HEADING_SEPARATOR, READ_TOOL
 
@@ -24,12 +24,13 @@ def cited_text(result: SearchResult, max_chars: int | None = None, name_kb: bool
     passage's KB (a search across KBs).
     """
     lines = [f"Note: {note}" for note in result.notes]
-    if not result.hits:
+    if not result.hits and not any(note.startswith(NO_PASSAGE_FITS) for note in result.notes):
         lines.append(NO_RESULTS)
     for number, hit in enumerate(result.hits, start=1):
         lines.append(citation_line(hit, number, name_kb))
         lines += [hit.link] if hit.link else []
-        body = "\n\n".join(part for part in (hit.context_before, hit.text, hit.context_after) if part).strip()
+        # blank lines trimmed, not spaces: code's first line keeps its indentation
+        body = "\n\n".join(part for part in (hit.context_before, hit.text, hit.context_after) if part).strip("\n")
         if max_chars is not None and len(body) > max_chars:
             body = f"{body[:max_chars].rstrip()} […{len(body) - max_chars} more characters]"
         lines.append(body + "\n")

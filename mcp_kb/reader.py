@@ -23,7 +23,7 @@ from .history import KBVersion, edition
 from .index.contract import Pinned, Store
 from .index.filters import build_where, glob_to_regex
 from .ingest.git.citations import repo_file
-from .ingest.reading import Section, line_count, outline_of
+from .ingest.reading import Section, outline_of
 from .ingest.sources import rooted_id_patterns
 from .lru import BoundedLRU
 from .text import clipped
@@ -150,16 +150,16 @@ class Reader:
                 max_tokens: int | None) -> ReadOutput:
         part = self._cut(document, start, end, label, max_tokens) if max_tokens else document.text[start:end]
         stop = start + len(part)
-        # a cut answer leaves out its last line's own end, so its parts joined by line ends are the text; a whole
-        # one is the text as it is, its final line break included
-        shown = part.removesuffix("\n") if stop < end else part
+        # the text as it is, so the parts of a read put end to end are the document (a line longer than the budget
+        # is cut inside); a final line break ends the last line shown
+        shown = part
         first_line = document.line_of(start)
-        last_line = first_line - 1 + line_count(shown) if stop == len(document.text) else first_line + shown.count("\n")
+        last_line = first_line + shown.removesuffix("\n").count("\n")
         cursor = None
         if stop < end:
             cursor = self._cursor(document, stop, end, label)
         return ReadOutput(kb=document.kb, path=document.row["path"], title=document.row["title"], section=label,
-                          text=shown, line_start=first_line, line_end=max(last_line, first_line),
+                          text=shown, line_start=first_line, line_end=last_line,
                           lines=int(document.row["lines"]), page_start=document.page_of(start),
                           page_end=document.page_of(start + max(len(shown) - 1, 0)), pages=document.row["pages"],
                           tokens_left=document.tokens_in(end - stop), cursor=cursor,

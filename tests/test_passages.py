@@ -18,7 +18,6 @@ from mcp_kb.ingest.reading import render
 from mcp_kb.passages import ELLIPSIS, Hit, add_context, assemble, chunk_hit, fit_budget
 from mcp_kb.api import ReadRequest, SearchRequest, cited_text
 from mcp_kb.search import SearchOutput, SearchResult
-from mcp_kb.vocabulary import citation_marker
 
 STEPS = "\n\n".join(
     f"Step {i} of the rollout updates service s{i}. It drains traffic, swaps the binary and checks health "
@@ -47,10 +46,8 @@ def _size(hit, tokenizer) -> int:
 
 
 def _answer_size(hits, notes, tokenizer, name_kb=False) -> int:
-    """The tokens of everything a search tool returns as text: its text block and its links' titles."""
-    text = cited_text(SearchResult(hits, "hybrid", notes), name_kb=name_kb)
-    titles = [f"{citation_marker(number)} {hit.citation}" for number, hit in enumerate(hits, start=1)]
-    return sum(tokenizer.count([text, *titles]))
+    """The tokens of the text a search tool returns."""
+    return tokenizer.count([cited_text(SearchResult(hits, "hybrid", notes), name_kb=name_kb)])[0]
 
 
 def test_adjacent_hits_merge_into_one_passage_with_the_overlap_once(chunks):
@@ -112,9 +109,20 @@ def test_the_budget_holds_the_whole_answer_whatever_its_citations_and_notes(toke
     for budget in (100, 200, 400, 800, 1600):
         fitted, left_out = fit_budget(hits, budget, tokenizer, "swap the binary", notes=notes)
         assert _answer_size(fitted, notes + left_out, tokenizer, name_kb=True) <= budget
-        assert len(fitted) < len(hits) and "left out" in left_out[0]
+        assert len(fitted) < len(hits) and ("left out" in left_out[0] or "no passage fits" in left_out[0])
     fitted, left_out = fit_budget(hits, 100, tokenizer, "swap the binary", notes=notes)
     assert fitted == [] and "a larger budget" in left_out[0]  # its citation alone is over 100 tokens
+    answer = cited_text(SearchResult(fitted, "hybrid", notes + left_out))
+    assert "no passage fits max_tokens=100" in answer and "Try other words" not in answer
+
+
+def test_a_long_citation_still_gets_its_passage_when_the_budget_holds_it(tokenizer):
+    path = "/".join(f"very_long_directory_name_segment_{n}" for n in range(8)) + "/pangolins.md"
+    hit = Hit(text="Body about pangolins in the forest.", source=path, title="", heading="Hdr", page=None,
+              chunk_index=0, score=1.0)
+    needed = _answer_size([hit], [], tokenizer)
+    fitted, left_out = fit_budget([hit], needed + 20, tokenizer, "pangolins")  # a frame is counted at its longest
+    assert fitted == [hit] and left_out == []
 
 
 def test_trimming_keeps_the_best_matching_sentence(chunks, tokenizer):
@@ -306,3 +314,32 @@ def test_pdf_hits_lie_on_the_pages_they_cite(make_app, tmp_path):
             read = app.read("docs", ReadRequest(kb="docs", path=hit.source, pages=pages_cited, max_tokens=20_000))
             assert _normalized(hit.text) in _normalized(read.text), pages_cited
             assert "extracted from this pdf" in read.note  # its lines are not the file's
+
+
+def test_sections_of_one_heading_are_cited_apart_as_the_outline_numbers_them(make_app, tmp_path):
+    write(tmp_path / "docs" / "guide.md", "# Guide\n\n## Notes\n\nApples are red.\n\n## Notes\n\nPears are green.\n\n"
+                                         "## Notes\n\nPlums are purple.\n")
+    app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
+    app.sync()
+    for fruit, heading, lines in (("apples", "Guide › Notes", (5, 5)), ("pears", "Guide › Notes (2)", (9, 9)),
+                                  ("plums", "Guide › Notes (3)", (13, 13))):
+        [hit] = app.search("docs", SearchRequest(query=fruit, mode="keyword", top_k=1)).hits
+        assert (hit.heading, (hit.line_start, hit.line_end)) == (heading, lines)
+        read = app.read("docs", ReadRequest(kb="docs", path="guide.md", section=hit.heading)).text
+        assert fruit.capitalize() in read and [f for f in ("Apples", "Pears", "Plums") if f in read] == [fruit.capitalize()]
+
+
+def test_a_long_function_is_cited_by_the_lines_its_chunk_holds(make_app, tmp_path):
+    body = "".join(f"    step_{n} = compute_value({n}) + offset_{n}\n" for n in range(300))
+    source = f"def pipeline(offset):\n{body}    return step_299\n"
+    write(tmp_path / "code" / "pipeline.py", source)
+    app = make_app({"name": "code", "description": "d", "paths": [str(tmp_path / "code")]})
+    app.sync()
+    lines = source.split("\n")
+    for n in (0, 150, 299):
+        hits = app.search("code", SearchRequest(query=f"step_{n} offset_{n}", mode="keyword", top_k=3,
+                                                max_per_document=3)).hits
+        assert any(f"step_{n} =" in hit.text for hit in hits)
+        for hit in hits:
+            assert hit.heading == "pipeline"
+            assert hit.text == "\n".join(lines[hit.parts[0].line_start - 1:hit.parts[-1].line_end])

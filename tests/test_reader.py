@@ -88,12 +88,23 @@ def test_a_long_section_comes_in_parts_within_the_budget_that_join_up_exactly(ap
     parts = _read_all(app, ReadRequest(kb="docs", path="handbook.md", section="Rules", max_tokens=300))
     assert len(parts) > 3
     assert all(tokenizer.count([read_text(part)])[0] <= 300 for part in parts)  # as the model receives it
-    assert "\n".join(part.text for part in parts) == whole  # each part ends at a line's end
+    assert "".join(part.text for part in parts) == whole  # put end to end, each part ending at a line's end
+    assert all(part.text.endswith("\n") for part in parts[:-1])
     through = app.read_through("docs", ReadRequest(kb="docs", path="handbook.md", section="Rules", max_tokens=300))
     assert (through.text, through.cursor, through.line_end) == (whole, None, parts[-1].line_end)  # `mcp-kb read`
     assert parts[0].tokens_left > parts[1].tokens_left > 0 == parts[-1].tokens_left
     assert [part.line_start for part in parts[1:]] == [part.line_end + 1 for part in parts[:-1]]
     assert "The last words" not in whole  # the section ends where the next one begins
+
+
+def test_a_line_longer_than_the_budget_is_cut_inside_and_the_parts_put_end_to_end_are_the_file(app, docs):
+    text = " ".join(f"word{n}" for n in range(6_000)) + "\nshort second line\n"
+    write(docs / "long.txt", text)
+    app.sync()
+    parts = _read_all(app, ReadRequest(kb="docs", path="long.txt", max_tokens=200))
+    assert len(parts) > 5 and "".join(part.text for part in parts) == text
+    assert (parts[0].line_start, parts[0].line_end, parts[1].line_start) == (1, 1, 1)  # cut inside line 1
+    assert (parts[-1].line_end, parts[-1].lines) == (2, 2)
 
 
 def test_pages_lines_and_a_passage_read_what_they_name(app):

@@ -48,13 +48,12 @@ def _follow(app, kb: str, request: ReadRequest) -> list:
 
 
 def _joined(answers: list) -> str:
-    """The parts' texts put back together as their locations say: a part cut at a line's end is followed by the
-    next line (line_end + 1), one cut inside a line goes on in the same line (line_end)."""
-    text = answers[0].text
+    """The parts' texts put end to end, their locations checked: a part cut at a line's end (its text ending with the
+    line break) is followed by the next line (line_end + 1), one cut inside a line goes on in the same line."""
     for before, after in zip(answers, answers[1:]):
-        assert after.line_start in (before.line_end, before.line_end + 1), (before.location, after.location)
-        text += ("\n" if after.line_start == before.line_end + 1 else "") + after.text
-    return text
+        expected = before.line_end + 1 if before.text.endswith("\n") else before.line_end
+        assert after.line_start == expected, (before.location, after.location)
+    return "".join(answer.text for answer in answers)
 
 
 def _browse_all(app, kb: str, request: BrowseRequest) -> list[str]:

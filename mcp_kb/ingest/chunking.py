@@ -1,8 +1,10 @@
 """Cut documents into chunks that fit the embedding model, keeping structure and context.
 
-Sections (same heading path and page) are packed block by block; a block too long for a chunk
-is split at paragraphs, then lines, then sentences (English and Chinese), then words, and last
-by token count. Consecutive chunks of one section overlap; tiny neighbours are merged.
+Sections (one heading, as the outline counts them, and one page) are packed block by block; a block too long for a
+chunk is split at paragraphs, then lines, then sentences (English and Chinese), then words, and last by token count.
+Consecutive chunks of one section overlap (code's do not: a chunk of code is its own lines); tiny neighbours are
+merged, each keeping its place as a part of the chunk (heading path, lines, page) so a hit cites the one its evidence
+is in. A converted document's chunks cite the lines of its reading form, a text source's the file's own.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -52,10 +55,13 @@ class ChunkPart:
     page: int | None
     at: int  # where it begins in the chunk's text (at its heading line, when the text names it)
     opening: str  # the line that opens it where a passage's text shows a new section begin ("" for code's symbols)
+    occurrences: tuple[int, ...]  # of each heading of its path: 2 for the second section of that path, ...
 
     @property
     def heading(self) -> str:
-        return HEADING_SEPARATOR.join(self.heading_path)
+        """Its heading path as the outline names it: a path that repeats is numbered from its second time on."""
+        number = self.occurrences[-1] if self.occurrences else 1
+        return HEADING_SEPARATOR.join(self.heading_path) + (f" ({number})" if number > 1 else "")
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,7 @@ class Chunk:
     metadata: dict[str, Any] = field(default_factory=dict)
     offset: int = 0  # where its own text (after the overlap) begins in the document's reading form (reading.py)
     parts: tuple[ChunkPart, ...] = ()  # its sections, in order (one, unless small sections were merged into it)
+    occurrences: tuple[int, ...] = ()  # of each heading of its path (ChunkPart.occurrences)
 
     @property
     def heading(self) -> str:
@@ -124,8 +131,12 @@ def chunk_document(document: Document, settings: ChunkingConfig, counter: TokenC
     starts = rendered.block_starts
     if document.source is None:  # lines are the reading form's, where a read by lines finds them
         document = _on_reading_lines(document, rendered.text, starts)
-    for section in _sections(document, settings):
-        chunks.extend(_chunk_section(document, section, starts, max_tokens, overlap, counter))
+    occurrences = _occurrences(document)
+    if document.sections_apart:  # code: a chunk is its own lines, nothing of the one before
+        overlap = 0
+    for section in _sections(document, settings, occurrences):
+        chunks.extend(_chunk_section(document, section, starts, max_tokens, overlap, counter,
+                                     occurrences[section[0]]))
     if not document.one_chunk_per_block and not document.sections_apart:
         chunks = _merge_small(chunks, settings.min_tokens, max_tokens, counter)
     return [replace(chunk, chunk_index=index) for index, chunk in enumerate(chunks)]
@@ -142,22 +153,51 @@ def _on_reading_lines(document: Document, text: str, starts: tuple[int, ...]) ->
     return replace(document, blocks=tuple(blocks))
 
 
-def _sections(document: Document, settings: ChunkingConfig) -> list[list[int]]:
-    """Runs of blocks (by position) that share a heading path and page (or single records)."""
+def _occurrences(document: Document) -> list[tuple[int, ...]]:
+    """For each block, which section of its path each of its headings opens (1: the first section of that path, 2:
+    the second, ...), as the outline counts them: a text source's headings, a converted one's as rendered."""
+    seen: Counter[tuple[str, ...]] = Counter()
+    numbers = []
+    if document.source is not None:
+        headings = iter(sorted(document.headings, key=lambda heading: heading.line_start))
+        pending = next(headings, None)
+        current: dict[tuple[str, ...], int] = {}
+        for block in document.blocks:
+            while pending is not None and pending.line_start <= (block.line_start or 0):
+                seen[pending.path] += 1
+                current[pending.path] = seen[pending.path]
+                pending = next(headings, None)
+            path = block.heading_path
+            numbers.append(tuple(current.get(path[:depth + 1], 1) for depth in range(len(path))))
+        return numbers
+    previous: tuple[str, ...] = ()
+    for block in document.blocks:  # render() opens a heading where the path changes
+        path = block.heading_path
+        for depth in range(shared_depth(previous, path), len(path)):
+            seen[path[:depth + 1]] += 1
+        previous = path
+        numbers.append(tuple(max(seen[path[:depth + 1]], 1) for depth in range(len(path))))
+    return numbers
+
+
+def _sections(document: Document, settings: ChunkingConfig, occurrences: list[tuple[int, ...]]) -> list[list[int]]:
+    """Runs of blocks (by position) that share a section (heading path, which one of that path) and page (or single
+    records)."""
     blocks = document.blocks
     if document.one_chunk_per_block:
         return [[index] for index in range(len(blocks))]
     structural = settings.strategy in ("auto", "markdown")
+
+    def key(index: int) -> tuple[object, ...]:
+        block = blocks[index]
+        return (block.heading_path, occurrences[index], block.page) if structural else (block.page,)
+
     sections: list[list[int]] = []
-    for index, block in enumerate(blocks):
-        key = (block.heading_path, block.page) if structural else (block.page,)
-        if sections:
-            last = blocks[sections[-1][-1]]
-            last_key = (last.heading_path, last.page) if structural else (last.page,)
-            if key == last_key:
-                sections[-1].append(index)
-                continue
-        sections.append([index])
+    for index in range(len(blocks)):
+        if sections and key(index) == key(sections[-1][-1]):
+            sections[-1].append(index)
+        else:
+            sections.append([index])
     return sections
 
 
@@ -171,7 +211,7 @@ class _Piece:
 
 
 def _chunk_section(document: Document, positions: list[int], starts: tuple[int, ...], max_tokens: int,  # noqa: PLR0913  # a section's context
-                   overlap: int, counter: TokenCounter) -> list[Chunk]:
+                   overlap: int, counter: TokenCounter, occurrences: tuple[int, ...]) -> list[Chunk]:
     blocks = [document.blocks[index] for index in positions]
     heading_path = blocks[0].heading_path
     prefix_tokens = counter.count([HEADING_SEPARATOR.join(heading_path)])[0] + 1 if heading_path else 0
@@ -194,10 +234,10 @@ def _chunk_section(document: Document, positions: list[int], starts: tuple[int, 
         previous_text = body
         first, last = group[0].block, group[-1].block
         opening = "" if document.sections_apart else heading_line(heading_path, len(heading_path) - 1)
-        part = ChunkPart(heading_path, first.line_start, last.line_end, first.page, 0, opening)
+        part = ChunkPart(heading_path, first.line_start, last.line_end, first.page, 0, opening, occurrences)
         chunks.append(Chunk(document.doc_id, 0, text, heading_path, document.title, first.page,
                             first.line_start, last.line_end, 0, document.metadata, offset=group[0].offset,
-                            parts=(part,)))
+                            parts=(part,), occurrences=occurrences))
     sizes = _counted([chunk.embed_text for chunk in chunks], counter)
     return [replace(chunk, n_tokens=size) for chunk, size in zip(chunks, sizes)]
 
@@ -364,22 +404,30 @@ def _join(first: Chunk, second: Chunk) -> Chunk:
     """One chunk from two neighbours; the path is what they share, each one's own headings open its text as the
     document writes them (Markdown `#` lines), and each keeps its parts (a heading line alone is the part of its
     section, which holds the ones below it)."""
-    shared = first.heading_path[:shared_depth(first.heading_path, second.heading_path)]
-    if first.parts[-1].heading_path == second.parts[0].heading_path:  # one section: its overlap once
+    shared = first.heading_path[:_same_sections(first.heading_path, first.occurrences, second.heading_path,
+                                                 second.occurrences)]
+    last, following = first.parts[-1], second.parts[0]
+    if (last.heading, last.page) == (following.heading, following.page):  # one section: its overlap once
         own = without_overlap(first.text, second.text)
         cut = len(second.text) - len(own)
         second = replace(second, text=own, parts=tuple(replace(part, at=max(part.at - cut, 0))
                                                         for part in second.parts))
-    open_path = first.parts[-1].heading_path  # the headings still open where the first ends
+    still_open = _same_sections(last.heading_path, last.occurrences, second.heading_path, second.occurrences)
     first_text, first_parts = _headed(first, shared, 0)
-    second_text, second_parts = _headed(second, second.heading_path[:shared_depth(open_path, second.heading_path)],
-                                        len(first_text) + 2)
+    second_text, second_parts = _headed(second, second.heading_path[:still_open], len(first_text) + 2)
     parts = [*first_parts, *second_parts]
     last, following = first_parts[-1], second_parts[0]
-    if (last.heading_path, last.page) == (following.heading_path, following.page):  # one section cut in two
+    if (last.heading, last.page) == (following.heading, following.page):  # one section cut in two
         parts[len(first_parts) - 1:len(first_parts) + 1] = [replace(last, line_end=following.line_end)]
     return replace(first, text=f"{first_text}\n\n{second_text}", heading_path=shared, line_end=second.line_end,
-                   parts=tuple(parts))
+                   parts=tuple(parts), occurrences=first.occurrences[:len(shared)])
+
+
+def _same_sections(path: tuple[str, ...], occurrences: tuple[int, ...], other: tuple[str, ...],
+                   other_occurrences: tuple[int, ...]) -> int:
+    """How many leading headings two paths share as the same sections (not only by name)."""
+    depth = shared_depth(path, other)
+    return next((d for d in range(depth) if occurrences[d:d + 1] != other_occurrences[d:d + 1]), depth)
 
 
 def _headed(chunk: Chunk, shared: tuple[str, ...], start: int) -> tuple[str, list[ChunkPart]]:
@@ -389,7 +437,7 @@ def _headed(chunk: Chunk, shared: tuple[str, ...], start: int) -> tuple[str, lis
     lines = [heading_line(path, depth) for depth in range(len(shared), len(path))]
     offsets = [sum(len(line) + 1 for line in lines[:index]) for index in range(len(lines))]
     head = sum(len(line) + 1 for line in lines)
-    parts = [ChunkPart(path[:depth + 1], None, None, chunk.page, start + at, line)
+    parts = [ChunkPart(path[:depth + 1], None, None, chunk.page, start + at, line, chunk.occurrences[:depth + 1])
              for depth, line, at in zip(range(len(shared), len(path)), lines, offsets)]
     opened = [index for index, part in enumerate(parts) if part.heading_path == own.heading_path]
     if opened:  # its own heading line opens its first part

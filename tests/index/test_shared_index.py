@@ -351,7 +351,7 @@ async def test_a_read_only_server_without_the_sources_reads_lists_and_searches_a
         outline = await client.call_tool("list_documents", {"kb": "docs", "path": "runbook.md", "outline": True})
         across = await client.call_tool("search_knowledge_bases", {"query": "E5021 access token"})
         resource = (await client.read_resource("kb://docs/documents/errors.md")).contents[0].text
-    text = "\n".join(part.structured_content["text"] for part in parts)
+    text = "".join(part.structured_content["text"] for part in parts)
     assert len(parts) > 1 and text.startswith("## Restarts") and "Step 39: restart worker 39" in text
     assert [d["path"] for d in listed.structured_content["documents"]] == [f"note{i}.md" for i in range(6)]
     assert [e["heading"] for e in outline.structured_content["outline"]] == ["Runbook", "Runbook › Restarts"]
