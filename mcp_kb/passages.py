@@ -145,14 +145,14 @@ def _cited_by(hit: Hit, part: Part) -> Hit:
 def assemble(hits: Iterable[Hit], top_k: int, max_per_document: int | None, query: str = "") -> list[Hit]:
     """Up to `top_k` passages from chunk hits in rank order (consumed only as far as needed).
 
-    A hit next to a passage of its document joins it (and may join two passages into one); a hit of
-    a document that already has `max_per_document` passages elsewhere is left out.
+    A hit next to a passage of its document joins it (and may join two passages into one), unless they meet where
+    one code symbol ends and another begins (each is a passage cited by its own name); a hit of a document that
+    already has `max_per_document` passages elsewhere is left out.
     """
     groups: list[list[Hit]] = []  # chunks of each passage; the first one is the best ranked
     for hit in hits:
         same_document = [group for group in groups if (group[0].kb, group[0].source) == (hit.kb, hit.source)]
-        touching = [group for group in same_document
-                    if any(abs(member.chunk_index - hit.chunk_index) <= 1 for member in group)]
+        touching = [group for group in same_document if any(_reads_on(member, hit) for member in group)]
         if touching:
             touching[0].append(hit)
             for other in touching[1:]:
@@ -163,6 +163,22 @@ def assemble(hits: Iterable[Hit], top_k: int, max_per_document: int | None, quer
                 break
             groups.append([hit])
     return [_merged(group, query) for group in groups]
+
+
+def _reads_on(hit: Hit, other: Hit) -> bool:
+    """Whether two chunks of a document read as one passage: neighbours, not two code symbols meeting."""
+    if abs(hit.chunk_index - other.chunk_index) > 1:
+        return False
+    first, second = sorted((hit, other), key=lambda chunk: chunk.chunk_index)
+    if not first.parts or not second.parts:
+        return True
+    end, start = first.parts[-1], second.parts[0]
+    return end.heading == start.heading or not (_is_symbol(end) and _is_symbol(start))
+
+
+def _is_symbol(part: Part) -> bool:
+    """A code symbol's part: a heading that is not a line of the text (code's own lines show where it begins)."""
+    return bool(part.heading) and not part.opening
 
 
 def _merged(group: list[Hit], query: str) -> Hit:

@@ -343,3 +343,21 @@ def test_a_long_function_is_cited_by_the_lines_its_chunk_holds(make_app, tmp_pat
         for hit in hits:
             assert hit.heading == "pipeline"
             assert hit.text == "\n".join(lines[hit.parts[0].line_start - 1:hit.parts[-1].line_end])
+
+
+def test_neighbouring_code_symbols_are_passages_of_their_own_and_a_long_one_reads_as_one(make_app, tmp_path):
+    methods = "".join(f"    def method_{n}(self):\n        return 'value {n} of the widget'\n\n" for n in range(6))
+    long_body = "".join(f"        total += part_{n} * weight_{n}\n" for n in range(120))
+    source = f"class Widget:\n{methods}    def weigh(self):\n        total = 0\n{long_body}        return total\n"
+    write(tmp_path / "code" / "widget.py", source)
+    app = make_app({"name": "code", "description": "d", "paths": [str(tmp_path / "code")]})
+    app.sync()
+    hits = app.search("code", SearchRequest(query="widget value method", mode="keyword", top_k=5,
+                                            max_per_document=5)).hits
+    assert len(hits) == 5 and all(len(hit.parts) == 1 and hit.heading.startswith("Widget › method_") for hit in hits)
+    lines = source.split("\n")
+    for hit in hits:
+        assert hit.text == "\n".join(lines[hit.line_start - 1:hit.line_end])  # its own lines, nothing else
+    [weigh] = app.search("code", SearchRequest(query="total part weight", mode="keyword", top_k=1, max_per_document=1, context=0)).hits
+    assert weigh.heading == "Widget › weigh" and weigh.chunk_count > 1  # one symbol's chunks: one passage
+    assert weigh.text in source and len(weigh.parts) == 1
