@@ -34,6 +34,7 @@ show how much that lends the windows. Also printed: queries, files, chunks and s
 from __future__ import annotations
 
 import argparse
+import json
 import ast
 import importlib.util
 import random
@@ -215,6 +216,7 @@ class Scores:
     """One (variant, mode): the rank of each query's function (None: not in the top 10), and more."""
 
     ranks: list[int | None]
+    held_ranks: list[int | None]  # the first passage holding the function's `def` line, however it is cited
     strict_found: int
     spans: list[int]
     ms: list[float]
@@ -222,12 +224,15 @@ class Scores:
     def mrr(self) -> float:
         return sum(1 / rank for rank in self.ranks if rank) / len(self.ranks)
 
+    def held_mrr(self) -> float:
+        return sum(1 / rank for rank in self.held_ranks if rank) / len(self.held_ranks)
+
     def recall(self) -> float:
         return sum(1 for rank in self.ranks if rank) / len(self.ranks)
 
 
 def evaluate(app, kb: str, mode: str, targets: list[Target], suffix: str) -> tuple[Scores, list]:
-    scores = Scores([], 0, [], [])
+    scores = Scores([], [], 0, [], [])
     tops = []
     for target in targets:
         started = time.perf_counter()
@@ -236,6 +241,8 @@ def evaluate(app, kb: str, mode: str, targets: list[Target], suffix: str) -> tup
         scores.ms.append((time.perf_counter() - started) * 1000)
         rank = next((i for i, hit in enumerate(hits, 1) if _is_function(hit, target, suffix)), None)
         scores.ranks.append(rank)
+        scores.held_ranks.append(next((i for i, hit in enumerate(hits, 1) if hit.source == target.file + suffix
+                                       and target.def_line in hit.text), None))
         scores.strict_found += any(_is_function(hit, target, suffix) and target.def_line in hit.text for hit in hits)
         scores.spans.extend(hit.line_end - hit.line_start + 1 for hit in hits if hit.line_start and hit.line_end)
         tops.append(hits[0] if hits else None)
@@ -252,6 +259,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--modes", default="hybrid,keyword,vector")
     parser.add_argument("--misses", type=int, default=8, help="hybrid misses on the syntax KB to print")
+    parser.add_argument("--search", action="append", default=[], metavar="KEY=VALUE",
+                        help="a [kb.search] setting of both KBs, e.g. title_weight=2 (repeatable)")
     args = parser.parse_args()
     use_offline_model()
     from mcp_kb.app import App
@@ -262,7 +271,8 @@ def main() -> None:
     if args.queries and args.queries < len(targets):
         targets = random.Random(args.seed).sample(targets, args.queries)
     folders = write_variants(stripped)
-    kbs = [{"name": f"code-{variant}", "description": variant, "paths": [str(folder)]}
+    search = {key: json.loads(value) for key, value in (item.split("=", 1) for item in args.search)}
+    kbs = [{"name": f"code-{variant}", "description": variant, "paths": [str(folder)], "search": search}
            for variant, folder in folders.items()]
     app = App(build_config({"storage": str(WORK / "index"), "kb": kbs}, base_dir=WORK, source=None))
     synced = {}
@@ -282,17 +292,19 @@ def main() -> None:
         print(f"  {variant:<8} {how}: {report.files_added} files, {report.chunks_total} chunks, "
               f"{report.files_failed} failed, sync {seconds:.1f} s")
     print(f"\ntop_k {TOP_K}, max_per_document {TOP_K}; relevant: same file, line ranges overlap")
-    print(f"{'variant':<8} {'mode':<8} {'MRR@10':>7} {'R@10':>6} {'R@10 def':>9} {'lines/hit':>9} {'p50 ms':>7}")
+    print(f"{'variant':<8} {'mode':<8} {'MRR@10':>7} {'R@10':>6} {'MRR def':>8} {'R@10 def':>9} {'lines/hit':>9} "
+          f"{'p50 ms':>7}")
     misses = []
     for variant, suffix in VARIANTS.items():
         for mode in args.modes.split(","):
             scores, tops = evaluate(app, f"code-{variant}", mode, targets, suffix)
-            print(f"{variant:<8} {mode:<8} {scores.mrr():>7.3f} {scores.recall():>6.3f} "
+            print(f"{variant:<8} {mode:<8} {scores.mrr():>7.3f} {scores.recall():>6.3f} {scores.held_mrr():>8.3f} "
                   f"{scores.strict_found / len(targets):>9.3f} {statistics.mean(scores.spans or [0]):>9.1f} "
                   f"{statistics.median(scores.ms):>7.1f}", flush=True)
             if variant == "syntax" and mode == "hybrid":
                 misses = [(target, top) for target, rank, top in zip(targets, scores.ranks, tops) if rank is None]
-    print("R@10 def: the hit that overlaps also holds the function's `def` line; lines/hit: mean line span of hits")
+    print("R@10 def: the hit that overlaps also holds the function's `def` line; MRR def: the first passage holding "
+          "that line, however it is cited; lines/hit: mean line span of hits")
     if misses and args.misses:
         print(f"\nhybrid misses on the syntax KB ({len(misses)}), the first {args.misses}: query -> wanted | got first")
         for target, top in misses[:args.misses]:

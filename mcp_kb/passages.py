@@ -109,18 +109,14 @@ class Hit:
         return f"{label} (page {self.page})" if self.page else label
 
 
-def chunk_hit(hit: Hit, stored_parts: str | None, query: str) -> Hit:
-    """A chunk's hit cited by its part that holds most of the query, its parts listed; `stored_parts`: the chunk
-    row's JSON (None in an index built before parts)."""
+def chunk_hit(hit: Hit, stored_parts: str | None) -> Hit:
+    """A chunk's hit with its parts (cited by its first until a passage is made of it: assemble); `stored_parts`: the
+    chunk row's JSON (None in an index built before parts)."""
     if not stored_parts:
         return replace(hit, parts=(Part(hit.heading, hit.line_start, hit.line_end, hit.page),))
     placed: list[list[Any]] = json.loads(stored_parts)
     parts = tuple(Part(heading, first, last, page, opening, at) for heading, first, last, page, at, opening in placed)
-    hit = replace(hit, parts=parts)
-    if len(parts) == 1:
-        return _cited_by(hit, parts[0])
-    scores = _matches(_part_texts(hit), query)
-    return _cited_by(hit, parts[max(range(len(parts)), key=lambda i: scores[i])])
+    return _cited_by(replace(hit, parts=parts), parts[0])
 
 
 def _part_texts(hit: Hit) -> list[str]:
@@ -182,12 +178,10 @@ def _is_symbol(part: Part) -> bool:
 
 
 def _merged(group: list[Hit], query: str) -> Hit:
-    """One passage of adjacent chunks, cited by the part holding most of the query, the best chunk's (the first of
-    `group`) first: as that chunk is cited when no part holds more of the query than it does."""
-    best = group[0]
+    """One passage of adjacent chunks (or one chunk), cited by its part holding most of the query."""
+    best = _cited_by(group[0], _cited_part(group, query))
     if len(group) == 1:
         return best
-    best = _cited_by(best, _most_telling(group, query))
     ordered = sorted(group, key=lambda hit: hit.chunk_index)
     text = ordered[0].text
     for previous, chunk in zip(ordered, ordered[1:]):
@@ -214,19 +208,17 @@ def _between(previous: Hit, chunk: Hit) -> str:
     return "\n" * (gap + 1) if 0 <= gap <= 2 else "\n\n"
 
 
-def _most_telling(group: list[Hit], query: str) -> Part:
-    """The part of a passage's chunks that holds most of the query; the best chunk's cited part on a tie."""
-    best = group[0]
-    cited = next((part for part in best.parts if (part.heading, part.line_start) == (best.heading, best.line_start)),
-                 None)
-    candidates = [(hit, part, text) for hit in group for part, text in zip(hit.parts, _part_texts(hit))]
-    if cited is None or not query:
-        return cited or Part(best.heading, best.line_start, best.line_end, best.page)
-    scores = [score for score, _ in _matches([text for *_, text in candidates], query)]
-    top = max(scores)
-    if top == 0 or any(score == top for (hit, part, _), score in zip(candidates, scores) if part is cited):
-        return cited
-    return next(part for (_, part, _), score in zip(candidates, scores) if score == top)
+def _cited_part(group: list[Hit], query: str) -> Part:
+    """The part of a passage's chunks holding most of the query's telling terms; among equals, one of its best chunk
+    (the first of `group`), then the longest: so a chunk holding one part is cited by it, whatever the query."""
+    candidates = [(number == 0, part, text) for number, hit in enumerate(group)
+                  for part, text in zip(hit.parts, _part_texts(hit))]
+    if len(candidates) <= 1:  # one part, or a hit made without its parts: cited as it is
+        best = group[0]
+        return candidates[0][1] if candidates else Part(best.heading, best.line_start, best.line_end, best.page)
+    scores = _matches([text for *_, text in candidates], query)
+    ranked = max(range(len(candidates)), key=lambda i: (scores[i][0], candidates[i][0], scores[i][1]))
+    return candidates[ranked][1]
 
 
 def _joined_parts(parts: Sequence[Part]) -> tuple[Part, ...]:

@@ -196,7 +196,7 @@ class Searcher:
             rows = _timed(timings, "filter", lambda: [(part, row) for part in parts
                                                       for row in part.view.scan(str(part.where))])  # document order
             mode, notes, rerank_failed = "filter", list[str](), False
-            hits = assemble((_hit(part.kb.name, row, 1.0, request.query) for part, row in rows), request.top_k,
+            hits = assemble((_hit(part.kb.name, row, 1.0) for part, row in rows), request.top_k,
                             max_per_document=None, query=request.query)
         else:
             mode, hits, notes, rerank_failed = self._passages(parts, request, timings)
@@ -225,14 +225,14 @@ class Searcher:
             mode, candidates, more = self._candidates(parts, request, depth, timings, notes, embedded)
             if self.reranker:
                 shortlist = candidates[:self.rerank_candidates]
-                fetched = _timed(timings, "fetch", lambda: _hits(parts, shortlist, request.query))
+                fetched = _timed(timings, "fetch", lambda: _hits(parts, shortlist))
                 if fetched:
                     reranked = _timed(timings, "rerank", lambda: self._rerank(request.query, fetched, notes))
                     fetched, rerank_failed = reranked or fetched, reranked is None
                 ranked = fetched
                 more = False  # cross-encoder scores cannot be mixed with fused ones further down
             else:
-                ranked = _hits_in_batches(parts, candidates, request.query, batch=max(2 * request.top_k, 10))
+                ranked = _hits_in_batches(parts, candidates, batch=max(2 * request.top_k, 10))
             above = (hit for hit in ranked if hit.score >= request.min_score)
             passages = _timed(timings, "assemble",
                               lambda: assemble(above, request.top_k, request.max_per_document, request.query))
@@ -426,7 +426,7 @@ def _pooled(sides: list[list[Candidate]], rank: str) -> list[Candidate]:
     return [replace(candidate, keyword_rank=number) for number, candidate in enumerate(pooled, start=1)]
 
 
-def _hits(parts: list[_Part], candidates: list[Candidate], query: str) -> list[Hit]:
+def _hits(parts: list[_Part], candidates: list[Candidate]) -> list[Hit]:
     """The candidates' hits in their order, each read from its KB's chunks by row address."""
     rows: dict[str, tuple[str, dict[str, Any]]] = {}
     for part in parts:
@@ -434,14 +434,14 @@ def _hits(parts: list[_Part], candidates: list[Candidate], query: str) -> list[H
         for chunk, row in part.view.rows(mine).items():
             rows[chunk] = (part.kb.name, row)
             part.token_counts[(row["path"], row["chunk_index"])] = row["n_tokens"]
-    return [_hit(rows[c.id][0], rows[c.id][1], c.score, query, vector_rank=c.vector_rank, keyword_rank=c.keyword_rank)
+    return [_hit(rows[c.id][0], rows[c.id][1], c.score, vector_rank=c.vector_rank, keyword_rank=c.keyword_rank)
             for c in candidates if c.id in rows]
 
 
-def _hits_in_batches(parts: list[_Part], candidates: list[Candidate], query: str, batch: int) -> Iterator[Hit]:
+def _hits_in_batches(parts: list[_Part], candidates: list[Candidate], batch: int) -> Iterator[Hit]:
     """The candidates' rows, read a batch at a time as assembly asks for more."""
     for start in range(0, len(candidates), batch):
-        yield from _hits(parts, candidates[start:start + batch], query)
+        yield from _hits(parts, candidates[start:start + batch])
 
 
 def _token_bounds(parts: list[_Part], hits: list[Hit]) -> list[int | None]:
@@ -484,14 +484,14 @@ def _with_commits(parts: list[_Part], hits: list[Hit]) -> list[Hit]:
     return cited
 
 
-def _hit(kb: str, row: dict[str, Any], score: float, query: str,  # noqa: PLR0913  # a hit's fields
-         vector_rank: int | None = None, keyword_rank: int | None = None) -> Hit:
-    """A chunk's hit, cited by its part that holds most of the query."""
+def _hit(kb: str, row: dict[str, Any], score: float, vector_rank: int | None = None,  # noqa: PLR0913  # a hit's fields
+         keyword_rank: int | None = None) -> Hit:
+    """A chunk's hit, with its parts."""
     hit = Hit(text=row["text"], source=row["path"], title=row["title"] or "", heading=row["heading"] or "",
               page=row["page"], chunk_index=row["chunk_index"], score=round(float(score), 6),
               line_start=row["line_start"], line_end=row["line_end"], vector_rank=vector_rank,
               keyword_rank=keyword_rank, kb=kb)
-    return chunk_hit(hit, row.get("parts"), query)
+    return chunk_hit(hit, row.get("parts"))
 
 
 def _timed(timings: dict[str, float], stage: str, work: Callable[[], _T]) -> _T:

@@ -33,12 +33,12 @@ def chunks(tmp_path, tokenizer):
     return found
 
 
-def _hit(chunk, score=1.0, source=None, query="") -> Hit:
+def _hit(chunk, score=1.0, source=None) -> Hit:
     """A chunk's hit as a search makes it from the chunk's row."""
     hit = Hit(text=chunk.text, source=source or chunk.doc_id, title=chunk.title, heading=chunk.heading,
               page=chunk.page, chunk_index=chunk.chunk_index, score=score, line_start=chunk.line_start,
               line_end=chunk.line_end)
-    return chunk_hit(hit, chunk.parts_json, query)
+    return chunk_hit(hit, chunk.parts_json)
 
 
 def _size(hit, tokenizer) -> int:
@@ -276,7 +276,7 @@ def _check_citations(tmp_path, tokenizer, name, source, marks, chunking):
     sections = {" › ".join(section.path): section for section in rendered.sections}
     for mark in marks:
         for chunk in [chunk for chunk in chunks if f"mark{mark} " in chunk.text]:
-            hit = _hit(chunk, query=f"mark{mark}")
+            [hit] = assemble([_hit(chunk)], top_k=1, max_per_document=1, query=f"mark{mark}")
             [part] = [part for part in chunk.parts if part.heading == hit.heading and part.line_start == hit.line_start]
             starts = [p.at for p in chunk.parts]
             own = chunk.text[part.at:next((at for at in starts if at > part.at), len(chunk.text))]

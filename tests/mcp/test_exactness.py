@@ -160,6 +160,12 @@ async def _read(client, **arguments):
     return result.structured_content
 
 
+async def _top_hit(client, tool, question):
+    """The search tool's answer to a question (top 3), and its first hit."""
+    result = await client.call_tool(tool, {"query": question, "top_k": 3})
+    return result, result.structured_content["results"][0]
+
+
 async def _read_whole(client, kb, path):
     """A document read through its cursors, its parts put end to end."""
     parts = [await _read(client, kb=kb, path=path, max_tokens=200)]
@@ -172,8 +178,7 @@ async def test_a_question_aimed_at_one_section_is_cited_by_it_and_reading_it_ret
     async with _stdio(config) as client:
         await _sync(client)
         for question, document, heading, answer in QUESTIONS:
-            result = await client.call_tool("search_handbook", {"query": question, "top_k": 3})
-            top = result.structured_content["results"][0]
+            result, top = await _top_hit(client, "search_handbook", question)
             assert (top["source"], top["heading"]) == (document, heading), question
             assert f"{document} › {heading}" in result.content[0].text  # the text cites the same place
             assert heading in [part["heading"] for part in top["parts"]]
@@ -187,8 +192,7 @@ async def test_a_method_is_cited_by_its_class_with_the_files_own_lines_and_a_cod
     async with _stdio(config) as client:
         await _sync(client)
         for question, document, symbol, definition in CODE_QUESTIONS:
-            result = await client.call_tool("search_code", {"query": question, "top_k": 3})
-            top = result.structured_content["results"][0]
+            _, top = await _top_hit(client, "search_code", question)
             assert (top["source"], top["heading"]) == (document, symbol), question
             lines = sources[document].split("\n")
             first, last = top["line_start"], top["line_end"]
