@@ -109,14 +109,13 @@ class Hit:
         return f"{label} (page {self.page})" if self.page else label
 
 
-def chunk_hit(hit: Hit, stored_parts: str | None) -> Hit:
-    """A chunk's hit with its parts (cited by its first until a passage is made of it: assemble); `stored_parts`: the
-    chunk row's JSON (None in an index built before parts)."""
-    if not stored_parts:
-        return replace(hit, parts=(Part(hit.heading, hit.line_start, hit.line_end, hit.page),))
-    placed: list[list[Any]] = json.loads(stored_parts)
-    parts = tuple(Part(heading, first, last, page, opening, at) for heading, first, last, page, at, opening in placed)
-    return _cited_by(replace(hit, parts=parts), parts[0])
+def parts_of(stored: str | None, whole: Part) -> tuple[Part, ...]:
+    """A chunk's parts from its row's JSON (schema.ChunkRow.parts); `whole`, the chunk as one part, where its row has
+    none (an index built before parts)."""
+    if not stored:
+        return (whole,)
+    placed: list[list[Any]] = json.loads(stored)
+    return tuple(Part(heading, first, last, page, opening, at) for heading, first, last, page, at, opening in placed)
 
 
 def _part_texts(hit: Hit) -> list[str]:
@@ -179,9 +178,11 @@ def _is_symbol(part: Part) -> bool:
 
 def _merged(group: list[Hit], query: str) -> Hit:
     """One passage of adjacent chunks (or one chunk), cited by its part holding most of the query."""
-    best = _cited_by(group[0], _cited_part(group, query))
+    best, chosen = group[0], _cited_part(group, query)
     if len(group) == 1:
-        return best
+        unchanged = (best.heading, best.line_start, best.line_end, best.page) == \
+            (chosen.heading, chosen.line_start, chosen.line_end, chosen.page)
+        return best if unchanged else _cited_by(best, chosen)
     ordered = sorted(group, key=lambda hit: hit.chunk_index)
     text = ordered[0].text
     for previous, chunk in zip(ordered, ordered[1:]):
@@ -193,10 +194,20 @@ def _merged(group: list[Hit], query: str) -> Hit:
         text = f"{text}{_between(previous, chunk)}{body}"
     first = ordered[0]
     pages = [hit.page for hit in ordered if hit.page is not None]
+    parts = _joined_parts([part for hit in ordered for part in hit.parts])
+    cited = _holding(parts, chosen)
     return replace(best, text=text, chunk_index=first.chunk_index, chunk_count=len(ordered),
                    page=pages[0] if pages else None,
-                   page_end=pages[-1] if pages and pages[-1] != pages[0] else None,
-                   parts=_joined_parts([part for hit in ordered for part in hit.parts]))
+                   page_end=pages[-1] if pages and pages[-1] != pages[0] else None, parts=parts,
+                   heading=cited.heading, line_start=cited.line_start, line_end=cited.line_end)
+
+
+def _holding(parts: tuple[Part, ...], chosen: Part) -> Part:
+    """The passage's part that holds a chunk's part (a section continued over chunks is one part, with its whole
+    span)."""
+    return next((part for part in parts if (part.heading, part.page) == (chosen.heading, chosen.page)
+                 and (chosen.line_start is None or part.line_start is None
+                      or part.line_start <= chosen.line_start <= (part.line_end or part.line_start))), chosen)
 
 
 def _between(previous: Hit, chunk: Hit) -> str:
@@ -211,11 +222,11 @@ def _between(previous: Hit, chunk: Hit) -> str:
 def _cited_part(group: list[Hit], query: str) -> Part:
     """The part of a passage's chunks holding most of the query's telling terms; among equals, one of its best chunk
     (the first of `group`), then the longest: so a chunk holding one part is cited by it, whatever the query."""
+    best = group[0]
+    if len({part.heading for hit in group for part in hit.parts}) <= 1:  # one section: nothing to choose
+        return best.parts[0] if best.parts else Part(best.heading, best.line_start, best.line_end, best.page)
     candidates = [(number == 0, part, text) for number, hit in enumerate(group)
                   for part, text in zip(hit.parts, _part_texts(hit))]
-    if len(candidates) <= 1:  # one part, or a hit made without its parts: cited as it is
-        best = group[0]
-        return candidates[0][1] if candidates else Part(best.heading, best.line_start, best.line_end, best.page)
     scores = _matches([text for *_, text in candidates], query)
     ranked = max(range(len(candidates)), key=lambda i: (scores[i][0], candidates[i][0], scores[i][1]))
     return candidates[ranked][1]
@@ -259,10 +270,11 @@ def _joined(texts: list[str]) -> str:
     return joined
 
 
-def citation_line(hit: Hit, number: int, name_kb: bool = False) -> str:
+def citation_line(hit: Hit, number: int, name_kb: bool = False, as_trimmed: bool = False) -> str:
     """How an answer introduces passage `number`: `[n] file › heading (page p) (score s)` (`name_kb`: its KB first,
-    in a search across KBs). The model reads the score alone: ranks cost tokens and tell it nothing."""
-    trimmed = ", trimmed to fit max_tokens" if hit.trimmed else ""
+    in a search across KBs; `as_trimmed`: as it reads once trimmed). The model reads the score alone: ranks cost
+    tokens and tell it nothing."""
+    trimmed = ", trimmed to fit max_tokens" if hit.trimmed or as_trimmed else ""
     source = f"{hit.kb}: {hit.citation}" if name_kb else hit.citation
     return f"{citation_marker(number)} {source} (score {hit.score:.3f}{trimmed})"
 
@@ -272,14 +284,18 @@ def fit_budget(hits: list[Hit], max_tokens: int, counter: TokenCounter, query: s
     """The passages, cut so the whole answer's text fits `max_tokens`: its `notes`, each passage's frame (its citation
     line, as trimmed and named by KB: the most it can be, and its permalink) and text with context; notes say what was
     left out. `token_bounds`: an upper bound of each passage's tokens where the index knows one; when those fit with
-    the frames and notes at a token a byte (no tokenizer counts more), nothing is counted."""
+    the frames and notes, no passage is counted (and nothing at all when the frames fit at a token a byte)."""
     frame_texts = [_frame_text(hit, len(hits)) for hit in hits]
-    said = [f"Note: {note}" for note in notes]
+    said = "\n".join(f"Note: {note}" for note in notes)
     known = [bound for bound in token_bounds or [] if bound is not None]
-    if len(known) == len(hits) and sum(known) + _bytes(frame_texts) + _bytes(said) <= max_tokens:
-        return list(hits), []
+    if len(known) == len(hits):  # the passages' sizes are known: the frames first at a token a byte, then counted
+        lines = "\n".join(frame_texts)
+        if sum(known) + len(lines.encode()) + len(said.encode()) + 3 * _JOINT_TOKENS * len(hits) <= max_tokens or \
+                sum(known) + _one_count(lines, counter) + _one_count(said, counter) + 3 * _JOINT_TOKENS * len(hits) \
+                <= max_tokens:
+            return list(hits), []
+    budget = max_tokens - (_one_count(said, counter) if notes else 0)
     frames = [count + 3 * _JOINT_TOKENS for count in counter.count(frame_texts)] if hits else []
-    budget = max_tokens - (sum(counter.count(said)) if said else 0)
     sizes = _sizes(hits, counter)
     if sum(sizes) + sum(frames) <= budget:
         return list(hits), []
@@ -301,6 +317,12 @@ def fit_budget(hits: list[Hit], max_tokens: int, counter: TokenCounter, query: s
             for hit, size, share in zip(hits, sizes, shares)], left_out
 
 
+def _one_count(text: str, counter: TokenCounter) -> int:
+    """The tokens of lines counted as one text (one call: a batch's hand-off to the tokenizer's threads costs more),
+    and the line break that joins them to the rest."""
+    return counter.count([text])[0] + _JOINT_TOKENS if text else 0
+
+
 def _readable(frames: list[int], budget: int) -> int:
     """How many of the best passages fit `budget` with at least MIN_PASSAGE_TOKENS of text each (better a few
     readable passages than many stubs), one whenever its frame leaves room for any text."""
@@ -312,11 +334,7 @@ def _readable(frames: list[int], budget: int) -> int:
 
 def _frame_text(hit: Hit, number: int) -> str:
     """Everything an answer's text says of a passage besides the passage, at its longest."""
-    return f"{citation_line(replace(hit, trimmed=True), number, name_kb=True)}\n{hit.link}"
-
-
-def _bytes(texts: list[str]) -> int:
-    return sum(len(text.encode("utf-8")) + 2 for text in texts)
+    return f"{citation_line(hit, number, name_kb=True, as_trimmed=True)}\n{hit.link}"
 
 
 def _size(hit: Hit, counter: TokenCounter) -> int:

@@ -29,7 +29,7 @@ from .history import Edition, edition
 from .index.contract import Candidate, ChunkView, Store, view_of
 from .lru import BoundedLRU
 from .models.base import Embedder, Reranker, TokenCounter, query_model_differs
-from .passages import Hit, add_context, assemble, chunk_hit, fit_budget
+from .passages import Hit, Part, add_context, assemble, fit_budget, parts_of
 from .records import KBState
 from .requests import ResolvedSearch, unknown_filter_field
 from .stopwatch import stopwatch
@@ -486,12 +486,13 @@ def _with_commits(parts: list[_Part], hits: list[Hit]) -> list[Hit]:
 
 def _hit(kb: str, row: dict[str, Any], score: float, vector_rank: int | None = None,  # noqa: PLR0913  # a hit's fields
          keyword_rank: int | None = None) -> Hit:
-    """A chunk's hit, with its parts."""
-    hit = Hit(text=row["text"], source=row["path"], title=row["title"] or "", heading=row["heading"] or "",
-              page=row["page"], chunk_index=row["chunk_index"], score=round(float(score), 6),
-              line_start=row["line_start"], line_end=row["line_end"], vector_rank=vector_rank,
-              keyword_rank=keyword_rank, kb=kb)
-    return chunk_hit(hit, row.get("parts"))
+    """A chunk's hit, with its parts (cited by its first until a passage is made of it: assemble)."""
+    parts = parts_of(row.get("parts"), Part(row["heading"] or "", row["line_start"], row["line_end"], row["page"]))
+    first = parts[0]
+    return Hit(text=row["text"], source=row["path"], title=row["title"] or "", heading=first.heading,
+               page=row["page"], chunk_index=row["chunk_index"], score=round(float(score), 6),
+               line_start=first.line_start, line_end=first.line_end, vector_rank=vector_rank,
+               keyword_rank=keyword_rank, kb=kb, parts=parts)
 
 
 def _timed(timings: dict[str, float], stage: str, work: Callable[[], _T]) -> _T:

@@ -15,7 +15,7 @@ from mcp_kb.settings import ChunkingConfig
 from mcp_kb.ingest.chunking import chunk_document
 from mcp_kb.ingest.parsers import parse_file
 from mcp_kb.ingest.reading import render
-from mcp_kb.passages import ELLIPSIS, Hit, add_context, assemble, chunk_hit, fit_budget
+from mcp_kb.passages import ELLIPSIS, Hit, Part, add_context, assemble, fit_budget, parts_of
 from mcp_kb.api import ReadRequest, SearchRequest, cited_text
 from mcp_kb.search import SearchOutput, SearchResult
 
@@ -35,10 +35,10 @@ def chunks(tmp_path, tokenizer):
 
 def _hit(chunk, score=1.0, source=None) -> Hit:
     """A chunk's hit as a search makes it from the chunk's row."""
-    hit = Hit(text=chunk.text, source=source or chunk.doc_id, title=chunk.title, heading=chunk.heading,
-              page=chunk.page, chunk_index=chunk.chunk_index, score=score, line_start=chunk.line_start,
-              line_end=chunk.line_end)
-    return chunk_hit(hit, chunk.parts_json)
+    parts = parts_of(chunk.parts_json, Part(chunk.heading))
+    return Hit(text=chunk.text, source=source or chunk.doc_id, title=chunk.title, heading=parts[0].heading,
+               page=chunk.page, chunk_index=chunk.chunk_index, score=score, line_start=parts[0].line_start,
+               line_end=parts[0].line_end, parts=parts)
 
 
 def _size(hit, tokenizer) -> int:
@@ -53,8 +53,8 @@ def _answer_size(hits, notes, tokenizer, name_kb=False) -> int:
 def test_adjacent_hits_merge_into_one_passage_with_the_overlap_once(chunks):
     [passage] = assemble([_hit(chunks[4], 0.9), _hit(chunks[3], 0.8)], top_k=5, max_per_document=2)
     assert (passage.chunk_index, passage.chunk_count, passage.score) == (3, 2, 0.9)
-    assert (passage.line_start, passage.line_end) == (chunks[4].line_start, chunks[4].line_end)  # the best chunk's
-    assert [(part.line_start, part.line_end) for part in passage.parts] == [(chunks[3].line_start, chunks[4].line_end)]
+    span = (chunks[3].line_start, chunks[4].line_end)  # one section over both chunks: cited with its whole span
+    assert (passage.line_start, passage.line_end) == span and [(p.line_start, p.line_end) for p in passage.parts] == [span]
     overlap = chunks[4].text.split("\n")[0]
     assert overlap and chunks[3].text.rstrip().endswith(overlap)  # the chunker repeated it
     assert passage.text.count(overlap) == 1
@@ -214,7 +214,7 @@ class _CountingTokenizer:
         return getattr(self._tokenizer, name)
 
 
-def test_a_search_whose_passages_fit_counts_no_tokens_and_one_over_budget_is_still_cut(make_app, tmp_path, tokenizer):
+def test_a_search_whose_passages_fit_counts_no_passage_and_one_over_budget_is_still_cut(make_app, tmp_path, tokenizer):
     write(tmp_path / "docs" / "rollout.md", "# Rollout\n\n" + STEPS)
     app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")],
                     "chunking": {"max_tokens": 64, "overlap": 16}})
@@ -222,7 +222,7 @@ def test_a_search_whose_passages_fit_counts_no_tokens_and_one_over_budget_is_sti
     counting = app.searcher.tokenizer = _CountingTokenizer(tokenizer)
     result = app.search("docs", SearchRequest(query="health probe p4", mode="keyword", top_k=5, max_per_document=5))
     assert len(result.hits) >= 3 and not any(hit.trimmed for hit in result.hits)
-    assert counting.counted == 0  # the stored counts showed the answer fits 4,000 tokens
+    assert counting.counted <= 2  # at most the citation lines and notes, each as one text: no passage was counted
     for request in (SearchRequest(query="health probe p4", mode="keyword", top_k=5, max_per_document=5, max_tokens=100),
                     SearchRequest(query="health probe p4", mode="keyword", top_k=2, context=2, max_tokens=200)):
         result = app.search("docs", request)
