@@ -32,7 +32,7 @@ class KBMetrics:
         self.searches += 1
         self.cache_hits += result.cached
         self.degraded += result.degraded
-        self.zero_results += not result.hits
+        self.zero_results += result.found_nothing
         if not result.cached:  # a cached answer ran no stage
             self.query_tokens += query_tokens
             self.rerank_calls += "rerank" in result.timings_ms
@@ -69,7 +69,7 @@ class HourFigures:
 
     def record(self, result: SearchResult, total_ms: float) -> None:
         self.searches += 1
-        self.zero_results += not result.hits
+        self.zero_results += result.found_nothing
         self.degraded += result.degraded
         self.latencies.append(total_ms)
 

@@ -6,7 +6,8 @@
 - Hits of one document that are adjacent (or overlap) become one passage: the text of all its chunks
   in order with the repeated overlap removed, a new section's heading line where one begins (as the document
   writes it; code's own lines show where a symbol begins). A merged passage scores what its best chunk scored,
-  keeps that chunk's ranks and is cited as that chunk is.
+  keeps that chunk's ranks and is cited by the part of its chunks holding most of the query. Neighbouring code
+  symbols stay passages of their own.
 - A document gives at most `max_per_document` passages, so one long document cannot fill the list.
 - A whole answer fits `max_tokens` (counted with the embedding model's tokenizer): its notes, each passage's
   citation lines and its text with its neighbour context. What is left after the notes is shared out evenly, a

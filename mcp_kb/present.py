@@ -10,7 +10,7 @@ from .history import KBVersion
 from .read_outputs import BrowseOutput, ReadOutput
 from .records import SyncReport
 from .text import clipped
-from .passages import NO_PASSAGE_FITS, citation_line
+from .passages import citation_line
 from .search import SearchResult
 from .vocabulary import HEADING_SEPARATOR, READ_TOOL
 
@@ -24,7 +24,7 @@ def cited_text(result: SearchResult, max_chars: int | None = None, name_kb: bool
     passage's KB (a search across KBs).
     """
     lines = [f"Note: {note}" for note in result.notes]
-    if not result.hits and not any(note.startswith(NO_PASSAGE_FITS) for note in result.notes):
+    if result.found_nothing:
         lines.append(NO_RESULTS)
     for number, hit in enumerate(result.hits, start=1):
         lines.append(citation_line(hit, number, name_kb))

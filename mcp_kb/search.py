@@ -29,7 +29,7 @@ from .history import Edition, edition
 from .index.contract import Candidate, ChunkView, Store, view_of
 from .lru import BoundedLRU
 from .models.base import Embedder, Reranker, TokenCounter, query_model_differs
-from .passages import Hit, Part, add_context, assemble, fit_budget, parts_of
+from .passages import NO_PASSAGE_FITS, Hit, Part, add_context, assemble, fit_budget, parts_of
 from .records import KBState
 from .requests import ResolvedSearch, unknown_filter_field
 from .stopwatch import stopwatch
@@ -54,6 +54,11 @@ class SearchResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     cached: bool = False
     degraded: bool = False  # keyword search because the vector side failed, or fused order as the reranker failed
+
+    @property
+    def found_nothing(self) -> bool:
+        """No passage matched (not: passages matched but the budget could not hold even one's citation)."""
+        return not self.hits and not any(note.startswith(NO_PASSAGE_FITS) for note in self.notes)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form every face gives (`search --json`, the search tools' structured content)."""

@@ -17,7 +17,6 @@ _SPACED_ENDS = ".;:"
 
 SENTENCE_SPLIT = re.compile(rf"(?<=[{_ENDS}])|(?<=[{_SPACED_ENDS}])(?=\s)")  # the point after each end
 SENTENCE_END = re.compile(rf"(?:[{_ENDS}]|[{_SPACED_ENDS}](?=\s)|\n)\s*")  # an end or a line break
-_OVERLAP_SEARCH_CHARS = 4_000  # an overlap is a few dozen tokens; never look further for one
 SENTENCE_ENDS_BEFORE = re.compile(rf"(?:[{_ENDS}]|[{_SPACED_ENDS}]\s|\n)\s*$")  # text that stops at one
 
 
@@ -35,6 +34,9 @@ def as_sentence(text: str) -> str:
     """Text ending as a sentence: a full stop added only where no sentence end closes it."""
     text = text.strip()
     return text if text.endswith((*_ENDS, ".")) else f"{text}."
+
+
+_OVERLAP_SEARCH_CHARS = 4_000  # an overlap is a few dozen tokens; never look further for one
 
 
 def without_overlap(previous: str, text: str) -> str:

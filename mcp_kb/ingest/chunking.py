@@ -22,7 +22,7 @@ from ..models.base import TokenCounter
 from ..text import SENTENCE_END, SENTENCE_ENDS_BEFORE, SENTENCE_SPLIT, shared_depth, without_overlap
 from ..vocabulary import HEADING_SEPARATOR
 from .document import Block, Document
-from .reading import render
+from .reading import heading_line, render
 from .parsers.bounds import check_chunks
 
 # Split points, coarse to fine; each keeps its separator with the piece before it.
@@ -88,7 +88,7 @@ class Chunk:
 
     @property
     def parts_json(self) -> str:
-        """Its parts as its row keeps them (schema.ChunkRow.parts; passages.chunk_hit reads them)."""
+        """Its parts as its row keeps them (schema.ChunkRow.parts; passages.parts_of reads them)."""
         return json.dumps([[part.heading, part.line_start, part.line_end, part.page, part.at, part.opening]
                            for part in self.parts], ensure_ascii=False)
 
@@ -446,8 +446,3 @@ def _headed(chunk: Chunk, shared: tuple[str, ...], start: int) -> tuple[str, lis
     else:
         parts += [replace(part, at=start + head + part.at) for part in chunk.parts]
     return "\n".join([*lines, chunk.text]), parts
-
-
-def heading_line(path: tuple[str, ...], depth: int) -> str:
-    """The heading at `depth` of a path as a Markdown line (`## Install`), as a reading form writes it."""
-    return f"{'#' * (depth + 1)} {path[depth]}" if 0 <= depth < len(path) else ""

@@ -60,6 +60,11 @@ class Reading:
     as_written: bool  # the text is the source's own, line for line (else extracted from a converted format)
 
 
+def heading_line(path: tuple[str, ...], depth: int) -> str:
+    """The heading at `depth` of a path as a Markdown line (`## Install`), as a reading form writes it."""
+    return f"{'#' * (depth + 1)} {path[depth]}" if 0 <= depth < len(path) else ""
+
+
 def line_count(text: str) -> int:
     """The lines of a text: a final line break ends its last line, it does not begin another."""
     return text.count("\n") + (0 if text.endswith("\n") else 1) if text else 0
@@ -92,9 +97,8 @@ def render(document: Document) -> Rendered:
         if block.page is not None and block.page != page:
             page = block.page
             pages.append((page, add(page_marker(page))))
-        for depth, heading in enumerate(block.heading_path):
-            if depth >= shared:
-                open_sections.append((block.heading_path[:depth + 1], add(f"{'#' * (depth + 1)} {heading}")))
+        for depth in range(shared, len(block.heading_path)):
+            open_sections.append((block.heading_path[:depth + 1], add(heading_line(block.heading_path, depth))))
         path = block.heading_path
         starts.append(add(block.text))
     _close(open_sections, sections, depth=0, end=size)

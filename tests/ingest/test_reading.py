@@ -4,6 +4,7 @@ import pytest
 
 from mcp_kb.ingest.chunking import chunk_document
 from mcp_kb.ingest.document import Block, Document
+from mcp_kb.ingest.parsers import parse_file
 from mcp_kb.ingest.reading import outline_json, outline_of, reading_of, render
 from mcp_kb.settings import ChunkingConfig
 
@@ -40,3 +41,16 @@ def test_each_chunk_begins_where_its_own_text_is_in_the_reading_form(tokenizer, 
         assert reading.text[start:].split("\n")[0][:20] in chunk.text  # (merged chunks name headings without #)
     assert list(reading.chunk_starts) == sorted(reading.chunk_starts)
     assert len(set(reading.chunk_starts)) == len(chunks)  # no two pieces point at one place
+
+
+def test_a_markdown_file_reads_as_itself_with_each_heading_spanning_its_own_lines(tmp_path):
+    """Skipped levels, a repeated heading, a section that runs to the end of the file, and trailing blank lines."""
+    text = ("---\ntitle: T\n---\n# Guide\n\nIntro.\n\n### Deep\n\nDeep text.\n\n## Notes\n\nOne.\n\n## Notes\n\nTwo.\n\n"
+            "# Appendix\n\nLast.\n\n\n")
+    (tmp_path / "g.md").write_text(text, encoding="utf-8")
+    rendered = render(parse_file(tmp_path / "g.md", "g.md"))
+    assert rendered.text == text
+    spans = [(" › ".join(s.path), rendered.text[s.start:s.end]) for s in rendered.sections]
+    assert spans == [("Guide", text[text.index("# Guide"):text.index("Two.") + 4]),
+                     ("Guide › Deep", "### Deep\n\nDeep text."), ("Guide › Notes", "## Notes\n\nOne."),
+                     ("Guide › Notes", "## Notes\n\nTwo."), ("Appendix", "# Appendix\n\nLast.")]

@@ -45,10 +45,14 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str, int]:
 def _spans(headings: list[tuple[tuple[str, ...], int]], lines: list[str]) -> tuple[Heading, ...]:
     """Each heading (path, 1-based line) with the lines it spans: to the last line with text before the next heading
     of its level or above, or before the end."""
+    ends = [len(lines)] * len(headings)
+    open_ones: list[int] = []  # headings whose section has not ended, outermost first
+    for index, (path, line) in enumerate(headings):  # one pass (a slice of the rest per heading was quadratic)
+        while open_ones and len(headings[open_ones[-1]][0]) >= len(path):
+            ends[open_ones.pop()] = line - 1
+        open_ones.append(index)
     spans = []
-    for index, (path, line) in enumerate(headings):
-        following = (next_line for next_path, next_line in headings[index + 1:] if len(next_path) <= len(path))
-        last = next(following, len(lines) + 1) - 1
+    for (path, line), last in zip(headings, ends):
         while last > line and not lines[last - 1].strip():
             last -= 1
         spans.append(Heading(path, line, last))
