@@ -34,7 +34,7 @@ from .settings import KBConfig
 from .vocabulary import HEADING_SEPARATOR, LIST_TOOL, READ_TOOL, sync_remedy
 
 _CHARS_PER_TOKEN_MAX = 16  # a read encodes at most this many characters per token of its budget
-_FRAME_TOKENS = 48  # an answer's location and cursor lines, less its path, section and cursor
+_FRAME_TOKENS = 50  # an answer's location and cursor lines, less its path, section and cursor
 _LEAST_TOKENS = 16  # of text in an answer, whatever goes with it
 _LINE_END_SHARE = 0.5  # an answer cut inside a line ends at the line before, unless that drops half of it
 _TITLE_CHARS = 300  # of a title or a heading, in a listing or an outline
@@ -174,8 +174,8 @@ class Reader:
         and a cursor as long as the answer's will be), ending at a line's end when one is near."""
         counter = self._tokenizer()
         about = f"{document.row['path']}{HEADING_SEPARATOR}{label}"
-        frame = sum(counter.count([about, self._cursor(document, end, end, label), _lines_note(document)])) \
-            + _FRAME_TOKENS
+        cursor = repr(self._cursor(document, end, end, label))  # quoted, as an answer shows it
+        frame = sum(counter.count([about, cursor, _lines_note(document)])) + _FRAME_TOKENS
         budget = max(max_tokens - frame, _LEAST_TOKENS)  # an absurdly long path still reads on
         window = document.text[start:min(end, start + budget * _CHARS_PER_TOKEN_MAX)]
         part = counter.head(window, budget)
