@@ -25,7 +25,7 @@ from .index.state import (is_sync_running, query_log_path, read_health, read_met
                           sync_activity, write_health, write_metrics)
 from .ingest.chunking import Chunk, document_chunks
 from .ingest.parsers import parse_file
-from .ingest.sources import Source, SourceScan, scan_all, sources_of
+from .ingest.sources import Source, SourceScan, scan_all, sources_of, why_no_documents
 from .metrics import Metrics, QueryLog
 from .models import create_embedder, create_reranker, load_token_counter, model_source
 from .models.base import Embedder, TokenCounter, query_model_differs
@@ -68,6 +68,7 @@ class App:
         self.releases_model = False
         self._query_logs: dict[str, QueryLog] = {}
         self.audit = AuditTrail(config.server)  # one per process: /mcp and the page write the same file
+        self._problems_said: set[str] = set()  # what this process's log said went wrong (said once, not per attempt)
 
     @property
     def embedder(self) -> Embedder:
@@ -84,6 +85,14 @@ class App:
         self.searcher.embedder.embed_query("warm up")
         self.searcher.tokenizer.count(["warm up"])  # it loads at its first use, which would be the first search
         return_free_heap()
+
+    def first_time_said(self, problem: str) -> bool:
+        """Whether the log has not said this problem yet (now it has): a model that does not load fails the warm-up
+        and the start-up sync alike, in the same words, in either order."""
+        with self._lock:
+            new = problem not in self._problems_said
+            self._problems_said.add(problem)
+            return new
 
     @cached_property
     def tokenizer(self) -> TokenCounter:
@@ -297,7 +306,7 @@ class App:
                 kinds[source.path.suffix.lower()] += 1
         return KBCheck(kb.name, kb.search_tool_name, files=len(chunks_by_file), by_type=dict(kinds),
                        chunks=sum(chunks_by_file.values()), chunks_by_file=chunks_by_file, skipped=tuple(skipped),
-                       crawl=scan.figures)
+                       crawl=scan.figures, no_documents="" if scan.files else why_no_documents(kb, scan))
 
     def status(self, kb: str | None = None) -> list[KBStatus]:
         """Per KB: files, chunks, last sync, model, index state, failed files."""

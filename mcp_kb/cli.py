@@ -175,6 +175,8 @@ def check(config_path: str | None, as_json: bool) -> None:
         click.echo(f"\n{item.kb} (tool {item.tool}): {item.files} files ({types or 'none'}), {item.chunks} chunks")
         if item.crawl_requests:
             click.echo(f"  web: {item.crawl_requests} requests to crawl the sites")
+        if item.no_documents:
+            click.echo(f"  {item.no_documents}")
         _echo_first([f"  {count:5d}  {path}" for path, count in item.chunks_by_file.items()], "files")
         _echo_first([f"  skipped {skip.path}: {skip.reason}" for skip in item.skipped], "skipped")
     failed = [item.kb for item in summary if item.error]
@@ -472,7 +474,7 @@ def read(kb: str, path: str, section: str | None, pages: str | None, lines: str 
     Example:
 
     \b
-        mcp-kb read policy_docs leave.md --section "Annual leave"
+        mcp-kb read policy_docs annual-leave.md --section "How to apply (English)"
     """
     from .api import parse_request, ReadRequest, read_text
 
@@ -507,7 +509,7 @@ def list_documents(kb: str, path: str, outline: bool, sort: str, limit: int | No
     Example:
 
     \b
-        mcp-kb ls policy_docs "hr/**/*.md" --sort changed
+        mcp-kb ls policy_docs "*.md" --sort changed
     """
     from .api import BrowseRequest, browse_text, parse_request
 

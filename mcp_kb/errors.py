@@ -92,12 +92,14 @@ class SearchError(KBError):
 class NotSyncedError(SearchError):
     """A KB whose index holds nothing yet: no sync has committed a chunk of it."""
 
-    def __init__(self, kb: str, storage: str = ""):
-        self.kb, self.storage = kb, storage
+    def __init__(self, kb: str, storage: str = "", failed: str = ""):
+        self.kb, self.storage, self.failed = kb, storage, failed  # failed: why its last sync failed, if it did
         super().__init__(self.message(with_storage=True))
 
     def message(self, with_storage: bool) -> str:
         """Where it looked is said to the owner (a server started with another storage than the shell's
-        synced one answers so), not to a remote caller."""
+        synced one answers so), not to a remote caller. A sync that failed is why, not another sync."""
         where = f" in the index at {self.storage}" if with_storage and self.storage else ""
+        if self.failed:
+            return f"knowledge base {self.kb!r} has nothing indexed yet{where}: its last sync failed: {self.failed}"
         return f"knowledge base {self.kb!r} has not been synced yet{where}; {sync_remedy(self.kb)}"

@@ -39,7 +39,7 @@ class KBVersion:
     pinned: Pinned
     started: str  # when the sync (or rollback) that made it began, RFC 3339 UTC
     finished: str
-    kind: str  # sync | rebuild | rollback
+    kind: str  # sync | rebuild | rollback | unfinished (a sync that stopped: the files it wrote, which searches read)
     added: int = 0  # documents
     changed: int = 0
     removed: int = 0
@@ -173,7 +173,8 @@ def _by_number(store: Store, kb: str, number: int | None) -> KBVersion | None:
 # ---- recording versions -----------------------------------------------------------------------
 
 def record(store: Store, kb: str, report: SyncReport, generation: str,  # noqa: PLR0913  # a sync's outcome
-           fingerprints: dict[str, Any], started: str, by: str = "", tag: str | None = None) -> dict[str, Any]:
+           fingerprints: dict[str, Any], started: str, by: str = "", tag: str | None = None,
+           kind: str = "sync") -> dict[str, Any]:
     """After a sync wrote its tables: a new version when it changed the KB (or the KB has none yet), with `tag`
     (checked by check_tag before the sync began). Returns what the sync's final state write must add: the current
     version's number, which commits it."""
@@ -186,7 +187,7 @@ def record(store: Store, kb: str, report: SyncReport, generation: str,  # noqa: 
         return {"version": current}
     number = (current or 0) + 1
     version = KBVersion(number, generation, store.pinned_now(kb, generation), started, recorded_now(_PRECISION),
-                        "rebuild" if report.rebuilt else "sync", report.files_added, report.files_changed,
+                        "rebuild" if report.rebuilt else kind, report.files_added, report.files_changed,
                         report.files_deleted, (tag,) if tag else (), by, fingerprints=dict(fingerprints),
                         commits=dict(report.commits))
     store.write_version(kb, number, started, generation, version.as_dict())

@@ -24,7 +24,7 @@ def cited_text(result: SearchResult, max_chars: int | None = None, name_kb: bool
     passage's KB (a search across KBs).
     """
     lines = [f"Note: {note}" for note in result.notes]
-    if result.found_nothing:
+    if result.found_nothing and not result.holds_nothing:  # other words would find nothing either
         lines.append(NO_RESULTS)
     for number, hit in enumerate(result.hits, start=1):
         lines.append(citation_line(hit, number, name_kb))

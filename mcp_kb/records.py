@@ -371,6 +371,7 @@ class KBCheck:
     chunks_by_file: dict[str, int] = field(default_factory=dict)
     skipped: tuple[Problem, ...] = ()
     crawl: dict[str, int] = field(default_factory=dict)  # what reading web sources cost
+    no_documents: str = ""  # why a sync would find no document, and what to check
 
     @property
     def crawl_requests(self) -> int:
@@ -493,7 +494,7 @@ class SyncReport(_Saved):
     skipped: list[Problem] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     index_state: str = ""
-
+    no_documents: str = ""  # why a KB that ends its sync with no document has none, and what to check
 
     @classmethod
     def from_dict(cls, saved: Mapping[str, Any]) -> SyncReport:
@@ -516,4 +517,5 @@ class SyncReport(_Saved):
         if self.rebuilt:
             parts.insert(0, f"{self.kb}: rebuilt from scratch: {self.rebuilt}")
         parts += [f"  failed {f.path}: {f.reason}" for f in self.failures]
+        parts += [f"  {self.no_documents}"] if self.no_documents else []
         return "\n".join(parts)

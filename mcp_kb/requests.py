@@ -176,8 +176,8 @@ class BrowseRequest(BaseModel):
     path: str = Field("", max_length=MAX_PATH_LENGTH,
                       description="Documents whose path starts with this, or matches it as a glob (* and ? within "
                                   "a folder, ** across folders); with outline, the one document")
-    outline: bool = Field(False, description="The document's headings with their lines, pages and size in tokens, "
-                                             "instead of a list of documents")
+    outline: bool = Field(False, description="true: instead of a list, the headings of the one document `path` "
+                                             "names, with their lines, pages and size in tokens")
     sort: ListingOrder = Field("path", description="Order of the list: by path, or last changed first")
     limit: int = Field(BROWSE_LIMIT_DEFAULT, ge=1, le=BROWSE_LIMIT_MAX, description="Most entries in this answer")
     cursor: str | None = Field(None, max_length=MAX_CURSOR_LENGTH,

@@ -54,6 +54,7 @@ class SearchResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     cached: bool = False
     degraded: bool = False  # keyword search because the vector side failed, or fused order as the reranker failed
+    holds_nothing: bool = False  # every KB searched held no document at its last sync (a note says why)
 
     @property
     def found_nothing(self) -> bool:
@@ -164,7 +165,7 @@ class Searcher:
                                   f"{sync_remedy(kb.name)} to rebuild it")
             if sync_activity(self.store, kb.name) is not None:
                 raise _Unfinished(self._incomplete_index_notes(kb.name))
-            raise NotSyncedError(kb.name, self.store.uri)
+            raise NotSyncedError(kb.name, self.store.uri, KBState(self.store.read_state(kb.name)).last_error)
         state = KBState(self.store.read_state(kb.name))
         _filtered_fields_indexed(kb, state, kb.search.filter, request.filters)
         types, rooted = kb.filter_field_types(), rooted_id_patterns()
@@ -214,7 +215,9 @@ class Searcher:
                                                                       request.query, _token_bounds(counted_alike, hits),
                                                                       notes + said))
         hits = _with_commits(parts, hits)
-        return SearchResult(hits, mode, notes + left_out + said, timings, degraded=mode != request.mode or rerank_failed)
+        empty = [why for part in parts if not hits and (why := part.state.last_report.no_documents)]
+        return SearchResult(hits, mode, empty + notes + left_out + said, timings,
+                            degraded=mode != request.mode or rerank_failed, holds_nothing=len(empty) == len(parts))
 
     def _passages(self, parts: list[_Part], request: ResolvedSearch,
                   timings: dict[str, float]) -> tuple[str, list[Hit], list[str], bool]:

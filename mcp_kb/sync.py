@@ -26,7 +26,7 @@ from .schema import chunk_schema
 from .index.state import check_writable, clear_progress, source_cache_dir, sync_lock, write_progress, write_summary
 from .ingest.chunking import effective_max_tokens
 from .ingest.ocr import available as ocr_available
-from .ingest.sources import SkippedFile, SourceFile, count_kinds, scan_all, sources_of
+from .ingest.sources import SkippedFile, SourceFile, count_kinds, scan_all, sources_of, why_no_documents
 from .ingest.workers import ParseWorkers
 from .models.base import Embedder, TokenCounter
 from .batches import (BATCH_FILES, COMMIT_SECONDS, EmbeddingProgress, ParsedFile, Timer, count_batch, embedded_pieces, not_indexed,
@@ -88,6 +88,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
     wall_start = time.perf_counter()
     timer = Timer(report)
     progress = _recording_progress(store, kb.name, progress, report)
+    committed = False  # the sync's final state write is done: what it wrote is a version already
     try:
         with timer("prepare"):
             counter = load_counter()
@@ -142,6 +143,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
             report.index_state = store.refresh_indexes(kb.name, target, changed)
         report.chunks_total = store.count_chunks(kb.name, target)
         files = store.read_files(kb.name, target)
+        report.no_documents = "" if files else why_no_documents(kb, scan)
         unchanged = set(plan.unchanged)
         report.failures += [Problem(p, r.reason) for p, r in files.items()
                             if r.status == "failed" and p in unchanged]
@@ -149,16 +151,19 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         report.seconds["total"] = round(time.perf_counter() - wall_start, 3)
         titles = store.document_titles(kb.name, target, _TITLES_IN_SUMMARY)
         write_summary(store, kb.name, _summary(files, report, titles))
-        committed = record_version(store, kb.name, report, target, fingerprints, started, request.by, request.tag)
+        version = record_version(store, kb.name, report, target, fingerprints, started, request.by, request.tag)
         # One commit makes this generation the one searches read (the switch, after a rebuild) and the version current.
         store.write_state(kb.name, {**KBState.active(fingerprints, target, complete=True),
-                                    **KBState(state).ended(started, "ok", report), **committed,
+                                    **KBState(state).ended(started, "ok", report), **version,
                                     **KBState.vouching(scan.revisions)})
+        committed = True
         prune_versions(store, kb)  # first: a generation only a forgotten version kept goes now
         store.drop_generations(kb.name, keep={target})
         return report
     except Exception as exc:
         error = str(exc) if isinstance(exc, KBError) else f"{type(exc).__name__}: {exc}"
+        if report.files_written and not committed:
+            _version_what_was_kept(store, kb.name, target, active_files, fingerprints, started, request.by)
         # Every caller who sees the KB reads the record: the index's and the cluster's places stay out of it.
         _record_failure(store, kb.name, started, config.unlocated(error), report,
                         outcome="interrupted" if isinstance(exc, SyncCancelled) else "failed")
@@ -166,11 +171,31 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM where the command turns it into one
         wanted = report.files_added + report.files_changed
         kept = work_kept(rebuild_option(request.full, request.reembed))
+        if report.files_written and not committed:
+            _version_what_was_kept(store, kb.name, target, active_files, fingerprints, started, request.by)
         _record_failure(store, kb.name, started, f"interrupted after writing {report.files_written} of {wanted} new "
                                                  f"and changed files; {kept}", report, outcome="interrupted")
         raise
     finally:
         clear_progress(store, kb.name)
+
+
+def _version_what_was_kept(store: Store, kb: str, target: str,  # noqa: PLR0913  # a sync's context
+                           before: dict[str, FileRecord], fingerprints: dict[str, Any], started: str, by: str) -> None:
+    """A sync that stopped after writing files searches read (into the active generation) records them as a version
+    of its own: `versions` then says what the index holds, and the next version counts from there."""
+    try:
+        if target != KBState(store.read_state(kb)).generation:
+            return  # a rebuild's generation beside the active one: searches read none of it yet
+        now = store.read_files(kb, target)
+        kept = {path: record for path, record in now.items() if record.status != "failed"}
+        written = SyncReport(kb, files_added=sum(path not in before for path in kept),
+                             files_changed=sum(path in before and record.file_hash != before[path].file_hash
+                                               for path, record in kept.items()))
+        committed = record_version(store, kb, written, target, fingerprints, started, by, kind="unfinished")
+        store.write_state(kb, {**store.read_state(kb), **committed})
+    except Exception:  # the store itself may be what failed; the sync's own error is what matters
+        log.debug("could not record the files an unfinished sync of %s kept", kb, exc_info=True)
 
 
 def _count_each_file_once(report: SyncReport, plan: SyncPlan) -> None:

@@ -1,6 +1,8 @@
 import json
 import os
 import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -209,6 +211,34 @@ def test_quick_start_on_the_bundled_examples(tmp_path, monkeypatch):
     assert policy["results"][0]["source"] == "annual-leave.md"
     product = json.loads(_run("search", "-c", example, "product_docs", "E5021", "--mode", "keyword", "--json").output)
     assert product["results"][0]["heading"] == "Error codes › Authentication › E5021"
+
+
+def _help_examples(kb: str) -> list[list[str]]:
+    """Each command's `Example:` lines naming `kb`, as their help prints them (in the order of the commands)."""
+    lines = []
+    for name, command in main.commands.items():
+        for line in (command.help or "").split("Example:")[-1].splitlines():
+            if line.strip().startswith(f"mcp-kb {name} {kb}"):
+                lines.append(shlex.split(line.split("  #")[0])[1:])
+    return lines
+
+
+def test_the_help_examples_run_on_the_bundled_example(tmp_path, monkeypatch):
+    """`mcp-kb read --help` showed a file the example has not (leave.md): each help example naming the example's
+    KB runs as shown, in a copy of the example with its config as kb.toml, and finds what it asks for. Tagging and
+    rolling back change the KB (their own tests run them)."""
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    shutil.copy(ROOT / "kb.toml.example", tmp_path / "kb.toml")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
+    examples = [args for args in _help_examples("policy_docs") if args[0] not in ("tag", "rollback")]
+    assert {args[0] for args in examples} >= {"sync", "search", "read", "ls", "versions", "stats"}
+    for args in sorted(examples, key=lambda args: args[0] != "sync"):  # synced (and tagged) first
+        result = _run(*args)
+        assert result.exit_code == 0, (args, result.output)
+        assert not result.output.startswith(("0 documents", "No passages found")), (args, result.output)
+    section = _run("read", "policy_docs", "annual-leave.md", "--section", "How to apply (English)").output
+    assert "Submit the request in the HR Portal" in section
 
 
 def test_the_worked_example_answers_as_its_page_says(tmp_path, monkeypatch):

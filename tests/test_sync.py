@@ -16,6 +16,7 @@ from mcp_kb.vocabulary import SYNC_WORK_KEPT
 from mcp_kb.index.state import sync_lock
 from mcp_kb.sync import plan_sync
 from mcp_kb.api import SearchRequest, SyncRequest
+from mcp_kb.present import cited_text
 
 SECTIONS = 6
 
@@ -88,9 +89,16 @@ def test_an_interrupted_sync_is_recorded_with_what_it_wrote_and_the_next_one_fin
     assert status.last_error == f"interrupted after writing 32 of 40 new and changed files; {SYNC_WORK_KEPT}"
     [recent] = app.sync_history("notes").recent
     assert recent.outcome == "interrupted" and recent.error == status.last_error
+    # searches read the 32 files kept: a version says so ("no versions recorded yet" did), and the next counts on
+    [kept] = app.versions("notes")
+    assert (kept.number, kept.kind, kept.added, kept.changed, kept.removed) == (1, "unfinished", 32, 0, 0)
+    write(tmp_path / "notes" / "n00.md", "# Note 0\n\nThe meeting moved to the garden.\n")
     [report] = app.sync(SyncRequest(kb="notes"))
-    assert report.files_added == 8 and report.files_unchanged == 32 and report.files_written == 8
+    assert report.files_added == 8 and report.files_changed == 1 and report.files_written == 9
     assert app.status("notes")[0].last_outcome == "ok"
+    finished = app.versions("notes")[-1]
+    assert (finished.number, finished.kind, finished.added, finished.changed) == (2, "sync", 8, 1)
+    assert sum(version.added for version in app.versions("notes")) == app.status("notes")[0].files == 40
 
 
 def test_a_batch_that_embeds_for_long_is_committed_as_it_goes_so_ctrl_c_keeps_what_was_embedded(make_app, tmp_path,
@@ -713,3 +721,25 @@ def test_an_interrupted_rebuild_says_to_go_on_with_its_option_and_that_sync_resu
         status.last_error
     [resumed] = app.sync(SyncRequest(kb="notes", reembed=True))
     assert resumed.chunks_embedded < 40 and app.status("notes")[0].files == 40  # the first batch was not redone
+
+
+def test_a_kb_that_ends_its_sync_with_no_document_says_why_and_its_searches_say_so(make_app, tmp_path):
+    """An empty folder synced to "0 added ... 0 in index" and searched to "No passages found. Try other words":
+    the sync, the check and every search say the KB holds no document, what its sources held, and what to check."""
+    folder = tmp_path / "notes"
+    write(folder / "a.xyz", "not a type mcp-kb reads")
+    write(folder / ".draft.md", "# Hidden\n\nA hidden draft.\n")
+    write(folder / "b.md", "# B\n\nKept out by the globs.\n")
+    app = make_app({"name": "notes", "description": "d", "paths": [str(folder)], "exclude": ["b.md"]})
+    report = app.sync()[0]
+    why = ("knowledge base 'notes' holds no documents: of what its sources hold, 1 hidden (names starting with a "
+           "dot); 1 outside its include/exclude globs; 1 of types mcp-kb does not read (.xyz); check its paths, "
+           "include and exclude in the config")
+    assert report.no_documents.startswith(why) and report.summary().splitlines()[-1] == f"  {report.no_documents}"
+    assert app.check("notes")[0].no_documents == report.no_documents
+    result = app.search("notes", SearchRequest(query="anything"))
+    assert result.holds_nothing and result.notes == [report.no_documents]
+    assert "Try other words" not in cited_text(result)
+    write(folder / "c.md", "# C\n\nA document at last.\n")
+    assert not app.sync()[0].no_documents
+    assert not app.search("notes", SearchRequest(query="anything", mode="keyword")).holds_nothing

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
@@ -23,7 +24,7 @@ from ..errors import KBError
 from .parsers import is_binary_format, is_supported
 from ..records import Progress
 from ..text import name_text
-from .sources import Revisions, SkippedFile, SourceFile, SourceScan
+from .sources import LEFT_OUT_GITIGNORE, LEFT_OUT_GLOBS, LEFT_OUT_HIDDEN, Revisions, SkippedFile, SourceFile, SourceScan
 
 # A NUL or a high share of control characters in the first block means binary, whatever the
 # extension says.
@@ -42,6 +43,7 @@ def scan_folders(kb: KBConfig, known: dict[str, tuple[int, int]] | None = None) 
     """
     files: dict[str, SourceFile] = {}
     skipped: list[SkippedFile] = []
+    left_out: Counter[str] = Counter()
     for root, prefix in _roots(kb):
         _check_readable(root, kb)
         rules = _Rules(kb, root, prefix, known or {})
@@ -51,7 +53,8 @@ def scan_folders(kb: KBConfig, known: dict[str, tuple[int, int]] | None = None) 
                 files[outcome.doc_id] = outcome
             elif isinstance(outcome, SkippedFile):
                 skipped.append(outcome)
-    return SourceScan(sorted(files.values(), key=lambda f: f.doc_id), skipped)
+        left_out.update(rules.left_out)
+    return SourceScan(sorted(files.values(), key=lambda f: f.doc_id), skipped, left_out=dict(left_out))
 
 
 def _roots(kb: KBConfig) -> list[tuple[Path, str]]:
@@ -85,6 +88,7 @@ class _Rules:
         self.known = known
         self.real_root = os.path.realpath(root)
         self.written = {(info.st_dev, info.st_ino) for info in map(_stat_or_none, kb.written_folders) if info}
+        self.left_out: Counter[str] = Counter()  # entries left out silently, by why (a KB of none says so)
 
     def root_file(self) -> SourceFile | SkippedFile | None:
         """A KB path that is a single file."""
@@ -157,6 +161,7 @@ class _Rules:
                ignores: Ignores) -> SourceFile | SkippedFile | Literal["dir"] | None:
         """"dir" to descend into, a file, a reported skip, or None for entries left out silently."""
         if rel.rsplit("/", 1)[-1].startswith("."):
+            self.left_out[LEFT_OUT_HIDDEN] += 1
             return None
         doc_id = self._doc_id(rel)
         if is_link:
@@ -169,6 +174,7 @@ class _Rules:
             return SkippedFile(doc_id, f"unreadable: {exc.strerror}", unreadable=True)
         is_dir = stat.S_ISDIR(info.st_mode)
         if _ignored(rel, is_dir, ignores):
+            self.left_out[LEFT_OUT_GITIGNORE] += 1
             return None
         if is_dir and (info.st_dev, info.st_ino) in self.written:
             return SkippedFile(doc_id + "/", "mcp-kb's own index or cache folder: never indexed")
@@ -180,11 +186,13 @@ class _Rules:
 
     def _file(self, path: str, doc_id: str, info: os.stat_result) -> SourceFile | SkippedFile | None:
         if not matches_globs(doc_id, self.kb.include, self.kb.exclude):
+            self.left_out[LEFT_OUT_GLOBS] += 1
             return None
         suffix = os.path.splitext(path)[1].lower()
         if not is_supported(suffix):
             if self.kb.include:  # the user asked for it explicitly, so say why it is left out
                 return SkippedFile(doc_id, f"unsupported file type {name_text(suffix) or '(none)'}")
+            self.left_out[name_text(suffix) or "no suffix"] += 1
             return None
         if info.st_size > self.kb.max_file_bytes:
             return SkippedFile(doc_id, f"too large: {info.st_size / megabytes(1):.1f} MB > max_file_size_mb = "

@@ -79,6 +79,28 @@ class SourceScan:
     skipped: list[SkippedFile]
     figures: dict[str, int] = field(default_factory=dict)  # what reading the sources cost (web: requests, 304s)
     revisions: dict[str, dict[str, str]] = field(default_factory=dict)  # what each source read (a commit), by key
+    # Entries left out by rule and in silence, by why: a LEFT_OUT_* key, or a suffix no parser reads (".xyz").
+    left_out: dict[str, int] = field(default_factory=dict)
+
+
+LEFT_OUT_HIDDEN, LEFT_OUT_GITIGNORE, LEFT_OUT_GLOBS = "hidden", "gitignore", "globs"
+_LEFT_OUT_WHY = {LEFT_OUT_HIDDEN: "hidden (names starting with a dot)", LEFT_OUT_GITIGNORE: "ignored by .gitignore",
+                 LEFT_OUT_GLOBS: "outside its include/exclude globs"}
+_TYPES_SHOWN = 5
+
+
+def why_no_documents(kb: KBConfig, scan: SourceScan) -> str:
+    """What to tell a user whose KB's sources gave no document: what was there and left out, and what to check."""
+    types = sorted(key for key in scan.left_out if key not in _LEFT_OUT_WHY)
+    found = [f"{scan.left_out[key]} {_LEFT_OUT_WHY[key]}" for key in _LEFT_OUT_WHY if scan.left_out.get(key)]
+    if types:
+        shown = ", ".join(types[:_TYPES_SHOWN]) + (", …" if len(types) > _TYPES_SHOWN else "")
+        found.append(f"{sum(scan.left_out[key] for key in types)} of types mcp-kb does not read ({shown})")
+    if scan.skipped:
+        found.append(f"{len(scan.skipped)} skipped, each for a reason `mcp-kb check` shows")
+    there = f"of what its sources hold, {'; '.join(found)}" if found else "its sources gave no document to index"
+    return (f"knowledge base {kb.name!r} holds no documents: {there}; check its paths, include and exclude in the "
+            f"config (`mcp-kb check` shows what each knowledge base would index)")
 
 
 class Source(Protocol):
@@ -149,7 +171,7 @@ class VersionSource:
         return SourceScan([dataclasses.replace(item, doc_id=self.prefix + item.doc_id) for item in scan.files],
                           [dataclasses.replace(item, doc_id=self.prefix + item.doc_id.removeprefix("/"))
                            for item in scan.skipped], scan.figures,
-                          {self.prefix + key: read for key, read in scan.revisions.items()})
+                          {self.prefix + key: read for key, read in scan.revisions.items()}, scan.left_out)
 
     def watch_folders(self) -> list[Path]:
         return self.source.watch_folders()
@@ -165,6 +187,7 @@ def scan_all(sources: Iterable[Source], known: dict[str, tuple[int, int]] | None
     skipped: list[SkippedFile] = []
     figures: dict[str, int] = {}
     read: dict[str, dict[str, str]] = {}
+    left_out: Counter[str] = Counter()
     for source in sources:
         scan = source.scan(known or {}, progress, revisions or {})
         for item in scan.files:
@@ -176,7 +199,8 @@ def scan_all(sources: Iterable[Source], known: dict[str, tuple[int, int]] | None
         for name, value in scan.figures.items():
             figures[name] = figures.get(name, 0) + value
         read.update(scan.revisions)
-    return SourceScan(sorted(files.values(), key=lambda f: f.doc_id), skipped, figures, read)
+        left_out.update(scan.left_out)
+    return SourceScan(sorted(files.values(), key=lambda f: f.doc_id), skipped, figures, read, dict(left_out))
 
 
 def change_concerns(sources: Iterable[Source], path: Path) -> bool:

@@ -252,7 +252,8 @@ def _warm_up(app: App) -> None:
     try:
         app.warm_up()
     except Exception as exc:  # reported again, with its fix, on the first search that needs it
-        log.warning("embedding model not loaded: %s", exc)
+        said = log.warning if app.first_time_said(str(exc)) else log.info  # a start-up sync may have said it
+        said("embedding model not loaded: %s", exc)
 
 
 def _warn_about_missing_paths(app: App) -> None:

@@ -4,6 +4,7 @@ KB's name), the fix or the nearest valid key, and the offending value unless it 
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from typing import Any
 
@@ -41,6 +42,10 @@ def explain(exc: ValidationError, raw: dict[str, Any], where: str) -> str:
             lines.append(f"{where}: unknown key {key!r}{_did_you_mean(location, raw)}")
         elif error["type"] == "missing":
             lines.append(f"{where}: missing required key {key!r}")
+        elif error["type"] == "list_type" and isinstance(error.get("input"), str) and not _SECRET_BEARING.search(key):
+            name = key.rsplit(".", 1)[-1]  # the line to write: `paths = ["./docs"]`
+            lines.append(f"{where}: {key}: a list is wanted, even of one: write "
+                         f"{name} = [{json.dumps(error['input'], ensure_ascii=False)}]")
         else:
             message = error["msg"].removeprefix("Value error, ")
             lines.append(f"{where}: {key + ': ' if key else ''}{message}{_shown_value(error.get('input'), key)}")

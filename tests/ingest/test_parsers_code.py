@@ -5,7 +5,7 @@ import re
 import sys
 
 import pytest
-from helpers import write
+from helpers import ROOT, write
 
 from mcp_kb.ingest.chunking import chunk_document
 from mcp_kb.ingest.parsers import code, is_supported, parse_file
@@ -397,6 +397,11 @@ def without_grammars(monkeypatch):
     code._parser.cache_clear()
     yield
     code._parser.cache_clear()
+
+
+def test_the_repositories_page_says_what_a_sync_without_the_code_extra_does():
+    page = " ".join((ROOT / "docs" / "repositories.md").read_text(encoding="utf-8").split())
+    assert "pip install 'mcp-kb-server[code]'" in page and code.NO_GRAMMARS.split(":")[0] in page
 
 
 def test_without_the_grammars_code_is_cut_into_windows_with_one_note(tmp_path, without_grammars):

@@ -881,3 +881,30 @@ def test_a_stdio_server_whose_client_closes_stdin_leaves_within_seconds_during_i
     assert status.last_outcome == "interrupted"
     [report] = app.sync()
     assert report.files_added == 600 - status.files and report.files_failed == 0
+
+
+async def test_a_model_that_does_not_load_is_said_once_and_a_search_says_why_nothing_is_indexed(
+        tmp_path, model_folder, embedding_config):
+    """With a model folder of another model (its tokenizer reads), the server warned at warm-up and again for its
+    start-up sync in the same words, and a search said "not synced yet; run mcp-kb sync", which fails the same
+    way: the log says it once, and the search says the last sync failed and why."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    other = ("sentence-transformers/all-MiniLM-L6-v2" if "multilingual" in embedding_config.model
+             else "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2")  # one loading from another file
+    write(tmp_path / "docs" / "leave.md", "# Leave\n\nAnnual leave is 25 days.\n")
+    config = write(tmp_path / "kb.toml", f'[storage]\nuri = "{tmp_path / "index"}"\n[embedding]\nmodel = "{other}"\n'
+                                         f'model_path = "{model_folder}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+                                         f'paths = ["{tmp_path / "docs"}"]\n[kb.sync]\non_start = true\n')
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_KB_EMBEDDING")}
+    with serve_http(config, "--transport", "http", env=env) as (port, stderr):
+        async with Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp",
+                                                 http_client=httpx2.AsyncClient(timeout=60))) as client:
+            said = ""
+            with anyio.fail_after(60):
+                while "its last sync failed" not in said:  # the start-up sync has failed
+                    said = (await client.call_tool("search_docs", {"query": "leave"})).content[0].text
+                    await anyio.sleep(0.05)
+        assert "holds another model" in said and "mcp-kb sync" not in said, said
+        assert stderr().count("holds another model") == 1, stderr()

@@ -269,6 +269,19 @@ def test_values_of_the_wrong_type_are_refused_not_guessed(tmp_path, setting, key
         load_config(path)
 
 
+def test_one_value_where_a_list_is_wanted_shows_the_line_to_write(tmp_path):
+    """`paths = "./docs"` was refused with `Input should be a valid list`: the error shows the fix, and never
+    echoes a value that may be a secret."""
+    path = _write_toml(tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = "./文档"\ninclude = "*.md"\n'
+                                 '[server]\ntokens = "s3cret"\n')
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    said = str(refused.value)
+    assert 'kb[docs].paths: a list is wanted, even of one: write paths = ["./文档"]' in said
+    assert 'kb[docs].include: a list is wanted, even of one: write include = ["*.md"]' in said
+    assert "server.tokens: Input should be a valid list" in said and "s3cret" not in said
+
+
 def test_nested_keys_get_a_suggestion_too(tmp_path):
     path = _write_toml(tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n'
                                  '[kb.filterable.year]\ntyp = "integer"\n')

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -35,6 +36,14 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}  # where plain http may carry cred
 _PROMPTS = {"GIT_TERMINAL_PROMPT": "0", "SSH_ASKPASS_REQUIRE": "never", "GCM_INTERACTIVE": "never"}
 _SPEED_FLOOR = ("1000", "30")  # bytes per second, seconds: below it for that long, a fetch is cut off
 _CHECK_EVERY = 0.2  # seconds between a running fetch's checks of time and size
+_CHECK_URL = "check its `url` under [[kb.repos]] in the config"
+# What git says when nothing at the URL is a repository it can read (and, over ssh, when access is refused).
+_NO_REPOSITORY = ("does not appear to be a git repository", "Could not read from remote repository",
+                  "not found", "Not a git repository")
+_UNREACHABLE = ("unable to access", "Could not resolve host", "Connection refused", "Connection timed out")
+_NO_REF = re.compile(r"couldn't find remote ref (\S+)")
+_REFS_SHOWN = 5
+_LIST_SECONDS = 10  # listing the branches for an error message: not worth a long wait
 # What git says when a server refused the credentials, or asked for some it could not prompt for.
 _REFUSED_CREDENTIALS = ("terminal prompts disabled", "Authentication failed", "Permission denied (publickey",
                         "could not read Username", "could not read Password")
@@ -52,6 +61,7 @@ class Remote:
     header: str = ""  # an Authorization header value, or ""
     secrets: tuple[str, ...] = ()
     label: str = "repo"  # how errors name it
+    written: str = ""  # its `url` as the config writes it (no password): errors quote it
 
     @staticmethod
     def address(repo: RepoConfig) -> str:
@@ -62,6 +72,7 @@ class Remote:
     @classmethod
     def of(cls, repo: RepoConfig) -> Remote:
         url, user, password = _without_password(repo.local_path.resolve().as_uri() if repo.local_path else repo.url)
+        written = _without_password(repo.url)[0]
         user = user or repo.username
         try:
             token = repo.token()
@@ -69,13 +80,13 @@ class Remote:
             raise KBError(str(exc)) from exc
         secret = token or password
         if not secret:
-            return cls(url, label=repo.label)
+            return cls(url, label=repo.label, written=written)
         parts = urlsplit(url)
         if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
             raise KBError(f"repository {repo.label}: credentials are sent over https only, not in clear to "
                           f"{parts.hostname}")
         basic = base64.b64encode(f"{user}:{secret}".encode()).decode()
-        return cls(url, f"Authorization: Basic {basic}", (secret, quote(secret, safe=""), basic), repo.label)
+        return cls(url, f"Authorization: Basic {basic}", (secret, quote(secret, safe=""), basic), repo.label, written)
 
     def scrub(self, text: str) -> str:
         """Text git printed, safe to show: no secret, no password in a URL."""
@@ -200,15 +211,54 @@ class Git:
         return f"it would add more than {self.max_bytes / 2**20:g} MB (the repository's `max_fetch_mb`)"
 
     def _said(self, stderr: bytes, command: str | bytes) -> str:
+        """git's failure as one line naming the setting to check: git's own words (scrubbed) where no rule knows
+        them."""
         text = self.remote.scrub(stderr.decode("utf-8", "replace"))  # before any cut: a cut secret is still one
+        words = " ".join(line.strip().removeprefix("fatal: ") for line in text.splitlines() if line.strip())
+        url = self.remote.scrub(self.remote.url)
         if any(sign in text for sign in _REFUSED_CREDENTIALS):
-            said = (f"the server at {self.remote.url} did not accept the credentials sent (or wants some): set the "
+            said = (f"the server at {url} did not accept the credentials sent (or wants some): set the "
                     "repository's `token_env` to a variable holding a valid token, or set up git's credential helper "
                     "or ssh agent")
-        else:
-            said = " ".join(line.strip() for line in text.splitlines() if line.strip())[-500:] or \
+        else:  # a command on this machine's copy, or a failure no rule knows: git's own words
+            said = (command == "fetch" and self._fetch_failure(text, words, url)) or words[-500:] or \
                 f"git {command!r} failed"
         return f"repository {self.remote.label}: {said}"
+
+    def _fetch_failure(self, text: str, words: str, url: str) -> str:
+        """A fetch's failure in words naming the setting to check ("" when no rule knows git's message)."""
+        if no_ref := _NO_REF.search(text):
+            return (f"it has no branch or tag {no_ref.group(1)!r}{self._branches()}; check its `ref` under "
+                    "[[kb.repos]] in the config")
+        if any(sign in text for sign in _UNREACHABLE):
+            return f"cannot reach {url} ({_last_words(words)}); {_CHECK_URL}, and the network"
+        if any(sign in text for sign in _NO_REPOSITORY):
+            where = self.remote.scrub(self.remote.written) or url
+            return f"{where} is not a git repository this machine can read; {_CHECK_URL}"
+        return ""
+
+    def _branches(self) -> str:
+        """The repository's branches, a few, for an error about a ref it has not ("" when they cannot be listed)."""
+        with tempfile.TemporaryFile() as listed:  # a file, not a pipe: a transport left behind holds no pipe open
+            try:
+                done = subprocess.run(["git", "--git-dir", str(self.folder), "ls-remote", "--heads", "--end-of-options",
+                                       self.remote.url], stdin=subprocess.DEVNULL, stdout=listed,
+                                      stderr=subprocess.DEVNULL, env=self.env, timeout=min(self.timeout, _LIST_SECONDS),
+                                      start_new_session=True, check=False)
+            except (OSError, subprocess.TimeoutExpired):
+                return ""
+            listed.seek(0)
+            names = [line.split("refs/heads/", 1)[1] for line in listed.read(100_000).decode("utf-8", "replace")
+                     .splitlines() if "refs/heads/" in line]
+        if done.returncode or not names:
+            return ""
+        more = f" and {len(names) - _REFS_SHOWN} more" if len(names) > _REFS_SHOWN else ""
+        return f" (its branches: {', '.join(names[:_REFS_SHOWN])}{more})"
+
+
+def _last_words(words: str) -> str:
+    """What git said after its own preamble (`unable to access 'URL/': `), which repeats the URL."""
+    return words.rsplit("': ", 1)[-1][-300:]
 
 
 def _size(folder: Path) -> int:

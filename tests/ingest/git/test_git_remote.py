@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from git_server import Repo, git, serve_git
+from helpers import closed_address
 from pydantic import ValidationError
 
 from mcp_kb.api import SearchRequest
@@ -236,3 +237,38 @@ def test_credentials_never_travel_in_clear_to_another_host(tmp_path, monkeypatch
     repo = RepoConfig.model_validate({"url": "http://git.example.com/team/lib.git", "token_env": "LIB_TOKEN"})
     with pytest.raises(KBError, match="https only"):
         Remote.of(repo)
+
+
+def _one_line_failure(app) -> str:
+    with pytest.raises(KBError) as failed:
+        app.sync()
+    said = str(failed.value)
+    assert "\n" not in said and "fatal:" not in said, said
+    return said
+
+
+def test_a_url_where_no_repository_is_one_line_naming_the_setting(make_app, tmp_path):
+    """git said `fatal: '…/userlibb' does not appear to be a git repository fatal: Could not read from remote
+    repository. Please make sure …`: the path as written, and what to check."""
+    said = _one_line_failure(make_app(_kb(str(tmp_path / "userlibb"))))
+    assert said == (f"repository userlibb: {tmp_path / 'userlibb'} is not a git repository this machine can read; "
+                    "check its `url` under [[kb.repos]] in the config")
+
+
+def test_a_ref_the_repository_has_not_is_one_line_listing_its_branches(make_app, served):
+    server, _, _ = served
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LIB_TOKEN", TOKEN)
+        app = make_app({"name": "lib", "description": "d", "repos": [{"url": f"{server.url}/team/lib.git",
+                                                                      "ref": "mian", "token_env": "LIB_TOKEN"}]})
+        said = _one_line_failure(app)
+    assert said == ("repository lib: it has no branch or tag 'mian' (its branches: main); check its `ref` under "
+                    "[[kb.repos]] in the config")
+    assert TOKEN not in said
+
+
+def test_a_server_that_cannot_be_reached_is_one_line_naming_the_url(make_app):
+    url = f"http://{closed_address()}/team/lib.git"
+    said = _one_line_failure(make_app(_kb(url)))
+    assert said.startswith(f"repository lib: cannot reach {url} (") and said.endswith(
+        "); check its `url` under [[kb.repos]] in the config, and the network"), said
