@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import threading
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import anyio
+import pytest
 
 T = TypeVar("T")
 
@@ -36,6 +38,13 @@ def cjk_font() -> Path | None:
             return Path(fonts[0])
     shared = SHARED / "fonts" / "wqy-microhei.ttc"
     return shared if shared.is_file() else None
+
+
+def needs_extra(extra: str, module: str) -> pytest.MarkDecorator:
+    """Skip a test whose subject is an optional extra when `module` (what the extra installs) is absent, naming the
+    extra to install: the README's test command installs only `test`, CI every extra."""
+    return pytest.mark.skipif(importlib.util.find_spec(module) is None,
+                              reason=f"the {extra!r} extra is not installed: pip install -e '.[{extra}]' (CI installs it)")
 
 
 def write(path: Path, text: str, encoding: str = "utf-8") -> Path:

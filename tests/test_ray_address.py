@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from helpers import closed_address, http_on_loopback, write
+from helpers import closed_address, http_on_loopback, needs_extra, write
 
 from mcp_kb.errors import ConfigError, KBError
 from mcp_kb.settings import SyncEngineConfig, load_config
@@ -47,6 +47,7 @@ MALFORMED = {  # an address, and what the error says of it
     "[1.2.3.4]:6379": "'[1.2.3.4]' is not an IPv6 address in brackets",
 }
 TOKEN = "0123456789abcdef0123456789abcdef"  # a Ray token (its own are 32 hex digits)
+needs_ray = needs_extra("ray", "ray")  # a sync on Ray, and the gRPC servers that play a cluster
 
 
 def _config(tmp_path: Path, sync: str = "") -> Path:
@@ -140,7 +141,7 @@ def _listener(kind: str) -> Iterator[str]:
 def _fake_ray(answer: Callable[[str], object]) -> Iterator[tuple[str, list[tuple[str, dict[str, str]]]]]:
     """HOST:PORT on 127.0.0.1 of a gRPC server that answers every request with `answer(method)`: the reply's bytes,
     or a status (a grpc.StatusCode) to refuse it with; and the requests it got (method, metadata)."""
-    grpc = pytest.importorskip("grpc", reason="Ray (and its gRPC) is not installed: pip install -e '.[ray]'")
+    import grpc
     seen: list[tuple[str, dict[str, str]]] = []
 
     class Handler(grpc.GenericRpcHandler):
@@ -261,6 +262,7 @@ def test_an_empty_address_option_is_an_error_not_the_local_engine(tmp_path):
                                  "the sync's own on this machine")
 
 
+@needs_ray
 def test_a_malformed_address_in_the_file_fails_a_sync_on_ray_naming_the_file(tmp_path):
     config = _config(tmp_path, 'engine = "ray"\nray_address = "ray-head"')
     assert load_config(config).sync.ray_address == "ray-head"
@@ -272,6 +274,7 @@ def test_a_malformed_address_in_the_file_fails_a_sync_on_ray_naming_the_file(tmp
     print(f"\nthe file's ray-head: {seconds:.1f} s")
 
 
+@needs_ray
 def test_a_malformed_ray_address_variable_breaks_no_command_that_does_not_sync_on_ray(tmp_path):
     """RAY_ADDRESS=ray-head (set for other Ray tools) with engine = "ray": a local sync, search, status, check and
     the server's config load work; a sync on Ray fails in one line naming the variable."""
@@ -291,6 +294,7 @@ def test_a_malformed_ray_address_variable_breaks_no_command_that_does_not_sync_o
     print(f"\nRAY_ADDRESS=ray-head: {seconds:.1f} s")
 
 
+@needs_ray
 @pytest.mark.parametrize(("kind", "scheme", "said"), [
     ("closed", "", "nothing answers there (Connection refused)"),
     ("silent", "", "what listens there says nothing within 5 s"),
@@ -307,6 +311,7 @@ def test_an_address_where_no_ray_answers_fails_the_sync_within_seconds_in_one_li
     print(f"\n{kind} {scheme or 'gcs'}: {seconds:.1f} s")
 
 
+@needs_ray
 @pytest.mark.parametrize("answer", ["UNAUTHENTICATED", "PERMISSION_DENIED", "empty"])
 def test_a_head_node_s_loopback_address_is_probed_where_ray_dials_it(tmp_path, answer):
     """Ray dials 127.0.0.1 as this machine's network address, and waited there without end for a head whose
@@ -323,6 +328,7 @@ def test_a_head_node_s_loopback_address_is_probed_where_ray_dials_it(tmp_path, a
     print(f"\nloopback {answer}, dialled at {dialled}: {seconds:.1f} s")
 
 
+@needs_ray
 @pytest.mark.parametrize("scheme", ["", "ray://"])
 @pytest.mark.parametrize("code", ["UNAUTHENTICATED", "PERMISSION_DENIED"])
 def test_a_ray_that_refuses_this_process_fails_the_sync_at_once_saying_it_wants_ray_s_token(tmp_path, scheme, code):
@@ -338,6 +344,7 @@ def test_a_ray_that_refuses_this_process_fails_the_sync_at_once_saying_it_wants_
     print(f"\n{scheme or 'gcs'} {code}: {seconds:.1f} s")
 
 
+@needs_ray
 def test_the_probe_carries_this_process_s_ray_token_and_a_refusal_of_it_says_so(tmp_path):
     token = {**LOOPBACK, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN}
     with _fake_ray(_refusing("UNAUTHENTICATED")) as (address, seen):
@@ -350,6 +357,7 @@ def test_the_probe_carries_this_process_s_ray_token_and_a_refusal_of_it_says_so(
     print(f"\nwrong token: {seconds:.1f} s")
 
 
+@needs_ray
 @pytest.mark.parametrize(("scheme", "kind"), [("", "Ray head node"), ("ray://", "Ray Client server")])
 def test_an_empty_answer_is_no_ray_s(tmp_path, scheme, kind):
     """Ray Client said `Expecting value: line 1 column 1 (char 0)` of it, a head node's join Ray's own words."""
@@ -361,6 +369,7 @@ def test_an_empty_answer_is_no_ray_s(tmp_path, scheme, kind):
     print(f"\n{scheme or 'gcs'} empty: {seconds:.1f} s")
 
 
+@needs_ray
 @pytest.mark.parametrize("scheme", ["", "ray://"])
 def test_a_join_that_ray_itself_fails_says_so_in_one_line_naming_the_setting(tmp_path, scheme):
     """A server that answers the probe as a Ray does, and nothing more: ray.init's failure, in Ray's words."""
@@ -389,13 +398,15 @@ def test_ray_s_warnings_while_it_joins_go_to_the_log(caplog, capsys):
     assert capsys.readouterr().err == ""
 
 
+@needs_ray
 def test_a_server_survives_a_cluster_that_does_not_answer_and_says_the_same_line_again(tmp_path, embedder):
     """In-process, as the server syncs: each attempt ends within seconds with the same error, and leaves no Ray
     joined (the next attempt would take a half-joined Ray for a cluster) and no thread behind."""
     from mcp_kb.app import App
     from mcp_kb.requests import SyncRequest
 
-    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]' (CI installs it)")
+    import ray
+
     with _silent_listener() as address:
         app = App(load_config(_config(tmp_path, f'engine = "ray"\nray_address = "{address}"')), embedder=embedder)
         said = [_failure_within(lambda: app.sync(SyncRequest(kb="docs")))]

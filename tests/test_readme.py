@@ -2,6 +2,7 @@
 headings that exist, its test command is the one CI runs, and its client snippets start a server a client can
 list the tools of (the quick start's first command: tests/test_cli.py::test_quick_start_on_the_bundled_examples)."""
 
+import importlib.util
 import json
 import os
 import re
@@ -63,9 +64,20 @@ def test_every_docs_page_the_code_the_starter_and_the_docs_point_to_exists_with_
     assert seen >= 10
 
 
-def test_the_readmes_test_command_is_the_one_ci_runs():
-    assert ".venv/bin/python -m pytest\n" in README
-    assert re.search(r"\.ci-venv/bin/python -m pytest \"\$@\"", (ROOT / ".ci" / "run").read_text(encoding="utf-8"))
+def test_ci_runs_the_readmes_two_commands_as_written():
+    """CI reads the quick start's commands from the README and runs each as it stands, so neither can drift: the
+    first runs a job, the second installs the test extra only and runs the suite."""
+    spec = importlib.util.spec_from_file_location("readme_commands", ROOT / ".ci" / "readme_commands.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    first, tests = module.quick_start(README)
+    assert f"```sh\n{first}\n```" in README and f"```sh\n{tests}\n```" in README
+    assert "mcp-kb sync -c kb.toml.example" in first
+    assert tests.endswith("pip install -e '.[test]' && .venv/bin/python -m pytest")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "readme_commands=$(python3 .ci/readme_commands.py)" in ci
+    assert 'bash -c "$first_command"' in ci and 'pytest_ran bash -c "$test_command"' in ci
 
 
 def _snippets() -> list[dict]:
@@ -97,6 +109,22 @@ def test_a_client_snippet_starts_a_server_a_client_can_use(snippet, tmp_path):
         async with Client(parameters) as client:
             return [tool.name for tool in (await client.list_tools()).tools]
     assert anyio.run(tools) == ["search_handbook", "read_document", "list_documents", "sync_knowledge_base"]
+
+
+def test_the_worked_example_names_every_tool_the_server_lists_for_it(tmp_path):
+    """docs/clients.md said "the model gets two tools" of a server that lists three search tools: the worked
+    example's paragraph names exactly the tools a client lists for kb.toml.example."""
+    page = (ROOT / "docs" / "clients.md").read_text(encoding="utf-8")
+    paragraph = page.split("### A worked example with two knowledge bases")[1].split("\n\n")[1]
+    named = set(re.findall(r"`([a-z_]+)`", paragraph)) - {"product_docs", "policy_docs", "year", "tags"}
+    env = {**os.environ, "MCP_KB_STORAGE": str(tmp_path / "index")}
+    parameters = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "-c",
+                                                                     str(ROOT / "kb.toml.example")], env=env)
+
+    async def tools() -> set[str]:
+        async with Client(parameters) as client:
+            return {tool.name for tool in (await client.list_tools()).tools}
+    assert anyio.run(tools) == named
 
 
 def test_every_kb_toml_example_of_the_docs_is_a_valid_configuration(tmp_path):
