@@ -104,6 +104,7 @@ if TYPE_CHECKING:
     from .search import ACROSS_KBS as ACROSS_KBS
     from .search import SearchResult as SearchResult
     from .text import as_sentence as as_sentence
+    from .text import is_number as is_number
     from .text import printable as printable
     from .vocabulary import CITATION_FORMAT as CITATION_FORMAT
     from .vocabulary import DOCUMENT_URI as DOCUMENT_URI
@@ -214,6 +215,7 @@ _HOMES = {
     "ACROSS_KBS": "search",
     "SearchResult": "search",
     "as_sentence": "text",
+    "is_number": "text",
     "printable": "text",
     "CITATION_FORMAT": "vocabulary",
     "DOCUMENT_URI": "vocabulary",

@@ -105,7 +105,8 @@ class App:
     @cached_property
     def searcher(self) -> Searcher:
         rerank = self.config.rerank
-        return Searcher(self.store, self.embedder, self.tokenizer, create_reranker(rerank), rerank.candidates)
+        return Searcher(self.store, self.embedder, self.tokenizer, create_reranker(rerank), rerank.candidates,
+                        self.config.owner)
 
     def search(self, kb: str, request: SearchRequest, record: bool = True) -> SearchResult:
         """Search one KB; what the request leaves out is the KB's setting. `record=False` (evaluations asking

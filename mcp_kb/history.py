@@ -22,9 +22,11 @@ from .index.contract import Pinned, Store
 from .index.state import check_writable, sync_lock
 from .records import KBState, SyncReport, recorded_now
 from .settings import KBConfig
+from .text import is_number
 
-_TAG = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,63}$")  # a letter first: never a version number or a date
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ].*)?$")
+# A letter first: never a version number or a date. \Z, not $: "$" also matches before a final newline ("a\n").
+_TAG = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}\Z")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ].*)?\Z")  # ASCII digits: "\d" takes "²" and "٣"
 MAX_TAGS = 100  # per KB: a sync's caller may tag, and a tag keeps its version (and its storage) until removed
 _PRECISION = "milliseconds"  # of when a version was made: two syncs a second apart are two times to ask as of
 TAG_HELP = "a letter, then up to 63 letters, digits, '.', '_' or '-'"
@@ -121,7 +123,7 @@ def resolve(store: Store, kb: str, as_of: str) -> KBVersion:
         raise VersionError(f"knowledge base {kb!r} has no recorded versions yet (each sync that changes it records "
                            "one)")
     text = as_of.strip()
-    if text.isdigit():
+    if is_number(text):
         return _numbered(kb, kept, int(text))
     if _DATE.match(text):
         return _current_at(kb, kept, _moment(text), text)

@@ -126,8 +126,8 @@ class Reader:
         """The characters of the part asked for, and its heading path ("" when it is not a section)."""
         text = document.text
         if form == "section":
-            section = _find_section(document, str(request.section))
-            return section.start, section.end, HEADING_SEPARATOR.join(section.path)
+            section, name = _find_section(document, str(request.section))
+            return section.start, section.end, name
         if form == "pages":
             return (*_page_span(document, str(request.pages)), "")
         if form == "lines":
@@ -405,21 +405,23 @@ def _headings(sections: tuple[Section, ...]) -> list[str]:
     return named
 
 
-def _find_section(document: _Document, asked: str) -> Section:
+def _find_section(document: _Document, asked: str) -> tuple[Section, str]:
     """The section a heading path names, as the outline or a citation writes it (the document's path or title may
-    lead it; the last headings alone may do)."""
+    lead it; the last headings alone may do), and its name as the outline writes it (`Guide › Notes (2)`)."""
     sections = document.sections
-    named = [_spaced(heading) for heading in _headings(sections)]
+    names = _headings(sections)
+    named = [_spaced(heading) for heading in names]
     wanted = _spaced(asked)
     forms = [wanted, *(wanted.removeprefix(f"{lead}{HEADING_SEPARATOR}") for lead in
                        (document.row["path"], document.row["title"]) if wanted.startswith(f"{lead}{HEADING_SEPARATOR}"))]
     for matches in (str.__eq__, lambda heading, form: heading.casefold() == form.casefold(),
                     lambda heading, form: f"{HEADING_SEPARATOR}{heading}".casefold().endswith(
                         f"{HEADING_SEPARATOR}{form}".casefold())):
-        found = [section for section, heading in zip(sections, named) for form in forms if matches(heading, form)]
+        found = [(section, name) for section, name, heading in zip(sections, names, named) for form in forms
+                 if matches(heading, form)]
         if found:
             return found[0]
-    listed = "; ".join(_headings(sections)[:_SECTIONS_NAMED])
+    listed = "; ".join(names[:_SECTIONS_NAMED])
     more = f" (and {len(sections) - _SECTIONS_NAMED} more: list_documents with outline lists them)" \
         if len(sections) > _SECTIONS_NAMED else ""
     has = f"its sections: {clipped(listed, 2_000)}{more}" if sections else "it has no headings; read it by lines"

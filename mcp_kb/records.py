@@ -133,6 +133,7 @@ class SyncBrief(_Saved):
 
 
 _REVISIONS = "revisions"  # the state row's key for what the sources read (KBState.revisions)
+_OWNER = "owner"  # the state row's key for the kb.toml that built a KB in the default index (KBState.owner)
 
 
 def commits_of(revisions: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
@@ -259,6 +260,20 @@ class KBState:
     def commits(self) -> dict[str, str]:
         """The commit each repository's files are indexed at, by its name."""
         return commits_of(self.revisions)
+
+    @property
+    def owner(self) -> str:
+        """The kb.toml whose sync built this KB in the default index ("" when unknown: another index, or older)."""
+        return str(self.row.get(_OWNER, ""))
+
+    def owned_by_another(self, owner: str) -> str:
+        """The other project's kb.toml, when this KB in the default index was built by it and not by `owner`."""
+        return self.owner if owner and self.owner and self.owner != owner else ""
+
+    @staticmethod
+    def owned(owner: str) -> dict[str, Any]:
+        """What a sync's final write adds: the project that built the KB (nothing for an index named on purpose)."""
+        return {_OWNER: owner} if owner else {}
 
     @staticmethod
     def vouching(revisions: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:

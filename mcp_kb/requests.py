@@ -123,7 +123,7 @@ class SyncRequest(BaseModel):
 READ_TOKENS_DEFAULT, READ_TOKENS_MIN, READ_TOKENS_MAX = 2_000, 200, 20_000
 BROWSE_LIMIT_DEFAULT, BROWSE_LIMIT_MAX = 50, 200
 MAX_CURSOR_LENGTH = 4_000  # a cursor is a few hundred characters: longer is not one of ours
-_RANGE = r"^\s*\d{1,9}\s*(-\s*\d{1,9}\s*)?$"  # 3, or 3-5
+_RANGE = r"^\s*[0-9]{1,9}\s*(-\s*[0-9]{1,9}\s*)?$"  # 3, or 3-5, in ASCII digits (text.is_number's rule)
 MAX_PATH_LENGTH = 2_000  # a document's path or URL, or a heading path
 MAX_CHUNK_INDEX = 1_000_000  # a chunk number past this names no chunk
 

@@ -92,9 +92,10 @@ def _version_filter(kb: KBConfig, version: str | None) -> dict[str, Any] | None:
 class Searcher:
     """Runs searches against a store; results are cached per table version."""
 
-    def __init__(self, store: Store, embedder: Embedder, tokenizer: TokenCounter,
-                 reranker: Reranker | None = None, rerank_candidates: int = 30):
+    def __init__(self, store: Store, embedder: Embedder, tokenizer: TokenCounter,  # noqa: PLR0913  # its parts
+                 reranker: Reranker | None = None, rerank_candidates: int = 30, owner: str = ""):
         self.store = store
+        self.owner = owner  # this config's kb.toml, when its KBs live in the default index (Config.owner)
         self.embedder = embedder
         self.tokenizer = tokenizer
         self.reranker = reranker
@@ -150,6 +151,9 @@ class Searcher:
             return replace(cached, cached=True)
         incomplete = [note if len(kbs) == 1 else f"{part.kb.name}: {note}" for part in parts
                       for note in self._incomplete_index_notes(part.kb.name, part.state)]
+        incomplete += [f"knowledge base {part.kb.name!r} in the default index was built by another project ({other}), "
+                       f"not by {self.owner}: these are its documents" for part in parts
+                       if (other := part.state.owned_by_another(self.owner))]
         result = self._run(parts, request, incomplete + notes)
         if not result.notes:  # a degraded answer (model down, index missing) must not outlive the cause
             self._cache.put(key, result)

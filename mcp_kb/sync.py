@@ -83,6 +83,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
     root raises, a mass deletion is refused), and for a rebuild the model has embedded a test
     text. A rebuild fills a new generation and switches to it only when it is complete.
     """
+    _check_owner(kb, config, KBState(store.read_state(kb.name)))  # before the try: not the other project's failure
     report = SyncReport(kb.name)
     started = recorded_now()
     wall_start = time.perf_counter()
@@ -155,7 +156,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         # One commit makes this generation the one searches read (the switch, after a rebuild) and the version current.
         store.write_state(kb.name, {**KBState.active(fingerprints, target, complete=True),
                                     **KBState(state).ended(started, "ok", report), **version,
-                                    **KBState.vouching(scan.revisions)})
+                                    **KBState.vouching(scan.revisions), **KBState.owned(config.owner)})
         committed = True
         prune_versions(store, kb)  # first: a generation only a forgotten version kept goes now
         store.drop_generations(kb.name, keep={target})
@@ -178,6 +179,17 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         raise
     finally:
         clear_progress(store, kb.name)
+
+
+def _check_owner(kb: KBConfig, config: Config, state: KBState) -> None:
+    """Two projects whose kb.toml name no storage share the per-user default index: a KB of one name in both would
+    be one KB, each sync flipping it to its own files. The second project's sync is refused, naming both."""
+    other = state.owned_by_another(config.owner)
+    if other:
+        raise KBError(f"knowledge base {kb.name!r} in the default index belongs to another project ({other}); two "
+                      f"configs naming no storage share that index, so this one would replace its documents: give "
+                      f"{config.owner} an index of its own (storage = \"./.mcp-kb\", as `mcp-kb init` writes) or "
+                      f"another name for the knowledge base")
 
 
 def _version_what_was_kept(store: Store, kb: str, target: str,  # noqa: PLR0913  # a sync's context

@@ -85,6 +85,12 @@ def is_text(name: str) -> bool:
     return name_text(name) == name
 
 
+def is_number(text: str) -> bool:
+    """Whether `text` is a number as versions, pages, lines, chunks and ports are written: ASCII digits only
+    (str.isdigit takes "²", which int() refuses; int() takes "٣" and "３")."""
+    return text.isascii() and text.isdigit()
+
+
 def clipped(text: str, limit: int) -> str:
     """`text` cut to `limit` characters, an ellipsis saying so."""
     return text if len(text) <= limit else text[:limit - 1] + "…"

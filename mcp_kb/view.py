@@ -15,7 +15,7 @@ from functools import cached_property
 from .access import NOBODY, Grant, Identity, everything
 from .settings import Config, KBConfig, unknown_kb
 from .errors import KBError, NotSyncedError, SyncBusyError
-from .vocabulary import SYNC_TOOL, WORKBENCH_TOOLS
+from .vocabulary import SEARCH_ALL_TOOL, SYNC_TOOL, WORKBENCH_TOOLS
 
 
 @dataclass(frozen=True)
@@ -80,14 +80,26 @@ class CallerView:
         """Why a caller who sees `kb` may not sync it, said the same on every face."""
         return f"this caller may search {kb} but not sync it: ask for a token with the sync right"
 
+    @property
+    def tools_of_each_kb(self) -> bool:
+        """Whether this caller is listed a search tool per KB it sees (`[server] search_tools`, by its count)."""
+        return self.config.tools_of_each_kb(len(self.names))
+
+    @property
+    def tool_across_kbs(self) -> bool:
+        """Whether this caller is listed the search tool across the KBs it sees."""
+        return self.config.tool_across_kbs(len(self.names))
+
     def sees_tool(self, name: str) -> bool:
         """Whether a tool exists for this caller (a name no KB's tool has is left to the server to answer)."""
         if name == SYNC_TOOL:
             return bool(self.grant.sync)
+        if name == SEARCH_ALL_TOOL:
+            return self.tool_across_kbs
         if name in WORKBENCH_TOOLS:
             return bool(self.names)
         owner = next((kb.name for kb in self.config.kb if kb.search_tool_name == name), None)
-        return owner is None or self.sees(owner)
+        return owner is None or (self.sees(owner) and self.tools_of_each_kb)
 
     def explain(self, error: KBError) -> str:
         """An error's message as this caller may read it: shared state (the index-wide writer lock) is

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,13 @@ if OFFLINE_MODEL.is_dir() and not os.environ.get("MCP_KB_EMBEDDING_MODEL_PATH"):
     os.environ["MCP_KB_EMBEDDING_MODEL_PATH"] = str(OFFLINE_MODEL)
 elif not os.environ.get("MCP_KB_EMBEDDING_MODEL"):
     os.environ["MCP_KB_EMBEDDING_MODEL"] = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+# The per-user default index belongs to the machine's user: a test naming no storage writes to a data folder of this
+# session's own, so an index an earlier run (or the user) left there never answers, or owns a KB, for it.
+_DATA_HOME = tempfile.mkdtemp(prefix="mcp-kb-test-data-")
+os.environ["XDG_DATA_HOME"] = _DATA_HOME
+atexit.register(shutil.rmtree, _DATA_HOME, ignore_errors=True)
 
 
 @pytest.fixture

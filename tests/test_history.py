@@ -108,6 +108,8 @@ def test_a_cursor_given_as_of_a_version_reads_on_in_that_version(app, docs):
     ("7", "has no version 7 yet (the newest is 2)"),
     ("2001-01-01", "kept no version as old as 2001-01-01; the oldest kept is version 1 of"),
     ("2026-13-45", "is not a time as_of understands"),
+    # digits that are not ASCII: str.isdigit took "²" (then int() failed: an internal error), int() took "٣" and "３"
+    ("²", "has no tag '²'"), ("٣", "has no tag '٣'"), ("３", "has no tag '３'"), ("٢٠٢٦-٠١-٠١", "has no tag"),
 ])
 def test_an_as_of_that_names_no_kept_version_is_one_clear_line(app, docs, as_of, said):
     _second_version(app, docs)
@@ -139,6 +141,11 @@ def test_retention_keeps_the_newest_and_the_tagged_versions_and_compaction_keeps
 def test_a_tag_is_checked_and_unique_and_a_removed_one_is_gone(app, docs):
     with pytest.raises(VersionError, match="'12' is not a tag name"):
         app.tag("docs", "12")  # a number would read as a version
+    for spoiled in ("a\n", "a\nb", "ok\r"):  # "a\n" was taken, and shown as two lines by `versions`
+        with pytest.raises(VersionError, match="is not a tag name"):
+            app.tag("docs", spoiled)
+        with pytest.raises(VersionError, match="is not a tag name"):
+            app.sync(SyncRequest(tag=spoiled))
     with pytest.raises(VersionError, match="has no version 9 yet"):
         app.tag("docs", "ok", version=9)
     app.tag("docs", "ok")
@@ -270,3 +277,7 @@ def test_versions_are_listed_by_the_command_line_and_as_json(app, docs, tmp_path
     assert rolled.exit_code == 0 and "version 1 is current again, as version 3" in rolled.output
     bad = runner.invoke(main, ["search", "docs", "leave", "--as-of", "nope", "-c", str(config)])
     assert bad.exit_code == 1 and bad.output.count("\n") == 1 and "has no tag 'nope'" in bad.output
+    superscript = runner.invoke(main, ["rollback", "docs", "--to", "²", "-c", str(config)])  # was a traceback
+    assert superscript.exit_code == 1 and superscript.output == ("Error: knowledge base 'docs' has no tag '²' "
+                                                                 "(its tags: v1); as_of takes a version number, a tag "
+                                                                 "or a time\n")

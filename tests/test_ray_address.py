@@ -205,6 +205,17 @@ def test_a_malformed_address_is_refused_saying_what_is_wrong(address):
     assert MALFORMED[address] in str(caught.value)
 
 
+@pytest.mark.parametrize("address", ["admin:S3CRETPW@127.0.0.1:6379", "ray://admin:S3CRETPW@head:10001",
+                                     "S3CRETPW@head:6379", "a@b@S3CRETPW:1"])
+def test_credentials_in_an_address_are_refused_and_never_shown(address):
+    """`'admin:S3CRETPW@127.0.0.1' is not a host name` reached a scoped caller (the sync's recorded error)."""
+    with pytest.raises(ConfigError) as refused:
+        check_ray_address(address, "[sync] ray_address")
+    said = str(refused.value)
+    assert "no user name or password" in said and "S3CRETPW" not in said.rpartition("@")[0], said
+    assert "admin" not in said and said.count("S3CRETPW") == address.rpartition("@")[2].count("S3CRETPW")
+
+
 @pytest.mark.parametrize("address", ["head-node:6379", "ray://head-node:10001", "10.0.0.7:6379", "[::1]:6379",
                                      "ray://[fe80::1]:10001", "ray_head:6379", "head.example.:6379",
                                      "[fe80::1%eth0]:6379", f"{'a' * 63}.b:6379", f"{'a.' * 126}b:6379"])

@@ -542,7 +542,7 @@ def test_headings_holding_chevrons_or_arrows_read_by_the_heading_the_outline_giv
 
 def test_each_outline_entry_read_as_a_section_reads_that_entrys_lines(guide):
     """Two headings with the same path are two outline entries, the second numbered ('Guide › Notes (2)'), and each
-    reads as its own section."""
+    reads as its own section, named as the outline names it (a read of 'Notes (2)' said 'Notes')."""
     outline = guide.browse("docs", BrowseRequest(kb="docs", path="guide.md", outline=True, limit=200)).outline
     wrong = []
     for entry in outline:
@@ -551,9 +551,10 @@ def test_each_outline_entry_read_as_a_section_reads_that_entrys_lines(guide):
         except KBError as refused:
             wrong.append((entry.heading, entry.line_start, str(refused)[:80]))
             continue
-        if (answer.line_start, answer.line_end) != (entry.line_start, entry.line_end):
-            wrong.append((entry.heading, entry.line_start, answer.line_start))
+        if (answer.line_start, answer.line_end, answer.section) != (entry.line_start, entry.line_end, entry.heading):
+            wrong.append((entry.heading, entry.line_start, answer.line_start, answer.section))
     assert not wrong, wrong
+    assert any(entry.heading.endswith("(2)") for entry in outline)
 
 
 def test_chinese_headings_case_and_a_leading_title_or_path_find_the_section(guide):

@@ -87,3 +87,16 @@ async def test_the_mcp_tools_parameters_are_the_requests_fields_with_their_bound
     assert set(sync) == set(declared_fields)  # `by` (who asked) is the face's to set, never an argument
     for field, declared in declared_fields.items():
         assert sync[field]["description"] == declared.description and sync[field].get("default") == declared.default
+
+
+@pytest.mark.parametrize("asked", ["²", "٣", "３", "1-²", "٣-٥"])
+def test_pages_and_lines_are_ascii_digits_only(asked):
+    """A superscript passed the range's pattern (`\\d` is any script's digit) and failed in int(): an internal error."""
+    from pydantic import ValidationError
+
+    from mcp_kb.requests import ReadRequest
+
+    for field in ("pages", "lines"):
+        with pytest.raises(ValidationError, match="should match pattern"):
+            ReadRequest(kb="docs", path="a.md", **{field: asked})
+    assert ReadRequest(kb="docs", path="a.md", pages=" 3 - 5 ").pages == " 3 - 5 "

@@ -743,3 +743,37 @@ def test_a_kb_that_ends_its_sync_with_no_document_says_why_and_its_searches_say_
     write(folder / "c.md", "# C\n\nA document at last.\n")
     assert not app.sync()[0].no_documents
     assert not app.search("notes", SearchRequest(query="anything", mode="keyword")).holds_nothing
+
+
+def test_two_projects_kbs_of_one_name_in_the_default_index_stay_two(tmp_path, monkeypatch, embedder):
+    """Two kb.toml files naming no storage (the README's own example) and a KB "handbook" each shared the per-user
+    index: the second project's sync took the first one's files for its own, and its searches answered with them,
+    saying nothing. The second sync is refused naming both files and the fix; a search says whose documents it read."""
+    from mcp_kb.app import App
+    from mcp_kb.settings import load_config
+
+    monkeypatch.delenv("MCP_KB_STORAGE", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    for project, days in (("alpha", 25), ("beta", 30)):
+        write(tmp_path / project / "handbook" / "leave.md", f"# Leave\n\nAnnual leave at {project} is {days} days.\n")
+        write(tmp_path / project / "kb.toml", '[[kb]]\nname = "handbook"\ndescription = "d"\npaths = ["./handbook"]\n')
+    alpha, beta = (App(load_config(tmp_path / project / "kb.toml"), embedder=embedder) for project in ("alpha", "beta"))
+    assert alpha.config.storage.uri == beta.config.storage.uri  # both in the default index
+    alpha.sync()
+    with pytest.raises(KBError) as refused:
+        beta.sync()
+    said = str(refused.value)
+    assert f"belongs to another project ({tmp_path / 'alpha' / 'kb.toml'})" in said
+    assert f'give {tmp_path / "beta" / "kb.toml"} an index of its own (storage = "./.mcp-kb"' in said
+    assert alpha.status("handbook")[0].last_outcome == "ok"  # not recorded as a failure of alpha's KB
+    leave = SearchRequest(query="annual leave days", mode="keyword")
+    assert beta.search("handbook", leave).notes == [
+        f"knowledge base 'handbook' in the default index was built by another project ({tmp_path / 'alpha' / 'kb.toml'}),"
+        f" not by {tmp_path / 'beta' / 'kb.toml'}: these are its documents"]
+    assert not alpha.search("handbook", leave).notes
+    write(tmp_path / "beta" / "kb.toml", 'storage = "./.mcp-kb"\n[[kb]]\nname = "handbook"\ndescription = "d"\n'
+                                          'paths = ["./handbook"]\n')
+    own = App(load_config(tmp_path / "beta" / "kb.toml"), embedder=embedder)  # the fix the refusal names
+    own.sync()
+    assert "beta is 30 days" in own.search("handbook", leave).hits[0].text
+    assert "alpha is 25 days" in alpha.search("handbook", leave).hits[0].text

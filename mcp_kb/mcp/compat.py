@@ -1,13 +1,19 @@
 """Where mcp-kb reaches past the MCP SDK's public API (mcp 2.x), in one place.
 
 MCPServer offers no hook for resources/subscribe (2025-era clients) or for the handshake's
-`tools.listChanged`, wraps every tool error in its own and answers every failed prompt as an internal
-error; these patches reach its low-level server and unwrap its errors. tests/mcp/test_compat.py fails first
+`tools.listChanged`, wraps every tool error in its own, answers every failed prompt as an internal
+error, and over stdio drops a request whose JSON holds a lone surrogate; these patches reach its low-level server,
+unwrap its errors and repair such requests. tests/mcp/test_compat.py fails first
 when an SDK release moves what they rely on.
 """
 
+import json
+import re
 from collections.abc import Callable
 from typing import Any
+
+import anyio
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -53,6 +59,58 @@ class PlainErrors(MCPServer):
     def prompt_error(self, error: BaseException) -> str:
         """The message for a prompt that could not be rendered (`error` is what the prompt raised)."""
         return str(error)
+
+
+class AnsweredStdio(MCPServer):
+    """Over stdio, every request answered. JSON may escape a lone surrogate (`"\\ud800"`), which no UTF-8 text holds:
+    the SDK's parser refuses such a line and the client waits for an answer that never comes (over HTTP the same
+    request gets an error). Here the line is read as Python reads JSON, each lone surrogate becomes U+FFFD, and the
+    request goes on to be answered (e.g. "no document '\ufffd'")."""
+
+    async def run_stdio_async(self) -> None:
+        from mcp.server.stdio import stdio_server
+
+        lowlevel = self._lowlevel_server  # run_stdio_async of the SDK, with the repair between stdin and the server
+        async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as group:
+            send, received = anyio.create_memory_object_stream[Any](0)
+            group.start_soon(_repairing, read_stream, send)
+            await lowlevel.run(received, write_stream, lowlevel.create_initialization_options())
+            group.cancel_scope.cancel()
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads pairs a valid pair into one character: these are alone
+
+
+async def _repairing(lines: ObjectReceiveStream[Any], into: ObjectSendStream[Any]) -> None:
+    async with into:
+        async for item in lines:
+            await into.send(_repaired(item) if isinstance(item, ValidationError) else item)
+
+
+def _repaired(error: ValidationError) -> Any:
+    """The request a line the SDK refused as invalid JSON carries, its lone surrogates made U+FFFD; else the error."""
+    from mcp.shared.message import SessionMessage
+    from mcp.types import jsonrpc_message_adapter
+
+    line = next((item["input"] for item in error.errors() if item["type"] == "json_invalid"), None)
+    if not isinstance(line, str):
+        return error
+    try:
+        message = json.loads(line, object_pairs_hook=lambda pairs: {_whole(key): value for key, value in pairs})
+        return SessionMessage(jsonrpc_message_adapter.validate_python(_whole(message), by_name=False))
+    except (ValueError, RecursionError):  # not JSON even to Python (ValidationError is a ValueError)
+        return error
+
+
+def _whole(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings made U+FFFD (keys are made whole as they are read)."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_whole(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _whole(item) for key, item in value.items()}
+    return value
 
 
 def unknown_tool(name: str) -> ToolError:

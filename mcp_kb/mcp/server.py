@@ -35,7 +35,7 @@ from ..api import (__version__, ACROSS_KBS, CITATION_FORMAT, DOCUMENT_URI, LIST_
                    SearchRequest, SearchResult, status_uri, SyncRequest, SyncRunner, sync_named, sync_text,
                    NEVER_SYNCED)
 from ..settings import MODES_TEXT, KBConfig, SearchMode
-from .compat import PlainErrors, support_2025_clients, unknown_tool
+from .compat import AnsweredStdio, PlainErrors, support_2025_clients, unknown_tool
 from .guard import Guard, current_view
 from .icons import icon
 from .notify import Notifier
@@ -58,7 +58,7 @@ def _filters_dict(filters: BaseModel | None) -> dict[str, Any] | None:
 
 # ---- server ----------------------------------------------------------------------------------
 
-class _KBServer(PlainErrors):
+class _KBServer(PlainErrors, AnsweredStdio):
     """An MCPServer that lists and calls only the tools of the caller's view, and whose rejected tool
     arguments read like the CLI's errors, not pydantic's."""
 
@@ -179,11 +179,13 @@ def build_server(app: App, read_only: bool | None = None, handshake_wait: float 
         middleware=[handshake, guard],
         extensions=[results_view(), *([tasks] if tasks else [])],
     )
+    # Registered as some caller may be listed them; each caller's list is decided by what it sees (CallerView).
+    everyone = len(app.config.kb)
     descriptions = {kb.name: _add_search_tool(server, app, kb) for kb in app.config.kb} \
-        if app.config.tools_of_each_kb else {}
+        if app.config.tools_of_each_kb(seen=1) else {}  # a caller who sees one KB: the most who get one each
     if app.config.kb:
         _add_document_tools(server, app, guard)
-        if app.config.tool_across_kbs:
+        if app.config.tool_across_kbs(everyone):
             _add_search_across_tool(server, app, guard)
     if not read_only:
         _add_sync_tool(server, runner, guard, SyncShares())
@@ -267,8 +269,8 @@ def _warn_about_missing_paths(app: App) -> None:
 def _instructions(view: CallerView) -> str:
     """The handshake's instructions, naming the KBs this caller may see (and no other), and the tools to use."""
     lines = []
-    if view.config.tools_of_each_kb:
-        across = f", or {SEARCH_ALL_TOOL} for all at once" if view.config.tool_across_kbs else ""
+    if view.tools_of_each_kb:
+        across = f", or {SEARCH_ALL_TOOL} for all at once" if view.tool_across_kbs else ""
         lines.append(f"Knowledge bases to search, one tool each: use the one whose description fits the question, "
                      f"and search several when unsure{across}.")
         lines += [f"- {kb.search_tool_name}: {as_sentence(kb.description)}" for kb in view.kbs]
@@ -576,7 +578,7 @@ def _add_prompt(server: MCPServer, guard: Guard) -> None:
                    description=f"Answer a question only from passages retrieved from the knowledge bases, citing them as {citation_marker(1)}")
     def answer_with_citations(question: str, kb: str | None = None) -> list[UserMessage]:
         view = guard.view()
-        if not view.config.tools_of_each_kb:
+        if not view.tools_of_each_kb:
             tool = f"{SEARCH_ALL_TOOL}{f' with kbs=[{view.kb(kb).name!r}]' if kb else ''}"
         elif kb:
             tool = view.kb(kb).search_tool_name

@@ -14,6 +14,7 @@ from .kb import KBConfig
 from .providers import (DEFAULT_PROVIDER, EMBEDDING_PROVIDERS, RERANK_PROVIDERS, EmbeddingConfig, FastembedRerankSettings,
                         FastembedSettings, RerankConfig)
 from .server import AUTO_EACH_UP_TO, ServerConfig, granted
+from .variables import default_storage
 from .storage import StorageConfig
 from .sync import SyncEngineConfig
 from .values import Strict
@@ -39,6 +40,13 @@ class Config(Strict):
     source: Path | None = None
     """The file this configuration came from (set by the loader, for messages)."""
 
+    @property
+    def owner(self) -> str:
+        """Which project the KBs a sync builds belong to, when that can be mistaken: its kb.toml, if it keeps its
+        index in the per-user default one that every config naming no storage shares ("" otherwise: an index named
+        on purpose is shared on purpose, by a team's configs wherever they are)."""
+        return str(self.source.resolve()) if self.source and self.storage.uri == default_storage() else ""
+
     @field_validator("embedding", mode="before")
     @classmethod
     def _embedding_provider(cls, value: Any) -> Any:
@@ -62,17 +70,17 @@ class Config(Strict):
                              "(two brackets)")
         return value
 
-    @property
-    def tools_of_each_kb(self) -> bool:
-        """Whether a server lists a search tool per knowledge base (`[server] search_tools`)."""
+    def tools_of_each_kb(self, seen: int) -> bool:
+        """Whether a caller who sees `seen` knowledge bases is listed a search tool per KB (`[server] search_tools`).
+        Counted over what the caller sees: the shape of its tool list tells nothing of the KBs beyond it."""
         tools = self.server.search_tools
-        return tools in ("each", "both") or (tools == "auto" and len(self.kb) <= AUTO_EACH_UP_TO)
+        return tools in ("each", "both") or (tools == "auto" and seen <= AUTO_EACH_UP_TO)
 
-    @property
-    def tool_across_kbs(self) -> bool:
-        """Whether a server lists one search tool across the knowledge bases (auto: whenever there are several)."""
+    def tool_across_kbs(self, seen: int) -> bool:
+        """Whether a caller who sees `seen` knowledge bases is listed one search tool across them (auto: whenever
+        it sees several)."""
         tools = self.server.search_tools
-        return tools in ("across", "both") or (tools == "auto" and len(self.kb) > 1)
+        return tools in ("across", "both") or (tools == "auto" and seen > 1)
 
     @model_validator(mode="after")
     def _names_are_unique(self) -> Config:

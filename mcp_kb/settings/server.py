@@ -138,7 +138,7 @@ class ServerConfig(Strict):
     search_tools: SearchTools = "auto"
     """Which search tools a server lists: `each` (one per knowledge base), `across` (one over every knowledge base a
     caller sees), `both`, or `auto`: with several knowledge bases one across them, and one each up to
-    AUTO_EACH_UP_TO of them."""
+    AUTO_EACH_UP_TO of them, counted over the knowledge bases each caller sees."""
     cursor_secret: str | None = Field(None, json_schema_extra=from_environment(ENV_CURSOR_SECRET))
     """The key that signs the cursors of read_document and list_documents. Replicas behind a load balancer share
     one; by default each server process draws its own (a cursor then lasts as long as the process)."""

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field, PrivateAttr, field_validator
 
 from ..errors import ConfigError
+from ..text import is_number
 from .values import Strict
 from .variables import ENV_RAY_ADDRESS, environment, from_environment
 
@@ -57,11 +58,13 @@ def parse_ray_address(text: str) -> RayAddress:
     scheme, has_scheme, rest = text.partition("://")
     if has_scheme and f"{scheme}://" != RAY_CLIENT:
         raise ValueError(f"Ray takes no {scheme}:// address")
+    if "@" in text:  # user:password@host is no form Ray takes, and what is before the @ may be a secret
+        raise ValueError("Ray takes no user name or password in the address (a cluster's token goes in RAY_AUTH_TOKEN)")
     host, has_port, port = (rest if has_scheme else text).rpartition(":")
     if not has_port:
         raise ValueError("no port")
     _check_host(host)
-    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+    if not (is_number(port) and 1 <= int(port) <= 65535):
         raise ValueError("the port must be a number from 1 to 65535")
     return RayAddress(host, int(port), bool(has_scheme))
 
@@ -97,7 +100,12 @@ def check_ray_address(address: str, setting: str) -> None:
     try:
         parse_ray_address(address)
     except ValueError as exc:
-        raise ConfigError(f"{setting}: not a Ray cluster address: {exc}; {_RAY_FORMS} (got {address!r})") from None
+        raise ConfigError(f"{setting}: not a Ray cluster address: {exc}; {_RAY_FORMS} (got {_shown(address)!r})") from None
+
+
+def _shown(address: str) -> str:
+    """An address as an error may show it: what comes before an "@" (credentials) left out."""
+    return f"***@{address.rpartition('@')[2]}" if "@" in address else address
 
 
 class SyncEngineConfig(Strict):

@@ -34,7 +34,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Message, Receive, Scope, Send
 
-from ..api import (App, AuditUnavailable, CallerView, cited_text, FILTER_SYNTAX, KBError, MAX_CHUNK_INDEX, parse_filters,
+from ..api import (App, AuditUnavailable, is_number, CallerView, cited_text, FILTER_SYNTAX, KBError, MAX_CHUNK_INDEX, parse_filters,
                    parse_search, Refused, option_help, SearchRequest, SearchResult, SyncRequest, SyncRunner)
 from ..settings import MODES
 from ..http.edge import COOKIE, Edge, page_token
@@ -242,7 +242,7 @@ class Page:
         name = self._kb(request, view)
         path = request.query_params.get("path", "")
         chunk = request.query_params.get("chunk", "")
-        number = int(chunk) if chunk.isascii() and chunk.isdigit() and int(chunk) <= MAX_CHUNK_INDEX else None
+        number = int(chunk) if is_number(chunk) and int(chunk) <= MAX_CHUNK_INDEX else None
         try:
             shown = await _thread(partial(views.document, self.app, name, path, number))
         except KBError as exc:

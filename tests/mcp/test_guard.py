@@ -616,3 +616,37 @@ async def test_a_remote_sync_that_fails_names_neither_the_index_nor_the_cluster_
     assert not any(address in text or str(tmp_path) in text for text in said), said
     with pytest.raises(KBError, match=f"cannot join the Ray cluster at {address}"):
         App(load_config(config), embedder=embedder).sync(SyncRequest(kb="api_docs"))
+
+
+async def test_the_shape_of_a_scoped_callers_tool_list_tells_nothing_of_the_kbs_beyond_it(tmp_path):
+    """`search_tools = "auto"` switched to the one tool across KBs above eight configured KBs: a caller granted 3 of 9
+    got that tool, one granted 3 of 3 got one each, so the list told how many KBs the server has. The switch counts
+    what the caller sees; the owner of nine still gets the tool across them."""
+    kbs = []
+    for n in range(9):
+        write(tmp_path / f"team{n}" / "notes.md", f"# Team {n}\n\nNotes of team {n}.\n")
+        kbs += ["[[kb]]", f'name = "team{n}"', f'description = "Team {n} notes"', f'paths = ["{tmp_path / f"team{n}"}"]']
+    config = tmp_path / "kb.toml"
+    config.write_text("\n".join([f'storage = "{tmp_path / "index"}"', "[server]",
+                                 "[[server.tokens]]", 'name = "three"', 'secret_env = "HR_TOKEN"',
+                                 'kbs = ["team0", "team1", "team2"]',
+                                 "[[server.tokens]]", 'name = "all"', 'secret_env = "LIMITED_TOKEN"', 'kbs = ["*"]',
+                                 "[[server.tokens]]", 'name = "one"', 'secret_env = "ONE_TOKEN"', 'kbs = ["team4"]',
+                                 *kbs]) + "\n", encoding="utf-8")
+    with serve_http(config, "--transport", "http", env={**_env(), "ONE_TOKEN": "one-secret-4e1d"}) as (port, _log):
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with _session(url, SECRETS["hr"]) as three:
+            three_tools = [tool.name for tool in (await three.list_tools()).tools]
+            instructions = three.instructions
+            hidden = await three.call_tool("search_team5", {"query": "notes"})
+            absent = await three.call_tool("search_nosuch", {"query": "notes"})
+        async with _session(url, SECRETS["limited"]) as everyone:
+            all_tools = [tool.name for tool in (await everyone.list_tools()).tools]
+        async with _session(url, "one-secret-4e1d") as one:
+            one_tools = [tool.name for tool in (await one.list_tools()).tools]
+    assert three_tools == ["search_team0", "search_team1", "search_team2", *DOCUMENT_TOOLS]  # as if 3 were configured
+    assert "search_team0" in instructions and "team5" not in instructions
+    assert hidden.is_error and hidden.content[0].text.replace("search_team5", "X") == \
+        absent.content[0].text.replace("search_nosuch", "X")
+    assert "search_knowledge_bases" in all_tools and not any(name.startswith("search_team") for name in all_tools)
+    assert one_tools == ["search_team4", "read_document", "list_documents"]  # a server of one KB lists no tool across

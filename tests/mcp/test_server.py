@@ -690,6 +690,44 @@ def test_a_client_that_leaves_at_once_leaves_a_clean_exit_and_stderr_says_what_i
             in stderr)
 
 
+def _reply(process, within: float = 60.0) -> dict | None:
+    """The server's next line on stdout, or None when none comes within the time (no answer)."""
+    import select
+
+    ready, _, _ = select.select([process.stdout], [], [], within)
+    return json.loads(process.stdout.readline()) if ready else None
+
+
+def test_every_request_is_answered_over_stdio_even_with_a_lone_surrogate_in_its_arguments(app, folders):
+    """`"\\ud800"` is valid JSON but no text: the SDK's stdio reader dropped such a request and the client waited
+    for ever (over HTTP it got an error). Each is now answered, the lone surrogate read as U+FFFD."""
+    config = _config_file(folders, app.config.storage.uri)
+    process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy(),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    calls = {"read_document": {"kb": "policy_docs", "path": "\ud800.md"},
+             "list_documents": {"kb": "policy_docs", "path": "\udfff*"},
+             "search_policy_docs": {"query": "annual leave \ud83d"}}
+    messages = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                *({"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": {"name": name, "arguments": args}}
+                  for number, (name, args) in enumerate(calls.items(), start=2)),
+                {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+                    "name": "read_document", "arguments": {"kb": "policy_docs", "path": "leave.md", "as_of": "\ud800"}}}]
+    try:
+        process.stdin.write("".join(json.dumps(message) + "\n" for message in messages).encode())  # escapes: ASCII
+        process.stdin.flush()
+        replies = {reply["id"]: reply for reply in (_reply(process) for _ in range(5)) if reply}
+    finally:
+        process.kill()
+        process.wait(timeout=20)
+    assert sorted(replies) == [1, 2, 3, 4, 5]
+    assert "has no document '\ufffd.md'" in replies[2]["result"]["content"][0]["text"]
+    assert replies[3]["result"]["structuredContent"]["path"] == "\ufffd*"
+    assert replies[4]["result"]["isError"] is False  # the query's words still find the page
+    assert "has no tag '\ufffd'" in replies[5]["result"]["content"][0]["text"]
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 @pytest.mark.parametrize("stdin", ["terminal", "client"])
 def test_ctrl_c_and_sigterm_stop_a_stdio_server_with_one_line(app, folders, signum, stdin):
