@@ -89,6 +89,22 @@ class SearchError(KBError):
     """A search request is invalid."""
 
 
+class OwnedElsewhereError(KBError):
+    """A sync into the per-user default index of a KB another project's kb.toml built (two configs naming no storage
+    share that index)."""
+
+    def __init__(self, kb: str, other: str, mine: str):
+        self.kb, self.other, self.mine = kb, other, mine
+        super().__init__(self.message(with_places=True))
+
+    def message(self, with_places: bool) -> str:
+        """The kb.toml files are named to the owner only: they are no remote caller's business."""
+        other, mine = (f" ({self.other})", self.mine) if with_places else ("", "this project")
+        return (f"knowledge base {self.kb!r} in the default index belongs to another project{other}; two configs "
+                f"naming no storage share that index, so this one would replace its documents: give {mine} an index "
+                f"of its own (storage = \"./.mcp-kb\", as `mcp-kb init` writes) or another name for the knowledge base")
+
+
 class NotSyncedError(SearchError):
     """A KB whose index holds nothing yet: no sync has committed a chunk of it."""
 

@@ -26,7 +26,7 @@ from .text import is_number
 
 # A letter first: never a version number or a date. \Z, not $: "$" also matches before a final newline ("a\n").
 _TAG = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}\Z")
-_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ].*)?\Z")  # ASCII digits: "\d" takes "²" and "٣"
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ].*)?\Z")  # ASCII digits: "\d" takes "٣" and "３"
 MAX_TAGS = 100  # per KB: a sync's caller may tag, and a tag keeps its version (and its storage) until removed
 _PRECISION = "milliseconds"  # of when a version was made: two syncs a second apart are two times to ask as of
 TAG_HELP = "a letter, then up to 63 letters, digits, '.', '_' or '-'"

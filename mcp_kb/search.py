@@ -151,9 +151,9 @@ class Searcher:
             return replace(cached, cached=True)
         incomplete = [note if len(kbs) == 1 else f"{part.kb.name}: {note}" for part in parts
                       for note in self._incomplete_index_notes(part.kb.name, part.state)]
-        incomplete += [f"knowledge base {part.kb.name!r} in the default index was built by another project ({other}), "
-                       f"not by {self.owner}: these are its documents" for part in parts
-                       if (other := part.state.owned_by_another(self.owner))]
+        incomplete += [f"knowledge base {part.kb.name!r} in the default index was built by another project's kb.toml: "
+                       "these are that project's documents (give this project an index of its own: storage = "
+                       "\"./.mcp-kb\")" for part in parts if part.state.owned_by_another(self.owner)]
         result = self._run(parts, request, incomplete + notes)
         if not result.notes:  # a degraded answer (model down, index missing) must not outlive the cause
             self._cache.put(key, result)

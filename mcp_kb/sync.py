@@ -18,7 +18,7 @@ from typing import Any
 
 from .settings import Config, KBConfig, SyncEngineConfig
 from .digest import file_sha256
-from .errors import KBError, MassDeleteError, ModelError, StoreError, SyncCancelled
+from .errors import KBError, MassDeleteError, ModelError, OwnedElsewhereError, StoreError, SyncCancelled
 from .history import check_tag, forget_generation, prune as prune_versions, record as record_version, settled_state
 from .index.contract import FileRecord, Store, new_generation
 from .index.keywords import ANALYZER_VERSION
@@ -83,7 +83,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
     root raises, a mass deletion is refused), and for a rebuild the model has embedded a test
     text. A rebuild fills a new generation and switches to it only when it is complete.
     """
-    _check_owner(kb, config, KBState(store.read_state(kb.name)))  # before the try: not the other project's failure
+    _claim(store, kb, config)  # before the try: a refusal is not recorded as the other project's failure
     report = SyncReport(kb.name)
     started = recorded_now()
     wall_start = time.perf_counter()
@@ -181,15 +181,15 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         clear_progress(store, kb.name)
 
 
-def _check_owner(kb: KBConfig, config: Config, state: KBState) -> None:
+def _claim(store: Store, kb: KBConfig, config: Config) -> None:
     """Two projects whose kb.toml name no storage share the per-user default index: a KB of one name in both would
     be one KB, each sync flipping it to its own files. The second project's sync is refused, naming both."""
+    state = KBState(store.read_state(kb.name))
     other = state.owned_by_another(config.owner)
     if other:
-        raise KBError(f"knowledge base {kb.name!r} in the default index belongs to another project ({other}); two "
-                      f"configs naming no storage share that index, so this one would replace its documents: give "
-                      f"{config.owner} an index of its own (storage = \"./.mcp-kb\", as `mcp-kb init` writes) or "
-                      f"another name for the knowledge base")
+        raise OwnedElsewhereError(kb.name, other, config.owner)
+    if config.owner and not state.owner:  # claimed before anything is written: a first sync that stops names it too
+        store.write_state(kb.name, {**state.row, **KBState.owned(config.owner)})
 
 
 def _version_what_was_kept(store: Store, kb: str, target: str,  # noqa: PLR0913  # a sync's context

@@ -14,7 +14,7 @@ from functools import cached_property
 
 from .access import NOBODY, Grant, Identity, everything
 from .settings import Config, KBConfig, unknown_kb
-from .errors import KBError, NotSyncedError, SyncBusyError
+from .errors import KBError, NotSyncedError, OwnedElsewhereError, SyncBusyError
 from .vocabulary import SEARCH_ALL_TOOL, SYNC_TOOL, WORKBENCH_TOOLS
 
 
@@ -95,7 +95,7 @@ class CallerView:
         if name == SYNC_TOOL:
             return bool(self.grant.sync)
         if name == SEARCH_ALL_TOOL:
-            return self.tool_across_kbs
+            return bool(self.names) and self.tool_across_kbs
         if name in WORKBENCH_TOOLS:
             return bool(self.names)
         owner = next((kb.name for kb in self.config.kb if kb.search_tool_name == name), None)
@@ -108,6 +108,8 @@ class CallerView:
             return self.unlocated(error.message(self.sees))
         if isinstance(error, NotSyncedError):
             return self.unlocated(error.message(with_storage=self.who.kind == "owner"))
+        if isinstance(error, OwnedElsewhereError):
+            return error.message(with_places=self.who.kind == "owner")
         return self.unlocated(str(error))
 
     def unlocated(self, text: str) -> str:

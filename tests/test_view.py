@@ -36,6 +36,16 @@ def test_a_hidden_kb_and_its_tool_are_absent_and_an_unknown_tool_is_left_to_the_
     assert str(hidden.value).replace("api_docs", "X") == str(absent.value).replace("nosuch", "X")
 
 
+def test_whose_project_a_kb_is_is_said_to_the_owner_only(config):
+    """The refusal of a sync into another project's KB names both kb.toml files to the owner, neither to a caller."""
+    from mcp_kb.errors import OwnedElsewhereError
+
+    error = OwnedElsewhereError("api_docs", "/home/ann/alpha/kb.toml", "/home/ann/beta/kb.toml")
+    ops = CallerView(config, Grant(Identity("token", "ops"), frozenset({"api_docs"}), frozenset({"api_docs"})))
+    assert "another project (/home/ann/alpha/kb.toml)" in CallerView.owner(config).explain(error)
+    assert "/home/ann" not in ops.explain(error) and "give this project an index of its own" in ops.explain(error)
+
+
 def test_where_the_index_lives_is_said_to_the_owner_only(config):
     from mcp_kb.errors import NotSyncedError
 

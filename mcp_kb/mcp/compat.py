@@ -78,6 +78,7 @@ class AnsweredStdio(MCPServer):
             group.cancel_scope.cancel()
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads pairs a valid pair into one character: these are alone
 
 
@@ -93,7 +94,7 @@ def _repaired(error: ValidationError) -> Any:
     from mcp.types import jsonrpc_message_adapter
 
     line = next((item["input"] for item in error.errors() if item["type"] == "json_invalid"), None)
-    if not isinstance(line, str):
+    if not isinstance(line, str) or not _SURROGATE_ESCAPE.search(line):  # other invalid JSON stays refused
         return error
     try:
         message = json.loads(line, object_pairs_hook=lambda pairs: {_whole(key): value for key, value in pairs})

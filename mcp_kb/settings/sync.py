@@ -55,11 +55,11 @@ class RayAddress:
 def parse_ray_address(text: str) -> RayAddress:
     """The cluster `text` names; ValueError saying what is wrong otherwise. Ray takes nearly any text and then
     waits for it without end (`host:-1`, `http://...`), so the form is checked here."""
+    if "@" in text:  # user:password@host is no form Ray takes, and what is before the @ may be a secret
+        raise ValueError("Ray takes no user name or password in the address (a cluster's token goes in RAY_AUTH_TOKEN)")
     scheme, has_scheme, rest = text.partition("://")
     if has_scheme and f"{scheme}://" != RAY_CLIENT:
         raise ValueError(f"Ray takes no {scheme}:// address")
-    if "@" in text:  # user:password@host is no form Ray takes, and what is before the @ may be a secret
-        raise ValueError("Ray takes no user name or password in the address (a cluster's token goes in RAY_AUTH_TOKEN)")
     host, has_port, port = (rest if has_scheme else text).rpartition(":")
     if not has_port:
         raise ValueError("no port")

@@ -703,7 +703,8 @@ def test_every_request_is_answered_over_stdio_even_with_a_lone_surrogate_in_its_
     for ever (over HTTP it got an error). Each is now answered, the lone surrogate read as U+FFFD."""
     config = _config_file(folders, app.config.storage.uri)
     process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy(),
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               bufsize=0)  # unbuffered: a reply read ahead into a buffer would hide from select()
     calls = {"read_document": {"kb": "policy_docs", "path": "\ud800.md"},
              "list_documents": {"kb": "policy_docs", "path": "\udfff*"},
              "search_policy_docs": {"query": "annual leave \ud83d"}}
