@@ -86,13 +86,14 @@ class App:
         self.searcher.tokenizer.count(["warm up"])  # it loads at its first use, which would be the first search
         return_free_heap()
 
-    def first_time_said(self, problem: str) -> bool:
-        """Whether the log has not said this problem yet (now it has): a model that does not load fails the warm-up
-        and the start-up sync alike, in the same words, in either order."""
+    def log_problem(self, doing: str, problem: Exception) -> None:
+        """Log what went wrong while `doing` something: a warning the first time this process meets the problem,
+        then a line at info (a model that does not load fails the warm-up and the start-up sync alike, in the same
+        words, in either order; a watcher's syncs fail again and again for one cause)."""
         with self._lock:
-            new = problem not in self._problems_said
-            self._problems_said.add(problem)
-            return new
+            first = str(problem) not in self._problems_said
+            self._problems_said.add(str(problem))
+        log.log(logging.WARNING if first else logging.INFO, "%s: %s", doing, problem)
 
     @cached_property
     def tokenizer(self) -> TokenCounter:

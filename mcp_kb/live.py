@@ -97,8 +97,7 @@ class SyncRunner:
             reports = await self.sync(SyncRequest(kb=kb))
             log.info("%s", reports[0].summary())
         except KBError as exc:
-            said = log.warning if self.app.first_time_said(str(exc)) else log.info  # e.g. a model that did not load
-            said("%s: sync (%s) failed: %s", kb, reason, exc)
+            self.app.log_problem(f"{kb}: sync ({reason}) failed", exc)
         except Exception:
             log.exception("%s: sync (%s) failed", kb, reason)
 

@@ -254,8 +254,7 @@ def _warm_up(app: App) -> None:
     try:
         app.warm_up()
     except Exception as exc:  # reported again, with its fix, on the first search that needs it
-        said = log.warning if app.first_time_said(str(exc)) else log.info  # a start-up sync may have said it
-        said("embedding model not loaded: %s", exc)
+        app.log_problem("embedding model not loaded", exc)
 
 
 def _warn_about_missing_paths(app: App) -> None:
