@@ -39,7 +39,7 @@ from .vocabulary import sync_named
 from .ingest.workers import ParseWorkers
 from .batches import parse_job
 from .records import SyncReport
-from .sync import sync_all
+from .sync import refuse_another_projects, sync_all
 
 
 if TYPE_CHECKING:
@@ -198,11 +198,17 @@ class App:
 
     def tag(self, kb: str, name: str, version: int | None = None, remove: bool = False) -> KBVersion:
         """Tag a version of a KB (the current one by default), or remove a tag; the version tagged (or untagged)."""
-        return history.tag(self.store, self.config.get_kb(kb), name, version, remove)
+        return history.tag(self.store, self._changeable(kb), name, version, remove)
 
     def rollback(self, kb: str, to: str, by: str = "") -> KBVersion:
         """Make an earlier version of a KB current again (a version number, a tag or a time), as a new version."""
-        return history.rollback(self.store, self.config.get_kb(kb), to, by)
+        return history.rollback(self.store, self._changeable(kb), to, by)
+
+    def _changeable(self, kb: str) -> KBConfig:
+        """A KB this project may change: not one another project's kb.toml built in the shared default index."""
+        config = self.config.get_kb(kb)
+        refuse_another_projects(self.store, config.name, self.config.owner)
+        return config
 
     @cached_property
     def reader(self) -> Reader:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.decorators import FC
 
-from .api import (__version__, BROWSE_LIMIT_MAX, FILTER_SYNTAX, LOOPBACK, BrowseRequest, KBError, KBStats, option_help,
-                  pace, printable, ReadRequest, rebuild_option, remember_invocation, SearchRequest, sync_remedy,
+from .api import (__version__, BROWSE_LIMIT_MAX, FILTER_SYNTAX, LOOPBACK, BrowseRequest, is_number, KBError, KBStats,
+                  option_help, pace, printable, ReadRequest, rebuild_option, remember_invocation, SearchRequest, sync_remedy,
                   SyncRequest, work_kept)
 from .signals import sigterm_interrupts
 from .settings import (ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, ENV_STORAGE, HEALTHY_HIT_RATE, MODES, RANKED_MODES, TRANSPORTS,
@@ -56,6 +56,24 @@ def _load_or_defaults(config_path: str | None) -> Config:
     """The config in use, or the default settings when there is none (for commands that need no KB)."""
     path, named = config_target(config_path)
     return _load(config_path) if named or path.exists() else build_config({}, Path.cwd(), None)
+
+
+class _Number(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2 on (>=8.1 is allowed)
+    """A whole number as versions, pages, lines, chunks and ports are written everywhere (text.is_number: ASCII
+    digits): click's own takes "１", "٣" and "1_0". A sign is kept for the request's bounds to speak of."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        if not is_number(text.removeprefix("-")):
+            self.fail(f"{printable(str(value))[:40]!r} is not a number (digits 0-9)", param, ctx)
+        return int(text)
+
+
+NUMBER = _Number()
 
 
 def _app(config_path: str | None) -> App:
@@ -416,14 +434,14 @@ def _hit_rates(health: HealthCheck) -> str:
 @click.argument("kb")
 @click.argument("query")
 @click.option("--mode", type=click.Choice(MODES), help=option_help(SearchRequest, "mode", "the KB's"))
-@click.option("--top-k", type=int, help=option_help(SearchRequest, "top_k", "the KB's"))
+@click.option("--top-k", type=NUMBER, help=option_help(SearchRequest, "top_k", "the KB's"))
 @click.option("--min-score", type=float, help=option_help(SearchRequest, "min_score"))
 @click.option("--filter", "filters", multiple=True, metavar="FIELD=VALUE",
               help=f"{SearchRequest.model_fields['filters'].description}: {FILTER_SYNTAX}. Repeatable.")
-@click.option("--context", type=int, default=SearchRequest.model_fields["context"].default,
+@click.option("--context", type=NUMBER, default=SearchRequest.model_fields["context"].default,
               help=option_help(SearchRequest, "context"))
-@click.option("--max-per-document", type=int, help=option_help(SearchRequest, "max_per_document", "the KB's"))
-@click.option("--max-tokens", type=int, help=option_help(SearchRequest, "max_tokens", "the KB's"))
+@click.option("--max-per-document", type=NUMBER, help=option_help(SearchRequest, "max_per_document", "the KB's"))
+@click.option("--max-tokens", type=NUMBER, help=option_help(SearchRequest, "max_tokens", "the KB's"))
 @as_of_option
 @config_option
 @json_option
@@ -460,8 +478,8 @@ def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: 
 @click.option("--section", help=option_help(ReadRequest, "section"))
 @click.option("--pages", help=option_help(ReadRequest, "pages"))
 @click.option("--lines", help=option_help(ReadRequest, "lines"))
-@click.option("--chunk", type=int, help=option_help(ReadRequest, "chunk"))
-@click.option("--max-tokens", type=int, help=option_help(ReadRequest, "max_tokens", "all of it"))
+@click.option("--chunk", type=NUMBER, help=option_help(ReadRequest, "chunk"))
+@click.option("--max-tokens", type=NUMBER, help=option_help(ReadRequest, "max_tokens", "all of it"))
 @as_of_option
 @config_option
 @json_option
@@ -497,7 +515,7 @@ def read(kb: str, path: str, section: str | None, pages: str | None, lines: str 
 @click.option("--outline", is_flag=True, help=option_help(BrowseRequest, "outline"))
 @click.option("--sort", type=click.Choice(["path", "changed"]), default="path", show_default=True,
               help=option_help(BrowseRequest, "sort"))
-@click.option("--limit", type=int, help="Most entries to print (default: all).")
+@click.option("--limit", type=NUMBER, help="Most entries to print (default: all).")
 @as_of_option
 @config_option
 @json_option
@@ -554,7 +572,7 @@ def versions(kb: str, config_path: str | None, as_json: bool) -> None:
 @main.command()
 @click.argument("kb")
 @click.argument("name")
-@click.option("--version", "number", type=int, help="The version to tag (default: the current one).")
+@click.option("--version", "number", type=NUMBER, help="The version to tag (default: the current one).")
 @click.option("--remove", is_flag=True, help="Remove the tag NAME instead (its version may then age out).")
 @config_option
 def tag(kb: str, name: str, number: int | None, remove: bool, config_path: str | None) -> None:
@@ -662,7 +680,7 @@ def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Pa
 @config_option
 @click.option("--transport", type=click.Choice(TRANSPORTS), help="Default: the config's (stdio).")
 @click.option("--host", help=f"Address for sse/http (default {ServerConfig.model_fields['host'].default}).")
-@click.option("--port", type=int, help=f"Port for sse/http (default {ServerConfig.model_fields['port'].default}).")
+@click.option("--port", type=NUMBER, help=f"Port for sse/http (default {ServerConfig.model_fields['port'].default}).")
 @click.option("--read-only", is_flag=True, default=None, help="Hide the sync tool.")
 @click.option("--stateless", is_flag=True, default=None,
               help="Streamable HTTP without sessions: replicas behind a load balancer need no sticky sessions.")
@@ -689,7 +707,7 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
 @main.command()
 @click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
 @config_option
-@click.option("--port", type=int, default=8766, show_default=True, help=f"Port on {LOOPBACK} (0: any free one).")
+@click.option("--port", type=NUMBER, default=8766, show_default=True, help=f"Port on {LOOPBACK} (0: any free one).")
 def ui(folder: str | None, config_path: str | None, port: int) -> None:
     """Open the admin page for FOLDER or the configured KBs on this machine: status, live sync progress,
     failed files, a search playground and health charts. (An HTTP server serves the same page at `/`.)

@@ -1,7 +1,9 @@
 """Cursors: where a read or a browse stopped, handed to the caller and taken back, tamper-evident.
 
 A place is a little JSON object whose keys are one letter each (reader.py writes them: p path, h version, a where
-to go on, e where the part ends, s section, o order or outline): a model reads every character of a cursor.
+to go on, e where the part ends, i section, o order or outline): a model reads every character of a cursor. A path
+or pattern longer than `CARRIED_BYTES` is carried by its digest (resolved against the KB's paths when the cursor
+comes back), so a cursor stays short whatever it names: paths may be 2,000 characters of Chinese.
 
 A cursor is its place (JSON) and an HMAC of it under a key this process drew at start: an edited cursor, or one
 from another server process, is refused in one line. What a cursor names is checked again when it comes back
@@ -22,6 +24,9 @@ from typing import Any
 from .errors import SearchError
 
 _SIGNATURE_BYTES = 16
+_DIGEST_BYTES = 12
+CARRIED_BYTES = 512  # of a path or pattern (in its JSON) a cursor carries as written; a longer one by its digest
+MOST_ESCAPED = 6  # bytes a character may take in JSON (a control character: \u0001)
 
 
 class CursorError(SearchError):
@@ -57,6 +62,35 @@ class Cursors:
     def _signature(self, kind: str, kb: str, body: bytes) -> bytes:
         signed = b"\0".join((kind.encode(), kb.encode(), body))
         return hmac.new(self._key, signed, hashlib.sha256).digest()[:_SIGNATURE_BYTES]
+
+
+def carried(text: str) -> bool:
+    """Whether a cursor carries `text` as written (else by its digest)."""
+    return _carried_size(text) <= CARRIED_BYTES
+
+
+def digest(text: str) -> str:
+    """What a cursor carries of a long path or pattern: enough to tell it among a KB's."""
+    return _encoded(hashlib.sha256(_utf8(text)).digest()[:_DIGEST_BYTES])
+
+
+def leading(text: str) -> str:
+    """The longest start of `text` a cursor carries (where a long path sorts, near enough)."""
+    size = 0
+    for index, char in enumerate(text):
+        size += _carried_size(char)
+        if size > CARRIED_BYTES:
+            return text[:index]
+    return text
+
+
+def _carried_size(text: str) -> int:
+    """The bytes `text` takes in a cursor's JSON: a control character takes six (`\\u0001`)."""
+    return len(_utf8(json.dumps(text, ensure_ascii=False))) - 2
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")  # a caller's text may hold a lone surrogate: never an error here
 
 
 def _encoded(raw: bytes) -> str:

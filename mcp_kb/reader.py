@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .cursors import CursorError, Cursors
+from .cursors import CARRIED_BYTES, MOST_ESCAPED, CursorError, Cursors, carried, digest, leading
 from .errors import NotSyncedError, SearchError
 from .history import KBVersion, edition
 from .index.contract import Pinned, Store
@@ -37,6 +37,8 @@ from .vocabulary import HEADING_SEPARATOR, LIST_TOOL, READ_TOOL, sync_remedy
 _CHARS_PER_TOKEN_MAX = 16  # a read encodes at most this many characters per token of its budget
 _FRAME_TOKENS = 50  # an answer's location and cursor lines, less its path, section and cursor
 _LEAST_TOKENS = 16  # of text in an answer, whatever goes with it
+_CUT_TRIES = 3  # cuts of a part before its cursor is counted as a token a character
+_CURSOR_TOKENS_SLACK = 8  # a cursor that needed more than counted: room for the next one's splitting otherwise
 _LINE_END_SHARE = 0.5  # an answer cut inside a line ends at the line before, unless that drops half of it
 _TITLE_CHARS = 300  # of a title or a heading, in a listing or an outline
 _SECTIONS_NAMED = 12  # headings an unknown section's error names
@@ -74,6 +76,10 @@ class _Document:
     def sections(self) -> tuple[Section, ...]:
         return outline_of(self.row["outline"])
 
+    def heading(self, section: int | None) -> str:
+        """The heading path of section number `section` as the outline names it ("" for None: not a section)."""
+        return "" if section is None else _headings(self.sections)[section]
+
     @property
     def pages(self) -> list[tuple[int, int]]:
         return list(zip(self.row["page_numbers"] or [], self.row["page_starts"] or []))
@@ -107,35 +113,37 @@ class Reader:
         form = request.form()
         if request.cursor:
             place = self.cursors.open(request.cursor, "read", kb.name)
-            document = self._document(kb, str(place["p"]), place.get("v"))
+            document = self._placed_document(kb, place)
             if document.version != place["h"]:
-                raise CursorError(f"{place['p']} changed since this cursor was given (a sync indexed a new "
-                                  "version): read it again without the cursor")
-            start, end, label = int(place["a"]), int(place["e"]), str(place.get("s", ""))
-            if not 0 <= start <= end <= len(document.text):
+                raise CursorError(f"{document.row['path']} changed since this cursor was given (a sync indexed a "
+                                  "new version): read it again without the cursor")
+            start, end, section = int(place["a"]), int(place["e"]), place.get("i")
+            outside = section is not None and not 0 <= section < len(document.sections)
+            if outside or not 0 <= start <= end <= len(document.text):
                 raise CursorError("this cursor points outside its document: read it again without the cursor")
         else:
             document = self._document(kb, request.path.strip(), request.as_of)
-            start, end, label = self._span(document, form, request)
-        answer = self._answer(document, start, end, label, request.max_tokens if budgeted else None)
+            start, end, section = self._span(document, form, request)
+        answer = self._answer(document, start, end, section, request.max_tokens if budgeted else None)
         if form == "chunk" and not request.cursor:
             return _with_passage(answer, document, int(request.chunk or 0), start)
         return answer
 
-    def _span(self, document: _Document, form: str, request: ReadRequest) -> tuple[int, int, str]:
-        """The characters of the part asked for, and its heading path ("" when it is not a section)."""
+    def _span(self, document: _Document, form: str, request: ReadRequest) -> tuple[int, int, int | None]:
+        """The characters of the part asked for, and its section's number in the outline (None: not a section)."""
         text = document.text
         if form == "section":
-            section, name = _find_section(document, str(request.section))
-            return section.start, section.end, name
+            index = _find_section(document, str(request.section))
+            section = document.sections[index]
+            return section.start, section.end, index
         if form == "pages":
-            return (*_page_span(document, str(request.pages)), "")
+            return (*_page_span(document, str(request.pages)), None)
         if form == "lines":
             first, last = _range(str(request.lines), "lines")
             if first > int(document.row["lines"]):
                 raise SearchError(f"{document.row['path']} has {document.row['lines']} lines; lines "
                                   f"{str(request.lines).strip()} are past its end")
-            return _line_offset(text, first), _line_end(text, last), ""
+            return _line_offset(text, first), _line_end(text, last), None
         if form == "chunk":
             starts = document.row["chunk_starts"] or []
             index = int(request.chunk or 0)
@@ -144,12 +152,12 @@ class Reader:
                                   f"{len(starts) - 1}); chunk {index} is not one of them")
             # the passage before it first, for context, if it leaves room for this one
             room = request.max_tokens * _CHARS_PER_TOKEN_MAX // 4
-            return max(starts[index - 1] if index > 0 else 0, starts[index] - room), len(text), ""
-        return 0, len(text), ""
+            return max(starts[index - 1] if index > 0 else 0, starts[index] - room), len(text), None
+        return 0, len(text), None
 
-    def _answer(self, document: _Document, start: int, end: int, label: str,  # noqa: PLR0913  # a part's place
+    def _answer(self, document: _Document, start: int, end: int, section: int | None,  # noqa: PLR0913  # a place
                 max_tokens: int | None) -> ReadOutput:
-        part = self._cut(document, start, end, label, max_tokens) if max_tokens else document.text[start:end]
+        part = self._cut(document, start, end, section, max_tokens) if max_tokens else document.text[start:end]
         stop = start + len(part)
         # the text as it is, so the parts of a read put end to end are the document (a line longer than the budget
         # is cut inside); a final line break ends the last line shown
@@ -158,26 +166,44 @@ class Reader:
         last_line = first_line + shown.removesuffix("\n").count("\n")
         cursor = None
         if stop < end:
-            cursor = self._cursor(document, stop, end, label)
-        return ReadOutput(kb=document.kb, path=document.row["path"], title=document.row["title"], section=label,
+            cursor = self._cursor(document, stop, end, section)
+        return ReadOutput(kb=document.kb, path=document.row["path"], title=document.row["title"],
+                          section=document.heading(section),
                           text=shown, line_start=first_line, line_end=last_line,
                           lines=int(document.row["lines"]), page_start=document.page_of(start),
                           page_end=document.page_of(start + max(len(shown) - 1, 0)), pages=document.row["pages"],
                           tokens_left=document.tokens_in(end - stop), cursor=cursor,
                           as_of=_as_of(document.edition), note=_lines_note(document))
 
-    def _cursor(self, document: _Document, at: int, end: int, label: str) -> str:
-        place = {"p": document.row["path"], "h": document.version, "a": at, "e": end, **_pinned(document.edition)}
-        return self.cursors.make("read", document.kb, {**place, "s": label} if label else place)
+    def _cursor(self, document: _Document, at: int, end: int, section: int | None) -> str:
+        place = {**_path_place(document.row["path"]), "h": document.version, "a": at, "e": end,
+                 **_pinned(document.edition), **({} if section is None else {"i": section})}
+        return self.cursors.make("read", document.kb, place)
 
-    def _cut(self, document: _Document, start: int, end: int, label: str, max_tokens: int) -> str:
+    def _cut(self, document: _Document, start: int, end: int, section: int | None, max_tokens: int) -> str:
         """The text from `start` that fits `max_tokens` with what goes with it (where it is: path, section, lines;
-        and a cursor as long as the answer's will be), ending at a line's end when one is near."""
+        and its cursor), ending at a line's end when one is near. A cursor's tokens depend on where the part stops
+        (base64 of another number splits another way), so the cut is tried again when its cursor needs more."""
         counter = self._tokenizer()
-        about = f"{document.row['path']}{HEADING_SEPARATOR}{label}"
-        cursor = repr(self._cursor(document, end, end, label))  # quoted, as an answer shows it
-        frame = sum(counter.count([about, cursor, _lines_note(document)])) + _FRAME_TOKENS
-        budget = max(max_tokens - frame, _LEAST_TOKENS)  # an absurdly long path still reads on
+        about = f"{document.row['path']}{HEADING_SEPARATOR}{document.heading(section)}"
+        fixed = sum(counter.count([about, _lines_note(document)])) + _FRAME_TOKENS
+        cursor = repr(self._cursor(document, end, end, section))  # quoted, as an answer shows it
+        allowed = counter.count([cursor])[0]
+        for tried in range(_CUT_TRIES):
+            if tried == _CUT_TRIES - 1:
+                allowed = len(cursor)  # a token holds a character at least: never more tokens than characters
+            part = self._part(document, start, end, max(max_tokens - fixed - allowed, _LEAST_TOKENS), counter)
+            if start + len(part) >= end:
+                break
+            cursor = repr(self._cursor(document, start + len(part), end, section))
+            needed = counter.count([cursor])[0]
+            if needed <= allowed:
+                break
+            allowed = needed + _CURSOR_TOKENS_SLACK
+        return part
+
+    @staticmethod
+    def _part(document: _Document, start: int, end: int, budget: int, counter: TokenCounter) -> str:
         window = document.text[start:min(end, start + budget * _CHARS_PER_TOKEN_MAX)]
         part = counter.head(window, budget)
         if len(part) < end - start:
@@ -186,7 +212,21 @@ class Reader:
         return part
 
     def _document(self, kb: KBConfig, path: str, as_of: Any = None) -> _Document:
-        read = self._edition(kb, as_of)
+        return self._document_in(kb, self._edition(kb, as_of), path)
+
+    def _placed_document(self, kb: KBConfig, place: dict[str, Any]) -> _Document:
+        """The document a cursor's place names (a long path by its digest), in the version it pins."""
+        read = self._edition(kb, place.get("v"))
+        if "p" in place:
+            return self._document_in(kb, read, str(place["p"]))
+        listing = self.store.reading_listing(kb.name, read.generation, read.at)
+        path = _with_digest(listing["path"], str(place["d"])) if listing is not None else None
+        if path is None:
+            raise CursorError(f"the document this cursor reads is no longer in {kb.name!r}{_in(read)} (a sync "
+                              "removed it)")
+        return self._document_in(kb, read, path)
+
+    def _document_in(self, kb: KBConfig, read: _Read, path: str) -> _Document:
         row = self.store.read_reading(kb.name, read.generation, path, read.at) if self._allows(kb, read, path) \
             else None
         if row is None:
@@ -235,7 +275,7 @@ class Reader:
         text = document.text
         if len(text) <= RESOURCE_MAX_CHARS:
             return text
-        cursor = self._cursor(document, RESOURCE_MAX_CHARS, len(text), "")
+        cursor = self._cursor(document, RESOURCE_MAX_CHARS, len(text), None)
         return (f"{text[:RESOURCE_MAX_CHARS]}\n\n[… the document goes on from line "
                 f"{document.line_of(RESOURCE_MAX_CHARS)} of {document.row['lines']}: read on with {READ_TOOL}, "
                 f"kb={kb.name!r}, cursor={cursor!r}]")
@@ -243,13 +283,13 @@ class Reader:
     # ---- browse --------------------------------------------------------------------------
     def browse(self, kb: KBConfig, request: BrowseRequest) -> BrowseOutput:
         place = self.cursors.open(request.cursor, "browse", kb.name) if request.cursor else {}
-        if request.outline or place.get("o") is True:
+        if place.get("o") is True if place else request.outline:  # a cursor goes on with what it was given for
             return self._outline(kb, request, place)
         read = self._edition(kb, place.get("v", request.as_of))
         listing = self.store.reading_listing(kb.name, read.generation, read.at)
         if listing is None:
             raise NotReadableError(kb.name)
-        pattern = str(place.get("p", request.path))
+        pattern = _placed_pattern(listing, place, request.path) if place else request.path
         sort = str(place.get("o", request.sort))
         matching = self._matching(kb, read, listing, pattern)
         if sort == "changed":
@@ -259,8 +299,9 @@ class Reader:
         cursor = None
         if len(page) < rest.num_rows:  # the next page begins after the last entry shown, however a sync moved it
             last = page[-1]
-            cursor = self.cursors.make("browse", kb.name, {"p": pattern, "o": sort, "l": last["path"], **_pinned(read),
-                                                           **({"m": last["mtime_ns"]} if sort == "changed" else {})})
+            cursor = self.cursors.make("browse", kb.name, {
+                **_pattern_place(pattern), "o": sort, **_last_place(last["path"]), **_pinned(read),
+                **({"m": last["mtime_ns"]} if sort == "changed" else {})})
         return BrowseOutput(kb=kb.name, path=pattern, documents=[_entry(row, kb) for row in page],
                             total=matching.num_rows, cursor=cursor, as_of=_as_of(read))
 
@@ -298,10 +339,13 @@ class Reader:
         return listing
 
     def _outline(self, kb: KBConfig, request: BrowseRequest, place: dict[str, Any]) -> BrowseOutput:
-        path = str(place.get("p", request.path)).strip()
-        if not path:
+        if place:
+            document = self._placed_document(kb, place)
+        elif request.path.strip():
+            document = self._document(kb, request.path.strip(), request.as_of)
+        else:
             raise SearchError("outline needs path: the document whose headings to list")
-        document = self._document(kb, path, place.get("v", request.as_of))
+        path = document.row["path"]
         if place and document.version != place.get("h"):
             raise CursorError(f"{path} changed since this cursor was given: browse its outline again without it")
         sections = document.sections
@@ -309,7 +353,7 @@ class Reader:
         shown = sections[start:start + request.limit]
         cursor = None
         if start + len(shown) < len(sections):
-            cursor = self.cursors.make("browse", kb.name, {"o": True, "p": path, "a": start + len(shown),
+            cursor = self.cursors.make("browse", kb.name, {"o": True, **_path_place(path), "a": start + len(shown),
                                                            "h": document.version, **_pinned(document.edition)})
         headings = _headings(sections)[start:start + request.limit]
         return BrowseOutput(kb=kb.name, path=path, total=len(sections), cursor=cursor, as_of=_as_of(document.edition),
@@ -329,6 +373,46 @@ class _Read:
 def _pinned(read: _Read) -> dict[str, str]:
     """What a cursor carries of an earlier version (its number), so the next page reads the same one."""
     return {"v": str(read.earlier.number)} if read.earlier else {}
+
+
+def _path_place(path: str) -> dict[str, str]:
+    """How a cursor names a document: by its path, or by the path's digest when it is long."""
+    return {"p": path} if carried(path) else {"d": digest(path)}
+
+
+def _pattern_place(pattern: str) -> dict[str, Any]:
+    """How a cursor names what a listing lists: its pattern, or the pattern's digest when it is long (with its
+    length when it is a prefix: the paths it lists start with it)."""
+    if carried(pattern):
+        return {"p": pattern}
+    return {"q": digest(pattern), **({} if _GLOB.search(pattern) else {"n": len(pattern)})}
+
+
+def _last_place(path: str) -> dict[str, str]:
+    """How a cursor names the last entry a page showed: its path, or (long) its start and digest."""
+    return {"l": path} if carried(path) else {"l": leading(path), "k": digest(path)}
+
+
+def _placed_pattern(listing: pa.Table, place: dict[str, Any], asked: str) -> str:
+    """What a listing's cursor lists: its pattern as carried; a long one given again with the cursor (as clients
+    do), or a long prefix found again as the start of the paths it lists."""
+    if "q" not in place:
+        return str(place.get("p", ""))
+    if digest(asked) == place["q"]:
+        return asked
+    if "n" in place:
+        starts = pc.unique(pc.utf8_slice_codeunits(listing["path"], 0, int(place["n"])))
+        found = _with_digest(starts, str(place["q"]))
+        if found is not None:
+            return found
+        raise CursorError("no document is left under the path this cursor lists (a sync removed them)")
+    raise CursorError("this cursor goes on listing a long pattern: pass it with the same path")
+
+
+def _with_digest(paths: pa.Array | pa.ChunkedArray, wanted: str) -> str | None:
+    """The one of `paths` (only long ones are carried by digest) whose digest is `wanted`, if any."""
+    maybe_long = paths.filter(pc.greater(pc.binary_length(paths), CARRIED_BYTES // MOST_ESCAPED))
+    return next((path for path in maybe_long.to_pylist() if not carried(path) and digest(path) == wanted), None)
 
 
 def _as_of(read: _Read) -> str | None:
@@ -365,7 +449,10 @@ def _with_passage(answer: ReadOutput, document: _Document, index: int, start: in
 def _after(listing: pa.Table, place: dict[str, Any]) -> pa.Table:
     """The entries of a listing (in its order) that come after the last one a page showed (`l`: its path; `m`: its
     last change, in a listing by last change)."""
-    later_path = pc.greater(listing["path"], place["l"])
+    last = place["l"]
+    if "k" in place:  # a long path: itself when still listed, else (a sync removed it) its start, repeating none
+        last = _with_digest(listing["path"], str(place["k"])) or last
+    later_path = pc.greater(listing["path"], last)
     if "m" not in place:
         return listing.filter(later_path)
     mtime = listing["mtime_ns"]
@@ -405,9 +492,9 @@ def _headings(sections: tuple[Section, ...]) -> list[str]:
     return named
 
 
-def _find_section(document: _Document, asked: str) -> tuple[Section, str]:
-    """The section a heading path names, as the outline or a citation writes it (the document's path or title may
-    lead it; the last headings alone may do), and its name as the outline writes it (`Guide › Notes (2)`)."""
+def _find_section(document: _Document, asked: str) -> int:
+    """The number in the outline of the section a heading path names, as the outline (`Guide › Notes (2)`) or a
+    citation writes it (the document's path or title may lead it; the last headings alone may do)."""
     sections = document.sections
     names = _headings(sections)
     named = [_spaced(heading) for heading in names]
@@ -417,8 +504,7 @@ def _find_section(document: _Document, asked: str) -> tuple[Section, str]:
     for matches in (str.__eq__, lambda heading, form: heading.casefold() == form.casefold(),
                     lambda heading, form: f"{HEADING_SEPARATOR}{heading}".casefold().endswith(
                         f"{HEADING_SEPARATOR}{form}".casefold())):
-        found = [(section, name) for section, name, heading in zip(sections, names, named) for form in forms
-                 if matches(heading, form)]
+        found = [index for index, heading in enumerate(named) for form in forms if matches(heading, form)]
         if found:
             return found[0]
     listed = "; ".join(names[:_SECTIONS_NAMED])

@@ -24,6 +24,7 @@ from pydantic_core import PydanticUndefined
 from .settings import (CONTEXT_MAX, IDENTIFIER, MAX_QUERY_LENGTH, MAX_TOKENS_MAX, MAX_TOKENS_MIN, MODES, TOP_K_MAX,
                        TOP_K_MIN, SearchConfig, SearchMode)
 from .errors import SearchError
+from .text import is_text, name_text
 from .vocabulary import LIST_URI
 
 _T = TypeVar("_T")
@@ -62,6 +63,9 @@ class SearchRequest(BaseModel):
         if len(query) > MAX_QUERY_LENGTH:
             raise SearchError(f"query is {len(query)} characters long; use at most {MAX_QUERY_LENGTH} "
                               f"(the key words or a sentence, not a whole document)")
+        if not is_text(query):  # a lone surrogate (JSON's "\udc80", a shell's undecodable byte): no model reads it
+            raise SearchError(f"query holds a character that is not text ({name_text(query)[:80]!r}); send the "
+                              "words as Unicode text")
         return ResolvedSearch(query=query, mode=mode, filters=self.filters or None, context=self.context,
                               top_k=_given(self.top_k, settings.top_k),
                               min_score=float(_given(self.min_score, settings.min_score)),
@@ -122,9 +126,9 @@ class SyncRequest(BaseModel):
 # 200 the location and cursor lines would leave too little text.
 READ_TOKENS_DEFAULT, READ_TOKENS_MIN, READ_TOKENS_MAX = 2_000, 200, 20_000
 BROWSE_LIMIT_DEFAULT, BROWSE_LIMIT_MAX = 50, 200
-MAX_CURSOR_LENGTH = 4_000  # a cursor is a few hundred characters: longer is not one of ours
+MAX_CURSOR_LENGTH = 4_000  # ours are at most ~1,500 characters (a long path goes by its digest): longer is not ours
 _RANGE = r"^\s*[0-9]{1,9}\s*(-\s*[0-9]{1,9}\s*)?$"  # 3, or 3-5, in ASCII digits (text.is_number's rule)
-MAX_PATH_LENGTH = 2_000  # a document's path or URL, or a heading path
+MAX_PATH_LENGTH = 4_096  # a document's path or URL (as long as a file system allows one), or a heading path
 MAX_CHUNK_INDEX = 1_000_000  # a chunk number past this names no chunk
 
 
@@ -181,7 +185,7 @@ class BrowseRequest(BaseModel):
     sort: ListingOrder = Field("path", description="Order of the list: by path, or last changed first")
     limit: int = Field(BROWSE_LIMIT_DEFAULT, ge=1, le=BROWSE_LIMIT_MAX, description="Most entries in this answer")
     cursor: str | None = Field(None, max_length=MAX_CURSOR_LENGTH,
-                               description="The next page: the last answer's cursor (with the same kb)")
+                               description="The next page: the last answer's cursor (with the same kb and path)")
     as_of: str | None = Field(None, max_length=MAX_AS_OF_LENGTH, description=AS_OF_HELP)
 
 

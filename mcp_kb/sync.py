@@ -184,12 +184,19 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
 def _claim(store: Store, kb: KBConfig, config: Config) -> None:
     """Two projects whose kb.toml name no storage share the per-user default index: a KB of one name in both would
     be one KB, each sync flipping it to its own files. The second project's sync is refused, naming both."""
-    state = KBState(store.read_state(kb.name))
-    other = state.owned_by_another(config.owner)
-    if other:
-        raise OwnedElsewhereError(kb.name, other, config.owner)
+    state = refuse_another_projects(store, kb.name, config.owner)
     if config.owner and not state.owner:  # claimed before anything is written: a first sync that stops names it too
         store.write_state(kb.name, {**state.row, **KBState.owned(config.owner)})
+
+
+def refuse_another_projects(store: Store, kb: str, owner: str) -> KBState:
+    """The KB's state, when the project of kb.toml `owner` may change it (a sync, a tag, a rollback): not when
+    another project's kb.toml built it in the shared default index (OwnedElsewhereError)."""
+    state = KBState(store.read_state(kb))
+    other = state.owned_by_another(owner)
+    if other:
+        raise OwnedElsewhereError(kb, other, owner)
+    return state
 
 
 def _version_what_was_kept(store: Store, kb: str, target: str,  # noqa: PLR0913  # a sync's context

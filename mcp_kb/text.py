@@ -85,10 +85,14 @@ def is_text(name: str) -> bool:
     return name_text(name) == name
 
 
+_MOST_DIGITS = 18  # a version, page, line, chunk or port of more digits names nothing
+
+
 def is_number(text: str) -> bool:
     """Whether `text` is a number as versions, pages, lines, chunks and ports are written: ASCII digits only
-    (str.isdigit takes "²", which int() refuses; int() takes "٣" and "３")."""
-    return text.isascii() and text.isdigit()
+    (str.isdigit takes "²", which int() refuses; int() takes "٣" and "３"), and few enough to name something (int()
+    refuses over 4,300 digits)."""
+    return text.isascii() and text.isdigit() and len(text) <= _MOST_DIGITS
 
 
 def clipped(text: str, limit: int) -> str:

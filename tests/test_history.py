@@ -281,3 +281,5 @@ def test_versions_are_listed_by_the_command_line_and_as_json(app, docs, tmp_path
     assert superscript.exit_code == 1 and superscript.output == ("Error: knowledge base 'docs' has no tag '²' "
                                                                  "(its tags: v1); as_of takes a version number, a tag "
                                                                  "or a time\n")
+    huge = runner.invoke(main, ["rollback", "docs", "--to", "7" * 5000, "-c", str(config)])  # int() refuses 4,301+
+    assert huge.exit_code == 1 and huge.output.count("\n") == 1 and "has no tag '777" in huge.output

@@ -16,7 +16,7 @@ from mcp_kb.ingest.chunking import chunk_document
 from mcp_kb.ingest.parsers import parse_file
 from mcp_kb.ingest.reading import render
 from mcp_kb.passages import ELLIPSIS, Hit, Part, add_context, assemble, fit_budget, parts_of
-from mcp_kb.api import ReadRequest, SearchRequest, cited_text
+from mcp_kb.api import BrowseRequest, ReadRequest, SearchRequest, cited_text
 from mcp_kb.search import SearchOutput, SearchResult
 
 STEPS = "\n\n".join(
@@ -316,17 +316,48 @@ def test_pdf_hits_lie_on_the_pages_they_cite(make_app, tmp_path):
             assert "extracted from this pdf" in read.note  # its lines are not the file's
 
 
-def test_sections_of_one_heading_are_cited_apart_as_the_outline_numbers_them(make_app, tmp_path):
-    write(tmp_path / "docs" / "guide.md", "# Guide\n\n## Notes\n\nApples are red.\n\n## Notes\n\nPears are green.\n\n"
-                                         "## Notes\n\nPlums are purple.\n")
+_FRUITS = ("Apples are red.", "Pears are green.", "Plums are purple.")
+
+
+def _three_notes_docx(path):
+    from docx import Document
+
+    document = Document()
+    document.add_heading("Guide", level=1)
+    for fruit in _FRUITS:
+        document.add_heading("Notes", level=2)
+        document.add_paragraph(fruit)
+    document.save(path)
+
+
+_THREE_NOTES = {  # a document with three sections under one heading path, in each format that has headings
+    "guide.md": lambda path: write(path, "# Guide\n\n" + "".join(f"## Notes\n\n{fruit}\n\n" for fruit in _FRUITS)),
+    "guide.html": lambda path: write(path, "<html><body><main><h1>Guide</h1>" +
+                                     "".join(f"<h2>Notes</h2><p>{fruit}</p>" for fruit in _FRUITS) + "</main></body></html>"),
+    "guide.docx": _three_notes_docx,
+    "guide.jsonl": lambda path: write(path, "".join(f'{{"title": "Notes", "text": "{fruit}"}}\n' for fruit in _FRUITS)),
+}
+
+
+@pytest.mark.parametrize("name", list(_THREE_NOTES))
+def test_sections_of_one_heading_are_cited_apart_as_the_outline_numbers_them(make_app, tmp_path, name):
+    """Three sections in a row under one heading path are three outline entries (`Notes`, `Notes (2)`,
+    `Notes (3)`): each hit cites its own, and reading it gives that section alone, heading line included."""
+    (tmp_path / "docs").mkdir()
+    _THREE_NOTES[name](tmp_path / "docs" / name)
     app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
     app.sync()
-    for fruit, heading, lines in (("apples", "Guide › Notes", (5, 5)), ("pears", "Guide › Notes (2)", (9, 9)),
-                                  ("plums", "Guide › Notes (3)", (13, 13))):
-        [hit] = app.search("docs", SearchRequest(query=fruit, mode="keyword", top_k=1)).hits
-        assert (hit.heading, (hit.line_start, hit.line_end)) == (heading, lines)
-        read = app.read("docs", ReadRequest(kb="docs", path="guide.md", section=hit.heading)).text
-        assert fruit.capitalize() in read and [f for f in ("Apples", "Pears", "Plums") if f in read] == [fruit.capitalize()]
+    lead = "" if name.endswith(".jsonl") else "Guide › "
+    outline = app.browse("docs", BrowseRequest(kb="docs", path=name, outline=True)).outline
+    assert [entry.heading for entry in outline if "Notes" in entry.heading] == \
+        [f"{lead}Notes", f"{lead}Notes (2)", f"{lead}Notes (3)"]
+    for fruit, number in zip(_FRUITS, ("", " (2)", " (3)")):
+        [hit] = app.search("docs", SearchRequest(query=fruit.split()[0], mode="keyword", top_k=1)).hits
+        assert hit.heading == f"{lead}Notes{number}"
+        read = app.read("docs", ReadRequest(kb="docs", path=name, section=hit.heading))
+        assert [f for f in _FRUITS if f in read.text] == [fruit] and "Notes" in read.text
+        if name.endswith(".md"):  # a text file's own lines
+            assert hit.line_start == hit.line_end == 1 + 4 * (_FRUITS.index(fruit) + 1)
 
 
 def test_a_long_function_is_cited_by_the_lines_its_chunk_holds(make_app, tmp_path):

@@ -467,6 +467,157 @@ async def test_over_mcp_bad_cursors_are_one_clear_error_and_never_another_kbs_te
             assert "B line" not in text and SECRET not in text
 
 
+# ---- 3b. cursors of places with long names -------------------------------------------------------------
+
+# 15 folders of 74 Chinese characters: a path of over 1,100 characters (3,300 bytes), under the 2,000 a request takes
+_DEEP = "/".join(f"{n:02d}" + "知识库部门资料归档" * 8 for n in range(15))
+_LONG_HEADING = "关于年假申请流程的详细说明" * 10
+_DEEP_TEXT = ("".join(f"{'#' * level} {level}级{_LONG_HEADING}\n\n" for level in range(1, 5)) +
+              "\n".join(f"第{n}行：年假按工龄计算，每年至少五天。" for n in range(60)) + "\n\n## 附录\n\n结束。\n")
+
+
+@pytest.fixture
+def deep(make_app, tmp_path):
+    """Five documents whose paths are over 1,100 Chinese characters, each with a section under four long headings."""
+    for n in range(5):
+        write(tmp_path / "docs" / _DEEP / f"{n}号文件.md", _DEEP_TEXT)
+    app = make_app({"name": "deep", "description": "Deep", "paths": [str(tmp_path / "docs")]})
+    app.sync()
+    return app, tmp_path / "docs"
+
+
+def _taken_back(cursors: list[str | None]) -> None:
+    """Each cursor is short, and a request takes it (its bound is the requests' own)."""
+    for cursor in filter(None, cursors):
+        assert len(cursor) <= 1_000, len(cursor)
+        ReadRequest(kb="deep", cursor=cursor)
+
+
+def test_a_document_with_a_long_path_and_long_headings_reads_through_cursors_it_takes_back(deep):
+    """Read whole and by its deepest section in 200-token parts: every cursor is short and taken back, and the
+    parts put end to end are the file, or the section under its full heading path."""
+    app, _ = deep
+    path = f"{_DEEP}/0号文件.md"
+    whole = _follow(app, "deep", ReadRequest(kb="deep", path=path, max_tokens=200))
+    assert len(whole) > 1 and _joined(whole) == _DEEP_TEXT
+    _taken_back([answer.cursor for answer in whole])
+    outline = app.browse("deep", BrowseRequest(kb="deep", path=path, outline=True)).outline
+    deepest = outline[3].heading
+    assert deepest.endswith(f"4级{_LONG_HEADING}") and len(deepest) > 500
+    parts = _follow(app, "deep", ReadRequest(kb="deep", path=path, section=deepest, max_tokens=200))
+    assert len(parts) > 1 and {part.section for part in parts} == {deepest}
+    assert _joined(parts) == _DEEP_TEXT[_DEEP_TEXT.index("#### "):_DEEP_TEXT.index("## 附录")].rstrip("\n")
+    _taken_back([part.cursor for part in parts])
+
+
+@pytest.mark.parametrize("sort", ["path", "changed"])
+def test_documents_with_long_paths_are_listed_a_page_at_a_time_each_once(deep, sort):
+    app, _ = deep
+    first = app.browse("deep", BrowseRequest(kb="deep", limit=1, sort=sort))
+    listed = _browse_all(app, "deep", BrowseRequest(kb="deep", limit=1, sort=sort))
+    assert sorted(listed) == [f"{_DEEP}/{n}号文件.md" for n in range(5)] and len(set(listed)) == 5
+    _taken_back([first.cursor])
+
+
+def test_a_long_prefix_is_listed_on_from_its_cursor_alone(deep):
+    """A prefix too long to carry is found again from the paths it lists: the cursor alone goes on."""
+    app, _ = deep
+    listed = _browse_all(app, "deep", BrowseRequest(kb="deep", path=f"{_DEEP}/", limit=2))
+    assert listed == [f"{_DEEP}/{n}号文件.md" for n in range(5)]
+
+
+def test_a_long_glob_goes_on_with_its_path_and_without_it_says_so(deep):
+    app, _ = deep
+    glob = f"{_DEEP}/*号文件.md"
+    first = app.browse("deep", BrowseRequest(kb="deep", path=glob, limit=2))
+    _taken_back([first.cursor])
+    rest = app.browse("deep", BrowseRequest(kb="deep", path=glob, cursor=first.cursor, limit=10))
+    assert [d.path for d in first.documents + rest.documents] == [f"{_DEEP}/{n}号文件.md" for n in range(5)]
+    with pytest.raises(KBError, match="pass it with the same path") as refused:
+        app.browse("deep", BrowseRequest(kb="deep", cursor=first.cursor))
+    _one_clear_error(str(refused.value))
+
+
+def test_an_outline_of_a_long_path_is_paged_by_its_cursor(deep):
+    app, _ = deep
+    path = f"{_DEEP}/3号文件.md"
+    pages = [app.browse("deep", BrowseRequest(kb="deep", path=path, outline=True, limit=1))]
+    while pages[-1].cursor:
+        pages.append(app.browse("deep", BrowseRequest(kb="deep", cursor=pages[-1].cursor, limit=1)))
+    _taken_back([page.cursor for page in pages])
+    assert [entry.heading.rsplit(" › ", 1)[-1] for page in pages for entry in page.outline] == \
+        [*(f"{level}级{_LONG_HEADING}" for level in range(1, 5)), "附录"]
+    assert {page.path for page in pages} == {path}
+
+
+def test_long_paths_removed_between_pages_skip_nothing_left_and_a_read_of_one_says_it_is_gone(deep):
+    app, folder = deep
+    first = app.browse("deep", BrowseRequest(kb="deep", limit=2))
+    read = app.read("deep", ReadRequest(kb="deep", path=f"{_DEEP}/1号文件.md", max_tokens=200))
+    (folder / _DEEP / "1号文件.md").unlink()  # the last entry the page showed
+    app.sync()
+    rest = _browse_all(app, "deep", BrowseRequest(kb="deep", cursor=first.cursor, limit=2))
+    # the cursor carries the start of a long path: with the path gone, the listing goes on from where that start
+    # sorts, so it may show again what the first page showed; it never skips one
+    assert rest == sorted(rest) and set(rest) >= {f"{_DEEP}/{n}号文件.md" for n in (2, 3, 4)}
+    with pytest.raises(KBError, match="no longer in 'deep'") as refused:
+        app.read("deep", ReadRequest(kb="deep", cursor=read.cursor))
+    _one_clear_error(str(refused.value))
+
+
+def test_paths_whose_cursor_json_is_long_or_past_2000_characters_are_read_and_listed_through_cursors(make_app,
+                                                                                                     tmp_path):
+    """A path of control characters is short in bytes and six times longer in a cursor's JSON (a 4,068-character
+    cursor, refused); a path of 2,086 characters was listed and cited but no read took it."""
+    names = [("\x01" * 100 + "/") * 5 + f"{n}.md" for n in range(3)] + [("d" * 230 + "/") * 9 + "long.md"]
+    for name in names:
+        write(tmp_path / "docs" / name, "# Title\n\n" + "\n".join(f"Line {n} of the note." for n in range(80)))
+    app = make_app({"name": "deep", "description": "Deep", "paths": [str(tmp_path / "docs")]})
+    app.sync()
+    for sort in ("path", "changed"):
+        first = app.browse("deep", BrowseRequest(kb="deep", limit=1, sort=sort))
+        _taken_back([first.cursor])
+        assert sorted(_browse_all(app, "deep", BrowseRequest(kb="deep", limit=1, sort=sort))) == sorted(names)
+    for name in names:
+        parts = _follow(app, "deep", ReadRequest(kb="deep", path=name, max_tokens=200))
+        _taken_back([part.cursor for part in parts])
+        assert len(parts) > 1 and _joined(parts) == (tmp_path / "docs" / name).read_text()
+
+
+def test_a_listings_cursor_given_with_outline_goes_on_with_the_listing(deep):
+    """The cursor says what it continues: a listing's, given with outline=true, was an internal error."""
+    app, _ = deep
+    first = app.browse("deep", BrowseRequest(kb="deep", path=f"{_DEEP}/", limit=2))
+    rest = app.browse("deep", BrowseRequest(kb="deep", cursor=first.cursor, outline=True, limit=10))
+    assert [d.path for d in first.documents + rest.documents] == [f"{_DEEP}/{n}号文件.md" for n in range(5)]
+
+
+@pytest.mark.anyio
+async def test_over_mcp_a_model_follows_the_cursors_of_long_paths_with_the_cursor_alone(deep):
+    """Through a client session, as a model goes on: kb and the answer's cursor, nothing else."""
+    app, _ = deep
+    async with Client(build_server(app)) as client:
+        listed, cursor = [], None
+        while True:
+            answer = await client.call_tool("list_documents", {"kb": "deep", "limit": 1,
+                                                               **({"cursor": cursor} if cursor else {})})
+            assert not answer.is_error, answer.content[0].text
+            listed += [d["path"] for d in answer.structured_content["documents"]]
+            cursor = answer.structured_content["cursor"]
+            if not cursor:
+                break
+        assert listed == [f"{_DEEP}/{n}号文件.md" for n in range(5)]
+        parts, arguments = [], {"kb": "deep", "path": listed[4], "max_tokens": 200}
+        while True:
+            answer = await client.call_tool("read_document", arguments)
+            assert not answer.is_error, answer.content[0].text
+            parts.append(answer.structured_content["text"])
+            if not answer.structured_content["cursor"]:
+                break
+            arguments = {"kb": "deep", "cursor": answer.structured_content["cursor"], "max_tokens": 200}
+        assert "".join(parts) == _DEEP_TEXT
+
+
 # ---- 4. sections, pages, lines, paths ---------------------------------------------------------------
 
 GUIDE = """# Guide

@@ -100,3 +100,27 @@ def test_pages_and_lines_are_ascii_digits_only(asked):
         with pytest.raises(ValidationError, match="should match pattern"):
             ReadRequest(kb="docs", path="a.md", **{field: asked})
     assert ReadRequest(kb="docs", path="a.md", pages=" 3 - 5 ").pages == " 3 - 5 "
+
+
+@pytest.mark.parametrize("query", ["\udc80 text", "alpha \udcff", "annual leave \ud83d"])
+def test_a_query_holding_a_lone_surrogate_is_one_clear_error(query):
+    """JSON's "\\udc80" over HTTP, or a shell's undecodable byte on the command line, reached the tokenizer: an
+    internal error (TypeError: TextInputSequence must be str), a traceback in the CLI."""
+    from mcp_kb.settings import SearchConfig
+
+    with pytest.raises(SearchError, match="^query holds a character that is not text .*send the words as Unicode"):
+        SearchRequest(query=query).resolved(SearchConfig())
+
+
+def test_numbers_on_the_command_line_are_ascii_digits_as_everywhere(tmp_path):
+    """click's integers took "１", "٣" and "1_0" (`mcp-kb tag --version １` tagged version 1)."""
+    from click.testing import CliRunner
+
+    from mcp_kb.cli import main
+
+    runner = CliRunner()
+    for given in ("１", "٣", "1_0", "²"):
+        answer = runner.invoke(main, ["tag", "docs", "v1", "--version", given, "-c", str(tmp_path / "kb.toml")])
+        assert answer.exit_code == 2 and "is not a number (digits 0-9)" in answer.output, answer.output
+    answer = runner.invoke(main, ["search", "docs", "leave", "--top-k", "-1", "-c", str(tmp_path / "kb.toml")])
+    assert "is not a number" not in answer.output  # a sign is left for the request's bounds to speak of

@@ -771,6 +771,10 @@ def test_two_projects_kbs_of_one_name_in_the_default_index_stay_two(tmp_path, mo
         "knowledge base 'handbook' in the default index was built by another project's kb.toml: these are that "
         "project's documents (give this project an index of its own: storage = \"./.mcp-kb\")"]
     assert not alpha.search("handbook", leave).notes
+    for change in (lambda: beta.tag("handbook", "beta-release"), lambda: beta.rollback("handbook", "1")):
+        with pytest.raises(KBError, match="belongs to another project"):  # nor tags nor rolls back alpha's KB
+            change()
+    assert [version.tags for version in alpha.versions("handbook")] == [()]
     write(tmp_path / "beta" / "kb.toml", 'storage = "./.mcp-kb"\n[[kb]]\nname = "handbook"\ndescription = "d"\n'
                                           'paths = ["./handbook"]\n')
     own = App(load_config(tmp_path / "beta" / "kb.toml"), embedder=embedder)  # the fix the refusal names

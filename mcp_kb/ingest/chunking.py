@@ -171,9 +171,9 @@ def _occurrences(document: Document) -> list[tuple[int, ...]]:
             numbers.append(tuple(current.get(path[:depth + 1], 1) for depth in range(len(path))))
         return numbers
     previous: tuple[str, ...] = ()
-    for block in document.blocks:  # render() opens a heading where the path changes
+    for block in document.blocks:  # render() opens a heading where the path changes or opens anew
         path = block.heading_path
-        for depth in range(shared_depth(previous, path), len(path)):
+        for depth in range(block.headings_kept(previous), len(path)):
             seen[path[:depth + 1]] += 1
         previous = path
         numbers.append(tuple(max(seen[path[:depth + 1]], 1) for depth in range(len(path))))

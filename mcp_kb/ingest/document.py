@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..text import shared_depth
+
 
 @dataclass(frozen=True)
 class Block:
@@ -16,6 +18,40 @@ class Block:
     line_start: int | None = None  # 1-based, inclusive
     line_end: int | None = None
     atomic: bool = False  # code fences and tables: never split inside unless larger than a whole chunk
+    # The depth of the shallowest heading met right before it, in a converted document (Headings sets it): a
+    # heading met again after a section of its own path opens a new section (two `## Notes` in a row are two).
+    opens: int | None = None
+
+    def headings_kept(self, previous: tuple[str, ...]) -> int:
+        """How many of its headings go on from the block before it (whose path is `previous`); the rest open."""
+        shared = shared_depth(previous, self.heading_path)
+        return shared if self.opens is None else min(shared, self.opens)
+
+
+class Headings:
+    """The headings open at a point of a converted document as its parser meets them, and the blocks made under
+    them: the first block after a heading says where headings opened (Block.opens)."""
+
+    def __init__(self) -> None:
+        self._open: list[tuple[int, str]] = []  # (level, text), outermost first
+        self._opened: int | None = None
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        return tuple(text for _, text in self._open)
+
+    def meet(self, level: int, text: str) -> None:
+        """A heading of `level` (1: outermost) closes those open at its level or deeper and opens its own."""
+        self._open = [heading for heading in self._open if heading[0] < level]
+        depth = len(self._open)
+        self._opened = depth if self._opened is None else min(self._opened, depth)
+        self._open.append((level, text))
+
+    def block(self, text: str, below: tuple[str, ...] = (), **fields: Any) -> Block:
+        """A block under the open headings (and `below`, a code symbol's path); `fields`: Block's others."""
+        block = Block(text, self.path + below, opens=self._opened, **fields)
+        self._opened = None
+        return block
 
 
 @dataclass(frozen=True)

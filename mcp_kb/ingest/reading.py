@@ -16,7 +16,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..text import shared_depth
 from .document import Document
 
 _JOIN = "\n\n"  # between blocks, headings and page markers
@@ -92,7 +91,7 @@ def render(document: Document) -> Rendered:
     path: tuple[str, ...] = ()
     page = None
     for block in document.blocks:
-        shared = shared_depth(path, block.heading_path)
+        shared = block.headings_kept(path)
         _close(open_sections, sections, depth=shared, end=size)
         if block.page is not None and block.page != page:
             page = block.page

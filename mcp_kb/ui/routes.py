@@ -62,7 +62,7 @@ Handler = Callable[[Request, CallerView], Awaitable[Response]]
 
 def _notice(key: str) -> str:
     """The line a page shows after a form: one of _NOTICES, or which version a rollback made current."""
-    rolled = re.fullmatch(r"rolled-back-(\d{1,9})", key)
+    rolled = re.fullmatch(r"rolled-back-([0-9]{1,9})", key)
     return f"Rolled back: the version chosen is current again, as version {rolled[1]}." if rolled else \
         _NOTICES.get(key, "")
 

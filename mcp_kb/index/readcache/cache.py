@@ -25,8 +25,8 @@ log = logging.getLogger(__name__)
 # Files lance writes once under a fresh random name: their bytes never change.
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]*)/")
 _IMMUTABLE = re.compile(r"\.lance/(data|_indices|_deletions)/")
-_RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
-_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)$")
+_RANGE = re.compile(r"bytes=([0-9]*)-([0-9]*)$")
+_CONTENT_RANGE = re.compile(r"bytes ([0-9]+)-([0-9]+)/([0-9]+)$")
 _PASSED_HEADERS = ("content-type", "content-length", "content-range", "etag", "last-modified", "x-amz-request-id",
                    "x-amz-version-id")
 

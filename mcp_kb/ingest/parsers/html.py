@@ -11,7 +11,7 @@ from typing import Any
 from bs4 import BeautifulSoup, Tag
 from bs4.filter import SoupStrainer  # its home since bs4 4.13: the package's __all__ leaves it out
 
-from ..document import Block, Document
+from ..document import Block, Document, Headings
 from .text import decode_bytes, normalize_newlines
 
 _DROP = ["script", "style", "nav", "header", "footer", "aside", "noscript", "template", "form", "svg"]
@@ -69,7 +69,7 @@ def _fallback_root(html: str) -> Tag:
 
 
 def _blocks(root: Tag) -> list[Block]:
-    headings: list[tuple[int, str]] = []
+    headings = Headings()
     blocks = []
     for element in root.find_all(_HEADINGS | _BLOCKS):
         # A <p> inside an <li>, or inline code (trafilatura writes it as <pre>) inside a paragraph
@@ -77,13 +77,12 @@ def _blocks(root: Tag) -> list[Block]:
         if element.find_parent(_BLOCKS | _HEADINGS):
             continue
         if element.name in _HEADINGS:
-            level = int(element.name[1])
-            headings = [h for h in headings if h[0] < level] + [(level, element.get_text(" ", strip=True))]
+            headings.meet(int(element.name[1]), element.get_text(" ", strip=True))
             continue
         text = _element_text(element)
         if text:
             atomic = element.name in ("pre", "table")
-            blocks.append(Block(text, heading_path=tuple(h[1] for h in headings), atomic=atomic))
+            blocks.append(headings.block(text, atomic=atomic))
     if not blocks:
         text = root.get_text("\n", strip=True)
         blocks = [Block(text)] if text else []

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..document import Block, Document
+from ..document import Document, Headings
 from ...errors import ParseError
 from .text import read_text
 
@@ -17,10 +17,12 @@ def parse(path: Path, doc_id: str) -> Document:
     text = read_text(path)
     records = _jsonl_records(text) if path.suffix.lower() != ".json" else _json_records(text)
     blocks = []
+    headings = Headings()  # each record is a section of its own, though two share a title
     for number, record in enumerate(records, start=1):
         body = _render(record).strip()
         if body:
-            blocks.append(Block(body, heading_path=(_record_title(record, number),)))
+            headings.meet(1, _record_title(record, number))
+            blocks.append(headings.block(body))
     return Document(doc_id, "json", path.stem, tuple(blocks), one_chunk_per_block=True)
 
 

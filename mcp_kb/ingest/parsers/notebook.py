@@ -15,7 +15,7 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
-from ..document import Block, Document
+from ..document import Block, Document, Headings
 from ...errors import ParseError
 from .bounds import check_time
 from .code import code_blocks
@@ -35,7 +35,7 @@ def parse(path: Path, doc_id: str) -> Document:
         raise ParseError(f"notebook of {size / 1024 ** 2:.0f} MB, over the {MAX_NOTEBOOK_BYTES // 1024 ** 2} MB "
                          f"limit; clear its outputs to index it")
     cells, language = _cells(read_text(path))
-    headings: list[tuple[int, str]] = []  # (level, text) of the open sections
+    headings = Headings()
     blocks: list[Block] = []
     notes: dict[str, None] = {}  # each note once, in order
     for cell_type, source in cells:
@@ -43,8 +43,7 @@ def parse(path: Path, doc_id: str) -> Document:
         if cell_type == "markdown":
             blocks.extend(_markdown_blocks(source, headings))
         elif cell_type in ("code", "raw"):
-            code, note = _code_blocks(source, language if cell_type == "code" else None,
-                                      tuple(text for _, text in headings))
+            code, note = _code_blocks(source, language if cell_type == "code" else None, headings)
             blocks.extend(code)
             if note:
                 notes[note] = None
@@ -85,7 +84,7 @@ def _language(metadata: Any) -> str:
     return "python"
 
 
-def _markdown_blocks(source: str, headings: list[tuple[int, str]]) -> list[Block]:
+def _markdown_blocks(source: str, headings: Headings) -> list[Block]:
     """A markdown cell's blocks under the headings open so far; its own headings update `headings`."""
     lines = source.split("\n")
     tokens = _MARKDOWN.parse(source)
@@ -94,20 +93,19 @@ def _markdown_blocks(source: str, headings: list[tuple[int, str]]) -> list[Block
         if token.level != 0 or token.nesting == -1 or token.map is None:
             continue
         if token.type == "heading_open":
-            level = int(token.tag[1])
-            headings[:] = [h for h in headings if h[0] < level] + [(level, tokens[index + 1].content.strip())]
+            headings.meet(int(token.tag[1]), tokens[index + 1].content.strip())
             continue
         start, end = token.map
         text = "\n".join(lines[start:end]).strip()
         if text:
-            blocks.append(Block(text, heading_path=tuple(h[1] for h in headings), atomic=token.type in _ATOMIC))
+            blocks.append(headings.block(text, atomic=token.type in _ATOMIC))
     return blocks
 
 
-def _code_blocks(source: str, language: str | None, path: tuple[str, ...]) -> tuple[list[Block], str | None]:
-    """A code cell's blocks: each symbol's (or the top-level code's) lines as one block, under `path`."""
+def _code_blocks(source: str, language: str | None, headings: Headings) -> tuple[list[Block], str | None]:
+    """A code cell's blocks: each symbol's (or the top-level code's) lines as one block, under the open headings."""
     lines = source.split("\n")
     blocks, note = code_blocks(source, "python" if language == "python" else None)
     runs = (list(run) for _, run in groupby(blocks, key=lambda block: block.heading_path))
-    return [Block("\n".join(lines[(run[0].line_start or 1) - 1:run[-1].line_end]),
-                  heading_path=path + run[0].heading_path) for run in runs], note
+    return [headings.block("\n".join(lines[(run[0].line_start or 1) - 1:run[-1].line_end]), run[0].heading_path)
+            for run in runs], note

@@ -15,7 +15,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from ..document import Block, Document
+from ..document import Block, Document, Headings
 from ...errors import ParseError
 from .bounds import check_package, check_time
 
@@ -36,13 +36,13 @@ def parse_docx(path: Path, doc_id: str) -> Document:
     style_names = {style.style_id: style.name for style in document.styles}
     default_style = document.styles.default(WD_STYLE_TYPE.PARAGRAPH)
     default_name = default_style.name if default_style is not None else ""
-    headings: list[str] = []
+    headings = Headings()
     blocks: list[Block] = []
     list_items: list[str] = []
 
     def flush_list() -> None:
         if list_items:
-            blocks.append(Block("\n".join(list_items), tuple(headings), atomic=True))
+            blocks.append(headings.block("\n".join(list_items), atomic=True))
             list_items.clear()
 
     for item in document.iter_inner_content():  # body paragraphs and tables in reading order
@@ -51,7 +51,7 @@ def parse_docx(path: Path, doc_id: str) -> Document:
             flush_list()
             table = _markdown_table([[cell.text.strip() for cell in row.cells] for row in item.rows])
             if table:
-                blocks.append(Block(table, tuple(headings), atomic=True))
+                blocks.append(headings.block(table, atomic=True))
             continue
         assert isinstance(item, Paragraph)
         text = item.text.strip()
@@ -60,13 +60,12 @@ def parse_docx(path: Path, doc_id: str) -> Document:
         level = _heading_level(style)
         if level and text:
             flush_list()
-            headings[level - 1:] = [text]
-            del headings[level:]
+            headings.meet(level, text)
         elif text and _LIST_STYLE.search(style):
             list_items.append(f"- {text}")
         elif text:
             flush_list()
-            blocks.append(Block(text, tuple(headings)))
+            blocks.append(headings.block(text))
     flush_list()
     properties = document.core_properties
     title = (properties.title or "").strip() or path.stem
@@ -78,26 +77,27 @@ def parse_pptx(path: Path, doc_id: str) -> Document:
 
     presentation = Presentation(str(checked_package(path, "PowerPoint")))
     blocks: list[Block] = []
+    headings = Headings()  # each slide is a section of its own, though two share a title
     for number, slide in enumerate(presentation.slides, start=1):
         check_time()
         title_shape = slide.shapes.title
         title = title_shape.text_frame.text.strip() if title_shape is not None and title_shape.has_text_frame else ""
-        heading = (title or f"Slide {number}",)
+        headings.meet(1, title or f"Slide {number}")
         for shape in slide.shapes:
             if title_shape is not None and shape.shape_id == title_shape.shape_id:
                 continue
             if shape.has_text_frame and shape.text_frame.text.strip():
-                blocks.append(Block(shape.text_frame.text.strip(), heading, page=number))
+                blocks.append(headings.block(shape.text_frame.text.strip(), page=number))
             elif getattr(shape, "has_table", False) and shape.has_table:
                 table = _markdown_table([[cell.text.strip() for cell in row.cells] for row in shape.table.rows])
                 if table:
-                    blocks.append(Block(table, heading, page=number, atomic=True))
+                    blocks.append(headings.block(table, page=number, atomic=True))
         if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
             notes = slide.notes_slide.notes_text_frame.text.strip()
             if notes:
-                blocks.append(Block(f"Speaker notes: {notes}", heading, page=number))
+                blocks.append(headings.block(f"Speaker notes: {notes}", page=number))
         if title and not any(block.page == number for block in blocks):
-            blocks.append(Block(title, heading, page=number))  # a title-only slide still says something
+            blocks.append(headings.block(title, page=number))  # a title-only slide still says something
     properties = presentation.core_properties
     return Document(doc_id, "pptx", (properties.title or "").strip() or path.stem, tuple(blocks),
                     _core_metadata(properties))
