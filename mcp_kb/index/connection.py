@@ -54,7 +54,15 @@ class Tables:
         return cast("LanceDBConnection", connection)  # what lancedb.connect opens for a folder or object storage
 
     def names(self) -> set[str]:
-        return set(self.db.list_tables().tables)
+        """Every table's name: a listing comes a page at a time (lancedb 0.41: 100 names a page)."""
+        names: set[str] = set()
+        token = None
+        while True:
+            page = self.db.list_tables(page_token=token)
+            names.update(page.tables)
+            token = page.page_token
+            if not token:
+                return names
 
     @store_failures("open a table (damaged or missing files?)")
     def table(self, name: str) -> LanceTable | None:

@@ -98,7 +98,9 @@ def test_lancedb_loads_few_model_classes_and_marks_its_overrides_without_checkin
         listed = lancedb.connect({str(tmp_path / "index")!r}).list_tables()
         from lance_namespace_urllib3_client.models import ListTablesResponse
         print(json.dumps({{"loaded": loaded, "re-exported": type(lance_namespace.ListTablesResponse).__name__,
-                           "listed": type(listed) is ListTablesResponse and listed.tables == [],
+                           # lancedb 0.40 lists tables in the model class; 0.41 in a listing of its own
+                           "listed": type(listed).__name__ in ("ListTablesResponse", "TableListing")
+                                     and listed.tables == [] and ListTablesResponse.__name__ == "ListTablesResponse",
                            "override": lancedb.db.override.__module__, "restored": overrides.override is checking}}))
     """)
     assert answer.returncode == 0, answer.stderr
@@ -106,7 +108,7 @@ def test_lancedb_loads_few_model_classes_and_marks_its_overrides_without_checkin
     assert found["re-exported"] == "_Reference", f"{SHIM}: lance_namespace's model classes were loaded whole"
     # 16 in lancedb 0.40 (those lancedb.namespace imports itself, and the listing's); lance_namespace has ~150
     assert found["loaded"] < 40, f"{SHIM}: lancedb now loads {found['loaded']} model classes as it starts"
-    assert found["listed"], f"{SHIM}: a table listing must build the model class itself"
+    assert found["listed"], f"{SHIM}: a table listing must work, its model class built when it is named"
     if sys.version_info < (3, 12):  # lancedb uses typing.override from 3.12 on: the shim has nothing to do
         assert found["override"] in ("typing", "typing_extensions"), f"{SHIM}: lancedb checked its overrides"
     assert found["restored"], f"{SHIM}: overrides.override must be the package's own again"
