@@ -11,6 +11,9 @@
                                                 # documents, and changed ones (pip install '.[ray]')
     python benchmarks/sync_speed.py threads     # raw embedding of 500 SciFact abstracts: int8 vs fp32, 1 vs 2
                                                 # ONNX threads, passages per second and per CPU-second
+    python benchmarks/sync_speed.py served --limit 800   # the same corpus through `mcp-kb sync` and through the
+                                                # sync tool of a running stdio server: wall, CPU per wall second,
+                                                # and a search's latency during the server's sync
 
 Everything is written under /tmp/mcp-kb-bench.
 """
@@ -22,6 +25,7 @@ import os
 import random
 import resource
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -223,6 +227,99 @@ def threads(args: argparse.Namespace) -> None:
             embedder.release()
 
 
+def served(args: argparse.Namespace) -> None:
+    """One corpus synced by `mcp-kb sync` and by the sync tool of a running `mcp-kb serve` (stdio, as a client
+    launches it), each into an index of its own; meanwhile a small KB the server already holds is searched, one
+    search after the other, for the latency a user sees during a sync."""
+    import anyio
+
+    folder = WORK / f"served-{args.limit or 'all'}"
+    count = write_corpus("scifact", folder / "docs", limit=args.limit)
+    probe = folder / "probe"
+    for n in range(40):
+        (probe / f"p{n}.md").parent.mkdir(parents=True, exist_ok=True)
+        (probe / f"p{n}.md").write_text(f"# Probe {n}\n\nA note about topic {n} and leave policy {n % 7}.\n")
+    configs = {}
+    for who in ("cli", "server"):
+        shutil.rmtree(folder / who, ignore_errors=True)
+        configs[who] = folder / who / "kb.toml"
+        configs[who].parent.mkdir(parents=True)
+        configs[who].write_text(f'storage = "{folder / who / "index"}"\n[embedding]\nquantize = "{args.quantize}"\n'
+                                f'[[kb]]\nname = "scifact"\ndescription = "SciFact"\npaths = ["{folder / "docs"}"]\n'
+                                f'[[kb]]\nname = "again"\ndescription = "SciFact again"\n'
+                                f'paths = ["{folder / "docs"}"]\n'
+                                f'[[kb]]\nname = "probe"\ndescription = "Probe"\npaths = ["{probe}"]\n')
+    command = [sys.executable, "-m", "mcp_kb"]
+    subprocess.run([*command, "sync", "probe", "-c", str(configs["server"])], check=True, capture_output=True)
+    before, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    subprocess.run([*command, "sync", "scifact", "-c", str(configs["cli"])], check=True, capture_output=True)  # alone
+    after, cli_wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter() - wall
+    cli_cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    server_wall, server_cpu, quiet, during = anyio.run(_sync_through_the_server, configs["server"])
+    print(f"{count} SciFact documents, quantize {args.quantize}")
+    print(f"{'path':18} {'wall s':>7} {'CPU-s per s':>11}")
+    print(f"{'mcp-kb sync':18} {cli_wall:7.1f} {cli_cpu / cli_wall:11.2f}")
+    print(f"{'the sync tool':18} {server_wall:7.1f} {server_cpu / server_wall:11.2f}")
+    print(f"ratio (tool / CLI): {server_wall / cli_wall:.2f} (goal <= 1.1)")
+    for label, seconds in (("quiet", quiet), ("during the sync", during)):
+        ordered = sorted(seconds)
+        print(f"one client's search {label}: {len(ordered)} searches, p50 {ordered[len(ordered) // 2] * 1000:.1f} ms, "
+              f"p95 {ordered[int(len(ordered) * 0.95)] * 1000:.1f} ms")
+
+
+async def _sync_through_the_server(config: Path) -> tuple[float, float, list[float], list[float]]:
+    """Wall and CPU seconds (the server's and its reaped children's) of the sync tool's call alone; the latencies of
+    searches, five a second, while the server is quiet and while it syncs the same corpus into another KB."""
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)],
+                                   env=os.environ.copy())
+    async with Client(params) as client:
+        server = _child_pid()
+
+        async def searches(latencies: list[float], until: anyio.Event | None, count: int = 0) -> None:
+            number = 0
+            while (until is not None and not until.is_set()) or number < count:
+                started = time.perf_counter()
+                await client.call_tool("search_probe", {"query": f"leave policy topic {number}"})
+                latencies.append(time.perf_counter() - started)
+                number += 1
+                await anyio.sleep(max(0.2 - latencies[-1], 0))  # five a second: a person or two asking
+
+        cpu, wall = _cpu_seconds(server), time.perf_counter()
+        answer = await client.call_tool("sync_knowledge_base", {"kb": "scifact"})
+        wall, cpu = time.perf_counter() - wall, _cpu_seconds(server) - cpu
+        assert not answer.is_error, answer.content[0].text
+        quiet: list[float] = []
+        during: list[float] = []
+        await searches(quiet, None, count=50)
+        done = anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(searches, during, done)
+            await client.call_tool("sync_knowledge_base", {"kb": "again"})
+            done.set()
+        return wall, cpu, quiet, during
+
+
+def _child_pid() -> int:
+    """The `mcp-kb serve` the stdio client started (a child of this process)."""
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+        except OSError:
+            continue
+        if int(fields["PPid"]) == os.getpid():
+            return int(status.parent.name)
+    raise RuntimeError("no server process")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU of a process and of its children it has reaped (parse workers)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(fields[index]) for index in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK")
+
+
 def _cpu() -> str:
     """The CPU's model and whether it has the int8 dot-product instructions int8 speed depends on."""
     info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
@@ -233,7 +330,7 @@ def _cpu() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["scifact", "noop", "workers", "engines", "commit", "threads"])
+    parser.add_argument("scenario", choices=["scifact", "noop", "workers", "engines", "commit", "threads", "served"])
     parser.add_argument("--corpus", choices=["pdfs", "scifact"], default="pdfs", help="engines: what to sync")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="workers: the counts to compare")
     parser.add_argument("--limit", type=int, help="scifact: the first N documents only")
@@ -245,7 +342,7 @@ def main() -> None:
     use_offline_model()
     print(f"model: {os.environ.get('MCP_KB_EMBEDDING_MODEL_PATH')}, quantize {args.quantize}; CPU: {_cpu()}")
     {"scifact": scifact, "noop": noop, "workers": workers, "engines": engines, "commit": commit,
-     "threads": threads}[args.scenario](args)
+     "threads": threads, "served": served}[args.scenario](args)
 
 
 if __name__ == "__main__":

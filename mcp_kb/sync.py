@@ -136,6 +136,8 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
                            progress, config.sync)
         if release_model:
             embedder.release()
+        else:  # a server keeps its query model, not what the batches took
+            embedder.release_batches()
         with timer("delete"):
             report.chunks_deleted += _remove_deleted(store, kb.name, target, plan, set(hash_by_path))
             store.write_files(kb.name, target, _touched(indexed, files_by_path, hash_by_path))

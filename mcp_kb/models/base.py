@@ -75,6 +75,10 @@ class Embedder(ABC):
         """Set the model up, before its first use, for a process that answers queries for long rather than
         embedding batches: memory before batch speed. Nothing to do for a service."""
 
+    def release_batches(self) -> None:
+        """Let go of what a sync's batches took in a process that serves queries (their own copy of the model);
+        the query model stays. Nothing to do for a service."""
+
 
 class Reranker(ABC):
     """Scores (query, passage) pairs; higher is more relevant."""

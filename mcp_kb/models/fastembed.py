@@ -63,6 +63,7 @@ class FastEmbedder(Embedder):
         self._fp32_folder: Path | None = None  # with quantize = "int8": the configured model's own folder
         self._identity: ModelIdentity | None = None
         self._session: OnnxSession | None = None  # serving: the model run without fastembed (onnx_session.py)
+        self._batches: OnnxSession | None = None  # serving: a sync's batches, on every core, until it ends
         self._session_tried = False  # a session that failed to load is not tried again: fastembed serves
         self._failure = PauseAfterFailure[ModelError](_RETRY_LOAD_AFTER_SECONDS)
         self.calls = 0
@@ -126,7 +127,7 @@ class FastEmbedder(Embedder):
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         ordered, size = [texts[i] for i in order], self.config.batch_size
         try:
-            session = self._served_session()  # a server's sync embeds with the model it serves: one copy of it
+            session = self._batch_session()
             vectors = ([vector for start in range(0, len(ordered), size)
                         for vector in session.embed(ordered[start:start + size])]
                        if session else list(self.model.embed(ordered, batch_size=size)))
@@ -154,6 +155,29 @@ class FastEmbedder(Embedder):
         # queries as fast (2.0 ms); batches of a sync ran 10-20 % slower, so a sync keeps the arena.
         self._arena = False
 
+    def _batch_session(self) -> OnnxSession | None:
+        """In a server, a sync's batches run as `mcp-kb sync` runs them: every core (or `[embedding] threads`) and
+        onnxruntime's arena, on a session of their own, while queries keep their one-thread session (a sync on the
+        served session embedded on one core: 1.85x slower here, ~10x on 16 cores). None: through fastembed."""
+        served = self._served_session()
+        if served is None:
+            return None
+        with _FASTEMBED_LOCK:
+            if self._batches is None:
+                try:
+                    self._batches = OnnxSession(served.recipe, self.config.threads)
+                except ModelError as exc:  # e.g. no memory for a second copy: the served one embeds, on one core
+                    log.warning("%s; this sync embeds on one core", exc)
+                    return served
+            return self._batches
+
+    def release_batches(self) -> None:
+        with _FASTEMBED_LOCK:
+            if self._batches is None:
+                return
+            self._batches = None  # a sync still embedding holds its own reference until its batch ends
+        return_free_heap()
+
     def _served_session(self) -> OnnxSession | None:
         """In a server, the model run without importing fastembed, when how fastembed runs it is remembered
         (recipe_of); None: through fastembed (not remembered yet, another runtime, a GPU, or the session failed to
@@ -177,7 +201,7 @@ class FastEmbedder(Embedder):
         with _FASTEMBED_LOCK:
             if self._model is None and self._session is None:
                 return
-            self._model = self._session = None
+            self._model = self._session = self._batches = None
             self._session_tried = False
         gc.collect()  # the session sits in reference cycles of fastembed's objects
         return_free_heap()

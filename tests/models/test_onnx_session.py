@@ -170,3 +170,37 @@ def test_a_server_embeds_queries_without_importing_fastembed_once_the_model_is_r
     assert (first_imported, second_imported) == (True, False)
     for vector in (first, second):
         assert float(vector @ expected) >= 0.9999
+
+
+def _threads(session: OnnxSession) -> int:
+    """A session's onnxruntime threads (0: its default, every core)."""
+    return int(session._session.get_session_options().intra_op_num_threads)
+
+
+def test_a_servers_sync_embeds_on_every_core_while_its_queries_keep_one_thread(embedder, make_config, tmp_path,
+                                                                               monkeypatch):
+    """A sync run by a server embedded through the one-thread session its queries use: on one core (1.85x slower
+    than `mcp-kb sync` on two cores). Its batches now run on a session of their own with every core, the same
+    vectors as the CLI's, and that session is let go when the KB is embedded; queries keep their session."""
+    from helpers import write
+
+    from mcp_kb.api import SearchRequest
+    from mcp_kb.app import App
+
+    _ = embedder.identity  # remembered: a server runs the model without fastembed
+    for n in range(12):
+        write(tmp_path / "docs" / f"n{n}.md", f"# Note {n}\n\nAnnual leave rule number {n} of the handbook.\n")
+    app = App(make_config({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]}), serving=True)
+    app.warm_up()
+    served = app.embedder
+    queries = served._session
+    assert queries is not None and _threads(queries) == 1
+    used = []
+    batch_session = served._batch_session
+    monkeypatch.setattr(served, "_batch_session", lambda: used.append(batch_session()) or used[-1])
+    app.sync()
+    assert used and all(session is not queries and _threads(session) == 0 for session in used)
+    assert served._batches is None and served._session is queries  # let go after the sync; queries' kept
+    texts = ["Annual leave rule number 3 of the handbook.", "a second passage, longer than the first one is"]
+    assert np.allclose(used[0].embed(texts), embedder.embed_batch(texts), atol=2e-2)  # the CLI's vectors
+    assert app.search("docs", SearchRequest(query="annual leave rule 3", mode="vector")).hits
