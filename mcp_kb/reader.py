@@ -9,7 +9,6 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import re
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +22,7 @@ from .history import KBVersion, edition
 from .index.contract import Pinned, Store
 from .index.filters import build_where, glob_to_regex
 from .ingest.git.citations import repo_file
-from .ingest.reading import Section, outline_of
+from .ingest.reading import Section, outline_of, section_names
 from .ingest.sources import rooted_id_patterns
 from .lru import BoundedLRU
 from .text import clipped
@@ -481,15 +480,8 @@ def _outline_entry(document: _Document, section: Section, heading: str) -> Outli
 
 
 def _headings(sections: tuple[Section, ...]) -> list[str]:
-    """Each section's heading path as the outline shows it and a read takes it; a path that repeats is numbered
-    from its second time on (`Guide › Notes (2)`)."""
-    seen: Counter[str] = Counter()
-    named = []
-    for section in sections:
-        heading = HEADING_SEPARATOR.join(section.path)
-        seen[heading] += 1
-        named.append(heading if seen[heading] == 1 else f"{heading} ({seen[heading]})")
-    return named
+    """Each section's name as the outline shows it and a read takes it (`Guide › Notes (2)`)."""
+    return section_names(section.path for section in sections)
 
 
 def _find_section(document: _Document, asked: str) -> int:
@@ -503,7 +495,8 @@ def _find_section(document: _Document, asked: str) -> int:
                        (document.row["path"], document.row["title"]) if wanted.startswith(f"{lead}{HEADING_SEPARATOR}"))]
     for matches in (str.__eq__, lambda heading, form: heading.casefold() == form.casefold(),
                     lambda heading, form: f"{HEADING_SEPARATOR}{heading}".casefold().endswith(
-                        f"{HEADING_SEPARATOR}{form}".casefold())):
+                        f"{HEADING_SEPARATOR}{form}".casefold()),
+                    lambda heading, form: form.endswith("…") and clipped(heading, len(form)) == form):  # as listed
         found = [index for index, heading in enumerate(named) for form in forms if matches(heading, form)]
         if found:
             return found[0]

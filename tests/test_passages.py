@@ -392,3 +392,30 @@ def test_neighbouring_code_symbols_are_passages_of_their_own_and_a_long_one_read
     [weigh] = app.search("code", SearchRequest(query="total part weight", mode="keyword", top_k=1, max_per_document=1, context=0)).hits
     assert weigh.heading == "Widget › weigh" and weigh.chunk_count > 1  # one symbol's chunks: one passage
     assert weigh.text in source and len(weigh.parts) == 1
+
+
+_LOOKALIKES = {  # headings whose names the numbering could make twice: written `Notes (2)`, or holding the separator
+    "guide.md": "# Guide\n\n## Notes\n\nalpha\n\n## Notes\n\nbravo\n\n## Notes (2)\n\ncharlie\n\n## A › B\n\ndelta\n\n"
+                "## A\n\n### B\n\necho\n",
+    "guide.html": "<html><body><main><h1>Guide</h1><h2>Notes</h2><p>alpha</p><h2>Notes</h2><p>bravo</p>"
+                  "<h2>Notes (2)</h2><p>charlie</p><h2>A › B</h2><p>delta</p><h2>A</h2><h3>B</h3><p>echo</p>"
+                  "</main></body></html>",
+}
+
+
+@pytest.mark.parametrize("name", list(_LOOKALIKES))
+def test_no_two_sections_share_a_name_and_each_hit_reads_back_its_own(make_app, tmp_path, name):
+    """A heading written `Notes (2)` after two `Notes`, and `A › B` beside `A` then `B`: the outline listed a name
+    twice and a hit cited one section by the other's name. Each name is now one section's, in the outline and in
+    citations alike, and reading a hit's name gives its word alone."""
+    write(tmp_path / "docs" / name, _LOOKALIKES[name])
+    app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
+    app.sync()
+    outline = [entry.heading for entry in app.browse("docs", BrowseRequest(kb="docs", path=name, outline=True)).outline]
+    assert len(outline) == len(set(outline)) == 7, outline
+    words = ("alpha", "bravo", "charlie", "delta", "echo")
+    for word in words:
+        [hit] = app.search("docs", SearchRequest(query=word, mode="keyword", top_k=1)).hits
+        assert hit.heading in outline, (word, hit.heading, outline)
+        read = app.read("docs", ReadRequest(kb="docs", path=name, section=hit.heading)).text
+        assert [w for w in words if w in read] == [word], (word, hit.heading, read)

@@ -708,6 +708,18 @@ def test_each_outline_entry_read_as_a_section_reads_that_entrys_lines(guide):
     assert any(entry.heading.endswith("(2)") for entry in outline)
 
 
+def test_a_heading_the_outline_clips_reads_by_the_name_it_shows(make_app, tmp_path):
+    """The outline clips a 1,000-character heading (`…`); reading by that name said "no section"."""
+    long = "Rules about annual leave and how to apply for it " * 20
+    write(tmp_path / "g" / "long.md", f"# Guide\n\n## {long}\n\nthe long one\n\n## Short\n\nthe short one\n")
+    app = make_app({"name": "docs", "description": "Guide", "paths": [str(tmp_path / "g")]})
+    app.sync()
+    shown = app.browse("docs", BrowseRequest(kb="docs", path="long.md", outline=True)).outline[1].heading
+    assert shown.endswith("…") and len(shown) < len(long)
+    answer = app.read("docs", ReadRequest(kb="docs", path="long.md", section=shown))
+    assert answer.text.endswith("the long one") and answer.section == f"Guide › {long.strip()}"
+
+
 def test_chinese_headings_case_and_a_leading_title_or_path_find_the_section(guide):
     """Fine."""
     assert _section(guide, "安装指南 › 常见问题").text == "### 常见问题\n\n问题与解答"

@@ -22,7 +22,7 @@ from ..models.base import TokenCounter
 from ..text import SENTENCE_END, SENTENCE_ENDS_BEFORE, SENTENCE_SPLIT, shared_depth, without_overlap
 from ..vocabulary import HEADING_SEPARATOR
 from .document import Block, Document
-from .reading import heading_line, render
+from .reading import heading_line, render, section_names
 from .parsers.bounds import check_chunks
 
 # Split points, coarse to fine; each keeps its separator with the piece before it.
@@ -56,12 +56,16 @@ class ChunkPart:
     at: int  # where it begins in the chunk's text (at its heading line, when the text names it)
     opening: str  # the line that opens it where a passage's text shows a new section begin ("" for code's symbols)
     occurrences: tuple[int, ...]  # of each heading of its path: 2 for the second section of that path, ...
+    name: str = ""  # as the outline names it (reading.section_names), given once the document's chunks are made
 
     @property
     def heading(self) -> str:
-        """Its heading path as the outline names it: a path that repeats is numbered from its second time on."""
-        number = self.occurrences[-1] if self.occurrences else 1
-        return HEADING_SEPARATOR.join(self.heading_path) + (f" ({number})" if number > 1 else "")
+        return self.name
+
+    @property
+    def section(self) -> tuple[tuple[str, ...], tuple[int, ...], int | None]:
+        """Which section it is part of: its path, which of each heading's sections, its page."""
+        return self.heading_path, self.occurrences, self.page
 
 
 @dataclass(frozen=True)
@@ -139,7 +143,34 @@ def chunk_document(document: Document, settings: ChunkingConfig, counter: TokenC
                                      occurrences[section[0]]))
     if not document.one_chunk_per_block and not document.sections_apart:
         chunks = _merge_small(chunks, settings.min_tokens, max_tokens, counter)
-    return [replace(chunk, chunk_index=index) for index, chunk in enumerate(chunks)]
+    names = _section_names(document)
+    return [replace(chunk, chunk_index=index, parts=tuple(_named(part, names) for part in chunk.parts))
+            for index, chunk in enumerate(chunks)]
+
+
+def _section_names(document: Document) -> dict[tuple[tuple[str, ...], int], str]:
+    """The outline's name of each section (reading.section_names), by its path and which section of that path it
+    is (ChunkPart.occurrences), the sections taken in the outline's order."""
+    opened: list[tuple[str, ...]] = []
+    if document.source is not None:
+        opened = [heading.path for heading in sorted(document.headings, key=lambda heading: heading.line_start)]
+    else:  # as render() opens them
+        previous: tuple[str, ...] = ()
+        for block in document.blocks:
+            path = block.heading_path
+            opened += [path[:depth + 1] for depth in range(block.headings_kept(previous), len(path))]
+            previous = path
+    seen: Counter[tuple[str, ...]] = Counter()
+    keys = []
+    for path in opened:
+        seen[path] += 1
+        keys.append((path, seen[path]))
+    return dict(zip(keys, section_names(opened)))
+
+
+def _named(part: ChunkPart, names: dict[tuple[tuple[str, ...], int], str]) -> ChunkPart:
+    number = part.occurrences[-1] if part.occurrences else 1
+    return replace(part, name=names.get((part.heading_path, number), HEADING_SEPARATOR.join(part.heading_path)))
 
 
 def _on_reading_lines(document: Document, text: str, starts: tuple[int, ...]) -> Document:
@@ -407,7 +438,7 @@ def _join(first: Chunk, second: Chunk) -> Chunk:
     shared = first.heading_path[:_same_sections(first.heading_path, first.occurrences, second.heading_path,
                                                  second.occurrences)]
     last, following = first.parts[-1], second.parts[0]
-    if (last.heading, last.page) == (following.heading, following.page):  # one section: its overlap once
+    if last.section == following.section:  # one section: its overlap once
         own = without_overlap(first.text, second.text)
         cut = len(second.text) - len(own)
         second = replace(second, text=own, parts=tuple(replace(part, at=max(part.at - cut, 0))
@@ -417,7 +448,7 @@ def _join(first: Chunk, second: Chunk) -> Chunk:
     second_text, second_parts = _headed(second, second.heading_path[:still_open], len(first_text) + 2)
     parts = [*first_parts, *second_parts]
     last, following = first_parts[-1], second_parts[0]
-    if (last.heading, last.page) == (following.heading, following.page):  # one section cut in two
+    if last.section == following.section:  # one section cut in two
         parts[len(first_parts) - 1:len(first_parts) + 1] = [replace(last, line_end=following.line_end)]
     return replace(first, text=f"{first_text}\n\n{second_text}", heading_path=shared, line_end=second.line_end,
                    parts=tuple(parts), occurrences=first.occurrences[:len(shared)])

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ..vocabulary import HEADING_SEPARATOR
 from .document import Document
 
 _JOIN = "\n\n"  # between blocks, headings and page markers
@@ -67,6 +69,23 @@ def heading_line(path: tuple[str, ...], depth: int) -> str:
 def line_count(text: str) -> int:
     """The lines of a text: a final line break ends its last line, it does not begin another."""
     return text.count("\n") + (0 if text.endswith("\n") else 1) if text else 0
+
+
+def section_names(paths: Iterable[tuple[str, ...]]) -> list[str]:
+    """Each section's name, as the outline shows it, a citation gives it and a read takes it: its heading path,
+    numbered from the second time that name comes (`Guide › Notes (2)`), and on until it names no other section
+    (a heading written `Notes (2)`, or one holding the separator: `A › B` beside `A` then `B`)."""
+    taken: set[str] = set()
+    numbered: Counter[str] = Counter()  # the last number given to each name: where to go on from
+    names = []
+    for path in paths:
+        base = name = HEADING_SEPARATOR.join(path)
+        while name in taken:
+            numbered[base] = max(numbered[base], 1) + 1
+            name = f"{base} ({numbered[base]})"
+        taken.add(name)
+        names.append(name)
+    return names
 
 
 def render(document: Document) -> Rendered:
