@@ -27,3 +27,16 @@ def test_threads_looking_up_and_evicting_at_once_never_fail_and_stay_bounded():
                 cache.put(key, n)
 
     assert in_threads(work, 4, switch_interval=1e-6) == [] and len(cache) <= 3
+
+
+def test_a_weighed_cache_keeps_what_fits_its_size_and_nothing_heavier():
+    cache: BoundedLRU[str, str] = BoundedLRU(10, weigh=len)
+    cache.put("a", "xxxx")
+    cache.put("b", "yyyy")
+    cache.put("c", "zzzz")  # 12 > 10: the least recently used goes
+    assert cache.get("a") is None and cache.get("b") == "yyyy" and cache.get("c") == "zzzz"
+    cache.put("b", "y")  # replaced: its new weight counts
+    cache.put("d", "wwww")
+    assert len(cache) == 3
+    cache.put("e", "v" * 11)  # heavier than the whole cache: not kept, nothing else lost
+    assert cache.get("e") is None and len(cache) == 3

@@ -244,3 +244,19 @@ def test_an_index_of_layout_2_keeps_answering_says_so_and_the_next_sync_brings_t
     assert "index layout changed" in report.rebuilt and report.chunks_embedded == 0  # every vector reused
     new = app.read("docs", ReadRequest(kb="docs", path="leave.md"))
     assert (new.text, new.note) == (GUIDE, "")
+
+
+def test_a_document_read_in_parts_is_read_from_the_index_once_per_version(app, docs, monkeypatch):
+    """Each part of a read (a cursor followed) read the document's whole row from the index again: a 4 MB
+    document read in 2,000-token parts read it hundreds of times."""
+    from mcp_kb.index import readings
+
+    fetched = []
+    fetch_row = readings.fetch_row
+    monkeypatch.setattr(readings, "fetch_row", lambda table, path: fetched.append(path) or fetch_row(table, path))
+    parts = _read_all(app, ReadRequest(kb="docs", path="handbook.md", max_tokens=300))
+    assert len(parts) > 3 and fetched == ["handbook.md"]
+    (docs / "handbook.md").write_text("# Handbook\n\nRewritten.\n")
+    app.sync()
+    assert app.read("docs", ReadRequest(kb="docs", path="handbook.md")).text == "# Handbook\n\nRewritten.\n"
+    assert fetched == ["handbook.md", "handbook.md"]  # the new version, read once

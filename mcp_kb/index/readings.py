@@ -4,6 +4,7 @@ reading tables existed has none; a full sync builds one."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
     from .connection import Tables
 
+_ROWS_KEPT_BYTES = 32 * 1024 ** 2  # of reading rows: a 4 MB document read in parts is read from the index once
 _LISTINGS_KEPT = 8  # listings of (table, version) kept in memory: a browse of 100,000 documents reads one
 
 
@@ -64,15 +66,39 @@ def paths(tables: Tables, kb: str, generation: str) -> set[str]:
     return set(table.search().select(["path"]).limit(None).to_arrow()["path"].to_pylist())
 
 
-@store_failures("be read (a document's reading form)")
-def read_one(tables: Tables, kb: str, generation: str, path: str, at: int | None = None) -> dict[str, Any] | None:
-    """A document's reading row (at table version `at`; None: the latest); None when the generation has no such
-    document (or no reading table)."""
-    table = _search_table(tables, kb, generation, at)
-    if table is None:
-        return None
+class Rows:
+    """Documents' reading rows, each read once per table version while memory allows: every part of a read (a
+    cursor followed) read its whole document again."""
+
+    def __init__(self, tables: Tables):
+        self._tables = tables
+        self.uri = tables.uri  # what a failure names
+        self._kept: BoundedLRU[tuple[str, int, str], dict[str, Any]] = BoundedLRU(_ROWS_KEPT_BYTES, _row_bytes)
+
+    @store_failures("be read (a document's reading form)")
+    def of(self, kb: str, generation: str, path: str, at: int | None = None) -> dict[str, Any] | None:
+        """A document's reading row (at table version `at`; None: the latest); None when the generation has no
+        such document (or no reading table)."""
+        table = _search_table(self._tables, kb, generation, at)
+        if table is None:
+            return None
+        key = (reading_table_name(kb, generation), table.version, path)
+        row = self._kept.get(key)
+        if row is None:
+            row = fetch_row(table, path)
+            if row is not None:
+                self._kept.put(key, row)
+        return row
+
+
+def fetch_row(table: LanceTable, path: str) -> dict[str, Any] | None:
     rows = table.search().where(sql_equals("path", path)).limit(1).to_list()
     return rows[0] if rows else None
+
+
+def _row_bytes(row: dict[str, Any]) -> int:
+    """About what a row holds in memory: its text, outline and offsets."""
+    return sum(sys.getsizeof(value) for value in row.values())
 
 
 class Listings:

@@ -60,6 +60,7 @@ class LanceStore:
         self._states = StateTable(self._tables)
         self._views = Views(self._tables)
         self._listings = readings.Listings(self._tables)
+        self._rows = readings.Rows(self._tables)
         self._versions = versions.VersionTable(self._tables)
 
     @classmethod
@@ -203,7 +204,7 @@ class LanceStore:
     def read_reading(self, kb: str, generation: str, path: str, at: Pinned | None = None) -> dict[str, Any] | None:
         if at is not None and at.reading is None:  # that version's generation had no reading table
             return None
-        return readings.read_one(self._tables, kb, generation, path, None if at is None else at.reading)
+        return self._rows.of(kb, generation, path, None if at is None else at.reading)
 
     def reading_listing(self, kb: str, generation: str, at: Pinned | None = None) -> pa.Table | None:
         if at is not None and at.reading is None:
