@@ -26,7 +26,7 @@ from .errors import SearchError
 _SIGNATURE_BYTES = 16
 _DIGEST_BYTES = 12
 CARRIED_BYTES = 512  # of a path or pattern (in its JSON) a cursor carries as written; a longer one by its digest
-MOST_ESCAPED = 6  # bytes a character may take in JSON (a control character: \u0001)
+ESCAPED_IN_JSON = r'[\x00-\x1f"\\]'  # what a cursor's JSON writes longer than UTF-8 (a control character: \u0001)
 
 
 class CursorError(SearchError):

@@ -101,8 +101,9 @@ class OwnedElsewhereError(KBError):
         """The kb.toml files are named to the owner only: they are no remote caller's business."""
         other, mine = (f" ({self.other})", self.mine) if with_places else ("", "this project")
         return (f"knowledge base {self.kb!r} in the default index belongs to another project{other}; two configs "
-                f"naming no storage share that index, so this one would replace its documents: give {mine} an index "
-                f"of its own (storage = \"./.mcp-kb\", as `mcp-kb init` writes) or another name for the knowledge base")
+                f"naming no storage share that index, and this one's syncs, tags and rollbacks would change it: give "
+                f"{mine} an index of its own (storage = \"./.mcp-kb\", as `mcp-kb init` writes) or another name for "
+                f"the knowledge base")
 
 
 class NotSyncedError(SearchError):

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .cursors import CARRIED_BYTES, MOST_ESCAPED, CursorError, Cursors, carried, digest, leading
+from .cursors import CARRIED_BYTES, ESCAPED_IN_JSON, CursorError, Cursors, carried, digest, leading
 from .errors import NotSyncedError, SearchError
 from .history import KBVersion, edition
 from .index.contract import Pinned, Store
@@ -410,8 +410,9 @@ def _placed_pattern(listing: pa.Table, place: dict[str, Any], asked: str) -> str
 
 def _with_digest(paths: pa.Array | pa.ChunkedArray, wanted: str) -> str | None:
     """The one of `paths` (only long ones are carried by digest) whose digest is `wanted`, if any."""
-    maybe_long = paths.filter(pc.greater(pc.binary_length(paths), CARRIED_BYTES // MOST_ESCAPED))
-    return next((path for path in maybe_long.to_pylist() if not carried(path) and digest(path) == wanted), None)
+    long = paths.filter(pc.or_(pc.greater(pc.binary_length(paths), CARRIED_BYTES),
+                               pc.match_substring_regex(paths, ESCAPED_IN_JSON)))  # what may be longer in JSON
+    return next((path for path in long.to_pylist() if not carried(path) and digest(path) == wanted), None)
 
 
 def _as_of(read: _Read) -> str | None:
@@ -449,7 +450,8 @@ def _after(listing: pa.Table, place: dict[str, Any]) -> pa.Table:
     """The entries of a listing (in its order) that come after the last one a page showed (`l`: its path; `m`: its
     last change, in a listing by last change)."""
     last = place["l"]
-    if "k" in place:  # a long path: itself when still listed, else (a sync removed it) its start, repeating none
+    if "k" in place:  # a long path: itself when still listed, else (a sync removed it) its start: what the page
+        # showed under that start may come again, nothing is skipped
         last = _with_digest(listing["path"], str(place["k"])) or last
     later_path = pc.greater(listing["path"], last)
     if "m" not in place:
@@ -472,7 +474,7 @@ def _entry(row: dict[str, Any], kb: KBConfig) -> DocumentEntry:
 
 
 def _outline_entry(document: _Document, section: Section, heading: str) -> OutlineEntry:
-    return OutlineEntry(heading=clipped(heading, _TITLE_CHARS * len(section.path)),
+    return OutlineEntry(heading=_listed(section, heading),
                         depth=len(section.path), line_start=document.line_of(section.start),
                         line_end=document.line_of(max(section.end - 1, section.start)),
                         page_start=document.page_of(section.start), page_end=document.page_of(section.end - 1),
@@ -484,6 +486,12 @@ def _headings(sections: tuple[Section, ...]) -> list[str]:
     return section_names(section.path for section in sections)
 
 
+def _listed(section: Section, name: str) -> str:
+    """A section's name as the outline lists it: a long heading path clipped, its number (` (2)`) kept."""
+    suffix = name[len(HEADING_SEPARATOR.join(section.path)):]
+    return clipped(name[:len(name) - len(suffix)], _TITLE_CHARS * len(section.path) - len(suffix)) + suffix
+
+
 def _find_section(document: _Document, asked: str) -> int:
     """The number in the outline of the section a heading path names, as the outline (`Guide › Notes (2)`) or a
     citation writes it (the document's path or title may lead it; the last headings alone may do)."""
@@ -493,17 +501,18 @@ def _find_section(document: _Document, asked: str) -> int:
     wanted = _spaced(asked)
     forms = [wanted, *(wanted.removeprefix(f"{lead}{HEADING_SEPARATOR}") for lead in
                        (document.row["path"], document.row["title"]) if wanted.startswith(f"{lead}{HEADING_SEPARATOR}"))]
-    for matches in (str.__eq__, lambda heading, form: heading.casefold() == form.casefold(),
-                    lambda heading, form: f"{HEADING_SEPARATOR}{heading}".casefold().endswith(
-                        f"{HEADING_SEPARATOR}{form}".casefold()),
-                    lambda heading, form: form.endswith("…") and clipped(heading, len(form)) == form):  # as listed
-        found = [index for index, heading in enumerate(named) for form in forms if matches(heading, form)]
+    listed = [_spaced(_listed(section, name)) for section, name in zip(sections, names)]
+    for candidates, matches in ((named, str.__eq__), (named, lambda heading, form: heading.casefold() == form.casefold()),
+                                (named, lambda heading, form: f"{HEADING_SEPARATOR}{heading}".casefold().endswith(
+                                    f"{HEADING_SEPARATOR}{form}".casefold())),
+                                (listed, str.__eq__)):  # a long one, clipped as the outline lists it
+        found = [index for index, heading in enumerate(candidates) for form in forms if matches(heading, form)]
         if found:
             return found[0]
-    listed = "; ".join(names[:_SECTIONS_NAMED])
+    some = "; ".join(names[:_SECTIONS_NAMED])
     more = f" (and {len(sections) - _SECTIONS_NAMED} more: list_documents with outline lists them)" \
         if len(sections) > _SECTIONS_NAMED else ""
-    has = f"its sections: {clipped(listed, 2_000)}{more}" if sections else "it has no headings; read it by lines"
+    has = f"its sections: {clipped(some, 2_000)}{more}" if sections else "it has no headings; read it by lines"
     raise SearchError(f"{document.row['path']} has no section {_shown(asked)}; {has}")
 
 

@@ -68,9 +68,12 @@ def sync_all(config: Config, store: Store, embedder: Embedder, load_counter: Cal
     the request says so). `release_model` lets the model's memory go before each KB's index phase."""
     kbs = config.select(request.kb)
     check_writable(store)
-    with sync_lock(store, [kb.name for kb in kbs], wait=request.wait):
-        return [sync_kb(store, kb, embedder, load_counter, config, request, progress=progress,
-                        release_model=release_model) for kb in kbs]
+    try:
+        with sync_lock(store, [kb.name for kb in kbs], wait=request.wait):
+            return [sync_kb(store, kb, embedder, load_counter, config, request, progress=progress,
+                            release_model=release_model) for kb in kbs]
+    finally:  # a server keeps its query model, not what the sync's batches took, however the sync ended
+        embedder.release_batches()
 
 
 def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callable[[], TokenCounter],  # noqa: PLR0913
@@ -136,8 +139,6 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
                            progress, config.sync)
         if release_model:
             embedder.release()
-        else:  # a server keeps its query model, not what the batches took
-            embedder.release_batches()
         with timer("delete"):
             report.chunks_deleted += _remove_deleted(store, kb.name, target, plan, set(hash_by_path))
             store.write_files(kb.name, target, _touched(indexed, files_by_path, hash_by_path))

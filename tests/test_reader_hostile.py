@@ -718,6 +718,12 @@ def test_a_heading_the_outline_clips_reads_by_the_name_it_shows(make_app, tmp_pa
     assert shown.endswith("…") and len(shown) < len(long)
     answer = app.read("docs", ReadRequest(kb="docs", path="long.md", section=shown))
     assert answer.text.endswith("the long one") and answer.section == f"Guide › {long.strip()}"
+    write(tmp_path / "g" / "twins.md", f"# Guide\n\n## {long}\n\nthe first\n\n## {long}\n\nthe second\n")
+    app.sync()
+    first, second = app.browse("docs", BrowseRequest(kb="docs", path="twins.md", outline=True)).outline[1:]
+    assert first.heading != second.heading and second.heading.endswith("… (2)")  # clipped, its number kept
+    for entry, said in ((first, "the first"), (second, "the second")):
+        assert app.read("docs", ReadRequest(kb="docs", path="twins.md", section=entry.heading)).text.endswith(said)
 
 
 def test_chinese_headings_case_and_a_leading_title_or_path_find_the_section(guide):

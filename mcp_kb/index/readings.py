@@ -82,11 +82,12 @@ class Rows:
         table = _search_table(self._tables, kb, generation, at)
         if table is None:
             return None
-        key = (reading_table_name(kb, generation), table.version, path)
+        version = table.version
+        key = (reading_table_name(kb, generation), version, path)
         row = self._kept.get(key)
         if row is None:
             row = fetch_row(table, path)
-            if row is not None:
+            if row is not None and table.version == version:  # a sync's commit in between: not kept under `key`
                 self._kept.put(key, row)
         return row
 
@@ -116,11 +117,13 @@ class Listings:
         table = _search_table(self._tables, kb, generation, at)
         if table is None:
             return None
-        key = (reading_table_name(kb, generation), table.version)
+        version = table.version
+        key = (reading_table_name(kb, generation), version)
         listing = self._kept.get(key)
         if listing is None:
             listing = table.search().select(LISTING_COLUMNS).limit(None).to_arrow().sort_by("path")
-            self._kept.put(key, listing)
+            if table.version == version:  # a sync's commit in between: not kept under `key`
+                self._kept.put(key, listing)
         return listing
 
 

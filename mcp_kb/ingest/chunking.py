@@ -13,6 +13,7 @@ import hashlib
 import json
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,7 +23,7 @@ from ..models.base import TokenCounter
 from ..text import SENTENCE_END, SENTENCE_ENDS_BEFORE, SENTENCE_SPLIT, shared_depth, without_overlap
 from ..vocabulary import HEADING_SEPARATOR
 from .document import Block, Document
-from .reading import heading_line, render, section_names
+from .reading import Section, heading_line, render, section_names
 from .parsers.bounds import check_chunks
 
 # Split points, coarse to fine; each keeps its separator with the piece before it.
@@ -56,11 +57,7 @@ class ChunkPart:
     at: int  # where it begins in the chunk's text (at its heading line, when the text names it)
     opening: str  # the line that opens it where a passage's text shows a new section begin ("" for code's symbols)
     occurrences: tuple[int, ...]  # of each heading of its path: 2 for the second section of that path, ...
-    name: str = ""  # as the outline names it (reading.section_names), given once the document's chunks are made
-
-    @property
-    def heading(self) -> str:
-        return self.name
+    heading: str = ""  # as the outline names it (reading.section_names), given once the document's chunks are made
 
     @property
     def section(self) -> tuple[tuple[str, ...], tuple[int, ...], int | None]:
@@ -143,34 +140,25 @@ def chunk_document(document: Document, settings: ChunkingConfig, counter: TokenC
                                      occurrences[section[0]]))
     if not document.one_chunk_per_block and not document.sections_apart:
         chunks = _merge_small(chunks, settings.min_tokens, max_tokens, counter)
-    names = _section_names(document)
+    names = _section_names(rendered.sections)
     return [replace(chunk, chunk_index=index, parts=tuple(_named(part, names) for part in chunk.parts))
             for index, chunk in enumerate(chunks)]
 
 
-def _section_names(document: Document) -> dict[tuple[tuple[str, ...], int], str]:
-    """The outline's name of each section (reading.section_names), by its path and which section of that path it
-    is (ChunkPart.occurrences), the sections taken in the outline's order."""
-    opened: list[tuple[str, ...]] = []
-    if document.source is not None:
-        opened = [heading.path for heading in sorted(document.headings, key=lambda heading: heading.line_start)]
-    else:  # as render() opens them
-        previous: tuple[str, ...] = ()
-        for block in document.blocks:
-            path = block.heading_path
-            opened += [path[:depth + 1] for depth in range(block.headings_kept(previous), len(path))]
-            previous = path
+def _section_names(sections: Sequence[Section]) -> dict[tuple[tuple[str, ...], int], str]:
+    """The outline's name of each section (reading.section_names, over the sections render() gives, which the
+    reader names alike), by its path and which section of that path it is (ChunkPart.occurrences)."""
     seen: Counter[tuple[str, ...]] = Counter()
     keys = []
-    for path in opened:
-        seen[path] += 1
-        keys.append((path, seen[path]))
-    return dict(zip(keys, section_names(opened)))
+    for section in sections:
+        seen[section.path] += 1
+        keys.append((section.path, seen[section.path]))
+    return dict(zip(keys, section_names(section.path for section in sections)))
 
 
 def _named(part: ChunkPart, names: dict[tuple[tuple[str, ...], int], str]) -> ChunkPart:
     number = part.occurrences[-1] if part.occurrences else 1
-    return replace(part, name=names.get((part.heading_path, number), HEADING_SEPARATOR.join(part.heading_path)))
+    return replace(part, heading=names.get((part.heading_path, number), HEADING_SEPARATOR.join(part.heading_path)))
 
 
 def _on_reading_lines(document: Document, text: str, starts: tuple[int, ...]) -> Document:

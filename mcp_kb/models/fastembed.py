@@ -64,6 +64,7 @@ class FastEmbedder(Embedder):
         self._identity: ModelIdentity | None = None
         self._session: OnnxSession | None = None  # serving: the model run without fastembed (onnx_session.py)
         self._batches: OnnxSession | None = None  # serving: a sync's batches, on every core, until it ends
+        self._batches_failed = False  # that session would not load: this sync embeds on the served one
         self._session_tried = False  # a session that failed to load is not tried again: fastembed serves
         self._failure = PauseAfterFailure[ModelError](_RETRY_LOAD_AFTER_SECONDS)
         self.calls = 0
@@ -163,20 +164,25 @@ class FastEmbedder(Embedder):
         if served is None:
             return None
         with _FASTEMBED_LOCK:
-            if self._batches is None:
-                try:
-                    self._batches = OnnxSession(served.recipe, self.config.threads)
-                except ModelError as exc:  # e.g. no memory for a second copy: the served one embeds, on one core
-                    log.warning("%s; this sync embeds on one core", exc)
-                    return served
+            if self._batches is not None or self._batches_failed:
+                return self._batches or served
+        try:  # loaded outside the lock, which every query takes: searches go on meanwhile
+            made = OnnxSession(served.recipe, self.config.threads)
+        except ModelError as exc:  # e.g. no memory for a second copy: the served one embeds, on one core
+            log.warning("%s; this sync embeds on one core", exc)
+            with _FASTEMBED_LOCK:
+                self._batches_failed = True
+            return served
+        with _FASTEMBED_LOCK:
+            self._batches = self._batches or made  # one sync at a time (the writer lock): kept by the first anyway
             return self._batches
 
     def release_batches(self) -> None:
         with _FASTEMBED_LOCK:
-            if self._batches is None:
-                return
-            self._batches = None  # a sync still embedding holds its own reference until its batch ends
-        return_free_heap()
+            held, self._batches, self._batches_failed = self._batches, None, False
+        if held is not None:  # a sync still embedding holds its own reference until its batch ends
+            del held
+            return_free_heap()
 
     def _served_session(self) -> OnnxSession | None:
         """In a server, the model run without importing fastembed, when how fastembed runs it is remembered

@@ -204,3 +204,14 @@ def test_a_servers_sync_embeds_on_every_core_while_its_queries_keep_one_thread(e
     texts = ["Annual leave rule number 3 of the handbook.", "a second passage, longer than the first one is"]
     assert np.allclose(used[0].embed(texts), embedder.embed_batch(texts), atol=2e-2)  # the CLI's vectors
     assert app.search("docs", SearchRequest(query="annual leave rule 3", mode="vector")).hits
+    from mcp_kb import sync
+    from mcp_kb.api import KBError
+
+    def failing(*_args):
+        raise KBError("the disk is full")
+
+    write(tmp_path / "docs" / "late.md", "# Late\n\nA rule added later.\n")
+    monkeypatch.setattr(sync, "_remove_deleted", failing)  # the sync fails after its batches were embedded
+    with pytest.raises(KBError, match="the disk is full"):
+        app.sync()
+    assert len(used) == 2 and served._batches is None  # let go however the sync ended
