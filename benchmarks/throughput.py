@@ -3,6 +3,7 @@
     python benchmarks/throughput.py                                  # this checkout, 1, 4, 16, 64 clients, 20 s each
     python benchmarks/throughput.py --levels 1,16 --seconds 5 --no-sync
     python benchmarks/throughput.py --tree /work/before --tree .     # two checkouts, level by level in turn
+    python benchmarks/throughput.py --workers 1,2                    # one server process, then two (serve --workers)
 
 Needs the SciFact KB of `benchmarks/retrieval.py scifact train` (/tmp/mcp-kb-bench/scifact). Each tree's server
 serves its own copy of that KB (index and documents, under /tmp/mcp-kb-bench/throughput/<n>), so the sync phase
@@ -26,6 +27,9 @@ docs/performance.md).
 `--protocol 2025-11-25` (default) takes the stateless transport `--stateless` turns on (a fresh transport per
 POST); `--protocol 2026-07-28` the per-request envelope the SDK's own Client negotiates, which a server answers
 the same way stateless or not.
+
+`--workers 1,2` serves each tree's copy once per count (`serve --workers N`: N processes on one port): the server's
+CPU is that of all its processes, and the end says each one's RSS (a worker after the first: goal <= 150 MB more).
 
 Goals: >= 100 searches/s at 16 clients, p95 <= 30 ms at one client, 0 errors at every level and during the sync.
 """
@@ -176,12 +180,17 @@ class Server:
     queries: Iterator[str]  # its own stream: distinct for its own answer cache
     process: subprocess.Popen | None = None
     url: str = ""
+    workers: int = 1  # serve --workers
+
+    @property
+    def label(self) -> str:
+        return self.tree.name if self.workers == 1 else f"{self.tree.name}x{self.workers}"
 
     def start(self, protocol: str, timeout: float = 90) -> None:
         log = (self.config.parent / "server.log").open("w")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "mcp_kb", "serve", "--transport", "http", "--stateless", "--host", "127.0.0.1",
-             "--port", "0", "-c", str(self.config)],  # port 0: a free one, which the server prints
+             "--port", "0", "--workers", str(self.workers), "-c", str(self.config)],  # port 0: a free one, printed
             env=self.tree.env(), cwd=self.tree.path, stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + timeout
         while not (found := re.search(r"at (http://\S+/mcp)", self.log())):
@@ -200,13 +209,30 @@ class Server:
     def log(self) -> str:
         return (self.config.parent / "server.log").read_text(errors="replace")
 
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+    def pids(self) -> list[int]:
+        """The lead process and its workers (its children serving too, not a sync's parse workers)."""
+        found = [self.process.pid]
+        for status in Path("/proc").glob("[0-9]*/status"):
+            try:
+                parent = re.search(r"PPid:\s*(\d+)", status.read_text()).group(1)
+                serving = b"serve" in (status.parent / "cmdline").read_bytes().split(b"\0")
+            except (OSError, AttributeError):
+                continue
+            if int(parent) == self.process.pid and serving:
+                found.append(int(status.parent.name))
+        return found
 
-    def memory_mb(self, name: str = "VmRSS") -> float:
-        text = Path(f"/proc/{self.process.pid}/status").read_text()
-        return int(re.search(rf"{name}:\s*(\d+)", text).group(1)) / 1024
+    def cpu_seconds(self) -> float:
+        total = 0.0
+        for pid in self.pids():
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+        return total
+
+    def memory_mb(self, name: str = "VmRSS") -> list[float]:
+        """Each process's figure, the lead's first."""
+        texts = [Path(f"/proc/{pid}/status").read_text() for pid in self.pids()]
+        return [int(re.search(rf"{name}:\s*(\d+)", text).group(1)) / 1024 for text in texts]
 
     def stop(self) -> None:
         if self.process is None:
@@ -311,9 +337,9 @@ def own_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def row(tree: Tree, what: str, figures: Figures, goal: str = "") -> str:
+def row(label: str, what: str, figures: Figures, goal: str = "") -> str:
     count = max(len(figures.latencies_ms), 1)
-    text = (f"{tree.name:4} {what:>12} {figures.rate:10.1f} {figures.percentile(0.5):7.1f} "
+    text = (f"{label:4} {what:>12} {figures.rate:10.1f} {figures.percentile(0.5):7.1f} "
             f"{figures.percentile(0.95):7.1f} {figures.percentile(0.99):7.1f} {figures.errors:6d} "
             f"{figures.server_cpu / count * 1000:10.1f} {figures.client_cpu / count * 1000:10.1f}  {goal}")
     return text + (f"\n     first error: {figures.first_error}" if figures.errors else "")
@@ -388,7 +414,7 @@ def run_levels(servers: list[Server], levels: list[int], seconds: float, protoco
         # trees in turn, the order flipped every level, so that a drift of the machine hits both alike
         for server in servers if number % 2 == 0 else servers[::-1]:
             figures = asyncio.run(measure(server, clients, lambda: asyncio.sleep(seconds), protocol))
-            print(row(server.tree, str(clients), figures, level_goal(clients, figures)), flush=True)
+            print(row(server.label, str(clients), figures, level_goal(clients, figures)), flush=True)
 
 
 def run_sync(server: Server, protocol: str) -> None:
@@ -407,7 +433,7 @@ def run_sync(server: Server, protocol: str) -> None:
 
     figures = asyncio.run(measure(server, SYNC_CLIENTS, sync_window, protocol))
     goal = f"0 errors: {'met' if not figures.errors else 'MISSED'}"
-    print(row(server.tree, f"{SYNC_CLIENTS} + sync", figures, goal), flush=True)
+    print(row(server.label, f"{SYNC_CLIENTS} + sync", figures, goal), flush=True)
     print(f"     sync of {EDITED_DOCUMENTS} edited documents: {outcome['seconds']:.1f} s wall, process included, "
           f"exit {outcome['code']}; it said: {' | '.join(outcome['said'])}", flush=True)
 
@@ -424,13 +450,13 @@ def prepare_copy(number: int, tree: Tree) -> Path:
     return config
 
 
-def start_server(tree: Tree, config: Path, protocol: str, servers: list[Server]) -> None:
+def start_server(tree: Tree, config: Path, protocol: str, servers: list[Server], workers: int) -> None:  # noqa: PLR0913
     kb = status(tree, config)
-    server = Server(tree, config, kb["tool"], kb["last_sync"], distinct_queries())
+    server = Server(tree, config, kb["tool"], kb["last_sync"], distinct_queries(), workers=workers)
     servers.append(server)  # before it starts: stopped whatever happens
     server.start(protocol)
-    print(f"tree {tree.name}: serving a copy of {kb['chunks']} chunks ({kb['index_state']}) at {server.url}, "
-          f"model {kb['model']['name']}, protocol {protocol}", flush=True)
+    print(f"{server.label}: serving a copy of {kb['chunks']} chunks ({kb['index_state']}) at {server.url} from "
+          f"{len(server.pids())} process(es), model {kb['model']['name']}, protocol {protocol}", flush=True)
 
 
 def check_no_sync_of_its_own(server: Server) -> None:
@@ -439,8 +465,9 @@ def check_no_sync_of_its_own(server: Server) -> None:
 
 
 def closing_words(server: Server) -> None:
-    print(f"tree {server.tree.name}: server RSS at the end {server.memory_mb():.0f} MB "
-          f"(peak {server.memory_mb('VmHWM'):.0f} MB)")
+    each = ", ".join(f"{rss:.0f} (peak {peak:.0f}, private {private:.0f})" for rss, peak, private in
+                     zip(server.memory_mb(), server.memory_mb("VmHWM"), server.memory_mb("RssAnon")))
+    print(f"{server.label}: RSS of each server process at the end, lead first, MB: {each}")
     if said := [line for line in server.log().splitlines() if not line.startswith("mcp-kb: serving")]:
         print(f"tree {server.tree.name}: the server said: " + " | ".join(said[:5]))
 
@@ -455,6 +482,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--tree", action="append", type=Path, default=[],
                         help="a checkout whose mcp_kb the server and sync run (default: this one); twice: both, "
                              "level by level in turn")
+    parser.add_argument("--workers", default="1", help="server processes (serve --workers), each count in turn "
+                                                       "(comma-separated)")
     parser.add_argument("--protocol", default="2025-11-25", choices=["2025-11-25", MODERN],
                         help="MCP-Protocol-Version of the POSTs (see above)")
     return parser.parse_args()
@@ -476,12 +505,13 @@ def main() -> None:
     check_source(trees[0])
     servers: list[Server] = []
     try:
-        configs = [prepare_copy(number, tree) for number, tree in enumerate(trees)]
+        served = [(tree, int(count)) for tree in trees for count in args.workers.split(",")]
+        configs = [prepare_copy(number, tree) for number, (tree, _) in enumerate(served)]
         if args.engine_threads:
-            for tree, config in zip(trees, configs):
-                run_engine(tree, config, args.engine_threads, args.seconds)
-        for tree, config in zip(trees, configs):
-            start_server(tree, config, args.protocol, servers)
+            for tree in trees:
+                run_engine(tree, configs[[t for t, _ in served].index(tree)], args.engine_threads, args.seconds)
+        for (tree, count), config in zip(served, configs):
+            start_server(tree, config, args.protocol, servers, count)
         run_levels(servers, [int(n) for n in args.levels.split(",")], args.seconds, args.protocol)
         for server in servers:
             check_no_sync_of_its_own(server)

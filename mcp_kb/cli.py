@@ -684,8 +684,10 @@ def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Pa
 @click.option("--read-only", is_flag=True, default=None, help="Hide the sync tool.")
 @click.option("--stateless", is_flag=True, default=None,
               help="Streamable HTTP without sessions: replicas behind a load balancer need no sticky sessions.")
+@click.option("--workers", type=NUMBER, help="Processes serving stateless HTTP on the port, each answering any "
+                                               "request (default: the config's, 1).")
 def serve(folder: str | None, config_path: str | None, transport: str | None, host: str | None,  # noqa: PLR0913  # one per option
-          port: int | None, read_only: bool | None, stateless: bool | None) -> None:
+          port: int | None, read_only: bool | None, stateless: bool | None, workers: int | None) -> None:
     """Run the MCP server (stdio by default) for FOLDER or the configured KBs.
 
     Example:
@@ -694,6 +696,8 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
         mcp-kb serve ./docs
 
         mcp-kb serve -c kb.toml --transport http --port 8765
+
+        mcp-kb serve -c kb.toml --transport http --stateless --workers 4
     """
     from .api import App
     from .serve import run_server
@@ -701,7 +705,7 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
     _one_of(folder, config_path)
     config = _load(folder or config_path)
     run_server(App(config.serving(transport=transport, host=host, port=port, read_only=read_only,
-                                  stateless=stateless), serving=True))
+                                  stateless=stateless, workers=workers), serving=True))
 
 
 @main.command()

@@ -8,15 +8,18 @@ import contextlib
 import logging
 import os
 import signal
+import socket
+import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from .api import LOOPBACK, SYNC_WORK_KEPT, App, Gatekeeper, SyncRunner
 from .mcp.sdk_import import import_sdk_for_stdio
-from .settings import ServerConfig
+from .settings import ENV_CURSOR_SECRET, ServerConfig
 from .signals import sigterm_interrupts
 
 log = logging.getLogger(__name__)
@@ -30,6 +33,9 @@ if TYPE_CHECKING:  # the MCP SDK and the HTTP stack load where a transport needs
 _HANDSHAKE_WAIT_SECONDS = 1.0
 _STOP_GRACE_SECONDS = 0.5  # how long Ctrl-C or SIGTERM leaves a stdio server to shut down before it exits
 _SYNC_STOP_SECONDS = 3.0  # how long a stdio server whose client closed stdin waits for its sync to stop
+_WORKER_STOP_SECONDS = 5.0  # how long a stopping lead waits for its workers before it kills them
+# Set for a worker process by its lead: the listening socket it inherits, and a pipe whose other end the lead holds.
+_WORKER_OF = "MCP_KB_WORKER_OF"
 
 
 def run_server(app: App) -> None:
@@ -47,7 +53,9 @@ def run_server(app: App) -> None:
             log.debug("the MCP SDK was imported whole: %s", reason)
     from .mcp.server import build_server
 
-    server = build_server(app, handshake_wait=_HANDSHAKE_WAIT_SECONDS if transport == "stdio" else 0.0)
+    worker = _worker_of()
+    server = build_server(app, handshake_wait=_HANDSHAKE_WAIT_SECONDS if transport == "stdio" else 0.0,
+                          lead=worker is None)
     if transport == "stdio":
         names = ", ".join(kb.name for kb in app.config.kb)
         # stdout carries the protocol only; a person who started this in a terminal learns what it waits for.
@@ -59,7 +67,8 @@ def run_server(app: App) -> None:
     from .http.network import listening_socket, rebinding_protection, server_url, warn_if_exposed
 
     allowed_hosts = app.config.server.allowed_hosts
-    warn_if_exposed(host, settings.guarded, allowed_hosts)
+    if worker is None:  # the lead said it
+        warn_if_exposed(host, settings.guarded, allowed_hosts)
     edge = Edge(app.config, Gatekeeper(app.config) if settings.guarded else None,
                 rebinding_protection(host, allowed_hosts))
     asgi: Any = (server.sse_app(host=host, transport_security=edge.security) if transport == "sse"
@@ -70,12 +79,66 @@ def run_server(app: App) -> None:
     if edge.guarded:
         asgi = AccessGate(asgi, edge)
     asgi = _with_page(page_app(app, server.sync_runner, edge), asgi)
+    if worker is not None:
+        _stop_with_the_lead(worker[1])
+        _serve_http(asgi, socket.socket(fileno=worker[0]), settings, None)
+        return
     sock = listening_socket(host, port)
     path = "/sse" if transport == "sse" else "/mcp"
     kind = "SSE" if transport == "sse" else f"{'stateless ' if settings.stateless else ''}streamable HTTP"
-    _serve_http(asgi, sock, settings, f"mcp-kb: serving {kind} at {server_url(host, sock.getsockname()[1], path)} "
-                                      f"({_admission(settings)}); admin page at "
-                                      f"{server_url(host, sock.getsockname()[1], '/')}")
+    processes = f" from {settings.workers} processes" if settings.workers > 1 else ""
+    with _workers(sock, settings.workers - 1, settings.cursor_secret):
+        _serve_http(asgi, sock, settings, f"mcp-kb: serving {kind} at {server_url(host, sock.getsockname()[1], path)}"
+                                          f"{processes} ({_admission(settings)}); admin page at "
+                                          f"{server_url(host, sock.getsockname()[1], '/')}")
+
+
+@contextlib.contextmanager
+def _workers(sock: socket.socket, count: int, cursor_secret: str | None) -> Iterator[None]:
+    """`count` more processes serving `sock` while the block runs: this command again, each handed the socket, the
+    cursors' key (a cursor from one is taken by any) and a pipe whose other end this process holds, so they stop
+    when it does, however it ends. Never a fork: LanceDB's and ONNX Runtime's threads do not survive one."""
+    if count == 0:
+        yield
+        return
+    alive, held = os.pipe()
+    environment = {**os.environ, _WORKER_OF: f"{sock.fileno()},{alive}",
+                   **({ENV_CURSOR_SECRET: cursor_secret} if cursor_secret else {})}
+    command = [sys.executable, "-m", "mcp_kb", *sys.argv[1:]]
+    try:
+        workers = [subprocess.Popen(command, env=environment, pass_fds=(sock.fileno(), alive),
+                                    stdin=subprocess.DEVNULL) for _ in range(count)]
+    finally:
+        os.close(alive)
+    try:
+        yield
+    finally:
+        os.close(held)  # each worker reads the end of its pipe and stops
+        for process in workers:
+            try:
+                process.wait(_WORKER_STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _worker_of() -> tuple[int, int] | None:
+    """In a worker process: the listening socket it serves and its lead's pipe (file descriptors); else None."""
+    given = os.environ.pop(_WORKER_OF, None)  # not for the processes it starts (parse workers)
+    if not given:
+        return None
+    socket_fd, pipe_fd = (int(part) for part in given.split(","))
+    return socket_fd, pipe_fd
+
+
+def _stop_with_the_lead(pipe: int) -> None:
+    """A worker stops (as on SIGTERM) when its lead's end of `pipe` closes: the lead stopped, or died."""
+    def wait() -> None:
+        while os.read(pipe, 1):
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=wait, name="mcp-kb-lead", daemon=True).start()
 
 
 async def _serve_stdio(server: MCPServer, waiting: str) -> None:
@@ -143,8 +206,9 @@ def _with_page(page: Any, mcp: Any) -> Any:
     return asgi
 
 
-def _serve_http(asgi: Any, sock: Any, settings: Any, announce: str) -> None:
-    """Serve `asgi` on `sock` until Ctrl-C or SIGTERM; `announce` is said once both stop it."""
+def _serve_http(asgi: Any, sock: Any, settings: Any, announce: str | None) -> None:
+    """Serve `asgi` on `sock` until Ctrl-C or SIGTERM; `announce` is said (a worker says nothing) once both stop
+    it."""
     import uvicorn
 
     from .http.limits import RepeatedLineFilter, accept_burst, connection_cap, guarded_protocol
@@ -157,10 +221,12 @@ def _serve_http(asgi: Any, sock: Any, settings: Any, announce: str) -> None:
                                     http=guarded_protocol(cap, settings.header_timeout),
                                     timeout_graceful_shutdown=1)  # seconds: open streams do not hold it
     # uvicorn stops on Ctrl-C or SIGTERM and then raises the signal again: both end here, said in one line.
-    print(announce, file=sys.stderr, flush=True)
+    if announce:
+        print(announce, file=sys.stderr, flush=True)
     with sigterm_interrupts(), contextlib.suppress(KeyboardInterrupt):
         anyio.run(uvicorn.Server(uvicorn_config).serve, [sock])
-    print("mcp-kb: stopped", file=sys.stderr, flush=True)
+    if announce:
+        print("mcp-kb: stopped", file=sys.stderr, flush=True)
 
 
 

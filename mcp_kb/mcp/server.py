@@ -120,10 +120,11 @@ def _name_kbs(schema: dict[str, Any], names: list[str]) -> None:
         _name_kbs(schema["items"], names)
 
 
-def build_server(app: App, read_only: bool | None = None, handshake_wait: float = 0.0) -> _KBServer:
+def build_server(app: App, read_only: bool | None = None, handshake_wait: float = 0.0, lead: bool = True) -> _KBServer:
     """An MCP server for every KB in the app's config. Its start-up work (loading the model, a start-up sync) waits
     up to `handshake_wait` seconds for a client's first request after its handshake to be answered: that work holds
-    the interpreter as answering does, and a client that launches the server waits for those answers."""
+    the interpreter as answering does, and a client that launches the server waits for those answers. Of several
+    worker processes, only the `lead` runs the KBs' sync triggers; none offers sync tasks (a task lives in one)."""
     read_only = app.config.server.read_only if read_only is None else read_only
     app.saves_metrics = True  # a server's figures are the ones `mcp-kb stats` shows
     guard = Guard(app.config, _instructions, app.audit)
@@ -141,7 +142,7 @@ def build_server(app: App, read_only: bool | None = None, handshake_wait: float 
 
     runner = SyncRunner(app, notify=kb_synced)
 
-    tasks = None if read_only else SyncTasks(guard.view)
+    tasks = None if read_only or app.config.server.workers > 1 else SyncTasks(guard.view)
     handshake = _Handshake()
 
     @asynccontextmanager
@@ -157,8 +158,9 @@ def build_server(app: App, read_only: bool | None = None, handshake_wait: float 
             await LiveSync(runner, app.config.kb).run()
 
         async with warming_up(app, answered), anyio.create_task_group() as group:
-            if tasks:  # a read-only server never writes: another process (`mcp-kb watch`) syncs
+            if tasks:
                 tasks.group = group  # sync tasks outlive the requests that start them
+            if lead and not read_only:  # a read-only server never writes: another process (`mcp-kb watch`) syncs
                 group.start_soon(live_sync)
             yield {}
             runner.stop()  # a running sync must not hold a server its client ended: it stops, keeping whole batches

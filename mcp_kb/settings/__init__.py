@@ -9,7 +9,7 @@ The names below are the package's public face.
 """
 
 from .config import Config, unknown_kb
-from .variables import ENV_CONFIG, ENV_FASTEMBED_CACHE, ENV_MODEL, ENV_MODEL_PATH, ENV_STORAGE, ENV_TOKEN, cache_root, \
+from .variables import ENV_CONFIG, ENV_CURSOR_SECRET, ENV_FASTEMBED_CACHE, ENV_MODEL, ENV_MODEL_PATH, ENV_STORAGE, ENV_TOKEN, cache_root, \
     child_environment, environment, header_value
 from .kb import SOURCE_KINDS, ChunkingConfig, FilterableField, KBConfig, RepoConfig, SearchConfig, SourceSettings, \
     SyncConfig, WebSourceConfig
@@ -25,7 +25,7 @@ from .values import (CONTEXT_MAX, DEFAULT_MODE, DEFAULT_MODEL, HEALTHY_HIT_RATE,
 
 __all__ = [
     "Config", "unknown_kb",
-    "ENV_CONFIG", "ENV_FASTEMBED_CACHE", "ENV_MODEL", "ENV_MODEL_PATH", "ENV_STORAGE", "ENV_TOKEN", "cache_root", "child_environment",
+    "ENV_CONFIG", "ENV_CURSOR_SECRET", "ENV_FASTEMBED_CACHE", "ENV_MODEL", "ENV_MODEL_PATH", "ENV_STORAGE", "ENV_TOKEN", "cache_root", "child_environment",
     "environment", "header_value",
     "SOURCE_KINDS", "ChunkingConfig", "FilterableField", "KBConfig", "RepoConfig", "SearchConfig", "SourceSettings",
     "SyncConfig", "WebSourceConfig",

@@ -3,6 +3,8 @@ match KBs), `serve`'s overrides, and finding a KB by name."""
 
 from __future__ import annotations
 
+import secrets
+
 from pathlib import Path
 from typing import Any
 
@@ -107,19 +109,26 @@ class Config(Strict):
                                      f"(configured: {', '.join(names)})")
         return self
 
-    def serving(self, transport: str | None = None, host: str | None = None, port: int | None = None,
-                read_only: bool | None = None, stateless: bool | None = None) -> Config:
+    def serving(self, transport: str | None = None, host: str | None = None, port: int | None = None,  # noqa: PLR0913  # one per option
+                read_only: bool | None = None, stateless: bool | None = None, workers: int | None = None) -> Config:
         """This config with `serve`'s options in place of the [server] settings they override."""
         chosen = transport or self.server.transport
         if chosen == "stdio" and (host or port is not None):
             option = "--port" if port is not None else "--host"
             raise ConfigError(f"{option} is for the HTTP transports, and this server speaks stdio: add --transport "
                               f"http (or sse), or set [server] transport")
-        given = {"transport": chosen, "host": host, "port": port, "read_only": read_only, "stateless": stateless}
+        given = {"transport": chosen, "host": host, "port": port, "read_only": read_only, "stateless": stateless,
+                 "workers": workers}
         server = self.server.model_copy(update={key: value for key, value in given.items() if value is not None})
         if server.stateless and chosen != "http":
             raise ConfigError(f"stateless serving is a mode of the streamable HTTP transport, and this server "
                               f"speaks {chosen}: add --transport http")
+        if server.workers > 1 and not server.stateless:
+            raise ConfigError(f"{server.workers} workers serve from several processes, and a session, an SSE stream "
+                              f"or a sync task lives in one: serve stateless streamable HTTP (--transport http "
+                              f"--stateless), or one worker")
+        if server.workers > 1 and not server.cursor_secret:  # a cursor one worker gives, another takes
+            server = server.model_copy(update={"cursor_secret": secrets.token_urlsafe(32)})
         return self.model_copy(update={"server": server})
 
     def get_kb(self, name: str) -> KBConfig:

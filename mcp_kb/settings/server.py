@@ -135,6 +135,10 @@ class ServerConfig(Strict):
     stateless: bool = False
     """Streamable HTTP without sessions (`serve --stateless`): replicas behind a load balancer need no sticky
     sessions."""
+    workers: int = Field(1, ge=1, le=64)
+    """Processes serving stateless streamable HTTP on one port (`serve --workers N`): each answers any request, so
+    searches use every core. A session, an SSE stream or a sync task lives in one process: more than one worker
+    needs `stateless`, and the sync tool then answers when its sync ends (no tasks)."""
     search_tools: SearchTools = "auto"
     """Which search tools a server lists: `each` (one per knowledge base), `across` (one over every knowledge base a
     caller sees), `both`, or `auto`: with several knowledge bases one across them, and one each up to
