@@ -425,6 +425,9 @@ class _FailingEmbedder:
     def embed_query(self, text):
         return self.real.embed_query(text)
 
+    def release_batches(self):
+        self.real.release_batches()
+
 
 def test_full_rebuild_keeps_answering_searches_from_the_old_index(make_app, tmp_path):
     folder = tmp_path / "many"
