@@ -86,7 +86,7 @@ def run_server(app: App) -> None:
     sock = listening_socket(host, port)
     path = "/sse" if transport == "sse" else "/mcp"
     kind = "SSE" if transport == "sse" else f"{'stateless ' if settings.stateless else ''}streamable HTTP"
-    processes = f" from {settings.workers} processes" if settings.workers > 1 else ""
+    processes = f" from {settings.workers} processes (no sync tasks: a task lives in one)" if settings.workers > 1 else ""
     with _workers(sock, settings.workers - 1, settings.cursor_secret):
         _serve_http(asgi, sock, settings, f"mcp-kb: serving {kind} at {server_url(host, sock.getsockname()[1], path)}"
                                           f"{processes} ({_admission(settings)}); admin page at "

@@ -64,6 +64,7 @@ async def test_two_workers_answer_one_port_any_request_cursors_and_syncs_include
     with serve_http(served_config, "--transport", "http", "--stateless", "--workers", "2") as (port, log):
         processes = _serving(served_config)
         assert len(processes) == 2, log()
+        assert "from 2 processes (no sync tasks: a task lives in one)" in log()
         before = {pid: _cpu_seconds(pid) for pid in processes}
         answers = []
 
