@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .cursors import CARRIED_BYTES, ESCAPED_IN_JSON, CursorError, Cursors, carried, digest, leading
+from .cursors import CursorError, Cursors, carried, digest, leading, named
 from .errors import NotSyncedError, SearchError
 from .history import KBVersion, edition
 from .index.contract import Pinned, Store
@@ -219,7 +219,7 @@ class Reader:
         if "p" in place:
             return self._document_in(kb, read, str(place["p"]))
         listing = self.store.reading_listing(kb.name, read.generation, read.at)
-        path = _with_digest(listing["path"], str(place["d"])) if listing is not None else None
+        path = named(listing["path"], str(place["d"])) if listing is not None else None
         if path is None:
             raise CursorError(f"the document this cursor reads is no longer in {kb.name!r}{_in(read)} (a sync "
                               "removed it)")
@@ -401,18 +401,12 @@ def _placed_pattern(listing: pa.Table, place: dict[str, Any], asked: str) -> str
         return asked
     if "n" in place:
         starts = pc.unique(pc.utf8_slice_codeunits(listing["path"], 0, int(place["n"])))
-        found = _with_digest(starts, str(place["q"]))
+        found = named(starts, str(place["q"]))
         if found is not None:
             return found
-        raise CursorError("no document is left under the path this cursor lists (a sync removed them)")
+        raise CursorError("no document is left under the path this cursor lists (a sync removed them): list "
+                          "again without the cursor")
     raise CursorError("this cursor goes on listing a long pattern: pass it with the same path")
-
-
-def _with_digest(paths: pa.Array | pa.ChunkedArray, wanted: str) -> str | None:
-    """The one of `paths` (only long ones are carried by digest) whose digest is `wanted`, if any."""
-    long = paths.filter(pc.or_(pc.greater(pc.binary_length(paths), CARRIED_BYTES),
-                               pc.match_substring_regex(paths, ESCAPED_IN_JSON)))  # what may be longer in JSON
-    return next((path for path in long.to_pylist() if not carried(path) and digest(path) == wanted), None)
 
 
 def _as_of(read: _Read) -> str | None:
@@ -452,7 +446,7 @@ def _after(listing: pa.Table, place: dict[str, Any]) -> pa.Table:
     last = place["l"]
     if "k" in place:  # a long path: itself when still listed, else (a sync removed it) its start: what the page
         # showed under that start may come again, nothing is skipped
-        last = _with_digest(listing["path"], str(place["k"])) or last
+        last = named(listing["path"], str(place["k"])) or last
     later_path = pc.greater(listing["path"], last)
     if "m" not in place:
         return listing.filter(later_path)

@@ -159,7 +159,7 @@ class FastEmbedder(Embedder):
     def _batch_session(self) -> OnnxSession | None:
         """In a server, a sync's batches run as `mcp-kb sync` runs them: every core (or `[embedding] threads`) and
         onnxruntime's arena, on a session of their own, while queries keep their one-thread session (a sync on the
-        served session embedded on one core: 1.85x slower here, ~10x on 16 cores). None: through fastembed."""
+        served session embedded on one core: 1.67x the CLI's time on two cores, ~10x on 16). None: through fastembed."""
         served = self._served_session()
         if served is None:
             return None
