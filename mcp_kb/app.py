@@ -17,6 +17,7 @@ from .audit import AuditTrail
 from .history import KBVersion
 from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
 from .errors import KBError, NotSyncedError, StoreError
+from .freshness import Freshness
 from .heap import return_free_heap
 from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
 from .index import open_store
@@ -107,7 +108,13 @@ class App:
     def searcher(self) -> Searcher:
         rerank = self.config.rerank
         return Searcher(self.store, self.embedder, self.tokenizer, create_reranker(rerank), rerank.candidates,
-                        self.config.owner)
+                        self.config.owner, self.freshness)
+
+    @cached_property
+    def freshness(self) -> Freshness:
+        """Which documents of an answer changed since they were indexed (one per process: it remembers what each
+        repository's ref was last seen at)."""
+        return Freshness(lambda kb: source_cache_dir(self.config.storage.uri, kb))
 
     def search(self, kb: str, request: SearchRequest, record: bool = True) -> SearchResult:
         """Search one KB; what the request leaves out is the KB's setting. `record=False` (evaluations asking
@@ -214,7 +221,7 @@ class App:
     def reader(self) -> Reader:
         from .reader import Reader  # with Arrow's compute functions, which a server's handshake need not wait for
 
-        return Reader(self.store, lambda: self.tokenizer, Cursors(self.config.server.cursor_secret))
+        return Reader(self.store, lambda: self.tokenizer, Cursors(self.config.server.cursor_secret), self.freshness)
 
     def read(self, kb: str, request: ReadRequest) -> ReadOutput:
         """A part of a document of a KB, from its index, within the request's token budget."""

@@ -83,10 +83,19 @@ class Hit:
     parts: Annotated[tuple[Part, ...], Field(description="Each section (or symbol) the passage's text holds, in "
                                                          "order, with its lines: the citation names the one its "
                                                          "evidence is in")] = ()
+    indexed_at: Annotated[str, Field(description="When its document was indexed (RFC 3339, UTC)")] = ""
+    changed: Annotated[str, Field(description="How its document's source changed since it was indexed, in one line "
+                                              "('' when it has not, or cannot be told): the text may be out of date "
+                                              "until the knowledge base is synced")] = ""
 
     @property
     def last_chunk_index(self) -> int:
         return self.chunk_index + self.chunk_count - 1
+
+    @computed_field(description="Its source changed since it was indexed (`changed` says how)")  # type: ignore[prop-decorator]
+    @property
+    def stale(self) -> bool:
+        return bool(self.changed)
 
     @computed_field(description="How it ranked, as a person reads it: score, rank on each side, trimmed")  # type: ignore[prop-decorator]
     @property

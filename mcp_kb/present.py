@@ -29,6 +29,7 @@ def cited_text(result: SearchResult, max_chars: int | None = None, name_kb: bool
     for number, hit in enumerate(result.hits, start=1):
         lines.append(citation_line(hit, number, name_kb))
         lines += [hit.link] if hit.link else []
+        lines += [stale_line(hit.changed)] if hit.changed else []
         # blank lines trimmed, not spaces: code's first line keeps its indentation
         body = "\n\n".join(part for part in (hit.context_before, hit.text, hit.context_after) if part).strip("\n")
         if max_chars is not None and len(body) > max_chars:
@@ -41,13 +42,20 @@ def read_text(answer: ReadOutput, go_on: str = "") -> str:
     """A read's answer as the model (or a person) reads it: where it is, the text, and what is left. `go_on`: how
     to ask for the rest (the tool's cursor by default)."""
     about = HEADING_SEPARATOR.join(part for part in (answer.path, answer.section) if part)
-    lines = [f"{about} ({answer.location}{f'; as of {answer.as_of}' if answer.as_of else ''})",
+    indexed = f"; indexed {answer.indexed_at}" if answer.indexed_at else ""
+    lines = [f"{about} ({answer.location}{f'; as of {answer.as_of}' if answer.as_of else ''}{indexed})",
+             *([stale_line(answer.changed)] if answer.changed else []),
              *([f"Note: {answer.note}"] if answer.note else []), "", answer.text]
     if answer.cursor:
         how = go_on or f"call {READ_TOOL} with cursor={answer.cursor!r}"
         lines += ["", f"[about {answer.tokens_left} more tokens of this {'section' if answer.section else 'part'}: "
                       f"{how}]"]
     return "\n".join(lines)
+
+
+def stale_line(changed: str) -> str:
+    """The line an answer from a document whose source changed since it was indexed carries."""
+    return f"Stale: {changed}; this text may be out of date"
 
 
 def browse_text(answer: BrowseOutput) -> str:

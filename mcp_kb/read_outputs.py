@@ -4,7 +4,7 @@ a server builds its tools' output schemas from these before its handshake, witho
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from .vocabulary import HEADING_SEPARATOR
 
@@ -31,6 +31,15 @@ class ReadOutput(BaseModel):
     as_of: str | None = Field(None, description="The earlier version of the knowledge base read (as_of asked for one)")
     note: str = Field("", description="What its lines are, when they are not the file's own: a converted format's "
                                       "extracted text, or an index built before files were read as written")
+    indexed_at: str = Field("", description="When the document was indexed (RFC 3339, UTC)")
+    changed: str = Field("", description="How the document's source changed since it was indexed, in one line ('' "
+                                         "when it has not, or cannot be told): this text may be out of date until "
+                                         "the knowledge base is synced")
+
+    @computed_field(description="The document's source changed since it was indexed (`changed` says how)")  # type: ignore[prop-decorator]
+    @property
+    def stale(self) -> bool:
+        return bool(self.changed)
 
     @property
     def location(self) -> str:

@@ -7,7 +7,6 @@ holds), so a server without the sources (a read-only one on object storage) read
 from __future__ import annotations
 
 import bisect
-import datetime as dt
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,17 +17,18 @@ import pyarrow.compute as pc
 
 from .cursors import CursorError, Cursors, carried, digest, leading, named
 from .errors import NotSyncedError, SearchError
+from .freshness import Freshness
 from .history import KBVersion, edition
 from .index.contract import Pinned, Store
 from .index.filters import build_where, glob_to_regex
 from .ingest.git.citations import repo_file
 from .ingest.reading import Section, outline_of, section_names
-from .ingest.sources import rooted_id_patterns
+from .ingest.sources import Recorded, rooted_id_patterns
 from .lru import BoundedLRU
 from .text import clipped
 from .models.base import TokenCounter
 from .read_outputs import BrowseOutput, DocumentEntry, OutlineEntry, ReadOutput
-from .records import KBState
+from .records import KBState, recorded_at
 from .requests import BrowseRequest, ReadRequest
 from .settings import KBConfig
 from .vocabulary import HEADING_SEPARATOR, LIST_TOOL, READ_TOOL, sync_remedy
@@ -99,8 +99,10 @@ class _Document:
 class Reader:
     """Reads documents of KBs from a store's reading tables."""
 
-    def __init__(self, store: Store, tokenizer: Callable[[], TokenCounter], cursors: Cursors):
+    def __init__(self, store: Store, tokenizer: Callable[[], TokenCounter], cursors: Cursors,
+                 freshness: Freshness | None = None):
         self.store = store
+        self.freshness = freshness
         self._tokenizer = tokenizer
         self.cursors = cursors
         self._allowed: BoundedLRU[tuple[str, str, int], frozenset[str]] = BoundedLRU(_ALLOWED_KEPT)
@@ -125,8 +127,17 @@ class Reader:
             start, end, section = self._span(document, form, request)
         answer = self._answer(document, start, end, section, request.max_tokens if budgeted else None)
         if form == "chunk" and not request.cursor:
-            return _with_passage(answer, document, int(request.chunk or 0), start)
-        return answer
+            answer = _with_passage(answer, document, int(request.chunk or 0), start)
+        return self._dated(kb, document, answer)
+
+    def _dated(self, kb: KBConfig, document: _Document, answer: ReadOutput) -> ReadOutput:
+        """The answer saying when its document was indexed and, read in the current version, whether its source
+        changed since."""
+        row = document.row
+        recorded = Recorded(row["size"], row["mtime_ns"], row["synced_at"])
+        changed = {} if document.edition.earlier or self.freshness is None else \
+            self.freshness.changed(kb, {row["path"]: recorded}, KBState(self.store.read_state(kb.name)).revisions)
+        return answer.model_copy(update={"indexed_at": recorded.synced_at, "changed": changed.get(row["path"], "")})
 
     def _span(self, document: _Document, form: str, request: ReadRequest) -> tuple[int, int, int | None]:
         """The characters of the part asked for, and its section's number in the outline (None: not a section)."""
@@ -461,7 +472,7 @@ def _entries(answer: BrowseOutput) -> int:
 
 def _entry(row: dict[str, Any], kb: KBConfig) -> DocumentEntry:
     # A repository's file has no time of its own: its fingerprint's second number is its blob id, not a time.
-    changed = "" if repo_file(kb, row["path"]) else _utc(row["mtime_ns"])
+    changed = "" if repo_file(kb, row["path"]) or not row["mtime_ns"] else recorded_at(row["mtime_ns"])
     return DocumentEntry(path=row["path"], title=clipped(row["title"], _TITLE_CHARS), kind=row["kind"], size=row["size"],
                          pages=row["pages"], chunks=row["chunks"], tokens=row["tokens"], lines=row["lines"],
                          changed=changed, synced=row["synced_at"])
@@ -561,10 +572,6 @@ def _line_offset(text: str, line: int) -> int:
 def _line_end(text: str, line: int) -> int:
     end = text.find("\n", _line_offset(text, line))
     return len(text) if end < 0 else end
-
-
-def _utc(mtime_ns: int) -> str:
-    return dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if mtime_ns else ""
 
 
 def _shown(value: str) -> str:

@@ -25,7 +25,13 @@ _ERROR_CHARS_KEPT = 500  # of a failed sync's error, in that list
 def recorded_now(precision: str = "seconds") -> str:
     """The time a record, a log line or a task carries, one way everywhere: RFC 3339 in UTC ("…T19:14:02Z";
     `precision` "milliseconds" for log lines and tasks), never this machine's local time."""
-    return datetime.now(UTC).isoformat(timespec=precision).replace("+00:00", "Z")
+    return recorded_at(datetime.now(UTC), precision)
+
+
+def recorded_at(when: datetime | int, precision: str = "seconds") -> str:
+    """A time (a datetime, or nanoseconds since the epoch: a file's modification time) as records carry it."""
+    moment = when if isinstance(when, datetime) else datetime.fromtimestamp(when / 1e9, UTC)
+    return moment.astimezone(UTC).isoformat(timespec=precision).replace("+00:00", "Z")
 
 
 class _Saved:

@@ -25,6 +25,7 @@ from .index.keywords import cjk_words, keyword_terms
 from .index.state import sync_activity
 from .ingest.git.citations import permalink, repo_file
 from .ingest.sources import rooted_id_patterns
+from .freshness import Freshness, recorded_in
 from .history import Edition, edition
 from .index.contract import Candidate, ChunkView, Store, view_of
 from .lru import BoundedLRU
@@ -93,8 +94,10 @@ class Searcher:
     """Runs searches against a store; results are cached per table version."""
 
     def __init__(self, store: Store, embedder: Embedder, tokenizer: TokenCounter,  # noqa: PLR0913  # its parts
-                 reranker: Reranker | None = None, rerank_candidates: int = 30, owner: str = ""):
+                 reranker: Reranker | None = None, rerank_candidates: int = 30, owner: str = "",
+                 freshness: Freshness | None = None):
         self.store = store
+        self.freshness = freshness  # None: hits say nothing of when they were indexed (evaluations)
         self.owner = owner  # this config's kb.toml, when its KBs live in the default index (Config.owner)
         self.embedder = embedder
         self.tokenizer = tokenizer
@@ -121,7 +124,30 @@ class Searcher:
             result = self._search(kbs, request, now)
         earlier = [f"{kb.name}: " * (len(kbs) > 1) + f"answered as of {read.version.describe()}"
                    for kb, read in zip(kbs, editions) if read.earlier and read.version]
-        return replace(result, notes=[*earlier, *result.notes]) if earlier else result
+        result = replace(result, notes=[*earlier, *result.notes]) if earlier else result
+        return self._dated(kbs, editions, result)
+
+    def _dated(self, kbs: list[KBConfig], editions: list[Edition], result: SearchResult) -> SearchResult:
+        """The hits saying when their documents were indexed and, answering from a KB's current version, which
+        changed since (after the cache: a file changes without a sync); a note per KB of such hits names the remedy."""
+        if self.freshness is None or not result.hits:
+            return result
+        hits, notes = result.hits, []
+        for kb, read in zip(kbs, editions):
+            paths = {hit.source for hit in hits if hit.kb == kb.name}
+            listing = self.store.reading_listing(kb.name, read.generation, read.at) if paths and read.generation \
+                else None
+            if listing is None:
+                continue
+            recorded = recorded_in(listing, paths)
+            changed = {} if read.earlier else \
+                self.freshness.changed(kb, recorded, KBState(self.store.read_state(kb.name)).revisions)
+            hits = [replace(hit, indexed_at=recorded[hit.source].synced_at, changed=changed.get(hit.source, ""))
+                    if hit.kb == kb.name and hit.source in recorded else hit for hit in hits]
+            if stale := sum(1 for hit in hits if hit.kb == kb.name and hit.stale):
+                notes.append(f"{kb.name}: " * (len(kbs) > 1) + f"stale results ({stale}): their documents changed "
+                             f"since they were indexed (each says how); {sync_remedy(kb.name)}, then search again")
+        return replace(result, hits=hits, notes=[*notes, *result.notes])
 
     def _search(self, kbs: list[KBConfig], request: ResolvedSearch, editions: list[Edition]) -> SearchResult:
         if len(kbs) > 1:

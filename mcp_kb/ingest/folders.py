@@ -10,10 +10,12 @@ stops the walk.
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Literal
 
@@ -22,9 +24,12 @@ import pathspec
 from ..settings import KBConfig, megabytes
 from ..errors import KBError
 from .parsers import is_binary_format, is_supported
-from ..records import Progress
+from ..records import Progress, recorded_at
 from ..text import name_text
-from .sources import LEFT_OUT_GITIGNORE, LEFT_OUT_GLOBS, LEFT_OUT_HIDDEN, Revisions, SkippedFile, SourceFile, SourceScan
+from .sources import (LEFT_OUT_GITIGNORE, LEFT_OUT_GLOBS, LEFT_OUT_HIDDEN, Recorded, Revisions, SkippedFile, SourceFile,
+                      SourceScan)
+
+log = logging.getLogger(__name__)
 
 # A NUL or a high share of control characters in the first block means binary, whatever the
 # extension says.
@@ -311,6 +316,65 @@ def change_concerns(kb: KBConfig, path: Path) -> bool:
     return False
 
 
+def local_file(kb: KBConfig, doc_id: str) -> Path | None:
+    """The file on this machine a document id of the KB's folders names; None when no KB path here holds it (a
+    server without the folder) or the id cannot name one exactly (a name in other bytes than UTF-8, shown escaped)."""
+    if "\\x" in doc_id:
+        return None
+    for root, prefix in _roots(kb):
+        if root.is_file():
+            if doc_id == root.name:
+                return root
+        elif doc_id.startswith(prefix) and root.is_dir():
+            return root / doc_id.removeprefix(prefix)
+    return None
+
+
+def files_changed(kb: KBConfig, recorded: Mapping[str, Recorded]) -> dict[str, str]:
+    """Each document of the KB's folders mapped to how its file differs from what was recorded ("": it does not),
+    asked of the file system within _STAT_SECONDS (when it does not answer in time, nothing is said of any)."""
+    if not recorded:
+        return {}
+    future = _STATS.submit(_files_changed, kb, recorded)
+    try:
+        return future.result(timeout=_STAT_SECONDS)
+    except FutureTimeout:
+        log.info("%s: the file system did not answer in %g s: freshness not checked", kb.name, _STAT_SECONDS)
+        return dict.fromkeys(recorded, "")
+
+
+def _files_changed(kb: KBConfig, recorded: Mapping[str, Recorded]) -> dict[str, str]:
+    why = {}
+    for doc_id, seen in recorded.items():
+        path = local_file(kb, doc_id)
+        if path is None:  # no KB path here holds it (a server without the folder): nothing to say
+            continue
+        now = _fingerprint(path)
+        why[doc_id] = ("deleted since it was indexed" if now == _GONE else
+                       "" if now in (_UNKNOWN, (seen.size, seen.mtime_ns)) else
+                       f"modified since it was indexed (at {recorded_at(now[1])})")
+    return why
+
+
+_STAT_SECONDS = 0.25  # the most an answer waits for its files' stats (a hung network mount then says nothing)
+# One thread: a hung mount holds it, and every later check then says nothing within its bound instead of piling up
+# threads.
+_STATS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-kb-stat")
+_GONE, _UNKNOWN = (-1, -1), (-2, -2)
+
+
+def _fingerprint(path: Path) -> tuple[int, int]:
+    """A file's (size, mtime_ns); _GONE when it is not there, _UNKNOWN when that cannot be told (permissions, a mount
+    in trouble: no change to vouch for)."""
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return _GONE
+    except (OSError, ValueError):
+        return _UNKNOWN
+    return info.st_size, info.st_mtime_ns
+
+
 class FolderSource:
     """The KB's `paths` as one source: document ids are paths relative to a root."""
 
@@ -332,6 +396,10 @@ class FolderSource:
     def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None,
              revisions: Revisions | None = None) -> SourceScan:
         return scan_folders(self.kb, known)
+
+    def changed(self, recorded: Mapping[str, Recorded], revisions: Revisions) -> dict[str, str]:
+        """Each file whose KB path is here, by a stat (a server without the folder says nothing of them)."""
+        return files_changed(self.kb, recorded)
 
     def watch_folders(self) -> list[Path]:
         return [path if path.is_dir() else path.parent for path in self.kb.paths]

@@ -103,6 +103,16 @@ def why_no_documents(kb: KBConfig, scan: SourceScan) -> str:
             f"config (`mcp-kb check` shows what each knowledge base would index)")
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """What the index recorded of a document at its sync: the fingerprint its source gave (size and modification
+    time; a repository's file: size and blob id) and when it was indexed (ISO 8601, UTC)."""
+
+    size: int
+    mtime_ns: int
+    synced_at: str
+
+
 class Source(Protocol):
     """One configured source of a KB. Its class also provides `of(kb, cache_folder) -> list[Source]`
     (the KB's sources of this kind, none when unconfigured), `owns(doc_id)` and `kind_of(doc_id)`."""
@@ -112,6 +122,12 @@ class Source(Protocol):
         """Every document, or a reason per one left out; `known` maps the ids the index holds to the
         (size, mtime_ns) it saw (a web source asks for each again; a folder trusts unchanged files), `revisions`
         what the sources had read for the index (a repository diffs from its commit)."""
+
+    def changed(self, recorded: Mapping[str, Recorded], revisions: Revisions) -> dict[str, str]:
+        """Of the documents `recorded` names, this source's, each mapped to one line saying how it changed since it
+        was recorded ("": it has not, or that cannot be told cheaply); `revisions` are what the sources had read for
+        the index. Ids it leaves out are another source's. Cheap, as every answer asks: a stat, a clock, a ref
+        asked in the background; never a download."""
 
     def watch_folders(self) -> list[Path]:
         """Local folders whose changes may change the documents; none: the source is polled (a web site)."""
@@ -135,8 +151,11 @@ class SourceKind(Protocol):
 
 
 def _kinds() -> list[SourceKind]:
-    registered = [SOURCE_KINDS.implementation(name) for name in SOURCE_KINDS.names()]
-    return registered + list(_builtin_kinds())
+    return _registered_kinds() + list(_builtin_kinds())
+
+
+def _registered_kinds() -> list[SourceKind]:
+    return [SOURCE_KINDS.implementation(name) for name in SOURCE_KINDS.names()]
 
 
 @functools.cache
@@ -173,11 +192,35 @@ class VersionSource:
                            for item in scan.skipped], scan.figures,
                           {self.prefix + key: read for key, read in scan.revisions.items()}, scan.left_out)
 
+    def changed(self, recorded: Mapping[str, Recorded], revisions: Revisions) -> dict[str, str]:
+        own = {doc_id.removeprefix(self.prefix): seen for doc_id, seen in recorded.items()
+               if doc_id.startswith(self.prefix)}
+        own_revisions = {key.removeprefix(self.prefix): read for key, read in revisions.items()
+                         if key.startswith(self.prefix)}
+        return {self.prefix + doc_id: line for doc_id, line in self.source.changed(own, own_revisions).items()}
+
     def watch_folders(self) -> list[Path]:
         return self.source.watch_folders()
 
     def concerns(self, path: Path) -> bool:
         return self.source.concerns(path)
+
+
+def changed_documents(sources: Iterable[Source], recorded: Mapping[str, Recorded],
+                      revisions: Revisions) -> dict[str, str]:
+    """Of the documents `recorded` names, those whose source changed since, each with one line saying how: each
+    source in turn claims its own (folders last: they claim every id left). A kind without `changed` (a plugin's
+    from before it) says nothing of its documents."""
+    left, why = dict(recorded), {}
+    silent = [kind for kind in _registered_kinds() if not hasattr(kind, "changed")]
+    left = {doc_id: seen for doc_id, seen in left.items() if not any(kind.owns(doc_id) for kind in silent)}
+    for source in sources:
+        if not left or not hasattr(source, "changed"):
+            continue
+        told = source.changed(left, revisions)
+        why.update({doc_id: line for doc_id, line in told.items() if line})
+        left = {doc_id: seen for doc_id, seen in left.items() if doc_id not in told}
+    return why
 
 
 def scan_all(sources: Iterable[Source], known: dict[str, tuple[int, int]] | None = None,

@@ -136,4 +136,5 @@ def document(app: App, name: str, doc_id: str, chunk: int | None) -> dict[str, A
     start, end = answer.passage_start or 0, answer.passage_end or 0
     text = answer.text
     return {"before": text[:start], "passage": text[start:end], "after": text[end:], "found": end > start,
-            "path": doc_id, "location": answer.location, "more": answer.cursor is not None}
+            "path": doc_id, "location": answer.location, "more": answer.cursor is not None,
+            "indexed_at": answer.indexed_at, "changed": answer.changed}

@@ -43,7 +43,9 @@ _NO_REPOSITORY = ("does not appear to be a git repository", "Could not read from
 _UNREACHABLE = ("unable to access", "Could not resolve host", "Connection refused", "Connection timed out")
 _NO_REF = re.compile(r"couldn't find remote ref (\S+)")
 _REFS_SHOWN = 5
-_LIST_SECONDS = 10  # listing the branches for an error message: not worth a long wait
+_LIST_SECONDS = 10  # listing refs (for an error message, a freshness check): not worth a long wait
+_LISTED_BYTES = 100_000  # what a listing of refs is read of
+_COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # What git says when a server refused the credentials, or asked for some it could not prompt for.
 _REFUSED_CREDENTIALS = ("terminal prompts disabled", "Authentication failed", "Permission denied (publickey",
                         "could not read Username", "could not read Password")
@@ -239,21 +241,37 @@ class Git:
 
     def _branches(self) -> str:
         """The repository's branches, a few, for an error about a ref it has not ("" when they cannot be listed)."""
-        with tempfile.TemporaryFile() as listed:  # a file, not a pipe: a transport left behind holds no pipe open
-            try:
-                done = subprocess.run(["git", "--git-dir", str(self.folder), "ls-remote", "--heads", "--end-of-options",
-                                       self.remote.url], stdin=subprocess.DEVNULL, stdout=listed,
-                                      stderr=subprocess.DEVNULL, env=self.env, timeout=min(self.timeout, _LIST_SECONDS),
-                                      start_new_session=True, check=False)
-            except (OSError, subprocess.TimeoutExpired):
-                return ""
-            listed.seek(0)
-            names = [line.split("refs/heads/", 1)[1] for line in listed.read(100_000).decode("utf-8", "replace")
-                     .splitlines() if "refs/heads/" in line]
-        if done.returncode or not names:
+        listed = self.list_remote(heads=True)
+        names = [line.split("refs/heads/", 1)[1] for line in (listed or "").splitlines() if "refs/heads/" in line]
+        if not names:
             return ""
         more = f" and {len(names) - _REFS_SHOWN} more" if len(names) > _REFS_SHOWN else ""
         return f" (its branches: {', '.join(names[:_REFS_SHOWN])}{more})"
+
+    def remote_commit(self, ref: str) -> str | None:
+        """The commit `ref` names in the repository now, as `git ls-remote` tells (None: it cannot be told, or `ref`
+        is a commit, which never moves): a branch, a tag (peeled) or HEAD."""
+        listed = self.list_remote(ref) if not _COMMIT_ID.fullmatch(ref) else None
+        named = {name: commit for commit, _, name in (line.partition("\t") for line in (listed or "").splitlines())}
+        for name in (f"refs/heads/{ref}", f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", ref):
+            if _COMMIT_ID.fullmatch(named.get(name, "")):
+                return named[name]
+        return None
+
+    def list_remote(self, *patterns: str, heads: bool = False) -> str | None:
+        """`git ls-remote` of the repository's refs matching `patterns` (all: none given; branches only: `heads`),
+        within _LIST_SECONDS (None: it failed or took longer)."""
+        with tempfile.TemporaryFile() as listed:  # a file, not a pipe: a transport left behind holds no pipe open
+            try:
+                done = subprocess.run(["git", "--git-dir", str(self.folder), "ls-remote",
+                                       *(["--heads"] if heads else []), "--end-of-options", self.remote.url,
+                                       *patterns], stdin=subprocess.DEVNULL, stdout=listed,
+                                      stderr=subprocess.DEVNULL, env=self.env, timeout=min(self.timeout, _LIST_SECONDS),
+                                      start_new_session=True, check=False)
+            except (OSError, subprocess.TimeoutExpired):
+                return None
+            listed.seek(0)
+            return None if done.returncode else listed.read(_LISTED_BYTES).decode("utf-8", "replace")
 
 
 def _last_words(words: str) -> str:

@@ -18,8 +18,10 @@ import json
 import os
 import posixpath
 import shutil
+import logging
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +32,11 @@ from ...settings import KBConfig, RepoConfig, megabytes
 from ...text import is_text, name_text
 from ..folders import binary_reason, matches_globs
 from ..parsers import is_supported, supported_suffixes
-from ..sources import SkippedFile, SourceFile, SourceScan
+from ..sources import Recorded, Revisions, SkippedFile, SourceFile, SourceScan
 from .citations import id_prefix
 from .command import Git, GitError, Remote
+
+log = logging.getLogger(__name__)
 
 _FETCHED = "refs/mcp-kb/fetched"
 _KEPT = "refs/mcp-kb/kept/"  # the commits a later diff needs: the one the index holds, and the newest
@@ -85,6 +89,20 @@ class GitSource:
     @staticmethod
     def kind_of(doc_id: str) -> str:
         return posixpath.splitext(doc_id)[1].lower().lstrip(".") or "other"
+
+    def changed(self, recorded: Mapping[str, Recorded], revisions: Revisions) -> dict[str, str]:
+        """Each of its files, when its ref has moved past the commit the index holds (as the repository last told:
+        asked in the background at most once a minute, so an answer never waits on it)."""
+        mine = [doc_id for doc_id in recorded if doc_id.startswith(self.prefix)]
+        indexed = revisions.get(self.key, {}).get("commit", "")
+        tip = _TIPS.seen(self) if mine and indexed else None
+        moved = f"its repository's {self.repo.ref} is at {tip[:12]} now; the index holds {indexed[:12]}" \
+            if tip and tip != indexed else ""
+        return dict.fromkeys(mine, moved)
+
+    def remote_commit(self) -> str | None:
+        """The commit the repository's ref names now (None: it cannot be told); asks the repository itself."""
+        return self.git.remote_commit(self.repo.ref)
 
     def watch_folders(self) -> list[Path]:
         return []  # a repository changes by commits: `[kb.sync] interval` fetches again
@@ -337,3 +355,36 @@ def _suffix(path: str) -> str:
     """The path's suffix, lower case, which picks the parser (only a plain one names a file on this disk)."""
     suffix = posixpath.splitext(path)[1].lower()
     return suffix if suffix.isascii() and suffix.isprintable() and "/" not in suffix else ""
+
+
+class _Tips:
+    """The commit each repository's ref was last seen at, asked again in the background once that is older than
+    _TIP_SECONDS: an answer never waits for a repository, nor asks it more than once a minute."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: dict[Path, tuple[float, str | None]] = {}  # by copy: when it was asked, the commit it told
+        self._asking: set[Path] = set()
+
+    def seen(self, source: GitSource) -> str | None:
+        key = source.folder
+        with self._lock:
+            asked_at, commit = self._seen.get(key, (-_TIP_SECONDS, None))
+            if time.monotonic() - asked_at >= _TIP_SECONDS and key not in self._asking:
+                self._asking.add(key)
+                threading.Thread(target=self._ask, args=(key, source), name="mcp-kb-ls-remote", daemon=True).start()
+        return commit
+
+    def _ask(self, key: Path, source: GitSource) -> None:
+        try:
+            commit = source.remote_commit()
+        except Exception as exc:  # a missing token, no git: freshness says nothing; the next sync says why
+            log.debug("%s: its ref could not be asked for: %s", source.key, exc)
+            commit = None
+        with self._lock:
+            self._seen[key] = (time.monotonic(), commit)
+            self._asking.discard(key)
+
+
+_TIP_SECONDS = 60.0
+_TIPS = _Tips()

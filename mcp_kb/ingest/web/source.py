@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import posixpath
+import time
+from collections.abc import Mapping
 from dataclasses import asdict
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -11,8 +14,11 @@ from urllib.parse import urlsplit
 from ...settings import KBConfig
 from ..parsers import is_supported
 from ...records import Progress
-from ..sources import Revisions, SourceScan
+from ..sources import Recorded, Revisions, SourceScan
 from .urls import ORIGIN, PAGE_SUFFIXES, is_url
+
+_FRESH_SECONDS = 86_400.0  # a page of a KB that asks its sites again on no schedule is old after a day
+
 
 class WebSource:
     """The KB's `urls` as one source: document ids are normalized URLs, bodies live in the page cache."""
@@ -42,8 +48,37 @@ class WebSource:
         crawl = crawl_kb(self.kb, self.cache_folder, [doc_id for doc_id in known if is_url(doc_id)], progress)
         return SourceScan(crawl.files, crawl.skipped, asdict(crawl.stats))
 
+    def changed(self, recorded: Mapping[str, Recorded], revisions: Revisions) -> dict[str, str]:
+        """Each page fetched longer ago than the KB asks its sites again (`[kb.sync] interval`, else a day): its site
+        may have changed it since (asking the site would make an answer wait on it)."""
+        fresh_for, now = self.kb.sync.interval or _FRESH_SECONDS, time.time()
+        why = {}
+        for doc_id, seen in recorded.items():
+            if is_url(doc_id):
+                fetched = _timestamp(seen.synced_at)
+                old = fetched is not None and now - fetched > fresh_for
+                why[doc_id] = f"fetched {_age(now - fetched)} ago; its site may have changed it since" if old and \
+                    fetched is not None else ""
+        return why
+
     def watch_folders(self) -> list[Path]:
         return []  # pages change on their site: `[kb.sync] interval` (or watch's default) crawls again
 
     def concerns(self, path: Path) -> bool:
         return False
+
+
+def _timestamp(iso: str) -> float | None:
+    try:
+        return datetime.fromisoformat(iso).timestamp()
+    except ValueError:
+        return None
+
+
+def _age(seconds: float) -> str:
+    """A time span as a person says it: minutes, hours, then days."""
+    if seconds < 7_200:
+        return f"{seconds / 60:.0f} minutes"
+    if seconds < 172_800:
+        return f"{seconds / 3_600:.0f} hours"
+    return f"{seconds / 86_400:.0f} days"

@@ -1,0 +1,185 @@
+"""Freshness on every answer: a hit and a read say when their document was indexed, and say in one line (`stale`)
+when its source changed since: a folder's file modified or deleted, a repository's ref moved past the indexed
+commit, a web page older than its KB's schedule. A sync makes them current again; an earlier version read on purpose
+and a server without the folder say nothing; a file system that hangs never holds an answer."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import pytest
+from click.testing import CliRunner
+from git_server import Repo
+from helpers import until, write
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+import mcp_kb.ingest.folders
+from mcp_kb.api import ReadRequest, SearchRequest, SyncRequest
+from mcp_kb.cli import main
+from mcp_kb.ingest.sources import Recorded, sources_of
+from mcp_kb.records import recorded_now
+
+pytestmark = pytest.mark.anyio
+
+LEAVE = "# Leave\n\nAnnual leave is 25 days a year, booked in the HR portal.\n"
+TRAVEL = "# Travel\n\nTravel costs are refunded within 30 days of the trip.\n"
+
+
+def _kb(folder) -> dict:
+    return {"name": "handbook", "description": "Company rules", "paths": [str(folder)]}
+
+
+@pytest.fixture
+def handbook(tmp_path):
+    folder = tmp_path / "handbook"
+    write(folder / "leave.md", LEAVE)
+    write(folder / "travel.md", TRAVEL)
+    return folder
+
+
+def _hits(app, query: str, **request):
+    return app.search("handbook", SearchRequest(query=query, top_k=2, **request))
+
+
+def _by_source(result) -> dict:
+    return {hit.source: hit for hit in result.hits}
+
+
+def test_a_file_edited_after_its_sync_gives_a_stale_hit_saying_how_until_the_next_sync(make_app, handbook):
+    app = make_app(_kb(handbook))
+    app.sync()
+    fresh = _by_source(_hits(app, "annual leave days"))["leave.md"]
+    assert not fresh.stale and fresh.changed == "" and fresh.indexed_at.endswith("Z")
+
+    write(handbook / "leave.md", LEAVE.replace("25", "30"))
+    result = _hits(app, "annual leave days")
+    hits = _by_source(result)
+    assert hits["leave.md"].stale and hits["leave.md"].changed.startswith("modified since it was indexed")
+    assert not hits["travel.md"].stale  # only the file that changed
+    assert any(note.startswith("stale results (1)") and "mcp-kb sync handbook" in note for note in result.notes)
+
+    app.sync()
+    synced = _by_source(_hits(app, "annual leave days"))["leave.md"]
+    assert not synced.stale and "30 days" in synced.text and synced.indexed_at >= fresh.indexed_at
+
+
+def test_a_deleted_file_is_a_stale_hit_and_read(make_app, handbook):
+    app = make_app(_kb(handbook))
+    app.sync()
+    (handbook / "travel.md").unlink()
+    hit = _by_source(_hits(app, "travel costs refunded"))["travel.md"]
+    assert hit.changed == "deleted since it was indexed"
+    answer = app.read("handbook", ReadRequest(kb="handbook", path="travel.md"))
+    assert answer.stale and answer.changed == "deleted since it was indexed" and answer.indexed_at == hit.indexed_at
+
+
+def test_a_read_says_when_its_document_was_indexed_and_whether_it_changed(make_app, handbook):
+    app = make_app(_kb(handbook))
+    app.sync()
+    answer = app.read("handbook", ReadRequest(kb="handbook", path="leave.md"))
+    assert answer.indexed_at and not answer.stale
+    (handbook / "leave.md").write_text(LEAVE + "\nNew rule.\n", encoding="utf-8")
+    answer = app.read("handbook", ReadRequest(kb="handbook", path="leave.md"))
+    assert answer.stale and answer.model_dump(mode="json")["stale"] is True
+    assert "New rule" not in answer.text  # the index's text, said to be out of date
+
+
+def test_a_server_without_the_folder_says_nothing_rather_than_guess(make_app, handbook, tmp_path):
+    app = make_app(_kb(handbook))
+    app.sync()
+    handbook.rename(tmp_path / "elsewhere")  # the folder is not on this machine (a reader of a shared index)
+    hits = _hits(app, "annual leave days").hits
+    assert hits and not any(hit.stale for hit in hits) and all(hit.indexed_at for hit in hits)
+
+
+def test_an_earlier_version_read_on_purpose_is_not_called_stale(make_app, handbook):
+    app = make_app(_kb(handbook))
+    app.sync()
+    write(handbook / "leave.md", LEAVE.replace("25", "30"))
+    app.sync()
+    write(handbook / "leave.md", LEAVE.replace("25", "35"))
+    earlier = _by_source(_hits(app, "annual leave days", as_of="1"))["leave.md"]
+    assert "25 days" in earlier.text and not earlier.stale and earlier.indexed_at
+    assert _by_source(_hits(app, "annual leave days"))["leave.md"].stale  # the current version is
+
+
+def test_a_file_system_that_hangs_never_holds_an_answer(make_app, handbook, monkeypatch):
+    app = make_app(_kb(handbook))
+    app.sync()
+    released = threading.Event()
+    real_stat = os.stat
+
+    def hung_stat(path, *args, **kwargs):
+        if str(path).startswith(str(handbook)):
+            released.wait(30)
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(mcp_kb.ingest.folders.os, "stat", hung_stat)
+    try:
+        hits = _hits(app, "annual leave days").hits
+        assert not released.is_set()  # answered while the stat still hung
+        assert hits and not any(hit.stale for hit in hits)
+    finally:
+        released.set()
+
+
+def test_a_repository_whose_ref_moved_gives_stale_hits_once_its_repository_was_asked(make_app, tmp_path):
+    repo = Repo(tmp_path / "lib")
+    repo.write("README.md", "# Lib\n\nThe library parses invoices into ledger entries.\n")
+    repo.commit()
+    app = make_app({"name": "handbook", "description": "code", "repos": [{"url": str(repo.folder), "ref": "main"}]})
+    app.sync()
+    repo.write("README.md", "# Lib\n\nThe library parses invoices and receipts.\n")
+    moved = repo.commit()
+
+    def stale_hit():
+        hit = _hits(app, "parses invoices").hits[0]
+        return hit if hit.stale else None
+
+    hit = until(stale_hit, what="the moved ref to be seen")  # asked in the background: a later answer says it
+    assert f"is at {moved[:12]} now" in hit.changed and hit.commit and hit.commit[:12] in hit.changed
+    app.sync()
+    assert not _hits(app, "parses invoices").hits[0].stale
+
+
+def test_a_web_page_older_than_its_schedule_is_stale_and_a_recent_one_is_not(make_config, tmp_path):
+    config = make_config({"name": "site", "description": "a site", "urls": ["https://docs.example.com/"],
+                          "sync": {"interval": 3600}})
+    (web,) = sources_of(config.kb[0], tmp_path)
+    old, recent = "https://docs.example.com/old", "https://docs.example.com/new"
+    told = web.changed({old: Recorded(1, 1, "2020-01-01T00:00:00Z"),
+                        recent: Recorded(1, 1, recorded_now())}, {})
+    assert told[old].startswith("fetched ") and "ago" in told[old] and told[recent] == ""
+
+
+def test_the_cli_and_the_search_tool_say_stale_in_words_and_in_structure(make_app, handbook, tmp_path):
+    config = tmp_path / "kb.toml"
+    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "handbook"\ndescription = "Company rules"\n'
+                      f'paths = ["{handbook}"]\n', encoding="utf-8")
+    runner = CliRunner()
+    assert runner.invoke(main, ["sync", "-c", str(config)]).exit_code == 0
+    write(handbook / "leave.md", LEAVE.replace("25", "30"))
+    shown = runner.invoke(main, ["search", "handbook", "annual leave days", "-c", str(config)])
+    assert shown.exit_code == 0 and "Stale: modified since it was indexed" in shown.output
+    read = runner.invoke(main, ["read", "handbook", "leave.md", "-c", str(config)])
+    assert "indexed 20" in read.output and "Stale: modified since it was indexed" in read.output
+
+
+async def test_the_search_and_read_tools_over_stdio_say_stale(handbook, tmp_path):
+    config = tmp_path / "kb.toml"
+    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "handbook"\ndescription = "Company rules"\n'
+                      f'paths = ["{handbook}"]\n', encoding="utf-8")
+    server = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)],
+                                   env=os.environ.copy())
+    async with Client(server) as client:
+        assert not (await client.call_tool("sync_knowledge_base", {})).is_error
+        write(handbook / "leave.md", LEAVE.replace("25", "30"))
+        result = await client.call_tool("search_handbook", {"query": "annual leave days", "top_k": 1})
+        hit = result.structured_content["results"][0]
+        assert hit["stale"] is True and hit["changed"].startswith("modified since") and hit["indexed_at"]
+        assert "Stale: modified since it was indexed" in result.content[0].text
+        read = await client.call_tool("read_document", {"kb": "handbook", "path": "leave.md"})
+        assert read.structured_content["stale"] is True and "Stale:" in read.content[0].text
