@@ -126,6 +126,13 @@ if TYPE_CHECKING:
     from .vocabulary import work_kept as work_kept
     from .vocabulary import status_uri as status_uri
     from .vocabulary import sync_remedy as sync_remedy
+    from .webhooks import HOOK_BODY_MAX as HOOK_BODY_MAX
+    from .webhooks import HookOutcome as HookOutcome
+    from .webhooks import HookTarget as HookTarget
+    from .webhooks import RecentDeliveries as RecentDeliveries
+    from .webhooks import Verdict as Verdict
+    from .webhooks import hook_target as hook_target
+    from .webhooks import receive_delivery as receive_delivery
 
 # Each public name → the module that defines it.
 _HOMES = {
@@ -237,6 +244,13 @@ _HOMES = {
     "work_kept": "vocabulary",
     "status_uri": "vocabulary",
     "sync_remedy": "vocabulary",
+    "HOOK_BODY_MAX": "webhooks",
+    "HookOutcome": "webhooks",
+    "HookTarget": "webhooks",
+    "RecentDeliveries": "webhooks",
+    "Verdict": "webhooks",
+    "hook_target": "webhooks",
+    "receive_delivery": "webhooks",
 }
 __all__ = [*_HOMES, "__version__"]
 

@@ -106,7 +106,8 @@ _WATCHER_WAKE_MS = 300  # the file watcher's thread wakes this often to see whet
 
 
 class LiveSync:
-    """Start-up, scheduled and file-change syncs for the KBs that ask for them."""
+    """Start-up, scheduled and file-change syncs for the KBs that ask for them, and the syncs pushes ask for (a KB
+    with a repository that takes webhooks): each KB's requests fold into one more sync while one runs."""
 
     def __init__(self, runner: SyncRunner, kbs: list[KBConfig]):
         self.runner = runner
@@ -114,14 +115,17 @@ class LiveSync:
         self._pending: dict[str, anyio.Event] = {}
         self._reasons: dict[str, set[str]] = {}
 
-    async def run(self) -> None:
-        """Run every configured trigger until cancelled."""
+    async def run(self, triggers: bool = True) -> None:
+        """Run every configured trigger (`triggers` False: none, only the syncs `request` asks for: a server's
+        worker process, whose lead runs the triggers) until cancelled."""
         async with anyio.create_task_group() as group:
             for kb in self.kbs:
+                if (kb.sync.has_triggers and triggers) or kb.pushed_repos:
+                    group.start_soon(self._worker, kb)
+                if not triggers:
+                    continue
                 sources = self.runner.app.sources(kb)
                 folders = watch_folders(sources)
-                if kb.sync.has_triggers:
-                    group.start_soon(self._worker, kb)
                 if kb.sync.on_start:
                     self.request(kb.name, "start-up")
                 if kb.sync.interval or (kb.sync.watch and any(not source.watch_folders() for source in sources)):

@@ -41,7 +41,8 @@ _WORKER_OF = "MCP_KB_WORKER_OF"
 def run_server(app: App) -> None:
     """Serve until interrupted as [server] says: stdio, or SSE / streamable HTTP behind bearer tokens (one
     for everything, scoped ones, OAuth access tokens) when the config names any. Over HTTP the admin page
-    is served at `/` behind the same tokens.
+    is served at `/` behind the same tokens, and the repositories' push webhooks below `/hooks/` (signed by each
+    repository's own secret: no token).
 
     For HTTP the socket is bound first, so a busy port is one clear error and `--port 0` picks a
     free one; the URL is printed to stderr.
@@ -64,6 +65,7 @@ def run_server(app: App) -> None:
         anyio.run(_serve_stdio, server, waiting)
         return
     from .http.edge import AccessGate, Edge
+    from .http.hooks import HookEndpoint
     from .http.network import listening_socket, rebinding_protection, server_url, warn_if_exposed
 
     allowed_hosts = app.config.server.allowed_hosts
@@ -79,6 +81,7 @@ def run_server(app: App) -> None:
     if edge.guarded:
         asgi = AccessGate(asgi, edge)
     asgi = _with_page(page_app(app, server.sync_runner, edge), asgi)
+    asgi = _with_hooks(HookEndpoint(app.config, server.live_sync.request if server.live_sync else None), asgi)
     if worker is not None:
         _stop_with_the_lead(worker[1])
         _serve_http(asgi, socket.socket(fileno=worker[0]), settings, None)
@@ -202,6 +205,17 @@ def _with_page(page: Any, mcp: Any) -> Any:
 
     async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
         target = page if scope["type"] == "http" and is_page_path(scope["path"]) else mcp
+        await target(scope, receive, send)
+    return asgi
+
+
+def _with_hooks(hooks: Any, rest: Any) -> Any:
+    """One HTTP app: the webhooks' paths to their handler, before any token gate (a forge signs, it sends no token),
+    the rest (and the lifespan) as it was."""
+    from .http.hooks import is_hook_path
+
+    async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
+        target = hooks if scope["type"] == "http" and is_hook_path(scope["path"]) else rest
         await target(scope, receive, send)
     return asgi
 

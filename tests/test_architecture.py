@@ -23,7 +23,7 @@ TIERS = {  # the most specific prefix decides a module's tier
     "mcp_kb.api": 3, "mcp_kb.app": 3, "mcp_kb.live": 3, "mcp_kb.http": 3,
     "mcp_kb.sync": 2, "mcp_kb.search": 2, "mcp_kb.passages": 2, "mcp_kb.metrics": 2, "mcp_kb.evaluation": 2, "mcp_kb.present": 2,
     "mcp_kb.access": 2, "mcp_kb.audit": 2, "mcp_kb.view": 2, "mcp_kb.ray_engine": 2, "mcp_kb.batches": 2,
-    "mcp_kb.reader": 2, "mcp_kb.history": 2, "mcp_kb.freshness": 2,
+    "mcp_kb.reader": 2, "mcp_kb.history": 2, "mcp_kb.freshness": 2, "mcp_kb.webhooks": 2,
     "mcp_kb.ingest": 1, "mcp_kb.models": 1, "mcp_kb.index": 1,
     "mcp_kb.settings": 0, "mcp_kb.errors": 0, "mcp_kb.digest": 0, "mcp_kb.schema": 0, "mcp_kb.registry": 0,
     "mcp_kb.vocabulary": 0, "mcp_kb.lru": 0, "mcp_kb.text": 0, "mcp_kb.requests": 0,

@@ -17,7 +17,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 import mcp_kb.ingest.folders
-from mcp_kb.api import ReadRequest, SearchRequest, SyncRequest
+from mcp_kb.api import ReadRequest, SearchRequest
 from mcp_kb.cli import main
 from mcp_kb.ingest.sources import Recorded, sources_of
 from mcp_kb.records import recorded_now

@@ -147,9 +147,9 @@ class AccessGate:
         try:
             view = await self.edge.caller(Headers(scope=scope))
         except Refused as refusal:
-            await _respond(send, refusal.status, {"error": refusal.error or "invalid_request",
-                                                  "error_description": self.edge.description(refusal)},
-                           self.edge.refusal_headers(refusal))
+            await respond_json(send, refusal.status, {"error": refusal.error or "invalid_request",
+                                                      "error_description": self.edge.description(refusal)},
+                               self.edge.refusal_headers(refusal))
             return
         await self.app({**scope, "user": Caller(view.grant)}, receive, send)
 
@@ -186,9 +186,10 @@ class Caller(AuthenticatedUser):
         self.grant = grant
 
 
-async def _respond(send: Send, status: int, body: dict[str, str], headers: dict[str, str]) -> None:
+async def respond_json(send: Send, status: int, body: dict[str, str], headers: dict[str, str] | None = None) -> None:
+    """Answer an HTTP request with `status` and `body` as JSON (and `headers`), whole."""
     payload = json.dumps(body).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
-                            *((name.encode(), value.encode()) for name, value in headers.items())]})
+                            *((name.encode(), value.encode()) for name, value in (headers or {}).items())]})
     await send({"type": "http.response.body", "body": payload})

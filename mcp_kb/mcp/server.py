@@ -69,6 +69,7 @@ class _KBServer(PlainErrors, AnsweredStdio):
         self.notifier = notifier
         self.guard = guard
         self.sync_runner: SyncRunner | None = None  # the one the sync tool uses (None: read-only); the page's too
+        self.live_sync: LiveSync | None = None  # the KBs' sync triggers, which webhooks ask too (None: read-only)
 
     async def list_tools(self) -> list[Any]:
         view = self.guard.view()
@@ -124,7 +125,9 @@ def build_server(app: App, read_only: bool | None = None, handshake_wait: float 
     """An MCP server for every KB in the app's config. Its start-up work (loading the model, a start-up sync) waits
     up to `handshake_wait` seconds for a client's first request after its handshake to be answered: that work holds
     the interpreter as answering does, and a client that launches the server waits for those answers. Of several
-    worker processes, only the `lead` runs the KBs' sync triggers; none offers sync tasks (a task lives in one)."""
+    worker processes, only the `lead` runs the KBs' sync triggers (start-up, schedule, file changes); each process
+    syncs for the pushes its webhooks take, through its own runner (the index's writer lock orders them); none offers
+    sync tasks (a task lives in one)."""
     read_only = app.config.server.read_only if read_only is None else read_only
     app.saves_metrics = True  # a server's figures are the ones `mcp-kb stats` shows
     guard = Guard(app.config, _instructions, app.audit)
@@ -141,6 +144,7 @@ def build_server(app: App, read_only: bool | None = None, handshake_wait: float 
             await notifier.tools_changed(name)
 
     runner = SyncRunner(app, notify=kb_synced)
+    live = None if read_only else LiveSync(runner, app.config.kb)
 
     tasks = None if read_only or app.config.server.workers > 1 else SyncTasks(guard.view)
     handshake = _Handshake()
@@ -153,15 +157,15 @@ def build_server(app: App, read_only: bool | None = None, handshake_wait: float 
         async def answered() -> None:
             await handshake.wait(handshake_wait)
 
-        async def live_sync() -> None:  # start-up, schedule, file changes
+        async def live_sync(syncing: LiveSync) -> None:  # start-up, schedule, file changes; pushes
             await answered()  # a start-up sync loads LanceDB: after the first answer, not beside it
-            await LiveSync(runner, app.config.kb).run()
+            await syncing.run(triggers=lead)
 
         async with warming_up(app, answered), anyio.create_task_group() as group:
             if tasks:
                 tasks.group = group  # sync tasks outlive the requests that start them
-            if lead and not read_only:  # a read-only server never writes: another process (`mcp-kb watch`) syncs
-                group.start_soon(live_sync)
+            if live:  # a read-only server never writes: another process (`mcp-kb watch`) syncs
+                group.start_soon(live_sync, live)
             yield {}
             runner.stop()  # a running sync must not hold a server its client ended: it stops, keeping whole batches
             group.cancel_scope.cancel()
@@ -192,6 +196,7 @@ def build_server(app: App, read_only: bool | None = None, handshake_wait: float 
     if not read_only:
         _add_sync_tool(server, runner, guard, SyncShares())
         server.sync_runner = runner
+        server.live_sync = live
     _add_resources(server, app, guard)
     _add_prompt(server, guard)
     _add_completions(server, app, guard)

@@ -98,7 +98,8 @@ class SyncConfig(Strict):
     interval: float = Field(0, ge=0)
     """Seconds between scheduled syncs (0: none)."""
     watch: bool = False
-    """Sync when a file changes (local folders; web sources are polled by `interval`)."""
+    """Sync when a file changes (local folders, and a new commit of a repository given as a local path; web sources
+    are polled by `interval`)."""
     debounce: float = Field(1.0, ge=0.05, le=60)
     """Seconds of quiet after a file change before its sync starts (a burst of saves is one sync)."""
     max_delete_share: float = Field(0.5, ge=0, le=1)
@@ -220,6 +221,10 @@ class RepoConfig(Strict):
     """Seconds a fetch may take; a server that drips is cut off when it sends under 1 KB/s for 30 s."""
     max_fetch_mb: float = Field(2048, gt=0)
     """The most a fetch may add to this machine's copy of the repository (a pack that unpacks past it is stopped)."""
+    webhook_secret_env: str = ""
+    """An environment variable holding the secret of this repository's push webhook: an HTTP server then takes
+    signed pushes at `/hooks/git/KB/NAME` and syncs the KB when the ref moves (empty: no webhook). The secret is
+    never stored or shown."""
 
     @field_validator("url")
     @classmethod
@@ -269,9 +274,9 @@ class RepoConfig(Strict):
                                  f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}")
         return value
 
-    @field_validator("token_env")
+    @field_validator("token_env", "webhook_secret_env")
     @classmethod
-    def _token_env_is_a_variable(cls, value: str) -> str:
+    def _env_is_a_variable(cls, value: str) -> str:
         if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", value):
             raise ValueError(f"{value[:80]!r} is not an environment variable's name")
         return value
@@ -286,6 +291,11 @@ class RepoConfig(Strict):
             raise ValueError(f"repository {self.label}: the environment variable {self.token_env} (its `token_env`) "
                              "is not set")
         return value
+
+    def webhook_secret(self) -> str | None:
+        """The secret `webhook_secret_env` names, read from the environment now; None without one (no variable named,
+        or it is unset or empty): then the repository takes no webhook."""
+        return environment(self.webhook_secret_env) if self.webhook_secret_env else None
 
     @property
     def label(self) -> str:
@@ -446,6 +456,14 @@ class KBConfig(Strict):
         """This KB as one of its versions alone (its sources), as the sources of a version are read."""
         return self.model_copy(update={"paths": version.paths, "urls": version.urls, "repos": version.repos,
                                        "versions": []})
+
+    @property
+    def pushed_repos(self) -> list[tuple[str, RepoConfig]]:
+        """Its repositories that name a webhook secret, each by the path its webhook URL ends with (`NAME`, or
+        `VERSION/NAME` for a version's)."""
+        repos = [(repo.label, repo) for repo in self.repos]
+        repos += [(f"{version.name}/{repo.label}", repo) for version in self.versions for repo in version.repos]
+        return [(name, repo) for name, repo in repos if repo.webhook_secret_env]
 
     @property
     def written_folders(self) -> tuple[Path, ...]:

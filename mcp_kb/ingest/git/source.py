@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 from ...records import Progress
 from ...settings import KBConfig, RepoConfig, megabytes
@@ -78,6 +80,10 @@ class GitSource:
         the building of every KB's sources (a server's start, the watcher)."""
         return Git(self.folder / "copy.git", Remote.of(self.repo), self.repo.timeout, megabytes(self.repo.max_fetch_mb))
 
+    @functools.cached_property
+    def _git_folder(self) -> Path | None:
+        return _git_folder(self.repo)  # looked for once: the watcher asks at every change below it
+
     @classmethod
     def of(cls, kb: KBConfig, cache_folder: Path) -> list[GitSource]:
         return [cls(kb, repo, cache_folder, id_prefix(kb, repo)) for repo in kb.repos]
@@ -105,10 +111,17 @@ class GitSource:
         return self.git.remote_commit(self.repo.ref)
 
     def watch_folders(self) -> list[Path]:
-        return []  # a repository changes by commits: `[kb.sync] interval` fetches again
+        """A repository on this machine: its git folder, where a commit moves a ref; a remote one changes out of
+        sight (`[kb.sync] interval` fetches again, a webhook asks)."""
+        return [self._git_folder] if self._git_folder else []
 
     def concerns(self, path: Path) -> bool:
-        return False
+        """A change of a ref that may be the indexed one (a branch or tag file, `packed-refs`, `HEAD`); not git's
+        objects, its index or its lock files."""
+        folder = self._git_folder
+        if folder is None or not path.is_relative_to(folder) or path.name.endswith(".lock"):
+            return False
+        return _may_name_ref(path.relative_to(folder).as_posix(), self.repo.ref)
 
     def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None,
              revisions: Mapping[str, Mapping[str, str]] | None = None) -> SourceScan:
@@ -355,6 +368,30 @@ def _suffix(path: str) -> str:
     """The path's suffix, lower case, which picks the parser (only a plain one names a file on this disk)."""
     suffix = posixpath.splitext(path)[1].lower()
     return suffix if suffix.isascii() and suffix.isprintable() and "/" not in suffix else ""
+
+
+def _git_folder(repo: RepoConfig) -> Path | None:
+    """The git folder of a repository on this machine (`url` a local path or `file://`): its `.git` folder, or
+    itself when bare; None for a remote one, a path that is not a repository, or a worktree's `.git` file."""
+    local = repo.local_path or (Path(url2pathname(urlsplit(repo.url).path)) if repo.url.startswith("file://")
+                                else None)
+    if local is None:
+        return None
+    for folder in (local / ".git", local):
+        if (folder / "HEAD").is_file() and (folder / "refs").is_dir():
+            return folder
+    return None
+
+
+def _may_name_ref(relative: str, ref: str) -> bool:
+    """Whether a change at `relative` in a git folder may move `ref` (`HEAD`: any branch, or HEAD itself)."""
+    if relative == "packed-refs":
+        return True
+    if ref == "HEAD":
+        return relative == "HEAD" or relative.startswith("refs/heads/")
+    if ref.startswith("refs/"):
+        return relative == ref
+    return relative in (f"refs/heads/{ref}", f"refs/tags/{ref}")
 
 
 class _Tips:
