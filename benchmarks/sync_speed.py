@@ -3,7 +3,8 @@
     python benchmarks/sync_speed.py scifact     # full SciFact sync vs raw fastembed throughput, peak RSS
     python benchmarks/sync_speed.py scifact --limit 1000 --quantize none   # [embedding] quantize = "none" (fp32)
     python benchmarks/sync_speed.py scifact --limit 1000 --model-path ../shared/models/all-MiniLM-L6-v2-onnx-int8
-    python benchmarks/sync_speed.py noop        # 10,000 files: no-op resync and one changed file
+    python benchmarks/sync_speed.py noop        # 10,000 files: no-op resync, what status counts as pending, and
+                                                # one changed file
     python benchmarks/sync_speed.py workers --workers 1 2   # the real-PDF set: files/s by parsing processes
     python benchmarks/sync_speed.py engines     # the real-PDF set: 1 worker, every core, a Ray cluster of two
     python benchmarks/sync_speed.py engines --corpus scifact --limit 1000   # nodes (pip install '.[ray]')
@@ -86,8 +87,18 @@ def noop(args: argparse.Namespace) -> None:
         assert app.embedder.calls == before and report.files_unchanged == 10_000
     print(f"no-op resync of 10,000 files: best {min(timings):.2f}s, median {sorted(timings)[1]:.2f}s, 0 embedded "
           f"({10_000 / min(timings):.0f} files/s)")
+    counts = []
+    for _ in range(5):  # what `mcp-kb status` counts: listing and stat alone (goal: <= 0.5 s)
+        started = time.perf_counter()
+        pending = app.pending("tenk")
+        counts.append(time.perf_counter() - started)
+        assert pending is not None and not pending.behind
+    print(f"pending count of 10,000 unchanged files: best {min(counts):.2f}s, median {sorted(counts)[2]:.2f}s "
+          f"(goal <= 0.5 s; {sorted(counts)[2] / sorted(timings)[1]:.0%} of a no-op sync)")
     target = folder / "docs" / "d5" / "note05000.md"
     target.write_text("# Note 5000\n\nThis note was edited: it now covers release planning.\n", encoding="utf-8")
+    pending = app.pending("tenk")
+    assert pending is not None and (pending.added, pending.changed, pending.deleted) == (0, 1, 0), pending
     before = app.embedder.calls
     started = time.perf_counter()
     report = app.sync()[0]

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from .present import read_text as read_text
     from .present import versions_text as versions_text
     from .present import sync_text as sync_text
+    from .records import Pending as Pending
     from .records import Glance as Glance
     from .records import recorded_now as recorded_now
     from .records import pace as pace
@@ -177,6 +178,7 @@ _HOMES = {
     "versions_text": "present",
     "sync_text": "present",
     "Glance": "records",
+    "Pending": "records",
     "recorded_now": "records",
     "pace": "records",
     "NEVER_SYNCED": "records",

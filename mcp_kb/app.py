@@ -32,15 +32,15 @@ from .models import create_embedder, create_reranker, load_token_counter, model_
 from .models.base import Embedder, TokenCounter, query_model_differs
 from .cursors import Cursors
 from .read_outputs import BrowseOutput, ReadOutput
-from .records import (Glance, HealthCheck, KBCheck, KBState, KBStats, KBStatus, KBSummary, LastSyncFigures, Problem,
-                      Progress, SearchFigures, SyncHistory, SyncProgress, recorded_now)
+from .records import (Glance, HealthCheck, KBCheck, KBState, KBStats, KBStatus, KBSummary, LastSyncFigures, Pending,
+                      Problem, Progress, SearchFigures, SyncHistory, SyncProgress, recorded_now)
 from .requests import BrowseRequest, ReadRequest, SearchRequest, SyncRequest, parse_search
 from .search import ACROSS_KBS, Searcher, SearchResult
 from .vocabulary import sync_named
 from .ingest.workers import ParseWorkers
 from .batches import parse_job
 from .records import SyncReport
-from .sync import refuse_another_projects, sync_all
+from .sync import count_pending, refuse_another_projects, sync_all
 
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 # What status says of a KB whose tables cannot be opened, to every caller who sees the KB: no command line (a
 # remedy names the config file and the storage), and the error itself, naming the storage, goes to the log.
+_PENDING_KEPT_SECONDS = 10.0  # a glance (the admin page polls it) counts what a sync would do at most this often
 _UNREADABLE = ("cannot be read now (damaged files, or the storage failing: the log says which); if its files are "
                f"damaged, a full sync ({sync_named('full')}) rebuilds it")
 
@@ -70,6 +71,7 @@ class App:
         self._query_logs: dict[str, QueryLog] = {}
         self.audit = AuditTrail(config.server)  # one per process: /mcp and the page write the same file
         self._problems_said: set[str] = set()  # what this process's log said went wrong (said once, not per attempt)
+        self._pending: dict[str, tuple[float, int | None, Pending | None]] = {}  # by KB: when, at which version
 
     @property
     def embedder(self) -> Embedder:
@@ -367,7 +369,28 @@ class App:
                       seconds=report.seconds.get("total"), failed_files=report.files_failed, model=state.indexed_model,
                       query_model_differs=query_model_differs(self._embedder, state.model) if self._embedder else "",
                       index_state=report.index_state, health=read_health(self.store, name),
-                      commits=state.commits)
+                      commits=state.commits, pending=self.pending(name, _PENDING_KEPT_SECONDS))
+
+    def pending(self, kb: str, counted_within: float = 0.0) -> Pending | None:
+        """What a sync of a KB would do now, by listing and stat alone (None: it cannot be counted so); a count made
+        in the last `counted_within` seconds of the same index version is given again (the admin page polls)."""
+        name = self.config.get_kb(kb).name
+        version = self._state(name).version
+        with self._lock:
+            counted = self._pending.get(name)
+        if counted and counted[1] == version and time.monotonic() - counted[0] <= counted_within:
+            return counted[2]
+        pending = count_pending(self.store, self.config.get_kb(name))
+        with self._lock:
+            self._pending[name] = (time.monotonic(), version, pending)
+        return pending
+
+    def pending_known(self, kb: str) -> Pending | None:
+        """The last count of what a sync of a KB would do, if this process made one (a tool's description says it
+        without counting)."""
+        with self._lock:
+            counted = self._pending.get(self.config.get_kb(kb).name)
+        return counted[2] if counted else None
 
     def _kb_status(self, name: str) -> KBStatus:
         """The glance, with the counts read from the index itself, its version and the failed files; a KB whose

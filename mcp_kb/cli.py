@@ -346,6 +346,10 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
                    f"index {item.index_state or '-'}")
         for repository, commit in item.commits.items():
             click.echo(f"  {repository} at commit {commit}")
+        if item.pending and item.pending.behind:
+            click.echo(f"  behind its sources: {item.pending.text()}; {sync_remedy(item.name)}")
+        elif item.pending:
+            click.echo("  in step with its sources")
         if item.sync_running:
             click.echo(f"  syncing now: {item.progress.text()}" if item.progress.counted
                        else "  syncing now: reading its sources")

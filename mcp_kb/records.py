@@ -340,6 +340,28 @@ class HealthCheck(_Saved):
 
 
 @dataclass(frozen=True)
+class Pending(_Saved):
+    """What a sync of a KB would do now, counted by listing and stat alone (no file hashed or parsed): files it would
+    add, read again (their size or modification time moved; a sync may then find their bytes unchanged) and
+    delete, and when that was counted (ISO 8601, UTC)."""
+
+    added: int = 0
+    changed: int = 0
+    deleted: int = 0
+    counted_at: str = ""
+
+    @property
+    def behind(self) -> bool:
+        return bool(self.added or self.changed or self.deleted)
+
+    def text(self) -> str:
+        """`3 added, 1 changed, 0 deleted since the last sync`, or that nothing is."""
+        if not self.behind:
+            return "no file added, changed or deleted since the last sync"
+        return f"{self.added} added, {self.changed} changed, {self.deleted} deleted since the last sync"
+
+
+@dataclass(frozen=True)
 class Glance:
     """A KB's status without reading its file list or counting rows: contents as of the last good sync,
     the last sync's outcome, a running sync's progress, health."""
@@ -363,9 +385,13 @@ class Glance:
     index_state: str
     health: HealthCheck | None  # None: never checked
     commits: dict[str, str] = field(default_factory=dict)  # the commit each repository's files are indexed at
+    # What a sync would do now (None: not counted: sources a listing cannot count, such as web sites and remote
+    # repositories, a folder that is not here, or a KB never synced).
+    pending: Pending | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "model": self.model.as_dict() if self.model else None,
+                "pending": self.pending.as_dict() if self.pending else None,
                 "health": self.health.as_dict() if self.health else {},
                 "progress": self.progress.as_dict() if self.progress.counted else {}}
 

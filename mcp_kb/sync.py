@@ -26,12 +26,12 @@ from .schema import chunk_schema
 from .index.state import check_writable, clear_progress, source_cache_dir, sync_lock, write_progress, write_summary
 from .ingest.chunking import effective_max_tokens
 from .ingest.ocr import available as ocr_available
-from .ingest.sources import SkippedFile, SourceFile, count_kinds, scan_all, sources_of, why_no_documents
+from .ingest.sources import SkippedFile, SourceFile, count_kinds, list_all, scan_all, sources_of, why_no_documents
 from .ingest.workers import ParseWorkers
 from .models.base import Embedder, TokenCounter
 from .batches import (BATCH_FILES, COMMIT_SECONDS, EmbeddingProgress, ParsedFile, Timer, count_batch, embedded_pieces, not_indexed,
                       parse_job, parsed_files, parsing_peak_mb, refuse, sliced, write_readings, written_records)
-from .records import KBState, KBSummary, Problem, Progress, SyncProgress, SyncReport, commits_of, recorded_now
+from .records import KBState, KBSummary, Pending, Problem, Progress, SyncProgress, SyncReport, commits_of, recorded_now
 from .requests import SyncRequest
 from .vocabulary import files_done, rebuild_option, sync_remedy, work_kept
 
@@ -60,6 +60,28 @@ def plan_sync(disk_hash_by_path: dict[str, str], indexed_hash_by_path: dict[str,
     unchanged = sorted(p for p, h in disk_hash_by_path.items() if indexed_hash_by_path.get(p) == h)
     deleted = sorted(p for p in indexed_hash_by_path if p not in disk_hash_by_path)
     return SyncPlan(added, changed, deleted, unchanged)
+
+
+def count_pending(store: Store, kb: KBConfig) -> Pending | None:
+    """What a sync of the KB would do now, by listing and stat alone (no file hashed or parsed); None when its
+    sources cannot be listed so (a web site, a remote repository), its folder is not here, or no sync indexed it."""
+    generation = KBState(store.read_state(kb.name)).generation
+    if generation is None:
+        return None
+    try:
+        listed = list_all(sources_of(kb, source_cache_dir(store.uri, kb.name)))
+    except KBError:  # a folder that is not here (a reader of a shared index): nothing to count against
+        return None
+    if listed is None:
+        return None
+    indexed = {path: (record.size, record.mtime_ns) for path, record in store.read_files(kb.name, generation).items()}
+    present = {item.doc_id: (item.size, item.mtime_ns) for item in listed.files}
+    unreadable = [item for item in listed.skipped if item.unreadable]  # a sync keeps what the index holds of them
+    return Pending(added=sum(1 for path in present if path not in indexed),
+                   changed=sum(1 for path, seen in present.items() if path in indexed and indexed[path] != seen),
+                   deleted=sum(1 for path in indexed if path not in present
+                               and not any(item.covers(path) for item in unreadable)),
+                   counted_at=recorded_now())
 
 
 def sync_all(config: Config, store: Store, embedder: Embedder, load_counter: Callable[[], TokenCounter],  # noqa: PLR0913  # a KB sync's context

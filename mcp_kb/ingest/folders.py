@@ -40,18 +40,19 @@ _TEXT_CONTROL = {7, 8, 9, 10, 12, 13, 27}
 Ignores = list[tuple[str, "pathspec.PathSpec[pathspec.Pattern]"]]
 
 
-def scan_folders(kb: KBConfig, known: dict[str, tuple[int, int]] | None = None) -> SourceScan:
+def scan_folders(kb: KBConfig, known: dict[str, tuple[int, int]] | None = None, sniff: bool = True) -> SourceScan:
     """Walk every path of the KB; each file is either listed or skipped with a reason.
 
     `known` maps document ids to the (size, mtime_ns) the index saw: those files were judged
-    text then and are not sniffed again, so a no-op scan opens no file.
+    text then and are not sniffed again, so a no-op scan opens no file; without `sniff` none is
+    (a count of what a sync would do: a binary file named as text is counted as the sync's to judge).
     """
     files: dict[str, SourceFile] = {}
     skipped: list[SkippedFile] = []
     left_out: Counter[str] = Counter()
     for root, prefix in _roots(kb):
         _check_readable(root, kb)
-        rules = _Rules(kb, root, prefix, known or {})
+        rules = _Rules(kb, root, prefix, known or {}, sniff)
         outcomes = [rules.root_file()] if root.is_file() else rules.walk()
         for outcome in outcomes:
             if isinstance(outcome, SourceFile):
@@ -86,8 +87,9 @@ def _check_readable(root: Path, kb: KBConfig) -> None:
 class _Rules:
     """Membership rules for the entries below one KB root."""
 
-    def __init__(self, kb: KBConfig, root: Path, prefix: str, known: dict[str, tuple[int, int]]):
+    def __init__(self, kb: KBConfig, root: Path, prefix: str, known: dict[str, tuple[int, int]], sniff: bool = True):
         self.kb = kb
+        self.sniff = sniff
         self.root = root
         self.prefix = prefix
         self.known = known
@@ -202,7 +204,7 @@ class _Rules:
         if info.st_size > self.kb.max_file_bytes:
             return SkippedFile(doc_id, f"too large: {info.st_size / megabytes(1):.1f} MB > max_file_size_mb = "
                                        f"{self.kb.max_file_size_mb:g}")
-        if self.known.get(doc_id) != (info.st_size, info.st_mtime_ns):
+        if self.sniff and self.known.get(doc_id) != (info.st_size, info.st_mtime_ns):
             reason = binary_reason(path, suffix)
             if reason:
                 return SkippedFile(doc_id, reason, unreadable=reason.startswith("unreadable"))
@@ -400,6 +402,9 @@ class FolderSource:
     def changed(self, recorded: Mapping[str, Recorded], revisions: Revisions) -> dict[str, str]:
         """Each file whose KB path is here, by a stat (a server without the folder says nothing of them)."""
         return files_changed(self.kb, recorded)
+
+    def listing(self) -> SourceScan:
+        return scan_folders(self.kb, sniff=False)
 
     def watch_folders(self) -> list[Path]:
         return [path if path.is_dir() else path.parent for path in self.kb.paths]

@@ -129,6 +129,10 @@ class Source(Protocol):
         the index. Ids it leaves out are another source's. Cheap, as every answer asks: a stat, a clock, a ref
         asked in the background; never a download."""
 
+    def listing(self) -> SourceScan | None:
+        """Its documents as a scan would list them now, by listing and stat alone (no file opened, nothing
+        downloaded); None when that cannot be had so (a web site, a repository elsewhere)."""
+
     def watch_folders(self) -> list[Path]:
         """Local folders whose changes may change the documents; none: the source is polled (a web site)."""
 
@@ -199,6 +203,14 @@ class VersionSource:
                          if key.startswith(self.prefix)}
         return {self.prefix + doc_id: line for doc_id, line in self.source.changed(own, own_revisions).items()}
 
+    def listing(self) -> SourceScan | None:
+        listed = self.source.listing() if hasattr(self.source, "listing") else None
+        if listed is None:
+            return None
+        return SourceScan([dataclasses.replace(item, doc_id=self.prefix + item.doc_id) for item in listed.files],
+                          [dataclasses.replace(item, doc_id=self.prefix + item.doc_id.removeprefix("/"))
+                           for item in listed.skipped])
+
     def watch_folders(self) -> list[Path]:
         return self.source.watch_folders()
 
@@ -221,6 +233,16 @@ def changed_documents(sources: Iterable[Source], recorded: Mapping[str, Recorded
         why.update({doc_id: line for doc_id, line in told.items() if line})
         left = {doc_id: seen for doc_id, seen in left.items() if doc_id not in told}
     return why
+
+
+def list_all(sources: Iterable[Source]) -> SourceScan | None:
+    """All sources' documents as they would be listed now, by listing and stat alone; None when a source cannot be
+    listed so (a kind without `listing` cannot)."""
+    listed = [source.listing() if hasattr(source, "listing") else None for source in sources]
+    if any(scan is None for scan in listed):
+        return None
+    return SourceScan([item for scan in listed if scan for item in scan.files],
+                      [item for scan in listed if scan for item in scan.skipped])
 
 
 def scan_all(sources: Iterable[Source], known: dict[str, tuple[int, int]] | None = None,

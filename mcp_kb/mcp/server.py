@@ -136,9 +136,17 @@ def build_server(app: App, read_only: bool | None = None, handshake_wait: float 
     async def kb_synced(name: str) -> None:
         await notifier.updated(status_uri(name), name)
         await notifier.updated(LIST_URI, name)
+        await counted_and_described(name)
+
+    async def counted_and_described(name: str) -> None:
+        """What a sync of the KB would do, counted again; its tool re-described when that changes what it says."""
+        try:
+            await anyio.to_thread.run_sync(app.pending, name)
+        except Exception as exc:  # a folder that fails to list, a store that fails: the next sync says why
+            log.info("%s: what a sync would do was not counted: %s", name, exc)
         kb = app.config.get_kb(name)
         if name in descriptions and descriptions[name] != _tool_description(app, kb):
-            # The description says what the KB holds: re-register it and tell clients to re-list.
+            # The description says what the KB holds and whether it is behind: re-register it, tell clients to re-list.
             server.remove_tool(kb.search_tool_name)
             descriptions[name] = _add_search_tool(server, app, kb)
             await notifier.tools_changed(name)
@@ -161,7 +169,13 @@ def build_server(app: App, read_only: bool | None = None, handshake_wait: float 
             await answered()  # a start-up sync loads LanceDB: after the first answer, not beside it
             await syncing.run(triggers=lead)
 
+        async def described_as_counted() -> None:  # a KB behind its sources says so in its tool's description
+            await answered()
+            for kb in app.config.kb:
+                await counted_and_described(kb.name)
+
         async with warming_up(app, answered), anyio.create_task_group() as group:
+            group.start_soon(described_as_counted)
             if tasks:
                 tasks.group = group  # sync tasks outlive the requests that start them
             if live:  # a read-only server never writes: another process (`mcp-kb watch`) syncs
@@ -316,7 +330,10 @@ def _tool_description(app: App, kb: KBConfig) -> str:
         holds = f" {_not_holding(app, kb)}"
     versions = f" Versions: {', '.join(v.name for v in kb.versions)} (searched: `version`, default " \
                f"{kb.default_version}; a citation's path begins with its version)." if kb.versions else ""
-    return (f"{as_sentence(kb.description)}{holds}{versions} Returns passages with numbered citations "
+    pending = app.pending_known(kb.name)
+    behind = f" Behind its sources ({pending.text()}; counted {pending.counted_at}): answers may be out of date " \
+             f"until it is synced." if pending and pending.behind else ""
+    return (f"{as_sentence(kb.description)}{holds}{versions}{behind} Returns passages with numbered citations "
             f"({CITATION_FORMAT}). Modes: {MODES_TEXT}.")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..api import READ_TOKENS_MAX, App, HealthCheck, ReadRequest, SearchFigures, SyncBrief, SyncProgress
+from ..api import READ_TOKENS_MAX, App, HealthCheck, Pending, ReadRequest, SearchFigures, SyncBrief, SyncProgress
 from ..settings import DEFAULT_MODE, KBConfig
 from .charts import bar_chart, line_chart
 
@@ -30,6 +30,7 @@ def _kb_summary(app: App, name: str, figures: SearchFigures | None) -> dict[str,
         "zero_share": figures.zero_result_queries / searches if figures and searches else None,
         "hit_rate": _latest_hit_rate(status.health),
         "progress_text": progress_text(status.progress),
+        "pending_text": pending_text(status.pending),
     }
 
 
@@ -51,7 +52,8 @@ def _searches_counted(app: App, name: str, figures: SearchFigures | None) -> str
 def live_status(app: App, names: Iterable[str]) -> list[dict[str, Any]]:
     """What the page's script polls: each KB's running sync and the figures a finished one changes."""
     return [{**_polled(status.as_dict()), "progress_text": progress_text(status.progress),
-             "last_sync_text": when(status.last_sync)} for status in map(app.glance, names)]
+             "last_sync_text": when(status.last_sync), "pending_text": pending_text(status.pending)}
+            for status in map(app.glance, names)]
 
 
 def _polled(status: dict[str, Any]) -> dict[str, Any]:
@@ -66,6 +68,13 @@ def when(stamp: str | None, short: bool = False) -> str:
         return "never"
     shown = stamp[:16].replace("T", " ")
     return shown[5:] if short else f"{shown} UTC"
+
+
+def pending_text(pending: Pending | None) -> str:
+    """What a sync would do now, as the page words it (its script shows the text the server wrote)."""
+    if pending is None:
+        return "not counted (web sites and repositories elsewhere are counted by their sync)"
+    return f"{pending.text()} (counted {when(pending.counted_at)})"
 
 
 def progress_text(progress: SyncProgress) -> str:

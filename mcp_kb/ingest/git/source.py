@@ -110,6 +110,10 @@ class GitSource:
         """The commit the repository's ref names now (None: it cannot be told); asks the repository itself."""
         return self.git.remote_commit(self.repo.ref)
 
+    @staticmethod
+    def listing() -> None:
+        return None  # a repository's files are listed from its commit, which a fetch brings: a sync counts them
+
     def watch_folders(self) -> list[Path]:
         """A repository on this machine: its git folder, where a commit moves a ref; a remote one changes out of
         sight (`[kb.sync] interval` fetches again, a webhook asks)."""

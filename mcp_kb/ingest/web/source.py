@@ -61,6 +61,10 @@ class WebSource:
                     fetched is not None else ""
         return why
 
+    @staticmethod
+    def listing() -> None:
+        return None  # pages are asked of their site: a sync's crawl counts them
+
     def watch_folders(self) -> list[Path]:
         return []  # pages change on their site: `[kb.sync] interval` (or watch's default) crawls again
 

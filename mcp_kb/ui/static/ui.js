@@ -15,7 +15,7 @@ function show(kb) {
         bar.querySelector(".progress-text").textContent = kb.progress_text;  // worded by the server
       }
     }
-    for (const field of ["files", "chunks", "last_sync", "last_outcome", "last_error"]) {
+    for (const field of ["files", "chunks", "last_sync", "last_outcome", "last_error", "pending_text"]) {
       const cell = box.querySelector(`[data-field="${field}"]`);
       if (!cell) continue;
       const value = kb[field] === null || kb[field] === undefined ? "" : String(kb[field]);

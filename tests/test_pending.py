@@ -1,0 +1,135 @@
+"""What a sync would do, without syncing: files added, changed and deleted since the last sync, counted by listing and
+stat alone (nothing hashed or parsed), in `status` (text and JSON), the admin page's figures and the search tool's
+description of a KB behind its sources. Sources a listing cannot count (a web site) and a folder that is not here
+say nothing rather than guess. (Time on 10,000 files: benchmarks/sync_speed.py noop.)"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+from helpers import eventually, write
+from mcp import Client
+
+import mcp_kb.ingest.folders
+import mcp_kb.sync
+from mcp_kb.api import SyncRequest
+from mcp_kb.cli import main
+from mcp_kb.mcp.server import build_server
+from mcp_kb.ui.views import live_status
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def docs(tmp_path):
+    folder = tmp_path / "docs"
+    for name in ("leave", "travel", "pay"):
+        write(folder / f"{name}.md", f"# {name.title()}\n\nThe {name} policy of the company.\n")
+    return folder
+
+
+def _kb(folder) -> dict:
+    return {"name": "handbook", "description": "Company rules", "paths": [str(folder)]}
+
+
+def _counts(pending) -> tuple[int, int, int]:
+    return pending.added, pending.changed, pending.deleted
+
+
+def test_added_changed_and_deleted_files_are_counted_without_reading_any(make_app, docs, monkeypatch):
+    app = make_app(_kb(docs))
+    app.sync()
+    assert _counts(app.pending("handbook")) == (0, 0, 0) and not app.pending("handbook").behind
+    write(docs / "new" / "remote.md", "# Remote\n\nWorking from home.\n")
+    write(docs / "bonus.md", "# Bonus\n\nOnce a year.\n")
+    write(docs / "leave.md", "# Leave\n\n30 days.\n")
+    (docs / "pay.md").unlink()
+    hashed, parsed = [], []
+    monkeypatch.setattr(mcp_kb.sync, "file_sha256", lambda path: hashed.append(path))
+    monkeypatch.setattr(mcp_kb.ingest.folders, "binary_reason", lambda *args: parsed.append(args))
+    pending = app.pending("handbook")
+    assert _counts(pending) == (2, 1, 1) and pending.behind and pending.counted_at.endswith("Z")
+    assert hashed == [] and parsed == []  # listing and stat alone
+    monkeypatch.undo()
+    app.sync()
+    assert _counts(app.pending("handbook")) == (0, 0, 0)
+
+
+def test_a_file_touched_without_change_is_counted_as_changed_until_a_sync_finds_its_bytes_the_same(make_app, docs):
+    app = make_app(_kb(docs))
+    app.sync()
+    os.utime(docs / "travel.md", ns=(1, 1))  # a checkout, a copy: only a hash can tell
+    assert _counts(app.pending("handbook")) == (0, 1, 0)
+    report = app.sync()[0]
+    assert report.files_changed == 0 and _counts(app.pending("handbook")) == (0, 0, 0)
+
+
+def test_a_count_is_kept_briefly_for_pollers_but_never_past_a_sync(make_app, docs):
+    app = make_app(_kb(docs))
+    app.sync()
+    first = app.pending("handbook", counted_within=3600)
+    write(docs / "bonus.md", "# Bonus\n\nOnce a year.\n")
+    assert app.pending("handbook", counted_within=3600) is first  # the admin page's polls: one count
+    assert _counts(app.pending("handbook")) == (1, 0, 0)  # status: counted now
+    app.sync(SyncRequest(kb="handbook"))
+    assert _counts(app.pending("handbook", counted_within=3600)) == (0, 0, 0)  # a new version: counted again
+
+
+def test_what_a_listing_cannot_count_is_not_counted(make_app, docs, tmp_path):
+    site = make_app({"name": "site", "description": "a site", "urls": ["https://docs.example.com/"]})
+    assert site.pending("site") is None  # never synced, and a site is asked by its crawl
+    app = make_app(_kb(docs))
+    assert app.pending("handbook") is None  # no sync yet: nothing to compare with
+    app.sync()
+    docs.rename(tmp_path / "elsewhere")  # a reader of a shared index, without the folder
+    assert app.pending("handbook") is None
+    assert app.status("handbook")[0].pending is None
+
+
+def test_status_says_how_far_behind_in_text_and_json(docs, tmp_path):
+    config = tmp_path / "kb.toml"
+    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "handbook"\ndescription = "Company rules"\n'
+                      f'paths = ["{docs}"]\n', encoding="utf-8")
+    runner = CliRunner()
+    assert runner.invoke(main, ["sync", "-c", str(config)]).exit_code == 0
+    assert "in step with its sources" in runner.invoke(main, ["status", "-c", str(config)]).output
+    write(docs / "bonus.md", "# Bonus\n\nOnce a year.\n")
+    (docs / "pay.md").unlink()
+    shown = runner.invoke(main, ["status", "-c", str(config)]).output
+    assert "behind its sources: 1 added, 0 changed, 1 deleted since the last sync; run `" in shown
+    assert "mcp-kb sync handbook" in shown
+    [status] = json.loads(runner.invoke(main, ["status", "--json", "-c", str(config)]).output)
+    assert {key: status["pending"][key] for key in ("added", "changed", "deleted")} == \
+        {"added": 1, "changed": 0, "deleted": 1}
+    assert status["pending"]["counted_at"]
+
+
+def test_the_admin_page_shows_what_a_sync_would_do(make_app, docs):
+    app = make_app(_kb(docs))
+    app.sync()
+    write(docs / "bonus.md", "# Bonus\n\nOnce a year.\n")
+    [polled] = live_status(app, ["handbook"])
+    assert polled["pending_text"].startswith("1 added, 0 changed, 0 deleted since the last sync (counted ")
+
+
+async def test_a_kb_behind_its_sources_says_so_in_its_search_tools_description(make_app, docs):
+    app = make_app(_kb(docs))
+    app.sync()
+    write(docs / "bonus.md", "# Bonus\n\nOnce a year.\n")
+    async with Client(build_server(app)) as client:
+
+        async def described_behind() -> bool:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            return "Behind its sources (1 added, 0 changed, 0 deleted" in (tools["search_handbook"].description or "")
+
+        await eventually(described_behind, what="the description to say the KB is behind")
+        await client.call_tool("sync_knowledge_base", {"kb": "handbook"})
+
+        async def described_in_step() -> bool:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            return "Behind" not in (tools["search_handbook"].description or "")
+
+        await eventually(described_in_step, what="the description to drop the line after a sync")
