@@ -14,7 +14,7 @@ import anyio.to_thread
 from watchfiles import Change, awatch
 
 from .app import App
-from .settings import KBConfig
+from .settings import WATCH_POLL_SECONDS, KBConfig
 from .errors import KBError, SyncCancelled
 from .ingest.sources import Source, change_concerns, watch_folders
 from .records import Progress, SyncReport
@@ -25,9 +25,6 @@ from .text import name_text
 log = logging.getLogger(__name__)
 
 Notify = Callable[[str], Awaitable[None]]  # called with a KB name after each of its syncs
-# A source without local folders to watch (a web site) is asked again this often (seconds) by
-# `watch`, unless [kb.sync] interval says otherwise.
-POLL_INTERVAL = 3600.0
 
 
 def keep_in_sync(app: App, kb: str | None = None) -> None:
@@ -147,7 +144,7 @@ class LiveSync:
 
     async def _every(self, kb: KBConfig) -> None:
         while True:
-            await anyio.sleep(kb.sync.interval or POLL_INTERVAL)
+            await anyio.sleep(kb.sync.asks_again_every or WATCH_POLL_SECONDS)
             self.request(kb.name, "schedule")
 
     async def _watch(self, kb: KBConfig, sources: list[Source], folders: list[Path]) -> None:

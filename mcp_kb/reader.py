@@ -23,7 +23,7 @@ from .index.contract import Pinned, Store
 from .index.filters import build_where, glob_to_regex
 from .ingest.git.citations import repo_file
 from .ingest.reading import Section, outline_of, section_names
-from .ingest.sources import Recorded, rooted_id_patterns
+from .ingest.sources import rooted_id_patterns
 from .lru import BoundedLRU
 from .text import clipped
 from .models.base import TokenCounter
@@ -133,11 +133,11 @@ class Reader:
     def _dated(self, kb: KBConfig, document: _Document, answer: ReadOutput) -> ReadOutput:
         """The answer saying when its document was indexed and, read in the current version, whether its source
         changed since."""
-        row = document.row
-        recorded = Recorded(row["size"], row["mtime_ns"], row["synced_at"])
-        changed = {} if document.edition.earlier or self.freshness is None else \
-            self.freshness.changed(kb, {row["path"]: recorded}, KBState(self.store.read_state(kb.name)).revisions)
-        return answer.model_copy(update={"indexed_at": recorded.synced_at, "changed": changed.get(row["path"], "")})
+        path = document.row["path"]
+        changed = {} if document.edition.earlier or self.freshness is None else self.freshness.changed(
+            kb, self.store.read_files(kb.name, document.edition.generation, paths=[path]),
+            KBState(self.store.read_state(kb.name)))
+        return answer.model_copy(update={"indexed_at": document.row["synced_at"], "changed": changed.get(path, "")})
 
     def _span(self, document: _Document, form: str, request: ReadRequest) -> tuple[int, int, int | None]:
         """The characters of the part asked for, and its section's number in the outline (None: not a section)."""

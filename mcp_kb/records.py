@@ -29,9 +29,13 @@ def recorded_now(precision: str = "seconds") -> str:
 
 
 def recorded_at(when: datetime | int, precision: str = "seconds") -> str:
-    """A time (a datetime, or nanoseconds since the epoch: a file's modification time) as records carry it."""
-    moment = when if isinstance(when, datetime) else datetime.fromtimestamp(when / 1e9, UTC)
-    return moment.astimezone(UTC).isoformat(timespec=precision).replace("+00:00", "Z")
+    """A time (a datetime, or nanoseconds since the epoch: a file's modification time) as records carry it; "" for
+    one no calendar holds (a file system can stamp a file in the year 11476)."""
+    try:
+        moment = when if isinstance(when, datetime) else datetime.fromtimestamp(when / 1e9, UTC)
+        return moment.astimezone(UTC).isoformat(timespec=precision).replace("+00:00", "Z")
+    except (ValueError, OverflowError, OSError):
+        return ""
 
 
 class _Saved:
@@ -224,6 +228,12 @@ class KBState:
         """When the last sync ended (None before any)."""
         finished: str | None = self.last_sync.get("finished_at")
         return finished
+
+    @property
+    def confirmed_at(self) -> str:
+        """When the last sync that ended well ended: every source was read then, so each document the index holds was
+        as its source had it ("" before one)."""
+        return next((brief.finished_at for brief in reversed(self.sync_briefs) if brief.outcome == "ok"), "")
 
     @property
     def last_error(self) -> str:

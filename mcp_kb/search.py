@@ -25,7 +25,7 @@ from .index.keywords import cjk_words, keyword_terms
 from .index.state import sync_activity
 from .ingest.git.citations import permalink, repo_file
 from .ingest.sources import rooted_id_patterns
-from .freshness import Freshness, recorded_in
+from .freshness import Freshness, indexed_times
 from .history import Edition, edition
 from .index.contract import Candidate, ChunkView, Store, view_of
 from .lru import BoundedLRU
@@ -139,11 +139,12 @@ class Searcher:
                 else None
             if listing is None:
                 continue
-            recorded = recorded_in(listing, paths)
+            indexed_at = indexed_times(listing, paths)
+            state = KBState(self.store.read_state(kb.name))
             changed = {} if read.earlier else \
-                self.freshness.changed(kb, recorded, KBState(self.store.read_state(kb.name)).revisions)
-            hits = [replace(hit, indexed_at=recorded[hit.source].synced_at, changed=changed.get(hit.source, ""))
-                    if hit.kb == kb.name and hit.source in recorded else hit for hit in hits]
+                self.freshness.changed(kb, self.store.read_files(kb.name, read.generation, paths=paths), state)
+            hits = [replace(hit, indexed_at=indexed_at.get(hit.source, ""), changed=changed.get(hit.source, ""))
+                    if hit.kb == kb.name else hit for hit in hits]
             if stale := sum(1 for hit in hits if hit.kb == kb.name and hit.stale):
                 notes.append(f"{kb.name}: " * (len(kbs) > 1) + f"stale results ({stale}): their documents changed "
                              f"since they were indexed (each says how); {sync_remedy(kb.name)}, then search again")

@@ -110,9 +110,9 @@ class RecentDeliveries:
         self._ids: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
 
-    def first_time(self, forge: str, delivery: str) -> bool:
-        """Remember a delivery; False when it was remembered already."""
-        key = f"{forge}\0{delivery}"
+    def first_time(self, delivery: str) -> bool:
+        """Remember a delivery id (whichever forge's header carried it); False when it was remembered already."""
+        key = delivery
         with self._lock:
             if key in self._ids:
                 return False
@@ -136,7 +136,7 @@ def receive_delivery(target: HookTarget, headers: Mapping[str, str], body: bytes
     if not delivery or len(delivery) > _DELIVERY_ID_MAX:
         return HookOutcome(Verdict.MALFORMED, f"no delivery id ({forge.delivery}) of at most {_DELIVERY_ID_MAX} "
                                               f"characters", forge.name)
-    if not deliveries.first_time(forge.name, delivery):
+    if not deliveries.first_time(delivery):
         return HookOutcome(Verdict.REPLAYED, "this delivery was taken already; push again to sync", forge.name,
                            delivery)
     return replace(_judge_event(forge, headers.get(forge.event, ""), body, target), delivery=delivery)
@@ -145,9 +145,11 @@ def receive_delivery(target: HookTarget, headers: Mapping[str, str], body: bytes
 def _credential_holds(forge: _Forge, given: str, body: bytes, secret: str) -> bool:
     """Whether a delivery's credential is the secret's (as bytes, in constant time: a header is Latin-1 text)."""
     presented = given.strip().encode("latin-1", "replace")
+    # as the variable holds it (bytes that are not UTF-8 too), without the line break a file read into it may end with
+    key = secret.strip().encode("utf-8", "surrogateescape")
     if not forge.signed:
-        return hmac.compare_digest(presented, secret.encode())
-    digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+        return hmac.compare_digest(presented, key)
+    digest = hmac.new(key, body, hashlib.sha256).hexdigest()
     return hmac.compare_digest(presented.lower(), f"{forge.prefix}{digest}".encode())
 
 

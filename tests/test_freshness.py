@@ -6,6 +6,7 @@ and a server without the folder say nothing; a file system that hangs never hold
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 
@@ -17,9 +18,11 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 import mcp_kb.ingest.folders
+import mcp_kb.ingest.git.source
 from mcp_kb.api import ReadRequest, SearchRequest
 from mcp_kb.cli import main
-from mcp_kb.ingest.sources import Recorded, sources_of
+from mcp_kb.app import App
+from mcp_kb.ingest.sources import Indexed, Recorded, sources_of
 from mcp_kb.records import recorded_now
 
 pytestmark = pytest.mark.anyio
@@ -126,33 +129,118 @@ def test_a_file_system_that_hangs_never_holds_an_answer(make_app, handbook, monk
         released.set()
 
 
-def test_a_repository_whose_ref_moved_gives_stale_hits_once_its_repository_was_asked(make_app, tmp_path):
+def _repository_kb(make_config, embedder, tmp_path, serving: bool):
     repo = Repo(tmp_path / "lib")
     repo.write("README.md", "# Lib\n\nThe library parses invoices into ledger entries.\n")
     repo.commit()
-    app = make_app({"name": "handbook", "description": "code", "repos": [{"url": str(repo.folder), "ref": "main"}]})
+    config = make_config({"name": "handbook", "description": "code", "repos": [{"url": str(repo.folder), "ref": "main"}]})
+    return repo, App(config, embedder=embedder, serving=serving)
+
+
+def test_a_servers_repository_hits_turn_stale_once_it_has_asked_where_the_ref_is(make_config, embedder, tmp_path,
+                                                                                   monkeypatch):
+    repo, app = _repository_kb(make_config, embedder, tmp_path, serving=True)
     app.sync()
+    assert not _hits(app, "parses invoices").hits[0].stale
     repo.write("README.md", "# Lib\n\nThe library parses invoices and receipts.\n")
     moved = repo.commit()
+    monkeypatch.setattr(mcp_kb.ingest.git.source, "_TIP_SECONDS", 0.0)  # the minute between two looks, passed at once
 
     def stale_hit():
         hit = _hits(app, "parses invoices").hits[0]
         return hit if hit.stale else None
 
     hit = until(stale_hit, what="the moved ref to be seen")  # asked in the background: a later answer says it
-    assert f"is at {moved[:12]} now" in hit.changed and hit.commit and hit.commit[:12] in hit.changed
+    assert f"is at {moved[:12]} now" in hit.changed and hit.commit[:12] in hit.changed
+
+
+def test_right_after_a_sync_a_repositorys_hits_are_not_called_stale_by_an_older_look(make_config, embedder,
+                                                                                      tmp_path):
+    repo, app = _repository_kb(make_config, embedder, tmp_path, serving=True)
     app.sync()
-    assert not _hits(app, "parses invoices").hits[0].stale
+    _hits(app, "parses invoices")  # a look at the ref, in the background: the commit indexed
+    repo.write("README.md", "# Lib\n\nThe library parses invoices and receipts.\n")
+    repo.commit()
+    app.sync()  # a push's sync: the index holds the new commit, the last look was before it
+    hit = _hits(app, "parses invoices").hits[0]
+    assert "receipts" in hit.text and not hit.stale, hit.changed
 
 
-def test_a_web_page_older_than_its_schedule_is_stale_and_a_recent_one_is_not(make_config, tmp_path):
+def test_a_command_asks_no_repository_and_tells_from_this_machines_last_fetch(make_config, embedder, tmp_path):
+    repo, app = _repository_kb(make_config, embedder, tmp_path, serving=False)
+    app.sync()
+    repo.write("README.md", "# Lib\n\nThe library parses invoices and receipts.\n")
+    moved = repo.commit()
+    asking = [thread for thread in threading.enumerate() if thread.name == "mcp-kb-ls-remote"]
+    assert not _hits(app, "parses invoices").hits[0].stale  # nothing fetched since: nothing known
+    assert [t for t in threading.enumerate() if t.name == "mcp-kb-ls-remote"] == asking  # and nothing asked
+    (source,) = app.sources(app.config.kb[0])
+    source.scan(known={}, revisions={})  # a fetch (a sync that failed after it): the index is behind what came
+    hit = _hits(app, "parses invoices").hits[0]
+    assert hit.stale and f"is at {moved[:12]} now" in hit.changed
+
+
+@pytest.mark.parametrize(("sync", "confirmed", "stale"), [
+    ({"interval": 3600}, "2020-01-01T00:00:00Z", True),  # its site was last asked years ago
+    ({"interval": 3600}, None, False),  # a sync (which asks every page again) ended just now
+    ({"watch": True}, "2020-01-01T00:00:00Z", True),
+    ({}, None, False),
+])
+def test_a_web_page_is_stale_once_its_site_was_last_asked_longer_ago_than_the_kb_asks_again(make_config, tmp_path,
+                                                                                             sync, confirmed, stale):
     config = make_config({"name": "site", "description": "a site", "urls": ["https://docs.example.com/"],
-                          "sync": {"interval": 3600}})
+                          "sync": sync})
     (web,) = sources_of(config.kb[0], tmp_path)
-    old, recent = "https://docs.example.com/old", "https://docs.example.com/new"
-    told = web.changed({old: Recorded(1, 1, "2020-01-01T00:00:00Z"),
-                        recent: Recorded(1, 1, recorded_now())}, {})
-    assert told[old].startswith("fetched ") and "ago" in told[old] and told[recent] == ""
+    page = "https://docs.example.com/guide"
+    told = web.changed({page: Recorded(1, 1)}, Indexed({}, confirmed or recorded_now()))
+    assert bool(told[page]) is stale and (not stale or told[page].startswith("its site was last asked"))
+
+
+def test_a_file_touched_without_a_change_is_stale_until_a_sync_finds_its_bytes_the_same(make_app, handbook):
+    app = make_app(_kb(handbook))
+    app.sync()
+    os.utime(handbook / "leave.md", ns=(1, 1))  # a checkout, a copy: only a hash can tell
+    assert _by_source(_hits(app, "annual leave days"))["leave.md"].stale
+    app.sync()
+    assert not _by_source(_hits(app, "annual leave days"))["leave.md"].stale
+    assert not app.read("handbook", ReadRequest(kb="handbook", path="leave.md")).stale
+
+
+def test_a_kb_path_naming_one_file_that_is_deleted_is_stale(make_app, handbook):
+    app = make_app({"name": "handbook", "description": "one file", "paths": [str(handbook / "leave.md")]})
+    app.sync()
+    (handbook / "leave.md").unlink()
+    assert _by_source(_hits(app, "annual leave days"))["leave.md"].changed == "deleted since it was indexed"
+
+
+def test_a_modification_time_no_calendar_holds_is_still_an_answer(make_app, handbook, monkeypatch):
+    app = make_app(_kb(handbook))
+    app.sync()
+    monkeypatch.setattr(mcp_kb.ingest.folders, "_fingerprint", lambda path: (1, 300_000_000_000 * 10**9))
+    hit = _by_source(_hits(app, "annual leave days"))["leave.md"]
+    assert hit.changed == "modified since it was indexed"
+
+
+def test_a_process_whose_file_system_hangs_still_answers_and_exits(handbook, tmp_path):
+    """A stat that never returns (a dead network mount) holds neither the answer nor the process's exit."""
+    config = tmp_path / "kb.toml"
+    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "handbook"\ndescription = "Company rules"\n'
+                      f'paths = ["{handbook}"]\n', encoding="utf-8")
+    assert CliRunner().invoke(main, ["sync", "-c", str(config)]).exit_code == 0
+    script = f"""
+import os, sys, threading
+import mcp_kb.ingest.folders as folders
+real = os.stat
+def hung(path, *args, **kwargs):
+    if str(path).startswith({str(handbook)!r}) and threading.current_thread().name == "mcp-kb-stat":
+        threading.Event().wait()  # forever
+    return real(path, *args, **kwargs)
+folders.os.stat = hung
+from mcp_kb.cli import main
+main(["search", "handbook", "annual leave days", "-c", {str(config)!r}])
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "leave.md" in done.stdout and "Stale" not in done.stdout, done.stderr
 
 
 def test_the_cli_and_the_search_tool_say_stale_in_words_and_in_structure(make_app, handbook, tmp_path):

@@ -92,10 +92,26 @@ def test_an_unsigned_delivery_is_not_remembered():
 
 def test_the_memory_of_deliveries_is_bounded_and_keeps_the_newest():
     seen = RecentDeliveries(kept=3)
-    assert all(seen.first_time("github", str(n)) for n in range(5))
+    assert all(seen.first_time(str(n)) for n in range(5))
     assert len(seen._ids) == 3
-    assert not seen.first_time("github", "4") and seen.first_time("github", "0")  # forgotten: taken again
-    assert seen.first_time("gitlab", "4")  # ids are per forge
+    assert not seen.first_time("4") and seen.first_time("0")  # forgotten: taken again
+
+
+def test_a_delivery_id_taken_under_one_forges_header_is_taken_under_another_too():
+    """One delivery resent with its signature under Gitea's header (the same HMAC) is still the delivery taken."""
+    body = push_body("a" * 40)
+    seen = RecentDeliveries()
+    assert _judge(github(SECRET, body, delivery="d-1"), body, seen=seen).verdict is Verdict.SYNC
+    as_gitea = {"X-Gitea-Signature": signature(SECRET, body), "X-Gitea-Event": "push", "X-Gitea-Delivery": "d-1"}
+    assert _judge(as_gitea, body, seen=seen).verdict is Verdict.REPLAYED
+
+
+def test_a_secret_ending_in_a_line_break_or_holding_other_bytes_than_utf8_still_signs():
+    body = push_body("a" * 40)
+    assert _judge(github(SECRET, body), body, HookTarget("code", "lib", "main", SECRET + "\n")).verdict is \
+        Verdict.SYNC
+    odd = "s\udce9cret"  # a variable holding bytes that are not UTF-8 (as Python reads them from the environment)
+    assert _judge(github(SECRET, body), body, HookTarget("code", "lib", "main", odd)).verdict is Verdict.UNSIGNED
 
 
 def test_events_other_than_a_push_sync_nothing():

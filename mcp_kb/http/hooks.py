@@ -19,7 +19,7 @@ from collections.abc import Callable
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
-from ..api import HOOK_BODY_MAX, RecentDeliveries, Verdict, hook_target, receive_delivery
+from ..api import HOOK_BODY_MAX, RecentDeliveries, Verdict, hook_target, is_number, receive_delivery
 from ..settings import Config
 from .edge import respond_json
 
@@ -95,7 +95,7 @@ async def _body_within(headers: Headers, receive: Receive, limit: int) -> bytes:
     """The request's body, refused (_TooLarge) when its declared length is over `limit`, or once more than `limit`
     bytes came (a body sent in chunks, or longer than it said): nothing past that is read."""
     declared = headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if is_number(declared) and int(declared) > limit:
         raise _TooLarge
     parts: list[bytes] = []
     size = 0

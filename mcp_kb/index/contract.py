@@ -9,7 +9,7 @@ writer's lease is part of the contract, so the sync lock (state.py) works on any
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -125,8 +125,10 @@ class Store(Protocol):
     def lease_holder(self) -> dict[str, Any] | None: ...
 
     # manifest and chunks
-    def read_files(self, kb: str, generation: str | None = None, at: Pinned | None = None) -> dict[str, FileRecord]:
-        """The manifest of a generation (the active one by default), as version `at` left it (None: now)."""
+    def read_files(self, kb: str, generation: str | None = None, at: Pinned | None = None,
+                   paths: Collection[str] | None = None) -> dict[str, FileRecord]:
+        """The manifest of a generation (the active one by default), as version `at` left it (None: now); with
+        `paths`, the records of those documents alone."""
 
     def write_files(self, kb: str, generation: str, records: Sequence[FileRecord]) -> None: ...
 

@@ -3,7 +3,7 @@ a sync compares the sources against."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -19,13 +19,18 @@ if TYPE_CHECKING:
 
 
 @store_failures("be read (a KB's manifest)")
-def read_files(tables: Tables, kb: str, generation: str | None, at: int | None = None) -> dict[str, FileRecord]:
-    """The manifest (as table version `at` left it; None: now)."""
+def read_files(tables: Tables, kb: str, generation: str | None, at: int | None = None,
+               paths: Collection[str] | None = None) -> dict[str, FileRecord]:
+    """The manifest (as table version `at` left it; None: now); with `paths`, those documents' records alone."""
     table = file_table(tables, kb, generation) if at is None or generation is None else \
         tables.search_table_at(file_table_name(kb, generation), at)
-    if table is None:
+    if table is None or (paths is not None and not paths):
         return {}
-    rows = table.to_arrow().to_pylist()
+    if paths is None:
+        rows = table.to_arrow().to_pylist()
+    else:
+        rows = [row for condition in sql_in_batches("path", list(paths))
+                for row in table.search().where(condition).limit(None).to_arrow().to_pylist()]
     return {row["path"]: FileRecord(**row) for row in rows}
 
 

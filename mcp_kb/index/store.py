@@ -8,7 +8,7 @@ and vector_index.py (indexes and compaction), views.py (what searches read); fai
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -130,8 +130,10 @@ class LanceStore:
         return lease.holder_of(self._tables, self.lease_seconds)
 
     # ---- manifest ------------------------------------------------------------------------
-    def read_files(self, kb: str, generation: str | None = None, at: Pinned | None = None) -> dict[str, FileRecord]:
-        return manifest.read_files(self._tables, kb, self._generation(kb, generation), None if at is None else at.files)
+    def read_files(self, kb: str, generation: str | None = None, at: Pinned | None = None,
+                   paths: Collection[str] | None = None) -> dict[str, FileRecord]:
+        return manifest.read_files(self._tables, kb, self._generation(kb, generation), None if at is None else at.files,
+                                   paths)
 
     def write_files(self, kb: str, generation: str, records: Sequence[FileRecord]) -> None:
         manifest.write_files(self._tables, kb, generation, records)

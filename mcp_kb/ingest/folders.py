@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Literal
 
@@ -26,7 +26,7 @@ from ..errors import KBError
 from .parsers import is_binary_format, is_supported
 from ..records import Progress, recorded_at
 from ..text import name_text
-from .sources import (LEFT_OUT_GITIGNORE, LEFT_OUT_GLOBS, LEFT_OUT_HIDDEN, Recorded, Revisions, SkippedFile, SourceFile,
+from .sources import (LEFT_OUT_GITIGNORE, LEFT_OUT_GLOBS, LEFT_OUT_HIDDEN, Indexed, Recorded, Revisions, SkippedFile, SourceFile,
                       SourceScan)
 
 log = logging.getLogger(__name__)
@@ -324,25 +324,37 @@ def local_file(kb: KBConfig, doc_id: str) -> Path | None:
     if "\\x" in doc_id:
         return None
     for root, prefix in _roots(kb):
-        if root.is_file():
-            if doc_id == root.name:
-                return root
-        elif doc_id.startswith(prefix) and root.is_dir():
-            return root / doc_id.removeprefix(prefix)
+        if root.is_dir():
+            if doc_id.startswith(prefix):
+                return root / doc_id.removeprefix(prefix)
+        elif doc_id == root.name and (root.is_file() or root.parent.is_dir()):  # a KB path naming one file
+            return root
     return None
 
 
 def files_changed(kb: KBConfig, recorded: Mapping[str, Recorded]) -> dict[str, str]:
     """Each document of the KB's folders mapped to how its file differs from what was recorded ("": it does not),
-    asked of the file system within _STAT_SECONDS (when it does not answer in time, nothing is said of any)."""
+    asked of the file system within _STAT_SECONDS, on a thread of its own (when it does not answer in time, nothing
+    is said of any: a hung network mount never holds an answer, nor the process's exit)."""
     if not recorded:
         return {}
-    future = _STATS.submit(_files_changed, kb, recorded)
-    try:
-        return future.result(timeout=_STAT_SECONDS)
-    except FutureTimeout:
+    if not _STAT_THREADS.acquire(blocking=False):  # that many checks hang already: the mount is in trouble
+        return dict.fromkeys(recorded, "")
+    told: dict[str, str] = {}
+    done = threading.Event()
+
+    def check() -> None:
+        try:
+            told.update(_files_changed(kb, recorded))
+        finally:
+            _STAT_THREADS.release()
+            done.set()
+
+    threading.Thread(target=check, name="mcp-kb-stat", daemon=True).start()
+    if not done.wait(_STAT_SECONDS):
         log.info("%s: the file system did not answer in %g s: freshness not checked", kb.name, _STAT_SECONDS)
         return dict.fromkeys(recorded, "")
+    return told
 
 
 def _files_changed(kb: KBConfig, recorded: Mapping[str, Recorded]) -> dict[str, str]:
@@ -352,16 +364,18 @@ def _files_changed(kb: KBConfig, recorded: Mapping[str, Recorded]) -> dict[str, 
         if path is None:  # no KB path here holds it (a server without the folder): nothing to say
             continue
         now = _fingerprint(path)
-        why[doc_id] = ("deleted since it was indexed" if now == _GONE else
-                       "" if now in (_UNKNOWN, (seen.size, seen.mtime_ns)) else
-                       f"modified since it was indexed (at {recorded_at(now[1])})")
+        if now == _GONE:
+            why[doc_id] = "deleted since it was indexed"
+        elif now in (_UNKNOWN, (seen.size, seen.mtime_ns)):
+            why[doc_id] = ""
+        else:
+            when = recorded_at(now[1])
+            why[doc_id] = f"modified since it was indexed{f' (at {when})' if when else ''}"
     return why
 
 
-_STAT_SECONDS = 0.25  # the most an answer waits for its files' stats (a hung network mount then says nothing)
-# One thread: a hung mount holds it, and every later check then says nothing within its bound instead of piling up
-# threads.
-_STATS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-kb-stat")
+_STAT_SECONDS = 0.25  # the most an answer waits for its files' stats
+_STAT_THREADS = threading.BoundedSemaphore(4)  # checks that may hang at once; past them, nothing is asked
 _GONE, _UNKNOWN = (-1, -1), (-2, -2)
 
 
@@ -399,7 +413,7 @@ class FolderSource:
              revisions: Revisions | None = None) -> SourceScan:
         return scan_folders(self.kb, known)
 
-    def changed(self, recorded: Mapping[str, Recorded], revisions: Revisions) -> dict[str, str]:
+    def changed(self, recorded: Mapping[str, Recorded], indexed: Indexed) -> dict[str, str]:
         """Each file whose KB path is here, by a stat (a server without the folder says nothing of them)."""
         return files_changed(self.kb, recorded)
 

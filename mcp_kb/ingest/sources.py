@@ -105,12 +105,22 @@ def why_no_documents(kb: KBConfig, scan: SourceScan) -> str:
 
 @dataclass(frozen=True)
 class Recorded:
-    """What the index recorded of a document at its sync: the fingerprint its source gave (size and modification
-    time; a repository's file: size and blob id) and when it was indexed (ISO 8601, UTC)."""
+    """The fingerprint the index holds of a document: its source's at the last sync that read it (size and
+    modification time; a repository's file: size and blob id)."""
 
     size: int
     mtime_ns: int
-    synced_at: str
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """What a KB's index knows of its sources as a whole, to tell what changed since."""
+
+    revisions: Revisions  # what the sources had read for it (a repository's commit)
+    confirmed_at: str  # when its last sync that ended well ended: every source was read then ("" before one)
+    # A process that lives on (a server) may ask a remote source in the background (a repository where its ref is);
+    # a one-off command asks nothing it would have to wait for or leave behind.
+    asks_remotes: bool = False
 
 
 class Source(Protocol):
@@ -123,11 +133,10 @@ class Source(Protocol):
         (size, mtime_ns) it saw (a web source asks for each again; a folder trusts unchanged files), `revisions`
         what the sources had read for the index (a repository diffs from its commit)."""
 
-    def changed(self, recorded: Mapping[str, Recorded], revisions: Revisions) -> dict[str, str]:
+    def changed(self, recorded: Mapping[str, Recorded], indexed: Indexed) -> dict[str, str]:
         """Of the documents `recorded` names, this source's, each mapped to one line saying how it changed since it
-        was recorded ("": it has not, or that cannot be told cheaply); `revisions` are what the sources had read for
-        the index. Ids it leaves out are another source's. Cheap, as every answer asks: a stat, a clock, a ref
-        asked in the background; never a download."""
+        was recorded ("": it has not, or that cannot be told cheaply). Ids it leaves out are another source's. Cheap,
+        as every answer asks: a stat, a clock, a ref asked in the background; never a download."""
 
     def listing(self) -> SourceScan | None:
         """Its documents as a scan would list them now, by listing and stat alone (no file opened, nothing
@@ -196,12 +205,13 @@ class VersionSource:
                            for item in scan.skipped], scan.figures,
                           {self.prefix + key: read for key, read in scan.revisions.items()}, scan.left_out)
 
-    def changed(self, recorded: Mapping[str, Recorded], revisions: Revisions) -> dict[str, str]:
+    def changed(self, recorded: Mapping[str, Recorded], indexed: Indexed) -> dict[str, str]:
         own = {doc_id.removeprefix(self.prefix): seen for doc_id, seen in recorded.items()
                if doc_id.startswith(self.prefix)}
-        own_revisions = {key.removeprefix(self.prefix): read for key, read in revisions.items()
+        own_revisions = {key.removeprefix(self.prefix): read for key, read in indexed.revisions.items()
                          if key.startswith(self.prefix)}
-        return {self.prefix + doc_id: line for doc_id, line in self.source.changed(own, own_revisions).items()}
+        told = self.source.changed(own, dataclasses.replace(indexed, revisions=own_revisions))
+        return {self.prefix + doc_id: line for doc_id, line in told.items()}
 
     def listing(self) -> SourceScan | None:
         listed = self.source.listing() if hasattr(self.source, "listing") else None
@@ -218,8 +228,7 @@ class VersionSource:
         return self.source.concerns(path)
 
 
-def changed_documents(sources: Iterable[Source], recorded: Mapping[str, Recorded],
-                      revisions: Revisions) -> dict[str, str]:
+def changed_documents(sources: Iterable[Source], recorded: Mapping[str, Recorded], indexed: Indexed) -> dict[str, str]:
     """Of the documents `recorded` names, those whose source changed since, each with one line saying how: each
     source in turn claims its own (folders last: they claim every id left). A kind without `changed` (a plugin's
     from before it) says nothing of its documents."""
@@ -229,7 +238,7 @@ def changed_documents(sources: Iterable[Source], recorded: Mapping[str, Recorded
     for source in sources:
         if not left or not hasattr(source, "changed"):
             continue
-        told = source.changed(left, revisions)
+        told = source.changed(left, indexed)
         why.update({doc_id: line for doc_id, line in told.items() if line})
         left = {doc_id: seen for doc_id, seen in left.items() if doc_id not in told}
     return why

@@ -11,8 +11,8 @@ The names below are the package's public face.
 from .config import Config, unknown_kb
 from .variables import ENV_CONFIG, ENV_CURSOR_SECRET, ENV_FASTEMBED_CACHE, ENV_MODEL, ENV_MODEL_PATH, ENV_STORAGE, ENV_TOKEN, cache_root, \
     child_environment, environment, header_value
-from .kb import SOURCE_KINDS, ChunkingConfig, FilterableField, KBConfig, RepoConfig, SearchConfig, SourceSettings, \
-    SyncConfig, WebSourceConfig
+from .kb import SOURCE_KINDS, WATCH_POLL_SECONDS, ChunkingConfig, FilterableField, KBConfig, RepoConfig, SearchConfig, \
+    SourceSettings, SyncConfig, WebSourceConfig
 from .loading import build_config, config_for_folder, config_target, load_config, write_starter
 from .providers import (EMBEDDING_PROVIDERS, RERANK_PROVIDERS, EmbeddingConfig, FastembedRerankSettings,
                         FastembedSettings, OpenAISettings, RerankConfig, ServiceRerankSettings)
@@ -28,7 +28,7 @@ __all__ = [
     "ENV_CONFIG", "ENV_CURSOR_SECRET", "ENV_FASTEMBED_CACHE", "ENV_MODEL", "ENV_MODEL_PATH", "ENV_STORAGE", "ENV_TOKEN", "cache_root", "child_environment",
     "environment", "header_value",
     "SOURCE_KINDS", "ChunkingConfig", "FilterableField", "KBConfig", "RepoConfig", "SearchConfig", "SourceSettings",
-    "SyncConfig", "WebSourceConfig",
+    "SyncConfig", "WebSourceConfig", "WATCH_POLL_SECONDS",
     "build_config", "config_for_folder", "config_target", "load_config", "write_starter",
     "EMBEDDING_PROVIDERS", "RERANK_PROVIDERS", "EmbeddingConfig", "FastembedRerankSettings", "FastembedSettings",
     "OpenAISettings", "RerankConfig", "ServiceRerankSettings",

@@ -90,6 +90,9 @@ class HistoryConfig(Strict):
     span keeps a copy of what it rewrote (docs/versions.md): count, not days, bounds that."""
 
 
+WATCH_POLL_SECONDS = 3600.0  # how often `watch` asks a source it cannot watch again (a web site), without `interval`
+
+
 class SyncConfig(Strict):
     """When a served KB syncs by itself."""
 
@@ -108,6 +111,12 @@ class SyncConfig(Strict):
     self_check_sample: int = Field(0, ge=0, le=10_000)
     """After a rebuild, measure the label-free hit rate (hybrid) on this many chunks; `status` and `stats` show it
     (0: off)."""
+
+    @property
+    def asks_again_every(self) -> float | None:
+        """Seconds between the syncs a served KB makes by itself of sources it cannot watch (a web site, a remote
+        repository): `interval`, else an hour when `watch` is on; None: it makes none."""
+        return self.interval or (WATCH_POLL_SECONDS if self.watch else None)
 
     @property
     def has_triggers(self) -> bool:

@@ -10,6 +10,8 @@ import time
 import anyio
 import httpx
 import pytest
+
+import mcp_kb.settings.kb
 from click.testing import CliRunner
 from mcp import Client
 
@@ -286,7 +288,7 @@ async def test_mcp_clients_search_pages_and_read_them_by_url(site, make_app):
 
 @pytest.mark.anyio
 async def test_watching_a_web_kb_recrawls_it_on_a_schedule(site, make_app, monkeypatch):
-    monkeypatch.setattr(live, "POLL_INTERVAL", 0.3)
+    monkeypatch.setattr(mcp_kb.settings.kb, "WATCH_POLL_SECONDS", 0.3)
     kb = web_kb(site)
     kb["sync"] = {"on_start": True, "watch": True}
     app = make_app(kb)

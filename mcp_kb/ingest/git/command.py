@@ -253,7 +253,8 @@ class Git:
         is a commit, which never moves): a branch, a tag (peeled) or HEAD."""
         listed = self.list_remote(ref) if not _COMMIT_ID.fullmatch(ref) else None
         named = {name: commit for commit, _, name in (line.partition("\t") for line in (listed or "").splitlines())}
-        for name in (f"refs/heads/{ref}", f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", ref):
+        # git's own order for a short name (git rev-parse, git fetch): the name itself, then a tag, then a branch
+        for name in (ref, f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}"):
             if _COMMIT_ID.fullmatch(named.get(name, "")):
                 return named[name]
         return None

@@ -24,17 +24,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
+from ...errors import KBError
 from ...records import Progress
 from ...settings import KBConfig, RepoConfig, megabytes
 from ...text import is_text, name_text
 from ..folders import binary_reason, matches_globs
 from ..parsers import is_supported, supported_suffixes
-from ..sources import Recorded, Revisions, SkippedFile, SourceFile, SourceScan
+from ..sources import Indexed, Recorded, SkippedFile, SourceFile, SourceScan
 from .citations import id_prefix
 from .command import Git, GitError, Remote
 
@@ -96,15 +98,26 @@ class GitSource:
     def kind_of(doc_id: str) -> str:
         return posixpath.splitext(doc_id)[1].lower().lstrip(".") or "other"
 
-    def changed(self, recorded: Mapping[str, Recorded], revisions: Revisions) -> dict[str, str]:
-        """Each of its files, when its ref has moved past the commit the index holds (as the repository last told:
-        asked in the background at most once a minute, so an answer never waits on it)."""
+    def changed(self, recorded: Mapping[str, Recorded], indexed: Indexed) -> dict[str, str]:
+        """Each of its files, when its ref has moved past the commit the index holds, as last known since the index
+        was confirmed: this machine's last fetch, or in a server `git ls-remote`, asked in the background at most once
+        a minute (an answer never waits on a repository; a one-off command leaves nothing running)."""
         mine = [doc_id for doc_id in recorded if doc_id.startswith(self.prefix)]
-        indexed = revisions.get(self.key, {}).get("commit", "")
-        tip = _TIPS.seen(self) if mine and indexed else None
-        moved = f"its repository's {self.repo.ref} is at {tip[:12]} now; the index holds {indexed[:12]}" \
-            if tip and tip != indexed else ""
+        commit = indexed.revisions.get(self.key, {}).get("commit", "")
+        confirmed = _timestamp(indexed.confirmed_at)
+        tip = _TIPS.seen(self, indexed.asks_remotes, confirmed) if mine and commit and confirmed is not None else None
+        moved = f"its repository's {self.repo.ref} is at {tip[:12]} now; the index holds {commit[:12]}" \
+            if tip and tip != commit else ""
         return dict.fromkeys(mine, moved)
+
+    def last_fetched(self) -> tuple[float, str] | None:
+        """When this machine last fetched the ref, and the commit it brought (None: never, or not to be told)."""
+        try:
+            fetched_at = (self.folder / "copy.git" / _FETCHED).stat().st_mtime  # a fetch writes the ref loose
+            commit = self.git.run("rev-parse", "--verify", "--end-of-options", f"{_FETCHED}^{{commit}}")
+        except (OSError, KBError):  # never fetched here; no git, a missing token
+            return None
+        return fetched_at, commit.decode().strip()
 
     def remote_commit(self) -> str | None:
         """The commit the repository's ref names now (None: it cannot be told); asks the repository itself."""
@@ -136,6 +149,7 @@ class GitSource:
             progress(0, 0, f"{self.kb.name}: fetching {self.git.remote.scrub(self.git.remote.url)} {self.repo.ref}")
         self.git.fetch(self.repo.ref, _FETCHED)
         commit = self.git.run("rev-parse", "--verify", "--end-of-options", f"{_FETCHED}^{{commit}}").decode().strip()
+        _TIPS.fetched(self, commit)
         base = (revisions or {}).get(self.key, {})
         mine = {doc_id: seen for doc_id, seen in known.items() if doc_id.startswith(self.prefix)}
         diffed = base.get("scope") == self.scope and \
@@ -399,22 +413,30 @@ def _may_name_ref(relative: str, ref: str) -> bool:
 
 
 class _Tips:
-    """The commit each repository's ref was last seen at, asked again in the background once that is older than
-    _TIP_SECONDS: an answer never waits for a repository, nor asks it more than once a minute."""
+    """Where each repository's ref was last seen, and when (wall clock): by this process's fetches, and in a server by
+    `git ls-remote` asked in the background once the last look is older than _TIP_SECONDS. A look from before the
+    index was last confirmed says nothing (the sync since saw more)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._seen: dict[Path, tuple[float, str | None]] = {}  # by copy: when it was asked, the commit it told
+        self._seen: dict[Path, tuple[float, str | None]] = {}  # by copy: when it was seen, the commit
         self._asking: set[Path] = set()
 
-    def seen(self, source: GitSource) -> str | None:
+    def seen(self, source: GitSource, ask: bool, since: float) -> str | None:
+        """The commit the ref was last seen at, at or after `since` (None: not seen since); with `ask`, a look is
+        asked for in the background when the last is older than _TIP_SECONDS."""
         key = source.folder
         with self._lock:
-            asked_at, commit = self._seen.get(key, (-_TIP_SECONDS, None))
-            if time.monotonic() - asked_at >= _TIP_SECONDS and key not in self._asking:
+            seen_at, commit = self._seen.get(key) or source.last_fetched() or (float("-inf"), None)
+            if ask and time.time() - seen_at >= _TIP_SECONDS and key not in self._asking:
                 self._asking.add(key)
                 threading.Thread(target=self._ask, args=(key, source), name="mcp-kb-ls-remote", daemon=True).start()
-        return commit
+        return commit if seen_at >= since else None
+
+    def fetched(self, source: GitSource, commit: str) -> None:
+        """A fetch of this process brought the ref to `commit`."""
+        with self._lock:
+            self._seen[source.folder] = (time.time(), commit)
 
     def _ask(self, key: Path, source: GitSource) -> None:
         try:
@@ -423,8 +445,15 @@ class _Tips:
             log.debug("%s: its ref could not be asked for: %s", source.key, exc)
             commit = None
         with self._lock:
-            self._seen[key] = (time.monotonic(), commit)
+            self._seen[key] = (time.time(), commit)
             self._asking.discard(key)
+
+
+def _timestamp(iso: str) -> float | None:
+    try:
+        return datetime.fromisoformat(iso).timestamp()
+    except ValueError:
+        return None
 
 
 _TIP_SECONDS = 60.0

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from ...settings import KBConfig
 from ..parsers import is_supported
 from ...records import Progress
-from ..sources import Recorded, Revisions, SourceScan
+from ..sources import Indexed, Recorded, Revisions, SourceScan
 from .urls import ORIGIN, PAGE_SUFFIXES, is_url
 
 _FRESH_SECONDS = 86_400.0  # a page of a KB that asks its sites again on no schedule is old after a day
@@ -48,18 +48,15 @@ class WebSource:
         crawl = crawl_kb(self.kb, self.cache_folder, [doc_id for doc_id in known if is_url(doc_id)], progress)
         return SourceScan(crawl.files, crawl.skipped, asdict(crawl.stats))
 
-    def changed(self, recorded: Mapping[str, Recorded], revisions: Revisions) -> dict[str, str]:
-        """Each page fetched longer ago than the KB asks its sites again (`[kb.sync] interval`, else a day): its site
-        may have changed it since (asking the site would make an answer wait on it)."""
-        fresh_for, now = self.kb.sync.interval or _FRESH_SECONDS, time.time()
-        why = {}
-        for doc_id, seen in recorded.items():
-            if is_url(doc_id):
-                fetched = _timestamp(seen.synced_at)
-                old = fetched is not None and now - fetched > fresh_for
-                why[doc_id] = f"fetched {_age(now - fetched)} ago; its site may have changed it since" if old and \
-                    fetched is not None else ""
-        return why
+    def changed(self, recorded: Mapping[str, Recorded], indexed: Indexed) -> dict[str, str]:
+        """Each page when its site was last asked longer ago than the KB asks it again (`[kb.sync] interval`, an hour
+        under `watch`, else a day): the site may have changed it since (asking the site would make an answer wait)."""
+        fresh_for = self.kb.sync.asks_again_every or _FRESH_SECONDS
+        asked = _timestamp(indexed.confirmed_at)  # every sync asks every page again
+        age = time.time() - asked if asked is not None else None
+        old = f"its site was last asked {_age(age)} ago; it may have changed the page since" \
+            if age is not None and age > fresh_for else ""
+        return {doc_id: old for doc_id in recorded if is_url(doc_id)}
 
     @staticmethod
     def listing() -> None:
@@ -80,9 +77,8 @@ def _timestamp(iso: str) -> float | None:
 
 
 def _age(seconds: float) -> str:
-    """A time span as a person says it: minutes, hours, then days."""
-    if seconds < 7_200:
-        return f"{seconds / 60:.0f} minutes"
-    if seconds < 172_800:
-        return f"{seconds / 3_600:.0f} hours"
-    return f"{seconds / 86_400:.0f} days"
+    """A time span as a person says it: seconds, minutes, hours, then days."""
+    for unit, size in (("days", 86_400), ("hours", 3_600), ("minutes", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} seconds"
