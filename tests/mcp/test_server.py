@@ -828,7 +828,7 @@ async def test_the_start_up_work_waits_for_the_first_answer_after_the_handshake(
         def __init__(self, *_):
             pass
 
-        async def run(self):
+        async def run(self, triggers=True):
             syncing.set()
 
     monkeypatch.setattr(server, "_warm_up", lambda _app: loaded.set())
