@@ -116,7 +116,8 @@ class App:
     def freshness(self) -> Freshness:
         """Which documents of an answer changed since they were indexed (one per process: it remembers what each
         repository's ref was last seen at)."""
-        return Freshness(lambda kb: source_cache_dir(self.config.storage.uri, kb), asks_remotes=self._serving)
+        return Freshness(lambda kb: source_cache_dir(self.config.storage.uri, kb), asks_remotes=self._serving,
+                         owner=self.config.owner)
 
     def search(self, kb: str, request: SearchRequest, record: bool = True) -> SearchResult:
         """Search one KB; what the request leaves out is the KB's setting. `record=False` (evaluations asking

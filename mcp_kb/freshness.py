@@ -33,15 +33,19 @@ def indexed_times(listing: pa.Table, paths: Iterable[str]) -> dict[str, str]:
 class Freshness:
     """Tells which documents of an answer changed since they were indexed."""
 
-    def __init__(self, cache_folder: Callable[[str], Path], asks_remotes: bool = False):
+    def __init__(self, cache_folder: Callable[[str], Path], asks_remotes: bool = False, owner: str = ""):
         """`cache_folder`: where a KB's sources keep what they download (a repository's copy), by the KB's name;
-        `asks_remotes`: this process lives on (a server), so it may ask a repository in the background."""
+        `asks_remotes`: this process lives on (a server), so it may ask a repository in the background; `owner`:
+        this config's kb.toml, when its KBs live in the default index (Config.owner)."""
         self._cache_folder = cache_folder
         self.asks_remotes = asks_remotes
+        self.owner = owner
 
     def changed(self, kb: KBConfig, files: Mapping[str, FileRecord], state: KBState) -> dict[str, str]:
         """Of the documents whose manifest records `files` holds, those whose source changed since, each with one line
         saying how; `state` is the KB's (what its sources read for the index, when it was last confirmed)."""
+        if state.owned_by_another(self.owner):  # another project's documents: this config's sources are not theirs
+            return {}
         recorded = {path: Recorded(record.size, record.mtime_ns) for path, record in files.items()}
         indexed = Indexed(state.revisions, state.confirmed_at, self.asks_remotes)
         return changed_documents(sources_of(kb, self._cache_folder(kb.name)), recorded, indexed)

@@ -83,10 +83,11 @@ def test_read_and_ls_print_documents_from_the_index(project):
     (project / "docs" / "guide.md").unlink()  # the index holds it: reading needs no source
     section = _run("read", "docs", "guide.md", "--section", "Guide › Errors")
     assert section.exit_code == 0, section.output
-    assert section.output == ("guide.md › Guide › Errors (lines 7-9 of 9)\n\n## Errors\n\nE5021 means the access token "
-                              "expired; log in again to renew it, then retry the request.\n")
+    assert re.fullmatch(r"guide\.md › Guide › Errors \(lines 7-9 of 9; indexed \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)\n"
+                        r"Stale: deleted since it was indexed; this text may be out of date\n\n## Errors\n\nE5021 means "
+                        r"the access token expired; log in again to renew it, then retry the request\.\n", section.output)
     first = _run("read", "docs", "guide.md", "--max-tokens", "200", "--lines", "1-5")
-    assert first.output.startswith("guide.md (lines 1-5 of 9)\n\n# Guide\n")
+    assert first.output.startswith("guide.md (lines 1-5 of 9; indexed ") and "\n\n# Guide\n" in first.output
     as_json = json.loads(_run("read", "docs", "guide.md", "--json").output)
     assert as_json["text"].startswith("# Guide") and as_json["cursor"] is None and as_json["lines"] == 9
     listed = _run("ls", "docs")
