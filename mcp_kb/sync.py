@@ -74,7 +74,11 @@ def count_pending(store: Store, kb: KBConfig) -> Pending | None:
         return None
     if listed is None:
         return None
-    indexed = {path: (record.size, record.mtime_ns) for path, record in store.read_files(kb.name, generation).items()}
+    try:
+        manifest = store.read_files(kb.name, generation)
+    except StoreError:  # damaged tables: status says so (its other figures stand), the next sync fails on them
+        return None
+    indexed = {path: (record.size, record.mtime_ns) for path, record in manifest.items()}
     present = {item.doc_id: (item.size, item.mtime_ns) for item in listed.files}
     unreadable = [item for item in listed.skipped if item.unreadable]  # a sync keeps what the index holds of them
     return Pending(added=sum(1 for path in present if path not in indexed),

@@ -9,6 +9,7 @@ fix the call; the server keeps serving.
 # No `from __future__ import annotations`: tool signatures are built at run time from per-KB
 # filter models, and the SDK reads the evaluated annotations.
 
+import contextlib
 import copy
 import inspect
 import json
@@ -20,6 +21,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -136,14 +138,14 @@ def build_server(app: App, read_only: bool | None = None, handshake_wait: float 
     async def kb_synced(name: str) -> None:
         await notifier.updated(status_uri(name), name)
         await notifier.updated(LIST_URI, name)
-        await counted_and_described(name)
-
-    async def counted_and_described(name: str) -> None:
-        """What a sync of the KB would do, counted again; its tool re-described when that changes what it says."""
         try:
-            await anyio.to_thread.run_sync(app.pending, name)
+            await anyio.to_thread.run_sync(app.pending, name)  # what a sync would do now: nothing, or new changes
         except Exception as exc:  # a folder that fails to list, a store that fails: the next sync says why
             log.info("%s: what a sync would do was not counted: %s", name, exc)
+        await described(name)
+
+    async def described(name: str) -> None:
+        """The KB's tool re-registered when what its description says has changed."""
         kb = app.config.get_kb(name)
         if name in descriptions and descriptions[name] != _tool_description(app, kb):
             # The description says what the KB holds and whether it is behind: re-register it, tell clients to re-list.
@@ -169,13 +171,13 @@ def build_server(app: App, read_only: bool | None = None, handshake_wait: float 
             await answered()  # a start-up sync loads LanceDB: after the first answer, not beside it
             await syncing.run(triggers=lead)
 
-        async def described_as_counted() -> None:  # a KB behind its sources says so in its tool's description
-            await answered()
+        async def described_once_warmed(warmed: anyio.Event) -> None:  # a KB behind its sources says so
+            await warmed.wait()
             for kb in app.config.kb:
-                await counted_and_described(kb.name)
+                await described(kb.name)
 
-        async with warming_up(app, answered), anyio.create_task_group() as group:
-            group.start_soon(described_as_counted)
+        async with warming_up(app, answered) as warmed, anyio.create_task_group() as group:
+            group.start_soon(described_once_warmed, warmed)
             if tasks:
                 tasks.group = group  # sync tasks outlive the requests that start them
             if live:  # a read-only server never writes: another process (`mcp-kb watch`) syncs
@@ -250,11 +252,22 @@ class _Handshake:
 
 @asynccontextmanager
 async def warming_up(app: App, ready: Callable[[], Awaitable[None]],
-                     grace_seconds: float = _WARM_UP_GRACE_SECONDS) -> AsyncIterator[None]:
-    """Load the embedding model in the background once `ready` returns; on leaving before, never. On leaving after,
-    wait for the load up to the grace: a client that leaves at once would otherwise end the process while the model
-    loads in native code, which aborts the interpreter's shutdown ("Fatal Python error: PyGILState_Release")."""
-    warm_up = threading.Thread(target=_warm_up, args=(app,), name="mcp-kb-warm-up", daemon=True)
+                     grace_seconds: float = _WARM_UP_GRACE_SECONDS) -> AsyncIterator[anyio.Event]:
+    """Load the embedding model (and count what each KB's sync would do) in the background once `ready` returns; on
+    leaving before, never. Yields an event set once that is done. On leaving after, wait for the load up to the
+    grace: a client that leaves at once would otherwise end the process while the model loads in native code, which
+    aborts the interpreter's shutdown ("Fatal Python error: PyGILState_Release")."""
+    warmed = anyio.Event()
+    token = anyio.lowlevel.current_token()
+
+    def work() -> None:
+        try:
+            _warm_up(app)
+        finally:
+            with contextlib.suppress(RuntimeError):  # the server stopped meanwhile: nobody waits for it
+                anyio.from_thread.run_sync(warmed.set, token=token)
+
+    warm_up = threading.Thread(target=work, name="mcp-kb-warm-up", daemon=True)
 
     async def start() -> None:
         await ready()
@@ -263,7 +276,7 @@ async def warming_up(app: App, ready: Callable[[], Awaitable[None]],
     async with anyio.create_task_group() as group:
         group.start_soon(start)
         try:
-            yield
+            yield warmed
         finally:
             group.cancel_scope.cancel()
             if warm_up.ident is not None:  # started
@@ -272,10 +285,17 @@ async def warming_up(app: App, ready: Callable[[], Awaitable[None]],
 
 
 def _warm_up(app: App) -> None:
+    """What a server loads once it has answered its first request: the model, and what each KB's sync would do (a KB
+    behind its sources says so in its tool's description)."""
     try:
         app.warm_up()
     except Exception as exc:  # reported again, with its fix, on the first search that needs it
         app.log_problem("embedding model not loaded", exc)
+    for kb in app.config.kb:
+        try:
+            app.pending(kb.name)
+        except Exception as exc:  # a folder that fails to list, a store that fails: the next sync says why
+            log.info("%s: what a sync would do was not counted: %s", kb.name, exc)
 
 
 def _warn_about_missing_paths(app: App) -> None:

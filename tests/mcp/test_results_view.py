@@ -63,6 +63,7 @@ def searched(make_app, tmp_path):
     write(tmp_path / "docs" / "leave.md", PLAIN_TEXT)
     app = make_app({"name": "handbook", "description": "Staff handbook", "paths": [str(tmp_path / "docs")]})
     app.sync()
+    write(tmp_path / "docs" / "leave.md", PLAIN_TEXT + "\nEdited since its sync.\n")  # its hit is stale
     arguments = {"query": "travel expenses receipts", "top_k": 2}
 
     async def search():
@@ -106,6 +107,9 @@ def test_the_view_renders_the_hits_of_a_real_search_as_text(browser, searched):
     assert shown == [f"{hit['source']} › {hit['heading']}" for hit in hits] and HOSTILE_NAME in shown[0]
     assert shown == [hit["citation"] for hit in hits]  # the server's citation, not one the view words itself
     assert [meta.text for meta in browser.find_elements(By.CSS_SELECTOR, "li.hit .meta")] == [hit["ranking"] for hit in hits]
+    assert [hit["source"] for hit in hits if hit["stale"]] == ["leave.md"]  # a stale answer is never silent
+    assert [line.text for line in browser.find_elements(By.CSS_SELECTOR, "li.hit .stale")] == \
+        [f"Stale: {hit['changed']}" for hit in hits if hit["stale"]]
     passage = browser.find_elements(By.CSS_SELECTOR, "li.hit .passage")[0].text
     assert "<script>window.pwned = 1</script>" in passage and "<img src=x" in passage
     assert browser.find_element(By.ID, "summary").text == f"{len(hits)} passage(s), mode {result['structuredContent']['mode']}"

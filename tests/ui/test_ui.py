@@ -326,6 +326,25 @@ def test_a_repository_kbs_page_names_the_commit_it_is_indexed_at(tmp_path, embed
     assert f"<dt>Commit of service</dt><dd><code>{commit}</code></dd>" in page
 
 
+def test_the_page_says_a_hit_or_a_document_is_stale_and_a_kb_behind_its_sources(tmp_path, embedder):
+    from mcp_kb.app import App
+    from mcp_kb.settings import load_config
+
+    write(tmp_path / "docs" / "leave.md", "# Leave\n\nAnnual leave is 25 days a year.\n")
+    config = tmp_path / "kb.toml"
+    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+                      f'paths = ["{tmp_path / "docs"}"]\n', encoding="utf-8")
+    App(load_config(config), embedder=embedder).sync()
+    write(tmp_path / "docs" / "leave.md", "# Leave\n\nAnnual leave is 30 days a year.\n")
+    with serve_page(config) as (port, _stderr), httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+        found = http.get("/ui/kb/docs/search", params={"q": "annual leave"}).text
+        document = http.get("/ui/kb/docs/document", params={"path": "leave.md"}).text
+        overview = http.get("/").text
+    assert '<p class="stale" role="note">Stale: modified since it was indexed' in found and "indexed 20" in found
+    assert '<p class="stale" role="note">Stale: modified since it was indexed' in document
+    assert "0 added, 1 changed, 0 deleted since the last sync (counted " in overview
+
+
 def test_without_a_token_a_form_value_cannot_be_worked_out_from_a_planted_cookie(site):
     """`mcp-kb ui`: a page elsewhere can plant a cookie for this host; the form value must still be one only
     this process can make, so no forged POST runs a full rebuild with mass deletion allowed."""
