@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .index.contract import FileRecord
 from .ingest.sources import Indexed, Recorded, changed_documents, sources_of
 from .records import KBState
 from .settings import KBConfig
@@ -41,11 +40,12 @@ class Freshness:
         self.asks_remotes = asks_remotes
         self.owner = owner
 
-    def changed(self, kb: KBConfig, files: Mapping[str, FileRecord], state: KBState) -> dict[str, str]:
-        """Of the documents whose manifest records `files` holds, those whose source changed since, each with one line
-        saying how; `state` is the KB's (what its sources read for the index, when it was last confirmed)."""
+    def changed(self, kb: KBConfig, fingerprints: Mapping[str, tuple[int, int]], state: KBState) -> dict[str, str]:
+        """Of the documents whose fingerprints (size, mtime_ns) the index's manifest holds, those whose source changed
+        since, each with one line saying how; `state` is the KB's (what its sources read for the index, when it was
+        last confirmed)."""
         if state.owned_by_another(self.owner):  # another project's documents: this config's sources are not theirs
             return {}
-        recorded = {path: Recorded(record.size, record.mtime_ns) for path, record in files.items()}
+        recorded = {path: Recorded(*fingerprint) for path, fingerprint in fingerprints.items()}
         indexed = Indexed(state.revisions, state.confirmed_at, self.asks_remotes)
         return changed_documents(sources_of(kb, self._cache_folder(kb.name)), recorded, indexed)

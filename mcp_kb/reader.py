@@ -135,7 +135,7 @@ class Reader:
         changed since."""
         path = document.row["path"]
         changed = {} if document.edition.earlier or self.freshness is None else self.freshness.changed(
-            kb, self.store.read_files(kb.name, document.edition.generation, paths=[path]),
+            kb, self.store.fingerprints(kb.name, document.edition.generation, [path]),
             KBState(self.store.read_state(kb.name)))
         return answer.model_copy(update={"indexed_at": document.row["synced_at"], "changed": changed.get(path, "")})
 

@@ -137,12 +137,12 @@ class Searcher:
             paths = {hit.source for hit in hits if hit.kb == kb.name}
             listing = self.store.reading_listing(kb.name, read.generation, read.at) if paths and read.generation \
                 else None
-            if listing is None:
+            if listing is None or read.generation is None:
                 continue
             indexed_at = indexed_times(listing, paths)
             state = KBState(self.store.read_state(kb.name))
             changed = {} if read.earlier else \
-                self.freshness.changed(kb, self.store.read_files(kb.name, read.generation, paths=paths), state)
+                self.freshness.changed(kb, self.store.fingerprints(kb.name, read.generation, paths), state)
             hits = [replace(hit, indexed_at=indexed_at.get(hit.source, ""), changed=changed.get(hit.source, ""))
                     if hit.kb == kb.name else hit for hit in hits]
             if stale := sum(1 for hit in hits if hit.kb == kb.name and hit.stale):

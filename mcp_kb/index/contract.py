@@ -125,10 +125,12 @@ class Store(Protocol):
     def lease_holder(self) -> dict[str, Any] | None: ...
 
     # manifest and chunks
-    def read_files(self, kb: str, generation: str | None = None, at: Pinned | None = None,
-                   paths: Collection[str] | None = None) -> dict[str, FileRecord]:
-        """The manifest of a generation (the active one by default), as version `at` left it (None: now); with
-        `paths`, the records of those documents alone."""
+    def read_files(self, kb: str, generation: str | None = None, at: Pinned | None = None) -> dict[str, FileRecord]:
+        """The manifest of a generation (the active one by default), as version `at` left it (None: now)."""
+
+    def fingerprints(self, kb: str, generation: str, paths: Collection[str]) -> dict[str, tuple[int, int]]:
+        """The source fingerprints (size, mtime_ns) the current manifest of a generation holds for these documents (a
+        sync that finds a touched file's bytes unchanged updates them), read once per table version."""
 
     def write_files(self, kb: str, generation: str, records: Sequence[FileRecord]) -> None: ...
 

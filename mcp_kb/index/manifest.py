@@ -7,6 +7,9 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..lru import BoundedLRU
 
 from .connection import upsert
 from .contract import FileRecord
@@ -17,21 +20,44 @@ from .generations import FILE_SCHEMA, file_table, file_table_name, written_file_
 if TYPE_CHECKING:
     from .connection import Tables
 
+_FINGERPRINTS_KEPT = 8  # manifests of (table, version) kept in memory for freshness
+
 
 @store_failures("be read (a KB's manifest)")
-def read_files(tables: Tables, kb: str, generation: str | None, at: int | None = None,
-               paths: Collection[str] | None = None) -> dict[str, FileRecord]:
-    """The manifest (as table version `at` left it; None: now); with `paths`, those documents' records alone."""
+def read_files(tables: Tables, kb: str, generation: str | None, at: int | None = None) -> dict[str, FileRecord]:
+    """The manifest (as table version `at` left it; None: now)."""
     table = file_table(tables, kb, generation) if at is None or generation is None else \
         tables.search_table_at(file_table_name(kb, generation), at)
-    if table is None or (paths is not None and not paths):
+    if table is None:
         return {}
-    if paths is None:
-        rows = table.to_arrow().to_pylist()
-    else:
-        rows = [row for condition in sql_in_batches("path", list(paths))
-                for row in table.search().where(condition).limit(None).to_arrow().to_pylist()]
+    rows = table.to_arrow().to_pylist()
     return {row["path"]: FileRecord(**row) for row in rows}
+
+
+class Fingerprints:
+    """What an answer's freshness reads of a manifest: each document's source fingerprint (size, mtime_ns), the
+    manifest's columns read once per table version (a query per answer took 4 ms of a 15 ms search)."""
+
+    def __init__(self, tables: Tables):
+        self._tables = tables
+        self.uri = tables.uri  # what a failure names
+        self._kept: BoundedLRU[tuple[str, int], pa.Table] = BoundedLRU(_FINGERPRINTS_KEPT)
+
+    @store_failures("be read (a KB's manifest)")
+    def of(self, kb: str, generation: str, paths: Collection[str]) -> dict[str, tuple[int, int]]:
+        """The fingerprints the current manifest of a generation holds for these documents (those it has)."""
+        name = file_table_name(kb, generation)
+        table = self._tables.search_table(name)
+        if table is None or not paths:
+            return {}
+        version = table.version
+        kept = self._kept.get((name, version))
+        if kept is None:
+            kept = table.search().select(["path", "size", "mtime_ns"]).limit(None).to_arrow()
+            if table.version == version:  # a sync's commit in between: not kept under this version
+                self._kept.put((name, version), kept)
+        rows = kept.filter(pc.is_in(kept["path"], pa.array(list(paths), pa.string()))).to_pylist()
+        return {row["path"]: (row["size"], row["mtime_ns"]) for row in rows}
 
 
 @store_failures("be written (a KB's manifest)")

@@ -60,6 +60,7 @@ class LanceStore:
         self._states = StateTable(self._tables)
         self._views = Views(self._tables)
         self._listings = readings.Listings(self._tables)
+        self._fingerprints = manifest.Fingerprints(self._tables)
         self._rows = readings.Rows(self._tables)
         self._versions = versions.VersionTable(self._tables)
 
@@ -130,10 +131,11 @@ class LanceStore:
         return lease.holder_of(self._tables, self.lease_seconds)
 
     # ---- manifest ------------------------------------------------------------------------
-    def read_files(self, kb: str, generation: str | None = None, at: Pinned | None = None,
-                   paths: Collection[str] | None = None) -> dict[str, FileRecord]:
-        return manifest.read_files(self._tables, kb, self._generation(kb, generation), None if at is None else at.files,
-                                   paths)
+    def read_files(self, kb: str, generation: str | None = None, at: Pinned | None = None) -> dict[str, FileRecord]:
+        return manifest.read_files(self._tables, kb, self._generation(kb, generation), None if at is None else at.files)
+
+    def fingerprints(self, kb: str, generation: str, paths: Collection[str]) -> dict[str, tuple[int, int]]:
+        return self._fingerprints.of(kb, generation, paths)
 
     def write_files(self, kb: str, generation: str, records: Sequence[FileRecord]) -> None:
         manifest.write_files(self._tables, kb, generation, records)
