@@ -50,7 +50,6 @@ log = logging.getLogger(__name__)
 
 # What status says of a KB whose tables cannot be opened, to every caller who sees the KB: no command line (a
 # remedy names the config file and the storage), and the error itself, naming the storage, goes to the log.
-_PENDING_KEPT_SECONDS = 10.0  # a glance (the admin page polls it) counts what a sync would do at most this often
 _UNREADABLE = ("cannot be read now (damaged files, or the storage failing: the log says which); if its files are "
                f"damaged, a full sync ({sync_named('full')}) rebuilds it")
 
@@ -354,7 +353,8 @@ class App:
     def glance(self, kb: str) -> Glance:
         """A KB's status without reading its file list or counting rows (the admin page polls it for every
         KB): contents as of the last good sync (its summary; during a first sync, what it has written so far),
-        the last sync's outcome and failures, a running sync's progress, health."""
+        the last sync's outcome and failures, a running sync's progress, health, and what a sync would do as this
+        process last counted it (App.pending_known: a glance counts nothing)."""
         kb_config = self.config.get_kb(kb)
         name = kb_config.name
         state = self._state(name)
@@ -370,28 +370,30 @@ class App:
                       seconds=report.seconds.get("total"), failed_files=report.files_failed, model=state.indexed_model,
                       query_model_differs=query_model_differs(self._embedder, state.model) if self._embedder else "",
                       index_state=report.index_state, health=read_health(self.store, name),
-                      commits=state.commits, pending=self.pending(name, _PENDING_KEPT_SECONDS))
+                      commits=state.commits, pending=self.pending_known(name))
 
     def pending(self, kb: str, counted_within: float = 0.0) -> Pending | None:
-        """What a sync of a KB would do now, by listing and stat alone (None: it cannot be counted so); a count made
-        in the last `counted_within` seconds of the same index version is given again (the admin page polls)."""
+        """What a sync of a KB would do now, by listing and stat (None: it cannot be counted so); a count made in the
+        last `counted_within` seconds at the same index version is given again (the admin page polls)."""
         name = self.config.get_kb(kb).name
         version = self._state(name).version
         with self._lock:
             counted = self._pending.get(name)
         if counted and counted[1] == version and time.monotonic() - counted[0] <= counted_within:
             return counted[2]
-        pending = count_pending(self.store, self.config.get_kb(name))
+        pending = count_pending(self.store, self.config.get_kb(name), self.config.owner)
         with self._lock:
             self._pending[name] = (time.monotonic(), version, pending)
         return pending
 
     def pending_known(self, kb: str) -> Pending | None:
-        """The last count of what a sync of a KB would do, if this process made one (a tool's description says it
-        without counting)."""
+        """This process's last count of what a sync of a KB would do, while the index is at the version it was
+        counted at (None: none made, or a sync since, by any process): a tool's description says it without
+        counting, and a server that has not counted yet reads nothing for it."""
+        name = self.config.get_kb(kb).name
         with self._lock:
-            counted = self._pending.get(self.config.get_kb(kb).name)
-        return counted[2] if counted else None
+            counted = self._pending.get(name)
+        return counted[2] if counted and counted[1] == self._state(name).version else None
 
     def _kb_status(self, name: str) -> KBStatus:
         """The glance, with the counts read from the index itself, its version and the failed files; a KB whose
@@ -401,7 +403,7 @@ class App:
             files = self.store.read_files(name)
             return KBStatus(**{**glance.__dict__,
                                "files": sum(1 for r in files.values() if r.status == "indexed"),
-                               "chunks": self.store.count_chunks(name)},
+                               "chunks": self.store.count_chunks(name), "pending": self.pending(name)},
                             index_version=self.store.version(name), generation=self.store.active_generation(name),
                             failed=tuple(Problem(p, r.reason) for p, r in files.items() if r.status == "failed"))
         except StoreError as exc:

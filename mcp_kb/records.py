@@ -143,6 +143,7 @@ class SyncBrief(_Saved):
 
 
 _REVISIONS = "revisions"  # the state row's key for what the sources read (KBState.revisions)
+_CONFIRMED = "confirmed_at"  # the state row's key for KBState.confirmed_at
 _OWNER = "owner"  # the state row's key for the kb.toml that built a KB in the default index (KBState.owner)
 
 
@@ -184,15 +185,18 @@ class KBState:
         """What the index was built with, for one fingerprint (`model`, `chunking`, ...)."""
         return self.row.get(key)
 
-    def ended(self, started: str, outcome: str, report: SyncReport, error: str = "") -> dict[str, Any]:
-        """The record of a sync that ended, to write with the row: the last one in full, the recent ones in brief."""
+    def ended(self, started: str, outcome: str, report: SyncReport, error: str = "",  # noqa: PLR0913  # a sync's end
+              confirmed: bool = False) -> dict[str, Any]:
+        """The record of a sync that ended, to write with the row: the last one in full, the recent ones in brief, and
+        when the index was last `confirmed` (this sync, when it read every source: none was unreadable)."""
         finished = recorded_now()
         last = {"started_at": started, "finished_at": finished, "outcome": outcome, "error": error,
                 "report": report.as_dict()}
         brief = SyncBrief(started, finished, outcome, error[:_ERROR_CHARS_KEPT], report.rebuilt, report.files_added,
                           report.files_changed, report.files_deleted, report.files_unchanged, report.files_failed,
                           report.chunks_embedded, report.chunks_reused, report.seconds.get("total"))
-        return {"last_sync": last, "recent_syncs": [*self.recent_syncs, brief.as_dict()][-_SYNCS_KEPT:]}
+        return {"last_sync": last, "recent_syncs": [*self.recent_syncs, brief.as_dict()][-_SYNCS_KEPT:],
+                _CONFIRMED: finished if confirmed else self.confirmed_at}
 
     @property
     def generation(self) -> str | None:
@@ -231,9 +235,9 @@ class KBState:
 
     @property
     def confirmed_at(self) -> str:
-        """When the last sync that ended well ended: every source was read then, so each document the index holds was
-        as its source had it ("" before one)."""
-        return next((brief.finished_at for brief in reversed(self.sync_briefs) if brief.outcome == "ok"), "")
+        """When the last sync that read every source (none unreadable: a site down, a folder that could not be
+        opened) ended well: each document the index holds was as its source had it then ("" before one)."""
+        return str(self.row.get(_CONFIRMED, ""))
 
     @property
     def last_error(self) -> str:
@@ -351,7 +355,7 @@ class HealthCheck(_Saved):
 
 @dataclass(frozen=True)
 class Pending(_Saved):
-    """What a sync of a KB would do now, counted by listing and stat alone (no file hashed or parsed): files it would
+    """What a sync of a KB would do now, counted by listing and stat (no file hashed or parsed): files it would
     add, read again (their size or modification time moved; a sync may then find their bytes unchanged) and
     delete, and when that was counted (ISO 8601, UTC)."""
 

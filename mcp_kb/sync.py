@@ -62,23 +62,21 @@ def plan_sync(disk_hash_by_path: dict[str, str], indexed_hash_by_path: dict[str,
     return SyncPlan(added, changed, deleted, unchanged)
 
 
-def count_pending(store: Store, kb: KBConfig) -> Pending | None:
-    """What a sync of the KB would do now, by listing and stat alone (no file hashed or parsed); None when its
-    sources cannot be listed so (a web site, a remote repository), its folder is not here, or no sync indexed it."""
-    generation = KBState(store.read_state(kb.name)).generation
-    if generation is None:
+def count_pending(store: Store, kb: KBConfig, owner: str = "") -> Pending | None:
+    """What a sync of the KB would do now, by listing and stat (a new or changed file is opened to see that it is
+    text, as a sync's scan does; nothing is hashed or parsed); None when its sources cannot be listed so (a web site,
+    a repository), its folder is not here, no sync indexed it, or it is another project's (`owner`: Config.owner)."""
+    state = KBState(store.read_state(kb.name))
+    if state.generation is None or state.owned_by_another(owner):
         return None
     try:
-        listed = list_all(sources_of(kb, source_cache_dir(store.uri, kb.name)))
-    except KBError:  # a folder that is not here (a reader of a shared index): nothing to count against
+        manifest = store.read_files(kb.name, state.generation)
+        indexed = {path: (record.size, record.mtime_ns) for path, record in manifest.items()}
+        listed = list_all(sources_of(kb, source_cache_dir(store.uri, kb.name)), indexed)
+    except KBError:  # a folder that is not here (a reader of a shared index), damaged tables: nothing to count
         return None
     if listed is None:
         return None
-    try:
-        manifest = store.read_files(kb.name, generation)
-    except StoreError:  # damaged tables: status says so (its other figures stand), the next sync fails on them
-        return None
-    indexed = {path: (record.size, record.mtime_ns) for path, record in manifest.items()}
     present = {item.doc_id: (item.size, item.mtime_ns) for item in listed.files}
     unreadable = [item for item in listed.skipped if item.unreadable]  # a sync keeps what the index holds of them
     return Pending(added=sum(1 for path in present if path not in indexed),
@@ -184,7 +182,7 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         version = record_version(store, kb.name, report, target, fingerprints, started, request.by, request.tag)
         # One commit makes this generation the one searches read (the switch, after a rebuild) and the version current.
         store.write_state(kb.name, {**KBState.active(fingerprints, target, complete=True),
-                                    **KBState(state).ended(started, "ok", report), **version,
+                                    **KBState(state).ended(started, "ok", report, confirmed=not unreadable), **version,
                                     **KBState.vouching(scan.revisions), **KBState.owned(config.owner)})
         committed = True
         prune_versions(store, kb)  # first: a generation only a forgotten version kept goes now

@@ -19,7 +19,7 @@ from mcp.client.stdio import StdioServerParameters
 
 import mcp_kb.ingest.folders
 import mcp_kb.ingest.git.source
-from mcp_kb.api import ReadRequest, SearchRequest
+from mcp_kb.api import KBError, ReadRequest, SearchRequest
 from mcp_kb.cli import main
 from mcp_kb.app import App
 from mcp_kb.ingest.sources import Indexed, Recorded, sources_of
@@ -271,3 +271,49 @@ async def test_the_search_and_read_tools_over_stdio_say_stale(handbook, tmp_path
         assert "Stale: modified since it was indexed" in result.content[0].text
         read = await client.call_tool("read_document", {"kb": "handbook", "path": "leave.md"})
         assert read.structured_content["stale"] is True and "Stale:" in read.content[0].text
+
+
+def test_answers_in_parallel_each_say_which_files_changed(make_app, handbook):
+    """Checks at once on a healthy disk each get their stats (only a mount in trouble says nothing)."""
+    from mcp_kb.ingest.folders import files_changed
+
+    for n in range(60):
+        write(handbook / f"n{n}.md", f"# Note {n}\n\nText.\n")
+    app = make_app(_kb(handbook))
+    app.sync()
+    recorded = {f"n{n}.md": Recorded(0, 0) for n in range(60)}  # as if each had changed since
+    told: list[int] = []
+    barrier = threading.Barrier(12)
+
+    def check() -> None:
+        barrier.wait()
+        told.append(sum(1 for line in files_changed(app.config.kb[0], recorded).values() if line))
+
+    threads = [threading.Thread(target=check) for _ in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert told == [60] * 12
+
+
+def test_a_sync_that_could_not_read_a_source_does_not_vouch_for_its_documents(make_app, tmp_path):
+    """A web page whose site was down at the last syncs is as old as the last sync that reached it, however many
+    failed since."""
+    from fake_site import Site, serve_site
+
+    from mcp_kb.records import KBState
+
+    site = Site()
+    site.html("/guide/", "Guide", "<h1>Guide</h1><p>The guide explains how to install the tool with pip.</p>")
+    with serve_site(site):
+        app = make_app({"name": "site", "description": "a site", "urls": [{"url": f"{site.url}/guide/", "delay": 0}]})
+        app.sync()
+    confirmed = KBState(app.store.read_state("site")).confirmed_at
+    assert confirmed
+    for _ in range(22):  # more than the recent syncs a state keeps
+        try:
+            app.sync()
+        except KBError:
+            pass
+    assert KBState(app.store.read_state("site")).confirmed_at == confirmed

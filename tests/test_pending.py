@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from helpers import eventually, write
 from mcp import Client
 
+import mcp_kb.app
 import mcp_kb.ingest.folders
 import mcp_kb.sync
 from mcp_kb.api import SyncRequest
@@ -39,7 +40,7 @@ def _counts(pending) -> tuple[int, int, int]:
     return pending.added, pending.changed, pending.deleted
 
 
-def test_added_changed_and_deleted_files_are_counted_without_reading_any(make_app, docs, monkeypatch):
+def test_added_changed_and_deleted_files_are_counted_without_hashing_or_parsing(make_app, docs, monkeypatch):
     app = make_app(_kb(docs))
     app.sync()
     assert _counts(app.pending("handbook")) == (0, 0, 0) and not app.pending("handbook").behind
@@ -49,10 +50,11 @@ def test_added_changed_and_deleted_files_are_counted_without_reading_any(make_ap
     (docs / "pay.md").unlink()
     hashed, parsed = [], []
     monkeypatch.setattr(mcp_kb.sync, "file_sha256", lambda path: hashed.append(path))
-    monkeypatch.setattr(mcp_kb.ingest.folders, "binary_reason", lambda *args: parsed.append(args))
+    monkeypatch.setattr(mcp_kb.ingest.folders, "binary_reason", lambda path, suffix: parsed.append(path))
     pending = app.pending("handbook")
     assert _counts(pending) == (2, 1, 1) and pending.behind and pending.counted_at.endswith("Z")
-    assert hashed == [] and parsed == []  # listing and stat alone
+    assert hashed == []  # listing and stat: a new or changed file is opened only to see it is text, as a scan does
+    assert sorted(os.path.relpath(path, docs) for path in parsed) == ["bonus.md", "leave.md", "new/remote.md"]
     monkeypatch.undo()
     app.sync()
     assert _counts(app.pending("handbook")) == (0, 0, 0)
@@ -133,3 +135,46 @@ async def test_a_kb_behind_its_sources_says_so_in_its_search_tools_description(m
             return "Behind" not in (tools["search_handbook"].description or "")
 
         await eventually(described_in_step, what="the description to drop the line after a sync")
+
+
+def test_a_file_a_sync_leaves_out_as_binary_is_not_counted_as_added(make_app, docs):
+    """A new or changed file is opened to see that it is text, as a sync's scan does: one it skips is no change."""
+    app = make_app(_kb(docs))
+    (docs / "blob.txt").write_bytes(b"\x00\x01\x02binary" * 10)
+    app.sync()
+    assert _counts(app.pending("handbook")) == (0, 0, 0)
+
+
+async def test_building_a_server_counts_nothing_before_its_first_answer(make_app, docs, monkeypatch):
+    app = make_app(_kb(docs))
+    counted = []
+    monkeypatch.setattr(mcp_kb.sync, "count_pending", lambda *args: counted.append(args))
+    monkeypatch.setattr(mcp_kb.app, "count_pending", lambda *args: counted.append(args))
+    build_server(app)
+    assert counted == []
+
+
+async def test_a_description_saying_behind_clears_when_another_process_syncs(make_app, docs, monkeypatch):
+    import mcp_kb.mcp.server
+
+    monkeypatch.setattr(mcp_kb.mcp.server, "_RECOUNT_SECONDS", 0.2)
+    app = make_app(_kb(docs))
+    app.sync()
+    write(docs / "bonus.md", "# Bonus\n\nOnce a year.\n")
+    async with Client(build_server(app)) as client:
+
+        async def description() -> str:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            return tools["search_handbook"].description or ""
+
+        await eventually(lambda: _says(description, "Behind its sources (1 added"), what="the KB to be behind")
+        type(app)(app.config, embedder=app.embedder).sync()  # `mcp-kb sync` in a terminal, `mcp-kb watch`
+        await eventually(lambda: _says_not(description, "Behind"), what="the description to clear")
+
+
+async def _says(description, text: str) -> bool:
+    return text in await description()
+
+
+async def _says_not(description, text: str) -> bool:
+    return text not in await description()

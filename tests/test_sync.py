@@ -769,6 +769,7 @@ def test_two_projects_kbs_of_one_name_in_the_default_index_stay_two(tmp_path, mo
     assert f"belongs to another project ({tmp_path / 'alpha' / 'kb.toml'})" in said
     assert f'give {tmp_path / "beta" / "kb.toml"} an index of its own (storage = "./.mcp-kb"' in said
     assert alpha.status("handbook")[0].last_outcome == "ok"  # not recorded as a failure of alpha's KB
+    assert beta.pending("handbook") is None  # nor counted against beta's folder, which is not what it was built from
     leave = SearchRequest(query="annual leave days", mode="keyword")
     assert beta.search("handbook", leave).notes == [
         "knowledge base 'handbook' in the default index was built by another project's kb.toml: these are that "

@@ -14,6 +14,7 @@ import logging
 import os
 import stat
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -40,19 +41,18 @@ _TEXT_CONTROL = {7, 8, 9, 10, 12, 13, 27}
 Ignores = list[tuple[str, "pathspec.PathSpec[pathspec.Pattern]"]]
 
 
-def scan_folders(kb: KBConfig, known: dict[str, tuple[int, int]] | None = None, sniff: bool = True) -> SourceScan:
+def scan_folders(kb: KBConfig, known: dict[str, tuple[int, int]] | None = None) -> SourceScan:
     """Walk every path of the KB; each file is either listed or skipped with a reason.
 
     `known` maps document ids to the (size, mtime_ns) the index saw: those files were judged
-    text then and are not sniffed again, so a no-op scan opens no file; without `sniff` none is
-    (a count of what a sync would do: a binary file named as text is counted as the sync's to judge).
+    text then and are not sniffed again, so a no-op scan opens no file.
     """
     files: dict[str, SourceFile] = {}
     skipped: list[SkippedFile] = []
     left_out: Counter[str] = Counter()
     for root, prefix in _roots(kb):
         _check_readable(root, kb)
-        rules = _Rules(kb, root, prefix, known or {}, sniff)
+        rules = _Rules(kb, root, prefix, known or {})
         outcomes = [rules.root_file()] if root.is_file() else rules.walk()
         for outcome in outcomes:
             if isinstance(outcome, SourceFile):
@@ -87,9 +87,8 @@ def _check_readable(root: Path, kb: KBConfig) -> None:
 class _Rules:
     """Membership rules for the entries below one KB root."""
 
-    def __init__(self, kb: KBConfig, root: Path, prefix: str, known: dict[str, tuple[int, int]], sniff: bool = True):
+    def __init__(self, kb: KBConfig, root: Path, prefix: str, known: dict[str, tuple[int, int]]):
         self.kb = kb
-        self.sniff = sniff
         self.root = root
         self.prefix = prefix
         self.known = known
@@ -204,7 +203,7 @@ class _Rules:
         if info.st_size > self.kb.max_file_bytes:
             return SkippedFile(doc_id, f"too large: {info.st_size / megabytes(1):.1f} MB > max_file_size_mb = "
                                        f"{self.kb.max_file_size_mb:g}")
-        if self.sniff and self.known.get(doc_id) != (info.st_size, info.st_mtime_ns):
+        if self.known.get(doc_id) != (info.st_size, info.st_mtime_ns):
             reason = binary_reason(path, suffix)
             if reason:
                 return SkippedFile(doc_id, reason, unreadable=reason.startswith("unreadable"))
@@ -338,7 +337,8 @@ def files_changed(kb: KBConfig, recorded: Mapping[str, Recorded]) -> dict[str, s
     is said of any: a hung network mount never holds an answer, nor the process's exit)."""
     if not recorded:
         return {}
-    if not _STAT_THREADS.acquire(blocking=False):  # that many checks hang already: the mount is in trouble
+    started = time.monotonic()
+    if not _STAT_THREADS.acquire(timeout=_STAT_SECONDS):  # that many checks hang already: the mount is in trouble
         return dict.fromkeys(recorded, "")
     told: dict[str, str] = {}
     done = threading.Event()
@@ -351,7 +351,7 @@ def files_changed(kb: KBConfig, recorded: Mapping[str, Recorded]) -> dict[str, s
             done.set()
 
     threading.Thread(target=check, name="mcp-kb-stat", daemon=True).start()
-    if not done.wait(_STAT_SECONDS):
+    if not done.wait(max(0.0, _STAT_SECONDS - (time.monotonic() - started))):
         log.info("%s: the file system did not answer in %g s: freshness not checked", kb.name, _STAT_SECONDS)
         return dict.fromkeys(recorded, "")
     return told
@@ -375,7 +375,7 @@ def _files_changed(kb: KBConfig, recorded: Mapping[str, Recorded]) -> dict[str, 
 
 
 _STAT_SECONDS = 0.25  # the most an answer waits for its files' stats
-_STAT_THREADS = threading.BoundedSemaphore(4)  # checks that may hang at once; past them, nothing is asked
+_STAT_THREADS = threading.BoundedSemaphore(8)  # checks at once (answers in parallel); all hung: a mount in trouble
 _GONE, _UNKNOWN = (-1, -1), (-2, -2)
 
 
@@ -417,8 +417,8 @@ class FolderSource:
         """Each file whose KB path is here, by a stat (a server without the folder says nothing of them)."""
         return files_changed(self.kb, recorded)
 
-    def listing(self) -> SourceScan:
-        return scan_folders(self.kb, sniff=False)
+    def listing(self, known: dict[str, tuple[int, int]]) -> SourceScan:
+        return scan_folders(self.kb, known)
 
     def watch_folders(self) -> list[Path]:
         return [path if path.is_dir() else path.parent for path in self.kb.paths]

@@ -138,9 +138,10 @@ class Source(Protocol):
         was recorded ("": it has not, or that cannot be told cheaply). Ids it leaves out are another source's. Cheap,
         as every answer asks: a stat, a clock, a ref asked in the background; never a download."""
 
-    def listing(self) -> SourceScan | None:
-        """Its documents as a scan would list them now, by listing and stat alone (no file opened, nothing
-        downloaded); None when that cannot be had so (a web site, a repository elsewhere)."""
+    def listing(self, known: dict[str, tuple[int, int]]) -> SourceScan | None:
+        """Its documents as a scan would list them now, by listing and stat (`known`: the fingerprints the index
+        holds, whose files are not opened again; nothing downloaded, hashed or parsed); None when that cannot be had
+        so (a web site, a repository)."""
 
     def watch_folders(self) -> list[Path]:
         """Local folders whose changes may change the documents; none: the source is polled (a web site)."""
@@ -213,8 +214,9 @@ class VersionSource:
         told = self.source.changed(own, dataclasses.replace(indexed, revisions=own_revisions))
         return {self.prefix + doc_id: line for doc_id, line in told.items()}
 
-    def listing(self) -> SourceScan | None:
-        listed = self.source.listing() if hasattr(self.source, "listing") else None
+    def listing(self, known: dict[str, tuple[int, int]]) -> SourceScan | None:
+        own = {doc_id.removeprefix(self.prefix): seen for doc_id, seen in known.items() if doc_id.startswith(self.prefix)}
+        listed = self.source.listing(own) if hasattr(self.source, "listing") else None
         if listed is None:
             return None
         return SourceScan([dataclasses.replace(item, doc_id=self.prefix + item.doc_id) for item in listed.files],
@@ -244,10 +246,10 @@ def changed_documents(sources: Iterable[Source], recorded: Mapping[str, Recorded
     return why
 
 
-def list_all(sources: Iterable[Source]) -> SourceScan | None:
-    """All sources' documents as they would be listed now, by listing and stat alone; None when a source cannot be
-    listed so (a kind without `listing` cannot)."""
-    listed = [source.listing() if hasattr(source, "listing") else None for source in sources]
+def list_all(sources: Iterable[Source], known: dict[str, tuple[int, int]]) -> SourceScan | None:
+    """All sources' documents as they would be listed now, by listing and stat (`known`: as Source.listing); None
+    when a source cannot be listed so (a kind without `listing` cannot)."""
+    listed = [source.listing(known) if hasattr(source, "listing") else None for source in sources]
     if any(scan is None for scan in listed):
         return None
     return SourceScan([item for scan in listed if scan for item in scan.files],

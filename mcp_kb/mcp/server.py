@@ -51,6 +51,7 @@ _T = TypeVar("_T")
 PROMPT = "answer_with_citations"
 
 _WARM_UP_GRACE_SECONDS = 30  # how long a closing server waits for the model load it started
+_RECOUNT_SECONDS = 60.0  # how often a server counts again what each KB's sync would do (its tools' descriptions say it)
 _HANDSHAKE_METHODS = ("initialize", "server/discover")  # a client's first requests, before it picks a tool
 
 
@@ -138,11 +139,14 @@ def build_server(app: App, read_only: bool | None = None, handshake_wait: float 
     async def kb_synced(name: str) -> None:
         await notifier.updated(status_uri(name), name)
         await notifier.updated(LIST_URI, name)
+        await counted(name)  # what a sync would do now: nothing, or what changed meanwhile
+        await described(name)
+
+    async def counted(name: str) -> None:
         try:
-            await anyio.to_thread.run_sync(app.pending, name)  # what a sync would do now: nothing, or new changes
+            await anyio.to_thread.run_sync(app.pending, name)
         except Exception as exc:  # a folder that fails to list, a store that fails: the next sync says why
             log.info("%s: what a sync would do was not counted: %s", name, exc)
-        await described(name)
 
     async def described(name: str) -> None:
         """The KB's tool re-registered when what its description says has changed."""
@@ -171,13 +175,19 @@ def build_server(app: App, read_only: bool | None = None, handshake_wait: float 
             await answered()  # a start-up sync loads LanceDB: after the first answer, not beside it
             await syncing.run(triggers=lead)
 
-        async def described_once_warmed(warmed: anyio.Event) -> None:  # a KB behind its sources says so
+        async def described_as_counted(warmed: anyio.Event) -> None:
+            """A KB behind its sources says so in its tool's description: counted by the warm-up, then every
+            _RECOUNT_SECONDS (files change, and another process may sync: `mcp-kb watch`, a worker, a terminal)."""
             await warmed.wait()
-            for kb in app.config.kb:
-                await described(kb.name)
+            while True:
+                for kb in app.config.kb:
+                    await described(kb.name)
+                await anyio.sleep(_RECOUNT_SECONDS)
+                for kb in app.config.kb:
+                    await counted(kb.name)
 
         async with warming_up(app, answered) as warmed, anyio.create_task_group() as group:
-            group.start_soon(described_once_warmed, warmed)
+            group.start_soon(described_as_counted, warmed)
             if tasks:
                 tasks.group = group  # sync tasks outlive the requests that start them
             if live:  # a read-only server never writes: another process (`mcp-kb watch`) syncs
@@ -351,8 +361,8 @@ def _tool_description(app: App, kb: KBConfig) -> str:
     versions = f" Versions: {', '.join(v.name for v in kb.versions)} (searched: `version`, default " \
                f"{kb.default_version}; a citation's path begins with its version)." if kb.versions else ""
     pending = app.pending_known(kb.name)
-    behind = f" Behind its sources ({pending.text()}; counted {pending.counted_at}): answers may be out of date " \
-             f"until it is synced." if pending and pending.behind else ""
+    behind = f" Behind its sources ({pending.text()}): answers may be out of date until it is synced." \
+        if pending and pending.behind else ""
     return (f"{as_sentence(kb.description)}{holds}{versions}{behind} Returns passages with numbered citations "
             f"({CITATION_FORMAT}). Modes: {MODES_TEXT}.")
 

@@ -20,17 +20,19 @@ def _kb_summary(app: App, name: str, figures: SearchFigures | None) -> dict[str,
     """The KB's glance, its fields as they are (the templates read its records by attribute), with its search
     figures and health as the page words them."""
     status = app.glance(name)
+    pending = app.pending(name, COUNTED_WITHIN_SECONDS)
     searches = figures.searches if figures else 0
     total = figures.latency_ms.get("total") if figures else None
     return {
         **vars(status),
+        "pending": pending,
         "searches": searches,
         "searches_counted": _searches_counted(app, name, figures),
         "p95_ms": total.p95 if total else None,
         "zero_share": figures.zero_result_queries / searches if figures and searches else None,
         "hit_rate": _latest_hit_rate(status.health),
         "progress_text": progress_text(status.progress),
-        "pending_text": pending_text(status.pending),
+        "pending_text": pending_text(pending),
     }
 
 
@@ -52,8 +54,12 @@ def _searches_counted(app: App, name: str, figures: SearchFigures | None) -> str
 def live_status(app: App, names: Iterable[str]) -> list[dict[str, Any]]:
     """What the page's script polls: each KB's running sync and the figures a finished one changes."""
     return [{**_polled(status.as_dict()), "progress_text": progress_text(status.progress),
-             "last_sync_text": when(status.last_sync), "pending_text": pending_text(status.pending)}
+             "last_sync_text": when(status.last_sync), **_pending_fields(app.pending(status.name, COUNTED_WITHIN_SECONDS))}
             for status in map(app.glance, names)]
+
+
+def _pending_fields(pending: Pending | None) -> dict[str, Any]:
+    return {"pending_text": pending_text(pending), "pending_behind": bool(pending and pending.behind)}
 
 
 def _polled(status: dict[str, Any]) -> dict[str, Any]:
@@ -70,10 +76,15 @@ def when(stamp: str | None, short: bool = False) -> str:
     return shown[5:] if short else f"{shown} UTC"
 
 
+# The page polls every few seconds: what a sync would do is counted at most this often per KB (and at each version).
+COUNTED_WITHIN_SECONDS = 10.0
+
+
 def pending_text(pending: Pending | None) -> str:
     """What a sync would do now, as the page words it (its script shows the text the server wrote)."""
     if pending is None:
-        return "not counted (web sites and repositories elsewhere are counted by their sync)"
+        return "not counted (web sites and repositories are counted by their sync; a folder not on this machine, or " \
+               "a knowledge base never synced, not at all)"
     return f"{pending.text()} (counted {when(pending.counted_at)})"
 
 

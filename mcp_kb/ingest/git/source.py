@@ -124,7 +124,7 @@ class GitSource:
         return self.git.remote_commit(self.repo.ref)
 
     @staticmethod
-    def listing() -> None:
+    def listing(known: dict[str, tuple[int, int]]) -> None:
         return None  # a repository's files are listed from its commit, which a fetch brings: a sync counts them
 
     def watch_folders(self) -> list[Path]:
@@ -427,7 +427,10 @@ class _Tips:
         asked for in the background when the last is older than _TIP_SECONDS."""
         key = source.folder
         with self._lock:
-            seen_at, commit = self._seen.get(key) or source.last_fetched() or (float("-inf"), None)
+            looked = self._seen.get(key)
+        # this process has not looked yet: this machine's last fetch (git, outside the lock other repositories share)
+        seen_at, commit = looked or source.last_fetched() or (float("-inf"), None)
+        with self._lock:
             if ask and time.time() - seen_at >= _TIP_SECONDS and key not in self._asking:
                 self._asking.add(key)
                 threading.Thread(target=self._ask, args=(key, source), name="mcp-kb-ls-remote", daemon=True).start()

@@ -59,7 +59,7 @@ class WebSource:
         return {doc_id: old for doc_id in recorded if is_url(doc_id)}
 
     @staticmethod
-    def listing() -> None:
+    def listing(known: dict[str, tuple[int, int]]) -> None:
         return None  # pages are asked of their site: a sync's crawl counts them
 
     def watch_folders(self) -> list[Path]:

@@ -21,6 +21,7 @@ function show(kb) {
       const value = kb[field] === null || kb[field] === undefined ? "" : String(kb[field]);
       cell.textContent = field === "last_sync" ? kb.last_sync_text : value;  // worded by the server
       if (field === "last_error") cell.hidden = !value;
+      if (field === "pending_text") cell.className = kb.pending_behind ? "notice alert" : "";
       if (field === "last_outcome") cell.className = "outcome-" + value.replace(/ /g, "-");
     }
   }
