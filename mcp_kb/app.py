@@ -71,6 +71,7 @@ class App:
         self.audit = AuditTrail(config.server)  # one per process: /mcp and the page write the same file
         self._problems_said: set[str] = set()  # what this process's log said went wrong (said once, not per attempt)
         self._pending: dict[str, tuple[float, int | None, Pending | None]] = {}  # by KB: when, at which version
+        self._counting: set[str] = set()  # KBs whose count runs now
 
     @property
     def embedder(self) -> Embedder:
@@ -379,9 +380,15 @@ class App:
         version = self._state(name).version
         with self._lock:
             counted = self._pending.get(name)
-        if counted and counted[1] == version and time.monotonic() - counted[0] <= counted_within:
-            return counted[2]
-        pending = count_pending(self.store, self.config.get_kb(name), self.config.owner)
+            recent = counted and counted[1] == version and time.monotonic() - counted[0] <= counted_within
+            if counted and (recent or (counted_within and name in self._counting)):
+                return counted[2]  # a poller does not start a second count beside a running one (a slow mount)
+            self._counting.add(name)
+        try:
+            pending = count_pending(self.store, self.config.get_kb(name), self.config.owner)
+        finally:
+            with self._lock:
+                self._counting.discard(name)
         with self._lock:
             self._pending[name] = (time.monotonic(), version, pending)
         return pending

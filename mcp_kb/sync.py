@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -78,12 +78,16 @@ def count_pending(store: Store, kb: KBConfig, owner: str = "") -> Pending | None
     if listed is None:
         return None
     present = {item.doc_id: (item.size, item.mtime_ns) for item in listed.files}
-    unreadable = [item for item in listed.skipped if item.unreadable]  # a sync keeps what the index holds of them
     return Pending(added=sum(1 for path in present if path not in indexed),
                    changed=sum(1 for path, seen in present.items() if path in indexed and indexed[path] != seen),
-                   deleted=sum(1 for path in indexed if path not in present
-                               and not any(item.covers(path) for item in unreadable)),
+                   deleted=len(_gone(indexed, present, [item for item in listed.skipped if item.unreadable])),
                    counted_at=recorded_now())
+
+
+def _gone(indexed: Collection[str], present: Collection[str], unreadable: Sequence[SkippedFile]) -> list[str]:
+    """The documents a sync deletes: indexed, no longer listed, and not below what could not be read (a sync keeps
+    what the index holds of those)."""
+    return [path for path in indexed if path not in present and not any(item.covers(path) for item in unreadable)]
 
 
 def sync_all(config: Config, store: Store, embedder: Embedder, load_counter: Callable[[], TokenCounter],  # noqa: PLR0913  # a KB sync's context
@@ -288,7 +292,7 @@ def _fingerprints(kb: KBConfig, embedder: Embedder, counter: TokenCounter, layou
 def _refuse_mass_delete(kb: KBConfig, active_files: dict[str, FileRecord], present: set[str],
                         unreadable: list[SkippedFile], allowed: bool) -> None:
     """A source that suddenly yields no files (or far fewer) is more likely unmounted than emptied."""
-    doomed = [p for p in active_files if p not in present and not any(s.covers(p) for s in unreadable)]
+    doomed = _gone(active_files, present, unreadable)
     if allowed or not doomed:
         return
     mass = len(doomed) >= MASS_DELETE_MIN_FILES and len(doomed) > kb.sync.max_delete_share * len(active_files)
