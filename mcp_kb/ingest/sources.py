@@ -117,7 +117,7 @@ class Indexed:
     """What a KB's index knows of its sources as a whole, to tell what changed since."""
 
     revisions: Revisions  # what the sources had read for it (a repository's commit)
-    confirmed_at: str  # when its last sync that ended well ended: every source was read then ("" before one)
+    confirmed_at: str  # when its last sync that read every source ended (KBState.confirmed_at; "" before one)
     # A process that lives on (a server) may ask a remote source in the background (a repository where its ref is);
     # a one-off command asks nothing it would have to wait for or leave behind.
     asks_remotes: bool = False
@@ -234,9 +234,9 @@ def changed_documents(sources: Iterable[Source], recorded: Mapping[str, Recorded
     """Of the documents `recorded` names, those whose source changed since, each with one line saying how: each
     source in turn claims its own (folders last: they claim every id left). A kind without `changed` (a plugin's
     from before it) says nothing of its documents."""
-    left, why = dict(recorded), {}
     silent = [kind for kind in _registered_kinds() if not hasattr(kind, "changed")]
-    left = {doc_id: seen for doc_id, seen in left.items() if not any(kind.owns(doc_id) for kind in silent)}
+    left = {doc_id: seen for doc_id, seen in recorded.items() if not any(kind.owns(doc_id) for kind in silent)}
+    why: dict[str, str] = {}
     for source in sources:
         if not left or not hasattr(source, "changed"):
             continue
