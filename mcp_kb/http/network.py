@@ -3,28 +3,18 @@ rebinding on every bind, and the warning when it serves beyond this machine with
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import socket
 
 from mcp.server.transport_security import TransportSecuritySettings
 
 from ..api import LOOPBACK, KBError
-from ..settings import ENV_TOKEN
+from ..settings import ENV_TOKEN, is_loopback
 
 log = logging.getLogger(__name__)
 
 _LOOPBACK_NAMES = [LOOPBACK, "localhost", "[::1]"]
 _WILDCARD_BINDS = {"0.0.0.0", "::", ""}
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

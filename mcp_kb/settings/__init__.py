@@ -21,7 +21,7 @@ from .storage import StorageConfig
 from .sync import FILE_MEMORY_MB, FILE_SECONDS, SyncEngineConfig, usable_cores
 from .values import (CONTEXT_MAX, DEFAULT_MODE, DEFAULT_MODEL, HEALTHY_HIT_RATE, IDENTIFIER, KB_NAME_CHARS, KB_NAME_PATTERN, MAX_QUERY_LENGTH,
                      MAX_TOKENS_MAX, MAX_TOKENS_MIN, MODES, MODES_TEXT, RANKED_MODES, TOP_K_MAX, TOP_K_MIN, TRANSPORTS,
-                     SearchMode, Transport, is_remote_uri, megabytes)
+                     SearchMode, Transport, is_loopback, is_remote_uri, megabytes)
 
 __all__ = [
     "Config", "unknown_kb",
@@ -37,5 +37,5 @@ __all__ = [
     "FILE_MEMORY_MB", "FILE_SECONDS", "SyncEngineConfig", "usable_cores",
     "CONTEXT_MAX", "DEFAULT_MODE", "DEFAULT_MODEL", "HEALTHY_HIT_RATE", "IDENTIFIER", "KB_NAME_CHARS", "KB_NAME_PATTERN", "MAX_QUERY_LENGTH",
     "MAX_TOKENS_MAX", "MAX_TOKENS_MIN", "MODES", "MODES_TEXT", "RANKED_MODES", "TOP_K_MAX", "TOP_K_MIN", "TRANSPORTS",
-    "SearchMode", "Transport", "is_remote_uri", "megabytes",
+    "SearchMode", "Transport", "is_loopback", "is_remote_uri", "megabytes",
 ]

@@ -3,6 +3,7 @@ and the limits of a search request that validation, the tool schemas and search 
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -50,6 +51,17 @@ def megabytes(size_mb: float) -> int:
 
 
 _URL_PASSWORD = re.compile(r"(?<=://)([^/@\s:]*):([^/\s]*)@")  # a password may hold "@": up to the last one
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a host name or address is this machine's own (`localhost`, 127.0.0.0/8, `::1`, bracketed or not): the
+    one rule for where a server may listen without a token and where plain http may carry credentials."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def redact_url(text: str) -> str:

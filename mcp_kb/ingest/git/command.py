@@ -25,14 +25,13 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from ...errors import KBError
-from ...settings import RepoConfig, child_environment
+from ...settings import RepoConfig, child_environment, is_loopback
 from ...settings.values import redact_url
 
 _PROTOCOLS = "https:http:ssh:git:file"
 _KEPT_GIT_VARIABLES = {"GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_CONFIG_GLOBAL",
                        "GIT_EXEC_PATH"}  # how to reach a server; every other GIT_* could redirect, alter git or prompt
 _NO_GIT = "git is not installed (a repository needs git 2.24 or later on this machine)"
-_LOOPBACK = {"127.0.0.1", "localhost", "::1"}  # where plain http may carry credentials (a test's server)
 _PROMPTS = {"GIT_TERMINAL_PROMPT": "0", "SSH_ASKPASS_REQUIRE": "never", "GCM_INTERACTIVE": "never"}
 _SPEED_FLOOR = ("1000", "30")  # bytes per second, seconds: below it for that long, a fetch is cut off
 _CHECK_EVERY = 0.2  # seconds between a running fetch's checks of time and size
@@ -84,7 +83,7 @@ class Remote:
         if not secret:
             return cls(url, label=repo.label, written=written)
         parts = urlsplit(url)
-        if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
+        if parts.scheme == "http" and not is_loopback(parts.hostname or ""):  # plain http: this machine's only
             raise KBError(f"repository {repo.label}: credentials are sent over https only, not in clear to "
                           f"{parts.hostname}")
         basic = base64.b64encode(f"{user}:{secret}".encode()).decode()

@@ -234,9 +234,13 @@ def test_a_missing_token_fails_its_kbs_sync_not_the_building_of_every_kbs_source
 
 def test_credentials_never_travel_in_clear_to_another_host(tmp_path, monkeypatch):
     monkeypatch.setenv("LIB_TOKEN", TOKEN)
-    repo = RepoConfig.model_validate({"url": "http://git.example.com/team/lib.git", "token_env": "LIB_TOKEN"})
-    with pytest.raises(KBError, match="https only"):
-        Remote.of(repo)
+    for host in ("git.example.com", "127.0.0.1.example.com", "10.0.0.1"):
+        repo = RepoConfig.model_validate({"url": f"http://{host}/team/lib.git", "token_env": "LIB_TOKEN"})
+        with pytest.raises(KBError, match="https only"):
+            Remote.of(repo)
+    for host in ("127.0.0.1", "127.0.0.2", "localhost", "LOCALHOST", "[::1]"):  # the server's own rule for this machine
+        repo = RepoConfig.model_validate({"url": f"http://{host}:8080/team/lib.git", "token_env": "LIB_TOKEN"})
+        assert Remote.of(repo).header
 
 
 def _one_line_failure(app) -> str:
