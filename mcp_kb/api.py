@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from .passages import Hit as Hit
     from .present import browse_text as browse_text
     from .present import cited_text as cited_text
+    from .present import stale_line as stale_line
     from .present import read_text as read_text
     from .present import versions_text as versions_text
     from .present import sync_text as sync_text
@@ -175,6 +176,7 @@ _HOMES = {
     "browse_text": "present",
     "cited_text": "present",
     "read_text": "present",
+    "stale_line": "present",
     "versions_text": "present",
     "sync_text": "present",
     "Glance": "records",

@@ -28,6 +28,14 @@ def recorded_now(precision: str = "seconds") -> str:
     return recorded_at(datetime.now(UTC), precision)
 
 
+def seconds_of(recorded: str) -> float | None:
+    """A time as records carry it, in seconds since the epoch (None: "" or not such a time)."""
+    try:
+        return datetime.fromisoformat(recorded).timestamp()
+    except ValueError:
+        return None
+
+
 def recorded_at(when: datetime | int, precision: str = "seconds") -> str:
     """A time (a datetime, or nanoseconds since the epoch: a file's modification time) as records carry it; "" for
     one no calendar holds (a file system can stamp a file in the year 11476)."""

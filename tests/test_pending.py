@@ -122,19 +122,11 @@ async def test_a_kb_behind_its_sources_says_so_in_its_search_tools_description(m
     app.sync()
     write(docs / "bonus.md", "# Bonus\n\nOnce a year.\n")
     async with Client(build_server(app)) as client:
-
-        async def described_behind() -> bool:
-            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-            return "Behind its sources (1 added, 0 changed, 0 deleted" in (tools["search_handbook"].description or "")
-
-        await eventually(described_behind, what="the description to say the KB is behind")
+        await eventually(lambda: _describes(client, "Behind its sources (1 added, 0 changed, 0 deleted"),
+                         what="the description to say the KB is behind")
         await client.call_tool("sync_knowledge_base", {"kb": "handbook"})
-
-        async def described_in_step() -> bool:
-            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-            return "Behind" not in (tools["search_handbook"].description or "")
-
-        await eventually(described_in_step, what="the description to drop the line after a sync")
+        await eventually(lambda: _describes(client, "Behind", present=False),
+                         what="the description to drop the line after a sync")
 
 
 def test_a_file_a_sync_leaves_out_as_binary_is_not_counted_as_added(make_app, docs):
@@ -162,49 +154,13 @@ async def test_a_description_saying_behind_clears_when_another_process_syncs(mak
     app.sync()
     write(docs / "bonus.md", "# Bonus\n\nOnce a year.\n")
     async with Client(build_server(app)) as client:
-
-        async def description() -> str:
-            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-            return tools["search_handbook"].description or ""
-
-        await eventually(lambda: _says(description, "Behind its sources (1 added"), what="the KB to be behind")
+        await eventually(lambda: _describes(client, "Behind its sources (1 added"), what="the KB to be behind")
         type(app)(app.config, embedder=app.embedder).sync()  # `mcp-kb sync` in a terminal, `mcp-kb watch`
-        await eventually(lambda: _says_not(description, "Behind"), what="the description to clear")
+        await eventually(lambda: _describes(client, "Behind", present=False), what="the description to clear")
 
 
-async def _says(description, text: str) -> bool:
-    return text in await description()
-
-
-async def _says_not(description, text: str) -> bool:
-    return text not in await description()
-
-
-def test_a_poller_does_not_start_a_second_count_beside_a_running_one(make_app, docs, monkeypatch):
-    """A folder on a slow mount: the admin page's polls give the last count while one runs, not a thread each."""
-    import threading
-
-    app = make_app(_kb(docs))
-    app.sync()
-    first = app.pending("handbook")
-    write(docs / "bonus.md", "# Bonus\n\nOnce a year.\n")
-    app.sync()  # a new version: the next poll counts again
-    started, release, counts = threading.Event(), threading.Event(), []
-    real = mcp_kb.app.count_pending
-
-    def slow(*args):
-        counts.append(args)
-        started.set()
-        release.wait(30)
-        return real(*args)
-
-    monkeypatch.setattr(mcp_kb.app, "count_pending", slow)
-    counting = threading.Thread(target=app.pending, args=("handbook", 10.0))
-    counting.start()
-    assert started.wait(30)
-    try:
-        assert app.pending("handbook", counted_within=10.0) is first and len(counts) == 1
-    finally:
-        release.set()
-        counting.join()
-    assert _counts(app.pending("handbook", counted_within=10.0)) == (0, 0, 0) and len(counts) == 1
+async def _describes(client, text: str, present: bool = True) -> bool:
+    """Whether the search tool's description (as a client lists it now) holds `text`, or with `present` False,
+    does not."""
+    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    return (text in (tools["search_handbook"].description or "")) is present

@@ -35,7 +35,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Message, Receive, Scope, Send
 
 from ..api import (App, AuditUnavailable, is_number, CallerView, cited_text, FILTER_SYNTAX, KBError, MAX_CHUNK_INDEX, parse_filters,
-                   parse_search, Refused, option_help, SearchRequest, SearchResult, SyncRequest, SyncRunner)
+                   parse_search, Refused, option_help, SearchRequest, SearchResult, SyncRequest, SyncRunner, stale_line)
 from ..settings import MODES
 from ..http.edge import COOKIE, Edge, page_token
 from . import views
@@ -84,6 +84,7 @@ class Page:
         self.templates = Environment(loader=PackageLoader("mcp_kb.ui", "templates"),
                                      autoescape=select_autoescape(default=True, default_for_string=True))
         self.templates.filters["when"] = views.when
+        self.templates.filters["stale_line"] = stale_line  # the core's words for a stale answer, as the LLM reads them
         # The forms say what each field does as the requests do (the tools' and the CLI's words).
         self.templates.globals["search_help"] = {name: option_help(SearchRequest, name) for name in _SEARCH_FIELDS}
         self.templates.globals["sync_help"] = {name: option_help(SyncRequest, name)

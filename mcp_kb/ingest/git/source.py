@@ -24,14 +24,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from ...errors import KBError
-from ...records import Progress
+from ...records import Progress, seconds_of
 from ...settings import KBConfig, RepoConfig, megabytes
 from ...text import is_text, name_text
 from ..folders import binary_reason, matches_globs
@@ -104,7 +103,7 @@ class GitSource:
         a minute (an answer never waits on a repository; a one-off command leaves nothing running)."""
         mine = [doc_id for doc_id in recorded if doc_id.startswith(self.prefix)]
         commit = indexed.revisions.get(self.key, {}).get("commit", "")
-        confirmed = _timestamp(indexed.confirmed_at)
+        confirmed = seconds_of(indexed.confirmed_at)
         tip = _TIPS.seen(self, indexed.asks_remotes, confirmed) if mine and commit and confirmed is not None else None
         moved = f"its repository's {self.repo.ref} is at {tip[:12]} now; the index holds {commit[:12]}" \
             if tip and tip != commit else ""
@@ -450,13 +449,6 @@ class _Tips:
         with self._lock:
             self._seen[key] = (time.time(), commit)
             self._asking.discard(key)
-
-
-def _timestamp(iso: str) -> float | None:
-    try:
-        return datetime.fromisoformat(iso).timestamp()
-    except ValueError:
-        return None
 
 
 _TIP_SECONDS = 60.0

@@ -6,14 +6,13 @@ import posixpath
 import time
 from collections.abc import Mapping
 from dataclasses import asdict
-from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
 
 from ...settings import KBConfig
 from ..parsers import is_supported
-from ...records import Progress
+from ...records import Progress, seconds_of
 from ..sources import Indexed, Recorded, Revisions, SourceScan
 from .urls import ORIGIN, PAGE_SUFFIXES, is_url
 
@@ -52,7 +51,7 @@ class WebSource:
         """Each page when its site was last asked longer ago than the KB asks it again (`[kb.sync] interval`, an hour
         under `watch`, else a day): the site may have changed it since (asking the site would make an answer wait)."""
         fresh_for = self.kb.sync.asks_again_every or _FRESH_SECONDS
-        asked = _timestamp(indexed.confirmed_at)  # every sync asks every page again
+        asked = seconds_of(indexed.confirmed_at)  # every sync asks every page again
         age = time.time() - asked if asked is not None else None
         old = f"its site was last asked {_age(age)} ago; it may have changed the page since" \
             if age is not None and age > fresh_for else ""
@@ -67,13 +66,6 @@ class WebSource:
 
     def concerns(self, path: Path) -> bool:
         return False
-
-
-def _timestamp(iso: str) -> float | None:
-    try:
-        return datetime.fromisoformat(iso).timestamp()
-    except ValueError:
-        return None
 
 
 def _age(seconds: float) -> str:
