@@ -164,3 +164,33 @@ async def _describes(client, text: str, present: bool = True) -> bool:
     does not."""
     tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     return (text in (tools["search_handbook"].description or "")) is present
+
+
+def test_a_poller_does_not_start_a_second_count_beside_a_running_one(make_app, docs, monkeypatch):
+    """A folder on a slow mount: the admin page's polls give the last count while one runs, not a thread each."""
+    import threading
+
+    app = make_app(_kb(docs))
+    app.sync()
+    first = app.pending("handbook")
+    write(docs / "bonus.md", "# Bonus\n\nOnce a year.\n")
+    app.sync()  # a new version: the next poll counts again
+    started, release, counts = threading.Event(), threading.Event(), []
+    real = mcp_kb.app.count_pending
+
+    def slow(*args):
+        counts.append(args)
+        started.set()
+        release.wait(30)
+        return real(*args)
+
+    monkeypatch.setattr(mcp_kb.app, "count_pending", slow)
+    counting = threading.Thread(target=app.pending, args=("handbook", 10.0))
+    counting.start()
+    assert started.wait(30)
+    try:
+        assert app.pending("handbook", counted_within=10.0) is first and len(counts) == 1
+    finally:
+        release.set()
+        counting.join()
+    assert _counts(app.pending("handbook", counted_within=10.0)) == (0, 0, 0) and len(counts) == 1
