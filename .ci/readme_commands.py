@@ -16,8 +16,9 @@ def quick_start(readme: str) -> list[str]:
         sys.exit("README.md has no '## Quick start' section")
     blocks = re.findall(r"^```sh\n(.*?)^```", section.group(1), re.MULTILINE | re.DOTALL)
     commands = [block.strip() for block in blocks[:2]]
-    if len(commands) != 2 or not all(command.startswith("python3 -m venv ") and "\n" not in command
-                                     for command in commands):
+    if len(commands) != 2 or not all(
+        command.startswith("python3 -m venv ") and "\n" not in command for command in commands
+    ):
         sys.exit("README.md's quick start must open with two one-line commands, each making a fresh venv")
     return commands
 

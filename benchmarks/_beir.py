@@ -36,8 +36,9 @@ def write_corpus(dataset: str, folder: Path, limit: int | None = None) -> int:
     return count
 
 
-def kb_config(folder: Path, storage: Path, name: str, search: dict | None = None, quantize: str = "int8",
-              workers: int = 0):
+def kb_config(
+    folder: Path, storage: Path, name: str, search: dict | None = None, quantize: str = "int8", workers: int = 0
+):
     from mcp_kb.settings import build_config
 
     kb = {"name": name, "description": name, "paths": [str(folder)], **({"search": search} if search else {})}

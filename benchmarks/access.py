@@ -31,8 +31,16 @@ from _beir import kb_config, use_offline_model, write_corpus  # noqa: E402
 
 WORK = Path("/tmp/mcp-kb-bench/access")
 AUDIENCE = "https://kb.example.test/mcp"
-QUERIES = ["vitamin D deficiency", "gene expression in tumours", "antibiotic resistance", "insulin and obesity",
-           "randomized trial of statins", "DNA repair", "immune response to vaccines", "sleep and memory"]
+QUERIES = [
+    "vitamin D deficiency",
+    "gene expression in tumours",
+    "antibiotic resistance",
+    "insulin and obesity",
+    "randomized trial of statins",
+    "DNA repair",
+    "immune response to vaccines",
+    "sleep and memory",
+]
 
 
 def prepare() -> Path:
@@ -48,8 +56,16 @@ def prepare() -> Path:
 def write_config(path: Path, docs: Path, issuer: str | None) -> Path:
     lines = [f'storage = "{WORK / "index"}"', "[server]", "read_only = true"]
     if issuer:
-        lines += ['audit_log = "audit.jsonl"', "[[server.tokens]]", 'name = "bench"', 'secret_env = "BENCH_TOKEN"',
-                  'kbs = ["papers"]', "[server.oauth]", f'issuer = "{issuer}"', f'audience = "{AUDIENCE}"']
+        lines += [
+            'audit_log = "audit.jsonl"',
+            "[[server.tokens]]",
+            'name = "bench"',
+            'secret_env = "BENCH_TOKEN"',
+            'kbs = ["papers"]',
+            "[server.oauth]",
+            f'issuer = "{issuer}"',
+            f'audience = "{AUDIENCE}"',
+        ]
     lines += ["[[kb]]", 'name = "papers"', 'description = "papers"', f'paths = ["{docs}"]']
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -61,8 +77,11 @@ class Served:
         env.pop("MCP_KB_TOKEN", None)
         self.log = config.with_suffix(".log")
         with self.log.open("wb") as stderr:
-            self.process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config),
-                                             "--transport", "http", "--port", "0"], env=env, stderr=stderr)
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "mcp_kb", "serve", "-c", str(config), "--transport", "http", "--port", "0"],
+                env=env,
+                stderr=stderr,
+            )
         while not (match := re.search(r"at (http://\S+/mcp)", self.log.read_text())):
             assert self.process.poll() is None, self.log.read_text()
             time.sleep(0.1)
@@ -113,10 +132,12 @@ def bad_tokens(issuer, count: int) -> list[str]:
     key = issuer.keys["key-1"]
     forged = issuer.token(AUDIENCE, scope="kb:papers:search")
     head, body, _ = forged.split(".")
-    kinds = [lambda n: f"wrong-secret-{n}",
-             lambda n: f"{head}.{body}.{'A' * 342}",  # a signature that does not verify under the real key id
-             lambda n: jwt.encode({"sub": "x"}, key, algorithm="RS256", headers={"kid": f"unknown-{n}"}),
-             lambda n: "not.a.jwt"]
+    kinds = [
+        lambda n: f"wrong-secret-{n}",
+        lambda n: f"{head}.{body}.{'A' * 342}",  # a signature that does not verify under the real key id
+        lambda n: jwt.encode({"sub": "x"}, key, algorithm="RS256", headers={"kid": f"unknown-{n}"}),
+        lambda n: "not.a.jwt",
+    ]
     return [kinds[n % len(kinds)](n) for n in range(count)]
 
 
@@ -131,8 +152,11 @@ async def flood(url: str, tokens: list[str], connections: int = 32) -> tuple[flo
         while queue:
             token = queue.pop()
             try:
-                answer = await http.post(url, json=body, headers={"Authorization": f"Bearer {token}",
-                                                                  "Accept": "application/json, text/event-stream"})
+                answer = await http.post(
+                    url,
+                    json=body,
+                    headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"},
+                )
                 status = answer.status_code
             except httpx.TransportError as exc:
                 status = type(exc).__name__ + " " + token[:20]
@@ -155,10 +179,15 @@ def gate_cost(issuer) -> str:
     from mcp_kb.http.edge import AccessGate, Edge
     from mcp_kb.http.network import rebinding_protection
 
-    config = build_config({"storage": str(WORK / "index"), "kb": [{"name": "papers", "description": "papers",
-                                                                   "paths": [str(WORK / "docs")]}],
-                           "server": {"token": "bench-secret", "oauth": {"issuer": issuer.url, "audience": AUDIENCE}}},
-                          base_dir=WORK, source=None)
+    config = build_config(
+        {
+            "storage": str(WORK / "index"),
+            "kb": [{"name": "papers", "description": "papers", "paths": [str(WORK / "docs")]}],
+            "server": {"token": "bench-secret", "oauth": {"issuer": issuer.url, "audience": AUDIENCE}},
+        },
+        base_dir=WORK,
+        source=None,
+    )
 
     async def nothing(*_args) -> None:
         pass
@@ -171,10 +200,13 @@ def gate_cost(issuer) -> str:
         costs = []
         for kind in range(len(names)):
             started = time.perf_counter()
-            for token in tokens[kind::len(names)]:
-                await gate({"type": "http", "path": "/mcp", "headers": [(b"authorization", f"Bearer {token}".encode())]},
-                           nothing, nothing)
-            costs.append((time.perf_counter() - started) / len(tokens[kind::len(names)]) * 1e6)
+            for token in tokens[kind :: len(names)]:
+                await gate(
+                    {"type": "http", "path": "/mcp", "headers": [(b"authorization", f"Bearer {token}".encode())]},
+                    nothing,
+                    nothing,
+                )
+            costs.append((time.perf_counter() - started) / len(tokens[kind :: len(names)]) * 1e6)
         return costs
 
     costs = asyncio.run(measure_kinds())
@@ -197,26 +229,36 @@ async def measure(open_url: str, gated_url: str, issuer, flood_size: int, gated:
             figures["scoped token"].append(await rate(gated_url, "bench-secret", 120, clients))
             figures["OAuth JWT"].append(await rate(gated_url, jwt_token, 120, clients))
         base = statistics.median(figures["no token"])
-        print(f"searches/s with {clients} client(s): " + "; ".join(
-            f"{name} {statistics.median(v):.1f} ({statistics.median(v) / base:.2f}x)" for name, v in figures.items()))
+        print(
+            f"searches/s with {clients} client(s): "
+            + "; ".join(
+                f"{name} {statistics.median(v):.1f} ({statistics.median(v) / base:.2f}x)" for name, v in figures.items()
+            )
+        )
 
     idle = await searches(gated_url, "bench-secret", 100)
     rss_before = gated.rss_mb()
     # the flood must not share the valid client's event loop; spawned, as LanceDB's runtime does not fork
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as other_process:
-        flooding = asyncio.get_running_loop().run_in_executor(other_process, flood_in_process, gated_url,
-                                                              bad_tokens(issuer, flood_size))
+        flooding = asyncio.get_running_loop().run_in_executor(
+            other_process, flood_in_process, gated_url, bad_tokens(issuer, flood_size)
+        )
         during = await searches(gated_url, "bench-secret", 100)
         flood_rate, statuses = await flooding
         rss_after = gated.rss_mb()
         second_rate, _ = await asyncio.get_running_loop().run_in_executor(
-            other_process, flood_in_process, gated_url, bad_tokens(issuer, flood_size))
+            other_process, flood_in_process, gated_url, bad_tokens(issuer, flood_size)
+        )
     rss_second = gated.rss_mb()
     print(f"valid client idle: {percentiles(idle)}; during the flood: {percentiles(during)}")
-    print(f"flood of {flood_size} bad tokens: {flood_rate:.0f} rejections/s, answers {statuses}; "
-          f"JWKS fetches {issuer.jwks_fetches}")
-    print(f"server RSS: {rss_before:.0f} MB before, {rss_after:.0f} MB after, {rss_second:.0f} MB after a second "
-          f"flood ({second_rate:.0f}/s)")
+    print(
+        f"flood of {flood_size} bad tokens: {flood_rate:.0f} rejections/s, answers {statuses}; "
+        f"JWKS fetches {issuer.jwks_fetches}"
+    )
+    print(
+        f"server RSS: {rss_before:.0f} MB before, {rss_after:.0f} MB after, {rss_second:.0f} MB after a second "
+        f"flood ({second_rate:.0f}/s)"
+    )
 
 
 def main() -> None:
@@ -229,8 +271,10 @@ def main() -> None:
     docs = prepare()
     with serve_issuer() as issuer:
         print(f"the gate refusing a bad token, in process: {gate_cost(issuer)}")
-        servers = [Served(write_config(WORK / "open.toml", docs, None)),
-                   Served(write_config(WORK / "gated.toml", docs, issuer.url))]
+        servers = [
+            Served(write_config(WORK / "open.toml", docs, None)),
+            Served(write_config(WORK / "gated.toml", docs, issuer.url)),
+        ]
         try:
             asyncio.run(measure(servers[0].url, servers[1].url, issuer, options.flood, servers[1]))
         finally:

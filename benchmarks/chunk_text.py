@@ -104,8 +104,11 @@ def main() -> None:
             before = (saved or {}).get(name)
             changed = "-" if before is None else str(len(_changed(before, hashes[name])))
             found = residue(texts)
-            print(f"{name:14} {len(files):6d} {len(texts):7d} {changed:>8}  "
-                  + ", ".join(f"{pattern} {found[pattern]}" for pattern in RESIDUE), flush=True)
+            print(
+                f"{name:14} {len(files):6d} {len(texts):7d} {changed:>8}  "
+                + ", ".join(f"{pattern} {found[pattern]}" for pattern in RESIDUE),
+                flush=True,
+            )
     if arguments.baseline and saved is None:
         arguments.baseline.write_text(json.dumps(hashes))
         print(f"baseline written to {arguments.baseline}")

@@ -47,11 +47,18 @@ def main() -> None:
     print(f"{'text':8} {'MB':>6} {'seconds':>9} {'chunks':>8} {'peak RSS MB':>12}")
     for name, unit in UNITS.items():
         for size in arguments.sizes:
-            run = subprocess.run([sys.executable, "-c", _CHILD, unit, str(size)], capture_output=True, text=True,
-                                 check=True, cwd=Path(__file__).resolve().parents[1])
+            run = subprocess.run(
+                [sys.executable, "-c", _CHILD, unit, str(size)],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=Path(__file__).resolve().parents[1],
+            )
             figures = json.loads(run.stdout.strip().splitlines()[-1])
-            print(f"{name:8} {size:6g} {figures['seconds']:9.2f} {figures['chunks']:8d} {figures['peak_mb']:12.0f}",
-                  flush=True)
+            print(
+                f"{name:8} {size:6g} {figures['seconds']:9.2f} {figures['chunks']:8d} {figures['peak_mb']:12.0f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -142,8 +142,9 @@ def _prose_sentences(paragraph: str) -> list[str]:
     found = []
     for sentence in _SENTENCE_END.split(spaced(paragraph)):
         words = sentence.split()
-        if PROSE_WORDS[0] <= len(words) <= PROSE_WORDS[1] and \
-                sum(bool(_LETTERS.match(word)) for word in words) >= 0.6 * len(words):
+        if PROSE_WORDS[0] <= len(words) <= PROSE_WORDS[1] and sum(
+            bool(_LETTERS.match(word)) for word in words
+        ) >= 0.6 * len(words):
             found.append(sentence)
     return found
 
@@ -153,7 +154,7 @@ def _markdown_prose(text: str) -> list[str]:
     lines = text.split("\n")
     if lines and lines[0].strip() == "---":  # front matter
         end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() == "---"), 0)
-        lines = lines[end + 1:]
+        lines = lines[end + 1 :]
     sentences, fenced = [], False
     for line in lines:
         if _FENCE.match(line):
@@ -197,8 +198,11 @@ def _code_questions(text: str) -> list[str]:
         if len(first.split()) >= CODE_DOC_WORDS:
             found.append(first)
             continue
-        body = [statement for statement in node.body
-                if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))]
+        body = [
+            statement
+            for statement in node.body
+            if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))
+        ]
         if body:
             words = _IDENTIFIER.findall(lines[body[0].lineno - 1])[:CODE_BODY_WORDS]
             if len(words) >= 2:
@@ -238,8 +242,9 @@ def prepare(corpus: str, packages: list[str], keep: bool) -> tuple[Path, dict[st
     """The corpus's folder (written under WORK unless it is read where it is) and its candidates per document."""
     if corpus == "fastapi":
         files = sorted(FASTAPI.rglob("*.md"))
-        return FASTAPI, {path.relative_to(FASTAPI).as_posix(): _markdown_prose(path.read_text(encoding="utf-8"))
-                         for path in files}
+        return FASTAPI, {
+            path.relative_to(FASTAPI).as_posix(): _markdown_prose(path.read_text(encoding="utf-8")) for path in files
+        }
     folder = WORK / corpus
     if not keep:
         shutil.rmtree(folder, ignore_errors=True)
@@ -371,8 +376,9 @@ def ask(app, kb: str, question: Question, tally: Tally, code: bool, keep_misses:
             if len(tally.misses) < keep_misses:
                 shown = f"{form} {next(iter(part.values()), '')}".strip()
                 merged = f", {hit.chunk_count} chunks merged" if hit.chunk_count > 1 else ""
-                tally.misses.append(Miss(question, f"{hit.citation} [read: {shown}{merged}; {kind}]", form, matched,
-                                         read))
+                tally.misses.append(
+                    Miss(question, f"{hit.citation} [read: {shown}{merged}; {kind}]", form, matched, read)
+                )
     if top_read is not None:
         tally.agent_tokens.append(count([render_search(result)])[0] + count([top_read])[0])
 
@@ -416,17 +422,23 @@ def print_tables(tallies: dict[str, Tally]) -> None:
     for tally in tallies.values():
         overall.add(tally)
     rows = {**tallies, **({"all": overall} if len(tallies) > 1 else {})}
-    print(f"\n{'corpus':<8} {'questions':>9} {'hits':>5} {'right':>6} {'top right':>9} {'errors':>6} "
-          f"{'read p50':>8} {'read p90':>8} {'hit p50':>7} {'agent p50':>9} {'search ms':>9}")
+    print(
+        f"\n{'corpus':<8} {'questions':>9} {'hits':>5} {'right':>6} {'top right':>9} {'errors':>6} "
+        f"{'read p50':>8} {'read p90':>8} {'hit p50':>7} {'agent p50':>9} {'search ms':>9}"
+    )
     for name, tally in rows.items():
         errors = sum(n for kind, n in tally.wrong.items() if kind.startswith("error"))
-        print(f"{name:<8} {tally.questions:>9} {tally.hits:>5} {tally.right / max(tally.hits, 1):>6.3f} "
-              f"{tally.top_right / max(tally.questions, 1):>9.3f} {errors:>6} {_median(tally.read_tokens):>8} "
-              f"{_p90(tally.read_tokens):>8} {_median(tally.hit_tokens):>7} {_median(tally.agent_tokens):>9} "
-              f"{statistics.median(tally.search_ms or [0]):>9.1f}")
-    print("right: share of hits whose cited part holds the text that matched; top right: of questions, the top hit; "
-          "read/hit: tokens of a read (errors left out) and of a hit's text; agent: the search answer as rendered plus "
-          "the read of the top hit")
+        print(
+            f"{name:<8} {tally.questions:>9} {tally.hits:>5} {tally.right / max(tally.hits, 1):>6.3f} "
+            f"{tally.top_right / max(tally.questions, 1):>9.3f} {errors:>6} {_median(tally.read_tokens):>8} "
+            f"{_p90(tally.read_tokens):>8} {_median(tally.hit_tokens):>7} {_median(tally.agent_tokens):>9} "
+            f"{statistics.median(tally.search_ms or [0]):>9.1f}"
+        )
+    print(
+        "right: share of hits whose cited part holds the text that matched; top right: of questions, the top hit; "
+        "read/hit: tokens of a read (errors left out) and of a hit's text; agent: the search answer as rendered plus "
+        "the read of the top hit"
+    )
     print(f"\n{'corpus':<8} " + " ".join(f"{form:>16}" for form in ("section", "lines", "pages", "whole")))
     for name, tally in rows.items():
         cells = []
@@ -481,8 +493,10 @@ def main() -> None:
         folder, candidates = prepare(corpus, args.packages.split(","), args.keep)
         folders[corpus] = folder
         questions[corpus] = _take_turns(candidates, args.questions, corpus, random.Random(f"{args.seed}-{corpus}"))
-    kbs = [{"name": corpus, "description": corpus, "paths": [str(folder)],
-            **({"ocr": "off"} if corpus == "pdfs" else {})} for corpus, folder in folders.items()]
+    kbs = [
+        {"name": corpus, "description": corpus, "paths": [str(folder)], **({"ocr": "off"} if corpus == "pdfs" else {})}
+        for corpus, folder in folders.items()
+    ]
     app = App(build_config({"storage": str(WORK / "index"), "kb": kbs}, base_dir=WORK, source=None))
     synced = {}
     for corpus in corpora:
@@ -496,12 +510,16 @@ def main() -> None:
         model = app.embedder.identity.name
     except Exception:  # noqa: BLE001  # the header only
         model = "?"
-    print(f"mcp_kb from {Path(mcp_kb.__file__).parent}; model {model}; top_k {TOP_K}, the KBs' default search "
-          f"settings; seed {args.seed}")
+    print(
+        f"mcp_kb from {Path(mcp_kb.__file__).parent}; model {model}; top_k {TOP_K}, the KBs' default search "
+        f"settings; seed {args.seed}"
+    )
     for corpus, (report, seconds) in synced.items():
         indexed = sum(getattr(report, name, 0) for name in ("files_added", "files_changed", "files_unchanged"))
-        print(f"  {corpus:<8} {folders[corpus]}: {indexed} files indexed, {report.files_failed} failed, "
-              f"{report.chunks_total} chunks, sync {seconds:.1f} s; {len(questions[corpus])} questions")
+        print(
+            f"  {corpus:<8} {folders[corpus]}: {indexed} files indexed, {report.files_failed} failed, "
+            f"{report.chunks_total} chunks, sync {seconds:.1f} s; {len(questions[corpus])} questions"
+        )
     tallies = {}
     for corpus in corpora:
         tallies[corpus] = tally = Tally()

@@ -85,8 +85,11 @@ def package_files(package: str) -> dict[str, str]:
     if spec is None or not spec.submodule_search_locations:
         raise SystemExit(f"{package} is not an installed package in this environment")
     root = Path(next(iter(spec.submodule_search_locations)))
-    return {f"{package}/{path.relative_to(root).as_posix()}": path.read_text(encoding="utf-8")
-            for path in sorted(root.rglob("*.py")) if "__pycache__" not in path.parts}
+    return {
+        f"{package}/{path.relative_to(root).as_posix()}": path.read_text(encoding="utf-8")
+        for path in sorted(root.rglob("*.py"))
+        if "__pycache__" not in path.parts
+    }
 
 
 def _docstring_node(owner: ast.AST) -> ast.Expr | None:
@@ -118,11 +121,11 @@ def _strip_once(text: str) -> tuple[str, int]:
         alone = not before.strip() and (not after.strip() or after.strip().startswith("#"))
         only = len(owner.body) == 1 and not isinstance(owner, ast.Module)  # a module may be empty
         if alone and not only:
-            del lines[first:last + 1]
+            del lines[first : last + 1]
         elif alone:
-            lines[first:last + 1] = [before + "..."]
+            lines[first : last + 1] = [before + "..."]
         else:
-            lines[first:last + 1] = [before + "..." + after]
+            lines[first : last + 1] = [before + "..." + after]
     return "\n".join(lines), len(cuts)
 
 
@@ -181,11 +184,20 @@ def build_corpus(packages: list[str]) -> tuple[dict[str, str], list[Target]]:
                     continue
                 new = ranges[name]
                 first = min([new.lineno] + [decorator.lineno for decorator in new.decorator_list])
-                targets.append(Target(first_sentence(docstring), path, name, first, new.end_lineno or new.lineno,
-                                      lines[new.lineno - 1].strip()))
+                targets.append(
+                    Target(
+                        first_sentence(docstring),
+                        path,
+                        name,
+                        first,
+                        new.end_lineno or new.lineno,
+                        lines[new.lineno - 1].strip(),
+                    )
+                )
     counts = Counter(target.query.lower() for target in targets)
-    usable = [target for target in targets
-              if len(target.query.split()) >= MIN_WORDS and counts[target.query.lower()] == 1]
+    usable = [
+        target for target in targets if len(target.query.split()) >= MIN_WORDS and counts[target.query.lower()] == 1
+    ]
     return stripped, usable
 
 
@@ -207,8 +219,13 @@ def write_variants(stripped: dict[str, str]) -> dict[str, Path]:
 
 
 def _is_function(hit, target: Target, suffix: str) -> bool:
-    return (hit.source == target.file + suffix and hit.line_start is not None and hit.line_end is not None
-            and hit.line_start <= target.last and hit.line_end >= target.first)
+    return (
+        hit.source == target.file + suffix
+        and hit.line_start is not None
+        and hit.line_end is not None
+        and hit.line_start <= target.last
+        and hit.line_end >= target.first
+    )
 
 
 @dataclass
@@ -236,13 +253,26 @@ def evaluate(app, kb: str, mode: str, targets: list[Target], suffix: str) -> tup
     tops = []
     for target in targets:
         started = time.perf_counter()
-        hits = app.search(kb, SearchRequest(query=target.query, mode=mode, top_k=TOP_K, max_per_document=TOP_K,
-                                            max_tokens=MAX_TOKENS_MAX), record=False).hits
+        hits = app.search(
+            kb,
+            SearchRequest(
+                query=target.query, mode=mode, top_k=TOP_K, max_per_document=TOP_K, max_tokens=MAX_TOKENS_MAX
+            ),
+            record=False,
+        ).hits
         scores.ms.append((time.perf_counter() - started) * 1000)
         rank = next((i for i, hit in enumerate(hits, 1) if _is_function(hit, target, suffix)), None)
         scores.ranks.append(rank)
-        scores.held_ranks.append(next((i for i, hit in enumerate(hits, 1) if hit.source == target.file + suffix
-                                       and target.def_line in hit.text), None))
+        scores.held_ranks.append(
+            next(
+                (
+                    i
+                    for i, hit in enumerate(hits, 1)
+                    if hit.source == target.file + suffix and target.def_line in hit.text
+                ),
+                None,
+            )
+        )
         scores.strict_found += any(_is_function(hit, target, suffix) and target.def_line in hit.text for hit in hits)
         scores.spans.extend(hit.line_end - hit.line_start + 1 for hit in hits if hit.line_start and hit.line_end)
         tops.append(hits[0] if hits else None)
@@ -259,8 +289,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--modes", default="hybrid,keyword,vector")
     parser.add_argument("--misses", type=int, default=8, help="hybrid misses on the syntax KB to print")
-    parser.add_argument("--search", action="append", default=[], metavar="KEY=VALUE",
-                        help="a [kb.search] setting of both KBs, e.g. title_weight=2 (repeatable)")
+    parser.add_argument(
+        "--search",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a [kb.search] setting of both KBs, e.g. title_weight=2 (repeatable)",
+    )
     args = parser.parse_args()
     use_offline_model()
     from mcp_kb.app import App
@@ -272,8 +307,10 @@ def main() -> None:
         targets = random.Random(args.seed).sample(targets, args.queries)
     folders = write_variants(stripped)
     search = {key: json.loads(value) for key, value in (item.split("=", 1) for item in args.search)}
-    kbs = [{"name": f"code-{variant}", "description": variant, "paths": [str(folder)], "search": search}
-           for variant, folder in folders.items()]
+    kbs = [
+        {"name": f"code-{variant}", "description": variant, "paths": [str(folder)], "search": search}
+        for variant, folder in folders.items()
+    ]
     app = App(build_config({"storage": str(WORK / "index"), "kb": kbs}, base_dir=WORK, source=None))
     synced = {}
     for variant in VARIANTS:
@@ -284,30 +321,44 @@ def main() -> None:
     app.embedder.embed_query("warm up")
 
     lines = sum(text.count("\n") + 1 for text in stripped.values())
-    print(f"packages {args.packages}: {len(stripped)} files, {lines} lines (docstrings cut); "
-          f"{len(usable)} usable queries, {len(targets)} asked (seed {args.seed}); model {app.embedder.identity.name}")
+    print(
+        f"packages {args.packages}: {len(stripped)} files, {lines} lines (docstrings cut); "
+        f"{len(usable)} usable queries, {len(targets)} asked (seed {args.seed}); model {app.embedder.identity.name}"
+    )
     for variant, (report, seconds) in synced.items():
-        how = ("tree-sitter sections per function/method (.py)" if variant == "syntax"
-               else f"line windows of the code parser (files renamed *.py{WINDOW_SUFFIX})")
-        print(f"  {variant:<8} {how}: {report.files_added} files, {report.chunks_total} chunks, "
-              f"{report.files_failed} failed, sync {seconds:.1f} s")
+        how = (
+            "tree-sitter sections per function/method (.py)"
+            if variant == "syntax"
+            else f"line windows of the code parser (files renamed *.py{WINDOW_SUFFIX})"
+        )
+        print(
+            f"  {variant:<8} {how}: {report.files_added} files, {report.chunks_total} chunks, "
+            f"{report.files_failed} failed, sync {seconds:.1f} s"
+        )
     print(f"\ntop_k {TOP_K}, max_per_document {TOP_K}; relevant: same file, line ranges overlap")
-    print(f"{'variant':<8} {'mode':<8} {'MRR@10':>7} {'R@10':>6} {'MRR def':>8} {'R@10 def':>9} {'lines/hit':>9} "
-          f"{'p50 ms':>7}")
+    print(
+        f"{'variant':<8} {'mode':<8} {'MRR@10':>7} {'R@10':>6} {'MRR def':>8} {'R@10 def':>9} {'lines/hit':>9} "
+        f"{'p50 ms':>7}"
+    )
     misses = []
     for variant, suffix in VARIANTS.items():
         for mode in args.modes.split(","):
             scores, tops = evaluate(app, f"code-{variant}", mode, targets, suffix)
-            print(f"{variant:<8} {mode:<8} {scores.mrr():>7.3f} {scores.recall():>6.3f} {scores.held_mrr():>8.3f} "
-                  f"{scores.strict_found / len(targets):>9.3f} {statistics.mean(scores.spans or [0]):>9.1f} "
-                  f"{statistics.median(scores.ms):>7.1f}", flush=True)
+            print(
+                f"{variant:<8} {mode:<8} {scores.mrr():>7.3f} {scores.recall():>6.3f} {scores.held_mrr():>8.3f} "
+                f"{scores.strict_found / len(targets):>9.3f} {statistics.mean(scores.spans or [0]):>9.1f} "
+                f"{statistics.median(scores.ms):>7.1f}",
+                flush=True,
+            )
             if variant == "syntax" and mode == "hybrid":
                 misses = [(target, top) for target, rank, top in zip(targets, scores.ranks, tops) if rank is None]
-    print("R@10 def: the hit that overlaps also holds the function's `def` line; MRR def: the first passage holding "
-          "that line, however it is cited; lines/hit: mean line span of hits")
+    print(
+        "R@10 def: the hit that overlaps also holds the function's `def` line; MRR def: the first passage holding "
+        "that line, however it is cited; lines/hit: mean line span of hits"
+    )
     if misses and args.misses:
         print(f"\nhybrid misses on the syntax KB ({len(misses)}), the first {args.misses}: query -> wanted | got first")
-        for target, top in misses[:args.misses]:
+        for target, top in misses[: args.misses]:
             got = f"{top.source} {top.heading}" if top else "(nothing)"
             print(f"  {target.query[:90]!r}\n      -> {target.file} {target.name} | {got}")
 

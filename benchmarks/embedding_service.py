@@ -40,22 +40,30 @@ def main() -> None:
     write_corpus("scifact", WORK / "docs", limit=args.docs)
     local = App(build_config({}, WORK, None))
     local.embedder.embed_query("load the model before timing")
-    queries = [json.loads(line)["text"] for line in (EVAL / "scifact" / "queries.jsonl").open()][:args.queries]
+    queries = [json.loads(line)["text"] for line in (EVAL / "scifact" / "queries.jsonl").open()][: args.queries]
     with serve_embeddings(EmbeddingService(local.embedder)) as service:
-        service_settings = {"provider": "openai", "base_url": service.url, "model": service.model,
-                            "tokenizer_path": str(MODEL), "max_input_tokens": 256}
+        service_settings = {
+            "provider": "openai",
+            "base_url": service.url,
+            "model": service.model,
+            "tokenizer_path": str(MODEL),
+            "max_input_tokens": 256,
+        }
         rates = {"local fastembed": _sync_rate(local.config.embedding.model_dump())}
         for concurrency in (1, 2, 4):
-            rates[f"service, concurrency {concurrency}"] = _sync_rate({**service_settings,
-                                                                         "max_concurrency": concurrency})
+            rates[f"service, concurrency {concurrency}"] = _sync_rate(
+                {**service_settings, "max_concurrency": concurrency}
+            )
         remote = App(build_config({"embedding": service_settings}, WORK, None))
         query_ms = {"local fastembed": _query_ms(local, queries), "service": _query_ms(remote, queries)}
     base = rates["local fastembed"]
     for name, rate in rates.items():
         print(f"sync {name:26} {rate:6.1f} chunks/s  ratio {rate / base:.2f}")
     for name, times in query_ms.items():
-        print(f"query embedding {name:16} p50 {statistics.median(times):6.1f} ms  "
-              f"p95 {statistics.quantiles(times, n=20)[-1]:6.1f} ms")
+        print(
+            f"query embedding {name:16} p50 {statistics.median(times):6.1f} ms  "
+            f"p95 {statistics.quantiles(times, n=20)[-1]:6.1f} ms"
+        )
 
 
 def _sync_rate(embedding: dict) -> float:
@@ -64,8 +72,17 @@ def _sync_rate(embedding: dict) -> float:
 
     index = WORK / "index"
     shutil.rmtree(index, ignore_errors=True)
-    app = App(build_config({"storage": str(index), "embedding": embedding,
-                            "kb": [{"name": "scifact", "description": "d", "paths": [str(WORK / "docs")]}]}, WORK, None))
+    app = App(
+        build_config(
+            {
+                "storage": str(index),
+                "embedding": embedding,
+                "kb": [{"name": "scifact", "description": "d", "paths": [str(WORK / "docs")]}],
+            },
+            WORK,
+            None,
+        )
+    )
     app.embedder.embed_query("warm up")
     started = time.perf_counter()
     report = app.sync()[0]

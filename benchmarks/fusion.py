@@ -30,12 +30,14 @@ def rrf(vector, keyword, wv=1.0, wk=1.0, k=60):
 
 def minmax(vector, keyword, alpha=0.5, floor=True):
     """floor=True: (s - min) / (max - min), the worst candidate scores 0; False: s / max."""
+
     def norm(rows):
         if not rows:
             return {}
         values = [s for _, s in rows]
         low, high = (min(values) if floor else 0.0), max(values)
         return {doc: (s - low) / (high - low) if high > low else 1.0 for doc, s in rows}
+
     v, kw = norm(vector), norm(keyword)
     scores = {doc: alpha * v.get(doc, 0.0) + (1 - alpha) * kw.get(doc, 0.0) for doc in set(v) | set(kw)}
     return sorted(scores, key=scores.get, reverse=True)
@@ -51,14 +53,17 @@ def with_document_evidence(scores, path_by_id, beta, others=2):
     by_document = {}
     for chunk, score in scores.items():
         by_document.setdefault(path_by_id[chunk], []).append(score)
-    document_score = {doc: values[0] + beta * sum(values[1:1 + others])
-                      for doc, values in ((d, sorted(v, reverse=True)) for d, v in by_document.items())}
+    document_score = {
+        doc: values[0] + beta * sum(values[1 : 1 + others])
+        for doc, values in ((d, sorted(v, reverse=True)) for d, v in by_document.items())
+    }
     return sorted(scores, key=lambda c: (document_score[path_by_id[c]], scores[c]), reverse=True)
 
 
 def mixed_scores(vector, keyword, alpha, vector_floor, keyword_floor):
     """Per side: floor "min" (min-max), "zero" (s / max) or a number m (min-max with the floor m
     ranges below the minimum, so the last candidate keeps m / (1 + m))."""
+
     def norm(rows, floor):
         if not rows:
             return {}
@@ -69,6 +74,7 @@ def mixed_scores(vector, keyword, alpha, vector_floor, keyword_floor):
         elif floor != "min":
             low -= floor * (high - low)
         return {doc: (s - low) / (high - low) if high > low else 1.0 for doc, s in rows}
+
     v, kw = norm(vector, vector_floor), norm(keyword, keyword_floor)
     return {doc: alpha * v.get(doc, 0.0) + (1 - alpha) * kw.get(doc, 0.0) for doc in set(v) | set(kw)}
 
@@ -76,6 +82,7 @@ def mixed_scores(vector, keyword, alpha, vector_floor, keyword_floor):
 def dbsf(vector, keyword, alpha=0.5, spread=3.0):
     """Distribution-based: (s - (mean - spread*sd)) / (2*spread*sd), clipped to 0..1 per side, so the
     worst candidate keeps a score that says how far it is from the crowd, not 0."""
+
     def norm(rows):
         if not rows:
             return {}
@@ -85,6 +92,7 @@ def dbsf(vector, keyword, alpha=0.5, spread=3.0):
             return {doc: 1.0 for doc, _ in rows}
         low = mean - spread * sd
         return {doc: min(1.0, max(0.0, (s - low) / (2 * spread * sd))) for doc, s in rows}
+
     v, kw = norm(vector), norm(keyword)
     scores = {doc: alpha * v.get(doc, 0.0) + (1 - alpha) * kw.get(doc, 0.0) for doc in set(v) | set(kw)}
     return sorted(scores, key=scores.get, reverse=True)
@@ -131,21 +139,25 @@ def main() -> None:
         rules[f"max-scaled alpha={alpha} x readability"] = lambda v, k, w, a=alpha: minmax(v, k, a * w, floor=False)
     for alpha in (0.3, 0.4, 0.5):
         for spread in (2.0, 3.0):
-            rules[f"dbsf {spread:g}sd alpha={alpha} x readability"] = (
-                lambda v, k, w, a=alpha, sp=spread: dbsf(v, k, a * w, sp))
+            rules[f"dbsf {spread:g}sd alpha={alpha} x readability"] = lambda v, k, w, a=alpha, sp=spread: dbsf(
+                v, k, a * w, sp
+            )
     for alpha in (0.4, 0.5):
         for floors in (("min", "zero"), (0.1, 0.1), (0.25, 0.25), (0.1, "zero"), (0.25, "zero")):
             shipped = " (shipped)" if (alpha, floors) == (0.4, (0.1, "zero")) else ""
-            rules[f"mixed {floors} alpha={alpha} x readability{shipped}"] = (
-                lambda v, k, w, a=alpha, f=floors: mixed(v, k, a * w, *f))
+            rules[f"mixed {floors} alpha={alpha} x readability{shipped}"] = lambda v, k, w, a=alpha, f=floors: mixed(
+                v, k, a * w, *f
+            )
     for beta in (0.1, 0.2, 0.3, 0.5):
-        rules[f"shipped + document evidence beta={beta}"] = (
-            lambda v, k, w, b=beta: with_document_evidence(mixed_scores(v, k, 0.4 * w, 0.1, "zero"), path_by_id, b))
+        rules[f"shipped + document evidence beta={beta}"] = lambda v, k, w, b=beta: with_document_evidence(
+            mixed_scores(v, k, 0.4 * w, 0.1, "zero"), path_by_id, b
+        )
     for k_value in (10, 20, 40):
         rules[f"rrf k={k_value} weighted"] = lambda v, k, w, kv=k_value: rrf(v, k, wv=w, k=kv)
     for name, rule in rules.items():
-        score = statistics.fmean(ndcg_at_10(ranked_documents([path_by_id[c] for c in rule(v, k, w)]), rel)
-                                 for rel, v, k, w in cached)
+        score = statistics.fmean(
+            ndcg_at_10(ranked_documents([path_by_id[c] for c in rule(v, k, w)]), rel) for rel, v, k, w in cached
+        )
         print(f"{name:45} nDCG@10 {score:.3f}")
 
 

@@ -43,8 +43,10 @@ def build(app, source_rows, size: int) -> None:
         if copy:
             vectors += rng.normal(0, 0.02, vectors.shape).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        rows = [{**row, "id": f"{copy}-{row['id']}", "path": f"copy{copy}/{row['path']}", "vector": vector}
-                for row, vector in zip(batch, vectors.tolist())]
+        rows = [
+            {**row, "id": f"{copy}-{row['id']}", "path": f"copy{copy}/{row['path']}", "vector": vector}
+            for row, vector in zip(batch, vectors.tolist())
+        ]
         table = pa.Table.from_pylist(rows, schema=schema)
         store.replace_documents("lat", generation, sorted({r["path"] for r in rows}), table)
         written += len(rows)

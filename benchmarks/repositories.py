@@ -57,8 +57,10 @@ def main() -> None:
     for i in range(args.files):
         repo.write(f"f{i % 100:02d}/n{i:05d}.md", _note(i))
     repo.commit("all files")
-    kinds = {"repository": {"name": "repo", "description": "d", "repos": [{"url": str(repo.folder), "ref": "main"}]},
-             "folder": {"name": "folder", "description": "d", "paths": [str(repo.folder)]}}
+    kinds = {
+        "repository": {"name": "repo", "description": "d", "repos": [{"url": str(repo.folder), "ref": "main"}]},
+        "folder": {"name": "folder", "description": "d", "paths": [str(repo.folder)]},
+    }
     apps = {kind: _app(BASE / f"index-{kind}", kb) for kind, kb in kinds.items()}
     for kind, app in apps.items():
         first = app.sync()[0]
@@ -90,8 +92,10 @@ def main() -> None:
     print(f"\n{args.files} files, median of {args.rounds} rounds (seconds of work inside the process):")
     for name, values in figures.items():
         print(f"  {name:<48} {statistics.median(values):.3f}   (all: {', '.join(f'{v:.3f}' for v in values)})")
-    print(f"\ngit {subprocess.run(['git', '--version'], capture_output=True, text=True).stdout.strip()}; "
-          f"{os.cpu_count()} cores")
+    print(
+        f"\ngit {subprocess.run(['git', '--version'], capture_output=True, text=True).stdout.strip()}; "
+        f"{os.cpu_count()} cores"
+    )
 
 
 if __name__ == "__main__":

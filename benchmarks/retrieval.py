@@ -29,10 +29,19 @@ def main() -> None:
     parser.add_argument("--modes", default="keyword,vector,hybrid")
     parser.add_argument("--work", default="/tmp/mcp-kb-bench")
     parser.add_argument("--top-k", type=int, default=10)
-    parser.add_argument("--quantize", choices=["none", "int8"], default="int8",
-                        help="[embedding] quantize (an fp32 index is kept apart, under <work>/<set>-fp32)")
-    parser.add_argument("--search", action="append", default=[], metavar="KEY=VALUE",
-                        help="a [kb.search] setting to measure, e.g. title_weight=1 or max_per_document=1")
+    parser.add_argument(
+        "--quantize",
+        choices=["none", "int8"],
+        default="int8",
+        help="[embedding] quantize (an fp32 index is kept apart, under <work>/<set>-fp32)",
+    )
+    parser.add_argument(
+        "--search",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a [kb.search] setting to measure, e.g. title_weight=1 or max_per_document=1",
+    )
     args = parser.parse_args()
     use_offline_model()
     from mcp_kb.app import App
@@ -57,11 +66,14 @@ def main() -> None:
             hits = app.search(args.dataset, SearchRequest(query=query, mode=mode, top_k=args.top_k)).hits
             returned.append(sum(app.tokenizer.count([hit.text])[0] for hit in hits))
             return [hit.source for hit in hits]
+
         scores.append(evaluate(run, queries, qrels, mode))
         tokens[mode] = sum(returned) / len(returned)
     settings = app.config.kb[0].search
-    print(f"top_k {args.top_k}, title_weight {settings.title_weight:g}, max_per_document {settings.max_per_document}, "
-          f"model {app.embedder.identity.name}")
+    print(
+        f"top_k {args.top_k}, title_weight {settings.title_weight:g}, max_per_document {settings.max_per_document}, "
+        f"model {app.embedder.identity.name}"
+    )
     print(format_table(scores, 10))
     print("tokens/call " + "  ".join(f"{mode} {value:.0f}" for mode, value in tokens.items()))
 

@@ -64,6 +64,7 @@ def _timed_searches(app, kb: str, queries: list[str], mode: str) -> list[float]:
 
 # ---- local folder vs S3 ----------------------------------------------------------------------
 
+
 def s3(count: int, only: list[str]) -> None:
     import boto3
 
@@ -74,25 +75,44 @@ def s3(count: int, only: list[str]) -> None:
     local = App(kb_config(folder / "docs", folder / "index", "scifact"))
     queries = _queries(count)
     with _moto_server() as endpoint:
-        options = {"aws_endpoint": endpoint, "allow_http": "true", "aws_access_key_id": "bench",
-                   "aws_secret_access_key": "bench", "aws_region": "us-east-1"}
-        client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="bench", aws_secret_access_key="bench",
-                              region_name="us-east-1")
+        options = {
+            "aws_endpoint": endpoint,
+            "allow_http": "true",
+            "aws_access_key_id": "bench",
+            "aws_secret_access_key": "bench",
+            "aws_region": "us-east-1",
+        }
+        client = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            aws_access_key_id="bench",
+            aws_secret_access_key="bench",
+            region_name="us-east-1",
+        )
         client.create_bucket(Bucket="bench")
         started = time.perf_counter()
         for path in (folder / "index").rglob("*"):
             if path.is_file():
                 client.upload_file(str(path), "bench", f"index/{path.relative_to(folder / 'index').as_posix()}")
         print(f"uploaded the index to the bucket in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+
         def remote(**storage):
-            return build_config({"storage": {"uri": "s3://bench/index", "options": options, **storage},
-                                 "kb": [{"name": "scifact", "description": "d", "paths": [str(folder / "docs")]}]},
-                                base_dir=folder, source=None)
+            return build_config(
+                {
+                    "storage": {"uri": "s3://bench/index", "options": options, **storage},
+                    "kb": [{"name": "scifact", "description": "d", "paths": [str(folder / "docs")]}],
+                },
+                base_dir=folder,
+                source=None,
+            )
 
         cache = WORK / "read-cache"
         shutil.rmtree(cache, ignore_errors=True)
-        variants = (("folder", local.config), ("s3", remote(read_cache_mb=0)),
-                    ("s3+cache", remote(read_cache_dir=str(cache))))
+        variants = (
+            ("folder", local.config),
+            ("s3", remote(read_cache_mb=0)),
+            ("s3+cache", remote(read_cache_dir=str(cache))),
+        )
         print(f"{'storage':9} {'mode':8} {'cold ms':>8} {'p50 ms':>7} {'p95 ms':>7}")
         for label, config in variants:
             if only and label not in only:
@@ -118,8 +138,11 @@ class _moto_server:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        self.process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -178,8 +201,11 @@ def _build(storage: Path, size: int, rebuild: bool):
     chosen = VectorIndex.for_rows(size, dimension)
     if not rebuild and _built(storage, size, chosen):
         facts = json.loads((storage / EXACT).read_text())
-        print(f"reusing {storage}: {size} rows, vector index {chosen.name} (built in {facts['build_s']:.0f} s; "
-              f"--rebuild builds it again)", flush=True)
+        print(
+            f"reusing {storage}: {size} rows, vector index {chosen.name} (built in {facts['build_s']:.0f} s; "
+            f"--rebuild builds it again)",
+            flush=True,
+        )
         return chosen
     began = time.perf_counter()
     shutil.rmtree(storage, ignore_errors=True)
@@ -197,44 +223,77 @@ def _build(storage: Path, size: int, rebuild: bool):
         vectors = base_vectors[:count] + rng.normal(0, 0.03, (count, dimension)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         batch = rows.slice(0, count)
-        batch = batch.set_column(batch.schema.get_field_index("id"), "id",
-                                 pa.array([f"{copy}-{i}" for i in batch.column("id").to_pylist()]))
-        batch = batch.set_column(batch.schema.get_field_index("path"), "path",
-                                 pa.array([f"copy{copy}/{p}" for p in batch.column("path").to_pylist()]))
-        batch = batch.set_column(batch.schema.get_field_index("vector"), "vector",
-                                 pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dimension))
+        batch = batch.set_column(
+            batch.schema.get_field_index("id"), "id", pa.array([f"{copy}-{i}" for i in batch.column("id").to_pylist()])
+        )
+        batch = batch.set_column(
+            batch.schema.get_field_index("path"),
+            "path",
+            pa.array([f"copy{copy}/{p}" for p in batch.column("path").to_pylist()]),
+        )
+        batch = batch.set_column(
+            batch.schema.get_field_index("vector"),
+            "vector",
+            pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dimension),
+        )
         table.add(batch)
         written += count
         copy += 1
     table.optimize()
-    print(f"rows: {written} ({copy} perturbed copies of SciFact's {len(rows)} chunks; vectors synthetic: "
-          f"real vectors plus noise); written and compacted in {time.perf_counter() - started:.0f} s", flush=True)
+    print(
+        f"rows: {written} ({copy} perturbed copies of SciFact's {len(rows)} chunks; vectors synthetic: "
+        f"real vectors plus noise); written and compacted in {time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
     started = time.perf_counter()
     for column in (KEYWORD_COLUMN, FIELD_COLUMN):  # as a sync builds them (index/upkeep.py)
         if column in table.schema.names:
-            table.create_index(column, config=FTS(base_tokenizer="whitespace", with_position=False,
-                                                  max_token_length=64))
+            table.create_index(
+                column, config=FTS(base_tokenizer="whitespace", with_position=False, max_token_length=64)
+            )
     for column in ("id", "path", "content_hash"):
         table.create_index(column, config=BTree())
     print(f"full-text + scalar indexes: {time.perf_counter() - started:.0f} s", flush=True)
     started = time.perf_counter()
     table.create_index(VECTOR_COLUMN, config=chosen.config(), name=chosen.name)
     index_s = time.perf_counter() - started
-    print(f"vector index {chosen.name} ({chosen.kind}, {chosen.partitions} partitions"
-          + (f", {chosen.sub_vectors} codes" if chosen.pq else "") + f"): {index_s:.0f} s", flush=True)
+    print(
+        f"vector index {chosen.name} ({chosen.kind}, {chosen.partitions} partitions"
+        + (f", {chosen.sub_vectors} codes" if chosen.pq else "")
+        + f"): {index_s:.0f} s",
+        flush=True,
+    )
     queries = _queries(MEASURED)
     exact, times = [], []
     for query in queries:
         vector = source.embedder.embed_query(query)
         started = time.perf_counter()
-        exact.append(table.search(vector).distance_type("cosine").bypass_vector_index().limit(10)
-                     .select(["id", "_distance"]).to_arrow().column("id").to_pylist())
+        exact.append(
+            table.search(vector)
+            .distance_type("cosine")
+            .bypass_vector_index()
+            .limit(10)
+            .select(["id", "_distance"])
+            .to_arrow()
+            .column("id")
+            .to_pylist()
+        )
         times.append((time.perf_counter() - started) * 1000)
     build_s = time.perf_counter() - began
     print(f"exact top 10 of {len(queries)} queries: p50 {statistics.median(times):.0f} ms each", flush=True)
     print(f"build: {build_s:.0f} s in all", flush=True)
-    (storage / EXACT).write_text(json.dumps({"rows": written, "index": chosen.name, "build_s": build_s,
-                                             "index_s": index_s, "queries": queries, "exact": exact}))
+    (storage / EXACT).write_text(
+        json.dumps(
+            {
+                "rows": written,
+                "index": chosen.name,
+                "build_s": build_s,
+                "index_s": index_s,
+                "queries": queries,
+                "exact": exact,
+            }
+        )
+    )
     return chosen
 
 
@@ -245,8 +304,13 @@ def _built(storage: Path, size: int, chosen) -> bool:
     try:
         facts = json.loads((storage / EXACT).read_text())
         table = App(kb_config(WORK / "scifact" / "docs", storage, "big")).store.chunk_table("big")
-        return (facts["rows"] == size and facts["index"] == chosen.name and table is not None
-                and table.count_rows() == size and chosen.name in {index.name for index in table.list_indices()})
+        return (
+            facts["rows"] == size
+            and facts["index"] == chosen.name
+            and table is not None
+            and table.count_rows() == size
+            and chosen.name in {index.name for index in table.list_indices()}
+        )
     except (OSError, ValueError, KeyError):
         return False
 
@@ -266,8 +330,11 @@ def _hnsw_copy(storage: Path, chosen) -> Path:
     variant = VectorIndex(pq=False, partitions=chosen.partitions)
     started = time.perf_counter()
     table.create_index(VECTOR_COLUMN, config=variant.config(), name=variant.name)
-    print(f"\nvector index {variant.name} (HNSW-SQ, {variant.partitions} partitions) on a copy: "
-          f"{time.perf_counter() - started:.0f} s", flush=True)
+    print(
+        f"\nvector index {variant.name} (HNSW-SQ, {variant.partitions} partitions) on a copy: "
+        f"{time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
     facts = json.loads((copy / EXACT).read_text())
     (copy / EXACT).write_text(json.dumps({**facts, "index": variant.name}))
     return copy
@@ -280,8 +347,11 @@ def _measure_in(tree: str, storage: Path) -> dict | None:
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "figures.json"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tree, os.environ.get("PYTHONPATH")]))}
-        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "measure", "--storage", str(storage),
-                               "--json", str(out)], cwd=tempfile.gettempdir(), env=env)
+        done = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "measure", "--storage", str(storage), "--json", str(out)],
+            cwd=tempfile.gettempdir(),
+            env=env,
+        )
         if done.returncode:
             print(f"this run failed (exit {done.returncode}); left out of the summary", flush=True)
             return None
@@ -302,8 +372,9 @@ def measure(storage: Path, out: Path | None) -> None:
     load = os.getloadavg()[0]  # the cores are shared: other work shows in the p95s
     facts = json.loads((storage / EXACT).read_text())
     queries = facts["queries"]
-    print(f"mcp_kb from {Path(mcp_kb.__file__).parent}; {facts['rows']} rows, vector index {facts['index']}",
-          flush=True)
+    print(
+        f"mcp_kb from {Path(mcp_kb.__file__).parent}; {facts['rows']} rows, vector index {facts['index']}", flush=True
+    )
     app = App(kb_config(WORK / "scifact" / "docs", storage, "big"))
     if hasattr(app.embedder, "serve_queries"):  # as `mcp-kb serve` sets its model up
         app.embedder.serve_queries()
@@ -317,8 +388,11 @@ def measure(storage: Path, out: Path | None) -> None:
     for query in _queries(MEASURED + WARM_UP)[MEASURED:]:
         search(query, "hybrid")
     figures: dict = {"mcp_kb": str(Path(mcp_kb.__file__).parent), "modes": {}}
-    print(f"{'mode':8} {'stage':9} {'p50 ms':>7} {'p95 ms':>7}   ({len(queries)} searches per mode, after "
-          f"{WARM_UP} others; 'other' = wall time minus the stages: Python between them)", flush=True)
+    print(
+        f"{'mode':8} {'stage':9} {'p50 ms':>7} {'p95 ms':>7}   ({len(queries)} searches per mode, after "
+        f"{WARM_UP} others; 'other' = wall time minus the stages: Python between them)",
+        flush=True,
+    )
     for mode in ("vector", "keyword", "hybrid"):
         searches = [search(query, mode) for query in queries]
         stages = list(dict.fromkeys(stage for _, timings in searches for stage in timings))
@@ -329,9 +403,12 @@ def measure(storage: Path, out: Path | None) -> None:
         for stage, (p50, p95) in figures["modes"][mode].items():
             print(f"{mode:8} {stage:9} {p50:7.1f} {p95:7.1f}", flush=True)
     figures["rss"] = {field: _memory(field) for field in ("VmRSS", "RssAnon", "RssFile", "VmHWM")}
-    print(f"RSS after {3 * len(queries) + WARM_UP} searches: {figures['rss']['VmRSS']:.0f} MB "
-          f"({figures['rss']['RssAnon']:.0f} MB private, {figures['rss']['RssFile']:.0f} MB pages of files; "
-          f"peak {figures['rss']['VmHWM']:.0f} MB)", flush=True)
+    print(
+        f"RSS after {3 * len(queries) + WARM_UP} searches: {figures['rss']['VmRSS']:.0f} MB "
+        f"({figures['rss']['RssAnon']:.0f} MB private, {figures['rss']['RssFile']:.0f} MB pages of files; "
+        f"peak {figures['rss']['VmHWM']:.0f} MB)",
+        flush=True,
+    )
 
     # The floor, in this process: each side alone through LanceDB, as the search path asks it.
     generation = app.store.read_state("big")["generation"]
@@ -344,25 +421,40 @@ def measure(storage: Path, out: Path | None) -> None:
         return (search.refine_factor(factor) if factor else search).select(["id", "_distance"]).to_arrow()
 
     def keyword_side(query):
-        return (table.search(keyword_terms(query), query_type="fts", fts_columns=KEYWORD_COLUMN).limit(depth)
-                .select(["id", "_score"]).to_arrow())
+        return (
+            table.search(keyword_terms(query), query_type="fts", fts_columns=KEYWORD_COLUMN)
+            .limit(depth)
+            .select(["id", "_score"])
+            .to_arrow()
+        )
 
-    figures["floor"] = {"vector": _percentiles(_timed(vector_side, vectors)),
-                        "keyword": _percentiles(_timed(keyword_side, queries))}
-    print(f"floor, vector side alone (LanceDB, limit {depth}, refine factor {factor}): "
-          f"p50 {figures['floor']['vector'][0]:.1f} ms, p95 {figures['floor']['vector'][1]:.1f} ms", flush=True)
-    print(f"floor, keyword side alone (LanceDB full-text, limit {depth}): "
-          f"p50 {figures['floor']['keyword'][0]:.1f} ms, p95 {figures['floor']['keyword'][1]:.1f} ms", flush=True)
+    figures["floor"] = {
+        "vector": _percentiles(_timed(vector_side, vectors)),
+        "keyword": _percentiles(_timed(keyword_side, queries)),
+    }
+    print(
+        f"floor, vector side alone (LanceDB, limit {depth}, refine factor {factor}): "
+        f"p50 {figures['floor']['vector'][0]:.1f} ms, p95 {figures['floor']['vector'][1]:.1f} ms",
+        flush=True,
+    )
+    print(
+        f"floor, keyword side alone (LanceDB full-text, limit {depth}): "
+        f"p50 {figures['floor']['keyword'][0]:.1f} ms, p95 {figures['floor']['keyword'][1]:.1f} ms",
+        flush=True,
+    )
 
     # recall@10 of the search path's vector side (its candidates, exactly re-ranked) vs the exact top 10
     view = app.store.view("big", generation)
     ours = [[c.id for c in view.nearest(vector, None, depth)[:10]] for vector in vectors]
     figures["recall"] = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ours, facts["exact"])]))
-    print(f"recall@10 through the search path ({depth} candidates, top 10) vs exact: {figures['recall']:.3f}",
-          flush=True)
+    print(
+        f"recall@10 through the search path ({depth} candidates, top 10) vs exact: {figures['recall']:.3f}", flush=True
+    )
     figures["load"] = [load, os.getloadavg()[0]]
-    print(f"load average (1 min) at the start {load:.1f}, at the end {figures['load'][1]:.1f} "
-          f"({os.cpu_count()} cores)", flush=True)
+    print(
+        f"load average (1 min) at the start {load:.1f}, at the end {figures['load'][1]:.1f} ({os.cpu_count()} cores)",
+        flush=True,
+    )
     if out:
         out.write_text(json.dumps(figures))
 
@@ -386,8 +478,9 @@ def _summary(figures: dict[str, dict]) -> None:
         stages = dict.fromkeys(stage for f in figures.values() for stage in f["modes"][mode])
         for stage in stages:
             for at, name in ((0, "p50"), (1, "p95")):
-                rows[f"{mode} {stage} {name}"] = [f"{f['modes'][mode][stage][at]:.1f}" if stage in f["modes"][mode]
-                                                  else "-" for f in figures.values()]
+                rows[f"{mode} {stage} {name}"] = [
+                    f"{f['modes'][mode][stage][at]:.1f}" if stage in f["modes"][mode] else "-" for f in figures.values()
+                ]
     for side in ("vector", "keyword"):
         for at, name in ((0, "p50"), (1, "p95")):
             rows[f"floor {side} {name}"] = [f"{f['floor'][side][at]:.1f}" for f in figures.values()]
@@ -415,16 +508,20 @@ def server_rss(storage: Path, memory_cache_mb: int | None) -> None:
 
     config = kb_config(WORK / "scifact" / "docs", storage, "big")
     if memory_cache_mb:
-        config = config.model_copy(update={"storage": config.storage.model_copy(
-            update={"memory_cache_mb": memory_cache_mb})})
+        config = config.model_copy(
+            update={"storage": config.storage.model_copy(update={"memory_cache_mb": memory_cache_mb})}
+        )
     app = App(config)
     app.embedder.embed_query("load the model")
     loaded = _memory("VmRSS")
     p50, p95 = _percentiles(_timed_searches(app, "big", _queries(200), "hybrid"))
-    print(f"a server process (memory_cache_mb = {config.storage.memory_cache_mb}): {loaded:.0f} MB with the model "
-          f"loaded, {_memory('VmRSS'):.0f} MB after 200 hybrid searches ({_memory('RssAnon'):.0f} MB private, "
-          f"{_memory('RssFile'):.0f} MB pages of files), peak {_memory('VmHWM'):.0f} MB "
-          f"(cold process: p50 {p50:.0f} ms, p95 {p95:.0f} ms)", flush=True)
+    print(
+        f"a server process (memory_cache_mb = {config.storage.memory_cache_mb}): {loaded:.0f} MB with the model "
+        f"loaded, {_memory('VmRSS'):.0f} MB after 200 hybrid searches ({_memory('RssAnon'):.0f} MB private, "
+        f"{_memory('RssFile'):.0f} MB pages of files), peak {_memory('VmHWM'):.0f} MB "
+        f"(cold process: p50 {p50:.0f} ms, p95 {p95:.0f} ms)",
+        flush=True,
+    )
 
 
 def _memory(field: str) -> float:
@@ -439,8 +536,12 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1_000_000, help="chunks for `million`")
     parser.add_argument("--storage", type=Path, default=WORK / "million", help="`million`, `measure`, `rss`: the KB")
     parser.add_argument("--rebuild", action="store_true", help="`million`: build the table again even if it is there")
-    parser.add_argument("--tree", action="append", default=[],
-                        help="`million`: measure with mcp_kb of this checkout (repeatable; default: this one)")
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        help="`million`: measure with mcp_kb of this checkout (repeatable; default: this one)",
+    )
     parser.add_argument("--json", type=Path, help="`measure`: write its figures here")
     parser.add_argument("--queries", type=int, default=200, help="queries per mode for `s3`")
     parser.add_argument("--all-variants", action="store_true", help="`million`: also HNSW-SQ (on a copy)")
@@ -448,10 +549,12 @@ def main() -> None:
     parser.add_argument("--only", default="", help="`s3`: these storages only (comma-separated: folder,s3,s3+cache)")
     args = parser.parse_args()
     use_offline_model()
-    {"s3": lambda: s3(args.queries, [o for o in args.only.split(",") if o]),
-     "million": lambda: million(args.storage, args.size, args.rebuild, args.tree, args.all_variants),
-     "measure": lambda: measure(args.storage, args.json),
-     "rss": lambda: server_rss(args.storage, args.memory_cache_mb)}[args.what]()
+    {
+        "s3": lambda: s3(args.queries, [o for o in args.only.split(",") if o]),
+        "million": lambda: million(args.storage, args.size, args.rebuild, args.tree, args.all_variants),
+        "measure": lambda: measure(args.storage, args.json),
+        "rss": lambda: server_rss(args.storage, args.memory_cache_mb),
+    }[args.what]()
 
 
 if __name__ == "__main__":

@@ -55,8 +55,9 @@ async def one_launch(config: Path, searches: int) -> dict[str, float]:
     from mcp import Client, StdioServerParameters
 
     started = time.perf_counter()
-    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)],
-                                   env=os.environ.copy())
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy()
+    )
     async with Client(params) as client:
         await client.list_tools()
         figures = {"tools/list s": time.perf_counter() - started}
@@ -97,9 +98,11 @@ def command_figures(config: Path, runs: int) -> None:
             cpu.append(seconds)
             wall.append(elapsed)
             ratios.append(seconds / yardstick)
-        print(f"  {name}: CPU s median {statistics.median(cpu):.2f}, wall s median {statistics.median(wall):.2f} "
-              f"(min {min(wall):.2f}), CPU / yardstick's median {statistics.median(ratios):.2f} "
-              f"(min {min(ratios):.2f}, max {max(ratios):.2f})")
+        print(
+            f"  {name}: CPU s median {statistics.median(cpu):.2f}, wall s median {statistics.median(wall):.2f} "
+            f"(min {min(wall):.2f}), CPU / yardstick's median {statistics.median(ratios):.2f} "
+            f"(min {min(ratios):.2f}, max {max(ratios):.2f})"
+        )
 
 
 SDK_ALONE = [sys.executable, "-c", "from mcp_kb.mcp.sdk_import import import_sdk_for_stdio; import_sdk_for_stdio()"]
@@ -122,8 +125,10 @@ def main() -> None:
         values = [launch[figure] for launch in launches]
         print(f"  {figure}: median {statistics.median(values):.2f}, min {min(values):.2f}, max {max(values):.2f}")
     floor = [seconds_of(SDK_ALONE)[1] for _ in range(args.runs)]
-    print(f"  the floor of tools/list (the SDK's server imported, nothing else) s: median {statistics.median(floor):.2f}, "
-          f"min {min(floor):.2f}")
+    print(
+        f"  the floor of tools/list (the SDK's server imported, nothing else) s: median {statistics.median(floor):.2f}, "
+        f"min {min(floor):.2f}"
+    )
 
 
 if __name__ == "__main__":

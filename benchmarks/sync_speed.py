@@ -52,15 +52,19 @@ def scifact(args: argparse.Namespace) -> None:
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\n{report.summary()}", file=sys.stderr)
     pipeline_rate = report.chunks_embedded / seconds
-    texts = [f"{r['heading']}\n{r['text']}" if r["heading"] else r["text"]
-             for r in app.store.chunk_table("scifact").to_arrow().select(["heading", "text"]).to_pylist()]
+    texts = [
+        f"{r['heading']}\n{r['text']}" if r["heading"] else r["text"]
+        for r in app.store.chunk_table("scifact").to_arrow().select(["heading", "text"]).to_pylist()
+    ]
     sample = random.Random(0).sample(texts, min(1500, len(texts)))
     started = time.perf_counter()
     app.embedder.embed_batch(sample)
     raw_rate = len(sample) / (time.perf_counter() - started)
     print(f"files {count}, chunks {report.chunks_embedded}, sync {seconds:.1f}s")
-    print(f"end-to-end {pipeline_rate:.1f} chunks/s; raw fastembed {raw_rate:.1f} chunks/s on {len(sample)} of the "
-          f"same chunk texts; ratio {pipeline_rate / raw_rate:.1%}")
+    print(
+        f"end-to-end {pipeline_rate:.1f} chunks/s; raw fastembed {raw_rate:.1f} chunks/s on {len(sample)} of the "
+        f"same chunk texts; ratio {pipeline_rate / raw_rate:.1%}"
+    )
     print(f"stages (s): {report.seconds}")
     print(f"peak RSS of the sync: {peak_mb:.0f} MB (goal for the full set: <= 700 MB)")
 
@@ -85,16 +89,20 @@ def noop(args: argparse.Namespace) -> None:
         report = app.sync()[0]
         timings.append(time.perf_counter() - started)
         assert app.embedder.calls == before and report.files_unchanged == 10_000
-    print(f"no-op resync of 10,000 files: best {min(timings):.2f}s, median {sorted(timings)[1]:.2f}s, 0 embedded "
-          f"({10_000 / min(timings):.0f} files/s)")
+    print(
+        f"no-op resync of 10,000 files: best {min(timings):.2f}s, median {sorted(timings)[1]:.2f}s, 0 embedded "
+        f"({10_000 / min(timings):.0f} files/s)"
+    )
     counts = []
     for _ in range(5):  # what `mcp-kb status` counts: listing and stat alone (goal: <= 0.5 s)
         started = time.perf_counter()
         pending = app.pending("tenk")
         counts.append(time.perf_counter() - started)
         assert pending is not None and not pending.behind
-    print(f"pending count of 10,000 unchanged files: best {min(counts):.2f}s, median {sorted(counts)[2]:.2f}s "
-          f"(goal <= 0.5 s; {sorted(counts)[2] / sorted(timings)[1]:.0%} of a no-op sync)")
+    print(
+        f"pending count of 10,000 unchanged files: best {min(counts):.2f}s, median {sorted(counts)[2]:.2f}s "
+        f"(goal <= 0.5 s; {sorted(counts)[2] / sorted(timings)[1]:.0%} of a no-op sync)"
+    )
     target = folder / "docs" / "d5" / "note05000.md"
     target.write_text("# Note 5000\n\nThis note was edited: it now covers release planning.\n", encoding="utf-8")
     pending = app.pending("tenk")
@@ -104,8 +112,10 @@ def noop(args: argparse.Namespace) -> None:
     report = app.sync()[0]
     total = time.perf_counter() - started
     embed_seconds = report.seconds.get("embed", 0.0)
-    print(f"one changed file among 10,000: {total:.2f}s total, {app.embedder.calls - before} chunk embedded "
-          f"({embed_seconds:.2f}s in the embed stage); stages {report.seconds}")
+    print(
+        f"one changed file among 10,000: {total:.2f}s total, {app.embedder.calls - before} chunk embedded "
+        f"({embed_seconds:.2f}s in the embed stage); stages {report.seconds}"
+    )
 
 
 def workers(args: argparse.Namespace) -> None:
@@ -125,13 +135,18 @@ def workers(args: argparse.Namespace) -> None:
         started = time.perf_counter()
         report = app.sync()[0]
         seconds = time.perf_counter() - started
-        stages = {stage: round(value / report.seconds["total"], 2) for stage, value in report.seconds.items()
-                  if stage in ("parse", "embed", "write", "index")}
-        print(f"workers {count}: {len(pdfs)} files ({report.files_failed} failed), {report.chunks_embedded} chunks in "
-              f"{seconds:.1f}s: {len(pdfs) / seconds:.2f} files/s; parse stage {report.seconds['parse']:.1f}s "
-              f"({len(pdfs) / report.seconds['parse']:.2f} files/s, runs a batch ahead of embedding); share of the "
-              f"total {stages}; peak RSS: sync {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB, "
-              f"a worker {report.worker_peak_mb} MB")
+        stages = {
+            stage: round(value / report.seconds["total"], 2)
+            for stage, value in report.seconds.items()
+            if stage in ("parse", "embed", "write", "index")
+        }
+        print(
+            f"workers {count}: {len(pdfs)} files ({report.files_failed} failed), {report.chunks_embedded} chunks in "
+            f"{seconds:.1f}s: {len(pdfs) / seconds:.2f} files/s; parse stage {report.seconds['parse']:.1f}s "
+            f"({len(pdfs) / report.seconds['parse']:.2f} files/s, runs a batch ahead of embedding); share of the "
+            f"total {stages}; peak RSS: sync {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB, "
+            f"a worker {report.worker_peak_mb} MB"
+        )
 
 
 def engines(args: argparse.Namespace) -> None:
@@ -147,13 +162,17 @@ def engines(args: argparse.Namespace) -> None:
     folder = WORK / f"engines-{args.corpus}"
     docs = _pdf_folder(folder) if args.corpus == "pdfs" else folder / "docs"
     files = len(list(docs.glob("*"))) if args.corpus == "pdfs" else write_corpus("scifact", docs, limit=args.limit)
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
-                                                            "node_ip_address": "127.0.0.1"})
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False, "node_ip_address": "127.0.0.1"}
+    )
     cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
     cluster.wait_for_nodes()
     try:
-        for label, sync in (("local, 1 worker", {"workers": 1}), (f"local, {usable_cores()} workers", {}),
-                            ("ray, 2 nodes x 1 CPU", {"engine": "ray", "ray_address": cluster.address})):
+        for label, sync in (
+            ("local, 1 worker", {"workers": 1}),
+            (f"local, {usable_cores()} workers", {}),
+            ("ray, 2 nodes x 1 CPU", {"engine": "ray", "ray_address": cluster.address}),
+        ):
             shutil.rmtree(folder / "index", ignore_errors=True)
             config = kb_config(docs, folder / "index", "corpus")
             app = App(config.model_copy(update={"sync": config.sync.model_copy(update=sync)}))
@@ -162,12 +181,15 @@ def engines(args: argparse.Namespace) -> None:
             report = app.sync()[0]
             seconds = time.perf_counter() - started
             stages = {stage: round(value, 1) for stage, value in report.seconds.items() if stage != "total"}
-            print(f"{label}: {files} files ({report.files_failed} failed), {report.chunks_total} chunks "
-                  f"({report.chunks_embedded} embedded) in {seconds:.1f}s: {files / seconds:.2f} files/s, "
-                  f"{report.chunks_total / seconds:.1f} chunks/s; stage seconds {stages} (parse, embed and write: "
-                  f"summed over the processes doing them; cluster: the waves' wall time); peak RSS: coordinator "
-                  f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (so far), a parsing process "
-                  f"{report.worker_peak_mb} MB" + (f", an indexer {report.indexer_peak_mb} MB" if sync.get("engine") else ""))
+            print(
+                f"{label}: {files} files ({report.files_failed} failed), {report.chunks_total} chunks "
+                f"({report.chunks_embedded} embedded) in {seconds:.1f}s: {files / seconds:.2f} files/s, "
+                f"{report.chunks_total / seconds:.1f} chunks/s; stage seconds {stages} (parse, embed and write: "
+                f"summed over the processes doing them; cluster: the waves' wall time); peak RSS: coordinator "
+                f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (so far), a parsing process "
+                f"{report.worker_peak_mb} MB"
+                + (f", an indexer {report.indexer_peak_mb} MB" if sync.get("engine") else "")
+            )
     finally:
         cluster.shutdown()
 
@@ -182,9 +204,26 @@ def commit(args: argparse.Namespace) -> None:
     from mcp_kb.schema import ChunkRow, chunk_schema
 
     def rows(store: LanceStore, generation: str, paths: list[str]) -> pa.Table:
-        chunks = [ChunkRow(id=f"{path}#0", path=path, chunk_index=0, heading="H", title="T", page=None, line_start=1,
-                           line_end=1, text=path, search_text=path, field_text="", content_hash=path, file_hash="f",
-                           n_tokens=1, vector=[0.1] * 4).as_dict() for path in paths]
+        chunks = [
+            ChunkRow(
+                id=f"{path}#0",
+                path=path,
+                chunk_index=0,
+                heading="H",
+                title="T",
+                page=None,
+                line_start=1,
+                line_end=1,
+                text=path,
+                search_text=path,
+                field_text="",
+                content_hash=path,
+                file_hash="f",
+                n_tokens=1,
+                vector=[0.1] * 4,
+            ).as_dict()
+            for path in paths
+        ]
         return pa.Table.from_pylist(chunks, schema=store.chunk_schema("bench", generation))
 
     print(f"{'fragments':>9} {'new docs (s)':>12} {'changed docs (s)':>16}")
@@ -196,8 +235,10 @@ def commit(args: argparse.Namespace) -> None:
         for number in range(fragments):  # a batch's fragment each, as a Ray sync leaves them before compaction
             table.add(rows(store, generation, [f"doc{number}-{i}.md" for i in range(32)]))
         figures = []
-        for paths in ([f"new{i}.md" for i in range(1024)],
-                      [f"doc{number}-0.md" for number in range(0, fragments, max(1, fragments // 1024))][:1024]):
+        for paths in (
+            [f"new{i}.md" for i in range(1024)],
+            [f"doc{number}-0.md" for number in range(0, fragments, max(1, fragments // 1024))][:1024],
+        ):
             written = [store.write_fragments("bench", generation, rows(store, generation, paths))]
             started = time.perf_counter()
             store.commit_fragments("bench", generation, paths, written)
@@ -255,11 +296,13 @@ def served(args: argparse.Namespace) -> None:
         shutil.rmtree(folder / who, ignore_errors=True)
         configs[who] = folder / who / "kb.toml"
         configs[who].parent.mkdir(parents=True)
-        configs[who].write_text(f'storage = "{folder / who / "index"}"\n[embedding]\nquantize = "{args.quantize}"\n'
-                                f'[[kb]]\nname = "scifact"\ndescription = "SciFact"\npaths = ["{folder / "docs"}"]\n'
-                                f'[[kb]]\nname = "again"\ndescription = "SciFact again"\n'
-                                f'paths = ["{folder / "docs"}"]\n'
-                                f'[[kb]]\nname = "probe"\ndescription = "Probe"\npaths = ["{probe}"]\n')
+        configs[who].write_text(
+            f'storage = "{folder / who / "index"}"\n[embedding]\nquantize = "{args.quantize}"\n'
+            f'[[kb]]\nname = "scifact"\ndescription = "SciFact"\npaths = ["{folder / "docs"}"]\n'
+            f'[[kb]]\nname = "again"\ndescription = "SciFact again"\n'
+            f'paths = ["{folder / "docs"}"]\n'
+            f'[[kb]]\nname = "probe"\ndescription = "Probe"\npaths = ["{probe}"]\n'
+        )
     command = [sys.executable, "-m", "mcp_kb"]
     subprocess.run([*command, "sync", "probe", "-c", str(configs["server"])], check=True, capture_output=True)
     before, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
@@ -274,8 +317,10 @@ def served(args: argparse.Namespace) -> None:
     print(f"ratio (tool / CLI): {server_wall / cli_wall:.2f} (goal <= 1.1)")
     for label, seconds in (("quiet", quiet), ("during the sync", during)):
         ordered = sorted(seconds)
-        print(f"one client's search {label}: {len(ordered)} searches, p50 {ordered[len(ordered) // 2] * 1000:.1f} ms, "
-              f"p95 {ordered[int(len(ordered) * 0.95)] * 1000:.1f} ms")
+        print(
+            f"one client's search {label}: {len(ordered)} searches, p50 {ordered[len(ordered) // 2] * 1000:.1f} ms, "
+            f"p95 {ordered[int(len(ordered) * 0.95)] * 1000:.1f} ms"
+        )
 
 
 async def _sync_through_the_server(config: Path) -> tuple[float, float, list[float], list[float]]:
@@ -284,8 +329,9 @@ async def _sync_through_the_server(config: Path) -> tuple[float, float, list[flo
     import anyio
     from mcp import Client, StdioServerParameters
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)],
-                                   env=os.environ.copy())
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy()
+    )
     async with Client(params) as client:
         server = _child_pid()
 
@@ -352,8 +398,15 @@ def main() -> None:
         os.environ["MCP_KB_EMBEDDING_MODEL_PATH"] = str(Path(args.model_path).resolve())
     use_offline_model()
     print(f"model: {os.environ.get('MCP_KB_EMBEDDING_MODEL_PATH')}, quantize {args.quantize}; CPU: {_cpu()}")
-    {"scifact": scifact, "noop": noop, "workers": workers, "engines": engines, "commit": commit,
-     "threads": threads, "served": served}[args.scenario](args)
+    {
+        "scifact": scifact,
+        "noop": noop,
+        "workers": workers,
+        "engines": engines,
+        "commit": commit,
+        "threads": threads,
+        "served": served,
+    }[args.scenario](args)
 
 
 if __name__ == "__main__":

@@ -69,11 +69,14 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 # ---- the machine and the trees ---------------------------------------------------------------
 
+
 def machine() -> str:
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model = re.search(r"Model name:\s*(.+)", lscpu)
-    return (f"CPU: {model.group(1) if model else 'unknown'}; {os.cpu_count()} cores, "
-            f"{len(os.sched_getaffinity(0))} usable by this process")
+    return (
+        f"CPU: {model.group(1) if model else 'unknown'}; {os.cpu_count()} cores, "
+        f"{len(os.sched_getaffinity(0))} usable by this process"
+    )
 
 
 @dataclass
@@ -85,20 +88,30 @@ class Tree:
 
     @property
     def label(self) -> str:
-        commit = subprocess.run(["git", "-C", str(self.path), "log", "-1", "--format=%h"],
-                                capture_output=True, text=True).stdout.strip() or "no git"
-        dirty = subprocess.run(["git", "-C", str(self.path), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
+        commit = (
+            subprocess.run(
+                ["git", "-C", str(self.path), "log", "-1", "--format=%h"], capture_output=True, text=True
+            ).stdout.strip()
+            or "no git"
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(self.path), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         return f"{self.path} ({commit}{' + uncommitted changes' if dirty else ''})"
 
     def run(self, *arguments: str, **options) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, *arguments], env=self.env(), cwd=self.path, capture_output=True,
-                              text=True, **options)
+        return subprocess.run(
+            [sys.executable, *arguments], env=self.env(), cwd=self.path, capture_output=True, text=True, **options
+        )
 
     def env(self) -> dict[str, str]:
         # First on the path, and the working folder too: `python -m` puts the current folder before PYTHONPATH.
-        return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(self.path),
-                                                                          os.environ.get("PYTHONPATH")]))}
+        return {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(self.path), os.environ.get("PYTHONPATH")])),
+        }
 
 
 def check_imports(tree: Tree) -> None:
@@ -109,10 +122,12 @@ def check_imports(tree: Tree) -> None:
 
 # ---- the KB: the shared one checked, a copy per tree -----------------------------------------
 
+
 def write_config(kb: Path, config: Path) -> Path:
     """A kb.toml with _beir.kb_config's settings for the KB in folder `kb` (index/ and docs/), syncing only when
     told to."""
-    config.write_text(f"""storage = {json.dumps(str(kb / "index"))}
+    config.write_text(
+        f"""storage = {json.dumps(str(kb / "index"))}
 
 [embedding]
 quantize = "int8"
@@ -129,7 +144,9 @@ paths = [{json.dumps(str(kb / "docs"))}]
 on_start = false
 watch = false
 interval = 0
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return config
 
 
@@ -142,15 +159,19 @@ def status(tree: Tree, config: Path) -> dict:
 
 def check_source(tree: Tree) -> None:
     """The shared KB must be there and synced with this model; its status is read, nothing more."""
-    missing = ("the SciFact KB is missing: build it with `python benchmarks/retrieval.py scifact train` "
-               f"(writes {SOURCE}, several minutes), then run this again")
+    missing = (
+        "the SciFact KB is missing: build it with `python benchmarks/retrieval.py scifact train` "
+        f"(writes {SOURCE}, several minutes), then run this again"
+    )
     if not (SOURCE / "index").is_dir() or not (SOURCE / "docs").is_dir():
         sys.exit(missing)
     COPIES.mkdir(parents=True, exist_ok=True)
     kb = status(tree, write_config(SOURCE, COPIES / "source.toml"))  # beside the copies: nothing new in SOURCE
     if not kb["chunks"] or kb["last_outcome"] != "ok" or kb["query_model_differs"]:
-        sys.exit(f"{missing}\n(status: {kb['chunks']} chunks, last sync {kb['last_outcome']!r}, "
-                 f"{kb['query_model_differs'] or 'same model'})")
+        sys.exit(
+            f"{missing}\n(status: {kb['chunks']} chunks, last sync {kb['last_outcome']!r}, "
+            f"{kb['query_model_differs'] or 'same model'})"
+        )
 
 
 def fresh_copy(number: int) -> Path:
@@ -171,6 +192,7 @@ def edit_documents(config: Path, count: int) -> None:
 
 # ---- a server -------------------------------------------------------------------------------
 
+
 @dataclass
 class Server:
     tree: Tree
@@ -189,9 +211,28 @@ class Server:
     def start(self, protocol: str, timeout: float = 90) -> None:
         log = (self.config.parent / "server.log").open("w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "mcp_kb", "serve", "--transport", "http", "--stateless", "--host", "127.0.0.1",
-             "--port", "0", "--workers", str(self.workers), "-c", str(self.config)],  # port 0: a free one, printed
-            env=self.tree.env(), cwd=self.tree.path, stdout=subprocess.DEVNULL, stderr=log)
+            [
+                sys.executable,
+                "-m",
+                "mcp_kb",
+                "serve",
+                "--transport",
+                "http",
+                "--stateless",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--workers",
+                str(self.workers),
+                "-c",
+                str(self.config),
+            ],  # port 0: a free one, printed
+            env=self.tree.env(),
+            cwd=self.tree.path,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
         deadline = time.monotonic() + timeout
         while not (found := re.search(r"at (http://\S+/mcp)", self.log())):
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -256,13 +297,16 @@ def distinct_queries() -> Iterator[str]:
 
 # ---- the load ---------------------------------------------------------------------------------
 
+
 def tools_call(tool: str, query: str, number: int, protocol: str) -> tuple[dict, dict]:
     """Headers and body of one search; the SDK's stateless transport needs no session, only both Accept types."""
     params: dict = {"name": tool, "arguments": {"query": query, "mode": "hybrid", "top_k": 10}}
     headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": protocol}
     if protocol == MODERN:  # the per-request envelope, and the headers that must repeat it
-        params["_meta"] = {"io.modelcontextprotocol/protocolVersion": protocol,
-                           "io.modelcontextprotocol/clientCapabilities": {}}
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": protocol,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
         headers |= {"Mcp-Method": "tools/call", "Mcp-Name": tool}
     return headers, {"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params}
 
@@ -339,14 +383,18 @@ def own_cpu_seconds() -> float:
 
 def row(label: str, what: str, figures: Figures, goal: str = "") -> str:
     count = max(len(figures.latencies_ms), 1)
-    text = (f"{label:4} {what:>12} {figures.rate:10.1f} {figures.percentile(0.5):7.1f} "
-            f"{figures.percentile(0.95):7.1f} {figures.percentile(0.99):7.1f} {figures.errors:6d} "
-            f"{figures.server_cpu / count * 1000:10.1f} {figures.client_cpu / count * 1000:10.1f}  {goal}")
+    text = (
+        f"{label:4} {what:>12} {figures.rate:10.1f} {figures.percentile(0.5):7.1f} "
+        f"{figures.percentile(0.95):7.1f} {figures.percentile(0.99):7.1f} {figures.errors:6d} "
+        f"{figures.server_cpu / count * 1000:10.1f} {figures.client_cpu / count * 1000:10.1f}  {goal}"
+    )
     return text + (f"\n     first error: {figures.first_error}" if figures.errors else "")
 
 
-HEADER = (f"{'tree':4} {'clients':>12} {'searches/s':>10} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} {'errors':>6} "
-          f"{'server CPU':>10} {'client CPU':>10}  goal\n{'':46}{'(ms per search)':>37}")
+HEADER = (
+    f"{'tree':4} {'clients':>12} {'searches/s':>10} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} {'errors':>6} "
+    f"{'server CPU':>10} {'client CPU':>10}  goal\n{'':46}{'(ms per search)':>37}"
+)
 
 
 def level_goal(clients: int, figures: Figures) -> str:
@@ -399,13 +447,15 @@ print(json.dumps({"rate": len(done) / elapsed, "cpu_ms": (cpu() - used) / len(do
 
 def run_engine(tree: Tree, config: Path, threads: int, seconds: float) -> None:
     """The searches of a level without the server: App.search in `threads` threads of one process."""
-    done = tree.run("-c", ENGINE, str(config),
-                    str(EVAL / "scifact" / "queries.jsonl"), str(threads), str(seconds))
+    done = tree.run("-c", ENGINE, str(config), str(EVAL / "scifact" / "queries.jsonl"), str(threads), str(seconds))
     if done.returncode:
         sys.exit(f"tree {tree.name}: the engine run failed:\n{done.stderr.strip()}")
     figures = json.loads(done.stdout.strip().splitlines()[-1])
-    print(f"tree {tree.name}: the engine alone, {threads} threads, no HTTP: {figures['rate']:.1f} searches/s, "
-          f"{figures['cpu_ms']:.1f} ms of CPU per search", flush=True)
+    print(
+        f"tree {tree.name}: the engine alone, {threads} threads, no HTTP: {figures['rate']:.1f} searches/s, "
+        f"{figures['cpu_ms']:.1f} ms of CPU per search",
+        flush=True,
+    )
 
 
 def run_levels(servers: list[Server], levels: list[int], seconds: float, protocol: str) -> None:
@@ -425,17 +475,32 @@ def run_sync(server: Server, protocol: str) -> None:
     async def sync_window() -> None:
         started = time.perf_counter()
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "mcp_kb", "sync", "-c", str(server.config), env=server.tree.env(),
-            cwd=server.tree.path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            sys.executable,
+            "-m",
+            "mcp_kb",
+            "sync",
+            "-c",
+            str(server.config),
+            env=server.tree.env(),
+            cwd=server.tree.path,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
         output, _ = await process.communicate()
-        outcome.update(seconds=time.perf_counter() - started, code=process.returncode,
-                       said=sync_said(output.decode(errors="replace")))
+        outcome.update(
+            seconds=time.perf_counter() - started,
+            code=process.returncode,
+            said=sync_said(output.decode(errors="replace")),
+        )
 
     figures = asyncio.run(measure(server, SYNC_CLIENTS, sync_window, protocol))
     goal = f"0 errors: {'met' if not figures.errors else 'MISSED'}"
     print(row(server.label, f"{SYNC_CLIENTS} + sync", figures, goal), flush=True)
-    print(f"     sync of {EDITED_DOCUMENTS} edited documents: {outcome['seconds']:.1f} s wall, process included, "
-          f"exit {outcome['code']}; it said: {' | '.join(outcome['said'])}", flush=True)
+    print(
+        f"     sync of {EDITED_DOCUMENTS} edited documents: {outcome['seconds']:.1f} s wall, process included, "
+        f"exit {outcome['code']}; it said: {' | '.join(outcome['said'])}",
+        flush=True,
+    )
 
 
 def prepare_copy(number: int, tree: Tree) -> Path:
@@ -455,8 +520,11 @@ def start_server(tree: Tree, config: Path, protocol: str, servers: list[Server],
     server = Server(tree, config, kb["tool"], kb["last_sync"], distinct_queries(), workers=workers)
     servers.append(server)  # before it starts: stopped whatever happens
     server.start(protocol)
-    print(f"{server.label}: serving a copy of {kb['chunks']} chunks ({kb['index_state']}) at {server.url} from "
-          f"{len(server.pids())} process(es), model {kb['model']['name']}, protocol {protocol}", flush=True)
+    print(
+        f"{server.label}: serving a copy of {kb['chunks']} chunks ({kb['index_state']}) at {server.url} from "
+        f"{len(server.pids())} process(es), model {kb['model']['name']}, protocol {protocol}",
+        flush=True,
+    )
 
 
 def check_no_sync_of_its_own(server: Server) -> None:
@@ -465,8 +533,10 @@ def check_no_sync_of_its_own(server: Server) -> None:
 
 
 def closing_words(server: Server) -> None:
-    each = ", ".join(f"{rss:.0f} (peak {peak:.0f}, private {private:.0f})" for rss, peak, private in
-                     zip(server.memory_mb(), server.memory_mb("VmHWM"), server.memory_mb("RssAnon")))
+    each = ", ".join(
+        f"{rss:.0f} (peak {peak:.0f}, private {private:.0f})"
+        for rss, peak, private in zip(server.memory_mb(), server.memory_mb("VmHWM"), server.memory_mb("RssAnon"))
+    )
     print(f"{server.label}: RSS of each server process at the end, lead first, MB: {each}")
     if said := [line for line in server.log().splitlines() if not line.startswith("mcp-kb: serving")]:
         print(f"tree {server.tree.name}: the server said: " + " | ".join(said[:5]))
@@ -477,15 +547,25 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--levels", default="1,4,16,64", help="concurrent clients per level (comma-separated)")
     parser.add_argument("--seconds", type=float, default=20, help="measured seconds per level (after a 2 s warm-up)")
     parser.add_argument("--no-sync", action="store_true", help="skip the phase of searches during a sync")
-    parser.add_argument("--engine-threads", type=int, default=16,
-                        help="threads of the engine-alone figure (0: skip it)")
-    parser.add_argument("--tree", action="append", type=Path, default=[],
-                        help="a checkout whose mcp_kb the server and sync run (default: this one); twice: both, "
-                             "level by level in turn")
-    parser.add_argument("--workers", default="1", help="server processes (serve --workers), each count in turn "
-                                                       "(comma-separated)")
-    parser.add_argument("--protocol", default="2025-11-25", choices=["2025-11-25", MODERN],
-                        help="MCP-Protocol-Version of the POSTs (see above)")
+    parser.add_argument(
+        "--engine-threads", type=int, default=16, help="threads of the engine-alone figure (0: skip it)"
+    )
+    parser.add_argument(
+        "--tree",
+        action="append",
+        type=Path,
+        default=[],
+        help="a checkout whose mcp_kb the server and sync run (default: this one); twice: both, level by level in turn",
+    )
+    parser.add_argument(
+        "--workers", default="1", help="server processes (serve --workers), each count in turn (comma-separated)"
+    )
+    parser.add_argument(
+        "--protocol",
+        default="2025-11-25",
+        choices=["2025-11-25", MODERN],
+        help="MCP-Protocol-Version of the POSTs (see above)",
+    )
     return parser.parse_args()
 
 

@@ -33,8 +33,12 @@ def write_site(folder: Path, kbs: int) -> Path:
         for page in range(5):
             (docs / f"page{page}.md").write_text(f"# Topic {page} of KB {number}\n\nItem {page} says {number}.\n")
         (docs / "broken.pdf").write_bytes(b"%PDF-1.4 not a PDF")
-        lines += ["[[kb]]", f'name = "kb{number:02}"', f'description = "Knowledge base {number}"',
-                  f'paths = ["{docs}"]']
+        lines += [
+            "[[kb]]",
+            f'name = "kb{number:02}"',
+            f'description = "Knowledge base {number}"',
+            f'paths = ["{docs}"]',
+        ]
     config = folder / "kb.toml"
     config.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return config
@@ -55,13 +59,19 @@ def measure(kbs: int, loads: int) -> None:
     with tempfile.TemporaryDirectory(prefix="mcp-kb-ui-bench-") as tmp:
         config = write_site(Path(tmp), kbs)
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "mcp_kb", "sync", "-c", str(config)], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "mcp_kb", "sync", "-c", str(config)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         print(f"{kbs} KBs synced in {time.perf_counter() - started:.1f} s")
         log = Path(tmp) / "serve.log"
         with log.open("wb") as stderr:
-            server = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config), "--transport",
-                                       "http", "--port", "0"], stderr=stderr)
+            server = subprocess.Popen(
+                [sys.executable, "-m", "mcp_kb", "serve", "-c", str(config), "--transport", "http", "--port", "0"],
+                stderr=stderr,
+            )
         try:
             while not (found := re.search(r"admin page at (http://\S+)/", log.read_text())):
                 if server.poll() is not None:

@@ -59,12 +59,17 @@ KB = "scifact"
 
 # ---- shared --------------------------------------------------------------------------------
 
+
 def config_of(storage: Path, kb: dict[str, Any], base: Path):
     """A config of one KB (`kb`: its kb.toml table; description: its name unless given) stored in `storage`."""
     from mcp_kb.settings import build_config
 
-    raw = {"storage": str(storage), "kb": [{"description": kb["name"], **kb}], "embedding": {"quantize": "int8"},
-           "sync": {"workers": 0}}
+    raw = {
+        "storage": str(storage),
+        "kb": [{"description": kb["name"], **kb}],
+        "embedding": {"quantize": "int8"},
+        "sync": {"workers": 0},
+    }
     return build_config(raw, base_dir=base, source=None)
 
 
@@ -109,9 +114,11 @@ def kb_tables(app, kb: str) -> dict[str, Path]:
 
     generation = app.store.active_generation(kb)
     root = Path(app.config.storage.uri)
-    return {"chunks": root / f"{chunk_table_name(kb, generation)}.lance",
-            "files": root / f"{file_table_name(kb, generation)}.lance",
-            "reading": root / f"{reading_table_name(kb, generation)}.lance"}
+    return {
+        "chunks": root / f"{chunk_table_name(kb, generation)}.lance",
+        "files": root / f"{file_table_name(kb, generation)}.lance",
+        "reading": root / f"{reading_table_name(kb, generation)}.lance",
+    }
 
 
 def table_versions(tables: dict[str, Path]) -> dict[str, tuple[int, int, int]]:
@@ -132,8 +139,11 @@ def live_bytes(tables: dict[str, Path]) -> int:
     the index would hold with no history kept, indexes aside."""
     import lance
 
-    return sum(int(lance.dataset(str(path)).versions()[-1]["metadata"].get("total_files_size", 0))
-               for path in tables.values() if path.exists())
+    return sum(
+        int(lance.dataset(str(path)).versions()[-1]["metadata"].get("total_files_size", 0))
+        for path in tables.values()
+        if path.exists()
+    )
 
 
 def referenced_bytes(app, tables: dict[str, Path]) -> tuple[int, int]:
@@ -144,15 +154,18 @@ def referenced_bytes(app, tables: dict[str, Path]) -> tuple[int, int]:
     import lance
 
     kept = app.versions(KB)
-    pins = {"chunks": {v.pinned.chunks for v in kept}, "files": {v.pinned.files for v in kept},
-            "reading": {v.pinned.reading for v in kept if v.pinned.reading is not None}}
+    pins = {
+        "chunks": {v.pinned.chunks for v in kept},
+        "files": {v.pinned.files for v in kept},
+        "reading": {v.pinned.reading for v in kept if v.pinned.reading is not None},
+    }
     read: set[Path] = set()
     on_disk = 0
     for kind, path in tables.items():
         latest = lance.dataset(str(path))
         for number in pins[kind] | {latest.version}:
             dataset = lance.dataset(str(path), version=number)
-            read.add(path / "_versions" / f"{2 ** 64 - 1 - number}.manifest")
+            read.add(path / "_versions" / f"{2**64 - 1 - number}.manifest")
             for fragment in dataset.get_fragments():
                 meta = fragment.metadata
                 read.update(path / "data" / data.path for data in meta.files)
@@ -164,8 +177,9 @@ def referenced_bytes(app, tables: dict[str, Path]) -> tuple[int, int]:
     return sum(file.stat().st_size for file in read if file.exists()), on_disk
 
 
-def compacted(tables: dict[str, Path], before: dict[str, tuple[int, int, int]],
-              after: dict[str, tuple[int, int, int]]) -> list[str]:
+def compacted(
+    tables: dict[str, Path], before: dict[str, tuple[int, int, int]], after: dict[str, tuple[int, int, int]]
+) -> list[str]:
     """The tables with a Rewrite (compaction) among the versions written between `before` and `after`."""
     import lance
 
@@ -215,8 +229,12 @@ def append_note(path: Path, note: str) -> None:
 def history_app(folder: Path, keep: int, embedder=None):
     from mcp_kb.app import App
 
-    kb = {"name": KB, "description": "Scientific claims and abstracts", "paths": [str(folder / "docs")],
-          "history": {"keep": keep}}
+    kb = {
+        "name": KB,
+        "description": "Scientific claims and abstracts",
+        "paths": [str(folder / "docs")],
+        "history": {"keep": keep},
+    }
     return App(config_of(folder / "index", kb, folder), embedder=embedder)
 
 
@@ -239,17 +257,25 @@ def history(args: argparse.Namespace) -> None:
     report, seconds = synced(app, show=True)
     tables = kb_tables(app, KB)
     base, parts = sized(folder / "index")
-    print(f"documents {count}; first sync: {report.chunks_embedded} chunks embedded in {seconds:.1f}s; "
-          f"index {mb(base)} ({report.index_state})")
+    print(
+        f"documents {count}; first sync: {report.chunks_embedded} chunks embedded in {seconds:.1f}s; "
+        f"index {mb(base)} ({report.index_state})"
+    )
     print("  by part: " + ", ".join(f"{part} {mb(size)}" for part, size in parts.most_common(8)))
-    print(f"  the latest table versions' data files (chunks, files, reading): {mb(live_bytes(tables))}; chunk table "
-          f"{table_versions(tables)['chunks'][1]} fragments")
+    print(
+        f"  the latest table versions' data files (chunks, files, reading): {mb(live_bytes(tables))}; chunk table "
+        f"{table_versions(tables)['chunks'][1]} fragments"
+    )
     per_sync = max(1, round(count * args.share))
     share = per_sync / count
-    print(f"\n{args.syncs} syncs of {per_sync} changed documents each ({share:.2%} of {count}); growth as a share of "
-          f"the index after the first sync ({mb(base)}); target: <= 1.2x the changed share = {1.2 * share:.2%}")
-    print(f"{'sync':>4} {'ver':>4} {'s':>6} {'index MB':>9} {'growth KB':>10} {'growth':>7} {'x share':>7} "
-          f"{'chunk frags':>12}  compacted")
+    print(
+        f"\n{args.syncs} syncs of {per_sync} changed documents each ({share:.2%} of {count}); growth as a share of "
+        f"the index after the first sync ({mb(base)}); target: <= 1.2x the changed share = {1.2 * share:.2%}"
+    )
+    print(
+        f"{'sync':>4} {'ver':>4} {'s':>6} {'index MB':>9} {'growth KB':>10} {'growth':>7} {'x share':>7} "
+        f"{'chunk frags':>12}  compacted"
+    )
     rng = random.Random(args.seed)
     rows: list[dict[str, Any]] = []
     size, before_parts = base, parts
@@ -262,15 +288,26 @@ def history(args: argparse.Namespace) -> None:
         now, now_parts = sized(folder / "index")
         rewritten = compacted(tables, before, after)
         growth = now - size
-        row = {"sync": number, "version": app.versions(KB)[-1].number, "seconds": seconds, "size": now,
-               "growth": growth, "share": growth / base, "compacted": rewritten, "changed": report.files_changed,
-               "parts": now_parts - before_parts, "shrunk": before_parts - now_parts}
+        row = {
+            "sync": number,
+            "version": app.versions(KB)[-1].number,
+            "seconds": seconds,
+            "size": now,
+            "growth": growth,
+            "share": growth / base,
+            "compacted": rewritten,
+            "changed": report.files_changed,
+            "parts": now_parts - before_parts,
+            "shrunk": before_parts - now_parts,
+        }
         rows.append(row)
         frags = f"{before['chunks'][1]}->{after['chunks'][1]}"
-        print(f"{number:4d} {row['version']:4d} {seconds:6.1f} {now / 1e6:9.2f} {growth / 1e3:10.1f} "
-              f"{row['share']:7.2%} {row['share'] / share:7.2f} {frags:>12}  {','.join(rewritten) or '-'}"
-              + ("" if report.files_changed == per_sync else f"  (sync saw {report.files_changed} changed)"),
-              flush=True)
+        print(
+            f"{number:4d} {row['version']:4d} {seconds:6.1f} {now / 1e6:9.2f} {growth / 1e3:10.1f} "
+            f"{row['share']:7.2%} {row['share'] / share:7.2f} {frags:>12}  {','.join(rewritten) or '-'}"
+            + ("" if report.files_changed == per_sync else f"  (sync saw {report.files_changed} changed)"),
+            flush=True,
+        )
         size, before_parts = now, now_parts
     _growth_summary(rows, base, share)
     print(f"index now {mb(size)}; the latest table versions' data files: {mb(live_bytes(tables))}")
@@ -278,8 +315,10 @@ def history(args: argparse.Namespace) -> None:
     _referenced(app, tables)
     listed = app.versions(KB)
     wrong = [v.number for v in listed[1:] if v.changed != per_sync]
-    print(f"\nversions listed: {len(listed)} (numbers {listed[0].number}..{listed[-1].number}); each sync's version "
-          f"records {per_sync} changed: {'yes' if not wrong else f'NO for {wrong}'}")
+    print(
+        f"\nversions listed: {len(listed)} (numbers {listed[0].number}..{listed[-1].number}); each sync's version "
+        f"records {per_sync} changed: {'yes' if not wrong else f'NO for {wrong}'}"
+    )
     as_of_latency(app, args.queries, f"{len(listed)} versions")
     to_versions(app, folder, files, args, rng)
     listing_latency(folder, args.keep, app.embedder)
@@ -292,44 +331,57 @@ def _growth_summary(rows: list[dict[str, Any]], base: int, share: float) -> None
     if plain:
         shares = [row["share"] for row in plain]
         worst = max(shares)
-        print(f"\nsyncs without compaction: {len(plain)}; growth per version: mean {statistics.mean(shares):.3%}, "
-              f"median {statistics.median(shares):.3%}, max {worst:.3%} of the index = "
-              f"{statistics.mean(shares) / share:.2f}x / {statistics.median(shares) / share:.2f}x / "
-              f"{worst / share:.2f}x the changed share ({share:.2%}); target <= 1.2x: "
-              f"{'met' if statistics.mean(shares) <= 1.2 * share else 'NOT met'} (mean), "
-              f"{'met' if worst <= 1.2 * share else 'NOT met'} (every sync)")
+        print(
+            f"\nsyncs without compaction: {len(plain)}; growth per version: mean {statistics.mean(shares):.3%}, "
+            f"median {statistics.median(shares):.3%}, max {worst:.3%} of the index = "
+            f"{statistics.mean(shares) / share:.2f}x / {statistics.median(shares) / share:.2f}x / "
+            f"{worst / share:.2f}x the changed share ({share:.2%}); target <= 1.2x: "
+            f"{'met' if statistics.mean(shares) <= 1.2 * share else 'NOT met'} (mean), "
+            f"{'met' if worst <= 1.2 * share else 'NOT met'} (every sync)"
+        )
         grown = sum((row["parts"] for row in plain), Counter())
-        print("  where it went (mean bytes per version): " + ", ".join(
-            f"{part} {size / len(plain) / 1e3:.1f} KB" for part, size in grown.most_common(10)))
+        print(
+            "  where it went (mean bytes per version): "
+            + ", ".join(f"{part} {size / len(plain) / 1e3:.1f} KB" for part, size in grown.most_common(10))
+        )
     if compacting:
         print(f"syncs with compaction (compaction cost = the bytes such a sync added): {len(compacting)}")
         for row in compacting:
-            print(f"  sync {row['sync']}: +{row['growth'] / 1e6:.2f} MB ({row['share']:.1%} of the index, "
-                  f"{row['share'] / share:.1f}x the changed share), {row['seconds']:.1f}s; compacted "
-                  f"{', '.join(row['compacted'])}; grew: " + ", ".join(
-                      f"{part} {size / 1e6:.2f} MB" for part, size in row["parts"].most_common(4)))
+            print(
+                f"  sync {row['sync']}: +{row['growth'] / 1e6:.2f} MB ({row['share']:.1%} of the index, "
+                f"{row['share'] / share:.1f}x the changed share), {row['seconds']:.1f}s; compacted "
+                f"{', '.join(row['compacted'])}; grew: "
+                + ", ".join(f"{part} {size / 1e6:.2f} MB" for part, size in row["parts"].most_common(4))
+            )
     total = sum(row["growth"] for row in rows)
-    print(f"over all {len(rows)} syncs: +{mb(total)} = {total / base:.1%} of the index after the first sync "
-          f"({total / base / len(rows):.2%} per version, {total / base / len(rows) / share:.2f}x the changed share, "
-          f"compactions included)")
+    print(
+        f"over all {len(rows)} syncs: +{mb(total)} = {total / base:.1%} of the index after the first sync "
+        f"({total / base / len(rows):.2%} per version, {total / base / len(rows) / share:.2f}x the changed share, "
+        f"compactions included)"
+    )
 
 
 def _referenced(app, tables: dict[str, Path]) -> None:
     read, on_disk = referenced_bytes(app, tables)
-    print(f"  chunk, file and reading tables: {mb(on_disk)} on disk, of which {mb(read)} is read by the table "
-          f"versions the {len(app.versions(KB))} kept versions pin (and the latest); {mb(on_disk - read)} only by "
-          "table versions no KB version pins")
+    print(
+        f"  chunk, file and reading tables: {mb(on_disk)} on disk, of which {mb(read)} is read by the table "
+        f"versions the {len(app.versions(KB))} kept versions pin (and the latest); {mb(on_disk - read)} only by "
+        "table versions no KB version pins"
+    )
 
 
 def as_of_latency(app, count: int, label: str, offset: int = 0, also: tuple[str, ...] = ()) -> None:
     """p50/p95 of the same queries now, as_of the oldest version and as_of the current one (the same tables as now:
     what as_of itself costs), and as_of each of `also`; the order rotating from query to query."""
     queries = list(dict.fromkeys(load_queries(EVAL / "scifact" / "queries.jsonl").values()))  # 2 texts repeat
-    warm, asked = queries[offset:offset + 10], queries[offset + 10:offset + 10 + count]
+    warm, asked = queries[offset : offset + 10], queries[offset + 10 : offset + 10 + count]
     kept = app.versions(KB)
-    variants = [("now", None), (f"as_of {kept[0].number} (oldest)", str(kept[0].number)),
-                (f"as_of {kept[-1].number} (current)", str(kept[-1].number)),
-                *((f"as_of {number}", number) for number in also)]
+    variants = [
+        ("now", None),
+        (f"as_of {kept[0].number} (oldest)", str(kept[0].number)),
+        (f"as_of {kept[-1].number} (current)", str(kept[-1].number)),
+        *((f"as_of {number}", number) for number in also),
+    ]
     for query in warm:
         for _, as_of in variants:
             app.search(KB, SearchRequest(query=query, as_of=as_of), record=False)
@@ -345,15 +397,22 @@ def as_of_latency(app, count: int, label: str, offset: int = 0, also: tuple[str,
             stages[name].update(result.timings_ms)
             cached += result.cached
             notes.update(note.split(" of ")[0] for note in result.notes)
-    print(f"\nsearch at {label}: {len(asked)} SciFact queries, hybrid, each asked {len(variants)} ways in rotating "
-          f"order after {len(warm)} warm-up rounds ({cached} answers from the cache; notes {dict(notes)})")
+    print(
+        f"\nsearch at {label}: {len(asked)} SciFact queries, hybrid, each asked {len(variants)} ways in rotating "
+        f"order after {len(warm)} warm-up rounds ({cached} answers from the cache; notes {dict(notes)})"
+    )
     _, now95 = percentiles(times["now"])
     for name, _ in variants:
         p50, p95 = percentiles(times[name])
-        verdict = "" if name == "now" else (f"; p95 / now's {p95 / now95:.2f} (target <= 1.2: "
-                                            f"{'met' if p95 <= 1.2 * now95 else 'NOT met'})")
-        print(f"  {name:22} p50 {p50:6.1f} ms, p95 {p95:6.1f} ms{verdict}; mean ms by stage: "
-              + ", ".join(f"{stage} {total / len(asked):.1f}" for stage, total in stages[name].most_common()))
+        verdict = (
+            ""
+            if name == "now"
+            else (f"; p95 / now's {p95 / now95:.2f} (target <= 1.2: {'met' if p95 <= 1.2 * now95 else 'NOT met'})")
+        )
+        print(
+            f"  {name:22} p50 {p50:6.1f} ms, p95 {p95:6.1f} ms{verdict}; mean ms by stage: "
+            + ", ".join(f"{stage} {total / len(asked):.1f}" for stage, total in stages[name].most_common())
+        )
 
 
 def as_of(args: argparse.Namespace) -> None:
@@ -380,11 +439,13 @@ def to_versions(app, folder: Path, files: list[Path], args: argparse.Namespace, 
         compactions.update(compacted(tables, before, table_versions(tables)))
         seconds.append(taken)
     now, now_parts = sized(folder / "index")
-    print(f"\n{len(seconds)} more syncs of one changed document each ({time.perf_counter() - clock:.0f}s; a sync p50 "
-          f"{statistics.median(seconds):.2f}s, max {max(seconds):.2f}s; compactions by table {dict(compactions)}): "
-          f"{len(app.versions(KB))} versions, index {mb(started)} -> {mb(now)} "
-          f"(+{(now - started) / len(seconds) / 1e3:.1f} KB per version); the latest table versions' data files: "
-          f"{mb(live_bytes(tables))}")
+    print(
+        f"\n{len(seconds)} more syncs of one changed document each ({time.perf_counter() - clock:.0f}s; a sync p50 "
+        f"{statistics.median(seconds):.2f}s, max {max(seconds):.2f}s; compactions by table {dict(compactions)}): "
+        f"{len(app.versions(KB))} versions, index {mb(started)} -> {mb(now)} "
+        f"(+{(now - started) / len(seconds) / 1e3:.1f} KB per version); the latest table versions' data files: "
+        f"{mb(live_bytes(tables))}"
+    )
     print("  grew by part: " + ", ".join(f"{part} {mb(size)}" for part, size in (now_parts - parts).most_common(8)))
     _referenced(app, tables)
 
@@ -406,10 +467,12 @@ def listing_latency(folder: Path, keep: int, embedder) -> None:
         app.versions(KB)
         warm.append((time.perf_counter() - started) * 1000)
     warm50, warm95 = percentiles(warm)
-    print(f"\nApp.versions with {len(listed)} versions: fresh App (store opened by the call) median "
-          f"{statistics.median(cold):.1f} ms, max {max(cold):.1f} ms (5 Apps); its second call median "
-          f"{statistics.median(second):.1f} ms; warm p50 {warm50:.1f} ms, p95 {warm95:.1f} ms (50 calls); target "
-          f"<= 100 ms: {'met' if max(cold) <= 100 and warm95 <= 100 else 'NOT met'}")
+    print(
+        f"\nApp.versions with {len(listed)} versions: fresh App (store opened by the call) median "
+        f"{statistics.median(cold):.1f} ms, max {max(cold):.1f} ms (5 Apps); its second call median "
+        f"{statistics.median(second):.1f} ms; warm p50 {warm50:.1f} ms, p95 {warm95:.1f} ms (50 calls); target "
+        f"<= 100 ms: {'met' if max(cold) <= 100 and warm95 <= 100 else 'NOT met'}"
+    )
 
 
 # ---- library: two versions of a documentation set in one KB -----------------------------------
@@ -435,13 +498,19 @@ def edit_file(path: Path, rng: random.Random, n: int) -> None:
 
 
 def new_page(rng: random.Random, n: int) -> str:
-    words = ("request response dependency router middleware schema model validation header cookie token async "
-             "database session background task websocket upload form query path parameter status error handler "
-             "security scope client test deployment worker proxy cache event lifespan").split()
+    words = (
+        "request response dependency router middleware schema model validation header cookie token async "
+        "database session background task websocket upload form query path parameter status error handler "
+        "security scope client test deployment worker proxy cache event lifespan"
+    ).split()
     sections = []
     for s in range(rng.randint(3, 5)):
-        paragraphs = [" ".join(" ".join(rng.choices(words, k=rng.randint(8, 16))).capitalize() + "."
-                               for _ in range(rng.randint(2, 4))) for _ in range(rng.randint(2, 3))]
+        paragraphs = [
+            " ".join(
+                " ".join(rng.choices(words, k=rng.randint(8, 16))).capitalize() + "." for _ in range(rng.randint(2, 4))
+            )
+            for _ in range(rng.randint(2, 3))
+        ]
         sections.append(f"## Part {s + 1}\n\n" + "\n\n".join(paragraphs))
     return f"# New in version B: page {n}\n\n" + "\n\n".join(sections) + "\n"
 
@@ -453,7 +522,7 @@ def make_versions(args: argparse.Namespace) -> tuple[Path, Path, dict[str, list[
     a, b = root / "A", root / "B"
     shutil.copytree(FASTAPI / "en", a)
     if args.limit:  # a quick check: the first N files only
-        for path in sorted(a.rglob("*.md"))[args.limit:]:
+        for path in sorted(a.rglob("*.md"))[args.limit :]:
             path.unlink()
     shutil.copytree(a, b)
     rng = random.Random(args.seed)
@@ -468,15 +537,26 @@ def make_versions(args: argparse.Namespace) -> tuple[Path, Path, dict[str, list[
     for n, path in enumerate(added):
         (b / path).parent.mkdir(parents=True, exist_ok=True)
         (b / path).write_text(new_page(rng, n), encoding="utf-8")
-    return a, b, {"edited": [str(p) for p in edited], "removed": [str(p) for p in removed],
-                  "added": [str(p) for p in added], "files": [str(p) for p in files]}
+    return (
+        a,
+        b,
+        {
+            "edited": [str(p) for p in edited],
+            "removed": [str(p) for p in removed],
+            "added": [str(p) for p in added],
+            "files": [str(p) for p in files],
+        },
+    )
 
 
 def versions_app(storage: Path, named: list[tuple[str, Path]], embedder=None, name: str = "fastapi"):
     from mcp_kb.app import App
 
-    kb = {"name": name, "description": "FastAPI web framework documentation",
-          "versions": [{"name": version, "paths": [str(path)]} for version, path in named]}
+    kb = {
+        "name": name,
+        "description": "FastAPI web framework documentation",
+        "versions": [{"name": version, "paths": [str(path)]} for version, path in named],
+    }
     return App(config_of(storage, kb, storage.parent), embedder=embedder)
 
 
@@ -488,10 +568,12 @@ def sync_one(app, kb: str) -> tuple[Any, float]:
 
 def reuse(report) -> str:
     done = report.chunks_embedded + report.chunks_reused
-    return (f"{report.files_added} files added, {report.files_changed} changed, {report.files_deleted} deleted; "
-            f"chunks {report.chunks_embedded} embedded, {report.chunks_reused} reused "
-            f"(reuse share {report.chunks_reused / max(done, 1):.1%}), {report.chunks_total} in the index"
-            + (f"; REBUILT: {report.rebuilt}" if report.rebuilt else ""))
+    return (
+        f"{report.files_added} files added, {report.files_changed} changed, {report.files_deleted} deleted; "
+        f"chunks {report.chunks_embedded} embedded, {report.chunks_reused} reused "
+        f"(reuse share {report.chunks_reused / max(done, 1):.1%}), {report.chunks_total} in the index"
+        + (f"; REBUILT: {report.rebuilt}" if report.rebuilt else "")
+    )
 
 
 def library(args: argparse.Namespace) -> None:
@@ -499,9 +581,11 @@ def library(args: argparse.Namespace) -> None:
 
     a, b, made = make_versions(args)
     root = WORK / "library"
-    print(f"version A: {len(made['files'])} files ({a}); version B: {len(made['edited'])} edited "
-          f"({len(made['edited']) / len(made['files']):.1%}), {len(made['added'])} added, {len(made['removed'])} "
-          f"removed ({b})")
+    print(
+        f"version A: {len(made['files'])} files ({a}); version B: {len(made['edited'])} edited "
+        f"({len(made['edited']) / len(made['files']):.1%}), {len(made['added'])} added, {len(made['removed'])} "
+        f"removed ({b})"
+    )
     first = versions_app(root / "index", [("A", a)])
     embedder = first.embedder
     embedder.embed_query("load the model before timing")
@@ -514,20 +598,28 @@ def library(args: argparse.Namespace) -> None:
     report, seconds = sync_one(both, "fastapi")
     size_ab, parts_ab = sized(root / "index")
     rewritten = compacted(tables, before, table_versions(tables))
-    print(f"sync 2 (A and B): {reuse(report)}; {seconds:.1f}s; index {mb(size_a)} -> {mb(size_ab)} "
-          f"(+{(size_ab - size_a) / size_a:.0%}); compacted: {', '.join(rewritten) or '-'}; the latest table "
-          f"versions' data files {mb(live_bytes(tables))}")
+    print(
+        f"sync 2 (A and B): {reuse(report)}; {seconds:.1f}s; index {mb(size_a)} -> {mb(size_ab)} "
+        f"(+{(size_ab - size_a) / size_a:.0%}); compacted: {', '.join(rewritten) or '-'}; the latest table "
+        f"versions' data files {mb(live_bytes(tables))}"
+    )
     print("  grew by part: " + ", ".join(f"{part} {mb(size)}" for part, size in (parts_ab - parts_a).most_common(6)))
     fewest = _fewest_to_embed(both, "fastapi")
     print(f"  the fewest B could need embedded (B's distinct content hashes A lacks): {fewest}")
-    scratch = App(config_of(root / "scratch-index", {"name": "fastapi_b", "description": "B alone", "paths": [str(b)]},
-                            root), embedder=embedder)
+    scratch = App(
+        config_of(root / "scratch-index", {"name": "fastapi_b", "description": "B alone", "paths": [str(b)]}, root),
+        embedder=embedder,
+    )
     alone, alone_seconds = sync_one(scratch, "fastapi_b")
-    print(f"B alone from scratch (a KB of its own): {reuse(alone)}; {alone_seconds:.1f}s; index "
-          f"{mb(sized(root / 'scratch-index')[0])}")
-    print(f"  B as a second version embedded {report.chunks_embedded} chunks vs {alone.chunks_embedded} from scratch "
-          f"({1 - report.chunks_embedded / max(alone.chunks_embedded, 1):.1%} fewer); {seconds:.1f}s vs "
-          f"{alone_seconds:.1f}s")
+    print(
+        f"B alone from scratch (a KB of its own): {reuse(alone)}; {alone_seconds:.1f}s; index "
+        f"{mb(sized(root / 'scratch-index')[0])}"
+    )
+    print(
+        f"  B as a second version embedded {report.chunks_embedded} chunks vs {alone.chunks_embedded} from scratch "
+        f"({1 - report.chunks_embedded / max(alone.chunks_embedded, 1):.1%} fewer); {seconds:.1f}s vs "
+        f"{alone_seconds:.1f}s"
+    )
     _version_check(both)
     if not args.no_zh:
         languages(embedder)
@@ -545,10 +637,14 @@ def _version_check(app) -> None:
     answers = {}
     for version in ("A", "B"):
         hits = app.search("fastapi", SearchRequest(query=query, version=version, mode="keyword"), record=False).hits
-        answers[version] = (sorted({hit.source.split("/")[0] for hit in hits}),
-                            any("changed in version B" in hit.text for hit in hits))
-    print(f"version check (keyword search for an edited sentence): version A hits from {answers['A'][0]}, edit "
-          f"found {answers['A'][1]}; version B hits from {answers['B'][0]}, edit found {answers['B'][1]}")
+        answers[version] = (
+            sorted({hit.source.split("/")[0] for hit in hits}),
+            any("changed in version B" in hit.text for hit in hits),
+        )
+    print(
+        f"version check (keyword search for an edited sentence): version A hits from {answers['A'][0]}, edit "
+        f"found {answers['A'][1]}; version B hits from {answers['B'][0]}, edit found {answers['B'][1]}"
+    )
 
 
 def languages(embedder) -> None:
@@ -558,15 +654,18 @@ def languages(embedder) -> None:
     en_only = versions_app(root / "index", [("en", FASTAPI / "en")], embedder, name="fastapi_langs")
     report, seconds = sync_one(en_only, "fastapi_langs")
     print(f"\nen/zh: sync 1 (en): {reuse(report)}; {seconds:.1f}s")
-    both = versions_app(root / "index", [("en", FASTAPI / "en"), ("zh", FASTAPI / "zh")], embedder,
-                        name="fastapi_langs")
+    both = versions_app(
+        root / "index", [("en", FASTAPI / "en"), ("zh", FASTAPI / "zh")], embedder, name="fastapi_langs"
+    )
     report, seconds = sync_one(both, "fastapi_langs")
     print(f"en/zh: sync 2 (en and zh): {reuse(report)}; {seconds:.1f}s")
     rows = both.store.chunk_table("fastapi_langs").to_arrow().select(["path", "content_hash", "text"]).to_pylist()
     en = {row["content_hash"] for row in rows if row["path"].startswith("en/")}
     shared = [row for row in rows if row["path"].startswith("zh/") and row["content_hash"] in en]
-    print(f"  zh chunks whose content is also an en chunk: {len(shared)}" + (
-        f", e.g. {json.dumps(shared[0]['text'][:80], ensure_ascii=False)}" if shared else ""))
+    print(
+        f"  zh chunks whose content is also an en chunk: {len(shared)}"
+        + (f", e.g. {json.dumps(shared[0]['text'][:80], ensure_ascii=False)}" if shared else "")
+    )
 
 
 def main() -> None:

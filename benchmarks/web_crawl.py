@@ -34,7 +34,9 @@ def build_site(lang: str) -> Site:
     render = MarkdownIt("commonmark").enable("table").render
     folder = DOCS / lang / "docs"
     files = sorted(p for p in folder.rglob("*.md") if not p.name.startswith("_"))
-    urls = {path: "/docs/" + str(path.relative_to(folder).with_suffix("")).removesuffix("index") + "/" for path in files}
+    urls = {
+        path: "/docs/" + str(path.relative_to(folder).with_suffix("")).removesuffix("index") + "/" for path in files
+    }
     urls = {path: url.replace("//", "/") for path, url in urls.items()}
     sidebar = "".join(f'<li><a href="{url}">{path.stem}</a></li>' for path, url in urls.items())
     site = Site()
@@ -48,6 +50,7 @@ def build_site(lang: str) -> Site:
 
 def _site_links(html: str, is_index: bool) -> str:
     """Links to `other.md` as a docs generator writes them: `../other/` (pages are folders)."""
+
     def rewrite(match: re.Match[str]) -> str:
         target = match[1].removesuffix("index")
         return f'href="{"" if is_index else "../"}{target}{"/" if target else ""}{match[2] or ""}"'
@@ -69,10 +72,20 @@ def main() -> None:
     with serve_site(site):
         sitemap = "".join(f"<url><loc>{site.url}{p}</loc></url>" for p in site.pages if p.startswith("/docs/"))
         site.pages["/sitemap.xml"] = Page(f"<urlset>{sitemap}</urlset>".encode(), content_type="application/xml")
-        config = build_config({"storage": str(WORK / "index"), "kb": [{
-            "name": "fastapi", "description": "FastAPI docs",
-            "urls": [{"url": f"{site.url}/docs/", "delay": 0, "concurrency": args.concurrency}]}]},
-            base_dir=WORK, source=None)
+        config = build_config(
+            {
+                "storage": str(WORK / "index"),
+                "kb": [
+                    {
+                        "name": "fastapi",
+                        "description": "FastAPI docs",
+                        "urls": [{"url": f"{site.url}/docs/", "delay": 0, "concurrency": args.concurrency}],
+                    }
+                ],
+            },
+            base_dir=WORK,
+            source=None,
+        )
         app = App(config)
         app.embedder.embed_query("load the model before timing")
         pages = len([p for p in site.pages if p.startswith("/docs/")])
@@ -85,11 +98,13 @@ def main() -> None:
             statuses = {}
             for request in site.requests:
                 statuses[request.status] = statuses.get(request.status, 0) + 1
-            print(f"{label}: {seconds:.2f} s, {report.files_added + report.files_changed + report.files_unchanged} "
-                  f"pages indexed of {pages} served ({pages / seconds:.1f} pages/s), requests {len(site.requests)} "
-                  f"{dict(sorted(statuses.items()))}, chunks embedded {report.chunks_embedded}, stages (s) "
-                  f"crawl+scan {report.seconds.get('scan', 0):.2f}, parse {report.seconds.get('parse', 0):.2f}, "
-                  f"embed {report.seconds.get('embed', 0):.2f}")
+            print(
+                f"{label}: {seconds:.2f} s, {report.files_added + report.files_changed + report.files_unchanged} "
+                f"pages indexed of {pages} served ({pages / seconds:.1f} pages/s), requests {len(site.requests)} "
+                f"{dict(sorted(statuses.items()))}, chunks embedded {report.chunks_embedded}, stages (s) "
+                f"crawl+scan {report.seconds.get('scan', 0):.2f}, parse {report.seconds.get('parse', 0):.2f}, "
+                f"embed {report.seconds.get('embed', 0):.2f}"
+            )
 
         run("first crawl + index")
         run("re-sync, nothing changed")

@@ -45,8 +45,18 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _beir import EVAL, kb_config, progress, use_offline_model, write_corpus  # noqa: E402
-from mcp_kb.api import (READ_TOKENS_MAX, BrowseRequest, KBError, ReadRequest, SearchRequest, SyncRequest,  # noqa: E402
-                        cited_text, load_qrels, load_queries, read_text)
+from mcp_kb.api import (
+    READ_TOKENS_MAX,
+    BrowseRequest,
+    KBError,
+    ReadRequest,
+    SearchRequest,
+    SyncRequest,  # noqa: E402
+    cited_text,
+    load_qrels,
+    load_queries,
+    read_text,
+)
 
 WORK = Path("/tmp/mcp-kb-bench")
 BENCH = WORK / "workbench"
@@ -61,6 +71,7 @@ DESCRIPTIONS = {
 
 
 # ---- shared --------------------------------------------------------------------------------
+
 
 def percentiles(times_ms: list[float]) -> tuple[float, float]:
     ordered = sorted(times_ms)
@@ -98,6 +109,7 @@ def dev_questions(dataset: str, split: str) -> dict[str, str]:
 
 # ---- evidence: search alone vs search then read -----------------------------------------------
 
+
 def trial_questions() -> list[tuple[str, list[str], str]]:
     """CMRC's trial questions: (question, answers, the labelled passage's file)."""
     qrels = load_qrels(EVAL / "cmrc2018" / "qrels" / "trial.tsv")
@@ -129,8 +141,13 @@ def search_then_read(app, kb: str, question: str, budget: int) -> tuple[str, str
     if not result.hits or left < 100:  # ReadRequest's smallest budget
         return found, ""
     top = result.hits[0]
-    request = ReadRequest(kb=kb, path=top.source, section=top.heading or None,
-                          chunk=None if top.heading else top.chunk_index, max_tokens=min(left, READ_TOKENS_MAX))
+    request = ReadRequest(
+        kb=kb,
+        path=top.source,
+        section=top.heading or None,
+        chunk=None if top.heading else top.chunk_index,
+        max_tokens=min(left, READ_TOKENS_MAX),
+    )
     try:
         return f"{found}\n\n{read_text(app.read(kb, request))}", ""
     except KBError as exc:
@@ -145,12 +162,14 @@ def evidence(args: argparse.Namespace) -> None:
     app = App(kb_config(folder / "docs", folder / "index", "cmrc2018"))
     synced(app)
     readable(app, "cmrc2018")
-    asked = trial_questions()[:args.limit]
+    asked = trial_questions()[: args.limit]
     app.embedder.embed_query("warm up")
     top_right = sum(top_is(app, "cmrc2018", question, doc) for question, _, doc in asked)
     print(f"{len(asked)} trial questions; top hit is the labelled passage for {top_right / len(asked):.3f}")
-    print(f"{'budget':>6} {'alone: answer in':>17} {'tokens':>7} {'>budget':>8}   {'search+read':>11} {'tokens':>7} "
-          f"{'>budget':>8} {'read errors':>11}")
+    print(
+        f"{'budget':>6} {'alone: answer in':>17} {'tokens':>7} {'>budget':>8}   {'search+read':>11} {'tokens':>7} "
+        f"{'>budget':>8} {'read errors':>11}"
+    )
     for budget in args.budgets:
         alone, both, errors = [], [], Counter()
         for question, _, _ in asked:
@@ -158,8 +177,10 @@ def evidence(args: argparse.Namespace) -> None:
             text, error = search_then_read(app, "cmrc2018", question, budget)
             both.append(text)
             errors.update([error[:80]] if error else [])
-        print(f"{budget:6d} {_row(app, alone, asked, budget)}   {_row(app, both, asked, budget)} "
-              f"{sum(errors.values()):11d}")
+        print(
+            f"{budget:6d} {_row(app, alone, asked, budget)}   {_row(app, both, asked, budget)} "
+            f"{sum(errors.values()):11d}"
+        )
         for error, count in errors.most_common(5):
             print(f"       read error x{count}: {error}")
 
@@ -174,6 +195,7 @@ def _row(app, received: list[str], asked: list[tuple[str, list[str], str]], budg
 
 # ---- right-kb: four KBs, does the top hit come from the right one? -----------------------------
 
+
 def workbench_app():
     from mcp_kb.app import App
     from mcp_kb.settings import build_config
@@ -181,8 +203,11 @@ def workbench_app():
     write_corpus("scifact", BENCH / "scifact")
     write_corpus("cmrc2018", BENCH / "cmrc2018")
     paths = {"scifact": BENCH / "scifact", "fastapi": FASTAPI, "cmrc2018": BENCH / "cmrc2018", "pdfs": EVAL / "pdfs"}
-    raw = {"storage": str(BENCH / "index"), "embedding": {"quantize": "int8"},
-           "kb": [{"name": name, "description": DESCRIPTIONS[name], "paths": [str(paths[name])]} for name in paths]}
+    raw = {
+        "storage": str(BENCH / "index"),
+        "embedding": {"quantize": "int8"},
+        "kb": [{"name": name, "description": DESCRIPTIONS[name], "paths": [str(paths[name])]} for name in paths],
+    }
     return App(build_config(raw, base_dir=BENCH, source=None))
 
 
@@ -202,10 +227,12 @@ def sampled(queries: dict[str, str], n: int, seed: int) -> list[str]:
 
 
 def query_sets(app, seed: int) -> dict[str, list[str]]:
-    return {"scifact": sampled(dev_questions("scifact", "train"), 300, seed),
-            "fastapi": self_queries(app, "fastapi", 200, seed),
-            "cmrc2018": sampled(dev_questions("cmrc2018", "trial"), 300, seed),
-            "pdfs": self_queries(app, "pdfs", 200, seed)}
+    return {
+        "scifact": sampled(dev_questions("scifact", "train"), 300, seed),
+        "fastapi": self_queries(app, "fastapi", 200, seed),
+        "cmrc2018": sampled(dev_questions("cmrc2018", "trial"), 300, seed),
+        "pdfs": self_queries(app, "pdfs", 200, seed),
+    }
 
 
 def description_vectors(app, texts: list[str]) -> np.ndarray:
@@ -222,34 +249,43 @@ def right_kb(args: argparse.Namespace) -> None:
     tools = [_tool_description(app, app.config.get_kb(name)) for name in names]
     for name, text in zip(names, tools):
         print(f"{name} tool: {text}")
-    by_description = {"tool": description_vectors(app, tools),
-                      "line": description_vectors(app, [DESCRIPTIONS[name] for name in names])}
+    by_description = {
+        "tool": description_vectors(app, tools),
+        "line": description_vectors(app, [DESCRIPTIONS[name] for name in names]),
+    }
     sets = query_sets(app, args.seed)
     for query in ("warm up one", "warm up two", "warm up three"):  # the model, and every KB's tables opened
         app.search_across(names, SearchRequest(query=query))
         for name in names:
             app.search(name, SearchRequest(query=query), record=False)
-    print(f"\n{'set':9} {'queries':>7} {'across: own KB':>14} {'tool desc':>9} {'one line':>8}   wrong KB of the top hit")
+    print(
+        f"\n{'set':9} {'queries':>7} {'across: own KB':>14} {'tool desc':>9} {'one line':>8}   wrong KB of the top hit"
+    )
     totals: Counter[str] = Counter()
     latencies: dict[str, tuple[list[float], list[float]]] = {}
     for own, queries in sets.items():
         counts, wrong, latencies[own] = picks(app, names, own, queries, by_description)
         totals.update(counts + Counter(queries=len(queries)))
         n = max(len(queries), 1)
-        print(f"{own:9} {len(queries):7d} {counts['across'] / n:14.3f} {counts['tool'] / n:9.3f} "
-              f"{counts['line'] / n:8.3f}   {dict(wrong.most_common())}")
+        print(
+            f"{own:9} {len(queries):7d} {counts['across'] / n:14.3f} {counts['tool'] / n:9.3f} "
+            f"{counts['line'] / n:8.3f}   {dict(wrong.most_common())}"
+        )
     n = totals["queries"]
     print(f"{'overall':9} {n:7d} {totals['across'] / n:14.3f} {totals['tool'] / n:9.3f} {totals['line'] / n:8.3f}")
     print(f"\n{'latency ms':9} {'across p50':>10} {'p95':>6}   {'one KB p50':>10} {'p95':>6}")
-    latencies["all"] = ([ms for pair in latencies.values() for ms in pair[0]],
-                        [ms for pair in latencies.values() for ms in pair[1]])
+    latencies["all"] = (
+        [ms for pair in latencies.values() for ms in pair[0]],
+        [ms for pair in latencies.values() for ms in pair[1]],
+    )
     for own, (across_ms, single_ms) in latencies.items():
         (across_p50, across_p95), (single_p50, single_p95) = percentiles(across_ms), percentiles(single_ms)
         print(f"{own:9} {across_p50:10.1f} {across_p95:6.1f}   {single_p50:10.1f} {single_p95:6.1f}")
 
 
-def picks(app, names: list[str], own: str, queries: list[str], by_description: dict[str, np.ndarray]
-          ) -> tuple[Counter[str], Counter[str], tuple[list[float], list[float]]]:
+def picks(
+    app, names: list[str], own: str, queries: list[str], by_description: dict[str, np.ndarray]
+) -> tuple[Counter[str], Counter[str], tuple[list[float], list[float]]]:
     """For one set: how often the search across KBs, and each description, picks its own KB; the KBs the search
     picked instead; the latency of the search across and of a search of the own KB alone."""
     counts: Counter[str] = Counter()
@@ -272,10 +308,12 @@ def picks(app, names: list[str], own: str, queries: list[str], by_description: d
 
 # ---- latency: read and browse on 100,000 documents -------------------------------------------
 
-_WORDS = ("index search token budget cursor section outline document reader storage bucket folder query vector "
-          "keyword chunk passage citation heading page line model embedding generation manifest table commit "
-          "version cache listing prefix glob order change team department policy release deploy service client "
-          "server request answer report figure measure latency shared object write read browse sync").split()
+_WORDS = (
+    "index search token budget cursor section outline document reader storage bucket folder query vector "
+    "keyword chunk passage citation heading page line model embedding generation manifest table commit "
+    "version cache listing prefix glob order change team department policy release deploy service client "
+    "server request answer report figure measure latency shared object write read browse sync"
+).split()
 
 
 def _sentence(rng: random.Random) -> str:
@@ -310,12 +348,24 @@ def reading_row(i: int, synced_at: str) -> dict[str, Any]:
 
     rendered = render(synthetic_document(i))
     chunk_starts = list(rendered.block_starts[::2])  # a chunk per two blocks
-    return ReadingRow(path=synthetic_path(i), title=f"Document {i}", kind="markdown", size=len(rendered.text.encode()),
-                      mtime_ns=1_700_000_000_000_000_000 + i * 1_000_000_007 % 10**15, file_hash=f"h{i}",
-                      synced_at=synced_at, pages=None, lines=rendered.text.count("\n") + 1,
-                      tokens=len(rendered.text) // 5, chunks=len(chunk_starts), text=rendered.text,
-                      outline=outline_json(rendered.sections), page_numbers=[], page_starts=[],
-                      chunk_starts=chunk_starts).as_dict()
+    return ReadingRow(
+        path=synthetic_path(i),
+        title=f"Document {i}",
+        kind="markdown",
+        size=len(rendered.text.encode()),
+        mtime_ns=1_700_000_000_000_000_000 + i * 1_000_000_007 % 10**15,
+        file_hash=f"h{i}",
+        synced_at=synced_at,
+        pages=None,
+        lines=rendered.text.count("\n") + 1,
+        tokens=len(rendered.text) // 5,
+        chunks=len(chunk_starts),
+        text=rendered.text,
+        outline=outline_json(rendered.sections),
+        page_numbers=[],
+        page_starts=[],
+        chunk_starts=chunk_starts,
+    ).as_dict()
 
 
 def chunk_rows(rows: list[dict[str, Any]], dimension: int) -> dict[str, list[dict[str, Any]]]:
@@ -327,11 +377,25 @@ def chunk_rows(rows: list[dict[str, Any]], dimension: int) -> dict[str, list[dic
     for row in rows:
         vector = rng.normal(size=dimension).astype(np.float32)
         text = row["text"][:600]
-        chunks[row["path"]] = [ChunkRow(id=f"{row['path']}#0", path=row["path"], chunk_index=0, heading="",
-                                        title=row["title"], page=None, line_start=1, line_end=5, text=text,
-                                        search_text=text.lower(), field_text=row["title"].lower(),
-                                        content_hash=f"c{row['file_hash']}", file_hash=row["file_hash"], n_tokens=120,
-                                        vector=(vector / np.linalg.norm(vector)).tolist()).as_dict()]
+        chunks[row["path"]] = [
+            ChunkRow(
+                id=f"{row['path']}#0",
+                path=row["path"],
+                chunk_index=0,
+                heading="",
+                title=row["title"],
+                page=None,
+                line_start=1,
+                line_end=5,
+                text=text,
+                search_text=text.lower(),
+                field_text=row["title"].lower(),
+                content_hash=f"c{row['file_hash']}",
+                file_hash=row["file_hash"],
+                n_tokens=120,
+                vector=(vector / np.linalg.norm(vector)).tolist(),
+            ).as_dict()
+        ]
     return chunks
 
 
@@ -351,16 +415,27 @@ def build_big(app, kb: str, count: int, batch: int = 5_000) -> None:
     for first in range(0, count, batch):
         rows = [reading_row(i, started) for i in range(first, min(first + batch, count))]
         store.write_readings(kb, generation, [row["path"] for row in rows], rows)
-        store.write_files(kb, generation, [FileRecord(row["path"], row["file_hash"], row["size"], row["mtime_ns"],
-                                                      row["chunks"], "indexed") for row in rows])
+        store.write_files(
+            kb,
+            generation,
+            [
+                FileRecord(row["path"], row["file_hash"], row["size"], row["mtime_ns"], row["chunks"], "indexed")
+                for row in rows
+            ],
+        )
         if first == 0:
             store.write_chunks(kb, generation, chunk_rows(rows[:20], dimension))
-        progress(first + len(rows), count, f"{kb}: {first + len(rows)}/{count} documents written "
-                                           f"({time.perf_counter() - clock:.0f}s)")
+        progress(
+            first + len(rows),
+            count,
+            f"{kb}: {first + len(rows)}/{count} documents written ({time.perf_counter() - clock:.0f}s)",
+        )
     index_state = store.refresh_indexes(kb, generation, True)
     fingerprints = _fingerprints(kb_config, app.embedder, app.tokenizer, store.layout)
-    store.write_state(kb, {**KBState.active(fingerprints, generation, complete=True),
-                           **KBState({}).ended(started, "ok", SyncReport(kb))})
+    store.write_state(
+        kb,
+        {**KBState.active(fingerprints, generation, complete=True), **KBState({}).ended(started, "ok", SyncReport(kb))},
+    )
     print(f"\n{kb}: {count} documents built in {time.perf_counter() - clock:.0f}s ({index_state})", file=sys.stderr)
 
 
@@ -390,8 +465,9 @@ def read_requests(kb: str, count: int, n: int, rng: random.Random) -> list[ReadR
     reads = []
     for i in rng.sample(range(count), n):
         sections = render(synthetic_document(i)).sections
-        reads.append(ReadRequest(kb=kb, path=synthetic_path(i),
-                                 section=HEADING_SEPARATOR.join(rng.choice(sections).path)))
+        reads.append(
+            ReadRequest(kb=kb, path=synthetic_path(i), section=HEADING_SEPARATOR.join(rng.choice(sections).path))
+        )
     return reads
 
 
@@ -415,8 +491,11 @@ def measure(app, label: str, count: int, calls: int, seed: int) -> None:
     for name, call in operations(app, "big", reads).items():
         answers = [call(calls + n) for n in range(5)]  # warm up
         p50, p95 = percentiles([timed(lambda n=n: call(n)) for n in range(calls)])
-        print(f"{label:6} {count:8d} {name:15} {p50:7.1f} {p95:7.1f}  {_gist(answers[-1])}"
-              f"{'' if p95 <= 50 else '  p95 > 50 ms'}", flush=True)
+        print(
+            f"{label:6} {count:8d} {name:15} {p50:7.1f} {p95:7.1f}  {_gist(answers[-1])}"
+            f"{'' if p95 <= 50 else '  p95 > 50 ms'}",
+            flush=True,
+        )
 
 
 def store_requests(app, storage: dict[str, Any], count: int, seed: int) -> None:
@@ -427,8 +506,10 @@ def store_requests(app, storage: dict[str, Any], count: int, seed: int) -> None:
 
     server = S3Server(storage["options"]["aws_endpoint"])
     reads = read_requests("big", count, 10, random.Random(seed + 1))
-    for label, calls in (("read section (new documents)", [lambda r=r: app.read("big", r) for r in reads]),
-                         ("browse prefix", [lambda: app.browse("big", BrowseRequest(kb="big", path="dept-9/"))] * 10)):
+    for label, calls in (
+        ("read section (new documents)", [lambda r=r: app.read("big", r) for r in reads]),
+        ("browse prefix", [lambda: app.browse("big", BrowseRequest(kb="big", path="dept-9/"))] * 10),
+    ):
         server.start_recording()
         for call in calls:
             call()
@@ -488,8 +569,9 @@ def main() -> None:
     ask = commands.add_parser("evidence", help="CMRC 2018 trial: is the answer in what the model receives?")
     ask.add_argument("--budgets", type=lambda text: [int(b) for b in text.split(",")], default=[1000, 2000])
     ask.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    pick = commands.add_parser("right-kb", help="four KBs: does the top hit of a search across them come from the "
-                                                "right one?")
+    pick = commands.add_parser(
+        "right-kb", help="four KBs: does the top hit of a search across them come from the right one?"
+    )
     pick.add_argument("--seed", type=int, default=0)
     speed = commands.add_parser("latency", help="read and browse a 100,000-document KB, folder and S3")
     speed.add_argument("--docs", type=int, default=100_000)

@@ -105,16 +105,19 @@ class Gatekeeper:
 
     def __init__(self, config: Config):
         self.names = [kb.name for kb in config.kb]
-        self.secrets: list[tuple[bytes, Grant]] = [(_digest(config.server.token), everything(config))] \
-            if config.server.token else []
-        self.secrets += [(bytes.fromhex(entry.secret_digest()), self._token_grant(entry))
-                         for entry in config.server.tokens]
+        self.secrets: list[tuple[bytes, Grant]] = (
+            [(_digest(config.server.token), everything(config))] if config.server.token else []
+        )
+        self.secrets += [
+            (bytes.fromhex(entry.secret_digest()), self._token_grant(entry)) for entry in config.server.tokens
+        ]
         self.oauth = IssuerTokens(config.server.oauth, self.names) if config.server.oauth else None
 
     def _token_grant(self, entry: TokenGrant) -> Grant:
         search = frozenset(granted(entry.kbs, self.names))
-        return Grant(Identity("token", entry.name), search, search if entry.sync else frozenset(),
-                     entry.requests_per_minute)
+        return Grant(
+            Identity("token", entry.name), search, search if entry.sync else frozenset(), entry.requests_per_minute
+        )
 
     async def admit(self, token: str) -> Grant:
         digest = _digest(token)
@@ -160,20 +163,31 @@ class IssuerTokens:
         except jwt.PyJWTError:
             raise Refused(401, "malformed access token") from None
         if header.get("alg") not in ASYMMETRIC_ALGORITHMS:
-            raise Refused(401, f"access tokens must be signed with the issuer's private key "
-                               f"({', '.join(ASYMMETRIC_ALGORITHMS)})")
+            raise Refused(
+                401, f"access tokens must be signed with the issuer's private key ({', '.join(ASYMMETRIC_ALGORITHMS)})"
+            )
         key = await self.keys.key(header.get("kid"))
         audiences = {self.settings.audience, self.settings.audience.rstrip("/")}
         try:
-            claims = jwt.decode(token, key, algorithms=ASYMMETRIC_ALGORITHMS, audience=sorted(audiences),
-                                issuer=self.settings.issuer, leeway=self.settings.leeway,
-                                options={"require": ["exp", "iss", "aud", "sub"]})
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=ASYMMETRIC_ALGORITHMS,
+                audience=sorted(audiences),
+                issuer=self.settings.issuer,
+                leeway=self.settings.leeway,
+                options={"require": ["exp", "iss", "aud", "sub"]},
+            )
         except jwt.PyJWTError as exc:
             raise Refused(401, f"access token refused: {exc}") from None
         grant = self.claims_grant(claims)
         if not grant.search:
-            raise Refused(403, "this access token grants no knowledge base here (scopes kb:NAME:search or a "
-                               "group listed in [[server.oauth.groups]])", error="insufficient_scope")
+            raise Refused(
+                403,
+                "this access token grants no knowledge base here (scopes kb:NAME:search or a "
+                "group listed in [[server.oauth.groups]])",
+                error="insufficient_scope",
+            )
         return grant, float(claims["exp"])
 
     def claims_grant(self, claims: dict[str, Any]) -> Grant:
@@ -232,8 +246,12 @@ class IssuerKeys:
                 if (self._stale() or kid not in self.by_id) and time.monotonic() - self.tried_at >= self.refetch_gap:
                     await self._refresh()
         if self._stale():
-            raise Refused(503, "the issuer's signing keys cannot be fetched; try again later",
-                          error="temporarily_unavailable", retry_after=_KEYS_RETRY_AFTER)
+            raise Refused(
+                503,
+                "the issuer's signing keys cannot be fetched; try again later",
+                error="temporarily_unavailable",
+                retry_after=_KEYS_RETRY_AFTER,
+            )
         if kid not in self.by_id:
             raise Refused(401, "access token signed with a key the issuer does not publish")
         return self.by_id[kid]
@@ -247,8 +265,11 @@ class IssuerKeys:
                 jwks = await self._fetch()
             keys = _signing_keys(jwks)
         except (OSError, ValueError) as exc:  # timeouts and httpx errors are OSErrors; garbage ValueErrors
-            log.warning("cannot fetch the OAuth issuer's signing keys (%s); %s", _reason(exc),
-                        "refusing access tokens" if self._stale() else "using the keys fetched before")
+            log.warning(
+                "cannot fetch the OAuth issuer's signing keys (%s); %s",
+                _reason(exc),
+                "refusing access tokens" if self._stale() else "using the keys fetched before",
+            )
         else:
             self.by_id, self.fetched_at = keys, time.monotonic()
         finally:
@@ -299,8 +320,12 @@ def _signing_keys(jwks: dict[str, Any]) -> dict[str | None, Any]:
     if not isinstance(entries, list):
         raise ValueError("the issuer's JWKS holds no list of keys")
     for entry in entries:
-        if not isinstance(entry, dict) or entry.get("kty") == "oct" or entry.get("use", "sig") != "sig" \
-                or not isinstance(entry.get("kid"), (str, type(None))):
+        if (
+            not isinstance(entry, dict)
+            or entry.get("kty") == "oct"
+            or entry.get("use", "sig") != "sig"
+            or not isinstance(entry.get("kid"), (str, type(None)))
+        ):
             continue  # a shared secret is never a published signing key; a key id is text
         try:
             key = jwt.PyJWK(entry)

@@ -262,14 +262,15 @@ __all__ = [*_HOMES, "__version__"]
 def lazy_names(module: str, homes: dict[str, str]) -> Callable[[str], Any]:
     """A module's `__getattr__` that imports each of its public names from its home (a module of this package)
     on first use; the next lookup is a plain attribute."""
+
     def attribute(name: str) -> Any:
         if name not in homes:
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
         value = getattr(import_module(f".{homes[name]}", "mcp_kb"), name)
         setattr(sys.modules[module], name, value)
         return value
+
     return attribute
 
 
 __getattr__ = lazy_names(__name__, _HOMES)
-

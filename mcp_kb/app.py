@@ -22,8 +22,17 @@ from .heap import return_free_heap
 from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
 from .index import open_store
 from .index.contract import ChunkView, Store, view_of
-from .index.state import (is_sync_running, query_log_path, read_health, read_metrics, read_summary, source_cache_dir,
-                          sync_activity, write_health, write_metrics)
+from .index.state import (
+    is_sync_running,
+    query_log_path,
+    read_health,
+    read_metrics,
+    read_summary,
+    source_cache_dir,
+    sync_activity,
+    write_health,
+    write_metrics,
+)
 from .ingest.chunking import Chunk, document_chunks
 from .ingest.parsers import parse_file
 from .ingest.sources import Source, SourceScan, scan_all, sources_of, why_no_documents
@@ -32,8 +41,23 @@ from .models import create_embedder, create_reranker, load_token_counter, model_
 from .models.base import Embedder, TokenCounter, query_model_differs
 from .cursors import Cursors
 from .read_outputs import BrowseOutput, ReadOutput
-from .records import (Glance, HealthCheck, KBCheck, KBState, KBStats, KBStatus, KBSummary, LastSyncFigures, Pending,
-                      Problem, Progress, SearchFigures, SyncHistory, SyncProgress, recorded_now)
+from .records import (
+    Glance,
+    HealthCheck,
+    KBCheck,
+    KBState,
+    KBStats,
+    KBStatus,
+    KBSummary,
+    LastSyncFigures,
+    Pending,
+    Problem,
+    Progress,
+    SearchFigures,
+    SyncHistory,
+    SyncProgress,
+    recorded_now,
+)
 from .requests import BrowseRequest, ReadRequest, SearchRequest, SyncRequest, parse_search
 from .search import ACROSS_KBS, Searcher, SearchResult
 from .vocabulary import sync_named
@@ -50,8 +74,10 @@ log = logging.getLogger(__name__)
 
 # What status says of a KB whose tables cannot be opened, to every caller who sees the KB: no command line (a
 # remedy names the config file and the storage), and the error itself, naming the storage, goes to the log.
-_UNREADABLE = ("cannot be read now (damaged files, or the storage failing: the log says which); if its files are "
-               f"damaged, a full sync ({sync_named('full')}) rebuilds it")
+_UNREADABLE = (
+    "cannot be read now (damaged files, or the storage failing: the log says which); if its files are "
+    f"damaged, a full sync ({sync_named('full')}) rebuilds it"
+)
 
 
 class App:
@@ -109,15 +135,25 @@ class App:
     @cached_property
     def searcher(self) -> Searcher:
         rerank = self.config.rerank
-        return Searcher(self.store, self.embedder, self.tokenizer, create_reranker(rerank), rerank.candidates,
-                        self.config.owner, self.freshness)
+        return Searcher(
+            self.store,
+            self.embedder,
+            self.tokenizer,
+            create_reranker(rerank),
+            rerank.candidates,
+            self.config.owner,
+            self.freshness,
+        )
 
     @cached_property
     def freshness(self) -> Freshness:
         """Which documents of an answer changed since they were indexed (one per process: it remembers what each
         repository's ref was last seen at)."""
-        return Freshness(lambda kb: source_cache_dir(self.config.storage.uri, kb), asks_remotes=self._serving,
-                         owner=self.config.owner)
+        return Freshness(
+            lambda kb: source_cache_dir(self.config.storage.uri, kb),
+            asks_remotes=self._serving,
+            owner=self.config.owner,
+        )
 
     def search(self, kb: str, request: SearchRequest, record: bool = True) -> SearchResult:
         """Search one KB; what the request leaves out is the KB's setting. `record=False` (evaluations asking
@@ -130,8 +166,9 @@ class App:
             return result
         elapsed_ms = (time.perf_counter() - started) * 1000
         embedded = "embed" in result.timings_ms and not result.cached
-        self.metrics.record(kb_config.name, result, elapsed_ms, self.tokenizer.count([request.query])[0] if embedded
-                            else 0)
+        self.metrics.record(
+            kb_config.name, result, elapsed_ms, self.tokenizer.count([request.query])[0] if embedded else 0
+        )
         if self.saves_metrics and self.metrics.due(kb_config.name):
             write_metrics(self.config.storage.uri, kb_config.name, self.metrics.snapshot(kb_config.name))
         if kb_config.search.query_log:
@@ -141,8 +178,9 @@ class App:
     def _query_log(self, kb: KBConfig) -> QueryLog:
         with self._lock:
             if kb.name not in self._query_logs:
-                self._query_logs[kb.name] = QueryLog(query_log_path(self.config.storage.uri, kb.name),
-                                                     megabytes(kb.search.query_log_max_mb))
+                self._query_logs[kb.name] = QueryLog(
+                    query_log_path(self.config.storage.uri, kb.name), megabytes(kb.search.query_log_max_mb)
+                )
             return self._query_logs[kb.name]
 
     def live_stats(self, kb: str) -> KBStats:
@@ -190,9 +228,15 @@ class App:
 
     def sync(self, request: SyncRequest | None = None, progress: Progress | None = None) -> list[SyncReport]:
         """Sync the KB the request names (every KB without one); `progress` hears how far it is."""
-        reports = sync_all(self.config, self.store, self.embedder, lambda: self.tokenizer, request or SyncRequest(),
-                           progress,
-                           release_model=self.releases_model)
+        reports = sync_all(
+            self.config,
+            self.store,
+            self.embedder,
+            lambda: self.tokenizer,
+            request or SyncRequest(),
+            progress,
+            release_model=self.releases_model,
+        )
         for report in reports:  # a model or chunking change that hurts retrieval shows at once
             sample = self.config.get_kb(report.kb).sync.self_check_sample
             if report.rebuilt and sample:
@@ -273,20 +317,29 @@ class App:
         view = self._active_view(name)
         if view is None:
             raise NotSyncedError(name, self.config.storage.uri)
-        asked = [(query, row["path"]) for row in view.sample(sample, seed)
-                 if (query := self_query(row["heading"] or "", row["text"]))]
+        asked = [
+            (query, row["path"])
+            for row in view.sample(sample, seed)
+            if (query := self_query(row["heading"] or "", row["text"]))
+        ]
 
         def run(mode: str) -> Callable[[str], list[str]]:
             asking = parse_search({"mode": mode, "top_k": k, "max_per_document": 1})  # a bad k: worded, at once
-            return lambda text: [hit.source for hit in self.search(name, asking.model_copy(update={"query": text}),
-                                                                   record=False).hits]
+            return lambda text: [
+                hit.source for hit in self.search(name, asking.model_copy(update={"query": text}), record=False).hits
+            ]
+
         checks = [self_check(run(mode), asked, mode, k) for mode in modes]
-        write_health(self.store, name, HealthCheck(recorded_now(), k, len(asked),
-                                                   {check.mode: round(check.hit_rate, 4) for check in checks}))
+        write_health(
+            self.store,
+            name,
+            HealthCheck(recorded_now(), k, len(asked), {check.mode: round(check.hit_rate, 4) for check in checks}),
+        )
         return checks
 
-    def evaluate(self, kb: str, queries: dict[str, str], judgements: dict[str, dict[str, int]], modes: list[str],
-                 k: int = 10) -> tuple[list[ModeScores], str]:
+    def evaluate(
+        self, kb: str, queries: dict[str, str], judgements: dict[str, dict[str, int]], modes: list[str], k: int = 10
+    ) -> tuple[list[ModeScores], str]:
         """Labelled queries scored per mode (recall@k, MRR@10, nDCG@10, latency), and a warning when the
         judgements name documents the KB does not hold ("" when all are there)."""
         warning = unmatched_documents(judgements, {doc_id_of(path) for path in self.document_ids(kb)})
@@ -294,8 +347,10 @@ class App:
 
         def run(mode: str) -> Callable[[str], list[str]]:
             asking = parse_search({"mode": mode, "top_k": top_k})  # a bad k: worded, at once
-            return lambda text: [hit.source for hit in self.search(kb, asking.model_copy(update={"query": text}),
-                                                                   record=False).hits]
+            return lambda text: [
+                hit.source for hit in self.search(kb, asking.model_copy(update={"query": text}), record=False).hits
+            ]
+
         return [evaluate(run(mode), queries, judgements, mode, k) for mode in modes], warning
 
     def check(self, kb: str | None = None) -> list[KBCheck]:
@@ -322,9 +377,17 @@ class App:
             else:
                 chunks_by_file[source.doc_id] = len(outcome.chunks)
                 kinds[source.path.suffix.lower()] += 1
-        return KBCheck(kb.name, kb.search_tool_name, files=len(chunks_by_file), by_type=dict(kinds),
-                       chunks=sum(chunks_by_file.values()), chunks_by_file=chunks_by_file, skipped=tuple(skipped),
-                       crawl=scan.figures, no_documents="" if scan.files else why_no_documents(kb, scan))
+        return KBCheck(
+            kb.name,
+            kb.search_tool_name,
+            files=len(chunks_by_file),
+            by_type=dict(kinds),
+            chunks=sum(chunks_by_file.values()),
+            chunks_by_file=chunks_by_file,
+            skipped=tuple(skipped),
+            crawl=scan.figures,
+            no_documents="" if scan.files else why_no_documents(kb, scan),
+        )
 
     def status(self, kb: str | None = None) -> list[KBStatus]:
         """Per KB: files, chunks, last sync, model, index state, failed files."""
@@ -364,14 +427,26 @@ class App:
         progress = sync_activity(self.store, name)
         if summary is None:  # before the first sync ends: what it has written so far (nothing when none runs)
             summary = KBSummary(documents=progress.written, chunks=progress.chunks) if progress else KBSummary()
-        return Glance(name=name, description=kb_config.description, tool=kb_config.search_tool_name,
-                      files=summary.documents, chunks=summary.chunks,
-                      sync_running=progress is not None, progress=progress or SyncProgress(),
-                      last_sync=state.finished_at, last_outcome=state.outcome, last_error=state.last_error,
-                      seconds=report.seconds.get("total"), failed_files=report.files_failed, model=state.indexed_model,
-                      query_model_differs=query_model_differs(self._embedder, state.model) if self._embedder else "",
-                      index_state=report.index_state, health=read_health(self.store, name),
-                      commits=state.commits, pending=self.pending_known(name))
+        return Glance(
+            name=name,
+            description=kb_config.description,
+            tool=kb_config.search_tool_name,
+            files=summary.documents,
+            chunks=summary.chunks,
+            sync_running=progress is not None,
+            progress=progress or SyncProgress(),
+            last_sync=state.finished_at,
+            last_outcome=state.outcome,
+            last_error=state.last_error,
+            seconds=report.seconds.get("total"),
+            failed_files=report.files_failed,
+            model=state.indexed_model,
+            query_model_differs=query_model_differs(self._embedder, state.model) if self._embedder else "",
+            index_state=report.index_state,
+            health=read_health(self.store, name),
+            commits=state.commits,
+            pending=self.pending_known(name),
+        )
 
     def pending(self, kb: str, counted_within: float = 0.0) -> Pending | None:
         """What a sync of a KB would do now, by listing and stat (None: it cannot be counted so); a count made in the
@@ -408,11 +483,17 @@ class App:
         glance = self.glance(name)
         try:
             files = self.store.read_files(name)
-            return KBStatus(**{**glance.__dict__,
-                               "files": sum(1 for r in files.values() if r.status == "indexed"),
-                               "chunks": self.store.count_chunks(name), "pending": self.pending(name)},
-                            index_version=self.store.version(name), generation=self.store.active_generation(name),
-                            failed=tuple(Problem(p, r.reason) for p, r in files.items() if r.status == "failed"))
+            return KBStatus(
+                **{
+                    **glance.__dict__,
+                    "files": sum(1 for r in files.values() if r.status == "indexed"),
+                    "chunks": self.store.count_chunks(name),
+                    "pending": self.pending(name),
+                },
+                index_version=self.store.version(name),
+                generation=self.store.active_generation(name),
+                failed=tuple(Problem(p, r.reason) for p, r in files.items() if r.status == "failed"),
+            )
         except StoreError as exc:
             log.warning("%s: %s", name, exc)
             return KBStatus(**{**glance.__dict__, "index_state": _UNREADABLE})

@@ -45,19 +45,34 @@ class AuditUnavailable(KBError):
 
 class AuditTrail:
     def __init__(self, settings: ServerConfig):
-        self.file = JsonLines(Path(settings.audit_log), megabytes(settings.audit_max_mb)) \
-            if settings.audit_log else None
+        self.file = (
+            JsonLines(Path(settings.audit_log), megabytes(settings.audit_max_mb)) if settings.audit_log else None
+        )
         self.queries = settings.audit_queries
         self.required = settings.audit_required
         self.failure: AuditFailure | None = None
         self._logged_at = float("-inf")
 
-    def record(self, who: Identity, kb: str, action: str, latency_ms: float, results: int | None = None,  # noqa: PLR0913  # one per field of an audit entry
-               error: str | None = None, query: str | None = None) -> None:
+    def record(  # noqa: PLR0913  # one per field of an audit entry
+        self,
+        who: Identity,
+        kb: str,
+        action: str,
+        latency_ms: float,
+        results: int | None = None,
+        error: str | None = None,
+        query: str | None = None,
+    ) -> None:
         if self.file is None:
             return
-        entry: dict[str, Any] = {"time": recorded_now("milliseconds"), "who": who.name, "kind": who.kind, "kb": kb,
-                                 "action": action[:_ACTION_CHARS], "latency_ms": round(latency_ms, 2)}
+        entry: dict[str, Any] = {
+            "time": recorded_now("milliseconds"),
+            "who": who.name,
+            "kind": who.kind,
+            "kb": kb,
+            "action": action[:_ACTION_CHARS],
+            "latency_ms": round(latency_ms, 2),
+        }
         if who.issuer:
             entry["issuer"] = who.issuer
         if error is not None:
@@ -72,8 +87,12 @@ class AuditTrail:
             self._failed(exc)
             return
         if self.failure is not None:
-            log.warning("the audit trail %s is written again (%d line(s) were lost since %s)", self.file.path,
-                        self.failure.lost, self.failure.since)
+            log.warning(
+                "the audit trail %s is written again (%d line(s) were lost since %s)",
+                self.file.path,
+                self.failure.lost,
+                self.failure.since,
+            )
             self.failure = None
 
     def _failed(self, exc: OSError) -> None:
@@ -83,12 +102,19 @@ class AuditTrail:
         self.failure = replace(failure, lost=failure.lost + 1, reason=reason)
         if time.monotonic() - self._logged_at >= _LOG_EVERY:
             self._logged_at = time.monotonic()
-            log.error("cannot write the audit trail %s (%s): %d line(s) lost since %s; %s", self.file.path, reason,
-                      self.failure.lost, self.failure.since,
-                      "requests are refused ([server] audit_required)" if self.required else "requests go on")
+            log.error(
+                "cannot write the audit trail %s (%s): %d line(s) lost since %s; %s",
+                self.file.path,
+                reason,
+                self.failure.lost,
+                self.failure.since,
+                "requests are refused ([server] audit_required)" if self.required else "requests go on",
+            )
         if self.required:
-            raise AuditUnavailable(f"this request was refused: this server records every request in its audit trail "
-                                   f"([server] audit_required) and cannot write it now ({reason})")
+            raise AuditUnavailable(
+                f"this request was refused: this server records every request in its audit trail "
+                f"([server] audit_required) and cannot write it now ({reason})"
+            )
 
 
 @dataclass(frozen=True)
@@ -102,15 +128,23 @@ class CallerFigures:
     last_seen: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"who": self.who.name, "kind": self.who.kind, **({"issuer": self.who.issuer} if self.who.issuer else {}),
-                "requests": self.requests, "errors": self.errors, "kbs": self.kbs, "last_seen": self.last_seen}
+        return {
+            "who": self.who.name,
+            "kind": self.who.kind,
+            **({"issuer": self.who.issuer} if self.who.issuer else {}),
+            "requests": self.requests,
+            "errors": self.errors,
+            "kbs": self.kbs,
+            "last_seen": self.last_seen,
+        }
 
 
 def callers(path: Path) -> list[CallerFigures]:
     """The audit trail summed up per caller (the rotated file first): requests, errors, KBs, last seen.
     Callers are told apart by kind and issuer too: a token and an OAuth subject of one name are two."""
     figures: dict[Identity, dict[str, Any]] = defaultdict(
-        lambda: {"requests": 0, "errors": 0, "kbs": defaultdict(int), "last_seen": ""})
+        lambda: {"requests": 0, "errors": 0, "kbs": defaultdict(int), "last_seen": ""}
+    )
     for entry in json_lines(path):
         try:
             caller = figures[_identity(entry)]
@@ -121,8 +155,10 @@ def callers(path: Path) -> list[CallerFigures]:
         caller["kbs"][str(entry.get("kb"))] += 1
         caller["last_seen"] = max(caller["last_seen"], str(entry.get("time", "")))
     ordered = sorted(figures.items(), key=lambda item: (item[0].name, item[0].kind, item[0].issuer))
-    return [CallerFigures(who, figure["requests"], figure["errors"], dict(figure["kbs"]), figure["last_seen"])
-            for who, figure in ordered]
+    return [
+        CallerFigures(who, figure["requests"], figure["errors"], dict(figure["kbs"]), figure["last_seen"])
+        for who, figure in ordered
+    ]
 
 
 def _identity(entry: dict[str, Any]) -> Identity:

@@ -41,7 +41,7 @@ _T = TypeVar("_T")
 
 def sliced(items: Sequence[_T], size: int) -> list[Sequence[_T]]:
     """`items` in consecutive slices of `size` (the last one shorter): a sync's batches and a cluster's waves."""
-    return [items[start:start + size] for start in range(0, len(items), size)]
+    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 @dataclass
@@ -62,8 +62,10 @@ def parse_job(source: SourceFile, kb: KBConfig) -> Job:
 
 def parsed_files(sources: Sequence[tuple[SourceFile, str]], outcomes: Sequence[Parsed]) -> list[ParsedFile]:
     """Each file (with its content hash) and what its parsing process made of it."""
-    return [ParsedFile(source, file_hash, outcome.chunks, outcome.reading, outcome.error, outcome.ocr_pages,
-                       outcome.retry) for (source, file_hash), outcome in zip(sources, outcomes)]
+    return [
+        ParsedFile(source, file_hash, outcome.chunks, outcome.reading, outcome.error, outcome.ocr_pages, outcome.retry)
+        for (source, file_hash), outcome in zip(sources, outcomes)
+    ]
 
 
 def parsing_peak_mb(outcomes: Sequence[Parsed], known: int = 0) -> int:
@@ -71,19 +73,42 @@ def parsing_peak_mb(outcomes: Sequence[Parsed], known: int = 0) -> int:
     return max([known, *(outcome.peak_mb for outcome in outcomes)])
 
 
-def embedded_rows(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,  # noqa: PLR0913  # a batch's whole context
-                  parsed: list[ParsedFile], report: SyncReport, timer: Timer, embedding: EmbeddingProgress,
-                  recent: BoundedLRU[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
+def embedded_rows(  # noqa: PLR0913  # a batch's whole context
+    store: Store,
+    kb: KBConfig,
+    target: str,
+    reuse_from: str | None,
+    embedder: Embedder,
+    parsed: list[ParsedFile],
+    report: SyncReport,
+    timer: Timer,
+    embedding: EmbeddingProgress,
+    recent: BoundedLRU[str, Any] | None = None,
+) -> dict[str, list[dict[str, Any]]]:
     """The chunk rows of a parsed batch by path, each with its vector (reused, or embedded here); a file whose
     parse is to be retried has none (it keeps what the index has of it). Raises ModelError."""
-    return {path: rows for _, piece in embedded_pieces(store, kb, target, reuse_from, embedder, parsed, report, timer,
-                                                       embedding, recent) for path, rows in piece.items()}
+    return {
+        path: rows
+        for _, piece in embedded_pieces(
+            store, kb, target, reuse_from, embedder, parsed, report, timer, embedding, recent
+        )
+        for path, rows in piece.items()
+    }
 
 
-def embedded_pieces(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,  # noqa: PLR0913  # a batch's whole context
-                    parsed: list[ParsedFile], report: SyncReport, timer: Timer, embedding: EmbeddingProgress,
-                    recent: BoundedLRU[str, Any] | None = None,
-                    every: float = math.inf) -> Iterator[tuple[list[ParsedFile], dict[str, list[dict[str, Any]]]]]:
+def embedded_pieces(  # noqa: PLR0913  # a batch's whole context
+    store: Store,
+    kb: KBConfig,
+    target: str,
+    reuse_from: str | None,
+    embedder: Embedder,
+    parsed: list[ParsedFile],
+    report: SyncReport,
+    timer: Timer,
+    embedding: EmbeddingProgress,
+    recent: BoundedLRU[str, Any] | None = None,
+    every: float = math.inf,
+) -> Iterator[tuple[list[ParsedFile], dict[str, list[dict[str, Any]]]]]:
     """The batch's rows as embedded_rows makes them, in pieces: the files whose chunks all have their vectors,
     each time `every` seconds of embedding have passed since the last piece, and the rest at the end. A sync
     commits each piece, so an interruption loses about `every` seconds of embedding (or one file's, when one file
@@ -96,7 +121,7 @@ def embedded_pieces(store: Store, kb: KBConfig, target: str, reuse_from: str | N
     report.chunks_reused += len(chunks) - len(missing)
     waiting, since = list(parsed), time.monotonic()
     for start in range(0, len(missing), _EMBED_SLICE):
-        hashes = missing[start:start + _EMBED_SLICE]
+        hashes = missing[start : start + _EMBED_SLICE]
         with timer("embed"):
             vectors.update(zip(hashes, embedder.embed_batch([wanted[h].embed_text for h in hashes])))
         if recent is not None:
@@ -107,7 +132,7 @@ def embedded_pieces(store: Store, kb: KBConfig, target: str, reuse_from: str | N
         embedding(start + len(hashes), len(missing))
         if time.monotonic() - since >= every and (whole := _leading_whole(waiting, vectors)):
             yield whole, _rows(kb, whole, vectors)
-            waiting, since = waiting[len(whole):], time.monotonic()
+            waiting, since = waiting[len(whole) :], time.monotonic()
     if waiting:
         yield waiting, _rows(kb, waiting, vectors)
 
@@ -119,8 +144,13 @@ def _leading_whole(files: list[ParsedFile], vectors: dict[str, Any]) -> list[Par
 
 def _rows(kb: KBConfig, files: list[ParsedFile], vectors: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     metadata_types = kb.metadata_types()
-    return {item.source.doc_id: [_chunk_row(kb, metadata_types, item.file_hash, chunk, vectors[chunk.content_hash])
-                                 for chunk in item.chunks] for item in files if not item.retry}
+    return {
+        item.source.doc_id: [
+            _chunk_row(kb, metadata_types, item.file_hash, chunk, vectors[chunk.content_hash]) for chunk in item.chunks
+        ]
+        for item in files
+        if not item.retry
+    }
 
 
 def not_indexed(kb: KBConfig, parsed: list[ParsedFile], reason: KBError, report: SyncReport) -> None:
@@ -129,8 +159,9 @@ def not_indexed(kb: KBConfig, parsed: list[ParsedFile], reason: KBError, report:
     and the next sync resumes it."""
     if report.rebuilt:
         raise reason
-    report.failures += [Problem(item.source.doc_id, item.error or f"not indexed, retried on the next sync: {reason}")
-                        for item in parsed]
+    report.failures += [
+        Problem(item.source.doc_id, item.error or f"not indexed, retried on the next sync: {reason}") for item in parsed
+    ]
     log.warning("%s: %d files not indexed: %s", kb.name, len(parsed), reason)
 
 
@@ -145,17 +176,32 @@ def write_readings(store: Store, kb: str, target: str, parsed: list[ParsedFile])
     """The reading forms of a written batch, after its chunks: a failed file loses its old one with its chunks (a
     file whose parse is to be retried keeps what it has)."""
     written = [item for item in parsed if not item.retry]
-    store.write_readings(kb, target, [item.source.doc_id for item in written],
-                         [_reading_row(item, item.reading) for item in written if item.reading and not item.error])
+    store.write_readings(
+        kb,
+        target,
+        [item.source.doc_id for item in written],
+        [_reading_row(item, item.reading) for item in written if item.reading and not item.error],
+    )
 
 
 def _reading_row(item: ParsedFile, reading: Reading) -> dict[str, Any]:
     return ReadingRow(
-        path=item.source.doc_id, title=reading.title, kind=reading.kind, size=item.source.size,
-        mtime_ns=item.source.mtime_ns, file_hash=item.file_hash, synced_at=recorded_now(), pages=reading.pages,
-        lines=line_count(reading.text), tokens=reading.tokens, chunks=len(item.chunks), text=reading.text,
-        outline=outline_json(reading.sections), page_numbers=[page for page, _ in reading.page_starts],
-        page_starts=[start for _, start in reading.page_starts], chunk_starts=list(reading.chunk_starts),
+        path=item.source.doc_id,
+        title=reading.title,
+        kind=reading.kind,
+        size=item.source.size,
+        mtime_ns=item.source.mtime_ns,
+        file_hash=item.file_hash,
+        synced_at=recorded_now(),
+        pages=reading.pages,
+        lines=line_count(reading.text),
+        tokens=reading.tokens,
+        chunks=len(item.chunks),
+        text=reading.text,
+        outline=outline_json(reading.sections),
+        page_numbers=[page for page, _ in reading.page_starts],
+        page_starts=[start for _, start in reading.page_starts],
+        chunk_starts=list(reading.chunk_starts),
         as_written=reading.as_written,
     ).as_dict()
 
@@ -174,8 +220,14 @@ def count_batch(kb: KBConfig, parsed: list[ParsedFile], report: SyncReport) -> N
             log.info("%s: failed %s: %s", kb.name, item.source.doc_id, item.error)  # the summary lists it
 
 
-def _stored_vectors(store: Store, kb: str, target: str, reuse_from: str | None, wanted: list[str],  # noqa: PLR0913  # a batch's whole context
-                   recent: BoundedLRU[str, Any] | None) -> dict[str, Any]:
+def _stored_vectors(  # noqa: PLR0913  # a batch's whole context
+    store: Store,
+    kb: str,
+    target: str,
+    reuse_from: str | None,
+    wanted: list[str],
+    recent: BoundedLRU[str, Any] | None,
+) -> dict[str, Any]:
     """The vectors these content hashes already have: in the target generation, in the one being replaced, and in
     `recent` (this sync's vectors not committed yet)."""
     vectors: dict[str, Any] = store.vectors_by_content_hash(kb, target, wanted)
@@ -192,8 +244,9 @@ def chunk_id(kb: str, chunk: Chunk) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
 
-def _chunk_row(kb: KBConfig, metadata_types: dict[str, str], file_hash: str, chunk: Chunk,
-               vector: Any) -> dict[str, Any]:
+def _chunk_row(
+    kb: KBConfig, metadata_types: dict[str, str], file_hash: str, chunk: Chunk, vector: Any
+) -> dict[str, Any]:
     row = ChunkRow(
         id=chunk_id(kb.name, chunk),
         path=chunk.doc_id,
@@ -219,8 +272,9 @@ def _chunk_row(kb: KBConfig, metadata_types: dict[str, str], file_hash: str, chu
 
 def _file_record(item: ParsedFile) -> FileRecord:
     status = "failed" if item.error else "indexed"
-    return FileRecord(item.source.doc_id, item.file_hash, item.source.size, item.source.mtime_ns,
-                      len(item.chunks), status, item.error)
+    return FileRecord(
+        item.source.doc_id, item.file_hash, item.source.size, item.source.mtime_ns, len(item.chunks), status, item.error
+    )
 
 
 class Timer:

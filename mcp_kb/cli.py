@@ -14,12 +14,44 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.decorators import FC
 
-from .api import (__version__, BROWSE_LIMIT_MAX, FILTER_SYNTAX, LOOPBACK, BrowseRequest, is_number, KBError, KBStats,
-                  option_help, pace, printable, ReadRequest, rebuild_option, remember_invocation, SearchRequest, sync_remedy,
-                  SyncRequest, work_kept)
+from .api import (
+    __version__,
+    BROWSE_LIMIT_MAX,
+    FILTER_SYNTAX,
+    LOOPBACK,
+    BrowseRequest,
+    is_number,
+    KBError,
+    KBStats,
+    option_help,
+    pace,
+    printable,
+    ReadRequest,
+    rebuild_option,
+    remember_invocation,
+    SearchRequest,
+    sync_remedy,
+    SyncRequest,
+    work_kept,
+)
 from .signals import sigterm_interrupts
-from .settings import (ENV_CONFIG, ENV_MODEL, ENV_MODEL_PATH, ENV_STORAGE, HEALTHY_HIT_RATE, MODES, RANKED_MODES, TRANSPORTS,
-                       Config, ServerConfig, build_config, config_for_folder, config_target, environment, load_config)
+from .settings import (
+    ENV_CONFIG,
+    ENV_MODEL,
+    ENV_MODEL_PATH,
+    ENV_STORAGE,
+    HEALTHY_HIT_RATE,
+    MODES,
+    RANKED_MODES,
+    TRANSPORTS,
+    Config,
+    ServerConfig,
+    build_config,
+    config_for_folder,
+    config_target,
+    environment,
+    load_config,
+)
 
 if TYPE_CHECKING:
     from .api import App, HealthCheck
@@ -40,13 +72,16 @@ def _load(config_path: str | None) -> Config:
         config = config_for_folder(path)
         [kb] = config.kb
         if kb.name != path.resolve().name:  # say what a client will see it as
-            click.echo(f"folder '{printable(path.resolve().name)}': knowledge base {kb.name}, tool "
-                       f"{kb.search_tool_name}", err=True)
+            click.echo(
+                f"folder '{printable(path.resolve().name)}': knowledge base {kb.name}, tool {kb.search_tool_name}",
+                err=True,
+            )
         remember_invocation(folder=path, variables=variables)
         return config
     if not path.exists() and not named:
-        raise KBError("no kb.toml here: `mcp-kb init` writes a starter, or pass --config FILE, or a folder "
-                      "(mcp-kb serve ./docs)")
+        raise KBError(
+            "no kb.toml here: `mcp-kb init` writes a starter, or pass --config FILE, or a folder (mcp-kb serve ./docs)"
+        )
     config = load_config(path)
     remember_invocation(config=path, variables=variables)
     return config
@@ -102,8 +137,10 @@ def _kb_or_folder(kb: str | None, config_path: str | None) -> tuple[str | None, 
 
 def _interrupted(kb: str | None, option: str = "") -> str:
     """What Ctrl-C during a sync leaves; `option`: that of the rebuild it was, which the command to go on repeats."""
-    return (f"interrupted. The index is consistent: {work_kept(option)}; to go on now, "
-            f"{sync_remedy(kb, f'--{option}' if option else '')}")
+    return (
+        f"interrupted. The index is consistent: {work_kept(option)}; to go on now, "
+        f"{sync_remedy(kb, f'--{option}' if option else '')}"
+    )
 
 
 class _Interrupted(click.ClickException):
@@ -138,8 +175,13 @@ def _stdout_gone() -> bool:
 
 def _sync_flag(field: str, flags: str = "") -> Callable[[FC], FC]:
     """A `sync` flag as the sync request declares its field: help text and default."""
-    return click.option(flags or f"--{field.replace('_', '-')}", field, is_flag=True,
-                        default=SyncRequest.model_fields[field].default, help=option_help(SyncRequest, field))
+    return click.option(
+        flags or f"--{field.replace('_', '-')}",
+        field,
+        is_flag=True,
+        default=SyncRequest.model_fields[field].default,
+        help=option_help(SyncRequest, field),
+    )
 
 
 config_option = click.option("--config", "-c", "config_path", metavar="PATH", help=CONFIG_HELP)
@@ -160,8 +202,11 @@ def main(verbose: bool) -> None:
 
         mcp-kb sync -c kb.toml         # index every configured KB
     """
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     from .api import prepare_model_runtimes
 
     prepare_model_runtimes()
@@ -230,15 +275,23 @@ def chunks(file: Path, config_path: str | None, as_json: bool) -> None:
 
     result, notes = App(_load_or_defaults(config_path)).chunks(file)
     if as_json:
-        click.echo(json.dumps([{**c.__dict__, "heading": c.heading} for c in result], indent=2,
-                              ensure_ascii=False, default=str))
+        click.echo(
+            json.dumps(
+                [{**c.__dict__, "heading": c.heading} for c in result], indent=2, ensure_ascii=False, default=str
+            )
+        )
         return
     for note in notes:
         click.echo(f"note: {note}")
     for chunk in result:
         # A PDF's chunk has a page, a text file's lines; an Office file's has neither (it is cited by heading).
-        where = f"page {chunk.page}" if chunk.page else \
-            f"lines {chunk.line_start}-{chunk.line_end}" if chunk.line_start is not None else ""
+        where = (
+            f"page {chunk.page}"
+            if chunk.page
+            else f"lines {chunk.line_start}-{chunk.line_end}"
+            if chunk.line_start is not None
+            else ""
+        )
         parts = (f"--- chunk {chunk.chunk_index}", f"{chunk.n_tokens} tokens", where, chunk.heading or "(no heading)")
         click.echo(" · ".join(part for part in parts if part))
         click.echo(chunk.text)
@@ -246,8 +299,9 @@ def chunks(file: Path, config_path: str | None, as_json: bool) -> None:
 
 @main.command()
 @click.argument("folder", default="docs")
-@click.option("--config", "-c", "config_path", default="kb.toml", show_default=True, metavar="PATH",
-              help="The file to write.")
+@click.option(
+    "--config", "-c", "config_path", default="kb.toml", show_default=True, metavar="PATH", help="The file to write."
+)
 def init(folder: str, config_path: str) -> None:
     """Write a commented starter kb.toml with one knowledge base over FOLDER (default: ./docs).
 
@@ -261,10 +315,14 @@ def init(folder: str, config_path: str) -> None:
     target = Path(config_path)
     kb = write_starter(folder, target)
     shown = printable(str(target))
-    click.echo(f"wrote {shown}: knowledge base {kb.name!r} over {printable(str(kb.paths[0]))}"
-               f"{'' if kb.paths[0].is_dir() else ' (not there yet: create it and add documents)'}.")
-    click.echo(f"Next: say what the documents are about in its description, then `mcp-kb sync` and "
-               f"`mcp-kb serve`{'' if target.resolve() == Path('kb.toml').resolve() else f' with -c {shown}'}.")
+    click.echo(
+        f"wrote {shown}: knowledge base {kb.name!r} over {printable(str(kb.paths[0]))}"
+        f"{'' if kb.paths[0].is_dir() else ' (not there yet: create it and add documents)'}."
+    )
+    click.echo(
+        f"Next: say what the documents are about in its description, then `mcp-kb sync` and "
+        f"`mcp-kb serve`{'' if target.resolve() == Path('kb.toml').resolve() else f' with -c {shown}'}."
+    )
 
 
 @main.command()
@@ -274,15 +332,33 @@ def init(folder: str, config_path: str) -> None:
 @_sync_flag("wait", "--wait/--no-wait")
 @_sync_flag("allow_mass_delete")
 @click.option("--tag", metavar="NAME", help=option_help(SyncRequest, "tag"))
-@click.option("--engine", type=click.Choice(["local", "ray"]), default=None,
-              help="Parse, chunk and embed here (local) or on a Ray cluster (ray); default: [sync] engine.")
-@click.option("--address", default=None, metavar="ADDRESS",
-              help="The Ray cluster to sync on (HOST:6379 or ray://HOST:10001; implies --engine ray); "
-                   "default: [sync] ray_address.")
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default=None,
+    help="Parse, chunk and embed here (local) or on a Ray cluster (ray); default: [sync] engine.",
+)
+@click.option(
+    "--address",
+    default=None,
+    metavar="ADDRESS",
+    help="The Ray cluster to sync on (HOST:6379 or ray://HOST:10001; implies --engine ray); "
+    "default: [sync] ray_address.",
+)
 @config_option
 @json_option
-def sync(kb: str | None, full: bool, reembed: bool, wait: bool, allow_mass_delete: bool,  # noqa: PLR0913  # one per option
-         tag: str | None, engine: str | None, address: str | None, config_path: str | None, as_json: bool) -> None:
+def sync(  # noqa: PLR0913  # one per option
+    kb: str | None,
+    full: bool,
+    reembed: bool,
+    wait: bool,
+    allow_mass_delete: bool,
+    tag: str | None,
+    engine: str | None,
+    address: str | None,
+    config_path: str | None,
+    as_json: bool,
+) -> None:
     """Index new and changed files of KB (or all KBs); remove deleted ones.
 
     Example:
@@ -301,8 +377,12 @@ def sync(kb: str | None, full: bool, reembed: bool, wait: bool, allow_mass_delet
     progress = _progress(as_json)
     try:
         with sigterm_interrupts():
-            reports = app.sync(SyncRequest(kb=name, full=full, reembed=reembed, wait=wait,
-                                           allow_mass_delete=allow_mass_delete, tag=tag), progress=progress)
+            reports = app.sync(
+                SyncRequest(
+                    kb=name, full=full, reembed=reembed, wait=wait, allow_mass_delete=allow_mass_delete, tag=tag
+                ),
+                progress=progress,
+            )
     except KeyboardInterrupt:
         raise _Interrupted(_interrupted(name, rebuild_option(full, reembed))) from None
     finally:
@@ -333,17 +413,24 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
     statuses = app.status(name)
     source = app.model_source()
     if as_json:
-        click.echo(json.dumps([{**item.as_dict(), "model_source": source, "storage": app.config.storage.uri}
-                               for item in statuses], indent=2, ensure_ascii=False))
+        click.echo(
+            json.dumps(
+                [{**item.as_dict(), "model_source": source, "storage": app.config.storage.uri} for item in statuses],
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
         return
     click.echo(f"index at {app.config.storage.uri}")
     click.echo(f"embedding model {app.config.embedding.model}: {source}")
     for item in statuses:
         model = item.model.name if item.model else "-"
         outcome = f"{item.last_outcome}, {len(item.failed)} failed" if item.failed else item.last_outcome
-        click.echo(f"{item.name}: {item.files} files, {item.chunks} chunks; last sync "
-                   f"{item.last_sync or 'never'} ({outcome}); model {model}; "
-                   f"index {item.index_state or '-'}")
+        click.echo(
+            f"{item.name}: {item.files} files, {item.chunks} chunks; last sync "
+            f"{item.last_sync or 'never'} ({outcome}); model {model}; "
+            f"index {item.index_state or '-'}"
+        )
         for repository, commit in item.commits.items():
             click.echo(f"  {repository} at commit {commit}")
         if item.pending and item.pending.behind:
@@ -351,8 +438,11 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
         elif item.pending:
             click.echo("  in step with its sources")
         if item.sync_running:
-            click.echo(f"  syncing now: {item.progress.text()}" if item.progress.counted
-                       else "  syncing now: reading its sources")
+            click.echo(
+                f"  syncing now: {item.progress.text()}"
+                if item.progress.counted
+                else "  syncing now: reading its sources"
+            )
         if item.health:
             click.echo(f"  {_hit_rates(item.health)}")
         if item.last_error:  # recorded for every caller, places named by what they are: the owner reads them
@@ -404,8 +494,10 @@ def _caller_stats(config: Config, as_json: bool) -> None:
         click.echo(f"no requests recorded in {config.server.audit_log} yet")
     for caller in figures:  # names, KBs and times come from a file callers' requests wrote: escaped
         kbs = ", ".join(f"{printable(kb)} {count}" for kb, count in sorted(caller.kbs.items()))
-        click.echo(f"{printable(caller.who.label)}: {caller.requests} requests ({caller.errors} failed), last "
-                   f"{printable(caller.last_seen)}; by KB: {kbs}")
+        click.echo(
+            f"{printable(caller.who.label)}: {caller.requests} requests ({caller.errors} failed), last "
+            f"{printable(caller.last_seen)}; by KB: {kbs}"
+        )
 
 
 def _format_stats(item: KBStats) -> str:
@@ -413,17 +505,23 @@ def _format_stats(item: KBStats) -> str:
     search, sync, health = item.search, item.last_sync, item.health
     lines = [f"{item.name}:"]
     if search:
-        lines.append(f"  searches {search.searches} since {search.since}; cache hits {search.cache_hit_rate:.0%}; "
-                     f"degraded {search.degraded_answers}; no results {search.zero_result_queries}; query tokens "
-                     f"{search.query_embedding_tokens}; rerank calls {search.rerank_calls}")
+        lines.append(
+            f"  searches {search.searches} since {search.since}; cache hits {search.cache_hit_rate:.0%}; "
+            f"degraded {search.degraded_answers}; no results {search.zero_result_queries}; query tokens "
+            f"{search.query_embedding_tokens}; rerank calls {search.rerank_calls}"
+        )
         lines.append(f"  {'stage':10} {'count':>6} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
-        lines += [f"  {stage:10} {s.count:6d} {s.p50:8.1f} {s.p95:8.1f} {s.max:8.1f}"
-                  for stage, s in search.latency_ms.items()]
+        lines += [
+            f"  {stage:10} {s.count:6d} {s.p50:8.1f} {s.p95:8.1f} {s.max:8.1f}"
+            for stage, s in search.latency_ms.items()
+        ]
     else:
         lines.append("  no searches recorded yet")
     if sync.finished_at:
-        lines.append(f"  last sync {sync.finished_at}: {sync.chunks_embedded} chunks "
-                     f"({sync.tokens_embedded} tokens) embedded in {sync.seconds.get('total', 0):.1f}s")
+        lines.append(
+            f"  last sync {sync.finished_at}: {sync.chunks_embedded} chunks "
+            f"({sync.tokens_embedded} tokens) embedded in {sync.seconds.get('total', 0):.1f}s"
+        )
     if health:
         lines.append(f"  {_hit_rates(health)}")
     return "\n".join(lines)
@@ -440,18 +538,38 @@ def _hit_rates(health: HealthCheck) -> str:
 @click.option("--mode", type=click.Choice(MODES), help=option_help(SearchRequest, "mode", "the KB's"))
 @click.option("--top-k", type=NUMBER, help=option_help(SearchRequest, "top_k", "the KB's"))
 @click.option("--min-score", type=float, help=option_help(SearchRequest, "min_score"))
-@click.option("--filter", "filters", multiple=True, metavar="FIELD=VALUE",
-              help=f"{SearchRequest.model_fields['filters'].description}: {FILTER_SYNTAX}. Repeatable.")
-@click.option("--context", type=NUMBER, default=SearchRequest.model_fields["context"].default,
-              help=option_help(SearchRequest, "context"))
+@click.option(
+    "--filter",
+    "filters",
+    multiple=True,
+    metavar="FIELD=VALUE",
+    help=f"{SearchRequest.model_fields['filters'].description}: {FILTER_SYNTAX}. Repeatable.",
+)
+@click.option(
+    "--context",
+    type=NUMBER,
+    default=SearchRequest.model_fields["context"].default,
+    help=option_help(SearchRequest, "context"),
+)
 @click.option("--max-per-document", type=NUMBER, help=option_help(SearchRequest, "max_per_document", "the KB's"))
 @click.option("--max-tokens", type=NUMBER, help=option_help(SearchRequest, "max_tokens", "the KB's"))
 @as_of_option
 @config_option
 @json_option
-def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: float | None,  # noqa: PLR0913  # one per option
-           filters: tuple[str, ...], context: int, max_per_document: int | None, max_tokens: int | None,
-           as_of: str | None, config_path: str | None, as_json: bool) -> None:
+def search(  # noqa: PLR0913  # one per option
+    kb: str,
+    query: str,
+    mode: str | None,
+    top_k: int | None,
+    min_score: float | None,
+    filters: tuple[str, ...],
+    context: int,
+    max_per_document: int | None,
+    max_tokens: int | None,
+    as_of: str | None,
+    config_path: str | None,
+    as_json: bool,
+) -> None:
     """Search KB for QUERY and print cited results.
 
     Example:
@@ -462,9 +580,19 @@ def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: 
     """
     from .api import parse_filters, parse_search
 
-    request = parse_search({"query": query, "mode": mode, "top_k": top_k, "min_score": min_score,
-                            "filters": parse_filters(filters), "context": context,
-                            "max_per_document": max_per_document, "max_tokens": max_tokens, "as_of": as_of})
+    request = parse_search(
+        {
+            "query": query,
+            "mode": mode,
+            "top_k": top_k,
+            "min_score": min_score,
+            "filters": parse_filters(filters),
+            "context": context,
+            "max_per_document": max_per_document,
+            "max_tokens": max_tokens,
+            "as_of": as_of,
+        }
+    )
     name, config = _kb_or_folder(kb, config_path)
     app = _app(config)
     result = app.search(name or app.config.kb[0].name, request)
@@ -487,8 +615,18 @@ def search(kb: str, query: str, mode: str | None, top_k: int | None, min_score: 
 @as_of_option
 @config_option
 @json_option
-def read(kb: str, path: str, section: str | None, pages: str | None, lines: str | None,  # noqa: PLR0913  # one per option
-         chunk: int | None, max_tokens: int | None, as_of: str | None, config_path: str | None, as_json: bool) -> None:
+def read(  # noqa: PLR0913  # one per option
+    kb: str,
+    path: str,
+    section: str | None,
+    pages: str | None,
+    lines: str | None,
+    chunk: int | None,
+    max_tokens: int | None,
+    as_of: str | None,
+    config_path: str | None,
+    as_json: bool,
+) -> None:
     """Print a document of KB from its index: all of it, or a --section, --pages, --lines, or on from a --chunk.
 
     PATH is the document as search results cite it.
@@ -503,8 +641,19 @@ def read(kb: str, path: str, section: str | None, pages: str | None, lines: str 
     name, config = _kb_or_folder(kb, config_path)
     app = _app(config)
     name = name or app.config.kb[0].name
-    request = parse_request(ReadRequest, {"kb": name, "path": path, "section": section, "pages": pages,
-                                          "lines": lines, "chunk": chunk, "max_tokens": max_tokens, "as_of": as_of})
+    request = parse_request(
+        ReadRequest,
+        {
+            "kb": name,
+            "path": path,
+            "section": section,
+            "pages": pages,
+            "lines": lines,
+            "chunk": chunk,
+            "max_tokens": max_tokens,
+            "as_of": as_of,
+        },
+    )
     answer = app.read(name, request) if max_tokens else app.read_through(name, request)
     if as_json:
         click.echo(json.dumps(answer.model_dump(mode="json"), indent=2, ensure_ascii=False))
@@ -517,14 +666,27 @@ def read(kb: str, path: str, section: str | None, pages: str | None, lines: str 
 @click.argument("kb")
 @click.argument("path", default="")
 @click.option("--outline", is_flag=True, help=option_help(BrowseRequest, "outline"))
-@click.option("--sort", type=click.Choice(["path", "changed"]), default="path", show_default=True,
-              help=option_help(BrowseRequest, "sort"))
+@click.option(
+    "--sort",
+    type=click.Choice(["path", "changed"]),
+    default="path",
+    show_default=True,
+    help=option_help(BrowseRequest, "sort"),
+)
 @click.option("--limit", type=NUMBER, help="Most entries to print (default: all).")
 @as_of_option
 @config_option
 @json_option
-def list_documents(kb: str, path: str, outline: bool, sort: str, limit: int | None,  # noqa: PLR0913  # one per option
-                   as_of: str | None, config_path: str | None, as_json: bool) -> None:
+def list_documents(  # noqa: PLR0913  # one per option
+    kb: str,
+    path: str,
+    outline: bool,
+    sort: str,
+    limit: int | None,
+    as_of: str | None,
+    config_path: str | None,
+    as_json: bool,
+) -> None:
     """List the documents of KB from its index (under PATH, a prefix or a glob), or with --outline the headings of
     the document PATH.
 
@@ -538,8 +700,17 @@ def list_documents(kb: str, path: str, outline: bool, sort: str, limit: int | No
     name, config = _kb_or_folder(kb, config_path)
     app = _app(config)
     name = name or app.config.kb[0].name
-    request = parse_request(BrowseRequest, {"kb": name, "path": path, "outline": outline, "sort": sort,
-                                            "limit": min(limit or BROWSE_LIMIT_MAX, BROWSE_LIMIT_MAX), "as_of": as_of})
+    request = parse_request(
+        BrowseRequest,
+        {
+            "kb": name,
+            "path": path,
+            "outline": outline,
+            "sort": sort,
+            "limit": min(limit or BROWSE_LIMIT_MAX, BROWSE_LIMIT_MAX),
+            "as_of": as_of,
+        },
+    )
     answer = app.browse_through(name, request, limit)
     if as_json:
         click.echo(json.dumps(answer.model_dump(mode="json"), indent=2, ensure_ascii=False))
@@ -592,14 +763,21 @@ def tag(kb: str, name: str, number: int | None, remove: bool, config_path: str |
     kb_name, config = _kb_or_folder(kb, config_path)
     app = _app(config)
     tagged = app.tag(kb_name or app.config.kb[0].name, name, number, remove)
-    click.echo(f"{'removed the tag' if remove else 'tagged'} {name!r} {'from' if remove else 'on'} version "
-               f"{tagged.number} ({tagged.finished})")
+    click.echo(
+        f"{'removed the tag' if remove else 'tagged'} {name!r} {'from' if remove else 'on'} version "
+        f"{tagged.number} ({tagged.finished})"
+    )
 
 
 @main.command()
 @click.argument("kb")
-@click.option("--to", "target", required=True, metavar="VERSION|TAG|TIME",
-              help="The version to make current again: its number, a tag, or a time (the version current then).")
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    metavar="VERSION|TAG|TIME",
+    help="The version to make current again: its number, a tag, or a time (the version current then).",
+)
 @config_option
 def rollback(kb: str, target: str, config_path: str | None) -> None:
     """Make an earlier version of KB current again, as a new version (the history stays).
@@ -615,29 +793,58 @@ def rollback(kb: str, target: str, config_path: str | None) -> None:
     name, config = _kb_or_folder(kb, config_path)
     app = _app(config)
     made = app.rollback(name or app.config.kb[0].name, target)
-    click.echo(f"version {made.rolled_back_to} is current again, as version {made.number} (+{made.added} "
-               f"~{made.changed} -{made.removed} documents)")
+    click.echo(
+        f"version {made.rolled_back_to} is current again, as version {made.number} (+{made.added} "
+        f"~{made.changed} -{made.removed} documents)"
+    )
 
 
 @main.command(name="eval")
 @click.argument("kb")
-@click.option("--queries", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="JSONL with _id and text per line.")
-@click.option("--qrels", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="TSV with header: query-id, corpus-id, score.")
-@click.option("--log", "reviewed_log", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="A query log whose entries you marked with \"relevant\": [files]: its queries become the labelled set.")
-@click.option("--self", "self_made", is_flag=True,
-              help="No labels: ask queries made from the KB's own chunks; report how often their document comes back.")
+@click.option(
+    "--queries", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="JSONL with _id and text per line."
+)
+@click.option(
+    "--qrels",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="TSV with header: query-id, corpus-id, score.",
+)
+@click.option(
+    "--log",
+    "reviewed_log",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help='A query log whose entries you marked with "relevant": [files]: its queries become the labelled set.',
+)
+@click.option(
+    "--self",
+    "self_made",
+    is_flag=True,
+    help="No labels: ask queries made from the KB's own chunks; report how often their document comes back.",
+)
 @click.option("--sample", default=100, show_default=True, help="With --self: chunks to make queries from.")
-@click.option("--threshold", default=HEALTHY_HIT_RATE, show_default=True,
-              help="With --self: warn when a mode's hit rate is below this.")
+@click.option(
+    "--threshold",
+    default=HEALTHY_HIT_RATE,
+    show_default=True,
+    help="With --self: warn when a mode's hit rate is below this.",
+)
 @click.option("--mode", default="all", type=click.Choice(["all", *RANKED_MODES]))
 @click.option("--k", default=10, show_default=True, help="Cut-off for recall@k (with --self: hit@k).")
 @config_option
 @json_option
-def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Path | None, self_made: bool,  # noqa: PLR0913  # one per option
-             sample: int, threshold: float, mode: str, k: int, config_path: str | None, as_json: bool) -> None:
+def evaluate(  # noqa: PLR0913  # one per option
+    kb: str,
+    queries: Path | None,
+    qrels: Path | None,
+    reviewed_log: Path | None,
+    self_made: bool,
+    sample: int,
+    threshold: float,
+    mode: str,
+    k: int,
+    config_path: str | None,
+    as_json: bool,
+) -> None:
     """Measure retrieval quality of KB: recall@k, MRR@10, nDCG@10, latency; or, with --self,
     a label-free hit rate.
 
@@ -668,8 +875,10 @@ def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Pa
     elif queries and qrels:
         query_by_id, judgements = load_queries(queries), load_qrels(qrels)
     else:
-        raise KBError("give --queries and --qrels (labelled queries), --log (a reviewed query log), or --self "
-                      "(queries made from the KB itself)")
+        raise KBError(
+            "give --queries and --qrels (labelled queries), --log (a reviewed query log), or --self "
+            "(queries made from the KB itself)"
+        )
     results, warning = app.evaluate(kb, query_by_id, judgements, modes, k)
     if warning:
         click.echo(f"warning: {warning}", err=True)
@@ -686,12 +895,27 @@ def evaluate(kb: str, queries: Path | None, qrels: Path | None, reviewed_log: Pa
 @click.option("--host", help=f"Address for sse/http (default {ServerConfig.model_fields['host'].default}).")
 @click.option("--port", type=NUMBER, help=f"Port for sse/http (default {ServerConfig.model_fields['port'].default}).")
 @click.option("--read-only", is_flag=True, default=None, help="Hide the sync tool.")
-@click.option("--stateless", is_flag=True, default=None,
-              help="Streamable HTTP without sessions: replicas behind a load balancer need no sticky sessions.")
-@click.option("--workers", type=NUMBER, help="Processes serving stateless HTTP on the port, each answering any "
-                                               "request (default: the config's, 1).")
-def serve(folder: str | None, config_path: str | None, transport: str | None, host: str | None,  # noqa: PLR0913  # one per option
-          port: int | None, read_only: bool | None, stateless: bool | None, workers: int | None) -> None:
+@click.option(
+    "--stateless",
+    is_flag=True,
+    default=None,
+    help="Streamable HTTP without sessions: replicas behind a load balancer need no sticky sessions.",
+)
+@click.option(
+    "--workers",
+    type=NUMBER,
+    help="Processes serving stateless HTTP on the port, each answering any request (default: the config's, 1).",
+)
+def serve(  # noqa: PLR0913  # one per option
+    folder: str | None,
+    config_path: str | None,
+    transport: str | None,
+    host: str | None,
+    port: int | None,
+    read_only: bool | None,
+    stateless: bool | None,
+    workers: int | None,
+) -> None:
     """Run the MCP server (stdio by default) for FOLDER or the configured KBs.
 
     Example:
@@ -708,8 +932,14 @@ def serve(folder: str | None, config_path: str | None, transport: str | None, ho
 
     _one_of(folder, config_path)
     config = _load(folder or config_path)
-    run_server(App(config.serving(transport=transport, host=host, port=port, read_only=read_only,
-                                  stateless=stateless, workers=workers), serving=True))
+    run_server(
+        App(
+            config.serving(
+                transport=transport, host=host, port=port, read_only=read_only, stateless=stateless, workers=workers
+            ),
+            serving=True,
+        )
+    )
 
 
 @main.command()
@@ -773,8 +1003,12 @@ def model() -> None:
 
 
 @model.command()
-@click.option("--to", "target", type=click.Path(file_okay=False, path_type=Path),
-              help="Also copy the embedding model's files into this folder, for machines without network.")
+@click.option(
+    "--to",
+    "target",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Also copy the embedding model's files into this folder, for machines without network.",
+)
 @config_option
 def fetch(target: Path | None, config_path: str | None) -> None:
     """Download the configured embedding (and reranking) model now.
@@ -793,9 +1027,11 @@ def fetch(target: Path | None, config_path: str | None) -> None:
     if "embedding" not in folders:
         click.echo(f"embedding model {config.embedding.model}: {model_source(config.embedding)}, nothing to fetch")
     if target:
-        click.echo(f"copied to {target}; on a machine without network set both [embedding] model = "
-                   f"\"{config.embedding.model}\" and model_path = \"{target.resolve()}\" (or "
-                   f"{ENV_MODEL} and {ENV_MODEL_PATH})")
+        click.echo(
+            f"copied to {target}; on a machine without network set both [embedding] model = "
+            f'"{config.embedding.model}" and model_path = "{target.resolve()}" (or '
+            f"{ENV_MODEL} and {ENV_MODEL_PATH})"
+        )
 
 
 PROGRESS_LINE_SECONDS = 10.0  # between two progress lines where stderr is no terminal

@@ -53,9 +53,11 @@ class Cursors:
             raw = b""
         body, signature = raw[:-_SIGNATURE_BYTES], raw[-_SIGNATURE_BYTES:]
         if len(raw) <= _SIGNATURE_BYTES or not hmac.compare_digest(signature, self._signature(kind, kb, body)):
-            raise CursorError("this cursor is not valid here (changed, given by another server process, or by "
-                              "another call: pass it to the call that gave it, with the same kb); ask again without "
-                              "it")
+            raise CursorError(
+                "this cursor is not valid here (changed, given by another server process, or by "
+                "another call: pass it to the call that gave it, with the same kb); ask again without "
+                "it"
+            )
         place: dict[str, Any] = json.loads(body)
         return place
 
@@ -89,8 +91,9 @@ def named(paths: Any, wanted: str) -> str | None:
     by digest: the rest is left out without hashing it (100,000 deep paths cost 111 ms a cursor when all were)."""
     import pyarrow.compute as pc  # here: a server's handshake need not wait for Arrow's compute functions
 
-    maybe = paths.filter(pc.or_(pc.greater(pc.binary_length(paths), CARRIED_BYTES),
-                                pc.match_substring_regex(paths, _ESCAPED_IN_JSON)))
+    maybe = paths.filter(
+        pc.or_(pc.greater(pc.binary_length(paths), CARRIED_BYTES), pc.match_substring_regex(paths, _ESCAPED_IN_JSON))
+    )
     return next((text for text in maybe.to_pylist() if not carried(text) and digest(text) == wanted), None)
 
 

@@ -55,8 +55,10 @@ class RunningSync:
             return "a sync is already running on this index"
         shown = [kb for kb in self.kbs if sees(kb)]
         done = [f"{kb}: {files_done(done, total)}" for kb, done, total in self.progress if sees(kb)]
-        return (f"a sync of {', '.join(shown) if shown else 'this index'} is already running (started "
-                f"{self.started_at} by process {self.pid} on {self.host}{'; ' + ', '.join(done) if done else ''})")
+        return (
+            f"a sync of {', '.join(shown) if shown else 'this index'} is already running (started "
+            f"{self.started_at} by process {self.pid} on {self.host}{'; ' + ', '.join(done) if done else ''})"
+        )
 
 
 class SyncBusyError(KBError):
@@ -100,10 +102,12 @@ class OwnedElsewhereError(KBError):
     def message(self, with_places: bool) -> str:
         """The kb.toml files are named to the owner only: they are no remote caller's business."""
         other, mine = (f" ({self.other})", self.mine) if with_places else ("", "this project")
-        return (f"knowledge base {self.kb!r} in the default index belongs to another project{other}; two configs "
-                f"naming no storage share that index, and this one's syncs, tags and rollbacks would change it: give "
-                f"{mine} an index of its own (storage = \"./.mcp-kb\", as `mcp-kb init` writes) or another name for "
-                f"the knowledge base")
+        return (
+            f"knowledge base {self.kb!r} in the default index belongs to another project{other}; two configs "
+            f"naming no storage share that index, and this one's syncs, tags and rollbacks would change it: give "
+            f'{mine} an index of its own (storage = "./.mcp-kb", as `mcp-kb init` writes) or another name for '
+            f"the knowledge base"
+        )
 
 
 class NotSyncedError(SearchError):

@@ -77,8 +77,10 @@ def load_reviewed_log(path: Path) -> tuple[dict[str, str], dict[str, dict[str, i
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise KBError(f"{path}: cannot read the query log (JSON lines, as mcp-kb writes them): {exc}") from exc
     if not qrels:
-        raise KBError(f"{path}: no entry has a \"relevant\" list yet; add the files that answer each query you "
-                      f"reviewed, e.g. \"relevant\": [\"leave.md\"]")
+        raise KBError(
+            f'{path}: no entry has a "relevant" list yet; add the files that answer each query you '
+            f'reviewed, e.g. "relevant": ["leave.md"]'
+        )
     return queries, qrels
 
 
@@ -91,12 +93,16 @@ def unmatched_documents(qrels: dict[str, dict[str, int]], documents: set[str]) -
     missing = sorted(judged - documents)
     if not missing:
         return ""
-    hint = (f"a hit counts for document X when its file is named X.<ext> (e.g. {missing[0]!r} needs a file "
-            f"{missing[0]}.md); ids that carry an extension or a folder never match")
+    hint = (
+        f"a hit counts for document X when its file is named X.<ext> (e.g. {missing[0]!r} needs a file "
+        f"{missing[0]}.md); ids that carry an extension or a folder never match"
+    )
     if len(missing) == len(judged):
         raise KBError(f"none of the {len(judged)} judged documents is in the knowledge base; {hint}")
-    return f"{len(missing)} of {len(judged)} judged documents are not in the knowledge base (e.g. " \
-           f"{', '.join(map(repr, missing[:3]))}); their queries score lower than retrieval deserves. {hint}"
+    return (
+        f"{len(missing)} of {len(judged)} judged documents are not in the knowledge base (e.g. "
+        f"{', '.join(map(repr, missing[:3]))}); their queries score lower than retrieval deserves. {hint}"
+    )
 
 
 def doc_id_of(source: str) -> str:
@@ -125,8 +131,13 @@ def recall_at_k(ranked: list[str], relevant: dict[str, int], k: int) -> float:
     return len(set(ranked[:k]) & set(relevant)) / len(relevant) if relevant else 0.0
 
 
-def evaluate(run_query: Callable[[str], list[str]], queries: dict[str, str], qrels: dict[str, dict[str, int]],
-             mode: str, k: int = 10) -> ModeScores:
+def evaluate(
+    run_query: Callable[[str], list[str]],
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    mode: str,
+    k: int = 10,
+) -> ModeScores:
     """Score one mode; `run_query` returns the source paths of the hits, best first."""
     judged = [qid for qid in queries if qid in qrels]
     if not judged:
@@ -144,8 +155,15 @@ def evaluate(run_query: Callable[[str], list[str]], queries: dict[str, str], qre
         mrr.append(mrr_at_10(ranked, qrels[qid]))
         recall.append(recall_at_k(ranked, qrels[qid], k))
     latencies.sort()
-    return ModeScores(mode, len(judged), statistics.fmean(recall), statistics.fmean(mrr), statistics.fmean(ndcg),
-                      latencies[len(latencies) // 2], latencies[min(len(latencies) - 1, int(len(latencies) * 0.95))])
+    return ModeScores(
+        mode,
+        len(judged),
+        statistics.fmean(recall),
+        statistics.fmean(mrr),
+        statistics.fmean(ndcg),
+        latencies[len(latencies) // 2],
+        latencies[min(len(latencies) - 1, int(len(latencies) * 0.95))],
+    )
 
 
 def _run_quietly(run_query: Callable[[str], list[str]], query: str) -> None:
@@ -156,9 +174,14 @@ def _run_quietly(run_query: Callable[[str], list[str]], query: str) -> None:
 
 
 def format_table(scores: list[ModeScores], k: int) -> str:
-    lines = [f"{'mode':8} {'queries':>7} {'recall@' + str(k):>9} {'MRR@10':>7} {'nDCG@10':>8} {'p50 ms':>7} {'p95 ms':>7}"]
-    lines += [f"{s.mode:8} {s.queries:7d} {s.recall_at_k:9.3f} {s.mrr_at_10:7.3f} {s.ndcg_at_10:8.3f} "
-              f"{s.p50_ms:7.1f} {s.p95_ms:7.1f}" for s in scores]
+    lines = [
+        f"{'mode':8} {'queries':>7} {'recall@' + str(k):>9} {'MRR@10':>7} {'nDCG@10':>8} {'p50 ms':>7} {'p95 ms':>7}"
+    ]
+    lines += [
+        f"{s.mode:8} {s.queries:7d} {s.recall_at_k:9.3f} {s.mrr_at_10:7.3f} {s.ndcg_at_10:8.3f} "
+        f"{s.p50_ms:7.1f} {s.p95_ms:7.1f}"
+        for s in scores
+    ]
     return "\n".join(lines)
 
 
@@ -198,7 +221,9 @@ def self_check(run_query: Callable[[str], list[str]], asked: list[tuple[str, str
         except KBError:
             found = False
         served[source] = served.get(source, 0) + found
-    least = sorted(((doc, served[doc], n) for doc, n in asked_of.items()), key=lambda item: (item[1] / item[2], item[0]))
+    least = sorted(
+        ((doc, served[doc], n) for doc, n in asked_of.items()), key=lambda item: (item[1] / item[2], item[0])
+    )
     return SelfCheck(mode, len(asked), k, sum(served.values()) / len(asked), least)
 
 
@@ -206,10 +231,14 @@ def format_self_checks(checks: list[SelfCheck], threshold: float, shown: int = 5
     lines = [f"{'mode':8} {'queries':>7} {'hit@' + str(checks[0].k):>7}"]
     lines += [f"{c.mode:8} {c.queries:7d} {c.hit_rate:7.3f}" for c in checks]
     for check in checks:
-        lines.append(f"least served ({check.mode}): " + ", ".join(
-            f"{doc} {served}/{asked}" for doc, served, asked in check.least_served[:shown]))
+        lines.append(
+            f"least served ({check.mode}): "
+            + ", ".join(f"{doc} {served}/{asked}" for doc, served, asked in check.least_served[:shown])
+        )
     for check in checks:
         if check.hit_rate < threshold:
-            lines.append(f"warning: {check.mode} hit rate {check.hit_rate:.2f} is below {threshold:.2f}: check the "
-                         f"chunking settings (`mcp-kb chunks FILE`) and the embedding model")
+            lines.append(
+                f"warning: {check.mode} hit rate {check.hit_rate:.2f} is below {threshold:.2f}: check the "
+                f"chunking settings (`mcp-kb chunks FILE`) and the embedding model"
+            )
     return "\n".join(lines)

@@ -48,27 +48,54 @@ class KBVersion:
     tags: tuple[str, ...] = ()
     by: str = ""  # who asked for the sync through the server ("" from the command line)
     rolled_back_to: int | None = None  # a rollback's: the version it made current again
-    fingerprints: dict[str, Any] = field(default_factory=dict)  # what its tables were built with (a rollback restores them)
+    fingerprints: dict[str, Any] = field(
+        default_factory=dict
+    )  # what its tables were built with (a rollback restores them)
     commits: dict[str, str] = field(default_factory=dict)  # its repositories' commits, by name (`[[kb.repos]]`)
 
     def as_dict(self) -> dict[str, Any]:
         """The saved form (index/versions.py keeps it as JSON)."""
-        return {**self.listed(), "generation": self.generation, "pinned": self.pinned.as_dict(),
-                "fingerprints": self.fingerprints}
+        return {
+            **self.listed(),
+            "generation": self.generation,
+            "pinned": self.pinned.as_dict(),
+            "fingerprints": self.fingerprints,
+        }
 
     def listed(self) -> dict[str, Any]:
         """What `mcp-kb versions --json` and the admin page show."""
-        return {"number": self.number, "started": self.started, "finished": self.finished, "kind": self.kind,
-                "added": self.added, "changed": self.changed, "removed": self.removed, "tags": list(self.tags),
-                "by": self.by, "rolled_back_to": self.rolled_back_to, **({"commits": self.commits} if self.commits else {})}
+        return {
+            "number": self.number,
+            "started": self.started,
+            "finished": self.finished,
+            "kind": self.kind,
+            "added": self.added,
+            "changed": self.changed,
+            "removed": self.removed,
+            "tags": list(self.tags),
+            "by": self.by,
+            "rolled_back_to": self.rolled_back_to,
+            **({"commits": self.commits} if self.commits else {}),
+        }
 
     @staticmethod
     def from_dict(saved: dict[str, Any]) -> KBVersion:
-        return KBVersion(int(saved["number"]), str(saved["generation"]), Pinned.from_dict(saved["pinned"]),
-                         str(saved["started"]), str(saved["finished"]), str(saved.get("kind", "sync")),
-                         int(saved.get("added", 0)), int(saved.get("changed", 0)), int(saved.get("removed", 0)),
-                         tuple(saved.get("tags", ())), str(saved.get("by", "")), saved.get("rolled_back_to"),
-                         dict(saved.get("fingerprints") or {}), dict(saved.get("commits") or {}))
+        return KBVersion(
+            int(saved["number"]),
+            str(saved["generation"]),
+            Pinned.from_dict(saved["pinned"]),
+            str(saved["started"]),
+            str(saved["finished"]),
+            str(saved.get("kind", "sync")),
+            int(saved.get("added", 0)),
+            int(saved.get("changed", 0)),
+            int(saved.get("removed", 0)),
+            tuple(saved.get("tags", ())),
+            str(saved.get("by", "")),
+            saved.get("rolled_back_to"),
+            dict(saved.get("fingerprints") or {}),
+            dict(saved.get("commits") or {}),
+        )
 
     @property
     def finished_at(self) -> datetime:
@@ -92,6 +119,7 @@ class Edition:
 
 
 # ---- reading the history ----------------------------------------------------------------------
+
 
 def versions(store: Store, kb: str) -> list[KBVersion]:
     """The KB's committed versions, oldest first."""
@@ -120,8 +148,9 @@ def resolve(store: Store, kb: str, as_of: str) -> KBVersion:
     none, naming what there is."""
     kept = versions(store, kb)
     if not kept:
-        raise VersionError(f"knowledge base {kb!r} has no recorded versions yet (each sync that changes it records "
-                           "one)")
+        raise VersionError(
+            f"knowledge base {kb!r} has no recorded versions yet (each sync that changes it records one)"
+        )
     text = as_of.strip()
     if is_number(text):
         return _numbered(kb, kept, int(text))
@@ -131,8 +160,9 @@ def resolve(store: Store, kb: str, as_of: str) -> KBVersion:
     if not tagged:
         tags = sorted({tag for version in kept for tag in version.tags})
         known = f"its tags: {', '.join(tags)}" if tags else "it has no tags"
-        raise VersionError(f"knowledge base {kb!r} has no tag {text[:64]!r} ({known}); as_of takes a version number, "
-                           "a tag or a time")
+        raise VersionError(
+            f"knowledge base {kb!r} has no tag {text[:64]!r} ({known}); as_of takes a version number, a tag or a time"
+        )
     return tagged[-1]
 
 
@@ -174,9 +204,18 @@ def _by_number(store: Store, kb: str, number: int | None) -> KBVersion | None:
 
 # ---- recording versions -----------------------------------------------------------------------
 
-def record(store: Store, kb: str, report: SyncReport, generation: str,  # noqa: PLR0913  # a sync's outcome
-           fingerprints: dict[str, Any], started: str, by: str = "", tag: str | None = None,
-           kind: str = "sync") -> dict[str, Any]:
+
+def record(  # noqa: PLR0913  # a sync's outcome
+    store: Store,
+    kb: str,
+    report: SyncReport,
+    generation: str,
+    fingerprints: dict[str, Any],
+    started: str,
+    by: str = "",
+    tag: str | None = None,
+    kind: str = "sync",
+) -> dict[str, Any]:
     """After a sync wrote its tables: a new version when it changed the KB (or the KB has none yet), with `tag`
     (checked by check_tag before the sync began). Returns what the sync's final state write must add: the current
     version's number, which commits it."""
@@ -188,10 +227,21 @@ def record(store: Store, kb: str, report: SyncReport, generation: str,  # noqa: 
             _rewrite(store, kb, tagged, (*tagged.tags, tag))
         return {"version": current}
     number = (current or 0) + 1
-    version = KBVersion(number, generation, store.pinned_now(kb, generation), started, recorded_now(_PRECISION),
-                        "rebuild" if report.rebuilt else kind, report.files_added, report.files_changed,
-                        report.files_deleted, (tag,) if tag else (), by, fingerprints=dict(fingerprints),
-                        commits=dict(report.commits))
+    version = KBVersion(
+        number,
+        generation,
+        store.pinned_now(kb, generation),
+        started,
+        recorded_now(_PRECISION),
+        "rebuild" if report.rebuilt else kind,
+        report.files_added,
+        report.files_changed,
+        report.files_deleted,
+        (tag,) if tag else (),
+        by,
+        fingerprints=dict(fingerprints),
+        commits=dict(report.commits),
+    )
     store.write_version(kb, number, started, generation, version.as_dict())
     return {"version": number}
 
@@ -199,8 +249,14 @@ def record(store: Store, kb: str, report: SyncReport, generation: str,  # noqa: 
 def forget_generation(store: Store, kb: str, generation: str) -> None:
     """Forget the versions of a generation whose tables are damaged or gone (a rebuild replaces it): nothing could
     read them, and the rebuild may then drop what is left of its tables."""
-    store.forget_versions(kb, [version.number for version in map(KBVersion.from_dict, store.read_versions(kb))
-                               if version.generation == generation])
+    store.forget_versions(
+        kb,
+        [
+            version.number
+            for version in map(KBVersion.from_dict, store.read_versions(kb))
+            if version.generation == generation
+        ],
+    )
 
 
 def prune(store: Store, kb: KBConfig) -> None:
@@ -208,13 +264,19 @@ def prune(store: Store, kb: KBConfig) -> None:
     sync's); what they alone pinned goes at the next compaction (and their generations at the next sync)."""
     state = KBState(store.read_state(kb.name))
     records = [KBVersion.from_dict(saved) for saved in store.read_versions(kb.name)]
-    kept = _kept(records, state.version, kb.history.keep, kb.history.keep_days,
-                 pending=(state.rolling_back or {}).get("to"))
+    kept = _kept(
+        records, state.version, kb.history.keep, kb.history.keep_days, pending=(state.rolling_back or {}).get("to")
+    )
     store.forget_versions(kb.name, [version.number for version in records if version.number not in kept])
 
 
-def _kept(records: list[KBVersion], current: int | None, keep: int, keep_days: float,  # noqa: PLR0913
-          pending: Any = None) -> set[int]:
+def _kept(
+    records: list[KBVersion],
+    current: int | None,
+    keep: int,
+    keep_days: float,  # noqa: PLR0913
+    pending: Any = None,
+) -> set[int]:
     """The newest `keep` committed versions, those younger than `keep_days`, the tagged ones, the current one and a
     pending rollback's target."""
     committed = [version for version in records if current is not None and version.number <= current]
@@ -225,6 +287,7 @@ def _kept(records: list[KBVersion], current: int | None, keep: int, keep_days: f
 
 
 # ---- tags ------------------------------------------------------------------------------------
+
 
 def tag(store: Store, kb: KBConfig, name: str, number: int | None = None, remove: bool = False) -> KBVersion:
     """Tag a version (the current one by default) or remove a tag; a tag keeps its version past retention."""
@@ -255,12 +318,16 @@ def _free_tag(store: Store, kb: str, name: str) -> None:
         raise VersionError(f"{name[:64]!r} is not a tag name: {TAG_HELP}; nothing was changed")
     kept = versions(store, kb)
     if sum(len(version.tags) for version in kept) >= MAX_TAGS:
-        raise VersionError(f"knowledge base {kb!r} has {MAX_TAGS} tags, the most it keeps: remove one first "
-                           "(mcp-kb tag --remove); nothing was changed")
+        raise VersionError(
+            f"knowledge base {kb!r} has {MAX_TAGS} tags, the most it keeps: remove one first "
+            "(mcp-kb tag --remove); nothing was changed"
+        )
     for version in kept:
         if name in version.tags:
-            raise VersionError(f"knowledge base {kb!r} already has the tag {name!r} (on version {version.number}); "
-                               "remove it first (mcp-kb tag --remove); nothing was changed")
+            raise VersionError(
+                f"knowledge base {kb!r} already has the tag {name!r} (on version {version.number}); "
+                "remove it first (mcp-kb tag --remove); nothing was changed"
+            )
 
 
 def _rewrite(store: Store, kb: str, version: KBVersion, tags: tuple[str, ...]) -> KBVersion:
@@ -271,6 +338,7 @@ def _rewrite(store: Store, kb: str, version: KBVersion, tags: tuple[str, ...]) -
 
 # ---- rollback --------------------------------------------------------------------------------
 
+
 def rollback(store: Store, kb: KBConfig, to: str, by: str = "") -> KBVersion:
     """Make version `to` (a number, a tag or a time) current again, as a new version: the history stays. Refused
     at once while a sync runs. Killed at any point, readers keep reading the version current before it, and the
@@ -279,8 +347,9 @@ def rollback(store: Store, kb: KBConfig, to: str, by: str = "") -> KBVersion:
         state = settled_state(store, kb)
         target = resolve(store, kb.name, to)
         if target.number == KBState(state).version:
-            raise VersionError(f"version {target.number} of knowledge base {kb.name!r} is already the current one; "
-                               "nothing was changed")
+            raise VersionError(
+                f"version {target.number} of knowledge base {kb.name!r} is already the current one; nothing was changed"
+            )
         state = KBState(state).rolling_back_to(target.number, recorded_now(), by)
         store.write_state(kb.name, state)
         finish_rollback(store, kb, state)
@@ -314,10 +383,21 @@ def finish_rollback(store: Store, kb: KBConfig, state: dict[str, Any]) -> dict[s
     number = (row.version or 0) + 1
     added = sum(1 for path in after if path not in before)
     changed = sum(1 for path, record in after.items() if path in before and before[path].file_hash != record.file_hash)
-    version = KBVersion(number, target.generation, pinned, str(marker.get("started") or recorded_now()),
-                        recorded_now(_PRECISION), "rollback", added, changed, sum(1 for path in before if path not in after),
-                        by=str(marker.get("by", "")), rolled_back_to=target.number, fingerprints=target.fingerprints,
-                        commits=target.commits)
+    version = KBVersion(
+        number,
+        target.generation,
+        pinned,
+        str(marker.get("started") or recorded_now()),
+        recorded_now(_PRECISION),
+        "rollback",
+        added,
+        changed,
+        sum(1 for path in before if path not in after),
+        by=str(marker.get("by", "")),
+        rolled_back_to=target.number,
+        fingerprints=target.fingerprints,
+        commits=target.commits,
+    )
     store.write_version(kb.name, number, version.started, target.generation, version.as_dict())
     settled = row.rolled_back(target.fingerprints, target.generation, number)
     store.write_state(kb.name, settled)
@@ -330,4 +410,3 @@ def settled_state(store: Store, kb: KBConfig) -> dict[str, Any]:
     lock)."""
     state = store.read_state(kb.name)
     return finish_rollback(store, kb, state) if KBState(state).rolling_back else state
-

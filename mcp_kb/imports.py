@@ -87,8 +87,13 @@ def _homes(name: str) -> dict[str, str]:
         return {}
     with open(spec.origin, encoding="utf-8") as source:
         tree = ast.parse(source.read())
-    return {alias.asname or alias.name: node.module for node in tree.body if isinstance(node, ast.ImportFrom)
-            if node.module and node.module.startswith(name + ".") for alias in node.names}
+    return {
+        alias.asname or alias.name: node.module
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom)
+        if node.module and node.module.startswith(name + ".")
+        for alias in node.names
+    }
 
 
 class _Reference:
@@ -132,8 +137,9 @@ def forget_imported_since(before: Collection[str], packages: Sequence[str]) -> N
             _forget(name)
 
 
-def import_leaving_out(modules: Sequence[str], left_out: Sequence[str], kept: Sequence[str] = (), *,
-                       note: str) -> str | None:
+def import_leaving_out(
+    modules: Sequence[str], left_out: Sequence[str], kept: Sequence[str] = (), *, note: str
+) -> str | None:
     """Import `modules` (of one package) without running the package's own `__init__`, and with each module
     `left_out` names stood in for where the package's own modules import it: the stand-in gives any name
     asked of it, as a placeholder that fails when used (saying `note`). A `left_out` entry names a module and
@@ -194,10 +200,10 @@ class _StandIns:  # a finder and loader (importlib.abc's classes cost an import 
         self.package, self.left_out, self.kept, self.note = package, left_out, kept, note
         self.made: list[str] = []
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
-                  target: ModuleType | None = None) -> ModuleSpec | None:
-        if fullname in self.kept or not _within(fullname, self.left_out) or \
-                not _within(_importer(), (self.package,)):
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if fullname in self.kept or not _within(fullname, self.left_out) or not _within(_importer(), (self.package,)):
             return None
         return ModuleSpec(fullname, cast("Loader", self), is_package=True)  # a package: its submodules stand in too
 

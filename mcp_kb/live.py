@@ -30,8 +30,10 @@ Notify = Callable[[str], Awaitable[None]]  # called with a KB name after each of
 def keep_in_sync(app: App, kb: str | None = None) -> None:
     """`mcp-kb watch`: sync KB (or every KB) now, then on each file change and on its schedule, until
     interrupted, whatever its [kb.sync] says about start-up and watching."""
-    kbs = [k.model_copy(update={"sync": k.sync.model_copy(update={"on_start": True, "watch": True})})
-           for k in app.config.select(kb)]
+    kbs = [
+        k.model_copy(update={"sync": k.sync.model_copy(update={"on_start": True, "watch": True})})
+        for k in app.config.select(kb)
+    ]
     anyio.run(LiveSync(SyncRunner(app), kbs).run)
 
 
@@ -84,6 +86,7 @@ class SyncRunner:
                 raise SyncCancelled(f"sync stopped: the server is stopping; {SYNC_WORK_KEPT}")
             if progress:
                 progress(done, total, message)
+
         return report
 
     async def sync_in_background(self, kb: str, reason: str) -> None:
@@ -158,13 +161,21 @@ class LiveSync:
             # watchfiles yields once no event came for `step` ms (our debounce), or after `debounce` ms
             # of continuous events, so a burst of saves becomes one sync.
             # rust_timeout: how long a stopping server waits for the watcher's thread (watchfiles' default: 5 s).
-            async for _changes in awatch(*roots, watch_filter=relevant, step=quiet_ms,
-                                         debounce=max(10 * quiet_ms, 5000), recursive=True,
-                                         rust_timeout=_WATCHER_WAKE_MS):
+            async for _changes in awatch(
+                *roots,
+                watch_filter=relevant,
+                step=quiet_ms,
+                debounce=max(10 * quiet_ms, 5000),
+                recursive=True,
+                rust_timeout=_WATCHER_WAKE_MS,
+            ):
                 self.request(kb.name, "file change")
         except FileNotFoundError as exc:
             log.warning("%s: cannot watch %s: %s; file-change syncs are off", kb.name, roots, exc)
         except UnicodeEncodeError:  # watchfiles takes only UTF-8 paths: a folder named in other bytes is not one
-            log.warning("%s: cannot watch %s: its path is not UTF-8 text; file-change syncs are off (syncs at start "
-                        "and by `mcp-kb sync` still run; rename the folder to have them)", kb.name,
-                        [name_text(root) for root in roots])
+            log.warning(
+                "%s: cannot watch %s: its path is not UTF-8 text; file-change syncs are off (syncs at start "
+                "and by `mcp-kb sync` still run; rename the folder to have them)",
+                kb.name,
+                [name_text(root) for root in roots],
+            )

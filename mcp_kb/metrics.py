@@ -75,8 +75,9 @@ class HourFigures:
 
     def snapshot(self, hour: str) -> SearchHour:
         latency = _percentiles(self.latencies)
-        return SearchHour(hour, self.searches, self.zero_results, self.degraded, round(latency.p50, 2),
-                          round(latency.p95, 2))
+        return SearchHour(
+            hour, self.searches, self.zero_results, self.degraded, round(latency.p50, 2), round(latency.p95, 2)
+        )
 
 
 class Metrics:
@@ -108,16 +109,25 @@ class Metrics:
 
 def _percentiles(samples: deque[float]) -> StageLatency:
     ordered = sorted(samples)
-    return StageLatency(len(ordered), ordered[len(ordered) // 2],
-                        ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], ordered[-1])
+    return StageLatency(
+        len(ordered), ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], ordered[-1]
+    )
 
 
 class QueryLog(JsonLines):
     """JSON lines of searches (time, query, mode, filters, top hits, latency) in one file per KB."""
 
-    def write(self, query: str, mode: str, filters: dict[str, Any] | None, result: SearchResult,
-              total_ms: float) -> None:
-        self.append({"time": recorded_now("milliseconds"), "query": query, "mode": mode, "answered_by": result.mode,
-                     "filters": filters, "latency_ms": round(total_ms, 2),
-                     "hits": [{"source": h.source, "chunk_index": h.chunk_index, "score": h.score}
-                              for h in result.hits]})
+    def write(
+        self, query: str, mode: str, filters: dict[str, Any] | None, result: SearchResult, total_ms: float
+    ) -> None:
+        self.append(
+            {
+                "time": recorded_now("milliseconds"),
+                "query": query,
+                "mode": mode,
+                "answered_by": result.mode,
+                "filters": filters,
+                "latency_ms": round(total_ms, 2),
+                "hits": [{"source": h.source, "chunk_index": h.chunk_index, "score": h.score} for h in result.hits],
+            }
+        )

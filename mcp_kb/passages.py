@@ -59,11 +59,13 @@ class Hit:
     citation included, so no face words a citation of its own)."""
 
     text: str
-    source: Annotated[str, Field(description="The document: a file path relative to the knowledge base root, "
-                                             "or a page's URL")]
+    source: Annotated[
+        str, Field(description="The document: a file path relative to the knowledge base root, or a page's URL")
+    ]
     title: str
-    heading: Annotated[str, Field(description=f"Heading path of the part its evidence is in, e.g. "
-                                              f"'Install{HEADING_SEPARATOR}Linux'")]
+    heading: Annotated[
+        str, Field(description=f"Heading path of the part its evidence is in, e.g. 'Install{HEADING_SEPARATOR}Linux'")
+    ]
     page: Annotated[int | None, Field(description="PDF page number, if any (the first, when page_end is set)")]
     chunk_index: Annotated[int, Field(description="First chunk of the passage")]
     score: float
@@ -75,18 +77,29 @@ class Hit:
     context_after: str = ""
     chunk_count: Annotated[int, Field(description="Adjacent chunks of the document merged into this passage")] = 1
     page_end: Annotated[int | None, Field(description="Last page, when the passage runs over pages")] = None
-    trimmed: Annotated[bool, Field(description=f"Cut to fit max_tokens; '{ELLIPSIS}' marks where text was "
-                                               f"left out")] = False
+    trimmed: Annotated[
+        bool, Field(description=f"Cut to fit max_tokens; '{ELLIPSIS}' marks where text was left out")
+    ] = False
     kb: Annotated[str, Field(description="The knowledge base it comes from")] = ""
     commit: Annotated[str, Field(description="The repository commit it was read at (a file of a git repository)")] = ""
     link: Annotated[str, Field(description="A permalink to its lines in the repository's web view")] = ""
-    parts: Annotated[tuple[Part, ...], Field(description="Each section (or symbol) the passage's text holds, in "
-                                                         "order, with its lines: the citation names the one its "
-                                                         "evidence is in")] = ()
+    parts: Annotated[
+        tuple[Part, ...],
+        Field(
+            description="Each section (or symbol) the passage's text holds, in "
+            "order, with its lines: the citation names the one its "
+            "evidence is in"
+        ),
+    ] = ()
     indexed_at: Annotated[str, Field(description="When its document was indexed (RFC 3339, UTC)")] = ""
-    changed: Annotated[str, Field(description="How its document's source changed since it was indexed, in one line "
-                                              "('' when it has not, or cannot be told): the text may be out of date "
-                                              "until the knowledge base is synced")] = ""
+    changed: Annotated[
+        str,
+        Field(
+            description="How its document's source changed since it was indexed, in one line "
+            "('' when it has not, or cannot be told): the text may be out of date "
+            "until the knowledge base is synced"
+        ),
+    ] = ""
 
     @property
     def last_chunk_index(self) -> int:
@@ -131,8 +144,10 @@ def parts_of(stored: str | None, whole: Part) -> tuple[Part, ...]:
 def _part_texts(hit: Hit) -> list[str]:
     """The text of each part of a chunk's hit, under its heading."""
     starts = [part.at for part in hit.parts]
-    return [f"{part.heading}\n{hit.text[start:end]}" for part, start, end in
-            zip(hit.parts, starts, [*starts[1:], len(hit.text)])]
+    return [
+        f"{part.heading}\n{hit.text[start:end]}"
+        for part, start, end in zip(hit.parts, starts, [*starts[1:], len(hit.text)])
+    ]
 
 
 def _matches(texts: list[str], query: str) -> list[tuple[int, int]]:
@@ -190,41 +205,70 @@ def _merged(group: list[Hit], query: str) -> Hit:
     """One passage of adjacent chunks (or one chunk), cited by its part holding most of the query."""
     best, chosen = group[0], _cited_part(group, query)
     if len(group) == 1:
-        unchanged = (best.heading, best.line_start, best.line_end, best.page) == \
-            (chosen.heading, chosen.line_start, chosen.line_end, chosen.page)
+        unchanged = (best.heading, best.line_start, best.line_end, best.page) == (
+            chosen.heading,
+            chosen.line_start,
+            chosen.line_end,
+            chosen.page,
+        )
         return best if unchanged else _cited_by(best, chosen)
     ordered = sorted(group, key=lambda hit: hit.chunk_index)
     text = ordered[0].text
     for previous, chunk in zip(ordered, ordered[1:]):
         body = without_overlap(previous.text, chunk.text)
         opening = chunk.parts[0].opening if chunk.parts else ""
-        if chunk.parts and previous.parts and chunk.parts[0].heading != previous.parts[-1].heading and opening \
-                and not body.startswith(opening):  # a new section starts inside the passage: its heading line
+        if (
+            chunk.parts
+            and previous.parts
+            and chunk.parts[0].heading != previous.parts[-1].heading
+            and opening
+            and not body.startswith(opening)
+        ):  # a new section starts inside the passage: its heading line
             body = f"{opening}\n{body}"
         text = f"{text}{_between(previous, chunk)}{body}"
     first = ordered[0]
     pages = [hit.page for hit in ordered if hit.page is not None]
     parts = _joined_parts([part for hit in ordered for part in hit.parts])
     cited = _holding(parts, chosen)
-    return replace(best, text=text, chunk_index=first.chunk_index, chunk_count=len(ordered),
-                   page=pages[0] if pages else None,
-                   page_end=pages[-1] if pages and pages[-1] != pages[0] else None, parts=parts,
-                   heading=cited.heading, line_start=cited.line_start, line_end=cited.line_end)
+    return replace(
+        best,
+        text=text,
+        chunk_index=first.chunk_index,
+        chunk_count=len(ordered),
+        page=pages[0] if pages else None,
+        page_end=pages[-1] if pages and pages[-1] != pages[0] else None,
+        parts=parts,
+        heading=cited.heading,
+        line_start=cited.line_start,
+        line_end=cited.line_end,
+    )
 
 
 def _holding(parts: tuple[Part, ...], chosen: Part) -> Part:
     """The passage's part that holds a chunk's part (a section continued over chunks is one part, with its whole
     span)."""
-    return next((part for part in parts if (part.heading, part.page) == (chosen.heading, chosen.page)
-                 and (chosen.line_start is None or part.line_start is None
-                      or part.line_start <= chosen.line_start <= (part.line_end or part.line_start))), chosen)
+    return next(
+        (
+            part
+            for part in parts
+            if (part.heading, part.page) == (chosen.heading, chosen.page)
+            and (
+                chosen.line_start is None
+                or part.line_start is None
+                or part.line_start <= chosen.line_start <= (part.line_end or part.line_start)
+            )
+        ),
+        chosen,
+    )
 
 
 def _between(previous: Hit, chunk: Hit) -> str:
     """What joins two chunks in a passage: the line breaks between them in the document where their lines say
     (code's statements and symbols on consecutive lines stay so), else a blank line."""
-    end, start = previous.parts[-1].line_end if previous.parts else None, \
-        chunk.parts[0].line_start if chunk.parts else None
+    end, start = (
+        previous.parts[-1].line_end if previous.parts else None,
+        chunk.parts[0].line_start if chunk.parts else None,
+    )
     gap = start - end - 1 if start is not None and end is not None else -1
     return "\n" * (gap + 1) if 0 <= gap <= 2 else "\n\n"
 
@@ -235,8 +279,9 @@ def _cited_part(group: list[Hit], query: str) -> Part:
     best = group[0]
     if len({part.heading for hit in group for part in hit.parts}) <= 1:  # one section: nothing to choose
         return best.parts[0] if best.parts else Part(best.heading, best.line_start, best.line_end, best.page)
-    candidates = [(number == 0, part, text) for number, hit in enumerate(group)
-                  for part, text in zip(hit.parts, _part_texts(hit))]
+    candidates = [
+        (number == 0, part, text) for number, hit in enumerate(group) for part, text in zip(hit.parts, _part_texts(hit))
+    ]
     scores = _matches([text for *_, text in candidates], query)
     ranked = max(range(len(candidates)), key=lambda i: (scores[i][0], candidates[i][0], scores[i][1]))
     return candidates[ranked][1]
@@ -247,8 +292,9 @@ def _joined_parts(parts: Sequence[Part]) -> tuple[Part, ...]:
     joined: list[Part] = []
     for part in parts:
         if joined and joined[-1].heading == part.heading and joined[-1].page == part.page:
-            joined[-1] = replace(joined[-1], line_end=part.line_end if part.line_end is not None
-                                 else joined[-1].line_end)
+            joined[-1] = replace(
+                joined[-1], line_end=part.line_end if part.line_end is not None else joined[-1].line_end
+            )
         else:
             joined.append(part)
     return tuple(joined)
@@ -257,6 +303,7 @@ def _joined_parts(parts: Sequence[Part]) -> tuple[Part, ...]:
 def add_context(hits: list[Hit], text_by_position: dict[tuple[str, int], str], n: int) -> list[Hit]:  # of one KB
     """Each passage with up to `n` neighbouring chunks on each side, read as one continuous text:
     the overlap a neighbour shares with the passage is left out once."""
+
     def chain(source: str, positions: range) -> list[str]:
         return [text_by_position[(source, i)] for i in positions if (source, i) in text_by_position]
 
@@ -265,8 +312,14 @@ def add_context(hits: list[Hit], text_by_position: dict[tuple[str, int], str], n
         before = chain(hit.source, range(hit.chunk_index - n, hit.chunk_index))
         after = chain(hit.source, range(hit.last_chunk_index + 1, hit.last_chunk_index + n + 1))
         text = without_overlap(before[-1], hit.text) if before else hit.text
-        with_context.append(replace(hit, text=text, context_before=_joined(before),
-                                    context_after=_joined([hit.text, *after])[len(hit.text):].lstrip("\n")))
+        with_context.append(
+            replace(
+                hit,
+                text=text,
+                context_before=_joined(before),
+                context_after=_joined([hit.text, *after])[len(hit.text) :].lstrip("\n"),
+            )
+        )
     return with_context
 
 
@@ -289,8 +342,14 @@ def citation_line(hit: Hit, number: int, name_kb: bool = False, as_trimmed: bool
     return f"{citation_marker(number)} {source} (score {hit.score:.3f}{trimmed})"
 
 
-def fit_budget(hits: list[Hit], max_tokens: int, counter: TokenCounter, query: str,  # noqa: PLR0913  # an answer's whole
-               token_bounds: list[int | None] | None = None, notes: Sequence[str] = ()) -> tuple[list[Hit], list[str]]:
+def fit_budget(  # noqa: PLR0913  # an answer's whole
+    hits: list[Hit],
+    max_tokens: int,
+    counter: TokenCounter,
+    query: str,
+    token_bounds: list[int | None] | None = None,
+    notes: Sequence[str] = (),
+) -> tuple[list[Hit], list[str]]:
     """The passages, cut so the whole answer's text fits `max_tokens`: its `notes`, each passage's frame (its citation
     line, as trimmed and named by KB: the most it can be, and its permalink) and text with context; notes say what was
     left out. `token_bounds`: an upper bound of each passage's tokens where the index knows one; when those fit with
@@ -300,9 +359,11 @@ def fit_budget(hits: list[Hit], max_tokens: int, counter: TokenCounter, query: s
     known = [bound for bound in token_bounds or [] if bound is not None]
     if len(known) == len(hits):  # the passages' sizes are known: the frames first at a token a byte, then counted
         lines = "\n".join(frame_texts)
-        if sum(known) + len(lines.encode()) + len(said.encode()) + 3 * _JOINT_TOKENS * len(hits) <= max_tokens or \
-                sum(known) + _one_count(lines, counter) + _one_count(said, counter) + 3 * _JOINT_TOKENS * len(hits) \
-                <= max_tokens:
+        if (
+            sum(known) + len(lines.encode()) + len(said.encode()) + 3 * _JOINT_TOKENS * len(hits) <= max_tokens
+            or sum(known) + _one_count(lines, counter) + _one_count(said, counter) + 3 * _JOINT_TOKENS * len(hits)
+            <= max_tokens
+        ):
             return list(hits), []
     budget = max_tokens - (_one_count(said, counter) if notes else 0)
     frames = [count + 3 * _JOINT_TOKENS for count in counter.count(frame_texts)] if hits else []
@@ -315,16 +376,21 @@ def fit_budget(hits: list[Hit], max_tokens: int, counter: TokenCounter, query: s
         kept = _readable(frames, budget)
     left_out = []
     if not kept:
-        left_out.append(f"{NO_PASSAGE_FITS}={max_tokens}: the best one's citation alone takes {frames[0]} tokens; ask "
-                        f"for a larger budget")
+        left_out.append(
+            f"{NO_PASSAGE_FITS}={max_tokens}: the best one's citation alone takes {frames[0]} tokens; ask "
+            f"for a larger budget"
+        )
     elif kept < len(hits):
-        left_out.append(f"{len(hits) - kept} lower-ranked passage(s) left out to stay within max_tokens={max_tokens}; "
-                        f"ask for fewer results or a larger budget to see them")
+        left_out.append(
+            f"{len(hits) - kept} lower-ranked passage(s) left out to stay within max_tokens={max_tokens}; "
+            f"ask for fewer results or a larger budget to see them"
+        )
     sizes, frames = sizes[:kept], frames[:kept]
     shares = [share - frame for share, frame in zip(_shares([s + f for s, f in zip(sizes, frames)], budget), frames)]
     terms = _match_terms(query)
-    return [hit if size <= share else _trimmed(hit, share, counter, terms)
-            for hit, size, share in zip(hits, sizes, shares)], left_out
+    return [
+        hit if size <= share else _trimmed(hit, share, counter, terms) for hit, size, share in zip(hits, sizes, shares)
+    ], left_out
 
 
 def _one_count(text: str, counter: TokenCounter) -> int:
@@ -380,8 +446,13 @@ def _trimmed(hit: Hit, share: int, counter: TokenCounter, terms: set[str]) -> Hi
         after = _sentence_window(hit.context_after, room, counter, anchor="start")
         hit = replace(hit, context_before=before, context_after=after, trimmed=True)
     else:
-        hit = replace(hit, text=_around_best_sentence(hit.text, share, counter, terms), context_before="",
-                      context_after="", trimmed=True)
+        hit = replace(
+            hit,
+            text=_around_best_sentence(hit.text, share, counter, terms),
+            context_before="",
+            context_after="",
+            trimmed=True,
+        )
     while _size(hit, counter) > share:  # joined sentences can count a token more than their parts
         if hit.context_after or hit.context_before:
             hit = replace(hit, context_after="") if hit.context_after else replace(hit, context_before="")

@@ -43,13 +43,19 @@ def read_text(answer: ReadOutput, go_on: str = "") -> str:
     to ask for the rest (the tool's cursor by default)."""
     about = HEADING_SEPARATOR.join(part for part in (answer.path, answer.section) if part)
     indexed = f"; indexed {answer.indexed_at}" if answer.indexed_at else ""
-    lines = [f"{about} ({answer.location}{f'; as of {answer.as_of}' if answer.as_of else ''}{indexed})",
-             *([stale_line(answer.changed)] if answer.changed else []),
-             *([f"Note: {answer.note}"] if answer.note else []), "", answer.text]
+    lines = [
+        f"{about} ({answer.location}{f'; as of {answer.as_of}' if answer.as_of else ''}{indexed})",
+        *([stale_line(answer.changed)] if answer.changed else []),
+        *([f"Note: {answer.note}"] if answer.note else []),
+        "",
+        answer.text,
+    ]
     if answer.cursor:
         how = go_on or f"call {READ_TOOL} with cursor={answer.cursor!r}"
-        lines += ["", f"[about {answer.tokens_left} more tokens of this {'section' if answer.section else 'part'}: "
-                      f"{how}]"]
+        lines += [
+            "",
+            f"[about {answer.tokens_left} more tokens of this {'section' if answer.section else 'part'}: {how}]",
+        ]
     return "\n".join(lines)
 
 
@@ -62,13 +68,19 @@ def browse_text(answer: BrowseOutput) -> str:
     """A page of documents (one line each) or of an outline, and how to see more."""
     if answer.outline:
         lines = [f"{answer.path}: {answer.total} headings{_as_of(answer)}"]
-        lines += [f"{'  ' * (entry.depth - 1)}{entry.heading.split(HEADING_SEPARATOR)[-1]} — lines "
-                  f"{entry.line_start}-{entry.line_end}{_pages(entry.page_start, entry.page_end)}, ~{entry.tokens} "
-                  f"tokens" for entry in answer.outline]
+        lines += [
+            f"{'  ' * (entry.depth - 1)}{entry.heading.split(HEADING_SEPARATOR)[-1]} — lines "
+            f"{entry.line_start}-{entry.line_end}{_pages(entry.page_start, entry.page_end)}, ~{entry.tokens} "
+            f"tokens"
+            for entry in answer.outline
+        ]
     else:
         lines = [f"{answer.total} documents{f' matching {answer.path!r}' if answer.path else ''}{_as_of(answer)}"]
-        lines += [f"- {d.path} — {d.title} ({d.kind}{f', {d.pages} pages' if d.pages else ''}, ~{d.tokens} tokens"
-                  f"{f', changed {d.changed[:10]}' if d.changed else ''})" for d in answer.documents]
+        lines += [
+            f"- {d.path} — {d.title} ({d.kind}{f', {d.pages} pages' if d.pages else ''}, ~{d.tokens} tokens"
+            f"{f', changed {d.changed[:10]}' if d.changed else ''})"
+            for d in answer.documents
+        ]
     if answer.cursor:
         lines.append(f"[more: pass cursor={answer.cursor!r}]")
     return "\n".join(lines)
@@ -80,12 +92,17 @@ def versions_text(versions: list[KBVersion]) -> str:
         return "no versions recorded yet (each sync that changes the knowledge base records one)"
     lines = []
     for version in versions:
-        what = (f"rolled back to {version.rolled_back_to}" if version.rolled_back_to is not None else
-                f"{version.kind}: +{version.added} ~{version.changed} -{version.removed}")
+        what = (
+            f"rolled back to {version.rolled_back_to}"
+            if version.rolled_back_to is not None
+            else f"{version.kind}: +{version.added} ~{version.changed} -{version.removed}"
+        )
         tags = f" [{', '.join(version.tags)}]" if version.tags else ""
         commits = "".join(f"  {name}@{commit[:12]}" for name, commit in version.commits.items())
-        lines.append(f"{version.number:>5}  {version.finished}  {what}{tags}{commits}"
-                     f"{f'  by {version.by}' if version.by else ''}")
+        lines.append(
+            f"{version.number:>5}  {version.finished}  {what}{tags}{commits}"
+            f"{f'  by {version.by}' if version.by else ''}"
+        )
     return "\n".join(lines)
 
 
@@ -98,14 +115,17 @@ def sync_text(reports: list[SyncReport]) -> str:
 
 
 def _synced(report: SyncReport) -> str:
-    said = (f"{report.kb}: {report.files_added} added, {report.files_changed} changed, {report.files_deleted} "
-            f"deleted, {report.files_unchanged} unchanged, {report.files_failed} failed, in "
-            f"{report.seconds.get('total', 0.0):.1f} s")
+    said = (
+        f"{report.kb}: {report.files_added} added, {report.files_changed} changed, {report.files_deleted} "
+        f"deleted, {report.files_unchanged} unchanged, {report.files_failed} failed, in "
+        f"{report.seconds.get('total', 0.0):.1f} s"
+    )
     if report.rebuilt:
         said += f" (rebuilt from scratch: {report.rebuilt})"
     if report.failures:
-        named = "; ".join(f"{problem.path} ({clipped(problem.reason, _REASON_CHARS)})"
-                          for problem in report.failures[:_FAILED_NAMED])
+        named = "; ".join(
+            f"{problem.path} ({clipped(problem.reason, _REASON_CHARS)})" for problem in report.failures[:_FAILED_NAMED]
+        )
         more = len(report.failures) - _FAILED_NAMED
         said += f". Failed: {named}{f'; and {more} more (the reports list them)' if more > 0 else ''}"
     return said + "."

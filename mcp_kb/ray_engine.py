@@ -45,8 +45,21 @@ from .records import Progress
 from .settings import Config, EmbeddingConfig, KBConfig, StorageConfig, SyncEngineConfig
 from .settings.sync import RAY_CLIENT, RayAddress, check_ray_address, parse_ray_address
 from .settings.variables import ENV_RAY_ADDRESS, environment
-from .batches import (BATCH_FILES, ParsedFile, Timer, count_batch, embedded_rows, not_indexed, parse_job,
-                      parsed_files, parsing_peak_mb, refuse, sliced, write_readings, written_records)
+from .batches import (
+    BATCH_FILES,
+    ParsedFile,
+    Timer,
+    count_batch,
+    embedded_rows,
+    not_indexed,
+    parse_job,
+    parsed_files,
+    parsing_peak_mb,
+    refuse,
+    sliced,
+    write_readings,
+    written_records,
+)
 from .records import SyncReport
 from .vocabulary import LOOPBACK, files_done
 
@@ -77,9 +90,20 @@ class IndexedBatch:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def index_on_ray(config: Config, store: Store, kb: KBConfig, target: str, reuse_from: str | None,  # noqa: PLR0913  # a KB sync's context, as in sync.py
-                 embedder: Embedder, counter: TokenCounter, todo: list[SourceFile], hash_by_path: dict[str, str],
-                 report: SyncReport, timer: Timer, progress: Progress) -> None:
+def index_on_ray(  # noqa: PLR0913  # a KB sync's context, as in sync.py
+    config: Config,
+    store: Store,
+    kb: KBConfig,
+    target: str,
+    reuse_from: str | None,
+    embedder: Embedder,
+    counter: TokenCounter,
+    todo: list[SourceFile],
+    hash_by_path: dict[str, str],
+    report: SyncReport,
+    timer: Timer,
+    progress: Progress,
+) -> None:
     """Parse, chunk, embed and write `todo` on the cluster, one commit per wave."""
     with _cluster(config) as ray, timer("cluster"):
         indexers = _start_indexers(ray, config.embedding, config.storage, embedder.identity.fingerprint())
@@ -87,11 +111,26 @@ def index_on_ray(config: Config, store: Store, kb: KBConfig, target: str, reuse_
         waves = sliced(todo, config.sync.wave_files)
         for number, wave in enumerate(waves, 1):
             batches = sliced(wave, BATCH_FILES)
-            indexed = _run_wave(ray, indexers, config.sync, counter, kb, target, reuse_from, batches, hash_by_path,
-                                report, progress, len(todo), f"wave {number}/{len(waves)}")
+            indexed = _run_wave(
+                ray,
+                indexers,
+                config.sync,
+                counter,
+                kb,
+                target,
+                reuse_from,
+                batches,
+                hash_by_path,
+                report,
+                progress,
+                len(todo),
+                f"wave {number}/{len(waves)}",
+            )
             _commit_wave(store, kb, target, indexed, report, timer)
             report.files_written += len(wave)
-            progress(report.files_written, len(todo), f"{kb.name}: {files_done(report.files_written, len(todo))} indexed")
+            progress(
+                report.files_written, len(todo), f"{kb.name}: {files_done(report.files_written, len(todo))} indexed"
+            )
 
 
 @contextmanager
@@ -100,8 +139,10 @@ def _cluster(config: Config) -> Iterator[Any]:
     try:
         import ray
     except ImportError:
-        raise KBError("[sync] engine = \"ray\" needs Ray: pip install 'mcp-kb-server[ray]' (on every node too), "
-                      "or sync with --engine local") from None
+        raise KBError(
+            "[sync] engine = \"ray\" needs Ray: pip install 'mcp-kb-server[ray]' (on every node too), "
+            "or sync with --engine local"
+        ) from None
     joined = not ray.is_initialized()
     if joined:
         _join(ray, config)
@@ -121,8 +162,13 @@ def _join(ray: Any, config: Config) -> None:
     cluster = _ray_answers(address, setting)
     try:
         with _warnings_logged(), _signal_handlers_kept():
-            ray.init(address=cluster.address if cluster else "local", logging_level=logging.WARNING,
-                     log_to_driver=False, configure_logging=False, **_own_ray(cluster))
+            ray.init(
+                address=cluster.address if cluster else "local",
+                logging_level=logging.WARNING,
+                log_to_driver=False,
+                configure_logging=False,
+                **_own_ray(cluster),
+            )
     except Exception as exc:  # Ray's own words say what failed (a version mismatch, a node it cannot reach)
         ray.shutdown()  # a join that failed half-way must not pass for a joined cluster at the next sync
         said = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
@@ -175,8 +221,9 @@ def _ray_answers(address: str, setting: str) -> RayAddress | None:
         _connects(cluster)
         _speaks_ray(cluster)
     except _NoCluster as exc:
-        raise KBError(f"cannot join the Ray cluster at {address}: {exc}{_as_dialled(address, cluster)} "
-                      f"({setting})") from None
+        raise KBError(
+            f"cannot join the Ray cluster at {address}: {exc}{_as_dialled(address, cluster)} ({setting})"
+        ) from None
     return cluster
 
 
@@ -187,7 +234,8 @@ def _token_as_ray_init(address: str) -> None:
         return
     with contextlib.suppress(ImportError, AttributeError):  # a Ray without token authentication
         _ray_module("_private.authentication.authentication_token_setup").maybe_enable_token_auth_if_token_available(
-            warn_if_disabled=False)
+            warn_if_disabled=False
+        )
 
 
 def _dialled(address: str) -> RayAddress:
@@ -281,15 +329,21 @@ def _ask_ray(cluster: RayAddress, channel: Any) -> bool:
     object), a head node's cluster id (not empty)."""
     if cluster.client:
         client = _ray_module("core.generated.ray_client_pb2")
-        reply = _ray_module("core.generated.ray_client_pb2_grpc").RayletDriverStub(channel).ClusterInfo(
-            client.ClusterInfoRequest(type=client.ClusterInfoType.PING), timeout=_CONNECT_SECONDS)
+        reply = (
+            _ray_module("core.generated.ray_client_pb2_grpc")
+            .RayletDriverStub(channel)
+            .ClusterInfo(client.ClusterInfoRequest(type=client.ClusterInfoType.PING), timeout=_CONNECT_SECONDS)
+        )
         try:
             return isinstance(json.loads(reply.json), dict)
         except ValueError:
             return False
     gcs = _ray_module("core.generated.gcs_service_pb2")
-    reply = _ray_module("core.generated.gcs_service_pb2_grpc").NodeInfoGcsServiceStub(channel).GetClusterId(
-        gcs.GetClusterIdRequest(), timeout=_CONNECT_SECONDS)
+    reply = (
+        _ray_module("core.generated.gcs_service_pb2_grpc")
+        .NodeInfoGcsServiceStub(channel)
+        .GetClusterId(gcs.GetClusterIdRequest(), timeout=_CONNECT_SECONDS)
+    )
     return bool(reply.cluster_id)
 
 
@@ -313,8 +367,9 @@ def _own_ray(cluster: RayAddress | None) -> dict[str, Any]:
     return {} if cluster else {"_node_ip_address": LOOPBACK, "include_dashboard": False}
 
 
-def _start_indexers(ray: Any, embedding: EmbeddingConfig, storage: StorageConfig,
-                    fingerprint: dict[str, Any]) -> list[Any]:
+def _start_indexers(
+    ray: Any, embedding: EmbeddingConfig, storage: StorageConfig, fingerprint: dict[str, Any]
+) -> list[Any]:
     """One indexer per node with CPUs, placed there while the node lives (elsewhere once it is lost). The nodes get
     the settings of the model and of the index storage, nothing else of the configuration (its server token,
     its issuers' secrets)."""
@@ -327,9 +382,16 @@ def _start_indexers(ray: Any, embedding: EmbeddingConfig, storage: StorageConfig
     on_gpu = [_takes_gpu(node, embedding) for node in nodes]
     log.info("a Ray cluster of %d nodes; indexers holding a GPU: %d", len(nodes), sum(on_gpu))
     # A call waits for its indexer's restart (elsewhere, once its node is lost); the restarts are what is bounded.
-    return [actor.options(num_cpus=0, num_gpus=int(gpu), max_restarts=_RETRIES, max_task_retries=-1,
-                          scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=True))
-            .remote(embedding, storage, fingerprint, int(node["Resources"]["CPU"])) for node, gpu in zip(nodes, on_gpu)]
+    return [
+        actor.options(
+            num_cpus=0,
+            num_gpus=int(gpu),
+            max_restarts=_RETRIES,
+            max_task_retries=-1,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=True),
+        ).remote(embedding, storage, fingerprint, int(node["Resources"]["CPU"]))
+        for node, gpu in zip(nodes, on_gpu)
+    ]
 
 
 def _takes_gpu(node: dict[str, Any], embedding: EmbeddingConfig) -> bool:
@@ -338,9 +400,21 @@ def _takes_gpu(node: dict[str, Any], embedding: EmbeddingConfig) -> bool:
     return node["Resources"].get("GPU", 0) >= 1 and getattr(embedding, "device", "cpu") != "cpu"
 
 
-def _run_wave(ray: Any, indexers: list[Any], settings: SyncEngineConfig, counter: TokenCounter, kb: KBConfig,  # noqa: PLR0913  # a KB sync's context, as in sync.py
-              target: str, reuse_from: str | None, batches: list[Sequence[SourceFile]], hash_by_path: dict[str, str],
-              report: SyncReport, progress: Progress, total: int, wave: str) -> list[IndexedBatch]:
+def _run_wave(  # noqa: PLR0913  # a KB sync's context, as in sync.py
+    ray: Any,
+    indexers: list[Any],
+    settings: SyncEngineConfig,
+    counter: TokenCounter,
+    kb: KBConfig,
+    target: str,
+    reuse_from: str | None,
+    batches: list[Sequence[SourceFile]],
+    hash_by_path: dict[str, str],
+    report: SyncReport,
+    progress: Progress,
+    total: int,
+    wave: str,
+) -> list[IndexedBatch]:
     """Every batch of a wave parsed and indexed on the cluster, in batch order; a batch whose tasks were lost
     for good comes back with no fragments and the reason."""
     parse = ray.remote(parse_files).options(num_cpus=1, max_retries=_RETRIES)
@@ -359,8 +433,12 @@ def _run_wave(ray: Any, indexers: list[Any], settings: SyncEngineConfig, counter
                 del waiting[number]
                 results[number] = _outcome(ray, ref, batches[number], hash_by_path)
                 done = sum(len(batches[n]) for n in results)
-                progress(report.files_written, total, f"{kb.name}: {files_done(report.files_written, total)} indexed "
-                                                      f"({wave}: {done}/{sum(map(len, batches))} parsed and embedded)")
+                progress(
+                    report.files_written,
+                    total,
+                    f"{kb.name}: {files_done(report.files_written, total)} indexed "
+                    f"({wave}: {done}/{sum(map(len, batches))} parsed and embedded)",
+                )
     finally:
         for ref in waiting.values():  # the sync stopped (Ctrl-C, a cancel): nothing more is wanted of the wave
             with contextlib.suppress(Exception):  # already done, or its worker gone: nothing to stop
@@ -383,8 +461,14 @@ def _outcome(ray: Any, ref: Any, batch: Sequence[SourceFile], hash_by_path: dict
         return IndexedBatch(files, error=f"the Ray cluster lost its batch ({type(exc).__name__})", lost=True)
 
 
-def _commit_wave(store: Store, kb: KBConfig, target: str, indexed: list[IndexedBatch], report: SyncReport,  # noqa: PLR0913  # a KB sync's context, as in sync.py
-                 timer: Timer) -> None:
+def _commit_wave(  # noqa: PLR0913  # a KB sync's context, as in sync.py
+    store: Store,
+    kb: KBConfig,
+    target: str,
+    indexed: list[IndexedBatch],
+    report: SyncReport,
+    timer: Timer,
+) -> None:
     """One commit for the wave's chunks, then its manifest records (a local batch's order)."""
     written = []
     for batch in indexed:
@@ -443,8 +527,14 @@ class Indexer:
         self.recent: BoundedLRU[str, Any] = BoundedLRU(_RECENT_VECTORS)
         self.recent_for = ("", "")
 
-    def index(self, parsed: tuple[list[Parsed], float], sources: list[tuple[SourceFile, str]], kb: KBConfig,
-              target: str, reuse_from: str | None) -> IndexedBatch:
+    def index(
+        self,
+        parsed: tuple[list[Parsed], float],
+        sources: list[tuple[SourceFile, str]],
+        kb: KBConfig,
+        target: str,
+        reuse_from: str | None,
+    ) -> IndexedBatch:
         outcomes, parse_seconds = parsed
         files = parsed_files(sources, outcomes)
         report = SyncReport(kb.name, seconds={"parse": parse_seconds}, worker_peak_mb=parsing_peak_mb(outcomes))
@@ -455,8 +545,9 @@ class Indexer:
             self.recent_for = (kb.name, target)
         try:
             self._check_model()
-            rows_by_path = embedded_rows(self.store, kb, target, reuse_from, self.embedder, files, report, timer,
-                                         _quiet, self.recent)
+            rows_by_path = embedded_rows(
+                self.store, kb, target, reuse_from, self.embedder, files, report, timer, _quiet, self.recent
+            )
         except ModelError as exc:
             batch.error = str(exc)
             return batch
@@ -472,11 +563,12 @@ class Indexer:
     def _check_model(self) -> None:
         """The node's model must be the coordinator's: vectors of two models never share an index."""
         if self.embedder.identity.fingerprint() != self.fingerprint:
-            raise ModelError(f"a Ray node's embedding model ({self.embedder.identity.name}) is not the one this "
-                             f"index was built with ({self.fingerprint.get('name')}): install the same model at the "
-                             "same path on every node")
+            raise ModelError(
+                f"a Ray node's embedding model ({self.embedder.identity.name}) is not the one this "
+                f"index was built with ({self.fingerprint.get('name')}): install the same model at the "
+                "same path on every node"
+            )
 
 
 def _quiet(done: int, total: int) -> None:
     """An indexer's embedding progress: the coordinator reports whole batches."""
-

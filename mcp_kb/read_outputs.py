@@ -24,17 +24,22 @@ class ReadOutput(BaseModel):
     page_end: int | None = None
     pages: int | None = Field(None, description="Pages of the document (PDFs)")
     tokens_left: int = Field(description="About how many tokens of the part asked for come after this text")
-    passage_start: int | None = Field(None, description="Read by chunk: where that passage begins in text "
-                                                        "(characters)")
+    passage_start: int | None = Field(None, description="Read by chunk: where that passage begins in text (characters)")
     passage_end: int | None = Field(None, description="... and where it ends")
     cursor: str | None = Field(None, description="Pass it to read to go on; none when the part is read to its end")
     as_of: str | None = Field(None, description="The earlier version of the knowledge base read (as_of asked for one)")
-    note: str = Field("", description="What its lines are, when they are not the file's own: a converted format's "
-                                      "extracted text, or an index built before files were read as written")
+    note: str = Field(
+        "",
+        description="What its lines are, when they are not the file's own: a converted format's "
+        "extracted text, or an index built before files were read as written",
+    )
     indexed_at: str = Field("", description="When the document was indexed (RFC 3339, UTC)")
-    changed: str = Field("", description="How the document's source changed since it was indexed, in one line ('' "
-                                         "when it has not, or cannot be told): this text may be out of date until "
-                                         "the knowledge base is synced")
+    changed: str = Field(
+        "",
+        description="How the document's source changed since it was indexed, in one line ('' "
+        "when it has not, or cannot be told): this text may be out of date until "
+        "the knowledge base is synced",
+    )
 
     @computed_field(description="The document's source changed since it was indexed (`changed` says how)")  # type: ignore[prop-decorator]
     @property
@@ -60,8 +65,9 @@ class DocumentEntry(BaseModel):
     chunks: int
     tokens: int = Field(description="Tokens of its text")
     lines: int
-    changed: str = Field(description="When the source last changed (UTC; \"\" for a git repository's file: its "
-                                     "commit says)")
+    changed: str = Field(
+        description='When the source last changed (UTC; "" for a git repository\'s file: its commit says)'
+    )
     synced: str = Field(description="When this version was indexed (UTC)")
 
 
@@ -84,5 +90,6 @@ class BrowseOutput(BaseModel):
     outline: list[OutlineEntry] = Field(default_factory=list)
     total: int = Field(description="Documents (or headings) in all, over every page")
     cursor: str | None = Field(None, description="Pass it to browse for the next page; none on the last")
-    as_of: str | None = Field(None, description="The earlier version of the knowledge base listed (as_of asked for "
-                                                "one)")
+    as_of: str | None = Field(
+        None, description="The earlier version of the knowledge base listed (as_of asked for one)"
+    )

@@ -50,8 +50,10 @@ class NotReadableError(SearchError):
     """A KB whose index was built before documents could be read from it."""
 
     def __init__(self, kb: str):
-        super().__init__(f"knowledge base {kb!r} was indexed before documents could be read from the index; a full "
-                         f"sync adds what reading needs ({sync_remedy(kb, '--full')}); searching works meanwhile")
+        super().__init__(
+            f"knowledge base {kb!r} was indexed before documents could be read from the index; a full "
+            f"sync adds what reading needs ({sync_remedy(kb, '--full')}); searching works meanwhile"
+        )
 
 
 @dataclass(frozen=True)
@@ -99,8 +101,9 @@ class _Document:
 class Reader:
     """Reads documents of KBs from a store's reading tables."""
 
-    def __init__(self, store: Store, tokenizer: Callable[[], TokenCounter], cursors: Cursors,
-                 freshness: Freshness | None = None):
+    def __init__(
+        self, store: Store, tokenizer: Callable[[], TokenCounter], cursors: Cursors, freshness: Freshness | None = None
+    ):
         self.store = store
         self.freshness = freshness
         self._tokenizer = tokenizer
@@ -116,8 +119,10 @@ class Reader:
             place = self.cursors.open(request.cursor, "read", kb.name)
             document = self._placed_document(kb, place)
             if document.version != place["h"]:
-                raise CursorError(f"{document.row['path']} changed since this cursor was given (a sync indexed a "
-                                  "new version): read it again without the cursor")
+                raise CursorError(
+                    f"{document.row['path']} changed since this cursor was given (a sync indexed a "
+                    "new version): read it again without the cursor"
+                )
             start, end, section = int(place["a"]), int(place["e"]), place.get("i")
             outside = section is not None and not 0 <= section < len(document.sections)
             if outside or not 0 <= start <= end <= len(document.text):
@@ -134,9 +139,15 @@ class Reader:
         """The answer saying when its document was indexed and, read in the current version, whether its source
         changed since."""
         path = document.row["path"]
-        changed = {} if document.edition.earlier or self.freshness is None else self.freshness.changed(
-            kb, self.store.fingerprints(kb.name, document.edition.generation, [path]),
-            KBState(self.store.read_state(kb.name)))
+        changed = (
+            {}
+            if document.edition.earlier or self.freshness is None
+            else self.freshness.changed(
+                kb,
+                self.store.fingerprints(kb.name, document.edition.generation, [path]),
+                KBState(self.store.read_state(kb.name)),
+            )
+        )
         return answer.model_copy(update={"indexed_at": document.row["synced_at"], "changed": changed.get(path, "")})
 
     def _span(self, document: _Document, form: str, request: ReadRequest) -> tuple[int, int, int | None]:
@@ -151,22 +162,32 @@ class Reader:
         if form == "lines":
             first, last = _range(str(request.lines), "lines")
             if first > int(document.row["lines"]):
-                raise SearchError(f"{document.row['path']} has {document.row['lines']} lines; lines "
-                                  f"{str(request.lines).strip()} are past its end")
+                raise SearchError(
+                    f"{document.row['path']} has {document.row['lines']} lines; lines "
+                    f"{str(request.lines).strip()} are past its end"
+                )
             return _line_offset(text, first), _line_end(text, last), None
         if form == "chunk":
             starts = document.row["chunk_starts"] or []
             index = int(request.chunk or 0)
             if index >= len(starts):
-                raise SearchError(f"{document.row['path']} has {len(starts)} passages (chunk_index 0 to "
-                                  f"{len(starts) - 1}); chunk {index} is not one of them")
+                raise SearchError(
+                    f"{document.row['path']} has {len(starts)} passages (chunk_index 0 to "
+                    f"{len(starts) - 1}); chunk {index} is not one of them"
+                )
             # the passage before it first, for context, if it leaves room for this one
             room = request.max_tokens * _CHARS_PER_TOKEN_MAX // 4
             return max(starts[index - 1] if index > 0 else 0, starts[index] - room), len(text), None
         return 0, len(text), None
 
-    def _answer(self, document: _Document, start: int, end: int, section: int | None,  # noqa: PLR0913  # a place
-                max_tokens: int | None) -> ReadOutput:
+    def _answer(
+        self,
+        document: _Document,
+        start: int,
+        end: int,
+        section: int | None,  # noqa: PLR0913  # a place
+        max_tokens: int | None,
+    ) -> ReadOutput:
         part = self._cut(document, start, end, section, max_tokens) if max_tokens else document.text[start:end]
         stop = start + len(part)
         # the text as it is, so the parts of a read put end to end are the document (a line longer than the budget
@@ -177,17 +198,33 @@ class Reader:
         cursor = None
         if stop < end:
             cursor = self._cursor(document, stop, end, section)
-        return ReadOutput(kb=document.kb, path=document.row["path"], title=document.row["title"],
-                          section=document.heading(section),
-                          text=shown, line_start=first_line, line_end=last_line,
-                          lines=int(document.row["lines"]), page_start=document.page_of(start),
-                          page_end=document.page_of(start + max(len(shown) - 1, 0)), pages=document.row["pages"],
-                          tokens_left=document.tokens_in(end - stop), cursor=cursor,
-                          as_of=_as_of(document.edition), note=_lines_note(document))
+        return ReadOutput(
+            kb=document.kb,
+            path=document.row["path"],
+            title=document.row["title"],
+            section=document.heading(section),
+            text=shown,
+            line_start=first_line,
+            line_end=last_line,
+            lines=int(document.row["lines"]),
+            page_start=document.page_of(start),
+            page_end=document.page_of(start + max(len(shown) - 1, 0)),
+            pages=document.row["pages"],
+            tokens_left=document.tokens_in(end - stop),
+            cursor=cursor,
+            as_of=_as_of(document.edition),
+            note=_lines_note(document),
+        )
 
     def _cursor(self, document: _Document, at: int, end: int, section: int | None) -> str:
-        place = {**_path_place(document.row["path"]), "h": document.version, "a": at, "e": end,
-                 **_pinned(document.edition), **({} if section is None else {"i": section})}
+        place = {
+            **_path_place(document.row["path"]),
+            "h": document.version,
+            "a": at,
+            "e": end,
+            **_pinned(document.edition),
+            **({} if section is None else {"i": section}),
+        }
         return self.cursors.make("read", document.kb, place)
 
     def _cut(self, document: _Document, start: int, end: int, section: int | None, max_tokens: int) -> str:
@@ -214,11 +251,11 @@ class Reader:
 
     @staticmethod
     def _part(document: _Document, start: int, end: int, budget: int, counter: TokenCounter) -> str:
-        window = document.text[start:min(end, start + budget * _CHARS_PER_TOKEN_MAX)]
+        window = document.text[start : min(end, start + budget * _CHARS_PER_TOKEN_MAX)]
         part = counter.head(window, budget)
         if len(part) < end - start:
             line_end = part.rfind("\n")
-            part = part[:line_end + 1] if line_end >= len(part) * _LINE_END_SHARE else part
+            part = part[: line_end + 1] if line_end >= len(part) * _LINE_END_SHARE else part
         return part
 
     def _document(self, kb: KBConfig, path: str, as_of: Any = None) -> _Document:
@@ -232,18 +269,20 @@ class Reader:
         listing = self.store.reading_listing(kb.name, read.generation, read.at)
         path = named(listing["path"], str(place["d"])) if listing is not None else None
         if path is None:
-            raise CursorError(f"the document this cursor reads is no longer in {kb.name!r}{_in(read)} (a sync "
-                              "removed it)")
+            raise CursorError(
+                f"the document this cursor reads is no longer in {kb.name!r}{_in(read)} (a sync removed it)"
+            )
         return self._document_in(kb, read, path)
 
     def _document_in(self, kb: KBConfig, read: _Read, path: str) -> _Document:
-        row = self.store.read_reading(kb.name, read.generation, path, read.at) if self._allows(kb, read, path) \
-            else None
+        row = self.store.read_reading(kb.name, read.generation, path, read.at) if self._allows(kb, read, path) else None
         if row is None:
             if self.store.reading_listing(kb.name, read.generation, read.at) is None:
                 raise NotReadableError(kb.name)
-            raise SearchError(f"knowledge base {kb.name!r} has no document {_shown(path)}{_in(read)} (paths are as "
-                              f"search results cite them; {LIST_TOOL} or `mcp-kb ls` lists them)")
+            raise SearchError(
+                f"knowledge base {kb.name!r} has no document {_shown(path)}{_in(read)} (paths are as "
+                f"search results cite them; {LIST_TOOL} or `mcp-kb ls` lists them)"
+            )
         return _Document(kb.name, row, read)
 
     def _edition(self, kb: KBConfig, as_of: Any) -> _Read:
@@ -286,9 +325,11 @@ class Reader:
         if len(text) <= RESOURCE_MAX_CHARS:
             return text
         cursor = self._cursor(document, RESOURCE_MAX_CHARS, len(text), None)
-        return (f"{text[:RESOURCE_MAX_CHARS]}\n\n[… the document goes on from line "
-                f"{document.line_of(RESOURCE_MAX_CHARS)} of {document.row['lines']}: read on with {READ_TOOL}, "
-                f"kb={kb.name!r}, cursor={cursor!r}]")
+        return (
+            f"{text[:RESOURCE_MAX_CHARS]}\n\n[… the document goes on from line "
+            f"{document.line_of(RESOURCE_MAX_CHARS)} of {document.row['lines']}: read on with {READ_TOOL}, "
+            f"kb={kb.name!r}, cursor={cursor!r}]"
+        )
 
     # ---- browse --------------------------------------------------------------------------
     def browse(self, kb: KBConfig, request: BrowseRequest) -> BrowseOutput:
@@ -309,11 +350,25 @@ class Reader:
         cursor = None
         if len(page) < rest.num_rows:  # the next page begins after the last entry shown, however a sync moved it
             last = page[-1]
-            cursor = self.cursors.make("browse", kb.name, {
-                **_pattern_place(pattern), "o": sort, **_last_place(last["path"]), **_pinned(read),
-                **({"m": last["mtime_ns"]} if sort == "changed" else {})})
-        return BrowseOutput(kb=kb.name, path=pattern, documents=[_entry(row, kb) for row in page],
-                            total=matching.num_rows, cursor=cursor, as_of=_as_of(read))
+            cursor = self.cursors.make(
+                "browse",
+                kb.name,
+                {
+                    **_pattern_place(pattern),
+                    "o": sort,
+                    **_last_place(last["path"]),
+                    **_pinned(read),
+                    **({"m": last["mtime_ns"]} if sort == "changed" else {}),
+                },
+            )
+        return BrowseOutput(
+            kb=kb.name,
+            path=pattern,
+            documents=[_entry(row, kb) for row in page],
+            total=matching.num_rows,
+            cursor=cursor,
+            as_of=_as_of(read),
+        )
 
     def documents_under(self, kb: KBConfig, prefix: str, limit: int) -> tuple[list[str], int]:
         """Up to `limit` paths of the documents under `prefix` that callers may see, in order, and how many there
@@ -360,14 +415,29 @@ class Reader:
             raise CursorError(f"{path} changed since this cursor was given: browse its outline again without it")
         sections = document.sections
         start = int(place.get("a", 0))
-        shown = sections[start:start + request.limit]
+        shown = sections[start : start + request.limit]
         cursor = None
         if start + len(shown) < len(sections):
-            cursor = self.cursors.make("browse", kb.name, {"o": True, **_path_place(path), "a": start + len(shown),
-                                                           "h": document.version, **_pinned(document.edition)})
-        headings = _headings(sections)[start:start + request.limit]
-        return BrowseOutput(kb=kb.name, path=path, total=len(sections), cursor=cursor, as_of=_as_of(document.edition),
-                            outline=[_outline_entry(document, s, h) for s, h in zip(shown, headings)])
+            cursor = self.cursors.make(
+                "browse",
+                kb.name,
+                {
+                    "o": True,
+                    **_path_place(path),
+                    "a": start + len(shown),
+                    "h": document.version,
+                    **_pinned(document.edition),
+                },
+            )
+        headings = _headings(sections)[start : start + request.limit]
+        return BrowseOutput(
+            kb=kb.name,
+            path=path,
+            total=len(sections),
+            cursor=cursor,
+            as_of=_as_of(document.edition),
+            outline=[_outline_entry(document, s, h) for s, h in zip(shown, headings)],
+        )
 
 
 @dataclass(frozen=True)
@@ -415,8 +485,9 @@ def _placed_pattern(listing: pa.Table, place: dict[str, Any], asked: str) -> str
         found = named(starts, str(place["q"]))
         if found is not None:
             return found
-        raise CursorError("no document is left under the path this cursor lists (a sync removed them): list "
-                          "again without the cursor")
+        raise CursorError(
+            "no document is left under the path this cursor lists (a sync removed them): list again without the cursor"
+        )
     raise CursorError("this cursor goes on listing a long pattern: pass it with the same path")
 
 
@@ -432,11 +503,15 @@ def _lines_note(document: _Document) -> str:
     """What the lines of a reading are, when they are not the file's own."""
     as_written = document.row.get("as_written")
     if as_written is None:  # a reading table of layout 2 or before
-        return (f"this index was built before text files read as written: its lines may not be the file's; the next "
-                f"sync rebuilds it with them, vectors reused ({sync_remedy(document.kb)})")
+        return (
+            f"this index was built before text files read as written: its lines may not be the file's; the next "
+            f"sync rebuilds it with them, vectors reused ({sync_remedy(document.kb)})"
+        )
     if not as_written:
-        return (f"lines are of the text extracted from this {document.row['kind']} file, not of the file itself; "
-                f"cite it by pages and sections")
+        return (
+            f"lines are of the text extracted from this {document.row['kind']} file, not of the file itself; "
+            f"cite it by pages and sections"
+        )
     return ""
 
 
@@ -447,8 +522,12 @@ def _with_passage(answer: ReadOutput, document: _Document, index: int, start: in
     end = starts[index + 1] if index + 1 < len(starts) else len(document.text)
     inside = (min(max(position - start, 0), len(answer.text)) for position in (starts[index], end))
     passage_start, passage_end = inside
-    return answer.model_copy(update={"passage_start": passage_start,
-                                     "passage_end": passage_start + len(answer.text[passage_start:passage_end].rstrip())})
+    return answer.model_copy(
+        update={
+            "passage_start": passage_start,
+            "passage_end": passage_start + len(answer.text[passage_start:passage_end].rstrip()),
+        }
+    )
 
 
 def _after(listing: pa.Table, place: dict[str, Any]) -> pa.Table:
@@ -473,17 +552,30 @@ def _entries(answer: BrowseOutput) -> int:
 def _entry(row: dict[str, Any], kb: KBConfig) -> DocumentEntry:
     # A repository's file has no time of its own: its fingerprint's second number is its blob id, not a time.
     changed = "" if repo_file(kb, row["path"]) or not row["mtime_ns"] else recorded_at(row["mtime_ns"])
-    return DocumentEntry(path=row["path"], title=clipped(row["title"], _TITLE_CHARS), kind=row["kind"], size=row["size"],
-                         pages=row["pages"], chunks=row["chunks"], tokens=row["tokens"], lines=row["lines"],
-                         changed=changed, synced=row["synced_at"])
+    return DocumentEntry(
+        path=row["path"],
+        title=clipped(row["title"], _TITLE_CHARS),
+        kind=row["kind"],
+        size=row["size"],
+        pages=row["pages"],
+        chunks=row["chunks"],
+        tokens=row["tokens"],
+        lines=row["lines"],
+        changed=changed,
+        synced=row["synced_at"],
+    )
 
 
 def _outline_entry(document: _Document, section: Section, heading: str) -> OutlineEntry:
-    return OutlineEntry(heading=_listed(section, heading),
-                        depth=len(section.path), line_start=document.line_of(section.start),
-                        line_end=document.line_of(max(section.end - 1, section.start)),
-                        page_start=document.page_of(section.start), page_end=document.page_of(section.end - 1),
-                        tokens=document.tokens_in(section.end - section.start))
+    return OutlineEntry(
+        heading=_listed(section, heading),
+        depth=len(section.path),
+        line_start=document.line_of(section.start),
+        line_end=document.line_of(max(section.end - 1, section.start)),
+        page_start=document.page_of(section.start),
+        page_end=document.page_of(section.end - 1),
+        tokens=document.tokens_in(section.end - section.start),
+    )
 
 
 def _headings(sections: tuple[Section, ...]) -> list[str]:
@@ -493,8 +585,8 @@ def _headings(sections: tuple[Section, ...]) -> list[str]:
 
 def _listed(section: Section, name: str) -> str:
     """A section's name as the outline lists it: a long heading path clipped, its number (` (2)`) kept."""
-    suffix = name[len(HEADING_SEPARATOR.join(section.path)):]
-    return clipped(name[:len(name) - len(suffix)], _TITLE_CHARS * len(section.path) - len(suffix)) + suffix
+    suffix = name[len(HEADING_SEPARATOR.join(section.path)) :]
+    return clipped(name[: len(name) - len(suffix)], _TITLE_CHARS * len(section.path) - len(suffix)) + suffix
 
 
 def _find_section(document: _Document, asked: str) -> int:
@@ -504,19 +596,35 @@ def _find_section(document: _Document, asked: str) -> int:
     names = _headings(sections)
     named = [_spaced(heading) for heading in names]
     wanted = _spaced(asked)
-    forms = [wanted, *(wanted.removeprefix(f"{lead}{HEADING_SEPARATOR}") for lead in
-                       (document.row["path"], document.row["title"]) if wanted.startswith(f"{lead}{HEADING_SEPARATOR}"))]
+    forms = [
+        wanted,
+        *(
+            wanted.removeprefix(f"{lead}{HEADING_SEPARATOR}")
+            for lead in (document.row["path"], document.row["title"])
+            if wanted.startswith(f"{lead}{HEADING_SEPARATOR}")
+        ),
+    ]
     listed = [_spaced(_listed(section, name)) for section, name in zip(sections, names)]
-    for candidates, matches in ((named, str.__eq__), (named, lambda heading, form: heading.casefold() == form.casefold()),
-                                (named, lambda heading, form: f"{HEADING_SEPARATOR}{heading}".casefold().endswith(
-                                    f"{HEADING_SEPARATOR}{form}".casefold())),
-                                (listed, str.__eq__)):  # a long one, clipped as the outline lists it
+    for candidates, matches in (
+        (named, str.__eq__),
+        (named, lambda heading, form: heading.casefold() == form.casefold()),
+        (
+            named,
+            lambda heading, form: f"{HEADING_SEPARATOR}{heading}".casefold().endswith(
+                f"{HEADING_SEPARATOR}{form}".casefold()
+            ),
+        ),
+        (listed, str.__eq__),
+    ):  # a long one, clipped as the outline lists it
         found = [index for index, heading in enumerate(candidates) for form in forms if matches(heading, form)]
         if found:
             return found[0]
     some = "; ".join(names[:_SECTIONS_NAMED])
-    more = f" (and {len(sections) - _SECTIONS_NAMED} more: list_documents with outline lists them)" \
-        if len(sections) > _SECTIONS_NAMED else ""
+    more = (
+        f" (and {len(sections) - _SECTIONS_NAMED} more: list_documents with outline lists them)"
+        if len(sections) > _SECTIONS_NAMED
+        else ""
+    )
     has = f"its sections: {clipped(some, 2_000)}{more}" if sections else "it has no headings; read it by lines"
     raise SearchError(f"{document.row['path']} has no section {_shown(asked)}; {has}")
 
@@ -533,8 +641,10 @@ def _page_span(document: _Document, asked: str) -> tuple[int, int]:
     first, last = _range(asked, "pages")
     numbers = [page for page, _ in pages]
     if not any(first <= page <= last for page in numbers):
-        raise SearchError(f"{document.row['path']} has no text on page{'s' if last > first else ''} "
-                          f"{asked.strip()} (its pages with text: {_page_list(numbers)})")
+        raise SearchError(
+            f"{document.row['path']} has no text on page{'s' if last > first else ''} "
+            f"{asked.strip()} (its pages with text: {_page_list(numbers)})"
+        )
     start = next(offset for page, offset in pages if page >= first)
     end = next((offset for page, offset in pages if page > last), len(document.text) + len("\n\n"))
     return start, end - len("\n\n")
@@ -576,4 +686,3 @@ def _line_end(text: str, line: int) -> int:
 
 def _shown(value: str) -> str:
     return repr(clipped(value, 200))
-

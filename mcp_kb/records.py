@@ -83,9 +83,13 @@ class SyncProgress(_Saved):
 
     @classmethod
     def from_dict(cls, saved: Mapping[str, Any]) -> SyncProgress:
-        return cls(int(saved.get("done", 0)), int(saved.get("total", 0)), int(saved.get("chunks", 0)),
-                   int(saved.get("written", 0)), float(saved.get("started", 0.0)))
-
+        return cls(
+            int(saved.get("done", 0)),
+            int(saved.get("total", 0)),
+            int(saved.get("chunks", 0)),
+            int(saved.get("written", 0)),
+            float(saved.get("started", 0.0)),
+        )
 
     @property
     def counted(self) -> bool:
@@ -181,8 +185,11 @@ class KBState:
     def building(self) -> tuple[str, dict[str, Any]] | None:
         """The rebuild in progress: its generation and the fingerprints it is built with (None when none is)."""
         building = self.row.get("building") or {}
-        return (str(building["generation"]), dict(building.get("fingerprints") or {})) if "generation" in building \
+        return (
+            (str(building["generation"]), dict(building.get("fingerprints") or {}))
+            if "generation" in building
             else None
+        )
 
     @property
     def built(self) -> bool:
@@ -193,18 +200,44 @@ class KBState:
         """What the index was built with, for one fingerprint (`model`, `chunking`, ...)."""
         return self.row.get(key)
 
-    def ended(self, started: str, outcome: str, report: SyncReport, error: str = "",  # noqa: PLR0913  # a sync's end
-              confirmed: bool = False) -> dict[str, Any]:
+    def ended(
+        self,
+        started: str,
+        outcome: str,
+        report: SyncReport,
+        error: str = "",  # noqa: PLR0913  # a sync's end
+        confirmed: bool = False,
+    ) -> dict[str, Any]:
         """The record of a sync that ended, to write with the row: the last one in full, the recent ones in brief, and
         when the index was last `confirmed` (this sync, when it read every source: none was unreadable)."""
         finished = recorded_now()
-        last = {"started_at": started, "finished_at": finished, "outcome": outcome, "error": error,
-                "report": report.as_dict()}
-        brief = SyncBrief(started, finished, outcome, error[:_ERROR_CHARS_KEPT], report.rebuilt, report.files_added,
-                          report.files_changed, report.files_deleted, report.files_unchanged, report.files_failed,
-                          report.chunks_embedded, report.chunks_reused, report.seconds.get("total"))
-        return {"last_sync": last, "recent_syncs": [*self.recent_syncs, brief.as_dict()][-_SYNCS_KEPT:],
-                _CONFIRMED: finished if confirmed else self.confirmed_at}
+        last = {
+            "started_at": started,
+            "finished_at": finished,
+            "outcome": outcome,
+            "error": error,
+            "report": report.as_dict(),
+        }
+        brief = SyncBrief(
+            started,
+            finished,
+            outcome,
+            error[:_ERROR_CHARS_KEPT],
+            report.rebuilt,
+            report.files_added,
+            report.files_changed,
+            report.files_deleted,
+            report.files_unchanged,
+            report.files_failed,
+            report.chunks_embedded,
+            report.chunks_reused,
+            report.seconds.get("total"),
+        )
+        return {
+            "last_sync": last,
+            "recent_syncs": [*self.recent_syncs, brief.as_dict()][-_SYNCS_KEPT:],
+            _CONFIRMED: finished if confirmed else self.confirmed_at,
+        }
 
     @property
     def generation(self) -> str | None:
@@ -332,7 +365,6 @@ class KBState:
         return {key: value for key, value in self.row.items() if key != "rolling_back"}
 
 
-
 @dataclass(frozen=True)
 class KBSummary(_Saved):
     """What a KB holds as of its last finished sync, for tool descriptions and the glance (all zero before one)."""
@@ -412,10 +444,13 @@ class Glance:
     pending: Pending | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "model": self.model.as_dict() if self.model else None,
-                "pending": self.pending.as_dict() if self.pending else None,
-                "health": self.health.as_dict() if self.health else {},
-                "progress": self.progress.as_dict() if self.progress.counted else {}}
+        return {
+            **asdict(self),
+            "model": self.model.as_dict() if self.model else None,
+            "pending": self.pending.as_dict() if self.pending else None,
+            "health": self.health.as_dict() if self.health else {},
+            "progress": self.progress.as_dict() if self.progress.counted else {},
+        }
 
 
 @dataclass(frozen=True)
@@ -505,10 +540,15 @@ class SearchFigures(_Saved):
 
     @classmethod
     def from_dict(cls, saved: Mapping[str, Any]) -> SearchFigures:
-        return cls(**{**cls._known(saved),
-                      "latency_ms": {stage: StageLatency.from_dict(latency)
-                                     for stage, latency in saved.get("latency_ms", {}).items()},
-                      "hourly": tuple(SearchHour.from_dict(hour) for hour in saved.get("hourly", ()))})
+        return cls(
+            **{
+                **cls._known(saved),
+                "latency_ms": {
+                    stage: StageLatency.from_dict(latency) for stage, latency in saved.get("latency_ms", {}).items()
+                },
+                "hourly": tuple(SearchHour.from_dict(hour) for hour in saved.get("hourly", ())),
+            }
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "hourly": [asdict(hour) for hour in self.hourly]}
@@ -524,8 +564,12 @@ class KBStats:
     last_sync: LastSyncFigures
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "search": self.search.as_dict() if self.search else {},
-                "health": self.health.as_dict() if self.health else {}, "last_sync": asdict(self.last_sync)}
+        return {
+            "name": self.name,
+            "search": self.search.as_dict() if self.search else {},
+            "health": self.health.as_dict() if self.health else {},
+            "last_sync": asdict(self.last_sync),
+        }
 
 
 @dataclass(frozen=True)
@@ -568,19 +612,25 @@ class SyncReport(_Saved):
     @classmethod
     def from_dict(cls, saved: Mapping[str, Any]) -> SyncReport:
         """A report as a sync saved it in the KB's state (fields a newer version added are left out)."""
-        problems = {kind: [Problem(str(item.get("path", "")), str(item.get("reason", "")))
-                           for item in saved.get(kind, [])] for kind in ("failures", "skipped")}
+        problems = {
+            kind: [Problem(str(item.get("path", "")), str(item.get("reason", ""))) for item in saved.get(kind, [])]
+            for kind in ("failures", "skipped")
+        }
         return cls(**{"kb": "", **cls._known(saved), **problems})
 
     def summary(self) -> str:
-        parts = [f"{self.kb}: {self.files_added} added, {self.files_changed} changed, "
-                 f"{self.files_deleted} deleted, {self.files_unchanged} unchanged, {self.files_failed} failed; "
-                 f"chunks {self.chunks_embedded} embedded, {self.chunks_reused} reused, "
-                 f"{self.chunks_deleted} deleted, {self.chunks_total} in index; "
-                 f"{self.seconds.get('total', 0.0):.1f}s" + (f"; {self.pages_ocr} pages read by OCR" if self.pages_ocr else "")]
+        parts = [
+            f"{self.kb}: {self.files_added} added, {self.files_changed} changed, "
+            f"{self.files_deleted} deleted, {self.files_unchanged} unchanged, {self.files_failed} failed; "
+            f"chunks {self.chunks_embedded} embedded, {self.chunks_reused} reused, "
+            f"{self.chunks_deleted} deleted, {self.chunks_total} in index; "
+            f"{self.seconds.get('total', 0.0):.1f}s"
+            + (f"; {self.pages_ocr} pages read by OCR" if self.pages_ocr else "")
+        ]
         if self.crawl:  # web sources: "163 requests, 12 downloaded, 151 not modified"
-            parts.append("  sources: " + ", ".join(f"{value} {name.replace('_', ' ')}"
-                                                    for name, value in self.crawl.items()))
+            parts.append(
+                "  sources: " + ", ".join(f"{value} {name.replace('_', ' ')}" for name, value in self.crawl.items())
+            )
         if self.commits:
             parts.append("  commits: " + ", ".join(f"{name} {commit[:12]}" for name, commit in self.commits.items()))
         if self.rebuilt:

@@ -66,8 +66,10 @@ class Registry:
     def implementation(self, name: str) -> Any:
         target = self._entries[name].implementation
         if target is None:
-            raise ConfigError(f"the {self.role} {name!r} has settings but no implementation: the package that "
-                              f"provides it was not installed or not imported")
+            raise ConfigError(
+                f"the {self.role} {name!r} has settings but no implementation: the package that "
+                f"provides it was not installed or not imported"
+            )
         return self.load(target)
 
     @staticmethod
@@ -93,6 +95,7 @@ def load_plugins() -> None:
                 if callable(loaded):  # a function that registers, rather than a module that does on import
                     loaded()
             except Exception as exc:
-                raise ConfigError(f"the mcp-kb plugin {entry.name!r} ({entry.value}) failed to load: "
-                                  f"{type(exc).__name__}: {exc}") from exc
+                raise ConfigError(
+                    f"the mcp-kb plugin {entry.name!r} ({entry.value}) failed to load: {type(exc).__name__}: {exc}"
+                ) from exc
         _plugins_loaded = True

@@ -21,15 +21,27 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from .settings import (CONTEXT_MAX, IDENTIFIER, MAX_QUERY_LENGTH, MAX_TOKENS_MAX, MAX_TOKENS_MIN, MODES, TOP_K_MAX,
-                       TOP_K_MIN, SearchConfig, SearchMode)
+from .settings import (
+    CONTEXT_MAX,
+    IDENTIFIER,
+    MAX_QUERY_LENGTH,
+    MAX_TOKENS_MAX,
+    MAX_TOKENS_MIN,
+    MODES,
+    TOP_K_MAX,
+    TOP_K_MIN,
+    SearchConfig,
+    SearchMode,
+)
 from .errors import SearchError
 from .text import is_text, name_text
 from .vocabulary import LIST_URI
 
 _T = TypeVar("_T")
-AS_OF_HELP = ("An earlier version of the knowledge base to answer from: a version number, a tag, or a time "
-              "(2026-11-30 or 2026-11-30T14:00Z: the version current then); omit for the current one")
+AS_OF_HELP = (
+    "An earlier version of the knowledge base to answer from: a version number, a tag, or a time "
+    "(2026-11-30 or 2026-11-30T14:00Z: the version current then); omit for the current one"
+)
 MAX_AS_OF_LENGTH = 64
 
 
@@ -44,14 +56,22 @@ class SearchRequest(BaseModel):
     min_score: float | None = Field(None, allow_inf_nan=False, description="Drop passages scoring below this")
     filters: dict[str, Any] | None = Field(None, description="Metadata filters, all must match")
     context: int = Field(0, ge=0, le=CONTEXT_MAX, description="Neighbouring chunks to add around each passage")
-    max_per_document: int | None = Field(None, ge=TOP_K_MIN, le=TOP_K_MAX,
-                                         description="At most this many passages from one document")
-    max_tokens: int | None = Field(None, ge=MAX_TOKENS_MIN, le=MAX_TOKENS_MAX,
-                                   description="Token budget for all passages, context included; longer passages "
-                                               "are cut around their best-matching sentences")
+    max_per_document: int | None = Field(
+        None, ge=TOP_K_MIN, le=TOP_K_MAX, description="At most this many passages from one document"
+    )
+    max_tokens: int | None = Field(
+        None,
+        ge=MAX_TOKENS_MIN,
+        le=MAX_TOKENS_MAX,
+        description="Token budget for all passages, context included; longer passages "
+        "are cut around their best-matching sentences",
+    )
     as_of: str | None = Field(None, max_length=MAX_AS_OF_LENGTH, description=AS_OF_HELP)
-    version: str | None = Field(None, max_length=64, description="Which version of the documentation to search "
-                                                                 "(its documents' paths begin with it)")
+    version: str | None = Field(
+        None,
+        max_length=64,
+        description="Which version of the documentation to search (its documents' paths begin with it)",
+    )
 
     def resolved(self, settings: SearchConfig) -> ResolvedSearch:
         """The search with every setting decided: the KB's `settings` where the request left one out; errors
@@ -61,17 +81,26 @@ class SearchRequest(BaseModel):
         if not query and mode != "filter":
             raise SearchError("query is empty; give the words to search for (or use mode 'filter' with filters)")
         if len(query) > MAX_QUERY_LENGTH:
-            raise SearchError(f"query is {len(query)} characters long; use at most {MAX_QUERY_LENGTH} "
-                              f"(the key words or a sentence, not a whole document)")
+            raise SearchError(
+                f"query is {len(query)} characters long; use at most {MAX_QUERY_LENGTH} "
+                f"(the key words or a sentence, not a whole document)"
+            )
         if not is_text(query):  # a lone surrogate (JSON's "\udc80", a shell's undecodable byte): no model reads it
-            raise SearchError(f"query holds a character that is not text ({name_text(query)[:80]!r}); send the "
-                              "words as Unicode text")
-        return ResolvedSearch(query=query, mode=mode, filters=self.filters or None, context=self.context,
-                              top_k=_given(self.top_k, settings.top_k),
-                              min_score=float(_given(self.min_score, settings.min_score)),
-                              max_per_document=_given(self.max_per_document, settings.max_per_document),
-                              max_tokens=_given(self.max_tokens, settings.max_tokens), as_of=self.as_of or None,
-                              version=self.version or None)
+            raise SearchError(
+                f"query holds a character that is not text ({name_text(query)[:80]!r}); send the words as Unicode text"
+            )
+        return ResolvedSearch(
+            query=query,
+            mode=mode,
+            filters=self.filters or None,
+            context=self.context,
+            top_k=_given(self.top_k, settings.top_k),
+            min_score=float(_given(self.min_score, settings.min_score)),
+            max_per_document=_given(self.max_per_document, settings.max_per_document),
+            max_tokens=_given(self.max_tokens, settings.max_tokens),
+            as_of=self.as_of or None,
+            version=self.version or None,
+        )
 
 
 @dataclass(frozen=True)
@@ -104,20 +133,31 @@ class SyncRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kb: str | None = Field(None, description=f"Knowledge base to sync, by name (as listed by the {LIST_URI} "
-                                             "resource); omit for all")
-    full: bool = Field(False, description="Rebuild from scratch instead of syncing changes (vectors of unchanged "
-                                          "chunks are reused)")
+    kb: str | None = Field(
+        None, description=f"Knowledge base to sync, by name (as listed by the {LIST_URI} resource); omit for all"
+    )
+    full: bool = Field(
+        False, description="Rebuild from scratch instead of syncing changes (vectors of unchanged chunks are reused)"
+    )
     reembed: bool = Field(False, description="Rebuild and embed every chunk again, even with an unchanged model")
-    allow_mass_delete: bool = Field(False, description="Let the sync delete all or most of a knowledge base. Only "
-                                                       "when the user confirms the files were really removed: an "
-                                                       "unmounted drive or share looks the same")
+    allow_mass_delete: bool = Field(
+        False,
+        description="Let the sync delete all or most of a knowledge base. Only "
+        "when the user confirms the files were really removed: an "
+        "unmounted drive or share looks the same",
+    )
     # One default for every face: a sync asked for happens (the CLI, the page, the triggers and the tool alike);
     # a caller that would rather hear at once that the index is busy says so.
-    wait: bool = Field(True, description="If another sync is running, wait for it to end and then sync (otherwise "
-                                         "answer at once that one is running)")
-    tag: str | None = Field(None, max_length=64, description="Tag the version this sync makes (a name to search as "
-                                                            "of and roll back to; kept until removed)")
+    wait: bool = Field(
+        True,
+        description="If another sync is running, wait for it to end and then sync (otherwise "
+        "answer at once that one is running)",
+    )
+    tag: str | None = Field(
+        None,
+        max_length=64,
+        description="Tag the version this sync makes (a name to search as of and roll back to; kept until removed)",
+    )
     # Who asked, as the version this sync makes records it: set by a face from its caller (never a tool argument).
     by: str = Field("", max_length=200, exclude=True)
 
@@ -139,23 +179,41 @@ class ReadRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kb: str = Field(description="Knowledge base, by name")
-    path: str = Field("", max_length=MAX_PATH_LENGTH,
-                      description="The document, as a search result's source names it (not needed with a cursor)")
-    section: str | None = Field(None, max_length=MAX_PATH_LENGTH,
-                                description="One section, by the heading path a citation shows, e.g. "
-                                            "'Annual leave › How to apply' (its subsections included)")
+    path: str = Field(
+        "",
+        max_length=MAX_PATH_LENGTH,
+        description="The document, as a search result's source names it (not needed with a cursor)",
+    )
+    section: str | None = Field(
+        None,
+        max_length=MAX_PATH_LENGTH,
+        description="One section, by the heading path a citation shows, e.g. "
+        "'Annual leave › How to apply' (its subsections included)",
+    )
     pages: str | None = Field(None, pattern=_RANGE, description="A page or page range of a PDF, e.g. '3' or '3-5'")
-    lines: str | None = Field(None, pattern=_RANGE,
-                              description="A line range of the document's text, e.g. '120-180' (the answer says "
-                                          "which lines it holds)")
-    chunk: int | None = Field(None, ge=0, le=MAX_CHUNK_INDEX,
-                              description="Read from a passage on: a search result's chunk_index (the passage before "
-                                          "it comes first)")
-    max_tokens: int = Field(READ_TOKENS_DEFAULT, ge=READ_TOKENS_MIN, le=READ_TOKENS_MAX,
-                            description="Most tokens of text in this answer; the rest is one cursor away")
-    cursor: str | None = Field(None, max_length=MAX_CURSOR_LENGTH,
-                               description="Go on where the last answer stopped (its cursor); the other arguments but "
-                                           "kb and max_tokens are then not needed")
+    lines: str | None = Field(
+        None,
+        pattern=_RANGE,
+        description="A line range of the document's text, e.g. '120-180' (the answer says which lines it holds)",
+    )
+    chunk: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_CHUNK_INDEX,
+        description="Read from a passage on: a search result's chunk_index (the passage before it comes first)",
+    )
+    max_tokens: int = Field(
+        READ_TOKENS_DEFAULT,
+        ge=READ_TOKENS_MIN,
+        le=READ_TOKENS_MAX,
+        description="Most tokens of text in this answer; the rest is one cursor away",
+    )
+    cursor: str | None = Field(
+        None,
+        max_length=MAX_CURSOR_LENGTH,
+        description="Go on where the last answer stopped (its cursor); the other arguments but "
+        "kb and max_tokens are then not needed",
+    )
     as_of: str | None = Field(None, max_length=MAX_AS_OF_LENGTH, description=AS_OF_HELP)
 
     def form(self) -> str:
@@ -177,15 +235,24 @@ class BrowseRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kb: str = Field(description="Knowledge base, by name")
-    path: str = Field("", max_length=MAX_PATH_LENGTH,
-                      description="Documents whose path starts with this, or matches it as a glob (* and ? within "
-                                  "a folder, ** across folders); with outline, the one document")
-    outline: bool = Field(False, description="true: instead of a list, the headings of the one document `path` "
-                                             "names, with their lines, pages and size in tokens")
+    path: str = Field(
+        "",
+        max_length=MAX_PATH_LENGTH,
+        description="Documents whose path starts with this, or matches it as a glob (* and ? within "
+        "a folder, ** across folders); with outline, the one document",
+    )
+    outline: bool = Field(
+        False,
+        description="true: instead of a list, the headings of the one document `path` "
+        "names, with their lines, pages and size in tokens",
+    )
     sort: ListingOrder = Field("path", description="Order of the list: by path, or last changed first")
     limit: int = Field(BROWSE_LIMIT_DEFAULT, ge=1, le=BROWSE_LIMIT_MAX, description="Most entries in this answer")
-    cursor: str | None = Field(None, max_length=MAX_CURSOR_LENGTH,
-                               description="The next page: the last answer's cursor (with the same kb and path)")
+    cursor: str | None = Field(
+        None,
+        max_length=MAX_CURSOR_LENGTH,
+        description="The next page: the last answer's cursor (with the same kb and path)",
+    )
     as_of: str | None = Field(None, max_length=MAX_AS_OF_LENGTH, description=AS_OF_HELP)
 
 
@@ -260,7 +327,7 @@ _SHOWN_INPUT = 80  # characters of a rejected value an error repeats: a caller m
 
 def _given_shown(item: Any) -> str:
     given = repr(item.get("input"))
-    return given if len(given) <= _SHOWN_INPUT else f"{given[:_SHOWN_INPUT - 3]}..."
+    return given if len(given) <= _SHOWN_INPUT else f"{given[: _SHOWN_INPUT - 3]}..."
 
 
 def unknown_filter_field(field: str, valid: Iterable[str]) -> str:

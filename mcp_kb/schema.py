@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 # Integer columns are int64: values outside this range can not be stored or compared.
-INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 RANGE_OPERATORS = ("gt", "gte", "lt", "lte")  # a filter's bounds on a number or a date
@@ -103,8 +103,19 @@ class ReadingRow:
 
 
 # What a listing reads of a reading row: everything but the text and its offsets.
-LISTING_COLUMNS = ["path", "title", "kind", "size", "mtime_ns", "file_hash", "synced_at", "pages", "lines", "tokens",
-                   "chunks"]
+LISTING_COLUMNS = [
+    "path",
+    "title",
+    "kind",
+    "size",
+    "mtime_ns",
+    "file_hash",
+    "synced_at",
+    "pages",
+    "lines",
+    "tokens",
+    "chunks",
+]
 
 
 VECTOR_COLUMN = "vector"
@@ -120,8 +131,19 @@ BUILTIN_FILTERS = {
     "chunk_index": "Position of the chunk in its document",
 }
 # What a search reads of the chunks that made the cut.
-HIT_COLUMNS = ["id", "path", "chunk_index", "heading", "title", "page", "line_start", "line_end", "text", "n_tokens",
-               "parts"]
+HIT_COLUMNS = [
+    "id",
+    "path",
+    "chunk_index",
+    "heading",
+    "title",
+    "page",
+    "line_start",
+    "line_end",
+    "text",
+    "n_tokens",
+    "parts",
+]
 
 
 # The field type of a Python value (bool before int: True is an int too).
@@ -134,7 +156,11 @@ def field_type_of_value(value: Any) -> str:
 
 
 def _field_type_of(annotation: Any) -> str:
-    inner = [arg for arg in get_args(annotation) if arg is not type(None)] if get_origin(annotation) in (Union, UnionType) else []
+    inner = (
+        [arg for arg in get_args(annotation) if arg is not type(None)]
+        if get_origin(annotation) in (Union, UnionType)
+        else []
+    )
     return _TYPE_NAMES[inner[0] if inner else annotation]
 
 
@@ -154,10 +180,19 @@ def reading_schema() -> pa.Schema:
     """The Arrow schema of a generation's reading table (ReadingRow's columns)."""
     import pyarrow as pa
 
-    types = {str: pa.string(), int: pa.int64(), int | None: pa.int32(), list[int]: pa.list_(pa.int64()),
-             bool: pa.bool_()}
-    return pa.schema([(name, pa.large_string() if name == "text" else types[annotation])
-                      for name, annotation in get_type_hints(ReadingRow).items()])
+    types = {
+        str: pa.string(),
+        int: pa.int64(),
+        int | None: pa.int32(),
+        list[int]: pa.list_(pa.int64()),
+        bool: pa.bool_(),
+    }
+    return pa.schema(
+        [
+            (name, pa.large_string() if name == "text" else types[annotation])
+            for name, annotation in get_type_hints(ReadingRow).items()
+        ]
+    )
 
 
 def chunk_schema(dimension: int, metadata_types: dict[str, str]) -> pa.Schema:

@@ -79,23 +79,33 @@ def _version_filter(kb: KBConfig, version: str | None) -> dict[str, Any] | None:
     """The documents of the library version asked for (the KB's default when none is), for a KB of versions."""
     if not kb.versions:
         if version is not None:
-            raise SearchError(f"knowledge base {kb.name!r} holds one version of its documents; `version` is for "
-                              "knowledge bases with [[kb.versions]]")
+            raise SearchError(
+                f"knowledge base {kb.name!r} holds one version of its documents; `version` is for "
+                "knowledge bases with [[kb.versions]]"
+            )
         return None
     names = [known.name for known in kb.versions]
     chosen = version or kb.default_version
     if chosen not in names:
-        raise SearchError(f"knowledge base {kb.name!r} has no version {str(chosen)[:64]!r}; its versions: "
-                          f"{', '.join(names)}")
+        raise SearchError(
+            f"knowledge base {kb.name!r} has no version {str(chosen)[:64]!r}; its versions: {', '.join(names)}"
+        )
     return {"path": {"prefix": f"{chosen}/"}}
 
 
 class Searcher:
     """Runs searches against a store; results are cached per table version."""
 
-    def __init__(self, store: Store, embedder: Embedder, tokenizer: TokenCounter,  # noqa: PLR0913  # its parts
-                 reranker: Reranker | None = None, rerank_candidates: int = 30, owner: str = "",
-                 freshness: Freshness | None = None):
+    def __init__(  # noqa: PLR0913  # its parts
+        self,
+        store: Store,
+        embedder: Embedder,
+        tokenizer: TokenCounter,
+        reranker: Reranker | None = None,
+        rerank_candidates: int = 30,
+        owner: str = "",
+        freshness: Freshness | None = None,
+    ):
         self.store = store
         self.freshness = freshness  # None: hits say nothing of when they were indexed (evaluations)
         self.owner = owner  # this config's kb.toml, when its KBs live in the default index (Config.owner)
@@ -122,8 +132,11 @@ class Searcher:
             if now == editions:
                 raise
             result = self._search(kbs, request, now)
-        earlier = [f"{kb.name}: " * (len(kbs) > 1) + f"answered as of {read.version.describe()}"
-                   for kb, read in zip(kbs, editions) if read.earlier and read.version]
+        earlier = [
+            f"{kb.name}: " * (len(kbs) > 1) + f"answered as of {read.version.describe()}"
+            for kb, read in zip(kbs, editions)
+            if read.earlier and read.version
+        ]
         result = replace(result, notes=[*earlier, *result.notes]) if earlier else result
         return self._dated(kbs, editions, result)
 
@@ -135,19 +148,29 @@ class Searcher:
         hits, notes = result.hits, []
         for kb, read in zip(kbs, editions):
             paths = {hit.source for hit in hits if hit.kb == kb.name}
-            listing = self.store.reading_listing(kb.name, read.generation, read.at) if paths and read.generation \
-                else None
+            listing = (
+                self.store.reading_listing(kb.name, read.generation, read.at) if paths and read.generation else None
+            )
             if listing is None or read.generation is None:
                 continue
             indexed_at = indexed_times(listing, paths)
             state = KBState(self.store.read_state(kb.name))
-            changed = {} if read.earlier else \
-                self.freshness.changed(kb, self.store.fingerprints(kb.name, read.generation, paths), state)
-            hits = [replace(hit, indexed_at=indexed_at.get(hit.source, ""), changed=changed.get(hit.source, ""))
-                    if hit.kb == kb.name else hit for hit in hits]
+            changed = (
+                {}
+                if read.earlier
+                else self.freshness.changed(kb, self.store.fingerprints(kb.name, read.generation, paths), state)
+            )
+            hits = [
+                replace(hit, indexed_at=indexed_at.get(hit.source, ""), changed=changed.get(hit.source, ""))
+                if hit.kb == kb.name
+                else hit
+                for hit in hits
+            ]
             if stale := sum(1 for hit in hits if hit.kb == kb.name and hit.stale):
-                notes.append(f"{kb.name}: " * (len(kbs) > 1) + f"stale results ({stale}): their documents changed "
-                             f"since they were indexed (each says how); {sync_remedy(kb.name)}, then search again")
+                notes.append(
+                    f"{kb.name}: " * (len(kbs) > 1) + f"stale results ({stale}): their documents changed "
+                    f"since they were indexed (each says how); {sync_remedy(kb.name)}, then search again"
+                )
         return replace(result, hits=hits, notes=[*notes, *result.notes])
 
     def _search(self, kbs: list[KBConfig], request: ResolvedSearch, editions: list[Edition]) -> SearchResult:
@@ -155,8 +178,10 @@ class Searcher:
             common = common_filter_types(kbs)
             unknown = [field for field in request.filters or {} if field not in common]
             if unknown:
-                raise SearchError(f"{unknown_filter_field(unknown[0], common)} (a search across knowledge bases "
-                                  "filters on the fields all of them have)")
+                raise SearchError(
+                    f"{unknown_filter_field(unknown[0], common)} (a search across knowledge bases "
+                    "filters on the fields all of them have)"
+                )
         parts, notes = [], []
         for kb, read in zip(kbs, editions):
             try:
@@ -176,11 +201,18 @@ class Searcher:
         cached = self._cache.get(key)
         if cached is not None:
             return replace(cached, cached=True)
-        incomplete = [note if len(kbs) == 1 else f"{part.kb.name}: {note}" for part in parts
-                      for note in self._incomplete_index_notes(part.kb.name, part.state)]
-        incomplete += [f"knowledge base {part.kb.name!r} in the default index was built by another project's kb.toml: "
-                       "these are that project's documents (give this project an index of its own: storage = "
-                       "\"./.mcp-kb\")" for part in parts if part.state.owned_by_another(self.owner)]
+        incomplete = [
+            note if len(kbs) == 1 else f"{part.kb.name}: {note}"
+            for part in parts
+            for note in self._incomplete_index_notes(part.kb.name, part.state)
+        ]
+        incomplete += [
+            f"knowledge base {part.kb.name!r} in the default index was built by another project's kb.toml: "
+            "these are that project's documents (give this project an index of its own: storage = "
+            '"./.mcp-kb")'
+            for part in parts
+            if part.state.owned_by_another(self.owner)
+        ]
         result = self._run(parts, request, incomplete + notes)
         if not result.notes:  # a degraded answer (model down, index missing) must not outlive the cause
             self._cache.put(key, result)
@@ -192,23 +224,29 @@ class Searcher:
         view = view_of(self.store, kb.name, read.generation, read.at)
         if view is None:
             if read.generation is not None:
-                raise SearchError(f"the index of knowledge base {kb.name!r} has lost its tables; "
-                                  f"{sync_remedy(kb.name)} to rebuild it")
+                raise SearchError(
+                    f"the index of knowledge base {kb.name!r} has lost its tables; {sync_remedy(kb.name)} to rebuild it"
+                )
             if sync_activity(self.store, kb.name) is not None:
                 raise _Unfinished(self._incomplete_index_notes(kb.name))
             raise NotSyncedError(kb.name, self.store.uri, KBState(self.store.read_state(kb.name)).last_error)
         state = KBState(self.store.read_state(kb.name))
         _filtered_fields_indexed(kb, state, kb.search.filter, request.filters)
         types, rooted = kb.filter_field_types(), rooted_id_patterns()
-        where = and_where(build_where(kb.search.filter, types, rooted), build_where(request.filters, types, rooted),
-                          build_where(_version_filter(kb, request.version), types))
+        where = and_where(
+            build_where(kb.search.filter, types, rooted),
+            build_where(request.filters, types, rooted),
+            build_where(_version_filter(kb, request.version), types),
+        )
         commits = state.commits if not read.earlier else {}
         return _Part(kb, view, where, state, commits or (read.version.commits if read.version else {}))
 
     @staticmethod
     def _vector_refusal(kb: str, differs: str) -> str:
-        return (f"vector search is off: {differs}; answered from keyword search ({sync_remedy(kb)} to rebuild the "
-                f"index with this model, or see the server's log for why the index's model is not in use)")
+        return (
+            f"vector search is off: {differs}; answered from keyword search ({sync_remedy(kb)} to rebuild the "
+            f"index with this model, or see the server's log for why the index's model is not in use)"
+        )
 
     def _incomplete_index_notes(self, kb: str, state: KBState | None = None) -> list[str]:
         """Until a KB's first sync has finished, every answer says the index is incomplete, and how far it is."""
@@ -219,22 +257,28 @@ class Searcher:
             return []  # it finished between the two reads: its record is gone, its lock not yet
         if progress is not None:
             done = f" ({progress.text()})" if progress.counted else ""
-            return [f"indexing in progress{done}; these results may be incomplete, search again when it is done "
-                    f"({status_uri(kb)})"]
-        return [f"the first sync of this knowledge base did not finish; results may be incomplete "
-                f"({sync_remedy(kb)})"]
+            return [
+                f"indexing in progress{done}; these results may be incomplete, search again when it is done "
+                f"({status_uri(kb)})"
+            ]
+        return [f"the first sync of this knowledge base did not finish; results may be incomplete ({sync_remedy(kb)})"]
 
     def _run(self, parts: list[_Part], request: ResolvedSearch, said: list[str]) -> SearchResult:
         """The answer, its notes ending with what is `said` of the KBs searched."""
         timings: dict[str, float] = {}
         if request.mode == "filter":
             if not all(part.where for part in parts):
-                raise SearchError("mode 'filter' needs filters, e.g. {\"path\": \"docs/leave.md\"}")
-            rows = _timed(timings, "filter", lambda: [(part, row) for part in parts
-                                                      for row in part.view.scan(str(part.where))])  # document order
+                raise SearchError('mode \'filter\' needs filters, e.g. {"path": "docs/leave.md"}')
+            rows = _timed(
+                timings, "filter", lambda: [(part, row) for part in parts for row in part.view.scan(str(part.where))]
+            )  # document order
             mode, notes, rerank_failed = "filter", list[str](), False
-            hits = assemble((_hit(part.kb.name, row, 1.0) for part, row in rows), request.top_k,
-                            max_per_document=None, query=request.query)
+            hits = assemble(
+                (_hit(part.kb.name, row, 1.0) for part, row in rows),
+                request.top_k,
+                max_per_document=None,
+                query=request.query,
+            )
         else:
             mode, hits, notes, rerank_failed = self._passages(parts, request, timings)
             notes.extend(_partial_match_notes(request.query, hits) if mode != "vector" else [])
@@ -242,20 +286,39 @@ class Searcher:
             hits = _timed(timings, "context", lambda: _with_context(parts, hits, request.context))
         # the counts a sync stored are this tokenizer's only when the index holds this model's vectors
         counted_alike = [part for part in parts if not query_model_differs(self.embedder, part.state.model)]
-        hits, left_out = _timed(timings, "budget", lambda: fit_budget(hits, request.max_tokens, self.tokenizer,
-                                                                      request.query, _token_bounds(counted_alike, hits),
-                                                                      notes + said))
+        hits, left_out = _timed(
+            timings,
+            "budget",
+            lambda: fit_budget(
+                hits,
+                request.max_tokens,
+                self.tokenizer,
+                request.query,
+                _token_bounds(counted_alike, hits),
+                notes + said,
+            ),
+        )
         hits = _with_commits(parts, hits)
         empty = [why for part in parts if not hits and (why := part.state.last_report.no_documents)]
-        return SearchResult(hits, mode, empty + notes + left_out + said, timings,
-                            degraded=mode != request.mode or rerank_failed, holds_nothing=len(empty) == len(parts))
+        return SearchResult(
+            hits,
+            mode,
+            empty + notes + left_out + said,
+            timings,
+            degraded=mode != request.mode or rerank_failed,
+            holds_nothing=len(empty) == len(parts),
+        )
 
-    def _passages(self, parts: list[_Part], request: ResolvedSearch,
-                  timings: dict[str, float]) -> tuple[str, list[Hit], list[str], bool]:
+    def _passages(
+        self, parts: list[_Part], request: ResolvedSearch, timings: dict[str, float]
+    ) -> tuple[str, list[Hit], list[str], bool]:
         """`top_k` distinct passages (and whether the reranker failed): when the candidates run out first (e.g.
         all from one document over its cap) and a side had more to give, ask both sides for four times as many."""
-        depth = max(*(part.kb.search.candidates for part in parts), request.top_k,
-                    self.rerank_candidates if self.reranker else 0)
+        depth = max(
+            *(part.kb.search.candidates for part in parts),
+            request.top_k,
+            self.rerank_candidates if self.reranker else 0,
+        )
         embedded: dict[str, Any] = {}  # the query's vector, once however deep the search goes
         while True:
             notes: list[str] = []
@@ -263,7 +326,7 @@ class Searcher:
             ranked: Iterable[Hit]  # the reranker's list, or hits read batch by batch until enough pass
             mode, candidates, more = self._candidates(parts, request, depth, timings, notes, embedded)
             if self.reranker:
-                shortlist = candidates[:self.rerank_candidates]
+                shortlist = candidates[: self.rerank_candidates]
                 fetched = _timed(timings, "fetch", lambda: _hits(parts, shortlist))
                 if fetched:
                     reranked = _timed(timings, "rerank", lambda: self._rerank(request.query, fetched, notes))
@@ -273,16 +336,23 @@ class Searcher:
             else:
                 ranked = _hits_in_batches(parts, candidates, batch=max(2 * request.top_k, 10))
             above = (hit for hit in ranked if hit.score >= request.min_score)
-            passages = _timed(timings, "assemble",
-                              lambda: assemble(above, request.top_k, request.max_per_document, request.query))
+            passages = _timed(
+                timings, "assemble", lambda: assemble(above, request.top_k, request.max_per_document, request.query)
+            )
             if len(passages) == request.top_k or not more or depth >= _MAX_DEPTH:
                 return mode, passages, notes, rerank_failed
             depth = min(depth * 4, _MAX_DEPTH)
 
     # ---- the two sides ---------------------------------------------------------------------
-    def _candidates(self, parts: list[_Part], request: ResolvedSearch, depth: int,  # noqa: PLR0913  # a search's state
-                    timings: dict[str, float], notes: list[str],
-                    embedded: dict[str, Any]) -> tuple[str, list[Candidate], bool]:
+    def _candidates(  # noqa: PLR0913  # a search's state
+        self,
+        parts: list[_Part],
+        request: ResolvedSearch,
+        depth: int,
+        timings: dict[str, float],
+        notes: list[str],
+        embedded: dict[str, Any],
+    ) -> tuple[str, list[Candidate], bool]:
         """Ranked chunk ids with scores, and whether a side stopped at `depth` (it may have more).
         Sides run one after the other: on two cores, running them in parallel was slower (hybrid p50
         44.6 ms vs 36 ms at 100k chunks), as LanceDB uses both. Over several KBs each side is pooled: vector scores
@@ -298,16 +368,35 @@ class Searcher:
             mode = mode if searched else "keyword"
         keyword: list[Candidate] = []
         if mode in ("keyword", "hybrid"):
-            sides = [_tagged(parts, part, _timed(timings, "keyword", lambda part=part: self._keyword(  # type: ignore[misc]
-                part.view, request.query, part.where, depth, part.kb.search.title_weight))) for part in parts]
+            sides = [
+                _tagged(
+                    parts,
+                    part,
+                    _timed(
+                        timings,
+                        "keyword",
+                        lambda part=part: self._keyword(  # type: ignore[misc]
+                            part.view, request.query, part.where, depth, part.kb.search.title_weight
+                        ),
+                    ),
+                )
+                for part in parts
+            ]
             more = more or any(len(found) == depth for found in sides)
             keyword = _pooled(sides, "keyword_rank")
         if mode == "hybrid":
             return mode, fuse(vector, keyword, vector_weight), more
         return mode, vector or keyword, more
 
-    def _vector_side(self, parts: list[_Part], query: str, depth: int, timings: dict[str, float],  # noqa: PLR0913  # a search's state
-                     notes: list[str], embedded: dict[str, Any]) -> tuple[list[Candidate], list[list[Candidate]]]:
+    def _vector_side(  # noqa: PLR0913  # a search's state
+        self,
+        parts: list[_Part],
+        query: str,
+        depth: int,
+        timings: dict[str, float],
+        notes: list[str],
+        embedded: dict[str, Any],
+    ) -> tuple[list[Candidate], list[list[Candidate]]]:
         """The vector candidates pooled over the KBs, and each KB's list (none for a KB whose index holds another
         model's vectors, or when the model fails: its search answers from keywords). `embedded` keeps the query's
         vector for the search's next, deeper round."""
@@ -376,8 +465,10 @@ def _filtered_fields_indexed(kb: KBConfig, state: KBState, *filters: dict[str, A
         return
     for name in (name for given in filters for name in (given or {})):
         if name in kb.metadata_types() and name not in indexed:
-            raise SearchError(f"filter field {name!r} is not in the index yet (it was declared after the last "
-                              f"sync); {sync_remedy(kb.name)} to add it")
+            raise SearchError(
+                f"filter field {name!r} is not in the index yet (it was declared after the last "
+                f"sync); {sync_remedy(kb.name)} to add it"
+            )
 
 
 def _partial_match_notes(query: str, hits: list[Hit]) -> list[str]:
@@ -387,8 +478,9 @@ def _partial_match_notes(query: str, hits: list[Hit]) -> list[str]:
     if not words or not hits or any(w in f"{h.title}\n{h.heading}\n{h.text}" for h in hits for w in words):
         return []
     shown = "、".join(dict.fromkeys(words[:3]))
-    return [f"no passage contains a word of the query as written ({shown}); keyword matches are partial "
-            f"(single characters)"]
+    return [
+        f"no passage contains a word of the query as written ({shown}); keyword matches are partial (single characters)"
+    ]
 
 
 def fuse(vector: list[Candidate], keyword: list[Candidate], vector_weight: float) -> list[Candidate]:
@@ -411,9 +503,16 @@ def fuse(vector: list[Candidate], keyword: list[Candidate], vector_weight: float
         score = alpha * vector_scores.get(chunk, 0.0) + (1 - alpha) * keyword_scores.get(chunk, 0.0)
         from_vector, from_keyword = by_vector.get(chunk), by_keyword.get(chunk)
         found = from_vector or by_keyword[chunk]  # every chunk comes from one side at least
-        fused.append(Candidate(chunk, score, found.row_id,
-                               vector_rank=from_vector.vector_rank if from_vector else None,
-                               keyword_rank=from_keyword.keyword_rank if from_keyword else None, kb=found.kb))
+        fused.append(
+            Candidate(
+                chunk,
+                score,
+                found.row_id,
+                vector_rank=from_vector.vector_rank if from_vector else None,
+                keyword_rank=from_keyword.keyword_rank if from_keyword else None,
+                kb=found.kb,
+            )
+        )
     return sorted(fused, key=lambda c: c.score, reverse=True)
 
 
@@ -473,14 +572,17 @@ def _hits(parts: list[_Part], candidates: list[Candidate]) -> list[Hit]:
         for chunk, row in part.view.rows(mine).items():
             rows[chunk] = (part.kb.name, row)
             part.token_counts[(row["path"], row["chunk_index"])] = row["n_tokens"]
-    return [_hit(rows[c.id][0], rows[c.id][1], c.score, vector_rank=c.vector_rank, keyword_rank=c.keyword_rank)
-            for c in candidates if c.id in rows]
+    return [
+        _hit(rows[c.id][0], rows[c.id][1], c.score, vector_rank=c.vector_rank, keyword_rank=c.keyword_rank)
+        for c in candidates
+        if c.id in rows
+    ]
 
 
 def _hits_in_batches(parts: list[_Part], candidates: list[Candidate], batch: int) -> Iterator[Hit]:
     """The candidates' rows, read a batch at a time as assembly asks for more."""
     for start in range(0, len(candidates), batch):
-        yield from _hits(parts, candidates[start:start + batch])
+        yield from _hits(parts, candidates[start : start + batch])
 
 
 def _token_bounds(parts: list[_Part], hits: list[Hit]) -> list[int | None]:
@@ -518,24 +620,42 @@ def _with_commits(parts: list[_Part], hits: list[Hit]) -> list[Hit]:
         part = by_kb.get(hit.kb)
         found = repo_file(part.kb, hit.source) if part else None
         commit = part.commits.get(found.key, "") if part and found else ""
-        cited.append(replace(hit, commit=commit, link=permalink(found.repo, commit, found.path, hit.line_start,
-                                                                 hit.line_end)) if found and commit else hit)
+        cited.append(
+            replace(hit, commit=commit, link=permalink(found.repo, commit, found.path, hit.line_start, hit.line_end))
+            if found and commit
+            else hit
+        )
     return cited
 
 
-def _hit(kb: str, row: dict[str, Any], score: float, vector_rank: int | None = None,  # noqa: PLR0913  # a hit's fields
-         keyword_rank: int | None = None) -> Hit:
+def _hit(
+    kb: str,
+    row: dict[str, Any],
+    score: float,
+    vector_rank: int | None = None,  # noqa: PLR0913  # a hit's fields
+    keyword_rank: int | None = None,
+) -> Hit:
     """A chunk's hit, with its parts (cited by its first until a passage is made of it: assemble)."""
     parts = parts_of(row.get("parts"), Part(row["heading"] or "", row["line_start"], row["line_end"], row["page"]))
     first = parts[0]
-    return Hit(text=row["text"], source=row["path"], title=row["title"] or "", heading=first.heading,
-               page=row["page"], chunk_index=row["chunk_index"], score=round(float(score), 6),
-               line_start=first.line_start, line_end=first.line_end, vector_rank=vector_rank,
-               keyword_rank=keyword_rank, kb=kb, parts=parts)
+    return Hit(
+        text=row["text"],
+        source=row["path"],
+        title=row["title"] or "",
+        heading=first.heading,
+        page=row["page"],
+        chunk_index=row["chunk_index"],
+        score=round(float(score), 6),
+        line_start=first.line_start,
+        line_end=first.line_end,
+        vector_rank=vector_rank,
+        keyword_rank=keyword_rank,
+        kb=kb,
+        parts=parts,
+    )
 
 
 def _timed(timings: dict[str, float], stage: str, work: Callable[[], _T]) -> _T:
     """`work()`, its milliseconds added to `timings` under `stage` (a stage may run once per KB, or per round)."""
     with stopwatch(lambda seconds: timings.__setitem__(stage, round(timings.get(stage, 0.0) + seconds * 1000, 2))):
         return work()
-

@@ -55,13 +55,16 @@ def run_server(app: App) -> None:
     from .mcp.server import build_server
 
     worker = _worker_of()
-    server = build_server(app, handshake_wait=_HANDSHAKE_WAIT_SECONDS if transport == "stdio" else 0.0,
-                          lead=worker is None)
+    server = build_server(
+        app, handshake_wait=_HANDSHAKE_WAIT_SECONDS if transport == "stdio" else 0.0, lead=worker is None
+    )
     if transport == "stdio":
         names = ", ".join(kb.name for kb in app.config.kb)
         # stdout carries the protocol only; a person who started this in a terminal learns what it waits for.
-        waiting = (f"mcp-kb: serving {len(app.config.kb)} knowledge base(s) ({names}) over stdio, waiting for an "
-                   f"MCP client on stdin/stdout; Ctrl-C stops")
+        waiting = (
+            f"mcp-kb: serving {len(app.config.kb)} knowledge base(s) ({names}) over stdio, waiting for an "
+            f"MCP client on stdin/stdout; Ctrl-C stops"
+        )
         anyio.run(_serve_stdio, server, waiting)
         return
     from .http.edge import AccessGate, Edge
@@ -71,11 +74,14 @@ def run_server(app: App) -> None:
     allowed_hosts = app.config.server.allowed_hosts
     if worker is None:  # the lead said it
         warn_if_exposed(host, settings.guarded, allowed_hosts)
-    edge = Edge(app.config, Gatekeeper(app.config) if settings.guarded else None,
-                rebinding_protection(host, allowed_hosts))
-    asgi: Any = (server.sse_app(host=host, transport_security=edge.security) if transport == "sse"
-                 else server.streamable_http_app(host=host, transport_security=edge.security,
-                                                 stateless_http=settings.stateless))
+    edge = Edge(
+        app.config, Gatekeeper(app.config) if settings.guarded else None, rebinding_protection(host, allowed_hosts)
+    )
+    asgi: Any = (
+        server.sse_app(host=host, transport_security=edge.security)
+        if transport == "sse"
+        else server.streamable_http_app(host=host, transport_security=edge.security, stateless_http=settings.stateless)
+    )
     from .ui.routes import page_app  # the page's templates load only for HTTP
 
     if edge.guarded:
@@ -89,11 +95,18 @@ def run_server(app: App) -> None:
     sock = listening_socket(host, port)
     path = "/sse" if transport == "sse" else "/mcp"
     kind = "SSE" if transport == "sse" else f"{'stateless ' if settings.stateless else ''}streamable HTTP"
-    processes = f" from {settings.workers} processes (no sync tasks: a task lives in one)" if settings.workers > 1 else ""
+    processes = (
+        f" from {settings.workers} processes (no sync tasks: a task lives in one)" if settings.workers > 1 else ""
+    )
     with _workers(sock, settings.workers - 1, settings.cursor_secret):
-        _serve_http(asgi, sock, settings, f"mcp-kb: serving {kind} at {server_url(host, sock.getsockname()[1], path)}"
-                                          f"{processes} ({_admission(settings)}); admin page at "
-                                          f"{server_url(host, sock.getsockname()[1], '/')}")
+        _serve_http(
+            asgi,
+            sock,
+            settings,
+            f"mcp-kb: serving {kind} at {server_url(host, sock.getsockname()[1], path)}"
+            f"{processes} ({_admission(settings)}); admin page at "
+            f"{server_url(host, sock.getsockname()[1], '/')}",
+        )
 
 
 @contextlib.contextmanager
@@ -105,12 +118,17 @@ def _workers(sock: socket.socket, count: int, cursor_secret: str | None) -> Iter
         yield
         return
     alive, held = os.pipe()
-    environment = {**os.environ, _WORKER_OF: f"{sock.fileno()},{alive}",
-                   **({ENV_CURSOR_SECRET: cursor_secret} if cursor_secret else {})}
+    environment = {
+        **os.environ,
+        _WORKER_OF: f"{sock.fileno()},{alive}",
+        **({ENV_CURSOR_SECRET: cursor_secret} if cursor_secret else {}),
+    }
     command = [sys.executable, "-m", "mcp_kb", *sys.argv[1:]]
     try:
-        workers = [subprocess.Popen(command, env=environment, pass_fds=(sock.fileno(), alive),
-                                    stdin=subprocess.DEVNULL) for _ in range(count)]
+        workers = [
+            subprocess.Popen(command, env=environment, pass_fds=(sock.fileno(), alive), stdin=subprocess.DEVNULL)
+            for _ in range(count)
+        ]
     finally:
         os.close(alive)
     try:
@@ -136,6 +154,7 @@ def _worker_of() -> tuple[int, int] | None:
 
 def _stop_with_the_lead(pipe: int) -> None:
     """A worker stops (as on SIGTERM) when its lead's end of `pipe` closes: the lead stopped, or died."""
+
     def wait() -> None:
         while os.read(pipe, 1):
             pass
@@ -195,8 +214,12 @@ def run_page(app: App, port: int) -> None:
     edge = Edge(app.config, None, rebinding_protection(LOOPBACK, []))
     asgi = page_app(app, None if read_only else SyncRunner(app), edge)
     sock = listening_socket(LOOPBACK, port)
-    _serve_http(asgi, sock, app.config.server, f"mcp-kb: admin page at {server_url(LOOPBACK, sock.getsockname()[1], '/')} "
-                                                "(this machine only; Ctrl-C stops)")
+    _serve_http(
+        asgi,
+        sock,
+        app.config.server,
+        f"mcp-kb: admin page at {server_url(LOOPBACK, sock.getsockname()[1], '/')} (this machine only; Ctrl-C stops)",
+    )
 
 
 def _with_page(page: Any, mcp: Any) -> Any:
@@ -206,6 +229,7 @@ def _with_page(page: Any, mcp: Any) -> Any:
     async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
         target = page if scope["type"] == "http" and is_page_path(scope["path"]) else mcp
         await target(scope, receive, send)
+
     return asgi
 
 
@@ -217,6 +241,7 @@ def _with_hooks(hooks: Any, rest: Any) -> Any:
     async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
         target = hooks if scope["type"] == "http" and is_hook_path(scope["path"]) else rest
         await target(scope, receive, send)
+
     return asgi
 
 
@@ -231,9 +256,14 @@ def _serve_http(asgi: Any, sock: Any, settings: Any, announce: str | None) -> No
         handler.addFilter(RepeatedLineFilter())
     cap = connection_cap(settings.max_connections)
     # log_config=None: uvicorn's lines go through this process's handlers (and their filter)
-    uvicorn_config = uvicorn.Config(asgi, log_level="warning", log_config=None, backlog=accept_burst(cap),
-                                    http=guarded_protocol(cap, settings.header_timeout),
-                                    timeout_graceful_shutdown=1)  # seconds: open streams do not hold it
+    uvicorn_config = uvicorn.Config(
+        asgi,
+        log_level="warning",
+        log_config=None,
+        backlog=accept_burst(cap),
+        http=guarded_protocol(cap, settings.header_timeout),
+        timeout_graceful_shutdown=1,
+    )  # seconds: open streams do not hold it
     # uvicorn stops on Ctrl-C or SIGTERM and then raises the signal again: both end here, said in one line.
     if announce:
         print(announce, file=sys.stderr, flush=True)
@@ -241,7 +271,6 @@ def _serve_http(asgi: Any, sock: Any, settings: Any, announce: str | None) -> No
         anyio.run(uvicorn.Server(uvicorn_config).serve, [sock])
     if announce:
         print("mcp-kb: stopped", file=sys.stderr, flush=True)
-
 
 
 def _admission(settings: ServerConfig) -> str:

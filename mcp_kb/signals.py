@@ -12,6 +12,7 @@ from typing import Any
 def sigterm_interrupts() -> Iterator[None]:
     """SIGTERM (a service manager, `kill`) ends the work as Ctrl-C does: a sync is recorded as interrupted with
     what it wrote, a server stops."""
+
     def interrupt(_signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt
 

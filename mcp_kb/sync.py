@@ -29,8 +29,23 @@ from .ingest.ocr import available as ocr_available
 from .ingest.sources import SkippedFile, SourceFile, count_kinds, list_all, scan_all, sources_of, why_no_documents
 from .ingest.workers import ParseWorkers
 from .models.base import Embedder, TokenCounter
-from .batches import (BATCH_FILES, COMMIT_SECONDS, EmbeddingProgress, ParsedFile, Timer, count_batch, embedded_pieces, not_indexed,
-                      parse_job, parsed_files, parsing_peak_mb, refuse, sliced, write_readings, written_records)
+from .batches import (
+    BATCH_FILES,
+    COMMIT_SECONDS,
+    EmbeddingProgress,
+    ParsedFile,
+    Timer,
+    count_batch,
+    embedded_pieces,
+    not_indexed,
+    parse_job,
+    parsed_files,
+    parsing_peak_mb,
+    refuse,
+    sliced,
+    write_readings,
+    written_records,
+)
 from .records import KBState, KBSummary, Pending, Problem, Progress, SyncProgress, SyncReport, commits_of, recorded_now
 from .requests import SyncRequest
 from .vocabulary import files_done, rebuild_option, sync_remedy, work_kept
@@ -56,7 +71,9 @@ class SyncPlan:
 def plan_sync(disk_hash_by_path: dict[str, str], indexed_hash_by_path: dict[str, str]) -> SyncPlan:
     """Compare content hashes on disk with those in the index."""
     added = sorted(p for p in disk_hash_by_path if p not in indexed_hash_by_path)
-    changed = sorted(p for p, h in disk_hash_by_path.items() if p in indexed_hash_by_path and indexed_hash_by_path[p] != h)
+    changed = sorted(
+        p for p, h in disk_hash_by_path.items() if p in indexed_hash_by_path and indexed_hash_by_path[p] != h
+    )
     unchanged = sorted(p for p, h in disk_hash_by_path.items() if indexed_hash_by_path.get(p) == h)
     deleted = sorted(p for p in indexed_hash_by_path if p not in disk_hash_by_path)
     return SyncPlan(added, changed, deleted, unchanged)
@@ -78,10 +95,12 @@ def count_pending(store: Store, kb: KBConfig, owner: str = "") -> Pending | None
     if listed is None:
         return None
     present = {item.doc_id: (item.size, item.mtime_ns) for item in listed.files}
-    return Pending(added=sum(1 for path in present if path not in indexed),
-                   changed=sum(1 for path, seen in present.items() if path in indexed and indexed[path] != seen),
-                   deleted=len(_gone(indexed, present, [item for item in listed.skipped if item.unreadable])),
-                   counted_at=recorded_now())
+    return Pending(
+        added=sum(1 for path in present if path not in indexed),
+        changed=sum(1 for path, seen in present.items() if path in indexed and indexed[path] != seen),
+        deleted=len(_gone(indexed, present, [item for item in listed.skipped if item.unreadable])),
+        counted_at=recorded_now(),
+    )
 
 
 def _gone(indexed: Collection[str], present: Collection[str], unreadable: Sequence[SkippedFile]) -> list[str]:
@@ -90,23 +109,41 @@ def _gone(indexed: Collection[str], present: Collection[str], unreadable: Sequen
     return [path for path in indexed if path not in present and not any(item.covers(path) for item in unreadable)]
 
 
-def sync_all(config: Config, store: Store, embedder: Embedder, load_counter: Callable[[], TokenCounter],  # noqa: PLR0913  # a KB sync's context
-             request: SyncRequest, progress: Progress | None = None, release_model: bool = False) -> list[SyncReport]:
+def sync_all(  # noqa: PLR0913  # a KB sync's context
+    config: Config,
+    store: Store,
+    embedder: Embedder,
+    load_counter: Callable[[], TokenCounter],
+    request: SyncRequest,
+    progress: Progress | None = None,
+    release_model: bool = False,
+) -> list[SyncReport]:
     """Sync the KB the request names, or all of them, holding the storage's writer lock (waiting for it when
     the request says so). `release_model` lets the model's memory go before each KB's index phase."""
     kbs = config.select(request.kb)
     check_writable(store)
     try:
         with sync_lock(store, [kb.name for kb in kbs], wait=request.wait):
-            return [sync_kb(store, kb, embedder, load_counter, config, request, progress=progress,
-                            release_model=release_model) for kb in kbs]
+            return [
+                sync_kb(
+                    store, kb, embedder, load_counter, config, request, progress=progress, release_model=release_model
+                )
+                for kb in kbs
+            ]
     finally:  # a server keeps its query model, not what the sync's batches took, however the sync ended
         embedder.release_batches()
 
 
-def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callable[[], TokenCounter],  # noqa: PLR0913
-            config: Config, request: SyncRequest, progress: Progress | None = None,
-            release_model: bool = False) -> SyncReport:
+def sync_kb(  # noqa: PLR0913
+    store: Store,
+    kb: KBConfig,
+    embedder: Embedder,
+    load_counter: Callable[[], TokenCounter],
+    config: Config,
+    request: SyncRequest,
+    progress: Progress | None = None,
+    release_model: bool = False,
+) -> SyncReport:
     """Bring one KB's tables in step with its files; the caller holds the sync lock. The token
     counter (the model's tokenizer) is loaded inside, so a missing one is this KB's recorded failure.
 
@@ -128,13 +165,18 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
             state = settled_state(store, kb)  # a rollback a crash interrupted is finished first
             check_tag(store, kb.name, request.tag)
             active = KBState(state).generation
-            active_files, unusable = _active_manifest(store, kb.name, active, rebuild_asked=request.full or request.reembed)
+            active_files, unusable = _active_manifest(
+                store, kb.name, active, rebuild_asked=request.full or request.reembed
+            )
         with timer("scan"):
             # A commit vouches for the active generation's files as the manifest lists them: not for a lost one.
             vouched = KBState(state).revisions if active_files and not unusable else {}
-            scan = scan_all(sources_of(kb, source_cache_dir(store.uri, kb.name)),
-                            known={p: (r.size, r.mtime_ns) for p, r in active_files.items()}, progress=progress,
-                            revisions=vouched)
+            scan = scan_all(
+                sources_of(kb, source_cache_dir(store.uri, kb.name)),
+                known={p: (r.size, r.mtime_ns) for p, r in active_files.items()},
+                progress=progress,
+                revisions=vouched,
+            )
             report.crawl = scan.figures
             report.commits = commits_of(scan.revisions)
             if KBState(state).revisions and (scan.revisions != vouched or request.full or request.reembed):
@@ -142,11 +184,9 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
                 store.write_state(kb.name, KBState(store.read_state(kb.name)).without_revisions())
             report.skipped = [Problem(s.doc_id, s.reason) for s in scan.skipped]
             unreadable = [s for s in scan.skipped if s.unreadable]
-            _refuse_mass_delete(kb, active_files, {f.doc_id for f in scan.files}, unreadable,
-                               request.allow_mass_delete)
+            _refuse_mass_delete(kb, active_files, {f.doc_id for f in scan.files}, unreadable, request.allow_mass_delete)
         with timer("prepare"):
-            target, reuse_from = _target_generation(store, kb, embedder, state, fingerprints, request, unusable,
-                                                    report)
+            target, reuse_from = _target_generation(store, kb, embedder, state, fingerprints, request, unusable, report)
             indexed = active_files if target == active else store.read_files(kb.name, target)
         with timer("hash"):
             hash_by_path, hash_failures = _hash_files(scan.files, {**active_files, **indexed})
@@ -160,11 +200,24 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         if todo and config.sync.engine == "ray":
             from .ray_engine import index_on_ray  # imports Ray: only such syncs pay for it
 
-            index_on_ray(config, store, kb, target, reuse_from, embedder, counter, todo, hash_by_path, report, timer,
-                         progress)
+            index_on_ray(
+                config, store, kb, target, reuse_from, embedder, counter, todo, hash_by_path, report, timer, progress
+            )
         elif todo:
-            _apply_changes(store, kb, target, reuse_from, embedder, counter, todo, hash_by_path, report, timer,
-                           progress, config.sync)
+            _apply_changes(
+                store,
+                kb,
+                target,
+                reuse_from,
+                embedder,
+                counter,
+                todo,
+                hash_by_path,
+                report,
+                timer,
+                progress,
+                config.sync,
+            )
         if release_model:
             embedder.release()
         with timer("delete"):
@@ -177,17 +230,23 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         files = store.read_files(kb.name, target)
         report.no_documents = "" if files else why_no_documents(kb, scan)
         unchanged = set(plan.unchanged)
-        report.failures += [Problem(p, r.reason) for p, r in files.items()
-                            if r.status == "failed" and p in unchanged]
+        report.failures += [Problem(p, r.reason) for p, r in files.items() if r.status == "failed" and p in unchanged]
         _count_each_file_once(report, plan)
         report.seconds["total"] = round(time.perf_counter() - wall_start, 3)
         titles = store.document_titles(kb.name, target, _TITLES_IN_SUMMARY)
         write_summary(store, kb.name, _summary(files, report, titles))
         version = record_version(store, kb.name, report, target, fingerprints, started, request.by, request.tag)
         # One commit makes this generation the one searches read (the switch, after a rebuild) and the version current.
-        store.write_state(kb.name, {**KBState.active(fingerprints, target, complete=True),
-                                    **KBState(state).ended(started, "ok", report, confirmed=not unreadable), **version,
-                                    **KBState.vouching(scan.revisions), **KBState.owned(config.owner)})
+        store.write_state(
+            kb.name,
+            {
+                **KBState.active(fingerprints, target, complete=True),
+                **KBState(state).ended(started, "ok", report, confirmed=not unreadable),
+                **version,
+                **KBState.vouching(scan.revisions),
+                **KBState.owned(config.owner),
+            },
+        )
         committed = True
         prune_versions(store, kb)  # first: a generation only a forgotten version kept goes now
         store.drop_generations(kb.name, keep={target})
@@ -197,16 +256,28 @@ def sync_kb(store: Store, kb: KBConfig, embedder: Embedder, load_counter: Callab
         if report.files_written and not committed:
             _version_what_was_kept(store, kb.name, target, active_files, fingerprints, started, request.by)
         # Every caller who sees the KB reads the record: the index's and the cluster's places stay out of it.
-        _record_failure(store, kb.name, started, config.unlocated(error), report,
-                        outcome="interrupted" if isinstance(exc, SyncCancelled) else "failed")
+        _record_failure(
+            store,
+            kb.name,
+            started,
+            config.unlocated(error),
+            report,
+            outcome="interrupted" if isinstance(exc, SyncCancelled) else "failed",
+        )
         raise
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM where the command turns it into one
         wanted = report.files_added + report.files_changed
         kept = work_kept(rebuild_option(request.full, request.reembed))
         if report.files_written and not committed:
             _version_what_was_kept(store, kb.name, target, active_files, fingerprints, started, request.by)
-        _record_failure(store, kb.name, started, f"interrupted after writing {report.files_written} of {wanted} new "
-                                                 f"and changed files; {kept}", report, outcome="interrupted")
+        _record_failure(
+            store,
+            kb.name,
+            started,
+            f"interrupted after writing {report.files_written} of {wanted} new and changed files; {kept}",
+            report,
+            outcome="interrupted",
+        )
         raise
     finally:
         clear_progress(store, kb.name)
@@ -230,8 +301,15 @@ def refuse_another_projects(store: Store, kb: str, owner: str) -> KBState:
     return state
 
 
-def _version_what_was_kept(store: Store, kb: str, target: str,  # noqa: PLR0913  # a sync's context
-                           before: dict[str, FileRecord], fingerprints: dict[str, Any], started: str, by: str) -> None:
+def _version_what_was_kept(  # noqa: PLR0913  # a sync's context
+    store: Store,
+    kb: str,
+    target: str,
+    before: dict[str, FileRecord],
+    fingerprints: dict[str, Any],
+    started: str,
+    by: str,
+) -> None:
     """A sync that stopped after writing files searches read (into the active generation) records them as a version
     of its own: `versions` then says what the index holds, and the next version counts from there."""
     try:
@@ -239,9 +317,13 @@ def _version_what_was_kept(store: Store, kb: str, target: str,  # noqa: PLR0913 
             return  # a rebuild's generation beside the active one: searches read none of it yet
         now = store.read_files(kb, target)
         kept = {path: record for path, record in now.items() if record.status != "failed"}
-        written = SyncReport(kb, files_added=sum(path not in before for path in kept),
-                             files_changed=sum(path in before and record.file_hash != before[path].file_hash
-                                               for path, record in kept.items()))
+        written = SyncReport(
+            kb,
+            files_added=sum(path not in before for path in kept),
+            files_changed=sum(
+                path in before and record.file_hash != before[path].file_hash for path, record in kept.items()
+            ),
+        )
         committed = record_version(store, kb, written, target, fingerprints, started, by, kind="unfinished")
         store.write_state(kb, {**store.read_state(kb), **committed})
     except Exception:  # the store itself may be what failed; the sync's own error is what matters
@@ -257,15 +339,15 @@ def _count_each_file_once(report: SyncReport, plan: SyncPlan) -> None:
     report.files_failed = len(failed)
 
 
-def _recording_progress(store: Store, kb: str, progress: Progress | None,
-                        report: SyncReport) -> Progress:
+def _recording_progress(store: Store, kb: str, progress: Progress | None, report: SyncReport) -> Progress:
     """The caller's progress callback, also writing how far the sync is (files, files written, and chunks
     embedded so far) where searches, status and the admin page can read it."""
     started = time.time()
 
     def record(done: int, total: int, message: str) -> None:
-        write_progress(store, kb, SyncProgress(done, total, report.chunks_embedded, report.files_written,
-                                               round(started, 3)))
+        write_progress(
+            store, kb, SyncProgress(done, total, report.chunks_embedded, report.files_written, round(started, 3))
+        )
         if progress:
             progress(done, total, message)
 
@@ -273,6 +355,7 @@ def _recording_progress(store: Store, kb: str, progress: Progress | None,
 
 
 # ---- preparation ---------------------------------------------------------------------------
+
 
 def _fingerprints(kb: KBConfig, embedder: Embedder, counter: TokenCounter, layout: int) -> dict[str, Any]:
     """What the stored chunks depend on; a change in any of them means a rebuild."""
@@ -289,8 +372,9 @@ def _fingerprints(kb: KBConfig, embedder: Embedder, counter: TokenCounter, layou
     return fingerprints
 
 
-def _refuse_mass_delete(kb: KBConfig, active_files: dict[str, FileRecord], present: set[str],
-                        unreadable: list[SkippedFile], allowed: bool) -> None:
+def _refuse_mass_delete(
+    kb: KBConfig, active_files: dict[str, FileRecord], present: set[str], unreadable: list[SkippedFile], allowed: bool
+) -> None:
     """A source that suddenly yields no files (or far fewer) is more likely unmounted than emptied."""
     doomed = _gone(active_files, present, unreadable)
     if allowed or not doomed:
@@ -302,11 +386,13 @@ def _refuse_mass_delete(kb: KBConfig, active_files: dict[str, FileRecord], prese
     raise MassDeleteError(
         f"knowledge base {kb.name!r}: this sync would delete {len(doomed)} of its {len(active_files)} documents "
         f"({why}); nothing was changed. If a drive or share is not mounted (or a site is down), fix that and sync "
-        f"again; if the documents were really removed, {sync_remedy(kb.name, '--allow-mass-delete')}.")
+        f"again; if the documents were really removed, {sync_remedy(kb.name, '--allow-mass-delete')}."
+    )
 
 
-def _active_manifest(store: Store, kb: str, active: str | None,
-                     rebuild_asked: bool) -> tuple[dict[str, FileRecord], bool]:
+def _active_manifest(
+    store: Store, kb: str, active: str | None, rebuild_asked: bool
+) -> tuple[dict[str, FileRecord], bool]:
     """The active generation's manifest, and whether its tables are gone or cannot be opened. A table that
     cannot be opened fails the sync unless a rebuild was asked for: it may be the storage that failed, not
     the table, and a rebuild reads and embeds every source again (then drops the damaged tables)."""
@@ -316,15 +402,23 @@ def _active_manifest(store: Store, kb: str, active: str | None,
         return store.read_files(kb, active), store.chunk_schema(kb, active) is None
     except StoreError as exc:
         if not rebuild_asked:
-            raise StoreError(f"{exc}; if its files are damaged, {sync_remedy(kb, '--full')} to rebuild the KB from "
-                             "its sources") from exc
+            raise StoreError(
+                f"{exc}; if its files are damaged, {sync_remedy(kb, '--full')} to rebuild the KB from its sources"
+            ) from exc
         log.warning("%s: the index's tables cannot be opened (%s); rebuilding from the sources", kb, exc)
         return {}, True
 
 
-def _target_generation(store: Store, kb: KBConfig, embedder: Embedder, state: dict[str, Any],  # noqa: PLR0913  # a KB sync's context
-                       fingerprints: dict[str, Any], request: SyncRequest, missing: bool,
-                       report: SyncReport) -> tuple[str, str | None]:
+def _target_generation(  # noqa: PLR0913  # a KB sync's context
+    store: Store,
+    kb: KBConfig,
+    embedder: Embedder,
+    state: dict[str, Any],
+    fingerprints: dict[str, Any],
+    request: SyncRequest,
+    missing: bool,
+    report: SyncReport,
+) -> tuple[str, str | None]:
     """The generation this sync writes, and the one whose vectors it may reuse (none when the active one's
     tables are `missing`).
 
@@ -367,12 +461,15 @@ def _check_model(embedder: Embedder) -> None:
 
     vector = np.asarray(embedder.embed_query("mcp-kb model check"))
     if vector.shape != (embedder.identity.dimension,) or not np.isfinite(vector).all():
-        raise ModelError(f"the embedding model {embedder.identity.name} returned a vector of shape {vector.shape} "
-                         f"(expected {embedder.identity.dimension} finite numbers); the index was left as it was")
+        raise ModelError(
+            f"the embedding model {embedder.identity.name} returned a vector of shape {vector.shape} "
+            f"(expected {embedder.identity.dimension} finite numbers); the index was left as it was"
+        )
 
 
-def _rebuild_reason(state: dict[str, Any], fingerprints: dict[str, Any], full: bool, reembed: bool,
-                    missing: bool) -> str:
+def _rebuild_reason(
+    state: dict[str, Any], fingerprints: dict[str, Any], full: bool, reembed: bool, missing: bool
+) -> str:
     built = KBState(state)
     if not built.built:
         return "first sync"
@@ -382,9 +479,14 @@ def _rebuild_reason(state: dict[str, Any], fingerprints: dict[str, Any], full: b
         return "--reembed requested"
     if full:
         return "--full requested"
-    for key, what in (("model", "embedding model"), ("chunking", "chunking settings"),
-                      ("metadata", "metadata settings"), ("keyword_analysis", "keyword analysis"),
-                      ("layout", "index layout"), ("ocr", "reading images (OCR)")):
+    for key, what in (
+        ("model", "embedding model"),
+        ("chunking", "chunking settings"),
+        ("metadata", "metadata settings"),
+        ("keyword_analysis", "keyword analysis"),
+        ("layout", "index layout"),
+        ("ocr", "reading images (OCR)"),
+    ):
         if built.fingerprint(key) != fingerprints.get(key):
             return f"{what} changed ({_describe(built.fingerprint(key))} → {_describe(fingerprints.get(key))})"
     return ""
@@ -415,8 +517,13 @@ def _hash_files(files: list[SourceFile], known: dict[str, FileRecord]) -> tuple[
     return hash_by_path, failures
 
 
-def _keep_unreadable(indexed: dict[str, FileRecord], hash_by_path: dict[str, str], unreadable: list[SkippedFile],
-                     hash_failures: dict[str, str], report: SyncReport) -> None:
+def _keep_unreadable(
+    indexed: dict[str, FileRecord],
+    hash_by_path: dict[str, str],
+    unreadable: list[SkippedFile],
+    hash_failures: dict[str, str],
+    report: SyncReport,
+) -> None:
     """A file (or folder) that cannot be read right now keeps what the generation being written holds
     for it. A rebuild's new generation holds nothing yet (old vectors may not fit a new model), so
     there such a file is reported and left out until it can be read."""
@@ -428,23 +535,39 @@ def _keep_unreadable(indexed: dict[str, FileRecord], hash_by_path: dict[str, str
     report.failures += [Problem(p, r) for p, r in hash_failures.items() if p not in indexed]
 
 
-def _touched(indexed: dict[str, FileRecord], files_by_path: dict[str, SourceFile],
-             hash_by_path: dict[str, str]) -> list[FileRecord]:
+def _touched(
+    indexed: dict[str, FileRecord], files_by_path: dict[str, SourceFile], hash_by_path: dict[str, str]
+) -> list[FileRecord]:
     """Records of files whose bytes are unchanged but whose size/mtime moved, with the new values."""
     touched = []
     for path, record in indexed.items():
         source = files_by_path.get(path)
-        if source and hash_by_path.get(path) == record.file_hash and \
-                (record.size, record.mtime_ns) != (source.size, source.mtime_ns):
+        if (
+            source
+            and hash_by_path.get(path) == record.file_hash
+            and (record.size, record.mtime_ns) != (source.size, source.mtime_ns)
+        ):
             touched.append(replace(record, size=source.size, mtime_ns=source.mtime_ns))
     return touched
 
 
 # ---- applying changes ----------------------------------------------------------------------
 
-def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,  # noqa: PLR0913  # a KB sync's context
-                   counter: TokenCounter, todo: list[SourceFile], hash_by_path: dict[str, str], report: SyncReport,
-                   timer: Timer, progress: Progress, engine: SyncEngineConfig) -> None:
+
+def _apply_changes(  # noqa: PLR0913  # a KB sync's context
+    store: Store,
+    kb: KBConfig,
+    target: str,
+    reuse_from: str | None,
+    embedder: Embedder,
+    counter: TokenCounter,
+    todo: list[SourceFile],
+    hash_by_path: dict[str, str],
+    report: SyncReport,
+    timer: Timer,
+    progress: Progress,
+    engine: SyncEngineConfig,
+) -> None:
     """Parse, embed and write new and changed files, one batch per commit; parsing (in worker processes)
     runs a batch ahead."""
     batches = sliced(todo, BATCH_FILES)
@@ -454,12 +577,15 @@ def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | No
         start = time.perf_counter()
         outcomes = workers.parse([parse_job(source, kb) for source in batch])
         report.worker_peak_mb = parsing_peak_mb(outcomes, report.worker_peak_mb)
-        return parsed_files([(source, hash_by_path[source.doc_id]) for source in batch], outcomes), \
-            time.perf_counter() - start
+        return parsed_files(
+            [(source, hash_by_path[source.doc_id]) for source in batch], outcomes
+        ), time.perf_counter() - start
 
     # The workers end first when the sync stops: the batch parsing ahead is abandoned, not waited for.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-kb-parse-ahead") as pool, \
-            ParseWorkers(engine, counter, len(todo)) as workers:
+    with (
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-kb-parse-ahead") as pool,
+        ParseWorkers(engine, counter, len(todo)) as workers,
+    ):
         pending = pool.submit(parse_batch, batches[0])
         for index in range(len(batches)):
             parsed, parse_seconds = pending.result()
@@ -469,8 +595,12 @@ def _apply_changes(store: Store, kb: KBConfig, target: str, reuse_from: str | No
 
             def embedding(embedded: int, total: int) -> None:  # progress moves while a batch embeds
                 files = done + len(parsed) * embedded // max(total, 1)
-                progress(files, len(todo), f"{kb.name}: {files_done(files, len(todo))} indexed "
-                                           f"(embedding {embedded}/{total} chunks of this batch)")
+                progress(
+                    files,
+                    len(todo),
+                    f"{kb.name}: {files_done(files, len(todo))} indexed "
+                    f"(embedding {embedded}/{total} chunks of this batch)",
+                )
 
             _write_batch(store, kb, target, reuse_from, embedder, parsed, report, timer, embedding)
             done += len(parsed)
@@ -482,24 +612,39 @@ def reads_images(kb: KBConfig) -> bool:
     return kb.ocr_on and ocr_available()
 
 
-def _write_batch(store: Store, kb: KBConfig, target: str, reuse_from: str | None, embedder: Embedder,  # noqa: PLR0913  # a KB sync's context
-                 parsed: list[ParsedFile], report: SyncReport, timer: Timer,
-                 embedding: EmbeddingProgress) -> None:
+def _write_batch(  # noqa: PLR0913  # a KB sync's context
+    store: Store,
+    kb: KBConfig,
+    target: str,
+    reuse_from: str | None,
+    embedder: Embedder,
+    parsed: list[ParsedFile],
+    report: SyncReport,
+    timer: Timer,
+    embedding: EmbeddingProgress,
+) -> None:
     """Embed and write a parsed batch, one commit each COMMIT_SECONDS of embedding and one for the rest."""
     unwritten = list(parsed)
     try:
-        for piece, rows_by_path in embedded_pieces(store, kb, target, reuse_from, embedder, parsed, report, timer,
-                                                   embedding, every=COMMIT_SECONDS):
+        for piece, rows_by_path in embedded_pieces(
+            store, kb, target, reuse_from, embedder, parsed, report, timer, embedding, every=COMMIT_SECONDS
+        ):
             _write_piece(store, kb, target, piece, rows_by_path, timer)
             count_batch(kb, piece, report)
-            unwritten = unwritten[len(piece):]
+            unwritten = unwritten[len(piece) :]
             report.files_written += len(piece)
     except ModelError as exc:
         not_indexed(kb, unwritten, exc, report)
 
 
-def _write_piece(store: Store, kb: KBConfig, target: str, piece: list[ParsedFile],  # noqa: PLR0913  # a commit's context
-                 rows_by_path: dict[str, list[dict[str, Any]]], timer: Timer) -> None:
+def _write_piece(  # noqa: PLR0913  # a commit's context
+    store: Store,
+    kb: KBConfig,
+    target: str,
+    piece: list[ParsedFile],
+    rows_by_path: dict[str, list[dict[str, Any]]],
+    timer: Timer,
+) -> None:
     """Files whose chunks are embedded, in one commit: chunks, reading forms, then their manifest records."""
     with timer("write"):
         refused = store.write_chunks(kb.name, target, rows_by_path)
@@ -519,14 +664,21 @@ def _remove_deleted(store: Store, kb: str, target: str, plan: SyncPlan, on_disk:
 
 # ---- bookkeeping ---------------------------------------------------------------------------
 
+
 def _summary(files: dict[str, FileRecord], report: SyncReport, titles: list[str]) -> KBSummary:
     """What the KB holds, for tool descriptions: counts by kind and a few document titles."""
     kinds = count_kinds(path for path, record in files.items() if record.status == "indexed")
     return KBSummary(sum(kinds.values()), dict(kinds.most_common()), report.chunks_total, tuple(titles))
 
 
-def _record_failure(store: Store, kb: str, started: str, error: str, report: SyncReport,  # noqa: PLR0913  # a KB sync's context
-                    outcome: str = "failed") -> None:
+def _record_failure(  # noqa: PLR0913  # a KB sync's context
+    store: Store,
+    kb: str,
+    started: str,
+    error: str,
+    report: SyncReport,
+    outcome: str = "failed",
+) -> None:
     """Keep the fingerprints of the last good build; record the failed (or interrupted) attempt for `status`."""
     try:
         state = store.read_state(kb)

@@ -25,7 +25,7 @@ def sentences(text: str) -> list[str]:
     pieces, start = [], 0
     for match in SENTENCE_END.finditer(text):
         if match.end() > start:
-            pieces.append(text[start:match.end()])
+            pieces.append(text[start : match.end()])
             start = match.end()
     return pieces + [text[start:]] if start < len(text) else pieces
 
@@ -46,7 +46,7 @@ def without_overlap(previous: str, text: str) -> str:
     for cut in reversed(cuts):
         repeated = text[:cut].strip()
         if repeated and end.endswith(repeated):
-            return text[cut + 1:].lstrip("\n")
+            return text[cut + 1 :].lstrip("\n")
     return text
 
 
@@ -67,8 +67,10 @@ def printable(text: str) -> str:
     """Text someone else wrote, fit to print on a terminal: every control shown as its escape (`\\x1b`,
     `\\n`, `\\u2028`), so it can neither forge a line nor clear the screen, and a name's bytes that are not UTF-8
     as `\\xe9` (a strict terminal refuses them). Other text, CJK included, stays."""
-    return _TERMINAL_CONTROLS.sub(lambda found: repr(found.group())[1:-1] if ord(found.group()) < 0x100
-                                  else f"\\u{ord(found.group()):04x}", name_text(text))
+    return _TERMINAL_CONTROLS.sub(
+        lambda found: repr(found.group())[1:-1] if ord(found.group()) < 0x100 else f"\\u{ord(found.group()):04x}",
+        name_text(text),
+    )
 
 
 def name_text(name: str) -> str:
@@ -97,4 +99,4 @@ def is_number(text: str) -> bool:
 
 def clipped(text: str, limit: int) -> str:
     """`text` cut to `limit` characters, an ellipsis saying so."""
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -114,4 +114,3 @@ class CallerView:
 
     def unlocated(self, text: str) -> str:
         return text if self.who.kind == "owner" else self.config.unlocated(text)
-

@@ -45,19 +45,23 @@ def document_uri(kb: str, document: str) -> str:
 _invocation: dict[str, list[str]] = {"before": [], "after": []}  # remember_invocation's words
 
 
-def remember_invocation(folder: Path | None = None, config: Path | None = None,
-                        variables: dict[str, str] | None = None) -> None:
+def remember_invocation(
+    folder: Path | None = None, config: Path | None = None, variables: dict[str, str] | None = None
+) -> None:
     """This process serves `folder` (zero-config) or the kb.toml `config`, with these environment `variables`
     set (where the index is, which model from which folder: as a client's `env` block gives them): remedies
     name them, so the command they suggest works pasted into any shell, in any directory."""
     _invocation["before"] = [f"{name}={shlex.quote(value)}" for name, value in (variables or {}).items() if value]
-    _invocation["after"] = [shlex.quote(str(folder.resolve()))] if folder else \
-        ["-c", shlex.quote(str(config.resolve()))] if config else []
+    _invocation["after"] = (
+        [shlex.quote(str(folder.resolve()))] if folder else ["-c", shlex.quote(str(config.resolve()))] if config else []
+    )
 
 
 # What a stopped sync (Ctrl-C, SIGTERM, a client's cancel) leaves, said one way by every face.
-SYNC_WORK_KEPT = ("what it indexed so far stays (during a rebuild, searches keep using the previous index), and the "
-                  "next sync goes on from there")
+SYNC_WORK_KEPT = (
+    "what it indexed so far stays (during a rebuild, searches keep using the previous index), and the "
+    "next sync goes on from there"
+)
 
 
 def rebuild_option(full: bool, reembed: bool) -> str:
@@ -70,8 +74,10 @@ def work_kept(option: str = "") -> str:
     name to go on with it (a sync without it keeps the previous index and drops the unfinished rebuild)."""
     if not option:
         return SYNC_WORK_KEPT
-    return (f"what it rebuilt so far stays beside the index searches keep using, and the next sync with --{option} "
-            f"goes on from there (one without it drops the unfinished rebuild)")
+    return (
+        f"what it rebuilt so far stays beside the index searches keep using, and the next sync with --{option} "
+        f"goes on from there (one without it drops the unfinished rebuild)"
+    )
 
 
 def sync_remedy(kb: str | None = None, options: str = "") -> str:
@@ -87,5 +93,8 @@ def sync_remedy(kb: str | None = None, options: str = "") -> str:
 def sync_named(option: str = "") -> str:
     """How to sync, for text every caller reads: by command or by tool, without the config file or the storage a
     command line would name (sync_remedy names them, for the owner)."""
-    return f"mcp-kb sync --{option}, or the {SYNC_TOOL} tool with {option}" if option else \
-        f"mcp-kb sync, or the {SYNC_TOOL} tool"
+    return (
+        f"mcp-kb sync --{option}, or the {SYNC_TOOL} tool with {option}"
+        if option
+        else f"mcp-kb sync, or the {SYNC_TOOL} tool"
+    )

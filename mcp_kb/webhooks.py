@@ -21,8 +21,16 @@ from enum import Enum
 
 from .settings import Config
 
-__all__ = ["HOOK_BODY_MAX", "HookOutcome", "HookTarget", "RecentDeliveries", "Verdict", "hook_target", "moves_ref",
-           "receive_delivery"]
+__all__ = [
+    "HOOK_BODY_MAX",
+    "HookOutcome",
+    "HookTarget",
+    "RecentDeliveries",
+    "Verdict",
+    "hook_target",
+    "moves_ref",
+    "receive_delivery",
+]
 
 HOOK_BODY_MAX = 1 << 20  # bytes of a delivery's body: a push of many commits is some tens of KB
 _DELIVERY_ID_MAX = 200  # characters: forges send a UUID
@@ -78,14 +86,50 @@ class _Forge:
 
 # Gitea and Forgejo also send GitHub's headers: their own are looked for first.
 _FORGES = (
-    _Forge("gitea", "x-gitea-signature", "x-gitea-event", "x-gitea-delivery", True, "", frozenset({"push"}),
-           frozenset(), "repository"),
-    _Forge("forgejo", "x-forgejo-signature", "x-forgejo-event", "x-forgejo-delivery", True, "", frozenset({"push"}),
-           frozenset(), "repository"),
-    _Forge("github", "x-hub-signature-256", "x-github-event", "x-github-delivery", True, "sha256=",
-           frozenset({"push"}), frozenset({"ping"}), "repository"),
-    _Forge("gitlab", "x-gitlab-token", "x-gitlab-event", "x-gitlab-event-uuid", False, "",
-           frozenset({"Push Hook", "Tag Push Hook"}), frozenset(), "project"),
+    _Forge(
+        "gitea",
+        "x-gitea-signature",
+        "x-gitea-event",
+        "x-gitea-delivery",
+        True,
+        "",
+        frozenset({"push"}),
+        frozenset(),
+        "repository",
+    ),
+    _Forge(
+        "forgejo",
+        "x-forgejo-signature",
+        "x-forgejo-event",
+        "x-forgejo-delivery",
+        True,
+        "",
+        frozenset({"push"}),
+        frozenset(),
+        "repository",
+    ),
+    _Forge(
+        "github",
+        "x-hub-signature-256",
+        "x-github-event",
+        "x-github-delivery",
+        True,
+        "sha256=",
+        frozenset({"push"}),
+        frozenset({"ping"}),
+        "repository",
+    ),
+    _Forge(
+        "gitlab",
+        "x-gitlab-token",
+        "x-gitlab-event",
+        "x-gitlab-event-uuid",
+        False,
+        "",
+        frozenset({"Push Hook", "Tag Push Hook"}),
+        frozenset(),
+        "project",
+    ),
 )
 
 
@@ -122,23 +166,32 @@ class RecentDeliveries:
             return True
 
 
-def receive_delivery(target: HookTarget, headers: Mapping[str, str], body: bytes,
-                     deliveries: RecentDeliveries) -> HookOutcome:
+def receive_delivery(
+    target: HookTarget, headers: Mapping[str, str], body: bytes, deliveries: RecentDeliveries
+) -> HookOutcome:
     """Judge one delivery to `target`'s webhook (`headers` looked up by lower-case name)."""
     forge = next((forge for forge in _FORGES if forge.credential in headers), None)
     if forge is None:
-        return HookOutcome(Verdict.UNSIGNED, "no signature (X-Hub-Signature-256, X-Gitea-Signature) or token "
-                                             "(X-Gitlab-Token): set the webhook's secret")
+        return HookOutcome(
+            Verdict.UNSIGNED,
+            "no signature (X-Hub-Signature-256, X-Gitea-Signature) or token (X-Gitlab-Token): set the webhook's secret",
+        )
     if not _credential_holds(forge, headers[forge.credential], body, target.secret):
-        return HookOutcome(Verdict.UNSIGNED, f"the {forge.name} {'signature' if forge.signed else 'token'} does not "
-                                             f"match this repository's webhook secret", forge.name)
+        return HookOutcome(
+            Verdict.UNSIGNED,
+            f"the {forge.name} {'signature' if forge.signed else 'token'} does not "
+            f"match this repository's webhook secret",
+            forge.name,
+        )
     delivery = headers.get(forge.delivery, "").strip()
     if not delivery or len(delivery) > _DELIVERY_ID_MAX:
-        return HookOutcome(Verdict.MALFORMED, f"no delivery id ({forge.delivery}) of at most {_DELIVERY_ID_MAX} "
-                                              f"characters", forge.name)
+        return HookOutcome(
+            Verdict.MALFORMED, f"no delivery id ({forge.delivery}) of at most {_DELIVERY_ID_MAX} characters", forge.name
+        )
     if not deliveries.first_time(delivery):
-        return HookOutcome(Verdict.REPLAYED, "this delivery was taken already; push again to sync", forge.name,
-                           delivery)
+        return HookOutcome(
+            Verdict.REPLAYED, "this delivery was taken already; push again to sync", forge.name, delivery
+        )
     return replace(_judge_event(forge, headers.get(forge.event, ""), body, target), delivery=delivery)
 
 
@@ -158,16 +211,21 @@ def _judge_event(forge: _Forge, event: str, body: bytes, target: HookTarget) -> 
     if event in forge.pings:
         return HookOutcome(Verdict.PING, "pong: the webhook works", forge.name)
     if event not in forge.pushes:
-        return HookOutcome(Verdict.IGNORED, f"a {event[:40] or 'nameless'} event is not a push: nothing to sync",
-                           forge.name)
+        return HookOutcome(
+            Verdict.IGNORED, f"a {event[:40] or 'nameless'} event is not a push: nothing to sync", forge.name
+        )
     push = _push(body, forge.owner)
     if push is None:
-        return HookOutcome(Verdict.MALFORMED, "the body is not a push event's JSON object with its `ref` (choose "
-                                              "the content type application/json)", forge.name)
+        return HookOutcome(
+            Verdict.MALFORMED,
+            "the body is not a push event's JSON object with its `ref` (choose the content type application/json)",
+            forge.name,
+        )
     ref, default_branch, after = push
     if not moves_ref(target.ref, ref, default_branch):
-        return HookOutcome(Verdict.IGNORED, f"a push to {ref[:200]}, not to the indexed {target.ref}: nothing to sync",
-                           forge.name)
+        return HookOutcome(
+            Verdict.IGNORED, f"a push to {ref[:200]}, not to the indexed {target.ref}: nothing to sync", forge.name
+        )
     if after and set(after) <= _DELETED:
         return HookOutcome(Verdict.IGNORED, f"the push deleted {ref[:200]}: nothing to sync", forge.name)
     return HookOutcome(Verdict.SYNC, f"a push to {ref[:200]}: {target.kb} syncs", forge.name)
@@ -185,8 +243,11 @@ def _push(body: bytes, owner: str) -> tuple[str, str | None, str] | None:
     repository = payload.get(owner)
     default_branch = repository.get("default_branch") if isinstance(repository, dict) else None
     after = payload.get("after")
-    return (payload["ref"], default_branch if isinstance(default_branch, str) and default_branch else None,
-            after if isinstance(after, str) else "")
+    return (
+        payload["ref"],
+        default_branch if isinstance(default_branch, str) and default_branch else None,
+        after if isinstance(after, str) else "",
+    )
 
 
 def moves_ref(indexed: str, pushed: str, default_branch: str | None) -> bool:

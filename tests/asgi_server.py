@@ -21,9 +21,10 @@ def json_answer(body: bytes, drip: float = 0.0, on_byte: Callable[[], None] = la
 
     async def dripped():
         for offset in range(len(body)):
-            yield body[offset:offset + 1]
+            yield body[offset : offset + 1]
             on_byte()
             await anyio.sleep(drip)
+
     return StreamingResponse(dripped(), media_type="application/json")
 
 

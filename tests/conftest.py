@@ -74,9 +74,11 @@ def pytest_configure(config):
     try:
         _ = _test_model().identity  # finds (or downloads, once for all workers) the files without loading them
     except ModelError as exc:
-        raise pytest.UsageError(f"no embedding model for the tests: {exc}\nPut the offline model at {OFFLINE_MODEL}, "
-                                f"or set MCP_KB_EMBEDDING_MODEL and MCP_KB_EMBEDDING_MODEL_PATH to a local model "
-                                f"folder.") from None
+        raise pytest.UsageError(
+            f"no embedding model for the tests: {exc}\nPut the offline model at {OFFLINE_MODEL}, "
+            f"or set MCP_KB_EMBEDDING_MODEL and MCP_KB_EMBEDDING_MODEL_PATH to a local model "
+            f"folder."
+        ) from None
 
 
 @pytest.fixture(scope="session")
@@ -131,8 +133,13 @@ def browser():
 
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
-                     "--lang=en-US"):
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+        "--lang=en-US",
+    ):
         options.add_argument(argument)
     session = webdriver.Chrome(options=options, service=Service(driver))
     yield session

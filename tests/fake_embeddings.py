@@ -73,13 +73,18 @@ class EmbeddingService:
             return RedirectResponse(self.faults.redirect, status_code=307)
         vectors = await anyio.to_thread.run_sync(self.embedder.embed_batch, texts)
         if self.faults.dimension:
-            vectors = vectors[:, :self.faults.dimension]
+            vectors = vectors[:, : self.faults.dimension]
         data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
         data.reverse()  # services may answer out of order; `index` says which is which
         answer = {"object": "list", "data": data, "model": self.model, "usage": {"prompt_tokens": 0, "total_tokens": 0}}
         told = self.faults.lie(answer) if self.faults.lie else answer
-        body = self.faults.raw if self.faults.raw is not None else told if isinstance(told, bytes) else \
-            json.dumps(told).encode()
+        body = (
+            self.faults.raw
+            if self.faults.raw is not None
+            else told
+            if isinstance(told, bytes)
+            else json.dumps(told).encode()
+        )
         return json_answer(body, self.faults.drip, self._dripped_byte)
 
     def _dripped_byte(self) -> None:

@@ -28,8 +28,10 @@ class FakeHub:
         self.url = ""
 
     def _tree(self) -> list[dict]:
-        return [{"type": "file", "path": name, "size": path.stat().st_size, "oid": _oid(path)}
-                for name, path in self.files.items()]
+        return [
+            {"type": "file", "path": name, "size": path.stat().st_size, "oid": _oid(path)}
+            for name, path in self.files.items()
+        ]
 
     def answer(self, handler: BaseHTTPRequestHandler, send_body: bool) -> None:
         path = unquote(urlparse(handler.path).path)
@@ -41,7 +43,7 @@ class FakeHub:
             return _send_json(handler, self._tree())
         prefix = f"/{self.repo_id}/resolve/"
         if path.startswith(prefix):
-            name = path[len(prefix):].split("/", 1)[1]
+            name = path[len(prefix) :].split("/", 1)[1]
             if name in self.files:
                 return self._send_file(handler, name, send_body)
         handler.send_response(404)

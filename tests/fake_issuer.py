@@ -35,8 +35,11 @@ class Issuer:
 
     def new_key(self, kid: str, kind: str = "RSA") -> str:
         """Make and publish a signing key."""
-        self.keys[kid] = rsa.generate_private_key(public_exponent=65537, key_size=2048) if kind == "RSA" \
+        self.keys[kid] = (
+            rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            if kind == "RSA"
             else ec.generate_private_key(ec.SECP256R1())
+        )
         return kid
 
     def jwks(self) -> dict[str, Any]:
@@ -45,26 +48,38 @@ class Issuer:
             rsa_key = isinstance(key, rsa.RSAPrivateKey)
             algorithm = jwt.algorithms.RSAAlgorithm if rsa_key else jwt.algorithms.ECAlgorithm
             public = json.loads(algorithm.to_jwk(key.public_key()))
-            published.append({**public, "kid": kid, "use": "sig",
-                              "alg": "RS256" if rsa_key else "ES256"})
+            published.append({**public, "kid": kid, "use": "sig", "alg": "RS256" if rsa_key else "ES256"})
         return {"keys": published}
 
-    def token(self, audience: str, subject: str = "alice@example.com", kid: str | None = None,
-              lifetime: float = 300, **claims: Any) -> str:
+    def token(
+        self,
+        audience: str,
+        subject: str = "alice@example.com",
+        kid: str | None = None,
+        lifetime: float = 300,
+        **claims: Any,
+    ) -> str:
         """An access token for `audience`, signed with key `kid` (the first key by default)."""
         kid = kid or next(iter(self.keys))
         key = self.keys[kid]
         now = int(time.time())
         payload = {"iss": self.url, "aud": audience, "sub": subject, "iat": now, "exp": now + int(lifetime), **claims}
-        return jwt.encode(payload, key, algorithm="RS256" if isinstance(key, rsa.RSAPrivateKey) else "ES256",
-                          headers={"kid": kid})
+        return jwt.encode(
+            payload, key, algorithm="RS256" if isinstance(key, rsa.RSAPrivateKey) else "ES256", headers={"kid": kid}
+        )
 
     async def answer(self, request: Request) -> Response:
         if self.down:
             return JSONResponse({"error": "down"}, status_code=500)
         if request.url.path == "/.well-known/oauth-authorization-server":
-            return JSONResponse({"issuer": self.url, "jwks_uri": f"{self.url}/jwks.json",
-                                 "authorization_endpoint": f"{self.url}/authorize", "token_endpoint": f"{self.url}/token"})
+            return JSONResponse(
+                {
+                    "issuer": self.url,
+                    "jwks_uri": f"{self.url}/jwks.json",
+                    "authorization_endpoint": f"{self.url}/authorize",
+                    "token_endpoint": f"{self.url}/token",
+                }
+            )
         self.jwks_fetches += 1
         if self.delay:
             await anyio.sleep(self.delay)
@@ -78,8 +93,9 @@ class Issuer:
 @contextmanager
 def serve_issuer() -> Iterator[Issuer]:
     issuer = Issuer()
-    app = Starlette(routes=[Route(path, issuer.answer) for path in ("/.well-known/oauth-authorization-server",
-                                                                   "/jwks.json")])
+    app = Starlette(
+        routes=[Route(path, issuer.answer) for path in ("/.well-known/oauth-authorization-server", "/jwks.json")]
+    )
     with serve_asgi(app) as url:
         issuer.url = url
         issuer.new_key("key-1")

@@ -46,8 +46,10 @@ class RerankService:
         if body.get("model") != self.model:
             return JSONResponse({"detail": f"model {body.get('model')} not found"}, status_code=404)
         scores = await self._scores(body["query"], body["documents"])
-        results = sorted(({"index": i, "relevance_score": s} for i, s in enumerate(scores)),
-                         key=lambda item: -item["relevance_score"])[:body.get("top_n") or len(scores)]
+        results = sorted(
+            ({"index": i, "relevance_score": s} for i, s in enumerate(scores)),
+            key=lambda item: -item["relevance_score"],
+        )[: body.get("top_n") or len(scores)]
         return self._answer({"model": self.model, "results": results})
 
     async def tei(self, request: Request) -> Response:
@@ -89,8 +91,9 @@ class RerankService:
 
 @contextmanager
 def serve_rerank(service: RerankService) -> Iterator[RerankService]:
-    app = Starlette(routes=[Route("/v1/rerank", service.cohere, methods=["POST"]),
-                            Route("/rerank", service.tei, methods=["POST"])])
+    app = Starlette(
+        routes=[Route("/v1/rerank", service.cohere, methods=["POST"]), Route("/rerank", service.tei, methods=["POST"])]
+    )
     with serve_asgi(app) as url:
         service.url = url
         yield service

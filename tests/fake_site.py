@@ -98,10 +98,9 @@ class Site:
     def _trap(self, path: str) -> Page | None:
         if not self.trap_prefix or not path.startswith(self.trap_prefix):
             return None
-        number = int(path[len(self.trap_prefix):].strip("/") or 0)
+        number = int(path[len(self.trap_prefix) :].strip("/") or 0)
         link = f'<a href="{self.trap_prefix}{number + 1}/">next month</a>'
-        return Page(page_html(f"Calendar {number}", f"<h1>Month {number}</h1><p>Nothing planned. {link}</p>")
-                    .encode())
+        return Page(page_html(f"Calendar {number}", f"<h1>Month {number}</h1><p>Nothing planned. {link}</p>").encode())
 
 
 def page_html(title: str, body: str) -> str:

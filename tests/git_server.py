@@ -17,8 +17,14 @@ from urllib.parse import urlsplit
 
 from helpers import http_on_loopback
 
-_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_NOSYSTEM": "1", "HOME": os.devnull}
+_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "HOME": os.devnull,
+}
 
 
 def git(repo: Path, *args: str, stdin: bytes | None = None) -> str:
@@ -104,11 +110,19 @@ def serve_git(root: Path, token: str = "", username: str = "x-access-token") -> 
             parts = urlsplit(self.path)
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
-            env = {**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}, **_ENV,
-                   "GIT_PROJECT_ROOT": str(root), "GIT_HTTP_EXPORT_ALL": "1", "REQUEST_METHOD": self.command,
-                   "PATH_INFO": parts.path, "QUERY_STRING": parts.query, "REMOTE_ADDR": "127.0.0.1",
-                   "CONTENT_TYPE": self.headers.get("Content-Type", ""), "CONTENT_LENGTH": str(len(body)),
-                   "GIT_PROTOCOL": self.headers.get("Git-Protocol", "")}
+            env = {
+                **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+                **_ENV,
+                "GIT_PROJECT_ROOT": str(root),
+                "GIT_HTTP_EXPORT_ALL": "1",
+                "REQUEST_METHOD": self.command,
+                "PATH_INFO": parts.path,
+                "QUERY_STRING": parts.query,
+                "REMOTE_ADDR": "127.0.0.1",
+                "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+                "CONTENT_LENGTH": str(len(body)),
+                "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
+            }
             done = subprocess.run(["git", "http-backend"], input=body, capture_output=True, env=env, check=False)
             head, _, payload = done.stdout.partition(b"\r\n\r\n")
             status = 200

@@ -43,8 +43,10 @@ def cjk_font() -> Path | None:
 def needs_extra(extra: str, module: str) -> pytest.MarkDecorator:
     """Skip a test whose subject is an optional extra when `module` (what the extra installs) is absent, naming the
     extra to install: the README's test command installs only `test`, CI every extra."""
-    return pytest.mark.skipif(importlib.util.find_spec(module) is None,
-                              reason=f"the {extra!r} extra is not installed: pip install -e '.[{extra}]' (CI installs it)")
+    return pytest.mark.skipif(
+        importlib.util.find_spec(module) is None,
+        reason=f"the {extra!r} extra is not installed: pip install -e '.[{extra}]' (CI installs it)",
+    )
 
 
 def write(path: Path, text: str, encoding: str = "utf-8") -> Path:
@@ -63,8 +65,12 @@ def png_declaring(width: int, height: int) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 1000))
-            + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\0" * 1000))
+        + chunk(b"IEND", b"")
+    )
 
 
 def in_threads(work: Callable[[int], None], count: int, switch_interval: float = 1e-5) -> list[str]:
@@ -110,8 +116,9 @@ def until(condition: Callable[[], T], seconds: float = 60.0, every: float = 0.05
     return value
 
 
-async def eventually(check: Callable[[], Awaitable[object]], seconds: float = 20.0, every: float = 0.05,
-                     what: str = "the condition") -> None:
+async def eventually(
+    check: Callable[[], Awaitable[object]], seconds: float = 20.0, every: float = 0.05, what: str = "the condition"
+) -> None:
     """`until` for async checks, sleeping on the event loop between looks."""
     deadline = time.monotonic() + seconds
     while not await check():

@@ -31,8 +31,11 @@ def make_pptx(path):
     from pptx import Presentation
 
     deck = Presentation()
-    for title, body, notes in [("Roadmap", "Ship search v2 in May", "Mention the beta users"),
-                               ("Risks", "Hiring is slow", ""), ("Budget", "Twelve engineers", "Ask for two more")]:
+    for title, body, notes in [
+        ("Roadmap", "Ship search v2 in May", "Mention the beta users"),
+        ("Risks", "Hiring is slow", ""),
+        ("Budget", "Twelve engineers", "Ask for two more"),
+    ]:
         slide = deck.slides.add_slide(deck.slide_layouts[1])
         slide.shapes.title.text = title
         slide.placeholders[1].text = body

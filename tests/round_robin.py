@@ -35,8 +35,13 @@ def round_robin(backends: list[str]) -> Iterator[tuple[str, Counter]]:
         url = backend + scope["path"] + (f"?{scope['query_string'].decode()}" if scope["query_string"] else "")
         async with httpx.AsyncClient(timeout=60) as http:
             async with http.stream(scope["method"], url, headers=headers, content=body) as answer:
-                await send({"type": "http.response.start", "status": answer.status_code,
-                            "headers": [(k, v) for k, v in answer.headers.raw if k.lower() not in _HOP_BY_HOP]})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": answer.status_code,
+                        "headers": [(k, v) for k, v in answer.headers.raw if k.lower() not in _HOP_BY_HOP],
+                    }
+                )
                 async for piece in answer.aiter_raw():
                     await send({"type": "http.response.body", "body": piece, "more_body": True})
                 await send({"type": "http.response.body", "body": b""})

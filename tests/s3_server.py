@@ -46,8 +46,10 @@ class S3Server:
 
     def storage(self, bucket: str, prefix: str = "index") -> dict:
         """The kb.toml `[storage]` table for a folder of this bucket."""
-        return {"uri": f"s3://{bucket}/{prefix}",
-                "options": {"aws_endpoint": self.endpoint, "allow_http": "true", **CREDENTIALS}}
+        return {
+            "uri": f"s3://{bucket}/{prefix}",
+            "options": {"aws_endpoint": self.endpoint, "allow_http": "true", **CREDENTIALS},
+        }
 
     def start_recording(self) -> None:
         httpx.post(f"{self.endpoint}/moto-api/recorder/reset-recording")
@@ -60,9 +62,13 @@ class S3Server:
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
     def _client(self):
-        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=CREDENTIALS["aws_access_key_id"],
-                            aws_secret_access_key=CREDENTIALS["aws_secret_access_key"],
-                            region_name=CREDENTIALS["aws_region"])
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=CREDENTIALS["aws_access_key_id"],
+            aws_secret_access_key=CREDENTIALS["aws_secret_access_key"],
+            region_name=CREDENTIALS["aws_region"],
+        )
 
 
 @contextmanager

@@ -20,8 +20,10 @@ from mcp_kb.errors import ConfigError
 pytestmark = pytest.mark.anyio
 
 AUDIENCE = "http://127.0.0.1:8765/mcp"
-KBS = [{"name": name, "description": f"{name} documents", "paths": ["docs"]}
-       for name in ("hr-policies", "hr-benefits", "runbooks")]
+KBS = [
+    {"name": name, "description": f"{name} documents", "paths": ["docs"]}
+    for name in ("hr-policies", "hr-benefits", "runbooks")
+]
 
 
 @pytest.fixture
@@ -35,11 +37,15 @@ def gate(make_config, issuer, monkeypatch):
     monkeypatch.setenv("RUNBOOK_TOKEN", "ops-secret-1")
     server = {
         "token": "owner-secret",
-        "tokens": [{"name": "hr", "secret_sha256": hashlib.sha256(b"hr-secret").hexdigest(), "kbs": ["hr-*"]},
-                   {"name": "ops", "secret_env": "RUNBOOK_TOKEN", "kbs": ["runbooks"], "sync": True,
-                    "requests_per_minute": 3}],
-        "oauth": {"issuer": issuer.url, "audience": AUDIENCE,
-                  "groups": [{"group": "people-team", "kbs": ["hr-benefits"]}]},
+        "tokens": [
+            {"name": "hr", "secret_sha256": hashlib.sha256(b"hr-secret").hexdigest(), "kbs": ["hr-*"]},
+            {"name": "ops", "secret_env": "RUNBOOK_TOKEN", "kbs": ["runbooks"], "sync": True, "requests_per_minute": 3},
+        ],
+        "oauth": {
+            "issuer": issuer.url,
+            "audience": AUDIENCE,
+            "groups": [{"group": "people-team", "kbs": ["hr-benefits"]}],
+        },
     }
     return Gatekeeper(make_config(*KBS, server=server))
 
@@ -64,8 +70,11 @@ async def test_a_scoped_token_grants_its_kbs_and_nothing_else(gate):
 async def test_an_access_token_grants_what_its_scopes_and_groups_say(gate, issuer):
     scoped = await gate.admit(issuer.token(AUDIENCE, scope="openid kb:runbooks:sync kb:hr-*:search"))
     grouped = await gate.admit(issuer.token(AUDIENCE, subject="bob", groups=["people-team", "other"]))
-    assert (scoped.who.name, scoped.search, scoped.sync) == ("alice@example.com", {"runbooks", "hr-policies", "hr-benefits"},
-                                                        {"runbooks"})
+    assert (scoped.who.name, scoped.search, scoped.sync) == (
+        "alice@example.com",
+        {"runbooks", "hr-policies", "hr-benefits"},
+        {"runbooks"},
+    )
     assert (grouped.who.name, grouped.search, grouped.sync) == ("bob", {"hr-benefits"}, frozenset())
     nothing = await _refusal(gate, issuer.token(AUDIENCE, scope="openid kb:payroll:search"))
     assert (nothing.status, nothing.error) == (403, "insufficient_scope")
@@ -85,10 +94,15 @@ async def test_forged_foreign_and_untimely_access_tokens_are_refused(gate, issue
         "expired": issuer.token(AUDIENCE, lifetime=-120, **scope),
         "not yet valid": issuer.token(AUDIENCE, nbf=now + 600, **scope),
         "another audience": issuer.token("http://other.example/mcp", **scope),
-        "another issuer": jwt.encode({**claims, "iss": "http://evil.example"}, issuer.keys["key-1"], algorithm="RS256",
-                                     headers={"kid": "key-1"}),
-        "no expiry": jwt.encode({k: v for k, v in claims.items() if k != "exp"}, issuer.keys["key-1"],
-                                algorithm="RS256", headers={"kid": "key-1"}),
+        "another issuer": jwt.encode(
+            {**claims, "iss": "http://evil.example"}, issuer.keys["key-1"], algorithm="RS256", headers={"kid": "key-1"}
+        ),
+        "no expiry": jwt.encode(
+            {k: v for k, v in claims.items() if k != "exp"},
+            issuer.keys["key-1"],
+            algorithm="RS256",
+            headers={"kid": "key-1"},
+        ),
         "alg none": unsigned,
         "hmac": hmac_signed,
         "hmac keyed with the public key": hmac_with_public_key,
@@ -105,11 +119,15 @@ async def test_forged_foreign_and_untimely_access_tokens_are_refused(gate, issue
 
 def _hs256(claims, key: bytes) -> str:
     """HS256 by hand: PyJWT itself refuses to use a PEM public key as an HMAC secret."""
+
     def b64(data: bytes) -> bytes:
         return base64.urlsafe_b64encode(data).rstrip(b"=")
 
-    signing_input = b64(json.dumps({"alg": "HS256", "typ": "JWT", "kid": "key-1"}).encode()) + b"." + \
-        b64(json.dumps(claims).encode())
+    signing_input = (
+        b64(json.dumps({"alg": "HS256", "typ": "JWT", "kid": "key-1"}).encode())
+        + b"."
+        + b64(json.dumps(claims).encode())
+    )
     return (signing_input + b"." + b64(hmac.new(key, signing_input, hashlib.sha256).digest())).decode()
 
 
@@ -126,15 +144,18 @@ async def test_rotated_keys_are_fetched_once_and_forged_key_ids_cannot_hammer_th
     assert issuer.jwks_fetches == 2
     gate.oauth.keys.refetch_gap = 60
     gate.oauth.keys.tried_at = float("-inf")  # the last fetch was long ago
-    forged = [jwt.encode({"sub": "x"}, issuer.keys["key-1"], algorithm="RS256", headers={"kid": f"forged-{n}"})
-              for n in range(1000)]
+    forged = [
+        jwt.encode({"sub": "x"}, issuer.keys["key-1"], algorithm="RS256", headers={"kid": f"forged-{n}"})
+        for n in range(1000)
+    ]
     for token in forged:
         assert (await _refusal(gate, token)).status == 401
     assert issuer.jwks_fetches == 3  # one more fetch for a thousand unknown key ids
 
 
 async def test_an_issuer_that_is_down_leaves_cached_keys_working_until_too_old_and_never_admits_without_keys(
-        gate, issuer, make_config):
+    gate, issuer, make_config
+):
     scope = {"scope": "kb:runbooks:search"}
     token = issuer.token(AUDIENCE, **scope)
     await gate.admit(token)
@@ -187,15 +208,30 @@ async def test_an_oauth_subject_named_like_a_token_or_the_owner_is_neither(gate,
     assert limits.wait(Grant(as_ops.who, as_ops.search, requests_per_minute=1)) == 0  # the subject "ops" has not
 
 
-@pytest.mark.parametrize("server, message", [
-    ({"tokens": [{"name": "hr", "secret_env": "X_TOKEN", "kbs": ["payroll*"]}]}, "'payroll*' matches no knowledge base"),
-    ({"tokens": [{"name": "hr", "kbs": ["runbooks"]}]}, "give the token's secret one way"),
-    ({"tokens": [{"name": "hr", "secret_sha256": "abc", "kbs": ["runbooks"]}]}, "64 lowercase hex"),
-    ({"tokens": [{"name": "a", "secret_env": "X_TOKEN", "kbs": ["runbooks"]},
-                 {"name": "b", "secret_env": "X_TOKEN", "kbs": ["hr-*"]}]}, "share a secret"),
-    ({"oauth": {"issuer": "http://i", "audience": "http://a/mcp", "groups": [{"group": "g", "kbs": ["nope"]}]}},
-     "'nope' matches no knowledge base"),
-])
+@pytest.mark.parametrize(
+    "server, message",
+    [
+        (
+            {"tokens": [{"name": "hr", "secret_env": "X_TOKEN", "kbs": ["payroll*"]}]},
+            "'payroll*' matches no knowledge base",
+        ),
+        ({"tokens": [{"name": "hr", "kbs": ["runbooks"]}]}, "give the token's secret one way"),
+        ({"tokens": [{"name": "hr", "secret_sha256": "abc", "kbs": ["runbooks"]}]}, "64 lowercase hex"),
+        (
+            {
+                "tokens": [
+                    {"name": "a", "secret_env": "X_TOKEN", "kbs": ["runbooks"]},
+                    {"name": "b", "secret_env": "X_TOKEN", "kbs": ["hr-*"]},
+                ]
+            },
+            "share a secret",
+        ),
+        (
+            {"oauth": {"issuer": "http://i", "audience": "http://a/mcp", "groups": [{"group": "g", "kbs": ["nope"]}]}},
+            "'nope' matches no knowledge base",
+        ),
+    ],
+)
 def test_grants_that_cannot_work_are_config_errors(make_config, server, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         make_config(*KBS, server=server)
@@ -212,9 +248,16 @@ def test_an_unset_secret_variable_is_named_and_no_secret_is_shown(make_config, m
     assert "leaky-secret-value" not in str(caught.value)
 
 
-GARBAGE_JWKS = [b'{"keys": 5}', b'{"keys": [{"kty": "RSA", "kid": ["a"], "n": "x", "e": "AQAB"}]}',
-                b"[" * 200_000 + b"]" * 200_000, b'{"keys": [{"kty": "RSA", "n": 5, "e": []}]}', b"\xff\xfe{",
-                b"null", b'{"keys": [' + b'{"kty": "EC"},' * 10_000 + b'{}]}', b'{"keys": "' + b"A" * 2_000_000 + b'"}']
+GARBAGE_JWKS = [
+    b'{"keys": 5}',
+    b'{"keys": [{"kty": "RSA", "kid": ["a"], "n": "x", "e": "AQAB"}]}',
+    b"[" * 200_000 + b"]" * 200_000,
+    b'{"keys": [{"kty": "RSA", "n": 5, "e": []}]}',
+    b"\xff\xfe{",
+    b"null",
+    b'{"keys": [' + b'{"kty": "EC"},' * 10_000 + b"{}]}",
+    b'{"keys": "' + b"A" * 2_000_000 + b'"}',
+]
 
 
 @pytest.mark.parametrize("garbage", GARBAGE_JWKS, ids=lambda body: body[:24].decode(errors="replace"))
@@ -249,8 +292,10 @@ async def test_requests_waiting_on_a_slow_issuer_share_one_fetch(gate, issuer):
     gate.oauth.keys.tried_at = float("-inf")  # the last fetch was long ago
     issuer.delay = 1.5
     issuer.new_key("key-new")
-    tokens = [jwt.encode({"sub": "x"}, issuer.keys["key-1"], algorithm="RS256", headers={"kid": f"forged-{n}"})
-              for n in range(3)]
+    tokens = [
+        jwt.encode({"sub": "x"}, issuer.keys["key-1"], algorithm="RS256", headers={"kid": f"forged-{n}"})
+        for n in range(3)
+    ]
     outcomes: dict[int, object] = {}
 
     async def admit(number: int, token: str) -> None:

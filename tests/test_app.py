@@ -34,8 +34,9 @@ def test_glance_agrees_with_status_and_history_lists_recent_syncs(app, tmp_path,
     (tmp_path / "docs" / "broken.pdf").write_bytes(b"%PDF-1.4 not a PDF")
     app.sync()
     [status], glance = app.status("docs"), app.glance("docs")
-    assert {key: getattr(glance, key) for key in ("files", "chunks", "last_sync", "last_outcome")} == \
-        {key: getattr(status, key) for key in ("files", "chunks", "last_sync", "last_outcome")}
+    assert {key: getattr(glance, key) for key in ("files", "chunks", "last_sync", "last_outcome")} == {
+        key: getattr(status, key) for key in ("files", "chunks", "last_sync", "last_outcome")
+    }
     assert glance.failed_files == len(status.failed) == 1 and glance.seconds > 0
     recent = app.sync_history("docs").recent
     assert len(recent) == 3  # the oldest two were let go
@@ -47,8 +48,12 @@ def test_glance_agrees_with_status_and_history_lists_recent_syncs(app, tmp_path,
 def test_summary_says_what_the_kb_holds(app):
     assert app.summary("docs") == KBSummary()  # before the first sync
     app.sync()
-    assert app.summary("docs").as_dict() == {"documents": 2, "kinds": {"md": 1, "txt": 1},
-                                             "chunks": app.status()[0].chunks, "titles": ["Guide", "notes"]}
+    assert app.summary("docs").as_dict() == {
+        "documents": 2,
+        "kinds": {"md": 1, "txt": 1},
+        "chunks": app.status()[0].chunks,
+        "titles": ["Guide", "notes"],
+    }
 
 
 def test_check_counts_files_and_chunks_and_reports_an_unreadable_path(app, tmp_path):
@@ -84,6 +89,7 @@ def test_during_a_first_sync_the_glance_counts_what_it_has_written(make_app, tmp
         if message.endswith(f"{done} of {total} files indexed"):
             glance = app.glance("notes")
             seen.append((glance.files, glance.chunks > 0, glance.sync_running))
+
     app.sync(SyncRequest(kb="notes"), progress=look)
     assert seen[0] == (32, True, True)  # the first batch written: the page shows it, not 0 documents
     assert app.glance("notes").files == 40

@@ -19,16 +19,51 @@ from helpers import ROOT
 PACKAGE = ROOT / "mcp_kb"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 TIERS = {  # the most specific prefix decides a module's tier
-    "mcp_kb.cli": 4, "mcp_kb.serve": 4, "mcp_kb.signals": 4, "mcp_kb.mcp": 4, "mcp_kb.ui": 4, "mcp_kb.__main__": 4,
-    "mcp_kb.api": 3, "mcp_kb.app": 3, "mcp_kb.live": 3, "mcp_kb.http": 3,
-    "mcp_kb.sync": 2, "mcp_kb.search": 2, "mcp_kb.passages": 2, "mcp_kb.metrics": 2, "mcp_kb.evaluation": 2, "mcp_kb.present": 2,
-    "mcp_kb.access": 2, "mcp_kb.audit": 2, "mcp_kb.view": 2, "mcp_kb.ray_engine": 2, "mcp_kb.batches": 2,
-    "mcp_kb.reader": 2, "mcp_kb.history": 2, "mcp_kb.freshness": 2, "mcp_kb.webhooks": 2,
-    "mcp_kb.ingest": 1, "mcp_kb.models": 1, "mcp_kb.index": 1,
-    "mcp_kb.settings": 0, "mcp_kb.errors": 0, "mcp_kb.digest": 0, "mcp_kb.schema": 0, "mcp_kb.registry": 0,
-    "mcp_kb.vocabulary": 0, "mcp_kb.lru": 0, "mcp_kb.text": 0, "mcp_kb.requests": 0,
-    "mcp_kb.records": 0, "mcp_kb.cursors": 0, "mcp_kb.files": 0, "mcp_kb.wire": 0, "mcp_kb.stopwatch": 0,
-    "mcp_kb.imports": 0, "mcp_kb.heap": 0, "mcp_kb.read_outputs": 0,
+    "mcp_kb.cli": 4,
+    "mcp_kb.serve": 4,
+    "mcp_kb.signals": 4,
+    "mcp_kb.mcp": 4,
+    "mcp_kb.ui": 4,
+    "mcp_kb.__main__": 4,
+    "mcp_kb.api": 3,
+    "mcp_kb.app": 3,
+    "mcp_kb.live": 3,
+    "mcp_kb.http": 3,
+    "mcp_kb.sync": 2,
+    "mcp_kb.search": 2,
+    "mcp_kb.passages": 2,
+    "mcp_kb.metrics": 2,
+    "mcp_kb.evaluation": 2,
+    "mcp_kb.present": 2,
+    "mcp_kb.access": 2,
+    "mcp_kb.audit": 2,
+    "mcp_kb.view": 2,
+    "mcp_kb.ray_engine": 2,
+    "mcp_kb.batches": 2,
+    "mcp_kb.reader": 2,
+    "mcp_kb.history": 2,
+    "mcp_kb.freshness": 2,
+    "mcp_kb.webhooks": 2,
+    "mcp_kb.ingest": 1,
+    "mcp_kb.models": 1,
+    "mcp_kb.index": 1,
+    "mcp_kb.settings": 0,
+    "mcp_kb.errors": 0,
+    "mcp_kb.digest": 0,
+    "mcp_kb.schema": 0,
+    "mcp_kb.registry": 0,
+    "mcp_kb.vocabulary": 0,
+    "mcp_kb.lru": 0,
+    "mcp_kb.text": 0,
+    "mcp_kb.requests": 0,
+    "mcp_kb.records": 0,
+    "mcp_kb.cursors": 0,
+    "mcp_kb.files": 0,
+    "mcp_kb.wire": 0,
+    "mcp_kb.stopwatch": 0,
+    "mcp_kb.imports": 0,
+    "mcp_kb.heap": 0,
+    "mcp_kb.read_outputs": 0,
 }
 
 
@@ -45,7 +80,7 @@ def _imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = ".".join(package[:len(package) - node.level + 1]) if node.level else ""
+            base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
             module = ".".join(part for part in (base, node.module or "") if part)
             names.add(module)
             names.update(f"{module}.{alias.name}" for alias in node.names)  # `from . import x` names a module
@@ -78,8 +113,9 @@ def test_only_the_index_package_imports_lancedb(path):
 def test_only_the_fastembed_provider_imports_model_runtimes(path):
     # quantize: its int8 copies; onnx_session: the fastembed provider's model run without fastembed, for a server
     if _name(path) not in ("mcp_kb.models.fastembed", "mcp_kb.models.quantize", "mcp_kb.models.onnx_session"):
-        assert not any(name.split(".")[0] in ("fastembed", "onnxruntime", "onnx", "tokenizers")
-                       for name in _imports(path))
+        assert not any(
+            name.split(".")[0] in ("fastembed", "onnxruntime", "onnx", "tokenizers") for name in _imports(path)
+        )
 
 
 def test_search_never_imports_sync():
@@ -99,8 +135,12 @@ def _module_graph() -> dict[str, set[str]]:
     graph = {}
     for path in MODULES:
         module = _name(path)
-        graph[module] = {owner for name in _imports(path) if name.startswith("mcp_kb.")
-                         if (owner := _owner(name)) not in (None, module, "mcp_kb")}
+        graph[module] = {
+            owner
+            for name in _imports(path)
+            if name.startswith("mcp_kb.")
+            if (owner := _owner(name)) not in (None, module, "mcp_kb")
+        }
     return graph
 
 
@@ -142,6 +182,7 @@ def test_no_modules_import_each_other_by_any_path():
 
 def test_no_folders_import_each_other_by_any_path():
     """Folders as units (`mcp_kb.index`, `mcp_kb.ingest`, ...; top-level modules stand for themselves)."""
+
     def folder(module: str) -> str:
         parts = module.split(".")
         return ".".join(parts[:2])
@@ -162,8 +203,14 @@ def _within(module: str, packages: tuple[str, ...]) -> bool:
 
 def _inner_modules(names: set[str]) -> list[str]:
     """The core's inner modules among imported names (what a face must not import)."""
-    return sorted({owner for name in names if name.startswith("mcp_kb")
-                   if (owner := _owner(name)) and not _within(owner, PUBLIC + FACES)})
+    return sorted(
+        {
+            owner
+            for name in names
+            if name.startswith("mcp_kb")
+            if (owner := _owner(name)) and not _within(owner, PUBLIC + FACES)
+        }
+    )
 
 
 @pytest.mark.parametrize("path", [path for path in MODULES if _within(_name(path), FACES)], ids=_name)
@@ -180,8 +227,13 @@ def test_the_face_rule_fails_on_an_inner_import():
 
 
 def test_models_never_import_the_index():
-    reached = {f"{module} → {target}" for module, targets in _module_graph().items()
-               if module.startswith("mcp_kb.models") for target in targets if target.startswith("mcp_kb.index")}
+    reached = {
+        f"{module} → {target}"
+        for module, targets in _module_graph().items()
+        if module.startswith("mcp_kb.models")
+        for target in targets
+        if target.startswith("mcp_kb.index")
+    }
     assert not reached
 
 
@@ -191,8 +243,11 @@ def test_the_cli_starts_servers_through_serving_and_the_mcp_face_knows_no_transp
     reached = {name for name in _imports(PACKAGE / "cli.py") if name.startswith(("mcp_kb.mcp", "mcp_kb.ui"))}
     assert reached == set()
     for path in (PACKAGE / "mcp").glob("*.py"):
-        assert not {name for name in _imports(path) if name.startswith(("mcp_kb.cli", "mcp_kb.serve", "mcp_kb.http",
-                                                                          "mcp_kb.ui"))}, path.name
+        assert not {
+            name
+            for name in _imports(path)
+            if name.startswith(("mcp_kb.cli", "mcp_kb.serve", "mcp_kb.http", "mcp_kb.ui"))
+        }, path.name
 
 
 @pytest.mark.parametrize("path", MODULES, ids=_name)
@@ -202,13 +257,17 @@ def test_every_module_says_its_concern_in_a_docstring(path):
 
 def _calls_into_environment(tree: ast.AST) -> list[int]:
     """Lines reading the environment: os.getenv, os.environ.get / [...] / `in os.environ`."""
+
     def is_environ(node: ast.AST) -> bool:
         return isinstance(node, ast.Attribute) and node.attr == "environ"
 
     lines = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in ("getenv", "get") and \
-                (node.attr == "getenv" or is_environ(node.value)):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in ("getenv", "get")
+            and (node.attr == "getenv" or is_environ(node.value))
+        ):
             lines.append(node.lineno)
         elif isinstance(node, ast.Subscript) and is_environ(node.value) and isinstance(node.ctx, ast.Load):
             lines.append(node.lineno)
@@ -221,7 +280,9 @@ def _calls_into_environment(tree: ast.AST) -> list[int]:
 def test_only_the_settings_read_the_environment(path):
     if _name(path) != "mcp_kb.settings.variables":
         lines = _calls_into_environment(ast.parse(path.read_text(encoding="utf-8")))
-        assert not lines, f"{_name(path)} reads environment variables (lines {lines}); read them in settings/variables.py"
+        assert not lines, (
+            f"{_name(path)} reads environment variables (lines {lines}); read them in settings/variables.py"
+        )
 
 
 _SQL = re.compile(r"\s(AND|OR|BETWEEN)\s|\sIN \(|regexp_like\(|starts_with\(|array_has|[a-z_]+ = ['\d]")
@@ -231,8 +292,11 @@ _SQL = re.compile(r"\s(AND|OR|BETWEEN)\s|\sIN \(|regexp_like\(|starts_with\(|arr
 def test_only_the_filters_module_composes_predicate_text(path):
     if _name(path) == "mcp_kb.index.filters":
         return
-    texts = [node for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-             if isinstance(node, ast.Constant) and isinstance(node.value, str) and _SQL.search(node.value)]
+    texts = [
+        node
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _SQL.search(node.value)
+    ]
     lines = [text.lineno for text in texts]
     assert not texts, f"{_name(path)} writes SQL text at lines {lines}: compose it in index/filters.py"
 
@@ -254,8 +318,11 @@ def test_only_the_http_edge_reads_a_requests_credentials(face):
         if not (_name(path) == face or _name(path).startswith(face + ".")):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            named = isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)) and \
-                node.value.lower() in ("authorization", b"authorization", "mcp_kb_token")
+            named = (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, (str, bytes))
+                and node.value.lower() in ("authorization", b"authorization", "mcp_kb_token")
+            )
             if named or (isinstance(node, ast.Attribute) and node.attr == "cookies"):
                 readers.append(f"{_name(path)}:{node.lineno}")
     assert not readers, f"read credentials through mcp_kb.http.edge: {readers}"
@@ -270,7 +337,10 @@ def test_no_module_names_one_of_a_higher_tier_as_text(path):
     binds its own parts to the registries, so no module names one above it."""
     module = _name(path)
     tier = _tier(module)
-    named = [node.value for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-             if isinstance(node, ast.Constant) and isinstance(node.value, str) and _TARGET.match(node.value)]
+    named = [
+        node.value
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _TARGET.match(node.value)
+    ]
     upward = [target for target in named if (_tier(target.split(":")[0]) or -1) > (tier or 0)]
     assert not upward, f"{module} (tier {tier}) names {upward}"

@@ -24,7 +24,13 @@ def test_a_line_says_who_did_what_and_holds_the_query_only_when_asked(tmp_path):
     quiet_lines = [json.loads(line) for line in (tmp_path / "quiet.jsonl").read_text().splitlines()]
     telling_lines = [json.loads(line) for line in (tmp_path / "telling.jsonl").read_text().splitlines()]
     assert {k: v for k, v in quiet_lines[0].items() if k != "time"} == {
-        "who": "hr", "kind": "token", "kb": "policies", "action": "tool search_policies", "latency_ms": 12.35, "results": 3}
+        "who": "hr",
+        "kind": "token",
+        "kb": "policies",
+        "action": "tool search_policies",
+        "latency_ms": 12.35,
+        "results": 3,
+    }
     assert "query" not in quiet_lines[1] and len(quiet_lines[1]["error"]) == 300
     assert telling_lines[0]["query"] == "my salary"
 
@@ -32,8 +38,14 @@ def test_a_line_says_who_did_what_and_holds_the_query_only_when_asked(tmp_path):
 def test_the_trail_rotates_by_size_and_the_summary_reads_both_files(tmp_path):
     trail = AuditTrail(ServerConfig(audit_log=str(tmp_path / "audit.jsonl"), audit_max_mb=0.001))  # ~1 KB
     for n in range(30):
-        trail.record(Identity("token", "dev" if n % 3 else "carol"), "api", "tool search_api", 5.0, results=1,
-                     error="boom" if n == 29 else None)
+        trail.record(
+            Identity("token", "dev" if n % 3 else "carol"),
+            "api",
+            "tool search_api",
+            5.0,
+            results=1,
+            error="boom" if n == 29 else None,
+        )
     with (tmp_path / "audit.jsonl").open("a") as handle:
         handle.write('{"who": "cut by a cra')  # a crash mid-line
     assert (tmp_path / "audit.jsonl.1").exists() and (tmp_path / "audit.jsonl").stat().st_size <= 1100
@@ -46,29 +58,41 @@ def test_the_trail_rotates_by_size_and_the_summary_reads_both_files(tmp_path):
 
 def test_a_token_an_oauth_subject_and_the_owner_of_one_name_are_three_callers(tmp_path):
     trail = AuditTrail(ServerConfig(audit_log=str(tmp_path / "audit.jsonl")))
-    for who in (OWNER, Identity("token", "owner"), Identity("oauth", "owner", "https://id.example"),
-                Identity("oauth", "owner", "https://id.example")):
+    for who in (
+        OWNER,
+        Identity("token", "owner"),
+        Identity("oauth", "owner", "https://id.example"),
+        Identity("oauth", "owner", "https://id.example"),
+    ):
         trail.record(who, "api", "tool search_api", 1.0, results=1)
     with (tmp_path / "audit.jsonl").open("a") as handle:  # a line from before kinds were recorded
         handle.write(json.dumps({"who": "owner", "kb": "api", "action": "tool search_api"}) + "\n")
     figures = {(c.who.kind, c.who.issuer): c.requests for c in callers(tmp_path / "audit.jsonl")}
     assert figures == {("owner", ""): 2, ("token", ""): 1, ("oauth", "https://id.example"): 2}
     assert [c.who.label for c in callers(tmp_path / "audit.jsonl")] == [
-        "owner (OAuth https://id.example)", "owner", "owner (token)"]
+        "owner (OAuth https://id.example)",
+        "owner",
+        "owner (token)",
+    ]
 
 
 def test_stats_callers_prints_the_summary_and_says_when_there_is_no_trail(tmp_path):
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[server]\naudit_log = "audit.jsonl"\n'
-                      '[[kb]]\nname = "api"\ndescription = "API"\npaths = ["docs"]\n')
-    AuditTrail(ServerConfig(audit_log=str(tmp_path / "audit.jsonl"))).record(Identity("token", "dev"), "api",
-                                                                              "tool search_api", 5, 2)
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[server]\naudit_log = "audit.jsonl"\n'
+        '[[kb]]\nname = "api"\ndescription = "API"\npaths = ["docs"]\n'
+    )
+    AuditTrail(ServerConfig(audit_log=str(tmp_path / "audit.jsonl"))).record(
+        Identity("token", "dev"), "api", "tool search_api", 5, 2
+    )
     shown = CliRunner().invoke(main, ["stats", "--callers", "-c", str(config)])
     as_json = CliRunner().invoke(main, ["stats", "--callers", "--json", "-c", str(config)])
     assert shown.exit_code == 0 and shown.output.startswith("dev (token): 1 requests (0 failed)")
     assert "by KB: api 1" in shown.output
     assert json.loads(as_json.output)[0]["who"] == "dev"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "api"\ndescription = "API"\npaths = ["docs"]\n')
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "api"\ndescription = "API"\npaths = ["docs"]\n'
+    )
     missing = CliRunner().invoke(main, ["stats", "--callers", "-c", str(config)])
     assert missing.exit_code != 0 and "set [server] audit_log" in missing.output
 
@@ -83,8 +107,10 @@ def test_a_line_holding_unicode_line_separators_is_still_one_request(tmp_path):
 
 def test_caller_text_printed_by_stats_callers_cannot_forge_a_line_or_command_the_terminal(tmp_path):
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[server]\naudit_log = "audit.jsonl"\n'
-                      '[[kb]]\nname = "api"\ndescription = "API"\npaths = ["docs"]\n')
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[server]\naudit_log = "audit.jsonl"\n'
+        '[[kb]]\nname = "api"\ndescription = "API"\npaths = ["docs"]\n'
+    )
     trail = AuditTrail(ServerConfig(audit_log=str(tmp_path / "audit.jsonl")))
     forged = "x\nowner: 999 requests (0 failed)\x1b[2J\u2028\u202e"
     trail.record(Identity("oauth", forged, "https://id.example"), forged, "read kb://" + forged, 1.0)

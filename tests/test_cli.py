@@ -24,12 +24,17 @@ COMMANDS_PAGE = ROOT / "docs" / "commands.md"
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    write(tmp_path / "docs" / "guide.md", "# Guide\n\n## Install\n\nRun pip install mcp-kb to install the package.\n\n"
-                                          "## Errors\n\nE5021 means the access token expired; log in again to renew it, then retry the request.\n")
+    write(
+        tmp_path / "docs" / "guide.md",
+        "# Guide\n\n## Install\n\nRun pip install mcp-kb to install the package.\n\n"
+        "## Errors\n\nE5021 means the access token expired; log in again to renew it, then retry the request.\n",
+    )
     write(tmp_path / "docs" / "notes.txt", "Release notes for version two.")
     (tmp_path / "docs" / "fake.md").write_bytes(b"\x00\x01binary" * 20)
-    (tmp_path / "kb.toml").write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\n'
-                                      'description = "Guides"\npaths = ["docs"]\n', encoding="utf-8")
+    (tmp_path / "kb.toml").write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Guides"\npaths = ["docs"]\n',
+        encoding="utf-8",
+    )
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -83,21 +88,30 @@ def test_read_and_ls_print_documents_from_the_index(project):
     (project / "docs" / "guide.md").unlink()  # the index holds it: reading needs no source
     section = _run("read", "docs", "guide.md", "--section", "Guide › Errors")
     assert section.exit_code == 0, section.output
-    assert re.fullmatch(r"guide\.md › Guide › Errors \(lines 7-9 of 9; indexed \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)\n"
-                        r"Stale: deleted since it was indexed; this text may be out of date\n\n## Errors\n\nE5021 means "
-                        r"the access token expired; log in again to renew it, then retry the request\.\n", section.output)
+    assert re.fullmatch(
+        r"guide\.md › Guide › Errors \(lines 7-9 of 9; indexed \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)\n"
+        r"Stale: deleted since it was indexed; this text may be out of date\n\n## Errors\n\nE5021 means "
+        r"the access token expired; log in again to renew it, then retry the request\.\n",
+        section.output,
+    )
     first = _run("read", "docs", "guide.md", "--max-tokens", "200", "--lines", "1-5")
     assert first.output.startswith("guide.md (lines 1-5 of 9; indexed ") and "\n\n# Guide\n" in first.output
     as_json = json.loads(_run("read", "docs", "guide.md", "--json").output)
     assert as_json["text"].startswith("# Guide") and as_json["cursor"] is None and as_json["lines"] == 9
     listed = _run("ls", "docs")
-    assert re.fullmatch(r"2 documents\n- guide\.md — Guide \(markdown, ~\d+ tokens, changed \d{4}-\d\d-\d\d\)\n"
-                        r"- notes\.txt — notes \(text, ~\d+ tokens, changed .*\)\n", listed.output)
+    assert re.fullmatch(
+        r"2 documents\n- guide\.md — Guide \(markdown, ~\d+ tokens, changed \d{4}-\d\d-\d\d\)\n"
+        r"- notes\.txt — notes \(text, ~\d+ tokens, changed .*\)\n",
+        listed.output,
+    )
     assert [d["path"] for d in json.loads(_run("ls", "docs", "*.txt", "--json").output)["documents"]] == ["notes.txt"]
     outline = _run("ls", "docs", "guide.md", "--outline")
     assert [re.sub(r"~\d+", "~N", line) for line in outline.output.splitlines()] == [
-        "guide.md: 3 headings", "Guide — lines 1-9, ~N tokens", "  Install — lines 3-5, ~N tokens",
-        "  Errors — lines 7-9, ~N tokens"]
+        "guide.md: 3 headings",
+        "Guide — lines 1-9, ~N tokens",
+        "  Install — lines 3-5, ~N tokens",
+        "  Errors — lines 7-9, ~N tokens",
+    ]
     missing = _run("read", "docs", "nope.md")
     assert missing.exit_code == 1 and missing.output.count("\n") == 1 and "has no document 'nope.md'" in missing.output
 
@@ -160,8 +174,20 @@ def test_init_words_a_hostile_config_path_on_one_line_and_the_next_step_names_it
 # Folder names a file system allows that a TOML file or a KB name must survive: quotes, backslashes, line breaks,
 # DEL (which JSON leaves bare and TOML refuses) and other controls, what reads as a table or a comment, another
 # script, spaces at the ends; and a name that is not UTF-8 (last).
-HOSTILE_FOLDER_NAMES = ['say "hi"', "it's", "back\\slash", "new\nline", "del\x7fete", "bell\x07esc\x1b[0mtab\t", "]]",
-                        "[kb]", "团队文档", " spaced ", "# no comment", os.fsdecode(b"caf\xe9")]
+HOSTILE_FOLDER_NAMES = [
+    'say "hi"',
+    "it's",
+    "back\\slash",
+    "new\nline",
+    "del\x7fete",
+    "bell\x07esc\x1b[0mtab\t",
+    "]]",
+    "[kb]",
+    "团队文档",
+    " spaced ",
+    "# no comment",
+    os.fsdecode(b"caf\xe9"),
+]
 
 
 def test_init_sync_and_serve_take_a_folder_of_any_name(tmp_path, monkeypatch):
@@ -175,8 +201,10 @@ def test_init_sync_and_serve_take_a_folder_of_any_name(tmp_path, monkeypatch):
         init = CliRunner().invoke(main, ["init", name, "-c", str(starter)])
         if name == os.fsdecode(b"caf\xe9"):
             assert init.exit_code == 1 and not starter.exists(), init.output
-            assert init.output == ("Error: caf\\xe9: the folder's path is not UTF-8 text, which kb.toml cannot hold: "
-                                   "rename the folder, or serve it without a kb.toml (mcp-kb serve FOLDER)\n")
+            assert init.output == (
+                "Error: caf\\xe9: the folder's path is not UTF-8 text, which kb.toml cannot hold: "
+                "rename the folder, or serve it without a kb.toml (mcp-kb serve FOLDER)\n"
+            )
         else:
             assert init.exit_code == 0, (name, init.output)
             assert tomllib.loads(starter.read_text(encoding="utf-8"))["kb"][0]["paths"] == [name]
@@ -187,9 +215,26 @@ def test_init_sync_and_serve_take_a_folder_of_any_name(tmp_path, monkeypatch):
         assert served.exit_code == 0 and "serving 1 knowledge base(s)" in served.output, (name, served.output)
 
 
-COMMANDS = ["init", "check", "chunks", "sync", "status", "stats", "search", "read", "ls", "versions", "tag", "rollback",
-            "eval", "serve", "ui", "watch",
-            "model", "model fetch"]
+COMMANDS = [
+    "init",
+    "check",
+    "chunks",
+    "sync",
+    "status",
+    "stats",
+    "search",
+    "read",
+    "ls",
+    "versions",
+    "tag",
+    "rollback",
+    "eval",
+    "serve",
+    "ui",
+    "watch",
+    "model",
+    "model fetch",
+]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -252,8 +297,11 @@ def test_the_worked_example_answers_as_its_page_says(tmp_path, monkeypatch):
     assert f"`{leave.split(' (score')[0]}`" in page
     error = _run("search", "-c", example, "product_docs", "What does E5021 mean?", "--mode", "keyword").output
     assert f"`{error.splitlines()[0].split(' (score')[0]}`" in page  # `[1] errors.md › Error codes › … › E5021`
-    recent = json.loads(_run("search", "-c", example, "policy_docs", "policies", "--mode", "filter", "--filter",
-                             "year>=2024", "--json").output)
+    recent = json.loads(
+        _run(
+            "search", "-c", example, "policy_docs", "policies", "--mode", "filter", "--filter", "year>=2024", "--json"
+        ).output
+    )
     assert {hit["source"] for hit in recent["results"]} == {"annual-leave.md"}  # 2024; expenses.md is 2023
 
 
@@ -262,8 +310,11 @@ def test_eval_reports_quality_per_mode(tmp_path, monkeypatch):
     example = str(ROOT / "kb.toml.example")
     _run("sync", "-c", example, "product_docs")
     queries = tmp_path / "q.jsonl"
-    queries.write_text('{"_id": "q1", "text": "E5021 token expired"}\n{"_id": "q2", "text": "install with homebrew"}\n'
-                       '{"_id": "q3", "text": "getUserInfo profile fields"}\n', encoding="utf-8")
+    queries.write_text(
+        '{"_id": "q1", "text": "E5021 token expired"}\n{"_id": "q2", "text": "install with homebrew"}\n'
+        '{"_id": "q3", "text": "getUserInfo profile fields"}\n',
+        encoding="utf-8",
+    )
     qrels = tmp_path / "qrels.tsv"
     qrels.write_text("query-id\tcorpus-id\tscore\nq1\terrors\t1\nq2\tinstall\t1\nq3\tsdk\t1\n", encoding="utf-8")
     result = _run("eval", "-c", example, "product_docs", "--queries", str(queries), "--qrels", str(qrels), "--json")
@@ -285,8 +336,13 @@ def test_eval_self_reports_a_hit_rate_without_labels(tmp_path, monkeypatch):
     warned = _run("eval", "-c", example, "product_docs", "--self", "--threshold", "1.01").output
     assert "warning: hybrid hit rate" in warned
     assert "--self" in _run("eval", "-c", example, "product_docs").output  # without labels: how to ask
-    status, stats = _run("status", "-c", example, "product_docs").output, _run("stats", "-c", example, "product_docs").output
-    assert re.search(r"^  hit@10 without labels \(\d+ queries, \S+\): keyword [01]\.\d\d, vector [01]\.\d\d, hybrid", status, re.M)
+    status, stats = (
+        _run("status", "-c", example, "product_docs").output,
+        _run("stats", "-c", example, "product_docs").output,
+    )
+    assert re.search(
+        r"^  hit@10 without labels \(\d+ queries, \S+\): keyword [01]\.\d\d, vector [01]\.\d\d, hybrid", status, re.M
+    )
     assert re.search(r"^  hit@10 without labels", stats, re.M) and "no searches recorded yet" in stats
 
 
@@ -343,8 +399,10 @@ def test_eval_warns_about_judged_documents_the_kb_does_not_hold(tmp_path, monkey
     queries.write_text('{"_id": "q1", "text": "E5021 token expired"}\n', encoding="utf-8")
     qrels = tmp_path / "qrels.tsv"
     qrels.write_text("q1\terrors\t1\nq1\terrors.md\t1\n", encoding="utf-8")  # no header; one id with its extension
-    result = CliRunner().invoke(main, ["eval", "-c", example, "product_docs", "--queries", str(queries),
-                                       "--qrels", str(qrels), "--mode", "keyword"])
+    result = CliRunner().invoke(
+        main,
+        ["eval", "-c", example, "product_docs", "--queries", str(queries), "--qrels", str(qrels), "--mode", "keyword"],
+    )
     assert result.exit_code == 0
     assert "warning: 1 of 2 judged documents are not in the knowledge base (e.g. 'errors.md')" in result.stderr
 
@@ -411,11 +469,15 @@ def test_ctrl_c_during_a_sync_says_the_index_is_consistent_and_the_next_sync_con
     assert result.exit_code == 130 and "Aborted!" not in result.output
     assert result.output.startswith("Error: interrupted. The index is consistent")
     # the command to go on works pasted anywhere: it names the config by its path
-    assert re.search(rf"to go on now, run `[^`]*mcp-kb sync -c {re.escape(str(project / 'kb.toml'))}`",
-                     " ".join(result.output.split()))
+    assert re.search(
+        rf"to go on now, run `[^`]*mcp-kb sync -c {re.escape(str(project / 'kb.toml'))}`",
+        " ".join(result.output.split()),
+    )
     rebuilding = CliRunner().invoke(main, ["sync", "--reembed"])  # only a sync with --reembed goes on with it
-    assert re.search(r"the next sync with --reembed goes on from there .* run `[^`]*mcp-kb sync -c \S+ --reembed`",
-                     " ".join(rebuilding.output.split())), rebuilding.output
+    assert re.search(
+        r"the next sync with --reembed goes on from there .* run `[^`]*mcp-kb sync -c \S+ --reembed`",
+        " ".join(rebuilding.output.split()),
+    ), rebuilding.output
 
 
 def test_serve_refuses_a_port_for_stdio(project):
@@ -444,8 +506,9 @@ def test_a_broken_pipe_inside_the_work_is_an_error_line_and_a_closed_stdout_stay
     assert inside.stderr.strip() == "Error: a pipe or connection closed under mcp-kb: [Errno 32] Broken pipe"
     reader, writer = os.pipe()
     os.close(reader)  # `mcp-kb status | head` after head has gone
-    closed = subprocess.run([sys.executable, "-m", "mcp_kb", "status"], stdout=writer, stderr=subprocess.PIPE,
-                            text=True, timeout=60)
+    closed = subprocess.run(
+        [sys.executable, "-m", "mcp_kb", "status"], stdout=writer, stderr=subprocess.PIPE, text=True, timeout=60
+    )
     os.close(writer)
     assert closed.returncode == 1 and "Error" not in closed.stderr and "Traceback" not in closed.stderr
 
@@ -458,8 +521,14 @@ def test_commands_that_embed_nothing_never_import_the_model_runtime_or_the_mcp_s
     import textwrap
 
     environment = {**os.environ, "XDG_CACHE_HOME": str(project / "cache")}  # no identity remembered before
-    first = subprocess.run([sys.executable, "-m", "mcp_kb", "sync"], capture_output=True, text=True, timeout=300,
-                           cwd=project, env=environment)
+    first = subprocess.run(
+        [sys.executable, "-m", "mcp_kb", "sync"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=project,
+        env=environment,
+    )
     assert first.returncode == 0, first.stderr
     code = textwrap.dedent("""
         import json, sys
@@ -472,8 +541,14 @@ def test_commands_that_embed_nothing_never_import_the_model_runtime_or_the_mcp_s
     """)
     printed = {}
     for command in ("status", "sync", "stats", "check", "versions docs"):
-        answer = subprocess.run([sys.executable, "-c", code, *command.split()], capture_output=True, text=True,
-                                timeout=300, cwd=project, env=environment)
+        answer = subprocess.run(
+            [sys.executable, "-c", code, *command.split()],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=project,
+            env=environment,
+        )
         assert answer.returncode == 0, answer.stderr
         assert json.loads(answer.stderr.strip().splitlines()[-1]) == [], f"mcp-kb {command}: {answer.stderr}"
         printed[command] = answer.stdout
@@ -501,8 +576,14 @@ def test_commands_run_numpys_blas_on_one_thread(project, command):
     if os.cpu_count() == 1:
         pytest.skip("one core: OpenBLAS runs on one thread anyway")
     environment = {name: value for name, value in os.environ.items() if name != "OPENBLAS_NUM_THREADS"}
-    answer = subprocess.run([sys.executable, "-c", _BLAS_THREADS, command], capture_output=True, text=True,
-                            timeout=300, cwd=project, env=environment)
+    answer = subprocess.run(
+        [sys.executable, "-c", _BLAS_THREADS, command],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=project,
+        env=environment,
+    )
     assert answer.returncode == 0, answer.stderr
     threads = json.loads(answer.stderr.strip().splitlines()[-1])
     if not threads:
@@ -519,16 +600,22 @@ def test_a_sync_stopped_by_ctrl_c_or_sigterm_says_so_and_status_records_it(tmp_p
     for number in range(600):  # long enough to stop after its first batch of 32
         write(tmp_path / "docs" / f"n{number:03d}.md", f"# Note {number}\n\n" + f"Meeting {number} moved. " * 40 + "\n")
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Notes"\n'
-                      'paths = ["docs"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Notes"\npaths = ["docs"]\n',
+        encoding="utf-8",
+    )
     # a child of a process that ignores SIGINT (as pytest-xdist's workers do) would ignore it too: a terminal's doesn't
-    process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync", "-c", str(config)], stderr=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True, env=os.environ.copy(),
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mcp_kb", "sync", "-c", str(config)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     app = App(load_config(config))
     # past 32 files done, the first batch is written (within a batch, progress counts at most up to its end)
-    until(lambda: app.glance("docs").progress.done > 32 or process.poll() is not None,
-          what="the first batch written")
+    until(lambda: app.glance("docs").progress.done > 32 or process.poll() is not None, what="the first batch written")
     process.send_signal(signum)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130 and "interrupted. The index is consistent" in stderr, stderr
@@ -540,10 +627,17 @@ def test_a_sync_stopped_by_ctrl_c_or_sigterm_says_so_and_status_records_it(tmp_p
 
 def test_a_folder_named_in_another_script_is_served_under_a_name_the_command_states(tmp_path):
     write(tmp_path / "团队文档" / "年假.md", "# 年假\n\n年假每年十五天，提前两周申请。\n")
-    result = subprocess.run([sys.executable, "-m", "mcp_kb", "check", "-c", str(tmp_path / "团队文档")], capture_output=True,
-                            text=True, env=os.environ.copy(), timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "mcp_kb", "check", "-c", str(tmp_path / "团队文档")],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
-    stated = re.search(r"folder '团队文档': knowledge base (TuanDuiWenDang-[0-9a-f]{4}), tool (search_\S+)", result.stderr)
+    stated = re.search(
+        r"folder '团队文档': knowledge base (TuanDuiWenDang-[0-9a-f]{4}), tool (search_\S+)", result.stderr
+    )
     assert stated and stated.group(2) == f"search_{stated.group(1)}" and stated.group(1) in result.stdout
 
 
@@ -552,22 +646,42 @@ def test_a_not_synced_answer_names_the_index_it_looked_at_and_a_command_that_wor
     and its remedy, pasted into any shell in any directory, syncs exactly that index."""
     elsewhere = tmp_path_factory.mktemp("elsewhere")
     env = {**os.environ, "MCP_KB_STORAGE": str(elsewhere / "client index")}
-    asked = subprocess.run([sys.executable, "-m", "mcp_kb", "search", "docs", "token expired", "-c",
-                            str(project / "kb.toml")], capture_output=True, text=True, env=env, cwd=elsewhere,
-                           timeout=300)
+    asked = subprocess.run(
+        [sys.executable, "-m", "mcp_kb", "search", "docs", "token expired", "-c", str(project / "kb.toml")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=elsewhere,
+        timeout=300,
+    )
     message = " ".join(asked.stderr.split())
     assert asked.returncode == 1 and f"in the index at {elsewhere / 'client index'}" in message, asked.stderr
     remedy = re.search(r"run `([^`]+)`", message).group(1)
     # the model too: on a machine without internet a remedy without its folder fails where it is pasted
-    model = "".join(f"{name}={os.environ[name]} " for name in ("MCP_KB_EMBEDDING_MODEL", "MCP_KB_EMBEDDING_MODEL_PATH")
-                    if os.environ.get(name))
+    model = "".join(
+        f"{name}={os.environ[name]} "
+        for name in ("MCP_KB_EMBEDDING_MODEL", "MCP_KB_EMBEDDING_MODEL_PATH")
+        if os.environ.get(name)
+    )
     assert remedy == f"MCP_KB_STORAGE='{elsewhere / 'client index'}' {model}mcp-kb sync docs -c {project / 'kb.toml'}"
     shell = {name: value for name, value in os.environ.items() if not name.startswith("MCP_KB_")}
-    pasted = subprocess.run(remedy.replace("mcp-kb", f"{sys.executable} -m mcp_kb", 1), shell=True, cwd="/",
-                            capture_output=True, text=True, timeout=300, env=shell)
+    pasted = subprocess.run(
+        remedy.replace("mcp-kb", f"{sys.executable} -m mcp_kb", 1),
+        shell=True,
+        cwd="/",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=shell,
+    )
     assert pasted.returncode == 0, pasted.stderr
-    status = subprocess.run([sys.executable, "-m", "mcp_kb", "status", "-c", str(project / "kb.toml")],
-                            capture_output=True, text=True, env=env, timeout=300)
+    status = subprocess.run(
+        [sys.executable, "-m", "mcp_kb", "status", "-c", str(project / "kb.toml")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert f"index at {elsewhere / 'client index'}" in status.stdout and "docs: 2 files" in status.stdout
 
 
@@ -575,8 +689,14 @@ def test_a_folders_remedy_names_the_folder_by_its_path(tmp_path):
     write(tmp_path / "my docs" / "a.md", "# A\n\nAnnual leave is 25 days.\n")
     env = {key: value for key, value in os.environ.items() if key != "MCP_KB_STORAGE"}
     env["XDG_DATA_HOME"] = str(tmp_path / "data")  # a folder's own index lives in the user's data folder
-    asked = subprocess.run([sys.executable, "-m", "mcp_kb", "search", str(tmp_path / "my docs"), "leave"],
-                           capture_output=True, text=True, env=env, cwd="/", timeout=300)
+    asked = subprocess.run(
+        [sys.executable, "-m", "mcp_kb", "search", str(tmp_path / "my docs"), "leave"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/",
+        timeout=300,
+    )
     assert asked.returncode == 1
     assert f"mcp-kb sync '{tmp_path / 'my docs'}'` (or call" in " ".join(asked.stderr.split()), asked.stderr
 
@@ -587,12 +707,20 @@ def test_sync_exits_3_when_files_failed_and_0_once_everything_is_indexed(tmp_pat
     write(tmp_path / "docs" / "guide.md", "# Guide\n\nRun pip install mcp-kb to install the package.\n")
     (tmp_path / "docs" / "broken.pdf").write_bytes(b"%PDF-1.7\nthis is no PDF at all\n%%EOF\n")
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Guides"\n'
-                      'paths = ["docs"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Guides"\npaths = ["docs"]\n',
+        encoding="utf-8",
+    )
 
     def sync(*options: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "mcp_kb", "sync", "-c", str(config), *options], text=True,
-                              capture_output=True, env=os.environ.copy(), timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "mcp_kb", "sync", "-c", str(config), *options],
+            text=True,
+            capture_output=True,
+            env=os.environ.copy(),
+            timeout=300,
+        )
+
     failed = sync()
     assert failed.returncode == 3, failed.stderr
     assert "1 added" in failed.stdout and "1 failed" in failed.stdout and "failed broken.pdf" in failed.stdout
@@ -614,35 +742,58 @@ def test_progress_lines_come_every_ten_seconds_with_the_pace(capsys):
         now[0] = 100.0 + second
         lines(done, 300, f"docs: {done} of 300 files indexed")
     printed = capsys.readouterr().err.splitlines()
-    assert printed == ["mcp-kb: docs: 64 of 300 files indexed, 6.4 files/s, about 37 s left",
-                       "mcp-kb: docs: 128 of 300 files indexed, 6.2 files/s, about 28 s left"]
-
+    assert printed == [
+        "mcp-kb: docs: 64 of 300 files indexed, 6.4 files/s, about 37 s left",
+        "mcp-kb: docs: 128 of 300 files indexed, 6.2 files/s, about 28 s left",
+    ]
 
 
 def test_a_model_folder_that_does_not_exist_is_said_so(project):
     """It said "no tokenizer.json", as if the folder were there but incomplete."""
-    env = {**os.environ, "MCP_KB_EMBEDDING_MODEL": "sentence-transformers/all-MiniLM-L6-v2",
-           "MCP_KB_EMBEDDING_MODEL_PATH": str(project / "no-such-model")}
-    synced = subprocess.run([sys.executable, "-m", "mcp_kb", "sync", "-c", str(project / "kb.toml")], env=env,
-                            capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "MCP_KB_EMBEDDING_MODEL": "sentence-transformers/all-MiniLM-L6-v2",
+        "MCP_KB_EMBEDDING_MODEL_PATH": str(project / "no-such-model"),
+    }
+    synced = subprocess.run(
+        [sys.executable, "-m", "mcp_kb", "sync", "-c", str(project / "kb.toml")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert synced.returncode == 1
-    assert synced.stderr.startswith(f"Error: the model folder {project / 'no-such-model'} does not exist; "), \
+    assert synced.stderr.startswith(f"Error: the model folder {project / 'no-such-model'} does not exist; "), (
         synced.stderr
-    status = subprocess.run([sys.executable, "-m", "mcp_kb", "status", "-c", str(project / "kb.toml")], env=env,
-                            capture_output=True, text=True, timeout=300)
+    )
+    status = subprocess.run(
+        [sys.executable, "-m", "mcp_kb", "status", "-c", str(project / "kb.toml")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     # recorded for every caller with the folder named by what it is; its owner reads where it is
     assert f"last error: the model folder {project / 'no-such-model'} does not exist" in status.stdout, status.stdout
 
 
-@pytest.mark.parametrize(("name", "offered"), [("my docs", "my_docs"), ("Team Handbook v2.1", "Team_Handbook_v2_1"),
-                                               ("年假 政策", "NianJia_ZhengCe")])
+@pytest.mark.parametrize(
+    ("name", "offered"),
+    [("my docs", "my_docs"), ("Team Handbook v2.1", "Team_Handbook_v2_1"), ("年假 政策", "NianJia_ZhengCe")],
+)
 def test_a_kb_name_that_is_refused_comes_with_a_valid_one_to_use(tmp_path, name, offered):
     config = tmp_path / "kb.toml"
     config.write_text(f'[[kb]]\nname = "{name}"\ndescription = "d"\npaths = ["docs"]\n', encoding="utf-8")
-    checked = subprocess.run([sys.executable, "-m", "mcp_kb", "check", "-c", str(config)], capture_output=True,
-                             text=True, env=os.environ.copy(), timeout=300)
-    assert checked.returncode == 1 and f"must be 1-64 letters, digits, '_' or '-' (e.g. '{offered}')" in \
-        checked.stderr, checked.stderr
+    checked = subprocess.run(
+        [sys.executable, "-m", "mcp_kb", "check", "-c", str(config)],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        timeout=300,
+    )
+    assert (
+        checked.returncode == 1 and f"must be 1-64 letters, digits, '_' or '-' (e.g. '{offered}')" in checked.stderr
+    ), checked.stderr
 
 
 def test_two_projects_initialised_alike_keep_their_own_index(tmp_path, monkeypatch):
@@ -667,8 +818,9 @@ def test_a_folder_holding_a_kb_toml_is_read_by_it(project):
     """`-c PROJECT` indexed the project's files (kb.toml among them) as a folder of documents."""
     assert _run("sync").exit_code == 0
     status = CliRunner().invoke(main, ["status", "-c", str(project)])
-    assert status.exit_code == 0 and "docs: 2 files" in status.output and f"using {project / 'kb.toml'}" in \
-        status.output, status.output
+    assert (
+        status.exit_code == 0 and "docs: 2 files" in status.output and f"using {project / 'kb.toml'}" in status.output
+    ), status.output
 
 
 def test_help_shows_each_example_on_a_line_of_its_own():

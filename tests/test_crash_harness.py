@@ -46,15 +46,18 @@ def _corpus(folder: Path, version: str) -> None:
     for i in numbers:
         edited = version == "b" and i < 36
         detail = "revised procedure and its owners" if edited else "procedure and its owners"
-        body = (f"Topic {i}: notes on subject number {i}, the {detail}, and the checks run before and after "
-                f"the change window of team {i % 7}. ") * 4
+        body = (
+            f"Topic {i}: notes on subject number {i}, the {detail}, and the checks run before and after "
+            f"the change window of team {i % 7}. "
+        ) * 4
         write(folder / f"page{i:03d}.md", f"# Page {i}\n\n## Overview\n\n{body}\n\n## Details\n\n{body}\n")
 
 
 def _config(base: Path, folder: Path, storage: Path) -> Path:
     path = base / f"{storage.name}.toml"
-    path.write_text(f'storage = "{storage}"\n[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{folder}"]\n',
-                    encoding="utf-8")
+    path.write_text(
+        f'storage = "{storage}"\n[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{folder}"]\n', encoding="utf-8"
+    )
     return path
 
 
@@ -69,8 +72,9 @@ def _ids(app) -> list[str]:
         return []
     generation = app.store.active_generation("docs")
     listing = app.store.reading_listing("docs", generation).to_pylist() if generation else []
-    return sorted(table.to_arrow().column("id").to_pylist()) + sorted(f"{row['path']} {row['file_hash']}"
-                                                                      for row in listing)
+    return sorted(table.to_arrow().column("id").to_pylist()) + sorted(
+        f"{row['path']} {row['file_hash']}" for row in listing
+    )
 
 
 def _only_pinned_tables(app) -> bool:
@@ -133,13 +137,22 @@ def _run_scenario(harness, make_app, scenario: str) -> dict[str, int]:
     the sync ended does not count: the next one aims earlier)."""
     rng = random.Random(f"{SEED}-{scenario}")
     base = harness["base"]
-    start_from, corpus, full = {"first sync": (None, "a", False), "incremental": ("a", "b", False),
-                                "full rebuild": ("a", "a", True)}[scenario]
+    start_from, corpus, full = {
+        "first sync": (None, "a", False),
+        "incremental": ("a", "b", False),
+        "full rebuild": ("a", "a", True),
+    }[scenario]
     reference_ids = _template(harness, make_app, corpus)[1]
     folder = base / f"scenario-{scenario.replace(' ', '-')}"
     _corpus(folder, corpus)
-    figures = {"kills": 0, "missed (sync had ended)": 0, "broken indexes": 0, "empty answers after a kill": 0,
-               "repairs unequal to a clean build": 0, "workers left behind": 0}
+    figures = {
+        "kills": 0,
+        "missed (sync had ended)": 0,
+        "broken indexes": 0,
+        "empty answers after a kill": 0,
+        "repairs unequal to a clean build": 0,
+        "workers left behind": 0,
+    }
     timed: list[float] = []
     window = 0.0
     attempt = 0
@@ -186,8 +199,9 @@ def _run_scenario(harness, make_app, scenario: str) -> dict[str, int]:
             figures["broken indexes"] += 1
         app.sync()
         ids = _ids(app)
-        figures["repairs unequal to a clean build"] += ids != reference_ids or len(set(ids)) != len(ids) \
-            or not _only_pinned_tables(app)
+        figures["repairs unequal to a clean build"] += (
+            ids != reference_ids or len(set(ids)) != len(ids) or not _only_pinned_tables(app)
+        )
         shutil.rmtree(storage)
     figures["work seconds (unkilled run)"] = round(min(timed), 2)
     return figures
@@ -222,7 +236,9 @@ def test_searches_during_a_sync_in_another_process_always_answer(harness, make_a
     while child.process.poll() is None or figures["searches"] < 20:
         for mode in ("keyword", "hybrid"):
             try:
-                figures["empty answers"] += not reader.search("docs", SearchRequest(query=_query(figures["searches"]), mode=mode, top_k=5)).hits
+                figures["empty answers"] += not reader.search(
+                    "docs", SearchRequest(query=_query(figures["searches"]), mode=mode, top_k=5)
+                ).hits
             except Exception:
                 figures["errors"] += 1
             figures["searches"] += 1
@@ -238,21 +254,45 @@ def _hostile_tree(root: Path, outside: Path) -> None:
     (outside / "dir").mkdir()
     write(outside / "dir" / "leak.md", "# Leak\n\nThe vault combination is 1234-5678.\n")
     write(root / "good.md", "# Good\n\nThe onboarding guide explains the first week.\n")
-    links = {"out-file.md": outside / "secret.md", "out-dir": outside / "dir", "dangling.md": root / "missing.md",
-             "self.md": root / "self.md", "ping.md": root / "pong.md", "pong.md": root / "ping.md",
-             "parent-loop": root, "in-file.md": root / "good.md", "etc-passwd.txt": Path("/etc/passwd")}
+    links = {
+        "out-file.md": outside / "secret.md",
+        "out-dir": outside / "dir",
+        "dangling.md": root / "missing.md",
+        "self.md": root / "self.md",
+        "ping.md": root / "pong.md",
+        "pong.md": root / "ping.md",
+        "parent-loop": root,
+        "in-file.md": root / "good.md",
+        "etc-passwd.txt": Path("/etc/passwd"),
+    }
     for name, target in links.items():
         os.symlink(target, root / name)
-    odd = [b"caf\xe9.md", b"\xff\xfe.md", b"new\nline.md", b"tab\tname.md", b"quote'\".md", b"back\\slash.md",
-           b"-dash.md", b"100%.md", b"glob*?[x].md", b"emoji \xf0\x9f\x93\x84.md", "e\u0301cole.md".encode(),
-           b"x" * 250 + b".md", b"\xe4\xb8\xad\xe6\x96\x87\xe6\x96\x87\xe4\xbb\xb6.md"]
+    odd = [
+        b"caf\xe9.md",
+        b"\xff\xfe.md",
+        b"new\nline.md",
+        b"tab\tname.md",
+        b"quote'\".md",
+        b"back\\slash.md",
+        b"-dash.md",
+        b"100%.md",
+        b"glob*?[x].md",
+        b"emoji \xf0\x9f\x93\x84.md",
+        "e\u0301cole.md".encode(),
+        b"x" * 250 + b".md",
+        b"\xe4\xb8\xad\xe6\x96\x87\xe6\x96\x87\xe4\xbb\xb6.md",
+    ]
     for name in odd:
         with open(os.fsencode(root) + b"/" + name, "wb") as handle:
             handle.write(b"# Odd name\n\nA file whose name is unusual, about badges.\n")
-    encodings = {"gb18030.txt": ("年假申请流程：提前两周提交。", "gb18030"), "big5.txt": ("年假申請流程", "big5"),
-                 "utf16le.txt": ("\ufeffUTF-16 text about badges", "utf-16-le"),
-                 "utf16be.txt": ("\ufeffUTF-16 text about badges", "utf-16-be"), "latin1.txt": ("Caf\xe9 cr\xe8me", "latin-1"),
-                 "sjis.txt": ("日本語のテキスト", "shift_jis")}
+    encodings = {
+        "gb18030.txt": ("年假申请流程：提前两周提交。", "gb18030"),
+        "big5.txt": ("年假申請流程", "big5"),
+        "utf16le.txt": ("\ufeffUTF-16 text about badges", "utf-16-le"),
+        "utf16be.txt": ("\ufeffUTF-16 text about badges", "utf-16-be"),
+        "latin1.txt": ("Caf\xe9 cr\xe8me", "latin-1"),
+        "sjis.txt": ("日本語のテキスト", "shift_jis"),
+    }
     for name, (text, encoding) in encodings.items():
         (root / name).write_bytes(text.encode(encoding))
     (root / "bad-utf16.txt").write_bytes(b"\xff\xfe" + b"\x00\xd8" * 10)  # BOM, then lone surrogates
@@ -288,17 +328,25 @@ def test_a_hostile_tree_never_aborts_a_sync(make_app, tmp_path, capsys):
     finally:  # let pytest clean up
         os.chmod(root / "locked-dir", 0o755)
     indexed = app.store.read_files("docs")
-    figures = {"files indexed": sum(r.status == "indexed" for r in indexed.values()),
-               "failed with a reason": report.files_failed, "skipped with a reason": len(report.skipped),
-               "changes on a resync": again.files_added + again.files_changed + again.files_deleted}
+    figures = {
+        "files indexed": sum(r.status == "indexed" for r in indexed.values()),
+        "failed with a reason": report.files_failed,
+        "skipped with a reason": len(report.skipped),
+        "changes on a resync": again.files_added + again.files_changed + again.files_deleted,
+    }
     _report(capsys, "hostile tree", figures)
     assert all(f.reason for f in report.failures) and all(s.reason for s in report.skipped)
     assert figures["changes on a resync"] == 0 and checked.files == figures["files indexed"]
     assert app.search("docs", SearchRequest(query="vault combination", mode="keyword")).hits == []
-    assert not any("root:x:0:0" in h.text for h in app.search("docs", SearchRequest(query="root bin bash", mode="keyword")).hits)
+    assert not any(
+        "root:x:0:0" in h.text for h in app.search("docs", SearchRequest(query="root bin bash", mode="keyword")).hits
+    )
     assert {h.source for h in app.search("docs", SearchRequest(query="badges", mode="keyword", top_k=30)).hits} >= {
-        "caf\\xe9.md", "new\nline.md", "d0/d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/d11/d12/d13/d14/d15/d16/d17/d18/d19/d20/d21/"
-        "d22/d23/d24/d25/d26/d27/d28/d29/d30/d31/d32/d33/d34/d35/d36/d37/d38/d39/deep.md"}
+        "caf\\xe9.md",
+        "new\nline.md",
+        "d0/d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/d11/d12/d13/d14/d15/d16/d17/d18/d19/d20/d21/"
+        "d22/d23/d24/d25/d26/d27/d28/d29/d30/d31/d32/d33/d34/d35/d36/d37/d38/d39/deep.md",
+    }
     skipped = {s.path: s.reason for s in report.skipped}
     assert "outside the knowledge base" in skipped["out-file.md"] and "outside" in skipped["out-dir"]
     assert "broken symbolic link" in skipped["self.md"] and "too large" in skipped["huge.txt"]
@@ -317,7 +365,9 @@ def test_a_search_loop_in_the_same_process_during_a_full_rebuild(harness, make_a
     figures = {"searches": 0, "errors": 0, "empty answers": 0}
     while rebuild.is_alive() or figures["searches"] < 20:
         try:
-            figures["empty answers"] += not app.search("docs", SearchRequest(query=_query(figures["searches"]), mode="hybrid", top_k=5)).hits
+            figures["empty answers"] += not app.search(
+                "docs", SearchRequest(query=_query(figures["searches"]), mode="hybrid", top_k=5)
+            ).hits
         except Exception:
             figures["errors"] += 1
         figures["searches"] += 1
@@ -360,8 +410,9 @@ def _measured_sync(config: Path) -> tuple[dict, float, float]:
         pytest.skip("the peak memory of a process is read from /proc (Linux)")
     peak_file = config.with_suffix(".peak")
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-c", _SYNC_WITH_PEAK, str(peak_file), str(config)],
-                            capture_output=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", _SYNC_WITH_PEAK, str(peak_file), str(config)], capture_output=True, timeout=600
+    )
     report = json.loads(result.stdout)[0]
     assert result.returncode == (3 if report["files_failed"] else 0), result.stderr.decode()  # 3: files failed
     return report, round(time.monotonic() - started, 1), round(int(peak_file.read_text()) / 1024)
@@ -388,28 +439,39 @@ def test_a_hostile_site_never_aborts_a_crawl(tmp_path, capsys):
         "/docs/drip-head/": Page(b"<p>late</p>", drip="headers", headers={"X-Pad": "p" * 2000}),
         "/docs/drip-body/": Page(b"<p>" + b"d" * 2000 + b"</p>", drip="body"),
     }
-    charsets = {"/docs/cp1251/": ("windows-1251", "Развертывание сервиса описано здесь."),
-                "/docs/koi8/": ("koi8-r", "Настройка журнала событий сервера."),
-                "/docs/sjis/": ("shift_jis", "サービスの配置について説明します。")}
+    charsets = {
+        "/docs/cp1251/": ("windows-1251", "Развертывание сервиса описано здесь."),
+        "/docs/koi8/": ("koi8-r", "Настройка журнала событий сервера."),
+        "/docs/sjis/": ("shift_jis", "サービスの配置について説明します。"),
+    }
     site.pages.update(hostile)
     for path, (encoding, text) in charsets.items():
-        site.pages[path] = Page(f'<html><head><meta charset="{encoding}"></head><body><h1>{text[:4]}</h1>'
-                                f"<p>{text}</p></body></html>".encode(encoding),
-                                content_type=f"text/html; charset={encoding}")
+        site.pages[path] = Page(
+            f'<html><head><meta charset="{encoding}"></head><body><h1>{text[:4]}</h1>'
+            f"<p>{text}</p></body></html>".encode(encoding),
+            content_type=f"text/html; charset={encoding}",
+        )
     links = "".join(f'<a href="{p}">x</a> ' for p in [*good, *hostile, *charsets]) + '<a href="http://[oops/">v6</a>'
     site.html("/docs/", "Docs", f"<h1>Docs</h1><p>Everything: {links}</p>")
     with serve_site(site):
         config = tmp_path / "kb.toml"
-        config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
-                          f'[[kb.urls]]\nurl = "{site.url}/docs/"\ntimeout = 2\nmax_page_mb = 2\ndelay = 0\n',
-                          encoding="utf-8")
+        config.write_text(
+            f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+            f'[[kb.urls]]\nurl = "{site.url}/docs/"\ntimeout = 2\nmax_page_mb = 2\ndelay = 0\n',
+            encoding="utf-8",
+        )
         report, seconds, peak = _measured_sync(config)
     reasons = {r["path"].removeprefix(site.url): r["reason"] for r in report["failures"] + report["skipped"]}
     indexed = report["files_added"]
-    figures = {"pages indexed": indexed, "hostile pages failed with a reason": sum(p in reasons for p in hostile),
-               "of": len(hostile), "drips cut after (bytes)": max(hostile[p].dripped for p in
-                                                                   ("/docs/drip-head/", "/docs/drip-body/")),
-               "sync seconds": seconds, "peak RSS MB": peak, "parsing process peak MB": report["worker_peak_mb"]}
+    figures = {
+        "pages indexed": indexed,
+        "hostile pages failed with a reason": sum(p in reasons for p in hostile),
+        "of": len(hostile),
+        "drips cut after (bytes)": max(hostile[p].dripped for p in ("/docs/drip-head/", "/docs/drip-body/")),
+        "sync seconds": seconds,
+        "peak RSS MB": peak,
+        "parsing process peak MB": report["worker_peak_mb"],
+    }
     _report(capsys, "hostile site", figures)
     assert indexed == 1 + len(good) + len(charsets), reasons
     assert set(hostile) <= set(reasons) and all(reasons[p] for p in hostile)
@@ -443,13 +505,19 @@ def test_files_past_the_limits_fail_alone_within_the_memory_bound(tmp_path, caps
     Image.new("RGB", (7000, 7000), "white").save(docs / "large-scan.jpg", quality=60)  # 49 MP: read, scaled
     (docs / "huge.png").write_bytes(png_declaring(13_000, 13_000))
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
-                      f'paths = ["{docs}"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{docs}"]\n',
+        encoding="utf-8",
+    )
     report, seconds, peak = _measured_sync(config)
     reasons = {f["path"]: f["reason"] for f in report["failures"]}
-    figures = {"files indexed": report["files_added"] - report["files_failed"],
-               "failed with a reason": report["files_failed"], "sync seconds": seconds, "peak RSS MB": peak,
-               "parsing process peak MB": report["worker_peak_mb"]}
+    figures = {
+        "files indexed": report["files_added"] - report["files_failed"],
+        "failed with a reason": report["files_failed"],
+        "sync seconds": seconds,
+        "peak RSS MB": peak,
+        "parsing process peak MB": report["worker_peak_mb"],
+    }
     _report(capsys, "files past the limits", figures)
     assert all("over the 200 MB limit" in reasons[name] for name in bombs), reasons
     assert "over the 60 MP limit" in reasons["huge.png"] and "lying.xlsx" not in reasons
@@ -476,20 +544,31 @@ def test_files_that_outlast_or_outgrow_a_worker_fail_alone_and_the_rest_is_index
                 data = data.replace(b"<w:body>", b"<w:body>" + b"<w:p/>" * 2_000_000, 1)
             copy.writestr(item, data)
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[sync]\nfile_seconds = 10\nfile_memory_mb = 512\n'
-                      f'[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{docs}"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[sync]\nfile_seconds = 10\nfile_memory_mb = 512\n'
+        f'[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{docs}"]\n',
+        encoding="utf-8",
+    )
     report, seconds, peak = _measured_sync(config)
     reasons = {f["path"]: f["reason"] for f in report["failures"]}
-    figures = {"files indexed": report["files_added"], "failed with a reason": report["files_failed"],
-               "sync seconds": seconds, "peak RSS MB": peak, "parsing process peak MB": report["worker_peak_mb"]}
+    figures = {
+        "files indexed": report["files_added"],
+        "failed with a reason": report["files_failed"],
+        "sync seconds": seconds,
+        "peak RSS MB": peak,
+        "parsing process peak MB": report["worker_peak_mb"],
+    }
     _report(capsys, "files that outlast or outgrow a worker", figures)
     assert report["files_added"] == 10 and set(reasons) == {"one-line.md", "empty.docx"}, reasons
-    assert all(reason.startswith(("parsing took longer than 10 s", "parsing needed more than 512 MB"))
-               for reason in reasons.values()), reasons
+    assert all(
+        reason.startswith(("parsing took longer than 10 s", "parsing needed more than 512 MB"))
+        for reason in reasons.values()
+    ), reasons
     assert peak < MEMORY_BOUND_MB and report["worker_peak_mb"] < 512 + 200  # its cap over what it holds idle
 
 
 # ---- the parsing processes: workers killed under a running sync, and what a killed sync leaves ----------
+
 
 def _children(pid: int) -> list[int]:
     """The processes `pid` started (its parsing workers), from /proc."""
@@ -502,8 +581,9 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def test_workers_killed_at_random_moments_blame_no_file_and_the_next_sync_completes(harness, make_app, tmp_path,
-                                                                                      capsys):
+def test_workers_killed_at_random_moments_blame_no_file_and_the_next_sync_completes(
+    harness, make_app, tmp_path, capsys
+):
     """While a first sync of 96 files runs with two workers, a parsing process is SIGKILLed at random moments
     (as the out-of-memory killer would): the sync finishes, the files being parsed are not recorded as failed
     but parsed again by the next sync, whose index equals a clean build."""
@@ -512,10 +592,15 @@ def test_workers_killed_at_random_moments_blame_no_file_and_the_next_sync_comple
     folder, storage = tmp_path / "corpus", tmp_path / "index"
     _corpus(folder, "a")
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{storage}"\n[sync]\nworkers = 2\n[[kb]]\nname = "docs"\ndescription = "d"\n'
-                      f'paths = ["{folder}"]\n', encoding="utf-8")
-    sync = subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync", "--json", "-c", str(config)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    config.write_text(
+        f'storage = "{storage}"\n[sync]\nworkers = 2\n[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{folder}"]\n',
+        encoding="utf-8",
+    )
+    sync = subprocess.Popen(
+        [sys.executable, "-m", "mcp_kb", "sync", "--json", "-c", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     kills = 0
     while sync.poll() is None:
         time.sleep(rng.uniform(0.02, 0.3))
@@ -532,8 +617,12 @@ def test_workers_killed_at_random_moments_blame_no_file_and_the_next_sync_comple
     assert not app.status("docs")[0].failed
     again = app.sync()[0]
     ids = _ids(app)
-    figures = {"workers killed": kills, "files whose parse was cut": len(reasons), "failed after the next sync":
-               again.files_failed, "repaired index equals a clean build": ids == reference_ids}
+    figures = {
+        "workers killed": kills,
+        "files whose parse was cut": len(reasons),
+        "failed after the next sync": again.files_failed,
+        "repaired index equals a clean build": ids == reference_ids,
+    }
     _report(capsys, "parsing processes SIGKILLed during a sync", figures)
     assert kills > 0 and again.files_failed == 0 and again.files_added == len(reasons)
     assert ids == reference_ids and len(set(ids)) == len(ids)

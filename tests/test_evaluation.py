@@ -38,8 +38,9 @@ def test_judged_documents_missing_from_the_kb_are_warned_about_or_refused():
     from mcp_kb.evaluation import unmatched_documents
 
     qrels = {"q1": {"d1": 1}, "q2": {"d2.md": 1}}
-    assert unmatched_documents(qrels, {"d1", "d2"}).startswith("1 of 2 judged documents are not in the knowledge base "
-                                                              "(e.g. 'd2.md')")
+    assert unmatched_documents(qrels, {"d1", "d2"}).startswith(
+        "1 of 2 judged documents are not in the knowledge base (e.g. 'd2.md')"
+    )
     assert unmatched_documents({"q1": {"d1": 1}}, {"d1"}) == ""
     with pytest.raises(KBError, match="none of the 2 judged documents is in the knowledge base; .*d1.md"):
         unmatched_documents(qrels, {"other"})
@@ -49,16 +50,25 @@ def test_the_first_query_is_run_once_untimed_to_warm_up():
     from mcp_kb.evaluation import evaluate
 
     calls = []
-    scores = evaluate(lambda text: calls.append(text) or ["d1.md"], {"q1": "first", "q2": "second"},
-                      {"q1": {"d1": 1}, "q2": {"d1": 1}}, "keyword")
+    scores = evaluate(
+        lambda text: calls.append(text) or ["d1.md"],
+        {"q1": "first", "q2": "second"},
+        {"q1": {"d1": 1}, "q2": {"d1": 1}},
+        "keyword",
+    )
     assert calls == ["first", "first", "second"] and scores.queries == 2 and scores.ndcg_at_10 == 1.0
 
 
 def test_self_queries_drop_the_heading_and_read_like_a_question():
-    query = self_query("Deploy › Rollback", "Short. To roll back a deploy, run the rollback job and watch the "
-                                            "error rate for ten minutes before closing the incident ticket.")
+    query = self_query(
+        "Deploy › Rollback",
+        "Short. To roll back a deploy, run the rollback job and watch the "
+        "error rate for ten minutes before closing the incident ticket.",
+    )
     assert query.startswith("To roll back a deploy") and "Rollback" not in query and len(query.split()) == 16
-    assert self_query("发布 › 回滚", "回滚时先运行回滚任务，然后观察十分钟的错误率，再关闭故障单。").startswith("回滚时先运行")
+    assert self_query("发布 › 回滚", "回滚时先运行回滚任务，然后观察十分钟的错误率，再关闭故障单。").startswith(
+        "回滚时先运行"
+    )
     assert self_query("FAQ › Billing", "Yes.") == "FAQ Billing"  # nothing to quote: the heading path
 
 
@@ -74,15 +84,20 @@ def test_self_check_hit_rate_drops_when_chunks_are_too_small(make_app, tmp_path)
     rng = random.Random(1)
     stores = ["Postgres", "Redis", "the object store", "Kafka", "SQLite", "the shared volume"]
     for i in range(40):
-        sentences = [f"The {rng.choice(['primary', 'backup', 'regional', 'nightly'])} svc{i:02d} worker keeps "
-                     f"{rng.choice(['invoices', 'user sessions', 'audit events', 'payment tokens', 'thumbnails'])} in "
-                     f"{rng.choice(stores)} and retries failed {rng.choice(['uploads', 'writes', 'exports'])} after "
-                     f"{rng.randint(2, 90)} seconds when {rng.choice(stores)} is slow." for _ in range(8)]
+        sentences = [
+            f"The {rng.choice(['primary', 'backup', 'regional', 'nightly'])} svc{i:02d} worker keeps "
+            f"{rng.choice(['invoices', 'user sessions', 'audit events', 'payment tokens', 'thumbnails'])} in "
+            f"{rng.choice(stores)} and retries failed {rng.choice(['uploads', 'writes', 'exports'])} after "
+            f"{rng.randint(2, 90)} seconds when {rng.choice(stores)} is slow."
+            for _ in range(8)
+        ]
         write(tmp_path / "docs" / f"svc{i:02d}.md", f"# Svc{i:02d}\n\n" + " ".join(sentences) + "\n")
     rates = {}
     for label, chunking in (("default", {}), ("tiny", {"max_tokens": 16, "overlap": 0, "min_tokens": 0})):
-        app = make_app({"name": "k", "description": "d", "paths": [str(tmp_path / "docs")], "chunking": chunking},
-                       storage=str(tmp_path / f"index-{label}"))
+        app = make_app(
+            {"name": "k", "description": "d", "paths": [str(tmp_path / "docs")], "chunking": chunking},
+            storage=str(tmp_path / f"index-{label}"),
+        )
         app.sync()
         # 200 draws (all 80 default chunks, 200 of the tiny ones): with 60 the figure hung on which tiny chunks
         # were drawn; once a first sync appended rows instead of merging them (another row order) both were 0.83

@@ -6,11 +6,30 @@ from helpers import ROOT
 
 
 def test_all_lists_exactly_the_public_names():
-    assert sorted(mcp_kb.__all__) == sorted([
-        "App", "Config", "KBConfig", "load_config", "config_for_folder", "KBError", "ConfigError", "ParseError",
-        "ModelError", "StoreError", "SyncBusyError", "MassDeleteError", "SearchError", "SyncReport", "SearchRequest",
-        "SyncRequest", "SearchResult", "Hit", "build_server", "__version__",
-    ])
+    assert sorted(mcp_kb.__all__) == sorted(
+        [
+            "App",
+            "Config",
+            "KBConfig",
+            "load_config",
+            "config_for_folder",
+            "KBError",
+            "ConfigError",
+            "ParseError",
+            "ModelError",
+            "StoreError",
+            "SyncBusyError",
+            "MassDeleteError",
+            "SearchError",
+            "SyncReport",
+            "SearchRequest",
+            "SyncRequest",
+            "SearchResult",
+            "Hit",
+            "build_server",
+            "__version__",
+        ]
+    )
 
 
 def test_every_public_name_resolves():
@@ -19,8 +38,15 @@ def test_every_public_name_resolves():
 
 
 def test_errors_share_one_base():
-    for name in ("ConfigError", "ParseError", "ModelError", "StoreError", "SyncBusyError", "MassDeleteError",
-                 "SearchError"):
+    for name in (
+        "ConfigError",
+        "ParseError",
+        "ModelError",
+        "StoreError",
+        "SyncBusyError",
+        "MassDeleteError",
+        "SearchError",
+    ):
         assert issubclass(getattr(mcp_kb, name), mcp_kb.KBError)
 
 
@@ -28,8 +54,12 @@ def _type_checking_imports() -> dict[str, str]:
     """What the core API's TYPE_CHECKING block imports: name → module (the names the type checker sees)."""
     tree = ast.parse((ROOT / "mcp_kb" / "api.py").read_text(encoding="utf-8"))
     [block] = [node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"]
-    return {alias.asname or alias.name: node.module for node in block.body if isinstance(node, ast.ImportFrom)
-            for alias in node.names}
+    return {
+        alias.asname or alias.name: node.module
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
 
 
 def test_the_core_api_gives_the_type_checker_and_the_running_program_the_same_names():

@@ -133,12 +133,15 @@ def _repository_kb(make_config, embedder, tmp_path, serving: bool):
     repo = Repo(tmp_path / "lib")
     repo.write("README.md", "# Lib\n\nThe library parses invoices into ledger entries.\n")
     repo.commit()
-    config = make_config({"name": "handbook", "description": "code", "repos": [{"url": str(repo.folder), "ref": "main"}]})
+    config = make_config(
+        {"name": "handbook", "description": "code", "repos": [{"url": str(repo.folder), "ref": "main"}]}
+    )
     return repo, App(config, embedder=embedder, serving=serving)
 
 
-def test_a_servers_repository_hits_turn_stale_once_it_has_asked_where_the_ref_is(make_config, embedder, tmp_path,
-                                                                                   monkeypatch):
+def test_a_servers_repository_hits_turn_stale_once_it_has_asked_where_the_ref_is(
+    make_config, embedder, tmp_path, monkeypatch
+):
     repo, app = _repository_kb(make_config, embedder, tmp_path, serving=True)
     app.sync()
     assert not _hits(app, "parses invoices").hits[0].stale
@@ -154,8 +157,7 @@ def test_a_servers_repository_hits_turn_stale_once_it_has_asked_where_the_ref_is
     assert f"is at {moved[:12]} now" in hit.changed and hit.commit[:12] in hit.changed
 
 
-def test_right_after_a_sync_a_repositorys_hits_are_not_called_stale_by_an_older_look(make_config, embedder,
-                                                                                      tmp_path):
+def test_right_after_a_sync_a_repositorys_hits_are_not_called_stale_by_an_older_look(make_config, embedder, tmp_path):
     repo, app = _repository_kb(make_config, embedder, tmp_path, serving=True)
     app.sync()
     _hits(app, "parses invoices")  # a look at the ref, in the background: the commit indexed
@@ -180,16 +182,19 @@ def test_a_command_asks_no_repository_and_tells_from_this_machines_last_fetch(ma
     assert hit.stale and f"is at {moved[:12]} now" in hit.changed
 
 
-@pytest.mark.parametrize(("sync", "confirmed", "stale"), [
-    ({"interval": 3600}, "2020-01-01T00:00:00Z", True),  # its site was last asked years ago
-    ({"interval": 3600}, None, False),  # a sync (which asks every page again) ended just now
-    ({"watch": True}, "2020-01-01T00:00:00Z", True),
-    ({}, None, False),
-])
-def test_a_web_page_is_stale_once_its_site_was_last_asked_longer_ago_than_the_kb_asks_again(make_config, tmp_path,
-                                                                                             sync, confirmed, stale):
-    config = make_config({"name": "site", "description": "a site", "urls": ["https://docs.example.com/"],
-                          "sync": sync})
+@pytest.mark.parametrize(
+    ("sync", "confirmed", "stale"),
+    [
+        ({"interval": 3600}, "2020-01-01T00:00:00Z", True),  # its site was last asked years ago
+        ({"interval": 3600}, None, False),  # a sync (which asks every page again) ended just now
+        ({"watch": True}, "2020-01-01T00:00:00Z", True),
+        ({}, None, False),
+    ],
+)
+def test_a_web_page_is_stale_once_its_site_was_last_asked_longer_ago_than_the_kb_asks_again(
+    make_config, tmp_path, sync, confirmed, stale
+):
+    config = make_config({"name": "site", "description": "a site", "urls": ["https://docs.example.com/"], "sync": sync})
     (web,) = sources_of(config.kb[0], tmp_path)
     page = "https://docs.example.com/guide"
     told = web.changed({page: Recorded(1, 1)}, Indexed({}, confirmed or recorded_now()))
@@ -224,8 +229,11 @@ def test_a_modification_time_no_calendar_holds_is_still_an_answer(make_app, hand
 def test_a_process_whose_file_system_hangs_still_answers_and_exits(handbook, tmp_path):
     """A stat that never returns (a dead network mount) holds neither the answer nor the process's exit."""
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "handbook"\ndescription = "Company rules"\n'
-                      f'paths = ["{handbook}"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "handbook"\ndescription = "Company rules"\n'
+        f'paths = ["{handbook}"]\n',
+        encoding="utf-8",
+    )
     assert CliRunner().invoke(main, ["sync", "-c", str(config)]).exit_code == 0
     script = f"""
 import os, sys, threading
@@ -245,8 +253,11 @@ main(["search", "handbook", "annual leave days", "-c", {str(config)!r}])
 
 def test_the_cli_and_the_search_tool_say_stale_in_words_and_in_structure(make_app, handbook, tmp_path):
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "handbook"\ndescription = "Company rules"\n'
-                      f'paths = ["{handbook}"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "handbook"\ndescription = "Company rules"\n'
+        f'paths = ["{handbook}"]\n',
+        encoding="utf-8",
+    )
     runner = CliRunner()
     assert runner.invoke(main, ["sync", "-c", str(config)]).exit_code == 0
     write(handbook / "leave.md", LEAVE.replace("25", "30"))
@@ -258,10 +269,14 @@ def test_the_cli_and_the_search_tool_say_stale_in_words_and_in_structure(make_ap
 
 async def test_the_search_and_read_tools_over_stdio_say_stale(handbook, tmp_path):
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "handbook"\ndescription = "Company rules"\n'
-                      f'paths = ["{handbook}"]\n', encoding="utf-8")
-    server = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)],
-                                   env=os.environ.copy())
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "handbook"\ndescription = "Company rules"\n'
+        f'paths = ["{handbook}"]\n',
+        encoding="utf-8",
+    )
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy()
+    )
     async with Client(server) as client:
         assert not (await client.call_tool("sync_knowledge_base", {})).is_error
         write(handbook / "leave.md", LEAVE.replace("25", "30"))

@@ -28,8 +28,12 @@ def docs(tmp_path):
 
 
 def _kb(docs, **history):
-    return {"name": "docs", "description": "Staff handbook", "paths": [str(docs)],
-            **({"history": history} if history else {})}
+    return {
+        "name": "docs",
+        "description": "Staff handbook",
+        "paths": [str(docs)],
+        **({"history": history} if history else {}),
+    }
 
 
 @pytest.fixture
@@ -61,7 +65,10 @@ def test_each_sync_that_changes_a_kb_records_a_version_and_one_that_changes_noth
     app.sync(SyncRequest(full=True))  # a rebuild is a version too
     listed = [version.listed() for version in app.versions("docs")]
     assert [(v["number"], v["kind"], v["added"], v["changed"], v["removed"]) for v in listed] == [
-        (1, "sync", 3, 0, 0), (2, "sync", 1, 1, 1), (3, "rebuild", 3, 0, 0)]  # a rebuild adds all to its generation
+        (1, "sync", 3, 0, 0),
+        (2, "sync", 1, 1, 1),
+        (3, "rebuild", 3, 0, 0),
+    ]  # a rebuild adds all to its generation
     assert all(_time(v["finished"]) >= _time(v["started"]) and v["by"] == "" and v["tags"] == [] for v in listed)
 
 
@@ -103,14 +110,20 @@ def test_a_cursor_given_as_of_a_version_reads_on_in_that_version(app, docs):
     assert [d.path for d in nxt.documents] == ["pay.md", "travel.md"] and nxt.as_of == pages.as_of
 
 
-@pytest.mark.parametrize(("as_of", "said"), [
-    ("nope", "has no tag 'nope' (it has no tags)"),
-    ("7", "has no version 7 yet (the newest is 2)"),
-    ("2001-01-01", "kept no version as old as 2001-01-01; the oldest kept is version 1 of"),
-    ("2026-13-45", "is not a time as_of understands"),
-    # digits that are not ASCII: str.isdigit took "²" (then int() failed: an internal error), int() took "٣" and "３"
-    ("²", "has no tag '²'"), ("٣", "has no tag '٣'"), ("３", "has no tag '３'"), ("٢٠٢٦-٠١-٠١", "has no tag"),
-])
+@pytest.mark.parametrize(
+    ("as_of", "said"),
+    [
+        ("nope", "has no tag 'nope' (it has no tags)"),
+        ("7", "has no version 7 yet (the newest is 2)"),
+        ("2001-01-01", "kept no version as old as 2001-01-01; the oldest kept is version 1 of"),
+        ("2026-13-45", "is not a time as_of understands"),
+        # digits that are not ASCII: str.isdigit took "²" (then int() failed: an internal error), int() took "٣" and "３"
+        ("²", "has no tag '²'"),
+        ("٣", "has no tag '٣'"),
+        ("３", "has no tag '３'"),
+        ("٢٠٢٦-٠١-٠١", "has no tag"),
+    ],
+)
 def test_an_as_of_that_names_no_kept_version_is_one_clear_line(app, docs, as_of, said):
     _second_version(app, docs)
     with pytest.raises(VersionError, match=f"^[^\n]*{re.escape(said)}"):
@@ -120,7 +133,8 @@ def test_an_as_of_that_names_no_kept_version_is_one_clear_line(app, docs, as_of,
 
 
 def test_retention_keeps_the_newest_and_the_tagged_versions_and_compaction_keeps_what_they_read(
-        make_app, docs, monkeypatch):
+    make_app, docs, monkeypatch
+):
     monkeypatch.setattr(upkeep, "_MAX_SMALL_FRAGMENTS", 0)  # compact after every sync ...
     monkeypatch.setattr(upkeep, "_UNKEPT_VERSIONS_AGE", timedelta(milliseconds=1))  # ... and clean all it may at once
     app = make_app(_kb(docs, keep=2, keep_days=0))
@@ -131,8 +145,9 @@ def test_retention_keeps_the_newest_and_the_tagged_versions_and_compaction_keeps
     assert [(v.number, v.tags) for v in app.versions("docs")] == [(1, ("first",)), (4, ()), (5, ())]
     assert "Travel is by train, second class." in _texts(_search(app, "train", as_of="first"))
     assert "Salaries are paid on day 22." in _texts(_search(app, "salaries paid", as_of="4"))
-    with pytest.raises(VersionError, match="version 2 of knowledge base 'docs' is no longer kept; the oldest kept "
-                                           "is version 1"):
+    with pytest.raises(
+        VersionError, match="version 2 of knowledge base 'docs' is no longer kept; the oldest kept is version 1"
+    ):
         _search(app, "salaries", as_of="2")
     chunks = app.store.chunk_table("docs")
     assert len(chunks.list_versions()) < 5 * 3  # what only forgotten versions read was cleaned up
@@ -173,8 +188,7 @@ def test_a_sync_that_changes_nothing_tags_the_current_version_and_tags_are_bound
     assert "Salaries are paid on the 25th." in _texts(_search(app, "salaries paid"))
 
 
-def test_a_rollback_makes_an_earlier_version_current_as_a_new_one_and_the_next_sync_embeds_only_differences(
-        app, docs):
+def test_a_rollback_makes_an_earlier_version_current_as_a_new_one_and_the_next_sync_embeds_only_differences(app, docs):
     before = _texts(_search(app, "leave travel pay days"))
     _second_version(app, docs)
     made = app.rollback("docs", "1")
@@ -235,23 +249,38 @@ _KILLED_ROLLBACK = textwrap.dedent("""
 
 @pytest.mark.parametrize("kill_at", [1, 2, 3])
 def test_a_rollback_killed_at_any_table_leaves_readers_on_a_whole_version_and_the_next_sync_finishes_it(
-        make_app, docs, tmp_path, kill_at):
+    make_app, docs, tmp_path, kill_at
+):
     config = tmp_path / "kb.toml"
-    config.write_text(f'[storage]\nuri = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
-                      f'paths = ["{docs}"]\n', encoding="utf-8")
+    config.write_text(
+        f'[storage]\nuri = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{docs}"]\n',
+        encoding="utf-8",
+    )
     app = make_app(_kb(docs))
     app.sync()
     _second_version(app, docs)
     current = _texts(_search(app, "leave travel pay parking days"))
-    killed = subprocess.run([sys.executable, "-c", _KILLED_ROLLBACK, str(config), str(kill_at)],
-                            capture_output=True, text=True, timeout=300, env=os.environ)
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_ROLLBACK, str(config), str(kill_at)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ,
+    )
     assert killed.returncode == -9, killed.stderr
     assert _texts(_search(app, "leave travel pay parking days")) == current  # version 2, whole
-    assert [d.path for d in app.browse("docs", BrowseRequest(kb="docs")).documents] == \
-        ["leave.md", "parking.md", "pay.md"]
+    assert [d.path for d in app.browse("docs", BrowseRequest(kb="docs")).documents] == [
+        "leave.md",
+        "parking.md",
+        "pay.md",
+    ]
     app.sync()  # finishes the rollback (version 3), then brings the index to the sources (version 4)
-    assert [(v.number, v.kind) for v in app.versions("docs")] == [(1, "sync"), (2, "sync"), (3, "rollback"),
-                                                                  (4, "sync")]
+    assert [(v.number, v.kind) for v in app.versions("docs")] == [
+        (1, "sync"),
+        (2, "sync"),
+        (3, "rollback"),
+        (4, "sync"),
+    ]
     for path in ("leave.md", "parking.md", "pay.md"):
         assert app.read("docs", ReadRequest(kb="docs", path=path)).text == (docs / path).read_text()  # the file itself
     assert _texts(_search(app, "leave travel pay parking days")) == current
@@ -264,8 +293,10 @@ def test_versions_are_listed_by_the_command_line_and_as_json(app, docs, tmp_path
 
     _second_version(app, docs)
     config = tmp_path / "kb.toml"
-    config.write_text(f'[storage]\nuri = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
-                      f'paths = ["{docs}"]\n', encoding="utf-8")
+    config.write_text(
+        f'[storage]\nuri = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{docs}"]\n',
+        encoding="utf-8",
+    )
     runner = CliRunner()
     tagged = runner.invoke(main, ["tag", "docs", "v1", "--version", "1", "-c", str(config)])
     assert tagged.exit_code == 0 and "tagged 'v1' on version 1" in tagged.output
@@ -278,8 +309,8 @@ def test_versions_are_listed_by_the_command_line_and_as_json(app, docs, tmp_path
     bad = runner.invoke(main, ["search", "docs", "leave", "--as-of", "nope", "-c", str(config)])
     assert bad.exit_code == 1 and bad.output.count("\n") == 1 and "has no tag 'nope'" in bad.output
     superscript = runner.invoke(main, ["rollback", "docs", "--to", "²", "-c", str(config)])  # was a traceback
-    assert superscript.exit_code == 1 and superscript.output == ("Error: knowledge base 'docs' has no tag '²' "
-                                                                 "(its tags: v1); as_of takes a version number, a tag "
-                                                                 "or a time\n")
+    assert superscript.exit_code == 1 and superscript.output == (
+        "Error: knowledge base 'docs' has no tag '²' (its tags: v1); as_of takes a version number, a tag or a time\n"
+    )
     huge = runner.invoke(main, ["rollback", "docs", "--to", "7" * 5000, "-c", str(config)])  # int() refuses 4,301+
     assert huge.exit_code == 1 and huge.output.count("\n") == 1 and "has no tag '777" in huge.output

@@ -39,8 +39,11 @@ def app(tmp_path_factory, embedder):
     root = tmp_path_factory.mktemp("identifiers")
     for name, text in {**SPELLINGS, **DISTRACTORS}.items():
         write(root / "docs" / name, text)
-    config = build_config({"storage": str(root / "index"), "kb": [{
-        "name": "code", "description": "d", "paths": [str(root / "docs")]}]}, root, None)
+    config = build_config(
+        {"storage": str(root / "index"), "kb": [{"name": "code", "description": "d", "paths": [str(root / "docs")]}]},
+        root,
+        None,
+    )
     app = App(config, embedder=embedder)
     app.sync()
     return app
@@ -55,7 +58,7 @@ def _tiers(ranked, groups):
     """The ranked sources cut into consecutive sets the sizes of `groups`."""
     tiers, start = [], 0
     for group in groups:
-        tiers.append(set(ranked[start:start + len(group)]))
+        tiers.append(set(ranked[start : start + len(group)]))
         start += len(group)
     return tiers
 
@@ -78,4 +81,4 @@ def test_other_spellings_of_the_identifier_rank_next_then_prose(app, query):
 @pytest.mark.parametrize("query", [*ORDER_BY_QUERY, "get user by id"])
 def test_every_spelling_and_the_prose_rank_above_the_distractors(app, query, mode):
     ranked = _ranked(app, query, mode)
-    assert set(ranked[:len(RELEVANT)]) == RELEVANT, ranked
+    assert set(ranked[: len(RELEVANT)]) == RELEVANT, ranked

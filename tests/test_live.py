@@ -18,8 +18,6 @@ def _kb(folder, **sync):
     return {"name": "docs", "description": "d", "paths": [str(folder)], "sync": {"debounce": 0.2, **sync}}
 
 
-
-
 async def _sources(client, query):
     result = await client.call_tool("search_docs", {"query": query, "mode": "keyword"})
     return {hit["source"] for hit in result.structured_content["results"]} if not result.is_error else set()
@@ -30,6 +28,7 @@ async def test_served_kb_follows_edits_creations_and_deletions(make_app, tmp_pat
     write(folder / "a.md", "# A\n\nThe launch checklist lives here.\n")
     app = make_app(_kb(folder, watch=True, on_start=True))
     async with Client(build_server(app)) as client:
+
         async def indexed(query, source, present=True):
             return (source in await _sources(client, query)) == present
 
@@ -49,6 +48,7 @@ async def test_save_by_rename_is_seen(make_app, tmp_path):
     app = make_app(_kb(folder, watch=True))
     app.sync()
     async with Client(build_server(app)) as client:
+
         def save_atomically():
             write(folder / "a.md.tmp", "# A\n\nRewritten by an editor that saves atomically.\n")
             (folder / "a.md.tmp").replace(folder / "a.md")
@@ -84,8 +84,7 @@ async def test_a_burst_of_saves_gives_at_most_two_syncs(make_app, tmp_path):
     async with anyio.create_task_group() as group:
         group.start_soon(LiveSync(runner, app.config.kb).run)
         # The watcher is up once a save of ours has caused a sync.
-        await _eventually_after(lambda: write(folder / "a.md", "# A\n\nprobe\n"),
-                                lambda: _synced_text(app, "probe"))
+        await _eventually_after(lambda: write(folder / "a.md", "# A\n\nprobe\n"), lambda: _synced_text(app, "probe"))
         before = runner.syncs_started
         for version in range(1, 51):
             write(folder / "a.md", f"# A\n\nversion {version} of the burst test\n")
@@ -129,6 +128,7 @@ async def test_failed_sync_keeps_the_last_good_version_and_shows_in_status(make_
     hidden = tmp_path / "moved-away"
     shutil.move(folder, hidden)  # the folder disappears (unmounted share, moved folder)
     async with Client(build_server(app)) as client:
+
         async def failed():
             return app.status("docs")[0].last_outcome == "failed"
 

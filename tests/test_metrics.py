@@ -57,8 +57,11 @@ def test_the_cli_shows_what_the_answering_process_saved(app, tmp_path):
     app.search("docs", SearchRequest(query="annual leave", mode="hybrid"))
     live = app.live_stats("docs").search.as_dict()
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{app.config.storage.uri}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
-                      f'paths = ["{app.config.kb[0].paths[0]}"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{app.config.storage.uri}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+        f'paths = ["{app.config.kb[0].paths[0]}"]\n',
+        encoding="utf-8",
+    )
     [item] = json.loads(CliRunner().invoke(main, ["stats", "-c", str(config), "--json"]).output)
     assert item["search"] == live
     assert item["last_sync"]["chunks_embedded"] == 2 and item["last_sync"]["tokens_embedded"] > 10
@@ -68,8 +71,11 @@ def test_the_cli_shows_what_the_answering_process_saved(app, tmp_path):
 
 def test_a_rebuild_measures_the_hit_rate_when_asked(make_app, tmp_path):
     for i in range(6):
-        write(tmp_path / "docs" / f"n{i}.md", f"# Note {i}\n\nThe service number {i} keeps its records in store {i}"
-                                              f" and retries every {i + 2} seconds when it fails.\n")
+        write(
+            tmp_path / "docs" / f"n{i}.md",
+            f"# Note {i}\n\nThe service number {i} keeps its records in store {i}"
+            f" and retries every {i + 2} seconds when it fails.\n",
+        )
     settings = {"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]}
     make_app(settings).sync()
     assert make_app(settings).status("docs")[0].health is None
@@ -132,11 +138,18 @@ def test_a_reviewed_log_becomes_a_labelled_query_set(make_app, tmp_path):
     lines = query_log_path(app.config.storage.uri, "docs").read_text().splitlines()
     reviewed = tmp_path / "reviewed.jsonl"
     relevant = [["leave.md"], ["errors.md"], None]
-    reviewed.write_text("\n".join(json.dumps({**json.loads(line), **({"relevant": r} if r else {})})
-                                  for line, r in zip(lines, relevant)), encoding="utf-8")
+    reviewed.write_text(
+        "\n".join(
+            json.dumps({**json.loads(line), **({"relevant": r} if r else {})}) for line, r in zip(lines, relevant)
+        ),
+        encoding="utf-8",
+    )
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{app.config.storage.uri}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
-                      f'paths = ["{app.config.kb[0].paths[0]}"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{app.config.storage.uri}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+        f'paths = ["{app.config.kb[0].paths[0]}"]\n',
+        encoding="utf-8",
+    )
     result = CliRunner().invoke(main, ["eval", "-c", str(config), "docs", "--log", str(reviewed), "--json"])
     scores = {row["mode"]: row for row in json.loads(result.output)}
     assert scores["hybrid"]["queries"] == 2 and scores["hybrid"]["mrr_at_10"] == 1.0
@@ -167,5 +180,7 @@ def test_a_rebuild_with_nothing_to_ask_about_still_syncs(make_app, tmp_path):
     make_app(settings).sync()
     (tmp_path / "docs" / "a.md").unlink()
     rebuilt = {**settings, "chunking": {"max_tokens": 200}, "sync": {"self_check_sample": 5}}
-    [report] = make_app(rebuilt).sync(SyncRequest(allow_mass_delete=True))  # empty now: no query can be made, yet it syncs
+    [report] = make_app(rebuilt).sync(
+        SyncRequest(allow_mass_delete=True)
+    )  # empty now: no query can be made, yet it syncs
     assert report.rebuilt and report.chunks_total == 0

@@ -21,7 +21,9 @@ from mcp_kb.search import SearchOutput, SearchResult
 
 STEPS = "\n\n".join(
     f"Step {i} of the rollout updates service s{i}. It drains traffic, swaps the binary and checks health "
-    f"probe p{i} before moving on." for i in range(30))
+    f"probe p{i} before moving on."
+    for i in range(30)
+)
 
 
 @pytest.fixture
@@ -36,9 +38,18 @@ def chunks(tmp_path, tokenizer):
 def _hit(chunk, score=1.0, source=None) -> Hit:
     """A chunk's hit as a search makes it from the chunk's row."""
     parts = parts_of(chunk.parts_json, Part(chunk.heading))
-    return Hit(text=chunk.text, source=source or chunk.doc_id, title=chunk.title, heading=parts[0].heading,
-               page=chunk.page, chunk_index=chunk.chunk_index, score=score, line_start=parts[0].line_start,
-               line_end=parts[0].line_end, parts=parts)
+    return Hit(
+        text=chunk.text,
+        source=source or chunk.doc_id,
+        title=chunk.title,
+        heading=parts[0].heading,
+        page=chunk.page,
+        chunk_index=chunk.chunk_index,
+        score=score,
+        line_start=parts[0].line_start,
+        line_end=parts[0].line_end,
+        parts=parts,
+    )
 
 
 def _size(hit, tokenizer) -> int:
@@ -54,7 +65,9 @@ def test_adjacent_hits_merge_into_one_passage_with_the_overlap_once(chunks):
     [passage] = assemble([_hit(chunks[4], 0.9), _hit(chunks[3], 0.8)], top_k=5, max_per_document=2)
     assert (passage.chunk_index, passage.chunk_count, passage.score) == (3, 2, 0.9)
     span = (chunks[3].line_start, chunks[4].line_end)  # one section over both chunks: cited with its whole span
-    assert (passage.line_start, passage.line_end) == span and [(p.line_start, p.line_end) for p in passage.parts] == [span]
+    assert (passage.line_start, passage.line_end) == span and [(p.line_start, p.line_end) for p in passage.parts] == [
+        span
+    ]
     overlap = chunks[4].text.split("\n")[0]
     assert overlap and chunks[3].text.rstrip().endswith(overlap)  # the chunker repeated it
     assert passage.text.count(overlap) == 1
@@ -102,9 +115,19 @@ def test_the_budget_holds_the_whole_answer_whatever_its_citations_and_notes(toke
     """Long paths and deep heading paths, in a search across KBs with notes: at most max_tokens, or no passage
     with a note saying the budget is too small for one."""
     deep = " › ".join(f"Section {n} about the long heading of the handbook" for n in range(12))
-    hits = [Hit(text="Step one drains traffic. Step two swaps the binary. " * 30, kb="handbook",
-                source="/".join(f"folder-{n}" for n in range(40)) + f"/rollout-{i}.md", title="", heading=deep,
-                page=None, chunk_index=0, score=1.0 - i / 10) for i in range(5)]
+    hits = [
+        Hit(
+            text="Step one drains traffic. Step two swaps the binary. " * 30,
+            kb="handbook",
+            source="/".join(f"folder-{n}" for n in range(40)) + f"/rollout-{i}.md",
+            title="",
+            heading=deep,
+            page=None,
+            chunk_index=0,
+            score=1.0 - i / 10,
+        )
+        for i in range(5)
+    ]
     notes = ["the first sync of this knowledge base did not finish; results may be incomplete"]
     for budget in (100, 200, 400, 800, 1600):
         fitted, left_out = fit_budget(hits, budget, tokenizer, "swap the binary", notes=notes)
@@ -118,8 +141,15 @@ def test_the_budget_holds_the_whole_answer_whatever_its_citations_and_notes(toke
 
 def test_a_long_citation_still_gets_its_passage_when_the_budget_holds_it(tokenizer):
     path = "/".join(f"very_long_directory_name_segment_{n}" for n in range(8)) + "/pangolins.md"
-    hit = Hit(text="Body about pangolins in the forest.", source=path, title="", heading="Hdr", page=None,
-              chunk_index=0, score=1.0)
+    hit = Hit(
+        text="Body about pangolins in the forest.",
+        source=path,
+        title="",
+        heading="Hdr",
+        page=None,
+        chunk_index=0,
+        score=1.0,
+    )
     needed = _answer_size([hit], [], tokenizer)
     fitted, left_out = fit_budget([hit], needed + 20, tokenizer, "pangolins")  # a frame is counted at its longest
     assert fitted == [hit] and left_out == []
@@ -158,32 +188,63 @@ def test_context_counts_against_the_budget_and_gives_way_first(chunks, tokenizer
 
 def test_search_over_fetches_until_top_k_distinct_passages(make_app, tmp_path):
     """One long document matches first on every candidate; the others still come back."""
-    parts = [f"The quasar beacon setting number {i} is described here in full." if i % 2 == 0 else
-             f"Nothing to see in part {i}, only filler words." for i in range(160)]  # no two matches adjacent
-    write(tmp_path / "docs" / "manual.md", "# Manual\n\n" + "\n\n".join(
-        f"## Part {i}\n\n{text}" for i, text in enumerate(parts)))
+    parts = [
+        f"The quasar beacon setting number {i} is described here in full."
+        if i % 2 == 0
+        else f"Nothing to see in part {i}, only filler words."
+        for i in range(160)
+    ]  # no two matches adjacent
+    write(
+        tmp_path / "docs" / "manual.md",
+        "# Manual\n\n" + "\n\n".join(f"## Part {i}\n\n{text}" for i, text in enumerate(parts)),
+    )
     for name in ("alpha", "beta", "gamma", "delta"):
         write(tmp_path / "docs" / f"{name}.md", f"# {name}\n\nA note on {name}: it mentions the quasar beacon once.")
-    app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")],
-                    "search": {"candidates": 10}, "chunking": {"min_tokens": 0}})
+    app = make_app(
+        {
+            "name": "docs",
+            "description": "d",
+            "paths": [str(tmp_path / "docs")],
+            "search": {"candidates": 10},
+            "chunking": {"min_tokens": 0},
+        }
+    )
     app.sync()
-    result = app.search("docs", SearchRequest(query="quasar beacon setting", mode="keyword", top_k=5, max_per_document=1))
+    result = app.search(
+        "docs", SearchRequest(query="quasar beacon setting", mode="keyword", top_k=5, max_per_document=1)
+    )
     assert len(result.hits) == 5 and len({hit.source for hit in result.hits}) == 5
-    capped = app.search("docs", SearchRequest(query="quasar beacon setting", mode="keyword", top_k=5, max_per_document=2))
+    capped = app.search(
+        "docs", SearchRequest(query="quasar beacon setting", mode="keyword", top_k=5, max_per_document=2)
+    )
     assert [hit.source for hit in capped.hits].count("manual.md") == 2 and len(capped.hits) == 5
     embedded = []
     original = app.embedder.embed_query
     app.embedder.embed_query = lambda text: embedded.append(text) or original(text)  # type: ignore[method-assign]
-    deep = app.search("docs", SearchRequest(query="quasar beacon setting part", mode="hybrid", top_k=5,
-                                            max_per_document=1))
+    deep = app.search(
+        "docs", SearchRequest(query="quasar beacon setting part", mode="hybrid", top_k=5, max_per_document=1)
+    )
     assert len({hit.source for hit in deep.hits}) == 5 and embedded == ["quasar beacon setting part"]  # once
 
 
 def test_a_hit_says_how_it_is_cited_and_how_it_ranked_in_its_json_form():
-    hit = Hit(text="Apply in the portal.", source="leave.md", title="", heading="Leave › Annual", page=3,
-              chunk_index=0, score=0.7342, vector_rank=1, keyword_rank=3, trimmed=True, page_end=4)
-    shown = {"citation": "leave.md › Leave › Annual (pages 3-4)",
-             "ranking": "score 0.734 · vector rank 1 · keyword rank 3 · trimmed to fit the token budget"}
+    hit = Hit(
+        text="Apply in the portal.",
+        source="leave.md",
+        title="",
+        heading="Leave › Annual",
+        page=3,
+        chunk_index=0,
+        score=0.7342,
+        vector_rank=1,
+        keyword_rank=3,
+        trimmed=True,
+        page_end=4,
+    )
+    shown = {
+        "citation": "leave.md › Leave › Annual (pages 3-4)",
+        "ranking": "score 0.734 · vector rank 1 · keyword rank 3 · trimmed to fit the token budget",
+    }
     assert (hit.citation, hit.ranking) == (shown["citation"], shown["ranking"])
     assert SearchOutput(results=[hit], mode="hybrid").model_dump(mode="json")["results"][0].items() >= shown.items()
     listed = TypeAdapter(SearchOutput).json_schema()["$defs"]["Hit"]["properties"]  # what the tools publish
@@ -216,15 +277,23 @@ class _CountingTokenizer:
 
 def test_a_search_whose_passages_fit_counts_no_passage_and_one_over_budget_is_still_cut(make_app, tmp_path, tokenizer):
     write(tmp_path / "docs" / "rollout.md", "# Rollout\n\n" + STEPS)
-    app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")],
-                    "chunking": {"max_tokens": 64, "overlap": 16}})
+    app = make_app(
+        {
+            "name": "docs",
+            "description": "d",
+            "paths": [str(tmp_path / "docs")],
+            "chunking": {"max_tokens": 64, "overlap": 16},
+        }
+    )
     app.sync()
     counting = app.searcher.tokenizer = _CountingTokenizer(tokenizer)
     result = app.search("docs", SearchRequest(query="health probe p4", mode="keyword", top_k=5, max_per_document=5))
     assert len(result.hits) >= 3 and not any(hit.trimmed for hit in result.hits)
     assert counting.counted <= 2  # at most the citation lines and notes, each as one text: no passage was counted
-    for request in (SearchRequest(query="health probe p4", mode="keyword", top_k=5, max_per_document=5, max_tokens=100),
-                    SearchRequest(query="health probe p4", mode="keyword", top_k=2, context=2, max_tokens=200)):
+    for request in (
+        SearchRequest(query="health probe p4", mode="keyword", top_k=5, max_per_document=5, max_tokens=100),
+        SearchRequest(query="health probe p4", mode="keyword", top_k=2, context=2, max_tokens=200),
+    ):
         result = app.search("docs", request)
         assert _answer_size(result.hits, result.notes, tokenizer) <= request.max_tokens
         assert any(hit.trimmed for hit in result.hits)
@@ -279,9 +348,9 @@ def _check_citations(tmp_path, tokenizer, name, source, marks, chunking):
             [hit] = assemble([_hit(chunk)], top_k=1, max_per_document=1, query=f"mark{mark}")
             [part] = [part for part in chunk.parts if part.heading == hit.heading and part.line_start == hit.line_start]
             starts = [p.at for p in chunk.parts]
-            own = chunk.text[part.at:next((at for at in starts if at > part.at), len(chunk.text))]
+            own = chunk.text[part.at : next((at for at in starts if at > part.at), len(chunk.text))]
             assert f"mark{mark} " in own, (mark, hit.heading)  # cited where the evidence is
-            section = _normalized(rendered.text[sections[hit.heading].start:sections[hit.heading].end])
+            section = _normalized(rendered.text[sections[hit.heading].start : sections[hit.heading].end])
             assert all(_normalized(line) in section for line in own.split("\n"))  # marks make each line unique
 
 
@@ -289,17 +358,27 @@ def _check_citations(tmp_path, tokenizer, name, source, marks, chunking):
 @given(sections=st.lists(_section, min_size=1, max_size=8), max_tokens=st.sampled_from([48, 96, 256]))
 def test_markdown_hits_are_cited_by_the_section_their_words_are_in(tmp_path_factory, tokenizer, sections, max_tokens):
     chunking = ChunkingConfig(max_tokens=max_tokens, overlap=12, min_tokens=max_tokens // 2)
-    _check_citations(tmp_path_factory.mktemp("md"), tokenizer, "page.md", _markdown(sections), range(len(sections)),
-                     chunking)
+    _check_citations(
+        tmp_path_factory.mktemp("md"), tokenizer, "page.md", _markdown(sections), range(len(sections)), chunking
+    )
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(classes=st.lists(st.lists(st.lists(st.sampled_from(_WORDS), max_size=30), min_size=1, max_size=4),
-                        min_size=1, max_size=3))
+@given(
+    classes=st.lists(
+        st.lists(st.lists(st.sampled_from(_WORDS), max_size=30), min_size=1, max_size=4), min_size=1, max_size=3
+    )
+)
 def test_code_hits_are_cited_by_the_method_their_words_are_in(tmp_path_factory, tokenizer, classes):
     source, methods = _python(classes)
-    _check_citations(tmp_path_factory.mktemp("py"), tokenizer, "module.py", source, range(methods),
-                     ChunkingConfig(max_tokens=64, overlap=8, min_tokens=16))
+    _check_citations(
+        tmp_path_factory.mktemp("py"),
+        tokenizer,
+        "module.py",
+        source,
+        range(methods),
+        ChunkingConfig(max_tokens=64, overlap=8, min_tokens=16),
+    )
 
 
 def test_pdf_hits_lie_on_the_pages_they_cite(make_app, tmp_path):
@@ -332,8 +411,12 @@ def _three_notes_docx(path):
 
 _THREE_NOTES = {  # a document with three sections under one heading path, in each format that has headings
     "guide.md": lambda path: write(path, "# Guide\n\n" + "".join(f"## Notes\n\n{fruit}\n\n" for fruit in _FRUITS)),
-    "guide.html": lambda path: write(path, "<html><body><main><h1>Guide</h1>" +
-                                     "".join(f"<h2>Notes</h2><p>{fruit}</p>" for fruit in _FRUITS) + "</main></body></html>"),
+    "guide.html": lambda path: write(
+        path,
+        "<html><body><main><h1>Guide</h1>"
+        + "".join(f"<h2>Notes</h2><p>{fruit}</p>" for fruit in _FRUITS)
+        + "</main></body></html>",
+    ),
     "guide.docx": _three_notes_docx,
     "guide.jsonl": lambda path: write(path, "".join(f'{{"title": "Notes", "text": "{fruit}"}}\n' for fruit in _FRUITS)),
 }
@@ -349,8 +432,11 @@ def test_sections_of_one_heading_are_cited_apart_as_the_outline_numbers_them(mak
     app.sync()
     lead = "" if name.endswith(".jsonl") else "Guide › "
     outline = app.browse("docs", BrowseRequest(kb="docs", path=name, outline=True)).outline
-    assert [entry.heading for entry in outline if "Notes" in entry.heading] == \
-        [f"{lead}Notes", f"{lead}Notes (2)", f"{lead}Notes (3)"]
+    assert [entry.heading for entry in outline if "Notes" in entry.heading] == [
+        f"{lead}Notes",
+        f"{lead}Notes (2)",
+        f"{lead}Notes (3)",
+    ]
     for fruit, number in zip(_FRUITS, ("", " (2)", " (3)")):
         [hit] = app.search("docs", SearchRequest(query=fruit.split()[0], mode="keyword", top_k=1)).hits
         assert hit.heading == f"{lead}Notes{number}"
@@ -368,12 +454,13 @@ def test_a_long_function_is_cited_by_the_lines_its_chunk_holds(make_app, tmp_pat
     app.sync()
     lines = source.split("\n")
     for n in (0, 150, 299):
-        hits = app.search("code", SearchRequest(query=f"step_{n} offset_{n}", mode="keyword", top_k=3,
-                                                max_per_document=3)).hits
+        hits = app.search(
+            "code", SearchRequest(query=f"step_{n} offset_{n}", mode="keyword", top_k=3, max_per_document=3)
+        ).hits
         assert any(f"step_{n} =" in hit.text for hit in hits)
         for hit in hits:
             assert hit.heading == "pipeline"
-            assert hit.text == "\n".join(lines[hit.parts[0].line_start - 1:hit.parts[-1].line_end])
+            assert hit.text == "\n".join(lines[hit.parts[0].line_start - 1 : hit.parts[-1].line_end])
 
 
 def test_neighbouring_code_symbols_are_passages_of_their_own_and_a_long_one_reads_as_one(make_app, tmp_path):
@@ -383,23 +470,26 @@ def test_neighbouring_code_symbols_are_passages_of_their_own_and_a_long_one_read
     write(tmp_path / "code" / "widget.py", source)
     app = make_app({"name": "code", "description": "d", "paths": [str(tmp_path / "code")]})
     app.sync()
-    hits = app.search("code", SearchRequest(query="widget value method", mode="keyword", top_k=5,
-                                            max_per_document=5)).hits
+    hits = app.search(
+        "code", SearchRequest(query="widget value method", mode="keyword", top_k=5, max_per_document=5)
+    ).hits
     assert len(hits) == 5 and all(len(hit.parts) == 1 and hit.heading.startswith("Widget › method_") for hit in hits)
     lines = source.split("\n")
     for hit in hits:
-        assert hit.text == "\n".join(lines[hit.line_start - 1:hit.line_end])  # its own lines, nothing else
-    [weigh] = app.search("code", SearchRequest(query="total part weight", mode="keyword", top_k=1, max_per_document=1, context=0)).hits
+        assert hit.text == "\n".join(lines[hit.line_start - 1 : hit.line_end])  # its own lines, nothing else
+    [weigh] = app.search(
+        "code", SearchRequest(query="total part weight", mode="keyword", top_k=1, max_per_document=1, context=0)
+    ).hits
     assert weigh.heading == "Widget › weigh" and weigh.chunk_count > 1  # one symbol's chunks: one passage
     assert weigh.text in source and len(weigh.parts) == 1
 
 
 _LOOKALIKES = {  # headings whose names the numbering could make twice: written `Notes (2)`, or holding the separator
     "guide.md": "# Guide\n\n## Notes\n\nalpha\n\n## Notes\n\nbravo\n\n## Notes (2)\n\ncharlie\n\n## A › B\n\ndelta\n\n"
-                "## A\n\n### B\n\necho\n",
+    "## A\n\n### B\n\necho\n",
     "guide.html": "<html><body><main><h1>Guide</h1><h2>Notes</h2><p>alpha</p><h2>Notes</h2><p>bravo</p>"
-                  "<h2>Notes (2)</h2><p>charlie</p><h2>A › B</h2><p>delta</p><h2>A</h2><h3>B</h3><p>echo</p>"
-                  "</main></body></html>",
+    "<h2>Notes (2)</h2><p>charlie</p><h2>A › B</h2><p>delta</p><h2>A</h2><h3>B</h3><p>echo</p>"
+    "</main></body></html>",
 }
 
 

@@ -93,8 +93,11 @@ def test_what_a_listing_cannot_count_is_not_counted(make_app, docs, tmp_path):
 
 def test_status_says_how_far_behind_in_text_and_json(docs, tmp_path):
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "handbook"\ndescription = "Company rules"\n'
-                      f'paths = ["{docs}"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "handbook"\ndescription = "Company rules"\n'
+        f'paths = ["{docs}"]\n',
+        encoding="utf-8",
+    )
     runner = CliRunner()
     assert runner.invoke(main, ["sync", "-c", str(config)]).exit_code == 0
     assert "in step with its sources" in runner.invoke(main, ["status", "-c", str(config)]).output
@@ -104,8 +107,11 @@ def test_status_says_how_far_behind_in_text_and_json(docs, tmp_path):
     assert "behind its sources: 1 added, 0 changed, 1 deleted since the last sync; run `" in shown
     assert "mcp-kb sync handbook" in shown
     [status] = json.loads(runner.invoke(main, ["status", "--json", "-c", str(config)]).output)
-    assert {key: status["pending"][key] for key in ("added", "changed", "deleted")} == \
-        {"added": 1, "changed": 0, "deleted": 1}
+    assert {key: status["pending"][key] for key in ("added", "changed", "deleted")} == {
+        "added": 1,
+        "changed": 0,
+        "deleted": 1,
+    }
     assert status["pending"]["counted_at"]
 
 
@@ -122,11 +128,14 @@ async def test_a_kb_behind_its_sources_says_so_in_its_search_tools_description(m
     app.sync()
     write(docs / "bonus.md", "# Bonus\n\nOnce a year.\n")
     async with Client(build_server(app)) as client:
-        await eventually(lambda: _describes(client, "Behind its sources (1 added, 0 changed, 0 deleted"),
-                         what="the description to say the KB is behind")
+        await eventually(
+            lambda: _describes(client, "Behind its sources (1 added, 0 changed, 0 deleted"),
+            what="the description to say the KB is behind",
+        )
         await client.call_tool("sync_knowledge_base", {"kb": "handbook"})
-        await eventually(lambda: _describes(client, "Behind", present=False),
-                         what="the description to drop the line after a sync")
+        await eventually(
+            lambda: _describes(client, "Behind", present=False), what="the description to drop the line after a sync"
+        )
 
 
 def test_a_file_a_sync_leaves_out_as_binary_is_not_counted_as_added(make_app, docs):

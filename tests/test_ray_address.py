@@ -54,8 +54,11 @@ def _config(tmp_path: Path, sync: str = "") -> Path:
     """A KB of one document (something to index), with `sync` as its [sync] table's lines."""
     write(tmp_path / "docs" / "a.md", "# A\n\nSomething to index.\n")
     path = tmp_path / "kb.toml"
-    path.write_text(f'[storage]\nuri = "{tmp_path / "index"}"\n[sync]\n{sync}\n'
-                    f'[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{tmp_path / "docs"}"]\n', encoding="utf-8")
+    path.write_text(
+        f'[storage]\nuri = "{tmp_path / "index"}"\n[sync]\n{sync}\n'
+        f'[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{tmp_path / "docs"}"]\n',
+        encoding="utf-8",
+    )
     return path
 
 
@@ -69,8 +72,9 @@ def _sync(config: Path, *options: str, env: dict[str, str] | None = None) -> tup
 
 def _command(*arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """An `mcp-kb` command run to its end within DEADLINE (its environment: this one's, and `env`)."""
-    return subprocess.run([*CLI, *arguments], capture_output=True, text=True, env={**os.environ, **(env or {})},
-                          timeout=DEADLINE)
+    return subprocess.run(
+        [*CLI, *arguments], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=DEADLINE
+    )
 
 
 def _sync_with_the_address_in_the_file(tmp_path: Path, address: str) -> tuple[Path, str, float]:
@@ -142,6 +146,7 @@ def _fake_ray(answer: Callable[[str], object]) -> Iterator[tuple[str, list[tuple
     """HOST:PORT on 127.0.0.1 of a gRPC server that answers every request with `answer(method)`: the reply's bytes,
     or a status (a grpc.StatusCode) to refuse it with; and the requests it got (method, metadata)."""
     import grpc
+
     seen: list[tuple[str, dict[str, str]]] = []
 
     class Handler(grpc.GenericRpcHandler):
@@ -205,8 +210,10 @@ def test_a_malformed_address_is_refused_saying_what_is_wrong(address):
     assert MALFORMED[address] in str(caught.value)
 
 
-@pytest.mark.parametrize("address", ["admin:S3CRETPW@127.0.0.1:6379", "ray://admin:S3CRETPW@head:10001",
-                                     "S3CRETPW@head:6379", "a@b@S3CRETPW:1"])
+@pytest.mark.parametrize(
+    "address",
+    ["admin:S3CRETPW@127.0.0.1:6379", "ray://admin:S3CRETPW@head:10001", "S3CRETPW@head:6379", "a@b@S3CRETPW:1"],
+)
 def test_credentials_in_an_address_are_refused_and_never_shown(address):
     """`'admin:S3CRETPW@127.0.0.1' is not a host name` reached a scoped caller (the sync's recorded error)."""
     with pytest.raises(ConfigError) as refused:
@@ -216,9 +223,21 @@ def test_credentials_in_an_address_are_refused_and_never_shown(address):
     assert "admin" not in said and said.count("S3CRETPW") == address.rpartition("@")[2].count("S3CRETPW")
 
 
-@pytest.mark.parametrize("address", ["head-node:6379", "ray://head-node:10001", "10.0.0.7:6379", "[::1]:6379",
-                                     "ray://[fe80::1]:10001", "ray_head:6379", "head.example.:6379",
-                                     "[fe80::1%eth0]:6379", f"{'a' * 63}.b:6379", f"{'a.' * 126}b:6379"])
+@pytest.mark.parametrize(
+    "address",
+    [
+        "head-node:6379",
+        "ray://head-node:10001",
+        "10.0.0.7:6379",
+        "[::1]:6379",
+        "ray://[fe80::1]:10001",
+        "ray_head:6379",
+        "head.example.:6379",
+        "[fe80::1%eth0]:6379",
+        f"{'a' * 63}.b:6379",
+        f"{'a.' * 126}b:6379",
+    ],
+)
 def test_the_forms_ray_takes_are_taken(address):
     assert parse_ray_address(address).address == address
 
@@ -232,8 +251,10 @@ def test_auto_local_and_empty_are_taken_as_they_are_and_local_means_empty():
     for address in ("auto", "", "local"):
         check_ray_address(SyncEngineConfig(engine="ray", ray_address=address).ray_address, "--address")
     assert SyncEngineConfig(ray_address="local").ray_address == ""
-    assert SyncEngineConfig().overridden(None, "local").model_dump(include={"engine", "ray_address"}) == \
-        {"engine": "ray", "ray_address": ""}
+    assert SyncEngineConfig().overridden(None, "local").model_dump(include={"engine", "ray_address"}) == {
+        "engine": "ray",
+        "ray_address": "",
+    }
 
 
 def test_a_malformed_address_loads_and_is_refused_when_a_sync_is_to_use_it(monkeypatch):
@@ -241,8 +262,11 @@ def test_a_malformed_address_loads_and_is_refused_when_a_sync_is_to_use_it(monke
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     settings = SyncEngineConfig(engine="ray", ray_address="head")
     assert settings.overridden("ray", None).ray_address == "head"
-    with pytest.raises(ConfigError, match=r"^\[sync\] ray_address in kb\.toml: not a Ray cluster address: no port; "
-                                          r"write HOST:PORT .* \(got 'head'\)$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^\[sync\] ray_address in kb\.toml: not a Ray cluster address: no port; "
+        r"write HOST:PORT .* \(got 'head'\)$",
+    ):
         check_ray_address(settings.ray_address, settings.address_setting(Path("kb.toml")))
 
 
@@ -269,8 +293,10 @@ def test_a_malformed_address_option_fails_the_command_at_once_naming_the_option(
 def test_an_empty_address_option_is_an_error_not_the_local_engine(tmp_path):
     """--address implies --engine ray: an empty one (a variable that was not set) must not sync locally unsaid."""
     stderr, _ = _sync(_config(tmp_path), "--address", "")
-    assert _one_line(stderr) == ('Error: --address: empty; give a Ray cluster\'s address, or "local" for a Ray of '
-                                 "the sync's own on this machine")
+    assert _one_line(stderr) == (
+        'Error: --address: empty; give a Ray cluster\'s address, or "local" for a Ray of '
+        "the sync's own on this machine"
+    )
 
 
 @needs_ray
@@ -279,8 +305,9 @@ def test_a_malformed_address_in_the_file_fails_a_sync_on_ray_naming_the_file(tmp
     assert load_config(config).sync.ray_address == "ray-head"
     stderr, seconds = _sync(config)
     line = _one_line(stderr)
-    assert line.startswith(f"Error: [sync] ray_address in {config}: not a Ray cluster address: no port; write "
-                           "HOST:PORT"), line
+    assert line.startswith(
+        f"Error: [sync] ray_address in {config}: not a Ray cluster address: no port; write HOST:PORT"
+    ), line
     assert line.endswith("(got 'ray-head')"), line
     print(f"\nthe file's ray-head: {seconds:.1f} s")
 
@@ -300,21 +327,26 @@ def test_a_malformed_ray_address_variable_breaks_no_command_that_does_not_sync_o
     write(tmp_path / "docs" / "b.md", "# B\n\nSomething else to index.\n")
     stderr, seconds = _sync(config, env=variable)
     line = _one_line(stderr)
-    assert line.startswith("Error: [sync] ray_address (set by the RAY_ADDRESS variable): not a Ray cluster "
-                           "address: no port; "), line
+    assert line.startswith(
+        "Error: [sync] ray_address (set by the RAY_ADDRESS variable): not a Ray cluster address: no port; "
+    ), line
     print(f"\nRAY_ADDRESS=ray-head: {seconds:.1f} s")
 
 
 @needs_ray
-@pytest.mark.parametrize(("kind", "scheme", "said"), [
-    ("closed", "", "nothing answers there (Connection refused)"),
-    ("silent", "", "what listens there says nothing within 5 s"),
-    ("http", "", "what listens there does not answer as a Ray head node"),
-    ("silent", "ray://", "what listens there says nothing within 5 s"),
-    ("http", "ray://", "what listens there does not answer as a Ray Client server"),
-])
+@pytest.mark.parametrize(
+    ("kind", "scheme", "said"),
+    [
+        ("closed", "", "nothing answers there (Connection refused)"),
+        ("silent", "", "what listens there says nothing within 5 s"),
+        ("http", "", "what listens there does not answer as a Ray head node"),
+        ("silent", "ray://", "what listens there says nothing within 5 s"),
+        ("http", "ray://", "what listens there does not answer as a Ray Client server"),
+    ],
+)
 def test_an_address_where_no_ray_answers_fails_the_sync_within_seconds_in_one_line_naming_the_setting(
-        tmp_path, kind, scheme, said):
+    tmp_path, kind, scheme, said
+):
     with _listener(kind) as where:
         address = scheme + where
         config, stderr, seconds = _sync_with_the_address_in_the_file(tmp_path, address)
@@ -333,9 +365,11 @@ def test_a_head_node_s_loopback_address_is_probed_where_ray_dials_it(tmp_path, a
     line = _one_line(stderr)
     assert line.startswith(f"Error: cannot join the Ray cluster at {address}") and line.endswith("(--address)"), line
     if dialled != address:  # a machine with a network address: nothing of the test's listens there
-        assert line == (f"Error: cannot join the Ray cluster at {address}: nothing answers there (Connection "
-                        "refused); start it (ray start --head) or fix the address; Ray dials a loopback host at "
-                        "this machine's network address instead (--address)"), line
+        assert line == (
+            f"Error: cannot join the Ray cluster at {address}: nothing answers there (Connection "
+            "refused); start it (ray start --head) or fix the address; Ray dials a loopback host at "
+            "this machine's network address instead (--address)"
+        ), line
     print(f"\nloopback {answer}, dialled at {dialled}: {seconds:.1f} s")
 
 
@@ -351,7 +385,8 @@ def test_a_ray_that_refuses_this_process_fails_the_sync_at_once_saying_it_wants_
     assert _one_line(stderr) == (
         f"Error: cannot join the Ray cluster at {address}: the cluster refuses this process ({code}): it asks for "
         "Ray's token; set RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN (or in a file "
-        f"RAY_AUTH_TOKEN_PATH names, or ~/.ray/auth_token) ([sync] ray_address in {config})")
+        f"RAY_AUTH_TOKEN_PATH names, or ~/.ray/auth_token) ([sync] ray_address in {config})"
+    )
     print(f"\n{scheme or 'gcs'} {code}: {seconds:.1f} s")
 
 
@@ -363,7 +398,8 @@ def test_the_probe_carries_this_process_s_ray_token_and_a_refusal_of_it_says_so(
     assert _one_line(stderr) == (
         f"Error: cannot join the Ray cluster at {address}: the cluster refuses this process's Ray token "
         "(UNAUTHENTICATED); set the cluster's token in RAY_AUTH_TOKEN (or in a file RAY_AUTH_TOKEN_PATH names, or "
-        "~/.ray/auth_token) (--address)")
+        "~/.ray/auth_token) (--address)"
+    )
     assert [metadata.get("authorization") for _, metadata in seen] == [f"Bearer {TOKEN}"]
     print(f"\nwrong token: {seconds:.1f} s")
 
@@ -375,8 +411,10 @@ def test_an_empty_answer_is_no_ray_s(tmp_path, scheme, kind):
     with _fake_ray(_empty) as (where, _):
         address = scheme + where
         stderr, seconds = _sync(_config(tmp_path), "--address", address, env=LOOPBACK)
-    assert _one_line(stderr) == (f"Error: cannot join the Ray cluster at {address}: what listens there answers as "
-                                 f"no {kind} does (an empty reply); fix the address (--address)")
+    assert _one_line(stderr) == (
+        f"Error: cannot join the Ray cluster at {address}: what listens there answers as "
+        f"no {kind} does (an empty reply); fix the address (--address)"
+    )
     print(f"\n{scheme or 'gcs'} empty: {seconds:.1f} s")
 
 

@@ -42,8 +42,10 @@ def cluster():
     with pytest.MonkeyPatch.context() as patch:
         for name, value in LOOPBACK.items():
             patch.setenv(name, value)
-        nodes = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": 1, "include_dashboard": False, "node_ip_address": "127.0.0.1"})
+        nodes = Cluster(
+            initialize_head=True,
+            head_node_args={"num_cpus": 1, "include_dashboard": False, "node_ip_address": "127.0.0.1"},
+        )
         worker = nodes.add_node(num_cpus=1, num_gpus=1, node_ip_address="127.0.0.1")
         nodes.wait_for_nodes()
         try:
@@ -54,24 +56,36 @@ def cluster():
 
 def _corpus(folder: Path) -> None:
     for i in range(FILES):
-        write(folder / f"doc{i:03d}.md", f"# Document {i}\n\nRecord {i} of the archive: the change window of team "
-                                         f"{i % 9}, its owners, and the checks run before release {i}.\n")
+        write(
+            folder / f"doc{i:03d}.md",
+            f"# Document {i}\n\nRecord {i} of the archive: the change window of team "
+            f"{i % 9}, its owners, and the checks run before release {i}.\n",
+        )
 
 
-def _config(tmp_path: Path, docs: Path, storage: str, embedding: str = 'quantize = "none"', options: str = "",
-            wave: int = WAVE) -> Path:
+def _config(
+    tmp_path: Path, docs: Path, storage: str, embedding: str = 'quantize = "none"', options: str = "", wave: int = WAVE
+) -> Path:
     """fp32 vectors by default: int8's depend slightly on their batch (docs/sync.md)."""
     path = tmp_path / f"kb-{abs(hash(storage))}.toml"
-    path.write_text(f'[storage]\nuri = "{storage}"\n{options}\n[sync]\nwave_files = {wave}\n'
-                    f'[embedding]\n{embedding}\n'
-                    f'[[kb]]\nname = "docs"\ndescription = "the archive"\npaths = ["{docs}"]\n', encoding="utf-8")
+    path.write_text(
+        f'[storage]\nuri = "{storage}"\n{options}\n[sync]\nwave_files = {wave}\n'
+        f"[embedding]\n{embedding}\n"
+        f'[[kb]]\nname = "docs"\ndescription = "the archive"\npaths = ["{docs}"]\n',
+        encoding="utf-8",
+    )
     return path
 
 
 def _sync(config: Path, *options: str, said: list[str] | None = None) -> dict:
     """A sync's report; `said` gets what it logged (-v)."""
-    done = subprocess.run([*CLI, "-v", "sync", "-c", str(config), "--json", *options], capture_output=True,
-                          text=True, env={**os.environ, **LOOPBACK}, timeout=600)
+    done = subprocess.run(
+        [*CLI, "-v", "sync", "-c", str(config), "--json", *options],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **LOOPBACK},
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     if said is not None:
         said.append(done.stderr)
@@ -88,8 +102,11 @@ def _assert_same_index(ray_config: Path, local_config: Path) -> None:
     ours, theirs = _rows(ray_config), _rows(local_config)
     assert ours.keys() == theirs.keys()
     for key, row in ours.items():
-        assert (row["path"], row["text"], row["search_text"]) == \
-            (theirs[key]["path"], theirs[key]["text"], theirs[key]["search_text"])
+        assert (row["path"], row["text"], row["search_text"]) == (
+            theirs[key]["path"],
+            theirs[key]["text"],
+            theirs[key]["search_text"],
+        )
         assert np.abs(np.asarray(row["vector"]) - np.asarray(theirs[key]["vector"])).max() < 1e-6
 
 
@@ -163,8 +180,13 @@ def test_a_cluster_that_cannot_be_joined_fails_the_sync_with_the_address_and_cha
     _corpus(docs)
     config = _config(tmp_path, docs, str(tmp_path / "index"))
     address = closed_address()
-    done = subprocess.run([*CLI, "sync", "-c", str(config), "--address", address], capture_output=True,
-                          text=True, env={**os.environ, **LOOPBACK}, timeout=600)
+    done = subprocess.run(
+        [*CLI, "sync", "-c", str(config), "--address", address],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **LOOPBACK},
+        timeout=600,
+    )
     assert done.returncode != 0
     assert f"cannot join the Ray cluster at {address}: nothing answers there" in done.stderr
     assert LanceStore.of(load_config(config).storage).read_files("docs") == {}
@@ -176,11 +198,18 @@ def test_a_head_node_s_port_given_as_a_ray_client_s_fails_the_sync_within_second
     docs = tmp_path / "docs"
     write(docs / "a.md", "# A\n\nSomething to index.\n")
     address = f"ray://{nodes.address}"
-    done = subprocess.run([*CLI, "sync", "-c", str(_config(tmp_path, docs, str(tmp_path / "index"))), "--address",
-                           address], capture_output=True, text=True, env={**os.environ, **LOOPBACK}, timeout=15)
+    done = subprocess.run(
+        [*CLI, "sync", "-c", str(_config(tmp_path, docs, str(tmp_path / "index"))), "--address", address],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **LOOPBACK},
+        timeout=15,
+    )
     assert done.returncode == 1
-    assert (f"cannot join the Ray cluster at {address}: what listens there does not answer as a Ray Client server "
-            "(UNIMPLEMENTED) (a head node's port takes no ray://?)") in done.stderr, done.stderr[-3000:]
+    assert (
+        f"cannot join the Ray cluster at {address}: what listens there does not answer as a Ray Client server "
+        "(UNIMPLEMENTED) (a head node's port takes no ray://?)"
+    ) in done.stderr, done.stderr[-3000:]
 
 
 TOKEN = "0123456789abcdef0123456789abcdef"  # a Ray token (its own are 32 hex digits)
@@ -201,8 +230,14 @@ def token_head():
     """The address of a head node (one CPU, 127.0.0.1) with Ray's token authentication on and TOKEN its token, in a
     process (and session) of its own: ray.init keeps Ray's settings of its process."""
     env = {**os.environ, **LOOPBACK, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN}
-    head = subprocess.Popen([sys.executable, "-c", _TOKEN_HEAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, env=env, start_new_session=True)
+    head = subprocess.Popen(
+        [sys.executable, "-c", _TOKEN_HEAD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         ready, _, _ = select.select([head.stdout], [], [], 120)
         address = head.stdout.readline().strip() if ready else ""
@@ -224,31 +259,48 @@ def test_a_cluster_with_token_authentication_is_joined_with_its_token_and_refuse
     write(docs / "a.md", "# A\n\nSomething to index.\n")
     config = _config(tmp_path, docs, str(tmp_path / "index"))
     plain = {key: value for key, value in os.environ.items() if not key.startswith("RAY_AUTH")}
-    refused = subprocess.run([*CLI, "sync", "-c", str(config), "--address", token_head], capture_output=True,
-                             text=True, env={**plain, **LOOPBACK}, timeout=15)
+    refused = subprocess.run(
+        [*CLI, "sync", "-c", str(config), "--address", token_head],
+        capture_output=True,
+        text=True,
+        env={**plain, **LOOPBACK},
+        timeout=15,
+    )
     assert refused.returncode == 1 and refused.stderr.strip() == (
         f"Error: cannot join the Ray cluster at {token_head}: the cluster refuses this process (UNAUTHENTICATED): "
         "it asks for Ray's token; set RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN (or in a file "
-        "RAY_AUTH_TOKEN_PATH names, or ~/.ray/auth_token) (--address)"), refused.stderr[-3000:]
-    done = subprocess.run([*CLI, "sync", "-c", str(config), "--json", "--address", token_head], capture_output=True,
-                          text=True, env={**plain, **LOOPBACK, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN},
-                          timeout=120)
+        "RAY_AUTH_TOKEN_PATH names, or ~/.ray/auth_token) (--address)"
+    ), refused.stderr[-3000:]
+    done = subprocess.run(
+        [*CLI, "sync", "-c", str(config), "--json", "--address", token_head],
+        capture_output=True,
+        text=True,
+        env={**plain, **LOOPBACK, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN},
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout)[0]["files_added"] == 1
 
 
 # ---- the crash harness's Ray section: a node lost, the coordinator SIGKILLed, searches throughout ----------------
 
+
 @pytest.fixture
 def held_service(embedder, model_folder):
     """The embeddings service, holding the chunks of documents past the first wave until released."""
     service = EmbeddingService(embedder)
     first_wave = {f"Record {i} of" for i in range(WAVE)}
-    service.faults.hold = lambda texts: any("Record" in text for text in texts) and \
-        not any(marker in text for text in texts for marker in first_wave)
+    service.faults.hold = lambda texts: (
+        any("Record" in text for text in texts) and not any(marker in text for text in texts for marker in first_wave)
+    )
     with serve_embeddings(service):
-        yield service, (f'provider = "openai"\nbase_url = "{service.url}"\nmodel = "{service.model}"\n'
-                        f'tokenizer_path = "{model_folder}"\nmax_input_tokens = 256\n')
+        yield (
+            service,
+            (
+                f'provider = "openai"\nbase_url = "{service.url}"\nmodel = "{service.model}"\n'
+                f'tokenizer_path = "{model_folder}"\nmax_input_tokens = 256\n'
+            ),
+        )
         service.faults.gate.set()
 
 
@@ -259,8 +311,13 @@ def _held_sync(address: str, held_service, tmp_path: Path) -> tuple[Path, subpro
     docs = tmp_path / "docs"
     _corpus(docs)
     config = _config(tmp_path, docs, str(tmp_path / "index"), embedding)
-    coordinator = subprocess.Popen([*CLI, "sync", "-c", str(config), "--address", address], stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True, env={**os.environ, **LOOPBACK})
+    coordinator = subprocess.Popen(
+        [*CLI, "sync", "-c", str(config), "--address", address],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **LOOPBACK},
+    )
     until(lambda: service.faults.held.is_set() or coordinator.poll() is not None, 300, what="the second wave")
     if not service.faults.held.is_set():
         pytest.fail(f"the sync ended before its second wave: {coordinator.communicate()[1][-3000:]}")
@@ -282,14 +339,15 @@ def _search_throughout(config: Path, embedder, stop: threading.Event, answers: l
     app = App(load_config(config), embedder=embedder)
     while not stop.is_set():
         try:
-            answers.append(len(app.search("docs", SearchRequest(query="the change window of team", mode="keyword", top_k=5)).hits))
+            answers.append(
+                len(app.search("docs", SearchRequest(query="the change window of team", mode="keyword", top_k=5)).hits)
+            )
         except Exception as exc:  # noqa: BLE001 - every failure is what the test reports
             errors.append(f"{type(exc).__name__}: {exc}")
 
 
 @pytest.mark.slow
-def test_a_node_lost_mid_wave_costs_no_file_and_searches_answer_throughout(cluster, held_service, embedder,
-                                                                            tmp_path):
+def test_a_node_lost_mid_wave_costs_no_file_and_searches_answer_throughout(cluster, held_service, embedder, tmp_path):
     nodes, worker = cluster
     config, coordinator = _held_sync(nodes.address, held_service, tmp_path)
     try:
@@ -312,13 +370,18 @@ def test_a_node_lost_mid_wave_costs_no_file_and_searches_answer_throughout(clust
 
 
 @pytest.mark.slow
-def test_a_coordinator_sigkilled_mid_wave_leaves_whole_waves_and_the_next_sync_completes(cluster, held_service,
-                                                                                         embedder, tmp_path):
+def test_a_coordinator_sigkilled_mid_wave_leaves_whole_waves_and_the_next_sync_completes(
+    cluster, held_service, embedder, tmp_path
+):
     nodes, _ = cluster
     config, _ = _stopped_mid_wave(nodes.address, held_service, tmp_path, signal.SIGKILL)
     first_wave = {f"doc{i:03d}.md" for i in range(WAVE)}
     _assert_consistent(config, first_wave)  # the committed wave, whole; nothing of the wave in flight
-    hits = App(load_config(config), embedder=embedder).search("docs", SearchRequest(query="archive record", mode="keyword", top_k=5)).hits
+    hits = (
+        App(load_config(config), embedder=embedder)
+        .search("docs", SearchRequest(query="archive record", mode="keyword", top_k=5))
+        .hits
+    )
     assert hits and {hit.source for hit in hits} <= first_wave
 
     held_service[0].faults.gate.set()
@@ -328,8 +391,9 @@ def test_a_coordinator_sigkilled_mid_wave_leaves_whole_waves_and_the_next_sync_c
 
 
 @pytest.mark.slow
-def test_a_ray_sync_stopped_by_sigterm_mid_wave_is_recorded_as_interrupted_with_whole_waves(cluster, held_service,
-                                                                                            embedder, tmp_path):
+def test_a_ray_sync_stopped_by_sigterm_mid_wave_is_recorded_as_interrupted_with_whole_waves(
+    cluster, held_service, embedder, tmp_path
+):
     nodes, _ = cluster
     config, (status, err) = _stopped_mid_wave(nodes.address, held_service, tmp_path, signal.SIGTERM)
     assert status != 0 and "interrupted" in err, err[-3000:]

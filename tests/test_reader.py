@@ -31,8 +31,10 @@ Call in before nine.
 
 
 def _long_section(paragraphs: int) -> str:
-    return "\n\n".join(f"Paragraph {n} of the handbook explains rule number {n} in some detail, with an example."
-                       for n in range(paragraphs))
+    return "\n\n".join(
+        f"Paragraph {n} of the handbook explains rule number {n} in some detail, with an example."
+        for n in range(paragraphs)
+    )
 
 
 @pytest.fixture
@@ -57,8 +59,9 @@ def _read_all(app, request):
     """Every part of a read, following its cursors; the answers."""
     answers = [app.read("docs", request)]
     while answers[-1].cursor:
-        answers.append(app.read("docs", ReadRequest(kb="docs", cursor=answers[-1].cursor,
-                                                    max_tokens=request.max_tokens)))
+        answers.append(
+            app.read("docs", ReadRequest(kb="docs", cursor=answers[-1].cursor, max_tokens=request.max_tokens))
+        )
     return answers
 
 
@@ -74,8 +77,10 @@ def test_a_text_file_reads_from_the_index_as_the_file_itself_even_with_its_sourc
 def test_a_section_by_its_citation_reads_with_its_subsections_and_nothing_else(app):
     hit = app.search("docs", SearchRequest(query="how to apply for annual leave", mode="keyword")).hits[0]
     answer = app.read("docs", ReadRequest(kb="docs", path=hit.source, section="leave.md › Annual leave"))
-    assert answer.text == ("## Annual leave\n\nTwenty-five days a year.\n\n### How to apply\n\nAsk your manager in the "
-                           "leave tool, two weeks ahead. Then wait for the answer.")
+    assert answer.text == (
+        "## Annual leave\n\nTwenty-five days a year.\n\n### How to apply\n\nAsk your manager in the "
+        "leave tool, two weeks ahead. Then wait for the answer."
+    )
     assert answer.section == "Leave › Annual leave" and answer.cursor is None
     by_tail = app.read("docs", ReadRequest(kb="docs", path="leave.md", section="how to apply"))
     assert by_tail.section == "Leave › Annual leave › How to apply" and by_tail.text.startswith("### How to apply")
@@ -118,9 +123,9 @@ def test_pages_lines_and_a_passage_read_what_they_name(app):
     chunks = [app.chunk_text("docs", "handbook.md", index) for index in range(30)]
     index = next(i for i, text in enumerate(chunks) if text and "rule number 77 " in text)  # its own text: the first
     around = app.read("docs", ReadRequest(kb="docs", path="handbook.md", chunk=index, max_tokens=2000))
-    marked = around.text[around.passage_start:around.passage_end]
+    marked = around.text[around.passage_start : around.passage_end]
     assert "rule number 77 " in marked and marked in chunks[index] and around.passage_start > 0  # the one before, first
-    assert around.text[:around.passage_start].rstrip() in chunks[index - 1]
+    assert around.text[: around.passage_start].rstrip() in chunks[index - 1]
     with pytest.raises(KBError, match="no pages"):
         app.read("docs", ReadRequest(kb="docs", path="leave.md", pages="1"))
     with pytest.raises(KBError, match=r"no text on pages 7-9 \(its pages with text: 1-3\)"):
@@ -134,8 +139,12 @@ def test_pages_lines_and_a_passage_read_what_they_name(app):
 def test_a_cursor_cannot_be_edited_moved_to_another_kb_or_replayed_after_a_change(app, make_app, docs):
     first = app.read("docs", ReadRequest(kb="docs", path="handbook.md", max_tokens=200))
     cursor = first.cursor
-    for forged in (cursor[:-2] + ("AA" if not cursor.endswith("AA") else "BB"), cursor[:20] + "x" + cursor[21:],
-                   "not base64 at all!", "A" * 3000):
+    for forged in (
+        cursor[:-2] + ("AA" if not cursor.endswith("AA") else "BB"),
+        cursor[:20] + "x" + cursor[21:],
+        "not base64 at all!",
+        "A" * 3000,
+    ):
         with pytest.raises(KBError, match="cursor is not valid here"):
             app.read("docs", ReadRequest(kb="docs", cursor=forged))
     other = make_app({"name": "docs", "description": "Guides", "paths": [str(docs)]})  # another process's key
@@ -153,14 +162,23 @@ def test_a_cursor_cannot_be_edited_moved_to_another_kb_or_replayed_after_a_chang
 
 def test_browse_lists_by_prefix_glob_and_change_and_pages_through_everything_once(app, docs):
     everything = app.browse("docs", BrowseRequest(kb="docs"))
-    assert [d.path for d in everything.documents] == ["handbook.md", "leave.md", "notes/a.txt", "notes/b.txt",
-                                                      "report.pdf"]
+    assert [d.path for d in everything.documents] == [
+        "handbook.md",
+        "leave.md",
+        "notes/a.txt",
+        "notes/b.txt",
+        "report.pdf",
+    ]
     report = everything.documents[-1]
     assert (report.kind, report.pages, report.chunks >= 1, report.size > 0) == ("pdf", 3, True, True)
-    assert [d.path for d in app.browse("docs", BrowseRequest(kb="docs", path="notes/")).documents] == \
-        ["notes/a.txt", "notes/b.txt"]
-    assert [d.path for d in app.browse("docs", BrowseRequest(kb="docs", path="**/*.txt")).documents] == \
-        ["notes/a.txt", "notes/b.txt"]
+    assert [d.path for d in app.browse("docs", BrowseRequest(kb="docs", path="notes/")).documents] == [
+        "notes/a.txt",
+        "notes/b.txt",
+    ]
+    assert [d.path for d in app.browse("docs", BrowseRequest(kb="docs", path="**/*.txt")).documents] == [
+        "notes/a.txt",
+        "notes/b.txt",
+    ]
     write(docs / "notes" / "a.txt", "Alpha notes, edited.")
     app.sync()
     assert app.browse("docs", BrowseRequest(kb="docs", sort="changed")).documents[0].path == "notes/a.txt"
@@ -177,8 +195,11 @@ def test_browse_lists_by_prefix_glob_and_change_and_pages_through_everything_onc
 def test_an_outline_gives_each_heading_its_lines_and_size(app):
     outline = app.browse("docs", BrowseRequest(kb="docs", path="leave.md", outline=True)).outline
     assert [(e.heading, e.depth) for e in outline] == [
-        ("Leave", 1), ("Leave › Annual leave", 2), ("Leave › Annual leave › How to apply", 3),
-        ("Leave › Sick leave", 2)]
+        ("Leave", 1),
+        ("Leave › Annual leave", 2),
+        ("Leave › Annual leave › How to apply", 3),
+        ("Leave › Sick leave", 2),
+    ]
     annual = outline[1]
     section = app.read("docs", ReadRequest(kb="docs", path="leave.md", section=annual.heading))
     assert (section.line_start, section.line_end) == (annual.line_start, annual.line_end)
@@ -189,8 +210,15 @@ def test_an_outline_gives_each_heading_its_lines_and_size(app):
 
 
 def test_a_kbs_own_filter_hides_documents_from_reading_and_browsing(make_app, docs):
-    app = make_app({"name": "docs", "description": "Guides", "paths": [str(docs)],
-                    "filterable": {"audience": {"type": "string"}}, "search": {"filter": {"audience": "staff"}}})
+    app = make_app(
+        {
+            "name": "docs",
+            "description": "Guides",
+            "paths": [str(docs)],
+            "filterable": {"audience": {"type": "string"}},
+            "search": {"filter": {"audience": "staff"}},
+        }
+    )
     app.sync()
     assert [d.path for d in app.browse("docs", BrowseRequest(kb="docs")).documents] == ["leave.md"]
     with pytest.raises(KBError, match="no document 'handbook.md'"):
@@ -222,7 +250,10 @@ def test_deleted_and_failed_documents_leave_the_reading_table(app, docs):
     write(docs / "report.pdf", "%PDF-1.4 broken")
     app.sync()
     assert [d.path for d in app.browse("docs", BrowseRequest(kb="docs")).documents] == [
-        "handbook.md", "leave.md", "notes/a.txt"]
+        "handbook.md",
+        "leave.md",
+        "notes/a.txt",
+    ]
     with pytest.raises(KBError, match="no document 'report.pdf'"):
         app.read("docs", ReadRequest(kb="docs", path="report.pdf"))
 

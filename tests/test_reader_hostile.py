@@ -24,11 +24,23 @@ from mcp_kb.mcp.server import build_server
 
 _CHARS_PER_TOKEN_MAX = 16  # reader.py: a read encodes at most this many characters per token of its budget
 _NOT_VALID = "cursor is not valid here"
-_INTERNALS = ("Traceback", "lance", "pyarrow", "arrow", "binascii", "JSONDecode", "KeyError", "internal error",
-              "__reading__", "sqlparser", "datafusion")
+_INTERNALS = (
+    "Traceback",
+    "lance",
+    "pyarrow",
+    "arrow",
+    "binascii",
+    "JSONDecode",
+    "KeyError",
+    "internal error",
+    "__reading__",
+    "sqlparser",
+    "datafusion",
+)
 
 
 # ---- helpers ---------------------------------------------------------------------------------------
+
 
 def _app(base: Path, embedder, *kbs: dict, **top):
     from mcp_kb.app import App
@@ -77,6 +89,7 @@ def _words(rnd: random.Random, n: int) -> str:
 
 # ---- 1. huge inputs ----------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def huge(tmp_path_factory, embedder):
     """A KB of a 5 MB single-line text (real words at both ends, long words that tokenize cheaply between) and a
@@ -108,8 +121,9 @@ def _check_parts(answers, max_tokens, tokenizer):
     assert lefts == sorted(lefts, reverse=True) and lefts[-1] == 0 and answers[-1].cursor is None
 
 
-def test_a_5mb_single_line_read_whole_comes_in_bounded_parts_whose_cursors_rebuild_it_exactly(huge, tokenizer,
-                                                                                              monkeypatch):
+def test_a_5mb_single_line_read_whole_comes_in_bounded_parts_whose_cursors_rebuild_it_exactly(
+    huge, tokenizer, monkeypatch
+):
     """Each part within the budget (tokens and bytes), progress every time, one row read per answer,
     cursors to the very end."""
     app, expected = huge
@@ -146,13 +160,17 @@ def test_a_huge_section_by_section_and_by_lines_comes_in_parts_that_join_up_exac
     """One 1.4 MB section read by its heading and by its lines, budgets 2,000 and 20,000."""
     app, expected = huge
     text = expected["huge.md"]
-    section = text[text.index("## Only"):text.index("\n\n## After")]
-    [entry] = [e for e in app.browse("docs", BrowseRequest(kb="docs", path="huge.md", outline=True)).outline
-               if e.heading == "Huge › Only"]
-    for request in (ReadRequest(kb="docs", path="huge.md", section="Huge › Only", max_tokens=20_000),
-                    ReadRequest(kb="docs", path="huge.md", section="only", max_tokens=2_000),
-                    ReadRequest(kb="docs", path="huge.md", lines=f"{entry.line_start}-{entry.line_end}",
-                                max_tokens=20_000)):
+    section = text[text.index("## Only") : text.index("\n\n## After")]
+    [entry] = [
+        e
+        for e in app.browse("docs", BrowseRequest(kb="docs", path="huge.md", outline=True)).outline
+        if e.heading == "Huge › Only"
+    ]
+    for request in (
+        ReadRequest(kb="docs", path="huge.md", section="Huge › Only", max_tokens=20_000),
+        ReadRequest(kb="docs", path="huge.md", section="only", max_tokens=2_000),
+        ReadRequest(kb="docs", path="huge.md", lines=f"{entry.line_start}-{entry.line_end}", max_tokens=20_000),
+    ):
         answers = _follow(app, "docs", request)
         _check_parts(answers, request.max_tokens, tokenizer)
         assert len(answers) <= 2 + len(section) // (request.max_tokens // 2)
@@ -171,7 +189,7 @@ def test_reading_on_from_a_passage_of_a_single_line_document_shows_that_passage(
     index = listed.chunks // 2
     passage = app.chunk_text("docs", "big.txt", index)
     answer = app.read("docs", ReadRequest(kb="docs", path="big.txt", chunk=index, max_tokens=2_000))
-    marked = answer.text[answer.passage_start:answer.passage_end]
+    marked = answer.text[answer.passage_start : answer.passage_end]
     assert marked, (answer.passage_start, answer.passage_end, len(answer.text))
     assert marked[:100] in passage
 
@@ -182,15 +200,16 @@ def test_the_document_resource_of_a_huge_document_is_bounded_and_says_how_to_rea
     text = expected["big.txt"]
     shown = app.document_text("docs", "big.txt")
     assert len(shown) < len(text) and len(shown) <= 4_000_000 + 1_000
-    kept = shown[:shown.rindex("\n\n[…")]
+    kept = shown[: shown.rindex("\n\n[…")]
     assert text.startswith(kept)
-    hint = re.search(r"cursor='([^']+)'", shown[len(kept):])
+    hint = re.search(r"cursor='([^']+)'", shown[len(kept) :])
     assert hint
     on = app.read("docs", ReadRequest(kb="docs", cursor=hint[1], max_tokens=200))
-    assert text[len(kept):].startswith(on.text[:50]), "the way on the resource gives does not go on from its end"
+    assert text[len(kept) :].startswith(on.text[:50]), "the way on the resource gives does not go on from its end"
 
 
 # ---- the budget as the model receives it ------------------------------------------------------------
+
 
 def test_every_read_answer_as_the_model_receives_it_fits_max_tokens(make_app, tmp_path, tokenizer):
     """Every answer as read_text renders it (location, text, cursor line) fits max_tokens, from 200 to 20,000."""
@@ -198,9 +217,10 @@ def test_every_read_answer_as_the_model_receives_it_fits_max_tokens(make_app, tm
     lines = "\n\n".join(f"Line {n} of the short text." for n in range(3000))
     write(folder / "short.md", f"# Short\n\n{lines}\n")
     deep = folder / "departments" / "human-resources" / "policies-and-procedures" / "annual-leave-and-holidays"
-    write(deep / "the-complete-guide-to-requesting-annual-leave.md",
-          "# The complete guide to requesting annual leave\n\n## Requesting leave when you work part time\n\n"
-          f"{lines}\n")
+    write(
+        deep / "the-complete-guide-to-requesting-annual-leave.md",
+        f"# The complete guide to requesting annual leave\n\n## Requesting leave when you work part time\n\n{lines}\n",
+    )
     app = make_app({"name": "docs", "description": "Short lines", "paths": [str(folder)]})
     app.sync()
     deep_path = app.browse("docs", BrowseRequest(kb="docs", path="departments/")).documents[0].path
@@ -218,8 +238,24 @@ def test_every_read_answer_as_the_model_receives_it_fits_max_tokens(make_app, tm
 
 # ---- 2. many documents -------------------------------------------------------------------------------
 
-_ODD = ["a(b).txt", "c+d.txt", "cost$.txt", "back\\slash.txt", "what?.txt", "star*.txt", "br[ack]et.txt", "x.y.txt",
-        "xAy.txt", "caret^.txt", "pipe|.txt", "brace{1}.txt", "空 格.txt", "#hash.txt", "%2e%2e.txt", "dot..txt"]
+_ODD = [
+    "a(b).txt",
+    "c+d.txt",
+    "cost$.txt",
+    "back\\slash.txt",
+    "what?.txt",
+    "star*.txt",
+    "br[ack]et.txt",
+    "x.y.txt",
+    "xAy.txt",
+    "caret^.txt",
+    "pipe|.txt",
+    "brace{1}.txt",
+    "空 格.txt",
+    "#hash.txt",
+    "%2e%2e.txt",
+    "dot..txt",
+]
 
 
 @pytest.fixture(scope="module")
@@ -246,31 +282,54 @@ def test_paging_thousands_of_documents_lists_each_exactly_once_with_any_limit_an
         assert _browse_all(many, "docs", BrowseRequest(kb="docs", limit=limit)) == paths
     changed = _browse_all(many, "docs", BrowseRequest(kb="docs", sort="changed", limit=97))
     assert sorted(changed) == paths and len(set(changed)) == len(changed)
-    assert changed == [d.path for d in many.browse_through("docs", BrowseRequest(kb="docs", sort="changed",
-                                                                                  limit=200), None).documents]
+    assert changed == [
+        d.path for d in many.browse_through("docs", BrowseRequest(kb="docs", sort="changed", limit=200), None).documents
+    ]
     folder = [p for p in paths if p.startswith("f07/")]
     assert len(folder) == 100 and _browse_all(many, "docs", BrowseRequest(kb="docs", path="f07/", limit=1)) == folder
-    assert _browse_all(many, "docs", BrowseRequest(kb="docs", path="f0?/n*5.txt", limit=13)) == \
-        [p for p in paths if re.fullmatch(r"f0./n[^/]*5\.txt", p)]
+    assert _browse_all(many, "docs", BrowseRequest(kb="docs", path="f0?/n*5.txt", limit=13)) == [
+        p for p in paths if re.fullmatch(r"f0./n[^/]*5\.txt", p)
+    ]
     assert _browse_all(many, "docs", BrowseRequest(kb="docs", path="**", limit=200)) == paths
     assert many.browse("docs", BrowseRequest(kb="docs", path="*.txt")).total == 0  # * stays in one folder
     assert many.browse("docs", BrowseRequest(kb="docs", path="**/*.txt")).total == len(paths)
 
 
-@pytest.mark.parametrize(("pattern", "expected"), [
-    ("odd/a(b).txt", ["odd/a(b).txt"]), ("odd/*(*", ["odd/a(b).txt"]), ("odd/c+d.txt", ["odd/c+d.txt"]),
-    ("odd/*+*", ["odd/c+d.txt"]), ("odd/cost$.txt", ["odd/cost$.txt"]), ("odd/*$*", ["odd/cost$.txt"]),
-    ("odd/back\\slash.txt", ["odd/back\\slash.txt"]), ("odd/*\\*", ["odd/back\\slash.txt"]),
-    ("odd/x.y.txt", ["odd/x.y.txt"]), ("odd/x?y.txt", ["odd/x.y.txt", "odd/xAy.txt"]),
-    ("odd/*|*", ["odd/pipe|.txt"]), ("odd/*^*", ["odd/caret^.txt"]), ("odd/brace{1}.txt", ["odd/brace{1}.txt"]),
-    ("odd/*{1}*", ["odd/brace{1}.txt"]), ("odd/空*", ["odd/空 格.txt"]), ("odd/%2e*", ["odd/%2e%2e.txt"]),
-    ("odd/#*", ["odd/#hash.txt"]), ("odd/dot..txt", ["odd/dot..txt"]), ("odd/.*", []), ("odd/a(", ["odd/a(b).txt"]),
-    ("odd/*.", []), ("(", []), ("odd/[", []), ("odd/*[*", ["odd/br[ack]et.txt"]), ("odd/what?.txt", ["odd/what?.txt"]),
-])
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ("odd/a(b).txt", ["odd/a(b).txt"]),
+        ("odd/*(*", ["odd/a(b).txt"]),
+        ("odd/c+d.txt", ["odd/c+d.txt"]),
+        ("odd/*+*", ["odd/c+d.txt"]),
+        ("odd/cost$.txt", ["odd/cost$.txt"]),
+        ("odd/*$*", ["odd/cost$.txt"]),
+        ("odd/back\\slash.txt", ["odd/back\\slash.txt"]),
+        ("odd/*\\*", ["odd/back\\slash.txt"]),
+        ("odd/x.y.txt", ["odd/x.y.txt"]),
+        ("odd/x?y.txt", ["odd/x.y.txt", "odd/xAy.txt"]),
+        ("odd/*|*", ["odd/pipe|.txt"]),
+        ("odd/*^*", ["odd/caret^.txt"]),
+        ("odd/brace{1}.txt", ["odd/brace{1}.txt"]),
+        ("odd/*{1}*", ["odd/brace{1}.txt"]),
+        ("odd/空*", ["odd/空 格.txt"]),
+        ("odd/%2e*", ["odd/%2e%2e.txt"]),
+        ("odd/#*", ["odd/#hash.txt"]),
+        ("odd/dot..txt", ["odd/dot..txt"]),
+        ("odd/.*", []),
+        ("odd/a(", ["odd/a(b).txt"]),
+        ("odd/*.", []),
+        ("(", []),
+        ("odd/[", []),
+        ("odd/*[*", ["odd/br[ack]et.txt"]),
+        ("odd/what?.txt", ["odd/what?.txt"]),
+    ],
+)
 def test_prefixes_and_globs_with_regex_metacharacters_match_literally(many, pattern, expected):
     """Metacharacters in names and patterns are literal (a malformed pattern is no error either)."""
-    assert [d.path for d in many.browse("docs", BrowseRequest(kb="docs", path=pattern, limit=200)).documents] == \
-        expected
+    assert [
+        d.path for d in many.browse("docs", BrowseRequest(kb="docs", path=pattern, limit=200)).documents
+    ] == expected
 
 
 def test_brackets_in_a_glob_are_matched_as_written_as_the_tool_describes(many):
@@ -278,8 +337,9 @@ def test_brackets_in_a_glob_are_matched_as_written_as_the_tool_describes(many):
     from mcp_kb.api import BrowseRequest as Asked
 
     assert "[" not in Asked.model_fields["path"].description
-    assert [d.path for d in many.browse("docs", BrowseRequest(kb="docs", path="odd/br[ack]et*")).documents] == \
-        ["odd/br[ack]et.txt"]
+    assert [d.path for d in many.browse("docs", BrowseRequest(kb="docs", path="odd/br[ack]et*")).documents] == [
+        "odd/br[ack]et.txt"
+    ]
     assert many.browse("docs", BrowseRequest(kb="docs", path="odd/[bc]*")).total == 0
 
 
@@ -332,12 +392,18 @@ SECRET = "The merger with Initech closes on 14 May."
 @pytest.fixture
 def pair(make_app, tmp_path):
     """Two KBs holding a document at the same path (and one KB's secret document)."""
-    write(tmp_path / "a" / "guide.md", "# Guide A\n\n## Part one\n\n" +
-          "\n\n".join(f"A line {n} about leave." for n in range(400)) + "\n\n## Part two\n\nThe end.\n")
+    write(
+        tmp_path / "a" / "guide.md",
+        "# Guide A\n\n## Part one\n\n"
+        + "\n\n".join(f"A line {n} about leave." for n in range(400))
+        + "\n\n## Part two\n\nThe end.\n",
+    )
     write(tmp_path / "a" / "secret.md", f"# Secret\n\n{SECRET}\n")
     write(tmp_path / "b" / "guide.md", "# Guide B\n\n" + "\n\n".join(f"B line {n} about travel." for n in range(400)))
-    app = make_app({"name": "kb_a", "description": "A", "paths": [str(tmp_path / "a")]},
-                   {"name": "kb_b", "description": "B", "paths": [str(tmp_path / "b")]})
+    app = make_app(
+        {"name": "kb_a", "description": "A", "paths": [str(tmp_path / "a")]},
+        {"name": "kb_b", "description": "B", "paths": [str(tmp_path / "b")]},
+    )
     app.sync()
     return app, tmp_path
 
@@ -345,19 +411,48 @@ def pair(make_app, tmp_path):
 def _variants(cursor: str) -> list[str]:
     raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
     body, signature = raw[:-16], raw[-16:]
-    flipped = [base64.urlsafe_b64encode(raw[:i] + bytes([raw[i] ^ (1 << bit)]) + raw[i + 1:]).decode().rstrip("=")
-               for i in range(len(raw)) for bit in (0, 3, 7)]
+    flipped = [
+        base64.urlsafe_b64encode(raw[:i] + bytes([raw[i] ^ (1 << bit)]) + raw[i + 1 :]).decode().rstrip("=")
+        for i in range(len(raw))
+        for bit in (0, 3, 7)
+    ]
     place = json.loads(body)
     elsewhere = json.dumps({**place, "p": "secret.md", "a": 0}, separators=(",", ":")).encode()
     whole_range = json.dumps({**place, "a": 0, "e": 10**9}, separators=(",", ":")).encode()
-    return [*flipped, cursor[:-1], cursor[:-4], cursor[:16], cursor[1:], cursor + "A", cursor + "AAAA",
-            cursor + cursor, cursor.upper(), cursor[::-1],
-            base64.urlsafe_b64encode(elsewhere + signature).decode(),
-            base64.urlsafe_b64encode(whole_range + signature).decode(),
-            base64.urlsafe_b64encode(elsewhere + b"\0" * 16).decode(),
-            base64.urlsafe_b64encode(elsewhere).decode(),
-            base64.b64encode(raw).decode(), "None", "none", "undefined", "0", "{}", "[]", "true", "~", "==", "=",
-            "é" * 40, "☃" + cursor, "\x00" * 8, cursor + "\x00", "A" * 3999, "/" * 100, "-" * 100]
+    return [
+        *flipped,
+        cursor[:-1],
+        cursor[:-4],
+        cursor[:16],
+        cursor[1:],
+        cursor + "A",
+        cursor + "AAAA",
+        cursor + cursor,
+        cursor.upper(),
+        cursor[::-1],
+        base64.urlsafe_b64encode(elsewhere + signature).decode(),
+        base64.urlsafe_b64encode(whole_range + signature).decode(),
+        base64.urlsafe_b64encode(elsewhere + b"\0" * 16).decode(),
+        base64.urlsafe_b64encode(elsewhere).decode(),
+        base64.b64encode(raw).decode(),
+        "None",
+        "none",
+        "undefined",
+        "0",
+        "{}",
+        "[]",
+        "true",
+        "~",
+        "==",
+        "=",
+        "é" * 40,
+        "☃" + cursor,
+        "\x00" * 8,
+        cursor + "\x00",
+        "A" * 3999,
+        "/" * 100,
+        "-" * 100,
+    ]
 
 
 def test_forged_cursors_are_one_clear_error_and_never_reach_other_text(pair):
@@ -422,8 +517,9 @@ def test_a_read_cursor_after_a_change_a_deletion_or_a_rebuild(pair):
     app.sync(SyncRequest(kb="kb_a", full=True))
     with pytest.raises(KBError, match="changed since"):
         app.read("kb_a", ReadRequest(kb="kb_a", cursor=first.cursor, max_tokens=200))
-    assert [d.path for d in app.browse("kb_a", BrowseRequest(kb="kb_a", cursor=listing.cursor)).documents] == \
-        ["secret.md"]
+    assert [d.path for d in app.browse("kb_a", BrowseRequest(kb="kb_a", cursor=listing.cursor)).documents] == [
+        "secret.md"
+    ]
     (folder / "a" / "guide.md").unlink()
     app.sync(SyncRequest(kb="kb_a"))
     with pytest.raises(KBError, match="no document 'guide.md'") as deleted:
@@ -453,14 +549,17 @@ async def test_over_mcp_bad_cursors_are_one_clear_error_and_never_another_kbs_te
         cursor = read.structured_content["cursor"]
         listed = await client.call_tool("list_documents", {"kb": "kb_a", "limit": 1})
         list_cursor = listed.structured_content["cursor"]
-        asks = [("read_document", {"kb": "kb_b", "cursor": cursor}), ("list_documents", {"kb": "kb_a", "cursor": cursor}),
-                ("read_document", {"kb": "kb_a", "cursor": list_cursor}),
-                ("list_documents", {"kb": "kb_b", "cursor": list_cursor}),
-                ("read_document", {"kb": "kb_a", "cursor": cursor[:-3]}),
-                ("read_document", {"kb": "kb_a", "cursor": "é" * 30}),
-                ("read_document", {"kb": "kb_a", "cursor": "A" * 5000}),
-                ("read_document", {"kb": "kb_a", "cursor": "None"}),
-                ("list_documents", {"kb": "kb_a", "cursor": "{}"})]
+        asks = [
+            ("read_document", {"kb": "kb_b", "cursor": cursor}),
+            ("list_documents", {"kb": "kb_a", "cursor": cursor}),
+            ("read_document", {"kb": "kb_a", "cursor": list_cursor}),
+            ("list_documents", {"kb": "kb_b", "cursor": list_cursor}),
+            ("read_document", {"kb": "kb_a", "cursor": cursor[:-3]}),
+            ("read_document", {"kb": "kb_a", "cursor": "é" * 30}),
+            ("read_document", {"kb": "kb_a", "cursor": "A" * 5000}),
+            ("read_document", {"kb": "kb_a", "cursor": "None"}),
+            ("list_documents", {"kb": "kb_a", "cursor": "{}"}),
+        ]
         for tool, arguments in asks:
             answer = await client.call_tool(tool, arguments)
             text = answer.content[0].text
@@ -474,8 +573,11 @@ async def test_over_mcp_bad_cursors_are_one_clear_error_and_never_another_kbs_te
 # 15 folders of 74 Chinese characters: a path of over 1,100 characters (3,300 bytes), under the 2,000 a request takes
 _DEEP = "/".join(f"{n:02d}" + "知识库部门资料归档" * 8 for n in range(15))
 _LONG_HEADING = "关于年假申请流程的详细说明" * 10
-_DEEP_TEXT = ("".join(f"{'#' * level} {level}级{_LONG_HEADING}\n\n" for level in range(1, 5)) +
-              "\n".join(f"第{n}行：年假按工龄计算，每年至少五天。" for n in range(60)) + "\n\n## 附录\n\n结束。\n")
+_DEEP_TEXT = (
+    "".join(f"{'#' * level} {level}级{_LONG_HEADING}\n\n" for level in range(1, 5))
+    + "\n".join(f"第{n}行：年假按工龄计算，每年至少五天。" for n in range(60))
+    + "\n\n## 附录\n\n结束。\n"
+)
 
 
 @pytest.fixture
@@ -508,7 +610,7 @@ def test_a_document_with_a_long_path_and_long_headings_reads_through_cursors_it_
     assert deepest.endswith(f"4级{_LONG_HEADING}") and len(deepest) > 500
     parts = _follow(app, "deep", ReadRequest(kb="deep", path=path, section=deepest, max_tokens=200))
     assert len(parts) > 1 and {part.section for part in parts} == {deepest}
-    assert _joined(parts) == _DEEP_TEXT[_DEEP_TEXT.index("#### "):_DEEP_TEXT.index("## 附录")].rstrip("\n")
+    assert _joined(parts) == _DEEP_TEXT[_DEEP_TEXT.index("#### ") : _DEEP_TEXT.index("## 附录")].rstrip("\n")
     _taken_back([part.cursor for part in parts])
 
 
@@ -547,8 +649,10 @@ def test_an_outline_of_a_long_path_is_paged_by_its_cursor(deep):
     while pages[-1].cursor:
         pages.append(app.browse("deep", BrowseRequest(kb="deep", cursor=pages[-1].cursor, limit=1)))
     _taken_back([page.cursor for page in pages])
-    assert [entry.heading.rsplit(" › ", 1)[-1] for page in pages for entry in page.outline] == \
-        [*(f"{level}级{_LONG_HEADING}" for level in range(1, 5)), "附录"]
+    assert [entry.heading.rsplit(" › ", 1)[-1] for page in pages for entry in page.outline] == [
+        *(f"{level}级{_LONG_HEADING}" for level in range(1, 5)),
+        "附录",
+    ]
     assert {page.path for page in pages} == {path}
 
 
@@ -567,8 +671,9 @@ def test_long_paths_removed_between_pages_skip_nothing_left_and_a_read_of_one_sa
     _one_clear_error(str(refused.value))
 
 
-def test_paths_whose_cursor_json_is_long_or_past_2000_characters_are_read_and_listed_through_cursors(make_app,
-                                                                                                     tmp_path):
+def test_paths_whose_cursor_json_is_long_or_past_2000_characters_are_read_and_listed_through_cursors(
+    make_app, tmp_path
+):
     """A path of control characters is short in bytes and six times longer in a cursor's JSON (a 4,068-character
     cursor, refused); a path of 2,086 characters was listed and cited but no read took it."""
     names = [("\x01" * 100 + "/") * 5 + f"{n}.md" for n in range(3)] + [("d" * 230 + "/") * 9 + "long.md"]
@@ -601,8 +706,9 @@ async def test_over_mcp_a_model_follows_the_cursors_of_long_paths_with_the_curso
     async with Client(build_server(app)) as client:
         listed, cursor = [], None
         while True:
-            answer = await client.call_tool("list_documents", {"kb": "deep", "limit": 1,
-                                                               **({"cursor": cursor} if cursor else {})})
+            answer = await client.call_tool(
+                "list_documents", {"kb": "deep", "limit": 1, **({"cursor": cursor} if cursor else {})}
+            )
             assert not answer.is_error, answer.content[0].text
             listed += [d["path"] for d in answer.structured_content["documents"]]
             cursor = answer.structured_content["cursor"]
@@ -686,8 +792,9 @@ def test_a_section_named_by_its_full_path_is_that_section_not_a_deeper_one(guide
 def test_headings_holding_chevrons_or_arrows_read_by_the_heading_the_outline_gives(guide):
     """A heading whose own text holds `›` or `>` ('Input -> Output', 'A › B') reads by the heading the outline
     lists."""
-    headings = [e.heading for e in guide.browse("docs", BrowseRequest(kb="docs", path="guide.md",
-                                                                       outline=True)).outline]
+    headings = [
+        e.heading for e in guide.browse("docs", BrowseRequest(kb="docs", path="guide.md", outline=True)).outline
+    ]
     assert "Guide › Input -> Output" in headings and "Guide › A › B" in headings
     assert _section(guide, "Guide › Input -> Output").text == "## Input -> Output\n\narrow text"
     assert _section(guide, "Guide › A › B").text == "## A › B\n\nchevron text"
@@ -803,9 +910,24 @@ async def test_over_mcp_hostile_paths_and_numbers_are_one_clear_error(guide):
     huge numbers are refused by the tool's schema."""
     async with Client(build_server(guide)) as client:
         missing = (await client.call_tool("read_document", {"kb": "docs", "path": "nope.md"})).content[0].text
-        for path in ("..", "../guide.md", "guide.md/..", "./guide.md", "/etc/passwd", "C:\\Windows\\win.ini",
-                     "guide.md\x00", "a\x00b", "%2e%2e/guide.md", "https://example.com/guide.md",
-                     "file:///etc/passwd", "' OR 1=1 --", "guide.md' OR path LIKE '%", "\\", "*", "guide.md ›"):
+        for path in (
+            "..",
+            "../guide.md",
+            "guide.md/..",
+            "./guide.md",
+            "/etc/passwd",
+            "C:\\Windows\\win.ini",
+            "guide.md\x00",
+            "a\x00b",
+            "%2e%2e/guide.md",
+            "https://example.com/guide.md",
+            "file:///etc/passwd",
+            "' OR 1=1 --",
+            "guide.md' OR path LIKE '%",
+            "\\",
+            "*",
+            "guide.md ›",
+        ):
             answer = await client.call_tool("read_document", {"kb": "docs", "path": path})
             text = answer.content[0].text
             assert answer.is_error, (path, text)
@@ -813,10 +935,18 @@ async def test_over_mcp_hostile_paths_and_numbers_are_one_clear_error(guide):
             assert text.replace(repr(path), "X") == missing.replace("'nope.md'", "X"), (path, text)
             outline = await client.call_tool("list_documents", {"kb": "docs", "path": path, "outline": True})
             assert outline.is_error and outline.content[0].text == text
-        for arguments, field in (({"chunk": -1}, "chunk"), ({"chunk": 10**12}, "chunk"), ({"max_tokens": -5}, "max_tokens"),
-                                 ({"max_tokens": 0}, "max_tokens"), ({"lines": "-3"}, "lines"),
-                                 ({"pages": "-1"}, "pages"), ({"lines": "1-2-3"}, "lines"),
-                                 ({"lines": "1e9"}, "lines"), ({"chunk": 1.5}, "chunk"), ({"chunk": "3"}, "chunk")):
+        for arguments, field in (
+            ({"chunk": -1}, "chunk"),
+            ({"chunk": 10**12}, "chunk"),
+            ({"max_tokens": -5}, "max_tokens"),
+            ({"max_tokens": 0}, "max_tokens"),
+            ({"lines": "-3"}, "lines"),
+            ({"pages": "-1"}, "pages"),
+            ({"lines": "1-2-3"}, "lines"),
+            ({"lines": "1e9"}, "lines"),
+            ({"chunk": 1.5}, "chunk"),
+            ({"chunk": "3"}, "chunk"),
+        ):
             answer = await client.call_tool("read_document", {"kb": "docs", "path": "short.md", **arguments})
             assert answer.is_error and field in answer.content[0].text, (arguments, answer.content[0].text)
             _one_clear_error(answer.content[0].text)
@@ -828,16 +958,26 @@ async def test_over_mcp_hostile_paths_and_numbers_are_one_clear_error(guide):
 
 # ---- 5. a KB's filter hides documents -----------------------------------------------------------------
 
+
 @pytest.fixture
 def hidden(make_app, tmp_path):
     """A KB whose `[kb.search] filter` shows only staff documents; the board minutes hide."""
     folder = tmp_path / "docs"
-    write(folder / "leave.md", "---\naudience: staff\n---\n# Leave\n\n## Annual\n\n" +
-          "\n\n".join(f"Leave rule {n}." for n in range(300)))
-    write(folder / "board" / "minutes.md", f"---\naudience: board\n---\n# Minutes\n\n## Merger\n\n{SECRET}\n\n" +
-          "\n\n".join(f"Board line {n}." for n in range(300)))
-    kb = {"name": "docs", "description": "Staff", "paths": [str(folder)],
-          "filterable": {"audience": {"type": "string"}}}
+    write(
+        folder / "leave.md",
+        "---\naudience: staff\n---\n# Leave\n\n## Annual\n\n" + "\n\n".join(f"Leave rule {n}." for n in range(300)),
+    )
+    write(
+        folder / "board" / "minutes.md",
+        f"---\naudience: board\n---\n# Minutes\n\n## Merger\n\n{SECRET}\n\n"
+        + "\n\n".join(f"Board line {n}." for n in range(300)),
+    )
+    kb = {
+        "name": "docs",
+        "description": "Staff",
+        "paths": [str(folder)],
+        "filterable": {"audience": {"type": "string"}},
+    }
     open_app = make_app(kb, server={"cursor_secret": "shared-by-replicas"})  # the same index, no filter
     open_app.sync()
     app = make_app({**kb, "search": {"filter": {"audience": "staff"}}}, server={"cursor_secret": "shared-by-replicas"})
@@ -847,10 +987,12 @@ def hidden(make_app, tmp_path):
 def test_a_hidden_document_cannot_be_read_listed_or_outlined_and_looks_missing(hidden):
     """Every way in answers as for a document that does not exist."""
     app, _ = hidden
+
     def refusal(path, **part):
         with pytest.raises(KBError) as refused:
             app.read("docs", ReadRequest(kb="docs", path=path, **part))
         return str(refused.value).replace(repr(path), "X")
+
     for part in ({}, {"section": "Merger"}, {"lines": "1-5"}, {"chunk": 0}, {"pages": "1"}):
         assert refusal("board/minutes.md", **part) == refusal("board/nope.md", **part)
     with pytest.raises(KBError) as outline:
@@ -862,8 +1004,11 @@ def test_a_hidden_document_cannot_be_read_listed_or_outlined_and_looks_missing(h
         listed = app.browse("docs", BrowseRequest(kb="docs", path=pattern, limit=200))
         assert "board/minutes.md" not in [d.path for d in listed.documents]
         assert listed.total == len(listed.documents) <= 1
-    assert not [hit for hit in app.search("docs", SearchRequest(query="merger Initech board", top_k=20)).hits
-                if hit.source == "board/minutes.md"]
+    assert not [
+        hit
+        for hit in app.search("docs", SearchRequest(query="merger Initech board", top_k=20)).hits
+        if hit.source == "board/minutes.md"
+    ]
 
 
 def test_a_cursor_to_a_hidden_document_reaches_nothing(hidden):
@@ -890,10 +1035,12 @@ async def test_over_mcp_a_hidden_document_is_not_offered_by_path_completion(hidd
     app, _ = hidden
     ref = ResourceTemplateReference(type="ref/resource", uri="kb://{name}/documents/{+path}")
     async with Client(build_server(app)) as client:
-        offered = (await client.complete(ref, {"name": "path", "value": ""},
-                                         context_arguments={"name": "docs"})).completion.values
-        board = (await client.complete(ref, {"name": "path", "value": "board/"},
-                                       context_arguments={"name": "docs"})).completion
+        offered = (
+            await client.complete(ref, {"name": "path", "value": ""}, context_arguments={"name": "docs"})
+        ).completion.values
+        board = (
+            await client.complete(ref, {"name": "path", "value": "board/"}, context_arguments={"name": "docs"})
+        ).completion
     assert offered == ["leave.md"]
     assert board.values == [] and not board.total
 
@@ -903,10 +1050,12 @@ async def test_over_mcp_a_hidden_document_answers_as_a_missing_one_everywhere(hi
     """Read_document, list_documents (prefix, glob, outline) and the document resource."""
     app, _ = hidden
     async with Client(build_server(app)) as client:
+
         async def read(path):
             answer = await client.call_tool("read_document", {"kb": "docs", "path": path, "section": "Merger"})
             assert answer.is_error
             return answer.content[0].text.replace(repr(path), "X")
+
         assert await read("board/minutes.md") == await read("board/gone.md")
         for path in ("board/", "board/*", "**/minutes.md", "**"):
             listed = await client.call_tool("list_documents", {"kb": "docs", "path": path})
@@ -917,22 +1066,34 @@ async def test_over_mcp_a_hidden_document_answers_as_a_missing_one_everywhere(hi
         with pytest.raises(Exception) as resource:
             await client.read_resource("kb://docs/documents/board/minutes.md")
         assert SECRET not in str(resource.value) and "no document" in str(resource.value)
-        across = await client.call_tool("search_knowledge_bases", {"query": "merger Initech"}) \
-            if "search_knowledge_bases" in {t.name for t in (await client.list_tools()).tools} else None
+        across = (
+            await client.call_tool("search_knowledge_bases", {"query": "merger Initech"})
+            if "search_knowledge_bases" in {t.name for t in (await client.list_tools()).tools}
+            else None
+        )
         assert across is None or SECRET not in across.content[0].text
 
 
 # ---- 6. search across KBs -----------------------------------------------------------------------------
 
+
 @pytest.fixture
 def across(make_app, tmp_path):
-    write(tmp_path / "hr" / "guide.md", "---\nyear: 2024\n---\n# HR guide\n\nAnnual leave is requested in the HR "
-                                        "portal two weeks ahead.\n")
+    write(
+        tmp_path / "hr" / "guide.md",
+        "---\nyear: 2024\n---\n# HR guide\n\nAnnual leave is requested in the HR portal two weeks ahead.\n",
+    )
     write(tmp_path / "it" / "guide.md", "# IT guide\n\nReset your password in the self-service portal.\n")
-    app = make_app({"name": "hr", "description": "HR", "paths": [str(tmp_path / "hr")],
-                    "filterable": {"year": {"type": "integer"}}},
-                   {"name": "it", "description": "IT", "paths": [str(tmp_path / "it")]},
-                   {"name": "later", "description": "Not synced yet", "paths": [str(tmp_path / "it")]})
+    app = make_app(
+        {
+            "name": "hr",
+            "description": "HR",
+            "paths": [str(tmp_path / "hr")],
+            "filterable": {"year": {"type": "integer"}},
+        },
+        {"name": "it", "description": "IT", "paths": [str(tmp_path / "it")]},
+        {"name": "later", "description": "Not synced yet", "paths": [str(tmp_path / "it")]},
+    )
     app.sync(SyncRequest(kb="hr"))
     app.sync(SyncRequest(kb="it"))
     return app
@@ -963,14 +1124,18 @@ async def test_over_mcp_search_across_with_empty_duplicate_or_unsynced_kbs(acros
     """Kbs=[] searches every KB the caller sees (as kbs left out does), duplicates count once, an unknown KB
     is one clear error, a filter field one KB lacks is refused by the schema, no match is no error."""
     async with Client(build_server(across)) as client:
+
         async def search(**arguments):
             return await client.call_tool("search_knowledge_bases", {"query": "portal", "mode": "keyword", **arguments})
+
         everything, empty = await search(), await search(kbs=[])
         assert not empty.is_error and empty.structured_content == everything.structured_content
         assert "later: not synced yet, left out" in empty.structured_content["notes"]
         twice = await search(kbs=["hr", "hr", "it", "it"])
-        assert sorted((h["kb"], h["source"]) for h in twice.structured_content["results"]) == \
-            [("hr", "guide.md"), ("it", "guide.md")]
+        assert sorted((h["kb"], h["source"]) for h in twice.structured_content["results"]) == [
+            ("hr", "guide.md"),
+            ("it", "guide.md"),
+        ]
         unknown = await search(kbs=["hr", "nope"])
         assert unknown.is_error and "nope" in unknown.content[0].text
         _one_clear_error(unknown.content[0].text)

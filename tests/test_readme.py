@@ -40,8 +40,12 @@ def test_every_link_of_the_readme_reaches_a_file_and_heading_that_exist():
 
 # Every place a user reads a pointer to the docs: what the code prints (help, errors, warnings), the starter file
 # `init` writes, the example config, the README and the docs themselves.
-_POINTING = [ROOT / "README.md", ROOT / "kb.toml.example", *sorted((ROOT / "docs").glob("*.md")),
-             *sorted(path for path in (ROOT / "mcp_kb").rglob("*") if path.suffix in (".py", ".toml", ".html", ".js"))]
+_POINTING = [
+    ROOT / "README.md",
+    ROOT / "kb.toml.example",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted(path for path in (ROOT / "mcp_kb").rglob("*") if path.suffix in (".py", ".toml", ".html", ".js")),
+]
 _EXAMPLE_PATHS = {"docs/guide.md", "docs/leave.md"}  # a user's own files in examples (`mcp-kb chunks docs/guide.md`)
 
 
@@ -94,20 +98,23 @@ def _snippets() -> list[dict]:
 def test_a_client_snippet_starts_a_server_a_client_can_use(snippet, tmp_path):
     server = _snippets()[snippet]
     write(tmp_path / "docs" / "leave.md", "# Leave\n\nAnnual leave is 25 days a year.\n")
-    (tmp_path / "kb.toml").write_text('[[kb]]\nname = "handbook"\ndescription = "Handbook"\npaths = ["docs"]\n',
-                                      encoding="utf-8")
+    (tmp_path / "kb.toml").write_text(
+        '[[kb]]\nname = "handbook"\ndescription = "Handbook"\npaths = ["docs"]\n', encoding="utf-8"
+    )
     assert server["command"].endswith("/.venv/bin/mcp-kb") and server["args"][:2] == ["serve", "-c"]
     env = {**os.environ, **server.get("env", {}), "MCP_KB_STORAGE": str(tmp_path / "index")}
     for model_variable in ("MCP_KB_EMBEDDING_MODEL", "MCP_KB_EMBEDDING_MODEL_PATH"):  # this machine's model
         if model_variable in os.environ:
             env[model_variable] = os.environ[model_variable]
     # the snippet's command as this checkout installs it, and its config where this test wrote one
-    parameters = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", *server["args"][:2],
-                                                                     str(tmp_path / "kb.toml")], env=env)
+    parameters = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_kb", *server["args"][:2], str(tmp_path / "kb.toml")], env=env
+    )
 
     async def tools() -> list[str]:
         async with Client(parameters) as client:
             return [tool.name for tool in (await client.list_tools()).tools]
+
     assert anyio.run(tools) == ["search_handbook", "read_document", "list_documents", "sync_knowledge_base"]
 
 
@@ -118,12 +125,14 @@ def test_the_worked_example_names_every_tool_the_server_lists_for_it(tmp_path):
     paragraph = page.split("### A worked example with two knowledge bases")[1].split("\n\n")[1]
     named = set(re.findall(r"`([a-z_]+)`", paragraph)) - {"product_docs", "policy_docs", "year", "tags"}
     env = {**os.environ, "MCP_KB_STORAGE": str(tmp_path / "index")}
-    parameters = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "-c",
-                                                                     str(ROOT / "kb.toml.example")], env=env)
+    parameters = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(ROOT / "kb.toml.example")], env=env
+    )
 
     async def tools() -> set[str]:
         async with Client(parameters) as client:
             return {tool.name for tool in (await client.list_tools()).tools}
+
     assert anyio.run(tools) == named
 
 
@@ -135,8 +144,11 @@ def test_every_kb_toml_example_of_the_docs_is_a_valid_configuration(tmp_path):
     from mcp_kb.settings import build_config
 
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    blocks = [block for page in pages for block in re.findall(r"```toml\n(.*?)```", page.read_text(encoding="utf-8"),
-                                                                re.DOTALL)]
+    blocks = [
+        block
+        for page in pages
+        for block in re.findall(r"```toml\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)
+    ]
     examples = [part for block in blocks for part in re.split(r"\n\n(?=# )", block)]
     assert len(examples) >= 8
     for example in examples:

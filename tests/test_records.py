@@ -2,15 +2,36 @@
 
 import json
 
-from mcp_kb.records import (NEVER_SYNCED, HealthCheck, IndexedModel, KBCheck, KBState, KBStats, KBStatus, KBSummary,
-                            LastSyncFigures, Problem, SearchFigures, StageLatency, SyncBrief, SyncProgress, SyncReport)
+from mcp_kb.records import (
+    NEVER_SYNCED,
+    HealthCheck,
+    IndexedModel,
+    KBCheck,
+    KBState,
+    KBStats,
+    KBStatus,
+    KBSummary,
+    LastSyncFigures,
+    Problem,
+    SearchFigures,
+    StageLatency,
+    SyncBrief,
+    SyncProgress,
+    SyncReport,
+)
 
 
 def test_a_state_row_reads_the_same_before_any_sync_for_an_old_index_and_after_a_sync():
     assert (KBState({}).generation, KBState({}).outcome, KBState({}).complete) == (None, NEVER_SYNCED, False)
     assert KBState({"model": {"name": "m"}}).generation == ""  # made before generations existed
-    synced = KBState({"generation": "g1", "model": {"name": "m"}, "recent_syncs": [{"outcome": "ok"}],
-                      "last_sync": {"outcome": "ok", "report": {"skipped": [{"path": "a.bin", "reason": "binary"}]}}})
+    synced = KBState(
+        {
+            "generation": "g1",
+            "model": {"name": "m"},
+            "recent_syncs": [{"outcome": "ok"}],
+            "last_sync": {"outcome": "ok", "report": {"skipped": [{"path": "a.bin", "reason": "binary"}]}},
+        }
+    )
     assert synced.generation == "g1" and synced.complete and synced.recent_syncs == [{"outcome": "ok"}]
     assert synced.sync_briefs == (SyncBrief(outcome="ok"),) and synced.indexed_model == IndexedModel(name="m")
     assert KBState({}).indexed_model is None and KBState({}).sync_briefs == ()
@@ -19,10 +40,25 @@ def test_a_state_row_reads_the_same_before_any_sync_for_an_old_index_and_after_a
 
 
 def test_the_json_forms_keep_the_shapes_clients_read():
-    status = KBStatus(name="docs", description="d", tool="search_docs", files=1, chunks=2, sync_running=False,
-                      progress=SyncProgress(), last_sync=None, last_outcome=NEVER_SYNCED, last_error="", seconds=None,
-                      failed_files=1, model=None, query_model_differs="", index_state="", health=None,
-                      failed=(Problem("x.pdf", "corrupt"),))
+    status = KBStatus(
+        name="docs",
+        description="d",
+        tool="search_docs",
+        files=1,
+        chunks=2,
+        sync_running=False,
+        progress=SyncProgress(),
+        last_sync=None,
+        last_outcome=NEVER_SYNCED,
+        last_error="",
+        seconds=None,
+        failed_files=1,
+        model=None,
+        query_model_differs="",
+        index_state="",
+        health=None,
+        failed=(Problem("x.pdf", "corrupt"),),
+    )
     shown = json.loads(json.dumps(status.as_dict()))
     assert shown["failed"] == [{"path": "x.pdf", "reason": "corrupt"}] and shown["generation"] is None
     assert shown["query_model_differs"] == "" and shown["health"] == {} and shown["model"] is None
@@ -33,11 +69,17 @@ def test_the_json_forms_keep_the_shapes_clients_read():
     running = KBStatus(**{**status.__dict__, "sync_running": True, "progress": SyncProgress(3, 10, started=5.0)})
     assert running.as_dict()["progress"] == {"done": 3, "total": 10, "chunks": 0, "written": 0, "started": 5.0}
     never = KBStats("docs", None, None, LastSyncFigures(None, 0, 0, {}))
-    assert never.as_dict() == {"name": "docs", "search": {}, "health": {},
-                               "last_sync": {"finished_at": None, "chunks_embedded": 0, "tokens_embedded": 0,
-                                             "seconds": {}}}
+    assert never.as_dict() == {
+        "name": "docs",
+        "search": {},
+        "health": {},
+        "last_sync": {"finished_at": None, "chunks_embedded": 0, "tokens_embedded": 0, "seconds": {}},
+    }
     assert KBCheck("docs", "search_docs", error="cannot read").as_dict() == {
-        "kb": "docs", "tool": "search_docs", "error": "cannot read"}
+        "kb": "docs",
+        "tool": "search_docs",
+        "error": "cannot read",
+    }
     checked = KBCheck("docs", "search_docs", files=1, skipped=(Problem("a", "b"),)).as_dict()
     assert "error" not in checked and "crawl" not in checked and checked["skipped"] == ({"path": "a", "reason": "b"},)
 
@@ -57,23 +99,53 @@ def test_progress_is_saved_and_read_back_whole_and_an_old_record_missing_fields_
 
 # What sync.py, metrics.py and a self-check save: read back as records, their JSON forms are the saved ones.
 SAVED_SUMMARY = {"documents": 2, "kinds": {"md": 1, "txt": 1}, "chunks": 5, "titles": ["Guide", "notes"]}
-SAVED_HEALTH = {"checked_at": "2024-05-01T10:00:00Z", "k": 10, "queries": 6, "hit_rate": {"hybrid": 0.8333, "keyword": 1.0}}
-SAVED_BRIEF = {"started_at": "2024-05-01T10:00:00Z", "finished_at": "2024-05-01T10:00:03Z", "outcome": "ok",
-               "error": "", "rebuilt": "first sync", "added": 2, "changed": 0, "deleted": 0, "unchanged": 0,
-               "failed": 0, "chunks_embedded": 5, "chunks_reused": 0, "seconds": 3.2}
+SAVED_HEALTH = {
+    "checked_at": "2024-05-01T10:00:00Z",
+    "k": 10,
+    "queries": 6,
+    "hit_rate": {"hybrid": 0.8333, "keyword": 1.0},
+}
+SAVED_BRIEF = {
+    "started_at": "2024-05-01T10:00:00Z",
+    "finished_at": "2024-05-01T10:00:03Z",
+    "outcome": "ok",
+    "error": "",
+    "rebuilt": "first sync",
+    "added": 2,
+    "changed": 0,
+    "deleted": 0,
+    "unchanged": 0,
+    "failed": 0,
+    "chunks_embedded": 5,
+    "chunks_reused": 0,
+    "seconds": 3.2,
+}
 SAVED_SEARCHES = {
-    "since": "2024-05-01T09:00:00Z", "searches": 3, "cache_hit_rate": 0.3333, "degraded_answers": 0,
-    "zero_result_queries": 1, "query_embedding_tokens": 4, "rerank_calls": 0,
-    "latency_ms": {"keyword": {"count": 2, "p50": 1.5, "p95": 2.25, "max": 2.25},
-                   "total": {"count": 3, "p50": 3.0, "p95": 9.5, "max": 9.5}},
-    "hourly": [{"hour": "2024-05-01T09:00Z", "searches": 3, "zero_results": 1, "degraded": 0, "p50_ms": 3.0,
-                "p95_ms": 9.5}],
+    "since": "2024-05-01T09:00:00Z",
+    "searches": 3,
+    "cache_hit_rate": 0.3333,
+    "degraded_answers": 0,
+    "zero_result_queries": 1,
+    "query_embedding_tokens": 4,
+    "rerank_calls": 0,
+    "latency_ms": {
+        "keyword": {"count": 2, "p50": 1.5, "p95": 2.25, "max": 2.25},
+        "total": {"count": 3, "p50": 3.0, "p95": 9.5, "max": 9.5},
+    },
+    "hourly": [
+        {"hour": "2024-05-01T09:00Z", "searches": 3, "zero_results": 1, "degraded": 0, "p50_ms": 3.0, "p95_ms": 9.5}
+    ],
 }
 
 
 def test_saved_records_read_back_whole_and_their_json_forms_are_what_was_saved():
-    for record, saved in ((KBSummary, SAVED_SUMMARY), (HealthCheck, SAVED_HEALTH), (SyncBrief, SAVED_BRIEF),
-                          (SearchFigures, SAVED_SEARCHES), (IndexedModel, {"name": "m", "dimension": 384, "file_hash": "ab"})):
+    for record, saved in (
+        (KBSummary, SAVED_SUMMARY),
+        (HealthCheck, SAVED_HEALTH),
+        (SyncBrief, SAVED_BRIEF),
+        (SearchFigures, SAVED_SEARCHES),
+        (IndexedModel, {"name": "m", "dimension": 384, "file_hash": "ab"}),
+    ):
         assert json.loads(json.dumps(record.from_dict(saved).as_dict())) == saved
     figures = SearchFigures.from_dict(SAVED_SEARCHES)
     assert figures.latency_ms["total"] == StageLatency(3, 3.0, 9.5, 9.5) and figures.hourly[0].searches == 3
@@ -86,8 +158,9 @@ def test_old_saved_records_missing_fields_read_as_zero_or_empty():
     assert HealthCheck.from_dict({"k": 10, "hit_rate": {"hybrid": 0.9}}) == HealthCheck(k=10, hit_rate={"hybrid": 0.9})
     assert SyncBrief.from_dict({"outcome": "failed", "error": "boom"}) == SyncBrief(outcome="failed", error="boom")
     assert SyncBrief.from_dict({}).seconds is None
-    old = SearchFigures.from_dict({"since": "2024-05-01T09:00:00Z", "searches": 2,
-                                   "latency_ms": {"total": {"count": 2, "p50": 1.0}}})  # before hourly figures
+    old = SearchFigures.from_dict(
+        {"since": "2024-05-01T09:00:00Z", "searches": 2, "latency_ms": {"total": {"count": 2, "p50": 1.0}}}
+    )  # before hourly figures
     assert old.hourly == () and old.rerank_calls == 0 and old.latency_ms["total"] == StageLatency(2, 1.0)
     assert IndexedModel.from_dict({"name": "m", "dimension": 384}) == IndexedModel("m", 384)  # before weight hashes
     assert SyncBrief.from_dict({**SAVED_BRIEF, "added_later": 1}) == SyncBrief.from_dict(SAVED_BRIEF)  # a newer file
@@ -99,10 +172,19 @@ def test_a_check_says_what_crawling_its_web_sources_cost():
 
 
 def test_a_sync_report_is_read_back_from_the_state_as_it_was_saved():
-    report = SyncReport("docs", files_added=3, chunks_embedded=12, seconds={"total": 1.5}, crawl={"requests": 4},
-                        failures=[Problem("a.pdf", "encrypted")], skipped=[Problem("b.bin", "binary")])
+    report = SyncReport(
+        "docs",
+        files_added=3,
+        chunks_embedded=12,
+        seconds={"total": 1.5},
+        crawl={"requests": 4},
+        failures=[Problem("a.pdf", "encrypted")],
+        skipped=[Problem("b.bin", "binary")],
+    )
     assert SyncReport.from_dict(report.as_dict()) == report
-    assert SyncReport.from_dict({"kb": "docs", "files_added": 1, "a_later_field": 7}) == SyncReport("docs", files_added=1)
+    assert SyncReport.from_dict({"kb": "docs", "files_added": 1, "a_later_field": 7}) == SyncReport(
+        "docs", files_added=1
+    )
     assert KBState({"last_sync": {"report": report.as_dict(), "finished_at": "t"}}).last_report == report
 
 
@@ -110,8 +192,12 @@ def test_a_state_row_is_written_and_read_by_its_record():
     fingerprints = {"model": {"name": "m", "dimension": 384}, "chunking": {"max_tokens": 256}}
     row = KBState.active(fingerprints, "g1", complete=True)
     state = KBState(row)
-    assert (state.generation, state.complete, state.built, state.fingerprint("chunking")) == \
-        ("g1", True, True, {"max_tokens": 256})
+    assert (state.generation, state.complete, state.built, state.fingerprint("chunking")) == (
+        "g1",
+        True,
+        True,
+        {"max_tokens": 256},
+    )
     assert state.building is None and not KBState({}).built
     rebuilding = KBState(state.building_beside("g2", {"model": {"name": "n"}}))
     assert rebuilding.building == ("g2", {"model": {"name": "n"}}) and rebuilding.generation == "g1"

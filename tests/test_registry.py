@@ -23,15 +23,24 @@ def toy_provider(monkeypatch):
 def _config(tmp_path, embedding: dict):
     write(tmp_path / "docs" / "parking.md", "# Parking\n\nVisitors park on level minus two.\n")
     write(tmp_path / "docs" / "coffee.md", "# Coffee\n\nThe espresso machine is descaled on Fridays.\n")
-    return build_config({"storage": str(tmp_path / "index"), "embedding": embedding,
-                         "kb": [{"name": "kb", "description": "d", "paths": [str(tmp_path / "docs")]}]}, tmp_path, None)
+    return build_config(
+        {
+            "storage": str(tmp_path / "index"),
+            "embedding": embedding,
+            "kb": [{"name": "kb", "description": "d", "paths": [str(tmp_path / "docs")]}],
+        },
+        tmp_path,
+        None,
+    )
 
 
 def test_a_registered_provider_embeds_syncs_and_searches(toy_provider, tmp_path):
     app = App(_config(tmp_path, {"provider": "toy", "dimension": 16}))
     [report] = app.sync()
     assert report.chunks_embedded == 2 and app.status("kb")[0].model.name == "toy words-hashed"
-    assert app.search("kb", SearchRequest(query="espresso machine descaled", mode="vector")).hits[0].source == "coffee.md"
+    assert (
+        app.search("kb", SearchRequest(query="espresso machine descaled", mode="vector")).hits[0].source == "coffee.md"
+    )
     assert model_source(app.config.embedding) == "computed in this process (no files)"
     assert fetch_models(app.config.embedding, app.config.rerank) == {}  # nothing to download
 
@@ -71,7 +80,10 @@ def installed(monkeypatch):
 
     def install(*values: str) -> None:
         points = [metadata.EntryPoint(f"plugin{n}", value, registry.PLUGIN_GROUP) for n, value in enumerate(values)]
-        monkeypatch.setattr(registry.metadata, "entry_points", lambda group: points if group == registry.PLUGIN_GROUP else [])
+        monkeypatch.setattr(
+            registry.metadata, "entry_points", lambda group: points if group == registry.PLUGIN_GROUP else []
+        )
+
     return install
 
 
@@ -85,10 +97,16 @@ def test_an_installed_plugin_is_found_through_its_entry_point_before_the_config_
 def test_a_plugin_that_fails_to_load_is_named_not_taken_for_a_config_mistake(installed, tmp_path):
     installed("no_such_plugin_module")
     for _ in range(2):  # and again at the next load: a broken plugin is never skipped in silence
-        with pytest.raises(ConfigError, match=r"the mcp-kb plugin 'plugin0' \(no_such_plugin_module\) failed to "
-                                              r"load: ModuleNotFoundError"):
+        with pytest.raises(
+            ConfigError,
+            match=r"the mcp-kb plugin 'plugin0' \(no_such_plugin_module\) failed to "
+            r"load: ModuleNotFoundError",
+        ):
             _config(tmp_path, {})
     installed("toy_embedder:ToyEmbedder")  # a callable that cannot register (it wants settings)
-    with pytest.raises(ConfigError, match=r"the mcp-kb plugin 'plugin0' \(toy_embedder:ToyEmbedder\) failed to "
-                                          r"load: TypeError"):
+    with pytest.raises(
+        ConfigError,
+        match=r"the mcp-kb plugin 'plugin0' \(toy_embedder:ToyEmbedder\) failed to "
+        r"load: TypeError",
+    ):
         _config(tmp_path, {})

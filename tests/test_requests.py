@@ -8,21 +8,31 @@ from mcp_kb.requests import SearchRequest, SyncRequest, bounds, option_help, par
 
 def test_filters_written_as_text_parse_into_filter_objects():
     assert parse_filters(("doc_type=policy", "year>=2020", "year<2025", "page=1,2", "path^=hr/", "draft=true")) == {
-        "doc_type": "policy", "year": {"gte": 2020, "lt": 2025}, "page": [1, 2], "path": {"prefix": "hr/"},
-        "draft": True}
+        "doc_type": "policy",
+        "year": {"gte": 2020, "lt": 2025},
+        "page": [1, 2],
+        "path": {"prefix": "hr/"},
+        "draft": True,
+    }
     with pytest.raises(SearchError, match="expected FIELD=VALUE"):
         parse_filters(("no operator",))
 
 
-@pytest.mark.parametrize("arguments, message", [
-    ({"top_k": 500}, "top_k must be between 1 and 100, got 500"),
-    ({"max_tokens": "12"}, "max_tokens must be between 100 and 100000, got '12'"),  # a form's text, read as a number
-    ({"context": 9}, "context must be between 0 and 5, got 9"),
-    ({"mode": "fuzzy"}, "unknown mode 'fuzzy'; use one of hybrid, vector, keyword, filter"),
-    ({"min_score": float("nan")}, "min_score must be a finite number"),
-    ({"colour": "red"}, "unknown argument 'colour'"),
-    ({"top_k": "many"}, "top_k: Input should be a valid integer"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({"top_k": 500}, "top_k must be between 1 and 100, got 500"),
+        (
+            {"max_tokens": "12"},
+            "max_tokens must be between 100 and 100000, got '12'",
+        ),  # a form's text, read as a number
+        ({"context": 9}, "context must be between 0 and 5, got 9"),
+        ({"mode": "fuzzy"}, "unknown mode 'fuzzy'; use one of hybrid, vector, keyword, filter"),
+        ({"min_score": float("nan")}, "min_score must be a finite number"),
+        ({"colour": "red"}, "unknown argument 'colour'"),
+        ({"top_k": "many"}, "top_k: Input should be a valid integer"),
+    ],
+)
 def test_a_rejected_search_says_what_to_send_instead(arguments, message):
     with pytest.raises(SearchError) as rejected:
         parse_search({"query": "leave", **arguments})
@@ -34,14 +44,22 @@ def test_a_forms_text_numbers_are_read_as_numbers():
 
 
 def test_cli_help_states_the_same_bounds_as_the_tools():
-    assert option_help(SearchRequest, "top_k", "the KB's") == "Number of passages to return (1 to 100; default: the KB's)."
+    assert (
+        option_help(SearchRequest, "top_k", "the KB's") == "Number of passages to return (1 to 100; default: the KB's)."
+    )
     assert option_help(SyncRequest, "full").startswith("Rebuild from scratch")
 
 
 # ---- every face's inputs come from the request models ---------------------------------------------------------
 
-_SEARCH_OPTIONS = {"top_k": "--top-k", "mode": "--mode", "min_score": "--min-score", "context": "--context",
-                   "max_per_document": "--max-per-document", "max_tokens": "--max-tokens"}
+_SEARCH_OPTIONS = {
+    "top_k": "--top-k",
+    "mode": "--mode",
+    "min_score": "--min-score",
+    "context": "--context",
+    "max_per_document": "--max-per-document",
+    "max_tokens": "--max-tokens",
+}
 
 
 def _option(command: str, flag: str):

@@ -67,10 +67,25 @@ def app(tmp_path_factory, embedder):
     root = tmp_path_factory.mktemp("search")
     for name, text in DOCS.items():
         write(root / "docs" / name, text)
-    config = build_config({"storage": str(root / "index"), "kb": [{
-        "name": "docs", "description": "d", "paths": [str(root / "docs")],
-        "filterable": {"doc_type": {"type": "string"}, "year": {"type": "integer"}, "tags": {"type": "string[]"}},
-    }]}, root, None)
+    config = build_config(
+        {
+            "storage": str(root / "index"),
+            "kb": [
+                {
+                    "name": "docs",
+                    "description": "d",
+                    "paths": [str(root / "docs")],
+                    "filterable": {
+                        "doc_type": {"type": "string"},
+                        "year": {"type": "integer"},
+                        "tags": {"type": "string[]"},
+                    },
+                }
+            ],
+        },
+        root,
+        None,
+    )
     app = App(config, embedder=embedder)
     app.sync()
     return app
@@ -109,7 +124,9 @@ def test_a_chinese_query_whose_words_are_absent_finds_the_passage_by_its_charact
     partial = app.search("docs", SearchRequest(query="请假", mode=mode, top_k=1))
     assert _sources(partial) == ["leave.md"]
     assert any("keyword matches are partial" in note and "请假" in note for note in partial.notes)
-    assert not app.search("docs", SearchRequest(query="年假申请", mode=mode, top_k=1)).notes  # a word that is there: no note
+    assert not app.search(
+        "docs", SearchRequest(query="年假申请", mode=mode, top_k=1)
+    ).notes  # a word that is there: no note
 
 
 def test_keyword_finds_english_word_inside_chinese(app):
@@ -124,7 +141,9 @@ def test_hybrid_reports_both_ranks(app):
 
 def test_hybrid_never_scores_a_passage_found_on_one_side_as_zero(app):
     """Min-max put the last candidate at 0.000 whatever it matched; now each side's part stays."""
-    hits = app.search("docs", SearchRequest(query="annual leave request", mode="hybrid", top_k=20, max_per_document=20)).hits
+    hits = app.search(
+        "docs", SearchRequest(query="annual leave request", mode="hybrid", top_k=20, max_per_document=20)
+    ).hits
     assert len(hits) >= 4
     assert all(hit.score > 0.02 for hit in hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
@@ -156,9 +175,14 @@ def test_filter_mode_lists_chunks_by_metadata_without_a_query(app):
 
 
 def test_filters_restrict_similarity_search(app):
-    result = app.search("docs", SearchRequest(query="policy", mode="hybrid", filters={"year": {"gte": 2020}, "doc_type": ["policy", "guide"]}))
+    result = app.search(
+        "docs",
+        SearchRequest(query="policy", mode="hybrid", filters={"year": {"gte": 2020}, "doc_type": ["policy", "guide"]}),
+    )
     assert set(_sources(result)) <= {"leave.md", "stack.md"} and result.hits
-    assert _sources(app.search("docs", SearchRequest(query="token", mode="keyword", filters={"tags": "api"}))) == ["errors.md"]
+    assert _sources(app.search("docs", SearchRequest(query="token", mode="keyword", filters={"tags": "api"}))) == [
+        "errors.md"
+    ]
     globbed = _sources(app.search("docs", SearchRequest(query="leave", filters={"path": {"glob": "*.md"}})))
     assert globbed and set(globbed) <= set(DOCS)
     assert _sources(app.search("docs", SearchRequest(query="leave", filters={"path": {"glob": "*.txt"}}))) == []
@@ -170,18 +194,26 @@ def test_injection_string_matches_nothing(app):
 
 
 def test_unknown_filter_field_lists_valid_fields(app):
-    with pytest.raises(SearchError, match="valid fields: chunk_index, doc_type, heading, page, path, tags, title, year"):
+    with pytest.raises(
+        SearchError, match="valid fields: chunk_index, doc_type, heading, page, path, tags, title, year"
+    ):
         app.search("docs", SearchRequest(query="leave", filters={"colour": "red"}))
 
 
 def test_static_filter_is_and_merged_with_the_callers(app):
     from mcp_kb.search import Searcher
 
-    kb = app.config.kb[0].model_copy(update={"search": app.config.kb[0].search.model_copy(update={"filter": {"doc_type": "policy"}})})
+    kb = app.config.kb[0].model_copy(
+        update={"search": app.config.kb[0].search.model_copy(update={"filter": {"doc_type": "policy"}})}
+    )
     searcher = Searcher(app.store, app.embedder, app.tokenizer)
-    both = searcher.search(kb, SearchRequest(query="leave trips", mode="keyword", filters={"year": {"lt": 2020}}).resolved(kb.search))
+    both = searcher.search(
+        kb, SearchRequest(query="leave trips", mode="keyword", filters={"year": {"lt": 2020}}).resolved(kb.search)
+    )
     assert _sources(both) == ["travel.md"]  # leave.md is a policy too, but from 2024
-    assert searcher.search(kb, SearchRequest(query="E5021", mode="keyword").resolved(kb.search)).hits == []  # a reference, not a policy
+    assert (
+        searcher.search(kb, SearchRequest(query="E5021", mode="keyword").resolved(kb.search)).hits == []
+    )  # a reference, not a policy
 
 
 def test_min_score_cuts_weak_hits(app):
@@ -256,7 +288,9 @@ def test_reranker_reorders_the_fused_candidates(app):
     plain = Searcher(app.store, app.embedder, app.tokenizer)
     reranked = Searcher(app.store, app.embedder, app.tokenizer, reranker=_ReversingReranker(), rerank_candidates=3)
     order = _sources(plain.search(kb, SearchRequest(query="leave policy", mode="keyword", top_k=3).resolved(kb.search)))
-    again = _sources(reranked.search(kb, SearchRequest(query="leave policy", mode="keyword", top_k=3).resolved(kb.search)))
+    again = _sources(
+        reranked.search(kb, SearchRequest(query="leave policy", mode="keyword", top_k=3).resolved(kb.search))
+    )
     assert again == list(reversed(order))
 
 
@@ -278,9 +312,17 @@ def test_vector_scores_mean_the_same_with_the_ann_index(tmp_path, embedder, monk
     from mcp_kb.settings import build_config
 
     for i in range(60):
-        write(tmp_path / "docs" / f"n{i}.md", f"# Note {i}\n\nA note about topic {i} and the weather in month {i % 12}.\n")
-    config = build_config({"storage": str(tmp_path / "index"), "kb": [{"name": "notes", "description": "d",
-                                                                       "paths": [str(tmp_path / "docs")]}]}, tmp_path, None)
+        write(
+            tmp_path / "docs" / f"n{i}.md", f"# Note {i}\n\nA note about topic {i} and the weather in month {i % 12}.\n"
+        )
+    config = build_config(
+        {
+            "storage": str(tmp_path / "index"),
+            "kb": [{"name": "notes", "description": "d", "paths": [str(tmp_path / "docs")]}],
+        },
+        tmp_path,
+        None,
+    )
     app = App(config, embedder=embedder)
     app.sync()
     exact = app.search("notes", SearchRequest(query="weather in month 3", mode="vector", top_k=5))
@@ -314,15 +356,20 @@ class _RebuildBeforeFirstRead:
 
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])
 @pytest.mark.parametrize("dropped", ["before the search opens its table", "before its first query"])
-def test_a_rebuild_that_drops_the_tables_under_a_search_is_answered_from_the_new_generation(make_app, tmp_path,
-                                                                                         mode, dropped):
+def test_a_rebuild_that_drops_the_tables_under_a_search_is_answered_from_the_new_generation(
+    make_app, tmp_path, mode, dropped
+):
     """The race a search in one process runs with a full rebuild in another (seen once in the crash harness as
     an empty answer), made to happen every time: the rebuild switches generations and drops the old tables
     between the search's read of the active generation and its reads of the tables."""
     for name, text in DOCS.items():
         write(tmp_path / "docs" / name, text)
-    kb = {"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")],
-          "history": {"keep": 1, "keep_days": 0}}  # no version keeps the old generation: the rebuild drops it
+    kb = {
+        "name": "docs",
+        "description": "d",
+        "paths": [str(tmp_path / "docs")],
+        "history": {"keep": 1, "keep_days": 0},
+    }  # no version keeps the old generation: the rebuild drops it
     reader, writer = make_app(kb), make_app(kb)
     writer.sync()
     old = reader.store.active_generation("docs")
@@ -418,8 +465,11 @@ def test_an_unfinished_first_sync_is_said_in_every_answer(make_app, tmp_path, em
 
 
 def test_a_kb_that_says_titles_count_ranks_a_title_match_above_body_matches(make_app, tmp_path):
-    write(tmp_path / "notes" / "operations.md", "# Operations notes\n\nUpgrade the cluster: upgrade the nodes "
-                                                 "first, then upgrade the control plane, and watch the upgrade.\n")
+    write(
+        tmp_path / "notes" / "operations.md",
+        "# Operations notes\n\nUpgrade the cluster: upgrade the nodes "
+        "first, then upgrade the control plane, and watch the upgrade.\n",
+    )
     write(tmp_path / "notes" / "guide.md", "# Upgrade guide\n\nRead this before you start, on a quiet weekend.\n")
     kb = {"name": "notes", "description": "ops notes", "paths": [str(tmp_path / "notes")]}
     plain = make_app(kb)
@@ -462,8 +512,11 @@ def test_a_filter_on_a_field_declared_after_the_last_sync_says_to_sync_and_the_s
     make_app(kb).sync()
     declared = make_app({**kb, "filterable": {"year": {"type": "integer"}}})
     asked = SearchRequest(query="annual leave", filters={"year": {"gte": 2020}})
-    with pytest.raises(SearchError, match=r"filter field 'year' is not in the index yet \(it was declared after the "
-                                          r"last sync\); run `.*mcp-kb sync hr.*` .* to add it"):
+    with pytest.raises(
+        SearchError,
+        match=r"filter field 'year' is not in the index yet \(it was declared after the "
+        r"last sync\); run `.*mcp-kb sync hr.*` .* to add it",
+    ):
         declared.search("hr", asked)
     assert declared.search("hr", SearchRequest(query="annual leave")).hits  # unfiltered searches go on
     declared.sync()
@@ -472,16 +525,26 @@ def test_a_filter_on_a_field_declared_after_the_last_sync_says_to_sync_and_the_s
 
 # ---- across knowledge bases ---------------------------------------------------------------------
 
+
 @pytest.fixture
 def two_kbs(make_app, tmp_path):
-    write(tmp_path / "hr" / "README.md", "---\nyear: 2024\n---\n# Leave\n\nAnnual leave is 25 days; apply in the portal.\n")
+    write(
+        tmp_path / "hr" / "README.md",
+        "---\nyear: 2024\n---\n# Leave\n\nAnnual leave is 25 days; apply in the portal.\n",
+    )
     write(tmp_path / "hr" / "travel.md", "---\nyear: 2020\n---\n# Travel\n\nBook trains in second class.\n")
     write(tmp_path / "api" / "README.md", "# API\n\nError E5021 means the access token expired.\n")
-    app = make_app({"name": "hr", "description": "HR", "paths": [str(tmp_path / "hr")],
-                    "filterable": {"year": {"type": "integer"}}},
-                   {"name": "api", "description": "API", "paths": [str(tmp_path / "api")]},
-                   {"name": "empty", "description": "Never synced", "paths": [str(tmp_path / "api")]},
-                   {"name": "empty2", "description": "Never synced", "paths": [str(tmp_path / "api")]})
+    app = make_app(
+        {
+            "name": "hr",
+            "description": "HR",
+            "paths": [str(tmp_path / "hr")],
+            "filterable": {"year": {"type": "integer"}},
+        },
+        {"name": "api", "description": "API", "paths": [str(tmp_path / "api")]},
+        {"name": "empty", "description": "Never synced", "paths": [str(tmp_path / "api")]},
+        {"name": "empty2", "description": "Never synced", "paths": [str(tmp_path / "api")]},
+    )
     app.sync(SyncRequest(kb="hr"))
     app.sync(SyncRequest(kb="api"))
     return app
@@ -502,8 +565,9 @@ def test_a_search_across_kbs_ranks_them_together_and_names_each_hits_kb(two_kbs)
 def test_a_search_across_kbs_filters_on_common_fields_and_leaves_out_unsynced_kbs(two_kbs):
     with pytest.raises(SearchError, match="unknown filter field 'year'.*fields all of them have"):
         two_kbs.search_across(["hr", "api"], SearchRequest(query="leave", filters={"year": 2024}))
-    filtered = two_kbs.search_across(["hr", "api"], SearchRequest(query="second class trains",
-                                                                  filters={"path": {"prefix": "travel"}}))
+    filtered = two_kbs.search_across(
+        ["hr", "api"], SearchRequest(query="second class trains", filters={"path": {"prefix": "travel"}})
+    )
     assert [(hit.kb, hit.source) for hit in filtered.hits] == [("hr", "travel.md")]
     with_empty = two_kbs.search_across(["hr", "empty"], SearchRequest(query="annual leave"))
     assert with_empty.hits and "empty: not synced yet, left out" in with_empty.notes
@@ -515,6 +579,8 @@ def test_version_is_refused_on_a_kb_of_one_version(make_app, tmp_path):
     write(tmp_path / "docs" / "a.md", "# A\n\nAlpha.\n")
     app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
     app.sync()
-    with pytest.raises(SearchError, match="holds one version of its documents; `version` is for knowledge bases "
-                                          "with \\[\\[kb.versions\\]\\]"):
+    with pytest.raises(
+        SearchError,
+        match="holds one version of its documents; `version` is for knowledge bases with \\[\\[kb.versions\\]\\]",
+    ):
         app.search("docs", SearchRequest(query="alpha", version="1.0"))

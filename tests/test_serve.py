@@ -26,8 +26,11 @@ def served_config(make_app, tmp_path) -> Path:
     write(tmp_path / "docs" / "travel.md", "# Travel\n\nBook trains through the portal.\n")
     make_app({"name": "docs", "description": "Guides", "paths": [str(tmp_path / "docs")]}).sync()
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Guides"\n'
-                      f'paths = ["{tmp_path / "docs"}"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Guides"\n'
+        f'paths = ["{tmp_path / "docs"}"]\n',
+        encoding="utf-8",
+    )
     return config
 
 
@@ -103,8 +106,9 @@ def test_stopping_the_lead_stops_its_workers_and_a_killed_lead_leaves_none_behin
         with serve_http(served_config, "--transport", "http", "--stateless", "--workers", "3") as (_, log):
             processes = _serving(served_config)
             assert len(processes) == 3, log()
-            lead = min(processes, key=lambda pid: int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1]
-                                                      .split()[19]))  # the one started first
+            lead = min(
+                processes, key=lambda pid: int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+            )  # the one started first
             os.kill(lead, ending)
             for pid in processes:
                 until(lambda pid=pid: not process_running(pid), seconds=30, what=f"process {pid} ending")
@@ -113,8 +117,11 @@ def test_stopping_the_lead_stops_its_workers_and_a_killed_lead_leaves_none_behin
 @pytest.mark.parametrize("options", [{"transport": "http"}, {"transport": "sse"}, {"transport": "stdio"}])
 def test_several_workers_need_stateless_http_said_in_one_line(tmp_path, options):
     config = build_config({"kb": [{"name": "docs", "description": "d", "paths": [str(tmp_path)]}]}, tmp_path, None)
-    with pytest.raises(ConfigError, match="a session, an SSE stream or a sync task lives in one: serve stateless "
-                                          r"streamable HTTP \(--transport http --stateless\)"):
+    with pytest.raises(
+        ConfigError,
+        match="a session, an SSE stream or a sync task lives in one: serve stateless "
+        r"streamable HTTP \(--transport http --stateless\)",
+    ):
         config.serving(**options, workers=2)
     served = config.serving(transport="http", stateless=True, workers=2)
     assert served.server.cursor_secret  # drawn once, handed to every worker

@@ -24,8 +24,10 @@ SECTIONS = 6
 def _long_markdown(edited: int | None = None) -> str:
     parts = ["# Handbook"]
     for i in range(SECTIONS):
-        body = (f"Section {i} describes procedure number {i} for the operations team. It lists the steps, "
-                f"the owners and the checks to run before and after the change window. ") * 3
+        body = (
+            f"Section {i} describes procedure number {i} for the operations team. It lists the steps, "
+            f"the owners and the checks to run before and after the change window. "
+        ) * 3
         if i == edited:
             body = body.replace("the owners", "the named owners and their deputies")
         parts.append(f"## Part {i}\n\n{body}")
@@ -54,8 +56,9 @@ def _embedded_during(embedder, work):
 
 def _rows(app, kb="docs"):
     table = app.store.chunk_table(kb)
-    return sorted((r["id"], r["path"], r["text"], tuple(round(v, 5) for v in r["vector"]))
-                  for r in table.to_arrow().to_pylist())
+    return sorted(
+        (r["id"], r["path"], r["text"], tuple(round(v, 5) for v in r["vector"])) for r in table.to_arrow().to_pylist()
+    )
 
 
 def test_a_sync_without_its_model_is_recorded_as_failed_with_the_reason(make_config, kb_dir, tmp_path, monkeypatch):
@@ -64,8 +67,12 @@ def test_a_sync_without_its_model_is_recorded_as_failed_with_the_reason(make_con
 
     monkeypatch.delenv("MCP_KB_EMBEDDING_MODEL_PATH", raising=False)  # it would override the folder below
     (tmp_path / "empty-model").mkdir()
-    app = App(make_config({"name": "docs", "description": "d", "paths": [str(kb_dir)]},
-                          embedding={"model_path": str(tmp_path / "empty-model")}))
+    app = App(
+        make_config(
+            {"name": "docs", "description": "d", "paths": [str(kb_dir)]},
+            embedding={"model_path": str(tmp_path / "empty-model")},
+        )
+    )
     with pytest.raises(ModelError) as error:
         app.sync()
     status = app.status("docs")[0]
@@ -82,6 +89,7 @@ def test_an_interrupted_sync_is_recorded_with_what_it_wrote_and_the_next_one_fin
     def ctrl_c_after_the_first_batch(done: int, total: int, message: str) -> None:
         if message.endswith(f"{done} of {total} files indexed") and done == 32:
             raise KeyboardInterrupt
+
     with pytest.raises(KeyboardInterrupt):
         app.sync(SyncRequest(kb="notes"), progress=ctrl_c_after_the_first_batch)
     [status] = app.status("notes")
@@ -101,8 +109,9 @@ def test_an_interrupted_sync_is_recorded_with_what_it_wrote_and_the_next_one_fin
     assert sum(version.added for version in app.versions("notes")) == app.status("notes")[0].files == 40
 
 
-def test_a_batch_that_embeds_for_long_is_committed_as_it_goes_so_ctrl_c_keeps_what_was_embedded(make_app, tmp_path,
-                                                                                                 embedder, monkeypatch):
+def test_a_batch_that_embeds_for_long_is_committed_as_it_goes_so_ctrl_c_keeps_what_was_embedded(
+    make_app, tmp_path, embedder, monkeypatch
+):
     """A first sync of big files spends minutes in one batch of 32: a Ctrl-C used to keep none of it. Embedding
     commits the files it finished each COMMIT_SECONDS (0 here: after every slice of 4 chunks)."""
     import mcp_kb.batches
@@ -119,6 +128,7 @@ def test_a_batch_that_embeds_for_long_is_committed_as_it_goes_so_ctrl_c_keeps_wh
         if any("Note 21" in text for text in texts):
             raise KeyboardInterrupt
         return embed_batch(texts)
+
     monkeypatch.setattr(embedder, "embed_batch", ctrl_c_at_note_21)
     with pytest.raises(KeyboardInterrupt):
         app.sync(SyncRequest(kb="notes"))
@@ -145,8 +155,9 @@ def test_progress_moves_while_a_batch_embeds(app, monkeypatch):
 
 
 @pytest.mark.parametrize("releases", [True, False], ids=["sync command", "server"])
-def test_a_sync_command_lets_the_model_go_before_building_indexes(make_config, kb_dir, embedding_config, monkeypatch,
-                                                                   releases):
+def test_a_sync_command_lets_the_model_go_before_building_indexes(
+    make_config, kb_dir, embedding_config, monkeypatch, releases
+):
     """The index builds are a sync's memory peak; a one-off sync needs no model for them, a server's next search
     does."""
     from mcp_kb.app import App
@@ -166,7 +177,9 @@ def test_a_sync_command_lets_the_model_go_before_building_indexes(make_config, k
     monkeypatch.setattr(LanceStore, "refresh_indexes", recording)
     assert app.sync()[0].chunks_embedded > 0
     assert loaded_while_indexing == [not releases]
-    assert app.search("docs", SearchRequest(query="reset a password")).hits[0].source == "faq.md"  # a released model loads again
+    assert (
+        app.search("docs", SearchRequest(query="reset a password")).hits[0].source == "faq.md"
+    )  # a released model loads again
 
 
 def test_plan_sync_is_a_pure_comparison():
@@ -308,6 +321,7 @@ def test_second_sync_says_clearly_that_one_is_running(app):
 
 # ---- processes: crash and concurrency ----------------------------------------------------------
 
+
 def _many_files(folder: Path, count: int) -> None:
     for i in range(count):
         write(folder / f"page{i:03d}.md", f"# Page {i}\n\nTopic {i}: notes on subject number {i} and its details.\n")
@@ -320,8 +334,12 @@ def _config_file(tmp_path: Path, folder: Path, storage: Path) -> Path:
 
 
 def _sync_process(config: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync", "-c", str(config)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
+    return subprocess.Popen(
+        [sys.executable, "-m", "mcp_kb", "sync", "-c", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=os.environ.copy(),
+    )
 
 
 def _clean_build_rows(make_app, folder: Path, kb: dict | None = None):
@@ -409,6 +427,7 @@ def test_a_reader_keeps_working_when_another_process_rebuilds(make_app, kb_dir):
 
 # ---- trust: rebuilds, models, unavailable sources, odd files -----------------------------------
 
+
 class _FailingEmbedder:
     """The real model, failing after `batches` passage batches (a model that dies mid-rebuild)."""
 
@@ -446,8 +465,9 @@ def test_full_rebuild_keeps_answering_searches_from_the_old_index(make_app, tmp_
     assert app.store.count_chunks("docs") == 80
 
 
-def test_an_interrupted_rebuild_leaves_the_old_index_and_the_next_sync_resumes_it(make_app, make_config, kb_dir,
-                                                                                  embedder, tmp_path):
+def test_an_interrupted_rebuild_leaves_the_old_index_and_the_next_sync_resumes_it(
+    make_app, make_config, kb_dir, embedder, tmp_path
+):
     from mcp_kb.app import App
 
     folder = tmp_path / "many"
@@ -474,12 +494,15 @@ def test_an_interrupted_rebuild_leaves_the_old_index_and_the_next_sync_resumes_i
     assert _rows(resumed) == _clean_build_rows(make_app, folder, small)
     kept = (resumed.store.active_generation("docs"), old_generation)  # version 1 still reads the old one
     assert {name for name in resumed.store.db.list_tables().tables if name.startswith("docs__")} == {
-        f"docs__{kind}__{generation}" for kind in ("chunks", "files", "reading") for generation in kept}
+        f"docs__{kind}__{generation}" for kind in ("chunks", "files", "reading") for generation in kept
+    }
 
 
 def test_cached_answers_never_outlive_a_full_rebuild(app, kb_dir):
     app.sync()
-    assert [h.source for h in app.search("docs", SearchRequest(query="release train calendar", mode="keyword")).hits] == ["notes.txt"]
+    assert [
+        h.source for h in app.search("docs", SearchRequest(query="release train calendar", mode="keyword")).hits
+    ] == ["notes.txt"]
     (kb_dir / "notes.txt").unlink()
     app.sync(SyncRequest(full=True))
     assert app.search("docs", SearchRequest(query="release train calendar", mode="keyword")).hits == []
@@ -590,7 +613,8 @@ def test_odd_files_never_stop_a_sync(app, kb_dir, tmp_path):
     report = app.sync()[0]
     assert report.files_added == 6 and report.files_failed == 1  # handbook, faq, notes, café, only-heading, front
     assert {f.path: f.reason for f in report.failures} == {
-        "only-front-matter.md": "nothing to index: the file has no text"}
+        "only-front-matter.md": "nothing to index: the file has no text"
+    }
     skipped = {s.path: s.reason for s in report.skipped}
     assert "broken symbolic link" in skipped["loop.md"] and "outside the knowledge base" in skipped["secret.txt"]
     assert app.search("docs", SearchRequest(query="espresso descaled", mode="keyword")).hits[0].source == "caf\\xe9.md"
@@ -604,8 +628,9 @@ def test_odd_front_matter_values_fail_nothing(make_app, tmp_path):
     write(folder / "a.md", "---\nyear: .inf\n---\n# A\n\nFirst page.\n")
     write(folder / "b.md", "---\nyear: 100000000000000000000000000\n---\n# B\n\nSecond page.\n")
     write(folder / "c.md", "---\nyear: 2024\n---\n# C\n\nThird page.\n")
-    app = make_app({"name": "docs", "description": "d", "paths": [str(folder)],
-                    "filterable": {"year": {"type": "integer"}}})
+    app = make_app(
+        {"name": "docs", "description": "d", "paths": [str(folder)], "filterable": {"year": {"type": "integer"}}}
+    )
     report = app.sync()[0]
     assert report.files_added == 3 and report.files_failed == 0
     hits = app.search("docs", SearchRequest(query="page", mode="filter", filters={"year": 2024})).hits
@@ -685,8 +710,11 @@ def test_a_new_library_version_embeds_only_what_differs_and_each_version_answers
     write(tmp_path / "0.116" / "added.md", "# Added\n\nA page only 0.116 has.\n")
 
     def kb(*versions):
-        return {"name": "lib", "description": "d",
-                "versions": [{"name": v, "paths": [str(tmp_path / v)]} for v in versions]}
+        return {
+            "name": "lib",
+            "description": "d",
+            "versions": [{"name": v, "paths": [str(tmp_path / v)]} for v in versions],
+        }
 
     first = make_app(kb("0.110")).sync()[0]
     assert first.files_added == 6 and first.chunks_embedded == 6
@@ -702,8 +730,10 @@ def test_a_new_library_version_embeds_only_what_differs_and_each_version_answers
         app.search("lib", SearchRequest(query="x", version="0.2"))
     (tmp_path / "0.110" / "page5.md").unlink()
     third = app.sync()[0]
-    assert third.files_deleted == 1 and app.search("lib", SearchRequest(query="guidance number 5", mode="keyword",
-                                                                         version="0.116")).hits
+    assert (
+        third.files_deleted == 1
+        and app.search("lib", SearchRequest(query="guidance number 5", mode="keyword", version="0.116")).hits
+    )
 
 
 def test_an_interrupted_rebuild_says_to_go_on_with_its_option_and_that_sync_resumes_it(make_app, tmp_path):
@@ -717,11 +747,14 @@ def test_an_interrupted_rebuild_says_to_go_on_with_its_option_and_that_sync_resu
     def ctrl_c_after_the_first_batch(done: int, total: int, message: str) -> None:
         if message.endswith(f"{done} of {total} files indexed") and done == 32:
             raise KeyboardInterrupt
+
     with pytest.raises(KeyboardInterrupt):
         app.sync(SyncRequest(kb="notes", reembed=True), progress=ctrl_c_after_the_first_batch)
     [status] = app.status("notes")
-    assert "the next sync with --reembed goes on from there (one without it drops the unfinished rebuild)" in \
-        status.last_error
+    assert (
+        "the next sync with --reembed goes on from there (one without it drops the unfinished rebuild)"
+        in status.last_error
+    )
     [resumed] = app.sync(SyncRequest(kb="notes", reembed=True))
     assert resumed.chunks_embedded < 40 and app.status("notes")[0].files == 40  # the first batch was not redone
 
@@ -735,9 +768,11 @@ def test_a_kb_that_ends_its_sync_with_no_document_says_why_and_its_searches_say_
     write(folder / "b.md", "# B\n\nKept out by the globs.\n")
     app = make_app({"name": "notes", "description": "d", "paths": [str(folder)], "exclude": ["b.md"]})
     report = app.sync()[0]
-    why = ("knowledge base 'notes' holds no documents: of what its sources hold, 1 hidden (names starting with a "
-           "dot); 1 outside its include/exclude globs; 1 of types mcp-kb does not read (.xyz); check its paths, "
-           "include and exclude in the config")
+    why = (
+        "knowledge base 'notes' holds no documents: of what its sources hold, 1 hidden (names starting with a "
+        "dot); 1 outside its include/exclude globs; 1 of types mcp-kb does not read (.xyz); check its paths, "
+        "include and exclude in the config"
+    )
     assert report.no_documents.startswith(why) and report.summary().splitlines()[-1] == f"  {report.no_documents}"
     assert app.check("notes")[0].no_documents == report.no_documents
     result = app.search("notes", SearchRequest(query="anything"))
@@ -773,14 +808,17 @@ def test_two_projects_kbs_of_one_name_in_the_default_index_stay_two(tmp_path, mo
     leave = SearchRequest(query="annual leave days", mode="keyword")
     assert beta.search("handbook", leave).notes == [
         "knowledge base 'handbook' in the default index was built by another project's kb.toml: these are that "
-        "project's documents (give this project an index of its own: storage = \"./.mcp-kb\")"]
+        'project\'s documents (give this project an index of its own: storage = "./.mcp-kb")'
+    ]
     assert not alpha.search("handbook", leave).notes
     for change in (lambda: beta.tag("handbook", "beta-release"), lambda: beta.rollback("handbook", "1")):
         with pytest.raises(KBError, match="belongs to another project"):  # nor tags nor rolls back alpha's KB
             change()
     assert [version.tags for version in alpha.versions("handbook")] == [()]
-    write(tmp_path / "beta" / "kb.toml", 'storage = "./.mcp-kb"\n[[kb]]\nname = "handbook"\ndescription = "d"\n'
-                                          'paths = ["./handbook"]\n')
+    write(
+        tmp_path / "beta" / "kb.toml",
+        'storage = "./.mcp-kb"\n[[kb]]\nname = "handbook"\ndescription = "d"\npaths = ["./handbook"]\n',
+    )
     own = App(load_config(tmp_path / "beta" / "kb.toml"), embedder=embedder)  # the fix the refusal names
     own.sync()
     assert "beta is 30 days" in own.search("handbook", leave).hits[0].text

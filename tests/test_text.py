@@ -10,8 +10,14 @@ from mcp_kb.text import CJK_CHARACTERS, as_sentence, sentences, shared_depth
 
 def test_sentences_end_at_chinese_and_spaced_english_marks_but_not_inside_versions_or_times():
     text = "年假需提前申请。请在系统中提交！Version 2.1 ships at 10:30. Then: done\nnext line"
-    assert sentences(text) == ["年假需提前申请。", "请在系统中提交！", "Version 2.1 ships at 10:30. ", "Then: ", "done\n",
-                               "next line"]
+    assert sentences(text) == [
+        "年假需提前申请。",
+        "请在系统中提交！",
+        "Version 2.1 ships at 10:30. ",
+        "Then: ",
+        "done\n",
+        "next line",
+    ]
 
 
 @given(st.text(alphabet=st.sampled_from(list("ab .。!?\n:;年假")), max_size=60))

@@ -15,7 +15,9 @@ def config(make_config):
 
 
 def test_a_sync_reaches_only_the_kbs_the_caller_may_sync(config):
-    ops = CallerView(config, Grant(Identity("token", "ops"), frozenset({"runbooks", "api_docs"}), frozenset({"runbooks"})))
+    ops = CallerView(
+        config, Grant(Identity("token", "ops"), frozenset({"runbooks", "api_docs"}), frozenset({"runbooks"}))
+    )
     assert ops.syncable(None) == ["runbooks"] and CallerView.owner(config).syncable(None) == [None]
     with pytest.raises(KBError, match="may search api_docs but not sync it"):
         ops.syncable("api_docs")
@@ -55,23 +57,33 @@ def test_where_the_index_lives_is_said_to_the_owner_only(config):
     assert "/srv/mcp-kb" not in ops.explain(error) and "has not been synced yet" in ops.explain(error)
 
 
-@pytest.mark.parametrize("storage, said_by_lance", [
-    ("s3://team-bucket/kb-index", "Generic S3 error: team-bucket/kb-index/api_docs__chunks.lance/_versions/3.manifest"),
-    ("/srv/mcp-kb/index", "LocalFileSystem: srv/mcp-kb/index/api_docs__chunks.lance/data/x.lance: not found"),
-])
-def test_a_remote_caller_reads_where_the_index_and_the_cluster_are_as_what_they_are(make_config, storage,
-                                                                                   said_by_lance):
+@pytest.mark.parametrize(
+    "storage, said_by_lance",
+    [
+        (
+            "s3://team-bucket/kb-index",
+            "Generic S3 error: team-bucket/kb-index/api_docs__chunks.lance/_versions/3.manifest",
+        ),
+        ("/srv/mcp-kb/index", "LocalFileSystem: srv/mcp-kb/index/api_docs__chunks.lance/data/x.lance: not found"),
+    ],
+)
+def test_a_remote_caller_reads_where_the_index_and_the_cluster_are_as_what_they_are(
+    make_config, storage, said_by_lance
+):
     """The index's storage (also as Lance prints it: no scheme, no leading slash), its endpoint and the Ray
     cluster's address are the owner's to read; a token's holder reads <storage> and <Ray cluster>."""
     from mcp_kb.errors import StoreError
 
-    config = make_config({"name": "api_docs", "description": "d", "paths": ["docs"]},
-                         storage={"uri": storage, "options": {"aws_endpoint": "http://10.1.2.3:9000",
-                                                              "allow_http": "true"}},
-                         sync={"ray_address": "ray://10.9.8.7:10001"})
-    errors = [StoreError(f"the index at {storage} could not be written (chunks): {said_by_lance}"),
-              KBError("cannot join the Ray cluster at ray://10.9.8.7:10001: nothing answers there"),
-              StoreError("cannot open the index: dispatch failure connecting to http://10.1.2.3:9000/ (true)")]
+    config = make_config(
+        {"name": "api_docs", "description": "d", "paths": ["docs"]},
+        storage={"uri": storage, "options": {"aws_endpoint": "http://10.1.2.3:9000", "allow_http": "true"}},
+        sync={"ray_address": "ray://10.9.8.7:10001"},
+    )
+    errors = [
+        StoreError(f"the index at {storage} could not be written (chunks): {said_by_lance}"),
+        KBError("cannot join the Ray cluster at ray://10.9.8.7:10001: nothing answers there"),
+        StoreError("cannot open the index: dispatch failure connecting to http://10.1.2.3:9000/ (true)"),
+    ]
     ops = CallerView(config, Grant(Identity("token", "ops"), frozenset({"api_docs"})))
     owner = CallerView.owner(config)
     assert [owner.explain(error) for error in errors] == [str(error) for error in errors]
@@ -93,7 +105,8 @@ def test_a_remedy_a_remote_caller_reads_names_neither_the_storage_nor_the_config
     remember_invocation(config=tmp_path / "kb.toml", variables={"MCP_KB_STORAGE": config.storage.uri})
     error = NotSyncedError("api_docs", config.storage.uri)
     ops = CallerView(config, Grant(Identity("token", "ops"), frozenset({"api_docs"})))
-    assert f"MCP_KB_STORAGE={config.storage.uri} mcp-kb sync api_docs -c {tmp_path / 'kb.toml'}" in \
-        CallerView.owner(config).explain(error)
+    assert f"MCP_KB_STORAGE={config.storage.uri} mcp-kb sync api_docs -c {tmp_path / 'kb.toml'}" in CallerView.owner(
+        config
+    ).explain(error)
     said = ops.explain(error)
     assert str(tmp_path) not in said and "run `MCP_KB_STORAGE=<storage> mcp-kb sync api_docs -c <kb.toml>`" in said

@@ -13,19 +13,22 @@ SECRET = "s3cret-for-the-hook"
 MAIN = HookTarget("code", "lib", "main", SECRET)
 
 
-@pytest.mark.parametrize(("indexed", "pushed", "default_branch", "moves"), [
-    ("main", "refs/heads/main", "main", True),
-    ("main", "refs/heads/mainline", "main", False),
-    ("main", "refs/heads/feature", "main", False),
-    ("v1.0", "refs/tags/v1.0", "main", True),
-    ("refs/heads/main", "refs/heads/main", None, True),
-    ("refs/heads/main", "refs/tags/main", None, False),
-    ("HEAD", "refs/heads/trunk", "trunk", True),
-    ("HEAD", "refs/heads/main", "trunk", False),
-    ("HEAD", "refs/tags/v1", "trunk", False),
-    ("HEAD", "refs/heads/anything", None, True),  # the body does not say: a sync too many costs one fetch
-    ("0123456789abcdef0123456789abcdef01234567", "refs/heads/main", "main", False),  # a commit never moves
-])
+@pytest.mark.parametrize(
+    ("indexed", "pushed", "default_branch", "moves"),
+    [
+        ("main", "refs/heads/main", "main", True),
+        ("main", "refs/heads/mainline", "main", False),
+        ("main", "refs/heads/feature", "main", False),
+        ("v1.0", "refs/tags/v1.0", "main", True),
+        ("refs/heads/main", "refs/heads/main", None, True),
+        ("refs/heads/main", "refs/tags/main", None, False),
+        ("HEAD", "refs/heads/trunk", "trunk", True),
+        ("HEAD", "refs/heads/main", "trunk", False),
+        ("HEAD", "refs/tags/v1", "trunk", False),
+        ("HEAD", "refs/heads/anything", None, True),  # the body does not say: a sync too many costs one fetch
+        ("0123456789abcdef0123456789abcdef01234567", "refs/heads/main", "main", False),  # a commit never moves
+    ],
+)
 def test_which_pushes_move_the_indexed_ref(indexed, pushed, default_branch, moves):
     assert moves_ref(indexed, pushed, default_branch) is moves
 
@@ -41,8 +44,7 @@ def test_each_forges_push_is_a_sync():
     assert _judge(gitlab(SECRET), push_body("a" * 40, owner="project")).verdict is Verdict.SYNC
     gitea_headers = gitea(SECRET, body)
     assert _judge(gitea_headers, body).forge == "gitea"
-    forgejo = {name.replace("Gitea", "Forgejo"): value for name, value in gitea_headers.items()
-               if "Gitea" in name}
+    forgejo = {name.replace("Gitea", "Forgejo"): value for name, value in gitea_headers.items() if "Gitea" in name}
     assert (_judge(forgejo, body).verdict, _judge(forgejo, body).forge) == (Verdict.SYNC, "forgejo")
 
 
@@ -53,8 +55,10 @@ def test_a_gitea_delivery_is_judged_by_its_own_signature_not_githubs_copy():
 
 def test_head_follows_the_default_branch_the_body_names():
     target = HookTarget("code", "lib", "HEAD", SECRET)
-    for body, verdict in ((push_body("a" * 40, "refs/heads/trunk", "trunk"), Verdict.SYNC),
-                          (push_body("a" * 40, "refs/heads/main", "trunk"), Verdict.IGNORED)):
+    for body, verdict in (
+        (push_body("a" * 40, "refs/heads/trunk", "trunk"), Verdict.SYNC),
+        (push_body("a" * 40, "refs/heads/main", "trunk"), Verdict.IGNORED),
+    ):
         assert _judge(github(SECRET, body), body, target).verdict is verdict
     gitlab_body = push_body("a" * 40, "refs/heads/trunk", "trunk", owner="project")
     assert _judge(gitlab(SECRET), gitlab_body, target).verdict is Verdict.SYNC
@@ -69,8 +73,12 @@ def test_a_wrong_signature_is_unsigned_and_says_no_secret(credential):
 
 def test_a_signature_is_taken_in_either_case_of_its_hex_digits():
     body = push_body("a" * 40)
-    assert _judge({**github(SECRET, body), "X-Hub-Signature-256": f"sha256={signature(SECRET, body).upper()}"},
-                  body).verdict is Verdict.SYNC
+    assert (
+        _judge(
+            {**github(SECRET, body), "X-Hub-Signature-256": f"sha256={signature(SECRET, body).upper()}"}, body
+        ).verdict
+        is Verdict.SYNC
+    )
 
 
 def test_a_delivery_without_an_id_is_malformed_and_one_seen_is_replayed():
@@ -108,8 +116,7 @@ def test_a_delivery_id_taken_under_one_forges_header_is_taken_under_another_too(
 
 def test_a_secret_ending_in_a_line_break_or_holding_other_bytes_than_utf8_still_signs():
     body = push_body("a" * 40)
-    assert _judge(github(SECRET, body), body, HookTarget("code", "lib", "main", SECRET + "\n")).verdict is \
-        Verdict.SYNC
+    assert _judge(github(SECRET, body), body, HookTarget("code", "lib", "main", SECRET + "\n")).verdict is Verdict.SYNC
     odd = "s\udce9cret"  # a variable holding bytes that are not UTF-8 (as Python reads them from the environment)
     assert _judge(github(SECRET, body), body, HookTarget("code", "lib", "main", odd)).verdict is Verdict.UNSIGNED
 
@@ -123,9 +130,23 @@ def test_events_other_than_a_push_sync_nothing():
     assert _judge(github(SECRET, deleted), deleted).verdict is Verdict.IGNORED
 
 
-@pytest.mark.parametrize("body", [b"", b"[]", b"1", b'"x"', b"null", b'{"ref": null}', b'{"ref": ["refs/heads/main"]}',
-                                  b"{", b"\xff", "{\"ref\": \"refs/heads/main\"}".encode("utf-16"),
-                                  b"[" * 100_000 + b"]" * 100_000, b'{"ref": "refs/heads/main", "repository": 7}'])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"[]",
+        b"1",
+        b'"x"',
+        b"null",
+        b'{"ref": null}',
+        b'{"ref": ["refs/heads/main"]}',
+        b"{",
+        b"\xff",
+        '{"ref": "refs/heads/main"}'.encode("utf-16"),
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"ref": "refs/heads/main", "repository": 7}',
+    ],
+)
 def test_odd_bodies_are_malformed_or_harmless(body):
     outcome = _judge(github(SECRET, body), body)
     assert outcome.verdict in (Verdict.MALFORMED, Verdict.SYNC)
@@ -136,17 +157,31 @@ def test_odd_bodies_are_malformed_or_harmless(body):
 def test_a_webhook_is_where_a_repository_names_a_set_variable(make_config, tmp_path, monkeypatch):
     monkeypatch.setenv("HOOK_SECRET", SECRET)
     monkeypatch.delenv("HOOK_UNSET", raising=False)
-    repos = [{"url": str(tmp_path / "r"), "name": "lib", "ref": "main", "webhook_secret_env": "HOOK_SECRET"},
-             {"url": str(tmp_path / "r"), "name": "plain"},
-             {"url": str(tmp_path / "r"), "name": "unset", "webhook_secret_env": "HOOK_UNSET"}]
-    versions = [{"name": "2.0", "repos": [{"url": str(tmp_path / "r"), "name": "lib", "ref": "v2",
-                                           "webhook_secret_env": "HOOK_SECRET"}]}]
-    config = make_config({"name": "code", "description": "d", "repos": repos},
-                         {"name": "docs", "description": "d", "versions": versions})
+    repos = [
+        {"url": str(tmp_path / "r"), "name": "lib", "ref": "main", "webhook_secret_env": "HOOK_SECRET"},
+        {"url": str(tmp_path / "r"), "name": "plain"},
+        {"url": str(tmp_path / "r"), "name": "unset", "webhook_secret_env": "HOOK_UNSET"},
+    ]
+    versions = [
+        {
+            "name": "2.0",
+            "repos": [{"url": str(tmp_path / "r"), "name": "lib", "ref": "v2", "webhook_secret_env": "HOOK_SECRET"}],
+        }
+    ]
+    config = make_config(
+        {"name": "code", "description": "d", "repos": repos}, {"name": "docs", "description": "d", "versions": versions}
+    )
     assert hook_target(config, "code", "lib") == HookTarget("code", "lib", "main", SECRET)
     assert hook_target(config, "docs", "2.0/lib") == HookTarget("docs", "2.0/lib", "v2", SECRET)
-    for kb, repo in (("code", "plain"), ("code", "unset"), ("code", "nope"), ("nope", "lib"), ("docs", "lib"),
-                     ("code", "../code/lib"), ("CODE", "lib")):
+    for kb, repo in (
+        ("code", "plain"),
+        ("code", "unset"),
+        ("code", "nope"),
+        ("nope", "lib"),
+        ("docs", "lib"),
+        ("code", "../code/lib"),
+        ("CODE", "lib"),
+    ):
         assert hook_target(config, kb, repo) is None
     assert SECRET not in repr(hook_target(config, "code", "lib"))
 
@@ -155,5 +190,10 @@ def test_a_webhook_secret_variable_must_be_a_variables_name(make_config, tmp_pat
     from mcp_kb.api import ConfigError
 
     with pytest.raises((ConfigError, ValueError), match="not an environment variable"):
-        make_config({"name": "code", "description": "d",
-                     "repos": [{"url": str(tmp_path / "r"), "webhook_secret_env": "NOT A NAME"}]})
+        make_config(
+            {
+                "name": "code",
+                "description": "d",
+                "repos": [{"url": str(tmp_path / "r"), "webhook_secret_env": "NOT A NAME"}],
+            }
+        )

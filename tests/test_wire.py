@@ -13,14 +13,16 @@ def test_json_nested_past_the_bound_is_refused_by_name_and_brackets_in_strings_d
     deep = b"[" * 200_000 + b"]" * 200_000
     with pytest.raises(ValueError, match=f"svc sent JSON nested deeper than {MAX_DEPTH} levels"):
         parse_json(deep, "svc")
-    text = {"a": "[[[[" * 1000 + '\\"{{' , "b": [[[1]]]}
+    text = {"a": "[[[[" * 1000 + '\\"{{', "b": [[[1]]]}
     assert parse_json(json.dumps(text).encode(), "svc") == text
     nested = "[" * MAX_DEPTH + "]" * MAX_DEPTH
     assert parse_json(nested.encode(), "svc") is not None
 
 
-@pytest.mark.parametrize("body, message", [(b"\xff\xfe{", "not UTF-8"), (b"{'a': 1}", "not JSON"),
-                                           (b"1" * 5000, "not JSON"), (b"", "not JSON")])
+@pytest.mark.parametrize(
+    "body, message",
+    [(b"\xff\xfe{", "not UTF-8"), (b"{'a': 1}", "not JSON"), (b"1" * 5000, "not JSON"), (b"", "not JSON")],
+)
 def test_what_is_not_json_is_a_value_error_naming_the_source(body, message):
     with pytest.raises(ValueError, match=f"svc sent an answer that is {message}"):
         parse_json(body, "svc")

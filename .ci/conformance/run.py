@@ -44,8 +44,9 @@ def main() -> int:
     skipped = tomllib.loads((HERE / "scenarios.toml").read_text(encoding="utf-8"))
     stale = sorted(set(skipped["not_applicable"]) - set(scenarios))
     if stale:
-        print(f"conformance: scenarios.toml names scenarios the suite does not have: {', '.join(stale)}",
-              file=sys.stderr)
+        print(
+            f"conformance: scenarios.toml names scenarios the suite does not have: {', '.join(stale)}", file=sys.stderr
+        )
         return 1
     results = HERE / "results"
     shutil.rmtree(results, ignore_errors=True)  # this run's results (and the server's log) only
@@ -57,8 +58,24 @@ def main() -> int:
                 if not wanted or scenario in skipped["not_applicable"]:
                     continue
                 out = results / era / scenario
-                node([*suite, "server", "--url", url, "--scenario", scenario, "--spec-version", era, "--force",
-                      "--timeout", SCENARIO_TIMEOUT_MS, "-o", str(out)], capture_output=True)
+                node(
+                    [
+                        *suite,
+                        "server",
+                        "--url",
+                        url,
+                        "--scenario",
+                        scenario,
+                        "--spec-version",
+                        era,
+                        "--force",
+                        "--timeout",
+                        SCENARIO_TIMEOUT_MS,
+                        "-o",
+                        str(out),
+                    ],
+                    capture_output=True,
+                )
                 failed += _report(era, scenario, out, skipped["untestable_checks"])
     for scenario, reason in skipped["not_applicable"].items():
         print(f"  n/a   {scenario}: {reason}")
@@ -102,17 +119,24 @@ def _served():
     with tempfile.TemporaryDirectory(prefix="mcp-kb-conformance-") as folder:
         config = Path(folder) / "kb.toml"
         examples = REPO / "examples"
-        config.write_text(f'storage = "{Path(folder) / "index"}"\n'
-                          f'[[kb]]\nname = "docs"\ndescription = "Product documentation"\n'
-                          f'paths = ["{examples / "docs"}"]\n'
-                          f'[[kb]]\nname = "policies"\ndescription = "HR policies"\n'
-                          f'paths = ["{examples / "policies"}"]\n', encoding="utf-8")
+        config.write_text(
+            f'storage = "{Path(folder) / "index"}"\n'
+            f'[[kb]]\nname = "docs"\ndescription = "Product documentation"\n'
+            f'paths = ["{examples / "docs"}"]\n'
+            f'[[kb]]\nname = "policies"\ndescription = "HR policies"\n'
+            f'paths = ["{examples / "policies"}"]\n',
+            encoding="utf-8",
+        )
         mcp_kb = [sys.executable, "-m", "mcp_kb"]
         synced = subprocess.run([*mcp_kb, "sync", "-c", str(config)], capture_output=True, text=True)
         if synced.returncode != 0:
             raise SystemExit(f"conformance: could not sync the example KBs:\n{synced.stdout}{synced.stderr}")
-        server = subprocess.Popen([*mcp_kb, "serve", "-c", str(config), "--transport", "http", "--port", "0"],
-                                  stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        server = subprocess.Popen(
+            [*mcp_kb, "serve", "-c", str(config), "--transport", "http", "--port", "0"],
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         try:
             url = _announced_url(server)
             # The rest of its log goes to a file (a full pipe would stall the server).

@@ -81,8 +81,12 @@ class Edge:
         wait = self.limits.wait(view.grant)
         if wait:
             seconds = max(1, ceil(wait))
-            raise Refused(429, f"{view.who.label} may send {view.grant.requests_per_minute} requests a minute; "
-                               f"retry in {seconds} s", error="rate_limited", retry_after=seconds)
+            raise Refused(
+                429,
+                f"{view.who.label} may send {view.grant.requests_per_minute} requests a minute; retry in {seconds} s",
+                error="rate_limited",
+                retry_after=seconds,
+            )
 
     async def caller(self, headers: Headers, cookies: Mapping[str, str] | None = None) -> CallerView:
         """The view of the caller a request comes from, counted against its rate limit, or Refused."""
@@ -119,7 +123,6 @@ class Edge:
         return f"{refusal}; use a token the server knows ({ENV_TOKEN}, [[server.tokens]]{issuer})"
 
 
-
 class AccessGate:
     """`/mcp` behind the edge: every request carries a bearer token the edge admits, and the caller's
     Grant then rides it. With OAuth configured, the protected-resource metadata (RFC 9728) is public
@@ -147,9 +150,12 @@ class AccessGate:
         try:
             view = await self.edge.caller(Headers(scope=scope))
         except Refused as refusal:
-            await respond_json(send, refusal.status, {"error": refusal.error or "invalid_request",
-                                                      "error_description": self.edge.description(refusal)},
-                               self.edge.refusal_headers(refusal))
+            await respond_json(
+                send,
+                refusal.status,
+                {"error": refusal.error or "invalid_request", "error_description": self.edge.description(refusal)},
+                self.edge.refusal_headers(refusal),
+            )
             return
         await self.app({**scope, "user": Caller(view.grant)}, receive, send)
 
@@ -189,7 +195,15 @@ class Caller(AuthenticatedUser):
 async def respond_json(send: Send, status: int, body: dict[str, str], headers: dict[str, str] | None = None) -> None:
     """Answer an HTTP request with `status` and `body` as JSON (and `headers`), whole."""
     payload = json.dumps(body).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
-                            *((name.encode(), value.encode()) for name, value in (headers or {}).items())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *((name.encode(), value.encode()) for name, value in (headers or {}).items()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": payload})

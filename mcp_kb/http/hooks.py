@@ -29,10 +29,18 @@ HOOKS_PREFIX = "/hooks/"
 _GIT_HOOKS = "/hooks/git/"
 RequestSync = Callable[[str, str], None]  # a KB's name and why: ask for one more sync of it
 
-_STATUS_OF = {Verdict.SYNC: 202, Verdict.IGNORED: 202, Verdict.PING: 200, Verdict.UNSIGNED: 401,
-              Verdict.REPLAYED: 409, Verdict.MALFORMED: 400}
-_NOT_HERE = ("no webhook at this address; a repository's is /hooks/git/KB/REPO, served once its [[kb.repos]] entry "
-             "names webhook_secret_env and that variable is set")
+_STATUS_OF = {
+    Verdict.SYNC: 202,
+    Verdict.IGNORED: 202,
+    Verdict.PING: 200,
+    Verdict.UNSIGNED: 401,
+    Verdict.REPLAYED: 409,
+    Verdict.MALFORMED: 400,
+}
+_NOT_HERE = (
+    "no webhook at this address; a repository's is /hooks/git/KB/REPO, served once its [[kb.repos]] entry "
+    "names webhook_secret_env and that variable is set"
+)
 
 
 def is_hook_path(path: str) -> bool:
@@ -59,15 +67,26 @@ class HookEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] != "POST":
-            await respond_json(send, 405, {"error": "method_not_allowed", "detail": "webhooks are POSTed"},
-                               {"allow": "POST"})
+            await respond_json(
+                send, 405, {"error": "method_not_allowed", "detail": "webhooks are POSTed"}, {"allow": "POST"}
+            )
             return
         if self.request_sync is None:
-            await respond_json(send, 403, {"error": "read_only", "detail": "this server is read-only ([server] "
-                                           "read_only): it never syncs; point the webhook at the server that does"})
+            await respond_json(
+                send,
+                403,
+                {
+                    "error": "read_only",
+                    "detail": "this server is read-only ([server] "
+                    "read_only): it never syncs; point the webhook at the server that does",
+                },
+            )
             return
-        kb, _, repo = scope["path"].removeprefix(_GIT_HOOKS).partition("/") if scope["path"].startswith(_GIT_HOOKS) \
+        kb, _, repo = (
+            scope["path"].removeprefix(_GIT_HOOKS).partition("/")
+            if scope["path"].startswith(_GIT_HOOKS)
             else ("", "", "")
+        )
         target = hook_target(self.config, kb, repo) if kb and repo else None
         if target is None:
             await respond_json(send, 404, {"error": "not_found", "detail": _NOT_HERE})
@@ -76,8 +95,9 @@ class HookEndpoint:
         try:
             body = await _body_within(headers, receive, HOOK_BODY_MAX)
         except _TooLarge:
-            await respond_json(send, 413, {"error": "too_large",
-                                           "detail": f"a webhook's body is at most {HOOK_BODY_MAX} bytes"})
+            await respond_json(
+                send, 413, {"error": "too_large", "detail": f"a webhook's body is at most {HOOK_BODY_MAX} bytes"}
+            )
             return
         except _Gone:
             return
@@ -87,8 +107,9 @@ class HookEndpoint:
             self.request_sync(target.kb, f"{outcome.forge} push to {target.repo}")
         elif outcome.verdict in (Verdict.UNSIGNED, Verdict.REPLAYED, Verdict.MALFORMED):
             log.warning("%s: webhook of %s refused: %s", target.kb, target.repo, outcome.detail)
-        await respond_json(send, _STATUS_OF[outcome.verdict], {"status": outcome.verdict.value,
-                                                               "detail": outcome.detail})
+        await respond_json(
+            send, _STATUS_OF[outcome.verdict], {"status": outcome.verdict.value, "detail": outcome.detail}
+        )
 
 
 async def _body_within(headers: Headers, receive: Receive, limit: int) -> bytes:

@@ -20,14 +20,16 @@ _WILDCARD_BINDS = {"0.0.0.0", "::", ""}
 def listening_socket(host: str, port: int) -> socket.socket:
     """A socket bound to host:port (0: any free port); a port in use is one clear error."""
     try:
-        family, kind, protocol, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
-                                                                flags=socket.AI_PASSIVE)[0]
+        family, kind, protocol, _, address = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
         sock = socket.socket(family, kind, protocol)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
     except OSError as exc:
-        raise KBError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port "
-                      f"or stop what is using it") from exc
+        raise KBError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port or stop what is using it"
+        ) from exc
     sock.listen(2048)
     return sock
 
@@ -48,18 +50,23 @@ def rebinding_protection(host: str, allowed_hosts: list[str]) -> TransportSecuri
         names.append(f"[{host}]" if ":" in host else host)
     hosts = [pattern for name in names for pattern in (name, f"{name}:*")]
     origins = [f"{scheme}://{pattern}" for scheme in ("http", "https") for pattern in hosts]
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
-                                     allowed_origins=origins)
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
 def warn_if_exposed(host: str, guarded: bool, allowed_hosts: list[str]) -> None:
     """Serving beyond this machine without a token lets anyone on the network read the KBs: say so loudly."""
     if is_loopback(host) or guarded:
         return
-    log.warning("serving on %s WITHOUT A TOKEN: anyone who can reach this address can search every knowledge "
-                "base. Set %s (or [server] token, [[server.tokens]], [server.oauth]) so clients must send "
-                "`Authorization: Bearer <token>`.",
-                host, ENV_TOKEN)
+    log.warning(
+        "serving on %s WITHOUT A TOKEN: anyone who can reach this address can search every knowledge "
+        "base. Set %s (or [server] token, [[server.tokens]], [server.oauth]) so clients must send "
+        "`Authorization: Bearer <token>`.",
+        host,
+        ENV_TOKEN,
+    )
     if host in _WILDCARD_BINDS and not allowed_hosts:
-        log.warning("requests must name %s or localhost in their Host header; add the names clients use "
-                    "to reach this server to [server] allowed_hosts", LOOPBACK)
+        log.warning(
+            "requests must name %s or localhost in their Host header; add the names clients use "
+            "to reach this server to [server] allowed_hosts",
+            LOOPBACK,
+        )

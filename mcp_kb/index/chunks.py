@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from .connection import Tables
 
 
-def chunk_rows(tables: Tables, kb: str, generation: str,
-               rows_by_path: Mapping[str, list[dict[str, Any]]]) -> tuple[pa.Table, dict[str, str]]:
+def chunk_rows(
+    tables: Tables, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]
+) -> tuple[pa.Table, dict[str, str]]:
     """The documents' rows as one table of the generation's schema; a document whose values do not fit their
     columns is left out, with the reason by path."""
     schema = written_chunk_table(tables, kb, generation).schema
@@ -69,9 +70,7 @@ def vectors_by_content_hash(tables: Tables, kb: str, generation: str, hashes: Se
     if table is None or not hashes:
         return found
     for condition in sql_in_batches("content_hash", sorted(set(hashes))):
-        result = (table.search().where(condition)
-                  .select(["content_hash", VECTOR_COLUMN])
-                  .limit(None).to_arrow())
+        result = table.search().where(condition).select(["content_hash", VECTOR_COLUMN]).limit(None).to_arrow()
         for content_hash, vector in zip(result["content_hash"].to_pylist(), result[VECTOR_COLUMN].to_pylist()):
             found[content_hash] = vector
     return found

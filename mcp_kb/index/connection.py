@@ -28,8 +28,14 @@ _PINNED_HANDLES_KEPT = 16  # handles checked out at an earlier version (as_of re
 class Tables:
     """All tables at one storage location (a folder or a LanceDB URI), each opened once."""
 
-    def __init__(self, uri: str, options: dict[str, str], read_consistency: float,
-                 read_cache: tuple[Path, int] | None, memory_cache_bytes: int | None):
+    def __init__(
+        self,
+        uri: str,
+        options: dict[str, str],
+        read_consistency: float,
+        read_cache: tuple[Path, int] | None,
+        memory_cache_bytes: int | None,
+    ):
         self.uri, self.options = uri, options
         self._read_consistency, self._read_cache = read_consistency, read_cache
         # Imported here (compat.py makes it cheaper): a server must answer tools/list before it is.
@@ -37,8 +43,13 @@ class Tables:
 
         # One budget for LanceDB's in-memory caches, shared by this store's connections: 4/5 for index pieces
         # (LanceDB's default allows 6 GB), 1/5 for table metadata (default 1 GB).
-        self._session: Session | None = None if memory_cache_bytes is None else lancedb.Session(
-            index_cache_size_bytes=memory_cache_bytes * 4 // 5, metadata_cache_size_bytes=memory_cache_bytes // 5)
+        self._session: Session | None = (
+            None
+            if memory_cache_bytes is None
+            else lancedb.Session(
+                index_cache_size_bytes=memory_cache_bytes * 4 // 5, metadata_cache_size_bytes=memory_cache_bytes // 5
+            )
+        )
         try:
             self.db = self._connect(options or None)
         except Exception as exc:  # the message may quote the URI, never the options (they hold credentials)
@@ -49,8 +60,12 @@ class Tables:
 
     def _connect(self, options: dict[str, str] | None) -> LanceDBConnection:
         # How often a read checks for a newer version (0: every read, so searches see finished syncs).
-        connection = import_lancedb().connect(self.uri, read_consistency_interval=timedelta(
-            seconds=self._read_consistency), storage_options=options, session=self._session)
+        connection = import_lancedb().connect(
+            self.uri,
+            read_consistency_interval=timedelta(seconds=self._read_consistency),
+            storage_options=options,
+            session=self._session,
+        )
         return cast("LanceDBConnection", connection)  # what lancedb.connect opens for a folder or object storage
 
     def names(self) -> set[str]:
@@ -150,11 +165,13 @@ def replace_paths(table: LanceTable, key: str, paths: Sequence[str], rows: pa.Ta
     if table.count_rows(sql_in("path", paths)) == 0:
         table.add(rows)
         return
-    (table.merge_insert(key)
-     .when_matched_update_all()
-     .when_not_matched_insert_all()
-     .when_not_matched_by_source_delete(sql_in("path", paths))
-     .execute(rows))
+    (
+        table.merge_insert(key)
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .when_not_matched_by_source_delete(sql_in("path", paths))
+        .execute(rows)
+    )
 
 
 def upsert(table: LanceTable, key: str, rows: pa.Table) -> None:

@@ -139,7 +139,9 @@ class Store(Protocol):
     def replace_documents(self, kb: str, generation: str, paths: Sequence[str], rows: pa.Table) -> None:
         """One commit: the documents' old chunks out, `rows` in."""
 
-    def write_chunks(self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]) -> dict[str, str]:
+    def write_chunks(
+        self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]
+    ) -> dict[str, str]:
         """replace_documents from plain rows (ChunkRow fields and metadata columns) per document; a document
         whose values do not fit their columns is left out, its reason returned by path."""
 
@@ -150,8 +152,14 @@ class Store(Protocol):
     def read_versions(self, kb: str) -> list[dict[str, Any]]:
         """The KB's version records, oldest first."""
 
-    def write_version(self, kb: str, number: int, started: str, generation: str,  # noqa: PLR0913  # a row's columns
-                      record: dict[str, Any]) -> None:
+    def write_version(
+        self,
+        kb: str,
+        number: int,
+        started: str,
+        generation: str,  # noqa: PLR0913  # a row's columns
+        record: dict[str, Any],
+    ) -> None:
         """Record (or replace) version `number`; `started`: when its sync began (table versions since are kept)."""
 
     def forget_versions(self, kb: str, numbers: Sequence[int]) -> None: ...
@@ -181,8 +189,9 @@ class Store(Protocol):
         generation has no reading table."""
 
     # a cluster's writes: its indexers write fragments, its coordinator commits a wave of them at once
-    def chunk_rows(self, kb: str, generation: str,
-                   rows_by_path: Mapping[str, list[dict[str, Any]]]) -> tuple[pa.Table, dict[str, str]]:
+    def chunk_rows(
+        self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]
+    ) -> tuple[pa.Table, dict[str, str]]:
         """Plain rows per document as one table of the generation's columns, and the reasons of documents whose
         values did not fit them, by path (those are left out)."""
 

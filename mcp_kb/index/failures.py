@@ -25,9 +25,11 @@ _Args = ParamSpec("_Args")
 _Result = TypeVar("_Result")
 
 
-def store_failures(what: str) -> Callable[[Callable[Concatenate[_On, _Args], _Result]],
-                                          Callable[Concatenate[_On, _Args], _Result]]:
+def store_failures(
+    what: str,
+) -> Callable[[Callable[Concatenate[_On, _Args], _Result]], Callable[Concatenate[_On, _Args], _Result]]:
     """An operation on an index (its first argument) whose failures are StoreErrors saying it could not `what`."""
+
     def wrap(operation: Callable[Concatenate[_On, _Args], _Result]) -> Callable[Concatenate[_On, _Args], _Result]:
         @functools.wraps(operation)
         def run(on: _On, /, *args: _Args.args, **kwargs: _Args.kwargs) -> _Result:
@@ -37,7 +39,9 @@ def store_failures(what: str) -> Callable[[Callable[Concatenate[_On, _Args], _Re
                 raise
             except Exception as exc:
                 raise StoreError(f"the index at {on.uri} could not {what}: {_one_line(exc)}") from exc
+
         return run
+
     return wrap
 
 

@@ -73,8 +73,10 @@ def _operator_clause(field: str, type_name: str, condition: dict[str, Any], root
     kind = FIELD_TYPES[type_name]
     unknown = set(condition) - set(_RANGE_OPERATORS) - _TEXT_OPERATORS
     if unknown or not condition:
-        raise SearchError(f"filter {field!r}: unknown operator(s) {sorted(unknown)}; "
-                          f"use gt, gte, lt, lte (numbers, dates) or prefix, glob (text)")
+        raise SearchError(
+            f"filter {field!r}: unknown operator(s) {sorted(unknown)}; "
+            f"use gt, gte, lt, lte (numbers, dates) or prefix, glob (text)"
+        )
     clauses = []
     for operator, value in condition.items():
         if operator in _RANGE_OPERATORS:
@@ -119,8 +121,9 @@ def _literal(value: Any, kind: FieldType, field: str) -> str:
         raise SearchError(f"filter {field!r}: expected text, got {_shown(value)}")
     text = str(value)
     if len(text) > MAX_TEXT_LENGTH:
-        raise SearchError(f"filter {field!r}: a value of {len(text)} characters is too long "
-                          f"(at most {MAX_TEXT_LENGTH})")
+        raise SearchError(
+            f"filter {field!r}: a value of {len(text)} characters is too long (at most {MAX_TEXT_LENGTH})"
+        )
     if "\x00" in text:
         raise SearchError(f"filter {field!r}: a value may not contain NUL characters")
     if kind.pattern and not re.fullmatch(kind.pattern, text):
@@ -140,7 +143,7 @@ def sql_in(column: str, values: Iterable[str]) -> str:
 
 def sql_in_batches(column: str, values: Sequence[str]) -> list[str]:
     """`column IN (...)` predicates of at most _IN_LIST_BATCH values each, which together name every value."""
-    return [sql_in(column, values[start:start + _IN_LIST_BATCH]) for start in range(0, len(values), _IN_LIST_BATCH)]
+    return [sql_in(column, values[start : start + _IN_LIST_BATCH]) for start in range(0, len(values), _IN_LIST_BATCH)]
 
 
 def sql_any(predicates: Iterable[str]) -> str:
@@ -154,8 +157,10 @@ def sql_equals(column: str, value: str | int) -> str:
 
 def sql_near(spots: list[tuple[str, int]], n: int) -> str:
     """Chunks within `n` positions of each (path, chunk_index)."""
-    return " OR ".join(f"({sql_equals('path', path)} AND chunk_index BETWEEN {int(index) - n} AND {int(index) + n})"
-                       for path, index in spots)
+    return " OR ".join(
+        f"({sql_equals('path', path)} AND chunk_index BETWEEN {int(index) - n} AND {int(index) + n})"
+        for path, index in spots
+    )
 
 
 def sql_lapsed_lease(cutoff: float) -> str:

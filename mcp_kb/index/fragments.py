@@ -50,8 +50,9 @@ def _write(dataset_uri: str, options: dict[str, str], rows: pa.Table) -> bytes:
     if rows.num_rows == 0:
         return pickle.dumps([])
     version = _storage_version(dataset_uri, tuple(sorted(options.items())))
-    fragments = write_fragments(rows, dataset_uri, schema=rows.schema, data_storage_version=version,
-                                storage_options=options or None)
+    fragments = write_fragments(
+        rows, dataset_uri, schema=rows.schema, data_storage_version=version, storage_options=options or None
+    )
     return pickle.dumps(fragments)
 
 
@@ -73,8 +74,9 @@ def _commit(dataset_uri: str, options: dict[str, str], paths: Sequence[str], wri
     removed, updated = _deletions(dataset, paths)
     if not (fragments or removed or updated):
         return
-    operation = lance.LanceOperation.Update(removed_fragment_ids=removed, updated_fragments=updated,
-                                            new_fragments=fragments)
+    operation = lance.LanceOperation.Update(
+        removed_fragment_ids=removed, updated_fragments=updated, new_fragments=fragments
+    )
     lance.LanceDataset.commit(dataset_uri, operation, read_version=dataset.version, storage_options=options or None)
 
 

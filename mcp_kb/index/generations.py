@@ -27,10 +27,15 @@ if TYPE_CHECKING:
 # Tables of one generation: `<kb>__chunks__<id>`, `<kb>__files__<id>`, `<kb>__reading__<id>` (readings.py) (no id:
 # made before generations).
 _GENERATION_TABLE = re.compile(
-    rf"^(?P<kb>[{KB_NAME_CHARS}]+?)__(?:chunks|files|reading)(?:__(?P<generation>[0-9a-f]{{12}}))?$")
+    rf"^(?P<kb>[{KB_NAME_CHARS}]+?)__(?:chunks|files|reading)(?:__(?P<generation>[0-9a-f]{{12}}))?$"
+)
 # The manifest table's columns are FileRecord's fields (`from __future__` keeps their types as text).
-FILE_SCHEMA = pa.schema([(item.name, pa.int32() if item.name == "n_chunks" else pa.int64() if item.type == "int"
-                          else pa.string()) for item in dataclasses.fields(FileRecord)])
+FILE_SCHEMA = pa.schema(
+    [
+        (item.name, pa.int32() if item.name == "n_chunks" else pa.int64() if item.type == "int" else pa.string())
+        for item in dataclasses.fields(FileRecord)
+    ]
+)
 
 
 def chunk_table_name(kb: str, generation: str) -> str:

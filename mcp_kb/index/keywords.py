@@ -46,7 +46,7 @@ def cjk_words(text: str) -> list[str]:
 
 
 def _cjk_terms(run: str) -> list[str]:
-    bigrams = [run[i:i + 2] for i in range(len(run) - 1)]
+    bigrams = [run[i : i + 2] for i in range(len(run) - 1)]
     return bigrams + list(run)
 
 

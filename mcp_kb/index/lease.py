@@ -76,5 +76,7 @@ def holder_of(tables: Tables, seconds: float) -> dict[str, Any] | None:
 
 def _table(tables: Tables) -> LanceTable:
     """The lease table, created once with its one row (a creation is atomic too)."""
-    return tables.created(_LEASE_TABLE, data=pa.table({"name": ["writer"], "holder": [""], "info": ["{}"],
-                                                       "heartbeat": [0.0], "progress": ["{}"]}))
+    return tables.created(
+        _LEASE_TABLE,
+        data=pa.table({"name": ["writer"], "holder": [""], "info": ["{}"], "heartbeat": [0.0], "progress": ["{}"]}),
+    )

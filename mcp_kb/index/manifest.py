@@ -26,8 +26,11 @@ _FINGERPRINTS_KEPT = 8  # manifests of (table, version) kept in memory for fresh
 @store_failures("be read (a KB's manifest)")
 def read_files(tables: Tables, kb: str, generation: str | None, at: int | None = None) -> dict[str, FileRecord]:
     """The manifest (as table version `at` left it; None: now)."""
-    table = file_table(tables, kb, generation) if at is None or generation is None else \
-        tables.search_table_at(file_table_name(kb, generation), at)
+    table = (
+        file_table(tables, kb, generation)
+        if at is None or generation is None
+        else tables.search_table_at(file_table_name(kb, generation), at)
+    )
     if table is None:
         return {}
     rows = table.to_arrow().to_pylist()

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from .connection import Tables
 
-_ROWS_KEPT_BYTES = 32 * 1024 ** 2  # of reading rows: a 4 MB document read in parts is read from the index once
+_ROWS_KEPT_BYTES = 32 * 1024**2  # of reading rows: a 4 MB document read in parts is read from the index once
 _LISTINGS_KEPT = 8  # listings of (table, version) kept in memory: a browse of 100,000 documents reads one
 
 

@@ -61,12 +61,15 @@ def is_writable_folder(storage: str) -> bool:
 def check_writable(store: Store) -> None:
     """A sync needs to write its index: a read-only folder is one clear error, before anything starts."""
     if not store.is_remote and not is_writable_folder(store.uri):
-        raise StoreError(f"the index folder {store.uri} is not writable (a read-only mount or snapshot?): "
-                         f"searches and status read it, but sync where it can be written, or set storage to "
-                         f"another folder")
+        raise StoreError(
+            f"the index folder {store.uri} is not writable (a read-only mount or snapshot?): "
+            f"searches and status read it, but sync where it can be written, or set storage to "
+            f"another folder"
+        )
 
 
 # ---- records in the store ---------------------------------------------------------------------
+
 
 def write_summary(store: Store, kb: str, summary: KBSummary) -> None:
     """A few counts about a KB (documents by kind, chunks, titles) for tool descriptions: in the
@@ -101,6 +104,7 @@ def read_health(store: Store, kb: str) -> HealthCheck | None:
 
 
 # ---- this machine's files ---------------------------------------------------------------------
+
 
 def write_metrics(storage: str, kb: str, metrics: SearchFigures) -> None:
     """The search metrics of the process that last answered for a KB on this machine, for `mcp-kb stats`;
@@ -148,21 +152,29 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 # ---- the writer lock and a running sync's progress --------------------------------------------
 
+
 @contextlib.contextmanager
 def sync_lock(store: Store, kbs: list[str], wait: bool = True, poll_seconds: float = 0.2) -> Iterator[None]:
     """One writer per index across processes and machines: an OS file lock beside an index in a
     folder, a lease in the store on object storage. A second writer waits, or with `wait=False`
     fails at once with a message naming the holder."""
-    holder = {"id": uuid.uuid4().hex, "pid": os.getpid(), "host": socket.gethostname(), "kbs": kbs,
-              "started_at": recorded_now()}
+    holder = {
+        "id": uuid.uuid4().hex,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "kbs": kbs,
+        "started_at": recorded_now(),
+    }
     lock = _StoreLease(store, holder) if store.is_remote else _FileLock(store.uri, holder)
     if store.is_remote:  # each look is a request to the store
         poll_seconds = max(poll_seconds, 1.0)
     announced = False
     while not lock.acquire():
         if not wait:
-            raise SyncBusyError(running_sync(store), "try again when it ends, or wait for it (the sync tool's "
-                                                     "`wait`, or `mcp-kb sync` without --no-wait)")
+            raise SyncBusyError(
+                running_sync(store),
+                "try again when it ends, or wait for it (the sync tool's `wait`, or `mcp-kb sync` without --no-wait)",
+            )
         if not announced:
             log.warning("waiting: %s", running_sync(store).sentence())
             announced = True
@@ -241,8 +253,9 @@ def running_sync(store: Store) -> RunningSync:
         return RunningSync()
     kbs = tuple(str(kb) for kb in holder.get("kbs", []))
     progress = tuple((kb, p.done, p.total) for kb in kbs if (p := read_progress(store, kb, running=True)).counted)
-    return RunningSync(kbs, str(holder.get("started_at", "?")), str(holder.get("pid", "?")),
-                       str(holder.get("host", "?")), progress)
+    return RunningSync(
+        kbs, str(holder.get("started_at", "?")), str(holder.get("pid", "?")), str(holder.get("host", "?")), progress
+    )
 
 
 def write_progress(store: Store, kb: str, progress: SyncProgress) -> None:
@@ -325,8 +338,11 @@ class _StoreLease:
             lease.progress_by_kb[kb] = progress
             lease._renew()
             if lease.lost:  # checked between batches, so a sync that lost its lease stops before its next commit
-                raise SyncBusyError(None, "this sync lost the writer lease (its renewals did not reach the store "
-                                          "for longer than lease_seconds) and stopped; sync again to finish")
+                raise SyncBusyError(
+                    None,
+                    "this sync lost the writer lease (its renewals did not reach the store "
+                    "for longer than lease_seconds) and stopped; sync again to finish",
+                )
 
     def _beat(self) -> None:
         while not self.stop.wait(self.store.lease_seconds / 3):

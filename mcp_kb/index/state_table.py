@@ -64,6 +64,8 @@ def _refuse_newer_layout(kb: str, state: dict[str, Any]) -> None:
     """Only older layouts are migrated (by a rebuild): rebuilding over a newer one would drop its data."""
     layout = state.get("layout")
     if isinstance(layout, int) and layout > LAYOUT_VERSION:
-        raise StoreError(f"knowledge base {kb!r}: this index was written by a newer mcp-kb (layout {layout}; this "
-                         f"version reads layout {LAYOUT_VERSION} and older); upgrade mcp-kb, or point storage "
-                         f"elsewhere. Nothing was changed.")
+        raise StoreError(
+            f"knowledge base {kb!r}: this index was written by a newer mcp-kb (layout {layout}; this "
+            f"version reads layout {LAYOUT_VERSION} and older); upgrade mcp-kb, or point storage "
+            f"elsewhere. Nothing was changed."
+        )

@@ -51,9 +51,15 @@ class LanceStore:
 
     layout = LAYOUT_VERSION  # what this store writes; a change rebuilds every KB
 
-    def __init__(self, uri: str, options: dict[str, str] | None = None, read_consistency: float = 0.0,  # noqa: PLR0913  # one per storage setting
-                 lease_seconds: float = 60.0, read_cache: tuple[Path, int] | None = None,
-                 memory_cache_bytes: int | None = None):
+    def __init__(  # noqa: PLR0913  # one per storage setting
+        self,
+        uri: str,
+        options: dict[str, str] | None = None,
+        read_consistency: float = 0.0,
+        lease_seconds: float = 60.0,
+        read_cache: tuple[Path, int] | None = None,
+        memory_cache_bytes: int | None = None,
+    ):
         self.uri = uri
         self.lease_seconds = lease_seconds  # a writer's lease on object storage lapses this long after a crash
         self._tables = Tables(uri, options or {}, read_consistency, read_cache, memory_cache_bytes)
@@ -66,8 +72,14 @@ class LanceStore:
 
     @classmethod
     def of(cls, storage: StorageConfig) -> LanceStore:
-        return cls(storage.uri, storage.lancedb_options(), storage.consistency_seconds, storage.lease_seconds,
-                   storage.read_cache(), megabytes(storage.memory_cache_mb))
+        return cls(
+            storage.uri,
+            storage.lancedb_options(),
+            storage.consistency_seconds,
+            storage.lease_seconds,
+            storage.read_cache(),
+            megabytes(storage.memory_cache_mb),
+        )
 
     @property
     def db(self) -> LanceDBConnection:
@@ -144,7 +156,9 @@ class LanceStore:
         manifest.delete_files(self._tables, kb, generation, paths)
 
     # ---- chunks --------------------------------------------------------------------------
-    def write_chunks(self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]) -> dict[str, str]:
+    def write_chunks(
+        self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]
+    ) -> dict[str, str]:
         """One commit: each document's old chunks out, its rows in; a document whose values do not fit their
         columns is left out (its old chunks go too), with the reason by path."""
         if not rows_by_path:
@@ -153,8 +167,9 @@ class LanceStore:
         self.replace_documents(kb, generation, list(rows_by_path), rows)
         return refused
 
-    def chunk_rows(self, kb: str, generation: str,
-                   rows_by_path: Mapping[str, list[dict[str, Any]]]) -> tuple[pa.Table, dict[str, str]]:
+    def chunk_rows(
+        self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]
+    ) -> tuple[pa.Table, dict[str, str]]:
         return chunks.chunk_rows(self._tables, kb, generation, rows_by_path)
 
     def replace_documents(self, kb: str, generation: str, paths: Sequence[str], rows: pa.Table) -> None:
@@ -182,8 +197,14 @@ class LanceStore:
     def read_versions(self, kb: str) -> list[dict[str, Any]]:
         return self._versions.read(kb)
 
-    def write_version(self, kb: str, number: int, started: str, generation: str,  # noqa: PLR0913  # a row's columns
-                      record: dict[str, Any]) -> None:
+    def write_version(
+        self,
+        kb: str,
+        number: int,
+        started: str,
+        generation: str,  # noqa: PLR0913  # a row's columns
+        record: dict[str, Any],
+    ) -> None:
         self._versions.write(kb, number, started, generation, record)
 
     def forget_versions(self, kb: str, numbers: Sequence[int]) -> None:
@@ -231,5 +252,6 @@ class LanceStore:
     def refresh_indexes(self, kb: str, generation: str, changed: bool) -> str:
         """Create missing indexes; after changes, fold new rows in (and add a vector index once the table is large),
         keeping the table versions the KB's recorded versions read."""
-        return upkeep.refresh_indexes(self._tables, kb, generation, changed, VECTOR_INDEX_MIN_ROWS,
-                                      self._versions.kept_since(kb))
+        return upkeep.refresh_indexes(
+            self._tables, kb, generation, changed, VECTOR_INDEX_MIN_ROWS, self._versions.kept_since(kb)
+        )

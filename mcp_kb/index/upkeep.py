@@ -24,8 +24,14 @@ _CLOCK_MARGIN = timedelta(minutes=1)
 
 
 @store_failures("be written (search indexes)")
-def refresh_indexes(tables: Tables, kb: str, generation: str, changed: bool, vector_min_rows: int,  # noqa: PLR0913
-                    keep_since: datetime | None = None) -> str:
+def refresh_indexes(  # noqa: PLR0913
+    tables: Tables,
+    kb: str,
+    generation: str,
+    changed: bool,
+    vector_min_rows: int,
+    keep_since: datetime | None = None,
+) -> str:
     """Create missing indexes; after changes, fold new rows in (and add a vector index from `vector_min_rows`);
     compaction keeps every table version written since `keep_since` (the oldest kept version's start). A one-line
     description of the index state."""
@@ -39,8 +45,9 @@ def refresh_indexes(tables: Tables, kb: str, generation: str, changed: bool, vec
     for column in (KEYWORD_COLUMN, FIELD_COLUMN):
         if column not in indexes and column in table.schema.names:  # tables of layout 1 have no field column
             # Analysis happens in keywords.py; the index only splits on spaces, stems and drops stop words.
-            table.create_index(column, config=FTS(base_tokenizer="whitespace", with_position=False,
-                                                  max_token_length=64))
+            table.create_index(
+                column, config=FTS(base_tokenizer="whitespace", with_position=False, max_token_length=64)
+            )
     for column in ("id", "path", "content_hash"):  # hit look-ups, filters by file, vector reuse
         if column not in indexes:
             table.create_index(column, config=BTree())

@@ -26,8 +26,16 @@ if TYPE_CHECKING:
 _VERSIONS_TABLE = "_versions"
 # `started`: when the sync that wrote the version began (RFC 3339, UTC): compaction keeps what was written since;
 # `generation`: the generation whose tables it pins, kept while a version does.
-_SCHEMA = pa.schema([("key", pa.string()), ("kb", pa.string()), ("number", pa.int64()), ("started", pa.string()),
-                     ("generation", pa.string()), ("record", pa.string())])
+_SCHEMA = pa.schema(
+    [
+        ("key", pa.string()),
+        ("kb", pa.string()),
+        ("number", pa.int64()),
+        ("started", pa.string()),
+        ("generation", pa.string()),
+        ("record", pa.string()),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -71,18 +79,34 @@ class VersionTable:
         if cached and cached[0] == version:
             return cached[1]
         found = table.search().where(sql_equals("kb", kb)).select(["number", "started", "generation", "record"])
-        rows = [_Row(row["started"], row["generation"], json.loads(row["record"]))
-                for row in sorted(found.limit(None).to_list(), key=lambda row: row["number"])]
+        rows = [
+            _Row(row["started"], row["generation"], json.loads(row["record"]))
+            for row in sorted(found.limit(None).to_list(), key=lambda row: row["number"])
+        ]
         self._by_kb[kb] = (version, rows)
         return rows
 
     @store_failures("be written (a KB's versions)")
-    def write(self, kb: str, number: int, started: str, generation: str,  # noqa: PLR0913  # a row's columns
-              record: dict[str, Any]) -> None:
+    def write(
+        self,
+        kb: str,
+        number: int,
+        started: str,
+        generation: str,  # noqa: PLR0913  # a row's columns
+        record: dict[str, Any],
+    ) -> None:
         """Record (or replace) version `number` of the KB in one commit; `started`: when its sync began."""
-        row = pa.table({"key": [f"{kb}#{number}"], "kb": [kb], "number": [number], "started": [started],
-                        "generation": [generation], "record": [json.dumps(record, ensure_ascii=False)]},
-                       schema=_SCHEMA)
+        row = pa.table(
+            {
+                "key": [f"{kb}#{number}"],
+                "kb": [kb],
+                "number": [number],
+                "started": [started],
+                "generation": [generation],
+                "record": [json.dumps(record, ensure_ascii=False)],
+            },
+            schema=_SCHEMA,
+        )
         upsert(self._tables.created(_VERSIONS_TABLE, schema=_SCHEMA), "key", row)
 
     @store_failures("be written (forgetting a KB's versions)")
@@ -108,8 +132,11 @@ def restore(tables: Tables, kb: str, generation: str, pinned: Pinned) -> Pinned:
     """Make each of the generation's tables hold again what it held at `pinned`, each as a new table version
     (the history stays). Not one commit: the caller (history.py) marks the rollback first, so a crash between
     tables is finished by doing this again, which gives the same tables."""
-    named = [(file_table_name(kb, generation), pinned.files), (chunk_table_name(kb, generation), pinned.chunks),
-             (reading_table_name(kb, generation), pinned.reading)]
+    named = [
+        (file_table_name(kb, generation), pinned.files),
+        (chunk_table_name(kb, generation), pinned.chunks),
+        (reading_table_name(kb, generation), pinned.reading),
+    ]
     for name, version in named:
         table = tables.table(name)
         if table is not None and version is not None:

@@ -62,8 +62,12 @@ class _TableFacts:
     @classmethod
     def of(cls, table: LanceTable) -> _TableFacts:
         schema = table.schema
-        return cls(schema.field(VECTOR_COLUMN).type.list_size, FIELD_COLUMN in schema.names, refine_factor(table),
-                   [column for column in HIT_COLUMNS if column in schema.names])
+        return cls(
+            schema.field(VECTOR_COLUMN).type.list_size,
+            FIELD_COLUMN in schema.names,
+            refine_factor(table),
+            [column for column in HIT_COLUMNS if column in schema.names],
+        )
 
 
 class LanceChunkView:
@@ -91,8 +95,10 @@ class LanceChunkView:
         """
         stored = self._facts.dimension
         if len(vector) != stored:  # the model (or a service behind the same name) changed since the last sync
-            raise ModelError(f"the query vector has {len(vector)} dimensions but this index holds {stored}-dimensional "
-                             f"ones; the next sync rebuilds the index for the model now configured")
+            raise ModelError(
+                f"the query vector has {len(vector)} dimensions but this index holds {stored}-dimensional "
+                f"ones; the next sync rebuilds the index for the model now configured"
+            )
         search = vector_query(self._table, vector, VECTOR_COLUMN).distance_type("cosine")
         if self._facts.refine_factor:
             search = search.refine_factor(self._facts.refine_factor)
@@ -109,10 +115,15 @@ class LanceChunkView:
             vectors = rows[VECTOR_COLUMN].combine_chunks().flatten().to_numpy().reshape(rows.num_rows, stored)
             norms = np.linalg.norm(vectors, axis=1) * np.linalg.norm(vector) + 1e-12
             similarities = (vectors @ vector / norms).tolist()
-        found = sorted(zip(rows["id"].to_pylist(), similarities, rows["_rowid"].to_pylist()),
-                       key=lambda item: item[1], reverse=True)
-        return [Candidate(chunk, score, row_id, vector_rank=rank)
-                for rank, (chunk, score, row_id) in enumerate(found, start=1)]
+        found = sorted(
+            zip(rows["id"].to_pylist(), similarities, rows["_rowid"].to_pylist()),
+            key=lambda item: item[1],
+            reverse=True,
+        )
+        return [
+            Candidate(chunk, score, row_id, vector_rank=rank)
+            for rank, (chunk, score, row_id) in enumerate(found, start=1)
+        ]
 
     def keyword(self, terms: str, where: str | None, depth: int, field_weight: float = 0.0) -> list[Candidate]:
         """BM25 matches of analysed terms (keywords.py). A table whose full-text index is not built yet is
@@ -128,8 +139,10 @@ class LanceChunkView:
                 found[chunk] = (body_score + field_weight * score, body_row)
         # a stable sort: ties keep BM25's order
         ranked = sorted(found.items(), key=lambda item: item[1][0], reverse=True)[:depth]
-        return [Candidate(chunk, score, row_id, keyword_rank=rank)
-                for rank, (chunk, (score, row_id)) in enumerate(ranked, start=1)]
+        return [
+            Candidate(chunk, score, row_id, keyword_rank=rank)
+            for rank, (chunk, (score, row_id)) in enumerate(ranked, start=1)
+        ]
 
     def _matches(self, column: str, terms: str, where: str | None, depth: int) -> dict[str, tuple[float, int]]:
         """BM25 of the best `depth` chunks in one full-text column: id -> (score, row id)."""
@@ -137,8 +150,12 @@ class LanceChunkView:
         if where:
             search = search.where(where, prefilter=True)
         rows = query_arrow(self._table, search.select(["id", "_score"]).with_row_id(True).limit(depth))
-        return {chunk: (score, row_id) for chunk, score, row_id in
-                zip(rows["id"].to_pylist(), rows["_score"].to_pylist(), rows["_rowid"].to_pylist())}
+        return {
+            chunk: (score, row_id)
+            for chunk, score, row_id in zip(
+                rows["id"].to_pylist(), rows["_score"].to_pylist(), rows["_rowid"].to_pylist()
+            )
+        }
 
     def rows(self, candidates: list[Candidate]) -> dict[str, dict[str, Any]]:
         """The hit columns of these candidates by id, read by row address.

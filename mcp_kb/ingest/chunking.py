@@ -90,8 +90,10 @@ class Chunk:
     @property
     def parts_json(self) -> str:
         """Its parts as its row keeps them (schema.ChunkRow.parts; passages.parts_of reads them)."""
-        return json.dumps([[part.heading, part.line_start, part.line_end, part.page, part.at, part.opening]
-                           for part in self.parts], ensure_ascii=False)
+        return json.dumps(
+            [[part.heading, part.line_start, part.line_end, part.page, part.at, part.opening] for part in self.parts],
+            ensure_ascii=False,
+        )
 
     @property
     def embed_text(self) -> str:
@@ -136,13 +138,14 @@ def chunk_document(document: Document, settings: ChunkingConfig, counter: TokenC
     if document.sections_apart:  # code: a chunk is its own lines, nothing of the one before
         overlap = 0
     for section in _sections(document, settings, occurrences):
-        chunks.extend(_chunk_section(document, section, starts, max_tokens, overlap, counter,
-                                     occurrences[section[0]]))
+        chunks.extend(_chunk_section(document, section, starts, max_tokens, overlap, counter, occurrences[section[0]]))
     if not document.one_chunk_per_block and not document.sections_apart:
         chunks = _merge_small(chunks, settings.min_tokens, max_tokens, counter)
     names = _section_names(rendered.sections)
-    return [replace(chunk, chunk_index=index, parts=tuple(_named(part, names) for part in chunk.parts))
-            for index, chunk in enumerate(chunks)]
+    return [
+        replace(chunk, chunk_index=index, parts=tuple(_named(part, names) for part in chunk.parts))
+        for index, chunk in enumerate(chunks)
+    ]
 
 
 def _section_names(sections: Sequence[Section]) -> dict[tuple[tuple[str, ...], int], str]:
@@ -187,15 +190,15 @@ def _occurrences(document: Document) -> list[tuple[int, ...]]:
                 current[pending.path] = seen[pending.path]
                 pending = next(headings, None)
             path = block.heading_path
-            numbers.append(tuple(current.get(path[:depth + 1], 1) for depth in range(len(path))))
+            numbers.append(tuple(current.get(path[: depth + 1], 1) for depth in range(len(path))))
         return numbers
     previous: tuple[str, ...] = ()
     for block in document.blocks:  # render() opens a heading where the path changes or opens anew
         path = block.heading_path
         for depth in range(block.headings_kept(previous), len(path)):
-            seen[path[:depth + 1]] += 1
+            seen[path[: depth + 1]] += 1
         previous = path
-        numbers.append(tuple(max(seen[path[:depth + 1]], 1) for depth in range(len(path))))
+        numbers.append(tuple(max(seen[path[: depth + 1]], 1) for depth in range(len(path))))
     return numbers
 
 
@@ -229,8 +232,15 @@ class _Piece:
     offset: int
 
 
-def _chunk_section(document: Document, positions: list[int], starts: tuple[int, ...], max_tokens: int,  # noqa: PLR0913  # a section's context
-                   overlap: int, counter: TokenCounter, occurrences: tuple[int, ...]) -> list[Chunk]:
+def _chunk_section(  # noqa: PLR0913  # a section's context
+    document: Document,
+    positions: list[int],
+    starts: tuple[int, ...],
+    max_tokens: int,
+    overlap: int,
+    counter: TokenCounter,
+    occurrences: tuple[int, ...],
+) -> list[Chunk]:
     blocks = [document.blocks[index] for index in positions]
     heading_path = blocks[0].heading_path
     prefix_tokens = counter.count([HEADING_SEPARATOR.join(heading_path)])[0] + 1 if heading_path else 0
@@ -241,8 +251,10 @@ def _chunk_section(document: Document, positions: list[int], starts: tuple[int, 
             pieces.append(_Piece(block, size, start))
         else:
             texts = _split_table(block.text, budget, counter) or split_text(block.text, budget, counter)
-            pieces.extend(_Piece(replace(block, text=text), n, start + at)
-                          for text, n, at in zip(texts, _counted(texts, counter), _positions(block.text, texts)))
+            pieces.extend(
+                _Piece(replace(block, text=text), n, start + at)
+                for text, n, at in zip(texts, _counted(texts, counter), _positions(block.text, texts))
+            )
     chunks = []
     previous_text = None
     for group in _pack(pieces, budget):
@@ -254,9 +266,23 @@ def _chunk_section(document: Document, positions: list[int], starts: tuple[int, 
         first, last = group[0].block, group[-1].block
         opening = "" if document.sections_apart else heading_line(heading_path, len(heading_path) - 1)
         part = ChunkPart(heading_path, first.line_start, last.line_end, first.page, 0, opening, occurrences)
-        chunks.append(Chunk(document.doc_id, 0, text, heading_path, document.title, first.page,
-                            first.line_start, last.line_end, 0, document.metadata, offset=group[0].offset,
-                            parts=(part,), occurrences=occurrences))
+        chunks.append(
+            Chunk(
+                document.doc_id,
+                0,
+                text,
+                heading_path,
+                document.title,
+                first.page,
+                first.line_start,
+                last.line_end,
+                0,
+                document.metadata,
+                offset=group[0].offset,
+                parts=(part,),
+                occurrences=occurrences,
+            )
+        )
     sizes = _counted([chunk.embed_text for chunk in chunks], counter)
     return [replace(chunk, n_tokens=size) for chunk, size in zip(chunks, sizes)]
 
@@ -283,17 +309,17 @@ def overlap_text(previous: str, overlap: int, counter: TokenCounter) -> str:
     """The end of the previous chunk, repeated at the start of the next: about `overlap` tokens,
     beginning at a sentence when one begins early enough in that span, else at a word."""
     tail = counter.tail(previous, overlap)
-    before = previous[max(0, len(previous) - len(tail) - 8):len(previous) - len(tail)]
+    before = previous[max(0, len(previous) - len(tail) - 8) : len(previous) - len(tail)]
     if len(tail) == len(previous) or SENTENCE_ENDS_BEFORE.search(before):
         return tail.strip()
     sentence = SENTENCE_END.search(tail)
     if sentence and len(tail) - sentence.end() >= len(tail) // _MIN_OVERLAP_SHARE:
-        return tail[sentence.end():].strip()
+        return tail[sentence.end() :].strip()
     if _WORD_ENDS_BEFORE.search(before):
         return tail.strip()
     word = _WORD_END.search(tail)
     if word and word.end() < len(tail):
-        return tail[word.end():].strip()
+        return tail[word.end() :].strip()
     return tail.strip()  # one unbroken run (e.g. Chinese without punctuation): any character starts a word
 
 
@@ -342,8 +368,11 @@ def _split_table(text: str, budget: int, counter: TokenCounter) -> list[str]:
 
 def _counted(parts: list[str], counter: TokenCounter) -> list[int]:
     """Token counts of `parts`, asked in slices: one call for 800,000 words held a gigabyte of encodings."""
-    return [size for start in range(0, len(parts), _COUNT_SLICE)
-            for size in counter.count(parts[start:start + _COUNT_SLICE])]
+    return [
+        size
+        for start in range(0, len(parts), _COUNT_SLICE)
+        for size in counter.count(parts[start : start + _COUNT_SLICE])
+    ]
 
 
 def _hard_cut(text: str, budget: int, counter: TokenCounter) -> list[str]:
@@ -367,7 +396,7 @@ def _head(text: str, start: int, budget: int, counter: TokenCounter, window: int
     otherwise the window is doubled. The next window is twice this cut, so each chunk's text is encoded
     about twice."""
     while start + window < len(text):
-        head = counter.head(text[start:start + window], budget)
+        head = counter.head(text[start : start + window], budget)
         if len(head) <= window // 2:
             return head, max(2 * len(head) + 2, budget)
         window *= 2
@@ -423,30 +452,39 @@ def _join(first: Chunk, second: Chunk) -> Chunk:
     """One chunk from two neighbours; the path is what they share, each one's own headings open its text as the
     document writes them (Markdown `#` lines), and each keeps its parts (a heading line alone is the part of its
     section, which holds the ones below it)."""
-    shared = first.heading_path[:_same_sections(first.heading_path, first.occurrences, second.heading_path,
-                                                 second.occurrences)]
+    shared = first.heading_path[
+        : _same_sections(first.heading_path, first.occurrences, second.heading_path, second.occurrences)
+    ]
     last, following = first.parts[-1], second.parts[0]
     if last.section == following.section:  # one section: its overlap once
         own = without_overlap(first.text, second.text)
         cut = len(second.text) - len(own)
-        second = replace(second, text=own, parts=tuple(replace(part, at=max(part.at - cut, 0))
-                                                        for part in second.parts))
+        second = replace(
+            second, text=own, parts=tuple(replace(part, at=max(part.at - cut, 0)) for part in second.parts)
+        )
     still_open = _same_sections(last.heading_path, last.occurrences, second.heading_path, second.occurrences)
     first_text, first_parts = _headed(first, shared, 0)
     second_text, second_parts = _headed(second, second.heading_path[:still_open], len(first_text) + 2)
     parts = [*first_parts, *second_parts]
     last, following = first_parts[-1], second_parts[0]
     if last.section == following.section:  # one section cut in two
-        parts[len(first_parts) - 1:len(first_parts) + 1] = [replace(last, line_end=following.line_end)]
-    return replace(first, text=f"{first_text}\n\n{second_text}", heading_path=shared, line_end=second.line_end,
-                   parts=tuple(parts), occurrences=first.occurrences[:len(shared)])
+        parts[len(first_parts) - 1 : len(first_parts) + 1] = [replace(last, line_end=following.line_end)]
+    return replace(
+        first,
+        text=f"{first_text}\n\n{second_text}",
+        heading_path=shared,
+        line_end=second.line_end,
+        parts=tuple(parts),
+        occurrences=first.occurrences[: len(shared)],
+    )
 
 
-def _same_sections(path: tuple[str, ...], occurrences: tuple[int, ...], other: tuple[str, ...],
-                   other_occurrences: tuple[int, ...]) -> int:
+def _same_sections(
+    path: tuple[str, ...], occurrences: tuple[int, ...], other: tuple[str, ...], other_occurrences: tuple[int, ...]
+) -> int:
     """How many leading headings two paths share as the same sections (not only by name)."""
     depth = shared_depth(path, other)
-    return next((d for d in range(depth) if occurrences[d:d + 1] != other_occurrences[d:d + 1]), depth)
+    return next((d for d in range(depth) if occurrences[d : d + 1] != other_occurrences[d : d + 1]), depth)
 
 
 def _headed(chunk: Chunk, shared: tuple[str, ...], start: int) -> tuple[str, list[ChunkPart]]:
@@ -456,8 +494,10 @@ def _headed(chunk: Chunk, shared: tuple[str, ...], start: int) -> tuple[str, lis
     lines = [heading_line(path, depth) for depth in range(len(shared), len(path))]
     offsets = [sum(len(line) + 1 for line in lines[:index]) for index in range(len(lines))]
     head = sum(len(line) + 1 for line in lines)
-    parts = [ChunkPart(path[:depth + 1], None, None, chunk.page, start + at, line, chunk.occurrences[:depth + 1])
-             for depth, line, at in zip(range(len(shared), len(path)), lines, offsets)]
+    parts = [
+        ChunkPart(path[: depth + 1], None, None, chunk.page, start + at, line, chunk.occurrences[: depth + 1])
+        for depth, line, at in zip(range(len(shared), len(path)), lines, offsets)
+    ]
     opened = [index for index, part in enumerate(parts) if part.heading_path == own.heading_path]
     if opened:  # its own heading line opens its first part
         parts[opened[0]] = replace(own, at=parts[opened[0]].at)

@@ -27,8 +27,17 @@ from ..errors import KBError
 from .parsers import is_binary_format, is_supported
 from ..records import Progress, recorded_at
 from ..text import name_text
-from .sources import (LEFT_OUT_GITIGNORE, LEFT_OUT_GLOBS, LEFT_OUT_HIDDEN, Indexed, Recorded, Revisions, SkippedFile, SourceFile,
-                      SourceScan)
+from .sources import (
+    LEFT_OUT_GITIGNORE,
+    LEFT_OUT_GLOBS,
+    LEFT_OUT_HIDDEN,
+    Indexed,
+    Recorded,
+    Revisions,
+    SkippedFile,
+    SourceFile,
+    SourceScan,
+)
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +89,10 @@ def _check_readable(root: Path, kb: KBConfig) -> None:
         else:
             raise FileNotFoundError(2, "not found")
     except OSError as exc:
-        raise KBError(f"knowledge base {kb.name!r}: cannot read {root} ({exc.strerror}); "
-                      f"the index keeps its last good version until the path is back") from exc
+        raise KBError(
+            f"knowledge base {kb.name!r}: cannot read {root} ({exc.strerror}); "
+            f"the index keeps its last good version until the path is back"
+        ) from exc
 
 
 class _Rules:
@@ -163,9 +174,10 @@ class _Rules:
         suffix = os.path.splitext(rel_id)[1].lower()
         return not is_supported(suffix) or matches_globs(self._doc_id(rel_id), self.kb.include, self.kb.exclude)
 
-    def _entry(self, path: str, rel: str, is_link: bool,
-               ignores: Ignores) -> SourceFile | SkippedFile | Literal["dir"] | None:
-        """"dir" to descend into, a file, a reported skip, or None for entries left out silently."""
+    def _entry(
+        self, path: str, rel: str, is_link: bool, ignores: Ignores
+    ) -> SourceFile | SkippedFile | Literal["dir"] | None:
+        """ "dir" to descend into, a file, a reported skip, or None for entries left out silently."""
         if rel.rsplit("/", 1)[-1].startswith("."):
             self.left_out[LEFT_OUT_HIDDEN] += 1
             return None
@@ -201,8 +213,10 @@ class _Rules:
             self.left_out[name_text(suffix) or "no suffix"] += 1
             return None
         if info.st_size > self.kb.max_file_bytes:
-            return SkippedFile(doc_id, f"too large: {info.st_size / megabytes(1):.1f} MB > max_file_size_mb = "
-                                       f"{self.kb.max_file_size_mb:g}")
+            return SkippedFile(
+                doc_id,
+                f"too large: {info.st_size / megabytes(1):.1f} MB > max_file_size_mb = {self.kb.max_file_size_mb:g}",
+            )
         if self.known.get(doc_id) != (info.st_size, info.st_mtime_ns):
             reason = binary_reason(path, suffix)
             if reason:
@@ -272,7 +286,7 @@ def _glob_spec(patterns: tuple[str, ...]) -> pathspec.PathSpec[pathspec.Pattern]
 
 def _ignored(rel: str, is_dir: bool, ignores: Ignores) -> bool:
     for base, spec in ignores:
-        local = rel[len(base) + 1:] if base else rel
+        local = rel[len(base) + 1 :] if base else rel
         if spec.match_file(local + ("/" if is_dir else "")):
             return True
     return False
@@ -409,8 +423,9 @@ class FolderSource:
     def kind_of(doc_id: str) -> str:
         return os.path.splitext(doc_id)[1].lower().lstrip(".") or "other"
 
-    def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None,
-             revisions: Revisions | None = None) -> SourceScan:
+    def scan(
+        self, known: dict[str, tuple[int, int]], progress: Progress | None = None, revisions: Revisions | None = None
+    ) -> SourceScan:
         return scan_folders(self.kb, known)
 
     def changed(self, recorded: Mapping[str, Recorded], indexed: Indexed) -> dict[str, str]:

@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 # English and Chinese) its default, 2000, read 83 % of the text and peaked at 870 MB; 1600 read 99.7 %
 # at 640 MB; 1280 read 95 % at 450 MB.
 OCR_SIDE = 1600
-INSTALL_HINT = ("install the OCR extra to read it: pip install rapidocr-onnxruntime into mcp-kb's environment "
-                "(in a clone: pip install -e '.[ocr]')")
+INSTALL_HINT = (
+    "install the OCR extra to read it: pip install rapidocr-onnxruntime into mcp-kb's environment "
+    "(in a clone: pip install -e '.[ocr]')"
+)
 _Line = tuple[object, str, float]  # a text line RapidOCR found: [box, text, score]
 
 

@@ -116,7 +116,7 @@ def render(document: Document) -> Rendered:
             page = block.page
             pages.append((page, add(page_marker(page))))
         for depth in range(shared, len(block.heading_path)):
-            open_sections.append((block.heading_path[:depth + 1], add(heading_line(block.heading_path, depth))))
+            open_sections.append((block.heading_path[: depth + 1], add(heading_line(block.heading_path, depth))))
         path = block.heading_path
         starts.append(add(block.text))
     _close(open_sections, sections, depth=0, end=size)
@@ -133,11 +133,16 @@ def _as_written(document: Document, text: str) -> Rendered:
     def ends(line: int) -> int:  # the end of a line's text, its line break left out
         return starts[line] - 1 if 0 < line < len(starts) else len(text)
 
-    sections = tuple(Section(heading.path, begins(heading.line_start), max(ends(heading.line_end),
-                                                                           begins(heading.line_start)))
-                     for heading in document.headings)
-    return Rendered(text, tuple(begins(block.line_start) for block in document.blocks),
-                    tuple(sorted(sections, key=lambda s: s.start)), ())
+    sections = tuple(
+        Section(heading.path, begins(heading.line_start), max(ends(heading.line_end), begins(heading.line_start)))
+        for heading in document.headings
+    )
+    return Rendered(
+        text,
+        tuple(begins(block.line_start) for block in document.blocks),
+        tuple(sorted(sections, key=lambda s: s.start)),
+        (),
+    )
 
 
 def _close(open_sections: list[tuple[tuple[str, ...], int]], sections: list[Section], depth: int, end: int) -> None:
@@ -152,8 +157,17 @@ def reading_of(document: Document, chunk_starts: Sequence[int], tokens: int) -> 
     rendering) and their tokens."""
     rendered = render(document)
     last_marked = max((page for page, _ in rendered.page_starts), default=None)
-    return Reading(document.title, document.kind, rendered.text, rendered.sections, rendered.page_starts,
-                   tuple(chunk_starts), tokens, document.pages or last_marked, document.source is not None)
+    return Reading(
+        document.title,
+        document.kind,
+        rendered.text,
+        rendered.sections,
+        rendered.page_starts,
+        tuple(chunk_starts),
+        tokens,
+        document.pages or last_marked,
+        document.source is not None,
+    )
 
 
 def outline_json(sections: tuple[Section, ...]) -> str:

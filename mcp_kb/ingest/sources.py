@@ -24,8 +24,11 @@ from ..records import Progress
 
 # Built-in kinds, asked in this order whether they own an id; folders last: every id no other kind
 # claims is a path. Registered kinds are asked first.
-_BUILTIN_KINDS = ("mcp_kb.ingest.web.source:WebSource", "mcp_kb.ingest.git.source:GitSource",
-                  "mcp_kb.ingest.folders:FolderSource")
+_BUILTIN_KINDS = (
+    "mcp_kb.ingest.web.source:WebSource",
+    "mcp_kb.ingest.git.source:GitSource",
+    "mcp_kb.ingest.folders:FolderSource",
+)
 # What a source read, by its key: a repository's {"commit", "scope", "ref"}; the sync keeps it in the KB's state
 # with the index it matches and hands it back to the next scan.
 Revisions = Mapping[str, Mapping[str, str]]
@@ -84,8 +87,11 @@ class SourceScan:
 
 
 LEFT_OUT_HIDDEN, LEFT_OUT_GITIGNORE, LEFT_OUT_GLOBS = "hidden", "gitignore", "globs"
-_LEFT_OUT_WHY = {LEFT_OUT_HIDDEN: "hidden (names starting with a dot)", LEFT_OUT_GITIGNORE: "ignored by .gitignore",
-                 LEFT_OUT_GLOBS: "outside its include/exclude globs"}
+_LEFT_OUT_WHY = {
+    LEFT_OUT_HIDDEN: "hidden (names starting with a dot)",
+    LEFT_OUT_GITIGNORE: "ignored by .gitignore",
+    LEFT_OUT_GLOBS: "outside its include/exclude globs",
+}
 _TYPES_SHOWN = 5
 
 
@@ -99,8 +105,10 @@ def why_no_documents(kb: KBConfig, scan: SourceScan) -> str:
     if scan.skipped:
         found.append(f"{len(scan.skipped)} skipped, each for a reason `mcp-kb check` shows")
     there = f"of what its sources hold, {'; '.join(found)}" if found else "its sources gave no document to index"
-    return (f"knowledge base {kb.name!r} holds no documents: {there}; check its paths, include and exclude in the "
-            f"config (`mcp-kb check` shows what each knowledge base would index)")
+    return (
+        f"knowledge base {kb.name!r} holds no documents: {there}; check its paths, include and exclude in the "
+        f"config (`mcp-kb check` shows what each knowledge base would index)"
+    )
 
 
 @dataclass(frozen=True)
@@ -127,8 +135,9 @@ class Source(Protocol):
     """One configured source of a KB. Its class also provides `of(kb, cache_folder) -> list[Source]`
     (the KB's sources of this kind, none when unconfigured), `owns(doc_id)` and `kind_of(doc_id)`."""
 
-    def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None,
-             revisions: Revisions | None = None) -> SourceScan:
+    def scan(
+        self, known: dict[str, tuple[int, int]], progress: Progress | None = None, revisions: Revisions | None = None
+    ) -> SourceScan:
         """Every document, or a reason per one left out; `known` maps the ids the index holds to the
         (size, mtime_ns) it saw (a web source asks for each again; a folder trusts unchanged files), `revisions`
         what the sources had read for the index (a repository diffs from its commit)."""
@@ -182,8 +191,11 @@ def sources_of(kb: KBConfig, cache_folder: Path) -> list[Source]:
     """The KB's sources; `cache_folder` is where they may keep what they download (this machine's). A KB of library
     versions (`[[kb.versions]]`) has each version's sources, their documents' ids led by `VERSION/`."""
     if kb.versions:
-        return [VersionSource(version.name, source) for version in kb.versions
-                for source in sources_of(kb.of_version(version), cache_folder / version.name)]
+        return [
+            VersionSource(version.name, source)
+            for version in kb.versions
+            for source in sources_of(kb.of_version(version), cache_folder / version.name)
+        ]
     return [source for kind in _kinds() for source in kind.of(kb, cache_folder)]
 
 
@@ -194,34 +206,51 @@ class VersionSource:
     def __init__(self, version: str, source: Source):
         self.prefix, self.source = f"{version}/", source
 
-    def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None,
-             revisions: Revisions | None = None) -> SourceScan:
-        own = {doc_id.removeprefix(self.prefix): seen for doc_id, seen in known.items()
-               if doc_id.startswith(self.prefix)}
-        own_revisions = {key.removeprefix(self.prefix): read for key, read in (revisions or {}).items()
-                         if key.startswith(self.prefix)}
+    def scan(
+        self, known: dict[str, tuple[int, int]], progress: Progress | None = None, revisions: Revisions | None = None
+    ) -> SourceScan:
+        own = {
+            doc_id.removeprefix(self.prefix): seen for doc_id, seen in known.items() if doc_id.startswith(self.prefix)
+        }
+        own_revisions = {
+            key.removeprefix(self.prefix): read
+            for key, read in (revisions or {}).items()
+            if key.startswith(self.prefix)
+        }
         scan = self.source.scan(own, progress, own_revisions)
-        return SourceScan([dataclasses.replace(item, doc_id=self.prefix + item.doc_id) for item in scan.files],
-                          [dataclasses.replace(item, doc_id=self.prefix + item.doc_id.removeprefix("/"))
-                           for item in scan.skipped], scan.figures,
-                          {self.prefix + key: read for key, read in scan.revisions.items()}, scan.left_out)
+        return SourceScan(
+            [dataclasses.replace(item, doc_id=self.prefix + item.doc_id) for item in scan.files],
+            [dataclasses.replace(item, doc_id=self.prefix + item.doc_id.removeprefix("/")) for item in scan.skipped],
+            scan.figures,
+            {self.prefix + key: read for key, read in scan.revisions.items()},
+            scan.left_out,
+        )
 
     def changed(self, recorded: Mapping[str, Recorded], indexed: Indexed) -> dict[str, str]:
-        own = {doc_id.removeprefix(self.prefix): seen for doc_id, seen in recorded.items()
-               if doc_id.startswith(self.prefix)}
-        own_revisions = {key.removeprefix(self.prefix): read for key, read in indexed.revisions.items()
-                         if key.startswith(self.prefix)}
+        own = {
+            doc_id.removeprefix(self.prefix): seen
+            for doc_id, seen in recorded.items()
+            if doc_id.startswith(self.prefix)
+        }
+        own_revisions = {
+            key.removeprefix(self.prefix): read
+            for key, read in indexed.revisions.items()
+            if key.startswith(self.prefix)
+        }
         told = self.source.changed(own, dataclasses.replace(indexed, revisions=own_revisions))
         return {self.prefix + doc_id: line for doc_id, line in told.items()}
 
     def listing(self, known: dict[str, tuple[int, int]]) -> SourceScan | None:
-        own = {doc_id.removeprefix(self.prefix): seen for doc_id, seen in known.items() if doc_id.startswith(self.prefix)}
+        own = {
+            doc_id.removeprefix(self.prefix): seen for doc_id, seen in known.items() if doc_id.startswith(self.prefix)
+        }
         listed = self.source.listing(own) if hasattr(self.source, "listing") else None
         if listed is None:
             return None
-        return SourceScan([dataclasses.replace(item, doc_id=self.prefix + item.doc_id) for item in listed.files],
-                          [dataclasses.replace(item, doc_id=self.prefix + item.doc_id.removeprefix("/"))
-                           for item in listed.skipped])
+        return SourceScan(
+            [dataclasses.replace(item, doc_id=self.prefix + item.doc_id) for item in listed.files],
+            [dataclasses.replace(item, doc_id=self.prefix + item.doc_id.removeprefix("/")) for item in listed.skipped],
+        )
 
     def watch_folders(self) -> list[Path]:
         return self.source.watch_folders()
@@ -252,12 +281,18 @@ def list_all(sources: Iterable[Source], known: dict[str, tuple[int, int]]) -> So
     listed = [source.listing(known) if hasattr(source, "listing") else None for source in sources]
     if any(scan is None for scan in listed):
         return None
-    return SourceScan([item for scan in listed if scan for item in scan.files],
-                      [item for scan in listed if scan for item in scan.skipped])
+    return SourceScan(
+        [item for scan in listed if scan for item in scan.files],
+        [item for scan in listed if scan for item in scan.skipped],
+    )
 
 
-def scan_all(sources: Iterable[Source], known: dict[str, tuple[int, int]] | None = None,
-             progress: Progress | None = None, revisions: Revisions | None = None) -> SourceScan:
+def scan_all(
+    sources: Iterable[Source],
+    known: dict[str, tuple[int, int]] | None = None,
+    progress: Progress | None = None,
+    revisions: Revisions | None = None,
+) -> SourceScan:
     """All sources' documents as one scan (an id two sources list is an error)."""
     files: dict[str, SourceFile] = {}
     skipped: list[SkippedFile] = []
@@ -268,8 +303,10 @@ def scan_all(sources: Iterable[Source], known: dict[str, tuple[int, int]] | None
         scan = source.scan(known or {}, progress, revisions or {})
         for item in scan.files:
             if item.doc_id in files:  # a repository named like a folder inside a KB path: neither may win in silence
-                raise KBError(f"the document {item.doc_id!r} comes from two of the knowledge base's sources; give "
-                              "the repository another `name` (its files' paths lead with it)")
+                raise KBError(
+                    f"the document {item.doc_id!r} comes from two of the knowledge base's sources; give "
+                    "the repository another `name` (its files' paths lead with it)"
+                )
             files[item.doc_id] = item
         skipped += scan.skipped
         for name, value in scan.figures.items():
@@ -305,4 +342,3 @@ def rooted_id_patterns() -> list[str]:
     """Regular expressions an id's "root" may match before a path that starts with "/" (a web page's
     origin), so `{"path": {"prefix": "/guide/"}}` filters pages of any host."""
     return [rooted for kind in _kinds() if (rooted := getattr(kind, "ROOTED_ID", None))]
-

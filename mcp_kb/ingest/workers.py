@@ -154,11 +154,14 @@ class _Worker:
         self._seconds = settings.file_seconds
         self._memory_mb = settings.file_memory_mb
         self._out_of_time = False
-        self._process = subprocess.Popen([sys.executable, "-I", "-c", _BOOTSTRAP, json.dumps(sys.path)],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         # glibc gives each thread an arena of 64 MB of address space,
-                                         # which the cap would count as if used
-                                         env=child_environment(MALLOC_ARENA_MAX="2"))
+        self._process = subprocess.Popen(
+            [sys.executable, "-I", "-c", _BOOTSTRAP, json.dumps(sys.path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            # glibc gives each thread an arena of 64 MB of address space,
+            # which the cap would count as if used
+            env=child_environment(MALLOC_ARENA_MAX="2"),
+        )
         assert self._process.stdin is not None and self._process.stdout is not None  # both are pipes
         self._requests: IO[bytes] = self._process.stdin
         self._answers: IO[bytes] = self._process.stdout
@@ -202,10 +205,15 @@ class _Worker:
             return Parsed(error=f"the parsing process ended on this file with exit status {code}")
         name = signal.Signals(-code).name  # a signal: POSIX only, where SIGKILL exists
         if name == "SIGKILL":  # not ours: the out-of-memory killer, or someone, chose this process
-            return Parsed(error="the parsing process was killed (SIGKILL) while on this file; it is parsed again at "
-                                "the next sync", retry=True)
-        return Parsed(error=f"the parsing process ended on this file by {name} (a crash in a parser, or more than "
-                            f"{self._memory_mb} MB of memory)")
+            return Parsed(
+                error="the parsing process was killed (SIGKILL) while on this file; it is parsed again at "
+                "the next sync",
+                retry=True,
+            )
+        return Parsed(
+            error=f"the parsing process ended on this file by {name} (a crash in a parser, or more than "
+            f"{self._memory_mb} MB of memory)"
+        )
 
     def kill(self) -> None:
         if self._process.poll() is None:
@@ -227,8 +235,10 @@ def _pickled_setup(settings: SyncEngineConfig, counter: TokenCounter) -> bytes:
     try:
         return pickle.dumps(setup, pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, AttributeError, TypeError) as exc:
-        raise KBError(f"the token counter or a registered parser cannot be sent to the parsing processes ({exc}): "
-                      f"define it at the top level of a module") from exc
+        raise KBError(
+            f"the token counter or a registered parser cannot be sent to the parsing processes ({exc}): "
+            f"define it at the top level of a module"
+        ) from exc
 
 
 def _write(stream: IO[bytes], data: bytes) -> None:
@@ -255,6 +265,7 @@ def _read(stream: IO[bytes], limit: int = _ANSWER_LIMIT) -> bytes:
 
 
 # ---- the worker's side ---------------------------------------------------------------------
+
 
 def serve() -> None:
     """A worker's loop: the setup, then one file after another until its parent closes the pipe."""

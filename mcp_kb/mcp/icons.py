@@ -14,5 +14,10 @@ from mcp_types import Icon
 def icon(name: str) -> list[Icon]:
     """The icon `name` ("icon", "search", "sync") of the page's static folder, for MCP's `icons`."""
     svg = files("mcp_kb.ui").joinpath("static", f"{name}.svg").read_bytes()
-    return [Icon(src="data:image/svg+xml;base64," + base64.b64encode(svg).decode("ascii"), mime_type="image/svg+xml",
-                 sizes=["any"])]
+    return [
+        Icon(
+            src="data:image/svg+xml;base64," + base64.b64encode(svg).decode("ascii"),
+            mime_type="image/svg+xml",
+            sizes=["any"],
+        )
+    ]

@@ -38,6 +38,7 @@ class ViewBus:
 
         def unsubscribe() -> None:
             self._listeners.pop(token, None)
+
         return unsubscribe
 
     async def publish(self, event: ServerEvent) -> None:

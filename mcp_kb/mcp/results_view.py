@@ -25,10 +25,15 @@ RESULTS_VIEW_URI = "ui://mcp-kb/search-results.html"
 def results_view() -> Apps:
     """The extension, holding the page (tools point to it with `view_meta()`)."""
     apps = Apps()
-    apps.add_html_resource(RESULTS_VIEW_URI, results_page(), name="search-results",
-                           title="Search results", description="The hits of a knowledge-base search, with their "
-                                                               "citations and documents",
-                           csp=ResourceCsp(), prefers_border=True)
+    apps.add_html_resource(
+        RESULTS_VIEW_URI,
+        results_page(),
+        name="search-results",
+        title="Search results",
+        description="The hits of a knowledge-base search, with their citations and documents",
+        csp=ResourceCsp(),
+        prefers_border=True,
+    )
     return apps
 
 
@@ -41,11 +46,13 @@ def view_meta() -> dict[str, Any]:
 def results_page() -> str:
     """The page, with a policy that lets exactly its own inline script and style run."""
     page = files("mcp_kb.mcp").joinpath("results.html").read_text(encoding="utf-8")
-    script, = re.findall(r"<script>(.*?)</script>", page, re.DOTALL)
-    style, = re.findall(r"<style>(.*?)</style>", page, re.DOTALL)
-    policy = ("default-src 'none'; "
-              f"script-src '{_sha256(script)}'; style-src '{_sha256(style)}'; img-src data:; "
-              "connect-src 'none'; form-action 'none'; base-uri 'none'")
+    (script,) = re.findall(r"<script>(.*?)</script>", page, re.DOTALL)
+    (style,) = re.findall(r"<style>(.*?)</style>", page, re.DOTALL)
+    policy = (
+        "default-src 'none'; "
+        f"script-src '{_sha256(script)}'; style-src '{_sha256(style)}'; img-src data:; "
+        "connect-src 'none'; form-action 'none'; base-uri 'none'"
+    )
     return page.replace("__CSP__", policy)
 
 

@@ -19,9 +19,11 @@ from ..settings import KBConfig
 class SyncOutput(BaseModel):
     """The sync tool's structured content (its text says the same in a sentence per knowledge base)."""
 
-    reports: list[dict[str, Any]] = Field(description="One per knowledge base synced: files added, changed, deleted, "
-                                                      "unchanged and failed (each failure with its reason), chunks "
-                                                      "embedded and reused, seconds per stage")
+    reports: list[dict[str, Any]] = Field(
+        description="One per knowledge base synced: files added, changed, deleted, "
+        "unchanged and failed (each failure with its reason), chunks "
+        "embedded and reused, seconds per stage"
+    )
     summary: str = Field(description="The reports as `mcp-kb sync` prints them")
 
 
@@ -94,4 +96,5 @@ def argument_errors(error: ValidationError, model: type[BaseModel], types: dict[
         if field in types:
             return f"filter {field!r} expects {expected_condition(FIELD_TYPES[types[field]])}"
         return unknown_filter_field(field, types)
+
     return request_errors(error, model, filter_error)

@@ -18,8 +18,17 @@ from functools import cache
 from ..api import import_leaving_out
 
 SERVER_MODULES = ("mcp.server.mcpserver", "mcp.server.stdio")  # what a stdio server runs on
-HTTP_ONLY = ("starlette", "sse_starlette", "uvicorn", "httpx2", "mcp.server.auth.", "mcp.server.sse",
-             "mcp.server.streamable_http", "mcp.server.streamable_http_manager", "mcp.server.transport_security")
+HTTP_ONLY = (
+    "starlette",
+    "sse_starlette",
+    "uvicorn",
+    "httpx2",
+    "mcp.server.auth.",
+    "mcp.server.sse",
+    "mcp.server.streamable_http",
+    "mcp.server.streamable_http_manager",
+    "mcp.server.transport_security",
+)
 # A field of MCPServer's own settings model is typed AuthSettings, which pydantic resolves as the class is made
 # (a plain pydantic model; the rest of mcp.server.auth stays out).
 KEPT = ("mcp.server.auth.settings",)
@@ -29,6 +38,9 @@ KEPT = ("mcp.server.auth.settings",)
 def import_sdk_for_stdio() -> str | None:
     """Import the SDK's server for a process that serves stdio and nothing else, leaving HTTP_ONLY out. None
     when done so; otherwise why the SDK was imported whole (imported already, or it changed)."""
-    return import_leaving_out(SERVER_MODULES, HTTP_ONLY, KEPT,
-                              note="a stdio server imports the MCP SDK without its HTTP stack "
-                                   "(mcp_kb/mcp/sdk_import.py)")
+    return import_leaving_out(
+        SERVER_MODULES,
+        HTTP_ONLY,
+        KEPT,
+        note="a stdio server imports the MCP SDK without its HTTP stack (mcp_kb/mcp/sdk_import.py)",
+    )

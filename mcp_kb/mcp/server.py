@@ -26,16 +26,60 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.prompts.base import UserMessage
-from mcp_types import (CallToolResult, Completion, CompletionArgument, CompletionContext, PromptReference,
-                       ResourceLink, ResourceTemplateReference, TextContent, ToolAnnotations)
+from mcp_types import (
+    CallToolResult,
+    Completion,
+    CompletionArgument,
+    CompletionContext,
+    PromptReference,
+    ResourceLink,
+    ResourceTemplateReference,
+    TextContent,
+    ToolAnnotations,
+)
 from pydantic import BaseModel, Field, ValidationError
 
-from ..api import (__version__, ACROSS_KBS, CITATION_FORMAT, DOCUMENT_URI, LIST_TOOL, LIST_URI, METRICS_URI, READ_TOOL,
-                   SEARCH_ALL_TOOL, STATUS_URI, SYNC_TOOL, WORKBENCH_TOOLS, App, as_sentence, BrowseOutput,
-                   BrowseRequest, browse_text, ListingOrder, CallerView, citation_marker, cited_text, common_filter_types, described,
-                   document_uri, Hit, KBError, LiveSync, ReadOutput, ReadRequest, read_text, SearchOutput,
-                   SearchRequest, SearchResult, status_uri, SyncRequest, SyncRunner, sync_named, sync_text,
-                   NEVER_SYNCED)
+from ..api import (
+    __version__,
+    ACROSS_KBS,
+    CITATION_FORMAT,
+    DOCUMENT_URI,
+    LIST_TOOL,
+    LIST_URI,
+    METRICS_URI,
+    READ_TOOL,
+    SEARCH_ALL_TOOL,
+    STATUS_URI,
+    SYNC_TOOL,
+    WORKBENCH_TOOLS,
+    App,
+    as_sentence,
+    BrowseOutput,
+    BrowseRequest,
+    browse_text,
+    ListingOrder,
+    CallerView,
+    citation_marker,
+    cited_text,
+    common_filter_types,
+    described,
+    document_uri,
+    Hit,
+    KBError,
+    LiveSync,
+    ReadOutput,
+    ReadRequest,
+    read_text,
+    SearchOutput,
+    SearchRequest,
+    SearchResult,
+    status_uri,
+    SyncRequest,
+    SyncRunner,
+    sync_named,
+    sync_text,
+    NEVER_SYNCED,
+)
 from ..settings import MODES_TEXT, KBConfig, SearchMode
 from .compat import AnsweredStdio, PlainErrors, support_2025_clients, unknown_tool
 from .guard import Guard, current_view
@@ -60,6 +104,7 @@ def _filters_dict(filters: BaseModel | None) -> dict[str, Any] | None:
 
 
 # ---- server ----------------------------------------------------------------------------------
+
 
 class _KBServer(PlainErrors, AnsweredStdio):
     """An MCPServer that lists and calls only the tools of the caller's view, and whose rejected tool
@@ -93,7 +138,6 @@ class _KBServer(PlainErrors, AnsweredStdio):
             return argument_errors(error, SearchRequest, self.common_filters)
         requests: dict[str, type[BaseModel]] = {READ_TOOL: ReadRequest, LIST_TOOL: BrowseRequest}
         return argument_errors(error, requests.get(tool, SyncRequest))
-
 
     def prompt_error(self, error: BaseException) -> str:
         return self.guard.view().explain(error) if isinstance(error, KBError) else str(error)
@@ -168,6 +212,7 @@ def build_server(app: App, read_only: bool | None = None, handshake_wait: float 
         _warn_about_missing_paths(app)
         if read_only and any(kb.sync.has_triggers for kb in app.config.kb):
             log.info("read-only: the [kb.sync] triggers in the config are left to the writer (`mcp-kb watch`)")
+
         async def answered() -> None:
             await handshake.wait(handshake_wait)
 
@@ -213,8 +258,11 @@ def build_server(app: App, read_only: bool | None = None, handshake_wait: float 
     )
     # Registered as some caller may be listed them; each caller's list is decided by what it sees (CallerView).
     everyone = len(app.config.kb)
-    descriptions = {kb.name: _add_search_tool(server, app, kb) for kb in app.config.kb} \
-        if app.config.tools_of_each_kb(seen=1) else {}  # a caller who sees one KB: the most who get one each
+    descriptions = (
+        {kb.name: _add_search_tool(server, app, kb) for kb in app.config.kb}
+        if app.config.tools_of_each_kb(seen=1)
+        else {}
+    )  # a caller who sees one KB: the most who get one each
     if app.config.kb:
         _add_document_tools(server, app, guard)
         if app.config.tool_across_kbs(everyone):
@@ -261,8 +309,9 @@ class _Handshake:
 
 
 @asynccontextmanager
-async def warming_up(app: App, ready: Callable[[], Awaitable[None]],
-                     grace_seconds: float = _WARM_UP_GRACE_SECONDS) -> AsyncIterator[anyio.Event]:
+async def warming_up(
+    app: App, ready: Callable[[], Awaitable[None]], grace_seconds: float = _WARM_UP_GRACE_SECONDS
+) -> AsyncIterator[anyio.Event]:
     """Load the embedding model (and count what each KB's sync would do) in the background once `ready` returns; on
     leaving before, never. Yields an event set once that is done. On leaving after, wait for the load up to the
     grace: a client that leaves at once would otherwise end the process while the model loads in native code, which
@@ -321,15 +370,19 @@ def _instructions(view: CallerView) -> str:
     lines = []
     if view.tools_of_each_kb:
         across = f", or {SEARCH_ALL_TOOL} for all at once" if view.tool_across_kbs else ""
-        lines.append(f"Knowledge bases to search, one tool each: use the one whose description fits the question, "
-                     f"and search several when unsure{across}.")
+        lines.append(
+            f"Knowledge bases to search, one tool each: use the one whose description fits the question, "
+            f"and search several when unsure{across}."
+        )
         lines += [f"- {kb.search_tool_name}: {as_sentence(kb.description)}" for kb in view.kbs]
     else:
         lines.append(f"Search the knowledge bases with {SEARCH_ALL_TOOL} (all at once, or the ones you name):")
         lines += [f"- {kb.name}: {_clipped(as_sentence(kb.description))}" for kb in view.kbs]
-    lines += [f"Cite results as {citation_marker(1)} with their source ({CITATION_FORMAT}). When a passage is not "
-              f"enough, read more of its document with {READ_TOOL} (the section its citation names, or on from the "
-              f"passage); {LIST_TOOL} lists a knowledge base's documents and a document's outline."]
+    lines += [
+        f"Cite results as {citation_marker(1)} with their source ({CITATION_FORMAT}). When a passage is not "
+        f"enough, read more of its document with {READ_TOOL} (the section its citation names, or on from the "
+        f"passage); {LIST_TOOL} lists a knowledge base's documents and a document's outline."
+    ]
     return "\n".join(lines)
 
 
@@ -337,14 +390,16 @@ _DESCRIPTION_CHARS = 200  # of a KB's description, in the list a search across K
 
 
 def _clipped(text: str) -> str:
-    return text if len(text) <= _DESCRIPTION_CHARS else text[:_DESCRIPTION_CHARS - 1] + "…"
+    return text if len(text) <= _DESCRIPTION_CHARS else text[: _DESCRIPTION_CHARS - 1] + "…"
 
 
 def _across_description(kbs: Sequence[KBConfig]) -> str:
     """The search across KBs described with the KBs a caller sees, one line each."""
-    lines = [f"Search these knowledge bases at once: passages of all of them ranked together, each naming its "
-             f"knowledge base, with numbered citations ({CITATION_FORMAT}). Name some in kbs to search only those. "
-             f"Modes: {MODES_TEXT}. Knowledge bases:"]
+    lines = [
+        f"Search these knowledge bases at once: passages of all of them ranked together, each naming its "
+        f"knowledge base, with numbered citations ({CITATION_FORMAT}). Name some in kbs to search only those. "
+        f"Modes: {MODES_TEXT}. Knowledge bases:"
+    ]
     lines += [f"- {kb.name}: {_clipped(as_sentence(kb.description))}" for kb in kbs]
     return "\n".join(lines)
 
@@ -358,13 +413,22 @@ def _tool_description(app: App, kb: KBConfig) -> str:
         holds = f" Holds {summary.documents} documents ({kinds}){f', among them: {titles}' if titles else ''}."
     else:
         holds = f" {_not_holding(app, kb)}"
-    versions = f" Versions: {', '.join(v.name for v in kb.versions)} (searched: `version`, default " \
-               f"{kb.default_version}; a citation's path begins with its version)." if kb.versions else ""
+    versions = (
+        f" Versions: {', '.join(v.name for v in kb.versions)} (searched: `version`, default "
+        f"{kb.default_version}; a citation's path begins with its version)."
+        if kb.versions
+        else ""
+    )
     pending = app.pending_known(kb.name)
-    behind = f" Behind its sources ({pending.text()}): answers may be out of date until it is synced." \
-        if pending and pending.behind else ""
-    return (f"{as_sentence(kb.description)}{holds}{versions}{behind} Returns passages with numbered citations "
-            f"({CITATION_FORMAT}). Modes: {MODES_TEXT}.")
+    behind = (
+        f" Behind its sources ({pending.text()}): answers may be out of date until it is synced."
+        if pending and pending.behind
+        else ""
+    )
+    return (
+        f"{as_sentence(kb.description)}{holds}{versions}{behind} Returns passages with numbered citations "
+        f"({CITATION_FORMAT}). Modes: {MODES_TEXT}."
+    )
 
 
 def _not_holding(app: App, kb: KBConfig) -> str:
@@ -402,8 +466,10 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
         top_k: Annotated[int, _search_field("top_k")] = kb.search.top_k,
         mode: Annotated[SearchMode, _search_field("mode", strict=False)] = kb.search.mode,
         min_score: Annotated[float | None, _search_field("min_score")] = None,
-        filters: Annotated[Filters | None,  # type: ignore[valid-type]  # built per KB at run time
-                           _search_field("filters", strict=False)] = None,
+        filters: Annotated[
+            Filters | None,  # type: ignore[valid-type]  # built per KB at run time
+            _search_field("filters", strict=False),
+        ] = None,
         context: Annotated[int, _search_field("context")] = SearchRequest.model_fields["context"].default,
         max_per_document: Annotated[int, _search_field("max_per_document")] = kb.search.max_per_document,
         max_tokens: Annotated[int, _search_field("max_tokens")] = kb.search.max_tokens,
@@ -412,23 +478,39 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
     ) -> Annotated[CallToolResult, SearchOutput]:
         # The SDK checked these arguments against SearchRequest's own fields (the parameters above): built as
         # they are, not validated a second time.
-        request = SearchRequest.model_construct(query=query, top_k=top_k, mode=mode, min_score=min_score,
-                                                filters=_filters_dict(filters), context=context,
-                                                max_per_document=max_per_document, max_tokens=max_tokens,
-                                                as_of=as_of, version=version)
+        request = SearchRequest.model_construct(
+            query=query,
+            top_k=top_k,
+            mode=mode,
+            min_score=min_score,
+            filters=_filters_dict(filters),
+            context=context,
+            max_per_document=max_per_document,
+            max_tokens=max_tokens,
+            as_of=as_of,
+            version=version,
+        )
         result: SearchResult = await _call(lambda: app.search(kb.name, request))
-        return CallToolResult(content=[TextContent(type="text", text=cited_text(result)),
-                                       *_document_links(kb.name, result.hits)],
-                              structured_content=result.as_dict())
+        return CallToolResult(
+            content=[TextContent(type="text", text=cited_text(result)), *_document_links(kb.name, result.hits)],
+            structured_content=result.as_dict(),
+        )
 
     if not kb.versions:  # the SDK reads the parameters from the signature
         signature = inspect.signature(search_tool)
         search_tool.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            parameters=[p for p in signature.parameters.values() if p.name != "version"])
+            parameters=[p for p in signature.parameters.values() if p.name != "version"]
+        )
     description = _tool_description(app, kb)
-    server.add_tool(search_tool, name=kb.search_tool_name, title=f"Search {kb.name}", description=description,
-                    annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False), icons=icon("search"),
-                    meta=view_meta())
+    server.add_tool(
+        search_tool,
+        name=kb.search_tool_name,
+        title=f"Search {kb.name}",
+        description=description,
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        icons=icon("search"),
+        meta=view_meta(),
+    )
     return description
 
 
@@ -438,8 +520,13 @@ def _document_links(kb: str, hits: Sequence[Hit]) -> list[ResourceLink]:
 
 
 def _document_link(kb: str, number: int, hit: Hit) -> ResourceLink:
-    return ResourceLink(type="resource_link", uri=document_uri(kb, hit.source), name=hit.source,
-                        title=f"{citation_marker(number)} {hit.citation}", mime_type="text/plain")
+    return ResourceLink(
+        type="resource_link",
+        uri=document_uri(kb, hit.source),
+        name=hit.source,
+        title=f"{citation_marker(number)} {hit.citation}",
+        mime_type="text/plain",
+    )
 
 
 def _read_field(name: str) -> Any:
@@ -464,11 +551,22 @@ def _add_document_tools(server: MCPServer, app: App, guard: Guard) -> None:
         cursor: Annotated[str | None, _read_field("cursor")] = None,
         as_of: Annotated[str | None, _read_field("as_of")] = None,
     ) -> Annotated[CallToolResult, ReadOutput]:
-        request = ReadRequest.model_construct(kb=kb, path=path, section=section, pages=pages, lines=lines,
-                                              chunk=chunk, max_tokens=max_tokens, cursor=cursor, as_of=as_of)
+        request = ReadRequest.model_construct(
+            kb=kb,
+            path=path,
+            section=section,
+            pages=pages,
+            lines=lines,
+            chunk=chunk,
+            max_tokens=max_tokens,
+            cursor=cursor,
+            as_of=as_of,
+        )
         answer = await _call(lambda: app.read(guard.view().check(kb), request))
-        return CallToolResult(content=[TextContent(type="text", text=read_text(answer))],
-                              structured_content=answer.model_dump(mode="json"))
+        return CallToolResult(
+            content=[TextContent(type="text", text=read_text(answer))],
+            structured_content=answer.model_dump(mode="json"),
+        )
 
     async def list_documents(  # noqa: PLR0913  # one per tool parameter
         kb: Annotated[str, _browse_field("kb")],
@@ -479,27 +577,38 @@ def _add_document_tools(server: MCPServer, app: App, guard: Guard) -> None:
         cursor: Annotated[str | None, _browse_field("cursor")] = None,
         as_of: Annotated[str | None, _browse_field("as_of")] = None,
     ) -> Annotated[CallToolResult, BrowseOutput]:
-        request = BrowseRequest.model_construct(kb=kb, path=path, outline=outline, sort=sort, limit=limit,
-                                                cursor=cursor, as_of=as_of)
+        request = BrowseRequest.model_construct(
+            kb=kb, path=path, outline=outline, sort=sort, limit=limit, cursor=cursor, as_of=as_of
+        )
         answer = await _call(lambda: app.browse(guard.view().check(kb), request))
-        return CallToolResult(content=[TextContent(type="text", text=browse_text(answer))],
-                              structured_content=answer.model_dump(mode="json"))
+        return CallToolResult(
+            content=[TextContent(type="text", text=browse_text(answer))],
+            structured_content=answer.model_dump(mode="json"),
+        )
 
     reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-    server.add_tool(read_document, name=READ_TOOL, title="Read a document",
-                    description="Read a document of a knowledge base from its index: whole, one section (the "
-                                "heading path a search result's citation shows), pages, lines, or on from a "
-                                "passage (its chunk_index). Each answer fits max_tokens, says which lines (and "
-                                "pages) it holds, and gives a cursor to read on.",
-                    annotations=reading, icons=icon("search"))
-    server.add_tool(list_documents, name=LIST_TOOL, title="List documents",
-                    description="List a knowledge base's documents (all, under a path prefix, or matching a glob; "
-                                "by path or last changed first) with title, kind, size, pages and tokens; or, with "
-                                "outline, one document's headings with their lines, pages and size, to read a "
-                                f"section with {READ_TOOL}. Paged with a cursor.",
-                    annotations=reading, icons=icon("search"))
-
-
+    server.add_tool(
+        read_document,
+        name=READ_TOOL,
+        title="Read a document",
+        description="Read a document of a knowledge base from its index: whole, one section (the "
+        "heading path a search result's citation shows), pages, lines, or on from a "
+        "passage (its chunk_index). Each answer fits max_tokens, says which lines (and "
+        "pages) it holds, and gives a cursor to read on.",
+        annotations=reading,
+        icons=icon("search"),
+    )
+    server.add_tool(
+        list_documents,
+        name=LIST_TOOL,
+        title="List documents",
+        description="List a knowledge base's documents (all, under a path prefix, or matching a glob; "
+        "by path or last changed first) with title, kind, size, pages and tokens; or, with "
+        "outline, one document's headings with their lines, pages and size, to read a "
+        f"section with {READ_TOOL}. Paged with a cursor.",
+        annotations=reading,
+        icons=icon("search"),
+    )
 
 
 _MAX_KBS_NAMED = 1_000  # names in one search's `kbs`: more than any config holds, fewer than a flood
@@ -512,18 +621,29 @@ def _add_search_across_tool(server: _KBServer, app: App, guard: Guard) -> None:
 
     async def search_knowledge_bases(  # noqa: PLR0913  # one per tool parameter
         query: Annotated[str, _search_field("query")],
-        kbs: Annotated[list[str] | None, Field(None, max_length=_MAX_KBS_NAMED,
-                                               description="Only these knowledge bases (default: all)")] = None,
+        kbs: Annotated[
+            list[str] | None,
+            Field(None, max_length=_MAX_KBS_NAMED, description="Only these knowledge bases (default: all)"),
+        ] = None,
         top_k: Annotated[int, _search_field("top_k")] = ACROSS_KBS.top_k,
         mode: Annotated[SearchMode, _search_field("mode", strict=False)] = ACROSS_KBS.mode,
         min_score: Annotated[float | None, _search_field("min_score")] = None,
-        filters: Annotated[Filters | None,  # type: ignore[valid-type]  # built at run time
-                           _search_field("filters", strict=False)] = None,
+        filters: Annotated[
+            Filters | None,  # type: ignore[valid-type]  # built at run time
+            _search_field("filters", strict=False),
+        ] = None,
         context: Annotated[int, _search_field("context")] = defaults["context"].default,
         max_tokens: Annotated[int, _search_field("max_tokens")] = ACROSS_KBS.max_tokens,
     ) -> Annotated[CallToolResult, SearchOutput]:
-        request = SearchRequest.model_construct(query=query, top_k=top_k, mode=mode, min_score=min_score,
-                                                filters=_filters_dict(filters), context=context, max_tokens=max_tokens)
+        request = SearchRequest.model_construct(
+            query=query,
+            top_k=top_k,
+            mode=mode,
+            min_score=min_score,
+            filters=_filters_dict(filters),
+            context=context,
+            max_tokens=max_tokens,
+        )
 
         def search() -> SearchResult:
             view = guard.view()
@@ -531,13 +651,20 @@ def _add_search_across_tool(server: _KBServer, app: App, guard: Guard) -> None:
 
         result: SearchResult = await _call(search)
         links = [_document_link(hit.kb, number, hit) for number, hit in enumerate(result.hits, start=1)]
-        return CallToolResult(content=[TextContent(type="text", text=cited_text(result, name_kb=True)), *links],
-                              structured_content=result.as_dict())
+        return CallToolResult(
+            content=[TextContent(type="text", text=cited_text(result, name_kb=True)), *links],
+            structured_content=result.as_dict(),
+        )
 
-    server.add_tool(search_knowledge_bases, name=SEARCH_ALL_TOOL, title="Search knowledge bases",
-                    description=_across_description(app.config.kb),
-                    annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False), icons=icon("search"),
-                    meta=view_meta())
+    server.add_tool(
+        search_knowledge_bases,
+        name=SEARCH_ALL_TOOL,
+        title="Search knowledge bases",
+        description=_across_description(app.config.kb),
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        icons=icon("search"),
+        meta=view_meta(),
+    )
 
 
 @contextmanager
@@ -563,6 +690,7 @@ async def _call(work: Callable[[], _T], error: type[Exception] = ToolError) -> _
 
 def _add_sync_tool(server: MCPServer, runner: SyncRunner, guard: Guard, shares: SyncShares) -> None:
     """The sync tool; `shares` bounds each caller's syncs that wait or run (a task's too: it calls the tool)."""
+
     async def sync_tool(  # noqa: PLR0913  # one per tool parameter
         ctx: Context,
         kb: Annotated[str | None, _sync_field("kb")] = None,
@@ -577,47 +705,82 @@ def _add_sync_tool(server: MCPServer, runner: SyncRunner, guard: Guard, shares: 
 
         progress = task_progress() or report  # as a task, the client reads progress with tasks/get
         view = guard.view()
-        asked = SyncRequest.model_construct(kb=kb, full=full, reembed=reembed, allow_mass_delete=allow_mass_delete,
-                                            wait=wait, tag=tag, by=view.grant.who.label)  # checked by the SDK
+        asked = SyncRequest.model_construct(
+            kb=kb,
+            full=full,
+            reembed=reembed,
+            allow_mass_delete=allow_mass_delete,
+            wait=wait,
+            tag=tag,
+            by=view.grant.who.label,
+        )  # checked by the SDK
         with _client_errors(), shares.held(view.who):
             reports = []
             for name in view.syncable(kb):
                 reports += await runner.sync(asked.model_copy(update={"kb": name}), progress)
         output = SyncOutput(reports=[r.as_dict() for r in reports], summary="\n".join(r.summary() for r in reports))
-        return CallToolResult(content=[TextContent(type="text", text=sync_text(reports))],
-                              structured_content=output.model_dump(mode="json"))
+        return CallToolResult(
+            content=[TextContent(type="text", text=sync_text(reports))],
+            structured_content=output.model_dump(mode="json"),
+        )
 
-    server.add_tool(sync_tool, name=SYNC_TOOL, title="Sync knowledge bases",
-                    description="Index new and changed files and remove deleted ones (incremental; only changed "
-                                "content is embedded). Returns a report per knowledge base.",
-                    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                                                open_world_hint=False), icons=icon("sync"))
+    server.add_tool(
+        sync_tool,
+        name=SYNC_TOOL,
+        title="Sync knowledge bases",
+        description="Index new and changed files and remove deleted ones (incremental; only changed "
+        "content is embedded). Returns a report per knowledge base.",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
+        icons=icon("sync"),
+    )
 
 
 def _add_resources(server: MCPServer, app: App, guard: Guard) -> None:
-    @server.resource(LIST_URI, name="knowledge-bases", mime_type="application/json",
-                     description="Every knowledge base with its sync status")
+    @server.resource(
+        LIST_URI,
+        name="knowledge-bases",
+        mime_type="application/json",
+        description="Every knowledge base with its sync status",
+    )
     async def list_kbs() -> str:
         names = guard.view().names
-        statuses = await _call(lambda: [status.as_dict() for name in names for status in app.status(name)],
-                               ResourceError)
+        statuses = await _call(
+            lambda: [status.as_dict() for name in names for status in app.status(name)], ResourceError
+        )
         return json.dumps(statuses, indent=2, ensure_ascii=False)
 
-    @server.resource(STATUS_URI, name="kb-status", mime_type="application/json",
-                     description="Sync status of one knowledge base: last sync, counts, failures, model, index version")
+    @server.resource(
+        STATUS_URI,
+        name="kb-status",
+        mime_type="application/json",
+        description="Sync status of one knowledge base: last sync, counts, failures, model, index version",
+    )
     async def kb_status(name: str) -> str:
         [status] = await _call(lambda: app.status(guard.view().check(name)), ResourceError)
         return json.dumps(status.as_dict(), indent=2, ensure_ascii=False)
 
-    @server.resource(METRICS_URI, name="kb-metrics", mime_type="application/json",
-                     description="Health of one knowledge base: searches, latency per stage (p50/p95/max), cache "
-                                 "hits, degraded and empty answers, tokens embedded, the latest hit rate")
+    @server.resource(
+        METRICS_URI,
+        name="kb-metrics",
+        mime_type="application/json",
+        description="Health of one knowledge base: searches, latency per stage (p50/p95/max), cache "
+        "hits, degraded and empty answers, tokens embedded, the latest hit rate",
+    )
     async def kb_metrics(name: str) -> str:
-        return json.dumps((await _call(lambda: app.live_stats(guard.view().check(name)), ResourceError)).as_dict(), indent=2,
-                          ensure_ascii=False)
+        return json.dumps(
+            (await _call(lambda: app.live_stats(guard.view().check(name)), ResourceError)).as_dict(),
+            indent=2,
+            ensure_ascii=False,
+        )
 
-    @server.resource(DOCUMENT_URI, name="kb-document", mime_type="text/plain",
-                     description="Extracted text of one source document of a knowledge base")
+    @server.resource(
+        DOCUMENT_URI,
+        name="kb-document",
+        mime_type="text/plain",
+        description="Extracted text of one source document of a knowledge base",
+    )
     async def kb_document(name: str, path: str) -> str:
         def read() -> str:
             return app.document_text(guard.view().check(name), path)
@@ -627,8 +790,11 @@ def _add_resources(server: MCPServer, app: App, guard: Guard) -> None:
 
 def _add_prompt(server: MCPServer, guard: Guard) -> None:
 
-    @server.prompt(name=PROMPT, title="Answer with citations",
-                   description=f"Answer a question only from passages retrieved from the knowledge bases, citing them as {citation_marker(1)}")
+    @server.prompt(
+        name=PROMPT,
+        title="Answer with citations",
+        description=f"Answer a question only from passages retrieved from the knowledge bases, citing them as {citation_marker(1)}",
+    )
     def answer_with_citations(question: str, kb: str | None = None) -> list[UserMessage]:
         view = guard.view()
         if not view.tools_of_each_kb:
@@ -638,19 +804,21 @@ def _add_prompt(server: MCPServer, guard: Guard) -> None:
         else:
             tools = (known.search_tool_name for known in view.kbs)
             tool = "the right one of: " + ", ".join(tools)
-        return [UserMessage(
-            "Answer the question below using only passages retrieved with the knowledge-base search "
-            f"tool ({tool}).\n"
-            "Rules:\n"
-            "1. Search first; search again with other words if the passages do not answer it.\n"
-            "2. Use only what the passages say. If they do not contain the answer, say so plainly "
-            "instead of guessing.\n"
-            f"3. Cite every claim with the passage number in square brackets, e.g. {citation_marker(1)} or "
-            f"{citation_marker(2)}{citation_marker(3)}, and end "
-            f"with a list of the cited sources ({CITATION_FORMAT}).\n"
-            "4. Answer in the language of the question.\n\n"
-            f"Question: {question}"
-        )]
+        return [
+            UserMessage(
+                "Answer the question below using only passages retrieved with the knowledge-base search "
+                f"tool ({tool}).\n"
+                "Rules:\n"
+                "1. Search first; search again with other words if the passages do not answer it.\n"
+                "2. Use only what the passages say. If they do not contain the answer, say so plainly "
+                "instead of guessing.\n"
+                f"3. Cite every claim with the passage number in square brackets, e.g. {citation_marker(1)} or "
+                f"{citation_marker(2)}{citation_marker(3)}, and end "
+                f"with a list of the cited sources ({CITATION_FORMAT}).\n"
+                "4. Answer in the language of the question.\n\n"
+                f"Question: {question}"
+            )
+        ]
 
 
 _MAX_COMPLETIONS = 100  # the most values one completion answer may carry (the spec's limit)
@@ -662,8 +830,11 @@ def _add_completions(server: MCPServer, app: App, guard: Guard) -> None:
     document's path from what that KB's index holds."""
 
     @server.completion()  # type: ignore[untyped-decorator, no-untyped-call]  # the SDK's decorator has no types
-    async def complete(ref: PromptReference | ResourceTemplateReference, argument: CompletionArgument,
-                       context: CompletionContext | None) -> Completion | None:
+    async def complete(
+        ref: PromptReference | ResourceTemplateReference,
+        argument: CompletionArgument,
+        context: CompletionContext | None,
+    ) -> Completion | None:
         view = guard.view()
         about = ref.name if isinstance(ref, PromptReference) else ref.uri
         if _KB_ARGUMENTS.get(about) == argument.name:

@@ -30,14 +30,30 @@ import anyio
 from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
-from mcp_types import (HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, CallToolResult,
-                       RequestParams, TextContent)
+from mcp_types import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    CallToolResult,
+    RequestParams,
+    TextContent,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .guard import result_text
-from ..api import (SYNC_TOOL, SYNC_WORK_KEPT, CallerView, Identity, KBError, Progress, SyncCancelled, SyncRequest,
-                   recorded_now)
+from ..api import (
+    SYNC_TOOL,
+    SYNC_WORK_KEPT,
+    CallerView,
+    Identity,
+    KBError,
+    Progress,
+    SyncCancelled,
+    SyncRequest,
+    recorded_now,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,17 +93,28 @@ class SyncTask:
             raise SyncCancelled(f"sync cancelled by the client ({self.message}); {SYNC_WORK_KEPT}")
         self.message, self.updated = message, recorded_now("milliseconds")
 
-    def end(self, status: str, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None,
-            message: str | None = None) -> None:
+    def end(
+        self,
+        status: str,
+        result: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+        message: str | None = None,
+    ) -> None:
         self.status, self.result, self.error = status, result, error
         self.message = message or self.message
         self.updated, self.ended_at = recorded_now("milliseconds"), time.monotonic()
 
     def wire(self) -> dict[str, Any]:
         """The task as tasks/get and the creating call return it."""
-        shown: dict[str, Any] = {"taskId": self.id, "status": self.status, "statusMessage": self.message,
-                                 "createdAt": self.created, "lastUpdatedAt": self.updated, "ttlMs": TTL_MS,
-                                 "pollIntervalMs": POLL_INTERVAL_MS}
+        shown: dict[str, Any] = {
+            "taskId": self.id,
+            "status": self.status,
+            "statusMessage": self.message,
+            "createdAt": self.created,
+            "lastUpdatedAt": self.updated,
+            "ttlMs": TTL_MS,
+            "pollIntervalMs": POLL_INTERVAL_MS,
+        }
         if self.result is not None:
             shown["result"] = self.result
         if self.error is not None:
@@ -100,8 +127,10 @@ class TaskRefused(KBError):
 
 
 def _yours_running(count: int) -> str:
-    return (f"you have {count} syncs running or waiting, the most one caller may have at once; wait for one to "
-            "end, or cancel one")
+    return (
+        f"you have {count} syncs running or waiting, the most one caller may have at once; wait for one to "
+        "end, or cancel one"
+    )
 
 
 class SyncShares:
@@ -136,8 +165,10 @@ class TaskTable:
         self._expire()
         working = [task for task in self._tasks.values() if task.status == "working"]
         if len(working) >= MAX_WORKING:
-            raise TaskRefused(f"{len(working)} sync tasks are running on this server, the most it runs at once; "
-                              "wait for one to end (tasks/get) or cancel one (tasks/cancel)")
+            raise TaskRefused(
+                f"{len(working)} sync tasks are running on this server, the most it runs at once; "
+                "wait for one to end (tasks/get) or cancel one (tasks/cancel)"
+            )
         yours = sum(task.owner == owner for task in working)
         if yours >= MAX_WORKING_PER_CALLER:
             raise TaskRefused(_yours_running(yours))
@@ -159,8 +190,10 @@ class TaskTable:
         self._expire()
         task = self._tasks.get(task_id)
         if task is None or task.owner != owner:
-            raise MCPError(code=INVALID_PARAMS, message=f"unknown task {task_id!r} (finished tasks are kept "
-                                                        f"{TTL_MS // 60_000} minutes)")
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"unknown task {task_id!r} (finished tasks are kept {TTL_MS // 60_000} minutes)",
+            )
         return task
 
     def _expire(self) -> None:
@@ -187,9 +220,11 @@ class SyncTasks(Extension):
         self.group: Any = None
 
     def methods(self) -> list[MethodBinding]:
-        return [MethodBinding("tasks/get", TaskParams, self._get),
-                MethodBinding("tasks/update", TaskParams, self._update),
-                MethodBinding("tasks/cancel", TaskParams, self._cancel)]
+        return [
+            MethodBinding("tasks/get", TaskParams, self._get),
+            MethodBinding("tasks/update", TaskParams, self._update),
+            MethodBinding("tasks/cancel", TaskParams, self._cancel),
+        ]
 
     async def intercept_tool_call(self, params: Any, ctx: Any, call_next: Any) -> Any:
         if params.name != SYNC_TOOL or self.group is None or not _declares_tasks(ctx):
@@ -221,12 +256,17 @@ class SyncTasks(Extension):
             log.exception("sync task %s failed", task.id)
             task.end("failed", error={"code": INTERNAL_ERROR, "message": f"internal error ({type(exc).__name__})"})
             return
-        shown = result.model_dump(by_alias=True, mode="json", exclude_none=True) \
-            if isinstance(result, BaseModel) else dict(result)
+        shown = (
+            result.model_dump(by_alias=True, mode="json", exclude_none=True)
+            if isinstance(result, BaseModel)
+            else dict(result)
+        )
         if task.cancel_asked.is_set() and shown.get("isError"):
             task.end("cancelled", message=result_text(shown))
         else:
-            task.end("completed", result=shown, message="sync finished" if not shown.get("isError") else result_text(shown))
+            task.end(
+                "completed", result=shown, message="sync finished" if not shown.get("isError") else result_text(shown)
+            )
 
     async def _get(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
         return self._owned(ctx, params).wire()
@@ -245,10 +285,11 @@ class SyncTasks(Extension):
 
     def _owned(self, ctx: Any, params: TaskParams) -> SyncTask:
         if not _declares_tasks(ctx):
-            raise MCPError(code=MISSING_REQUIRED_CLIENT_CAPABILITY,
-                           message=f"tasks/* needs the {TASKS_EXTENSION} extension in the request's client "
-                                   "capabilities",
-                           data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}})
+            raise MCPError(
+                code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                message=f"tasks/* needs the {TASKS_EXTENSION} extension in the request's client capabilities",
+                data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+            )
         headers = getattr(ctx.request, "headers", None)  # HTTP only: stdio has no routing headers
         if headers is not None and decode_header_value(headers.get(MCP_NAME_HEADER)) != params.task_id:
             raise MCPError(code=HEADER_MISMATCH, message="the Mcp-Name header must carry the request's taskId")

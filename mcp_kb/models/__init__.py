@@ -58,8 +58,10 @@ def fetch_models(embedding: EmbeddingConfig, rerank: RerankConfig, copy_to: Path
     model has none). `copy_to`: also copy the embedding model's files there, for machines without network."""
     folders = {"embedding": embedding_provider(embedding).fetch(embedding)}
     if copy_to and folders["embedding"] is None:
-        raise KBError(f"--to copies a local model, but [embedding] provider is {embedding.provider!r}: "
-                      f"the service holds the model")
+        raise KBError(
+            f"--to copies a local model, but [embedding] provider is {embedding.provider!r}: "
+            f"the service holds the model"
+        )
     if rerank.enabled:
         folders["rerank"] = rerank_provider(rerank).fetch(rerank)
     if copy_to:

@@ -29,10 +29,14 @@ class ModelIdentity:
         if indexed is None or indexed == self.fingerprint():
             return ""
         if (indexed.get("name"), indexed.get("dimension")) == (self.name, self.dimension):
-            return (f"the index holds vectors of another file of {self.name} (weights "
-                    f"{str(indexed.get('file_hash'))[:12]}, here {self.file_hash[:12]})")
-        return (f"the index holds vectors of {indexed.get('name')} ({indexed.get('dimension')}-d) and queries here "
-                f"are embedded with {self.name} ({self.dimension}-d)")
+            return (
+                f"the index holds vectors of another file of {self.name} (weights "
+                f"{str(indexed.get('file_hash'))[:12]}, here {self.file_hash[:12]})"
+            )
+        return (
+            f"the index holds vectors of {indexed.get('name')} ({indexed.get('dimension')}-d) and queries here "
+            f"are embedded with {self.name} ({self.dimension}-d)"
+        )
 
 
 def query_model_differs(embedder: Embedder, indexed: dict[str, Any] | None) -> str:

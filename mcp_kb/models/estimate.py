@@ -27,11 +27,11 @@ class EstimatedTokens:
 
     def head(self, text: str, n_tokens: int) -> str:
         pieces = list(_PIECE.finditer(text))
-        return text if len(pieces) <= n_tokens else text[:pieces[n_tokens].start()] if n_tokens else ""
+        return text if len(pieces) <= n_tokens else text[: pieces[n_tokens].start()] if n_tokens else ""
 
     def tail(self, text: str, n_tokens: int) -> str:
         pieces = list(_PIECE.finditer(text))
-        return text if len(pieces) <= n_tokens else text[pieces[-n_tokens].start():] if n_tokens else ""
+        return text if len(pieces) <= n_tokens else text[pieces[-n_tokens].start() :] if n_tokens else ""
 
     def unknown_share(self, text: str) -> float:
         return 0.0  # a service's model is assumed to read the text; keyword search still backs it up

@@ -13,8 +13,14 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import numpy as np
 from loguru import logger
 
-from ..settings import (ENV_FASTEMBED_CACHE, ENV_MODEL, ENV_MODEL_PATH, FastembedRerankSettings, FastembedSettings,
-                        environment)
+from ..settings import (
+    ENV_FASTEMBED_CACHE,
+    ENV_MODEL,
+    ENV_MODEL_PATH,
+    FastembedRerankSettings,
+    FastembedSettings,
+    environment,
+)
 from ..digest import model_file_sha256
 from ..errors import ModelError
 from ..heap import return_free_heap
@@ -43,11 +49,11 @@ _RETRY_LOAD_AFTER_SECONDS = 300
 # first touch of fastembed happens under this lock.
 _FASTEMBED_LOCK = threading.RLock()
 
-_FIX = (f"set [embedding] model_path (or {ENV_MODEL_PATH}) to a folder made by `mcp-kb model fetch --to FOLDER` on "
-        "a machine with network (the model's ONNX file under the name fastembed loads it from, tokenizer.json and "
-        "tokenizer_config.json), or give this machine access to the model hub so fastembed can download it")
-
-
+_FIX = (
+    f"set [embedding] model_path (or {ENV_MODEL_PATH}) to a folder made by `mcp-kb model fetch --to FOLDER` on "
+    "a machine with network (the model's ONNX file under the name fastembed loads it from, tokenizer.json and "
+    "tokenizer_config.json), or give this machine access to the model hub so fastembed can download it"
+)
 
 
 class FastEmbedder(Embedder):
@@ -110,14 +116,20 @@ class FastEmbedder(Embedder):
         inner = _files(described)
         onnx_file = Path(inner._model_dir) / inner.model_description.model_file
         name = f"{self.config.model} (int8)" if self.settings.quantize == "int8" else self.config.model
-        identity = ModelIdentity(name, int(described.embedding_size),
-                                 model_file_sha256(onnx_file) if onnx_file.is_file() else "")
+        identity = ModelIdentity(
+            name, int(described.embedding_size), model_file_sha256(onnx_file) if onnx_file.is_file() else ""
+        )
         if identity.file_hash and (self._int8 is None or self._int8.lasting):
             fp32_folder = self._fp32_folder or Path(inner._model_dir)
             # a copy's weights and its source's, and the tokenizer a server runs without fastembed
             tokenizer = Path(inner._model_dir) / "tokenizer.json"
-            weights = sorted({onnx_file, fp32_folder / inner.model_description.model_file,
-                              *([tokenizer] if tokenizer.is_file() else [])})
+            weights = sorted(
+                {
+                    onnx_file,
+                    fp32_folder / inner.model_description.model_file,
+                    *([tokenizer] if tokenizer.is_file() else []),
+                }
+            )
             remember_model(memory_key(self.config), identity, weights, fp32_folder, recipe_of(described))
         return identity
 
@@ -129,9 +141,15 @@ class FastEmbedder(Embedder):
         ordered, size = [texts[i] for i in order], self.config.batch_size
         try:
             session = self._batch_session()
-            vectors = ([vector for start in range(0, len(ordered), size)
-                        for vector in session.embed(ordered[start:start + size])]
-                       if session else list(self.model.embed(ordered, batch_size=size)))
+            vectors = (
+                [
+                    vector
+                    for start in range(0, len(ordered), size)
+                    for vector in session.embed(ordered[start : start + size])
+                ]
+                if session
+                else list(self.model.embed(ordered, batch_size=size))
+            )
         except ModelError:
             raise
         except Exception as exc:
@@ -223,8 +241,11 @@ def recipe_of(loaded: TextEmbedding) -> Recipe | None:
         from fastembed.text.pooled_embedding import PooledEmbedding
         from fastembed.text.pooled_normalized_embedding import PooledNormalizedEmbedding
 
-        recipes: dict[type, tuple[Pooling, bool]] = {OnnxTextEmbedding: ("cls", True), PooledEmbedding: ("mean", False),
-                                                     PooledNormalizedEmbedding: ("mean", True)}
+        recipes: dict[type, tuple[Pooling, bool]] = {
+            OnnxTextEmbedding: ("cls", True),
+            PooledEmbedding: ("mean", False),
+            PooledNormalizedEmbedding: ("mean", True),
+        }
         inner = _files(loaded)
         found = recipes.get(type(inner))
         described = inner.model_description
@@ -242,8 +263,9 @@ def memory_key(config: FastembedSettings) -> str:
     fastembed whose way of running it a server copies (recipe_of: another fastembed is asked again)."""
     where = config.model_dump(mode="json", include={"model", "model_path", "cache_dir", "quantize"})
     quantizer = _installed_version("onnxruntime", "onnxruntime-gpu") if config.quantize == "int8" else ""
-    return json.dumps([where, environment(ENV_FASTEMBED_CACHE), quantizer, _installed_version("fastembed")],
-                      sort_keys=True)
+    return json.dumps(
+        [where, environment(ENV_FASTEMBED_CACHE), quantizer, _installed_version("fastembed")], sort_keys=True
+    )
 
 
 def _installed_version(*distributions: str) -> str:
@@ -281,19 +303,24 @@ class FastEmbedReranker(Reranker):
 
 
 def _load_cross_encoder(config: FastembedRerankSettings) -> TextCrossEncoder:
-    fix = ("set [rerank] model_path to a local folder holding the reranking model's model.onnx, tokenizer.json and "
-           "tokenizer_config.json, or give this machine access to the model hub so fastembed can download it")
+    fix = (
+        "set [rerank] model_path to a local folder holding the reranking model's model.onnx, tokenizer.json and "
+        "tokenizer_config.json, or give this machine access to the model hub so fastembed can download it"
+    )
     if config.model_path and not Path(config.model_path, "model.onnx").is_file():
-        raise ModelError(f"reranking model folder {config.model_path} has no model.onnx; {fix}, "
-                         f"or set [rerank] enabled = false")
+        raise ModelError(
+            f"reranking model folder {config.model_path} has no model.onnx; {fix}, or set [rerank] enabled = false"
+        )
     with _FASTEMBED_LOCK:
         from fastembed.rerank.cross_encoder import TextCrossEncoder
 
         try:
             return TextCrossEncoder(config.model, specific_model_path=config.model_path)
         except Exception as exc:
-            raise ModelError(f"cannot load reranking model {config.model!r}: {type(exc).__name__}: {exc}; "
-                             f"{fix}, or set [rerank] enabled = false") from exc
+            raise ModelError(
+                f"cannot load reranking model {config.model!r}: {type(exc).__name__}: {exc}; "
+                f"{fix}, or set [rerank] enabled = false"
+            ) from exc
 
 
 def _load_text_embedding(config: FastembedSettings, lazy: bool = False, arena: bool = True) -> TextEmbedding:
@@ -340,11 +367,14 @@ def _int8_settings(config: FastembedSettings, copy: Int8Copy) -> FastembedSettin
     one warning, when there is no copy."""
     fp32 = config.model_copy(update={"quantize": "none"})
     if copy.outcome == "as_is":
-        log.info("[embedding] quantize = \"int8\": %s", copy.why)
+        log.info('[embedding] quantize = "int8": %s', copy.why)
         return fp32  # the same weights as quantize = "none": switching rebuilds nothing
     if copy.folder is None:
-        log.warning("[embedding] quantize = \"int8\": %s; embedding with the fp32 model (set quantize = \"none\" to "
-                    "do so without this warning)", copy.why)
+        log.warning(
+            '[embedding] quantize = "int8": %s; embedding with the fp32 model (set quantize = "none" to '
+            "do so without this warning)",
+            copy.why,
+        )
         return fp32
     log.info("embedding with the int8 copy of %s in %s (%s)", config.model, copy.folder, copy.why)
     return config.model_copy(update={"model_path": str(copy.folder)})
@@ -355,8 +385,9 @@ def _check_vectors(config: FastembedSettings, folder: Path) -> np.ndarray:
     with _FASTEMBED_LOCK:
         from fastembed import TextEmbedding
 
-        model = TextEmbedding(config.model, specific_model_path=str(folder), threads=config.threads,
-                              local_files_only=True)
+        model = TextEmbedding(
+            config.model, specific_model_path=str(folder), threads=config.threads, local_files_only=True
+        )
     return np.asarray(list(model.embed(list(CHECK_TEXTS))), dtype=np.float32)
 
 
@@ -375,33 +406,47 @@ def _check_model_folder(text_embedding_class: type[TextEmbedding], config: Faste
             f"embedding model folder {folder} holds another model than {config.model!r} (which loads from "
             f"{description.model_file}; the folder has {', '.join(others[:3])}): set {ENV_MODEL} to the folder's "
             f"model{f' ({guess[0]}?)' if len(guess) == 1 else ' (--verbose lists those it may be)'}, or "
-            f"{ENV_MODEL_PATH} to a folder of {config.model}")
+            f"{ENV_MODEL_PATH} to a folder of {config.model}"
+        )
     if not folder.is_dir():
         raise ModelError(f"embedding model folder {folder} does not exist; {_FIX}")
-    raise ModelError(f"embedding model folder {folder} has no {description.model_file} (the file fastembed loads "
-                     f"{config.model} from); {_FIX}")
+    raise ModelError(
+        f"embedding model folder {folder} has no {description.model_file} (the file fastembed loads "
+        f"{config.model} from); {_FIX}"
+    )
 
 
 def _models_loaded_from(text_embedding_class: type[TextEmbedding], files: list[str]) -> list[str]:
     """The supported models fastembed loads from one of `files` (paths within a model folder)."""
-    return sorted(description.model for model_class in text_embedding_class.EMBEDDINGS_REGISTRY
-                  for description in model_class._list_supported_models() if description.model_file in files)
+    return sorted(
+        description.model
+        for model_class in text_embedding_class.EMBEDDINGS_REGISTRY
+        for description in model_class._list_supported_models()
+        if description.model_file in files
+    )
 
 
-def _text_embedding(text_embedding_class: type[TextEmbedding], config: FastembedSettings, lazy: bool,
-                    arena: bool = True) -> TextEmbedding:
+def _text_embedding(
+    text_embedding_class: type[TextEmbedding], config: FastembedSettings, lazy: bool, arena: bool = True
+) -> TextEmbedding:
     """The model from the configured folder or fastembed's cache, never from the network."""
     try:
-        return text_embedding_class(config.model, cache_dir=config.cache_dir, threads=config.threads,
-                                    specific_model_path=config.model_path, lazy_load=lazy, local_files_only=True,
-                                    cuda=_use_cuda(config), enable_cpu_mem_arena=arena)
+        return text_embedding_class(
+            config.model,
+            cache_dir=config.cache_dir,
+            threads=config.threads,
+            specific_model_path=config.model_path,
+            lazy_load=lazy,
+            local_files_only=True,
+            cuda=_use_cuda(config),
+            enable_cpu_mem_arena=arena,
+        )
     except ValueError as exc:
         if "not supported" in str(exc):
             raise UnknownModelError(f"unknown embedding model {config.model!r}: {exc}") from exc
         raise ModelError(f"cannot load embedding model {config.model!r}: {exc}; {_FIX}") from exc
     except Exception as exc:
-        raise ModelError(f"cannot load embedding model {config.model!r}: {type(exc).__name__}: {exc}; "
-                         f"{_FIX}") from exc
+        raise ModelError(f"cannot load embedding model {config.model!r}: {type(exc).__name__}: {exc}; {_FIX}") from exc
 
 
 def _use_cuda(config: FastembedSettings) -> bool:
@@ -413,8 +458,10 @@ def _use_cuda(config: FastembedSettings) -> bool:
     if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
         return True
     if config.device == "cuda":
-        log.warning("[embedding] device = \"cuda\", but onnxruntime offers no CUDA provider (replace onnxruntime "
-                    "with onnxruntime-gpu and install a CUDA runtime; see docs/models.md); running on the CPU")
+        log.warning(
+            '[embedding] device = "cuda", but onnxruntime offers no CUDA provider (replace onnxruntime '
+            "with onnxruntime-gpu and install a CUDA runtime; see docs/models.md); running on the CPU"
+        )
     return False
 
 
@@ -426,12 +473,14 @@ def _download_once(text_embedding_class: type[TextEmbedding], config: FastembedS
     try:
         model_class.download_model(description, str(define_cache_dir(config.cache_dir)), retries=1)
     except Exception as exc:
-        raise ModelError(f"cannot download embedding model {config.model!r} (one attempt: "
-                         f"{type(exc).__name__}: {exc}); {_FIX}") from exc
+        raise ModelError(
+            f"cannot download embedding model {config.model!r} (one attempt: {type(exc).__name__}: {exc}); {_FIX}"
+        ) from exc
 
 
-def _description(text_embedding_class: type[TextEmbedding],
-                 config: FastembedSettings) -> tuple[type[TextEmbeddingBase], DenseModelDescription]:
+def _description(
+    text_embedding_class: type[TextEmbedding], config: FastembedSettings
+) -> tuple[type[TextEmbeddingBase], DenseModelDescription]:
     """fastembed's model class and description of the configured model."""
     for model_class in text_embedding_class.EMBEDDINGS_REGISTRY:
         for description in model_class._list_supported_models():
@@ -518,15 +567,15 @@ class ModelTokenizer:
         offsets = self._loaded.encode(text, add_special_tokens=False).offsets
         if len(offsets) <= n_tokens:
             return text
-        return text[:offsets[n_tokens][0]]
+        return text[: offsets[n_tokens][0]]
 
     def tail(self, text: str, n_tokens: int) -> str:
         """About the last n_tokens tokens of `text` (a suffix; it may begin inside a word)."""
-        text = text[-n_tokens * 12:]  # a token is rarely longer than 12 characters; spare the encoder
+        text = text[-n_tokens * 12 :]  # a token is rarely longer than 12 characters; spare the encoder
         offsets = self._loaded.encode(text, add_special_tokens=False).offsets
         if len(offsets) <= n_tokens:
             return text
-        return text[offsets[-n_tokens][0]:]
+        return text[offsets[-n_tokens][0] :]
 
     def unknown_share(self, text: str) -> float:
         """Share of tokens the model cannot read (e.g. Chinese for an English-only model)."""
@@ -588,8 +637,10 @@ def _download_tokenizer(repo: str, config: FastembedSettings) -> Path:
                 if name in _TOKENIZER_FILES:
                     raise
     except Exception as exc:
-        raise ModelError(f"the tokenizer of embedding model {config.model!r} (it sizes chunks and answers) is not on "
-                         f"this machine and downloading it failed ({type(exc).__name__}: {exc}); {_FIX}") from exc
+        raise ModelError(
+            f"the tokenizer of embedding model {config.model!r} (it sizes chunks and answers) is not on "
+            f"this machine and downloading it failed ({type(exc).__name__}: {exc}); {_FIX}"
+        ) from exc
     return folder
 
 
@@ -615,8 +666,14 @@ def fetch_reranker(config: FastembedRerankSettings) -> Path:
 def model_source(config: FastembedSettings) -> str:
     """Where the embedding model is read from, found without the network."""
     # Said without hashing the weights to find the copy: each KB's status line names the model its index holds.
-    int8 = ("; quantize = \"int8\": embedded with an int8 copy of it, made and checked on first use (fp32 when "
-            "refused, with a warning)") if config.quantize == "int8" else ""
+    int8 = (
+        (
+            '; quantize = "int8": embedded with an int8 copy of it, made and checked on first use (fp32 when '
+            "refused, with a warning)"
+        )
+        if config.quantize == "int8"
+        else ""
+    )
     return _fp32_source(config) + int8
 
 

@@ -38,8 +38,11 @@ def remembered_model(key: str, cache: Path | None = None) -> RememberedModel | N
     record = _records(cache).get(key)
     try:
         # A record without "recipe" was written before recipes were: worked out again, once.
-        if record is None or "recipe" not in record or any(_file_version(Path(file)) != version
-                                                           for file, version in record["files"]):
+        if (
+            record is None
+            or "recipe" not in record
+            or any(_file_version(Path(file)) != version for file, version in record["files"])
+        ):
             return None
         identity = ModelIdentity(str(record["name"]), int(record["dimension"]), str(record["file_hash"]))
         recipe = Recipe.from_dict(record["recipe"]) if record["recipe"] is not None else None
@@ -48,8 +51,14 @@ def remembered_model(key: str, cache: Path | None = None) -> RememberedModel | N
         return None
 
 
-def remember_model(key: str, identity: ModelIdentity, weights: Sequence[Path], folder: Path,  # noqa: PLR0913  # one record's parts
-                   recipe: Recipe | None, cache: Path | None = None) -> None:
+def remember_model(  # noqa: PLR0913  # one record's parts
+    key: str,
+    identity: ModelIdentity,
+    weights: Sequence[Path],
+    folder: Path,
+    recipe: Recipe | None,
+    cache: Path | None = None,
+) -> None:
     """Remember `identity`, worked out from the `weights` files, of the model whose files (its tokenizer) are in
     `folder`, and the `recipe` that runs it without fastembed (best effort)."""
     try:
@@ -57,9 +66,14 @@ def remember_model(key: str, identity: ModelIdentity, weights: Sequence[Path], f
     except OSError:
         return
     records = {name: record for name, record in _records(cache).items() if name != key}
-    records[key] = {"name": identity.name, "dimension": identity.dimension, "file_hash": identity.file_hash,
-                    "files": files, "folder": str(folder.resolve()),
-                    "recipe": recipe.as_dict() if recipe else None}
+    records[key] = {
+        "name": identity.name,
+        "dimension": identity.dimension,
+        "file_hash": identity.file_hash,
+        "files": files,
+        "folder": str(folder.resolve()),
+        "recipe": recipe.as_dict() if recipe else None,
+    }
     _write(dict(list(records.items())[-_KEEP:]), cache or cache_root())
 
 

@@ -56,8 +56,9 @@ class OnnxSession:
             self._tokenizer = _padded_tokenizer(recipe.folder)
             self._session = _inference_session(recipe.folder / recipe.model_file, threads, arena)
         except Exception as exc:
-            raise ModelError(f"cannot load the embedding model in {recipe.folder / recipe.model_file}: "
-                             f"{type(exc).__name__}: {exc}") from exc
+            raise ModelError(
+                f"cannot load the embedding model in {recipe.folder / recipe.model_file}: {type(exc).__name__}: {exc}"
+            ) from exc
         self._inputs = {node.name for node in self._session.get_inputs()}
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -88,8 +89,9 @@ def _pooled(output: np.ndarray, mask: np.ndarray, pooling: Pooling) -> np.ndarra
 
 
 def _normalized(vectors: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(vectors.astype(np.float32) if vectors.dtype == np.float16 else vectors, axis=1,
-                           keepdims=True)
+    norms = np.linalg.norm(
+        vectors.astype(np.float32) if vectors.dtype == np.float16 else vectors, axis=1, keepdims=True
+    )
     unit: np.ndarray = vectors / np.maximum(norms, 1e-12)
     return unit
 
@@ -103,8 +105,10 @@ def _padded_tokenizer(folder: Path) -> Tokenizer:
     config = _json_or_empty(folder / "config.json")
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     truncation = tokenizer.truncation or {}
-    tokenizer.enable_truncation(max_length=truncation_length(settings),
-                                direction=settings.get("truncation_side") or truncation.get("direction", "right"))
+    tokenizer.enable_truncation(
+        max_length=truncation_length(settings),
+        direction=settings.get("truncation_side") or truncation.get("direction", "right"),
+    )
     for token in _special_tokens(_json_or_empty(folder / "special_tokens_map.json")):
         tokenizer.add_special_tokens([AddedToken(**token) if isinstance(token, dict) else token])
     padding = tokenizer.padding or {}
@@ -116,9 +120,14 @@ def _padded_tokenizer(folder: Path) -> Tokenizer:
         pad_id = tokenizer.token_to_id(pad_token)
     if pad_id is None:
         raise ValueError(f"no id for the pad token {pad_token!r} in {folder}")
-    tokenizer.enable_padding(direction=settings.get("padding_side") or padding.get("direction", "right"),
-                             pad_id=pad_id, pad_type_id=padding.get("pad_type_id", 0), pad_token=pad_token,
-                             pad_to_multiple_of=padding.get("pad_to_multiple_of"), length=None)
+    tokenizer.enable_padding(
+        direction=settings.get("padding_side") or padding.get("direction", "right"),
+        pad_id=pad_id,
+        pad_type_id=padding.get("pad_type_id", 0),
+        pad_token=pad_token,
+        pad_to_multiple_of=padding.get("pad_to_multiple_of"),
+        length=None,
+    )
     return tokenizer
 
 
@@ -156,8 +165,11 @@ def truncation_length(settings: dict[str, Any]) -> int:
     """Where fastembed cuts a text, by its own rule (fastembed.common.preprocessor_utils): the smaller of the
     usable `model_max_length` and `max_length` of tokenizer_config.json. Read here rather than by its loader,
     which imports all of fastembed; tests/models/test_embedding.py holds the two equal."""
-    usable = [value for value in (settings.get("model_max_length"), settings.get("max_length"))
-              if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= sys.maxsize]
+    usable = [
+        value
+        for value in (settings.get("model_max_length"), settings.get("max_length"))
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= sys.maxsize
+    ]
     if not usable:
         raise ValueError("tokenizer_config.json gives no usable model_max_length or max_length")
     return min(usable)

@@ -58,7 +58,7 @@ class OpenAIEmbedder(Embedder):
         if not texts:
             return np.zeros((0, self.identity.dimension), dtype=np.float32)
         size = self.config.batch_size
-        batches = [texts[i:i + size] for i in range(0, len(texts), size)]
+        batches = [texts[i : i + size] for i in range(0, len(texts), size)]
         with ThreadPoolExecutor(max_workers=min(self.config.max_concurrency, len(batches))) as pool:
             parts = list(pool.map(lambda batch: self._request(batch, retries=self.config.max_retries), batches))
         vectors = np.concatenate([self._checked(part) for part in parts])
@@ -83,17 +83,22 @@ class OpenAIEmbedder(Embedder):
             if not self.config.dimensions:
                 self._dimension = None  # ask again: the next sync then sees a new model and rebuilds
                 self._queries.clear()  # vectors of the old model
-            raise ModelError(f"the embedding service returned {vectors.shape[1]}-dimensional vectors for model "
-                             f"{self.config.model!r}, but {expected}-dimensional ones before (the index holds those); "
-                             f"the model behind that name changed or ignores `dimensions`: the next sync rebuilds "
-                             f"the index for the new vectors")
+            raise ModelError(
+                f"the embedding service returned {vectors.shape[1]}-dimensional vectors for model "
+                f"{self.config.model!r}, but {expected}-dimensional ones before (the index holds those); "
+                f"the model behind that name changed or ignores `dimensions`: the next sync rebuilds "
+                f"the index for the new vectors"
+            )
         if not np.isfinite(vectors).all():
-            raise ModelError(f"the embedding service returned vectors with NaN or infinite numbers for model "
-                             f"{self.config.model!r}")
+            raise ModelError(
+                f"the embedding service returned vectors with NaN or infinite numbers for model {self.config.model!r}"
+            )
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         if not norms.all():
-            raise ModelError(f"the embedding service returned an all-zero vector for input "
-                             f"{int(np.flatnonzero(norms == 0)[0])} (model {self.config.model!r}): no vector is stored")
+            raise ModelError(
+                f"the embedding service returned an all-zero vector for input "
+                f"{int(np.flatnonzero(norms == 0)[0])} (model {self.config.model!r}): no vector is stored"
+            )
         return np.asarray(vectors / norms, dtype=np.float32)
 
     def _request(self, texts: list[str], retries: int) -> np.ndarray:
@@ -101,15 +106,23 @@ class OpenAIEmbedder(Embedder):
         body: dict[str, Any] = {"model": self.config.model, "input": texts, "encoding_format": "float"}
         if self.config.dimensions:
             body["dimensions"] = self.config.dimensions
-        answer = post(self._client, self.url, body, retries, _WHAT, timeout=self.config.timeout,
-                      limit=(len(texts) + 16) * _ANSWER_BYTES_PER_TEXT)
+        answer = post(
+            self._client,
+            self.url,
+            body,
+            retries,
+            _WHAT,
+            timeout=self.config.timeout,
+            limit=(len(texts) + 16) * _ANSWER_BYTES_PER_TEXT,
+        )
         return _vectors(answer, len(texts), self.config)
 
 
 def _vectors(answer: Answer, count: int, config: OpenAISettings) -> np.ndarray:
     """The answer's vectors in input order, or a ModelError saying what is wrong with it."""
-    error = refusal(answer, _WHAT, config,
-                    f"check base_url (it usually ends in /v1) and that model {config.model!r} exists there")
+    error = refusal(
+        answer, _WHAT, config, f"check base_url (it usually ends in /v1) and that model {config.model!r} exists there"
+    )
     if error:
         raise error
     shown = service_address(answer.url)
@@ -118,8 +131,10 @@ def _vectors(answer: Answer, count: int, config: OpenAISettings) -> np.ndarray:
         with np.errstate(over="ignore"):  # a number past float32 becomes inf, refused by _checked
             vectors = np.asarray([item["embedding"] for item in items], dtype=np.float32)
     except (ValueError, KeyError, TypeError, OverflowError) as exc:
-        raise ModelError(f"the embedding service at {shown} sent an answer that is not an embeddings response "
-                         f"for {count} texts ({type(exc).__name__}: {exc}): {answer.excerpt}") from None
+        raise ModelError(
+            f"the embedding service at {shown} sent an answer that is not an embeddings response "
+            f"for {count} texts ({type(exc).__name__}: {exc}): {answer.excerpt}"
+        ) from None
     if vectors.ndim != 2:
         raise ModelError(f"the embedding service at {shown} returned vectors of different lengths")
     return vectors
@@ -128,8 +143,10 @@ def _vectors(answer: Answer, count: int, config: OpenAISettings) -> np.ndarray:
 def _in_order(items: Any, count: int) -> list[Any]:
     """The answer's items by input: each of the `count` indexes exactly once."""
     if not isinstance(items, list) or len(items) != count:
-        raise ValueError(f"expected a list of {count} embeddings, got "
-                         f"{len(items) if isinstance(items, list) else type(items).__name__}")
+        raise ValueError(
+            f"expected a list of {count} embeddings, got "
+            f"{len(items) if isinstance(items, list) else type(items).__name__}"
+        )
     return by_input([(item["index"], item) for item in items], count)  # none missing: as many as inputs
 
 

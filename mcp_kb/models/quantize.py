@@ -82,9 +82,22 @@ _BLOCK_BYTES = 1 << 20
 _SAFE_OPEN = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
 _GELU_SEARCH_DEPTH = 6  # a GELU written out (x * 0.5 * (1 + erf(x / sqrt 2))) is five nodes deep
 # Operators of ONNX and onnxruntime that only a quantized graph holds: such a model is not quantized again.
-_QUANTIZED_OPS = {"DynamicQuantizeLinear", "QuantizeLinear", "DequantizeLinear", "MatMulInteger", "QLinearMatMul",
-                  "MatMulIntegerToFloat", "DynamicQuantizeMatMul", "QGemm", "QAttention", "QEmbedLayerNormalization",
-                  "QLinearConv", "ConvInteger", "MatMulNBits", "GatherBlockQuantized"}
+_QUANTIZED_OPS = {
+    "DynamicQuantizeLinear",
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "MatMulInteger",
+    "QLinearMatMul",
+    "MatMulIntegerToFloat",
+    "DynamicQuantizeMatMul",
+    "QGemm",
+    "QAttention",
+    "QEmbedLayerNormalization",
+    "QLinearConv",
+    "ConvInteger",
+    "MatMulNBits",
+    "GatherBlockQuantized",
+}
 
 
 @dataclass(frozen=True)
@@ -139,8 +152,9 @@ def _quantized_already(model: Path, verdict: Path) -> str | None:
     import onnx
 
     try:
-        found = sorted({node.op_type for node in onnx.load(str(model), load_external_data=False).graph.node}
-                       & _QUANTIZED_OPS)
+        found = sorted(
+            {node.op_type for node in onnx.load(str(model), load_external_data=False).graph.node} & _QUANTIZED_OPS
+        )
     except Exception:  # a graph onnx cannot read: quantizing it fails and says why
         return None
     why = f"the model is quantized already ({', '.join(found)}): used as it is" if found else ""
@@ -173,8 +187,10 @@ def _failed_recently(unkept: Path) -> str | None:
     if pause.recent() is None:
         return None
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
-    return (f"{why}, at {when}; tried again once the cache has more free space, or "
-            f"{RETRY_WRITE_AFTER_SECONDS // 60} minutes after")
+    return (
+        f"{why}, at {when}; tried again once the cache has more free space, or "
+        f"{RETRY_WRITE_AFTER_SECONDS // 60} minutes after"
+    )
 
 
 def _remember_failure(unkept: Path, why: str) -> None:
@@ -219,8 +235,9 @@ def _kept_copy(folder: Path, model_file: str) -> Int8Copy | None:
         if not os.path.lexists(folder):
             return None
         damage = ""
-    log.warning("the int8 copy of the embedding model in %s is damaged or incomplete; making it again%s", folder,
-                damage)
+    log.warning(
+        "the int8 copy of the embedding model in %s is damaged or incomplete; making it again%s", folder, damage
+    )
     _remove(folder)
     return None
 
@@ -234,8 +251,7 @@ def _remove(path: Path) -> None:
             path.unlink()
 
 
-def _make(source: Path, model_file: str, folder: Path, refusal: Path,
-          embed: Callable[[Path], np.ndarray]) -> Int8Copy:
+def _make(source: Path, model_file: str, folder: Path, refusal: Path, embed: Callable[[Path], np.ndarray]) -> Int8Copy:
     _remove_abandoned(folder)
     building = folder.with_name(f".{folder.name}.{os.getpid()}.building")
     try:
@@ -244,8 +260,14 @@ def _make(source: Path, model_file: str, folder: Path, refusal: Path,
         shutil.rmtree(building, ignore_errors=True)  # renamed into place by now, or given up
 
 
-def _build(source: Path, model_file: str, folder: Path, building: Path, refusal: Path,  # noqa: PLR0913  # the copy's source, folders and check
-           embed: Callable[[Path], np.ndarray]) -> Int8Copy:
+def _build(  # noqa: PLR0913  # the copy's source, folders and check
+    source: Path,
+    model_file: str,
+    folder: Path,
+    building: Path,
+    refusal: Path,
+    embed: Callable[[Path], np.ndarray],
+) -> Int8Copy:
     _copy_support_files(source, building)
     log.info("making an int8 copy of the embedding model in %s (once)", folder)
     try:
@@ -257,11 +279,15 @@ def _build(source: Path, model_file: str, folder: Path, building: Path, refusal:
     except Exception as exc:  # an unsupported graph: onnx and onnxruntime raise many kinds
         _check_room(source / model_file, building)  # or a graph onnx wrote short on a disk filled meanwhile
         return _refuse(refusal, f"quantizing the model failed ({type(exc).__name__}: {exc})")
-    closeness = f"cosine to the fp32 vectors of {len(cosines)} check texts: mean {cosines.mean():.4f}, " \
-                f"lowest {cosines.min():.4f}"
+    closeness = (
+        f"cosine to the fp32 vectors of {len(cosines)} check texts: mean {cosines.mean():.4f}, "
+        f"lowest {cosines.min():.4f}"
+    )
     if cosines.mean() < MIN_COSINE:
-        return _refuse(refusal, f"the int8 copy came out too far from the fp32 model ({closeness}; "
-                                f"the mean must reach {MIN_COSINE})")
+        return _refuse(
+            refusal,
+            f"the int8 copy came out too far from the fp32 model ({closeness}; the mean must reach {MIN_COSINE})",
+        )
     files = _inventory(building)
     record = {"int8_sha256": files[model_file][1], "closeness": closeness, "files": files}
     (building / RECORD).write_text(json.dumps(record), encoding="utf-8")
@@ -304,8 +330,14 @@ def _cache_file_blocks(path: Path, most: int) -> Iterator[bytes]:
 
 def _kind(mode: int) -> str:
     """What a file that is not a regular one is, for a warning."""
-    kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    kinds = (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
     return next((name for is_kind, name in kinds if is_kind(mode)), "a special file")
 
 
@@ -387,8 +419,11 @@ def _check_room(fp32: Path, building: Path) -> None:
     needed = fp32.stat().st_size * 5 // 4
     free = _free_bytes(building)
     if free is not None and free < needed:
-        raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)}: {free} bytes free, making the copy takes about "
-                                    f"{needed}", str(building))
+        raise OSError(
+            errno.ENOSPC,
+            f"{os.strerror(errno.ENOSPC)}: {free} bytes free, making the copy takes about {needed}",
+            str(building),
+        )
 
 
 def _quantize(fp32: Path, int8: Path) -> None:
@@ -405,8 +440,14 @@ def _quantize(fp32: Path, int8: Path) -> None:
     # model never share that file.
     try:
         with tempfile.TemporaryDirectory(prefix=".quantizing.", dir=int8.parent) as private:
-            quantize_dynamic(str(_linked(fp32, Path(private))), str(int8), op_types_to_quantize=["MatMul", "Gather"],
-                             per_channel=True, weight_type=QuantType.QInt8, nodes_to_exclude=_fed_by_gelu(graph))
+            quantize_dynamic(
+                str(_linked(fp32, Path(private))),
+                str(int8),
+                op_types_to_quantize=["MatMul", "Gather"],
+                per_channel=True,
+                weight_type=QuantType.QInt8,
+                nodes_to_exclude=_fed_by_gelu(graph),
+            )
     finally:
         root.setLevel(level)
 
@@ -431,8 +472,9 @@ def _fed_by_gelu(graph: onnx.GraphProto) -> list[str]:
             return False
         return node.op_type in _GELU_OPS or any(after_gelu(i, depth - 1) for i in node.input)
 
-    return [node.name for node in graph.node
-            if node.op_type == "MatMul" and after_gelu(node.input[0], _GELU_SEARCH_DEPTH)]
+    return [
+        node.name for node in graph.node if node.op_type == "MatMul" and after_gelu(node.input[0], _GELU_SEARCH_DEPTH)
+    ]
 
 
 def _cosines(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:

@@ -40,8 +40,9 @@ class ServiceReranker(Reranker):
     @property
     def client(self) -> httpx.Client:
         if self._client is None:
-            self._client = httpx.Client(timeout=self.config.timeout, headers=request_headers(self.config),
-                                        follow_redirects=False)
+            self._client = httpx.Client(
+                timeout=self.config.timeout, headers=request_headers(self.config), follow_redirects=False
+            )
         return self._client
 
     def score(self, query: str, passages: list[str]) -> list[float]:
@@ -54,7 +55,7 @@ class ServiceReranker(Reranker):
         deadline = time.monotonic() + self.config.timeout
         try:
             for start in range(0, len(passages), size):
-                scores += self._batch(query, passages[start:start + size], deadline)
+                scores += self._batch(query, passages[start : start + size], deadline)
         except ModelError as exc:
             self.pause.failed(str(exc))
             raise
@@ -62,26 +63,44 @@ class ServiceReranker(Reranker):
         return scores
 
     def _batch(self, query: str, passages: list[str], deadline: float) -> list[float]:
-        answer = post(self.client, self.url, self._body(query, passages), self.config.max_retries, _WHAT,
-                      timeout=self.config.timeout, limit=(len(passages) + 16) * _ANSWER_BYTES_PER_PASSAGE,
-                      deadline=deadline)
-        error = refusal(answer, _WHAT, self.config,
-                        "check base_url (the service's root, or its /v1 for the cohere api)"
-                        + (f" and that model {self.config.model!r} exists there" if self.config.model else ""))
+        answer = post(
+            self.client,
+            self.url,
+            self._body(query, passages),
+            self.config.max_retries,
+            _WHAT,
+            timeout=self.config.timeout,
+            limit=(len(passages) + 16) * _ANSWER_BYTES_PER_PASSAGE,
+            deadline=deadline,
+        )
+        error = refusal(
+            answer,
+            _WHAT,
+            self.config,
+            "check base_url (the service's root, or its /v1 for the cohere api)"
+            + (f" and that model {self.config.model!r} exists there" if self.config.model else ""),
+        )
         if error:
             raise error
         try:
             pairs = _scored(answer.json(_WHAT), self.config.api)
         except (ValueError, KeyError, TypeError) as exc:
-            raise ModelError(f"the {_WHAT} at {self.shown} sent an answer that is not a rerank response "
-                             f"({type(exc).__name__}: {exc}): {answer.excerpt}") from None
+            raise ModelError(
+                f"the {_WHAT} at {self.shown} sent an answer that is not a rerank response "
+                f"({type(exc).__name__}: {exc}): {answer.excerpt}"
+            ) from None
         return _in_order(pairs, len(passages), self.shown)
 
     def _body(self, query: str, passages: list[str]) -> dict[str, Any]:
         if self.config.api == "tei":
             return {"query": query, "texts": passages, "truncate": True}
-        return {"model": self.config.model, "query": query, "documents": passages, "top_n": len(passages),
-                "return_documents": False}
+        return {
+            "model": self.config.model,
+            "query": query,
+            "documents": passages,
+            "top_n": len(passages),
+            "return_documents": False,
+        }
 
 
 def _scored(answer: Any, api: str) -> list[tuple[Any, float]]:
@@ -110,8 +129,9 @@ def _in_order(pairs: list[tuple[Any, float]], count: int, url: str) -> list[floa
         raise ModelError(f"the {_WHAT} at {url} sent scores that cannot be used: {exc}") from None
     for index, score in enumerate(scores):
         if score is not None and not math.isfinite(score):
-            raise ModelError(f"the {_WHAT} at {url} sent a score for passage {index} of {count} that is not a "
-                             f"finite number")
+            raise ModelError(
+                f"the {_WHAT} at {url} sent a score for passage {index} of {count} that is not a finite number"
+            )
     missing = scores.count(None)
     if missing:
         raise ModelError(f"the {_WHAT} at {url} scored {count - missing} of {count} passages")

@@ -49,8 +49,17 @@ class Answer:
         return " ".join(self.body[:4096].decode("utf-8", "replace").split())[:200] or "(empty body)"
 
 
-def post(client: httpx.Client, url: str, body: dict[str, Any], retries: int, what: str, *, timeout: float,  # noqa: PLR0913  # a request's limits, named at each call
-         limit: int, deadline: float = float("inf")) -> Answer:
+def post(  # noqa: PLR0913  # a request's limits, named at each call
+    client: httpx.Client,
+    url: str,
+    body: dict[str, Any],
+    retries: int,
+    what: str,
+    *,
+    timeout: float,
+    limit: int,
+    deadline: float = float("inf"),
+) -> Answer:
     """POST `body` as JSON; the answer to the last attempt (a status not worth retrying, or the last
     retry's). Each attempt ends within `timeout` seconds, all of them by `deadline` (time.monotonic()):
     a retry that could not finish by then is not made. A service that cannot be reached, or answers
@@ -63,8 +72,10 @@ def post(client: httpx.Client, url: str, body: dict[str, Any], retries: int, wha
         except (httpx.TransportError, TimeoutError) as exc:  # timeouts, refused or dropped connections, drips
             wait = _backoff(attempt)
             if attempt >= retries or time.monotonic() + wait >= deadline:
-                raise ModelError(f"{what} at {service_address(url)} unreachable after {attempt + 1} attempt(s): "
-                                 f"{type(exc).__name__}: {exc}") from None
+                raise ModelError(
+                    f"{what} at {service_address(url)} unreachable after {attempt + 1} attempt(s): "
+                    f"{type(exc).__name__}: {exc}"
+                ) from None
         except ValueError as exc:  # more than `limit` bytes
             raise ModelError(str(exc)) from None
         else:
@@ -118,7 +129,7 @@ def by_input(answered: list[tuple[Any, T]], count: int) -> list[T | None]:
 
 def _backoff(attempt: int) -> float:
     """Exponential backoff with full jitter."""
-    return random.uniform(0, min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** attempt))
+    return random.uniform(0, min(_BACKOFF_MAX, _BACKOFF_FIRST * 2**attempt))
 
 
 def _retry_after_seconds(value: str | None) -> float | None:
@@ -161,13 +172,16 @@ def refusal(answer: Answer, what: str, settings: Any, on_404: str) -> ModelError
     to check, 404 says what to check (`on_404`), a redirect says where to point base_url, others quote it."""
     status, url = answer.status, service_address(answer.url)
     if status in (401, 403):
-        return ModelError(f"the {what} at {url} refused the credentials ({status}): check the key in "
-                          f"${settings.api_key_env or '(api_key_env is not set)'}")
+        return ModelError(
+            f"the {what} at {url} refused the credentials ({status}): check the key in "
+            f"${settings.api_key_env or '(api_key_env is not set)'}"
+        )
     if status == 404:
         return ModelError(f"the {what} at {url} answered 404: {on_404} ({answer.excerpt})")
     if 300 <= status < 400:
-        return ModelError(f"the {what} at {url} answered {status}, a redirect (not followed): set base_url to the "
-                          f"address it names")
+        return ModelError(
+            f"the {what} at {url} answered {status}, a redirect (not followed): set base_url to the address it names"
+        )
     if not 200 <= status < 300:
         return ModelError(f"the {what} at {url} answered {status}: {answer.excerpt}")
     return None

@@ -13,8 +13,15 @@ from pydantic import Field, SerializeAsAny, field_validator, model_validator
 from ..errors import ConfigError
 from ..vocabulary import SYNC_TOOL, WORKBENCH_TOOLS
 from .kb import KBConfig
-from .providers import (DEFAULT_PROVIDER, EMBEDDING_PROVIDERS, RERANK_PROVIDERS, EmbeddingConfig, FastembedRerankSettings,
-                        FastembedSettings, RerankConfig)
+from .providers import (
+    DEFAULT_PROVIDER,
+    EMBEDDING_PROVIDERS,
+    RERANK_PROVIDERS,
+    EmbeddingConfig,
+    FastembedRerankSettings,
+    FastembedSettings,
+    RerankConfig,
+)
 from .server import AUTO_EACH_UP_TO, ServerConfig, granted
 from .variables import default_storage
 from .storage import StorageConfig
@@ -68,8 +75,9 @@ class Config(Strict):
     @classmethod
     def _kb_tables(cls, value: Any) -> Any:
         if isinstance(value, dict):  # `[kb]` where `[[kb]]` was meant
-            raise ValueError("written as one table [kb]; each knowledge base is an array table: write [[kb]] "
-                             "(two brackets)")
+            raise ValueError(
+                "written as one table [kb]; each knowledge base is an array table: write [[kb]] (two brackets)"
+            )
         return value
 
     def tools_of_each_kb(self, seen: int) -> bool:
@@ -86,8 +94,10 @@ class Config(Strict):
 
     @model_validator(mode="after")
     def _names_are_unique(self) -> Config:
-        for what, names in (("KB name", [k.name for k in self.kb]),
-                            ("tool name", [k.search_tool_name for k in self.kb] + [SYNC_TOOL, *WORKBENCH_TOOLS])):
+        for what, names in (
+            ("KB name", [k.name for k in self.kb]),
+            ("tool name", [k.search_tool_name for k in self.kb] + [SYNC_TOOL, *WORKBENCH_TOOLS]),
+        ):
             seen: set[str] = set()
             for name in names:
                 if name in seen:
@@ -105,28 +115,48 @@ class Config(Strict):
         for where, patterns in entries:
             for pattern in patterns:
                 if names and not granted([pattern], names):
-                    raise ValueError(f"{where}: kbs entry {pattern!r} matches no knowledge base "
-                                     f"(configured: {', '.join(names)})")
+                    raise ValueError(
+                        f"{where}: kbs entry {pattern!r} matches no knowledge base (configured: {', '.join(names)})"
+                    )
         return self
 
-    def serving(self, transport: str | None = None, host: str | None = None, port: int | None = None,  # noqa: PLR0913  # one per option
-                read_only: bool | None = None, stateless: bool | None = None, workers: int | None = None) -> Config:
+    def serving(  # noqa: PLR0913  # one per option
+        self,
+        transport: str | None = None,
+        host: str | None = None,
+        port: int | None = None,
+        read_only: bool | None = None,
+        stateless: bool | None = None,
+        workers: int | None = None,
+    ) -> Config:
         """This config with `serve`'s options in place of the [server] settings they override."""
         chosen = transport or self.server.transport
         if chosen == "stdio" and (host or port is not None):
             option = "--port" if port is not None else "--host"
-            raise ConfigError(f"{option} is for the HTTP transports, and this server speaks stdio: add --transport "
-                              f"http (or sse), or set [server] transport")
-        given = {"transport": chosen, "host": host, "port": port, "read_only": read_only, "stateless": stateless,
-                 "workers": workers}
+            raise ConfigError(
+                f"{option} is for the HTTP transports, and this server speaks stdio: add --transport "
+                f"http (or sse), or set [server] transport"
+            )
+        given = {
+            "transport": chosen,
+            "host": host,
+            "port": port,
+            "read_only": read_only,
+            "stateless": stateless,
+            "workers": workers,
+        }
         server = self.server.model_copy(update={key: value for key, value in given.items() if value is not None})
         if server.stateless and chosen != "http":
-            raise ConfigError(f"stateless serving is a mode of the streamable HTTP transport, and this server "
-                              f"speaks {chosen}: add --transport http")
+            raise ConfigError(
+                f"stateless serving is a mode of the streamable HTTP transport, and this server "
+                f"speaks {chosen}: add --transport http"
+            )
         if server.workers > 1 and not server.stateless:
-            raise ConfigError(f"{server.workers} workers serve from several processes, and a session, an SSE stream "
-                              f"or a sync task lives in one: serve stateless streamable HTTP (--transport http "
-                              f"--stateless), or one worker")
+            raise ConfigError(
+                f"{server.workers} workers serve from several processes, and a session, an SSE stream "
+                f"or a sync task lives in one: serve stateless streamable HTTP (--transport http "
+                f"--stateless), or one worker"
+            )
         if server.workers > 1 and not server.cursor_secret:  # a cursor one worker gives, another takes
             server = server.model_copy(update={"cursor_secret": secrets.token_urlsafe(32)})
         return self.model_copy(update={"server": server})
@@ -163,11 +193,17 @@ class Config(Strict):
     def _places(self) -> dict[str, str]:
         """The owner's places, and what a remote caller reads instead (a remedy quotes the config file's path)."""
         endpoints = {value: "<storage>" for name, value in self.storage.options.items() if "endpoint" in name}
-        return {**endpoints, self.storage.uri: "<storage>",
-                **({str(self.source): "<kb.toml>"} if self.source else {}),
-                **({self.sync.ray_address: "<Ray cluster>"} if self.sync.ray_address else {}),
-                **({str(model_path): "<model folder>"} if (model_path := getattr(self.embedding, "model_path", None))
-                   else {})}
+        return {
+            **endpoints,
+            self.storage.uri: "<storage>",
+            **({str(self.source): "<kb.toml>"} if self.source else {}),
+            **({self.sync.ray_address: "<Ray cluster>"} if self.sync.ray_address else {}),
+            **(
+                {str(model_path): "<model folder>"}
+                if (model_path := getattr(self.embedding, "model_path", None))
+                else {}
+            ),
+        }
 
 
 def unknown_kb(name: str, known: list[str]) -> ConfigError:

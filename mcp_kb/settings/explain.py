@@ -18,9 +18,11 @@ from .providers import DEFAULT_PROVIDER, EMBEDDING_PROVIDERS, RERANK_PROVIDERS, 
 
 # Keys whose values may be secrets (tokens, credentials, request headers): never echoed in an error.
 _SECRET_BEARING = re.compile(r"token|secret|password|credential|key|options|headers", re.I)
-_PICKED_BY_NAME = {EmbeddingConfig: (EMBEDDING_PROVIDERS, DEFAULT_PROVIDER), RerankConfig: (RERANK_PROVIDERS, DEFAULT_PROVIDER),
-                   SourceSettings: (SOURCE_KINDS, "")}
-
+_PICKED_BY_NAME = {
+    EmbeddingConfig: (EMBEDDING_PROVIDERS, DEFAULT_PROVIDER),
+    RerankConfig: (RERANK_PROVIDERS, DEFAULT_PROVIDER),
+    SourceSettings: (SOURCE_KINDS, ""),
+}
 
 
 def chosen_settings(registry: Registry, default: str, section: Any) -> type[BaseModel] | None:
@@ -44,8 +46,10 @@ def explain(exc: ValidationError, raw: dict[str, Any], where: str) -> str:
             lines.append(f"{where}: missing required key {key!r}")
         elif error["type"] == "list_type" and isinstance(error.get("input"), str) and not _SECRET_BEARING.search(key):
             name = key.rsplit(".", 1)[-1]  # the line to write: `paths = ["./docs"]`
-            lines.append(f"{where}: {key}: a list is wanted, even of one: write "
-                         f"{name} = [{json.dumps(error['input'], ensure_ascii=False)}]")
+            lines.append(
+                f"{where}: {key}: a list is wanted, even of one: write "
+                f"{name} = [{json.dumps(error['input'], ensure_ascii=False)}]"
+            )
         else:
             message = error["msg"].removeprefix("Value error, ")
             lines.append(f"{where}: {key + ': ' if key else ''}{message}{_shown_value(error.get('input'), key)}")

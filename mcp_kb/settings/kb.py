@@ -14,8 +14,23 @@ from pydantic import BeforeValidator, Field, PrivateAttr, SerializeAsAny, field_
 from ..registry import Registry
 from ..schema import BUILTIN_FILTER_FIELDS, RESERVED_FIELDS, FieldTypeName, field_type_of_value
 from .variables import checked_headers, environment, header_value
-from .values import (DEFAULT_MODE, IDENTIFIER, KB_NAME_LENGTH, KB_NAME_PATTERN, LIBRARY_VERSION_PATTERN, MAX_TOKENS_MAX, MAX_TOKENS_MIN, TOOL_NAME_PATTERN, TOP_K_MAX, in_name_chars,
-                     TOP_K_MIN, PathValue, SearchMode, Strict, megabytes)
+from .values import (
+    DEFAULT_MODE,
+    IDENTIFIER,
+    KB_NAME_LENGTH,
+    KB_NAME_PATTERN,
+    LIBRARY_VERSION_PATTERN,
+    MAX_TOKENS_MAX,
+    MAX_TOKENS_MIN,
+    TOOL_NAME_PATTERN,
+    TOP_K_MAX,
+    in_name_chars,
+    TOP_K_MIN,
+    PathValue,
+    SearchMode,
+    Strict,
+    megabytes,
+)
 
 
 class SourceSettings(Strict):
@@ -27,8 +42,9 @@ class SourceSettings(Strict):
 
 SOURCE_KINDS = Registry("source kind", "kind")  # built-in kinds: ingest/sources.py
 # A [[kb.sources]] table, validated as the settings of the kind it names.
-_RegisteredSource = Annotated[SerializeAsAny[SourceSettings],
-                              BeforeValidator(lambda value: SOURCE_KINDS.validate(value, ""))]
+_RegisteredSource = Annotated[
+    SerializeAsAny[SourceSettings], BeforeValidator(lambda value: SOURCE_KINDS.validate(value, ""))
+]
 
 
 class ChunkingConfig(Strict):
@@ -186,9 +202,23 @@ WebSources = Annotated[list[WebSourceConfig], BeforeValidator(_urls_as_tables)] 
 
 # Committed files a repository KB leaves out unless its `exclude` says otherwise: vendored code, build output,
 # lock files and generated sources, which answer no question and crowd out the code that does.
-REPO_EXCLUDE_DEFAULT = ["vendor/", "third_party/", "node_modules/", "dist/", "build/", "*.min.js", "*.min.css",
-                        "*.map", "*.lock", "package-lock.json", "*_pb2.py", "*_pb2_grpc.py", "*.pb.go",
-                        "*.generated.*", "*.g.cs"]
+REPO_EXCLUDE_DEFAULT = [
+    "vendor/",
+    "third_party/",
+    "node_modules/",
+    "dist/",
+    "build/",
+    "*.min.js",
+    "*.min.css",
+    "*.map",
+    "*.lock",
+    "package-lock.json",
+    "*_pb2.py",
+    "*_pb2_grpc.py",
+    "*.pb.go",
+    "*.generated.*",
+    "*.g.cs",
+]
 # A repository: https/http/ssh/git/file URLs, scp-like `user@host:path`, or a local path; never an option ("-…") or
 # a helper transport (`ext::`, `fd::`), which would run a command.
 _REMOTE_URL = re.compile(r"^(?:(?:https?|ssh|git|file)://\S+|[A-Za-z0-9._~-]+@[A-Za-z0-9.-]+:\S+)\Z")
@@ -196,8 +226,10 @@ _SCP_LIKE = re.compile(r"^[A-Za-z0-9._~-]+@[A-Za-z0-9.-]+:")
 _LOCAL_PATH = re.compile(r"^(?:[^\s:-][^:]*|[A-Za-z]:[\\/].*)\Z", re.DOTALL)
 # A branch, tag or commit by git's ref-name rules (no "..", "@{", "//", component starting with "." or ending in
 # ".lock"), and never an option ("-…") a command line would take as a flag.
-_REF = re.compile(r"^(?!-)(?!.*\.\.)(?!.*@\{)(?!.*//)(?!\.)(?!.*/\.)(?!.*\.lock(?:/|\Z))"
-                  r"[A-Za-z0-9._/+-]{1,200}(?<![./])\Z")
+_REF = re.compile(
+    r"^(?!-)(?!.*\.\.)(?!.*@\{)(?!.*//)(?!\.)(?!.*/\.)(?!.*\.lock(?:/|\Z))"
+    r"[A-Za-z0-9._/+-]{1,200}(?<![./])\Z"
+)
 
 
 _TEMPLATE_FIELDS = {"repo", "commit", "path", "start", "end"}  # what a repository's `url_template` may name
@@ -240,11 +272,15 @@ class RepoConfig(Strict):
     def _url_is_a_repository(cls, value: str) -> str:
         unprintable = any(not char.isprintable() for char in value)
         if "://" in value and (urlsplit(value).query or urlsplit(value).fragment):
-            raise ValueError("must not carry a query or a fragment (a token there would be shown): name a variable "
-                             "holding it in `token_env`")
+            raise ValueError(
+                "must not carry a query or a fragment (a token there would be shown): name a variable "
+                "holding it in `token_env`"
+            )
         if unprintable or not (_REMOTE_URL.match(value) or _LOCAL_PATH.match(value)):
-            raise ValueError("must be an https://, http://, ssh://, git:// or file:// URL, `user@host:path`, or a "
-                             "local path (never an option, a `helper::` transport or a control character)")
+            raise ValueError(
+                "must be an https://, http://, ssh://, git:// or file:// URL, `user@host:path`, or a "
+                "local path (never an option, a `helper::` transport or a control character)"
+            )
         return value
 
     @property
@@ -273,14 +309,19 @@ class RepoConfig(Strict):
     @classmethod
     def _template_names_known_fields(cls, value: str) -> str:
         try:
-            fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(value)
-                      if name is not None]
+            fields = [
+                (name, spec, conversion)
+                for _, name, spec, conversion in string.Formatter().parse(value)
+                if name is not None
+            ]
         except ValueError as exc:
             raise ValueError(f"is not a template: {exc}") from exc
         for name, spec, conversion in fields:
             if name not in _TEMPLATE_FIELDS or spec or conversion:  # a spec can ask for a link of a billion spaces
-                raise ValueError(f"knows {{{'}, {'.join(sorted(_TEMPLATE_FIELDS))}}}, each as it is, not "
-                                 f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}")
+                raise ValueError(
+                    f"knows {{{'}, {'.join(sorted(_TEMPLATE_FIELDS))}}}, each as it is, not "
+                    f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}"
+                )
         return value
 
     @field_validator("token_env", "webhook_secret_env")
@@ -297,8 +338,9 @@ class RepoConfig(Strict):
             return ""
         value = environment(self.token_env)
         if value is None:
-            raise ValueError(f"repository {self.label}: the environment variable {self.token_env} (its `token_env`) "
-                             "is not set")
+            raise ValueError(
+                f"repository {self.label}: the environment variable {self.token_env} (its `token_env`) is not set"
+            )
         return value
 
     def webhook_secret(self) -> str | None:
@@ -345,15 +387,19 @@ class LibraryVersion(Strict):
     @classmethod
     def _name_leads_paths(cls, value: str) -> str:
         if not LIBRARY_VERSION_PATTERN.match(value):
-            raise ValueError(f"{value[:80]!r} must be 1-64 letters, digits, '.', '_', '+' or '-', the first a letter or "
-                             "digit (it leads its documents' paths)")
+            raise ValueError(
+                f"{value[:80]!r} must be 1-64 letters, digits, '.', '_', '+' or '-', the first a letter or "
+                "digit (it leads its documents' paths)"
+            )
         return value
 
     @model_validator(mode="after")
     def _has_sources(self) -> LibraryVersion:
         if not self.paths and not self.urls and not self.repos:
-            raise ValueError(f"version {self.name!r} needs `paths` (folders or files), `urls` (web sites) or `repos` "
-                             "(git repositories)")
+            raise ValueError(
+                f"version {self.name!r} needs `paths` (folders or files), `urls` (web sites) or `repos` "
+                "(git repositories)"
+            )
         _check_repo_names(self.repos)
         return self
 
@@ -431,16 +477,19 @@ class KBConfig(Strict):
     def _has_sources(self) -> KBConfig:
         if self.versions:
             if self.paths or self.urls or self.repos or self.sources:
-                raise ValueError("a knowledge base with [[kb.versions]] gives each version its own `paths`/`urls`/"
-                                 "`repos`; move the knowledge base's own into a version")
+                raise ValueError(
+                    "a knowledge base with [[kb.versions]] gives each version its own `paths`/`urls`/"
+                    "`repos`; move the knowledge base's own into a version"
+                )
             names = [version.name for version in self.versions]
             if len(set(names)) < len(names):
                 raise ValueError(f"versions must have different names, not {names}")
             if sum(version.current for version in self.versions) > 1:
                 raise ValueError("mark at most one version `current = true`")
         elif not self.paths and not self.urls and not self.repos and not self.sources:
-            raise ValueError("a knowledge base needs `paths` (folders or files), `urls` (web sites) or `repos` (git "
-                             "repositories)")
+            raise ValueError(
+                "a knowledge base needs `paths` (folders or files), `urls` (web sites) or `repos` (git repositories)"
+            )
         _check_repo_names(self.repos)
         return self
 
@@ -463,8 +512,9 @@ class KBConfig(Strict):
 
     def of_version(self, version: LibraryVersion) -> KBConfig:
         """This KB as one of its versions alone (its sources), as the sources of a version are read."""
-        return self.model_copy(update={"paths": version.paths, "urls": version.urls, "repos": version.repos,
-                                       "versions": []})
+        return self.model_copy(
+            update={"paths": version.paths, "urls": version.urls, "repos": version.repos, "versions": []}
+        )
 
     @property
     def pushed_repos(self) -> list[tuple[str, RepoConfig]]:

@@ -43,8 +43,10 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
     config = build_config(raw, base_dir=path.parent.resolve(), source=path)
     if not config.kb:
-        raise ConfigError(f"{path}: no knowledge base: add a [[kb]] table with name, description and paths "
-                          f"(`mcp-kb init` writes a commented starter)")
+        raise ConfigError(
+            f"{path}: no knowledge base: add a [[kb]] table with name, description and paths "
+            f"(`mcp-kb init` writes a commented starter)"
+        )
     return config
 
 
@@ -59,9 +61,17 @@ def config_for_folder(folder: str | os.PathLike[str]) -> Config:
         raise ConfigError(f"{folder}: not a folder")
     name = kb_name_for(folder)
     key = hashlib.sha256(os.fsencode(folder)).hexdigest()[:8]
-    raw = {"storage": str(data_root() / "folders" / f"{name}-{key}"),
-           "kb": [{"name": name, "description": _description_for(folder), "paths": [str(folder)],
-                   "sync": {"on_start": True, "watch": True}}]}
+    raw = {
+        "storage": str(data_root() / "folders" / f"{name}-{key}"),
+        "kb": [
+            {
+                "name": name,
+                "description": _description_for(folder),
+                "paths": [str(folder)],
+                "sync": {"on_start": True, "watch": True},
+            }
+        ],
+    }
     return build_config(raw, base_dir=folder, source=None)
 
 
@@ -75,7 +85,7 @@ def kb_name_for(folder: Path) -> str:
     if latin != own:
         # os.fsencode: the name's own bytes, also when they are not UTF-8 (`caf\xe9`, which Python holds as a
         # surrogate that .encode() refuses); the same bytes as .encode() for every name that is text
-        name = f"{(name.strip('_') or 'docs')[:KB_NAME_LENGTH - 5]}-{hashlib.sha256(os.fsencode(own)).hexdigest()[:4]}"
+        name = f"{(name.strip('_') or 'docs')[: KB_NAME_LENGTH - 5]}-{hashlib.sha256(os.fsencode(own)).hexdigest()[:4]}"
     return name[:KB_NAME_LENGTH] or "docs"
 
 
@@ -90,8 +100,10 @@ def starter_config(folder: str, base_dir: Path) -> tuple[str, KBConfig]:
     from importlib.resources import files
 
     if not is_text(folder):  # TOML holds only text: a path in other bytes cannot be written, nor read back
-        raise ConfigError(f"{printable(folder)}: the folder's path is not UTF-8 text, which kb.toml cannot hold: "
-                          f"rename the folder, or serve it without a kb.toml (mcp-kb serve FOLDER)")
+        raise ConfigError(
+            f"{printable(folder)}: the folder's path is not UTF-8 text, which kb.toml cannot hold: "
+            f"rename the folder, or serve it without a kb.toml (mcp-kb serve FOLDER)"
+        )
     where = (base_dir / folder).resolve()
     values = {"name": kb_name_for(where), "description": _description_for(where), "folder": folder}
     template = files("mcp_kb").joinpath("starter.toml").read_text(encoding="utf-8")
@@ -127,8 +139,10 @@ def write_starter(folder: str, target: Path) -> KBConfig:
 def _left_as_it_is(target: Path) -> str:
     """Why `init` leaves `target` alone."""
     if target.is_symlink() and not target.exists():
-        return (f"{printable(str(target))} is a link to {printable(os.readlink(target))}, which does not exist, and is left as it is (init "
-                f"never writes through a link): remove it, or pass --config OTHER.toml")
+        return (
+            f"{printable(str(target))} is a link to {printable(os.readlink(target))}, which does not exist, and is left as it is (init "
+            f"never writes through a link): remove it, or pass --config OTHER.toml"
+        )
     return f"{printable(str(target))} exists and is left as it is: edit it, or pass --config OTHER.toml"
 
 
@@ -158,8 +172,12 @@ def _apply_environment(raw: dict[str, Any]) -> dict[str, Any]:
     raw = dict(raw)
     if isinstance(raw.get("storage"), str):
         raw["storage"] = {"uri": raw["storage"]}
-    for section, model in (("storage", StorageConfig), ("server", ServerConfig), ("sync", SyncEngineConfig),
-                           ("embedding", chosen_settings(EMBEDDING_PROVIDERS, DEFAULT_PROVIDER, raw.get("embedding")))):
+    for section, model in (
+        ("storage", StorageConfig),
+        ("server", ServerConfig),
+        ("sync", SyncEngineConfig),
+        ("embedding", chosen_settings(EMBEDDING_PROVIDERS, DEFAULT_PROVIDER, raw.get("embedding"))),
+    ):
         if model is None or not isinstance(raw.get(section, {}), dict):
             continue  # a malformed section or an unknown provider is reported by validation
         for key, declared in model.model_fields.items():
@@ -175,31 +193,49 @@ def _resolve_paths(config: Config, base_dir: Path) -> Config:
         try:
             return (base_dir / Path(value).expanduser()).resolve()
         except RuntimeError as exc:  # "~name" of a user this machine does not have
-            raise ConfigError(f"{key} = {str(value)!r}: cannot expand '~' ({exc}); write the folder out in full") from exc
+            raise ConfigError(
+                f"{key} = {str(value)!r}: cannot expand '~' ({exc}); write the folder out in full"
+            ) from exc
 
     def absolute_paths(paths: list[Path], key: str) -> list[Path]:
         return [absolute(path, key) for path in paths]
 
     def absolute_repos(repos: list[RepoConfig], key: str) -> list[RepoConfig]:
-        return [repo.model_copy(update={"url": str(absolute(repo.local_path, key))}) if repo.local_path else repo
-                for repo in repos]
+        return [
+            repo.model_copy(update={"url": str(absolute(repo.local_path, key))}) if repo.local_path else repo
+            for repo in repos
+        ]
 
-    kbs = [kb.model_copy(update={
-        "paths": absolute_paths(kb.paths, f"[[kb]] {kb.name}: paths"),
-        "repos": absolute_repos(kb.repos, f"[[kb]] {kb.name}: repos"),
-        "versions": [version.model_copy(update={
-            "paths": absolute_paths(version.paths, f"[[kb]] {kb.name}: version {version.name}: paths"),
-            "repos": absolute_repos(version.repos, f"[[kb]] {kb.name}: version {version.name}: repos")})
-            for version in kb.versions]}) for kb in config.kb]
+    kbs = [
+        kb.model_copy(
+            update={
+                "paths": absolute_paths(kb.paths, f"[[kb]] {kb.name}: paths"),
+                "repos": absolute_repos(kb.repos, f"[[kb]] {kb.name}: repos"),
+                "versions": [
+                    version.model_copy(
+                        update={
+                            "paths": absolute_paths(version.paths, f"[[kb]] {kb.name}: version {version.name}: paths"),
+                            "repos": absolute_repos(version.repos, f"[[kb]] {kb.name}: version {version.name}: repos"),
+                        }
+                    )
+                    for version in kb.versions
+                ],
+            }
+        )
+        for kb in config.kb
+    ]
     storage = config.storage
     if not storage.is_remote:
         storage = storage.model_copy(update={"uri": str(absolute(storage.uri, "storage"))})
     if storage.read_cache_dir:
-        storage = storage.model_copy(update={"read_cache_dir": str(absolute(storage.read_cache_dir,
-                                                                            "[storage] read_cache_dir"))})
+        storage = storage.model_copy(
+            update={"read_cache_dir": str(absolute(storage.read_cache_dir, "[storage] read_cache_dir"))}
+        )
     _keep_out_written_folders(kbs, storage)
-    providers = {section: _with_absolute_paths(getattr(config, section), section, absolute)
-                 for section in ("embedding", "rerank")}
+    providers = {
+        section: _with_absolute_paths(getattr(config, section), section, absolute)
+        for section in ("embedding", "rerank")
+    }
     server = config.server
     if server.audit_log:
         server = server.model_copy(update={"audit_log": str(absolute(server.audit_log, "[server] audit_log"))})
@@ -208,21 +244,31 @@ def _resolve_paths(config: Config, base_dir: Path) -> Config:
 
 def _with_absolute_paths(settings: BaseModel, section: str, absolute: Callable[[str, str], Path]) -> BaseModel:
     """A provider's settings with its local files (the settings named *_path) resolved."""
-    paths = {key: str(absolute(value, f"{section}.{key}")) for key in type(settings).model_fields
-             if key.endswith("_path") and (value := getattr(settings, key))}
+    paths = {
+        key: str(absolute(value, f"{section}.{key}"))
+        for key in type(settings).model_fields
+        if key.endswith("_path") and (value := getattr(settings, key))
+    }
     return settings.model_copy(update=paths)
 
 
 def _keep_out_written_folders(kbs: list[KBConfig], storage: StorageConfig) -> None:
     """Tell each KB where mcp-kb writes, so its index, caches and query logs never come back as
     documents (they hold users' past queries), and warn about an index kept among the documents."""
-    written = [cache_root(), data_root()] + ([] if storage.is_remote else [Path(storage.uri)]) + \
-        ([Path(storage.read_cache_dir)] if storage.read_cache_dir else [])
+    written = (
+        [cache_root(), data_root()]
+        + ([] if storage.is_remote else [Path(storage.uri)])
+        + ([Path(storage.read_cache_dir)] if storage.read_cache_dir else [])
+    )
     folders = tuple(Path(os.path.realpath(folder)) for folder in written)
     for kb in kbs:
         kb._written_folders = folders
         for root in [*kb.paths, *(path for version in kb.versions for path in version.paths)]:
             if not storage.is_remote and Path(storage.uri).is_relative_to(root):
-                log.warning("the index folder %s is inside knowledge base %r's path %s: it is never indexed, but "
-                            "keeping it outside the documents is safer (a copy of the folder takes it along)",
-                            storage.uri, kb.name, root)
+                log.warning(
+                    "the index folder %s is inside knowledge base %r's path %s: it is never indexed, but "
+                    "keeping it outside the documents is safer (a copy of the folder takes it along)",
+                    storage.uri,
+                    kb.name,
+                    root,
+                )

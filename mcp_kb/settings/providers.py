@@ -85,8 +85,10 @@ class _ServiceAccess(Strict):
         headers = {key: header_value(text, f"{self._section}.headers.{key}") for key, text in self.headers.items()}
         if self.api_key_env:
             if not environment(self.api_key_env):
-                raise ConfigError(f"[{self._section}] api_key_env names ${self.api_key_env}, which is not set; "
-                                  f"export the service's API key in it")
+                raise ConfigError(
+                    f"[{self._section}] api_key_env names ${self.api_key_env}, which is not set; "
+                    f"export the service's API key in it"
+                )
             # a key pasted with a trailing newline must not reach the HTTP library (its errors quote headers)
             headers["Authorization"] = header_value(f"Bearer ${{{self.api_key_env}}}", f"[{self._section}] api_key_env")
         return headers
@@ -117,11 +119,15 @@ class OpenAISettings(EmbeddingConfig, _ServiceAccess):
     @model_validator(mode="after")
     def _names_the_service(self) -> OpenAISettings:
         if not self.base_url:
-            raise ValueError('provider "openai" needs base_url, e.g. "https://api.openai.com/v1" or '
-                             '"http://localhost:11434/v1" (Ollama)')
+            raise ValueError(
+                'provider "openai" needs base_url, e.g. "https://api.openai.com/v1" or '
+                '"http://localhost:11434/v1" (Ollama)'
+            )
         if "model" not in self.model_fields_set:
-            raise ValueError('provider "openai" needs model: the name the service knows the model by, '
-                             'e.g. "text-embedding-3-small" or "nomic-embed-text"')
+            raise ValueError(
+                'provider "openai" needs model: the name the service knows the model by, '
+                'e.g. "text-embedding-3-small" or "nomic-embed-text"'
+            )
         return self
 
 
@@ -172,11 +178,13 @@ class ServiceRerankSettings(RerankConfig, _ServiceAccess):
     @model_validator(mode="after")
     def _names_the_service(self) -> ServiceRerankSettings:
         if not self.base_url:
-            raise ValueError('provider "service" needs base_url, e.g. "http://localhost:8080" (TEI) or '
-                             '"https://api.jina.ai/v1"')
+            raise ValueError(
+                'provider "service" needs base_url, e.g. "http://localhost:8080" (TEI) or "https://api.jina.ai/v1"'
+            )
         if self.api == "cohere" and not self.model:
-            raise ValueError('api "cohere" needs model: the reranker the service knows, e.g. '
-                             '"jina-reranker-v2-base-multilingual"')
+            raise ValueError(
+                'api "cohere" needs model: the reranker the service knows, e.g. "jina-reranker-v2-base-multilingual"'
+            )
         return self
 
 

@@ -20,8 +20,18 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from .config import Config
-from .kb import (ChunkingConfig, FilterableField, HistoryConfig, KBConfig, LibraryVersion, RepoConfig, SearchConfig,
-                 SourceSettings, SyncConfig, WebSourceConfig)
+from .kb import (
+    ChunkingConfig,
+    FilterableField,
+    HistoryConfig,
+    KBConfig,
+    LibraryVersion,
+    RepoConfig,
+    SearchConfig,
+    SourceSettings,
+    SyncConfig,
+    WebSourceConfig,
+)
 from .providers import EMBEDDING_PROVIDERS, RERANK_PROVIDERS, EmbeddingConfig, RerankConfig
 from .server import GroupGrant, OAuthConfig, ServerConfig, TokenGrant
 from .storage import StorageConfig
@@ -30,11 +40,22 @@ from .sync import SyncEngineConfig
 _NOT_IN_KB_TOML = {(Config, "source")}  # set by the loader
 # Each table of kb.toml and the model of its keys, in the order the reference shows them.
 _TABLES: list[tuple[str, type[BaseModel]]] = [
-    ("[storage]", StorageConfig), ("[sync]", SyncEngineConfig), ("[server]", ServerConfig),
-    ("[[server.tokens]]", TokenGrant), ("[server.oauth]", OAuthConfig), ("[[server.oauth.groups]]", GroupGrant),
-    ("[[kb]]", KBConfig), ("[kb.chunking]", ChunkingConfig), ("[kb.search]", SearchConfig), ("[kb.sync]", SyncConfig),
-    ("[kb.history]", HistoryConfig), ("[[kb.versions]]", LibraryVersion), ("[[kb.urls]]", WebSourceConfig),
-    ("[[kb.repos]]", RepoConfig), ("[kb.filterable.FIELD]", FilterableField), ("[[kb.sources]]", SourceSettings),
+    ("[storage]", StorageConfig),
+    ("[sync]", SyncEngineConfig),
+    ("[server]", ServerConfig),
+    ("[[server.tokens]]", TokenGrant),
+    ("[server.oauth]", OAuthConfig),
+    ("[[server.oauth.groups]]", GroupGrant),
+    ("[[kb]]", KBConfig),
+    ("[kb.chunking]", ChunkingConfig),
+    ("[kb.search]", SearchConfig),
+    ("[kb.sync]", SyncConfig),
+    ("[kb.history]", HistoryConfig),
+    ("[[kb.versions]]", LibraryVersion),
+    ("[[kb.urls]]", WebSourceConfig),
+    ("[[kb.repos]]", RepoConfig),
+    ("[kb.filterable.FIELD]", FilterableField),
+    ("[[kb.sources]]", SourceSettings),
 ]
 _NESTED = (BaseModel,)
 # Keys a provider declares again with its own default or meaning: listed with the provider too.
@@ -54,8 +75,10 @@ def reference_markdown() -> str:
     """The reference as Markdown: a table per kb.toml table (the providers' own keys apart)."""
     parts = [_table("Top level: the tables", Config)]
     parts += [_table(title, model) for title, model in _TABLES[:3]]
-    parts += [_provider_tables("[embedding]", EmbeddingConfig, EMBEDDING_PROVIDERS),
-              _provider_tables("[rerank]", RerankConfig, RERANK_PROVIDERS)]
+    parts += [
+        _provider_tables("[embedding]", EmbeddingConfig, EMBEDDING_PROVIDERS),
+        _provider_tables("[rerank]", RerankConfig, RERANK_PROVIDERS),
+    ]
     parts += [_table(title, model) for title, model in _TABLES[3:]]
     return "\n\n".join(parts) + "\n"
 
@@ -64,10 +87,13 @@ def _provider_tables(title: str, base: type[BaseModel], registry: Any) -> str:
     """The keys every provider has alike (`provider` among them), then each provider's own and those it
     declares with another default or meaning."""
     providers = {name: registry.settings(name) for name in registry.names()}
-    alike = {name for name in base.model_fields
-             if name == "provider" or all(_same(model, base, name) for model in providers.values())}
+    alike = {
+        name
+        for name in base.model_fields
+        if name == "provider" or all(_same(model, base, name) for model in providers.values())
+    }
     tables = [_table(f"{title}, every provider", base, skip=set(base.model_fields) - alike)]
-    tables += [_table(f"{title} with provider = \"{name}\"", model, skip=alike) for name, model in providers.items()]
+    tables += [_table(f'{title} with provider = "{name}"', model, skip=alike) for name, model in providers.items()]
     return "\n\n".join(tables)
 
 
@@ -87,14 +113,22 @@ def _attribute_docstrings(cls: type) -> dict[str, str]:
         return {}
     if not isinstance(node, ast.ClassDef):
         return {}
-    return {statement.target.id: inspect.cleandoc(text.value.value) for statement, text in zip(node.body, node.body[1:])
-            if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
-            and isinstance(text, ast.Expr) and isinstance(text.value, ast.Constant) and isinstance(text.value.value, str)}
+    return {
+        statement.target.id: inspect.cleandoc(text.value.value)
+        for statement, text in zip(node.body, node.body[1:])
+        if isinstance(statement, ast.AnnAssign)
+        and isinstance(statement.target, ast.Name)
+        and isinstance(text, ast.Expr)
+        and isinstance(text.value, ast.Constant)
+        and isinstance(text.value.value, str)
+    }
 
 
 def _same(model: type[BaseModel], other: type[BaseModel], name: str) -> bool:
-    return description(model, name) == description(other, name) and \
-        model.model_fields[name].default == other.model_fields[name].default
+    return (
+        description(model, name) == description(other, name)
+        and model.model_fields[name].default == other.model_fields[name].default
+    )
 
 
 def _table(title: str, model: type[BaseModel], skip: set[str] | None = None) -> str:
@@ -109,8 +143,10 @@ def _fields(model: type[BaseModel]) -> Iterator[tuple[str, FieldInfo, str]]:
             continue
         text = description(model, name)
         if not text:
-            raise MissingDescription(f"{model.__name__}.{name} has no description: write one under its declaration "
-                                     f"(the configuration reference shows it)")
+            raise MissingDescription(
+                f"{model.__name__}.{name} has no description: write one under its declaration "
+                f"(the configuration reference shows it)"
+            )
         yield name, field, text
 
 
@@ -141,8 +177,12 @@ def _default(field: FieldInfo) -> str:
 
 def _bounds(field: FieldInfo) -> str:
     words = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
-    return ", ".join(f"{word} {getattr(item, bound)}" for item in field.metadata for bound, word in words.items()
-                     if getattr(item, bound, None) is not None)
+    return ", ".join(
+        f"{word} {getattr(item, bound)}"
+        for item in field.metadata
+        for bound, word in words.items()
+        if getattr(item, bound, None) is not None
+    )
 
 
 def page_with_reference(page: str) -> str:

@@ -42,8 +42,10 @@ class TokenGrant(Strict):
     @model_validator(mode="after")
     def _one_secret(self) -> TokenGrant:
         if (self.secret_env is None) == (self.secret_sha256 is None):
-            raise ValueError("give the token's secret one way: secret_env (an environment variable holding it) "
-                             "or secret_sha256 (its SHA-256 in hex, e.g. from `printf %s TOKEN | sha256sum`)")
+            raise ValueError(
+                "give the token's secret one way: secret_env (an environment variable holding it) "
+                "or secret_sha256 (its SHA-256 in hex, e.g. from `printf %s TOKEN | sha256sum`)"
+            )
         if self.secret_sha256 is not None and not _SHA256_HEX.match(self.secret_sha256):
             raise ValueError("secret_sha256 must be 64 lowercase hex digits (`printf %s TOKEN | sha256sum`)")
         return self
@@ -54,8 +56,9 @@ class TokenGrant(Strict):
             return self.secret_sha256
         secret = environment(self.secret_env or "")
         if secret is None:
-            raise ConfigError(f"[[server.tokens]] {self.name}: the environment variable {self.secret_env} "
-                              f"(secret_env) is not set")
+            raise ConfigError(
+                f"[[server.tokens]] {self.name}: the environment variable {self.secret_env} (secret_env) is not set"
+            )
         return hashlib.sha256(secret.encode()).hexdigest()
 
 

@@ -78,8 +78,10 @@ def _check_host(host: str) -> None:
         return
     labels = host.removesuffix(".").split(".")
     if len(host) > _NAME_CHARACTERS or not all(_LABEL.fullmatch(label) for label in labels):
-        raise ValueError(f"{host!r} is not a host name or IP address (a name is parts of 1 to 63 letters, digits, "
-                         f"'-' or '_' joined by dots, {_NAME_CHARACTERS} characters at most; IPv6 goes in brackets)")
+        raise ValueError(
+            f"{host!r} is not a host name or IP address (a name is parts of 1 to 63 letters, digits, "
+            f"'-' or '_' joined by dots, {_NAME_CHARACTERS} characters at most; IPv6 goes in brackets)"
+        )
 
 
 def _ipv6(text: str) -> bool:
@@ -100,7 +102,9 @@ def check_ray_address(address: str, setting: str) -> None:
     try:
         parse_ray_address(address)
     except ValueError as exc:
-        raise ConfigError(f"{setting}: not a Ray cluster address: {exc}; {_RAY_FORMS} (got {_shown(address)!r})") from None
+        raise ConfigError(
+            f"{setting}: not a Ray cluster address: {exc}; {_RAY_FORMS} (got {_shown(address)!r})"
+        ) from None
 
 
 def _shown(address: str) -> str:
@@ -146,8 +150,10 @@ class SyncEngineConfig(Strict):
         if ray_address is None:
             return self if engine is None else self.model_copy(update={"engine": engine})
         if not ray_address:  # else an empty option would mean the local engine, though it implies Ray
-            raise ConfigError(f"{RAY_OPTION}: empty; give a Ray cluster's address, or \"local\" for a Ray of the "
-                              "sync's own on this machine")
+            raise ConfigError(
+                f'{RAY_OPTION}: empty; give a Ray cluster\'s address, or "local" for a Ray of the '
+                "sync's own on this machine"
+            )
         chosen = self.model_validate({**self.model_dump(), "engine": engine or "ray", "ray_address": ray_address})
         chosen._by_option = True
         if chosen.engine == "ray":

@@ -21,6 +21,8 @@ _NOT_IN_NAMES = re.compile(f"[^{KB_NAME_CHARS}]")
 def in_name_chars(text: str) -> str:
     """`text` with every character a name may not hold as '_' (spaces, dots, quotes: `my docs` -> `my_docs`)."""
     return _NOT_IN_NAMES.sub("_", text)
+
+
 # A library version's name (`0.110`, `v2`, `2024-lts`): it leads its documents' paths, so no "/" and no spaces.
 LIBRARY_VERSION_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"  # a metadata field's name (a column), as kb.toml and filters write it
@@ -35,8 +37,10 @@ MODES: tuple[str, ...] = get_args(SearchMode)
 DEFAULT_MODE: SearchMode = "hybrid"
 RANKED_MODES = ("keyword", "vector", "hybrid")  # the modes that rank by relevance: what evaluations measure
 _MODE_NOTES = {"keyword": "exact terms, codes, names", "filter": "list by metadata only"}
-MODES_TEXT = ", ".join(f"{mode}{' (default)' if mode == DEFAULT_MODE else ''}"
-                       f"{f' ({_MODE_NOTES[mode]})' if mode in _MODE_NOTES else ''}" for mode in MODES)
+MODES_TEXT = ", ".join(
+    f"{mode}{' (default)' if mode == DEFAULT_MODE else ''}{f' ({_MODE_NOTES[mode]})' if mode in _MODE_NOTES else ''}"
+    for mode in MODES
+)
 TOP_K_MIN, TOP_K_MAX = 1, 100
 CONTEXT_MAX = 5  # neighbouring chunks on each side of a hit
 MAX_TOKENS_MIN, MAX_TOKENS_MAX = 100, 100_000  # an answer's token budget
@@ -47,7 +51,6 @@ MAX_QUERY_LENGTH = 4_000  # characters; longer texts make slow searches and are 
 def megabytes(size_mb: float) -> int:
     """A size setting in MB (`max_file_size_mb`, `max_page_mb`, `query_log_max_mb`) in bytes."""
     return int(size_mb * 1024 * 1024)
-
 
 
 _URL_PASSWORD = re.compile(r"(?<=://)([^/@\s:]*):([^/\s]*)@")  # a password may hold "@": up to the last one

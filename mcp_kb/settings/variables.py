@@ -65,6 +65,7 @@ def cache_root() -> Path:
 
 def expand_environment(text: str, where: str) -> str:
     """Replace each ${NAME} in a setting's value with that environment variable, read now."""
+
     def value(match: re.Match[str]) -> str:
         if match[1] not in os.environ:
             raise ConfigError(f"{where} names the environment variable {match[1]}, which is not set")
@@ -80,8 +81,10 @@ def header_value(text: str, where: str) -> str:
     if _HEADER_CONTROL.search(value):
         names = [name for name in _ENV_REFERENCE.findall(text) if _HEADER_CONTROL.search(os.environ.get(name, ""))]
         source = f"the environment variable {', '.join(names)}" if names else "its value"
-        raise ConfigError(f"{where}: {source} holds a control character (a stray line break or carriage return?), "
-                          f"which no HTTP header may carry; remove it")
+        raise ConfigError(
+            f"{where}: {source} holds a control character (a stray line break or carriage return?), "
+            f"which no HTTP header may carry; remove it"
+        )
     return value
 
 

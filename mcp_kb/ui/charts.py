@@ -20,9 +20,11 @@ def line_chart(title: str, labels: list[str], series: dict[str, list[float]], un
         points = [(_x(i, len(labels)), _y(v, top)) for i, v in enumerate(values)]
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
         parts.append(f'<polyline class="series-{number}" points="{path}"/>')
-        parts += [f'<circle class="series-{number}" cx="{x:.1f}" cy="{y:.1f}" r="3">'
-                  f'<title>{escape(name)} {escape(label)}: {_figure(v)} {escape(unit)}</title></circle>'
-                  for (x, y), label, v in zip(points, labels, values)]
+        parts += [
+            f'<circle class="series-{number}" cx="{x:.1f}" cy="{y:.1f}" r="3">'
+            f"<title>{escape(name)} {escape(label)}: {_figure(v)} {escape(unit)}</title></circle>"
+            for (x, y), label, v in zip(points, labels, values)
+        ]
     legend = " · ".join(f'<tspan class="legend-{n}">■ {escape(name)}</tspan>' for n, name in enumerate(series))
     summary = "; ".join(f"{name}: latest {_figure(values[-1])} {unit}" for name, values in series.items() if values)
     return _figure_svg(title, top, unit, labels, "".join(parts), legend, summary)
@@ -35,27 +37,42 @@ def bar_chart(title: str, labels: list[str], values: list[float], unit: str) -> 
     bars = []
     for i, (label, value) in enumerate(zip(labels, values)):
         y = _y(value, top)
-        bars.append(f'<rect class="bar" x="{_LEFT + i * step + step * 0.15:.1f}" y="{y:.1f}" '
-                    f'width="{step * 0.7:.1f}" height="{_HEIGHT - _BOTTOM - y:.1f}">'
-                    f'<title>{escape(label)}: {_figure(value)} {escape(unit)}</title></rect>')
+        bars.append(
+            f'<rect class="bar" x="{_LEFT + i * step + step * 0.15:.1f}" y="{y:.1f}" '
+            f'width="{step * 0.7:.1f}" height="{_HEIGHT - _BOTTOM - y:.1f}">'
+            f"<title>{escape(label)}: {_figure(value)} {escape(unit)}</title></rect>"
+        )
     summary = f"latest {_figure(values[-1])} {unit}, highest {_figure(max(values))} {unit}" if values else "no data"
     return _figure_svg(title, top, unit, labels, "".join(bars), "", summary)
 
 
-def _figure_svg(title: str, top: float, unit: str, labels: list[str], body: str, legend: str,  # noqa: PLR0913  # one per part of the figure
-                summary: str) -> Markup:
-    axis = (f'<line class="axis" x1="{_LEFT}" y1="{_HEIGHT - _BOTTOM}" x2="{_WIDTH - _RIGHT}" y2="{_HEIGHT - _BOTTOM}"/>'
-            f'<line class="grid" x1="{_LEFT}" y1="{_TOP}" x2="{_WIDTH - _RIGHT}" y2="{_TOP}"/>'
-            f'<text class="tick" x="{_LEFT - 4}" y="{_TOP + 4}" text-anchor="end">{_figure(top)}</text>'
-            f'<text class="tick" x="{_LEFT - 4}" y="{_HEIGHT - _BOTTOM}" text-anchor="end">0</text>')
+def _figure_svg(  # noqa: PLR0913  # one per part of the figure
+    title: str,
+    top: float,
+    unit: str,
+    labels: list[str],
+    body: str,
+    legend: str,
+    summary: str,
+) -> Markup:
+    axis = (
+        f'<line class="axis" x1="{_LEFT}" y1="{_HEIGHT - _BOTTOM}" x2="{_WIDTH - _RIGHT}" y2="{_HEIGHT - _BOTTOM}"/>'
+        f'<line class="grid" x1="{_LEFT}" y1="{_TOP}" x2="{_WIDTH - _RIGHT}" y2="{_TOP}"/>'
+        f'<text class="tick" x="{_LEFT - 4}" y="{_TOP + 4}" text-anchor="end">{_figure(top)}</text>'
+        f'<text class="tick" x="{_LEFT - 4}" y="{_HEIGHT - _BOTTOM}" text-anchor="end">0</text>'
+    )
     if labels:
-        axis += (f'<text class="tick" x="{_LEFT}" y="{_HEIGHT - 6}">{escape(labels[0])}</text>'
-                 f'<text class="tick" x="{_WIDTH - _RIGHT}" y="{_HEIGHT - 6}" text-anchor="end">'
-                 f'{escape(labels[-1])}</text>')
+        axis += (
+            f'<text class="tick" x="{_LEFT}" y="{_HEIGHT - 6}">{escape(labels[0])}</text>'
+            f'<text class="tick" x="{_WIDTH - _RIGHT}" y="{_HEIGHT - 6}" text-anchor="end">'
+            f"{escape(labels[-1])}</text>"
+        )
     heading = f'<figcaption>{escape(title)} <span class="unit">({escape(unit)})</span>'
     heading += f' <span class="legend">{legend}</span></figcaption>' if legend else "</figcaption>"
-    return Markup(f'<figure class="chart">{heading}<svg viewBox="0 0 {_WIDTH} {_HEIGHT}" role="img" '
-                  f'aria-label="{escape(title)}: {escape(summary)}">{axis}{body}</svg></figure>')
+    return Markup(
+        f'<figure class="chart">{heading}<svg viewBox="0 0 {_WIDTH} {_HEIGHT}" role="img" '
+        f'aria-label="{escape(title)}: {escape(summary)}">{axis}{body}</svg></figure>'
+    )
 
 
 def _x(i: int, count: int) -> float:

@@ -34,8 +34,25 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Message, Receive, Scope, Send
 
-from ..api import (App, AuditUnavailable, is_number, CallerView, cited_text, FILTER_SYNTAX, KBError, MAX_CHUNK_INDEX, parse_filters,
-                   parse_search, Refused, option_help, SearchRequest, SearchResult, SyncRequest, SyncRunner, stale_line)
+from ..api import (
+    App,
+    AuditUnavailable,
+    is_number,
+    CallerView,
+    cited_text,
+    FILTER_SYNTAX,
+    KBError,
+    MAX_CHUNK_INDEX,
+    parse_filters,
+    parse_search,
+    Refused,
+    option_help,
+    SearchRequest,
+    SearchResult,
+    SyncRequest,
+    SyncRunner,
+    stale_line,
+)
 from ..settings import MODES
 from ..http.edge import COOKIE, Edge, page_token
 from . import views
@@ -45,17 +62,21 @@ log = logging.getLogger(__name__)
 _FORM_MAX_BYTES = 64 * 1024  # the page's forms hold a token, a CSRF token and two flags; more is refused (413)
 _STATIC = Path(__file__).parent / "static"
 _SECURITY_HEADERS = [
-    (b"content-security-policy", b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-                                 b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+    (
+        b"content-security-policy",
+        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    ),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"same-origin"),  # not no-referrer: with it a form POST says `Origin: null`
     (b"x-frame-options", b"DENY"),
 ]
-_NOTICES = {"started": "Sync started: its progress shows below.",
-            "busy": "A sync of this knowledge base is already running: its progress shows below.",
-            # says nothing of which KBs that sync covers: the caller may not see them
-            "queued": "Another sync holds this index: this one starts when it ends, and its progress shows below "
-                      "then."}
+_NOTICES = {
+    "started": "Sync started: its progress shows below.",
+    "busy": "A sync of this knowledge base is already running: its progress shows below.",
+    # says nothing of which KBs that sync covers: the caller may not see them
+    "queued": "Another sync holds this index: this one starts when it ends, and its progress shows below then.",
+}
 
 Handler = Callable[[Request, CallerView], Awaitable[Response]]
 
@@ -63,8 +84,11 @@ Handler = Callable[[Request, CallerView], Awaitable[Response]]
 def _notice(key: str) -> str:
     """The line a page shows after a form: one of _NOTICES, or which version a rollback made current."""
     rolled = re.fullmatch(r"rolled-back-([0-9]{1,9})", key)
-    return f"Rolled back: the version chosen is current again, as version {rolled[1]}." if rolled else \
-        _NOTICES.get(key, "")
+    return (
+        f"Rolled back: the version chosen is current again, as version {rolled[1]}."
+        if rolled
+        else _NOTICES.get(key, "")
+    )
 
 
 def is_page_path(path: str) -> bool:
@@ -81,14 +105,17 @@ class Page:
         self.origin_check = TransportSecurityMiddleware(edge.security)
         self.audit = app.audit
         self.secret = secrets.token_bytes(32)  # keys the forms' CSRF values (a restart asks for a reload)
-        self.templates = Environment(loader=PackageLoader("mcp_kb.ui", "templates"),
-                                     autoescape=select_autoescape(default=True, default_for_string=True))
+        self.templates = Environment(
+            loader=PackageLoader("mcp_kb.ui", "templates"),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+        )
         self.templates.filters["when"] = views.when
         self.templates.filters["stale_line"] = stale_line  # the core's words for a stale answer, as the LLM reads them
         # The forms say what each field does as the requests do (the tools' and the CLI's words).
         self.templates.globals["search_help"] = {name: option_help(SearchRequest, name) for name in _SEARCH_FIELDS}
-        self.templates.globals["sync_help"] = {name: option_help(SyncRequest, name)
-                                               for name in SyncRequest.model_fields}
+        self.templates.globals["sync_help"] = {
+            name: option_help(SyncRequest, name) for name in SyncRequest.model_fields
+        }
         self.templates.globals["filter_syntax"] = FILTER_SYNTAX
         self.templates.globals["searches_not_counted"] = views.SEARCHES_NOT_COUNTED
 
@@ -116,6 +143,7 @@ class Page:
     def _page(self, handler: Handler, post: bool = False) -> Callable[[Request], Awaitable[Response]]:
         """A route behind the Host/Origin checks, the caller's view and rate limit (and for a POST, the
         page's own origin and CSRF token)."""
+
         async def route(request: Request) -> Response:
             refused = await self.origin_check.validate_request(request)
             if refused is not None:
@@ -129,14 +157,19 @@ class Page:
             try:
                 self.edge.count(view)
             except Refused as refusal:  # the page's script waits as long as Retry-After says
-                response = JSONResponse({"error": str(refusal)}, status_code=refusal.status) \
-                    if request.url.path.endswith(".json") else self._error(request, view, refusal.status, str(refusal))
+                response = (
+                    JSONResponse({"error": str(refusal)}, status_code=refusal.status)
+                    if request.url.path.endswith(".json")
+                    else self._error(request, view, refusal.status, str(refusal))
+                )
                 response.headers.update(self.edge.refusal_headers(refusal))
                 return response
             if post and not await self._same_origin_form(request):
-                return self._error(request, view, 403, "this form is accepted only from this page "
-                                                        "(reload the page and try again)")
+                return self._error(
+                    request, view, 403, "this form is accepted only from this page (reload the page and try again)"
+                )
             return await handler(request, view)
+
         return route
 
     async def _view(self, request: Request) -> CallerView | None:
@@ -178,8 +211,9 @@ class Page:
                 error = f"This token was refused: {refusal}."
             else:
                 response = RedirectResponse(target, status_code=303)
-                response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/",
-                                    secure=request.url.scheme == "https")
+                response.set_cookie(
+                    COOKIE, token, httponly=True, samesite="strict", path="/", secure=request.url.scheme == "https"
+                )
                 return response
         return self._render("login.html", request, None, status=401 if error else 200, error=error, target=target)
 
@@ -201,26 +235,37 @@ class Page:
 
     async def status(self, request: Request, view: CallerView) -> Response:
         names = view.names
-        return JSONResponse(await _thread(partial(views.live_status, self.app, names)),
-                            headers={"cache-control": "no-store"})
+        return JSONResponse(
+            await _thread(partial(views.live_status, self.app, names)), headers={"cache-control": "no-store"}
+        )
 
     async def kb_page(self, request: Request, view: CallerView) -> Response:
         name = self._kb(request, view)
         wanted = request.query_params.get("filter", "")
         details = await _thread(partial(views.kb_details, self.app, name, wanted))
-        return self._render("kb.html", request, view, **details, wanted=wanted,
-                            notice=_notice(request.query_params.get("notice", "")),
-                            may_sync=self._may_sync(view, name), may_roll_back=self._may_roll_back(view),
-                            storage=self.app.config.storage.uri if view.who.kind == "owner" else "")
+        return self._render(
+            "kb.html",
+            request,
+            view,
+            **details,
+            wanted=wanted,
+            notice=_notice(request.query_params.get("notice", "")),
+            may_sync=self._may_sync(view, name),
+            may_roll_back=self._may_roll_back(view),
+            storage=self.app.config.storage.uri if view.who.kind == "owner" else "",
+        )
 
     async def search(self, request: Request, view: CallerView) -> Response:
         name = self._kb(request, view)
         kb = self.app.config.get_kb(name)
         params = request.query_params
-        form = {"q": params.get("q", ""), "mode": params.get("mode", kb.search.mode),
-                "top_k": params.get("top_k", str(kb.search.top_k)),
-                "max_tokens": params.get("max_tokens", str(kb.search.max_tokens)),
-                "filters": params.get("filters", "")}
+        form = {
+            "q": params.get("q", ""),
+            "mode": params.get("mode", kb.search.mode),
+            "top_k": params.get("top_k", str(kb.search.top_k)),
+            "max_tokens": params.get("max_tokens", str(kb.search.max_tokens)),
+            "filters": params.get("filters", ""),
+        }
         result, error = None, ""
         if form["q"].strip() or form["filters"].strip():  # filters alone: a search in mode filter needs no query
             started = time.perf_counter()
@@ -230,14 +275,31 @@ class Page:
             except KBError as exc:
                 error = view.explain(exc)
             try:
-                self.audit.record(view.who, name, "page search", (time.perf_counter() - started) * 1000,
-                                  None if result is None else len(result.hits), error or None, form["q"])
+                self.audit.record(
+                    view.who,
+                    name,
+                    "page search",
+                    (time.perf_counter() - started) * 1000,
+                    None if result is None else len(result.hits),
+                    error or None,
+                    form["q"],
+                )
             except AuditUnavailable as refused:
                 return self._error(request, view, 503, str(refused))
-        return self._render("search.html", request, view, kb=kb, form=form, modes=MODES, result=result,
-                            error=error, cited=cited_text(result) if result else "",
-                            timings=_stage_timings(result) if result else [],
-                            fields=sorted(kb.filter_field_types().items()), filter_example=views.filter_example(kb))
+        return self._render(
+            "search.html",
+            request,
+            view,
+            kb=kb,
+            form=form,
+            modes=MODES,
+            result=result,
+            error=error,
+            cited=cited_text(result) if result else "",
+            timings=_stage_timings(result) if result else [],
+            fields=sorted(kb.filter_field_types().items()),
+            filter_example=views.filter_example(kb),
+        )
 
     async def document(self, request: Request, view: CallerView) -> Response:
         name = self._kb(request, view)
@@ -253,9 +315,15 @@ class Page:
     async def sync(self, request: Request, view: CallerView) -> Response:
         name = self._kb(request, view)
         if not self._may_sync(view, name):
-            return self._error(request, view, 403, view.sync_refusal(name) if self.runner else
-                               "this server is read-only (read_only = true): another process syncs (mcp-kb sync or watch, or "
-                               "a writer server)")
+            return self._error(
+                request,
+                view,
+                403,
+                view.sync_refusal(name)
+                if self.runner
+                else "this server is read-only (read_only = true): another process syncs (mcp-kb sync or watch, or "
+                "a writer server)",
+            )
         form = await request.form()
         full, allow = form.get("full") == "1", form.get("allow_mass_delete") == "1"
         try:
@@ -266,9 +334,14 @@ class Page:
         if (await _thread(lambda: self.app.glance(name))).sync_running:
             return RedirectResponse(target + "busy", status_code=303)
         queued = await _thread(self.app.index_busy)  # another KB's sync: this one waits for it
-        return RedirectResponse(target + ("queued" if queued else "started"), status_code=303,
-                                background=BackgroundTask(self._sync_in_background, SyncRequest(
-                                    kb=name, full=full, allow_mass_delete=allow, wait=queued, by=view.who.label)))
+        return RedirectResponse(
+            target + ("queued" if queued else "started"),
+            status_code=303,
+            background=BackgroundTask(
+                self._sync_in_background,
+                SyncRequest(kb=name, full=full, allow_mass_delete=allow, wait=queued, by=view.who.label),
+            ),
+        )
 
     async def rollback(self, request: Request, view: CallerView) -> Response:
         """The owner makes an earlier version current again (confirmed on the form; refused while a sync runs)."""
@@ -317,12 +390,18 @@ class Page:
         except KBError as exc:
             raise _Unknown(str(exc)) from None
 
-    def _render(self, template: str, request: Request, view: CallerView | None, status: int = 200,
-                **context: Any) -> HTMLResponse:
+    def _render(
+        self, template: str, request: Request, view: CallerView | None, status: int = 200, **context: Any
+    ) -> HTMLResponse:
         names = list(view.names) if view else []
         html = self.templates.get_template(template).render(
-            csrf=self.csrf(request), kb_names=names, who=view.who.label if view else "", audit_failure=self.audit.failure,
-            signed_in=view is not None and self.edge.guarded, **context)
+            csrf=self.csrf(request),
+            kb_names=names,
+            who=view.who.label if view else "",
+            audit_failure=self.audit.failure,
+            signed_in=view is not None and self.edge.guarded,
+            **context,
+        )
         return HTMLResponse(html, status_code=status, headers={"cache-control": "no-store"})
 
     def _error(self, request: Request, view: CallerView | None, status: int, message: str) -> HTMLResponse:
@@ -347,6 +426,7 @@ class _SecurityHeaders:
             if message["type"] == "http.response.start":
                 message = {**message, "headers": [*message.get("headers", []), *_SECURITY_HEADERS]}
             await send(message)
+
         await self.app(scope, receive, send_with_headers)
 
 
@@ -361,8 +441,15 @@ _SEARCH_FIELDS = ("query", "mode", "top_k", "max_tokens", "filters")  # what the
 def _search_request(form: dict[str, str]) -> SearchRequest:
     """The playground's fields (text) as a search request, checked as every face's are."""
     lines = tuple(line.strip() for line in form["filters"].splitlines() if line.strip())
-    return parse_search({"query": form["q"], "mode": form["mode"], "top_k": form["top_k"].strip(),
-                         "max_tokens": form["max_tokens"].strip(), "filters": parse_filters(lines)})
+    return parse_search(
+        {
+            "query": form["q"],
+            "mode": form["mode"],
+            "top_k": form["top_k"].strip(),
+            "max_tokens": form["max_tokens"].strip(),
+            "filters": parse_filters(lines),
+        }
+    )
 
 
 def _stage_timings(result: SearchResult) -> list[tuple[str, float]]:

@@ -53,9 +53,15 @@ def _searches_counted(app: App, name: str, figures: SearchFigures | None) -> str
 
 def live_status(app: App, names: Iterable[str]) -> list[dict[str, Any]]:
     """What the page's script polls: each KB's running sync and the figures a finished one changes."""
-    return [{**_polled(status.as_dict()), "progress_text": progress_text(status.progress),
-             "last_sync_text": when(status.last_sync), **_pending_fields(app.pending(status.name, COUNTED_WITHIN_SECONDS))}
-            for status in map(app.glance, names)]
+    return [
+        {
+            **_polled(status.as_dict()),
+            "progress_text": progress_text(status.progress),
+            "last_sync_text": when(status.last_sync),
+            **_pending_fields(app.pending(status.name, COUNTED_WITHIN_SECONDS)),
+        }
+        for status in map(app.glance, names)
+    ]
 
 
 def _pending_fields(pending: Pending | None) -> dict[str, Any]:
@@ -63,8 +69,10 @@ def _pending_fields(pending: Pending | None) -> dict[str, Any]:
 
 
 def _polled(status: dict[str, Any]) -> dict[str, Any]:
-    return {key: status[key] for key in ("name", "sync_running", "progress", "files", "chunks", "last_sync",
-                                         "last_outcome", "last_error")}
+    return {
+        key: status[key]
+        for key in ("name", "sync_running", "progress", "files", "chunks", "last_sync", "last_outcome", "last_error")
+    }
 
 
 def when(stamp: str | None, short: bool = False) -> str:
@@ -83,8 +91,10 @@ COUNTED_WITHIN_SECONDS = 10.0
 def pending_text(pending: Pending | None) -> str:
     """What a sync would do now, as the page words it (its script shows the text the server wrote)."""
     if pending is None:
-        return "not counted (web sites and repositories are counted by their sync; a folder not on this machine, or " \
-               "a knowledge base never synced, not at all)"
+        return (
+            "not counted (web sites and repositories are counted by their sync; a folder not on this machine, or "
+            "a knowledge base never synced, not at all)"
+        )
     return f"{pending.text()} (counted {when(pending.counted_at)})"
 
 
@@ -112,10 +122,20 @@ def kb_details(app: App, name: str, wanted: str = "") -> dict[str, Any]:
     [status] = app.status(name)
     problems = [("failed", item) for item in status.failed] + [("skipped", item) for item in history.skipped]
     needle = wanted.casefold()
-    shown = [{"kind": kind, "path": p.path, "reason": p.reason} for kind, p in problems
-             if needle in p.path.casefold() or needle in p.reason.casefold()]
-    return {"kb": summary, "problems": shown, "problem_count": len(problems), "recent": history.recent[::-1],
-            "crawl": history.crawl, "charts": _charts(figures, history.recent), **_versions(app, name)}
+    shown = [
+        {"kind": kind, "path": p.path, "reason": p.reason}
+        for kind, p in problems
+        if needle in p.path.casefold() or needle in p.reason.casefold()
+    ]
+    return {
+        "kb": summary,
+        "problems": shown,
+        "problem_count": len(problems),
+        "recent": history.recent[::-1],
+        "crawl": history.crawl,
+        "charts": _charts(figures, history.recent),
+        **_versions(app, name),
+    }
 
 
 def _versions(app: App, name: str) -> dict[str, Any]:
@@ -130,17 +150,27 @@ def _charts(figures: SearchFigures | None, syncs: tuple[SyncBrief, ...]) -> list
     charts = []
     if hours:
         charts += [
-            line_chart("Search latency", labels, {"p50": [h.p50_ms for h in hours],
-                                                  "p95": [h.p95_ms for h in hours]}, "ms"),
+            line_chart(
+                "Search latency", labels, {"p50": [h.p50_ms for h in hours], "p95": [h.p95_ms for h in hours]}, "ms"
+            ),
             bar_chart("Searches per hour", labels, [h.searches for h in hours], "searches"),
-            line_chart("Answers that found nothing or were degraded", labels,
-                       {"found nothing": [h.zero_results for h in hours],
-                        "degraded": [h.degraded for h in hours]}, "answers"),
+            line_chart(
+                "Answers that found nothing or were degraded",
+                labels,
+                {"found nothing": [h.zero_results for h in hours], "degraded": [h.degraded for h in hours]},
+                "answers",
+            ),
         ]
     timed = [(sync.finished_at, sync.seconds) for sync in syncs if sync.seconds is not None]
     if timed:
-        charts.append(bar_chart("Sync durations", [when(finished, short=True) for finished, _ in timed],
-                                [seconds for _, seconds in timed], "s"))
+        charts.append(
+            bar_chart(
+                "Sync durations",
+                [when(finished, short=True) for finished, _ in timed],
+                [seconds for _, seconds in timed],
+                "s",
+            )
+        )
     return charts
 
 
@@ -155,6 +185,14 @@ def document(app: App, name: str, doc_id: str, chunk: int | None) -> dict[str, A
     answer = app.read(name, ReadRequest(kb=name, path=doc_id, chunk=chunk, max_tokens=READ_TOKENS_MAX))
     start, end = answer.passage_start or 0, answer.passage_end or 0
     text = answer.text
-    return {"before": text[:start], "passage": text[start:end], "after": text[end:], "found": end > start,
-            "path": doc_id, "location": answer.location, "more": answer.cursor is not None,
-            "indexed_at": answer.indexed_at, "changed": answer.changed}
+    return {
+        "before": text[:start],
+        "passage": text[start:end],
+        "after": text[end:],
+        "found": end > start,
+        "path": doc_id,
+        "location": answer.location,
+        "more": answer.cursor is not None,
+        "indexed_at": answer.indexed_at,
+        "changed": answer.changed,
+    }

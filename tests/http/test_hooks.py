@@ -60,18 +60,29 @@ class Served:
 
     def settled_at(self, commit: str) -> int:
         """Wait until the index holds `commit` and no sync runs; how many syncs the KB has had."""
-        until(lambda: (s := self.status()).commits.get("lib") == commit and not s.sync_running, seconds=60,
-              what=f"status naming {commit[:12]}")
+        until(
+            lambda: (s := self.status()).commits.get("lib") == commit and not s.sync_running,
+            seconds=60,
+            what=f"status naming {commit[:12]}",
+        )
         return self.syncs()
 
 
 def _config(tmp_path: Path, repo: Repo) -> Path:
     config = tmp_path / "kb.toml"
-    entries = "".join(f'[[kb.repos]]\nurl = "{repo.folder}"\nref = "main"\nname = "{name}"\n{extra}\n'
-                      for name, extra in (("lib", 'webhook_secret_env = "HOOK_SECRET"'), ("plain", ""),
-                                          ("unset", 'webhook_secret_env = "HOOK_SECRET_NOT_SET"')))
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "code"\ndescription = "A repository"\n'
-                      f'[kb.sync]\non_start = true\n{entries}', encoding="utf-8")
+    entries = "".join(
+        f'[[kb.repos]]\nurl = "{repo.folder}"\nref = "main"\nname = "{name}"\n{extra}\n'
+        for name, extra in (
+            ("lib", 'webhook_secret_env = "HOOK_SECRET"'),
+            ("plain", ""),
+            ("unset", 'webhook_secret_env = "HOOK_SECRET_NOT_SET"'),
+        )
+    )
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "code"\ndescription = "A repository"\n'
+        f"[kb.sync]\non_start = true\n{entries}",
+        encoding="utf-8",
+    )
     return config
 
 
@@ -127,8 +138,12 @@ def _refused_deliveries(served: Served, commit: str) -> list[tuple[int, str]]:
 
     send("wrong signature", HOOK, body, github("not-the-secret", body))
     send("signature of another body", HOOK, body, {**github(SECRET, body + b" "), "X-GitHub-Delivery": "x1"})
-    send("no signature", HOOK, body, {"Content-Type": "application/json", "X-GitHub-Event": "push",
-                                      "X-GitHub-Delivery": str(uuid.uuid4())})
+    send(
+        "no signature",
+        HOOK,
+        body,
+        {"Content-Type": "application/json", "X-GitHub-Event": "push", "X-GitHub-Delivery": str(uuid.uuid4())},
+    )
     send("wrong gitlab token", HOOK, body, gitlab(SECRET + "x"))
     send("wrong gitea signature", HOOK, body, {**gitea(SECRET, body), "X-Gitea-Signature": "00" * 32})
     other = push_body(commit, ref="refs/heads/feature")
@@ -142,9 +157,20 @@ def _refused_deliveries(served: Served, commit: str) -> list[tuple[int, str]]:
     replayed = github(SECRET, push_body("0" * 40))  # a deletion, taken (and nothing to sync): then sent again
     send("a deletion", HOOK, push_body("0" * 40), replayed)
     send("a replay", HOOK, push_body("0" * 40), replayed)
-    for path in ("/hooks/git/nope/lib", "/hooks/git/code/nope", "/hooks/git/code/plain", "/hooks/git/code/unset",
-                 "/hooks/git/code/lib/extra", "/hooks/git/code", "/hooks/git/../code/lib", "/hooks/git/code/../lib",
-                 "/hooks/git/code%2Fnope", "/hooks/git/%E7%9F%A5%E8%AF%86/lib", "/hooks/x/code/lib", "/hooks/"):
+    for path in (
+        "/hooks/git/nope/lib",
+        "/hooks/git/code/nope",
+        "/hooks/git/code/plain",
+        "/hooks/git/code/unset",
+        "/hooks/git/code/lib/extra",
+        "/hooks/git/code",
+        "/hooks/git/../code/lib",
+        "/hooks/git/code/../lib",
+        "/hooks/git/code%2Fnope",
+        "/hooks/git/%E7%9F%A5%E8%AF%86/lib",
+        "/hooks/x/code/lib",
+        "/hooks/",
+    ):
         send(f"nothing at {path}", path, body, github(SECRET, body))
     return answers
 
@@ -153,9 +179,19 @@ def test_refused_deliveries_sync_nothing(served):
     before = served.syncs()
     commit = _commit(served, "refused pushes")
     answers = _refused_deliveries(served, commit)
-    expected = {"wrong signature": 401, "signature of another body": 401, "no signature": 401,
-                "wrong gitlab token": 401, "wrong gitea signature": 401, "another branch": 202, "a tag": 202,
-                "a ping": 200, "an issue event": 202, "a deletion": 202, "a replay": 409}
+    expected = {
+        "wrong signature": 401,
+        "signature of another body": 401,
+        "no signature": 401,
+        "wrong gitlab token": 401,
+        "wrong gitea signature": 401,
+        "another branch": 202,
+        "a tag": 202,
+        "a ping": 200,
+        "an issue event": 202,
+        "a deletion": 202,
+        "a replay": 409,
+    }
     for status, what in answers:
         wanted = expected.get(what, 404 if what.startswith("nothing") else 400)
         assert status == wanted, f"{what}: {status}, not {wanted}"
@@ -166,10 +202,19 @@ def test_refused_deliveries_sync_nothing(served):
 
 def test_every_missing_webhook_answers_alike(served):
     body = push_body("1" * 40)
-    answers = {(status, json.dumps(answer)) for status, answer in (
-        served.post(path, body, github(SECRET, body))
-        for path in ("/hooks/git/nope/lib", "/hooks/git/code/nope", "/hooks/git/code/plain", "/hooks/git/code/unset",
-                     "/hooks/git/%E7%9F%A5%E8%AF%86/lib"))}
+    answers = {
+        (status, json.dumps(answer))
+        for status, answer in (
+            served.post(path, body, github(SECRET, body))
+            for path in (
+                "/hooks/git/nope/lib",
+                "/hooks/git/code/nope",
+                "/hooks/git/code/plain",
+                "/hooks/git/code/unset",
+                "/hooks/git/%E7%9F%A5%E8%AF%86/lib",
+            )
+        )
+    }
     [(status, answer)] = answers
     assert status == 404 and "code" not in answer and SECRET not in answer
 
@@ -181,8 +226,10 @@ def test_a_replay_is_refused_and_syncs_nothing(served):
     headers = github(SECRET, body)
     assert served.post(HOOK, body, headers)[0] == 202
     served.settled_at(commit)
-    assert served.post(HOOK, body, headers) == (409, {"status": "replayed",
-                                                      "detail": "this delivery was taken already; push again to sync"})
+    assert served.post(HOOK, body, headers) == (
+        409,
+        {"status": "replayed", "detail": "this delivery was taken already; push again to sync"},
+    )
     again = _commit(served, "after the replay")
     assert served.push(again)[0] == 202
     assert served.settled_at(again) == before + 2
@@ -218,9 +265,12 @@ def _raw(served: Served, head: bytes, body_parts: Iterable[bytes] = ()) -> bytes
 
 
 def _head(served: Served, headers: dict[str, str], length: str | None) -> bytes:
-    lines = [f"POST {HOOK} HTTP/1.1", f"Host: 127.0.0.1:{served.port}",
-             *(f"{name}: {value}" for name, value in headers.items()),
-             f"Content-Length: {length}" if length else "Transfer-Encoding: chunked"]
+    lines = [
+        f"POST {HOOK} HTTP/1.1",
+        f"Host: 127.0.0.1:{served.port}",
+        *(f"{name}: {value}" for name, value in headers.items()),
+        f"Content-Length: {length}" if length else "Transfer-Encoding: chunked",
+    ]
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
@@ -232,13 +282,17 @@ def test_a_body_over_a_megabyte_is_refused_however_it_comes(served):
     # Declared: refused on its length, before a byte of the body is sent.
     assert _raw(served, _head(served, signed, str(len(large)))).startswith(b"HTTP/1.1 413")
     # Chunked: refused once a megabyte came; the rest is never read.
-    chunks = (f"{len(part):x}\r\n".encode() + part + b"\r\n" for part in
-              (large[i:i + 65536] for i in range(0, len(large), 65536)))
-    assert _raw(served, _head(served, {**signed, "X-GitHub-Delivery": str(uuid.uuid4())}, None),
-                chunks).startswith(b"HTTP/1.1 413")
+    chunks = (
+        f"{len(part):x}\r\n".encode() + part + b"\r\n"
+        for part in (large[i : i + 65536] for i in range(0, len(large), 65536))
+    )
+    assert _raw(served, _head(served, {**signed, "X-GitHub-Delivery": str(uuid.uuid4())}, None), chunks).startswith(
+        b"HTTP/1.1 413"
+    )
     # A length that lies low: only what it declares is the body, whose signature then fails.
-    assert _raw(served, _head(served, {**signed, "X-GitHub-Delivery": str(uuid.uuid4())}, "100"),
-                iter([large])).startswith(b"HTTP/1.1 401")
+    assert _raw(
+        served, _head(served, {**signed, "X-GitHub-Delivery": str(uuid.uuid4())}, "100"), iter([large])
+    ).startswith(b"HTTP/1.1 401")
     # A signed body of exactly the limit is read (and is no push: its padding is all there is).
     exact = b" " * (_MB - 2) + b"{}"
     assert served.post(HOOK, exact, github(SECRET, exact))[0] == 400
@@ -261,8 +315,18 @@ def test_only_post_is_taken(served):
 
 
 def test_the_token_gate_still_guards_the_rest(served):
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).encode()
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+    ).encode()
     mcp_headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     assert served.post("/mcp", body, mcp_headers)[0] == 401
     assert served.post("/mcp", body, {**mcp_headers, **github(SECRET, body)})[0] == 401  # a signature is no token

@@ -42,12 +42,15 @@ def server(tmp_path_factory, issuer, embedder):
     base = tmp_path_factory.mktemp("hostile-http")
     write(base / "docs" / "leave.md", "# Leave\n\nApply for annual leave in the HR portal two weeks ahead.\n")
     config = base / "kb.toml"
-    config.write_text(f'storage = "{base / "index"}"\n[server]\naudit_log = "{base / "audit.jsonl"}"\n'
-                      f'[[server.tokens]]\nname = "admin"\nsecret_env = "H_ADMIN"\nkbs = ["*"]\nsync = true\n'
-                      f'[[server.tokens]]\nname = "limited"\nsecret_env = "H_LIMITED"\nkbs = ["docs"]\n'
-                      f'requests_per_minute = 2\n'
-                      f'[server.oauth]\nissuer = "{issuer.url}"\naudience = "{AUDIENCE}"\nrequests_per_minute = 30\n'
-                      f'[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{base / "docs"}"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{base / "index"}"\n[server]\naudit_log = "{base / "audit.jsonl"}"\n'
+        f'[[server.tokens]]\nname = "admin"\nsecret_env = "H_ADMIN"\nkbs = ["*"]\nsync = true\n'
+        f'[[server.tokens]]\nname = "limited"\nsecret_env = "H_LIMITED"\nkbs = ["docs"]\n'
+        f"requests_per_minute = 2\n"
+        f'[server.oauth]\nissuer = "{issuer.url}"\naudience = "{AUDIENCE}"\nrequests_per_minute = 30\n'
+        f'[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{base / "docs"}"]\n',
+        encoding="utf-8",
+    )
     App(load_config(config), embedder=embedder).sync()
     env = {**os.environ, "H_ADMIN": ADMIN, "H_LIMITED": LIMITED}
     env.pop("MCP_KB_TOKEN", None)
@@ -82,7 +85,9 @@ def _timed(url: str, token: str) -> tuple[int, float]:
     """A ping with this token: its status and how long the client waited."""
     started = time.monotonic()
     with httpx.Client(timeout=60) as client:
-        status = client.post(f"{url}/mcp", json=_PING, headers={**_JSON, "Authorization": f"Bearer {token}"}).status_code
+        status = client.post(
+            f"{url}/mcp", json=_PING, headers={**_JSON, "Authorization": f"Bearer {token}"}
+        ).status_code
     return status, time.monotonic() - started
 
 
@@ -127,23 +132,35 @@ def test_http_surfaces_hold_under_attack(server, issuer, capsys):
         admin = {"Authorization": f"Bearer {ADMIN}"}
         csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', http.get("/ui/kb/docs", headers=admin).text).group(1)
         before = http.get("/ui/status.json", headers=admin).json()
-        held["sign-in from another port"] = http.post("/ui/login", data={"token": ADMIN},
-                                                      headers={"Origin": elsewhere}).status_code == 403
-        held["sync from another port"] = http.post("/ui/kb/docs/sync", data={"csrf": csrf, "full": "1"},
-                                                   headers={**admin, "Origin": elsewhere}).status_code == 403
+        held["sign-in from another port"] = (
+            http.post("/ui/login", data={"token": ADMIN}, headers={"Origin": elsewhere}).status_code == 403
+        )
+        held["sync from another port"] = (
+            http.post(
+                "/ui/kb/docs/sync", data={"csrf": csrf, "full": "1"}, headers={**admin, "Origin": elsewhere}
+            ).status_code
+            == 403
+        )
         guess = hmac.new(b"planted", b"mcp-kb page form", hashlib.sha256).hexdigest()
         held["form value from a planted cookie"] = http.post(
-            "/ui/kb/docs/sync", data={"csrf": guess, "full": "1", "allow_mass_delete": "1"},
-            headers={"Origin": url, "Cookie": "mcp_kb_token=planted"}).status_code in (401, 403)
-        held["form without Origin"] = http.post("/ui/kb/docs/sync", data={"csrf": csrf},
-                                                headers=admin).status_code == 403
+            "/ui/kb/docs/sync",
+            data={"csrf": guess, "full": "1", "allow_mass_delete": "1"},
+            headers={"Origin": url, "Cookie": "mcp_kb_token=planted"},
+        ).status_code in (401, 403)
+        held["form without Origin"] = (
+            http.post("/ui/kb/docs/sync", data={"csrf": csrf}, headers=admin).status_code == 403
+        )
         held["nothing ran"] = http.get("/ui/status.json", headers=admin).json() == before
 
         limited = {**_JSON, "Authorization": f"Bearer {LIMITED}"}
         spent = [http.post("/mcp", json=_PING, headers=limited).status_code for _ in range(3)]
-        as_limited = {**_JSON, "Authorization": f"Bearer {issuer.token(AUDIENCE, subject='limited', scope='kb:docs:search')}"}
-        held["a subject named like a token has its own rate limit"] = spent[2] == 429 and \
-            http.post("/mcp", json=_PING, headers=as_limited).status_code != 429
+        as_limited = {
+            **_JSON,
+            "Authorization": f"Bearer {issuer.token(AUDIENCE, subject='limited', scope='kb:docs:search')}",
+        }
+        held["a subject named like a token has its own rate limit"] = (
+            spent[2] == 429 and http.post("/mcp", json=_PING, headers=as_limited).status_code != 429
+        )
 
         garbage_statuses = set()
         for garbage in (b'{"keys": 5}', b"[" * 200_000, b'{"keys": [{"kty": "RSA", "kid": ["x"]}]}'):
@@ -151,8 +168,9 @@ def test_http_surfaces_hold_under_attack(server, issuer, capsys):
             fetches = issuer.jwks_fetches
             deadline = time.monotonic() + 30
             while issuer.jwks_fetches == fetches and time.monotonic() < deadline:
-                answer = http.post("/mcp", json=_PING, headers={**_JSON, "Authorization":
-                                                                 f"Bearer {_unknown_key_token(issuer, 0)}"})
+                answer = http.post(
+                    "/mcp", json=_PING, headers={**_JSON, "Authorization": f"Bearer {_unknown_key_token(issuer, 0)}"}
+                )
                 garbage_statuses.add(answer.status_code)
                 time.sleep(0.5)
         issuer.garbage = None
@@ -162,27 +180,37 @@ def test_http_surfaces_hold_under_attack(server, issuer, capsys):
     # until the issuer sees the fetch it makes, and the round during which that fetch happened is the one kept.
     issuer.delay = 3.0
     issuer.new_key("published-late")
-    tokens = [*(_unknown_key_token(issuer, n) for n in range(6)),
-              issuer.token(AUDIENCE, kid="published-late", subject="new", scope="kb:docs:search")]
+    tokens = [
+        *(_unknown_key_token(issuer, n) for n in range(6)),
+        issuer.token(AUDIENCE, kid="published-late", subject="new", scope="kb:docs:search"),
+    ]
     answers, burst_fetches = _burst_on_a_slow_fetch(url, issuer, tokens)
     issuer.delay = 0.0
     held["a slow issuer's burst shares one fetch"] = burst_fetches == 1 and answers[-1][0] != 401
 
     issuer.drip = 0.05  # a 2 KB JWKS would take minutes
-    (dripped_status, drip_wait), _ = _while_the_issuer_is_asked(issuer, lambda: _timed(url, _unknown_key_token(issuer, 99)))
+    (dripped_status, drip_wait), _ = _while_the_issuer_is_asked(
+        issuer, lambda: _timed(url, _unknown_key_token(issuer, 99))
+    )
     issuer.drip = 0.0
     held["a dripped JWKS is cut at the fetch deadline"] = dripped_status in (401, 503) and drip_wait < 15
 
     anyio.run(_read_forged_uri, f"{url}/mcp")
     lines = [json.loads(line) for line in (base / "audit.jsonl").read_text(encoding="utf-8").split("\n") if line]
     held["who is kind + name in the audit trail"] = all(
-        line["kind"] == "oauth" for line in lines if line["who"] == "limited" and line.get("issuer"))
-    held["a URI naming no KB is audited as unknown"] = any(line["kb"] == "?" for line in lines) and \
-        not any("owner: 999" in line["kb"] for line in lines)
+        line["kind"] == "oauth" for line in lines if line["who"] == "limited" and line.get("issuer")
+    )
+    held["a URI naming no KB is audited as unknown"] = any(line["kb"] == "?" for line in lines) and not any(
+        "owner: 999" in line["kb"] for line in lines
+    )
     held["no traceback in the server's log"] = "Traceback" not in log()
 
-    figures = {"cases held": sum(held.values()), "of": len(held), "JWKS fetches per burst of 7": burst_fetches,
-               "worst client wait, slow issuer (s)": round(max(wait for _, wait in answers), 1),
-               "client wait, dripped JWKS (s)": round(drip_wait, 1)}
+    figures = {
+        "cases held": sum(held.values()),
+        "of": len(held),
+        "JWKS fetches per burst of 7": burst_fetches,
+        "worst client wait, slow issuer (s)": round(max(wait for _, wait in answers), 1),
+        "client wait, dripped JWKS (s)": round(drip_wait, 1),
+    }
     _report(capsys, "HTTP surfaces", figures)
     assert all(held.values()), [case for case, ok in held.items() if not ok]

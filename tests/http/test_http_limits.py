@@ -31,15 +31,21 @@ def server(tmp_path):
     """`mcp-kb serve --transport http` on a synced KB, with a 2 s header deadline and FD_LIMIT descriptors."""
     write(tmp_path / "docs" / "runbook.md", "# Runbook\n\nRestart the ingest worker when its queue backs up.\n")
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[server]\nheader_timeout = 2\n[[kb]]\nname = "docs"\n'
-                      f'description = "Runbooks"\npaths = ["{tmp_path / "docs"}"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[server]\nheader_timeout = 2\n[[kb]]\nname = "docs"\n'
+        f'description = "Runbooks"\npaths = ["{tmp_path / "docs"}"]\n',
+        encoding="utf-8",
+    )
     env = {**os.environ, "MCP_KB_TOKEN": TOKEN}
     subprocess.run([sys.executable, "-m", "mcp_kb", "sync", "-c", str(config)], env=env, check=True, timeout=300)
     log = tmp_path / "serve.log"
     with log.open("wb") as stderr:
         process = subprocess.Popen(
             [sys.executable, "-m", "mcp_kb", "serve", "-c", str(config), "--transport", "http", "--port", "0"],
-            env=env, stderr=stderr, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT)))
+            env=env,
+            stderr=stderr,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT)),
+        )
     deadline = time.monotonic() + 120
     while not (match := re.search(r"serving .* at http://[^:]+:(\d+)/", log.read_text())):
         assert process.poll() is None and time.monotonic() < deadline, log.read_text()

@@ -3,8 +3,16 @@ import pytest
 from mcp_kb.errors import SearchError
 from mcp_kb.index.filters import and_where, build_where, glob_to_regex
 
-TYPES = {"path": "string", "page": "integer", "doc_type": "string", "year": "integer", "score": "number",
-         "draft": "boolean", "tags": "string[]", "published": "date"}
+TYPES = {
+    "path": "string",
+    "page": "integer",
+    "doc_type": "string",
+    "year": "integer",
+    "score": "number",
+    "draft": "boolean",
+    "tags": "string[]",
+    "published": "date",
+}
 
 
 def test_equality_one_of_and_range():
@@ -64,9 +72,14 @@ def test_glob_regex_semantics():
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-_scalars = st.one_of(st.none(), st.booleans(), st.integers(min_value=-2**80, max_value=2**80),
-                     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=30),
-                     st.sampled_from(["2024-01-31", "2024", "' OR 1=1 --", "**/*.md", "\\\\", "%", "\x00"]))
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**80), max_value=2**80),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=30),
+    st.sampled_from(["2024-01-31", "2024", "' OR 1=1 --", "**/*.md", "\\\\", "%", "\x00"]),
+)
 _conditions = st.one_of(
     _scalars,
     st.lists(_scalars, max_size=4),
@@ -82,11 +95,18 @@ def typed_table(tmp_path_factory):
     import pyarrow as pa
 
     db = lancedb.connect(str(tmp_path_factory.mktemp("filters")))
-    data = pa.table({
-        "path": ["hr/a.md", "b.md"], "page": pa.array([1, 2], pa.int64()), "doc_type": ["policy", "faq"],
-        "year": pa.array([2020, 2024], pa.int64()), "score": [0.5, 1.5], "draft": [True, False],
-        "tags": [["a"], ["b", "c"]], "published": ["2024-01-01", "2023-05-06"],
-    })
+    data = pa.table(
+        {
+            "path": ["hr/a.md", "b.md"],
+            "page": pa.array([1, 2], pa.int64()),
+            "doc_type": ["policy", "faq"],
+            "year": pa.array([2020, 2024], pa.int64()),
+            "score": [0.5, 1.5],
+            "draft": [True, False],
+            "tags": [["a"], ["b", "c"]],
+            "published": ["2024-01-01", "2023-05-06"],
+        }
+    )
     return db.create_table("typed", data)
 
 

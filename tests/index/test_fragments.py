@@ -12,9 +12,27 @@ pytest.importorskip("lance", reason="a Ray sync's writes need pylance: pip insta
 
 
 def _rows(store: LanceStore, generation: str, *chunks: tuple[str, int, str]) -> pa.Table:
-    rows = [ChunkRow(id=f"{path}#{index}", path=path, chunk_index=index, heading="H", title="T", page=None,
-                     line_start=1, line_end=2, text=text, search_text=text, field_text="t", content_hash=text,
-                     file_hash="f", n_tokens=1, parts="[]", vector=[1.0, 0.0, 0.0, 0.0]).as_dict() for path, index, text in chunks]
+    rows = [
+        ChunkRow(
+            id=f"{path}#{index}",
+            path=path,
+            chunk_index=index,
+            heading="H",
+            title="T",
+            page=None,
+            line_start=1,
+            line_end=2,
+            text=text,
+            search_text=text,
+            field_text="t",
+            content_hash=text,
+            file_hash="f",
+            n_tokens=1,
+            parts="[]",
+            vector=[1.0, 0.0, 0.0, 0.0],
+        ).as_dict()
+        for path, index, text in chunks
+    ]
     return pa.Table.from_pylist(rows, schema=store.chunk_schema("docs", generation))
 
 
@@ -36,13 +54,21 @@ def test_a_wave_replaces_its_documents_in_one_commit_and_leaves_the_other_fragme
     before = _held(store, generation)
     untouched = store.chunk_table("docs", generation).to_lance().get_fragments()[1].metadata  # c.md's alone
 
-    written = [store.write_fragments("docs", generation, _rows(store, generation, ("a.md", 0, "a new"))),
-               store.write_fragments("docs", generation, _rows(store, generation, ("d.md", 0, "d new")))]
+    written = [
+        store.write_fragments("docs", generation, _rows(store, generation, ("a.md", 0, "a new"))),
+        store.write_fragments("docs", generation, _rows(store, generation, ("d.md", 0, "d new"))),
+    ]
     assert _held(store, generation) == before  # written, not committed: no reader sees them
     store.commit_fragments("docs", generation, ["a.md", "b.md", "d.md", "e.md"], written)  # b.md, e.md: no rows now
 
-    assert _held(store, generation) == sorted([("a.md#0", "a new"), ("c.md#0", "c kept"), ("d.md#0", "d new"),
-                                               *((f"{path}#{index}", text) for path, index, text in others)])
+    assert _held(store, generation) == sorted(
+        [
+            ("a.md#0", "a new"),
+            ("c.md#0", "c kept"),
+            ("d.md#0", "d new"),
+            *((f"{path}#{index}", text) for path, index, text in others),
+        ]
+    )
     dataset = store.chunk_table("docs", generation).to_lance()
     assert untouched in [fragment.metadata for fragment in dataset.get_fragments()]  # no deletion file added
     assert len(dataset.get_fragments()) == 3 + 2  # e.md's fragment removed, the two written ones added

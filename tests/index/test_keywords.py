@@ -33,15 +33,21 @@ def test_english_word_inside_chinese_is_its_own_term():
 
 def test_technical_tokens_stay_whole_and_split_into_parts():
     terms = _terms("Call getUserInfo with snake_case_names, see API-V2.1 (error E5021).")
-    for term in ("getUserInfo", "get", "User", "Info", "snake_case_names", "snake", "names",
-                 "API-V2.1", "E5021"):
+    for term in ("getUserInfo", "get", "User", "Info", "snake_case_names", "snake", "names", "API-V2.1", "E5021"):
         assert term in terms, term
 
 
-@pytest.mark.parametrize(("code", "identifier"), [
-    ("user.getUserById(42)", "getUserById"), ("self.get_user(id)", "get_user"), ("repo->findAll();", "findAll"),
-    ("Foo::bar_baz", "bar_baz"), ("super().__init__(self)", "__init__"), ("cells/mm3", "mm3"),
-])
+@pytest.mark.parametrize(
+    ("code", "identifier"),
+    [
+        ("user.getUserById(42)", "getUserById"),
+        ("self.get_user(id)", "get_user"),
+        ("repo->findAll();", "findAll"),
+        ("Foo::bar_baz", "bar_baz"),
+        ("super().__init__(self)", "__init__"),
+        ("cells/mm3", "mm3"),
+    ],
+)
 def test_an_identifier_glued_to_punctuation_is_a_term_whole(code, identifier):
     assert identifier in _terms(code)
 
@@ -77,8 +83,11 @@ from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 # Latin, CJK, digits, punctuation and separators, mixed the way real documents mix them.
-_pieces = st.sampled_from(list("aZ09_-.,;:!?()'\" \n\t") + list("年假申请流程日本語한국어")
-                         + ["getUser", "API-V2", "E5021", "snake_case", "中文", "\u00e9", "\u2014"])
+_pieces = st.sampled_from(
+    list("aZ09_-.,;:!?()'\" \n\t")
+    + list("年假申请流程日本語한국어")
+    + ["getUser", "API-V2", "E5021", "snake_case", "中文", "\u00e9", "\u2014"]
+)
 _texts = st.lists(_pieces, max_size=30).map("".join)
 
 
@@ -112,9 +121,13 @@ _spellings = {
 }
 
 
-@given(_words, st.sampled_from(sorted(_spellings)), st.sampled_from(sorted(_spellings)),
-       st.sampled_from(["", "obj.", "self->", "Foo::", "(", "[", "!", "=", "*"]),
-       st.sampled_from(["", "(42)", "();", ",", "]", ".x", "::Bar", ":"]))
+@given(
+    _words,
+    st.sampled_from(sorted(_spellings)),
+    st.sampled_from(sorted(_spellings)),
+    st.sampled_from(["", "obj.", "self->", "Foo::", "(", "[", "!", "=", "*"]),
+    st.sampled_from(["", "(42)", "();", ",", "]", ".x", "::Bar", ":"]),
+)
 def test_any_spelling_of_a_name_in_code_meets_any_other_whole(words, written, asked, before, after):
     """A name written in one spelling, glued to code punctuation, holds the whole-name term a query in another
     spelling asks for, and the query's exact identifier too when the spellings agree (up to case)."""

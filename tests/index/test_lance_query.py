@@ -21,9 +21,14 @@ def table(tmp_path_factory):
     vectors = rng.normal(size=(600, 32)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     texts = [" ".join(rng.choice(WORDS, size=6)) for _ in range(600)]
-    data = pa.table({"id": [f"c{i}" for i in range(600)], "path": [f"doc{i % 7}.md" for i in range(600)],
-                     "search_text": texts,
-                     "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 32)})
+    data = pa.table(
+        {
+            "id": [f"c{i}" for i in range(600)],
+            "path": [f"doc{i % 7}.md" for i in range(600)],
+            "search_text": texts,
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 32),
+        }
+    )
     created = lancedb.connect(tmp_path_factory.mktemp("lance")).create_table("chunks", data)
     created.create_index("search_text", config=FTS(base_tokenizer="whitespace", with_position=False))
     return created

@@ -14,8 +14,9 @@ SHIM = "mcp_kb/index/compat.py"
 
 
 def _run(code: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 def test_lancedb_imports_and_works_without_the_rest_clients_api_classes(tmp_path):
@@ -52,7 +53,8 @@ def fake_package(tmp_path):
 
 
 def test_a_deferred_package_runs_its_init_only_when_a_name_of_its_own_is_read(fake_package):
-    answer = _run("""
+    answer = _run(
+        """
         import sys
         from mcp_kb.imports import defer_package_init
         assert defer_package_init("costly", needed="models")
@@ -60,14 +62,17 @@ def test_a_deferred_package_runs_its_init_only_when_a_name_of_its_own_is_read(fa
         ran_for_models = "costly_ran" in sys.modules
         import costly
         print(MODEL, ran_for_models, costly.API, "costly_ran" in sys.modules, hasattr(costly, "nothing"))
-    """, cwd=fake_package)
+    """,
+        cwd=fake_package,
+    )
     assert answer.returncode == 0, answer.stderr
     assert answer.stdout.split() == ["model", "False", "api", "True", "False"]
 
 
 @pytest.mark.parametrize("layout", ["no such subpackage", "not installed", "imported already"])
 def test_the_shim_steps_aside_where_the_package_is_not_as_expected(fake_package, layout):
-    answer = _run(f"""
+    answer = _run(
+        f"""
         import sys
         from mcp_kb.imports import defer_package_init
         if {layout!r} == "imported already":
@@ -79,7 +84,9 @@ def test_the_shim_steps_aside_where_the_package_is_not_as_expected(fake_package,
         if name == "costly":
             import costly
             print(costly.API, "costly_ran" in sys.modules)
-    """, cwd=fake_package)
+    """,
+        cwd=fake_package,
+    )
     assert answer.returncode == 0, answer.stderr
     assert answer.stdout.split()[0] == "False"  # nothing was registered: a plain import follows
     if layout != "not installed":

@@ -37,14 +37,19 @@ def bucket(s3, tmp_path, make_config, embedder):
 
     docs = tmp_path / "docs"
     for i in range(8):
-        write(docs / f"note{i}.md", f"# Note {i}\n\nRunbook {i}: restart the ingest worker number {i} when its "
-                                    f"queue backs up past {i * 100} messages.\n\n" + "Background. " * 200)
+        write(
+            docs / f"note{i}.md",
+            f"# Note {i}\n\nRunbook {i}: restart the ingest worker number {i} when its "
+            f"queue backs up past {i * 100} messages.\n\n" + "Background. " * 200,
+        )
     write(docs / "errors.md", "# Errors\n\nE5021 means the access token expired; sign in again.\n")
     storage = s3.storage(s3.new_bucket())
 
     def open_app(**settings):
-        config = make_config({"name": "docs", "description": "Runbooks", "paths": [str(docs)]},
-                             storage={**storage, "read_consistency": 0, **settings})
+        config = make_config(
+            {"name": "docs", "description": "Runbooks", "paths": [str(docs)]},
+            storage={**storage, "read_consistency": 0, **settings},
+        )
         return App(config, embedder=embedder)
 
     open_app(read_cache_mb=0).sync()
@@ -53,8 +58,13 @@ def bucket(s3, tmp_path, make_config, embedder):
 
 
 def _answers(app, mode: str = "hybrid") -> list[list[tuple[str, int, float]]]:
-    return [[(hit.source, hit.chunk_index, round(hit.score, 5))
-             for hit in app.search("docs", SearchRequest(query=query, mode=mode, top_k=5), record=False).hits] for query in QUERIES]
+    return [
+        [
+            (hit.source, hit.chunk_index, round(hit.score, 5))
+            for hit in app.search("docs", SearchRequest(query=query, mode=mode, top_k=5), record=False).hits
+        ]
+        for query in QUERIES
+    ]
 
 
 def _page_files(folder) -> list:
@@ -63,13 +73,17 @@ def _page_files(folder) -> list:
 
 def _pages_fetched(s3) -> list[str]:
     """Data and index files of the chunk table read from the store (the small state table is read directly)."""
-    return [r["url"] for r in s3.recorded() if r["method"] == "GET" and "__chunks__" in r["url"]
-            and ("/data/" in r["url"] or "/_indices/" in r["url"])]
+    return [
+        r["url"]
+        for r in s3.recorded()
+        if r["method"] == "GET" and "__chunks__" in r["url"] and ("/data/" in r["url"] or "/_indices/" in r["url"])
+    ]
 
 
 @pytest.mark.parametrize("mode", ["keyword", "vector", "hybrid"])
 def test_searches_through_the_cache_answer_as_the_store_does_and_a_warm_cache_fetches_no_pages(
-        bucket, s3, tmp_path, mode):
+    bucket, s3, tmp_path, mode
+):
     direct = _answers(bucket(read_cache_mb=0), mode)
     assert direct[0] and direct[0][0][0] == "errors.md"
     assert _answers(bucket(read_cache_dir=str(tmp_path / "cache")), mode) == direct
@@ -90,10 +104,31 @@ def _search_in_a_new_process(bucket, tmp_path, query: str, mode: str) -> list[di
     config = tmp_path / "kb.toml"
     config.write_text(
         f'[storage]\nuri = "{storage["uri"]}"\nread_consistency = 0\nread_cache_dir = "{tmp_path / "cache"}"\n'
-        f'[storage.options]\n' + "".join(f'{k} = "{v}"\n' for k, v in storage["options"].items()) +
-        f'[[kb]]\nname = "docs"\ndescription = "Runbooks"\npaths = ["{bucket.docs}"]\n', encoding="utf-8")
-    result = subprocess.run([sys.executable, "-m", "mcp_kb", "search", "docs", query, "--json", "--top-k", "5",
-                             "--mode", mode, "-c", str(config)], capture_output=True, text=True, timeout=300)
+        f"[storage.options]\n"
+        + "".join(f'{k} = "{v}"\n' for k, v in storage["options"].items())
+        + f'[[kb]]\nname = "docs"\ndescription = "Runbooks"\npaths = ["{bucket.docs}"]\n',
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mcp_kb",
+            "search",
+            "docs",
+            query,
+            "--json",
+            "--top-k",
+            "5",
+            "--mode",
+            mode,
+            "-c",
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)["results"]
 
@@ -106,7 +141,12 @@ def test_a_writers_sync_is_never_hidden_by_the_cache(bucket, tmp_path):
     write(bucket.docs / "errors.md", "# Errors\n\nE7730 means the disk quota is used up; free some space.\n")
     writer.sync()
     assert _hits(reader, "E7730 quota")[0] == "errors.md"
-    texts = [hit.text for hit in reader.search("docs", SearchRequest(query="E5021 token expired", mode="keyword", top_k=5), record=False).hits]
+    texts = [
+        hit.text
+        for hit in reader.search(
+            "docs", SearchRequest(query="E5021 token expired", mode="keyword", top_k=5), record=False
+        ).hits
+    ]
     assert not any("E5021" in text for text in texts), texts  # the old text is gone
 
     (bucket.docs / "note3.md").unlink()  # and a full rebuild writes every file anew, under new names
@@ -209,14 +249,19 @@ def test_static_keys_are_needed_and_an_unknown_store_kind_is_left_to_lancedb(mon
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
     local = Upstream.of("s3://b/index", {"aws_endpoint": "http://127.0.0.1:9000/"})
-    assert local.url("", [("prefix", "a/b"), ("list-type", "2")])[0] == \
-        "http://127.0.0.1:9000/b?list-type=2&prefix=a%2Fb"
+    assert (
+        local.url("", [("prefix", "a/b"), ("list-type", "2")])[0] == "http://127.0.0.1:9000/b?list-type=2&prefix=a%2Fb"
+    )
 
 
-@pytest.mark.parametrize("key, query", [("index/t.lance/data/0a1b.lance", []),
-                                        ("index/odd name+plus=eq~tilde/数据.lance", []),
-                                        ("", [("list-type", "2"), ("prefix", "index/t.lance/_versions/"),
-                                              ("delimiter", "/")])])
+@pytest.mark.parametrize(
+    "key, query",
+    [
+        ("index/t.lance/data/0a1b.lance", []),
+        ("index/odd name+plus=eq~tilde/数据.lance", []),
+        ("", [("list-type", "2"), ("prefix", "index/t.lance/_versions/"), ("delimiter", "/")]),
+    ],
+)
 def test_its_signatures_are_the_ones_botocore_makes(key, query):
     """The store checks every forwarded request's signature; botocore's signer is the reference."""
     import datetime
@@ -229,8 +274,7 @@ def test_its_signatures_are_the_ones_botocore_makes(key, query):
     url, host, canonical_query = upstream.url(key, query)
     request = AWSRequest(method="GET", url=url, headers={"host": host})
     S3SigV4Auth(Credentials("AKID", "SECRET", "TOKEN"), "s3", "eu-west-1").add_auth(request)
-    stamp = datetime.datetime.strptime(request.headers["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(
-        tzinfo=datetime.UTC)
+    stamp = datetime.datetime.strptime(request.headers["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.UTC)
     ours = upstream.signed_headers("GET", url, host, canonical_query, now=stamp)
     assert ours["authorization"] == request.headers["Authorization"]
 
@@ -250,10 +294,13 @@ def test_ranges_are_answered_byte_for_byte_as_the_store_answers_them(s3, tmp_pat
     first = httpx.head(url, headers=auth)  # a HEAD before any read (opening an earlier version of a table asks one)
     assert (first.status_code, first.headers["content-length"]) == (200, str(size))
     for _ in range(2):  # first sight (from the store), then from pages
-        for wanted, expected in [("bytes=10-20", data[10:21]), ("bytes=-5", data[-5:]),
-                                 (f"bytes={PAGE_BYTES - 3}-{2 * PAGE_BYTES + 3}",
-                                  data[PAGE_BYTES - 3:2 * PAGE_BYTES + 4]),
-                                 (f"bytes={size - 10}-", data[-10:]), (f"bytes=0-{size * 2}", data)]:
+        for wanted, expected in [
+            ("bytes=10-20", data[10:21]),
+            ("bytes=-5", data[-5:]),
+            (f"bytes={PAGE_BYTES - 3}-{2 * PAGE_BYTES + 3}", data[PAGE_BYTES - 3 : 2 * PAGE_BYTES + 4]),
+            (f"bytes={size - 10}-", data[-10:]),
+            (f"bytes=0-{size * 2}", data),
+        ]:
             answer = httpx.get(url, headers={**auth, "range": wanted})
             assert (answer.status_code, answer.content) == (206, expected), wanted
             assert answer.headers["content-range"].endswith(f"/{size}")

@@ -19,7 +19,8 @@ def test_a_row_fetched_while_a_sync_commits_is_not_kept_as_the_older_versions(tm
 
     def committing_first(handle, path):  # another process's sync commits between the two
         Tables(folder, {}, 0.0, None, None).db.open_table("kb__reading__g").update(
-            where="path = 'a.md'", values={"text": "new"})
+            where="path = 'a.md'", values={"text": "new"}
+        )
         monkeypatch.setattr(readings, "fetch_row", fetch_row)
         return fetch_row(handle, path)
 

@@ -34,8 +34,11 @@ def shared(s3, tmp_path, monkeypatch):
     """A folder of documents and a kb.toml whose index is a fresh bucket."""
     docs = tmp_path / "docs"
     for i in range(6):
-        write(docs / f"note{i}.md", f"# Note {i}\n\nRunbook {i}: restart the ingest worker number {i} when "
-                                    f"its queue backs up past {i * 100} messages.\n")
+        write(
+            docs / f"note{i}.md",
+            f"# Note {i}\n\nRunbook {i}: restart the ingest worker number {i} when "
+            f"its queue backs up past {i * 100} messages.\n",
+        )
     write(docs / "errors.md", "# Errors\n\nE5021 means the access token expired; sign in again.\n")
     monkeypatch.setenv(SECRET_VARIABLE, CREDENTIALS["aws_secret_access_key"])  # for the in-process reader
     return _Shared(s3, s3.new_bucket(), docs, tmp_path)
@@ -49,8 +52,11 @@ class _Shared:
         options = {**storage["options"], "aws_secret_access_key": "${" + SECRET_VARIABLE + "}"}
         self.config.write_text(
             f'[storage]\nuri = "{storage["uri"]}"\nread_consistency = 0.5\nlease_seconds = 10\n'
-            f'[storage.options]\n' + "".join(f'{k} = "{v}"\n' for k, v in options.items()) +
-            f'[[kb]]\nname = "docs"\ndescription = "Runbooks"\npaths = ["{docs}"]\n', encoding="utf-8")
+            f"[storage.options]\n"
+            + "".join(f'{k} = "{v}"\n' for k, v in options.items())
+            + f'[[kb]]\nname = "docs"\ndescription = "Runbooks"\npaths = ["{docs}"]\n',
+            encoding="utf-8",
+        )
 
     def env(self, machine: str, access_key: str = CREDENTIALS["aws_access_key_id"], extra: str = "") -> dict[str, str]:
         """A process on another machine: its own cache folder (local state), the secret from the environment;
@@ -60,12 +66,21 @@ class _Shared:
         if access_key != CREDENTIALS["aws_access_key_id"] or extra:
             config = self.base / f"kb-{machine}.toml"
             config.write_text(self.config.read_text().replace(CREDENTIALS["aws_access_key_id"], access_key) + extra)
-        return {**os.environ, "XDG_CACHE_HOME": str(cache), SECRET_VARIABLE: CREDENTIALS["aws_secret_access_key"],
-                "MCP_KB_CONFIG": str(config)}
+        return {
+            **os.environ,
+            "XDG_CACHE_HOME": str(cache),
+            SECRET_VARIABLE: CREDENTIALS["aws_secret_access_key"],
+            "MCP_KB_CONFIG": str(config),
+        }
 
     def cli(self, machine: str, *args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
-        result = subprocess.run([sys.executable, "-m", "mcp_kb", *args], env=self.env(machine, **kw),
-                                capture_output=True, text=True, timeout=300)
+        result = subprocess.run(
+            [sys.executable, "-m", "mcp_kb", *args],
+            env=self.env(machine, **kw),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if check:
             assert result.returncode == 0, result.stderr
         return result
@@ -104,8 +119,9 @@ def test_a_second_machine_searches_the_same_rows_and_sees_the_same_status(shared
 
 async def test_a_reader_picks_up_a_writers_sync_within_read_consistency(shared):
     shared.cli("writer", "sync")
-    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "--read-only"],
-                                   env=shared.env("reader"))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_kb", "serve", "--read-only"], env=shared.env("reader")
+    )
     async with Client(params) as client:
         first = await client.call_tool("search_docs", {"query": "blue-green deployment checklist", "mode": "keyword"})
         assert not first.structured_content["results"]
@@ -114,8 +130,9 @@ async def test_a_reader_picks_up_a_writers_sync_within_read_consistency(shared):
         answers = []
 
         async def found() -> bool:  # the same query: a cached empty answer must not stick
-            answers.append(await client.call_tool("search_docs", {"query": "blue-green deployment checklist",
-                                                                  "mode": "keyword"}))
+            answers.append(
+                await client.call_tool("search_docs", {"query": "blue-green deployment checklist", "mode": "keyword"})
+            )
             return bool(answers[-1].structured_content["results"])
 
         await eventually(found, 20, 0.2, what="the new document in a reader's answer")
@@ -129,9 +146,11 @@ async def test_a_read_only_server_never_writes_to_the_store(shared):
     shared.s3.start_recording()
     write(shared.docs / "new.md", "# New\n\nA file the writer has not synced yet.\n")
     # sync triggers in its config are not for a read-only server: the writer syncs
-    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "--read-only"],
-                                   env=shared.env("reader", access_key="reader-key",
-                                                  extra="[kb.sync]\non_start = true\nwatch = true\n"))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mcp_kb", "serve", "--read-only"],
+        env=shared.env("reader", access_key="reader-key", extra="[kb.sync]\non_start = true\nwatch = true\n"),
+    )
     async with Client(params) as client:
         for query in ("E5021", "restart the ingest worker", "queue backs up"):
             assert not (await client.call_tool("search_docs", {"query": query})).is_error
@@ -148,10 +167,20 @@ def test_two_writers_on_one_bucket_take_turns_and_build_what_one_would(shared):
     # looked); once both say they wait, it is released and they take turns.
     logs = [shared.base / f"writer{i}.log" for i in range(2)]
     with _holding_the_lease(shared):
-        processes = [subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync"], env=shared.env(f"writer{i}"),
-                                      stdout=subprocess.DEVNULL, stderr=log.open("w")) for i, log in enumerate(logs)]
-        until(lambda: all("waiting: a sync of docs is already running" in log.read_text() for log in logs),
-              seconds=120, what="both writers waiting for the lease")
+        processes = [
+            subprocess.Popen(
+                [sys.executable, "-m", "mcp_kb", "sync"],
+                env=shared.env(f"writer{i}"),
+                stdout=subprocess.DEVNULL,
+                stderr=log.open("w"),
+            )
+            for i, log in enumerate(logs)
+        ]
+        until(
+            lambda: all("waiting: a sync of docs is already running" in log.read_text() for log in logs),
+            seconds=120,
+            what="both writers waiting for the lease",
+        )
     assert [process.wait(timeout=300) for process in processes] == [0, 0], [log.read_text() for log in logs]
     status = shared.status("reader")
     assert status["files"] == 7 and status["chunks"] == 7  # no file twice
@@ -171,8 +200,12 @@ def test_a_writer_killed_mid_sync_is_repaired_and_readers_never_error(shared):
     shared.cli("writer", "sync")
     for i in range(60):  # every file changes: a long incremental sync
         write(shared.docs / f"bulk{i:02d}.md", f"# Bulk {i}\n\n" + f"Revised text {i} on replica placement. " * 40)
-    writer = subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync"], env=shared.env("writer"),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "mcp_kb", "sync"],
+        env=shared.env("writer"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     reader = shared.reader()
     until(lambda: reader.status("docs")[0].progress.done > 0, seconds=120)
     searches = _SearchLoop(reader)
@@ -198,7 +231,9 @@ class _SearchLoop:
     def run(self) -> None:
         while not self.stop.is_set():
             try:
-                if not self.app.search("docs", SearchRequest(query="E5021 token expired", mode="keyword"), record=False).hits:
+                if not self.app.search(
+                    "docs", SearchRequest(query="E5021 token expired", mode="keyword"), record=False
+                ).hits:
                     self.failures.append("empty answer")
             except Exception as exc:
                 self.failures.append(f"{type(exc).__name__}: {exc}")
@@ -225,14 +260,20 @@ def _holding_the_lease(shared):
 def _clean_build_chunks(shared) -> int:
     """Chunks a clean build of the same files gives, in a local folder."""
     config = shared.base / "clean.toml"
-    config.write_text(f'storage = "{shared.base / "clean-index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
-                      f'paths = ["{shared.docs}"]\n', encoding="utf-8")
-    result = subprocess.run([sys.executable, "-m", "mcp_kb", "sync", "-c", str(config), "--json"], env=os.environ,
-                            capture_output=True, text=True, timeout=300)
+    config.write_text(
+        f'storage = "{shared.base / "clean-index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+        f'paths = ["{shared.docs}"]\n',
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "mcp_kb", "sync", "-c", str(config), "--json"],
+        env=os.environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)[0]["chunks_total"]
-
-
 
 
 def test_exactly_one_of_racing_writers_takes_the_lease_and_a_lapsed_one_is_taken_over(s3):
@@ -276,8 +317,9 @@ def test_a_sync_that_lost_its_lease_stops_before_its_next_commit(s3):
     store, other = (LanceStore(storage["uri"], storage["options"], lease_seconds=5) for _ in range(2))
     with state.sync_lock(store, ["docs"]):
         state.write_progress(store, "docs", SyncProgress(1, 10))
-        assert other.lease_holder()["progress"] == {"docs": {"done": 1, "total": 10, "chunks": 0, "written": 0,
-                                                             "started": 0.0}}
+        assert other.lease_holder()["progress"] == {
+            "docs": {"done": 1, "total": 10, "chunks": 0, "written": 0, "started": 0.0}
+        }
         lease = state._StoreLease._held[store.uri]
         lease.stop.set()  # its heartbeats stop reaching the store (a network partition)...
         lease.thread.join()
@@ -304,9 +346,12 @@ def test_a_store_lost_at_the_final_write_is_one_error_line_and_the_next_sync_rep
         bucket = s3.new_bucket()
         storage = s3.storage(bucket)
         config = tmp_path / "kb.toml"
-        config.write_text(f'[storage]\nuri = "{storage["uri"]}"\nlease_seconds = 3\n[storage.options]\n'
-                          + "".join(f'{k} = "{v}"\n' for k, v in storage["options"].items())
-                          + f'[[kb]]\nname = "docs"\ndescription = "Runbooks"\npaths = ["{docs}"]\n', encoding="utf-8")
+        config.write_text(
+            f'[storage]\nuri = "{storage["uri"]}"\nlease_seconds = 3\n[storage.options]\n'
+            + "".join(f'{k} = "{v}"\n' for k, v in storage["options"].items())
+            + f'[[kb]]\nname = "docs"\ndescription = "Runbooks"\npaths = ["{docs}"]\n',
+            encoding="utf-8",
+        )
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
         real_write_state = LanceStore.write_state
 
@@ -335,18 +380,32 @@ def test_a_store_lost_at_the_final_write_is_one_error_line_and_the_next_sync_rep
 async def test_a_read_only_server_without_the_sources_reads_lists_and_searches_across(shared):
     """Reading comes from the index: a reader on another machine, with no copy of the folder, reads a section and
     goes on with its cursor, lists the documents and an outline, and searches across its knowledge bases."""
-    write(shared.docs / "runbook.md", "# Runbook\n\n## Restarts\n\n" + "\n\n".join(
-        f"Step {n}: restart worker {n} and wait for its queue to drain." for n in range(40)) + "\n")
+    write(
+        shared.docs / "runbook.md",
+        "# Runbook\n\n## Restarts\n\n"
+        + "\n\n".join(f"Step {n}: restart worker {n} and wait for its queue to drain." for n in range(40))
+        + "\n",
+    )
     shared.cli("writer", "sync")
     shared.docs.rename(shared.base / "docs-not-on-this-machine")
-    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "--read-only"],
-                                   env=shared.env("reader", extra='[server]\nsearch_tools = "both"\n'))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mcp_kb", "serve", "--read-only"],
+        env=shared.env("reader", extra='[server]\nsearch_tools = "both"\n'),
+    )
     async with Client(params) as client:
-        parts = [await client.call_tool("read_document", {"kb": "docs", "path": "runbook.md",
-                                                          "section": "Runbook › Restarts", "max_tokens": 200})]
+        parts = [
+            await client.call_tool(
+                "read_document",
+                {"kb": "docs", "path": "runbook.md", "section": "Runbook › Restarts", "max_tokens": 200},
+            )
+        ]
         while parts[-1].structured_content["cursor"]:
-            parts.append(await client.call_tool("read_document", {"kb": "docs", "max_tokens": 200,
-                                                                  "cursor": parts[-1].structured_content["cursor"]}))
+            parts.append(
+                await client.call_tool(
+                    "read_document", {"kb": "docs", "max_tokens": 200, "cursor": parts[-1].structured_content["cursor"]}
+                )
+            )
         listed = await client.call_tool("list_documents", {"kb": "docs", "path": "note*"})
         outline = await client.call_tool("list_documents", {"kb": "docs", "path": "runbook.md", "outline": True})
         across = await client.call_tool("search_knowledge_bases", {"query": "E5021 access token"})
@@ -370,18 +429,25 @@ def test_a_read_only_reader_searches_as_of_a_tag_while_a_writer_syncs(shared):
     for i in range(40):
         write(shared.docs / f"bulk{i:02d}.md", f"# Bulk {i}\n\n" + f"Revised text {i} on replica placement. " * 40)
     write(shared.docs / "errors.md", "# Errors\n\nE5021 now means the account is locked; call the help desk.\n")
-    writer = subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync"], env=shared.env("writer"),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "mcp_kb", "sync"],
+        env=shared.env("writer"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     reader = shared.reader()
     answers = []
     while writer.poll() is None or not answers:
-        result = reader.search("docs", SearchRequest(query="E5021 token", mode="keyword", as_of="before-rewrite"),
-                               record=False)
+        result = reader.search(
+            "docs", SearchRequest(query="E5021 token", mode="keyword", as_of="before-rewrite"), record=False
+        )
         answers.append((result.hits[0].text if result.hits else "", result.notes[:1]))
     assert writer.wait() == 0
-    assert len(answers) > 1 and all(text.endswith("the access token expired; sign in again.") and
-                                    note[0].startswith("answered as of version 1 (before-rewrite)")
-                                    for text, note in answers), answers[-1]
+    assert len(answers) > 1 and all(
+        text.endswith("the access token expired; sign in again.")
+        and note[0].startswith("answered as of version 1 (before-rewrite)")
+        for text, note in answers
+    ), answers[-1]
     now = reader.search("docs", SearchRequest(query="E5021", mode="keyword"), record=False)
     assert "account is locked" in now.hits[0].text
     old = shared.cli("reader", "search", "docs", "shard rebalancing", "--as-of", "before-rewrite", "--json")

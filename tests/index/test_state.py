@@ -26,8 +26,13 @@ def read_only(folder: Path):
     stop) a read-only bind mount in a mount namespace of the command's own; otherwise the folder's
     write bits are taken away for the duration."""
     if os.geteuid() == 0:
-        probe = subprocess.run(["unshare", "-m", "--", "sh", "-c", _REMOUNT, str(folder), "true"],
-                               capture_output=True, text=True) if shutil.which("unshare") else None
+        probe = (
+            subprocess.run(
+                ["unshare", "-m", "--", "sh", "-c", _REMOUNT, str(folder), "true"], capture_output=True, text=True
+            )
+            if shutil.which("unshare")
+            else None
+        )
         if probe is None or probe.returncode != 0:
             pytest.skip(f"cannot make a read-only mount here: {probe.stderr.strip() if probe else 'no unshare'}")
         yield ["unshare", "-m", "--", "sh", "-c", _REMOUNT, str(folder)]
@@ -46,20 +51,30 @@ def read_only(folder: Path):
 @pytest.fixture
 def synced(tmp_path):
     """A KB synced into tmp_path/index by a writer; its kb.toml and the environment of another user's processes."""
-    write(tmp_path / "docs" / "runbook.md", "# Runbook\n\n## Restart\n\nRestart the ingest worker when its queue "
-                                            "backs up past a thousand messages.\n")
+    write(
+        tmp_path / "docs" / "runbook.md",
+        "# Runbook\n\n## Restart\n\nRestart the ingest worker when its queue backs up past a thousand messages.\n",
+    )
     write(tmp_path / "docs" / "errors.md", "# Errors\n\nE5021 means the access token expired; sign in again.\n")
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Runbooks"\n'
-                      f'paths = ["{tmp_path / "docs"}"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Runbooks"\n'
+        f'paths = ["{tmp_path / "docs"}"]\n',
+        encoding="utf-8",
+    )
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     assert _cli(["sync"], config, env).returncode == 0
     return config, env
 
 
 def _cli(args: list[str], config: Path, env: dict[str, str], prefix: list[str] = ()) -> subprocess.CompletedProcess:
-    return subprocess.run([*prefix, sys.executable, "-m", "mcp_kb", *args, "-c", str(config)], env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "mcp_kb", *args, "-c", str(config)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_status_and_search_work_on_an_index_they_cannot_write_and_sync_says_why_not(synced, tmp_path):
@@ -81,8 +96,10 @@ async def test_a_read_only_server_answers_every_search_and_resource_from_a_read_
     with read_only(tmp_path / "index") as prefix:
         command = [*prefix, sys.executable, "-m", "mcp_kb", "serve", "--read-only", "-c", str(config)]
         async with Client(StdioServerParameters(command=command[0], args=command[1:], env=env)) as client:
-            results = [await client.call_tool("search_docs", {"query": query})
-                       for query in ["ingest worker", "E5021", "access token", "queue backs up"] * 3]
+            results = [
+                await client.call_tool("search_docs", {"query": query})
+                for query in ["ingest worker", "E5021", "access token", "queue backs up"] * 3
+            ]
             status = json.loads((await client.read_resource("kb://docs/status")).contents[0].text)
             metrics = json.loads((await client.read_resource("kb://docs/metrics")).contents[0].text)
             tools = {tool.name: tool.description for tool in (await client.list_tools()).tools}
@@ -91,8 +108,9 @@ async def test_a_read_only_server_answers_every_search_and_resource_from_a_read_
     assert "2 documents" in tools["search_docs"]  # the summary is read from the index it cannot write beside
 
 
-def test_readers_never_take_the_writer_lock_and_a_killed_syncs_record_is_not_a_running_sync(make_app, tmp_path,
-                                                                                           monkeypatch):
+def test_readers_never_take_the_writer_lock_and_a_killed_syncs_record_is_not_a_running_sync(
+    make_app, tmp_path, monkeypatch
+):
     """A search or status that took the lock even for an instant would make a sync starting then wait
     (or fail with --no-wait); they read the holder's record and ask the OS whether it lives."""
     import filelock
@@ -103,12 +121,16 @@ def test_readers_never_take_the_writer_lock_and_a_killed_syncs_record_is_not_a_r
     write(tmp_path / "docs" / "a.md", "# A\n\nalpha\n")
     app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
     with sync_lock(app.store, ["docs"]):
+
         def taken(*args, **kwargs):
             raise AssertionError("a reader took the writer lock")
 
         monkeypatch.setattr(filelock.FileLock, "acquire", taken)
         assert app.status("docs")[0].sync_running
-        assert app.search("docs", SearchRequest(query="alpha")).hits == [] and "indexing in progress" in app.search("docs", SearchRequest(query="alpha")).notes[0]
+        assert (
+            app.search("docs", SearchRequest(query="alpha")).hits == []
+            and "indexing in progress" in app.search("docs", SearchRequest(query="alpha")).notes[0]
+        )
         monkeypatch.undo()
     assert not app.status("docs")[0].sync_running
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)

@@ -13,9 +13,24 @@ DIM = 4
 
 
 def _row(path: str, index: int, text: str, vector: list[float]) -> dict:
-    return ChunkRow(id=f"{path}#{index}", path=path, chunk_index=index, heading="H", title="T", page=None,
-                    line_start=1, line_end=2, text=text, search_text=text.lower(), field_text="t",
-                    content_hash=f"h-{text}", file_hash="f", n_tokens=3, parts="[]", vector=vector).as_dict()
+    return ChunkRow(
+        id=f"{path}#{index}",
+        path=path,
+        chunk_index=index,
+        heading="H",
+        title="T",
+        page=None,
+        line_start=1,
+        line_end=2,
+        text=text,
+        search_text=text.lower(),
+        field_text="t",
+        content_hash=f"h-{text}",
+        file_hash="f",
+        n_tokens=3,
+        parts="[]",
+        vector=vector,
+    ).as_dict()
 
 
 @pytest.fixture
@@ -26,8 +41,12 @@ def store(tmp_path):
 def _fill(store: LanceStore, kb: str = "docs") -> str:
     generation = new_generation()
     store.create_generation(kb, generation, chunk_schema(DIM, {}))
-    rows = [_row("a.md", 0, "alpha first", [1, 0, 0, 0]), _row("a.md", 1, "alpha second", [0.9, 0.1, 0, 0]),
-            _row("a.md", 2, "alpha third", [0, 1, 0, 0]), _row("b.md", 0, "beta only", [0, 0, 1, 0])]
+    rows = [
+        _row("a.md", 0, "alpha first", [1, 0, 0, 0]),
+        _row("a.md", 1, "alpha second", [0.9, 0.1, 0, 0]),
+        _row("a.md", 2, "alpha third", [0, 1, 0, 0]),
+        _row("b.md", 0, "beta only", [0, 0, 1, 0]),
+    ]
     table = pa.Table.from_pylist(rows, schema=store.chunk_schema(kb, generation))
     store.replace_documents(kb, generation, ["a.md", "b.md"], table)
     store.write_state(kb, {"generation": generation})
@@ -79,10 +98,16 @@ def test_the_vector_index_is_built_when_large_and_rebuilt_when_it_has_grown_four
         have = store.count_chunks("docs", generation)
         vectors = rng.normal(size=(rows - have, DIM)).tolist()
         batch = [_row(f"d{have + i}.md", 0, f"text {have + i}", vector) for i, vector in enumerate(vectors)]
-        store.replace_documents("docs", generation, [r["path"] for r in batch],
-                                pa.Table.from_pylist(batch, schema=store.chunk_table("docs", generation).schema))
+        store.replace_documents(
+            "docs",
+            generation,
+            [r["path"] for r in batch],
+            pa.Table.from_pylist(batch, schema=store.chunk_table("docs", generation).schema),
+        )
         state = store.refresh_indexes("docs", generation, changed=True)
-        return state, sorted(i.name for i in store.chunk_table("docs", generation).list_indices() if i.columns == ["vector"])
+        return state, sorted(
+            i.name for i in store.chunk_table("docs", generation).list_indices() if i.columns == ["vector"]
+        )
 
     assert grow_to(250) == ("full-text + exact vector search", [])
     assert grow_to(350) == ("full-text + HNSW vector index", ["vector_p3"])
@@ -91,6 +116,7 @@ def test_the_vector_index_is_built_when_large_and_rebuilt_when_it_has_grown_four
     # A rebuild cut short after its index was in but before the old one was dropped: the next refresh
     # keeps the newest and drops the other.
     from lancedb.index import HnswSq
+
     table = store.chunk_table("docs", generation)
     table.create_index("vector", config=HnswSq(distance_type="cosine", num_partitions=3), name="vector_p3")
     assert grow_to(1260)[1] == ["vector_p12"]
@@ -118,10 +144,16 @@ def test_a_large_table_gets_an_ivf_pq_index_whose_refined_searches_keep_recall(s
     def grow_to(rows: int) -> tuple[str, list[str]]:
         have = store.count_chunks("docs", generation)
         batch = [_row(f"d{i}.md", 0, f"text {i}", vectors[i].tolist()) for i in range(have, rows)]
-        store.replace_documents("docs", generation, [r["path"] for r in batch],
-                                pa.Table.from_pylist(batch, schema=store.chunk_table("docs", generation).schema))
+        store.replace_documents(
+            "docs",
+            generation,
+            [r["path"] for r in batch],
+            pa.Table.from_pylist(batch, schema=store.chunk_table("docs", generation).schema),
+        )
         state = store.refresh_indexes("docs", generation, changed=True)
-        return state, sorted(i.name for i in store.chunk_table("docs", generation).list_indices() if i.columns == ["vector"])
+        return state, sorted(
+            i.name for i in store.chunk_table("docs", generation).list_indices() if i.columns == ["vector"]
+        )
 
     assert grow_to(1_000) == ("full-text + HNSW vector index", ["vector_p2"])
     assert grow_to(3_000) == ("full-text + IVF-PQ vector index", ["vector_pq_p6"])  # past the threshold: rebuilt
@@ -156,8 +188,10 @@ def test_a_writer_that_loses_the_race_to_create_a_shared_table_uses_the_winners(
         else:
             winner.write_state("docs", {"generation": "abc"})
         real_create(name, **kwargs)  # the table is there now: exist_ok passes, so fail as a lost commit does
-        raise RuntimeError("lance error: Retryable commit conflict for version 2: This Overwrite transaction was "
-                           "preempted by concurrent transaction Overwrite at version 2. Please retry.")
+        raise RuntimeError(
+            "lance error: Retryable commit conflict for version 2: This Overwrite transaction was "
+            "preempted by concurrent transaction Overwrite at version 2. Please retry."
+        )
 
     loser.db.create_table = create_after_the_winner
     if first_use == "lease":

@@ -30,8 +30,9 @@ def storage(request, tmp_path) -> StorageConfig:
     if request.param == "folder":
         return StorageConfig(uri=str(tmp_path / "index"))
     server = request.getfixturevalue("s3_server")
-    return StorageConfig(**server.storage(server.new_bucket()), read_consistency=0,
-                         read_cache_dir=str(tmp_path / "read-cache"))
+    return StorageConfig(
+        **server.storage(server.new_bucket()), read_consistency=0, read_cache_dir=str(tmp_path / "read-cache")
+    )
 
 
 @pytest.fixture
@@ -41,19 +42,38 @@ def store(storage):
 
 def _row(path: str, index: int, text: str, vector: list[float], title: str = "") -> dict:
     title = title or f"T {path}"
-    return ChunkRow(id=f"{path}#{index}", path=path, chunk_index=index, heading="H", title=title, page=None,
-                    line_start=1, line_end=2, text=text, search_text=f"{title} {text}".lower(),
-                    field_text=title.lower(), content_hash=f"h-{text}", file_hash="f", n_tokens=3, parts="[]",
-                    vector=vector).as_dict()
+    return ChunkRow(
+        id=f"{path}#{index}",
+        path=path,
+        chunk_index=index,
+        heading="H",
+        title=title,
+        page=None,
+        line_start=1,
+        line_end=2,
+        text=text,
+        search_text=f"{title} {text}".lower(),
+        field_text=title.lower(),
+        content_hash=f"h-{text}",
+        file_hash="f",
+        n_tokens=3,
+        parts="[]",
+        vector=vector,
+    ).as_dict()
 
 
 def _fill(store, kb: str = "docs") -> str:
     generation = new_generation()
     store.create_generation(kb, generation, chunk_schema(DIM, {}))
-    rows = [_row("a.md", 0, "alpha first", [1, 0, 0, 0]), _row("a.md", 1, "alpha second", [0.9, 0.1, 0, 0]),
-            _row("a.md", 2, "alpha third", [0, 1, 0, 0]), _row("b.md", 0, "beta only", [0, 0, 1, 0])]
-    store.replace_documents(kb, generation, ["a.md", "b.md"],
-                            pa.Table.from_pylist(rows, schema=store.chunk_schema(kb, generation)))
+    rows = [
+        _row("a.md", 0, "alpha first", [1, 0, 0, 0]),
+        _row("a.md", 1, "alpha second", [0.9, 0.1, 0, 0]),
+        _row("a.md", 2, "alpha third", [0, 1, 0, 0]),
+        _row("b.md", 0, "beta only", [0, 0, 1, 0]),
+    ]
+    store.replace_documents(
+        kb, generation, ["a.md", "b.md"], pa.Table.from_pylist(rows, schema=store.chunk_schema(kb, generation))
+    )
     store.write_state(kb, {"generation": generation})
     return generation
 
@@ -79,8 +99,7 @@ def test_dropping_generations_keeps_what_is_asked_and_touches_no_other_kb(store)
 def test_replacing_documents_is_one_commit_that_removes_their_old_chunks(store):
     generation = _fill(store)
     version = store.version("docs")
-    table = pa.Table.from_pylist([_row("a.md", 0, "alpha rewritten", [1, 0, 0, 0])],
-                                 schema=store.chunk_schema("docs"))
+    table = pa.Table.from_pylist([_row("a.md", 0, "alpha rewritten", [1, 0, 0, 0])], schema=store.chunk_schema("docs"))
     store.replace_documents("docs", generation, ["a.md"], table)
     assert store.version("docs") == version + 1
     assert store.indexed_paths("docs", generation) == {"a.md", "b.md"} and store.count_chunks("docs") == 2
@@ -94,8 +113,9 @@ def test_writing_new_documents_is_one_commit_and_never_duplicates_chunks_a_crash
     generation = _fill(store)
     schema = store.chunk_schema("docs")
     version = store.version("docs")
-    store.replace_documents("docs", generation, ["c.md"],
-                            pa.Table.from_pylist([_row("c.md", 0, "gamma", [0, 0, 0, 1])], schema=schema))
+    store.replace_documents(
+        "docs", generation, ["c.md"], pa.Table.from_pylist([_row("c.md", 0, "gamma", [0, 0, 0, 1])], schema=schema)
+    )
     assert store.version("docs") == version + 1 and store.count_chunks("docs") == 5
     again = [_row("c.md", 0, "gamma", [0, 0, 0, 1]), _row("d.md", 0, "delta", [0, 0, 1, 1])]
     store.replace_documents("docs", generation, ["c.md", "d.md"], pa.Table.from_pylist(again, schema=schema))
@@ -163,11 +183,22 @@ def test_a_view_of_a_dropped_generation_fails_rather_than_finding_nothing(store)
 def test_a_field_weight_lifts_a_title_match_above_body_matches(store):
     generation = new_generation()
     store.create_generation("docs", generation, chunk_schema(DIM, {}))
-    rows = [_row("body.md", 0, "upgrade the cluster: upgrade nodes, then upgrade the control plane", [1, 0, 0, 0],
-                 title="Operations notes"),
-            _row("title.md", 0, "read this before you start on a weekend", [0, 1, 0, 0], title="Upgrade guide")]
-    store.replace_documents("docs", generation, ["body.md", "title.md"],
-                            pa.Table.from_pylist(rows, schema=store.chunk_schema("docs", generation)))
+    rows = [
+        _row(
+            "body.md",
+            0,
+            "upgrade the cluster: upgrade nodes, then upgrade the control plane",
+            [1, 0, 0, 0],
+            title="Operations notes",
+        ),
+        _row("title.md", 0, "read this before you start on a weekend", [0, 1, 0, 0], title="Upgrade guide"),
+    ]
+    store.replace_documents(
+        "docs",
+        generation,
+        ["body.md", "title.md"],
+        pa.Table.from_pylist(rows, schema=store.chunk_schema("docs", generation)),
+    )
     store.refresh_indexes("docs", generation, changed=True)
     view = store.view("docs", generation)
     assert [c.id for c in view.keyword("upgrade", None, depth=5)] == ["body.md#0", "title.md#0"]
@@ -179,9 +210,16 @@ def test_rows_scan_neighbours_samples_and_titles(store):
     view = store.view("docs", generation)
     candidates = view.nearest(np.asarray([0, 0, 1, 0], dtype=np.float32), None, depth=1)
     assert view.rows(candidates)["b.md#0"]["text"] == "beta only"
-    assert [(r["path"], r["chunk_index"]) for r in view.scan("path = 'a.md'")] == [("a.md", 0), ("a.md", 1), ("a.md", 2)]
-    assert view.neighbours([("a.md", 1)], 1) == {("a.md", 0): "alpha first", ("a.md", 1): "alpha second",
-                                                 ("a.md", 2): "alpha third"}
+    assert [(r["path"], r["chunk_index"]) for r in view.scan("path = 'a.md'")] == [
+        ("a.md", 0),
+        ("a.md", 1),
+        ("a.md", 2),
+    ]
+    assert view.neighbours([("a.md", 1)], 1) == {
+        ("a.md", 0): "alpha first",
+        ("a.md", 1): "alpha second",
+        ("a.md", 2): "alpha third",
+    }
     assert view.sample(2, seed=7) == view.sample(2, seed=7) and len(view.sample(10, seed=7)) == 4
     assert store.document_titles("docs", generation, 5) == ["T a.md", "T b.md"]
 
@@ -204,10 +242,15 @@ def test_one_writer_holds_the_lease_until_it_releases_or_its_lease_lapses(storag
 
 def test_write_chunks_leaves_out_only_the_document_whose_rows_do_not_fit(store):
     generation = _fill(store)
-    refused = store.write_chunks("docs", generation, {
-        "a.md": [_row("a.md", 0, "alpha again", [1, 0, 0, 0])],
-        "b.md": [_row("b.md", 0, "beta, wrong width", [0, 0, 1])],  # 3 numbers for a 4-wide vector column
-        "c.md": [_row("c.md", 0, "gamma new", [0, 0, 0, 1])]})
+    refused = store.write_chunks(
+        "docs",
+        generation,
+        {
+            "a.md": [_row("a.md", 0, "alpha again", [1, 0, 0, 0])],
+            "b.md": [_row("b.md", 0, "beta, wrong width", [0, 0, 1])],  # 3 numbers for a 4-wide vector column
+            "c.md": [_row("c.md", 0, "gamma new", [0, 0, 0, 1])],
+        },
+    )
     assert list(refused) == ["b.md"] and refused["b.md"].startswith("cannot store its chunks:")
     assert store.indexed_paths("docs", generation) == {"a.md", "c.md"}  # b.md's old chunk went too
     assert store.count_chunks("docs", generation) == 2
@@ -216,9 +259,25 @@ def test_write_chunks_leaves_out_only_the_document_whose_rows_do_not_fit(store):
 def _reading(path: str, text: str) -> dict:
     from mcp_kb.schema import ReadingRow
 
-    return ReadingRow(path=path, title=path, kind="md", size=len(text), mtime_ns=1, file_hash=f"f-{text}",
-                      synced_at="2026-12-01T00:00:00Z", pages=None, lines=1, tokens=2, chunks=1, text=text,
-                      outline="[]", page_numbers=[], page_starts=[], chunk_starts=[0], as_written=True).__dict__
+    return ReadingRow(
+        path=path,
+        title=path,
+        kind="md",
+        size=len(text),
+        mtime_ns=1,
+        file_hash=f"f-{text}",
+        synced_at="2026-12-01T00:00:00Z",
+        pages=None,
+        lines=1,
+        tokens=2,
+        chunks=1,
+        text=text,
+        outline="[]",
+        page_numbers=[],
+        page_starts=[],
+        chunk_starts=[0],
+        as_written=True,
+    ).__dict__
 
 
 def test_a_version_pins_the_three_tables_reads_them_as_they_were_and_restores_them(store, storage):

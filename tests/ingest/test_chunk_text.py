@@ -93,7 +93,8 @@ def test_pdf_words_broken_at_a_line_end_are_whole(tmp_path, tokenizer):
 def test_pdf_compounds_broken_at_their_hyphen_keep_it(tmp_path, tokenizer):
     text_pdf(tmp_path / "notes.pdf", ["Cases of COVID-\n19 rose, as is well-\nKnown, and HIV-\npositive ones fell."])
     assert "Cases of COVID-19 rose, as is well-Known, and HIV-positive ones fell." in _chunk_text(
-        tmp_path, tokenizer, "notes.pdf")
+        tmp_path, tokenizer, "notes.pdf"
+    )
 
 
 def test_pdf_keeps_the_hyphen_of_a_compound_the_document_writes_whole(tmp_path, tokenizer):

@@ -11,7 +11,8 @@ from mcp_kb.ingest.parsers import parse_file
 
 LONG_SECTION = "\n\n".join(
     f"Paragraph {i} explains step {i} of the deployment in detail, with enough words to take space. "
-    f"It mentions configuration option opt_{i} and the error code E{5000 + i}." for i in range(40)
+    f"It mentions configuration option opt_{i} and the error code E{5000 + i}."
+    for i in range(40)
 )
 
 
@@ -36,19 +37,25 @@ def test_no_chunk_exceeds_the_token_limit(tmp_path, tokenizer):
 
 
 def test_limit_is_capped_at_what_the_model_reads(tmp_path, tokenizer):
-    chunks = chunk_document(_markdown(tmp_path, "# Deploy\n\n" + LONG_SECTION), ChunkingConfig(max_tokens=4096, overlap=32), tokenizer)
+    chunks = chunk_document(
+        _markdown(tmp_path, "# Deploy\n\n" + LONG_SECTION), ChunkingConfig(max_tokens=4096, overlap=32), tokenizer
+    )
     assert max(c.n_tokens for c in chunks) <= tokenizer.max_tokens - 2
 
 
 def test_consecutive_chunks_of_a_section_overlap(tmp_path, tokenizer):
-    chunks = chunk_document(_markdown(tmp_path, "# Deploy\n\n" + LONG_SECTION), ChunkingConfig(max_tokens=128, overlap=24), tokenizer)
+    chunks = chunk_document(
+        _markdown(tmp_path, "# Deploy\n\n" + LONG_SECTION), ChunkingConfig(max_tokens=128, overlap=24), tokenizer
+    )
     first, second = chunks[0], chunks[1]
     tail_words = first.text.split()[-5:]
     assert " ".join(tail_words) in second.text
 
 
 def test_overlap_begins_at_a_sentence(tmp_path, tokenizer):
-    chunks = chunk_document(_markdown(tmp_path, "# Deploy\n\n" + LONG_SECTION), ChunkingConfig(max_tokens=128, overlap=24), tokenizer)
+    chunks = chunk_document(
+        _markdown(tmp_path, "# Deploy\n\n" + LONG_SECTION), ChunkingConfig(max_tokens=128, overlap=24), tokenizer
+    )
     for chunk in chunks[1:]:
         assert re.match(r"(Paragraph \d+ explains|It mentions) ", chunk.text), chunk.text[:60]
 
@@ -69,8 +76,10 @@ def test_chinese_overlap_begins_after_a_sentence_or_clause_mark(tokenizer):
 
 def test_overlap_keeps_a_useful_length_when_the_sentence_starts_late(tokenizer):
     """A sentence beginning in the last words loses to a word start that keeps most of the overlap."""
-    previous = ("The gateway forwards every request to the backend service which answers it and logs the "
-                "outcome for auditing purposes. Done.")
+    previous = (
+        "The gateway forwards every request to the backend service which answers it and logs the "
+        "outcome for auditing purposes. Done."
+    )
     overlap = overlap_text(previous, 16, tokenizer)
     assert overlap != "Done." and len(overlap.split()) > 5
 

@@ -75,11 +75,14 @@ def test_symlink_loop_terminates(make_config, tmp_path):
 def test_several_paths_prefix_ids_with_their_folder(make_config, tmp_path):
     write(tmp_path / "docs/a.md", "# A")
     write(tmp_path / "more/a.md", "# A")
-    kb = make_config({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs"), str(tmp_path / "more")]}).kb[0]
+    kb = make_config(
+        {"name": "docs", "description": "d", "paths": [str(tmp_path / "docs"), str(tmp_path / "more")]}
+    ).kb[0]
     assert [f.doc_id for f in scan_folders(kb).files] == ["docs/a.md", "more/a.md"]
 
 
 # ---- links, odd names and membership (one set of rules for the scan and the document resource) ----
+
 
 def test_symlink_to_itself_is_reported_and_the_walk_goes_on(make_config, tmp_path):
     write(tmp_path / "docs/a.md", "# A")
@@ -142,8 +145,9 @@ def test_a_scan_leaves_out_excluded_hidden_ignored_large_and_outside_files(make_
     assert [f.doc_id for f in scan_folders(kb).files] == ["ok.md"]
 
 
-name_bytes = st.binary(min_size=1, max_size=40).filter(lambda b: b"/" not in b and b"\x00" not in b
-                                                      and b not in (b".", b".."))
+name_bytes = st.binary(min_size=1, max_size=40).filter(
+    lambda b: b"/" not in b and b"\x00" not in b and b not in (b".", b"..")
+)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -168,12 +172,13 @@ def test_an_index_kept_inside_a_kb_folder_is_never_indexed_nor_watched(make_app,
     from mcp_kb.ingest.folders import change_concerns
 
     write(tmp_path / "docs/guide.md", "# Guide\n\nInstall the package with pip inside a virtual environment.\n")
-    kb = {"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")],
-          "search": {"query_log": True}}
+    kb = {"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")], "search": {"query_log": True}}
     app = make_app(kb, storage=str(tmp_path / "docs" / "kb-index"))
     assert "inside knowledge base 'docs'" in caplog.text
     app.sync(SyncRequest(kb="docs"))
-    app.search("docs", SearchRequest(query="what is the salary of the chief executive"))  # goes to the query log, in the index folder
+    app.search(
+        "docs", SearchRequest(query="what is the salary of the chief executive")
+    )  # goes to the query log, in the index folder
     report = app.sync(SyncRequest(kb="docs"))[0]
     assert app.document_ids("docs") == ["guide.md"] and report.files_added == 0
     assert any(s.path == "kb-index/" and "never indexed" in s.reason for s in report.skipped)
@@ -184,18 +189,28 @@ def test_an_index_kept_inside_a_kb_folder_is_never_indexed_nor_watched(make_app,
 
 
 # Trees of two KB roots with nested, hidden and ignored folders; globs naming a root, a folder, a type.
-_TREE_FILES = st.lists(st.tuples(st.sampled_from(["a", "b"]),
-                                 st.sampled_from(["", "sub/", "sub/deep/", ".hidden/", "drafts/", "sub/drafts/"]),
-                                 st.sampled_from(["x.md", "y.txt", "z.md", "tool.exe", "notes.TXT"])),
-                       min_size=1, max_size=12, unique=True)
-_GLOBS = st.lists(st.sampled_from(["a/**/*.md", "**/*.txt", "b/*", "sub/", "*.md", "drafts/", "a/sub/**",
-                                   "**/deep/*.md"]), max_size=2, unique=True)
+_TREE_FILES = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b"]),
+        st.sampled_from(["", "sub/", "sub/deep/", ".hidden/", "drafts/", "sub/drafts/"]),
+        st.sampled_from(["x.md", "y.txt", "z.md", "tool.exe", "notes.TXT"]),
+    ),
+    min_size=1,
+    max_size=12,
+    unique=True,
+)
+_GLOBS = st.lists(
+    st.sampled_from(["a/**/*.md", "**/*.txt", "b/*", "sub/", "*.md", "drafts/", "a/sub/**", "**/deep/*.md"]),
+    max_size=2,
+    unique=True,
+)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(files=_TREE_FILES, include=_GLOBS, exclude=_GLOBS, gitignore=st.booleans())
-def test_the_watcher_follows_exactly_the_files_the_scan_lists(make_config, tmp_path_factory, files, include,
-                                                              exclude, gitignore):
+def test_the_watcher_follows_exactly_the_files_the_scan_lists(
+    make_config, tmp_path_factory, files, include, exclude, gitignore
+):
     """With several paths the ids carry the root's name ("a/sub/x.md"), and globs match ids: the watcher
     once matched paths relative to their root, and stopped following files the scan indexed."""
     from mcp_kb.ingest.folders import change_concerns
@@ -207,8 +222,15 @@ def test_the_watcher_follows_exactly_the_files_the_scan_lists(make_config, tmp_p
         (base / root).mkdir(exist_ok=True)
     if gitignore:
         write(base / "a" / ".gitignore", "deep/\n")
-    kb = make_config({"name": "docs", "description": "d", "paths": [str(base / "a"), str(base / "b")],
-                      "include": include, "exclude": exclude}).kb[0]
+    kb = make_config(
+        {
+            "name": "docs",
+            "description": "d",
+            "paths": [str(base / "a"), str(base / "b")],
+            "include": include,
+            "exclude": exclude,
+        }
+    ).kb[0]
     scan = scan_folders(kb)
     listed = {source.path for source in scan.files} | {base / s.doc_id for s in scan.skipped}
     for root, folder, name in files:

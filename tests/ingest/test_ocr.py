@@ -14,8 +14,11 @@ FONT = cjk_font()
 ENGLISH = "Annual leave needs two weeks notice in the HR portal."
 CHINESE = "年假需要提前两周在人事系统中申请。"
 needs_ocr = pytest.mark.skipif(not ocr.available(), reason="the ocr extra is not installed (CI installs it)")
-needs_font = pytest.mark.skipif(FONT is None, reason="no font draws Chinese here: install one (Debian: fonts-wqy-microhei) "
-                                                    "or set MCP_KB_TEST_FONT to a .ttf/.ttc file")
+needs_font = pytest.mark.skipif(
+    FONT is None,
+    reason="no font draws Chinese here: install one (Debian: fonts-wqy-microhei) "
+    "or set MCP_KB_TEST_FONT to a .ttf/.ttc file",
+)
 
 
 def draw(path, lines, size=(1400, 320)):
@@ -87,7 +90,7 @@ def test_without_the_engine_images_and_scans_say_how_to_get_it(tmp_path, monkeyp
 
 
 def test_ocr_off_for_a_kb_leaves_images_unread(tmp_path):
-    with pytest.raises(ParseError, match='OCR is off'):
+    with pytest.raises(ParseError, match="OCR is off"):
         parse_file(draw(tmp_path / "notice.png", [ENGLISH]), "notice.png", ocr=False)
 
 
@@ -97,16 +100,29 @@ def test_sync_reads_images_counts_ocr_pages_and_search_finds_the_text(make_app, 
     (tmp_path / "docs").mkdir()
     draw(tmp_path / "docs" / "notice.png", [ENGLISH, CHINESE])
     write(tmp_path / "docs" / "other.md", "# Other\n\nNothing about leave here, only parking rules.\n")
-    app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")],
-                    "filterable": {"ocr": {"type": "boolean"}}})
+    app = make_app(
+        {
+            "name": "docs",
+            "description": "d",
+            "paths": [str(tmp_path / "docs")],
+            "filterable": {"ocr": {"type": "boolean"}},
+        }
+    )
     [report] = app.sync()
     assert report.pages_ocr == 1 and not report.failures and "1 pages read by OCR" in report.summary()
     hit = app.search("docs", SearchRequest(query="two weeks notice HR portal", mode="keyword", top_k=1)).hits[0]
     assert hit.source == "notice.png"
     marked = app.search("docs", SearchRequest(query="leave", mode="filter", filters={"ocr": True})).hits
     assert [h.source for h in marked] == ["notice.png"]
-    off = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")], "ocr": "off",
-                    "filterable": {"ocr": {"type": "boolean"}}})
+    off = make_app(
+        {
+            "name": "docs",
+            "description": "d",
+            "paths": [str(tmp_path / "docs")],
+            "ocr": "off",
+            "filterable": {"ocr": {"type": "boolean"}},
+        }
+    )
     [rebuilt] = off.sync()
     assert "reading images (OCR) changed" in rebuilt.rebuilt
     assert [f.path for f in rebuilt.failures] == ["notice.png"]

@@ -106,7 +106,13 @@ def test_html_keeps_main_content_only(tmp_path):
 
 
 def test_json_and_jsonl_give_one_block_per_record(tmp_path):
-    doc = parse_file(write(tmp_path / "faq.json", '[{"question": "How?", "answer": "Like this"}, {"question": "Why?", "answer": "Because"}]'), "faq.json")
+    doc = parse_file(
+        write(
+            tmp_path / "faq.json",
+            '[{"question": "How?", "answer": "Like this"}, {"question": "Why?", "answer": "Because"}]',
+        ),
+        "faq.json",
+    )
     assert [b.heading_path for b in doc.blocks] == [("How?",), ("Why?",)]
     assert "answer: Like this" in doc.blocks[0].text and doc.one_chunk_per_block
     lines = parse_file(write(tmp_path / "r.jsonl", '{"id": 1, "text": "a"}\n\n{"id": 2, "text": "b"}\n'), "r.jsonl")
@@ -119,8 +125,9 @@ def test_invalid_json_is_a_parse_error_with_line(tmp_path):
 
 
 def test_pdf_text_per_page_with_page_numbers(tmp_path):
-    path = text_pdf(tmp_path / "manual.pdf", ["First page about installation.", "Second page about errors E5021."],
-                    title="Manual")
+    path = text_pdf(
+        tmp_path / "manual.pdf", ["First page about installation.", "Second page about errors E5021."], title="Manual"
+    )
     document = parse_file(path, "manual.pdf")
     assert document.title == "Manual"
     assert [(b.page, "E5021" in b.text) for b in document.blocks] == [(1, False), (2, True)]

@@ -30,7 +30,7 @@ class User:
         """Stores the user."""
         self.rows.append(self)
 '''
-JAVASCRIPT = '''import fs from "fs";
+JAVASCRIPT = """import fs from "fs";
 
 /** A person who signs in. */
 export class User {
@@ -44,8 +44,8 @@ export class User {
     this.rows.push(this);
   }
 }
-'''
-TYPESCRIPT = '''import { Row } from "./db";
+"""
+TYPESCRIPT = """import { Row } from "./db";
 
 /** A person who signs in. */
 export class User {
@@ -59,8 +59,8 @@ export class User {
     this.rows.push(this);
   }
 }
-'''
-TSX = '''import React from "react";
+"""
+TSX = """import React from "react";
 
 /** A person who signs in. */
 export class User extends React.Component<Props> {
@@ -74,8 +74,8 @@ export class User extends React.Component<Props> {
     return <div>{this.rows.push(this)}</div>;
   }
 }
-'''
-GO = '''package models
+"""
+GO = """package models
 
 import "fmt"
 
@@ -93,8 +93,8 @@ func (u *User) GetByID(id int) *User {
 func (u *User) Save() {
 	fmt.Println(u.rows, u)
 }
-'''
-RUST = '''use std::fmt;
+"""
+RUST = """use std::fmt;
 
 /// A person who signs in.
 pub struct User {
@@ -112,8 +112,8 @@ impl User {
         self.rows.push(self);
     }
 }
-'''
-JAVA = '''package app;
+"""
+JAVA = """package app;
 
 import java.util.List;
 
@@ -131,8 +131,8 @@ public class User {
         rows.add(this);
     }
 }
-'''
-C = '''#include <stdio.h>
+"""
+C = """#include <stdio.h>
 
 /* A person who signs in. */
 struct user {
@@ -148,8 +148,8 @@ struct user *user_get_by_id(int id) {
 void user_save(struct user *u) {
     rows_push(rows, u);
 }
-'''
-CPP = '''#include <string>
+"""
+CPP = """#include <string>
 
 namespace app {
 
@@ -171,8 +171,8 @@ class User {
 };
 
 }  // namespace app
-'''
-CSHARP = '''using System;
+"""
+CSHARP = """using System;
 
 namespace App
 {
@@ -192,8 +192,8 @@ namespace App
         }
     }
 }
-'''
-RUBY = '''require "json"
+"""
+RUBY = """require "json"
 
 # A person who signs in.
 class User
@@ -209,8 +209,8 @@ class User
     @rows << self
   end
 end
-'''
-PHP = '''<?php
+"""
+PHP = """<?php
 use App\\Db;
 
 /** A person who signs in. */
@@ -227,7 +227,7 @@ class User {
         $this->rows[] = $this;
     }
 }
-'''
+"""
 
 # file name, source, the class's path, then each method's path and lines (the comment above it to its end)
 LANGUAGES = {
@@ -239,10 +239,16 @@ LANGUAGES = {
     "rust": ("user.rs", RUST, ("User",), ("User", "get_by_id"), (9, 12), ("User", "save"), (14, 18)),
     "java": ("User.java", JAVA, ("User",), ("User", "getById"), (9, 12), ("User", "save"), (14, 18)),
     "c": ("user.c", C, ("user",), ("user_get_by_id",), (8, 11), ("user_save",), (13, 16)),
-    "cpp": ("user.cpp", CPP, ("app", "User"), ("app", "User", "getById"), (7, 11), ("app", "User", "save"),
-            (13, 16)),
-    "csharp": ("User.cs", CSHARP, ("App", "User"), ("App", "User", "GetById"), (8, 12), ("App", "User", "Save"),
-               (14, 20)),
+    "cpp": ("user.cpp", CPP, ("app", "User"), ("app", "User", "getById"), (7, 11), ("app", "User", "save"), (13, 16)),
+    "csharp": (
+        "User.cs",
+        CSHARP,
+        ("App", "User"),
+        ("App", "User", "GetById"),
+        (8, 12),
+        ("App", "User", "Save"),
+        (14, 20),
+    ),
     "ruby": ("user.rb", RUBY, ("User",), ("User", "get_by_id"), (7, 10), ("User", "save"), (12, 16)),
     "php": ("User.php", PHP, ("User",), ("User", "getById"), (8, 11), ("User", "save"), (13, 17)),
 }
@@ -254,7 +260,7 @@ def _chunks(tmp_path, name, text, **settings):
 
 
 def _lines(text, first, last):
-    return "\n".join(text.split("\n")[first - 1:last])
+    return "\n".join(text.split("\n")[first - 1 : last])
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
@@ -266,8 +272,10 @@ def test_each_method_is_a_chunk_named_by_its_class_with_its_comment_and_lines(tm
     for chunk in chunks:
         by_path.setdefault(chunk.heading_path, chunk)
     assert "person who signs in" in by_path[owner].text  # the class's own lines, its comment with them
-    for path, (line_start, line_end), doc, other in ((first, first_lines, "finds one user by id", "stores"),
-                                                    (second, second_lines, "stores the user", "finds one")):
+    for path, (line_start, line_end), doc, other in (
+        (first, first_lines, "finds one user by id", "stores"),
+        (second, second_lines, "stores the user", "finds one"),
+    ):
         chunk = by_path[path]
         assert (chunk.line_start, chunk.line_end) == (line_start, line_end)
         assert chunk.text == _lines(text, line_start, line_end)  # as written: no line added, none lost
@@ -279,7 +287,7 @@ def test_each_method_is_a_chunk_named_by_its_class_with_its_comment_and_lines(tm
 def test_each_language_has_its_imports_as_the_first_chunk(tmp_path, language):
     name, text = LANGUAGES[language][:2]
     _, chunks = _chunks(tmp_path, name, text)
-    head = "\n\n".join(text.split("\n\n")[:2 if language in ("go", "java") else 1])  # a package line, then imports
+    head = "\n\n".join(text.split("\n\n")[: 2 if language in ("go", "java") else 1])  # a package line, then imports
     assert (chunks[0].heading_path, chunks[0].text) == (("imports",), head)
 
 
@@ -290,8 +298,10 @@ def test_citation_names_the_file_and_the_qualified_symbol(tmp_path):
 
 
 def test_module_docstring_and_imports_are_one_chunk_of_their_own(tmp_path):
-    text = '"""Billing: invoices and their totals."""\n\nimport os\nfrom decimal import Decimal\n\nRATE = 3\n\n\n' \
-           'def total(lines):\n    return sum(lines)\n'
+    text = (
+        '"""Billing: invoices and their totals."""\n\nimport os\nfrom decimal import Decimal\n\nRATE = 3\n\n\n'
+        "def total(lines):\n    return sum(lines)\n"
+    )
     _, chunks = _chunks(tmp_path, "billing.py", text)
     assert [chunk.heading_path for chunk in chunks] == [("imports",), (), ("total",)]
     imports = chunks[0]
@@ -303,7 +313,10 @@ def test_top_level_code_between_definitions_stays_in_reading_order_packed_togeth
     text = "def first():\n    return 1\n\nA = 1\nB = 2\nregistry = {}\n\ndef second():\n    return 2\n"
     _, chunks = _chunks(tmp_path, "steps.py", text)
     assert [(c.heading_path, c.line_start, c.line_end) for c in chunks] == [
-        (("first",), 1, 2), ((), 4, 6), (("second",), 8, 9)]
+        (("first",), 1, 2),
+        ((), 4, 6),
+        (("second",), 8, 9),
+    ]
     assert chunks[1].text == "A = 1\nB = 2\nregistry = {}"
 
 
@@ -315,8 +328,10 @@ def test_two_tiny_functions_never_share_a_chunk(tmp_path):
 
 def test_a_long_function_is_cut_between_statements(tmp_path):
     statements = "".join(f"    total += compute(\n        weight_{i},\n        factor_{i},\n    )\n" for i in range(60))
-    text = f'def long_function(compute):\n    """Adds up sixty weighted factors."""\n    total = 0\n{statements}' \
-           f'    return total\n'
+    text = (
+        f'def long_function(compute):\n    """Adds up sixty weighted factors."""\n    total = 0\n{statements}'
+        f"    return total\n"
+    )
     _, chunks = _chunks(tmp_path, "long.py", text, max_tokens=64, overlap=0)
     assert len(chunks) > 5 and {chunk.heading_path for chunk in chunks} == {("long_function",)}
     assert "Adds up sixty" in chunks[0].text and chunks[0].text.startswith("def long_function")
@@ -345,12 +360,16 @@ def test_classes_nested_deeper_than_the_limit_are_kept_whole(tmp_path):
     assert "x = 1" in document.blocks[-1].text
 
 
-@pytest.mark.parametrize("name, text", [
-    ("brackets.py", "x = " + "[" * 50_000 + "]" * 50_000 + "\n"),
-    ("unclosed.js", "let x = " + "(" * 50_000 + "\nfunction after() { return 1; }\n"),
-    ("braces.c", "int main() " + "{" * 50_000 + "}" * 50_000 + "\n"),
-    ("nul.py", "def f():\n    return 'a\x00b'\n\x00\x00\ndef g():\n    return 2\n"),
-], ids=["50k nested brackets", "50k unclosed parentheses", "50k nested blocks", "NUL bytes"])
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("brackets.py", "x = " + "[" * 50_000 + "]" * 50_000 + "\n"),
+        ("unclosed.js", "let x = " + "(" * 50_000 + "\nfunction after() { return 1; }\n"),
+        ("braces.c", "int main() " + "{" * 50_000 + "}" * 50_000 + "\n"),
+        ("nul.py", "def f():\n    return 'a\x00b'\n\x00\x00\ndef g():\n    return 2\n"),
+    ],
+    ids=["50k nested brackets", "50k unclosed parentheses", "50k nested blocks", "NUL bytes"],
+)
 def test_hostile_code_is_parsed_without_crashing(tmp_path, name, text):
     document = parse_file(write(tmp_path / name, text), name)
     kept = "".join(block.text for block in document.blocks)
@@ -415,8 +434,7 @@ def test_without_the_grammars_code_is_cut_into_windows_with_one_note(tmp_path, w
 
 
 def test_a_five_thousand_line_file_gives_each_function_its_own_section(tmp_path):
-    text = "".join(f"def function_{i}(a, b):\n    '''Adds.'''\n    c = a + b\n    return c\n\n"
-                   for i in range(1000))
+    text = "".join(f"def function_{i}(a, b):\n    '''Adds.'''\n    c = a + b\n    return c\n\n" for i in range(1000))
     path = write(tmp_path / "big.py", text)
     document = parse_file(path, "big.py")  # speed: benchmarks/code_search.py; a 5,000-line file parses in ~0.05 s
     assert len({block.heading_path for block in document.blocks}) == 1000

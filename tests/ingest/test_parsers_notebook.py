@@ -26,21 +26,34 @@ def _markdown(source):
 
 
 def _code(source, outputs=()):
-    return {"cell_type": "code", "metadata": {}, "execution_count": 1, "outputs": list(outputs),
-            "source": source.splitlines(keepends=True)}  # as Jupyter writes it: a list of lines
+    return {
+        "cell_type": "code",
+        "metadata": {},
+        "execution_count": 1,
+        "outputs": list(outputs),
+        "source": source.splitlines(keepends=True),
+    }  # as Jupyter writes it: a list of lines
 
 
-CHURN = _notebook([
-    _markdown("# Churn analysis\n\nWhich customers leave, and why."),
-    _code("import pandas as pd\nimport numpy as np\n",
-          outputs=[{"output_type": "stream", "name": "stdout", "text": ["LEAKED OUTPUT\n"]},
-                   {"output_type": "display_data", "data": {"image/png": "iVBORw0KGgo="}, "metadata": {}}]),
-    _markdown(["## Training\n", "\n", "Fit a model per region."]),
-    _code('def fit(frame):\n    """Fits the churn model."""\n    return frame.mean()\n\n\n'
-          'def score(model, frame):\n    return model - frame\n\nmodel = fit(pd.DataFrame())\n%matplotlib inline\n'),
-    {"cell_type": "raw", "metadata": {}, "source": "Raw notes kept as text."},
-    _markdown("# Appendix\n\nSources."),
-])
+CHURN = _notebook(
+    [
+        _markdown("# Churn analysis\n\nWhich customers leave, and why."),
+        _code(
+            "import pandas as pd\nimport numpy as np\n",
+            outputs=[
+                {"output_type": "stream", "name": "stdout", "text": ["LEAKED OUTPUT\n"]},
+                {"output_type": "display_data", "data": {"image/png": "iVBORw0KGgo="}, "metadata": {}},
+            ],
+        ),
+        _markdown(["## Training\n", "\n", "Fit a model per region."]),
+        _code(
+            'def fit(frame):\n    """Fits the churn model."""\n    return frame.mean()\n\n\n'
+            "def score(model, frame):\n    return model - frame\n\nmodel = fit(pd.DataFrame())\n%matplotlib inline\n"
+        ),
+        {"cell_type": "raw", "metadata": {}, "source": "Raw notes kept as text."},
+        _markdown("# Appendix\n\nSources."),
+    ]
+)
 
 
 def _parse(tmp_path, text, name="churn.ipynb"):
@@ -55,8 +68,10 @@ def test_cells_in_order_under_the_notebook_headings_outputs_left_out(tmp_path):
         (("Churn analysis",), "Which customers leave, and why."),
         (("Churn analysis", "imports"), "import pandas as pd\nimport numpy as np"),
         (("Churn analysis", "Training"), "Fit a model per region."),
-        (("Churn analysis", "Training", "fit"),
-         'def fit(frame):\n    """Fits the churn model."""\n    return frame.mean()'),
+        (
+            ("Churn analysis", "Training", "fit"),
+            'def fit(frame):\n    """Fits the churn model."""\n    return frame.mean()',
+        ),
         (("Churn analysis", "Training", "score"), "def score(model, frame):\n    return model - frame"),
         (("Churn analysis", "Training"), "model = fit(pd.DataFrame())\n%matplotlib inline"),
         (("Churn analysis", "Training"), "Raw notes kept as text."),
@@ -79,7 +94,8 @@ def test_code_of_another_language_is_kept_as_text(tmp_path):
     document = _parse(tmp_path, text)
     assert document.metadata == {"language": "r"}
     assert [(block.heading_path, block.text) for block in document.blocks] == [
-        (("Model",), "fit <- function(x) {\n  mean(x)\n}")]
+        (("Model",), "fit <- function(x) {\n  mean(x)\n}")
+    ]
 
 
 def test_without_the_grammars_code_cells_are_text_and_the_note_comes_once(tmp_path, monkeypatch):
@@ -93,14 +109,18 @@ def test_without_the_grammars_code_cells_are_text_and_the_note_comes_once(tmp_pa
     assert [block.text for block in document.blocks] == ["def a():\n    return 1", "def b():\n    return 2"]
 
 
-@pytest.mark.parametrize("text, reason", [
-    ('{"cells": [', "invalid notebook JSON at line 1"),
-    ("[1, 2, 3]", "not a Jupyter notebook: no list of cells"),
-    ('{"worksheets": [], "nbformat": 3}', "not a Jupyter notebook: no list of cells"),
-    ('{"cells": [{"source": "x"}]}', "cell 1 has no cell_type"),
-    ('{"cells": [{"cell_type": "code", "source": {"a": 1}}]}', "the source of cell 1 is not text"),
-    ("[" * 100_000 + "]" * 100_000, "nests too deeply"),
-], ids=["truncated", "a list", "nbformat 3", "no cell type", "source not text", "deep nesting"])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ('{"cells": [', "invalid notebook JSON at line 1"),
+        ("[1, 2, 3]", "not a Jupyter notebook: no list of cells"),
+        ('{"worksheets": [], "nbformat": 3}', "not a Jupyter notebook: no list of cells"),
+        ('{"cells": [{"source": "x"}]}', "cell 1 has no cell_type"),
+        ('{"cells": [{"cell_type": "code", "source": {"a": 1}}]}', "the source of cell 1 is not text"),
+        ("[" * 100_000 + "]" * 100_000, "nests too deeply"),
+    ],
+    ids=["truncated", "a list", "nbformat 3", "no cell type", "source not text", "deep nesting"],
+)
 def test_a_corrupt_notebook_fails_with_its_reason(tmp_path, text, reason):
     with pytest.raises(ParseError, match=reason):
         _parse(tmp_path, text, "broken.ipynb")

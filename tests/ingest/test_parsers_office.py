@@ -16,7 +16,11 @@ from mcp_kb.api import SearchRequest
 def test_word_headings_tables_lists_and_properties(tmp_path, tokenizer):
     document = parse_file(make_docx(tmp_path / "report.docx"), "report.docx")
     assert document.title == "Quarterly report"
-    assert document.metadata == {"author": "Finance team", "created": "2024-03-01", "modified": document.metadata["modified"]}
+    assert document.metadata == {
+        "author": "Finance team",
+        "created": "2024-03-01",
+        "modified": document.metadata["modified"],
+    }
     paths = {block.heading_path for block in document.blocks}
     assert ("Results", "Q3") in paths and ("中文部分",) in paths
     table = next(b for b in document.blocks if b.text.startswith("| Region"))
@@ -65,9 +69,14 @@ def test_formulas_give_the_value_excel_saved(tmp_path):
 
 
 def test_csv_in_gb18030_and_tsv(tmp_path):
-    rows = "".join(f"{name},{price},{note}\n" for name, price, note in [
-        ("年卡", 199, "全年不限次数使用，适合经常出差的员工"), ("月卡", 29, "一个月内有效，到期后自动续费"),
-        ("季卡", 79, "三个月内有效，可以随时申请退款")])
+    rows = "".join(
+        f"{name},{price},{note}\n"
+        for name, price, note in [
+            ("年卡", 199, "全年不限次数使用，适合经常出差的员工"),
+            ("月卡", 29, "一个月内有效，到期后自动续费"),
+            ("季卡", 79, "三个月内有效，可以随时申请退款"),
+        ]
+    )
     csv_path = write(tmp_path / "价格.csv", "产品,价格,说明\n" + rows, encoding="gb18030")
     document = parse_file(csv_path, "价格.csv")
     assert document.blocks[1].text == "产品: 月卡\n价格: 29\n说明: 一个月内有效，到期后自动续费"
@@ -87,14 +96,17 @@ def _zip_of(files: dict[str, str]) -> bytes:
     return buffer.getvalue()
 
 
-@pytest.mark.parametrize("name, content, reason", [
-    ("old.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 100, "old binary Word format"),
-    ("locked.docx", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 100, "password-protected"),
-    ("fake.docx", b"this is plain text, not a zip package", "must be a zip package"),
-    ("truncated.pptx", b"PK\x03\x04" + b"\0" * 50, "must be a zip package"),
-    ("other.pptx", _zip_of({"hello.txt": "a zip, but not a slide deck"}), "parse error"),
-    ("old.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 100, "old binary Excel format"),
-])
+@pytest.mark.parametrize(
+    "name, content, reason",
+    [
+        ("old.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 100, "old binary Word format"),
+        ("locked.docx", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 100, "password-protected"),
+        ("fake.docx", b"this is plain text, not a zip package", "must be a zip package"),
+        ("truncated.pptx", b"PK\x03\x04" + b"\0" * 50, "must be a zip package"),
+        ("other.pptx", _zip_of({"hello.txt": "a zip, but not a slide deck"}), "parse error"),
+        ("old.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 100, "old binary Excel format"),
+    ],
+)
 def test_bad_office_files_get_one_line_reasons(tmp_path, name, content, reason):
     path = tmp_path / name
     path.write_bytes(content)
@@ -124,8 +136,9 @@ def test_office_files_sync_search_and_resync_when_one_changes(make_app, tmp_path
     make_pptx(docs / "plan.pptx")
     make_xlsx(docs / "book.xlsx")
     write(docs / "codes.csv", "code,meaning\nE5021,token expired\n")
-    app = make_app({"name": "docs", "description": "d", "paths": [str(docs)],
-                    "filterable": {"author": {"type": "string"}}})
+    app = make_app(
+        {"name": "docs", "description": "d", "paths": [str(docs)], "filterable": {"author": {"type": "string"}}}
+    )
     [report] = app.sync()
     assert report.files_added == 4 and not report.failures
     hit = app.search("docs", SearchRequest(query="record orders from Asia", mode="keyword", top_k=1)).hits[0]
@@ -143,6 +156,7 @@ def test_office_files_sync_search_and_resync_when_one_changes(make_app, tmp_path
 
 # ---- bounds: what one file may unpack, hold and spend ------------------------------------------
 
+
 def _with_part(source, target, name: str, megabytes: int, content: bytes = b"\0") -> None:
     """A copy of an Office package with one more part that inflates to `megabytes` (small on disk)."""
     import zipfile
@@ -156,9 +170,10 @@ def _with_part(source, target, name: str, megabytes: int, content: bytes = b"\0"
                 part.write(block)
 
 
-@pytest.mark.parametrize("kind, maker, megabytes, shown", [("docx", make_docx, 1024, "1.0 GB"),
-                                                           ("pptx", make_pptx, 300, "300 MB"),
-                                                           ("xlsx", make_xlsx, 300, "300 MB")])
+@pytest.mark.parametrize(
+    "kind, maker, megabytes, shown",
+    [("docx", make_docx, 1024, "1.0 GB"), ("pptx", make_pptx, 300, "300 MB"), ("xlsx", make_xlsx, 300, "300 MB")],
+)
 def test_a_small_package_that_unpacks_past_the_limit_fails_before_it_is_read(tmp_path, kind, maker, megabytes, shown):
     _with_part(maker(tmp_path / f"plain.{kind}"), tmp_path / f"bomb.{kind}", "media/padding.bin", megabytes)
     assert (tmp_path / f"bomb.{kind}").stat().st_size < 5 * 1024 * 1024

@@ -30,10 +30,21 @@ def _export(path: Path, notes: list[tuple[str, str, str]]) -> Path:
 
 def test_a_registered_kind_syncs_searches_and_reads_back_beside_a_folder(notes_kind, make_app, tmp_path):
     write(tmp_path / "docs" / "guide.md", "# Guide\n\nThe deploy runbook lives in the wiki.\n")
-    export = _export(tmp_path / "notes.jsonl", [("n1", "Parking", "Visitors park on level minus two."),
-                                                 ("n2", "Coffee", "The espresso machine is descaled on Fridays.")])
-    app = make_app({"name": "kb", "description": "d", "paths": [str(tmp_path / "docs")],
-                    "sources": [{"kind": "notes", "export": str(export)}]})
+    export = _export(
+        tmp_path / "notes.jsonl",
+        [
+            ("n1", "Parking", "Visitors park on level minus two."),
+            ("n2", "Coffee", "The espresso machine is descaled on Fridays."),
+        ],
+    )
+    app = make_app(
+        {
+            "name": "kb",
+            "description": "d",
+            "paths": [str(tmp_path / "docs")],
+            "sources": [{"kind": "notes", "export": str(export)}],
+        }
+    )
     [report] = app.sync()
     assert report.files_added == 3 and report.crawl == {"notes": 2}
     hit = app.search("kb", SearchRequest(query="where do visitors park", mode="keyword")).hits[0]

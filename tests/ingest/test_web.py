@@ -48,17 +48,26 @@ async def read_item(item_id: str, q: str | None = None):
 
 def build_site(tmp_path) -> Site:
     site = Site()
-    site.html("/guide/", "Introduction - Example Docs",
-              "<h1>Introduction</h1><p>Example Docs explain how to build web APIs with typed Python functions. "
-              "Start with <a href='/guide/install/'>installation</a>, then read about "
-              "<a href='query-params/'>query parameters</a>.</p>")
-    site.html("/guide/install/", "Installation - Example Docs",
-              "<h1>Installation</h1><p>Install the package with pip install example-docs inside a virtual "
-              "environment, then run the development server with uvicorn.</p>")
+    site.html(
+        "/guide/",
+        "Introduction - Example Docs",
+        "<h1>Introduction</h1><p>Example Docs explain how to build web APIs with typed Python functions. "
+        "Start with <a href='/guide/install/'>installation</a>, then read about "
+        "<a href='query-params/'>query parameters</a>.</p>",
+    )
+    site.html(
+        "/guide/install/",
+        "Installation - Example Docs",
+        "<h1>Installation</h1><p>Install the package with pip install example-docs inside a virtual "
+        "environment, then run the development server with uvicorn.</p>",
+    )
     site.html("/guide/query-params/", "Query Parameters - Example Docs", QUERY_PARAMS)
-    site.html("/guide/from-sitemap/", "Deployment - Example Docs",
-              "<h1>Deployment</h1><p>Deploy behind a reverse proxy such as nginx with several worker processes; "
-              "no page links here, only the sitemap names it.</p>")
+    site.html(
+        "/guide/from-sitemap/",
+        "Deployment - Example Docs",
+        "<h1>Deployment</h1><p>Deploy behind a reverse proxy such as nginx with several worker processes; "
+        "no page links here, only the sitemap names it.</p>",
+    )
     site.html("/guide/private/notes/", "Private", "<h1>Private</h1><p>Internal salary bands are listed here.</p>")
     site.html("/outside/secret/", "Secret", "<h1>Secret</h1><p>The launch codes live outside the guide.</p>")
     site.pages["/guide/old-install/"] = Page(b"", status=301, location="/guide/install/")
@@ -68,7 +77,8 @@ def build_site(tmp_path) -> Site:
     site.pages["/sitemap.xml"] = Page(
         b'<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
         b"<url><loc>URL/guide/from-sitemap/</loc></url><url><loc>URL/outside/secret/</loc></url></urlset>",
-        content_type="application/xml")
+        content_type="application/xml",
+    )
     return site
 
 
@@ -82,34 +92,45 @@ def site(tmp_path):
 
 
 def web_kb(site: Site, **source) -> dict:
-    return {"name": "docs", "description": "Example Docs web site",
-            "urls": [{"url": f"{site.url}/guide/", "delay": 0, **source}]}
+    return {
+        "name": "docs",
+        "description": "Example Docs web site",
+        "urls": [{"url": f"{site.url}/guide/", "delay": 0, **source}],
+    }
 
 
 def indexed(app) -> set[str]:
-    return {path.removeprefix(app.config.kb[0].urls[0].url.rsplit("/guide/", 1)[0]) for path in app.document_ids("docs")}
+    return {
+        path.removeprefix(app.config.kb[0].urls[0].url.rsplit("/guide/", 1)[0]) for path in app.document_ids("docs")
+    }
 
 
 # ---- URLs -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("raw, expected", [
-    ("HTTP://Docs.Example.COM:80/a/b/../c/#frag", "http://docs.example.com/a/c/"),
-    ("https://docs.example.com:443", "https://docs.example.com/"),
-    ("https://docs.example.com:8443/x?utm=1&b=2", "https://docs.example.com:8443/x"),
-    ("https://docs.example.com/./a//b", "https://docs.example.com/a/b"),
-    ("mailto:someone@example.com", None),
-    ("javascript:alert(1)", None),
-    ("https://[::1]:8000/a", "https://[::1]:8000/a"),
-    ("https://x.org/docs/café page/", "https://x.org/docs/caf%C3%A9%20page/"),
-    ("https://x.org/docs/caf%c3%a9%20page/", "https://x.org/docs/caf%C3%A9%20page/"),
-])
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("HTTP://Docs.Example.COM:80/a/b/../c/#frag", "http://docs.example.com/a/c/"),
+        ("https://docs.example.com:443", "https://docs.example.com/"),
+        ("https://docs.example.com:8443/x?utm=1&b=2", "https://docs.example.com:8443/x"),
+        ("https://docs.example.com/./a//b", "https://docs.example.com/a/b"),
+        ("mailto:someone@example.com", None),
+        ("javascript:alert(1)", None),
+        ("https://[::1]:8000/a", "https://[::1]:8000/a"),
+        ("https://x.org/docs/café page/", "https://x.org/docs/caf%C3%A9%20page/"),
+        ("https://x.org/docs/caf%c3%a9%20page/", "https://x.org/docs/caf%C3%A9%20page/"),
+    ],
+)
 def test_urls_are_normalized_to_one_spelling(raw, expected):
     assert normalize_url(raw) == expected
 
 
 def test_query_parameters_that_name_a_page_are_kept_sorted():
-    assert normalize_url("https://w.example/index.php?title=Main&action=view&oldid=3", ["title", "oldid"]) == \
-        "https://w.example/index.php?oldid=3&title=Main"
+    assert (
+        normalize_url("https://w.example/index.php?title=Main&action=view&oldid=3", ["title", "oldid"])
+        == "https://w.example/index.php?oldid=3&title=Main"
+    )
 
 
 def test_scope_is_the_start_folder_on_its_host_within_the_globs():
@@ -131,14 +152,20 @@ def test_a_body_is_parsed_by_its_content_type_or_telling_suffix():
 
 # ---- crawling a site --------------------------------------------------------------------------
 
+
 def test_a_site_is_crawled_within_its_scope_and_searched_with_url_citations(site, make_app):
     kb = web_kb(site, concurrency=2)
     kb["chunking"] = {"max_tokens": 128, "overlap": 12}  # a section a chunk, so citations name sections
     app = make_app(kb)
     report = app.sync(SyncRequest(kb="docs"))[0]
 
-    assert indexed(app) == {"/guide/", "/guide/install/", "/guide/query-params/", "/guide/from-sitemap/",
-                            "/guide/manual.pdf"}
+    assert indexed(app) == {
+        "/guide/",
+        "/guide/install/",
+        "/guide/query-params/",
+        "/guide/from-sitemap/",
+        "/guide/manual.pdf",
+    }
     assert report.crawl["downloaded"] == 6  # five documents and the redirect's target reached once more
     skipped = {s.path.removeprefix(site.url): s.reason for s in report.skipped}
     assert "gone" in skipped["/guide/missing/"]
@@ -152,10 +179,17 @@ def test_a_site_is_crawled_within_its_scope_and_searched_with_url_citations(site
     chunks = app.store.chunk_table("docs").to_arrow().to_pylist()
     code = next(c for c in chunks if "async def read_item" in c["text"])
     assert code["heading"] == "Query Parameters › Optional parameters" and code["title"].startswith("Query Parameters")
-    assert "    if q:\n        return {\"item_id\": item_id, \"q\": q}" in code["text"]  # code, indentation kept
-    text = " ".join(h.text for h in app.search("docs", SearchRequest(query="cookies copyright sidebar", top_k=20, mode="keyword")).hits)
+    assert '    if q:\n        return {"item_id": item_id, "q": q}' in code["text"]  # code, indentation kept
+    text = " ".join(
+        h.text
+        for h in app.search("docs", SearchRequest(query="cookies copyright sidebar", top_k=20, mode="keyword")).hits
+    )
     assert "cookies" not in text and "Copyright" not in text  # banners and footers are not content
-    assert app.search("docs", SearchRequest(query="token bucket rate limiting", top_k=1)).hits[0].source.endswith("/guide/manual.pdf")
+    assert (
+        app.search("docs", SearchRequest(query="token bucket rate limiting", top_k=1))
+        .hits[0]
+        .source.endswith("/guide/manual.pdf")
+    )
     assert app.summary("docs").kinds == {"web page": 4, "pdf": 1}
 
 
@@ -176,8 +210,11 @@ def test_an_unchanged_site_costs_one_conditional_request_a_page_and_no_embedding
 def test_changed_removed_and_failing_pages(site, make_app):
     app = make_app(web_kb(site))
     app.sync(SyncRequest(kb="docs"))
-    site.html("/guide/install/", "Installation - Example Docs",
-              "<h1>Installation</h1><p>Install the package with conda from the community channel instead.</p>")
+    site.html(
+        "/guide/install/",
+        "Installation - Example Docs",
+        "<h1>Installation</h1><p>Install the package with conda from the community channel instead.</p>",
+    )
     del site.pages["/guide/from-sitemap/"]
     site.pages["/sitemap.xml"].body = site.pages["/sitemap.xml"].body.replace(b"from-sitemap", b"gone-page")
     query_page = site.pages["/guide/query-params/"]
@@ -189,8 +226,16 @@ def test_changed_removed_and_failing_pages(site, make_app):
     assert "/guide/from-sitemap/" not in indexed(app)
     assert "/guide/query-params/" in indexed(app)  # a 500 keeps the old version...
     assert any("HTTP 500" in f.reason and f.path.endswith("/guide/query-params/") for f in report.failures)
-    assert app.search("docs", SearchRequest(query="optional query parameter None", top_k=1)).hits[0].source.endswith("/query-params/")
-    assert app.search("docs", SearchRequest(query="conda community channel", top_k=1)).hits[0].source.endswith("/guide/install/")
+    assert (
+        app.search("docs", SearchRequest(query="optional query parameter None", top_k=1))
+        .hits[0]
+        .source.endswith("/query-params/")
+    )
+    assert (
+        app.search("docs", SearchRequest(query="conda community channel", top_k=1))
+        .hits[0]
+        .source.endswith("/guide/install/")
+    )
 
     site.pages["/guide/query-params/"] = query_page  # ...until the page is back: nothing to embed then
     assert app.sync(SyncRequest(kb="docs"))[0].chunks_embedded == 0
@@ -208,6 +253,7 @@ def test_an_unreachable_site_keeps_its_index(site, make_app, tmp_path):
 
 # ---- bad input and manners --------------------------------------------------------------------
 
+
 def test_hostile_pages_are_bounded_and_reported(site, make_app):
     site.trap_prefix = "/guide/calendar/"
     site.pages["/guide/bomb/"] = Page(gzip_bomb(64), headers={"Content-Encoding": "gzip"})
@@ -217,10 +263,14 @@ def test_hostile_pages_are_bounded_and_reported(site, make_app):
     site.pages["/guide/loop-b/"] = Page(b"", status=302, location="/guide/loop-a/")
     site.pages["/guide/away/"] = Page(b"", status=301, location="http://127.0.0.2:9/elsewhere/")
     site.pages["/guide/broken/"] = Page(b"<html><body><div><p>Unclosed <b>tags <table><tr><td>cell")
-    site.pages["/guide/latin/"] = Page("<html><body><h1>编码</h1><p>这页用 UTF-8 写成，服务器却声称是 Latin-1 编码。</p>"
-                                       "</body></html>".encode(), content_type="text/html; charset=iso-8859-1")
-    links = "".join(f'<a href="/guide/{p}/">{p}</a> ' for p in
-                    ("calendar/1", "bomb", "huge", "slow", "loop-a", "away", "broken", "latin"))
+    site.pages["/guide/latin/"] = Page(
+        "<html><body><h1>编码</h1><p>这页用 UTF-8 写成，服务器却声称是 Latin-1 编码。</p></body></html>".encode(),
+        content_type="text/html; charset=iso-8859-1",
+    )
+    links = "".join(
+        f'<a href="/guide/{p}/">{p}</a> '
+        for p in ("calendar/1", "bomb", "huge", "slow", "loop-a", "away", "broken", "latin")
+    )
     site.html("/guide/", "Introduction", f"<h1>Introduction</h1><p>Every odd page: {links}</p>")
     app = make_app(web_kb(site, max_pages=40, max_depth=100, timeout=1, max_page_mb=1))
     report = app.sync(SyncRequest(kb="docs"))[0]
@@ -233,7 +283,11 @@ def test_hostile_pages_are_bounded_and_reported(site, make_app):
     assert "max_pages = 40" in reasons["/guide/"] and report.crawl["stopped_at_max_pages"] >= 1
     assert len([p for p in site.paths() if p.startswith("/guide/")]) <= 40 + 2  # + the loop's second hop
     assert all(p.startswith("/guide/") or p in ("/robots.txt", "/sitemap.xml") for p in site.paths())
-    assert app.search("docs", SearchRequest(query="服务器 编码", top_k=1, mode="keyword")).hits[0].source.endswith("/guide/latin/")
+    assert (
+        app.search("docs", SearchRequest(query="服务器 编码", top_k=1, mode="keyword"))
+        .hits[0]
+        .source.endswith("/guide/latin/")
+    )
     assert "/guide/broken/" in indexed(app)
 
 
@@ -270,6 +324,7 @@ def test_the_document_resource_returns_a_pages_text_from_the_index_and_refuses_o
 
 # ---- through the MCP server and the live triggers ---------------------------------------------
 
+
 @pytest.mark.anyio
 async def test_mcp_clients_search_pages_and_read_them_by_url(site, make_app):
     app = make_app(web_kb(site))
@@ -297,7 +352,9 @@ async def test_watching_a_web_kb_recrawls_it_on_a_schedule(site, make_app, monke
         group.start_soon(live.LiveSync(runner, app.config.kb).run)
         await _eventually(lambda: "/guide/install/" in indexed(app))
         site.html("/guide/install/", "Installation", "<h1>Installation</h1><p>Use the zipapp installer now.</p>")
-        await _eventually(lambda: app.search("docs", SearchRequest(query="zipapp installer", top_k=1, mode="keyword")).hits)
+        await _eventually(
+            lambda: app.search("docs", SearchRequest(query="zipapp installer", top_k=1, mode="keyword")).hits
+        )
         group.cancel_scope.cancel()
 
 
@@ -316,11 +373,19 @@ async def _eventually(check, seconds: float = 30.0) -> None:
 def test_path_filters_match_url_paths_on_any_host(site, make_app):
     app = make_app(web_kb(site))
     app.sync(SyncRequest(kb="docs"))
-    for condition in ({"prefix": "/guide/install"}, {"glob": "/guide/install/"}, {"glob": "/guide/inst*/"},
-                      {"prefix": f"{site.url}/guide/install/"}):
-        hits = app.search("docs", SearchRequest(query="install", mode="filter", top_k=10, filters={"path": condition})).hits
+    for condition in (
+        {"prefix": "/guide/install"},
+        {"glob": "/guide/install/"},
+        {"glob": "/guide/inst*/"},
+        {"prefix": f"{site.url}/guide/install/"},
+    ):
+        hits = app.search(
+            "docs", SearchRequest(query="install", mode="filter", top_k=10, filters={"path": condition})
+        ).hits
         assert {h.source for h in hits} == {f"{site.url}/guide/install/"}, condition
-    assert not app.search("docs", SearchRequest(query="x", mode="filter", filters={"path": {"prefix": "/outside/"}})).hits
+    assert not app.search(
+        "docs", SearchRequest(query="x", mode="filter", filters={"path": {"prefix": "/outside/"}})
+    ).hits
 
 
 def test_a_lost_page_cache_costs_downloads_never_embeddings(site, make_app, tmp_path):
@@ -346,22 +411,33 @@ def test_a_crawl_cut_short_never_pairs_a_body_with_another_bodys_etag(site, make
     site.pages["/guide/install/"] = original
     app.sync(SyncRequest(kb="docs"))
     assert not app.search("docs", SearchRequest(query="nightly tarball", mode="keyword")).hits
-    assert app.search("docs", SearchRequest(query="pip install virtual environment", top_k=1)).hits[0].source.endswith("/guide/install/")
+    assert (
+        app.search("docs", SearchRequest(query="pip install virtual environment", top_k=1))
+        .hits[0]
+        .source.endswith("/guide/install/")
+    )
 
 
 def test_sitemap_indexes_canonical_links_noindex_and_last_modified(site, make_app):
-    sitemap = (f'<urlset><url><loc>{site.url}/guide/listed/</loc></url></urlset>').encode()
-    site.pages["/robots.txt"] = Page(f"User-agent: *\nSitemap: {site.url}/maps/index.xml\n".encode(),
-                                     content_type="text/plain")
-    site.pages["/maps/index.xml"] = Page(f"<sitemapindex><sitemap><loc>{site.url}/maps/pages.xml.gz</loc>"
-                                         f"</sitemap></sitemapindex>".encode(), content_type="application/xml")
+    sitemap = (f"<urlset><url><loc>{site.url}/guide/listed/</loc></url></urlset>").encode()
+    site.pages["/robots.txt"] = Page(
+        f"User-agent: *\nSitemap: {site.url}/maps/index.xml\n".encode(), content_type="text/plain"
+    )
+    site.pages["/maps/index.xml"] = Page(
+        f"<sitemapindex><sitemap><loc>{site.url}/maps/pages.xml.gz</loc></sitemap></sitemapindex>".encode(),
+        content_type="application/xml",
+    )
     site.pages["/maps/pages.xml.gz"] = Page(gzip.compress(sitemap), content_type="application/gzip")
     site.pages["/guide/listed/"] = Page(
         b'<html><head><title>Listed</title><link rel="canonical" href="/guide/listed/page.html"></head><body>'
         b"<h1>Listed</h1><p>Only the gzipped sitemap behind the sitemap index names this page.</p></body></html>",
-        etag=False, last_modified="Wed, 21 Oct 2026 07:28:00 GMT")
-    site.pages["/guide/hidden/"] = Page(b'<html><head><meta name="robots" content="noindex"></head><body>'
-                                        b"<p>Draft notes nobody should find.</p></body></html>")
+        etag=False,
+        last_modified="Wed, 21 Oct 2026 07:28:00 GMT",
+    )
+    site.pages["/guide/hidden/"] = Page(
+        b'<html><head><meta name="robots" content="noindex"></head><body>'
+        b"<p>Draft notes nobody should find.</p></body></html>"
+    )
     site.html("/guide/install/", "Installation", "<h1>Installation</h1><p>See <a href='/guide/hidden/'>drafts</a>.</p>")
     app = make_app(web_kb(site))
     app.sync(SyncRequest(kb="docs"))
@@ -377,15 +453,20 @@ def test_a_sitemap_is_read_as_xml_means_it_and_its_entities_are_never_expanded(s
     """CDATA and namespace prefixes name pages, a commented-out entry does not, a bare "&" in a URL is
     kept, and neither an entity bomb nor an external entity (a local file) is expanded."""
     bomb = "".join(f'<!ENTITY {b} "{("&" + a + ";") * 10}">' for a, b in zip("abcdefgh", "bcdefghi"))
-    site.pages["/robots.txt"] = Page(f"User-agent: *\nSitemap: {site.url}/map.xml\n".encode(), content_type="text/plain")
+    site.pages["/robots.txt"] = Page(
+        f"User-agent: *\nSitemap: {site.url}/map.xml\n".encode(), content_type="text/plain"
+    )
     site.pages["/map.xml"] = Page(
-        (f'<?xml version="1.0"?><!DOCTYPE s [<!ENTITY a "xxxxxxxxxx">{bomb}<!ENTITY file SYSTEM "file:///etc/passwd">]>'
-         f'<sm:urlset xmlns:sm="http://www.sitemaps.org/schemas/sitemap/0.9">'
-         f"<sm:url><sm:loc><![CDATA[{site.url}/guide/cdata/]]></sm:loc></sm:url>"
-         f"<!-- <sm:url><sm:loc>{site.url}/guide/retired/</sm:loc></sm:url> -->"
-         f"<sm:url><sm:loc>{site.url}/guide/search/?q=1&amp;lang=en&page=2</sm:loc></sm:url>"
-         f"<sm:url><sm:loc>{site.url}/guide/&i;&file;</sm:loc></sm:url></sm:urlset>").encode(),
-        content_type="application/xml")
+        (
+            f'<?xml version="1.0"?><!DOCTYPE s [<!ENTITY a "xxxxxxxxxx">{bomb}<!ENTITY file SYSTEM "file:///etc/passwd">]>'
+            f'<sm:urlset xmlns:sm="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            f"<sm:url><sm:loc><![CDATA[{site.url}/guide/cdata/]]></sm:loc></sm:url>"
+            f"<!-- <sm:url><sm:loc>{site.url}/guide/retired/</sm:loc></sm:url> -->"
+            f"<sm:url><sm:loc>{site.url}/guide/search/?q=1&amp;lang=en&page=2</sm:loc></sm:url>"
+            f"<sm:url><sm:loc>{site.url}/guide/&i;&file;</sm:loc></sm:url></sm:urlset>"
+        ).encode(),
+        content_type="application/xml",
+    )
     for path in ("/guide/cdata/", "/guide/retired/", "/guide/search/?lang=en&page=2&q=1"):
         site.html(path, path, f"<h1>{path}</h1><p>A page only the sitemap names: {path}.</p>")
     app = make_app(web_kb(site, keep_query=["q", "lang", "page"]))
@@ -398,8 +479,10 @@ def test_a_sitemap_is_read_as_xml_means_it_and_its_entities_are_never_expanded(s
 
 def test_check_lists_the_pages_a_sync_would_index_without_indexing(site, tmp_path):
     path = tmp_path / "kb.toml"
-    path.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
-                    f'urls = ["{site.url}/guide/"]\n', encoding="utf-8")
+    path.write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\nurls = ["{site.url}/guide/"]\n',
+        encoding="utf-8",
+    )
     result = CliRunner().invoke(cli.main, ["check", "-c", str(path)])
     assert result.exit_code == 0, result.output
     assert "docs (tool search_docs): 5 files" in result.output and f"{site.url}/guide/query-params/" in result.output
@@ -425,9 +508,14 @@ def test_a_site_that_suddenly_loses_most_pages_is_refused_as_a_mass_deletion(sit
 
 # ---- hostile servers: one page's failure is that page's alone ---------------------------------
 
-BAD_LOCATIONS = {"js": "javascript:alert(1)", "mail": "mailto:someone@example.com", "ipv6": "http://[::1",
-                 "space": "http://exa mple.com/guide/", "port": "http://127.0.0.1:99999/guide/",
-                 "data": "data:text/html,<h1>hi</h1>"}
+BAD_LOCATIONS = {
+    "js": "javascript:alert(1)",
+    "mail": "mailto:someone@example.com",
+    "ipv6": "http://[::1",
+    "space": "http://exa mple.com/guide/",
+    "port": "http://127.0.0.1:99999/guide/",
+    "data": "data:text/html,<h1>hi</h1>",
+}
 
 
 def test_bad_redirects_links_and_headers_fail_their_page_and_the_rest_is_indexed(site, make_app):
@@ -435,9 +523,16 @@ def test_bad_redirects_links_and_headers_fail_their_page_and_the_rest_is_indexed
         site.pages[f"/guide/r-{name}/"] = Page(b"", status=302, location=location)
     site.pages["/guide/bad-length/"] = Page(b"<html><body><p>x</p></body></html>", headers={"Content-Length": "abc"})
     site.pages["/guide/no-location/"] = Page(b"", status=302)
-    links = "".join(f'<a href="/guide/r-{name}/">{name}</a> ' for name in BAD_LOCATIONS) + '<a href="/guide/no-location/">x</a>'
-    site.html("/guide/", "Introduction", f"<h1>Introduction</h1><p>Odd links: {links} <a href='http://[oops/'>v6</a>"
-              f" <a href='/guide/bad-length/'>length</a> <a href='/guide/install/'>install</a></p>")
+    links = (
+        "".join(f'<a href="/guide/r-{name}/">{name}</a> ' for name in BAD_LOCATIONS)
+        + '<a href="/guide/no-location/">x</a>'
+    )
+    site.html(
+        "/guide/",
+        "Introduction",
+        f"<h1>Introduction</h1><p>Odd links: {links} <a href='http://[oops/'>v6</a>"
+        f" <a href='/guide/bad-length/'>length</a> <a href='/guide/install/'>install</a></p>",
+    )
     app = make_app(web_kb(site))
     report = app.sync(SyncRequest(kb="docs"))[0]
 
@@ -455,8 +550,11 @@ def test_a_server_dripping_its_answer_is_cut_at_the_page_timeout(site, make_app,
     padding = {"X-Padding": "p" * 2000} if drip == "headers" else {}
     body = b"<html><body><p>" + b"d" * (2000 if drip == "body" else 10) + b"</p></body></html>"
     site.pages["/guide/drip/"] = page = Page(body, drip=drip, headers=padding)
-    site.html("/guide/", "Introduction", "<h1>Introduction</h1><p>See <a href='/guide/drip/'>slow</a> and "
-                                          "<a href='/guide/install/'>install</a>.</p>")
+    site.html(
+        "/guide/",
+        "Introduction",
+        "<h1>Introduction</h1><p>See <a href='/guide/drip/'>slow</a> and <a href='/guide/install/'>install</a>.</p>",
+    )
     app = make_app(web_kb(site, timeout=1, sitemap="off"))
     report = app.sync(SyncRequest(kb="docs"))[0]
     reasons = {s.path.removeprefix(site.url): s.reason for s in report.skipped + report.failures}
@@ -467,22 +565,42 @@ def test_a_server_dripping_its_answer_is_cut_at_the_page_timeout(site, make_app,
 
 def test_declared_charsets_are_honoured(site, make_app):
     russian = "<h1>Установка</h1><p>Установите пакет командой pip в виртуальном окружении.</p>"
-    site.pages["/guide/ru/"] = Page(f'<html><head><meta charset="windows-1251"></head><body>{russian}</body></html>'
-                                    .encode("cp1251"), content_type="text/html; charset=windows-1251")
+    site.pages["/guide/ru/"] = Page(
+        f'<html><head><meta charset="windows-1251"></head><body>{russian}</body></html>'.encode("cp1251"),
+        content_type="text/html; charset=windows-1251",
+    )
     site.pages["/guide/ru-meta/"] = Page(
         '<html><head><meta http-equiv="Content-Type" content="text/html; charset=koi8-r"></head><body>'
         "<h1>Настройка</h1><p>Настройка сервера описана здесь подробно.</p></body></html>".encode("koi8_r"),
-        content_type="text/html")
-    site.pages["/guide/ja.txt"] = Page("設定ファイルの書き方を説明します。".encode("shift_jis"),
-                                       content_type="text/plain; charset=Shift_JIS")
-    site.html("/guide/", "Introduction", "<h1>Introduction</h1><p><a href='/guide/ru/'>ru</a> "
-                                          "<a href='/guide/ru-meta/'>ru</a> <a href='/guide/ja.txt'>ja</a></p>")
+        content_type="text/html",
+    )
+    site.pages["/guide/ja.txt"] = Page(
+        "設定ファイルの書き方を説明します。".encode("shift_jis"), content_type="text/plain; charset=Shift_JIS"
+    )
+    site.html(
+        "/guide/",
+        "Introduction",
+        "<h1>Introduction</h1><p><a href='/guide/ru/'>ru</a> "
+        "<a href='/guide/ru-meta/'>ru</a> <a href='/guide/ja.txt'>ja</a></p>",
+    )
     app = make_app(web_kb(site))
     report = app.sync(SyncRequest(kb="docs"))[0]
     assert not [f for f in report.failures if "/guide/ru" in f.path or "ja.txt" in f.path], report.failures
-    assert app.search("docs", SearchRequest(query="Установите пакет", top_k=1, mode="keyword")).hits[0].source.endswith("/guide/ru/")
-    assert app.search("docs", SearchRequest(query="Настройка сервера", top_k=1, mode="keyword")).hits[0].source.endswith("/guide/ru-meta/")
-    assert app.search("docs", SearchRequest(query="設定ファイル", top_k=1, mode="keyword")).hits[0].source.endswith("/guide/ja.txt")
+    assert (
+        app.search("docs", SearchRequest(query="Установите пакет", top_k=1, mode="keyword"))
+        .hits[0]
+        .source.endswith("/guide/ru/")
+    )
+    assert (
+        app.search("docs", SearchRequest(query="Настройка сервера", top_k=1, mode="keyword"))
+        .hits[0]
+        .source.endswith("/guide/ru-meta/")
+    )
+    assert (
+        app.search("docs", SearchRequest(query="設定ファイル", top_k=1, mode="keyword"))
+        .hits[0]
+        .source.endswith("/guide/ja.txt")
+    )
 
 
 def test_a_header_secret_with_a_control_character_is_refused_naming_the_variable(site, make_app, monkeypatch):
@@ -495,12 +613,13 @@ def test_a_header_secret_with_a_control_character_is_refused_naming_the_variable
     monkeypatch.setenv("WIKI_TOKEN", "s3cr3t-wiki-token\n")
     with pytest.raises(ConfigError, match="WIKI_TOKEN") as refused:
         app.sync(SyncRequest(kb="docs"))
-    assert "s3cr3t" not in str(refused.value) and "s3cr3t" not in json.dumps([status.as_dict() for status in app.status("docs")])
+    assert "s3cr3t" not in str(refused.value) and "s3cr3t" not in json.dumps(
+        [status.as_dict() for status in app.status("docs")]
+    )
     assert site.requests == []
 
 
-def test_http_library_errors_never_carry_request_headers_into_reports_or_state(site, make_app, monkeypatch,
-                                                                              tmp_path):
+def test_http_library_errors_never_carry_request_headers_into_reports_or_state(site, make_app, monkeypatch, tmp_path):
     monkeypatch.setenv("WIKI_TOKEN", "s3cr3t-wiki-token")
     app = make_app(web_kb(site, headers={"Authorization": "Bearer ${WIKI_TOKEN}"}))
     app.sync(SyncRequest(kb="docs"))
@@ -514,7 +633,9 @@ def test_http_library_errors_never_carry_request_headers_into_reports_or_state(s
     monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", failing)
     report = app.sync(SyncRequest(kb="docs"))[0]
     assert any(f.path.endswith("/guide/install/") and "LocalProtocolError" in f.reason for f in report.failures)
-    assert "s3cr3t" not in json.dumps(report.as_dict()) and "s3cr3t" not in json.dumps([status.as_dict() for status in app.status("docs")])
+    assert "s3cr3t" not in json.dumps(report.as_dict()) and "s3cr3t" not in json.dumps(
+        [status.as_dict() for status in app.status("docs")]
+    )
     stored = b"".join(p.read_bytes() for p in (tmp_path / "index").rglob("*") if p.is_file())
     assert b"s3cr3t" not in stored
 

@@ -46,10 +46,13 @@ def _folder(tmp_path: Path, *hostile: str) -> Path:
 
 
 def test_files_that_hang_crash_or_need_too_much_memory_fail_alone_and_the_rest_is_indexed(
-        registered, make_app, tmp_path):
+    registered, make_app, tmp_path
+):
     docs = _folder(tmp_path, "stuck.hang", "broken.crash", "greedy.hog")
-    app = make_app({"name": "docs", "description": "d", "paths": [str(docs)]},
-                   sync={"workers": 2, "file_seconds": 1, "file_memory_mb": 256})
+    app = make_app(
+        {"name": "docs", "description": "d", "paths": [str(docs)]},
+        sync={"workers": 2, "file_seconds": 1, "file_memory_mb": 256},
+    )
     report = app.sync()[0]
     reasons = {f.path: f.reason for f in report.failures}
     assert reasons["stuck.hang"].startswith("parsing took longer than 1 s, the limit per file")
@@ -60,19 +63,22 @@ def test_files_that_hang_crash_or_need_too_much_memory_fail_alone_and_the_rest_i
 
 
 def test_a_worker_killed_from_outside_does_not_blame_its_file_and_the_next_sync_indexes_it(
-        registered, make_app, tmp_path):
+    registered, make_app, tmp_path
+):
     docs = _folder(tmp_path, "victim.hang_once")
     app = make_app({"name": "docs", "description": "d", "paths": [str(docs)]}, sync={"workers": 1})
     reports = []
     sync = threading.Thread(target=lambda: reports.extend(app.sync()))
     sync.start()
     marker = tmp_path / "markers" / "victim.hang_once.pid"
-    os.kill(int(until(lambda: marker.is_file() and marker.read_text(), what="the worker reaching the file")),
-            signal.SIGKILL)  # as the out-of-memory killer would
+    os.kill(
+        int(until(lambda: marker.is_file() and marker.read_text(), what="the worker reaching the file")), signal.SIGKILL
+    )  # as the out-of-memory killer would
     sync.join()
     assert {f.path: f.reason for f in reports[0].failures} == {
         "victim.hang_once": "the parsing process was killed (SIGKILL) while on this file; it is parsed again at the "
-                            "next sync"}
+        "next sync"
+    }
     assert reports[0].chunks_total == GOOD_FILES and not app.status("docs")[0].failed
     again = app.sync()[0]
     assert (again.files_added, again.files_failed, again.chunks_total) == (1, 0, GOOD_FILES + 1)
@@ -96,7 +102,8 @@ def test_a_file_making_more_chunks_than_one_file_may_fails_with_the_count(make_a
     report = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]}).sync()[0]
     assert {f.path: f.reason for f in report.failures} == {
         "faq.jsonl": f"makes {MAX_CHUNKS + 1:,} chunks, over the {MAX_CHUNKS:,} limit per file; split the file (or "
-                     f"raise [kb.chunking] max_tokens) to index it"}
+        f"raise [kb.chunking] max_tokens) to index it"
+    }
     assert report.chunks_total == 1
 
 
@@ -104,8 +111,10 @@ def test_a_parser_that_cannot_be_sent_to_a_worker_is_named_before_anything_is_pa
     parsers.register([".local"], lambda path, doc_id: None)
     write(tmp_path / "docs" / "a.md", "# A\n\ntext\n")
     app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
-    with pytest.raises(KBError, match="a registered parser cannot be sent to the parsing processes .*define it at "
-                                      "the top level of a module"):
+    with pytest.raises(
+        KBError,
+        match="a registered parser cannot be sent to the parsing processes .*define it at the top level of a module",
+    ):
         app.sync()
 
 
@@ -121,27 +130,35 @@ main()
 
 
 def test_a_sync_killed_while_a_worker_is_stuck_leaves_no_worker_behind_and_the_next_sync_completes(
-        registered, tmp_path):
+    registered, tmp_path
+):
     docs = _folder(tmp_path, "stuck.hang")
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[sync]\nworkers = 1\nfile_seconds = 1\n'
-                      f'[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{docs}"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[sync]\nworkers = 1\nfile_seconds = 1\n'
+        f'[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{docs}"]\n',
+        encoding="utf-8",
+    )
     tests = str(Path(hostile_parsers.__file__).parent)
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
-    sync = subprocess.Popen([sys.executable, "-c", _SYNC, str(config)], env=environment,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sync = subprocess.Popen(
+        [sys.executable, "-c", _SYNC, str(config)],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     marker = tmp_path / "markers" / "stuck.hang.pid"
     worker = int(until(lambda: marker.is_file() and marker.read_text(), what="the worker reaching the file"))
     sync.send_signal(signal.SIGKILL)
     sync.wait()
     until(lambda: not process_running(worker), seconds=30, what="the orphaned worker ending")
     marker.unlink()
-    finished = subprocess.run([sys.executable, "-c", _SYNC, str(config)], env=environment, capture_output=True,
-                              text=True, timeout=120)
+    finished = subprocess.run(
+        [sys.executable, "-c", _SYNC, str(config)], env=environment, capture_output=True, text=True, timeout=120
+    )
     assert finished.returncode == 3, finished.stderr  # 3: a file failed (the stuck one)
     assert f"docs: {GOOD_FILES} added, 0 changed, 0 deleted, 0 unchanged, 1 failed" in finished.stdout
     assert "failed stuck.hang: parsing took longer than 1 s" in finished.stdout
-
 
 
 def test_a_frame_that_lies_about_its_size_costs_only_what_is_sent():
@@ -156,8 +173,9 @@ def test_a_frame_that_lies_about_its_size_costs_only_what_is_sent():
     assert _read(io.BytesIO((4).to_bytes(8, "big") + b"tiny")) == b"tiny"
 
 
-def test_a_broken_tokenizer_fails_the_sync_with_its_reason_not_each_file_in_a_worker(make_config, embedder, tmp_path,
-                                                                                     model_folder, monkeypatch):
+def test_a_broken_tokenizer_fails_the_sync_with_its_reason_not_each_file_in_a_worker(
+    make_config, embedder, tmp_path, model_folder, monkeypatch
+):
     from mcp_kb.app import App
     from mcp_kb.errors import ModelError
 
@@ -167,9 +185,13 @@ def test_a_broken_tokenizer_fails_the_sync_with_its_reason_not_each_file_in_a_wo
     (broken / "tokenizer.json").write_text('{"truncated": ')
     monkeypatch.delenv("MCP_KB_EMBEDDING_MODEL_PATH", raising=False)
     docs = _folder(tmp_path)
-    config = make_config({"name": "docs", "description": "d", "paths": [str(docs)]},
-                         embedding={"model": embedder.identity.name, "model_path": str(broken)})
+    config = make_config(
+        {"name": "docs", "description": "d", "paths": [str(docs)]},
+        embedding={"model": embedder.identity.name, "model_path": str(broken)},
+    )
     app = App(config, embedder=embedder)  # the real model embeds; the tokenizer that measures chunks is broken
     with pytest.raises(ModelError, match=f"cannot read the tokenizer in {broken}"):
         app.sync()
-    assert app.status("docs")[0].last_error.startswith("cannot read the tokenizer in <model folder>")  # for every caller
+    assert app.status("docs")[0].last_error.startswith(
+        "cannot read the tokenizer in <model folder>"
+    )  # for every caller

@@ -27,8 +27,11 @@ def test_the_handshake_advertises_changing_tools_and_subscriptions():
 async def test_subscribe_and_unsubscribe_requests_have_handlers_that_track_sessions():
     server = MCPServer(name="t")
     told: list[tuple[str, object, str]] = []
-    support_2025_clients(server, lambda session, uri: told.append(("subscribe", session, uri)),
-                         lambda session, uri: told.append(("unsubscribe", session, uri)))
+    support_2025_clients(
+        server,
+        lambda session, uri: told.append(("subscribe", session, uri)),
+        lambda session, uri: told.append(("unsubscribe", session, uri)),
+    )
     lowlevel = server._lowlevel_server
     session = object()
     context = SimpleNamespace(session=session)

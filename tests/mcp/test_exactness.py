@@ -118,8 +118,12 @@ class Cart:
         return sum(item.price for item in self.items)
 '''
 # A file read in parts (a read's smallest budget is 200 tokens), with blank lines at its end.
-LONG = "".join(f"def step_{n}(state):\n    \"\"\"Step {n} of the pipeline.\"\"\"\n    return state + {n}\n\n\n"
-               for n in range(40)) + "\n\n"
+LONG = (
+    "".join(
+        f'def step_{n}(state):\n    """Step {n} of the pipeline."""\n    return state + {n}\n\n\n' for n in range(40)
+    )
+    + "\n\n"
+)
 # question, file, symbol cited, the line its definition starts with
 CODE_QUESTIONS = [
     ("rename a user", "users.py", "UserStore › rename", "    def rename(self, old, new):"),
@@ -137,16 +141,21 @@ def config(tmp_path):
     write(tmp_path / "code" / "orders.py", ORDERS)
     write(tmp_path / "code" / "long.py", LONG)
     path = tmp_path / "kb.toml"
-    path.write_text(f'storage = "{tmp_path / "index"}"\n'
-                    f'[[kb]]\nname = "handbook"\ndescription = "Company rules"\npaths = ["{tmp_path / "handbook"}"]\n'
-                    f'[[kb]]\nname = "code"\ndescription = "The shop\'s code"\npaths = ["{tmp_path / "code"}"]\n',
-                    encoding="utf-8")
+    path.write_text(
+        f'storage = "{tmp_path / "index"}"\n'
+        f'[[kb]]\nname = "handbook"\ndescription = "Company rules"\npaths = ["{tmp_path / "handbook"}"]\n'
+        f'[[kb]]\nname = "code"\ndescription = "The shop\'s code"\npaths = ["{tmp_path / "code"}"]\n',
+        encoding="utf-8",
+    )
     return path
 
 
 def _stdio(config):
-    return Client(StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)],
-                                        env=os.environ.copy()))
+    return Client(
+        StdioServerParameters(
+            command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy()
+        )
+    )
 
 
 async def _sync(client):
@@ -198,8 +207,10 @@ async def test_a_method_is_cited_by_its_class_with_the_files_own_lines_and_a_cod
             first, last = top["line_start"], top["line_end"]
             assert lines[first - 1] == definition, question  # the hit's lines are the file's
             read = await _read(client, kb="code", path=document, lines=f"{first}-{last}")
-            assert read["text"] == "\n".join(lines[first - 1:last]) and (read["line_start"], read["line_end"]) == (
-                first, last)
+            assert read["text"] == "\n".join(lines[first - 1 : last]) and (read["line_start"], read["line_end"]) == (
+                first,
+                last,
+            )
             assert read["note"] == ""  # nothing to say: these are the file's own lines
             assert top["text"] in sources[document]  # the file's own lines, adjacent symbols as they stand
         for document, source in sources.items():
@@ -208,20 +219,29 @@ async def test_a_method_is_cited_by_its_class_with_the_files_own_lines_and_a_cod
             in_parts, count = await _read_whole(client, "code", document)
             assert in_parts == source and (count > 1 or document != "long.py")
         outline = await client.call_tool("list_documents", {"kb": "code", "path": "orders.py", "outline": True})
-        entries = {entry["heading"]: (entry["line_start"], entry["line_end"])
-                   for entry in outline.structured_content["outline"]}
+        entries = {
+            entry["heading"]: (entry["line_start"], entry["line_end"])
+            for entry in outline.structured_content["outline"]
+        }
         assert entries["Invoice › tax"] == (14, 16) and entries["Cart"] == (19, 28)
 
 
 async def test_a_search_answer_holds_at_most_max_tokens_of_text_citations_included(config, tmp_path, tokenizer):
     deep = tmp_path / "handbook" / "/".join(f"department-of-{n}-affairs" for n in range(12))
-    write(deep / "rules.md", "# Rules\n\n" + "\n\n".join(
-        f"### Rule {n} of the very long handbook section about leave\n\nLeave rule {n} says apply in the HR portal "
-        f"two weeks ahead, and {n} more words on leave." for n in range(40)))
+    write(
+        deep / "rules.md",
+        "# Rules\n\n"
+        + "\n\n".join(
+            f"### Rule {n} of the very long handbook section about leave\n\nLeave rule {n} says apply in the HR portal "
+            f"two weeks ahead, and {n} more words on leave."
+            for n in range(40)
+        ),
+    )
     async with _stdio(config) as client:
         await _sync(client)
         for budget in (100, 150, 300, 600):
-            result = await client.call_tool("search_handbook", {"query": "apply for leave", "top_k": 10,
-                                                                "max_tokens": budget})
+            result = await client.call_tool(
+                "search_handbook", {"query": "apply for leave", "top_k": 10, "max_tokens": budget}
+            )
             [text] = [item.text for item in result.content if item.type == "text"]
             assert tokenizer.count([text])[0] <= budget, text

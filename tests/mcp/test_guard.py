@@ -34,18 +34,38 @@ _JSON = {"Accept": "application/json, text/event-stream", "Content-Type": "appli
 
 def _config(base, issuer_url, extra=""):
     storage = base / "index"
-    lines = [f'storage = "{storage}"',
-             "[server]", 'audit_log = "audit.jsonl"', 'search_tools = "both"', *extra.splitlines(),
-             "[[server.tokens]]", 'name = "hr"', 'secret_env = "HR_TOKEN"', 'kbs = ["policy_docs"]',
-             "[[server.tokens]]", 'name = "dev"', f'secret_sha256 = "{_sha(SECRETS["dev"])}"', 'kbs = ["api_*"]',
-             "sync = true",
-             "[[server.tokens]]", 'name = "limited"', 'secret_env = "LIMITED_TOKEN"', 'kbs = ["api_docs"]',
-             "requests_per_minute = 2",
-             "[server.oauth]", f'issuer = "{issuer_url}"', f'audience = "{AUDIENCE}"',
-             "[[kb]]", 'name = "policy_docs"', 'description = "HR policies: leave, travel"',
-             f'paths = ["{base / "policies"}"]',
-             "[[kb]]", 'name = "api_docs"', 'description = "API reference for developers"',
-             f'paths = ["{base / "api"}"]']
+    lines = [
+        f'storage = "{storage}"',
+        "[server]",
+        'audit_log = "audit.jsonl"',
+        'search_tools = "both"',
+        *extra.splitlines(),
+        "[[server.tokens]]",
+        'name = "hr"',
+        'secret_env = "HR_TOKEN"',
+        'kbs = ["policy_docs"]',
+        "[[server.tokens]]",
+        'name = "dev"',
+        f'secret_sha256 = "{_sha(SECRETS["dev"])}"',
+        'kbs = ["api_*"]',
+        "sync = true",
+        "[[server.tokens]]",
+        'name = "limited"',
+        'secret_env = "LIMITED_TOKEN"',
+        'kbs = ["api_docs"]',
+        "requests_per_minute = 2",
+        "[server.oauth]",
+        f'issuer = "{issuer_url}"',
+        f'audience = "{AUDIENCE}"',
+        "[[kb]]",
+        'name = "policy_docs"',
+        'description = "HR policies: leave, travel"',
+        f'paths = ["{base / "policies"}"]',
+        "[[kb]]",
+        'name = "api_docs"',
+        'description = "API reference for developers"',
+        f'paths = ["{base / "api"}"]',
+    ]
     path = base / "kb.toml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -56,8 +76,11 @@ def _sha(secret: str) -> str:
 
 
 def _env():
-    return {**{k: v for k, v in os.environ.items() if k != "MCP_KB_TOKEN"},
-            "HR_TOKEN": SECRETS["hr"], "LIMITED_TOKEN": SECRETS["limited"]}
+    return {
+        **{k: v for k, v in os.environ.items() if k != "MCP_KB_TOKEN"},
+        "HR_TOKEN": SECRETS["hr"],
+        "LIMITED_TOKEN": SECRETS["limited"],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +139,13 @@ async def test_two_scoped_tokens_see_disjoint_tools_and_only_their_kbs(team):
         dev_tools, dev_kbs = await _visible(dev)
         dev_instructions = dev.instructions
     assert [t.name for t in hr_tools] == ["search_policy_docs", *DOCUMENT_TOOLS] and hr_kbs == ["policy_docs"]
-    assert sorted(t.name for t in dev_tools) == ["list_documents", "read_document", "search_api_docs",
-                                                 "search_knowledge_bases", "sync_knowledge_base"]
+    assert sorted(t.name for t in dev_tools) == [
+        "list_documents",
+        "read_document",
+        "search_api_docs",
+        "search_knowledge_bases",
+        "sync_knowledge_base",
+    ]
     assert dev_kbs == ["api_docs"]
     hr_text = json.dumps([t.model_dump(mode="json") for t in hr_tools]) + hr_instructions
     dev_text = json.dumps([t.model_dump(mode="json") for t in dev_tools]) + dev_instructions
@@ -128,15 +156,18 @@ async def test_two_scoped_tokens_see_disjoint_tools_and_only_their_kbs(team):
 async def test_another_tokens_kb_answers_exactly_like_a_kb_that_does_not_exist(team):
     url, _, _ = team
     async with _session(url, SECRETS["hr"]) as hr:
-        for hidden, absent in [("kb://api_docs/status", "kb://nosuch/status"),
-                               ("kb://api_docs/metrics", "kb://nosuch/metrics"),
-                               ("kb://api_docs/documents/users.md", "kb://nosuch/documents/users.md"),
-                               ("kb://api%5Fdocs/status", "kb://nosuch/status"),
-                               ("kb://api_docs/documents/users%2Emd", "kb://nosuch/documents/users%2Emd")]:
+        for hidden, absent in [
+            ("kb://api_docs/status", "kb://nosuch/status"),
+            ("kb://api_docs/metrics", "kb://nosuch/metrics"),
+            ("kb://api_docs/documents/users.md", "kb://nosuch/documents/users.md"),
+            ("kb://api%5Fdocs/status", "kb://nosuch/status"),
+            ("kb://api_docs/documents/users%2Emd", "kb://nosuch/documents/users%2Emd"),
+        ]:
             hidden_error = await _read_error(hr, hidden)
             absent_error = await _read_error(hr, absent)
-            assert hidden_error.replace("api%5Fdocs", "api_docs").replace("api_docs", "X") == \
-                absent_error.replace("nosuch", "X"), hidden
+            assert hidden_error.replace("api%5Fdocs", "api_docs").replace("api_docs", "X") == absent_error.replace(
+                "nosuch", "X"
+            ), hidden
             assert "policy_docs" in absent_error  # it names what the caller may see, and only that
         with pytest.raises(MCPError) as hidden_prompt:
             await hr.get_prompt("answer_with_citations", {"question": "q", "kb": "api_docs"})
@@ -151,19 +182,24 @@ async def test_reading_listing_and_searching_across_answer_for_a_hidden_kb_as_fo
     url, _, _ = team
     async with _session(url, SECRETS["hr"]) as hr:
         tools = {tool.name: tool for tool in (await hr.list_tools()).tools}
-        assert [tools[name].input_schema["properties"]["kb"]["enum"] for name in ("read_document", "list_documents")] \
-            == [["policy_docs"], ["policy_docs"]]
+        assert [
+            tools[name].input_schema["properties"]["kb"]["enum"] for name in ("read_document", "list_documents")
+        ] == [["policy_docs"], ["policy_docs"]]
         assert "api" not in json.dumps([tools[name].model_dump(mode="json") for name in DOCUMENT_TOOLS])
-        for tool, arguments in [("read_document", {"path": "users.md"}), ("list_documents", {}),
-                                ("list_documents", {"path": "users.md", "outline": True}),
-                                ("read_document", {"path": "users.md", "as_of": "1"}),  # no history of it either
-                                ("list_documents", {"as_of": "nosuch-tag"}),
-                                ("search_knowledge_bases", {"query": "E5021"})]:
+        for tool, arguments in [
+            ("read_document", {"path": "users.md"}),
+            ("list_documents", {}),
+            ("list_documents", {"path": "users.md", "outline": True}),
+            ("read_document", {"path": "users.md", "as_of": "1"}),  # no history of it either
+            ("list_documents", {"as_of": "nosuch-tag"}),
+            ("search_knowledge_bases", {"query": "E5021"}),
+        ]:
             named = "kbs" if tool == "search_knowledge_bases" else "kb"
             hidden = await hr.call_tool(tool, {**arguments, named: ["api_docs"] if named == "kbs" else "api_docs"})
             absent = await hr.call_tool(tool, {**arguments, named: ["nosuch"] if named == "kbs" else "nosuch"})
-            assert hidden.is_error and hidden.content[0].text.replace("api_docs", "X") == \
-                absent.content[0].text.replace("nosuch", "X"), tool
+            assert hidden.is_error and hidden.content[0].text.replace("api_docs", "X") == absent.content[
+                0
+            ].text.replace("nosuch", "X"), tool
             assert "policy_docs" in absent.content[0].text  # it names what the caller may see, and only that
         everything = await hr.call_tool("search_knowledge_bases", {"query": "E5021 token expired getUserInfo"})
     assert {hit["kb"] for hit in everything.structured_content["results"]} <= {"policy_docs"}
@@ -191,16 +227,18 @@ async def test_a_callers_sync_task_reads_as_unknown_to_every_other_caller(team):
         async with _session(url, SECRETS["hr"], extensions=[Tasks()]) as hr:
             hidden = await hr.session.call_tool(SYNC_TOOL, {"kb": "api_docs"}, allow_claimed=True)
             absent = await hr.session.call_tool("sync_nothing", {"kb": "api_docs"}, allow_claimed=True)
-            assert hidden.is_error and hidden.content[0].text.replace(SYNC_TOOL, "X") == \
-                absent.content[0].text.replace("sync_nothing", "X")  # no task: a tool hr cannot see
+            assert hidden.is_error and hidden.content[0].text.replace(SYNC_TOOL, "X") == absent.content[0].text.replace(
+                "sync_nothing", "X"
+            )  # no task: a tool hr cannot see
             for method in ("tasks/get", "tasks/cancel", "tasks/update"):
                 with pytest.raises(MCPError) as others:
                     await ask(hr.session, method, created.task_id)
                 with pytest.raises(MCPError) as unknown:
                     await ask(hr.session, method, "no-such-task")
                 assert others.value.error.code == unknown.value.error.code
-                assert others.value.error.message.replace(created.task_id, "X") == \
-                    unknown.value.error.message.replace("no-such-task", "X")
+                assert others.value.error.message.replace(created.task_id, "X") == unknown.value.error.message.replace(
+                    "no-such-task", "X"
+                )
         ended = await until_ended(dev.session, created.task_id)  # hr's cancel reached nothing
     assert ended.status == "completed" and not ended.result["isError"]
 
@@ -245,8 +283,14 @@ async def test_an_oauth_user_is_pointed_at_the_issuer_and_signs_in_with_its_toke
         metadata_url = challenge.split('resource_metadata="')[1].split('"')[0]
         assert metadata_url == "https://kb.example.test/.well-known/oauth-protected-resource/mcp"
         metadata = (await http.get(url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp"))).json()
-        expired = await http.post(url, json=_PING, headers={**_JSON, "Authorization":
-                                  f"Bearer {issuer.token(AUDIENCE, lifetime=-300, scope='kb:api_docs:search')}"})
+        expired = await http.post(
+            url,
+            json=_PING,
+            headers={
+                **_JSON,
+                "Authorization": f"Bearer {issuer.token(AUDIENCE, lifetime=-300, scope='kb:api_docs:search')}",
+            },
+        )
     assert anonymous.status_code == 401 and challenge.startswith("Bearer ")
     assert metadata["resource"] == AUDIENCE and metadata["authorization_servers"] == [issuer.url]
     assert "policy_docs" not in json.dumps(metadata)  # public metadata names no KB
@@ -325,8 +369,9 @@ async def test_the_audit_trail_says_who_did_what_and_holds_no_secret(team, issue
     assert ("api_docs", "read kb://api_docs/metrics", False, False) in dev_lines
     assert ("policy_docs", "read kb://policy_docs/status", False, True) in dev_lines
     assert any(e["who"] == "dana" and e["kb"] == "policy_docs" and e["results"] for e in lines)
-    assert all(set(e) <= {"time", "who", "kind", "issuer", "kb", "action", "latency_ms", "results", "error"}
-               for e in lines)
+    assert all(
+        set(e) <= {"time", "who", "kind", "issuer", "kb", "action", "latency_ms", "results", "error"} for e in lines
+    )
     assert {(e["who"], e["kind"]) for e in lines} >= {("dev", "token"), ("dana", "oauth")}
     everything_written = (base / "audit.jsonl").read_text() + log() + "".join(shown)
     for secret in [*SECRETS.values(), token, "wrong-secret-5e1d", token.split(".")[2]]:
@@ -342,11 +387,17 @@ async def test_an_oauth_subject_named_like_the_owner_or_a_token_is_neither(team,
 
     _, base, _ = team
     config = tmp_path / "kb.toml"
-    config.write_text((base / "kb.toml").read_text().replace(
-        f'audience = "{AUDIENCE}"', f'audience = "{AUDIENCE}"\nrequests_per_minute = 10').replace(
-        'audit_log = "audit.jsonl"', f'audit_log = "{tmp_path / "audit.jsonl"}"'))
+    config.write_text(
+        (base / "kb.toml")
+        .read_text()
+        .replace(f'audience = "{AUDIENCE}"', f'audience = "{AUDIENCE}"\nrequests_per_minute = 10')
+        .replace('audit_log = "audit.jsonl"', f'audit_log = "{tmp_path / "audit.jsonl"}"')
+    )
     token_limited = {**_JSON, "Authorization": f"Bearer {SECRETS['limited']}"}
-    subject_limited = {**_JSON, "Authorization": f"Bearer {issuer.token(AUDIENCE, subject='limited', scope='kb:api_docs:search')}"}
+    subject_limited = {
+        **_JSON,
+        "Authorization": f"Bearer {issuer.token(AUDIENCE, subject='limited', scope='kb:api_docs:search')}",
+    }
     with serve_http(config, "--transport", "http", env=_env()) as (port, _log):
         url = f"http://127.0.0.1:{port}/mcp"
         async with httpx.AsyncClient(timeout=60) as http:
@@ -358,8 +409,13 @@ async def test_an_oauth_subject_named_like_the_owner_or_a_token_is_neither(team,
     lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     named_owner = [line for line in lines if line["who"] == "owner"]
     assert named_owner and all(line["kind"] == "oauth" and line["issuer"] == issuer.url for line in named_owner)
-    stats = subprocess.run([sys.executable, "-m", "mcp_kb", "stats", "--callers", "-c", str(config)],
-                           capture_output=True, text=True, env=_env(), check=True).stdout
+    stats = subprocess.run(
+        [sys.executable, "-m", "mcp_kb", "stats", "--callers", "-c", str(config)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        check=True,
+    ).stdout
     assert f"owner (OAuth {issuer.url}): " in stats and "\nowner: " not in "\n" + stats
 
 
@@ -374,8 +430,13 @@ async def test_a_uri_naming_no_kb_is_audited_as_unknown_and_printed_escaped(team
     lines = [json.loads(line) for line in (base / "audit.jsonl").read_text().split("\n") if line]
     assert any(line["kb"] == "?" and line["action"] == f"read {forged}" for line in lines)
     assert not any("owner: 999" in line["kb"] for line in lines)
-    stats = subprocess.run([sys.executable, "-m", "mcp_kb", "stats", "--callers", "-c", str(base / "kb.toml")],
-                           capture_output=True, text=True, env=_env(), check=True).stdout
+    stats = subprocess.run(
+        [sys.executable, "-m", "mcp_kb", "stats", "--callers", "-c", str(base / "kb.toml")],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        check=True,
+    ).stdout
     assert "\x1b" not in stats and not any(line.startswith("owner: 999") for line in stats.splitlines())
 
 
@@ -386,9 +447,14 @@ async def test_an_audit_trail_that_cannot_be_written(team, tmp_path, required):
     _, base, _ = team
     (tmp_path / "blocked").write_text("a file where the trail's folder should be")
     config = tmp_path / "kb.toml"
-    config.write_text((base / "kb.toml").read_text().replace(
-        'audit_log = "audit.jsonl"', f'audit_log = "{tmp_path / "blocked" / "audit.jsonl"}"\n'
-                                     f'audit_required = {str(required).lower()}'))
+    config.write_text(
+        (base / "kb.toml")
+        .read_text()
+        .replace(
+            'audit_log = "audit.jsonl"',
+            f'audit_log = "{tmp_path / "blocked" / "audit.jsonl"}"\naudit_required = {str(required).lower()}',
+        )
+    )
     with serve_http(config, "--transport", "http", env=_env()) as (port, log):
         async with _session(f"http://127.0.0.1:{port}/mcp", SECRETS["dev"]) as dev:
             result = await dev.call_tool("search_api_docs", {"query": "E5021"}) if not required else None
@@ -434,9 +500,18 @@ async def test_the_mcp_endpoint_never_admits_the_page_cookie(team):
 
 async def test_malformed_authorization_headers_are_refused_not_crashed(team):
     url, _, _ = team
-    values = [b"", b"Bearer", b"Bearer ", b"Basic aHI6aHItc2VjcmV0", f"Token {SECRETS['hr']}".encode(),
-              b"Bearer \xff\xfe", b"Bearer a.b", b"Bearer " + b"x" * 10_000, b"Bearer e30.e30.e30",
-              b"Bearer  " + SECRETS["hr"].encode() + b" extra"]
+    values = [
+        b"",
+        b"Bearer",
+        b"Bearer ",
+        b"Basic aHI6aHItc2VjcmV0",
+        f"Token {SECRETS['hr']}".encode(),
+        b"Bearer \xff\xfe",
+        b"Bearer a.b",
+        b"Bearer " + b"x" * 10_000,
+        b"Bearer e30.e30.e30",
+        b"Bearer  " + SECRETS["hr"].encode() + b" extra",
+    ]
     for value in values:
         assert await _raw_status(url, value) == 401, value[:30]
     assert await _raw_status(url, f"Bearer {SECRETS['hr']}".encode()) != 401
@@ -448,9 +523,11 @@ async def _raw_status(url: str, authorization: bytes) -> int:
 
     address = httpx.URL(url)
     body = json.dumps(_PING).encode()
-    request = (f"POST {address.path} HTTP/1.1\r\nHost: {address.host}:{address.port}\r\n"
-               "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
-               f"Content-Length: {len(body)}\r\nConnection: close\r\n").encode()
+    request = (
+        f"POST {address.path} HTTP/1.1\r\nHost: {address.host}:{address.port}\r\n"
+        "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n"
+    ).encode()
     request += b"Authorization: " + authorization + b"\r\n\r\n" + body
     async with await anyio.connect_tcp(address.host, address.port) as stream:
         await stream.send(request)
@@ -459,6 +536,7 @@ async def _raw_status(url: str, authorization: bytes) -> int:
 
 
 # ---- a hidden KB is an absent KB, by construction --------------------------------------------------
+
 
 @asynccontextmanager
 async def _recorded_session(url, token, mode):
@@ -472,8 +550,9 @@ async def _recorded_session(url, token, mode):
     async def keep(response):
         answers.append(await response.aread())
 
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60,
-                              event_hooks={"response": [keep]})
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {token}"}, timeout=60, event_hooks={"response": [keep]}
+    )
     async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
         yield client, answers
 
@@ -496,13 +575,18 @@ async def test_a_hidden_tool_answers_byte_for_byte_like_a_tool_that_does_not_exi
         await hr.call_tool("search_nosuch", {"query": "E5021"})  # no KB's
         await hr.call_tool("sync_knowledge_base", {})  # hr may not sync
         await hr.call_tool("no_such_sync", {})
-        first = min(json.loads(line.removeprefix("data: ")).get("id") or 0 for body in answers
-                    for line in body.decode().splitlines() if line.removeprefix("data: ").startswith("{"))
+        first = min(
+            json.loads(line.removeprefix("data: ")).get("id") or 0
+            for body in answers
+            for line in body.decode().splitlines()
+            if line.removeprefix("data: ").startswith("{")
+        )
     calls = [_answer_to(answers, first + n) for n in range(1, 5)]  # the ids after the handshake's
     hidden, absent = calls[0].replace("search_api_docs", "NAME"), calls[1].replace("search_nosuch", "NAME")
     assert hidden.replace(f'"id":{first + 1}', "") == absent.replace(f'"id":{first + 2}', "")
-    assert calls[2].replace("sync_knowledge_base", "NAME").replace(f'"id":{first + 3}', "") == \
-        calls[3].replace("no_such_sync", "NAME").replace(f'"id":{first + 4}', "")
+    assert calls[2].replace("sync_knowledge_base", "NAME").replace(f'"id":{first + 3}', "") == calls[3].replace(
+        "no_such_sync", "NAME"
+    ).replace(f'"id":{first + 4}', "")
 
 
 def _two_syncing_teams(base, embedder):
@@ -513,14 +597,34 @@ def _two_syncing_teams(base, embedder):
     write(base / "policies" / "leave.md", LEAVE)
     write(base / "api" / "users.md", USERS)
     config = base / "kb.toml"
-    config.write_text("\n".join([
-        f'storage = "{base / "index"}"', "[server]",
-        "[[server.tokens]]", 'name = "hr"', 'secret_env = "HR_TOKEN"', 'kbs = ["policy_docs"]', "sync = true",
-        "[[server.tokens]]", 'name = "dev"', f'secret_sha256 = "{_sha(SECRETS["dev"])}"', 'kbs = ["api_docs"]',
-        "sync = true",
-        "[[kb]]", 'name = "policy_docs"', 'description = "HR policies"', f'paths = ["{base / "policies"}"]',
-        "[[kb]]", 'name = "api_docs"', 'description = "API reference"', f'paths = ["{base / "api"}"]']) + "\n",
-        encoding="utf-8")
+    config.write_text(
+        "\n".join(
+            [
+                f'storage = "{base / "index"}"',
+                "[server]",
+                "[[server.tokens]]",
+                'name = "hr"',
+                'secret_env = "HR_TOKEN"',
+                'kbs = ["policy_docs"]',
+                "sync = true",
+                "[[server.tokens]]",
+                'name = "dev"',
+                f'secret_sha256 = "{_sha(SECRETS["dev"])}"',
+                'kbs = ["api_docs"]',
+                "sync = true",
+                "[[kb]]",
+                'name = "policy_docs"',
+                'description = "HR policies"',
+                f'paths = ["{base / "policies"}"]',
+                "[[kb]]",
+                'name = "api_docs"',
+                'description = "API reference"',
+                f'paths = ["{base / "api"}"]',
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     App(load_config(config), embedder=embedder).sync()
     return config
 
@@ -543,15 +647,20 @@ async def test_no_session_hears_of_a_sync_of_a_kb_its_grant_hides(tmp_path, embe
 
     with serve_http(config, "--transport", "http", env=_env()) as (port, _log):
         url = f"http://127.0.0.1:{port}/mcp"
-        async with _session(url, SECRETS["hr"]) as hr, _session(url, SECRETS["dev"]) as dev, \
-                _session(url, SECRETS["hr"], mode="legacy", message_handler=on_legacy_message) as old:
+        async with (
+            _session(url, SECRETS["hr"]) as hr,
+            _session(url, SECRETS["dev"]) as dev,
+            _session(url, SECRETS["hr"], mode="legacy", message_handler=on_legacy_message) as old,
+        ):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the SDK marks resources/subscribe deprecated for 2026 clients
                 for uri in every_uri:
                     await old.subscribe_resource(uri)
             await old.call_tool("search_policy_docs", {"query": "leave"})  # a 2025 session hears of tool changes
-            async with hr.listen(tools_list_changed=True, resource_subscriptions=every_uri) as hr_events, \
-                    dev.listen(tools_list_changed=True, resource_subscriptions=every_uri) as dev_events:
+            async with (
+                hr.listen(tools_list_changed=True, resource_subscriptions=every_uri) as hr_events,
+                dev.listen(tools_list_changed=True, resource_subscriptions=every_uri) as dev_events,
+            ):
                 write(tmp_path / "api" / "more.md", "# Webhooks\n\nRetries back off exponentially.\n")
                 await dev.call_tool("sync_knowledge_base", {"kb": "api_docs"})  # its tool's description changes
                 dev_heard = [await _next_event(dev_events) for _ in range(3)]
@@ -561,8 +670,10 @@ async def test_no_session_hears_of_a_sync_of_a_kb_its_grant_hides(tmp_path, embe
                     await policy_heard.wait()
     assert sorted(dev_heard) == ["ToolsListChanged", "kb://api_docs/status", "kb://knowledge-bases"]
     assert sorted(hr_heard) == ["kb://knowledge-bases", "kb://policy_docs/status"]  # first: nothing of api_docs
-    assert legacy_heard[:2] == ["notifications/resources/updated kb://policy_docs/status",
-                                "notifications/resources/updated kb://knowledge-bases"], legacy_heard
+    assert legacy_heard[:2] == [
+        "notifications/resources/updated kb://policy_docs/status",
+        "notifications/resources/updated kb://knowledge-bases",
+    ], legacy_heard
 
 
 async def _next_event(events) -> str:
@@ -625,14 +736,36 @@ async def test_the_shape_of_a_scoped_callers_tool_list_tells_nothing_of_the_kbs_
     kbs = []
     for n in range(9):
         write(tmp_path / f"team{n}" / "notes.md", f"# Team {n}\n\nNotes of team {n}.\n")
-        kbs += ["[[kb]]", f'name = "team{n}"', f'description = "Team {n} notes"', f'paths = ["{tmp_path / f"team{n}"}"]']
+        kbs += [
+            "[[kb]]",
+            f'name = "team{n}"',
+            f'description = "Team {n} notes"',
+            f'paths = ["{tmp_path / f"team{n}"}"]',
+        ]
     config = tmp_path / "kb.toml"
-    config.write_text("\n".join([f'storage = "{tmp_path / "index"}"', "[server]",
-                                 "[[server.tokens]]", 'name = "three"', 'secret_env = "HR_TOKEN"',
-                                 'kbs = ["team0", "team1", "team2"]',
-                                 "[[server.tokens]]", 'name = "all"', 'secret_env = "LIMITED_TOKEN"', 'kbs = ["*"]',
-                                 "[[server.tokens]]", 'name = "one"', 'secret_env = "ONE_TOKEN"', 'kbs = ["team4"]',
-                                 *kbs]) + "\n", encoding="utf-8")
+    config.write_text(
+        "\n".join(
+            [
+                f'storage = "{tmp_path / "index"}"',
+                "[server]",
+                "[[server.tokens]]",
+                'name = "three"',
+                'secret_env = "HR_TOKEN"',
+                'kbs = ["team0", "team1", "team2"]',
+                "[[server.tokens]]",
+                'name = "all"',
+                'secret_env = "LIMITED_TOKEN"',
+                'kbs = ["*"]',
+                "[[server.tokens]]",
+                'name = "one"',
+                'secret_env = "ONE_TOKEN"',
+                'kbs = ["team4"]',
+                *kbs,
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     with serve_http(config, "--transport", "http", env={**_env(), "ONE_TOKEN": "one-secret-4e1d"}) as (port, _log):
         url = f"http://127.0.0.1:{port}/mcp"
         async with _session(url, SECRETS["hr"]) as three:
@@ -646,7 +779,8 @@ async def test_the_shape_of_a_scoped_callers_tool_list_tells_nothing_of_the_kbs_
             one_tools = [tool.name for tool in (await one.list_tools()).tools]
     assert three_tools == ["search_team0", "search_team1", "search_team2", *DOCUMENT_TOOLS]  # as if 3 were configured
     assert "search_team0" in instructions and "team5" not in instructions
-    assert hidden.is_error and hidden.content[0].text.replace("search_team5", "X") == \
-        absent.content[0].text.replace("search_nosuch", "X")
+    assert hidden.is_error and hidden.content[0].text.replace("search_team5", "X") == absent.content[0].text.replace(
+        "search_nosuch", "X"
+    )
     assert "search_knowledge_bases" in all_tools and not any(name.startswith("search_team") for name in all_tools)
     assert one_tools == ["search_team4", "read_document", "list_documents"]  # a server of one KB lists no tool across

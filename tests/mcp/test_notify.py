@@ -16,7 +16,10 @@ async def test_listeners_hear_only_of_the_kbs_their_caller_sees_and_no_caller_he
     config = make_config(*({"name": name, "description": name, "paths": ["docs"]} for name in ("hr", "secret")))
     bus = ViewBus(CallerView.nobody(config))
     heard: dict[str, list[str]] = {"hr": [], "owner": [], "outside": []}
-    for who, view in (("hr", CallerView(config, Grant(Identity("token", "hr"), frozenset({"hr"})))), ("owner", CallerView.owner(config))):
+    for who, view in (
+        ("hr", CallerView(config, Grant(Identity("token", "hr"), frozenset({"hr"})))),
+        ("owner", CallerView.owner(config)),
+    ):
         token = _current.set(view)  # as the guard does while a listen request is handled
         try:
             bus.subscribe(lambda event, who=who: heard[who].append(event.uri))

@@ -16,8 +16,10 @@ from mcp_kb.mcp.server import build_server
 
 HOSTILE_NAME = "<img src=x onerror=alert(1)>.md"
 # in code spans: the one place a Markdown chunk keeps HTML as written (elsewhere tags are markup, dropped)
-HOSTILE_TEXT = ("# Expenses `<b>now</b>`\n\n## Travel\n\nTravel expenses are paid back within 30 days. "
-                "`<script>window.pwned = 1</script><img src=x onerror=\"window.pwned = 2\">` Keep the receipts.\n")
+HOSTILE_TEXT = (
+    "# Expenses `<b>now</b>`\n\n## Travel\n\nTravel expenses are paid back within 30 days. "
+    '`<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">` Keep the receipts.\n'
+)
 PLAIN_TEXT = "# Leave\n\n## Annual leave\n\nAnnual leave is 25 days a year; travel days do not count.\n"
 
 HOST = """<!doctype html><html><body>
@@ -77,15 +79,20 @@ def searched(make_app, tmp_path):
                 asked = {"kb": hit["kb"], "path": hit["source"], "chunk": hit["chunk_index"]}
                 answer = await client.call_tool("read_document", asked)
                 documents[json.dumps(asked, separators=(",", ":"))] = answer.model_dump(
-                    by_alias=True, mode="json", exclude_none=True)
+                    by_alias=True, mode="json", exclude_none=True
+                )
         return page, result.model_dump(by_alias=True, mode="json", exclude_none=True), documents
 
     page, result, documents = anyio.run(search)
     assert page.mime_type == "text/html;profile=mcp-app" and page.text == results_page()
     host = tmp_path / "host.html"
-    host.write_text(HOST.replace("__INPUT__", _script_value(arguments)).replace("__RESULT__", _script_value(result))
-                    .replace("__DOCUMENTS__", _script_value(documents)).replace("__APP__", _script_value(page.text)),
-                    encoding="utf-8")
+    host.write_text(
+        HOST.replace("__INPUT__", _script_value(arguments))
+        .replace("__RESULT__", _script_value(result))
+        .replace("__DOCUMENTS__", _script_value(documents))
+        .replace("__APP__", _script_value(page.text)),
+        encoding="utf-8",
+    )
     return host, result
 
 
@@ -106,13 +113,19 @@ def test_the_view_renders_the_hits_of_a_real_search_as_text(browser, searched):
     shown = [button.text for button in browser.find_elements(By.CSS_SELECTOR, "li.hit button.citation")]
     assert shown == [f"{hit['source']} › {hit['heading']}" for hit in hits] and HOSTILE_NAME in shown[0]
     assert shown == [hit["citation"] for hit in hits]  # the server's citation, not one the view words itself
-    assert [meta.text for meta in browser.find_elements(By.CSS_SELECTOR, "li.hit .meta")] == [hit["ranking"] for hit in hits]
+    assert [meta.text for meta in browser.find_elements(By.CSS_SELECTOR, "li.hit .meta")] == [
+        hit["ranking"] for hit in hits
+    ]
     assert [hit["source"] for hit in hits if hit["stale"]] == ["leave.md"]  # a stale answer is never silent
-    assert [line.text for line in browser.find_elements(By.CSS_SELECTOR, "li.hit .stale")] == \
-        [f"Stale: {hit['changed']}" for hit in hits if hit["stale"]]
+    assert [line.text for line in browser.find_elements(By.CSS_SELECTOR, "li.hit .stale")] == [
+        f"Stale: {hit['changed']}" for hit in hits if hit["stale"]
+    ]
     passage = browser.find_elements(By.CSS_SELECTOR, "li.hit .passage")[0].text
     assert "<script>window.pwned = 1</script>" in passage and "<img src=x" in passage
-    assert browser.find_element(By.ID, "summary").text == f"{len(hits)} passage(s), mode {result['structuredContent']['mode']}"
+    assert (
+        browser.find_element(By.ID, "summary").text
+        == f"{len(hits)} passage(s), mode {result['structuredContent']['mode']}"
+    )
     assert browser.execute_script("return document.getElementById('cited').textContent") == result["content"][0]["text"]
     _nothing_injected_or_fetched(browser)
 
@@ -135,8 +148,7 @@ def test_a_citation_opens_its_document_with_the_passage_marked(browser, searched
     browser.switch_to.default_content()
     log = browser.execute_script("return window.hostLog")
     assert log[0] == "ui/initialize" and "ui/notifications/initialized" in log and "tools/call" in log
-    assert set(log) <= {"ui/initialize", "ui/notifications/initialized", "ui/notifications/size-changed",
-                        "tools/call"}
+    assert set(log) <= {"ui/initialize", "ui/notifications/initialized", "ui/notifications/size-changed", "tools/call"}
 
 
 def _nothing_injected_or_fetched(browser) -> None:
@@ -144,6 +156,7 @@ def _nothing_injected_or_fetched(browser) -> None:
 
     with pytest.raises(NoAlertPresentException):
         _ = browser.switch_to.alert.text
-    assert browser.execute_script("return [document.images.length, document.querySelectorAll('b').length, "
-                                  "window.pwned === undefined]") == [0, 0, True]
+    assert browser.execute_script(
+        "return [document.images.length, document.querySelectorAll('b').length, window.pwned === undefined]"
+    ) == [0, 0, True]
     assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0

@@ -15,8 +15,13 @@ from mcp import Client, StdioServerParameters
 
 SHIM = "mcp_kb/mcp/sdk_import.py"
 HTTP_STACK = ("starlette", "sse_starlette", "uvicorn", "h11", "httpx2")  # httpx2: the SDK's HTTP client
-SDK_HTTP_PARTS = ("mcp.server.auth.", "mcp.server.sse", "mcp.server.streamable_http", "mcp.server.transport_security",
-                  "mcp.client")
+SDK_HTTP_PARTS = (
+    "mcp.server.auth.",
+    "mcp.server.sse",
+    "mcp.server.streamable_http",
+    "mcp.server.transport_security",
+    "mcp.client",
+)
 SDK_AUTH_SETTINGS = "mcp.server.auth.settings"  # a plain pydantic model typing a field of MCPServer's settings
 
 _SERVE_AND_REPORT = textwrap.dedent("""
@@ -37,16 +42,34 @@ _SERVE_AND_REPORT = textwrap.dedent("""
 
 
 def _http_parts(loaded: list[str]) -> list[str]:
-    return [name for name in loaded if name != SDK_AUTH_SETTINGS and (
-        name.partition(".")[0] in HTTP_STACK or name.startswith(SDK_HTTP_PARTS))]
+    return [
+        name
+        for name in loaded
+        if name != SDK_AUTH_SETTINGS and (name.partition(".")[0] in HTTP_STACK or name.startswith(SDK_HTTP_PARTS))
+    ]
 
 
 def test_the_rule_names_the_http_parts():
-    assert _http_parts(["starlette.routing", "mcp.server.auth.provider", "mcp.server.streamable_http_manager",
-                        "mcp.client.stdio", "httpx2", SDK_AUTH_SETTINGS, "mcp.server.auth", "mcp.server.stdio",
-                        "mcp.server.lowlevel.server", "httpx"]) == [
-        "starlette.routing", "mcp.server.auth.provider", "mcp.server.streamable_http_manager", "mcp.client.stdio",
-        "httpx2"]
+    assert _http_parts(
+        [
+            "starlette.routing",
+            "mcp.server.auth.provider",
+            "mcp.server.streamable_http_manager",
+            "mcp.client.stdio",
+            "httpx2",
+            SDK_AUTH_SETTINGS,
+            "mcp.server.auth",
+            "mcp.server.stdio",
+            "mcp.server.lowlevel.server",
+            "httpx",
+        ]
+    ) == [
+        "starlette.routing",
+        "mcp.server.auth.provider",
+        "mcp.server.streamable_http_manager",
+        "mcp.client.stdio",
+        "httpx2",
+    ]
 
 
 @pytest.fixture
@@ -57,16 +80,20 @@ def served_config(make_app, tmp_path):
     app = make_app({"name": "docs", "description": "Policies", "paths": [str(tmp_path / "docs")]})
     app.sync()
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{app.config.storage.uri}"\n[[kb]]\nname = "docs"\ndescription = "Policies"\n'
-                      f'paths = ["{tmp_path / "docs"}"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{app.config.storage.uri}"\n[[kb]]\nname = "docs"\ndescription = "Policies"\n'
+        f'paths = ["{tmp_path / "docs"}"]\n',
+        encoding="utf-8",
+    )
     return config
 
 
 @pytest.mark.anyio
 async def test_a_stdio_session_answers_from_the_sdk_without_importing_the_http_stack(served_config, tmp_path):
     report = tmp_path / "imported.json"
-    params = StdioServerParameters(command=sys.executable, args=["-c", _SERVE_AND_REPORT, str(report), str(served_config)],
-                                   env=os.environ.copy())
+    params = StdioServerParameters(
+        command=sys.executable, args=["-c", _SERVE_AND_REPORT, str(report), str(served_config)], env=os.environ.copy()
+    )
     async with Client(params) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
         found = await client.call_tool("search_docs", {"query": "annual leave"})
@@ -105,8 +132,13 @@ def test_a_server_answers_its_handshake_and_tools_list_without_a_model_runtime_a
     is answered (here it loads nothing)."""
     import subprocess
 
-    answered = subprocess.run([sys.executable, "-c", _ANSWER_AND_REPORT, str(served_config)], capture_output=True,
-                              text=True, timeout=120, env=os.environ.copy())
+    answered = subprocess.run(
+        [sys.executable, "-c", _ANSWER_AND_REPORT, str(served_config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ.copy(),
+    )
     assert answered.returncode == 0, answered.stderr
     loaded = json.loads(answered.stdout.strip().splitlines()[-1])
     assert [name for name in LOADED_AFTER_THE_HANDSHAKE if name in loaded] == []

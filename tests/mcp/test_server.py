@@ -57,9 +57,15 @@ def folders(tmp_path):
 
 def _kbs(folders):
     return [
-        {"name": "policy_docs", "description": "HR policies: leave, travel. 人事制度", "paths": [str(folders / "policies")],
-         "filterable": {"doc_type": {"type": "string", "description": "Kind of document"},
-                        "year": {"type": "integer", "description": "Year it took effect"}}},
+        {
+            "name": "policy_docs",
+            "description": "HR policies: leave, travel. 人事制度",
+            "paths": [str(folders / "policies")],
+            "filterable": {
+                "doc_type": {"type": "string", "description": "Kind of document"},
+                "year": {"type": "integer", "description": "Year it took effect"},
+            },
+        },
         {"name": "api_docs", "description": "API reference for developers", "paths": [str(folders / "api")]},
     ]
 
@@ -80,10 +86,19 @@ async def _client(app, **options):
 async def test_one_search_tool_per_kb_with_its_filter_schema(app):
     async with _client(app) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert set(tools) == {"search_policy_docs", "search_api_docs", "sync_knowledge_base", "read_document",
-                          "list_documents", "search_knowledge_bases"}
+    assert set(tools) == {
+        "search_policy_docs",
+        "search_api_docs",
+        "sync_knowledge_base",
+        "read_document",
+        "list_documents",
+        "search_knowledge_bases",
+    }
     policy = tools["search_policy_docs"]
-    assert policy.description.startswith("HR policies: leave, travel.") and "Holds 1 documents (1 md)" in policy.description
+    assert (
+        policy.description.startswith("HR policies: leave, travel.")
+        and "Holds 1 documents (1 md)" in policy.description
+    )
     schema = policy.input_schema
     assert schema["required"] == ["query"]
     filters_ref = schema["properties"]["filters"]["anyOf"][0]["$ref"].split("/")[-1]
@@ -111,7 +126,9 @@ async def test_search_returns_structured_results_and_cited_text(app):
 async def test_every_hit_links_to_its_document_and_the_link_opens_it(make_app, tmp_path):
     names = ["a b#c?.md", "团队/年假 100%.md", "plain.md"]
     for name in names:
-        write(tmp_path / "odd" / name, f"# Leave\n\nAnnual leave rules, as {name} states them: apply two weeks ahead.\n")
+        write(
+            tmp_path / "odd" / name, f"# Leave\n\nAnnual leave rules, as {name} states them: apply two weeks ahead.\n"
+        )
     app = make_app({"name": "odd", "description": "Odd names", "paths": [str(tmp_path / "odd")]})
     app.sync()
     async with _client(app) as client:
@@ -145,13 +162,19 @@ async def test_search_with_filters_through_the_tool(app):
     assert "No passages found" in miss.content[0].text
 
 
-@pytest.mark.parametrize("arguments, message", [
-    ({"query": "leave", "mode": "fuzzy"}, "mode"),
-    ({"query": "leave", "filters": {"colour": "red"}}, "colour"),
-    ({"query": ""}, "query is empty"),
-    ({"query": "leave", "top_k": 500}, "top_k"),
-    ({"query": "leave", "top_k": "5"}, "top_k: Input should be a valid integer (got '5')"),  # strict, like the config
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({"query": "leave", "mode": "fuzzy"}, "mode"),
+        ({"query": "leave", "filters": {"colour": "red"}}, "colour"),
+        ({"query": ""}, "query is empty"),
+        ({"query": "leave", "top_k": 500}, "top_k"),
+        (
+            {"query": "leave", "top_k": "5"},
+            "top_k: Input should be a valid integer (got '5')",
+        ),  # strict, like the config
+    ],
+)
 async def test_bad_arguments_are_tool_errors_and_the_server_keeps_serving(app, arguments, message):
     async with _client(app) as client:
         bad = await client.call_tool("search_policy_docs", arguments)
@@ -162,12 +185,19 @@ async def test_bad_arguments_are_tool_errors_and_the_server_keeps_serving(app, a
 
 async def test_every_tool_error_is_the_message_alone(app):
     async with _client(app) as client:
-        errors = [(await client.call_tool(name, arguments)).content[0].text for name, arguments in [
-            ("sync_knowledge_base", {"kb": "nope"}), ("sync_knowledge_base", {"kb": "api_docs", "full": "yes"}),
-            ("search_policy_docs", {"query": "leave", "min_score": "high"})]]
-    assert errors == ["unknown knowledge base 'nope'; configured: policy_docs, api_docs",
-                      "full: Input should be a valid boolean (got 'yes')",
-                      "min_score: Input should be a valid number (got 'high')"]
+        errors = [
+            (await client.call_tool(name, arguments)).content[0].text
+            for name, arguments in [
+                ("sync_knowledge_base", {"kb": "nope"}),
+                ("sync_knowledge_base", {"kb": "api_docs", "full": "yes"}),
+                ("search_policy_docs", {"query": "leave", "min_score": "high"}),
+            ]
+        ]
+    assert errors == [
+        "unknown knowledge base 'nope'; configured: policy_docs, api_docs",
+        "full: Input should be a valid boolean (got 'yes')",
+        "min_score: Input should be a valid number (got 'high')",
+    ]
 
 
 async def test_unsynced_kb_says_how_to_fix_it(make_app, folders):
@@ -178,7 +208,9 @@ async def test_unsynced_kb_says_how_to_fix_it(make_app, folders):
 
 
 async def test_sync_tool_sends_progress_and_returns_the_report(app, folders):
-    write(folders / "api" / "errors.md", "# Errors\n\nE7001 means the quota is exhausted; wait an hour before retrying.\n")
+    write(
+        folders / "api" / "errors.md", "# Errors\n\nE7001 means the quota is exhausted; wait an hour before retrying.\n"
+    )
     progress = []
 
     async def on_progress(done, total, message):
@@ -248,10 +280,11 @@ async def test_answer_with_citations_prompt(app):
 
 async def test_a_prompt_asked_for_wrongly_is_the_callers_mistake_with_the_reason(app):
     async with _client(app) as client:
-        for name, arguments, reason in [("nosuch", {}, "Unknown prompt: nosuch"),
-                                        ("answer_with_citations", {}, "Missing required arguments: {'question'}"),
-                                        ("answer_with_citations", {"question": "q", "kb": "nope"},
-                                         "unknown knowledge base 'nope'")]:
+        for name, arguments, reason in [
+            ("nosuch", {}, "Unknown prompt: nosuch"),
+            ("answer_with_citations", {}, "Missing required arguments: {'question'}"),
+            ("answer_with_citations", {"question": "q", "kb": "nope"}, "unknown knowledge base 'nope'"),
+        ]:
             with pytest.raises(MCPError) as refused:
                 await client.get_prompt(name, arguments)
             assert refused.value.error.code == INVALID_PARAMS and reason in refused.value.error.message
@@ -262,9 +295,11 @@ async def test_clients_complete_kb_names_and_document_paths(app):
     document = ResourceTemplateReference(type="ref/resource", uri="kb://{name}/documents/{+path}")
     status = ResourceTemplateReference(type="ref/resource", uri="kb://{name}/status")
     async with _client(app) as client:
+
         async def values(ref, argument, value, **context):
             answer = await client.complete(ref, {"name": argument, "value": value}, context_arguments=context or None)
             return answer.completion.values
+
         assert await values(prompt, "kb", "") == ["api_docs", "policy_docs"]
         assert await values(prompt, "kb", "pol") == ["policy_docs"]
         assert await values(status, "name", "a") == ["api_docs"]
@@ -285,11 +320,17 @@ async def test_status_subscribers_are_notified_after_a_sync(app):
 
 # ---- subprocess transports ----------------------------------------------------------------------
 
+
 def _config_file(folders, storage):
     path = folders / "kb.toml"
     lines = [f'storage = "{storage}"']
     for kb in _kbs(folders):
-        lines += ["[[kb]]", f'name = "{kb["name"]}"', f'description = "{kb["description"]}"', f'paths = ["{kb["paths"][0]}"]']
+        lines += [
+            "[[kb]]",
+            f'name = "{kb["name"]}"',
+            f'description = "{kb["description"]}"',
+            f'paths = ["{kb["paths"][0]}"]',
+        ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -297,9 +338,11 @@ def _config_file(folders, storage):
 async def test_the_stdio_server_starts_where_posix_only_modules_are_missing(app, folders):
     """Windows has no `resource` module: the stdio server never needs it (the HTTP connection cap does)."""
     config = _config_file(folders, app.config.storage.uri)
-    without_resource = ("import sys, runpy; sys.modules['resource'] = None; "  # `import resource` now fails
-                        f"sys.argv = ['mcp-kb', 'serve', '-c', {str(config)!r}]; runpy.run_module('mcp_kb', "
-                        "run_name='__main__')")
+    without_resource = (
+        "import sys, runpy; sys.modules['resource'] = None; "  # `import resource` now fails
+        f"sys.argv = ['mcp-kb', 'serve', '-c', {str(config)!r}]; runpy.run_module('mcp_kb', "
+        "run_name='__main__')"
+    )
     params = StdioServerParameters(command=sys.executable, args=["-c", without_resource], env=os.environ.copy())
     async with Client(params) as client:
         result = await client.call_tool("search_api_docs", {"query": "E5021 token expired"})
@@ -308,14 +351,21 @@ async def test_the_stdio_server_starts_where_posix_only_modules_are_missing(app,
 
 async def test_stdio_subprocess_session(app, folders):
     config = _config_file(folders, app.config.storage.uri)
-    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)],
-                                   env=os.environ.copy())
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy()
+    )
     async with Client(params) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
         result = await client.call_tool("search_api_docs", {"query": "E5021 token expired"})
         status = json.loads((await client.read_resource("kb://api_docs/status")).contents[0].text)
-    assert {"search_policy_docs", "search_api_docs", "sync_knowledge_base", "read_document", "list_documents",
-            "search_knowledge_bases"} == names
+    assert {
+        "search_policy_docs",
+        "search_api_docs",
+        "sync_knowledge_base",
+        "read_document",
+        "list_documents",
+        "search_knowledge_bases",
+    } == names
     assert not result.is_error, result.content[0].text
     assert result.structured_content["results"][0]["source"] == "users.md"
     assert status["files"] == 1
@@ -326,7 +376,9 @@ def _served(app, folders, transport, host="127.0.0.1", token="s3cret-token"):
     """`mcp-kb serve --transport TRANSPORT --port 0` in a subprocess; yields the port it printed and a
     function reading its stderr."""
     config = _config_file(folders, app.config.storage.uri)
-    env = {**os.environ, "MCP_KB_TOKEN": token} if token else {k: v for k, v in os.environ.items() if k != "MCP_KB_TOKEN"}
+    env = (
+        {**os.environ, "MCP_KB_TOKEN": token} if token else {k: v for k, v in os.environ.items() if k != "MCP_KB_TOKEN"}
+    )
     with serve_http(config, "--transport", transport, "--host", host, env=env) as served:
         yield served
 
@@ -389,11 +441,18 @@ async def test_two_stateless_replicas_behind_a_round_robin_balancer_serve_one_cl
             http = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret-token"}, timeout=60)
             async with Client(streamable_http_client(f"{balancer}/mcp", http_client=http), mode=era) as client:
                 names = {tool.name for tool in (await client.list_tools()).tools}
-                results = [await client.call_tool(tool, {"query": query}) for tool, query in
-                           [("search_policy_docs", "annual leave"), ("search_api_docs", "E5021")] * 3]
+                results = [
+                    await client.call_tool(tool, {"query": query})
+                    for tool, query in [("search_policy_docs", "annual leave"), ("search_api_docs", "E5021")] * 3
+                ]
                 status = json.loads((await client.read_resource("kb://api_docs/status")).contents[0].text)
-    assert names == {"search_policy_docs", "search_api_docs", "read_document", "list_documents",
-                     "search_knowledge_bases"}  # no sync tool
+    assert names == {
+        "search_policy_docs",
+        "search_api_docs",
+        "read_document",
+        "list_documents",
+        "search_knowledge_bases",
+    }  # no sync tool
     assert all(not r.is_error and r.structured_content["results"] for r in results)
     assert status["files"] == 1
     assert min(served[b] for b in backends) >= 4  # the calls really alternated between the replicas
@@ -423,13 +482,19 @@ async def test_2025_era_clients_subscribe_with_resources_subscribe(app):
 
 async def test_http_refuses_foreign_host_headers(http_server):
     """DNS-rebinding protection: a page on another origin cannot drive the local server."""
-    headers = {"Authorization": "Bearer s3cret-token", "Host": "attacker.example",
-               "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    headers = {
+        "Authorization": "Bearer s3cret-token",
+        "Host": "attacker.example",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+    }
     async with httpx.AsyncClient() as http:
         response = await http.post(http_server, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=headers)
-        evil_origin = await http.post(http_server, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
-                                      headers={**headers, "Host": httpx.URL(http_server).netloc.decode(),
-                                               "Origin": "http://attacker.example"})
+        evil_origin = await http.post(
+            http_server,
+            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            headers={**headers, "Host": httpx.URL(http_server).netloc.decode(), "Origin": "http://attacker.example"},
+        )
     assert response.status_code in (400, 403, 421)
     assert evil_origin.status_code in (400, 403)
 
@@ -456,8 +521,12 @@ async def test_tool_description_follows_what_the_kb_holds(app, folders):
     assert "Holds 2 documents (2 md)" in tools["search_api_docs"].description
 
 
-_PING = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+_PING = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
 _JSON = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
@@ -491,13 +560,16 @@ def test_allowed_hosts_let_a_network_name_through():
     assert "http://kb.internal:*" in settings.allowed_origins and settings.enable_dns_rebinding_protection
 
 
-@pytest.mark.parametrize("filters, message", [
-    ({"year": 1e23}, "filter 'year' expects a whole number"),  # refused by the tool's schema
-    ({"page": 2 ** 70}, "out of range"),
-    ({"year": {"gte": 1e300}}, "out of range"),
-    ({"path": {"glob": "*" * 1_000_000}}, "too long"),
-    ({"doc_type": ["x"] * 1000}, "too many"),
-])
+@pytest.mark.parametrize(
+    "filters, message",
+    [
+        ({"year": 1e23}, "filter 'year' expects a whole number"),  # refused by the tool's schema
+        ({"page": 2**70}, "out of range"),
+        ({"year": {"gte": 1e300}}, "out of range"),
+        ({"path": {"glob": "*" * 1_000_000}}, "too long"),
+        ({"doc_type": ["x"] * 1000}, "too many"),
+    ],
+)
 async def test_out_of_range_filter_values_are_clear_tool_errors(app, filters, message):
     async with _client(app) as client:
         bad = await client.call_tool("search_policy_docs", {"query": "leave", "filters": filters})
@@ -507,7 +579,9 @@ async def test_out_of_range_filter_values_are_clear_tool_errors(app, filters, me
     assert not good.is_error
 
 
-@pytest.mark.parametrize("path", ["drafts/plan.md", ".hidden/notes.md", ".env.md", "build/out.md", "big.md", "passwd.md"])
+@pytest.mark.parametrize(
+    "path", ["drafts/plan.md", ".hidden/notes.md", ".env.md", "build/out.md", "big.md", "passwd.md"]
+)
 async def test_document_resource_obeys_the_kbs_rules(make_app, folders, tmp_path, path):
     root = folders / "api"
     write(root / "drafts" / "plan.md", "# Plan")
@@ -556,8 +630,9 @@ async def test_http_serve_prints_its_url_and_a_busy_port_is_one_clear_error(app,
 async def test_a_client_searching_during_the_first_sync_is_told_indexing_is_in_progress(make_app, tmp_path):
     for i in range(200):
         write(tmp_path / "many" / f"p{i:03d}.md", f"# Page {i}\n\nNotes on subject {i} for the planning team.\n")
-    app = make_app({"name": "many", "description": "Planning notes", "paths": [str(tmp_path / "many")],
-                    "sync": {"on_start": True}})
+    app = make_app(
+        {"name": "many", "description": "Planning notes", "paths": [str(tmp_path / "many")], "sync": {"on_start": True}}
+    )
     told = []
     async with _client(app) as client:
         with anyio.fail_after(120):
@@ -606,13 +681,18 @@ async def test_the_sync_tool_says_who_is_syncing_and_can_wait_for_it(app):
         holder.join()
 
 
-@pytest.mark.parametrize("arguments, message", [
-    ({"query": "leave", "mode": "fuzzy"}, "unknown mode 'fuzzy'; use one of hybrid, vector, keyword, filter"),
-    ({"query": "leave", "filters": {"year": "recent"}},
-     "filter 'year' expects a whole number, a list of them (any of) or a range like {\"gte\": 2020}"),
-    ({"query": "leave", "filters": {"colour": "red"}}, "unknown filter field 'colour'; valid fields: chunk_index"),
-    ({"top_k": 3}, "query is required"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({"query": "leave", "mode": "fuzzy"}, "unknown mode 'fuzzy'; use one of hybrid, vector, keyword, filter"),
+        (
+            {"query": "leave", "filters": {"year": "recent"}},
+            "filter 'year' expects a whole number, a list of them (any of) or a range like {\"gte\": 2020}",
+        ),
+        ({"query": "leave", "filters": {"colour": "red"}}, "unknown filter field 'colour'; valid fields: chunk_index"),
+        ({"top_k": 3}, "query is required"),
+    ],
+)
 async def test_rejected_arguments_say_what_to_send_instead(app, arguments, message):
     async with _client(app) as client:
         result = await client.call_tool("search_policy_docs", arguments)
@@ -636,6 +716,7 @@ async def test_a_zero_config_tool_says_what_the_folder_holds(make_app, tmp_path)
     write(tmp_path / "notes" / "oncall.md", "# On-call rota\n\nWho answers the pager this week.\n")
     config = config_for_folder(tmp_path / "notes")
     app = make_app(*[kb.model_dump() for kb in config.kb])
+
     async def description(client) -> str:
         return next(tool.description for tool in (await client.list_tools()).tools if tool.name.startswith("search_"))
 
@@ -646,8 +727,9 @@ async def test_a_zero_config_tool_says_what_the_folder_holds(make_app, tmp_path)
         after = await description(client)
     assert before.startswith("Documents from the folder 'notes'. Not indexed yet: its first sync ")  # a folder
     # served alone is synced at start: its description says the sync starts with the server, or is running
-    assert after.startswith("Documents from the folder 'notes'. Holds 2 documents (2 md), among them: "
-                            "Deploy runbook; On-call rota.")
+    assert after.startswith(
+        "Documents from the folder 'notes'. Holds 2 documents (2 md), among them: Deploy runbook; On-call rota."
+    )
 
 
 async def test_2025_era_clients_are_told_when_a_tool_description_changes(app, folders):
@@ -675,13 +757,26 @@ def test_a_client_that_leaves_at_once_leaves_a_clean_exit_and_stderr_says_what_i
     loaded ("Fatal Python error: PyGILState_Release"); `warming_up` below holds the exit for the load."""
     config = _config_file(folders, app.config.storage.uri)
     handshake = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
     ]
-    process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy(),
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mcp_kb", "serve", "-c", str(config)],
+        env=os.environ.copy(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     process.stdin.write("".join(json.dumps(message) + "\n" for message in handshake).encode())
     process.stdin.flush()
     replies = [json.loads(process.stdout.readline()) for _ in handshake[::2]]  # stdout: protocol only
@@ -689,8 +784,7 @@ def test_a_client_that_leaves_at_once_leaves_a_clean_exit_and_stderr_says_what_i
     rest, stderr = process.stdout.read(), process.stderr.read().decode()
     assert process.wait(timeout=120) == 0 and "Fatal Python error" not in stderr and not rest, stderr
     assert [reply["id"] for reply in replies] == [1, 2] and "search_api_docs" in json.dumps(replies[1])
-    assert ("mcp-kb: serving 2 knowledge base(s) (policy_docs, api_docs) over stdio, waiting for an MCP client"
-            in stderr)
+    assert "mcp-kb: serving 2 knowledge base(s) (policy_docs, api_docs) over stdio, waiting for an MCP client" in stderr
 
 
 def _reply(process, within: float = 60.0) -> dict | None:
@@ -705,19 +799,45 @@ def test_every_request_is_answered_over_stdio_even_with_a_lone_surrogate_in_its_
     """`"\\ud800"` is valid JSON but no text: the SDK's stdio reader dropped such a request and the client waited
     for ever (over HTTP it got an error). Each is now answered, the lone surrogate read as U+FFFD."""
     config = _config_file(folders, app.config.storage.uri)
-    process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy(),
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                               bufsize=0)  # unbuffered: a reply read ahead into a buffer would hide from select()
-    calls = {"read_document": {"kb": "policy_docs", "path": "\ud800.md"},
-             "list_documents": {"kb": "policy_docs", "path": "\udfff*"},
-             "search_policy_docs": {"query": "annual leave \ud83d"}}
-    messages = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
-                {"jsonrpc": "2.0", "method": "notifications/initialized"},
-                *({"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": {"name": name, "arguments": args}}
-                  for number, (name, args) in enumerate(calls.items(), start=2)),
-                {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
-                    "name": "read_document", "arguments": {"kb": "policy_docs", "path": "leave.md", "as_of": "\ud800"}}}]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mcp_kb", "serve", "-c", str(config)],
+        env=os.environ.copy(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        bufsize=0,
+    )  # unbuffered: a reply read ahead into a buffer would hide from select()
+    calls = {
+        "read_document": {"kb": "policy_docs", "path": "\ud800.md"},
+        "list_documents": {"kb": "policy_docs", "path": "\udfff*"},
+        "search_policy_docs": {"query": "annual leave \ud83d"},
+    }
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *(
+            {"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": {"name": name, "arguments": args}}
+            for number, (name, args) in enumerate(calls.items(), start=2)
+        ),
+        {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "tools/call",
+            "params": {
+                "name": "read_document",
+                "arguments": {"kb": "policy_docs", "path": "leave.md", "as_of": "\ud800"},
+            },
+        },
+    ]
     try:
         process.stdin.write("".join(json.dumps(message) + "\n" for message in messages).encode())  # escapes: ASCII
         process.stdin.flush()
@@ -741,15 +861,32 @@ def test_ctrl_c_and_sigterm_stop_a_stdio_server_with_one_line(app, folders, sign
 
     config = _config_file(folders, app.config.storage.uri)
     terminal, user = pty.openpty() if stdin == "terminal" else (None, None)
-    process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy(),
-                               stdin=user if user is not None else subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mcp_kb", "serve", "-c", str(config)],
+        env=os.environ.copy(),
+        stdin=user if user is not None else subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert "waiting for an MCP client" in process.stderr.readline()
         if stdin == "client":
-            process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
-                + "\n")
+            process.stdin.write(
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "initialize",
+                        "params": {
+                            "protocolVersion": "2025-06-18",
+                            "capabilities": {},
+                            "clientInfo": {"name": "t", "version": "1"},
+                        },
+                    }
+                )
+                + "\n"
+            )
             process.stdin.flush()
             assert json.loads(process.stdout.readline())["id"] == 1  # in session, stdin left open
         process.send_signal(signum)
@@ -766,8 +903,13 @@ def test_ctrl_c_and_sigterm_stop_a_stdio_server_with_one_line(app, folders, sign
 @pytest.mark.parametrize("command", [["serve", "--transport", "http"], ["ui"]], ids=["http", "page"])
 def test_ctrl_c_and_sigterm_stop_the_http_server_and_the_page_saying_so(app, folders, command, signum, tmp_path):
     config = _config_file(folders, app.config.storage.uri)
-    process = subprocess.Popen([sys.executable, "-m", "mcp_kb", *command, "-c", str(config), "--port", "0"],
-                               env=os.environ.copy(), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mcp_kb", *command, "-c", str(config), "--port", "0"],
+        env=os.environ.copy(),
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = re.search(r"(http://127\.0\.0\.1:\d+)/", process.stderr.readline()).group(1)
         assert httpx.get(f"{url}/", timeout=30).status_code == 200  # serving (the admin page)
@@ -882,13 +1024,16 @@ def test_the_warm_up_loads_the_tokenizer_before_the_first_search(app, model_fold
 async def test_a_search_tools_description_says_why_it_holds_nothing_as_things_stand(make_app, folders, tmp_path):
     """It said "the first sync has not finished" with no sync running or to come (on_start = false)."""
     write(tmp_path / "empty" / ".keep", "")
-    app = make_app(*_kbs(folders), {"name": "empty", "description": "An empty folder",
-                                    "paths": [str(tmp_path / "empty")]})
+    app = make_app(
+        *_kbs(folders), {"name": "empty", "description": "An empty folder", "paths": [str(tmp_path / "empty")]}
+    )
     app.sync(SyncRequest(kb="empty"))
     async with _client(app) as client:
         tools = {tool.name: tool.description for tool in (await client.list_tools()).tools}
-    assert "Not indexed yet: no sync has run (mcp-kb sync, or the sync_knowledge_base tool indexes it)." in \
-        tools["search_policy_docs"]
+    assert (
+        "Not indexed yet: no sync has run (mcp-kb sync, or the sync_knowledge_base tool indexes it)."
+        in tools["search_policy_docs"]
+    )
     assert "Holds no documents yet: its last sync found none." in tools["search_empty"]
     assert "first sync has not finished" not in "".join(tools.values())
 
@@ -904,10 +1049,19 @@ def test_a_stdio_server_whose_client_closes_stdin_leaves_within_seconds_during_i
     for number in range(600):
         write(tmp_path / "docs" / f"n{number:03d}.md", f"# Note {number}\n\n" + f"Meeting {number} moved. " * 40 + "\n")
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Notes"\n'
-                      'paths = ["docs"]\n[kb.sync]\non_start = true\n', encoding="utf-8")
-    process = subprocess.Popen([sys.executable, "-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy(),
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Notes"\n'
+        'paths = ["docs"]\n[kb.sync]\non_start = true\n',
+        encoding="utf-8",
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mcp_kb", "serve", "-c", str(config)],
+        env=os.environ.copy(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     app = App(load_config(config))
     try:
         until(lambda: app.glance("docs").progress.done > 32, what="the first batch written")
@@ -926,23 +1080,31 @@ def test_a_stdio_server_whose_client_closes_stdin_leaves_within_seconds_during_i
 
 
 async def test_a_model_that_does_not_load_is_said_once_and_a_search_says_why_nothing_is_indexed(
-        tmp_path, model_folder, embedding_config):
+    tmp_path, model_folder, embedding_config
+):
     """With a model folder of another model (its tokenizer reads), the server warned at warm-up and again for its
     start-up sync in the same words, and a search said "not synced yet; run mcp-kb sync", which fails the same
     way: the log says it once, and the search says the last sync failed and why."""
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
-    other = ("sentence-transformers/all-MiniLM-L6-v2" if "multilingual" in embedding_config.model
-             else "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2")  # one loading from another file
+    other = (
+        "sentence-transformers/all-MiniLM-L6-v2"
+        if "multilingual" in embedding_config.model
+        else "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"
+    )  # one loading from another file
     write(tmp_path / "docs" / "leave.md", "# Leave\n\nAnnual leave is 25 days.\n")
-    config = write(tmp_path / "kb.toml", f'[storage]\nuri = "{tmp_path / "index"}"\n[embedding]\nmodel = "{other}"\n'
-                                         f'model_path = "{model_folder}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
-                                         f'paths = ["{tmp_path / "docs"}"]\n[kb.sync]\non_start = true\n')
+    config = write(
+        tmp_path / "kb.toml",
+        f'[storage]\nuri = "{tmp_path / "index"}"\n[embedding]\nmodel = "{other}"\n'
+        f'model_path = "{model_folder}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+        f'paths = ["{tmp_path / "docs"}"]\n[kb.sync]\non_start = true\n',
+    )
     env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_KB_EMBEDDING")}
     with serve_http(config, "--transport", "http", env=env) as (port, stderr):
-        async with Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp",
-                                                 http_client=httpx2.AsyncClient(timeout=60))) as client:
+        async with Client(
+            streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=httpx2.AsyncClient(timeout=60))
+        ) as client:
             said = ""
             with anyio.fail_after(60):
                 while "its last sync failed" not in said:  # the start-up sync has failed

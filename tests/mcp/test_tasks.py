@@ -21,8 +21,14 @@ from task_client import CreatedTask, TaskRequest, Tasks, TaskState, ask, until_e
 
 from mcp_kb.mcp.server import build_server
 from mcp_kb.access import Identity
-from mcp_kb.mcp.tasks import (MAX_TASKS_PER_CALLER, MAX_WORKING, MAX_WORKING_PER_CALLER, TASKS_EXTENSION, TaskRefused,
-                              TaskTable)
+from mcp_kb.mcp.tasks import (
+    MAX_TASKS_PER_CALLER,
+    MAX_WORKING,
+    MAX_WORKING_PER_CALLER,
+    TASKS_EXTENSION,
+    TaskRefused,
+    TaskTable,
+)
 from mcp_kb.vocabulary import SYNC_TOOL
 from mcp_kb.api import SyncRequest
 
@@ -35,8 +41,10 @@ LAST = f"note-{FILES - 1:02d}"  # a file of the second batch: embedding it is wh
 @pytest.fixture
 def notes(tmp_path):
     for number in range(FILES):
-        write(tmp_path / "notes" / f"note-{number:02d}.md",
-              f"# Note {number}\n\nMeeting note {number}: the budget review moved to room {100 + number}.\n")
+        write(
+            tmp_path / "notes" / f"note-{number:02d}.md",
+            f"# Note {number}\n\nMeeting note {number}: the budget review moved to room {100 + number}.\n",
+        )
     return tmp_path / "notes"
 
 
@@ -51,6 +59,7 @@ def held(embedder, monkeypatch):
             reached.set()
             assert release.wait(60), "the test never released the sync"
         return embed_batch(texts)
+
     monkeypatch.setattr(embedder, "embed_batch", gated)
     yield reached, release
     release.set()  # a test that failed before releasing must not leave the sync held
@@ -171,8 +180,9 @@ async def test_a_flood_of_tasks_is_refused_with_a_clear_error_and_the_server_kee
         release.set()
         found = await client.call_tool("search_notes", {"query": "budget review"})
     assert len(opened) == MAX_WORKING_PER_CALLER and len(refused) == MAX_WORKING + 10 - MAX_WORKING_PER_CALLER
-    assert all(answer.is_error and "the most one caller may have at once" in answer.content[0].text
-               for answer in refused)
+    assert all(
+        answer.is_error and "the most one caller may have at once" in answer.content[0].text for answer in refused
+    )
     assert not found.is_error
 
 
@@ -202,8 +212,10 @@ async def test_tasks_requests_must_name_their_task_in_the_mcp_name_header(served
     _, url = served
     async with session(url, Tasks()) as client:
         created = await start(client)
-        for request in (_NoName(method="tasks/get", params={"taskId": created.task_id}),
-                        _OtherName(method="tasks/get", params={"taskId": created.task_id, "decoy": "another-task"})):
+        for request in (
+            _NoName(method="tasks/get", params={"taskId": created.task_id}),
+            _OtherName(method="tasks/get", params={"taskId": created.task_id, "decoy": "another-task"}),
+        ):
             with pytest.raises(MCPError) as mismatch:
                 await client.session.send_request(request, TaskState)
             assert mismatch.value.error.code == HEADER_MISMATCH
@@ -213,8 +225,10 @@ async def test_tasks_requests_must_name_their_task_in_the_mcp_name_header(served
 async def test_a_call_with_arguments_the_tool_refuses_is_answered_at_once_not_as_a_task(served):
     _, url = served
     async with session(url, Tasks()) as with_tasks, session(url) as without:
-        answers = [await client.session.call_tool(SYNC_TOOL, {"kb": "notes", "full": "yes"}, allow_claimed=True)
-                   for client in (with_tasks, without)]
+        answers = [
+            await client.session.call_tool(SYNC_TOOL, {"kb": "notes", "full": "yes"}, allow_claimed=True)
+            for client in (with_tasks, without)
+        ]
     assert all(answer.is_error for answer in answers) and "full" in answers[0].content[0].text
     assert answers[0].content == answers[1].content
 
@@ -234,7 +248,9 @@ async def test_a_finished_task_is_kept_for_its_ttl_and_then_reads_as_unknown(ser
             await ask(client.session, "tasks/get", "never-made")
     assert ended.status == kept.status == "completed" and kept.result == ended.result
     assert expired.value.error.code == unknown.value.error.code == INVALID_PARAMS
-    assert expired.value.error.message.replace(created.task_id, "X") == unknown.value.error.message.replace("never-made", "X")
+    assert expired.value.error.message.replace(created.task_id, "X") == unknown.value.error.message.replace(
+        "never-made", "X"
+    )
 
 
 async def test_a_task_cancelled_while_its_sync_waits_ends_at_once_and_frees_its_place(served, held):
@@ -262,8 +278,10 @@ async def test_plain_sync_calls_of_one_caller_take_no_more_places_in_the_queue_t
     reached, release = held
     answers = []
     async with session(url) as client:
+
         async def call() -> None:
             answers.append(await client.call_tool(SYNC_TOOL, {"kb": "notes"}))
+
         async with anyio.create_task_group() as group:
             group.start_soon(call)
             await anyio.to_thread.run_sync(reached.wait, 60)  # one runs, held

@@ -20,10 +20,14 @@ def served_config(tmp_path_factory, embedder):
 
     base = tmp_path_factory.mktemp("versions")
     for version, flag in (("0.110", "response_model_exclude"), ("0.116", "response_model_skip")):
-        write(base / version / "tutorial" / "response.md",
-              f"# Response model\n\nTo leave fields out of the answer, pass `{flag}` to the path operation.\n")
-        write(base / version / "tutorial" / "first-steps.md",
-              "# First steps\n\nCreate an app with `FastAPI()` and run it with uvicorn.\n")
+        write(
+            base / version / "tutorial" / "response.md",
+            f"# Response model\n\nTo leave fields out of the answer, pass `{flag}` to the path operation.\n",
+        )
+        write(
+            base / version / "tutorial" / "first-steps.md",
+            "# First steps\n\nCreate an app with `FastAPI()` and run it with uvicorn.\n",
+        )
     write(base / "handbook" / "leave.md", "# Leave\n\nAnnual leave is twenty days.\n")
     config = base / "kb.toml"
     config.write_text(
@@ -32,7 +36,8 @@ def served_config(tmp_path_factory, embedder):
         f'[[kb.versions]]\nname = "0.110"\npaths = ["{base / "0.110"}"]\n'
         f'[[kb.versions]]\nname = "0.116"\npaths = ["{base / "0.116"}"]\n'
         f'[[kb]]\nname = "handbook"\ndescription = "Staff handbook"\npaths = ["{base / "handbook"}"]\n',
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     app = App(load_config(config), embedder=embedder)
     app.sync()
     write(base / "handbook" / "leave.md", "# Leave\n\nAnnual leave is thirty days.\n")
@@ -41,8 +46,9 @@ def served_config(tmp_path_factory, embedder):
 
 
 def _params(config):
-    return StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)],
-                                 env=os.environ.copy())
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy()
+    )
 
 
 async def test_a_kb_of_two_versions_answers_each_versions_own_text_and_names_them(served_config):

@@ -13,9 +13,14 @@ from served import serve_http
 
 pytestmark = pytest.mark.anyio
 
-LEAVE = "# Leave\n\n## Annual leave\n\n" + "\n\n".join(
-    f"Rule {n}: annual leave requests of type {n} go to the HR portal and your manager approves them." for n in range(60)
-) + "\n\n## Sick leave\n\nCall your manager before nine on the first day.\n"
+LEAVE = (
+    "# Leave\n\n## Annual leave\n\n"
+    + "\n\n".join(
+        f"Rule {n}: annual leave requests of type {n} go to the HR portal and your manager approves them."
+        for n in range(60)
+    )
+    + "\n\n## Sick leave\n\nCall your manager before nine on the first day.\n"
+)
 API = "# API reference\n\n## getUserInfo\n\nError E5021 means the access token expired: request a new token.\n"
 
 
@@ -30,10 +35,12 @@ def served_config(tmp_path_factory, embedder):
     write(base / "policies" / "travel.md", "# Travel\n\nBook trains in second class.\n")
     write(base / "api" / "users.md", API)
     config = base / "kb.toml"
-    config.write_text(f'storage = "{base / "index"}"\n[server]\nsearch_tools = "both"\n'
-                      f'[[kb]]\nname = "policy_docs"\ndescription = "HR policies"\npaths = ["{base / "policies"}"]\n'
-                      f'[[kb]]\nname = "api_docs"\ndescription = "API reference"\npaths = ["{base / "api"}"]\n',
-                      encoding="utf-8")
+    config.write_text(
+        f'storage = "{base / "index"}"\n[server]\nsearch_tools = "both"\n'
+        f'[[kb]]\nname = "policy_docs"\ndescription = "HR policies"\npaths = ["{base / "policies"}"]\n'
+        f'[[kb]]\nname = "api_docs"\ndescription = "API reference"\npaths = ["{base / "api"}"]\n',
+        encoding="utf-8",
+    )
     App(load_config(config), embedder=embedder).sync()
     return config
 
@@ -41,8 +48,13 @@ def served_config(tmp_path_factory, embedder):
 async def _journey(client) -> None:
     """What a model does with the workbench, each step checked."""
     tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert {"search_policy_docs", "search_api_docs", "search_knowledge_bases", "read_document",
-            "list_documents"} <= set(tools)
+    assert {
+        "search_policy_docs",
+        "search_api_docs",
+        "search_knowledge_bases",
+        "read_document",
+        "list_documents",
+    } <= set(tools)
     assert tools["read_document"].input_schema["properties"]["kb"]["enum"] == ["policy_docs", "api_docs"]
     assert "- api_docs: API reference." in tools["search_knowledge_bases"].description
 
@@ -50,11 +62,18 @@ async def _journey(client) -> None:
     hit = found.structured_content["results"][0]
     assert hit["kb"] == "policy_docs" and hit["heading"] == "Leave › Annual leave"
 
-    parts = [await client.call_tool("read_document", {"kb": hit["kb"], "path": hit["source"],
-                                                      "section": hit["citation"], "max_tokens": 400})]
+    parts = [
+        await client.call_tool(
+            "read_document", {"kb": hit["kb"], "path": hit["source"], "section": hit["citation"], "max_tokens": 400}
+        )
+    ]
     while parts[-1].structured_content["cursor"]:
-        parts.append(await client.call_tool("read_document", {"kb": "policy_docs", "max_tokens": 400,
-                                                              "cursor": parts[-1].structured_content["cursor"]}))
+        parts.append(
+            await client.call_tool(
+                "read_document",
+                {"kb": "policy_docs", "max_tokens": 400, "cursor": parts[-1].structured_content["cursor"]},
+            )
+        )
     texts = [part.structured_content["text"] for part in parts]
     assert len(parts) > 1 and not any(part.is_error for part in parts)
     assert texts[0].startswith("## Annual leave") and "Rule 59:" in texts[-1] and "Sick leave" not in "".join(texts)
@@ -64,7 +83,10 @@ async def _journey(client) -> None:
     assert [d["path"] for d in listed.structured_content["documents"]] == ["leave.md", "travel.md"]
     outline = await client.call_tool("list_documents", {"kb": "policy_docs", "path": "leave.md", "outline": True})
     assert [e["heading"] for e in outline.structured_content["outline"]] == [
-        "Leave", "Leave › Annual leave", "Leave › Sick leave"]
+        "Leave",
+        "Leave › Annual leave",
+        "Leave › Sick leave",
+    ]
 
     across = await client.call_tool("search_knowledge_bases", {"query": "E5021 access token expired"})
     top = across.structured_content["results"][0]
@@ -74,8 +96,9 @@ async def _journey(client) -> None:
 
 @pytest.mark.parametrize("era", ["legacy", "auto"])
 async def test_a_stdio_client_searches_reads_on_lists_and_searches_across(served_config, era):
-    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(served_config)],
-                                   env=os.environ.copy())
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(served_config)], env=os.environ.copy()
+    )
     async with Client(params, mode=era) as client:
         await _journey(client)
 
@@ -86,20 +109,25 @@ async def test_an_http_client_searches_reads_on_lists_and_searches_across(served
 
     env = {key: value for key, value in os.environ.items() if key != "MCP_KB_TOKEN"}
     with serve_http(served_config, "--transport", "http", env=env) as (port, _log):
-        async with httpx2.AsyncClient(timeout=60) as http, \
-                Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http), mode=era) as client:
+        async with (
+            httpx2.AsyncClient(timeout=60) as http,
+            Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http), mode=era) as client,
+        ):
             await _journey(client)
 
 
 async def test_bad_reads_are_one_clear_error_and_the_server_goes_on(served_config):
-    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(served_config)],
-                                   env=os.environ.copy())
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(served_config)], env=os.environ.copy()
+    )
     async with Client(params) as client:
-        asks = [({"kb": "policy_docs", "path": "leave.md", "max_tokens": 10}, "max_tokens must be between"),
-                ({"kb": "policy_docs", "path": "leave.md", "pages": "1; DROP"}, "pages"),
-                ({"kb": "policy_docs", "cursor": "x" * 5000}, "cursor"),
-                ({"kb": "policy_docs", "path": "leave.md", "section": "Nope"}, "no section 'Nope'"),
-                ({"kb": "nope", "path": "leave.md"}, "unknown knowledge base 'nope'")]
+        asks = [
+            ({"kb": "policy_docs", "path": "leave.md", "max_tokens": 10}, "max_tokens must be between"),
+            ({"kb": "policy_docs", "path": "leave.md", "pages": "1; DROP"}, "pages"),
+            ({"kb": "policy_docs", "cursor": "x" * 5000}, "cursor"),
+            ({"kb": "policy_docs", "path": "leave.md", "section": "Nope"}, "no section 'Nope'"),
+            ({"kb": "nope", "path": "leave.md"}, "unknown knowledge base 'nope'"),
+        ]
         for arguments, message in asks:
             answer = await client.call_tool("read_document", arguments)
             assert answer.is_error and message in answer.content[0].text, (arguments, answer.content[0].text)
@@ -143,8 +171,14 @@ async def test_the_search_across_kbs_describes_common_filters_in_no_kbs_own_word
     kbs = []
     for name, words in (("secret_hr", "Salary band of the reorganisation plan"), ("open_docs", "Who it is for")):
         write(tmp_path / name / "a.md", f"---\naudience: staff\n---\n# {name}\n\nSome text.\n")
-        kbs.append({"name": name, "description": name, "paths": [str(tmp_path / name)],
-                    "filterable": {"audience": {"type": "string", "description": words}}})
+        kbs.append(
+            {
+                "name": name,
+                "description": name,
+                "paths": [str(tmp_path / name)],
+                "filterable": {"audience": {"type": "string", "description": words}},
+            }
+        )
     app = make_app(*kbs, server={"search_tools": "both"})
     async with Client(build_server(app)) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
@@ -167,16 +201,21 @@ async def test_every_view_of_a_document_reads_the_index_so_a_hostile_source_file
     write(tmp_path / "docs" / "leave.md", LEAVE)
     write(tmp_path / "docs" / "report.md", "# Report\n\nThe quarterly report is due on the fifth.\n")
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Docs"\n'
-                      f'paths = ["{tmp_path / "docs"}"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "Docs"\n'
+        f'paths = ["{tmp_path / "docs"}"]\n',
+        encoding="utf-8",
+    )
     App(load_config(config), embedder=embedder).sync()
     (tmp_path / "docs" / "leave.md").unlink()
     os.mkfifo(tmp_path / "docs" / "leave.md")
     (tmp_path / "docs" / "report.md").write_bytes(b"%PDF-1.7\n" + b"1 0 obj << /Length 999999999 >> stream\n" * 50_000)
     env = {key: value for key, value in os.environ.items() if key != "MCP_KB_TOKEN"}
     with serve_http(config, "--transport", "http", env=env) as (port, _log):
-        async with httpx2.AsyncClient(timeout=30) as http, \
-                Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client:
+        async with (
+            httpx2.AsyncClient(timeout=30) as http,
+            Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client,
+        ):
             resource = await client.read_resource("kb://docs/documents/leave.md")
             read = await client.call_tool("read_document", {"kb": "docs", "path": "report.md"})
             page = await http.get(f"http://127.0.0.1:{port}/ui/kb/docs/document", params={"path": "leave.md"})

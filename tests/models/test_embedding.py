@@ -54,11 +54,15 @@ def test_an_empty_folder_for_the_default_model_names_the_file_that_model_needs(t
 
 def test_a_folder_of_another_model_names_both_settings(tmp_path):
     (tmp_path / "model.onnx").write_bytes(b"weights of all-MiniLM-L6-v2")
-    other = FastEmbedder(FastembedSettings(model="sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2",
-                                         model_path=str(tmp_path)))
-    with pytest.raises(ModelError, match=r"holds another model than .*paraphrase-multilingual.*"
-                                         r"model_optimized\.onnx; the folder has model\.onnx\): set "
-                                         r"MCP_KB_EMBEDDING_MODEL to the folder's model") as wrong:
+    other = FastEmbedder(
+        FastembedSettings(model="sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2", model_path=str(tmp_path))
+    )
+    with pytest.raises(
+        ModelError,
+        match=r"holds another model than .*paraphrase-multilingual.*"
+        r"model_optimized\.onnx; the folder has model\.onnx\): set "
+        r"MCP_KB_EMBEDDING_MODEL to the folder's model",
+    ) as wrong:
         other.embed_query("x")
     # one line: the models fastembed loads from model.onnx are many, and listed under --verbose
     assert "--verbose lists" in str(wrong.value) and "thenlper/gte-large" not in str(wrong.value)
@@ -83,11 +87,17 @@ def test_tokenizer_knows_where_the_model_truncates(embedding_config):
     assert tokenizer.unknown_share("年假申请流程") > 0.3 and tokenizer.unknown_share("annual leave") == 0.0
 
 
-@pytest.mark.parametrize("limits", [{"model_max_length": 256}, {"model_max_length": 512, "max_length": 128},
-                                    {"model_max_length": 1000000000000000019884624838656, "max_length": 384},
-                                    {"model_max_length": 0, "max_length": 300}, {"model_max_length": None,
-                                                                                 "max_length": True, "x": 2},
-                                    {"model_max_length": "512"}])
+@pytest.mark.parametrize(
+    "limits",
+    [
+        {"model_max_length": 256},
+        {"model_max_length": 512, "max_length": 128},
+        {"model_max_length": 1000000000000000019884624838656, "max_length": 384},
+        {"model_max_length": 0, "max_length": 300},
+        {"model_max_length": None, "max_length": True, "x": 2},
+        {"model_max_length": "512"},
+    ],
+)
 def test_the_truncation_length_is_the_one_fastembed_works_out(model_folder, tmp_path, limits):
     """mcp-kb reads the limit itself (fastembed's loader imports all of fastembed): both must agree, or refuse
     alike."""
@@ -131,14 +141,27 @@ def test_without_a_model_and_without_network_a_command_fails_fast_with_its_fix(t
 
     write(tmp_path / "docs" / "a.md", "# A\n\nSome text.\n")
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
-                      f'paths = ["{tmp_path / "docs"}"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+        f'paths = ["{tmp_path / "docs"}"]\n',
+        encoding="utf-8",
+    )
     env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_KB_")}
-    env.update({"MCP_KB_EMBEDDING_MODEL": "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2",
-                "HF_ENDPOINT": "http://127.0.0.1:9", "FASTEMBED_CACHE_PATH": str(tmp_path / "empty-cache")})
+    env.update(
+        {
+            "MCP_KB_EMBEDDING_MODEL": "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2",
+            "HF_ENDPOINT": "http://127.0.0.1:9",
+            "FASTEMBED_CACHE_PATH": str(tmp_path / "empty-cache"),
+        }
+    )
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "mcp_kb", "sync", "-c", str(config)], env=env,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "mcp_kb", "sync", "-c", str(config)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     elapsed = time.monotonic() - started
     assert result.returncode == 1
     [error] = result.stderr.strip().splitlines()  # one line: fastembed's own download log is silenced
@@ -160,10 +183,23 @@ def hub(model_folder):
 def _mcp_kb(tmp_path, hub_url: str, *args: str, **variables: str) -> subprocess.CompletedProcess:
     """The command in a fresh process with an empty model cache and the hub at hub_url."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_KB_")}
-    env.update({"MCP_KB_EMBEDDING_MODEL": "sentence-transformers/all-MiniLM-L6-v2", "HF_ENDPOINT": hub_url,
-                "FASTEMBED_CACHE_PATH": str(tmp_path / "cache"), **variables})
-    return subprocess.run([sys.executable, "-m", "mcp_kb", *args], env=env, cwd=tmp_path, capture_output=True,
-                          stdin=subprocess.DEVNULL, text=True, timeout=300)
+    env.update(
+        {
+            "MCP_KB_EMBEDDING_MODEL": "sentence-transformers/all-MiniLM-L6-v2",
+            "HF_ENDPOINT": hub_url,
+            "FASTEMBED_CACHE_PATH": str(tmp_path / "cache"),
+            **variables,
+        }
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "mcp_kb", *args],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_chunks_fetches_only_the_tokenizer(tmp_path, hub):
@@ -188,12 +224,14 @@ def test_chunks_without_tokenizer_or_network_says_what_is_missing(tmp_path):
 def test_a_missing_model_is_one_error_of_ours_not_fastembeds_own_lines(tmp_path):
     """Loading a model that is neither here nor reachable (as the suite does without a model) raises our error,
     with its fix; fastembed's four ERROR lines (one per place it looked) used to be printed first."""
-    code = ("from mcp_kb.models.fastembed import FastEmbedder\n"
-            "from mcp_kb.settings import FastembedSettings\n"
-            "try:\n"
-            "    FastEmbedder(FastembedSettings(model='sentence-transformers/all-MiniLM-L6-v2')).embed_query('x')\n"
-            "except Exception as error:\n"
-            "    print(type(error).__name__, error)\n")
+    code = (
+        "from mcp_kb.models.fastembed import FastEmbedder\n"
+        "from mcp_kb.settings import FastembedSettings\n"
+        "try:\n"
+        "    FastEmbedder(FastembedSettings(model='sentence-transformers/all-MiniLM-L6-v2')).embed_query('x')\n"
+        "except Exception as error:\n"
+        "    print(type(error).__name__, error)\n"
+    )
     env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_KB_")}
     env.update({"HF_ENDPOINT": "http://127.0.0.1:9", "FASTEMBED_CACHE_PATH": str(tmp_path / "cache")})
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
@@ -212,11 +250,14 @@ def test_model_fetch_then_status_names_the_source_and_the_copy_serves_offline(tm
     assert "model.onnx" in hub.fetched
     assert "fastembed cache" in _mcp_kb(tmp_path, hub.url, "status", "docs").stdout
 
-    offline = {"MCP_KB_EMBEDDING_MODEL_PATH": str(tmp_path / "models" / "minilm"),
-               "FASTEMBED_CACHE_PATH": str(tmp_path / "other-cache")}
+    offline = {
+        "MCP_KB_EMBEDDING_MODEL_PATH": str(tmp_path / "models" / "minilm"),
+        "FASTEMBED_CACHE_PATH": str(tmp_path / "other-cache"),
+    }
     assert _mcp_kb(tmp_path, "http://127.0.0.1:9", "sync", "docs", **offline).returncode == 0
-    found = _mcp_kb(tmp_path, "http://127.0.0.1:9", "search", "docs", "where do I request annual leave",
-                    "--json", **offline)
+    found = _mcp_kb(
+        tmp_path, "http://127.0.0.1:9", "search", "docs", "where do I request annual leave", "--json", **offline
+    )
     assert json.loads(found.stdout)["results"][0]["source"] == "leave.md"
     status = _mcp_kb(tmp_path, "http://127.0.0.1:9", "status", "docs", **offline).stdout
     assert f"folder {tmp_path / 'models' / 'minilm'}" in status

@@ -81,8 +81,9 @@ def test_an_int8_identity_holds_while_its_copy_and_the_model_it_was_made_from_ar
 
 
 @pytest.mark.parametrize("quantize", ["int8", "none"])
-def test_a_second_process_knows_the_models_identity_without_loading_fastembed(tmp_path, embedder, fp32_embedder,
-                                                                             quantize):
+def test_a_second_process_knows_the_models_identity_without_loading_fastembed(
+    tmp_path, embedder, fp32_embedder, quantize
+):
     """What `status` and a sync with nothing to index rely on, for the default int8 copy and the fp32 model."""
     code = textwrap.dedent(f"""
         import sys
@@ -94,8 +95,10 @@ def test_a_second_process_knows_the_models_identity_without_loading_fastembed(tm
         print(identity.name, identity.dimension, identity.file_hash, "fastembed" in sys.modules, sep="|")
     """)
     environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    first, second = (subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment,
-                                    timeout=120) for _ in range(2))
+    first, second = (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=120)
+        for _ in range(2)
+    )
     assert first.returncode == second.returncode == 0, first.stderr + second.stderr
     expected = (embedder if quantize == "int8" else fp32_embedder).identity
     assert first.stdout.split("|") == [expected.name, str(expected.dimension), expected.file_hash, "True\n"]
@@ -133,8 +136,13 @@ def test_a_model_from_fastembeds_cache_is_found_again_without_importing_fastembe
         print(tokenizer_dir(config), model_source(config), "fastembed" in sys.modules, sep="|")
     """)
     environment = {key: value for key, value in os.environ.items() if not key.startswith("MCP_KB_EMBEDDING")}
-    answer = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                            env={**environment, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    answer = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**environment, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
     assert answer.returncode == 0, answer.stderr
     folder = str(model_folder.resolve())
     directory, source, imported = answer.stdout.strip().split("|")

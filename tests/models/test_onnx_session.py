@@ -16,22 +16,36 @@ from helpers import ROOT
 from mcp_kb.models.fastembed import _files, recipe_of
 from mcp_kb.models.onnx_session import OnnxSession, _normalized, _padded_tokenizer, _pooled
 
-_PARTED = ("mcp_kb/models/onnx_session.py no longer runs the model as fastembed does (see recipe_of in "
-           "mcp_kb/models/fastembed.py: pooling, normalization, the file loaded, or the tokenizer's setup changed)")
-_CHINESE = ["年假怎么申请？请在系统里提交申请，经理批准后生效。", "配置文件放在项目根目录下，名为 kb.toml。",
-            "如果同步失败，日志会说明是哪一个文件出了问题。", "向量检索与关键词检索的结果按排名融合。",
-            "每个知识库都有自己的搜索工具，名称和描述来自配置。"]
+_PARTED = (
+    "mcp_kb/models/onnx_session.py no longer runs the model as fastembed does (see recipe_of in "
+    "mcp_kb/models/fastembed.py: pooling, normalization, the file loaded, or the tokenizer's setup changed)"
+)
+_CHINESE = [
+    "年假怎么申请？请在系统里提交申请，经理批准后生效。",
+    "配置文件放在项目根目录下，名为 kb.toml。",
+    "如果同步失败，日志会说明是哪一个文件出了问题。",
+    "向量检索与关键词检索的结果按排名融合。",
+    "每个知识库都有自己的搜索工具，名称和描述来自配置。",
+]
 
 
 def passages(n: int = 1000) -> list[str]:
     """`n` passages of every shape a server embeds: the project's own documentation in paragraphs and sentences,
     Chinese, mixed scripts, long texts cut at the model's limit, and near-empty ones."""
     documents = sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
-    paragraphs = [part.strip() for document in documents for part in document.read_text("utf-8").split("\n\n")
-                  if part.strip()]
+    paragraphs = [
+        part.strip() for document in documents for part in document.read_text("utf-8").split("\n\n") if part.strip()
+    ]
     sentences = [part for paragraph in paragraphs for part in re.split(r"(?<=[.!?])\s+", paragraph) if part]
-    shaped = [*_CHINESE, *(f"{a} {b}" for a, b in zip(_CHINESE, paragraphs)), " ".join(paragraphs[:40]), "?", "a",
-              "🙂 emoji ünïcödé", "\u200b zero width"]
+    shaped = [
+        *_CHINESE,
+        *(f"{a} {b}" for a, b in zip(_CHINESE, paragraphs)),
+        " ".join(paragraphs[:40]),
+        "?",
+        "a",
+        "🙂 emoji ünïcödé",
+        "\u200b zero width",
+    ]
     found = list(dict.fromkeys(shaped + paragraphs + sentences))
     assert len(found) >= n, "the documentation gives too few passages: add some of your own here"
     return found[:n]
@@ -40,8 +54,9 @@ def passages(n: int = 1000) -> list[str]:
 def _in_batches(texts: list[str], embed, size: int = 32) -> np.ndarray:
     """Vectors of `texts` embedded `size` at a time, in order: an int8 model quantizes its activations per batch,
     so both ways must see the same batches."""
-    return np.concatenate([np.asarray(embed(texts[start:start + size]), dtype=np.float32)
-                           for start in range(0, len(texts), size)])
+    return np.concatenate(
+        [np.asarray(embed(texts[start : start + size]), dtype=np.float32) for start in range(0, len(texts), size)]
+    )
 
 
 @pytest.mark.parametrize("model", ["embedder", "fp32_embedder"])
@@ -90,8 +105,16 @@ def test_each_model_class_is_pooled_and_normalized_as_fastembed_does(model_class
     assert np.allclose(ours, theirs, atol=1e-6), _PARTED
 
 
-@pytest.mark.parametrize("changes", [{}, {"padding_side": "left"}, {"truncation_side": "left", "model_max_length": 12},
-                                     {"max_length": 8}, {"extra_special": True}])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"padding_side": "left"},
+        {"truncation_side": "left", "model_max_length": 12},
+        {"max_length": 8},
+        {"extra_special": True},
+    ],
+)
 def test_the_tokenizer_is_set_up_as_fastembed_sets_it_up(model_folder, tmp_path, changes):
     """Truncation, padding and special tokens as fastembed's loader makes them, for the settings models ship."""
     import json
@@ -107,8 +130,10 @@ def test_the_tokenizer_is_set_up_as_fastembed_sets_it_up(model_folder, tmp_path,
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({**settings, **changes}))
     if extra:  # a list of additional special tokens, one of them written out as an AddedToken
         tokens = json.loads((tmp_path / "special_tokens_map.json").read_text())
-        tokens["additional_special_tokens"] = ["<extra>", {"content": "<more>", "lstrip": False, "rstrip": False,
-                                                           "normalized": False, "single_word": False}]
+        tokens["additional_special_tokens"] = [
+            "<extra>",
+            {"content": "<more>", "lstrip": False, "rstrip": False, "normalized": False, "single_word": False},
+        ]
         (tmp_path / "special_tokens_map.json").write_text(json.dumps(tokens))
     texts = ["a short one", "年假怎么申请？ <extra> and <more>", "a much longer text " * 20]
     theirs = load_tokenizer(tmp_path)[0].encode_batch(texts)
@@ -152,8 +177,13 @@ def _served_query(cache: Path) -> tuple[bool, np.ndarray]:
     """A fresh process embedding a query as `mcp-kb serve` does: whether it imported fastembed, and the vector."""
     import json
 
-    answer = subprocess.run([sys.executable, "-c", _SERVE], capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "XDG_CACHE_HOME": str(cache)})
+    answer = subprocess.run(
+        [sys.executable, "-c", _SERVE],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "XDG_CACHE_HOME": str(cache)},
+    )
     assert answer.returncode == 0, answer.stderr[-3000:]
     printed = json.loads(answer.stdout.strip().splitlines()[-1])
     assert printed["batch"] == 2
@@ -177,8 +207,9 @@ def _threads(session: OnnxSession) -> int:
     return int(session._session.get_session_options().intra_op_num_threads)
 
 
-def test_a_servers_sync_embeds_on_every_core_while_its_queries_keep_one_thread(embedder, make_config, tmp_path,
-                                                                               monkeypatch):
+def test_a_servers_sync_embeds_on_every_core_while_its_queries_keep_one_thread(
+    embedder, make_config, tmp_path, monkeypatch
+):
     """A sync run by a server embedded through the one-thread session its queries use: on one core (1.85x slower
     than `mcp-kb sync` on two cores). Its batches now run on a session of their own with every core, the same
     vectors as the CLI's, and that session is let go when the KB is embedded; queries keep their session."""

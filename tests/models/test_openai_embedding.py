@@ -34,9 +34,17 @@ def docs(tmp_path):
 @pytest.fixture
 def remote_app(make_config, docs, service, model_folder):
     """An App over `docs` embedding through the service, counting tokens with the tests' model folder."""
+
     def make(**embedding) -> App:
-        settings = {"provider": "openai", "base_url": service.url, "model": service.model,
-                    "tokenizer_path": str(model_folder), "max_input_tokens": 256, "max_retries": 2, **embedding}
+        settings = {
+            "provider": "openai",
+            "base_url": service.url,
+            "model": service.model,
+            "tokenizer_path": str(model_folder),
+            "max_input_tokens": 256,
+            "max_retries": 2,
+            **embedding,
+        }
         return App(make_config({"name": "docs", "description": "d", "paths": [str(docs)]}, embedding=settings))
 
     return make
@@ -46,8 +54,9 @@ def test_sync_and_search_through_the_service_match_the_local_model(make_app, doc
     remote = remote_app()
     [report] = remote.sync()
     assert report.files_added == 3 and not report.failures
-    local = make_app({"name": "docs", "description": "d", "paths": [str(docs)]},
-                     storage=str(docs.parent / "local-index"))
+    local = make_app(
+        {"name": "docs", "description": "d", "paths": [str(docs)]}, storage=str(docs.parent / "local-index")
+    )
     local.sync()
     for query in ("how do I request annual leave", "E5021 token expired", "flight booking class"):
         got = remote.search("docs", SearchRequest(query=query, mode="vector", top_k=3)).hits
@@ -100,10 +109,16 @@ def test_a_changed_dimension_fails_the_batch_then_rebuilds_with_the_reason(docs,
     [report] = app.sync()
     assert [f.path for f in report.failures] == ["travel.md"]
     assert "128-dimensional" in report.failures[0].reason
-    assert app.search("docs", SearchRequest(query="economy class flights", mode="keyword", top_k=1)).hits[0].source == "travel.md"
+    assert (
+        app.search("docs", SearchRequest(query="economy class flights", mode="keyword", top_k=1)).hits[0].source
+        == "travel.md"
+    )
     [rebuilt] = app.sync()  # the next sync asks the service its dimension again
     assert "embedding model changed" in rebuilt.rebuilt and "128" in rebuilt.rebuilt and not rebuilt.failures
-    assert app.search("docs", SearchRequest(query="economy class flights", mode="vector", top_k=1)).hits[0].source == "travel.md"
+    assert (
+        app.search("docs", SearchRequest(query="economy class flights", mode="vector", top_k=1)).hits[0].source
+        == "travel.md"
+    )
 
 
 def test_malformed_answers_and_refused_keys_say_what_is_wrong(service, monkeypatch, remote_app):
@@ -152,8 +167,11 @@ def test_without_a_tokenizer_chunks_are_sized_by_a_conservative_estimate(docs, t
     from mcp_kb.models.estimate import EstimatedTokens
 
     estimate = EstimatedTokens(256)
-    for text in (DOCS["errors.md"], "员工需要提前两周在人事系统中提交年假申请，经直属经理审批后生效。",
-                 "getUserInfo reads snake_case_names under API-V2.1 (see https://example.com/a?b=c)."):
+    for text in (
+        DOCS["errors.md"],
+        "员工需要提前两周在人事系统中提交年假申请，经直属经理审批后生效。",
+        "getUserInfo reads snake_case_names under API-V2.1 (see https://example.com/a?b=c).",
+    ):
         assert estimate.count([text])[0] >= tokenizer.count([text])[0]
     app = remote_app(tokenizer_path=None, max_input_tokens=64)
     write(docs / "long.md", "# Long\n\n" + "Each rollout step drains traffic and checks health. " * 60)
@@ -186,18 +204,24 @@ def _zero_vectors(answer: dict) -> dict:
 
 def _first(field: str, value: object, literal: bytes | None = None):
     """The true answer with the first item's `field` set to `value` (written as `literal` when given)."""
+
     def lie(answer: dict) -> object:
         answer["data"][0][field] = "MARK" if literal else value
         return json.dumps(answer).encode().replace(b'"MARK"', literal) if literal else answer
+
     return lie
 
 
 LIES = {  # what a service may send instead of vectors, and what the refusal says
     "nested 200,000 deep": ({"raw": b'{"data": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"}, "nested deeper"),
-    "a number past a float": ({"lie": _first("embedding", None, b"[1e400" + b", 0.5" * 383 + b"]")},
-                              "NaN or infinite numbers"),
-    "a whole number past a float": ({"lie": _first("embedding", None, b"[1" + b"0" * 400 + b", 0.5" * 383 + b"]")},
-                                    "OverflowError"),
+    "a number past a float": (
+        {"lie": _first("embedding", None, b"[1e400" + b", 0.5" * 383 + b"]")},
+        "NaN or infinite numbers",
+    ),
+    "a whole number past a float": (
+        {"lie": _first("embedding", None, b"[1" + b"0" * 400 + b", 0.5" * 383 + b"]")},
+        "OverflowError",
+    ),
     "every index the same": ({"lie": _repeat_an_index}, "repeats one"),
     "an index that is true": ({"lie": _first("index", True)}, "not one of the inputs"),
     "an index of 1e400": ({"lie": _first("index", None, b"1e400")}, "not one of the inputs"),

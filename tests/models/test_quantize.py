@@ -31,8 +31,10 @@ def int8_cache(tmp_path_factory):
 @pytest.fixture
 def settings(embedding_config, model_folder, int8_cache):
     def make(cache=int8_cache):
-        return embedding_config.model_copy(update={"quantize": "int8", "model_path": str(model_folder),
-                                                   "cache_dir": str(cache)})
+        return embedding_config.model_copy(
+            update={"quantize": "int8", "model_path": str(model_folder), "cache_dir": str(cache)}
+        )
+
     return make
 
 
@@ -43,6 +45,7 @@ def _copy_folder(embedder: FastEmbedder):
 def _never_quantize(monkeypatch):
     def fail(*_):
         raise AssertionError("quantized again")
+
     monkeypatch.setattr(quantize, "_quantize", fail)
 
 
@@ -106,18 +109,24 @@ def test_switching_to_int8_rebuilds_the_index_says_why_and_searches(make_config,
     from mcp_kb.app import App
 
     write(tmp_path / "docs" / "leave.md", "# Leave\n\nApply for annual leave in the HR portal two weeks ahead.\n")
-    config = make_config({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]},
-                         embedding={"quantize": "none"})
+    config = make_config(
+        {"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]}, embedding={"quantize": "none"}
+    )
     App(config).sync()
     int8 = App(config.model_copy(update={"embedding": settings()}))
     report = int8.sync()[0]
     assert "embedding model changed" in report.rebuilt and "(int8)" in report.rebuilt
     assert report.chunks_embedded == report.chunks_total
-    assert int8.search("docs", SearchRequest(query="how do I ask for time off", mode="vector")).hits[0].source == "leave.md"
+    assert (
+        int8.search("docs", SearchRequest(query="how do I ask for time off", mode="vector")).hits[0].source
+        == "leave.md"
+    )
     assert "embedding model changed" in App(config).sync()[0].rebuilt  # and back to fp32
 
 
-def test_a_copy_too_far_from_fp32_is_refused_once_with_the_figure(settings, fp32_embedder, tmp_path, monkeypatch, caplog):
+def test_a_copy_too_far_from_fp32_is_refused_once_with_the_figure(
+    settings, fp32_embedder, tmp_path, monkeypatch, caplog
+):
     monkeypatch.setattr(quantize, "MIN_COSINE", 0.9999)
     with caplog.at_level(logging.WARNING, logger=WARNINGS):
         refused = FastEmbedder(settings(tmp_path / "strict"))
@@ -133,10 +142,12 @@ def test_a_copy_too_far_from_fp32_is_refused_once_with_the_figure(settings, fp32
     assert caplog.text.count("too far from the fp32 model") == 1  # said once by each process that loads it
 
 
-def test_a_graph_the_quantizer_cannot_handle_leaves_fp32_with_one_warning(settings, fp32_embedder, tmp_path, monkeypatch,
-                                                                           caplog):
+def test_a_graph_the_quantizer_cannot_handle_leaves_fp32_with_one_warning(
+    settings, fp32_embedder, tmp_path, monkeypatch, caplog
+):
     def unsupported(*_):
         raise RuntimeError("Unsupported op type: FancyAttention")
+
     monkeypatch.setattr(quantize, "_quantize", unsupported)
     copies = tmp_path / "cache" / "mcp-kb-int8"
     name = file_sha256(Path(settings().model_path) / "model.onnx")[:16]
@@ -153,8 +164,9 @@ def test_a_graph_the_quantizer_cannot_handle_leaves_fp32_with_one_warning(settin
     assert sorted(p.name for p in copies.glob("*.building")) == [at_work.name]  # ours and the abandoned one: gone
 
 
-def test_a_cache_that_cannot_be_written_leaves_fp32_and_is_tried_again(settings, fp32_embedder, tmp_path, monkeypatch,
-                                                                        caplog):
+def test_a_cache_that_cannot_be_written_leaves_fp32_and_is_tried_again(
+    settings, fp32_embedder, tmp_path, monkeypatch, caplog
+):
     write(tmp_path / "cache" / "mcp-kb-int8", "a file where the copies' folder should be")
     with caplog.at_level(logging.WARNING, logger=WARNINGS):
         assert FastEmbedder(settings(tmp_path / "cache")).identity == fp32_embedder.identity
@@ -166,12 +178,15 @@ def test_a_cache_that_cannot_be_written_leaves_fp32_and_is_tried_again(settings,
     assert len(tried) == 1
 
 
-def test_a_disk_that_fills_while_quantizing_leaves_fp32_and_nothing_behind(settings, fp32_embedder, tmp_path, monkeypatch,
-                                                                          caplog):
+def test_a_disk_that_fills_while_quantizing_leaves_fp32_and_nothing_behind(
+    settings, fp32_embedder, tmp_path, monkeypatch, caplog
+):
     """Tried again once the cache has more free space, or an hour later (test_quantize_cache.py fills a real disk)."""
+
     def full(_, int8):
         int8.write_bytes(b"\x08\x07" * 1000)  # a part written, then the disk is full
         raise OSError(errno.ENOSPC, "No space left on device")
+
     monkeypatch.setattr(quantize, "_quantize", full)
     free = [10 << 30]  # what the cache's file system has free, whatever other writers do to the real one
     monkeypatch.setattr(quantize, "_free_bytes", lambda _: free[0])
@@ -194,10 +209,12 @@ def test_a_disk_that_fills_while_quantizing_leaves_fp32_and_nothing_behind(setti
     assert len(tried) == 1
 
 
-def test_a_copy_that_could_not_be_kept_is_tried_again_an_hour_later_whatever_the_free_space(settings, tmp_path,
-                                                                                            monkeypatch):
+def test_a_copy_that_could_not_be_kept_is_tried_again_an_hour_later_whatever_the_free_space(
+    settings, tmp_path, monkeypatch
+):
     def place_taken(*_):
         raise OSError(errno.EEXIST, "File exists")
+
     monkeypatch.setattr(quantize, "_quantize", place_taken)
     monkeypatch.setattr(quantize, "_free_bytes", lambda _: 10 << 30)
     _ = FastEmbedder(settings(tmp_path / "cache")).identity
@@ -212,16 +229,18 @@ def test_a_copy_that_could_not_be_kept_is_tried_again_an_hour_later_whatever_the
     assert len(tried) == 1
 
 
-def test_queries_never_search_an_int8_index_with_fp32_vectors(make_config, settings, fp32_embedder, tmp_path,
-                                                             monkeypatch):
+def test_queries_never_search_an_int8_index_with_fp32_vectors(
+    make_config, settings, fp32_embedder, tmp_path, monkeypatch
+):
     """A server whose int8 copy cannot be had (here: refused) embeds queries with fp32: on an index of int8
     vectors it answers from keyword search, saying why, and its status shows it."""
     from mcp_kb.app import App
 
     write(tmp_path / "docs" / "leave.md", "# Leave\n\nApply for annual leave in the HR portal two weeks ahead.\n")
     write(tmp_path / "docs" / "parking.md", "# Parking\n\nThe garage opens at seven; badges open the gate.\n")
-    config = make_config({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]},
-                         embedding=settings().model_dump())
+    config = make_config(
+        {"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]}, embedding=settings().model_dump()
+    )
     built = App(config)
     built.sync()
     assert "(int8)" in built.status("docs")[0].model.name and not built.status("docs")[0].query_model_differs
@@ -229,15 +248,18 @@ def test_queries_never_search_an_int8_index_with_fp32_vectors(make_config, setti
     served = App(config.model_copy(update={"embedding": settings(tmp_path / "other-cache")}))
     result = served.search("docs", SearchRequest(query="annual leave portal", mode="hybrid"))
     assert result.mode == "keyword" and result.hits[0].source == "leave.md"
-    differs = (f"the index holds vectors of {fp32_embedder.identity.name} (int8) (384-d) and queries here are embedded "
-               f"with {fp32_embedder.identity.name} (384-d)")
+    differs = (
+        f"the index holds vectors of {fp32_embedder.identity.name} (int8) (384-d) and queries here are embedded "
+        f"with {fp32_embedder.identity.name} (384-d)"
+    )
     assert result.notes[0].startswith(f"vector search is off: {differs}; answered from keyword search")
     assert served.status("docs")[0].query_model_differs == differs
     assert built.search("docs", SearchRequest(query="annual leave portal", mode="hybrid")).mode == "hybrid"
 
 
-def test_a_model_quantized_already_is_used_as_it_is_and_the_verdict_is_remembered(settings, embedder, tmp_path,
-                                                                                  monkeypatch, caplog):
+def test_a_model_quantized_already_is_used_as_it_is_and_the_verdict_is_remembered(
+    settings, embedder, tmp_path, monkeypatch, caplog
+):
     """An int8 export (here: the copy made above, as a model folder of its own) is never quantized twice, and
     quantize = "int8" on it names the same model as "none": switching rebuilds nothing."""
     export = Path(_copy_folder(FastEmbedder(settings())))
@@ -253,6 +275,7 @@ def test_a_model_quantized_already_is_used_as_it_is_and_the_verdict_is_remembere
     assert np.allclose(as_is.embed_query(text), embedder.embed_query(text), atol=1e-6)  # the same int8 weights
 
     import onnx
+
     monkeypatch.setattr(onnx, "load", lambda *_, **__: 1 / 0)  # the verdict is remembered: the graph is not read
     assert FastEmbedder(ready_made).settings.model_path == str(export)
 

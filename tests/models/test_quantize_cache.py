@@ -37,13 +37,19 @@ def make_tiny_model(folder: Path) -> Path:
 
     rng = np.random.default_rng(0)
     graph = helper.make_graph(
-        [helper.make_node("Gather", ["table", "input_ids"], ["embedded"], name="embed"),
-         helper.make_node("MatMul", ["embedded", "weights"], ["projected"], name="project"),
-         helper.make_node("ReduceMean", ["projected"], ["pooled"], axes=[1], keepdims=0, name="pool")],
-        "tiny", [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "tokens"])],
+        [
+            helper.make_node("Gather", ["table", "input_ids"], ["embedded"], name="embed"),
+            helper.make_node("MatMul", ["embedded", "weights"], ["projected"], name="project"),
+            helper.make_node("ReduceMean", ["projected"], ["pooled"], axes=[1], keepdims=0, name="pool"),
+        ],
+        "tiny",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "tokens"])],
         [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["batch", DIM])],
-        [numpy_helper.from_array(rng.normal(size=(VOCAB, DIM)).astype(np.float32), "table"),
-         numpy_helper.from_array(rng.normal(size=(DIM, DIM)).astype(np.float32), "weights")])
+        [
+            numpy_helper.from_array(rng.normal(size=(VOCAB, DIM)).astype(np.float32), "table"),
+            numpy_helper.from_array(rng.normal(size=(DIM, DIM)).astype(np.float32), "weights"),
+        ],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     folder.mkdir(parents=True, exist_ok=True)
@@ -70,10 +76,14 @@ def places(source: Path, cache: Path) -> dict[str, Path]:
     import onnxruntime
 
     folder = cache / "mcp-kb-int8" / file_sha256(source / MODEL)[:16]
-    return {"copy": folder, "record": folder / quantize.RECORD, "graph": folder / MODEL,
-            "verdict": folder.with_name(f"{folder.name}.quantized.json"),
-            "refusal": folder.with_name(f"{folder.name}.refused-ort{onnxruntime.__version__}.json"),
-            "failure note": folder.with_name(f"{folder.name}.unkept.json")}
+    return {
+        "copy": folder,
+        "record": folder / quantize.RECORD,
+        "graph": folder / MODEL,
+        "verdict": folder.with_name(f"{folder.name}.quantized.json"),
+        "refusal": folder.with_name(f"{folder.name}.refused-ort{onnxruntime.__version__}.json"),
+        "failure note": folder.with_name(f"{folder.name}.unkept.json"),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -178,8 +188,11 @@ def test_a_link_to_dev_zero_in_the_cache_is_never_read(source, tmp_path, place, 
 def test_a_link_out_of_the_cache_is_not_followed(source, tmp_path, place, caplog):
     """What a link points at, even a good copy or a fitting record, is another's: the link is removed, the target
     left as it was."""
-    planted = {"refusal": {"why": "planted refusal"}, "verdict": {"why": "planted: used as it is"},
-               "failure note": {"why": "planted failure", "at": time.time(), "free": 1 << 62}}
+    planted = {
+        "refusal": {"why": "planted refusal"},
+        "verdict": {"why": "planted: used as it is"},
+        "failure note": {"why": "planted failure", "at": time.time(), "free": 1 << 62},
+    }
     cache, elsewhere = tmp_path / "cache", tmp_path / "elsewhere"
     if place in planted:
         elsewhere.write_text(json.dumps(planted[place]))
@@ -260,9 +273,16 @@ print(json.dumps({"outcome": copy.outcome, "folder": str(copy.folder), "why": co
 def test_two_processes_making_one_copy_at_once_both_get_it(tmp_path, monkeypatch):
     model, cache, meeting = make_tiny_model(tmp_path / "model"), tmp_path / "cache", tmp_path / "meeting"
     meeting.mkdir()
-    children = [subprocess.Popen([sys.executable, "-c", CHILD_MAKING_A_COPY, str(model), str(cache), str(meeting),
-                                  str(TESTS), name], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                for name in ("first", "second")]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD_MAKING_A_COPY, str(model), str(cache), str(meeting), str(TESTS), name],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("first", "second")
+    ]
     results = []
     for child in children:
         out, err = child.communicate(timeout=300)
@@ -328,8 +348,13 @@ def _on_a_small_disk(model: Path, cache: Path, when: str) -> list[list[str]]:
     mount = ["unshare", "-rm", "sh", "-c", 'mount -t tmpfs -o size=4m tmpfs "$0" && exec "$@"', str(cache)]
     if not shutil.which("unshare") or subprocess.run([*mount, "true"], capture_output=True).returncode:
         pytest.skip("mounting a small tmpfs needs a mount namespace (unshare -rm)")
-    run = subprocess.run([*mount, sys.executable, "-c", CHILD_ON_A_SMALL_DISK, str(model), str(cache), str(TESTS), when],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [*mount, sys.executable, "-c", CHILD_ON_A_SMALL_DISK, str(model), str(cache), str(TESTS), when],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout.splitlines()[-1])
 

@@ -31,8 +31,9 @@ def service(fp32_embedder):  # its scores do not depend on how passages are batc
 
 def _settings(service, api="cohere", **options):
     base = service.url + ("/v1" if api == "cohere" else "")
-    return ServiceRerankSettings(enabled=True, base_url=base, api=api,
-                                 model=service.model if api == "cohere" else None, **options)
+    return ServiceRerankSettings(
+        enabled=True, base_url=base, api=api, model=service.model if api == "cohere" else None, **options
+    )
 
 
 def _cosines(embedder, query, passages):
@@ -62,29 +63,35 @@ def test_a_transient_failure_is_retried_and_a_lasting_one_is_a_clear_error(servi
         ServiceReranker(_settings(service, max_retries=1)).score("q", PASSAGES[:2])
 
 
-@pytest.mark.parametrize("answer, message", [
-    ({"results": [{"index": 0, "relevance_score": 0.5}]}, "scored 1 of 2 passages"),
-    ({"results": [{"index": 0, "relevance_score": 0.5}, {"index": 0, "relevance_score": 0.4}]}, "repeated"),
-    ({"results": [{"index": 0, "relevance_score": 0.5}, {"index": 7, "relevance_score": 0.4}]}, "out of range"),
-    ({"results": [{"index": 0, "relevance_score": math.nan}, {"index": 1, "relevance_score": 0.4}]}, "finite"),
-    ({"results": [{"index": 0, "score": 0.5}]}, "not a rerank response"),
-    ({"data": []}, "not a rerank response"),
-    ([1, 2], "not a rerank response"),
-])
+@pytest.mark.parametrize(
+    "answer, message",
+    [
+        ({"results": [{"index": 0, "relevance_score": 0.5}]}, "scored 1 of 2 passages"),
+        ({"results": [{"index": 0, "relevance_score": 0.5}, {"index": 0, "relevance_score": 0.4}]}, "repeated"),
+        ({"results": [{"index": 0, "relevance_score": 0.5}, {"index": 7, "relevance_score": 0.4}]}, "out of range"),
+        ({"results": [{"index": 0, "relevance_score": math.nan}, {"index": 1, "relevance_score": 0.4}]}, "finite"),
+        ({"results": [{"index": 0, "score": 0.5}]}, "not a rerank response"),
+        ({"data": []}, "not a rerank response"),
+        ([1, 2], "not a rerank response"),
+    ],
+)
 def test_an_answer_that_does_not_score_every_passage_once_is_refused(service, answer, message):
     service.answer = answer
     with pytest.raises(ModelError, match=message):
         ServiceReranker(_settings(service)).score("q", PASSAGES[:2])
 
 
-@pytest.mark.parametrize("raw, message", [
-    (b'{"results": [{"index": 1e400, "relevance_score": 0.5}]}', "not a whole number"),
-    (b'{"results": [{"index": 0, "relevance_score": 1' + b"0" * 400 + b'}]}', "too large for a number"),
-    (b'{"results": [{"index": 0, "relevance_score": 1e400}]}', "not a finite number"),
-    (b'{"results": [{"index": true, "relevance_score": 0.5}]}', "not a whole number"),
-    (b'{"results": ' + b"[" * 5_000 + b"]" * 5_000 + b"}", "nested deeper"),
-    (b'{"results": [' + b" " * 10_000_000 + b"]}", "sent more than"),
-])
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (b'{"results": [{"index": 1e400, "relevance_score": 0.5}]}', "not a whole number"),
+        (b'{"results": [{"index": 0, "relevance_score": 1' + b"0" * 400 + b"}]}", "too large for a number"),
+        (b'{"results": [{"index": 0, "relevance_score": 1e400}]}', "not a finite number"),
+        (b'{"results": [{"index": true, "relevance_score": 0.5}]}', "not a whole number"),
+        (b'{"results": ' + b"[" * 5_000 + b"]" * 5_000 + b"}", "nested deeper"),
+        (b'{"results": [' + b" " * 10_000_000 + b"]}", "sent more than"),
+    ],
+)
 def test_an_answer_past_what_a_number_or_a_parser_can_hold_is_refused_not_a_crash(service, raw, message):
     service.raw = raw
     with pytest.raises(ModelError, match=message):
@@ -119,8 +126,9 @@ def test_refused_keys_unknown_models_and_unreachable_services_say_what_to_check(
     with pytest.raises(ModelError, match=r"\$RERANK_KEY, which is not set"):
         ServiceReranker(_settings(service, api_key_env="RERANK_KEY")).score("q", PASSAGES[:1])
     service.api_key = None
-    wrong_model = ServiceRerankSettings(enabled=True, base_url=service.url.replace("://", "://user:pw@") + "/v1",
-                                        model="no-such-model")
+    wrong_model = ServiceRerankSettings(
+        enabled=True, base_url=service.url.replace("://", "://user:pw@") + "/v1", model="no-such-model"
+    )
     with pytest.raises(ModelError, match="answered 404.*no-such-model") as caught:
         ServiceReranker(wrong_model).score("q", PASSAGES[:1])
     assert "pw@" not in str(caught.value)
@@ -146,8 +154,9 @@ def kb(tmp_path):
 
 
 def test_a_search_returns_the_services_order(make_app, kb, service, fp32_embedder):
-    app = make_app(kb, rerank={"enabled": True, "provider": "service", "base_url": service.url, "api": "tei",
-                               "candidates": 5})
+    app = make_app(
+        kb, rerank={"enabled": True, "provider": "service", "base_url": service.url, "api": "tei", "candidates": 5}
+    )
     app.sync()
     result = app.search("handbook", SearchRequest(query="days off work", top_k=5, max_per_document=1))
     scores = [hit.score for hit in result.hits]
@@ -158,8 +167,17 @@ def test_a_search_returns_the_services_order(make_app, kb, service, fp32_embedde
 
 
 def test_a_slow_or_failing_service_leaves_the_fused_order_with_a_note(make_app, kb, service):
-    app = make_app(kb, rerank={"enabled": True, "provider": "service", "base_url": service.url + "/v1",
-                               "model": service.model, "timeout": 0.3, "max_retries": 0})
+    app = make_app(
+        kb,
+        rerank={
+            "enabled": True,
+            "provider": "service",
+            "base_url": service.url + "/v1",
+            "model": service.model,
+            "timeout": 0.3,
+            "max_retries": 0,
+        },
+    )
     app.searcher.reranker.pause.seconds = 0  # each failure kind on its own (the pause has its test)
     plain = make_app(kb)
     plain.sync()
@@ -173,12 +191,22 @@ def test_a_slow_or_failing_service_leaves_the_fused_order_with_a_note(make_app, 
         assert any(note.startswith("reranking unavailable") and "fused order" in note for note in result.notes)
     assert app.live_stats("handbook").search.degraded_answers == 2  # the health figures count them
     service.answer = None
-    assert not app.search("handbook", SearchRequest(query="annual leave", top_k=3)).notes  # not cached: the next search reranks
+    assert not app.search(
+        "handbook", SearchRequest(query="annual leave", top_k=3)
+    ).notes  # not cached: the next search reranks
 
 
 def test_a_failed_service_is_not_asked_again_by_every_search_for_a_while(make_app, kb, service):
-    app = make_app(kb, rerank={"enabled": True, "provider": "service", "base_url": service.url + "/v1",
-                               "model": service.model, "max_retries": 0})
+    app = make_app(
+        kb,
+        rerank={
+            "enabled": True,
+            "provider": "service",
+            "base_url": service.url + "/v1",
+            "model": service.model,
+            "max_retries": 0,
+        },
+    )
     app.sync()
     service.status, service.status_count = 503, 100
     first = app.search("handbook", SearchRequest(query="annual leave", top_k=3))

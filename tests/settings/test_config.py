@@ -25,8 +25,9 @@ def test_minimal_config_gets_defaults(tmp_path):
 
 
 def test_unknown_key_names_file_key_and_suggestion(tmp_path):
-    path = _write_toml(tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n'
-                                 '[kb.chunking]\nmax_token = 100\n')
+    path = _write_toml(
+        tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n[kb.chunking]\nmax_token = 100\n'
+    )
     with pytest.raises(ConfigError) as error:
         load_config(path)
     message = str(error.value)
@@ -36,22 +37,30 @@ def test_unknown_key_names_file_key_and_suggestion(tmp_path):
 
 
 def test_wrong_type_is_reported_with_key(tmp_path):
-    path = _write_toml(tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n'
-                                 '[kb.search]\ntop_k = "five"\n')
+    path = _write_toml(
+        tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n[kb.search]\ntop_k = "five"\n'
+    )
     with pytest.raises(ConfigError, match=r"kb\[docs\]\.search\.top_k"):
         load_config(path)
 
 
 def test_web_sources_are_urls_or_tables_and_a_kb_needs_some_source(tmp_path):
-    config = load_config(_write_toml(tmp_path, '[[kb]]\nname = "site"\ndescription = "d"\n'
-                                               'urls = ["https://docs.example.com/guide/", '
-                                               '{url = "https://wiki.example/", max_pages = 50}]\n'))
+    config = load_config(
+        _write_toml(
+            tmp_path,
+            '[[kb]]\nname = "site"\ndescription = "d"\n'
+            'urls = ["https://docs.example.com/guide/", '
+            '{url = "https://wiki.example/", max_pages = 50}]\n',
+        )
+    )
     first, second = config.kb[0].urls
     assert first.url == "https://docs.example.com/guide/" and first.max_pages == 1000 and first.sitemap == "auto"
     assert second.max_pages == 50 and config.kb[0].paths == []
-    for body, key in (('', "a knowledge base needs `paths`"),
-                      ('urls = ["ftp://files.example/"]', r"kb\[site\]\.urls\[0\]\.url: must be an http"),
-                      ('urls = [{url = "https://x.example/", max_page = 3}]', "did you mean 'max_pages'")):
+    for body, key in (
+        ("", "a knowledge base needs `paths`"),
+        ('urls = ["ftp://files.example/"]', r"kb\[site\]\.urls\[0\]\.url: must be an http"),
+        ('urls = [{url = "https://x.example/", max_page = 3}]', "did you mean 'max_pages'"),
+    ):
         with pytest.raises(ConfigError, match=key):
             load_config(_write_toml(tmp_path, f'[[kb]]\nname = "site"\ndescription = "d"\n{body}\n'))
 
@@ -79,8 +88,10 @@ def test_a_config_without_a_knowledge_base_says_what_to_add(tmp_path):
 
 
 def test_duplicate_tool_names_are_refused(tmp_path):
-    text = ('[[kb]]\nname = "a"\ndescription = "d"\npaths = ["docs"]\ntool_name = "search_b"\n'
-            '[[kb]]\nname = "b"\ndescription = "d"\npaths = ["docs"]\n')
+    text = (
+        '[[kb]]\nname = "a"\ndescription = "d"\npaths = ["docs"]\ntool_name = "search_b"\n'
+        '[[kb]]\nname = "b"\ndescription = "d"\npaths = ["docs"]\n'
+    )
     with pytest.raises(ConfigError, match="duplicate tool name 'search_b'"):
         load_config(_write_toml(tmp_path, text))
 
@@ -121,8 +132,10 @@ def test_metadata_field_may_not_shadow_a_column(tmp_path):
 
 
 def test_filter_fields_combine_builtins_static_and_declared(tmp_path):
-    text = ('[[kb]]\nname = "a"\ndescription = "d"\npaths = ["docs"]\n[kb.metadata]\ndoc_type = "policy"\n'
-            '[kb.filterable.year]\ntype = "integer"\ndescription = "Year"\n')
+    text = (
+        '[[kb]]\nname = "a"\ndescription = "d"\npaths = ["docs"]\n[kb.metadata]\ndoc_type = "policy"\n'
+        '[kb.filterable.year]\ntype = "integer"\ndescription = "Year"\n'
+    )
     types = load_config(_write_toml(tmp_path, text)).kb[0].filter_field_types()
     assert types["doc_type"] == "string" and types["year"] == "integer" and types["path"] == "string"
 
@@ -146,16 +159,22 @@ def test_storage_is_a_folder_or_a_uri_with_options_read_from_the_environment(tmp
     monkeypatch.delenv("MCP_KB_STORAGE", raising=False)
     folder = build_config({"storage": "idx"}, tmp_path, None).storage
     assert folder.uri == str(tmp_path / "idx") and not folder.is_remote and folder.consistency_seconds == 0
-    raw = {"storage": {"uri": "s3://team/kb", "options": {"aws_endpoint": "http://127.0.0.1:9000",
-                                                          "aws_secret_access_key": "${TEAM_S3_SECRET}"}}}
+    raw = {
+        "storage": {
+            "uri": "s3://team/kb",
+            "options": {"aws_endpoint": "http://127.0.0.1:9000", "aws_secret_access_key": "${TEAM_S3_SECRET}"},
+        }
+    }
     shared = build_config(raw, tmp_path, None).storage
     assert shared.is_remote and shared.consistency_seconds == 5.0 and shared.lease_seconds == 60
     monkeypatch.setenv("TEAM_S3_SECRET", "from-the-environment")
     assert shared.lancedb_options()["aws_secret_access_key"] == "from-the-environment"
     assert "from-the-environment" not in shared.model_dump_json()  # the config keeps the reference only
     monkeypatch.delenv("TEAM_S3_SECRET")
-    with pytest.raises(ConfigError, match="storage.options.aws_secret_access_key names the environment "
-                                          "variable TEAM_S3_SECRET, which is not set"):
+    with pytest.raises(
+        ConfigError,
+        match="storage.options.aws_secret_access_key names the environment variable TEAM_S3_SECRET, which is not set",
+    ):
         shared.lancedb_options()
     monkeypatch.setenv("MCP_KB_STORAGE", "s3://other/kb")  # the variable overrides the table's uri only
     assert build_config(raw, tmp_path, None).storage.options["aws_endpoint"] == "http://127.0.0.1:9000"
@@ -178,8 +197,9 @@ def test_a_folder_named_in_another_script_gets_a_readable_unique_valid_name(tmp_
         (tmp_path / folder).mkdir()
         [kb] = config_for_folder(tmp_path / folder).kb
         names[folder] = kb.name
-        assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", kb.name) and re.fullmatch(r"[A-Za-z0-9_.-]{1,128}",
-                                                                              kb.search_tool_name)
+        assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", kb.name) and re.fullmatch(
+            r"[A-Za-z0-9_.-]{1,128}", kb.search_tool_name
+        )
     assert names["团队文档"].startswith("TuanDuiWenDang-") and names["会议记录"].startswith("HuiYiJiLu-")
     assert names["Пример"].startswith("Primer-") and names["Notes"] == "Notes"  # Latin names as they were
     assert len(set(names.values())) == len(names)  # Café written two ways reads alike: the hash keeps them apart
@@ -206,20 +226,41 @@ def test_example_config_is_valid_and_points_at_the_bundled_examples():
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-_values = st.one_of(st.none(), st.booleans(), st.integers(min_value=-10**30, max_value=10**30),
-                    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
-                    st.lists(st.text(max_size=5), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
+_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
+    st.lists(st.text(max_size=5), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+)
 # Each key with the types a value must have to be accepted (strict: a bool is no number, "5" no integer).
 _NUMBER = (int, float)
 _ACCEPTS = {
-    ("storage",): (str, dict), ("embedding", "batch_size"): (int,), ("embedding", "threads"): (int, type(None)),
-    ("server", "port"): (int,), ("server", "transport"): (str,), ("server", "allowed_hosts"): (list,),
-    ("kb", "name"): (str,), ("kb", "description"): (str,), ("kb", "paths"): (list,), ("kb", "include"): (list,),
-    ("kb", "max_file_size_mb"): _NUMBER, ("kb", "tool_name"): (str, type(None)), ("kb", "metadata"): (dict,),
-    ("kb", "filterable"): (dict,), ("kb", "chunking", "max_tokens"): (int,), ("kb", "chunking", "overlap"): (int,),
-    ("kb", "search", "top_k"): (int,), ("kb", "search", "mode"): (str,), ("kb", "search", "min_score"): _NUMBER,
-    ("kb", "sync", "interval"): _NUMBER + (type(None),), ("kb", "sync", "max_delete_share"): _NUMBER,
-    ("kb", "sync", "debounce"): _NUMBER, ("kb", "unknown_key"): (),
+    ("storage",): (str, dict),
+    ("embedding", "batch_size"): (int,),
+    ("embedding", "threads"): (int, type(None)),
+    ("server", "port"): (int,),
+    ("server", "transport"): (str,),
+    ("server", "allowed_hosts"): (list,),
+    ("kb", "name"): (str,),
+    ("kb", "description"): (str,),
+    ("kb", "paths"): (list,),
+    ("kb", "include"): (list,),
+    ("kb", "max_file_size_mb"): _NUMBER,
+    ("kb", "tool_name"): (str, type(None)),
+    ("kb", "metadata"): (dict,),
+    ("kb", "filterable"): (dict,),
+    ("kb", "chunking", "max_tokens"): (int,),
+    ("kb", "chunking", "overlap"): (int,),
+    ("kb", "search", "top_k"): (int,),
+    ("kb", "search", "mode"): (str,),
+    ("kb", "search", "min_score"): _NUMBER,
+    ("kb", "sync", "interval"): _NUMBER + (type(None),),
+    ("kb", "sync", "max_delete_share"): _NUMBER,
+    ("kb", "sync", "debounce"): _NUMBER,
+    ("kb", "unknown_key"): (),
 }
 
 
@@ -228,7 +269,7 @@ _ACCEPTS = {
 def test_any_value_is_refused_with_the_key_named_unless_it_has_the_keys_type(tmp_path, key, value):
     raw = {"kb": [{"name": "docs", "description": "d", "paths": ["docs"]}]}
     node = raw["kb"][0] if key[0] == "kb" else raw
-    for part in key[1 if key[0] == "kb" else 0:-1]:
+    for part in key[1 if key[0] == "kb" else 0 : -1]:
         node = node.setdefault(part, {})
     node[key[-1]] = value
     try:
@@ -240,8 +281,11 @@ def test_any_value_is_refused_with_the_key_named_unless_it_has_the_keys_type(tmp
 
 
 def test_environment_variables_override_the_file(tmp_path, monkeypatch):
-    path = _write_toml(tmp_path, 'storage = "from-file"\n[server]\ntoken = "file-token"\n'
-                                 '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n')
+    path = _write_toml(
+        tmp_path,
+        'storage = "from-file"\n[server]\ntoken = "file-token"\n'
+        '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n',
+    )
     monkeypatch.setenv("MCP_KB_TOKEN", "env-token")
     monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "env-index"))
     config = load_config(path)
@@ -258,11 +302,14 @@ def test_mcp_kb_config_names_the_config_commands_use(tmp_path, monkeypatch):
     assert config_target("other.toml") == (Path("other.toml"), True)
 
 
-@pytest.mark.parametrize("setting, key", [
-    ('[kb.search]\ntop_k = "5"\n', r"kb\[docs\]\.search\.top_k: Input should be a valid integer \(got '5'\)"),
-    ('[kb.sync]\nwatch = "yes"\n', r"kb\[docs\]\.sync\.watch: Input should be a valid boolean \(got 'yes'\)"),
-    ("[kb.sync]\nwatch = 1\n", r"kb\[docs\]\.sync\.watch: Input should be a valid boolean \(got 1\)"),
-])
+@pytest.mark.parametrize(
+    "setting, key",
+    [
+        ('[kb.search]\ntop_k = "5"\n', r"kb\[docs\]\.search\.top_k: Input should be a valid integer \(got '5'\)"),
+        ('[kb.sync]\nwatch = "yes"\n', r"kb\[docs\]\.sync\.watch: Input should be a valid boolean \(got 'yes'\)"),
+        ("[kb.sync]\nwatch = 1\n", r"kb\[docs\]\.sync\.watch: Input should be a valid boolean \(got 1\)"),
+    ],
+)
 def test_values_of_the_wrong_type_are_refused_not_guessed(tmp_path, setting, key):
     path = _write_toml(tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n' + setting)
     with pytest.raises(ConfigError, match=key):
@@ -272,8 +319,10 @@ def test_values_of_the_wrong_type_are_refused_not_guessed(tmp_path, setting, key
 def test_one_value_where_a_list_is_wanted_shows_the_line_to_write(tmp_path):
     """`paths = "./docs"` was refused with `Input should be a valid list`: the error shows the fix, and never
     echoes a value that may be a secret."""
-    path = _write_toml(tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = "./文档"\ninclude = "*.md"\n'
-                                 '[server]\ntokens = "s3cret"\n')
+    path = _write_toml(
+        tmp_path,
+        '[[kb]]\nname = "docs"\ndescription = "d"\npaths = "./文档"\ninclude = "*.md"\n[server]\ntokens = "s3cret"\n',
+    )
     with pytest.raises(ConfigError) as refused:
         load_config(path)
     said = str(refused.value)
@@ -283,8 +332,9 @@ def test_one_value_where_a_list_is_wanted_shows_the_line_to_write(tmp_path):
 
 
 def test_nested_keys_get_a_suggestion_too(tmp_path):
-    path = _write_toml(tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n'
-                                 '[kb.filterable.year]\ntyp = "integer"\n')
+    path = _write_toml(
+        tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n[kb.filterable.year]\ntyp = "integer"\n'
+    )
     with pytest.raises(ConfigError, match=r"unknown key 'kb\[docs\]\.filterable\.year\.typ'; did you mean 'type'\?"):
         load_config(path)
 
@@ -301,8 +351,11 @@ def test_an_embedding_service_needs_its_address_and_model_name(tmp_path, monkeyp
 
 def test_the_local_model_folder_variable_leaves_an_embedding_service_alone(tmp_path, monkeypatch):
     monkeypatch.setenv("MCP_KB_EMBEDDING_MODEL_PATH", str(tmp_path))
-    service = build_config({"embedding": {"provider": "openai", "base_url": "http://localhost:11434/v1",
-                                          "model": "nomic-embed-text"}}, tmp_path, None).embedding
+    service = build_config(
+        {"embedding": {"provider": "openai", "base_url": "http://localhost:11434/v1", "model": "nomic-embed-text"}},
+        tmp_path,
+        None,
+    ).embedding
     assert getattr(service, "model_path", None) is None  # a service has no local model folder
     assert build_config({}, tmp_path, None).embedding.model_path == str(tmp_path.resolve())
 
@@ -321,32 +374,36 @@ _SECRET_BLOCKS = f"""
 [storage]
 uri = "index"
 [storage.options]
-aws_secret_access_key = "{SECRETS['option']}"
+aws_secret_access_key = "{SECRETS["option"]}"
 [server]
-token = "{SECRETS['token']}"
+token = "{SECRETS["token"]}"
 """
 _KB = f"""
 [[kb]]
 name = "docs"
 description = "d"
 paths = ["."]
-urls = [{{url = "https://docs.example.com/", headers = {{Authorization = "Bearer {SECRETS['header']}"}}}}]
+urls = [{{url = "https://docs.example.com/", headers = {{Authorization = "Bearer {SECRETS["header"]}"}}}}]
 """
 BROKEN_CONFIGS = {
     "duplicate KB name": _SECRET_BLOCKS + _KB + _KB,
-    "a table where a header value goes": _SECRET_BLOCKS + _KB.replace(f'"Bearer {SECRETS["header"]}"',
-                                                                      f'{{value = "{SECRETS["header"]}"}}'),
+    "a table where a header value goes": _SECRET_BLOCKS
+    + _KB.replace(f'"Bearer {SECRETS["header"]}"', f'{{value = "{SECRETS["header"]}"}}'),
     "a number among the storage options": _SECRET_BLOCKS.replace(
-        "[server]", f'region = 1\naws_session_token = ["{SECRETS["option"]}"]\n[server]') + _KB,
+        "[server]", f'region = 1\naws_session_token = ["{SECRETS["option"]}"]\n[server]'
+    )
+    + _KB,
     "a bad header name": _SECRET_BLOCKS + _KB.replace("Authorization =", '"Bad Header" ='),
     "an unknown server key": _SECRET_BLOCKS.replace("[server]", "[server]\ntokn = 1") + _KB,
     "a KB without description": _SECRET_BLOCKS + _KB.replace('description = "d"\n', ""),
     "[kb] instead of [[kb]]": _SECRET_BLOCKS + _KB.replace("[[kb]]", "[kb]"),
-    "an embedding service without base_url": _SECRET_BLOCKS + _KB + f"""
+    "an embedding service without base_url": _SECRET_BLOCKS
+    + _KB
+    + f"""
 [embedding]
 provider = "openai"
 model = "m"
-headers = {{X-Key = "{SECRETS['key']}"}}
+headers = {{X-Key = "{SECRETS["key"]}"}}
 """,
 }
 
@@ -389,30 +446,49 @@ def test_a_command_s_engine_and_cluster_override_the_sync_settings_and_a_cluster
 
     settings = SyncEngineConfig(wave_files=64)
     assert settings.overridden(None, None) == settings
-    assert settings.overridden(None, "head:6379").model_dump(include={"engine", "ray_address", "wave_files"}) == \
-        {"engine": "ray", "ray_address": "head:6379", "wave_files": 64}
+    assert settings.overridden(None, "head:6379").model_dump(include={"engine", "ray_address", "wave_files"}) == {
+        "engine": "ray",
+        "ray_address": "head:6379",
+        "wave_files": 64,
+    }
     assert settings.overridden("local", "head:6379").engine == "local"
     assert SyncEngineConfig(engine="ray", ray_address="a:1").overridden(None, None).ray_address == "a:1"
 
 
 def test_library_versions_have_their_own_paths_a_default_and_clear_errors(tmp_path):
     head = '[[kb]]\nname = "lib"\ndescription = "d"\n'
-    config = load_config(_write_toml(tmp_path, head + '[[kb.versions]]\nname = "0.110"\npaths = ["docs"]\n'
-                                                      '[[kb.versions]]\nname = "0.116"\npaths = ["docs"]\n'))
+    config = load_config(
+        _write_toml(
+            tmp_path,
+            head + '[[kb.versions]]\nname = "0.110"\npaths = ["docs"]\n'
+            '[[kb.versions]]\nname = "0.116"\npaths = ["docs"]\n',
+        )
+    )
     kb = config.kb[0]
     assert [v.name for v in kb.versions] == ["0.110", "0.116"] and kb.default_version == "0.116"  # the last listed
     assert kb.versions[0].paths == [(tmp_path / "docs").resolve()]  # relative to the file, as the KB's own
-    current = load_config(_write_toml(tmp_path, head + '[[kb.versions]]\nname = "2.x"\npaths = ["docs"]\n'
-                                                       'current = true\n[[kb.versions]]\nname = "3.0-beta"\n'
-                                                       'paths = ["docs"]\n'))
+    current = load_config(
+        _write_toml(
+            tmp_path,
+            head + '[[kb.versions]]\nname = "2.x"\npaths = ["docs"]\n'
+            'current = true\n[[kb.versions]]\nname = "3.0-beta"\n'
+            'paths = ["docs"]\n',
+        )
+    )
     assert current.kb[0].default_version == "2.x"  # never guessed from the names
     for body, said in (
-            ('paths = ["docs"]\n[[kb.versions]]\nname = "1"\npaths = ["docs"]\n', "gives each version its own"),
-            ('[[kb.versions]]\nname = "1"\npaths = ["docs"]\n[[kb.versions]]\nname = "1"\npaths = ["docs"]\n',
-             "versions must have different names"),
-            ('[[kb.versions]]\nname = "a"\npaths = ["docs"]\ncurrent = true\n[[kb.versions]]\nname = "b"\n'
-             'paths = ["docs"]\ncurrent = true\n', "at most one version `current = true`"),
-            ('[[kb.versions]]\nname = "1/2"\npaths = ["docs"]\n', "'1/2' must be 1-64 letters, digits"),
-            ('[[kb.versions]]\nname = "1"\n', "version '1' needs `paths`")):
+        ('paths = ["docs"]\n[[kb.versions]]\nname = "1"\npaths = ["docs"]\n', "gives each version its own"),
+        (
+            '[[kb.versions]]\nname = "1"\npaths = ["docs"]\n[[kb.versions]]\nname = "1"\npaths = ["docs"]\n',
+            "versions must have different names",
+        ),
+        (
+            '[[kb.versions]]\nname = "a"\npaths = ["docs"]\ncurrent = true\n[[kb.versions]]\nname = "b"\n'
+            'paths = ["docs"]\ncurrent = true\n',
+            "at most one version `current = true`",
+        ),
+        ('[[kb.versions]]\nname = "1/2"\npaths = ["docs"]\n', "'1/2' must be 1-64 letters, digits"),
+        ('[[kb.versions]]\nname = "1"\n', "version '1' needs `paths`"),
+    ):
         with pytest.raises(ConfigError, match=said):
             load_config(_write_toml(tmp_path, head + body))

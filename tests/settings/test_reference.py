@@ -28,14 +28,17 @@ def test_every_key_of_kb_toml_is_in_the_reference_with_its_description():
     from mcp_kb.settings.providers import EMBEDDING_PROVIDERS, RERANK_PROVIDERS
 
     text = reference_markdown()
-    providers = {registry.settings(name) for registry in (EMBEDDING_PROVIDERS, RERANK_PROVIDERS)
-                 for name in registry.names()}
+    providers = {
+        registry.settings(name) for registry in (EMBEDDING_PROVIDERS, RERANK_PROVIDERS) for name in registry.names()
+    }
     for model in _models(Config, set()) | providers:
         for name in model.model_fields:
             # set by the loader; a provider's `provider` is the heading of its table
             if (model, name) != (Config, "source") and not (model in providers and name == "provider"):
-                assert f"| `{name}` |" in text and " ".join(description(model, name).split())[:60] in text, \
-                    (model, name)
+                assert f"| `{name}` |" in text and " ".join(description(model, name).split())[:60] in text, (
+                    model,
+                    name,
+                )
     assert "| `quantize` | `int8` |" in text and "Env: `MCP_KB_STORAGE`." in text
     assert "| `batch_size` | `8` |" in text and "| `batch_size` | `32` |" in text  # each provider's own default
 
@@ -54,7 +57,9 @@ def test_the_docs_page_holds_the_reference_the_models_write_now():
     """docs/configuration.md carries the reference in the repository (a reader on GitHub sees every key); a setting
     changed without writing the page again fails here with the command that does."""
     page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
-    assert page_with_reference(page) == page, "docs/configuration.md is not current: python -m mcp_kb.settings.reference"
+    assert page_with_reference(page) == page, (
+        "docs/configuration.md is not current: python -m mcp_kb.settings.reference"
+    )
     assert reference_markdown() in page
 
 

@@ -68,6 +68,7 @@ def _succeeded(command: list[str], **options: Any) -> subprocess.CompletedProces
 
 # ---- server.json and the README's marker ---------------------------------------------------------------------
 
+
 def test_server_json_is_valid_against_the_registrys_schema():
     if not _installed("jsonschema"):
         pytest.skip(f"jsonschema is not installed: {SHIP_EXTRA}")
@@ -77,8 +78,10 @@ def test_server_json_is_valid_against_the_registrys_schema():
     assert schema["$id"] == SERVER_JSON["$schema"]  # the schema server.json names is the one it is checked against
     validator = validator_for(schema)
     validator.check_schema(schema)
-    errors = [f"{'/'.join(map(str, error.absolute_path))}: {error.message}"
-              for error in validator(schema, format_checker=validator.FORMAT_CHECKER).iter_errors(SERVER_JSON)]
+    errors = [
+        f"{'/'.join(map(str, error.absolute_path))}: {error.message}"
+        for error in validator(schema, format_checker=validator.FORMAT_CHECKER).iter_errors(SERVER_JSON)
+    ]
     assert not errors
 
 
@@ -109,6 +112,7 @@ def test_the_readme_carries_the_registrys_marker_once_with_server_jsons_name():
 
 # ---- the wheel -----------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel under test: .ci/ship's (MCP_KB_SHIP_WHEEL), else one built from this checkout now, as a release
@@ -132,8 +136,9 @@ def test_the_wheel_holds_every_data_file_pyproject_names(wheel):
         for pattern in patterns:
             files = [path for path in folder.glob(pattern) if path.is_file()]
             assert files, f"{package}: {pattern} matches no file"
-            missing = [path.relative_to(ROOT).as_posix() for path in files
-                       if path.relative_to(ROOT).as_posix() not in names]
+            missing = [
+                path.relative_to(ROOT).as_posix() for path in files if path.relative_to(ROOT).as_posix() not in names
+            ]
             assert not missing, f"the wheel lacks {missing}"
 
 
@@ -145,6 +150,7 @@ def test_the_wheels_description_carries_the_registrys_marker(wheel):
 
 
 # ---- uv, and a real client over stdio --------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="session")
 def uv() -> Path:
@@ -160,15 +166,19 @@ def uv() -> Path:
 def _environment(**settings: str) -> dict[str, str]:
     """The environment a client starts the server in: this one without mcp-kb's variables (only what the client
     passes reaches the server), uv told to use this Python (it would download one it lacks), and `settings`."""
-    kept = {name: value for name, value in os.environ.items()
-            if not name.startswith("MCP_KB_") and name != "VIRTUAL_ENV"}
+    kept = {
+        name: value for name, value in os.environ.items() if not name.startswith("MCP_KB_") and name != "VIRTUAL_ENV"
+    }
     return {**kept, "UV_PYTHON": sys.executable, **settings}
 
 
 def _model_settings() -> dict[str, str]:
     """The tests' embedding model as mcp-kb's variables (conftest sets them from ../shared when given none)."""
-    return {name: os.environ[name] for name in ("MCP_KB_EMBEDDING_MODEL", "MCP_KB_EMBEDDING_MODEL_PATH")
-            if os.environ.get(name)}
+    return {
+        name: os.environ[name]
+        for name in ("MCP_KB_EMBEDDING_MODEL", "MCP_KB_EMBEDDING_MODEL_PATH")
+        if os.environ.get(name)
+    }
 
 
 @pytest.fixture(scope="session")
@@ -178,16 +188,22 @@ def uvx_ready(uv: Path, wheel: Path, tmp_path_factory: pytest.TempPathFactory) -
     if not uvx.is_file():
         pytest.skip(f"uvx is not beside {uv}: {SHIP_EXTRA}")
     command = [str(uvx), "--from", str(wheel)]
-    done = _succeeded([*command, "mcp-kb", "--version"], env=_environment(), timeout=STARTUP_SECONDS,
-                      cwd=tmp_path_factory.mktemp("uvx"))
+    done = _succeeded(
+        [*command, "mcp-kb", "--version"],
+        env=_environment(),
+        timeout=STARTUP_SECONDS,
+        cwd=tmp_path_factory.mktemp("uvx"),
+    )
     assert PROJECT["project"]["version"] in done.stdout
     return command
 
 
 def _handbook(tmp_path: Path) -> Path:
     folder = tmp_path / "handbook"
-    write(folder / "leave.md", "# Annual leave\n\nEvery employee has 25 days of annual leave a year; ask your "
-                               "manager two weeks ahead.\n")
+    write(
+        folder / "leave.md",
+        "# Annual leave\n\nEvery employee has 25 days of annual leave a year; ask your manager two weeks ahead.\n",
+    )
     return folder
 
 
@@ -205,6 +221,7 @@ def _list_tools(parameters: StdioServerParameters) -> list[str]:
     async def listed() -> list[str]:
         async with Client(parameters) as client:
             return [tool.name for tool in (await client.list_tools()).tools]
+
     return anyio.run(listed)
 
 
@@ -215,12 +232,16 @@ def test_uvx_runs_the_wheel_as_an_mcp_server_over_stdio(how, uvx_ready, tmp_path
     folder = _handbook(tmp_path)
     arguments = ["mcp-kb", "serve", str(folder)] if how == "readme" else _server_json_command(folder)
     parameters = StdioServerParameters(
-        command=uvx_ready[0], args=[*uvx_ready[1:], *arguments], cwd=tmp_path,
-        env=_environment(**_model_settings(), MCP_KB_STORAGE=str(tmp_path / "index")))
+        command=uvx_ready[0],
+        args=[*uvx_ready[1:], *arguments],
+        cwd=tmp_path,
+        env=_environment(**_model_settings(), MCP_KB_STORAGE=str(tmp_path / "index")),
+    )
     assert _list_tools(parameters) == ["search_handbook", *FIXED_TOOLS]
 
 
 # ---- the MCP Bundle ------------------------------------------------------------------------------------------
+
 
 def _built_bundle(out: Path, folder: Path | None = None) -> Path:
     """bundle/build.py, run as a developer runs it; the bundle it wrote."""
@@ -253,8 +274,11 @@ def _as_configured(manifest: dict[str, Any], bundle_dir: Path, settings: dict[st
         return text
 
     config = manifest["server"]["mcp_config"]
-    return {"command": config["command"], "args": [filled(argument) for argument in config["args"]],
-            "env": {name: filled(value) for name, value in config["env"].items()}}
+    return {
+        "command": config["command"],
+        "args": [filled(argument) for argument in config["args"]],
+        "env": {name: filled(value) for name, value in config["env"].items()},
+    }
 
 
 def test_the_bundles_manifest_takes_version_licence_and_python_from_pyproject(tmp_path):
@@ -266,23 +290,30 @@ def test_the_bundles_manifest_takes_version_licence_and_python_from_pyproject(tm
 
 
 @pytest.fixture(scope="module")
-def bundle_server(uv: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StdioServerParameters,
-                                                                                          dict[str, Any], Path]]:
+def bundle_server(
+    uv: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[StdioServerParameters, dict[str, Any], Path]]:
     """The bundle, unpacked into a folder with a space in its name (as Claude Desktop's is), started as its
     manifest says with the user's settings: the handbook folder, the tests' model and an index folder."""
     tmp_path = tmp_path_factory.mktemp("bundle")
     bundle_dir = tmp_path / "Claude Extensions" / "mcp-kb"
     manifest = _unpacked(_built_bundle(tmp_path / "mcp-kb.mcpb"), bundle_dir)
     model = _model_settings()
-    settings = {"folder": str(_handbook(tmp_path)), "storage": str(tmp_path / "index"),
-                "model": model.get("MCP_KB_EMBEDDING_MODEL", ""),
-                "model_folder": model.get("MCP_KB_EMBEDDING_MODEL_PATH", "")}
+    settings = {
+        "folder": str(_handbook(tmp_path)),
+        "storage": str(tmp_path / "index"),
+        "model": model.get("MCP_KB_EMBEDDING_MODEL", ""),
+        "model_folder": model.get("MCP_KB_EMBEDDING_MODEL_PATH", ""),
+    }
     config = _as_configured(manifest, bundle_dir, settings)
     assert config["command"] == "uv"  # a uv bundle's host runs its own uv: here, the ship extra's
     # the project's environment made first, with the time a first run on a machine needs
     _succeeded([str(uv), "sync", "--project", str(bundle_dir)], env=_environment(), timeout=STARTUP_SECONDS)
-    yield (StdioServerParameters(command=str(uv), args=config["args"], env=_environment(**config["env"]),
-                                 cwd=tmp_path), manifest, tmp_path / "index")
+    yield (
+        StdioServerParameters(command=str(uv), args=config["args"], env=_environment(**config["env"]), cwd=tmp_path),
+        manifest,
+        tmp_path / "index",
+    )
 
 
 def test_the_bundle_started_as_a_client_starts_it_lists_the_tools_its_manifest_declares(bundle_server):
@@ -306,6 +337,7 @@ def test_the_bundle_searches_the_chosen_folder_with_the_chosen_model_into_the_ch
                 if "leave.md" in text or time.monotonic() > deadline:
                     return text
                 await anyio.sleep(0.5)
+
     assert "leave.md" in anyio.run(found)
     assert any(index.iterdir())
 
@@ -323,7 +355,11 @@ def test_the_official_mcpb_cli_validates_the_bundles_manifest(tmp_path):
     if not MCPB_CLI.is_file():
         pytest.skip(f"the mcpb CLI is not installed: {MCPB_INSTALL}")
     _built_bundle(tmp_path / "mcp-kb.mcpb", tmp_path / "bundle")
-    done = subprocess.run([*_node(), str(MCPB_CLI), "validate", str(tmp_path / "bundle" / "manifest.json")],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*_node(), str(MCPB_CLI), "validate", str(tmp_path / "bundle" / "manifest.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "validation passes" in done.stdout

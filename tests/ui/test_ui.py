@@ -41,7 +41,8 @@ def _site(folder: Path) -> Path:
     for number in range(BULK_FILES):
         write(bulk / f"page-{number:03}.md", f"# Page {number}\n\nTopic {number} covers item {number * 7}.\n")
     config = folder / "kb.toml"
-    config.write_text(f'''storage = "{folder / 'index'}"
+    config.write_text(
+        f'''storage = "{folder / "index"}"
 [[kb]]
 name = "docs"
 description = "Product docs <b>bold</b>"
@@ -56,7 +57,7 @@ description = "Many small pages"
 paths = ["{bulk}"]
 [server]
 transport = "http"
-audit_log = "{folder / 'audit.jsonl'}"
+audit_log = "{folder / "audit.jsonl"}"
 [[server.tokens]]
 name = "admin"
 secret_env = "UI_ADMIN_TOKEN"
@@ -71,7 +72,9 @@ name = "limited"
 secret_env = "UI_LIMITED_TOKEN"
 kbs = ["docs"]
 requests_per_minute = 2
-''', encoding="utf-8")
+''',
+        encoding="utf-8",
+    )
     return config
 
 
@@ -104,6 +107,7 @@ def _csrf(page: str) -> str:
 
 # ---- over plain HTTP ------------------------------------------------------------------------------
 
+
 def test_without_a_token_the_page_asks_to_sign_in_and_a_refused_token_is_not_echoed(server):
     with httpx.Client(base_url=server, timeout=60) as http:
         first = http.get("/ui/kb/docs")
@@ -113,7 +117,10 @@ def test_without_a_token_the_page_asks_to_sign_in_and_a_refused_token_is_not_ech
     assert first.status_code == 303 and first.headers["location"] == "/ui/login?next=%2Fui%2Fkb%2Fdocs"
     assert refused.status_code == 401 and "refused" in refused.text and "guess" not in refused.text
     assert admitted.status_code == 303 and admitted.headers["location"] == "/ui/kb/docs"
-    assert "httponly" in admitted.headers["set-cookie"].lower() and "samesite=strict" in admitted.headers["set-cookie"].lower()
+    assert (
+        "httponly" in admitted.headers["set-cookie"].lower()
+        and "samesite=strict" in admitted.headers["set-cookie"].lower()
+    )
     assert page.status_code == 200 and "broken-a.pdf" in page.text
 
 
@@ -149,11 +156,14 @@ def test_forms_need_this_pages_origin_its_csrf_token_and_the_sync_right(server):
             admin.post("/ui/kb/notes/sync", data={"csrf": token}, headers={"Origin": "http://evil.example"}),
             admin.post("/ui/kb/notes/sync", data={"csrf": "0" * 64}, headers={"Origin": server}),
             admin.post("/ui/kb/notes/sync", data={}, headers={"Origin": server}),
-            reader.post("/ui/kb/docs/sync", data={"csrf": _csrf(reader.get("/ui/kb/docs").text)},
-                        headers={"Origin": server}),
+            reader.post(
+                "/ui/kb/docs/sync", data={"csrf": _csrf(reader.get("/ui/kb/docs").text)}, headers={"Origin": server}
+            ),
             # another port of this host (a local dev server's page): cookies ignore ports, origins do not
             admin.post("/ui/kb/notes/sync", data={"csrf": token}, headers={"Origin": _other_port(server)}),
-            admin.post("/ui/kb/notes/sync", data={"csrf": token}, headers={"Origin": server.replace("http:", "https:")}),
+            admin.post(
+                "/ui/kb/notes/sync", data={"csrf": token}, headers={"Origin": server.replace("http:", "https:")}
+            ),
             admin.post("/ui/kb/notes/sync", data={"csrf": token}, headers={"Origin": "null"}),
         ]
         read = admin.get("/ui/kb/notes/sync")
@@ -184,8 +194,9 @@ def _other_port(url: str) -> str:
 def test_a_sync_button_press_syncs_the_kb(server, site):
     with _signed_in(server, ADMIN) as admin:
         before = {kb["name"]: kb for kb in admin.get("/ui/status.json").json()}["notes"]
-        pressed = admin.post("/ui/kb/notes/sync", data={"csrf": _csrf(admin.get("/ui/kb/notes").text)},
-                             headers={"Origin": server})
+        pressed = admin.post(
+            "/ui/kb/notes/sync", data={"csrf": _csrf(admin.get("/ui/kb/notes").text)}, headers={"Origin": server}
+        )
 
         def finished() -> dict | None:
             notes = {kb["name"]: kb for kb in admin.get("/ui/status.json").json()}["notes"]
@@ -236,7 +247,7 @@ def test_a_sync_pressed_while_another_kb_syncs_says_it_waits_then_runs(server, s
 def test_the_playground_filter_example_uses_fields_the_kb_has(server):
     with _signed_in(server, ADMIN) as admin:
         page = admin.get("/ui/kb/docs/search").text
-    example = re.search(r'placeholder="([^"]*)"', page[page.index('id="filters"'):]).group(1)
+    example = re.search(r'placeholder="([^"]*)"', page[page.index('id="filters"') :]).group(1)
     assert example == "path^=folder/" and "doc_type" not in page and "year" not in example
 
 
@@ -246,9 +257,16 @@ def _cards(overview: str) -> dict[str, str]:
 
 def test_the_page_and_the_mcp_endpoint_share_a_callers_rate_limit(server):
     with _signed_in(server, LIMITED) as http:
-        answers = [http.get("/"), http.get("/ui/status.json"), http.get("/ui/status.json"),
-                   http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
-                             headers={"Accept": "application/json, text/event-stream"})]
+        answers = [
+            http.get("/"),
+            http.get("/ui/status.json"),
+            http.get("/ui/status.json"),
+            http.post(
+                "/mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                headers={"Accept": "application/json, text/event-stream"},
+            ),
+        ]
     assert [answer.status_code for answer in answers] == [200, 200, 429, 429]
     assert int(answers[2].headers["retry-after"]) >= 1 and "2 requests a minute" in answers[2].json()["error"]
 
@@ -270,8 +288,11 @@ def test_odd_document_addresses_and_oversized_forms_get_clear_answers(server):
         nul = http.get("/ui/kb/docs/document", params={"path": "setup.md\x00.md", "chunk": "0"})
         huge = http.get("/ui/kb/docs/document", params={"path": "setup.md", "chunk": "9" * 30})
         outside = http.get("/ui/kb/docs/document", params={"path": "../kb.toml"})
-        flood = http.post("/ui/login", content=b"token=" + b"a" * (1 << 20), headers={
-            "Origin": server, "Content-Type": "application/x-www-form-urlencoded"})
+        flood = http.post(
+            "/ui/login",
+            content=b"token=" + b"a" * (1 << 20),
+            headers={"Origin": server, "Content-Type": "application/x-www-form-urlencoded"},
+        )
     assert nul.status_code == 404 and "has no document" in nul.text
     assert huge.status_code == 200 and "Install with pip" in huge.text and 'id="passage"' not in huge.text
     assert outside.status_code == 404
@@ -280,17 +301,22 @@ def test_odd_document_addresses_and_oversized_forms_get_clear_answers(server):
 
 def test_hostile_names_and_text_are_escaped(server, site):
     with _signed_in(server, ADMIN) as http:
-        pages = [http.get("/").text, http.get("/ui/kb/docs").text,
-                 http.get("/ui/kb/docs/search", params={"q": "annual leave <script>alert(1)</script>"}).text,
-                 http.get("/ui/kb/docs/document", params={"path": f"{INJECTED_NAME}.md", "chunk": "0"}).text]
+        pages = [
+            http.get("/").text,
+            http.get("/ui/kb/docs").text,
+            http.get("/ui/kb/docs/search", params={"q": "annual leave <script>alert(1)</script>"}).text,
+            http.get("/ui/kb/docs/document", params={"path": f"{INJECTED_NAME}.md", "chunk": "0"}).text,
+        ]
     for page in pages:
-        assert "<img src=x" not in page and '<script>alert' not in page
+        assert "<img src=x" not in page and "<script>alert" not in page
     assert "&lt;b&gt;bold&lt;/b&gt;" in pages[0]
     assert "&#34;&gt;&lt;img src=x onerror=alert(2)&gt;.pdf" in pages[1]
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in pages[3]
     trail = [json.loads(line) for line in (site.parent / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert any(entry["action"] == "page search" and entry["who"] == "admin" and entry["kb"] == "docs"
-               and entry["results"] >= 1 for entry in trail)
+    assert any(
+        entry["action"] == "page search" and entry["who"] == "admin" and entry["kb"] == "docs" and entry["results"] >= 1
+        for entry in trail
+    )
 
 
 def test_mcp_kb_ui_serves_this_machine_without_a_token(site):
@@ -299,7 +325,7 @@ def test_mcp_kb_ui_serves_this_machine_without_a_token(site):
         rebound = http.get("/", headers={"Host": "evil.example"})
         own_page = http.get("/ui/kb/docs").text
         past_the_last = http.get("/ui/kb/docs/document", params={"path": "setup.md", "chunk": "1000001"})
-    assert f"<dt>Index</dt><dd class=\"path\">{site.parent / 'index'}</dd>" in own_page  # the owner sees where
+    assert f'<dt>Index</dt><dd class="path">{site.parent / "index"}</dd>' in own_page  # the owner sees where
     # a chunk number past any a read takes names no passage: the document from its start (was a 500, a traceback)
     assert past_the_last.status_code == 200 and "Install with pip" in past_the_last.text
     assert overview.status_code == 200
@@ -318,8 +344,11 @@ def test_a_repository_kbs_page_names_the_commit_it_is_indexed_at(tmp_path, embed
     commit = repo.commit()
     config = tmp_path / "kb.toml"
     storage = tmp_path / "index"
-    config.write_text(f'storage = "{storage}"\n[[kb]]\nname = "code"\ndescription = "d"\n'
-                      f'[[kb.repos]]\nurl = "{repo.folder}"\nref = "main"\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{storage}"\n[[kb]]\nname = "code"\ndescription = "d"\n'
+        f'[[kb.repos]]\nurl = "{repo.folder}"\nref = "main"\n',
+        encoding="utf-8",
+    )
     App(load_config(config), embedder=embedder).sync()
     with serve_page(config) as (port, _stderr), httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
         page = http.get("/ui/kb/code").text
@@ -332,8 +361,11 @@ def test_the_page_says_a_hit_or_a_document_is_stale_and_a_kb_behind_its_sources(
 
     write(tmp_path / "docs" / "leave.md", "# Leave\n\nAnnual leave is 25 days a year.\n")
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
-                      f'paths = ["{tmp_path / "docs"}"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+        f'paths = ["{tmp_path / "docs"}"]\n',
+        encoding="utf-8",
+    )
     App(load_config(config), embedder=embedder).sync()
     write(tmp_path / "docs" / "leave.md", "# Leave\n\nAnnual leave is 30 days a year.\n")
     with serve_page(config) as (port, _stderr), httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
@@ -355,8 +387,11 @@ def test_without_a_token_a_form_value_cannot_be_worked_out_from_a_planted_cookie
     guess = hmac.new(planted.encode(), b"mcp-kb page form", hashlib.sha256).hexdigest()
     with serve_page(site) as (port, _stderr), httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
         before = http.get("/ui/status.json").json()
-        forged = http.post("/ui/kb/notes/sync", data={"csrf": guess, "full": "1", "allow_mass_delete": "1"},
-                           headers={"Origin": f"http://127.0.0.1:{port}", "Cookie": f"mcp_kb_token={planted}"})
+        forged = http.post(
+            "/ui/kb/notes/sync",
+            data={"csrf": guess, "full": "1", "allow_mass_delete": "1"},
+            headers={"Origin": f"http://127.0.0.1:{port}", "Cookie": f"mcp_kb_token={planted}"},
+        )
         rendered = _csrf(http.get("/ui/kb/notes", headers={"Cookie": f"mcp_kb_token={planted}"}).text)
         after = http.get("/ui/status.json").json()
     assert forged.status_code == 403 and rendered != guess
@@ -364,6 +399,7 @@ def test_without_a_token_a_form_value_cannot_be_worked_out_from_a_planted_cookie
 
 
 # ---- the parts ------------------------------------------------------------------------------------
+
 
 def test_charts_escape_their_labels_and_pick_a_round_axis_top():
     chart = line_chart("Latency <b>", ["<script>"], {"p95 <i>": [123.0]}, "ms")
@@ -373,6 +409,7 @@ def test_charts_escape_their_labels_and_pick_a_round_axis_top():
 
 
 # ---- in a browser -------------------------------------------------------------------------------
+
 
 def _sign_in(browser, server: str, token: str) -> None:
     from selenium.webdriver.common.by import By
@@ -396,8 +433,6 @@ def _heading(browser) -> str:
         return ""
 
 
-
-
 def _shot(browser, tmp_path: Path, name: str) -> None:
     """A screenshot of the page once it has loaded; Chrome on a loaded machine once timed out taking one while the
     page was still settling ("aborted by navigation"): it is taken again when the page says it is complete."""
@@ -417,8 +452,9 @@ def _no_injection(browser) -> None:
     with pytest.raises(NoAlertPresentException):
         _ = browser.switch_to.alert.text
     assert browser.execute_script("return document.images.length") == 0
-    assert browser.execute_script("return [...document.scripts].map(s => new URL(s.src).pathname)") == \
-        ["/ui/static/ui.js"]
+    assert browser.execute_script("return [...document.scripts].map(s => new URL(s.src).pathname)") == [
+        "/ui/static/ui.js"
+    ]
 
 
 def test_browser_overview_and_a_scoped_tokens_view(server, browser, tmp_path):
@@ -450,6 +486,7 @@ def test_browser_failed_files_filter_as_you_type(server, browser, tmp_path):
 
     def shown():
         return [row.text for row in browser.find_elements(By.CSS_SELECTOR, "#problem-rows tr") if row.is_displayed()]
+
     everything = shown()
     browser.find_element(By.ID, "filter").send_keys("broken-a")
     only = until(lambda: rows if len(rows := shown()) == 1 else None)
@@ -481,8 +518,10 @@ async def test_browser_playground_cites_what_the_tool_returns_and_opens_the_pass
     stages = browser.find_element(By.CSS_SELECTOR, ".timings").text
     _no_injection(browser)
     _shot(browser, tmp_path, "playground")
-    expected = [f"{hit['source']} › {hit['heading']}" if hit["heading"] else hit["source"]
-                for hit in tool.structured_content["results"]]
+    expected = [
+        f"{hit['source']} › {hit['heading']}" if hit["heading"] else hit["source"]
+        for hit in tool.structured_content["results"]
+    ]
     assert citations == expected and citations[0] == f"{INJECTED_NAME}.md › Leave policy"
     assert as_sent == tool.content[0].text
     assert "embed" in stages and "ms" in stages
@@ -501,8 +540,12 @@ def test_browser_pages_fit_a_narrow_window(server, browser, tmp_path):
     _sign_in(browser, server, ADMIN)
     browser.set_window_size(390, 844)
     try:
-        for name, path in [("overview", "/"), ("kb", "/ui/kb/docs"), ("notes", "/ui/kb/notes/search?q=年假申请"),
-                           ("document", f"/ui/kb/docs/document?path={INJECTED_NAME}.md&chunk=0")]:
+        for name, path in [
+            ("overview", "/"),
+            ("kb", "/ui/kb/docs"),
+            ("notes", "/ui/kb/notes/search?q=年假申请"),
+            ("document", f"/ui/kb/docs/document?path={INJECTED_NAME}.md&chunk=0"),
+        ]:
             browser.get(server + path)
             _shot(browser, tmp_path, f"narrow-{name}")
             overflow = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
@@ -529,6 +572,7 @@ def test_browser_shows_a_sync_advancing_and_finishing_without_a_reload(server, b
         seen.add(" ".join(text.split()))
         counted.add(browser.find_element(By.CSS_SELECTOR, '[data-field="files"]').text)
         return browser.find_element(By.CSS_SELECTOR, '[data-field="last_outcome"]').text != "never synced"
+
     until(finished, seconds=600)
     _shot(browser, tmp_path, "sync-finished")
     steps = {int(m.group(1)) for text in seen if (m := re.search(rf"syncing: (\d+) of {BULK_FILES} files", text))}
@@ -627,8 +671,11 @@ def test_the_owner_rolls_back_from_the_page_after_confirming_and_a_token_holder_
 
     write(tmp_path / "docs" / "leave.md", "# Leave\n\nAnnual leave is twenty days.\n")
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
-                      f'paths = ["{tmp_path / "docs"}"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+        f'paths = ["{tmp_path / "docs"}"]\n',
+        encoding="utf-8",
+    )
     app = App(load_config(config), embedder=embedder)
     app.sync()
     write(tmp_path / "docs" / "leave.md", "# Leave\n\nAnnual leave is thirty days.\n")
@@ -638,8 +685,11 @@ def test_the_owner_rolls_back_from_the_page_after_confirming_and_a_token_holder_
         page = http.get("/ui/kb/docs").text
         csrf = _csrf(page)
         unconfirmed = http.post("/ui/kb/docs/rollback", data={"csrf": csrf, "to": "1"}, headers=origin)
-        forged = http.post("/ui/kb/docs/rollback", data={"csrf": csrf, "to": "1", "confirm": "1"},
-                           headers={"Origin": "http://evil.example"})
+        forged = http.post(
+            "/ui/kb/docs/rollback",
+            data={"csrf": csrf, "to": "1", "confirm": "1"},
+            headers={"Origin": "http://evil.example"},
+        )
         unchanged = [v.number for v in app.versions("docs")]
         done = http.post("/ui/kb/docs/rollback", data={"csrf": csrf, "to": "1", "confirm": "1"}, headers=origin)
         after = http.get(done.headers["location"]).text
@@ -647,20 +697,29 @@ def test_the_owner_rolls_back_from_the_page_after_confirming_and_a_token_holder_
     assert unconfirmed.status_code == 400 and "tick the box" in unconfirmed.text
     assert forged.status_code == 403 and unchanged == [1, 2]
     assert done.status_code == 303 and "Rolled back: the version chosen is current again, as version 3." in after
-    assert "rolled back to 1" in after and "twenty days" in app.read_through(
-        "docs", ReadRequest(kb="docs", path="leave.md")).text
+    assert (
+        "rolled back to 1" in after
+        and "twenty days" in app.read_through("docs", ReadRequest(kb="docs", path="leave.md")).text
+    )
     with _signed_in(server, ADMIN) as admin:  # a token that may sync is still not the owner
         assert 'action="/ui/kb/docs/rollback"' not in admin.get("/ui/kb/docs").text
-        refused = admin.post("/ui/kb/docs/rollback", data={"csrf": _csrf(admin.get("/ui/kb/docs").text), "to": "1",
-                                                           "confirm": "1"}, headers={"Origin": server})
+        refused = admin.post(
+            "/ui/kb/docs/rollback",
+            data={"csrf": _csrf(admin.get("/ui/kb/docs").text), "to": "1", "confirm": "1"},
+            headers={"Origin": server},
+        )
     assert refused.status_code == 403 and "only the owner rolls back" in refused.text
 
 
 def _submitted(browser, field) -> None:
     """Send a field's form as its submit button would, and wait for the answer to replace the page."""
     browser.execute_script("document.body.dataset.sent = 'yes'; arguments[0].form.requestSubmit()", field)
-    until(lambda: browser.execute_script("return document.readyState === 'complete' && document.body && "
-                                         "document.body.dataset.sent === undefined"), what="the form's answer")
+    until(
+        lambda: browser.execute_script(
+            "return document.readyState === 'complete' && document.body && document.body.dataset.sent === undefined"
+        ),
+        what="the form's answer",
+    )
 
 
 def test_browser_every_placeholder_typed_into_its_field_is_accepted(server, browser, tmp_path):
@@ -685,8 +744,11 @@ def test_browser_every_placeholder_typed_into_its_field_is_accepted(server, brow
             assert not browser.find_elements(By.CSS_SELECTOR, ".error:not([hidden])"), (path, name, example)
             assert _heading(browser) != "Not available", (path, name, example)
     assert ("/ui/kb/docs/search", "filters") in typed  # the playground's filter example was among them
-    prefixes = [line.split("^=", 1)[1] for line in typed["/ui/kb/docs/search", "filters"].splitlines()
-                if line.startswith("path^=")]
+    prefixes = [
+        line.split("^=", 1)[1]
+        for line in typed["/ui/kb/docs/search", "filters"].splitlines()
+        if line.startswith("path^=")
+    ]
     browser.get(f"{server}/ui/kb/docs/search?q=install")
     unfiltered = [link.text for link in browser.find_elements(By.CSS_SELECTOR, ".hit .citation a")]
     browser.find_element(By.ID, "filters").send_keys(typed["/ui/kb/docs/search", "filters"])
@@ -708,8 +770,9 @@ def test_browser_the_playground_runs_a_filter_search_without_a_query(server, bro
     field.send_keys("path^=folder/")
     _submitted(browser, field)
     _shot(browser, tmp_path, "filter-mode")
-    assert [link.text for link in browser.find_elements(By.CSS_SELECTOR, ".hit .citation a")] == \
-        ["folder/windows.md › Windows"]
+    assert [link.text for link in browser.find_elements(By.CSS_SELECTOR, ".hit .citation a")] == [
+        "folder/windows.md › Windows"
+    ]
     assert not browser.find_elements(By.CSS_SELECTOR, ".error")
 
 
@@ -724,24 +787,38 @@ def test_browser_the_mass_delete_box_goes_with_sync_now(browser, tmp_path, embed
     for name in ("a", "b"):
         write(tmp_path / "docs" / f"{name}.md", f"# {name}\n\nText {name}.\n")
     config = tmp_path / "kb.toml"
-    config.write_text(f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
-                      f'paths = ["{tmp_path / "docs"}"]\n', encoding="utf-8")
+    config.write_text(
+        f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
+        f'paths = ["{tmp_path / "docs"}"]\n',
+        encoding="utf-8",
+    )
     App(load_config(config), embedder=embedder).sync()
     for name in ("a", "b"):
         (tmp_path / "docs" / f"{name}.md").unlink()  # all gone: the guard asks for a confirmation
     with serve_page(config) as (port, _stderr), httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+
         def pressed(button: str, outcome: str) -> dict:
             # by its outcome, which differs from the last one's: two syncs may end within one second (last_sync's)
             browser.get(f"http://127.0.0.1:{port}/ui/kb/docs")
             browser.find_element(By.NAME, "allow_mass_delete").click()
             browser.find_element(By.ID, button).click()
-            return until(lambda: (kb := http.get("/ui/status.json").json()[0])["last_outcome"] == outcome
-                         and not kb["sync_running"] and kb, 120, 0.2, what=f"the sync {button} started")
+            return until(
+                lambda: (
+                    (kb := http.get("/ui/status.json").json()[0])["last_outcome"] == outcome
+                    and not kb["sync_running"]
+                    and kb
+                ),
+                120,
+                0.2,
+                what=f"the sync {button} started",
+            )
 
         browser.delete_all_cookies()
         browser.get(f"http://127.0.0.1:{port}/ui/kb/docs")
-        in_form = browser.execute_script("const box = document.querySelector('[name=allow_mass_delete]');"
-                                         "return [...box.form.elements].filter(e => e.type === 'submit').map(e => e.id)")
+        in_form = browser.execute_script(
+            "const box = document.querySelector('[name=allow_mass_delete]');"
+            "return [...box.form.elements].filter(e => e.type === 'submit').map(e => e.id)"
+        )
         _shot(browser, tmp_path, "sync-buttons")
         rebuilt = pressed("rebuild", "failed")
         synced = pressed("sync", "ok")

@@ -27,8 +27,15 @@ _CREDENTIAL = re.compile(r"Credential=([^/,\s]*)/")
 _IMMUTABLE = re.compile(r"\.lance/(data|_indices|_deletions)/")
 _RANGE = re.compile(r"bytes=([0-9]*)-([0-9]*)$")
 _CONTENT_RANGE = re.compile(r"bytes ([0-9]+)-([0-9]+)/([0-9]+)$")
-_PASSED_HEADERS = ("content-type", "content-length", "content-range", "etag", "last-modified", "x-amz-request-id",
-                   "x-amz-version-id")
+_PASSED_HEADERS = (
+    "content-type",
+    "content-length",
+    "content-range",
+    "etag",
+    "last-modified",
+    "x-amz-request-id",
+    "x-amz-version-id",
+)
 
 
 class ReadCache:
@@ -43,8 +50,12 @@ class ReadCache:
         self.upstream, self.pages = upstream, pages
         self.key = secrets.token_hex(16)  # what a caller must sign with: nobody else on this machine has it
         # LanceDB reads with many requests at once: they wait for a connection rather than open extra ones
-        self.http = urllib3.PoolManager(maxsize=32, block=True, timeout=urllib3.Timeout(connect=10, read=120),
-                                        retries=urllib3.Retry(total=2, redirect=0, raise_on_status=False))
+        self.http = urllib3.PoolManager(
+            maxsize=32,
+            block=True,
+            timeout=urllib3.Timeout(connect=10, read=120),
+            retries=urllib3.Retry(total=2, redirect=0, raise_on_status=False),
+        )
         self._local = threading.local()
         self._endpoint = Endpoint(self.answer_now, self.answer)
 
@@ -53,8 +64,13 @@ class ReadCache:
         """The running cache for this store (started on first use), or None when it cannot front it."""
         upstream = Upstream.of(uri, options)
         if upstream is None:
-            log.info("read cache: off for %s (it serves s3:// stores whose keys are in the options or the "
-                     "%s / %s variables)", uri, ENV_AWS_ACCESS_KEY_ID, ENV_AWS_SECRET_ACCESS_KEY)
+            log.info(
+                "read cache: off for %s (it serves s3:// stores whose keys are in the options or the "
+                "%s / %s variables)",
+                uri,
+                ENV_AWS_ACCESS_KEY_ID,
+                ENV_AWS_SECRET_ACCESS_KEY,
+            )
             return None
         with cls._starting:
             running = cls._running.get((upstream, folder))
@@ -74,11 +90,20 @@ class ReadCache:
 
     def lancedb_options(self, options: dict[str, str]) -> dict[str, str]:
         """The store's options, pointed at this endpoint (the real keys stay here)."""
-        kept = {key: value for key, value in options.items()
-                if not re.search(r"endpoint|access_key|secret|token|virtual_hosted|allow_http|region", key, re.I)}
-        return {**kept, "aws_endpoint": self.endpoint, "allow_http": "true", "aws_region": self.upstream.region,
-                "aws_access_key_id": self.key, "aws_secret_access_key": "unused",
-                "aws_virtual_hosted_style_request": "false"}
+        kept = {
+            key: value
+            for key, value in options.items()
+            if not re.search(r"endpoint|access_key|secret|token|virtual_hosted|allow_http|region", key, re.I)
+        }
+        return {
+            **kept,
+            "aws_endpoint": self.endpoint,
+            "allow_http": "true",
+            "aws_region": self.upstream.region,
+            "aws_access_key_id": self.key,
+            "aws_secret_access_key": "unused",
+            "aws_virtual_hosted_style_request": "false",
+        }
 
     # ---- answering ------------------------------------------------------------------------
     def answer(self, method: str, target: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
@@ -107,14 +132,19 @@ class ReadCache:
         finally:
             self._local.hits_only = False
 
-    def _forward(self, method: str, key: str, query: list[tuple[str, str]],
-                 extra: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    def _forward(
+        self, method: str, key: str, query: list[tuple[str, str]], extra: dict[str, str]
+    ) -> tuple[int, dict[str, str], bytes]:
         if getattr(self._local, "hits_only", False):
             raise WouldWait
         url, host, canonical_query = self.upstream.url(key, query)
         try:
-            response = self.http.request(method, url, headers={**self.upstream.signed_headers(
-                method, url, host, canonical_query), **extra}, preload_content=True)
+            response = self.http.request(
+                method,
+                url,
+                headers={**self.upstream.signed_headers(method, url, host, canonical_query), **extra},
+                preload_content=True,
+            )
         except Exception as exc:  # the store is unreachable: LanceDB retries and reports it
             log.warning("read cache: the store did not answer (%s)", type(exc).__name__)
             return s3_error(503, "SlowDown", "the object store did not answer")
@@ -134,8 +164,11 @@ class ReadCache:
         start, end = _wanted(range_header, meta["size"])
         if start is None:
             return s3_error(416, "InvalidRange", "the requested range is not satisfiable")
-        headers = {"etag": meta["etag"], "last-modified": meta["last-modified"],
-                   "content-type": "application/octet-stream"}
+        headers = {
+            "etag": meta["etag"],
+            "last-modified": meta["last-modified"],
+            "content-type": "application/octet-stream",
+        }
         if method == "HEAD":
             return 200, {**headers, "content-length": str(meta["size"])}, b""
         body = self._bytes(key, meta, start, end)
@@ -171,10 +204,11 @@ class ReadCache:
             pages.update(fetched[1])
         data = b"".join(pages[n] for n in range(first, last + 1))  # type: ignore[misc]
         offset = start - first * PAGE_BYTES
-        return data[offset:offset + end - start + 1]
+        return data[offset : offset + end - start + 1]
 
-    def _fetch_pages(self, key: str, meta: dict[str, Any] | None, first: int,
-                     last: int | None) -> tuple[dict[str, Any], dict[int, bytes]] | None:
+    def _fetch_pages(
+        self, key: str, meta: dict[str, Any] | None, first: int, last: int | None
+    ) -> tuple[dict[str, Any], dict[int, bytes]] | None:
         """Pages first..last (to the end when None) from the store, kept; None when the store's answer
         is not those bytes of this version (an error, another ETag, a short body)."""
         low = first * PAGE_BYTES
@@ -182,8 +216,9 @@ class ReadCache:
         status, headers, body = self._forward("GET", key, [], {"range": wanted})
         if status == 200:  # a store that ignores ranges sends the whole object
             size, body = len(body), body[low:]
-        elif status == 206 and (total := _CONTENT_RANGE.match(headers.get("content-range", ""))) \
-                and int(total[1]) == low:
+        elif (
+            status == 206 and (total := _CONTENT_RANGE.match(headers.get("content-range", ""))) and int(total[1]) == low
+        ):
             size = int(total[3])
         else:
             return None
@@ -191,7 +226,7 @@ class ReadCache:
         if not found["etag"] or (meta is not None and (meta["etag"], meta["size"]) != (found["etag"], size)):
             return None
         last = (size - 1) // PAGE_BYTES if last is None else min(last, (size - 1) // PAGE_BYTES)
-        pages = {n: body[(n - first) * PAGE_BYTES:(n - first + 1) * PAGE_BYTES] for n in range(first, last + 1)}
+        pages = {n: body[(n - first) * PAGE_BYTES : (n - first + 1) * PAGE_BYTES] for n in range(first, last + 1)}
         if any(len(page) != page_length(found, n) for n, page in pages.items()):
             return None
         self.pages.put(self.upstream.bucket, key, found, pages)

@@ -100,7 +100,8 @@ class Endpoint:
                 status, answer_headers, body = self._answer_now(method, target, headers)
             except WouldWait:
                 status, answer_headers, body = await asyncio.get_running_loop().run_in_executor(
-                    self._workers, self._answer, method, target, headers)
+                    self._workers, self._answer, method, target, headers
+                )
         except Exception:  # a bug here must cost one request, never the reader
             log.exception("read cache: a request failed")
             status, answer_headers, body = s3_error(500, "InternalError", "the read cache failed")

@@ -102,8 +102,10 @@ class PageStore:
             for number, body in pages.items():
                 write_atomically(folder / f"{_etag_name(meta)}-{number}", zlib.crc32(body).to_bytes(4, "big") + body)
         except OSError as exc:
-            self.warn("write", f"read cache: cannot keep pages in {self.folder} ({exc.strerror or exc}); "
-                               f"reading from the store")
+            self.warn(
+                "write",
+                f"read cache: cannot keep pages in {self.folder} ({exc.strerror or exc}); reading from the store",
+            )
             return
         self._account(sum(len(body) + 4 for body in pages.values()))
 

@@ -11,8 +11,15 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import quote, urlsplit
 
-from ...settings.variables import (ENV_AWS_ACCESS_KEY_ID, ENV_AWS_DEFAULT_REGION, ENV_AWS_ENDPOINT_URL,
-                                    ENV_AWS_REGION, ENV_AWS_SECRET_ACCESS_KEY, ENV_AWS_SESSION_TOKEN, environment)
+from ...settings.variables import (
+    ENV_AWS_ACCESS_KEY_ID,
+    ENV_AWS_DEFAULT_REGION,
+    ENV_AWS_ENDPOINT_URL,
+    ENV_AWS_REGION,
+    ENV_AWS_SECRET_ACCESS_KEY,
+    ENV_AWS_SESSION_TOKEN,
+    environment,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +53,24 @@ class Upstream:
         secret_key = option("aws_secret_access_key", "secret_access_key", env=ENV_AWS_SECRET_ACCESS_KEY)
         if not access_key or not secret_key:
             return None
-        region = option("aws_region", "region", env=ENV_AWS_REGION) or environment(ENV_AWS_DEFAULT_REGION) or "us-east-1"
+        region = (
+            option("aws_region", "region", env=ENV_AWS_REGION) or environment(ENV_AWS_DEFAULT_REGION) or "us-east-1"
+        )
         endpoint = option("aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url", env=ENV_AWS_ENDPOINT_URL)
         virtual = option("aws_virtual_hosted_style_request", "virtual_hosted_style_request") or ""
         if endpoint:
             endpoint, virtual_hosted = endpoint.rstrip("/"), virtual.lower() == "true"
         else:
             endpoint, virtual_hosted = f"https://s3.{region}.amazonaws.com", True
-        return cls(parts.netloc, endpoint, virtual_hosted, region, access_key, secret_key,
-                   option("aws_session_token", "session_token", "token", env=ENV_AWS_SESSION_TOKEN))
+        return cls(
+            parts.netloc,
+            endpoint,
+            virtual_hosted,
+            region,
+            access_key,
+            secret_key,
+            option("aws_session_token", "session_token", "token", env=ENV_AWS_SESSION_TOKEN),
+        )
 
     def url(self, key: str, query: list[tuple[str, str]]) -> tuple[str, str, str]:
         """(URL, Host header, canonical query) of a request for `key` ("" for the bucket itself)."""
@@ -67,8 +83,9 @@ class Upstream:
         canonical_query = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(query))
         return f"{scheme}://{host}{path}" + (f"?{canonical_query}" if canonical_query else ""), host, canonical_query
 
-    def signed_headers(self, method: str, url: str, host: str, canonical_query: str,
-                       now: datetime.datetime | None = None) -> dict[str, str]:
+    def signed_headers(
+        self, method: str, url: str, host: str, canonical_query: str, now: datetime.datetime | None = None
+    ) -> dict[str, str]:
         """AWS Signature Version 4 headers for a request without a body."""
         now = now or datetime.datetime.now(datetime.UTC)
         stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
@@ -76,17 +93,25 @@ class Upstream:
         if self.session_token:
             headers["x-amz-security-token"] = self.session_token
         names = ";".join(sorted(headers))
-        canonical = "\n".join([method, urlsplit(url).path or "/", canonical_query,
-                               "".join(f"{name}:{headers[name].strip()}\n" for name in sorted(headers)),
-                               names, _EMPTY_SHA256])
+        canonical = "\n".join(
+            [
+                method,
+                urlsplit(url).path or "/",
+                canonical_query,
+                "".join(f"{name}:{headers[name].strip()}\n" for name in sorted(headers)),
+                names,
+                _EMPTY_SHA256,
+            ]
+        )
         scope = f"{day}/{self.region}/s3/aws4_request"
         to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
         key = f"AWS4{self.secret_key}".encode()
         for part in (day, self.region, "s3", "aws4_request"):
             key = hmac.new(key, part.encode(), hashlib.sha256).digest()
         signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-        headers["authorization"] = (f"AWS4-HMAC-SHA256 Credential={self.access_key}/{scope}, "
-                                    f"SignedHeaders={names}, Signature={signature}")
+        headers["authorization"] = (
+            f"AWS4-HMAC-SHA256 Credential={self.access_key}/{scope}, SignedHeaders={names}, Signature={signature}"
+        )
         return headers
 
 
@@ -102,4 +127,5 @@ def _options_reader(options: dict[str, str]) -> _Option:
             if options.get(name):
                 return options[name]
         return environment(env) if env else None
+
     return option

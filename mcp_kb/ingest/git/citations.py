@@ -44,8 +44,9 @@ def permalink(repo: RepoConfig, commit: str, path: str, start: int | None, end: 
     if not repo.url_template:
         return ""
     first = start or 1
-    return repo.url_template.format_map({"repo": _repo_path(repo.url), "commit": commit, "path": quote(path),
-                                         "start": first, "end": end or first})
+    return repo.url_template.format_map(
+        {"repo": _repo_path(repo.url), "commit": commit, "path": quote(path), "start": first, "end": end or first}
+    )
 
 
 def _repo_path(url: str) -> str:

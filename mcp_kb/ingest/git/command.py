@@ -29,16 +29,25 @@ from ...settings import RepoConfig, child_environment, is_loopback
 from ...settings.values import redact_url
 
 _PROTOCOLS = "https:http:ssh:git:file"
-_KEPT_GIT_VARIABLES = {"GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_CONFIG_GLOBAL",
-                       "GIT_EXEC_PATH"}  # how to reach a server; every other GIT_* could redirect, alter git or prompt
+_KEPT_GIT_VARIABLES = {
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_SSH_VARIANT",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_EXEC_PATH",
+}  # how to reach a server; every other GIT_* could redirect, alter git or prompt
 _NO_GIT = "git is not installed (a repository needs git 2.24 or later on this machine)"
 _PROMPTS = {"GIT_TERMINAL_PROMPT": "0", "SSH_ASKPASS_REQUIRE": "never", "GCM_INTERACTIVE": "never"}
 _SPEED_FLOOR = ("1000", "30")  # bytes per second, seconds: below it for that long, a fetch is cut off
 _CHECK_EVERY = 0.2  # seconds between a running fetch's checks of time and size
 _CHECK_URL = "check its `url` under [[kb.repos]] in the config"
 # What git says when nothing at the URL is a repository it can read (and, over ssh, when access is refused).
-_NO_REPOSITORY = ("does not appear to be a git repository", "Could not read from remote repository",
-                  "not found", "Not a git repository")
+_NO_REPOSITORY = (
+    "does not appear to be a git repository",
+    "Could not read from remote repository",
+    "not found",
+    "Not a git repository",
+)
 _UNREACHABLE = ("unable to access", "Could not resolve host", "Connection refused", "Connection timed out")
 _NO_REF = re.compile(r"couldn't find remote ref (\S+)")
 _REFS_SHOWN = 5
@@ -46,8 +55,13 @@ _LIST_SECONDS = 10  # listing refs (for an error message, a freshness check): no
 _LISTED_BYTES = 100_000  # what a listing of refs is read of
 _COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # What git says when a server refused the credentials, or asked for some it could not prompt for.
-_REFUSED_CREDENTIALS = ("terminal prompts disabled", "Authentication failed", "Permission denied (publickey",
-                        "could not read Username", "could not read Password")
+_REFUSED_CREDENTIALS = (
+    "terminal prompts disabled",
+    "Authentication failed",
+    "Permission denied (publickey",
+    "could not read Username",
+    "could not read Password",
+)
 
 
 class GitError(KBError):
@@ -84,8 +98,9 @@ class Remote:
             return cls(url, label=repo.label, written=written)
         parts = urlsplit(url)
         if parts.scheme == "http" and not is_loopback(parts.hostname or ""):  # plain http: this machine's only
-            raise KBError(f"repository {repo.label}: credentials are sent over https only, not in clear to "
-                          f"{parts.hostname}")
+            raise KBError(
+                f"repository {repo.label}: credentials are sent over https only, not in clear to {parts.hostname}"
+            )
         basic = base64.b64encode(f"{user}:{secret}".encode()).decode()
         return cls(url, f"Authorization: Basic {basic}", (secret, quote(secret, safe=""), basic), repo.label, written)
 
@@ -107,8 +122,11 @@ def _without_password(url: str) -> tuple[str, str, str]:
     host = parts.hostname or ""
     netloc = f"{parts.username}@{host}" if parts.username else host
     netloc += f":{parts.port}" if parts.port else ""
-    return (urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), unquote(parts.username or ""),
-            unquote(parts.password))
+    return (
+        urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)),
+        unquote(parts.username or ""),
+        unquote(parts.password),
+    )
 
 
 class Git:
@@ -119,16 +137,26 @@ class Git:
         self.env = self._environment()
 
     def _environment(self) -> dict[str, str]:
-        env = {key: value for key, value in child_environment().items()
-               if not key.startswith("GIT_") or key in _KEPT_GIT_VARIABLES}
-        settings = [("core.hooksPath", os.devnull), ("http.lowSpeedLimit", _SPEED_FLOOR[0]),
-                    ("http.lowSpeedTime", _SPEED_FLOOR[1]), ("fetch.unpackLimit", "1"),  # packs only: one size check
-                    # a malformed tree (a ".." entry, say) is refused on arrival, whatever the user's config says
-                    ("transfer.fsckObjects", "true"), ("fetch.fsckObjects", "true"),
-                    ("core.askPass", "")]  # no program asks anyone for a password
+        env = {
+            key: value
+            for key, value in child_environment().items()
+            if not key.startswith("GIT_") or key in _KEPT_GIT_VARIABLES
+        }
+        settings = [
+            ("core.hooksPath", os.devnull),
+            ("http.lowSpeedLimit", _SPEED_FLOOR[0]),
+            ("http.lowSpeedTime", _SPEED_FLOOR[1]),
+            ("fetch.unpackLimit", "1"),  # packs only: one size check
+            # a malformed tree (a ".." entry, say) is refused on arrival, whatever the user's config says
+            ("transfer.fsckObjects", "true"),
+            ("fetch.fsckObjects", "true"),
+            ("core.askPass", ""),
+        ]  # no program asks anyone for a password
         if self.remote.header:  # credentials go to this server only, never to one a redirect names
             settings += [("http.extraHeader", self.remote.header), ("http.followRedirects", "false")]
-        env.update({**_PROMPTS, "GIT_ALLOW_PROTOCOL": _PROTOCOLS, "LC_ALL": "C", "GIT_CONFIG_COUNT": str(len(settings))})
+        env.update(
+            {**_PROMPTS, "GIT_ALLOW_PROTOCOL": _PROTOCOLS, "LC_ALL": "C", "GIT_CONFIG_COUNT": str(len(settings))}
+        )
         env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")  # an ssh password prompt would hang the sync
         for index, (key, value) in enumerate(settings):
             env[f"GIT_CONFIG_KEY_{index}"], env[f"GIT_CONFIG_VALUE_{index}"] = key, value
@@ -155,24 +183,43 @@ class Git:
         """git on this machine: its input never this process's own (a stdio server's protocol), its failure to run
         at all one line."""
         try:
-            return subprocess.run(["git", *args], input=stdin, capture_output=True, env=self.env,
-                                  timeout=self.timeout, check=False)
+            return subprocess.run(
+                ["git", *args], input=stdin, capture_output=True, env=self.env, timeout=self.timeout, check=False
+            )
         except FileNotFoundError as exc:
             raise GitError(f"repository {self.remote.label}: {_NO_GIT}") from exc
         except subprocess.TimeoutExpired as exc:
-            raise GitError(f"repository {self.remote.label}: git took longer than {self.timeout:g} s (the "
-                           "repository's `timeout`)") from exc
+            raise GitError(
+                f"repository {self.remote.label}: git took longer than {self.timeout:g} s (the repository's `timeout`)"
+            ) from exc
 
     def fetch(self, ref: str, into: str) -> None:
         """Fetch `ref` (shallow: its commit and tree) into the local ref `into`, within the deadline and the size
         ceiling."""
-        command = ["git", "--git-dir", str(self.folder), "fetch", "--quiet", "--depth=1", "--no-tags",
-                   "--no-recurse-submodules", "--end-of-options", self.remote.url, f"+{ref}:{into}"]
+        command = [
+            "git",
+            "--git-dir",
+            str(self.folder),
+            "fetch",
+            "--quiet",
+            "--depth=1",
+            "--no-tags",
+            "--no-recurse-submodules",
+            "--end-of-options",
+            self.remote.url,
+            f"+{ref}:{into}",
+        ]
         started, before = time.monotonic(), _size(self.folder / "objects")
         with tempfile.TemporaryFile() as said:  # a file, not a pipe: a chatty server never blocks git on it
             try:
-                process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=said,
-                                           env=self.env, start_new_session=True)
+                process = subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=said,
+                    env=self.env,
+                    start_new_session=True,
+                )
             except FileNotFoundError as exc:
                 raise GitError(f"repository {self.remote.label}: {_NO_GIT}") from exc
             why = self._watch(process, started, before)
@@ -183,8 +230,9 @@ class Git:
             why = self._too_large
         if why:
             shutil.rmtree(self.folder, ignore_errors=True)  # what it brought is not kept: the next sync starts anew
-            raise GitError(f"repository {self.remote.label}: fetching {self.remote.scrub(self.remote.url)} stopped: "
-                           f"{why}")
+            raise GitError(
+                f"repository {self.remote.label}: fetching {self.remote.scrub(self.remote.url)} stopped: {why}"
+            )
         if process.returncode:
             raise GitError(self._said(stderr, "fetch"))
 
@@ -218,19 +266,26 @@ class Git:
         words = " ".join(line.strip().removeprefix("fatal: ") for line in text.splitlines() if line.strip())
         url = self.remote.scrub(self.remote.url)
         if any(sign in text for sign in _REFUSED_CREDENTIALS):
-            said = (f"the server at {url} did not accept the credentials sent (or wants some): set the "
-                    "repository's `token_env` to a variable holding a valid token, or set up git's credential helper "
-                    "or ssh agent")
+            said = (
+                f"the server at {url} did not accept the credentials sent (or wants some): set the "
+                "repository's `token_env` to a variable holding a valid token, or set up git's credential helper "
+                "or ssh agent"
+            )
         else:  # a command on this machine's copy, or a failure no rule knows: git's own words
-            said = (command == "fetch" and self._fetch_failure(text, words, url)) or words[-500:] or \
-                f"git {command!r} failed"
+            said = (
+                (command == "fetch" and self._fetch_failure(text, words, url))
+                or words[-500:]
+                or f"git {command!r} failed"
+            )
         return f"repository {self.remote.label}: {said}"
 
     def _fetch_failure(self, text: str, words: str, url: str) -> str:
         """A fetch's failure in words naming the setting to check ("" when no rule knows git's message)."""
         if no_ref := _NO_REF.search(text):
-            return (f"it has no branch or tag {no_ref.group(1)!r}{self._branches()}; check its `ref` under "
-                    "[[kb.repos]] in the config")
+            return (
+                f"it has no branch or tag {no_ref.group(1)!r}{self._branches()}; check its `ref` under "
+                "[[kb.repos]] in the config"
+            )
         if any(sign in text for sign in _UNREACHABLE):
             return f"cannot reach {url} ({_last_words(words)}); {_CHECK_URL}, and the network"
         if any(sign in text for sign in _NO_REPOSITORY):
@@ -263,11 +318,25 @@ class Git:
         within _LIST_SECONDS (None: it failed or took longer)."""
         with tempfile.TemporaryFile() as listed:  # a file, not a pipe: a transport left behind holds no pipe open
             try:
-                done = subprocess.run(["git", "--git-dir", str(self.folder), "ls-remote",
-                                       *(["--heads"] if heads else []), "--end-of-options", self.remote.url,
-                                       *patterns], stdin=subprocess.DEVNULL, stdout=listed,
-                                      stderr=subprocess.DEVNULL, env=self.env, timeout=min(self.timeout, _LIST_SECONDS),
-                                      start_new_session=True, check=False)
+                done = subprocess.run(
+                    [
+                        "git",
+                        "--git-dir",
+                        str(self.folder),
+                        "ls-remote",
+                        *(["--heads"] if heads else []),
+                        "--end-of-options",
+                        self.remote.url,
+                        *patterns,
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=listed,
+                    stderr=subprocess.DEVNULL,
+                    env=self.env,
+                    timeout=min(self.timeout, _LIST_SECONDS),
+                    start_new_session=True,
+                    check=False,
+                )
             except (OSError, subprocess.TimeoutExpired):
                 return None
             listed.seek(0)
@@ -297,4 +366,3 @@ def _size(folder: Path) -> int:
             except OSError:
                 continue
     return total
-

@@ -105,8 +105,11 @@ class GitSource:
         commit = indexed.revisions.get(self.key, {}).get("commit", "")
         confirmed = seconds_of(indexed.confirmed_at)
         tip = _TIPS.seen(self, indexed.asks_remotes, confirmed) if mine and commit and confirmed is not None else None
-        moved = f"its repository's {self.repo.ref} is at {tip[:12]} now; the index holds {commit[:12]}" \
-            if tip and tip != commit else ""
+        moved = (
+            f"its repository's {self.repo.ref} is at {tip[:12]} now; the index holds {commit[:12]}"
+            if tip and tip != commit
+            else ""
+        )
         return dict.fromkeys(mine, moved)
 
     def last_fetched(self) -> tuple[float, str] | None:
@@ -139,8 +142,12 @@ class GitSource:
             return False
         return _may_name_ref(path.relative_to(folder).as_posix(), self.repo.ref)
 
-    def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None,
-             revisions: Mapping[str, Mapping[str, str]] | None = None) -> SourceScan:
+    def scan(
+        self,
+        known: dict[str, tuple[int, int]],
+        progress: Progress | None = None,
+        revisions: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> SourceScan:
         self.git.init()
         shutil.rmtree(self.files_folder, ignore_errors=True)  # what the last sync wrote out of git is parsed
         self.files_folder.mkdir(parents=True)
@@ -151,17 +158,24 @@ class GitSource:
         _TIPS.fetched(self, commit)
         base = (revisions or {}).get(self.key, {})
         mine = {doc_id: seen for doc_id, seen in known.items() if doc_id.startswith(self.prefix)}
-        diffed = base.get("scope") == self.scope and \
-            self.git.succeeds("cat-file", "-e", f"{base.get('commit')}^{{commit}}")
+        diffed = base.get("scope") == self.scope and self.git.succeeds(
+            "cat-file", "-e", f"{base.get('commit')}^{{commit}}"
+        )
         files, skipped, read = self._by_diff(base["commit"], commit, mine) if diffed else self._by_tree(commit, mine)
         self._keep(base.get("commit", ""), commit)
         way = "commits diffed" if diffed else "trees compared"
-        return SourceScan(files, skipped, {way: 1, "files read from git": read},
-                          revisions={self.key: {"commit": commit, "scope": self.scope, "ref": self.repo.ref}})
+        return SourceScan(
+            files,
+            skipped,
+            {way: 1, "files read from git": read},
+            revisions={self.key: {"commit": commit, "scope": self.scope, "ref": self.repo.ref}},
+        )
 
     # ---- listing ----------------------------------------------------------------------------------------------
 
-    def _by_tree(self, commit: str, known: dict[str, tuple[int, int]]) -> tuple[list[SourceFile], list[SkippedFile], int]:
+    def _by_tree(
+        self, commit: str, known: dict[str, tuple[int, int]]
+    ) -> tuple[list[SourceFile], list[SkippedFile], int]:
         """Every file of the commit, compared with the index by blob id."""
         raw = self.git.run("ls-tree", "-r", "-z", "--full-tree", "-l", "--end-of-options", commit)
         entries = []
@@ -169,18 +183,21 @@ class GitSource:
             if record:
                 meta, _, path = record.partition(b"\t")
                 mode, _, blob, size = meta.split()
-                entries.append(_Entry(os.fsdecode(path), mode.decode(), blob.decode(),
-                                      int(size) if size != b"-" else -1))
+                entries.append(
+                    _Entry(os.fsdecode(path), mode.decode(), blob.decode(), int(size) if size != b"-" else -1)
+                )
         return self._judge(commit, entries, known)
 
-    def _by_diff(self, base: str, commit: str,
-                 known: dict[str, tuple[int, int]]) -> tuple[list[SourceFile], list[SkippedFile], int]:
+    def _by_diff(
+        self, base: str, commit: str, known: dict[str, tuple[int, int]]
+    ) -> tuple[list[SourceFile], list[SkippedFile], int]:
         """The files the index holds, less those the diff deleted, plus those it added or modified (renames are a
         deletion and an addition: the chunks' vectors are reused by content)."""
         changed: list[_Entry] = []
         gone: set[str] = set()
-        for status, old, new in _diff(self.git.run("diff-tree", "-r", "-z", "--no-commit-id", "-M",
-                                                   "--end-of-options", base, commit)):
+        for status, old, new in _diff(
+            self.git.run("diff-tree", "-r", "-z", "--no-commit-id", "-M", "--end-of-options", base, commit)
+        ):
             if status in "DR":
                 gone.add(old.path)
             if status != "D":
@@ -189,12 +206,16 @@ class GitSource:
         changed = [_Entry(e.path, e.mode, e.blob, sizes.get(e.blob, -1)) for e in changed]
         paths = {self._doc_id(entry.path) for entry in changed} | {self._doc_id(path) for path in gone}
         files, skipped, read = self._judge(commit, changed, known)
-        files += [self._file(commit, doc_id.removeprefix(self.prefix), doc_id, seen)
-                  for doc_id, seen in known.items() if doc_id not in paths]
+        files += [
+            self._file(commit, doc_id.removeprefix(self.prefix), doc_id, seen)
+            for doc_id, seen in known.items()
+            if doc_id not in paths
+        ]
         return sorted(files, key=lambda f: f.doc_id), skipped, read
 
-    def _judge(self, commit: str, entries: list[_Entry],
-               known: dict[str, tuple[int, int]]) -> tuple[list[SourceFile], list[SkippedFile], int]:
+    def _judge(
+        self, commit: str, entries: list[_Entry], known: dict[str, tuple[int, int]]
+    ) -> tuple[list[SourceFile], list[SkippedFile], int]:
         """Which entries are documents: in scope, a plain file, within the size limit, text where text is due."""
         files, skipped, wanted = [], [], []
         for entry in entries:
@@ -225,8 +246,7 @@ class GitSource:
             return False  # a submodule is reported, whatever its name
         if self.repo.paths and not matches_globs(path, self.repo.paths, []):
             return False
-        return matches_globs(path, [], self.repo.exclude) and \
-            matches_globs(doc_id, self.kb.include, self.kb.exclude)
+        return matches_globs(path, [], self.repo.exclude) and matches_globs(doc_id, self.kb.include, self.kb.exclude)
 
     def _rule_out(self, entry: _Entry) -> str:
         if not is_text(entry.path) or not entry.path.isprintable():
@@ -238,8 +258,7 @@ class GitSource:
         if entry.mode not in (_FILE, _EXECUTABLE):
             return f"not a file (mode {entry.mode})"
         if entry.size > self.kb.max_file_bytes:
-            return (f"too large: {entry.size / megabytes(1):.1f} MB > max_file_size_mb = "
-                    f"{self.kb.max_file_size_mb:g}")
+            return f"too large: {entry.size / megabytes(1):.1f} MB > max_file_size_mb = {self.kb.max_file_size_mb:g}"
         return ""
 
     def _doc_id(self, path: str) -> str:
@@ -256,8 +275,9 @@ class GitSource:
         if not blobs:
             return {}
         out = self.git.run("cat-file", "--batch-check=%(objectname) %(objectsize)", stdin="\n".join(blobs).encode())
-        return {name: int(size) for name, size in (line.split() for line in out.decode().splitlines())
-                if size.isdigit()}
+        return {
+            name: int(size) for name, size in (line.split() for line in out.decode().splitlines()) if size.isdigit()
+        }
 
     def _write_out(self, commit: str, entries: list[_Entry]) -> dict[tuple[str, str], Path]:
         """The blobs' bytes, each in a file named by its blob id and the path's suffix (which picks the parser: one
@@ -268,15 +288,22 @@ class GitSource:
         files = {(entry.blob, _suffix(entry.path)): entry.size for entry in entries}
         total = sum(files.values())
         if total > self.git.max_bytes:
-            raise GitError(f"repository {self.repo.label}: the files to read add up to {total / 2**20:.0f} MB, more "
-                           f"than its `max_fetch_mb` ({self.git.max_bytes / 2**20:g} MB)")
+            raise GitError(
+                f"repository {self.repo.label}: the files to read add up to {total / 2**20:.0f} MB, more "
+                f"than its `max_fetch_mb` ({self.git.max_bytes / 2**20:g} MB)"
+            )
         written = {(blob, suffix): self.files_folder / f"{blob}{suffix}" for blob, suffix in files}
         targets: dict[str, list[Path]] = {}
         for (blob, _), target in written.items():
             targets.setdefault(blob, []).append(target)
         blobs = list(targets)
-        with subprocess.Popen(["git", "--git-dir", str(self.git.folder), "cat-file", "--batch"], env=self.git.env,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as process:
+        with subprocess.Popen(
+            ["git", "--git-dir", str(self.git.folder), "cat-file", "--batch"],
+            env=self.git.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        ) as process:
             assert process.stdin and process.stdout
             # Asked from a thread while this one reads: git stops reading its input once its output pipe is full.
             asking = threading.Thread(target=_ask, args=(process.stdin, blobs), daemon=True)
@@ -287,8 +314,9 @@ class GitSource:
                 for blob in blobs:
                     header = process.stdout.readline().split()
                     if len(header) != 3:
-                        raise GitError(f"repository {self.repo.label}: git could not read blob {blob} of commit "
-                                       f"{commit[:12]}")
+                        raise GitError(
+                            f"repository {self.repo.label}: git could not read blob {blob} of commit {commit[:12]}"
+                        )
                     first, *others = targets[blob]
                     _copy(process.stdout, int(header[2]), first)
                     for other in others:
@@ -311,6 +339,7 @@ class GitSource:
                 partial = target.with_name(target.name + ".part")
                 partial.write_bytes(data)
                 partial.replace(target)
+
         return fetch
 
     def _keep(self, base: str, commit: str) -> None:
@@ -328,8 +357,17 @@ def _scope(kb: KBConfig, repo: RepoConfig, url: str, prefix: str) -> str:
     """What decides which files of a commit are documents, and their ids: a diff against a commit synced under
     another scope would keep files that are no longer in it (or ids no longer theirs), so a changed scope lists the
     whole tree again."""
-    settings = [url, repo.ref, repo.paths, repo.exclude, kb.include, kb.exclude, kb.max_file_size_mb, prefix,
-                supported_suffixes()]  # a parser added (or gone) changes which files are documents
+    settings = [
+        url,
+        repo.ref,
+        repo.paths,
+        repo.exclude,
+        kb.include,
+        kb.exclude,
+        kb.max_file_size_mb,
+        prefix,
+        supported_suffixes(),
+    ]  # a parser added (or gone) changes which files are documents
     return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
 
 
@@ -390,8 +428,7 @@ def _suffix(path: str) -> str:
 def _git_folder(repo: RepoConfig) -> Path | None:
     """The git folder of a repository on this machine (`url` a local path or `file://`): its `.git` folder, or
     itself when bare; None for a remote one, a path that is not a repository, or a worktree's `.git` file."""
-    local = repo.local_path or (Path(url2pathname(urlsplit(repo.url).path)) if repo.url.startswith("file://")
-                                else None)
+    local = repo.local_path or (Path(url2pathname(urlsplit(repo.url).path)) if repo.url.startswith("file://") else None)
     if local is None:
         return None
     for folder in (local / ".git", local):

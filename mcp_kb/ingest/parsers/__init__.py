@@ -59,8 +59,11 @@ def register(suffixes: list[str], parser: Parser, binary: bool = False, ocr: boo
 def registered() -> dict[str, tuple[Parser, bool, bool]]:
     """The parsers plugins or code registered (suffix -> parser, binary, ocr), not the built-in ones a process
     loads by itself: what a worker process must register to parse as this one does."""
-    return {suffix: (parser, suffix in _BINARY, suffix in _OCR) for suffix, parser in _PARSERS.items()
-            if not getattr(parser, "__module__", "").startswith(f"{__name__}.")}
+    return {
+        suffix: (parser, suffix in _BINARY, suffix in _OCR)
+        for suffix, parser in _PARSERS.items()
+        if not getattr(parser, "__module__", "").startswith(f"{__name__}.")
+    }
 
 
 def is_supported(suffix: str) -> bool:
@@ -112,6 +115,5 @@ def _parser_for(suffix: str) -> Parser | None:
     if suffix not in _PARSERS and suffix in _BUILTIN:
         target, binary = _BUILTIN[suffix]
         module, function = target.split(".")
-        register([suffix], getattr(import_module(f".{module}", __name__), function), binary,
-                 ocr=module in _READ_IMAGES)
+        register([suffix], getattr(import_module(f".{module}", __name__), function), binary, ocr=module in _READ_IMAGES)
     return _PARSERS.get(suffix)

@@ -33,8 +33,9 @@ MAX_IMAGE_PIXELS = 60_000_000  # decoded before scaling: 60 MP of RGBA is 240 MB
 MAX_CHUNKS = 20_000
 
 # (deadline, seconds allowed) of the file being parsed
-_budget: contextvars.ContextVar[tuple[float, float]] = contextvars.ContextVar("parse_budget",
-                                                                              default=(float("inf"), 0.0))
+_budget: contextvars.ContextVar[tuple[float, float]] = contextvars.ContextVar(
+    "parse_budget", default=(float("inf"), 0.0)
+)
 
 
 @contextlib.contextmanager
@@ -56,21 +57,27 @@ def check_time() -> None:
 
 def too_slow(seconds: float) -> str:
     """Why a file that ran out of time failed."""
-    return (f"parsing took longer than {seconds:g} s, the limit per file; split the file to index it (or raise "
-            f"[sync] file_seconds)")
+    return (
+        f"parsing took longer than {seconds:g} s, the limit per file; split the file to index it (or raise "
+        f"[sync] file_seconds)"
+    )
 
 
 def too_large(megabytes: int) -> str:
     """Why a file that needed more memory than a worker may hold failed."""
-    return (f"parsing needed more than {megabytes} MB of memory, the limit per file; split the file to index it "
-            f"(or raise [sync] file_memory_mb)")
+    return (
+        f"parsing needed more than {megabytes} MB of memory, the limit per file; split the file to index it "
+        f"(or raise [sync] file_memory_mb)"
+    )
 
 
 def check_chunks(count: int) -> None:
     """Fail a file that makes more chunks than one file may."""
     if count > MAX_CHUNKS:
-        raise ParseError(f"makes {count:,} chunks, over the {MAX_CHUNKS:,} limit per file; split the file (or raise "
-                         f"[kb.chunking] max_tokens) to index it")
+        raise ParseError(
+            f"makes {count:,} chunks, over the {MAX_CHUNKS:,} limit per file; split the file (or raise "
+            f"[kb.chunking] max_tokens) to index it"
+        )
 
 
 def check_package(path: Path, kind: str) -> None:
@@ -93,9 +100,11 @@ def check_package(path: Path, kind: str) -> None:
 def check_image(width: int, height: int) -> None:
     """An image whose header declares more pixels than may be decoded fails before decoding."""
     if width * height > MAX_IMAGE_PIXELS:
-        raise ParseError(f"image of {width}×{height} pixels ({width * height / 1e6:.0f} MP), over the "
-                         f"{MAX_IMAGE_PIXELS / 1e6:.0f} MP limit")
+        raise ParseError(
+            f"image of {width}×{height} pixels ({width * height / 1e6:.0f} MP), over the "
+            f"{MAX_IMAGE_PIXELS / 1e6:.0f} MP limit"
+        )
 
 
 def _size(count: int) -> str:
-    return f"{count / 1024 ** 3:.1f} GB" if count >= 1024 ** 3 else f"{count / 1024 ** 2:.0f} MB"
+    return f"{count / 1024**3:.1f} GB" if count >= 1024**3 else f"{count / 1024**2:.0f} MB"

@@ -36,8 +36,10 @@ if TYPE_CHECKING:
     from tree_sitter_language_pack import SupportedLanguage
 
 # How the extra is named where a note asks for it.
-NO_GRAMMARS = ("cut into line windows, not by functions and classes: the syntax grammars are not installed "
-               "(pip install 'mcp-kb-server[code]')")
+NO_GRAMMARS = (
+    "cut into line windows, not by functions and classes: the syntax grammars are not installed "
+    "(pip install 'mcp-kb-server[code]')"
+)
 TOO_LARGE = "cut into line windows, not by functions and classes: over 2 MB or minified (long lines)"
 _SYNTAX_MAX_CHARS = 2_000_000  # a tree of 5 MB of code took 7 s and 640 MB; such files are generated anyway
 _SYNTAX_MAX_LINE_MEAN = 400  # characters per line on average: minified code, whose lines hold many symbols
@@ -58,60 +60,118 @@ class _Grammar:
 
 
 def _grammar(functions: str, containers: str, imports: str, names: str = "name") -> _Grammar:
-    return _Grammar(frozenset(functions.split()), frozenset(containers.split()), frozenset(imports.split()),
-                    tuple(names.split()))
+    return _Grammar(
+        frozenset(functions.split()), frozenset(containers.split()), frozenset(imports.split()), tuple(names.split())
+    )
 
 
-_JAVASCRIPT = ("function_declaration generator_function_declaration method_definition", "class_declaration",
-               "import_statement")
-_TYPESCRIPT = (_JAVASCRIPT[0], f"{_JAVASCRIPT[1]} abstract_class_declaration interface_declaration internal_module "
-               "module enum_declaration", "import_statement import_alias")
+_JAVASCRIPT = (
+    "function_declaration generator_function_declaration method_definition",
+    "class_declaration",
+    "import_statement",
+)
+_TYPESCRIPT = (
+    _JAVASCRIPT[0],
+    f"{_JAVASCRIPT[1]} abstract_class_declaration interface_declaration internal_module module enum_declaration",
+    "import_statement import_alias",
+)
 _C = ("function_definition type_definition", "struct_specifier union_specifier enum_specifier", "preproc_include")
 _GRAMMARS = {
-    "python": _grammar("function_definition", "class_definition",
-                       "import_statement import_from_statement future_import_statement"),
+    "python": _grammar(
+        "function_definition", "class_definition", "import_statement import_from_statement future_import_statement"
+    ),
     "javascript": _grammar(*_JAVASCRIPT),
     "typescript": _grammar(*_TYPESCRIPT),
     "tsx": _grammar(*_TYPESCRIPT),
     "go": _grammar("function_declaration method_declaration", "type_declaration", "import_declaration"),
-    "rust": _grammar("function_item macro_definition",
-                     "impl_item struct_item enum_item union_item trait_item mod_item",
-                     "use_declaration extern_crate_declaration", names="name type"),
-    "java": _grammar("method_declaration constructor_declaration compact_constructor_declaration",
-                     "class_declaration interface_declaration enum_declaration record_declaration "
-                     "annotation_type_declaration", "import_declaration"),
+    "rust": _grammar(
+        "function_item macro_definition",
+        "impl_item struct_item enum_item union_item trait_item mod_item",
+        "use_declaration extern_crate_declaration",
+        names="name type",
+    ),
+    "java": _grammar(
+        "method_declaration constructor_declaration compact_constructor_declaration",
+        "class_declaration interface_declaration enum_declaration record_declaration annotation_type_declaration",
+        "import_declaration",
+    ),
     "c": _grammar(*_C, names="name declarator"),
-    "cpp": _grammar(_C[0], f"{_C[1]} class_specifier namespace_definition", f"{_C[2]} using_declaration",
-                    names="name declarator"),
-    "csharp": _grammar("method_declaration constructor_declaration destructor_declaration operator_declaration "
-                       "conversion_operator_declaration",
-                       "class_declaration struct_declaration interface_declaration record_declaration "
-                       "enum_declaration namespace_declaration", "using_directive"),
+    "cpp": _grammar(
+        _C[0], f"{_C[1]} class_specifier namespace_definition", f"{_C[2]} using_declaration", names="name declarator"
+    ),
+    "csharp": _grammar(
+        "method_declaration constructor_declaration destructor_declaration operator_declaration "
+        "conversion_operator_declaration",
+        "class_declaration struct_declaration interface_declaration record_declaration "
+        "enum_declaration namespace_declaration",
+        "using_directive",
+    ),
     "ruby": _grammar("method singleton_method", "class module", ""),  # imports: `require` calls (_REQUIRES)
-    "php": _grammar("function_definition method_declaration",
-                    "class_declaration interface_declaration trait_declaration enum_declaration namespace_definition",
-                    "namespace_use_declaration require_expression require_once_expression include_expression "
-                    "include_once_expression"),
+    "php": _grammar(
+        "function_definition method_declaration",
+        "class_declaration interface_declaration trait_declaration enum_declaration namespace_definition",
+        "namespace_use_declaration require_expression require_once_expression include_expression "
+        "include_once_expression",
+    ),
 }
 LANGUAGE_BY_SUFFIX = {
     **dict.fromkeys([".py", ".pyi"], "python"),
     **dict.fromkeys([".js", ".mjs", ".cjs", ".jsx"], "javascript"),
-    ".ts": "typescript", ".tsx": "tsx", ".go": "go", ".rs": "rust", ".java": "java", ".c": "c",
+    ".ts": "typescript",
+    ".tsx": "tsx",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    ".c": "c",
     # C++'s grammar reads C declarations too, while C's breaks on classes: a .h file is read as C++
     **dict.fromkeys([".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh"], "cpp"),
-    ".cs": "csharp", ".rb": "ruby", ".php": "php",
+    ".cs": "csharp",
+    ".rb": "ruby",
+    ".php": "php",
 }
 # Plain-text code and configuration without a grammar here: line windows.
-PLAIN_SUFFIXES = (".sh", ".bash", ".zsh", ".sql", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".kt", ".kts", ".swift",
-                  ".scala", ".lua", ".r", ".pl", ".pm", ".css", ".scss", ".less")
+PLAIN_SUFFIXES = (
+    ".sh",
+    ".bash",
+    ".zsh",
+    ".sql",
+    ".yaml",
+    ".yml",
+    ".toml",
+    ".ini",
+    ".cfg",
+    ".kt",
+    ".kts",
+    ".swift",
+    ".scala",
+    ".lua",
+    ".r",
+    ".pl",
+    ".pm",
+    ".css",
+    ".scss",
+    ".less",
+)
 
 # Nodes that wrap a definition (decorators, `export`, `template <...>`, a TypeScript namespace statement).
-_WRAPPERS = frozenset({"decorated_definition", "export_statement", "template_declaration", "expression_statement",
-                       "ambient_declaration"})
+_WRAPPERS = frozenset(
+    {"decorated_definition", "export_statement", "template_declaration", "expression_statement", "ambient_declaration"}
+)
 # Nodes whose children are read as if they stood in their place: Go's statement list, Java's enum members,
 # C's conditional compilation (an include guard wraps a whole header) and `extern "C" { ... }`.
-_TRANSPARENT = frozenset({"statement_list", "enum_body_declarations", "preproc_ifdef", "preproc_if", "preproc_else",
-                          "preproc_elif", "preproc_elifdef", "linkage_specification", "declaration_list"})
+_TRANSPARENT = frozenset(
+    {
+        "statement_list",
+        "enum_body_declarations",
+        "preproc_ifdef",
+        "preproc_if",
+        "preproc_else",
+        "preproc_elif",
+        "preproc_elifdef",
+        "linkage_specification",
+        "declaration_list",
+    }
+)
 # What the next definition takes along when it follows on the very next line.
 _ATTACHED = frozenset({"comment", "line_comment", "block_comment", "attribute_item", "decorator", "access_specifier"})
 # `const f = () => ...` in JavaScript: a function named by its variable.
@@ -127,8 +187,17 @@ def parse(path: Path, doc_id: str) -> Document:
     text = read_text(path)
     language = LANGUAGE_BY_SUFFIX.get(path.suffix.lower())
     blocks, note = code_blocks(text, language)
-    return Document(doc_id, "code", path.name, tuple(blocks), {"language": language} if language else {},
-                    notes=(note,) if note else (), sections_apart=True, source=text, headings=symbols(blocks))
+    return Document(
+        doc_id,
+        "code",
+        path.name,
+        tuple(blocks),
+        {"language": language} if language else {},
+        notes=(note,) if note else (),
+        sections_apart=True,
+        source=text,
+        headings=symbols(blocks),
+    )
 
 
 def symbols(blocks: list[Block]) -> tuple[Heading, ...]:
@@ -218,13 +287,16 @@ class _Walk:
         waiting: list[Node] = []  # comments and attributes, until it is known whether a definition follows
         for child in _flat(node, expand):
             check_time()
-            if child.type in _ATTACHED or (waiting and not child.is_named  # the `:` of C++'s `private:`
-                                           and child.start_point.row == _last_row(waiting[-1])):
+            if child.type in _ATTACHED or (
+                waiting
+                and not child.is_named  # the `:` of C++'s `private:`
+                and child.start_point.row == _last_row(waiting[-1])
+            ):
                 waiting.append(child)
                 continue
             symbol = self.symbol(child) if depth < _MAX_NESTING else None
             attached = _attached(waiting, child) if symbol else []
-            for loose in waiting[:len(waiting) - len(attached)]:
+            for loose in waiting[: len(waiting) - len(attached)]:
                 self.add(loose, path)
             waiting = []
             if symbol is None:
@@ -290,7 +362,7 @@ class _Walk:
         return tuple(part.strip() for part in self.name_text(node).split("::") if part.strip())
 
     def name_text(self, node: Node) -> str:
-        raw = self.source[node.start_byte:min(node.end_byte, node.start_byte + 4 * _NAME_CHARS)]
+        raw = self.source[node.start_byte : min(node.end_byte, node.start_byte + 4 * _NAME_CHARS)]
         return " ".join(raw.decode("utf-8", errors="replace").split())[:_NAME_CHARS]
 
     def is_import(self, node: Node) -> bool:
@@ -308,7 +380,7 @@ class _Walk:
         """The file's head, through its last import before the first symbol, has the path ("imports",)."""
         first_symbol = next((index for index, unit in enumerate(self.units) if unit.path), len(self.units))
         last_import = max((index for index in range(first_symbol) if self.units[index].is_import), default=-1)
-        for unit in self.units[:last_import + 1]:
+        for unit in self.units[: last_import + 1]:
             unit.path = ("imports",)
 
     def joined(self, lines: list[str]) -> list[Block]:
@@ -320,7 +392,7 @@ class _Walk:
             if merged and (unit.first <= merged[-1].last or _closes(lines, unit)):
                 merged[-1].last = max(merged[-1].last, unit.last)
                 continue
-            if merged and any(line.strip() for line in lines[merged[-1].last + 1:unit.first]):
+            if merged and any(line.strip() for line in lines[merged[-1].last + 1 : unit.first]):
                 merged[-1].last = unit.first - 1
             merged.append(_Unit(unit.first, unit.last, unit.path))
         if merged:
@@ -344,8 +416,14 @@ def _definition(node: Node, grammar: _Grammar) -> tuple[Node | None, Node | None
             return None, None
         if node.type not in _WRAPPERS:
             return None, None
-        wrapped = next((child for child in node.named_children if child.type in grammar.functions
-                        or child.type in grammar.containers or child.type in _DECLARATIONS), None)
+        wrapped = next(
+            (
+                child
+                for child in node.named_children
+                if child.type in grammar.functions or child.type in grammar.containers or child.type in _DECLARATIONS
+            ),
+            None,
+        )
         if wrapped is None:
             return None, None
         node = wrapped
@@ -421,4 +499,4 @@ def _lines_block(lines: list[str], first: int, last: int, path: tuple[str, ...])
         last -= 1
     if first > last:
         return None
-    return Block("\n".join(lines[first:last + 1]), heading_path=path, line_start=first + 1, line_end=last + 1)
+    return Block("\n".join(lines[first : last + 1]), heading_path=path, line_start=first + 1, line_end=last + 1)

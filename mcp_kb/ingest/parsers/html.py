@@ -42,9 +42,17 @@ def _main_content(html: str) -> Tag | None:
     """The page's main content as trafilatura sees it (None when it finds none)."""
     import trafilatura  # imported on first HTML file: it costs a starting server half a second
 
-    extracted = trafilatura.extract(html, output_format="html", include_formatting=True, include_tables=True,
-                                    include_links=False, include_images=False, include_comments=False,
-                                    favor_recall=True, config=_trafilatura_settings())
+    extracted = trafilatura.extract(
+        html,
+        output_format="html",
+        include_formatting=True,
+        include_tables=True,
+        include_links=False,
+        include_images=False,
+        include_comments=False,
+        favor_recall=True,
+        config=_trafilatura_settings(),
+    )
     if not extracted:
         return None
     return BeautifulSoup(extracted, "html.parser").body

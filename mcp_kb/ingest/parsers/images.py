@@ -12,7 +12,7 @@ from .text import paragraph_blocks
 
 def parse(path: Path, doc_id: str, ocr: bool = True) -> Document:
     if not ocr:
-        raise ParseError("image not read: OCR is off for this knowledge base (ocr = \"off\")")
+        raise ParseError('image not read: OCR is off for this knowledge base (ocr = "off")')
     if not engine.available():
         raise ParseError(f"image without a text layer: {engine.INSTALL_HINT}")
     blocks = paragraph_blocks(engine.image_text(path.read_bytes()))

@@ -64,6 +64,7 @@ def _render(value: Any, indent: str = "") -> str:
                 lines.append(f"{indent}{key}: {item}")
         return "\n".join(lines)
     if isinstance(value, list):
-        return "\n".join(_render(item, indent) if isinstance(item, (dict, list)) else f"{indent}- {item}"
-                         for item in value)
+        return "\n".join(
+            _render(item, indent) if isinstance(item, (dict, list)) else f"{indent}- {item}" for item in value
+        )
     return f"{indent}{value}"

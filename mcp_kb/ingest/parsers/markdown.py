@@ -24,8 +24,9 @@ def parse(path: Path, doc_id: str) -> Document:
     metadata, body, offset = split_front_matter(text)
     blocks, headings, first_h1 = _blocks(body, offset)
     title = str(metadata.get("title") or first_h1 or path.stem)
-    return Document(doc_id, "markdown", title, tuple(blocks), metadata, source=text,
-                    headings=_spans(headings, text.split("\n")))
+    return Document(
+        doc_id, "markdown", title, tuple(blocks), metadata, source=text, headings=_spans(headings, text.split("\n"))
+    )
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any], str, int]:
@@ -39,7 +40,7 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str, int]:
         return {}, text, 0
     if not isinstance(metadata, dict):
         return {}, text, 0
-    return metadata, text[match.end():], match.group().count("\n")
+    return metadata, text[match.end() :], match.group().count("\n")
 
 
 def _spans(headings: list[tuple[tuple[str, ...], int]], lines: list[str]) -> tuple[Heading, ...]:
@@ -86,14 +87,22 @@ def _blocks(body: str, line_offset: int) -> tuple[list[Block], list[tuple[tuple[
             block_text = readable(block_text)
         if not block_text:
             continue
-        blocks.append(Block(
-            block_text,
-            heading_path=tuple(h[1] for h in headings),
-            line_start=start + 1 + line_offset,
-            line_end=end + line_offset,
-            atomic=token.type in _ATOMIC,
-        ))
+        blocks.append(
+            Block(
+                block_text,
+                heading_path=tuple(h[1] for h in headings),
+                line_start=start + 1 + line_offset,
+                line_end=end + line_offset,
+                atomic=token.type in _ATOMIC,
+            )
+        )
     if not blocks and heading_lines:  # a note that is only its title (and outline) is still found by it
-        blocks.append(Block("\n".join(text for _, text in heading_lines), heading_path=(),
-                            line_start=heading_lines[0][0], line_end=heading_lines[-1][0]))
+        blocks.append(
+            Block(
+                "\n".join(text for _, text in heading_lines),
+                heading_path=(),
+                line_start=heading_lines[0][0],
+                line_end=heading_lines[-1][0],
+            )
+        )
     return blocks, outline, first_h1

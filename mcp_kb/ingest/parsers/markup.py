@@ -24,16 +24,39 @@ _BLOCK_END = re.compile(r"^[ \t>]*/{3,}[ \t]*(?:\n|\Z)", re.M)
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).{1,2000}?(?<!`)\1(?!`)", re.S)
 # A tooltip explaining a term is read as the term, then its explanation.
 # (The term stops at the next <abbr> or <dfn>: searching on to the end for each tag would make text quadratic.)
-_EXPLAINED = re.compile(r"<(abbr|dfn)\b[^<>]*?\btitle=(\"[^\"<>]*\"|'[^'<>]*')[^<>]*>((?:[^<]|<(?!/?\1\b))*)</\1\s*>",
-                        re.I)
+_EXPLAINED = re.compile(
+    r"<(abbr|dfn)\b[^<>]*?\btitle=(\"[^\"<>]*\"|'[^'<>]*')[^<>]*>((?:[^<]|<(?!/?\1\b))*)</\1\s*>", re.I
+)
 # An HTML tag or comment (CommonMark's open and closing tags). Neither runs past the next `<`, nor a comment past the
 # next `<!--`: a tag left open would otherwise be searched to the end of the text for each `<`.
-_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s+[A-Za-z_:][\w:.-]*(?:\s*=\s*(?:[^\"'=<>`\s]+|'[^'<>]*'|\"[^\"<>]*\"))?)*"
-                  r"\s*/?>|<!--(?:(?!<!--|-->).)*-->", re.S)
+_TAG = re.compile(
+    r"</?[A-Za-z][A-Za-z0-9-]*(?:\s+[A-Za-z_:][\w:.-]*(?:\s*=\s*(?:[^\"'=<>`\s]+|'[^'<>]*'|\"[^\"<>]*\"))?)*"
+    r"\s*/?>|<!--(?:(?!<!--|-->).)*-->",
+    re.S,
+)
 _TAG_NAME = re.compile(r"</?([A-Za-z][A-Za-z0-9-]*)")
 # Tags inside a line of text (bold, colour, links) vanish; any other (<br>, <td>, <div>) parts words.
-_PHRASING = frozenset({"a", "abbr", "b", "code", "dfn", "em", "font", "i", "kbd", "mark", "s", "small", "span",
-                       "strong", "sub", "sup", "u"})
+_PHRASING = frozenset(
+    {
+        "a",
+        "abbr",
+        "b",
+        "code",
+        "dfn",
+        "em",
+        "font",
+        "i",
+        "kbd",
+        "mark",
+        "s",
+        "small",
+        "span",
+        "strong",
+        "sub",
+        "sup",
+        "u",
+    }
+)
 _TERMINALS = frozenset({"console"})  # the FastAPI docs colour terminal output with <font> and <span> tags
 # `{ #anchor }` ids (as in the FastAPI docs) are noise in a heading.
 _HEADING_ANCHOR = re.compile(r"\s*\{\s*#[^}]*\}\s*$")
@@ -109,7 +132,7 @@ def _outside_code_spans(text: str, clean: Callable[[str], str]) -> str:
     """`clean` applied to the text between code spans: a tag written in backticks is code."""
     parts, at = [], 0
     for span in _CODE_SPAN.finditer(text):
-        parts += [clean(text[at:span.start()]), span.group()]
+        parts += [clean(text[at : span.start()]), span.group()]
         at = span.end()
     return "".join([*parts, clean(text[at:])])
 

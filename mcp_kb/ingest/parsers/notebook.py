@@ -32,8 +32,10 @@ Cell = tuple[str, str]  # (cell type, source)
 def parse(path: Path, doc_id: str) -> Document:
     size = path.stat().st_size
     if size > MAX_NOTEBOOK_BYTES:
-        raise ParseError(f"notebook of {size / 1024 ** 2:.0f} MB, over the {MAX_NOTEBOOK_BYTES // 1024 ** 2} MB "
-                         f"limit; clear its outputs to index it")
+        raise ParseError(
+            f"notebook of {size / 1024**2:.0f} MB, over the {MAX_NOTEBOOK_BYTES // 1024**2} MB "
+            f"limit; clear its outputs to index it"
+        )
     cells, language = _cells(read_text(path))
     headings = Headings()
     blocks: list[Block] = []
@@ -47,8 +49,9 @@ def parse(path: Path, doc_id: str) -> Document:
             blocks.extend(code)
             if note:
                 notes[note] = None
-    return Document(doc_id, "notebook", path.name, tuple(blocks), {"language": language}, notes=tuple(notes),
-                    sections_apart=True)
+    return Document(
+        doc_id, "notebook", path.name, tuple(blocks), {"language": language}, notes=tuple(notes), sections_apart=True
+    )
 
 
 def _cells(text: str) -> tuple[list[Cell], str]:
@@ -107,5 +110,7 @@ def _code_blocks(source: str, language: str | None, headings: Headings) -> tuple
     lines = source.split("\n")
     blocks, note = code_blocks(source, "python" if language == "python" else None)
     runs = (list(run) for _, run in groupby(blocks, key=lambda block: block.heading_path))
-    return [headings.block("\n".join(lines[(run[0].line_start or 1) - 1:run[-1].line_end]), run[0].heading_path)
-            for run in runs], note
+    return [
+        headings.block("\n".join(lines[(run[0].line_start or 1) - 1 : run[-1].line_end]), run[0].heading_path)
+        for run in runs
+    ], note

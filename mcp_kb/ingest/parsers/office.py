@@ -99,8 +99,9 @@ def parse_pptx(path: Path, doc_id: str) -> Document:
         if title and not any(block.page == number for block in blocks):
             blocks.append(headings.block(title, page=number))  # a title-only slide still says something
     properties = presentation.core_properties
-    return Document(doc_id, "pptx", (properties.title or "").strip() or path.stem, tuple(blocks),
-                    _core_metadata(properties))
+    return Document(
+        doc_id, "pptx", (properties.title or "").strip() or path.stem, tuple(blocks), _core_metadata(properties)
+    )
 
 
 def checked_package(path: Path, kind: str) -> Path:
@@ -141,8 +142,11 @@ def _core_metadata(properties: Any) -> dict[str, Any]:
     """Author and dates from the document's core properties (filterable when a KB declares them; the
     title is the document's title)."""
     metadata: dict[str, Any] = {}
-    for key, value in (("author", properties.author), ("created", properties.created),
-                       ("modified", properties.modified)):
+    for key, value in (
+        ("author", properties.author),
+        ("created", properties.created),
+        ("modified", properties.modified),
+    ):
         if isinstance(value, (datetime, date)):
             metadata[key] = value.date().isoformat() if isinstance(value, datetime) else value.isoformat()
         elif value:

@@ -60,8 +60,16 @@ def parse(path: Path, doc_id: str, ocr: bool = True) -> Document:
         notes.append(f"pages without a text layer: {_ranges(empty_pages)}{_why_unread(ocr, read_images)}")
     if failed_pages:
         notes.append(f"pages that could not be read: {_ranges(failed_pages)}")
-    return Document(doc_id, "pdf", _title(reader, path), tuple(blocks), {"ocr": True} if ocr_pages else {},
-                    notes=tuple(notes), ocr_pages=len(ocr_pages), pages=len(reader.pages))
+    return Document(
+        doc_id,
+        "pdf",
+        _title(reader, path),
+        tuple(blocks),
+        {"ocr": True} if ocr_pages else {},
+        notes=tuple(notes),
+        ocr_pages=len(ocr_pages),
+        pages=len(reader.pages),
+    )
 
 
 def _rejoin_broken_words(blocks: list[Block]) -> list[Block]:
@@ -73,6 +81,7 @@ def _rejoin_broken_words(blocks: list[Block]) -> list[Block]:
         first, second = match.groups()
         compound = f"{first}-{second}"
         return compound if _keeps_hyphen(first, second, compound.lower() in hyphenated) else first + second
+
     return [replace(block, text=_LINE_END_HYPHEN.sub(rejoined, block.text)) for block in blocks]
 
 

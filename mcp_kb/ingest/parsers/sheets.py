@@ -28,7 +28,9 @@ _EMPTY_RUN = 1_000  # this many empty rows in a row end a sheet
 def parse_xlsx(path: Path, doc_id: str) -> Document:
     from openpyxl import load_workbook
 
-    workbook = load_workbook(checked_package(path, "Excel"), read_only=True, data_only=True)  # data_only: formulas give their cached values
+    workbook = load_workbook(
+        checked_package(path, "Excel"), read_only=True, data_only=True
+    )  # data_only: formulas give their cached values
     try:
         blocks: list[Block] = []
         notes: list[str] = []
@@ -44,7 +46,9 @@ def parse_xlsx(path: Path, doc_id: str) -> Document:
     finally:
         workbook.close()
     if not blocks:
-        raise ParseError("nothing to index: every sheet is empty or hidden" + (f" ({'; '.join(notes)})" if notes else ""))
+        raise ParseError(
+            "nothing to index: every sheet is empty or hidden" + (f" ({'; '.join(notes)})" if notes else "")
+        )
     return Document(doc_id, "xlsx", path.stem, tuple(blocks), notes=tuple(notes))
 
 
@@ -104,4 +108,3 @@ def _cell(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return " ".join(str(value).split())
-

@@ -39,10 +39,14 @@ def decode_bytes(data: bytes, declared: str = "") -> str:
             pass  # an unknown or wrong declaration: detect instead
     import charset_normalizer  # only legacy text needs it: every command that can parse would import it (0.02 s)
 
-    best = charset_normalizer.from_bytes(data, cp_isolation=_LEGACY).best() or charset_normalizer.from_bytes(data).best()
+    best = (
+        charset_normalizer.from_bytes(data, cp_isolation=_LEGACY).best() or charset_normalizer.from_bytes(data).best()
+    )
     if best is None:
-        raise ParseError("undecodable: not UTF-8 and no known encoding fits"
-                         + (f" (declared {declared[:40]!r} does not fit either)" if declared else ""))
+        raise ParseError(
+            "undecodable: not UTF-8 and no known encoding fits"
+            + (f" (declared {declared[:40]!r} does not fit either)" if declared else "")
+        )
     return str(best)
 
 

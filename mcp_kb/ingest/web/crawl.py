@@ -52,16 +52,25 @@ def crawl_kb(kb: KBConfig, cache_folder: Path, known: Iterable[str] = (), progre
     return crawl
 
 
-def _crawl_source(kb: KBConfig, source: WebSourceConfig, cache: PageCache, known: set[str], crawl: Crawl,  # noqa: PLR0913  # a crawl's parts
-                  progress: Progress | None) -> None:
+def _crawl_source(  # noqa: PLR0913  # a crawl's parts
+    kb: KBConfig,
+    source: WebSourceConfig,
+    cache: PageCache,
+    known: set[str],
+    crawl: Crawl,
+    progress: Progress | None,
+) -> None:
     scope = Scope.of(source)
     fetcher = Fetcher(scope, megabytes(source.max_page_mb))
     try:
         try:
             robots, listed = read_robots(fetcher)
         except KBError as exc:
-            crawl.skipped.append(SkippedFile(scope.prefix, f"site unreachable ({exc}); its pages keep their "
-                                             f"indexed version", unreadable=True))
+            crawl.skipped.append(
+                SkippedFile(
+                    scope.prefix, f"site unreachable ({exc}); its pages keep their indexed version", unreadable=True
+                )
+            )
             return
         crawl_delay = robots.crawl_delay(source.user_agent)
         if crawl_delay:
@@ -80,8 +89,16 @@ def _crawl_source(kb: KBConfig, source: WebSourceConfig, cache: PageCache, known
 class _Walk:
     """Breadth-first fetching of one source, a wave of links per depth, `concurrency` at a time."""
 
-    def __init__(self, kb: KBConfig, scope: Scope, fetcher: Fetcher, robots: urllib.robotparser.RobotFileParser,  # noqa: PLR0913  # a crawl's parts
-                 cache: PageCache, crawl: Crawl, progress: Progress | None):
+    def __init__(  # noqa: PLR0913  # a crawl's parts
+        self,
+        kb: KBConfig,
+        scope: Scope,
+        fetcher: Fetcher,
+        robots: urllib.robotparser.RobotFileParser,
+        cache: PageCache,
+        crawl: Crawl,
+        progress: Progress | None,
+    ):
         self.kb, self.scope, self.fetcher, self.robots = kb, scope, fetcher, robots
         self.cache, self.crawl, self.progress = cache, crawl, progress
         self.source = scope.source
@@ -103,8 +120,11 @@ class _Walk:
                     found += self._take(url, answer)
                     self.answered += 1
                     if self.progress:
-                        self.progress(self.answered, len(self.requested),
-                                      f"{self.kb.name}: crawled {self.answered} pages of {self.scope.start}")
+                        self.progress(
+                            self.answered,
+                            len(self.requested),
+                            f"{self.kb.name}: crawled {self.answered} pages of {self.scope.start}",
+                        )
                 following = found if depth < self.source.max_depth else []
                 if len(self.requested) >= self.source.max_pages:
                     self._stop_at_max_pages(frontier + following)  # this wave's unadmitted links and the next's
@@ -131,8 +151,12 @@ class _Walk:
         left = len({url for url in links if url not in self.requested and url not in self.disallowed})
         if left:
             self.crawl.stats.stopped_at_max_pages += left
-            self.crawl.skipped.append(SkippedFile(self.scope.start, f"crawl stopped at max_pages = "
-                                                  f"{self.source.max_pages}: {left} more links in scope not fetched"))
+            self.crawl.skipped.append(
+                SkippedFile(
+                    self.scope.start,
+                    f"crawl stopped at max_pages = {self.source.max_pages}: {left} more links in scope not fetched",
+                )
+            )
 
     def _fetch(self, url: str) -> Fetched:
         return self.fetcher.get(url, self.cache.get(url), allowed=self.allowed)
@@ -153,22 +177,32 @@ class _Walk:
         if answer.transient and cached:  # the indexed version stays; its links still lead on
             self.crawl.skipped.append(SkippedFile(cached.doc_id, answer.error, unreadable=True))
             return cached.links
-        self.crawl.skipped.append(SkippedFile(url, answer.error or f"HTTP {answer.status}", unreadable=answer.transient))
+        self.crawl.skipped.append(
+            SkippedFile(url, answer.error or f"HTTP {answer.status}", unreadable=answer.transient)
+        )
         return []
 
     def _store(self, url: str, answer: Fetched) -> list[str]:
         suffix = suffix_for(answer.final_url, answer.content_type)
         if suffix is None:
-            self.crawl.skipped.append(SkippedFile(answer.final_url, f"unsupported content type "
-                                                                    f"{answer.content_type or '(none)'}"))
+            self.crawl.skipped.append(
+                SkippedFile(answer.final_url, f"unsupported content type {answer.content_type or '(none)'}")
+            )
             return []
         body = answer.body if is_binary_format(suffix) or not answer.charset else as_utf8(answer.body, answer.charset)
         links: list[str] = []
         canonical, noindex = None, False
         if suffix == ".html":
             links, canonical, noindex = page_links(body, answer.final_url, self.scope)
-        page = CachedPage(url, canonical or answer.final_url, body_file_name(url, body, suffix), answer.etag,
-                          answer.last_modified, links, indexable=not noindex)
+        page = CachedPage(
+            url,
+            canonical or answer.final_url,
+            body_file_name(url, body, suffix),
+            answer.etag,
+            answer.last_modified,
+            links,
+            indexable=not noindex,
+        )
         self.cache.put(page, body)
         return self._keep(page)
 

@@ -65,8 +65,11 @@ class Fetcher:
         self.requests = 0
         self.delay = self.source.delay
         self._count_lock = threading.Lock()
-        self.headers = {"User-Agent": self.source.user_agent, "Accept-Encoding": "gzip, deflate",
-                        **self.source.request_headers()}  # a bad header value is a ConfigError here, before any request
+        self.headers = {
+            "User-Agent": self.source.user_agent,
+            "Accept-Encoding": "gzip, deflate",
+            **self.source.request_headers(),
+        }  # a bad header value is a ConfigError here, before any request
         # The transport, not a client: a client parses every redirect's Location (and fails on a bad one)
         # before the caller sees the answer; here redirects are judged by the scope, one by one.
         self.transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=self.source.concurrency))
@@ -79,8 +82,13 @@ class Fetcher:
         finally:
             self._portal_context.__exit__(None, None, None)
 
-    def get(self, url: str, cached: CachedPage | None = None, limit: int | None = None,
-            allowed: Callable[[str], bool] | None = None) -> Fetched:
+    def get(
+        self,
+        url: str,
+        cached: CachedPage | None = None,
+        limit: int | None = None,
+        allowed: Callable[[str], bool] | None = None,
+    ) -> Fetched:
         """GET a URL, following redirects that stay `allowed` (in scope by default)."""
         return self._portal.call(self._get, url, cached, limit or self.max_bytes, allowed or self.scope.contains)
 
@@ -100,8 +108,9 @@ class Fetcher:
                 return Fetched(url, error=f"HTTP {result.status} without a Location to redirect to")
             target = self.scope.normalize(result.location, current)
             if target is None:
-                return Fetched(url, error=f"redirects to something that is not an http(s) URL: "
-                                          f"{result.location[:200]!r}")
+                return Fetched(
+                    url, error=f"redirects to something that is not an http(s) URL: {result.location[:200]!r}"
+                )
             if not allowed(target):
                 return Fetched(url, error=f"redirects out of scope to {result.location[:200]}")
             if target in seen:
@@ -119,8 +128,12 @@ class Fetcher:
             self.requests += 1
         try:
             with anyio.fail_after(self.source.timeout):
-                request = httpx.Request("GET", url, headers={**self.headers, **headers},
-                                        extensions={"timeout": httpx.Timeout(self.source.timeout).as_dict()})
+                request = httpx.Request(
+                    "GET",
+                    url,
+                    headers={**self.headers, **headers},
+                    extensions={"timeout": httpx.Timeout(self.source.timeout).as_dict()},
+                )
                 response = await self.transport.handle_async_request(request)
                 try:
                     return await _answer(url, response, limit)
@@ -153,9 +166,15 @@ async def _answer(url: str, response: httpx.Response, limit: int) -> Fetched:
     body = await _read_body(response, limit)
     content_type, _, parameters = response.headers.get("content-type", "").partition(";")
     charset = re.search(r"charset\s*=\s*[\"']?([^\"';\s]+)", parameters, flags=re.I)
-    return Fetched(url, status=status, body=body, content_type=content_type.strip().lower(),
-                   charset=charset[1] if charset else "", etag=response.headers.get("etag", ""),
-                   last_modified=response.headers.get("last-modified", ""))
+    return Fetched(
+        url,
+        status=status,
+        body=body,
+        content_type=content_type.strip().lower(),
+        charset=charset[1] if charset else "",
+        etag=response.headers.get("etag", ""),
+        last_modified=response.headers.get("last-modified", ""),
+    )
 
 
 def _failure(exc: BaseException) -> str:

@@ -15,13 +15,16 @@ def page_links(body: bytes, url: str, scope: Scope) -> tuple[list[str], str | No
     from bs4 import BeautifulSoup  # imported on first crawl, not at server start
 
     from ..parsers.html import decode_html
+
     try:
         soup = BeautifulSoup(decode_html(body), "html.parser")
     except Exception:  # an undecodable or broken page has no links to follow
         return [], None, False
     base_tag = soup.find("base", href=True)
     base = urljoin(url, str(base_tag["href"])) if base_tag else url
-    robots_meta = " ".join(str(m.get("content", "")) for m in soup.find_all("meta", attrs={"name": re.compile("^robots$", re.I)}))
+    robots_meta = " ".join(
+        str(m.get("content", "")) for m in soup.find_all("meta", attrs={"name": re.compile("^robots$", re.I)})
+    )
     noindex, nofollow = "noindex" in robots_meta.lower(), "nofollow" in robots_meta.lower()
     canonical = None
     for link in soup.find_all("link", href=True):

@@ -63,8 +63,9 @@ class PageCache:
     def save(self) -> None:
         """Write the list of pages, then remove bodies no page names any more."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.folder / "pages.json",
-                         json.dumps({u: asdict(p) for u, p in self.pages.items()}).encode("utf-8"))
+        write_atomically(
+            self.folder / "pages.json", json.dumps({u: asdict(p) for u, p in self.pages.items()}).encode("utf-8")
+        )
         named = {page.file for page in self.pages.values()} | {"pages.json"}
         for entry in os.scandir(self.folder):
             if entry.name not in named:

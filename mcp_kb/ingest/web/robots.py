@@ -81,9 +81,16 @@ def _sitemap_entries(body: bytes) -> tuple[str, list[str]]:
     from lxml import etree  # imported on first crawl, not at server start
 
     kind, locations = "", []
-    events = etree.iterparse(io.BytesIO(_BARE_AMPERSAND.sub(b"&amp;", body)), events=("start", "end"),
-                             recover=True, resolve_entities=False, no_network=True, huge_tree=False,
-                             remove_comments=True, load_dtd=False)
+    events = etree.iterparse(
+        io.BytesIO(_BARE_AMPERSAND.sub(b"&amp;", body)),
+        events=("start", "end"),
+        recover=True,
+        resolve_entities=False,
+        no_network=True,
+        huge_tree=False,
+        remove_comments=True,
+        load_dtd=False,
+    )
     try:
         for ended, (event, element) in enumerate(events):
             if event == "start":

@@ -36,12 +36,13 @@ class WebSource:
 
     @staticmethod
     def kind_of(doc_id: str) -> str:
-        """"web page" for an HTML page, else the suffix of the file it serves ("pdf")."""
+        """ "web page" for an HTML page, else the suffix of the file it serves ("pdf")."""
         suffix = posixpath.splitext(urlsplit(doc_id).path)[1].lower()
         return "web page" if suffix in PAGE_SUFFIXES or not is_supported(suffix) else suffix.lstrip(".")
 
-    def scan(self, known: dict[str, tuple[int, int]], progress: Progress | None = None,
-             revisions: Revisions | None = None) -> SourceScan:
+    def scan(
+        self, known: dict[str, tuple[int, int]], progress: Progress | None = None, revisions: Revisions | None = None
+    ) -> SourceScan:
         from .crawl import crawl_kb  # the crawler (and httpx) loads to crawl: every sync imports this module
 
         crawl = crawl_kb(self.kb, self.cache_folder, [doc_id for doc_id in known if is_url(doc_id)], progress)
@@ -53,8 +54,11 @@ class WebSource:
         fresh_for = self.kb.sync.asks_again_every or _FRESH_SECONDS
         asked = seconds_of(indexed.confirmed_at)  # every sync asks every page again
         age = time.time() - asked if asked is not None else None
-        old = f"its site was last asked {_age(age)} ago; it may have changed the page since" \
-            if age is not None and age > fresh_for else ""
+        old = (
+            f"its site was last asked {_age(age)} ago; it may have changed the page since"
+            if age is not None and age > fresh_for
+            else ""
+        )
         return {doc_id: old for doc_id in recorded if is_url(doc_id)}
 
     @staticmethod

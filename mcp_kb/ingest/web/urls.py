@@ -16,8 +16,13 @@ from ...errors import ConfigError
 from ..parsers import HTML_SUFFIXES, is_supported
 
 _SUFFIX_BY_TYPE = {
-    "text/html": ".html", "application/xhtml+xml": ".html", "application/pdf": ".pdf",
-    "text/markdown": ".md", "text/x-markdown": ".md", "text/plain": ".txt", "application/json": ".json",
+    "text/html": ".html",
+    "application/xhtml+xml": ".html",
+    "application/pdf": ".pdf",
+    "text/markdown": ".md",
+    "text/x-markdown": ".md",
+    "text/plain": ".txt",
+    "application/json": ".json",
     "text/csv": ".csv",
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ".docx",
     "application/vnd.openxmlformats-officedocument.presentationml.presentation": ".pptx",
@@ -85,7 +90,7 @@ class Scope:
         if start is None:
             raise ConfigError(f"urls: {source.url!r} is not an http(s) URL")
         parts = urlsplit(start)
-        folder = parts.path[:parts.path.rfind("/") + 1]
+        folder = parts.path[: parts.path.rfind("/") + 1]
         return cls(source, start, urlunsplit((parts.scheme, parts.netloc, folder, "", "")))
 
     @property

@@ -16,8 +16,11 @@ from mcp_kb.api import SearchRequest
 
 def _config(tmp_path, repo: Repo, storage) -> str:
     path = tmp_path / f"{storage.name}.toml"
-    path.write_text(f'storage = "{storage}"\n[[kb]]\nname = "code"\ndescription = "d"\n'
-                    f'[[kb.repos]]\nurl = "{repo.folder}"\nref = "main"\n', encoding="utf-8")
+    path.write_text(
+        f'storage = "{storage}"\n[[kb]]\nname = "code"\ndescription = "d"\n'
+        f'[[kb.repos]]\nurl = "{repo.folder}"\nref = "main"\n',
+        encoding="utf-8",
+    )
     return str(path)
 
 
@@ -37,8 +40,12 @@ def test_a_sigkill_while_writing_leaves_the_last_synced_commit_whole(make_app, t
     for i in range(400):
         repo.write(f"n{i:03d}.md", f"# Note {i}\n\nSecond text of note {i}, after the edit.\n")
     newest = repo.commit()
-    child = subprocess.Popen([sys.executable, "-m", "mcp_kb", "sync", "-c", _config(tmp_path, repo, tmp_path / "index")],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
+    child = subprocess.Popen(
+        [sys.executable, "-m", "mcp_kb", "sync", "-c", _config(tmp_path, repo, tmp_path / "index")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=os.environ.copy(),
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # until the sync has written a batch of changes, not all of them
         status = app.status("code")[0]

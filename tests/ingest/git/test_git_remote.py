@@ -40,12 +40,14 @@ def _kb(url: str, **settings) -> dict:
 
 
 def _everything_written(*folders: Path) -> bytes:
-    return b"".join(path.read_bytes() for folder in folders if folder.exists()
-                    for path in folder.rglob("*") if path.is_file())
+    return b"".join(
+        path.read_bytes() for folder in folders if folder.exists() for path in folder.rglob("*") if path.is_file()
+    )
 
 
-def test_a_private_repository_over_http_with_a_token_that_is_never_written_or_shown(make_app, served, tmp_path,
-                                                                                    monkeypatch, caplog):
+def test_a_private_repository_over_http_with_a_token_that_is_never_written_or_shown(
+    make_app, served, tmp_path, monkeypatch, caplog
+):
     server, _, _ = served
     monkeypatch.setenv("LIB_TOKEN", TOKEN)
     caplog.set_level(logging.DEBUG)
@@ -55,8 +57,13 @@ def test_a_private_repository_over_http_with_a_token_that_is_never_written_or_sh
     assert app.search("lib", SearchRequest(query="pager rotates", mode="keyword")).hits[0].source == "docs/rotation.md"
     basic = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
     assert f"Basic {basic}" in server.authorizations  # it was sent ...
-    shown = [json.dumps(app.store.read_state("lib")), caplog.text, report.summary(), repr(app.status("lib")),
-             json.dumps([v.as_dict() for v in app.versions("lib")])]
+    shown = [
+        json.dumps(app.store.read_state("lib")),
+        caplog.text,
+        report.summary(),
+        repr(app.status("lib")),
+        json.dumps([v.as_dict() for v in app.versions("lib")]),
+    ]
     for secret in (TOKEN, basic):
         assert all(secret not in text for text in shown)  # ... and never kept or shown
         assert secret.encode() not in _everything_written(tmp_path / "index")  # the index and this machine's copy
@@ -133,12 +140,15 @@ def test_a_fetch_past_max_fetch_mb_is_stopped(make_app, tmp_path):
         app.sync()
 
 
-@pytest.mark.parametrize("settings, refused", [
-    ({"url": "ext::sh -c touch% /tmp/x", "ref": "main"}, "helper"),
-    ({"url": "--upload-pack=touch /tmp/x", "ref": "main"}, "option"),
-    ({"url": "/srv/repo", "ref": "--upload-pack=touch /tmp/x"}, "branch, tag or commit"),
-    ({"url": "/srv/repo", "ref": "main", "url_template": "{path.__class__}"}, "not {path.__class__}"),
-])
+@pytest.mark.parametrize(
+    "settings, refused",
+    [
+        ({"url": "ext::sh -c touch% /tmp/x", "ref": "main"}, "helper"),
+        ({"url": "--upload-pack=touch /tmp/x", "ref": "main"}, "option"),
+        ({"url": "/srv/repo", "ref": "--upload-pack=touch /tmp/x"}, "branch, tag or commit"),
+        ({"url": "/srv/repo", "ref": "main", "url_template": "{path.__class__}"}, "not {path.__class__}"),
+    ],
+)
 def test_urls_refs_and_templates_that_would_run_something_are_refused(settings, refused):
     with pytest.raises(ValidationError, match=refused):
         RepoConfig.model_validate(settings)
@@ -162,8 +172,12 @@ def test_the_repository_config_attributes_and_hooks_never_run(make_app, tmp_path
         repo.write(f".git/hooks/{name}", f"#!/bin/sh\ntouch {markers[n]}\n")
         (repo.folder / ".git" / "hooks" / name).chmod(0o755)
     repo.commit()
-    for key, value in (("filter.evil.smudge", f"touch {markers[3]}; cat"), ("filter.evil.clean", "cat"),
-                       ("core.fsmonitor", f"touch {markers[4]}"), ("uploadpack.packObjectsHook", f"touch {markers[4]}")):
+    for key, value in (
+        ("filter.evil.smudge", f"touch {markers[3]}; cat"),
+        ("filter.evil.clean", "cat"),
+        ("core.fsmonitor", f"touch {markers[4]}"),
+        ("uploadpack.packObjectsHook", f"touch {markers[4]}"),
+    ):
         git(repo.folder, "config", key, value)
     for n in range(5):
         markers[n].unlink(missing_ok=True)  # the repository's own commit ran its hook: that is not mcp-kb
@@ -175,7 +189,6 @@ def test_the_repository_config_attributes_and_hooks_never_run(make_app, tmp_path
         markers[n].unlink(missing_ok=True)
     assert app.sync()[0].files_changed == 1
     assert not any(marker.exists() for marker in markers)
-
 
 
 def test_credentials_are_never_sent_to_the_host_a_redirect_names(make_app, served, tmp_path, monkeypatch):
@@ -199,7 +212,9 @@ def test_a_percent_encoded_password_is_sent_as_meant(make_app, tmp_path):
         address = server.url.removeprefix("http://")
         app = make_app(_kb(f"http://me:p%40ss%2Fw0rd%3Ax@{address}/lib.git"))
         assert app.sync()[0].files_added == 1
-    assert password not in json.dumps(app.store.read_state("lib")) and "p%40ss" not in json.dumps(app.store.read_state("lib"))
+    assert password not in json.dumps(app.store.read_state("lib")) and "p%40ss" not in json.dumps(
+        app.store.read_state("lib")
+    )
 
 
 def test_an_askpass_program_in_the_environment_is_never_run(make_app, served, tmp_path, monkeypatch):
@@ -218,7 +233,8 @@ def test_an_askpass_program_in_the_environment_is_never_run(make_app, served, tm
 def test_a_secret_the_server_echoes_is_scrubbed_before_the_message_is_cut(tmp_path):
     remote = Remote("http://127.0.0.1:9/x.git", "Authorization: Basic eA==", (TOKEN,), "lib")
     said = Git(tmp_path / "copy.git", remote, timeout=5, max_bytes=2**20)._said(
-        f"remote: ERR {TOKEN}{'x' * 490}".encode(), "fetch")
+        f"remote: ERR {TOKEN}{'x' * 490}".encode(), "fetch"
+    )
     assert TOKEN[1:] not in said and TOKEN[-6:] not in said
 
 
@@ -255,19 +271,28 @@ def test_a_url_where_no_repository_is_one_line_naming_the_setting(make_app, tmp_
     """git said `fatal: '…/userlibb' does not appear to be a git repository fatal: Could not read from remote
     repository. Please make sure …`: the path as written, and what to check."""
     said = _one_line_failure(make_app(_kb(str(tmp_path / "userlibb"))))
-    assert said == (f"repository userlibb: {tmp_path / 'userlibb'} is not a git repository this machine can read; "
-                    "check its `url` under [[kb.repos]] in the config")
+    assert said == (
+        f"repository userlibb: {tmp_path / 'userlibb'} is not a git repository this machine can read; "
+        "check its `url` under [[kb.repos]] in the config"
+    )
 
 
 def test_a_ref_the_repository_has_not_is_one_line_listing_its_branches(make_app, served):
     server, _, _ = served
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LIB_TOKEN", TOKEN)
-        app = make_app({"name": "lib", "description": "d", "repos": [{"url": f"{server.url}/team/lib.git",
-                                                                      "ref": "mian", "token_env": "LIB_TOKEN"}]})
+        app = make_app(
+            {
+                "name": "lib",
+                "description": "d",
+                "repos": [{"url": f"{server.url}/team/lib.git", "ref": "mian", "token_env": "LIB_TOKEN"}],
+            }
+        )
         said = _one_line_failure(app)
-    assert said == ("repository lib: it has no branch or tag 'mian' (its branches: main); check its `ref` under "
-                    "[[kb.repos]] in the config")
+    assert said == (
+        "repository lib: it has no branch or tag 'mian' (its branches: main); check its `ref` under "
+        "[[kb.repos]] in the config"
+    )
     assert TOKEN not in said
 
 
@@ -275,4 +300,5 @@ def test_a_server_that_cannot_be_reached_is_one_line_naming_the_url(make_app):
     url = f"http://{closed_address()}/team/lib.git"
     said = _one_line_failure(make_app(_kb(url)))
     assert said.startswith(f"repository lib: cannot reach {url} (") and said.endswith(
-        "); check its `url` under [[kb.repos]] in the config, and the network"), said
+        "); check its `url` under [[kb.repos]] in the config, and the network"
+    ), said

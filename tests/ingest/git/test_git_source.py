@@ -18,8 +18,11 @@ pytestmark = pytest.mark.anyio
 
 
 def _kb(repo: Repo, **settings) -> dict:
-    return {"name": "code", "description": "a repository", "repos": [{"url": str(repo.folder), "ref": "main",
-                                                                       **settings}]}
+    return {
+        "name": "code",
+        "description": "a repository",
+        "repos": [{"url": str(repo.folder), "ref": "main", **settings}],
+    }
 
 
 def _sync(app, **request):
@@ -176,11 +179,24 @@ def _edited_after(tmp_path, path: str, first: str, second: str, *mark: str) -> R
 
 
 def test_library_versions_name_git_refs(make_app, tmp_path):
-    repo = _edited_after(tmp_path, "docs/api.md", "# API\n\nconnect() takes a timeout.\n",
-                         "# API\n\nconnect() takes a timeout and a retry policy.\n", "tag", "v1")
-    app = make_app({"name": "code", "description": "d", "versions": [
-        {"name": "1.0", "repos": [{"url": str(repo.folder), "ref": "v1"}]},
-        {"name": "2.0", "repos": [{"url": str(repo.folder), "ref": "main"}], "current": True}]})
+    repo = _edited_after(
+        tmp_path,
+        "docs/api.md",
+        "# API\n\nconnect() takes a timeout.\n",
+        "# API\n\nconnect() takes a timeout and a retry policy.\n",
+        "tag",
+        "v1",
+    )
+    app = make_app(
+        {
+            "name": "code",
+            "description": "d",
+            "versions": [
+                {"name": "1.0", "repos": [{"url": str(repo.folder), "ref": "v1"}]},
+                {"name": "2.0", "repos": [{"url": str(repo.folder), "ref": "main"}], "current": True},
+            ],
+        }
+    )
     report = _sync(app)
     assert report.files_added == 2 and set(report.commits) == {"1.0/lib", "2.0/lib"}
     old = app.search("code", SearchRequest(query="connect timeout", mode="keyword", version="1.0")).hits[0]
@@ -189,14 +205,22 @@ def test_library_versions_name_git_refs(make_app, tmp_path):
 
 def test_beside_folders_a_repositorys_files_lead_with_its_name_and_hits_link_to_their_lines(make_app, tmp_path):
     repo = Repo(tmp_path / "payments")
-    repo.write("src/refunds.md", "# Refunds\n\nIntro.\n\n## Limits\n\nRefunds above 500 euros need a second approver.\n")
+    repo.write(
+        "src/refunds.md", "# Refunds\n\nIntro.\n\n## Limits\n\nRefunds above 500 euros need a second approver.\n"
+    )
     commit = repo.commit()
     folder = tmp_path / "handbook"
     folder.mkdir()
     (folder / "leave.md").write_text("# Leave\n\nAnnual leave is 25 days.\n", encoding="utf-8")
     template = "https://git.example.com/{repo}/blob/{commit}/{path}#L{start}-L{end}"
-    app = make_app({"name": "code", "description": "d", "paths": [str(folder)],
-                    "repos": [{"url": f"file://{repo.folder}", "ref": "main", "url_template": template}]})
+    app = make_app(
+        {
+            "name": "code",
+            "description": "d",
+            "paths": [str(folder)],
+            "repos": [{"url": f"file://{repo.folder}", "ref": "main", "url_template": template}],
+        }
+    )
     app.sync()
     assert app.document_ids("code") == ["leave.md", "payments/src/refunds.md"]
     hit = app.search("code", SearchRequest(query="second approver", mode="keyword")).hits[0]
@@ -210,11 +234,14 @@ def test_beside_folders_a_repositorys_files_lead_with_its_name_and_hits_link_to_
 
 def test_code_in_a_repository_is_cited_by_file_symbol_lines_and_commit(make_app, tmp_path):
     repo = Repo(tmp_path / "service")
-    repo.write("pkg/models.py", '"""Models."""\n\nimport json\n\n\nclass User:\n    """A user."""\n\n'
-                                "    def get_by_id(self, user_id):\n"
-                                '        """Look a user up by id in the accounts table."""\n'
-                                "        return json.loads(self.table[user_id])\n\n"
-                                "    def rename(self, name):\n        self.name = name\n")
+    repo.write(
+        "pkg/models.py",
+        '"""Models."""\n\nimport json\n\n\nclass User:\n    """A user."""\n\n'
+        "    def get_by_id(self, user_id):\n"
+        '        """Look a user up by id in the accounts table."""\n'
+        "        return json.loads(self.table[user_id])\n\n"
+        "    def rename(self, name):\n        self.name = name\n",
+    )
     repo.write("notes.txt", "Plain notes about the deploy window.\n")
     commit = repo.commit()
     app = make_app(_kb(repo))
@@ -274,11 +301,19 @@ def test_adding_and_removing_a_source_beside_a_repository_renames_its_files_and_
 
 
 def test_one_repository_at_two_refs_in_one_kb(make_app, tmp_path):
-    repo = _edited_after(tmp_path, "docs/a.md", "# A\n\nalpha on main\n", "# A\n\nalpha, edited on main\n",
-                         "branch", "stable")
-    app = make_app({"name": "code", "description": "d", "repos": [
-        {"url": str(repo.folder), "ref": "main", "name": "main"},
-        {"url": str(repo.folder), "ref": "stable", "name": "stable"}]})
+    repo = _edited_after(
+        tmp_path, "docs/a.md", "# A\n\nalpha on main\n", "# A\n\nalpha, edited on main\n", "branch", "stable"
+    )
+    app = make_app(
+        {
+            "name": "code",
+            "description": "d",
+            "repos": [
+                {"url": str(repo.folder), "ref": "main", "name": "main"},
+                {"url": str(repo.folder), "ref": "stable", "name": "stable"},
+            ],
+        }
+    )
     report = _sync(app)
     assert not report.failures and app.document_ids("code") == ["main/docs/a.md", "stable/docs/a.md"]
     repo.write("docs/b.md", "# B\n\nbravo\n")
@@ -329,13 +364,15 @@ def test_a_rebuild_after_the_tables_are_lost_brings_every_file_back(make_app, tm
 
 
 def test_a_failed_sync_that_deleted_files_leaves_no_commit_vouching_for_the_index(make_app, tmp_path, monkeypatch):
-    repo, app = _synced(make_app, tmp_path, {"keep.md": "# Keep\n\nkept page\n",
-                                             "x.md": "# X\n\nthe page that comes back\n"})
+    repo, app = _synced(
+        make_app, tmp_path, {"keep.md": "# Keep\n\nkept page\n", "x.md": "# X\n\nthe page that comes back\n"}
+    )
     git(repo.folder, "rm", "-q", "x.md")
     repo.commit("delete x")
 
     def broken(*args, **kwargs):
         raise OSError("disk gone")
+
     with monkeypatch.context() as patched:
         patched.setattr(app.store, "refresh_indexes", broken)  # after the deletion, before the final write
         with pytest.raises(OSError):
@@ -354,8 +391,14 @@ def test_a_repository_named_like_a_folder_inside_the_kbs_path_is_refused_not_mix
     folder = tmp_path / "docs"
     (folder / "payments").mkdir(parents=True)
     (folder / "payments" / "intro.md").write_text("# Intro\n\nfrom the folder\n", encoding="utf-8")
-    app = make_app({"name": "code", "description": "d", "paths": [str(folder)],
-                    "repos": [{"url": str(repo.folder), "ref": "main"}]})
+    app = make_app(
+        {
+            "name": "code",
+            "description": "d",
+            "paths": [str(folder)],
+            "repos": [{"url": str(repo.folder), "ref": "main"}],
+        }
+    )
     with pytest.raises(KBError, match="'payments/intro.md' comes from two .* another `name`"):
         _sync(app)
 

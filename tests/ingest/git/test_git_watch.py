@@ -109,8 +109,12 @@ async def test_a_worker_process_runs_only_the_syncs_pushes_ask_for(make_app, tmp
     app = make_app(_kb(str(repo.folder), watch=True, on_start=True))
     with anyio.fail_after(10):  # no watcher, no start-up sync: the lead runs those
         await LiveSync(SyncRunner(app), app.config.kb).run(triggers=False)
-    pushed = make_app({**_kb(str(repo.folder), watch=True),
-                       "repos": [{"url": str(repo.folder), "ref": "main", "webhook_secret_env": "HOOK_SECRET"}]})
+    pushed = make_app(
+        {
+            **_kb(str(repo.folder), watch=True),
+            "repos": [{"url": str(repo.folder), "ref": "main", "webhook_secret_env": "HOOK_SECRET"}],
+        }
+    )
     runner = SyncRunner(pushed)
     live = LiveSync(runner, pushed.config.kb)
     async with anyio.create_task_group() as group:
