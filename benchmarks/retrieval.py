@@ -45,7 +45,8 @@ def main() -> None:
     args = parser.parse_args()
     use_offline_model()
     from mcp_kb.app import App
-    from mcp_kb.evaluation import evaluate, format_table, load_qrels, load_queries
+    from mcp_kb.evaluation import evaluate, load_qrels, load_queries
+    from mcp_kb.present import scores_text
 
     work = Path(args.work) / (args.dataset + ("-fp32" if args.quantize == "none" else ""))
     write_corpus(args.dataset, work / "docs")
@@ -74,7 +75,7 @@ def main() -> None:
         f"top_k {args.top_k}, title_weight {settings.title_weight:g}, max_per_document {settings.max_per_document}, "
         f"model {app.embedder.identity.name}"
     )
-    print(format_table(scores, 10))
+    print(scores_text(scores, 10))
     print("tokens/call " + "  ".join(f"{mode} {value:.0f}" for mode, value in tokens.items()))
 
 

@@ -1,10 +1,13 @@
 """mcp-kb: folders of documents as knowledge bases for any MCP client.
 
-A library user's names: the core's public API (`mcp_kb.api`) and the MCP server's builder. They load
-lazily, so `mcp-kb --help` and server start-up stay fast.
+A library user's names: the core's public API (`mcp_kb.api`), the settings and the MCP server's builder. They
+load lazily, so `mcp-kb --help` and server start-up stay fast.
 """
 
-from .api import __version__, lazy_names
+from importlib import import_module
+from typing import Any
+
+from .api import __version__
 
 _EXPORTS = {
     "App": "api",
@@ -30,4 +33,10 @@ _EXPORTS = {
 __all__ = [*_EXPORTS, "__version__"]
 
 
-__getattr__ = lazy_names(__name__, _EXPORTS)
+def __getattr__(name: str) -> Any:
+    """A library user's name, imported from its module on first use."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value

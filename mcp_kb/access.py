@@ -21,6 +21,14 @@ from .settings import Config, OAuthConfig, TokenGrant, granted
 from .lru import BoundedLRU
 from .wire import aread_within, parse_json
 
+__all__ = [
+    "Gatekeeper",
+    "Grant",
+    "Identity",
+    "RateLimits",
+    "Refused",
+]  # what the core's API (mcp_kb.api) offers from this module
+
 log = logging.getLogger(__name__)
 
 # Signatures made with a private key only: an HMAC "signature" could be made by anyone holding a

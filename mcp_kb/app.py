@@ -70,6 +70,8 @@ from .sync import count_pending, refuse_another_projects, sync_all
 if TYPE_CHECKING:
     from .reader import Reader
 
+__all__ = ["App"]  # what the core's API (mcp_kb.api) offers from this module
+
 log = logging.getLogger(__name__)
 
 # What status says of a KB whose tables cannot be opened, to every caller who sees the KB: no command line (a

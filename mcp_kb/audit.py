@@ -23,6 +23,13 @@ from .settings import ServerConfig, megabytes
 from .files import JsonLines, json_lines
 from .records import recorded_now
 
+__all__ = [
+    "CallerFigures",
+    "AuditTrail",
+    "AuditUnavailable",
+    "callers",
+]  # what the core's API (mcp_kb.api) offers from this module
+
 log = logging.getLogger(__name__)
 
 _ERROR_CHARS = 300  # an error's text kept per line

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import select
 import sys
@@ -22,7 +21,6 @@ from .api import (
     BrowseRequest,
     is_number,
     KBError,
-    KBStats,
     option_help,
     pace,
     printable,
@@ -34,6 +32,7 @@ from .api import (
     SyncRequest,
     work_kept,
 )
+from .present import callers_text, json_text, stats_text, status_text
 from .signals import sigterm_interrupts
 from .settings import (
     ENV_CONFIG,
@@ -54,7 +53,7 @@ from .settings import (
 )
 
 if TYPE_CHECKING:
-    from .api import App, HealthCheck
+    from .api import App
 
 _SHOWN_CHARACTERS = 600  # of each passage in `search`'s text output (--json shows all)
 CONFIG_HELP = f"kb.toml to use, or a folder to serve with defaults (default: ./kb.toml, or ${ENV_CONFIG})"
@@ -227,7 +226,7 @@ def check(config_path: str | None, as_json: bool) -> None:
     summary = app.check()
     config = app.config
     if as_json:
-        click.echo(json.dumps([item.as_dict() for item in summary], indent=2, ensure_ascii=False))
+        click.echo(json_text(summary))
         return
     click.echo(f"config OK: {len(config.kb)} knowledge base(s); index at {config.storage.uri}")
     for item in summary:
@@ -275,11 +274,7 @@ def chunks(file: Path, config_path: str | None, as_json: bool) -> None:
 
     result, notes = App(_load_or_defaults(config_path)).chunks(file)
     if as_json:
-        click.echo(
-            json.dumps(
-                [{**c.__dict__, "heading": c.heading} for c in result], indent=2, ensure_ascii=False, default=str
-            )
-        )
+        click.echo(json_text([{**c.__dict__, "heading": c.heading} for c in result]))
         return
     for note in notes:
         click.echo(f"note: {note}")
@@ -388,7 +383,7 @@ def sync(  # noqa: PLR0913  # one per option
     finally:
         progress.close()
     if as_json:
-        click.echo(json.dumps([r.as_dict() for r in reports], indent=2, ensure_ascii=False))
+        click.echo(json_text(reports))
     else:
         for report in reports:
             click.echo(report.summary())
@@ -414,41 +409,15 @@ def status(kb: str | None, config_path: str | None, as_json: bool) -> None:
     source = app.model_source()
     if as_json:
         click.echo(
-            json.dumps(
-                [{**item.as_dict(), "model_source": source, "storage": app.config.storage.uri} for item in statuses],
-                indent=2,
-                ensure_ascii=False,
+            json_text(
+                [{**item.as_dict(), "model_source": source, "storage": app.config.storage.uri} for item in statuses]
             )
         )
         return
     click.echo(f"index at {app.config.storage.uri}")
     click.echo(f"embedding model {app.config.embedding.model}: {source}")
     for item in statuses:
-        model = item.model.name if item.model else "-"
-        outcome = f"{item.last_outcome}, {len(item.failed)} failed" if item.failed else item.last_outcome
-        click.echo(
-            f"{item.name}: {item.files} files, {item.chunks} chunks; last sync "
-            f"{item.last_sync or 'never'} ({outcome}); model {model}; "
-            f"index {item.index_state or '-'}"
-        )
-        for repository, commit in item.commits.items():
-            click.echo(f"  {repository} at commit {commit}")
-        if item.pending and item.pending.behind:
-            click.echo(f"  behind its sources: {item.pending.text()}; {sync_remedy(item.name)}")
-        elif item.pending:
-            click.echo("  in step with its sources")
-        if item.sync_running:
-            click.echo(
-                f"  syncing now: {item.progress.text()}"
-                if item.progress.counted
-                else "  syncing now: reading its sources"
-            )
-        if item.health:
-            click.echo(f"  {_hit_rates(item.health)}")
-        if item.last_error:  # recorded for every caller, places named by what they are: the owner reads them
-            click.echo(f"  last error: {app.config.located(item.last_error)}")
-        for failure in item.failed:
-            click.echo(f"  failed {failure.path}: {failure.reason}")
+        click.echo(status_text(item, app.config.located))
 
 
 @main.command()
@@ -475,10 +444,10 @@ def stats(kb: str | None, config_path: str | None, as_json: bool, callers: bool)
     name, config = _kb_or_folder(kb, config_path)
     figures = _app(config).stats(name)
     if as_json:
-        click.echo(json.dumps([item.as_dict() for item in figures], indent=2, ensure_ascii=False))
+        click.echo(json_text(figures))
         return
     for item in figures:
-        click.echo(_format_stats(item))
+        click.echo(stats_text(item))
 
 
 def _caller_stats(config: Config, as_json: bool) -> None:
@@ -488,48 +457,9 @@ def _caller_stats(config: Config, as_json: bool) -> None:
         raise KBError("no audit trail: set [server] audit_log in the config the server runs with")
     figures = callers(Path(config.server.audit_log))
     if as_json:
-        click.echo(json.dumps([caller.as_dict() for caller in figures], indent=2, ensure_ascii=False))
+        click.echo(json_text(figures))
         return
-    if not figures:
-        click.echo(f"no requests recorded in {config.server.audit_log} yet")
-    for caller in figures:  # names, KBs and times come from a file callers' requests wrote: escaped
-        kbs = ", ".join(f"{printable(kb)} {count}" for kb, count in sorted(caller.kbs.items()))
-        click.echo(
-            f"{printable(caller.who.label)}: {caller.requests} requests ({caller.errors} failed), last "
-            f"{printable(caller.last_seen)}; by KB: {kbs}"
-        )
-
-
-def _format_stats(item: KBStats) -> str:
-    """One KB's stats as a few lines of text."""
-    search, sync, health = item.search, item.last_sync, item.health
-    lines = [f"{item.name}:"]
-    if search:
-        lines.append(
-            f"  searches {search.searches} since {search.since}; cache hits {search.cache_hit_rate:.0%}; "
-            f"degraded {search.degraded_answers}; no results {search.zero_result_queries}; query tokens "
-            f"{search.query_embedding_tokens}; rerank calls {search.rerank_calls}"
-        )
-        lines.append(f"  {'stage':10} {'count':>6} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
-        lines += [
-            f"  {stage:10} {s.count:6d} {s.p50:8.1f} {s.p95:8.1f} {s.max:8.1f}"
-            for stage, s in search.latency_ms.items()
-        ]
-    else:
-        lines.append("  no searches recorded yet")
-    if sync.finished_at:
-        lines.append(
-            f"  last sync {sync.finished_at}: {sync.chunks_embedded} chunks "
-            f"({sync.tokens_embedded} tokens) embedded in {sync.seconds.get('total', 0):.1f}s"
-        )
-    if health:
-        lines.append(f"  {_hit_rates(health)}")
-    return "\n".join(lines)
-
-
-def _hit_rates(health: HealthCheck) -> str:
-    rates = ", ".join(f"{mode} {rate:.2f}" for mode, rate in health.hit_rate.items())
-    return f"hit@{health.k} without labels ({health.queries} queries, {health.checked_at}): {rates}"
+    click.echo(callers_text(figures) if figures else f"no requests recorded in {config.server.audit_log} yet")
 
 
 @main.command()
@@ -597,9 +527,9 @@ def search(  # noqa: PLR0913  # one per option
     app = _app(config)
     result = app.search(name or app.config.kb[0].name, request)
     if as_json:
-        click.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
+        click.echo(json_text(result))
         return
-    from .api import cited_text
+    from .present import cited_text
 
     click.echo(cited_text(result, max_chars=_SHOWN_CHARACTERS))
 
@@ -636,7 +566,8 @@ def read(  # noqa: PLR0913  # one per option
     \b
         mcp-kb read policy_docs annual-leave.md --section "How to apply (English)"
     """
-    from .api import parse_request, ReadRequest, read_text
+    from .api import parse_request, ReadRequest
+    from .present import read_text
 
     name, config = _kb_or_folder(kb, config_path)
     app = _app(config)
@@ -656,7 +587,7 @@ def read(  # noqa: PLR0913  # one per option
     )
     answer = app.read(name, request) if max_tokens else app.read_through(name, request)
     if as_json:
-        click.echo(json.dumps(answer.model_dump(mode="json"), indent=2, ensure_ascii=False))
+        click.echo(json_text(answer))
         return
     rest = f"--lines {answer.line_end + 1}-{answer.lines} reads on"
     click.echo(read_text(answer, go_on=rest))
@@ -695,7 +626,8 @@ def list_documents(  # noqa: PLR0913  # one per option
     \b
         mcp-kb ls policy_docs "*.md" --sort changed
     """
-    from .api import BrowseRequest, browse_text, parse_request
+    from .api import BrowseRequest, parse_request
+    from .present import browse_text
 
     name, config = _kb_or_folder(kb, config_path)
     app = _app(config)
@@ -713,7 +645,7 @@ def list_documents(  # noqa: PLR0913  # one per option
     )
     answer = app.browse_through(name, request, limit)
     if as_json:
-        click.echo(json.dumps(answer.model_dump(mode="json"), indent=2, ensure_ascii=False))
+        click.echo(json_text(answer))
         return
     click.echo(browse_text(answer))
     shown = len(answer.documents) + len(answer.outline)
@@ -733,13 +665,13 @@ def versions(kb: str, config_path: str | None, as_json: bool) -> None:
     \b
         mcp-kb versions policy_docs
     """
-    from .api import versions_text
+    from .present import versions_text
 
     name, config = _kb_or_folder(kb, config_path)
     app = _app(config)
     kept = app.versions(name or app.config.kb[0].name)
     if as_json:
-        click.echo(json.dumps([version.listed() for version in kept], indent=2, ensure_ascii=False))
+        click.echo(json_text([version.listed() for version in kept]))
         return
     click.echo(versions_text(kept))
 
@@ -859,16 +791,17 @@ def evaluate(  # noqa: PLR0913  # one per option
 
         mcp-kb eval docs --log reviewed.queries.jsonl
     """
-    from .api import format_self_checks, format_table, load_qrels, load_queries, load_reviewed_log
+    from .api import load_qrels, load_queries, load_reviewed_log
+    from .present import scores_text, self_checks_text
 
     app = _app(config_path)
     modes = list(RANKED_MODES) if mode == "all" else [mode]
     if self_made:
         checks = app.self_check(kb, modes, sample=sample, k=k)
         if as_json:
-            click.echo(json.dumps([c.__dict__ for c in checks], indent=2, ensure_ascii=False))
+            click.echo(json_text([c.__dict__ for c in checks]))
         else:
-            click.echo(format_self_checks(checks, threshold))
+            click.echo(self_checks_text(checks, threshold))
         return
     if reviewed_log:
         query_by_id, judgements = load_reviewed_log(reviewed_log)
@@ -883,9 +816,9 @@ def evaluate(  # noqa: PLR0913  # one per option
     if warning:
         click.echo(f"warning: {warning}", err=True)
     if as_json:
-        click.echo(json.dumps([r.__dict__ for r in results], indent=2))
+        click.echo(json_text([r.__dict__ for r in results]))
     else:
-        click.echo(format_table(results, k))
+        click.echo(scores_text(results, k))
 
 
 @main.command()

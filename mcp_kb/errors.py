@@ -17,6 +17,20 @@ from dataclasses import dataclass
 
 from .vocabulary import files_done, sync_remedy
 
+__all__ = [
+    "KBError",
+    "ConfigError",
+    "ParseError",
+    "ModelError",
+    "StoreError",
+    "SyncBusyError",
+    "SyncCancelled",
+    "MassDeleteError",
+    "SearchError",
+    "VersionError",
+    "NotSyncedError",
+]  # what the core's API (mcp_kb.api) offers from this module
+
 
 class KBError(Exception):
     """Base class: its message is meant for the user and says what to fix."""

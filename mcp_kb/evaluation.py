@@ -25,6 +25,14 @@ from .errors import KBError
 from .text import sentences
 from .vocabulary import HEADING_SEPARATOR
 
+__all__ = [
+    "ModeScores",
+    "SelfCheck",
+    "load_qrels",
+    "load_queries",
+    "load_reviewed_log",
+]  # what the core's API (mcp_kb.api) offers from this module
+
 SELF_QUERY_WORDS = 16
 
 
@@ -173,18 +181,6 @@ def _run_quietly(run_query: Callable[[str], list[str]], query: str) -> None:
         pass
 
 
-def format_table(scores: list[ModeScores], k: int) -> str:
-    lines = [
-        f"{'mode':8} {'queries':>7} {'recall@' + str(k):>9} {'MRR@10':>7} {'nDCG@10':>8} {'p50 ms':>7} {'p95 ms':>7}"
-    ]
-    lines += [
-        f"{s.mode:8} {s.queries:7d} {s.recall_at_k:9.3f} {s.mrr_at_10:7.3f} {s.ndcg_at_10:8.3f} "
-        f"{s.p50_ms:7.1f} {s.p95_ms:7.1f}"
-        for s in scores
-    ]
-    return "\n".join(lines)
-
-
 @dataclass(frozen=True)
 class SelfCheck:
     mode: str
@@ -225,20 +221,3 @@ def self_check(run_query: Callable[[str], list[str]], asked: list[tuple[str, str
         ((doc, served[doc], n) for doc, n in asked_of.items()), key=lambda item: (item[1] / item[2], item[0])
     )
     return SelfCheck(mode, len(asked), k, sum(served.values()) / len(asked), least)
-
-
-def format_self_checks(checks: list[SelfCheck], threshold: float, shown: int = 5) -> str:
-    lines = [f"{'mode':8} {'queries':>7} {'hit@' + str(checks[0].k):>7}"]
-    lines += [f"{c.mode:8} {c.queries:7d} {c.hit_rate:7.3f}" for c in checks]
-    for check in checks:
-        lines.append(
-            f"least served ({check.mode}): "
-            + ", ".join(f"{doc} {served}/{asked}" for doc, served, asked in check.least_served[:shown])
-        )
-    for check in checks:
-        if check.hit_rate < threshold:
-            lines.append(
-                f"warning: {check.mode} hit rate {check.hit_rate:.2f} is below {threshold:.2f}: check the "
-                f"chunking settings (`mcp-kb chunks FILE`) and the embedding model"
-            )
-    return "\n".join(lines)

@@ -24,6 +24,8 @@ from .records import KBState, SyncReport, recorded_now
 from .settings import KBConfig
 from .text import is_number
 
+__all__ = ["KBVersion"]  # what the core's API (mcp_kb.api) offers from this module
+
 # A letter first: never a version number or a date. \Z, not $: "$" also matches before a final newline ("a\n").
 _TAG = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}\Z")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ].*)?\Z")  # ASCII digits: "\d" takes "٣" and "３"

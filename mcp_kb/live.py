@@ -22,6 +22,8 @@ from .requests import SyncRequest
 from .vocabulary import SYNC_WORK_KEPT
 from .text import name_text
 
+__all__ = ["LiveSync", "SyncRunner", "keep_in_sync"]  # what the core's API (mcp_kb.api) offers from this module
+
 log = logging.getLogger(__name__)
 
 Notify = Callable[[str], Awaitable[None]]  # called with a KB name after each of its syncs

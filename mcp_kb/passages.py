@@ -30,6 +30,8 @@ from .text import sentences, without_overlap
 from .vocabulary import HEADING_SEPARATOR, citation_marker
 from .models.base import TokenCounter
 
+__all__ = ["Hit", "citation_line"]  # what the core's API (mcp_kb.api) offers from this module
+
 ELLIPSIS = "…"
 # A passage given fewer tokens than this says too little; lower-ranked passages are left out instead.
 MIN_PASSAGE_TOKENS = 48

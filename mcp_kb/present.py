@@ -1,18 +1,38 @@
 """Text a person or an LLM reads: search results as numbered citations with their passages, and a
 parsed document as its reader would see it.
 
-The CLI's text output, the search tool's text block and the document resource are rendered here.
+The CLI's text output, the search tool's text block and the document resource are rendered here: a helper of
+the faces, reading the core's records through its API like any face.
 """
 
 from __future__ import annotations
 
-from .history import KBVersion
-from .read_outputs import BrowseOutput, ReadOutput
-from .records import SyncReport
-from .text import clipped
-from .passages import citation_line
-from .search import SearchResult
-from .vocabulary import HEADING_SEPARATOR, READ_TOOL
+import json
+
+from pydantic import BaseModel
+
+from collections.abc import Callable
+
+from .api import (
+    CallerFigures,
+    HealthCheck,
+    KBStats,
+    KBStatus,
+    SyncProgress,
+    printable,
+    sync_remedy,
+    HEADING_SEPARATOR,
+    READ_TOOL,
+    BrowseOutput,
+    KBVersion,
+    ModeScores,
+    ReadOutput,
+    SearchResult,
+    SelfCheck,
+    SyncReport,
+    citation_line,
+    clipped,
+)
 
 NO_RESULTS = "No passages found. Try other words, mode 'keyword' for exact terms, or fewer filters."
 
@@ -143,3 +163,125 @@ def _pages(first: int | None, last: int | None) -> str:
     if first is None:
         return ""
     return f", page {first}" if last in (None, first) else f", pages {first}-{last}"
+
+
+NEVER = "never"  # a time that has not come: a KB never synced, a count never made
+
+
+def status_text(item: KBStatus, located: Callable[[str], str]) -> str:
+    """One KB's status as a few lines: counts, last sync, model, index, repositories, what a sync would do, a sync
+    running, the latest self-check, the last error (its places named by `located`) and the files that failed."""
+    model = item.model.name if item.model else "-"
+    outcome = f"{item.last_outcome}, {len(item.failed)} failed" if item.failed else item.last_outcome
+    lines = [
+        f"{item.name}: {item.files} files, {item.chunks} chunks; last sync {item.last_sync or NEVER} ({outcome}); "
+        f"model {model}; index {item.index_state or '-'}"
+    ]
+    lines += [f"  {repository} at commit {commit}" for repository, commit in item.commits.items()]
+    if item.pending and item.pending.behind:
+        lines.append(f"  behind its sources: {item.pending.text()}; {sync_remedy(item.name)}")
+    elif item.pending:
+        lines.append("  in step with its sources")
+    if item.sync_running:
+        lines.append(f"  {running_sync_text(item.progress)}")
+    if item.health:
+        lines.append(f"  {hit_rates_text(item.health)}")
+    if item.last_error:  # recorded for every caller, places named by what they are: the owner reads them
+        lines.append(f"  last error: {located(item.last_error)}")
+    lines += [f"  failed {failure.path}: {failure.reason}" for failure in item.failed]
+    return "\n".join(lines)
+
+
+def running_sync_text(progress: SyncProgress) -> str:
+    """A sync under way, as every face words it."""
+    return f"syncing now: {progress.text() if progress.counted else 'reading its sources'}"
+
+
+def stats_text(item: KBStats) -> str:
+    """One KB's stats as a few lines of text."""
+    search, sync, health = item.search, item.last_sync, item.health
+    lines = [f"{item.name}:"]
+    if search:
+        lines.append(
+            f"  searches {search.searches} since {search.since}; cache hits {search.cache_hit_rate:.0%}; "
+            f"degraded {search.degraded_answers}; no results {search.zero_result_queries}; query tokens "
+            f"{search.query_embedding_tokens}; rerank calls {search.rerank_calls}"
+        )
+        lines.append(f"  {'stage':10} {'count':>6} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
+        lines += [
+            f"  {stage:10} {s.count:6d} {s.p50:8.1f} {s.p95:8.1f} {s.max:8.1f}"
+            for stage, s in search.latency_ms.items()
+        ]
+    else:
+        lines.append("  no searches recorded yet")
+    if sync.finished_at:
+        lines.append(
+            f"  last sync {sync.finished_at}: {sync.chunks_embedded} chunks "
+            f"({sync.tokens_embedded} tokens) embedded in {sync.seconds.get('total', 0):.1f}s"
+        )
+    if health:
+        lines.append(f"  {hit_rates_text(health)}")
+    return "\n".join(lines)
+
+
+def hit_rates_text(health: HealthCheck) -> str:
+    """The latest label-free self-check's hit rate per mode, with its size and time."""
+    rates = ", ".join(f"{mode} {rate:.2f}" for mode, rate in health.hit_rate.items())
+    return f"hit@{health.k} without labels ({health.queries} queries, {health.checked_at}): {rates}"
+
+
+def callers_text(figures: list[CallerFigures]) -> str:
+    """The audit trail per caller, a line each; names, KBs and times come from a file callers' requests wrote:
+    escaped."""
+    lines = []
+    for caller in figures:
+        kbs = ", ".join(f"{printable(kb)} {count}" for kb, count in sorted(caller.kbs.items()))
+        lines.append(
+            f"{printable(caller.who.label)}: {caller.requests} requests ({caller.errors} failed), last "
+            f"{printable(caller.last_seen)}; by KB: {kbs}"
+        )
+    return "\n".join(lines)
+
+
+def scores_text(scores: list[ModeScores], k: int) -> str:
+    """An evaluation's figures, one row per search mode."""
+    lines = [
+        f"{'mode':8} {'queries':>7} {'recall@' + str(k):>9} {'MRR@10':>7} {'nDCG@10':>8} {'p50 ms':>7} {'p95 ms':>7}"
+    ]
+    lines += [
+        f"{s.mode:8} {s.queries:7d} {s.recall_at_k:9.3f} {s.mrr_at_10:7.3f} {s.ndcg_at_10:8.3f} "
+        f"{s.p50_ms:7.1f} {s.p95_ms:7.1f}"
+        for s in scores
+    ]
+    return "\n".join(lines)
+
+
+def self_checks_text(checks: list[SelfCheck], threshold: float, shown: int = 5) -> str:
+    """A self-check's hit rates, the documents it served least, and a warning per mode below `threshold`."""
+    lines = [f"{'mode':8} {'queries':>7} {'hit@' + str(checks[0].k):>7}"]
+    lines += [f"{c.mode:8} {c.queries:7d} {c.hit_rate:7.3f}" for c in checks]
+    for check in checks:
+        lines.append(
+            f"least served ({check.mode}): "
+            + ", ".join(f"{doc} {served}/{asked}" for doc, served, asked in check.least_served[:shown])
+        )
+    for check in checks:
+        if check.hit_rate < threshold:
+            lines.append(
+                f"warning: {check.mode} hit rate {check.hit_rate:.2f} is below {threshold:.2f}: check the "
+                f"chunking settings (`mcp-kb chunks FILE`) and the embedding model"
+            )
+    return "\n".join(lines)
+
+
+def json_text(value: object) -> str:
+    """An answer as JSON for a program or a person, one way on every face: each record in its JSON form
+    (`model_dump(mode="json")` or `as_dict()`), indented, other scripts than Latin kept as they are."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=_json_form)
+
+
+def _json_form(value: object) -> object:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    as_dict = getattr(value, "as_dict", None)
+    return as_dict() if callable(as_dict) else str(value)  # a path or a date, as its text

@@ -8,6 +8,11 @@ from pydantic import BaseModel, Field, computed_field
 
 from .vocabulary import HEADING_SEPARATOR
 
+__all__ = [
+    "BrowseOutput",
+    "ReadOutput",
+]  # what the core's API (mcp_kb.api) offers from this module
+
 
 class ReadOutput(BaseModel):
     """A part of a document's text, where it is, and how to go on."""

@@ -17,6 +17,21 @@ from typing import Any, ClassVar, Self
 
 from .vocabulary import files_done
 
+__all__ = [
+    "Pending",
+    "NEVER_SYNCED",
+    "HealthCheck",
+    "KBStats",
+    "KBStatus",
+    "Progress",
+    "SearchFigures",
+    "SyncBrief",
+    "SyncProgress",
+    "SyncReport",
+    "pace",
+    "recorded_now",
+]  # what the core's API (mcp_kb.api) offers from this module
+
 NEVER_SYNCED = "never synced"  # the outcome of a KB no sync has finished for
 _SYNCS_KEPT = 20  # recent syncs a KB's state lists (the admin page shows them)
 _ERROR_CHARS_KEPT = 500  # of a failed sync's error, in that list

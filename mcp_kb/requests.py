@@ -37,6 +37,25 @@ from .errors import SearchError
 from .text import is_text, name_text
 from .vocabulary import LIST_URI
 
+__all__ = [
+    "FILTER_SYNTAX",
+    "MAX_CHUNK_INDEX",
+    "BrowseRequest",
+    "ListingOrder",
+    "READ_TOKENS_MAX",
+    "BROWSE_LIMIT_MAX",
+    "ReadRequest",
+    "SearchRequest",
+    "SyncRequest",
+    "described",
+    "option_help",
+    "parse_filters",
+    "parse_search",
+    "parse_request",
+    "request_errors",
+    "unknown_filter_field",
+]  # what the core's API (mcp_kb.api) offers from this module
+
 _T = TypeVar("_T")
 AS_OF_HELP = (
     "An earlier version of the knowledge base to answer from: a version number, a tag, or a time "

@@ -16,6 +16,13 @@ from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get
 if TYPE_CHECKING:
     import pyarrow as pa
 
+__all__ = [
+    "BUILTIN_FILTERS",
+    "FIELD_TYPES",
+    "RANGE_OPERATORS",
+    "FieldType",
+]  # what the core's API (mcp_kb.api) offers from this module
+
 # Integer columns are int64: values outside this range can not be stored or compared.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 

@@ -36,6 +36,13 @@ from .requests import ResolvedSearch, unknown_filter_field
 from .stopwatch import stopwatch
 from .vocabulary import status_uri, sync_remedy
 
+__all__ = [
+    "SearchOutput",
+    "common_filter_types",
+    "ACROSS_KBS",
+    "SearchResult",
+]  # what the core's API (mcp_kb.api) offers from this module
+
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 

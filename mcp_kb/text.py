@@ -8,6 +8,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+__all__ = [
+    "as_sentence",
+    "clipped",
+    "is_number",
+    "printable",
+]  # what the core's API (mcp_kb.api) offers from this module
+
 # Kana, CJK ideographs (with extension A and compatibility forms) and Hangul.
 CJK_CHARACTERS = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 # A sentence ends after one of these wherever it stands, or after one of the spaced ones when a

@@ -17,6 +17,8 @@ from .settings import Config, KBConfig, unknown_kb
 from .errors import KBError, NotSyncedError, OwnedElsewhereError, SyncBusyError
 from .vocabulary import SEARCH_ALL_TOOL, SYNC_TOOL, WORKBENCH_TOOLS
 
+__all__ = ["CallerView"]  # what the core's API (mcp_kb.api) offers from this module
+
 
 @dataclass(frozen=True)
 class CallerView:

@@ -8,6 +8,30 @@ import shlex
 from pathlib import Path
 from urllib.parse import quote
 
+__all__ = [
+    "HEADING_SEPARATOR",
+    "CITATION_FORMAT",
+    "DOCUMENT_URI",
+    "LIST_URI",
+    "LOOPBACK",
+    "METRICS_URI",
+    "STATUS_URI",
+    "SYNC_TOOL",
+    "LIST_TOOL",
+    "READ_TOOL",
+    "SEARCH_ALL_TOOL",
+    "WORKBENCH_TOOLS",
+    "SYNC_WORK_KEPT",
+    "citation_marker",
+    "document_uri",
+    "remember_invocation",
+    "sync_named",
+    "rebuild_option",
+    "work_kept",
+    "status_uri",
+    "sync_remedy",
+]  # what the core's API (mcp_kb.api) offers from this module
+
 SYNC_TOOL = "sync_knowledge_base"
 READ_TOOL = "read_document"
 LIST_TOOL = "list_documents"

@@ -23,12 +23,9 @@ from .settings import Config
 
 __all__ = [
     "HOOK_BODY_MAX",
-    "HookOutcome",
-    "HookTarget",
     "RecentDeliveries",
     "Verdict",
     "hook_target",
-    "moves_ref",
     "receive_delivery",
 ]
 

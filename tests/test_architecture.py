@@ -24,6 +24,7 @@ TIERS = {  # the most specific prefix decides a module's tier
     "mcp_kb.signals": 4,
     "mcp_kb.mcp": 4,
     "mcp_kb.ui": 4,
+    "mcp_kb.present": 4,
     "mcp_kb.__main__": 4,
     "mcp_kb.api": 3,
     "mcp_kb.app": 3,
@@ -34,7 +35,6 @@ TIERS = {  # the most specific prefix decides a module's tier
     "mcp_kb.passages": 2,
     "mcp_kb.metrics": 2,
     "mcp_kb.evaluation": 2,
-    "mcp_kb.present": 2,
     "mcp_kb.access": 2,
     "mcp_kb.audit": 2,
     "mcp_kb.view": 2,
@@ -193,8 +193,19 @@ def test_no_folders_import_each_other_by_any_path():
     assert _cycles(graph) == []
 
 
-FACES = ("mcp_kb.cli", "mcp_kb.serve", "mcp_kb.signals", "mcp_kb.mcp", "mcp_kb.ui", "mcp_kb.http", "mcp_kb.__main__")
-PUBLIC = ("mcp_kb.api", "mcp_kb.settings")  # the core's public API, and the settings a face loads
+FACES = (
+    "mcp_kb.cli",
+    "mcp_kb.serve",
+    "mcp_kb.signals",
+    "mcp_kb.mcp",
+    "mcp_kb.ui",
+    "mcp_kb.http",
+    "mcp_kb.__main__",
+    "mcp_kb.present",  # the faces' wording of the core's records
+)
+# The core's public API, the settings a face loads, and the import machinery the MCP face's SDK shim is built on
+# (a mechanism of Python's, no decision of the domain's).
+PUBLIC = ("mcp_kb.api", "mcp_kb.settings", "mcp_kb.imports")
 
 
 def _within(module: str, packages: tuple[str, ...]) -> bool:
@@ -217,13 +228,64 @@ def _inner_modules(names: set[str]) -> list[str]:
 def test_a_face_imports_only_the_public_api_settings_and_faces(path):
     """What a face cannot import it cannot re-decide: the core's inner modules are its own."""
     inner = _inner_modules(_imports(path))
-    assert not inner, f"{_name(path)} imports {inner}: use mcp_kb.api (export the name there if a face needs it)"
+    assert not inner, f"{_name(path)} imports {inner}: use mcp_kb.api (offer the name in its module's __all__)"
 
 
 def test_the_face_rule_fails_on_an_inner_import():
     assert _inner_modules({"mcp_kb.api.App", "mcp_kb.settings.Config", "mcp_kb.mcp.guard"}) == []
     assert _inner_modules({"mcp_kb.api.App", "mcp_kb.index.state.sync_activity"}) == ["mcp_kb.index.state"]
     assert _inner_modules({"mcp_kb.records"}) == ["mcp_kb.records"]
+
+
+_JSON_FORMS = ("as_dict", "model_dump", "listed")  # the methods that give a record's JSON form
+
+
+def _key_reads(source: str) -> list[str]:
+    """Where a face reads a key of a record's JSON form (`status.as_dict()["files"]`, `.get("files")`, or the
+    form handed to a function of its own to pick from) instead of the record's typed attribute."""
+    tree = ast.parse(source)
+    forms = {
+        target.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and _is_json_form(node.value, set())
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    own = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    reads = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.slice, ast.Constant)
+            and _is_json_form(node.value, forms)
+        ):
+            reads.append(ast.unparse(node))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            reads += [ast.unparse(node)] if _is_json_form(node.func.value, forms) else []
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in own:
+            reads += [ast.unparse(node) for argument in node.args if _is_json_form(argument, forms)]
+    return reads
+
+
+def _is_json_form(node: ast.expr, forms: set[str]) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id in forms
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _JSON_FORMS
+
+
+@pytest.mark.parametrize("path", [path for path in MODULES if _within(_name(path), FACES)], ids=_name)
+def test_a_face_reads_a_records_attributes_not_the_keys_of_its_json_form(path):
+    """A record's JSON form is what a face hands on (printed, sent); what it reads, it reads typed, so a renamed
+    field fails the type check rather than a page in a browser."""
+    assert _key_reads(path.read_text(encoding="utf-8")) == []
+
+
+def test_the_key_rule_fails_on_a_face_reading_keys():
+    assert _key_reads("files = status.as_dict()['files']") == ["status.as_dict()['files']"]
+    assert _key_reads("form = answer.model_dump(mode='json')\nform.get('hits')") == ["form.get('hits')"]
+    picked = "def _polled(status):\n    return status['name']\n\n_polled(glance.as_dict())"
+    assert _key_reads(picked) == ["_polled(glance.as_dict())"]
+    assert _key_reads("print(json_text(status))\nstatus.files") == []
 
 
 def test_models_never_import_the_index():

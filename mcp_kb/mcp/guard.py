@@ -10,6 +10,7 @@ not hidden. stdio has no gate: its user owns the process and holds the owner's v
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from contextvars import ContextVar
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,9 +22,27 @@ from ..api import LIST_URI, AuditTrail, AuditUnavailable, CallerView
 from ..settings import Config
 
 _current: ContextVar[CallerView | None] = ContextVar("mcp_kb_view", default=None)
+# What the answer being given counts (hits, sync reports), told by the tool that built it (a list, so a tool run in
+# a copy of the message's context still reaches the guard).
+_counted: ContextVar[list[int] | None] = ContextVar("mcp_kb_counted", default=None)
 _AUDITED = ("tools/call", "resources/read", "prompts/get")
 ALL_KBS = "*"  # the audit trail's KB for a request about every KB the caller may see
 UNKNOWN_KB = "?"  # ... for a request naming a KB that is not configured (its text is the caller's, not ours)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the audit trail notes of an answer: how many results it carries, or its error."""
+
+    results: int | None = None
+    error: str | None = None
+
+
+def count_answer(items: int) -> None:
+    """Tell the audit trail how many results (or reports) the answer being given carries."""
+    counted = _counted.get()
+    if counted is not None:
+        counted.append(items)
 
 
 def current_view() -> CallerView | None:
@@ -50,23 +69,28 @@ class Guard:
         user = getattr(ctx.request, "scope", {}).get("user") if ctx.request is not None else None
         grant = getattr(user, "grant", None)
         view = CallerView(self.config, grant) if grant is not None else self.owner
-        token = _current.set(view)
+        answered: list[int] = []
+        token, counting = _current.set(view), _counted.set(answered)
         started = time.perf_counter()
         try:
             result = await call_next(ctx)
         except Exception as exc:
-            self._record(view, ctx, started, error=str(getattr(exc, "message", None) or exc))
+            self._record(view, ctx, started, Answer(error=str(getattr(exc, "message", None) or exc)))
             raise
         finally:
             _current.reset(token)
+            _counted.reset(counting)
         if isinstance(result, dict) and ctx.method in ("initialize", "server/discover") and "instructions" in result:
             result = {**result, "instructions": self.instructions(view)}
-        self._record(view, ctx, started, result=result)
+        if isinstance(result, dict) and result.get("isError"):
+            self._record(view, ctx, started, Answer(error=result_text(result)))
+        else:
+            self._record(view, ctx, started, Answer(results=answered[-1] if answered else None))
         return result
 
     # ---- the audit trail ----
 
-    def _record(self, view: CallerView, ctx: Any, started: float, result: Any = None, error: str | None = None) -> None:
+    def _record(self, view: CallerView, ctx: Any, started: float, answer: Answer) -> None:
         if ctx.method not in _AUDITED or self.audit.file is None:
             return
         params = ctx.params or {}
@@ -80,18 +104,13 @@ class Guard:
             name = str(params.get("name"))
             kb = self.kb_by_tool.get(name) or str(arguments.get("kb") or ALL_KBS)
             action = f"tool {name}"
-        results = None
-        if isinstance(result, dict) and result.get("isError"):
-            error = result_text(result)
-        elif isinstance(result, dict):
-            structured = result.get("structuredContent") or {}
-            found = structured.get("results", structured.get("reports"))
-            results = len(found) if isinstance(found, list) else None
         query = arguments.get("query") if isinstance(arguments.get("query"), str) else None
         if kb != ALL_KBS and kb not in self.kb_names:
             kb = UNKNOWN_KB
         try:
-            self.audit.record(view.who, kb, action, (time.perf_counter() - started) * 1000, results, error, query)
+            self.audit.record(
+                view.who, kb, action, (time.perf_counter() - started) * 1000, answer.results, answer.error, query
+            )
         except AuditUnavailable as refused:  # [server] audit_required: the answer is not given
             raise MCPError(code=INTERNAL_ERROR, message=str(refused)) from None
 

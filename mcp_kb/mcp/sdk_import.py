@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from ..api import import_leaving_out
+from ..imports import import_leaving_out
 
 SERVER_MODULES = ("mcp.server.mcpserver", "mcp.server.stdio")  # what a stdio server runs on
 HTTP_ONLY = (

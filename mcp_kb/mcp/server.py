@@ -12,7 +12,6 @@ fix the call; the server keeps serving.
 import contextlib
 import copy
 import inspect
-import json
 import logging
 import threading
 from contextlib import asynccontextmanager, contextmanager
@@ -56,11 +55,9 @@ from ..api import (
     as_sentence,
     BrowseOutput,
     BrowseRequest,
-    browse_text,
     ListingOrder,
     CallerView,
     citation_marker,
-    cited_text,
     common_filter_types,
     described,
     document_uri,
@@ -69,7 +66,6 @@ from ..api import (
     LiveSync,
     ReadOutput,
     ReadRequest,
-    read_text,
     SearchOutput,
     SearchRequest,
     SearchResult,
@@ -77,12 +73,12 @@ from ..api import (
     SyncRequest,
     SyncRunner,
     sync_named,
-    sync_text,
     NEVER_SYNCED,
 )
+from ..present import browse_text, cited_text, json_text, read_text, sync_text
 from ..settings import MODES_TEXT, KBConfig, SearchMode
 from .compat import AnsweredStdio, PlainErrors, support_2025_clients, unknown_tool
-from .guard import Guard, current_view
+from .guard import Guard, count_answer, current_view
 from .icons import icon
 from .notify import Notifier
 from .results_view import results_view, view_meta
@@ -491,6 +487,7 @@ def _add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
             version=version,
         )
         result: SearchResult = await _call(lambda: app.search(kb.name, request))
+        count_answer(len(result.hits))
         return CallToolResult(
             content=[TextContent(type="text", text=cited_text(result)), *_document_links(kb.name, result.hits)],
             structured_content=result.as_dict(),
@@ -650,6 +647,7 @@ def _add_search_across_tool(server: _KBServer, app: App, guard: Guard) -> None:
             return app.search_across([view.check(name) for name in kbs] if kbs else list(view.names), request)
 
         result: SearchResult = await _call(search)
+        count_answer(len(result.hits))
         links = [_document_link(hit.kb, number, hit) for number, hit in enumerate(result.hits, start=1)]
         return CallToolResult(
             content=[TextContent(type="text", text=cited_text(result, name_kb=True)), *links],
@@ -718,6 +716,7 @@ def _add_sync_tool(server: MCPServer, runner: SyncRunner, guard: Guard, shares: 
             reports = []
             for name in view.syncable(kb):
                 reports += await runner.sync(asked.model_copy(update={"kb": name}), progress)
+        count_answer(len(reports))
         output = SyncOutput(reports=[r.as_dict() for r in reports], summary="\n".join(r.summary() for r in reports))
         return CallToolResult(
             content=[TextContent(type="text", text=sync_text(reports))],
@@ -746,10 +745,8 @@ def _add_resources(server: MCPServer, app: App, guard: Guard) -> None:
     )
     async def list_kbs() -> str:
         names = guard.view().names
-        statuses = await _call(
-            lambda: [status.as_dict() for name in names for status in app.status(name)], ResourceError
-        )
-        return json.dumps(statuses, indent=2, ensure_ascii=False)
+        statuses = await _call(lambda: [status for name in names for status in app.status(name)], ResourceError)
+        return json_text(statuses)
 
     @server.resource(
         STATUS_URI,
@@ -759,7 +756,7 @@ def _add_resources(server: MCPServer, app: App, guard: Guard) -> None:
     )
     async def kb_status(name: str) -> str:
         [status] = await _call(lambda: app.status(guard.view().check(name)), ResourceError)
-        return json.dumps(status.as_dict(), indent=2, ensure_ascii=False)
+        return json_text(status)
 
     @server.resource(
         METRICS_URI,
@@ -769,11 +766,7 @@ def _add_resources(server: MCPServer, app: App, guard: Guard) -> None:
         "hits, degraded and empty answers, tokens embedded, the latest hit rate",
     )
     async def kb_metrics(name: str) -> str:
-        return json.dumps(
-            (await _call(lambda: app.live_stats(guard.view().check(name)), ResourceError)).as_dict(),
-            indent=2,
-            ensure_ascii=False,
-        )
+        return json_text(await _call(lambda: app.live_stats(guard.view().check(name)), ResourceError))
 
     @server.resource(
         DOCUMENT_URI,

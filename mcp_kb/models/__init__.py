@@ -21,6 +21,12 @@ if TYPE_CHECKING:
     from ..settings import EmbeddingConfig, RerankConfig
     from .base import EmbeddingProvider, Embedder, RerankProvider, Reranker, TokenCounter
 
+__all__ = [
+    "fetch_models",
+    "model_source",
+    "prepare_model_runtimes",
+]  # what the core's API (mcp_kb.api) offers from this module
+
 # The built-in providers, named lazily: choosing one never imports another.
 EMBEDDING_PROVIDERS.bind("fastembed", "mcp_kb.models.fastembed:FastembedProvider")
 EMBEDDING_PROVIDERS.bind("openai", "mcp_kb.models.openai:OpenAIProvider")

@@ -39,7 +39,6 @@ from ..api import (
     AuditUnavailable,
     is_number,
     CallerView,
-    cited_text,
     FILTER_SYNTAX,
     KBError,
     MAX_CHUNK_INDEX,
@@ -51,8 +50,8 @@ from ..api import (
     SearchResult,
     SyncRequest,
     SyncRunner,
-    stale_line,
 )
+from ..present import cited_text, stale_line
 from ..settings import MODES
 from ..http.edge import COOKIE, Edge, page_token
 from . import views

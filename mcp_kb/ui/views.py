@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..api import READ_TOKENS_MAX, App, HealthCheck, Pending, ReadRequest, SearchFigures, SyncBrief, SyncProgress
+from ..api import READ_TOKENS_MAX, App, HealthCheck, Pending, ReadRequest, SearchFigures, SyncBrief
+from ..present import NEVER, running_sync_text
 from ..settings import DEFAULT_MODE, KBConfig
 from .charts import bar_chart, line_chart
 
@@ -31,7 +32,7 @@ def _kb_summary(app: App, name: str, figures: SearchFigures | None) -> dict[str,
         "p95_ms": total.p95 if total else None,
         "zero_share": figures.zero_result_queries / searches if figures and searches else None,
         "hit_rate": _latest_hit_rate(status.health),
-        "progress_text": progress_text(status.progress),
+        "progress_text": running_sync_text(status.progress),
         "pending_text": pending_text(pending),
     }
 
@@ -55,8 +56,8 @@ def live_status(app: App, names: Iterable[str]) -> list[dict[str, Any]]:
     """What the page's script polls: each KB's running sync and the figures a finished one changes."""
     return [
         {
-            **_polled(status.as_dict()),
-            "progress_text": progress_text(status.progress),
+            **status.as_dict(),
+            "progress_text": running_sync_text(status.progress),
             "last_sync_text": when(status.last_sync),
             **_pending_fields(app.pending(status.name, COUNTED_WITHIN_SECONDS)),
         }
@@ -68,18 +69,11 @@ def _pending_fields(pending: Pending | None) -> dict[str, Any]:
     return {"pending_text": pending_text(pending), "pending_behind": bool(pending and pending.behind)}
 
 
-def _polled(status: dict[str, Any]) -> dict[str, Any]:
-    return {
-        key: status[key]
-        for key in ("name", "sync_running", "progress", "files", "chunks", "last_sync", "last_outcome", "last_error")
-    }
-
-
 def when(stamp: str | None, short: bool = False) -> str:
     """A recorded time (ISO 8601, UTC) as a person reads it: `2026-12-01 19:14 UTC` (the page's script shows this
     text); `short`, a chart's label: `12-01 19:14`."""
     if not stamp:
-        return "never"
+        return NEVER
     shown = stamp[:16].replace("T", " ")
     return shown[5:] if short else f"{shown} UTC"
 
@@ -96,11 +90,6 @@ def pending_text(pending: Pending | None) -> str:
             "a knowledge base never synced, not at all)"
         )
     return f"{pending.text()} (counted {when(pending.counted_at)})"
-
-
-def progress_text(progress: SyncProgress) -> str:
-    """A running sync as the page words it (its script shows the text the server wrote)."""
-    return f"syncing: {progress.text()}"
 
 
 VERSIONS_SHOWN = 50  # on a KB page: the rest are a command away

@@ -575,7 +575,7 @@ def test_browser_shows_a_sync_advancing_and_finishing_without_a_reload(server, b
 
     until(finished, seconds=600)
     _shot(browser, tmp_path, "sync-finished")
-    steps = {int(m.group(1)) for text in seen if (m := re.search(rf"syncing: (\d+) of {BULK_FILES} files", text))}
+    steps = {int(m.group(1)) for text in seen if (m := re.search(rf"syncing now: (\d+) of {BULK_FILES} files", text))}
     assert any(0 < step < BULK_FILES for step in steps), seen
     assert any(re.search(r"[\d.]+ files/s, about \d+ s left", text) for text in seen), seen  # rate and time left
     # a first sync's figures count what it has written so far, not 0 until it ends
