@@ -241,12 +241,12 @@ def description_vectors(app, texts: list[str]) -> np.ndarray:
 
 
 def right_kb(args: argparse.Namespace) -> None:
-    from mcp_kb.mcp.server import _tool_description
+    from mcp_kb.mcp.descriptions import tool_description
 
     app = workbench_app()
     synced(app)
     names = list(DESCRIPTIONS)
-    tools = [_tool_description(app, app.config.get_kb(name)) for name in names]
+    tools = [tool_description(app, app.config.get_kb(name)) for name in names]
     for name, text in zip(names, tools):
         print(f"{name} tool: {text}")
     by_description = {
