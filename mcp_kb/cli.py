@@ -41,6 +41,7 @@ from .settings import (
     ENV_STORAGE,
     HEALTHY_HIT_RATE,
     MODES,
+    PAGE_PORT,
     RANKED_MODES,
     TRANSPORTS,
     Config,
@@ -878,7 +879,7 @@ def serve(  # noqa: PLR0913  # one per option
 @main.command()
 @click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
 @config_option
-@click.option("--port", type=NUMBER, default=8766, show_default=True, help=f"Port on {LOOPBACK} (0: any free one).")
+@click.option("--port", type=NUMBER, default=PAGE_PORT, show_default=True, help=f"Port on {LOOPBACK} (0: any free one).")
 def ui(folder: str | None, config_path: str | None, port: int) -> None:
     """Open the admin page for FOLDER or the configured KBs on this machine: status, live sync progress,
     failed files, a search playground and health charts. (An HTTP server serves the same page at `/`.)

@@ -45,7 +45,7 @@ from .providers import (
     RerankConfig,
     ServiceRerankSettings,
 )
-from .server import GroupGrant, OAuthConfig, ServerConfig, TokenGrant, granted
+from .server import PAGE_PORT, GroupGrant, OAuthConfig, ServerConfig, TokenGrant, granted
 from .storage import StorageConfig
 from .sync import FILE_MEMORY_MB, FILE_SECONDS, SyncEngineConfig, usable_cores
 from .values import (
@@ -74,6 +74,7 @@ from .values import (
 
 __all__ = [
     "Config",
+    "PAGE_PORT",
     "unknown_kb",
     "ENV_CONFIG",
     "ENV_CURSOR_SECRET",

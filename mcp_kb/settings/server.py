@@ -100,6 +100,7 @@ SearchTools = Literal["auto", "each", "across", "both"]
 # with 4 KBs a tool chosen by its description was the right KB for 0.77 of queries, the search across for 0.99
 # (benchmarks/workbench.py right-kb), and a model's choice degrades as tool lists grow.
 AUTO_EACH_UP_TO = 8
+PAGE_PORT = 8766  # `mcp-kb ui`'s port: one above a server's (`port` below), so both run on one machine at once
 
 
 class ServerConfig(Strict):
