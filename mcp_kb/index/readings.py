@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from ..lru import BoundedLRU
 from ..schema import LISTING_COLUMNS, reading_schema
-from .connection import replace_paths
+from .connection import all_paths, replace_paths
 from .failures import store_failures
 from .filters import sql_equals, sql_in_batches
 
@@ -61,9 +61,7 @@ def delete(tables: Tables, kb: str, generation: str, paths: Sequence[str]) -> No
 @store_failures("be read (documents' reading forms)")
 def paths(tables: Tables, kb: str, generation: str) -> set[str]:
     table = reading_table(tables, kb, generation)
-    if table is None:
-        return set()
-    return set(table.search().select(["path"]).limit(None).to_arrow()["path"].to_pylist())
+    return set() if table is None else all_paths(table)
 
 
 class Rows:

@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..errors import StoreError
-from .connection import upsert
+from .connection import PerKB, upsert
 from .failures import store_failures
 from .filters import sql_equals
 from .upkeep import compact_when_worth_it
 
 if TYPE_CHECKING:
+    from lancedb.table import LanceTable
+
     from .connection import Tables
 
 # Bump when the tables' layout changes: the next sync rebuilds each KB (beside the old index) by itself.
@@ -25,11 +27,11 @@ _STATE_SCHEMA = pa.schema([("kb", pa.string()), ("state", pa.string())])
 
 
 class StateTable:
-    """The KBs' state rows, each read again only once the table has a new version (a cheap check)."""
+    """The KBs' state rows."""
 
     def __init__(self, tables: Tables):
         self._tables = tables
-        self._by_kb: dict[str, tuple[int, dict[str, Any]]] = {}  # (state table version, state)
+        self._rows = PerKB(tables, _STATE_TABLE, _read_row)
 
     @property
     def uri(self) -> str:
@@ -38,18 +40,7 @@ class StateTable:
     @store_failures("be read (a KB's state)")
     def read(self, kb: str) -> dict[str, Any]:
         """The KB's state row ({} before its first sync)."""
-        table = self._tables.table(_STATE_TABLE)
-        if table is None:
-            return {}
-        version = table.version
-        cached = self._by_kb.get(kb)
-        if cached and cached[0] == version:
-            return cached[1]
-        rows = table.search().where(sql_equals("kb", kb)).limit(1).to_list()
-        state: dict[str, Any] = json.loads(rows[0]["state"]) if rows else {}
-        _refuse_newer_layout(kb, state)
-        self._by_kb[kb] = (version, state)
-        return state
+        return self._rows.of(kb) or {}
 
     @store_failures("be written (a KB's state)")
     def write(self, kb: str, state: dict[str, Any]) -> None:
@@ -58,6 +49,13 @@ class StateTable:
         table = self._tables.created(_STATE_TABLE, schema=_STATE_SCHEMA)
         upsert(table, "kb", row)
         compact_when_worth_it(table, unindexed=0)  # every sync rewrites the row: keep the table one read
+
+
+def _read_row(table: LanceTable, kb: str) -> dict[str, Any]:
+    rows = table.search().where(sql_equals("kb", kb)).limit(1).to_list()
+    state: dict[str, Any] = json.loads(rows[0]["state"]) if rows else {}
+    _refuse_newer_layout(kb, state)
+    return state
 
 
 def _refuse_newer_layout(kb: str, state: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from .connection import upsert
+from .connection import PerKB, upsert
 from .contract import Pinned
 from .failures import store_failures
 from .filters import sql_equals, sql_in
@@ -21,6 +21,8 @@ from .generations import chunk_table_name, file_table_name
 from .readings import reading_table_name
 
 if TYPE_CHECKING:
+    from lancedb.table import LanceTable
+
     from .connection import Tables
 
 _VERSIONS_TABLE = "_versions"
@@ -46,11 +48,11 @@ class _Row:
 
 
 class VersionTable:
-    """The KBs' version records, each KB's read again only once the table has a new version."""
+    """The KBs' version records."""
 
     def __init__(self, tables: Tables):
         self._tables = tables
-        self._by_kb: dict[str, tuple[int, list[_Row]]] = {}  # (table version, rows)
+        self._by_kb = PerKB(tables, _VERSIONS_TABLE, _read_rows)
 
     @property
     def uri(self) -> str:
@@ -71,20 +73,7 @@ class VersionTable:
 
     @store_failures("be read (a KB's versions)")
     def _rows(self, kb: str) -> list[_Row]:
-        table = self._tables.table(_VERSIONS_TABLE)
-        if table is None:
-            return []
-        version = table.version
-        cached = self._by_kb.get(kb)
-        if cached and cached[0] == version:
-            return cached[1]
-        found = table.search().where(sql_equals("kb", kb)).select(["number", "started", "generation", "record"])
-        rows = [
-            _Row(row["started"], row["generation"], json.loads(row["record"]))
-            for row in sorted(found.limit(None).to_list(), key=lambda row: row["number"])
-        ]
-        self._by_kb[kb] = (version, rows)
-        return rows
+        return self._by_kb.of(kb) or []
 
     @store_failures("be written (a KB's versions)")
     def write(
@@ -115,6 +104,14 @@ class VersionTable:
         if table is None or not numbers:
             return
         table.delete(sql_in("key", [f"{kb}#{number}" for number in numbers]))
+
+
+def _read_rows(table: LanceTable, kb: str) -> list[_Row]:
+    found = table.search().where(sql_equals("kb", kb)).select(["number", "started", "generation", "record"])
+    return [
+        _Row(row["started"], row["generation"], json.loads(row["record"]))
+        for row in sorted(found.limit(None).to_list(), key=lambda row: row["number"])
+    ]
 
 
 @store_failures("be read (the versions of a generation's tables)")
