@@ -201,10 +201,10 @@ class App:
         figures (a web crawl's requests, 304s, robots skips)."""
         state = self._state(kb)
         report = state.last_report
-        return SyncHistory(state.sync_briefs, report.skipped, report.crawl)
+        return SyncHistory(state.recent_syncs, report.skipped, report.crawl)
 
     def _state(self, kb: str) -> KBState:
-        return KBState(self.store.read_state(self.config.get_kb(kb).name))
+        return self.store.read_state(self.config.get_kb(kb).name)
 
     def chunk_text(self, kb: str, doc_id: str, chunk_index: int) -> str | None:
         """The indexed text of one chunk of a document, None when the index has no such chunk."""

@@ -123,7 +123,7 @@ class Edition:
 
 def versions(store: Store, kb: str) -> list[KBVersion]:
     """The KB's committed versions, oldest first."""
-    current = KBState(store.read_state(kb)).version
+    current = store.read_state(kb).version
     if current is None:
         return []
     return [version for version in map(KBVersion.from_dict, store.read_versions(kb)) if version.number <= current]
@@ -135,7 +135,7 @@ def edition(store: Store, kb: str, as_of: str | None = None) -> Edition:
     if as_of:
         version = resolve(store, kb, as_of)
         return Edition(version.generation, version.pinned, version, earlier=True)
-    state = KBState(store.read_state(kb))
+    state = store.read_state(kb)
     if state.rolling_back:
         current = _by_number(store, kb, state.version)
         if current is not None:
@@ -215,17 +215,17 @@ def record(  # noqa: PLR0913  # a sync's outcome
     by: str = "",
     tag: str | None = None,
     kind: str = "sync",
-) -> dict[str, Any]:
+) -> int:
     """After a sync wrote its tables: a new version when it changed the KB (or the KB has none yet), with `tag`
-    (checked by check_tag before the sync began). Returns what the sync's final state write must add: the current
-    version's number, which commits it."""
-    current = KBState(store.read_state(kb)).version
+    (checked by check_tag before the sync began). Returns the number the sync's final state write makes current,
+    which commits it."""
+    current = store.read_state(kb).version
     changed = report.files_added or report.files_changed or report.files_deleted or report.rebuilt
     if current is not None and not changed:  # nothing new: a tag goes on the current version
         tagged = _by_number(store, kb, current)
         if tag is not None and tagged is not None:
             _rewrite(store, kb, tagged, (*tagged.tags, tag))
-        return {"version": current}
+        return current
     number = (current or 0) + 1
     version = KBVersion(
         number,
@@ -243,7 +243,7 @@ def record(  # noqa: PLR0913  # a sync's outcome
         commits=dict(report.commits),
     )
     store.write_version(kb, number, started, generation, version.as_dict())
-    return {"version": number}
+    return number
 
 
 def forget_generation(store: Store, kb: str, generation: str) -> None:
@@ -262,10 +262,14 @@ def forget_generation(store: Store, kb: str, generation: str) -> None:
 def prune(store: Store, kb: KBConfig) -> None:
     """Forget versions retention no longer keeps ([kb.history]), and records no state committed (a killed
     sync's); what they alone pinned goes at the next compaction (and their generations at the next sync)."""
-    state = KBState(store.read_state(kb.name))
+    state = store.read_state(kb.name)
     records = [KBVersion.from_dict(saved) for saved in store.read_versions(kb.name)]
     kept = _kept(
-        records, state.version, kb.history.keep, kb.history.keep_days, pending=(state.rolling_back or {}).get("to")
+        records,
+        state.version,
+        kb.history.keep,
+        kb.history.keep_days,
+        pending=state.rolling_back.to if state.rolling_back else None,
     )
     store.forget_versions(kb.name, [version.number for version in records if version.number not in kept])
 
@@ -275,7 +279,7 @@ def _kept(
     current: int | None,
     keep: int,
     keep_days: float,  # noqa: PLR0913
-    pending: Any = None,
+    pending: int | None = None,
 ) -> set[int]:
     """The newest `keep` committed versions, those younger than `keep_days`, the tagged ones, the current one and a
     pending rollback's target."""
@@ -346,11 +350,11 @@ def rollback(store: Store, kb: KBConfig, to: str, by: str = "") -> KBVersion:
     with _alone(store, kb.name, "roll back"):
         state = settled_state(store, kb)
         target = resolve(store, kb.name, to)
-        if target.number == KBState(state).version:
+        if target.number == state.version:
             raise VersionError(
                 f"version {target.number} of knowledge base {kb.name!r} is already the current one; nothing was changed"
             )
-        state = KBState(state).rolling_back_to(target.number, recorded_now(), by)
+        state = state.rolling_back_to(target.number, recorded_now(), by)
         store.write_state(kb.name, state)
         finish_rollback(store, kb, state)
         return versions(store, kb.name)[-1]
@@ -367,13 +371,12 @@ def _alone(store: Store, kb: str, what: str) -> Iterator[None]:
         raise SyncBusyError(busy.running, f"{what} when it has ended; nothing was changed") from None
 
 
-def finish_rollback(store: Store, kb: KBConfig, state: dict[str, Any]) -> dict[str, Any]:
+def finish_rollback(store: Store, kb: KBConfig, row: KBState) -> KBState:
     """Carry out the rollback the state row's marker names (again, after a crash: restoring gives the same
     tables), commit it as a new version and clear the marker; the new state row. The caller holds the lock."""
-    row = KBState(state)
-    marker = row.rolling_back or {}
-    target = _by_number(store, kb.name, marker.get("to"))
-    if target is None:  # its record is gone (by hand): nothing was restored that a sync would not redo
+    marker = row.rolling_back
+    target = _by_number(store, kb.name, marker.to) if marker else None
+    if marker is None or target is None:  # its record is gone (by hand): nothing was restored a sync would not redo
         store.write_state(kb.name, row.without_rollback())
         return row.without_rollback()
     current = _by_number(store, kb.name, row.version)
@@ -387,13 +390,13 @@ def finish_rollback(store: Store, kb: KBConfig, state: dict[str, Any]) -> dict[s
         number,
         target.generation,
         pinned,
-        str(marker.get("started") or recorded_now()),
+        marker.started or recorded_now(),
         recorded_now(_PRECISION),
         "rollback",
         added,
         changed,
         sum(1 for path in before if path not in after),
-        by=str(marker.get("by", "")),
+        by=marker.by,
         rolled_back_to=target.number,
         fingerprints=target.fingerprints,
         commits=target.commits,
@@ -405,8 +408,8 @@ def finish_rollback(store: Store, kb: KBConfig, state: dict[str, Any]) -> dict[s
     return settled
 
 
-def settled_state(store: Store, kb: KBConfig) -> dict[str, Any]:
+def settled_state(store: Store, kb: KBConfig) -> KBState:
     """The KB's state row, with a rollback a crash interrupted finished first (a sync's first step; it holds the
     lock)."""
     state = store.read_state(kb.name)
-    return finish_rollback(store, kb, state) if KBState(state).rolling_back else state
+    return finish_rollback(store, kb, state) if state.rolling_back else state

@@ -13,6 +13,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..records import KBState
+
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
@@ -106,9 +108,9 @@ class Store(Protocol):
 
     def drop_generations(self, kb: str, keep: set[str]) -> list[str]: ...
 
-    def read_state(self, kb: str) -> dict[str, Any]: ...
+    def read_state(self, kb: str) -> KBState: ...
 
-    def write_state(self, kb: str, state: dict[str, Any]) -> None: ...
+    def write_state(self, kb: str, state: KBState) -> None: ...
 
     def read_note(self, kb: str, kind: str) -> dict[str, Any]: ...
 

@@ -4,11 +4,13 @@ sync; records.KBState reads it), and the notes kept beside it. Writing a KB's ro
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from ..errors import StoreError
+from ..records import KBState
 from .connection import PerKB, upsert
 from .failures import store_failures
 from .filters import sql_equals
@@ -32,19 +34,25 @@ class StateTable:
     def __init__(self, tables: Tables):
         self._tables = tables
         self._rows = PerKB(tables, _STATE_TABLE, _read_row)
+        self._states = PerKB(tables, _STATE_TABLE, lambda table, kb: KBState.from_dict(_read_row(table, kb)))
 
     @property
     def uri(self) -> str:
         return self._tables.uri
 
     @store_failures("be read (a KB's state)")
-    def read(self, kb: str) -> dict[str, Any]:
-        """The KB's state row ({} before its first sync)."""
-        return self._rows.of(kb) or {}
+    def state(self, kb: str) -> KBState:
+        """The KB's state (an empty one before its first sync)."""
+        return self._states.of(kb) or KBState()
+
+    @store_failures("be read (a KB's note)")
+    def read(self, key: str) -> dict[str, Any]:
+        """A row as saved ({} when there is none)."""
+        return self._rows.of(key) or {}
 
     @store_failures("be written (a KB's state)")
-    def write(self, kb: str, state: dict[str, Any]) -> None:
-        """Replace the KB's state row in one commit."""
+    def write(self, kb: str, state: Mapping[str, object]) -> None:
+        """Replace the KB's state row (or a note) in one commit."""
         row = pa.table({"kb": [kb], "state": [json.dumps(state, ensure_ascii=False)]}, schema=_STATE_SCHEMA)
         table = self._tables.created(_STATE_TABLE, schema=_STATE_SCHEMA)
         upsert(table, "kb", row)
@@ -52,6 +60,7 @@ class StateTable:
 
 
 def _read_row(table: LanceTable, kb: str) -> dict[str, Any]:
+    """A row's JSON as saved (`dict[str, Any]`: json.loads hands it over)."""
     rows = table.search().where(sql_equals("kb", kb)).limit(1).to_list()
     state: dict[str, Any] = json.loads(rows[0]["state"]) if rows else {}
     _refuse_newer_layout(kb, state)

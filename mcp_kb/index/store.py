@@ -94,7 +94,7 @@ class LanceStore:
     # ---- generations -----------------------------------------------------------------------
     def active_generation(self, kb: str) -> str | None:
         """The generation searches read, or None before the KB's first sync."""
-        return KBState(self.read_state(kb)).generation
+        return self.read_state(kb).generation
 
     def _generation(self, kb: str, generation: str | None) -> str | None:
         return self.active_generation(kb) if generation is None else generation
@@ -115,19 +115,19 @@ class LanceStore:
         return generations.drop_all_but(self._tables, kb, keep | self._versions.generations(kb))
 
     # ---- KB state (active generation, model identity, settings, last sync) ----------------
-    def read_state(self, kb: str) -> dict[str, Any]:
-        return self._states.read(kb)
+    def read_state(self, kb: str) -> KBState:
+        return self._states.state(kb)
 
-    def write_state(self, kb: str, state: dict[str, Any]) -> None:
+    def write_state(self, kb: str, state: KBState) -> None:
         """Replace the KB's state row in one commit (this is what switches generations)."""
-        self._states.write(kb, state)
+        self._states.write(kb, state.as_dict())
 
     def read_note(self, kb: str, kind: str) -> dict[str, Any]:
         """A small record about a KB kept beside its state (e.g. the latest health check), or {}."""
-        return self.read_state(f"{kb}:{kind}")  # ":" never occurs in a KB name, so keys never meet
+        return self._states.read(f"{kb}:{kind}")  # ":" never occurs in a KB name, so keys never meet
 
     def write_note(self, kb: str, kind: str, note: dict[str, Any]) -> None:
-        self.write_state(f"{kb}:{kind}", note)
+        self._states.write(f"{kb}:{kind}", note)
 
     # ---- the writer lease (shared storage) --------------------------------------------------
     def take_lease(self, holder: dict[str, Any]) -> dict[str, Any] | None:

@@ -356,7 +356,7 @@ def test_a_store_lost_at_the_final_write_is_one_error_line_and_the_next_sync_rep
         real_write_state = LanceStore.write_state
 
         def dropping(self, kb, state):
-            if state.get("complete") and kb == "docs":  # the commit that completes the sync
+            if state.filled and kb == "docs":  # the commit that completes the sync
                 s3.drop()
             return real_write_state(self, kb, state)
 

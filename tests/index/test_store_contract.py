@@ -10,6 +10,7 @@ import pytest
 from mcp_kb.settings import StorageConfig
 from mcp_kb.index import open_store
 from mcp_kb.index.contract import FileRecord, new_generation
+from mcp_kb.records import KBState
 from mcp_kb.schema import ChunkRow, chunk_schema
 
 DIM = 4
@@ -74,7 +75,7 @@ def _fill(store, kb: str = "docs") -> str:
     store.replace_documents(
         kb, generation, ["a.md", "b.md"], pa.Table.from_pylist(rows, schema=store.chunk_schema(kb, generation))
     )
-    store.write_state(kb, {"generation": generation})
+    store.write_state(kb, KBState(generation=generation))
     return generation
 
 
@@ -134,9 +135,9 @@ def test_the_manifest_keeps_each_documents_record(store):
 
 def test_notes_and_state_round_trip_per_kb(store):
     store.write_note("docs", "health", {"hit_rate": {"hybrid": 0.9}})
-    store.write_state("other", {"generation": "x", "text": "年假"})
+    store.write_state("other", KBState({"text": "年假"}, generation="x"))
     assert store.read_note("docs", "health") == {"hit_rate": {"hybrid": 0.9}}
-    assert store.read_note("other", "health") == {} and store.read_state("other")["text"] == "年假"
+    assert store.read_note("other", "health") == {} and store.read_state("other").fingerprint("text") == "年假"
 
 
 def test_vectors_are_found_by_content_hash_in_any_generation(store):
