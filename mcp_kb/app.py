@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from . import history
 from .audit import AuditTrail
-from .history import KBVersion
 from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
 from .errors import KBError, NotSyncedError, StoreError
 from .freshness import Freshness
@@ -63,7 +62,7 @@ from .search import ACROSS_KBS, Searcher, SearchResult
 from .vocabulary import sync_named
 from .ingest.workers import ParseWorkers
 from .batches import parse_job
-from .records import SyncReport
+from .records import KBVersion, SyncReport
 from .sync import count_pending, refuse_another_projects, sync_all
 
 

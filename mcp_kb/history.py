@@ -13,14 +13,14 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .errors import SyncBusyError, VersionError
-from .index.contract import Pinned, Store
+from .index.contract import Store
 from .index.state import check_writable, sync_lock
-from .records import KBState, SyncReport, recorded_now
+from .records import KBState, KBVersion, Pinned, SyncReport, recorded_now
 from .settings import KBConfig
 from .text import is_number
 
@@ -30,81 +30,6 @@ _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ].*)?\Z")  # ASCII digits: "\
 MAX_TAGS = 100  # per KB: a sync's caller may tag, and a tag keeps its version (and its storage) until removed
 _PRECISION = "milliseconds"  # of when a version was made: two syncs a second apart are two times to ask as of
 TAG_HELP = "a letter, then up to 63 letters, digits, '.', '_' or '-'"
-
-
-@dataclass(frozen=True)
-class KBVersion:
-    """One version of a KB: what its sync changed, and the tables as it left them."""
-
-    number: int
-    generation: str
-    pinned: Pinned
-    started: str  # when the sync (or rollback) that made it began, RFC 3339 UTC
-    finished: str
-    kind: str  # sync | rebuild | rollback | unfinished (a sync that stopped: the files it wrote, which searches read)
-    added: int = 0  # documents
-    changed: int = 0
-    removed: int = 0
-    tags: tuple[str, ...] = ()
-    by: str = ""  # who asked for the sync through the server ("" from the command line)
-    rolled_back_to: int | None = None  # a rollback's: the version it made current again
-    fingerprints: dict[str, Any] = field(
-        default_factory=dict
-    )  # what its tables were built with (a rollback restores them)
-    commits: dict[str, str] = field(default_factory=dict)  # its repositories' commits, by name (`[[kb.repos]]`)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The saved form (index/versions.py keeps it as JSON)."""
-        return {
-            **self.listed(),
-            "generation": self.generation,
-            "pinned": self.pinned.as_dict(),
-            "fingerprints": self.fingerprints,
-        }
-
-    def listed(self) -> dict[str, Any]:
-        """What `mcp-kb versions --json` and the admin page show."""
-        return {
-            "number": self.number,
-            "started": self.started,
-            "finished": self.finished,
-            "kind": self.kind,
-            "added": self.added,
-            "changed": self.changed,
-            "removed": self.removed,
-            "tags": list(self.tags),
-            "by": self.by,
-            "rolled_back_to": self.rolled_back_to,
-            **({"commits": self.commits} if self.commits else {}),
-        }
-
-    @staticmethod
-    def from_dict(saved: dict[str, Any]) -> KBVersion:
-        return KBVersion(
-            int(saved["number"]),
-            str(saved["generation"]),
-            Pinned.from_dict(saved["pinned"]),
-            str(saved["started"]),
-            str(saved["finished"]),
-            str(saved.get("kind", "sync")),
-            int(saved.get("added", 0)),
-            int(saved.get("changed", 0)),
-            int(saved.get("removed", 0)),
-            tuple(saved.get("tags", ())),
-            str(saved.get("by", "")),
-            saved.get("rolled_back_to"),
-            dict(saved.get("fingerprints") or {}),
-            dict(saved.get("commits") or {}),
-        )
-
-    @property
-    def finished_at(self) -> datetime:
-        return datetime.fromisoformat(self.finished)
-
-    def describe(self) -> str:
-        """One line naming the version, for an answer read as of it."""
-        tags = f" ({', '.join(self.tags)})" if self.tags else ""
-        return f"version {self.number}{tags} of {self.finished}"
 
 
 @dataclass(frozen=True)
@@ -126,7 +51,7 @@ def versions(store: Store, kb: str) -> list[KBVersion]:
     current = store.read_state(kb).version
     if current is None:
         return []
-    return [version for version in map(KBVersion.from_dict, store.read_versions(kb)) if version.number <= current]
+    return [version for version in store.read_versions(kb) if version.number <= current]
 
 
 def edition(store: Store, kb: str, as_of: str | None = None) -> Edition:
@@ -199,7 +124,7 @@ def _moment(text: str) -> datetime:
 
 
 def _by_number(store: Store, kb: str, number: int | None) -> KBVersion | None:
-    return next((v for v in map(KBVersion.from_dict, store.read_versions(kb)) if v.number == number), None)
+    return next((v for v in store.read_versions(kb) if v.number == number), None)
 
 
 # ---- recording versions -----------------------------------------------------------------------
@@ -242,7 +167,7 @@ def record(  # noqa: PLR0913  # a sync's outcome
         fingerprints=dict(fingerprints),
         commits=dict(report.commits),
     )
-    store.write_version(kb, number, started, generation, version.as_dict())
+    store.write_version(kb, version)
     return number
 
 
@@ -251,11 +176,7 @@ def forget_generation(store: Store, kb: str, generation: str) -> None:
     read them, and the rebuild may then drop what is left of its tables."""
     store.forget_versions(
         kb,
-        [
-            version.number
-            for version in map(KBVersion.from_dict, store.read_versions(kb))
-            if version.generation == generation
-        ],
+        [version.number for version in store.read_versions(kb) if version.generation == generation],
     )
 
 
@@ -263,7 +184,7 @@ def prune(store: Store, kb: KBConfig) -> None:
     """Forget versions retention no longer keeps ([kb.history]), and records no state committed (a killed
     sync's); what they alone pinned goes at the next compaction (and their generations at the next sync)."""
     state = store.read_state(kb.name)
-    records = [KBVersion.from_dict(saved) for saved in store.read_versions(kb.name)]
+    records = store.read_versions(kb.name)
     kept = _kept(
         records,
         state.version,
@@ -336,7 +257,7 @@ def _free_tag(store: Store, kb: str, name: str) -> None:
 
 def _rewrite(store: Store, kb: str, version: KBVersion, tags: tuple[str, ...]) -> KBVersion:
     changed = KBVersion(**{**version.__dict__, "tags": tags})
-    store.write_version(kb, version.number, version.started, version.generation, changed.as_dict())
+    store.write_version(kb, changed)
     return changed
 
 
@@ -401,7 +322,7 @@ def finish_rollback(store: Store, kb: KBConfig, row: KBState) -> KBState:
         fingerprints=target.fingerprints,
         commits=target.commits,
     )
-    store.write_version(kb.name, number, version.started, target.generation, version.as_dict())
+    store.write_version(kb.name, version)
     settled = row.rolled_back(target.fingerprints, target.generation, number)
     store.write_state(kb.name, settled)
     prune(store, kb)

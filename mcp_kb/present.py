@@ -6,9 +6,8 @@ The CLI's text output, the search tool's text block and the document resource ar
 
 from __future__ import annotations
 
-from .history import KBVersion
 from .read_outputs import BrowseOutput, ReadOutput
-from .records import SyncReport
+from .records import KBVersion, SyncReport
 from .text import clipped
 from .passages import citation_line
 from .search import SearchResult

@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 from .cursors import CursorError, Cursors, carried, digest, leading, named
 from .errors import NotSyncedError, SearchError
 from .freshness import Freshness
-from .history import KBVersion, edition
-from .index.contract import Pinned, Store
+from .history import edition
+from .index.contract import Store
 from .index.filters import build_where, glob_to_regex
 from .ingest.git.citations import repo_file
 from .ingest.reading import Section, outline_of, section_names
@@ -28,7 +28,7 @@ from .lru import BoundedLRU
 from .text import clipped
 from .models.base import TokenCounter
 from .read_outputs import BrowseOutput, DocumentEntry, OutlineEntry, ReadOutput
-from .records import recorded_at
+from .records import KBVersion, Pinned, recorded_at
 from .requests import BrowseRequest, ReadRequest
 from .settings import KBConfig
 from .vocabulary import HEADING_SEPARATOR, LIST_TOOL, READ_TOOL, sync_remedy

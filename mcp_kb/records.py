@@ -1,7 +1,7 @@
 """What the core returns to its faces, as frozen records instead of dictionaries: a file it could not
 index (Problem), a KB's state row read once (KBState), what a KB holds (KBSummary), the model its index was
-built with (IndexedModel), its recent syncs (SyncBrief), its search figures (SearchFigures) and latest health
-check (HealthCheck), and its status at a glance or in full (Glance, KBStatus). Faces read their attributes,
+built with (IndexedModel), its recent syncs (SyncBrief), its versions (KBVersion, each pinning table versions:
+Pinned), its search figures (SearchFigures) and latest health check (HealthCheck), and its status at a glance or in full (Glance, KBStatus). Faces read their attributes,
 never keys; `as_dict()` is their JSON form (the status and metrics resources, `--json`, the page's status poll,
 the saved files), one shape everywhere, and `from_dict` reads a saved one back.
 """
@@ -444,6 +444,99 @@ class KBState:
     def without_rollback(self) -> KBState:
         """This row with a rollback that cannot be carried out (its version's record is gone) let go."""
         return replace(self, rolling_back=None)
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """The table versions one version of a KB holds (index/versions.py keeps them): its generation's chunk table, manifest
+    and reading table (None: the generation has none) as the sync that recorded it left them."""
+
+    chunks: int
+    files: int
+    reading: int | None
+
+    def as_dict(self) -> dict[str, int | None]:
+        return {"chunks": self.chunks, "files": self.files, "reading": self.reading}
+
+    @staticmethod
+    def from_dict(saved: Mapping[str, Any]) -> Pinned:
+        reading = saved.get("reading")
+        return Pinned(int(saved["chunks"]), int(saved["files"]), None if reading is None else int(reading))
+
+
+@dataclass(frozen=True)
+class KBVersion:
+    """One version of a KB: what its sync changed, and the tables as it left them."""
+
+    number: int
+    generation: str
+    pinned: Pinned
+    started: str  # when the sync (or rollback) that made it began, RFC 3339 UTC
+    finished: str
+    kind: str  # sync | rebuild | rollback | unfinished (a sync that stopped: the files it wrote, which searches read)
+    added: int = 0  # documents
+    changed: int = 0
+    removed: int = 0
+    tags: tuple[str, ...] = ()
+    by: str = ""  # who asked for the sync through the server ("" from the command line)
+    rolled_back_to: int | None = None  # a rollback's: the version it made current again
+    fingerprints: dict[str, Any] = field(
+        default_factory=dict
+    )  # what its tables were built with (a rollback restores them)
+    commits: dict[str, str] = field(default_factory=dict)  # its repositories' commits, by name (`[[kb.repos]]`)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The saved form (index/versions.py keeps it as JSON)."""
+        return {
+            **self.listed(),
+            "generation": self.generation,
+            "pinned": self.pinned.as_dict(),
+            "fingerprints": self.fingerprints,
+        }
+
+    def listed(self) -> dict[str, Any]:
+        """What `mcp-kb versions --json` and the admin page show."""
+        return {
+            "number": self.number,
+            "started": self.started,
+            "finished": self.finished,
+            "kind": self.kind,
+            "added": self.added,
+            "changed": self.changed,
+            "removed": self.removed,
+            "tags": list(self.tags),
+            "by": self.by,
+            "rolled_back_to": self.rolled_back_to,
+            **({"commits": self.commits} if self.commits else {}),
+        }
+
+    @staticmethod
+    def from_dict(saved: Mapping[str, Any]) -> KBVersion:
+        return KBVersion(
+            int(saved["number"]),
+            str(saved["generation"]),
+            Pinned.from_dict(saved["pinned"]),
+            str(saved["started"]),
+            str(saved["finished"]),
+            str(saved.get("kind", "sync")),
+            int(saved.get("added", 0)),
+            int(saved.get("changed", 0)),
+            int(saved.get("removed", 0)),
+            tuple(saved.get("tags", ())),
+            str(saved.get("by", "")),
+            saved.get("rolled_back_to"),
+            dict(saved.get("fingerprints") or {}),
+            dict(saved.get("commits") or {}),
+        )
+
+    @property
+    def finished_at(self) -> datetime:
+        return datetime.fromisoformat(self.finished)
+
+    def describe(self) -> str:
+        """One line naming the version, for an answer read as of it."""
+        tags = f" ({', '.join(self.tags)})" if self.tags else ""
+        return f"version {self.number}{tags} of {self.finished}"
 
 
 @dataclass(frozen=True)

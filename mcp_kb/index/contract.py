@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..records import KBState
+from ..records import KBState, KBVersion, Pinned
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,24 +31,6 @@ class FileRecord:
     n_chunks: int
     status: str  # indexed | failed
     reason: str = ""
-
-
-@dataclass(frozen=True)
-class Pinned:
-    """The table versions one version of a KB holds (index/versions.py): its generation's chunk table, manifest
-    and reading table (None: the generation has none) as the sync that recorded it left them."""
-
-    chunks: int
-    files: int
-    reading: int | None
-
-    def as_dict(self) -> dict[str, int | None]:
-        return {"chunks": self.chunks, "files": self.files, "reading": self.reading}
-
-    @staticmethod
-    def from_dict(saved: dict[str, Any]) -> Pinned:
-        reading = saved.get("reading")
-        return Pinned(int(saved["chunks"]), int(saved["files"]), None if reading is None else int(reading))
 
 
 @dataclass(frozen=True)
@@ -151,18 +133,11 @@ class Store(Protocol):
 
     # versions: one record per version a sync or rollback made (history.py writes them), and the table versions
     # each pins; a recorded version's generation is never dropped, nor its table versions cleaned
-    def read_versions(self, kb: str) -> list[dict[str, Any]]:
+    def read_versions(self, kb: str) -> list[KBVersion]:
         """The KB's version records, oldest first."""
 
-    def write_version(
-        self,
-        kb: str,
-        number: int,
-        started: str,
-        generation: str,  # noqa: PLR0913  # a row's columns
-        record: dict[str, Any],
-    ) -> None:
-        """Record (or replace) version `number`; `started`: when its sync began (table versions since are kept)."""
+    def write_version(self, kb: str, version: KBVersion) -> None:
+        """Record (or replace) a version by its number; the table versions since its sync `started` are kept."""
 
     def forget_versions(self, kb: str, numbers: Sequence[int]) -> None: ...
 

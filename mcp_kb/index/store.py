@@ -24,10 +24,10 @@ import mcp_kb.index.readings as readings
 import mcp_kb.index.upkeep as upkeep
 import mcp_kb.index.versions as versions
 
-from ..records import KBState
+from ..records import KBState, KBVersion, Pinned
 from ..settings import StorageConfig, is_remote_uri, megabytes
 from .connection import Tables
-from .contract import FileRecord, Pinned
+from .contract import FileRecord
 from .state_table import LAYOUT_VERSION, StateTable
 from .vector_index import VectorIndex as VectorIndex  # benchmarks/shared_index.py sizes its variants by it
 from .views import LanceChunkView, Views
@@ -194,18 +194,11 @@ class LanceStore:
         return chunks.document_titles(self._tables, kb, generation, limit)
 
     # ---- versions (versions.py): what each sync left, to read as of and to roll back to -------------
-    def read_versions(self, kb: str) -> list[dict[str, Any]]:
+    def read_versions(self, kb: str) -> list[KBVersion]:
         return self._versions.read(kb)
 
-    def write_version(
-        self,
-        kb: str,
-        number: int,
-        started: str,
-        generation: str,  # noqa: PLR0913  # a row's columns
-        record: dict[str, Any],
-    ) -> None:
-        self._versions.write(kb, number, started, generation, record)
+    def write_version(self, kb: str, version: KBVersion) -> None:
+        self._versions.write(kb, version)
 
     def forget_versions(self, kb: str, numbers: Sequence[int]) -> None:
         self._versions.forget(kb, numbers)
