@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..records import KBState, KBVersion, Pinned
+from ..records import KBState, KBVersion, Pinned, SyncProgress
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,6 +31,42 @@ class FileRecord:
     n_chunks: int
     status: str  # indexed | failed
     reason: str = ""
+
+
+@dataclass(frozen=True)
+class SyncHolder:
+    """The sync holding an index's writer lock (a lease on object storage, a lock file in a folder), as it wrote
+    itself down: its id, process, host, KBs and start, and how far it is with each KB (the lease's heartbeat)."""
+
+    id: str
+    pid: int | None = None  # None: not written down (an older or damaged record)
+    host: str = ""
+    kbs: tuple[str, ...] | None = None  # None: not written down (it counts as syncing every KB)
+    started_at: str = ""
+    progress: Mapping[str, SyncProgress] = field(default_factory=dict)
+
+    @staticmethod
+    def from_dict(saved: Mapping[str, Any]) -> SyncHolder:
+        """A holder as saved (JSON), read leniently: a record written by hand or by an older version still names
+        what it can."""
+        pid, kbs = saved.get("pid"), saved.get("kbs")
+        return SyncHolder(
+            str(saved.get("id", "")),
+            pid if isinstance(pid, int) else None,
+            str(saved.get("host", "")),
+            tuple(str(kb) for kb in kbs) if isinstance(kbs, list) else None,
+            str(saved.get("started_at", "")),
+            {kb: SyncProgress.from_dict(done) for kb, done in (saved.get("progress") or {}).items()},
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        """The saved form (its progress is kept apart: the lease's heartbeat rewrites it)."""
+        kbs = {"kbs": list(self.kbs)} if self.kbs is not None else {}
+        return {"id": self.id, "pid": self.pid, "host": self.host, **kbs, "started_at": self.started_at}
+
+    def syncs(self, kb: str) -> bool:
+        """Whether this sync is syncing `kb`."""
+        return self.kbs is None or kb in self.kbs
 
 
 @dataclass(frozen=True)
@@ -99,14 +135,14 @@ class Store(Protocol):
     def write_note(self, kb: str, kind: str, note: dict[str, Any]) -> None: ...
 
     # the writer's lease (object storage; a folder uses an OS lock beside it)
-    def take_lease(self, holder: dict[str, Any]) -> dict[str, Any] | None:
+    def take_lease(self, holder: SyncHolder) -> SyncHolder | None:
         """None when taken; else the holder that has it."""
 
-    def renew_lease(self, holder_id: str, progress: dict[str, Any]) -> bool: ...
+    def renew_lease(self, holder_id: str, progress: Mapping[str, SyncProgress]) -> bool: ...
 
     def release_lease(self, holder_id: str) -> None: ...
 
-    def lease_holder(self) -> dict[str, Any] | None: ...
+    def lease_holder(self) -> SyncHolder | None: ...
 
     # manifest and chunks
     def read_files(self, kb: str, generation: str | None = None, at: Pinned | None = None) -> dict[str, FileRecord]:

@@ -24,10 +24,10 @@ import mcp_kb.index.readings as readings
 import mcp_kb.index.upkeep as upkeep
 import mcp_kb.index.versions as versions
 
-from ..records import KBState, KBVersion, Pinned
+from ..records import KBState, KBVersion, Pinned, SyncProgress
 from ..settings import StorageConfig, is_remote_uri, megabytes
 from .connection import Tables
-from .contract import FileRecord
+from .contract import FileRecord, SyncHolder
 from .state_table import LAYOUT_VERSION, StateTable
 from .vector_index import VectorIndex as VectorIndex  # benchmarks/shared_index.py sizes its variants by it
 from .views import LanceChunkView, Views
@@ -130,16 +130,16 @@ class LanceStore:
         self._states.write(f"{kb}:{kind}", note)
 
     # ---- the writer lease (shared storage) --------------------------------------------------
-    def take_lease(self, holder: dict[str, Any]) -> dict[str, Any] | None:
+    def take_lease(self, holder: SyncHolder) -> SyncHolder | None:
         return lease.take(self._tables, holder, self.lease_seconds)
 
-    def renew_lease(self, holder_id: str, progress: dict[str, Any]) -> bool:
+    def renew_lease(self, holder_id: str, progress: Mapping[str, SyncProgress]) -> bool:
         return lease.renew(self._tables, holder_id, progress)
 
     def release_lease(self, holder_id: str) -> None:
         lease.release(self._tables, holder_id)
 
-    def lease_holder(self) -> dict[str, Any] | None:
+    def lease_holder(self) -> SyncHolder | None:
         return lease.holder_of(self._tables, self.lease_seconds)
 
     # ---- manifest ------------------------------------------------------------------------

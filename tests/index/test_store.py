@@ -5,7 +5,7 @@ import pyarrow as pa
 import pytest
 
 from mcp_kb.schema import ChunkRow, chunk_schema
-from mcp_kb.index.contract import new_generation
+from mcp_kb.index.contract import SyncHolder, new_generation
 from mcp_kb.index.generations import chunk_table_name
 from mcp_kb.index.store import LanceStore
 from mcp_kb.records import KBState
@@ -184,7 +184,7 @@ def test_a_writer_that_loses_the_race_to_create_a_shared_table_uses_the_winners(
 
     def create_after_the_winner(name, **kwargs):
         if first_use == "lease":
-            winner.take_lease({"id": "winner"})
+            winner.take_lease(SyncHolder("winner"))
         else:
             winner.write_state("docs", KBState(generation="abc"))
         real_create(name, **kwargs)  # the table is there now: exist_ok passes, so fail as a lost commit does
@@ -195,7 +195,7 @@ def test_a_writer_that_loses_the_race_to_create_a_shared_table_uses_the_winners(
 
     loser.db.create_table = create_after_the_winner
     if first_use == "lease":
-        assert loser.take_lease({"id": "loser"})["id"] == "winner"  # it names the holder instead of failing
+        assert loser.take_lease(SyncHolder("loser")).id == "winner"  # it names the holder instead of failing
     else:
         loser.write_state("other", KBState(generation="def"))
         assert loser.read_state("docs").generation == "abc" and loser.read_state("other").generation == "def"

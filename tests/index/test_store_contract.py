@@ -9,8 +9,8 @@ import pytest
 
 from mcp_kb.settings import StorageConfig
 from mcp_kb.index import open_store
-from mcp_kb.index.contract import FileRecord, new_generation
-from mcp_kb.records import KBState
+from mcp_kb.index.contract import FileRecord, SyncHolder, new_generation
+from mcp_kb.records import KBState, KBVersion, SyncProgress
 from mcp_kb.schema import ChunkRow, chunk_schema
 
 DIM = 4
@@ -228,14 +228,14 @@ def test_rows_scan_neighbours_samples_and_titles(store):
 def test_one_writer_holds_the_lease_until_it_releases_or_its_lease_lapses(storage):
     storage = storage.model_copy(update={"lease_seconds": 2})
     first, second = open_store(storage), open_store(storage)
-    assert first.take_lease({"id": "one", "kbs": ["docs"]}) is None
-    assert second.take_lease({"id": "two"})["id"] == "one" and second.lease_holder()["id"] == "one"
-    assert first.renew_lease("one", {"docs": {"done": 1, "total": 2}})
-    assert second.lease_holder()["progress"] == {"docs": {"done": 1, "total": 2}}
+    assert first.take_lease(SyncHolder("one", kbs=("docs",))) is None
+    assert second.take_lease(SyncHolder("two")).id == "one" and second.lease_holder().id == "one"
+    assert first.renew_lease("one", {"docs": SyncProgress(1, 2)})
+    assert second.lease_holder().progress == {"docs": SyncProgress(1, 2)}
     first.release_lease("one")
-    assert second.lease_holder() is None and second.take_lease({"id": "two"}) is None
+    assert second.lease_holder() is None and second.take_lease(SyncHolder("two")) is None
     deadline = time.monotonic() + 30  # the lease lapses lease_seconds (2 s) after its last renewal
-    while first.take_lease({"id": "three"}) is not None:
+    while first.take_lease(SyncHolder("three")) is not None:
         assert time.monotonic() < deadline, "a lapsed lease was never taken over"
         time.sleep(0.2)
     assert not second.renew_lease("two", {})  # the one whose lease lapsed learns it lost
@@ -304,11 +304,17 @@ def test_a_version_pins_the_three_tables_reads_them_as_they_were_and_restores_th
     assert store.read_files("docs")["a.md"].file_hash == "ha"
     assert store.read_reading("docs", generation, "a.md")["text"] == "alpha then"
 
-    store.write_version("docs", 1, "2026-12-01T00:00:00Z", generation, {"number": 1, "text": "年"})
-    store.write_version("docs", 2, "2026-12-02T00:00:00Z", generation, {"number": 2})
-    store.write_version("docs", 1, "2026-12-01T00:00:00Z", generation, {"number": 1, "text": "again"})
-    store.write_version("other", 1, "2026-12-03T00:00:00Z", generation, {"number": 1})
-    assert [record.get("text") for record in reader.read_versions("docs")] == ["again", None]
+    def version(number: int, started: str, *tags: str) -> KBVersion:
+        return KBVersion(number, generation, pinned, started, started, "sync", tags=tags)
+
+    store.write_version("docs", version(1, "2026-12-01T00:00:00Z", "年"))
+    store.write_version("docs", version(2, "2026-12-02T00:00:00Z"))
+    store.write_version("docs", version(1, "2026-12-01T00:00:00Z", "again"))
+    store.write_version("other", version(1, "2026-12-03T00:00:00Z"))
+    assert reader.read_versions("docs") == [
+        version(1, "2026-12-01T00:00:00Z", "again"),
+        version(2, "2026-12-02T00:00:00Z"),
+    ]
     newer = _fill(store)
     assert store.drop_generations("docs", keep={newer}) == []  # the records pin the first generation
     store.forget_versions("docs", [1, 2])
