@@ -11,13 +11,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ..records import KBState, KBVersion, Pinned, SyncProgress
+from ..records import HealthCheck, KBState, KBSummary, KBVersion, Pinned, SyncProgress
 
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
+
+
+Note = TypeVar("Note", KBSummary, HealthCheck)  # the small records a KB keeps beside its state
 
 
 @dataclass(frozen=True)
@@ -130,9 +133,10 @@ class Store(Protocol):
 
     def write_state(self, kb: str, state: KBState) -> None: ...
 
-    def read_note(self, kb: str, kind: str) -> dict[str, Any]: ...
+    def read_note(self, kb: str, kind: type[Note]) -> Note | None:
+        """The KB's note of that kind (its summary, its latest health check), None when none was written."""
 
-    def write_note(self, kb: str, kind: str, note: dict[str, Any]) -> None: ...
+    def write_note(self, kb: str, note: KBSummary | HealthCheck) -> None: ...
 
     # the writer's lease (object storage; a folder uses an OS lock beside it)
     def take_lease(self, holder: SyncHolder) -> SyncHolder | None:

@@ -74,7 +74,7 @@ def check_writable(store: Store) -> None:
 def write_summary(store: Store, kb: str, summary: KBSummary) -> None:
     """A few counts about a KB (documents by kind, chunks, titles) for tool descriptions: in the
     store, and in a local file a server reads without opening LanceDB."""
-    store.write_note(kb, "summary", summary.as_dict())
+    store.write_note(kb, summary)
     _write_json(_kb_file(store.uri, kb, "summary"), summary.as_dict())
 
 
@@ -83,24 +83,22 @@ def read_summary(storage: str, kb: str, store: Callable[[], Store]) -> KBSummary
     else the store's record (on object storage another machine may have synced; a read-only folder
     was synced elsewhere). None before a sync has written one."""
     if not _records_beside_index(storage):
-        saved = store().read_note(kb, "summary")
-    else:
-        saved = _read_json(_kb_file(storage, kb, "summary"))
+        return store().read_note(kb, KBSummary)
+    saved = _read_json(_kb_file(storage, kb, "summary"))
     return KBSummary.from_dict(saved) if saved else None
 
 
 def write_health(store: Store, kb: str, health: HealthCheck) -> None:
     """The latest label-free hit rates of a KB; a machine that may not write to the store says so."""
     try:
-        store.write_note(kb, "health", health.as_dict())
+        store.write_note(kb, health)
     except Exception as exc:  # e.g. read-only credentials on a reader: the figures were still shown
         log.warning("%s: the health check could not be saved in the index: %s", kb, exc)
 
 
 def read_health(store: Store, kb: str) -> HealthCheck | None:
     """The latest health check of a KB (None: never checked)."""
-    saved = store.read_note(kb, "health")
-    return HealthCheck.from_dict(saved) if saved else None
+    return store.read_note(kb, HealthCheck)
 
 
 # ---- this machine's files ---------------------------------------------------------------------

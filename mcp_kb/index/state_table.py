@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..errors import StoreError
-from ..records import KBState
+from ..records import HealthCheck, KBState, KBSummary
+from .contract import Note
 from .connection import PerKB, upsert
 from .failures import store_failures
 from .filters import sql_equals
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 LAYOUT_VERSION = 3  # 3: chunks keep their parts, text sources read as the files
 _STATE_TABLE = "_state"
 _STATE_SCHEMA = pa.schema([("kb", pa.string()), ("state", pa.string())])
+_NOTE_KINDS: dict[type[KBSummary | HealthCheck], str] = {KBSummary: "summary", HealthCheck: "health"}
 
 
 class StateTable:
@@ -46,9 +48,12 @@ class StateTable:
         return self._states.of(kb) or KBState()
 
     @store_failures("be read (a KB's note)")
-    def read(self, key: str) -> dict[str, Any]:
-        """A row as saved ({} when there is none)."""
-        return self._rows.of(key) or {}
+    def note(self, kb: str, kind: type[Note]) -> Note | None:
+        saved = self._rows.of(_note_key(kb, kind))
+        return kind.from_dict(saved) if saved else None
+
+    def write_note(self, kb: str, note: KBSummary | HealthCheck) -> None:
+        self.write(_note_key(kb, type(note)), note.as_dict())
 
     @store_failures("be written (a KB's state)")
     def write(self, kb: str, state: Mapping[str, object]) -> None:
@@ -57,6 +62,11 @@ class StateTable:
         table = self._tables.created(_STATE_TABLE, schema=_STATE_SCHEMA)
         upsert(table, "kb", row)
         compact_when_worth_it(table, unindexed=0)  # every sync rewrites the row: keep the table one read
+
+
+def _note_key(kb: str, kind: type[KBSummary | HealthCheck]) -> str:
+    """Where a KB's note of a kind is kept: ":" never occurs in a KB name, so keys never meet."""
+    return f"{kb}:{_NOTE_KINDS[kind]}"
 
 
 def _read_row(table: LanceTable, kb: str) -> dict[str, Any]:

@@ -24,10 +24,10 @@ import mcp_kb.index.readings as readings
 import mcp_kb.index.upkeep as upkeep
 import mcp_kb.index.versions as versions
 
-from ..records import KBState, KBVersion, Pinned, SyncProgress
+from ..records import HealthCheck, KBState, KBSummary, KBVersion, Pinned, SyncProgress
 from ..settings import StorageConfig, is_remote_uri, megabytes
 from .connection import Tables
-from .contract import FileRecord, SyncHolder
+from .contract import FileRecord, Note, SyncHolder
 from .state_table import LAYOUT_VERSION, StateTable
 from .vector_index import VectorIndex as VectorIndex  # benchmarks/shared_index.py sizes its variants by it
 from .views import LanceChunkView, Views
@@ -122,12 +122,12 @@ class LanceStore:
         """Replace the KB's state row in one commit (this is what switches generations)."""
         self._states.write(kb, state.as_dict())
 
-    def read_note(self, kb: str, kind: str) -> dict[str, Any]:
-        """A small record about a KB kept beside its state (e.g. the latest health check), or {}."""
-        return self._states.read(f"{kb}:{kind}")  # ":" never occurs in a KB name, so keys never meet
+    def read_note(self, kb: str, kind: type[Note]) -> Note | None:
+        """A small record about a KB kept beside its state (e.g. the latest health check), None when none is."""
+        return self._states.note(kb, kind)
 
-    def write_note(self, kb: str, kind: str, note: dict[str, Any]) -> None:
-        self._states.write(f"{kb}:{kind}", note)
+    def write_note(self, kb: str, note: KBSummary | HealthCheck) -> None:
+        self._states.write_note(kb, note)
 
     # ---- the writer lease (shared storage) --------------------------------------------------
     def take_lease(self, holder: SyncHolder) -> SyncHolder | None:

@@ -10,7 +10,7 @@ import pytest
 from mcp_kb.settings import StorageConfig
 from mcp_kb.index import open_store
 from mcp_kb.index.contract import FileRecord, SyncHolder, new_generation
-from mcp_kb.records import KBState, KBVersion, SyncProgress
+from mcp_kb.records import HealthCheck, KBState, KBVersion, SyncProgress
 from mcp_kb.schema import ChunkRow, chunk_schema
 
 DIM = 4
@@ -134,10 +134,10 @@ def test_the_manifest_keeps_each_documents_record(store):
 
 
 def test_notes_and_state_round_trip_per_kb(store):
-    store.write_note("docs", "health", {"hit_rate": {"hybrid": 0.9}})
+    store.write_note("docs", HealthCheck(hit_rate={"hybrid": 0.9}))
     store.write_state("other", KBState({"text": "年假"}, generation="x"))
-    assert store.read_note("docs", "health") == {"hit_rate": {"hybrid": 0.9}}
-    assert store.read_note("other", "health") == {} and store.read_state("other").fingerprint("text") == "年假"
+    assert store.read_note("docs", HealthCheck) == HealthCheck(hit_rate={"hybrid": 0.9})
+    assert store.read_note("other", HealthCheck) is None and store.read_state("other").fingerprint("text") == "年假"
 
 
 def test_vectors_are_found_by_content_hash_in_any_generation(store):
