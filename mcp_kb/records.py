@@ -62,7 +62,7 @@ class _Saved:
         names = {item.name for item in fields(cls)}
         return {name: value for name, value in saved.items() if name in names}
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -485,7 +485,7 @@ class KBVersion:
     )  # what its tables were built with (a rollback restores them)
     commits: dict[str, str] = field(default_factory=dict)  # its repositories' commits, by name (`[[kb.repos]]`)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """The saved form (index/versions.py keeps it as JSON)."""
         return {
             **self.listed(),
@@ -494,7 +494,7 @@ class KBVersion:
             "fingerprints": self.fingerprints,
         }
 
-    def listed(self) -> dict[str, Any]:
+    def listed(self) -> dict[str, object]:
         """What `mcp-kb versions --json` and the admin page show."""
         return {
             "number": self.number,
@@ -552,7 +552,7 @@ class KBSummary(_Saved):
     def from_dict(cls, saved: Mapping[str, Any]) -> KBSummary:
         return cls(**{**cls._known(saved), "titles": tuple(saved.get("titles", ()))})
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {**asdict(self), "titles": list(self.titles)}
 
 
@@ -617,7 +617,7 @@ class Glance:
     # repositories, a folder that is not here, or a KB never synced).
     pending: Pending | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             **asdict(self),
             "model": self.model.as_dict() if self.model else None,
@@ -656,7 +656,7 @@ class KBCheck:
         """The requests made to crawl its web sources (0: it has none)."""
         return self.crawl.get("requests", 0)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         if self.error:
             return {"kb": self.kb, "tool": self.tool, "error": self.error}
         shown = asdict(self)
@@ -724,7 +724,7 @@ class SearchFigures(_Saved):
             }
         )
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {**asdict(self), "hourly": [asdict(hour) for hour in self.hourly]}
 
 
@@ -737,7 +737,7 @@ class KBStats:
     health: HealthCheck | None  # None: never checked
     last_sync: LastSyncFigures
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
             "search": self.search.as_dict() if self.search else {},
