@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..records import HealthCheck, KBState, KBSummary, KBVersion, Pinned, SyncProgress
+from ..schema import ReadingRow
 
 if TYPE_CHECKING:
     import numpy as np
@@ -189,7 +190,7 @@ class Store(Protocol):
         manifest first); the table versions after."""
 
     # documents' reading forms (schema.ReadingRow), one row per indexed document of a generation
-    def write_readings(self, kb: str, generation: str, paths: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
+    def write_readings(self, kb: str, generation: str, paths: Sequence[str], rows: Sequence[ReadingRow]) -> None:
         """One commit: the reading forms of `paths` replaced by `rows` (a path without a row loses its own); a
         generation built before reading tables is left without one."""
 

@@ -25,6 +25,7 @@ import mcp_kb.index.upkeep as upkeep
 import mcp_kb.index.versions as versions
 
 from ..records import HealthCheck, KBState, KBSummary, KBVersion, Pinned, SyncProgress
+from ..schema import ReadingRow
 from ..settings import StorageConfig, is_remote_uri, megabytes
 from .connection import Tables
 from .contract import FileRecord, Note, SyncHolder
@@ -210,7 +211,7 @@ class LanceStore:
         return versions.restore(self._tables, kb, generation, pinned)
 
     # ---- documents' reading forms (readings.py) --------------------------------------------
-    def write_readings(self, kb: str, generation: str, paths: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
+    def write_readings(self, kb: str, generation: str, paths: Sequence[str], rows: Sequence[ReadingRow]) -> None:
         readings.replace(self._tables, kb, generation, paths, rows)
 
     def delete_readings(self, kb: str, generation: str, paths: Sequence[str]) -> None:

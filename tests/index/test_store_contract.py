@@ -11,7 +11,7 @@ from mcp_kb.settings import StorageConfig
 from mcp_kb.index import open_store
 from mcp_kb.index.contract import FileRecord, SyncHolder, new_generation
 from mcp_kb.records import HealthCheck, KBState, KBVersion, SyncProgress
-from mcp_kb.schema import ChunkRow, chunk_schema
+from mcp_kb.schema import ChunkRow, ReadingRow, chunk_schema
 
 DIM = 4
 BACKENDS = ["folder", "s3"]
@@ -257,9 +257,7 @@ def test_write_chunks_leaves_out_only_the_document_whose_rows_do_not_fit(store):
     assert store.count_chunks("docs", generation) == 2
 
 
-def _reading(path: str, text: str) -> dict:
-    from mcp_kb.schema import ReadingRow
-
+def _reading(path: str, text: str) -> ReadingRow:
     return ReadingRow(
         path=path,
         title=path,
@@ -278,7 +276,7 @@ def _reading(path: str, text: str) -> dict:
         page_starts=[],
         chunk_starts=[0],
         as_written=True,
-    ).__dict__
+    )
 
 
 def test_a_version_pins_the_three_tables_reads_them_as_they_were_and_restores_them(store, storage):
