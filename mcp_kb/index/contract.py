@@ -87,7 +87,8 @@ class Candidate:
 
 
 class ChunkView(Protocol):
-    """Read queries on one generation of a KB's chunks: plain candidates and rows."""
+    """Read queries on one generation of a KB's chunks: plain candidates and rows (dicts: rows as
+    LanceDB hands them over, the hit columns and the KB's own metadata columns)."""
 
     generation: str
 
@@ -167,8 +168,8 @@ class Store(Protocol):
     def write_chunks(
         self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]
     ) -> dict[str, str]:
-        """replace_documents from plain rows (ChunkRow fields and metadata columns) per document; a document
-        whose values do not fit their columns is left out, its reason returned by path."""
+        """replace_documents from plain rows (ChunkRow fields and the KB's metadata columns, as Arrow takes them)
+        per document; a document whose values do not fit their columns is left out, its reason returned by path."""
 
     def delete_documents(self, kb: str, generation: str, paths: Sequence[str]) -> int: ...
 
@@ -199,8 +200,8 @@ class Store(Protocol):
     def reading_paths(self, kb: str, generation: str) -> set[str]: ...
 
     def read_reading(self, kb: str, generation: str, path: str, at: Pinned | None = None) -> dict[str, Any] | None:
-        """A document's reading row (as version `at` left it; None: now), None when the generation holds no such
-        document or no reading table."""
+        """A document's reading row as LanceDB hands it over (as version `at` left it; None: now; an older table
+        lacks later columns), None when the generation holds no such document or no reading table."""
 
     def reading_listing(self, kb: str, generation: str, at: Pinned | None = None) -> pa.Table | None:
         """schema.LISTING_COLUMNS of every document (as version `at` left them), in path order; None when the

@@ -91,6 +91,7 @@ class Rows:
 
 
 def fetch_row(table: LanceTable, path: str) -> dict[str, Any] | None:
+    """A document's row as LanceDB hands it over (a table of an older layout lacks later columns)."""
     rows = table.search().where(sql_equals("path", path)).limit(1).to_list()
     return rows[0] if rows else None
 

@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -134,13 +134,14 @@ def _kb_file(storage: str, kb: str, kind: str) -> Path:
     return local_state_dir(storage) / f"{kb}.{kind}.json"
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def _write_json(path: Path, data: Mapping[str, object]) -> None:
     """Replace the file in one step, so a reader never sees half of it (nor two writers one temporary file)."""
     write_atomically(path, json.dumps(data).encode("utf-8"))
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    """A record this module wrote, or {} when it is missing, unreadable or not a JSON object."""
+    """A record this module wrote (as json.loads hands it over), or {} when it is missing, unreadable or not a JSON
+    object."""
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -70,14 +70,14 @@ def _note_key(kb: str, kind: type[KBSummary | HealthCheck]) -> str:
 
 
 def _read_row(table: LanceTable, kb: str) -> dict[str, Any]:
-    """A row's JSON as saved (`dict[str, Any]`: json.loads hands it over)."""
+    """A row's JSON as saved (a dict: json.loads hands it over)."""
     rows = table.search().where(sql_equals("kb", kb)).limit(1).to_list()
     state: dict[str, Any] = json.loads(rows[0]["state"]) if rows else {}
     _refuse_newer_layout(kb, state)
     return state
 
 
-def _refuse_newer_layout(kb: str, state: dict[str, Any]) -> None:
+def _refuse_newer_layout(kb: str, state: Mapping[str, object]) -> None:
     """Only older layouts are migrated (by a rebuild): rebuilding over a newer one would drop its data."""
     layout = state.get("layout")
     if isinstance(layout, int) and layout > LAYOUT_VERSION:
