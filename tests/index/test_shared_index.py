@@ -289,7 +289,7 @@ def test_exactly_one_of_racing_writers_takes_the_lease_and_a_lapsed_one_is_taken
 
     def race(index: int) -> None:
         barrier.wait()
-        outcomes[index] = stores[index].take_lease({"id": f"writer{index}", "host": "h", "pid": index})
+        outcomes[index] = stores[index].take_lease(SyncHolder(f"writer{index}", index, "h"))
 
     threads = [threading.Thread(target=race, args=(i,)) for i in range(4)]
     for thread in threads:
