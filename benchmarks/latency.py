@@ -9,6 +9,7 @@ indexed exactly as a sync would (full-text index; HNSW vector index from 20k chu
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import sys
 import time
@@ -33,7 +34,7 @@ def build(app, source_rows, size: int) -> None:
     store.drop_generations("lat", keep=set())
     generation = new_generation()
     store.create_generation("lat", generation, schema)
-    store.write_state("lat", {**store.read_state("scifact"), "generation": generation})
+    store.write_state("lat", dataclasses.replace(store.read_state("scifact"), generation=generation))
     rng = np.random.default_rng(0)
     written = 0
     copy = 0

@@ -20,6 +20,7 @@ perturbed vectors (synthetic vectors: said so in the output) and writes under /t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -212,7 +213,9 @@ def _build(storage: Path, size: int, rebuild: bool):
     store = App(kb_config(WORK / "scifact" / "docs", storage, "big"), embedder=source.embedder).store
     generation = new_generation()
     store.create_generation("big", generation, rows.schema)
-    store.write_state("big", {**source.store.read_state("scifact"), "generation": generation, "complete": True})
+    store.write_state(
+        "big", dataclasses.replace(source.store.read_state("scifact"), generation=generation, filled=True)
+    )
     table = store.chunk_table("big", generation)
     rng = np.random.default_rng(0)
     base_vectors = np.stack(rows.column("vector").to_numpy(zero_copy_only=False)).astype(np.float32)
@@ -411,7 +414,7 @@ def measure(storage: Path, out: Path | None) -> None:
     )
 
     # The floor, in this process: each side alone through LanceDB, as the search path asks it.
-    generation = app.store.read_state("big")["generation"]
+    generation = app.store.read_state("big").generation
     table = app.store.chunk_table("big", generation)
     factor, depth = refine_factor(table), app.config.get_kb("big").search.candidates
     vectors = [np.asarray(app.embedder.embed_query(query), dtype=np.float32) for query in queries]

@@ -432,10 +432,7 @@ def build_big(app, kb: str, count: int, batch: int = 5_000) -> None:
         )
     index_state = store.refresh_indexes(kb, generation, True)
     fingerprints = _fingerprints(kb_config, app.embedder, app.tokenizer, store.layout)
-    store.write_state(
-        kb,
-        {**KBState.active(fingerprints, generation, complete=True), **KBState({}).ended(started, "ok", SyncReport(kb))},
-    )
+    store.write_state(kb, KBState.active(fingerprints, generation, complete=True).ended(started, "ok", SyncReport(kb)))
     print(f"\n{kb}: {count} documents built in {time.perf_counter() - clock:.0f}s ({index_state})", file=sys.stderr)
 
 

@@ -28,7 +28,6 @@ MODULES = (
     "access",
     "audit",
     "passages",
-    "history",
     "search",
     "webhooks",
     "models",
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
     from .audit import *
     from .errors import *
     from .evaluation import *
-    from .history import *
     from .live import *
     from .models import *
     from .passages import *

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from . import history
 from .audit import AuditTrail
-from .history import KBVersion
 from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
 from .errors import KBError, NotSyncedError, StoreError
 from .freshness import Freshness
@@ -63,7 +62,7 @@ from .search import ACROSS_KBS, Searcher, SearchResult
 from .vocabulary import sync_named
 from .ingest.workers import ParseWorkers
 from .batches import parse_job
-from .records import SyncReport
+from .records import KBVersion, SyncReport
 from .sync import count_pending, refuse_another_projects, sync_all
 
 
@@ -203,10 +202,10 @@ class App:
         figures (a web crawl's requests, 304s, robots skips)."""
         state = self._state(kb)
         report = state.last_report
-        return SyncHistory(state.sync_briefs, report.skipped, report.crawl)
+        return SyncHistory(state.recent_syncs, report.skipped, report.crawl)
 
     def _state(self, kb: str) -> KBState:
-        return KBState(self.store.read_state(self.config.get_kb(kb).name))
+        return self.store.read_state(self.config.get_kb(kb).name)
 
     def chunk_text(self, kb: str, doc_id: str, chunk_index: int) -> str | None:
         """The indexed text of one chunk of a document, None when the index has no such chunk."""

@@ -184,7 +184,7 @@ def write_readings(store: Store, kb: str, target: str, parsed: list[ParsedFile])
     )
 
 
-def _reading_row(item: ParsedFile, reading: Reading) -> dict[str, Any]:
+def _reading_row(item: ParsedFile, reading: Reading) -> ReadingRow:
     return ReadingRow(
         path=item.source.doc_id,
         title=reading.title,
@@ -203,7 +203,7 @@ def _reading_row(item: ParsedFile, reading: Reading) -> dict[str, Any]:
         page_starts=[start for _, start in reading.page_starts],
         chunk_starts=list(reading.chunk_starts),
         as_written=reading.as_written,
-    ).as_dict()
+    )
 
 
 def written_records(parsed: list[ParsedFile]) -> list[FileRecord]:

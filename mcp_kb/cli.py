@@ -672,7 +672,7 @@ def versions(kb: str, config_path: str | None, as_json: bool) -> None:
     app = _app(config)
     kept = app.versions(name or app.config.kb[0].name)
     if as_json:
-        click.echo(json_text([version.listed() for version in kept]))
+        click.echo(json_text(kept))
         return
     click.echo(versions_text(kept))
 
@@ -879,7 +879,9 @@ def serve(  # noqa: PLR0913  # one per option
 @main.command()
 @click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
 @config_option
-@click.option("--port", type=NUMBER, default=PAGE_PORT, show_default=True, help=f"Port on {LOOPBACK} (0: any free one).")
+@click.option(
+    "--port", type=NUMBER, default=PAGE_PORT, show_default=True, help=f"Port on {LOOPBACK} (0: any free one)."
+)
 def ui(folder: str | None, config_path: str | None, port: int) -> None:
     """Open the admin page for FOLDER or the configured KBs on this machine: status, live sync progress,
     failed files, a search playground and health charts. (An HTTP server serves the same page at `/`.)

@@ -13,18 +13,16 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .errors import SyncBusyError, VersionError
-from .index.contract import Pinned, Store
+from .index.contract import Store
 from .index.state import check_writable, sync_lock
-from .records import KBState, SyncReport, recorded_now
+from .records import KBState, KBVersion, Pinned, SyncReport, recorded_now
 from .settings import KBConfig
 from .text import is_number
-
-__all__ = ["KBVersion"]  # what the core's API (mcp_kb.api) offers from this module
 
 # A letter first: never a version number or a date. \Z, not $: "$" also matches before a final newline ("a\n").
 _TAG = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}\Z")
@@ -32,81 +30,6 @@ _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ].*)?\Z")  # ASCII digits: "\
 MAX_TAGS = 100  # per KB: a sync's caller may tag, and a tag keeps its version (and its storage) until removed
 _PRECISION = "milliseconds"  # of when a version was made: two syncs a second apart are two times to ask as of
 TAG_HELP = "a letter, then up to 63 letters, digits, '.', '_' or '-'"
-
-
-@dataclass(frozen=True)
-class KBVersion:
-    """One version of a KB: what its sync changed, and the tables as it left them."""
-
-    number: int
-    generation: str
-    pinned: Pinned
-    started: str  # when the sync (or rollback) that made it began, RFC 3339 UTC
-    finished: str
-    kind: str  # sync | rebuild | rollback | unfinished (a sync that stopped: the files it wrote, which searches read)
-    added: int = 0  # documents
-    changed: int = 0
-    removed: int = 0
-    tags: tuple[str, ...] = ()
-    by: str = ""  # who asked for the sync through the server ("" from the command line)
-    rolled_back_to: int | None = None  # a rollback's: the version it made current again
-    fingerprints: dict[str, Any] = field(
-        default_factory=dict
-    )  # what its tables were built with (a rollback restores them)
-    commits: dict[str, str] = field(default_factory=dict)  # its repositories' commits, by name (`[[kb.repos]]`)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The saved form (index/versions.py keeps it as JSON)."""
-        return {
-            **self.listed(),
-            "generation": self.generation,
-            "pinned": self.pinned.as_dict(),
-            "fingerprints": self.fingerprints,
-        }
-
-    def listed(self) -> dict[str, Any]:
-        """What `mcp-kb versions --json` and the admin page show."""
-        return {
-            "number": self.number,
-            "started": self.started,
-            "finished": self.finished,
-            "kind": self.kind,
-            "added": self.added,
-            "changed": self.changed,
-            "removed": self.removed,
-            "tags": list(self.tags),
-            "by": self.by,
-            "rolled_back_to": self.rolled_back_to,
-            **({"commits": self.commits} if self.commits else {}),
-        }
-
-    @staticmethod
-    def from_dict(saved: dict[str, Any]) -> KBVersion:
-        return KBVersion(
-            int(saved["number"]),
-            str(saved["generation"]),
-            Pinned.from_dict(saved["pinned"]),
-            str(saved["started"]),
-            str(saved["finished"]),
-            str(saved.get("kind", "sync")),
-            int(saved.get("added", 0)),
-            int(saved.get("changed", 0)),
-            int(saved.get("removed", 0)),
-            tuple(saved.get("tags", ())),
-            str(saved.get("by", "")),
-            saved.get("rolled_back_to"),
-            dict(saved.get("fingerprints") or {}),
-            dict(saved.get("commits") or {}),
-        )
-
-    @property
-    def finished_at(self) -> datetime:
-        return datetime.fromisoformat(self.finished)
-
-    def describe(self) -> str:
-        """One line naming the version, for an answer read as of it."""
-        tags = f" ({', '.join(self.tags)})" if self.tags else ""
-        return f"version {self.number}{tags} of {self.finished}"
 
 
 @dataclass(frozen=True)
@@ -125,10 +48,10 @@ class Edition:
 
 def versions(store: Store, kb: str) -> list[KBVersion]:
     """The KB's committed versions, oldest first."""
-    current = KBState(store.read_state(kb)).version
+    current = store.read_state(kb).version
     if current is None:
         return []
-    return [version for version in map(KBVersion.from_dict, store.read_versions(kb)) if version.number <= current]
+    return [version for version in store.read_versions(kb) if version.number <= current]
 
 
 def edition(store: Store, kb: str, as_of: str | None = None) -> Edition:
@@ -137,7 +60,7 @@ def edition(store: Store, kb: str, as_of: str | None = None) -> Edition:
     if as_of:
         version = resolve(store, kb, as_of)
         return Edition(version.generation, version.pinned, version, earlier=True)
-    state = KBState(store.read_state(kb))
+    state = store.read_state(kb)
     if state.rolling_back:
         current = _by_number(store, kb, state.version)
         if current is not None:
@@ -201,7 +124,7 @@ def _moment(text: str) -> datetime:
 
 
 def _by_number(store: Store, kb: str, number: int | None) -> KBVersion | None:
-    return next((v for v in map(KBVersion.from_dict, store.read_versions(kb)) if v.number == number), None)
+    return next((v for v in store.read_versions(kb) if v.number == number), None)
 
 
 # ---- recording versions -----------------------------------------------------------------------
@@ -217,17 +140,17 @@ def record(  # noqa: PLR0913  # a sync's outcome
     by: str = "",
     tag: str | None = None,
     kind: str = "sync",
-) -> dict[str, Any]:
+) -> int:
     """After a sync wrote its tables: a new version when it changed the KB (or the KB has none yet), with `tag`
-    (checked by check_tag before the sync began). Returns what the sync's final state write must add: the current
-    version's number, which commits it."""
-    current = KBState(store.read_state(kb)).version
+    (checked by check_tag before the sync began). Returns the number the sync's final state write makes current,
+    which commits it."""
+    current = store.read_state(kb).version
     changed = report.files_added or report.files_changed or report.files_deleted or report.rebuilt
     if current is not None and not changed:  # nothing new: a tag goes on the current version
         tagged = _by_number(store, kb, current)
         if tag is not None and tagged is not None:
             _rewrite(store, kb, tagged, (*tagged.tags, tag))
-        return {"version": current}
+        return current
     number = (current or 0) + 1
     version = KBVersion(
         number,
@@ -244,8 +167,8 @@ def record(  # noqa: PLR0913  # a sync's outcome
         fingerprints=dict(fingerprints),
         commits=dict(report.commits),
     )
-    store.write_version(kb, number, started, generation, version.as_dict())
-    return {"version": number}
+    store.write_version(kb, version)
+    return number
 
 
 def forget_generation(store: Store, kb: str, generation: str) -> None:
@@ -253,21 +176,21 @@ def forget_generation(store: Store, kb: str, generation: str) -> None:
     read them, and the rebuild may then drop what is left of its tables."""
     store.forget_versions(
         kb,
-        [
-            version.number
-            for version in map(KBVersion.from_dict, store.read_versions(kb))
-            if version.generation == generation
-        ],
+        [version.number for version in store.read_versions(kb) if version.generation == generation],
     )
 
 
 def prune(store: Store, kb: KBConfig) -> None:
     """Forget versions retention no longer keeps ([kb.history]), and records no state committed (a killed
     sync's); what they alone pinned goes at the next compaction (and their generations at the next sync)."""
-    state = KBState(store.read_state(kb.name))
-    records = [KBVersion.from_dict(saved) for saved in store.read_versions(kb.name)]
+    state = store.read_state(kb.name)
+    records = store.read_versions(kb.name)
     kept = _kept(
-        records, state.version, kb.history.keep, kb.history.keep_days, pending=(state.rolling_back or {}).get("to")
+        records,
+        state.version,
+        kb.history.keep,
+        kb.history.keep_days,
+        pending=state.rolling_back.to if state.rolling_back else None,
     )
     store.forget_versions(kb.name, [version.number for version in records if version.number not in kept])
 
@@ -277,7 +200,7 @@ def _kept(
     current: int | None,
     keep: int,
     keep_days: float,  # noqa: PLR0913
-    pending: Any = None,
+    pending: int | None = None,
 ) -> set[int]:
     """The newest `keep` committed versions, those younger than `keep_days`, the tagged ones, the current one and a
     pending rollback's target."""
@@ -334,7 +257,7 @@ def _free_tag(store: Store, kb: str, name: str) -> None:
 
 def _rewrite(store: Store, kb: str, version: KBVersion, tags: tuple[str, ...]) -> KBVersion:
     changed = KBVersion(**{**version.__dict__, "tags": tags})
-    store.write_version(kb, version.number, version.started, version.generation, changed.as_dict())
+    store.write_version(kb, changed)
     return changed
 
 
@@ -348,11 +271,11 @@ def rollback(store: Store, kb: KBConfig, to: str, by: str = "") -> KBVersion:
     with _alone(store, kb.name, "roll back"):
         state = settled_state(store, kb)
         target = resolve(store, kb.name, to)
-        if target.number == KBState(state).version:
+        if target.number == state.version:
             raise VersionError(
                 f"version {target.number} of knowledge base {kb.name!r} is already the current one; nothing was changed"
             )
-        state = KBState(state).rolling_back_to(target.number, recorded_now(), by)
+        state = state.rolling_back_to(target.number, recorded_now(), by)
         store.write_state(kb.name, state)
         finish_rollback(store, kb, state)
         return versions(store, kb.name)[-1]
@@ -369,13 +292,12 @@ def _alone(store: Store, kb: str, what: str) -> Iterator[None]:
         raise SyncBusyError(busy.running, f"{what} when it has ended; nothing was changed") from None
 
 
-def finish_rollback(store: Store, kb: KBConfig, state: dict[str, Any]) -> dict[str, Any]:
+def finish_rollback(store: Store, kb: KBConfig, row: KBState) -> KBState:
     """Carry out the rollback the state row's marker names (again, after a crash: restoring gives the same
     tables), commit it as a new version and clear the marker; the new state row. The caller holds the lock."""
-    row = KBState(state)
-    marker = row.rolling_back or {}
-    target = _by_number(store, kb.name, marker.get("to"))
-    if target is None:  # its record is gone (by hand): nothing was restored that a sync would not redo
+    marker = row.rolling_back
+    target = _by_number(store, kb.name, marker.to) if marker else None
+    if marker is None or target is None:  # its record is gone (by hand): nothing was restored a sync would not redo
         store.write_state(kb.name, row.without_rollback())
         return row.without_rollback()
     current = _by_number(store, kb.name, row.version)
@@ -389,26 +311,26 @@ def finish_rollback(store: Store, kb: KBConfig, state: dict[str, Any]) -> dict[s
         number,
         target.generation,
         pinned,
-        str(marker.get("started") or recorded_now()),
+        marker.started or recorded_now(),
         recorded_now(_PRECISION),
         "rollback",
         added,
         changed,
         sum(1 for path in before if path not in after),
-        by=str(marker.get("by", "")),
+        by=marker.by,
         rolled_back_to=target.number,
         fingerprints=target.fingerprints,
         commits=target.commits,
     )
-    store.write_version(kb.name, number, version.started, target.generation, version.as_dict())
+    store.write_version(kb.name, version)
     settled = row.rolled_back(target.fingerprints, target.generation, number)
     store.write_state(kb.name, settled)
     prune(store, kb)
     return settled
 
 
-def settled_state(store: Store, kb: KBConfig) -> dict[str, Any]:
+def settled_state(store: Store, kb: KBConfig) -> KBState:
     """The KB's state row, with a rollback a crash interrupted finished first (a sync's first step; it holds the
     lock)."""
     state = store.read_state(kb.name)
-    return finish_rollback(store, kb, state) if KBState(state).rolling_back else state
+    return finish_rollback(store, kb, state) if state.rolling_back else state

@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 from .cursors import CursorError, Cursors, carried, digest, leading, named
 from .errors import NotSyncedError, SearchError
 from .freshness import Freshness
-from .history import KBVersion, edition
-from .index.contract import Pinned, Store
+from .history import edition
+from .index.contract import Store
 from .index.filters import build_where, glob_to_regex
 from .ingest.git.citations import repo_file
 from .ingest.reading import Section, outline_of, section_names
@@ -28,7 +28,7 @@ from .lru import BoundedLRU
 from .text import clipped
 from .models.base import TokenCounter
 from .read_outputs import BrowseOutput, DocumentEntry, OutlineEntry, ReadOutput
-from .records import KBState, recorded_at
+from .records import KBVersion, Pinned, recorded_at
 from .requests import BrowseRequest, ReadRequest
 from .settings import KBConfig
 from .vocabulary import HEADING_SEPARATOR, LIST_TOOL, READ_TOOL, sync_remedy
@@ -145,7 +145,7 @@ class Reader:
             else self.freshness.changed(
                 kb,
                 self.store.fingerprints(kb.name, document.edition.generation, [path]),
-                KBState(self.store.read_state(kb.name)),
+                self.store.read_state(kb.name),
             )
         )
         return answer.model_copy(update={"indexed_at": document.row["synced_at"], "changed": changed.get(path, "")})
@@ -289,7 +289,7 @@ class Reader:
         """What the read reads: the version `as_of` names (a cursor's: its number), else the current one."""
         read = edition(self.store, kb.name, None if as_of is None else str(as_of))
         if read.generation is None:
-            raise NotSyncedError(kb.name, self.store.uri, KBState(self.store.read_state(kb.name)).last_error)
+            raise NotSyncedError(kb.name, self.store.uri, self.store.read_state(kb.name).last_error)
         return _Read(read.generation, read.at, read.version if read.earlier else None)
 
     def _allows(self, kb: KBConfig, read: _Read, path: str) -> bool:

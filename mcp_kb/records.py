@@ -1,7 +1,7 @@
 """What the core returns to its faces, as frozen records instead of dictionaries: a file it could not
 index (Problem), a KB's state row read once (KBState), what a KB holds (KBSummary), the model its index was
-built with (IndexedModel), its recent syncs (SyncBrief), its search figures (SearchFigures) and latest health
-check (HealthCheck), and its status at a glance or in full (Glance, KBStatus). Faces read their attributes,
+built with (IndexedModel), its recent syncs (SyncBrief), its versions (KBVersion, each pinning table versions:
+Pinned), its search figures (SearchFigures) and latest health check (HealthCheck), and its status at a glance or in full (Glance, KBStatus). Faces read their attributes,
 never keys; `as_dict()` is their JSON form (the status and metrics resources, `--json`, the page's status poll,
 the saved files), one shape everywhere, and `from_dict` reads a saved one back.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, UTC
 from typing import Any, ClassVar, Self
 
@@ -23,6 +23,7 @@ __all__ = [
     "HealthCheck",
     "KBStats",
     "KBStatus",
+    "KBVersion",
     "Progress",
     "SearchFigures",
     "SyncBrief",
@@ -77,7 +78,7 @@ class _Saved:
         names = {item.name for item in fields(cls)}
         return {name: value for name, value in saved.items() if name in names}
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -169,51 +170,166 @@ class SyncBrief(_Saved):
     seconds: float | None = None  # how long it took (None: it ended before its time was taken)
 
 
-_REVISIONS = "revisions"  # the state row's key for what the sources read (KBState.revisions)
-_CONFIRMED = "confirmed_at"  # the state row's key for KBState.confirmed_at
-_OWNER = "owner"  # the state row's key for the kb.toml that built a KB in the default index (KBState.owner)
-
-
 def commits_of(revisions: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
     """The commit of each repository among a scan's or the state's revisions, by its name."""
     return {key: read["commit"] for key, read in revisions.items() if "commit" in read}
 
 
+# The state row's own keys; every other key of it is a fingerprint (what the index was built with).
+_STATE_KEYS = frozenset(
+    (
+        "generation",
+        "complete",
+        "building",
+        "last_sync",
+        "recent_syncs",
+        "confirmed_at",
+        "version",
+        "revisions",
+        "owner",
+        "rolling_back",
+    )
+)
+
+
+@dataclass(frozen=True)
+class Building:
+    """A rebuild in progress beside the active generation: its generation and the fingerprints it is built with."""
+
+    generation: str
+    fingerprints: dict[str, Any]  # JSON values: the state row's
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """A rollback under way: its target version `to`, when it `started` and who asked for it (`by`)."""
+
+    to: int
+    started: str
+    by: str
+
+
+@dataclass(frozen=True)
+class LastSync:
+    """The last sync's record in full: when it ran, how it ended, its error and its report."""
+
+    started_at: str
+    finished_at: str
+    outcome: str
+    error: str
+    report: SyncReport
+
+    @staticmethod
+    def from_dict(saved: Mapping[str, Any]) -> LastSync:
+        return LastSync(
+            str(saved.get("started_at", "")),
+            str(saved.get("finished_at", "")),
+            str(saved.get("outcome", NEVER_SYNCED)),
+            str(saved.get("error", "")),
+            SyncReport.from_dict(saved.get("report", {})),
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "outcome": self.outcome,
+            "error": self.error,
+            "report": self.report.as_dict(),
+        }
+
+
 @dataclass(frozen=True)
 class KBState:
-    """A KB's state row (index/state_table.py keeps it as JSON), read and written in one place: the active
+    """A KB's state row (index/state_table.py keeps it as JSON; `from_dict` and `as_dict` are that form): the active
     generation, the fingerprints it was built with (the model, chunking and other settings a change of which
     rebuilds), a rebuild in progress beside it, and the record of the last syncs."""
 
-    row: dict[str, Any]
+    fingerprints: dict[str, Any] = field(default_factory=dict)  # JSON values: what the index was built with
+    # The active generation; "" for an index made before generations existed, None before any sync.
+    generation: str | None = None
+    filled: bool = False  # a finished sync filled the active generation (saved as "complete")
+    building: Building | None = None
+    last_sync: LastSync | None = None  # None before any sync ended
+    recent_syncs: tuple[SyncBrief, ...] = ()  # oldest first (a sync appends its own)
+    # When the last sync that read every source (none unreadable: a site down, a folder that could not be opened)
+    # ended well: each document the index holds was as its source had it then ("" before one).
+    confirmed_at: str = ""
+    version: int | None = None  # the current version (history.py), None before one: the write that sets it commits it
+    # What the sources had read for the index as it stands (a repository's commit and scope), by source key; empty
+    # once a sync that may change it has begun (a crash then leaves files no commit describes).
+    revisions: dict[str, dict[str, str]] = field(default_factory=dict)
+    owner: str = ""  # the kb.toml whose sync built this KB in the default index ("" when unknown)
+    rolling_back: Rollback | None = None
 
     @staticmethod
-    def active(fingerprints: Mapping[str, Any], generation: str, complete: bool = False) -> dict[str, Any]:
-        """The row of a generation searches read, built with `fingerprints` (`complete`: a finished sync's)."""
-        return {**fingerprints, "generation": generation, **({"complete": True} if complete else {})}
-
-    def building_beside(self, generation: str, fingerprints: Mapping[str, Any]) -> dict[str, Any]:
-        """This row with a rebuild started beside the active generation."""
-        return {**self.row, "building": {"generation": generation, "fingerprints": dict(fingerprints)}}
-
-    @property
-    def building(self) -> tuple[str, dict[str, Any]] | None:
-        """The rebuild in progress: its generation and the fingerprints it is built with (None when none is)."""
-        building = self.row.get("building") or {}
-        return (
-            (str(building["generation"]), dict(building.get("fingerprints") or {}))
-            if "generation" in building
-            else None
+    def from_dict(row: Mapping[str, Any]) -> KBState:
+        """The record of a saved row ({} before the KB's first sync)."""
+        building, rolling_back = row.get("building") or {}, row.get("rolling_back")
+        revisions, version = row.get("revisions"), row.get("version")
+        generation = row.get("generation")
+        return KBState(
+            fingerprints={key: value for key, value in row.items() if key not in _STATE_KEYS},
+            generation=str(generation) if "generation" in row else ("" if "model" in row else None),
+            filled=bool(row.get("complete")),
+            building=(
+                Building(str(building["generation"]), dict(building.get("fingerprints") or {}))
+                if "generation" in building
+                else None
+            ),
+            last_sync=LastSync.from_dict(row["last_sync"]) if "last_sync" in row else None,
+            recent_syncs=tuple(SyncBrief.from_dict(brief) for brief in row.get("recent_syncs", [])),
+            confirmed_at=str(row.get("confirmed_at", "")),
+            version=version if isinstance(version, int) else None,
+            revisions=revisions if isinstance(revisions, dict) else {},
+            owner=str(row.get("owner", "")),
+            rolling_back=(
+                Rollback(int(rolling_back["to"]), str(rolling_back.get("started", "")), str(rolling_back.get("by", "")))
+                if isinstance(rolling_back, dict)
+                else None
+            ),
         )
+
+    def as_dict(self) -> dict[str, object]:
+        """The saved row: the fingerprints beside the state's own keys (those it has)."""
+        row: dict[str, object] = {**self.fingerprints}
+        row.update(
+            {
+                "generation": self.generation,
+                "complete": self.filled or None,
+                "building": (
+                    {"generation": self.building.generation, "fingerprints": self.building.fingerprints}
+                    if self.building
+                    else None
+                ),
+                "last_sync": self.last_sync.as_dict() if self.last_sync else None,
+                "recent_syncs": [brief.as_dict() for brief in self.recent_syncs] or None,
+                "confirmed_at": self.confirmed_at or None,
+                "version": self.version,
+                "revisions": self.revisions or None,
+                "owner": self.owner or None,
+                "rolling_back": asdict(self.rolling_back) if self.rolling_back else None,
+            }
+        )
+        return {key: value for key, value in row.items() if value is not None}
+
+    @staticmethod
+    def active(fingerprints: Mapping[str, Any], generation: str, complete: bool = False) -> KBState:
+        """The row of a generation searches read, built with `fingerprints` (`complete`: a finished sync's)."""
+        return KBState(dict(fingerprints), generation, complete)
+
+    def building_beside(self, generation: str, fingerprints: Mapping[str, Any]) -> KBState:
+        """This row with a rebuild started beside the active generation."""
+        return replace(self, building=Building(generation, dict(fingerprints)))
 
     @property
     def built(self) -> bool:
         """Whether a sync ever recorded what the index is built with (not before the first sync)."""
-        return "model" in self.row
+        return "model" in self.fingerprints
 
     def fingerprint(self, key: str) -> Any:
         """What the index was built with, for one fingerprint (`model`, `chunking`, ...)."""
-        return self.row.get(key)
+        return self.fingerprints.get(key)
 
     def ended(
         self,
@@ -222,17 +338,10 @@ class KBState:
         report: SyncReport,
         error: str = "",  # noqa: PLR0913  # a sync's end
         confirmed: bool = False,
-    ) -> dict[str, Any]:
-        """The record of a sync that ended, to write with the row: the last one in full, the recent ones in brief, and
-        when the index was last `confirmed` (this sync, when it read every source: none was unreadable)."""
+    ) -> KBState:
+        """This row with the record of a sync that ended: the last one in full, the recent ones in brief, and when the
+        index was last `confirmed` (this sync, when it read every source: none was unreadable)."""
         finished = recorded_now()
-        last = {
-            "started_at": started,
-            "finished_at": finished,
-            "outcome": outcome,
-            "error": error,
-            "report": report.as_dict(),
-        }
         brief = SyncBrief(
             started,
             finished,
@@ -248,23 +357,38 @@ class KBState:
             report.chunks_reused,
             report.seconds.get("total"),
         )
-        return {
-            "last_sync": last,
-            "recent_syncs": [*self.recent_syncs, brief.as_dict()][-_SYNCS_KEPT:],
-            _CONFIRMED: finished if confirmed else self.confirmed_at,
-        }
+        return replace(
+            self,
+            last_sync=LastSync(started, finished, outcome, error, report),
+            recent_syncs=(*self.recent_syncs, brief)[-_SYNCS_KEPT:],
+            confirmed_at=finished if confirmed else self.confirmed_at,
+        )
 
-    @property
-    def generation(self) -> str | None:
-        """The active generation; "" for an index made before generations existed, None before any sync."""
-        if "generation" in self.row:
-            return str(self.row["generation"])
-        return "" if "model" in self.row else None
+    def synced(  # noqa: PLR0913  # what a sync's final write commits
+        self,
+        fingerprints: Mapping[str, Any],
+        generation: str,
+        version: int,
+        revisions: Mapping[str, Mapping[str, str]],
+        owner: str,
+    ) -> KBState:
+        """The row a sync's final write makes of this one (which has its end recorded): `generation` active and
+        complete, built with `fingerprints`, `version` current, vouched for by the `revisions` its sources read,
+        built by the project of kb.toml `owner` ("" for an index named on purpose)."""
+        return replace(
+            KBState.active(fingerprints, generation, complete=True),
+            last_sync=self.last_sync,
+            recent_syncs=self.recent_syncs,
+            confirmed_at=self.confirmed_at,
+            version=version,
+            revisions={key: dict(read) for key, read in revisions.items()},
+            owner=owner,
+        )
 
     @property
     def model(self) -> dict[str, Any] | None:
         """The model's fingerprint as saved: a sync and a search compare it whole with the model's own."""
-        model: dict[str, Any] | None = self.row.get("model")
+        model: dict[str, Any] | None = self.fingerprints.get("model")
         return model
 
     @property
@@ -273,111 +397,163 @@ class KBState:
         return IndexedModel.from_dict(self.model) if self.model is not None else None
 
     @property
-    def last_sync(self) -> dict[str, Any]:
-        """The last sync's record: started_at, finished_at, outcome, error, report ({} before any)."""
-        last: dict[str, Any] = self.row.get("last_sync", {})
-        return last
-
-    @property
     def last_report(self) -> SyncReport:
         """The last sync's report (an empty one before any sync)."""
-        return SyncReport.from_dict(self.last_sync.get("report", {}))
+        return self.last_sync.report if self.last_sync else SyncReport("")
 
     @property
     def finished_at(self) -> str | None:
         """When the last sync ended (None before any)."""
-        finished: str | None = self.last_sync.get("finished_at")
-        return finished
-
-    @property
-    def confirmed_at(self) -> str:
-        """When the last sync that read every source (none unreadable: a site down, a folder that could not be
-        opened) ended well: each document the index holds was as its source had it then ("" before one)."""
-        return str(self.row.get(_CONFIRMED, ""))
+        return self.last_sync.finished_at if self.last_sync else None
 
     @property
     def last_error(self) -> str:
-        return str(self.last_sync.get("error", ""))
+        return self.last_sync.error if self.last_sync else ""
 
     @property
     def outcome(self) -> str:
-        return str(self.last_sync.get("outcome", NEVER_SYNCED))
-
-    @property
-    def recent_syncs(self) -> list[dict[str, Any]]:
-        """The recent syncs in brief as saved, oldest first (a sync appends its own to them)."""
-        recent: list[dict[str, Any]] = self.row.get("recent_syncs", [])
-        return recent
-
-    @property
-    def sync_briefs(self) -> tuple[SyncBrief, ...]:
-        """The recent syncs in brief, oldest first."""
-        return tuple(SyncBrief.from_dict(brief) for brief in self.recent_syncs)
+        return self.last_sync.outcome if self.last_sync else NEVER_SYNCED
 
     @property
     def complete(self) -> bool:
         """Whether the active generation holds a finished sync (not a first sync still filling it)."""
-        return bool(self.row.get("complete")) or self.outcome == "ok"
+        return self.filled or self.outcome == "ok"
 
-    @property
-    def version(self) -> int | None:
-        """The KB's current version (history.py), None before it recorded one: the write that sets it commits it."""
-        number = self.row.get("version")
-        return number if isinstance(number, int) else None
-
-    @property
-    def revisions(self) -> dict[str, dict[str, str]]:
-        """What the sources had read for the index as it stands (a repository's commit and scope), by source key;
-        empty once a sync that may change it has begun (a crash then leaves files no commit describes)."""
-        revisions = self.row.get(_REVISIONS)
-        return revisions if isinstance(revisions, dict) else {}
+    def at_version(self, version: int) -> KBState:
+        """This row with `version` current (committed by writing it)."""
+        return replace(self, version=version)
 
     @property
     def commits(self) -> dict[str, str]:
         """The commit each repository's files are indexed at, by its name."""
         return commits_of(self.revisions)
 
-    @property
-    def owner(self) -> str:
-        """The kb.toml whose sync built this KB in the default index ("" when unknown: another index, or older)."""
-        return str(self.row.get(_OWNER, ""))
-
     def owned_by_another(self, owner: str) -> str:
         """The other project's kb.toml, when this KB in the default index was built by it and not by `owner`."""
         return self.owner if owner and self.owner and self.owner != owner else ""
 
-    @staticmethod
-    def owned(owner: str) -> dict[str, Any]:
-        """What a sync's final write adds: the project that built the KB (nothing for an index named on purpose)."""
-        return {_OWNER: owner} if owner else {}
+    def owned_by(self, owner: str) -> KBState:
+        """This row naming the project that built the KB."""
+        return replace(self, owner=owner)
 
-    @staticmethod
-    def vouching(revisions: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
-        """What a sync's final write adds: the revisions its sources read, which now describe the index."""
-        return {_REVISIONS: {key: dict(read) for key, read in revisions.items()}}
-
-    def without_revisions(self) -> dict[str, Any]:
+    def without_revisions(self) -> KBState:
         """This row with no commit vouching for the index: the next scan compares whole trees."""
-        return {key: value for key, value in self.row.items() if key != _REVISIONS}
+        return replace(self, revisions={})
+
+    def rolling_back_to(self, number: int, started: str, by: str) -> KBState:
+        """This row with a rollback to version `number` under way."""
+        return replace(self, rolling_back=Rollback(number, started, by))
+
+    def rolled_back(self, fingerprints: Mapping[str, Any], generation: str, version: int) -> KBState:
+        """This row with a rollback done: that version's generation and settings active (fingerprints it lacks are
+        kept), `version` current, and no commit vouching for the index."""
+        return replace(
+            self,
+            fingerprints={**self.fingerprints, **fingerprints},
+            generation=generation,
+            filled=True,
+            version=version,
+            revisions={},
+            rolling_back=None,
+        )
+
+    def without_rollback(self) -> KBState:
+        """This row with a rollback that cannot be carried out (its version's record is gone) let go."""
+        return replace(self, rolling_back=None)
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """The table versions one version of a KB holds (index/versions.py keeps them): its generation's chunk table, manifest
+    and reading table (None: the generation has none) as the sync that recorded it left them."""
+
+    chunks: int
+    files: int
+    reading: int | None
+
+    def as_dict(self) -> dict[str, int | None]:
+        return {"chunks": self.chunks, "files": self.files, "reading": self.reading}
+
+    @staticmethod
+    def from_dict(saved: Mapping[str, Any]) -> Pinned:
+        reading = saved.get("reading")
+        return Pinned(int(saved["chunks"]), int(saved["files"]), None if reading is None else int(reading))
+
+
+@dataclass(frozen=True)
+class KBVersion:
+    """One version of a KB: what its sync changed, and the tables as it left them."""
+
+    number: int
+    generation: str
+    pinned: Pinned
+    started: str  # when the sync (or rollback) that made it began, RFC 3339 UTC
+    finished: str
+    kind: str  # sync | rebuild | rollback | unfinished (a sync that stopped: the files it wrote, which searches read)
+    added: int = 0  # documents
+    changed: int = 0
+    removed: int = 0
+    tags: tuple[str, ...] = ()
+    by: str = ""  # who asked for the sync through the server ("" from the command line)
+    rolled_back_to: int | None = None  # a rollback's: the version it made current again
+    fingerprints: dict[str, Any] = field(
+        default_factory=dict
+    )  # what its tables were built with (a rollback restores them)
+    commits: dict[str, str] = field(default_factory=dict)  # its repositories' commits, by name (`[[kb.repos]]`)
+
+    def saved(self) -> dict[str, object]:
+        """The saved form (index/versions.py keeps it as JSON; `from_dict` reads it back): the JSON form and the
+        tables the version was built in."""
+        return {
+            **self.as_dict(),
+            "generation": self.generation,
+            "pinned": self.pinned.as_dict(),
+            "fingerprints": self.fingerprints,
+        }
+
+    def as_dict(self) -> dict[str, object]:
+        """The JSON form, as every face shows a version (`mcp-kb versions --json`, the admin page)."""
+        return {
+            "number": self.number,
+            "started": self.started,
+            "finished": self.finished,
+            "kind": self.kind,
+            "added": self.added,
+            "changed": self.changed,
+            "removed": self.removed,
+            "tags": list(self.tags),
+            "by": self.by,
+            "rolled_back_to": self.rolled_back_to,
+            **({"commits": self.commits} if self.commits else {}),
+        }
+
+    @staticmethod
+    def from_dict(saved: Mapping[str, Any]) -> KBVersion:
+        return KBVersion(
+            int(saved["number"]),
+            str(saved["generation"]),
+            Pinned.from_dict(saved["pinned"]),
+            str(saved["started"]),
+            str(saved["finished"]),
+            str(saved.get("kind", "sync")),
+            int(saved.get("added", 0)),
+            int(saved.get("changed", 0)),
+            int(saved.get("removed", 0)),
+            tuple(saved.get("tags", ())),
+            str(saved.get("by", "")),
+            saved.get("rolled_back_to"),
+            dict(saved.get("fingerprints") or {}),
+            dict(saved.get("commits") or {}),
+        )
 
     @property
-    def rolling_back(self) -> dict[str, Any] | None:
-        """A rollback under way (its target `to`, `started`, `by`), None when none is."""
-        marker = self.row.get("rolling_back")
-        return marker if isinstance(marker, dict) else None
+    def finished_at(self) -> datetime:
+        return datetime.fromisoformat(self.finished)
 
-    def rolling_back_to(self, number: int, started: str, by: str) -> dict[str, Any]:
-        """This row with a rollback to version `number` under way."""
-        return {**self.row, "rolling_back": {"to": number, "started": started, "by": by}}
-
-    def rolled_back(self, fingerprints: Mapping[str, Any], generation: str, version: int) -> dict[str, Any]:
-        """This row with a rollback done: that version's generation and settings active, `version` current."""
-        settled = {key: value for key, value in self.row.items() if key not in ("rolling_back", _REVISIONS)}
-        return {**settled, **self.active(fingerprints, generation, complete=True), "version": version}
-
-    def without_rollback(self) -> dict[str, Any]:
-        """This row with a rollback that cannot be carried out (its version's record is gone) let go."""
-        return {key: value for key, value in self.row.items() if key != "rolling_back"}
+    def describe(self) -> str:
+        """One line naming the version, for an answer read as of it."""
+        tags = f" ({', '.join(self.tags)})" if self.tags else ""
+        return f"version {self.number}{tags} of {self.finished}"
 
 
 @dataclass(frozen=True)
@@ -393,7 +569,7 @@ class KBSummary(_Saved):
     def from_dict(cls, saved: Mapping[str, Any]) -> KBSummary:
         return cls(**{**cls._known(saved), "titles": tuple(saved.get("titles", ()))})
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {**asdict(self), "titles": list(self.titles)}
 
 
@@ -458,7 +634,7 @@ class Glance:
     # repositories, a folder that is not here, or a KB never synced).
     pending: Pending | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             **asdict(self),
             "model": self.model.as_dict() if self.model else None,
@@ -497,7 +673,7 @@ class KBCheck:
         """The requests made to crawl its web sources (0: it has none)."""
         return self.crawl.get("requests", 0)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         if self.error:
             return {"kb": self.kb, "tool": self.tool, "error": self.error}
         shown = asdict(self)
@@ -565,7 +741,7 @@ class SearchFigures(_Saved):
             }
         )
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {**asdict(self), "hourly": [asdict(hour) for hour in self.hourly]}
 
 
@@ -578,7 +754,7 @@ class KBStats:
     health: HealthCheck | None  # None: never checked
     last_sync: LastSyncFigures
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
             "search": self.search.as_dict() if self.search else {},

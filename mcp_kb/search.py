@@ -161,7 +161,7 @@ class Searcher:
             if listing is None or read.generation is None:
                 continue
             indexed_at = indexed_times(listing, paths)
-            state = KBState(self.store.read_state(kb.name))
+            state = self.store.read_state(kb.name)
             changed = (
                 {}
                 if read.earlier
@@ -236,8 +236,8 @@ class Searcher:
                 )
             if sync_activity(self.store, kb.name) is not None:
                 raise _Unfinished(self._incomplete_index_notes(kb.name))
-            raise NotSyncedError(kb.name, self.store.uri, KBState(self.store.read_state(kb.name)).last_error)
-        state = KBState(self.store.read_state(kb.name))
+            raise NotSyncedError(kb.name, self.store.uri, self.store.read_state(kb.name).last_error)
+        state = self.store.read_state(kb.name)
         _filtered_fields_indexed(kb, state, kb.search.filter, request.filters)
         types, rooted = kb.filter_field_types(), rooted_id_patterns()
         where = and_where(
@@ -257,10 +257,10 @@ class Searcher:
 
     def _incomplete_index_notes(self, kb: str, state: KBState | None = None) -> list[str]:
         """Until a KB's first sync has finished, every answer says the index is incomplete, and how far it is."""
-        if (state or KBState(self.store.read_state(kb))).complete:
+        if (state or self.store.read_state(kb)).complete:
             return []
         progress = sync_activity(self.store, kb)  # written per batch; not yet at the very start
-        if progress is not None and not progress.counted and KBState(self.store.read_state(kb)).complete:
+        if progress is not None and not progress.counted and self.store.read_state(kb).complete:
             return []  # it finished between the two reads: its record is gone, its lock not yet
         if progress is not None:
             done = f" ({progress.text()})" if progress.counted else ""

@@ -83,7 +83,7 @@ def count_pending(store: Store, kb: KBConfig, owner: str = "") -> Pending | None
     """What a sync of the KB would do now, by listing and stat (a new or changed file is opened to see that it is
     text, as a sync's scan does; nothing is hashed or parsed); None when its sources cannot be listed so (a web site,
     a repository), its folder is not here, no sync indexed it, or it is another project's (`owner`: Config.owner)."""
-    state = KBState(store.read_state(kb.name))
+    state = store.read_state(kb.name)
     if state.generation is None or state.owned_by_another(owner):
         return None
     try:
@@ -164,13 +164,13 @@ def sync_kb(  # noqa: PLR0913
             fingerprints = _fingerprints(kb, embedder, counter, store.layout)
             state = settled_state(store, kb)  # a rollback a crash interrupted is finished first
             check_tag(store, kb.name, request.tag)
-            active = KBState(state).generation
+            active = state.generation
             active_files, unusable = _active_manifest(
                 store, kb.name, active, rebuild_asked=request.full or request.reembed
             )
         with timer("scan"):
             # A commit vouches for the active generation's files as the manifest lists them: not for a lost one.
-            vouched = KBState(state).revisions if active_files and not unusable else {}
+            vouched = state.revisions if active_files and not unusable else {}
             scan = scan_all(
                 sources_of(kb, source_cache_dir(store.uri, kb.name)),
                 known={p: (r.size, r.mtime_ns) for p, r in active_files.items()},
@@ -179,9 +179,9 @@ def sync_kb(  # noqa: PLR0913
             )
             report.crawl = scan.figures
             report.commits = commits_of(scan.revisions)
-            if KBState(state).revisions and (scan.revisions != vouched or request.full or request.reembed):
+            if state.revisions and (scan.revisions != vouched or request.full or request.reembed):
                 # From here the index may hold what no recorded commit describes (a crash, a failure): withdrawn.
-                store.write_state(kb.name, KBState(store.read_state(kb.name)).without_revisions())
+                store.write_state(kb.name, store.read_state(kb.name).without_revisions())
             report.skipped = [Problem(s.doc_id, s.reason) for s in scan.skipped]
             unreadable = [s for s in scan.skipped if s.unreadable]
             _refuse_mass_delete(kb, active_files, {f.doc_id for f in scan.files}, unreadable, request.allow_mass_delete)
@@ -239,13 +239,9 @@ def sync_kb(  # noqa: PLR0913
         # One commit makes this generation the one searches read (the switch, after a rebuild) and the version current.
         store.write_state(
             kb.name,
-            {
-                **KBState.active(fingerprints, target, complete=True),
-                **KBState(state).ended(started, "ok", report, confirmed=not unreadable),
-                **version,
-                **KBState.vouching(scan.revisions),
-                **KBState.owned(config.owner),
-            },
+            state.ended(started, "ok", report, confirmed=not unreadable).synced(
+                fingerprints, target, version, scan.revisions, config.owner
+            ),
         )
         committed = True
         prune_versions(store, kb)  # first: a generation only a forgotten version kept goes now
@@ -288,13 +284,13 @@ def _claim(store: Store, kb: KBConfig, config: Config) -> None:
     be one KB, each sync flipping it to its own files. The second project's sync is refused, naming both."""
     state = refuse_another_projects(store, kb.name, config.owner)
     if config.owner and not state.owner:  # claimed before anything is written: a first sync that stops names it too
-        store.write_state(kb.name, {**state.row, **KBState.owned(config.owner)})
+        store.write_state(kb.name, state.owned_by(config.owner))
 
 
 def refuse_another_projects(store: Store, kb: str, owner: str) -> KBState:
     """The KB's state, when the project of kb.toml `owner` may change it (a sync, a tag, a rollback): not when
     another project's kb.toml built it in the shared default index (OwnedElsewhereError)."""
-    state = KBState(store.read_state(kb))
+    state = store.read_state(kb)
     other = state.owned_by_another(owner)
     if other:
         raise OwnedElsewhereError(kb, other, owner)
@@ -313,7 +309,7 @@ def _version_what_was_kept(  # noqa: PLR0913  # a sync's context
     """A sync that stopped after writing files searches read (into the active generation) records them as a version
     of its own: `versions` then says what the index holds, and the next version counts from there."""
     try:
-        if target != KBState(store.read_state(kb)).generation:
+        if target != store.read_state(kb).generation:
             return  # a rebuild's generation beside the active one: searches read none of it yet
         now = store.read_files(kb, target)
         kept = {path: record for path, record in now.items() if record.status != "failed"}
@@ -325,7 +321,7 @@ def _version_what_was_kept(  # noqa: PLR0913  # a sync's context
             ),
         )
         committed = record_version(store, kb, written, target, fingerprints, started, by, kind="unfinished")
-        store.write_state(kb, {**store.read_state(kb), **committed})
+        store.write_state(kb, store.read_state(kb).at_version(committed))
     except Exception:  # the store itself may be what failed; the sync's own error is what matters
         log.debug("could not record the files an unfinished sync of %s kept", kb, exc_info=True)
 
@@ -413,7 +409,7 @@ def _target_generation(  # noqa: PLR0913  # a KB sync's context
     store: Store,
     kb: KBConfig,
     embedder: Embedder,
-    state: dict[str, Any],
+    state: KBState,
     fingerprints: dict[str, Any],
     request: SyncRequest,
     missing: bool,
@@ -426,14 +422,14 @@ def _target_generation(  # noqa: PLR0913  # a KB sync's context
     builds a new generation (or resumes an interrupted one with the same settings) while
     searches keep reading the active one.
     """
-    active = KBState(state).generation
+    active = state.generation
     reason = _rebuild_reason(state, fingerprints, request.full, request.reembed, missing)
     if not reason:  # an interrupted rebuild no longer wanted goes when this sync switches state and drops
         assert active is not None  # no active generation is always a reason to build one
         return active, None
     _check_model(embedder)  # before anything is created, switched or dropped
     schema = chunk_schema(embedder.identity.dimension, kb.metadata_types())
-    building = KBState(state).building
+    building = state.building
     if active is None:
         target = new_generation()
         store.drop_generations(kb.name, keep=set())
@@ -444,14 +440,18 @@ def _target_generation(  # noqa: PLR0913  # a KB sync's context
     log.info("%s: rebuilding the index beside the current one: %s", kb.name, reason)
     if missing:
         forget_generation(store, kb.name, active)
-    if building and building[1] == fingerprints and store.chunk_schema(kb.name, building[0]) is not None:
-        target = building[0]  # resume: its manifest says what is done
+    if (
+        building
+        and building.fingerprints == fingerprints
+        and store.chunk_schema(kb.name, building.generation) is not None
+    ):
+        target = building.generation  # resume: its manifest says what is done
     else:
         target = new_generation()
-        store.write_state(kb.name, KBState(state).building_beside(target, fingerprints))
+        store.write_state(kb.name, state.building_beside(target, fingerprints))
     store.drop_generations(kb.name, keep={active, target})
     store.create_generation(kb.name, target, schema)
-    same_model = KBState(state).model == fingerprints["model"] and not missing
+    same_model = state.model == fingerprints["model"] and not missing
     return target, active if same_model and not request.reembed else None
 
 
@@ -467,11 +467,8 @@ def _check_model(embedder: Embedder) -> None:
         )
 
 
-def _rebuild_reason(
-    state: dict[str, Any], fingerprints: dict[str, Any], full: bool, reembed: bool, missing: bool
-) -> str:
-    built = KBState(state)
-    if not built.built:
+def _rebuild_reason(state: KBState, fingerprints: dict[str, Any], full: bool, reembed: bool, missing: bool) -> str:
+    if not state.built:
         return "first sync"
     if missing:
         return "the index tables were missing or could not be opened"
@@ -487,8 +484,8 @@ def _rebuild_reason(
         ("layout", "index layout"),
         ("ocr", "reading images (OCR)"),
     ):
-        if built.fingerprint(key) != fingerprints.get(key):
-            return f"{what} changed ({_describe(built.fingerprint(key))} → {_describe(fingerprints.get(key))})"
+        if state.fingerprint(key) != fingerprints.get(key):
+            return f"{what} changed ({_describe(state.fingerprint(key))} → {_describe(fingerprints.get(key))})"
     return ""
 
 
@@ -681,7 +678,6 @@ def _record_failure(  # noqa: PLR0913  # a KB sync's context
 ) -> None:
     """Keep the fingerprints of the last good build; record the failed (or interrupted) attempt for `status`."""
     try:
-        state = store.read_state(kb)
-        store.write_state(kb, {**state, **KBState(state).ended(started, outcome, report, error)})
+        store.write_state(kb, store.read_state(kb).ended(started, outcome, report, error))
     except Exception:  # the store itself may be what failed; the original error is what matters
         log.debug("could not record the failed sync of %s", kb, exc_info=True)

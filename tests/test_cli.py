@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import tomllib
+from dataclasses import replace
 import textwrap
 from pathlib import Path
 
@@ -412,7 +413,8 @@ def test_an_index_written_by_a_newer_mcp_kb_is_refused_not_rebuilt_over(project)
 
     assert _run("sync").exit_code == 0
     store = LanceStore(str(project / "index"))
-    store.write_state("docs", {**store.read_state("docs"), "layout": LAYOUT_VERSION + 97})
+    state = store.read_state("docs")
+    store.write_state("docs", replace(state, fingerprints={**state.fingerprints, "layout": LAYOUT_VERSION + 97}))
     tables = sorted(store.db.list_tables().tables)
     for command in (["sync"], ["sync", "--full"], ["status"], ["search", "docs", "install"]):
         result = _run(*command)

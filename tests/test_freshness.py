@@ -317,18 +317,16 @@ def test_a_sync_that_could_not_read_a_source_does_not_vouch_for_its_documents(ma
     failed since."""
     from fake_site import Site, serve_site
 
-    from mcp_kb.records import KBState
-
     site = Site()
     site.html("/guide/", "Guide", "<h1>Guide</h1><p>The guide explains how to install the tool with pip.</p>")
     with serve_site(site):
         app = make_app({"name": "site", "description": "a site", "urls": [{"url": f"{site.url}/guide/", "delay": 0}]})
         app.sync()
-    confirmed = KBState(app.store.read_state("site")).confirmed_at
+    confirmed = app.store.read_state("site").confirmed_at
     assert confirmed
     for _ in range(22):  # more than the recent syncs a state keeps
         try:
             app.sync()
         except KBError:
             pass
-    assert KBState(app.store.read_state("site")).confirmed_at == confirmed
+    assert app.store.read_state("site").confirmed_at == confirmed

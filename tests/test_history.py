@@ -63,7 +63,7 @@ def test_each_sync_that_changes_a_kb_records_a_version_and_one_that_changes_noth
     _second_version(app, docs)
     app.sync()  # nothing changed
     app.sync(SyncRequest(full=True))  # a rebuild is a version too
-    listed = [version.listed() for version in app.versions("docs")]
+    listed = [version.as_dict() for version in app.versions("docs")]
     assert [(v["number"], v["kind"], v["added"], v["changed"], v["removed"]) for v in listed] == [
         (1, "sync", 3, 0, 0),
         (2, "sync", 1, 1, 1),

@@ -2,6 +2,7 @@
 cursors that cannot be bent, listings that page through everything once, and a KB's own filter."""
 
 import shutil
+from dataclasses import replace
 
 import pytest
 from helpers import write
@@ -265,7 +266,8 @@ def test_an_index_of_layout_2_keeps_answering_says_so_and_the_next_sync_brings_t
     for table, column in (("chunks", "parts"), ("reading", "as_written")):
         app.store.db.open_table(f"docs__{table}__{generation}").drop_columns([column])
         app.store._tables.forget(f"docs__{table}__{generation}")
-    app.store.write_state("docs", {**app.store.read_state("docs"), "layout": 2})
+    state = app.store.read_state("docs")
+    app.store.write_state("docs", replace(state, fingerprints={**state.fingerprints, "layout": 2}))
     [hit] = app.search("docs", SearchRequest(query="call in before nine", mode="keyword", top_k=1)).hits
     assert (hit.source, hit.heading) == ("leave.md", "Leave › Sick leave") and len(hit.parts) == 1
     old = app.read("docs", ReadRequest(kb="docs", path="leave.md"))

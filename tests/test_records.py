@@ -4,6 +4,7 @@ import json
 
 from mcp_kb.records import (
     NEVER_SYNCED,
+    Building,
     HealthCheck,
     IndexedModel,
     KBCheck,
@@ -13,6 +14,7 @@ from mcp_kb.records import (
     KBSummary,
     LastSyncFigures,
     Problem,
+    Rollback,
     SearchFigures,
     StageLatency,
     SyncBrief,
@@ -22,9 +24,13 @@ from mcp_kb.records import (
 
 
 def test_a_state_row_reads_the_same_before_any_sync_for_an_old_index_and_after_a_sync():
-    assert (KBState({}).generation, KBState({}).outcome, KBState({}).complete) == (None, NEVER_SYNCED, False)
-    assert KBState({"model": {"name": "m"}}).generation == ""  # made before generations existed
-    synced = KBState(
+    assert (KBState.from_dict({}).generation, KBState.from_dict({}).outcome, KBState.from_dict({}).complete) == (
+        None,
+        NEVER_SYNCED,
+        False,
+    )
+    assert KBState.from_dict({"model": {"name": "m"}}).generation == ""  # made before generations existed
+    synced = KBState.from_dict(
         {
             "generation": "g1",
             "model": {"name": "m"},
@@ -32,11 +38,11 @@ def test_a_state_row_reads_the_same_before_any_sync_for_an_old_index_and_after_a
             "last_sync": {"outcome": "ok", "report": {"skipped": [{"path": "a.bin", "reason": "binary"}]}},
         }
     )
-    assert synced.generation == "g1" and synced.complete and synced.recent_syncs == [{"outcome": "ok"}]
-    assert synced.sync_briefs == (SyncBrief(outcome="ok"),) and synced.indexed_model == IndexedModel(name="m")
-    assert KBState({}).indexed_model is None and KBState({}).sync_briefs == ()
+    assert synced.generation == "g1" and synced.complete
+    assert synced.recent_syncs == (SyncBrief(outcome="ok"),) and synced.indexed_model == IndexedModel(name="m")
+    assert KBState().indexed_model is None and KBState().recent_syncs == ()
     assert synced.last_report.skipped == [Problem("a.bin", "binary")] and synced.last_report.failures == []
-    assert KBState({"generation": "g2", "complete": True, "last_sync": {"outcome": "failed"}}).complete
+    assert KBState.from_dict({"generation": "g2", "complete": True, "last_sync": {"outcome": "failed"}}).complete
 
 
 def test_the_json_forms_keep_the_shapes_clients_read():
@@ -185,22 +191,43 @@ def test_a_sync_report_is_read_back_from_the_state_as_it_was_saved():
     assert SyncReport.from_dict({"kb": "docs", "files_added": 1, "a_later_field": 7}) == SyncReport(
         "docs", files_added=1
     )
-    assert KBState({"last_sync": {"report": report.as_dict(), "finished_at": "t"}}).last_report == report
+    assert KBState.from_dict({"last_sync": {"report": report.as_dict(), "finished_at": "t"}}).last_report == report
 
 
 def test_a_state_row_is_written_and_read_by_its_record():
     fingerprints = {"model": {"name": "m", "dimension": 384}, "chunking": {"max_tokens": 256}}
-    row = KBState.active(fingerprints, "g1", complete=True)
-    state = KBState(row)
+    state = KBState.from_dict(KBState.active(fingerprints, "g1", complete=True).as_dict())
     assert (state.generation, state.complete, state.built, state.fingerprint("chunking")) == (
         "g1",
         True,
         True,
         {"max_tokens": 256},
     )
-    assert state.building is None and not KBState({}).built
-    rebuilding = KBState(state.building_beside("g2", {"model": {"name": "n"}}))
-    assert rebuilding.building == ("g2", {"model": {"name": "n"}}) and rebuilding.generation == "g1"
-    ended = KBState({**row, **state.ended("t0", "failed", SyncReport("docs", files_added=2), "boom " * 200)})
+    assert state.building is None and not KBState().built
+    rebuilding = KBState.from_dict(state.building_beside("g2", {"model": {"name": "n"}}).as_dict())
+    assert rebuilding.building == Building("g2", {"model": {"name": "n"}}) and rebuilding.generation == "g1"
+    ended = KBState.from_dict(state.ended("t0", "failed", SyncReport("docs", files_added=2), "boom " * 200).as_dict())
     assert ended.outcome == "failed" and ended.last_report.files_added == 2 and ended.last_error.startswith("boom")
-    assert len(ended.sync_briefs[-1].error) == 500 and ended.sync_briefs[-1].added == 2  # the brief keeps a start
+    assert len(ended.recent_syncs[-1].error) == 500 and ended.recent_syncs[-1].added == 2  # the brief keeps a start
+
+
+def test_a_state_row_reads_back_as_it_was_saved_and_keeps_keys_it_does_not_know_as_fingerprints():
+    row = {
+        "model": {"name": "m", "dimension": 384},
+        "layout": 3,
+        "a_later_fingerprint": [1, 2],
+        "generation": "g1",
+        "complete": True,
+        "building": {"generation": "g2", "fingerprints": {"model": {"name": "n"}}},
+        "last_sync": {"started_at": "t0", "finished_at": "t1", "outcome": "ok", "error": "", "report": {"kb": "d"}},
+        "recent_syncs": [SyncBrief(outcome="ok").as_dict()],
+        "confirmed_at": "t1",
+        "version": 4,
+        "revisions": {"repo": {"commit": "abc"}},
+        "owner": "/p/kb.toml",
+        "rolling_back": {"to": 2, "started": "t2", "by": "me"},
+    }
+    state = KBState.from_dict(row)
+    assert state.as_dict() == {**row, "last_sync": {**row["last_sync"], "report": SyncReport("d").as_dict()}}
+    assert state.fingerprint("a_later_fingerprint") == [1, 2] and state.rolling_back == Rollback(2, "t2", "me")
+    assert KBState().as_dict() == {} and KBState.from_dict({}) == KBState()

@@ -4,6 +4,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -645,8 +646,9 @@ def test_an_index_in_the_layout_before_generations_is_served_then_rebuilt_beside
     generation = app.store.active_generation("docs")
     for kind in ("chunks", "files"):  # lay the tables out as the previous version named them
         shutil.copytree(storage / f"docs__{kind}__{generation}.lance", storage / f"docs__{kind}.lance")
-    state = {k: v for k, v in app.store.read_state("docs").items() if k not in ("generation", "layout")}
-    app.store.write_state("docs", state)
+    state = app.store.read_state("docs")
+    legacy_fingerprints = {key: value for key, value in state.fingerprints.items() if key != "layout"}
+    app.store.write_state("docs", replace(state, fingerprints=legacy_fingerprints, generation=None))
     app.store.drop_generations("docs", keep={""})
     legacy = type(app)(app.config, embedder=embedder)
     assert legacy.store.active_generation("docs") == ""

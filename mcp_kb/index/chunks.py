@@ -7,10 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..schema import VECTOR_COLUMN
-from .connection import replace_paths
+from .connection import all_paths, replace_paths
 from .failures import store_failures
 from .filters import sql_equals, sql_in_batches
 from .generations import chunk_table, written_chunk_table
@@ -56,10 +55,7 @@ def delete_documents(tables: Tables, kb: str, generation: str, paths: Sequence[s
 def indexed_paths(tables: Tables, kb: str, generation: str) -> set[str]:
     """Every path that has chunks: the truth when looking for orphans."""
     table = chunk_table(tables, kb, generation)
-    if table is None:
-        return set()
-    paths = table.search().select(["path"]).limit(None).to_arrow()["path"]
-    return set(pc.unique(paths).to_pylist())
+    return set() if table is None else all_paths(table)
 
 
 @store_failures("be read (stored vectors)")

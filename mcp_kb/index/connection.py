@@ -4,12 +4,13 @@ through (the read cache's, readcache/), a handle kept per table, and the table w
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import StoreError
 from ..lru import BoundedLRU
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from lancedb import Session
     from lancedb.db import LanceDBConnection
     from lancedb.table import LanceTable
+
+T = TypeVar("T")
 
 _PINNED_HANDLES_KEPT = 16  # handles checked out at an earlier version (as_of reads); each holds its own metadata
 
@@ -172,6 +175,33 @@ def replace_paths(table: LanceTable, key: str, paths: Sequence[str], rows: pa.Ta
         .when_not_matched_by_source_delete(sql_in("path", paths))
         .execute(rows)
     )
+
+
+def all_paths(table: LanceTable) -> set[str]:
+    """Every document path a table holds rows of."""
+    return set(pc.unique(table.search().select(["path"]).limit(None).to_arrow()["path"]).to_pylist())
+
+
+class PerKB(Generic[T]):
+    """Each KB's rows of one small table (state, versions) as `read` makes them, read again only once the table has
+    a new version (a cheap check)."""
+
+    def __init__(self, tables: Tables, name: str, read: Callable[[LanceTable, str], T]):
+        self._tables, self._name, self._read = tables, name, read
+        self._by_kb: dict[str, tuple[int, T]] = {}  # (table version, rows)
+
+    def of(self, kb: str) -> T | None:
+        """The KB's rows, None when the table does not exist yet."""
+        table = self._tables.table(self._name)
+        if table is None:
+            return None
+        version = table.version
+        cached = self._by_kb.get(kb)
+        if cached and cached[0] == version:
+            return cached[1]
+        rows = self._read(table, kb)
+        self._by_kb[kb] = (version, rows)
+        return rows
 
 
 def upsert(table: LanceTable, key: str, rows: pa.Table) -> None:

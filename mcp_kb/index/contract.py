@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from ..records import HealthCheck, KBState, KBSummary, KBVersion, Pinned, SyncProgress
+from ..schema import ReadingRow
 
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
+
+
+Note = TypeVar("Note", KBSummary, HealthCheck)  # the small records a KB keeps beside its state
 
 
 @dataclass(frozen=True)
@@ -32,21 +38,39 @@ class FileRecord:
 
 
 @dataclass(frozen=True)
-class Pinned:
-    """The table versions one version of a KB holds (index/versions.py): its generation's chunk table, manifest
-    and reading table (None: the generation has none) as the sync that recorded it left them."""
+class SyncHolder:
+    """The sync holding an index's writer lock (a lease on object storage, a lock file in a folder), as it wrote
+    itself down: its id, process, host, KBs and start, and how far it is with each KB (the lease's heartbeat)."""
 
-    chunks: int
-    files: int
-    reading: int | None
-
-    def as_dict(self) -> dict[str, int | None]:
-        return {"chunks": self.chunks, "files": self.files, "reading": self.reading}
+    id: str
+    pid: int | None = None  # None: not written down (an older or damaged record)
+    host: str = ""
+    kbs: tuple[str, ...] | None = None  # None: not written down (it counts as syncing every KB)
+    started_at: str = ""
+    progress: Mapping[str, SyncProgress] = field(default_factory=dict)
 
     @staticmethod
-    def from_dict(saved: dict[str, Any]) -> Pinned:
-        reading = saved.get("reading")
-        return Pinned(int(saved["chunks"]), int(saved["files"]), None if reading is None else int(reading))
+    def from_dict(saved: Mapping[str, Any]) -> SyncHolder:
+        """A holder as saved (JSON), read leniently: a record written by hand or by an older version still names
+        what it can."""
+        pid, kbs = saved.get("pid"), saved.get("kbs")
+        return SyncHolder(
+            str(saved.get("id", "")),
+            pid if isinstance(pid, int) else None,
+            str(saved.get("host", "")),
+            tuple(str(kb) for kb in kbs) if isinstance(kbs, list) else None,
+            str(saved.get("started_at", "")),
+            {kb: SyncProgress.from_dict(done) for kb, done in (saved.get("progress") or {}).items()},
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        """The saved form (its progress is kept apart: the lease's heartbeat rewrites it)."""
+        kbs = {"kbs": list(self.kbs)} if self.kbs is not None else {}
+        return {"id": self.id, "pid": self.pid, "host": self.host, **kbs, "started_at": self.started_at}
+
+    def syncs(self, kb: str) -> bool:
+        """Whether this sync is syncing `kb`."""
+        return self.kbs is None or kb in self.kbs
 
 
 @dataclass(frozen=True)
@@ -63,7 +87,8 @@ class Candidate:
 
 
 class ChunkView(Protocol):
-    """Read queries on one generation of a KB's chunks: plain candidates and rows."""
+    """Read queries on one generation of a KB's chunks: plain candidates and rows (dicts: rows as
+    LanceDB hands them over, the hit columns and the KB's own metadata columns)."""
 
     generation: str
 
@@ -106,23 +131,24 @@ class Store(Protocol):
 
     def drop_generations(self, kb: str, keep: set[str]) -> list[str]: ...
 
-    def read_state(self, kb: str) -> dict[str, Any]: ...
+    def read_state(self, kb: str) -> KBState: ...
 
-    def write_state(self, kb: str, state: dict[str, Any]) -> None: ...
+    def write_state(self, kb: str, state: KBState) -> None: ...
 
-    def read_note(self, kb: str, kind: str) -> dict[str, Any]: ...
+    def read_note(self, kb: str, kind: type[Note]) -> Note | None:
+        """The KB's note of that kind (its summary, its latest health check), None when none was written."""
 
-    def write_note(self, kb: str, kind: str, note: dict[str, Any]) -> None: ...
+    def write_note(self, kb: str, note: KBSummary | HealthCheck) -> None: ...
 
     # the writer's lease (object storage; a folder uses an OS lock beside it)
-    def take_lease(self, holder: dict[str, Any]) -> dict[str, Any] | None:
+    def take_lease(self, holder: SyncHolder) -> SyncHolder | None:
         """None when taken; else the holder that has it."""
 
-    def renew_lease(self, holder_id: str, progress: dict[str, Any]) -> bool: ...
+    def renew_lease(self, holder_id: str, progress: Mapping[str, SyncProgress]) -> bool: ...
 
     def release_lease(self, holder_id: str) -> None: ...
 
-    def lease_holder(self) -> dict[str, Any] | None: ...
+    def lease_holder(self) -> SyncHolder | None: ...
 
     # manifest and chunks
     def read_files(self, kb: str, generation: str | None = None, at: Pinned | None = None) -> dict[str, FileRecord]:
@@ -142,25 +168,18 @@ class Store(Protocol):
     def write_chunks(
         self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]
     ) -> dict[str, str]:
-        """replace_documents from plain rows (ChunkRow fields and metadata columns) per document; a document
-        whose values do not fit their columns is left out, its reason returned by path."""
+        """replace_documents from plain rows (ChunkRow fields and the KB's metadata columns, as Arrow takes them)
+        per document; a document whose values do not fit their columns is left out, its reason returned by path."""
 
     def delete_documents(self, kb: str, generation: str, paths: Sequence[str]) -> int: ...
 
     # versions: one record per version a sync or rollback made (history.py writes them), and the table versions
     # each pins; a recorded version's generation is never dropped, nor its table versions cleaned
-    def read_versions(self, kb: str) -> list[dict[str, Any]]:
+    def read_versions(self, kb: str) -> list[KBVersion]:
         """The KB's version records, oldest first."""
 
-    def write_version(
-        self,
-        kb: str,
-        number: int,
-        started: str,
-        generation: str,  # noqa: PLR0913  # a row's columns
-        record: dict[str, Any],
-    ) -> None:
-        """Record (or replace) version `number`; `started`: when its sync began (table versions since are kept)."""
+    def write_version(self, kb: str, version: KBVersion) -> None:
+        """Record (or replace) a version by its number; the table versions since its sync `started` are kept."""
 
     def forget_versions(self, kb: str, numbers: Sequence[int]) -> None: ...
 
@@ -172,7 +191,7 @@ class Store(Protocol):
         manifest first); the table versions after."""
 
     # documents' reading forms (schema.ReadingRow), one row per indexed document of a generation
-    def write_readings(self, kb: str, generation: str, paths: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
+    def write_readings(self, kb: str, generation: str, paths: Sequence[str], rows: Sequence[ReadingRow]) -> None:
         """One commit: the reading forms of `paths` replaced by `rows` (a path without a row loses its own); a
         generation built before reading tables is left without one."""
 
@@ -181,8 +200,8 @@ class Store(Protocol):
     def reading_paths(self, kb: str, generation: str) -> set[str]: ...
 
     def read_reading(self, kb: str, generation: str, path: str, at: Pinned | None = None) -> dict[str, Any] | None:
-        """A document's reading row (as version `at` left it; None: now), None when the generation holds no such
-        document or no reading table."""
+        """A document's reading row as LanceDB hands it over (as version `at` left it; None: now; an older table
+        lacks later columns), None when the generation holds no such document or no reading table."""
 
     def reading_listing(self, kb: str, generation: str, at: Pinned | None = None) -> pa.Table | None:
         """schema.LISTING_COLUMNS of every document (as version `at` left them), in path order; None when the

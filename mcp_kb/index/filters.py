@@ -32,7 +32,8 @@ _IN_LIST_BATCH = 500  # values in one `IN (...)` predicate (deletes and look-ups
 
 
 def build_where(filters: dict[str, Any] | None, types: dict[str, str], rooted: Iterable[str] = ()) -> str | None:
-    """AND of one predicate per field, or None when there is nothing to filter. `rooted`: regular
+    """AND of one predicate per field (`filters`: a request's JSON, a value or an operator object per field), or
+    None when there is nothing to filter. `rooted`: regular
     expressions of what may come before a `path` pattern that starts with "/" (a web page's origin)."""
     if not filters:
         return None

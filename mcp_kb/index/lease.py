@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from ..records import SyncProgress
+from .contract import SyncHolder
 from .failures import store_failures
 from .filters import sql_equals, sql_lapsed_lease
 from .upkeep import compact_when_worth_it
@@ -28,7 +31,7 @@ _LEASE_TABLE = "_lease"
 
 
 @store_failures("be written (the writer lease)")
-def take(tables: Tables, holder: dict[str, Any], seconds: float) -> dict[str, Any] | None:
+def take(tables: Tables, holder: SyncHolder, seconds: float) -> SyncHolder | None:
     """Take the lease (lapsing `seconds` after a crash) for `holder`, whose "id" must be unique; None when taken,
     else the live holder."""
     table = _table(tables)
@@ -36,19 +39,19 @@ def take(tables: Tables, holder: dict[str, Any], seconds: float) -> dict[str, An
     if current:  # waiting writers only read: every update is a commit, even one that changes nothing
         return current
     now = time.time()
-    values = {"holder": holder["id"], "info": json.dumps(holder), "heartbeat": now, "progress": "{}"}
+    values = {"holder": holder.id, "info": json.dumps(holder.as_dict()), "heartbeat": now, "progress": "{}"}
     try:
         table.update(where=sql_lapsed_lease(now - seconds), values=values)
     except Exception as exc:  # a commit conflict with the winner: it holds the lease now
         log.debug("lease update lost a race: %s", exc)
     current = holder_of(tables, seconds)
-    return None if current and current["id"] == holder["id"] else (current or {"id": "?"})
+    return None if current and current.id == holder.id else (current or SyncHolder("?"))
 
 
 @store_failures("be written (the writer lease)")
-def renew(tables: Tables, holder_id: str, progress: dict[str, Any]) -> bool:
-    """Prove the holder is alive and say how far it is; False when it no longer holds the lease."""
-    values = {"heartbeat": time.time(), "progress": json.dumps(progress)}
+def renew(tables: Tables, holder_id: str, progress: Mapping[str, SyncProgress]) -> bool:
+    """Prove the holder is alive and say how far it is with each KB; False when it no longer holds the lease."""
+    values = {"heartbeat": time.time(), "progress": json.dumps({kb: done.as_dict() for kb, done in progress.items()})}
     return _table(tables).update(where=sql_equals("holder", holder_id), values=values).rows_updated > 0
 
 
@@ -60,7 +63,7 @@ def release(tables: Tables, holder_id: str) -> None:
 
 
 @store_failures("be read (the writer lease)")
-def holder_of(tables: Tables, seconds: float) -> dict[str, Any] | None:
+def holder_of(tables: Tables, seconds: float) -> SyncHolder | None:
     """The live holder's description (with its progress), or None when nobody holds the lease."""
     table = tables.table(_LEASE_TABLE)
     if table is None:
@@ -71,7 +74,7 @@ def holder_of(tables: Tables, seconds: float) -> dict[str, Any] | None:
     live = [r for r in rows if r["holder"] and r["heartbeat"] >= time.time() - seconds]
     if not live:
         return None
-    return {**json.loads(live[0]["info"]), "progress": json.loads(live[0]["progress"] or "{}")}
+    return SyncHolder.from_dict({**json.loads(live[0]["info"]), "progress": json.loads(live[0]["progress"] or "{}")})
 
 
 def _table(tables: Tables) -> LanceTable:

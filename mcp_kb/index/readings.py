@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..lru import BoundedLRU
-from ..schema import LISTING_COLUMNS, reading_schema
-from .connection import replace_paths
+from ..schema import LISTING_COLUMNS, ReadingRow, reading_schema
+from .connection import all_paths, replace_paths
 from .failures import store_failures
 from .filters import sql_equals, sql_in_batches
 
@@ -40,13 +40,13 @@ def create(tables: Tables, kb: str, generation: str) -> None:
 
 
 @store_failures("be written (documents' reading forms)")
-def replace(tables: Tables, kb: str, generation: str, paths: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
+def replace(tables: Tables, kb: str, generation: str, paths: Sequence[str], rows: Sequence[ReadingRow]) -> None:
     """Make `rows` the reading forms of `paths` in one commit (a path without a row loses its old one). A
     generation without a reading table (built before them) is left so: its next full sync makes one."""
     table = reading_table(tables, kb, generation)
     if table is None or not paths:
         return
-    replace_paths(table, "path", paths, pa.Table.from_pylist(list(rows), schema=reading_schema()))
+    replace_paths(table, "path", paths, pa.Table.from_pylist([row.as_dict() for row in rows], schema=reading_schema()))
 
 
 @store_failures("be written (deleting documents' reading forms)")
@@ -61,9 +61,7 @@ def delete(tables: Tables, kb: str, generation: str, paths: Sequence[str]) -> No
 @store_failures("be read (documents' reading forms)")
 def paths(tables: Tables, kb: str, generation: str) -> set[str]:
     table = reading_table(tables, kb, generation)
-    if table is None:
-        return set()
-    return set(table.search().select(["path"]).limit(None).to_arrow()["path"].to_pylist())
+    return set() if table is None else all_paths(table)
 
 
 class Rows:
@@ -93,6 +91,7 @@ class Rows:
 
 
 def fetch_row(table: LanceTable, path: str) -> dict[str, Any] | None:
+    """A document's row as LanceDB hands it over (a table of an older layout lacks later columns)."""
     rows = table.search().where(sql_equals("path", path)).limit(1).to_list()
     return rows[0] if rows else None
 

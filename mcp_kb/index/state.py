@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from ..settings import cache_root, is_remote_uri
 from ..errors import RunningSync, StoreError, SyncBusyError
 from ..files import write_atomically
 from ..records import HealthCheck, KBSummary, SearchFigures, SyncProgress, recorded_now
-from .contract import Store
+from .contract import Store, SyncHolder
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def check_writable(store: Store) -> None:
 def write_summary(store: Store, kb: str, summary: KBSummary) -> None:
     """A few counts about a KB (documents by kind, chunks, titles) for tool descriptions: in the
     store, and in a local file a server reads without opening LanceDB."""
-    store.write_note(kb, "summary", summary.as_dict())
+    store.write_note(kb, summary)
     _write_json(_kb_file(store.uri, kb, "summary"), summary.as_dict())
 
 
@@ -83,24 +83,22 @@ def read_summary(storage: str, kb: str, store: Callable[[], Store]) -> KBSummary
     else the store's record (on object storage another machine may have synced; a read-only folder
     was synced elsewhere). None before a sync has written one."""
     if not _records_beside_index(storage):
-        saved = store().read_note(kb, "summary")
-    else:
-        saved = _read_json(_kb_file(storage, kb, "summary"))
+        return store().read_note(kb, KBSummary)
+    saved = _read_json(_kb_file(storage, kb, "summary"))
     return KBSummary.from_dict(saved) if saved else None
 
 
 def write_health(store: Store, kb: str, health: HealthCheck) -> None:
     """The latest label-free hit rates of a KB; a machine that may not write to the store says so."""
     try:
-        store.write_note(kb, "health", health.as_dict())
+        store.write_note(kb, health)
     except Exception as exc:  # e.g. read-only credentials on a reader: the figures were still shown
         log.warning("%s: the health check could not be saved in the index: %s", kb, exc)
 
 
 def read_health(store: Store, kb: str) -> HealthCheck | None:
     """The latest health check of a KB (None: never checked)."""
-    saved = store.read_note(kb, "health")
-    return HealthCheck.from_dict(saved) if saved else None
+    return store.read_note(kb, HealthCheck)
 
 
 # ---- this machine's files ---------------------------------------------------------------------
@@ -136,13 +134,14 @@ def _kb_file(storage: str, kb: str, kind: str) -> Path:
     return local_state_dir(storage) / f"{kb}.{kind}.json"
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def _write_json(path: Path, data: Mapping[str, object]) -> None:
     """Replace the file in one step, so a reader never sees half of it (nor two writers one temporary file)."""
     write_atomically(path, json.dumps(data).encode("utf-8"))
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    """A record this module wrote, or {} when it is missing, unreadable or not a JSON object."""
+    """A record this module wrote (as json.loads hands it over), or {} when it is missing, unreadable or not a JSON
+    object."""
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -158,13 +157,7 @@ def sync_lock(store: Store, kbs: list[str], wait: bool = True, poll_seconds: flo
     """One writer per index across processes and machines: an OS file lock beside an index in a
     folder, a lease in the store on object storage. A second writer waits, or with `wait=False`
     fails at once with a message naming the holder."""
-    holder = {
-        "id": uuid.uuid4().hex,
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "kbs": kbs,
-        "started_at": recorded_now(),
-    }
+    holder = SyncHolder(uuid.uuid4().hex, os.getpid(), socket.gethostname(), tuple(kbs), recorded_now())
     lock = _StoreLease(store, holder) if store.is_remote else _FileLock(store.uri, holder)
     if store.is_remote:  # each look is a request to the store
         poll_seconds = max(poll_seconds, 1.0)
@@ -192,7 +185,7 @@ def is_sync_running(store: Store, kb: str | None = None) -> bool:
     """Whether some process (on any machine, for object storage) holds the index's writer lock; with
     `kb`, whether that sync is syncing this KB (a sync of another KB of the index does not count)."""
     holder = _running_holder(store)
-    return holder is not None and (kb is None or kb in holder.get("kbs", [kb]))
+    return holder is not None and (kb is None or holder.syncs(kb))
 
 
 def sync_activity(store: Store, kb: str) -> SyncProgress | None:
@@ -202,7 +195,7 @@ def sync_activity(store: Store, kb: str) -> SyncProgress | None:
     return read_progress(store, kb, running=True) if running else None
 
 
-def _running_holder(store: Store) -> dict[str, Any] | None:
+def _running_holder(store: Store) -> SyncHolder | None:
     """What the holder of the writer lock wrote about itself, or None when no sync runs.
 
     Readers (searches, status) never take the lock, not even for an instant, which would make a
@@ -210,18 +203,18 @@ def _running_holder(store: Store) -> dict[str, Any] | None:
     and on this machine whether that process lives is asked of the OS."""
     if store.is_remote:
         return store.lease_holder()
-    holder = _read_json(_holder_path(store.uri))
-    if not holder:
+    holder = _read_holder(store.uri)
+    if holder is None:
         return None
-    if holder.get("host") == socket.gethostname():
-        return holder if _is_alive(holder.get("pid")) else None  # a killed sync left its record behind
+    if holder.host == socket.gethostname():
+        return holder if _is_alive(holder.pid) else None  # a killed sync left its record behind
     return _probed_holder(store, holder)  # another machine sharing the folder: only the lock can tell
 
 
-def _is_alive(pid: Any) -> bool:
+def _is_alive(pid: int | None) -> bool:
     """Whether a process of this machine lives (psutil: `os.kill(pid, 0)` would send CTRL_C on Windows). A
     killed process its parent has not reaped yet is a zombie: it counts as gone."""
-    if not isinstance(pid, int) or pid <= 0:
+    if pid is None or pid <= 0:
         return False
     import psutil  # asked only when a holder record exists (its Linux part imports `resource`)
 
@@ -233,7 +226,7 @@ def _is_alive(pid: Any) -> bool:
         return True
 
 
-def _probed_holder(store: Store, holder: dict[str, Any]) -> dict[str, Any] | None:
+def _probed_holder(store: Store, holder: SyncHolder) -> SyncHolder | None:
     path = _lock_path(store.uri)
     if not path.exists():
         return None
@@ -248,20 +241,19 @@ def _probed_holder(store: Store, holder: dict[str, Any]) -> dict[str, Any] | Non
 
 def running_sync(store: Store) -> RunningSync:
     """The sync holding the lock: since when, which process on which host, how far."""
-    holder = (store.lease_holder() if store.is_remote else None) or _read_json(_holder_path(store.uri))
-    if not holder:
+    holder = (store.lease_holder() if store.is_remote else None) or _read_holder(store.uri)
+    if holder is None:
         return RunningSync()
-    kbs = tuple(str(kb) for kb in holder.get("kbs", []))
+    kbs = holder.kbs or ()
     progress = tuple((kb, p.done, p.total) for kb in kbs if (p := read_progress(store, kb, running=True)).counted)
-    return RunningSync(
-        kbs, str(holder.get("started_at", "?")), str(holder.get("pid", "?")), str(holder.get("host", "?")), progress
-    )
+    pid = "?" if holder.pid is None else str(holder.pid)
+    return RunningSync(kbs, holder.started_at or "?", pid, holder.host or "?", progress)
 
 
 def write_progress(store: Store, kb: str, progress: SyncProgress) -> None:
     """How far the running sync of a KB is, for searches, status and the admin page."""
     if store.is_remote:
-        _StoreLease.progress(store, kb, progress.as_dict())
+        _StoreLease.progress(store, kb, progress)
     else:
         _write_json(_kb_file(store.uri, kb, "progress"), progress.as_dict())
 
@@ -276,7 +268,7 @@ def read_progress(store: Store, kb: str, running: bool | None = None) -> SyncPro
     `running`: what the caller already knows of the lock, to spare a second look."""
     if store.is_remote:
         holder = store.lease_holder()
-        return SyncProgress.from_dict((holder or {}).get("progress", {}).get(kb, {}))
+        return holder.progress.get(kb, SyncProgress()) if holder else SyncProgress()
     running = is_sync_running(store, kb) if running is None else running
     return SyncProgress.from_dict(_read_json(_kb_file(store.uri, kb, "progress")) if running else {})
 
@@ -284,7 +276,7 @@ def read_progress(store: Store, kb: str, running: bool | None = None) -> SyncPro
 class _FileLock:
     """An index in a folder: an OS lock file beside it (any crash releases it at once)."""
 
-    def __init__(self, storage: str, holder: dict[str, Any]):
+    def __init__(self, storage: str, holder: SyncHolder):
         self.storage, self.holder = storage, holder
         path = _lock_path(storage)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -295,7 +287,7 @@ class _FileLock:
             self.lock.acquire(timeout=0)
         except filelock.Timeout:
             return False
-        _write_json(_holder_path(self.storage), self.holder)
+        _write_json(_holder_path(self.storage), self.holder.as_dict())
         return True
 
     def release(self) -> None:
@@ -309,11 +301,11 @@ class _StoreLease:
 
     _held: dict[str, _StoreLease] = {}  # by store URI: the lease this process holds, for progress records
 
-    def __init__(self, store: Store, holder: dict[str, Any]):
+    def __init__(self, store: Store, holder: SyncHolder):
         self.store, self.holder = store, holder
         self.lost = False  # a renewal found another holder: this sync must stop writing
         self.stop = threading.Event()
-        self.progress_by_kb: dict[str, dict[str, float]] = {}
+        self.progress_by_kb: dict[str, SyncProgress] = {}
         self.thread: threading.Thread | None = None
 
     def acquire(self) -> bool:
@@ -329,10 +321,10 @@ class _StoreLease:
         if self.thread:
             self.thread.join()
         _StoreLease._held.pop(self.store.uri, None)
-        self.store.release_lease(self.holder["id"])
+        self.store.release_lease(self.holder.id)
 
     @classmethod
-    def progress(cls, store: Store, kb: str, progress: dict[str, float]) -> None:
+    def progress(cls, store: Store, kb: str, progress: SyncProgress) -> None:
         lease = cls._held.get(store.uri)
         if lease:
             lease.progress_by_kb[kb] = progress
@@ -350,9 +342,15 @@ class _StoreLease:
 
     def _renew(self) -> None:
         try:
-            self.lost = self.lost or not self.store.renew_lease(self.holder["id"], self.progress_by_kb)
+            self.lost = self.lost or not self.store.renew_lease(self.holder.id, self.progress_by_kb)
         except Exception as exc:  # a network hiccup: the next beat tries again (the lease lasts three)
             log.warning("could not renew the writer lease: %s: %s", type(exc).__name__, exc)
+
+
+def _read_holder(storage: str) -> SyncHolder | None:
+    """The holder record beside an index in a folder, None when there is none."""
+    saved = _read_json(_holder_path(storage))
+    return SyncHolder.from_dict(saved) if saved else None
 
 
 def _lock_path(storage: str) -> Path:

@@ -24,10 +24,11 @@ import mcp_kb.index.readings as readings
 import mcp_kb.index.upkeep as upkeep
 import mcp_kb.index.versions as versions
 
-from ..records import KBState
+from ..records import HealthCheck, KBState, KBSummary, KBVersion, Pinned, SyncProgress
+from ..schema import ReadingRow
 from ..settings import StorageConfig, is_remote_uri, megabytes
 from .connection import Tables
-from .contract import FileRecord, Pinned
+from .contract import FileRecord, Note, SyncHolder
 from .state_table import LAYOUT_VERSION, StateTable
 from .vector_index import VectorIndex as VectorIndex  # benchmarks/shared_index.py sizes its variants by it
 from .views import LanceChunkView, Views
@@ -94,7 +95,7 @@ class LanceStore:
     # ---- generations -----------------------------------------------------------------------
     def active_generation(self, kb: str) -> str | None:
         """The generation searches read, or None before the KB's first sync."""
-        return KBState(self.read_state(kb)).generation
+        return self.read_state(kb).generation
 
     def _generation(self, kb: str, generation: str | None) -> str | None:
         return self.active_generation(kb) if generation is None else generation
@@ -115,31 +116,31 @@ class LanceStore:
         return generations.drop_all_but(self._tables, kb, keep | self._versions.generations(kb))
 
     # ---- KB state (active generation, model identity, settings, last sync) ----------------
-    def read_state(self, kb: str) -> dict[str, Any]:
-        return self._states.read(kb)
+    def read_state(self, kb: str) -> KBState:
+        return self._states.state(kb)
 
-    def write_state(self, kb: str, state: dict[str, Any]) -> None:
+    def write_state(self, kb: str, state: KBState) -> None:
         """Replace the KB's state row in one commit (this is what switches generations)."""
-        self._states.write(kb, state)
+        self._states.write(kb, state.as_dict())
 
-    def read_note(self, kb: str, kind: str) -> dict[str, Any]:
-        """A small record about a KB kept beside its state (e.g. the latest health check), or {}."""
-        return self.read_state(f"{kb}:{kind}")  # ":" never occurs in a KB name, so keys never meet
+    def read_note(self, kb: str, kind: type[Note]) -> Note | None:
+        """A small record about a KB kept beside its state (e.g. the latest health check), None when none is."""
+        return self._states.note(kb, kind)
 
-    def write_note(self, kb: str, kind: str, note: dict[str, Any]) -> None:
-        self.write_state(f"{kb}:{kind}", note)
+    def write_note(self, kb: str, note: KBSummary | HealthCheck) -> None:
+        self._states.write_note(kb, note)
 
     # ---- the writer lease (shared storage) --------------------------------------------------
-    def take_lease(self, holder: dict[str, Any]) -> dict[str, Any] | None:
+    def take_lease(self, holder: SyncHolder) -> SyncHolder | None:
         return lease.take(self._tables, holder, self.lease_seconds)
 
-    def renew_lease(self, holder_id: str, progress: dict[str, Any]) -> bool:
+    def renew_lease(self, holder_id: str, progress: Mapping[str, SyncProgress]) -> bool:
         return lease.renew(self._tables, holder_id, progress)
 
     def release_lease(self, holder_id: str) -> None:
         lease.release(self._tables, holder_id)
 
-    def lease_holder(self) -> dict[str, Any] | None:
+    def lease_holder(self) -> SyncHolder | None:
         return lease.holder_of(self._tables, self.lease_seconds)
 
     # ---- manifest ------------------------------------------------------------------------
@@ -194,18 +195,11 @@ class LanceStore:
         return chunks.document_titles(self._tables, kb, generation, limit)
 
     # ---- versions (versions.py): what each sync left, to read as of and to roll back to -------------
-    def read_versions(self, kb: str) -> list[dict[str, Any]]:
+    def read_versions(self, kb: str) -> list[KBVersion]:
         return self._versions.read(kb)
 
-    def write_version(
-        self,
-        kb: str,
-        number: int,
-        started: str,
-        generation: str,  # noqa: PLR0913  # a row's columns
-        record: dict[str, Any],
-    ) -> None:
-        self._versions.write(kb, number, started, generation, record)
+    def write_version(self, kb: str, version: KBVersion) -> None:
+        self._versions.write(kb, version)
 
     def forget_versions(self, kb: str, numbers: Sequence[int]) -> None:
         self._versions.forget(kb, numbers)
@@ -217,7 +211,7 @@ class LanceStore:
         return versions.restore(self._tables, kb, generation, pinned)
 
     # ---- documents' reading forms (readings.py) --------------------------------------------
-    def write_readings(self, kb: str, generation: str, paths: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
+    def write_readings(self, kb: str, generation: str, paths: Sequence[str], rows: Sequence[ReadingRow]) -> None:
         readings.replace(self._tables, kb, generation, paths, rows)
 
     def delete_readings(self, kb: str, generation: str, paths: Sequence[str]) -> None:

@@ -7,20 +7,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from .connection import upsert
-from .contract import Pinned
+from .connection import PerKB, upsert
+from ..records import KBVersion, Pinned
 from .failures import store_failures
 from .filters import sql_equals, sql_in
 from .generations import chunk_table_name, file_table_name
 from .readings import reading_table_name
 
 if TYPE_CHECKING:
+    from lancedb.table import LanceTable
+
     from .connection import Tables
 
 _VERSIONS_TABLE = "_versions"
@@ -38,72 +39,42 @@ _SCHEMA = pa.schema(
 )
 
 
-@dataclass(frozen=True)
-class _Row:
-    started: str
-    generation: str
-    record: dict[str, Any]
-
-
 class VersionTable:
-    """The KBs' version records, each KB's read again only once the table has a new version."""
+    """The KBs' version records."""
 
     def __init__(self, tables: Tables):
         self._tables = tables
-        self._by_kb: dict[str, tuple[int, list[_Row]]] = {}  # (table version, rows)
+        self._by_kb = PerKB(tables, _VERSIONS_TABLE, _read_versions)
 
     @property
     def uri(self) -> str:
         return self._tables.uri
 
-    def read(self, kb: str) -> list[dict[str, Any]]:
+    @store_failures("be read (a KB's versions)")
+    def read(self, kb: str) -> list[KBVersion]:
         """The KB's version records, oldest first ([] before its first recorded version)."""
-        return [row.record for row in self._rows(kb)]
+        return self._by_kb.of(kb) or []
 
     def kept_since(self, kb: str) -> datetime | None:
         """When the sync that wrote the KB's oldest recorded version started (None: no version recorded)."""
-        rows = self._rows(kb)
-        return min(datetime.fromisoformat(row.started) for row in rows) if rows else None
+        recorded = self.read(kb)
+        return min(datetime.fromisoformat(version.started) for version in recorded) if recorded else None
 
     def generations(self, kb: str) -> set[str]:
         """The generations the KB's recorded versions pin."""
-        return {row.generation for row in self._rows(kb)}
-
-    @store_failures("be read (a KB's versions)")
-    def _rows(self, kb: str) -> list[_Row]:
-        table = self._tables.table(_VERSIONS_TABLE)
-        if table is None:
-            return []
-        version = table.version
-        cached = self._by_kb.get(kb)
-        if cached and cached[0] == version:
-            return cached[1]
-        found = table.search().where(sql_equals("kb", kb)).select(["number", "started", "generation", "record"])
-        rows = [
-            _Row(row["started"], row["generation"], json.loads(row["record"]))
-            for row in sorted(found.limit(None).to_list(), key=lambda row: row["number"])
-        ]
-        self._by_kb[kb] = (version, rows)
-        return rows
+        return {version.generation for version in self.read(kb)}
 
     @store_failures("be written (a KB's versions)")
-    def write(
-        self,
-        kb: str,
-        number: int,
-        started: str,
-        generation: str,  # noqa: PLR0913  # a row's columns
-        record: dict[str, Any],
-    ) -> None:
-        """Record (or replace) version `number` of the KB in one commit; `started`: when its sync began."""
+    def write(self, kb: str, version: KBVersion) -> None:
+        """Record (or replace) a version of the KB, by its number, in one commit."""
         row = pa.table(
             {
-                "key": [f"{kb}#{number}"],
+                "key": [f"{kb}#{version.number}"],
                 "kb": [kb],
-                "number": [number],
-                "started": [started],
-                "generation": [generation],
-                "record": [json.dumps(record, ensure_ascii=False)],
+                "number": [version.number],
+                "started": [version.started],
+                "generation": [version.generation],
+                "record": [json.dumps(version.saved(), ensure_ascii=False)],
             },
             schema=_SCHEMA,
         )
@@ -115,6 +86,12 @@ class VersionTable:
         if table is None or not numbers:
             return
         table.delete(sql_in("key", [f"{kb}#{number}" for number in numbers]))
+
+
+def _read_versions(table: LanceTable, kb: str) -> list[KBVersion]:
+    found = table.search().where(sql_equals("kb", kb)).select(["number", "record"])
+    rows = sorted(found.limit(None).to_list(), key=lambda row: row["number"])
+    return [KBVersion.from_dict(json.loads(row["record"])) for row in rows]
 
 
 @store_failures("be read (the versions of a generation's tables)")

@@ -189,4 +189,5 @@ class LanceChunkView:
         return self._table.take_offsets(offsets).select(self._facts.hit_columns).to_list() if offsets else []
 
     def _scan(self, where: str, columns: list[str]) -> list[dict[str, Any]]:
+        """Rows as LanceDB hands them over: column name to value."""
         return self._table.search().where(where).select(columns).limit(None).to_list()

@@ -28,9 +28,10 @@ def test_lancedb_imports_and_works_without_the_rest_clients_api_classes(tmp_path
         print("models" if REST_CLIENT + ".models" in loaded else "no models", "api" if REST_CLIENT + ".api" in loaded
               else "no api")
         from mcp_kb.index.store import LanceStore
+        from mcp_kb.records import KBState
         store = LanceStore({str(tmp_path / "index")!r})
-        store.write_state("docs", {{"generation": "abc"}})
-        assert store.read_state("docs") == {{"generation": "abc"}}
+        store.write_state("docs", KBState(generation="abc"))
+        assert store.read_state("docs").generation == "abc"
         import lance_namespace_urllib3_client as client
         print(client.ApiClient.__name__, REST_CLIENT + ".api" in sys.modules)
     """)

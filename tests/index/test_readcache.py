@@ -16,7 +16,7 @@ import pytest
 from helpers import write
 from mcp_kb.index.readcache import pages as readcache_pages
 from mcp_kb.index.readcache.cache import ReadCache
-from mcp_kb.index.readcache.pages import PAGE_BYTES, PageStore
+from mcp_kb.index.readcache.pages import PAGE_BYTES, ObjectMeta, PageStore
 from mcp_kb.index.readcache.upstream import Upstream
 from s3_server import CREDENTIALS, serve_s3
 from mcp_kb.api import SearchRequest, SyncRequest
@@ -195,7 +195,7 @@ def test_a_disk_that_refuses_writes_costs_only_the_caching(bucket, tmp_path, mon
 def test_the_cache_stays_within_its_size_and_keeps_what_was_used_last(tmp_path, monkeypatch):
     monkeypatch.setattr(readcache_pages, "_TOUCH_INTERVAL", 0)  # a page's use is recorded once a minute: here at once
     pages = PageStore(tmp_path, max_bytes=4 * PAGE_BYTES)
-    meta = {"size": PAGE_BYTES, "etag": '"v1"', "last-modified": "x"}
+    meta = ObjectMeta(PAGE_BYTES, '"v1"', "x")
     leftover = write(tmp_path / "ab" / "ab12" / "page-0.1f2e.tmp", "x" * PAGE_BYTES)  # a killed process's
     os.utime(leftover, (1, 1))
     for n in range(12):
@@ -212,7 +212,7 @@ def test_the_cache_stays_within_its_size_and_keeps_what_was_used_last(tmp_path, 
     assert not leftover.exists()  # counted and evicted like a page
     folders = [folder for folder in tmp_path.glob("??/*") if folder.is_dir()]
     assert len(folders) == len(_page_files(tmp_path))  # evicted objects took their records with them
-    other_version = {**meta, "etag": '"v2"'}  # pages of one version are never taken for another's
+    other_version = ObjectMeta(PAGE_BYTES, '"v2"', "x")  # pages of one version are never taken for another's
     assert pages.page("b", "t.lance/data/11.lance", other_version, 0) is None
 
 

@@ -18,6 +18,7 @@ from mcp import Client, StdioServerParameters
 from helpers import eventually, until, write
 from s3_server import CREDENTIALS, serve_s3
 from mcp_kb.api import SearchRequest, SyncProgress
+from mcp_kb.index.contract import SyncHolder
 
 pytestmark = pytest.mark.anyio
 SECRET_VARIABLE = "KB_TEST_S3_SECRET"
@@ -288,7 +289,7 @@ def test_exactly_one_of_racing_writers_takes_the_lease_and_a_lapsed_one_is_taken
 
     def race(index: int) -> None:
         barrier.wait()
-        outcomes[index] = stores[index].take_lease({"id": f"writer{index}", "host": "h", "pid": index})
+        outcomes[index] = stores[index].take_lease(SyncHolder(f"writer{index}", index, "h"))
 
     threads = [threading.Thread(target=race, args=(i,)) for i in range(4)]
     for thread in threads:
@@ -299,13 +300,13 @@ def test_exactly_one_of_racing_writers_takes_the_lease_and_a_lapsed_one_is_taken
     winners = [i for i, holder in outcomes.items() if holder is None]
     assert len(winners) == 1
     losers = [outcomes[i] for i in outcomes if i not in winners]
-    assert all(holder["id"] == f"writer{winners[0]}" for holder in losers)  # they name the holder
+    assert all(holder.id == f"writer{winners[0]}" for holder in losers)  # they name the holder
 
     # The winner never renews (as if killed): another writer takes the lease once it lapses.
     other = next(i for i in range(4) if i not in winners)
-    until(lambda: stores[other].take_lease({"id": "late", "host": "h", "pid": 9}) is None, seconds=60)
+    until(lambda: stores[other].take_lease(SyncHolder("late", 9, "h")) is None, seconds=60)
     assert not stores[winners[0]].renew_lease(f"writer{winners[0]}", {})  # the old holder learns it lost it
-    assert stores[other].lease_holder()["id"] == "late"
+    assert stores[other].lease_holder().id == "late"
 
 
 def test_a_sync_that_lost_its_lease_stops_before_its_next_commit(s3):
@@ -317,17 +318,15 @@ def test_a_sync_that_lost_its_lease_stops_before_its_next_commit(s3):
     store, other = (LanceStore(storage["uri"], storage["options"], lease_seconds=5) for _ in range(2))
     with state.sync_lock(store, ["docs"]):
         state.write_progress(store, "docs", SyncProgress(1, 10))
-        assert other.lease_holder()["progress"] == {
-            "docs": {"done": 1, "total": 10, "chunks": 0, "written": 0, "started": 0.0}
-        }
+        assert other.lease_holder().progress == {"docs": SyncProgress(1, 10)}
         lease = state._StoreLease._held[store.uri]
         lease.stop.set()  # its heartbeats stop reaching the store (a network partition)...
         lease.thread.join()
         # ...so another writer takes over once the lease lapses
-        until(lambda: other.take_lease({"id": "next-writer", "host": "h", "pid": 2}) is None, seconds=60)
+        until(lambda: other.take_lease(SyncHolder("next-writer", 2, "h")) is None, seconds=60)
         with pytest.raises(SyncBusyError, match="lost the writer lease"):
             state.write_progress(store, "docs", SyncProgress(2, 10))  # called between batches: no further commit
-    assert other.lease_holder()["id"] == "next-writer"  # releasing a lost lease leaves the new holder alone
+    assert other.lease_holder().id == "next-writer"  # releasing a lost lease leaves the new holder alone
 
 
 def test_a_store_lost_at_the_final_write_is_one_error_line_and_the_next_sync_repairs(s3, tmp_path, monkeypatch):
@@ -356,7 +355,7 @@ def test_a_store_lost_at_the_final_write_is_one_error_line_and_the_next_sync_rep
         real_write_state = LanceStore.write_state
 
         def dropping(self, kb, state):
-            if state.get("complete") and kb == "docs":  # the commit that completes the sync
+            if state.filled and kb == "docs":  # the commit that completes the sync
                 s3.drop()
             return real_write_state(self, kb, state)
 

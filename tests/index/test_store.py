@@ -5,9 +5,10 @@ import pyarrow as pa
 import pytest
 
 from mcp_kb.schema import ChunkRow, chunk_schema
-from mcp_kb.index.contract import new_generation
+from mcp_kb.index.contract import SyncHolder, new_generation
 from mcp_kb.index.generations import chunk_table_name
 from mcp_kb.index.store import LanceStore
+from mcp_kb.records import KBState
 
 DIM = 4
 
@@ -49,7 +50,7 @@ def _fill(store: LanceStore, kb: str = "docs") -> str:
     ]
     table = pa.Table.from_pylist(rows, schema=store.chunk_schema(kb, generation))
     store.replace_documents(kb, generation, ["a.md", "b.md"], table)
-    store.write_state(kb, {"generation": generation})
+    store.write_state(kb, KBState(generation=generation))
     return generation
 
 
@@ -77,10 +78,9 @@ def test_a_reader_lets_go_of_the_generations_a_writer_elsewhere_dropped(store, t
 
 
 def test_an_index_from_before_generations_reads_its_old_table_names():
-    from mcp_kb.records import KBState
     from mcp_kb.index.generations import file_table_name
 
-    assert KBState({"model": {"name": "m"}}).generation == "" and KBState({}).generation is None
+    assert KBState.from_dict({"model": {"name": "m"}}).generation == "" and KBState().generation is None
     assert chunk_table_name("docs", "") == "docs__chunks" and file_table_name("docs", "") == "docs__files"
 
 
@@ -120,7 +120,7 @@ def test_the_vector_index_is_built_when_large_and_rebuilt_when_it_has_grown_four
     table = store.chunk_table("docs", generation)
     table.create_index("vector", config=HnswSq(distance_type="cosine", num_partitions=3), name="vector_p3")
     assert grow_to(1260)[1] == ["vector_p12"]
-    store.write_state("docs", {"generation": generation})
+    store.write_state("docs", KBState(generation=generation))
     view = store.view("docs", generation)
     assert len(view.nearest(np.asarray([1, 0, 0, 0], dtype=np.float32), None, 10)) == 10
 
@@ -184,9 +184,9 @@ def test_a_writer_that_loses_the_race_to_create_a_shared_table_uses_the_winners(
 
     def create_after_the_winner(name, **kwargs):
         if first_use == "lease":
-            winner.take_lease({"id": "winner"})
+            winner.take_lease(SyncHolder("winner"))
         else:
-            winner.write_state("docs", {"generation": "abc"})
+            winner.write_state("docs", KBState(generation="abc"))
         real_create(name, **kwargs)  # the table is there now: exist_ok passes, so fail as a lost commit does
         raise RuntimeError(
             "lance error: Retryable commit conflict for version 2: This Overwrite transaction was "
@@ -195,10 +195,10 @@ def test_a_writer_that_loses_the_race_to_create_a_shared_table_uses_the_winners(
 
     loser.db.create_table = create_after_the_winner
     if first_use == "lease":
-        assert loser.take_lease({"id": "loser"})["id"] == "winner"  # it names the holder instead of failing
+        assert loser.take_lease(SyncHolder("loser")).id == "winner"  # it names the holder instead of failing
     else:
-        loser.write_state("other", {"generation": "def"})
-        assert loser.read_state("docs") == {"generation": "abc"} and loser.read_state("other") == {"generation": "def"}
+        loser.write_state("other", KBState(generation="def"))
+        assert loser.read_state("docs").generation == "abc" and loser.read_state("other").generation == "def"
 
 
 def test_a_table_whose_files_are_damaged_is_a_store_error_naming_the_index_not_a_lance_traceback(store, tmp_path):

@@ -9,8 +9,9 @@ import pytest
 
 from mcp_kb.settings import StorageConfig
 from mcp_kb.index import open_store
-from mcp_kb.index.contract import FileRecord, new_generation
-from mcp_kb.schema import ChunkRow, chunk_schema
+from mcp_kb.index.contract import FileRecord, SyncHolder, new_generation
+from mcp_kb.records import HealthCheck, KBState, KBVersion, SyncProgress
+from mcp_kb.schema import ChunkRow, ReadingRow, chunk_schema
 
 DIM = 4
 BACKENDS = ["folder", "s3"]
@@ -74,7 +75,7 @@ def _fill(store, kb: str = "docs") -> str:
     store.replace_documents(
         kb, generation, ["a.md", "b.md"], pa.Table.from_pylist(rows, schema=store.chunk_schema(kb, generation))
     )
-    store.write_state(kb, {"generation": generation})
+    store.write_state(kb, KBState(generation=generation))
     return generation
 
 
@@ -133,10 +134,10 @@ def test_the_manifest_keeps_each_documents_record(store):
 
 
 def test_notes_and_state_round_trip_per_kb(store):
-    store.write_note("docs", "health", {"hit_rate": {"hybrid": 0.9}})
-    store.write_state("other", {"generation": "x", "text": "年假"})
-    assert store.read_note("docs", "health") == {"hit_rate": {"hybrid": 0.9}}
-    assert store.read_note("other", "health") == {} and store.read_state("other")["text"] == "年假"
+    store.write_note("docs", HealthCheck(hit_rate={"hybrid": 0.9}))
+    store.write_state("other", KBState({"text": "年假"}, generation="x"))
+    assert store.read_note("docs", HealthCheck) == HealthCheck(hit_rate={"hybrid": 0.9})
+    assert store.read_note("other", HealthCheck) is None and store.read_state("other").fingerprint("text") == "年假"
 
 
 def test_vectors_are_found_by_content_hash_in_any_generation(store):
@@ -227,14 +228,14 @@ def test_rows_scan_neighbours_samples_and_titles(store):
 def test_one_writer_holds_the_lease_until_it_releases_or_its_lease_lapses(storage):
     storage = storage.model_copy(update={"lease_seconds": 2})
     first, second = open_store(storage), open_store(storage)
-    assert first.take_lease({"id": "one", "kbs": ["docs"]}) is None
-    assert second.take_lease({"id": "two"})["id"] == "one" and second.lease_holder()["id"] == "one"
-    assert first.renew_lease("one", {"docs": {"done": 1, "total": 2}})
-    assert second.lease_holder()["progress"] == {"docs": {"done": 1, "total": 2}}
+    assert first.take_lease(SyncHolder("one", kbs=("docs",))) is None
+    assert second.take_lease(SyncHolder("two")).id == "one" and second.lease_holder().id == "one"
+    assert first.renew_lease("one", {"docs": SyncProgress(1, 2)})
+    assert second.lease_holder().progress == {"docs": SyncProgress(1, 2)}
     first.release_lease("one")
-    assert second.lease_holder() is None and second.take_lease({"id": "two"}) is None
+    assert second.lease_holder() is None and second.take_lease(SyncHolder("two")) is None
     deadline = time.monotonic() + 30  # the lease lapses lease_seconds (2 s) after its last renewal
-    while first.take_lease({"id": "three"}) is not None:
+    while first.take_lease(SyncHolder("three")) is not None:
         assert time.monotonic() < deadline, "a lapsed lease was never taken over"
         time.sleep(0.2)
     assert not second.renew_lease("two", {})  # the one whose lease lapsed learns it lost
@@ -256,9 +257,7 @@ def test_write_chunks_leaves_out_only_the_document_whose_rows_do_not_fit(store):
     assert store.count_chunks("docs", generation) == 2
 
 
-def _reading(path: str, text: str) -> dict:
-    from mcp_kb.schema import ReadingRow
-
+def _reading(path: str, text: str) -> ReadingRow:
     return ReadingRow(
         path=path,
         title=path,
@@ -277,7 +276,7 @@ def _reading(path: str, text: str) -> dict:
         page_starts=[],
         chunk_starts=[0],
         as_written=True,
-    ).__dict__
+    )
 
 
 def test_a_version_pins_the_three_tables_reads_them_as_they_were_and_restores_them(store, storage):
@@ -303,11 +302,17 @@ def test_a_version_pins_the_three_tables_reads_them_as_they_were_and_restores_th
     assert store.read_files("docs")["a.md"].file_hash == "ha"
     assert store.read_reading("docs", generation, "a.md")["text"] == "alpha then"
 
-    store.write_version("docs", 1, "2026-12-01T00:00:00Z", generation, {"number": 1, "text": "年"})
-    store.write_version("docs", 2, "2026-12-02T00:00:00Z", generation, {"number": 2})
-    store.write_version("docs", 1, "2026-12-01T00:00:00Z", generation, {"number": 1, "text": "again"})
-    store.write_version("other", 1, "2026-12-03T00:00:00Z", generation, {"number": 1})
-    assert [record.get("text") for record in reader.read_versions("docs")] == ["again", None]
+    def version(number: int, started: str, *tags: str) -> KBVersion:
+        return KBVersion(number, generation, pinned, started, started, "sync", tags=tags)
+
+    store.write_version("docs", version(1, "2026-12-01T00:00:00Z", "年"))
+    store.write_version("docs", version(2, "2026-12-02T00:00:00Z"))
+    store.write_version("docs", version(1, "2026-12-01T00:00:00Z", "again"))
+    store.write_version("other", version(1, "2026-12-03T00:00:00Z"))
+    assert reader.read_versions("docs") == [
+        version(1, "2026-12-01T00:00:00Z", "again"),
+        version(2, "2026-12-02T00:00:00Z"),
+    ]
     newer = _fill(store)
     assert store.drop_generations("docs", keep={newer}) == []  # the records pin the first generation
     store.forget_versions("docs", [1, 2])

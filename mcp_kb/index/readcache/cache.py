@@ -10,14 +10,13 @@ import re
 import secrets
 import threading
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 
 from ...settings.variables import ENV_AWS_ACCESS_KEY_ID, ENV_AWS_SECRET_ACCESS_KEY
 from ...vocabulary import LOOPBACK
 from .endpoint import Endpoint, WouldWait, s3_error
-from .pages import PAGE_BYTES, PageStore, page_length
+from .pages import PAGE_BYTES, ObjectMeta, PageStore, page_length
 from .upstream import Upstream
 
 log = logging.getLogger(__name__)
@@ -161,25 +160,25 @@ class ReadCache:
             meta = self._first_pages(key, range_header)
             if meta is None:
                 return self._forward(method, key, [], {"range": range_header} if range_header else {})
-        start, end = _wanted(range_header, meta["size"])
+        start, end = _wanted(range_header, meta.size)
         if start is None:
             return s3_error(416, "InvalidRange", "the requested range is not satisfiable")
         headers = {
-            "etag": meta["etag"],
-            "last-modified": meta["last-modified"],
+            "etag": meta.etag,
+            "last-modified": meta.last_modified,
             "content-type": "application/octet-stream",
         }
         if method == "HEAD":
-            return 200, {**headers, "content-length": str(meta["size"])}, b""
+            return 200, {**headers, "content-length": str(meta.size)}, b""
         body = self._bytes(key, meta, start, end)
         if body is None:  # the store no longer holds these bytes under this version: let it answer
             return self._forward("GET", key, [], {"range": range_header} if range_header else {})
         headers["content-length"] = str(len(body))
         if range_header is None:
             return 200, headers, body
-        return 206, {**headers, "content-range": f"bytes {start}-{end}/{meta['size']}"}, body
+        return 206, {**headers, "content-range": f"bytes {start}-{end}/{meta.size}"}, body
 
-    def _first_pages(self, key: str, range_header: str | None) -> dict[str, Any] | None:
+    def _first_pages(self, key: str, range_header: str | None) -> ObjectMeta | None:
         """Fetch the pages a first request needs, keep them, and return the object's record."""
         match = _RANGE.match(range_header.strip()) if range_header else None
         if range_header and not (match and match[1]):  # a suffix range needs the size first: the store answers it
@@ -189,7 +188,7 @@ class ReadCache:
         fetched = self._fetch_pages(key, None, first, last)
         return fetched[0] if fetched else None
 
-    def _bytes(self, key: str, meta: dict[str, Any], start: int, end: int) -> bytes | None:
+    def _bytes(self, key: str, meta: ObjectMeta, start: int, end: int) -> bytes | None:
         """Bytes start..end (inclusive) from pages, fetching the missing ones in one ranged GET."""
         if end < start:
             return b""
@@ -207,8 +206,8 @@ class ReadCache:
         return data[offset : offset + end - start + 1]
 
     def _fetch_pages(
-        self, key: str, meta: dict[str, Any] | None, first: int, last: int | None
-    ) -> tuple[dict[str, Any], dict[int, bytes]] | None:
+        self, key: str, meta: ObjectMeta | None, first: int, last: int | None
+    ) -> tuple[ObjectMeta, dict[int, bytes]] | None:
         """Pages first..last (to the end when None) from the store, kept; None when the store's answer
         is not those bytes of this version (an error, another ETag, a short body)."""
         low = first * PAGE_BYTES
@@ -222,8 +221,8 @@ class ReadCache:
             size = int(total[3])
         else:
             return None
-        found = {"size": size, "etag": headers.get("etag", ""), "last-modified": headers.get("last-modified", "")}
-        if not found["etag"] or (meta is not None and (meta["etag"], meta["size"]) != (found["etag"], size)):
+        found = ObjectMeta(size, headers.get("etag", ""), headers.get("last-modified", ""))
+        if not found.etag or (meta is not None and (meta.etag, meta.size) != (found.etag, size)):
             return None
         last = (size - 1) // PAGE_BYTES if last is None else min(last, (size - 1) // PAGE_BYTES)
         pages = {n: body[(n - first) * PAGE_BYTES : (n - first + 1) * PAGE_BYTES] for n in range(first, last + 1)}

@@ -10,8 +10,8 @@ import os
 import threading
 import time
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ...files import write_atomically
 
@@ -21,6 +21,18 @@ PAGE_BYTES = 64 * 1024  # a miss fetches whole pages: a few fetches warm a file 
 _WARNING_INTERVAL = 60.0  # seconds between repeats of the same cache warning
 _TOUCH_INTERVAL = 60.0  # seconds: how fresh a page's "last used" time is kept
 _MAX_REMEMBERED = 100_000  # objects' records and pages' use times held in memory, each ~100 bytes
+
+
+@dataclass(frozen=True)
+class ObjectMeta:
+    """An object's record beside its pages: its size, and the version (ETag) and date the store gave it."""
+
+    size: int
+    etag: str
+    last_modified: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"size": self.size, "etag": self.etag, "last-modified": self.last_modified}
 
 
 class PageStore:
@@ -37,14 +49,14 @@ class PageStore:
         self._used: int | None = None  # bytes in the folder, counted on first need
         self._warned: dict[str, float] = {}
         # Kept in memory too: a hit reads no record, and marks a page used once a minute, not on every read.
-        self._metas: dict[str, dict[str, Any]] = {}
+        self._metas: dict[str, ObjectMeta] = {}
         self._touched: dict[str, float] = {}
 
     def _object_folder(self, bucket: str, key: str) -> str:
         digest = hashlib.sha256(f"{bucket}/{key}".encode()).hexdigest()
         return os.path.join(self.folder, digest[:2], digest)
 
-    def meta(self, bucket: str, key: str) -> dict[str, Any] | None:
+    def meta(self, bucket: str, key: str) -> ObjectMeta | None:
         known = self._metas.get(f"{bucket}/{key}")
         if known is not None:
             return known
@@ -55,15 +67,16 @@ class PageStore:
             return None
         if not (isinstance(record, dict) and isinstance(record.get("size"), int) and record.get("etag")):
             return None
-        self._remember(bucket, key, record)
-        return record
+        meta = ObjectMeta(record["size"], str(record["etag"]), str(record.get("last-modified", "")))
+        self._remember(bucket, key, meta)
+        return meta
 
-    def _remember(self, bucket: str, key: str, meta: dict[str, Any]) -> None:
+    def _remember(self, bucket: str, key: str, meta: ObjectMeta) -> None:
         if len(self._metas) > _MAX_REMEMBERED:
             self._metas.clear()
         self._metas[f"{bucket}/{key}"] = meta
 
-    def page(self, bucket: str, key: str, meta: dict[str, Any], number: int) -> bytes | None:
+    def page(self, bucket: str, key: str, meta: ObjectMeta, number: int) -> bytes | None:
         path = os.path.join(self._object_folder(bucket, key), f"{_etag_name(meta)}-{number}")
         try:
             with open(path, "rb") as file:
@@ -92,13 +105,13 @@ class PageStore:
         except OSError:
             pass
 
-    def put(self, bucket: str, key: str, meta: dict[str, Any], pages: dict[int, bytes]) -> None:
+    def put(self, bucket: str, key: str, meta: ObjectMeta, pages: dict[int, bytes]) -> None:
         """Keep these pages (and the object's record); a full or vanished disk only costs the caching."""
         folder = Path(self._object_folder(bucket, key))
         self._remember(bucket, key, meta)
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            write_atomically(folder / "meta.json", json.dumps(meta).encode())
+            write_atomically(folder / "meta.json", json.dumps(meta.as_dict()).encode())
             for number, body in pages.items():
                 write_atomically(folder / f"{_etag_name(meta)}-{number}", zlib.crc32(body).to_bytes(4, "big") + body)
         except OSError as exc:
@@ -154,14 +167,13 @@ class PageStore:
             log.warning(message)
 
 
-def _etag_name(meta: dict[str, Any]) -> str:
+def _etag_name(meta: ObjectMeta) -> str:
     """Pages are named by the object's version too: bytes of another version are never taken for these."""
-    return hashlib.sha256(meta["etag"].encode()).hexdigest()[:16]
+    return hashlib.sha256(meta.etag.encode()).hexdigest()[:16]
 
 
-def page_length(meta: dict[str, Any], number: int) -> int:
-    size: int = meta["size"]
-    return max(0, min(PAGE_BYTES, size - number * PAGE_BYTES))
+def page_length(meta: ObjectMeta, number: int) -> int:
+    return max(0, min(PAGE_BYTES, meta.size - number * PAGE_BYTES))
 
 
 def _drop_if_pageless(folder: Path) -> None:

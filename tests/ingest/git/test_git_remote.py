@@ -58,7 +58,7 @@ def test_a_private_repository_over_http_with_a_token_that_is_never_written_or_sh
     basic = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
     assert f"Basic {basic}" in server.authorizations  # it was sent ...
     shown = [
-        json.dumps(app.store.read_state("lib")),
+        json.dumps(app.store.read_state("lib").as_dict()),
         caplog.text,
         report.summary(),
         repr(app.status("lib")),
@@ -76,7 +76,7 @@ def test_a_wrong_token_fails_in_one_line_without_the_token(make_app, served, mon
     with pytest.raises(KBError) as failed:
         app.sync()
     assert "did not accept the credentials" in str(failed.value) and TOKEN not in str(failed.value)
-    assert TOKEN not in json.dumps(app.store.read_state("lib"))
+    assert TOKEN not in json.dumps(app.store.read_state("lib").as_dict())
     monkeypatch.delenv("LIB_TOKEN")
     with pytest.raises(KBError, match="LIB_TOKEN .* is not set"):
         app.sync()
@@ -87,12 +87,12 @@ def test_a_password_in_the_url_is_sent_as_a_header_and_redacted_everywhere(make_
     address = server.url.removeprefix("http://")
     app = make_app(_kb(f"http://x-access-token:{TOKEN}@{address}/team/lib.git"))
     assert app.sync()[0].files_added == 1
-    assert TOKEN not in json.dumps(app.store.read_state("lib"))
+    assert TOKEN not in json.dumps(app.store.read_state("lib").as_dict())
     wrong = make_app(_kb(f"http://x-access-token:not-{TOKEN}@{address}/team/nothing.git"))
     with pytest.raises(KBError) as failed:
         wrong.sync()
     assert TOKEN not in str(failed.value) and "127.0.0.1" in str(failed.value)
-    assert TOKEN not in json.dumps(wrong.store.read_state("lib"))
+    assert TOKEN not in json.dumps(wrong.store.read_state("lib").as_dict())
 
 
 def test_a_later_commit_over_http_is_synced_by_diff(make_app, served, monkeypatch):
@@ -212,8 +212,8 @@ def test_a_percent_encoded_password_is_sent_as_meant(make_app, tmp_path):
         address = server.url.removeprefix("http://")
         app = make_app(_kb(f"http://me:p%40ss%2Fw0rd%3Ax@{address}/lib.git"))
         assert app.sync()[0].files_added == 1
-    assert password not in json.dumps(app.store.read_state("lib")) and "p%40ss" not in json.dumps(
-        app.store.read_state("lib")
+    assert password not in json.dumps(app.store.read_state("lib").as_dict()) and "p%40ss" not in json.dumps(
+        app.store.read_state("lib").as_dict()
     )
 
 
