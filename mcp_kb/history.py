@@ -274,7 +274,7 @@ def _kept(
     records: list[KBVersion],
     current: int | None,
     keep: int,
-    keep_days: float,  # noqa: PLR0913
+    keep_days: float,
     pending: Any = None,
 ) -> set[int]:
     """The newest `keep` committed versions, those younger than `keep_days`, the tagged ones, the current one and a

@@ -205,7 +205,7 @@ class KBState:
         started: str,
         outcome: str,
         report: SyncReport,
-        error: str = "",  # noqa: PLR0913  # a sync's end
+        error: str = "",
         confirmed: bool = False,
     ) -> dict[str, Any]:
         """The record of a sync that ended, to write with the row: the last one in full, the recent ones in brief, and

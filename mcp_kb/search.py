@@ -632,7 +632,7 @@ def _hit(
     kb: str,
     row: dict[str, Any],
     score: float,
-    vector_rank: int | None = None,  # noqa: PLR0913  # a hit's fields
+    vector_rank: int | None = None,
     keyword_rank: int | None = None,
 ) -> Hit:
     """A chunk's hit, with its parts (cited by its first until a passage is made of it: assemble)."""

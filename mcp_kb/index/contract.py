@@ -157,7 +157,7 @@ class Store(Protocol):
         kb: str,
         number: int,
         started: str,
-        generation: str,  # noqa: PLR0913  # a row's columns
+        generation: str,
         record: dict[str, Any],
     ) -> None:
         """Record (or replace) version `number`; `started`: when its sync began (table versions since are kept)."""

@@ -202,7 +202,7 @@ class LanceStore:
         kb: str,
         number: int,
         started: str,
-        generation: str,  # noqa: PLR0913  # a row's columns
+        generation: str,
         record: dict[str, Any],
     ) -> None:
         self._versions.write(kb, number, started, generation, record)

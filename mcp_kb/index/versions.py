@@ -92,7 +92,7 @@ class VersionTable:
         kb: str,
         number: int,
         started: str,
-        generation: str,  # noqa: PLR0913  # a row's columns
+        generation: str,
         record: dict[str, Any],
     ) -> None:
         """Record (or replace) version `number` of the KB in one commit; `started`: when its sync began."""
