@@ -12,7 +12,7 @@ import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from .errors import KBError
 from .index.contract import FileRecord, Store
@@ -26,6 +26,7 @@ from .models.base import Embedder
 from .records import Problem, SyncReport, recorded_now
 from .schema import ChunkRow, ReadingRow, coerce
 from .settings import KBConfig
+from .slices import sliced
 from .stopwatch import stopwatch
 
 log = logging.getLogger(__name__)
@@ -36,12 +37,6 @@ _EMBED_SLICE = 128  # chunks embedded between two progress reports (a batch of l
 
 # How far a batch's embedding is: (chunks embedded, chunks to embed).
 EmbeddingProgress = Callable[[int, int], None]
-_T = TypeVar("_T")
-
-
-def sliced(items: Sequence[_T], size: int) -> list[Sequence[_T]]:
-    """`items` in consecutive slices of `size` (the last one shorter): a sync's batches and a cluster's waves."""
-    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 @dataclass
@@ -119,9 +114,8 @@ def embedded_pieces(  # noqa: PLR0913  # a batch's whole context
         vectors = _stored_vectors(store, kb.name, target, reuse_from, list(wanted), recent)
     missing = [content_hash for content_hash in wanted if content_hash not in vectors]
     report.chunks_reused += len(chunks) - len(missing)
-    waiting, since = list(parsed), time.monotonic()
-    for start in range(0, len(missing), _EMBED_SLICE):
-        hashes = missing[start : start + _EMBED_SLICE]
+    waiting, since, done = list(parsed), time.monotonic(), 0
+    for hashes in sliced(missing, _EMBED_SLICE):
         with timer("embed"):
             vectors.update(zip(hashes, embedder.embed_batch([wanted[h].embed_text for h in hashes])))
         if recent is not None:
@@ -129,7 +123,8 @@ def embedded_pieces(  # noqa: PLR0913  # a batch's whole context
                 recent.put(content_hash, vectors[content_hash])
         report.chunks_embedded += len(hashes)
         report.tokens_embedded += sum(wanted[h].n_tokens for h in hashes)
-        embedding(start + len(hashes), len(missing))
+        done += len(hashes)
+        embedding(done, len(missing))
         if time.monotonic() - since >= every and (whole := _leading_whole(waiting, vectors)):
             yield whole, _rows(kb, whole, vectors)
             waiting, since = waiting[len(whole) :], time.monotonic()

@@ -56,11 +56,11 @@ from .batches import (
     parsed_files,
     parsing_peak_mb,
     refuse,
-    sliced,
     write_readings,
     written_records,
 )
 from .records import SyncReport
+from .slices import sliced
 from .vocabulary import LOOPBACK, files_done
 
 log = logging.getLogger(__name__)
@@ -408,7 +408,7 @@ def _run_wave(  # noqa: PLR0913  # a KB sync's context, as in sync.py
     kb: KBConfig,
     target: str,
     reuse_from: str | None,
-    batches: list[Sequence[SourceFile]],
+    batches: list[list[SourceFile]],
     hash_by_path: dict[str, str],
     report: SyncReport,
     progress: Progress,

@@ -33,6 +33,7 @@ from .models.base import Embedder, Reranker, TokenCounter, query_model_differs
 from .passages import NO_PASSAGE_FITS, Hit, Part, add_context, assemble, fit_budget, parts_of
 from .records import KBState
 from .requests import ResolvedSearch, unknown_filter_field
+from .slices import sliced
 from .stopwatch import stopwatch
 from .vocabulary import status_uri, sync_remedy
 
@@ -581,8 +582,8 @@ def _hits(parts: list[_Part], candidates: list[Candidate]) -> list[Hit]:
 
 def _hits_in_batches(parts: list[_Part], candidates: list[Candidate], batch: int) -> Iterator[Hit]:
     """The candidates' rows, read a batch at a time as assembly asks for more."""
-    for start in range(0, len(candidates), batch):
-        yield from _hits(parts, candidates[start : start + batch])
+    for some in sliced(candidates, batch):
+        yield from _hits(parts, some)
 
 
 def _token_bounds(parts: list[_Part], hits: list[Hit]) -> list[int | None]:

@@ -42,12 +42,12 @@ from .batches import (
     parsed_files,
     parsing_peak_mb,
     refuse,
-    sliced,
     write_readings,
     written_records,
 )
 from .records import KBState, KBSummary, Pending, Problem, Progress, SyncProgress, SyncReport, commits_of, recorded_now
 from .requests import SyncRequest
+from .slices import sliced
 from .vocabulary import files_done, rebuild_option, sync_remedy, work_kept
 
 log = logging.getLogger(__name__)

@@ -24,6 +24,7 @@ from ..settings import (
 from ..digest import model_file_sha256
 from ..errors import ModelError
 from ..heap import return_free_heap
+from ..slices import sliced
 from .base import Embedder, ModelIdentity, Reranker
 from .identities import RememberedModel, remember_model, remembered_model
 from .onnx_session import OnnxSession, Pooling, Recipe, truncation_length
@@ -142,11 +143,7 @@ class FastEmbedder(Embedder):
         try:
             session = self._batch_session()
             vectors = (
-                [
-                    vector
-                    for start in range(0, len(ordered), size)
-                    for vector in session.embed(ordered[start : start + size])
-                ]
+                [vector for batch in sliced(ordered, size) for vector in session.embed(batch)]
                 if session
                 else list(self.model.embed(ordered, batch_size=size))
             )

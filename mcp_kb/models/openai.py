@@ -23,6 +23,7 @@ import numpy as np
 from ..settings import OpenAISettings
 from ..errors import ModelError
 from ..lru import BoundedLRU
+from ..slices import sliced
 from .base import Embedder, ModelIdentity, TokenCounter
 from .service import Answer, by_input, post, refusal, request_headers, service_address
 
@@ -58,7 +59,7 @@ class OpenAIEmbedder(Embedder):
         if not texts:
             return np.zeros((0, self.identity.dimension), dtype=np.float32)
         size = self.config.batch_size
-        batches = [texts[i : i + size] for i in range(0, len(texts), size)]
+        batches = sliced(texts, size)
         with ThreadPoolExecutor(max_workers=min(self.config.max_concurrency, len(batches))) as pool:
             parts = list(pool.map(lambda batch: self._request(batch, retries=self.config.max_retries), batches))
         vectors = np.concatenate([self._checked(part) for part in parts])

@@ -20,6 +20,7 @@ import httpx
 
 from ..settings import ServiceRerankSettings
 from ..errors import ModelError
+from ..slices import sliced
 from .base import Reranker
 from .service import by_input, post, refusal, request_headers, service_address
 from .pause import PauseAfterFailure
@@ -54,8 +55,8 @@ class ServiceReranker(Reranker):
         scores: list[float] = []
         deadline = time.monotonic() + self.config.timeout
         try:
-            for start in range(0, len(passages), size):
-                scores += self._batch(query, passages[start : start + size], deadline)
+            for batch in sliced(passages, size):
+                scores += self._batch(query, batch, deadline)
         except ModelError as exc:
             self.pause.failed(str(exc))
             raise
