@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, UTC
 from typing import Any, ClassVar, Self
 
-from .vocabulary import files_done
+from .vocabulary import files_indexed
 
 NEVER_SYNCED = "never synced"  # the outcome of a KB no sync has finished for
 _SYNCS_KEPT = 20  # recent syncs a KB's state lists (the admin page shows them)
@@ -99,7 +99,7 @@ class SyncProgress(_Saved):
     def text(self, now: float | None = None) -> str:
         """How far, said one way on every face: "3 of 10 files indexed, 120 chunks embedded, 1.5 files/s, about
         5 s left"; rate and time left by the sync's own start, so a first look already says them."""
-        text = f"{files_done(self.done, self.total)} indexed"
+        text = files_indexed(self.done, self.total)
         if self.chunks:
             text += f", {self.chunks} chunks embedded"
         if self.started:
