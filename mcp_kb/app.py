@@ -59,7 +59,7 @@ from .records import (
     recorded_now,
 )
 from .requests import BrowseRequest, ReadRequest, SearchRequest, SyncRequest, parse_search
-from .search import ACROSS_KBS, Searcher, SearchResult
+from .search import ACROSS_KBS, SearchModels, Searcher, SearchResult
 from .vocabulary import sync_named
 from .ingest.workers import ParseWorkers
 from .batches import parse_job
@@ -135,15 +135,8 @@ class App:
     @cached_property
     def searcher(self) -> Searcher:
         rerank = self.config.rerank
-        return Searcher(
-            self.store,
-            self.embedder,
-            self.tokenizer,
-            create_reranker(rerank),
-            rerank.candidates,
-            self.config.owner,
-            self.freshness,
-        )
+        models = SearchModels(self.embedder, self.tokenizer, create_reranker(rerank), rerank.candidates)
+        return Searcher(self.store, models, self.config.owner, self.freshness)
 
     @cached_property
     def freshness(self) -> Freshness:
