@@ -25,7 +25,7 @@ from ..errors import ModelError
 from ..lru import BoundedLRU
 from ..slices import sliced
 from .base import Embedder, ModelIdentity, TokenCounter
-from .service import Answer, by_input, post, refusal, request_headers, service_address
+from .service import Answer, Limits, by_input, post, refusal, request_headers, service_address
 
 _QUERY_CACHE_SIZE = 256
 _ANSWER_BYTES_PER_TEXT = 64 * 1024  # room for a 3,000-number vector written out in full; then refused
@@ -107,15 +107,8 @@ class OpenAIEmbedder(Embedder):
         body: dict[str, Any] = {"model": self.config.model, "input": texts, "encoding_format": "float"}
         if self.config.dimensions:
             body["dimensions"] = self.config.dimensions
-        answer = post(
-            self._client,
-            self.url,
-            body,
-            retries,
-            _WHAT,
-            timeout=self.config.timeout,
-            limit=(len(texts) + 16) * _ANSWER_BYTES_PER_TEXT,
-        )
+        limits = Limits(retries, self.config.timeout, answer_bytes=(len(texts) + 16) * _ANSWER_BYTES_PER_TEXT)
+        answer = post(self._client, self.url, body, _WHAT, limits)
         return _vectors(answer, len(texts), self.config)
 
 

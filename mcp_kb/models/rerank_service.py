@@ -22,7 +22,7 @@ from ..settings import ServiceRerankSettings
 from ..errors import ModelError
 from ..slices import sliced
 from .base import Reranker
-from .service import by_input, post, refusal, request_headers, service_address
+from .service import Limits, by_input, post, refusal, request_headers, service_address
 from .pause import PauseAfterFailure
 
 _WHAT = "rerank service"
@@ -64,16 +64,13 @@ class ServiceReranker(Reranker):
         return scores
 
     def _batch(self, query: str, passages: list[str], deadline: float) -> list[float]:
-        answer = post(
-            self.client,
-            self.url,
-            self._body(query, passages),
+        limits = Limits(
             self.config.max_retries,
-            _WHAT,
-            timeout=self.config.timeout,
-            limit=(len(passages) + 16) * _ANSWER_BYTES_PER_PASSAGE,
+            self.config.timeout,
+            answer_bytes=(len(passages) + 16) * _ANSWER_BYTES_PER_PASSAGE,
             deadline=deadline,
         )
+        answer = post(self.client, self.url, self._body(query, passages), _WHAT, limits)
         error = refusal(
             answer,
             _WHAT,
