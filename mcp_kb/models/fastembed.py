@@ -131,7 +131,9 @@ class FastEmbedder(Embedder):
                     *([tokenizer] if tokenizer.is_file() else []),
                 }
             )
-            remember_model(memory_key(self.config), identity, weights, fp32_folder, recipe_of(described))
+            remember_model(
+                memory_key(self.config), RememberedModel(identity, fp32_folder, recipe_of(described)), weights
+            )
         return identity
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
