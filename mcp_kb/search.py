@@ -30,7 +30,7 @@ from .history import Edition, edition
 from .index.contract import Candidate, ChunkView, Store, view_of
 from .lru import BoundedLRU
 from .models.base import Embedder, Reranker, TokenCounter, query_model_differs
-from .passages import NO_PASSAGE_FITS, Hit, Part, add_context, assemble, fit_budget, parts_of
+from .passages import NO_PASSAGE_FITS, Budget, Hit, Part, add_context, assemble, fit_budget, parts_of
 from .records import KBState
 from .requests import ResolvedSearch, unknown_filter_field
 from .slices import sliced
@@ -294,8 +294,7 @@ class Searcher:
             "budget",
             lambda: fit_budget(
                 hits,
-                request.max_tokens,
-                self.tokenizer,
+                Budget(request.max_tokens, self.tokenizer),
                 request.query,
                 _token_bounds(counted_alike, hits),
                 notes + said,
