@@ -242,28 +242,16 @@ def sync_kb(tools: SyncTools, kb: KBConfig, request: SyncRequest, progress: Prog
         if report.files_written and not committed:
             _version_what_was_kept(store, kb.name, synced, active_files)
         # Every caller who sees the KB reads the record: the index's and the cluster's places stay out of it.
-        _record_failure(
-            store,
-            kb.name,
-            started,
-            config.unlocated(error),
-            report,
-            outcome="interrupted" if isinstance(exc, SyncCancelled) else "failed",
-        )
+        outcome = "interrupted" if isinstance(exc, SyncCancelled) else "failed"
+        _record_failure(store, started, config.unlocated(error), report, outcome)
         raise
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM where the command turns it into one
         wanted = report.files_added + report.files_changed
         kept = work_kept(rebuild_option(request.full, request.reembed))
         if report.files_written and not committed:
             _version_what_was_kept(store, kb.name, synced, active_files)
-        _record_failure(
-            store,
-            kb.name,
-            started,
-            f"interrupted after writing {report.files_written} of {wanted} new and changed files; {kept}",
-            report,
-            outcome="interrupted",
-        )
+        error = f"interrupted after writing {report.files_written} of {wanted} new and changed files; {kept}"
+        _record_failure(store, started, error, report, outcome="interrupted")
         raise
     finally:
         clear_progress(store, kb.name)
@@ -388,7 +376,7 @@ def _active_manifest(
         return {}, True
 
 
-def _target_generation(  # noqa: PLR0913  # a KB sync's context
+def _target_generation(  # noqa: PLR0913  # it decides the generation a SyncContext is built with, so comes before one
     store: Store,
     kb: KBConfig,
     embedder: Embedder,
@@ -618,15 +606,10 @@ def _summary(files: dict[str, FileRecord], report: SyncReport, titles: list[str]
     return KBSummary(sum(kinds.values()), dict(kinds.most_common()), report.chunks_total, tuple(titles))
 
 
-def _record_failure(  # noqa: PLR0913  # a KB sync's context
-    store: Store,
-    kb: str,
-    started: str,
-    error: str,
-    report: SyncReport,
-    outcome: str = "failed",
-) -> None:
-    """Keep the fingerprints of the last good build; record the failed (or interrupted) attempt for `status`."""
+def _record_failure(store: Store, started: str, error: str, report: SyncReport, outcome: str = "failed") -> None:
+    """Keep the fingerprints of the last good build; record the failed (or interrupted) attempt (of the KB its
+    report names) for `status`."""
+    kb = report.kb
     try:
         state = store.read_state(kb)
         store.write_state(kb, {**state, **KBState(state).ended(started, outcome, report, error)})
