@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _beir import EVAL, use_offline_model, write_corpus  # noqa: E402
+from _beir import EVAL, use_offline_model, write_corpus
 
 RESIDUE = {
     "include": re.compile(r"\{\*.*?\*\}|\{!.*?!\}"),

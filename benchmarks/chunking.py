@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _beir import use_offline_model  # noqa: E402
+from _beir import use_offline_model
 
 UNITS = {"Latin": "a.a.a.a.", "Chinese": "数据库索引同步"}
 

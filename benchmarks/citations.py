@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # after PYTHONPATH: another tree's mcp_kb may come first
-from _beir import EVAL, progress, use_offline_model  # noqa: E402
+from _beir import EVAL, progress, use_offline_model
 
 WORK = Path("/tmp/mcp-kb-bench/citations")
 FASTAPI = EVAL / "fastapi-docs" / "docs" / "en"
@@ -178,7 +178,7 @@ def _pdf_prose(path: Path) -> list[str]:
         if reader.is_encrypted:
             return []
         return [sentence for page in reader.pages for sentence in _prose_sentences(page.extract_text() or "")]
-    except Exception:  # noqa: BLE001  # a malformed PDF gives no questions; the sync reports it
+    except Exception:  # a malformed PDF gives no questions; the sync reports it
         return []
 
 
@@ -322,7 +322,7 @@ def render_search(result) -> str:
         from mcp_kb.api import cited_text
 
         return cited_text(result)
-    except Exception as exc:  # noqa: BLE001  # a tree without it, or one in the middle of a change
+    except Exception as exc:  # a tree without it, or one in the middle of a change
         FALLBACKS[f"cited_text: {error_kind(exc)}"] += 1
         return "\n\n".join(f"[{n}] {hit.citation}\n{hit.text}" for n, hit in enumerate(result.hits, 1))
 
@@ -333,7 +333,7 @@ def render_read(answer) -> str:
         from mcp_kb.api import read_text
 
         return read_text(answer)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         FALLBACKS[f"read_text: {error_kind(exc)}"] += 1
         return answer.text
 
@@ -346,7 +346,7 @@ def ask(app, kb: str, question: Question, tally: Tally, code: bool, keep_misses:
     tally.questions += 1
     try:
         result = app.search(kb, SearchRequest(query=question.text, top_k=TOP_K), record=False)
-    except Exception as exc:  # noqa: BLE001  # counted, and the run goes on
+    except Exception as exc:  # counted, and the run goes on
         tally.wrong[f"search failed (a question, no hits): {error_kind(exc)}"] += 1
         return
     tally.search_ms.append((time.perf_counter() - started) * 1000)
@@ -359,7 +359,7 @@ def ask(app, kb: str, question: Question, tally: Tally, code: bool, keep_misses:
         read, right = "", False
         try:
             answer = app.read_through(kb, ReadRequest(kb=kb, path=hit.source, **part))
-        except Exception as exc:  # noqa: BLE001  # any failure to read a citation back is a wrong citation
+        except Exception as exc:  # any failure to read a citation back is a wrong citation
             kind = f"error: {error_kind(exc)}"
             read = f"({kind}) {exc}"
         else:
@@ -392,7 +392,7 @@ def _where(app, kb: str, hit, form: str, matched: str) -> str:
         return "no text in the hit"
     try:
         whole = app.read_through(kb, ReadRequest(kb=kb, path=hit.source)).text
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return f"whole document unreadable: {error_kind(exc)}"
     if not holds(whole, matched):
         return "not in the document's text"
@@ -400,7 +400,7 @@ def _where(app, kb: str, hit, form: str, matched: str) -> str:
         pages = f"{hit.page}-{hit.page_end or hit.page}"
         try:
             held = matched in spaced(app.read_through(kb, ReadRequest(kb=kb, path=hit.source, pages=pages)).text)
-        except Exception:  # noqa: BLE001
+        except Exception:
             held = False
         return f"outside the cited lines; its pages {'hold' if held else 'miss'} it"
     return f"outside the cited {form}"
@@ -508,7 +508,7 @@ def main() -> None:
 
     try:
         model = app.embedder.identity.name
-    except Exception:  # noqa: BLE001  # the header only
+    except Exception:  # the header only
         model = "?"
     print(
         f"mcp_kb from {Path(mcp_kb.__file__).parent}; model {model}; top_k {TOP_K}, the KBs' default search "

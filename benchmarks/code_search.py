@@ -48,11 +48,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _beir import progress, use_offline_model  # noqa: E402
-from mcp_kb.api import SearchRequest, SyncRequest  # noqa: E402
-from mcp_kb.ingest.parsers.code import PLAIN_SUFFIXES  # noqa: E402
-from mcp_kb.settings import MAX_TOKENS_MAX  # noqa: E402
-from mcp_kb.vocabulary import HEADING_SEPARATOR  # noqa: E402
+from _beir import progress, use_offline_model
+from mcp_kb.api import SearchRequest, SyncRequest
+from mcp_kb.ingest.parsers.code import PLAIN_SUFFIXES
+from mcp_kb.settings import MAX_TOKENS_MAX
+from mcp_kb.vocabulary import HEADING_SEPARATOR
 
 WORK = Path("/tmp/mcp-kb-bench/code-search")
 WINDOW_SUFFIX = ".cfg"  # a plain-code suffix: line windows from the code parser

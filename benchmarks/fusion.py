@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _beir import EVAL, kb_config, use_offline_model  # noqa: E402
+from _beir import EVAL, kb_config, use_offline_model
 
 
 def rrf(vector, keyword, wv=1.0, wk=1.0, k=60):

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _beir import EVAL, kb_config, use_offline_model  # noqa: E402
+from _beir import EVAL, kb_config, use_offline_model
 from mcp_kb.api import SearchRequest
 
 WORK = Path("/tmp/mcp-kb-bench")

@@ -27,10 +27,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from git_server import Repo  # noqa: E402  # the tests' repository helper: git with no user or system config
+from git_server import Repo  # the tests' repository helper: git with no user or system config
 
-from mcp_kb.app import App  # noqa: E402
-from mcp_kb.settings import build_config  # noqa: E402
+from mcp_kb.app import App
+from mcp_kb.settings import build_config
 
 BASE = Path("/tmp/mcp-kb-bench/repositories")
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _beir import EVAL, kb_config, progress, use_offline_model, write_corpus  # noqa: E402
+from _beir import EVAL, kb_config, progress, use_offline_model, write_corpus
 from mcp_kb.api import SearchRequest
 
 

@@ -36,7 +36,7 @@ import numpy as np
 
 # After PYTHONPATH and the editable install: `million --tree` picks the mcp_kb a measuring process imports.
 sys.path.append(str(Path(__file__).resolve().parents[1]))
-from _beir import EVAL, kb_config, use_offline_model  # noqa: E402
+from _beir import EVAL, kb_config, use_offline_model
 from mcp_kb.api import SearchRequest
 
 WORK = Path("/tmp/mcp-kb-bench")

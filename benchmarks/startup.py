@@ -30,7 +30,7 @@ from pathlib import Path
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _beir import use_offline_model  # noqa: E402
+from _beir import use_offline_model
 
 ROOT = Path(__file__).resolve().parents[1]
 

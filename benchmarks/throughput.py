@@ -54,7 +54,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _beir import EVAL, use_offline_model  # noqa: E402
+from _beir import EVAL, use_offline_model
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = Path("/tmp/mcp-kb-bench")
@@ -515,7 +515,7 @@ def prepare_copy(number: int, tree: Tree) -> Path:
     return config
 
 
-def start_server(tree: Tree, config: Path, protocol: str, servers: list[Server], workers: int) -> None:  # noqa: PLR0913
+def start_server(tree: Tree, config: Path, protocol: str, servers: list[Server], workers: int) -> None:
     kb = status(tree, config)
     server = Server(tree, config, kb["tool"], kb["last_sync"], distinct_queries(), workers=workers)
     servers.append(server)  # before it starts: stopped whatever happens

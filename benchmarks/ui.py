@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _beir import use_offline_model  # noqa: E402
+from _beir import use_offline_model
 
 
 def write_site(folder: Path, kbs: int) -> Path:

@@ -49,8 +49,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _beir import EVAL, progress, use_offline_model, write_corpus  # noqa: E402
-from mcp_kb.api import SearchRequest, SyncRequest, load_queries  # noqa: E402
+from _beir import EVAL, progress, use_offline_model, write_corpus
+from mcp_kb.api import SearchRequest, SyncRequest, load_queries
 
 WORK = Path("/tmp/mcp-kb-bench/versions")
 FASTAPI = EVAL / "fastapi-docs" / "docs"

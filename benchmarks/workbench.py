@@ -44,14 +44,14 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _beir import EVAL, kb_config, progress, use_offline_model, write_corpus  # noqa: E402
+from _beir import EVAL, kb_config, progress, use_offline_model, write_corpus
 from mcp_kb.api import (
     READ_TOKENS_MAX,
     BrowseRequest,
     KBError,
     ReadRequest,
     SearchRequest,
-    SyncRequest,  # noqa: E402
+    SyncRequest,
     cited_text,
     load_qrels,
     load_queries,

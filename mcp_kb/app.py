@@ -58,12 +58,12 @@ from .records import (
     recorded_now,
 )
 from .requests import BrowseRequest, ReadRequest, SearchRequest, SyncRequest, parse_search
-from .search import ACROSS_KBS, Searcher, SearchResult
+from .search import ACROSS_KBS, SearchModels, Searcher, SearchResult
 from .vocabulary import sync_named
 from .ingest.workers import ParseWorkers
 from .batches import parse_job
 from .records import KBVersion, SyncReport
-from .sync import count_pending, refuse_another_projects, sync_all
+from .sync import SyncTools, count_pending, refuse_another_projects, sync_all
 
 
 if TYPE_CHECKING:
@@ -136,15 +136,8 @@ class App:
     @cached_property
     def searcher(self) -> Searcher:
         rerank = self.config.rerank
-        return Searcher(
-            self.store,
-            self.embedder,
-            self.tokenizer,
-            create_reranker(rerank),
-            rerank.candidates,
-            self.config.owner,
-            self.freshness,
-        )
+        models = SearchModels(self.embedder, self.tokenizer, create_reranker(rerank), rerank.candidates)
+        return Searcher(self.store, models, self.config.owner, self.freshness)
 
     @cached_property
     def freshness(self) -> Freshness:
@@ -229,15 +222,8 @@ class App:
 
     def sync(self, request: SyncRequest | None = None, progress: Progress | None = None) -> list[SyncReport]:
         """Sync the KB the request names (every KB without one); `progress` hears how far it is."""
-        reports = sync_all(
-            self.config,
-            self.store,
-            self.embedder,
-            lambda: self.tokenizer,
-            request or SyncRequest(),
-            progress,
-            release_model=self.releases_model,
-        )
+        tools = SyncTools(self.config, self.store, self.embedder, lambda: self.tokenizer, self.releases_model)
+        reports = sync_all(tools, request or SyncRequest(), progress)
         for report in reports:  # a model or chunking change that hurts retrieval shows at once
             sample = self.config.get_kb(report.kb).sync.self_check_sample
             if report.rebuilt and sample:

@@ -12,7 +12,7 @@ import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from .errors import KBError
 from .index.contract import FileRecord, Store
@@ -22,11 +22,13 @@ from .ingest.reading import Reading, line_count, outline_json
 from .ingest.sources import SourceFile
 from .ingest.workers import Job, Parsed
 from .lru import BoundedLRU
-from .models.base import Embedder
-from .records import Problem, SyncReport, recorded_now
+from .models.base import Embedder, TokenCounter
+from .records import Problem, Progress, SyncReport, recorded_now
 from .schema import ChunkRow, ReadingRow, coerce
 from .settings import KBConfig
+from .slices import sliced
 from .stopwatch import stopwatch
+from .vocabulary import files_indexed
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +38,34 @@ _EMBED_SLICE = 128  # chunks embedded between two progress reports (a batch of l
 
 # How far a batch's embedding is: (chunks embedded, chunks to embed).
 EmbeddingProgress = Callable[[int, int], None]
-_T = TypeVar("_T")
 
 
-def sliced(items: Sequence[_T], size: int) -> list[Sequence[_T]]:
-    """`items` in consecutive slices of `size` (the last one shorter): a sync's batches and a cluster's waves."""
-    return [items[start : start + size] for start in range(0, len(items), size)]
+@dataclass(frozen=True)
+class BatchContext:
+    """What a KB sync's batches are embedded and written with: the store, the generation written (`target`), the
+    one whose vectors may be reused (`reuse_from`: the generation a rebuild replaces, when its model is the same),
+    the model, and the report and timer that add up what they did and cost. A cluster's indexer has its own."""
+
+    store: Store
+    kb: KBConfig
+    target: str
+    reuse_from: str | None
+    embedder: Embedder
+    report: SyncReport
+    timer: Timer
+
+
+@dataclass(frozen=True)
+class SyncContext(BatchContext):
+    """One KB's sync as it indexes its new and changed files, built once it knows the generation it writes: the
+    batches' context, the tokenizer that chunks them, and who hears how far it is."""
+
+    counter: TokenCounter
+    progress: Progress
+
+    def indexed(self, done: int, total: int, doing: str = "") -> None:
+        """Progress: `done` of `total` files indexed, and what the sync is `doing` meanwhile."""
+        self.progress(done, total, f"{self.kb.name}: {files_indexed(done, total)}" + (f" ({doing})" if doing else ""))
 
 
 @dataclass
@@ -73,38 +97,22 @@ def parsing_peak_mb(outcomes: Sequence[Parsed], known: int = 0) -> int:
     return max([known, *(outcome.peak_mb for outcome in outcomes)])
 
 
-def embedded_rows(  # noqa: PLR0913  # a batch's whole context
-    store: Store,
-    kb: KBConfig,
-    target: str,
-    reuse_from: str | None,
-    embedder: Embedder,
+def embedded_rows(
+    context: BatchContext,
     parsed: list[ParsedFile],
-    report: SyncReport,
-    timer: Timer,
     embedding: EmbeddingProgress,
     recent: BoundedLRU[str, Any] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """The chunk rows of a parsed batch by path, each with its vector (reused, or embedded here); a file whose
     parse is to be retried has none (it keeps what the index has of it). Raises ModelError."""
     return {
-        path: rows
-        for _, piece in embedded_pieces(
-            store, kb, target, reuse_from, embedder, parsed, report, timer, embedding, recent
-        )
-        for path, rows in piece.items()
+        path: rows for _, piece in embedded_pieces(context, parsed, embedding, recent) for path, rows in piece.items()
     }
 
 
-def embedded_pieces(  # noqa: PLR0913  # a batch's whole context
-    store: Store,
-    kb: KBConfig,
-    target: str,
-    reuse_from: str | None,
-    embedder: Embedder,
+def embedded_pieces(
+    context: BatchContext,
     parsed: list[ParsedFile],
-    report: SyncReport,
-    timer: Timer,
     embedding: EmbeddingProgress,
     recent: BoundedLRU[str, Any] | None = None,
     every: float = math.inf,
@@ -113,23 +121,24 @@ def embedded_pieces(  # noqa: PLR0913  # a batch's whole context
     each time `every` seconds of embedding have passed since the last piece, and the rest at the end. A sync
     commits each piece, so an interruption loses about `every` seconds of embedding (or one file's, when one file
     takes longer). Raises ModelError, after the pieces already given."""
+    kb, report, timer = context.kb, context.report, context.timer
     chunks = [chunk for item in parsed for chunk in item.chunks]
     wanted = {chunk.content_hash: chunk for chunk in chunks}
     with timer("embed"):
-        vectors = _stored_vectors(store, kb.name, target, reuse_from, list(wanted), recent)
+        vectors = _stored_vectors(context, list(wanted), recent)
     missing = [content_hash for content_hash in wanted if content_hash not in vectors]
     report.chunks_reused += len(chunks) - len(missing)
-    waiting, since = list(parsed), time.monotonic()
-    for start in range(0, len(missing), _EMBED_SLICE):
-        hashes = missing[start : start + _EMBED_SLICE]
+    waiting, since, done = list(parsed), time.monotonic(), 0
+    for hashes in sliced(missing, _EMBED_SLICE):
         with timer("embed"):
-            vectors.update(zip(hashes, embedder.embed_batch([wanted[h].embed_text for h in hashes])))
+            vectors.update(zip(hashes, context.embedder.embed_batch([wanted[h].embed_text for h in hashes])))
         if recent is not None:
             for content_hash in hashes:
                 recent.put(content_hash, vectors[content_hash])
         report.chunks_embedded += len(hashes)
         report.tokens_embedded += sum(wanted[h].n_tokens for h in hashes)
-        embedding(start + len(hashes), len(missing))
+        done += len(hashes)
+        embedding(done, len(missing))
         if time.monotonic() - since >= every and (whole := _leading_whole(waiting, vectors)):
             yield whole, _rows(kb, whole, vectors)
             waiting, since = waiting[len(whole) :], time.monotonic()
@@ -220,19 +229,14 @@ def count_batch(kb: KBConfig, parsed: list[ParsedFile], report: SyncReport) -> N
             log.info("%s: failed %s: %s", kb.name, item.source.doc_id, item.error)  # the summary lists it
 
 
-def _stored_vectors(  # noqa: PLR0913  # a batch's whole context
-    store: Store,
-    kb: str,
-    target: str,
-    reuse_from: str | None,
-    wanted: list[str],
-    recent: BoundedLRU[str, Any] | None,
-) -> dict[str, Any]:
+def _stored_vectors(context: BatchContext, wanted: list[str], recent: BoundedLRU[str, Any] | None) -> dict[str, Any]:
     """The vectors these content hashes already have: in the target generation, in the one being replaced, and in
     `recent` (this sync's vectors not committed yet)."""
-    vectors: dict[str, Any] = store.vectors_by_content_hash(kb, target, wanted)
-    if reuse_from is not None:
-        vectors.update(store.vectors_by_content_hash(kb, reuse_from, [h for h in wanted if h not in vectors]))
+    store, kb = context.store, context.kb.name
+    vectors: dict[str, Any] = store.vectors_by_content_hash(kb, context.target, wanted)
+    if context.reuse_from is not None:
+        unknown = [h for h in wanted if h not in vectors]
+        vectors.update(store.vectors_by_content_hash(kb, context.reuse_from, unknown))
     if recent is not None:
         vectors.update((h, vector) for h in wanted if h not in vectors and (vector := recent.get(h)) is not None)
     return vectors

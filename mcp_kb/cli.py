@@ -343,7 +343,7 @@ def init(folder: str, config_path: str) -> None:
 )
 @config_option
 @json_option
-def sync(  # noqa: PLR0913  # one per option
+def sync(
     kb: str | None,
     full: bool,
     reembed: bool,
@@ -487,7 +487,7 @@ def _caller_stats(config: Config, as_json: bool) -> None:
 @as_of_option
 @config_option
 @json_option
-def search(  # noqa: PLR0913  # one per option
+def search(
     kb: str,
     query: str,
     mode: str | None,
@@ -546,7 +546,7 @@ def search(  # noqa: PLR0913  # one per option
 @as_of_option
 @config_option
 @json_option
-def read(  # noqa: PLR0913  # one per option
+def read(
     kb: str,
     path: str,
     section: str | None,
@@ -609,7 +609,7 @@ def read(  # noqa: PLR0913  # one per option
 @as_of_option
 @config_option
 @json_option
-def list_documents(  # noqa: PLR0913  # one per option
+def list_documents(
     kb: str,
     path: str,
     outline: bool,
@@ -765,7 +765,7 @@ def rollback(kb: str, target: str, config_path: str | None) -> None:
 @click.option("--k", default=10, show_default=True, help="Cut-off for recall@k (with --self: hit@k).")
 @config_option
 @json_option
-def evaluate(  # noqa: PLR0913  # one per option
+def evaluate(
     kb: str,
     queries: Path | None,
     qrels: Path | None,
@@ -840,7 +840,7 @@ def evaluate(  # noqa: PLR0913  # one per option
     type=NUMBER,
     help="Processes serving stateless HTTP on the port, each answering any request (default: the config's, 1).",
 )
-def serve(  # noqa: PLR0913  # one per option
+def serve(
     folder: str | None,
     config_path: str | None,
     transport: str | None,

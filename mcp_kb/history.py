@@ -130,20 +130,25 @@ def _by_number(store: Store, kb: str, number: int | None) -> KBVersion | None:
 # ---- recording versions -----------------------------------------------------------------------
 
 
-def record(  # noqa: PLR0913  # a sync's outcome
-    store: Store,
-    kb: str,
-    report: SyncReport,
-    generation: str,
-    fingerprints: dict[str, Any],
-    started: str,
-    by: str = "",
-    tag: str | None = None,
-    kind: str = "sync",
-) -> int:
-    """After a sync wrote its tables: a new version when it changed the KB (or the KB has none yet), with `tag`
-    (checked by check_tag before the sync began). Returns the number the sync's final state write makes current,
-    which commits it."""
+@dataclass(frozen=True)
+class Synced:
+    """What a sync wrote, as its version records it: its report, the generation written and the fingerprints it was
+    built with, when it started, who asked for it, the tag asked for (checked by check_tag before the sync began),
+    and its kind ("sync"; "unfinished" for what a sync that stopped kept)."""
+
+    report: SyncReport
+    generation: str
+    fingerprints: dict[str, Any]
+    started: str
+    by: str = ""
+    tag: str | None = None
+    kind: str = "sync"
+
+
+def record(store: Store, kb: str, synced: Synced) -> int:
+    """After a sync wrote its tables: a new version when it changed the KB (or the KB has none yet), with its tag.
+    Returns the number the sync's final state write makes current, which commits it."""
+    report, generation, started, tag = synced.report, synced.generation, synced.started, synced.tag
     current = store.read_state(kb).version
     changed = report.files_added or report.files_changed or report.files_deleted or report.rebuilt
     if current is not None and not changed:  # nothing new: a tag goes on the current version
@@ -158,13 +163,13 @@ def record(  # noqa: PLR0913  # a sync's outcome
         store.pinned_now(kb, generation),
         started,
         recorded_now(_PRECISION),
-        "rebuild" if report.rebuilt else kind,
+        "rebuild" if report.rebuilt else synced.kind,
         report.files_added,
         report.files_changed,
         report.files_deleted,
         (tag,) if tag else (),
-        by,
-        fingerprints=dict(fingerprints),
+        synced.by,
+        fingerprints=dict(synced.fingerprints),
         commits=dict(report.commits),
     )
     store.write_version(kb, version)
@@ -199,7 +204,7 @@ def _kept(
     records: list[KBVersion],
     current: int | None,
     keep: int,
-    keep_days: float,  # noqa: PLR0913
+    keep_days: float,
     pending: int | None = None,
 ) -> set[int]:
     """The newest `keep` committed versions, those younger than `keep_days`, the tagged ones, the current one and a

@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 from collections.abc import Iterable, Sequence
 
@@ -344,18 +344,26 @@ def citation_line(hit: Hit, number: int, name_kb: bool = False, as_trimmed: bool
     return f"{citation_marker(number)} {source} (score {hit.score:.3f}{trimmed})"
 
 
-def fit_budget(  # noqa: PLR0913  # an answer's whole
+@dataclass(frozen=True)
+class Budget:
+    """An answer's token budget (a search's max_tokens) and the tokenizer that counts its text against it."""
+
+    max_tokens: int
+    counter: TokenCounter
+
+
+def fit_budget(
     hits: list[Hit],
-    max_tokens: int,
-    counter: TokenCounter,
+    limit: Budget,
     query: str,
     token_bounds: list[int | None] | None = None,
     notes: Sequence[str] = (),
 ) -> tuple[list[Hit], list[str]]:
-    """The passages, cut so the whole answer's text fits `max_tokens`: its `notes`, each passage's frame (its citation
-    line, as trimmed and named by KB: the most it can be, and its permalink) and text with context; notes say what was
+    """The passages, cut so the whole answer's text fits `limit.max_tokens`: its `notes`, each passage's frame (its
+    citation line, as trimmed and named by KB: the most it can be, and its permalink) and text with context; notes say what was
     left out. `token_bounds`: an upper bound of each passage's tokens where the index knows one; when those fit with
     the frames and notes, no passage is counted (and nothing at all when the frames fit at a token a byte)."""
+    max_tokens, counter = limit.max_tokens, limit.counter
     frame_texts = [_frame_text(hit, len(hits)) for hit in hits]
     said = "\n".join(f"Note: {note}" for note in notes)
     known = [bound for bound in token_bounds or [] if bound is not None]

@@ -28,26 +28,26 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import KBError, ModelError
-from .index.contract import Store
 from .index import open_store
 from .ingest.sources import SourceFile
 from .ingest.workers import Job, Parsed, ParseWorkers, resident_peak_mb
 from .lru import BoundedLRU
 from .models import create_embedder
-from .models.base import Embedder, TokenCounter
-from .records import Progress
+from .models.base import TokenCounter
 from .settings import Config, EmbeddingConfig, KBConfig, StorageConfig, SyncEngineConfig
 from .settings.sync import RAY_CLIENT, RayAddress, check_ray_address, parse_ray_address
 from .settings.variables import ENV_RAY_ADDRESS, environment
 from .batches import (
     BATCH_FILES,
+    BatchContext,
     ParsedFile,
+    SyncContext,
     Timer,
     count_batch,
     embedded_rows,
@@ -56,12 +56,12 @@ from .batches import (
     parsed_files,
     parsing_peak_mb,
     refuse,
-    sliced,
     write_readings,
     written_records,
 )
 from .records import SyncReport
-from .vocabulary import LOOPBACK, files_done
+from .slices import sliced
+from .vocabulary import LOOPBACK
 
 log = logging.getLogger(__name__)
 
@@ -90,47 +90,30 @@ class IndexedBatch:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def index_on_ray(  # noqa: PLR0913  # a KB sync's context, as in sync.py
-    config: Config,
-    store: Store,
-    kb: KBConfig,
-    target: str,
-    reuse_from: str | None,
-    embedder: Embedder,
-    counter: TokenCounter,
-    todo: list[SourceFile],
-    hash_by_path: dict[str, str],
-    report: SyncReport,
-    timer: Timer,
-    progress: Progress,
-) -> None:
+@dataclass(frozen=True)
+class _Wave:
+    """A wave of a sync's files with their content hashes, in batches: `what` names it in progress ("wave 2/5"),
+    among `total` files to index."""
+
+    batches: list[list[tuple[SourceFile, str]]]
+    what: str
+    total: int
+
+
+def index_on_ray(config: Config, context: SyncContext, todo: list[SourceFile], hash_by_path: dict[str, str]) -> None:
     """Parse, chunk, embed and write `todo` on the cluster, one commit per wave."""
-    with _cluster(config) as ray, timer("cluster"):
-        indexers = _start_indexers(ray, config.embedding, config.storage, embedder.identity.fingerprint())
-        log.info("%s: %d files to index on a Ray cluster of %d nodes", kb.name, len(todo), len(indexers))
+    report = context.report
+    with _cluster(config) as ray, context.timer("cluster"):
+        indexers = _start_indexers(ray, config.embedding, config.storage, context.embedder.identity.fingerprint())
+        log.info("%s: %d files to index on a Ray cluster of %d nodes", context.kb.name, len(todo), len(indexers))
         waves = sliced(todo, config.sync.wave_files)
-        for number, wave in enumerate(waves, 1):
-            batches = sliced(wave, BATCH_FILES)
-            indexed = _run_wave(
-                ray,
-                indexers,
-                config.sync,
-                counter,
-                kb,
-                target,
-                reuse_from,
-                batches,
-                hash_by_path,
-                report,
-                progress,
-                len(todo),
-                f"wave {number}/{len(waves)}",
-            )
-            _commit_wave(store, kb, target, indexed, report, timer)
-            report.files_written += len(wave)
-            progress(
-                report.files_written, len(todo), f"{kb.name}: {files_done(report.files_written, len(todo))} indexed"
-            )
+        for number, files in enumerate(waves, 1):
+            hashed = [(source, hash_by_path[source.doc_id]) for source in files]
+            wave = _Wave(sliced(hashed, BATCH_FILES), f"wave {number}/{len(waves)}", len(todo))
+            indexed = _run_wave(ray, indexers, config.sync, context, wave)
+            _commit_wave(context, indexed)
+            report.files_written += len(files)
+            context.indexed(report.files_written, len(todo))
 
 
 @contextmanager
@@ -400,29 +383,17 @@ def _takes_gpu(node: dict[str, Any], embedding: EmbeddingConfig) -> bool:
     return node["Resources"].get("GPU", 0) >= 1 and getattr(embedding, "device", "cpu") != "cpu"
 
 
-def _run_wave(  # noqa: PLR0913  # a KB sync's context, as in sync.py
-    ray: Any,
-    indexers: list[Any],
-    settings: SyncEngineConfig,
-    counter: TokenCounter,
-    kb: KBConfig,
-    target: str,
-    reuse_from: str | None,
-    batches: list[Sequence[SourceFile]],
-    hash_by_path: dict[str, str],
-    report: SyncReport,
-    progress: Progress,
-    total: int,
-    wave: str,
+def _run_wave(
+    ray: Any, indexers: list[Any], settings: SyncEngineConfig, context: SyncContext, wave: _Wave
 ) -> list[IndexedBatch]:
     """Every batch of a wave parsed and indexed on the cluster, in batch order; a batch whose tasks were lost
     for good comes back with no fragments and the reason."""
+    kb, target, reuse_from, batches = context.kb, context.target, context.reuse_from, wave.batches
     parse = ray.remote(parse_files).options(num_cpus=1, max_retries=_RETRIES)
     pending = []
     for number, batch in enumerate(batches):
-        parsed = parse.remote([parse_job(source, kb) for source in batch], counter, settings)
-        sources = [(source, hash_by_path[source.doc_id]) for source in batch]
-        pending.append(indexers[number % len(indexers)].index.remote(parsed, sources, kb, target, reuse_from))
+        parsed = parse.remote([parse_job(source, kb) for source, _ in batch], context.counter, settings)
+        pending.append(indexers[number % len(indexers)].index.remote(parsed, batch, kb, target, reuse_from))
     results: dict[int, IndexedBatch] = {}
     waiting = dict(enumerate(pending))
     try:
@@ -431,14 +402,10 @@ def _run_wave(  # noqa: PLR0913  # a KB sync's context, as in sync.py
             for ref in ready:
                 number = next(n for n, r in waiting.items() if r == ref)
                 del waiting[number]
-                results[number] = _outcome(ray, ref, batches[number], hash_by_path)
+                results[number] = _outcome(ray, ref, batches[number])
                 done = sum(len(batches[n]) for n in results)
-                progress(
-                    report.files_written,
-                    total,
-                    f"{kb.name}: {files_done(report.files_written, total)} indexed "
-                    f"({wave}: {done}/{sum(map(len, batches))} parsed and embedded)",
-                )
+                doing = f"{wave.what}: {done}/{sum(map(len, batches))} parsed and embedded"
+                context.indexed(context.report.files_written, wave.total, doing)
     finally:
         for ref in waiting.values():  # the sync stopped (Ctrl-C, a cancel): nothing more is wanted of the wave
             with contextlib.suppress(Exception):  # already done, or its worker gone: nothing to stop
@@ -446,7 +413,7 @@ def _run_wave(  # noqa: PLR0913  # a KB sync's context, as in sync.py
     return [results[number] for number in range(len(batches))]
 
 
-def _outcome(ray: Any, ref: Any, batch: Sequence[SourceFile], hash_by_path: dict[str, str]) -> IndexedBatch:
+def _outcome(ray: Any, ref: Any, batch: list[tuple[SourceFile, str]]) -> IndexedBatch:
     """A batch's result; a task that failed by itself fails the sync with its own error, as in a local sync (the
     index could not be written, a fault); one lost with its node past the retries fails only its files."""
     try:
@@ -456,20 +423,14 @@ def _outcome(ray: Any, ref: Any, batch: Sequence[SourceFile], hash_by_path: dict
         cause = exc.cause if isinstance(exc, ray.exceptions.RayTaskError) else exc
         if not isinstance(cause, ray.exceptions.RayError):  # the task's own failure, not the cluster's
             raise cause from None
-        files = [ParsedFile(source, hash_by_path[source.doc_id], []) for source in batch]
+        files = [ParsedFile(source, file_hash, []) for source, file_hash in batch]
         log.warning("a batch of %d files was lost on the Ray cluster: %s", len(batch), exc)
         return IndexedBatch(files, error=f"the Ray cluster lost its batch ({type(exc).__name__})", lost=True)
 
 
-def _commit_wave(  # noqa: PLR0913  # a KB sync's context, as in sync.py
-    store: Store,
-    kb: KBConfig,
-    target: str,
-    indexed: list[IndexedBatch],
-    report: SyncReport,
-    timer: Timer,
-) -> None:
+def _commit_wave(context: SyncContext, indexed: list[IndexedBatch]) -> None:
     """One commit for the wave's chunks, then its manifest records (a local batch's order)."""
+    store, kb, target, report, timer = context.store, context.kb, context.target, context.report, context.timer
     written = []
     for batch in indexed:
         for stage, seconds in batch.seconds.items():  # the cluster's seconds, summed over its workers
@@ -538,20 +499,18 @@ class Indexer:
         outcomes, parse_seconds = parsed
         files = parsed_files(sources, outcomes)
         report = SyncReport(kb.name, seconds={"parse": parse_seconds}, worker_peak_mb=parsing_peak_mb(outcomes))
-        timer = Timer(report)
+        context = BatchContext(self.store, kb, target, reuse_from, self.embedder, report, Timer(report))
         batch = IndexedBatch(files, worker_peak_mb=report.worker_peak_mb, seconds=report.seconds)
         if self.recent_for != (kb.name, target):
             self.recent.clear()
             self.recent_for = (kb.name, target)
         try:
             self._check_model()
-            rows_by_path = embedded_rows(
-                self.store, kb, target, reuse_from, self.embedder, files, report, timer, _quiet, self.recent
-            )
+            rows_by_path = embedded_rows(context, files, _quiet, self.recent)
         except ModelError as exc:
             batch.error = str(exc)
             return batch
-        with timer("write"):
+        with context.timer("write"):
             rows, refused = self.store.chunk_rows(kb.name, target, rows_by_path)
             batch.fragments = self.store.write_fragments(kb.name, target, rows)
         refuse(files, refused)

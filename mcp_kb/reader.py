@@ -185,7 +185,7 @@ class Reader:
         document: _Document,
         start: int,
         end: int,
-        section: int | None,  # noqa: PLR0913  # a place
+        section: int | None,
         max_tokens: int | None,
     ) -> ReadOutput:
         part = self._cut(document, start, end, section, max_tokens) if max_tokens else document.text[start:end]

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, UTC
 from typing import Any, ClassVar, Self
 
-from .vocabulary import files_done
+from .vocabulary import files_indexed
 
 __all__ = [
     "Pending",
@@ -115,7 +115,7 @@ class SyncProgress(_Saved):
     def text(self, now: float | None = None) -> str:
         """How far, said one way on every face: "3 of 10 files indexed, 120 chunks embedded, 1.5 files/s, about
         5 s left"; rate and time left by the sync's own start, so a first look already says them."""
-        text = f"{files_done(self.done, self.total)} indexed"
+        text = files_indexed(self.done, self.total)
         if self.chunks:
             text += f", {self.chunks} chunks embedded"
         if self.started:
@@ -336,7 +336,7 @@ class KBState:
         started: str,
         outcome: str,
         report: SyncReport,
-        error: str = "",  # noqa: PLR0913  # a sync's end
+        error: str = "",
         confirmed: bool = False,
     ) -> KBState:
         """This row with the record of a sync that ended: the last one in full, the recent ones in brief, and when the
@@ -364,7 +364,7 @@ class KBState:
             confirmed_at=finished if confirmed else self.confirmed_at,
         )
 
-    def synced(  # noqa: PLR0913  # what a sync's final write commits
+    def synced(  # what a sync's final write commits
         self,
         fingerprints: Mapping[str, Any],
         generation: str,

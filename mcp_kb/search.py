@@ -30,9 +30,10 @@ from .history import Edition, edition
 from .index.contract import Candidate, ChunkView, Store, view_of
 from .lru import BoundedLRU
 from .models.base import Embedder, Reranker, TokenCounter, query_model_differs
-from .passages import NO_PASSAGE_FITS, Hit, Part, add_context, assemble, fit_budget, parts_of
+from .passages import NO_PASSAGE_FITS, Budget, Hit, Part, add_context, assemble, fit_budget, parts_of
 from .records import KBState
 from .requests import ResolvedSearch, unknown_filter_field
+from .slices import sliced
 from .stopwatch import stopwatch
 from .vocabulary import status_uri, sync_remedy
 
@@ -100,26 +101,28 @@ def _version_filter(kb: KBConfig, version: str | None) -> dict[str, Any] | None:
     return {"path": {"prefix": f"{chosen}/"}}
 
 
+@dataclass(frozen=True)
+class SearchModels:
+    """The models a search runs: the query's embedder, the tokenizer that counts an answer's token budget, and the
+    reranker (none: the fused order stands) with how many of the first candidates it reorders."""
+
+    embedder: Embedder
+    tokenizer: TokenCounter
+    reranker: Reranker | None = None
+    rerank_candidates: int = 30
+
+
 class Searcher:
     """Runs searches against a store; results are cached per table version."""
 
-    def __init__(  # noqa: PLR0913  # its parts
-        self,
-        store: Store,
-        embedder: Embedder,
-        tokenizer: TokenCounter,
-        reranker: Reranker | None = None,
-        rerank_candidates: int = 30,
-        owner: str = "",
-        freshness: Freshness | None = None,
-    ):
+    def __init__(self, store: Store, models: SearchModels, owner: str = "", freshness: Freshness | None = None):
         self.store = store
         self.freshness = freshness  # None: hits say nothing of when they were indexed (evaluations)
         self.owner = owner  # this config's kb.toml, when its KBs live in the default index (Config.owner)
-        self.embedder = embedder
-        self.tokenizer = tokenizer
-        self.reranker = reranker
-        self.rerank_candidates = rerank_candidates
+        self.embedder = models.embedder
+        self.tokenizer = models.tokenizer
+        self.reranker = models.reranker
+        self.rerank_candidates = models.rerank_candidates
         self._cache: BoundedLRU[str, SearchResult] = BoundedLRU(_CACHE_SIZE)
 
     def search(self, kb: KBConfig, request: ResolvedSearch) -> SearchResult:
@@ -298,8 +301,7 @@ class Searcher:
             "budget",
             lambda: fit_budget(
                 hits,
-                request.max_tokens,
-                self.tokenizer,
+                Budget(request.max_tokens, self.tokenizer),
                 request.query,
                 _token_bounds(counted_alike, hits),
                 notes + said,
@@ -326,12 +328,12 @@ class Searcher:
             request.top_k,
             self.rerank_candidates if self.reranker else 0,
         )
-        embedded: dict[str, Any] = {}  # the query's vector, once however deep the search goes
+        rounds = _Rounds(parts, request, timings)  # the query's vector, once however deep the search goes
         while True:
             notes: list[str] = []
             rerank_failed = False
             ranked: Iterable[Hit]  # the reranker's list, or hits read batch by batch until enough pass
-            mode, candidates, more = self._candidates(parts, request, depth, timings, notes, embedded)
+            mode, candidates, more = self._candidates(rounds, depth, notes)
             if self.reranker:
                 shortlist = candidates[: self.rerank_candidates]
                 fetched = _timed(timings, "fetch", lambda: _hits(parts, shortlist))
@@ -351,26 +353,19 @@ class Searcher:
             depth = min(depth * 4, _MAX_DEPTH)
 
     # ---- the two sides ---------------------------------------------------------------------
-    def _candidates(  # noqa: PLR0913  # a search's state
-        self,
-        parts: list[_Part],
-        request: ResolvedSearch,
-        depth: int,
-        timings: dict[str, float],
-        notes: list[str],
-        embedded: dict[str, Any],
-    ) -> tuple[str, list[Candidate], bool]:
+    def _candidates(self, rounds: _Rounds, depth: int, notes: list[str]) -> tuple[str, list[Candidate], bool]:
         """Ranked chunk ids with scores, and whether a side stopped at `depth` (it may have more).
         Sides run one after the other: on two cores, running them in parallel was slower (hybrid p50
         44.6 ms vs 36 ms at 100k chunks), as LanceDB uses both. Over several KBs each side is pooled: vector scores
         are cosines of one model, so they compare as they are; each KB's BM25 follows its own statistics, a
         rougher match (benchmarks/workbench.py measures how often the right KB wins)."""
+        parts, request, timings = rounds.parts, rounds.request, rounds.timings
         mode = request.mode
         vector_weight = self.vector_weight(request.query) if mode == "hybrid" else 1.0
         vector: list[Candidate] = []
         more = False
         if mode == "vector" or (mode == "hybrid" and vector_weight > 0):  # no vote, no vector search
-            vector, searched = self._vector_side(parts, request.query, depth, timings, notes, embedded)
+            vector, searched = self._vector_side(rounds, depth, notes)
             more = any(len(found) == depth for found in searched)
             mode = mode if searched else "keyword"
         keyword: list[Candidate] = []
@@ -395,18 +390,13 @@ class Searcher:
             return mode, fuse(vector, keyword, vector_weight), more
         return mode, vector or keyword, more
 
-    def _vector_side(  # noqa: PLR0913  # a search's state
-        self,
-        parts: list[_Part],
-        query: str,
-        depth: int,
-        timings: dict[str, float],
-        notes: list[str],
-        embedded: dict[str, Any],
+    def _vector_side(
+        self, rounds: _Rounds, depth: int, notes: list[str]
     ) -> tuple[list[Candidate], list[list[Candidate]]]:
         """The vector candidates pooled over the KBs, and each KB's list (none for a KB whose index holds another
-        model's vectors, or when the model fails: its search answers from keywords). `embedded` keeps the query's
-        vector for the search's next, deeper round."""
+        model's vectors, or when the model fails: its search answers from keywords). The query's vector is kept for
+        the search's next, deeper round."""
+        parts, query, timings, embedded = rounds.parts, rounds.request.query, rounds.timings, rounds.embedded
         try:
             if "query" not in embedded:
                 embedded["query"] = _timed(timings, "embed", lambda: self.embedder.embed_query(query))
@@ -548,6 +538,17 @@ class _Part:
     token_counts: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class _Rounds:
+    """What a search's rounds share, each asking both sides for more than the last: the KBs' parts, the request,
+    the seconds per stage, and the query's vector once embedded (`embedded["query"]`)."""
+
+    parts: list[_Part]
+    request: ResolvedSearch
+    timings: dict[str, float]
+    embedded: dict[str, Any] = field(default_factory=dict)
+
+
 class _Unfinished(Exception):
     """A KB whose first sync has committed nothing yet, with what to say of it."""
 
@@ -588,8 +589,8 @@ def _hits(parts: list[_Part], candidates: list[Candidate]) -> list[Hit]:
 
 def _hits_in_batches(parts: list[_Part], candidates: list[Candidate], batch: int) -> Iterator[Hit]:
     """The candidates' rows, read a batch at a time as assembly asks for more."""
-    for start in range(0, len(candidates), batch):
-        yield from _hits(parts, candidates[start : start + batch])
+    for some in sliced(candidates, batch):
+        yield from _hits(parts, some)
 
 
 def _token_bounds(parts: list[_Part], hits: list[Hit]) -> list[int | None]:
@@ -639,7 +640,7 @@ def _hit(
     kb: str,
     row: dict[str, Any],
     score: float,
-    vector_rank: int | None = None,  # noqa: PLR0913  # a hit's fields
+    vector_rank: int | None = None,
     keyword_rank: int | None = None,
 ) -> Hit:
     """A chunk's hit, with its parts (cited by its first until a passage is made of it: assemble)."""

@@ -19,7 +19,14 @@ from typing import Any
 from .settings import Config, KBConfig, SyncEngineConfig
 from .digest import file_sha256
 from .errors import KBError, MassDeleteError, ModelError, OwnedElsewhereError, StoreError, SyncCancelled
-from .history import check_tag, forget_generation, prune as prune_versions, record as record_version, settled_state
+from .history import (
+    Synced,
+    check_tag,
+    forget_generation,
+    prune as prune_versions,
+    record as record_version,
+    settled_state,
+)
 from .index.contract import FileRecord, Store, new_generation
 from .index.keywords import ANALYZER_VERSION
 from .schema import chunk_schema
@@ -34,6 +41,7 @@ from .batches import (
     COMMIT_SECONDS,
     EmbeddingProgress,
     ParsedFile,
+    SyncContext,
     Timer,
     count_batch,
     embedded_pieces,
@@ -42,13 +50,13 @@ from .batches import (
     parsed_files,
     parsing_peak_mb,
     refuse,
-    sliced,
     write_readings,
     written_records,
 )
 from .records import KBState, KBSummary, Pending, Problem, Progress, SyncProgress, SyncReport, commits_of, recorded_now
 from .requests import SyncRequest
-from .vocabulary import files_done, rebuild_option, sync_remedy, work_kept
+from .slices import sliced
+from .vocabulary import rebuild_option, sync_remedy, work_kept
 
 log = logging.getLogger(__name__)
 
@@ -109,48 +117,39 @@ def _gone(indexed: Collection[str], present: Collection[str], unreadable: Sequen
     return [path for path in indexed if path not in present and not any(item.covers(path) for item in unreadable)]
 
 
-def sync_all(  # noqa: PLR0913  # a KB sync's context
-    config: Config,
-    store: Store,
-    embedder: Embedder,
-    load_counter: Callable[[], TokenCounter],
-    request: SyncRequest,
-    progress: Progress | None = None,
-    release_model: bool = False,
-) -> list[SyncReport]:
+@dataclass(frozen=True)
+class SyncTools:
+    """What a process syncs its KBs with: its configuration and storage, its model (the tokenizer loaded by each
+    KB's sync, so a missing one is that KB's recorded failure), and whether the model's memory may go before each
+    KB's index phase (`release_model`)."""
+
+    config: Config
+    store: Store
+    embedder: Embedder
+    load_counter: Callable[[], TokenCounter]
+    release_model: bool = False
+
+
+def sync_all(tools: SyncTools, request: SyncRequest, progress: Progress | None = None) -> list[SyncReport]:
     """Sync the KB the request names, or all of them, holding the storage's writer lock (waiting for it when
-    the request says so). `release_model` lets the model's memory go before each KB's index phase."""
-    kbs = config.select(request.kb)
-    check_writable(store)
+    the request says so)."""
+    kbs = tools.config.select(request.kb)
+    check_writable(tools.store)
     try:
-        with sync_lock(store, [kb.name for kb in kbs], wait=request.wait):
-            return [
-                sync_kb(
-                    store, kb, embedder, load_counter, config, request, progress=progress, release_model=release_model
-                )
-                for kb in kbs
-            ]
+        with sync_lock(tools.store, [kb.name for kb in kbs], wait=request.wait):
+            return [sync_kb(tools, kb, request, progress) for kb in kbs]
     finally:  # a server keeps its query model, not what the sync's batches took, however the sync ended
-        embedder.release_batches()
+        tools.embedder.release_batches()
 
 
-def sync_kb(  # noqa: PLR0913
-    store: Store,
-    kb: KBConfig,
-    embedder: Embedder,
-    load_counter: Callable[[], TokenCounter],
-    config: Config,
-    request: SyncRequest,
-    progress: Progress | None = None,
-    release_model: bool = False,
-) -> SyncReport:
-    """Bring one KB's tables in step with its files; the caller holds the sync lock. The token
-    counter (the model's tokenizer) is loaded inside, so a missing one is this KB's recorded failure.
+def sync_kb(tools: SyncTools, kb: KBConfig, request: SyncRequest, progress: Progress | None = None) -> SyncReport:
+    """Bring one KB's tables in step with its files; the caller holds the sync lock.
 
     Nothing destructive happens before its preconditions hold: the sources were read (a missing
     root raises, a mass deletion is refused), and for a rebuild the model has embedded a test
     text. A rebuild fills a new generation and switches to it only when it is complete.
     """
+    config, store, embedder = tools.config, tools.store, tools.embedder
     _claim(store, kb, config)  # before the try: a refusal is not recorded as the other project's failure
     report = SyncReport(kb.name)
     started = recorded_now()
@@ -160,7 +159,7 @@ def sync_kb(  # noqa: PLR0913
     committed = False  # the sync's final state write is done: what it wrote is a version already
     try:
         with timer("prepare"):
-            counter = load_counter()
+            counter = tools.load_counter()
             fingerprints = _fingerprints(kb, embedder, counter, store.layout)
             state = settled_state(store, kb)  # a rollback a crash interrupted is finished first
             check_tag(store, kb.name, request.tag)
@@ -197,28 +196,15 @@ def sync_kb(  # noqa: PLR0913
         files_by_path = {f.doc_id: f for f in scan.files}
         todo = [files_by_path[p] for p in plan.added + plan.changed]
         progress(0, len(todo), f"{kb.name}: {len(todo)} files to index")
+        context = SyncContext(store, kb, target, reuse_from, embedder, report, timer, counter, progress)
+        synced = Synced(report, target, fingerprints, started, request.by, request.tag)
         if todo and config.sync.engine == "ray":
             from .ray_engine import index_on_ray  # imports Ray: only such syncs pay for it
 
-            index_on_ray(
-                config, store, kb, target, reuse_from, embedder, counter, todo, hash_by_path, report, timer, progress
-            )
+            index_on_ray(config, context, todo, hash_by_path)
         elif todo:
-            _apply_changes(
-                store,
-                kb,
-                target,
-                reuse_from,
-                embedder,
-                counter,
-                todo,
-                hash_by_path,
-                report,
-                timer,
-                progress,
-                config.sync,
-            )
-        if release_model:
+            _apply_changes(context, todo, hash_by_path, config.sync)
+        if tools.release_model:
             embedder.release()
         with timer("delete"):
             report.chunks_deleted += _remove_deleted(store, kb.name, target, plan, set(hash_by_path))
@@ -235,7 +221,7 @@ def sync_kb(  # noqa: PLR0913
         report.seconds["total"] = round(time.perf_counter() - wall_start, 3)
         titles = store.document_titles(kb.name, target, _TITLES_IN_SUMMARY)
         write_summary(store, kb.name, _summary(files, report, titles))
-        version = record_version(store, kb.name, report, target, fingerprints, started, request.by, request.tag)
+        version = record_version(store, kb.name, synced)
         # One commit makes this generation the one searches read (the switch, after a rebuild) and the version current.
         store.write_state(
             kb.name,
@@ -250,30 +236,18 @@ def sync_kb(  # noqa: PLR0913
     except Exception as exc:
         error = str(exc) if isinstance(exc, KBError) else f"{type(exc).__name__}: {exc}"
         if report.files_written and not committed:
-            _version_what_was_kept(store, kb.name, target, active_files, fingerprints, started, request.by)
+            _version_what_was_kept(store, kb.name, synced, active_files)
         # Every caller who sees the KB reads the record: the index's and the cluster's places stay out of it.
-        _record_failure(
-            store,
-            kb.name,
-            started,
-            config.unlocated(error),
-            report,
-            outcome="interrupted" if isinstance(exc, SyncCancelled) else "failed",
-        )
+        outcome = "interrupted" if isinstance(exc, SyncCancelled) else "failed"
+        _record_failure(store, started, config.unlocated(error), report, outcome)
         raise
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM where the command turns it into one
         wanted = report.files_added + report.files_changed
         kept = work_kept(rebuild_option(request.full, request.reembed))
         if report.files_written and not committed:
-            _version_what_was_kept(store, kb.name, target, active_files, fingerprints, started, request.by)
-        _record_failure(
-            store,
-            kb.name,
-            started,
-            f"interrupted after writing {report.files_written} of {wanted} new and changed files; {kept}",
-            report,
-            outcome="interrupted",
-        )
+            _version_what_was_kept(store, kb.name, synced, active_files)
+        error = f"interrupted after writing {report.files_written} of {wanted} new and changed files; {kept}"
+        _record_failure(store, started, error, report, outcome="interrupted")
         raise
     finally:
         clear_progress(store, kb.name)
@@ -297,17 +271,10 @@ def refuse_another_projects(store: Store, kb: str, owner: str) -> KBState:
     return state
 
 
-def _version_what_was_kept(  # noqa: PLR0913  # a sync's context
-    store: Store,
-    kb: str,
-    target: str,
-    before: dict[str, FileRecord],
-    fingerprints: dict[str, Any],
-    started: str,
-    by: str,
-) -> None:
+def _version_what_was_kept(store: Store, kb: str, synced: Synced, before: dict[str, FileRecord]) -> None:
     """A sync that stopped after writing files searches read (into the active generation) records them as a version
     of its own: `versions` then says what the index holds, and the next version counts from there."""
+    target = synced.generation
     try:
         if target != store.read_state(kb).generation:
             return  # a rebuild's generation beside the active one: searches read none of it yet
@@ -320,7 +287,7 @@ def _version_what_was_kept(  # noqa: PLR0913  # a sync's context
                 path in before and record.file_hash != before[path].file_hash for path, record in kept.items()
             ),
         )
-        committed = record_version(store, kb, written, target, fingerprints, started, by, kind="unfinished")
+        committed = record_version(store, kb, replace(synced, report=written, tag=None, kind="unfinished"))
         store.write_state(kb, store.read_state(kb).at_version(committed))
     except Exception:  # the store itself may be what failed; the sync's own error is what matters
         log.debug("could not record the files an unfinished sync of %s kept", kb, exc_info=True)
@@ -405,7 +372,7 @@ def _active_manifest(
         return {}, True
 
 
-def _target_generation(  # noqa: PLR0913  # a KB sync's context
+def _target_generation(  # noqa: PLR0913  # it decides the generation a SyncContext is built with, so comes before one
     store: Store,
     kb: KBConfig,
     embedder: Embedder,
@@ -551,22 +518,12 @@ def _touched(
 # ---- applying changes ----------------------------------------------------------------------
 
 
-def _apply_changes(  # noqa: PLR0913  # a KB sync's context
-    store: Store,
-    kb: KBConfig,
-    target: str,
-    reuse_from: str | None,
-    embedder: Embedder,
-    counter: TokenCounter,
-    todo: list[SourceFile],
-    hash_by_path: dict[str, str],
-    report: SyncReport,
-    timer: Timer,
-    progress: Progress,
-    engine: SyncEngineConfig,
+def _apply_changes(
+    context: SyncContext, todo: list[SourceFile], hash_by_path: dict[str, str], engine: SyncEngineConfig
 ) -> None:
     """Parse, embed and write new and changed files, one batch per commit; parsing (in worker processes)
     runs a batch ahead."""
+    kb, report, timer = context.kb, context.report, context.timer
     batches = sliced(todo, BATCH_FILES)
     done = 0
 
@@ -581,7 +538,7 @@ def _apply_changes(  # noqa: PLR0913  # a KB sync's context
     # The workers end first when the sync stops: the batch parsing ahead is abandoned, not waited for.
     with (
         ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-kb-parse-ahead") as pool,
-        ParseWorkers(engine, counter, len(todo)) as workers,
+        ParseWorkers(engine, context.counter, len(todo)) as workers,
     ):
         pending = pool.submit(parse_batch, batches[0])
         for index in range(len(batches)):
@@ -592,16 +549,11 @@ def _apply_changes(  # noqa: PLR0913  # a KB sync's context
 
             def embedding(embedded: int, total: int) -> None:  # progress moves while a batch embeds
                 files = done + len(parsed) * embedded // max(total, 1)
-                progress(
-                    files,
-                    len(todo),
-                    f"{kb.name}: {files_done(files, len(todo))} indexed "
-                    f"(embedding {embedded}/{total} chunks of this batch)",
-                )
+                context.indexed(files, len(todo), f"embedding {embedded}/{total} chunks of this batch")
 
-            _write_batch(store, kb, target, reuse_from, embedder, parsed, report, timer, embedding)
+            _write_batch(context, parsed, embedding)
             done += len(parsed)
-            progress(done, len(todo), f"{kb.name}: {files_done(done, len(todo))} indexed")
+            context.indexed(done, len(todo))
 
 
 def reads_images(kb: KBConfig) -> bool:
@@ -609,24 +561,13 @@ def reads_images(kb: KBConfig) -> bool:
     return kb.ocr_on and ocr_available()
 
 
-def _write_batch(  # noqa: PLR0913  # a KB sync's context
-    store: Store,
-    kb: KBConfig,
-    target: str,
-    reuse_from: str | None,
-    embedder: Embedder,
-    parsed: list[ParsedFile],
-    report: SyncReport,
-    timer: Timer,
-    embedding: EmbeddingProgress,
-) -> None:
+def _write_batch(context: SyncContext, parsed: list[ParsedFile], embedding: EmbeddingProgress) -> None:
     """Embed and write a parsed batch, one commit each COMMIT_SECONDS of embedding and one for the rest."""
+    kb, report = context.kb, context.report
     unwritten = list(parsed)
     try:
-        for piece, rows_by_path in embedded_pieces(
-            store, kb, target, reuse_from, embedder, parsed, report, timer, embedding, every=COMMIT_SECONDS
-        ):
-            _write_piece(store, kb, target, piece, rows_by_path, timer)
+        for piece, rows_by_path in embedded_pieces(context, parsed, embedding, every=COMMIT_SECONDS):
+            _write_piece(context, piece, rows_by_path)
             count_batch(kb, piece, report)
             unwritten = unwritten[len(piece) :]
             report.files_written += len(piece)
@@ -634,20 +575,14 @@ def _write_batch(  # noqa: PLR0913  # a KB sync's context
         not_indexed(kb, unwritten, exc, report)
 
 
-def _write_piece(  # noqa: PLR0913  # a commit's context
-    store: Store,
-    kb: KBConfig,
-    target: str,
-    piece: list[ParsedFile],
-    rows_by_path: dict[str, list[dict[str, Any]]],
-    timer: Timer,
-) -> None:
+def _write_piece(context: SyncContext, piece: list[ParsedFile], rows_by_path: dict[str, list[dict[str, Any]]]) -> None:
     """Files whose chunks are embedded, in one commit: chunks, reading forms, then their manifest records."""
-    with timer("write"):
-        refused = store.write_chunks(kb.name, target, rows_by_path)
+    store, kb, target = context.store, context.kb.name, context.target
+    with context.timer("write"):
+        refused = store.write_chunks(kb, target, rows_by_path)
         refuse(piece, refused)
-        write_readings(store, kb.name, target, piece)
-        store.write_files(kb.name, target, written_records(piece))
+        write_readings(store, kb, target, piece)
+        store.write_files(kb, target, written_records(piece))
 
 
 def _remove_deleted(store: Store, kb: str, target: str, plan: SyncPlan, on_disk: set[str]) -> int:
@@ -668,15 +603,10 @@ def _summary(files: dict[str, FileRecord], report: SyncReport, titles: list[str]
     return KBSummary(sum(kinds.values()), dict(kinds.most_common()), report.chunks_total, tuple(titles))
 
 
-def _record_failure(  # noqa: PLR0913  # a KB sync's context
-    store: Store,
-    kb: str,
-    started: str,
-    error: str,
-    report: SyncReport,
-    outcome: str = "failed",
-) -> None:
-    """Keep the fingerprints of the last good build; record the failed (or interrupted) attempt for `status`."""
+def _record_failure(store: Store, started: str, error: str, report: SyncReport, outcome: str = "failed") -> None:
+    """Keep the fingerprints of the last good build; record the failed (or interrupted) attempt (of the KB its
+    report names) for `status`."""
+    kb = report.kb
     try:
         store.write_state(kb, store.read_state(kb).ended(started, outcome, report, error))
     except Exception:  # the store itself may be what failed; the original error is what matters

@@ -56,6 +56,11 @@ def files_done(done: int, total: int) -> str:
     return f"{done} of {total or '?'} files"
 
 
+def files_indexed(done: int, total: int) -> str:
+    """How far a sync's indexing is: "3 of 10 files indexed"."""
+    return f"{files_done(done, total)} indexed"
+
+
 def status_uri(kb: str) -> str:
     return STATUS_URI.format(name=kb)
 

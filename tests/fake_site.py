@@ -159,7 +159,7 @@ def serve_site(site: Site) -> Iterator[Site]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+        def do_GET(self) -> None:
             site.answer(self)
 
         def log_message(self, *args) -> None:

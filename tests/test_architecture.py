@@ -61,6 +61,7 @@ TIERS = {  # the most specific prefix decides a module's tier
     "mcp_kb.files": 0,
     "mcp_kb.wire": 0,
     "mcp_kb.stopwatch": 0,
+    "mcp_kb.slices": 0,
     "mcp_kb.imports": 0,
     "mcp_kb.heap": 0,
     "mcp_kb.read_outputs": 0,

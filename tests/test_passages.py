@@ -15,7 +15,7 @@ from mcp_kb.settings import ChunkingConfig
 from mcp_kb.ingest.chunking import chunk_document
 from mcp_kb.ingest.parsers import parse_file
 from mcp_kb.ingest.reading import render
-from mcp_kb.passages import ELLIPSIS, Hit, Part, add_context, assemble, fit_budget, parts_of
+from mcp_kb.passages import ELLIPSIS, Budget, Hit, Part, add_context, assemble, fit_budget, parts_of
 from mcp_kb.api import BrowseRequest, ReadRequest, SearchRequest, cited_text
 from mcp_kb.search import SearchOutput, SearchResult
 
@@ -104,10 +104,10 @@ def test_budget_is_never_exceeded_and_trimming_is_marked(chunks, tokenizer):
     passages = assemble([_hit(chunks[i]) for i in range(0, 9, 2)], top_k=5, max_per_document=5)
     assert len(passages) == 5
     for budget in (100, 150, 300, 1000):
-        fitted, notes = fit_budget(passages, budget, tokenizer, "health probe p4")
+        fitted, notes = fit_budget(passages, Budget(budget, tokenizer), "health probe p4")
         assert _answer_size(fitted, notes, tokenizer) <= budget  # citations, notes and text: the whole answer
         assert fitted and all(hit.trimmed == (ELLIPSIS in hit.text) for hit in fitted)
-    fitted, notes = fit_budget(passages, 250, tokenizer, "health probe p4")
+    fitted, notes = fit_budget(passages, Budget(250, tokenizer), "health probe p4")
     assert len(fitted) == 2 and "left out" in notes[0]  # 250 tokens make two readable passages, not five stubs
 
 
@@ -130,10 +130,10 @@ def test_the_budget_holds_the_whole_answer_whatever_its_citations_and_notes(toke
     ]
     notes = ["the first sync of this knowledge base did not finish; results may be incomplete"]
     for budget in (100, 200, 400, 800, 1600):
-        fitted, left_out = fit_budget(hits, budget, tokenizer, "swap the binary", notes=notes)
+        fitted, left_out = fit_budget(hits, Budget(budget, tokenizer), "swap the binary", notes=notes)
         assert _answer_size(fitted, notes + left_out, tokenizer, name_kb=True) <= budget
         assert len(fitted) < len(hits) and ("left out" in left_out[0] or "no passage fits" in left_out[0])
-    fitted, left_out = fit_budget(hits, 100, tokenizer, "swap the binary", notes=notes)
+    fitted, left_out = fit_budget(hits, Budget(100, tokenizer), "swap the binary", notes=notes)
     assert fitted == [] and "a larger budget" in left_out[0]  # its citation alone is over 100 tokens
     answer = cited_text(SearchResult(fitted, "hybrid", notes + left_out))
     assert "no passage fits max_tokens=100" in answer and "Try other words" not in answer
@@ -151,14 +151,16 @@ def test_a_long_citation_still_gets_its_passage_when_the_budget_holds_it(tokeniz
         score=1.0,
     )
     needed = _answer_size([hit], [], tokenizer)
-    fitted, left_out = fit_budget([hit], needed + 20, tokenizer, "pangolins")  # a frame is counted at its longest
+    fitted, left_out = fit_budget(
+        [hit], Budget(needed + 20, tokenizer), "pangolins"
+    )  # a frame is counted at its longest
     assert fitted == [hit] and left_out == []
 
 
 def test_trimming_keeps_the_best_matching_sentence(chunks, tokenizer):
     [passage] = assemble([_hit(chunks[i]) for i in range(0, 9)], top_k=1, max_per_document=1)
     assert passage.chunk_count == 9
-    [fitted], _ = fit_budget([passage], 100, tokenizer, "which probe does step 5 check")
+    [fitted], _ = fit_budget([passage], Budget(100, tokenizer), "which probe does step 5 check")
     assert "probe p5" in fitted.text and fitted.trimmed
     assert fitted.text.startswith(ELLIPSIS) and fitted.text.endswith(ELLIPSIS)
 
@@ -167,7 +169,7 @@ def test_chinese_passages_are_counted_by_tokens(tokenizer):
     text = "".join(f"第{i}步：系统先检查服务状态，然后切换流量，最后确认健康检查通过。" for i in range(60))
     hit = Hit(text=text, source="上线.md", title="", heading="", page=None, chunk_index=0, score=1.0)
     assert tokenizer.count([text])[0] > 1000
-    [fitted], _ = fit_budget([hit], 200, tokenizer, "第7步")
+    [fitted], _ = fit_budget([hit], Budget(200, tokenizer), "第7步")
     assert 120 < tokenizer.count([fitted.text])[0] <= 200
     assert "第7步" in fitted.text
 
@@ -181,7 +183,7 @@ def test_context_counts_against_the_budget_and_gives_way_first(chunks, tokenizer
     joined = with_context.context_before + with_context.text
     assert joined.count(overlap) == 1  # the neighbour's end is not repeated by the passage
     size = _answer_size([with_context], [], tokenizer)
-    [fitted], notes = fit_budget([with_context], size - 30, tokenizer, "rollout")
+    [fitted], notes = fit_budget([with_context], Budget(size - 30, tokenizer), "rollout")
     assert _answer_size([fitted], notes, tokenizer) <= size - 30 and fitted.trimmed
     assert fitted.text == with_context.text  # the passage itself is whole; its context was cut
 

@@ -473,7 +473,7 @@ def _failure_within(work: Callable[[], object]) -> str:
     def run() -> None:
         try:
             work()
-        except BaseException as exc:  # noqa: BLE001 - what the test reports
+        except BaseException as exc:
             failures.append(exc)
 
     thread = threading.Thread(target=run, daemon=True)

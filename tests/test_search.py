@@ -201,12 +201,12 @@ def test_unknown_filter_field_lists_valid_fields(app):
 
 
 def test_static_filter_is_and_merged_with_the_callers(app):
-    from mcp_kb.search import Searcher
+    from mcp_kb.search import SearchModels, Searcher
 
     kb = app.config.kb[0].model_copy(
         update={"search": app.config.kb[0].search.model_copy(update={"filter": {"doc_type": "policy"}})}
     )
-    searcher = Searcher(app.store, app.embedder, app.tokenizer)
+    searcher = Searcher(app.store, SearchModels(app.embedder, app.tokenizer))
     both = searcher.search(
         kb, SearchRequest(query="leave trips", mode="keyword", filters={"year": {"lt": 2020}}).resolved(kb.search)
     )
@@ -252,10 +252,10 @@ class _BrokenEmbedder:
 
 
 def test_failing_embedder_degrades_to_keyword_and_says_so(app):
-    from mcp_kb.search import Searcher
+    from mcp_kb.search import SearchModels, Searcher
 
     kb = app.config.kb[0]
-    searcher = Searcher(app.store, _BrokenEmbedder(app.embedder.identity), app.tokenizer)
+    searcher = Searcher(app.store, SearchModels(_BrokenEmbedder(app.embedder.identity), app.tokenizer))
     result = searcher.search(kb, SearchRequest(query="E5021", mode="hybrid").resolved(kb.search))
     assert result.mode == "keyword" and result.hits[0].source == "errors.md"
     assert "vector search unavailable" in result.notes[0]
@@ -282,11 +282,11 @@ class _ReversingReranker:
 
 
 def test_reranker_reorders_the_fused_candidates(app):
-    from mcp_kb.search import Searcher
+    from mcp_kb.search import SearchModels, Searcher
 
     kb = app.config.kb[0]
-    plain = Searcher(app.store, app.embedder, app.tokenizer)
-    reranked = Searcher(app.store, app.embedder, app.tokenizer, reranker=_ReversingReranker(), rerank_candidates=3)
+    plain = Searcher(app.store, SearchModels(app.embedder, app.tokenizer))
+    reranked = Searcher(app.store, SearchModels(app.embedder, app.tokenizer, _ReversingReranker(), rerank_candidates=3))
     order = _sources(plain.search(kb, SearchRequest(query="leave policy", mode="keyword", top_k=3).resolved(kb.search)))
     again = _sources(
         reranked.search(kb, SearchRequest(query="leave policy", mode="keyword", top_k=3).resolved(kb.search))
@@ -405,10 +405,10 @@ def test_search_before_the_first_commit_answers_empty_with_the_note(make_app, tm
 
 
 def test_a_degraded_answer_is_not_served_from_cache_once_the_model_is_back(app):
-    from mcp_kb.search import Searcher
+    from mcp_kb.search import SearchModels, Searcher
 
     kb = app.config.kb[0]
-    searcher = Searcher(app.store, _BrokenEmbedder(app.embedder.identity), app.tokenizer)
+    searcher = Searcher(app.store, SearchModels(_BrokenEmbedder(app.embedder.identity), app.tokenizer))
     request = SearchRequest(query="E5021 access token", mode="hybrid").resolved(kb.search)
     assert searcher.search(kb, request).mode == "keyword"
     searcher.embedder = app.embedder  # the model recovers

@@ -42,7 +42,7 @@ def import_lancedb() -> ModuleType:
         try:
             with names_by_reference(MODELS), _overrides_marked_only():
                 import lancedb
-        except Exception as exc:  # noqa: BLE001  # whatever a shim broke: lancedb is imported as usual below
+        except Exception as exc:  # whatever a shim broke: lancedb is imported as usual below
             log.debug("lancedb imported as usual: the import shims failed (%s: %s)", type(exc).__name__, exc)
             forget_imported_since(before, _LOADED_WITH_LANCEDB)
     import lancedb

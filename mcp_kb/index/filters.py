@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import SearchError
 from ..requests import unknown_filter_field
+from ..slices import sliced
 from ..schema import FIELD_TYPES, INT64_MAX, INT64_MIN, RANGE_OPERATORS, TEXT_OPERATORS, FieldType
 
 # Limits on what a caller may send: values beyond them are errors, never queries the engine chokes on.
@@ -144,7 +145,7 @@ def sql_in(column: str, values: Iterable[str]) -> str:
 
 def sql_in_batches(column: str, values: Sequence[str]) -> list[str]:
     """`column IN (...)` predicates of at most _IN_LIST_BATCH values each, which together name every value."""
-    return [sql_in(column, values[start : start + _IN_LIST_BATCH]) for start in range(0, len(values), _IN_LIST_BATCH)]
+    return [sql_in(column, some) for some in sliced(values, _IN_LIST_BATCH)]
 
 
 def sql_any(predicates: Iterable[str]) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import ParseError
 from ..settings import ChunkingConfig
 from ..models.base import TokenCounter
+from ..slices import sliced
 from ..text import SENTENCE_END, SENTENCE_ENDS_BEFORE, SENTENCE_SPLIT, shared_depth, without_overlap
 from ..vocabulary import HEADING_SEPARATOR
 from .document import Block, Document
@@ -137,8 +138,9 @@ def chunk_document(document: Document, settings: ChunkingConfig, counter: TokenC
     occurrences = _occurrences(document)
     if document.sections_apart:  # code: a chunk is its own lines, nothing of the one before
         overlap = 0
+    sizing = _Sizing(max_tokens, overlap, counter)
     for section in _sections(document, settings, occurrences):
-        chunks.extend(_chunk_section(document, section, starts, max_tokens, overlap, counter, occurrences[section[0]]))
+        chunks.extend(_chunk_section(document, section, starts, sizing, occurrences[section[0]]))
     if not document.one_chunk_per_block and not document.sections_apart:
         chunks = _merge_small(chunks, settings.min_tokens, max_tokens, counter)
     names = _section_names(rendered.sections)
@@ -232,15 +234,20 @@ class _Piece:
     offset: int
 
 
-def _chunk_section(  # noqa: PLR0913  # a section's context
-    document: Document,
-    positions: list[int],
-    starts: tuple[int, ...],
-    max_tokens: int,
-    overlap: int,
-    counter: TokenCounter,
-    occurrences: tuple[int, ...],
+@dataclass(frozen=True)
+class _Sizing:
+    """How large a document's chunks may be (`max_tokens`), how many tokens of the one before each repeats, and the
+    tokenizer that counts them."""
+
+    max_tokens: int
+    overlap: int
+    counter: TokenCounter
+
+
+def _chunk_section(
+    document: Document, positions: list[int], starts: tuple[int, ...], sizing: _Sizing, occurrences: tuple[int, ...]
 ) -> list[Chunk]:
+    max_tokens, overlap, counter = sizing.max_tokens, sizing.overlap, sizing.counter
     blocks = [document.blocks[index] for index in positions]
     heading_path = blocks[0].heading_path
     prefix_tokens = counter.count([HEADING_SEPARATOR.join(heading_path)])[0] + 1 if heading_path else 0
@@ -368,11 +375,7 @@ def _split_table(text: str, budget: int, counter: TokenCounter) -> list[str]:
 
 def _counted(parts: list[str], counter: TokenCounter) -> list[int]:
     """Token counts of `parts`, asked in slices: one call for 800,000 words held a gigabyte of encodings."""
-    return [
-        size
-        for start in range(0, len(parts), _COUNT_SLICE)
-        for size in counter.count(parts[start : start + _COUNT_SLICE])
-    ]
+    return [size for some in sliced(parts, _COUNT_SLICE) for size in counter.count(some)]
 
 
 def _hard_cut(text: str, budget: int, counter: TokenCounter) -> list[str]:

@@ -78,7 +78,7 @@ def add_search_tool(server: MCPServer, app: App, kb: KBConfig) -> str:
     # A KB of library versions names them as the enum of `version`; a KB of one version has no such argument.
     Versions = Literal[tuple(v.name for v in kb.versions)] if kb.versions else str
 
-    async def search_tool(  # noqa: PLR0913  # one per tool parameter
+    async def search_tool(
         query: Annotated[str, _search_field("query")],
         top_k: Annotated[int, _search_field("top_k")] = kb.search.top_k,
         mode: Annotated[SearchMode, _search_field("mode", strict=False)] = kb.search.mode,
@@ -158,7 +158,7 @@ def _browse_field(name: str) -> Any:
 def add_document_tools(server: MCPServer, app: App, guard: Guard) -> None:
     """Reading a document and listing documents, from the index, for every KB a caller sees (its `kb` argument)."""
 
-    async def read_document(  # noqa: PLR0913  # one per tool parameter
+    async def read_document(
         kb: Annotated[str, _read_field("kb")],
         path: Annotated[str, _read_field("path")] = "",
         section: Annotated[str | None, _read_field("section")] = None,
@@ -186,7 +186,7 @@ def add_document_tools(server: MCPServer, app: App, guard: Guard) -> None:
             structured_content=answer.model_dump(mode="json"),
         )
 
-    async def list_documents(  # noqa: PLR0913  # one per tool parameter
+    async def list_documents(
         kb: Annotated[str, _browse_field("kb")],
         path: Annotated[str, _browse_field("path")] = "",
         outline: Annotated[bool, _browse_field("outline")] = False,
@@ -238,7 +238,7 @@ def add_search_across_tool(server: MCPServer, app: App, guard: Guard, common_fil
     Filters = common_filters_model(common_filters)
     defaults = SearchRequest.model_fields
 
-    async def search_knowledge_bases(  # noqa: PLR0913  # one per tool parameter
+    async def search_knowledge_bases(
         query: Annotated[str, _search_field("query")],
         kbs: Annotated[
             list[str] | None,
@@ -290,7 +290,7 @@ def add_search_across_tool(server: MCPServer, app: App, guard: Guard, common_fil
 def add_sync_tool(server: MCPServer, runner: SyncRunner, guard: Guard, shares: SyncShares) -> None:
     """The sync tool; `shares` bounds each caller's syncs that wait or run (a task's too: it calls the tool)."""
 
-    async def sync_tool(  # noqa: PLR0913  # one per tool parameter
+    async def sync_tool(
         ctx: Context,
         kb: Annotated[str | None, _sync_field("kb")] = None,
         full: Annotated[bool, _sync_field("full")] = False,

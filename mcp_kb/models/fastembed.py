@@ -24,6 +24,7 @@ from ..settings import (
 from ..digest import model_file_sha256
 from ..errors import ModelError
 from ..heap import return_free_heap
+from ..slices import sliced
 from .base import Embedder, ModelIdentity, Reranker
 from .identities import RememberedModel, remember_model, remembered_model
 from .onnx_session import OnnxSession, Pooling, Recipe, truncation_length
@@ -130,7 +131,9 @@ class FastEmbedder(Embedder):
                     *([tokenizer] if tokenizer.is_file() else []),
                 }
             )
-            remember_model(memory_key(self.config), identity, weights, fp32_folder, recipe_of(described))
+            remember_model(
+                memory_key(self.config), RememberedModel(identity, fp32_folder, recipe_of(described)), weights
+            )
         return identity
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
@@ -142,11 +145,7 @@ class FastEmbedder(Embedder):
         try:
             session = self._batch_session()
             vectors = (
-                [
-                    vector
-                    for start in range(0, len(ordered), size)
-                    for vector in session.embed(ordered[start : start + size])
-                ]
+                [vector for batch in sliced(ordered, size) for vector in session.embed(batch)]
                 if session
                 else list(self.model.embed(ordered, batch_size=size))
             )

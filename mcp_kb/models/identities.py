@@ -51,16 +51,10 @@ def remembered_model(key: str, cache: Path | None = None) -> RememberedModel | N
         return None
 
 
-def remember_model(  # noqa: PLR0913  # one record's parts
-    key: str,
-    identity: ModelIdentity,
-    weights: Sequence[Path],
-    folder: Path,
-    recipe: Recipe | None,
-    cache: Path | None = None,
-) -> None:
-    """Remember `identity`, worked out from the `weights` files, of the model whose files (its tokenizer) are in
-    `folder`, and the `recipe` that runs it without fastembed (best effort)."""
+def remember_model(key: str, model: RememberedModel, weights: Sequence[Path], cache: Path | None = None) -> None:
+    """Remember the `model` (its identity, worked out from the `weights` files; the folder of its files, its
+    tokenizer's; the recipe that runs it without fastembed), while those files are unchanged (best effort)."""
+    identity, folder, recipe = model.identity, model.folder, model.recipe
     try:
         files = [[str(file.resolve()), _file_version(file)] for file in weights]
     except OSError:

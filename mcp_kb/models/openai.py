@@ -23,8 +23,9 @@ import numpy as np
 from ..settings import OpenAISettings
 from ..errors import ModelError
 from ..lru import BoundedLRU
+from ..slices import sliced
 from .base import Embedder, ModelIdentity, TokenCounter
-from .service import Answer, by_input, post, refusal, request_headers, service_address
+from .service import Answer, Limits, by_input, post, refusal, request_headers, service_address
 
 _QUERY_CACHE_SIZE = 256
 _ANSWER_BYTES_PER_TEXT = 64 * 1024  # room for a 3,000-number vector written out in full; then refused
@@ -58,7 +59,7 @@ class OpenAIEmbedder(Embedder):
         if not texts:
             return np.zeros((0, self.identity.dimension), dtype=np.float32)
         size = self.config.batch_size
-        batches = [texts[i : i + size] for i in range(0, len(texts), size)]
+        batches = sliced(texts, size)
         with ThreadPoolExecutor(max_workers=min(self.config.max_concurrency, len(batches))) as pool:
             parts = list(pool.map(lambda batch: self._request(batch, retries=self.config.max_retries), batches))
         vectors = np.concatenate([self._checked(part) for part in parts])
@@ -106,15 +107,8 @@ class OpenAIEmbedder(Embedder):
         body: dict[str, Any] = {"model": self.config.model, "input": texts, "encoding_format": "float"}
         if self.config.dimensions:
             body["dimensions"] = self.config.dimensions
-        answer = post(
-            self._client,
-            self.url,
-            body,
-            retries,
-            _WHAT,
-            timeout=self.config.timeout,
-            limit=(len(texts) + 16) * _ANSWER_BYTES_PER_TEXT,
-        )
+        limits = Limits(retries, self.config.timeout, answer_bytes=(len(texts) + 16) * _ANSWER_BYTES_PER_TEXT)
+        answer = post(self._client, self.url, body, _WHAT, limits)
         return _vectors(answer, len(texts), self.config)
 
 

@@ -255,19 +255,23 @@ def _make(source: Path, model_file: str, folder: Path, refusal: Path, embed: Cal
     _remove_abandoned(folder)
     building = folder.with_name(f".{folder.name}.{os.getpid()}.building")
     try:
-        return _build(source, model_file, folder, building, refusal, embed)
+        return _build(source, model_file, _Places(folder, building, refusal), embed)
     finally:
         shutil.rmtree(building, ignore_errors=True)  # renamed into place by now, or given up
 
 
-def _build(  # noqa: PLR0913  # the copy's source, folders and check
-    source: Path,
-    model_file: str,
-    folder: Path,
-    building: Path,
-    refusal: Path,
-    embed: Callable[[Path], np.ndarray],
-) -> Int8Copy:
+@dataclass(frozen=True)
+class _Places:
+    """Where an int8 copy goes (`folder`), where it is built first (`building`, renamed into place whole), and
+    where a refusal to make it is noted."""
+
+    folder: Path
+    building: Path
+    refusal: Path
+
+
+def _build(source: Path, model_file: str, places: _Places, embed: Callable[[Path], np.ndarray]) -> Int8Copy:
+    folder, building, refusal = places.folder, places.building, places.refusal
     _copy_support_files(source, building)
     log.info("making an int8 copy of the embedding model in %s (once)", folder)
     try:

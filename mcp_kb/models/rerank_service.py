@@ -20,8 +20,9 @@ import httpx
 
 from ..settings import ServiceRerankSettings
 from ..errors import ModelError
+from ..slices import sliced
 from .base import Reranker
-from .service import by_input, post, refusal, request_headers, service_address
+from .service import Limits, by_input, post, refusal, request_headers, service_address
 from .pause import PauseAfterFailure
 
 _WHAT = "rerank service"
@@ -54,8 +55,8 @@ class ServiceReranker(Reranker):
         scores: list[float] = []
         deadline = time.monotonic() + self.config.timeout
         try:
-            for start in range(0, len(passages), size):
-                scores += self._batch(query, passages[start : start + size], deadline)
+            for batch in sliced(passages, size):
+                scores += self._batch(query, batch, deadline)
         except ModelError as exc:
             self.pause.failed(str(exc))
             raise
@@ -63,16 +64,13 @@ class ServiceReranker(Reranker):
         return scores
 
     def _batch(self, query: str, passages: list[str], deadline: float) -> list[float]:
-        answer = post(
-            self.client,
-            self.url,
-            self._body(query, passages),
+        limits = Limits(
             self.config.max_retries,
-            _WHAT,
-            timeout=self.config.timeout,
-            limit=(len(passages) + 16) * _ANSWER_BYTES_PER_PASSAGE,
+            self.config.timeout,
+            answer_bytes=(len(passages) + 16) * _ANSWER_BYTES_PER_PASSAGE,
             deadline=deadline,
         )
+        answer = post(self.client, self.url, self._body(query, passages), _WHAT, limits)
         error = refusal(
             answer,
             _WHAT,

@@ -14,7 +14,7 @@ import re
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -49,26 +49,28 @@ class Answer:
         return " ".join(self.body[:4096].decode("utf-8", "replace").split())[:200] or "(empty body)"
 
 
-def post(  # noqa: PLR0913  # a request's limits, named at each call
-    client: httpx.Client,
-    url: str,
-    body: dict[str, Any],
-    retries: int,
-    what: str,
-    *,
-    timeout: float,
-    limit: int,
-    deadline: float = float("inf"),
-) -> Answer:
+@dataclass(frozen=True)
+class Limits:
+    """A request's bounds: how many times a transient failure is retried, the seconds each attempt may take, the
+    bytes its answer may hold, and when every attempt must have ended (time.monotonic())."""
+
+    retries: int
+    timeout: float
+    answer_bytes: int
+    deadline: float = float("inf")
+
+
+def post(client: httpx.Client, url: str, body: dict[str, Any], what: str, limits: Limits) -> Answer:
     """POST `body` as JSON; the answer to the last attempt (a status not worth retrying, or the last
-    retry's). Each attempt ends within `timeout` seconds, all of them by `deadline` (time.monotonic()):
-    a retry that could not finish by then is not made. A service that cannot be reached, or answers
-    past its bounds, is a ModelError naming `what` and `url`."""
+    retry's). Each attempt ends within `limits.timeout` seconds, all of them by `limits.deadline`: a retry that
+    could not finish by then is not made. A service that cannot be reached, or answers past its bounds, is a
+    ModelError naming `what` and `url`."""
+    retries, deadline = limits.retries, limits.deadline
     attempt = 0
     while True:
-        ends = min(deadline, time.monotonic() + timeout)
+        ends = min(deadline, time.monotonic() + limits.timeout)
         try:
-            answer = _attempt(client, url, body, ends, limit, what)
+            answer = _attempt(client, url, body, what, replace(limits, deadline=ends))
         except (httpx.TransportError, TimeoutError) as exc:  # timeouts, refused or dropped connections, drips
             wait = _backoff(attempt)
             if attempt >= retries or time.monotonic() + wait >= deadline:
@@ -76,7 +78,7 @@ def post(  # noqa: PLR0913  # a request's limits, named at each call
                     f"{what} at {service_address(url)} unreachable after {attempt + 1} attempt(s): "
                     f"{type(exc).__name__}: {exc}"
                 ) from None
-        except ValueError as exc:  # more than `limit` bytes
+        except ValueError as exc:  # more than `limits.answer_bytes` bytes
             raise ModelError(str(exc)) from None
         else:
             asked = _retry_after_seconds(answer.headers.get("retry-after"))
@@ -88,16 +90,17 @@ def post(  # noqa: PLR0913  # a request's limits, named at each call
         attempt += 1
 
 
-def _attempt(client: httpx.Client, url: str, body: dict[str, Any], deadline: float, limit: int, what: str) -> Answer:  # noqa: PLR0913  # a request's limits, named at each call
-    """One exchange, ended at `deadline` whatever the service does: the blocking read runs in a thread of
+def _attempt(client: httpx.Client, url: str, body: dict[str, Any], what: str, limits: Limits) -> Answer:
+    """One exchange, ended at `limits.deadline` whatever the service does: the blocking read runs in a thread of
     its own that is left to end by itself (at its next piece of body, or the client's read timeout)."""
+    deadline = limits.deadline
     source = f"the {what} at {service_address(url)}"
     done: Future[Answer] = Future()
 
     def exchange() -> None:
         try:
             with client.stream("POST", url, json=body) as response:
-                content = read_within(response.iter_bytes(), limit, deadline, source)
+                content = read_within(response.iter_bytes(), limits.answer_bytes, deadline, source)
                 done.set_result(Answer(response.status_code, response.headers, content, url))
         except Exception as exc:  # handed to the caller, who is waiting for this thread's outcome
             done.set_exception(exc)

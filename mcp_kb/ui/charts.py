@@ -4,12 +4,23 @@ can read, and the figure has a text summary for those who cannot see it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from html import escape
 
 from markupsafe import Markup
 
 _WIDTH, _HEIGHT = 600, 160
 _LEFT, _RIGHT, _TOP, _BOTTOM = 48, 8, 10, 22  # room for the axis labels
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """What every chart is drawn in: its title, the labels along its axis, the unit of its values and the axis top."""
+
+    title: str
+    labels: list[str]
+    unit: str
+    top: float
 
 
 def line_chart(title: str, labels: list[str], series: dict[str, list[float]], unit: str) -> Markup:
@@ -27,7 +38,7 @@ def line_chart(title: str, labels: list[str], series: dict[str, list[float]], un
         ]
     legend = " · ".join(f'<tspan class="legend-{n}">■ {escape(name)}</tspan>' for n, name in enumerate(series))
     summary = "; ".join(f"{name}: latest {_figure(values[-1])} {unit}" for name, values in series.items() if values)
-    return _figure_svg(title, top, unit, labels, "".join(parts), legend, summary)
+    return _figure_svg(_Frame(title, labels, unit, top), "".join(parts), legend, summary)
 
 
 def bar_chart(title: str, labels: list[str], values: list[float], unit: str) -> Markup:
@@ -43,18 +54,11 @@ def bar_chart(title: str, labels: list[str], values: list[float], unit: str) -> 
             f"<title>{escape(label)}: {_figure(value)} {escape(unit)}</title></rect>"
         )
     summary = f"latest {_figure(values[-1])} {unit}, highest {_figure(max(values))} {unit}" if values else "no data"
-    return _figure_svg(title, top, unit, labels, "".join(bars), "", summary)
+    return _figure_svg(_Frame(title, labels, unit, top), "".join(bars), "", summary)
 
 
-def _figure_svg(  # noqa: PLR0913  # one per part of the figure
-    title: str,
-    top: float,
-    unit: str,
-    labels: list[str],
-    body: str,
-    legend: str,
-    summary: str,
-) -> Markup:
+def _figure_svg(frame: _Frame, body: str, legend: str, summary: str) -> Markup:
+    title, labels, unit, top = frame.title, frame.labels, frame.unit, frame.top
     axis = (
         f'<line class="axis" x1="{_LEFT}" y1="{_HEIGHT - _BOTTOM}" x2="{_WIDTH - _RIGHT}" y2="{_HEIGHT - _BOTTOM}"/>'
         f'<line class="grid" x1="{_LEFT}" y1="{_TOP}" x2="{_WIDTH - _RIGHT}" y2="{_TOP}"/>'

@@ -9,14 +9,14 @@ import textwrap
 import pytest
 
 from mcp_kb.models.base import ModelIdentity
-from mcp_kb.models.identities import remember_model, remembered_model
+from mcp_kb.models.identities import RememberedModel, remember_model, remembered_model
 from mcp_kb.models.onnx_session import Recipe
 
 IDENTITY = ModelIdentity("some/model", 384, "ab" * 32)
 
 
 def _remember(weights, cache):
-    remember_model("key", IDENTITY, [weights], weights.parent, None, cache=cache)
+    remember_model("key", RememberedModel(IDENTITY, weights.parent, None), [weights], cache=cache)
 
 
 def _recalled(key, cache):
@@ -44,7 +44,7 @@ def test_a_record_written_before_recipes_is_worked_out_again_once(tmp_path):
     weights = tmp_path / "model.onnx"
     weights.write_bytes(b"weights")
     recipe = Recipe(tmp_path, "model.onnx", "mean", True)
-    remember_model("key", IDENTITY, [weights], weights.parent, recipe, cache=tmp_path / "cache")
+    remember_model("key", RememberedModel(IDENTITY, weights.parent, recipe), [weights], cache=tmp_path / "cache")
     assert remembered_model("key", cache=tmp_path / "cache").recipe == recipe
     records = json.loads((tmp_path / "cache" / "model-identities.json").read_text())
     del records["key"]["recipe"]
@@ -74,7 +74,7 @@ def test_an_int8_identity_holds_while_its_copy_and_the_model_it_was_made_from_ar
     for weights in (copy, source):
         weights.parent.mkdir()
         weights.write_bytes(b"weights")
-    remember_model("key", IDENTITY, [copy, source], source.parent, None, cache=tmp_path / "cache")
+    remember_model("key", RememberedModel(IDENTITY, source.parent, None), [copy, source], cache=tmp_path / "cache")
     assert _recalled("key", tmp_path / "cache") == IDENTITY
     os.utime(source, ns=(1, 1))  # the fp32 model was replaced: its copy is another one
     assert _recalled("key", tmp_path / "cache") is None
@@ -127,12 +127,12 @@ def test_a_model_from_fastembeds_cache_is_found_again_without_importing_fastembe
         from pathlib import Path
         from mcp_kb.models.base import ModelIdentity
         from mcp_kb.models.fastembed import memory_key, model_source, tokenizer_dir
-        from mcp_kb.models.identities import remember_model
+        from mcp_kb.models.identities import RememberedModel, remember_model
         from mcp_kb.settings import FastembedSettings
         config = FastembedSettings(model="sentence-transformers/all-MiniLM-L6-v2")
         folder = Path({str(model_folder)!r})
-        remember_model(memory_key(config), ModelIdentity(config.model, 384, "ab" * 32), [folder / "tokenizer.json"],
-                       folder, None)
+        identity = ModelIdentity(config.model, 384, "ab" * 32)
+        remember_model(memory_key(config), RememberedModel(identity, folder, None), [folder / "tokenizer.json"])
         print(tokenizer_dir(config), model_source(config), "fastembed" in sys.modules, sep="|")
     """)
     environment = {key: value for key, value in os.environ.items() if not key.startswith("MCP_KB_EMBEDDING")}

@@ -39,27 +39,32 @@ class Crawl:
     stats: CrawlStats = field(default_factory=CrawlStats)
 
 
+@dataclass(frozen=True)
+class _KBCrawl:
+    """One KB's crawl as each of its sources adds to it: the KB, the page cache, the page ids its index holds, the
+    crawl found so far, and who hears how far it is."""
+
+    kb: KBConfig
+    cache: PageCache
+    known: set[str]
+    crawl: Crawl
+    progress: Progress | None
+
+
 def crawl_kb(kb: KBConfig, cache_folder: Path, known: Iterable[str] = (), progress: Progress | None = None) -> Crawl:
     """Crawl every URL source of a KB; `known` are the page ids its index holds (each is asked
     for again, so a page leaves the index only when its site says it is gone)."""
-    cache = PageCache(cache_folder)
-    crawl = Crawl()
+    crawling = _KBCrawl(kb, PageCache(cache_folder), set(known), Crawl(), progress)
     try:
         for source in kb.urls:
-            _crawl_source(kb, source, cache, set(known), crawl, progress)
+            _crawl_source(crawling, source)
     finally:
-        cache.save()
-    return crawl
+        crawling.cache.save()
+    return crawling.crawl
 
 
-def _crawl_source(  # noqa: PLR0913  # a crawl's parts
-    kb: KBConfig,
-    source: WebSourceConfig,
-    cache: PageCache,
-    known: set[str],
-    crawl: Crawl,
-    progress: Progress | None,
-) -> None:
+def _crawl_source(crawling: _KBCrawl, source: WebSourceConfig) -> None:
+    crawl = crawling.crawl
     scope = Scope.of(source)
     fetcher = Fetcher(scope, megabytes(source.max_page_mb))
     try:
@@ -75,12 +80,12 @@ def _crawl_source(  # noqa: PLR0913  # a crawl's parts
         crawl_delay = robots.crawl_delay(source.user_agent)
         if crawl_delay:
             fetcher.delay = max(fetcher.delay, min(float(crawl_delay), 60.0))
-        seeds = [scope.start, *sorted(k for k in known if scope.contains(k))]
+        seeds = [scope.start, *sorted(k for k in crawling.known if scope.contains(k))]
         if source.sitemap == "auto":
             listed_pages, problems = sitemap_urls(fetcher, listed)
             seeds += [u for u in (scope.normalize(x) for x in listed_pages) if u and scope.contains(u)]
             crawl.skipped += [SkippedFile(scope.start, problem) for problem in problems]
-        _Walk(kb, scope, fetcher, robots, cache, crawl, progress).run(seeds)
+        _Walk(crawling, scope, fetcher, robots).run(seeds)
     finally:
         crawl.stats.requests += fetcher.requests
         fetcher.close()
@@ -89,23 +94,14 @@ def _crawl_source(  # noqa: PLR0913  # a crawl's parts
 class _Walk:
     """Breadth-first fetching of one source, a wave of links per depth, `concurrency` at a time."""
 
-    def __init__(  # noqa: PLR0913  # a crawl's parts
-        self,
-        kb: KBConfig,
-        scope: Scope,
-        fetcher: Fetcher,
-        robots: urllib.robotparser.RobotFileParser,
-        cache: PageCache,
-        crawl: Crawl,
-        progress: Progress | None,
-    ):
-        self.kb, self.scope, self.fetcher, self.robots = kb, scope, fetcher, robots
-        self.cache, self.crawl, self.progress = cache, crawl, progress
+    def __init__(self, crawling: _KBCrawl, scope: Scope, fetcher: Fetcher, robots: urllib.robotparser.RobotFileParser):
+        self.kb, self.scope, self.fetcher, self.robots = crawling.kb, scope, fetcher, robots
+        self.cache, self.crawl, self.progress = crawling.cache, crawling.crawl, crawling.progress
         self.source = scope.source
         self.requested: set[str] = set()
         self.disallowed: set[str] = set()  # by robots.txt: reported once, never requested
         self.answered = 0
-        self.ids: set[str] = {f.doc_id for f in crawl.files}  # two sources of a KB may reach one page
+        self.ids: set[str] = {f.doc_id for f in self.crawl.files}  # two sources of a KB may reach one page
 
     def allowed(self, url: str) -> bool:
         return self.scope.contains(url) and self.robots.can_fetch(self.source.user_agent, url)
