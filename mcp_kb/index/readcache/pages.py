@@ -13,6 +13,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from ...digest import short_key
 from ...files import write_atomically
 
 log = logging.getLogger(__name__)
@@ -156,7 +157,7 @@ class PageStore:
 
 def _etag_name(meta: dict[str, Any]) -> str:
     """Pages are named by the object's version too: bytes of another version are never taken for these."""
-    return hashlib.sha256(meta["etag"].encode()).hexdigest()[:16]
+    return short_key(meta["etag"])
 
 
 def page_length(meta: dict[str, Any], number: int) -> int:

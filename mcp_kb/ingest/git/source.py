@@ -13,7 +13,6 @@ filter, hook or symbolic link of the repository takes effect.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import posixpath
@@ -29,6 +28,7 @@ from typing import IO
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
+from ...digest import short_key
 from ...errors import KBError
 from ...records import Progress, seconds_of
 from ...settings import KBConfig, RepoConfig, megabytes
@@ -72,7 +72,7 @@ class GitSource:
         self.key = repo.label
         self.scope = _scope(kb, repo, address, prefix)
         # One copy per repository entry (a KB may name one repository twice, at two refs).
-        self.folder = cache_folder / "repos" / hashlib.sha256(f"{repo.label}\0{address}".encode()).hexdigest()[:16]
+        self.folder = cache_folder / "repos" / short_key(f"{repo.label}\0{address}")
         self.files_folder = self.folder / "files"
 
     @functools.cached_property
@@ -328,7 +328,7 @@ class GitSource:
 
     def _file(self, commit: str, path: str, doc_id: str, seen: tuple[int, int]) -> SourceFile:
         """An unchanged document: its bytes stay in git until a sync needs them (a rebuild parses every file)."""
-        name = hashlib.sha256(f"{commit}:{path}".encode()).hexdigest()[:40]
+        name = short_key(f"{commit}:{path}", 40)
         target = self.files_folder / f"{name}{_suffix(path)}"
         return SourceFile(target, doc_id, *seen, fetch=self._fetcher(commit, path, target))
 
@@ -368,7 +368,7 @@ def _scope(kb: KBConfig, repo: RepoConfig, url: str, prefix: str) -> str:
         prefix,
         supported_suffixes(),
     ]  # a parser added (or gone) changes which files are documents
-    return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
+    return short_key(json.dumps(settings))
 
 
 def _diff(raw: bytes) -> Iterator[tuple[str, _Entry, _Entry]]:
