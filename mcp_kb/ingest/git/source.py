@@ -31,9 +31,9 @@ from urllib.request import url2pathname
 from ...digest import short_key
 from ...errors import KBError
 from ...records import Progress, seconds_of
-from ...settings import KBConfig, RepoConfig, megabytes
+from ...settings import KBConfig, RepoConfig, in_megabytes, megabytes
 from ...text import is_text, name_text
-from ..folders import binary_reason, matches_globs
+from ..admission import binary_reason, left_out_as_hidden, matches_globs, size_reason, unsupported_reason
 from ..parsers import is_supported, supported_suffixes
 from ..sources import Indexed, Recorded, SkippedFile, SourceFile, SourceScan
 from .citations import id_prefix
@@ -242,8 +242,12 @@ class GitSource:
     def _in_scope(self, path: str, mode: str, doc_id: str) -> bool:
         if any(part in ("", ".", "..") for part in path.split("/")):
             return False  # git refuses such trees (fsck on fetch); never a document either way
-        if not is_supported(posixpath.splitext(path)[1].lower()) and mode != _SUBMODULE:
-            return False  # a submodule is reported, whatever its name
+        if left_out_as_hidden(path, committed=True):
+            return False
+        if not (is_supported(_type(path)) or mode == _SUBMODULE or self.kb.include):
+            return (
+                False  # left out in silence (admission.unsupported_reason); a submodule is reported, whatever its name
+            )
         if self.repo.paths and not matches_globs(path, self.repo.paths, []):
             return False
         return matches_globs(path, [], self.repo.exclude) and matches_globs(doc_id, self.kb.include, self.kb.exclude)
@@ -257,9 +261,9 @@ class GitSource:
             return "submodule: not followed"
         if entry.mode not in (_FILE, _EXECUTABLE):
             return f"not a file (mode {entry.mode})"
-        if entry.size > self.kb.max_file_bytes:
-            return f"too large: {entry.size / megabytes(1):.1f} MB > max_file_size_mb = {self.kb.max_file_size_mb:g}"
-        return ""
+        if not is_supported(_type(entry.path)):
+            return unsupported_reason(_type(entry.path), self.kb)
+        return size_reason(entry.size, self.kb)
 
     def _doc_id(self, path: str) -> str:
         """The path as an id; a name that is not printable UTF-8 (only ever reported) shows its odd characters
@@ -289,8 +293,8 @@ class GitSource:
         total = sum(files.values())
         if total > self.git.max_bytes:
             raise GitError(
-                f"repository {self.repo.label}: the files to read add up to {total / 2**20:.0f} MB, more "
-                f"than its `max_fetch_mb` ({self.git.max_bytes / 2**20:g} MB)"
+                f"repository {self.repo.label}: the files to read add up to {in_megabytes(total):.0f} MB, more "
+                f"than its `max_fetch_mb` ({in_megabytes(self.git.max_bytes):g} MB)"
             )
         written = {(blob, suffix): self.files_folder / f"{blob}{suffix}" for blob, suffix in files}
         targets: dict[str, list[Path]] = {}
@@ -416,12 +420,17 @@ def _content_reason(path: Path, entry: _Entry) -> str:
         with path.open("rb") as handle:
             if handle.read(len(_LFS_POINTER)) == _LFS_POINTER:
                 return "Git LFS pointer: the file itself is not fetched (mcp-kb reads what is committed)"
-    return binary_reason(str(path), _suffix(entry.path)) or ""
+    return binary_reason(str(path), _suffix(entry.path))
+
+
+def _type(path: str) -> str:
+    """The path's suffix, lower case: which parser reads it, if any."""
+    return posixpath.splitext(path)[1].lower()
 
 
 def _suffix(path: str) -> str:
     """The path's suffix, lower case, which picks the parser (only a plain one names a file on this disk)."""
-    suffix = posixpath.splitext(path)[1].lower()
+    suffix = _type(path)
     return suffix if suffix.isascii() and suffix.isprintable() and "/" not in suffix else ""
 
 
