@@ -31,7 +31,7 @@ from .read_outputs import BrowseOutput, DocumentEntry, OutlineEntry, ReadOutput
 from .records import KBState, recorded_at
 from .requests import BrowseRequest, ReadRequest
 from .settings import KBConfig
-from .vocabulary import HEADING_SEPARATOR, LIST_TOOL, READ_TOOL, sync_remedy
+from .vocabulary import HEADING_SEPARATOR, LIST_TOOL, READ_TOOL, heading_path, sync_remedy
 
 _CHARS_PER_TOKEN_MAX = 16  # a read encodes at most this many characters per token of its budget
 _FRAME_TOKENS = 50  # an answer's location and cursor lines, less its path, section and cursor
@@ -594,8 +594,8 @@ def _find_section(document: _Document, asked: str) -> int:
     citation writes it (the document's path or title may lead it; the last headings alone may do)."""
     sections = document.sections
     names = _headings(sections)
-    named = [_spaced(heading) for heading in names]
-    wanted = _spaced(asked)
+    named = [heading_path(heading) for heading in names]
+    wanted = heading_path(asked)
     forms = [
         wanted,
         *(
@@ -604,7 +604,7 @@ def _find_section(document: _Document, asked: str) -> int:
             if wanted.startswith(f"{lead}{HEADING_SEPARATOR}")
         ),
     ]
-    listed = [_spaced(_listed(section, name)) for section, name in zip(sections, names)]
+    listed = [heading_path(_listed(section, name)) for section, name in zip(sections, names)]
     for candidates, matches in (
         (named, str.__eq__),
         (named, lambda heading, form: heading.casefold() == form.casefold()),
@@ -621,17 +621,12 @@ def _find_section(document: _Document, asked: str) -> int:
             return found[0]
     some = "; ".join(names[:_SECTIONS_NAMED])
     more = (
-        f" (and {len(sections) - _SECTIONS_NAMED} more: list_documents with outline lists them)"
+        f" (and {len(sections) - _SECTIONS_NAMED} more: {LIST_TOOL} with outline lists them)"
         if len(sections) > _SECTIONS_NAMED
         else ""
     )
     has = f"its sections: {clipped(some, 2_000)}{more}" if sections else "it has no headings; read it by lines"
     raise SearchError(f"{document.row['path']} has no section {_shown(asked)}; {has}")
-
-
-def _spaced(heading: str) -> str:
-    """A heading path with its separators written one way (`A>B`, `A > B` and `A › B` alike)."""
-    return HEADING_SEPARATOR.join(part.strip() for part in re.split(r"\s*(?:›|>)\s*", heading.strip()))
 
 
 def _page_span(document: _Document, asked: str) -> tuple[int, int]:
