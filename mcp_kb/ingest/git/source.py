@@ -30,6 +30,7 @@ from urllib.request import url2pathname
 
 from ...digest import short_key
 from ...errors import KBError
+from ...files import write_atomically
 from ...records import Progress, seconds_of
 from ...settings import KBConfig, RepoConfig, in_megabytes, megabytes
 from ...text import is_text, name_text
@@ -339,10 +340,7 @@ class GitSource:
     def _fetcher(self, commit: str, path: str, target: Path) -> Callable[[], None]:
         def fetch() -> None:
             if not target.exists():
-                data = self.git.run("cat-file", "blob", f"{commit}:{path}")
-                partial = target.with_name(target.name + ".part")
-                partial.write_bytes(data)
-                partial.replace(target)
+                write_atomically(target, self.git.run("cat-file", "blob", f"{commit}:{path}"))
 
         return fetch
 
