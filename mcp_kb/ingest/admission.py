@@ -1,11 +1,12 @@
 """Which files of a source are documents, decided once for every source (a folder, a repository): by name (hidden,
-globs), by type, by size and by content (binary despite a text extension)."""
+printable, globs), by type, by size and by content (binary despite a text extension)."""
 
 from __future__ import annotations
 
 import pathspec
 
 from ..settings import KBConfig, in_megabytes
+from ..text import is_text, name_text
 from .parsers import is_binary_format, unsupported_type
 
 # A NUL or a high share of control characters in the first block means binary, whatever the extension says.
@@ -18,6 +19,22 @@ def left_out_as_hidden(path: str, committed: bool) -> bool:
     tools keep their state, caches and secrets there (`.git`, `.venv`, `.config/gh/hosts.yml`). In a repository's
     commit it is not: what is committed is what the team chose to keep (`.github/CONTRIBUTING.md`)."""
     return not committed and any(part.startswith(".") for part in path.split("/"))
+
+
+def name_reason(path: str, committed: bool) -> str:
+    """Why a file's name keeps it out ("": it does not). Control characters (a terminal escape, a line break) would
+    act in every report and client that shows the name. Bytes that are not UTF-8 show as `\\xe9` in a folder's ids,
+    which lead back to the file; a commit's ids must name its path in git again, so there they keep it out."""
+    if name_text(path).isprintable() and (not committed or is_text(path)):
+        return ""
+    return "file name is not printable UTF-8: left out"
+
+
+def shown_name(path: str) -> str:
+    """A name as an id shows it: as text (text.name_text), and one that does not print with its odd characters
+    escaped (`evil\\x1b]0;…`), so no terminal that prints a report runs an escape sequence."""
+    text = name_text(path)
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 def matches_globs(doc_id: str, include: list[str], exclude: list[str]) -> bool:

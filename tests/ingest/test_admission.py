@@ -9,7 +9,7 @@ from helpers import write
 
 from mcp_kb.api import SyncRequest
 from mcp_kb.errors import ParseError
-from mcp_kb.ingest.admission import left_out_as_hidden
+from mcp_kb.ingest.admission import left_out_as_hidden, name_reason, shown_name
 from mcp_kb.ingest.folders import scan_folders
 from mcp_kb.ingest.parsers import parse_file
 
@@ -19,6 +19,7 @@ FILES = {
     "notes/.draft.md": "# Draft\n\nnot yet\n",
     "big.md": "# Big\n\n" + "word " * 300_000,
     "data.xyz": "an unread type",
+    "evil\x1b]0;PWNED\x07.md": "# Evil\n\nname\n",
 }
 
 
@@ -48,8 +49,19 @@ def test_a_folder_and_a_repository_of_the_same_files_admit_them_by_the_same_rule
     assert [file.doc_id for file in folder.files] == ["guide.md"]
     assert report.files_added == 3  # guide.md and the two committed hidden files
     too_large = "too large: 1.4 MB > max_file_size_mb = 1"
-    assert _reasons(folder.skipped) == {"big.md": too_large, "data.xyz": "unsupported file type .xyz"}
+    assert _reasons(folder.skipped) == {
+        "big.md": too_large,
+        "data.xyz": "unsupported file type .xyz",
+        "evil\\x1b]0;PWNED\\x07.md": "file name is not printable UTF-8: left out",  # a folder indexed it
+    }
     assert _reasons(report.skipped) == _reasons(folder.skipped)  # a repository left an unread type out in silence
+
+
+def test_a_name_not_in_utf_8_is_a_folders_document_but_not_a_commits():
+    """A folder's id shows its odd bytes as `\\xe9` and leads back to the file; a commit's must name its path in git."""
+    assert name_reason("caf\udce9.md", committed=False) == ""
+    assert name_reason("caf\udce9.md", committed=True) == "file name is not printable UTF-8: left out"
+    assert shown_name("caf\udce9.md") == "caf\\xe9.md"
 
 
 def test_a_parse_of_an_unread_type_says_so_as_a_scan_does(tmp_path):

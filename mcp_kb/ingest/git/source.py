@@ -33,8 +33,15 @@ from ...errors import KBError
 from ...files import write_atomically
 from ...records import Progress, seconds_of
 from ...settings import KBConfig, RepoConfig, in_megabytes, megabytes
-from ...text import is_text, name_text
-from ..admission import binary_reason, left_out_as_hidden, matches_globs, size_reason, unsupported_reason
+from ..admission import (
+    binary_reason,
+    left_out_as_hidden,
+    matches_globs,
+    name_reason,
+    shown_name,
+    size_reason,
+    unsupported_reason,
+)
 from ..parsers import is_supported, supported_suffixes
 from ..sources import Indexed, Recorded, SkippedFile, SourceFile, SourceScan
 from .citations import id_prefix
@@ -254,8 +261,8 @@ class GitSource:
         return matches_globs(path, [], self.repo.exclude) and matches_globs(doc_id, self.kb.include, self.kb.exclude)
 
     def _rule_out(self, entry: _Entry) -> str:
-        if not is_text(entry.path) or not entry.path.isprintable():
-            return "file name is not printable UTF-8: left out"
+        if reason := name_reason(entry.path, committed=True):
+            return reason
         if entry.mode == _LINK:
             return "symbolic link in the repository: not followed"
         if entry.mode == _SUBMODULE:
@@ -269,9 +276,7 @@ class GitSource:
     def _doc_id(self, path: str) -> str:
         """The path as an id; a name that is not printable UTF-8 (only ever reported) shows its odd characters
         escaped, so no terminal that prints a report runs an escape sequence."""
-        if is_text(path) and path.isprintable():
-            return self.prefix + path
-        return self.prefix + name_text(path).encode("unicode_escape").decode("ascii")
+        return self.prefix + shown_name(path)
 
     # ---- reading blobs ---------------------------------------------------------------------------------------
 
