@@ -22,10 +22,10 @@ def left_out_as_hidden(path: str, committed: bool) -> bool:
 
 
 def name_reason(path: str, committed: bool) -> str:
-    """Why a file's name keeps it out ("": it does not). Control characters (a terminal escape, a line break) would
-    act in every report and client that shows the name. Bytes that are not UTF-8 show as `\\xe9` in a folder's ids,
-    which lead back to the file; a commit's ids must name its path in git again, so there they keep it out."""
-    if name_text(path).isprintable() and (not committed or is_text(path)):
+    """Why a file's name keeps it out ("": it does not). On disk no name does: a folder's id holds any name as text
+    (text.name_text: bytes that are not UTF-8 as `\\xe9`) and leads back to the file. A commit's id must name its
+    path in git again, and a report of one shows it escaped: there a name that is not printable UTF-8 is left out."""
+    if not committed or (is_text(path) and path.isprintable()):
         return ""
     return "file name is not printable UTF-8: left out"
 

@@ -28,8 +28,6 @@ from .admission import (
     binary_reason,
     left_out_as_hidden,
     matches_globs,
-    name_reason,
-    shown_name,
     size_reason,
     unsupported_reason,
 )
@@ -210,8 +208,6 @@ class _Rules:
         if not matches_globs(doc_id, self.kb.include, self.kb.exclude):
             self.left_out[LEFT_OUT_GLOBS] += 1
             return None
-        if reason := name_reason(doc_id, committed=False):
-            return SkippedFile(shown_name(doc_id), reason)
         suffix = os.path.splitext(path)[1].lower()
         if not is_supported(suffix):
             reason = unsupported_reason(suffix, self.kb)
