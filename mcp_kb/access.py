@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args
 
 import anyio
 
-from .settings import Config, OAuthConfig, TokenGrant, granted
+from .settings import Config, OAuthConfig, TokenGrant, granted, megabytes
 from .lru import BoundedLRU
 from .wire import aread_within, parse_json
 
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 # published key, and `none` is no signature at all.
 ASYMMETRIC_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
 _KEYS_REFETCH_GAP = 5.0  # seconds between fetches of the issuer's keys (an unknown key id asks again)
-_KEYS_MAX_BYTES = 1024 * 1024
+_KEYS_MAX_BYTES = megabytes(1)
 _KEYS_DEADLINE = 10.0  # seconds for a whole fetch (discovery and JWKS), however the issuer drips its answer
 _KEYS_RETRY_AFTER = 30  # seconds a client is told to wait when no key can be had
 _RATE_CALLERS_KEPT = 10_000  # rate-limit buckets remembered (the least recently seen are forgotten)

@@ -5,7 +5,6 @@ write batches as fragments that their coordinator commits a wave at a time (ray_
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
 import logging
 import math
@@ -14,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .digest import short_key
 from .errors import KBError
 from .index.contract import FileRecord, Store
 from .index.keywords import keyword_terms
@@ -245,7 +245,7 @@ def _stored_vectors(context: BatchContext, wanted: list[str], recent: BoundedLRU
 def chunk_id(kb: str, chunk: Chunk) -> str:
     """Stable id: the same KB, path, position and content give the same id."""
     key = f"{kb}\x00{chunk.doc_id}\x00{chunk.chunk_index}\x00{chunk.content_hash}"
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+    return short_key(key, 32)
 
 
 def _chunk_row(

@@ -1,10 +1,18 @@
-"""Content hashes of files: what sync compares and what identifies a model file."""
+"""Hashes: of files (what sync compares and what identifies a model file), and the short keys that name a cache
+folder, a copy or a stored id after what it holds."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
 from pathlib import Path
+
+
+def short_key(value: str | bytes, digits: int = 16) -> str:
+    """The first `digits` hex digits of the SHA-256 of `value` (text as UTF-8): a name that stands for a longer one;
+    16 digits (64 bits) keep apart any set of names one machine holds."""
+    data = value.encode() if isinstance(value, str) else value
+    return hashlib.sha256(data).hexdigest()[:digits]
 
 
 def file_sha256(path: Path) -> str:

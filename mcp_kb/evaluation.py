@@ -16,12 +16,12 @@ import csv
 import json
 import math
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .errors import KBError
+from .stopwatch import Stopwatch
 from .text import sentences
 from .vocabulary import HEADING_SEPARATOR
 
@@ -153,12 +153,12 @@ def evaluate(
     ndcg, mrr, recall, latencies = [], [], [], []
     _run_quietly(run_query, queries[judged[0]])  # warm up (caches, lazy imports): the first call is not timed
     for qid in judged:
-        start = time.perf_counter()
+        watch = Stopwatch()
         try:
             ranked = ranked_documents(run_query(queries[qid]))
         except KBError:  # e.g. an empty query in the set: it simply finds nothing
             ranked = []
-        latencies.append((time.perf_counter() - start) * 1000)
+        latencies.append(watch.milliseconds)
         ndcg.append(ndcg_at_10(ranked, qrels[qid]))
         mrr.append(mrr_at_10(ranked, qrels[qid]))
         recall.append(recall_at_k(ranked, qrels[qid], k))

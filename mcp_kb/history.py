@@ -42,6 +42,18 @@ class Edition:
     version: KBVersion | None = None
     earlier: bool = False
 
+    @property
+    def asked_for(self) -> KBVersion | None:
+        """The version the caller asked for (`as_of`); None when the current one is read."""
+        return self.version if self.earlier else None
+
+    @property
+    def synced(self) -> str:
+        """The generation read, asked by a caller that made sure there is one (a KB no sync finished has none)."""
+        if self.generation is None:
+            raise ValueError("a KB no sync finished has no generation to read")
+        return self.generation
+
 
 # ---- reading the history ----------------------------------------------------------------------
 

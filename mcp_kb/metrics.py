@@ -9,11 +9,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from datetime import datetime, UTC
 from typing import Any
 
 from .files import JsonLines
-from .records import SearchFigures, SearchHour, StageLatency, recorded_now
+from .records import SearchFigures, SearchHour, StageLatency, recorded_hour, recorded_now
 from .search import SearchResult
 
 _SAMPLES = 2_000  # latencies kept per stage: percentiles over the most recent searches
@@ -39,7 +38,7 @@ class KBMetrics:
             for stage, ms in result.timings_ms.items():
                 self.latencies.setdefault(stage, deque(maxlen=_SAMPLES)).append(ms)
         self.latencies.setdefault("total", deque(maxlen=_SAMPLES)).append(total_ms)
-        hour = datetime.now(UTC).strftime("%Y-%m-%dT%H:00Z")
+        hour = recorded_hour()
         if hour not in self.hours:
             self.hours[hour] = HourFigures()
             for old in sorted(self.hours)[:-_HOURS_KEPT]:

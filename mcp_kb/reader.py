@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from .cursors import CursorError, Cursors, carried, digest, leading, named
 from .errors import NotSyncedError, SearchError
 from .freshness import Freshness
-from .history import edition
+from .history import Edition, edition
 from .index.contract import Store
 from .index.filters import build_where, glob_to_regex
 from .ingest.git.citations import repo_file
@@ -28,10 +28,10 @@ from .lru import BoundedLRU
 from .text import clipped
 from .models.base import TokenCounter
 from .read_outputs import BrowseOutput, DocumentEntry, OutlineEntry, ReadOutput
-from .records import KBVersion, Pinned, recorded_at
+from .records import recorded_at
 from .requests import BrowseRequest, ReadRequest
 from .settings import KBConfig
-from .vocabulary import HEADING_SEPARATOR, LIST_TOOL, READ_TOOL, sync_remedy
+from .vocabulary import HEADING_SEPARATOR, LIST_TOOL, READ_TOOL, heading_path, sync_remedy
 
 _CHARS_PER_TOKEN_MAX = 16  # a read encodes at most this many characters per token of its budget
 _FRAME_TOKENS = 50  # an answer's location and cursor lines, less its path, section and cursor
@@ -62,7 +62,7 @@ class _Document:
 
     kb: str
     row: dict[str, Any]
-    edition: _Read
+    edition: Edition
 
     @property
     def text(self) -> str:
@@ -141,10 +141,10 @@ class Reader:
         path = document.row["path"]
         changed = (
             {}
-            if document.edition.earlier or self.freshness is None
+            if document.edition.asked_for or self.freshness is None
             else self.freshness.changed(
                 kb,
-                self.store.fingerprints(kb.name, document.edition.generation, [path]),
+                self.store.fingerprints(kb.name, document.edition.synced, [path]),
                 self.store.read_state(kb.name),
             )
         )
@@ -266,7 +266,7 @@ class Reader:
         read = self._edition(kb, place.get("v"))
         if "p" in place:
             return self._document_in(kb, read, str(place["p"]))
-        listing = self.store.reading_listing(kb.name, read.generation, read.at)
+        listing = self.store.reading_listing(kb.name, read.synced, read.at)
         path = named(listing["path"], str(place["d"])) if listing is not None else None
         if path is None:
             raise CursorError(
@@ -274,10 +274,10 @@ class Reader:
             )
         return self._document_in(kb, read, path)
 
-    def _document_in(self, kb: KBConfig, read: _Read, path: str) -> _Document:
-        row = self.store.read_reading(kb.name, read.generation, path, read.at) if self._allows(kb, read, path) else None
+    def _document_in(self, kb: KBConfig, read: Edition, path: str) -> _Document:
+        row = self.store.read_reading(kb.name, read.synced, path, read.at) if self._allows(kb, read, path) else None
         if row is None:
-            if self.store.reading_listing(kb.name, read.generation, read.at) is None:
+            if self.store.reading_listing(kb.name, read.synced, read.at) is None:
                 raise NotReadableError(kb.name)
             raise SearchError(
                 f"knowledge base {kb.name!r} has no document {_shown(path)}{_in(read)} (paths are as "
@@ -285,26 +285,26 @@ class Reader:
             )
         return _Document(kb.name, row, read)
 
-    def _edition(self, kb: KBConfig, as_of: Any) -> _Read:
+    def _edition(self, kb: KBConfig, as_of: Any) -> Edition:
         """What the read reads: the version `as_of` names (a cursor's: its number), else the current one."""
         read = edition(self.store, kb.name, None if as_of is None else str(as_of))
         if read.generation is None:
             raise NotSyncedError(kb.name, self.store.uri, self.store.read_state(kb.name).last_error)
-        return _Read(read.generation, read.at, read.version if read.earlier else None)
+        return read
 
-    def _allows(self, kb: KBConfig, read: _Read, path: str) -> bool:
+    def _allows(self, kb: KBConfig, read: Edition, path: str) -> bool:
         """Whether the KB's own filter (`[kb.search] filter`, applied to every search) lets this document be seen."""
         allowed = self._allowed_paths(kb, read)
         return allowed is None or path in allowed
 
-    def _allowed_paths(self, kb: KBConfig, read: _Read) -> frozenset[str] | None:
+    def _allowed_paths(self, kb: KBConfig, read: Edition) -> frozenset[str] | None:
         """The documents the KB's filter lets callers see (None: it has no filter), read once per index version."""
         if not kb.search.filter:
             return None
-        view = self.store.view(kb.name, read.generation, read.at)
+        view = self.store.view(kb.name, read.synced, read.at)
         if view is None:
             return frozenset()
-        key = (kb.name, read.generation, view.version)
+        key = (kb.name, read.synced, view.version)
         allowed = self._allowed.get(key)
         if allowed is None:
             where = build_where(kb.search.filter, kb.filter_field_types(), rooted_id_patterns())
@@ -337,7 +337,7 @@ class Reader:
         if place.get("o") is True if place else request.outline:  # a cursor goes on with what it was given for
             return self._outline(kb, request, place)
         read = self._edition(kb, place.get("v", request.as_of))
-        listing = self.store.reading_listing(kb.name, read.generation, read.at)
+        listing = self.store.reading_listing(kb.name, read.synced, read.at)
         if listing is None:
             raise NotReadableError(kb.name)
         pattern = _placed_pattern(listing, place, request.path) if place else request.path
@@ -374,7 +374,7 @@ class Reader:
         """Up to `limit` paths of the documents under `prefix` that callers may see, in order, and how many there
         are (a client completing a document's path); none before reading forms exist."""
         read = self._edition(kb, None)
-        listing = self.store.reading_listing(kb.name, read.generation, read.at)
+        listing = self.store.reading_listing(kb.name, read.synced, read.at)
         if listing is None:
             return [], 0
         matching = self._matching(kb, read, listing, "")
@@ -391,7 +391,7 @@ class Reader:
         outline = [entry for answer in answers for entry in answer.outline][:limit]
         return answers[0].model_copy(update={"documents": documents, "outline": outline, "cursor": None})
 
-    def _matching(self, kb: KBConfig, read: _Read, listing: pa.Table, pattern: str) -> pa.Table:
+    def _matching(self, kb: KBConfig, read: Edition, listing: pa.Table, pattern: str) -> pa.Table:
         """The listed documents under a prefix or matching a glob (in path order), less those the KB's filter hides."""
         paths = listing["path"]
         if _GLOB.search(pattern):
@@ -440,19 +440,9 @@ class Reader:
         )
 
 
-@dataclass(frozen=True)
-class _Read:
-    """What a read reads of a KB: a generation as a version left it (`at`; None: now); `earlier`: the version the
-    caller asked for (`as_of`), None when it reads the current one."""
-
-    generation: str
-    at: Pinned | None
-    earlier: KBVersion | None
-
-
-def _pinned(read: _Read) -> dict[str, str]:
+def _pinned(read: Edition) -> dict[str, str]:
     """What a cursor carries of an earlier version (its number), so the next page reads the same one."""
-    return {"v": str(read.earlier.number)} if read.earlier else {}
+    return {"v": str(read.asked_for.number)} if read.asked_for else {}
 
 
 def _path_place(path: str) -> dict[str, str]:
@@ -491,12 +481,12 @@ def _placed_pattern(listing: pa.Table, place: dict[str, Any], asked: str) -> str
     raise CursorError("this cursor goes on listing a long pattern: pass it with the same path")
 
 
-def _as_of(read: _Read) -> str | None:
-    return read.earlier.describe() if read.earlier else None
+def _as_of(read: Edition) -> str | None:
+    return read.asked_for.describe() if read.asked_for else None
 
 
-def _in(read: _Read) -> str:
-    return f" in {read.earlier.describe()}" if read.earlier else ""
+def _in(read: Edition) -> str:
+    return f" in {read.asked_for.describe()}" if read.asked_for else ""
 
 
 def _lines_note(document: _Document) -> str:
@@ -594,8 +584,8 @@ def _find_section(document: _Document, asked: str) -> int:
     citation writes it (the document's path or title may lead it; the last headings alone may do)."""
     sections = document.sections
     names = _headings(sections)
-    named = [_spaced(heading) for heading in names]
-    wanted = _spaced(asked)
+    named = [heading_path(heading) for heading in names]
+    wanted = heading_path(asked)
     forms = [
         wanted,
         *(
@@ -604,7 +594,7 @@ def _find_section(document: _Document, asked: str) -> int:
             if wanted.startswith(f"{lead}{HEADING_SEPARATOR}")
         ),
     ]
-    listed = [_spaced(_listed(section, name)) for section, name in zip(sections, names)]
+    listed = [heading_path(_listed(section, name)) for section, name in zip(sections, names)]
     for candidates, matches in (
         (named, str.__eq__),
         (named, lambda heading, form: heading.casefold() == form.casefold()),
@@ -621,17 +611,12 @@ def _find_section(document: _Document, asked: str) -> int:
             return found[0]
     some = "; ".join(names[:_SECTIONS_NAMED])
     more = (
-        f" (and {len(sections) - _SECTIONS_NAMED} more: list_documents with outline lists them)"
+        f" (and {len(sections) - _SECTIONS_NAMED} more: {LIST_TOOL} with outline lists them)"
         if len(sections) > _SECTIONS_NAMED
         else ""
     )
     has = f"its sections: {clipped(some, 2_000)}{more}" if sections else "it has no headings; read it by lines"
     raise SearchError(f"{document.row['path']} has no section {_shown(asked)}; {has}")
-
-
-def _spaced(heading: str) -> str:
-    """A heading path with its separators written one way (`A>B`, `A > B` and `A › B` alike)."""
-    return HEADING_SEPARATOR.join(part.strip() for part in re.split(r"\s*(?:›|>)\s*", heading.strip()))
 
 
 def _page_span(document: _Document, asked: str) -> tuple[int, int]:

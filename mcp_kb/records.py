@@ -44,6 +44,20 @@ def recorded_now(precision: str = "seconds") -> str:
     return recorded_at(datetime.now(UTC), precision)
 
 
+def recorded_hour() -> str:
+    """The hour now is in, as records carry it ("…T19:00Z"): search figures are kept by the hour."""
+    return recorded_at(datetime.now(UTC).replace(minute=0, second=0, microsecond=0), "minutes")
+
+
+def readable_time(recorded: str, short: bool = False) -> str:
+    """A recorded time as a person reads it, to the minute: "2026-12-01 19:14 UTC"; `short`, a chart's label:
+    "12-01 19:14" ("" for "": a face says what no time means to it)."""
+    if not recorded:
+        return ""
+    shown = recorded[:16].replace("T", " ")
+    return shown[5:] if short else f"{shown} UTC"
+
+
 def seconds_of(recorded: str) -> float | None:
     """A time as records carry it, in seconds since the epoch (None: "" or not such a time)."""
     try:

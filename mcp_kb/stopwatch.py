@@ -1,5 +1,6 @@
 """How long a stage took, measured one way: a sync adds up seconds per stage in its report, a search keeps
-milliseconds per stage in its result; both time their blocks with `stopwatch`."""
+milliseconds per stage in its result, a call's audit line and latency figures keep milliseconds; all time with
+`Stopwatch` (`stopwatch` for a block)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,27 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
+class Stopwatch:
+    """Started when made, on the clock that only goes forward (`time.perf_counter`)."""
+
+    def __init__(self) -> None:
+        self._start = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        """How long since it started."""
+        return time.perf_counter() - self._start
+
+    @property
+    def milliseconds(self) -> float:
+        return self.seconds * 1000
+
+
 @contextmanager
 def stopwatch(took: Callable[[float], None]) -> Iterator[None]:
     """Times the block; `took(seconds)` hears how long it took, also when it raised."""
-    start = time.perf_counter()
+    watch = Stopwatch()
     try:
         yield
     finally:
-        took(time.perf_counter() - start)
+        took(watch.seconds)

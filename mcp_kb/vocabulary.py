@@ -4,6 +4,7 @@ loopback address."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 from urllib.parse import quote
@@ -44,6 +45,14 @@ DOCUMENT_URI = "kb://{name}/documents/{+path}"
 HEADING_SEPARATOR = " › "  # between the headings of a heading path: "Install › Linux"
 CITATION_FORMAT = f"file{HEADING_SEPARATOR}heading, page"  # how a cited source reads
 LOOPBACK = "127.0.0.1"  # the address this machine alone reaches: the default bind, `mcp-kb ui`, the read cache
+
+
+_TYPED_SEPARATOR = re.compile(rf"\s*(?:{HEADING_SEPARATOR.strip()}|>)\s*")  # how a caller may type one: "A>B"
+
+
+def heading_path(text: str) -> str:
+    """A heading path as a caller wrote it, its separators written one way (`A>B`, `A > B` and `A › B` alike)."""
+    return HEADING_SEPARATOR.join(part.strip() for part in _TYPED_SEPARATOR.split(text.strip()))
 
 
 def citation_marker(number: int) -> str:

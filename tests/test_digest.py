@@ -35,3 +35,9 @@ def test_a_rewrite_in_place_or_a_swapped_file_is_hashed_again_even_with_size_and
     os.utime(other, ns=times)
     other.replace(model)  # another file moved into place
     assert digest.model_file_sha256(model) not in (before, damaged)
+
+
+def test_a_short_key_is_the_leading_hex_digits_of_the_sha256_of_text_or_bytes():
+    assert digest.short_key("abc") == "ba7816bf8f01cfea"  # SHA-256("abc") = ba7816bf8f01cfea4141...
+    assert digest.short_key(b"abc", 4) == "ba78"
+    assert digest.short_key("caf\xe9", 40) == digest.short_key("caf\xe9".encode(), 40)

@@ -12,7 +12,6 @@ Where each lives decides who can see it:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -27,6 +26,7 @@ from typing import Any
 import filelock
 
 from ..settings import cache_root, is_remote_uri
+from ..digest import short_key
 from ..errors import RunningSync, StoreError, SyncBusyError
 from ..files import write_atomically
 from ..records import HealthCheck, KBSummary, SearchFigures, SyncProgress, recorded_now
@@ -40,7 +40,7 @@ def local_state_dir(storage: str) -> Path:
     machine's cache keyed by the location for a remote LanceDB URI and for a folder this process
     cannot write (a read-only mount or snapshot)."""
     if not _records_beside_index(storage):
-        key = hashlib.sha256(storage.encode()).hexdigest()[:16]
+        key = short_key(storage)
         return cache_root() / key
     return Path(storage)
 

@@ -22,9 +22,16 @@ from typing import Literal
 
 import pathspec
 
-from ..settings import KBConfig, megabytes
+from ..settings import KBConfig
 from ..errors import KBError
-from .parsers import is_binary_format, is_supported
+from .admission import (
+    binary_reason,
+    left_out_as_hidden,
+    matches_globs,
+    size_reason,
+    unsupported_reason,
+)
+from .parsers import is_supported
 from ..records import Progress, recorded_at
 from ..text import name_text
 from .sources import (
@@ -40,11 +47,6 @@ from .sources import (
 )
 
 log = logging.getLogger(__name__)
-
-# A NUL or a high share of control characters in the first block means binary, whatever the
-# extension says.
-_SNIFF_BYTES = 8192
-_TEXT_CONTROL = {7, 8, 9, 10, 12, 13, 27}
 
 # .gitignore specs in force, with the folder they came from (quoted: PathSpec is generic from pathspec 1.1 on)
 Ignores = list[tuple[str, "pathspec.PathSpec[pathspec.Pattern]"]]
@@ -169,7 +171,7 @@ class _Rules:
         """Whether an entry that is gone could have been a document, or a folder holding some, judged by
         its name: not hidden, and not a document file the KB's globs leave out. Any other name may have
         been a folder ("v1.2" included), so its removal is followed."""
-        if any(part.startswith(".") for part in rel_id.split("/")):
+        if left_out_as_hidden(rel_id, committed=False):
             return False
         suffix = os.path.splitext(rel_id)[1].lower()
         return not is_supported(suffix) or matches_globs(self._doc_id(rel_id), self.kb.include, self.kb.exclude)
@@ -178,7 +180,7 @@ class _Rules:
         self, path: str, rel: str, is_link: bool, ignores: Ignores
     ) -> SourceFile | SkippedFile | Literal["dir"] | None:
         """ "dir" to descend into, a file, a reported skip, or None for entries left out silently."""
-        if rel.rsplit("/", 1)[-1].startswith("."):
+        if left_out_as_hidden(rel, committed=False):
             self.left_out[LEFT_OUT_HIDDEN] += 1
             return None
         doc_id = self._doc_id(rel)
@@ -208,15 +210,14 @@ class _Rules:
             return None
         suffix = os.path.splitext(path)[1].lower()
         if not is_supported(suffix):
-            if self.kb.include:  # the user asked for it explicitly, so say why it is left out
-                return SkippedFile(doc_id, f"unsupported file type {name_text(suffix) or '(none)'}")
+            reason = unsupported_reason(suffix, self.kb)
+            if reason:
+                return SkippedFile(doc_id, reason)
             self.left_out[name_text(suffix) or "no suffix"] += 1
             return None
-        if info.st_size > self.kb.max_file_bytes:
-            return SkippedFile(
-                doc_id,
-                f"too large: {info.st_size / megabytes(1):.1f} MB > max_file_size_mb = {self.kb.max_file_size_mb:g}",
-            )
+        reason = size_reason(info.st_size, self.kb)
+        if reason:
+            return SkippedFile(doc_id, reason)
         if self.known.get(doc_id) != (info.st_size, info.st_mtime_ns):
             reason = binary_reason(path, suffix)
             if reason:
@@ -269,46 +270,12 @@ def _why(exc: Exception) -> str:
     return exc.strerror if isinstance(exc, OSError) and exc.strerror else f".gitignore: {exc}"
 
 
-def matches_globs(doc_id: str, include: list[str], exclude: list[str]) -> bool:
-    if include and not _glob_spec(tuple(include)).match_file(doc_id):
-        return False
-    return not (exclude and _glob_spec(tuple(exclude)).match_file(doc_id))
-
-
-_SPEC_CACHE: dict[tuple[str, ...], pathspec.PathSpec[pathspec.Pattern]] = {}
-
-
-def _glob_spec(patterns: tuple[str, ...]) -> pathspec.PathSpec[pathspec.Pattern]:
-    if patterns not in _SPEC_CACHE:
-        _SPEC_CACHE[patterns] = pathspec.PathSpec.from_lines("gitignore", patterns)
-    return _SPEC_CACHE[patterns]
-
-
 def _ignored(rel: str, is_dir: bool, ignores: Ignores) -> bool:
     for base, spec in ignores:
         local = rel[len(base) + 1 :] if base else rel
         if spec.match_file(local + ("/" if is_dir else "")):
             return True
     return False
-
-
-def binary_reason(path: str, suffix: str) -> str | None:
-    """A reason to skip a text-format file as binary, judged by its first bytes, or None."""
-    if is_binary_format(suffix):
-        return None  # its parser reads bytes and judges them itself
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(_SNIFF_BYTES)
-    except OSError as exc:
-        return f"unreadable: {exc.strerror}"
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return None  # UTF-16 with BOM has NULs by design
-    if b"\x00" in head:
-        return "binary content (NUL bytes) despite a text extension"
-    controls = sum(1 for byte in head if byte < 32 and byte not in _TEXT_CONTROL)
-    if head and controls / len(head) > 0.05:
-        return "binary content (control characters) despite a text extension"
-    return None
 
 
 def change_concerns(kb: KBConfig, path: Path) -> bool:

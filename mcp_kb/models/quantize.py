@@ -35,6 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -42,6 +43,7 @@ import numpy as np
 
 from ..digest import model_file_sha256
 from ..files import write_atomically
+from ..records import readable_time, recorded_at
 from .pause import PauseAfterFailure
 
 if TYPE_CHECKING:
@@ -186,9 +188,8 @@ def _failed_recently(unkept: Path) -> str | None:
     pause.failed(why, at)
     if pause.recent() is None:
         return None
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
     return (
-        f"{why}, at {when}; tried again once the cache has more free space, or "
+        f"{why}, at {readable_time(recorded_at(datetime.fromtimestamp(at, UTC)))}; tried again once the cache has more free space, or "
         f"{RETRY_WRITE_AFTER_SECONDS // 60} minutes after"
     )
 

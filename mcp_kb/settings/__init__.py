@@ -69,6 +69,7 @@ from .values import (
     Transport,
     is_loopback,
     is_remote_uri,
+    in_megabytes,
     megabytes,
 )
 
@@ -140,5 +141,6 @@ __all__ = [
     "Transport",
     "is_loopback",
     "is_remote_uri",
+    "in_megabytes",
     "megabytes",
 ]

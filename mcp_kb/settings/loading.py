@@ -3,7 +3,6 @@ environment's overrides, and the paths resolved against the file's folder."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import tomllib
 import os
@@ -15,6 +14,7 @@ import tomli_w
 from anyascii import anyascii
 from pydantic import BaseModel, ValidationError
 
+from ..digest import short_key
 from ..errors import ConfigError
 from ..text import is_text, name_text, printable
 from ..registry import load_plugins
@@ -60,7 +60,7 @@ def config_for_folder(folder: str | os.PathLike[str]) -> Config:
     if not folder.is_dir():
         raise ConfigError(f"{folder}: not a folder")
     name = kb_name_for(folder)
-    key = hashlib.sha256(os.fsencode(folder)).hexdigest()[:8]
+    key = short_key(os.fsencode(folder), 8)
     raw = {
         "storage": str(data_root() / "folders" / f"{name}-{key}"),
         "kb": [
@@ -85,7 +85,7 @@ def kb_name_for(folder: Path) -> str:
     if latin != own:
         # os.fsencode: the name's own bytes, also when they are not UTF-8 (`caf\xe9`, which Python holds as a
         # surrogate that .encode() refuses); the same bytes as .encode() for every name that is text
-        name = f"{(name.strip('_') or 'docs')[: KB_NAME_LENGTH - 5]}-{hashlib.sha256(os.fsencode(own)).hexdigest()[:4]}"
+        name = f"{(name.strip('_') or 'docs')[: KB_NAME_LENGTH - 5]}-{short_key(os.fsencode(own), 4)}"
     return name[:KB_NAME_LENGTH] or "docs"
 
 

@@ -50,7 +50,15 @@ MAX_QUERY_LENGTH = 4_000  # characters; longer texts make slow searches and are 
 
 def megabytes(size_mb: float) -> int:
     """A size setting in MB (`max_file_size_mb`, `max_page_mb`, `query_log_max_mb`) in bytes."""
-    return int(size_mb * 1024 * 1024)
+    return int(size_mb * _BYTES_PER_MB)
+
+
+def in_megabytes(size: int) -> float:
+    """A size in bytes in MB, as a message states it beside a setting in MB (`max_file_size_mb`, `max_fetch_mb`)."""
+    return size / _BYTES_PER_MB
+
+
+_BYTES_PER_MB = 1024 * 1024  # a setting's MB is a mebibyte
 
 
 _URL_PASSWORD = re.compile(r"(?<=://)([^/@\s:]*):([^/\s]*)@")  # a password may hold "@": up to the last one

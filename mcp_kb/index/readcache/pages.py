@@ -13,6 +13,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...digest import short_key
 from ...files import write_atomically
 
 log = logging.getLogger(__name__)
@@ -169,7 +170,7 @@ class PageStore:
 
 def _etag_name(meta: ObjectMeta) -> str:
     """Pages are named by the object's version too: bytes of another version are never taken for these."""
-    return hashlib.sha256(meta.etag.encode()).hexdigest()[:16]
+    return short_key(meta.etag)
 
 
 def page_length(meta: ObjectMeta, number: int) -> int:

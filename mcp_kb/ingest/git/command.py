@@ -25,7 +25,7 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from ...errors import KBError
-from ...settings import RepoConfig, child_environment, is_loopback
+from ...settings import RepoConfig, child_environment, in_megabytes, is_loopback
 from ...settings.values import redact_url
 
 _PROTOCOLS = "https:http:ssh:git:file"
@@ -257,7 +257,7 @@ class Git:
 
     @property
     def _too_large(self) -> str:
-        return f"it would add more than {self.max_bytes / 2**20:g} MB (the repository's `max_fetch_mb`)"
+        return f"it would add more than {in_megabytes(self.max_bytes):g} MB (the repository's `max_fetch_mb`)"
 
     def _said(self, stderr: bytes, command: str | bytes) -> str:
         """git's failure as one line naming the setting to check: git's own words (scrubbed) where no rule knows

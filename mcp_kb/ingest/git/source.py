@@ -13,7 +13,6 @@ filter, hook or symbolic link of the repository takes effect.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import posixpath
@@ -29,11 +28,20 @@ from typing import IO
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
+from ...digest import short_key
 from ...errors import KBError
+from ...files import write_atomically
 from ...records import Progress, seconds_of
-from ...settings import KBConfig, RepoConfig, megabytes
-from ...text import is_text, name_text
-from ..folders import binary_reason, matches_globs
+from ...settings import KBConfig, RepoConfig, in_megabytes, megabytes
+from ..admission import (
+    binary_reason,
+    left_out_as_hidden,
+    matches_globs,
+    name_reason,
+    shown_name,
+    size_reason,
+    unsupported_reason,
+)
 from ..parsers import is_supported, supported_suffixes
 from ..sources import Indexed, Recorded, SkippedFile, SourceFile, SourceScan
 from .citations import id_prefix
@@ -72,7 +80,7 @@ class GitSource:
         self.key = repo.label
         self.scope = _scope(kb, repo, address, prefix)
         # One copy per repository entry (a KB may name one repository twice, at two refs).
-        self.folder = cache_folder / "repos" / hashlib.sha256(f"{repo.label}\0{address}".encode()).hexdigest()[:16]
+        self.folder = cache_folder / "repos" / short_key(f"{repo.label}\0{address}")
         self.files_folder = self.folder / "files"
 
     @functools.cached_property
@@ -242,31 +250,33 @@ class GitSource:
     def _in_scope(self, path: str, mode: str, doc_id: str) -> bool:
         if any(part in ("", ".", "..") for part in path.split("/")):
             return False  # git refuses such trees (fsck on fetch); never a document either way
-        if not is_supported(posixpath.splitext(path)[1].lower()) and mode != _SUBMODULE:
-            return False  # a submodule is reported, whatever its name
+        if left_out_as_hidden(path, committed=True):
+            return False
+        if not (is_supported(_type(path)) or mode == _SUBMODULE or self.kb.include):
+            return (
+                False  # left out in silence (admission.unsupported_reason); a submodule is reported, whatever its name
+            )
         if self.repo.paths and not matches_globs(path, self.repo.paths, []):
             return False
         return matches_globs(path, [], self.repo.exclude) and matches_globs(doc_id, self.kb.include, self.kb.exclude)
 
     def _rule_out(self, entry: _Entry) -> str:
-        if not is_text(entry.path) or not entry.path.isprintable():
-            return "file name is not printable UTF-8: left out"
+        if reason := name_reason(entry.path, committed=True):
+            return reason
         if entry.mode == _LINK:
             return "symbolic link in the repository: not followed"
         if entry.mode == _SUBMODULE:
             return "submodule: not followed"
         if entry.mode not in (_FILE, _EXECUTABLE):
             return f"not a file (mode {entry.mode})"
-        if entry.size > self.kb.max_file_bytes:
-            return f"too large: {entry.size / megabytes(1):.1f} MB > max_file_size_mb = {self.kb.max_file_size_mb:g}"
-        return ""
+        if not is_supported(_type(entry.path)):
+            return unsupported_reason(_type(entry.path), self.kb)
+        return size_reason(entry.size, self.kb)
 
     def _doc_id(self, path: str) -> str:
         """The path as an id; a name that is not printable UTF-8 (only ever reported) shows its odd characters
         escaped, so no terminal that prints a report runs an escape sequence."""
-        if is_text(path) and path.isprintable():
-            return self.prefix + path
-        return self.prefix + name_text(path).encode("unicode_escape").decode("ascii")
+        return self.prefix + shown_name(path)
 
     # ---- reading blobs ---------------------------------------------------------------------------------------
 
@@ -289,8 +299,8 @@ class GitSource:
         total = sum(files.values())
         if total > self.git.max_bytes:
             raise GitError(
-                f"repository {self.repo.label}: the files to read add up to {total / 2**20:.0f} MB, more "
-                f"than its `max_fetch_mb` ({self.git.max_bytes / 2**20:g} MB)"
+                f"repository {self.repo.label}: the files to read add up to {in_megabytes(total):.0f} MB, more "
+                f"than its `max_fetch_mb` ({in_megabytes(self.git.max_bytes):g} MB)"
             )
         written = {(blob, suffix): self.files_folder / f"{blob}{suffix}" for blob, suffix in files}
         targets: dict[str, list[Path]] = {}
@@ -328,17 +338,14 @@ class GitSource:
 
     def _file(self, commit: str, path: str, doc_id: str, seen: tuple[int, int]) -> SourceFile:
         """An unchanged document: its bytes stay in git until a sync needs them (a rebuild parses every file)."""
-        name = hashlib.sha256(f"{commit}:{path}".encode()).hexdigest()[:40]
+        name = short_key(f"{commit}:{path}", 40)
         target = self.files_folder / f"{name}{_suffix(path)}"
         return SourceFile(target, doc_id, *seen, fetch=self._fetcher(commit, path, target))
 
     def _fetcher(self, commit: str, path: str, target: Path) -> Callable[[], None]:
         def fetch() -> None:
             if not target.exists():
-                data = self.git.run("cat-file", "blob", f"{commit}:{path}")
-                partial = target.with_name(target.name + ".part")
-                partial.write_bytes(data)
-                partial.replace(target)
+                write_atomically(target, self.git.run("cat-file", "blob", f"{commit}:{path}"))
 
         return fetch
 
@@ -368,7 +375,7 @@ def _scope(kb: KBConfig, repo: RepoConfig, url: str, prefix: str) -> str:
         prefix,
         supported_suffixes(),
     ]  # a parser added (or gone) changes which files are documents
-    return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
+    return short_key(json.dumps(settings))
 
 
 def _diff(raw: bytes) -> Iterator[tuple[str, _Entry, _Entry]]:
@@ -416,12 +423,17 @@ def _content_reason(path: Path, entry: _Entry) -> str:
         with path.open("rb") as handle:
             if handle.read(len(_LFS_POINTER)) == _LFS_POINTER:
                 return "Git LFS pointer: the file itself is not fetched (mcp-kb reads what is committed)"
-    return binary_reason(str(path), _suffix(entry.path)) or ""
+    return binary_reason(str(path), _suffix(entry.path))
+
+
+def _type(path: str) -> str:
+    """The path's suffix, lower case: which parser reads it, if any."""
+    return posixpath.splitext(path)[1].lower()
 
 
 def _suffix(path: str) -> str:
     """The path's suffix, lower case, which picks the parser (only a plain one names a file on this disk)."""
-    suffix = posixpath.splitext(path)[1].lower()
+    suffix = _type(path)
     return suffix if suffix.isascii() and suffix.isprintable() and "/" not in suffix else ""
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from ..document import Document
 from ...errors import ParseError
 from ...settings import FILE_SECONDS
+from ...text import name_text
 from .bounds import time_budget
 from .code import LANGUAGE_BY_SUFFIX, PLAIN_SUFFIXES  # tree-sitter itself is imported on first use
 
@@ -71,6 +72,11 @@ def is_supported(suffix: str) -> bool:
     return suffix in _PARSERS or suffix in _BUILTIN
 
 
+def unsupported_type(suffix: str) -> str:
+    """How a file no parser reads is reported: by its suffix (lower case, with the dot), shown as text."""
+    return f"unsupported file type {name_text(suffix) or '(none)'}"
+
+
 def supported_suffixes() -> list[str]:
     """Every suffix some parser reads, sorted."""
     return sorted({*_PARSERS, *_BUILTIN})
@@ -89,7 +95,7 @@ def parse_file(path: Path, doc_id: str, ocr: bool = True, seconds: float = FILE_
     suffix = path.suffix.lower()
     parser = _parser_for(suffix)
     if parser is None:
-        raise ParseError(f"unsupported file type {path.suffix or '(none)'}")
+        raise ParseError(unsupported_type(suffix))
     try:
         with time_budget(seconds):
             document = parser(path, doc_id, ocr=ocr) if suffix in _OCR else parser(path, doc_id)

@@ -21,11 +21,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ...errors import ParseError
+from ...settings import megabytes
 
-MAX_UNPACKED_BYTES = 200 * 1024 * 1024  # an Office package's parts, all together
+MAX_UNPACKED_BYTES = megabytes(200)  # an Office package's parts, all together
 # XML is what the libraries build trees of (about 9 bytes of memory per byte: 23 MB of Word XML
 # peaked at 217 MB); media parts are only held as bytes.
-MAX_XML_BYTES = 50 * 1024 * 1024
+MAX_XML_BYTES = megabytes(50)
 MAX_PARTS = 10_000  # entries in one package (a real document has dozens; each costs the reader memory)
 MAX_IMAGE_PIXELS = 60_000_000  # decoded before scaling: 60 MP of RGBA is 240 MB
 # 20,000 chunks of 256 tokens are about 5 million tokens (a 10 MB text, a book of 10,000 pages): some

@@ -17,12 +17,13 @@ from markdown_it import MarkdownIt
 
 from ..document import Block, Document, Headings
 from ...errors import ParseError
+from ...settings import megabytes
 from .bounds import check_time
 from .code import code_blocks
 from .text import normalize_newlines, read_text
 
 # Outputs (plots as base64) make most of a notebook's size; the JSON is read whole, at a few times its size.
-MAX_NOTEBOOK_BYTES = 100 * 1024 * 1024
+MAX_NOTEBOOK_BYTES = megabytes(100)
 _MARKDOWN = MarkdownIt("commonmark").enable("table").disable("inline")  # block structure only, as markdown.py
 _ATOMIC = {"fence", "code_block", "table_open"}
 

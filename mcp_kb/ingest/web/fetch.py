@@ -13,7 +13,7 @@ import anyio
 import anyio.from_thread
 import httpx
 
-from ...settings import megabytes
+from ...settings import in_megabytes
 from ...errors import ParseError
 from ..parsers.text import decode_bytes
 from .pagecache import CachedPage
@@ -141,7 +141,7 @@ class Fetcher:
                     with anyio.CancelScope(shield=True):  # a cut answer's connection is closed, not reused
                         await response.aclose()
         except _TooLarge:
-            return Fetched(url, error=f"too large: more than {limit / megabytes(1):g} MB (max_page_mb)")
+            return Fetched(url, error=f"too large: more than {in_megabytes(limit):g} MB (max_page_mb)")
         except (TimeoutError, httpx.TimeoutException):
             return Fetched(url, error=f"no complete answer within {self.source.timeout:g} s", transient=True)
         except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:

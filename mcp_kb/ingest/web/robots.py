@@ -8,10 +8,11 @@ import urllib.robotparser
 import zlib
 
 from ...errors import KBError
+from ...settings import megabytes
 from .fetch import Fetcher, inflate
 
 _MAX_SITEMAPS = 20  # sitemap files read per source (an index may name many)
-_SITEMAP_BYTES = 50 * 1024 * 1024  # the sitemap protocol's own limit per file
+_SITEMAP_BYTES = megabytes(50)  # the sitemap protocol's own limit per file
 _ROBOTS_BYTES = 512 * 1024
 _MAX_SITEMAP_URLS = 50_000  # the sitemap protocol's own limit per file
 _MAX_SITEMAP_ELEMENTS = 1_000_000  # parser events read per file: a full sitemap with every optional field is far below

@@ -422,3 +422,29 @@ def test_a_parser_added_since_the_last_sync_lists_the_whole_tree(make_app, tmp_p
     parsers.register([".unusual"], parsers._parser_for(".txt"))
     report = _sync(app)
     assert report.crawl["trees compared"] == 1 and app.document_ids("code") == ["a.md", "notes.unusual"]
+
+
+def test_an_unchanged_file_fetched_out_of_git_is_written_in_one_step_and_a_failed_write_leaves_nothing(
+    make_config, tmp_path, monkeypatch
+):
+    """The fetch wrote a fixed `<name>.part` (two fetches of one file at once shared it) and left it behind when the
+    write failed; it writes as every file mcp-kb replaces does (files.write_atomically)."""
+    import os
+
+    from mcp_kb.ingest.git.source import GitSource
+
+    repo = Repo(tmp_path / "lib")
+    repo.write("guide.md", "# Guide\n\nthe page\n")
+    repo.commit()
+    kb = make_config(_kb(repo)).kb[0]
+    source = GitSource(kb, kb.repos[0], tmp_path / "cache", "")
+    first = source.scan({})
+    unchanged = source.scan({file.doc_id: (file.size, file.mtime_ns) for file in first.files}).files[0]
+    assert unchanged.fetch is not None and not unchanged.path.exists()
+    monkeypatch.setattr(os, "replace", lambda *_: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    with pytest.raises(OSError):
+        unchanged.fetch()
+    assert list(source.files_folder.iterdir()) == []
+    monkeypatch.undo()
+    unchanged.fetch()
+    assert unchanged.path.read_text() == "# Guide\n\nthe page\n"
