@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from .access import RateLimits as RateLimits
     from .access import Refused as Refused
     from .audit import AuditTrail as AuditTrail
-    from .audit import AuditUnavailable as AuditUnavailable
     from .audit import callers as callers
+    from .errors import AuditUnavailable as AuditUnavailable
     from .errors import KBError as KBError
     from .errors import ConfigError as ConfigError
     from .errors import ParseError as ParseError
@@ -146,8 +146,8 @@ _HOMES = {
     "RateLimits": "access",
     "Refused": "access",
     "AuditTrail": "audit",
-    "AuditUnavailable": "audit",
     "callers": "audit",
+    "AuditUnavailable": "errors",
     "KBError": "errors",
     "ConfigError": "errors",
     "ParseError": "errors",

@@ -15,8 +15,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .cursors import CursorError, Cursors, carried, digest, leading, named
-from .errors import NotSyncedError, SearchError
+from .cursors import Cursors, carried, digest, leading, named
+from .errors import CursorError, NotReadableError, NotSyncedError, SearchError
 from .freshness import Freshness
 from .history import KBVersion, edition
 from .index.contract import Pinned, Store
@@ -44,16 +44,6 @@ _SECTIONS_NAMED = 12  # headings an unknown section's error names
 _GLOB = re.compile(r"[*?]")
 _ALLOWED_KEPT = 16
 RESOURCE_MAX_CHARS = 4_000_000  # of a document resource's text
-
-
-class NotReadableError(SearchError):
-    """A KB whose index was built before documents could be read from it."""
-
-    def __init__(self, kb: str):
-        super().__init__(
-            f"knowledge base {kb!r} was indexed before documents could be read from the index; a full "
-            f"sync adds what reading needs ({sync_remedy(kb, '--full')}); searching works meanwhile"
-        )
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from ..settings import (
     environment,
 )
 from ..digest import model_file_sha256
-from ..errors import ModelError
+from ..errors import ModelError, UnknownModelError
 from ..heap import return_free_heap
 from .base import Embedder, ModelIdentity, Reranker
 from .identities import RememberedModel, remember_model, remembered_model
@@ -487,10 +487,6 @@ def _description(
             if description.model.lower() == config.model.lower():
                 return model_class, description
     raise UnknownModelError(f"unknown embedding model {config.model!r}; fastembed lists the supported names")
-
-
-class UnknownModelError(ModelError):
-    """The model name is not one fastembed knows: no download can help."""
 
 
 class _ModelFiles(Protocol):

@@ -29,7 +29,7 @@ from typing import IO
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-from ...errors import KBError
+from ...errors import GitError, KBError
 from ...records import Progress, seconds_of
 from ...settings import KBConfig, RepoConfig, megabytes
 from ...text import is_text, name_text
@@ -37,7 +37,7 @@ from ..folders import binary_reason, matches_globs
 from ..parsers import is_supported, supported_suffixes
 from ..sources import Indexed, Recorded, SkippedFile, SourceFile, SourceScan
 from .citations import id_prefix
-from .command import Git, GitError, Remote
+from .command import Git, Remote
 
 log = logging.getLogger(__name__)
 
