@@ -16,14 +16,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .cursors import Cursors, carried, digest, leading, named
+from .doc_ids import repo_file, rooted_id_patterns
 from .errors import CursorError, NotReadableError, NotSyncedError, SearchError
 from .freshness import Freshness
 from .history import KBVersion, edition
 from .index.contract import Pinned, Store
 from .index.filters import build_where, glob_to_regex
-from .ingest.git.citations import repo_file
 from .ingest.reading import Section, outline_of, section_names
-from .ingest.sources import rooted_id_patterns
 from .lru import BoundedLRU
 from .text import clipped
 from .models.base import TokenCounter

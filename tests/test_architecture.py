@@ -49,6 +49,7 @@ TIERS = {  # the most specific prefix decides a module's tier
     "mcp_kb.index": 1,
     "mcp_kb.settings": 0,
     "mcp_kb.errors": 0,
+    "mcp_kb.doc_ids": 0,
     "mcp_kb.digest": 0,
     "mcp_kb.schema": 0,
     "mcp_kb.registry": 0,

@@ -29,6 +29,7 @@ from typing import IO
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
+from ...doc_ids import id_prefix
 from ...errors import GitError, KBError
 from ...records import Progress, seconds_of
 from ...settings import KBConfig, RepoConfig, megabytes
@@ -36,7 +37,6 @@ from ...text import is_text, name_text
 from ..folders import binary_reason, matches_globs
 from ..parsers import is_supported, supported_suffixes
 from ..sources import Indexed, Recorded, SkippedFile, SourceFile, SourceScan
-from .citations import id_prefix
 from .command import Git, Remote
 
 log = logging.getLogger(__name__)
