@@ -4,9 +4,9 @@ faces (cli, mcp, ui, the HTTP edge) import the core only through its public API 
 faces → service (api, app, live) → operations (sync, search, passages, evaluation, present, access, view, audit)
 → foundation (ingest, models, index) → base (settings, errors, digest, schema, requests, records, read_outputs,
 text, lru).
-Search never imports sync; only the index package imports lancedb; only models.fastembed loads models.
-Faces reach the core through its contract, never the index; models never import the index; no two
-modules (nor two folders) import each other, by any path.
+Search never imports sync; only the index package imports lancedb; only the fastembed provider
+(models/fastembed*.py) loads models. Faces reach the core through its contract, never the index; models never import
+the index; no two modules (nor two folders) import each other, by any path.
 """
 
 import ast
@@ -110,10 +110,22 @@ def test_only_the_index_package_imports_lancedb(path):
         assert not any(name.split(".")[0] == "lancedb" for name in _imports(path))
 
 
+_MODEL_RUNTIME_USERS = (
+    "mcp_kb.models.fastembed",
+    "mcp_kb.models.fastembed_device",
+    "mcp_kb.models.fastembed_int8",
+    "mcp_kb.models.fastembed_load",
+    "mcp_kb.models.fastembed_rerank",
+    "mcp_kb.models.fastembed_tokenizer",
+    "mcp_kb.models.quantize",
+    "mcp_kb.models.onnx_session",
+)
+
+
 @pytest.mark.parametrize("path", MODULES, ids=_name)
 def test_only_the_fastembed_provider_imports_model_runtimes(path):
-    # quantize: its int8 copies; onnx_session: the fastembed provider's model run without fastembed, for a server
-    if _name(path) not in ("mcp_kb.models.fastembed", "mcp_kb.models.quantize", "mcp_kb.models.onnx_session"):
+    # the fastembed provider's modules, its int8 copies (quantize) and its model run without fastembed (onnx_session)
+    if _name(path) not in _MODEL_RUNTIME_USERS:
         assert not any(
             name.split(".")[0] in ("fastembed", "onnxruntime", "onnx", "tokenizers") for name in _imports(path)
         )
