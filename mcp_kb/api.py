@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .errors import MassDeleteError as MassDeleteError
     from .errors import SearchError as SearchError
     from .errors import VersionError as VersionError
-    from .history import KBVersion as KBVersion
+    from .kept_versions import KBVersion as KBVersion
     from .imports import import_leaving_out as import_leaving_out
     from .errors import NotSyncedError as NotSyncedError
     from .evaluation import format_self_checks as format_self_checks
@@ -158,7 +158,7 @@ _HOMES = {
     "MassDeleteError": "errors",
     "SearchError": "errors",
     "VersionError": "errors",
-    "KBVersion": "history",
+    "KBVersion": "kept_versions",
     "import_leaving_out": "imports",
     "NotSyncedError": "errors",
     "format_self_checks": "evaluation",

@@ -12,9 +12,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import history
+from . import history, kept_versions
 from .audit import AuditTrail
-from .history import KBVersion
+from .kept_versions import KBVersion
 from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
 from .errors import KBError, NotSyncedError, StoreError
 from .freshness import Freshness
@@ -248,7 +248,7 @@ class App:
 
     def versions(self, kb: str) -> list[KBVersion]:
         """A KB's kept versions, oldest first: what each sync (or rollback) changed, when, by whom, its tags."""
-        return history.versions(self.store, self.config.get_kb(kb).name)
+        return kept_versions.versions(self.store, self.config.get_kb(kb).name)
 
     def tag(self, kb: str, name: str, version: int | None = None, remove: bool = False) -> KBVersion:
         """Tag a version of a KB (the current one by default), or remove a tag; the version tagged (or untagged)."""

@@ -1,6 +1,7 @@
-"""A KB's versions: each sync that changes a KB records one (a rebuild and a rollback too), pairing the chunk
-table, manifest and reading table as the sync left them (index/versions.py keeps them, and keeps what they pin
-past compaction). A version can be tagged, read `as_of` (search, read, browse) and rolled back to.
+"""A KB's versions as its callers ask for them: each sync that changes a KB records one (a rebuild and a rollback
+too: kept_versions.py, which syncs and rollbacks share), pairing the chunk table, manifest and reading table as the
+sync left them (index/versions.py keeps them, and keeps what they pin past compaction). Here a version is read
+`as_of` (search, read, browse), tagged and rolled back to.
 
 Which versions are committed is the KB's state row's business: its `version` is the current one, written in the
 same commit as everything else a sync ends with, so a record a killed sync wrote before it is never listed and
@@ -13,98 +14,18 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from .errors import SyncBusyError, VersionError
 from .index.contract import Pinned, Store
 from .index.state import check_writable, sync_lock
-from .records import KBState, SyncReport, recorded_now
+from .kept_versions import KBVersion, by_number, finish_rollback, free_tag, rewrite, settled_state, versions
+from .records import KBState, recorded_now
 from .settings import KBConfig
 from .text import is_number
 
-# A letter first: never a version number or a date. \Z, not $: "$" also matches before a final newline ("a\n").
-_TAG = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}\Z")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ].*)?\Z")  # ASCII digits: "\d" takes "٣" and "３"
-MAX_TAGS = 100  # per KB: a sync's caller may tag, and a tag keeps its version (and its storage) until removed
-_PRECISION = "milliseconds"  # of when a version was made: two syncs a second apart are two times to ask as of
-TAG_HELP = "a letter, then up to 63 letters, digits, '.', '_' or '-'"
-
-
-@dataclass(frozen=True)
-class KBVersion:
-    """One version of a KB: what its sync changed, and the tables as it left them."""
-
-    number: int
-    generation: str
-    pinned: Pinned
-    started: str  # when the sync (or rollback) that made it began, RFC 3339 UTC
-    finished: str
-    kind: str  # sync | rebuild | rollback | unfinished (a sync that stopped: the files it wrote, which searches read)
-    added: int = 0  # documents
-    changed: int = 0
-    removed: int = 0
-    tags: tuple[str, ...] = ()
-    by: str = ""  # who asked for the sync through the server ("" from the command line)
-    rolled_back_to: int | None = None  # a rollback's: the version it made current again
-    fingerprints: dict[str, Any] = field(
-        default_factory=dict
-    )  # what its tables were built with (a rollback restores them)
-    commits: dict[str, str] = field(default_factory=dict)  # its repositories' commits, by name (`[[kb.repos]]`)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The saved form (index/versions.py keeps it as JSON)."""
-        return {
-            **self.listed(),
-            "generation": self.generation,
-            "pinned": self.pinned.as_dict(),
-            "fingerprints": self.fingerprints,
-        }
-
-    def listed(self) -> dict[str, Any]:
-        """What `mcp-kb versions --json` and the admin page show."""
-        return {
-            "number": self.number,
-            "started": self.started,
-            "finished": self.finished,
-            "kind": self.kind,
-            "added": self.added,
-            "changed": self.changed,
-            "removed": self.removed,
-            "tags": list(self.tags),
-            "by": self.by,
-            "rolled_back_to": self.rolled_back_to,
-            **({"commits": self.commits} if self.commits else {}),
-        }
-
-    @staticmethod
-    def from_dict(saved: dict[str, Any]) -> KBVersion:
-        return KBVersion(
-            int(saved["number"]),
-            str(saved["generation"]),
-            Pinned.from_dict(saved["pinned"]),
-            str(saved["started"]),
-            str(saved["finished"]),
-            str(saved.get("kind", "sync")),
-            int(saved.get("added", 0)),
-            int(saved.get("changed", 0)),
-            int(saved.get("removed", 0)),
-            tuple(saved.get("tags", ())),
-            str(saved.get("by", "")),
-            saved.get("rolled_back_to"),
-            dict(saved.get("fingerprints") or {}),
-            dict(saved.get("commits") or {}),
-        )
-
-    @property
-    def finished_at(self) -> datetime:
-        return datetime.fromisoformat(self.finished)
-
-    def describe(self) -> str:
-        """One line naming the version, for an answer read as of it."""
-        tags = f" ({', '.join(self.tags)})" if self.tags else ""
-        return f"version {self.number}{tags} of {self.finished}"
 
 
 @dataclass(frozen=True)
@@ -121,14 +42,6 @@ class Edition:
 # ---- reading the history ----------------------------------------------------------------------
 
 
-def versions(store: Store, kb: str) -> list[KBVersion]:
-    """The KB's committed versions, oldest first."""
-    current = KBState(store.read_state(kb)).version
-    if current is None:
-        return []
-    return [version for version in map(KBVersion.from_dict, store.read_versions(kb)) if version.number <= current]
-
-
 def edition(store: Store, kb: str, as_of: str | None = None) -> Edition:
     """What a read of the KB reads: `as_of` that version (a number, a tag or a time), else now; while a
     rollback is under way, the version current before it (its tables are being restored in place)."""
@@ -137,7 +50,7 @@ def edition(store: Store, kb: str, as_of: str | None = None) -> Edition:
         return Edition(version.generation, version.pinned, version, earlier=True)
     state = KBState(store.read_state(kb))
     if state.rolling_back:
-        current = _by_number(store, kb, state.version)
+        current = by_number(store, kb, state.version)
         if current is not None:
             return Edition(current.generation, current.pinned, current)
     return Edition(state.generation)
@@ -198,94 +111,6 @@ def _moment(text: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _by_number(store: Store, kb: str, number: int | None) -> KBVersion | None:
-    return next((v for v in map(KBVersion.from_dict, store.read_versions(kb)) if v.number == number), None)
-
-
-# ---- recording versions -----------------------------------------------------------------------
-
-
-def record(  # noqa: PLR0913  # a sync's outcome
-    store: Store,
-    kb: str,
-    report: SyncReport,
-    generation: str,
-    fingerprints: dict[str, Any],
-    started: str,
-    by: str = "",
-    tag: str | None = None,
-    kind: str = "sync",
-) -> dict[str, Any]:
-    """After a sync wrote its tables: a new version when it changed the KB (or the KB has none yet), with `tag`
-    (checked by check_tag before the sync began). Returns what the sync's final state write must add: the current
-    version's number, which commits it."""
-    current = KBState(store.read_state(kb)).version
-    changed = report.files_added or report.files_changed or report.files_deleted or report.rebuilt
-    if current is not None and not changed:  # nothing new: a tag goes on the current version
-        tagged = _by_number(store, kb, current)
-        if tag is not None and tagged is not None:
-            _rewrite(store, kb, tagged, (*tagged.tags, tag))
-        return {"version": current}
-    number = (current or 0) + 1
-    version = KBVersion(
-        number,
-        generation,
-        store.pinned_now(kb, generation),
-        started,
-        recorded_now(_PRECISION),
-        "rebuild" if report.rebuilt else kind,
-        report.files_added,
-        report.files_changed,
-        report.files_deleted,
-        (tag,) if tag else (),
-        by,
-        fingerprints=dict(fingerprints),
-        commits=dict(report.commits),
-    )
-    store.write_version(kb, number, started, generation, version.as_dict())
-    return {"version": number}
-
-
-def forget_generation(store: Store, kb: str, generation: str) -> None:
-    """Forget the versions of a generation whose tables are damaged or gone (a rebuild replaces it): nothing could
-    read them, and the rebuild may then drop what is left of its tables."""
-    store.forget_versions(
-        kb,
-        [
-            version.number
-            for version in map(KBVersion.from_dict, store.read_versions(kb))
-            if version.generation == generation
-        ],
-    )
-
-
-def prune(store: Store, kb: KBConfig) -> None:
-    """Forget versions retention no longer keeps ([kb.history]), and records no state committed (a killed
-    sync's); what they alone pinned goes at the next compaction (and their generations at the next sync)."""
-    state = KBState(store.read_state(kb.name))
-    records = [KBVersion.from_dict(saved) for saved in store.read_versions(kb.name)]
-    kept = _kept(
-        records, state.version, kb.history.keep, kb.history.keep_days, pending=(state.rolling_back or {}).get("to")
-    )
-    store.forget_versions(kb.name, [version.number for version in records if version.number not in kept])
-
-
-def _kept(
-    records: list[KBVersion],
-    current: int | None,
-    keep: int,
-    keep_days: float,  # noqa: PLR0913
-    pending: Any = None,
-) -> set[int]:
-    """The newest `keep` committed versions, those younger than `keep_days`, the tagged ones, the current one and a
-    pending rollback's target."""
-    committed = [version for version in records if current is not None and version.number <= current]
-    since = datetime.now(UTC) - timedelta(days=keep_days)
-    kept = {version.number for version in committed[-keep:]}
-    kept |= {version.number for version in committed if version.tags or version.finished_at >= since}
-    return kept | {number for number in (current, pending) if isinstance(number, int)}
-
-
 # ---- tags ------------------------------------------------------------------------------------
 
 
@@ -299,41 +124,10 @@ def tag(store: Store, kb: KBConfig, name: str, number: int | None = None, remove
             tagged = [version for version in kept if name in version.tags]
             if not tagged:
                 raise VersionError(f"knowledge base {kb.name!r} has no tag {name[:64]!r}; nothing was changed")
-            return _rewrite(store, kb.name, tagged[-1], tuple(t for t in tagged[-1].tags if t != name))
-        _free_tag(store, kb.name, name)
+            return rewrite(store, kb.name, tagged[-1], tuple(t for t in tagged[-1].tags if t != name))
+        free_tag(store, kb.name, name)
         version = kept[-1] if number is None else _numbered(kb.name, kept, number)
-        return _rewrite(store, kb.name, version, (*version.tags, name))
-
-
-def check_tag(store: Store, kb: str, name: str | None) -> None:
-    """A sync's `tag`, refused before the sync does any work (None: no tag asked)."""
-    if name is not None:
-        _free_tag(store, kb, name)
-
-
-def _free_tag(store: Store, kb: str, name: str) -> None:
-    """A tag name that may be added: well formed, not in use, and within the KB's bound on tags (each keeps its
-    version, and what compaction must keep, until removed)."""
-    if not _TAG.match(name):
-        raise VersionError(f"{name[:64]!r} is not a tag name: {TAG_HELP}; nothing was changed")
-    kept = versions(store, kb)
-    if sum(len(version.tags) for version in kept) >= MAX_TAGS:
-        raise VersionError(
-            f"knowledge base {kb!r} has {MAX_TAGS} tags, the most it keeps: remove one first "
-            "(mcp-kb tag --remove); nothing was changed"
-        )
-    for version in kept:
-        if name in version.tags:
-            raise VersionError(
-                f"knowledge base {kb!r} already has the tag {name!r} (on version {version.number}); "
-                "remove it first (mcp-kb tag --remove); nothing was changed"
-            )
-
-
-def _rewrite(store: Store, kb: str, version: KBVersion, tags: tuple[str, ...]) -> KBVersion:
-    changed = KBVersion(**{**version.__dict__, "tags": tags})
-    store.write_version(kb, version.number, version.started, version.generation, changed.as_dict())
-    return changed
+        return rewrite(store, kb.name, version, (*version.tags, name))
 
 
 # ---- rollback --------------------------------------------------------------------------------
@@ -365,48 +159,3 @@ def _alone(store: Store, kb: str, what: str) -> Iterator[None]:
             yield
     except SyncBusyError as busy:
         raise SyncBusyError(busy.running, f"{what} when it has ended; nothing was changed") from None
-
-
-def finish_rollback(store: Store, kb: KBConfig, state: dict[str, Any]) -> dict[str, Any]:
-    """Carry out the rollback the state row's marker names (again, after a crash: restoring gives the same
-    tables), commit it as a new version and clear the marker; the new state row. The caller holds the lock."""
-    row = KBState(state)
-    marker = row.rolling_back or {}
-    target = _by_number(store, kb.name, marker.get("to"))
-    if target is None:  # its record is gone (by hand): nothing was restored that a sync would not redo
-        store.write_state(kb.name, row.without_rollback())
-        return row.without_rollback()
-    current = _by_number(store, kb.name, row.version)
-    before = store.read_files(kb.name, current.generation, current.pinned) if current else {}
-    after = store.read_files(kb.name, target.generation, target.pinned)
-    pinned = store.restore(kb.name, target.generation, target.pinned)
-    number = (row.version or 0) + 1
-    added = sum(1 for path in after if path not in before)
-    changed = sum(1 for path, record in after.items() if path in before and before[path].file_hash != record.file_hash)
-    version = KBVersion(
-        number,
-        target.generation,
-        pinned,
-        str(marker.get("started") or recorded_now()),
-        recorded_now(_PRECISION),
-        "rollback",
-        added,
-        changed,
-        sum(1 for path in before if path not in after),
-        by=str(marker.get("by", "")),
-        rolled_back_to=target.number,
-        fingerprints=target.fingerprints,
-        commits=target.commits,
-    )
-    store.write_version(kb.name, number, version.started, target.generation, version.as_dict())
-    settled = row.rolled_back(target.fingerprints, target.generation, number)
-    store.write_state(kb.name, settled)
-    prune(store, kb)
-    return settled
-
-
-def settled_state(store: Store, kb: KBConfig) -> dict[str, Any]:
-    """The KB's state row, with a rollback a crash interrupted finished first (a sync's first step; it holds the
-    lock)."""
-    state = store.read_state(kb.name)
-    return finish_rollback(store, kb, state) if KBState(state).rolling_back else state

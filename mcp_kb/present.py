@@ -6,7 +6,7 @@ The CLI's text output, the search tool's text block and the document resource ar
 
 from __future__ import annotations
 
-from .history import KBVersion
+from .kept_versions import KBVersion
 from .read_outputs import BrowseOutput, ReadOutput
 from .records import SyncReport
 from .text import clipped

@@ -19,7 +19,8 @@ from .cursors import Cursors, carried, digest, leading, named
 from .doc_ids import repo_file, rooted_id_patterns
 from .errors import CursorError, NotReadableError, NotSyncedError, SearchError
 from .freshness import Freshness
-from .history import KBVersion, edition
+from .history import edition
+from .kept_versions import KBVersion
 from .index.contract import Pinned, Store
 from .index.filters import build_where, glob_to_regex
 from .ingest.reading import Section, outline_of, section_names

@@ -19,7 +19,13 @@ from typing import Any
 from .settings import Config, KBConfig, SyncEngineConfig
 from .digest import file_sha256
 from .errors import KBError, MassDeleteError, ModelError, OwnedElsewhereError, StoreError, SyncCancelled
-from .history import check_tag, forget_generation, prune as prune_versions, record as record_version, settled_state
+from .kept_versions import (
+    check_tag,
+    forget_generation,
+    prune as prune_versions,
+    record as record_version,
+    settled_state,
+)
 from .index.contract import FileRecord, Store, new_generation
 from .index.keywords import ANALYZER_VERSION
 from .schema import chunk_schema

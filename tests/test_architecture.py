@@ -45,6 +45,7 @@ TIERS = {  # the most specific prefix decides a module's tier
     "mcp_kb.freshness": 2,
     "mcp_kb.webhooks": 2,
     "mcp_kb.ingest": 1,
+    "mcp_kb.kept_versions": 1,
     "mcp_kb.models": 1,
     "mcp_kb.index": 1,
     "mcp_kb.settings": 0,
