@@ -34,6 +34,8 @@ TIERS = {  # the most specific prefix decides a module's tier
     "mcp_kb.passages": 2,
     "mcp_kb.metrics": 2,
     "mcp_kb.evaluation": 2,
+    "mcp_kb.status": 2,
+    "mcp_kb.dry_run": 2,
     "mcp_kb.present": 2,
     "mcp_kb.access": 2,
     "mcp_kb.audit": 2,
