@@ -14,6 +14,11 @@ from .settings import SOURCE_KINDS, KBConfig, RepoConfig
 WEB_ORIGIN = "^https?://[^/]+"  # what comes before a web page's URL path in its id
 
 
+def is_url(doc_id: str) -> bool:
+    """Whether a document id names a web page rather than a file."""
+    return doc_id.startswith(("http://", "https://"))
+
+
 @dataclass(frozen=True)
 class RepoFile:
     """A document of a repository: the revision key its commit is kept under, the repository, its path in it."""

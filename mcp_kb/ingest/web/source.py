@@ -10,11 +10,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 
+from ...doc_ids import is_url
 from ...settings import KBConfig
 from ..parsers import is_supported
 from ...records import Progress, seconds_of
 from ..sources import Indexed, Recorded, Revisions, SourceScan
-from .urls import PAGE_SUFFIXES, is_url
+from .urls import PAGE_SUFFIXES
 
 _FRESH_SECONDS = 86_400.0  # a page of a KB that asks its sites again on no schedule is old after a day
 

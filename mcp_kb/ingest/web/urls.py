@@ -35,11 +35,6 @@ _PERCENT_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}")
 _HOST = re.compile(r"^[a-z0-9._~:-]+$")  # a DNS name, IPv4 or IPv6 address: nothing an HTTP request would refuse
 
 
-def is_url(doc_id: str) -> bool:
-    """Whether a document id names a web page rather than a file."""
-    return doc_id.startswith(("http://", "https://"))
-
-
 def normalize_url(url: str, keep_query: Iterable[str] = ()) -> str | None:
     """One spelling per page: lower-case scheme and host, no default port, no fragment, dot segments
     resolved, only the query parameters that name a page (sorted). None for what is not http(s)."""
