@@ -3,65 +3,54 @@
 from __future__ import annotations
 
 import logging
-import tempfile
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import history
+from . import history, kept_versions
 from .audit import AuditTrail
-from .settings import DEFAULT_MODE, ChunkingConfig, Config, KBConfig, megabytes
-from .errors import KBError, NotSyncedError, StoreError
+from .settings import DEFAULT_MODE, Config, KBConfig, megabytes
+from .errors import KBError, NotSyncedError
 from .freshness import Freshness
 from .heap import return_free_heap
-from .evaluation import ModeScores, SelfCheck, doc_id_of, evaluate, self_check, self_query, unmatched_documents
+from .dry_run import check_kb, file_chunks
+from .evaluation import Finder, ModeScores, SelfCheck, check_health, evaluate_modes, unmatched_documents
 from .index import open_store
 from .index.contract import ChunkView, Store, view_of
 from .index.state import (
     is_sync_running,
     query_log_path,
-    read_health,
     read_metrics,
     read_summary,
     source_cache_dir,
-    sync_activity,
     write_health,
     write_metrics,
 )
-from .ingest.chunking import Chunk, document_chunks
-from .ingest.parsers import parse_file
-from .ingest.sources import Source, SourceScan, scan_all, sources_of, why_no_documents
+from .ingest.chunking import Chunk
+from .ingest.sources import Source, sources_of
 from .metrics import Metrics, QueryLog
 from .models import create_embedder, create_reranker, load_token_counter, model_source
-from .models.base import Embedder, TokenCounter, query_model_differs
+from .models.base import Embedder, TokenCounter
 from .cursors import Cursors
 from .read_outputs import BrowseOutput, ReadOutput
 from .records import (
     Glance,
-    HealthCheck,
     KBCheck,
     KBState,
     KBStats,
     KBStatus,
     KBSummary,
-    LastSyncFigures,
     Pending,
-    Problem,
     Progress,
     SearchFigures,
     SyncHistory,
-    SyncProgress,
-    recorded_now,
 )
-from .requests import BrowseRequest, ReadRequest, SearchRequest, SyncRequest, parse_search
+from .requests import BrowseRequest, ReadRequest, SearchRequest, SyncRequest
 from .search import ACROSS_KBS, SearchModels, Searcher, SearchResult
-from .vocabulary import sync_named
-from .ingest.workers import ParseWorkers
-from .batches import parse_job
+from .status import glance_of, stats_of, status_of, sync_history_of
+from .stopwatch import stopwatch
 from .records import KBVersion, SyncReport
 from .sync import SyncTools, count_pending, refuse_another_projects, sync_all
 
@@ -72,13 +61,6 @@ if TYPE_CHECKING:
 __all__ = ["App"]  # what the core's API (mcp_kb.api) offers from this module
 
 log = logging.getLogger(__name__)
-
-# What status says of a KB whose tables cannot be opened, to every caller who sees the KB: no command line (a
-# remedy names the config file and the storage), and the error itself, naming the storage, goes to the log.
-_UNREADABLE = (
-    "cannot be read now (damaged files, or the storage failing: the log says which); if its files are "
-    f"damaged, a full sync ({sync_named('full')}) rebuilds it"
-)
 
 
 class App:
@@ -154,11 +136,12 @@ class App:
         made-up or labelled queries) leaves the metrics and the query log to what users asked."""
         kb_config = self.config.get_kb(kb)
         resolved = request.resolved(kb_config.search)
-        started = time.perf_counter()
-        result = self.searcher.search(kb_config, resolved)
+        took: list[float] = []  # seconds
+        with stopwatch(took.append):
+            result = self.searcher.search(kb_config, resolved)
         if not record:
             return result
-        elapsed_ms = (time.perf_counter() - started) * 1000
+        elapsed_ms = took[0] * 1000
         embedded = "embed" in result.timings_ms and not result.cached
         self.metrics.record(
             kb_config.name, result, elapsed_ms, self.tokenizer.count([request.query])[0] if embedded else 0
@@ -181,7 +164,7 @@ class App:
         """A KB's stats with this process's search figures (saved first, so `mcp-kb stats` shows them too)."""
         name = self.config.get_kb(kb).name
         write_metrics(self.config.storage.uri, name, self.metrics.snapshot(name))
-        return self._kb_stats(name)
+        return stats_of(self.store, self.config.storage.uri, name)
 
     def search_figures(self, kb: str) -> SearchFigures | None:
         """A KB's search figures: this process's when it has answered searches, else the saved ones of the
@@ -193,9 +176,7 @@ class App:
     def sync_history(self, kb: str) -> SyncHistory:
         """The recent syncs of a KB in brief (oldest first), and the last one's skipped files and source
         figures (a web crawl's requests, 304s, robots skips)."""
-        state = self._state(kb)
-        report = state.last_report
-        return SyncHistory(state.recent_syncs, report.skipped, report.crawl)
+        return sync_history_of(self.store, self.config.get_kb(kb).name)
 
     def _state(self, kb: str) -> KBState:
         return self.store.read_state(self.config.get_kb(kb).name)
@@ -212,30 +193,29 @@ class App:
     def stats(self, kb: str | None = None) -> list[KBStats]:
         """Per KB: the saved search metrics of the last process that answered, the last sync's
         figures and the latest health check, read without opening a model."""
-        return [self._kb_stats(k.name) for k in self.config.select(kb)]
-
-    def _kb_stats(self, name: str) -> KBStats:
-        state = self._state(name)
-        report = state.last_report
-        last = LastSyncFigures(state.finished_at, report.chunks_embedded, report.tokens_embedded, report.seconds)
-        return KBStats(name, read_metrics(self.config.storage.uri, name), read_health(self.store, name), last)
+        return [stats_of(self.store, self.config.storage.uri, k.name) for k in self.config.select(kb)]
 
     def sync(self, request: SyncRequest | None = None, progress: Progress | None = None) -> list[SyncReport]:
         """Sync the KB the request names (every KB without one); `progress` hears how far it is."""
         tools = SyncTools(self.config, self.store, self.embedder, lambda: self.tokenizer, self.releases_model)
         reports = sync_all(tools, request or SyncRequest(), progress)
-        for report in reports:  # a model or chunking change that hurts retrieval shows at once
+        self._self_check_rebuilt(reports)
+        return reports
+
+    def _self_check_rebuilt(self, reports: list[SyncReport]) -> None:
+        """A model or chunking change that hurts retrieval shows at once: each rebuilt KB's hit rate, when its
+        `[kb.sync] self_check_sample` asks for one."""
+        for report in reports:
             sample = self.config.get_kb(report.kb).sync.self_check_sample
             if report.rebuilt and sample:
                 try:
                     self.self_check(report.kb, [DEFAULT_MODE], sample=sample)
                 except KBError as exc:  # e.g. a KB with nothing to ask about: the sync itself went well
                     log.warning("%s: no hit rate after the rebuild: %s", report.kb, exc)
-        return reports
 
     def versions(self, kb: str) -> list[KBVersion]:
         """A KB's kept versions, oldest first: what each sync (or rollback) changed, when, by whom, its tags."""
-        return history.versions(self.store, self.config.get_kb(kb).name)
+        return kept_versions.versions(self.store, self.config.get_kb(kb).name)
 
     def tag(self, kb: str, name: str, version: int | None = None, remove: bool = False) -> KBVersion:
         """Tag a version of a KB (the current one by default), or remove a tag; the version tagged (or untagged)."""
@@ -294,9 +274,7 @@ class App:
     def chunks(self, file: Path) -> tuple[list[Chunk], tuple[str, ...]]:
         """The chunks a file yields with the first KB's chunking settings (or the defaults), and the
         parser's notes; the same parsing and chunking as a sync, and only the model's tokenizer."""
-        settings = self.config.kb[0].chunking if self.config.kb else ChunkingConfig()
-        document = parse_file(file, file.name, ocr=not self.config.kb or self.config.kb[0].ocr_on)
-        return document_chunks(document, settings, self.tokenizer), document.notes
+        return file_chunks(self.config, file, lambda: self.tokenizer)
 
     def self_check(self, kb: str, modes: list[str], sample: int = 100, k: int = 10, seed: int = 0) -> list[SelfCheck]:
         """Label-free hit rate per mode: queries made from `sample` random chunks (evaluation.py says how)."""
@@ -304,24 +282,8 @@ class App:
         view = self._active_view(name)
         if view is None:
             raise NotSyncedError(name, self.config.storage.uri)
-        asked = [
-            (query, row["path"])
-            for row in view.sample(sample, seed)
-            if (query := self_query(row["heading"] or "", row["text"]))
-        ]
-
-        def run(mode: str) -> Callable[[str], list[str]]:
-            asking = parse_search({"mode": mode, "top_k": k, "max_per_document": 1})  # a bad k: worded, at once
-            return lambda text: [
-                hit.source for hit in self.search(name, asking.model_copy(update={"query": text}), record=False).hits
-            ]
-
-        checks = [self_check(run(mode), asked, mode, k) for mode in modes]
-        write_health(
-            self.store,
-            name,
-            HealthCheck(recorded_now(), k, len(asked), {check.mode: round(check.hit_rate, 4) for check in checks}),
-        )
+        checks, health = check_health(view.sample(sample, seed), self._finder(name), modes, k)
+        write_health(self.store, name, health)
         return checks
 
     def evaluate(
@@ -329,56 +291,22 @@ class App:
     ) -> tuple[list[ModeScores], str]:
         """Labelled queries scored per mode (recall@k, MRR@10, nDCG@10, latency), and a warning when the
         judgements name documents the KB does not hold ("" when all are there)."""
-        warning = unmatched_documents(judgements, {doc_id_of(path) for path in self.document_ids(kb)})
-        top_k = max(k, 10)
+        warning = unmatched_documents(judgements, self.document_ids(kb))
+        return evaluate_modes(self._finder(kb), queries, judgements, modes, k), warning
 
-        def run(mode: str) -> Callable[[str], list[str]]:
-            asking = parse_search({"mode": mode, "top_k": top_k})  # a bad k: worded, at once
-            return lambda text: [
-                hit.source for hit in self.search(kb, asking.model_copy(update={"query": text}), record=False).hits
-            ]
-
-        return [evaluate(run(mode), queries, judgements, mode, k) for mode in modes], warning
+    def _finder(self, kb: str) -> Finder:
+        """The hits' sources of a search of the KB, recorded nowhere (an evaluation's queries are not users')."""
+        return lambda request: [hit.source for hit in self.search(kb, request, record=False).hits]
 
     def check(self, kb: str | None = None) -> list[KBCheck]:
         """Per KB, what a sync would index: files by type, chunks per file, skipped files with reasons."""
-        return [self._kb_check(k) for k in self.config.select(kb)]
-
-    def _kb_check(self, kb: KBConfig) -> KBCheck:
-        with tempfile.TemporaryDirectory(prefix="mcp-kb-check-") as cache:  # a check leaves the sync's cache alone
-            try:
-                scan = scan_all(self.sources(kb, Path(cache)))
-            except KBError as exc:  # e.g. a path that does not exist: the other KBs are still checked
-                return KBCheck(kb.name, kb.search_tool_name, error=str(exc))
-            return self._chunk_counts(kb, scan)
-
-    def _chunk_counts(self, kb: KBConfig, scan: SourceScan) -> KBCheck:
-        kinds: Counter[str] = Counter()
-        chunks_by_file: dict[str, int] = {}
-        skipped = [Problem(s.doc_id, s.reason) for s in scan.skipped]
-        with ParseWorkers(self.config.sync, self.tokenizer, len(scan.files)) as workers:  # a sync's limits
-            outcomes = workers.parse([parse_job(source, kb) for source in scan.files])
-        for source, outcome in zip(scan.files, outcomes):
-            if outcome.error:
-                skipped.append(Problem(source.doc_id, outcome.error))
-            else:
-                chunks_by_file[source.doc_id] = len(outcome.chunks)
-                kinds[source.path.suffix.lower()] += 1
-        return KBCheck(
-            kb.name,
-            kb.search_tool_name,
-            files=len(chunks_by_file),
-            by_type=dict(kinds),
-            chunks=sum(chunks_by_file.values()),
-            chunks_by_file=chunks_by_file,
-            skipped=tuple(skipped),
-            crawl=scan.figures,
-            no_documents="" if scan.files else why_no_documents(kb, scan),
-        )
+        return [check_kb(self.config.sync, k, lambda: self.tokenizer) for k in self.config.select(kb)]
 
     def status(self, kb: str | None = None) -> list[KBStatus]:
         """Per KB: files, chunks, last sync, model, index state, failed files."""
-        return [self._kb_status(k.name) for k in self.config.select(kb)]
+        return [
+            status_of(self.store, self.glance(k.name), partial(self.pending, k.name)) for k in self.config.select(kb)
+        ]
 
     def model_source(self) -> str:
         """Where the embedding model is read from (a folder, a cache, not yet here, or a service)."""
@@ -396,10 +324,7 @@ class App:
         """What a KB holds (documents, their kinds, chunks) as of its last sync (all zero before one): for an
         index in a folder read without opening LanceDB (a starting server describes its tools with it), on
         object storage from the store (another machine may have synced)."""
-        return self._saved_summary(kb) or KBSummary()
-
-    def _saved_summary(self, kb: str) -> KBSummary | None:
-        return read_summary(self.config.storage.uri, kb, lambda: self.store)
+        return read_summary(self.config.storage.uri, kb, lambda: self.store) or KBSummary()
 
     def glance(self, kb: str) -> Glance:
         """A KB's status without reading its file list or counting rows (the admin page polls it for every
@@ -407,33 +332,8 @@ class App:
         the last sync's outcome and failures, a running sync's progress, health, and what a sync would do as this
         process last counted it (App.pending_known: a glance counts nothing)."""
         kb_config = self.config.get_kb(kb)
-        name = kb_config.name
-        state = self._state(name)
-        report = state.last_report
-        summary = self._saved_summary(name)
-        progress = sync_activity(self.store, name)
-        if summary is None:  # before the first sync ends: what it has written so far (nothing when none runs)
-            summary = KBSummary(documents=progress.written, chunks=progress.chunks) if progress else KBSummary()
-        return Glance(
-            name=name,
-            description=kb_config.description,
-            tool=kb_config.search_tool_name,
-            files=summary.documents,
-            chunks=summary.chunks,
-            sync_running=progress is not None,
-            progress=progress or SyncProgress(),
-            last_sync=state.finished_at,
-            last_outcome=state.outcome,
-            last_error=state.last_error,
-            seconds=report.seconds.get("total"),
-            failed_files=report.files_failed,
-            model=state.indexed_model,
-            query_model_differs=query_model_differs(self._embedder, state.model) if self._embedder else "",
-            index_state=report.index_state,
-            health=read_health(self.store, name),
-            commits=state.commits,
-            pending=self.pending_known(name),
-        )
+        pending = self.pending_known(kb_config.name)
+        return glance_of(self.store, self.config.storage.uri, kb_config, self._embedder, pending)
 
     def pending(self, kb: str, counted_within: float = 0.0) -> Pending | None:
         """What a sync of a KB would do now, by listing and stat (None: it cannot be counted so); a count made in the
@@ -463,24 +363,3 @@ class App:
         with self._lock:
             counted = self._pending.get(name)
         return counted[2] if counted and counted[1] == self._state(name).version else None
-
-    def _kb_status(self, name: str) -> KBStatus:
-        """The glance, with the counts read from the index itself, its version and the failed files; a KB whose
-        tables cannot be opened keeps its glance, saying so (the status of the others and the list of KBs stand)."""
-        glance = self.glance(name)
-        try:
-            files = self.store.read_files(name)
-            return KBStatus(
-                **{
-                    **glance.__dict__,
-                    "files": sum(1 for r in files.values() if r.status == "indexed"),
-                    "chunks": self.store.count_chunks(name),
-                    "pending": self.pending(name),
-                },
-                index_version=self.store.version(name),
-                generation=self.store.active_generation(name),
-                failed=tuple(Problem(p, r.reason) for p, r in files.items() if r.status == "failed"),
-            )
-        except StoreError as exc:
-            log.warning("%s: %s", name, exc)
-            return KBStatus(**{**glance.__dict__, "index_state": _UNREADABLE})

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .access import IDENTITY_KINDS, Identity
-from .errors import KBError
+from .errors import AuditUnavailable
 from .settings import ServerConfig, megabytes
 from .files import JsonLines, json_lines
 from .records import recorded_now
@@ -26,7 +26,6 @@ from .records import recorded_now
 __all__ = [
     "CallerFigures",
     "AuditTrail",
-    "AuditUnavailable",
     "callers",
 ]  # what the core's API (mcp_kb.api) offers from this module
 
@@ -44,10 +43,6 @@ class AuditFailure:
     since: str
     lost: int
     reason: str
-
-
-class AuditUnavailable(KBError):
-    """A request refused because `[server] audit_required` and the trail cannot be written."""
 
 
 class AuditTrail:

@@ -21,16 +21,12 @@ import json
 import secrets
 from typing import Any
 
-from .errors import SearchError
+from .errors import CursorError
 
 _SIGNATURE_BYTES = 16
 _DIGEST_BYTES = 12
 CARRIED_BYTES = 512  # of a path or pattern (in its JSON) a cursor carries as written; a longer one by its digest
 _ESCAPED_IN_JSON = r'[\x00-\x1f"\\]'  # what a cursor's JSON writes longer than UTF-8 (a control character: \u0001)
-
-
-class CursorError(SearchError):
-    """A cursor that is not one of this process's, or no longer fits what it points at."""
 
 
 class Cursors:

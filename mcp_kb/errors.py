@@ -1,13 +1,22 @@
-"""User-facing errors.
+"""User-facing errors: every error the core reports to a user as one clear message, in one place.
 
-KBError                 anything mcp-kb reports to a user as one clear message
-├── ConfigError         kb.toml is missing, malformed or inconsistent
-├── ParseError          one source file cannot be turned into text (it is skipped)
-├── ModelError          the embedding or reranking model cannot be loaded or run
-├── StoreError          the index cannot be opened, read or written
-├── SyncBusyError       another process holds the sync lock for this storage
-├── MassDeleteError     a sync would delete most of a KB (an unmounted share?) and was refused
-└── SearchError         a search request is invalid (bad mode, unknown filter field, ...)
+KBError                     anything mcp-kb reports to a user as one clear message
+├── ConfigError             kb.toml is missing, malformed or inconsistent
+├── ParseError              one source file cannot be turned into text (it is skipped)
+├── ModelError              the embedding or reranking model cannot be loaded or run
+│   └── UnknownModelError   the model name is not one fastembed knows
+├── StoreError              the index cannot be opened, read or written
+├── GitError                git failed on a repository source
+├── SyncBusyError           another process holds the sync lock for this storage
+├── SyncCancelled           a sync stopped on its caller's request
+├── MassDeleteError         a sync would delete most of a KB (an unmounted share?) and was refused
+├── VersionError            a version, tag or time that names no kept version
+├── OwnedElsewhereError     a sync into the default index of a KB another project built
+├── AuditUnavailable        a request refused: the audit trail it requires cannot be written
+└── SearchError             a search request is invalid (bad mode, unknown filter field, ...)
+    ├── NotSyncedError      the KB has nothing indexed yet
+    ├── NotReadableError    the KB's index was built before documents could be read from it
+    └── CursorError         a cursor this process did not make, or that no longer fits
 """
 
 from __future__ import annotations
@@ -22,13 +31,19 @@ __all__ = [
     "ConfigError",
     "ParseError",
     "ModelError",
+    "UnknownModelError",
     "StoreError",
+    "GitError",
     "SyncBusyError",
     "SyncCancelled",
     "MassDeleteError",
-    "SearchError",
     "VersionError",
+    "AuditUnavailable",
+    "SearchError",
+    "CursorError",
+    "OwnedElsewhereError",
     "NotSyncedError",
+    "NotReadableError",
 ]  # what the core's API (mcp_kb.api) offers from this module
 
 
@@ -48,8 +63,16 @@ class ModelError(KBError):
     """A model could not be loaded or failed while running."""
 
 
+class UnknownModelError(ModelError):
+    """The model name is not one fastembed knows: no download can help."""
+
+
 class StoreError(KBError):
     """The LanceDB index could not be used."""
+
+
+class GitError(KBError):
+    """git failed: the message is git's own last words, with every secret scrubbed."""
 
 
 @dataclass(frozen=True)
@@ -101,8 +124,16 @@ class VersionError(KBError):
     was changed."""
 
 
+class AuditUnavailable(KBError):
+    """A request refused because `[server] audit_required` and the trail cannot be written."""
+
+
 class SearchError(KBError):
     """A search request is invalid."""
+
+
+class CursorError(SearchError):
+    """A cursor that is not one of this process's, or no longer fits what it points at."""
 
 
 class OwnedElsewhereError(KBError):
@@ -138,3 +169,13 @@ class NotSyncedError(SearchError):
         if self.failed:
             return f"knowledge base {self.kb!r} has nothing indexed yet{where}: its last sync failed: {self.failed}"
         return f"knowledge base {self.kb!r} has not been synced yet{where}; {sync_remedy(self.kb)}"
+
+
+class NotReadableError(SearchError):
+    """A KB whose index was built before documents could be read from it."""
+
+    def __init__(self, kb: str):
+        super().__init__(
+            f"knowledge base {kb!r} was indexed before documents could be read from the index; a full "
+            f"sync adds what reading needs ({sync_remedy(kb, '--full')}); searching works meanwhile"
+        )

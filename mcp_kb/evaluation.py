@@ -16,11 +16,14 @@ import csv
 import json
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from .errors import KBError
+from .records import HealthCheck, recorded_now
+from .requests import SearchRequest, parse_search
 from .stopwatch import Stopwatch
 from .text import sentences
 from .vocabulary import HEADING_SEPARATOR
@@ -45,6 +48,18 @@ class ModeScores:
     ndcg_at_10: float
     p50_ms: float
     p95_ms: float
+
+
+# A search request → the source paths of its hits, best first: an evaluation's searches, which a caller records
+# nowhere (made-up or labelled queries are not what users asked).
+Finder = Callable[[SearchRequest], list[str]]
+
+
+def asking(find: Finder, settings: dict[str, Any]) -> Callable[[str], list[str]]:
+    """A query → its hits' source paths, searched with `settings` (mode, top_k, ...); bad settings (a k out of
+    bounds) are worded at once, before any query."""
+    request = parse_search(settings)
+    return lambda text: find(request.model_copy(update={"query": text}))
 
 
 def load_queries(path: Path) -> dict[str, str]:
@@ -92,12 +107,14 @@ def load_reviewed_log(path: Path) -> tuple[dict[str, str], dict[str, dict[str, i
     return queries, qrels
 
 
-def unmatched_documents(qrels: dict[str, dict[str, int]], documents: set[str]) -> str:
-    """A warning when judged documents are not in the KB (nothing can find them); "" when all are.
+def unmatched_documents(qrels: dict[str, dict[str, int]], paths: Iterable[str]) -> str:
+    """A warning when judged documents are not among the KB's (its document `paths`, each counting as the document
+    doc_id_of names: nothing can find the others); "" when all are.
 
     Raises when none is: every score would be 0, which says nothing about retrieval.
     """
     judged = {doc for relevant in qrels.values() for doc in relevant}
+    documents = {doc_id_of(path) for path in paths}
     missing = sorted(judged - documents)
     if not missing:
         return ""
@@ -181,6 +198,14 @@ def _run_quietly(run_query: Callable[[str], list[str]], query: str) -> None:
         pass
 
 
+def evaluate_modes(
+    find: Finder, queries: dict[str, str], judgements: dict[str, dict[str, int]], modes: list[str], k: int
+) -> list[ModeScores]:
+    """The labelled queries scored per mode (evaluate), each asking for the top max(k, 10) (MRR and nDCG are @10)."""
+    top_k = max(k, 10)
+    return [evaluate(asking(find, {"mode": mode, "top_k": top_k}), queries, judgements, mode, k) for mode in modes]
+
+
 @dataclass(frozen=True)
 class SelfCheck:
     mode: str
@@ -221,3 +246,17 @@ def self_check(run_query: Callable[[str], list[str]], asked: list[tuple[str, str
         ((doc, served[doc], n) for doc, n in asked_of.items()), key=lambda item: (item[1] / item[2], item[0])
     )
     return SelfCheck(mode, len(asked), k, sum(served.values()) / len(asked), least)
+
+
+def check_health(
+    rows: list[dict[str, Any]], find: Finder, modes: list[str], k: int
+) -> tuple[list[SelfCheck], HealthCheck]:
+    """The label-free hit rate per mode of queries made from sampled chunk `rows` (one hit per document counts),
+    and the health check a KB keeps of it."""
+    asked = [(query, row["path"]) for row in rows if (query := self_query(row["heading"] or "", row["text"]))]
+    checks = [
+        self_check(asking(find, {"mode": mode, "top_k": k, "max_per_document": 1}), asked, mode, k) for mode in modes
+    ]
+    return checks, HealthCheck(
+        recorded_now(), k, len(asked), {check.mode: round(check.hit_rate, 4) for check in checks}
+    )

@@ -1,6 +1,7 @@
-"""A KB's versions: each sync that changes a KB records one (a rebuild and a rollback too), pairing the chunk
-table, manifest and reading table as the sync left them (index/versions.py keeps them, and keeps what they pin
-past compaction). A version can be tagged, read `as_of` (search, read, browse) and rolled back to.
+"""A KB's versions as its callers ask for them: each sync that changes a KB records one (a rebuild and a rollback
+too: kept_versions.py, which syncs and rollbacks share), pairing the chunk table, manifest and reading table as the
+sync left them (index/versions.py keeps them, and keeps what they pin past compaction). Here a version is read
+`as_of` (search, read, browse), tagged and rolled back to.
 
 Which versions are committed is the KB's state row's business: its `version` is the current one, written in the
 same commit as everything else a sync ends with, so a record a killed sync wrote before it is never listed and
@@ -15,21 +16,16 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from .errors import SyncBusyError, VersionError
 from .index.contract import Store
 from .index.state import check_writable, sync_lock
-from .records import KBState, KBVersion, Pinned, SyncReport, recorded_now
+from .kept_versions import by_number, finish_rollback, free_tag, rewrite, settled_state, versions
+from .records import KBVersion, Pinned, recorded_now
 from .settings import KBConfig
 from .text import is_number
 
-# A letter first: never a version number or a date. \Z, not $: "$" also matches before a final newline ("a\n").
-_TAG = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}\Z")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ].*)?\Z")  # ASCII digits: "\d" takes "٣" and "３"
-MAX_TAGS = 100  # per KB: a sync's caller may tag, and a tag keeps its version (and its storage) until removed
-_PRECISION = "milliseconds"  # of when a version was made: two syncs a second apart are two times to ask as of
-TAG_HELP = "a letter, then up to 63 letters, digits, '.', '_' or '-'"
 
 
 @dataclass(frozen=True)
@@ -55,17 +51,6 @@ class Edition:
         return self.generation
 
 
-# ---- reading the history ----------------------------------------------------------------------
-
-
-def versions(store: Store, kb: str) -> list[KBVersion]:
-    """The KB's committed versions, oldest first."""
-    current = store.read_state(kb).version
-    if current is None:
-        return []
-    return [version for version in store.read_versions(kb) if version.number <= current]
-
-
 def edition(store: Store, kb: str, as_of: str | None = None) -> Edition:
     """What a read of the KB reads: `as_of` that version (a number, a tag or a time), else now; while a
     rollback is under way, the version current before it (its tables are being restored in place)."""
@@ -74,7 +59,7 @@ def edition(store: Store, kb: str, as_of: str | None = None) -> Edition:
         return Edition(version.generation, version.pinned, version, earlier=True)
     state = store.read_state(kb)
     if state.rolling_back:
-        current = _by_number(store, kb, state.version)
+        current = by_number(store, kb, state.version)
         if current is not None:
             return Edition(current.generation, current.pinned, current)
     return Edition(state.generation)
@@ -135,102 +120,6 @@ def _moment(text: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _by_number(store: Store, kb: str, number: int | None) -> KBVersion | None:
-    return next((v for v in store.read_versions(kb) if v.number == number), None)
-
-
-# ---- recording versions -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Synced:
-    """What a sync wrote, as its version records it: its report, the generation written and the fingerprints it was
-    built with, when it started, who asked for it, the tag asked for (checked by check_tag before the sync began),
-    and its kind ("sync"; "unfinished" for what a sync that stopped kept)."""
-
-    report: SyncReport
-    generation: str
-    fingerprints: dict[str, Any]
-    started: str
-    by: str = ""
-    tag: str | None = None
-    kind: str = "sync"
-
-
-def record(store: Store, kb: str, synced: Synced) -> int:
-    """After a sync wrote its tables: a new version when it changed the KB (or the KB has none yet), with its tag.
-    Returns the number the sync's final state write makes current, which commits it."""
-    report, generation, started, tag = synced.report, synced.generation, synced.started, synced.tag
-    current = store.read_state(kb).version
-    changed = report.files_added or report.files_changed or report.files_deleted or report.rebuilt
-    if current is not None and not changed:  # nothing new: a tag goes on the current version
-        tagged = _by_number(store, kb, current)
-        if tag is not None and tagged is not None:
-            _rewrite(store, kb, tagged, (*tagged.tags, tag))
-        return current
-    number = (current or 0) + 1
-    version = KBVersion(
-        number,
-        generation,
-        store.pinned_now(kb, generation),
-        started,
-        recorded_now(_PRECISION),
-        "rebuild" if report.rebuilt else synced.kind,
-        report.files_added,
-        report.files_changed,
-        report.files_deleted,
-        (tag,) if tag else (),
-        synced.by,
-        fingerprints=dict(synced.fingerprints),
-        commits=dict(report.commits),
-    )
-    store.write_version(kb, version)
-    return number
-
-
-def forget_generation(store: Store, kb: str, generation: str) -> None:
-    """Forget the versions of a generation whose tables are damaged or gone (a rebuild replaces it): nothing could
-    read them, and the rebuild may then drop what is left of its tables."""
-    store.forget_versions(
-        kb,
-        [version.number for version in store.read_versions(kb) if version.generation == generation],
-    )
-
-
-def prune(store: Store, kb: KBConfig) -> None:
-    """Forget versions retention no longer keeps ([kb.history]), and records no state committed (a killed
-    sync's); what they alone pinned goes at the next compaction (and their generations at the next sync)."""
-    state = store.read_state(kb.name)
-    records = store.read_versions(kb.name)
-    kept = _kept(
-        records,
-        state.version,
-        kb.history.keep,
-        kb.history.keep_days,
-        pending=state.rolling_back.to if state.rolling_back else None,
-    )
-    store.forget_versions(kb.name, [version.number for version in records if version.number not in kept])
-
-
-def _kept(
-    records: list[KBVersion],
-    current: int | None,
-    keep: int,
-    keep_days: float,
-    pending: int | None = None,
-) -> set[int]:
-    """The newest `keep` committed versions, those younger than `keep_days`, the tagged ones, the current one and a
-    pending rollback's target."""
-    committed = [version for version in records if current is not None and version.number <= current]
-    since = datetime.now(UTC) - timedelta(days=keep_days)
-    kept = {version.number for version in committed[-keep:]}
-    kept |= {version.number for version in committed if version.tags or version.finished_at >= since}
-    return kept | {number for number in (current, pending) if isinstance(number, int)}
-
-
-# ---- tags ------------------------------------------------------------------------------------
-
-
 def tag(store: Store, kb: KBConfig, name: str, number: int | None = None, remove: bool = False) -> KBVersion:
     """Tag a version (the current one by default) or remove a tag; a tag keeps its version past retention."""
     with _alone(store, kb.name, "tag"):
@@ -241,44 +130,10 @@ def tag(store: Store, kb: KBConfig, name: str, number: int | None = None, remove
             tagged = [version for version in kept if name in version.tags]
             if not tagged:
                 raise VersionError(f"knowledge base {kb.name!r} has no tag {name[:64]!r}; nothing was changed")
-            return _rewrite(store, kb.name, tagged[-1], tuple(t for t in tagged[-1].tags if t != name))
-        _free_tag(store, kb.name, name)
+            return rewrite(store, kb.name, tagged[-1], tuple(t for t in tagged[-1].tags if t != name))
+        free_tag(store, kb.name, name)
         version = kept[-1] if number is None else _numbered(kb.name, kept, number)
-        return _rewrite(store, kb.name, version, (*version.tags, name))
-
-
-def check_tag(store: Store, kb: str, name: str | None) -> None:
-    """A sync's `tag`, refused before the sync does any work (None: no tag asked)."""
-    if name is not None:
-        _free_tag(store, kb, name)
-
-
-def _free_tag(store: Store, kb: str, name: str) -> None:
-    """A tag name that may be added: well formed, not in use, and within the KB's bound on tags (each keeps its
-    version, and what compaction must keep, until removed)."""
-    if not _TAG.match(name):
-        raise VersionError(f"{name[:64]!r} is not a tag name: {TAG_HELP}; nothing was changed")
-    kept = versions(store, kb)
-    if sum(len(version.tags) for version in kept) >= MAX_TAGS:
-        raise VersionError(
-            f"knowledge base {kb!r} has {MAX_TAGS} tags, the most it keeps: remove one first "
-            "(mcp-kb tag --remove); nothing was changed"
-        )
-    for version in kept:
-        if name in version.tags:
-            raise VersionError(
-                f"knowledge base {kb!r} already has the tag {name!r} (on version {version.number}); "
-                "remove it first (mcp-kb tag --remove); nothing was changed"
-            )
-
-
-def _rewrite(store: Store, kb: str, version: KBVersion, tags: tuple[str, ...]) -> KBVersion:
-    changed = KBVersion(**{**version.__dict__, "tags": tags})
-    store.write_version(kb, changed)
-    return changed
-
-
-# ---- rollback --------------------------------------------------------------------------------
+        return rewrite(store, kb.name, version, (*version.tags, name))
 
 
 def rollback(store: Store, kb: KBConfig, to: str, by: str = "") -> KBVersion:
@@ -307,47 +162,3 @@ def _alone(store: Store, kb: str, what: str) -> Iterator[None]:
             yield
     except SyncBusyError as busy:
         raise SyncBusyError(busy.running, f"{what} when it has ended; nothing was changed") from None
-
-
-def finish_rollback(store: Store, kb: KBConfig, row: KBState) -> KBState:
-    """Carry out the rollback the state row's marker names (again, after a crash: restoring gives the same
-    tables), commit it as a new version and clear the marker; the new state row. The caller holds the lock."""
-    marker = row.rolling_back
-    target = _by_number(store, kb.name, marker.to) if marker else None
-    if marker is None or target is None:  # its record is gone (by hand): nothing was restored a sync would not redo
-        store.write_state(kb.name, row.without_rollback())
-        return row.without_rollback()
-    current = _by_number(store, kb.name, row.version)
-    before = store.read_files(kb.name, current.generation, current.pinned) if current else {}
-    after = store.read_files(kb.name, target.generation, target.pinned)
-    pinned = store.restore(kb.name, target.generation, target.pinned)
-    number = (row.version or 0) + 1
-    added = sum(1 for path in after if path not in before)
-    changed = sum(1 for path, record in after.items() if path in before and before[path].file_hash != record.file_hash)
-    version = KBVersion(
-        number,
-        target.generation,
-        pinned,
-        marker.started or recorded_now(),
-        recorded_now(_PRECISION),
-        "rollback",
-        added,
-        changed,
-        sum(1 for path in before if path not in after),
-        by=marker.by,
-        rolled_back_to=target.number,
-        fingerprints=target.fingerprints,
-        commits=target.commits,
-    )
-    store.write_version(kb.name, version)
-    settled = row.rolled_back(target.fingerprints, target.generation, number)
-    store.write_state(kb.name, settled)
-    prune(store, kb)
-    return settled
-
-
-def settled_state(store: Store, kb: KBConfig) -> KBState:
-    """The KB's state row, with a rollback a crash interrupted finished first (a sync's first step; it holds the
-    lock)."""
-    state = store.read_state(kb.name)
-    return finish_rollback(store, kb, state) if state.rolling_back else state

@@ -15,15 +15,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .cursors import CursorError, Cursors, carried, digest, leading, named
-from .errors import NotSyncedError, SearchError
+from .cursors import Cursors, carried, digest, leading, named
+from .doc_ids import repo_file, rooted_id_patterns
+from .errors import CursorError, NotReadableError, NotSyncedError, SearchError
 from .freshness import Freshness
 from .history import Edition, edition
 from .index.contract import Store
 from .index.filters import build_where, glob_to_regex
-from .ingest.git.citations import repo_file
 from .ingest.reading import Section, outline_of, section_names
-from .ingest.sources import rooted_id_patterns
 from .lru import BoundedLRU
 from .text import clipped
 from .models.base import TokenCounter
@@ -44,16 +43,6 @@ _SECTIONS_NAMED = 12  # headings an unknown section's error names
 _GLOB = re.compile(r"[*?]")
 _ALLOWED_KEPT = 16
 RESOURCE_MAX_CHARS = 4_000_000  # of a document resource's text
-
-
-class NotReadableError(SearchError):
-    """A KB whose index was built before documents could be read from it."""
-
-    def __init__(self, kb: str):
-        super().__init__(
-            f"knowledge base {kb!r} was indexed before documents could be read from the index; a full "
-            f"sync adds what reading needs ({sync_remedy(kb, '--full')}); searching works meanwhile"
-        )
 
 
 @dataclass(frozen=True)

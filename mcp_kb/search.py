@@ -19,12 +19,11 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field
 
 from .settings import KBConfig, SearchConfig
+from .doc_ids import permalink, repo_file, rooted_id_patterns
 from .errors import ModelError, NotSyncedError, SearchError
 from .index.filters import and_where, build_where
 from .index.keywords import cjk_words, keyword_terms
 from .index.state import sync_activity
-from .ingest.git.citations import permalink, repo_file
-from .ingest.sources import rooted_id_patterns
 from .freshness import Freshness, indexed_times
 from .history import Edition, edition
 from .index.contract import Candidate, ChunkView, Store, view_of

@@ -19,7 +19,7 @@ from typing import Any
 from .settings import Config, KBConfig, SyncEngineConfig
 from .digest import file_sha256
 from .errors import KBError, MassDeleteError, ModelError, OwnedElsewhereError, StoreError, SyncCancelled
-from .history import (
+from .kept_versions import (
     Synced,
     check_tag,
     forget_generation,

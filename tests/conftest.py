@@ -43,14 +43,14 @@ def embedding_config():
 @pytest.fixture(scope="session")
 def model_folder(embedding_config, embedder) -> Path:
     """The folder of the model the tests were given (a variable, ../shared, or fastembed's download)."""
-    from mcp_kb.models.fastembed import tokenizer_dir
+    from mcp_kb.models.fastembed_tokenizer import tokenizer_dir
 
     return tokenizer_dir(embedding_config)
 
 
 @pytest.fixture(scope="session")
 def tokenizer(embedding_config):
-    from mcp_kb.models.fastembed import load_tokenizer
+    from mcp_kb.models.fastembed_tokenizer import load_tokenizer
 
     return load_tokenizer(embedding_config)
 

@@ -6,7 +6,8 @@ import pytest
 from click.testing import CliRunner
 
 from mcp_kb.access import OWNER, Identity
-from mcp_kb.audit import AuditTrail, AuditUnavailable, callers
+from mcp_kb.audit import AuditTrail, callers
+from mcp_kb.errors import AuditUnavailable
 from mcp_kb.files import json_lines
 from mcp_kb.cli import main
 from mcp_kb.settings import ServerConfig

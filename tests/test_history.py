@@ -175,11 +175,11 @@ def test_a_tag_is_checked_and_unique_and_a_removed_one_is_gone(app, docs):
 
 
 def test_a_sync_that_changes_nothing_tags_the_current_version_and_tags_are_bounded(app, docs, monkeypatch):
-    import mcp_kb.history as history
+    import mcp_kb.kept_versions as kept_versions
 
     app.sync(SyncRequest(tag="nightly-1"))  # nothing changed: no new version, the current one is tagged
     assert [(v.number, v.tags) for v in app.versions("docs")] == [(1, ("nightly-1",))]
-    monkeypatch.setattr(history, "MAX_TAGS", 2)
+    monkeypatch.setattr(kept_versions, "MAX_TAGS", 2)
     app.tag("docs", "nightly-2")
     write(docs / "pay.md", "# Pay\n\nSalaries are paid on the 28th.\n")
     with pytest.raises(VersionError, match="has 2 tags, the most it keeps: remove one first"):

@@ -296,7 +296,7 @@ def test_reranker_reorders_the_fused_candidates(app):
 
 def test_unloadable_reranker_model_gives_a_clear_error(tmp_path):
     from mcp_kb.settings import FastembedRerankSettings
-    from mcp_kb.models.fastembed import FastEmbedReranker
+    from mcp_kb.models.fastembed_rerank import FastEmbedReranker
 
     reranker = FastEmbedReranker(FastembedRerankSettings(enabled=True, model_path=str(tmp_path)))
     with pytest.raises(ModelError, match="has no model.onnx.*set \\[rerank\\] enabled = false"):

@@ -336,9 +336,3 @@ def count_kinds(doc_ids: Iterable[str]) -> Counter[str]:
                 counts[kind.kind_of(doc_id)] += 1
                 break
     return counts
-
-
-def rooted_id_patterns() -> list[str]:
-    """Regular expressions an id's "root" may match before a path that starts with "/" (a web page's
-    origin), so `{"path": {"prefix": "/guide/"}}` filters pages of any host."""
-    return [rooted for kind in _kinds() if (rooted := getattr(kind, "ROOTED_ID", None))]

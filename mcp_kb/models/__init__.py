@@ -30,7 +30,7 @@ __all__ = [
 # The built-in providers, named lazily: choosing one never imports another.
 EMBEDDING_PROVIDERS.bind("fastembed", "mcp_kb.models.fastembed:FastembedProvider")
 EMBEDDING_PROVIDERS.bind("openai", "mcp_kb.models.openai:OpenAIProvider")
-RERANK_PROVIDERS.bind("fastembed", "mcp_kb.models.fastembed:FastembedRerankProvider")
+RERANK_PROVIDERS.bind("fastembed", "mcp_kb.models.fastembed_rerank:FastembedRerankProvider")
 RERANK_PROVIDERS.bind("service", "mcp_kb.models.rerank_service:ServiceRerankProvider")
 
 
@@ -91,7 +91,7 @@ def prepare_model_runtimes() -> None:
       query against a few candidates, too small to share out, and each idle OpenBLAS worker spins for a while after
       numpy loads (0.1 s of CPU per command on two cores, as much as a no-op sync's own work);
     - model runtimes warn on stderr per call; a server's stderr stays clean, and a failed load is said once, in our
-      own error. fastembed logs through loguru, which models/fastembed.py turns off as it loads (turned off here,
+      own error. fastembed logs through loguru, which models/fastembed_load.py turns off as it loads (turned off here,
       every command would import loguru and that module)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.environ.setdefault("ORT_LOG_SEVERITY_LEVEL", "3")

@@ -156,7 +156,7 @@ class OpenAIProvider:
             from .estimate import EstimatedTokens
 
             return EstimatedTokens(config.max_input_tokens)
-        from .fastembed import ModelTokenizer
+        from .fastembed_tokenizer import ModelTokenizer
 
         return ModelTokenizer(Path(config.tokenizer_path), max_tokens=config.max_input_tokens)
 

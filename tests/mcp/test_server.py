@@ -1013,7 +1013,7 @@ def test_the_warm_up_loads_the_tokenizer_before_the_first_search(app, model_fold
     """The tokenizer loads at its first use (a command that chunks nothing never loads it); in a server that
     would be the first search, so the warm-up uses it."""
     from mcp_kb.mcp import server
-    from mcp_kb.models.fastembed import ModelTokenizer
+    from mcp_kb.models.fastembed_tokenizer import ModelTokenizer
 
     fresh = ModelTokenizer(model_folder)
     monkeypatch.setattr(app.searcher, "tokenizer", fresh)

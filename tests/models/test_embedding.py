@@ -13,7 +13,8 @@ from helpers import write
 
 from mcp_kb.settings import FastembedSettings
 from mcp_kb.errors import ModelError
-from mcp_kb.models.fastembed import FastEmbedder, load_tokenizer
+from mcp_kb.models.fastembed import FastEmbedder
+from mcp_kb.models.fastembed_tokenizer import load_tokenizer
 
 
 def test_vectors_are_unit_length_and_batch_independent(fp32_embedder):
@@ -103,7 +104,7 @@ def test_the_truncation_length_is_the_one_fastembed_works_out(model_folder, tmp_
     alike."""
     from fastembed.common.preprocessor_utils import load_tokenizer as fastembeds_loader
 
-    from mcp_kb.models.fastembed import ModelTokenizer
+    from mcp_kb.models.fastembed_tokenizer import ModelTokenizer
 
     settings = {**json.loads((model_folder / "tokenizer_config.json").read_text()), **limits}
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(settings))
@@ -120,7 +121,7 @@ def test_the_truncation_length_is_the_one_fastembed_works_out(model_folder, tmp_
 def test_a_tokenizer_loads_at_first_use_and_travels_as_its_folder(model_folder, tmp_path):
     import pickle
 
-    from mcp_kb.models.fastembed import ModelTokenizer
+    from mcp_kb.models.fastembed_tokenizer import ModelTokenizer
 
     tokenizer = ModelTokenizer(model_folder)
     sent = pickle.dumps(tokenizer)
@@ -267,7 +268,7 @@ def test_device_cuda_without_a_gpu_warns_and_runs_on_the_cpu(embedding_config, c
     import logging
 
     cuda = FastEmbedder(embedding_config.model_copy(update={"device": "cuda"}))
-    with caplog.at_level(logging.WARNING, logger="mcp_kb.models.fastembed"):
+    with caplog.at_level(logging.WARNING, logger="mcp_kb.models.fastembed_device"):
         vector = cuda.embed_query("annual leave")
     assert "no CUDA provider" in caplog.text and "running on the CPU" in caplog.text
     assert vector.shape == (384,)

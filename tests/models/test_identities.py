@@ -106,7 +106,7 @@ def test_a_second_process_knows_the_models_identity_without_loading_fastembed(
 
 
 def test_what_a_remembered_identity_is_keyed_by_is_where_the_weights_come_from():
-    from mcp_kb.models.fastembed import memory_key
+    from mcp_kb.models.fastembed_load import memory_key
     from mcp_kb.settings import FastembedSettings
 
     def key(**settings):
@@ -126,7 +126,8 @@ def test_a_model_from_fastembeds_cache_is_found_again_without_importing_fastembe
         import sys
         from pathlib import Path
         from mcp_kb.models.base import ModelIdentity
-        from mcp_kb.models.fastembed import memory_key, model_source, tokenizer_dir
+        from mcp_kb.models.fastembed_load import memory_key, model_source
+        from mcp_kb.models.fastembed_tokenizer import tokenizer_dir
         from mcp_kb.models.identities import RememberedModel, remember_model
         from mcp_kb.settings import FastembedSettings
         config = FastembedSettings(model="sentence-transformers/all-MiniLM-L6-v2")

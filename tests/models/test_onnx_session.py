@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from helpers import ROOT
 
-from mcp_kb.models.fastembed import _files, recipe_of
+from mcp_kb.models.fastembed import recipe_of
+from mcp_kb.models.fastembed_load import model_files
 from mcp_kb.models.onnx_session import OnnxSession, _normalized, _padded_tokenizer, _pooled
 
 _PARTED = (
@@ -64,8 +65,8 @@ def test_the_model_run_without_fastembed_gives_fastembeds_vectors(model, request
     """1,000 passages embedded both ways, the int8 copy a server runs and the fp32 model: cosine >= 0.9999 each."""
     loaded = request.getfixturevalue(model).model  # fastembed's TextEmbedding, as a sync loads it
     recipe = recipe_of(loaded)
-    assert recipe is not None, f"fastembed runs {type(_files(loaded)).__name__} now: {_PARTED}"
-    assert Path(_files(loaded).model._model_path) == recipe.folder / recipe.model_file, _PARTED  # the same file
+    assert recipe is not None, f"fastembed runs {type(model_files(loaded)).__name__} now: {_PARTED}"
+    assert Path(model_files(loaded).model._model_path) == recipe.folder / recipe.model_file, _PARTED  # the same file
     texts = sorted(passages(), key=len)  # batches of like lengths: little padding to run through the model
     theirs = _in_batches(texts, lambda batch: list(loaded.embed(batch, batch_size=len(batch))))
     ours = _in_batches(texts, OnnxSession(recipe).embed)
@@ -150,7 +151,7 @@ def test_a_session_that_fails_to_load_leaves_the_server_to_fastembed(embedding_c
 
     (tmp_path / "model.onnx").write_bytes(b"not a model")
     remembered = RememberedModel(ModelIdentity("m", 384, ""), tmp_path, Recipe(tmp_path, "model.onnx", "mean", True))
-    monkeypatch.setattr(fastembed, "_remembered", lambda config: remembered)
+    monkeypatch.setattr(fastembed, "remembered_model_of", lambda config: remembered)
     served = fastembed.FastEmbedder(embedding_config)
     served.serve_queries()
     with caplog.at_level("WARNING"):

@@ -16,10 +16,11 @@ from helpers import write
 
 from mcp_kb.digest import file_sha256
 from mcp_kb.models import quantize
-from mcp_kb.models.fastembed import FastEmbedder, model_source, prepare_model
+from mcp_kb.models.fastembed import FastEmbedder, prepare_model
+from mcp_kb.models.fastembed_load import model_source
 from mcp_kb.api import SearchRequest
 
-WARNINGS = "mcp_kb.models.fastembed"
+WARNINGS = "mcp_kb.models.fastembed_int8"
 
 
 @pytest.fixture(scope="module")

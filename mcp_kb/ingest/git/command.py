@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from ...errors import KBError
+from ...errors import GitError, KBError
 from ...settings import RepoConfig, child_environment, in_megabytes, is_loopback
 from ...settings.values import redact_url
 
@@ -62,10 +62,6 @@ _REFUSED_CREDENTIALS = (
     "could not read Username",
     "could not read Password",
 )
-
-
-class GitError(KBError):
-    """git failed: the message is git's own last words, with every secret scrubbed."""
 
 
 @dataclass(frozen=True)

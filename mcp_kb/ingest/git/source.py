@@ -29,7 +29,8 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from ...digest import short_key
-from ...errors import KBError
+from ...doc_ids import id_prefix
+from ...errors import GitError, KBError
 from ...files import write_atomically
 from ...records import Progress, seconds_of
 from ...settings import KBConfig, RepoConfig, in_megabytes, megabytes
@@ -44,8 +45,7 @@ from ..admission import (
 )
 from ..parsers import is_supported, supported_suffixes
 from ..sources import Indexed, Recorded, SkippedFile, SourceFile, SourceScan
-from .citations import id_prefix
-from .command import Git, GitError, Remote
+from .command import Git, Remote
 
 log = logging.getLogger(__name__)
 

@@ -10,19 +10,18 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 
+from ...doc_ids import is_url
 from ...settings import KBConfig
 from ..parsers import is_supported
 from ...records import Progress, seconds_of
 from ..sources import Indexed, Recorded, Revisions, SourceScan
-from .urls import ORIGIN, PAGE_SUFFIXES, is_url
+from .urls import PAGE_SUFFIXES
 
 _FRESH_SECONDS = 86_400.0  # a page of a KB that asks its sites again on no schedule is old after a day
 
 
 class WebSource:
     """The KB's `urls` as one source: document ids are normalized URLs, bodies live in the page cache."""
-
-    ROOTED_ID = ORIGIN  # a path filter starting with "/" matches pages by URL path, on any host
 
     def __init__(self, kb: KBConfig, cache_folder: Path):
         self.kb = kb

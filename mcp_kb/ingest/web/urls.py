@@ -33,12 +33,6 @@ PAGE_SUFFIXES = {*HTML_SUFFIXES, ".php", ".asp", ".aspx", ".jsp", ""}  # served 
 _PATH_SAFE = "/%:@!$&'()*+,;=~"  # what stays as it is in a path; spaces and non-ASCII become %XX
 _PERCENT_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}")
 _HOST = re.compile(r"^[a-z0-9._~:-]+$")  # a DNS name, IPv4 or IPv6 address: nothing an HTTP request would refuse
-ORIGIN = "^https?://[^/]+"  # what comes before a page's URL path
-
-
-def is_url(doc_id: str) -> bool:
-    """Whether a document id names a web page rather than a file."""
-    return doc_id.startswith(("http://", "https://"))
 
 
 def normalize_url(url: str, keep_query: Iterable[str] = ()) -> str | None:

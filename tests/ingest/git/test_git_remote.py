@@ -17,7 +17,8 @@ from pydantic import ValidationError
 
 from mcp_kb.api import SearchRequest
 from mcp_kb.errors import KBError
-from mcp_kb.ingest.git.command import Git, GitError, Remote
+from mcp_kb.errors import GitError
+from mcp_kb.ingest.git.command import Git, Remote
 from mcp_kb.settings import RepoConfig
 
 TOKEN = "tok-3b1f9c2e7d41a8e6"

@@ -1,6 +1,7 @@
-"""Which repository a document id comes from, and the permalink of lines in it: the one place that knows how a
-repository's files are named in its KB (led by `NAME/` when the KB has other sources, by `VERSION/` in a library
-version), so the source that names them and the search that cites them agree."""
+"""How a KB's document ids are named: the one place both the sources that name documents and the read side that
+cites and filters them ask. A repository's files are led by `NAME/` when the KB has other sources (by `VERSION/`
+in a library version), so the source that names them and the search that cites them agree; a web page's id is its
+URL, whose origin a path filter may pass over."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
-from ...settings import KBConfig, RepoConfig
+from .settings import SOURCE_KINDS, KBConfig, RepoConfig
+
+WEB_ORIGIN = "^https?://[^/]+"  # what comes before a web page's URL path in its id
+
+
+def is_url(doc_id: str) -> bool:
+    """Whether a document id names a web page rather than a file."""
+    return doc_id.startswith(("http://", "https://"))
 
 
 @dataclass(frozen=True)
@@ -53,3 +61,10 @@ def _repo_path(url: str) -> str:
     """`team/lib` of `https://host/team/lib.git` or `git@host:team/lib.git`."""
     path = urlsplit(url).path if "://" in url else re.sub(r"^[^:]*:", "", url)
     return path.strip("/").removesuffix(".git")
+
+
+def rooted_id_patterns() -> list[str]:
+    """Regular expressions an id's "root" may match before a path that starts with "/" (a registered source kind's
+    `ROOTED_ID`, then a web page's origin), so `{"path": {"prefix": "/guide/"}}` filters pages of any host."""
+    registered = [SOURCE_KINDS.implementation(name) for name in SOURCE_KINDS.names()]
+    return [rooted for kind in registered if (rooted := getattr(kind, "ROOTED_ID", None))] + [WEB_ORIGIN]
