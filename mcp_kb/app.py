@@ -47,7 +47,16 @@ from .records import (
     SearchFigures,
     SyncHistory,
 )
-from .requests import BrowseRequest, ReadRequest, SearchRequest, SyncRequest
+from .requests import (
+    BrowseRequest,
+    EvaluateRequest,
+    ReadRequest,
+    RollbackRequest,
+    SearchRequest,
+    SelfCheckRequest,
+    SyncRequest,
+    TagRequest,
+)
 from .search import ACROSS_KBS, SearchModels, Searcher, SearchResult
 from .status import glance_of, stats_of, status_of, sync_history_of
 from .stopwatch import stopwatch
@@ -209,7 +218,7 @@ class App:
             sample = self.config.get_kb(report.kb).sync.self_check_sample
             if report.rebuilt and sample:
                 try:
-                    self.self_check(report.kb, [DEFAULT_MODE], sample=sample)
+                    self.self_check(SelfCheckRequest(kb=report.kb, modes=(DEFAULT_MODE,), sample=sample))
                 except KBError as exc:  # e.g. a KB with nothing to ask about: the sync itself went well
                     log.warning("%s: no hit rate after the rebuild: %s", report.kb, exc)
 
@@ -217,13 +226,13 @@ class App:
         """A KB's kept versions, oldest first: what each sync (or rollback) changed, when, by whom, its tags."""
         return kept_versions.versions(self.store, self.config.get_kb(kb).name)
 
-    def tag(self, kb: str, name: str, version: int | None = None, remove: bool = False) -> KBVersion:
+    def tag(self, request: TagRequest) -> KBVersion:
         """Tag a version of a KB (the current one by default), or remove a tag; the version tagged (or untagged)."""
-        return history.tag(self.store, self._changeable(kb), name, version, remove)
+        return history.tag(self.store, self._changeable(request.kb), request.name, request.version, request.remove)
 
-    def rollback(self, kb: str, to: str, by: str = "") -> KBVersion:
+    def rollback(self, request: RollbackRequest) -> KBVersion:
         """Make an earlier version of a KB current again (a version number, a tag or a time), as a new version."""
-        return history.rollback(self.store, self._changeable(kb), to, by)
+        return history.rollback(self.store, self._changeable(request.kb), request.to, request.by)
 
     def _changeable(self, kb: str) -> KBConfig:
         """A KB this project may change: not one another project's kb.toml built in the shared default index."""
@@ -276,23 +285,25 @@ class App:
         parser's notes; the same parsing and chunking as a sync, and only the model's tokenizer."""
         return file_chunks(self.config, file, lambda: self.tokenizer)
 
-    def self_check(self, kb: str, modes: list[str], sample: int = 100, k: int = 10, seed: int = 0) -> list[SelfCheck]:
-        """Label-free hit rate per mode: queries made from `sample` random chunks (evaluation.py says how)."""
-        name = self.config.get_kb(kb).name
+    def self_check(self, request: SelfCheckRequest) -> list[SelfCheck]:
+        """Label-free hit rate per mode: queries made from a sample of random chunks (evaluation.py says how)."""
+        name = self.config.get_kb(request.kb).name
         view = self._active_view(name)
         if view is None:
             raise NotSyncedError(name, self.config.storage.uri)
-        checks, health = check_health(view.sample(sample, seed), self._finder(name), modes, k)
+        rows = view.sample(request.sample, request.seed)
+        checks, health = check_health(rows, self._finder(name), list(request.modes), request.k)
         write_health(self.store, name, health)
         return checks
 
-    def evaluate(
-        self, kb: str, queries: dict[str, str], judgements: dict[str, dict[str, int]], modes: list[str], k: int = 10
-    ) -> tuple[list[ModeScores], str]:
+    def evaluate(self, request: EvaluateRequest) -> tuple[list[ModeScores], str]:
         """Labelled queries scored per mode (recall@k, MRR@10, nDCG@10, latency), and a warning when the
         judgements name documents the KB does not hold ("" when all are there)."""
-        warning = unmatched_documents(judgements, self.document_ids(kb))
-        return evaluate_modes(self._finder(kb), queries, judgements, modes, k), warning
+        warning = unmatched_documents(request.judgements, self.document_ids(request.kb))
+        found = evaluate_modes(
+            self._finder(request.kb), request.queries, request.judgements, list(request.modes), request.k
+        )
+        return found, warning
 
     def _finder(self, kb: str) -> Finder:
         """The hits' sources of a search of the KB, recorded nowhere (an evaluation's queries are not users')."""

@@ -27,7 +27,11 @@ from .api import (
     ReadRequest,
     rebuild_option,
     remember_invocation,
+    RollbackRequest,
     SearchRequest,
+    SelfCheckRequest,
+    EvaluateRequest,
+    TagRequest,
     sync_remedy,
     SyncRequest,
     work_kept,
@@ -680,8 +684,8 @@ def versions(kb: str, config_path: str | None, as_json: bool) -> None:
 @main.command()
 @click.argument("kb")
 @click.argument("name")
-@click.option("--version", "number", type=NUMBER, help="The version to tag (default: the current one).")
-@click.option("--remove", is_flag=True, help="Remove the tag NAME instead (its version may then age out).")
+@click.option("--version", "number", type=NUMBER, help=option_help(TagRequest, "version"))
+@click.option("--remove", is_flag=True, help=option_help(TagRequest, "remove"))
 @config_option
 def tag(kb: str, name: str, number: int | None, remove: bool, config_path: str | None) -> None:
     """Tag a version of KB (the current one by default): a name to search as of and to roll back to, kept until
@@ -695,7 +699,7 @@ def tag(kb: str, name: str, number: int | None, remove: bool, config_path: str |
     """
     kb_name, config = _kb_or_folder(kb, config_path)
     app = _app(config)
-    tagged = app.tag(kb_name or app.config.kb[0].name, name, number, remove)
+    tagged = app.tag(TagRequest(kb=kb_name or app.config.kb[0].name, name=name, version=number, remove=remove))
     click.echo(
         f"{'removed the tag' if remove else 'tagged'} {name!r} {'from' if remove else 'on'} version "
         f"{tagged.number} ({tagged.finished})"
@@ -709,7 +713,7 @@ def tag(kb: str, name: str, number: int | None, remove: bool, config_path: str |
     "target",
     required=True,
     metavar="VERSION|TAG|TIME",
-    help="The version to make current again: its number, a tag, or a time (the version current then).",
+    help=option_help(RollbackRequest, "to"),
 )
 @config_option
 def rollback(kb: str, target: str, config_path: str | None) -> None:
@@ -725,7 +729,7 @@ def rollback(kb: str, target: str, config_path: str | None) -> None:
     """
     name, config = _kb_or_folder(kb, config_path)
     app = _app(config)
-    made = app.rollback(name or app.config.kb[0].name, target)
+    made = app.rollback(RollbackRequest(kb=name or app.config.kb[0].name, to=target))
     click.echo(
         f"version {made.rolled_back_to} is current again, as version {made.number} (+{made.added} "
         f"~{made.changed} -{made.removed} documents)"
@@ -798,7 +802,7 @@ def evaluate(
     app = _app(config_path)
     modes = list(RANKED_MODES) if mode == "all" else [mode]
     if self_made:
-        checks = app.self_check(kb, modes, sample=sample, k=k)
+        checks = app.self_check(SelfCheckRequest(kb=kb, modes=modes, sample=sample, k=k))
         if as_json:
             click.echo(json_text([c.__dict__ for c in checks]))
         else:
@@ -813,7 +817,9 @@ def evaluate(
             "give --queries and --qrels (labelled queries), --log (a reviewed query log), or --self "
             "(queries made from the KB itself)"
         )
-    results, warning = app.evaluate(kb, query_by_id, judgements, modes, k)
+    results, warning = app.evaluate(
+        EvaluateRequest(kb=kb, queries=query_by_id, judgements=judgements, modes=modes, k=k)
+    )
     if warning:
         click.echo(f"warning: {warning}", err=True)
     if as_json:

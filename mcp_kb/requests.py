@@ -47,6 +47,10 @@ __all__ = [
     "ReadRequest",
     "SearchRequest",
     "SyncRequest",
+    "TagRequest",
+    "RollbackRequest",
+    "SelfCheckRequest",
+    "EvaluateRequest",
     "described",
     "option_help",
     "parse_filters",
@@ -179,6 +183,54 @@ class SyncRequest(BaseModel):
     )
     # Who asked, as the version this sync makes records it: set by a face from its caller (never a tool argument).
     by: str = Field("", max_length=200, exclude=True)
+
+
+class TagRequest(BaseModel):
+    """A tag put on a version of a KB (a name to search as of and to roll back to), or taken off it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kb: str = Field(description="Knowledge base whose version to tag, by name")
+    name: str = Field(description="The tag")
+    version: int | None = Field(None, description="The version to tag (default: the current one)")
+    remove: bool = Field(False, description="Remove the tag instead (its version may then age out)")
+
+
+class RollbackRequest(BaseModel):
+    """An earlier version of a KB made current again, as a new version (the history stays)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kb: str = Field(description="Knowledge base to roll back, by name")
+    to: str = Field(
+        description="The version to make current again: its number, a tag, or a time (the version current then)"
+    )
+    # Who asked, as the version the rollback makes records it: set by a face from its caller.
+    by: str = Field("", max_length=200, exclude=True)
+
+
+class SelfCheckRequest(BaseModel):
+    """A label-free check of a KB: queries made from its own chunks, asked in each mode (evaluation.py says how)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kb: str = Field(description="Knowledge base to check, by name")
+    modes: tuple[SearchMode, ...] = Field(description="The search modes to ask in")
+    sample: int = Field(100, description="Chunks to make queries from")
+    k: int = Field(10, description="A query's document counts as found among its first k hits")
+    seed: int = Field(0, description="The sample's seed: one seed, one sample")
+
+
+class EvaluateRequest(BaseModel):
+    """Labelled queries asked of a KB in each mode and scored (recall@k, MRR@10, nDCG@10, latency)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kb: str = Field(description="Knowledge base to evaluate, by name")
+    queries: dict[str, str] = Field(description="Each query's text, by its id")
+    judgements: dict[str, dict[str, int]] = Field(description="Each query's relevant documents and grades, by its id")
+    modes: tuple[SearchMode, ...] = Field(description="The search modes to ask in")
+    k: int = Field(10, description="Cut-off for recall@k")
 
 
 # A read's token budget: a default a model can take in one go, and a bound that keeps any one answer modest; below

@@ -6,6 +6,7 @@ from helpers import write
 from mcp_kb.errors import KBError, ParseError, SearchError
 from mcp_kb.api import SyncRequest
 from mcp_kb.records import KBSummary
+from mcp_kb.requests import EvaluateRequest, SelfCheckRequest
 
 
 @pytest.fixture
@@ -100,7 +101,11 @@ def test_a_self_check_or_evaluation_out_of_bounds_says_what_to_send_not_a_traceb
     """`mcp-kb eval --k` reaches the same request rules as every face: a KBError the CLI prints as one line."""
     app.sync()
     with pytest.raises(SearchError, match=f"top_k must be between 1 and 100, got {k}"):
-        app.self_check("docs", ["hybrid"], k=k)
+        app.self_check(SelfCheckRequest(kb="docs", modes=("hybrid",), k=k))
     if k > 10:  # evaluate asks for at least 10 (its MRR and nDCG are @10)
         with pytest.raises(SearchError, match=f"top_k must be between 1 and 100, got {k}"):
-            app.evaluate("docs", {"q1": "install"}, {"q1": {"guide": 1}}, ["hybrid"], k=k)
+            app.evaluate(
+                EvaluateRequest(
+                    kb="docs", queries={"q1": "install"}, judgements={"q1": {"guide": 1}}, modes=("hybrid",), k=k
+                )
+            )

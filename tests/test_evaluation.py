@@ -4,6 +4,7 @@ import random
 from helpers import write
 
 from mcp_kb.evaluation import mrr_at_10, ndcg_at_10, ranked_documents, recall_at_k, self_check, self_query
+from mcp_kb.requests import SelfCheckRequest
 
 
 def test_hits_map_to_documents_by_file_stem_first_hit_wins():
@@ -101,6 +102,6 @@ def test_self_check_hit_rate_drops_when_chunks_are_too_small(make_app, tmp_path)
         app.sync()
         # 200 draws (all 80 default chunks, 200 of the tiny ones): with 60 the figure hung on which tiny chunks
         # were drawn; once a first sync appended rows instead of merging them (another row order) both were 0.83
-        [check] = app.self_check("k", ["hybrid"], sample=200, k=3)
+        [check] = app.self_check(SelfCheckRequest(kb="k", modes=("hybrid",), sample=200, k=3))
         rates[label] = check.hit_rate
     assert rates["tiny"] < rates["default"]

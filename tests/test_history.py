@@ -14,7 +14,17 @@ import pytest
 from helpers import write
 
 import mcp_kb.index.upkeep as upkeep
-from mcp_kb.api import BrowseRequest, KBError, ReadRequest, SearchRequest, SyncBusyError, SyncRequest, VersionError
+from mcp_kb.api import (
+    BrowseRequest,
+    KBError,
+    ReadRequest,
+    RollbackRequest,
+    SearchRequest,
+    SyncBusyError,
+    SyncRequest,
+    TagRequest,
+    VersionError,
+)
 from mcp_kb.index.state import sync_lock
 
 
@@ -78,7 +88,7 @@ def _time(text):
 
 def test_search_read_and_list_answer_as_of_a_number_a_tag_or_a_time_and_say_which(app, docs):
     first_finished = app.versions("docs")[0].finished
-    app.tag("docs", "handbook-2025")
+    app.tag(TagRequest(kb="docs", name="handbook-2025"))
     _second_version(app, docs)
     for as_of in ("1", "handbook-2025", first_finished):
         then = _search(app, "annual leave days", as_of=as_of)
@@ -155,23 +165,23 @@ def test_retention_keeps_the_newest_and_the_tagged_versions_and_compaction_keeps
 
 def test_a_tag_is_checked_and_unique_and_a_removed_one_is_gone(app, docs):
     with pytest.raises(VersionError, match="'12' is not a tag name"):
-        app.tag("docs", "12")  # a number would read as a version
+        app.tag(TagRequest(kb="docs", name="12"))  # a number would read as a version
     for spoiled in ("a\n", "a\nb", "ok\r"):  # "a\n" was taken, and shown as two lines by `versions`
         with pytest.raises(VersionError, match="is not a tag name"):
-            app.tag("docs", spoiled)
+            app.tag(TagRequest(kb="docs", name=spoiled))
         with pytest.raises(VersionError, match="is not a tag name"):
             app.sync(SyncRequest(tag=spoiled))
     with pytest.raises(VersionError, match="has no version 9 yet"):
-        app.tag("docs", "ok", version=9)
-    app.tag("docs", "ok")
+        app.tag(TagRequest(kb="docs", name="ok", version=9))
+    app.tag(TagRequest(kb="docs", name="ok"))
     with pytest.raises(VersionError, match="already has the tag 'ok' \\(on version 1\\)"):
-        app.tag("docs", "ok")
-    app.tag("docs", "ok", remove=True)
+        app.tag(TagRequest(kb="docs", name="ok"))
+    app.tag(TagRequest(kb="docs", name="ok", remove=True))
     assert app.versions("docs")[0].tags == ()
     with pytest.raises(VersionError, match="has no tag 'ok'; nothing was changed"):
-        app.tag("docs", "ok", remove=True)
+        app.tag(TagRequest(kb="docs", name="ok", remove=True))
     with pytest.raises(KBError, match="unknown knowledge base|no knowledge base"):
-        app.tag("nosuch", "ok")
+        app.tag(TagRequest(kb="nosuch", name="ok"))
 
 
 def test_a_sync_that_changes_nothing_tags_the_current_version_and_tags_are_bounded(app, docs, monkeypatch):
@@ -180,7 +190,7 @@ def test_a_sync_that_changes_nothing_tags_the_current_version_and_tags_are_bound
     app.sync(SyncRequest(tag="nightly-1"))  # nothing changed: no new version, the current one is tagged
     assert [(v.number, v.tags) for v in app.versions("docs")] == [(1, ("nightly-1",))]
     monkeypatch.setattr(kept_versions, "MAX_TAGS", 2)
-    app.tag("docs", "nightly-2")
+    app.tag(TagRequest(kb="docs", name="nightly-2"))
     write(docs / "pay.md", "# Pay\n\nSalaries are paid on the 28th.\n")
     with pytest.raises(VersionError, match="has 2 tags, the most it keeps: remove one first"):
         app.sync(SyncRequest(tag="nightly-3"))  # refused before it reads a file
@@ -191,7 +201,7 @@ def test_a_sync_that_changes_nothing_tags_the_current_version_and_tags_are_bound
 def test_a_rollback_makes_an_earlier_version_current_as_a_new_one_and_the_next_sync_embeds_only_differences(app, docs):
     before = _texts(_search(app, "leave travel pay days"))
     _second_version(app, docs)
-    made = app.rollback("docs", "1")
+    made = app.rollback(RollbackRequest(kb="docs", to="1"))
     assert (made.number, made.kind, made.rolled_back_to) == (3, "rollback", 1)
     assert (made.added, made.changed, made.removed) == (1, 1, 1)  # travel back, leave as it was, parking gone
     assert _texts(_search(app, "leave travel pay days")) == before
@@ -205,7 +215,7 @@ def test_a_rollback_across_a_rebuild_switches_back_to_the_old_generation(app, do
     old_generation = app.store.active_generation("docs")
     app.sync(SyncRequest(full=True))
     assert app.store.active_generation("docs") != old_generation
-    app.rollback("docs", "1")
+    app.rollback(RollbackRequest(kb="docs", to="1"))
     assert app.store.active_generation("docs") == old_generation
     assert "Annual leave is twenty days a year." in _texts(_search(app, "annual leave"))
     report = app.sync()[0]
@@ -216,13 +226,13 @@ def test_a_rollback_while_a_sync_runs_or_to_the_current_version_changes_nothing(
     _second_version(app, docs)
     with sync_lock(app.store, ["docs"]):
         with pytest.raises(SyncBusyError, match="already running.*; roll back when it has ended; nothing was changed"):
-            app.rollback("docs", "1")
+            app.rollback(RollbackRequest(kb="docs", to="1"))
         with pytest.raises(SyncBusyError, match="already running.*; tag when it has ended"):
-            app.tag("docs", "during-sync")
+            app.tag(TagRequest(kb="docs", name="during-sync"))
     with pytest.raises(VersionError, match="version 2 of knowledge base 'docs' is already the current one"):
-        app.rollback("docs", "2")
+        app.rollback(RollbackRequest(kb="docs", to="2"))
     with pytest.raises(VersionError, match="has no tag 'gone'"):
-        app.rollback("docs", "gone")
+        app.rollback(RollbackRequest(kb="docs", to="gone"))
     assert [v.number for v in app.versions("docs")] == [1, 2]
     assert "Parking permits are issued by the front desk." in _texts(_search(app, "parking permits"))
 
@@ -230,7 +240,7 @@ def test_a_rollback_while_a_sync_runs_or_to_the_current_version_changes_nothing(
 _KILLED_ROLLBACK = textwrap.dedent("""
     import os, signal, sys
     from lancedb.table import LanceTable
-    from mcp_kb.api import App
+    from mcp_kb.api import App, RollbackRequest
     from mcp_kb.settings import load_config
 
     restores, kill_at = [], int(sys.argv[2])
@@ -243,7 +253,7 @@ _KILLED_ROLLBACK = textwrap.dedent("""
         return original(self, version)
 
     LanceTable.restore = restore
-    App(load_config(sys.argv[1])).rollback("docs", "1")
+    App(load_config(sys.argv[1])).rollback(RollbackRequest(kb="docs", to="1"))
 """)
 
 

@@ -8,6 +8,7 @@ from helpers import write
 
 from mcp_kb.errors import ModelError
 from mcp_kb.api import SearchRequest, SyncRequest
+from mcp_kb.requests import SelfCheckRequest
 
 
 @pytest.fixture
@@ -169,7 +170,7 @@ def test_evaluation_queries_stay_out_of_the_metrics_and_the_query_log(make_app, 
     from mcp_kb.index.state import query_log_path
 
     app = _log_app(make_app, tmp_path, query_log=True)
-    app.self_check("docs", ["keyword", "hybrid"], sample=10, k=3)
+    app.self_check(SelfCheckRequest(kb="docs", modes=("keyword", "hybrid"), sample=10, k=3))
     assert app.live_stats("docs").search.searches == 0
     assert not query_log_path(app.config.storage.uri, "docs").exists()
 

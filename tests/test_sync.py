@@ -18,6 +18,7 @@ from mcp_kb.index.state import sync_lock
 from mcp_kb.sync import plan_sync
 from mcp_kb.api import SearchRequest, SyncRequest
 from mcp_kb.present import cited_text
+from mcp_kb.requests import RollbackRequest, TagRequest
 
 SECTIONS = 6
 
@@ -813,7 +814,10 @@ def test_two_projects_kbs_of_one_name_in_the_default_index_stay_two(tmp_path, mo
         'project\'s documents (give this project an index of its own: storage = "./.mcp-kb")'
     ]
     assert not alpha.search("handbook", leave).notes
-    for change in (lambda: beta.tag("handbook", "beta-release"), lambda: beta.rollback("handbook", "1")):
+    for change in (
+        lambda: beta.tag(TagRequest(kb="handbook", name="beta-release")),
+        lambda: beta.rollback(RollbackRequest(kb="handbook", to="1")),
+    ):
         with pytest.raises(KBError, match="belongs to another project"):  # nor tags nor rolls back alpha's KB
             change()
     assert [version.tags for version in alpha.versions("handbook")] == [()]

@@ -45,6 +45,7 @@ from ..api import (
     parse_filters,
     parse_search,
     Refused,
+    RollbackRequest,
     option_help,
     SearchRequest,
     SearchResult,
@@ -356,7 +357,7 @@ class Page:
         except AuditUnavailable as refused:
             return self._error(request, view, 503, str(refused))
         try:
-            made = await _thread(lambda: self.app.rollback(name, target, by=view.who.label))
+            made = await _thread(lambda: self.app.rollback(RollbackRequest(kb=name, to=target, by=view.who.label)))
         except KBError as exc:
             return self._error(request, view, 409, view.explain(exc))
         return RedirectResponse(f"/ui/kb/{quote(name)}?notice=rolled-back-{made.number}#versions", status_code=303)

@@ -20,6 +20,7 @@ from served import serve_http, serve_page
 
 from mcp_kb.ui.charts import bar_chart, line_chart
 from mcp_kb.api import ReadRequest, SyncRequest
+from mcp_kb.requests import SelfCheckRequest
 
 ADMIN, READER, LIMITED = "admin-secret-token-1", "reader-secret-token-2", "limited-secret-token-3"
 INJECTED_NAME = '"><img src=x onerror=alert(2)>'
@@ -600,7 +601,7 @@ def test_the_page_shows_a_kbs_model_health_search_figures_and_syncs(make_app, tm
     write(tmp_path / "docs" / "errors.md", "# Errors\n\nE5021 means the access token expired.\n")
     app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
     app.sync()
-    app.self_check("docs", ["hybrid"], sample=2, k=3)
+    app.self_check(SelfCheckRequest(kb="docs", modes=("hybrid",), sample=2, k=3))
     for query in ("annual leave", "zyxwvut"):
         app.search("docs", SearchRequest(query=query, mode="keyword"))
     edge = Edge(app.config, None, rebinding_protection("127.0.0.1", []))

@@ -13,6 +13,7 @@ import mcp_kb.sync
 from mcp_kb.api import BrowseRequest, SearchRequest, SyncRequest
 from mcp_kb.errors import KBError
 from mcp_kb.index.state import source_cache_dir
+from mcp_kb.requests import RollbackRequest
 
 pytestmark = pytest.mark.anyio
 
@@ -261,7 +262,7 @@ def test_after_a_rollback_the_next_sync_compares_trees_and_brings_the_newest_com
     repo.write("b.md", "# B\n\nanother page\n")
     newest = repo.commit()
     _sync(app)
-    app.rollback("code", "1")
+    app.rollback(RollbackRequest(kb="code", to="1"))
     assert app.status("code")[0].commits == {} and app.document_ids("code") == ["a.md"]
     report = _sync(app)
     assert report.crawl["trees compared"] == 1 and (report.files_added, report.files_changed) == (1, 1)
