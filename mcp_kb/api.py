@@ -19,6 +19,7 @@ MODULES = (
     "errors",
     "vocabulary",
     "text",
+    "stopwatch",
     "schema",
     "records",
     "evaluation",
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from .requests import *
     from .schema import *
     from .search import *
+    from .stopwatch import *
     from .text import *
     from .view import *
     from .vocabulary import *

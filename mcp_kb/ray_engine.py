@@ -26,7 +26,6 @@ import signal
 import socket
 import sys
 import threading
-import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -61,6 +60,7 @@ from .batches import (
 )
 from .records import SyncReport
 from .slices import sliced
+from .stopwatch import Stopwatch
 from .vocabulary import LOOPBACK
 
 log = logging.getLogger(__name__)
@@ -456,9 +456,9 @@ def _commit_wave(context: SyncContext, indexed: list[IndexedBatch]) -> None:
 def parse_files(jobs: list[Job], counter: TokenCounter, settings: SyncEngineConfig) -> tuple[list[Parsed], float]:
     """A Ray task: a batch of files parsed and chunked, each in a worker process within the per-file limits; and
     the seconds that took."""
-    start = time.perf_counter()
+    watch = Stopwatch()
     parsed = _parse_workers(counter, settings).parse(jobs)
-    return parsed, time.perf_counter() - start
+    return parsed, watch.seconds
 
 
 _parsers: dict[bytes, ParseWorkers] = {}  # per Ray worker process: its parsing process serves later tasks too

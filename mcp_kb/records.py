@@ -30,6 +30,7 @@ __all__ = [
     "SyncProgress",
     "SyncReport",
     "pace",
+    "readable_time",
     "recorded_now",
 ]  # what the core's API (mcp_kb.api) offers from this module
 

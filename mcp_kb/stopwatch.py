@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+__all__ = ["Stopwatch"]  # what the core's API (mcp_kb.api) offers from this module
+
 
 class Stopwatch:
     """Started when made, on the clock that only goes forward (`time.perf_counter`)."""
@@ -22,6 +24,7 @@ class Stopwatch:
 
     @property
     def milliseconds(self) -> float:
+        """How long since it started, in milliseconds (a search's stages, an audit line, latency figures)."""
         return self.seconds * 1000
 
 

@@ -56,6 +56,7 @@ from .batches import (
 from .records import KBState, KBSummary, Pending, Problem, Progress, SyncProgress, SyncReport, commits_of, recorded_now
 from .requests import SyncRequest
 from .slices import sliced
+from .stopwatch import Stopwatch
 from .vocabulary import rebuild_option, sync_remedy, work_kept
 
 log = logging.getLogger(__name__)
@@ -153,7 +154,7 @@ def sync_kb(tools: SyncTools, kb: KBConfig, request: SyncRequest, progress: Prog
     _claim(store, kb, config)  # before the try: a refusal is not recorded as the other project's failure
     report = SyncReport(kb.name)
     started = recorded_now()
-    wall_start = time.perf_counter()
+    wall = Stopwatch()
     timer = Timer(report)
     progress = _recording_progress(store, kb.name, progress, report)
     committed = False  # the sync's final state write is done: what it wrote is a version already
@@ -218,7 +219,7 @@ def sync_kb(tools: SyncTools, kb: KBConfig, request: SyncRequest, progress: Prog
         unchanged = set(plan.unchanged)
         report.failures += [Problem(p, r.reason) for p, r in files.items() if r.status == "failed" and p in unchanged]
         _count_each_file_once(report, plan)
-        report.seconds["total"] = round(time.perf_counter() - wall_start, 3)
+        report.seconds["total"] = round(wall.seconds, 3)
         titles = store.document_titles(kb.name, target, _TITLES_IN_SUMMARY)
         write_summary(store, kb.name, _summary(files, report, titles))
         version = record_version(store, kb.name, synced)
@@ -528,12 +529,10 @@ def _apply_changes(
     done = 0
 
     def parse_batch(batch: Sequence[SourceFile]) -> tuple[list[ParsedFile], float]:
-        start = time.perf_counter()
+        watch = Stopwatch()
         outcomes = workers.parse([parse_job(source, kb) for source in batch])
         report.worker_peak_mb = parsing_peak_mb(outcomes, report.worker_peak_mb)
-        return parsed_files(
-            [(source, hash_by_path[source.doc_id]) for source in batch], outcomes
-        ), time.perf_counter() - start
+        return parsed_files([(source, hash_by_path[source.doc_id]) for source in batch], outcomes), watch.seconds
 
     # The workers end first when the sync stops: the batch parsing ahead is abandoned, not waited for.
     with (

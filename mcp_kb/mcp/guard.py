@@ -9,7 +9,6 @@ not hidden. stdio has no gate: its user owns the process and holds the owner's v
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from contextvars import ContextVar
 from collections.abc import Awaitable, Callable
@@ -18,7 +17,7 @@ from typing import Any
 from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR
 
-from ..api import LIST_URI, AuditTrail, AuditUnavailable, CallerView
+from ..api import LIST_URI, AuditTrail, AuditUnavailable, CallerView, Stopwatch
 from ..settings import Config
 
 _current: ContextVar[CallerView | None] = ContextVar("mcp_kb_view", default=None)
@@ -71,11 +70,11 @@ class Guard:
         view = CallerView(self.config, grant) if grant is not None else self.owner
         answered: list[int] = []
         token, counting = _current.set(view), _counted.set(answered)
-        started = time.perf_counter()
+        watch = Stopwatch()
         try:
             result = await call_next(ctx)
         except Exception as exc:
-            self._record(view, ctx, started, Answer(error=str(getattr(exc, "message", None) or exc)))
+            self._record(view, ctx, watch, Answer(error=str(getattr(exc, "message", None) or exc)))
             raise
         finally:
             _current.reset(token)
@@ -83,14 +82,14 @@ class Guard:
         if isinstance(result, dict) and ctx.method in ("initialize", "server/discover") and "instructions" in result:
             result = {**result, "instructions": self.instructions(view)}
         if isinstance(result, dict) and result.get("isError"):
-            self._record(view, ctx, started, Answer(error=result_text(result)))
+            self._record(view, ctx, watch, Answer(error=result_text(result)))
         else:
-            self._record(view, ctx, started, Answer(results=answered[-1] if answered else None))
+            self._record(view, ctx, watch, Answer(results=answered[-1] if answered else None))
         return result
 
     # ---- the audit trail ----
 
-    def _record(self, view: CallerView, ctx: Any, started: float, answer: Answer) -> None:
+    def _record(self, view: CallerView, ctx: Any, watch: Stopwatch, answer: Answer) -> None:
         if ctx.method not in _AUDITED or self.audit.file is None:
             return
         params = ctx.params or {}
@@ -108,9 +107,7 @@ class Guard:
         if kb != ALL_KBS and kb not in self.kb_names:
             kb = UNKNOWN_KB
         try:
-            self.audit.record(
-                view.who, kb, action, (time.perf_counter() - started) * 1000, answer.results, answer.error, query
-            )
+            self.audit.record(view.who, kb, action, watch.milliseconds, answer.results, answer.error, query)
         except AuditUnavailable as refused:  # [server] audit_required: the answer is not given
             raise MCPError(code=INTERNAL_ERROR, message=str(refused)) from None
 

@@ -16,7 +16,6 @@ import hmac
 import logging
 import re
 import secrets
-import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,7 @@ from ..api import (
     parse_filters,
     parse_search,
     Refused,
+    Stopwatch,
     RollbackRequest,
     option_help,
     SearchRequest,
@@ -268,7 +268,7 @@ class Page:
         }
         result, error = None, ""
         if form["q"].strip() or form["filters"].strip():  # filters alone: a search in mode filter needs no query
-            started = time.perf_counter()
+            watch = Stopwatch()
             try:
                 asked = _search_request(form)
                 result = await _thread(lambda: self.app.search(name, asked))
@@ -279,7 +279,7 @@ class Page:
                     view.who,
                     name,
                     "page search",
-                    (time.perf_counter() - started) * 1000,
+                    watch.milliseconds,
                     None if result is None else len(result.hits),
                     error or None,
                     form["q"],

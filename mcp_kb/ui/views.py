@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..api import READ_TOKENS_MAX, App, HealthCheck, Pending, ReadRequest, SearchFigures, SyncBrief
+from ..api import READ_TOKENS_MAX, App, HealthCheck, Pending, ReadRequest, SearchFigures, SyncBrief, readable_time
 from ..present import NEVER, running_sync_text
 from ..settings import DEFAULT_MODE, KBConfig
 from .charts import bar_chart, line_chart
@@ -72,10 +72,7 @@ def _pending_fields(pending: Pending | None) -> dict[str, Any]:
 def when(stamp: str | None, short: bool = False) -> str:
     """A recorded time (ISO 8601, UTC) as a person reads it: `2026-12-01 19:14 UTC` (the page's script shows this
     text); `short`, a chart's label: `12-01 19:14`."""
-    if not stamp:
-        return NEVER
-    shown = stamp[:16].replace("T", " ")
-    return shown[5:] if short else f"{shown} UTC"
+    return readable_time(stamp, short) if stamp else NEVER
 
 
 # The page polls every few seconds: what a sync would do is counted at most this often per KB (and at each version).
