@@ -10,12 +10,27 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import pytest
+from mcp_types import TextContent, TextResourceContents
+
+if TYPE_CHECKING:
+    from mcp_kb.app import App
+    from mcp_kb.settings import Config
 
 T = TypeVar("T")
+
+MakeConfig = Callable[..., "Config"]  # conftest's make_config: KB tables (and top-level settings) -> a Config
+MakeApp = Callable[..., "App"]  # conftest's make_app: KB tables (and top-level settings) -> an App
+
+
+def text_of(part: object) -> str:
+    """The text of an MCP content block or resource content, asserting it is text (an image or a blob has none)."""
+    assert isinstance(part, TextContent | TextResourceContents), part
+    return part.text
+
 
 ROOT = Path(__file__).resolve().parents[1]  # the project: README.md, kb.toml.example, mcp_kb/
 SHARED = ROOT.parent / "shared"
