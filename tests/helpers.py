@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import anyio
 import pytest
@@ -121,7 +121,12 @@ def closed_address() -> str:
         return f"127.0.0.1:{closed.getsockname()[1]}"
 
 
-def until(condition: Callable[[], T], seconds: float = 60.0, every: float = 0.05, what: str = "the condition") -> T:
+def until(
+    condition: Callable[[], T | None | Literal[False]],
+    seconds: float = 60.0,
+    every: float = 0.05,
+    what: str = "the condition",
+) -> T:
     """Poll `condition` until it returns something true, and return that; fail when `seconds` pass first.
     Tests wait on what they expect this way, never on a fixed sleep."""
     deadline = time.monotonic() + seconds

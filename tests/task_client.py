@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import anyio
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
@@ -32,7 +32,7 @@ class TaskState(Result):
 
 
 class TaskRequest(Request[dict[str, Any], str]):
-    name_param = "taskId"  # SEP-2663: tasks/* carry the task id in the Mcp-Name header
+    name_param: ClassVar[str | None] = "taskId"  # SEP-2663: tasks/* carry the task id in the Mcp-Name header
 
 
 class Tasks(ClientExtension):
