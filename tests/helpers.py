@@ -17,6 +17,8 @@ import pytest
 from mcp_types import TextContent, TextResourceContents
 
 if TYPE_CHECKING:
+    from lancedb.table import LanceTable
+
     from mcp_kb.app import App
     from mcp_kb.settings import Config
 
@@ -24,6 +26,16 @@ T = TypeVar("T")
 
 MakeConfig = Callable[..., "Config"]  # conftest's make_config: KB tables (and top-level settings) -> a Config
 MakeApp = Callable[..., "App"]  # conftest's make_app: KB tables (and top-level settings) -> an App
+
+
+def chunk_table(store: object, kb: str) -> LanceTable:
+    """A KB's chunk table in a LanceDB index, asserting the index is LanceDB's and the table is there."""
+    from mcp_kb.index.store import LanceStore
+
+    assert isinstance(store, LanceStore), store
+    table = store.chunk_table(kb)
+    assert table is not None, f"{kb} has no chunk table"
+    return table
 
 
 def text_of(part: object) -> str:
