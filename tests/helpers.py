@@ -28,12 +28,12 @@ MakeConfig = Callable[..., "Config"]  # conftest's make_config: KB tables (and t
 MakeApp = Callable[..., "App"]  # conftest's make_app: KB tables (and top-level settings) -> an App
 
 
-def chunk_table(store: object, kb: str) -> LanceTable:
-    """A KB's chunk table in a LanceDB index, asserting the index is LanceDB's and the table is there."""
+def chunk_table(store: object, kb: str, generation: str | None = None) -> LanceTable:
+    """A KB's chunk table (of its active generation, or of `generation`) in a LanceDB index, asserting the index is LanceDB's and the table is there."""
     from mcp_kb.index.store import LanceStore
 
     assert isinstance(store, LanceStore), store
-    table = store.chunk_table(kb)
+    table = store.chunk_table(kb, generation)
     assert table is not None, f"{kb} has no chunk table"
     return table
 
