@@ -2,6 +2,7 @@
 delivery ids taken once within a bound, which URL names a webhook. The server around it: tests/http/test_hooks.py."""
 
 from __future__ import annotations
+
 from pathlib import Path
 
 import pytest

@@ -1,6 +1,7 @@
 """Reading rows and listings kept in memory per table version."""
 
 from __future__ import annotations
+
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 

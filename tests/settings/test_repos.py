@@ -2,6 +2,7 @@
 an address that never shows in a configuration error."""
 
 from __future__ import annotations
+
 from pathlib import Path
 
 import pytest
