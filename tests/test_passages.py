@@ -232,7 +232,7 @@ def test_search_over_fetches_until_top_k_distinct_passages(make_app: MakeApp, tm
         embedded.append(text)
         return original(text)
 
-    app.embedder.embed_query = counted  # type: ignore[method-assign]
+    app.embedder.embed_query = counted  # type: ignore[method-assign]  # counts the queries embedded
     deep = app.search(
         "docs", SearchRequest(query="quasar beacon setting part", mode="hybrid", top_k=5, max_per_document=1)
     )
