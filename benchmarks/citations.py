@@ -319,7 +319,7 @@ FALLBACKS: Counter[str] = Counter()  # renderings the tree could not give (print
 def render_search(result) -> str:
     """The search answer as the search tool renders it (plain citations and passages when the tree cannot)."""
     try:
-        from mcp_kb.api import cited_text
+        from mcp_kb.present import cited_text
 
         return cited_text(result)
     except Exception as exc:  # a tree without it, or one in the middle of a change
@@ -330,7 +330,7 @@ def render_search(result) -> str:
 def render_read(answer) -> str:
     """A read's answer as the read tool renders it (its text alone when the tree cannot)."""
     try:
-        from mcp_kb.api import read_text
+        from mcp_kb.present import read_text
 
         return read_text(answer)
     except Exception as exc:

@@ -52,11 +52,10 @@ from mcp_kb.api import (
     ReadRequest,
     SearchRequest,
     SyncRequest,
-    cited_text,
     load_qrels,
     load_queries,
-    read_text,
 )
+from mcp_kb.present import cited_text, read_text
 
 WORK = Path("/tmp/mcp-kb-bench")
 BENCH = WORK / "workbench"

@@ -6,8 +6,9 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from typing import Literal
 
 import anyio
 import uvicorn
@@ -19,7 +20,7 @@ def json_answer(body: bytes, drip: float = 0.0, on_byte: Callable[[], None] = la
     if not drip:
         return Response(body, media_type="application/json")
 
-    async def dripped():
+    async def dripped() -> AsyncIterator[bytes]:
         for offset in range(len(body)):
             yield body[offset : offset + 1]
             on_byte()
@@ -29,7 +30,7 @@ def json_answer(body: bytes, drip: float = 0.0, on_byte: Callable[[], None] = la
 
 
 @contextmanager
-def serve_asgi(app, lifespan: str = "off") -> Iterator[str]:
+def serve_asgi(app: Callable[..., Awaitable[None]], lifespan: Literal["auto", "on", "off"] = "off") -> Iterator[str]:
     """Yields the server's base URL (http://127.0.0.1:PORT) once it accepts connections (and, with
     lifespan="on", once the app's lifespan has started)."""
     sock = socket.socket()

@@ -7,10 +7,20 @@ import functools
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from helpers import OFFLINE_MODEL
+from helpers import OFFLINE_MODEL, MakeApp, MakeConfig
+
+if TYPE_CHECKING:
+    from selenium.webdriver import Chrome
+
+    from mcp_kb.app import App
+    from mcp_kb.models.fastembed import FastEmbedder
+    from mcp_kb.models.fastembed_tokenizer import ModelTokenizer
+    from mcp_kb.settings import Config, FastembedSettings
 
 
 # On machines without internet the shared ONNX export stands in for the hub download.
@@ -34,14 +44,16 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="session")
-def embedding_config():
-    from mcp_kb.settings import build_config
+def embedding_config() -> FastembedSettings:
+    from mcp_kb.settings import FastembedSettings, build_config
 
-    return build_config({}, Path.cwd(), None).embedding
+    config = build_config({}, Path.cwd(), None).embedding
+    assert isinstance(config, FastembedSettings)  # the tests' model is fastembed's
+    return config
 
 
 @pytest.fixture(scope="session")
-def model_folder(embedding_config, embedder) -> Path:
+def model_folder(embedding_config: FastembedSettings, embedder: FastEmbedder) -> Path:
     """The folder of the model the tests were given (a variable, ../shared, or fastembed's download)."""
     from mcp_kb.models.fastembed_tokenizer import tokenizer_dir
 
@@ -49,22 +61,24 @@ def model_folder(embedding_config, embedder) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tokenizer(embedding_config):
+def tokenizer(embedding_config: FastembedSettings) -> ModelTokenizer:
     from mcp_kb.models.fastembed_tokenizer import load_tokenizer
 
     return load_tokenizer(embedding_config)
 
 
 @functools.cache
-def _test_model():
+def _test_model() -> FastEmbedder:
     """The tests' model, one per process (not loaded yet)."""
-    from mcp_kb.settings import build_config
+    from mcp_kb.settings import FastembedSettings, build_config
     from mcp_kb.models.fastembed import FastEmbedder
 
-    return FastEmbedder(build_config({}, Path.cwd(), None).embedding)
+    config = build_config({}, Path.cwd(), None).embedding
+    assert isinstance(config, FastembedSettings)  # the tests' model is fastembed's
+    return FastEmbedder(config)
 
 
-def pytest_configure(config):
+def pytest_configure(config: pytest.Config) -> None:
     """Without a model the suite stops before its first test, in seconds, with one message (in the
     process that starts the workers, which also downloads the model once for them all)."""
     from mcp_kb.errors import ModelError
@@ -82,7 +96,7 @@ def pytest_configure(config):
 
 
 @pytest.fixture(scope="session")
-def fp32_embedder(embedding_config):
+def fp32_embedder(embedding_config: FastembedSettings) -> FastEmbedder:
     """The tests' model with quantize = "none": its vectors do not depend on their batch (int8's activations are
     quantized per batch, which moves a vector by a cosine of about 0.003)."""
     from mcp_kb.models.fastembed import FastEmbedder
@@ -91,7 +105,7 @@ def fp32_embedder(embedding_config):
 
 
 @pytest.fixture(scope="session")
-def embedder():
+def embedder() -> FastEmbedder:
     """The real fastembed model, loaded once per test process for the tests that ask for it (unit tests
     that need no model run without loading one); `.calls` counts embedded texts."""
     model = _test_model()
@@ -100,11 +114,11 @@ def embedder():
 
 
 @pytest.fixture
-def make_config(tmp_path):
+def make_config(tmp_path: Path) -> MakeConfig:
     """Build a validated Config from kb tables, with the index in a temporary folder."""
     from mcp_kb.settings import build_config
 
-    def make(*kbs: dict, **top) -> object:
+    def make(*kbs: dict[str, Any], **top: Any) -> Config:
         raw = {"storage": str(tmp_path / "index"), "kb": list(kbs), **top}
         return build_config(raw, base_dir=tmp_path, source=None)
 
@@ -112,18 +126,18 @@ def make_config(tmp_path):
 
 
 @pytest.fixture
-def make_app(make_config, embedder):
+def make_app(make_config: MakeConfig, embedder: FastEmbedder) -> MakeApp:
     """An App over real LanceDB in tmp_path, sharing the session's loaded model."""
     from mcp_kb.app import App
 
-    def make(*kbs: dict, **top):
+    def make(*kbs: dict[str, Any], **top: Any) -> App:
         return App(make_config(*kbs, **top), embedder=embedder)
 
     return make
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser() -> Iterator[Chrome]:
     """Debian's headless Chromium through its driver (the page's and the MCP App's browser tests)."""
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if not (chromium and driver):
@@ -147,7 +161,7 @@ def browser():
 
 
 @pytest.fixture(autouse=True)
-def _no_remembered_invocation():
+def _no_remembered_invocation() -> Iterator[None]:
     """A CLI command remembers its config for the remedies it words (vocabulary.remember_invocation); the next
     test in this process starts without it."""
     yield

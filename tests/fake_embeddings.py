@@ -12,10 +12,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from asgi_server import json_answer, serve_asgi
 from starlette.applications import Starlette
+
+if TYPE_CHECKING:
+    from mcp_kb.models.base import Embedder
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -32,7 +36,9 @@ class Faults:
     dimension: int | None = None  # cut vectors to this many numbers
     malformed: bool = False
     api_key: str | None = None  # when set, other keys get 401
-    lie: Callable[[dict], object] | None = None  # the answer sent (JSON, or bytes as they are), made from the true one
+    lie: Callable[[dict[str, Any]], object] | None = (
+        None  # the answer sent (JSON, or bytes as they are), made from the true one
+    )
     raw: bytes | None = None  # the body sent instead of any answer
     drip: float = 0.0  # seconds between the bytes of the body
     redirect: str | None = None  # answer 307 to this address
@@ -43,7 +49,7 @@ class Faults:
 
 @dataclass
 class EmbeddingService:
-    embedder: object  # the offline model (tests' session embedder)
+    embedder: Embedder  # the offline model (tests' session embedder)
     model: str = "sentence-transformers/all-MiniLM-L6-v2"
     faults: Faults = field(default_factory=Faults)
     requests: list[tuple[float, int, int]] = field(default_factory=list)  # (time, texts, status)

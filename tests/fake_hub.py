@@ -21,13 +21,13 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 class FakeHub:
-    def __init__(self, repo_id: str, folder: Path, files: list[str]):
+    def __init__(self, repo_id: str, folder: Path, files: list[str]) -> None:
         self.repo_id = repo_id
         self.files = {name: folder / name for name in files}
         self.fetched: list[str] = []  # file names whose contents were sent
         self.url = ""
 
-    def _tree(self) -> list[dict]:
+    def _tree(self) -> list[dict[str, object]]:
         return [
             {"type": "file", "path": name, "size": path.stat().st_size, "oid": _oid(path)}
             for name, path in self.files.items()
@@ -68,7 +68,7 @@ def _oid(path: Path) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # git's blob id
 
 
-def _send_json(handler: BaseHTTPRequestHandler, value) -> None:
+def _send_json(handler: BaseHTTPRequestHandler, value: object) -> None:
     body = json.dumps(value).encode()
     handler.send_response(200)
     handler.send_header("Content-Type", "application/json")
@@ -80,13 +80,13 @@ def _send_json(handler: BaseHTTPRequestHandler, value) -> None:
 @contextmanager
 def serve_hub(hub: FakeHub) -> Iterator[FakeHub]:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
+        def do_GET(self) -> None:
             hub.answer(self, send_body=True)
 
-        def do_HEAD(self):
+        def do_HEAD(self) -> None:
             hub.answer(self, send_body=False)
 
-        def log_message(self, *args):
+        def log_message(self, *args: object) -> None:
             pass
 
     with http_on_loopback(Handler) as hub.url:

@@ -10,11 +10,15 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
 import numpy as np
 from asgi_server import json_answer, serve_asgi
 from starlette.applications import Starlette
+
+if TYPE_CHECKING:
+    from mcp_kb.models.base import Embedder
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -22,7 +26,7 @@ from starlette.routing import Route
 
 @dataclass
 class RerankService:
-    embedder: object
+    embedder: Embedder
     model: str = "test-reranker"
     api_key: str | None = None  # when set, other keys get 401
     delay: float = 0.0  # seconds before answering

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -46,7 +47,7 @@ class Site:
     trap_prefix: str = ""  # paths below it are an endless calendar, each linking to the next
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def html(self, path: str, title: str, body: str, **options) -> None:
+    def html(self, path: str, title: str, body: str, **options: Any) -> None:
         """A page as a documentation site renders it: header, navigation, sidebar, cookie banner, footer."""
         self.pages[path] = Page(page_html(title, body).encode("utf-8"), **options)
 
@@ -162,13 +163,13 @@ def serve_site(site: Site) -> Iterator[Site]:
         def do_GET(self) -> None:
             site.answer(self)
 
-        def log_message(self, *args) -> None:
+        def log_message(self, *args: object) -> None:
             pass
 
     class Server(ThreadingHTTPServer):
         daemon_threads = True
 
-        def handle_error(self, request, client_address) -> None:
+        def handle_error(self, request: object, client_address: object) -> None:
             pass  # a crawler hanging up on a slow or huge answer is part of the tests
 
     server = Server(("127.0.0.1", 0), Handler)

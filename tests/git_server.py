@@ -37,7 +37,7 @@ def git(repo: Path, *args: str, stdin: bytes | None = None) -> str:
 class Repo:
     """A repository with a working tree, on branch main."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path) -> None:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         git(folder, "init", "-q", "-b", "main")

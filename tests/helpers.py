@@ -10,12 +10,40 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import anyio
 import pytest
+from mcp_types import TextContent, TextResourceContents
+
+if TYPE_CHECKING:
+    from lancedb.table import LanceTable
+
+    from mcp_kb.app import App
+    from mcp_kb.index.contract import SyncHolder
+    from mcp_kb.settings import Config
 
 T = TypeVar("T")
+
+MakeConfig = Callable[..., "Config"]  # conftest's make_config: KB tables (and top-level settings) -> a Config
+MakeApp = Callable[..., "App"]  # conftest's make_app: KB tables (and top-level settings) -> an App
+
+
+def chunk_table(store: object, kb: str, generation: str | None = None) -> LanceTable:
+    """A KB's chunk table (of its active generation, or of `generation`) in a LanceDB index, asserting the index is LanceDB's and the table is there."""
+    from mcp_kb.index.store import LanceStore
+
+    assert isinstance(store, LanceStore), store
+    table = store.chunk_table(kb, generation)
+    assert table is not None, f"{kb} has no chunk table"
+    return table
+
+
+def text_of(part: object) -> str:
+    """The text of an MCP content block or resource content, asserting it is text (an image or a blob has none)."""
+    assert isinstance(part, TextContent | TextResourceContents), part
+    return part.text
+
 
 ROOT = Path(__file__).resolve().parents[1]  # the project: README.md, kb.toml.example, mcp_kb/
 SHARED = ROOT.parent / "shared"
@@ -106,7 +134,12 @@ def closed_address() -> str:
         return f"127.0.0.1:{closed.getsockname()[1]}"
 
 
-def until(condition: Callable[[], T], seconds: float = 60.0, every: float = 0.05, what: str = "the condition") -> T:
+def until(
+    condition: Callable[[], T | None | Literal[False]],
+    seconds: float = 60.0,
+    every: float = 0.05,
+    what: str = "the condition",
+) -> T:
     """Poll `condition` until it returns something true, and return that; fail when `seconds` pass first.
     Tests wait on what they expect this way, never on a fixed sleep."""
     deadline = time.monotonic() + seconds
@@ -147,3 +180,9 @@ def http_on_loopback(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def named_holder(holder: SyncHolder | None) -> SyncHolder:
+    """The writer lease's holder a store names (a test that expects one)."""
+    assert holder is not None, "no holder named"
+    return holder

@@ -2,9 +2,10 @@
 harness."""
 
 from datetime import date, datetime
+from pathlib import Path
 
 
-def make_docx(path, extra: str = ""):
+def make_docx(path: Path, extra: str = "") -> Path:
     from docx import Document
 
     document = Document()
@@ -23,11 +24,11 @@ def make_docx(path, extra: str = ""):
     document.add_heading("中文部分", level=1)
     document.add_paragraph("第三季度亚洲订单创下新高。")
     document.sections[0].header.paragraphs[0].text = "CONFIDENTIAL HEADER"
-    document.save(path)
+    document.save(str(path))
     return path
 
 
-def make_pptx(path):
+def make_pptx(path: Path) -> Path:
     from pptx import Presentation
 
     deck = Presentation()
@@ -41,11 +42,11 @@ def make_pptx(path):
         slide.placeholders[1].text = body
         if notes:
             slide.notes_slide.notes_text_frame.text = notes
-    deck.save(path)
+    deck.save(str(path))
     return path
 
 
-def make_xlsx(path):
+def make_xlsx(path: Path) -> Path:
     from openpyxl import Workbook
 
     workbook = Workbook()

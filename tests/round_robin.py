@@ -9,18 +9,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
+from starlette.types import Receive, Scope, Send
 from asgi_server import serve_asgi
 
 _HOP_BY_HOP = {b"host", b"connection", b"keep-alive", b"transfer-encoding", b"content-length"}
 
 
 @contextmanager
-def round_robin(backends: list[str]) -> Iterator[tuple[str, Counter]]:
+def round_robin(backends: list[str]) -> Iterator[tuple[str, Counter[str]]]:
     """Yields the balancer's base URL and a Counter of requests per backend."""
-    served: Counter = Counter()
+    served: Counter[str] = Counter()
     turn = itertools.cycle(backends)
 
-    async def app(scope, receive, send):
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
         backend = next(turn)

@@ -44,7 +44,7 @@ class S3Server:
         self._client().create_bucket(Bucket=name)
         return name
 
-    def storage(self, bucket: str, prefix: str = "index") -> dict:
+    def storage(self, bucket: str, prefix: str = "index") -> dict[str, Any]:
         """The kb.toml `[storage]` table for a folder of this bucket."""
         return {
             "uri": f"s3://{bucket}/{prefix}",
@@ -55,13 +55,13 @@ class S3Server:
         httpx.post(f"{self.endpoint}/moto-api/recorder/reset-recording")
         httpx.post(f"{self.endpoint}/moto-api/recorder/start-recording")
 
-    def recorded(self) -> list[dict]:
+    def recorded(self) -> list[dict[str, Any]]:
         """Requests made since start_recording: method, path, headers (the user agent tells who)."""
         httpx.post(f"{self.endpoint}/moto-api/recorder/stop-recording")
         text = httpx.get(f"{self.endpoint}/moto-api/recorder/download-recording").text
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
-    def _client(self):
+    def _client(self) -> Any:  # boto3 ships no type hints
         return boto3.client(
             "s3",
             endpoint_url=self.endpoint,

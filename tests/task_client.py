@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import anyio
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.session import ClientSession
 from mcp_types import CallToolResult, Request, Result
 
 from mcp_kb.mcp.tasks import TASKS_EXTENSION
@@ -31,7 +32,7 @@ class TaskState(Result):
 
 
 class TaskRequest(Request[dict[str, Any], str]):
-    name_param = "taskId"  # SEP-2663: tasks/* carry the task id in the Mcp-Name header
+    name_param: ClassVar[str | None] = "taskId"  # SEP-2663: tasks/* carry the task id in the Mcp-Name header
 
 
 class Tasks(ClientExtension):
@@ -42,7 +43,7 @@ class Tasks(ClientExtension):
     def __init__(self) -> None:
         self.seen: list[str] = []  # every status message the polls read
 
-    def claims(self):
+    def claims(self) -> list[ResultClaim[CreatedTask]]:
         return [ResultClaim(result_type="task", model=CreatedTask, resolve=self._resolve)]
 
     async def _resolve(self, created: CreatedTask, ctx: ClaimContext) -> CallToolResult:
@@ -58,14 +59,15 @@ class Acknowledged(Result):
     result_type: Literal["complete"]
 
 
-async def ask(session, method: str, task_id: str) -> Any:
+async def ask(session: ClientSession, method: str, task_id: str) -> Any:
     """tasks/get's TaskState; tasks/cancel's and tasks/update's acknowledgement (an empty result)."""
     answer = TaskState if method == "tasks/get" else Acknowledged
     return await session.send_request(TaskRequest(method=method, params={"taskId": task_id}), answer)
 
 
-async def until_ended(session, task_id: str) -> TaskState:
+async def until_ended(session: ClientSession, task_id: str) -> TaskState:
     with anyio.fail_after(60):
         while (state := await ask(session, "tasks/get", task_id)).status == "working":
             await anyio.sleep(0.05)
+    assert isinstance(state, TaskState)
     return state

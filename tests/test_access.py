@@ -7,15 +7,18 @@ import hmac
 import json
 import re
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import jwt
 import pytest
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from fake_issuer import serve_issuer
+from fake_issuer import Issuer, serve_issuer
 
-from mcp_kb.access import OWNER, Gatekeeper, Grant, Identity, RateLimits, Refused
+from mcp_kb.access import OWNER, Gatekeeper, Grant, Identity, IssuerKeys, RateLimits, Refused
 from mcp_kb.errors import ConfigError
+from helpers import MakeConfig
 
 pytestmark = pytest.mark.anyio
 
@@ -27,13 +30,13 @@ KBS = [
 
 
 @pytest.fixture
-def issuer():
+def issuer() -> Iterator[Issuer]:
     with serve_issuer() as issuer:
         yield issuer
 
 
 @pytest.fixture
-def gate(make_config, issuer, monkeypatch):
+def gate(make_config: MakeConfig, issuer: Issuer, monkeypatch: pytest.MonkeyPatch) -> Gatekeeper:
     monkeypatch.setenv("RUNBOOK_TOKEN", "ops-secret-1")
     server = {
         "token": "owner-secret",
@@ -50,42 +53,42 @@ def gate(make_config, issuer, monkeypatch):
     return Gatekeeper(make_config(*KBS, server=server))
 
 
-async def _refusal(gate, token) -> Refused:
+async def _refusal(gate: Gatekeeper, token: str) -> Refused:
     with pytest.raises(Refused) as caught:
         await gate.admit(token)
     return caught.value
 
 
-async def test_a_scoped_token_grants_its_kbs_and_nothing_else(gate):
+async def test_a_scoped_token_grants_its_kbs_and_nothing_else(gate: Gatekeeper) -> None:
     hr = await gate.admit("hr-secret")
     ops = await gate.admit("ops-secret-1")
     owner = await gate.admit("owner-secret")
-    assert (hr.who.name, hr.search, hr.sync) == ("hr", {"hr-policies", "hr-benefits"}, frozenset())
-    assert (ops.who.name, ops.search, ops.sync) == ("ops", {"runbooks"}, {"runbooks"})
+    assert (hr.who.name, hr.search, hr.sync) == ("hr", frozenset({"hr-policies", "hr-benefits"}), frozenset())
+    assert (ops.who.name, ops.search, ops.sync) == ("ops", frozenset({"runbooks"}), frozenset({"runbooks"}))
     assert owner.search == owner.sync == {"hr-policies", "hr-benefits", "runbooks"}
     for wrong in ("hr-secret ", "HR-SECRET", "ops-secret-", "", "owner-secret\x00"):
         assert (await _refusal(gate, wrong)).status == 401
 
 
-async def test_an_access_token_grants_what_its_scopes_and_groups_say(gate, issuer):
+async def test_an_access_token_grants_what_its_scopes_and_groups_say(gate: Gatekeeper, issuer: Issuer) -> None:
     scoped = await gate.admit(issuer.token(AUDIENCE, scope="openid kb:runbooks:sync kb:hr-*:search"))
     grouped = await gate.admit(issuer.token(AUDIENCE, subject="bob", groups=["people-team", "other"]))
     assert (scoped.who.name, scoped.search, scoped.sync) == (
         "alice@example.com",
-        {"runbooks", "hr-policies", "hr-benefits"},
-        {"runbooks"},
+        frozenset({"runbooks", "hr-policies", "hr-benefits"}),
+        frozenset({"runbooks"}),
     )
-    assert (grouped.who.name, grouped.search, grouped.sync) == ("bob", {"hr-benefits"}, frozenset())
+    assert (grouped.who.name, grouped.search, grouped.sync) == ("bob", frozenset({"hr-benefits"}), frozenset())
     nothing = await _refusal(gate, issuer.token(AUDIENCE, scope="openid kb:payroll:search"))
     assert (nothing.status, nothing.error) == (403, "insufficient_scope")
 
 
-async def test_forged_foreign_and_untimely_access_tokens_are_refused(gate, issuer):
-    scope = {"scope": "kb:runbooks:search"}
+async def test_forged_foreign_and_untimely_access_tokens_are_refused(gate: Gatekeeper, issuer: Issuer) -> None:
+    scope: dict[str, Any] = {"scope": "kb:runbooks:search"}
     now = int(time.time())
     public_pem = issuer.keys["key-1"].public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
     claims = {"iss": issuer.url, "aud": AUDIENCE, "sub": "mallory", "exp": now + 300, **scope}
-    unsigned = jwt.encode(claims, None, algorithm="none")
+    unsigned = jwt.encode(claims, None, algorithm="none")  # type: ignore[arg-type]  # "none" signs with no key
     # the classic confusion: an HMAC "signature" keyed with the issuer's public key
     hmac_signed = jwt.encode(claims, b"x" * 32, algorithm="HS256", headers={"kid": "key-1"})
     hmac_with_public_key = _hs256(claims, public_pem)
@@ -117,7 +120,13 @@ async def test_forged_foreign_and_untimely_access_tokens_are_refused(gate, issue
     assert (await gate.admit(issuer.token(AUDIENCE, nbf=now + 10, **scope))).who.name == "alice@example.com"
 
 
-def _hs256(claims, key: bytes) -> str:
+def _keys(gate: Gatekeeper) -> IssuerKeys:
+    """The gate's cache of its issuer's keys (the gate trusts an issuer)."""
+    assert gate.oauth is not None
+    return gate.oauth.keys
+
+
+def _hs256(claims: dict[str, Any], key: bytes) -> str:
     """HS256 by hand: PyJWT itself refuses to use a PEM public key as an HMAC secret."""
 
     def b64(data: bytes) -> bytes:
@@ -131,19 +140,21 @@ def _hs256(claims, key: bytes) -> str:
     return (signing_input + b"." + b64(hmac.new(key, signing_input, hashlib.sha256).digest())).decode()
 
 
-async def test_rotated_keys_are_fetched_once_and_forged_key_ids_cannot_hammer_the_issuer(gate, issuer):
-    scope = {"scope": "kb:runbooks:search"}
+async def test_rotated_keys_are_fetched_once_and_forged_key_ids_cannot_hammer_the_issuer(
+    gate: Gatekeeper, issuer: Issuer
+) -> None:
+    scope: dict[str, Any] = {"scope": "kb:runbooks:search"}
     await gate.admit(issuer.token(AUDIENCE, **scope))
     assert issuer.jwks_fetches == 1
     for _ in range(200):  # cached: no fetch per token
         await gate.admit(issuer.token(AUDIENCE, **scope))
     assert issuer.jwks_fetches == 1
-    gate.oauth.keys.refetch_gap = 0  # the issuer rotates: a token under the new key fetches the keys again
+    _keys(gate).refetch_gap = 0  # the issuer rotates: a token under the new key fetches the keys again
     issuer.new_key("key-2", kind="EC")
     assert (await gate.admit(issuer.token(AUDIENCE, kid="key-2", **scope))).who.name == "alice@example.com"
     assert issuer.jwks_fetches == 2
-    gate.oauth.keys.refetch_gap = 60
-    gate.oauth.keys.tried_at = float("-inf")  # the last fetch was long ago
+    _keys(gate).refetch_gap = 60
+    _keys(gate).tried_at = float("-inf")  # the last fetch was long ago
     forged = [
         jwt.encode({"sub": "x"}, issuer.keys["key-1"], algorithm="RS256", headers={"kid": f"forged-{n}"})
         for n in range(1000)
@@ -154,15 +165,15 @@ async def test_rotated_keys_are_fetched_once_and_forged_key_ids_cannot_hammer_th
 
 
 async def test_an_issuer_that_is_down_leaves_cached_keys_working_until_too_old_and_never_admits_without_keys(
-    gate, issuer, make_config
-):
-    scope = {"scope": "kb:runbooks:search"}
+    gate: Gatekeeper, issuer: Issuer, make_config: MakeConfig
+) -> None:
+    scope: dict[str, Any] = {"scope": "kb:runbooks:search"}
     token = issuer.token(AUDIENCE, **scope)
     await gate.admit(token)
     issuer.down = True
     assert (await gate.admit(token)).who.name == "alice@example.com"  # the keys fetched before still serve
-    gate.oauth.keys.fetched_at -= 10 * 3600  # they are now older than keys_max_age
-    gate.oauth.keys.tried_at = float("-inf")
+    _keys(gate).fetched_at -= 10 * 3600  # they are now older than keys_max_age
+    _keys(gate).tried_at = float("-inf")
     assert (await _refusal(gate, issuer.token(AUDIENCE, subject="zed", **scope))).status == 503
     assert (await gate.admit(token)).who.name == "alice@example.com"  # checked before, in date: still admitted
 
@@ -171,7 +182,7 @@ async def test_an_issuer_that_is_down_leaves_cached_keys_working_until_too_old_a
     assert [r.status for r in refusals] == [503] * 3
 
 
-async def test_concurrent_first_tokens_share_one_key_fetch(gate, issuer):
+async def test_concurrent_first_tokens_share_one_key_fetch(gate: Gatekeeper, issuer: Issuer) -> None:
     tokens = [issuer.token(AUDIENCE, subject=f"user{n}", scope="kb:runbooks:search") for n in range(20)]
     async with anyio.create_task_group() as group:
         for token in tokens:
@@ -179,7 +190,7 @@ async def test_concurrent_first_tokens_share_one_key_fetch(gate, issuer):
     assert issuer.jwks_fetches == 1
 
 
-def test_rate_limits_count_per_caller_and_say_when_to_retry():
+def test_rate_limits_count_per_caller_and_say_when_to_retry() -> None:
     now = [1000.0]
     limits = RateLimits(kept=100, clock=lambda: now[0])
     ops = Grant(Identity("token", "ops"), frozenset({"runbooks"}), requests_per_minute=3)
@@ -196,7 +207,7 @@ def test_rate_limits_count_per_caller_and_say_when_to_retry():
     assert len(limits.buckets) == 100
 
 
-async def test_an_oauth_subject_named_like_a_token_or_the_owner_is_neither(gate, issuer):
+async def test_an_oauth_subject_named_like_a_token_or_the_owner_is_neither(gate: Gatekeeper, issuer: Issuer) -> None:
     as_owner = await gate.admit(issuer.token(AUDIENCE, subject="owner", scope="kb:runbooks:search"))
     as_ops = await gate.admit(issuer.token(AUDIENCE, subject="ops", scope="kb:runbooks:search"))
     ops, owner = await gate.admit("ops-secret-1"), await gate.admit("owner-secret")
@@ -232,12 +243,16 @@ async def test_an_oauth_subject_named_like_a_token_or_the_owner_is_neither(gate,
         ),
     ],
 )
-def test_grants_that_cannot_work_are_config_errors(make_config, server, message):
+def test_grants_that_cannot_work_are_config_errors(
+    make_config: MakeConfig, server: dict[str, Any], message: str
+) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         make_config(*KBS, server=server)
 
 
-def test_an_unset_secret_variable_is_named_and_no_secret_is_shown(make_config, monkeypatch):
+def test_an_unset_secret_variable_is_named_and_no_secret_is_shown(
+    make_config: MakeConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("MISSING_TOKEN", raising=False)
     config = make_config(*KBS, server={"tokens": [{"name": "hr", "secret_env": "MISSING_TOKEN", "kbs": ["hr-*"]}]})
     with pytest.raises(ConfigError, match="MISSING_TOKEN"):
@@ -261,12 +276,14 @@ GARBAGE_JWKS = [
 
 
 @pytest.mark.parametrize("garbage", GARBAGE_JWKS, ids=lambda body: body[:24].decode(errors="replace"))
-async def test_an_issuer_answering_garbage_gets_refusals_never_a_server_error(gate, issuer, make_config, garbage):
-    scope = {"scope": "kb:runbooks:search"}
+async def test_an_issuer_answering_garbage_gets_refusals_never_a_server_error(
+    gate: Gatekeeper, issuer: Issuer, make_config: MakeConfig, garbage: bytes
+) -> None:
+    scope: dict[str, Any] = {"scope": "kb:runbooks:search"}
     known = issuer.token(AUDIENCE, **scope)
     await gate.admit(known)  # keys held from before
     issuer.garbage = garbage
-    gate.oauth.keys.refetch_gap = 0
+    _keys(gate).refetch_gap = 0
     unknown = jwt.encode({"sub": "x"}, issuer.keys["key-1"], algorithm="RS256", headers={"kid": "unknown"})
     assert (await _refusal(gate, unknown)).status == 401
     assert (await gate.admit(issuer.token(AUDIENCE, subject="bob", **scope))).who.name == "bob"  # old keys serve
@@ -275,21 +292,21 @@ async def test_an_issuer_answering_garbage_gets_refusals_never_a_server_error(ga
     assert refused.status == 503 and refused.retry_after
 
 
-async def test_a_token_whose_key_id_is_not_text_is_refused_as_malformed(gate, issuer):
-    def part(value: dict) -> str:
+async def test_a_token_whose_key_id_is_not_text_is_refused_as_malformed(gate: Gatekeeper, issuer: Issuer) -> None:
+    def part(value: dict[str, Any]) -> str:
         return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
 
     token = f"{part({'alg': 'RS256', 'kid': ['key-1']})}.{part({'sub': 'x'})}.AAAA"
     assert (await _refusal(gate, token)).status == 401
 
 
-async def test_requests_waiting_on_a_slow_issuer_share_one_fetch(gate, issuer):
+async def test_requests_waiting_on_a_slow_issuer_share_one_fetch(gate: Gatekeeper, issuer: Issuer) -> None:
     """Three unknown key ids and a token under a newly published key, while the issuer takes 1.5 s an
     answer: one fetch serves them all (it used to be one after another, each after the last had ended)."""
-    scope = {"scope": "kb:runbooks:search"}
+    scope: dict[str, Any] = {"scope": "kb:runbooks:search"}
     await gate.admit(issuer.token(AUDIENCE, **scope))
-    gate.oauth.keys.refetch_gap = 1.0  # shorter than one slow answer
-    gate.oauth.keys.tried_at = float("-inf")  # the last fetch was long ago
+    _keys(gate).refetch_gap = 1.0  # shorter than one slow answer
+    _keys(gate).tried_at = float("-inf")  # the last fetch was long ago
     issuer.delay = 1.5
     issuer.new_key("key-new")
     tokens = [
@@ -312,9 +329,10 @@ async def test_requests_waiting_on_a_slow_issuer_share_one_fetch(gate, issuer):
     assert issuer.jwks_fetches == 2  # the first one, and one for the burst
 
 
-async def test_a_dripped_jwks_is_cut_at_the_fetch_deadline(make_config, issuer):
+async def test_a_dripped_jwks_is_cut_at_the_fetch_deadline(make_config: MakeConfig, issuer: Issuer) -> None:
     """A byte every 20 ms would take a minute to send the keys: the fetch as a whole has a deadline."""
     cold = Gatekeeper(make_config(*KBS, server={"oauth": {"issuer": issuer.url, "audience": AUDIENCE}}))
+    assert cold.oauth
     cold.oauth.keys.deadline = 1.0
     issuer.drip = 0.02
     with anyio.fail_after(30):

@@ -80,7 +80,7 @@ def _name(path: Path) -> str:
 def _imports(path: Path) -> set[str]:
     """Absolute names of every module the file imports (relative imports resolved)."""
     package = _name(path).split(".") if path.name == "__init__.py" else _name(path).split(".")[:-1]
-    names = set()
+    names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
@@ -98,7 +98,7 @@ def _tier(module: str) -> int | None:
 
 
 @pytest.mark.parametrize("path", MODULES, ids=_name)
-def test_every_module_has_a_tier_and_imports_only_its_own_tier_or_below(path):
+def test_every_module_has_a_tier_and_imports_only_its_own_tier_or_below(path: Path) -> None:
     module = _name(path)
     if module == "mcp_kb":
         return  # the package's lazy exports name every layer on purpose
@@ -109,7 +109,7 @@ def test_every_module_has_a_tier_and_imports_only_its_own_tier_or_below(path):
 
 
 @pytest.mark.parametrize("path", MODULES, ids=_name)
-def test_only_the_index_package_imports_lancedb(path):
+def test_only_the_index_package_imports_lancedb(path: Path) -> None:
     if not _name(path).startswith("mcp_kb.index"):
         assert not any(name.split(".")[0] == "lancedb" for name in _imports(path))
 
@@ -127,7 +127,7 @@ _MODEL_RUNTIME_USERS = (
 
 
 @pytest.mark.parametrize("path", MODULES, ids=_name)
-def test_only_the_fastembed_provider_imports_model_runtimes(path):
+def test_only_the_fastembed_provider_imports_model_runtimes(path: Path) -> None:
     # the fastembed provider's modules, its int8 copies (quantize) and its model run without fastembed (onnx_session)
     if _name(path) not in _MODEL_RUNTIME_USERS:
         assert not any(
@@ -135,7 +135,7 @@ def test_only_the_fastembed_provider_imports_model_runtimes(path):
         )
 
 
-def test_search_never_imports_sync():
+def test_search_never_imports_sync() -> None:
     assert not {name for name in _imports(PACKAGE / "search.py") if name.startswith("mcp_kb.sync")}
 
 
@@ -193,11 +193,11 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return groups
 
 
-def test_no_modules_import_each_other_by_any_path():
+def test_no_modules_import_each_other_by_any_path() -> None:
     assert _cycles(_module_graph()) == []
 
 
-def test_no_folders_import_each_other_by_any_path():
+def test_no_folders_import_each_other_by_any_path() -> None:
     """Folders as units (`mcp_kb.index`, `mcp_kb.ingest`, ...; top-level modules stand for themselves)."""
 
     def folder(module: str) -> str:
@@ -242,13 +242,13 @@ def _inner_modules(names: set[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("path", [path for path in MODULES if _within(_name(path), FACES)], ids=_name)
-def test_a_face_imports_only_the_public_api_settings_and_faces(path):
+def test_a_face_imports_only_the_public_api_settings_and_faces(path: Path) -> None:
     """What a face cannot import it cannot re-decide: the core's inner modules are its own."""
     inner = _inner_modules(_imports(path))
     assert not inner, f"{_name(path)} imports {inner}: use mcp_kb.api (offer the name in its module's __all__)"
 
 
-def test_the_face_rule_fails_on_an_inner_import():
+def test_the_face_rule_fails_on_an_inner_import() -> None:
     assert _inner_modules({"mcp_kb.api.App", "mcp_kb.settings.Config", "mcp_kb.mcp.guard"}) == []
     assert _inner_modules({"mcp_kb.api.App", "mcp_kb.index.state.sync_activity"}) == ["mcp_kb.index.state"]
     assert _inner_modules({"mcp_kb.records"}) == ["mcp_kb.records"]
@@ -291,13 +291,13 @@ def _is_json_form(node: ast.expr, forms: set[str]) -> bool:
 
 
 @pytest.mark.parametrize("path", [path for path in MODULES if _within(_name(path), FACES)], ids=_name)
-def test_a_face_reads_a_records_attributes_not_the_keys_of_its_json_form(path):
+def test_a_face_reads_a_records_attributes_not_the_keys_of_its_json_form(path: Path) -> None:
     """A record's JSON form is what a face hands on (printed, sent); what it reads, it reads typed, so a renamed
     field fails the type check rather than a page in a browser."""
     assert _key_reads(path.read_text(encoding="utf-8")) == []
 
 
-def test_the_key_rule_fails_on_a_face_reading_keys():
+def test_the_key_rule_fails_on_a_face_reading_keys() -> None:
     assert _key_reads("files = status.as_dict()['files']") == ["status.as_dict()['files']"]
     assert _key_reads("form = answer.model_dump(mode='json')\nform.get('hits')") == ["form.get('hits')"]
     picked = "def _polled(status):\n    return status['name']\n\n_polled(glance.as_dict())"
@@ -305,7 +305,7 @@ def test_the_key_rule_fails_on_a_face_reading_keys():
     assert _key_reads("print(json_text(status))\nstatus.files") == []
 
 
-def test_models_never_import_the_index():
+def test_models_never_import_the_index() -> None:
     reached = {
         f"{module} → {target}"
         for module, targets in _module_graph().items()
@@ -316,7 +316,7 @@ def test_models_never_import_the_index():
     assert not reached
 
 
-def test_the_cli_starts_servers_through_serving_and_the_mcp_face_knows_no_transport():
+def test_the_cli_starts_servers_through_serving_and_the_mcp_face_knows_no_transport() -> None:
     """The CLI's `serve` and `ui` only start what serve.py composes; the MCP surface never reaches into the CLI,
     the serving module or the HTTP edge (transports, signals and the page beside it are serve.py's)."""
     reached = {name for name in _imports(PACKAGE / "cli.py") if name.startswith(("mcp_kb.mcp", "mcp_kb.ui"))}
@@ -330,7 +330,7 @@ def test_the_cli_starts_servers_through_serving_and_the_mcp_face_knows_no_transp
 
 
 @pytest.mark.parametrize("path", MODULES, ids=_name)
-def test_every_module_says_its_concern_in_a_docstring(path):
+def test_every_module_says_its_concern_in_a_docstring(path: Path) -> None:
     assert ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))), f"{_name(path)} has no module docstring"
 
 
@@ -356,7 +356,7 @@ def _calls_into_environment(tree: ast.AST) -> list[int]:
 
 
 @pytest.mark.parametrize("path", MODULES, ids=_name)
-def test_only_the_settings_read_the_environment(path):
+def test_only_the_settings_read_the_environment(path: Path) -> None:
     if _name(path) != "mcp_kb.settings.variables":
         lines = _calls_into_environment(ast.parse(path.read_text(encoding="utf-8")))
         assert not lines, (
@@ -368,7 +368,7 @@ _SQL = re.compile(r"\s(AND|OR|BETWEEN)\s|\sIN \(|regexp_like\(|starts_with\(|arr
 
 
 @pytest.mark.parametrize("path", MODULES, ids=_name)
-def test_only_the_filters_module_composes_predicate_text(path):
+def test_only_the_filters_module_composes_predicate_text(path: Path) -> None:
     if _name(path) == "mcp_kb.index.filters":
         return
     texts = [
@@ -381,7 +381,7 @@ def test_only_the_filters_module_composes_predicate_text(path):
 
 
 @pytest.mark.parametrize("path", MODULES, ids=_name)
-def test_only_the_source_seam_knows_the_source_kinds(path):
+def test_only_the_source_seam_knows_the_source_kinds(path: Path) -> None:
     """What a file or a web page is stays with folders.py and web.py; everything else asks ingest/sources.py."""
     if _name(path).startswith("mcp_kb.ingest"):
         return
@@ -390,7 +390,7 @@ def test_only_the_source_seam_knows_the_source_kinds(path):
 
 
 @pytest.mark.parametrize("face", ["mcp_kb.mcp", "mcp_kb.ui"])
-def test_only_the_http_edge_reads_a_requests_credentials(face):
+def test_only_the_http_edge_reads_a_requests_credentials(face: str) -> None:
     """One way to read a bearer header or the page's cookie (http/edge.py): the faces ask it."""
     readers = []
     for path in MODULES:
@@ -403,6 +403,7 @@ def test_only_the_http_edge_reads_a_requests_credentials(face):
                 and node.value.lower() in ("authorization", b"authorization", "mcp_kb_token")
             )
             if named or (isinstance(node, ast.Attribute) and node.attr == "cookies"):
+                assert isinstance(node, ast.expr)
                 readers.append(f"{_name(path)}:{node.lineno}")
     assert not readers, f"read credentials through mcp_kb.http.edge: {readers}"
 
@@ -411,7 +412,7 @@ _TARGET = re.compile(r"^mcp_kb(\.\w+)+(:\w+)?$")  # a module named as text: "mcp
 
 
 @pytest.mark.parametrize("path", MODULES, ids=_name)
-def test_no_module_names_one_of_a_higher_tier_as_text(path):
+def test_no_module_names_one_of_a_higher_tier_as_text(path: Path) -> None:
     """Lazy imports by name ("package.module:Name") obey the tiers as imports do: each implementing package
     binds its own parts to the registries, so no module names one above it."""
     module = _name(path)

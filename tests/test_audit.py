@@ -1,6 +1,8 @@
 """The audit trail: what a line holds (and does not), rotation, and `mcp-kb stats --callers`."""
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -16,7 +18,7 @@ from mcp_kb.settings import ServerConfig
 HR = Identity("token", "hr")
 
 
-def test_a_line_says_who_did_what_and_holds_the_query_only_when_asked(tmp_path):
+def test_a_line_says_who_did_what_and_holds_the_query_only_when_asked(tmp_path: Path) -> None:
     quiet = AuditTrail(ServerConfig(audit_log=str(tmp_path / "quiet.jsonl")))
     telling = AuditTrail(ServerConfig(audit_log=str(tmp_path / "telling.jsonl"), audit_queries=True))
     for trail in (quiet, telling):
@@ -36,7 +38,7 @@ def test_a_line_says_who_did_what_and_holds_the_query_only_when_asked(tmp_path):
     assert telling_lines[0]["query"] == "my salary"
 
 
-def test_the_trail_rotates_by_size_and_the_summary_reads_both_files(tmp_path):
+def test_the_trail_rotates_by_size_and_the_summary_reads_both_files(tmp_path: Path) -> None:
     trail = AuditTrail(ServerConfig(audit_log=str(tmp_path / "audit.jsonl"), audit_max_mb=0.001))  # ~1 KB
     for n in range(30):
         trail.record(
@@ -57,7 +59,7 @@ def test_the_trail_rotates_by_size_and_the_summary_reads_both_files(tmp_path):
     assert summary["dev"].kbs == {"api": summary["dev"].requests}
 
 
-def test_a_token_an_oauth_subject_and_the_owner_of_one_name_are_three_callers(tmp_path):
+def test_a_token_an_oauth_subject_and_the_owner_of_one_name_are_three_callers(tmp_path: Path) -> None:
     trail = AuditTrail(ServerConfig(audit_log=str(tmp_path / "audit.jsonl")))
     for who in (
         OWNER,
@@ -77,7 +79,7 @@ def test_a_token_an_oauth_subject_and_the_owner_of_one_name_are_three_callers(tm
     ]
 
 
-def test_stats_callers_prints_the_summary_and_says_when_there_is_no_trail(tmp_path):
+def test_stats_callers_prints_the_summary_and_says_when_there_is_no_trail(tmp_path: Path) -> None:
     config = tmp_path / "kb.toml"
     config.write_text(
         f'storage = "{tmp_path / "index"}"\n[server]\naudit_log = "audit.jsonl"\n'
@@ -98,7 +100,7 @@ def test_stats_callers_prints_the_summary_and_says_when_there_is_no_trail(tmp_pa
     assert missing.exit_code != 0 and "set [server] audit_log" in missing.output
 
 
-def test_a_line_holding_unicode_line_separators_is_still_one_request(tmp_path):
+def test_a_line_holding_unicode_line_separators_is_still_one_request(tmp_path: Path) -> None:
     trail = AuditTrail(ServerConfig(audit_log=str(tmp_path / "audit.jsonl"), audit_queries=True))
     for query in ("plain", "one\u2028two", "three\u2029four", "five\x85six", "seven\x1cseven"):
         trail.record(HR, "policies", "tool search_policies", 1.0, results=1, query=query)
@@ -106,7 +108,7 @@ def test_a_line_holding_unicode_line_separators_is_still_one_request(tmp_path):
     assert hr.requests == 5  # str.splitlines() would have cut four of them in two
 
 
-def test_caller_text_printed_by_stats_callers_cannot_forge_a_line_or_command_the_terminal(tmp_path):
+def test_caller_text_printed_by_stats_callers_cannot_forge_a_line_or_command_the_terminal(tmp_path: Path) -> None:
     config = tmp_path / "kb.toml"
     config.write_text(
         f'storage = "{tmp_path / "index"}"\n[server]\naudit_log = "audit.jsonl"\n'
@@ -120,9 +122,11 @@ def test_caller_text_printed_by_stats_callers_cannot_forge_a_line_or_command_the
     assert "x\\nowner: 999 requests (0 failed)\\x1b[2J\\u2028\\u202e (OAuth https://id.example): 1 requests" in shown
 
 
-def test_a_trail_that_cannot_be_written_lets_requests_go_on_loudly_unless_it_is_required(tmp_path, caplog):
+def test_a_trail_that_cannot_be_written_lets_requests_go_on_loudly_unless_it_is_required(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     (tmp_path / "blocked").write_text("a file where the trail's folder should be")
-    settings = {"audit_log": str(tmp_path / "blocked" / "audit.jsonl")}
+    settings: dict[str, Any] = {"audit_log": str(tmp_path / "blocked" / "audit.jsonl")}
     lenient = AuditTrail(ServerConfig(**settings))
     with caplog.at_level("ERROR", logger="mcp_kb.audit"):
         for _ in range(3):

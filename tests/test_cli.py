@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from mcp_kb.api import SyncProgress
-from click.testing import CliRunner
-from helpers import ROOT, until, write
+from click.testing import CliRunner, Result
+from helpers import ROOT, until, write, text_of
 
 from mcp_kb.cli import main
 from mcp_kb.settings import load_config
@@ -24,7 +24,7 @@ COMMANDS_PAGE = ROOT / "docs" / "commands.md"
 
 
 @pytest.fixture
-def project(tmp_path, monkeypatch):
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     write(
         tmp_path / "docs" / "guide.md",
         "# Guide\n\n## Install\n\nRun pip install mcp-kb to install the package.\n\n"
@@ -40,38 +40,38 @@ def project(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _run(*args):
+def _run(*args: str) -> Result:
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
-def test_check_reports_files_chunks_and_skipped_reasons(project):
+def test_check_reports_files_chunks_and_skipped_reasons(project: Path) -> None:
     result = _run("check")
     assert result.exit_code == 0, result.output
     assert "docs (tool search_docs): 2 files (1 .md, 1 .txt)" in result.output
     assert "skipped fake.md: binary content" in result.output
 
 
-def test_chunks_shows_heading_paths_and_token_counts(project):
+def test_chunks_shows_heading_paths_and_token_counts(project: Path) -> None:
     result = _run("chunks", "docs/guide.md")
     assert result.exit_code == 0
     assert re.search(r"--- chunk 0 · \d+ tokens · lines \d+-\d+ · Guide", result.output)
     assert "E5021" in result.output
 
 
-def test_chunks_of_a_converted_file_name_the_lines_of_its_reading_form(project):
+def test_chunks_of_a_converted_file_name_the_lines_of_its_reading_form(project: Path) -> None:
     from docx import Document
 
     document = Document()
     document.add_heading("Travel", level=1)
     document.add_paragraph("Book flights through the travel desk; economy class for short trips.")
-    document.save(project / "docs" / "travel.docx")
+    document.save(str(project / "docs" / "travel.docx"))
     result = _run("chunks", "docs/travel.docx")
     assert result.exit_code == 0 and "None" not in result.output
     # the reading form is `# Travel`, a blank line, the paragraph: a read by lines 3-3 finds it
     assert re.fullmatch(r"--- chunk 0 · \d+ tokens · lines 3-3 · Travel", result.output.splitlines()[0])
 
 
-def test_sync_status_and_search_round_trip(project):
+def test_sync_status_and_search_round_trip(project: Path) -> None:
     sync = _run("sync", "--json")
     assert sync.exit_code == 0, sync.output
     assert json.loads(sync.stdout)[0]["files_added"] == 2
@@ -84,7 +84,7 @@ def test_sync_status_and_search_round_trip(project):
     assert text.output.startswith("[1] guide.md › Guide")
 
 
-def test_read_and_ls_print_documents_from_the_index(project):
+def test_read_and_ls_print_documents_from_the_index(project: Path) -> None:
     assert _run("sync").exit_code == 0
     (project / "docs" / "guide.md").unlink()  # the index holds it: reading needs no source
     section = _run("read", "docs", "guide.md", "--section", "Guide › Errors")
@@ -117,20 +117,20 @@ def test_read_and_ls_print_documents_from_the_index(project):
     assert missing.exit_code == 1 and missing.output.count("\n") == 1 and "has no document 'nope.md'" in missing.output
 
 
-def test_known_errors_are_one_line_and_exit_1(project):
+def test_known_errors_are_one_line_and_exit_1(project: Path) -> None:
     result = CliRunner().invoke(main, ["search", "nope", "x"])
     assert result.exit_code == 1
     assert result.output.strip() == "Error: unknown knowledge base 'nope'; configured: docs"
 
 
-def test_missing_config_explains_how_to_start(tmp_path, monkeypatch):
+def test_missing_config_explains_how_to_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MCP_KB_CONFIG", raising=False)
     result = CliRunner().invoke(main, ["status"])
     assert result.exit_code == 1 and "no kb.toml here: `mcp-kb init` writes a starter" in result.output
 
 
-def test_init_writes_a_starter_that_syncs_and_never_overwrites(tmp_path, monkeypatch):
+def test_init_writes_a_starter_that_syncs_and_never_overwrites(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
     write(tmp_path / "team handbook" / "leave.md", "# Leave\n\nAnnual leave is requested in the HR portal.\n")
@@ -146,13 +146,15 @@ def test_init_writes_a_starter_that_syncs_and_never_overwrites(tmp_path, monkeyp
     assert (tmp_path / "kb.toml").read_text(encoding="utf-8") == starter
 
 
-def test_zero_config_folder(project, monkeypatch):
+def test_zero_config_folder(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MCP_KB_STORAGE", str(project / "zero-index"))
     result = _run("sync", "-c", str(project / "docs"))
     assert result.exit_code == 0 and "docs: 2 added" in result.output
 
 
-def test_init_never_writes_through_a_kb_toml_that_links_to_nowhere(tmp_path, monkeypatch):
+def test_init_never_writes_through_a_kb_toml_that_links_to_nowhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "kb.toml").symlink_to(tmp_path / "planted.toml")
     result = CliRunner().invoke(main, ["init", "docs"])
@@ -161,7 +163,9 @@ def test_init_never_writes_through_a_kb_toml_that_links_to_nowhere(tmp_path, mon
     assert result.output.count("\n") == 1
 
 
-def test_init_words_a_hostile_config_path_on_one_line_and_the_next_step_names_it(tmp_path, monkeypatch):
+def test_init_words_a_hostile_config_path_on_one_line_and_the_next_step_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A path's line break split the `Error:` line in two (an ESC in it reached the terminal as a command)."""
     monkeypatch.chdir(tmp_path)
     refused = CliRunner().invoke(main, ["init", "docs", "-c", str(tmp_path / "no such" / "a\nb\x1b[2J.toml")])
@@ -191,7 +195,7 @@ HOSTILE_FOLDER_NAMES = [
 ]
 
 
-def test_init_sync_and_serve_take_a_folder_of_any_name(tmp_path, monkeypatch):
+def test_init_sync_and_serve_take_a_folder_of_any_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each works on every name, but init refuses one that is not UTF-8 (TOML holds only text) in one line; the
     starter init writes reads back, by tomllib and by the config loader, as exactly that folder."""
     monkeypatch.chdir(tmp_path)
@@ -239,17 +243,17 @@ COMMANDS = [
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_command_has_help_and_is_on_the_commands_page(command):
+def test_every_command_has_help_and_is_on_the_commands_page(command: str) -> None:
     result = _run(*command.split(), "--help")
     assert result.exit_code == 0 and "Example:" in result.output
     assert f"mcp-kb {command}" in COMMANDS_PAGE.read_text(encoding="utf-8")
 
 
-def test_every_command_is_listed_here():
+def test_every_command_is_listed_here() -> None:
     assert sorted(main.commands) == sorted({command.split()[0] for command in COMMANDS})
 
 
-def test_quick_start_on_the_bundled_examples(tmp_path, monkeypatch):
+def test_quick_start_on_the_bundled_examples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The README's first command: sync kb.toml.example and search both example KBs."""
     monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
     example = str(ROOT / "kb.toml.example")
@@ -270,7 +274,7 @@ def _help_examples(kb: str) -> list[list[str]]:
     return lines
 
 
-def test_the_help_examples_run_on_the_bundled_example(tmp_path, monkeypatch):
+def test_the_help_examples_run_on_the_bundled_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`mcp-kb read --help` showed a file the example has not (leave.md): each help example naming the example's
     KB runs as shown, in a copy of the example with its config as kb.toml, and finds what it asks for. Tagging and
     rolling back change the KB (their own tests run them)."""
@@ -288,7 +292,7 @@ def test_the_help_examples_run_on_the_bundled_example(tmp_path, monkeypatch):
     assert "Submit the request in the HR Portal" in section
 
 
-def test_the_worked_example_answers_as_its_page_says(tmp_path, monkeypatch):
+def test_the_worked_example_answers_as_its_page_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/clients.md's worked example, each line searched as the model would call the tool."""
     monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
     example, page = str(ROOT / "kb.toml.example"), (ROOT / "docs" / "clients.md").read_text(encoding="utf-8")
@@ -306,7 +310,7 @@ def test_the_worked_example_answers_as_its_page_says(tmp_path, monkeypatch):
     assert {hit["source"] for hit in recent["results"]} == {"annual-leave.md"}  # 2024; expenses.md is 2023
 
 
-def test_eval_reports_quality_per_mode(tmp_path, monkeypatch):
+def test_eval_reports_quality_per_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
     example = str(ROOT / "kb.toml.example")
     _run("sync", "-c", example, "product_docs")
@@ -325,7 +329,7 @@ def test_eval_reports_quality_per_mode(tmp_path, monkeypatch):
     assert scores["keyword"]["recall_at_k"] == 1.0
 
 
-def test_eval_self_reports_a_hit_rate_without_labels(tmp_path, monkeypatch):
+def test_eval_self_reports_a_hit_rate_without_labels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
     example = str(ROOT / "kb.toml.example")
     _run("sync", "-c", example, "product_docs")
@@ -347,7 +351,7 @@ def test_eval_self_reports_a_hit_rate_without_labels(tmp_path, monkeypatch):
     assert re.search(r"^  hit@10 without labels", stats, re.M) and "no searches recorded yet" in stats
 
 
-def test_status_search_and_check_work_while_a_kb_folder_is_missing(project):
+def test_status_search_and_check_work_while_a_kb_folder_is_missing(project: Path) -> None:
     assert _run("sync").exit_code == 0
     (project / "docs").rename(project / "unmounted")
     status = _run("status")
@@ -361,7 +365,7 @@ def test_status_search_and_check_work_while_a_kb_folder_is_missing(project):
     assert "docs: 2 files" in _run("status").output
 
 
-def test_sync_releases_the_model_once_its_kbs_are_embedded(project, monkeypatch):
+def test_sync_releases_the_model_once_its_kbs_are_embedded(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mcp_kb.models.fastembed import FastEmbedder
 
     released = []
@@ -370,7 +374,7 @@ def test_sync_releases_the_model_once_its_kbs_are_embedded(project, monkeypatch)
     assert len(released) == 1
 
 
-def test_sync_refuses_to_empty_a_kb_without_allow_mass_delete(project):
+def test_sync_refuses_to_empty_a_kb_without_allow_mass_delete(project: Path) -> None:
     assert _run("sync").exit_code == 0
     for path in (project / "docs").iterdir():
         path.unlink()
@@ -381,7 +385,7 @@ def test_sync_refuses_to_empty_a_kb_without_allow_mass_delete(project):
     assert json.loads(allowed.stdout)[0]["files_deleted"] == 2
 
 
-def test_every_command_takes_a_folder_the_way_serve_does(tmp_path, monkeypatch):
+def test_every_command_takes_a_folder_the_way_serve_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
     write(tmp_path / "notes" / "deploy.md", "# Deploy\n\nRoll back with the release tool when a canary fails.\n")
     folder = str(tmp_path / "notes")
@@ -392,7 +396,9 @@ def test_every_command_takes_a_folder_the_way_serve_does(tmp_path, monkeypatch):
     assert both.exit_code == 1 and "give one of them, not both" in both.output
 
 
-def test_eval_warns_about_judged_documents_the_kb_does_not_hold(tmp_path, monkeypatch):
+def test_eval_warns_about_judged_documents_the_kb_does_not_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "index"))
     example = str(ROOT / "kb.toml.example")
     _run("sync", "-c", example, "product_docs")
@@ -408,8 +414,9 @@ def test_eval_warns_about_judged_documents_the_kb_does_not_hold(tmp_path, monkey
     assert "warning: 1 of 2 judged documents are not in the knowledge base (e.g. 'errors.md')" in result.stderr
 
 
-def test_an_index_written_by_a_newer_mcp_kb_is_refused_not_rebuilt_over(project):
-    from mcp_kb.index.store import LAYOUT_VERSION, LanceStore
+def test_an_index_written_by_a_newer_mcp_kb_is_refused_not_rebuilt_over(project: Path) -> None:
+    from mcp_kb.index.state_table import LAYOUT_VERSION
+    from mcp_kb.index.store import LanceStore
 
     assert _run("sync").exit_code == 0
     store = LanceStore(str(project / "index"))
@@ -437,12 +444,12 @@ def _served_search(config: Path) -> str:
         async with Client(build_server(App(load_config(config)))) as client:
             result = await client.call_tool("search_docs", {"query": "install"})
             assert result.is_error
-            return result.content[0].text
+            return text_of(result.content[0])
 
     return anyio.run(ask)
 
 
-def test_status_shows_the_running_sync_of_its_kb_only_and_a_second_sync_names_it(project):
+def test_status_shows_the_running_sync_of_its_kb_only_and_a_second_sync_names_it(project: Path) -> None:
     from mcp_kb.settings import load_config
     from mcp_kb.index.state import sync_lock, write_progress
     from mcp_kb.index.store import LanceStore
@@ -460,10 +467,12 @@ def test_status_shows_the_running_sync_of_its_kb_only_and_a_second_sync_names_it
     assert busy.exit_code == 1 and "a sync of docs is already running" in busy.output
 
 
-def test_ctrl_c_during_a_sync_says_the_index_is_consistent_and_the_next_sync_continues(project, monkeypatch):
+def test_ctrl_c_during_a_sync_says_the_index_is_consistent_and_the_next_sync_continues(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mcp_kb.app import App
 
-    def interrupted(*args, **kwargs):
+    def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(App, "sync", interrupted)
@@ -482,7 +491,7 @@ def test_ctrl_c_during_a_sync_says_the_index_is_consistent_and_the_next_sync_con
     ), rebuilding.output
 
 
-def test_serve_refuses_a_port_for_stdio(project):
+def test_serve_refuses_a_port_for_stdio(project: Path) -> None:
     result = CliRunner().invoke(main, ["serve", "--port", "9000"])
     assert result.exit_code == 1
     assert "--port is for the HTTP transports, and this server speaks stdio: add --transport http" in result.output
@@ -499,7 +508,7 @@ main(["sync"])
 """
 
 
-def test_a_broken_pipe_inside_the_work_is_an_error_line_and_a_closed_stdout_stays_quiet(project):
+def test_a_broken_pipe_inside_the_work_is_an_error_line_and_a_closed_stdout_stays_quiet(project: Path) -> None:
     import subprocess
     import sys
 
@@ -515,7 +524,7 @@ def test_a_broken_pipe_inside_the_work_is_an_error_line_and_a_closed_stdout_stay
     assert closed.returncode == 1 and "Error" not in closed.stderr and "Traceback" not in closed.stderr
 
 
-def test_commands_that_embed_nothing_never_import_the_model_runtime_or_the_mcp_sdk(project):
+def test_commands_that_embed_nothing_never_import_the_model_runtime_or_the_mcp_sdk(project: Path) -> None:
     """They would cost most of a second each (and the web crawler's HTTP client some, for a KB of folders);
     what each command imported is read in a fresh interpreter."""
     import subprocess
@@ -572,7 +581,7 @@ _BLAS_THREADS = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("command", ["status", "sync"])
-def test_commands_run_numpys_blas_on_one_thread(project, command):
+def test_commands_run_numpys_blas_on_one_thread(project: Path, command: str) -> None:
     """Each idle OpenBLAS worker spins for a while after numpy loads: 0.1 s of CPU per command on two cores, as much
     as a no-op sync's own work; mcp-kb's vector products are too small to share out."""
     if os.cpu_count() == 1:
@@ -594,7 +603,9 @@ def test_commands_run_numpys_blas_on_one_thread(project, command):
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_a_sync_stopped_by_ctrl_c_or_sigterm_says_so_and_status_records_it(tmp_path, signum):
+def test_a_sync_stopped_by_ctrl_c_or_sigterm_says_so_and_status_records_it(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
     """A service manager's SIGTERM used to end a sync without a trace (status: "last sync never")."""
     from mcp_kb.app import App
     from mcp_kb.settings import load_config
@@ -622,12 +633,14 @@ def test_a_sync_stopped_by_ctrl_c_or_sigterm_says_so_and_status_records_it(tmp_p
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130 and "interrupted. The index is consistent" in stderr, stderr
     [status] = app.status("docs")
-    written = int(re.match(r"interrupted after writing (\d+) of 600 new and changed files", status.last_error).group(1))
+    said = re.match(r"interrupted after writing (\d+) of 600 new and changed files", status.last_error or "")
+    assert said, status.last_error
+    written = int(said.group(1))
     # an interrupt landing between a batch's commit and its count says one batch (32 files) too few
     assert status.last_outcome == "interrupted" and 32 <= written <= status.files <= written + 32
 
 
-def test_a_folder_named_in_another_script_is_served_under_a_name_the_command_states(tmp_path):
+def test_a_folder_named_in_another_script_is_served_under_a_name_the_command_states(tmp_path: Path) -> None:
     write(tmp_path / "团队文档" / "年假.md", "# 年假\n\n年假每年十五天，提前两周申请。\n")
     result = subprocess.run(
         [sys.executable, "-m", "mcp_kb", "check", "-c", str(tmp_path / "团队文档")],
@@ -643,7 +656,9 @@ def test_a_folder_named_in_another_script_is_served_under_a_name_the_command_sta
     assert stated and stated.group(2) == f"search_{stated.group(1)}" and stated.group(1) in result.stdout
 
 
-def test_a_not_synced_answer_names_the_index_it_looked_at_and_a_command_that_works_anywhere(project, tmp_path_factory):
+def test_a_not_synced_answer_names_the_index_it_looked_at_and_a_command_that_works_anywhere(
+    project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """A client's `env` block may give the server another storage than the shell's: the answer says where it looked,
     and its remedy, pasted into any shell in any directory, syncs exactly that index."""
     elsewhere = tmp_path_factory.mktemp("elsewhere")
@@ -658,7 +673,9 @@ def test_a_not_synced_answer_names_the_index_it_looked_at_and_a_command_that_wor
     )
     message = " ".join(asked.stderr.split())
     assert asked.returncode == 1 and f"in the index at {elsewhere / 'client index'}" in message, asked.stderr
-    remedy = re.search(r"run `([^`]+)`", message).group(1)
+    found = re.search(r"run `([^`]+)`", message)
+    assert found, message
+    remedy = found.group(1)
     # the model too: on a machine without internet a remedy without its folder fails where it is pasted
     model = "".join(
         f"{name}={os.environ[name]} "
@@ -687,7 +704,7 @@ def test_a_not_synced_answer_names_the_index_it_looked_at_and_a_command_that_wor
     assert f"index at {elsewhere / 'client index'}" in status.stdout and "docs: 2 files" in status.stdout
 
 
-def test_a_folders_remedy_names_the_folder_by_its_path(tmp_path):
+def test_a_folders_remedy_names_the_folder_by_its_path(tmp_path: Path) -> None:
     write(tmp_path / "my docs" / "a.md", "# A\n\nAnnual leave is 25 days.\n")
     env = {key: value for key, value in os.environ.items() if key != "MCP_KB_STORAGE"}
     env["XDG_DATA_HOME"] = str(tmp_path / "data")  # a folder's own index lives in the user's data folder
@@ -703,7 +720,7 @@ def test_a_folders_remedy_names_the_folder_by_its_path(tmp_path):
     assert f"mcp-kb sync '{tmp_path / 'my docs'}'` (or call" in " ".join(asked.stderr.split()), asked.stderr
 
 
-def test_sync_exits_3_when_files_failed_and_0_once_everything_is_indexed(tmp_path):
+def test_sync_exits_3_when_files_failed_and_0_once_everything_is_indexed(tmp_path: Path) -> None:
     """A script tells "all indexed" from "a PDF skipped" by the exit status, --json too; under CI, systemd or
     `| tee` (no terminal) no bar's carriage returns."""
     write(tmp_path / "docs" / "guide.md", "# Guide\n\nRun pip install mcp-kb to install the package.\n")
@@ -714,7 +731,7 @@ def test_sync_exits_3_when_files_failed_and_0_once_everything_is_indexed(tmp_pat
         encoding="utf-8",
     )
 
-    def sync(*options: str) -> subprocess.CompletedProcess:
+    def sync(*options: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "mcp_kb", "sync", "-c", str(config), *options],
             text=True,
@@ -734,7 +751,7 @@ def test_sync_exits_3_when_files_failed_and_0_once_everything_is_indexed(tmp_pat
     assert current.returncode == 0 and json.loads(current.stdout)[0]["files_failed"] == 0, current.stderr
 
 
-def test_progress_lines_come_every_ten_seconds_with_the_pace(capsys):
+def test_progress_lines_come_every_ten_seconds_with_the_pace(capsys: pytest.CaptureFixture[str]) -> None:
     """A sync shorter than that prints its summary alone: a failing one its one `Error:` line."""
     from mcp_kb.cli import _ProgressLines
 
@@ -750,7 +767,7 @@ def test_progress_lines_come_every_ten_seconds_with_the_pace(capsys):
     ]
 
 
-def test_a_model_folder_that_does_not_exist_is_said_so(project):
+def test_a_model_folder_that_does_not_exist_is_said_so(project: Path) -> None:
     """It said "no tokenizer.json", as if the folder were there but incomplete."""
     env = {
         **os.environ,
@@ -783,7 +800,7 @@ def test_a_model_folder_that_does_not_exist_is_said_so(project):
     ("name", "offered"),
     [("my docs", "my_docs"), ("Team Handbook v2.1", "Team_Handbook_v2_1"), ("年假 政策", "NianJia_ZhengCe")],
 )
-def test_a_kb_name_that_is_refused_comes_with_a_valid_one_to_use(tmp_path, name, offered):
+def test_a_kb_name_that_is_refused_comes_with_a_valid_one_to_use(tmp_path: Path, name: str, offered: str) -> None:
     config = tmp_path / "kb.toml"
     config.write_text(f'[[kb]]\nname = "{name}"\ndescription = "d"\npaths = ["docs"]\n', encoding="utf-8")
     checked = subprocess.run(
@@ -798,7 +815,7 @@ def test_a_kb_name_that_is_refused_comes_with_a_valid_one_to_use(tmp_path, name,
     ), checked.stderr
 
 
-def test_two_projects_initialised_alike_keep_their_own_index(tmp_path, monkeypatch):
+def test_two_projects_initialised_alike_keep_their_own_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every kb.toml without `storage` shares the per-user data folder, where KBs of one name are one KB: a second
     project's `docs` read the first one's, and its sync offered to delete them. `init` keeps the index beside."""
     monkeypatch.delenv("MCP_KB_STORAGE", raising=False)
@@ -816,7 +833,7 @@ def test_two_projects_initialised_alike_keep_their_own_index(tmp_path, monkeypat
     assert (tmp_path / "first" / ".mcp-kb").is_dir() and not (tmp_path / "data").exists()
 
 
-def test_a_folder_holding_a_kb_toml_is_read_by_it(project):
+def test_a_folder_holding_a_kb_toml_is_read_by_it(project: Path) -> None:
     """`-c PROJECT` indexed the project's files (kb.toml among them) as a folder of documents."""
     assert _run("sync").exit_code == 0
     status = CliRunner().invoke(main, ["status", "-c", str(project)])
@@ -825,7 +842,7 @@ def test_a_folder_holding_a_kb_toml_is_read_by_it(project):
     ), status.output
 
 
-def test_help_shows_each_example_on_a_line_of_its_own():
+def test_help_shows_each_example_on_a_line_of_its_own() -> None:
     """click re-wraps a paragraph: the examples ran together ("mcp-kb sync policy_docs     mcp-kb sync …")."""
     shown = _run("sync", "--help").output
     assert "\n      mcp-kb sync policy_docs\n      mcp-kb sync policy_docs --tag before-migration\n" in shown, shown

@@ -17,13 +17,18 @@ import sys
 import threading
 import time
 import zipfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import png_declaring, process_running, write
 
+from mcp_kb.app import App
 from mcp_kb.errors import SearchError
+from mcp_kb.index.store import LanceStore
 from mcp_kb.api import SearchRequest, SyncRequest
+from helpers import MakeApp
 
 pytestmark = pytest.mark.slow
 
@@ -61,26 +66,33 @@ def _config(base: Path, folder: Path, storage: Path) -> Path:
     return path
 
 
-def _app(make_app, folder: Path, storage: Path):
+def _app(make_app: MakeApp, folder: Path, storage: Path) -> App:
     return make_app({"name": "docs", "description": "d", "paths": [str(folder)]}, storage=str(storage))
 
 
-def _ids(app) -> list[str]:
+def _ids(app: App) -> list[str]:
     """What the index holds: its chunks' ids, then each document's reading form (path and version)."""
-    table = app.store.chunk_table("docs")
+    store = app.store
+    assert isinstance(store, LanceStore)
+    table = store.chunk_table("docs")
     if table is None:
         return []
-    generation = app.store.active_generation("docs")
-    listing = app.store.reading_listing("docs", generation).to_pylist() if generation else []
+    generation = store.active_generation("docs")
+    listing = []
+    if generation:
+        reading = store.reading_listing("docs", generation)
+        assert reading is not None  # a generation's reading forms are there
+        listing = reading.to_pylist()
     return sorted(table.to_arrow().column("id").to_pylist()) + sorted(
         f"{row['path']} {row['file_hash']}" for row in listing
     )
 
 
-def _only_pinned_tables(app) -> bool:
+def _only_pinned_tables(app: App) -> bool:
     """No half-built generation is left: the KB's tables are the chunks, manifest and reading forms of the
     current generation and of those its kept versions point at (a rebuild keeps the one before it)."""
     pinned = {app.store.active_generation("docs"), *(v.generation for v in app.versions("docs"))}
+    assert isinstance(app.store, LanceStore)
     tables = [n for n in app.store.db.list_tables().tables if n.startswith("docs__")]
     return sorted(tables) == sorted(f"docs__{kind}__{g}" for g in pinned for kind in ("chunks", "files", "reading"))
 
@@ -88,7 +100,7 @@ def _only_pinned_tables(app) -> bool:
 class _Child:
     """`mcp-kb sync` in its own process; `started()` waits until it holds the writer lock."""
 
-    def __init__(self, config: Path, storage: Path, full: bool):
+    def __init__(self, config: Path, storage: Path, full: bool) -> None:
         self.holder = storage / ".sync.holder.json"  # written once the child holds the writer lock
         args = [sys.executable, "-m", "mcp_kb", "sync", "-c", str(config), *(["--full"] if full else [])]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
@@ -101,21 +113,21 @@ class _Child:
                     return time.monotonic()
             except (OSError, ValueError, KeyError):
                 pass
-            assert self.process.poll() is None, self.process.stderr.read().decode()
+            assert self.process.poll() is None, self.process.stderr and self.process.stderr.read().decode()
             time.sleep(0.005)
         raise AssertionError("the sync never took the writer lock")
 
     def finish(self) -> None:
-        assert self.process.wait(timeout=300) == 0, self.process.stderr.read().decode()
+        assert self.process.wait(timeout=300) == 0, self.process.stderr and self.process.stderr.read().decode()
 
 
 @pytest.fixture(scope="module")
-def harness(tmp_path_factory):
+def harness(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Corpus folders and, per corpus version, a clean build to compare with and to start from."""
     return {"base": tmp_path_factory.mktemp("harness"), "figures": {}}
 
 
-def _template(harness, make_app, version: str) -> tuple[Path, list[str]]:
+def _template(harness: dict[str, Any], make_app: MakeApp, version: str) -> tuple[Path, list[str]]:
     """A complete index of one corpus version (built once per module), and its chunk ids."""
     key = f"template-{version}"
     if key not in harness:
@@ -126,13 +138,14 @@ def _template(harness, make_app, version: str) -> tuple[Path, list[str]]:
         app = _app(make_app, folder, storage)
         app.sync()
         harness[key] = (storage, _ids(app))
-    return harness[key]
+    template: tuple[Path, list[str]] = harness[key]
+    return template
 
 
 _TIMED_RUNS = 2
 
 
-def _run_scenario(harness, make_app, scenario: str) -> dict[str, int]:
+def _run_scenario(harness: dict[str, Any], make_app: MakeApp, scenario: str) -> dict[str, float]:
     """KILLS syncs killed at random moments of their work, each checked and repaired (a kill that comes after
     the sync ended does not count: the next one aims earlier)."""
     rng = random.Random(f"{SEED}-{scenario}")
@@ -145,7 +158,7 @@ def _run_scenario(harness, make_app, scenario: str) -> dict[str, int]:
     reference_ids = _template(harness, make_app, corpus)[1]
     folder = base / f"scenario-{scenario.replace(' ', '-')}"
     _corpus(folder, corpus)
-    figures = {
+    figures: dict[str, float] = {
         "kills": 0,
         "missed (sync had ended)": 0,
         "broken indexes": 0,
@@ -207,13 +220,15 @@ def _run_scenario(harness, make_app, scenario: str) -> dict[str, int]:
     return figures
 
 
-def _report(capsys, title: str, figures: dict) -> None:
+def _report(capsys: pytest.CaptureFixture[str], title: str, figures: Mapping[str, object]) -> None:
     with capsys.disabled():
         print(f"\n[harness seed {SEED}] {title}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
 
 
 @pytest.mark.parametrize("scenario", ["first sync", "incremental", "full rebuild"])
-def test_sigkill_at_random_moments_never_breaks_the_index(harness, make_app, capsys, scenario):
+def test_sigkill_at_random_moments_never_breaks_the_index(
+    harness: dict[str, Any], make_app: MakeApp, capsys: pytest.CaptureFixture[str], scenario: str
+) -> None:
     figures = _run_scenario(harness, make_app, scenario)
     _report(capsys, f"SIGKILL during {scenario}", figures)
     assert figures["kills"] == KILLS, "too many kills came after the sync had ended"
@@ -222,7 +237,9 @@ def test_sigkill_at_random_moments_never_breaks_the_index(harness, make_app, cap
 
 
 @pytest.mark.parametrize("scenario", ["incremental", "full rebuild"])
-def test_searches_during_a_sync_in_another_process_always_answer(harness, make_app, capsys, scenario):
+def test_searches_during_a_sync_in_another_process_always_answer(
+    harness: dict[str, Any], make_app: MakeApp, capsys: pytest.CaptureFixture[str], scenario: str
+) -> None:
     base = harness["base"]
     corpus = "b" if scenario == "incremental" else "a"
     folder = base / f"loop-{scenario.replace(' ', '-')}"
@@ -282,8 +299,8 @@ def _hostile_tree(root: Path, outside: Path) -> None:
         b"x" * 250 + b".md",
         b"\xe4\xb8\xad\xe6\x96\x87\xe6\x96\x87\xe4\xbb\xb6.md",
     ]
-    for name in odd:
-        with open(os.fsencode(root) + b"/" + name, "wb") as handle:
+    for odd_name in odd:
+        with open(os.fsencode(root) + b"/" + odd_name, "wb") as handle:
             handle.write(b"# Odd name\n\nA file whose name is unusual, about badges.\n")
     encodings = {
         "gb18030.txt": ("年假申请流程：提前两周提交。", "gb18030"),
@@ -317,7 +334,9 @@ def _hostile_tree(root: Path, outside: Path) -> None:
     os.chmod(root / "locked-dir", 0)
 
 
-def test_a_hostile_tree_never_aborts_a_sync(make_app, tmp_path, capsys):
+def test_a_hostile_tree_never_aborts_a_sync(
+    make_app: MakeApp, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root, outside = tmp_path / "share", tmp_path / "outside"
     _hostile_tree(root, outside)
     app = _app(make_app, root, tmp_path / "index")
@@ -353,7 +372,9 @@ def test_a_hostile_tree_never_aborts_a_sync(make_app, tmp_path, capsys):
     assert skipped["sub/"].startswith("unreadable folder")
 
 
-def test_a_search_loop_in_the_same_process_during_a_full_rebuild(harness, make_app, capsys):
+def test_a_search_loop_in_the_same_process_during_a_full_rebuild(
+    harness: dict[str, Any], make_app: MakeApp, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The server's case: the sync runs in a thread beside the searches, sharing one store."""
     base = harness["base"]
     storage = base / "same-process"
@@ -376,7 +397,7 @@ def test_a_search_loop_in_the_same_process_during_a_full_rebuild(harness, make_a
     assert not errors and figures["errors"] == figures["empty answers"] == 0
 
 
-def _capture(errors: list[BaseException], work) -> None:
+def _capture(errors: list[BaseException], work: Callable[[], object]) -> None:
     try:
         work()
     except BaseException as exc:  # surfaced by the test's assertion
@@ -404,7 +425,7 @@ runpy.run_module("mcp_kb", run_name="__main__")
 """
 
 
-def _measured_sync(config: Path) -> tuple[dict, float, float]:
+def _measured_sync(config: Path) -> tuple[dict[str, Any], float, float]:
     """`mcp-kb sync --json` in a child process: its report, wall seconds and peak RSS (MB)."""
     if not Path("/proc/self/status").is_file():
         pytest.skip("the peak memory of a process is read from /proc (Linux)")
@@ -418,7 +439,7 @@ def _measured_sync(config: Path) -> tuple[dict, float, float]:
     return report, round(time.monotonic() - started, 1), round(int(peak_file.read_text()) / 1024)
 
 
-def test_a_hostile_site_never_aborts_a_crawl(tmp_path, capsys):
+def test_a_hostile_site_never_aborts_a_crawl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from fake_site import Page, Site, gzip_bomb, serve_site
 
     site = Site()
@@ -479,7 +500,9 @@ def test_a_hostile_site_never_aborts_a_crawl(tmp_path, capsys):
     assert 0 < report["worker_peak_mb"] < WORKER_BOUND_MB
 
 
-def test_files_past_the_limits_fail_alone_within_the_memory_bound(tmp_path, capsys):
+def test_files_past_the_limits_fail_alone_within_the_memory_bound(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from PIL import Image
     from office_files import make_docx, make_pptx, make_xlsx
 
@@ -524,7 +547,9 @@ def test_files_past_the_limits_fail_alone_within_the_memory_bound(tmp_path, caps
     assert peak < MEMORY_BOUND_MB and 0 < report["worker_peak_mb"] < WORKER_BOUND_MB
 
 
-def test_files_that_outlast_or_outgrow_a_worker_fail_alone_and_the_rest_is_indexed(tmp_path, capsys):
+def test_files_that_outlast_or_outgrow_a_worker_fail_alone_and_the_rest_is_indexed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The files of "Trust III" item 10 that took the sync with them: a 45 MB Markdown file on one line and a
     .docx of empty paragraphs, beside good files, with a time limit of 10 s and 512 MB a file. The issue's .docx
     had 600,000; they parse in 7 s on a quiet machine now, so this one has 2,000,000 (over 20 s quiet)."""
@@ -582,8 +607,8 @@ def _children(pid: int) -> list[int]:
 
 
 def test_workers_killed_at_random_moments_blame_no_file_and_the_next_sync_completes(
-    harness, make_app, tmp_path, capsys
-):
+    harness: dict[str, Any], make_app: MakeApp, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """While a first sync of 96 files runs with two workers, a parsing process is SIGKILLed at random moments
     (as the out-of-memory killer would): the sync finishes, the files being parsed are not recorded as failed
     but parsed again by the next sync, whose index equals a clean build."""

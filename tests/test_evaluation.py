@@ -1,17 +1,19 @@
 import math
 import random
+from pathlib import Path
 
 from helpers import write
 
 from mcp_kb.evaluation import mrr_at_10, ndcg_at_10, ranked_documents, recall_at_k, self_check, self_query
 from mcp_kb.requests import SelfCheckRequest
+from helpers import MakeApp
 
 
-def test_hits_map_to_documents_by_file_stem_first_hit_wins():
+def test_hits_map_to_documents_by_file_stem_first_hit_wins() -> None:
     assert ranked_documents(["a/d1.md", "d2.md", "x/d1.md", "d3.txt"]) == ["d1", "d2", "d3"]
 
 
-def test_metrics_on_a_hand_worked_ranking():
+def test_metrics_on_a_hand_worked_ranking() -> None:
     relevant = {"d2": 1, "d9": 1}
     ranked = ["d1", "d2", "d3"]
     assert mrr_at_10(ranked, relevant) == 0.5
@@ -21,7 +23,7 @@ def test_metrics_on_a_hand_worked_ranking():
     assert ndcg_at_10(["d9", "d2"], relevant) == 1.0
 
 
-def test_the_qrels_header_is_recognised_not_required(tmp_path):
+def test_the_qrels_header_is_recognised_not_required(tmp_path: Path) -> None:
     from mcp_kb.evaluation import load_qrels
 
     with_header = tmp_path / "a.tsv"
@@ -32,7 +34,7 @@ def test_the_qrels_header_is_recognised_not_required(tmp_path):
     assert load_qrels(without) == {"q1": {"d1": 1}, "q2": {"d2": 2}}
 
 
-def test_judged_documents_missing_from_the_kb_are_warned_about_or_refused():
+def test_judged_documents_missing_from_the_kb_are_warned_about_or_refused() -> None:
     import pytest
 
     from mcp_kb.errors import KBError
@@ -47,12 +49,17 @@ def test_judged_documents_missing_from_the_kb_are_warned_about_or_refused():
         unmatched_documents(qrels, {"other"})
 
 
-def test_the_first_query_is_run_once_untimed_to_warm_up():
+def test_the_first_query_is_run_once_untimed_to_warm_up() -> None:
     from mcp_kb.evaluation import evaluate
 
-    calls = []
+    calls: list[str] = []
+
+    def search(text: str) -> list[str]:
+        calls.append(text)
+        return ["d1.md"]
+
     scores = evaluate(
-        lambda text: calls.append(text) or ["d1.md"],
+        search,
         {"q1": "first", "q2": "second"},
         {"q1": {"d1": 1}, "q2": {"d1": 1}},
         "keyword",
@@ -60,7 +67,7 @@ def test_the_first_query_is_run_once_untimed_to_warm_up():
     assert calls == ["first", "first", "second"] and scores.queries == 2 and scores.ndcg_at_10 == 1.0
 
 
-def test_self_queries_drop_the_heading_and_read_like_a_question():
+def test_self_queries_drop_the_heading_and_read_like_a_question() -> None:
     query = self_query(
         "Deploy › Rollback",
         "Short. To roll back a deploy, run the rollback job and watch the "
@@ -73,14 +80,14 @@ def test_self_queries_drop_the_heading_and_read_like_a_question():
     assert self_query("FAQ › Billing", "Yes.") == "FAQ Billing"  # nothing to quote: the heading path
 
 
-def test_self_check_counts_hits_and_lists_the_least_served_document():
+def test_self_check_counts_hits_and_lists_the_least_served_document() -> None:
     answers = {"q1": ["a.md", "b.md"], "q2": ["b.md"], "q3": ["c.md", "a.md"]}
     check = self_check(lambda query: answers[query], [("q1", "a.md"), ("q2", "a.md"), ("q3", "c.md")], "hybrid", 1)
     assert check.hit_rate == 2 / 3
     assert check.least_served[0] == ("a.md", 1, 2)
 
 
-def test_self_check_hit_rate_drops_when_chunks_are_too_small(make_app, tmp_path):
+def test_self_check_hit_rate_drops_when_chunks_are_too_small(make_app: MakeApp, tmp_path: Path) -> None:
     """The figure is meant to catch a broken chunking setting: tiny chunks must score lower."""
     rng = random.Random(1)
     stores = ["Postgres", "Redis", "the object store", "Kafka", "SQLite", "the shared volume"]

@@ -7,7 +7,7 @@ import mcp_kb.api
 from helpers import ROOT
 
 
-def test_all_lists_exactly_the_public_names():
+def test_all_lists_exactly_the_public_names() -> None:
     assert sorted(mcp_kb.__all__) == sorted(
         [
             "App",
@@ -34,12 +34,12 @@ def test_all_lists_exactly_the_public_names():
     )
 
 
-def test_every_public_name_resolves():
+def test_every_public_name_resolves() -> None:
     for name in mcp_kb.__all__:
         assert getattr(mcp_kb, name) is not None
 
 
-def test_errors_share_one_base():
+def test_errors_share_one_base() -> None:
     for name in (
         "ConfigError",
         "ParseError",
@@ -93,12 +93,12 @@ def _star_modules() -> list[str]:
     return [statement.module for statement in block.body if isinstance(statement, ast.ImportFrom) and statement.module]
 
 
-def test_a_name_reaches_the_api_only_from_a_modules_all():
+def test_a_name_reaches_the_api_only_from_a_modules_all() -> None:
     assert _stray_names(API.read_text(encoding="utf-8")) == []
     assert sorted(_star_modules()) == sorted(mcp_kb.api.MODULES)  # the type checker and the program read one list
 
 
-def test_the_api_rule_fails_on_a_name_given_another_way():
+def test_the_api_rule_fails_on_a_name_given_another_way() -> None:
     source = API.read_text(encoding="utf-8")
     named = source.replace(
         "    from .text import *\n", "    from .text import *\n    from .text import clipped as clipped\n"
@@ -118,7 +118,7 @@ def _offered() -> dict[str, str]:
     return offered
 
 
-def test_every_name_of_the_core_api_resolves_to_its_home():
+def test_every_name_of_the_core_api_resolves_to_its_home() -> None:
     for name, module in _offered().items():
         assert getattr(mcp_kb.api, name) is getattr(import_module(f"mcp_kb.{module}"), name)
 
@@ -133,7 +133,7 @@ def _face_files() -> list[Path]:
 
 
 def _names_faces_take() -> set[str]:
-    taken = set()
+    taken: set[str] = set()
     for path in _face_files():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] == "api":
@@ -141,20 +141,21 @@ def _names_faces_take() -> set[str]:
     return taken | {name for name, home in mcp_kb._EXPORTS.items() if home == "api"}
 
 
-def test_the_api_offers_only_what_a_face_takes():
+def test_the_api_offers_only_what_a_face_takes() -> None:
     errors = set(import_module("mcp_kb.errors").__all__)  # each offered, so a caller can catch one by name
     unused = sorted(set(_offered()) - _names_faces_take() - errors)
     assert unused == [], f"no face takes {unused}: take them out of their module's __all__"
 
 
-def test_a_name_outside_every_all_is_not_part_of_the_api():
+def test_a_name_outside_every_all_is_not_part_of_the_api() -> None:
     for inner in ("recorded_at", "sliced", "cited_text", "import_leaving_out", "HEADING_PARTS"):
         assert not hasattr(mcp_kb.api, inner)
 
 
-def test_an_unknown_name_of_the_core_api_is_an_attribute_error():
+def test_an_unknown_name_of_the_core_api_is_an_attribute_error() -> None:
+    unknown = "Nonexistent"
     try:
-        mcp_kb.api.Nonexistent  # noqa: B018
+        getattr(mcp_kb.api, unknown)
     except AttributeError as exc:
         assert "Nonexistent" in str(exc)
     else:

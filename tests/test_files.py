@@ -1,6 +1,7 @@
 """The one atomic write (files.py): writers racing on one file, and a write that fails."""
 
 import json
+from pathlib import Path
 
 import pytest
 from helpers import in_threads
@@ -8,7 +9,7 @@ from helpers import in_threads
 from mcp_kb.files import write_atomically
 
 
-def test_writers_racing_on_one_file_leave_one_whole_version_and_no_temporary_files(tmp_path):
+def test_writers_racing_on_one_file_leave_one_whole_version_and_no_temporary_files(tmp_path: Path) -> None:
     target = tmp_path / "state" / "progress.json"
     readings: list[str] = []
 
@@ -22,11 +23,13 @@ def test_writers_racing_on_one_file_leave_one_whole_version_and_no_temporary_fil
     assert [path.name for path in target.parent.iterdir()] == ["progress.json"]
 
 
-def test_a_write_that_fails_keeps_the_old_file_and_leaves_nothing_behind(tmp_path, monkeypatch):
+def test_a_write_that_fails_keeps_the_old_file_and_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "pages.json"
     write_atomically(target, b"old")
 
-    def full_disk(self, data):
+    def full_disk(self: Path, data: bytes) -> None:
         self.open("wb").write(data[:1])
         raise OSError(28, "No space left on device")
 

@@ -9,11 +9,13 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from git_server import Repo
-from helpers import until, write
+from helpers import until, write, text_of
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -23,7 +25,12 @@ from mcp_kb.api import KBError, ReadRequest, SearchRequest
 from mcp_kb.cli import main
 from mcp_kb.app import App
 from mcp_kb.ingest.sources import Indexed, Recorded, sources_of
+from mcp_kb.passages import Hit
 from mcp_kb.records import recorded_now
+from mcp_kb.search import SearchResult
+from helpers import MakeApp
+from helpers import MakeConfig
+from mcp_kb.models.fastembed import FastEmbedder
 
 pytestmark = pytest.mark.anyio
 
@@ -31,27 +38,29 @@ LEAVE = "# Leave\n\nAnnual leave is 25 days a year, booked in the HR portal.\n"
 TRAVEL = "# Travel\n\nTravel costs are refunded within 30 days of the trip.\n"
 
 
-def _kb(folder) -> dict:
+def _kb(folder: Path) -> dict[str, Any]:
     return {"name": "handbook", "description": "Company rules", "paths": [str(folder)]}
 
 
 @pytest.fixture
-def handbook(tmp_path):
+def handbook(tmp_path: Path) -> Path:
     folder = tmp_path / "handbook"
     write(folder / "leave.md", LEAVE)
     write(folder / "travel.md", TRAVEL)
     return folder
 
 
-def _hits(app, query: str, **request):
+def _hits(app: App, query: str, **request: Any) -> SearchResult:
     return app.search("handbook", SearchRequest(query=query, top_k=2, **request))
 
 
-def _by_source(result) -> dict:
+def _by_source(result: SearchResult) -> dict[str, Hit]:
     return {hit.source: hit for hit in result.hits}
 
 
-def test_a_file_edited_after_its_sync_gives_a_stale_hit_saying_how_until_the_next_sync(make_app, handbook):
+def test_a_file_edited_after_its_sync_gives_a_stale_hit_saying_how_until_the_next_sync(
+    make_app: MakeApp, handbook: Path
+) -> None:
     app = make_app(_kb(handbook))
     app.sync()
     fresh = _by_source(_hits(app, "annual leave days"))["leave.md"]
@@ -69,7 +78,7 @@ def test_a_file_edited_after_its_sync_gives_a_stale_hit_saying_how_until_the_nex
     assert not synced.stale and "30 days" in synced.text and synced.indexed_at >= fresh.indexed_at
 
 
-def test_a_deleted_file_is_a_stale_hit_and_read(make_app, handbook):
+def test_a_deleted_file_is_a_stale_hit_and_read(make_app: MakeApp, handbook: Path) -> None:
     app = make_app(_kb(handbook))
     app.sync()
     (handbook / "travel.md").unlink()
@@ -79,7 +88,7 @@ def test_a_deleted_file_is_a_stale_hit_and_read(make_app, handbook):
     assert answer.stale and answer.changed == "deleted since it was indexed" and answer.indexed_at == hit.indexed_at
 
 
-def test_a_read_says_when_its_document_was_indexed_and_whether_it_changed(make_app, handbook):
+def test_a_read_says_when_its_document_was_indexed_and_whether_it_changed(make_app: MakeApp, handbook: Path) -> None:
     app = make_app(_kb(handbook))
     app.sync()
     answer = app.read("handbook", ReadRequest(kb="handbook", path="leave.md"))
@@ -90,7 +99,9 @@ def test_a_read_says_when_its_document_was_indexed_and_whether_it_changed(make_a
     assert "New rule" not in answer.text  # the index's text, said to be out of date
 
 
-def test_a_server_without_the_folder_says_nothing_rather_than_guess(make_app, handbook, tmp_path):
+def test_a_server_without_the_folder_says_nothing_rather_than_guess(
+    make_app: MakeApp, handbook: Path, tmp_path: Path
+) -> None:
     app = make_app(_kb(handbook))
     app.sync()
     handbook.rename(tmp_path / "elsewhere")  # the folder is not on this machine (a reader of a shared index)
@@ -98,7 +109,7 @@ def test_a_server_without_the_folder_says_nothing_rather_than_guess(make_app, ha
     assert hits and not any(hit.stale for hit in hits) and all(hit.indexed_at for hit in hits)
 
 
-def test_an_earlier_version_read_on_purpose_is_not_called_stale(make_app, handbook):
+def test_an_earlier_version_read_on_purpose_is_not_called_stale(make_app: MakeApp, handbook: Path) -> None:
     app = make_app(_kb(handbook))
     app.sync()
     write(handbook / "leave.md", LEAVE.replace("25", "30"))
@@ -109,18 +120,20 @@ def test_an_earlier_version_read_on_purpose_is_not_called_stale(make_app, handbo
     assert _by_source(_hits(app, "annual leave days"))["leave.md"].stale  # the current version is
 
 
-def test_a_file_system_that_hangs_never_holds_an_answer(make_app, handbook, monkeypatch):
+def test_a_file_system_that_hangs_never_holds_an_answer(
+    make_app: MakeApp, handbook: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     app = make_app(_kb(handbook))
     app.sync()
     released = threading.Event()
     real_stat = os.stat
 
-    def hung_stat(path, *args, **kwargs):
+    def hung_stat(path: str | Path, *args: Any, **kwargs: Any) -> os.stat_result:
         if str(path).startswith(str(handbook)):
             released.wait(30)
         return real_stat(path, *args, **kwargs)
 
-    monkeypatch.setattr(mcp_kb.ingest.folders.os, "stat", hung_stat)
+    monkeypatch.setattr(os, "stat", hung_stat)  # the os module ingest/folders.py stats with
     try:
         hits = _hits(app, "annual leave days").hits
         assert not released.is_set()  # answered while the stat still hung
@@ -129,7 +142,7 @@ def test_a_file_system_that_hangs_never_holds_an_answer(make_app, handbook, monk
         released.set()
 
 
-def _repository_kb(make_config, embedder, tmp_path, serving: bool):
+def _repository_kb(make_config: MakeConfig, embedder: FastEmbedder, tmp_path: Path, serving: bool) -> tuple[Repo, App]:
     repo = Repo(tmp_path / "lib")
     repo.write("README.md", "# Lib\n\nThe library parses invoices into ledger entries.\n")
     repo.commit()
@@ -140,8 +153,8 @@ def _repository_kb(make_config, embedder, tmp_path, serving: bool):
 
 
 def test_a_servers_repository_hits_turn_stale_once_it_has_asked_where_the_ref_is(
-    make_config, embedder, tmp_path, monkeypatch
-):
+    make_config: MakeConfig, embedder: FastEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo, app = _repository_kb(make_config, embedder, tmp_path, serving=True)
     app.sync()
     assert not _hits(app, "parses invoices").hits[0].stale
@@ -149,7 +162,7 @@ def test_a_servers_repository_hits_turn_stale_once_it_has_asked_where_the_ref_is
     moved = repo.commit()
     monkeypatch.setattr(mcp_kb.ingest.git.source, "_TIP_SECONDS", 0.0)  # the minute between two looks, passed at once
 
-    def stale_hit():
+    def stale_hit() -> Hit | None:
         hit = _hits(app, "parses invoices").hits[0]
         return hit if hit.stale else None
 
@@ -157,7 +170,9 @@ def test_a_servers_repository_hits_turn_stale_once_it_has_asked_where_the_ref_is
     assert f"is at {moved[:12]} now" in hit.changed and hit.commit[:12] in hit.changed
 
 
-def test_right_after_a_sync_a_repositorys_hits_are_not_called_stale_by_an_older_look(make_config, embedder, tmp_path):
+def test_right_after_a_sync_a_repositorys_hits_are_not_called_stale_by_an_older_look(
+    make_config: MakeConfig, embedder: FastEmbedder, tmp_path: Path
+) -> None:
     repo, app = _repository_kb(make_config, embedder, tmp_path, serving=True)
     app.sync()
     _hits(app, "parses invoices")  # a look at the ref, in the background: the commit indexed
@@ -168,7 +183,9 @@ def test_right_after_a_sync_a_repositorys_hits_are_not_called_stale_by_an_older_
     assert "receipts" in hit.text and not hit.stale, hit.changed
 
 
-def test_a_command_asks_no_repository_and_tells_from_this_machines_last_fetch(make_config, embedder, tmp_path):
+def test_a_command_asks_no_repository_and_tells_from_this_machines_last_fetch(
+    make_config: MakeConfig, embedder: FastEmbedder, tmp_path: Path
+) -> None:
     repo, app = _repository_kb(make_config, embedder, tmp_path, serving=False)
     app.sync()
     repo.write("README.md", "# Lib\n\nThe library parses invoices and receipts.\n")
@@ -192,8 +209,8 @@ def test_a_command_asks_no_repository_and_tells_from_this_machines_last_fetch(ma
     ],
 )
 def test_a_web_page_is_stale_once_its_site_was_last_asked_longer_ago_than_the_kb_asks_again(
-    make_config, tmp_path, sync, confirmed, stale
-):
+    make_config: MakeConfig, tmp_path: Path, sync: dict[str, Any], confirmed: str | None, stale: bool
+) -> None:
     config = make_config({"name": "site", "description": "a site", "urls": ["https://docs.example.com/"], "sync": sync})
     (web,) = sources_of(config.kb[0], tmp_path)
     page = "https://docs.example.com/guide"
@@ -201,7 +218,9 @@ def test_a_web_page_is_stale_once_its_site_was_last_asked_longer_ago_than_the_kb
     assert bool(told[page]) is stale and (not stale or told[page].startswith("its site was last asked"))
 
 
-def test_a_file_touched_without_a_change_is_stale_until_a_sync_finds_its_bytes_the_same(make_app, handbook):
+def test_a_file_touched_without_a_change_is_stale_until_a_sync_finds_its_bytes_the_same(
+    make_app: MakeApp, handbook: Path
+) -> None:
     app = make_app(_kb(handbook))
     app.sync()
     os.utime(handbook / "leave.md", ns=(1, 1))  # a checkout, a copy: only a hash can tell
@@ -211,14 +230,16 @@ def test_a_file_touched_without_a_change_is_stale_until_a_sync_finds_its_bytes_t
     assert not app.read("handbook", ReadRequest(kb="handbook", path="leave.md")).stale
 
 
-def test_a_kb_path_naming_one_file_that_is_deleted_is_stale(make_app, handbook):
+def test_a_kb_path_naming_one_file_that_is_deleted_is_stale(make_app: MakeApp, handbook: Path) -> None:
     app = make_app({"name": "handbook", "description": "one file", "paths": [str(handbook / "leave.md")]})
     app.sync()
     (handbook / "leave.md").unlink()
     assert _by_source(_hits(app, "annual leave days"))["leave.md"].changed == "deleted since it was indexed"
 
 
-def test_a_modification_time_no_calendar_holds_is_still_an_answer(make_app, handbook, monkeypatch):
+def test_a_modification_time_no_calendar_holds_is_still_an_answer(
+    make_app: MakeApp, handbook: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     app = make_app(_kb(handbook))
     app.sync()
     monkeypatch.setattr(mcp_kb.ingest.folders, "_fingerprint", lambda path: (1, 300_000_000_000 * 10**9))
@@ -226,7 +247,7 @@ def test_a_modification_time_no_calendar_holds_is_still_an_answer(make_app, hand
     assert hit.changed == "modified since it was indexed"
 
 
-def test_a_process_whose_file_system_hangs_still_answers_and_exits(handbook, tmp_path):
+def test_a_process_whose_file_system_hangs_still_answers_and_exits(handbook: Path, tmp_path: Path) -> None:
     """A stat that never returns (a dead network mount) holds neither the answer nor the process's exit."""
     config = tmp_path / "kb.toml"
     config.write_text(
@@ -251,7 +272,9 @@ main(["search", "handbook", "annual leave days", "-c", {str(config)!r}])
     assert done.returncode == 0 and "leave.md" in done.stdout and "Stale" not in done.stdout, done.stderr
 
 
-def test_the_cli_and_the_search_tool_say_stale_in_words_and_in_structure(make_app, handbook, tmp_path):
+def test_the_cli_and_the_search_tool_say_stale_in_words_and_in_structure(
+    make_app: MakeApp, handbook: Path, tmp_path: Path
+) -> None:
     config = tmp_path / "kb.toml"
     config.write_text(
         f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "handbook"\ndescription = "Company rules"\n'
@@ -267,7 +290,7 @@ def test_the_cli_and_the_search_tool_say_stale_in_words_and_in_structure(make_ap
     assert "indexed 20" in read.output and "Stale: modified since it was indexed" in read.output
 
 
-async def test_the_search_and_read_tools_over_stdio_say_stale(handbook, tmp_path):
+async def test_the_search_and_read_tools_over_stdio_say_stale(handbook: Path, tmp_path: Path) -> None:
     config = tmp_path / "kb.toml"
     config.write_text(
         f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "handbook"\ndescription = "Company rules"\n'
@@ -283,12 +306,12 @@ async def test_the_search_and_read_tools_over_stdio_say_stale(handbook, tmp_path
         result = await client.call_tool("search_handbook", {"query": "annual leave days", "top_k": 1})
         hit = result.structured_content["results"][0]
         assert hit["stale"] is True and hit["changed"].startswith("modified since") and hit["indexed_at"]
-        assert "Stale: modified since it was indexed" in result.content[0].text
+        assert "Stale: modified since it was indexed" in text_of(result.content[0])
         read = await client.call_tool("read_document", {"kb": "handbook", "path": "leave.md"})
-        assert read.structured_content["stale"] is True and "Stale:" in read.content[0].text
+        assert read.structured_content["stale"] is True and "Stale:" in text_of(read.content[0])
 
 
-def test_answers_in_parallel_each_say_which_files_changed(make_app, handbook):
+def test_answers_in_parallel_each_say_which_files_changed(make_app: MakeApp, handbook: Path) -> None:
     """Checks at once on a healthy disk each get their stats (only a mount in trouble says nothing)."""
     from mcp_kb.ingest.folders import files_changed
 
@@ -312,7 +335,9 @@ def test_answers_in_parallel_each_say_which_files_changed(make_app, handbook):
     assert told == [60] * 12
 
 
-def test_a_sync_that_could_not_read_a_source_does_not_vouch_for_its_documents(make_app, tmp_path):
+def test_a_sync_that_could_not_read_a_source_does_not_vouch_for_its_documents(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
     """A web page whose site was down at the last syncs is as old as the last sync that reached it, however many
     failed since."""
     from fake_site import Site, serve_site

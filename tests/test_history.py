@@ -9,9 +9,11 @@ import subprocess
 import sys
 import textwrap
 from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import write
+from helpers import chunk_table, write
 
 import mcp_kb.index.upkeep as upkeep
 from mcp_kb.api import (
@@ -25,11 +27,15 @@ from mcp_kb.api import (
     TagRequest,
     VersionError,
 )
+from mcp_kb.app import App
 from mcp_kb.index.state import sync_lock
+from mcp_kb.records import SyncReport
+from mcp_kb.search import SearchResult
+from helpers import MakeApp
 
 
 @pytest.fixture
-def docs(tmp_path):
+def docs(tmp_path: Path) -> Path:
     folder = tmp_path / "docs"
     write(folder / "leave.md", "# Leave\n\nAnnual leave is twenty days a year.\n")
     write(folder / "travel.md", "# Travel\n\nTravel is by train, second class.\n")
@@ -37,7 +43,7 @@ def docs(tmp_path):
     return folder
 
 
-def _kb(docs, **history):
+def _kb(docs: Path, **history: object) -> dict[str, Any]:
     return {
         "name": "docs",
         "description": "Staff handbook",
@@ -47,13 +53,13 @@ def _kb(docs, **history):
 
 
 @pytest.fixture
-def app(make_app, docs):
+def app(make_app: MakeApp, docs: Path) -> App:
     app = make_app(_kb(docs))
     app.sync()
     return app
 
 
-def _second_version(app, docs):
+def _second_version(app: App, docs: Path) -> SyncReport:
     """Version 2: leave changed, travel removed, a new document about parking."""
     write(docs / "leave.md", "# Leave\n\nAnnual leave is thirty days a year since the new policy.\n")
     (docs / "travel.md").unlink()
@@ -61,15 +67,17 @@ def _second_version(app, docs):
     return app.sync()[0]
 
 
-def _texts(result):
+def _texts(result: SearchResult) -> list[str]:
     return sorted(hit.text for hit in result.hits)
 
 
-def _search(app, query, **kw):
+def _search(app: App, query: str, **kw: Any) -> SearchResult:
     return app.search("docs", SearchRequest(query=query, top_k=10, mode="keyword", **kw))
 
 
-def test_each_sync_that_changes_a_kb_records_a_version_and_one_that_changes_nothing_does_not(app, docs):
+def test_each_sync_that_changes_a_kb_records_a_version_and_one_that_changes_nothing_does_not(
+    app: App, docs: Path
+) -> None:
     _second_version(app, docs)
     app.sync()  # nothing changed
     app.sync(SyncRequest(full=True))  # a rebuild is a version too
@@ -79,14 +87,16 @@ def test_each_sync_that_changes_a_kb_records_a_version_and_one_that_changes_noth
         (2, "sync", 1, 1, 1),
         (3, "rebuild", 3, 0, 0),
     ]  # a rebuild adds all to its generation
-    assert all(_time(v["finished"]) >= _time(v["started"]) and v["by"] == "" and v["tags"] == [] for v in listed)
+    assert all(
+        _time(str(v["finished"])) >= _time(str(v["started"])) and v["by"] == "" and v["tags"] == [] for v in listed
+    )
 
 
-def _time(text):
+def _time(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-def test_search_read_and_list_answer_as_of_a_number_a_tag_or_a_time_and_say_which(app, docs):
+def test_search_read_and_list_answer_as_of_a_number_a_tag_or_a_time_and_say_which(app: App, docs: Path) -> None:
     first_finished = app.versions("docs")[0].finished
     app.tag(TagRequest(kb="docs", name="handbook-2025"))
     _second_version(app, docs)
@@ -99,14 +109,14 @@ def test_search_read_and_list_answer_as_of_a_number_a_tag_or_a_time_and_say_whic
     now = _search(app, "annual leave days")
     assert "Annual leave is thirty days a year since the new policy." in _texts(now) and not now.notes
     old = app.read("docs", ReadRequest(kb="docs", path="travel.md", as_of="handbook-2025"))
-    assert "second class" in old.text and old.as_of.startswith("version 1")
+    assert "second class" in old.text and old.as_of and old.as_of.startswith("version 1")
     with pytest.raises(KBError, match="no document 'travel.md'"):
         app.read("docs", ReadRequest(kb="docs", path="travel.md"))
     listed = app.browse("docs", BrowseRequest(kb="docs", as_of="1"))
     assert [d.path for d in listed.documents] == ["leave.md", "pay.md", "travel.md"] and listed.as_of
 
 
-def test_a_cursor_given_as_of_a_version_reads_on_in_that_version(app, docs):
+def test_a_cursor_given_as_of_a_version_reads_on_in_that_version(app: App, docs: Path) -> None:
     write(docs / "long.md", "# Long\n\n" + "\n\n".join(f"Rule {n} says the old thing." for n in range(200)) + "\n")
     app.sync()
     write(docs / "long.md", "# Long\n\nNow short.\n")
@@ -134,7 +144,7 @@ def test_a_cursor_given_as_of_a_version_reads_on_in_that_version(app, docs):
         ("٢٠٢٦-٠١-٠١", "has no tag"),
     ],
 )
-def test_an_as_of_that_names_no_kept_version_is_one_clear_line(app, docs, as_of, said):
+def test_an_as_of_that_names_no_kept_version_is_one_clear_line(app: App, docs: Path, as_of: str, said: str) -> None:
     _second_version(app, docs)
     with pytest.raises(VersionError, match=f"^[^\n]*{re.escape(said)}"):
         _search(app, "leave", as_of=as_of)
@@ -143,8 +153,8 @@ def test_an_as_of_that_names_no_kept_version_is_one_clear_line(app, docs, as_of,
 
 
 def test_retention_keeps_the_newest_and_the_tagged_versions_and_compaction_keeps_what_they_read(
-    make_app, docs, monkeypatch
-):
+    make_app: MakeApp, docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(upkeep, "_MAX_SMALL_FRAGMENTS", 0)  # compact after every sync ...
     monkeypatch.setattr(upkeep, "_UNKEPT_VERSIONS_AGE", timedelta(milliseconds=1))  # ... and clean all it may at once
     app = make_app(_kb(docs, keep=2, keep_days=0))
@@ -159,11 +169,11 @@ def test_retention_keeps_the_newest_and_the_tagged_versions_and_compaction_keeps
         VersionError, match="version 2 of knowledge base 'docs' is no longer kept; the oldest kept is version 1"
     ):
         _search(app, "salaries", as_of="2")
-    chunks = app.store.chunk_table("docs")
+    chunks = chunk_table(app.store, "docs")
     assert len(chunks.list_versions()) < 5 * 3  # what only forgotten versions read was cleaned up
 
 
-def test_a_tag_is_checked_and_unique_and_a_removed_one_is_gone(app, docs):
+def test_a_tag_is_checked_and_unique_and_a_removed_one_is_gone(app: App, docs: Path) -> None:
     with pytest.raises(VersionError, match="'12' is not a tag name"):
         app.tag(TagRequest(kb="docs", name="12"))  # a number would read as a version
     for spoiled in ("a\n", "a\nb", "ok\r"):  # "a\n" was taken, and shown as two lines by `versions`
@@ -184,7 +194,9 @@ def test_a_tag_is_checked_and_unique_and_a_removed_one_is_gone(app, docs):
         app.tag(TagRequest(kb="nosuch", name="ok"))
 
 
-def test_a_sync_that_changes_nothing_tags_the_current_version_and_tags_are_bounded(app, docs, monkeypatch):
+def test_a_sync_that_changes_nothing_tags_the_current_version_and_tags_are_bounded(
+    app: App, docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import mcp_kb.kept_versions as kept_versions
 
     app.sync(SyncRequest(tag="nightly-1"))  # nothing changed: no new version, the current one is tagged
@@ -198,7 +210,9 @@ def test_a_sync_that_changes_nothing_tags_the_current_version_and_tags_are_bound
     assert "Salaries are paid on the 25th." in _texts(_search(app, "salaries paid"))
 
 
-def test_a_rollback_makes_an_earlier_version_current_as_a_new_one_and_the_next_sync_embeds_only_differences(app, docs):
+def test_a_rollback_makes_an_earlier_version_current_as_a_new_one_and_the_next_sync_embeds_only_differences(
+    app: App, docs: Path
+) -> None:
     before = _texts(_search(app, "leave travel pay days"))
     _second_version(app, docs)
     made = app.rollback(RollbackRequest(kb="docs", to="1"))
@@ -211,7 +225,7 @@ def test_a_rollback_makes_an_earlier_version_current_as_a_new_one_and_the_next_s
     assert report.chunks_embedded == 2  # parking and the new leave: their vectors were not in version 1's table
 
 
-def test_a_rollback_across_a_rebuild_switches_back_to_the_old_generation(app, docs):
+def test_a_rollback_across_a_rebuild_switches_back_to_the_old_generation(app: App, docs: Path) -> None:
     old_generation = app.store.active_generation("docs")
     app.sync(SyncRequest(full=True))
     assert app.store.active_generation("docs") != old_generation
@@ -222,7 +236,7 @@ def test_a_rollback_across_a_rebuild_switches_back_to_the_old_generation(app, do
     assert not report.rebuilt and report.chunks_embedded == 0
 
 
-def test_a_rollback_while_a_sync_runs_or_to_the_current_version_changes_nothing(app, docs):
+def test_a_rollback_while_a_sync_runs_or_to_the_current_version_changes_nothing(app: App, docs: Path) -> None:
     _second_version(app, docs)
     with sync_lock(app.store, ["docs"]):
         with pytest.raises(SyncBusyError, match="already running.*; roll back when it has ended; nothing was changed"):
@@ -259,8 +273,8 @@ _KILLED_ROLLBACK = textwrap.dedent("""
 
 @pytest.mark.parametrize("kill_at", [1, 2, 3])
 def test_a_rollback_killed_at_any_table_leaves_readers_on_a_whole_version_and_the_next_sync_finishes_it(
-    make_app, docs, tmp_path, kill_at
-):
+    make_app: MakeApp, docs: Path, tmp_path: Path, kill_at: int
+) -> None:
     config = tmp_path / "kb.toml"
     config.write_text(
         f'[storage]\nuri = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["{docs}"]\n',
@@ -296,7 +310,7 @@ def test_a_rollback_killed_at_any_table_leaves_readers_on_a_whole_version_and_th
     assert _texts(_search(app, "leave travel pay parking days")) == current
 
 
-def test_versions_are_listed_by_the_command_line_and_as_json(app, docs, tmp_path):
+def test_versions_are_listed_by_the_command_line_and_as_json(app: App, docs: Path, tmp_path: Path) -> None:
     from click.testing import CliRunner
 
     from mcp_kb.cli import main

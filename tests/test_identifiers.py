@@ -9,6 +9,8 @@ import pytest
 from helpers import write
 
 from mcp_kb.api import SearchRequest
+from mcp_kb.app import App
+from mcp_kb.models.fastembed import FastEmbedder
 
 SPELLINGS = {
     "camel.md": "profile = api.getUserById(42); render(profile)\n",
@@ -32,8 +34,7 @@ ORDER_BY_QUERY = {  # the exact spelling, then the other spellings of the name, 
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory, embedder):
-    from mcp_kb.app import App
+def app(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> App:
     from mcp_kb.settings import build_config
 
     root = tmp_path_factory.mktemp("identifiers")
@@ -49,14 +50,15 @@ def app(tmp_path_factory, embedder):
     return app
 
 
-def _ranked(app, query, mode="keyword"):
+def _ranked(app: App, query: str, mode: str = "keyword") -> list[str]:
     hits = app.search("code", SearchRequest(query=query, mode=mode, top_k=10)).hits
     return [hit.source for hit in hits]
 
 
-def _tiers(ranked, groups):
+def _tiers(ranked: list[str], groups: list[set[str]]) -> list[set[str]]:
     """The ranked sources cut into consecutive sets the sizes of `groups`."""
-    tiers, start = [], 0
+    tiers: list[set[str]] = []
+    start = 0
     for group in groups:
         tiers.append(set(ranked[start : start + len(group)]))
         start += len(group)
@@ -65,13 +67,13 @@ def _tiers(ranked, groups):
 
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])
 @pytest.mark.parametrize("query", list(ORDER_BY_QUERY))
-def test_an_identifier_glued_to_punctuation_ranks_its_exact_spelling_first(app, query, mode):
+def test_an_identifier_glued_to_punctuation_ranks_its_exact_spelling_first(app: App, query: str, mode: str) -> None:
     ranked = _ranked(app, query, mode)
     assert _tiers(ranked, ORDER_BY_QUERY[query])[0] == ORDER_BY_QUERY[query][0], ranked
 
 
 @pytest.mark.parametrize("query", list(ORDER_BY_QUERY))
-def test_other_spellings_of_the_identifier_rank_next_then_prose(app, query):
+def test_other_spellings_of_the_identifier_rank_next_then_prose(app: App, query: str) -> None:
     """Another spelling shares the whole name (underscores dropped): above prose that only has its words."""
     ranked = _ranked(app, query)
     assert _tiers(ranked, ORDER_BY_QUERY[query]) == ORDER_BY_QUERY[query], ranked
@@ -79,6 +81,6 @@ def test_other_spellings_of_the_identifier_rank_next_then_prose(app, query):
 
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])
 @pytest.mark.parametrize("query", [*ORDER_BY_QUERY, "get user by id"])
-def test_every_spelling_and_the_prose_rank_above_the_distractors(app, query, mode):
+def test_every_spelling_and_the_prose_rank_above_the_distractors(app: App, query: str, mode: str) -> None:
     ranked = _ranked(app, query, mode)
     assert set(ranked[: len(RELEVANT)]) == RELEVANT, ranked

@@ -7,12 +7,13 @@ tests/mcp/test_sdk_import.py (and the deferred package `__init__`, tests/index/t
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 
 @pytest.fixture
-def made_up_sdk(tmp_path):
+def made_up_sdk(tmp_path: Path) -> Path:
     """`sdk`, whose `__init__` imports its HTTP client; `sdk.server`, which imports the HTTP stack (`web`) and
     its own `sdk.auth.*` at its top but uses them only in a function; `web`, which records that it ran."""
 
@@ -42,7 +43,7 @@ def made_up_sdk(tmp_path):
     return tmp_path
 
 
-def _run(code: str, cwd) -> list[str]:
+def _run(code: str, cwd: Path) -> list[str]:
     answer = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=cwd, timeout=60
     )
@@ -59,7 +60,7 @@ _LEAVE_OUT_WEB = """
 """
 
 
-def test_the_left_out_modules_never_run_and_their_names_fail_when_used(made_up_sdk):
+def test_the_left_out_modules_never_run_and_their_names_fail_when_used(made_up_sdk: Path) -> None:
     stepped_aside, loaded, failure, later = _run(
         _LEAVE_OUT_WEB
         + """
@@ -78,7 +79,7 @@ def test_the_left_out_modules_never_run_and_their_names_fail_when_used(made_up_s
     assert later == "App Settings"
 
 
-def test_nothing_is_an_instance_of_a_left_out_class(made_up_sdk):
+def test_nothing_is_an_instance_of_a_left_out_class(made_up_sdk: Path) -> None:
     """A kept module that checks `isinstance(x, App)` against a left-out class goes on as if nothing matched (no
     object can be of a class never loaded), instead of failing with a TypeError."""
     checked = _run(
@@ -91,7 +92,7 @@ def test_nothing_is_an_instance_of_a_left_out_class(made_up_sdk):
     assert checked == "False False"
 
 
-def test_a_package_using_a_left_out_name_as_it_loads_is_imported_whole(made_up_sdk):
+def test_a_package_using_a_left_out_name_as_it_loads_is_imported_whole(made_up_sdk: Path) -> None:
     (made_up_sdk / "sdk" / "server.py").write_text("from web.app import App\nOptionalApp = App | None\n")
     stepped_aside, loaded = _run(
         _LEAVE_OUT_WEB
@@ -104,13 +105,13 @@ def test_a_package_using_a_left_out_name_as_it_loads_is_imported_whole(made_up_s
     assert "'sdk.client'" in loaded and "'web.app'" in loaded  # its __init__ ran, the real modules loaded
 
 
-def test_a_package_imported_already_is_left_as_it_is(made_up_sdk):
+def test_a_package_imported_already_is_left_as_it_is(made_up_sdk: Path) -> None:
     stepped_aside = _run("import sdk.server\n" + textwrap.dedent(_LEAVE_OUT_WEB), made_up_sdk)[0]
     assert stepped_aside == "sdk was imported already"
 
 
 @pytest.fixture
-def many_classes(tmp_path):
+def many_classes(tmp_path: Path) -> Path:
     """`models`, whose `__init__` re-exports a class of each of its modules (and records that it ran)."""
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "__init__.py").write_text(
@@ -123,7 +124,7 @@ def many_classes(tmp_path):
     return tmp_path
 
 
-def test_re_exported_classes_are_references_that_load_their_own_module_when_used(many_classes):
+def test_re_exported_classes_are_references_that_load_their_own_module_when_used(many_classes: Path) -> None:
     lines = _run(
         """
         import sys
@@ -150,7 +151,7 @@ def test_re_exported_classes_are_references_that_load_their_own_module_when_used
     assert lines[3] == "1 type True"
 
 
-def test_references_are_not_made_for_a_package_imported_already(many_classes):
+def test_references_are_not_made_for_a_package_imported_already(many_classes: Path) -> None:
     assert (
         _run(
             """

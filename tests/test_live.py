@@ -1,35 +1,41 @@
 """Live KBs: start-up, schedule and file-change syncs through one SyncRunner."""
 
 import shutil
+import threading
 import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
-from helpers import eventually, write
+from helpers import chunk_table, eventually, write
 from mcp import Client
 
+from mcp_kb.app import App
 from mcp_kb.live import LiveSync, SyncRunner
 from mcp_kb.mcp.server import build_server
+from helpers import MakeApp
 
 pytestmark = pytest.mark.anyio
 
 
-def _kb(folder, **sync):
+def _kb(folder: Path, **sync: object) -> dict[str, Any]:
     return {"name": "docs", "description": "d", "paths": [str(folder)], "sync": {"debounce": 0.2, **sync}}
 
 
-async def _sources(client, query):
+async def _sources(client: Client, query: str) -> set[str]:
     result = await client.call_tool("search_docs", {"query": query, "mode": "keyword"})
     return {hit["source"] for hit in result.structured_content["results"]} if not result.is_error else set()
 
 
-async def test_served_kb_follows_edits_creations_and_deletions(make_app, tmp_path):
+async def test_served_kb_follows_edits_creations_and_deletions(make_app: MakeApp, tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     write(folder / "a.md", "# A\n\nThe launch checklist lives here.\n")
     app = make_app(_kb(folder, watch=True, on_start=True))
     async with Client(build_server(app)) as client:
 
-        async def indexed(query, source, present=True):
+        async def indexed(query: str, source: str, present: bool = True) -> bool:
             return (source in await _sources(client, query)) == present
 
         await eventually(lambda: indexed("checklist", "a.md"))
@@ -42,14 +48,14 @@ async def test_served_kb_follows_edits_creations_and_deletions(make_app, tmp_pat
         await eventually(lambda: indexed("budget", "b.md", present=False))
 
 
-async def test_save_by_rename_is_seen(make_app, tmp_path):
+async def test_save_by_rename_is_seen(make_app: MakeApp, tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     write(folder / "a.md", "# A\n\nOriginal wording.\n")
     app = make_app(_kb(folder, watch=True))
     app.sync()
     async with Client(build_server(app)) as client:
 
-        def save_atomically():
+        def save_atomically() -> None:
             write(folder / "a.md.tmp", "# A\n\nRewritten by an editor that saves atomically.\n")
             (folder / "a.md.tmp").replace(folder / "a.md")
 
@@ -57,7 +63,9 @@ async def test_save_by_rename_is_seen(make_app, tmp_path):
         await _eventually_after(save_atomically, lambda: _has(client, "atomically", "a.md"))
 
 
-async def _eventually_after(action, check, seconds=20.0, every=2.0):
+async def _eventually_after(
+    action: Callable[[], object], check: Callable[[], Awaitable[bool]], seconds: float = 20.0, every: float = 2.0
+) -> None:
     """Do `action`, then poll `check`; repeat the action every `every` seconds until the deadline."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -70,11 +78,11 @@ async def _eventually_after(action, check, seconds=20.0, every=2.0):
     raise AssertionError("condition not met before the deadline")
 
 
-async def _has(client, query, source):
+async def _has(client: Client, query: str, source: str) -> bool:
     return source in await _sources(client, query)
 
 
-async def test_a_burst_of_saves_gives_at_most_two_syncs(make_app, tmp_path):
+async def test_a_burst_of_saves_gives_at_most_two_syncs(make_app: MakeApp, tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     write(folder / "a.md", "# A\n\nversion 0\n")
     debounce = 0.5
@@ -100,12 +108,12 @@ async def test_a_burst_of_saves_gives_at_most_two_syncs(make_app, tmp_path):
     assert 1 <= after_burst - before <= 2 and late <= 0
 
 
-async def _synced_text(app, text):
-    rows = app.store.chunk_table("docs").to_arrow().column("text").to_pylist()
+async def _synced_text(app: App, text: str) -> bool:
+    rows = chunk_table(app.store, "docs").to_arrow().column("text").to_pylist()
     return any(text in row for row in rows)
 
 
-async def test_schedule_syncs_again(make_app, tmp_path):
+async def test_schedule_syncs_again(make_app: MakeApp, tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     write(folder / "a.md", "# A\n\nfirst\n")
     app = make_app(_kb(folder, interval=0.3))
@@ -116,11 +124,11 @@ async def test_schedule_syncs_again(make_app, tmp_path):
         group.cancel_scope.cancel()
 
 
-async def _at_least(runner, count):
+async def _at_least(runner: SyncRunner, count: int) -> bool:
     return runner.syncs_started >= count
 
 
-async def test_failed_sync_keeps_the_last_good_version_and_shows_in_status(make_app, tmp_path):
+async def test_failed_sync_keeps_the_last_good_version_and_shows_in_status(make_app: MakeApp, tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     write(folder / "a.md", "# A\n\nThe incident response plan.\n")
     app = make_app(_kb(folder, interval=0.3))
@@ -129,7 +137,7 @@ async def test_failed_sync_keeps_the_last_good_version_and_shows_in_status(make_
     shutil.move(folder, hidden)  # the folder disappears (unmounted share, moved folder)
     async with Client(build_server(app)) as client:
 
-        async def failed():
+        async def failed() -> bool:
             return app.status("docs")[0].last_outcome == "failed"
 
         await eventually(failed)
@@ -137,14 +145,14 @@ async def test_failed_sync_keeps_the_last_good_version_and_shows_in_status(make_
         assert await _sources(client, "incident") == {"a.md"}  # still answering from the last good version
         shutil.move(hidden, folder)
 
-        async def recovered():
+        async def recovered() -> bool:
             return app.status("docs")[0].last_outcome == "ok"
 
         await eventually(recovered)
         assert await _sources(client, "incident") == {"a.md"}
 
 
-async def test_syncs_that_wait_for_a_running_one_hold_no_worker_thread(make_app, tmp_path):
+async def test_syncs_that_wait_for_a_running_one_hold_no_worker_thread(make_app: MakeApp, tmp_path: Path) -> None:
     """A flood of sync calls while one runs (a client retrying, a caller on purpose) queues as tasks: the threads
     searches run in stay free; a call that does not wait hears at once that a sync is running."""
     import threading
@@ -178,5 +186,5 @@ async def test_syncs_that_wait_for_a_running_one_hold_no_worker_thread(make_app,
     assert app.status("docs")[0].files == 2 and threads.borrowed_tokens == 0
 
 
-async def _is_set(event):
+async def _is_set(event: threading.Event) -> bool:
     return event.is_set()

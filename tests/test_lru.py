@@ -5,7 +5,7 @@ from helpers import in_threads
 from mcp_kb.lru import BoundedLRU
 
 
-def test_the_least_recently_used_entry_is_forgotten_first():
+def test_the_least_recently_used_entry_is_forgotten_first() -> None:
     cache: BoundedLRU[str, int] = BoundedLRU(2)
     cache.put("a", 1)
     cache.put("b", 2)
@@ -17,7 +17,7 @@ def test_the_least_recently_used_entry_is_forgotten_first():
     assert cache.get("c") is None and cache.get("a") == 10
 
 
-def test_threads_looking_up_and_evicting_at_once_never_fail_and_stay_bounded():
+def test_threads_looking_up_and_evicting_at_once_never_fail_and_stay_bounded() -> None:
     cache: BoundedLRU[int, int] = BoundedLRU(3)
 
     def work(seed: int) -> None:
@@ -29,7 +29,7 @@ def test_threads_looking_up_and_evicting_at_once_never_fail_and_stay_bounded():
     assert in_threads(work, 4, switch_interval=1e-6) == [] and len(cache) <= 3
 
 
-def test_a_weighed_cache_keeps_what_fits_its_size_and_nothing_heavier():
+def test_a_weighed_cache_keeps_what_fits_its_size_and_nothing_heavier() -> None:
     cache: BoundedLRU[str, str] = BoundedLRU(10, weigh=len)
     cache.put("a", "xxxx")
     cache.put("b", "yyyy")

@@ -1,18 +1,23 @@
 """Search metrics: they move as searches run, and the resource, the saved snapshot and the CLI agree."""
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from helpers import write
 
+from mcp_kb.app import App
+from mcp_kb.records import SearchFigures
 from mcp_kb.errors import ModelError
 from mcp_kb.api import SearchRequest, SyncRequest
 from mcp_kb.requests import SelfCheckRequest
+from helpers import MakeApp
+from mcp_kb.models.fastembed import FastEmbedder
 
 
 @pytest.fixture
-def app(make_app, tmp_path):
+def app(make_app: MakeApp, tmp_path: Path) -> App:
     write(tmp_path / "docs" / "leave.md", "# Leave\n\nEmployees apply for annual leave in the HR portal.\n")
     write(tmp_path / "docs" / "errors.md", "# Errors\n\nE5021 means the access token expired.\n")
     app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
@@ -20,12 +25,19 @@ def app(make_app, tmp_path):
     return app
 
 
-def test_metrics_count_searches_stages_cache_hits_and_empty_answers(app):
-    assert app.live_stats("docs").search.searches == 0
+def _figures(app: App) -> SearchFigures:
+    """The search figures of this process (there are some once a KB is configured)."""
+    figures = app.live_stats("docs").search
+    assert figures is not None
+    return figures
+
+
+def test_metrics_count_searches_stages_cache_hits_and_empty_answers(app: App) -> None:
+    assert _figures(app).searches == 0
     app.search("docs", SearchRequest(query="annual leave", mode="hybrid"))
     app.search("docs", SearchRequest(query="annual leave", mode="hybrid"))  # the same request: answered from the cache
     app.search("docs", SearchRequest(query="zyxwvut", mode="keyword"))
-    metrics = app.live_stats("docs").search
+    metrics = _figures(app)
     assert metrics.searches == 3 and metrics.cache_hit_rate == pytest.approx(1 / 3, abs=1e-3)
     assert metrics.zero_result_queries == 1 and metrics.degraded_answers == 0
     latency = metrics.latency_ms
@@ -34,29 +46,31 @@ def test_metrics_count_searches_stages_cache_hits_and_empty_answers(app):
     assert metrics.query_embedding_tokens == app.tokenizer.count(["annual leave"])[0]
 
 
-def test_searches_are_also_counted_per_hour_for_the_charts(app):
+def test_searches_are_also_counted_per_hour_for_the_charts(app: App) -> None:
     app.search("docs", SearchRequest(query="annual leave", mode="hybrid"))
     app.search("docs", SearchRequest(query="zyxwvut", mode="keyword"))
-    hours = app.live_stats("docs").search.hourly
+    hours = _figures(app).hourly
     assert len(hours) == 1 and hours[0].hour.endswith(":00Z")
     assert (hours[0].searches, hours[0].zero_results, hours[0].degraded) == (2, 1, 0)
     assert 0 < hours[0].p50_ms <= hours[0].p95_ms
 
 
-def test_a_keyword_fallback_counts_as_degraded(app, embedder, monkeypatch):
-    def broken(text):
+def test_a_keyword_fallback_counts_as_degraded(
+    app: App, embedder: FastEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(text: str) -> None:
         raise ModelError("model file unreadable")
 
     monkeypatch.setattr(embedder, "embed_query", broken)
     result = app.search("docs", SearchRequest(query="E5021 token", mode="hybrid"))
-    assert result.degraded and app.live_stats("docs").search.degraded_answers == 1
+    assert result.degraded and _figures(app).degraded_answers == 1
 
 
-def test_the_cli_shows_what_the_answering_process_saved(app, tmp_path):
+def test_the_cli_shows_what_the_answering_process_saved(app: App, tmp_path: Path) -> None:
     from mcp_kb.cli import main
 
     app.search("docs", SearchRequest(query="annual leave", mode="hybrid"))
-    live = app.live_stats("docs").search.as_dict()
+    live = _figures(app).as_dict()
     config = tmp_path / "kb.toml"
     config.write_text(
         f'storage = "{app.config.storage.uri}"\n[[kb]]\nname = "docs"\ndescription = "d"\n'
@@ -70,7 +84,7 @@ def test_the_cli_shows_what_the_answering_process_saved(app, tmp_path):
     assert "searches 1" in text and "vector" in text and "2 chunks" in text
 
 
-def test_a_rebuild_measures_the_hit_rate_when_asked(make_app, tmp_path):
+def test_a_rebuild_measures_the_hit_rate_when_asked(make_app: MakeApp, tmp_path: Path) -> None:
     for i in range(6):
         write(
             tmp_path / "docs" / f"n{i}.md",
@@ -84,10 +98,10 @@ def test_a_rebuild_measures_the_hit_rate_when_asked(make_app, tmp_path):
     [report] = make_app(rebuilt).sync()
     assert report.rebuilt
     health = make_app(rebuilt).status("docs")[0].health
-    assert health.queries == 6 and 0.5 <= health.hit_rate["hybrid"] <= 1.0
+    assert health and health.queries == 6 and 0.5 <= health.hit_rate["hybrid"] <= 1.0
 
 
-def _log_app(make_app, tmp_path, **search):
+def _log_app(make_app: MakeApp, tmp_path: Path, **search: object) -> App:
     write(tmp_path / "docs" / "leave.md", "# Leave\n\nEmployees apply for annual leave in the HR portal.\n")
     write(tmp_path / "docs" / "errors.md", "# Errors\n\nE5021 means the access token expired.\n")
     app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")], "search": search})
@@ -95,7 +109,7 @@ def _log_app(make_app, tmp_path, **search):
     return app
 
 
-def test_the_query_log_holds_exactly_the_searches_made(make_app, tmp_path):
+def test_the_query_log_holds_exactly_the_searches_made(make_app: MakeApp, tmp_path: Path) -> None:
     from mcp_kb.index.state import query_log_path
 
     app = _log_app(make_app, tmp_path, query_log=True)
@@ -107,7 +121,7 @@ def test_the_query_log_holds_exactly_the_searches_made(make_app, tmp_path):
     assert entries[0]["latency_ms"] > 0 and "time" in entries[0]
 
 
-def test_no_query_log_unless_asked(make_app, tmp_path):
+def test_no_query_log_unless_asked(make_app: MakeApp, tmp_path: Path) -> None:
     from mcp_kb.index.state import query_log_path
 
     app = _log_app(make_app, tmp_path)
@@ -115,7 +129,7 @@ def test_no_query_log_unless_asked(make_app, tmp_path):
     assert not query_log_path(app.config.storage.uri, "docs").exists()
 
 
-def test_the_query_log_rotates_at_its_size(make_app, tmp_path):
+def test_the_query_log_rotates_at_its_size(make_app: MakeApp, tmp_path: Path) -> None:
     from mcp_kb.index.state import query_log_path
 
     app = _log_app(make_app, tmp_path, query_log=True, query_log_max_mb=0.001)  # about 1 KB
@@ -128,7 +142,7 @@ def test_the_query_log_rotates_at_its_size(make_app, tmp_path):
     assert newest[-1] == "annual leave question number 19"
 
 
-def test_a_reviewed_log_becomes_a_labelled_query_set(make_app, tmp_path):
+def test_a_reviewed_log_becomes_a_labelled_query_set(make_app: MakeApp, tmp_path: Path) -> None:
     from mcp_kb.cli import main
     from mcp_kb.index.state import query_log_path
 
@@ -156,26 +170,27 @@ def test_a_reviewed_log_becomes_a_labelled_query_set(make_app, tmp_path):
     assert scores["hybrid"]["queries"] == 2 and scores["hybrid"]["mrr_at_10"] == 1.0
 
 
-def test_one_off_searches_leave_the_servers_saved_figures_alone(app):
+def test_one_off_searches_leave_the_servers_saved_figures_alone(app: App) -> None:
     from mcp_kb.index.state import read_metrics
 
     app.search("docs", SearchRequest(query="annual leave", mode="keyword"))
     assert read_metrics(app.config.storage.uri, "docs") is None  # not a server: nothing saved
     app.saves_metrics = True
     app.search("docs", SearchRequest(query="E5021", mode="keyword"))
-    assert read_metrics(app.config.storage.uri, "docs").searches == 2
+    saved = read_metrics(app.config.storage.uri, "docs")
+    assert saved and saved.searches == 2
 
 
-def test_evaluation_queries_stay_out_of_the_metrics_and_the_query_log(make_app, tmp_path):
+def test_evaluation_queries_stay_out_of_the_metrics_and_the_query_log(make_app: MakeApp, tmp_path: Path) -> None:
     from mcp_kb.index.state import query_log_path
 
     app = _log_app(make_app, tmp_path, query_log=True)
     app.self_check(SelfCheckRequest(kb="docs", modes=("keyword", "hybrid"), sample=10, k=3))
-    assert app.live_stats("docs").search.searches == 0
+    assert _figures(app).searches == 0
     assert not query_log_path(app.config.storage.uri, "docs").exists()
 
 
-def test_a_rebuild_with_nothing_to_ask_about_still_syncs(make_app, tmp_path):
+def test_a_rebuild_with_nothing_to_ask_about_still_syncs(make_app: MakeApp, tmp_path: Path) -> None:
     write(tmp_path / "docs" / "a.md", "# A\n\nOnly note.\n")
     settings = {"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]}
     make_app(settings).sync()

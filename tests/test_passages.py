@@ -2,7 +2,12 @@
 budget of a whole answer."""
 
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,12 +17,15 @@ from helpers import write
 from pdfs import text_pdf
 
 from mcp_kb.settings import ChunkingConfig
-from mcp_kb.ingest.chunking import chunk_document
+from mcp_kb.ingest.chunking import Chunk, chunk_document
 from mcp_kb.ingest.parsers import parse_file
 from mcp_kb.ingest.reading import render
 from mcp_kb.passages import ELLIPSIS, Budget, Hit, Part, add_context, assemble, fit_budget, parts_of
-from mcp_kb.api import BrowseRequest, ReadRequest, SearchRequest, cited_text
+from mcp_kb.api import BrowseRequest, ReadRequest, SearchRequest
+from mcp_kb.present import cited_text
 from mcp_kb.search import SearchOutput, SearchResult
+from helpers import MakeApp
+from mcp_kb.models.fastembed_tokenizer import ModelTokenizer
 
 STEPS = "\n\n".join(
     f"Step {i} of the rollout updates service s{i}. It drains traffic, swaps the binary and checks health "
@@ -27,7 +35,7 @@ STEPS = "\n\n".join(
 
 
 @pytest.fixture
-def chunks(tmp_path, tokenizer):
+def chunks(tmp_path: Path, tokenizer: ModelTokenizer) -> list[Chunk]:
     """Real chunks of one document, with the real overlap between neighbours."""
     document = parse_file(write(tmp_path / "rollout.md", "# Rollout\n\n" + STEPS), "rollout.md")
     found = chunk_document(document, ChunkingConfig(max_tokens=64, overlap=16), tokenizer)
@@ -35,7 +43,7 @@ def chunks(tmp_path, tokenizer):
     return found
 
 
-def _hit(chunk, score=1.0, source=None) -> Hit:
+def _hit(chunk: Chunk, score: float = 1.0, source: str | None = None) -> Hit:
     """A chunk's hit as a search makes it from the chunk's row."""
     parts = parts_of(chunk.parts_json, Part(chunk.heading))
     return Hit(
@@ -52,16 +60,16 @@ def _hit(chunk, score=1.0, source=None) -> Hit:
     )
 
 
-def _size(hit, tokenizer) -> int:
+def _size(hit: Hit, tokenizer: ModelTokenizer) -> int:
     return sum(tokenizer.count([part])[0] for part in (hit.context_before, hit.text, hit.context_after) if part)
 
 
-def _answer_size(hits, notes, tokenizer, name_kb=False) -> int:
+def _answer_size(hits: list[Hit], notes: list[str], tokenizer: ModelTokenizer, name_kb: bool = False) -> int:
     """The tokens of the text a search tool returns."""
     return tokenizer.count([cited_text(SearchResult(hits, "hybrid", notes), name_kb=name_kb)])[0]
 
 
-def test_adjacent_hits_merge_into_one_passage_with_the_overlap_once(chunks):
+def test_adjacent_hits_merge_into_one_passage_with_the_overlap_once(chunks: list[Chunk]) -> None:
     [passage] = assemble([_hit(chunks[4], 0.9), _hit(chunks[3], 0.8)], top_k=5, max_per_document=2)
     assert (passage.chunk_index, passage.chunk_count, passage.score) == (3, 2, 0.9)
     span = (chunks[3].line_start, chunks[4].line_end)  # one section over both chunks: cited with its whole span
@@ -74,13 +82,13 @@ def test_adjacent_hits_merge_into_one_passage_with_the_overlap_once(chunks):
     assert passage.text.startswith(chunks[3].text) and passage.text.endswith(chunks[4].text.split("\n", 1)[1])
 
 
-def test_a_hit_between_two_passages_joins_them(chunks):
+def test_a_hit_between_two_passages_joins_them(chunks: list[Chunk]) -> None:
     hits = [_hit(chunks[2]), _hit(chunks[4]), _hit(chunks[3]), _hit(chunks[8])]
     passages = assemble(hits, top_k=5, max_per_document=2)
     assert [(p.chunk_index, p.chunk_count) for p in passages] == [(2, 3), (8, 1)]
 
 
-def test_non_adjacent_hits_stay_apart_and_the_cap_leaves_the_rest_out(chunks, tmp_path):
+def test_non_adjacent_hits_stay_apart_and_the_cap_leaves_the_rest_out(chunks: list[Chunk], tmp_path: Path) -> None:
     other = Hit(text="Another source.", source="other.md", title="", heading="", page=None, chunk_index=0, score=0.1)
     hits = [_hit(chunks[1]), _hit(chunks[5]), _hit(chunks[8]), other]
     passages = assemble(hits, top_k=5, max_per_document=2)
@@ -88,10 +96,10 @@ def test_non_adjacent_hits_stay_apart_and_the_cap_leaves_the_rest_out(chunks, tm
     assert len(assemble(hits, top_k=2, max_per_document=3)) == 2
 
 
-def test_assembly_reads_only_as_many_hits_as_it_needs(chunks):
+def test_assembly_reads_only_as_many_hits_as_it_needs(chunks: list[Chunk]) -> None:
     read = []
 
-    def ranked():
+    def ranked() -> Iterator[Hit]:
         for chunk in chunks:
             read.append(chunk.chunk_index)
             yield _hit(chunk, source=f"doc{chunk.chunk_index}.md")
@@ -100,7 +108,7 @@ def test_assembly_reads_only_as_many_hits_as_it_needs(chunks):
     assert len(read) == 4  # the fourth showed the list was full
 
 
-def test_budget_is_never_exceeded_and_trimming_is_marked(chunks, tokenizer):
+def test_budget_is_never_exceeded_and_trimming_is_marked(chunks: list[Chunk], tokenizer: ModelTokenizer) -> None:
     passages = assemble([_hit(chunks[i]) for i in range(0, 9, 2)], top_k=5, max_per_document=5)
     assert len(passages) == 5
     for budget in (100, 150, 300, 1000):
@@ -111,7 +119,7 @@ def test_budget_is_never_exceeded_and_trimming_is_marked(chunks, tokenizer):
     assert len(fitted) == 2 and "left out" in notes[0]  # 250 tokens make two readable passages, not five stubs
 
 
-def test_the_budget_holds_the_whole_answer_whatever_its_citations_and_notes(tokenizer):
+def test_the_budget_holds_the_whole_answer_whatever_its_citations_and_notes(tokenizer: ModelTokenizer) -> None:
     """Long paths and deep heading paths, in a search across KBs with notes: at most max_tokens, or no passage
     with a note saying the budget is too small for one."""
     deep = " › ".join(f"Section {n} about the long heading of the handbook" for n in range(12))
@@ -139,7 +147,7 @@ def test_the_budget_holds_the_whole_answer_whatever_its_citations_and_notes(toke
     assert "no passage fits max_tokens=100" in answer and "Try other words" not in answer
 
 
-def test_a_long_citation_still_gets_its_passage_when_the_budget_holds_it(tokenizer):
+def test_a_long_citation_still_gets_its_passage_when_the_budget_holds_it(tokenizer: ModelTokenizer) -> None:
     path = "/".join(f"very_long_directory_name_segment_{n}" for n in range(8)) + "/pangolins.md"
     hit = Hit(
         text="Body about pangolins in the forest.",
@@ -157,7 +165,7 @@ def test_a_long_citation_still_gets_its_passage_when_the_budget_holds_it(tokeniz
     assert fitted == [hit] and left_out == []
 
 
-def test_trimming_keeps_the_best_matching_sentence(chunks, tokenizer):
+def test_trimming_keeps_the_best_matching_sentence(chunks: list[Chunk], tokenizer: ModelTokenizer) -> None:
     [passage] = assemble([_hit(chunks[i]) for i in range(0, 9)], top_k=1, max_per_document=1)
     assert passage.chunk_count == 9
     [fitted], _ = fit_budget([passage], Budget(100, tokenizer), "which probe does step 5 check")
@@ -165,7 +173,7 @@ def test_trimming_keeps_the_best_matching_sentence(chunks, tokenizer):
     assert fitted.text.startswith(ELLIPSIS) and fitted.text.endswith(ELLIPSIS)
 
 
-def test_chinese_passages_are_counted_by_tokens(tokenizer):
+def test_chinese_passages_are_counted_by_tokens(tokenizer: ModelTokenizer) -> None:
     text = "".join(f"第{i}步：系统先检查服务状态，然后切换流量，最后确认健康检查通过。" for i in range(60))
     hit = Hit(text=text, source="上线.md", title="", heading="", page=None, chunk_index=0, score=1.0)
     assert tokenizer.count([text])[0] > 1000
@@ -174,7 +182,7 @@ def test_chinese_passages_are_counted_by_tokens(tokenizer):
     assert "第7步" in fitted.text
 
 
-def test_context_counts_against_the_budget_and_gives_way_first(chunks, tokenizer):
+def test_context_counts_against_the_budget_and_gives_way_first(chunks: list[Chunk], tokenizer: ModelTokenizer) -> None:
     [passage] = assemble([_hit(chunks[5])], top_k=1, max_per_document=1)
     neighbours = {(c.doc_id, c.chunk_index): c.text for c in chunks}
     [with_context] = add_context([passage], neighbours, 2)
@@ -188,7 +196,7 @@ def test_context_counts_against_the_budget_and_gives_way_first(chunks, tokenizer
     assert fitted.text == with_context.text  # the passage itself is whole; its context was cut
 
 
-def test_search_over_fetches_until_top_k_distinct_passages(make_app, tmp_path):
+def test_search_over_fetches_until_top_k_distinct_passages(make_app: MakeApp, tmp_path: Path) -> None:
     """One long document matches first on every candidate; the others still come back."""
     parts = [
         f"The quasar beacon setting number {i} is described here in full."
@@ -220,16 +228,21 @@ def test_search_over_fetches_until_top_k_distinct_passages(make_app, tmp_path):
         "docs", SearchRequest(query="quasar beacon setting", mode="keyword", top_k=5, max_per_document=2)
     )
     assert [hit.source for hit in capped.hits].count("manual.md") == 2 and len(capped.hits) == 5
-    embedded = []
+    embedded: list[str] = []
     original = app.embedder.embed_query
-    app.embedder.embed_query = lambda text: embedded.append(text) or original(text)  # type: ignore[method-assign]
+
+    def counted(text: str) -> np.ndarray:
+        embedded.append(text)
+        return original(text)
+
+    app.embedder.embed_query = counted  # type: ignore[method-assign]  # counts the queries embedded
     deep = app.search(
         "docs", SearchRequest(query="quasar beacon setting part", mode="hybrid", top_k=5, max_per_document=1)
     )
     assert len({hit.source for hit in deep.hits}) == 5 and embedded == ["quasar beacon setting part"]  # once
 
 
-def test_a_hit_says_how_it_is_cited_and_how_it_ranked_in_its_json_form():
+def test_a_hit_says_how_it_is_cited_and_how_it_ranked_in_its_json_form() -> None:
     hit = Hit(
         text="Apply in the portal.",
         source="leave.md",
@@ -254,7 +267,7 @@ def test_a_hit_says_how_it_is_cited_and_how_it_ranked_in_its_json_form():
     assert replace(hit, vector_rank=None, trimmed=False).ranking == "score 0.734 · keyword rank 3"
 
 
-def test_a_passages_stored_token_count_bounds_what_it_holds(chunks, tokenizer):
+def test_a_passages_stored_token_count_bounds_what_it_holds(chunks: list[Chunk], tokenizer: ModelTokenizer) -> None:
     """The count a sync stores of each chunk (its heading path and text) is never below the tokens of the text a
     search returns, alone or merged with its neighbours: the budget may trust it without counting."""
     assert all(chunk.n_tokens >= tokenizer.count([chunk.text])[0] for chunk in chunks)
@@ -265,19 +278,21 @@ def test_a_passages_stored_token_count_bounds_what_it_holds(chunks, tokenizer):
 class _CountingTokenizer:
     """The model's tokenizer, counting the texts it is asked to count."""
 
-    def __init__(self, tokenizer):
+    def __init__(self, tokenizer: ModelTokenizer) -> None:
         self._tokenizer, self.counted = tokenizer, 0
         self.max_tokens = tokenizer.max_tokens
 
-    def count(self, texts):
+    def count(self, texts: list[str]) -> list[int]:
         self.counted += len(texts)
         return self._tokenizer.count(texts)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._tokenizer, name)
 
 
-def test_a_search_whose_passages_fit_counts_no_passage_and_one_over_budget_is_still_cut(make_app, tmp_path, tokenizer):
+def test_a_search_whose_passages_fit_counts_no_passage_and_one_over_budget_is_still_cut(
+    make_app: MakeApp, tmp_path: Path, tokenizer: ModelTokenizer
+) -> None:
     write(tmp_path / "docs" / "rollout.md", "# Rollout\n\n" + STEPS)
     app = make_app(
         {
@@ -297,6 +312,7 @@ def test_a_search_whose_passages_fit_counts_no_passage_and_one_over_budget_is_st
         SearchRequest(query="health probe p4", mode="keyword", top_k=2, context=2, max_tokens=200),
     ):
         result = app.search("docs", request)
+        assert request.max_tokens is not None
         assert _answer_size(result.hits, result.notes, tokenizer) <= request.max_tokens
         assert any(hit.trimmed for hit in result.hits)
     assert counting.counted > 0
@@ -310,7 +326,7 @@ _paragraph = st.lists(_sentence, min_size=1, max_size=6).map(" ".join)
 _section = st.tuples(st.booleans(), st.lists(_paragraph, min_size=1, max_size=3))  # (a subsection?, paragraphs)
 
 
-def _markdown(sections):
+def _markdown(sections: list[tuple[bool, list[str]]]) -> str:
     """A page with a one-line intro and sections whose own word (`mark3`) only they hold."""
     parts = ["# Page", "This page covers the rules."]
     for number, (sub, paragraphs) in enumerate(sections):
@@ -319,7 +335,7 @@ def _markdown(sections):
     return "\n\n".join(parts) + "\n"
 
 
-def _python(classes):
+def _python(classes: list[list[list[str]]]) -> tuple[str, int]:
     """Classes of methods whose bodies name their own word (`mark3`)."""
     lines, number = ['"""A module."""', "import os", ""], 0
     for name, methods in enumerate(classes):
@@ -332,12 +348,14 @@ def _python(classes):
     return "\n".join(lines) + "\n", number
 
 
-def _normalized(text):
+def _normalized(text: str) -> str:
     """Text compared by its words alone, PDF page markers left out."""
     return " ".join(re.sub(r"--- page \d+ ---", " ", text).replace("…", " ").split())
 
 
-def _check_citations(tmp_path, tokenizer, name, source, marks, chunking):
+def _check_citations(
+    tmp_path: Path, tokenizer: ModelTokenizer, name: str, source: str, marks: range, chunking: ChunkingConfig
+) -> None:
     """For each mark, a hit on a chunk holding it cites the part holding it, and every line of that part's text lies
     inside the section the citation names, read from the reading form (a chunk continuing a section after a merge
     opens with the section's heading line, for context)."""
@@ -358,7 +376,12 @@ def _check_citations(tmp_path, tokenizer, name, source, marks, chunking):
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sections=st.lists(_section, min_size=1, max_size=8), max_tokens=st.sampled_from([48, 96, 256]))
-def test_markdown_hits_are_cited_by_the_section_their_words_are_in(tmp_path_factory, tokenizer, sections, max_tokens):
+def test_markdown_hits_are_cited_by_the_section_their_words_are_in(
+    tmp_path_factory: pytest.TempPathFactory,
+    tokenizer: ModelTokenizer,
+    sections: list[tuple[bool, list[str]]],
+    max_tokens: int,
+) -> None:
     chunking = ChunkingConfig(max_tokens=max_tokens, overlap=12, min_tokens=max_tokens // 2)
     _check_citations(
         tmp_path_factory.mktemp("md"), tokenizer, "page.md", _markdown(sections), range(len(sections)), chunking
@@ -371,7 +394,9 @@ def test_markdown_hits_are_cited_by_the_section_their_words_are_in(tmp_path_fact
         st.lists(st.lists(st.sampled_from(_WORDS), max_size=30), min_size=1, max_size=4), min_size=1, max_size=3
     )
 )
-def test_code_hits_are_cited_by_the_method_their_words_are_in(tmp_path_factory, tokenizer, classes):
+def test_code_hits_are_cited_by_the_method_their_words_are_in(
+    tmp_path_factory: pytest.TempPathFactory, tokenizer: ModelTokenizer, classes: list[list[list[str]]]
+) -> None:
     source, methods = _python(classes)
     _check_citations(
         tmp_path_factory.mktemp("py"),
@@ -383,7 +408,7 @@ def test_code_hits_are_cited_by_the_method_their_words_are_in(tmp_path_factory, 
     )
 
 
-def test_pdf_hits_lie_on_the_pages_they_cite(make_app, tmp_path):
+def test_pdf_hits_lie_on_the_pages_they_cite(make_app: MakeApp, tmp_path: Path) -> None:
     pages = [f"Page {n} tells of rule {n}: " + " ".join(f"clause{n}x{k} holds." for k in range(40)) for n in range(6)]
     (tmp_path / "docs").mkdir()
     text_pdf(tmp_path / "docs" / "rules.pdf", pages)
@@ -400,7 +425,7 @@ def test_pdf_hits_lie_on_the_pages_they_cite(make_app, tmp_path):
 _FRUITS = ("Apples are red.", "Pears are green.", "Plums are purple.")
 
 
-def _three_notes_docx(path):
+def _three_notes_docx(path: Path) -> None:
     from docx import Document
 
     document = Document()
@@ -408,10 +433,12 @@ def _three_notes_docx(path):
     for fruit in _FRUITS:
         document.add_heading("Notes", level=2)
         document.add_paragraph(fruit)
-    document.save(path)
+    document.save(str(path))
 
 
-_THREE_NOTES = {  # a document with three sections under one heading path, in each format that has headings
+_THREE_NOTES: dict[
+    str, Callable[[Path], object]
+] = {  # a document with three sections under one heading path, in each format that has headings
     "guide.md": lambda path: write(path, "# Guide\n\n" + "".join(f"## Notes\n\n{fruit}\n\n" for fruit in _FRUITS)),
     "guide.html": lambda path: write(
         path,
@@ -425,7 +452,9 @@ _THREE_NOTES = {  # a document with three sections under one heading path, in ea
 
 
 @pytest.mark.parametrize("name", list(_THREE_NOTES))
-def test_sections_of_one_heading_are_cited_apart_as_the_outline_numbers_them(make_app, tmp_path, name):
+def test_sections_of_one_heading_are_cited_apart_as_the_outline_numbers_them(
+    make_app: MakeApp, tmp_path: Path, name: str
+) -> None:
     """Three sections in a row under one heading path are three outline entries (`Notes`, `Notes (2)`,
     `Notes (3)`): each hit cites its own, and reading it gives that section alone, heading line included."""
     (tmp_path / "docs").mkdir()
@@ -448,7 +477,7 @@ def test_sections_of_one_heading_are_cited_apart_as_the_outline_numbers_them(mak
             assert hit.line_start == hit.line_end == 1 + 4 * (_FRUITS.index(fruit) + 1)
 
 
-def test_a_long_function_is_cited_by_the_lines_its_chunk_holds(make_app, tmp_path):
+def test_a_long_function_is_cited_by_the_lines_its_chunk_holds(make_app: MakeApp, tmp_path: Path) -> None:
     body = "".join(f"    step_{n} = compute_value({n}) + offset_{n}\n" for n in range(300))
     source = f"def pipeline(offset):\n{body}    return step_299\n"
     write(tmp_path / "code" / "pipeline.py", source)
@@ -462,10 +491,14 @@ def test_a_long_function_is_cited_by_the_lines_its_chunk_holds(make_app, tmp_pat
         assert any(f"step_{n} =" in hit.text for hit in hits)
         for hit in hits:
             assert hit.heading == "pipeline"
-            assert hit.text == "\n".join(lines[hit.parts[0].line_start - 1 : hit.parts[-1].line_end])
+            first, last = hit.parts[0].line_start, hit.parts[-1].line_end
+            assert first is not None and last is not None
+            assert hit.text == "\n".join(lines[first - 1 : last])
 
 
-def test_neighbouring_code_symbols_are_passages_of_their_own_and_a_long_one_reads_as_one(make_app, tmp_path):
+def test_neighbouring_code_symbols_are_passages_of_their_own_and_a_long_one_reads_as_one(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
     methods = "".join(f"    def method_{n}(self):\n        return 'value {n} of the widget'\n\n" for n in range(6))
     long_body = "".join(f"        total += part_{n} * weight_{n}\n" for n in range(120))
     source = f"class Widget:\n{methods}    def weigh(self):\n        total = 0\n{long_body}        return total\n"
@@ -478,6 +511,7 @@ def test_neighbouring_code_symbols_are_passages_of_their_own_and_a_long_one_read
     assert len(hits) == 5 and all(len(hit.parts) == 1 and hit.heading.startswith("Widget › method_") for hit in hits)
     lines = source.split("\n")
     for hit in hits:
+        assert hit.line_start is not None
         assert hit.text == "\n".join(lines[hit.line_start - 1 : hit.line_end])  # its own lines, nothing else
     [weigh] = app.search(
         "code", SearchRequest(query="total part weight", mode="keyword", top_k=1, max_per_document=1, context=0)
@@ -496,7 +530,9 @@ _LOOKALIKES = {  # headings whose names the numbering could make twice: written 
 
 
 @pytest.mark.parametrize("name", list(_LOOKALIKES))
-def test_no_two_sections_share_a_name_and_each_hit_reads_back_its_own(make_app, tmp_path, name):
+def test_no_two_sections_share_a_name_and_each_hit_reads_back_its_own(
+    make_app: MakeApp, tmp_path: Path, name: str
+) -> None:
     """A heading written `Notes (2)` after two `Notes`, and `A › B` beside `A` then `B`: the outline listed a name
     twice and a hit cited one section by the other's name. Each name is now one section's, in the outline and in
     citations alike, and reading a hit's name gives its word alone."""

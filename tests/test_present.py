@@ -1,9 +1,11 @@
+from typing import Any
+
 from mcp_kb.present import NO_RESULTS, cited_text
 from mcp_kb.passages import Hit
 from mcp_kb.search import SearchResult
 
 
-def _hit(text, **fields):
+def _hit(text: str, **fields: Any) -> Hit:
     return Hit(
         text=text,
         source="guide.md",
@@ -16,27 +18,27 @@ def _hit(text, **fields):
     )
 
 
-def test_citations_are_numbered_with_file_heading_and_score():
+def test_citations_are_numbered_with_file_heading_and_score() -> None:
     text = cited_text(SearchResult([_hit("Run pip install."), _hit("Then restart.")], "hybrid", ["a note"]))
     assert text.splitlines()[:3] == ["Note: a note", "[1] guide.md › Guide › Install (score 0.500)", "Run pip install."]
     assert "[2] guide.md › Guide › Install (score 0.500)\nThen restart." in text
 
 
-def test_context_is_shown_around_the_passage():
+def test_context_is_shown_around_the_passage() -> None:
     text = cited_text(SearchResult([_hit("middle", context_before="before", context_after="after")], "keyword"))
     assert "before\n\nmiddle\n\nafter" in text
 
 
-def test_a_cut_passage_says_how_much_was_left_out():
+def test_a_cut_passage_says_how_much_was_left_out() -> None:
     text = cited_text(SearchResult([_hit("x" * 1000)], "keyword"), max_chars=100)
     assert text.endswith("x" * 100 + " […900 more characters]")
 
 
-def test_no_hits_says_what_to_try():
+def test_no_hits_says_what_to_try() -> None:
     assert cited_text(SearchResult([], "hybrid")) == NO_RESULTS
 
 
-def test_a_syncs_sentence_names_a_few_failed_files_and_says_where_the_reasons_are():
+def test_a_syncs_sentence_names_a_few_failed_files_and_says_where_the_reasons_are() -> None:
     from mcp_kb.present import sync_text
     from mcp_kb.records import Problem, SyncReport
 

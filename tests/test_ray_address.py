@@ -28,6 +28,7 @@ from helpers import closed_address, http_on_loopback, needs_extra, write
 from mcp_kb.errors import ConfigError, KBError
 from mcp_kb.settings import SyncEngineConfig, load_config
 from mcp_kb.settings.sync import check_ray_address, parse_ray_address
+from mcp_kb.models.fastembed import FastEmbedder
 
 CLI = [sys.executable, "-m", "mcp_kb"]
 DEADLINE = 15.0  # seconds a sync may take to say that the cluster cannot be joined
@@ -149,13 +150,14 @@ def _fake_ray(answer: Callable[[str], object]) -> Iterator[tuple[str, list[tuple
 
     seen: list[tuple[str, dict[str, str]]] = []
 
-    class Handler(grpc.GenericRpcHandler):
-        def service(self, details):
+    class Handler(grpc.GenericRpcHandler):  # type: ignore[misc]  # grpc ships no type hints: its classes are Any
+        def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
             def unary(request: bytes, context: grpc.ServicerContext) -> bytes:
                 seen.append((details.method, dict(context.invocation_metadata())))
                 said = answer(details.method)
                 if isinstance(said, grpc.StatusCode):
                     context.abort(said, "refused")
+                assert isinstance(said, bytes)
                 return said
 
             return grpc.unary_unary_rpc_method_handler(unary, request_deserializer=bytes, response_serializer=bytes)
@@ -186,11 +188,11 @@ def _empty(method: str) -> bytes:
 def _ray_on_the_surface(method: str) -> bytes:
     """A head node's cluster id and a Ray Client server's ping, as a Ray answers them; nothing behind them."""
     if method.endswith("/GetClusterId"):
-        from ray.core.generated.gcs_service_pb2 import GetClusterIdReply
+        from ray.core.generated.gcs_service_pb2 import GetClusterIdReply  # type: ignore[attr-defined]  # made at import
 
         return GetClusterIdReply(cluster_id=b"\x01" * 28).SerializeToString()  # type: ignore[no-any-return]
     if method.endswith("/ClusterInfo"):
-        from ray.core.generated.ray_client_pb2 import ClusterInfoResponse
+        from ray.core.generated.ray_client_pb2 import ClusterInfoResponse  # type: ignore[attr-defined]  # made at import
 
         return ClusterInfoResponse(json="{}").SerializeToString()  # type: ignore[no-any-return]
     return b""
@@ -204,7 +206,7 @@ def _dialled(address: str) -> str:
 
 
 @pytest.mark.parametrize("address", MALFORMED)
-def test_a_malformed_address_is_refused_saying_what_is_wrong(address):
+def test_a_malformed_address_is_refused_saying_what_is_wrong(address: str) -> None:
     with pytest.raises(ValueError) as caught:
         parse_ray_address(address)
     assert MALFORMED[address] in str(caught.value)
@@ -214,7 +216,7 @@ def test_a_malformed_address_is_refused_saying_what_is_wrong(address):
     "address",
     ["admin:S3CRETPW@127.0.0.1:6379", "ray://admin:S3CRETPW@head:10001", "S3CRETPW@head:6379", "a@b@S3CRETPW:1"],
 )
-def test_credentials_in_an_address_are_refused_and_never_shown(address):
+def test_credentials_in_an_address_are_refused_and_never_shown(address: str) -> None:
     """`'admin:S3CRETPW@127.0.0.1' is not a host name` reached a scoped caller (the sync's recorded error)."""
     with pytest.raises(ConfigError) as refused:
         check_ray_address(address, "[sync] ray_address")
@@ -238,16 +240,16 @@ def test_credentials_in_an_address_are_refused_and_never_shown(address):
         f"{'a.' * 126}b:6379",
     ],
 )
-def test_the_forms_ray_takes_are_taken(address):
+def test_the_forms_ray_takes_are_taken(address: str) -> None:
     assert parse_ray_address(address).address == address
 
 
-def test_a_name_longer_than_dns_allows_is_refused():
+def test_a_name_longer_than_dns_allows_is_refused() -> None:
     with pytest.raises(ValueError, match="253 characters at most"):
         parse_ray_address(f"{'a.' * 127}b:6379")  # 255 characters
 
 
-def test_auto_local_and_empty_are_taken_as_they_are_and_local_means_empty():
+def test_auto_local_and_empty_are_taken_as_they_are_and_local_means_empty() -> None:
     for address in ("auto", "", "local"):
         check_ray_address(SyncEngineConfig(engine="ray", ray_address=address).ray_address, "--address")
     assert SyncEngineConfig(ray_address="local").ray_address == ""
@@ -257,7 +259,7 @@ def test_auto_local_and_empty_are_taken_as_they_are_and_local_means_empty():
     }
 
 
-def test_a_malformed_address_loads_and_is_refused_when_a_sync_is_to_use_it(monkeypatch):
+def test_a_malformed_address_loads_and_is_refused_when_a_sync_is_to_use_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """A config (or RAY_ADDRESS) holding one loads; the sync on Ray refuses it, naming where it was set."""
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     settings = SyncEngineConfig(engine="ray", ray_address="head")
@@ -270,19 +272,21 @@ def test_a_malformed_address_loads_and_is_refused_when_a_sync_is_to_use_it(monke
         check_ray_address(settings.ray_address, settings.address_setting(Path("kb.toml")))
 
 
-def test_an_address_only_a_ray_sync_uses_is_not_checked_for_other_syncs(tmp_path, monkeypatch):
+def test_an_address_only_a_ray_sync_uses_is_not_checked_for_other_syncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """RAY_ADDRESS may be set for other Ray tools (`ray job submit` takes http://HEAD:8265): a local sync and the
     server do not read it."""
     monkeypatch.setenv("RAY_ADDRESS", "http://127.0.0.1:8265")
     assert load_config(_config(tmp_path)).sync.engine == "local"
 
 
-def test_local_is_ray_s_word_for_a_ray_of_the_sync_s_own(tmp_path):
+def test_local_is_ray_s_word_for_a_ray_of_the_sync_s_own(tmp_path: Path) -> None:
     assert load_config(_config(tmp_path, 'engine = "ray"\nray_address = "local"')).sync.ray_address == ""
 
 
 @pytest.mark.parametrize("address", MALFORMED)
-def test_a_malformed_address_option_fails_the_command_at_once_naming_the_option(tmp_path, address):
+def test_a_malformed_address_option_fails_the_command_at_once_naming_the_option(tmp_path: Path, address: str) -> None:
     """Names Python's resolver refuses (an empty or long label) too: one line, no traceback."""
     stderr, seconds = _sync(_config(tmp_path), "--address", address)
     line = _one_line(stderr)
@@ -290,7 +294,7 @@ def test_a_malformed_address_option_fails_the_command_at_once_naming_the_option(
     print(f"\n--address {address[:20]}: {seconds:.1f} s")
 
 
-def test_an_empty_address_option_is_an_error_not_the_local_engine(tmp_path):
+def test_an_empty_address_option_is_an_error_not_the_local_engine(tmp_path: Path) -> None:
     """--address implies --engine ray: an empty one (a variable that was not set) must not sync locally unsaid."""
     stderr, _ = _sync(_config(tmp_path), "--address", "")
     assert _one_line(stderr) == (
@@ -300,7 +304,7 @@ def test_an_empty_address_option_is_an_error_not_the_local_engine(tmp_path):
 
 
 @needs_ray
-def test_a_malformed_address_in_the_file_fails_a_sync_on_ray_naming_the_file(tmp_path):
+def test_a_malformed_address_in_the_file_fails_a_sync_on_ray_naming_the_file(tmp_path: Path) -> None:
     config = _config(tmp_path, 'engine = "ray"\nray_address = "ray-head"')
     assert load_config(config).sync.ray_address == "ray-head"
     stderr, seconds = _sync(config)
@@ -313,7 +317,7 @@ def test_a_malformed_address_in_the_file_fails_a_sync_on_ray_naming_the_file(tmp
 
 
 @needs_ray
-def test_a_malformed_ray_address_variable_breaks_no_command_that_does_not_sync_on_ray(tmp_path):
+def test_a_malformed_ray_address_variable_breaks_no_command_that_does_not_sync_on_ray(tmp_path: Path) -> None:
     """RAY_ADDRESS=ray-head (set for other Ray tools) with engine = "ray": a local sync, search, status, check and
     the server's config load work; a sync on Ray fails in one line naming the variable."""
     config = _config(tmp_path, 'engine = "ray"')
@@ -345,8 +349,8 @@ def test_a_malformed_ray_address_variable_breaks_no_command_that_does_not_sync_o
     ],
 )
 def test_an_address_where_no_ray_answers_fails_the_sync_within_seconds_in_one_line_naming_the_setting(
-    tmp_path, kind, scheme, said
-):
+    tmp_path: Path, kind: str, scheme: str, said: str
+) -> None:
     with _listener(kind) as where:
         address = scheme + where
         config, stderr, seconds = _sync_with_the_address_in_the_file(tmp_path, address)
@@ -356,7 +360,7 @@ def test_an_address_where_no_ray_answers_fails_the_sync_within_seconds_in_one_li
 
 @needs_ray
 @pytest.mark.parametrize("answer", ["UNAUTHENTICATED", "PERMISSION_DENIED", "empty"])
-def test_a_head_node_s_loopback_address_is_probed_where_ray_dials_it(tmp_path, answer):
+def test_a_head_node_s_loopback_address_is_probed_where_ray_dials_it(tmp_path: Path, answer: str) -> None:
     """Ray dials 127.0.0.1 as this machine's network address, and waited there without end for a head whose
     listener the probe found on 127.0.0.1: the probe asks where Ray dials, and ray.init is given that address."""
     with _fake_ray(_empty if answer == "empty" else _refusing(answer)) as (address, _):
@@ -376,7 +380,9 @@ def test_a_head_node_s_loopback_address_is_probed_where_ray_dials_it(tmp_path, a
 @needs_ray
 @pytest.mark.parametrize("scheme", ["", "ray://"])
 @pytest.mark.parametrize("code", ["UNAUTHENTICATED", "PERMISSION_DENIED"])
-def test_a_ray_that_refuses_this_process_fails_the_sync_at_once_saying_it_wants_ray_s_token(tmp_path, scheme, code):
+def test_a_ray_that_refuses_this_process_fails_the_sync_at_once_saying_it_wants_ray_s_token(
+    tmp_path: Path, scheme: str, code: str
+) -> None:
     """ray.init retried such a head for 22 s in 20 lines of Ray's log (a Ray Client server: 31 s and a warning),
     then said nothing of a token."""
     with _fake_ray(_refusing(code)) as (where, _):
@@ -391,7 +397,7 @@ def test_a_ray_that_refuses_this_process_fails_the_sync_at_once_saying_it_wants_
 
 
 @needs_ray
-def test_the_probe_carries_this_process_s_ray_token_and_a_refusal_of_it_says_so(tmp_path):
+def test_the_probe_carries_this_process_s_ray_token_and_a_refusal_of_it_says_so(tmp_path: Path) -> None:
     token = {**LOOPBACK, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN}
     with _fake_ray(_refusing("UNAUTHENTICATED")) as (address, seen):
         stderr, seconds = _sync(_config(tmp_path), "--address", address, env=token)
@@ -406,7 +412,7 @@ def test_the_probe_carries_this_process_s_ray_token_and_a_refusal_of_it_says_so(
 
 @needs_ray
 @pytest.mark.parametrize(("scheme", "kind"), [("", "Ray head node"), ("ray://", "Ray Client server")])
-def test_an_empty_answer_is_no_ray_s(tmp_path, scheme, kind):
+def test_an_empty_answer_is_no_ray_s(tmp_path: Path, scheme: str, kind: str) -> None:
     """Ray Client said `Expecting value: line 1 column 1 (char 0)` of it, a head node's join Ray's own words."""
     with _fake_ray(_empty) as (where, _):
         address = scheme + where
@@ -420,7 +426,7 @@ def test_an_empty_answer_is_no_ray_s(tmp_path, scheme, kind):
 
 @needs_ray
 @pytest.mark.parametrize("scheme", ["", "ray://"])
-def test_a_join_that_ray_itself_fails_says_so_in_one_line_naming_the_setting(tmp_path, scheme):
+def test_a_join_that_ray_itself_fails_says_so_in_one_line_naming_the_setting(tmp_path: Path, scheme: str) -> None:
     """A server that answers the probe as a Ray does, and nothing more: ray.init's failure, in Ray's words."""
     with _fake_ray(_ray_on_the_surface) as (where, _):
         address = scheme + where
@@ -429,7 +435,7 @@ def test_a_join_that_ray_itself_fails_says_so_in_one_line_naming_the_setting(tmp
     print(f"\n{scheme or 'gcs'} Ray on the surface: {seconds:.1f} s ({line})")
 
 
-def test_a_name_the_resolver_refuses_is_one_line_of_the_probe():
+def test_a_name_the_resolver_refuses_is_one_line_of_the_probe() -> None:
     from mcp_kb.ray_engine import _connects, _NoCluster
     from mcp_kb.settings.sync import RayAddress
 
@@ -437,7 +443,9 @@ def test_a_name_the_resolver_refuses_is_one_line_of_the_probe():
         _connects(RayAddress("a..b", 6379, client=False))  # what the host rule keeps out of it
 
 
-def test_ray_s_warnings_while_it_joins_go_to_the_log(caplog, capsys):
+def test_ray_s_warnings_while_it_joins_go_to_the_log(
+    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Ray Client warns of its timeout before it fails: the failure's one line says enough."""
     from mcp_kb.ray_engine import _warnings_logged
 
@@ -448,7 +456,9 @@ def test_ray_s_warnings_while_it_joins_go_to_the_log(caplog, capsys):
 
 
 @needs_ray
-def test_a_server_survives_a_cluster_that_does_not_answer_and_says_the_same_line_again(tmp_path, embedder):
+def test_a_server_survives_a_cluster_that_does_not_answer_and_says_the_same_line_again(
+    tmp_path: Path, embedder: FastEmbedder
+) -> None:
     """In-process, as the server syncs: each attempt ends within seconds with the same error, and leaves no Ray
     joined (the next attempt would take a half-joined Ray for a cluster) and no thread behind."""
     from mcp_kb.app import App

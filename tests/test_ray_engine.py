@@ -12,17 +12,23 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 from fake_embeddings import EmbeddingService, serve_embeddings
-from helpers import closed_address, until, write
+from helpers import chunk_table, closed_address, until, write
 
 from mcp_kb.app import App
 from mcp_kb.index.store import LanceStore
 from mcp_kb.settings import load_config
 from mcp_kb.api import SearchRequest
+from mcp_kb.models.fastembed import FastEmbedder
+
+if TYPE_CHECKING:
+    from ray.cluster_utils import Cluster
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]' (CI installs it)")
 
@@ -35,7 +41,7 @@ LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster() -> Iterator[tuple[Cluster, Any]]:
     """A head and a worker node of one CPU each, both on 127.0.0.1; the worker says it has a GPU (a logical one)."""
     from ray.cluster_utils import Cluster
 
@@ -51,7 +57,7 @@ def cluster():
         try:
             yield nodes, worker
         finally:
-            nodes.shutdown()
+            nodes.shutdown()  # type: ignore[no-untyped-call]  # Ray's Cluster.shutdown carries no annotations
 
 
 def _corpus(folder: Path) -> None:
@@ -77,7 +83,7 @@ def _config(
     return path
 
 
-def _sync(config: Path, *options: str, said: list[str] | None = None) -> dict:
+def _sync(config: Path, *options: str, said: list[str] | None = None) -> dict[str, Any]:
     """A sync's report; `said` gets what it logged (-v)."""
     done = subprocess.run(
         [*CLI, "-v", "sync", "-c", str(config), "--json", *options],
@@ -89,12 +95,13 @@ def _sync(config: Path, *options: str, said: list[str] | None = None) -> dict:
     assert done.returncode == 0, done.stderr[-3000:]
     if said is not None:
         said.append(done.stderr)
-    return json.loads(done.stdout)[0]
+    report: dict[str, Any] = json.loads(done.stdout)[0]
+    return report
 
 
-def _rows(config: Path) -> dict[str, dict]:
+def _rows(config: Path) -> dict[str, dict[str, Any]]:
     store = LanceStore.of(load_config(config).storage)
-    return {row["id"]: row for row in store.chunk_table("docs").to_arrow().to_pylist()}
+    return {row["id"]: row for row in chunk_table(store, "docs").to_arrow().to_pylist()}
 
 
 def _assert_same_index(ray_config: Path, local_config: Path) -> None:
@@ -120,7 +127,9 @@ def _assert_consistent(config: Path, expected: set[str]) -> None:
     assert len({row["id"] for row in rows}) == len(rows)
 
 
-def test_a_ray_sync_equals_a_local_sync_and_applies_edits_and_deletes_alone(cluster, tmp_path):
+def test_a_ray_sync_equals_a_local_sync_and_applies_edits_and_deletes_alone(
+    cluster: tuple[Cluster, Any], tmp_path: Path
+) -> None:
     nodes, _ = cluster
     docs = tmp_path / "docs"
     _corpus(docs)
@@ -145,7 +154,9 @@ def test_a_ray_sync_equals_a_local_sync_and_applies_edits_and_deletes_alone(clus
     _assert_consistent(on_ray, {f"doc{i:03d}.md" for i in range(FILES)} - {"doc007.md"})
 
 
-def test_a_content_in_many_batches_of_one_wave_is_embedded_once_per_indexer(cluster, tmp_path):
+def test_a_content_in_many_batches_of_one_wave_is_embedded_once_per_indexer(
+    cluster: tuple[Cluster, Any], tmp_path: Path
+) -> None:
     nodes, _ = cluster
     docs = tmp_path / "docs"
     _corpus(docs)
@@ -158,7 +169,7 @@ def test_a_content_in_many_batches_of_one_wave_is_embedded_once_per_indexer(clus
     assert unique <= report["chunks_embedded"] <= unique + 1  # two indexers: at most one extra
 
 
-def test_a_ray_sync_writes_straight_to_object_storage(cluster, tmp_path):
+def test_a_ray_sync_writes_straight_to_object_storage(cluster: tuple[Cluster, Any], tmp_path: Path) -> None:
     from s3_server import serve_s3
 
     nodes, _ = cluster
@@ -175,7 +186,7 @@ def test_a_ray_sync_writes_straight_to_object_storage(cluster, tmp_path):
         _assert_same_index(on_ray, local)
 
 
-def test_a_cluster_that_cannot_be_joined_fails_the_sync_with_the_address_and_changes_nothing(tmp_path):
+def test_a_cluster_that_cannot_be_joined_fails_the_sync_with_the_address_and_changes_nothing(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     _corpus(docs)
     config = _config(tmp_path, docs, str(tmp_path / "index"))
@@ -192,7 +203,9 @@ def test_a_cluster_that_cannot_be_joined_fails_the_sync_with_the_address_and_cha
     assert LanceStore.of(load_config(config).storage).read_files("docs") == {}
 
 
-def test_a_head_node_s_port_given_as_a_ray_client_s_fails_the_sync_within_seconds_saying_so(cluster, tmp_path):
+def test_a_head_node_s_port_given_as_a_ray_client_s_fails_the_sync_within_seconds_saying_so(
+    cluster: tuple[Cluster, Any], tmp_path: Path
+) -> None:
     """Ray Client would try its port for half a minute; the head's GCS answers that it is not one at once."""
     nodes, _ = cluster
     docs = tmp_path / "docs"
@@ -226,7 +239,7 @@ nodes.shutdown()
 
 
 @pytest.fixture
-def token_head():
+def token_head() -> Iterator[str]:
     """The address of a head node (one CPU, 127.0.0.1) with Ray's token authentication on and TOKEN its token, in a
     process (and session) of its own: ray.init keeps Ray's settings of its process."""
     env = {**os.environ, **LOOPBACK, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN}
@@ -238,6 +251,7 @@ def token_head():
         env=env,
         start_new_session=True,
     )
+    assert head.stdin and head.stdout
     try:
         ready, _, _ = select.select([head.stdout], [], [], 120)
         address = head.stdout.readline().strip() if ready else ""
@@ -252,7 +266,9 @@ def token_head():
             head.wait()
 
 
-def test_a_cluster_with_token_authentication_is_joined_with_its_token_and_refused_without_it(token_head, tmp_path):
+def test_a_cluster_with_token_authentication_is_joined_with_its_token_and_refused_without_it(
+    token_head: str, tmp_path: Path
+) -> None:
     """A real head node refuses the probe without the token, in one line that says which credential Ray wants,
     at once; with RAY_AUTH_MODE=token and the token, the probe and ray.init carry it and the sync runs."""
     docs = tmp_path / "docs"
@@ -286,7 +302,7 @@ def test_a_cluster_with_token_authentication_is_joined_with_its_token_and_refuse
 
 
 @pytest.fixture
-def held_service(embedder, model_folder):
+def held_service(embedder: FastEmbedder, model_folder: Path) -> Iterator[tuple[EmbeddingService, str]]:
     """The embeddings service, holding the chunks of documents past the first wave until released."""
     service = EmbeddingService(embedder)
     first_wave = {f"Record {i} of" for i in range(WAVE)}
@@ -304,7 +320,9 @@ def held_service(embedder, model_folder):
         service.faults.gate.set()
 
 
-def _held_sync(address: str, held_service, tmp_path: Path) -> tuple[Path, subprocess.Popen]:
+def _held_sync(
+    address: str, held_service: tuple[EmbeddingService, str], tmp_path: Path
+) -> tuple[Path, subprocess.Popen[str]]:
     """The corpus's config, and a sync of it on the cluster once its second wave waits at the service's gate (its
     first is committed)."""
     service, embedding = held_service
@@ -324,7 +342,9 @@ def _held_sync(address: str, held_service, tmp_path: Path) -> tuple[Path, subpro
     return config, coordinator
 
 
-def _stopped_mid_wave(address: str, held_service, tmp_path: Path, number: int) -> tuple[Path, tuple[int, str]]:
+def _stopped_mid_wave(
+    address: str, held_service: tuple[EmbeddingService, str], tmp_path: Path, number: int
+) -> tuple[Path, tuple[int, str]]:
     """A held sync sent `number` (a signal): its config, and its exit status and stderr."""
     config, coordinator = _held_sync(address, held_service, tmp_path)
     try:
@@ -335,7 +355,9 @@ def _stopped_mid_wave(address: str, held_service, tmp_path: Path, number: int) -
     return config, (coordinator.returncode, err)
 
 
-def _search_throughout(config: Path, embedder, stop: threading.Event, answers: list[int], errors: list[str]) -> None:
+def _search_throughout(
+    config: Path, embedder: FastEmbedder, stop: threading.Event, answers: list[int], errors: list[str]
+) -> None:
     app = App(load_config(config), embedder=embedder)
     while not stop.is_set():
         try:
@@ -347,11 +369,15 @@ def _search_throughout(config: Path, embedder, stop: threading.Event, answers: l
 
 
 @pytest.mark.slow
-def test_a_node_lost_mid_wave_costs_no_file_and_searches_answer_throughout(cluster, held_service, embedder, tmp_path):
+def test_a_node_lost_mid_wave_costs_no_file_and_searches_answer_throughout(
+    cluster: tuple[Cluster, Any], held_service: tuple[EmbeddingService, str], embedder: FastEmbedder, tmp_path: Path
+) -> None:
     nodes, worker = cluster
     config, coordinator = _held_sync(nodes.address, held_service, tmp_path)
     try:
-        stop, answers, errors = threading.Event(), [], []
+        stop = threading.Event()
+        answers: list[int] = []
+        errors: list[str] = []
         searcher = threading.Thread(target=_search_throughout, args=(config, embedder, stop, answers, errors))
         searcher.start()
         nodes.remove_node(worker, allow_graceful=False)  # the worker node dies with its tasks and its indexer
@@ -371,8 +397,8 @@ def test_a_node_lost_mid_wave_costs_no_file_and_searches_answer_throughout(clust
 
 @pytest.mark.slow
 def test_a_coordinator_sigkilled_mid_wave_leaves_whole_waves_and_the_next_sync_completes(
-    cluster, held_service, embedder, tmp_path
-):
+    cluster: tuple[Cluster, Any], held_service: tuple[EmbeddingService, str], embedder: FastEmbedder, tmp_path: Path
+) -> None:
     nodes, _ = cluster
     config, _ = _stopped_mid_wave(nodes.address, held_service, tmp_path, signal.SIGKILL)
     first_wave = {f"doc{i:03d}.md" for i in range(WAVE)}
@@ -392,11 +418,11 @@ def test_a_coordinator_sigkilled_mid_wave_leaves_whole_waves_and_the_next_sync_c
 
 @pytest.mark.slow
 def test_a_ray_sync_stopped_by_sigterm_mid_wave_is_recorded_as_interrupted_with_whole_waves(
-    cluster, held_service, embedder, tmp_path
-):
+    cluster: tuple[Cluster, Any], held_service: tuple[EmbeddingService, str], embedder: FastEmbedder, tmp_path: Path
+) -> None:
     nodes, _ = cluster
     config, (status, err) = _stopped_mid_wave(nodes.address, held_service, tmp_path, signal.SIGTERM)
     assert status != 0 and "interrupted" in err, err[-3000:]
     _assert_consistent(config, {f"doc{i:03d}.md" for i in range(WAVE)})
-    status = App(load_config(config), embedder=embedder).status("docs")[0]
-    assert status.last_outcome == "interrupted"
+    recorded = App(load_config(config), embedder=embedder).status("docs")[0]
+    assert recorded.last_outcome == "interrupted"

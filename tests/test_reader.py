@@ -3,12 +3,19 @@ cursors that cannot be bent, listings that page through everything once, and a K
 
 import shutil
 from dataclasses import replace
+from typing import Any
+from pathlib import Path
 
 import pytest
 from helpers import write
 from pdfs import text_pdf
 
-from mcp_kb.api import BrowseRequest, KBError, ReadRequest, SearchRequest, read_text
+from mcp_kb.api import BrowseRequest, KBError, ReadOutput, ReadRequest, SearchRequest
+from mcp_kb.present import read_text
+from mcp_kb.app import App
+from mcp_kb.index.store import LanceStore
+from helpers import MakeApp
+from mcp_kb.models.fastembed_tokenizer import ModelTokenizer
 
 GUIDE = """---
 audience: staff
@@ -39,7 +46,7 @@ def _long_section(paragraphs: int) -> str:
 
 
 @pytest.fixture
-def docs(tmp_path):
+def docs(tmp_path: Path) -> Path:
     folder = tmp_path / "docs"
     write(folder / "leave.md", GUIDE)
     write(folder / "handbook.md", f"# Handbook\n\n## Rules\n\n{_long_section(120)}\n\n## End\n\nThe last words.\n")
@@ -50,13 +57,13 @@ def docs(tmp_path):
 
 
 @pytest.fixture
-def app(make_app, docs):
+def app(make_app: MakeApp, docs: Path) -> App:
     app = make_app({"name": "docs", "description": "Guides", "paths": [str(docs)]})
     app.sync()
     return app
 
 
-def _read_all(app, request):
+def _read_all(app: App, request: ReadRequest) -> list[ReadOutput]:
     """Every part of a read, following its cursors; the answers."""
     answers = [app.read("docs", request)]
     while answers[-1].cursor:
@@ -66,7 +73,7 @@ def _read_all(app, request):
     return answers
 
 
-def test_a_text_file_reads_from_the_index_as_the_file_itself_even_with_its_sources_gone(app, docs):
+def test_a_text_file_reads_from_the_index_as_the_file_itself_even_with_its_sources_gone(app: App, docs: Path) -> None:
     expected = (docs / "handbook.md").read_text()
     shutil.rmtree(docs)
     answer = app.read("docs", ReadRequest(kb="docs", path="handbook.md", max_tokens=20_000))
@@ -75,7 +82,7 @@ def test_a_text_file_reads_from_the_index_as_the_file_itself_even_with_its_sourc
     assert app.document_text("docs", "leave.md") == GUIDE  # front matter and all
 
 
-def test_a_section_by_its_citation_reads_with_its_subsections_and_nothing_else(app):
+def test_a_section_by_its_citation_reads_with_its_subsections_and_nothing_else(app: App) -> None:
     hit = app.search("docs", SearchRequest(query="how to apply for annual leave", mode="keyword")).hits[0]
     answer = app.read("docs", ReadRequest(kb="docs", path=hit.source, section="leave.md › Annual leave"))
     assert answer.text == (
@@ -89,7 +96,9 @@ def test_a_section_by_its_citation_reads_with_its_subsections_and_nothing_else(a
         app.read("docs", ReadRequest(kb="docs", path="leave.md", section="Parental leave"))
 
 
-def test_a_long_section_comes_in_parts_within_the_budget_that_join_up_exactly(app, tokenizer):
+def test_a_long_section_comes_in_parts_within_the_budget_that_join_up_exactly(
+    app: App, tokenizer: ModelTokenizer
+) -> None:
     whole = app.read("docs", ReadRequest(kb="docs", path="handbook.md", section="Rules", max_tokens=20_000)).text
     parts = _read_all(app, ReadRequest(kb="docs", path="handbook.md", section="Rules", max_tokens=300))
     assert len(parts) > 3
@@ -103,7 +112,9 @@ def test_a_long_section_comes_in_parts_within_the_budget_that_join_up_exactly(ap
     assert "The last words" not in whole  # the section ends where the next one begins
 
 
-def test_a_line_longer_than_the_budget_is_cut_inside_and_the_parts_put_end_to_end_are_the_file(app, docs):
+def test_a_line_longer_than_the_budget_is_cut_inside_and_the_parts_put_end_to_end_are_the_file(
+    app: App, docs: Path
+) -> None:
     text = " ".join(f"word{n}" for n in range(6_000)) + "\nshort second line\n"
     write(docs / "long.txt", text)
     app.sync()
@@ -113,7 +124,7 @@ def test_a_line_longer_than_the_budget_is_cut_inside_and_the_parts_put_end_to_en
     assert (parts[-1].line_end, parts[-1].lines) == (2, 2)
 
 
-def test_pages_lines_and_a_passage_read_what_they_name(app):
+def test_pages_lines_and_a_passage_read_what_they_name(app: App) -> None:
     pages = app.read("docs", ReadRequest(kb="docs", path="report.pdf", pages="2-3"))
     assert "hiring" in pages.text and "travel" in pages.text and "budgets" not in pages.text
     assert (pages.page_start, pages.page_end, pages.pages) == (2, 3, 3)
@@ -125,8 +136,10 @@ def test_pages_lines_and_a_passage_read_what_they_name(app):
     index = next(i for i, text in enumerate(chunks) if text and "rule number 77 " in text)  # its own text: the first
     around = app.read("docs", ReadRequest(kb="docs", path="handbook.md", chunk=index, max_tokens=2000))
     marked = around.text[around.passage_start : around.passage_end]
-    assert "rule number 77 " in marked and marked in chunks[index] and around.passage_start > 0  # the one before, first
-    assert around.text[: around.passage_start].rstrip() in chunks[index - 1]
+    before, own = chunks[index - 1], chunks[index]
+    assert before is not None and own is not None
+    assert "rule number 77 " in marked and marked in own and (around.passage_start or 0) > 0  # the one before, first
+    assert around.text[: around.passage_start].rstrip() in before
     with pytest.raises(KBError, match="no pages"):
         app.read("docs", ReadRequest(kb="docs", path="leave.md", pages="1"))
     with pytest.raises(KBError, match=r"no text on pages 7-9 \(its pages with text: 1-3\)"):
@@ -137,9 +150,12 @@ def test_pages_lines_and_a_passage_read_what_they_name(app):
         app.read("docs", ReadRequest(kb="docs", path="nope.md"))
 
 
-def test_a_cursor_cannot_be_edited_moved_to_another_kb_or_replayed_after_a_change(app, make_app, docs):
+def test_a_cursor_cannot_be_edited_moved_to_another_kb_or_replayed_after_a_change(
+    app: App, make_app: MakeApp, docs: Path
+) -> None:
     first = app.read("docs", ReadRequest(kb="docs", path="handbook.md", max_tokens=200))
     cursor = first.cursor
+    assert cursor is not None
     for forged in (
         cursor[:-2] + ("AA" if not cursor.endswith("AA") else "BB"),
         cursor[:20] + "x" + cursor[21:],
@@ -161,7 +177,7 @@ def test_a_cursor_cannot_be_edited_moved_to_another_kb_or_replayed_after_a_chang
         app.read("docs", ReadRequest(kb="docs", cursor=cursor))
 
 
-def test_browse_lists_by_prefix_glob_and_change_and_pages_through_everything_once(app, docs):
+def test_browse_lists_by_prefix_glob_and_change_and_pages_through_everything_once(app: App, docs: Path) -> None:
     everything = app.browse("docs", BrowseRequest(kb="docs"))
     assert [d.path for d in everything.documents] == [
         "handbook.md",
@@ -193,7 +209,7 @@ def test_browse_lists_by_prefix_glob_and_change_and_pages_through_everything_onc
     assert seen == [d.path for d in everything.documents] and page.total == 5
 
 
-def test_an_outline_gives_each_heading_its_lines_and_size(app):
+def test_an_outline_gives_each_heading_its_lines_and_size(app: App) -> None:
     outline = app.browse("docs", BrowseRequest(kb="docs", path="leave.md", outline=True)).outline
     assert [(e.heading, e.depth) for e in outline] == [
         ("Leave", 1),
@@ -210,7 +226,7 @@ def test_an_outline_gives_each_heading_its_lines_and_size(app):
     assert [e.heading for e in paged.outline + rest.outline] == [e.heading for e in outline] and not rest.cursor
 
 
-def test_a_kbs_own_filter_hides_documents_from_reading_and_browsing(make_app, docs):
+def test_a_kbs_own_filter_hides_documents_from_reading_and_browsing(make_app: MakeApp, docs: Path) -> None:
     app = make_app(
         {
             "name": "docs",
@@ -226,10 +242,12 @@ def test_a_kbs_own_filter_hides_documents_from_reading_and_browsing(make_app, do
         app.read("docs", ReadRequest(kb="docs", path="handbook.md"))
 
 
-def test_an_index_built_before_reading_says_so_in_one_line_until_a_full_sync(app):
-    generation = app.store.active_generation("docs")
-    app.store.db.drop_table(f"docs__reading__{generation}")
-    app.store._tables.forget(f"docs__reading__{generation}")
+def test_an_index_built_before_reading_says_so_in_one_line_until_a_full_sync(app: App) -> None:
+    store = app.store
+    assert isinstance(store, LanceStore)
+    generation = store.active_generation("docs")
+    store.db.drop_table(f"docs__reading__{generation}")
+    store._tables.forget(f"docs__reading__{generation}")
     with pytest.raises(KBError, match=r"indexed before documents could be read.*--full") as refused:
         app.read("docs", ReadRequest(kb="docs", path="leave.md"))
     assert "\n" not in str(refused.value)
@@ -246,7 +264,7 @@ def test_an_index_built_before_reading_says_so_in_one_line_until_a_full_sync(app
     assert app.read("docs", ReadRequest(kb="docs", path="leave.md")).text.startswith("---\naudience")
 
 
-def test_deleted_and_failed_documents_leave_the_reading_table(app, docs):
+def test_deleted_and_failed_documents_leave_the_reading_table(app: App, docs: Path) -> None:
     (docs / "notes" / "b.txt").unlink()
     write(docs / "report.pdf", "%PDF-1.4 broken")
     app.sync()
@@ -259,15 +277,19 @@ def test_deleted_and_failed_documents_leave_the_reading_table(app, docs):
         app.read("docs", ReadRequest(kb="docs", path="report.pdf"))
 
 
-def test_an_index_of_layout_2_keeps_answering_says_so_and_the_next_sync_brings_the_files_own_lines(app, docs):
+def test_an_index_of_layout_2_keeps_answering_says_so_and_the_next_sync_brings_the_files_own_lines(
+    app: App, docs: Path
+) -> None:
     """Before layout 3, chunks had no parts and a text file read in a rendered form: searches and reads go on, a read
     says in one line what its lines are, and the next sync rebuilds by itself with every vector reused."""
-    generation = app.store.active_generation("docs")
+    store = app.store
+    assert isinstance(store, LanceStore)
+    generation = store.active_generation("docs")
     for table, column in (("chunks", "parts"), ("reading", "as_written")):
-        app.store.db.open_table(f"docs__{table}__{generation}").drop_columns([column])
-        app.store._tables.forget(f"docs__{table}__{generation}")
-    state = app.store.read_state("docs")
-    app.store.write_state("docs", replace(state, fingerprints={**state.fingerprints, "layout": 2}))
+        store.db.open_table(f"docs__{table}__{generation}").drop_columns([column])
+        store._tables.forget(f"docs__{table}__{generation}")
+    state = store.read_state("docs")
+    store.write_state("docs", replace(state, fingerprints={**state.fingerprints, "layout": 2}))
     [hit] = app.search("docs", SearchRequest(query="call in before nine", mode="keyword", top_k=1)).hits
     assert (hit.source, hit.heading) == ("leave.md", "Leave › Sick leave") and len(hit.parts) == 1
     old = app.read("docs", ReadRequest(kb="docs", path="leave.md"))
@@ -279,14 +301,21 @@ def test_an_index_of_layout_2_keeps_answering_says_so_and_the_next_sync_brings_t
     assert (new.text, new.note) == (GUIDE, "")
 
 
-def test_a_document_read_in_parts_is_read_from_the_index_once_per_version(app, docs, monkeypatch):
+def test_a_document_read_in_parts_is_read_from_the_index_once_per_version(
+    app: App, docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each part of a read (a cursor followed) read the document's whole row from the index again: a 4 MB
     document read in 2,000-token parts read it hundreds of times."""
     from mcp_kb.index import readings
 
-    fetched = []
+    fetched: list[str] = []
     fetch_row = readings.fetch_row
-    monkeypatch.setattr(readings, "fetch_row", lambda table, path: fetched.append(path) or fetch_row(table, path))
+
+    def counted(table: Any, path: str) -> dict[str, Any] | None:
+        fetched.append(path)
+        return fetch_row(table, path)
+
+    monkeypatch.setattr(readings, "fetch_row", counted)
     parts = _read_all(app, ReadRequest(kb="docs", path="handbook.md", max_tokens=300))
     assert len(parts) > 3 and fetched == ["handbook.md"]
     (docs / "handbook.md").write_text("# Handbook\n\nRewritten.\n")

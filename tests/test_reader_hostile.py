@@ -10,17 +10,23 @@ import random
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import write
+from helpers import write, text_of
 from mcp import Client
-from mcp_types import ResourceTemplateReference
+from mcp_types import CallToolResult, ResourceTemplateReference
 from pdfs import text_pdf
 
-from mcp_kb.api import BrowseRequest, KBError, ReadRequest, SearchRequest, SyncRequest, read_text
+from mcp_kb.api import BrowseRequest, KBError, ReadOutput, ReadRequest, SearchRequest, SyncRequest
+from mcp_kb.present import read_text
+from mcp_kb.app import App
 from mcp_kb.ingest.parsers import parse_file
 from mcp_kb.ingest.reading import render
 from mcp_kb.mcp.server import build_server
+from helpers import MakeApp
+from mcp_kb.models.fastembed import FastEmbedder
+from mcp_kb.models.fastembed_tokenizer import ModelTokenizer
 
 _CHARS_PER_TOKEN_MAX = 16  # reader.py: a read encodes at most this many characters per token of its budget
 _NOT_VALID = "cursor is not valid here"
@@ -42,7 +48,7 @@ _INTERNALS = (
 # ---- helpers ---------------------------------------------------------------------------------------
 
 
-def _app(base: Path, embedder, *kbs: dict, **top):
+def _app(base: Path, embedder: FastEmbedder, *kbs: dict[str, Any], **top: Any) -> App:
     from mcp_kb.app import App
     from mcp_kb.settings import build_config
 
@@ -50,7 +56,7 @@ def _app(base: Path, embedder, *kbs: dict, **top):
     return App(build_config(raw, base_dir=base, source=None), embedder=embedder)
 
 
-def _follow(app, kb: str, request: ReadRequest) -> list:
+def _follow(app: App, kb: str, request: ReadRequest) -> list[ReadOutput]:
     """Every answer of a read, following its cursors (with the same budget)."""
     answers = [app.read(kb, request)]
     while answers[-1].cursor:
@@ -59,7 +65,7 @@ def _follow(app, kb: str, request: ReadRequest) -> list:
     return answers
 
 
-def _joined(answers: list) -> str:
+def _joined(answers: list[ReadOutput]) -> str:
     """The parts' texts put end to end, their locations checked: a part cut at a line's end (its text ending with the
     line break) is followed by the next line (line_end + 1), one cut inside a line goes on in the same line."""
     for before, after in zip(answers, answers[1:]):
@@ -68,7 +74,7 @@ def _joined(answers: list) -> str:
     return "".join(answer.text for answer in answers)
 
 
-def _browse_all(app, kb: str, request: BrowseRequest) -> list[str]:
+def _browse_all(app: App, kb: str, request: BrowseRequest) -> list[str]:
     pages = [app.browse(kb, request)]
     while pages[-1].cursor:
         pages.append(app.browse(kb, BrowseRequest(kb=kb, cursor=pages[-1].cursor, limit=request.limit)))
@@ -91,7 +97,7 @@ def _words(rnd: random.Random, n: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def huge(tmp_path_factory, embedder):
+def huge(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> tuple[App, dict[str, str]]:
     """A KB of a 5 MB single-line text (real words at both ends, long words that tokenize cheaply between) and a
     Markdown file whose one section holds 1.4 MB of lines. Synced once (about 20 s on a busy two-core machine)."""
     base = tmp_path_factory.mktemp("huge")
@@ -109,7 +115,7 @@ def huge(tmp_path_factory, embedder):
     return app, expected
 
 
-def _check_parts(answers, max_tokens, tokenizer):
+def _check_parts(answers: list[ReadOutput], max_tokens: int, tokenizer: ModelTokenizer) -> None:
     """Each part's text within max_tokens (as the model's tokenizer counts it) and a bounded size in bytes; the
     left-over count falls to 0; each part makes progress."""
     for answer in answers:
@@ -122,15 +128,20 @@ def _check_parts(answers, max_tokens, tokenizer):
 
 
 def test_a_5mb_single_line_read_whole_comes_in_bounded_parts_whose_cursors_rebuild_it_exactly(
-    huge, tokenizer, monkeypatch
-):
+    huge: tuple[App, dict[str, str]], tokenizer: ModelTokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each part within the budget (tokens and bytes), progress every time, one row read per answer,
     cursors to the very end."""
     app, expected = huge
     text = expected["big.txt"]
-    reads = []
+    reads: list[tuple[Any, ...]] = []
     read_reading = app.store.read_reading
-    monkeypatch.setattr(app.store, "read_reading", lambda *args: reads.append(args) or read_reading(*args))
+
+    def counted(*args: Any) -> dict[str, Any] | None:
+        reads.append(args)
+        return read_reading(*args)
+
+    monkeypatch.setattr(app.store, "read_reading", counted)
     started = time.monotonic()
     answers = _follow(app, "docs", ReadRequest(kb="docs", path="big.txt", max_tokens=20_000))
     assert time.monotonic() - started < 300  # generous: a busy machine; about 3 s alone
@@ -148,7 +159,7 @@ def test_a_5mb_single_line_read_whole_comes_in_bounded_parts_whose_cursors_rebui
     assert text.startswith(_joined(small))
 
 
-def test_reading_a_5mb_single_line_through_gives_its_text_exactly(huge):
+def test_reading_a_5mb_single_line_through_gives_its_text_exactly(huge: tuple[App, dict[str, str]]) -> None:
     """`mcp-kb read` of a single-line document gives its text exactly (no line end added where a part was cut)."""
     app, expected = huge
     answer = app.read_through("docs", ReadRequest(kb="docs", path="big.txt", max_tokens=20_000))
@@ -156,7 +167,9 @@ def test_reading_a_5mb_single_line_through_gives_its_text_exactly(huge):
     assert answer.text == expected["big.txt"]
 
 
-def test_a_huge_section_by_section_and_by_lines_comes_in_parts_that_join_up_exactly(huge, tokenizer):
+def test_a_huge_section_by_section_and_by_lines_comes_in_parts_that_join_up_exactly(
+    huge: tuple[App, dict[str, str]], tokenizer: ModelTokenizer
+) -> None:
     """One 1.4 MB section read by its heading and by its lines, budgets 2,000 and 20,000."""
     app, expected = huge
     text = expected["huge.md"]
@@ -181,7 +194,9 @@ def test_a_huge_section_by_section_and_by_lines_comes_in_parts_that_join_up_exac
     assert tokenizer.count([first.text])[0] <= 200 and first.cursor
 
 
-def test_reading_on_from_a_passage_of_a_single_line_document_shows_that_passage(huge):
+def test_reading_on_from_a_passage_of_a_single_line_document_shows_that_passage(
+    huge: tuple[App, dict[str, str]],
+) -> None:
     """Reading on from a passage of a single-line document starts near that passage (not at the line's start,
     which is the document's), and marks it."""
     app, _ = huge
@@ -191,10 +206,12 @@ def test_reading_on_from_a_passage_of_a_single_line_document_shows_that_passage(
     answer = app.read("docs", ReadRequest(kb="docs", path="big.txt", chunk=index, max_tokens=2_000))
     marked = answer.text[answer.passage_start : answer.passage_end]
     assert marked, (answer.passage_start, answer.passage_end, len(answer.text))
-    assert marked[:100] in passage
+    assert passage is not None and marked[:100] in passage
 
 
-def test_the_document_resource_of_a_huge_document_is_bounded_and_says_how_to_read_on(huge):
+def test_the_document_resource_of_a_huge_document_is_bounded_and_says_how_to_read_on(
+    huge: tuple[App, dict[str, str]],
+) -> None:
     """Past 4 MB the resource stops and gives a cursor that reads on from where it stopped."""
     app, expected = huge
     text = expected["big.txt"]
@@ -211,7 +228,9 @@ def test_the_document_resource_of_a_huge_document_is_bounded_and_says_how_to_rea
 # ---- the budget as the model receives it ------------------------------------------------------------
 
 
-def test_every_read_answer_as_the_model_receives_it_fits_max_tokens(make_app, tmp_path, tokenizer):
+def test_every_read_answer_as_the_model_receives_it_fits_max_tokens(
+    make_app: MakeApp, tmp_path: Path, tokenizer: ModelTokenizer
+) -> None:
     """Every answer as read_text renders it (location, text, cursor line) fits max_tokens, from 200 to 20,000."""
     folder = tmp_path / "docs"
     lines = "\n\n".join(f"Line {n} of the short text." for n in range(3000))
@@ -259,7 +278,7 @@ _ODD = [
 
 
 @pytest.fixture(scope="module")
-def many(tmp_path_factory, embedder):
+def many(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> App:
     """A KB of 3,000 tiny notes in 30 folders, and files with regular expressions' metacharacters in their names
     (about 10 s to sync)."""
     base = tmp_path_factory.mktemp("many")
@@ -273,7 +292,7 @@ def many(tmp_path_factory, embedder):
     return app
 
 
-def test_paging_thousands_of_documents_lists_each_exactly_once_with_any_limit_and_order(many):
+def test_paging_thousands_of_documents_lists_each_exactly_once_with_any_limit_and_order(many: App) -> None:
     """Limits 1 to 200, by path and by last change, all or under a prefix or a glob."""
     everything = many.browse_through("docs", BrowseRequest(kb="docs", limit=200), None)
     paths = [d.path for d in everything.documents]
@@ -325,18 +344,20 @@ def test_paging_thousands_of_documents_lists_each_exactly_once_with_any_limit_an
         ("odd/what?.txt", ["odd/what?.txt"]),
     ],
 )
-def test_prefixes_and_globs_with_regex_metacharacters_match_literally(many, pattern, expected):
+def test_prefixes_and_globs_with_regex_metacharacters_match_literally(
+    many: App, pattern: str, expected: list[str]
+) -> None:
     """Metacharacters in names and patterns are literal (a malformed pattern is no error either)."""
     assert [
         d.path for d in many.browse("docs", BrowseRequest(kb="docs", path=pattern, limit=200)).documents
     ] == expected
 
 
-def test_brackets_in_a_glob_are_matched_as_written_as_the_tool_describes(many):
+def test_brackets_in_a_glob_are_matched_as_written_as_the_tool_describes(many: App) -> None:
     """The tool promises * ? and ** only: a bracket is a character of the name, never a set."""
     from mcp_kb.api import BrowseRequest as Asked
 
-    assert "[" not in Asked.model_fields["path"].description
+    assert "[" not in (Asked.model_fields["path"].description or "")
     assert [d.path for d in many.browse("docs", BrowseRequest(kb="docs", path="odd/br[ack]et*")).documents] == [
         "odd/br[ack]et.txt"
     ]
@@ -344,7 +365,7 @@ def test_brackets_in_a_glob_are_matched_as_written_as_the_tool_describes(many):
 
 
 @pytest.fixture
-def notes(make_app, tmp_path):
+def notes(make_app: MakeApp, tmp_path: Path) -> tuple[App, Path]:
     folder = tmp_path / "notes"
     for n in range(30):
         write(folder / f"n{n:02d}.txt", f"note number {n}")
@@ -353,7 +374,7 @@ def notes(make_app, tmp_path):
     return app, folder
 
 
-def test_a_browse_cursor_replayed_after_documents_were_removed_skips_no_document(notes):
+def test_a_browse_cursor_replayed_after_documents_were_removed_skips_no_document(notes: tuple[App, Path]) -> None:
     """A listing's cursor is the last entry shown: removing a document already listed skips none of the rest."""
     app, folder = notes
     first = app.browse("docs", BrowseRequest(kb="docs", limit=10))
@@ -368,7 +389,7 @@ def test_a_browse_cursor_replayed_after_documents_were_removed_skips_no_document
     assert rest == [f"n{n:02d}.txt" for n in range(10, 30)], (seen, rest)
 
 
-def test_a_browse_cursor_replayed_after_documents_were_added_repeats_no_document(notes):
+def test_a_browse_cursor_replayed_after_documents_were_added_repeats_no_document(notes: tuple[App, Path]) -> None:
     """... and a document added before the cursor's place lists none twice."""
     app, folder = notes
     first = app.browse("docs", BrowseRequest(kb="docs", limit=10))
@@ -390,7 +411,7 @@ SECRET = "The merger with Initech closes on 14 May."
 
 
 @pytest.fixture
-def pair(make_app, tmp_path):
+def pair(make_app: MakeApp, tmp_path: Path) -> tuple[App, Path]:
     """Two KBs holding a document at the same path (and one KB's secret document)."""
     write(
         tmp_path / "a" / "guide.md",
@@ -455,13 +476,14 @@ def _variants(cursor: str) -> list[str]:
     ]
 
 
-def test_forged_cursors_are_one_clear_error_and_never_reach_other_text(pair):
+def test_forged_cursors_are_one_clear_error_and_never_reach_other_text(pair: tuple[App, Path]) -> None:
     """Bit flips anywhere, truncation, padding, another path or range under the old signature, no
     signature, huge, non-ASCII, None-like strings: refused in one line (or, for what decodes to the very same
     bytes — padding, whitespace — the genuine answer), never the secret, never an exception of another kind."""
     app, _ = pair
     genuine = app.read("kb_a", ReadRequest(kb="kb_a", path="guide.md", max_tokens=200))
     go_on = app.read("kb_a", ReadRequest(kb="kb_a", cursor=genuine.cursor, max_tokens=200))
+    assert genuine.cursor is not None
     for forged in _variants(genuine.cursor):
         try:
             answer = app.read("kb_a", ReadRequest(kb="kb_a", cursor=forged, max_tokens=200))
@@ -471,12 +493,13 @@ def test_forged_cursors_are_one_clear_error_and_never_reach_other_text(pair):
             continue
         assert answer == go_on, forged  # the same bytes, so the same cursor
         assert SECRET not in answer.text
+    assert genuine.cursor is not None
     for forged in _variants(genuine.cursor)[:40]:
         with pytest.raises(KBError):
             app.browse("kb_a", BrowseRequest(kb="kb_a", cursor=forged))
 
 
-def test_a_cursor_works_only_with_its_own_call_and_kb(pair):
+def test_a_cursor_works_only_with_its_own_call_and_kb(pair: tuple[App, Path]) -> None:
     """A read cursor given to list_documents, a listing or outline cursor given to read_document, and any
     cursor of kb_a given with kb=kb_b (which has a document at the same path) are refused; none reads kb_b."""
     app, _ = pair
@@ -496,7 +519,7 @@ def test_a_cursor_works_only_with_its_own_call_and_kb(pair):
             app.browse("kb_b", BrowseRequest(kb="kb_b", cursor=cursor))
 
 
-def test_a_read_cursor_after_a_change_a_deletion_or_a_rebuild(pair):
+def test_a_read_cursor_after_a_change_a_deletion_or_a_rebuild(pair: tuple[App, Path]) -> None:
     """A rebuild (new generation) of unchanged text goes on exactly; a change, a deletion, or a change then a
     rebuild is one clear error naming the document, never text of another version."""
     app, folder = pair
@@ -527,7 +550,7 @@ def test_a_read_cursor_after_a_change_a_deletion_or_a_rebuild(pair):
     _one_clear_error(str(deleted.value))
 
 
-def test_an_outline_cursor_after_the_document_changed_is_refused(make_app, tmp_path):
+def test_an_outline_cursor_after_the_document_changed_is_refused(make_app: MakeApp, tmp_path: Path) -> None:
     """Fine."""
     write(tmp_path / "d" / "o.md", "# O\n\n" + "\n\n".join(f"## H{n}\n\ntext {n}" for n in range(30)))
     app = make_app({"name": "docs", "description": "O", "paths": [str(tmp_path / "d")]})
@@ -540,7 +563,7 @@ def test_an_outline_cursor_after_the_document_changed_is_refused(make_app, tmp_p
 
 
 @pytest.mark.anyio
-async def test_over_mcp_bad_cursors_are_one_clear_error_and_never_another_kbs_text(pair):
+async def test_over_mcp_bad_cursors_are_one_clear_error_and_never_another_kbs_text(pair: tuple[App, Path]) -> None:
     """Through a real client session, forged, cross-call and cross-KB cursors are isError results in one
     line naming no internals."""
     app, _ = pair
@@ -562,7 +585,7 @@ async def test_over_mcp_bad_cursors_are_one_clear_error_and_never_another_kbs_te
         ]
         for tool, arguments in asks:
             answer = await client.call_tool(tool, arguments)
-            text = answer.content[0].text
+            text = text_of(answer.content[0])
             assert answer.is_error, (tool, arguments, text)
             _one_clear_error(text)
             assert "B line" not in text and SECRET not in text
@@ -581,7 +604,7 @@ _DEEP_TEXT = (
 
 
 @pytest.fixture
-def deep(make_app, tmp_path):
+def deep(make_app: MakeApp, tmp_path: Path) -> tuple[App, Path]:
     """Five documents whose paths are over 1,100 Chinese characters, each with a section under four long headings."""
     for n in range(5):
         write(tmp_path / "docs" / _DEEP / f"{n}号文件.md", _DEEP_TEXT)
@@ -597,7 +620,9 @@ def _taken_back(cursors: list[str | None]) -> None:
         ReadRequest(kb="deep", cursor=cursor)
 
 
-def test_a_document_with_a_long_path_and_long_headings_reads_through_cursors_it_takes_back(deep):
+def test_a_document_with_a_long_path_and_long_headings_reads_through_cursors_it_takes_back(
+    deep: tuple[App, Path],
+) -> None:
     """Read whole and by its deepest section in 200-token parts: every cursor is short and taken back, and the
     parts put end to end are the file, or the section under its full heading path."""
     app, _ = deep
@@ -615,7 +640,7 @@ def test_a_document_with_a_long_path_and_long_headings_reads_through_cursors_it_
 
 
 @pytest.mark.parametrize("sort", ["path", "changed"])
-def test_documents_with_long_paths_are_listed_a_page_at_a_time_each_once(deep, sort):
+def test_documents_with_long_paths_are_listed_a_page_at_a_time_each_once(deep: tuple[App, Path], sort: str) -> None:
     app, _ = deep
     first = app.browse("deep", BrowseRequest(kb="deep", limit=1, sort=sort))
     listed = _browse_all(app, "deep", BrowseRequest(kb="deep", limit=1, sort=sort))
@@ -623,14 +648,14 @@ def test_documents_with_long_paths_are_listed_a_page_at_a_time_each_once(deep, s
     _taken_back([first.cursor])
 
 
-def test_a_long_prefix_is_listed_on_from_its_cursor_alone(deep):
+def test_a_long_prefix_is_listed_on_from_its_cursor_alone(deep: tuple[App, Path]) -> None:
     """A prefix too long to carry is found again from the paths it lists: the cursor alone goes on."""
     app, _ = deep
     listed = _browse_all(app, "deep", BrowseRequest(kb="deep", path=f"{_DEEP}/", limit=2))
     assert listed == [f"{_DEEP}/{n}号文件.md" for n in range(5)]
 
 
-def test_a_long_glob_goes_on_with_its_path_and_without_it_says_so(deep):
+def test_a_long_glob_goes_on_with_its_path_and_without_it_says_so(deep: tuple[App, Path]) -> None:
     app, _ = deep
     glob = f"{_DEEP}/*号文件.md"
     first = app.browse("deep", BrowseRequest(kb="deep", path=glob, limit=2))
@@ -642,7 +667,7 @@ def test_a_long_glob_goes_on_with_its_path_and_without_it_says_so(deep):
     _one_clear_error(str(refused.value))
 
 
-def test_an_outline_of_a_long_path_is_paged_by_its_cursor(deep):
+def test_an_outline_of_a_long_path_is_paged_by_its_cursor(deep: tuple[App, Path]) -> None:
     app, _ = deep
     path = f"{_DEEP}/3号文件.md"
     pages = [app.browse("deep", BrowseRequest(kb="deep", path=path, outline=True, limit=1))]
@@ -656,7 +681,9 @@ def test_an_outline_of_a_long_path_is_paged_by_its_cursor(deep):
     assert {page.path for page in pages} == {path}
 
 
-def test_long_paths_removed_between_pages_skip_nothing_left_and_a_read_of_one_says_it_is_gone(deep):
+def test_long_paths_removed_between_pages_skip_nothing_left_and_a_read_of_one_says_it_is_gone(
+    deep: tuple[App, Path],
+) -> None:
     app, folder = deep
     first = app.browse("deep", BrowseRequest(kb="deep", limit=2))
     read = app.read("deep", ReadRequest(kb="deep", path=f"{_DEEP}/1号文件.md", max_tokens=200))
@@ -672,8 +699,8 @@ def test_long_paths_removed_between_pages_skip_nothing_left_and_a_read_of_one_sa
 
 
 def test_paths_whose_cursor_json_is_long_or_past_2000_characters_are_read_and_listed_through_cursors(
-    make_app, tmp_path
-):
+    make_app: MakeApp, tmp_path: Path
+) -> None:
     """A path of control characters is short in bytes and six times longer in a cursor's JSON (a 4,068-character
     cursor, refused); a path of 2,086 characters was listed and cited but no read took it."""
     names = [("\x01" * 100 + "/") * 5 + f"{n}.md" for n in range(3)] + [("d" * 230 + "/") * 9 + "long.md"]
@@ -691,7 +718,7 @@ def test_paths_whose_cursor_json_is_long_or_past_2000_characters_are_read_and_li
         assert len(parts) > 1 and _joined(parts) == (tmp_path / "docs" / name).read_text()
 
 
-def test_a_listings_cursor_given_with_outline_goes_on_with_the_listing(deep):
+def test_a_listings_cursor_given_with_outline_goes_on_with_the_listing(deep: tuple[App, Path]) -> None:
     """The cursor says what it continues: a listing's, given with outline=true, was an internal error."""
     app, _ = deep
     first = app.browse("deep", BrowseRequest(kb="deep", path=f"{_DEEP}/", limit=2))
@@ -700,7 +727,7 @@ def test_a_listings_cursor_given_with_outline_goes_on_with_the_listing(deep):
 
 
 @pytest.mark.anyio
-async def test_over_mcp_a_model_follows_the_cursors_of_long_paths_with_the_cursor_alone(deep):
+async def test_over_mcp_a_model_follows_the_cursors_of_long_paths_with_the_cursor_alone(deep: tuple[App, Path]) -> None:
     """Through a client session, as a model goes on: kb and the answer's cursor, nothing else."""
     app, _ = deep
     async with Client(build_server(app)) as client:
@@ -709,7 +736,7 @@ async def test_over_mcp_a_model_follows_the_cursors_of_long_paths_with_the_curso
             answer = await client.call_tool(
                 "list_documents", {"kb": "deep", "limit": 1, **({"cursor": cursor} if cursor else {})}
             )
-            assert not answer.is_error, answer.content[0].text
+            assert not answer.is_error, text_of(answer.content[0])
             listed += [d["path"] for d in answer.structured_content["documents"]]
             cursor = answer.structured_content["cursor"]
             if not cursor:
@@ -718,7 +745,7 @@ async def test_over_mcp_a_model_follows_the_cursors_of_long_paths_with_the_curso
         parts, arguments = [], {"kb": "deep", "path": listed[4], "max_tokens": 200}
         while True:
             answer = await client.call_tool("read_document", arguments)
-            assert not answer.is_error, answer.content[0].text
+            assert not answer.is_error, text_of(answer.content[0])
             parts.append(answer.structured_content["text"])
             if not answer.structured_content["cursor"]:
                 break
@@ -771,7 +798,7 @@ second notes
 
 
 @pytest.fixture
-def guide(make_app, tmp_path):
+def guide(make_app: MakeApp, tmp_path: Path) -> App:
     write(tmp_path / "g" / "guide.md", GUIDE)
     write(tmp_path / "g" / "short.md", "# Short\n\n" + "\n\n".join(f"Line {n}." for n in range(200)))
     app = make_app({"name": "docs", "description": "Guide", "paths": [str(tmp_path / "g")]})
@@ -779,17 +806,17 @@ def guide(make_app, tmp_path):
     return app
 
 
-def _section(app, section: str):
+def _section(app: App, section: str) -> ReadOutput:
     return app.read("docs", ReadRequest(kb="docs", path="guide.md", section=section))
 
 
-def test_a_section_named_by_its_full_path_is_that_section_not_a_deeper_one(guide):
+def test_a_section_named_by_its_full_path_is_that_section_not_a_deeper_one(guide: App) -> None:
     """A full heading path is that section, though the title leads it and a deeper section ends the same way."""
     answer = _section(guide, "Guide › Setup")
     assert answer.section == "Guide › Setup" and answer.text == "## Setup\n\ntop setup text"
 
 
-def test_headings_holding_chevrons_or_arrows_read_by_the_heading_the_outline_gives(guide):
+def test_headings_holding_chevrons_or_arrows_read_by_the_heading_the_outline_gives(guide: App) -> None:
     """A heading whose own text holds `›` or `>` ('Input -> Output', 'A › B') reads by the heading the outline
     lists."""
     headings = [
@@ -800,11 +827,11 @@ def test_headings_holding_chevrons_or_arrows_read_by_the_heading_the_outline_giv
     assert _section(guide, "Guide › A › B").text == "## A › B\n\nchevron text"
 
 
-def test_each_outline_entry_read_as_a_section_reads_that_entrys_lines(guide):
+def test_each_outline_entry_read_as_a_section_reads_that_entrys_lines(guide: App) -> None:
     """Two headings with the same path are two outline entries, the second numbered ('Guide › Notes (2)'), and each
     reads as its own section, named as the outline names it (a read of 'Notes (2)' said 'Notes')."""
     outline = guide.browse("docs", BrowseRequest(kb="docs", path="guide.md", outline=True, limit=200)).outline
-    wrong = []
+    wrong: list[tuple[object, ...]] = []
     for entry in outline:
         try:
             answer = _section(guide, entry.heading)
@@ -817,7 +844,7 @@ def test_each_outline_entry_read_as_a_section_reads_that_entrys_lines(guide):
     assert any(entry.heading.endswith("(2)") for entry in outline)
 
 
-def test_a_heading_the_outline_clips_reads_by_the_name_it_shows(make_app, tmp_path):
+def test_a_heading_the_outline_clips_reads_by_the_name_it_shows(make_app: MakeApp, tmp_path: Path) -> None:
     """The outline clips a 1,000-character heading (`…`); reading by that name said "no section"."""
     long = "Rules about annual leave and how to apply for it " * 20
     write(tmp_path / "g" / "long.md", f"# Guide\n\n## {long}\n\nthe long one\n\n## Short\n\nthe short one\n")
@@ -835,7 +862,7 @@ def test_a_heading_the_outline_clips_reads_by_the_name_it_shows(make_app, tmp_pa
         assert app.read("docs", ReadRequest(kb="docs", path="twins.md", section=entry.heading)).text.endswith(said)
 
 
-def test_chinese_headings_case_and_a_leading_title_or_path_find_the_section(guide):
+def test_chinese_headings_case_and_a_leading_title_or_path_find_the_section(guide: App) -> None:
     """Fine."""
     assert _section(guide, "安装指南 › 常见问题").text == "### 常见问题\n\n问题与解答"
     assert _section(guide, "guide.md › Guide › 安装指南").section == "Guide › 安装指南"
@@ -848,7 +875,7 @@ def test_chinese_headings_case_and_a_leading_title_or_path_find_the_section(guid
         assert len(str(refused.value)) < 3000
 
 
-def test_lines_outside_the_document_or_backwards_are_one_clear_error(guide):
+def test_lines_outside_the_document_or_backwards_are_one_clear_error(guide: App) -> None:
     """'0-5' and '5-1' are refused, and lines past the end say how many lines the document has."""
     for lines in ("0-5", "5-1", "0"):
         with pytest.raises(KBError, match="give a number from 1"):
@@ -860,7 +887,7 @@ def test_lines_outside_the_document_or_backwards_are_one_clear_error(guide):
     _one_clear_error(str(refused.value))
 
 
-def test_chunk_indexes_out_of_range_are_one_clear_error(guide):
+def test_chunk_indexes_out_of_range_are_one_clear_error(guide: App) -> None:
     """Fine."""
     chunks = guide.browse("docs", BrowseRequest(kb="docs", path="short.md")).documents[0].chunks
     with pytest.raises(KBError, match=f"has {chunks} passages") as refused:
@@ -871,7 +898,7 @@ def test_chunk_indexes_out_of_range_are_one_clear_error(guide):
 
 
 @pytest.fixture
-def gaps(make_app, tmp_path):
+def gaps(make_app: MakeApp, tmp_path: Path) -> App:
     """A five-page PDF whose pages 1, 3 and 5 are blank."""
     folder = tmp_path / "pdf"
     folder.mkdir()
@@ -881,7 +908,7 @@ def gaps(make_app, tmp_path):
     return app
 
 
-def test_a_blank_pdf_page_read_is_never_labelled_as_another_page(gaps):
+def test_a_blank_pdf_page_read_is_never_labelled_as_another_page(gaps: App) -> None:
     """A blank page asked alone says it has no text (naming the pages that have); pages 2-3 and 3-5 read what they
     should."""
     two_three = gaps.read("docs", ReadRequest(kb="docs", path="gaps.pdf", pages="2-3"))
@@ -897,7 +924,7 @@ def test_a_blank_pdf_page_read_is_never_labelled_as_another_page(gaps):
     assert blank.text == "" and blank.page_start == blank.page_end == 3, blank.location
 
 
-def test_a_pdf_whose_last_page_is_blank_counts_all_its_pages(gaps):
+def test_a_pdf_whose_last_page_is_blank_counts_all_its_pages(gaps: App) -> None:
     """A five-page PDF ending in a blank page is listed and read as five pages."""
     [entry] = gaps.browse("docs", BrowseRequest(kb="docs")).documents
     assert entry.pages == 5
@@ -905,11 +932,11 @@ def test_a_pdf_whose_last_page_is_blank_counts_all_its_pages(gaps):
 
 
 @pytest.mark.anyio
-async def test_over_mcp_hostile_paths_and_numbers_are_one_clear_error(guide):
+async def test_over_mcp_hostile_paths_and_numbers_are_one_clear_error(guide: App) -> None:
     """`..`, NUL, %2e%2e, absolute paths, URLs, SQL quotes read as documents that are not there; negative or
     huge numbers are refused by the tool's schema."""
     async with Client(build_server(guide)) as client:
-        missing = (await client.call_tool("read_document", {"kb": "docs", "path": "nope.md"})).content[0].text
+        missing = text_of((await client.call_tool("read_document", {"kb": "docs", "path": "nope.md"})).content[0])
         for path in (
             "..",
             "../guide.md",
@@ -929,12 +956,12 @@ async def test_over_mcp_hostile_paths_and_numbers_are_one_clear_error(guide):
             "guide.md ›",
         ):
             answer = await client.call_tool("read_document", {"kb": "docs", "path": path})
-            text = answer.content[0].text
+            text = text_of(answer.content[0])
             assert answer.is_error, (path, text)
             _one_clear_error(text)
             assert text.replace(repr(path), "X") == missing.replace("'nope.md'", "X"), (path, text)
             outline = await client.call_tool("list_documents", {"kb": "docs", "path": path, "outline": True})
-            assert outline.is_error and outline.content[0].text == text
+            assert outline.is_error and text_of(outline.content[0]) == text
         for arguments, field in (
             ({"chunk": -1}, "chunk"),
             ({"chunk": 10**12}, "chunk"),
@@ -948,19 +975,19 @@ async def test_over_mcp_hostile_paths_and_numbers_are_one_clear_error(guide):
             ({"chunk": "3"}, "chunk"),
         ):
             answer = await client.call_tool("read_document", {"kb": "docs", "path": "short.md", **arguments})
-            assert answer.is_error and field in answer.content[0].text, (arguments, answer.content[0].text)
-            _one_clear_error(answer.content[0].text)
+            assert answer.is_error and field in text_of(answer.content[0]), (arguments, text_of(answer.content[0]))
+            _one_clear_error(text_of(answer.content[0]))
         for arguments in ({"limit": -1}, {"limit": 0}, {"limit": 201}, {"sort": "size"}):
             answer = await client.call_tool("list_documents", {"kb": "docs", **arguments})
             assert answer.is_error, arguments
-            _one_clear_error(answer.content[0].text)
+            _one_clear_error(text_of(answer.content[0]))
 
 
 # ---- 5. a KB's filter hides documents -----------------------------------------------------------------
 
 
 @pytest.fixture
-def hidden(make_app, tmp_path):
+def hidden(make_app: MakeApp, tmp_path: Path) -> tuple[App, App]:
     """A KB whose `[kb.search] filter` shows only staff documents; the board minutes hide."""
     folder = tmp_path / "docs"
     write(
@@ -984,11 +1011,11 @@ def hidden(make_app, tmp_path):
     return app, open_app
 
 
-def test_a_hidden_document_cannot_be_read_listed_or_outlined_and_looks_missing(hidden):
+def test_a_hidden_document_cannot_be_read_listed_or_outlined_and_looks_missing(hidden: tuple[App, App]) -> None:
     """Every way in answers as for a document that does not exist."""
     app, _ = hidden
 
-    def refusal(path, **part):
+    def refusal(path: str, **part: Any) -> str:
         with pytest.raises(KBError) as refused:
             app.read("docs", ReadRequest(kb="docs", path=path, **part))
         return str(refused.value).replace(repr(path), "X")
@@ -1011,7 +1038,7 @@ def test_a_hidden_document_cannot_be_read_listed_or_outlined_and_looks_missing(h
     ]
 
 
-def test_a_cursor_to_a_hidden_document_reaches_nothing(hidden):
+def test_a_cursor_to_a_hidden_document_reaches_nothing(hidden: tuple[App, App]) -> None:
     """A genuine cursor (same cursor_secret, e.g. another replica without the filter) to the hidden
     document is refused as that document being missing; a listing cursor lists nothing hidden."""
     app, open_app = hidden
@@ -1030,7 +1057,7 @@ def test_a_cursor_to_a_hidden_document_reaches_nothing(hidden):
 
 
 @pytest.mark.anyio
-async def test_over_mcp_a_hidden_document_is_not_offered_by_path_completion(hidden):
+async def test_over_mcp_a_hidden_document_is_not_offered_by_path_completion(hidden: tuple[App, App]) -> None:
     """Completing the document resource's path offers only what the KB's filter lets callers see."""
     app, _ = hidden
     ref = ResourceTemplateReference(type="ref/resource", uri="kb://{name}/documents/{+path}")
@@ -1046,23 +1073,23 @@ async def test_over_mcp_a_hidden_document_is_not_offered_by_path_completion(hidd
 
 
 @pytest.mark.anyio
-async def test_over_mcp_a_hidden_document_answers_as_a_missing_one_everywhere(hidden):
+async def test_over_mcp_a_hidden_document_answers_as_a_missing_one_everywhere(hidden: tuple[App, App]) -> None:
     """Read_document, list_documents (prefix, glob, outline) and the document resource."""
     app, _ = hidden
     async with Client(build_server(app)) as client:
 
-        async def read(path):
+        async def read(path: str) -> str:
             answer = await client.call_tool("read_document", {"kb": "docs", "path": path, "section": "Merger"})
             assert answer.is_error
-            return answer.content[0].text.replace(repr(path), "X")
+            return text_of(answer.content[0]).replace(repr(path), "X")
 
         assert await read("board/minutes.md") == await read("board/gone.md")
         for path in ("board/", "board/*", "**/minutes.md", "**"):
             listed = await client.call_tool("list_documents", {"kb": "docs", "path": path})
             assert [d["path"] for d in listed.structured_content["documents"]] in ([], ["leave.md"])
-            assert "Minutes" not in listed.content[0].text and "minutes.md —" not in listed.content[0].text
+            assert "Minutes" not in text_of(listed.content[0]) and "minutes.md —" not in text_of(listed.content[0])
         outline = await client.call_tool("list_documents", {"kb": "docs", "path": "board/minutes.md", "outline": True})
-        assert outline.is_error and "Merger" not in outline.content[0].text
+        assert outline.is_error and "Merger" not in text_of(outline.content[0])
         with pytest.raises(Exception) as resource:
             await client.read_resource("kb://docs/documents/board/minutes.md")
         assert SECRET not in str(resource.value) and "no document" in str(resource.value)
@@ -1071,14 +1098,14 @@ async def test_over_mcp_a_hidden_document_answers_as_a_missing_one_everywhere(hi
             if "search_knowledge_bases" in {t.name for t in (await client.list_tools()).tools}
             else None
         )
-        assert across is None or SECRET not in across.content[0].text
+        assert across is None or SECRET not in text_of(across.content[0])
 
 
 # ---- 6. search across KBs -----------------------------------------------------------------------------
 
 
 @pytest.fixture
-def across(make_app, tmp_path):
+def across(make_app: MakeApp, tmp_path: Path) -> App:
     write(
         tmp_path / "hr" / "guide.md",
         "---\nyear: 2024\n---\n# HR guide\n\nAnnual leave is requested in the HR portal two weeks ahead.\n",
@@ -1099,7 +1126,7 @@ def across(make_app, tmp_path):
     return app
 
 
-def test_search_across_keeps_same_paths_apart_and_says_what_it_left_out(across):
+def test_search_across_keeps_same_paths_apart_and_says_what_it_left_out(across: App) -> None:
     """One path in two KBs is two hits, each with its own KB's text; duplicate names count once; a KB not
     synced is left out with a note; a field only one KB has is refused; no match is an empty answer."""
     result = across.search_across(["hr", "it", "hr"], SearchRequest(query="portal", mode="keyword", top_k=10))
@@ -1120,12 +1147,12 @@ def test_search_across_keeps_same_paths_apart_and_says_what_it_left_out(across):
 
 
 @pytest.mark.anyio
-async def test_over_mcp_search_across_with_empty_duplicate_or_unsynced_kbs(across):
+async def test_over_mcp_search_across_with_empty_duplicate_or_unsynced_kbs(across: App) -> None:
     """Kbs=[] searches every KB the caller sees (as kbs left out does), duplicates count once, an unknown KB
     is one clear error, a filter field one KB lacks is refused by the schema, no match is no error."""
     async with Client(build_server(across)) as client:
 
-        async def search(**arguments):
+        async def search(**arguments: Any) -> CallToolResult:
             return await client.call_tool("search_knowledge_bases", {"query": "portal", "mode": "keyword", **arguments})
 
         everything, empty = await search(), await search(kbs=[])
@@ -1137,10 +1164,12 @@ async def test_over_mcp_search_across_with_empty_duplicate_or_unsynced_kbs(acros
             ("it", "guide.md"),
         ]
         unknown = await search(kbs=["hr", "nope"])
-        assert unknown.is_error and "nope" in unknown.content[0].text
-        _one_clear_error(unknown.content[0].text)
+        assert unknown.is_error and "nope" in text_of(unknown.content[0])
+        _one_clear_error(text_of(unknown.content[0]))
         filtered = await search(kbs=["hr", "it"], filters={"year": 2024})
-        assert filtered.is_error and "year" in filtered.content[0].text
+        assert filtered.is_error and "year" in text_of(filtered.content[0])
         none = await client.call_tool("search_knowledge_bases", {"query": "zzqxjv", "mode": "keyword"})
         assert not none.is_error and none.structured_content["results"] == []
-        assert none.content[0].text.startswith("No passages found") or "No passages found" in none.content[0].text
+        assert text_of(none.content[0]).startswith("No passages found") or "No passages found" in text_of(
+            none.content[0]
+        )

@@ -7,6 +7,8 @@ import json
 import os
 import re
 import sys
+from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -21,11 +23,11 @@ def _slug(heading: str) -> str:
     return re.sub(r"\s+", "-", text.strip())
 
 
-def test_the_readme_is_a_front_door():
+def test_the_readme_is_a_front_door() -> None:
     assert len(README.splitlines()) <= 200
 
 
-def test_every_link_of_the_readme_reaches_a_file_and_heading_that_exist():
+def test_every_link_of_the_readme_reaches_a_file_and_heading_that_exist() -> None:
     links = re.findall(r"\]\(([^)#\s]+)(?:#([^)\s]+))?\)", README)
     assert links
     for target, anchor in links:
@@ -49,7 +51,7 @@ _POINTING = [
 _EXAMPLE_PATHS = {"docs/guide.md", "docs/leave.md"}  # a user's own files in examples (`mcp-kb chunks docs/guide.md`)
 
 
-def test_every_docs_page_the_code_the_starter_and_the_docs_point_to_exists_with_its_heading():
+def test_every_docs_page_the_code_the_starter_and_the_docs_point_to_exists_with_its_heading() -> None:
     """A pointer to a page or section that is gone sends a user nowhere (the starter pointed at a README section
     removed when the README was shortened): each `docs/PAGE.md#anchor` must exist, and nothing points into the
     README's sections, which are few and move."""
@@ -68,7 +70,7 @@ def test_every_docs_page_the_code_the_starter_and_the_docs_point_to_exists_with_
     assert seen >= 10
 
 
-def test_ci_runs_the_readmes_two_commands_as_written():
+def test_ci_runs_the_readmes_two_commands_as_written() -> None:
     """CI reads the quick start's commands from the README and runs each as it stands, so neither can drift: the
     first runs a job, the second installs the test extra only and runs the suite."""
     spec = importlib.util.spec_from_file_location("readme_commands", ROOT / ".ci" / "readme_commands.py")
@@ -84,10 +86,10 @@ def test_ci_runs_the_readmes_two_commands_as_written():
     assert 'bash -c "$first_command"' in ci and 'pytest_ran bash -c "$test_command"' in ci
 
 
-def _snippets() -> list[dict]:
+def _snippets() -> list[dict[str, Any]]:
     """Every client configuration the README shows, as a client reads it."""
     blocks = re.findall(r"```json\n(.*?)```", README, re.DOTALL)
-    servers = []
+    servers: list[dict[str, Any]] = []
     for block in blocks:
         config = json.loads(block)
         servers += list((config.get("mcpServers") or config.get("servers")).values())
@@ -95,7 +97,7 @@ def _snippets() -> list[dict]:
 
 
 @pytest.mark.parametrize("snippet", range(2), ids=["claude-desktop", "cursor-vs-code"])
-def test_a_client_snippet_starts_a_server_a_client_can_use(snippet, tmp_path):
+def test_a_client_snippet_starts_a_server_a_client_can_use(snippet: int, tmp_path: Path) -> None:
     server = _snippets()[snippet]
     write(tmp_path / "docs" / "leave.md", "# Leave\n\nAnnual leave is 25 days a year.\n")
     (tmp_path / "kb.toml").write_text(
@@ -118,7 +120,7 @@ def test_a_client_snippet_starts_a_server_a_client_can_use(snippet, tmp_path):
     assert anyio.run(tools) == ["search_handbook", "read_document", "list_documents", "sync_knowledge_base"]
 
 
-def test_the_worked_example_names_every_tool_the_server_lists_for_it(tmp_path):
+def test_the_worked_example_names_every_tool_the_server_lists_for_it(tmp_path: Path) -> None:
     """docs/clients.md said "the model gets two tools" of a server that lists three search tools: the worked
     example's paragraph names exactly the tools a client lists for kb.toml.example."""
     page = (ROOT / "docs" / "clients.md").read_text(encoding="utf-8")
@@ -136,7 +138,7 @@ def test_the_worked_example_names_every_tool_the_server_lists_for_it(tmp_path):
     assert anyio.run(tools) == named
 
 
-def test_every_kb_toml_example_of_the_docs_is_a_valid_configuration(tmp_path):
+def test_every_kb_toml_example_of_the_docs_is_a_valid_configuration(tmp_path: Path) -> None:
     """Each ```toml block of the README and the docs pages loads as kb.toml does (a block listing alternatives,
     each after a blank line and a comment, is each of them)."""
     import tomllib

@@ -1,6 +1,7 @@
 """The records the core returns (records.py): the state row read one way, and the JSON forms faces show."""
 
 import json
+from typing import Any
 
 from mcp_kb.records import (
     NEVER_SYNCED,
@@ -23,7 +24,7 @@ from mcp_kb.records import (
 )
 
 
-def test_a_state_row_reads_the_same_before_any_sync_for_an_old_index_and_after_a_sync():
+def test_a_state_row_reads_the_same_before_any_sync_for_an_old_index_and_after_a_sync() -> None:
     assert (KBState.from_dict({}).generation, KBState.from_dict({}).outcome, KBState.from_dict({}).complete) == (
         None,
         NEVER_SYNCED,
@@ -45,7 +46,7 @@ def test_a_state_row_reads_the_same_before_any_sync_for_an_old_index_and_after_a
     assert KBState.from_dict({"generation": "g2", "complete": True, "last_sync": {"outcome": "failed"}}).complete
 
 
-def test_the_json_forms_keep_the_shapes_clients_read():
+def test_the_json_forms_keep_the_shapes_clients_read() -> None:
     status = KBStatus(
         name="docs",
         description="d",
@@ -86,17 +87,17 @@ def test_the_json_forms_keep_the_shapes_clients_read():
         "tool": "search_docs",
         "error": "cannot read",
     }
-    checked = KBCheck("docs", "search_docs", files=1, skipped=(Problem("a", "b"),)).as_dict()
-    assert "error" not in checked and "crawl" not in checked and checked["skipped"] == ({"path": "a", "reason": "b"},)
+    listed = KBCheck("docs", "search_docs", files=1, skipped=(Problem("a", "b"),)).as_dict()
+    assert "error" not in listed and "crawl" not in listed and listed["skipped"] == ({"path": "a", "reason": "b"},)
 
 
-def test_a_running_syncs_progress_says_how_fast_and_how_long_still_from_its_own_start():
+def test_a_running_syncs_progress_says_how_fast_and_how_long_still_from_its_own_start() -> None:
     progress = SyncProgress(done=30, total=90, chunks=120, started=1000.0)
     assert progress.text(now=1010.0) == "30 of 90 files indexed, 120 chunks embedded, 3.0 files/s, about 20 s left"
     assert SyncProgress(started=1000.0).text(now=1001.0) == "0 of ? files indexed"
 
 
-def test_progress_is_saved_and_read_back_whole_and_an_old_record_missing_fields_reads_as_zero():
+def test_progress_is_saved_and_read_back_whole_and_an_old_record_missing_fields_reads_as_zero() -> None:
     progress = SyncProgress(done=3, total=10, chunks=40, written=2, started=1000.5)
     assert SyncProgress.from_dict(progress.as_dict()) == progress
     assert SyncProgress.from_dict({"done": 1, "total": 4}) == SyncProgress(done=1, total=4)
@@ -144,7 +145,7 @@ SAVED_SEARCHES = {
 }
 
 
-def test_saved_records_read_back_whole_and_their_json_forms_are_what_was_saved():
+def test_saved_records_read_back_whole_and_their_json_forms_are_what_was_saved() -> None:
     for record, saved in (
         (KBSummary, SAVED_SUMMARY),
         (HealthCheck, SAVED_HEALTH),
@@ -158,7 +159,7 @@ def test_saved_records_read_back_whole_and_their_json_forms_are_what_was_saved()
     assert KBSummary.from_dict(SAVED_SUMMARY).titles == ("Guide", "notes")
 
 
-def test_old_saved_records_missing_fields_read_as_zero_or_empty():
+def test_old_saved_records_missing_fields_read_as_zero_or_empty() -> None:
     assert KBSummary.from_dict({"documents": 2, "chunks": 5}) == KBSummary(documents=2, chunks=5)
     assert KBSummary.from_dict({}).as_dict() == {"documents": 0, "kinds": {}, "chunks": 0, "titles": []}
     assert HealthCheck.from_dict({"k": 10, "hit_rate": {"hybrid": 0.9}}) == HealthCheck(k=10, hit_rate={"hybrid": 0.9})
@@ -172,12 +173,12 @@ def test_old_saved_records_missing_fields_read_as_zero_or_empty():
     assert SyncBrief.from_dict({**SAVED_BRIEF, "added_later": 1}) == SyncBrief.from_dict(SAVED_BRIEF)  # a newer file
 
 
-def test_a_check_says_what_crawling_its_web_sources_cost():
+def test_a_check_says_what_crawling_its_web_sources_cost() -> None:
     assert KBCheck("docs", "search_docs", crawl={"requests": 12, "downloaded": 3}).crawl_requests == 12
     assert KBCheck("docs", "search_docs", crawl={"notes": 2}).crawl_requests == 0  # no web source
 
 
-def test_a_sync_report_is_read_back_from_the_state_as_it_was_saved():
+def test_a_sync_report_is_read_back_from_the_state_as_it_was_saved() -> None:
     report = SyncReport(
         "docs",
         files_added=3,
@@ -194,7 +195,7 @@ def test_a_sync_report_is_read_back_from_the_state_as_it_was_saved():
     assert KBState.from_dict({"last_sync": {"report": report.as_dict(), "finished_at": "t"}}).last_report == report
 
 
-def test_a_state_row_is_written_and_read_by_its_record():
+def test_a_state_row_is_written_and_read_by_its_record() -> None:
     fingerprints = {"model": {"name": "m", "dimension": 384}, "chunking": {"max_tokens": 256}}
     state = KBState.from_dict(KBState.active(fingerprints, "g1", complete=True).as_dict())
     assert (state.generation, state.complete, state.built, state.fingerprint("chunking")) == (
@@ -211,8 +212,8 @@ def test_a_state_row_is_written_and_read_by_its_record():
     assert len(ended.recent_syncs[-1].error) == 500 and ended.recent_syncs[-1].added == 2  # the brief keeps a start
 
 
-def test_a_state_row_reads_back_as_it_was_saved_and_keeps_keys_it_does_not_know_as_fingerprints():
-    row = {
+def test_a_state_row_reads_back_as_it_was_saved_and_keeps_keys_it_does_not_know_as_fingerprints() -> None:
+    row: dict[str, Any] = {
         "model": {"name": "m", "dimension": 384},
         "layout": 3,
         "a_later_fingerprint": [1, 2],

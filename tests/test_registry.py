@@ -1,18 +1,23 @@
 """Providers by registry: a third embedding provider added as one module and one registration line
 is validated with the config, embeds a sync and answers searches; switching to it rebuilds."""
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from helpers import write
 from mcp_kb.app import App
-from mcp_kb.settings import EMBEDDING_PROVIDERS, build_config
+from mcp_kb.settings import EMBEDDING_PROVIDERS, Config, build_config
 from mcp_kb.errors import ConfigError
 from mcp_kb.models import fetch_models, model_source
 from mcp_kb.api import SearchRequest
+from mcp_kb.models.fastembed import FastEmbedder
 
 
 @pytest.fixture
-def toy_provider(monkeypatch):
+def toy_provider(monkeypatch: pytest.MonkeyPatch) -> None:
     """The toy provider registered for one test (the registry is left as it was after)."""
     from toy_embedder import ToyProvider, ToySettings
 
@@ -20,7 +25,7 @@ def toy_provider(monkeypatch):
     EMBEDDING_PROVIDERS.register("toy", ToySettings, ToyProvider)  # the one registration line
 
 
-def _config(tmp_path, embedding: dict):
+def _config(tmp_path: Path, embedding: dict[str, Any]) -> Config:
     write(tmp_path / "docs" / "parking.md", "# Parking\n\nVisitors park on level minus two.\n")
     write(tmp_path / "docs" / "coffee.md", "# Coffee\n\nThe espresso machine is descaled on Fridays.\n")
     return build_config(
@@ -34,10 +39,11 @@ def _config(tmp_path, embedding: dict):
     )
 
 
-def test_a_registered_provider_embeds_syncs_and_searches(toy_provider, tmp_path):
+def test_a_registered_provider_embeds_syncs_and_searches(toy_provider: None, tmp_path: Path) -> None:
     app = App(_config(tmp_path, {"provider": "toy", "dimension": 16}))
     [report] = app.sync()
-    assert report.chunks_embedded == 2 and app.status("kb")[0].model.name == "toy words-hashed"
+    model = app.status("kb")[0].model
+    assert report.chunks_embedded == 2 and model and model.name == "toy words-hashed"
     assert (
         app.search("kb", SearchRequest(query="espresso machine descaled", mode="vector")).hits[0].source == "coffee.md"
     )
@@ -45,13 +51,15 @@ def test_a_registered_provider_embeds_syncs_and_searches(toy_provider, tmp_path)
     assert fetch_models(app.config.embedding, app.config.rerank) == {}  # nothing to download
 
 
-def test_switching_to_another_provider_rebuilds_the_index(toy_provider, tmp_path, embedder):
+def test_switching_to_another_provider_rebuilds_the_index(
+    toy_provider: None, tmp_path: Path, embedder: FastEmbedder
+) -> None:
     App(_config(tmp_path, {}), embedder=embedder).sync()
     [report] = App(_config(tmp_path, {"provider": "toy"})).sync()
     assert report.rebuilt.startswith("embedding model changed") and report.chunks_embedded == 2
 
 
-def test_a_providers_own_settings_are_checked_and_others_refused(toy_provider, tmp_path):
+def test_a_providers_own_settings_are_checked_and_others_refused(toy_provider: None, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"embedding\.dimension: Input should be greater than or equal to 4"):
         _config(tmp_path, {"provider": "toy", "dimension": 2})
     with pytest.raises(ConfigError, match=r"unknown key 'embedding\.model_path'; did you mean 'model'\?"):
@@ -60,7 +68,9 @@ def test_a_providers_own_settings_are_checked_and_others_refused(toy_provider, t
         _config(tmp_path, {"provider": "toys"})
 
 
-def test_each_setting_an_environment_variable_overrides_names_it_in_its_declaration(tmp_path, monkeypatch):
+def test_each_setting_an_environment_variable_overrides_names_it_in_its_declaration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MCP_KB_EMBEDDING_MODEL", "intfloat/multilingual-e5-small")
     monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "elsewhere"))
     config = _config(tmp_path, {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"})
@@ -69,7 +79,7 @@ def test_each_setting_an_environment_variable_overrides_names_it_in_its_declarat
 
 
 @pytest.fixture
-def installed(monkeypatch):
+def installed(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
     """Plays the distributions installed beside mcp-kb: the entry points of the `mcp_kb` group it finds."""
     from importlib import metadata
 
@@ -80,21 +90,24 @@ def installed(monkeypatch):
 
     def install(*values: str) -> None:
         points = [metadata.EntryPoint(f"plugin{n}", value, registry.PLUGIN_GROUP) for n, value in enumerate(values)]
-        monkeypatch.setattr(
-            registry.metadata, "entry_points", lambda group: points if group == registry.PLUGIN_GROUP else []
-        )
+        monkeypatch.setattr(metadata, "entry_points", lambda group: points if group == registry.PLUGIN_GROUP else [])
 
     return install
 
 
-def test_an_installed_plugin_is_found_through_its_entry_point_before_the_config_is_checked(installed, tmp_path):
+def test_an_installed_plugin_is_found_through_its_entry_point_before_the_config_is_checked(
+    installed: Callable[..., None], tmp_path: Path
+) -> None:
     installed("toy_embedder:register")
     app = App(_config(tmp_path, {"provider": "toy", "dimension": 16}))
     [report] = app.sync()
-    assert report.chunks_embedded == 2 and app.status("kb")[0].model.name == "toy words-hashed"
+    model = app.status("kb")[0].model
+    assert report.chunks_embedded == 2 and model and model.name == "toy words-hashed"
 
 
-def test_a_plugin_that_fails_to_load_is_named_not_taken_for_a_config_mistake(installed, tmp_path):
+def test_a_plugin_that_fails_to_load_is_named_not_taken_for_a_config_mistake(
+    installed: Callable[..., None], tmp_path: Path
+) -> None:
     installed("no_such_plugin_module")
     for _ in range(2):  # and again at the next load: a broken plugin is never skipped in silence
         with pytest.raises(

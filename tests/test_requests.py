@@ -1,12 +1,17 @@
 """The requests faces make of the core: bounds and wording written once, the same on every face."""
 
+from typing import Any
+from pathlib import Path
+
+import click
 import pytest
 
 from mcp_kb.errors import SearchError
 from mcp_kb.requests import SearchRequest, SyncRequest, bounds, option_help, parse_filters, parse_search
+from helpers import MakeApp
 
 
-def test_filters_written_as_text_parse_into_filter_objects():
+def test_filters_written_as_text_parse_into_filter_objects() -> None:
     assert parse_filters(("doc_type=policy", "year>=2020", "year<2025", "page=1,2", "path^=hr/", "draft=true")) == {
         "doc_type": "policy",
         "year": {"gte": 2020, "lt": 2025},
@@ -33,17 +38,17 @@ def test_filters_written_as_text_parse_into_filter_objects():
         ({"top_k": "many"}, "top_k: Input should be a valid integer"),
     ],
 )
-def test_a_rejected_search_says_what_to_send_instead(arguments, message):
+def test_a_rejected_search_says_what_to_send_instead(arguments: dict[str, Any], message: str) -> None:
     with pytest.raises(SearchError) as rejected:
         parse_search({"query": "leave", **arguments})
     assert str(rejected.value).startswith(message)
 
 
-def test_a_forms_text_numbers_are_read_as_numbers():
+def test_a_forms_text_numbers_are_read_as_numbers() -> None:
     assert parse_search({"query": "q", "top_k": "7", "max_tokens": "800"}).top_k == 7
 
 
-def test_cli_help_states_the_same_bounds_as_the_tools():
+def test_cli_help_states_the_same_bounds_as_the_tools() -> None:
     assert (
         option_help(SearchRequest, "top_k", "the KB's") == "Number of passages to return (1 to 100; default: the KB's)."
     )
@@ -62,30 +67,35 @@ _SEARCH_OPTIONS = {
 }
 
 
-def _option(command: str, flag: str):
+def _option(command: str, flag: str) -> click.Option:
     from mcp_kb.cli import main
 
-    return next(param for param in main.commands[command].params if flag in param.opts)
+    option = next(param for param in main.commands[command].params if flag in param.opts)
+    assert isinstance(option, click.Option)
+    return option
 
 
 @pytest.mark.parametrize("field", sorted(_SEARCH_OPTIONS))
-def test_a_cli_search_option_says_what_the_request_says(field):
+def test_a_cli_search_option_says_what_the_request_says(field: str) -> None:
     option = _option("search", _SEARCH_OPTIONS[field])
-    assert option.help.startswith(SearchRequest.model_fields[field].description)
+    description = SearchRequest.model_fields[field].description
+    assert option.help and description and option.help.startswith(description)
     low, high = bounds(SearchRequest, field)
     if low is not None:
         assert f"({low} to {high}" in option.help
 
 
 @pytest.mark.parametrize("field", ["full", "reembed", "allow_mass_delete", "wait"])
-def test_a_cli_sync_option_has_the_requests_help_and_default(field):
+def test_a_cli_sync_option_has_the_requests_help_and_default(field: str) -> None:
     option = _option("sync", f"--{field.replace('_', '-')}")
     assert option.help == option_help(SyncRequest, field)
     assert option.default == SyncRequest.model_fields[field].default
 
 
 @pytest.mark.anyio
-async def test_the_mcp_tools_parameters_are_the_requests_fields_with_their_bounds_and_defaults(make_app, tmp_path):
+async def test_the_mcp_tools_parameters_are_the_requests_fields_with_their_bounds_and_defaults(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
     from mcp import Client
 
     from mcp_kb.mcp.server import build_server
@@ -108,7 +118,7 @@ async def test_the_mcp_tools_parameters_are_the_requests_fields_with_their_bound
 
 
 @pytest.mark.parametrize("asked", ["²", "٣", "３", "1-²", "٣-٥"])
-def test_pages_and_lines_are_ascii_digits_only(asked):
+def test_pages_and_lines_are_ascii_digits_only(asked: str) -> None:
     """A superscript passed the range's pattern (`\\d` is any script's digit) and failed in int(): an internal error."""
     from pydantic import ValidationError
 
@@ -121,7 +131,7 @@ def test_pages_and_lines_are_ascii_digits_only(asked):
 
 
 @pytest.mark.parametrize("query", ["\udc80 text", "alpha \udcff", "annual leave \ud83d"])
-def test_a_query_holding_a_lone_surrogate_is_one_clear_error(query):
+def test_a_query_holding_a_lone_surrogate_is_one_clear_error(query: str) -> None:
     """JSON's "\\udc80" over HTTP, or a shell's undecodable byte on the command line, reached the tokenizer: an
     internal error (TypeError: TextInputSequence must be str), a traceback in the CLI."""
     from mcp_kb.settings import SearchConfig
@@ -130,7 +140,7 @@ def test_a_query_holding_a_lone_surrogate_is_one_clear_error(query):
         SearchRequest(query=query).resolved(SearchConfig())
 
 
-def test_numbers_on_the_command_line_are_ascii_digits_as_everywhere(tmp_path):
+def test_numbers_on_the_command_line_are_ascii_digits_as_everywhere(tmp_path: Path) -> None:
     """click's integers took "１", "٣" and "1_0" (`mcp-kb tag --version １` tagged version 1)."""
     from click.testing import CliRunner
 

@@ -1,8 +1,20 @@
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
 import pytest
 from helpers import write
 
 from mcp_kb.errors import ModelError, SearchError
 from mcp_kb.api import SearchRequest, SyncRequest
+from helpers import MakeApp
+from mcp_kb.models.fastembed import FastEmbedder
+from mcp_kb.app import App
+from mcp_kb.index.contract import ChunkView
+from mcp_kb.records import Pinned
+from mcp_kb.index.store import LanceStore
+from mcp_kb.models.base import Embedder, ModelIdentity, Reranker
+from mcp_kb.search import SearchResult
 
 DOCS = {
     "leave.md": """---
@@ -60,7 +72,7 @@ Book flights through the travel desk; economy class for trips shorter than six h
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory, embedder):
+def app(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> App:
     from mcp_kb.app import App
     from mcp_kb.settings import build_config
 
@@ -91,35 +103,37 @@ def app(tmp_path_factory, embedder):
     return app
 
 
-def _sources(result):
+def _sources(result: SearchResult) -> list[str]:
     return [hit.source for hit in result.hits]
 
 
 @pytest.mark.parametrize("mode", ["vector", "keyword", "hybrid"])
-def test_each_mode_finds_the_leave_policy(app, mode):
+def test_each_mode_finds_the_leave_policy(app: App, mode: str) -> None:
     result = app.search("docs", SearchRequest(query="how do employees apply for annual leave", mode=mode, top_k=3))
     assert result.mode == mode
     assert result.hits[0].source == "leave.md"
     assert result.hits[0].heading == "Leave policy › Annual leave › How to apply"
 
 
-def test_vector_finds_a_paraphrase_keyword_misses(app):
+def test_vector_finds_a_paraphrase_keyword_misses(app: App) -> None:
     query = "reserving aeroplane tickets for business journeys"
     assert _sources(app.search("docs", SearchRequest(query=query, mode="vector", top_k=1))) == ["travel.md"]
 
 
 @pytest.mark.parametrize("query", ["E5021", "getUserInfo", "snake_case_names", "API-V2.1"])
-def test_keyword_finds_exact_technical_tokens(app, query):
+def test_keyword_finds_exact_technical_tokens(app: App, query: str) -> None:
     assert _sources(app.search("docs", SearchRequest(query=query, mode="keyword", top_k=1))) == ["errors.md"]
 
 
-def test_keyword_finds_chinese_word_inside_a_sentence(app):
+def test_keyword_finds_chinese_word_inside_a_sentence(app: App) -> None:
     hit = app.search("docs", SearchRequest(query="年假", mode="keyword", top_k=1)).hits[0]
     assert hit.source == "leave.md" and "年假申请" in hit.text
 
 
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])
-def test_a_chinese_query_whose_words_are_absent_finds_the_passage_by_its_characters_and_says_so(app, mode):
+def test_a_chinese_query_whose_words_are_absent_finds_the_passage_by_its_characters_and_says_so(
+    app: App, mode: str
+) -> None:
     # 请假 ("ask for leave") is nowhere in the KB; 年假申请 shares its characters
     partial = app.search("docs", SearchRequest(query="请假", mode=mode, top_k=1))
     assert _sources(partial) == ["leave.md"]
@@ -129,17 +143,17 @@ def test_a_chinese_query_whose_words_are_absent_finds_the_passage_by_its_charact
     ).notes  # a word that is there: no note
 
 
-def test_keyword_finds_english_word_inside_chinese(app):
+def test_keyword_finds_english_word_inside_chinese(app: App) -> None:
     assert _sources(app.search("docs", SearchRequest(query="TypeScript", mode="keyword", top_k=1))) == ["stack.md"]
 
 
-def test_hybrid_reports_both_ranks(app):
+def test_hybrid_reports_both_ranks(app: App) -> None:
     hit = app.search("docs", SearchRequest(query="access token expired E5021", mode="hybrid", top_k=1)).hits[0]
     assert hit.source == "errors.md" and hit.vector_rank and hit.keyword_rank
     assert 0 < hit.score <= 1
 
 
-def test_hybrid_never_scores_a_passage_found_on_one_side_as_zero(app):
+def test_hybrid_never_scores_a_passage_found_on_one_side_as_zero(app: App) -> None:
     """Min-max put the last candidate at 0.000 whatever it matched; now each side's part stays."""
     hits = app.search(
         "docs", SearchRequest(query="annual leave request", mode="hybrid", top_k=20, max_per_document=20)
@@ -149,7 +163,7 @@ def test_hybrid_never_scores_a_passage_found_on_one_side_as_zero(app):
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
-def test_fused_scores_keep_each_sides_evidence():
+def test_fused_scores_keep_each_sides_evidence() -> None:
     from mcp_kb.index.contract import Candidate
     from mcp_kb.search import VECTOR_SHARE, fuse
 
@@ -162,19 +176,19 @@ def test_fused_scores_keep_each_sides_evidence():
     assert scores["c"] > scores["a"] > scores["b"] > scores["d"] > 0
 
 
-def test_hybrid_keeps_chinese_keyword_quality_with_an_english_model(app):
+def test_hybrid_keeps_chinese_keyword_quality_with_an_english_model(app: App) -> None:
     # The offline model cannot read Chinese: its vote must not push the keyword match down.
     assert _sources(app.search("docs", SearchRequest(query="年假申请", mode="hybrid", top_k=1))) == ["leave.md"]
 
 
-def test_filter_mode_lists_chunks_by_metadata_without_a_query(app):
+def test_filter_mode_lists_chunks_by_metadata_without_a_query(app: App) -> None:
     result = app.search("docs", SearchRequest(query="", mode="filter", filters={"doc_type": "policy"}, top_k=50))
     assert sorted(set(_sources(result))) == ["leave.md", "travel.md"]
     every = app.search("docs", SearchRequest(query="", mode="filter", filters={"path": "leave.md"}, top_k=50))
     assert [h.chunk_index for h in every.hits] == list(range(len(every.hits)))
 
 
-def test_filters_restrict_similarity_search(app):
+def test_filters_restrict_similarity_search(app: App) -> None:
     result = app.search(
         "docs",
         SearchRequest(query="policy", mode="hybrid", filters={"year": {"gte": 2020}, "doc_type": ["policy", "guide"]}),
@@ -188,19 +202,19 @@ def test_filters_restrict_similarity_search(app):
     assert _sources(app.search("docs", SearchRequest(query="leave", filters={"path": {"glob": "*.txt"}}))) == []
 
 
-def test_injection_string_matches_nothing(app):
+def test_injection_string_matches_nothing(app: App) -> None:
     result = app.search("docs", SearchRequest(query="leave", filters={"doc_type": "x' OR 1=1 --"}))
     assert result.hits == []
 
 
-def test_unknown_filter_field_lists_valid_fields(app):
+def test_unknown_filter_field_lists_valid_fields(app: App) -> None:
     with pytest.raises(
         SearchError, match="valid fields: chunk_index, doc_type, heading, page, path, tags, title, year"
     ):
         app.search("docs", SearchRequest(query="leave", filters={"colour": "red"}))
 
 
-def test_static_filter_is_and_merged_with_the_callers(app):
+def test_static_filter_is_and_merged_with_the_callers(app: App) -> None:
     from mcp_kb.search import SearchModels, Searcher
 
     kb = app.config.kb[0].model_copy(
@@ -216,19 +230,19 @@ def test_static_filter_is_and_merged_with_the_callers(app):
     )  # a reference, not a policy
 
 
-def test_min_score_cuts_weak_hits(app):
+def test_min_score_cuts_weak_hits(app: App) -> None:
     everything = app.search("docs", SearchRequest(query="annual leave", mode="vector", top_k=10))
     cut = everything.hits[1].score
     kept = app.search("docs", SearchRequest(query="annual leave", mode="vector", top_k=10, min_score=cut))
     assert len(kept.hits) == 2 and all(h.score >= cut for h in kept.hits)
 
 
-def test_empty_query_is_refused(app):
+def test_empty_query_is_refused(app: App) -> None:
     with pytest.raises(SearchError, match="query is empty"):
         app.search("docs", SearchRequest(query="   "))
 
 
-def test_context_adds_neighbouring_chunks(app):
+def test_context_adds_neighbouring_chunks(app: App) -> None:
     first = app.search("docs", SearchRequest(query="E5021", mode="keyword", top_k=1, context=1)).hits[0]
     assert (first.source, first.chunk_index, first.context_before) == ("errors.md", 0, "")
     assert "getUserInfo" in first.context_after  # the next chunk: Client SDK
@@ -241,27 +255,27 @@ class _BrokenEmbedder:
 
     calls = 0
 
-    def __init__(self, identity):
+    def __init__(self, identity: ModelIdentity) -> None:
         self.identity = identity
 
-    def known_identity(self):  # as Embedder's: the model is known, only running it fails
+    def known_identity(self) -> ModelIdentity:  # as Embedder's: the model is known, only running it fails
         return self.identity
 
-    def embed_query(self, text):
+    def embed_query(self, text: str) -> None:
         raise ModelError("model file unreadable")
 
 
-def test_failing_embedder_degrades_to_keyword_and_says_so(app):
+def test_failing_embedder_degrades_to_keyword_and_says_so(app: App) -> None:
     from mcp_kb.search import SearchModels, Searcher
 
     kb = app.config.kb[0]
-    searcher = Searcher(app.store, SearchModels(_BrokenEmbedder(app.embedder.identity), app.tokenizer))
+    searcher = Searcher(app.store, SearchModels(cast(Embedder, _BrokenEmbedder(app.embedder.identity)), app.tokenizer))
     result = searcher.search(kb, SearchRequest(query="E5021", mode="hybrid").resolved(kb.search))
     assert result.mode == "keyword" and result.hits[0].source == "errors.md"
     assert "vector search unavailable" in result.notes[0]
 
 
-def test_results_are_cached_until_a_sync_changes_the_table(make_app, tmp_path):
+def test_results_are_cached_until_a_sync_changes_the_table(make_app: MakeApp, tmp_path: Path) -> None:
     for name, text in DOCS.items():
         write(tmp_path / "docs" / name, text)
     app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})  # its own: it edits a file
@@ -277,16 +291,18 @@ def test_results_are_cached_until_a_sync_changes_the_table(make_app, tmp_path):
 class _ReversingReranker:
     """A stand-in cross-encoder (none can be downloaded here): scores by reversed order."""
 
-    def score(self, query, passages):
+    def score(self, query: str, passages: list[str]) -> list[float]:
         return [float(i) for i in range(len(passages))]
 
 
-def test_reranker_reorders_the_fused_candidates(app):
+def test_reranker_reorders_the_fused_candidates(app: App) -> None:
     from mcp_kb.search import SearchModels, Searcher
 
     kb = app.config.kb[0]
     plain = Searcher(app.store, SearchModels(app.embedder, app.tokenizer))
-    reranked = Searcher(app.store, SearchModels(app.embedder, app.tokenizer, _ReversingReranker(), rerank_candidates=3))
+    reranked = Searcher(
+        app.store, SearchModels(app.embedder, app.tokenizer, cast(Reranker, _ReversingReranker()), rerank_candidates=3)
+    )
     order = _sources(plain.search(kb, SearchRequest(query="leave policy", mode="keyword", top_k=3).resolved(kb.search)))
     again = _sources(
         reranked.search(kb, SearchRequest(query="leave policy", mode="keyword", top_k=3).resolved(kb.search))
@@ -294,7 +310,7 @@ def test_reranker_reorders_the_fused_candidates(app):
     assert again == list(reversed(order))
 
 
-def test_unloadable_reranker_model_gives_a_clear_error(tmp_path):
+def test_unloadable_reranker_model_gives_a_clear_error(tmp_path: Path) -> None:
     from mcp_kb.settings import FastembedRerankSettings
     from mcp_kb.models.fastembed_rerank import FastEmbedReranker
 
@@ -303,7 +319,9 @@ def test_unloadable_reranker_model_gives_a_clear_error(tmp_path):
         reranker.score("q", ["p"])
 
 
-def test_vector_scores_mean_the_same_with_the_ann_index(tmp_path, embedder, monkeypatch):
+def test_vector_scores_mean_the_same_with_the_ann_index(
+    tmp_path: Path, embedder: FastEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With the HNSW-SQ index LanceDB reports twice the cosine distance; scores must not change."""
     import numpy as np
 
@@ -335,7 +353,7 @@ def test_vector_scores_mean_the_same_with_the_ann_index(tmp_path, embedder, monk
     assert all(0 < h.score <= 1 for h in indexed.hits)
 
 
-def test_hybrid_shows_no_zero_weight_vector_guesses_for_unreadable_queries(app):
+def test_hybrid_shows_no_zero_weight_vector_guesses_for_unreadable_queries(app: App) -> None:
     # The English-only test model reads no Chinese: hybrid gives keyword matches only, not vector noise.
     result = app.search("docs", SearchRequest(query="年假申请", mode="hybrid", top_k=10))
     assert result.hits and all(h.keyword_rank for h in result.hits)
@@ -344,12 +362,12 @@ def test_hybrid_shows_no_zero_weight_vector_guesses_for_unreadable_queries(app):
 class _RebuildBeforeFirstRead:
     """A view whose first query lets a full rebuild (another App on the same index) land first."""
 
-    def __init__(self, view, rebuild):
+    def __init__(self, view: ChunkView | None, rebuild: Callable[[], object] | None) -> None:
         self._view, self._rebuild = view, rebuild
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         if name in ("nearest", "keyword") and self._rebuild:
-            self._rebuild, rebuild = None, self._rebuild
+            rebuild, self._rebuild = self._rebuild, None
             rebuild()
         return getattr(self._view, name)
 
@@ -357,8 +375,8 @@ class _RebuildBeforeFirstRead:
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])
 @pytest.mark.parametrize("dropped", ["before the search opens its table", "before its first query"])
 def test_a_rebuild_that_drops_the_tables_under_a_search_is_answered_from_the_new_generation(
-    make_app, tmp_path, mode, dropped
-):
+    make_app: MakeApp, tmp_path: Path, mode: str, dropped: str
+) -> None:
     """The race a search in one process runs with a full rebuild in another (seen once in the crash harness as
     an empty answer), made to happen every time: the rebuild switches generations and drops the old tables
     between the search's read of the active generation and its reads of the tables."""
@@ -375,21 +393,25 @@ def test_a_rebuild_that_drops_the_tables_under_a_search_is_answered_from_the_new
     old = reader.store.active_generation("docs")
     open_view = reader.store.view
 
-    def view_while_a_rebuild_lands(kb_name, generation, at=None):
+    def view_while_a_rebuild_lands(kb_name: str, generation: str, at: Pinned | None = None) -> ChunkView | None:
         if generation != old:
             return open_view(kb_name, generation, at)
         if dropped == "before the search opens its table":
             writer.sync(SyncRequest(full=True))
             return open_view(kb_name, generation)
-        return _RebuildBeforeFirstRead(open_view(kb_name, generation), lambda: writer.sync(SyncRequest(full=True)))
+        rebuilding = _RebuildBeforeFirstRead(
+            open_view(kb_name, generation), lambda: writer.sync(SyncRequest(full=True))
+        )
+        return cast(ChunkView, rebuilding)  # a view that lets the rebuild land first
 
-    reader.store.view = view_while_a_rebuild_lands
+    reader.store.view = view_while_a_rebuild_lands  # type: ignore[method-assign,assignment]  # the race, made to happen
     result = reader.search("docs", SearchRequest(query="annual leave HR portal", mode=mode))
+    assert isinstance(reader.store, LanceStore)
     assert reader.store.active_generation("docs") != old and not reader.store.chunk_table("docs", old)
     assert result.hits and result.hits[0].source == "leave.md" and not result.notes
 
 
-def test_search_before_the_first_commit_answers_empty_with_the_note(make_app, tmp_path):
+def test_search_before_the_first_commit_answers_empty_with_the_note(make_app: MakeApp, tmp_path: Path) -> None:
     from mcp_kb.index.state import sync_lock
 
     write(tmp_path / "fresh" / "a.md", "# A\n\ntext\n")
@@ -404,11 +426,11 @@ def test_search_before_the_first_commit_answers_empty_with_the_note(make_app, tm
     assert result.hits == [] and result.notes[0].startswith("indexing in progress; these results may be incomplete")
 
 
-def test_a_degraded_answer_is_not_served_from_cache_once_the_model_is_back(app):
+def test_a_degraded_answer_is_not_served_from_cache_once_the_model_is_back(app: App) -> None:
     from mcp_kb.search import SearchModels, Searcher
 
     kb = app.config.kb[0]
-    searcher = Searcher(app.store, SearchModels(_BrokenEmbedder(app.embedder.identity), app.tokenizer))
+    searcher = Searcher(app.store, SearchModels(cast(Embedder, _BrokenEmbedder(app.embedder.identity)), app.tokenizer))
     request = SearchRequest(query="E5021 access token", mode="hybrid").resolved(kb.search)
     assert searcher.search(kb, request).mode == "keyword"
     searcher.embedder = app.embedder  # the model recovers
@@ -416,7 +438,9 @@ def test_a_degraded_answer_is_not_served_from_cache_once_the_model_is_back(app):
     assert again.mode == "hybrid" and not again.cached and not again.notes
 
 
-def test_searches_during_a_first_sync_say_the_index_is_incomplete_and_how_far_it_is(make_app, tmp_path):
+def test_searches_during_a_first_sync_say_the_index_is_incomplete_and_how_far_it_is(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
     import threading
 
     for i in range(200):
@@ -442,17 +466,19 @@ def test_searches_during_a_first_sync_say_the_index_is_incomplete_and_how_far_it
     assert app.search("many", SearchRequest(query="planning notes", mode="keyword")).notes == []
 
 
-def test_an_unfinished_first_sync_is_said_in_every_answer(make_app, tmp_path, embedder):
+def test_an_unfinished_first_sync_is_said_in_every_answer(
+    make_app: MakeApp, tmp_path: Path, embedder: FastEmbedder
+) -> None:
     write(tmp_path / "docs" / "a.md", "# A\n\nAlpha notes.\n")
     app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
     real = embedder.embed_batch
     # Not a ModelError (that fails its files only): a crash the sync cannot get past.
-    embedder.embed_batch = lambda texts: (_ for _ in ()).throw(MemoryError("out of memory"))
+    embedder.embed_batch = lambda texts: (_ for _ in ()).throw(MemoryError("out of memory"))  # type: ignore[method-assign]  # a crash mid-sync
     try:
         with pytest.raises(MemoryError):
             app.sync()
     finally:
-        embedder.embed_batch = real
+        embedder.embed_batch = real  # type: ignore[method-assign]  # the model as it was
     result = app.search("docs", SearchRequest(query="alpha", mode="keyword"))
     assert result.hits == [] and "first sync of this knowledge base did not finish" in result.notes[0]
     from mcp_kb.index.state import sync_lock
@@ -462,7 +488,7 @@ def test_an_unfinished_first_sync_is_said_in_every_answer(make_app, tmp_path, em
     assert running.notes[0].startswith("indexing in progress; these results may be incomplete")
 
 
-def test_a_kb_that_says_titles_count_ranks_a_title_match_above_body_matches(make_app, tmp_path):
+def test_a_kb_that_says_titles_count_ranks_a_title_match_above_body_matches(make_app: MakeApp, tmp_path: Path) -> None:
     write(
         tmp_path / "notes" / "operations.md",
         "# Operations notes\n\nUpgrade the cluster: upgrade the nodes "
@@ -478,7 +504,7 @@ def test_a_kb_that_says_titles_count_ranks_a_title_match_above_body_matches(make
     assert order == ["operations.md", "guide.md"] and boosted == ["guide.md", "operations.md"]
 
 
-def test_concurrent_searches_from_worker_threads_answer_as_one_at_a_time(make_app, tmp_path):
+def test_concurrent_searches_from_worker_threads_answer_as_one_at_a_time(make_app: MakeApp, tmp_path: Path) -> None:
     """A server answers searches in worker threads that share one result cache; with a cache of two and three
     queries, lookups keep meeting evictions."""
     from helpers import in_threads
@@ -503,7 +529,9 @@ def test_concurrent_searches_from_worker_threads_answer_as_one_at_a_time(make_ap
     assert len(app.searcher._cache) <= 2
 
 
-def test_a_filter_on_a_field_declared_after_the_last_sync_says_to_sync_and_the_sync_adds_it(make_app, tmp_path):
+def test_a_filter_on_a_field_declared_after_the_last_sync_says_to_sync_and_the_sync_adds_it(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
     """LanceDB answered "Schema error: No field named year" (a traceback in the CLI, a 500 on the page)."""
     write(tmp_path / "hr" / "leave.md", "---\nyear: 2024\n---\n# Leave\n\nAnnual leave is 25 days.\n")
     kb = {"name": "hr", "description": "HR", "paths": [str(tmp_path / "hr")]}
@@ -525,7 +553,7 @@ def test_a_filter_on_a_field_declared_after_the_last_sync_says_to_sync_and_the_s
 
 
 @pytest.fixture
-def two_kbs(make_app, tmp_path):
+def two_kbs(make_app: MakeApp, tmp_path: Path) -> App:
     write(
         tmp_path / "hr" / "README.md",
         "---\nyear: 2024\n---\n# Leave\n\nAnnual leave is 25 days; apply in the portal.\n",
@@ -548,7 +576,7 @@ def two_kbs(make_app, tmp_path):
     return app
 
 
-def test_a_search_across_kbs_ranks_them_together_and_names_each_hits_kb(two_kbs):
+def test_a_search_across_kbs_ranks_them_together_and_names_each_hits_kb(two_kbs: App) -> None:
     result = two_kbs.search_across(["hr", "api"], SearchRequest(query="access token expired E5021"))
     assert (result.hits[0].kb, result.hits[0].source) == ("api", "README.md")
     assert {hit.kb for hit in result.hits} == {"hr", "api"}
@@ -560,7 +588,7 @@ def test_a_search_across_kbs_ranks_them_together_and_names_each_hits_kb(two_kbs)
     assert alone.hits[0].kb == "hr"
 
 
-def test_a_search_across_kbs_filters_on_common_fields_and_leaves_out_unsynced_kbs(two_kbs):
+def test_a_search_across_kbs_filters_on_common_fields_and_leaves_out_unsynced_kbs(two_kbs: App) -> None:
     with pytest.raises(SearchError, match="unknown filter field 'year'.*fields all of them have"):
         two_kbs.search_across(["hr", "api"], SearchRequest(query="leave", filters={"year": 2024}))
     filtered = two_kbs.search_across(
@@ -573,7 +601,7 @@ def test_a_search_across_kbs_filters_on_common_fields_and_leaves_out_unsynced_kb
         two_kbs.search_across(["empty", "empty2"], SearchRequest(query="annual leave"))
 
 
-def test_version_is_refused_on_a_kb_of_one_version(make_app, tmp_path):
+def test_version_is_refused_on_a_kb_of_one_version(make_app: MakeApp, tmp_path: Path) -> None:
     write(tmp_path / "docs" / "a.md", "# A\n\nAlpha.\n")
     app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
     app.sync()

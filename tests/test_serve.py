@@ -6,21 +6,23 @@ import json
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
-from helpers import process_running, until, write
+from helpers import process_running, until, write, text_of
 from mcp import Client
 from served import serve_http
 
 from mcp_kb.api import ConfigError
 from mcp_kb.settings import build_config
+from helpers import MakeApp
 
 _GUIDE = "# Guide\n\n" + "\n\n".join(f"## Part {n}\n\nAnnual leave rule {n}: ask two weeks ahead." for n in range(60))
 
 
 @pytest.fixture
-def served_config(make_app, tmp_path) -> Path:
+def served_config(make_app: MakeApp, tmp_path: Path) -> Path:
     """A synced KB and the kb.toml a server reads it with."""
     write(tmp_path / "docs" / "guide.md", _GUIDE)
     write(tmp_path / "docs" / "travel.md", "# Travel\n\nBook trains through the portal.\n")
@@ -60,7 +62,7 @@ def _client(port: int) -> Client:
 
 
 @pytest.mark.anyio
-async def test_two_workers_answer_one_port_any_request_cursors_and_syncs_included(served_config):
+async def test_two_workers_answer_one_port_any_request_cursors_and_syncs_included(served_config: Path) -> None:
     """Each connection lands on one of the processes: searches from many clients are answered by both, a cursor
     one gives is taken by the other (they share the cursors' key), and a sync run through one is what every
     connection's status says next. No sync tasks: a task would live in one process."""
@@ -87,21 +89,21 @@ async def test_two_workers_answer_one_port_any_request_cursors_and_syncs_include
         while cursor:  # each part over a new connection: to either process
             async with _client(port) as client:
                 answer = await client.call_tool("read_document", {"kb": "docs", "cursor": cursor, "max_tokens": 200})
-            assert not answer.is_error, answer.content[0].text
+            assert not answer.is_error, text_of(answer.content[0])
             parts.append(answer.structured_content["text"])
             cursor = answer.structured_content["cursor"]
         assert "".join(parts) == _GUIDE
         write(served_config.parent / "docs" / "new.md", "# New\n\nA new page.\n")
         async with _client(port) as client:
             synced = await client.call_tool("sync_knowledge_base", {"kb": "docs"})
-        assert not synced.is_error and "1 added" in synced.content[0].text
+        assert not synced.is_error and "1 added" in text_of(synced.content[0])
         for _ in range(6):
             async with _client(port) as client:
-                status = json.loads((await client.read_resource("kb://docs/status")).contents[0].text)
+                status = json.loads(text_of((await client.read_resource("kb://docs/status")).contents[0]))
             assert status["files"] == 3
 
 
-def test_stopping_the_lead_stops_its_workers_and_a_killed_lead_leaves_none_behind(served_config):
+def test_stopping_the_lead_stops_its_workers_and_a_killed_lead_leaves_none_behind(served_config: Path) -> None:
     for ending in (signal.SIGTERM, signal.SIGKILL):
         with serve_http(served_config, "--transport", "http", "--stateless", "--workers", "3") as (_, log):
             processes = _serving(served_config)
@@ -111,11 +113,11 @@ def test_stopping_the_lead_stops_its_workers_and_a_killed_lead_leaves_none_behin
             )  # the one started first
             os.kill(lead, ending)
             for pid in processes:
-                until(lambda pid=pid: not process_running(pid), seconds=30, what=f"process {pid} ending")
+                until(lambda: not process_running(pid), seconds=30, what=f"process {pid} ending")
 
 
 @pytest.mark.parametrize("options", [{"transport": "http"}, {"transport": "sse"}, {"transport": "stdio"}])
-def test_several_workers_need_stateless_http_said_in_one_line(tmp_path, options):
+def test_several_workers_need_stateless_http_said_in_one_line(tmp_path: Path, options: dict[str, Any]) -> None:
     config = build_config({"kb": [{"name": "docs", "description": "d", "paths": [str(tmp_path)]}]}, tmp_path, None)
     with pytest.raises(
         ConfigError,

@@ -7,7 +7,9 @@ import pytest
 from mcp_kb import stopwatch
 
 
-def test_a_stopwatch_says_how_long_since_it_started_in_seconds_and_milliseconds(monkeypatch):
+def test_a_stopwatch_says_how_long_since_it_started_in_seconds_and_milliseconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     now = iter([10.0, 12.5, 13.0])
     monkeypatch.setattr(time, "perf_counter", lambda: next(now))
     watch = stopwatch.Stopwatch()
@@ -15,7 +17,7 @@ def test_a_stopwatch_says_how_long_since_it_started_in_seconds_and_milliseconds(
     assert watch.milliseconds == 3000.0
 
 
-def test_a_timed_block_is_heard_also_when_it_raises():
+def test_a_timed_block_is_heard_also_when_it_raises() -> None:
     took: list[float] = []
     with pytest.raises(ValueError), stopwatch.stopwatch(took.append):
         raise ValueError

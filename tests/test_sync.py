@@ -5,13 +5,21 @@ import sys
 import threading
 import time
 from dataclasses import replace
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import numpy as np
 
 import pytest
-from helpers import write
+from helpers import chunk_table, write
 from pdfs import text_pdf
 
+from mcp_kb.app import App
+from mcp_kb.digest import file_sha256
 from mcp_kb.errors import KBError, ModelError, SyncBusyError
+from mcp_kb.index.store import LanceStore
+from mcp_kb.models.base import Embedder
 from mcp_kb.records import Problem
 from mcp_kb.vocabulary import SYNC_WORK_KEPT
 from mcp_kb.index.state import sync_lock
@@ -19,6 +27,10 @@ from mcp_kb.sync import plan_sync
 from mcp_kb.api import SearchRequest, SyncRequest
 from mcp_kb.present import cited_text
 from mcp_kb.requests import RollbackRequest, TagRequest
+from helpers import MakeApp
+from helpers import MakeConfig
+from mcp_kb.models.fastembed import FastEmbedder
+from mcp_kb.settings import FastembedSettings
 
 SECTIONS = 6
 
@@ -36,8 +48,11 @@ def _long_markdown(edited: int | None = None) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+T = TypeVar("T")
+
+
 @pytest.fixture
-def kb_dir(tmp_path):
+def kb_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "docs"
     write(folder / "handbook.md", _long_markdown())
     write(folder / "faq.md", "# FAQ\n\n## Reset password\n\nUse the self-service portal to reset a password.\n")
@@ -46,24 +61,26 @@ def kb_dir(tmp_path):
 
 
 @pytest.fixture
-def app(make_app, kb_dir):
+def app(make_app: MakeApp, kb_dir: Path) -> App:
     return make_app({"name": "docs", "description": "d", "paths": [str(kb_dir)]})
 
 
-def _embedded_during(embedder, work):
+def _embedded_during(embedder: Embedder, work: Callable[[], T]) -> tuple[int, T]:
     before = embedder.calls
     result = work()
     return embedder.calls - before, result
 
 
-def _rows(app, kb="docs"):
-    table = app.store.chunk_table(kb)
+def _rows(app: App, kb: str = "docs") -> list[tuple[str, str, str, tuple[float, ...]]]:
+    table = chunk_table(app.store, kb)
     return sorted(
         (r["id"], r["path"], r["text"], tuple(round(v, 5) for v in r["vector"])) for r in table.to_arrow().to_pylist()
     )
 
 
-def test_a_sync_without_its_model_is_recorded_as_failed_with_the_reason(make_config, kb_dir, tmp_path, monkeypatch):
+def test_a_sync_without_its_model_is_recorded_as_failed_with_the_reason(
+    make_config: MakeConfig, kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mcp_kb.app import App
     from mcp_kb.errors import ModelError
 
@@ -83,7 +100,9 @@ def test_a_sync_without_its_model_is_recorded_as_failed_with_the_reason(make_con
     assert status.last_error == str(error.value).replace(str(tmp_path / "empty-model"), "<model folder>")
 
 
-def test_an_interrupted_sync_is_recorded_with_what_it_wrote_and_the_next_one_finishes_it(make_app, tmp_path):
+def test_an_interrupted_sync_is_recorded_with_what_it_wrote_and_the_next_one_finishes_it(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
     for number in range(40):  # two batches: 32 files a commit
         write(tmp_path / "notes" / f"n{number:02d}.md", f"# Note {number}\n\nThe meeting moved to room {number}.\n")
     app = make_app({"name": "notes", "description": "Notes", "paths": [str(tmp_path / "notes")]})
@@ -112,8 +131,8 @@ def test_an_interrupted_sync_is_recorded_with_what_it_wrote_and_the_next_one_fin
 
 
 def test_a_batch_that_embeds_for_long_is_committed_as_it_goes_so_ctrl_c_keeps_what_was_embedded(
-    make_app, tmp_path, embedder, monkeypatch
-):
+    make_app: MakeApp, tmp_path: Path, embedder: FastEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A first sync of big files spends minutes in one batch of 32: a Ctrl-C used to keep none of it. Embedding
     commits the files it finished each COMMIT_SECONDS (0 here: after every slice of 4 chunks)."""
     import mcp_kb.batches
@@ -126,7 +145,7 @@ def test_a_batch_that_embeds_for_long_is_committed_as_it_goes_so_ctrl_c_keeps_wh
     monkeypatch.setattr(mcp_kb.batches, "_EMBED_SLICE", 4)
     embed_batch = embedder.embed_batch
 
-    def ctrl_c_at_note_21(texts):
+    def ctrl_c_at_note_21(texts: list[str]) -> np.ndarray:
         if any("Note 21" in text for text in texts):
             raise KeyboardInterrupt
         return embed_batch(texts)
@@ -144,7 +163,7 @@ def test_a_batch_that_embeds_for_long_is_committed_as_it_goes_so_ctrl_c_keeps_wh
     assert report.files_added == 20 and report.files_unchanged == 20 and app.status("notes")[0].files == 40
 
 
-def test_progress_moves_while_a_batch_embeds(app, monkeypatch):
+def test_progress_moves_while_a_batch_embeds(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
     import mcp_kb.batches
 
     monkeypatch.setattr(mcp_kb.batches, "_EMBED_SLICE", 2)
@@ -158,8 +177,12 @@ def test_progress_moves_while_a_batch_embeds(app, monkeypatch):
 
 @pytest.mark.parametrize("releases", [True, False], ids=["sync command", "server"])
 def test_a_sync_command_lets_the_model_go_before_building_indexes(
-    make_config, kb_dir, embedding_config, monkeypatch, releases
-):
+    make_config: MakeConfig,
+    kb_dir: Path,
+    embedding_config: FastembedSettings,
+    monkeypatch: pytest.MonkeyPatch,
+    releases: bool,
+) -> None:
     """The index builds are a sync's memory peak; a one-off sync needs no model for them, a server's next search
     does."""
     from mcp_kb.app import App
@@ -172,7 +195,7 @@ def test_a_sync_command_lets_the_model_go_before_building_indexes(
     loaded_while_indexing = []
     refresh = LanceStore.refresh_indexes
 
-    def recording(self, *args):
+    def recording(self: LanceStore, *args: Any) -> Any:
         loaded_while_indexing.append(model._model is not None)
         return refresh(self, *args)
 
@@ -184,12 +207,12 @@ def test_a_sync_command_lets_the_model_go_before_building_indexes(
     )  # a released model loads again
 
 
-def test_plan_sync_is_a_pure_comparison():
+def test_plan_sync_is_a_pure_comparison() -> None:
     plan = plan_sync({"a": "1", "b": "2", "c": "3"}, {"a": "1", "b": "x", "d": "4"})
     assert (plan.added, plan.changed, plan.deleted, plan.unchanged) == (["c"], ["b"], ["d"], ["a"])
 
 
-def test_first_load_embeds_every_chunk(app, embedder):
+def test_first_load_embeds_every_chunk(app: App, embedder: FastEmbedder) -> None:
     embedded, reports = _embedded_during(embedder, app.sync)
     report = reports[0]
     assert report.files_added == 3 and report.files_failed == 0
@@ -197,7 +220,9 @@ def test_first_load_embeds_every_chunk(app, embedder):
     assert report.chunks_total >= SECTIONS
 
 
-def test_full_reuses_the_vectors_of_an_unchanged_model_and_reembed_embeds_again(app, embedder):
+def test_full_reuses_the_vectors_of_an_unchanged_model_and_reembed_embeds_again(
+    app: App, embedder: FastEmbedder
+) -> None:
     app.sync()
     embedded, [full] = _embedded_during(embedder, lambda: app.sync(SyncRequest(full=True)))
     assert full.rebuilt == "--full requested" and embedded == full.chunks_embedded == 0
@@ -206,13 +231,13 @@ def test_full_reuses_the_vectors_of_an_unchanged_model_and_reembed_embeds_again(
     assert again.rebuilt == "--reembed requested" and embedded == again.chunks_embedded == again.chunks_total
 
 
-def test_resync_without_changes_embeds_nothing(app, embedder):
+def test_resync_without_changes_embeds_nothing(app: App, embedder: FastEmbedder) -> None:
     app.sync()
     embedded, reports = _embedded_during(embedder, app.sync)
     assert embedded == 0 and reports[0].files_unchanged == 3 and reports[0].files_changed == 0
 
 
-def test_touched_but_unchanged_file_is_not_reembedded(app, embedder, kb_dir):
+def test_touched_but_unchanged_file_is_not_reembedded(app: App, embedder: FastEmbedder, kb_dir: Path) -> None:
     app.sync()
     future = time.time() + 100
     os.utime(kb_dir / "handbook.md", (future, future))
@@ -222,7 +247,7 @@ def test_touched_but_unchanged_file_is_not_reembedded(app, embedder, kb_dir):
     assert app.store.read_files("docs")["handbook.md"].mtime_ns == (kb_dir / "handbook.md").stat().st_mtime_ns
 
 
-def test_editing_one_paragraph_reembeds_only_its_chunk(app, embedder, kb_dir):
+def test_editing_one_paragraph_reembeds_only_its_chunk(app: App, embedder: FastEmbedder, kb_dir: Path) -> None:
     app.sync()
     total = app.store.count_chunks("docs")
     write(kb_dir / "handbook.md", _long_markdown(edited=3))
@@ -234,17 +259,17 @@ def test_editing_one_paragraph_reembeds_only_its_chunk(app, embedder, kb_dir):
     assert any("named owners and their deputies" in t for t in texts)
 
 
-def test_added_file_is_embedded_alone(app, embedder, kb_dir):
+def test_added_file_is_embedded_alone(app: App, embedder: FastEmbedder, kb_dir: Path) -> None:
     app.sync()
     write(kb_dir / "new.md", "# New\n\nA brand new page about quarterly budget planning.\n")
     embedded, reports = _embedded_during(embedder, app.sync)
     assert reports[0].files_added == 1 and embedded == 1
 
 
-def test_deleted_file_loses_all_its_chunks(app, kb_dir):
+def test_deleted_file_loses_all_its_chunks(app: App, kb_dir: Path) -> None:
     app.sync()
     before = app.store.count_chunks("docs")
-    handbook_chunks = app.store.chunk_table("docs").count_rows("path = 'handbook.md'")
+    handbook_chunks = chunk_table(app.store, "docs").count_rows("path = 'handbook.md'")
     (kb_dir / "handbook.md").unlink()
     report = app.sync()[0]
     assert report.files_deleted == 1 and report.chunks_deleted == handbook_chunks
@@ -252,7 +277,7 @@ def test_deleted_file_loses_all_its_chunks(app, kb_dir):
     assert "handbook.md" not in app.store.read_files("docs")
 
 
-def test_renamed_file_reuses_its_vectors(app, embedder, kb_dir):
+def test_renamed_file_reuses_its_vectors(app: App, embedder: FastEmbedder, kb_dir: Path) -> None:
     app.sync()
     (kb_dir / "faq.md").rename(kb_dir / "help.md")
     embedded, reports = _embedded_during(embedder, app.sync)
@@ -260,17 +285,19 @@ def test_renamed_file_reuses_its_vectors(app, embedder, kb_dir):
     assert {r[1] for r in _rows(app)} == {"handbook.md", "help.md", "notes.txt"}
 
 
-def test_changing_chunk_size_rebuilds_and_says_why(make_app, kb_dir, embedder):
+def test_changing_chunk_size_rebuilds_and_says_why(make_app: MakeApp, kb_dir: Path, embedder: FastEmbedder) -> None:
     kb = {"name": "docs", "description": "d", "paths": [str(kb_dir)]}
     make_app(kb).sync()
     small = make_app({**kb, "chunking": {"max_tokens": 64, "overlap": 8, "min_tokens": 10}})
     report = small.sync()[0]
     assert "chunking settings changed" in report.rebuilt
     assert report.chunks_total > SECTIONS and report.files_added == 3
-    assert all(row["n_tokens"] <= 64 for row in small.store.chunk_table("docs").to_arrow().to_pylist())
+    assert all(row["n_tokens"] <= 64 for row in chunk_table(small.store, "docs").to_arrow().to_pylist())
 
 
-def test_changing_the_model_folder_rebuilds(make_config, kb_dir, app, model_folder, tmp_path):
+def test_changing_the_model_folder_rebuilds(
+    make_config: MakeConfig, kb_dir: Path, app: App, model_folder: Path, tmp_path: Path
+) -> None:
     import shutil
 
     from mcp_kb.app import App
@@ -284,12 +311,13 @@ def test_changing_the_model_folder_rebuilds(make_config, kb_dir, app, model_fold
         onnx.write(bytes([0xC2, 0x3E, 4]) + b"copy")
     config = make_config({"name": "docs", "description": "d", "paths": [str(kb_dir)]})
     other = config.embedding.model_copy(update={"model_path": str(other_folder)})
+    assert isinstance(other, FastembedSettings)
     rebuilt = App(config.model_copy(update={"embedding": other}), embedder=FastEmbedder(other)).sync()[0]
     assert "embedding model changed" in rebuilt.rebuilt
     assert rebuilt.chunks_embedded == rebuilt.chunks_total
 
 
-def test_bad_files_are_reported_and_the_rest_is_indexed(app, kb_dir):
+def test_bad_files_are_reported_and_the_rest_is_indexed(app: App, kb_dir: Path) -> None:
     (kb_dir / "corrupt.pdf").write_bytes(b"%PDF-1.4\nthis is not really a pdf")
     (kb_dir / "fake.md").write_bytes(b"\x00\x01\x02binary" * 50)
     write(kb_dir / "bad.json", "{not json")
@@ -305,7 +333,7 @@ def test_bad_files_are_reported_and_the_rest_is_indexed(app, kb_dir):
     assert {f.path for f in again.failures} == {"corrupt.pdf", "bad.json"} and again.files_changed == 0
 
 
-def test_file_that_becomes_unparsable_loses_its_old_chunks(app, kb_dir):
+def test_file_that_becomes_unparsable_loses_its_old_chunks(app: App, kb_dir: Path) -> None:
     app.sync()
     write(kb_dir / "faq.json", '[{"q": "a"}]')
     app.sync()
@@ -315,7 +343,7 @@ def test_file_that_becomes_unparsable_loses_its_old_chunks(app, kb_dir):
     assert "faq.json" not in {r[1] for r in _rows(app)}
 
 
-def test_second_sync_says_clearly_that_one_is_running(app):
+def test_second_sync_says_clearly_that_one_is_running(app: App) -> None:
     with sync_lock(app.store, ["docs"]):
         with pytest.raises(SyncBusyError, match="already running"):
             app.sync(SyncRequest(wait=False))
@@ -335,7 +363,7 @@ def _config_file(tmp_path: Path, folder: Path, storage: Path) -> Path:
     return path
 
 
-def _sync_process(config: Path) -> subprocess.Popen:
+def _sync_process(config: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "mcp_kb", "sync", "-c", str(config)],
         stdout=subprocess.PIPE,
@@ -344,14 +372,16 @@ def _sync_process(config: Path) -> subprocess.Popen:
     )
 
 
-def _clean_build_rows(make_app, folder: Path, kb: dict | None = None):
+def _clean_build_rows(
+    make_app: MakeApp, folder: Path, kb: dict[str, Any] | None = None
+) -> list[tuple[str, str, str, tuple[float, ...]]]:
     kb = kb or {"name": "docs", "description": "d", "paths": [str(folder)]}
     clean = make_app(kb, storage=str(folder.parent / "clean"))
     clean.sync()
     return _rows(clean)
 
 
-def test_sigkill_mid_sync_is_repaired_by_the_next_sync(tmp_path, make_app):
+def test_sigkill_mid_sync_is_repaired_by_the_next_sync(tmp_path: Path, make_app: MakeApp) -> None:
     folder = tmp_path / "many"
     _many_files(folder, 320)  # ten commits: a window wide enough to land a kill in
     storage = tmp_path / "crash"
@@ -360,7 +390,7 @@ def test_sigkill_mid_sync_is_repaired_by_the_next_sync(tmp_path, make_app):
     app = make_app({"name": "docs", "description": "d", "paths": [str(folder)]}, storage=str(storage))
     deadline = time.time() + 120
     while time.time() < deadline:
-        table = app.store.chunk_table("docs") if storage.exists() else None
+        table = cast(LanceStore, app.store).chunk_table("docs") if storage.exists() else None
         if table is not None and 0 < table.count_rows() < 320:
             break
         time.sleep(0.005)
@@ -372,20 +402,22 @@ def test_sigkill_mid_sync_is_repaired_by_the_next_sync(tmp_path, make_app):
     assert _rows(app) == _clean_build_rows(make_app, folder)
 
 
-def test_two_sync_processes_at_once_leave_no_duplicates(tmp_path, make_app):
+def test_two_sync_processes_at_once_leave_no_duplicates(tmp_path: Path, make_app: MakeApp) -> None:
     folder = tmp_path / "many"
     _many_files(folder, 60)
     storage = tmp_path / "shared-index"
     config = _config_file(tmp_path, folder, storage)
     first, second = _sync_process(config), _sync_process(config)
-    assert first.wait(timeout=300) == 0 and second.wait(timeout=300) == 0, second.stderr.read().decode()
+    assert first.wait(timeout=300) == 0 and second.wait(timeout=300) == 0, (
+        second.stderr and second.stderr.read().decode()
+    )
     app = make_app({"name": "docs", "description": "d", "paths": [str(folder)]}, storage=str(storage))
     rows = _rows(app)
     assert len({r[0] for r in rows}) == len(rows) == 60
     assert rows == _clean_build_rows(make_app, folder)
 
 
-def test_searches_during_a_sync_see_one_consistent_version(tmp_path, make_app):
+def test_searches_during_a_sync_see_one_consistent_version(tmp_path: Path, make_app: MakeApp) -> None:
     folder = tmp_path / "live"
     _many_files(folder, 40)
     app = make_app({"name": "docs", "description": "d", "paths": [str(folder)]})
@@ -399,7 +431,7 @@ def test_searches_during_a_sync_see_one_consistent_version(tmp_path, make_app):
     while sync_thread.is_alive() or reads == 0:
         hits = app.search("docs", SearchRequest(query="notes on subject", mode="keyword", top_k=50)).hits
         assert len({h.source for h in hits}) == len(hits)  # one chunk per file: never old and new together
-        table = app.store.chunk_table("docs")
+        table = chunk_table(app.store, "docs")
         paths = table.to_arrow().column("path").to_pylist()
         assert len(paths) == len(set(paths)) == 40  # never a file twice, never a file missing
         reads += 1
@@ -407,7 +439,7 @@ def test_searches_during_a_sync_see_one_consistent_version(tmp_path, make_app):
     assert not errors and reads > 1
 
 
-def _catch(work):
+def _catch(work: Callable[[], object]) -> list[BaseException]:
     try:
         work()
         return []
@@ -415,7 +447,7 @@ def _catch(work):
         return [exc]
 
 
-def test_a_reader_keeps_working_when_another_process_rebuilds(make_app, kb_dir):
+def test_a_reader_keeps_working_when_another_process_rebuilds(make_app: MakeApp, kb_dir: Path) -> None:
     kb = {"name": "docs", "description": "d", "paths": [str(kb_dir)]}
     reader, writer = make_app(kb), make_app(kb)  # separate Store handles, as two processes have
     writer.sync()
@@ -433,24 +465,24 @@ def test_a_reader_keeps_working_when_another_process_rebuilds(make_app, kb_dir):
 class _FailingEmbedder:
     """The real model, failing after `batches` passage batches (a model that dies mid-rebuild)."""
 
-    def __init__(self, real, batches: int):
+    def __init__(self, real: FastEmbedder, batches: int) -> None:
         self.real, self.batches_left = real, batches
         self.identity = real.identity
 
-    def embed_batch(self, texts):
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
         if self.batches_left == 0:
             raise ModelError("the model stopped answering")
         self.batches_left -= 1
         return self.real.embed_batch(texts)
 
-    def embed_query(self, text):
+    def embed_query(self, text: str) -> np.ndarray:
         return self.real.embed_query(text)
 
-    def release_batches(self):
+    def release_batches(self) -> None:
         self.real.release_batches()
 
 
-def test_full_rebuild_keeps_answering_searches_from_the_old_index(make_app, tmp_path):
+def test_full_rebuild_keeps_answering_searches_from_the_old_index(make_app: MakeApp, tmp_path: Path) -> None:
     folder = tmp_path / "many"
     _many_files(folder, 80)
     app = make_app({"name": "docs", "description": "d", "paths": [str(folder)]})
@@ -458,7 +490,7 @@ def test_full_rebuild_keeps_answering_searches_from_the_old_index(make_app, tmp_
     errors: list[BaseException] = []
     rebuild = threading.Thread(target=lambda: errors.extend(_catch(lambda: app.sync(SyncRequest(full=True)))))
     rebuild.start()
-    answers = []
+    answers: list[int] = []
     while rebuild.is_alive() or not answers:
         answers.append(len(app.search("docs", SearchRequest(query="notes on subject", mode="keyword", top_k=10)).hits))
     rebuild.join()
@@ -468,8 +500,8 @@ def test_full_rebuild_keeps_answering_searches_from_the_old_index(make_app, tmp_
 
 
 def test_an_interrupted_rebuild_leaves_the_old_index_and_the_next_sync_resumes_it(
-    make_app, make_config, kb_dir, embedder, tmp_path
-):
+    make_app: MakeApp, make_config: MakeConfig, kb_dir: Path, embedder: FastEmbedder, tmp_path: Path
+) -> None:
     from mcp_kb.app import App
 
     folder = tmp_path / "many"
@@ -480,7 +512,7 @@ def test_an_interrupted_rebuild_leaves_the_old_index_and_the_next_sync_resumes_i
     first.sync()
     before = _rows(first)
     small = {**kb, "chunking": {"max_tokens": 64, "overlap": 8, "min_tokens": 10}}
-    dying = App(make_config(small), embedder=_FailingEmbedder(embedder, batches=1))
+    dying = App(make_config(small), embedder=cast(Embedder, _FailingEmbedder(embedder, batches=1)))
     old_generation = dying.store.active_generation("docs")
     with pytest.raises(ModelError):
         dying.sync()
@@ -495,12 +527,13 @@ def test_an_interrupted_rebuild_leaves_the_old_index_and_the_next_sync_resumes_i
     assert resumed.store.active_generation("docs") != old_generation
     assert _rows(resumed) == _clean_build_rows(make_app, folder, small)
     kept = (resumed.store.active_generation("docs"), old_generation)  # version 1 still reads the old one
+    assert isinstance(resumed.store, LanceStore)
     assert {name for name in resumed.store.db.list_tables().tables if name.startswith("docs__")} == {
         f"docs__{kind}__{generation}" for kind in ("chunks", "files", "reading") for generation in kept
     }
 
 
-def test_cached_answers_never_outlive_a_full_rebuild(app, kb_dir):
+def test_cached_answers_never_outlive_a_full_rebuild(app: App, kb_dir: Path) -> None:
     app.sync()
     assert [
         h.source for h in app.search("docs", SearchRequest(query="release train calendar", mode="keyword")).hits
@@ -510,7 +543,9 @@ def test_cached_answers_never_outlive_a_full_rebuild(app, kb_dir):
     assert app.search("docs", SearchRequest(query="release train calendar", mode="keyword")).hits == []
 
 
-def test_a_corrupt_model_file_is_refused_before_anything_is_dropped(app, make_config, kb_dir, tmp_path):
+def test_a_corrupt_model_file_is_refused_before_anything_is_dropped(
+    app: App, make_config: MakeConfig, kb_dir: Path, tmp_path: Path
+) -> None:
     from mcp_kb.app import App
     from mcp_kb.models.fastembed import FastEmbedder
     from mcp_kb.errors import ModelError
@@ -519,6 +554,7 @@ def test_a_corrupt_model_file_is_refused_before_anything_is_dropped(app, make_co
     before = _rows(app)
     broken = tmp_path / "broken-model"
     broken.mkdir()
+    assert isinstance(app.config.embedding, FastembedSettings) and app.config.embedding.model_path
     source = Path(app.config.embedding.model_path)
     for item in source.iterdir():
         if item.name != "model.onnx":
@@ -526,13 +562,14 @@ def test_a_corrupt_model_file_is_refused_before_anything_is_dropped(app, make_co
     (broken / "model.onnx").write_bytes((source / "model.onnx").read_bytes()[:1_000_000])  # truncated
     config = make_config({"name": "docs", "description": "d", "paths": [str(kb_dir)]})
     embedding = config.embedding.model_copy(update={"model_path": str(broken)})
+    assert isinstance(embedding, FastembedSettings)
     with pytest.raises(ModelError):
         App(config.model_copy(update={"embedding": embedding}), embedder=FastEmbedder(embedding)).sync()
     assert _rows(app) == before
     assert app.search("docs", SearchRequest(query="password portal")).hits
 
 
-def test_an_empty_folder_is_an_unavailable_source_not_a_deletion(app, kb_dir):
+def test_an_empty_folder_is_an_unavailable_source_not_a_deletion(app: App, kb_dir: Path) -> None:
     from mcp_kb.errors import MassDeleteError
 
     app.sync()
@@ -547,7 +584,7 @@ def test_an_empty_folder_is_an_unavailable_source_not_a_deletion(app, kb_dir):
     assert report.files_deleted == 3 and app.store.count_chunks("docs") == 0
 
 
-def test_deleting_most_of_a_large_kb_at_once_is_refused(make_app, tmp_path):
+def test_deleting_most_of_a_large_kb_at_once_is_refused(make_app: MakeApp, tmp_path: Path) -> None:
     from mcp_kb.errors import MassDeleteError
 
     folder = tmp_path / "many"
@@ -563,14 +600,14 @@ def test_deleting_most_of_a_large_kb_at_once_is_refused(make_app, tmp_path):
     assert app.sync(SyncRequest(allow_mass_delete=True))[0].files_deleted == 35
 
 
-def test_deleting_a_few_files_of_a_small_kb_needs_no_permission(app, kb_dir):
+def test_deleting_a_few_files_of_a_small_kb_needs_no_permission(app: App, kb_dir: Path) -> None:
     app.sync()
     (kb_dir / "faq.md").unlink()
     (kb_dir / "notes.txt").unlink()
     assert app.sync()[0].files_deleted == 2
 
 
-def test_a_missing_folder_keeps_the_index_searchable_and_its_status_readable(make_app, tmp_path):
+def test_a_missing_folder_keeps_the_index_searchable_and_its_status_readable(make_app: MakeApp, tmp_path: Path) -> None:
     folder = tmp_path / "share"
     write(folder / "guide.md", "# Guide\n\nThe deployment guide explains rollbacks.\n")
     kb = {"name": "docs", "description": "d", "paths": [str(folder)]}
@@ -584,14 +621,14 @@ def test_a_missing_folder_keeps_the_index_searchable_and_its_status_readable(mak
     assert status.files == 1 and status.last_outcome == "failed" and "cannot read" in status.last_error
 
 
-def test_an_unreadable_file_keeps_its_indexed_version(app, kb_dir, monkeypatch):
+def test_an_unreadable_file_keeps_its_indexed_version(app: App, kb_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import mcp_kb.sync
 
     app.sync()
     write(kb_dir / "faq.md", "# FAQ\n\n## Reset password\n\nA new answer that cannot be read yet.\n")
-    real_hash = mcp_kb.sync.file_sha256
+    real_hash = file_sha256  # what mcp_kb.sync hashes with
 
-    def flaky(path):
+    def flaky(path: Path) -> str:
         if path.name == "faq.md":
             raise PermissionError(13, "Permission denied")
         return real_hash(path)
@@ -603,7 +640,7 @@ def test_an_unreadable_file_keeps_its_indexed_version(app, kb_dir, monkeypatch):
     assert app.search("docs", SearchRequest(query="self-service portal", mode="keyword")).hits[0].source == "faq.md"
 
 
-def test_odd_files_never_stop_a_sync(app, kb_dir, tmp_path):
+def test_odd_files_never_stop_a_sync(app: App, kb_dir: Path, tmp_path: Path) -> None:
     os.symlink("loop.md", kb_dir / "loop.md")
     with open(os.fsencode(kb_dir) + b"/caf\xe9.md", "wb") as handle:
         handle.write(b"# Cafe\n\nEspresso machines are descaled every Friday.\n")
@@ -625,7 +662,7 @@ def test_odd_files_never_stop_a_sync(app, kb_dir, tmp_path):
     assert app.sync()[0].files_unchanged == 6
 
 
-def test_odd_front_matter_values_fail_nothing(make_app, tmp_path):
+def test_odd_front_matter_values_fail_nothing(make_app: MakeApp, tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     write(folder / "a.md", "---\nyear: .inf\n---\n# A\n\nFirst page.\n")
     write(folder / "b.md", "---\nyear: 100000000000000000000000000\n---\n# B\n\nSecond page.\n")
@@ -639,7 +676,9 @@ def test_odd_front_matter_values_fail_nothing(make_app, tmp_path):
     assert [h.source for h in hits] == ["c.md"]
 
 
-def test_an_index_in_the_layout_before_generations_is_served_then_rebuilt_beside_itself(app, embedder):
+def test_an_index_in_the_layout_before_generations_is_served_then_rebuilt_beside_itself(
+    app: App, embedder: FastEmbedder
+) -> None:
     import shutil
 
     app.sync()
@@ -661,7 +700,9 @@ def test_an_index_in_the_layout_before_generations_is_served_then_rebuilt_beside
 
 
 @pytest.mark.parametrize("damaged", ["chunks", "files"])
-def test_an_index_whose_tables_are_damaged_fails_the_sync_until_a_full_one_rebuilds_it(app, embedder, damaged):
+def test_an_index_whose_tables_are_damaged_fails_the_sync_until_a_full_one_rebuilds_it(
+    app: App, embedder: FastEmbedder, damaged: str
+) -> None:
     """Manifests overwritten (a bad disk, a half-restored backup): a sync fails with what to run, changing
     nothing, and status says so too; `--full` reads and embeds every source into a new generation, and the damaged tables go."""
     from mcp_kb.errors import StoreError
@@ -685,7 +726,7 @@ def test_an_index_whose_tables_are_damaged_fails_the_sync_until_a_full_one_rebui
     assert fresh.sync()[0].files_unchanged == 3
 
 
-def test_a_root_gitignore_that_cannot_be_read_keeps_the_whole_kb(app, kb_dir):
+def test_a_root_gitignore_that_cannot_be_read_keeps_the_whole_kb(app: App, kb_dir: Path) -> None:
     app.sync()
     write(kb_dir / ".gitignore", "!\n")  # an invalid pattern: what it meant to hide is unknown
     report = app.sync()[0]
@@ -694,7 +735,9 @@ def test_a_root_gitignore_that_cannot_be_read_keeps_the_whole_kb(app, kb_dir):
     assert report.skipped[0].reason.startswith("unreadable folder")
 
 
-def test_a_ray_sync_without_ray_installed_says_what_to_install_and_writes_nothing(make_app, kb_dir, monkeypatch):
+def test_a_ray_sync_without_ray_installed_says_what_to_install_and_writes_nothing(
+    make_app: MakeApp, kb_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # as on a machine without the extra
     app = make_app({"name": "docs", "description": "d", "paths": [str(kb_dir)]}, sync={"engine": "ray"})
     with pytest.raises(KBError, match=r"needs Ray: pip install 'mcp-kb-server\[ray\]'"):
@@ -703,7 +746,9 @@ def test_a_ray_sync_without_ray_installed_says_what_to_install_and_writes_nothin
     assert app.status("docs")[0].last_outcome == "failed"
 
 
-def test_a_new_library_version_embeds_only_what_differs_and_each_version_answers_its_own_text(make_app, tmp_path):
+def test_a_new_library_version_embeds_only_what_differs_and_each_version_answers_its_own_text(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
     """Adding 0.116 beside 0.110 leaves 0.110's documents alone and reuses the vectors of chunks both versions
     share; a search answers from the default version (the last listed) unless asked for another."""
     for version in ("0.110", "0.116"):
@@ -712,7 +757,7 @@ def test_a_new_library_version_embeds_only_what_differs_and_each_version_answers
     write(tmp_path / "0.116" / "page0.md", "# Page 0\n\nNew in 0.116: lifespan handlers replace startup events.\n")
     write(tmp_path / "0.116" / "added.md", "# Added\n\nA page only 0.116 has.\n")
 
-    def kb(*versions):
+    def kb(*versions: str) -> dict[str, Any]:
         return {
             "name": "lib",
             "description": "d",
@@ -739,7 +784,9 @@ def test_a_new_library_version_embeds_only_what_differs_and_each_version_answers
     )
 
 
-def test_an_interrupted_rebuild_says_to_go_on_with_its_option_and_that_sync_resumes_it(make_app, tmp_path):
+def test_an_interrupted_rebuild_says_to_go_on_with_its_option_and_that_sync_resumes_it(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
     """Its remedy said "the next sync goes on from there": a plain sync keeps the old index and drops the
     unfinished rebuild, so the advice threw the work away."""
     for number in range(40):
@@ -762,7 +809,9 @@ def test_an_interrupted_rebuild_says_to_go_on_with_its_option_and_that_sync_resu
     assert resumed.chunks_embedded < 40 and app.status("notes")[0].files == 40  # the first batch was not redone
 
 
-def test_a_kb_that_ends_its_sync_with_no_document_says_why_and_its_searches_say_so(make_app, tmp_path):
+def test_a_kb_that_ends_its_sync_with_no_document_says_why_and_its_searches_say_so(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
     """An empty folder synced to "0 added ... 0 in index" and searched to "No passages found. Try other words":
     the sync, the check and every search say the KB holds no document, what its sources held, and what to check."""
     folder = tmp_path / "notes"
@@ -786,7 +835,9 @@ def test_a_kb_that_ends_its_sync_with_no_document_says_why_and_its_searches_say_
     assert not app.search("notes", SearchRequest(query="anything", mode="keyword")).holds_nothing
 
 
-def test_two_projects_kbs_of_one_name_in_the_default_index_stay_two(tmp_path, monkeypatch, embedder):
+def test_two_projects_kbs_of_one_name_in_the_default_index_stay_two(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedder: FastEmbedder
+) -> None:
     """Two kb.toml files naming no storage (the README's own example) and a KB "handbook" each shared the per-user
     index: the second project's sync took the first one's files for its own, and its searches answered with them,
     saying nothing. The second sync is refused naming both files and the fix; a search says whose documents it read."""
@@ -814,10 +865,11 @@ def test_two_projects_kbs_of_one_name_in_the_default_index_stay_two(tmp_path, mo
         'project\'s documents (give this project an index of its own: storage = "./.mcp-kb")'
     ]
     assert not alpha.search("handbook", leave).notes
-    for change in (
+    changes: list[Callable[[], object]] = [
         lambda: beta.tag(TagRequest(kb="handbook", name="beta-release")),
         lambda: beta.rollback(RollbackRequest(kb="handbook", to="1")),
-    ):
+    ]
+    for change in changes:
         with pytest.raises(KBError, match="belongs to another project"):  # nor tags nor rolls back alpha's KB
             change()
     assert [version.tags for version in alpha.versions("handbook")] == [()]

@@ -1,20 +1,24 @@
 """The caller's view: what one grant may see, decided once (the faces' tests check it end to end)."""
 
+from pathlib import Path
+
 import pytest
 
 from mcp_kb.access import Grant, Identity
 from mcp_kb.errors import KBError
+from mcp_kb.settings import Config
 from mcp_kb.view import CallerView
+from helpers import MakeConfig
 
 NAMES = ("policy_docs", "api_docs", "runbooks")
 
 
 @pytest.fixture
-def config(make_config):
+def config(make_config: MakeConfig) -> Config:
     return make_config(*({"name": name, "description": name, "paths": ["docs"]} for name in NAMES))
 
 
-def test_a_sync_reaches_only_the_kbs_the_caller_may_sync(config):
+def test_a_sync_reaches_only_the_kbs_the_caller_may_sync(config: Config) -> None:
     ops = CallerView(
         config, Grant(Identity("token", "ops"), frozenset({"runbooks", "api_docs"}), frozenset({"runbooks"}))
     )
@@ -25,7 +29,7 @@ def test_a_sync_reaches_only_the_kbs_the_caller_may_sync(config):
         ops.syncable("policy_docs")
 
 
-def test_a_hidden_kb_and_its_tool_are_absent_and_an_unknown_tool_is_left_to_the_server(config):
+def test_a_hidden_kb_and_its_tool_are_absent_and_an_unknown_tool_is_left_to_the_server(config: Config) -> None:
     hr = CallerView(config, Grant(Identity("token", "hr"), frozenset({"policy_docs"})))
     assert hr.names == ("policy_docs",) and [kb.name for kb in hr.kbs] == ["policy_docs"]
     assert hr.sees_tool("search_policy_docs") and not hr.sees_tool("search_api_docs")
@@ -38,7 +42,7 @@ def test_a_hidden_kb_and_its_tool_are_absent_and_an_unknown_tool_is_left_to_the_
     assert str(hidden.value).replace("api_docs", "X") == str(absent.value).replace("nosuch", "X")
 
 
-def test_whose_project_a_kb_is_is_said_to_the_owner_only(config):
+def test_whose_project_a_kb_is_is_said_to_the_owner_only(config: Config) -> None:
     """The refusal of a sync into another project's KB names both kb.toml files to the owner, neither to a caller."""
     from mcp_kb.errors import OwnedElsewhereError
 
@@ -48,7 +52,7 @@ def test_whose_project_a_kb_is_is_said_to_the_owner_only(config):
     assert "/home/ann" not in ops.explain(error) and "give this project an index of its own" in ops.explain(error)
 
 
-def test_where_the_index_lives_is_said_to_the_owner_only(config):
+def test_where_the_index_lives_is_said_to_the_owner_only(config: Config) -> None:
     from mcp_kb.errors import NotSyncedError
 
     error = NotSyncedError("api_docs", "/srv/mcp-kb/index")
@@ -68,8 +72,8 @@ def test_where_the_index_lives_is_said_to_the_owner_only(config):
     ],
 )
 def test_a_remote_caller_reads_where_the_index_and_the_cluster_are_as_what_they_are(
-    make_config, storage, said_by_lance
-):
+    make_config: MakeConfig, storage: str, said_by_lance: str
+) -> None:
     """The index's storage (also as Lance prints it: no scheme, no leading slash), its endpoint and the Ray
     cluster's address are the owner's to read; a token's holder reads <storage> and <Ray cluster>."""
     from mcp_kb.errors import StoreError
@@ -95,7 +99,9 @@ def test_a_remote_caller_reads_where_the_index_and_the_cluster_are_as_what_they_
     assert said[2].endswith("connecting to <storage>/ (true)")  # a short option value ("true") is no place
 
 
-def test_a_remedy_a_remote_caller_reads_names_neither_the_storage_nor_the_config_file(config, tmp_path):
+def test_a_remedy_a_remote_caller_reads_names_neither_the_storage_nor_the_config_file(
+    config: Config, tmp_path: Path
+) -> None:
     """A server started as `MCP_KB_STORAGE=… mcp-kb serve -c FILE` words its remedies as that command: the owner
     reads it to paste; a token's holder reads the command with <storage> and <kb.toml> in those places."""
     from mcp_kb.errors import NotSyncedError

@@ -3,11 +3,15 @@ delivery ids taken once within a bound, which URL names a webhook. The server ar
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from forge_hooks import gitea, github, gitlab, push_body, signature
 
-from mcp_kb.api import HookTarget, RecentDeliveries, Verdict, hook_target, receive_delivery
-from mcp_kb.webhooks import moves_ref
+from mcp_kb.api import RecentDeliveries, Verdict, hook_target, receive_delivery
+from mcp_kb.webhooks import HookTarget
+from mcp_kb.webhooks import HookOutcome, moves_ref
+from helpers import MakeConfig
 
 SECRET = "s3cret-for-the-hook"
 MAIN = HookTarget("code", "lib", "main", SECRET)
@@ -29,16 +33,18 @@ MAIN = HookTarget("code", "lib", "main", SECRET)
         ("0123456789abcdef0123456789abcdef01234567", "refs/heads/main", "main", False),  # a commit never moves
     ],
 )
-def test_which_pushes_move_the_indexed_ref(indexed, pushed, default_branch, moves):
+def test_which_pushes_move_the_indexed_ref(indexed: str, pushed: str, default_branch: str | None, moves: bool) -> None:
     assert moves_ref(indexed, pushed, default_branch) is moves
 
 
-def _judge(headers: dict[str, str], body: bytes, target: HookTarget = MAIN, seen: RecentDeliveries | None = None):
+def _judge(
+    headers: dict[str, str], body: bytes, target: HookTarget = MAIN, seen: RecentDeliveries | None = None
+) -> HookOutcome:
     lowered = {name.lower(): value for name, value in headers.items()}
     return receive_delivery(target, lowered, body, seen or RecentDeliveries())
 
 
-def test_each_forges_push_is_a_sync():
+def test_each_forges_push_is_a_sync() -> None:
     body = push_body("a" * 40)
     assert _judge(github(SECRET, body), body).verdict is Verdict.SYNC
     assert _judge(gitlab(SECRET), push_body("a" * 40, owner="project")).verdict is Verdict.SYNC
@@ -48,12 +54,12 @@ def test_each_forges_push_is_a_sync():
     assert (_judge(forgejo, body).verdict, _judge(forgejo, body).forge) == (Verdict.SYNC, "forgejo")
 
 
-def test_a_gitea_delivery_is_judged_by_its_own_signature_not_githubs_copy():
+def test_a_gitea_delivery_is_judged_by_its_own_signature_not_githubs_copy() -> None:
     body = push_body("a" * 40)
     assert _judge({**gitea(SECRET, body), "X-Gitea-Signature": "0" * 64}, body).verdict is Verdict.UNSIGNED
 
 
-def test_head_follows_the_default_branch_the_body_names():
+def test_head_follows_the_default_branch_the_body_names() -> None:
     target = HookTarget("code", "lib", "HEAD", SECRET)
     for body, verdict in (
         (push_body("a" * 40, "refs/heads/trunk", "trunk"), Verdict.SYNC),
@@ -65,13 +71,13 @@ def test_head_follows_the_default_branch_the_body_names():
 
 
 @pytest.mark.parametrize("credential", ["", "sha256=", "sha256=zz", f"sha1={'0' * 40}", "sha256=é", "x" * 10_000])
-def test_a_wrong_signature_is_unsigned_and_says_no_secret(credential):
+def test_a_wrong_signature_is_unsigned_and_says_no_secret(credential: str) -> None:
     body = push_body("a" * 40)
     outcome = _judge({**github(SECRET, body), "X-Hub-Signature-256": credential}, body)
     assert outcome.verdict is Verdict.UNSIGNED and SECRET not in outcome.detail
 
 
-def test_a_signature_is_taken_in_either_case_of_its_hex_digits():
+def test_a_signature_is_taken_in_either_case_of_its_hex_digits() -> None:
     body = push_body("a" * 40)
     assert (
         _judge(
@@ -81,7 +87,7 @@ def test_a_signature_is_taken_in_either_case_of_its_hex_digits():
     )
 
 
-def test_a_delivery_without_an_id_is_malformed_and_one_seen_is_replayed():
+def test_a_delivery_without_an_id_is_malformed_and_one_seen_is_replayed() -> None:
     body = push_body("a" * 40)
     headers = github(SECRET, body)
     assert _judge({k: v for k, v in headers.items() if k != "X-GitHub-Delivery"}, body).verdict is Verdict.MALFORMED
@@ -90,7 +96,7 @@ def test_a_delivery_without_an_id_is_malformed_and_one_seen_is_replayed():
     assert [_judge(headers, body, seen=seen).verdict for _ in range(2)] == [Verdict.SYNC, Verdict.REPLAYED]
 
 
-def test_an_unsigned_delivery_is_not_remembered():
+def test_an_unsigned_delivery_is_not_remembered() -> None:
     body = push_body("a" * 40)
     headers = github(SECRET, body)
     seen = RecentDeliveries()
@@ -98,14 +104,14 @@ def test_an_unsigned_delivery_is_not_remembered():
     assert _judge(headers, body, seen=seen).verdict is Verdict.SYNC  # a forger cannot spend a real id first
 
 
-def test_the_memory_of_deliveries_is_bounded_and_keeps_the_newest():
+def test_the_memory_of_deliveries_is_bounded_and_keeps_the_newest() -> None:
     seen = RecentDeliveries(kept=3)
     assert all(seen.first_time(str(n)) for n in range(5))
     assert len(seen._ids) == 3
     assert not seen.first_time("4") and seen.first_time("0")  # forgotten: taken again
 
 
-def test_a_delivery_id_taken_under_one_forges_header_is_taken_under_another_too():
+def test_a_delivery_id_taken_under_one_forges_header_is_taken_under_another_too() -> None:
     """One delivery resent with its signature under Gitea's header (the same HMAC) is still the delivery taken."""
     body = push_body("a" * 40)
     seen = RecentDeliveries()
@@ -114,14 +120,14 @@ def test_a_delivery_id_taken_under_one_forges_header_is_taken_under_another_too(
     assert _judge(as_gitea, body, seen=seen).verdict is Verdict.REPLAYED
 
 
-def test_a_secret_ending_in_a_line_break_or_holding_other_bytes_than_utf8_still_signs():
+def test_a_secret_ending_in_a_line_break_or_holding_other_bytes_than_utf8_still_signs() -> None:
     body = push_body("a" * 40)
     assert _judge(github(SECRET, body), body, HookTarget("code", "lib", "main", SECRET + "\n")).verdict is Verdict.SYNC
     odd = "s\udce9cret"  # a variable holding bytes that are not UTF-8 (as Python reads them from the environment)
     assert _judge(github(SECRET, body), body, HookTarget("code", "lib", "main", odd)).verdict is Verdict.UNSIGNED
 
 
-def test_events_other_than_a_push_sync_nothing():
+def test_events_other_than_a_push_sync_nothing() -> None:
     body = b'{"zen": "Design for failure."}'
     assert _judge(github(SECRET, body, event="ping"), body).verdict is Verdict.PING
     assert _judge(github(SECRET, body, event="issues"), body).verdict is Verdict.IGNORED
@@ -147,14 +153,16 @@ def test_events_other_than_a_push_sync_nothing():
         b'{"ref": "refs/heads/main", "repository": 7}',
     ],
 )
-def test_odd_bodies_are_malformed_or_harmless(body):
+def test_odd_bodies_are_malformed_or_harmless(body: bytes) -> None:
     outcome = _judge(github(SECRET, body), body)
     assert outcome.verdict in (Verdict.MALFORMED, Verdict.SYNC)
     if outcome.verdict is Verdict.SYNC:  # only a body that names the pushed ref
         assert b"refs/heads/main" in body.decode("utf-16" if body.startswith(b"\xff\xfe") else "utf-8").encode()
 
 
-def test_a_webhook_is_where_a_repository_names_a_set_variable(make_config, tmp_path, monkeypatch):
+def test_a_webhook_is_where_a_repository_names_a_set_variable(
+    make_config: MakeConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HOOK_SECRET", SECRET)
     monkeypatch.delenv("HOOK_UNSET", raising=False)
     repos = [
@@ -186,7 +194,7 @@ def test_a_webhook_is_where_a_repository_names_a_set_variable(make_config, tmp_p
     assert SECRET not in repr(hook_target(config, "code", "lib"))
 
 
-def test_a_webhook_secret_variable_must_be_a_variables_name(make_config, tmp_path):
+def test_a_webhook_secret_variable_must_be_a_variables_name(make_config: MakeConfig, tmp_path: Path) -> None:
     from mcp_kb.api import ConfigError
 
     with pytest.raises((ConfigError, ValueError), match="not an environment variable"):

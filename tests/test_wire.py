@@ -9,7 +9,7 @@ import pytest
 from mcp_kb.wire import MAX_DEPTH, parse_json, read_within
 
 
-def test_json_nested_past_the_bound_is_refused_by_name_and_brackets_in_strings_do_not_count():
+def test_json_nested_past_the_bound_is_refused_by_name_and_brackets_in_strings_do_not_count() -> None:
     deep = b"[" * 200_000 + b"]" * 200_000
     with pytest.raises(ValueError, match=f"svc sent JSON nested deeper than {MAX_DEPTH} levels"):
         parse_json(deep, "svc")
@@ -23,12 +23,12 @@ def test_json_nested_past_the_bound_is_refused_by_name_and_brackets_in_strings_d
     "body, message",
     [(b"\xff\xfe{", "not UTF-8"), (b"{'a': 1}", "not JSON"), (b"1" * 5000, "not JSON"), (b"", "not JSON")],
 )
-def test_what_is_not_json_is_a_value_error_naming_the_source(body, message):
+def test_what_is_not_json_is_a_value_error_naming_the_source(body: bytes, message: str) -> None:
     with pytest.raises(ValueError, match=f"svc sent an answer that is {message}"):
         parse_json(body, "svc")
 
 
-def test_a_body_is_cut_past_its_size_or_its_deadline():
+def test_a_body_is_cut_past_its_size_or_its_deadline() -> None:
     with pytest.raises(ValueError, match="more than 10 bytes"):
         read_within(iter([b"12345", b"678901"]), 10, float("inf"), "svc")
     clock_passed = time.monotonic() - 1

@@ -24,7 +24,7 @@ class ToySettings(EmbeddingConfig):
 
 
 class ToyEmbedder(Embedder):
-    def __init__(self, settings: ToySettings):
+    def __init__(self, settings: ToySettings) -> None:
         self.settings = settings
 
     @property
@@ -38,7 +38,8 @@ class ToyEmbedder(Embedder):
             for word in text.lower().split():
                 vectors[row, int(hashlib.sha256(word.encode()).hexdigest(), 16) % self.settings.dimension] += 1
             vectors[row, 0] += 1e-3  # never the zero vector
-        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        unit: np.ndarray = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        return unit
 
 
 class ToyProvider:

@@ -9,9 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import cast
 
-from mcp_kb.settings import SourceSettings
-from mcp_kb.ingest.sources import SourceFile, SourceScan
+from mcp_kb.records import Progress
+from mcp_kb.settings import KBConfig, SourceSettings
+from mcp_kb.ingest.sources import Revisions, SourceFile, SourceScan
 
 PREFIX = "note:"
 
@@ -21,13 +23,13 @@ class NotesSettings(SourceSettings):
 
 
 class NotesSource:
-    def __init__(self, settings: NotesSettings, cache_folder: Path):
+    def __init__(self, settings: NotesSettings, cache_folder: Path) -> None:
         self.export = Path(settings.export)
         self.folder = cache_folder / "notes"
 
     @classmethod
-    def of(cls, kb, cache_folder: Path) -> list[NotesSource]:
-        return [cls(settings, cache_folder) for settings in kb.sources if settings.kind == "notes"]
+    def of(cls, kb: KBConfig, cache_folder: Path) -> list[NotesSource]:
+        return [cls(cast(NotesSettings, settings), cache_folder) for settings in kb.sources if settings.kind == "notes"]
 
     @staticmethod
     def owns(doc_id: str) -> bool:
@@ -37,11 +39,11 @@ class NotesSource:
     def kind_of(doc_id: str) -> str:
         return "note"
 
-    def _notes(self) -> dict[str, dict]:
+    def _notes(self) -> dict[str, dict[str, str]]:
         lines = self.export.read_text(encoding="utf-8").splitlines()
         return {PREFIX + note["id"]: note for note in map(json.loads, filter(str.strip, lines))}
 
-    def _file(self, doc_id: str, note: dict) -> SourceFile:
+    def _file(self, doc_id: str, note: dict[str, str]) -> SourceFile:
         """The note as a Markdown file in the cache, rewritten only when it changed."""
         path = self.folder / (hashlib.sha256(doc_id.encode()).hexdigest()[:16] + ".md")
         text = f"# {note['title']}\n\n{note['text']}\n"
@@ -51,7 +53,9 @@ class NotesSource:
         info = path.stat()
         return SourceFile(path, doc_id, info.st_size, info.st_mtime_ns)
 
-    def scan(self, known, progress=None, revisions=None) -> SourceScan:
+    def scan(
+        self, known: dict[str, tuple[int, int]], progress: Progress | None = None, revisions: Revisions | None = None
+    ) -> SourceScan:
         files = [self._file(doc_id, note) for doc_id, note in self._notes().items()]
         return SourceScan(files, [], {"notes": len(files)})
 

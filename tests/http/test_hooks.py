@@ -11,10 +11,11 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from forge_hooks import gitea, github, gitlab, push_body
@@ -22,7 +23,7 @@ from git_server import Repo
 from helpers import until
 from served import serve_http
 
-from mcp_kb.api import App
+from mcp_kb.api import App, KBStatus
 from mcp_kb.settings import load_config
 
 SECRET = "hook-secret-5b1f9e"
@@ -36,9 +37,9 @@ class Served:
     port: int
     repo: Repo
     config: Path
-    log: object
+    log: Callable[[], str]
 
-    def post(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict]:
+    def post(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         try:
             connection.request("POST", path, body=body, headers=headers)
@@ -48,11 +49,11 @@ class Served:
         finally:
             connection.close()
 
-    def push(self, commit: str) -> tuple[int, dict]:
+    def push(self, commit: str) -> tuple[int, dict[str, Any]]:
         body = push_body(commit)
         return self.post(HOOK, body, github(SECRET, body))
 
-    def status(self):
+    def status(self) -> KBStatus:
         return App(load_config(self.config)).status("code")[0]
 
     def syncs(self) -> int:
@@ -92,7 +93,7 @@ def _environment(**more: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory) -> Iterator[Served]:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     tmp_path = tmp_path_factory.mktemp("hooks")
     repo = Repo(tmp_path / "lib")
     repo.write("README.md", "# Library\n\nThe first words.\n")
@@ -109,14 +110,14 @@ def _commit(served: Served, words: str) -> str:
     return served.repo.commit(words)
 
 
-def test_a_signed_github_push_of_a_new_commit_makes_status_name_it(served):
+def test_a_signed_github_push_of_a_new_commit_makes_status_name_it(served: Served) -> None:
     before = served.syncs()
     commit = _commit(served, "a github push")
     assert served.push(commit) == (202, {"status": "sync", "detail": "a push to refs/heads/main: code syncs"})
     assert served.settled_at(commit) == before + 1
 
 
-def test_gitlab_and_gitea_deliveries_sync_too(served):
+def test_gitlab_and_gitea_deliveries_sync_too(served: Served) -> None:
     commit = _commit(served, "a gitlab push")
     status, _ = served.post(HOOK, push_body(commit, owner="project"), gitlab(SECRET))
     assert status == 202
@@ -175,7 +176,7 @@ def _refused_deliveries(served: Served, commit: str) -> list[tuple[int, str]]:
     return answers
 
 
-def test_refused_deliveries_sync_nothing(served):
+def test_refused_deliveries_sync_nothing(served: Served) -> None:
     before = served.syncs()
     commit = _commit(served, "refused pushes")
     answers = _refused_deliveries(served, commit)
@@ -200,7 +201,7 @@ def test_refused_deliveries_sync_nothing(served):
     assert served.settled_at(commit) == before + 1
 
 
-def test_every_missing_webhook_answers_alike(served):
+def test_every_missing_webhook_answers_alike(served: Served) -> None:
     body = push_body("1" * 40)
     answers = {
         (status, json.dumps(answer))
@@ -219,7 +220,7 @@ def test_every_missing_webhook_answers_alike(served):
     assert status == 404 and "code" not in answer and SECRET not in answer
 
 
-def test_a_replay_is_refused_and_syncs_nothing(served):
+def test_a_replay_is_refused_and_syncs_nothing(served: Served) -> None:
     before = served.syncs()
     commit = _commit(served, "replayed push")
     body = push_body(commit)
@@ -235,7 +236,7 @@ def test_a_replay_is_refused_and_syncs_nothing(served):
     assert served.settled_at(again) == before + 2
 
 
-def test_a_burst_of_pushes_is_at_most_two_syncs(served):
+def test_a_burst_of_pushes_is_at_most_two_syncs(served: Served) -> None:
     before = served.syncs()
     commit = _commit(served, "a burst")
     with ThreadPoolExecutor(8) as pool:
@@ -274,7 +275,7 @@ def _head(served: Served, headers: dict[str, str], length: str | None) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
-def test_a_body_over_a_megabyte_is_refused_however_it_comes(served):
+def test_a_body_over_a_megabyte_is_refused_however_it_comes(served: Served) -> None:
     before = served.syncs()
     commit = _commit(served, "oversize pushes")
     large = push_body(commit)[:-1] + b', "padding": "' + b"x" * (2 * _MB) + b'"}'
@@ -300,21 +301,21 @@ def test_a_body_over_a_megabyte_is_refused_however_it_comes(served):
     assert served.settled_at(commit) == before + 1
 
 
-def test_huge_headers_are_refused_and_the_server_goes_on(served):
+def test_huge_headers_are_refused_and_the_server_goes_on(served: Served) -> None:
     body = push_body("2" * 40)
     answer = _raw(served, _head(served, {**github(SECRET, body), "X-Padding": "y" * 200_000}, str(len(body))))
     assert answer == b"" or answer.startswith((b"HTTP/1.1 4", b"HTTP/1.1 5"))
     assert served.post("/hooks/git/nope/lib", body, github(SECRET, body))[0] == 404
 
 
-def test_only_post_is_taken(served):
+def test_only_post_is_taken(served: Served) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
     connection.request("GET", HOOK)
     answer = connection.getresponse()
     assert (answer.status, answer.getheader("allow")) == (405, "POST")
 
 
-def test_the_token_gate_still_guards_the_rest(served):
+def test_the_token_gate_still_guards_the_rest(served: Served) -> None:
     body = json.dumps(
         {
             "jsonrpc": "2.0",
@@ -334,11 +335,11 @@ def test_the_token_gate_still_guards_the_rest(served):
     assert served.post("/mcp", body, {**mcp_headers, "Authorization": f"Bearer {TOKEN}"})[0] == 200
 
 
-def test_the_secret_is_never_said(served):
+def test_the_secret_is_never_said(served: Served) -> None:
     assert SECRET not in served.log()
 
 
-def test_a_read_only_server_refuses_webhooks(tmp_path):
+def test_a_read_only_server_refuses_webhooks(tmp_path: Path) -> None:
     repo = Repo(tmp_path / "lib")
     repo.write("README.md", "# Library\n")
     repo.commit()

@@ -11,31 +11,38 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import httpx
 import pytest
-from fake_issuer import serve_issuer
+from fake_issuer import Issuer, serve_issuer
 from helpers import write
 from served import serve_http
+from mcp_kb.models.fastembed import FastEmbedder
 
 pytestmark = pytest.mark.slow
 
 AUDIENCE = "https://kb.example.test/mcp"
 ADMIN, LIMITED = "admin-secret-4c1e", "limited-secret-77aa"
+T = TypeVar("T")
 _JSON = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 _PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 
 
 @pytest.fixture(scope="module")
-def issuer():
+def issuer() -> Iterator[Issuer]:
     with serve_issuer() as issuer:
         yield issuer
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, issuer, embedder):
+def server(
+    tmp_path_factory: pytest.TempPathFactory, issuer: Issuer, embedder: FastEmbedder
+) -> Iterator[tuple[str, Path, Callable[[], str]]]:
     from mcp_kb.app import App
     from mcp_kb.settings import load_config
 
@@ -58,12 +65,12 @@ def server(tmp_path_factory, issuer, embedder):
         yield f"http://127.0.0.1:{port}", base, log
 
 
-def _report(capsys, title: str, figures: dict) -> None:
+def _report(capsys: pytest.CaptureFixture[str], title: str, figures: Mapping[str, object]) -> None:
     with capsys.disabled():
         print(f"\n[harness] {title}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
 
 
-def _unknown_key_token(issuer, number: int) -> str:
+def _unknown_key_token(issuer: Issuer, number: int) -> str:
     import jwt
 
     return jwt.encode({"sub": "x"}, issuer.keys["key-1"], algorithm="RS256", headers={"kid": f"forged-{number}"})
@@ -91,7 +98,7 @@ def _timed(url: str, token: str) -> tuple[int, float]:
     return status, time.monotonic() - started
 
 
-def _while_the_issuer_is_asked(issuer, work):
+def _while_the_issuer_is_asked(issuer: Issuer, work: Callable[[], T]) -> tuple[T, int]:
     """work()'s result from the first round during which the server fetched the issuer's keys, and how many
     fetches that round made."""
     deadline = time.monotonic() + 60
@@ -104,7 +111,7 @@ def _while_the_issuer_is_asked(issuer, work):
     raise AssertionError("the server never asked the issuer for its keys again")
 
 
-def _burst_on_a_slow_fetch(url: str, issuer, tokens: list[str]) -> tuple[list[tuple[int, float]], int]:
+def _burst_on_a_slow_fetch(url: str, issuer: Issuer, tokens: list[str]) -> tuple[list[tuple[int, float]], int]:
     """Sends tokens[0] until the server starts a fetch of the issuer's keys for it, then the other tokens while
     that slow fetch is in flight (sent all at once, some could come before the server's 5 s gap is over and be
     refused without a fetch): every answer, and how many fetches the whole burst made."""
@@ -123,14 +130,18 @@ def _burst_on_a_slow_fetch(url: str, issuer, tokens: list[str]) -> tuple[list[tu
     raise AssertionError("the server never asked the issuer for its keys again")
 
 
-def test_http_surfaces_hold_under_attack(server, issuer, capsys):
+def test_http_surfaces_hold_under_attack(
+    server: tuple[str, Path, Callable[[], str]], issuer: Issuer, capsys: pytest.CaptureFixture[str]
+) -> None:
     url, base, log = server
     port = int(url.rsplit(":", 1)[1])
     elsewhere = f"http://127.0.0.1:{port % 60000 + 1}"  # a page on another local port
     held: dict[str, bool] = {}
     with httpx.Client(base_url=url, timeout=60) as http:
         admin = {"Authorization": f"Bearer {ADMIN}"}
-        csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', http.get("/ui/kb/docs", headers=admin).text).group(1)
+        found = re.search(r'name="csrf" value="([0-9a-f]+)"', http.get("/ui/kb/docs", headers=admin).text)
+        assert found, "no csrf field"
+        csrf = found.group(1)
         before = http.get("/ui/status.json", headers=admin).json()
         held["sign-in from another port"] = (
             http.post("/ui/login", data={"token": ADMIN}, headers={"Origin": elsewhere}).status_code == 403

@@ -14,12 +14,14 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import pytest
 from mcp import Client
 
-from helpers import write
+from helpers import write, text_of
 from mcp_kb.http.limits import RepeatedLineFilter
 
 TOKEN = "flood-test-token"
@@ -27,7 +29,7 @@ FD_LIMIT = 256  # the server's descriptor limit (soft and hard): it may keep 128
 
 
 @pytest.fixture
-def server(tmp_path):
+def server(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     """`mcp-kb serve --transport http` on a synced KB, with a 2 s header deadline and FD_LIMIT descriptors."""
     write(tmp_path / "docs" / "runbook.md", "# Runbook\n\nRestart the ingest worker when its queue backs up.\n")
     config = tmp_path / "kb.toml"
@@ -58,7 +60,7 @@ def server(tmp_path):
 
 
 @contextmanager
-def flood(port: int, connections: int):
+def flood(port: int, connections: int) -> Iterator[list[int]]:
     """Keeps `connections` connections open that send half a request head and nothing more, reopening
     each one the server closes, until the block ends (at most 20,000 reopenings)."""
     stop = threading.Event()
@@ -106,7 +108,9 @@ def _closed_by_peer(sock: socket.socket) -> bool:
 
 
 @pytest.mark.anyio
-async def test_a_flood_of_connections_that_never_finish_their_headers_does_not_lock_out_a_client(server):
+async def test_a_flood_of_connections_that_never_finish_their_headers_does_not_lock_out_a_client(
+    server: tuple[int, Path],
+) -> None:
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
@@ -118,13 +122,13 @@ async def test_a_flood_of_connections_that_never_finish_their_headers_does_not_l
         with anyio.fail_after(120):
             async with Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client:
                 results = [await client.call_tool("search_docs", {"query": q}) for q in ("restart", "queue", "ingest")]
-    assert [r.is_error for r in results] == [False, False, False], [r.content[0].text for r in results]
+    assert [r.is_error for r in results] == [False, False, False], [text_of(r.content[0]) for r in results]
     assert all(r.structured_content["results"] for r in results)
     stderr = log.read_text()
     assert len(stderr) < 20_000 and stderr.count("Too many open files") <= 1, stderr[-2000:]
 
 
-def test_a_connection_dripping_its_headers_is_closed_at_the_header_deadline(server):
+def test_a_connection_dripping_its_headers_is_closed_at_the_header_deadline(server: tuple[int, Path]) -> None:
     port, _log = server
     with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
         sock.settimeout(0.2)
@@ -143,11 +147,11 @@ def test_a_connection_dripping_its_headers_is_closed_at_the_header_deadline(serv
     assert time.monotonic() - started < 60  # the deadline is 2 s; far below what the drip would take
 
 
-def test_a_repeated_log_line_is_shown_once_per_window_with_a_count(caplog):
+def test_a_repeated_log_line_is_shown_once_per_window_with_a_count(caplog: pytest.LogCaptureFixture) -> None:
     logger = logging.getLogger("mcp_kb.test.flood")
     shown: list[str] = []
     handler = logging.Handler()
-    handler.emit = lambda record: shown.append(record.getMessage())
+    handler.emit = lambda record: shown.append(record.getMessage())  # type: ignore[method-assign]  # a handler keeping what it is given
     handler.addFilter(RepeatedLineFilter(window=3600))
     logger.addHandler(handler)
     try:

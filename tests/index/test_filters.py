@@ -1,7 +1,14 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import pytest
 
 from mcp_kb.errors import SearchError
 from mcp_kb.index.filters import and_where, build_where, glob_to_regex
+
+if TYPE_CHECKING:
+    from lancedb.table import Table
 
 TYPES = {
     "path": "string",
@@ -15,22 +22,22 @@ TYPES = {
 }
 
 
-def test_equality_one_of_and_range():
+def test_equality_one_of_and_range() -> None:
     where = build_where({"doc_type": "policy", "year": {"gte": 2020, "lt": 2025}, "page": [1, 2]}, TYPES)
     assert where == "(doc_type = 'policy') AND (year >= 2020 AND year < 2025) AND (page IN (1, 2))"
 
 
-def test_injection_string_is_bound_as_a_value():
+def test_injection_string_is_bound_as_a_value() -> None:
     where = build_where({"doc_type": "x' OR 1=1 --"}, TYPES)
     assert where == "(doc_type = 'x'' OR 1=1 --')"
 
 
-def test_unknown_field_lists_the_valid_ones():
+def test_unknown_field_lists_the_valid_ones() -> None:
     with pytest.raises(SearchError, match="unknown filter field 'colour'; valid fields: doc_type, draft"):
         build_where({"colour": "red"}, TYPES)
 
 
-def test_wrong_value_type_is_an_error_not_sql():
+def test_wrong_value_type_is_an_error_not_sql() -> None:
     with pytest.raises(SearchError, match="expected a whole number"):
         build_where({"year": "2020; DROP TABLE"}, TYPES)
     with pytest.raises(SearchError, match="expected true or false"):
@@ -39,27 +46,27 @@ def test_wrong_value_type_is_an_error_not_sql():
         build_where({"published": {"gte": "last week"}}, TYPES)
 
 
-def test_path_prefix_and_glob():
+def test_path_prefix_and_glob() -> None:
     assert build_where({"path": {"prefix": "hr/"}}, TYPES) == "(starts_with(path, 'hr/'))"
     assert build_where({"path": {"glob": "hr/**/*.md"}}, TYPES) == r"(regexp_like(path, '^hr/(?:.*/)?[^/]*\.md$'))"
 
 
-def test_list_fields_match_any_value():
+def test_list_fields_match_any_value() -> None:
     assert build_where({"tags": ["a", "b"]}, TYPES) == "(array_has_any(tags, ['a', 'b']))"
     assert build_where({"tags": "a"}, TYPES) == "(array_has(tags, 'a'))"
 
 
-def test_range_on_text_field_is_refused():
+def test_range_on_text_field_is_refused() -> None:
     with pytest.raises(SearchError, match="needs a number or date field"):
         build_where({"doc_type": {"gt": 3}}, TYPES)
 
 
-def test_static_and_caller_filters_are_and_merged():
+def test_static_and_caller_filters_are_and_merged() -> None:
     assert and_where("(a = 1)", None, "(b = 2)") == "((a = 1)) AND ((b = 2))"
     assert and_where(None, None) is None
 
 
-def test_glob_regex_semantics():
+def test_glob_regex_semantics() -> None:
     import re
 
     pattern = re.compile(glob_to_regex("docs/**/*.md"))
@@ -89,7 +96,7 @@ _filters = st.dictionaries(st.sampled_from(sorted(TYPES)), _conditions, max_size
 
 
 @pytest.fixture(scope="module")
-def typed_table(tmp_path_factory):
+def typed_table(tmp_path_factory: pytest.TempPathFactory) -> Table:
     """A real LanceDB table with a column of every filter type."""
     import lancedb
     import pyarrow as pa
@@ -112,7 +119,7 @@ def typed_table(tmp_path_factory):
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(filters=_filters)
-def test_any_filter_is_refused_clearly_or_runs(typed_table, filters):
+def test_any_filter_is_refused_clearly_or_runs(typed_table: Table, filters: dict[str, Any]) -> None:
     try:
         where = build_where(filters, TYPES)
     except SearchError as error:

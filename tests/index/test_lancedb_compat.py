@@ -7,19 +7,20 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 SHIM = "mcp_kb/index/compat.py"
 
 
-def _run(code: str, cwd=None) -> subprocess.CompletedProcess:
+def _run(code: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=cwd, timeout=120
     )
 
 
-def test_lancedb_imports_and_works_without_the_rest_clients_api_classes(tmp_path):
+def test_lancedb_imports_and_works_without_the_rest_clients_api_classes(tmp_path: Path) -> None:
     answer = _run(f"""
         import sys
         from mcp_kb.index.compat import REST_CLIENT, import_lancedb
@@ -44,7 +45,7 @@ def test_lancedb_imports_and_works_without_the_rest_clients_api_classes(tmp_path
 
 
 @pytest.fixture
-def fake_package(tmp_path):
+def fake_package(tmp_path: Path) -> Path:
     """A package whose __init__ is costly (it records that it ran) and whose `models` subpackage is cheap."""
     package = tmp_path / "costly"
     (package / "models").mkdir(parents=True)
@@ -53,7 +54,7 @@ def fake_package(tmp_path):
     return tmp_path
 
 
-def test_a_deferred_package_runs_its_init_only_when_a_name_of_its_own_is_read(fake_package):
+def test_a_deferred_package_runs_its_init_only_when_a_name_of_its_own_is_read(fake_package: Path) -> None:
     answer = _run(
         """
         import sys
@@ -71,7 +72,7 @@ def test_a_deferred_package_runs_its_init_only_when_a_name_of_its_own_is_read(fa
 
 
 @pytest.mark.parametrize("layout", ["no such subpackage", "not installed", "imported already"])
-def test_the_shim_steps_aside_where_the_package_is_not_as_expected(fake_package, layout):
+def test_the_shim_steps_aside_where_the_package_is_not_as_expected(fake_package: Path, layout: str) -> None:
     answer = _run(
         f"""
         import sys
@@ -94,7 +95,7 @@ def test_the_shim_steps_aside_where_the_package_is_not_as_expected(fake_package,
         assert answer.stdout.split()[1:] == ["api", "True"]
 
 
-def test_lancedb_loads_few_model_classes_and_marks_its_overrides_without_checking_them(tmp_path):
+def test_lancedb_loads_few_model_classes_and_marks_its_overrides_without_checking_them(tmp_path: Path) -> None:
     answer = _run(f"""
         import json, sys
         import overrides
@@ -122,7 +123,7 @@ def test_lancedb_loads_few_model_classes_and_marks_its_overrides_without_checkin
     assert found["restored"], f"{SHIM}: overrides.override must be the package's own again"
 
 
-def test_a_lancedb_that_breaks_under_the_shims_is_imported_as_usual(tmp_path):
+def test_a_lancedb_that_breaks_under_the_shims_is_imported_as_usual(tmp_path: Path) -> None:
     answer = _run(f"""
         import contextlib, sys
         import mcp_kb.index.compat as compat

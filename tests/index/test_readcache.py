@@ -8,7 +8,9 @@ from __future__ import annotations
 import errno
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Protocol, cast
 
 import httpx
 import pytest
@@ -18,20 +20,32 @@ from mcp_kb.index.readcache import pages as readcache_pages
 from mcp_kb.index.readcache.cache import ReadCache
 from mcp_kb.index.readcache.pages import PAGE_BYTES, ObjectMeta, PageStore
 from mcp_kb.index.readcache.upstream import Upstream
-from s3_server import CREDENTIALS, serve_s3
+from s3_server import CREDENTIALS, S3Server, serve_s3
 from mcp_kb.api import SearchRequest, SyncRequest
+from mcp_kb.app import App
+from helpers import MakeConfig
+from mcp_kb.models.fastembed import FastEmbedder
 
 QUERIES = ["E5021 token expired", "restart the ingest worker", "queue backs up"]
 
 
+class _OpenApp(Protocol):
+    """The bucket fixture: an App on the synced bucket, with the folder and storage it was synced from."""
+
+    docs: Path
+    storage: dict[str, Any]
+
+    def __call__(self, **settings: object) -> App: ...
+
+
 @pytest.fixture(scope="module")
-def s3():
+def s3() -> Iterator[S3Server]:
     with serve_s3() as server:
         yield server
 
 
 @pytest.fixture
-def bucket(s3, tmp_path, make_config, embedder):
+def bucket(s3: S3Server, tmp_path: Path, make_config: MakeConfig, embedder: FastEmbedder) -> _OpenApp:
     """Runbooks synced into a fresh bucket; `open(**storage)` gives an App on it."""
     from mcp_kb.app import App
 
@@ -45,19 +59,20 @@ def bucket(s3, tmp_path, make_config, embedder):
     write(docs / "errors.md", "# Errors\n\nE5021 means the access token expired; sign in again.\n")
     storage = s3.storage(s3.new_bucket())
 
-    def open_app(**settings):
+    def open_app(**settings: object) -> App:
         config = make_config(
             {"name": "docs", "description": "Runbooks", "paths": [str(docs)]},
             storage={**storage, "read_consistency": 0, **settings},
         )
         return App(config, embedder=embedder)
 
-    open_app(read_cache_mb=0).sync()
-    open_app.docs, open_app.storage = docs, storage
-    return open_app
+    opener = cast(_OpenApp, open_app)
+    opener(read_cache_mb=0).sync()
+    opener.docs, opener.storage = docs, storage
+    return opener
 
 
-def _answers(app, mode: str = "hybrid") -> list[list[tuple[str, int, float]]]:
+def _answers(app: App, mode: str = "hybrid") -> list[list[tuple[str, int, float]]]:
     return [
         [
             (hit.source, hit.chunk_index, round(hit.score, 5))
@@ -67,11 +82,11 @@ def _answers(app, mode: str = "hybrid") -> list[list[tuple[str, int, float]]]:
     ]
 
 
-def _page_files(folder) -> list:
+def _page_files(folder: Path) -> list[Path]:
     return [path for path in folder.rglob("*") if path.is_file() and path.name != "meta.json"]
 
 
-def _pages_fetched(s3) -> list[str]:
+def _pages_fetched(s3: S3Server) -> list[str]:
     """Data and index files of the chunk table read from the store (the small state table is read directly)."""
     return [
         r["url"]
@@ -82,8 +97,8 @@ def _pages_fetched(s3) -> list[str]:
 
 @pytest.mark.parametrize("mode", ["keyword", "vector", "hybrid"])
 def test_searches_through_the_cache_answer_as_the_store_does_and_a_warm_cache_fetches_no_pages(
-    bucket, s3, tmp_path, mode
-):
+    bucket: _OpenApp, s3: S3Server, tmp_path: Path, mode: str
+) -> None:
     direct = _answers(bucket(read_cache_mb=0), mode)
     assert direct[0] and direct[0][0][0] == "errors.md"
     assert _answers(bucket(read_cache_dir=str(tmp_path / "cache")), mode) == direct
@@ -95,7 +110,7 @@ def test_searches_through_the_cache_answer_as_the_store_does_and_a_warm_cache_fe
     assert _pages_fetched(s3) == []
 
 
-def _search_in_a_new_process(bucket, tmp_path, query: str, mode: str) -> list[dict]:
+def _search_in_a_new_process(bucket: _OpenApp, tmp_path: Path, query: str, mode: str) -> list[dict[str, Any]]:
     import json
     import subprocess
     import sys
@@ -130,10 +145,11 @@ def _search_in_a_new_process(bucket, tmp_path, query: str, mode: str) -> list[di
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)["results"]
+    results: list[dict[str, Any]] = json.loads(result.stdout)["results"]
+    return results
 
 
-def test_a_writers_sync_is_never_hidden_by_the_cache(bucket, tmp_path):
+def test_a_writers_sync_is_never_hidden_by_the_cache(bucket: _OpenApp, tmp_path: Path) -> None:
     reader = bucket(read_cache_dir=str(tmp_path / "cache"))
     assert _answers(reader)[0][0][0] == "errors.md"
     writer = bucket(read_cache_mb=0)
@@ -155,11 +171,13 @@ def test_a_writers_sync_is_never_hidden_by_the_cache(bucket, tmp_path):
     assert _hits(reader, "E7730 quota")[0] == "errors.md"
 
 
-def _hits(app, query: str, mode: str = "hybrid") -> list[str]:
+def _hits(app: App, query: str, mode: str = "hybrid") -> list[str]:
     return [hit.source for hit in app.search("docs", SearchRequest(query=query, mode=mode, top_k=5), record=False).hits]
 
 
-def test_damaged_and_deleted_cache_files_are_read_again_from_the_store(bucket, tmp_path, caplog):
+def test_damaged_and_deleted_cache_files_are_read_again_from_the_store(
+    bucket: _OpenApp, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     import shutil
 
     cache = tmp_path / "cache"
@@ -179,8 +197,10 @@ def test_damaged_and_deleted_cache_files_are_read_again_from_the_store(bucket, t
     assert _page_files(cache)  # and filled again
 
 
-def test_a_disk_that_refuses_writes_costs_only_the_caching(bucket, tmp_path, monkeypatch, caplog):
-    def full(path, data):
+def test_a_disk_that_refuses_writes_costs_only_the_caching(
+    bucket: _OpenApp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def full(path: Path, data: bytes) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     expected = _answers(bucket(read_cache_mb=0))
@@ -192,7 +212,9 @@ def test_a_disk_that_refuses_writes_costs_only_the_caching(bucket, tmp_path, mon
     assert not _page_files(tmp_path / "cache")
 
 
-def test_the_cache_stays_within_its_size_and_keeps_what_was_used_last(tmp_path, monkeypatch):
+def test_the_cache_stays_within_its_size_and_keeps_what_was_used_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(readcache_pages, "_TOUCH_INTERVAL", 0)  # a page's use is recorded once a minute: here at once
     pages = PageStore(tmp_path, max_bytes=4 * PAGE_BYTES)
     meta = ObjectMeta(PAGE_BYTES, '"v1"', "x")
@@ -216,10 +238,13 @@ def test_the_cache_stays_within_its_size_and_keeps_what_was_used_last(tmp_path, 
     assert pages.page("b", "t.lance/data/11.lance", other_version, 0) is None
 
 
-def test_its_endpoint_serves_only_this_processes_reader_and_only_reads(s3, tmp_path, caplog):
+def test_its_endpoint_serves_only_this_processes_reader_and_only_reads(
+    s3: S3Server, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     bucket_name = s3.new_bucket()
     options = {**s3.storage(bucket_name)["options"]}
     cache = ReadCache.for_store(f"s3://{bucket_name}/index", options, tmp_path / "cache", 2**20)
+    assert cache is not None
     assert ReadCache.for_store(f"s3://{bucket_name}/index", options, tmp_path / "cache", 2**20) is cache
     own = cache.lancedb_options(options)
     assert CREDENTIALS["aws_secret_access_key"] not in str(own) and CREDENTIALS["aws_access_key_id"] not in str(own)
@@ -231,7 +256,7 @@ def test_its_endpoint_serves_only_this_processes_reader_and_only_reads(s3, tmp_p
     assert httpx.get(url).status_code == 403  # unsigned
     assert httpx.get(url, headers=signed(CREDENTIALS["aws_access_key_id"])).status_code == 403  # the real key
     odd = {"authorization": signed("\xe9" + cache.key[1:])["authorization"].encode("latin-1")}
-    assert httpx.get(url, headers=odd).status_code == 403  # a non-ASCII key is refused like any other
+    assert httpx.get(url, headers=odd).status_code == 403  # type: ignore[arg-type]  # a raw header value; a non-ASCII key is refused like any other
     assert httpx.get(f"{cache.endpoint}/other-bucket/x", headers=signed(cache.key)).status_code == 403
     assert httpx.put(url, content=b"x" * 10_000, headers=signed(cache.key)).status_code == 405
     assert httpx.delete(url, headers=signed(cache.key)).status_code == 405
@@ -239,16 +264,18 @@ def test_its_endpoint_serves_only_this_processes_reader_and_only_reads(s3, tmp_p
     assert CREDENTIALS["aws_secret_access_key"] not in repr(cache.upstream) + caplog.text
 
 
-def test_static_keys_are_needed_and_an_unknown_store_kind_is_left_to_lancedb(monkeypatch):
+def test_static_keys_are_needed_and_an_unknown_store_kind_is_left_to_lancedb(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.delenv(name, raising=False)
     assert Upstream.of("s3://b/index", {"aws_region": "eu-west-1"}) is None  # an instance role: LanceDB's job
     assert Upstream.of("gs://b/index", dict(CREDENTIALS)) is None
     aws = Upstream.of("s3://b/index", {"aws_access_key_id": "k", "aws_secret_access_key": "s", "region": "eu-west-1"})
+    assert aws is not None
     assert aws.url("x/y z.lance", [])[0] == "https://b.s3.eu-west-1.amazonaws.com/x/y%20z.lance"
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
     local = Upstream.of("s3://b/index", {"aws_endpoint": "http://127.0.0.1:9000/"})
+    assert local is not None
     assert (
         local.url("", [("prefix", "a/b"), ("list-type", "2")])[0] == "http://127.0.0.1:9000/b?list-type=2&prefix=a%2Fb"
     )
@@ -262,7 +289,7 @@ def test_static_keys_are_needed_and_an_unknown_store_kind_is_left_to_lancedb(mon
         ("", [("list-type", "2"), ("prefix", "index/t.lance/_versions/"), ("delimiter", "/")]),
     ],
 )
-def test_its_signatures_are_the_ones_botocore_makes(key, query):
+def test_its_signatures_are_the_ones_botocore_makes(key: str, query: list[tuple[str, str]]) -> None:
     """The store checks every forwarded request's signature; botocore's signer is the reference."""
     import datetime
 
@@ -279,7 +306,7 @@ def test_its_signatures_are_the_ones_botocore_makes(key, query):
     assert ours["authorization"] == request.headers["Authorization"]
 
 
-def test_ranges_are_answered_byte_for_byte_as_the_store_answers_them(s3, tmp_path):
+def test_ranges_are_answered_byte_for_byte_as_the_store_answers_them(s3: S3Server, tmp_path: Path) -> None:
     import random
 
     bucket_name = s3.new_bucket()
@@ -288,6 +315,7 @@ def test_ranges_are_answered_byte_for_byte_as_the_store_answers_them(s3, tmp_pat
     s3._client().put_object(Bucket=bucket_name, Key=key, Body=data)
     options = s3.storage(bucket_name)["options"]
     cache = ReadCache.for_store(f"s3://{bucket_name}/index", options, tmp_path / "cache", 2**30)
+    assert cache is not None
     auth = {"authorization": f"AWS4-HMAC-SHA256 Credential={cache.key}/20261201/us-east-1/s3/aws4_request, x"}
     url = f"{cache.endpoint}/{bucket_name}/{key}"
     size = len(data)
@@ -311,11 +339,12 @@ def test_ranges_are_answered_byte_for_byte_as_the_store_answers_them(s3, tmp_pat
         assert httpx.get(url, headers={**auth, "range": hostile}).status_code == 416, hostile
 
 
-def test_a_flood_of_headers_or_a_body_on_a_read_closes_only_that_connection(s3, tmp_path):
+def test_a_flood_of_headers_or_a_body_on_a_read_closes_only_that_connection(s3: S3Server, tmp_path: Path) -> None:
     import socket
 
     bucket_name = s3.new_bucket()
     cache = ReadCache.for_store(f"s3://{bucket_name}/index", s3.storage(bucket_name)["options"], tmp_path / "c", 2**20)
+    assert cache is not None
     host, port = cache.endpoint.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=30) as flood:
         flood.sendall(b"GET /x HTTP/1.1\r\nHost: a\r\nX-Fill: " + b"a" * 100_000 + b"\r\n\r\n")
@@ -328,10 +357,12 @@ def test_a_flood_of_headers_or_a_body_on_a_read_closes_only_that_connection(s3, 
     assert httpx.get(f"{cache.endpoint}/{bucket_name}/x").status_code == 403  # still answering others
 
 
-def test_without_a_loopback_port_searches_read_the_store_and_say_so(bucket, tmp_path, monkeypatch, caplog):
+def test_without_a_loopback_port_searches_read_the_store_and_say_so(
+    bucket: _OpenApp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     import asyncio
 
-    async def refused(*args, **kwargs):
+    async def refused(*args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied")
 
     expected = _answers(bucket(read_cache_mb=0))

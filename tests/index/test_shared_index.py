@@ -10,28 +10,35 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
+from helpers import named_holder
 from mcp import Client, StdioServerParameters
 
-from helpers import eventually, until, write
-from s3_server import CREDENTIALS, serve_s3
+from helpers import eventually, until, write, text_of
+from s3_server import CREDENTIALS, S3Server, serve_s3
 from mcp_kb.api import SearchRequest, SyncProgress
 from mcp_kb.index.contract import SyncHolder
+from mcp_kb.index.store import LanceStore
+from mcp_kb.records import KBState
+from mcp_kb.app import App
 
 pytestmark = pytest.mark.anyio
 SECRET_VARIABLE = "KB_TEST_S3_SECRET"
 
 
 @pytest.fixture(scope="module")
-def s3():
+def s3() -> Iterator[S3Server]:
     with serve_s3() as server:
         yield server
 
 
 @pytest.fixture
-def shared(s3, tmp_path, monkeypatch):
+def shared(s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> _Shared:
     """A folder of documents and a kb.toml whose index is a fresh bucket."""
     docs = tmp_path / "docs"
     for i in range(6):
@@ -46,7 +53,7 @@ def shared(s3, tmp_path, monkeypatch):
 
 
 class _Shared:
-    def __init__(self, s3, bucket: str, docs: Path, base: Path):
+    def __init__(self, s3: S3Server, bucket: str, docs: Path, base: Path) -> None:
         self.s3, self.bucket, self.docs, self.base = s3, bucket, docs, base
         self.config = base / "kb.toml"
         storage = s3.storage(bucket)
@@ -74,7 +81,7 @@ class _Shared:
             "MCP_KB_CONFIG": str(config),
         }
 
-    def cli(self, machine: str, *args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    def cli(self, machine: str, *args: str, check: bool = True, **kw: Any) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
             [sys.executable, "-m", "mcp_kb", *args],
             env=self.env(machine, **kw),
@@ -86,7 +93,7 @@ class _Shared:
             assert result.returncode == 0, result.stderr
         return result
 
-    def reader(self):
+    def reader(self) -> App:
         """An in-process reader (quick to poll); its local state goes to this process's cache folder."""
         from mcp_kb.app import App
         from mcp_kb.settings import load_config
@@ -95,20 +102,21 @@ class _Shared:
         storage = config.storage.model_copy(update={"read_cache_dir": str(self.base / "read-cache")})
         return App(config.model_copy(update={"storage": storage}))
 
-    def status(self, machine: str) -> dict:
-        return json.loads(self.cli(machine, "status", "--json").stdout)[0]
+    def status(self, machine: str) -> dict[str, Any]:
+        status: dict[str, Any] = json.loads(self.cli(machine, "status", "--json").stdout)[0]
+        return status
 
     def search(self, machine: str, query: str) -> list[str]:
         hits = json.loads(self.cli(machine, "search", "docs", query, "--json", "--top-k", "3").stdout)["results"]
         return [hit["source"] for hit in hits]
 
 
-def _comparable(status: dict) -> dict:
+def _comparable(status: dict[str, Any]) -> dict[str, Any]:
     keys = ("files", "chunks", "generation", "last_sync", "last_outcome", "model", "index_state", "failed", "health")
     return {key: status[key] for key in keys}
 
 
-def test_a_second_machine_searches_the_same_rows_and_sees_the_same_status(shared):
+def test_a_second_machine_searches_the_same_rows_and_sees_the_same_status(shared: _Shared) -> None:
     shared.cli("writer", "sync")
     assert shared.search("reader", "E5021 token expired")[0] == "errors.md"
     reader, writer = shared.status("reader"), shared.status("writer")
@@ -118,7 +126,7 @@ def test_a_second_machine_searches_the_same_rows_and_sees_the_same_status(shared
     assert CREDENTIALS["aws_secret_access_key"] not in json.dumps(reader)
 
 
-async def test_a_reader_picks_up_a_writers_sync_within_read_consistency(shared):
+async def test_a_reader_picks_up_a_writers_sync_within_read_consistency(shared: _Shared) -> None:
     shared.cli("writer", "sync")
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "mcp_kb", "serve", "--read-only"], env=shared.env("reader")
@@ -142,7 +150,7 @@ async def test_a_reader_picks_up_a_writers_sync_within_read_consistency(shared):
         assert "sync_knowledge_base" not in tools
 
 
-async def test_a_read_only_server_never_writes_to_the_store(shared):
+async def test_a_read_only_server_never_writes_to_the_store(shared: _Shared) -> None:
     shared.cli("writer", "sync")
     shared.s3.start_recording()
     write(shared.docs / "new.md", "# New\n\nA file the writer has not synced yet.\n")
@@ -155,7 +163,7 @@ async def test_a_read_only_server_never_writes_to_the_store(shared):
     async with Client(params) as client:
         for query in ("E5021", "restart the ingest worker", "queue backs up"):
             assert not (await client.call_tool("search_docs", {"query": query})).is_error
-        status = json.loads((await client.read_resource("kb://docs/status")).contents[0].text)
+        status = json.loads(text_of((await client.read_resource("kb://docs/status")).contents[0]))
         await client.read_resource("kb://docs/metrics")
     # The server has exited: every request it made is recorded (a start-up sync would begin at once).
     requests = [r for r in shared.s3.recorded() if "Credential=reader-key/" in r["headers"].get("Authorization", "")]
@@ -163,7 +171,7 @@ async def test_a_read_only_server_never_writes_to_the_store(shared):
     assert {r["method"] for r in requests} == {"GET"} or {r["method"] for r in requests} <= {"GET", "HEAD"}
 
 
-def test_two_writers_on_one_bucket_take_turns_and_build_what_one_would(shared):
+def test_two_writers_on_one_bucket_take_turns_and_build_what_one_would(shared: _Shared) -> None:
     # Both start while another holds the lease (left to chance, the first could finish before the second
     # looked); once both say they wait, it is released and they take turns.
     logs = [shared.base / f"writer{i}.log" for i in range(2)]
@@ -192,7 +200,7 @@ def test_two_writers_on_one_bucket_take_turns_and_build_what_one_would(shared):
 
 
 @pytest.mark.slow  # a SIGKILL test: it waits out a dead writer's lease (CI runs it with the harness)
-def test_a_writer_killed_mid_sync_is_repaired_and_readers_never_error(shared):
+def test_a_writer_killed_mid_sync_is_repaired_and_readers_never_error(shared: _Shared) -> None:
     # The repair must start while the dead writer's lease still holds: a lease longer than a loaded
     # machine takes to start a process (3 s was not: the repair found it lapsed and never waited).
     shared.config.write_text(shared.config.read_text().replace("lease_seconds = 10", "lease_seconds = 15"))
@@ -225,8 +233,9 @@ def test_a_writer_killed_mid_sync_is_repaired_and_readers_never_error(shared):
 class _SearchLoop:
     """Searches in a thread until the block ends; each one must answer with hits."""
 
-    def __init__(self, app):
-        self.app, self.done, self.failures = app, 0, []
+    def __init__(self, app: App) -> None:
+        self.app, self.done = app, 0
+        self.failures: list[str] = []
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -241,16 +250,16 @@ class _SearchLoop:
             self.done += 1
             time.sleep(0.05)
 
-    def __enter__(self):
+    def __enter__(self) -> None:
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop.set()
         self.thread.join()
 
 
-def _holding_the_lease(shared):
+def _holding_the_lease(shared: _Shared) -> AbstractContextManager[None]:
     """The writer lease, held in this process (its heartbeat renews it) until the block ends: another writer
     meets a sync in progress for as long as the test needs."""
     from mcp_kb.index.state import sync_lock
@@ -258,7 +267,7 @@ def _holding_the_lease(shared):
     return sync_lock(shared.reader().store, ["docs"])
 
 
-def _clean_build_chunks(shared) -> int:
+def _clean_build_chunks(shared: _Shared) -> int:
     """Chunks a clean build of the same files gives, in a local folder."""
     config = shared.base / "clean.toml"
     config.write_text(
@@ -274,10 +283,11 @@ def _clean_build_chunks(shared) -> int:
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)[0]["chunks_total"]
+    chunks: int = json.loads(result.stdout)[0]["chunks_total"]
+    return chunks
 
 
-def test_exactly_one_of_racing_writers_takes_the_lease_and_a_lapsed_one_is_taken_over(s3):
+def test_exactly_one_of_racing_writers_takes_the_lease_and_a_lapsed_one_is_taken_over(s3: S3Server) -> None:
     from mcp_kb.index.store import LanceStore
 
     storage = s3.storage(s3.new_bucket())
@@ -300,16 +310,16 @@ def test_exactly_one_of_racing_writers_takes_the_lease_and_a_lapsed_one_is_taken
     winners = [i for i, holder in outcomes.items() if holder is None]
     assert len(winners) == 1
     losers = [outcomes[i] for i in outcomes if i not in winners]
-    assert all(holder.id == f"writer{winners[0]}" for holder in losers)  # they name the holder
+    assert all(named_holder(holder).id == f"writer{winners[0]}" for holder in losers)  # they name the holder
 
     # The winner never renews (as if killed): another writer takes the lease once it lapses.
     other = next(i for i in range(4) if i not in winners)
     until(lambda: stores[other].take_lease(SyncHolder("late", 9, "h")) is None, seconds=60)
     assert not stores[winners[0]].renew_lease(f"writer{winners[0]}", {})  # the old holder learns it lost it
-    assert stores[other].lease_holder().id == "late"
+    assert named_holder(stores[other].lease_holder()).id == "late"
 
 
-def test_a_sync_that_lost_its_lease_stops_before_its_next_commit(s3):
+def test_a_sync_that_lost_its_lease_stops_before_its_next_commit(s3: S3Server) -> None:
     from mcp_kb.errors import SyncBusyError
     from mcp_kb.index import state
     from mcp_kb.index.store import LanceStore
@@ -318,18 +328,21 @@ def test_a_sync_that_lost_its_lease_stops_before_its_next_commit(s3):
     store, other = (LanceStore(storage["uri"], storage["options"], lease_seconds=5) for _ in range(2))
     with state.sync_lock(store, ["docs"]):
         state.write_progress(store, "docs", SyncProgress(1, 10))
-        assert other.lease_holder().progress == {"docs": SyncProgress(1, 10)}
+        assert named_holder(other.lease_holder()).progress == {"docs": SyncProgress(1, 10)}
         lease = state._StoreLease._held[store.uri]
         lease.stop.set()  # its heartbeats stop reaching the store (a network partition)...
+        assert lease.thread is not None
         lease.thread.join()
         # ...so another writer takes over once the lease lapses
         until(lambda: other.take_lease(SyncHolder("next-writer", 2, "h")) is None, seconds=60)
         with pytest.raises(SyncBusyError, match="lost the writer lease"):
             state.write_progress(store, "docs", SyncProgress(2, 10))  # called between batches: no further commit
-    assert other.lease_holder().id == "next-writer"  # releasing a lost lease leaves the new holder alone
+    assert named_holder(other.lease_holder()).id == "next-writer"  # releasing a lost lease leaves the new holder alone
 
 
-def test_a_store_lost_at_the_final_write_is_one_error_line_and_the_next_sync_repairs(s3, tmp_path, monkeypatch):
+def test_a_store_lost_at_the_final_write_is_one_error_line_and_the_next_sync_repairs(
+    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The store drops during the sync's last commit (and so during the lease release after it): the
     user reads one line naming the store error, never a traceback from the release; once the store is
     back, the next sync completes the index."""
@@ -354,7 +367,7 @@ def test_a_store_lost_at_the_final_write_is_one_error_line_and_the_next_sync_rep
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
         real_write_state = LanceStore.write_state
 
-        def dropping(self, kb, state):
+        def dropping(self: LanceStore, kb: str, state: KBState) -> None:
             if state.filled and kb == "docs":  # the commit that completes the sync
                 s3.drop()
             return real_write_state(self, kb, state)
@@ -376,7 +389,7 @@ def test_a_store_lost_at_the_final_write_is_one_error_line_and_the_next_sync_rep
         s3.restore()  # the module's other tests share this server
 
 
-async def test_a_read_only_server_without_the_sources_reads_lists_and_searches_across(shared):
+async def test_a_read_only_server_without_the_sources_reads_lists_and_searches_across(shared: _Shared) -> None:
     """Reading comes from the index: a reader on another machine, with no copy of the folder, reads a section and
     goes on with its cursor, lists the documents and an outline, and searches across its knowledge bases."""
     write(
@@ -408,7 +421,7 @@ async def test_a_read_only_server_without_the_sources_reads_lists_and_searches_a
         listed = await client.call_tool("list_documents", {"kb": "docs", "path": "note*"})
         outline = await client.call_tool("list_documents", {"kb": "docs", "path": "runbook.md", "outline": True})
         across = await client.call_tool("search_knowledge_bases", {"query": "E5021 access token"})
-        resource = (await client.read_resource("kb://docs/documents/errors.md")).contents[0].text
+        resource = text_of((await client.read_resource("kb://docs/documents/errors.md")).contents[0])
     text = "".join(part.structured_content["text"] for part in parts)
     assert len(parts) > 1 and text.startswith("## Restarts") and "Step 39: restart worker 39" in text
     assert [d["path"] for d in listed.structured_content["documents"]] == [f"note{i}.md" for i in range(6)]
@@ -417,7 +430,7 @@ async def test_a_read_only_server_without_the_sources_reads_lists_and_searches_a
     assert resource.startswith("# Errors")
 
 
-def test_a_read_only_reader_searches_as_of_a_tag_while_a_writer_syncs(shared):
+def test_a_read_only_reader_searches_as_of_a_tag_while_a_writer_syncs(shared: _Shared) -> None:
     """A reader on another machine (it never writes) answers as of a tagged version from the bucket's old table
     versions while a writer rewrites every document; afterwards the tag still reads the old text, the current
     version the new, and a fresh reader process (a cold read cache: it asks the store for the old manifest's size)
@@ -435,7 +448,7 @@ def test_a_read_only_reader_searches_as_of_a_tag_while_a_writer_syncs(shared):
         stderr=subprocess.PIPE,
     )
     reader = shared.reader()
-    answers = []
+    answers: list[tuple[str, list[str]]] = []
     while writer.poll() is None or not answers:
         result = reader.search(
             "docs", SearchRequest(query="E5021 token", mode="keyword", as_of="before-rewrite"), record=False

@@ -8,20 +8,22 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from mcp import Client, StdioServerParameters
 
-from helpers import write
+from helpers import write, text_of
 from mcp_kb.api import SearchRequest
+from helpers import MakeApp
 
 _REMOUNT = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
 
 
 @contextmanager
-def read_only(folder: Path):
+def read_only(folder: Path) -> Iterator[list[str]]:
     """A prefix that runs a command where `folder` cannot be written: as root (whom file modes do not
     stop) a read-only bind mount in a mount namespace of the command's own; otherwise the folder's
     write bits are taken away for the duration."""
@@ -49,7 +51,7 @@ def read_only(folder: Path):
 
 
 @pytest.fixture
-def synced(tmp_path):
+def synced(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """A KB synced into tmp_path/index by a writer; its kb.toml and the environment of another user's processes."""
     write(
         tmp_path / "docs" / "runbook.md",
@@ -67,7 +69,9 @@ def synced(tmp_path):
     return config, env
 
 
-def _cli(args: list[str], config: Path, env: dict[str, str], prefix: list[str] = ()) -> subprocess.CompletedProcess:
+def _cli(
+    args: list[str], config: Path, env: dict[str, str], prefix: Sequence[str] = ()
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*prefix, sys.executable, "-m", "mcp_kb", *args, "-c", str(config)],
         env=env,
@@ -77,7 +81,9 @@ def _cli(args: list[str], config: Path, env: dict[str, str], prefix: list[str] =
     )
 
 
-def test_status_and_search_work_on_an_index_they_cannot_write_and_sync_says_why_not(synced, tmp_path):
+def test_status_and_search_work_on_an_index_they_cannot_write_and_sync_says_why_not(
+    synced: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
     config, env = synced
     with read_only(tmp_path / "index") as prefix:
         status = _cli(["status", "--json"], config, env, prefix)
@@ -91,7 +97,9 @@ def test_status_and_search_work_on_an_index_they_cannot_write_and_sync_says_why_
 
 
 @pytest.mark.anyio
-async def test_a_read_only_server_answers_every_search_and_resource_from_a_read_only_folder(synced, tmp_path):
+async def test_a_read_only_server_answers_every_search_and_resource_from_a_read_only_folder(
+    synced: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
     config, env = synced
     with read_only(tmp_path / "index") as prefix:
         command = [*prefix, sys.executable, "-m", "mcp_kb", "serve", "--read-only", "-c", str(config)]
@@ -100,17 +108,17 @@ async def test_a_read_only_server_answers_every_search_and_resource_from_a_read_
                 await client.call_tool("search_docs", {"query": query})
                 for query in ["ingest worker", "E5021", "access token", "queue backs up"] * 3
             ]
-            status = json.loads((await client.read_resource("kb://docs/status")).contents[0].text)
-            metrics = json.loads((await client.read_resource("kb://docs/metrics")).contents[0].text)
+            status = json.loads(text_of((await client.read_resource("kb://docs/status")).contents[0]))
+            metrics = json.loads(text_of((await client.read_resource("kb://docs/metrics")).contents[0]))
             tools = {tool.name: tool.description for tool in (await client.list_tools()).tools}
-    assert [r.is_error for r in results] == [False] * 12, [r.content[0].text for r in results if r.is_error]
+    assert [r.is_error for r in results] == [False] * 12, [text_of(r.content[0]) for r in results if r.is_error]
     assert status["files"] == 2 and metrics["search"]["searches"] == 12
-    assert "2 documents" in tools["search_docs"]  # the summary is read from the index it cannot write beside
+    assert "2 documents" in (tools["search_docs"] or "")  # the summary is read from the index it cannot write beside
 
 
 def test_readers_never_take_the_writer_lock_and_a_killed_syncs_record_is_not_a_running_sync(
-    make_app, tmp_path, monkeypatch
-):
+    make_app: MakeApp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A search or status that took the lock even for an instant would make a sync starting then wait
     (or fail with --no-wait); they read the holder's record and ask the OS whether it lives."""
     import filelock
@@ -122,7 +130,7 @@ def test_readers_never_take_the_writer_lock_and_a_killed_syncs_record_is_not_a_r
     app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
     with sync_lock(app.store, ["docs"]):
 
-        def taken(*args, **kwargs):
+        def taken(*args: object, **kwargs: object) -> None:
             raise AssertionError("a reader took the writer lock")
 
         monkeypatch.setattr(filelock.FileLock, "acquire", taken)

@@ -2,23 +2,29 @@
 server (moto, on 127.0.0.1). Another backend is proven by adding it to `BACKENDS`."""
 
 import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from helpers import named_holder
 
 from mcp_kb.settings import StorageConfig
 from mcp_kb.index import open_store
 from mcp_kb.index.contract import FileRecord, SyncHolder, new_generation
 from mcp_kb.records import HealthCheck, KBState, KBVersion, SyncProgress
 from mcp_kb.schema import ChunkRow, ReadingRow, chunk_schema
+from mcp_kb.index.contract import Store
+from s3_server import S3Server
 
 DIM = 4
 BACKENDS = ["folder", "s3"]
 
 
 @pytest.fixture(scope="module")
-def s3_server():
+def s3_server() -> Iterator[S3Server]:
     from s3_server import serve_s3
 
     with serve_s3() as server:
@@ -26,7 +32,7 @@ def s3_server():
 
 
 @pytest.fixture(params=BACKENDS)
-def storage(request, tmp_path) -> StorageConfig:
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> StorageConfig:
     """A fresh, empty location of the backend; readers check for new versions on every read."""
     if request.param == "folder":
         return StorageConfig(uri=str(tmp_path / "index"))
@@ -37,11 +43,11 @@ def storage(request, tmp_path) -> StorageConfig:
 
 
 @pytest.fixture
-def store(storage):
+def store(storage: StorageConfig) -> Store:
     return open_store(storage)
 
 
-def _row(path: str, index: int, text: str, vector: list[float], title: str = "") -> dict:
+def _row(path: str, index: int, text: str, vector: list[float], title: str = "") -> dict[str, Any]:
     title = title or f"T {path}"
     return ChunkRow(
         id=f"{path}#{index}",
@@ -63,7 +69,7 @@ def _row(path: str, index: int, text: str, vector: list[float], title: str = "")
     ).as_dict()
 
 
-def _fill(store, kb: str = "docs") -> str:
+def _fill(store: Store, kb: str = "docs") -> str:
     generation = new_generation()
     store.create_generation(kb, generation, chunk_schema(DIM, {}))
     rows = [
@@ -79,7 +85,9 @@ def _fill(store, kb: str = "docs") -> str:
     return generation
 
 
-def test_the_state_row_names_the_active_generation_and_other_handles_see_a_switch(store, storage):
+def test_the_state_row_names_the_active_generation_and_other_handles_see_a_switch(
+    store: Store, storage: StorageConfig
+) -> None:
     assert store.active_generation("docs") is None and store.chunk_schema("docs") is None
     first = _fill(store)
     other = open_store(storage)  # another process's handle
@@ -88,7 +96,7 @@ def test_the_state_row_names_the_active_generation_and_other_handles_see_a_switc
     assert first != second and other.active_generation("docs") == second
 
 
-def test_dropping_generations_keeps_what_is_asked_and_touches_no_other_kb(store):
+def test_dropping_generations_keeps_what_is_asked_and_touches_no_other_kb(store: Store) -> None:
     old = _fill(store, "a")
     new = _fill(store, "a")
     _fill(store, "a__chunks__b")  # a KB whose name looks like a table of KB "a"
@@ -97,7 +105,7 @@ def test_dropping_generations_keeps_what_is_asked_and_touches_no_other_kb(store)
     assert store.count_chunks("a__chunks__b") == 4
 
 
-def test_replacing_documents_is_one_commit_that_removes_their_old_chunks(store):
+def test_replacing_documents_is_one_commit_that_removes_their_old_chunks(store: Store) -> None:
     generation = _fill(store)
     version = store.version("docs")
     table = pa.Table.from_pylist([_row("a.md", 0, "alpha rewritten", [1, 0, 0, 0])], schema=store.chunk_schema("docs"))
@@ -108,7 +116,7 @@ def test_replacing_documents_is_one_commit_that_removes_their_old_chunks(store):
     assert store.indexed_paths("docs", generation) == {"b.md"}
 
 
-def test_writing_new_documents_is_one_commit_and_never_duplicates_chunks_a_crash_left(store):
+def test_writing_new_documents_is_one_commit_and_never_duplicates_chunks_a_crash_left(store: Store) -> None:
     """New paths are appended; a batch holding a path whose chunks a killed sync wrote before its
     manifest commit replaces them instead of adding a second copy."""
     generation = _fill(store)
@@ -123,7 +131,7 @@ def test_writing_new_documents_is_one_commit_and_never_duplicates_chunks_a_crash
     assert store.count_chunks("docs") == 6 and store.indexed_paths("docs", generation) >= {"c.md", "d.md"}
 
 
-def test_the_manifest_keeps_each_documents_record(store):
+def test_the_manifest_keeps_each_documents_record(store: Store) -> None:
     generation = _fill(store)
     records = [FileRecord("a.md", "ha", 10, 111, 3, "indexed"), FileRecord("c.md", "hc", 5, 222, 0, "failed", "bad")]
     store.write_files("docs", generation, records)
@@ -133,22 +141,23 @@ def test_the_manifest_keeps_each_documents_record(store):
     assert list(store.read_files("docs", generation).values()) == [FileRecord("a.md", "ha2", 11, 333, 2, "indexed")]
 
 
-def test_notes_and_state_round_trip_per_kb(store):
+def test_notes_and_state_round_trip_per_kb(store: Store) -> None:
     store.write_note("docs", HealthCheck(hit_rate={"hybrid": 0.9}))
     store.write_state("other", KBState({"text": "年假"}, generation="x"))
     assert store.read_note("docs", HealthCheck) == HealthCheck(hit_rate={"hybrid": 0.9})
     assert store.read_note("other", HealthCheck) is None and store.read_state("other").fingerprint("text") == "年假"
 
 
-def test_vectors_are_found_by_content_hash_in_any_generation(store):
+def test_vectors_are_found_by_content_hash_in_any_generation(store: Store) -> None:
     generation = _fill(store)
     found = store.vectors_by_content_hash("docs", generation, ["h-beta only", "h-missing"])
     assert list(found) == ["h-beta only"] and np.allclose(found["h-beta only"], [0, 0, 1, 0])
 
 
-def test_nearest_scores_are_exact_cosines(store):
+def test_nearest_scores_are_exact_cosines(store: Store) -> None:
     generation = _fill(store)
     view = store.view("docs", generation)
+    assert view is not None
     query = np.asarray([1, 0.05, 0, 0], dtype=np.float32)
     found = view.nearest(query, None, depth=3)
     assert [c.id for c in found] == ["a.md#0", "a.md#1", "a.md#2"]
@@ -157,9 +166,10 @@ def test_nearest_scores_are_exact_cosines(store):
     assert [c.id for c in view.nearest(query, "path = 'b.md'", depth=3)] == ["b.md#0"]
 
 
-def test_keyword_finds_terms_before_and_after_the_full_text_index_is_built(store):
+def test_keyword_finds_terms_before_and_after_the_full_text_index_is_built(store: Store) -> None:
     generation = _fill(store)
     view = store.view("docs", generation)
+    assert view is not None
     unindexed = view.keyword("alpha", None, depth=10)  # new rows are scanned until the index folds them in
     store.refresh_indexes("docs", generation, changed=True)
     indexed = view.keyword("alpha", None, depth=10)
@@ -167,12 +177,13 @@ def test_keyword_finds_terms_before_and_after_the_full_text_index_is_built(store
     assert indexed[0].keyword_rank == 1 and view.keyword("gamma", None, depth=10) == []
 
 
-def test_a_view_of_a_dropped_generation_fails_rather_than_finding_nothing(store):
+def test_a_view_of_a_dropped_generation_fails_rather_than_finding_nothing(store: Store) -> None:
     """A reader whose generation a rebuild (another process) dropped must not mistake that for "no match": the
     searcher retries on the new generation only when the read fails."""
     generation = _fill(store)
     store.refresh_indexes("docs", generation, changed=True)
     view = store.view("docs", generation)
+    assert view is not None
     assert view.keyword("alpha", None, depth=10)
     store.drop_generations("docs", keep=set())
     with pytest.raises(RuntimeError, match="Not found"):  # LanceDB's words for a table whose files are gone
@@ -181,7 +192,7 @@ def test_a_view_of_a_dropped_generation_fails_rather_than_finding_nothing(store)
         view.keyword("alpha", "path = 'a.md'", depth=10, field_weight=1.0)
 
 
-def test_a_field_weight_lifts_a_title_match_above_body_matches(store):
+def test_a_field_weight_lifts_a_title_match_above_body_matches(store: Store) -> None:
     generation = new_generation()
     store.create_generation("docs", generation, chunk_schema(DIM, {}))
     rows = [
@@ -202,13 +213,15 @@ def test_a_field_weight_lifts_a_title_match_above_body_matches(store):
     )
     store.refresh_indexes("docs", generation, changed=True)
     view = store.view("docs", generation)
+    assert view is not None
     assert [c.id for c in view.keyword("upgrade", None, depth=5)] == ["body.md#0", "title.md#0"]
     assert [c.id for c in view.keyword("upgrade", None, depth=5, field_weight=3.0)] == ["title.md#0", "body.md#0"]
 
 
-def test_rows_scan_neighbours_samples_and_titles(store):
+def test_rows_scan_neighbours_samples_and_titles(store: Store) -> None:
     generation = _fill(store)
     view = store.view("docs", generation)
+    assert view is not None
     candidates = view.nearest(np.asarray([0, 0, 1, 0], dtype=np.float32), None, depth=1)
     assert view.rows(candidates)["b.md#0"]["text"] == "beta only"
     assert [(r["path"], r["chunk_index"]) for r in view.scan("path = 'a.md'")] == [
@@ -225,13 +238,16 @@ def test_rows_scan_neighbours_samples_and_titles(store):
     assert store.document_titles("docs", generation, 5) == ["T a.md", "T b.md"]
 
 
-def test_one_writer_holds_the_lease_until_it_releases_or_its_lease_lapses(storage):
+def test_one_writer_holds_the_lease_until_it_releases_or_its_lease_lapses(storage: StorageConfig) -> None:
     storage = storage.model_copy(update={"lease_seconds": 2})
     first, second = open_store(storage), open_store(storage)
     assert first.take_lease(SyncHolder("one", kbs=("docs",))) is None
-    assert second.take_lease(SyncHolder("two")).id == "one" and second.lease_holder().id == "one"
+    assert (
+        named_holder(second.take_lease(SyncHolder("two"))).id == "one"
+        and named_holder(second.lease_holder()).id == "one"
+    )
     assert first.renew_lease("one", {"docs": SyncProgress(1, 2)})
-    assert second.lease_holder().progress == {"docs": SyncProgress(1, 2)}
+    assert named_holder(second.lease_holder()).progress == {"docs": SyncProgress(1, 2)}
     first.release_lease("one")
     assert second.lease_holder() is None and second.take_lease(SyncHolder("two")) is None
     deadline = time.monotonic() + 30  # the lease lapses lease_seconds (2 s) after its last renewal
@@ -241,7 +257,7 @@ def test_one_writer_holds_the_lease_until_it_releases_or_its_lease_lapses(storag
     assert not second.renew_lease("two", {})  # the one whose lease lapsed learns it lost
 
 
-def test_write_chunks_leaves_out_only_the_document_whose_rows_do_not_fit(store):
+def test_write_chunks_leaves_out_only_the_document_whose_rows_do_not_fit(store: Store) -> None:
     generation = _fill(store)
     refused = store.write_chunks(
         "docs",
@@ -279,7 +295,9 @@ def _reading(path: str, text: str) -> ReadingRow:
     )
 
 
-def test_a_version_pins_the_three_tables_reads_them_as_they_were_and_restores_them(store, storage):
+def test_a_version_pins_the_three_tables_reads_them_as_they_were_and_restores_them(
+    store: Store, storage: StorageConfig
+) -> None:
     """What history.py asks of a backend: the table versions now, reads at them (chunks, manifest, reading forms)
     while the tables move on, restoring them as new versions, and version records per KB; a generation a record
     pins is never dropped, and a forgotten record lets it go."""
@@ -292,15 +310,17 @@ def test_a_version_pins_the_three_tables_reads_them_as_they_were_and_restores_th
     store.write_readings("docs", generation, ["a.md"], [_reading("a.md", "alpha now")])
     reader = open_store(storage)  # another process
     then = reader.view("docs", generation, pinned)
+    assert then is not None
     assert then.version == pinned.chunks and len(then.scan("path = 'a.md'")) == 3
     assert reader.read_files("docs", generation, pinned)["a.md"].file_hash == "ha"
-    assert reader.read_reading("docs", generation, "a.md", pinned)["text"] == "alpha then"
-    assert reader.reading_listing("docs", generation, pinned)["path"].to_pylist() == ["a.md"]
-    assert reader.read_reading("docs", generation, "a.md")["text"] == "alpha now"
+    assert (reader.read_reading("docs", generation, "a.md", pinned) or {})["text"] == "alpha then"
+    listing = reader.reading_listing("docs", generation, pinned)
+    assert listing is not None and listing["path"].to_pylist() == ["a.md"]
+    assert (reader.read_reading("docs", generation, "a.md") or {})["text"] == "alpha now"
     restored = store.restore("docs", generation, pinned)
     assert restored.chunks > pinned.chunks and store.count_chunks("docs") == 4
     assert store.read_files("docs")["a.md"].file_hash == "ha"
-    assert store.read_reading("docs", generation, "a.md")["text"] == "alpha then"
+    assert (store.read_reading("docs", generation, "a.md") or {})["text"] == "alpha then"
 
     def version(number: int, started: str, *tags: str) -> KBVersion:
         return KBVersion(number, generation, pinned, started, started, "sync", tags=tags)

@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 from helpers import write
 from hypothesis import HealthCheck, given, settings
@@ -6,13 +7,17 @@ from hypothesis import strategies as st
 
 from mcp_kb.ingest.folders import scan_folders
 from mcp_kb.api import SearchRequest, SyncRequest
+from mcp_kb.settings import KBConfig
+from helpers import MakeConfig
+import pytest
+from helpers import MakeApp
 
 
-def _kb(make_config, tmp_path, **options):
+def _kb(make_config: MakeConfig, tmp_path: Path, **options: object) -> KBConfig:
     return make_config({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")], **options}).kb[0]
 
 
-def test_walk_lists_supported_files_with_posix_ids(make_config, tmp_path):
+def test_walk_lists_supported_files_with_posix_ids(make_config: MakeConfig, tmp_path: Path) -> None:
     write(tmp_path / "docs/a.md", "# A")
     write(tmp_path / "docs/sub/b.txt", "b")
     write(tmp_path / "docs/program.exe", "not indexed")
@@ -20,7 +25,7 @@ def test_walk_lists_supported_files_with_posix_ids(make_config, tmp_path):
     assert [f.doc_id for f in scan.files] == ["a.md", "sub/b.txt"]
 
 
-def test_include_and_exclude_globs(make_config, tmp_path):
+def test_include_and_exclude_globs(make_config: MakeConfig, tmp_path: Path) -> None:
     write(tmp_path / "docs/a.md", "# A")
     write(tmp_path / "docs/drafts/b.md", "# B")
     write(tmp_path / "docs/c.txt", "c")
@@ -28,7 +33,7 @@ def test_include_and_exclude_globs(make_config, tmp_path):
     assert [f.doc_id for f in scan.files] == ["a.md"]
 
 
-def test_nested_gitignore_is_respected(make_config, tmp_path):
+def test_nested_gitignore_is_respected(make_config: MakeConfig, tmp_path: Path) -> None:
     write(tmp_path / "docs/.gitignore", "*.log\n")
     write(tmp_path / "docs/sub/.gitignore", "secret.md\n")
     write(tmp_path / "docs/sub/secret.md", "x")
@@ -40,13 +45,13 @@ def test_nested_gitignore_is_respected(make_config, tmp_path):
     assert ids == ["run.log", "sub/public.md", "sub/secret.md"]
 
 
-def test_hidden_folders_are_skipped(make_config, tmp_path):
+def test_hidden_folders_are_skipped(make_config: MakeConfig, tmp_path: Path) -> None:
     write(tmp_path / "docs/.git/notes.md", "x")
     write(tmp_path / "docs/visible.md", "x")
     assert [f.doc_id for f in scan_folders(_kb(make_config, tmp_path)).files] == ["visible.md"]
 
 
-def test_binary_file_with_text_extension_is_skipped_with_reason(make_config, tmp_path):
+def test_binary_file_with_text_extension_is_skipped_with_reason(make_config: MakeConfig, tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs/fake.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
     scan = scan_folders(_kb(make_config, tmp_path))
@@ -54,25 +59,25 @@ def test_binary_file_with_text_extension_is_skipped_with_reason(make_config, tmp
     assert scan.skipped[0].doc_id == "fake.md" and "binary" in scan.skipped[0].reason
 
 
-def test_utf16_file_is_not_mistaken_for_binary(make_config, tmp_path):
+def test_utf16_file_is_not_mistaken_for_binary(make_config: MakeConfig, tmp_path: Path) -> None:
     write(tmp_path / "docs/u16.txt", "\ufeffhello world", encoding="utf-16-le")
     assert [f.doc_id for f in scan_folders(_kb(make_config, tmp_path)).files] == ["u16.txt"]
 
 
-def test_files_over_the_size_limit_are_skipped_with_reason(make_config, tmp_path):
+def test_files_over_the_size_limit_are_skipped_with_reason(make_config: MakeConfig, tmp_path: Path) -> None:
     write(tmp_path / "docs/big.txt", "x" * 3_000_000)
     scan = scan_folders(_kb(make_config, tmp_path, max_file_size_mb=1))
     assert scan.files == [] and scan.skipped[0].reason == "too large: 2.9 MB > max_file_size_mb = 1"  # MB of 2**20
 
 
-def test_symlink_loop_terminates(make_config, tmp_path):
+def test_symlink_loop_terminates(make_config: MakeConfig, tmp_path: Path) -> None:
     write(tmp_path / "docs/a.md", "# A")
     os.symlink(tmp_path / "docs", tmp_path / "docs/loop")
     scan = scan_folders(_kb(make_config, tmp_path))
     assert [f.doc_id for f in scan.files] == ["a.md"]
 
 
-def test_several_paths_prefix_ids_with_their_folder(make_config, tmp_path):
+def test_several_paths_prefix_ids_with_their_folder(make_config: MakeConfig, tmp_path: Path) -> None:
     write(tmp_path / "docs/a.md", "# A")
     write(tmp_path / "more/a.md", "# A")
     kb = make_config(
@@ -84,7 +89,7 @@ def test_several_paths_prefix_ids_with_their_folder(make_config, tmp_path):
 # ---- links, odd names and membership (one set of rules for the scan and the document resource) ----
 
 
-def test_symlink_to_itself_is_reported_and_the_walk_goes_on(make_config, tmp_path):
+def test_symlink_to_itself_is_reported_and_the_walk_goes_on(make_config: MakeConfig, tmp_path: Path) -> None:
     write(tmp_path / "docs/a.md", "# A")
     os.symlink("self.md", tmp_path / "docs/self.md")
     scan = scan_folders(_kb(make_config, tmp_path))
@@ -92,7 +97,7 @@ def test_symlink_to_itself_is_reported_and_the_walk_goes_on(make_config, tmp_pat
     assert [(s.doc_id, "broken symbolic link" in s.reason) for s in scan.skipped] == [("self.md", True)]
 
 
-def test_symlinks_leading_outside_the_kb_are_not_followed(make_config, tmp_path):
+def test_symlinks_leading_outside_the_kb_are_not_followed(make_config: MakeConfig, tmp_path: Path) -> None:
     write(tmp_path / "secret/passwords.txt", "root:hunter2")
     write(tmp_path / "docs/inside.md", "# Inside")
     os.symlink(tmp_path / "secret/passwords.txt", tmp_path / "docs/passwd.txt")
@@ -105,7 +110,7 @@ def test_symlinks_leading_outside_the_kb_are_not_followed(make_config, tmp_path)
     assert all("outside the knowledge base" in reason for reason in reasons.values())
 
 
-def test_file_names_that_are_not_utf8_get_escaped_ids(make_config, tmp_path):
+def test_file_names_that_are_not_utf8_get_escaped_ids(make_config: MakeConfig, tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()
     with open(os.fsencode(folder) + b"/caf\xe9.md", "wb") as handle:
@@ -116,13 +121,15 @@ def test_file_names_that_are_not_utf8_get_escaped_ids(make_config, tmp_path):
     source.doc_id.encode("utf-8")  # valid text everywhere an id is written
 
 
-def test_fifo_is_never_opened(make_config, tmp_path):
+def test_fifo_is_never_opened(make_config: MakeConfig, tmp_path: Path) -> None:
     write(tmp_path / "docs/a.md", "# A")
     os.mkfifo(tmp_path / "docs/pipe.md")  # reading it would block the sync for ever
     assert [f.doc_id for f in scan_folders(_kb(make_config, tmp_path)).files] == ["a.md"]
 
 
-def test_a_gitignore_that_cannot_be_read_skips_its_folder_instead_of_indexing_what_it_hides(make_config, tmp_path):
+def test_a_gitignore_that_cannot_be_read_skips_its_folder_instead_of_indexing_what_it_hides(
+    make_config: MakeConfig, tmp_path: Path
+) -> None:
     write(tmp_path / "docs/a.md", "# A")
     write(tmp_path / "docs/sub/secret.md", "# secret")
     write(tmp_path / "docs/sub/.gitignore", "secret.md\n!\n")  # "!" alone is not a valid pattern
@@ -132,7 +139,9 @@ def test_a_gitignore_that_cannot_be_read_skips_its_folder_instead_of_indexing_wh
     assert skipped.doc_id == "sub/" and skipped.unreadable and ".gitignore" in skipped.reason
 
 
-def test_a_scan_leaves_out_excluded_hidden_ignored_large_and_outside_files(make_config, tmp_path):
+def test_a_scan_leaves_out_excluded_hidden_ignored_large_and_outside_files(
+    make_config: MakeConfig, tmp_path: Path
+) -> None:
     write(tmp_path / "docs/ok.md", "# OK")
     write(tmp_path / "docs/drafts/plan.md", "# Plan")
     write(tmp_path / "docs/.private/notes.md", "# Notes")
@@ -152,7 +161,9 @@ name_bytes = st.binary(min_size=1, max_size=40).filter(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(names=st.lists(name_bytes, min_size=1, max_size=6, unique=True))
-def test_any_file_name_is_scanned_with_an_id_that_is_valid_text(make_config, tmp_path_factory, names):
+def test_any_file_name_is_scanned_with_an_id_that_is_valid_text(
+    make_config: MakeConfig, tmp_path_factory: pytest.TempPathFactory, names: list[bytes]
+) -> None:
     root = tmp_path_factory.mktemp("names")
     folder = root / "docs"
     folder.mkdir()
@@ -167,7 +178,9 @@ def test_any_file_name_is_scanned_with_an_id_that_is_valid_text(make_config, tmp
         source.doc_id.encode("utf-8")
 
 
-def test_an_index_kept_inside_a_kb_folder_is_never_indexed_nor_watched(make_app, tmp_path, caplog):
+def test_an_index_kept_inside_a_kb_folder_is_never_indexed_nor_watched(
+    make_app: MakeApp, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Its query log holds what users asked: it must never come back as a search hit."""
     from mcp_kb.ingest.folders import change_concerns
 
@@ -209,8 +222,13 @@ _GLOBS = st.lists(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(files=_TREE_FILES, include=_GLOBS, exclude=_GLOBS, gitignore=st.booleans())
 def test_the_watcher_follows_exactly_the_files_the_scan_lists(
-    make_config, tmp_path_factory, files, include, exclude, gitignore
-):
+    make_config: MakeConfig,
+    tmp_path_factory: pytest.TempPathFactory,
+    files: list[tuple[str, str, str]],
+    include: list[str],
+    exclude: list[str],
+    gitignore: bool,
+) -> None:
     """With several paths the ids carry the root's name ("a/sub/x.md"), and globs match ids: the watcher
     once matched paths relative to their root, and stopped following files the scan indexed."""
     from mcp_kb.ingest.folders import change_concerns

@@ -1,6 +1,8 @@
 """OCR of images and scanned PDF pages (the `ocr` extra; CI installs it)."""
 
 import difflib
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from helpers import cjk_font, write
@@ -9,6 +11,7 @@ from mcp_kb.errors import ParseError
 from mcp_kb.ingest import ocr
 from mcp_kb.ingest.parsers import parse_file
 from mcp_kb.api import SearchRequest
+from helpers import MakeApp
 
 FONT = cjk_font()
 ENGLISH = "Annual leave needs two weeks notice in the HR portal."
@@ -21,7 +24,7 @@ needs_font = pytest.mark.skipif(
 )
 
 
-def draw(path, lines, size=(1400, 320)):
+def draw(path: Path, lines: list[str], size: tuple[int, int] = (1400, 320)) -> Path:
     from PIL import Image, ImageDraw, ImageFont
 
     image = Image.new("RGB", size, "white")
@@ -34,13 +37,13 @@ def draw(path, lines, size=(1400, 320)):
 
 
 def similarity(found: str, expected: str) -> float:
-    squeeze = lambda text: "".join(text.split())  # noqa: E731
+    squeeze: Callable[[str], str] = lambda text: "".join(text.split())  # noqa: E731
     return difflib.SequenceMatcher(None, squeeze(found), squeeze(expected)).ratio()
 
 
 @needs_ocr
 @needs_font
-def test_an_image_of_english_and_chinese_text_is_read(tmp_path):
+def test_an_image_of_english_and_chinese_text_is_read(tmp_path: Path) -> None:
     document = parse_file(draw(tmp_path / "notice.png", [ENGLISH, CHINESE]), "notice.png")
     text = "\n".join(block.text for block in document.blocks)
     assert similarity(text, ENGLISH + CHINESE) >= 0.9, text
@@ -49,7 +52,7 @@ def test_an_image_of_english_and_chinese_text_is_read(tmp_path):
 
 @needs_ocr
 @needs_font
-def test_a_pdf_with_a_text_page_and_a_scanned_page_gets_both(tmp_path):
+def test_a_pdf_with_a_text_page_and_a_scanned_page_gets_both(tmp_path: Path) -> None:
     from fpdf import FPDF
 
     scan = draw(tmp_path / "scan.png", [ENGLISH, CHINESE])
@@ -68,7 +71,7 @@ def test_a_pdf_with_a_text_page_and_a_scanned_page_gets_both(tmp_path):
 
 
 @needs_ocr
-def test_an_image_without_text_and_a_huge_image_end_in_bounded_work(tmp_path):
+def test_an_image_without_text_and_a_huge_image_end_in_bounded_work(tmp_path: Path) -> None:
     from PIL import Image
 
     Image.new("RGB", (800, 600), "white").save(tmp_path / "blank.png")
@@ -78,7 +81,7 @@ def test_an_image_without_text_and_a_huge_image_end_in_bounded_work(tmp_path):
     assert max(ocr.bounded(big).size) == ocr.OCR_SIDE
 
 
-def test_without_the_engine_images_and_scans_say_how_to_get_it(tmp_path, monkeypatch):
+def test_without_the_engine_images_and_scans_say_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pdfs import image_only_pdf
 
     monkeypatch.setattr(ocr, "available", lambda: False)
@@ -89,14 +92,14 @@ def test_without_the_engine_images_and_scans_say_how_to_get_it(tmp_path, monkeyp
         parse_file(image_only_pdf(tmp_path / "scan.pdf"), "scan.pdf")
 
 
-def test_ocr_off_for_a_kb_leaves_images_unread(tmp_path):
+def test_ocr_off_for_a_kb_leaves_images_unread(tmp_path: Path) -> None:
     with pytest.raises(ParseError, match="OCR is off"):
         parse_file(draw(tmp_path / "notice.png", [ENGLISH]), "notice.png", ocr=False)
 
 
 @needs_ocr
 @needs_font
-def test_sync_reads_images_counts_ocr_pages_and_search_finds_the_text(make_app, tmp_path):
+def test_sync_reads_images_counts_ocr_pages_and_search_finds_the_text(make_app: MakeApp, tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     draw(tmp_path / "docs" / "notice.png", [ENGLISH, CHINESE])
     write(tmp_path / "docs" / "other.md", "# Other\n\nNothing about leave here, only parking rules.\n")

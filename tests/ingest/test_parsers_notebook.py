@@ -2,13 +2,17 @@
 by its syntax; a file that is not a notebook fails with the reason."""
 
 import json
+from collections.abc import Iterable
+from typing import Any
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import write
 
 from mcp_kb.errors import ParseError
 from mcp_kb.ingest.chunking import chunk_document
+from mcp_kb.ingest.document import Document
 from mcp_kb.ingest.parsers import code, notebook, parse_file
 from mcp_kb.models.estimate import EstimatedTokens
 from mcp_kb.settings import ChunkingConfig
@@ -16,16 +20,16 @@ from mcp_kb.settings import ChunkingConfig
 TOKENS = EstimatedTokens(512)  # the model-free count: these tests need no model files
 
 
-def _notebook(cells, language="python"):
+def _notebook(cells: list[dict[str, Any]], language: str = "python") -> str:
     kernel = {"kernelspec": {"name": "k", "display_name": "K", "language": language}} if language else {}
     return json.dumps({"cells": cells, "metadata": kernel, "nbformat": 4, "nbformat_minor": 5}, indent=1)
 
 
-def _markdown(source):
+def _markdown(source: str | list[str]) -> dict[str, Any]:
     return {"cell_type": "markdown", "metadata": {}, "source": source}
 
 
-def _code(source, outputs=()):
+def _code(source: str, outputs: Iterable[object] = ()) -> dict[str, Any]:
     return {
         "cell_type": "code",
         "metadata": {},
@@ -56,11 +60,11 @@ CHURN = _notebook(
 )
 
 
-def _parse(tmp_path, text, name="churn.ipynb"):
+def _parse(tmp_path: Path, text: str, name: str = "churn.ipynb") -> Document:
     return parse_file(write(tmp_path / name, text), name)
 
 
-def test_cells_in_order_under_the_notebook_headings_outputs_left_out(tmp_path):
+def test_cells_in_order_under_the_notebook_headings_outputs_left_out(tmp_path: Path) -> None:
     document = _parse(tmp_path, CHURN)
     assert document.kind == "notebook" and document.title == "churn.ipynb"
     assert document.metadata == {"language": "python"} and document.notes == ()
@@ -80,7 +84,7 @@ def test_cells_in_order_under_the_notebook_headings_outputs_left_out(tmp_path):
     assert all(block.line_start is None for block in document.blocks)  # a cell has no line a reader could open
 
 
-def test_each_function_of_a_code_cell_is_a_chunk_of_its_own(tmp_path):
+def test_each_function_of_a_code_cell_is_a_chunk_of_its_own(tmp_path: Path) -> None:
     chunks = chunk_document(_parse(tmp_path, CHURN), ChunkingConfig(), TOKENS)
     by_heading = {chunk.heading: chunk.text for chunk in chunks}
     assert "Fits the churn model" in by_heading["Churn analysis › Training › fit"]
@@ -89,7 +93,7 @@ def test_each_function_of_a_code_cell_is_a_chunk_of_its_own(tmp_path):
     assert not any("LEAKED OUTPUT" in chunk.text or "iVBOR" in chunk.text for chunk in chunks)
 
 
-def test_code_of_another_language_is_kept_as_text(tmp_path):
+def test_code_of_another_language_is_kept_as_text(tmp_path: Path) -> None:
     text = _notebook([_markdown("# Model"), _code("fit <- function(x) {\n  mean(x)\n}\n")], language="R")
     document = _parse(tmp_path, text)
     assert document.metadata == {"language": "r"}
@@ -98,7 +102,9 @@ def test_code_of_another_language_is_kept_as_text(tmp_path):
     ]
 
 
-def test_without_the_grammars_code_cells_are_text_and_the_note_comes_once(tmp_path, monkeypatch):
+def test_without_the_grammars_code_cells_are_text_and_the_note_comes_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(sys.modules, "tree_sitter_language_pack", None)
     code._parser.cache_clear()
     try:
@@ -121,12 +127,14 @@ def test_without_the_grammars_code_cells_are_text_and_the_note_comes_once(tmp_pa
     ],
     ids=["truncated", "a list", "nbformat 3", "no cell type", "source not text", "deep nesting"],
 )
-def test_a_corrupt_notebook_fails_with_its_reason(tmp_path, text, reason):
+def test_a_corrupt_notebook_fails_with_its_reason(tmp_path: Path, text: str, reason: str) -> None:
     with pytest.raises(ParseError, match=reason):
         _parse(tmp_path, text, "broken.ipynb")
 
 
-def test_a_notebook_over_the_size_limit_fails_before_it_is_read(tmp_path, monkeypatch):
+def test_a_notebook_over_the_size_limit_fails_before_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(notebook, "MAX_NOTEBOOK_BYTES", 1024 * 1024)
     plot = {"output_type": "display_data", "data": {"image/png": "i" * 2 * 1024 * 1024}, "metadata": {}}
     with pytest.raises(ParseError, match="notebook of 2 MB, over the 1 MB limit; clear its outputs"):

@@ -1,6 +1,9 @@
 """Word, PowerPoint and spreadsheets: files made here with the same libraries, parsed, chunked, synced."""
 
 import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import png_declaring, write
@@ -9,11 +12,14 @@ from office_files import make_docx, make_pptx, make_xlsx
 from mcp_kb.settings import ChunkingConfig
 from mcp_kb.errors import ParseError
 from mcp_kb.ingest.chunking import chunk_document
+from mcp_kb.ingest.document import Block
 from mcp_kb.ingest.parsers import parse_file
 from mcp_kb.api import SearchRequest
+from helpers import MakeApp
+from mcp_kb.models.fastembed_tokenizer import ModelTokenizer
 
 
-def test_word_headings_tables_lists_and_properties(tmp_path, tokenizer):
+def test_word_headings_tables_lists_and_properties(tmp_path: Path, tokenizer: ModelTokenizer) -> None:
     document = parse_file(make_docx(tmp_path / "report.docx"), "report.docx")
     assert document.title == "Quarterly report"
     assert document.metadata == {
@@ -31,10 +37,11 @@ def test_word_headings_tables_lists_and_properties(tmp_path, tokenizer):
     assert any(c.heading == "Results › Q3" and "record orders" in c.text for c in chunks)
 
 
-def test_slides_are_sections_with_their_number_as_page_and_notes(tmp_path):
+def test_slides_are_sections_with_their_number_as_page_and_notes(tmp_path: Path) -> None:
     document = parse_file(make_pptx(tmp_path / "plan.pptx"), "plan.pptx")
-    by_page = {}
+    by_page: dict[int, list[Block]] = {}
     for block in document.blocks:
+        assert block.page is not None
         by_page.setdefault(block.page, []).append(block)
     assert sorted(by_page) == [1, 2, 3]
     assert by_page[1][0].heading_path == ("Roadmap",) and by_page[1][0].text == "Ship search v2 in May"
@@ -42,7 +49,9 @@ def test_slides_are_sections_with_their_number_as_page_and_notes(tmp_path):
     assert [b.text for b in by_page[2]] == ["Hiring is slow"]
 
 
-def test_sheets_become_records_with_their_header_and_cached_formula_values(tmp_path, tokenizer):
+def test_sheets_become_records_with_their_header_and_cached_formula_values(
+    tmp_path: Path, tokenizer: ModelTokenizer
+) -> None:
     path = make_xlsx(tmp_path / "book.xlsx")
     document = parse_file(path, "book.xlsx")
     orders = [b for b in document.blocks if b.heading_path == ("Orders",)]
@@ -56,7 +65,7 @@ def test_sheets_become_records_with_their_header_and_cached_formula_values(tmp_p
     assert all(chunk.text.count("Customer:") == chunk.text.count("Amount:") for chunk in chunks)  # rows whole
 
 
-def test_formulas_give_the_value_excel_saved(tmp_path):
+def test_formulas_give_the_value_excel_saved(tmp_path: Path) -> None:
     """openpyxl cannot compute formulas; a workbook saved by Excel carries the results, which are used."""
     from openpyxl import load_workbook
 
@@ -68,7 +77,7 @@ def test_formulas_give_the_value_excel_saved(tmp_path):
     assert "Total: 241" in document.blocks[0].text
 
 
-def test_csv_in_gb18030_and_tsv(tmp_path):
+def test_csv_in_gb18030_and_tsv(tmp_path: Path) -> None:
     rows = "".join(
         f"{name},{price},{note}\n"
         for name, price, note in [
@@ -107,7 +116,7 @@ def _zip_of(files: dict[str, str]) -> bytes:
         ("old.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 100, "old binary Excel format"),
     ],
 )
-def test_bad_office_files_get_one_line_reasons(tmp_path, name, content, reason):
+def test_bad_office_files_get_one_line_reasons(tmp_path: Path, name: str, content: bytes, reason: str) -> None:
     path = tmp_path / name
     path.write_bytes(content)
     with pytest.raises(ParseError, match=reason) as caught:
@@ -115,7 +124,7 @@ def test_bad_office_files_get_one_line_reasons(tmp_path, name, content, reason):
     assert "\n" not in str(caught.value)
 
 
-def test_a_sheet_stretched_by_formatting_ends_at_its_data(tmp_path):
+def test_a_sheet_stretched_by_formatting_ends_at_its_data(tmp_path: Path) -> None:
     from openpyxl import Workbook
 
     workbook = Workbook()
@@ -129,7 +138,7 @@ def test_a_sheet_stretched_by_formatting_ends_at_its_data(tmp_path):
     assert [b.text for b in document.blocks] == ["item: bolts\ncount: 12"]
 
 
-def test_office_files_sync_search_and_resync_when_one_changes(make_app, tmp_path):
+def test_office_files_sync_search_and_resync_when_one_changes(make_app: MakeApp, tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     make_docx(docs / "report.docx")
@@ -157,7 +166,7 @@ def test_office_files_sync_search_and_resync_when_one_changes(make_app, tmp_path
 # ---- bounds: what one file may unpack, hold and spend ------------------------------------------
 
 
-def _with_part(source, target, name: str, megabytes: int, content: bytes = b"\0") -> None:
+def _with_part(source: Path, target: Path, name: str, megabytes: int, content: bytes = b"\0") -> None:
     """A copy of an Office package with one more part that inflates to `megabytes` (small on disk)."""
     import zipfile
 
@@ -174,20 +183,24 @@ def _with_part(source, target, name: str, megabytes: int, content: bytes = b"\0"
     "kind, maker, megabytes, shown",
     [("docx", make_docx, 1024, "1.0 GB"), ("pptx", make_pptx, 300, "300 MB"), ("xlsx", make_xlsx, 300, "300 MB")],
 )
-def test_a_small_package_that_unpacks_past_the_limit_fails_before_it_is_read(tmp_path, kind, maker, megabytes, shown):
+def test_a_small_package_that_unpacks_past_the_limit_fails_before_it_is_read(
+    tmp_path: Path, kind: str, maker: Callable[[Path], Path], megabytes: int, shown: str
+) -> None:
     _with_part(maker(tmp_path / f"plain.{kind}"), tmp_path / f"bomb.{kind}", "media/padding.bin", megabytes)
     assert (tmp_path / f"bomb.{kind}").stat().st_size < 5 * 1024 * 1024
     with pytest.raises(ParseError, match=rf"unpacks to {shown}, over the 200 MB limit"):
         parse_file(tmp_path / f"bomb.{kind}", f"bomb.{kind}")
 
 
-def test_a_package_whose_xml_would_not_fit_in_memory_fails_with_its_size(tmp_path):
+def test_a_package_whose_xml_would_not_fit_in_memory_fails_with_its_size(tmp_path: Path) -> None:
     _with_part(make_docx(tmp_path / "plain.docx"), tmp_path / "xml.docx", "word/glossary.xml", 80, b"<w:p/>")
     with pytest.raises(ParseError, match=r"its XML unpacks to 8\d MB, over the 50 MB limit"):
         parse_file(tmp_path / "xml.docx", "xml.docx")
 
 
-def test_a_declared_sheet_size_far_beyond_its_cells_costs_nothing(tmp_path, monkeypatch):
+def test_a_declared_sheet_size_far_beyond_its_cells_costs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The dimension a file declares is a claim: cells are read as stored, not padded out to it."""
     import zipfile
 
@@ -200,22 +213,27 @@ def test_a_declared_sheet_size_far_beyond_its_cells_costs_nothing(tmp_path, monk
             if item.filename.startswith("xl/worksheets/"):
                 data = re.sub(rb'<dimension ref="[^"]*"/>', b'<dimension ref="A1:XFD1048576"/>', data)
             copy.writestr(item, data)
-    seen = []
+    seen: list[object] = []
     real_cell = sheets._cell
-    monkeypatch.setattr(sheets, "_cell", lambda value: seen.append(value) or real_cell(value))
+
+    def counted(value: Any) -> Any:
+        seen.append(value)
+        return real_cell(value)
+
+    monkeypatch.setattr(sheets, "_cell", counted)
     expected = parse_file(honest, "x.xlsx").blocks
     honest_cells, seen[:] = len(seen), []
     assert parse_file(tmp_path / "lying.xlsx", "x.xlsx").blocks == expected
     assert len(seen) == honest_cells
 
 
-def test_a_file_out_of_time_fails_with_the_limit_and_the_next_file_has_its_own_budget(tmp_path):
+def test_a_file_out_of_time_fails_with_the_limit_and_the_next_file_has_its_own_budget(tmp_path: Path) -> None:
     with pytest.raises(ParseError, match="parsing took longer than 0 s, the limit per file"):
         parse_file(make_docx(tmp_path / "report.docx"), "report.docx", seconds=0.0)
     assert parse_file(tmp_path / "report.docx", "report.docx").blocks
 
 
-def test_an_image_declaring_more_pixels_than_may_be_decoded_fails_before_decoding(tmp_path):
+def test_an_image_declaring_more_pixels_than_may_be_decoded_fails_before_decoding(tmp_path: Path) -> None:
     (tmp_path / "huge.png").write_bytes(png_declaring(13_000, 13_000))  # 13000×13000 RGBA: 676 MB decoded
     pytest.importorskip("rapidocr_onnxruntime", reason="the OCR extra reads images")
     with pytest.raises(ParseError, match=r"image of 13000×13000 pixels \(169 MP\), over the 60 MP limit"):

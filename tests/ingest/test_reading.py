@@ -1,5 +1,7 @@
 """A document's reading form (ingest/reading.py): its text, outline and pages, and where each chunk begins in it."""
 
+from pathlib import Path
+
 import pytest
 
 from mcp_kb.ingest.chunking import chunk_document
@@ -7,9 +9,10 @@ from mcp_kb.ingest.document import Block, Document
 from mcp_kb.ingest.parsers import parse_file
 from mcp_kb.ingest.reading import outline_json, outline_of, reading_of, render
 from mcp_kb.settings import ChunkingConfig
+from mcp_kb.models.fastembed_tokenizer import ModelTokenizer
 
 
-def test_a_document_reads_with_its_headings_pages_and_outline():
+def test_a_document_reads_with_its_headings_pages_and_outline() -> None:
     blocks = (
         Block("Intro text.", ("Guide",)),
         Block("Run it.", ("Guide", "Install")),
@@ -39,7 +42,7 @@ def test_a_document_reads_with_its_headings_pages_and_outline():
 
 
 @pytest.mark.parametrize("overlap", [0, 40])
-def test_each_chunk_begins_where_its_own_text_is_in_the_reading_form(tokenizer, overlap):
+def test_each_chunk_begins_where_its_own_text_is_in_the_reading_form(tokenizer: ModelTokenizer, overlap: int) -> None:
     """Long paragraphs split into pieces, a table split under its header, small sections merged, Chinese
     without spaces: the text at each chunk's offset is in that chunk, and offsets only go forward."""
     long_english = " ".join(f"Sentence {n} tells of step {n} in the process." for n in range(300))
@@ -63,7 +66,7 @@ def test_each_chunk_begins_where_its_own_text_is_in_the_reading_form(tokenizer, 
     assert len(set(reading.chunk_starts)) == len(chunks)  # no two pieces point at one place
 
 
-def test_a_markdown_file_reads_as_itself_with_each_heading_spanning_its_own_lines(tmp_path):
+def test_a_markdown_file_reads_as_itself_with_each_heading_spanning_its_own_lines(tmp_path: Path) -> None:
     """Skipped levels, a repeated heading, a section that runs to the end of the file, and trailing blank lines."""
     text = (
         "---\ntitle: T\n---\n# Guide\n\nIntro.\n\n### Deep\n\nDeep text.\n\n## Notes\n\nOne.\n\n## Notes\n\nTwo.\n\n"

@@ -11,10 +11,12 @@ from mcp_kb.settings import SOURCE_KINDS
 from mcp_kb.errors import ConfigError, KBError
 from mcp_kb.ingest.sources import change_concerns, count_kinds, watch_folders
 from mcp_kb.api import SearchRequest
+from helpers import MakeApp
+from helpers import MakeConfig
 
 
 @pytest.fixture
-def notes_kind(monkeypatch):
+def notes_kind(monkeypatch: pytest.MonkeyPatch) -> None:
     """The toy kind registered for one test (the registry is left as it was after)."""
     from toy_notes_source import NotesSettings, NotesSource
 
@@ -28,7 +30,9 @@ def _export(path: Path, notes: list[tuple[str, str, str]]) -> Path:
     return path
 
 
-def test_a_registered_kind_syncs_searches_and_reads_back_beside_a_folder(notes_kind, make_app, tmp_path):
+def test_a_registered_kind_syncs_searches_and_reads_back_beside_a_folder(
+    notes_kind: None, make_app: MakeApp, tmp_path: Path
+) -> None:
     write(tmp_path / "docs" / "guide.md", "# Guide\n\nThe deploy runbook lives in the wiki.\n")
     export = _export(
         tmp_path / "notes.jsonl",
@@ -60,7 +64,7 @@ def test_a_registered_kind_syncs_searches_and_reads_back_beside_a_folder(notes_k
         app.document_text("kb", "note:n2")
 
 
-def test_the_watcher_follows_the_kinds_own_files(notes_kind, make_app, tmp_path):
+def test_the_watcher_follows_the_kinds_own_files(notes_kind: None, make_app: MakeApp, tmp_path: Path) -> None:
     export = _export(tmp_path / "exports" / "notes.jsonl", [("n1", "A", "alpha")])
     app = make_app({"name": "kb", "description": "d", "sources": [{"kind": "notes", "export": str(export)}]})
     sources = app.sources(app.config.kb[0])
@@ -69,13 +73,15 @@ def test_the_watcher_follows_the_kinds_own_files(notes_kind, make_app, tmp_path)
     assert count_kinds(["note:n1", "a/b.md", "https://x.org/guide/", "note:n2"]) == {"note": 2, "md": 1, "web page": 1}
 
 
-def test_a_kinds_settings_are_checked_with_the_config(notes_kind, make_config, tmp_path):
+def test_a_kinds_settings_are_checked_with_the_config(
+    notes_kind: None, make_config: MakeConfig, tmp_path: Path
+) -> None:
     with pytest.raises(ConfigError, match=r"unknown key 'kb\[kb\]\.sources\[0\]\.exprt'; did you mean 'export'\?"):
         make_config({"name": "kb", "description": "d", "sources": [{"kind": "notes", "exprt": "x"}]})
     with pytest.raises(ConfigError, match=r"unknown source kind 'wiki'; known: notes"):
         make_config({"name": "kb", "description": "d", "sources": [{"kind": "wiki"}]})
 
 
-def test_without_registered_kinds_a_sources_table_is_refused(make_config):
+def test_without_registered_kinds_a_sources_table_is_refused(make_config: MakeConfig) -> None:
     with pytest.raises(ConfigError, match=r"unknown source kind 'notes'; known: \(none registered\)"):
         make_config({"name": "kb", "description": "d", "sources": [{"kind": "notes"}]})

@@ -6,6 +6,9 @@ import gzip
 import json
 import shutil
 import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -24,6 +27,8 @@ from mcp_kb.ingest.web.pagecache import PageCache
 from mcp_kb.ingest.web.urls import Scope, normalize_url, suffix_for
 from pdfs import text_pdf
 from mcp_kb.api import SearchRequest, SyncRequest
+from helpers import MakeApp, chunk_table, text_of
+from mcp_kb.app import App
 
 QUERY_PARAMS = """<h1>Query Parameters</h1>
 <p>When you declare function parameters that are not part of the path, they are read from the query string.</p>
@@ -46,7 +51,7 @@ async def read_item(item_id: str, q: str | None = None):
 <a href="/guide/query-params/?utm_source=nav#optional">this page again</a>.</p>"""
 
 
-def build_site(tmp_path) -> Site:
+def build_site(tmp_path: Path) -> Site:
     site = Site()
     site.html(
         "/guide/",
@@ -83,7 +88,7 @@ def build_site(tmp_path) -> Site:
 
 
 @pytest.fixture
-def site(tmp_path):
+def site(tmp_path: Path) -> Iterator[Site]:
     site = build_site(tmp_path)
     with serve_site(site):
         sitemap = site.pages["/sitemap.xml"]
@@ -91,7 +96,7 @@ def site(tmp_path):
         yield site
 
 
-def web_kb(site: Site, **source) -> dict:
+def web_kb(site: Site, **source: object) -> dict[str, Any]:
     return {
         "name": "docs",
         "description": "Example Docs web site",
@@ -99,7 +104,7 @@ def web_kb(site: Site, **source) -> dict:
     }
 
 
-def indexed(app) -> set[str]:
+def indexed(app: App) -> set[str]:
     return {
         path.removeprefix(app.config.kb[0].urls[0].url.rsplit("/guide/", 1)[0]) for path in app.document_ids("docs")
     }
@@ -122,18 +127,18 @@ def indexed(app) -> set[str]:
         ("https://x.org/docs/caf%c3%a9%20page/", "https://x.org/docs/caf%C3%A9%20page/"),
     ],
 )
-def test_urls_are_normalized_to_one_spelling(raw, expected):
+def test_urls_are_normalized_to_one_spelling(raw: str, expected: str | None) -> None:
     assert normalize_url(raw) == expected
 
 
-def test_query_parameters_that_name_a_page_are_kept_sorted():
+def test_query_parameters_that_name_a_page_are_kept_sorted() -> None:
     assert (
         normalize_url("https://w.example/index.php?title=Main&action=view&oldid=3", ["title", "oldid"])
         == "https://w.example/index.php?oldid=3&title=Main"
     )
 
 
-def test_scope_is_the_start_folder_on_its_host_within_the_globs():
+def test_scope_is_the_start_folder_on_its_host_within_the_globs() -> None:
     scope = Scope.of(WebSourceConfig(url="https://docs.example.com/guide/index.html", exclude=["*/changelog/*"]))
     assert scope.prefix == "https://docs.example.com/guide/"
     assert scope.contains("https://docs.example.com/guide/tutorial/")
@@ -143,7 +148,7 @@ def test_scope_is_the_start_folder_on_its_host_within_the_globs():
     assert not scope.contains("https://docs.example.com.evil.example/guide/")
 
 
-def test_a_body_is_parsed_by_its_content_type_or_telling_suffix():
+def test_a_body_is_parsed_by_its_content_type_or_telling_suffix() -> None:
     assert suffix_for("https://x/guide/", "text/html") == ".html"
     assert suffix_for("https://x/README.md", "text/plain") == ".md"
     assert suffix_for("https://x/download?id=3", "application/pdf") == ".pdf"
@@ -153,7 +158,7 @@ def test_a_body_is_parsed_by_its_content_type_or_telling_suffix():
 # ---- crawling a site --------------------------------------------------------------------------
 
 
-def test_a_site_is_crawled_within_its_scope_and_searched_with_url_citations(site, make_app):
+def test_a_site_is_crawled_within_its_scope_and_searched_with_url_citations(site: Site, make_app: MakeApp) -> None:
     kb = web_kb(site, concurrency=2)
     kb["chunking"] = {"max_tokens": 128, "overlap": 12}  # a section a chunk, so citations name sections
     app = make_app(kb)
@@ -176,7 +181,7 @@ def test_a_site_is_crawled_within_its_scope_and_searched_with_url_citations(site
 
     hit = app.search("docs", SearchRequest(query="how do I make a query parameter optional", top_k=1)).hits[0]
     assert hit.source == f"{site.url}/guide/query-params/" and "Optional parameters" in hit.text
-    chunks = app.store.chunk_table("docs").to_arrow().to_pylist()
+    chunks = chunk_table(app.store, "docs").to_arrow().to_pylist()
     code = next(c for c in chunks if "async def read_item" in c["text"])
     assert code["heading"] == "Query Parameters › Optional parameters" and code["title"].startswith("Query Parameters")
     assert '    if q:\n        return {"item_id": item_id, "q": q}' in code["text"]  # code, indentation kept
@@ -193,7 +198,7 @@ def test_a_site_is_crawled_within_its_scope_and_searched_with_url_citations(site
     assert app.summary("docs").kinds == {"web page": 4, "pdf": 1}
 
 
-def test_an_unchanged_site_costs_one_conditional_request_a_page_and_no_embedding(site, make_app):
+def test_an_unchanged_site_costs_one_conditional_request_a_page_and_no_embedding(site: Site, make_app: MakeApp) -> None:
     app = make_app(web_kb(site))
     app.sync(SyncRequest(kb="docs"))
     site.clear_log()
@@ -207,7 +212,7 @@ def test_an_unchanged_site_costs_one_conditional_request_a_page_and_no_embedding
     assert report.crawl["not_modified"] == 6 and report.crawl["downloaded"] == 0
 
 
-def test_changed_removed_and_failing_pages(site, make_app):
+def test_changed_removed_and_failing_pages(site: Site, make_app: MakeApp) -> None:
     app = make_app(web_kb(site))
     app.sync(SyncRequest(kb="docs"))
     site.html(
@@ -241,7 +246,7 @@ def test_changed_removed_and_failing_pages(site, make_app):
     assert app.sync(SyncRequest(kb="docs"))[0].chunks_embedded == 0
 
 
-def test_an_unreachable_site_keeps_its_index(site, make_app, tmp_path):
+def test_an_unreachable_site_keeps_its_index(site: Site, make_app: MakeApp, tmp_path: Path) -> None:
     app = make_app(web_kb(site))
     app.sync(SyncRequest(kb="docs"))
     before = indexed(app)
@@ -254,7 +259,7 @@ def test_an_unreachable_site_keeps_its_index(site, make_app, tmp_path):
 # ---- bad input and manners --------------------------------------------------------------------
 
 
-def test_hostile_pages_are_bounded_and_reported(site, make_app):
+def test_hostile_pages_are_bounded_and_reported(site: Site, make_app: MakeApp) -> None:
     site.trap_prefix = "/guide/calendar/"
     site.pages["/guide/bomb/"] = Page(gzip_bomb(64), headers={"Content-Encoding": "gzip"})
     site.pages["/guide/huge/"] = Page(b"<html><body><p>" + b"word " * 500_000 + b"</p></body></html>")
@@ -291,7 +296,7 @@ def test_hostile_pages_are_bounded_and_reported(site, make_app):
     assert "/guide/broken/" in indexed(app)
 
 
-def test_robots_txt_disallowing_everything_fetches_nothing(site, make_app):
+def test_robots_txt_disallowing_everything_fetches_nothing(site: Site, make_app: MakeApp) -> None:
     site.pages["/robots.txt"] = Page(b"User-agent: *\nDisallow: /\n", content_type="text/plain")
     app = make_app(web_kb(site, sitemap="off"))
     report = app.sync(SyncRequest(kb="docs"))[0]
@@ -299,7 +304,9 @@ def test_robots_txt_disallowing_everything_fetches_nothing(site, make_app):
     assert report.files_added == 0 and any("robots.txt" in s.reason for s in report.skipped)
 
 
-def test_header_tokens_come_from_the_environment_and_never_reach_the_index(site, make_app, monkeypatch, tmp_path):
+def test_header_tokens_come_from_the_environment_and_never_reach_the_index(
+    site: Site, make_app: MakeApp, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("WIKI_TOKEN", "s3cr3t-wiki-token")
     app = make_app(web_kb(site, headers={"Authorization": "Bearer ${WIKI_TOKEN}"}))
     app.sync(SyncRequest(kb="docs"))
@@ -311,7 +318,9 @@ def test_header_tokens_come_from_the_environment_and_never_reach_the_index(site,
         app.sync(SyncRequest(kb="docs"))
 
 
-def test_the_document_resource_returns_a_pages_text_from_the_index_and_refuses_others(site, make_app):
+def test_the_document_resource_returns_a_pages_text_from_the_index_and_refuses_others(
+    site: Site, make_app: MakeApp
+) -> None:
     app = make_app(web_kb(site))
     app.sync(SyncRequest(kb="docs"))
     requests = len(site.requests)
@@ -326,23 +335,25 @@ def test_the_document_resource_returns_a_pages_text_from_the_index_and_refuses_o
 
 
 @pytest.mark.anyio
-async def test_mcp_clients_search_pages_and_read_them_by_url(site, make_app):
+async def test_mcp_clients_search_pages_and_read_them_by_url(site: Site, make_app: MakeApp) -> None:
     app = make_app(web_kb(site))
     app.sync(SyncRequest(kb="docs"))
     url = f"{site.url}/guide/query-params/"
     async with Client(build_server(app)) as client:
         tool = next(t for t in (await client.list_tools()).tools if t.name == "search_docs")
-        assert "web page" in tool.description
+        assert tool.description and "web page" in tool.description
         result = await client.call_tool("search_docs", {"query": "optional query parameter", "top_k": 1})
         assert result.structured_content["results"][0]["source"] == url
-        text = (await client.read_resource(f"kb://docs/documents/{url}")).contents[0].text
+        text = text_of((await client.read_resource(f"kb://docs/documents/{url}")).contents[0])
         assert "Optional parameters" in text
         with pytest.raises(Exception, match="has no document"):
             await client.read_resource(f"kb://docs/documents/{site.url}/outside/secret/")
 
 
 @pytest.mark.anyio
-async def test_watching_a_web_kb_recrawls_it_on_a_schedule(site, make_app, monkeypatch):
+async def test_watching_a_web_kb_recrawls_it_on_a_schedule(
+    site: Site, make_app: MakeApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(mcp_kb.settings.kb, "WATCH_POLL_SECONDS", 0.3)
     kb = web_kb(site)
     kb["sync"] = {"on_start": True, "watch": True}
@@ -358,7 +369,7 @@ async def test_watching_a_web_kb_recrawls_it_on_a_schedule(site, make_app, monke
         group.cancel_scope.cancel()
 
 
-async def _eventually(check, seconds: float = 30.0) -> None:
+async def _eventually(check: Callable[[], object], seconds: float = 30.0) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
@@ -370,7 +381,7 @@ async def _eventually(check, seconds: float = 30.0) -> None:
     raise AssertionError("condition not met before the deadline")
 
 
-def test_path_filters_match_url_paths_on_any_host(site, make_app):
+def test_path_filters_match_url_paths_on_any_host(site: Site, make_app: MakeApp) -> None:
     app = make_app(web_kb(site))
     app.sync(SyncRequest(kb="docs"))
     for condition in (
@@ -388,7 +399,7 @@ def test_path_filters_match_url_paths_on_any_host(site, make_app):
     ).hits
 
 
-def test_a_lost_page_cache_costs_downloads_never_embeddings(site, make_app, tmp_path):
+def test_a_lost_page_cache_costs_downloads_never_embeddings(site: Site, make_app: MakeApp, tmp_path: Path) -> None:
     app = make_app(web_kb(site))
     app.sync(SyncRequest(kb="docs"))
     shutil.rmtree(tmp_path / "index" / "web")
@@ -397,7 +408,9 @@ def test_a_lost_page_cache_costs_downloads_never_embeddings(site, make_app, tmp_
     assert report.chunks_embedded == 0 and report.files_unchanged == 5
 
 
-def test_a_crawl_cut_short_never_pairs_a_body_with_another_bodys_etag(site, make_app, monkeypatch):
+def test_a_crawl_cut_short_never_pairs_a_body_with_another_bodys_etag(
+    site: Site, make_app: MakeApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Killed after a new body was written but before the page list was saved, then the page
     reverts: the old ETag answers 304, and the index must hold the reverted text, not the new one."""
     app = make_app(web_kb(site))
@@ -418,7 +431,7 @@ def test_a_crawl_cut_short_never_pairs_a_body_with_another_bodys_etag(site, make
     )
 
 
-def test_sitemap_indexes_canonical_links_noindex_and_last_modified(site, make_app):
+def test_sitemap_indexes_canonical_links_noindex_and_last_modified(site: Site, make_app: MakeApp) -> None:
     sitemap = (f"<urlset><url><loc>{site.url}/guide/listed/</loc></url></urlset>").encode()
     site.pages["/robots.txt"] = Page(
         f"User-agent: *\nSitemap: {site.url}/maps/index.xml\n".encode(), content_type="text/plain"
@@ -449,7 +462,7 @@ def test_sitemap_indexes_canonical_links_noindex_and_last_modified(site, make_ap
     assert listed.headers.get("If-Modified-Since") == "Wed, 21 Oct 2026 07:28:00 GMT" and listed.status == 304
 
 
-def test_a_sitemap_is_read_as_xml_means_it_and_its_entities_are_never_expanded(site, make_app):
+def test_a_sitemap_is_read_as_xml_means_it_and_its_entities_are_never_expanded(site: Site, make_app: MakeApp) -> None:
     """CDATA and namespace prefixes name pages, a commented-out entry does not, a bare "&" in a URL is
     kept, and neither an entity bomb nor an external entity (a local file) is expanded."""
     bomb = "".join(f'<!ENTITY {b} "{("&" + a + ";") * 10}">' for a, b in zip("abcdefgh", "bcdefghi"))
@@ -477,7 +490,7 @@ def test_a_sitemap_is_read_as_xml_means_it_and_its_entities_are_never_expanded(s
     assert not report.failures
 
 
-def test_check_lists_the_pages_a_sync_would_index_without_indexing(site, tmp_path):
+def test_check_lists_the_pages_a_sync_would_index_without_indexing(site: Site, tmp_path: Path) -> None:
     path = tmp_path / "kb.toml"
     path.write_text(
         f'storage = "{tmp_path / "index"}"\n[[kb]]\nname = "docs"\ndescription = "d"\nurls = ["{site.url}/guide/"]\n',
@@ -490,7 +503,7 @@ def test_check_lists_the_pages_a_sync_would_index_without_indexing(site, tmp_pat
     assert not (tmp_path / "index").exists()  # nothing indexed, no page cache left behind
 
 
-def test_a_site_that_suddenly_loses_most_pages_is_refused_as_a_mass_deletion(site, make_app):
+def test_a_site_that_suddenly_loses_most_pages_is_refused_as_a_mass_deletion(site: Site, make_app: MakeApp) -> None:
     links = "".join(f"<a href='/guide/p{i}/'>page {i}</a> " for i in range(24))
     site.html("/guide/", "Introduction", f"<h1>Introduction</h1><p>All pages: {links}</p>")
     for i in range(24):
@@ -518,7 +531,7 @@ BAD_LOCATIONS = {
 }
 
 
-def test_bad_redirects_links_and_headers_fail_their_page_and_the_rest_is_indexed(site, make_app):
+def test_bad_redirects_links_and_headers_fail_their_page_and_the_rest_is_indexed(site: Site, make_app: MakeApp) -> None:
     for name, location in BAD_LOCATIONS.items():
         site.pages[f"/guide/r-{name}/"] = Page(b"", status=302, location=location)
     site.pages["/guide/bad-length/"] = Page(b"<html><body><p>x</p></body></html>", headers={"Content-Length": "abc"})
@@ -545,7 +558,7 @@ def test_bad_redirects_links_and_headers_fail_their_page_and_the_rest_is_indexed
 
 
 @pytest.mark.parametrize("drip", ["headers", "body"])
-def test_a_server_dripping_its_answer_is_cut_at_the_page_timeout(site, make_app, drip):
+def test_a_server_dripping_its_answer_is_cut_at_the_page_timeout(site: Site, make_app: MakeApp, drip: str) -> None:
     # 2,000 bytes at 20 a second: 100 s if the deadline did not hold for headers and body alike
     padding = {"X-Padding": "p" * 2000} if drip == "headers" else {}
     body = b"<html><body><p>" + b"d" * (2000 if drip == "body" else 10) + b"</p></body></html>"
@@ -563,7 +576,7 @@ def test_a_server_dripping_its_answer_is_cut_at_the_page_timeout(site, make_app,
     assert "/guide/install/" in indexed(app)
 
 
-def test_declared_charsets_are_honoured(site, make_app):
+def test_declared_charsets_are_honoured(site: Site, make_app: MakeApp) -> None:
     russian = "<h1>Установка</h1><p>Установите пакет командой pip в виртуальном окружении.</p>"
     site.pages["/guide/ru/"] = Page(
         f'<html><head><meta charset="windows-1251"></head><body>{russian}</body></html>'.encode("cp1251"),
@@ -603,7 +616,9 @@ def test_declared_charsets_are_honoured(site, make_app):
     )
 
 
-def test_a_header_secret_with_a_control_character_is_refused_naming_the_variable(site, make_app, monkeypatch):
+def test_a_header_secret_with_a_control_character_is_refused_naming_the_variable(
+    site: Site, make_app: MakeApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("WIKI_TOKEN", "s3cr3t-wiki-token\r")
     with pytest.raises(ConfigError, match="WIKI_TOKEN") as refused:
         make_app(web_kb(site, headers={"Authorization": "Bearer ${WIKI_TOKEN}"}))
@@ -619,13 +634,17 @@ def test_a_header_secret_with_a_control_character_is_refused_naming_the_variable
     assert site.requests == []
 
 
-def test_http_library_errors_never_carry_request_headers_into_reports_or_state(site, make_app, monkeypatch, tmp_path):
+def test_http_library_errors_never_carry_request_headers_into_reports_or_state(
+    site: Site, make_app: MakeApp, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("WIKI_TOKEN", "s3cr3t-wiki-token")
     app = make_app(web_kb(site, headers={"Authorization": "Bearer ${WIKI_TOKEN}"}))
     app.sync(SyncRequest(kb="docs"))
     real_request = httpx.AsyncHTTPTransport.handle_async_request
 
-    async def failing(self, request):  # what h11 says of a header it refuses: it quotes the value
+    async def failing(
+        self: httpx.AsyncHTTPTransport, request: httpx.Request
+    ) -> httpx.Response:  # what h11 says of a header it refuses: it quotes the value
         if str(request.url).endswith("/guide/install/"):
             raise httpx.LocalProtocolError("Illegal header value b'Bearer s3cr3t-wiki-token'")
         return await real_request(self, request)
@@ -640,7 +659,7 @@ def test_http_library_errors_never_carry_request_headers_into_reports_or_state(s
     assert b"s3cr3t" not in stored
 
 
-def test_a_sitemap_is_read_in_bounds_whatever_it_holds(monkeypatch):
+def test_a_sitemap_is_read_in_bounds_whatever_it_holds(monkeypatch: pytest.MonkeyPatch) -> None:
     """A file of the protocol's size limit read as a stream: at most its 50,000 URLs, and a flood of empty
     elements stops at the element bound instead of building a tree of millions of them."""
     from mcp_kb.ingest.web import robots

@@ -19,6 +19,9 @@ from mcp_kb.errors import KBError
 from mcp_kb.ingest import parsers
 from mcp_kb.ingest.parsers.bounds import MAX_CHUNKS
 from mcp_kb.api import SearchRequest
+from helpers import MakeApp
+from helpers import MakeConfig
+from mcp_kb.models.fastembed import FastEmbedder
 
 GOOD_FILES = 10  # with two hostile ones, enough files for two workers (FILES_PER_WORKER)
 # The memory cap and the process table are read from /proc.
@@ -26,7 +29,7 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason=
 
 
 @pytest.fixture
-def registered(monkeypatch):
+def registered(monkeypatch: pytest.MonkeyPatch) -> None:
     """Register the hostile parsers as a plugin would; the registrations end with the test."""
     monkeypatch.setattr(parsers, "_PARSERS", dict(parsers._PARSERS))
     monkeypatch.setattr(parsers, "_BINARY", set(parsers._BINARY))
@@ -46,8 +49,8 @@ def _folder(tmp_path: Path, *hostile: str) -> Path:
 
 
 def test_files_that_hang_crash_or_need_too_much_memory_fail_alone_and_the_rest_is_indexed(
-    registered, make_app, tmp_path
-):
+    registered: None, make_app: MakeApp, tmp_path: Path
+) -> None:
     docs = _folder(tmp_path, "stuck.hang", "broken.crash", "greedy.hog")
     app = make_app(
         {"name": "docs", "description": "d", "paths": [str(docs)]},
@@ -63,8 +66,8 @@ def test_files_that_hang_crash_or_need_too_much_memory_fail_alone_and_the_rest_i
 
 
 def test_a_worker_killed_from_outside_does_not_blame_its_file_and_the_next_sync_indexes_it(
-    registered, make_app, tmp_path
-):
+    registered: None, make_app: MakeApp, tmp_path: Path
+) -> None:
     docs = _folder(tmp_path, "victim.hang_once")
     app = make_app({"name": "docs", "description": "d", "paths": [str(docs)]}, sync={"workers": 1})
     reports = []
@@ -85,7 +88,9 @@ def test_a_worker_killed_from_outside_does_not_blame_its_file_and_the_next_sync_
     assert app.chunk_text("docs", "victim.hang_once", 0) == "text a parser is given"
 
 
-def test_files_are_parsed_side_by_side_in_as_many_processes_as_workers(registered, make_app, tmp_path):
+def test_files_are_parsed_side_by_side_in_as_many_processes_as_workers(
+    registered: None, make_app: MakeApp, tmp_path: Path
+) -> None:
     docs = _folder(tmp_path, "a.meet", "b.meet")
     app = make_app({"name": "docs", "description": "d", "paths": [str(docs)]}, sync={"workers": 2})
     app.sync()
@@ -95,7 +100,7 @@ def test_files_are_parsed_side_by_side_in_as_many_processes_as_workers(registere
     assert len(pids) == 2 and str(os.getpid()) not in pids
 
 
-def test_a_file_making_more_chunks_than_one_file_may_fails_with_the_count(make_app, tmp_path):
+def test_a_file_making_more_chunks_than_one_file_may_fails_with_the_count(make_app: MakeApp, tmp_path: Path) -> None:
     records = [{"question": f"question {i}", "answer": f"answer {i}"} for i in range(MAX_CHUNKS + 1)]
     write(tmp_path / "docs" / "faq.jsonl", "\n".join(json.dumps(record) for record in records))
     write(tmp_path / "docs" / "small.md", "# Small\n\nA small note about parking.\n")
@@ -107,8 +112,10 @@ def test_a_file_making_more_chunks_than_one_file_may_fails_with_the_count(make_a
     assert report.chunks_total == 1
 
 
-def test_a_parser_that_cannot_be_sent_to_a_worker_is_named_before_anything_is_parsed(registered, make_app, tmp_path):
-    parsers.register([".local"], lambda path, doc_id: None)
+def test_a_parser_that_cannot_be_sent_to_a_worker_is_named_before_anything_is_parsed(
+    registered: None, make_app: MakeApp, tmp_path: Path
+) -> None:
+    parsers.register([".local"], lambda path, doc_id: None)  # type: ignore[arg-type,return-value]  # never parses: it only has to be refused
     write(tmp_path / "docs" / "a.md", "# A\n\ntext\n")
     app = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
     with pytest.raises(
@@ -130,8 +137,8 @@ main()
 
 
 def test_a_sync_killed_while_a_worker_is_stuck_leaves_no_worker_behind_and_the_next_sync_completes(
-    registered, tmp_path
-):
+    registered: None, tmp_path: Path
+) -> None:
     docs = _folder(tmp_path, "stuck.hang")
     config = tmp_path / "kb.toml"
     config.write_text(
@@ -161,7 +168,7 @@ def test_a_sync_killed_while_a_worker_is_stuck_leaves_no_worker_behind_and_the_n
     assert "failed stuck.hang: parsing took longer than 1 s" in finished.stdout
 
 
-def test_a_frame_that_lies_about_its_size_costs_only_what_is_sent():
+def test_a_frame_that_lies_about_its_size_costs_only_what_is_sent() -> None:
     import io
 
     from mcp_kb.ingest.workers import _read
@@ -174,8 +181,8 @@ def test_a_frame_that_lies_about_its_size_costs_only_what_is_sent():
 
 
 def test_a_broken_tokenizer_fails_the_sync_with_its_reason_not_each_file_in_a_worker(
-    make_config, embedder, tmp_path, model_folder, monkeypatch
-):
+    make_config: MakeConfig, embedder: FastEmbedder, tmp_path: Path, model_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mcp_kb.app import App
     from mcp_kb.errors import ModelError
 

@@ -4,10 +4,15 @@ section's, a code file reads back as the file, and an answer never holds more to
 
 import os
 import sys
+from pathlib import Path
+
+from typing import Any
 
 import pytest
-from helpers import write
+from helpers import write, text_of
 from mcp import Client, StdioServerParameters
+from mcp_types import CallToolResult
+from mcp_kb.models.fastembed_tokenizer import ModelTokenizer
 
 pytestmark = pytest.mark.anyio
 
@@ -134,7 +139,7 @@ CODE_QUESTIONS = [
 
 
 @pytest.fixture
-def config(tmp_path):
+def config(tmp_path: Path) -> Path:
     write(tmp_path / "handbook" / "leave.md", LEAVE)
     write(tmp_path / "handbook" / "travel.md", TRAVEL)
     write(tmp_path / "code" / "users.py", USERS)
@@ -150,7 +155,7 @@ def config(tmp_path):
     return path
 
 
-def _stdio(config):
+def _stdio(config: Path) -> Client:
     return Client(
         StdioServerParameters(
             command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy()
@@ -158,24 +163,25 @@ def _stdio(config):
     )
 
 
-async def _sync(client):
+async def _sync(client: Client) -> None:
     result = await client.call_tool("sync_knowledge_base", {})
-    assert not result.is_error, result.content[0].text
+    assert not result.is_error, text_of(result.content[0])
 
 
-async def _read(client, **arguments):
+async def _read(client: Client, **arguments: object) -> dict[str, Any]:
     result = await client.call_tool("read_document", arguments)
-    assert not result.is_error, result.content[0].text
-    return result.structured_content
+    assert not result.is_error, text_of(result.content[0])
+    read: dict[str, Any] = result.structured_content
+    return read
 
 
-async def _top_hit(client, tool, question):
+async def _top_hit(client: Client, tool: str, question: str) -> tuple[CallToolResult, dict[str, Any]]:
     """The search tool's answer to a question (top 3), and its first hit."""
     result = await client.call_tool(tool, {"query": question, "top_k": 3})
     return result, result.structured_content["results"][0]
 
 
-async def _read_whole(client, kb, path):
+async def _read_whole(client: Client, kb: str, path: str) -> tuple[str, int]:
     """A document read through its cursors, its parts put end to end."""
     parts = [await _read(client, kb=kb, path=path, max_tokens=200)]
     while parts[-1]["cursor"]:
@@ -183,20 +189,24 @@ async def _read_whole(client, kb, path):
     return "".join(part["text"] for part in parts), len(parts)
 
 
-async def test_a_question_aimed_at_one_section_is_cited_by_it_and_reading_it_returns_its_answer_alone(config):
+async def test_a_question_aimed_at_one_section_is_cited_by_it_and_reading_it_returns_its_answer_alone(
+    config: Path,
+) -> None:
     async with _stdio(config) as client:
         await _sync(client)
         for question, document, heading, answer in QUESTIONS:
             result, top = await _top_hit(client, "search_handbook", question)
             assert (top["source"], top["heading"]) == (document, heading), question
-            assert f"{document} › {heading}" in result.content[0].text  # the text cites the same place
+            assert f"{document} › {heading}" in text_of(result.content[0])  # the text cites the same place
             assert heading in [part["heading"] for part in top["parts"]]
             read = await _read(client, kb="handbook", path=document, section=heading)
             assert answer in read["text"], question
             assert [other for other in ANSWERS if other != answer and other in read["text"]] == [], question
 
 
-async def test_a_method_is_cited_by_its_class_with_the_files_own_lines_and_a_code_file_reads_as_itself(config):
+async def test_a_method_is_cited_by_its_class_with_the_files_own_lines_and_a_code_file_reads_as_itself(
+    config: Path,
+) -> None:
     sources = {"users.py": USERS, "orders.py": ORDERS, "long.py": LONG}
     async with _stdio(config) as client:
         await _sync(client)
@@ -226,7 +236,9 @@ async def test_a_method_is_cited_by_its_class_with_the_files_own_lines_and_a_cod
         assert entries["Invoice › tax"] == (14, 16) and entries["Cart"] == (19, 28)
 
 
-async def test_a_search_answer_holds_at_most_max_tokens_of_text_citations_included(config, tmp_path, tokenizer):
+async def test_a_search_answer_holds_at_most_max_tokens_of_text_citations_included(
+    config: Path, tmp_path: Path, tokenizer: ModelTokenizer
+) -> None:
     deep = tmp_path / "handbook" / "/".join(f"department-of-{n}-affairs" for n in range(12))
     write(
         deep / "rules.md",

@@ -6,21 +6,25 @@ one client behind a round-robin balancer."""
 import hashlib
 import json
 import os
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
 import pytest
-from fake_issuer import serve_issuer
-from helpers import closed_address, write
+from fake_issuer import Issuer, serve_issuer
+from helpers import closed_address, write, text_of
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_types import PromptReference, ResourceTemplateReference
+from mcp_types import CallToolResult, PromptReference, ResourceTemplateReference, Tool
 from served import serve_http
 from task_client import CreatedTask, Tasks, ask, until_ended
 
 from mcp_kb.vocabulary import SYNC_TOOL
 from mcp_kb.api import SyncRequest, SyncProgress
+from mcp_kb.models.fastembed import FastEmbedder
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +36,7 @@ _PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 _JSON = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-def _config(base, issuer_url, extra=""):
+def _config(base: Path, issuer_url: str, extra: str = "") -> Path:
     storage = base / "index"
     lines = [
         f'storage = "{storage}"',
@@ -75,7 +79,7 @@ def _sha(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def _env():
+def _env() -> dict[str, str]:
     return {
         **{k: v for k, v in os.environ.items() if k != "MCP_KB_TOKEN"},
         "HR_TOKEN": SECRETS["hr"],
@@ -84,13 +88,15 @@ def _env():
 
 
 @pytest.fixture(scope="module")
-def issuer():
+def issuer() -> Iterator[Issuer]:
     with serve_issuer() as issuer:
         yield issuer
 
 
 @pytest.fixture(scope="module")
-def team(tmp_path_factory, embedder, issuer):
+def team(
+    tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder, issuer: Issuer
+) -> Iterator[tuple[str, Path, Callable[[], str]]]:
     """Two KBs synced once and served over HTTP with scoped tokens and OAuth."""
     from mcp_kb.app import App
     from mcp_kb.settings import load_config
@@ -105,7 +111,7 @@ def team(tmp_path_factory, embedder, issuer):
 
 
 @asynccontextmanager
-async def _session(url, token, **options):
+async def _session(url: str, token: str, **options: Any) -> AsyncIterator[Client]:
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
@@ -114,7 +120,7 @@ async def _session(url, token, **options):
         yield client
 
 
-async def _read_error(client, uri) -> str:
+async def _read_error(client: Client, uri: str) -> str:
     with pytest.raises(MCPError) as caught:
         await client.read_resource(uri)
     return str(caught.value)
@@ -124,13 +130,15 @@ async def _read_error(client, uri) -> str:
 DOCUMENT_TOOLS = ["read_document", "list_documents", "search_knowledge_bases"]
 
 
-async def _visible(client):
+async def _visible(client: Client) -> tuple[list[Tool], list[str]]:
     tools = (await client.list_tools()).tools
-    listed = json.loads((await client.read_resource("kb://knowledge-bases")).contents[0].text)
+    listed = json.loads(text_of((await client.read_resource("kb://knowledge-bases")).contents[0]))
     return tools, [kb["name"] for kb in listed]
 
 
-async def test_two_scoped_tokens_see_disjoint_tools_and_only_their_kbs(team):
+async def test_two_scoped_tokens_see_disjoint_tools_and_only_their_kbs(
+    team: tuple[str, Path, Callable[[], str]],
+) -> None:
     url, _, _ = team
     async with _session(url, SECRETS["hr"]) as hr:
         hr_tools, hr_kbs = await _visible(hr)
@@ -147,13 +155,16 @@ async def test_two_scoped_tokens_see_disjoint_tools_and_only_their_kbs(team):
         "sync_knowledge_base",
     ]
     assert dev_kbs == ["api_docs"]
+    assert hr_instructions and dev_instructions
     hr_text = json.dumps([t.model_dump(mode="json") for t in hr_tools]) + hr_instructions
     dev_text = json.dumps([t.model_dump(mode="json") for t in dev_tools]) + dev_instructions
     assert "api_docs" not in hr_text and "API reference" not in hr_text
     assert "policy_docs" not in dev_text and "HR policies" not in dev_text
 
 
-async def test_another_tokens_kb_answers_exactly_like_a_kb_that_does_not_exist(team):
+async def test_another_tokens_kb_answers_exactly_like_a_kb_that_does_not_exist(
+    team: tuple[str, Path, Callable[[], str]],
+) -> None:
     url, _, _ = team
     async with _session(url, SECRETS["hr"]) as hr:
         for hidden, absent in [
@@ -175,10 +186,12 @@ async def test_another_tokens_kb_answers_exactly_like_a_kb_that_does_not_exist(t
             await hr.get_prompt("answer_with_citations", {"question": "q", "kb": "nosuch"})
         own = await hr.get_prompt("answer_with_citations", {"question": "q"})
     assert str(hidden_prompt.value).replace("api_docs", "X") == str(absent_prompt.value).replace("nosuch", "X")
-    assert "search_policy_docs" in own.messages[0].content.text and "api" not in own.messages[0].content.text
+    assert "search_policy_docs" in text_of(own.messages[0].content) and "api" not in text_of(own.messages[0].content)
 
 
-async def test_reading_listing_and_searching_across_answer_for_a_hidden_kb_as_for_an_absent_one(team):
+async def test_reading_listing_and_searching_across_answer_for_a_hidden_kb_as_for_an_absent_one(
+    team: tuple[str, Path, Callable[[], str]],
+) -> None:
     url, _, _ = team
     async with _session(url, SECRETS["hr"]) as hr:
         tools = {tool.name: tool for tool in (await hr.list_tools()).tools}
@@ -186,27 +199,30 @@ async def test_reading_listing_and_searching_across_answer_for_a_hidden_kb_as_fo
             tools[name].input_schema["properties"]["kb"]["enum"] for name in ("read_document", "list_documents")
         ] == [["policy_docs"], ["policy_docs"]]
         assert "api" not in json.dumps([tools[name].model_dump(mode="json") for name in DOCUMENT_TOOLS])
-        for tool, arguments in [
+        cases: list[tuple[str, dict[str, object]]] = [
             ("read_document", {"path": "users.md"}),
             ("list_documents", {}),
             ("list_documents", {"path": "users.md", "outline": True}),
             ("read_document", {"path": "users.md", "as_of": "1"}),  # no history of it either
             ("list_documents", {"as_of": "nosuch-tag"}),
             ("search_knowledge_bases", {"query": "E5021"}),
-        ]:
+        ]
+        for tool, arguments in cases:
             named = "kbs" if tool == "search_knowledge_bases" else "kb"
             hidden = await hr.call_tool(tool, {**arguments, named: ["api_docs"] if named == "kbs" else "api_docs"})
             absent = await hr.call_tool(tool, {**arguments, named: ["nosuch"] if named == "kbs" else "nosuch"})
-            assert hidden.is_error and hidden.content[0].text.replace("api_docs", "X") == absent.content[
-                0
-            ].text.replace("nosuch", "X"), tool
-            assert "policy_docs" in absent.content[0].text  # it names what the caller may see, and only that
+            assert hidden.is_error and text_of(hidden.content[0]).replace("api_docs", "X") == text_of(
+                absent.content[0]
+            ).replace("nosuch", "X"), tool
+            assert "policy_docs" in text_of(absent.content[0])  # it names what the caller may see, and only that
         everything = await hr.call_tool("search_knowledge_bases", {"query": "E5021 token expired getUserInfo"})
     assert {hit["kb"] for hit in everything.structured_content["results"]} <= {"policy_docs"}
     assert "getUserInfo" not in json.dumps(everything.model_dump(mode="json"))
 
 
-async def test_completions_offer_only_the_callers_kbs_and_their_documents(team):
+async def test_completions_offer_only_the_callers_kbs_and_their_documents(
+    team: tuple[str, Path, Callable[[], str]],
+) -> None:
     url, _, _ = team
     prompt = PromptReference(type="ref/prompt", name="answer_with_citations")
     document = ResourceTemplateReference(type="ref/resource", uri="kb://{name}/documents/{+path}")
@@ -219,7 +235,9 @@ async def test_completions_offer_only_the_callers_kbs_and_their_documents(team):
     assert hidden.completion == absent.completion and hidden.completion.values == []
 
 
-async def test_a_callers_sync_task_reads_as_unknown_to_every_other_caller(team):
+async def test_a_callers_sync_task_reads_as_unknown_to_every_other_caller(
+    team: tuple[str, Path, Callable[[], str]],
+) -> None:
     url, _, _ = team
     async with _session(url, SECRETS["dev"], extensions=[Tasks()]) as dev:
         created = await dev.session.call_tool(SYNC_TOOL, {"kb": "api_docs"}, allow_claimed=True)
@@ -227,9 +245,10 @@ async def test_a_callers_sync_task_reads_as_unknown_to_every_other_caller(team):
         async with _session(url, SECRETS["hr"], extensions=[Tasks()]) as hr:
             hidden = await hr.session.call_tool(SYNC_TOOL, {"kb": "api_docs"}, allow_claimed=True)
             absent = await hr.session.call_tool("sync_nothing", {"kb": "api_docs"}, allow_claimed=True)
-            assert hidden.is_error and hidden.content[0].text.replace(SYNC_TOOL, "X") == absent.content[0].text.replace(
-                "sync_nothing", "X"
-            )  # no task: a tool hr cannot see
+            assert isinstance(hidden, CallToolResult) and isinstance(absent, CallToolResult)
+            assert hidden.is_error and text_of(hidden.content[0]).replace(SYNC_TOOL, "X") == text_of(
+                absent.content[0]
+            ).replace("sync_nothing", "X")  # no task: a tool hr cannot see
             for method in ("tasks/get", "tasks/cancel", "tasks/update"):
                 with pytest.raises(MCPError) as others:
                     await ask(hr.session, method, created.task_id)
@@ -240,29 +259,31 @@ async def test_a_callers_sync_task_reads_as_unknown_to_every_other_caller(team):
                     "no-such-task", "X"
                 )
         ended = await until_ended(dev.session, created.task_id)  # hr's cancel reached nothing
-    assert ended.status == "completed" and not ended.result["isError"]
+    assert ended.status == "completed" and ended.result is not None and not ended.result["isError"]
 
 
-async def test_tools_outside_the_grant_are_unknown_tools_even_called_by_name(team):
+async def test_tools_outside_the_grant_are_unknown_tools_even_called_by_name(
+    team: tuple[str, Path, Callable[[], str]],
+) -> None:
     url, _, _ = team
     async with _session(url, SECRETS["hr"]) as hr:
         sync = await hr.call_tool("sync_knowledge_base", {})
         search = await hr.call_tool("search_api_docs", {})  # bad arguments too: no hint the tool exists
         absent = await hr.call_tool("search_nosuch", {})
         own = await hr.call_tool("search_policy_docs", {"query": "annual leave"})
-    assert sync.is_error and sync.content[0].text == "Unknown tool: sync_knowledge_base"
-    assert search.is_error and search.content[0].text == "Unknown tool: search_api_docs"
-    assert absent.content[0].text == "Unknown tool: search_nosuch"
+    assert sync.is_error and text_of(sync.content[0]) == "Unknown tool: sync_knowledge_base"
+    assert search.is_error and text_of(search.content[0]) == "Unknown tool: search_api_docs"
+    assert text_of(absent.content[0]) == "Unknown tool: search_nosuch"
     assert not own.is_error and own.structured_content["results"][0]["source"] == "leave.md"
     async with _session(url, SECRETS["dev"]) as dev:
         other = await dev.call_tool("sync_knowledge_base", {"kb": "policy_docs"})
         everything = await dev.call_tool("sync_knowledge_base", {})
-    assert other.is_error and "unknown knowledge base 'policy_docs'; configured: api_docs" in other.content[0].text
+    assert other.is_error and "unknown knowledge base 'policy_docs'; configured: api_docs" in text_of(other.content[0])
     assert not everything.is_error
     assert [r["kb"] for r in everything.structured_content["reports"]] == ["api_docs"]  # its KBs only
 
 
-async def test_over_sse_a_scoped_token_sees_only_its_kbs_too(team):
+async def test_over_sse_a_scoped_token_sees_only_its_kbs_too(team: tuple[str, Path, Callable[[], str]]) -> None:
     from mcp.client.sse import sse_client
 
     _, base, _ = team
@@ -272,10 +293,12 @@ async def test_over_sse_a_scoped_token_sees_only_its_kbs_too(team):
             tools, kbs = await _visible(hr)
             hidden = await hr.call_tool("search_api_docs", {"query": "E5021"})
     assert [t.name for t in tools] == ["search_policy_docs", *DOCUMENT_TOOLS] and kbs == ["policy_docs"]
-    assert hidden.content[0].text == "Unknown tool: search_api_docs"
+    assert text_of(hidden.content[0]) == "Unknown tool: search_api_docs"
 
 
-async def test_an_oauth_user_is_pointed_at_the_issuer_and_signs_in_with_its_token(team, issuer):
+async def test_an_oauth_user_is_pointed_at_the_issuer_and_signs_in_with_its_token(
+    team: tuple[str, Path, Callable[[], str]], issuer: Issuer
+) -> None:
     url, _, _ = team
     async with httpx.AsyncClient() as http:
         anonymous = await http.post(url, json=_PING, headers=_JSON)
@@ -303,7 +326,9 @@ async def test_an_oauth_user_is_pointed_at_the_issuer_and_signs_in_with_its_toke
     assert result.structured_content["results"][0]["source"] == "users.md"
 
 
-async def test_the_issuer_rotating_its_key_is_followed_within_the_refetch_gap(team, issuer):
+async def test_the_issuer_rotating_its_key_is_followed_within_the_refetch_gap(
+    team: tuple[str, Path, Callable[[], str]], issuer: Issuer
+) -> None:
     import anyio
 
     url, _, _ = team
@@ -323,7 +348,9 @@ async def test_the_issuer_rotating_its_key_is_followed_within_the_refetch_gap(te
     del issuer.keys["rotated"]
 
 
-async def test_an_issuer_answering_garbage_costs_callers_a_401_never_a_500(team, issuer):
+async def test_an_issuer_answering_garbage_costs_callers_a_401_never_a_500(
+    team: tuple[str, Path, Callable[[], str]], issuer: Issuer
+) -> None:
     """Both doors that check access tokens, /mcp and the page's sign-in, while the JWKS is garbage."""
     url, _, log = team
     issuer.new_key("unpublished")
@@ -351,12 +378,16 @@ async def test_an_issuer_answering_garbage_costs_callers_a_401_never_a_500(team,
     assert log().count("Traceback") == tracebacks
 
 
-async def test_the_audit_trail_says_who_did_what_and_holds_no_secret(team, issuer):
+async def test_the_audit_trail_says_who_did_what_and_holds_no_secret(
+    team: tuple[str, Path, Callable[[], str]], issuer: Issuer
+) -> None:
     url, base, log = team
     token = issuer.token(AUDIENCE, subject="dana", scope="kb:policy_docs:search")
     async with _session(url, SECRETS["dev"]) as dev:
         await dev.call_tool("search_api_docs", {"query": "private question about E5021"})
-        shown = [(await dev.read_resource(f"kb://api_docs/{what}")).contents[0].text for what in ("status", "metrics")]
+        shown = [
+            text_of((await dev.read_resource(f"kb://api_docs/{what}")).contents[0]) for what in ("status", "metrics")
+        ]
         await _read_error(dev, "kb://policy_docs/status")
     async with _session(url, token) as dana:
         await dana.call_tool("search_policy_docs", {"query": "annual leave"})
@@ -379,7 +410,9 @@ async def test_the_audit_trail_says_who_did_what_and_holds_no_secret(team, issue
     assert "private question" not in everything_written  # queries only with audit_queries = true
 
 
-async def test_an_oauth_subject_named_like_the_owner_or_a_token_is_neither(team, issuer, tmp_path):
+async def test_an_oauth_subject_named_like_the_owner_or_a_token_is_neither(
+    team: tuple[str, Path, Callable[[], str]], issuer: Issuer, tmp_path: Path
+) -> None:
     """Identities are kind + issuer + name: `sub: "owner"` is not audited as the owner, and `sub: "limited"`
     has a rate-limit bucket of its own, not the scoped token `limited`'s."""
     import subprocess
@@ -419,7 +452,9 @@ async def test_an_oauth_subject_named_like_the_owner_or_a_token_is_neither(team,
     assert f"owner (OAuth {issuer.url}): " in stats and "\nowner: " not in "\n" + stats
 
 
-async def test_a_uri_naming_no_kb_is_audited_as_unknown_and_printed_escaped(team):
+async def test_a_uri_naming_no_kb_is_audited_as_unknown_and_printed_escaped(
+    team: tuple[str, Path, Callable[[], str]],
+) -> None:
     import subprocess
     import sys
 
@@ -441,7 +476,9 @@ async def test_a_uri_naming_no_kb_is_audited_as_unknown_and_printed_escaped(team
 
 
 @pytest.mark.parametrize("required", [False, True])
-async def test_an_audit_trail_that_cannot_be_written(team, tmp_path, required):
+async def test_an_audit_trail_that_cannot_be_written(
+    team: tuple[str, Path, Callable[[], str]], tmp_path: Path, required: bool
+) -> None:
     """By default searches go on and the page says so; with audit_required they are refused. Either way the
     client hears no local path and no OS text beyond the reason."""
     _, base, _ = team
@@ -467,12 +504,12 @@ async def test_an_audit_trail_that_cannot_be_written(team, tmp_path, required):
         told = str(refused.value)
         assert "audit_required" in told and str(tmp_path) not in told and "Errno" not in told
     else:
-        assert result.structured_content["results"][0]["source"] == "users.md"
+        assert result is not None and result.structured_content["results"][0]["source"] == "users.md"
     assert "The audit trail cannot be written since" in page.text and str(tmp_path) not in page.text
     assert "cannot write the audit trail" in log()
 
 
-async def test_a_callers_rate_limit_answers_429_with_retry_after(team):
+async def test_a_callers_rate_limit_answers_429_with_retry_after(team: tuple[str, Path, Callable[[], str]]) -> None:
     url, _, _ = team
     headers = {**_JSON, "Authorization": f"Bearer {SECRETS['limited']}"}
     async with httpx.AsyncClient() as http:
@@ -490,7 +527,7 @@ async def test_a_callers_rate_limit_answers_429_with_retry_after(team):
     assert page_refused.endswith(f"{page.headers['retry-after']} s")
 
 
-async def test_the_mcp_endpoint_never_admits_the_page_cookie(team):
+async def test_the_mcp_endpoint_never_admits_the_page_cookie(team: tuple[str, Path, Callable[[], str]]) -> None:
     """A browser sends the page's cookie with any request to this host: /mcp takes only the bearer header."""
     url, _, _ = team
     async with httpx.AsyncClient() as http:
@@ -498,7 +535,9 @@ async def test_the_mcp_endpoint_never_admits_the_page_cookie(team):
     assert answer.status_code == 401
 
 
-async def test_malformed_authorization_headers_are_refused_not_crashed(team):
+async def test_malformed_authorization_headers_are_refused_not_crashed(
+    team: tuple[str, Path, Callable[[], str]],
+) -> None:
     url, _, _ = team
     values = [
         b"",
@@ -529,6 +568,7 @@ async def _raw_status(url: str, authorization: bytes) -> int:
         f"Content-Length: {len(body)}\r\nConnection: close\r\n"
     ).encode()
     request += b"Authorization: " + authorization + b"\r\n\r\n" + body
+    assert address.port is not None
     async with await anyio.connect_tcp(address.host, address.port) as stream:
         await stream.send(request)
         head = await stream.receive()
@@ -539,7 +579,7 @@ async def _raw_status(url: str, authorization: bytes) -> int:
 
 
 @asynccontextmanager
-async def _recorded_session(url, token, mode):
+async def _recorded_session(url: str, token: str, mode: str) -> AsyncIterator[tuple[Client, list[bytes]]]:
     """A real client session whose HTTP answers are kept as the bytes that came back (no GET stream: a kept
     answer is read whole)."""
     import httpx2
@@ -547,7 +587,7 @@ async def _recorded_session(url, token, mode):
 
     answers: list[bytes] = []
 
-    async def keep(response):
+    async def keep(response: "httpx2.Response") -> None:
         answers.append(await response.aread())
 
     http = httpx2.AsyncClient(
@@ -568,7 +608,9 @@ def _answer_to(answers: list[bytes], request_id: int) -> str:
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])  # 2025-era sessions, and 2026 stateless requests
-async def test_a_hidden_tool_answers_byte_for_byte_like_a_tool_that_does_not_exist(team, mode):
+async def test_a_hidden_tool_answers_byte_for_byte_like_a_tool_that_does_not_exist(
+    team: tuple[str, Path, Callable[[], str]], mode: str
+) -> None:
     url, _, _ = team
     async with _recorded_session(url, SECRETS["hr"], mode) as (hr, answers):
         await hr.call_tool("search_api_docs", {"query": "E5021"})  # dev's KB
@@ -589,7 +631,7 @@ async def test_a_hidden_tool_answers_byte_for_byte_like_a_tool_that_does_not_exi
     ).replace(f'"id":{first + 4}', "")
 
 
-def _two_syncing_teams(base, embedder):
+def _two_syncing_teams(base: Path, embedder: FastEmbedder) -> Path:
     """hr may sync policy_docs, dev api_docs; both KBs synced once. The config's path."""
     from mcp_kb.app import App
     from mcp_kb.settings import load_config
@@ -629,7 +671,7 @@ def _two_syncing_teams(base, embedder):
     return config
 
 
-async def test_no_session_hears_of_a_sync_of_a_kb_its_grant_hides(tmp_path, embedder):
+async def test_no_session_hears_of_a_sync_of_a_kb_its_grant_hides(tmp_path: Path, embedder: FastEmbedder) -> None:
     """Both eras: a 2026 listen stream and a 2025-era session subscribed to every URI there is; dev's sync of
     its KB reaches dev's stream and nothing of hr's; hr's own sync then reaches hr's two sessions."""
     import warnings
@@ -639,7 +681,7 @@ async def test_no_session_hears_of_a_sync_of_a_kb_its_grant_hides(tmp_path, embe
     legacy_heard: list[str] = []
     policy_heard = anyio.Event()
 
-    async def on_legacy_message(message):
+    async def on_legacy_message(message: object) -> None:
         method = getattr(message, "method", "")
         legacy_heard.append(f"{method} {getattr(getattr(message, 'params', None), 'uri', '')}".strip())
         if "policy_docs/status" in legacy_heard[-1]:
@@ -676,13 +718,13 @@ async def test_no_session_hears_of_a_sync_of_a_kb_its_grant_hides(tmp_path, embe
     ], legacy_heard
 
 
-async def _next_event(events) -> str:
+async def _next_event(events: AsyncIterator[object]) -> str:
     with anyio.fail_after(20):
         event = await events.__anext__()
     return str(getattr(event, "uri", None) or type(event).__name__)
 
 
-async def test_a_busy_writer_lock_names_only_the_kbs_the_caller_may_see(tmp_path, embedder):
+async def test_a_busy_writer_lock_names_only_the_kbs_the_caller_may_see(tmp_path: Path, embedder: FastEmbedder) -> None:
     """The lock is index-wide: hr, meeting dev's running sync of api_docs, learns that a sync runs, not which; dev
     is told it is api_docs and how far it is."""
     from mcp_kb.settings import load_config
@@ -698,13 +740,15 @@ async def test_a_busy_writer_lock_names_only_the_kbs_the_caller_may_see(tmp_path
             async with _session(url, SECRETS["hr"]) as hr, _session(url, SECRETS["dev"]) as dev:
                 hr_busy = await hr.call_tool("sync_knowledge_base", {"kb": "policy_docs", "wait": False})
                 dev_busy = await dev.call_tool("sync_knowledge_base", {"kb": "api_docs", "wait": False})
-    assert hr_busy.is_error and hr_busy.content[0].text.startswith("a sync of this index is already running")
-    assert "api_docs" not in hr_busy.content[0].text and "3 of 10" not in hr_busy.content[0].text
-    assert dev_busy.is_error and "a sync of api_docs is already running" in dev_busy.content[0].text
-    assert "api_docs: 3 of 10 files" in dev_busy.content[0].text
+    assert hr_busy.is_error and text_of(hr_busy.content[0]).startswith("a sync of this index is already running")
+    assert "api_docs" not in text_of(hr_busy.content[0]) and "3 of 10" not in text_of(hr_busy.content[0])
+    assert dev_busy.is_error and "a sync of api_docs is already running" in text_of(dev_busy.content[0])
+    assert "api_docs: 3 of 10 files" in text_of(dev_busy.content[0])
 
 
-async def test_a_remote_sync_that_fails_names_neither_the_index_nor_the_cluster_where_they_are(tmp_path, embedder):
+async def test_a_remote_sync_that_fails_names_neither_the_index_nor_the_cluster_where_they_are(
+    tmp_path: Path, embedder: FastEmbedder
+) -> None:
     """dev's sync on a Ray cluster where nothing answers: dev reads that the cluster at <Ray cluster> cannot be
     joined, in the tool's error and in the KB's status; the process owner reads the address."""
     from mcp_kb.app import App
@@ -720,8 +764,8 @@ async def test_a_remote_sync_that_fails_names_neither_the_index_nor_the_cluster_
     with serve_http(config, "--transport", "http", env=_env()) as (port, _log):
         async with _session(f"http://127.0.0.1:{port}/mcp", SECRETS["dev"]) as dev:
             failed = await dev.call_tool(SYNC_TOOL, {"kb": "api_docs"})
-            status = json.loads((await dev.read_resource("kb://api_docs/status")).contents[0].text)
-    said = [failed.content[0].text, status["last_error"]]
+            status = json.loads(text_of((await dev.read_resource("kb://api_docs/status")).contents[0]))
+    said = [text_of(failed.content[0]), status["last_error"]]
     assert failed.is_error and status["last_outcome"] == "failed"
     assert all("cannot join the Ray cluster at <Ray cluster>: nothing answers there" in text for text in said), said
     assert not any(address in text or str(tmp_path) in text for text in said), said
@@ -729,7 +773,7 @@ async def test_a_remote_sync_that_fails_names_neither_the_index_nor_the_cluster_
         App(load_config(config), embedder=embedder).sync(SyncRequest(kb="api_docs"))
 
 
-async def test_the_shape_of_a_scoped_callers_tool_list_tells_nothing_of_the_kbs_beyond_it(tmp_path):
+async def test_the_shape_of_a_scoped_callers_tool_list_tells_nothing_of_the_kbs_beyond_it(tmp_path: Path) -> None:
     """`search_tools = "auto"` switched to the one tool across KBs above eight configured KBs: a caller granted 3 of 9
     got that tool, one granted 3 of 3 got one each, so the list told how many KBs the server has. The switch counts
     what the caller sees; the owner of nine still gets the tool across them."""
@@ -778,9 +822,9 @@ async def test_the_shape_of_a_scoped_callers_tool_list_tells_nothing_of_the_kbs_
         async with _session(url, "one-secret-4e1d") as one:
             one_tools = [tool.name for tool in (await one.list_tools()).tools]
     assert three_tools == ["search_team0", "search_team1", "search_team2", *DOCUMENT_TOOLS]  # as if 3 were configured
-    assert "search_team0" in instructions and "team5" not in instructions
-    assert hidden.is_error and hidden.content[0].text.replace("search_team5", "X") == absent.content[0].text.replace(
-        "search_nosuch", "X"
-    )
+    assert instructions and "search_team0" in instructions and "team5" not in instructions
+    assert hidden.is_error and text_of(hidden.content[0]).replace("search_team5", "X") == text_of(
+        absent.content[0]
+    ).replace("search_nosuch", "X")
     assert "search_knowledge_bases" in all_tools and not any(name.startswith("search_team") for name in all_tools)
     assert one_tools == ["search_team4", "read_document", "list_documents"]  # a server of one KB lists no tool across

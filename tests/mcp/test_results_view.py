@@ -5,14 +5,19 @@ passage marked, hostile file names and passages stay text, and the page fetches 
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from helpers import until, write
 from mcp import Client
+from mcp_types import TextResourceContents
 
 from mcp_kb.mcp.results_view import RESULTS_VIEW_URI, results_page
 from mcp_kb.mcp.server import build_server
+from helpers import MakeApp
+from selenium.webdriver import Chrome
 
 HOSTILE_NAME = "<img src=x onerror=alert(1)>.md"
 # in code spans: the one place a Markdown chunk keeps HTML as written (elsewhere tags are markup, dropped)
@@ -53,13 +58,13 @@ frame.srcdoc = __APP__;
 </script></body></html>"""
 
 
-def _script_value(value) -> str:
+def _script_value(value: object) -> str:
     """`value` as a JavaScript literal that cannot end the host's script element."""
     return json.dumps(value).replace("</", "<\\/")
 
 
 @pytest.fixture
-def searched(make_app, tmp_path):
+def searched(make_app: MakeApp, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     """A real search through a real MCP client: the tool's result as a host receives it, and its documents."""
     write(tmp_path / "docs" / HOSTILE_NAME, HOSTILE_TEXT)
     write(tmp_path / "docs" / "leave.md", PLAIN_TEXT)
@@ -68,11 +73,12 @@ def searched(make_app, tmp_path):
     write(tmp_path / "docs" / "leave.md", PLAIN_TEXT + "\nEdited since its sync.\n")  # its hit is stale
     arguments = {"query": "travel expenses receipts", "top_k": 2}
 
-    async def search():
+    async def search() -> tuple[TextResourceContents, dict[str, Any], dict[str, dict[str, Any]]]:
         async with Client(build_server(app)) as client:
             tool = {tool.name: tool for tool in (await client.list_tools()).tools}["search_handbook"]
-            assert tool.meta["ui"]["resourceUri"] == RESULTS_VIEW_URI
+            assert tool.meta and tool.meta["ui"]["resourceUri"] == RESULTS_VIEW_URI
             page = (await client.read_resource(RESULTS_VIEW_URI)).contents[0]
+            assert isinstance(page, TextResourceContents)
             result = await client.call_tool("search_handbook", arguments)
             documents = {}
             for hit in result.structured_content["results"]:  # what the view asks to open a hit's document
@@ -96,7 +102,7 @@ def searched(make_app, tmp_path):
     return host, result
 
 
-def _in_view(browser, host):
+def _in_view(browser: Chrome, host: Path) -> None:
     from selenium.webdriver.common.by import By
 
     browser.get(host.as_uri())
@@ -104,7 +110,9 @@ def _in_view(browser, host):
     until(lambda: browser.find_elements(By.CSS_SELECTOR, "li.hit"))
 
 
-def test_the_view_renders_the_hits_of_a_real_search_as_text(browser, searched):
+def test_the_view_renders_the_hits_of_a_real_search_as_text(
+    browser: Chrome, searched: tuple[Path, dict[str, Any]]
+) -> None:
     from selenium.webdriver.common.by import By
 
     host, result = searched
@@ -130,7 +138,9 @@ def test_the_view_renders_the_hits_of_a_real_search_as_text(browser, searched):
     _nothing_injected_or_fetched(browser)
 
 
-def test_a_citation_opens_its_document_with_the_passage_marked(browser, searched):
+def test_a_citation_opens_its_document_with_the_passage_marked(
+    browser: Chrome, searched: tuple[Path, dict[str, Any]]
+) -> None:
     from selenium.webdriver.common.by import By
 
     host, result = searched
@@ -151,7 +161,7 @@ def test_a_citation_opens_its_document_with_the_passage_marked(browser, searched
     assert set(log) <= {"ui/initialize", "ui/notifications/initialized", "ui/notifications/size-changed", "tools/call"}
 
 
-def _nothing_injected_or_fetched(browser) -> None:
+def _nothing_injected_or_fetched(browser: Chrome) -> None:
     from selenium.common.exceptions import NoAlertPresentException
 
     with pytest.raises(NoAlertPresentException):

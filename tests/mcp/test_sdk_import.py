@@ -9,9 +9,11 @@ import json
 import os
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from mcp import Client, StdioServerParameters
+from helpers import MakeApp, text_of
 
 SHIM = "mcp_kb/mcp/sdk_import.py"
 HTTP_STACK = ("starlette", "sse_starlette", "uvicorn", "h11", "httpx2")  # httpx2: the SDK's HTTP client
@@ -49,7 +51,7 @@ def _http_parts(loaded: list[str]) -> list[str]:
     ]
 
 
-def test_the_rule_names_the_http_parts():
+def test_the_rule_names_the_http_parts() -> None:
     assert _http_parts(
         [
             "starlette.routing",
@@ -73,7 +75,7 @@ def test_the_rule_names_the_http_parts():
 
 
 @pytest.fixture
-def served_config(make_app, tmp_path):
+def served_config(make_app: MakeApp, tmp_path: Path) -> Path:
     """A synced KB and the kb.toml that serves it (the server's start-up sync has nothing to do)."""
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "leave.md").write_text("# Leave\n\nAnnual leave is fifteen days a year.\n", encoding="utf-8")
@@ -89,7 +91,9 @@ def served_config(make_app, tmp_path):
 
 
 @pytest.mark.anyio
-async def test_a_stdio_session_answers_from_the_sdk_without_importing_the_http_stack(served_config, tmp_path):
+async def test_a_stdio_session_answers_from_the_sdk_without_importing_the_http_stack(
+    served_config: Path, tmp_path: Path
+) -> None:
     report = tmp_path / "imported.json"
     params = StdioServerParameters(
         command=sys.executable, args=["-c", _SERVE_AND_REPORT, str(report), str(served_config)], env=os.environ.copy()
@@ -98,7 +102,7 @@ async def test_a_stdio_session_answers_from_the_sdk_without_importing_the_http_s
         names = {tool.name for tool in (await client.list_tools()).tools}
         found = await client.call_tool("search_docs", {"query": "annual leave"})
     assert "search_docs" in names
-    assert not found.is_error, found.content[0].text
+    assert not found.is_error, text_of(found.content[0])
     imported = json.loads(report.read_text(encoding="utf-8"))
     assert imported["stepped_aside"] is None, f"{SHIM}: the SDK was imported whole: {imported['stepped_aside']}"
     assert _http_parts(imported["loaded"]) == [], f"{SHIM}: a stdio server imported the HTTP stack"
@@ -127,7 +131,9 @@ _ANSWER_AND_REPORT = textwrap.dedent("""
 LOADED_AFTER_THE_HANDSHAKE = ("numpy", "pyarrow", "lancedb", "onnxruntime", "tokenizers", "fastembed")
 
 
-def test_a_server_answers_its_handshake_and_tools_list_without_a_model_runtime_arrow_or_lancedb(served_config):
+def test_a_server_answers_its_handshake_and_tools_list_without_a_model_runtime_arrow_or_lancedb(
+    served_config: Path,
+) -> None:
     """Each costs a tenth of a second or more on a client's way to tools/list; the warm-up loads them once that
     is answered (here it loads nothing)."""
     import subprocess

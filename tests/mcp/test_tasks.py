@@ -6,19 +6,24 @@ or other callers' tasks read alike; a flood of tasks is refused with a clear err
 from __future__ import annotations
 
 import threading
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
 
 import anyio
+import numpy as np
 import pytest
 from asgi_server import serve_asgi
-from helpers import write
+from helpers import write, text_of
 from mcp import Client
 from mcp.client.extension import ClientExtension
 from mcp.shared.exceptions import MCPError
-from mcp_types import HEADER_MISMATCH, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types import CallToolResult, HEADER_MISMATCH, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from task_client import CreatedTask, TaskRequest, Tasks, TaskState, ask, until_ended
 
+from mcp_kb.app import App
 from mcp_kb.mcp.server import build_server
 from mcp_kb.access import Identity
 from mcp_kb.mcp.tasks import (
@@ -31,6 +36,8 @@ from mcp_kb.mcp.tasks import (
 )
 from mcp_kb.vocabulary import SYNC_TOOL
 from mcp_kb.api import SyncRequest
+from helpers import MakeApp
+from mcp_kb.models.fastembed import FastEmbedder
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +46,7 @@ LAST = f"note-{FILES - 1:02d}"  # a file of the second batch: embedding it is wh
 
 
 @pytest.fixture
-def notes(tmp_path):
+def notes(tmp_path: Path) -> Path:
     for number in range(FILES):
         write(
             tmp_path / "notes" / f"note-{number:02d}.md",
@@ -49,12 +56,12 @@ def notes(tmp_path):
 
 
 @pytest.fixture
-def held(embedder, monkeypatch):
+def held(embedder: FastEmbedder, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[threading.Event, threading.Event]]:
     """Holds the sync when it embeds the second batch, until released: the moment a test acts mid-sync."""
     reached, release = threading.Event(), threading.Event()
     embed_batch = embedder.embed_batch
 
-    def gated(texts):
+    def gated(texts: list[str]) -> np.ndarray:
         if any(LAST in text or f"Note {FILES - 1}" in text for text in texts):
             reached.set()
             assert release.wait(60), "the test never released the sync"
@@ -66,7 +73,7 @@ def held(embedder, monkeypatch):
 
 
 @pytest.fixture
-def served(make_app, notes):
+def served(make_app: MakeApp, notes: Path) -> Iterator[tuple[App, str]]:
     """`mcp-kb serve`'s streamable HTTP app for one KB, in this process (so a test can hold its sync)."""
     app = make_app({"name": "notes", "description": "Meeting notes", "paths": [str(notes)]})
     server = build_server(app)
@@ -75,7 +82,7 @@ def served(make_app, notes):
 
 
 @asynccontextmanager
-async def session(url: str, *extensions: ClientExtension):
+async def session(url: str, *extensions: ClientExtension) -> AsyncIterator[Client]:
     from mcp.client.streamable_http import streamable_http_client
 
     async with Client(streamable_http_client(url), extensions=list(extensions)) as client:
@@ -83,13 +90,15 @@ async def session(url: str, *extensions: ClientExtension):
         yield client
 
 
-async def start(client) -> CreatedTask:
+async def start(client: Client) -> CreatedTask:
     created = await client.session.call_tool(SYNC_TOOL, {"kb": "notes"}, allow_claimed=True)
     assert isinstance(created, CreatedTask), created
     return created
 
 
-async def test_a_declaring_client_gets_a_task_reads_its_progress_and_gets_the_sync_report(served):
+async def test_a_declaring_client_gets_a_task_reads_its_progress_and_gets_the_sync_report(
+    served: tuple[App, str],
+) -> None:
     app, url = served
     tasks = Tasks()
     async with session(url, tasks) as client:
@@ -100,7 +109,9 @@ async def test_a_declaring_client_gets_a_task_reads_its_progress_and_gets_the_sy
     assert found.structured_content["results"][0]["source"] == "note-39.md"
 
 
-async def test_a_task_answers_at_once_and_its_state_is_there_as_soon_as_it_is_returned(served, held):
+async def test_a_task_answers_at_once_and_its_state_is_there_as_soon_as_it_is_returned(
+    served: tuple[App, str], held: tuple[threading.Event, threading.Event]
+) -> None:
     _, url = served
     reached, release = held
     async with session(url, Tasks()) as client:
@@ -111,10 +122,16 @@ async def test_a_task_answers_at_once_and_its_state_is_there_as_soon_as_it_is_re
         await anyio.to_thread.run_sync(reached.wait, 60)
         release.set()
         ended = await until_ended(client.session, created.task_id)
-    assert ended.status == "completed" and ended.result["structuredContent"]["reports"][0]["files_added"] == FILES
+    assert (
+        ended.status == "completed"
+        and ended.result is not None
+        and ended.result["structuredContent"]["reports"][0]["files_added"] == FILES
+    )
 
 
-async def test_cancel_stops_the_sync_keeps_whole_batches_and_the_next_sync_completes_it(served, held):
+async def test_cancel_stops_the_sync_keeps_whole_batches_and_the_next_sync_completes_it(
+    served: tuple[App, str], held: tuple[threading.Event, threading.Event]
+) -> None:
     app, url = served
     reached, release = held
     async with session(url, Tasks()) as client:
@@ -127,7 +144,7 @@ async def test_cancel_stops_the_sync_keeps_whole_batches_and_the_next_sync_compl
         ended = await until_ended(client.session, created.task_id)
         await ask(client.session, "tasks/cancel", created.task_id)  # a cancelled task stays cancelled
         again = await ask(client.session, "tasks/get", created.task_id)
-    assert ended.status == again.status == "cancelled" and "cancelled by the client" in ended.status_message
+    assert ended.status == again.status == "cancelled" and "cancelled by the client" in (ended.status_message or "")
     assert ended.result is None
     [status] = app.status("notes")
     assert status.files == 32  # the committed batch, whole; the cancelled one not at all
@@ -136,7 +153,9 @@ async def test_cancel_stops_the_sync_keeps_whole_batches_and_the_next_sync_compl
     assert report.files_added == FILES - 32 and report.files_unchanged == 32
 
 
-async def test_a_client_that_leaves_mid_task_finds_the_sync_finished(served, held):
+async def test_a_client_that_leaves_mid_task_finds_the_sync_finished(
+    served: tuple[App, str], held: tuple[threading.Event, threading.Event]
+) -> None:
     app, url = served
     reached, release = held
     async with session(url, Tasks()) as client:
@@ -148,7 +167,7 @@ async def test_a_client_that_leaves_mid_task_finds_the_sync_finished(served, hel
     assert ended.status == "completed" and app.status("notes")[0].files == FILES
 
 
-async def test_clients_without_the_extension_get_the_plain_answer_and_no_task_surface(served):
+async def test_clients_without_the_extension_get_the_plain_answer_and_no_task_surface(served: tuple[App, str]) -> None:
     _, url = served
     async with session(url) as client:
         result = await client.call_tool(SYNC_TOOL, {"kb": "notes"})
@@ -159,7 +178,7 @@ async def test_clients_without_the_extension_get_the_plain_answer_and_no_task_su
     assert refused.value.error.data == {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}
 
 
-async def test_unknown_task_ids_are_invalid_params_whatever_they_hold(served):
+async def test_unknown_task_ids_are_invalid_params_whatever_they_hold(served: tuple[App, str]) -> None:
     _, url = served
     async with session(url, Tasks()) as client:
         for method in ("tasks/get", "tasks/cancel", "tasks/update"):
@@ -169,11 +188,14 @@ async def test_unknown_task_ids_are_invalid_params_whatever_they_hold(served):
                 assert unknown.value.error.code == INVALID_PARAMS and "unknown task" in unknown.value.error.message
 
 
-async def test_a_flood_of_tasks_is_refused_with_a_clear_error_and_the_server_keeps_serving(served, held):
+async def test_a_flood_of_tasks_is_refused_with_a_clear_error_and_the_server_keeps_serving(
+    served: tuple[App, str], held: tuple[threading.Event, threading.Event]
+) -> None:
     _, url = served
     reached, release = held  # the first sync holds, so every task opened meanwhile is still held by the caller
     async with session(url, Tasks()) as client:
-        opened, refused = [], []
+        opened: list[Any] = []
+        refused: list[Any] = []
         for _ in range(MAX_WORKING + 10):
             answer = await client.session.call_tool(SYNC_TOOL, {"kb": "notes"}, allow_claimed=True)
             (opened if isinstance(answer, CreatedTask) else refused).append(answer)
@@ -181,12 +203,12 @@ async def test_a_flood_of_tasks_is_refused_with_a_clear_error_and_the_server_kee
         found = await client.call_tool("search_notes", {"query": "budget review"})
     assert len(opened) == MAX_WORKING_PER_CALLER and len(refused) == MAX_WORKING + 10 - MAX_WORKING_PER_CALLER
     assert all(
-        answer.is_error and "the most one caller may have at once" in answer.content[0].text for answer in refused
+        answer.is_error and "the most one caller may have at once" in text_of(answer.content[0]) for answer in refused
     )
     assert not found.is_error
 
 
-def test_one_caller_running_its_share_of_tasks_leaves_room_for_every_other_caller():
+def test_one_caller_running_its_share_of_tasks_leaves_room_for_every_other_caller() -> None:
     """A caller's working tasks are bounded by a share of the server's, so one token cannot starve the rest."""
     table, callers = TaskTable(), [Identity("token", f"caller-{number}") for number in range(5)]
     greedy = [table.open(callers[0]) for _ in range(MAX_WORKING_PER_CALLER)]
@@ -208,7 +230,7 @@ class _OtherName(TaskRequest):
     name_param = "decoy"  # sends the decoy parameter's value as Mcp-Name
 
 
-async def test_tasks_requests_must_name_their_task_in_the_mcp_name_header(served):
+async def test_tasks_requests_must_name_their_task_in_the_mcp_name_header(served: tuple[App, str]) -> None:
     _, url = served
     async with session(url, Tasks()) as client:
         created = await start(client)
@@ -222,18 +244,24 @@ async def test_tasks_requests_must_name_their_task_in_the_mcp_name_header(served
         assert (await until_ended(client.session, created.task_id)).status == "completed"
 
 
-async def test_a_call_with_arguments_the_tool_refuses_is_answered_at_once_not_as_a_task(served):
+async def test_a_call_with_arguments_the_tool_refuses_is_answered_at_once_not_as_a_task(
+    served: tuple[App, str],
+) -> None:
     _, url = served
     async with session(url, Tasks()) as with_tasks, session(url) as without:
         answers = [
             await client.session.call_tool(SYNC_TOOL, {"kb": "notes", "full": "yes"}, allow_claimed=True)
             for client in (with_tasks, without)
         ]
-    assert all(answer.is_error for answer in answers) and "full" in answers[0].content[0].text
-    assert answers[0].content == answers[1].content
+    first, second = answers
+    assert isinstance(first, CallToolResult) and isinstance(second, CallToolResult)
+    assert first.is_error and second.is_error and "full" in text_of(first.content[0])
+    assert first.content == second.content
 
 
-async def test_a_finished_task_is_kept_for_its_ttl_and_then_reads_as_unknown(served, monkeypatch):
+async def test_a_finished_task_is_kept_for_its_ttl_and_then_reads_as_unknown(
+    served: tuple[App, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mcp_kb.mcp import tasks
 
     _, url = served
@@ -253,7 +281,9 @@ async def test_a_finished_task_is_kept_for_its_ttl_and_then_reads_as_unknown(ser
     )
 
 
-async def test_a_task_cancelled_while_its_sync_waits_ends_at_once_and_frees_its_place(served, held):
+async def test_a_task_cancelled_while_its_sync_waits_ends_at_once_and_frees_its_place(
+    served: tuple[App, str], held: tuple[threading.Event, threading.Event]
+) -> None:
     """It waited for the running sync (hours, for a big rebuild) before it heard the cancel, holding its place."""
     _, url = served
     reached, release = held
@@ -267,11 +297,13 @@ async def test_a_task_cancelled_while_its_sync_waits_ends_at_once_and_frees_its_
         still = await ask(client.session, "tasks/get", running.task_id)
         release.set()
         finished = await until_ended(client.session, running.task_id)
-    assert ended.status == "cancelled" and "cancelled by the client" in ended.status_message
+    assert ended.status == "cancelled" and "cancelled by the client" in (ended.status_message or "")
     assert still.status == "working" and finished.status == "completed"
 
 
-async def test_plain_sync_calls_of_one_caller_take_no_more_places_in_the_queue_than_its_share(served, held):
+async def test_plain_sync_calls_of_one_caller_take_no_more_places_in_the_queue_than_its_share(
+    served: tuple[App, str], held: tuple[threading.Event, threading.Event]
+) -> None:
     """Calls without the tasks extension wait in the same queue: five from one caller kept another's sync waiting
     behind all of them."""
     _, url = served
@@ -292,11 +324,11 @@ async def test_plain_sync_calls_of_one_caller_take_no_more_places_in_the_queue_t
                     await anyio.sleep(0.05)
             release.set()
     refused = [answer for answer in answers if answer.is_error]
-    assert len(refused) == 3 and all("the most one caller may have at once" in a.content[0].text for a in refused)
+    assert len(refused) == 3 and all("the most one caller may have at once" in text_of(a.content[0]) for a in refused)
     assert sum(not answer.is_error for answer in answers) == MAX_WORKING_PER_CALLER
 
 
-def test_a_caller_that_syncs_after_each_edit_is_never_locked_out_by_its_finished_tasks():
+def test_a_caller_that_syncs_after_each_edit_is_never_locked_out_by_its_finished_tasks() -> None:
     """Finished tasks are kept 15 minutes: 64 short ones locked their caller out for that long."""
     table, caller = TaskTable(), Identity("token", "editor")
     first = table.open(caller)

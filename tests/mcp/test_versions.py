@@ -4,17 +4,19 @@ no such argument; a search, a read and a listing as of an earlier version say wh
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 from mcp import Client, StdioServerParameters
 
-from helpers import write
+from helpers import write, text_of
+from mcp_kb.models.fastembed import FastEmbedder
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def served_config(tmp_path_factory, embedder):
+def served_config(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> Path:
     from mcp_kb.app import App
     from mcp_kb.settings import load_config
 
@@ -45,18 +47,18 @@ def served_config(tmp_path_factory, embedder):
     return config
 
 
-def _params(config):
+def _params(config: Path) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable, args=["-m", "mcp_kb", "serve", "-c", str(config)], env=os.environ.copy()
     )
 
 
-async def test_a_kb_of_two_versions_answers_each_versions_own_text_and_names_them(served_config):
+async def test_a_kb_of_two_versions_answers_each_versions_own_text_and_names_them(served_config: Path) -> None:
     async with Client(_params(served_config)) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         schema = tools["search_fastapi"].input_schema["properties"]["version"]
         assert schema["enum"] == ["0.110", "0.116"] and schema["default"] == "0.116"
-        assert "Versions: 0.110, 0.116" in tools["search_fastapi"].description
+        assert "Versions: 0.110, 0.116" in (tools["search_fastapi"].description or "")
         assert "version" not in tools["search_handbook"].input_schema["properties"]
         old = await client.call_tool("search_fastapi", {"query": "leave fields out of the answer", "version": "0.110"})
         new = await client.call_tool("search_fastapi", {"query": "leave fields out of the answer"})
@@ -66,11 +68,11 @@ async def test_a_kb_of_two_versions_answers_each_versions_own_text_and_names_the
     assert old_hit["source"] == "0.110/tutorial/response.md" and "response_model_exclude" in old_hit["text"]
     assert new_hit["source"] == "0.116/tutorial/response.md" and "response_model_skip" in new_hit["text"]
     assert all(hit["source"].startswith("0.116/") for hit in new.structured_content["results"])
-    assert wrong.is_error and "version: Input should be '0.110' or '0.116' (got '9.9')" in wrong.content[0].text
+    assert wrong.is_error and "version: Input should be '0.110' or '0.116' (got '9.9')" in text_of(wrong.content[0])
     assert "response_model_exclude" in read.structured_content["text"]
 
 
-async def test_search_read_and_list_as_of_an_earlier_version_say_which_answered(served_config):
+async def test_search_read_and_list_as_of_an_earlier_version_say_which_answered(served_config: Path) -> None:
     async with Client(_params(served_config)) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         assert "as_of" in tools["search_handbook"].input_schema["properties"]
@@ -82,4 +84,4 @@ async def test_search_read_and_list_as_of_an_earlier_version_say_which_answered(
     assert then.structured_content["notes"][0].startswith("answered as of version 1")
     assert "twenty days" in read.structured_content["text"] and read.structured_content["as_of"].startswith("version 1")
     assert listed.structured_content["as_of"].startswith("version 1")
-    assert unknown.is_error and "has no tag 'release-9'" in unknown.content[0].text
+    assert unknown.is_error and "has no tag 'release-9'" in text_of(unknown.content[0])

@@ -5,6 +5,9 @@ import os
 import subprocess
 import sys
 import weakref
+from pathlib import Path
+from collections.abc import Iterator
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -17,7 +20,7 @@ from mcp_kb.models.fastembed import FastEmbedder
 from mcp_kb.models.fastembed_tokenizer import load_tokenizer
 
 
-def test_vectors_are_unit_length_and_batch_independent(fp32_embedder):
+def test_vectors_are_unit_length_and_batch_independent(fp32_embedder: FastEmbedder) -> None:
     vectors = fp32_embedder.embed_batch(["annual leave policy", "error code E5021"])
     alone = fp32_embedder.embed_batch(["error code E5021"])
     assert vectors.shape == (2, fp32_embedder.identity.dimension)
@@ -25,7 +28,7 @@ def test_vectors_are_unit_length_and_batch_independent(fp32_embedder):
     assert np.allclose(vectors[1], alone[0], atol=1e-5)
 
 
-def test_int8_vectors_move_only_a_little_with_their_batch(embedder):
+def test_int8_vectors_move_only_a_little_with_their_batch(embedder: FastEmbedder) -> None:
     """The default int8 model quantizes each batch's activations with one scale: a text's vector depends a
     little on its batch mates, far less than texts differ."""
     assert embedder.identity.name.endswith("(int8)")
@@ -35,25 +38,25 @@ def test_int8_vectors_move_only_a_little_with_their_batch(embedder):
     assert 0.99 < float(vectors[1] @ alone[0]) < 0.99999 and float(vectors[0] @ vectors[1]) < 0.5
 
 
-def test_identity_names_model_dimension_and_file_hash(embedder):
+def test_identity_names_model_dimension_and_file_hash(embedder: FastEmbedder) -> None:
     identity = embedder.identity
     assert identity.dimension == 384 and len(identity.file_hash) == 64
 
 
-def test_missing_model_folder_says_how_to_fix(tmp_path):
+def test_missing_model_folder_says_how_to_fix(tmp_path: Path) -> None:
     broken = FastEmbedder(FastembedSettings(model="sentence-transformers/all-MiniLM-L6-v2", model_path=str(tmp_path)))
     with pytest.raises(ModelError, match="has no model.onnx .the file fastembed loads .*model_path.*model fetch --to"):
         broken.embed_query("x")
 
 
-def test_an_empty_folder_for_the_default_model_names_the_file_that_model_needs(tmp_path):
+def test_an_empty_folder_for_the_default_model_names_the_file_that_model_needs(tmp_path: Path) -> None:
     default = FastEmbedder(FastembedSettings(model_path=str(tmp_path)))  # paraphrase-multilingual-MiniLM-L12-v2
     with pytest.raises(ModelError) as missing:
         default.embed_query("x")
     assert "has no model_optimized.onnx" in str(missing.value) and "model.onnx," not in str(missing.value)
 
 
-def test_a_folder_of_another_model_names_both_settings(tmp_path):
+def test_a_folder_of_another_model_names_both_settings(tmp_path: Path) -> None:
     (tmp_path / "model.onnx").write_bytes(b"weights of all-MiniLM-L6-v2")
     other = FastEmbedder(
         FastembedSettings(model="sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2", model_path=str(tmp_path))
@@ -82,7 +85,7 @@ def test_a_folder_of_another_model_names_both_settings(tmp_path):
     assert "the folder has onnx/model.onnx" in str(nested.value) and "all-MiniLM-L6-v2" not in str(nested.value)
 
 
-def test_tokenizer_knows_where_the_model_truncates(embedding_config):
+def test_tokenizer_knows_where_the_model_truncates(embedding_config: FastembedSettings) -> None:
     tokenizer = load_tokenizer(embedding_config)
     assert tokenizer.max_tokens == 256
     assert tokenizer.unknown_share("年假申请流程") > 0.3 and tokenizer.unknown_share("annual leave") == 0.0
@@ -99,7 +102,9 @@ def test_tokenizer_knows_where_the_model_truncates(embedding_config):
         {"model_max_length": "512"},
     ],
 )
-def test_the_truncation_length_is_the_one_fastembed_works_out(model_folder, tmp_path, limits):
+def test_the_truncation_length_is_the_one_fastembed_works_out(
+    model_folder: Path, tmp_path: Path, limits: dict[str, Any]
+) -> None:
     """mcp-kb reads the limit itself (fastembed's loader imports all of fastembed): both must agree, or refuse
     alike."""
     from fastembed.common.preprocessor_utils import load_tokenizer as fastembeds_loader
@@ -110,7 +115,9 @@ def test_the_truncation_length_is_the_one_fastembed_works_out(model_folder, tmp_
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(settings))
     (tmp_path / "tokenizer.json").write_bytes((model_folder / "tokenizer.json").read_bytes())
     try:
-        expected = fastembeds_loader(tmp_path)[0].truncation["max_length"]
+        truncation = fastembeds_loader(tmp_path)[0].truncation
+        assert truncation is not None
+        expected = truncation["max_length"]
     except ValueError:
         with pytest.raises(ModelError, match="cannot read the tokenizer.*no usable model_max_length"):
             ModelTokenizer(tmp_path)
@@ -118,7 +125,7 @@ def test_the_truncation_length_is_the_one_fastembed_works_out(model_folder, tmp_
     assert ModelTokenizer(tmp_path).max_tokens == expected
 
 
-def test_a_tokenizer_loads_at_first_use_and_travels_as_its_folder(model_folder, tmp_path):
+def test_a_tokenizer_loads_at_first_use_and_travels_as_its_folder(model_folder: Path, tmp_path: Path) -> None:
     import pickle
 
     from mcp_kb.models.fastembed_tokenizer import ModelTokenizer
@@ -136,7 +143,7 @@ def test_a_tokenizer_loads_at_first_use_and_travels_as_its_folder(model_folder, 
         broken.count(["x"])
 
 
-def test_without_a_model_and_without_network_a_command_fails_fast_with_its_fix(tmp_path):
+def test_without_a_model_and_without_network_a_command_fails_fast_with_its_fix(tmp_path: Path) -> None:
     """fastembed alone retried for about 40 s; one attempt at a hub that refuses (loopback) must be quick."""
     import time
 
@@ -175,13 +182,13 @@ HUB_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "special_
 
 
 @pytest.fixture
-def hub(model_folder):
+def hub(model_folder: Path) -> Iterator[FakeHub]:
     """The tests' model served as a model hub on 127.0.0.1: downloads run for real."""
     with serve_hub(FakeHub(HUB_REPO, model_folder, HUB_FILES)) as served:
         yield served
 
 
-def _mcp_kb(tmp_path, hub_url: str, *args: str, **variables: str) -> subprocess.CompletedProcess:
+def _mcp_kb(tmp_path: Path, hub_url: str, *args: str, **variables: str) -> subprocess.CompletedProcess[str]:
     """The command in a fresh process with an empty model cache and the hub at hub_url."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_KB_")}
     env.update(
@@ -203,7 +210,7 @@ def _mcp_kb(tmp_path, hub_url: str, *args: str, **variables: str) -> subprocess.
     )
 
 
-def test_chunks_fetches_only_the_tokenizer(tmp_path, hub):
+def test_chunks_fetches_only_the_tokenizer(tmp_path: Path, hub: FakeHub) -> None:
     write(tmp_path / "guide.md", "# Guide\n\n## Install\n\nRun the installer, then restart.\n")
     result = _mcp_kb(tmp_path, hub.url, "chunks", "guide.md")
     assert result.returncode == 0, result.stderr
@@ -214,7 +221,7 @@ def test_chunks_fetches_only_the_tokenizer(tmp_path, hub):
     assert hub.fetched == []  # kept in the cache
 
 
-def test_chunks_without_tokenizer_or_network_says_what_is_missing(tmp_path):
+def test_chunks_without_tokenizer_or_network_says_what_is_missing(tmp_path: Path) -> None:
     write(tmp_path / "guide.md", "# Guide\n\nText.\n")
     result = _mcp_kb(tmp_path, "http://127.0.0.1:9", "chunks", "guide.md")
     assert result.returncode == 1
@@ -222,7 +229,7 @@ def test_chunks_without_tokenizer_or_network_says_what_is_missing(tmp_path):
     assert "the tokenizer of embedding model" in error and "is not on this machine" in error and "model_path" in error
 
 
-def test_a_missing_model_is_one_error_of_ours_not_fastembeds_own_lines(tmp_path):
+def test_a_missing_model_is_one_error_of_ours_not_fastembeds_own_lines(tmp_path: Path) -> None:
     """Loading a model that is neither here nor reachable (as the suite does without a model) raises our error,
     with its fix; fastembed's four ERROR lines (one per place it looked) used to be printed first."""
     code = (
@@ -239,7 +246,7 @@ def test_a_missing_model_is_one_error_of_ours_not_fastembeds_own_lines(tmp_path)
     assert result.stderr == "" and result.stdout.startswith("ModelError cannot download embedding model"), result
 
 
-def test_model_fetch_then_status_names_the_source_and_the_copy_serves_offline(tmp_path, hub):
+def test_model_fetch_then_status_names_the_source_and_the_copy_serves_offline(tmp_path: Path, hub: FakeHub) -> None:
     write(tmp_path / "docs" / "leave.md", "# Leave\n\nAnnual leave is requested in the HR portal.\n")
     before = _mcp_kb(tmp_path, hub.url, "status", "docs")
     assert "not on this machine yet" in before.stdout and "mcp-kb model fetch" in before.stdout
@@ -264,7 +271,9 @@ def test_model_fetch_then_status_names_the_source_and_the_copy_serves_offline(tm
     assert f"folder {tmp_path / 'models' / 'minilm'}" in status
 
 
-def test_device_cuda_without_a_gpu_warns_and_runs_on_the_cpu(embedding_config, caplog):
+def test_device_cuda_without_a_gpu_warns_and_runs_on_the_cpu(
+    embedding_config: FastembedSettings, caplog: pytest.LogCaptureFixture
+) -> None:
     import logging
 
     cuda = FastEmbedder(embedding_config.model_copy(update={"device": "cuda"}))
@@ -274,18 +283,20 @@ def test_device_cuda_without_a_gpu_warns_and_runs_on_the_cpu(embedding_config, c
     assert vector.shape == (384,)
 
 
-def test_texts_sorted_by_length_for_batching_come_back_in_input_order(fp32_embedder):
+def test_texts_sorted_by_length_for_batching_come_back_in_input_order(fp32_embedder: FastEmbedder) -> None:
     texts = ["a much longer passage about annual leave, approvals and the HR portal", "E5021", "leave policy"]
     together = fp32_embedder.embed_batch(texts)
     for text, vector in zip(texts, together):
         assert np.allclose(vector, fp32_embedder.embed_batch([text])[0], atol=1e-5)
 
 
-def test_a_released_model_frees_its_session_and_loads_again_with_the_same_vectors(embedding_config):
+def test_a_released_model_frees_its_session_and_loads_again_with_the_same_vectors(
+    embedding_config: FastembedSettings,
+) -> None:
     model = FastEmbedder(embedding_config)
     texts = ["annual leave policy", "error code E5021"]
     before = model.embed_batch(texts)
-    session = weakref.ref(model.model.model.model)  # TextEmbedding → its ONNX model → onnxruntime's session
+    session = weakref.ref(cast(Any, model.model).model.model)  # TextEmbedding → its ONNX model → onnxruntime's session
     model.release()
     assert session() is None  # nothing else holds it: its memory is gone
     assert np.allclose(model.embed_batch(texts), before, atol=1e-6)

@@ -5,31 +5,35 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mcp_kb.models.base import ModelIdentity
 from mcp_kb.models.identities import RememberedModel, remember_model, remembered_model
 from mcp_kb.models.onnx_session import Recipe
+from mcp_kb.models.fastembed import FastEmbedder
 
 IDENTITY = ModelIdentity("some/model", 384, "ab" * 32)
 
 
-def _remember(weights, cache):
+def _remember(weights: Path, cache: Path) -> None:
     remember_model("key", RememberedModel(IDENTITY, weights.parent, None), [weights], cache=cache)
 
 
-def _recalled(key, cache):
+def _recalled(key: str, cache: Path) -> ModelIdentity | None:
     remembered = remembered_model(key, cache=cache)
     return remembered.identity if remembered else None
 
 
-def test_an_identity_holds_while_its_weights_file_is_the_same(tmp_path):
+def test_an_identity_holds_while_its_weights_file_is_the_same(tmp_path: Path) -> None:
     weights = tmp_path / "model.onnx"
     weights.write_bytes(b"weights")
     _remember(weights, tmp_path / "cache")
     assert _recalled("key", tmp_path / "cache") == IDENTITY
-    assert remembered_model("key", cache=tmp_path / "cache").folder == tmp_path.resolve()  # where the model lies
+    remembered = remembered_model("key", cache=tmp_path / "cache")
+    assert remembered and remembered.folder == tmp_path.resolve()  # where the model lies
     assert _recalled("other key", tmp_path / "cache") is None
     os.utime(weights, ns=(1, 1))  # touched, or replaced by other weights: worked out again
     assert _recalled("key", tmp_path / "cache") is None
@@ -38,21 +42,22 @@ def test_an_identity_holds_while_its_weights_file_is_the_same(tmp_path):
     assert _recalled("key", tmp_path / "cache") is None
 
 
-def test_a_record_written_before_recipes_is_worked_out_again_once(tmp_path):
+def test_a_record_written_before_recipes_is_worked_out_again_once(tmp_path: Path) -> None:
     """A server runs the model without fastembed by the recipe remembered with its identity; a record from before
     recipes has none, so it counts as missing (the next load writes it with one)."""
     weights = tmp_path / "model.onnx"
     weights.write_bytes(b"weights")
     recipe = Recipe(tmp_path, "model.onnx", "mean", True)
     remember_model("key", RememberedModel(IDENTITY, weights.parent, recipe), [weights], cache=tmp_path / "cache")
-    assert remembered_model("key", cache=tmp_path / "cache").recipe == recipe
+    remembered = remembered_model("key", cache=tmp_path / "cache")
+    assert remembered is not None and remembered.recipe == recipe
     records = json.loads((tmp_path / "cache" / "model-identities.json").read_text())
     del records["key"]["recipe"]
     (tmp_path / "cache" / "model-identities.json").write_text(json.dumps(records))
     assert remembered_model("key", cache=tmp_path / "cache") is None
 
 
-def test_a_damaged_or_unwritable_cache_costs_only_the_work(tmp_path):
+def test_a_damaged_or_unwritable_cache_costs_only_the_work(tmp_path: Path) -> None:
     weights = tmp_path / "model.onnx"
     weights.write_bytes(b"weights")
     cache = tmp_path / "cache"
@@ -69,7 +74,7 @@ def test_a_damaged_or_unwritable_cache_costs_only_the_work(tmp_path):
     assert sorted(p.name for p in cache.iterdir()) == ["model-identities.json"]  # no temporary file left
 
 
-def test_an_int8_identity_holds_while_its_copy_and_the_model_it_was_made_from_are_the_same(tmp_path):
+def test_an_int8_identity_holds_while_its_copy_and_the_model_it_was_made_from_are_the_same(tmp_path: Path) -> None:
     copy, source = tmp_path / "int8" / "model.onnx", tmp_path / "fp32" / "model.onnx"
     for weights in (copy, source):
         weights.parent.mkdir()
@@ -82,8 +87,8 @@ def test_an_int8_identity_holds_while_its_copy_and_the_model_it_was_made_from_ar
 
 @pytest.mark.parametrize("quantize", ["int8", "none"])
 def test_a_second_process_knows_the_models_identity_without_loading_fastembed(
-    tmp_path, embedder, fp32_embedder, quantize
-):
+    tmp_path: Path, embedder: FastEmbedder, fp32_embedder: FastEmbedder, quantize: str
+) -> None:
     """What `status` and a sync with nothing to index rely on, for the default int8 copy and the fp32 model."""
     code = textwrap.dedent(f"""
         import sys
@@ -105,11 +110,11 @@ def test_a_second_process_knows_the_models_identity_without_loading_fastembed(
     assert second.stdout.split("|") == [expected.name, str(expected.dimension), expected.file_hash, "False\n"]
 
 
-def test_what_a_remembered_identity_is_keyed_by_is_where_the_weights_come_from():
+def test_what_a_remembered_identity_is_keyed_by_is_where_the_weights_come_from() -> None:
     from mcp_kb.models.fastembed_load import memory_key
     from mcp_kb.settings import FastembedSettings
 
-    def key(**settings):
+    def key(**settings: Any) -> str:
         return memory_key(FastembedSettings(model="sentence-transformers/all-MiniLM-L6-v2", **settings))
 
     assert key(batch_size=8) == key(batch_size=32, threads=2)  # how it runs: the same weights
@@ -119,7 +124,9 @@ def test_what_a_remembered_identity_is_keyed_by_is_where_the_weights_come_from()
     assert onnxruntime.__version__ in key() and onnxruntime.__version__ not in key(quantize="none")
 
 
-def test_a_model_from_fastembeds_cache_is_found_again_without_importing_fastembed(tmp_path, model_folder):
+def test_a_model_from_fastembeds_cache_is_found_again_without_importing_fastembed(
+    tmp_path: Path, model_folder: Path
+) -> None:
     """With no model_path (the default), the model's folder in fastembed's cache was found through fastembed;
     once remembered, a command finds its tokenizer and says where it is without fastembed."""
     code = textwrap.dedent(f"""

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -16,6 +18,9 @@ from helpers import ROOT
 from mcp_kb.models.fastembed import recipe_of
 from mcp_kb.models.fastembed_load import model_files
 from mcp_kb.models.onnx_session import OnnxSession, _normalized, _padded_tokenizer, _pooled
+from helpers import MakeConfig
+from mcp_kb.settings import FastembedSettings
+from mcp_kb.models.fastembed import FastEmbedder
 
 _PARTED = (
     "mcp_kb/models/onnx_session.py no longer runs the model as fastembed does (see recipe_of in "
@@ -52,7 +57,7 @@ def passages(n: int = 1000) -> list[str]:
     return found[:n]
 
 
-def _in_batches(texts: list[str], embed, size: int = 32) -> np.ndarray:
+def _in_batches(texts: list[str], embed: Callable[[list[str]], Any], size: int = 32) -> np.ndarray:
     """Vectors of `texts` embedded `size` at a time, in order: an int8 model quantizes its activations per batch,
     so both ways must see the same batches."""
     return np.concatenate(
@@ -61,12 +66,12 @@ def _in_batches(texts: list[str], embed, size: int = 32) -> np.ndarray:
 
 
 @pytest.mark.parametrize("model", ["embedder", "fp32_embedder"])
-def test_the_model_run_without_fastembed_gives_fastembeds_vectors(model, request):
+def test_the_model_run_without_fastembed_gives_fastembeds_vectors(model: str, request: pytest.FixtureRequest) -> None:
     """1,000 passages embedded both ways, the int8 copy a server runs and the fp32 model: cosine >= 0.9999 each."""
     loaded = request.getfixturevalue(model).model  # fastembed's TextEmbedding, as a sync loads it
     recipe = recipe_of(loaded)
     assert recipe is not None, f"fastembed runs {type(model_files(loaded)).__name__} now: {_PARTED}"
-    assert Path(model_files(loaded).model._model_path) == recipe.folder / recipe.model_file, _PARTED  # the same file
+    assert Path(cast(Any, model_files(loaded)).model._model_path) == recipe.folder / recipe.model_file, _PARTED
     texts = sorted(passages(), key=len)  # batches of like lengths: little padding to run through the model
     theirs = _in_batches(texts, lambda batch: list(loaded.embed(batch, batch_size=len(batch))))
     ours = _in_batches(texts, OnnxSession(recipe).embed)
@@ -76,7 +81,7 @@ def test_the_model_run_without_fastembed_gives_fastembeds_vectors(model, request
     assert np.allclose(np.linalg.norm(ours, axis=1), np.linalg.norm(theirs, axis=1), atol=1e-4), _PARTED
 
 
-def _fastembed_classes():
+def _fastembed_classes() -> list[type[Any]]:
     from fastembed.text.onnx_embedding import OnnxTextEmbedding
     from fastembed.text.pooled_embedding import PooledEmbedding
     from fastembed.text.pooled_normalized_embedding import PooledNormalizedEmbedding
@@ -85,7 +90,7 @@ def _fastembed_classes():
 
 
 @pytest.mark.parametrize("model_class", _fastembed_classes(), ids=lambda cls: cls.__name__)
-def test_each_model_class_is_pooled_and_normalized_as_fastembed_does(model_class, tmp_path):
+def test_each_model_class_is_pooled_and_normalized_as_fastembed_does(model_class: type[Any], tmp_path: Path) -> None:
     """The recipe read off each model class fastembed runs plainly (CLS pooling of BGE-like models, mean pooling of
     the multilingual default, mean and normalized of MiniLM) turns a model's output into fastembed's vectors."""
     from types import SimpleNamespace
@@ -95,7 +100,7 @@ def test_each_model_class_is_pooled_and_normalized_as_fastembed_does(model_class
     inner = object.__new__(model_class)  # no model loaded: only its output handling is asked
     inner._model_dir = tmp_path
     inner.model_description = SimpleNamespace(model_file="model.onnx", additional_files=[])
-    recipe = recipe_of(SimpleNamespace(model=inner))
+    recipe = recipe_of(cast(Any, SimpleNamespace(model=inner)))  # a TextEmbedding as far as recipe_of reads one
     assert recipe is not None, f"{model_class.__name__} is no longer run plainly: {_PARTED}"
     rng = np.random.default_rng(3)
     output = rng.normal(size=(4, 9, 16)).astype(np.float32)
@@ -116,7 +121,9 @@ def test_each_model_class_is_pooled_and_normalized_as_fastembed_does(model_class
         {"extra_special": True},
     ],
 )
-def test_the_tokenizer_is_set_up_as_fastembed_sets_it_up(model_folder, tmp_path, changes):
+def test_the_tokenizer_is_set_up_as_fastembed_sets_it_up(
+    model_folder: Path, tmp_path: Path, changes: dict[str, Any]
+) -> None:
     """Truncation, padding and special tokens as fastembed's loader makes them, for the settings models ship."""
     import json
     import shutil
@@ -142,7 +149,12 @@ def test_the_tokenizer_is_set_up_as_fastembed_sets_it_up(model_folder, tmp_path,
     assert [(e.ids, e.attention_mask) for e in ours] == [(e.ids, e.attention_mask) for e in theirs], _PARTED
 
 
-def test_a_session_that_fails_to_load_leaves_the_server_to_fastembed(embedding_config, tmp_path, monkeypatch, caplog):
+def test_a_session_that_fails_to_load_leaves_the_server_to_fastembed(
+    embedding_config: FastembedSettings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """A remembered recipe whose file is damaged costs one warning: queries are answered through fastembed."""
     from mcp_kb.models import fastembed
     from mcp_kb.models.base import ModelIdentity
@@ -191,7 +203,9 @@ def _served_query(cache: Path) -> tuple[bool, np.ndarray]:
     return printed["fastembed"], np.asarray(printed["vector"], dtype=np.float32)
 
 
-def test_a_server_embeds_queries_without_importing_fastembed_once_the_model_is_remembered(embedder, tmp_path):
+def test_a_server_embeds_queries_without_importing_fastembed_once_the_model_is_remembered(
+    embedder: FastEmbedder, tmp_path: Path
+) -> None:
     """The first server on a machine knows no recipe yet: it answers through fastembed and remembers how fastembed
     ran the model; from then on servers answer, and embed a sync's batches, without importing it, with the same
     vectors."""
@@ -209,8 +223,8 @@ def _threads(session: OnnxSession) -> int:
 
 
 def test_a_servers_sync_embeds_on_every_core_while_its_queries_keep_one_thread(
-    embedder, make_config, tmp_path, monkeypatch
-):
+    embedder: FastEmbedder, make_config: MakeConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A sync run by a server embedded through the one-thread session its queries use: on one core (1.85x slower
     than `mcp-kb sync` on two cores). Its batches now run on a session of their own with every core, the same
     vectors as the CLI's, and that session is let go when the KB is embedded; queries keep their session."""
@@ -225,21 +239,27 @@ def test_a_servers_sync_embeds_on_every_core_while_its_queries_keep_one_thread(
     app = App(make_config({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]}), serving=True)
     app.warm_up()
     served = app.embedder
+    assert isinstance(served, FastEmbedder)
     queries = served._session
     assert queries is not None and _threads(queries) == 1
-    used = []
+    used: list[OnnxSession | None] = []
     batch_session = served._batch_session
-    monkeypatch.setattr(served, "_batch_session", lambda: used.append(batch_session()) or used[-1])
+
+    def counted() -> OnnxSession | None:
+        used.append(batch_session())
+        return used[-1]
+
+    monkeypatch.setattr(served, "_batch_session", counted)
     app.sync()
-    assert used and all(session is not queries and _threads(session) == 0 for session in used)
+    assert used and all(session is not queries and session and _threads(session) == 0 for session in used)
     assert served._batches is None and served._session is queries  # let go after the sync; queries' kept
     texts = ["Annual leave rule number 3 of the handbook.", "a second passage, longer than the first one is"]
-    assert np.allclose(used[0].embed(texts), embedder.embed_batch(texts), atol=2e-2)  # the CLI's vectors
+    assert used[0] and np.allclose(used[0].embed(texts), embedder.embed_batch(texts), atol=2e-2)  # the CLI's vectors
     assert app.search("docs", SearchRequest(query="annual leave rule 3", mode="vector")).hits
     from mcp_kb import sync
     from mcp_kb.api import KBError
 
-    def failing(*_args):
+    def failing(*_args: object) -> None:
         raise KBError("the disk is full")
 
     write(tmp_path / "docs" / "late.md", "# Late\n\nA rule added later.\n")

@@ -1,6 +1,9 @@
 """The OpenAI-compatible provider against a real HTTP service on 127.0.0.1 (tests/fake_embeddings.py)."""
 
 import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -10,6 +13,10 @@ from helpers import write
 from mcp_kb.app import App
 from mcp_kb.errors import ModelError
 from mcp_kb.api import SearchRequest
+from helpers import MakeConfig
+from helpers import MakeApp
+from mcp_kb.models.fastembed import FastEmbedder
+from mcp_kb.models.fastembed_tokenizer import ModelTokenizer
 
 DOCS = {
     "leave.md": "# Leave\n\n## Annual leave\n\nEmployees apply for annual leave in the HR portal two weeks ahead.\n",
@@ -19,23 +26,25 @@ DOCS = {
 
 
 @pytest.fixture
-def service(embedder):
+def service(embedder: FastEmbedder) -> Iterator[EmbeddingService]:
     with serve_embeddings(EmbeddingService(embedder)) as running:
         yield running
 
 
 @pytest.fixture
-def docs(tmp_path):
+def docs(tmp_path: Path) -> Path:
     for name, text in DOCS.items():
         write(tmp_path / "docs" / name, text)
     return tmp_path / "docs"
 
 
 @pytest.fixture
-def remote_app(make_config, docs, service, model_folder):
+def remote_app(
+    make_config: MakeConfig, docs: Path, service: EmbeddingService, model_folder: Path
+) -> Callable[..., App]:
     """An App over `docs` embedding through the service, counting tokens with the tests' model folder."""
 
-    def make(**embedding) -> App:
+    def make(**embedding: object) -> App:
         settings = {
             "provider": "openai",
             "base_url": service.url,
@@ -50,7 +59,9 @@ def remote_app(make_config, docs, service, model_folder):
     return make
 
 
-def test_sync_and_search_through_the_service_match_the_local_model(make_app, docs, remote_app):
+def test_sync_and_search_through_the_service_match_the_local_model(
+    make_app: MakeApp, docs: Path, remote_app: Callable[..., App]
+) -> None:
     remote = remote_app()
     [report] = remote.sync()
     assert report.files_added == 3 and not report.failures
@@ -65,17 +76,21 @@ def test_sync_and_search_through_the_service_match_the_local_model(make_app, doc
         assert np.allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
 
 
-def test_identity_names_the_service_and_switching_provider_rebuilds(make_app, docs, service, remote_app):
+def test_identity_names_the_service_and_switching_provider_rebuilds(
+    make_app: MakeApp, docs: Path, service: EmbeddingService, remote_app: Callable[..., App]
+) -> None:
     local = make_app({"name": "docs", "description": "d", "paths": [str(docs)]})
     local.sync()
     [report] = remote_app().sync()
     assert "embedding model changed" in report.rebuilt and "openai-compatible" in report.rebuilt
     status = remote_app().status("docs")[0]
-    assert status.model.name == f"openai-compatible {service.url} {service.model}"
+    assert status.model and status.model.name == f"openai-compatible {service.url} {service.model}"
     assert status.model.dimension == 384
 
 
-def test_429_with_retry_after_is_waited_for_and_retried(service, remote_app):
+def test_429_with_retry_after_is_waited_for_and_retried(
+    service: EmbeddingService, remote_app: Callable[..., App]
+) -> None:
     service.faults.status, service.faults.status_count, service.faults.retry_after = 429, 2, "1"
     [report] = remote_app().sync()
     assert report.files_added == 3 and not report.failures
@@ -84,7 +99,9 @@ def test_429_with_retry_after_is_waited_for_and_retried(service, remote_app):
     assert len(refused) == 2 and after[0] - refused[-1] >= 0.9  # Retry-After: 1 was honoured
 
 
-def test_a_batch_that_keeps_failing_fails_its_files_only_and_the_next_sync_retries(docs, service, remote_app):
+def test_a_batch_that_keeps_failing_fails_its_files_only_and_the_next_sync_retries(
+    docs: Path, service: EmbeddingService, remote_app: Callable[..., App]
+) -> None:
     app = remote_app(max_retries=1)
     app.sync()
     write(docs / "new.md", "# New\n\nThe parking garage opens at seven.\n")
@@ -101,7 +118,9 @@ def test_a_batch_that_keeps_failing_fails_its_files_only_and_the_next_sync_retri
     assert "new HR app" in app.search("docs", SearchRequest(query="annual leave", mode="keyword", top_k=1)).hits[0].text
 
 
-def test_a_changed_dimension_fails_the_batch_then_rebuilds_with_the_reason(docs, service, remote_app):
+def test_a_changed_dimension_fails_the_batch_then_rebuilds_with_the_reason(
+    docs: Path, service: EmbeddingService, remote_app: Callable[..., App]
+) -> None:
     app = remote_app()
     app.sync()
     service.faults.dimension = 128  # the service now runs another model under the same name
@@ -121,7 +140,9 @@ def test_a_changed_dimension_fails_the_batch_then_rebuilds_with_the_reason(docs,
     )
 
 
-def test_malformed_answers_and_refused_keys_say_what_is_wrong(service, monkeypatch, remote_app):
+def test_malformed_answers_and_refused_keys_say_what_is_wrong(
+    service: EmbeddingService, monkeypatch: pytest.MonkeyPatch, remote_app: Callable[..., App]
+) -> None:
     service.faults.malformed = True
     with pytest.raises(ModelError, match="not an embeddings response"):
         remote_app().sync()
@@ -132,7 +153,9 @@ def test_malformed_answers_and_refused_keys_say_what_is_wrong(service, monkeypat
         remote_app(api_key_env="TEST_EMBEDDING_KEY").sync()
 
 
-def test_the_key_is_sent_but_never_stored(docs, service, monkeypatch, remote_app):
+def test_the_key_is_sent_but_never_stored(
+    docs: Path, service: EmbeddingService, monkeypatch: pytest.MonkeyPatch, remote_app: Callable[..., App]
+) -> None:
     monkeypatch.setenv("TEST_EMBEDDING_KEY", "sk-secret-5678")
     service.faults.api_key = "sk-secret-5678"
     app = remote_app(api_key_env="TEST_EMBEDDING_KEY")
@@ -143,7 +166,9 @@ def test_the_key_is_sent_but_never_stored(docs, service, monkeypatch, remote_app
     assert "sk-secret-5678" not in json.dumps([status.as_dict() for status in app.status("docs")])
 
 
-def test_a_slow_service_degrades_search_to_keyword_after_one_attempt(docs, service, remote_app):
+def test_a_slow_service_degrades_search_to_keyword_after_one_attempt(
+    docs: Path, service: EmbeddingService, remote_app: Callable[..., App]
+) -> None:
     app = remote_app(timeout=0.5)
     app.sync()
     service.faults.delay = 3.0
@@ -154,7 +179,7 @@ def test_a_slow_service_degrades_search_to_keyword_after_one_attempt(docs, servi
     assert len(service.requests) == before + 1  # no retries while a client waits
 
 
-def test_query_vectors_are_cached(docs, service, remote_app):
+def test_query_vectors_are_cached(docs: Path, service: EmbeddingService, remote_app: Callable[..., App]) -> None:
     app = remote_app()
     app.sync()
     before = len(service.requests)
@@ -163,7 +188,9 @@ def test_query_vectors_are_cached(docs, service, remote_app):
     assert len(service.requests) == before + 1
 
 
-def test_without_a_tokenizer_chunks_are_sized_by_a_conservative_estimate(docs, tokenizer, remote_app):
+def test_without_a_tokenizer_chunks_are_sized_by_a_conservative_estimate(
+    docs: Path, tokenizer: ModelTokenizer, remote_app: Callable[..., App]
+) -> None:
     from mcp_kb.models.estimate import EstimatedTokens
 
     estimate = EstimatedTokens(256)
@@ -181,7 +208,9 @@ def test_without_a_tokenizer_chunks_are_sized_by_a_conservative_estimate(docs, t
     assert len(chunks) > 3 and all(tokenizer.count([c.embed_text])[0] <= 64 for c in chunks)
 
 
-def test_a_search_in_a_new_process_after_the_dimension_changed_falls_back_to_keyword(docs, service, remote_app):
+def test_a_search_in_a_new_process_after_the_dimension_changed_falls_back_to_keyword(
+    docs: Path, service: EmbeddingService, remote_app: Callable[..., App]
+) -> None:
     remote_app().sync()
     service.faults.dimension = 128
     result = remote_app().search("docs", SearchRequest(query="annual leave portal", mode="hybrid", top_k=1))
@@ -190,29 +219,29 @@ def test_a_search_in_a_new_process_after_the_dimension_changed_falls_back_to_key
     assert result.hits[0].source == "leave.md"
 
 
-def _repeat_an_index(answer: dict) -> dict:
+def _repeat_an_index(answer: dict[str, Any]) -> dict[str, Any]:
     for item in answer["data"]:
         item["index"] = 0
     return answer
 
 
-def _zero_vectors(answer: dict) -> dict:
+def _zero_vectors(answer: dict[str, Any]) -> dict[str, Any]:
     for item in answer["data"]:
         item["embedding"] = [0.0] * len(item["embedding"])
     return answer
 
 
-def _first(field: str, value: object, literal: bytes | None = None):
+def _first(field: str, value: object, literal: bytes | None = None) -> Callable[[dict[str, Any]], object]:
     """The true answer with the first item's `field` set to `value` (written as `literal` when given)."""
 
-    def lie(answer: dict) -> object:
+    def lie(answer: dict[str, Any]) -> object:
         answer["data"][0][field] = "MARK" if literal else value
         return json.dumps(answer).encode().replace(b'"MARK"', literal) if literal else answer
 
     return lie
 
 
-LIES = {  # what a service may send instead of vectors, and what the refusal says
+LIES: dict[str, tuple[dict[str, Any], str]] = {  # what a service may send instead of vectors, and what the refusal says
     "nested 200,000 deep": ({"raw": b'{"data": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"}, "nested deeper"),
     "a number past a float": (
         {"lie": _first("embedding", None, b"[1e400" + b", 0.5" * 383 + b"]")},
@@ -232,7 +261,9 @@ LIES = {  # what a service may send instead of vectors, and what the refusal say
 
 
 @pytest.mark.parametrize("lie", LIES, ids=list(LIES))
-def test_a_lying_service_fails_the_batch_and_the_query_falls_back_to_keyword(docs, service, remote_app, lie):
+def test_a_lying_service_fails_the_batch_and_the_query_falls_back_to_keyword(
+    docs: Path, service: EmbeddingService, remote_app: Callable[..., App], lie: str
+) -> None:
     faults, reason = LIES[lie]
     app = remote_app(max_retries=0)
     app.sync()
@@ -253,7 +284,9 @@ def test_a_lying_service_fails_the_batch_and_the_query_falls_back_to_keyword(doc
     assert retry.files_added == retry.files_changed == 1 and not retry.failures
 
 
-def test_a_dripped_answer_is_cut_at_one_deadline_for_the_whole_request(docs, service, remote_app):
+def test_a_dripped_answer_is_cut_at_one_deadline_for_the_whole_request(
+    docs: Path, service: EmbeddingService, remote_app: Callable[..., App]
+) -> None:
     """A byte every 20 ms: the whole answer would take minutes; each request ends at its 1 s timeout."""
     app = remote_app(max_retries=0, timeout=1.0)
     app.sync()

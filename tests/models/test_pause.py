@@ -11,7 +11,7 @@ class _Clock:
         return self.now
 
 
-def test_a_failure_is_remembered_for_the_pause_then_tried_again():
+def test_a_failure_is_remembered_for_the_pause_then_tried_again() -> None:
     clock = _Clock()
     pause = PauseAfterFailure[str](30, clock=clock)
     assert pause.recent() is None
@@ -22,7 +22,7 @@ def test_a_failure_is_remembered_for_the_pause_then_tried_again():
     assert pause.recent() is None
 
 
-def test_a_success_forgets_the_failure_and_a_failure_recorded_elsewhere_counts_from_its_own_time():
+def test_a_success_forgets_the_failure_and_a_failure_recorded_elsewhere_counts_from_its_own_time() -> None:
     clock = _Clock()
     pause = PauseAfterFailure[str](30, clock=clock)
     pause.failed("down")

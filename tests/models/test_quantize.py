@@ -8,7 +8,9 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -18,20 +20,25 @@ from mcp_kb.digest import file_sha256
 from mcp_kb.models import quantize
 from mcp_kb.models.fastembed import FastEmbedder, prepare_model
 from mcp_kb.models.fastembed_load import model_source
+from mcp_kb.models.base import Embedder
 from mcp_kb.api import SearchRequest
+from helpers import MakeConfig
+from mcp_kb.settings import FastembedSettings
 
 WARNINGS = "mcp_kb.models.fastembed_int8"
 
 
 @pytest.fixture(scope="module")
-def int8_cache(tmp_path_factory):
+def int8_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One cache for the module: quantizing the model takes about 15 s."""
     return tmp_path_factory.mktemp("int8-cache")
 
 
 @pytest.fixture
-def settings(embedding_config, model_folder, int8_cache):
-    def make(cache=int8_cache):
+def settings(
+    embedding_config: FastembedSettings, model_folder: Path, int8_cache: Path
+) -> Callable[..., FastembedSettings]:
+    def make(cache: Path = int8_cache) -> FastembedSettings:
         return embedding_config.model_copy(
             update={"quantize": "int8", "model_path": str(model_folder), "cache_dir": str(cache)}
         )
@@ -39,22 +46,29 @@ def settings(embedding_config, model_folder, int8_cache):
     return make
 
 
-def _copy_folder(embedder: FastEmbedder):
-    return embedder.settings.model_path
+def _copy_folder(embedder: FastEmbedder) -> str:
+    folder = embedder.settings.model_path
+    assert folder is not None
+    return folder
 
 
-def _never_quantize(monkeypatch):
-    def fail(*_):
+def _never_quantize(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(*_: object) -> None:
         raise AssertionError("quantized again")
 
     monkeypatch.setattr(quantize, "_quantize", fail)
 
 
-def _cosine(a, b):
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
-def test_an_int8_copy_is_made_once_checked_against_fp32_and_used(settings, fp32_embedder, model_folder, monkeypatch):
+def test_an_int8_copy_is_made_once_checked_against_fp32_and_used(
+    settings: Callable[..., FastembedSettings],
+    fp32_embedder: FastEmbedder,
+    model_folder: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     assert prepare_model(settings()) == model_folder  # `mcp-kb model fetch` makes the copy ahead of the first sync
     assert 'quantize = "int8": embedded with an int8 copy of it' in model_source(settings())
     _never_quantize(monkeypatch)
@@ -68,7 +82,9 @@ def test_an_int8_copy_is_made_once_checked_against_fp32_and_used(settings, fp32_
     assert 0.98 <= close < 0.99999  # the int8 model ran: near fp32, not equal
 
 
-def test_a_damaged_or_deleted_copy_is_made_again(settings, caplog):
+def test_a_damaged_or_deleted_copy_is_made_again(
+    settings: Callable[..., FastembedSettings], caplog: pytest.LogCaptureFixture
+) -> None:
     made = FastEmbedder(settings())
     folder = Path(_copy_folder(made))
     with open(folder / "model.onnx", "r+b") as graph:  # a bit rot in the weights
@@ -82,7 +98,9 @@ def test_a_damaged_or_deleted_copy_is_made_again(settings, caplog):
     assert FastEmbedder(settings()).identity == made.identity
 
 
-def test_a_changed_tokenizer_byte_or_a_graph_linked_to_an_endless_file_is_a_damaged_copy(settings, caplog):
+def test_a_changed_tokenizer_byte_or_a_graph_linked_to_an_endless_file_is_a_damaged_copy(
+    settings: Callable[..., FastembedSettings], caplog: pytest.LogCaptureFixture
+) -> None:
     """Every file of the copy is checked, not the graph only; links and special files are never read."""
     made = FastEmbedder(settings())
     folder = Path(_copy_folder(made))
@@ -106,7 +124,9 @@ def test_a_changed_tokenizer_byte_or_a_graph_linked_to_an_endless_file_is_a_dama
     assert not (folder / "model.onnx").is_symlink()
 
 
-def test_switching_to_int8_rebuilds_the_index_says_why_and_searches(make_config, settings, tmp_path):
+def test_switching_to_int8_rebuilds_the_index_says_why_and_searches(
+    make_config: MakeConfig, settings: Callable[..., FastembedSettings], tmp_path: Path
+) -> None:
     from mcp_kb.app import App
 
     write(tmp_path / "docs" / "leave.md", "# Leave\n\nApply for annual leave in the HR portal two weeks ahead.\n")
@@ -126,8 +146,12 @@ def test_switching_to_int8_rebuilds_the_index_says_why_and_searches(make_config,
 
 
 def test_a_copy_too_far_from_fp32_is_refused_once_with_the_figure(
-    settings, fp32_embedder, tmp_path, monkeypatch, caplog
-):
+    settings: Callable[..., FastembedSettings],
+    fp32_embedder: FastEmbedder,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     monkeypatch.setattr(quantize, "MIN_COSINE", 0.9999)
     with caplog.at_level(logging.WARNING, logger=WARNINGS):
         refused = FastEmbedder(settings(tmp_path / "strict"))
@@ -144,14 +168,20 @@ def test_a_copy_too_far_from_fp32_is_refused_once_with_the_figure(
 
 
 def test_a_graph_the_quantizer_cannot_handle_leaves_fp32_with_one_warning(
-    settings, fp32_embedder, tmp_path, monkeypatch, caplog
-):
-    def unsupported(*_):
+    settings: Callable[..., FastembedSettings],
+    fp32_embedder: FastEmbedder,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def unsupported(*_: object) -> None:
         raise RuntimeError("Unsupported op type: FancyAttention")
 
     monkeypatch.setattr(quantize, "_quantize", unsupported)
     copies = tmp_path / "cache" / "mcp-kb-int8"
-    name = file_sha256(Path(settings().model_path) / "model.onnx")[:16]
+    model_path = settings().model_path
+    assert model_path is not None
+    name = file_sha256(Path(model_path) / "model.onnx")[:16]
     abandoned, at_work = copies / f".{name}.4242.building", copies / f".{name}.4343.building"
     write(abandoned / "model.onnx", "left by a process killed two hours ago")
     os.utime(abandoned, (time.time() - 7200,) * 2)
@@ -166,25 +196,38 @@ def test_a_graph_the_quantizer_cannot_handle_leaves_fp32_with_one_warning(
 
 
 def test_a_cache_that_cannot_be_written_leaves_fp32_and_is_tried_again(
-    settings, fp32_embedder, tmp_path, monkeypatch, caplog
-):
+    settings: Callable[..., FastembedSettings],
+    fp32_embedder: FastEmbedder,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     write(tmp_path / "cache" / "mcp-kb-int8", "a file where the copies' folder should be")
     with caplog.at_level(logging.WARNING, logger=WARNINGS):
         assert FastEmbedder(settings(tmp_path / "cache")).identity == fp32_embedder.identity
     assert "could not be written" in caplog.text and "embedding with the fp32 model" in caplog.text
     (tmp_path / "cache" / "mcp-kb-int8").unlink()  # space again: the next start tries again (nothing remembered)
-    tried = []
-    monkeypatch.setattr(quantize, "_quantize", lambda *paths: tried.append(paths) or 1 / 0)
+    tried: list[tuple[Path, ...]] = []
+
+    def quantizing(*paths: Path) -> float:
+        tried.append(paths)
+        return 1 / 0
+
+    monkeypatch.setattr(quantize, "_quantize", quantizing)
     _ = FastEmbedder(settings(tmp_path / "cache")).identity
     assert len(tried) == 1
 
 
 def test_a_disk_that_fills_while_quantizing_leaves_fp32_and_nothing_behind(
-    settings, fp32_embedder, tmp_path, monkeypatch, caplog
-):
+    settings: Callable[..., FastembedSettings],
+    fp32_embedder: FastEmbedder,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Tried again once the cache has more free space, or an hour later (test_quantize_cache.py fills a real disk)."""
 
-    def full(_, int8):
+    def full(_: Path, int8: Path) -> None:
         int8.write_bytes(b"\x08\x07" * 1000)  # a part written, then the disk is full
         raise OSError(errno.ENOSPC, "No space left on device")
 
@@ -203,17 +246,22 @@ def test_a_disk_that_fills_while_quantizing_leaves_fp32_and_nothing_behind(
         assert FastEmbedder(settings(tmp_path / "cache")).identity == fp32_embedder.identity
     assert "No space left on device" in caplog.text
     assert "tried again once the cache has more free space, or 60 minutes after" in caplog.text
-    tried = []
-    monkeypatch.setattr(quantize, "_quantize", lambda *paths: tried.append(paths) or 1 / 0)
+    tried: list[tuple[Path, ...]] = []
+
+    def quantizing(*paths: Path) -> float:
+        tried.append(paths)
+        return 1 / 0
+
+    monkeypatch.setattr(quantize, "_quantize", quantizing)
     free[0] += 1 << 20  # space made: the next start tries again
     _ = FastEmbedder(settings(tmp_path / "cache")).identity
     assert len(tried) == 1
 
 
 def test_a_copy_that_could_not_be_kept_is_tried_again_an_hour_later_whatever_the_free_space(
-    settings, tmp_path, monkeypatch
-):
-    def place_taken(*_):
+    settings: Callable[..., FastembedSettings], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def place_taken(*_: object) -> None:
         raise OSError(errno.EEXIST, "File exists")
 
     monkeypatch.setattr(quantize, "_quantize", place_taken)
@@ -224,15 +272,24 @@ def test_a_copy_that_could_not_be_kept_is_tried_again_an_hour_later_whatever_the
     _ = FastEmbedder(settings(tmp_path / "cache")).identity  # no more space than then: not within the hour
     record = json.loads(unkept.read_text())
     unkept.write_text(json.dumps({**record, "at": record["at"] - quantize.RETRY_WRITE_AFTER_SECONDS}))
-    tried = []
-    monkeypatch.setattr(quantize, "_quantize", lambda *paths: tried.append(paths) or 1 / 0)
+    tried: list[tuple[Path, ...]] = []
+
+    def quantizing(*paths: Path) -> float:
+        tried.append(paths)
+        return 1 / 0
+
+    monkeypatch.setattr(quantize, "_quantize", quantizing)
     _ = FastEmbedder(settings(tmp_path / "cache")).identity  # an hour later: tried again
     assert len(tried) == 1
 
 
 def test_queries_never_search_an_int8_index_with_fp32_vectors(
-    make_config, settings, fp32_embedder, tmp_path, monkeypatch
-):
+    make_config: MakeConfig,
+    settings: Callable[..., FastembedSettings],
+    fp32_embedder: FastEmbedder,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A server whose int8 copy cannot be had (here: refused) embeds queries with fp32: on an index of int8
     vectors it answers from keyword search, saying why, and its status shows it."""
     from mcp_kb.app import App
@@ -244,7 +301,8 @@ def test_queries_never_search_an_int8_index_with_fp32_vectors(
     )
     built = App(config)
     built.sync()
-    assert "(int8)" in built.status("docs")[0].model.name and not built.status("docs")[0].query_model_differs
+    model = built.status("docs")[0].model
+    assert model and "(int8)" in model.name and not built.status("docs")[0].query_model_differs
     monkeypatch.setattr(quantize, "MIN_COSINE", 0.9999)  # another machine's cache, where the copy is refused
     served = App(config.model_copy(update={"embedding": settings(tmp_path / "other-cache")}))
     result = served.search("docs", SearchRequest(query="annual leave portal", mode="hybrid"))
@@ -259,8 +317,12 @@ def test_queries_never_search_an_int8_index_with_fp32_vectors(
 
 
 def test_a_model_quantized_already_is_used_as_it_is_and_the_verdict_is_remembered(
-    settings, embedder, tmp_path, monkeypatch, caplog
-):
+    settings: Callable[..., FastembedSettings],
+    embedder: FastEmbedder,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """An int8 export (here: the copy made above, as a model folder of its own) is never quantized twice, and
     quantize = "int8" on it names the same model as "none": switching rebuilds nothing."""
     export = Path(_copy_folder(FastEmbedder(settings())))
@@ -281,7 +343,9 @@ def test_a_model_quantized_already_is_used_as_it_is_and_the_verdict_is_remembere
     assert FastEmbedder(ready_made).settings.model_path == str(export)
 
 
-def test_a_server_runs_its_model_without_the_memory_arena_and_a_sync_with_it(make_config, tmp_path):
+def test_a_server_runs_its_model_without_the_memory_arena_and_a_sync_with_it(
+    make_config: MakeConfig, tmp_path: Path
+) -> None:
     """A server answers queries for long: onnxruntime's arena would keep a sync's batch memory; the vectors are
     the same either way."""
     from mcp_kb.app import App
@@ -289,8 +353,9 @@ def test_a_server_runs_its_model_without_the_memory_arena_and_a_sync_with_it(mak
     config = make_config({"name": "docs", "description": "d", "paths": [str(tmp_path)]})
     served, synced = App(config, serving=True).embedder, App(config).embedder
 
-    def arena(embedder):
-        return embedder.model.model.model.get_session_options().enable_cpu_mem_arena
+    def arena(embedder: Embedder) -> bool:
+        assert isinstance(embedder, FastEmbedder)
+        return bool(cast(Any, embedder.model).model.model.get_session_options().enable_cpu_mem_arena)
 
     text = "Employees apply for annual leave in the HR portal two weeks ahead."
     assert np.array_equal(served.embed_query(text), synced.embed_query(text))

@@ -87,7 +87,7 @@ def places(source: Path, cache: Path) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory):
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny model, quantized once already in this process (the imports are done: reads counted are the start's)."""
     folder = make_tiny_model(tmp_path_factory.mktemp("tiny-model"))
     assert start(folder, tmp_path_factory.mktemp("warm-cache")).outcome == "copy"
@@ -100,7 +100,7 @@ def start_within(source: Path, cache: Path, seconds: float = 60) -> quantize.Int
     outcome: dict[str, quantize.Int8Copy | BaseException] = {}
     done = threading.Event()
 
-    def run():
+    def run() -> None:
         try:
             outcome["copy"] = start(source, cache)
         except BaseException as exc:
@@ -119,7 +119,9 @@ def start_within(source: Path, cache: Path, seconds: float = 60) -> quantize.Int
         done.wait(10)
         pytest.fail(f"the start did not return within {seconds} s")
     if "error" in outcome:
-        raise outcome["error"]
+        error = outcome["error"]
+        assert isinstance(error, BaseException)
+        raise error
     copy = outcome["copy"]
     assert isinstance(copy, quantize.Int8Copy)
     return copy
@@ -153,13 +155,15 @@ def a_copy_made_again(source: Path, cache: Path, copy: quantize.Int8Copy, path: 
     assert mode is None or stat.S_ISREG(mode) or (path == copy.folder and stat.S_ISDIR(mode))
 
 
-def warned(caplog, text: str) -> None:
+def warned(caplog: pytest.LogCaptureFixture, text: str) -> None:
     lines = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
     assert len(lines) == 1 and text in lines[0], lines
 
 
 @pytest.mark.parametrize("place", PLACES)
-def test_a_fifo_in_the_cache_never_blocks_the_start(source, tmp_path, place, caplog):
+def test_a_fifo_in_the_cache_never_blocks_the_start(
+    source: Path, tmp_path: Path, place: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """Reading a FIFO waits for a writer that never comes: the server would never start."""
     cache = tmp_path / "cache"
     path = put_in_place(source, cache, place)
@@ -171,7 +175,9 @@ def test_a_fifo_in_the_cache_never_blocks_the_start(source, tmp_path, place, cap
 
 
 @pytest.mark.parametrize("place", PLACES)
-def test_a_link_to_dev_zero_in_the_cache_is_never_read(source, tmp_path, place, caplog):
+def test_a_link_to_dev_zero_in_the_cache_is_never_read(
+    source: Path, tmp_path: Path, place: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """/dev/zero never ends: hashing or reading it as a record would take the start's memory or time."""
     cache = tmp_path / "cache"
     path = put_in_place(source, cache, place)
@@ -185,7 +191,9 @@ def test_a_link_to_dev_zero_in_the_cache_is_never_read(source, tmp_path, place, 
 
 
 @pytest.mark.parametrize("place", PLACES)
-def test_a_link_out_of_the_cache_is_not_followed(source, tmp_path, place, caplog):
+def test_a_link_out_of_the_cache_is_not_followed(
+    source: Path, tmp_path: Path, place: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """What a link points at, even a good copy or a fitting record, is another's: the link is removed, the target
     left as it was."""
     planted = {
@@ -212,7 +220,9 @@ def test_a_link_out_of_the_cache_is_not_followed(source, tmp_path, place, caplog
 
 
 @pytest.mark.parametrize("place", ["record", "verdict", "refusal", "failure note"])
-def test_a_record_larger_than_any_record_is_refused_unread(source, tmp_path, place, caplog):
+def test_a_record_larger_than_any_record_is_refused_unread(
+    source: Path, tmp_path: Path, place: str, caplog: pytest.LogCaptureFixture
+) -> None:
     cache = tmp_path / "cache"
     path = put_in_place(source, cache, place)
     with path.open("wb") as record:
@@ -225,7 +235,7 @@ def test_a_record_larger_than_any_record_is_refused_unread(source, tmp_path, pla
     warned(caplog, f"{path} is {100 << 20} bytes, more than the")
 
 
-def test_a_copy_is_made_from_a_read_only_model_folder_writing_nothing_there(tmp_path):
+def test_a_copy_is_made_from_a_read_only_model_folder_writing_nothing_there(tmp_path: Path) -> None:
     """A shared model is mounted read-only: the quantizer's graph with inferred shapes goes to a private folder."""
     model = make_tiny_model(tmp_path / "model")
     listing = sorted(os.listdir(model))
@@ -270,7 +280,7 @@ print(json.dumps({"outcome": copy.outcome, "folder": str(copy.folder), "why": co
 """
 
 
-def test_two_processes_making_one_copy_at_once_both_get_it(tmp_path, monkeypatch):
+def test_two_processes_making_one_copy_at_once_both_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model, cache, meeting = make_tiny_model(tmp_path / "model"), tmp_path / "cache", tmp_path / "meeting"
     meeting.mkdir()
     children = [
@@ -356,17 +366,18 @@ def _on_a_small_disk(model: Path, cache: Path, when: str) -> list[list[str]]:
         timeout=300,
     )
     assert run.returncode == 0, run.stderr
-    return json.loads(run.stdout.splitlines()[-1])
+    outcomes: list[list[str]] = json.loads(run.stdout.splitlines()[-1])
+    return outcomes
 
 
-def test_a_full_disk_is_tried_again_once_space_is_freed(tmp_path):
+def test_a_full_disk_is_tried_again_once_space_is_freed(tmp_path: Path) -> None:
     full, still_full, freed = _on_a_small_disk(make_tiny_model(tmp_path / "model"), tmp_path / "cache", "before")
     assert full[0] == "retry_later" and "No space left on device" in full[1]
     assert still_full[0] == "retry_later" and "tried again once the cache has more free space" in still_full[1]
     assert freed[0] == "copy", freed
 
 
-def test_a_disk_filled_while_quantizing_is_tried_again_not_refused(tmp_path):
+def test_a_disk_filled_while_quantizing_is_tried_again_not_refused(tmp_path: Path) -> None:
     """onnx cuts the graph with inferred shapes short on a full disk without a word; the quantizer then fails as on
     a broken graph, which must not refuse the model for good."""
     full, still_full, freed = _on_a_small_disk(make_tiny_model(tmp_path / "model"), tmp_path / "cache", "during")

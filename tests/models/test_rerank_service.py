@@ -2,6 +2,9 @@
 batching, retries, timeouts and lying answers; a search keeps its fused order when the service fails."""
 
 import math
+from collections.abc import Iterator
+from typing import Any, Literal
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +15,9 @@ from mcp_kb.settings import ServiceRerankSettings
 from mcp_kb.errors import ConfigError, ModelError
 from mcp_kb.models.rerank_service import ServiceReranker
 from mcp_kb.api import SearchRequest
+from helpers import MakeConfig
+from helpers import MakeApp
+from mcp_kb.models.fastembed import FastEmbedder
 
 DOCS = {
     "leave.md": "# Leave\n\nApply for annual leave in the HR portal two weeks ahead; unused days carry over.\n",
@@ -24,38 +30,44 @@ PASSAGES = [text for text in DOCS.values()]
 
 
 @pytest.fixture
-def service(fp32_embedder):  # its scores do not depend on how passages are batched
+def service(
+    fp32_embedder: FastEmbedder,
+) -> Iterator[RerankService]:  # its scores do not depend on how passages are batched
     with serve_rerank(RerankService(fp32_embedder)) as running:
         yield running
 
 
-def _settings(service, api="cohere", **options):
+def _settings(
+    service: RerankService, api: Literal["cohere", "tei"] = "cohere", **options: Any
+) -> ServiceRerankSettings:
     base = service.url + ("/v1" if api == "cohere" else "")
     return ServiceRerankSettings(
         enabled=True, base_url=base, api=api, model=service.model if api == "cohere" else None, **options
     )
 
 
-def _cosines(embedder, query, passages):
+def _cosines(embedder: FastEmbedder, query: str, passages: list[str]) -> list[float]:
     vectors = embedder.embed_batch([query, *passages])
     return [float(score) for score in np.asarray(vectors[1:]) @ np.asarray(vectors[0])]
 
 
 @pytest.mark.parametrize("api", ["cohere", "tei"])
-def test_scores_come_back_in_passage_order_whatever_order_the_service_answers_in(service, fp32_embedder, api):
+def test_scores_come_back_in_passage_order_whatever_order_the_service_answers_in(
+    service: RerankService, fp32_embedder: FastEmbedder, api: Literal["cohere", "tei"]
+) -> None:
     scores = ServiceReranker(_settings(service, api)).score("how do I take days off", PASSAGES)
     expected = _cosines(fp32_embedder, "how do I take days off", PASSAGES)
     assert scores == pytest.approx(expected, abs=1e-6)
     assert sorted(range(len(scores)), key=lambda i: -scores[i]) != list(range(len(scores)))  # it did reorder
 
 
-def test_passages_go_in_batches_and_are_scored_in_order(service, fp32_embedder):
+def test_passages_go_in_batches_and_are_scored_in_order(service: RerankService, fp32_embedder: FastEmbedder) -> None:
     scores = ServiceReranker(_settings(service, batch_size=2)).score("lost laptop", PASSAGES)
     assert service.batches == [2, 2, 1]
     assert scores == pytest.approx(_cosines(fp32_embedder, "lost laptop", PASSAGES), abs=1e-6)
 
 
-def test_a_transient_failure_is_retried_and_a_lasting_one_is_a_clear_error(service):
+def test_a_transient_failure_is_retried_and_a_lasting_one_is_a_clear_error(service: RerankService) -> None:
     service.status, service.status_count = 503, 1
     assert len(ServiceReranker(_settings(service, max_retries=1)).score("q", PASSAGES[:2])) == 2
     service.status_count = 5
@@ -75,7 +87,9 @@ def test_a_transient_failure_is_retried_and_a_lasting_one_is_a_clear_error(servi
         ([1, 2], "not a rerank response"),
     ],
 )
-def test_an_answer_that_does_not_score_every_passage_once_is_refused(service, answer, message):
+def test_an_answer_that_does_not_score_every_passage_once_is_refused(
+    service: RerankService, answer: dict[str, list[dict[str, Any]]] | dict[str, Any] | list[int], message: str
+) -> None:
     service.answer = answer
     with pytest.raises(ModelError, match=message):
         ServiceReranker(_settings(service)).score("q", PASSAGES[:2])
@@ -92,13 +106,15 @@ def test_an_answer_that_does_not_score_every_passage_once_is_refused(service, an
         (b'{"results": [' + b" " * 10_000_000 + b"]}", "sent more than"),
     ],
 )
-def test_an_answer_past_what_a_number_or_a_parser_can_hold_is_refused_not_a_crash(service, raw, message):
+def test_an_answer_past_what_a_number_or_a_parser_can_hold_is_refused_not_a_crash(
+    service: RerankService, raw: bytes, message: str
+) -> None:
     service.raw = raw
     with pytest.raises(ModelError, match=message):
         ServiceReranker(_settings(service)).score("q", PASSAGES[:1])
 
 
-def test_one_call_ends_within_its_timeout_whatever_the_service_does(service):
+def test_one_call_ends_within_its_timeout_whatever_the_service_does(service: RerankService) -> None:
     """A dripped body, a Retry-After of an hour, a redirect: each is the call's failure within `timeout`,
     never a longer wait (the search then keeps its fused order)."""
     service.drip = 0.02
@@ -115,7 +131,9 @@ def test_one_call_ends_within_its_timeout_whatever_the_service_does(service):
         ServiceReranker(_settings(service, timeout=0.5)).score("q", PASSAGES[:2])
 
 
-def test_refused_keys_unknown_models_and_unreachable_services_say_what_to_check(service, monkeypatch):
+def test_refused_keys_unknown_models_and_unreachable_services_say_what_to_check(
+    service: RerankService, monkeypatch: pytest.MonkeyPatch
+) -> None:
     service.api_key = "right-key"
     monkeypatch.setenv("RERANK_KEY", "wrong-key")
     with pytest.raises(ModelError, match=r"refused the credentials \(401\): check the key in \$RERANK_KEY"):
@@ -137,7 +155,7 @@ def test_refused_keys_unknown_models_and_unreachable_services_say_what_to_check(
         ServiceReranker(gone).score("q", PASSAGES[:1])
 
 
-def test_settings_name_the_service_and_the_model_it_needs(make_config):
+def test_settings_name_the_service_and_the_model_it_needs(make_config: MakeConfig) -> None:
     with pytest.raises(ConfigError, match="needs base_url"):
         make_config(rerank={"enabled": True, "provider": "service"})
     with pytest.raises(ConfigError, match='api "cohere" needs model'):
@@ -147,13 +165,15 @@ def test_settings_name_the_service_and_the_model_it_needs(make_config):
 
 
 @pytest.fixture
-def kb(tmp_path):
+def kb(tmp_path: Path) -> dict[str, Any]:
     for name, text in DOCS.items():
         write(tmp_path / "docs" / name, text)
     return {"name": "handbook", "description": "staff handbook", "paths": [str(tmp_path / "docs")]}
 
 
-def test_a_search_returns_the_services_order(make_app, kb, service, fp32_embedder):
+def test_a_search_returns_the_services_order(
+    make_app: MakeApp, kb: dict[str, Any], service: RerankService, fp32_embedder: FastEmbedder
+) -> None:
     app = make_app(
         kb, rerank={"enabled": True, "provider": "service", "base_url": service.url, "api": "tei", "candidates": 5}
     )
@@ -166,7 +186,9 @@ def test_a_search_returns_the_services_order(make_app, kb, service, fp32_embedde
     assert scores == pytest.approx(_cosines(fp32_embedder, "days off work", texts), abs=1e-5)
 
 
-def test_a_slow_or_failing_service_leaves_the_fused_order_with_a_note(make_app, kb, service):
+def test_a_slow_or_failing_service_leaves_the_fused_order_with_a_note(
+    make_app: MakeApp, kb: dict[str, Any], service: RerankService
+) -> None:
     app = make_app(
         kb,
         rerank={
@@ -178,6 +200,7 @@ def test_a_slow_or_failing_service_leaves_the_fused_order_with_a_note(make_app, 
             "max_retries": 0,
         },
     )
+    assert isinstance(app.searcher.reranker, ServiceReranker)
     app.searcher.reranker.pause.seconds = 0  # each failure kind on its own (the pause has its test)
     plain = make_app(kb)
     plain.sync()
@@ -189,14 +212,17 @@ def test_a_slow_or_failing_service_leaves_the_fused_order_with_a_note(make_app, 
     for result in (slow, lying):
         assert [hit.source for hit in result.hits] == fused and result.degraded
         assert any(note.startswith("reranking unavailable") and "fused order" in note for note in result.notes)
-    assert app.live_stats("handbook").search.degraded_answers == 2  # the health figures count them
+    figures = app.live_stats("handbook").search
+    assert figures and figures.degraded_answers == 2  # the health figures count them
     service.answer = None
     assert not app.search(
         "handbook", SearchRequest(query="annual leave", top_k=3)
     ).notes  # not cached: the next search reranks
 
 
-def test_a_failed_service_is_not_asked_again_by_every_search_for_a_while(make_app, kb, service):
+def test_a_failed_service_is_not_asked_again_by_every_search_for_a_while(
+    make_app: MakeApp, kb: dict[str, Any], service: RerankService
+) -> None:
     app = make_app(
         kb,
         rerank={
@@ -214,6 +240,7 @@ def test_a_failed_service_is_not_asked_again_by_every_search_for_a_while(make_ap
     assert service.calls == 1  # the second search did not wait on the failing service
     assert any("answered 503" in note for note in first.notes)
     assert any("not asked again for 30 s" in note for note in second.notes)
+    assert isinstance(app.searcher.reranker, ServiceReranker)
     app.searcher.reranker.pause.seconds = 0  # the pause is over
     service.status_count = 0
     assert not app.search("handbook", SearchRequest(query="travel desk", top_k=3)).notes and service.calls == 2

@@ -1,11 +1,12 @@
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import ROOT
 
-from mcp_kb.settings import build_config, config_for_folder, load_config
+from mcp_kb.settings import FastembedSettings, build_config, config_for_folder, load_config
 from mcp_kb.errors import ConfigError
 
 
@@ -16,7 +17,7 @@ def _write_toml(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_minimal_config_gets_defaults(tmp_path):
+def test_minimal_config_gets_defaults(tmp_path: Path) -> None:
     config = load_config(_write_toml(tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n'))
     kb = config.kb[0]
     assert kb.search_tool_name == "search_docs"
@@ -24,7 +25,7 @@ def test_minimal_config_gets_defaults(tmp_path):
     assert kb.chunking.max_tokens == 256 and kb.search.mode == "hybrid"
 
 
-def test_unknown_key_names_file_key_and_suggestion(tmp_path):
+def test_unknown_key_names_file_key_and_suggestion(tmp_path: Path) -> None:
     path = _write_toml(
         tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n[kb.chunking]\nmax_token = 100\n'
     )
@@ -36,7 +37,7 @@ def test_unknown_key_names_file_key_and_suggestion(tmp_path):
     assert "did you mean 'max_tokens'" in message
 
 
-def test_wrong_type_is_reported_with_key(tmp_path):
+def test_wrong_type_is_reported_with_key(tmp_path: Path) -> None:
     path = _write_toml(
         tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n[kb.search]\ntop_k = "five"\n'
     )
@@ -44,7 +45,7 @@ def test_wrong_type_is_reported_with_key(tmp_path):
         load_config(path)
 
 
-def test_web_sources_are_urls_or_tables_and_a_kb_needs_some_source(tmp_path):
+def test_web_sources_are_urls_or_tables_and_a_kb_needs_some_source(tmp_path: Path) -> None:
     config = load_config(
         _write_toml(
             tmp_path,
@@ -65,29 +66,29 @@ def test_web_sources_are_urls_or_tables_and_a_kb_needs_some_source(tmp_path):
             load_config(_write_toml(tmp_path, f'[[kb]]\nname = "site"\ndescription = "d"\n{body}\n'))
 
 
-def test_missing_path_loads_so_an_existing_index_can_still_be_served(tmp_path):
+def test_missing_path_loads_so_an_existing_index_can_still_be_served(tmp_path: Path) -> None:
     path = _write_toml(tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["nowhere"]\n')
     assert load_config(path).kb[0].paths == [tmp_path / "nowhere"]
 
 
-def test_duplicate_kb_names_are_refused_naming_the_file_and_key_only(tmp_path):
+def test_duplicate_kb_names_are_refused_naming_the_file_and_key_only(tmp_path: Path) -> None:
     kb = '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n'
     with pytest.raises(ConfigError) as error:
         load_config(_write_toml(tmp_path, '[embedding]\nmodel_path = "/private/models/x"\n' + kb + kb))
     assert str(error.value) == f"{tmp_path / 'kb.toml'}: duplicate KB name 'docs': every knowledge base needs its own"
 
 
-def test_a_single_kb_table_says_to_write_two_brackets(tmp_path):
+def test_a_single_kb_table_says_to_write_two_brackets(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"kb: written as one table \[kb\].*write \[\[kb\]\] \(two brackets\)"):
         load_config(_write_toml(tmp_path, '[kb]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n'))
 
 
-def test_a_config_without_a_knowledge_base_says_what_to_add(tmp_path):
+def test_a_config_without_a_knowledge_base_says_what_to_add(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"kb.toml: no knowledge base: add a \[\[kb\]\] table.*mcp-kb init"):
         load_config(_write_toml(tmp_path, 'storage = "index"\n'))
 
 
-def test_duplicate_tool_names_are_refused(tmp_path):
+def test_duplicate_tool_names_are_refused(tmp_path: Path) -> None:
     text = (
         '[[kb]]\nname = "a"\ndescription = "d"\npaths = ["docs"]\ntool_name = "search_b"\n'
         '[[kb]]\nname = "b"\ndescription = "d"\npaths = ["docs"]\n'
@@ -97,41 +98,41 @@ def test_duplicate_tool_names_are_refused(tmp_path):
 
 
 @pytest.mark.parametrize("taken", ["read_document", "list_documents", "search_knowledge_bases", "sync_knowledge_base"])
-def test_a_kb_tool_named_like_a_server_tool_is_refused(tmp_path, taken):
+def test_a_kb_tool_named_like_a_server_tool_is_refused(tmp_path: Path, taken: str) -> None:
     text = f'[[kb]]\nname = "a"\ndescription = "d"\npaths = ["docs"]\ntool_name = "{taken}"\n'
     with pytest.raises(ConfigError, match=f"duplicate tool name '{taken}'"):
         load_config(_write_toml(tmp_path, text))
 
 
-def test_search_tools_takes_one_of_its_four_choices(tmp_path):
+def test_search_tools_takes_one_of_its_four_choices(tmp_path: Path) -> None:
     text = '[server]\nsearch_tools = "all"\n[[kb]]\nname = "a"\ndescription = "d"\npaths = ["docs"]\n'
     with pytest.raises(ConfigError, match="search_tools.*'auto', 'each', 'across' or 'both'"):
         load_config(_write_toml(tmp_path, text))
 
 
-def test_tool_name_breaking_mcp_rules_is_refused(tmp_path):
+def test_tool_name_breaking_mcp_rules_is_refused(tmp_path: Path) -> None:
     text = '[[kb]]\nname = "a"\ndescription = "d"\npaths = ["docs"]\ntool_name = "search docs!"\n'
     with pytest.raises(ConfigError, match="tool-name rule"):
         load_config(_write_toml(tmp_path, text))
 
 
-def test_invalid_toml_names_the_file(tmp_path):
+def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(_write_toml(tmp_path, "[[kb]\nname="))
 
 
-def test_missing_config_file_says_how_to_start(tmp_path):
+def test_missing_config_file_says_how_to_start(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"absent.toml: config file not found \(`mcp-kb init` writes a starter\)"):
         load_config(tmp_path / "absent.toml")
 
 
-def test_metadata_field_may_not_shadow_a_column(tmp_path):
+def test_metadata_field_may_not_shadow_a_column(tmp_path: Path) -> None:
     text = '[[kb]]\nname = "a"\ndescription = "d"\npaths = ["docs"]\n[kb.metadata]\npath = "x"\n'
     with pytest.raises(ConfigError, match="reserved"):
         load_config(_write_toml(tmp_path, text))
 
 
-def test_filter_fields_combine_builtins_static_and_declared(tmp_path):
+def test_filter_fields_combine_builtins_static_and_declared(tmp_path: Path) -> None:
     text = (
         '[[kb]]\nname = "a"\ndescription = "d"\npaths = ["docs"]\n[kb.metadata]\ndoc_type = "policy"\n'
         '[kb.filterable.year]\ntype = "integer"\ndescription = "Year"\n'
@@ -140,22 +141,24 @@ def test_filter_fields_combine_builtins_static_and_declared(tmp_path):
     assert types["doc_type"] == "string" and types["year"] == "integer" and types["path"] == "string"
 
 
-def test_environment_overrides_model_and_storage(tmp_path, monkeypatch):
+def test_environment_overrides_model_and_storage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MCP_KB_EMBEDDING_MODEL", "BAAI/bge-small-en-v1.5")
     monkeypatch.setenv("MCP_KB_EMBEDDING_MODEL_PATH", str(tmp_path))
     monkeypatch.setenv("MCP_KB_STORAGE", str(tmp_path / "elsewhere"))
     config = build_config({}, tmp_path, None)
     assert config.embedding.model == "BAAI/bge-small-en-v1.5"
-    assert config.embedding.model_path == str(tmp_path)
+    assert isinstance(config.embedding, FastembedSettings) and config.embedding.model_path == str(tmp_path)
     assert config.storage.uri == str(tmp_path / "elsewhere")
 
 
-def test_lancedb_uri_storage_is_kept_as_is(tmp_path, monkeypatch):
+def test_lancedb_uri_storage_is_kept_as_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MCP_KB_STORAGE", raising=False)
     assert build_config({"storage": "s3://bucket/kb"}, tmp_path, None).storage.uri == "s3://bucket/kb"
 
 
-def test_storage_is_a_folder_or_a_uri_with_options_read_from_the_environment(tmp_path, monkeypatch):
+def test_storage_is_a_folder_or_a_uri_with_options_read_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("MCP_KB_STORAGE", raising=False)
     folder = build_config({"storage": "idx"}, tmp_path, None).storage
     assert folder.uri == str(tmp_path / "idx") and not folder.is_remote and folder.consistency_seconds == 0
@@ -183,7 +186,7 @@ def test_storage_is_a_folder_or_a_uri_with_options_read_from_the_environment(tmp
         build_config({"storage": {"uri": "s3://a/b", "read_consistency": -1}}, tmp_path, None)
 
 
-def test_zero_config_serves_one_folder(tmp_path):
+def test_zero_config_serves_one_folder(tmp_path: Path) -> None:
     (tmp_path / "My Docs").mkdir()
     config = config_for_folder(tmp_path / "My Docs")
     assert [kb.name for kb in config.kb] == ["My_Docs"]
@@ -191,7 +194,7 @@ def test_zero_config_serves_one_folder(tmp_path):
     assert config.kb[0].sync.on_start and config.kb[0].sync.watch  # serving a folder needs no sync step
 
 
-def test_a_folder_named_in_another_script_gets_a_readable_unique_valid_name(tmp_path):
+def test_a_folder_named_in_another_script_gets_a_readable_unique_valid_name(tmp_path: Path) -> None:
     names = {}
     for folder in ("团队文档", "团队文件", "会议记录", "Café", "Cafe\u0301", "Пример", "📚", "Notes"):
         (tmp_path / folder).mkdir()
@@ -205,7 +208,7 @@ def test_a_folder_named_in_another_script_gets_a_readable_unique_valid_name(tmp_
     assert len(set(names.values())) == len(names)  # Café written two ways reads alike: the hash keeps them apart
 
 
-def test_a_folder_named_in_bytes_that_are_not_utf8_is_served_by_a_valid_name(tmp_path):
+def test_a_folder_named_in_bytes_that_are_not_utf8_is_served_by_a_valid_name(tmp_path: Path) -> None:
     """Its path holds the name's own bytes; the description shows them as text."""
     os.mkdir(os.fsencode(tmp_path) + b"/caf\xe9")
     folder = tmp_path / os.fsdecode(b"caf\xe9")
@@ -214,7 +217,7 @@ def test_a_folder_named_in_bytes_that_are_not_utf8_is_served_by_a_valid_name(tmp
     assert kb.description == "Documents from the folder 'caf\\xe9'" and kb.sync.on_start
 
 
-def test_example_config_is_valid_and_points_at_the_bundled_examples():
+def test_example_config_is_valid_and_points_at_the_bundled_examples() -> None:
     example = ROOT / "kb.toml.example"
     config = load_config(example)
     assert [kb.name for kb in config.kb] == ["product_docs", "policy_docs"]
@@ -266,9 +269,11 @@ _ACCEPTS = {
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(key=st.sampled_from(sorted(_ACCEPTS)), value=_values)
-def test_any_value_is_refused_with_the_key_named_unless_it_has_the_keys_type(tmp_path, key, value):
-    raw = {"kb": [{"name": "docs", "description": "d", "paths": ["docs"]}]}
-    node = raw["kb"][0] if key[0] == "kb" else raw
+def test_any_value_is_refused_with_the_key_named_unless_it_has_the_keys_type(
+    tmp_path: Path, key: tuple[str, ...], value: object
+) -> None:
+    raw: dict[str, Any] = {"kb": [{"name": "docs", "description": "d", "paths": ["docs"]}]}
+    node: dict[str, Any] = raw["kb"][0] if key[0] == "kb" else raw
     for part in key[1 if key[0] == "kb" else 0 : -1]:
         node = node.setdefault(part, {})
     node[key[-1]] = value
@@ -280,7 +285,7 @@ def test_any_value_is_refused_with_the_key_named_unless_it_has_the_keys_type(tmp
         assert type(value) in _ACCEPTS[key], f"{key} accepted {value!r}"
 
 
-def test_environment_variables_override_the_file(tmp_path, monkeypatch):
+def test_environment_variables_override_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _write_toml(
         tmp_path,
         'storage = "from-file"\n[server]\ntoken = "file-token"\n'
@@ -292,7 +297,7 @@ def test_environment_variables_override_the_file(tmp_path, monkeypatch):
     assert config.server.token == "env-token" and config.storage.uri == str(tmp_path / "env-index")
 
 
-def test_mcp_kb_config_names_the_config_commands_use(tmp_path, monkeypatch):
+def test_mcp_kb_config_names_the_config_commands_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mcp_kb.settings import config_target
 
     monkeypatch.delenv("MCP_KB_CONFIG", raising=False)
@@ -310,13 +315,13 @@ def test_mcp_kb_config_names_the_config_commands_use(tmp_path, monkeypatch):
         ("[kb.sync]\nwatch = 1\n", r"kb\[docs\]\.sync\.watch: Input should be a valid boolean \(got 1\)"),
     ],
 )
-def test_values_of_the_wrong_type_are_refused_not_guessed(tmp_path, setting, key):
+def test_values_of_the_wrong_type_are_refused_not_guessed(tmp_path: Path, setting: str, key: str) -> None:
     path = _write_toml(tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n' + setting)
     with pytest.raises(ConfigError, match=key):
         load_config(path)
 
 
-def test_one_value_where_a_list_is_wanted_shows_the_line_to_write(tmp_path):
+def test_one_value_where_a_list_is_wanted_shows_the_line_to_write(tmp_path: Path) -> None:
     """`paths = "./docs"` was refused with `Input should be a valid list`: the error shows the fix, and never
     echoes a value that may be a secret."""
     path = _write_toml(
@@ -331,7 +336,7 @@ def test_one_value_where_a_list_is_wanted_shows_the_line_to_write(tmp_path):
     assert "server.tokens: Input should be a valid list" in said and "s3cret" not in said
 
 
-def test_nested_keys_get_a_suggestion_too(tmp_path):
+def test_nested_keys_get_a_suggestion_too(tmp_path: Path) -> None:
     path = _write_toml(
         tmp_path, '[[kb]]\nname = "docs"\ndescription = "d"\npaths = ["docs"]\n[kb.filterable.year]\ntyp = "integer"\n'
     )
@@ -339,7 +344,7 @@ def test_nested_keys_get_a_suggestion_too(tmp_path):
         load_config(path)
 
 
-def test_an_embedding_service_needs_its_address_and_model_name(tmp_path, monkeypatch):
+def test_an_embedding_service_needs_its_address_and_model_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MCP_KB_EMBEDDING_MODEL", raising=False)
     with pytest.raises(ConfigError, match='provider "openai" needs base_url'):
         build_config({"embedding": {"provider": "openai", "model": "text-embedding-3-small"}}, tmp_path, None)
@@ -349,7 +354,9 @@ def test_an_embedding_service_needs_its_address_and_model_name(tmp_path, monkeyp
         build_config({"embedding": {"provider": "cohere"}}, tmp_path, None)
 
 
-def test_the_local_model_folder_variable_leaves_an_embedding_service_alone(tmp_path, monkeypatch):
+def test_the_local_model_folder_variable_leaves_an_embedding_service_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MCP_KB_EMBEDDING_MODEL_PATH", str(tmp_path))
     service = build_config(
         {"embedding": {"provider": "openai", "base_url": "http://localhost:11434/v1", "model": "nomic-embed-text"}},
@@ -357,10 +364,11 @@ def test_the_local_model_folder_variable_leaves_an_embedding_service_alone(tmp_p
         None,
     ).embedding
     assert getattr(service, "model_path", None) is None  # a service has no local model folder
-    assert build_config({}, tmp_path, None).embedding.model_path == str(tmp_path.resolve())
+    local = build_config({}, tmp_path, None).embedding
+    assert isinstance(local, FastembedSettings) and local.model_path == str(tmp_path.resolve())
 
 
-def test_a_home_folder_of_an_unknown_user_is_a_config_error(tmp_path):
+def test_a_home_folder_of_an_unknown_user_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"storage = '~no-such-user-x9/index': cannot expand '~'"):
         build_config({"storage": "~no-such-user-x9/index"}, tmp_path, None)
     with pytest.raises(ConfigError, match=r"\[\[kb\]\] docs: paths"):
@@ -410,7 +418,9 @@ headers = {{X-Key = "{SECRETS["key"]}"}}
 
 @pytest.mark.parametrize("problem", list(BROKEN_CONFIGS))
 @pytest.mark.parametrize("command", [["status"], ["sync"], ["serve"], ["check"]])
-def test_config_errors_name_the_problem_and_never_echo_a_secret(tmp_path, monkeypatch, problem, command):
+def test_config_errors_name_the_problem_and_never_echo_a_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, problem: str, command: list[str]
+) -> None:
     from click.testing import CliRunner
 
     from mcp_kb import cli
@@ -423,14 +433,14 @@ def test_config_errors_name_the_problem_and_never_echo_a_secret(tmp_path, monkey
     assert not [name for name, secret in SECRETS.items() if secret in result.output], result.output
 
 
-def test_a_header_value_read_from_the_environment_loses_its_edge_whitespace(monkeypatch):
+def test_a_header_value_read_from_the_environment_loses_its_edge_whitespace(monkeypatch: pytest.MonkeyPatch) -> None:
     from mcp_kb.settings import header_value
 
     monkeypatch.setenv("WIKI_TOKEN", "  s3cr3t\t ")
     assert header_value("Bearer ${WIKI_TOKEN}", "urls.headers.Authorization") == "Bearer   s3cr3t"
 
 
-def test_every_environment_variable_the_code_reads_is_in_the_operations_pages_table():
+def test_every_environment_variable_the_code_reads_is_in_the_operations_pages_table() -> None:
     import re
 
     import mcp_kb.settings.variables as environment
@@ -441,7 +451,7 @@ def test_every_environment_variable_the_code_reads_is_in_the_operations_pages_ta
     assert declared and declared <= listed, f"missing from docs/operations.md: {sorted(declared - listed)}"
 
 
-def test_a_command_s_engine_and_cluster_override_the_sync_settings_and_a_cluster_named_means_ray():
+def test_a_command_s_engine_and_cluster_override_the_sync_settings_and_a_cluster_named_means_ray() -> None:
     from mcp_kb.settings import SyncEngineConfig
 
     settings = SyncEngineConfig(wave_files=64)
@@ -455,7 +465,7 @@ def test_a_command_s_engine_and_cluster_override_the_sync_settings_and_a_cluster
     assert SyncEngineConfig(engine="ray", ray_address="a:1").overridden(None, None).ray_address == "a:1"
 
 
-def test_library_versions_have_their_own_paths_a_default_and_clear_errors(tmp_path):
+def test_library_versions_have_their_own_paths_a_default_and_clear_errors(tmp_path: Path) -> None:
     head = '[[kb]]\nname = "lib"\ndescription = "d"\n'
     config = load_config(
         _write_toml(

@@ -10,7 +10,7 @@ from mcp_kb.settings.reference import MissingDescription, _table, description, p
 from mcp_kb.settings.values import Strict
 
 
-def _models(model: type[BaseModel], seen: set) -> set:
+def _models(model: type[BaseModel], seen: set[type[BaseModel]]) -> set[type[BaseModel]]:
     import typing
 
     if model in seen:
@@ -24,7 +24,7 @@ def _models(model: type[BaseModel], seen: set) -> set:
     return seen
 
 
-def test_every_key_of_kb_toml_is_in_the_reference_with_its_description():
+def test_every_key_of_kb_toml_is_in_the_reference_with_its_description() -> None:
     from mcp_kb.settings.providers import EMBEDDING_PROVIDERS, RERANK_PROVIDERS
 
     text = reference_markdown()
@@ -43,7 +43,7 @@ def test_every_key_of_kb_toml_is_in_the_reference_with_its_description():
     assert "| `batch_size` | `8` |" in text and "| `batch_size` | `32` |" in text  # each provider's own default
 
 
-def test_a_setting_without_a_description_stops_the_reference():
+def test_a_setting_without_a_description_stops_the_reference() -> None:
     class Settings(Strict):
         documented: int = 1
         """Says what it does."""
@@ -53,7 +53,7 @@ def test_a_setting_without_a_description_stops_the_reference():
         _table("[example]", Settings)
 
 
-def test_the_docs_page_holds_the_reference_the_models_write_now():
+def test_the_docs_page_holds_the_reference_the_models_write_now() -> None:
     """docs/configuration.md carries the reference in the repository (a reader on GitHub sees every key); a setting
     changed without writing the page again fails here with the command that does."""
     page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
@@ -63,6 +63,6 @@ def test_the_docs_page_holds_the_reference_the_models_write_now():
     assert reference_markdown() in page
 
 
-def test_a_page_without_the_references_place_is_refused_not_written_over():
+def test_a_page_without_the_references_place_is_refused_not_written_over() -> None:
     with pytest.raises(ValueError, match="no place for the reference"):
         page_with_reference("# Configuration\n\nNo markers here.\n")

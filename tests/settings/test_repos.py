@@ -3,6 +3,8 @@ an address that never shows in a configuration error."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mcp_kb.errors import ConfigError
@@ -22,11 +24,11 @@ from mcp_kb.settings import RepoConfig, build_config
         ("http://x-access-token:S3CRET@127.0.0.1/", "repo"),  # never the host, the user or the password
     ],
 )
-def test_repository_addresses_and_the_names_they_give(url, label):
+def test_repository_addresses_and_the_names_they_give(url: str, label: str) -> None:
     assert RepoConfig.model_validate({"url": url}).label == label
 
 
-def test_two_repositories_of_one_name_must_be_told_apart(tmp_path):
+def test_two_repositories_of_one_name_must_be_told_apart(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="different names"):
         build_config(
             {
@@ -67,7 +69,9 @@ def test_two_repositories_of_one_name_must_be_told_apart(tmp_path):
         ({"url": "https://user:hunter2-secret@git.example.com/x.git", "timeout": "soon"}, "timeout"),
     ],
 )
-def test_a_password_in_a_repository_address_never_shows_in_a_config_error(tmp_path, repo, error):
+def test_a_password_in_a_repository_address_never_shows_in_a_config_error(
+    tmp_path: Path, repo: dict[str, str], error: str
+) -> None:
     with pytest.raises(ConfigError) as failed:
         build_config({"kb": [{"name": "k", "description": "d", "repos": [repo]}]}, base_dir=tmp_path, source=None)
     assert error in str(failed.value) and "hunter2-secret" not in str(failed.value)
@@ -90,12 +94,14 @@ def test_a_password_in_a_repository_address_never_shows_in_a_config_error(tmp_pa
         {"url": "https://h/r.git#frag"},
     ],
 )
-def test_control_characters_odd_refs_and_format_specs_are_refused_at_load(repo):
+def test_control_characters_odd_refs_and_format_specs_are_refused_at_load(repo: dict[str, str]) -> None:
     with pytest.raises(ValueError):
         RepoConfig.model_validate(repo)
 
 
-def test_a_relative_repository_path_is_relative_to_the_config_file(tmp_path, monkeypatch):
+def test_a_relative_repository_path_is_relative_to_the_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "cfg").mkdir()
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
@@ -107,7 +113,7 @@ def test_a_relative_repository_path_is_relative_to_the_config_file(tmp_path, mon
     assert config.kb[0].repos[0].url == str(tmp_path / "cfg" / "work")
 
 
-def test_two_repositories_of_one_name_in_a_library_version_must_be_told_apart(tmp_path):
+def test_two_repositories_of_one_name_in_a_library_version_must_be_told_apart(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="different names"):
         build_config(
             {
@@ -124,7 +130,7 @@ def test_two_repositories_of_one_name_in_a_library_version_must_be_told_apart(tm
         )
 
 
-def test_a_password_holding_an_at_sign_is_redacted_whole():
+def test_a_password_holding_an_at_sign_is_redacted_whole() -> None:
     from mcp_kb.settings.values import redact_url
 
     assert (

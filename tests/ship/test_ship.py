@@ -69,7 +69,7 @@ def _succeeded(command: list[str], **options: Any) -> subprocess.CompletedProces
 # ---- server.json and the README's marker ---------------------------------------------------------------------
 
 
-def test_server_json_is_valid_against_the_registrys_schema():
+def test_server_json_is_valid_against_the_registrys_schema() -> None:
     if not _installed("jsonschema"):
         pytest.skip(f"jsonschema is not installed: {SHIP_EXTRA}")
     from jsonschema.validators import validator_for
@@ -85,7 +85,7 @@ def test_server_json_is_valid_against_the_registrys_schema():
     assert not errors
 
 
-def test_server_json_names_this_package_at_pyprojects_version():
+def test_server_json_names_this_package_at_pyprojects_version() -> None:
     [package] = SERVER_JSON["packages"]
     assert (package["registryType"], package["identifier"]) == ("pypi", PROJECT["project"]["name"])
     assert SERVER_JSON["version"] == package["version"] == PROJECT["project"]["version"]
@@ -94,7 +94,7 @@ def test_server_json_names_this_package_at_pyprojects_version():
     assert package["identifier"] in PROJECT["project"]["scripts"]
 
 
-def test_the_variables_server_json_and_the_bundle_pass_are_ones_mcp_kb_reads():
+def test_the_variables_server_json_and_the_bundle_pass_are_ones_mcp_kb_reads() -> None:
     from mcp_kb.settings import ENV_MODEL, ENV_MODEL_PATH, ENV_STORAGE
 
     [package] = SERVER_JSON["packages"]
@@ -104,7 +104,7 @@ def test_the_variables_server_json_and_the_bundle_pass_are_ones_mcp_kb_reads():
     assert set(bundle_manifest["server"]["mcp_config"]["env"]) == read
 
 
-def test_the_readme_carries_the_registrys_marker_once_with_server_jsons_name():
+def test_the_readme_carries_the_registrys_marker_once_with_server_jsons_name() -> None:
     """The registry proves the PyPI package is this server by finding `mcp-name: NAME` in its description (the
     README), NAME followed by a space, line end or the comment's close."""
     assert re.findall(r"mcp-name: (\S+?)(?=\s|-->|$)", README, re.MULTILINE) == [SERVER_JSON["name"]]
@@ -127,7 +127,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
-def test_the_wheel_holds_every_data_file_pyproject_names(wheel):
+def test_the_wheel_holds_every_data_file_pyproject_names(wheel: Path) -> None:
     """Templates, static files, the starter and the MCP App's page: each package-data pattern matches files in the
     checkout, and the wheel holds every one of them."""
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -142,7 +142,7 @@ def test_the_wheel_holds_every_data_file_pyproject_names(wheel):
             assert not missing, f"the wheel lacks {missing}"
 
 
-def test_the_wheels_description_carries_the_registrys_marker(wheel):
+def test_the_wheels_description_carries_the_registrys_marker(wheel: Path) -> None:
     """PyPI shows the wheel's description (the README): the registry looks for the marker there."""
     archive = zipfile.ZipFile(wheel)
     [metadata] = [name for name in archive.namelist() if name.endswith(".dist-info/METADATA")]
@@ -226,7 +226,7 @@ def _list_tools(parameters: StdioServerParameters) -> list[str]:
 
 
 @pytest.mark.parametrize("how", ["readme", "server.json"])
-def test_uvx_runs_the_wheel_as_an_mcp_server_over_stdio(how, uvx_ready, tmp_path):
+def test_uvx_runs_the_wheel_as_an_mcp_server_over_stdio(how: str, uvx_ready: list[str], tmp_path: Path) -> None:
     """`uvx --from WHEEL mcp-kb serve FOLDER` (the README's), and server.json's `mcp-kb-server serve --config
     FOLDER`, from a folder outside the clone: a client lists the folder's search tool and the others."""
     folder = _handbook(tmp_path)
@@ -281,7 +281,7 @@ def _as_configured(manifest: dict[str, Any], bundle_dir: Path, settings: dict[st
     }
 
 
-def test_the_bundles_manifest_takes_version_licence_and_python_from_pyproject(tmp_path):
+def test_the_bundles_manifest_takes_version_licence_and_python_from_pyproject(tmp_path: Path) -> None:
     manifest = _unpacked(_built_bundle(tmp_path / "mcp-kb.mcpb"), tmp_path / "unpacked")
     project = PROJECT["project"]
     assert manifest["version"] == project["version"] and manifest["license"] == project["license"]
@@ -316,14 +316,18 @@ def bundle_server(
     )
 
 
-def test_the_bundle_started_as_a_client_starts_it_lists_the_tools_its_manifest_declares(bundle_server):
+def test_the_bundle_started_as_a_client_starts_it_lists_the_tools_its_manifest_declares(
+    bundle_server: tuple[StdioServerParameters, dict[str, Any], Path],
+) -> None:
     parameters, manifest, _ = bundle_server
     declared = [tool["name"] for tool in manifest["tools"]]
     assert declared == FIXED_TOOLS and manifest["tools_generated"]  # and the search tool named after the folder
     assert _list_tools(parameters) == ["search_handbook", *declared]
 
 
-def test_the_bundle_searches_the_chosen_folder_with_the_chosen_model_into_the_chosen_index(bundle_server):
+def test_the_bundle_searches_the_chosen_folder_with_the_chosen_model_into_the_chosen_index(
+    bundle_server: tuple[StdioServerParameters, dict[str, Any], Path],
+) -> None:
     """The settings reach the server: it indexes the folder with the given model (the only one it can load here)
     into the given index, and its search finds the file."""
     parameters, _, index = bundle_server
@@ -351,7 +355,7 @@ def _node() -> list[str]:
     pytest.skip("no Node for the mcpb CLI: install node, or pip install -e '.[conformance]'")
 
 
-def test_the_official_mcpb_cli_validates_the_bundles_manifest(tmp_path):
+def test_the_official_mcpb_cli_validates_the_bundles_manifest(tmp_path: Path) -> None:
     if not MCPB_CLI.is_file():
         pytest.skip(f"the mcpb CLI is not installed: {MCPB_INSTALL}")
     _built_bundle(tmp_path / "mcp-kb.mcpb", tmp_path / "bundle")

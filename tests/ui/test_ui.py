@@ -11,16 +11,23 @@ temporary folder.
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-from helpers import until, write
+from helpers import until, write, text_of
 from served import serve_http, serve_page
 
+from mcp_kb.app import App
 from mcp_kb.ui.charts import bar_chart, line_chart
 from mcp_kb.api import ReadRequest, SyncRequest
 from mcp_kb.requests import SelfCheckRequest
+from selenium.webdriver import Chrome
+from selenium.webdriver.remote.webelement import WebElement
+from helpers import MakeApp
+from mcp_kb.models.fastembed import FastEmbedder
 
 ADMIN, READER, LIMITED = "admin-secret-token-1", "reader-secret-token-2", "limited-secret-token-3"
 INJECTED_NAME = '"><img src=x onerror=alert(2)>'
@@ -80,7 +87,7 @@ requests_per_minute = 2
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory, embedder):
+def site(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> Path:
     from mcp_kb.app import App
     from mcp_kb.settings import load_config
 
@@ -92,7 +99,7 @@ def site(tmp_path_factory, embedder):
 
 
 @pytest.fixture(scope="module")
-def server(site):
+def server(site: Path) -> Iterator[str]:
     env = {**os.environ, "UI_ADMIN_TOKEN": ADMIN, "UI_READER_TOKEN": READER, "UI_LIMITED_TOKEN": LIMITED}
     with serve_http(site, env=env) as (port, _stderr):
         yield f"http://127.0.0.1:{port}"
@@ -103,13 +110,15 @@ def _signed_in(server: str, token: str) -> httpx.Client:
 
 
 def _csrf(page: str) -> str:
-    return re.search(r'name="csrf" value="([0-9a-f]+)"', page).group(1)
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+    assert found, "no csrf field"
+    return found.group(1)
 
 
 # ---- over plain HTTP ------------------------------------------------------------------------------
 
 
-def test_without_a_token_the_page_asks_to_sign_in_and_a_refused_token_is_not_echoed(server):
+def test_without_a_token_the_page_asks_to_sign_in_and_a_refused_token_is_not_echoed(server: str) -> None:
     with httpx.Client(base_url=server, timeout=60) as http:
         first = http.get("/ui/kb/docs")
         refused = http.post("/ui/login", data={"token": "guess-<b>1</b>"}, headers={"Origin": server})
@@ -125,7 +134,7 @@ def test_without_a_token_the_page_asks_to_sign_in_and_a_refused_token_is_not_ech
     assert page.status_code == 200 and "broken-a.pdf" in page.text
 
 
-def test_the_failed_files_filter_works_without_the_script(server):
+def test_the_failed_files_filter_works_without_the_script(server: str) -> None:
     with _signed_in(server, ADMIN) as http:
         narrowed = http.get("/ui/kb/docs", params={"filter": "BROKEN-B"}).text
         by_reason = http.get("/ui/kb/docs", params={"filter": "malformed pdf"}).text
@@ -133,7 +142,7 @@ def test_the_failed_files_filter_works_without_the_script(server):
     assert "3</span> of 3 shown" in by_reason
 
 
-def test_a_scoped_token_sees_its_kbs_only_and_others_answer_like_unknown_ones(server):
+def test_a_scoped_token_sees_its_kbs_only_and_others_answer_like_unknown_ones(server: str) -> None:
     with _signed_in(server, READER) as http:
         overview = http.get("/").text
         hidden, missing = http.get("/ui/kb/notes"), http.get("/ui/kb/nope")
@@ -148,7 +157,7 @@ def test_a_scoped_token_sees_its_kbs_only_and_others_answer_like_unknown_ones(se
     assert 'id="sync"' not in docs  # no sync right: no buttons
 
 
-def test_forms_need_this_pages_origin_its_csrf_token_and_the_sync_right(server):
+def test_forms_need_this_pages_origin_its_csrf_token_and_the_sync_right(server: str) -> None:
     with _signed_in(server, ADMIN) as admin, _signed_in(server, READER) as reader:
         token = _csrf(admin.get("/ui/kb/docs").text)
         before = admin.get("/ui/status.json").json()
@@ -174,7 +183,7 @@ def test_forms_need_this_pages_origin_its_csrf_token_and_the_sync_right(server):
     assert [kb["last_sync"] for kb in after] == [kb["last_sync"] for kb in before]  # nothing ran
 
 
-def test_a_sign_in_from_another_port_of_this_host_gets_no_cookie(server):
+def test_a_sign_in_from_another_port_of_this_host_gets_no_cookie(server: str) -> None:
     """Login CSRF: a page on localhost:3000 must not sign this browser in (under a token it chose)."""
     localhost = server.replace("127.0.0.1", "localhost")
     with httpx.Client(base_url=server, timeout=60) as http:
@@ -192,14 +201,14 @@ def _other_port(url: str) -> str:
     return f"{base}:{int(port) % 60000 + 1}"
 
 
-def test_a_sync_button_press_syncs_the_kb(server, site):
+def test_a_sync_button_press_syncs_the_kb(server: str, site: Path) -> None:
     with _signed_in(server, ADMIN) as admin:
         before = {kb["name"]: kb for kb in admin.get("/ui/status.json").json()}["notes"]
         pressed = admin.post(
             "/ui/kb/notes/sync", data={"csrf": _csrf(admin.get("/ui/kb/notes").text)}, headers={"Origin": server}
         )
 
-        def finished() -> dict | None:
+        def finished() -> dict[str, Any] | None:
             notes = {kb["name"]: kb for kb in admin.get("/ui/status.json").json()}["notes"]
             return notes if notes["last_sync"] != before["last_sync"] and not notes["sync_running"] else None
 
@@ -212,13 +221,13 @@ def test_a_sync_button_press_syncs_the_kb(server, site):
     assert any({"who": "admin", "kb": "notes", "action": "page sync"}.items() <= entry.items() for entry in trail)
 
 
-def test_a_token_holder_is_not_told_where_the_index_lives(server, site):
+def test_a_token_holder_is_not_told_where_the_index_lives(server: str, site: Path) -> None:
     with _signed_in(server, ADMIN) as admin:
         page = admin.get("/ui/kb/docs").text
     assert "<dt>Index</dt>" not in page and str(site.parent / "index") not in page
 
 
-def test_a_never_synced_kb_offers_its_first_sync_on_the_overview_to_those_who_may_sync(server):
+def test_a_never_synced_kb_offers_its_first_sync_on_the_overview_to_those_who_may_sync(server: str) -> None:
     with _signed_in(server, ADMIN) as admin, _signed_in(server, READER) as reader:
         cards = _cards(admin.get("/").text)
         read_only = reader.get("/").text
@@ -226,7 +235,7 @@ def test_a_never_synced_kb_offers_its_first_sync_on_the_overview_to_those_who_ma
     assert 'class="first-sync"' not in read_only  # no sync right, no button
 
 
-def test_a_sync_pressed_while_another_kb_syncs_says_it_waits_then_runs(server, site):
+def test_a_sync_pressed_while_another_kb_syncs_says_it_waits_then_runs(server: str, site: Path) -> None:
     from mcp_kb.app import App
     from mcp_kb.index.state import sync_lock
     from mcp_kb.settings import load_config
@@ -245,10 +254,12 @@ def test_a_sync_pressed_while_another_kb_syncs_says_it_waits_then_runs(server, s
     assert notes["last_outcome"] == "ok"
 
 
-def test_the_playground_filter_example_uses_fields_the_kb_has(server):
+def test_the_playground_filter_example_uses_fields_the_kb_has(server: str) -> None:
     with _signed_in(server, ADMIN) as admin:
         page = admin.get("/ui/kb/docs/search").text
-    example = re.search(r'placeholder="([^"]*)"', page[page.index('id="filters"') :]).group(1)
+    placeholder = re.search(r'placeholder="([^"]*)"', page[page.index('id="filters"') :])
+    assert placeholder, "no placeholder"
+    example = placeholder.group(1)
     assert example == "path^=folder/" and "doc_type" not in page and "year" not in example
 
 
@@ -256,7 +267,7 @@ def _cards(overview: str) -> dict[str, str]:
     return dict(re.findall(r'<section class="card" data-kb="([^"]+)".*?>(.*?)</section>', overview, re.DOTALL))
 
 
-def test_the_page_and_the_mcp_endpoint_share_a_callers_rate_limit(server):
+def test_the_page_and_the_mcp_endpoint_share_a_callers_rate_limit(server: str) -> None:
     with _signed_in(server, LIMITED) as http:
         answers = [
             http.get("/"),
@@ -272,7 +283,7 @@ def test_the_page_and_the_mcp_endpoint_share_a_callers_rate_limit(server):
     assert int(answers[2].headers["retry-after"]) >= 1 and "2 requests a minute" in answers[2].json()["error"]
 
 
-def test_other_hosts_and_return_addresses_elsewhere_are_refused(server):
+def test_other_hosts_and_return_addresses_elsewhere_are_refused(server: str) -> None:
     port = server.rsplit(":", 1)[1]
     with httpx.Client(base_url=server, timeout=60) as http:
         rebound = http.get("/", headers={"Host": f"evil.example:{port}", "Authorization": f"Bearer {ADMIN}"})
@@ -284,7 +295,7 @@ def test_other_hosts_and_return_addresses_elsewhere_are_refused(server):
     assert "script-src 'self'" in policy and "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
 
 
-def test_odd_document_addresses_and_oversized_forms_get_clear_answers(server):
+def test_odd_document_addresses_and_oversized_forms_get_clear_answers(server: str) -> None:
     with _signed_in(server, ADMIN) as http:
         nul = http.get("/ui/kb/docs/document", params={"path": "setup.md\x00.md", "chunk": "0"})
         huge = http.get("/ui/kb/docs/document", params={"path": "setup.md", "chunk": "9" * 30})
@@ -300,7 +311,7 @@ def test_odd_document_addresses_and_oversized_forms_get_clear_answers(server):
     assert flood.status_code == 413
 
 
-def test_hostile_names_and_text_are_escaped(server, site):
+def test_hostile_names_and_text_are_escaped(server: str, site: Path) -> None:
     with _signed_in(server, ADMIN) as http:
         pages = [
             http.get("/").text,
@@ -320,7 +331,7 @@ def test_hostile_names_and_text_are_escaped(server, site):
     )
 
 
-def test_mcp_kb_ui_serves_this_machine_without_a_token(site):
+def test_mcp_kb_ui_serves_this_machine_without_a_token(site: Path) -> None:
     with serve_page(site) as (port, _stderr), httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
         overview = http.get("/")
         rebound = http.get("/", headers={"Host": "evil.example"})
@@ -334,7 +345,7 @@ def test_mcp_kb_ui_serves_this_machine_without_a_token(site):
     assert rebound.status_code == 421
 
 
-def test_a_repository_kbs_page_names_the_commit_it_is_indexed_at(tmp_path, embedder):
+def test_a_repository_kbs_page_names_the_commit_it_is_indexed_at(tmp_path: Path, embedder: FastEmbedder) -> None:
     from git_server import Repo
 
     from mcp_kb.app import App
@@ -356,7 +367,9 @@ def test_a_repository_kbs_page_names_the_commit_it_is_indexed_at(tmp_path, embed
     assert f"<dt>Commit of service</dt><dd><code>{commit}</code></dd>" in page
 
 
-def test_the_page_says_a_hit_or_a_document_is_stale_and_a_kb_behind_its_sources(tmp_path, embedder):
+def test_the_page_says_a_hit_or_a_document_is_stale_and_a_kb_behind_its_sources(
+    tmp_path: Path, embedder: FastEmbedder
+) -> None:
     from mcp_kb.app import App
     from mcp_kb.settings import load_config
 
@@ -378,7 +391,7 @@ def test_the_page_says_a_hit_or_a_document_is_stale_and_a_kb_behind_its_sources(
     assert "0 added, 1 changed, 0 deleted since the last sync (counted " in overview
 
 
-def test_without_a_token_a_form_value_cannot_be_worked_out_from_a_planted_cookie(site):
+def test_without_a_token_a_form_value_cannot_be_worked_out_from_a_planted_cookie(site: Path) -> None:
     """`mcp-kb ui`: a page elsewhere can plant a cookie for this host; the form value must still be one only
     this process can make, so no forged POST runs a full rebuild with mass deletion allowed."""
     import hashlib
@@ -402,7 +415,7 @@ def test_without_a_token_a_form_value_cannot_be_worked_out_from_a_planted_cookie
 # ---- the parts ------------------------------------------------------------------------------------
 
 
-def test_charts_escape_their_labels_and_pick_a_round_axis_top():
+def test_charts_escape_their_labels_and_pick_a_round_axis_top() -> None:
     chart = line_chart("Latency <b>", ["<script>"], {"p95 <i>": [123.0]}, "ms")
     assert "<script>" not in chart and "&lt;script&gt;" in chart and "&lt;b&gt;" in chart
     assert ">200</text>" in chart  # 123 ms under an axis topped at 200
@@ -412,7 +425,7 @@ def test_charts_escape_their_labels_and_pick_a_round_axis_top():
 # ---- in a browser -------------------------------------------------------------------------------
 
 
-def _sign_in(browser, server: str, token: str) -> None:
+def _sign_in(browser: Chrome, server: str, token: str) -> None:
     from selenium.webdriver.common.by import By
 
     browser.delete_all_cookies()
@@ -423,18 +436,21 @@ def _sign_in(browser, server: str, token: str) -> None:
     until(lambda: _heading(browser) == "Knowledge bases", what="the overview after signing in")
 
 
-def _heading(browser) -> str:
+def _heading(browser: Chrome) -> str:
     """The page's h1, read in one step: finding it and then reading it raced the sign-in's navigation (a stale
     element: the sign-in page's h1 was gone by the read)."""
     from selenium.common.exceptions import JavascriptException, StaleElementReferenceException
 
     try:
-        return browser.execute_script("const h = document.querySelector('h1'); return h ? h.textContent.trim() : '';")
+        heading: str = browser.execute_script(
+            "const h = document.querySelector('h1'); return h ? h.textContent.trim() : '';"
+        )
+        return heading
     except (JavascriptException, StaleElementReferenceException):  # the page was being replaced
         return ""
 
 
-def _shot(browser, tmp_path: Path, name: str) -> None:
+def _shot(browser: Chrome, tmp_path: Path, name: str) -> None:
     """A screenshot of the page once it has loaded; Chrome on a loaded machine once timed out taking one while the
     page was still settling ("aborted by navigation"): it is taken again when the page says it is complete."""
     from selenium.common.exceptions import TimeoutException
@@ -446,7 +462,7 @@ def _shot(browser, tmp_path: Path, name: str) -> None:
         browser.save_screenshot(str(tmp_path / f"{name}.png"))
 
 
-def _no_injection(browser) -> None:
+def _no_injection(browser: Chrome) -> None:
     """Nothing from the content became markup: no alert, no image, no script but the page's own."""
     from selenium.common.exceptions import NoAlertPresentException
 
@@ -458,7 +474,7 @@ def _no_injection(browser) -> None:
     ]
 
 
-def test_browser_overview_and_a_scoped_tokens_view(server, browser, tmp_path):
+def test_browser_overview_and_a_scoped_tokens_view(server: str, browser: Chrome, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
     _sign_in(browser, server, ADMIN)
@@ -479,13 +495,13 @@ def test_browser_overview_and_a_scoped_tokens_view(server, browser, tmp_path):
     assert "unknown knowledge base 'notes'" in browser.find_element(By.CSS_SELECTOR, ".error").text
 
 
-def test_browser_failed_files_filter_as_you_type(server, browser, tmp_path):
+def test_browser_failed_files_filter_as_you_type(server: str, browser: Chrome, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
     _sign_in(browser, server, ADMIN)
     browser.get(f"{server}/ui/kb/docs")
 
-    def shown():
+    def shown() -> list[str]:
         return [row.text for row in browser.find_elements(By.CSS_SELECTOR, "#problem-rows tr") if row.is_displayed()]
 
     everything = shown()
@@ -499,7 +515,9 @@ def test_browser_failed_files_filter_as_you_type(server, browser, tmp_path):
 
 
 @pytest.mark.anyio
-async def test_browser_playground_cites_what_the_tool_returns_and_opens_the_passage(server, browser, tmp_path):
+async def test_browser_playground_cites_what_the_tool_returns_and_opens_the_passage(
+    server: str, browser: Chrome, tmp_path: Path
+) -> None:
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -524,7 +542,7 @@ async def test_browser_playground_cites_what_the_tool_returns_and_opens_the_pass
         for hit in tool.structured_content["results"]
     ]
     assert citations == expected and citations[0] == f"{INJECTED_NAME}.md › Leave policy"
-    assert as_sent == tool.content[0].text
+    assert as_sent == text_of(tool.content[0])
     assert "embed" in stages and "ms" in stages
 
     browser.find_elements(By.CSS_SELECTOR, ".hit .citation a")[0].click()
@@ -535,7 +553,7 @@ async def test_browser_playground_cites_what_the_tool_returns_and_opens_the_pass
     assert browser.find_element(By.CSS_SELECTOR, "h1").text == f"{INJECTED_NAME}.md"
 
 
-def test_browser_pages_fit_a_narrow_window(server, browser, tmp_path):
+def test_browser_pages_fit_a_narrow_window(server: str, browser: Chrome, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
     _sign_in(browser, server, ADMIN)
@@ -557,7 +575,9 @@ def test_browser_pages_fit_a_narrow_window(server, browser, tmp_path):
         browser.set_window_size(1280, 900)
 
 
-def test_browser_shows_a_sync_advancing_and_finishing_without_a_reload(server, browser, tmp_path):
+def test_browser_shows_a_sync_advancing_and_finishing_without_a_reload(
+    server: str, browser: Chrome, tmp_path: Path
+) -> None:
     from selenium.webdriver.common.by import By
 
     _sign_in(browser, server, ADMIN)
@@ -566,10 +586,12 @@ def test_browser_shows_a_sync_advancing_and_finishing_without_a_reload(server, b
     browser.find_element(By.ID, "sync").click()
     until(lambda: browser.find_elements(By.CSS_SELECTOR, ".notice"))
     browser.execute_script("document.body.dataset.loadedOnce = 'yes'")
-    seen, counted = set(), set()
+    seen: set[str] = set()
+    counted: set[str] = set()
 
-    def finished():
+    def finished() -> bool:
         text = browser.find_element(By.CSS_SELECTOR, '[data-progress="bulk"]').get_attribute("textContent")
+        assert text is not None
         seen.add(" ".join(text.split()))
         counted.add(browser.find_element(By.CSS_SELECTOR, '[data-field="files"]').text)
         return browser.find_element(By.CSS_SELECTOR, '[data-field="last_outcome"]').text != "never synced"
@@ -587,7 +609,7 @@ def test_browser_shows_a_sync_advancing_and_finishing_without_a_reload(server, b
     assert not browser.find_element(By.CSS_SELECTOR, '[data-progress="bulk"]').is_displayed()
 
 
-def test_the_page_shows_a_kbs_model_health_search_figures_and_syncs(make_app, tmp_path):
+def test_the_page_shows_a_kbs_model_health_search_figures_and_syncs(make_app: MakeApp, tmp_path: Path) -> None:
     """The page reads the core's records by attribute: the model, the latest self-check, the hourly search
     figures and the recent syncs all show."""
     from starlette.testclient import TestClient
@@ -608,6 +630,7 @@ def test_the_page_shows_a_kbs_model_health_search_figures_and_syncs(make_app, tm
     with TestClient(page_app(app, None, edge), base_url="http://127.0.0.1") as http:
         overview, page = http.get("/").text, http.get("/ui/kb/docs").text
     model = app.status("docs")[0].model
+    assert model
     assert f"{model.name} ({model.dimension}-d)" in overview and f"{model.name} ({model.dimension}-d)" in page
     assert "2 searches" in overview and "50% found nothing" in overview and "hit rate" in overview
     assert "Latest hit rate" in page and "(label-free self-check, 2 queries" in page
@@ -615,7 +638,7 @@ def test_the_page_shows_a_kbs_model_health_search_figures_and_syncs(make_app, tm
     assert "<td>ok</td>" in page  # the sync, in the recent syncs
 
 
-def test_the_search_counters_say_what_they_count(make_app, tmp_path):
+def test_the_search_counters_say_what_they_count(make_app: MakeApp, tmp_path: Path) -> None:
     """The page shows one process's search figures (App.search_figures): this server's, or those another server saved
     when this one has answered none. It says whose, and since when, and that `mcp-kb search` is not counted."""
     from starlette.testclient import TestClient
@@ -630,7 +653,7 @@ def test_the_search_counters_say_what_they_count(make_app, tmp_path):
     serving = make_app({"name": "docs", "description": "d", "paths": [str(tmp_path / "docs")]})
     serving.sync()
 
-    def pages(app) -> tuple[str, str]:
+    def pages(app: App) -> tuple[str, str]:
         edge = Edge(app.config, None, rebinding_protection("127.0.0.1", []))
         with TestClient(page_app(app, None, edge), base_url="http://127.0.0.1") as http:
             return http.get("/").text, http.get("/ui/kb/docs").text
@@ -651,7 +674,7 @@ def test_the_search_counters_say_what_they_count(make_app, tmp_path):
     assert "another mcp-kb server" in restarted_kb
 
 
-def test_the_pages_forms_say_what_the_requests_say(server):
+def test_the_pages_forms_say_what_the_requests_say(server: str) -> None:
     """The playground's fields and the sync buttons carry the requests' own words, as the tools and the CLI do."""
     from markupsafe import escape
 
@@ -666,7 +689,9 @@ def test_the_pages_forms_say_what_the_requests_say(server):
         assert f'title="{escape(option_help(SearchRequest, field))}"' in playground, field
 
 
-def test_the_owner_rolls_back_from_the_page_after_confirming_and_a_token_holder_cannot(server, tmp_path, embedder):
+def test_the_owner_rolls_back_from_the_page_after_confirming_and_a_token_holder_cannot(
+    server: str, tmp_path: Path, embedder: FastEmbedder
+) -> None:
     from mcp_kb.app import App
     from mcp_kb.settings import load_config
 
@@ -712,7 +737,7 @@ def test_the_owner_rolls_back_from_the_page_after_confirming_and_a_token_holder_
     assert refused.status_code == 403 and "only the owner rolls back" in refused.text
 
 
-def _submitted(browser, field) -> None:
+def _submitted(browser: Chrome, field: WebElement) -> None:
     """Send a field's form as its submit button would, and wait for the answer to replace the page."""
     browser.execute_script("document.body.dataset.sent = 'yes'; arguments[0].form.requestSubmit()", field)
     until(
@@ -723,20 +748,24 @@ def _submitted(browser, field) -> None:
     )
 
 
-def test_browser_every_placeholder_typed_into_its_field_is_accepted(server, browser, tmp_path):
+def test_browser_every_placeholder_typed_into_its_field_is_accepted(
+    server: str, browser: Chrome, tmp_path: Path
+) -> None:
     """A placeholder is an example of its field's input: typed in as it shows and sent, the page answers without an
     error; the playground's filter example runs the search and narrows it."""
     from selenium.webdriver.common.by import By
 
     _sign_in(browser, server, ADMIN)
     pages = ["/", "/ui/kb/docs", "/ui/kb/docs/search", "/ui/kb/docs/document?path=setup.md"]
-    typed = {}
+    typed: dict[tuple[str, str], str] = {}
     for path in pages:
         browser.get(server + path)
         for name in [field.get_attribute("name") for field in browser.find_elements(By.CSS_SELECTOR, "[placeholder]")]:
             browser.get(server + path)
             field = browser.find_element(By.NAME, name)
-            example = typed[path, name] = field.get_attribute("placeholder")
+            example = field.get_attribute("placeholder")
+            assert example is not None and name is not None
+            typed[path, name] = example
             if path.endswith("/search"):
                 browser.find_element(By.ID, "q").send_keys("install")  # a search's words (the query has no example)
             field.send_keys(example)
@@ -759,7 +788,9 @@ def test_browser_every_placeholder_typed_into_its_field_is_accepted(server, brow
     assert any(not hit.startswith(tuple(prefixes)) for hit in unfiltered), unfiltered  # so the filter did narrow it
 
 
-def test_browser_the_playground_runs_a_filter_search_without_a_query(server, browser, tmp_path):
+def test_browser_the_playground_runs_a_filter_search_without_a_query(
+    server: str, browser: Chrome, tmp_path: Path
+) -> None:
     """Mode filter needs no words: the filter example alone lists the passages it matches."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
@@ -777,7 +808,9 @@ def test_browser_the_playground_runs_a_filter_search_without_a_query(server, bro
     assert not browser.find_elements(By.CSS_SELECTOR, ".error")
 
 
-def test_browser_the_mass_delete_box_goes_with_sync_now(browser, tmp_path, embedder):
+def test_browser_the_mass_delete_box_goes_with_sync_now(
+    browser: Chrome, tmp_path: Path, embedder: FastEmbedder
+) -> None:
     """The box that lets a sync delete most of a KB is in Sync now's form: ticked, Full rebuild does not carry it
     (the guard refuses), Sync now does (the files that are gone leave the index)."""
     from selenium.webdriver.common.by import By
@@ -798,7 +831,7 @@ def test_browser_the_mass_delete_box_goes_with_sync_now(browser, tmp_path, embed
         (tmp_path / "docs" / f"{name}.md").unlink()  # all gone: the guard asks for a confirmation
     with serve_page(config) as (port, _stderr), httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
 
-        def pressed(button: str, outcome: str) -> dict:
+        def pressed(button: str, outcome: str) -> dict[str, Any]:
             # by its outcome, which differs from the last one's: two syncs may end within one second (last_sync's)
             browser.get(f"http://127.0.0.1:{port}/ui/kb/docs")
             browser.find_element(By.NAME, "allow_mass_delete").click()

@@ -8,24 +8,28 @@ import base64
 import json
 import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from git_server import Repo, git, serve_git
+from git_server import GitServer, Repo, git, serve_git
 from helpers import closed_address
 from pydantic import ValidationError
 
 from mcp_kb.api import SearchRequest
+from mcp_kb.app import App
 from mcp_kb.errors import KBError
 from mcp_kb.errors import GitError
 from mcp_kb.ingest.git.command import Git, Remote
 from mcp_kb.settings import RepoConfig
+from helpers import MakeApp
 
 TOKEN = "tok-3b1f9c2e7d41a8e6"
 
 
 @pytest.fixture
-def served(tmp_path):
+def served(tmp_path: Path) -> Iterator[tuple[GitServer, Repo, Path]]:
     """A private repository `team/lib.git` served with TOKEN, and its working copy."""
     work = Repo(tmp_path / "work")
     work.write("docs/rotation.md", "# Rotation\n\nThe pager rotates every Monday at nine.\n")
@@ -36,7 +40,7 @@ def served(tmp_path):
         yield server, work, root / "team" / "lib.git"
 
 
-def _kb(url: str, **settings) -> dict:
+def _kb(url: str, **settings: object) -> dict[str, Any]:
     return {"name": "lib", "description": "d", "repos": [{"url": url, "ref": "main", **settings}]}
 
 
@@ -47,8 +51,12 @@ def _everything_written(*folders: Path) -> bytes:
 
 
 def test_a_private_repository_over_http_with_a_token_that_is_never_written_or_shown(
-    make_app, served, tmp_path, monkeypatch, caplog
-):
+    make_app: MakeApp,
+    served: tuple[GitServer, Repo, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     server, _, _ = served
     monkeypatch.setenv("LIB_TOKEN", TOKEN)
     caplog.set_level(logging.DEBUG)
@@ -70,7 +78,9 @@ def test_a_private_repository_over_http_with_a_token_that_is_never_written_or_sh
         assert secret.encode() not in _everything_written(tmp_path / "index")  # the index and this machine's copy
 
 
-def test_a_wrong_token_fails_in_one_line_without_the_token(make_app, served, monkeypatch):
+def test_a_wrong_token_fails_in_one_line_without_the_token(
+    make_app: MakeApp, served: tuple[GitServer, Repo, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     server, _, _ = served
     monkeypatch.setenv("LIB_TOKEN", "wrong-" + TOKEN)
     app = make_app(_kb(f"{server.url}/team/lib.git", token_env="LIB_TOKEN"))
@@ -83,7 +93,9 @@ def test_a_wrong_token_fails_in_one_line_without_the_token(make_app, served, mon
         app.sync()
 
 
-def test_a_password_in_the_url_is_sent_as_a_header_and_redacted_everywhere(make_app, served):
+def test_a_password_in_the_url_is_sent_as_a_header_and_redacted_everywhere(
+    make_app: MakeApp, served: tuple[GitServer, Repo, Path]
+) -> None:
     server, _, _ = served
     address = server.url.removeprefix("http://")
     app = make_app(_kb(f"http://x-access-token:{TOKEN}@{address}/team/lib.git"))
@@ -96,7 +108,9 @@ def test_a_password_in_the_url_is_sent_as_a_header_and_redacted_everywhere(make_
     assert TOKEN not in json.dumps(wrong.store.read_state("lib").as_dict())
 
 
-def test_a_later_commit_over_http_is_synced_by_diff(make_app, served, monkeypatch):
+def test_a_later_commit_over_http_is_synced_by_diff(
+    make_app: MakeApp, served: tuple[GitServer, Repo, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     server, work, bare = served
     monkeypatch.setenv("LIB_TOKEN", TOKEN)
     app = make_app(_kb(f"{server.url}/team/lib.git", token_env="LIB_TOKEN"))
@@ -108,7 +122,9 @@ def test_a_later_commit_over_http_is_synced_by_diff(make_app, served, monkeypatc
     assert report.crawl["commits diffed"] == 1 and report.files_added == 1 and report.files_unchanged == 1
 
 
-def test_a_server_that_drips_is_cut_off_at_the_timeout(make_app, served, monkeypatch):
+def test_a_server_that_drips_is_cut_off_at_the_timeout(
+    make_app: MakeApp, served: tuple[GitServer, Repo, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     server, _, _ = served
     monkeypatch.setenv("LIB_TOKEN", TOKEN)
     server.drip = True
@@ -119,7 +135,9 @@ def test_a_server_that_drips_is_cut_off_at_the_timeout(make_app, served, monkeyp
     assert time.monotonic() - began < 30
 
 
-def test_a_server_that_lies_is_one_clear_error_and_the_index_stays(make_app, served, monkeypatch):
+def test_a_server_that_lies_is_one_clear_error_and_the_index_stays(
+    make_app: MakeApp, served: tuple[GitServer, Repo, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     server, _, _ = served
     monkeypatch.setenv("LIB_TOKEN", TOKEN)
     app = make_app(_kb(f"{server.url}/team/lib.git", token_env="LIB_TOKEN"))
@@ -132,7 +150,7 @@ def test_a_server_that_lies_is_one_clear_error_and_the_index_stays(make_app, ser
     assert app.search("lib", SearchRequest(query="pager rotates", mode="keyword")).hits
 
 
-def test_a_fetch_past_max_fetch_mb_is_stopped(make_app, tmp_path):
+def test_a_fetch_past_max_fetch_mb_is_stopped(make_app: MakeApp, tmp_path: Path) -> None:
     repo = Repo(tmp_path / "big")
     repo.write("data.md", "# Data\n\n" + base64.b64encode(Path("/dev/urandom").open("rb").read(3_000_000)).decode())
     repo.commit()
@@ -150,12 +168,12 @@ def test_a_fetch_past_max_fetch_mb_is_stopped(make_app, tmp_path):
         ({"url": "/srv/repo", "ref": "main", "url_template": "{path.__class__}"}, "not {path.__class__}"),
     ],
 )
-def test_urls_refs_and_templates_that_would_run_something_are_refused(settings, refused):
+def test_urls_refs_and_templates_that_would_run_something_are_refused(settings: dict[str, str], refused: str) -> None:
     with pytest.raises(ValidationError, match=refused):
         RepoConfig.model_validate(settings)
 
 
-def test_git_itself_refuses_helper_transports(tmp_path):
+def test_git_itself_refuses_helper_transports(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     copy = Git(tmp_path / "copy.git", Remote(f"ext::sh -c touch% {marker}"), timeout=30, max_bytes=2**20)
     copy.init()
@@ -164,7 +182,7 @@ def test_git_itself_refuses_helper_transports(tmp_path):
     assert not marker.exists()
 
 
-def test_the_repository_config_attributes_and_hooks_never_run(make_app, tmp_path):
+def test_the_repository_config_attributes_and_hooks_never_run(make_app: MakeApp, tmp_path: Path) -> None:
     repo = Repo(tmp_path / "evil")
     markers = [tmp_path / f"ran-{n}" for n in range(5)]
     repo.write(".gitattributes", "*.md filter=evil diff=evil\n")
@@ -192,7 +210,9 @@ def test_the_repository_config_attributes_and_hooks_never_run(make_app, tmp_path
     assert not any(marker.exists() for marker in markers)
 
 
-def test_credentials_are_never_sent_to_the_host_a_redirect_names(make_app, served, tmp_path, monkeypatch):
+def test_credentials_are_never_sent_to_the_host_a_redirect_names(
+    make_app: MakeApp, served: tuple[GitServer, Repo, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     server, _, _ = served
     monkeypatch.setenv("LIB_TOKEN", TOKEN)
     with serve_git(tmp_path / "served") as elsewhere:
@@ -203,7 +223,7 @@ def test_credentials_are_never_sent_to_the_host_a_redirect_names(make_app, serve
     assert not any(elsewhere.authorizations)  # asked nothing with the token, or asked nothing at all
 
 
-def test_a_percent_encoded_password_is_sent_as_meant(make_app, tmp_path):
+def test_a_percent_encoded_password_is_sent_as_meant(make_app: MakeApp, tmp_path: Path) -> None:
     work = Repo(tmp_path / "work")
     work.write("a.md", "# A\n\nalpha\n")
     work.commit()
@@ -218,7 +238,9 @@ def test_a_percent_encoded_password_is_sent_as_meant(make_app, tmp_path):
     )
 
 
-def test_an_askpass_program_in_the_environment_is_never_run(make_app, served, tmp_path, monkeypatch):
+def test_an_askpass_program_in_the_environment_is_never_run(
+    make_app: MakeApp, served: tuple[GitServer, Repo, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     server, _, _ = served
     marker = tmp_path / "asked"
     askpass = tmp_path / "askpass.sh"
@@ -231,7 +253,7 @@ def test_an_askpass_program_in_the_environment_is_never_run(make_app, served, tm
     assert not marker.exists()
 
 
-def test_a_secret_the_server_echoes_is_scrubbed_before_the_message_is_cut(tmp_path):
+def test_a_secret_the_server_echoes_is_scrubbed_before_the_message_is_cut(tmp_path: Path) -> None:
     remote = Remote("http://127.0.0.1:9/x.git", "Authorization: Basic eA==", (TOKEN,), "lib")
     said = Git(tmp_path / "copy.git", remote, timeout=5, max_bytes=2**20)._said(
         f"remote: ERR {TOKEN}{'x' * 490}".encode(), "fetch"
@@ -239,7 +261,9 @@ def test_a_secret_the_server_echoes_is_scrubbed_before_the_message_is_cut(tmp_pa
     assert TOKEN[1:] not in said and TOKEN[-6:] not in said
 
 
-def test_a_missing_token_fails_its_kbs_sync_not_the_building_of_every_kbs_sources(make_app, served, tmp_path):
+def test_a_missing_token_fails_its_kbs_sync_not_the_building_of_every_kbs_sources(
+    make_app: MakeApp, served: tuple[GitServer, Repo, Path], tmp_path: Path
+) -> None:
     from mcp_kb.ingest.sources import sources_of
 
     server, _, _ = served
@@ -249,7 +273,7 @@ def test_a_missing_token_fails_its_kbs_sync_not_the_building_of_every_kbs_source
         app.sync()
 
 
-def test_credentials_never_travel_in_clear_to_another_host(tmp_path, monkeypatch):
+def test_credentials_never_travel_in_clear_to_another_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LIB_TOKEN", TOKEN)
     for host in ("git.example.com", "127.0.0.1.example.com", "10.0.0.1"):
         repo = RepoConfig.model_validate({"url": f"http://{host}/team/lib.git", "token_env": "LIB_TOKEN"})
@@ -260,7 +284,7 @@ def test_credentials_never_travel_in_clear_to_another_host(tmp_path, monkeypatch
         assert Remote.of(repo).header
 
 
-def _one_line_failure(app) -> str:
+def _one_line_failure(app: App) -> str:
     with pytest.raises(KBError) as failed:
         app.sync()
     said = str(failed.value)
@@ -268,7 +292,7 @@ def _one_line_failure(app) -> str:
     return said
 
 
-def test_a_url_where_no_repository_is_one_line_naming_the_setting(make_app, tmp_path):
+def test_a_url_where_no_repository_is_one_line_naming_the_setting(make_app: MakeApp, tmp_path: Path) -> None:
     """git said `fatal: '…/userlibb' does not appear to be a git repository fatal: Could not read from remote
     repository. Please make sure …`: the path as written, and what to check."""
     said = _one_line_failure(make_app(_kb(str(tmp_path / "userlibb"))))
@@ -278,7 +302,9 @@ def test_a_url_where_no_repository_is_one_line_naming_the_setting(make_app, tmp_
     )
 
 
-def test_a_ref_the_repository_has_not_is_one_line_listing_its_branches(make_app, served):
+def test_a_ref_the_repository_has_not_is_one_line_listing_its_branches(
+    make_app: MakeApp, served: tuple[GitServer, Repo, Path]
+) -> None:
     server, _, _ = served
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LIB_TOKEN", TOKEN)
@@ -297,7 +323,7 @@ def test_a_ref_the_repository_has_not_is_one_line_listing_its_branches(make_app,
     assert TOKEN not in said
 
 
-def test_a_server_that_cannot_be_reached_is_one_line_naming_the_url(make_app):
+def test_a_server_that_cannot_be_reached_is_one_line_naming_the_url(make_app: MakeApp) -> None:
     url = f"http://{closed_address()}/team/lib.git"
     said = _one_line_failure(make_app(_kb(url)))
     assert said.startswith(f"repository lib: cannot reach {url} (") and said.endswith(

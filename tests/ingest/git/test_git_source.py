@@ -5,20 +5,27 @@ comparing trees; status, the report, versions and citations name the commit."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
+from typing import Any
 
 import pytest
 from git_server import Repo, git
 
 import mcp_kb.sync
 from mcp_kb.api import BrowseRequest, SearchRequest, SyncRequest
+from mcp_kb.app import App
+from mcp_kb.digest import file_sha256
+from mcp_kb.index.store import LanceStore
+from mcp_kb.records import SyncReport
 from mcp_kb.errors import KBError
 from mcp_kb.index.state import source_cache_dir
 from mcp_kb.requests import RollbackRequest
+from helpers import MakeApp, MakeConfig
 
 pytestmark = pytest.mark.anyio
 
 
-def _kb(repo: Repo, **settings) -> dict:
+def _kb(repo: Repo, **settings: object) -> dict[str, Any]:
     return {
         "name": "code",
         "description": "a repository",
@@ -26,11 +33,11 @@ def _kb(repo: Repo, **settings) -> dict:
     }
 
 
-def _sync(app, **request):
+def _sync(app: App, **request: Any) -> SyncReport:
     return app.sync(request=SyncRequest(**request))[0] if request else app.sync()[0]
 
 
-def _synced(make_app, tmp_path, files: dict[str, str]) -> tuple[Repo, object]:
+def _synced(make_app: MakeApp, tmp_path: Path, files: dict[str, str]) -> tuple[Repo, App]:
     """A repository `lib` of these files, committed, and a KB of it synced once."""
     repo = Repo(tmp_path / "lib")
     for path, text in files.items():
@@ -42,7 +49,7 @@ def _synced(make_app, tmp_path, files: dict[str, str]) -> tuple[Repo, object]:
 
 
 @pytest.fixture
-def repo(tmp_path) -> Repo:
+def repo(tmp_path: Path) -> Repo:
     repo = Repo(tmp_path / "upstream")
     for i in range(1000):
         repo.write(f"notes/n{i:04d}.md", f"# Note {i}\n\nRunbook entry number {i} for service s{i % 17}.\n")
@@ -50,14 +57,21 @@ def repo(tmp_path) -> Repo:
     return repo
 
 
-def _count_hashing(monkeypatch) -> list[str]:
+def _count_hashing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     hashed: list[str] = []
-    real = mcp_kb.sync.file_sha256
-    monkeypatch.setattr(mcp_kb.sync, "file_sha256", lambda path: hashed.append(str(path)) or real(path))
+    real = file_sha256  # what mcp_kb.sync hashes with
+
+    def counted(path: Path) -> str:
+        hashed.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(mcp_kb.sync, "file_sha256", counted)
     return hashed
 
 
-def test_a_commit_changing_3_of_1000_files_reads_and_embeds_only_those_3(make_app, repo, monkeypatch):
+def test_a_commit_changing_3_of_1000_files_reads_and_embeds_only_those_3(
+    make_app: MakeApp, repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
     app = make_app(_kb(repo))
     first = _sync(app)
     assert first.files_added == 1000 and first.crawl["trees compared"] == 1
@@ -75,7 +89,9 @@ def test_a_commit_changing_3_of_1000_files_reads_and_embeds_only_those_3(make_ap
     assert hit.commit == commit and hit.citation.endswith(f"(lines 3-3 @ {commit[:12]})")
 
 
-def test_a_sync_without_a_new_commit_reads_nothing(make_app, repo, monkeypatch):
+def test_a_sync_without_a_new_commit_reads_nothing(
+    make_app: MakeApp, repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
     app = make_app(_kb(repo))
     _sync(app)
     hashed = _count_hashing(monkeypatch)
@@ -83,7 +99,7 @@ def test_a_sync_without_a_new_commit_reads_nothing(make_app, repo, monkeypatch):
     assert again.files_unchanged == 1000 and again.crawl["files read from git"] == 0 and not hashed
 
 
-def test_a_rename_keeps_the_vectors_and_deletions_leave(make_app, tmp_path):
+def test_a_rename_keeps_the_vectors_and_deletions_leave(make_app: MakeApp, tmp_path: Path) -> None:
     repo = Repo(tmp_path / "lib")
     repo.write("docs/old-name.md", "# Deploys\n\nBlue-green deploys switch the router after health checks pass.\n")
     repo.write("docs/gone.md", "# Gone\n\nThis page will be deleted.\n")
@@ -99,7 +115,7 @@ def test_a_rename_keeps_the_vectors_and_deletions_leave(make_app, tmp_path):
     assert app.document_ids("code") == ["docs/new-name.md"]
 
 
-def test_a_force_push_and_a_lost_local_copy_fall_back_to_comparing_trees(make_app, tmp_path):
+def test_a_force_push_and_a_lost_local_copy_fall_back_to_comparing_trees(make_app: MakeApp, tmp_path: Path) -> None:
     repo, app = _synced(make_app, tmp_path, {"a.md": "# A\n\nalpha\n", "b.md": "# B\n\nbravo\n"})
     # History rewritten: an orphan branch takes main's name, the old commit is gone from the repository.
     git(repo.folder, "checkout", "-q", "--orphan", "rewritten")
@@ -125,7 +141,7 @@ def test_a_force_push_and_a_lost_local_copy_fall_back_to_comparing_trees(make_ap
     assert app.status("code")[0].commits == {"lib": newest} != {"lib": forced}
 
 
-def test_a_rebuild_reads_every_file_out_of_git(make_app, repo):
+def test_a_rebuild_reads_every_file_out_of_git(make_app: MakeApp, repo: Repo) -> None:
     app = make_app(_kb(repo))
     _sync(app)
     repo.write("notes/extra.md", "# Extra\n\none more\n")
@@ -135,7 +151,7 @@ def test_a_rebuild_reads_every_file_out_of_git(make_app, repo):
     assert len(app.document_ids("code")) == 1001
 
 
-def test_scope_settings_changed_since_the_last_sync_list_the_whole_tree(make_app, tmp_path):
+def test_scope_settings_changed_since_the_last_sync_list_the_whole_tree(make_app: MakeApp, tmp_path: Path) -> None:
     repo = Repo(tmp_path / "lib")
     repo.write("docs/a.md", "# A\n\nalpha\n")
     repo.write("notes/b.md", "# B\n\nbravo\n")
@@ -146,7 +162,7 @@ def test_scope_settings_changed_since_the_last_sync_list_the_whole_tree(make_app
     assert report.crawl["trees compared"] == 1 and narrowed.document_ids("code") == ["docs/a.md"]
 
 
-def test_skipped_files_say_why(make_app, tmp_path):
+def test_skipped_files_say_why(make_app: MakeApp, tmp_path: Path) -> None:
     repo = Repo(tmp_path / "lib")
     repo.write("guide.md", "# Guide\n\nthe real page\n")
     repo.write("vendor/dep/readme.md", "# Vendored\n\nnot ours\n")
@@ -168,7 +184,7 @@ def test_skipped_files_say_why(make_app, tmp_path):
     assert report.files_added == 1
 
 
-def _edited_after(tmp_path, path: str, first: str, second: str, *mark: str) -> Repo:
+def _edited_after(tmp_path: Path, path: str, first: str, second: str, *mark: str) -> Repo:
     """A repository whose `path` says `first` at the commit `mark` names (a tag or a branch), then `second` on main."""
     repo = Repo(tmp_path / "lib")
     repo.write(path, first)
@@ -179,7 +195,7 @@ def _edited_after(tmp_path, path: str, first: str, second: str, *mark: str) -> R
     return repo
 
 
-def test_library_versions_name_git_refs(make_app, tmp_path):
+def test_library_versions_name_git_refs(make_app: MakeApp, tmp_path: Path) -> None:
     repo = _edited_after(
         tmp_path,
         "docs/api.md",
@@ -204,7 +220,9 @@ def test_library_versions_name_git_refs(make_app, tmp_path):
     assert "retry" not in old.text and old.commit == git(repo.folder, "rev-parse", "v1").strip()
 
 
-def test_beside_folders_a_repositorys_files_lead_with_its_name_and_hits_link_to_their_lines(make_app, tmp_path):
+def test_beside_folders_a_repositorys_files_lead_with_its_name_and_hits_link_to_their_lines(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
     repo = Repo(tmp_path / "payments")
     repo.write(
         "src/refunds.md", "# Refunds\n\nIntro.\n\n## Limits\n\nRefunds above 500 euros need a second approver.\n"
@@ -233,7 +251,7 @@ def test_beside_folders_a_repositorys_files_lead_with_its_name_and_hits_link_to_
     assert app.versions("code")[-1].commits == {"payments": commit}
 
 
-def test_code_in_a_repository_is_cited_by_file_symbol_lines_and_commit(make_app, tmp_path):
+def test_code_in_a_repository_is_cited_by_file_symbol_lines_and_commit(make_app: MakeApp, tmp_path: Path) -> None:
     repo = Repo(tmp_path / "service")
     repo.write(
         "pkg/models.py",
@@ -250,13 +268,16 @@ def test_code_in_a_repository_is_cited_by_file_symbol_lines_and_commit(make_app,
     hit = app.search("code", SearchRequest(query="look a user up by id", mode="keyword")).hits[0]
     chunk = app.search("code", SearchRequest(query="x", mode="filter", filters={"heading": "User › get_by_id"})).hits
     assert [(c.source, c.title, c.line_start, c.line_end) for c in chunk] == [("pkg/models.py", "models.py", 9, 11)]
+    assert hit.line_start is not None and hit.line_end is not None
     assert hit.line_start <= 9 and hit.line_end >= 11 and "return json.loads" in hit.text  # maybe with the class's head
     assert hit.citation == f"pkg/models.py › {hit.heading} (lines {hit.line_start}-{hit.line_end} @ {commit[:12]})"
     notes = app.search("code", SearchRequest(query="deploy window", mode="keyword")).hits[0]
     assert notes.title == "notes"  # the file's own name, not the blob id it was read from
 
 
-def test_after_a_rollback_the_next_sync_compares_trees_and_brings_the_newest_commit_back(make_app, tmp_path):
+def test_after_a_rollback_the_next_sync_compares_trees_and_brings_the_newest_commit_back(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
     repo, app = _synced(make_app, tmp_path, {"a.md": "# A\n\nfirst words\n"})
     repo.write("a.md", "# A\n\nsecond words\n")
     repo.write("b.md", "# B\n\nanother page\n")
@@ -270,7 +291,7 @@ def test_after_a_rollback_the_next_sync_compares_trees_and_brings_the_newest_com
     assert app.search("code", SearchRequest(query="second words", mode="keyword")).hits[0].source == "a.md"
 
 
-def test_thousands_of_distinct_files_are_read_out_of_git_without_a_hang(tmp_path):
+def test_thousands_of_distinct_files_are_read_out_of_git_without_a_hang(tmp_path: Path) -> None:
     from mcp_kb.ingest.sources import scan_all, sources_of
     from mcp_kb.settings import build_config
 
@@ -283,7 +304,9 @@ def test_thousands_of_distinct_files_are_read_out_of_git_without_a_hang(tmp_path
     assert len(scan.files) == 3000 and all(file.path.stat().st_size > 3000 for file in scan.files[:50])
 
 
-def test_adding_and_removing_a_source_beside_a_repository_renames_its_files_and_keeps_them(make_app, tmp_path):
+def test_adding_and_removing_a_source_beside_a_repository_renames_its_files_and_keeps_them(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
     repo = Repo(tmp_path / "svc")
     repo.write("docs/a.md", "# A\n\nalpha\n")
     repo.write("docs/b.md", "# B\n\nbravo\n")
@@ -301,7 +324,7 @@ def test_adding_and_removing_a_source_beside_a_repository_renames_its_files_and_
     assert not _sync(alone, full=True).failures and alone.document_ids("code") == ["docs/a.md", "docs/b.md"]
 
 
-def test_one_repository_at_two_refs_in_one_kb(make_app, tmp_path):
+def test_one_repository_at_two_refs_in_one_kb(make_app: MakeApp, tmp_path: Path) -> None:
     repo = _edited_after(
         tmp_path, "docs/a.md", "# A\n\nalpha on main\n", "# A\n\nalpha, edited on main\n", "branch", "stable"
     )
@@ -322,7 +345,7 @@ def test_one_repository_at_two_refs_in_one_kb(make_app, tmp_path):
     assert not _sync(app).failures and len(app.document_ids("code")) == 3
 
 
-def test_one_blob_at_two_paths_is_read_by_each_paths_parser(make_app, tmp_path):
+def test_one_blob_at_two_paths_is_read_by_each_paths_parser(make_app: MakeApp, tmp_path: Path) -> None:
     repo = Repo(tmp_path / "lib")
     same = "<h1>Same</h1>\n\n<p>bytes in two files</p>\n"
     repo.write("notes.md", same)
@@ -335,7 +358,7 @@ def test_one_blob_at_two_paths_is_read_by_each_paths_parser(make_app, tmp_path):
     assert all(entry.changed == "" for entry in app.browse("code", BrowseRequest(kb="code")).documents)
 
 
-def test_a_file_name_with_terminal_escapes_is_reported_escaped(make_app, tmp_path):
+def test_a_file_name_with_terminal_escapes_is_reported_escaped(make_app: MakeApp, tmp_path: Path) -> None:
     repo = Repo(tmp_path / "lib")
     repo.write("ok.md", "# OK\n\nfine\n")
     repo.write("evil\x1b]0;PWNED\x07.md", "# Evil\n\nname\n")
@@ -344,7 +367,7 @@ def test_a_file_name_with_terminal_escapes_is_reported_escaped(make_app, tmp_pat
     assert [problem.path for problem in report.skipped] == ["evil\\x1b]0;PWNED\\x07.md"]
 
 
-def test_files_that_unpack_past_max_fetch_mb_are_not_read_out(make_app, tmp_path):
+def test_files_that_unpack_past_max_fetch_mb_are_not_read_out(make_app: MakeApp, tmp_path: Path) -> None:
     repo = Repo(tmp_path / "lib")
     for i in range(3):  # a tiny pack: each file is one line repeated
         repo.write(f"big{i}.md", f"# Big {i}\n\n" + f"the same line of file {i}\n" * 30_000)
@@ -353,25 +376,29 @@ def test_files_that_unpack_past_max_fetch_mb_are_not_read_out(make_app, tmp_path
         _sync(make_app(_kb(repo, max_fetch_mb=1)))
 
 
-def test_a_rebuild_after_the_tables_are_lost_brings_every_file_back(make_app, tmp_path):
+def test_a_rebuild_after_the_tables_are_lost_brings_every_file_back(make_app: MakeApp, tmp_path: Path) -> None:
     repo, app = _synced(make_app, tmp_path, {f"{name}.md": f"# {name}\n\npage {name}\n" for name in "abc"})
     repo.write("d.md", "# d\n\npage d\n")
     repo.commit()
-    for table in app.store.db.list_tables().tables:
+    store = app.store
+    assert isinstance(store, LanceStore)
+    for table in store.db.list_tables().tables:
         if table.startswith("code__"):
-            app.store.db.drop_table(table)
+            store.db.drop_table(table)
     _sync(app, full=True)  # what a sync that cannot read the index says to run
     assert app.document_ids("code") == ["a.md", "b.md", "c.md", "d.md"]
 
 
-def test_a_failed_sync_that_deleted_files_leaves_no_commit_vouching_for_the_index(make_app, tmp_path, monkeypatch):
+def test_a_failed_sync_that_deleted_files_leaves_no_commit_vouching_for_the_index(
+    make_app: MakeApp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo, app = _synced(
         make_app, tmp_path, {"keep.md": "# Keep\n\nkept page\n", "x.md": "# X\n\nthe page that comes back\n"}
     )
     git(repo.folder, "rm", "-q", "x.md")
     repo.commit("delete x")
 
-    def broken(*args, **kwargs):
+    def broken(*args: object, **kwargs: object) -> None:
         raise OSError("disk gone")
 
     with monkeypatch.context() as patched:
@@ -385,7 +412,9 @@ def test_a_failed_sync_that_deleted_files_leaves_no_commit_vouching_for_the_inde
     assert app.document_ids("code") == ["keep.md", "x.md"]
 
 
-def test_a_repository_named_like_a_folder_inside_the_kbs_path_is_refused_not_mixed(make_app, tmp_path):
+def test_a_repository_named_like_a_folder_inside_the_kbs_path_is_refused_not_mixed(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
     repo = Repo(tmp_path / "payments")
     repo.write("intro.md", "# Intro\n\nfrom the repository\n")
     repo.commit()
@@ -404,7 +433,9 @@ def test_a_repository_named_like_a_folder_inside_the_kbs_path_is_refused_not_mix
         _sync(app)
 
 
-def test_a_file_of_a_repository_never_leaves_this_process_with_its_fetch(tmp_path, monkeypatch):
+def test_a_file_of_a_repository_never_leaves_this_process_with_its_fetch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import pickle
 
     from mcp_kb.ingest.sources import SourceFile
@@ -415,19 +446,23 @@ def test_a_file_of_a_repository_never_leaves_this_process_with_its_fetch(tmp_pat
     assert copied == file and copied.fetch is None
 
 
-def test_a_parser_added_since_the_last_sync_lists_the_whole_tree(make_app, tmp_path, monkeypatch):
+def test_a_parser_added_since_the_last_sync_lists_the_whole_tree(
+    make_app: MakeApp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mcp_kb.ingest import parsers
 
     _, app = _synced(make_app, tmp_path, {"a.md": "# A\n\nalpha\n", "notes.unusual": "notes a plugin reads\n"})
     monkeypatch.setattr(parsers, "_PARSERS", dict(parsers._PARSERS))
-    parsers.register([".unusual"], parsers._parser_for(".txt"))
+    text_parser = parsers._parser_for(".txt")
+    assert text_parser is not None
+    parsers.register([".unusual"], text_parser)
     report = _sync(app)
     assert report.crawl["trees compared"] == 1 and app.document_ids("code") == ["a.md", "notes.unusual"]
 
 
 def test_an_unchanged_file_fetched_out_of_git_is_written_in_one_step_and_a_failed_write_leaves_nothing(
-    make_config, tmp_path, monkeypatch
-):
+    make_config: MakeConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The fetch wrote a fixed `<name>.part` (two fetches of one file at once shared it) and left it behind when the
     write failed; it writes as every file mcp-kb replaces does (files.write_atomically)."""
     import os
