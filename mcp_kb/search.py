@@ -456,7 +456,8 @@ def common_filter_types(kbs: list[KBConfig]) -> dict[str, str]:
 def _filtered_fields_indexed(kb: KBConfig, state: KBState, *filters: dict[str, Any] | None) -> None:
     """A metadata field the config declares since the index was built has no column yet: a filter on it is one
     clear error with the sync that adds it (LanceDB's was a schema error, a traceback on the command line)."""
-    indexed = (state.fingerprint("metadata") or {}).get("types")
+    metadata = state.fingerprint("metadata")
+    indexed = metadata.get("types") if isinstance(metadata, dict) else None
     if indexed is None:  # an index from before fields were recorded: its columns are the config's
         return
     for name in (name for given in filters for name in (given or {})):

@@ -321,7 +321,7 @@ def _recording_progress(store: Store, kb: str, progress: Progress | None, report
 # ---- preparation ---------------------------------------------------------------------------
 
 
-def _fingerprints(kb: KBConfig, embedder: Embedder, counter: TokenCounter, layout: int) -> dict[str, Any]:
+def _fingerprints(kb: KBConfig, embedder: Embedder, counter: TokenCounter, layout: int) -> dict[str, object]:
     """What the stored chunks depend on; a change in any of them means a rebuild."""
     chunking = {**kb.chunking.model_dump(), "effective_max_tokens": effective_max_tokens(kb.chunking, counter)}
     fingerprints = {
@@ -378,7 +378,7 @@ def _target_generation(  # noqa: PLR0913  # it decides the generation a SyncCont
     kb: KBConfig,
     embedder: Embedder,
     state: KBState,
-    fingerprints: dict[str, Any],
+    fingerprints: dict[str, object],
     request: SyncRequest,
     missing: bool,
     report: SyncReport,
@@ -435,7 +435,7 @@ def _check_model(embedder: Embedder) -> None:
         )
 
 
-def _rebuild_reason(state: KBState, fingerprints: dict[str, Any], full: bool, reembed: bool, missing: bool) -> str:
+def _rebuild_reason(state: KBState, fingerprints: dict[str, object], full: bool, reembed: bool, missing: bool) -> str:
     if not state.built:
         return "first sync"
     if missing:
