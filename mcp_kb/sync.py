@@ -574,7 +574,9 @@ def _write_batch(context: SyncContext, parsed: list[ParsedFile], embedding: Embe
         not_indexed(kb, unwritten, exc, report)
 
 
-def _write_piece(context: SyncContext, piece: list[ParsedFile], rows_by_path: dict[str, list[dict[str, Any]]]) -> None:
+def _write_piece(
+    context: SyncContext, piece: list[ParsedFile], rows_by_path: dict[str, list[dict[str, object]]]
+) -> None:
     """Files whose chunks are embedded, in one commit: chunks, reading forms, then their manifest records."""
     store, kb, target = context.store, context.kb.name, context.target
     with context.timer("write"):

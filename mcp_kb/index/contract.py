@@ -166,7 +166,7 @@ class Store(Protocol):
         """One commit: the documents' old chunks out, `rows` in."""
 
     def write_chunks(
-        self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]
+        self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, object]]]
     ) -> dict[str, str]:
         """replace_documents from plain rows (ChunkRow fields and the KB's metadata columns, as Arrow takes them)
         per document; a document whose values do not fit their columns is left out, its reason returned by path."""
@@ -209,7 +209,7 @@ class Store(Protocol):
 
     # a cluster's writes: its indexers write fragments, its coordinator commits a wave of them at once
     def chunk_rows(
-        self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]
+        self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, object]]]
     ) -> tuple[pa.Table, dict[str, str]]:
         """Plain rows per document as one table of the generation's columns, and the reasons of documents whose
         values did not fit them, by path (those are left out)."""
