@@ -82,14 +82,14 @@ class _Saved:
     a saved one back with the fields it knows: an older file's missing ones keep their defaults, a newer one's extra
     ones are left out."""
 
-    __dataclass_fields__: ClassVar[dict[str, Any]]
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # as the dataclasses module declares it
 
     @classmethod
     def from_dict(cls, saved: Mapping[str, Any]) -> Self:
         return cls(**cls._known(saved))
 
     @classmethod
-    def _known(cls, saved: Mapping[str, Any]) -> dict[str, Any]:
+    def _known(cls, saved: Mapping[str, Any]) -> dict[str, Any]:  # json.loads of a saved record, for cls(**...)
         names = {item.name for item in fields(cls)}
         return {name: value for name, value in saved.items() if name in names}
 

@@ -139,7 +139,7 @@ def _write_json(path: Path, data: Mapping[str, object]) -> None:
     write_atomically(path, json.dumps(data).encode("utf-8"))
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path) -> dict[str, Any]:  # json.loads of a record file
     """A record this module wrote (as json.loads hands it over), or {} when it is missing, unreadable or not a JSON
     object."""
     try:

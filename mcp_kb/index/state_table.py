@@ -69,10 +69,10 @@ def _note_key(kb: str, kind: type[KBSummary | HealthCheck]) -> str:
     return f"{kb}:{_NOTE_KINDS[kind]}"
 
 
-def _read_row(table: LanceTable, kb: str) -> dict[str, Any]:
+def _read_row(table: LanceTable, kb: str) -> dict[str, Any]:  # json.loads of the state column
     """A row's JSON as saved (a dict: json.loads hands it over)."""
     rows = table.search().where(sql_equals("kb", kb)).limit(1).to_list()
-    state: dict[str, Any] = json.loads(rows[0]["state"]) if rows else {}
+    state: dict[str, Any] = json.loads(rows[0]["state"]) if rows else {}  # json.loads of LanceDB's value
     _refuse_newer_layout(kb, state)
     return state
 

@@ -220,6 +220,7 @@ class LanceStore:
     def reading_paths(self, kb: str, generation: str) -> set[str]:
         return readings.paths(self._tables, kb, generation)
 
+    # LanceDB's reading row (ReadingRow's columns)
     def read_reading(self, kb: str, generation: str, path: str, at: Pinned | None = None) -> dict[str, Any] | None:
         if at is not None and at.reading is None:  # that version's generation had no reading table
             return None

@@ -34,7 +34,7 @@ def chosen_settings(registry: Registry, default: str, section: Any) -> type[Base
         return None
 
 
-def explain(exc: ValidationError, raw: dict[str, Any], where: str) -> str:
+def explain(exc: ValidationError, raw: dict[str, Any], where: str) -> str:  # tomllib's table
     """Turn pydantic's errors into lines that name the key and the fix."""
     lines = []
     for error in exc.errors():
@@ -65,7 +65,7 @@ def _shown_value(value: Any, key: str) -> str:
     return f" (got {shown!r})"
 
 
-def _key_name(location: list[Any], raw: dict[str, Any]) -> str:
+def _key_name(location: list[Any], raw: dict[str, Any]) -> str:  # pydantic's error location, tomllib's table
     """Dotted key such as kb[policy].chunking.max_tokens."""
     parts: list[str] = []
     node: Any = raw
@@ -80,7 +80,7 @@ def _key_name(location: list[Any], raw: dict[str, Any]) -> str:
     return ".".join(parts)
 
 
-def _did_you_mean(location: list[Any], raw: dict[str, Any]) -> str:
+def _did_you_mean(location: list[Any], raw: dict[str, Any]) -> str:  # pydantic's location, tomllib's table
     model: type[BaseModel] | None = Config
     node: Any = raw
     for index, part in enumerate(location[:-1]):
@@ -98,7 +98,7 @@ def _did_you_mean(location: list[Any], raw: dict[str, Any]) -> str:
     return f"; did you mean {match[0]!r}?" if match else f"; valid keys: {', '.join(keys)}"
 
 
-def _has(node: dict[str, Any] | list[Any], part: Any) -> bool:
+def _has(node: dict[str, Any] | list[Any], part: Any) -> bool:  # a node of tomllib's table
     return part in node if isinstance(node, dict) else isinstance(part, int) and part < len(node)
 
 

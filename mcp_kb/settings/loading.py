@@ -153,7 +153,7 @@ def config_target(given: str | None) -> tuple[Path, bool]:
     return Path(named or "kb.toml").expanduser(), bool(named)
 
 
-def build_config(raw: dict[str, Any], base_dir: Path, source: Path | None) -> Config:
+def build_config(raw: dict[str, Any], base_dir: Path, source: Path | None) -> Config:  # tomllib's table
     """Validate a parsed TOML mapping; environment variables override model and storage."""
     load_plugins()  # a plugin's provider or source kind is known before its settings are checked
     raw = _apply_environment(raw)
@@ -167,7 +167,7 @@ def build_config(raw: dict[str, Any], base_dir: Path, source: Path | None) -> Co
     return _resolve_paths(config, base_dir)
 
 
-def _apply_environment(raw: dict[str, Any]) -> dict[str, Any]:
+def _apply_environment(raw: dict[str, Any]) -> dict[str, Any]:  # tomllib's table, edited for pydantic
     """Environment variables override the file: each setting declared with `_env(NAME)` takes NAME's value."""
     raw = dict(raw)
     if isinstance(raw.get("storage"), str):
