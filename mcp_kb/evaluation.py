@@ -249,10 +249,10 @@ def self_check(run_query: Callable[[str], list[str]], asked: list[tuple[str, str
 
 
 def check_health(
-    rows: list[dict[str, Any]],
+    rows: list[dict[str, Any]],  # LanceDB's sampled rows
     find: Finder,
     modes: list[str],
-    k: int,  # LanceDB's sampled rows
+    k: int,
 ) -> tuple[list[SelfCheck], HealthCheck]:
     """The label-free hit rate per mode of queries made from sampled chunk `rows` (one hit per document counts),
     and the health check a KB keeps of it."""

@@ -77,7 +77,7 @@ class SearchRequest(BaseModel):
     top_k: int | None = Field(None, ge=TOP_K_MIN, le=TOP_K_MAX, description="Number of passages to return")
     mode: SearchMode | None = Field(None, description=f"How to search: {', '.join(MODES)}")
     min_score: float | None = Field(None, allow_inf_nan=False, description="Drop passages scoring below this")
-    # pydantic's field: dict[str, Any] keeps the JSON schema the tools declare
+    # pydantic's field: its Any keeps the JSON schema the tools declare
     filters: dict[str, Any] | None = Field(None, description="Metadata filters, all must match")
     context: int = Field(0, ge=0, le=CONTEXT_MAX, description="Neighbouring chunks to add around each passage")
     max_per_document: int | None = Field(

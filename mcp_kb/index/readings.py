@@ -5,7 +5,7 @@ reading tables existed has none; a full sync builds one."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -97,7 +97,7 @@ def fetch_row(table: LanceTable, path: str) -> dict[str, Any] | None:  # LanceDB
     return rows[0] if rows else None
 
 
-def _row_bytes(row: dict[str, Any]) -> int:  # LanceDB's row
+def _row_bytes(row: Mapping[str, object]) -> int:
     """About what a row holds in memory: its text, outline and offsets."""
     return sum(sys.getsizeof(value) for value in row.values())
 
