@@ -140,7 +140,7 @@ def _special_tokens(tokens_map: Mapping[str, object]) -> list[str | dict[str, An
     return [token for token in tokens if isinstance(token, (str, dict))]
 
 
-def _json_or_empty(path: Path) -> dict[str, Any]:  # json.loads of a tokenizer file
+def _json_or_empty(path: Path) -> dict[str, object]:
     if not path.is_file():
         return {}
     loaded = json.loads(path.read_text(encoding="utf-8"))
