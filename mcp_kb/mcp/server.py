@@ -114,14 +114,15 @@ def _as_seen_by(view: CallerView, tool: Any) -> Any:
     return tool.model_copy(update=update)
 
 
-def _name_kbs(schema: dict[str, Any], names: list[str]) -> None:  # pydantic's JSON schema, edited in place
+def _name_kbs(schema: dict[str, object], names: list[str]) -> None:
     """The KB names as the enum of a text argument (or of its items, in each branch of a union)."""
     if schema.get("type") == "string":
         schema["enum"] = names
-    for branch in schema.get("anyOf", []):
+    branches = schema.get("anyOf", [])
+    for branch in branches if isinstance(branches, list) else []:  # pydantic's JSON schema: a list of schemas
         _name_kbs(branch, names)
-    if isinstance(schema.get("items"), dict):
-        _name_kbs(schema["items"], names)
+    if isinstance(items := schema.get("items"), dict):
+        _name_kbs(items, names)
 
 
 def build_server(app: App, read_only: bool | None = None, handshake_wait: float = 0.0, lead: bool = True) -> _KBServer:
@@ -164,7 +165,7 @@ def build_server(app: App, read_only: bool | None = None, handshake_wait: float 
     handshake = _Handshake()
 
     @asynccontextmanager
-    async def lifespan(_server: MCPServer) -> AsyncIterator[dict[str, Any]]:  # the MCP SDK's lifespan state
+    async def lifespan(_server: MCPServer) -> AsyncIterator[dict[str, object]]:
         _warn_about_missing_paths(app)
         if read_only and any(kb.sync.has_triggers for kb in app.config.kb):
             log.info("read-only: the [kb.sync] triggers in the config are left to the writer (`mcp-kb watch`)")
