@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -198,7 +198,7 @@ class IssuerTokens:
             )
         return grant, float(claims["exp"])
 
-    def claims_grant(self, claims: dict[str, Any]) -> Grant:
+    def claims_grant(self, claims: Mapping[str, object]) -> Grant:
         """The KBs a token's scopes (`kb:NAME:search`, `kb:NAME:sync`, NAME may be a glob) and groups grant."""
         search: set[str] = set()
         sync: set[str] = set()
@@ -283,7 +283,7 @@ class IssuerKeys:
         finally:
             self.tried_at = time.monotonic()  # when it ended: who waited on it does not fetch again at once
 
-    async def _fetch(self) -> dict[str, Any]:
+    async def _fetch(self) -> dict[str, object]:
         import httpx
 
         self.tls = self.tls or httpx.create_ssl_context()
@@ -304,7 +304,7 @@ class IssuerKeys:
         raise ValueError(f"{issuer} publishes no jwks_uri in its metadata: set [server.oauth] jwks_url")
 
 
-async def _json(http: Any, url: str) -> dict[str, Any]:
+async def _json(http: Any, url: str) -> dict[str, object]:
     import httpx
 
     try:
@@ -319,7 +319,7 @@ async def _json(http: Any, url: str) -> dict[str, Any]:
     return data
 
 
-def _signing_keys(jwks: dict[str, Any]) -> dict[str | None, Any]:
+def _signing_keys(jwks: Mapping[str, object]) -> dict[str | None, Any]:
     """The public signing keys of a JWKS by key id (a lone key also under None, for tokens naming none)."""
     import jwt
 

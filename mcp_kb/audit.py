@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from collections.abc import Mapping
 
 from .access import IDENTITY_KINDS, Identity
 from .errors import AuditUnavailable
@@ -67,7 +67,7 @@ class AuditTrail:
     ) -> None:
         if self.file is None:
             return
-        entry: dict[str, Any] = {
+        entry: dict[str, object] = {
             "time": recorded_now("milliseconds"),
             "who": who.name,
             "kind": who.kind,
@@ -129,7 +129,7 @@ class CallerFigures:
     kbs: dict[str, int]  # requests by KB
     last_seen: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "who": self.who.name,
             "kind": self.who.kind,
@@ -144,27 +144,38 @@ class CallerFigures:
 def callers(path: Path) -> list[CallerFigures]:
     """The audit trail summed up per caller (the rotated file first): requests, errors, KBs, last seen.
     Callers are told apart by kind and issuer too: a token and an OAuth subject of one name are two."""
-    figures: dict[Identity, dict[str, Any]] = defaultdict(
-        lambda: {"requests": 0, "errors": 0, "kbs": defaultdict(int), "last_seen": ""}
-    )
+    figures: dict[Identity, _Tally] = defaultdict(_Tally)
     for entry in json_lines(path):
         try:
             caller = figures[_identity(entry)]
         except (KeyError, TypeError, AttributeError, ValueError):
             continue  # a line that names no caller
-        caller["requests"] += 1
-        caller["errors"] += "error" in entry
-        caller["kbs"][str(entry.get("kb"))] += 1
-        caller["last_seen"] = max(caller["last_seen"], str(entry.get("time", "")))
+        caller.requests += 1
+        caller.errors += "error" in entry
+        caller.kbs[str(entry.get("kb"))] += 1
+        caller.last_seen = max(caller.last_seen, str(entry.get("time", "")))
     ordered = sorted(figures.items(), key=lambda item: (item[0].name, item[0].kind, item[0].issuer))
     return [
-        CallerFigures(who, figure["requests"], figure["errors"], dict(figure["kbs"]), figure["last_seen"])
+        CallerFigures(who, figure.requests, figure.errors, dict(figure.kbs), figure.last_seen)
         for who, figure in ordered
     ]
 
 
-def _identity(entry: dict[str, Any]) -> Identity:
+@dataclass
+class _Tally:
+    """One caller's figures while the audit trail is read."""
+
+    requests: int = 0
+    errors: int = 0
+    kbs: defaultdict[str, int] = field(default_factory=lambda: defaultdict(int))
+    last_seen: str = ""
+
+
+def _identity(entry: Mapping[str, object]) -> Identity:
     """Who a line names (lines written before kinds were recorded: "owner" or a token)."""
     name = str(entry["who"])
-    kind = IDENTITY_KINDS[entry.get("kind") or ("owner" if name == "owner" else "token")]
+    given = entry.get("kind") or ("owner" if name == "owner" else "token")
+    if not isinstance(given, str):
+        raise KeyError(given)  # a kind that is not text: callers() passes the line over, as an unknown kind
+    kind = IDENTITY_KINDS[given]
     return Identity(kind, name, str(entry.get("issuer", "")))

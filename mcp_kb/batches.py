@@ -102,7 +102,7 @@ def embedded_rows(
     parsed: list[ParsedFile],
     embedding: EmbeddingProgress,
     recent: BoundedLRU[str, Any] | None = None,
-) -> dict[str, list[dict[str, Any]]]:
+) -> dict[str, list[dict[str, object]]]:
     """The chunk rows of a parsed batch by path, each with its vector (reused, or embedded here); a file whose
     parse is to be retried has none (it keeps what the index has of it). Raises ModelError."""
     return {
@@ -116,7 +116,7 @@ def embedded_pieces(
     embedding: EmbeddingProgress,
     recent: BoundedLRU[str, Any] | None = None,
     every: float = math.inf,
-) -> Iterator[tuple[list[ParsedFile], dict[str, list[dict[str, Any]]]]]:
+) -> Iterator[tuple[list[ParsedFile], dict[str, list[dict[str, object]]]]]:
     """The batch's rows as embedded_rows makes them, in pieces: the files whose chunks all have their vectors,
     each time `every` seconds of embedding have passed since the last piece, and the rest at the end. A sync
     commits each piece, so an interruption loses about `every` seconds of embedding (or one file's, when one file
@@ -146,12 +146,12 @@ def embedded_pieces(
         yield waiting, _rows(kb, waiting, vectors)
 
 
-def _leading_whole(files: list[ParsedFile], vectors: dict[str, Any]) -> list[ParsedFile]:
+def _leading_whole(files: list[ParsedFile], vectors: dict[str, object]) -> list[ParsedFile]:
     """The files at the head of `files` whose every chunk has its vector."""
     return list(itertools.takewhile(lambda item: all(c.content_hash in vectors for c in item.chunks), files))
 
 
-def _rows(kb: KBConfig, files: list[ParsedFile], vectors: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def _rows(kb: KBConfig, files: list[ParsedFile], vectors: dict[str, object]) -> dict[str, list[dict[str, object]]]:
     metadata_types = kb.metadata_types()
     return {
         item.source.doc_id: [
@@ -229,11 +229,11 @@ def count_batch(kb: KBConfig, parsed: list[ParsedFile], report: SyncReport) -> N
             log.info("%s: failed %s: %s", kb.name, item.source.doc_id, item.error)  # the summary lists it
 
 
-def _stored_vectors(context: BatchContext, wanted: list[str], recent: BoundedLRU[str, Any] | None) -> dict[str, Any]:
+def _stored_vectors(context: BatchContext, wanted: list[str], recent: BoundedLRU[str, Any] | None) -> dict[str, object]:
     """The vectors these content hashes already have: in the target generation, in the one being replaced, and in
     `recent` (this sync's vectors not committed yet)."""
     store, kb = context.store, context.kb.name
-    vectors: dict[str, Any] = store.vectors_by_content_hash(kb, context.target, wanted)
+    vectors: dict[str, object] = dict(store.vectors_by_content_hash(kb, context.target, wanted))
     if context.reuse_from is not None:
         unknown = [h for h in wanted if h not in vectors]
         vectors.update(store.vectors_by_content_hash(kb, context.reuse_from, unknown))
@@ -250,7 +250,7 @@ def chunk_id(kb: str, chunk: Chunk) -> str:
 
 def _chunk_row(
     kb: KBConfig, metadata_types: dict[str, str], file_hash: str, chunk: Chunk, vector: Any
-) -> dict[str, Any]:
+) -> dict[str, object]:
     row = ChunkRow(
         id=chunk_id(kb.name, chunk),
         path=chunk.doc_id,

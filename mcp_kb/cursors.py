@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import json
 import secrets
+from collections.abc import Mapping
 from typing import Any
 
 from .errors import CursorError
@@ -35,13 +36,13 @@ class Cursors:
         process draws."""
         self._key = hashlib.sha256(secret.encode()).digest() if secret else secrets.token_bytes(32)
 
-    def make(self, kind: str, kb: str, place: dict[str, Any]) -> str:
+    def make(self, kind: str, kb: str, place: Mapping[str, object]) -> str:
         """A cursor for `place` in a `kind` answer (read, browse) on `kb`: the place and a signature that covers
         the kind and the KB too (they are not sent: the model reads every character of a cursor)."""
         body = json.dumps(place, ensure_ascii=False, separators=(",", ":")).encode()
         return _encoded(body + self._signature(kind, kb, body))
 
-    def open(self, cursor: str, kind: str, kb: str) -> dict[str, Any]:
+    def open(self, cursor: str, kind: str, kb: str) -> dict[str, Any]:  # json.loads of the signed place
         """The place a cursor holds, when this process made it for a `kind` answer on `kb`; else CursorError."""
         try:
             raw = base64.urlsafe_b64decode(cursor.encode("ascii") + b"=" * (-len(cursor) % 4))
@@ -54,7 +55,7 @@ class Cursors:
                 "another call: pass it to the call that gave it, with the same kb); ask again without "
                 "it"
             )
-        place: dict[str, Any] = json.loads(body)
+        place: dict[str, Any] = json.loads(body)  # what make() wrote, signed: its values are read as written
         return place
 
     def _signature(self, kind: str, kb: str, body: bytes) -> bytes:

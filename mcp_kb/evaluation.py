@@ -16,7 +16,7 @@ import csv
 import json
 import math
 import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -55,7 +55,7 @@ class ModeScores:
 Finder = Callable[[SearchRequest], list[str]]
 
 
-def asking(find: Finder, settings: dict[str, Any]) -> Callable[[str], list[str]]:
+def asking(find: Finder, settings: Mapping[str, object]) -> Callable[[str], list[str]]:
     """A query → its hits' source paths, searched with `settings` (mode, top_k, ...); bad settings (a k out of
     bounds) are worded at once, before any query."""
     request = parse_search(settings)
@@ -249,7 +249,10 @@ def self_check(run_query: Callable[[str], list[str]], asked: list[tuple[str, str
 
 
 def check_health(
-    rows: list[dict[str, Any]], find: Finder, modes: list[str], k: int
+    rows: list[dict[str, Any]],  # LanceDB's sampled rows
+    find: Finder,
+    modes: list[str],
+    k: int,
 ) -> tuple[list[SelfCheck], HealthCheck]:
     """The label-free hit rate per mode of queries made from sampled chunk `rows` (one hit per document counts),
     and the health check a KB keeps of it."""

@@ -8,7 +8,7 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ class JsonLines:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
 
-    def append(self, entry: dict[str, Any]) -> None:
+    def append(self, entry: Mapping[str, object]) -> None:
         line = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
         with self._lock:
             if self.path.exists() and self.path.stat().st_size + len(line.encode()) > self.max_bytes:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from .errors import VersionError
 from .index.contract import Store
@@ -41,7 +40,7 @@ class Synced:
 
     report: SyncReport
     generation: str
-    fingerprints: dict[str, Any]
+    fingerprints: dict[str, object]
     started: str
     by: str = ""
     tag: str | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Mapping
 
 from .files import JsonLines
 from .records import SearchFigures, SearchHour, StageLatency, recorded_hour, recorded_now
@@ -117,7 +117,7 @@ class QueryLog(JsonLines):
     """JSON lines of searches (time, query, mode, filters, top hits, latency) in one file per KB."""
 
     def write(
-        self, query: str, mode: str, filters: dict[str, Any] | None, result: SearchResult, total_ms: float
+        self, query: str, mode: str, filters: Mapping[str, object] | None, result: SearchResult, total_ms: float
     ) -> None:
         self.append(
             {

@@ -345,13 +345,13 @@ def _ray_module(name: str) -> Any:
     return importlib.import_module(f"ray.{name}")
 
 
-def _own_ray(cluster: RayAddress | None) -> dict[str, Any]:
+def _own_ray(cluster: RayAddress | None) -> dict[str, object]:
     """A Ray of the sync's own (no address given) stays on this machine's loopback, without a dashboard."""
     return {} if cluster else {"_node_ip_address": LOOPBACK, "include_dashboard": False}
 
 
 def _start_indexers(
-    ray: Any, embedding: EmbeddingConfig, storage: StorageConfig, fingerprint: dict[str, Any]
+    ray: Any, embedding: EmbeddingConfig, storage: StorageConfig, fingerprint: dict[str, object]
 ) -> list[Any]:
     """One indexer per node with CPUs, placed there while the node lives (elsewhere once it is lost). The nodes get
     the settings of the model and of the index storage, nothing else of the configuration (its server token,
@@ -377,7 +377,7 @@ def _start_indexers(
     ]
 
 
-def _takes_gpu(node: dict[str, Any], embedding: EmbeddingConfig) -> bool:
+def _takes_gpu(node: dict[str, Any], embedding: EmbeddingConfig) -> bool:  # a node of ray.nodes()
     """An indexer holds one of its node's GPUs when the model runs in it (a local model whose `device` is not "cpu"):
     Ray then shows it that GPU alone, and `device = "auto"` uses it where onnxruntime offers CUDA."""
     return node["Resources"].get("GPU", 0) >= 1 and getattr(embedding, "device", "cpu") != "cpu"
@@ -477,7 +477,7 @@ def _parse_workers(counter: TokenCounter, settings: SyncEngineConfig) -> ParseWo
 class Indexer:
     """A Ray actor: embeds parsed batches with its own copy of the model and writes their rows as fragments."""
 
-    def __init__(self, embedding: EmbeddingConfig, storage: StorageConfig, fingerprint: dict[str, Any], cpus: int):
+    def __init__(self, embedding: EmbeddingConfig, storage: StorageConfig, fingerprint: dict[str, object], cpus: int):
         if getattr(embedding, "threads", 0) is None:  # Ray caps a worker's threads at 1 unless told
             embedding = embedding.model_copy(update={"threads": cpus})
         self.embedder = create_embedder(embedding)

@@ -50,7 +50,7 @@ class _Document:
     """A reading row as the reader uses it."""
 
     kb: str
-    row: dict[str, Any]
+    row: dict[str, Any]  # LanceDB's reading row (ReadingRow's columns)
     edition: Edition
 
     @property
@@ -250,7 +250,7 @@ class Reader:
     def _document(self, kb: KBConfig, path: str, as_of: Any = None) -> _Document:
         return self._document_in(kb, self._edition(kb, as_of), path)
 
-    def _placed_document(self, kb: KBConfig, place: dict[str, Any]) -> _Document:
+    def _placed_document(self, kb: KBConfig, place: dict[str, Any]) -> _Document:  # Cursors.open's place
         """The document a cursor's place names (a long path by its digest), in the version it pins."""
         read = self._edition(kb, place.get("v"))
         if "p" in place:
@@ -392,7 +392,7 @@ class Reader:
             listing = listing.filter(pc.is_in(listing["path"], pa.array(sorted(allowed), pa.string())))
         return listing
 
-    def _outline(self, kb: KBConfig, request: BrowseRequest, place: dict[str, Any]) -> BrowseOutput:
+    def _outline(self, kb: KBConfig, request: BrowseRequest, place: dict[str, Any]) -> BrowseOutput:  # Cursors.open's
         if place:
             document = self._placed_document(kb, place)
         elif request.path.strip():
@@ -439,7 +439,7 @@ def _path_place(path: str) -> dict[str, str]:
     return {"p": path} if carried(path) else {"d": digest(path)}
 
 
-def _pattern_place(pattern: str) -> dict[str, Any]:
+def _pattern_place(pattern: str) -> dict[str, object]:
     """How a cursor names what a listing lists: its pattern, or the pattern's digest when it is long (with its
     length when it is a prefix: the paths it lists start with it)."""
     if carried(pattern):
@@ -452,7 +452,7 @@ def _last_place(path: str) -> dict[str, str]:
     return {"l": path} if carried(path) else {"l": leading(path), "k": digest(path)}
 
 
-def _placed_pattern(listing: pa.Table, place: dict[str, Any], asked: str) -> str:
+def _placed_pattern(listing: pa.Table, place: dict[str, Any], asked: str) -> str:  # Cursors.open's place
     """What a listing's cursor lists: its pattern as carried; a long one given again with the cursor (as clients
     do), or a long prefix found again as the start of the paths it lists."""
     if "q" not in place:
@@ -509,7 +509,7 @@ def _with_passage(answer: ReadOutput, document: _Document, index: int, start: in
     )
 
 
-def _after(listing: pa.Table, place: dict[str, Any]) -> pa.Table:
+def _after(listing: pa.Table, place: dict[str, Any]) -> pa.Table:  # Cursors.open's place
     """The entries of a listing (in its order) that come after the last one a page showed (`l`: its path; `m`: its
     last change, in a listing by last change)."""
     last = place["l"]
@@ -528,7 +528,7 @@ def _entries(answer: BrowseOutput) -> int:
     return len(answer.documents) + len(answer.outline)
 
 
-def _entry(row: dict[str, Any], kb: KBConfig) -> DocumentEntry:
+def _entry(row: dict[str, Any], kb: KBConfig) -> DocumentEntry:  # pyarrow's listing row
     # A repository's file has no time of its own: its fingerprint's second number is its blob id, not a time.
     changed = "" if repo_file(kb, row["path"]) or not row["mtime_ns"] else recorded_at(row["mtime_ns"])
     return DocumentEntry(

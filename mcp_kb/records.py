@@ -82,14 +82,14 @@ class _Saved:
     a saved one back with the fields it knows: an older file's missing ones keep their defaults, a newer one's extra
     ones are left out."""
 
-    __dataclass_fields__: ClassVar[dict[str, Any]]
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # as the dataclasses module declares it
 
     @classmethod
     def from_dict(cls, saved: Mapping[str, Any]) -> Self:
         return cls(**cls._known(saved))
 
     @classmethod
-    def _known(cls, saved: Mapping[str, Any]) -> dict[str, Any]:
+    def _known(cls, saved: Mapping[str, Any]) -> dict[str, Any]:  # json.loads of a saved record, for cls(**...)
         names = {item.name for item in fields(cls)}
         return {name: value for name, value in saved.items() if name in names}
 
@@ -212,7 +212,7 @@ class Building:
     """A rebuild in progress beside the active generation: its generation and the fingerprints it is built with."""
 
     generation: str
-    fingerprints: dict[str, Any]  # JSON values: the state row's
+    fingerprints: dict[str, object]  # JSON values: the state row's
 
 
 @dataclass(frozen=True)
@@ -260,7 +260,7 @@ class KBState:
     generation, the fingerprints it was built with (the model, chunking and other settings a change of which
     rebuilds), a rebuild in progress beside it, and the record of the last syncs."""
 
-    fingerprints: dict[str, Any] = field(default_factory=dict)  # JSON values: what the index was built with
+    fingerprints: dict[str, object] = field(default_factory=dict)  # JSON values: what the index was built with
     # The active generation; "" for an index made before generations existed, None before any sync.
     generation: str | None = None
     filled: bool = False  # a finished sync filled the active generation (saved as "complete")
@@ -329,11 +329,11 @@ class KBState:
         return {key: value for key, value in row.items() if value is not None}
 
     @staticmethod
-    def active(fingerprints: Mapping[str, Any], generation: str, complete: bool = False) -> KBState:
+    def active(fingerprints: Mapping[str, object], generation: str, complete: bool = False) -> KBState:
         """The row of a generation searches read, built with `fingerprints` (`complete`: a finished sync's)."""
         return KBState(dict(fingerprints), generation, complete)
 
-    def building_beside(self, generation: str, fingerprints: Mapping[str, Any]) -> KBState:
+    def building_beside(self, generation: str, fingerprints: Mapping[str, object]) -> KBState:
         """This row with a rebuild started beside the active generation."""
         return replace(self, building=Building(generation, dict(fingerprints)))
 
@@ -342,7 +342,7 @@ class KBState:
         """Whether a sync ever recorded what the index is built with (not before the first sync)."""
         return "model" in self.fingerprints
 
-    def fingerprint(self, key: str) -> Any:
+    def fingerprint(self, key: str) -> object:
         """What the index was built with, for one fingerprint (`model`, `chunking`, ...)."""
         return self.fingerprints.get(key)
 
@@ -381,7 +381,7 @@ class KBState:
 
     def synced(  # what a sync's final write commits
         self,
-        fingerprints: Mapping[str, Any],
+        fingerprints: Mapping[str, object],
         generation: str,
         version: int,
         revisions: Mapping[str, Mapping[str, str]],
@@ -401,10 +401,10 @@ class KBState:
         )
 
     @property
-    def model(self) -> dict[str, Any] | None:
+    def model(self) -> dict[str, object] | None:
         """The model's fingerprint as saved: a sync and a search compare it whole with the model's own."""
-        model: dict[str, Any] | None = self.fingerprints.get("model")
-        return model
+        model = self.fingerprints.get("model")
+        return model if isinstance(model, dict) else None
 
     @property
     def indexed_model(self) -> IndexedModel | None:
@@ -459,7 +459,7 @@ class KBState:
         """This row with a rollback to version `number` under way."""
         return replace(self, rolling_back=Rollback(number, started, by))
 
-    def rolled_back(self, fingerprints: Mapping[str, Any], generation: str, version: int) -> KBState:
+    def rolled_back(self, fingerprints: Mapping[str, object], generation: str, version: int) -> KBState:
         """This row with a rollback done: that version's generation and settings active (fingerprints it lacks are
         kept), `version` current, and no commit vouching for the index."""
         return replace(
@@ -511,7 +511,7 @@ class KBVersion:
     tags: tuple[str, ...] = ()
     by: str = ""  # who asked for the sync through the server ("" from the command line)
     rolled_back_to: int | None = None  # a rollback's: the version it made current again
-    fingerprints: dict[str, Any] = field(
+    fingerprints: dict[str, object] = field(
         default_factory=dict
     )  # what its tables were built with (a rollback restores them)
     commits: dict[str, str] = field(default_factory=dict)  # its repositories' commits, by name (`[[kb.repos]]`)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeVar
 
 from dataclasses import asdict, dataclass
@@ -77,6 +77,7 @@ class SearchRequest(BaseModel):
     top_k: int | None = Field(None, ge=TOP_K_MIN, le=TOP_K_MAX, description="Number of passages to return")
     mode: SearchMode | None = Field(None, description=f"How to search: {', '.join(MODES)}")
     min_score: float | None = Field(None, allow_inf_nan=False, description="Drop passages scoring below this")
+    # pydantic's field: its Any keeps the JSON schema the tools declare
     filters: dict[str, Any] | None = Field(None, description="Metadata filters, all must match")
     context: int = Field(0, ge=0, le=CONTEXT_MAX, description="Neighbouring chunks to add around each passage")
     max_per_document: int | None = Field(
@@ -133,7 +134,7 @@ class ResolvedSearch:
     query: str
     top_k: int
     mode: str
-    filters: dict[str, Any] | None
+    filters: dict[str, object] | None
     min_score: float
     context: int  # neighbouring chunks to add on each side of a passage
     max_per_document: int
@@ -351,7 +352,7 @@ def bounds(model: type[BaseModel], name: str) -> tuple[Any, Any]:
     return low, high
 
 
-def parse_search(arguments: dict[str, Any]) -> SearchRequest:
+def parse_search(arguments: Mapping[str, object]) -> SearchRequest:
     """A search request from a face's arguments, or a SearchError worded like every face words it."""
     return parse_request(SearchRequest, arguments)
 
@@ -359,7 +360,7 @@ def parse_search(arguments: dict[str, Any]) -> SearchRequest:
 _Request = TypeVar("_Request", bound=BaseModel)
 
 
-def parse_request(model: type[_Request], arguments: dict[str, Any]) -> _Request:
+def parse_request(model: type[_Request], arguments: Mapping[str, object]) -> _Request:
     """A request from a face's arguments (None: left out), or a SearchError worded like every face words it."""
     try:
         return model.model_validate({name: value for name, value in arguments.items() if value is not None})
@@ -412,10 +413,10 @@ _FILTER_OPERATORS = {">=": "gte", "<=": "lte", ">": "gt", "<": "lt", "^=": "pref
 FILTER_SYNTAX = "field=value, field>=n, field<=n, path^=prefix, path~=glob"
 
 
-def parse_filters(items: tuple[str, ...]) -> dict[str, Any] | None:
+def parse_filters(items: tuple[str, ...]) -> dict[str, object] | None:
     """Filters written as text (`mcp-kb search --filter`, the admin page's playground) into the filter
     object search takes."""
-    filters: dict[str, Any] = {}
+    filters: dict[str, object] = {}
     for item in items:
         match = _FILTER_PATTERN.match(item)
         if not match:

@@ -78,7 +78,7 @@ class ChunkRow:
     parts: str
     vector: list[float]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return dict(vars(self))  # shallow: vectors are not copied
 
 
@@ -105,7 +105,7 @@ class ReadingRow:
     chunk_starts: list[int]
     as_written: bool  # `text` is the source's own text, line for line (layout 3 on; else extracted text)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return dict(vars(self))
 
 

@@ -12,9 +12,9 @@ Scores by mode (what `min_score` is compared with):
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -35,6 +35,10 @@ from .requests import ResolvedSearch, unknown_filter_field
 from .slices import sliced
 from .stopwatch import stopwatch
 from .vocabulary import status_uri, sync_remedy
+
+
+if TYPE_CHECKING:  # the query's vector is a numpy array; numpy loads with the model
+    import numpy as np
 
 __all__ = [
     "SearchOutput",
@@ -69,7 +73,7 @@ class SearchResult:
         """No passage matched (not: passages matched but the budget could not hold even one's citation)."""
         return not self.hits and not any(note.startswith(NO_PASSAGE_FITS) for note in self.notes)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """The JSON form every face gives (`search --json`, the search tools' structured content)."""
         return SearchOutput(results=list(self.hits), mode=self.mode, notes=self.notes).model_dump(mode="json")
 
@@ -82,7 +86,7 @@ class SearchOutput(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-def _version_filter(kb: KBConfig, version: str | None) -> dict[str, Any] | None:
+def _version_filter(kb: KBConfig, version: str | None) -> dict[str, object] | None:
     """The documents of the library version asked for (the KB's default when none is), for a KB of versions."""
     if not kb.versions:
         if version is not None:
@@ -453,10 +457,11 @@ def common_filter_types(kbs: list[KBConfig]) -> dict[str, str]:
     return {field: kind for field, kind in types[0].items() if all(other.get(field) == kind for other in types[1:])}
 
 
-def _filtered_fields_indexed(kb: KBConfig, state: KBState, *filters: dict[str, Any] | None) -> None:
+def _filtered_fields_indexed(kb: KBConfig, state: KBState, *filters: Mapping[str, object] | None) -> None:
     """A metadata field the config declares since the index was built has no column yet: a filter on it is one
     clear error with the sync that adds it (LanceDB's was a schema error, a traceback on the command line)."""
-    indexed = (state.fingerprint("metadata") or {}).get("types")
+    metadata = state.fingerprint("metadata")
+    indexed = metadata.get("types") if isinstance(metadata, dict) else None
     if indexed is None:  # an index from before fields were recorded: its columns are the config's
         return
     for name in (name for given in filters for name in (given or {})):
@@ -545,7 +550,7 @@ class _Rounds:
     parts: list[_Part]
     request: ResolvedSearch
     timings: dict[str, float]
-    embedded: dict[str, Any] = field(default_factory=dict)
+    embedded: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 class _Unfinished(Exception):
@@ -573,7 +578,7 @@ def _pooled(sides: list[list[Candidate]], rank: str) -> list[Candidate]:
 
 def _hits(parts: list[_Part], candidates: list[Candidate]) -> list[Hit]:
     """The candidates' hits in their order, each read from its KB's chunks by row address."""
-    rows: dict[str, tuple[str, dict[str, Any]]] = {}
+    rows: dict[str, tuple[str, dict[str, Any]]] = {}  # LanceDB's rows
     for part in parts:
         mine = [c for c in candidates if c.kb in ("", part.kb.name)]
         for chunk, row in part.view.rows(mine).items():
@@ -637,7 +642,7 @@ def _with_commits(parts: list[_Part], hits: list[Hit]) -> list[Hit]:
 
 def _hit(
     kb: str,
-    row: dict[str, Any],
+    row: dict[str, Any],  # LanceDB's row
     score: float,
     vector_rank: int | None = None,
     keyword_rank: int | None = None,

@@ -321,7 +321,7 @@ def _recording_progress(store: Store, kb: str, progress: Progress | None, report
 # ---- preparation ---------------------------------------------------------------------------
 
 
-def _fingerprints(kb: KBConfig, embedder: Embedder, counter: TokenCounter, layout: int) -> dict[str, Any]:
+def _fingerprints(kb: KBConfig, embedder: Embedder, counter: TokenCounter, layout: int) -> dict[str, object]:
     """What the stored chunks depend on; a change in any of them means a rebuild."""
     chunking = {**kb.chunking.model_dump(), "effective_max_tokens": effective_max_tokens(kb.chunking, counter)}
     fingerprints = {
@@ -378,7 +378,7 @@ def _target_generation(  # noqa: PLR0913  # it decides the generation a SyncCont
     kb: KBConfig,
     embedder: Embedder,
     state: KBState,
-    fingerprints: dict[str, Any],
+    fingerprints: dict[str, object],
     request: SyncRequest,
     missing: bool,
     report: SyncReport,
@@ -435,7 +435,7 @@ def _check_model(embedder: Embedder) -> None:
         )
 
 
-def _rebuild_reason(state: KBState, fingerprints: dict[str, Any], full: bool, reembed: bool, missing: bool) -> str:
+def _rebuild_reason(state: KBState, fingerprints: dict[str, object], full: bool, reembed: bool, missing: bool) -> str:
     if not state.built:
         return "first sync"
     if missing:
@@ -574,7 +574,9 @@ def _write_batch(context: SyncContext, parsed: list[ParsedFile], embedding: Embe
         not_indexed(kb, unwritten, exc, report)
 
 
-def _write_piece(context: SyncContext, piece: list[ParsedFile], rows_by_path: dict[str, list[dict[str, Any]]]) -> None:
+def _write_piece(
+    context: SyncContext, piece: list[ParsedFile], rows_by_path: dict[str, list[dict[str, object]]]
+) -> None:
     """Files whose chunks are embedded, in one commit: chunks, reading forms, then their manifest records."""
     store, kb, target = context.store, context.kb.name, context.target
     with context.timer("write"):

@@ -4,7 +4,7 @@ a file's old chunks or its new ones, never a mix) and the look-ups a sync makes 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def chunk_rows(
-    tables: Tables, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]
+    tables: Tables, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, object]]]
 ) -> tuple[pa.Table, dict[str, str]]:
     """The documents' rows as one table of the generation's schema; a document whose values do not fit their
     columns is left out, with the reason by path."""

@@ -102,13 +102,13 @@ class ChunkView(Protocol):
         """Chunks matching the analysed terms by BM25, best first (raises when the table cannot be read).
         With a `field_weight`, a match in the title or heading path adds that many times its BM25 there."""
 
-    def rows(self, candidates: list[Candidate]) -> dict[str, dict[str, Any]]: ...
+    def rows(self, candidates: list[Candidate]) -> dict[str, dict[str, Any]]: ...  # LanceDB's rows
 
-    def scan(self, where: str) -> list[dict[str, Any]]: ...
+    def scan(self, where: str) -> list[dict[str, Any]]: ...  # LanceDB's rows
 
     def neighbours(self, spots: list[tuple[str, int]], n: int) -> dict[tuple[str, int], str]: ...
 
-    def sample(self, n: int, seed: int) -> list[dict[str, Any]]: ...
+    def sample(self, n: int, seed: int) -> list[dict[str, Any]]: ...  # LanceDB's rows
 
 
 class Store(Protocol):
@@ -166,7 +166,7 @@ class Store(Protocol):
         """One commit: the documents' old chunks out, `rows` in."""
 
     def write_chunks(
-        self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]
+        self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, object]]]
     ) -> dict[str, str]:
         """replace_documents from plain rows (ChunkRow fields and the KB's metadata columns, as Arrow takes them)
         per document; a document whose values do not fit their columns is left out, its reason returned by path."""
@@ -199,6 +199,7 @@ class Store(Protocol):
 
     def reading_paths(self, kb: str, generation: str) -> set[str]: ...
 
+    # LanceDB's reading row (ReadingRow's columns)
     def read_reading(self, kb: str, generation: str, path: str, at: Pinned | None = None) -> dict[str, Any] | None:
         """A document's reading row as LanceDB hands it over (as version `at` left it; None: now; an older table
         lacks later columns), None when the generation holds no such document or no reading table."""
@@ -209,7 +210,7 @@ class Store(Protocol):
 
     # a cluster's writes: its indexers write fragments, its coordinator commits a wave of them at once
     def chunk_rows(
-        self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]
+        self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, object]]]
     ) -> tuple[pa.Table, dict[str, str]]:
         """Plain rows per document as one table of the generation's columns, and the reasons of documents whose
         values did not fit them, by path (those are left out)."""

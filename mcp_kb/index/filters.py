@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import SearchError
@@ -32,7 +32,7 @@ _REGEX_META = set(".^$*+?()[]{}|\\")
 _IN_LIST_BATCH = 500  # values in one `IN (...)` predicate (deletes and look-ups by path or content hash)
 
 
-def build_where(filters: dict[str, Any] | None, types: dict[str, str], rooted: Iterable[str] = ()) -> str | None:
+def build_where(filters: Mapping[str, object] | None, types: dict[str, str], rooted: Iterable[str] = ()) -> str | None:
     """AND of one predicate per field (`filters`: a request's JSON, a value or an operator object per field), or
     None when there is nothing to filter. `rooted`: regular
     expressions of what may come before a `path` pattern that starts with "/" (a web page's origin)."""
@@ -71,7 +71,7 @@ def _clause(field: str, condition: Any, types: dict[str, str], rooted: Iterable[
     return f"{field} = {_literal(condition, kind, field)}"
 
 
-def _operator_clause(field: str, type_name: str, condition: dict[str, Any], rooted: Iterable[str]) -> str:
+def _operator_clause(field: str, type_name: str, condition: Mapping[str, object], rooted: Iterable[str]) -> str:
     kind = FIELD_TYPES[type_name]
     unknown = set(condition) - set(_RANGE_OPERATORS) - _TEXT_OPERATORS
     if unknown or not condition:

@@ -5,7 +5,7 @@ reading tables existed has none; a full sync builds one."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -71,10 +71,11 @@ class Rows:
     def __init__(self, tables: Tables):
         self._tables = tables
         self.uri = tables.uri  # what a failure names
+        # LanceDB's reading rows
         self._kept: BoundedLRU[tuple[str, int, str], dict[str, Any]] = BoundedLRU(_ROWS_KEPT_BYTES, _row_bytes)
 
     @store_failures("be read (a document's reading form)")
-    def of(self, kb: str, generation: str, path: str, at: int | None = None) -> dict[str, Any] | None:
+    def of(self, kb: str, generation: str, path: str, at: int | None = None) -> dict[str, Any] | None:  # LanceDB's row
         """A document's reading row (at table version `at`; None: the latest); None when the generation has no
         such document (or no reading table)."""
         table = _search_table(self._tables, kb, generation, at)
@@ -90,13 +91,13 @@ class Rows:
         return row
 
 
-def fetch_row(table: LanceTable, path: str) -> dict[str, Any] | None:
+def fetch_row(table: LanceTable, path: str) -> dict[str, Any] | None:  # LanceDB's row
     """A document's row as LanceDB hands it over (a table of an older layout lacks later columns)."""
     rows = table.search().where(sql_equals("path", path)).limit(1).to_list()
     return rows[0] if rows else None
 
 
-def _row_bytes(row: dict[str, Any]) -> int:
+def _row_bytes(row: Mapping[str, object]) -> int:
     """About what a row holds in memory: its text, outline and offsets."""
     return sum(sys.getsizeof(value) for value in row.values())
 

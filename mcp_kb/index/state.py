@@ -21,7 +21,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import filelock
 
@@ -139,7 +138,7 @@ def _write_json(path: Path, data: Mapping[str, object]) -> None:
     write_atomically(path, json.dumps(data).encode("utf-8"))
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path) -> dict[str, object]:
     """A record this module wrote (as json.loads hands it over), or {} when it is missing, unreadable or not a JSON
     object."""
     try:

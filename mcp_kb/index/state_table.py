@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -69,10 +69,10 @@ def _note_key(kb: str, kind: type[KBSummary | HealthCheck]) -> str:
     return f"{kb}:{_NOTE_KINDS[kind]}"
 
 
-def _read_row(table: LanceTable, kb: str) -> dict[str, Any]:
+def _read_row(table: LanceTable, kb: str) -> dict[str, object]:
     """A row's JSON as saved (a dict: json.loads hands it over)."""
     rows = table.search().where(sql_equals("kb", kb)).limit(1).to_list()
-    state: dict[str, Any] = json.loads(rows[0]["state"]) if rows else {}
+    state: dict[str, object] = json.loads(rows[0]["state"]) if rows else {}  # a JSON object: KBState.as_dict wrote it
     _refuse_newer_layout(kb, state)
     return state
 

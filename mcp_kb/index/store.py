@@ -158,7 +158,7 @@ class LanceStore:
 
     # ---- chunks --------------------------------------------------------------------------
     def write_chunks(
-        self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]
+        self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, object]]]
     ) -> dict[str, str]:
         """One commit: each document's old chunks out, its rows in; a document whose values do not fit their
         columns is left out (its old chunks go too), with the reason by path."""
@@ -169,7 +169,7 @@ class LanceStore:
         return refused
 
     def chunk_rows(
-        self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, Any]]]
+        self, kb: str, generation: str, rows_by_path: Mapping[str, list[dict[str, object]]]
     ) -> tuple[pa.Table, dict[str, str]]:
         return chunks.chunk_rows(self._tables, kb, generation, rows_by_path)
 
@@ -220,6 +220,7 @@ class LanceStore:
     def reading_paths(self, kb: str, generation: str) -> set[str]:
         return readings.paths(self._tables, kb, generation)
 
+    # LanceDB's reading row (ReadingRow's columns)
     def read_reading(self, kb: str, generation: str, path: str, at: Pinned | None = None) -> dict[str, Any] | None:
         if at is not None and at.reading is None:  # that version's generation had no reading table
             return None

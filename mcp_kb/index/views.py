@@ -157,7 +157,7 @@ class LanceChunkView:
             )
         }
 
-    def rows(self, candidates: list[Candidate]) -> dict[str, dict[str, Any]]:
+    def rows(self, candidates: list[Candidate]) -> dict[str, dict[str, Any]]:  # LanceDB's rows
         """The hit columns of these candidates by id, read by row address.
 
         Reading the fields of the few winners afterwards is cheaper than reading them for every
@@ -172,7 +172,7 @@ class LanceChunkView:
             rows = self._scan(sql_in("id", [c.id for c in candidates]), self._facts.hit_columns)
         return {row["id"]: row for row in rows}
 
-    def scan(self, where: str) -> list[dict[str, Any]]:
+    def scan(self, where: str) -> list[dict[str, Any]]:  # LanceDB's rows
         """Every chunk matching a predicate, in document order."""
         rows = self._scan(where, self._facts.hit_columns)
         return sorted(rows, key=lambda row: (row["path"], row["chunk_index"]))
@@ -182,12 +182,12 @@ class LanceChunkView:
         rows = self._scan(sql_near(spots, n), ["path", "chunk_index", "text"])
         return {(row["path"], row["chunk_index"]): row["text"] for row in rows}
 
-    def sample(self, n: int, seed: int) -> list[dict[str, Any]]:
+    def sample(self, n: int, seed: int) -> list[dict[str, Any]]:  # LanceDB's rows
         """Up to `n` chunks drawn at random (the same ones for the same seed and table)."""
         total = self._table.count_rows()
         offsets = sorted(random.Random(seed).sample(range(total), min(n, total)))
         return self._table.take_offsets(offsets).select(self._facts.hit_columns).to_list() if offsets else []
 
-    def _scan(self, where: str, columns: list[str]) -> list[dict[str, Any]]:
+    def _scan(self, where: str, columns: list[str]) -> list[dict[str, Any]]:  # LanceDB's rows
         """Rows as LanceDB hands them over: column name to value."""
         return self._table.search().where(where).select(columns).limit(None).to_list()

@@ -15,7 +15,6 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from ..errors import ParseError
 from ..settings import ChunkingConfig
@@ -79,7 +78,7 @@ class Chunk:
     line_start: int | None
     line_end: int | None
     n_tokens: int
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, object] = field(default_factory=dict)
     offset: int = 0  # where its own text (after the overlap) begins in the document's reading form (reading.py)
     parts: tuple[ChunkPart, ...] = ()  # its sections, in order (one, unless small sections were merged into it)
     occurrences: tuple[int, ...] = ()  # of each heading of its path (ChunkPart.occurrences)

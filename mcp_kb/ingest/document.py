@@ -72,7 +72,7 @@ class Document:
     kind: str  # markdown, pdf, text, html, json
     title: str
     blocks: tuple[Block, ...]
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, object] = field(default_factory=dict)
     one_chunk_per_block: bool = False  # JSON records are never packed together
     sections_apart: bool = False  # code's symbols, a notebook's cells: a chunk never holds two, however small
     notes: tuple[str, ...] = ()  # non-fatal problems worth reporting (e.g. scanned pages)

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..errors import KBError
 from ..settings import SOURCE_KINDS, KBConfig
@@ -53,7 +53,7 @@ class SourceFile:
             self.fetch()
         return self.path
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         # Pickled (to a Ray node) without its fetch, which holds the source and its credentials: ready() first.
         return {**self.__dict__, "fetch": None}
 

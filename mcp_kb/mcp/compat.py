@@ -30,6 +30,7 @@ class PlainErrors(MCPServer):
     A prompt asked for by a name it does not have, or with arguments it refuses, is the caller's
     mistake (invalid params, with the reason), not the SDK's "Internal server error" and a traceback."""
 
+    # the MCP SDK's MCPServer.call_tool signature, overridden
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
             return await super().call_tool(name, arguments, context)
@@ -45,6 +46,7 @@ class PlainErrors(MCPServer):
         """The message for arguments a tool's schema rejected."""
         return str(error)
 
+    # the MCP SDK's MCPServer.get_prompt signature, overridden
     async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
         try:
             return await super().get_prompt(name, arguments, context)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from contextvars import ContextVar
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from mcp.shared.exceptions import MCPError
@@ -94,7 +94,7 @@ class Guard:
             return
         params = ctx.params or {}
         given = params.get("arguments")
-        arguments: dict[str, Any] = given if isinstance(given, dict) else {}
+        arguments: dict[str, object] = given if isinstance(given, dict) else {}
         if ctx.method == "resources/read":
             kb, action = kb_of_uri(str(params.get("uri"))), f"read {params.get('uri')}"
         elif ctx.method == "prompts/get":
@@ -103,7 +103,8 @@ class Guard:
             name = str(params.get("name"))
             kb = self.kb_by_tool.get(name) or str(arguments.get("kb") or ALL_KBS)
             action = f"tool {name}"
-        query = arguments.get("query") if isinstance(arguments.get("query"), str) else None
+        asked = arguments.get("query")
+        query = asked if isinstance(asked, str) else None
         if kb != ALL_KBS and kb not in self.kb_names:
             kb = UNKNOWN_KB
         try:
@@ -112,9 +113,11 @@ class Guard:
             raise MCPError(code=INTERNAL_ERROR, message=str(refused)) from None
 
 
-def result_text(result: dict[str, Any]) -> str:
+def result_text(result: Mapping[str, object]) -> str:
     """A tool result's text (an error's message), as its JSON form carries it."""
-    return " ".join(part.get("text", "") for part in result.get("content", []) if isinstance(part, dict))
+    content = result.get("content", [])
+    parts = content if isinstance(content, (list, tuple)) else []
+    return " ".join(part.get("text", "") for part in parts if isinstance(part, dict))
 
 
 def kb_of_uri(uri: str) -> str:

@@ -15,7 +15,6 @@ import hashlib
 import re
 from functools import cache
 from importlib.resources import files
-from typing import Any
 
 from mcp.server.apps import Apps, ResourceCsp
 
@@ -37,7 +36,7 @@ def results_view() -> Apps:
     return apps
 
 
-def view_meta() -> dict[str, Any]:
+def view_meta() -> dict[str, object]:
     """A search tool's `_meta`: the page that shows its results."""
     return {"ui": {"resourceUri": RESULTS_VIEW_URI}}
 

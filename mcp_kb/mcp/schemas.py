@@ -19,7 +19,7 @@ from ..settings import KBConfig
 class SyncOutput(BaseModel):
     """The sync tool's structured content (its text says the same in a sentence per knowledge base)."""
 
-    reports: list[dict[str, Any]] = Field(
+    reports: list[dict[str, Any]] = Field(  # pydantic's schema for a JSON object (Any keeps it as it is)
         description="One per knowledge base synced: files added, changed, deleted, "
         "unchanged and failed (each failure with its reason), chunks "
         "embedded and reused, seconds per stage"
@@ -36,6 +36,7 @@ class _TextMatch(BaseModel):
 def _range_model(value_type: type) -> type[BaseModel]:
     """{gt, gte, lt, lte} bounds; numbers are sent as JSON numbers of either kind."""
     bound = float if value_type in (int, float) else value_type
+    # pydantic's create_model takes its field definitions so
     bounds: dict[str, Any] = {op: (bound | None, Field(None, description=f"{op} bound")) for op in RANGE_OPERATORS}
     return create_model(f"{bound.__name__.capitalize()}Range", __config__=ConfigDict(extra="forbid"), **bounds)
 
@@ -66,7 +67,7 @@ def common_filters_model(types: dict[str, str]) -> type[BaseModel]:
 
 
 def _filters_model(owner: str, types: dict[str, str], described: dict[str, str]) -> type[BaseModel]:
-    fields: dict[str, Any] = {}
+    fields: dict[str, Any] = {}  # pydantic's create_model takes its field definitions so
     for field, kind in types.items():
         description = described.get(field) or BUILTIN_FILTERS.get(field) or f"Metadata field {field} ({kind})"
         fields[field] = (_condition(FIELD_TYPES[kind]) | None, Field(None, description=description))

@@ -78,6 +78,7 @@ class _KBServer(PlainErrors, AnsweredStdio):
         view = self.guard.view()
         return [_as_seen_by(view, tool) for tool in await super().list_tools() if view.sees_tool(tool.name)]
 
+    # the MCP SDK's MCPServer.call_tool signature, overridden
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         if context is not None:
             self.notifier.seen(context.session)
@@ -107,20 +108,21 @@ def _as_seen_by(view: CallerView, tool: Any) -> Any:
     for argument in ("kb", "kbs"):
         if argument in schema.get("properties", {}):
             _name_kbs(schema["properties"][argument], list(view.names))
-    update: dict[str, Any] = {"input_schema": schema}
+    update: dict[str, object] = {"input_schema": schema}
     if tool.name == SEARCH_ALL_TOOL:
         update["description"] = across_description(view.kbs)
     return tool.model_copy(update=update)
 
 
-def _name_kbs(schema: dict[str, Any], names: list[str]) -> None:
+def _name_kbs(schema: dict[str, object], names: list[str]) -> None:
     """The KB names as the enum of a text argument (or of its items, in each branch of a union)."""
     if schema.get("type") == "string":
         schema["enum"] = names
-    for branch in schema.get("anyOf", []):
+    branches = schema.get("anyOf", [])
+    for branch in branches if isinstance(branches, list) else []:  # pydantic's JSON schema: a list of schemas
         _name_kbs(branch, names)
-    if isinstance(schema.get("items"), dict):
-        _name_kbs(schema["items"], names)
+    if isinstance(items := schema.get("items"), dict):
+        _name_kbs(items, names)
 
 
 def build_server(app: App, read_only: bool | None = None, handshake_wait: float = 0.0, lead: bool = True) -> _KBServer:
@@ -163,7 +165,7 @@ def build_server(app: App, read_only: bool | None = None, handshake_wait: float 
     handshake = _Handshake()
 
     @asynccontextmanager
-    async def lifespan(_server: MCPServer) -> AsyncIterator[dict[str, Any]]:
+    async def lifespan(_server: MCPServer) -> AsyncIterator[dict[str, object]]:
         _warn_about_missing_paths(app)
         if read_only and any(kb.sync.has_triggers for kb in app.config.kb):
             log.info("read-only: the [kb.sync] triggers in the config are left to the writer (`mcp-kb watch`)")

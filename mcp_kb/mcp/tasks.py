@@ -81,8 +81,8 @@ class SyncTask:
     updated: str = field(default_factory=lambda: recorded_now("milliseconds"))
     status: str = "working"  # working -> completed | failed | cancelled
     message: str = "starting"
-    result: dict[str, Any] | None = None  # the tool's result (completed)
-    error: dict[str, Any] | None = None  # a JSON-RPC error (failed)
+    result: dict[str, object] | None = None  # the tool's result (completed)
+    error: dict[str, object] | None = None  # a JSON-RPC error (failed)
     ended_at: float | None = None  # monotonic seconds, for the ttl
     cancel_asked: threading.Event = field(default_factory=threading.Event)
     scope: anyio.CancelScope | None = None  # its sync's, once started: a cancel ends a queued sync's wait
@@ -96,17 +96,17 @@ class SyncTask:
     def end(
         self,
         status: str,
-        result: dict[str, Any] | None = None,
-        error: dict[str, Any] | None = None,
+        result: dict[str, object] | None = None,
+        error: dict[str, object] | None = None,
         message: str | None = None,
     ) -> None:
         self.status, self.result, self.error = status, result, error
         self.message = message or self.message
         self.updated, self.ended_at = recorded_now("milliseconds"), time.monotonic()
 
-    def wire(self) -> dict[str, Any]:
+    def wire(self) -> dict[str, object]:
         """The task as tasks/get and the creating call return it."""
-        shown: dict[str, Any] = {
+        shown: dict[str, object] = {
             "taskId": self.id,
             "status": self.status,
             "statusMessage": self.message,
@@ -268,14 +268,14 @@ class SyncTasks(Extension):
                 "completed", result=shown, message="sync finished" if not shown.get("isError") else result_text(shown)
             )
 
-    async def _get(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+    async def _get(self, ctx: Any, params: TaskParams) -> dict[str, object]:
         return self._owned(ctx, params).wire()
 
-    async def _update(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+    async def _update(self, ctx: Any, params: TaskParams) -> dict[str, object]:
         self._owned(ctx, params)  # a sync asks its client nothing: there is nothing to update
         return {}
 
-    async def _cancel(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+    async def _cancel(self, ctx: Any, params: TaskParams) -> dict[str, object]:
         task = self._owned(ctx, params)
         if task.status == "working":  # a finished task stays as it ended
             task.cancel_asked.set()  # a running sync stops at its next progress report
@@ -304,7 +304,7 @@ def _declares_tasks(ctx: Any) -> bool:
     return bool(capabilities and capabilities.extensions and TASKS_EXTENSION in capabilities.extensions)
 
 
-def _valid_sync(arguments: dict[str, Any] | None) -> bool:
+def _valid_sync(arguments: dict[str, Any] | None) -> bool:  # the MCP SDK's tool call arguments
     try:
         SyncRequest.model_validate(arguments or {}, strict=True)
     except ValidationError:

@@ -59,7 +59,7 @@ from .descriptions import across_description, tool_description
 log = logging.getLogger(__name__)
 
 
-def _filters_dict(filters: BaseModel | None) -> dict[str, Any] | None:
+def _filters_dict(filters: BaseModel | None) -> dict[str, object] | None:
     return filters.model_dump(exclude_none=True) if filters is not None else None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -19,11 +20,11 @@ class ModelIdentity:
     dimension: int
     file_hash: str  # sha256 of the model's weights, or "" when unknown
 
-    def fingerprint(self) -> dict[str, Any]:
+    def fingerprint(self) -> dict[str, object]:
         """What an index records of the model that embedded it; a query must be embedded by the same."""
         return {"name": self.name, "dimension": self.dimension, "file_hash": self.file_hash}
 
-    def differs_from(self, indexed: dict[str, Any] | None) -> str:
+    def differs_from(self, indexed: Mapping[str, object] | None) -> str:
         """Why queries embedded by this model cannot search an index embedded by `indexed` ("" when they can,
         or when the index records no model yet)."""
         if indexed is None or indexed == self.fingerprint():
@@ -39,7 +40,7 @@ class ModelIdentity:
         )
 
 
-def query_model_differs(embedder: Embedder, indexed: dict[str, Any] | None) -> str:
+def query_model_differs(embedder: Embedder, indexed: Mapping[str, object] | None) -> str:
     """Why queries embedded by `embedder` cannot search an index embedded by `indexed` ("" when they can, or
     when that is not known without asking a service, or no model can be had: a search reports that)."""
     from ..errors import ModelError

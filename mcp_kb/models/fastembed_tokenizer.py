@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ..errors import ModelError
 from ..settings import FastembedSettings
@@ -49,10 +50,10 @@ class ModelTokenizer:
         unknown = settings.get("unk_token") or "[UNK]"
         self.unknown_token = unknown["content"] if isinstance(unknown, dict) else unknown  # AddedToken form
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         return {**self.__dict__, "_tokenizer": None, "_loading": None}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    def __setstate__(self, state: Mapping[str, object]) -> None:
         self.__dict__.update(state, _loading=threading.Lock())
 
     @property

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,7 +76,7 @@ def _file_version(path: Path) -> list[int]:
     return [stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
 
 
-def _records(cache: Path | None) -> dict[str, Any]:
+def _records(cache: Path | None) -> dict[str, Any]:  # json.loads of the identities file
     try:
         records = json.loads(((cache or cache_root()) / _FILE_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -84,7 +84,7 @@ def _records(cache: Path | None) -> dict[str, Any]:
     return records if isinstance(records, dict) else {}
 
 
-def _write(records: dict[str, Any], cache: Path) -> None:
+def _write(records: Mapping[str, object], cache: Path) -> None:
     """Replace the file whole (a reader sees the old one or the new one)."""
     with contextlib.suppress(OSError):  # a record to spare work: without it the identity is worked out again
         write_atomically(cache / _FILE_NAME, json.dumps(records).encode("utf-8"))

@@ -14,6 +14,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -36,11 +37,11 @@ class Recipe:
     pooling: Pooling
     normalize: bool
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {**asdict(self), "folder": str(self.folder)}
 
     @classmethod
-    def from_dict(cls, record: dict[str, Any]) -> Recipe:
+    def from_dict(cls, record: dict[str, Any]) -> Recipe:  # json.loads of the identities file
         pooling = record["pooling"]
         if pooling not in ("cls", "mean"):
             raise ValueError(f"unknown pooling {pooling!r}")
@@ -131,15 +132,15 @@ def _padded_tokenizer(folder: Path) -> Tokenizer:
     return tokenizer
 
 
-def _special_tokens(tokens_map: dict[str, Any]) -> list[str | dict[str, Any]]:
+def _special_tokens(tokens_map: Mapping[str, object]) -> list[str | dict[str, Any]]:  # tokenizers' AddedToken form
     """The tokens a special tokens map declares (`additional_special_tokens` holds a list of them)."""
-    tokens: list[str | dict[str, Any]] = []
+    tokens: list[object] = []
     for value in tokens_map.values():
         tokens.extend(value if isinstance(value, list) else [value])
     return [token for token in tokens if isinstance(token, (str, dict))]
 
 
-def _json_or_empty(path: Path) -> dict[str, Any]:
+def _json_or_empty(path: Path) -> dict[str, object]:
     if not path.is_file():
         return {}
     loaded = json.loads(path.read_text(encoding="utf-8"))
@@ -161,7 +162,7 @@ def _inference_session(path: Path, threads: int | None, arena: bool) -> Inferenc
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"], sess_options=options)
 
 
-def truncation_length(settings: dict[str, Any]) -> int:
+def truncation_length(settings: Mapping[str, object]) -> int:
     """Where fastembed cuts a text, by its own rule (fastembed.common.preprocessor_utils): the smaller of the
     usable `model_max_length` and `max_length` of tokenizer_config.json. Read here rather than by its loader,
     which imports all of fastembed; tests/models/test_embedding.py holds the two equal."""

@@ -104,7 +104,7 @@ class OpenAIEmbedder(Embedder):
 
     def _request(self, texts: list[str], retries: int) -> np.ndarray:
         """One batch's vectors in input order; transient failures retried up to `retries` times."""
-        body: dict[str, Any] = {"model": self.config.model, "input": texts, "encoding_format": "float"}
+        body: dict[str, object] = {"model": self.config.model, "input": texts, "encoding_format": "float"}
         if self.config.dimensions:
             body["dimensions"] = self.config.dimensions
         limits = Limits(retries, self.config.timeout, answer_bytes=(len(texts) + 16) * _ANSWER_BYTES_PER_TEXT)

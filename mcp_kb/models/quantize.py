@@ -208,7 +208,7 @@ def _free_bytes(place: Path) -> int | None:
     return None
 
 
-def _note(path: Path) -> dict[str, Any] | None:
+def _note(path: Path) -> dict[str, Any] | None:  # json.loads of a note file
     """The JSON object a note beside the copies holds (a refusal, a verdict, a failure), or None: none, or
     unreadable (worked out again). Anything but a regular file in its place is removed, with one warning."""
     try:

@@ -89,7 +89,7 @@ class ServiceReranker(Reranker):
             ) from None
         return _in_order(pairs, len(passages), self.shown)
 
-    def _body(self, query: str, passages: list[str]) -> dict[str, Any]:
+    def _body(self, query: str, passages: list[str]) -> dict[str, object]:
         if self.config.api == "tei":
             return {"query": query, "texts": passages, "truncate": True}
         return {

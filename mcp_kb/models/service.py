@@ -15,6 +15,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
+from collections.abc import Mapping
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -60,7 +61,7 @@ class Limits:
     deadline: float = float("inf")
 
 
-def post(client: httpx.Client, url: str, body: dict[str, Any], what: str, limits: Limits) -> Answer:
+def post(client: httpx.Client, url: str, body: Mapping[str, object], what: str, limits: Limits) -> Answer:
     """POST `body` as JSON; the answer to the last attempt (a status not worth retrying, or the last
     retry's). Each attempt ends within `limits.timeout` seconds, all of them by `limits.deadline`: a retry that
     could not finish by then is not made. A service that cannot be reached, or answers past its bounds, is a
@@ -90,7 +91,7 @@ def post(client: httpx.Client, url: str, body: dict[str, Any], what: str, limits
         attempt += 1
 
 
-def _attempt(client: httpx.Client, url: str, body: dict[str, Any], what: str, limits: Limits) -> Answer:
+def _attempt(client: httpx.Client, url: str, body: Mapping[str, object], what: str, limits: Limits) -> Answer:
     """One exchange, ended at `limits.deadline` whatever the service does: the blocking read runs in a thread of
     its own that is left to end by itself (at its next piece of body, or the client's read timeout)."""
     deadline = limits.deadline

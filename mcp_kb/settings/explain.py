@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -34,7 +35,7 @@ def chosen_settings(registry: Registry, default: str, section: Any) -> type[Base
         return None
 
 
-def explain(exc: ValidationError, raw: dict[str, Any], where: str) -> str:
+def explain(exc: ValidationError, raw: Mapping[str, object], where: str) -> str:
     """Turn pydantic's errors into lines that name the key and the fix."""
     lines = []
     for error in exc.errors():
@@ -65,7 +66,7 @@ def _shown_value(value: Any, key: str) -> str:
     return f" (got {shown!r})"
 
 
-def _key_name(location: list[Any], raw: dict[str, Any]) -> str:
+def _key_name(location: list[Any], raw: Mapping[str, object]) -> str:
     """Dotted key such as kb[policy].chunking.max_tokens."""
     parts: list[str] = []
     node: Any = raw
@@ -80,7 +81,7 @@ def _key_name(location: list[Any], raw: dict[str, Any]) -> str:
     return ".".join(parts)
 
 
-def _did_you_mean(location: list[Any], raw: dict[str, Any]) -> str:
+def _did_you_mean(location: list[Any], raw: Mapping[str, object]) -> str:
     model: type[BaseModel] | None = Config
     node: Any = raw
     for index, part in enumerate(location[:-1]):
@@ -98,7 +99,7 @@ def _did_you_mean(location: list[Any], raw: dict[str, Any]) -> str:
     return f"; did you mean {match[0]!r}?" if match else f"; valid keys: {', '.join(keys)}"
 
 
-def _has(node: dict[str, Any] | list[Any], part: Any) -> bool:
+def _has(node: Mapping[str, object] | list[object], part: object) -> bool:
     return part in node if isinstance(node, dict) else isinstance(part, int) and part < len(node)
 
 

@@ -92,7 +92,7 @@ class SearchConfig(Strict):
     `<kb>.queries.jsonl` next to the index: **it holds what users asked**."""
     query_log_max_mb: float = Field(10, gt=0)
     """MB of query log before it is rotated to `.1`."""
-    filter: dict[str, Any] = Field(default_factory=dict)
+    filter: dict[str, Any] = Field(default_factory=dict)  # pydantic's field: Any keeps its JSON schema
     """A filter applied to every search, AND-ed with the caller's."""
 
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 import logging
 import tomllib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import tomli_w
 from anyascii import anyascii
@@ -153,7 +152,7 @@ def config_target(given: str | None) -> tuple[Path, bool]:
     return Path(named or "kb.toml").expanduser(), bool(named)
 
 
-def build_config(raw: dict[str, Any], base_dir: Path, source: Path | None) -> Config:
+def build_config(raw: Mapping[str, object], base_dir: Path, source: Path | None) -> Config:
     """Validate a parsed TOML mapping; environment variables override model and storage."""
     load_plugins()  # a plugin's provider or source kind is known before its settings are checked
     raw = _apply_environment(raw)
@@ -167,9 +166,9 @@ def build_config(raw: dict[str, Any], base_dir: Path, source: Path | None) -> Co
     return _resolve_paths(config, base_dir)
 
 
-def _apply_environment(raw: dict[str, Any]) -> dict[str, Any]:
+def _apply_environment(given: Mapping[str, object]) -> dict[str, object]:
     """Environment variables override the file: each setting declared with `_env(NAME)` takes NAME's value."""
-    raw = dict(raw)
+    raw = dict(given)
     if isinstance(raw.get("storage"), str):
         raw["storage"] = {"uri": raw["storage"]}
     for section, model in (
@@ -178,13 +177,14 @@ def _apply_environment(raw: dict[str, Any]) -> dict[str, Any]:
         ("sync", SyncEngineConfig),
         ("embedding", chosen_settings(EMBEDDING_PROVIDERS, DEFAULT_PROVIDER, raw.get("embedding"))),
     ):
-        if model is None or not isinstance(raw.get(section, {}), dict):
+        table = raw.get(section, {})
+        if model is None or not isinstance(table, dict):
             continue  # a malformed section or an unknown provider is reported by validation
         for key, declared in model.model_fields.items():
             extra = declared.json_schema_extra
             value = environment(str(extra.get("env") or "")) if isinstance(extra, dict) else ""
             if value:
-                raw[section] = {**raw.get(section, {}), key: value}
+                raw[section] = table = {**table, key: value}
     return raw
 
 

@@ -4,7 +4,7 @@ store), so the routes call these in a worker thread."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from markupsafe import Markup
 
 from ..api import READ_TOKENS_MAX, App, HealthCheck, Pending, ReadRequest, SearchFigures, SyncBrief, readable_time
 from ..present import NEVER, running_sync_text
@@ -12,12 +12,12 @@ from ..settings import DEFAULT_MODE, KBConfig
 from .charts import bar_chart, line_chart
 
 
-def kb_summary(app: App, name: str) -> dict[str, Any]:
+def kb_summary(app: App, name: str) -> dict[str, object]:
     """One KB as the overview shows it: contents, last sync, model, index state, health, a running sync."""
     return _kb_summary(app, name, app.search_figures(name))
 
 
-def _kb_summary(app: App, name: str, figures: SearchFigures | None) -> dict[str, Any]:
+def _kb_summary(app: App, name: str, figures: SearchFigures | None) -> dict[str, object]:
     """The KB's glance, its fields as they are (the templates read its records by attribute), with its search
     figures and health as the page words them."""
     status = app.glance(name)
@@ -52,7 +52,7 @@ def _searches_counted(app: App, name: str, figures: SearchFigures | None) -> str
     return f"{count} answered by another mcp-kb server since {when(figures.since)} (the figures it last saved)"
 
 
-def live_status(app: App, names: Iterable[str]) -> list[dict[str, Any]]:
+def live_status(app: App, names: Iterable[str]) -> list[dict[str, object]]:
     """What the page's script polls: each KB's running sync and the figures a finished one changes."""
     return [
         {
@@ -65,7 +65,7 @@ def live_status(app: App, names: Iterable[str]) -> list[dict[str, Any]]:
     ]
 
 
-def _pending_fields(pending: Pending | None) -> dict[str, Any]:
+def _pending_fields(pending: Pending | None) -> dict[str, object]:
     return {"pending_text": pending_text(pending), "pending_behind": bool(pending and pending.behind)}
 
 
@@ -100,7 +100,7 @@ def filter_example(kb: KBConfig) -> str:
     return "\n".join([*lines, "path^=folder/"])
 
 
-def kb_details(app: App, name: str, wanted: str = "") -> dict[str, Any]:
+def kb_details(app: App, name: str, wanted: str = "") -> dict[str, object]:
     """A KB's page: its summary, failed and skipped files (those matching `wanted`), recent syncs, charts."""
     figures = app.search_figures(name)
     summary = _kb_summary(app, name, figures)
@@ -124,16 +124,16 @@ def kb_details(app: App, name: str, wanted: str = "") -> dict[str, Any]:
     }
 
 
-def _versions(app: App, name: str) -> dict[str, Any]:
+def _versions(app: App, name: str) -> dict[str, object]:
     """The newest versions a KB page lists (a KB that syncs every minute keeps a day of them), and how many are kept."""
     kept = app.versions(name)
     return {"versions": kept[-VERSIONS_SHOWN:], "version_count": len(kept)}
 
 
-def _charts(figures: SearchFigures | None, syncs: tuple[SyncBrief, ...]) -> list[Any]:
+def _charts(figures: SearchFigures | None, syncs: tuple[SyncBrief, ...]) -> list[Markup]:
     hours = figures.hourly if figures else ()
     labels = [when(hour.hour, short=True) for hour in hours]
-    charts = []
+    charts: list[Markup] = []
     if hours:
         charts += [
             line_chart(
@@ -165,7 +165,7 @@ def _latest_hit_rate(health: HealthCheck | None) -> float | None:
     return rates.get(DEFAULT_MODE, next(iter(rates.values()), None))
 
 
-def document(app: App, name: str, doc_id: str, chunk: int | None) -> dict[str, Any]:
+def document(app: App, name: str, doc_id: str, chunk: int | None) -> dict[str, object]:
     """A document's text from the index as a read gives it (on from the passage before chunk `chunk`, when asked),
     in three parts: before, the passage and after."""
     answer = app.read(name, ReadRequest(kb=name, path=doc_id, chunk=chunk, max_tokens=READ_TOKENS_MAX))

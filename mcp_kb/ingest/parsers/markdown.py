@@ -29,7 +29,7 @@ def parse(path: Path, doc_id: str) -> Document:
     )
 
 
-def split_front_matter(text: str) -> tuple[dict[str, Any], str, int]:
+def split_front_matter(text: str) -> tuple[dict[str, Any], str, int]:  # yaml.safe_load's mapping
     """(metadata, body, number of lines removed); bad YAML is kept as text, not lost."""
     match = _FRONT_MATTER.match(text)
     if not match:

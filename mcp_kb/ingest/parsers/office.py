@@ -138,10 +138,10 @@ def _markdown_table(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _core_metadata(properties: Any) -> dict[str, Any]:
+def _core_metadata(properties: Any) -> dict[str, object]:
     """Author and dates from the document's core properties (filterable when a KB declares them; the
     title is the document's title)."""
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, object] = {}
     for key, value in (
         ("author", properties.author),
         ("created", properties.created),
