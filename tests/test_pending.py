@@ -130,7 +130,8 @@ def test_the_admin_page_shows_what_a_sync_would_do(make_app: MakeApp, docs: Path
     app.sync()
     write(docs / "bonus.md", "# Bonus\n\nOnce a year.\n")
     [polled] = live_status(app, ["handbook"])
-    assert polled["pending_text"].startswith("1 added, 0 changed, 0 deleted since the last sync (counted ")
+    text = polled["pending_text"]
+    assert isinstance(text, str) and text.startswith("1 added, 0 changed, 0 deleted since the last sync (counted ")
 
 
 async def test_a_kb_behind_its_sources_says_so_in_its_search_tools_description(make_app: MakeApp, docs: Path) -> None:
