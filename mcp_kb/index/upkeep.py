@@ -24,7 +24,7 @@ _CLOCK_MARGIN = timedelta(minutes=1)
 
 
 @store_failures("be written (search indexes)")
-def refresh_indexes(  # noqa: PLR0913
+def refresh_indexes(  # noqa: PLR0913  # a generation's tables and the refresh settings the store holds
     tables: Tables,
     kb: str,
     generation: str,
