@@ -14,6 +14,7 @@ from .index.contract import Store
 from .records import KBState, KBVersion, SyncReport, recorded_now
 from .settings import KBConfig
 
+# A letter first: never a version number or a date. \Z, not $: "$" also matches before a final newline ("a\n").
 _TAG = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}\Z")
 MAX_TAGS = 100  # per KB: a sync's caller may tag, and a tag keeps its version (and its storage) until removed
 _PRECISION = "milliseconds"  # of when a version was made: two syncs a second apart are two times to ask as of
